@@ -1,0 +1,81 @@
+"""The ``jetpredict`` command line. Verbs and flags are the contract of DESIGN.md.
+
+Each package registers its own verbs (``register(subparsers)``); heavy imports (torch, Flask) happen
+only inside the verb that needs them, so ``jetpredict devices`` starts fast and works without extras.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import pandas as pd
+
+from models.catalogue import MODE_FIELDS, list_devices, load_device
+from models.errors import InputError
+from models.tables import FORMATS, write_table
+
+
+def _devices(args: argparse.Namespace) -> int:
+    if args.device is None:
+        rows = [{
+            "device": d.id, "name": d.name, "cpu": f"{d.specs.cpu_cores}x {d.specs.cpu_type}",
+            "gpu": f"{d.specs.gpu_arch}, {d.specs.cuda_cores} CUDA cores", "memory":
+            f"{d.specs.memory_gb:g} GB {d.specs.memory_type} {d.specs.peak_bandwidth_gbs:g} GB/s",
+            "presets": len(d.presets), "power_modes": len(d.modes()),
+        } for d in list_devices()]
+        write_table(pd.DataFrame(rows), args.format)
+        return 0
+    device = load_device(args.device)
+    if args.modes == "all":
+        space = device.modes()
+        df = pd.DataFrame(space.as_arrays(), columns=list(MODE_FIELDS))
+        df.insert(0, "mode", space.labels())
+    else:
+        df = pd.DataFrame([{**p.as_dict(), "nvpmodel_id": p.id, "power_budget_w": p.power_budget_w}
+                           for p in device.presets])
+    if args.format == "table":
+        print(f"{device.name} ({device.id}): {len(device.modes())} custom power modes, "
+              f"{len(device.presets)} presets", file=sys.stderr)
+    write_table(df, args.format)
+    return 0
+
+
+def _register_devices(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("devices", help="list Jetson types, their presets or their full power-mode space")
+    p.add_argument("device", nargs="?", help="catalogue id, e.g. agx-xavier")
+    p.add_argument("--modes", choices=("presets", "all"), default="presets")
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.set_defaults(handler=_devices)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from api import serve_cli
+    from predictor import cli as predictor_cli
+    from profiler import cli as profiler_cli
+
+    parser = argparse.ArgumentParser(
+        prog="jetpredict",
+        description="Predict DNN training epoch time and energy on every Jetson power mode.")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    _register_devices(sub)
+    profiler_cli.register(sub)
+    predictor_cli.register(sub)
+    serve_cli.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except InputError as exc:
+        print(f"jetpredict {args.verb}: error: {exc.message}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `jetpredict devices ... | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

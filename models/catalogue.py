@@ -1,0 +1,279 @@
+"""The Jetson device catalogue: specs, frequency steps, nvpmodel presets and the custom power-mode space.
+
+Each device is one TOML file in ``models/devices/`` (our own format; every number cites its source in a
+comment). The full space of custom modes (cores x CPU steps x GPU steps x EMC steps) is never
+materialised as objects: :class:`ModeSpace` indexes it by mixed radix and hands out numpy arrays for
+vectorised prediction.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from models.errors import ModeOutOfRangeError, UnknownDeviceError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEVICES_DIR = Path(__file__).with_name("devices")
+
+#: Mode knobs in the order used by every table and array in jetpredict.
+MODE_FIELDS: tuple[str, ...] = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
+
+#: Published caps are rounded (CPU "2265" for a 2265.6 MHz step); a knob this close to the range is in.
+RANGE_TOLERANCE_MHZ = 1.0
+
+
+@dataclass(frozen=True)
+class PowerMode:
+    """One power mode: cores online and CPU/GPU/EMC clocks in MHz."""
+
+    mode: str
+    cpu_cores: int
+    cpu_mhz: float
+    gpu_mhz: float
+    emc_mhz: float
+
+    def knobs(self) -> tuple[int, float, float, float]:
+        return (self.cpu_cores, self.cpu_mhz, self.gpu_mhz, self.emc_mhz)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, **dict(zip(MODE_FIELDS, self.knobs(), strict=True))}
+
+
+@dataclass(frozen=True)
+class Preset(PowerMode):
+    """An nvpmodel preset: its id in ``/etc/nvpmodel.conf`` and its power budget in W (None = uncapped)."""
+
+    id: int = 0
+    power_budget_w: float | None = None
+
+
+@dataclass(frozen=True)
+class DeviceSpecs:
+    """Published hardware facts of one Jetson module."""
+
+    name: str
+    soc: str
+    cpu_type: str
+    cpu_cores: int
+    gpu_arch: str
+    gpu_sms: int
+    cuda_cores: int
+    tensor_cores: int
+    memory_gb: float
+    memory_type: str
+    memory_bus_bits: int
+    peak_bandwidth_gbs: float
+    module_power_w: float
+    jetpack: str
+
+
+def mode_label(cpu_cores: int, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -> str:
+    """The label of a custom mode, e.g. ``8c-2265.6-1377-2133`` (cores, CPU/GPU/EMC MHz)."""
+    return f"{int(cpu_cores)}c-{float(cpu_mhz):g}-{float(gpu_mhz):g}-{float(emc_mhz):g}"
+
+
+class ModeSpace(Sequence[PowerMode]):
+    """All custom power modes of a device, indexable without building them.
+
+    Index ``i`` decomposes in mixed radix (cores, CPU step, GPU step, EMC step), EMC fastest.
+    """
+
+    def __init__(self, cores: Sequence[int], cpu_mhz: Sequence[float], gpu_mhz: Sequence[float],
+                 emc_mhz: Sequence[float]) -> None:
+        self._axes = (tuple(cores), tuple(cpu_mhz), tuple(gpu_mhz), tuple(emc_mhz))
+        self._radix = tuple(len(a) for a in self._axes)
+
+    def __len__(self) -> int:
+        return int(np.prod(self._radix))
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"mode index {index} outside 0..{n - 1}")
+        digits = []
+        for radix in reversed(self._radix):
+            index, digit = divmod(index, radix)
+            digits.append(digit)
+        c, cpu, gpu, emc = (axis[d] for axis, d in zip(self._axes, reversed(digits), strict=True))
+        return PowerMode(mode_label(c, cpu, gpu, emc), int(c), float(cpu), float(gpu), float(emc))
+
+    def __iter__(self) -> Iterator[PowerMode]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def as_arrays(self) -> dict[str, np.ndarray]:
+        """Every mode as four aligned arrays (``cpu_cores``, ``cpu_mhz``, ``gpu_mhz``, ``emc_mhz``)."""
+        grids = np.meshgrid(*[np.asarray(a, dtype=float) for a in self._axes], indexing="ij")
+        arrays = {name: g.ravel() for name, g in zip(MODE_FIELDS, grids, strict=True)}
+        arrays["cpu_cores"] = arrays["cpu_cores"].astype(int)
+        return arrays
+
+    def labels(self) -> list[str]:
+        a = self.as_arrays()
+        return [mode_label(*k) for k in zip(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"],
+                                            strict=True)]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One Jetson type: specs, DVFS steps, nvpmodel presets and its custom power-mode space."""
+
+    id: str
+    specs: DeviceSpecs
+    cpu_cores_range: tuple[int, int]
+    cpu_steps_mhz: tuple[float, ...]
+    gpu_steps_mhz: tuple[float, ...]
+    emc_steps_mhz: tuple[float, ...]
+    presets: tuple[Preset, ...]
+    default_preset: str
+    documented_space_size: int
+    sources: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.specs.name
+
+    def modes(self) -> ModeSpace:
+        """The full custom power-mode space (lazy; ``len()`` gives its size)."""
+        lo, hi = self.cpu_cores_range
+        return ModeSpace(range(lo, hi + 1), self.cpu_steps_mhz, self.gpu_steps_mhz, self.emc_steps_mhz)
+
+    def preset(self, name_or_id: str | int) -> Preset:
+        """A preset by nvpmodel name (case-insensitive) or numeric id."""
+        for p in self.presets:
+            if str(name_or_id).upper() in (p.mode.upper(), str(p.id)):
+                return p
+        valid = ", ".join(f"{p.id}={p.mode}" for p in self.presets)
+        raise ModeOutOfRangeError(f"device {self.id!r} has no preset {name_or_id!r}; valid: {valid}", "mode")
+
+    @property
+    def maxn(self) -> Preset:
+        """The fastest preset (MAXN or its equivalent)."""
+        return max(self.presets, key=lambda p: (p.gpu_mhz, p.emc_mhz, p.cpu_mhz * p.cpu_cores))
+
+    def knob_ranges(self) -> dict[str, tuple[float, float]]:
+        """Inclusive (min, max) of each knob."""
+        return {
+            "cpu_cores": (float(self.cpu_cores_range[0]), float(self.cpu_cores_range[1])),
+            "cpu_mhz": (min(self.cpu_steps_mhz), max(self.cpu_steps_mhz)),
+            "gpu_mhz": (min(self.gpu_steps_mhz), max(self.gpu_steps_mhz)),
+            "emc_mhz": (min(self.emc_steps_mhz), max(self.emc_steps_mhz)),
+        }
+
+    def validate_mode(self, cpu_cores: float, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -> None:
+        """Raise :class:`ModeOutOfRangeError` naming the first knob outside this device's range."""
+        bad = self.out_of_range(np.atleast_1d(cpu_cores), np.atleast_1d(cpu_mhz),
+                                np.atleast_1d(gpu_mhz), np.atleast_1d(emc_mhz))
+        if bad:
+            field, message = next(iter(bad.items()))
+            raise ModeOutOfRangeError(message, field)
+
+    def out_of_range(self, cpu_cores: np.ndarray, cpu_mhz: np.ndarray, gpu_mhz: np.ndarray,
+                     emc_mhz: np.ndarray) -> dict[str, str]:
+        """For arrays of modes: ``{field: message}`` for each knob with a value outside the range."""
+        problems: dict[str, str] = {}
+        values = dict(zip(MODE_FIELDS, (cpu_cores, cpu_mhz, gpu_mhz, emc_mhz), strict=True))
+        for field, (lo, hi) in self.knob_ranges().items():
+            v = np.asarray(values[field], dtype=float)
+            tol = 0.0 if field == "cpu_cores" else RANGE_TOLERANCE_MHZ
+            bad = ~np.isfinite(v) | (v < lo - tol) | (v > hi + tol)
+            if field == "cpu_cores":
+                bad |= v != np.round(v)
+            if bad.any():
+                unit = "" if field == "cpu_cores" else " MHz"
+                problems[field] = (f"{field}={v[bad][0]:g} is outside device {self.id!r}: "
+                                   f"must be in {lo:g}..{hi:g}{unit}")
+        return problems
+
+    def nearest_mode(self, cpu_cores: int, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -> PowerMode:
+        """The catalogue mode whose steps are nearest to the given knobs (each knob snapped on its own)."""
+        self.validate_mode(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz)
+
+        def snap(steps: tuple[float, ...], v: float) -> float:
+            return min(steps, key=lambda s: abs(s - v))
+
+        c = int(round(cpu_cores))
+        cpu, gpu, emc = (snap(self.cpu_steps_mhz, cpu_mhz), snap(self.gpu_steps_mhz, gpu_mhz),
+                         snap(self.emc_steps_mhz, emc_mhz))
+        return PowerMode(mode_label(c, cpu, gpu, emc), c, cpu, gpu, emc)
+
+    def peak_fp32_flops(self, gpu_mhz):
+        """FP32 peak in FLOP/s at a GPU clock: CUDA cores x 2 (FMA) x f. Works on arrays."""
+        return self.specs.cuda_cores * 2.0 * np.asarray(gpu_mhz, dtype=float) * 1e6
+
+    def peak_bandwidth(self, emc_mhz):
+        """DRAM bandwidth in B/s at an EMC clock: bus bytes x 2 transfers per clock (DDR) x f."""
+        return self.specs.memory_bus_bits / 8.0 * 2.0 * np.asarray(emc_mhz, dtype=float) * 1e6
+
+
+def _preset_from_toml(raw: dict, steps: dict[str, tuple[float, ...]]) -> Preset:
+    # In nvpmodel files -1 / 0 mean "no cap": the preset then runs at the top step.
+    def cap(key: str, domain: str) -> float:
+        v = raw.get(key, "max")
+        return max(steps[domain]) if v == "max" else float(v)
+
+    return Preset(
+        mode=raw["name"], id=int(raw["id"]), cpu_cores=int(raw["cpu_cores"]),
+        cpu_mhz=cap("cpu_mhz", "cpu"), gpu_mhz=cap("gpu_mhz", "gpu"), emc_mhz=cap("emc_mhz", "emc"),
+        power_budget_w=raw.get("power_budget_w"),
+    )
+
+
+def _device_from_toml(raw: dict) -> Device:
+    steps = {d: tuple(float(x) for x in raw["steps"][f"{d}_mhz"]) for d in ("cpu", "gpu", "emc")}
+    presets = tuple(_preset_from_toml(p, steps) for p in raw["presets"])
+    return Device(
+        id=raw["id"],
+        specs=DeviceSpecs(**raw["specs"]),
+        cpu_cores_range=(int(raw["steps"]["cpu_cores_min"]), int(raw["steps"]["cpu_cores_max"])),
+        cpu_steps_mhz=steps["cpu"],
+        gpu_steps_mhz=steps["gpu"],
+        emc_steps_mhz=steps["emc"],
+        presets=presets,
+        default_preset=raw.get("default_preset", presets[0].mode),
+        documented_space_size=int(raw["steps"]["space_size"]),
+        sources=dict(raw.get("sources", {})),
+    )
+
+
+@lru_cache(maxsize=None)
+def _load_all() -> dict[str, Device]:
+    devices = {}
+    for path in sorted(DEVICES_DIR.glob("*.toml")):
+        with path.open("rb") as f:
+            device = _device_from_toml(tomllib.load(f))
+        devices[device.id] = device
+    return devices
+
+
+def list_devices() -> list[Device]:
+    """Every device in the catalogue, sorted by id."""
+    return list(_load_all().values())
+
+
+def device_ids() -> list[str]:
+    return list(_load_all())
+
+
+def load_device(device_id: str) -> Device:
+    """The catalogue entry for ``device_id``; :class:`UnknownDeviceError` names the valid ids."""
+    devices = _load_all()
+    try:
+        return devices[device_id]
+    except KeyError:
+        raise UnknownDeviceError(
+            f"unknown device {device_id!r}; valid devices: {', '.join(devices)}", "device") from None
