@@ -1,14 +1,126 @@
-"""CLI verbs of the predictor: ``fit``, ``predict``, ``plan``, ``recommend`` (flags as in DESIGN.md)."""
+"""CLI verbs of the predictor: ``fit``, ``predict``, ``plan``, ``recommend`` (flags as in DESIGN.md).
+
+Tables go to standard output (or ``--out``); summaries and progress go to standard error, so
+``--format csv`` output is only CSV. Bad input raises :class:`InputError` (exit 2, via ``api.cli``);
+``recommend`` exits 1 when no mode meets the limits.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
 
-from models.tables import FORMATS
+import pandas as pd
+
+from models.errors import InputError
+from models.tables import FORMATS, write_table
 
 
-def _not_ready(args: argparse.Namespace) -> int:
-    raise NotImplementedError(args.verb)
+def _log(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _output(path: str | None) -> Iterator[TextIO]:
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with Path(path).open("w", newline="", encoding="utf-8") as f:
+            yield f
+    except OSError as exc:
+        raise InputError(f"cannot write --out {path}: {exc.strerror}", "out") from None
+
+
+def _read_mode_csv(path: str, flag: str) -> pd.DataFrame:
+    try:
+        # Labels stay text ("0" is a preset id, not a number); knobs are parsed by the service.
+        return pd.read_csv(path, dtype={"mode": str})
+    except FileNotFoundError:
+        raise InputError(f"{flag} file {path} does not exist", flag.lstrip("-")) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"{flag} file {path} is not a readable CSV: {exc}", flag.lstrip("-")) from None
+
+
+def _load(path: str):
+    from predictor.model import load_model
+
+    if not Path(path).exists():
+        raise InputError(f"model file {path} does not exist (write one with `jetpredict fit`)", "model")
+    return load_model(path)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from predictor import service
+
+    candidates = None if args.candidates is None else _read_mode_csv(args.candidates, "--candidates")
+    plan = service.plan_profiling(args.device, args.budget, candidates)
+    if args.format != "csv":
+        _log(f"{args.device}: profile these {len(plan)} modes; estimated "
+             f"{plan['est_profile_s'].sum() / 60:.1f} min in all (settle + idle window + warm-up and "
+             "measured minibatches per mode)")
+    with _output(args.out) as out:
+        write_table(plan, args.format, out)
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from models.profile_rows import read_profile_rows
+    from predictor.model import fit_workload, save_model
+
+    rows = read_profile_rows(args.profiles)
+    reference = None if args.reference is None else read_profile_rows(args.reference)
+    model = fit_workload(rows, device_id=args.device, reference=reference)
+    try:
+        save_model(model, args.out)
+    except OSError as exc:
+        raise InputError(f"cannot write --out {args.out}: {exc.strerror}", "out") from None
+    _log(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
+         f"({model.reference_source} reference, {model.model_version}); wrote {args.out}")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from predictor import service
+
+    model = _load(args.model)
+    modes = "all" if args.all else "presets" if args.presets else _read_mode_csv(args.modes, "--modes")
+    df = service.predict(model, modes, device_id=args.device, epochs=args.epochs)
+    if args.format == "table":
+        _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s)")
+    with _output(args.out) as out:
+        write_table(df, args.format, out)
+    return 0
+
+
+def _recommend(args: argparse.Namespace) -> int:
+    from predictor import service
+
+    model = _load(args.model)
+    result = service.recommend(model, args.objective, max_power_w=args.max_power_w,
+                               max_epoch_time_s=args.max_epoch_time_s, device_id=args.device,
+                               epochs=args.epochs)
+    if args.format == "json":
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        rows = ([{"role": "best", **result["best"]}] if result["best"] else []) + [
+            {"role": "pareto", **r} for r in result["pareto"]]
+        write_table(pd.DataFrame(rows), args.format)
+    if not result["feasible"]:
+        _log(f"jetpredict recommend: {result['reason']}")
+        return 1
+    if args.format != "csv":
+        b = result["best"]
+        _log(f"best for {args.objective} on {result['device']}: {b['mode']} — {b['epoch_time_s']:.4g} s/epoch, "
+             f"{b['avg_power_w']:.3g} W, {b['epoch_energy_j']:.4g} J/epoch; "
+             f"{len(result['pareto'])} mode(s) on the time/energy front")
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,14 +130,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=int, required=True, help="number of modes to profile")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--out", help="write to this file instead of standard output")
-    p.set_defaults(handler=_not_ready)
+    p.set_defaults(handler=_plan)
 
     p = sub.add_parser("fit", help="fit a workload model from profile rows")
     p.add_argument("--device", required=True)
     p.add_argument("--profiles", required=True, help="profile-row CSV/JSON of the new workload")
     p.add_argument("--reference", help="your own measured reference sweeps (default: bundled)")
     p.add_argument("--out", required=True, help="model file to write")
-    p.set_defaults(handler=_not_ready)
+    p.set_defaults(handler=_fit)
 
     p = sub.add_parser("predict", help="predict epoch time and energy for power modes")
     p.add_argument("--model", required=True)
@@ -37,7 +149,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, help="add time/energy to train this many epochs")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--out", help="write to this file instead of standard output")
-    p.set_defaults(handler=_not_ready)
+    p.set_defaults(handler=_predict)
 
     p = sub.add_parser("recommend", help="best power mode under a power or time constraint")
     p.add_argument("--model", required=True)
@@ -47,4 +159,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", help="recommend on another device type (cross-device)")
     p.add_argument("--epochs", type=int)
     p.add_argument("--format", choices=FORMATS, default="table")
-    p.set_defaults(handler=_not_ready)
+    p.set_defaults(handler=_recommend)

@@ -1,0 +1,85 @@
+"""Service settings: defaults, overridden by ``JETPREDICT_*`` environment variables, overridden by a dict.
+
+Every setting has one name used three ways: ``DATA_DIR`` is the key in ``create_app({...})``, the
+environment variable ``JETPREDICT_DATA_DIR``, and (where it makes sense) a ``jetpredict serve`` flag.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from models.errors import InputError
+
+ENV_PREFIX = "JETPREDICT_"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+DEFAULT_WORKERS = 2
+
+
+def _split(value: str | list | tuple) -> tuple[str, ...]:
+    if isinstance(value, list | tuple):
+        return tuple(str(v).strip() for v in value if str(v).strip())
+    return tuple(v.strip() for v in str(value).split(",") if v.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings of one app. Units: bytes, seconds; ``API_KEYS`` are plaintext keys."""
+
+    DATA_DIR: Path = field(default_factory=lambda: Path.cwd() / "data")
+    DATABASE_URL: str = ""  # empty = SQLite file ``DATA_DIR/jetpredict.sqlite``
+    API_KEYS: tuple[str, ...] = ()
+    MAX_BODY_BYTES: int = DEFAULT_MAX_BODY_BYTES
+    HOST: str = DEFAULT_HOST
+    PORT: int = DEFAULT_PORT
+    WORKERS: int = DEFAULT_WORKERS
+    THREADS: int = 4  # gunicorn threads per worker
+    CORS_ORIGINS: tuple[str, ...] = ()  # empty = CORS off
+    MODEL_CACHE_SIZE: int = 64  # fitted workload models kept in memory per process
+    MAX_CLIENTS: int = 5000  # clients in one fleet plan
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL: ``DATABASE_URL`` or the SQLite file under ``DATA_DIR``."""
+        if self.DATABASE_URL:
+            return self.DATABASE_URL
+        return f"sqlite:///{(Path(self.DATA_DIR) / 'jetpredict.sqlite').resolve()}"
+
+
+_INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1, "MAX_CLIENTS": 1}
+
+
+def _coerce(name: str, value: object) -> object:
+    if name in _INT_SETTINGS:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise InputError(f"{ENV_PREFIX}{name} must be a whole number, got {value!r}", name) from None
+        if number < _INT_SETTINGS[name] or (name == "PORT" and number > 65535):
+            raise InputError(f"{ENV_PREFIX}{name}={number} is out of range", name)
+        return number
+    if name in ("API_KEYS", "CORS_ORIGINS"):
+        return _split(value)  # type: ignore[arg-type]
+    if name == "DATA_DIR":
+        return Path(str(value)).expanduser()
+    return str(value).strip()
+
+
+def load_settings(overrides: Mapping[str, object] | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from defaults < ``JETPREDICT_*`` variables < ``overrides`` (keys as the field names)."""
+    environ = os.environ if environ is None else environ
+    names = {f.name for f in fields(Settings)}
+    values: dict[str, object] = {}
+    for name in names:
+        raw = environ.get(ENV_PREFIX + name)
+        if raw is not None and raw != "":
+            values[name] = _coerce(name, raw)
+    for name, value in (overrides or {}).items():
+        if name in names and value is not None:
+            values[name] = _coerce(name, value)
+    return Settings(**values)  # type: ignore[arg-type]

@@ -1,0 +1,137 @@
+"""One JSON error shape for every failure: ``{"code", "status", "message", "errors": {field: [..]}}``.
+
+``code`` is the HTTP status (as flask-smorest does), ``errors`` maps a dotted field path (``workload.id``,
+``rows.3.gpu_mhz``) to messages. Bad input never becomes a 500: :class:`models.errors.InputError` is a
+422 (404 for an unknown workload), malformed bodies are 400, and unexpected exceptions are logged and
+answered with a 500 that carries no stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+from models.errors import InputError, UnknownWorkloadError
+
+log = logging.getLogger("jetpredict.api")
+
+# Locations webargs nests errors under; the body is the default, so its prefix is dropped.
+_LOCATIONS = ("json", "query", "path", "headers", "view_args", "form", "files", "cookies")
+
+
+class ApiError(HTTPException):
+    """An error to answer with ``status``; ``errors`` is the ``{field: [messages]}`` map."""
+
+    def __init__(self, status: int, message: str, errors: Mapping[str, list[str]] | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.code = status
+        self.message = message
+        self.errors = dict(errors or {})
+        self.extra_headers = dict(headers or {})
+
+
+class FieldErrors(InputError):
+    """Bad input with several fields at fault: ``errors`` is the ready ``{field: [messages]}`` map."""
+
+    def __init__(self, message: str, errors: Mapping[str, list[str]]) -> None:
+        super().__init__(message, next(iter(errors), None))
+        self.errors = dict(errors)
+
+    def as_errors(self) -> dict[str, list[str]]:
+        return dict(self.errors)
+
+
+def flatten_errors(errors: object, prefix: str = "") -> dict[str, list[str]]:
+    """Marshmallow's nested error dict as ``{"a.b.0.c": [messages]}``."""
+    out: dict[str, list[str]] = {}
+    if isinstance(errors, Mapping):
+        for key, value in errors.items():
+            key = str(key)
+            if not prefix and key in _LOCATIONS:
+                # The body is the default location, so its fields are named without a prefix.
+                path = ("" if isinstance(value, Mapping) else "body") if key == "json" else key
+            else:
+                path = f"{prefix}.{key}" if prefix else key
+            for k, v in flatten_errors(value, path).items():
+                out.setdefault(k, []).extend(v)
+    elif isinstance(errors, list | tuple):
+        if all(isinstance(e, str) for e in errors):
+            out[prefix or "_schema"] = [str(e) for e in errors]
+        else:
+            for item in errors:
+                for k, v in flatten_errors(item, prefix).items():
+                    out.setdefault(k, []).extend(v)
+    elif errors is not None:
+        out[prefix or "_schema"] = [str(errors)]
+    return out
+
+
+def _body(status: int, name: str, message: str, errors: Mapping[str, list[str]] | None):
+    response = jsonify({"code": status, "status": name, "message": message, "errors": dict(errors or {})})
+    response.status_code = status
+    return response
+
+
+def _message(errors: Mapping[str, list[str]], default: str) -> str:
+    if not errors:
+        return default
+    field, messages = next(iter(errors.items()))
+    more = f" (and {len(errors) - 1} more field(s))" if len(errors) > 1 else ""
+    return f"{field}: {messages[0]}{more}"
+
+
+def input_error_status(exc: InputError) -> int:
+    """404 for a workload that is not stored, 422 for any other bad input."""
+    return 404 if isinstance(exc, UnknownWorkloadError) else 422
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Install the JSON error handlers on ``app`` (after flask-smorest, so these win)."""
+
+    @app.errorhandler(ApiError)
+    def _api_error(exc: ApiError):
+        response = _body(exc.code or 400, _status_name(exc.code or 400), exc.message, exc.errors)
+        response.headers.update(exc.extra_headers)
+        return response
+
+    @app.errorhandler(InputError)
+    def _input_error(exc: InputError):
+        status = input_error_status(exc)
+        return _body(status, _status_name(status), exc.message, exc.as_errors())
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        status = exc.code or 500
+        data = getattr(exc, "data", None) or {}
+        errors = flatten_errors(data.get("messages") or data.get("errors") or {})
+        if status == 422 and not errors:
+            errors = {"_schema": ["invalid request"]}
+        default = {
+            400: "the request body is not valid JSON" if "JSON" in (exc.description or "")
+            else (exc.description or "bad request"),
+            413: f"request body is larger than the limit of {app.config.get('MAX_CONTENT_LENGTH')} bytes",
+        }.get(status, exc.description or exc.name)
+        message = data.get("message") or (_message(errors, default) if status in (400, 422) else default)
+        response = _body(status, exc.name, message, errors)
+        for key, value in (data.get("headers") or {}).items():
+            response.headers[key] = value
+        if status == 405 and exc.get_response().headers.get("Allow"):
+            response.headers["Allow"] = exc.get_response().headers["Allow"]
+        return response
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        if isinstance(exc, HTTPException):  # pragma: no cover - handled above
+            return _http_error(exc)
+        log.exception("unhandled error")
+        return _body(500, InternalServerError.name, "internal error; see the server log", {})
+
+
+def _status_name(status: int) -> str:
+    from werkzeug.http import HTTP_STATUS_CODES
+
+    return HTTP_STATUS_CODES.get(status, "Error")

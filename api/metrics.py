@@ -1,0 +1,63 @@
+"""Prometheus metrics: requests and latency per route, predictions served, workload fits.
+
+Each app gets its own registry (tests build many apps). Under gunicorn with several workers, set
+``PROMETHEUS_MULTIPROC_DIR`` (``jetpredict serve`` does) and ``/metrics`` aggregates all workers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from flask import Flask, Response, g, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+#: Latency buckets in s: the service answers most requests in milliseconds.
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """The metrics of one app."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("jetpredict_http_requests_total", "HTTP requests by route, method and status",
+                                ("route", "method", "status"), registry=self.registry)
+        self.latency = Histogram("jetpredict_http_request_duration_seconds",
+                                 "HTTP request latency in seconds by route and method", ("route", "method"),
+                                 buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        self.predictions = Counter("jetpredict_predictions_total",
+                                   "Power-mode predictions served (one per mode)", ("endpoint",),
+                                   registry=self.registry)
+        self.fits = Counter("jetpredict_workload_fits_total", "Workload models fitted", ("kind",),
+                            registry=self.registry)
+
+    def init_app(self, app: Flask) -> None:
+        app.extensions["jetpredict_metrics"] = self
+
+        @app.before_request
+        def _start() -> None:
+            g.request_start_s = time.perf_counter()
+
+        @app.after_request
+        def _observe(response: Response) -> Response:
+            start = g.pop("request_start_s", None)
+            route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
+            self.requests.labels(route, request.method, str(response.status_code)).inc()
+            if start is not None:
+                self.latency.labels(route, request.method).observe(time.perf_counter() - start)
+            return response
+
+    def exposition(self) -> Response:
+        """The text exposition format, aggregated over worker processes when running multi-process."""
+        registry = self.registry
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+        return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+
+
+def metrics_of(app: Flask) -> Metrics:
+    return app.extensions["jetpredict_metrics"]

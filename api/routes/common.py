@@ -1,0 +1,99 @@
+"""What the blueprints share: the app's services, API-key checks, JSON-ready values."""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from flask import current_app, request
+
+from api.config import Settings
+from api.errors import ApiError
+from api.metrics import Metrics
+from api.storage import Storage
+from api.workloads import WorkloadService
+
+API_KEY_HEADER = "X-API-Key"
+SECURITY = [{"ApiKeyAuth": []}]
+
+
+@dataclass
+class Services:
+    """Everything a request handler needs, built once per app."""
+
+    settings: Settings
+    storage: Storage
+    workloads: WorkloadService
+    metrics: Metrics
+
+
+def services() -> Services:
+    return current_app.extensions["jetpredict"]
+
+
+def check_api_key() -> None:
+    """401 without ``X-API-Key``, 403 when it matches none of the configured keys (constant time)."""
+    supplied = request.headers.get(API_KEY_HEADER, "")
+    if not supplied:
+        raise ApiError(401, f"header {API_KEY_HEADER} is required for this request",
+                       {API_KEY_HEADER: ["is required"]},
+                       headers={"WWW-Authenticate": f'ApiKey header="{API_KEY_HEADER}"'})
+    supplied_bytes = supplied.encode("utf-8", "surrogateescape")
+    match = False
+    for key in services().settings.API_KEYS:
+        # Compare against every key, so the time taken does not tell which (or whether one) matched.
+        match |= hmac.compare_digest(supplied_bytes, key.encode("utf-8"))
+    if not match:
+        reason = ("is not one of the service's keys" if services().settings.API_KEYS
+                  else "cannot match: the service has no keys configured (JETPREDICT_API_KEYS)")
+        raise ApiError(403, f"header {API_KEY_HEADER} {reason}", {API_KEY_HEADER: [reason]})
+
+
+def require_api_key(view):
+    """Decorator for write views; runs before the body is parsed."""
+
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        check_api_key()
+        return view(*args, **kwargs)
+
+    return wrapper
+
+
+def clean(value: Any) -> Any:
+    """A JSON-ready copy: numpy scalars to Python, NaN/inf to None, recursively."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return clean(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def frame_records(df: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    """Rows of ``df`` (only ``columns`` that it has) as JSON-ready dicts, vectorised per column."""
+    present = [c for c in columns if c in df.columns]
+    values = []
+    for c in present:
+        col = df[c].to_numpy()
+        if col.dtype.kind == "f":
+            obj = col.astype(object)
+            obj[~np.isfinite(col)] = None
+            values.append(obj.tolist())
+        elif col.dtype.kind in "iub":
+            values.append(col.tolist())
+        else:
+            values.append([clean(v) for v in col.tolist()])
+    return [dict(zip(present, row, strict=True)) for row in zip(*values, strict=True)] if present else []

@@ -1,0 +1,57 @@
+"""``GET /v1/devices`` and ``GET /v1/devices/{device}/power-modes`` (presets, or the full space paged)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from api.errors import ApiError
+from api.schemas import DeviceListSchema, ErrorSchema, PowerModePageSchema, PowerModesQuerySchema
+from models.catalogue import Device, list_devices, load_device
+from models.errors import UnknownDeviceError
+
+blp = Blueprint("devices", __name__, url_prefix="/v1/devices", description="Jetson types and power modes")
+
+
+def device_summary(device: Device) -> dict:
+    return {
+        "id": device.id, "name": device.name, "specs": asdict(device.specs),
+        "default_preset": device.default_preset, "presets": len(device.presets),
+        "power_modes": len(device.modes()),
+        "knob_ranges": {k: {"min": lo, "max": hi} for k, (lo, hi) in device.knob_ranges().items()},
+    }
+
+
+@blp.route("")
+class Devices(MethodView):
+    @blp.response(200, DeviceListSchema)
+    def get(self):
+        """Every Jetson type in the catalogue with its specs and power-mode counts."""
+        return {"devices": [device_summary(d) for d in list_devices()]}
+
+
+@blp.route("/<string:device>/power-modes")
+class PowerModes(MethodView):
+    @blp.arguments(PowerModesQuerySchema, location="query")
+    @blp.response(200, PowerModePageSchema)
+    @blp.alt_response(404, schema=ErrorSchema, description="unknown device")
+    def get(self, query: dict, device: str):
+        """The nvpmodel presets (``space=presets``) or a page of all custom modes (``space=all``)."""
+        try:
+            dev = load_device(device)
+        except UnknownDeviceError as exc:
+            raise ApiError(404, exc.message, {"device": [exc.message]}) from None
+        limit, offset = query["limit"], query["offset"]
+        if query["space"] == "presets":
+            rows = [{**p.as_dict(), "nvpmodel_id": p.id, "power_budget_w": p.power_budget_w}
+                    for p in dev.presets]
+            total = len(rows)
+            rows = rows[offset:offset + limit]
+        else:
+            space = dev.modes()
+            total = len(space)
+            rows = [m.as_dict() for m in space[offset:offset + limit]]
+        return {"device": dev.id, "space": query["space"], "total": total, "limit": limit, "offset": offset,
+                "modes": rows}

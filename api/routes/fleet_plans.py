@@ -1,0 +1,34 @@
+"""``POST /v1/fleet-plans``: per-client power modes for a federated-learning round under a deadline."""
+
+from __future__ import annotations
+
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from api.routes.common import clean, services
+from api.schemas import ErrorSchema, FleetPlanRequestSchema, FleetPlanSchema
+
+blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
+                description="Plan a federated-learning round over a fleet of Jetsons")
+
+
+@blp.route("")
+class FleetPlans(MethodView):
+    @blp.arguments(FleetPlanRequestSchema)
+    @blp.response(200, FleetPlanSchema)
+    @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
+    def post(self, body: dict):
+        """For each client, the mode that meets the round deadline with least energy; total energy of the
+        round. Clients on other device types than the workload's get cross-device predictions."""
+        from predictor.service import plan_fleet
+
+        svc = services()
+        resolved = svc.workloads.resolve(body["workload"])
+        model = resolved.model
+        plan = clean(plan_fleet(model, [dict(c) for c in body["clients"]], body["deadline_s"],
+                                epochs=body["epochs"]))
+        svc.metrics.predictions.labels("fleet-plans").inc(len(body["clients"]))
+        return {"workload_id": resolved.workload_id, "reference_source": str(model.reference_source),
+                "profiled_modes": int(model.profiled_modes), "model_version": str(model.model_version),
+                "deadline_s": body["deadline_s"], "epochs": body["epochs"], **plan,
+                "infeasible_clients": plan.get("infeasible_clients") or []}

@@ -1,0 +1,42 @@
+"""``POST /v1/recommendations``: the best power mode for an objective under power/time constraints."""
+
+from __future__ import annotations
+
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from api.routes.common import clean, services
+from api.routes.predictions import PREDICTION_COLUMNS, provenance
+from api.schemas import ErrorSchema, RecommendationRequestSchema, RecommendationSchema
+
+blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
+                description="Best power mode under constraints")
+
+
+def _row(row: dict | None) -> dict | None:
+    return None if row is None else {k: clean(row[k]) for k in PREDICTION_COLUMNS if k in row}
+
+
+@blp.route("")
+class Recommendations(MethodView):
+    @blp.arguments(RecommendationRequestSchema)
+    @blp.response(200, RecommendationSchema)
+    @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
+    def post(self, body: dict):
+        """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``,
+        with the time-energy Pareto front of the feasible modes. ``best`` is null when no mode fits."""
+        from predictor.service import recommend
+
+        svc = services()
+        resolved = svc.workloads.resolve(body["workload"])
+        model = resolved.model
+        device = body.get("device") or model.device_id
+        constraints = {k: v for k, v in body["constraints"].items() if v is not None}
+        result = recommend(model, body["objective"], max_power_w=constraints.get("max_power_w"),
+                           max_epoch_time_s=constraints.get("max_epoch_time_s"), device_id=device,
+                           epochs=body.get("epochs"))
+        svc.metrics.predictions.labels("recommendations").inc()
+        return {**provenance(model, device, resolved.workload_id), "objective": body["objective"],
+                "constraints": constraints, "feasible": bool(result.get("feasible", result.get("best") is not None)),
+                "reason": result.get("reason"), "best": _row(result.get("best")),
+                "pareto": [_row(r) for r in result.get("pareto") or []]}

@@ -1,0 +1,62 @@
+"""``GET /v1/workloads``, ``GET /v1/workloads/{id}``, ``DELETE /v1/workloads/{id}`` (API key)."""
+
+from __future__ import annotations
+
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from api.routes.common import SECURITY, require_api_key, services
+from api.schemas import ErrorSchema, PageQuerySchema, WorkloadDetailSchema, WorkloadListSchema
+from api.storage import WorkloadRecord
+from models.errors import UnknownWorkloadError
+
+blp = Blueprint("workloads", __name__, url_prefix="/v1/workloads", description="Stored workloads")
+
+
+def workload_summary(record: WorkloadRecord) -> dict:
+    fit = record.fit or {}
+    return {"id": record.id, "device": record.device, "revision": record.revision,
+            "rows_stored": record.rows_stored, "created_at": record.created_at,
+            "updated_at": record.updated_at, "model_version": fit.get("model_version"),
+            "reference_source": fit.get("reference_source"), "profiled_modes": fit.get("profiled_modes"),
+            "has_power": fit.get("has_power")}
+
+
+def _not_stored(workload_id: str) -> UnknownWorkloadError:
+    return UnknownWorkloadError(f"workload {workload_id!r} is not stored", "workload_id")
+
+
+@blp.route("")
+class Workloads(MethodView):
+    @blp.arguments(PageQuerySchema, location="query")
+    @blp.response(200, WorkloadListSchema)
+    def get(self, query: dict):
+        """Stored workloads, sorted by id (paged)."""
+        total, records = services().storage.list_workloads(query["limit"], query["offset"])
+        return {"total": total, "limit": query["limit"], "offset": query["offset"],
+                "workloads": [workload_summary(r) for r in records]}
+
+
+@blp.route("/<string:workload_id>")
+class Workload(MethodView):
+    @blp.response(200, WorkloadDetailSchema)
+    @blp.alt_response(404, schema=ErrorSchema, description="workload not stored")
+    def get(self, workload_id: str):
+        """One stored workload with its profile rows and the provenance of its fit."""
+        storage = services().storage
+        record = storage.get_workload(workload_id)
+        if record is None:
+            raise _not_stored(workload_id)
+        _, rows = storage.load_rows(workload_id)
+        return {**workload_summary(record), "rows": rows}
+
+    @require_api_key
+    @blp.doc(security=SECURITY)
+    @blp.response(204)
+    @blp.alt_response(401, schema=ErrorSchema, description="header X-API-Key missing")
+    @blp.alt_response(403, schema=ErrorSchema, description="header X-API-Key wrong")
+    @blp.alt_response(404, schema=ErrorSchema, description="workload not stored")
+    def delete(self, workload_id: str):
+        """Delete a workload with all its rows."""
+        if not services().workloads.delete(workload_id):
+            raise _not_stored(workload_id)

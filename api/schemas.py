@@ -1,0 +1,358 @@
+"""Marshmallow schemas: they validate requests and, through flask-smorest, write ``/openapi.json``.
+
+Request bodies reject unknown fields (a typo is an error, not silently ignored). Profile rows are the
+exception: their fields are documented here, but they are checked by
+:func:`models.profile_rows.validate_records`, which reports every problem with its row number
+(``rows.<n>.<field>``, rows counted from 1) and lets extra columns pass through.
+"""
+
+from __future__ import annotations
+
+from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
+
+from models.catalogue import MODE_FIELDS, device_ids
+from models.profile_rows import FIELDS
+
+MAX_ROWS = 10_000  # profile rows in one request
+MAX_MODES = 50_000  # explicit modes in one request (the largest space, AGX Xavier, has 29,232)
+MAX_EPOCHS = 1_000_000
+OBJECTIVES = ("min-time", "min-energy")
+
+
+class RequestSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+
+def _device_field(description: str = "catalogue device id", **kwargs) -> fields.String:
+    return fields.String(validate=validate.OneOf(device_ids()),
+                         metadata={"description": description, "example": "agx-xavier"}, **kwargs)
+
+
+# -- errors ----------------------------------------------------------------------------------------
+class ErrorSchema(Schema):
+    code = fields.Integer(required=True, metadata={"description": "HTTP status code"})
+    status = fields.String(required=True, metadata={"description": "HTTP status name"})
+    message = fields.String(required=True, metadata={"description": "what went wrong, naming the field"})
+    errors = fields.Dict(keys=fields.String(), values=fields.List(fields.String()), required=True,
+                         metadata={"description": "messages per field path, e.g. rows.2.gpu_mhz"})
+
+
+# -- service ---------------------------------------------------------------------------------------
+class HealthSchema(Schema):
+    status = fields.String(required=True, metadata={"example": "ok"})
+    version = fields.String(required=True)
+    database = fields.String(required=True, metadata={"description": "ok, or the reason it is not"})
+    devices = fields.Integer(required=True, metadata={"description": "devices in the catalogue"})
+
+
+# -- devices and power modes -----------------------------------------------------------------------
+class DeviceSpecsSchema(Schema):
+    name = fields.String()
+    soc = fields.String()
+    cpu_type = fields.String()
+    cpu_cores = fields.Integer()
+    gpu_arch = fields.String()
+    gpu_sms = fields.Integer()
+    cuda_cores = fields.Integer()
+    tensor_cores = fields.Integer()
+    memory_gb = fields.Float()
+    memory_type = fields.String()
+    memory_bus_bits = fields.Integer()
+    peak_bandwidth_gbs = fields.Float()
+    module_power_w = fields.Float()
+    jetpack = fields.String()
+
+
+class RangeSchema(Schema):
+    min = fields.Float(required=True)
+    max = fields.Float(required=True)
+
+
+class DeviceSchema(Schema):
+    id = fields.String(required=True)
+    name = fields.String(required=True)
+    specs = fields.Nested(DeviceSpecsSchema, required=True)
+    default_preset = fields.String(required=True)
+    presets = fields.Integer(required=True, metadata={"description": "number of nvpmodel presets"})
+    power_modes = fields.Integer(required=True, metadata={"description": "size of the custom-mode space"})
+    knob_ranges = fields.Dict(keys=fields.String(), values=fields.Nested(RangeSchema), required=True,
+                              metadata={"description": "inclusive range of cpu_cores and CPU/GPU/EMC MHz"})
+
+
+class DeviceListSchema(Schema):
+    devices = fields.List(fields.Nested(DeviceSchema), required=True)
+
+
+class PowerModeSchema(Schema):
+    mode = fields.String(required=True)
+    cpu_cores = fields.Integer(required=True)
+    cpu_mhz = fields.Float(required=True)
+    gpu_mhz = fields.Float(required=True)
+    emc_mhz = fields.Float(required=True)
+    nvpmodel_id = fields.Integer(allow_none=True, metadata={"description": "presets only"})
+    power_budget_w = fields.Float(allow_none=True, metadata={"description": "presets only; null = uncapped"})
+
+
+class PowerModesQuerySchema(RequestSchema):
+    space = fields.String(load_default="presets", validate=validate.OneOf(("presets", "all")),
+                          metadata={"description": "presets, or all custom modes (paged)"})
+    limit = fields.Integer(load_default=100, validate=validate.Range(1, 10_000))
+    offset = fields.Integer(load_default=0, validate=validate.Range(0, None))
+
+
+class PowerModePageSchema(Schema):
+    device = fields.String(required=True)
+    space = fields.String(required=True)
+    total = fields.Integer(required=True)
+    limit = fields.Integer(required=True)
+    offset = fields.Integer(required=True)
+    modes = fields.List(fields.Nested(PowerModeSchema), required=True)
+
+
+# -- profile rows and workloads --------------------------------------------------------------------
+def _row_property(f) -> dict:
+    kind = {str: "string", int: "integer", float: "number"}[f.kind]
+    prop: dict = {"type": kind, "nullable": not f.required}
+    if f.minimum is not None:
+        prop["minimum"] = f.minimum
+        if f.strict:
+            prop["exclusiveMinimum"] = True
+    if f.unit:
+        prop["description"] = f.unit
+    return prop
+
+
+PROFILE_ROW_DOC = {
+    "type": "object",
+    "description": "one profile row (DESIGN.md); null = unknown; extra columns pass through",
+    "properties": {f.name: _row_property(f) for f in FIELDS},
+    "required": [f.name for f in FIELDS if f.required],
+    "additionalProperties": True,
+}
+
+
+def _rows_field(**kwargs) -> fields.List:
+    # Raw items: the row checks (with row numbers) are validate_records'; the doc still shows the fields.
+    return fields.List(fields.Raw(metadata=PROFILE_ROW_DOC), validate=validate.Length(1, MAX_ROWS), **kwargs)
+
+
+class WorkloadRefSchema(RequestSchema):
+    id = fields.String(validate=validate.Length(1, 200), metadata={"description": "a stored workload"})
+    rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device"})
+
+    @validates_schema
+    def _exactly_one(self, data, **kwargs) -> None:
+        if ("id" in data) == ("rows" in data):
+            raise ValidationError("give exactly one of id (stored workload) or rows (inline)", "_schema")
+
+
+class ProfileUploadSchema(RequestSchema):
+    rows = _rows_field(required=True)
+
+
+class UploadResultSchema(Schema):
+    workload_id = fields.String(required=True)
+    rows_stored = fields.Integer(required=True, metadata={"description": "rows stored by this upload"})
+    rows_total = fields.Integer(required=True, metadata={"description": "rows of the workload in all"})
+    revision = fields.Integer(required=True, metadata={"description": "uploads of this workload so far"})
+    device = fields.String(required=True)
+    model_version = fields.String(required=True)
+    reference_source = fields.String(required=True)
+    profiled_modes = fields.Integer(required=True)
+    has_power = fields.Boolean(required=True)
+
+
+class WorkloadSchema(Schema):
+    id = fields.String(required=True)
+    device = fields.String(required=True)
+    revision = fields.Integer(required=True)
+    rows_stored = fields.Integer(required=True)
+    created_at = fields.String(required=True, metadata={"format": "date-time"})
+    updated_at = fields.String(required=True, metadata={"format": "date-time"})
+    model_version = fields.String(allow_none=True)
+    reference_source = fields.String(allow_none=True)
+    profiled_modes = fields.Integer(allow_none=True)
+    has_power = fields.Boolean(allow_none=True)
+
+
+class WorkloadDetailSchema(WorkloadSchema):
+    rows = fields.List(fields.Dict(), required=True, metadata={"description": "the stored profile rows"})
+
+
+class PageQuerySchema(RequestSchema):
+    limit = fields.Integer(load_default=100, validate=validate.Range(1, 1000))
+    offset = fields.Integer(load_default=0, validate=validate.Range(0, None))
+
+
+class WorkloadListSchema(Schema):
+    total = fields.Integer(required=True)
+    limit = fields.Integer(required=True)
+    offset = fields.Integer(required=True)
+    workloads = fields.List(fields.Nested(WorkloadSchema), required=True)
+
+
+# -- predictions -----------------------------------------------------------------------------------
+MODE_IN_DOC = {
+    "type": "object",
+    "properties": {
+        "mode": {"type": "string", "maxLength": 100},
+        "cpu_cores": {"type": "integer"},
+        **{k: {"type": "number", "description": "MHz"} for k in MODE_FIELDS[1:]},
+    },
+    "required": list(MODE_FIELDS),
+    "additionalProperties": False,
+}
+
+
+class ModeInSchema(RequestSchema):
+    mode = fields.String(validate=validate.Length(0, 100))
+    cpu_cores = fields.Integer(required=True, strict=True)
+    cpu_mhz = fields.Float(required=True)
+    gpu_mhz = fields.Float(required=True)
+    emc_mhz = fields.Float(required=True)
+
+
+class ModesField(fields.Field):
+    """``"presets"``, ``"all"`` or a list of mode objects."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            if value in ("presets", "all"):
+                return value
+            raise ValidationError('must be "presets", "all" or a list of mode objects')
+        if not isinstance(value, list):
+            raise ValidationError('must be "presets", "all" or a list of mode objects')
+        if not 1 <= len(value) <= MAX_MODES:
+            raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
+        return ModeInSchema(many=True).load(value)
+
+
+def _modes_field() -> ModesField:
+    return ModesField(load_default="presets", metadata={
+        "description": 'the modes to predict: "presets", "all" (every custom mode) or a list',
+        "oneOf": [{"type": "string", "enum": ["presets", "all"]},
+                  {"type": "array", "items": MODE_IN_DOC, "minItems": 1, "maxItems": MAX_MODES}]})
+
+
+class PredictionRequestSchema(RequestSchema):
+    device = _device_field("device to predict for (default: the workload's)")
+    workload = fields.Nested(WorkloadRefSchema, required=True)
+    modes = _modes_field()
+    epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS),
+                            metadata={"description": "adds time/energy to train this many epochs"})
+
+
+def _num(required: bool = False, **metadata) -> fields.Float:
+    return fields.Float(required=required, allow_none=not required, metadata=metadata)
+
+
+class PredictionSchema(Schema):
+    mode = fields.String(required=True)
+    cpu_cores = fields.Integer(required=True)
+    cpu_mhz = fields.Float(required=True)
+    gpu_mhz = fields.Float(required=True)
+    emc_mhz = fields.Float(required=True)
+    epoch_time_s = _num(True, description="s")
+    epoch_time_s_low = _num(description="s, lower bound of the interval")
+    epoch_time_s_high = _num(description="s, upper bound of the interval")
+    avg_power_w = _num(True, description="W, mean module power while training")
+    epoch_energy_j = _num(True, description="J per epoch")
+    epoch_energy_j_low = _num(description="J")
+    epoch_energy_j_high = _num(description="J")
+    time_to_accuracy_s = _num(description="s for `epochs` epochs")
+    time_to_accuracy_s_low = _num()
+    time_to_accuracy_s_high = _num()
+    energy_to_accuracy_j = _num(description="J for `epochs` epochs")
+    energy_to_accuracy_j_low = _num()
+    energy_to_accuracy_j_high = _num()
+    cross_device = fields.Boolean(required=True)
+    power_source = fields.String(required=True, metadata={"description": "workload | reference"})
+
+
+class ProvenanceSchema(Schema):
+    device = fields.String(required=True)
+    workload_id = fields.String(allow_none=True, metadata={"description": "null for inline rows"})
+    reference_source = fields.String(required=True, metadata={"description": "published|measured|simulated"})
+    profiled_modes = fields.Integer(required=True)
+    model_version = fields.String(required=True)
+
+
+class PredictionResponseSchema(ProvenanceSchema):
+    epochs = fields.Integer(allow_none=True)
+    count = fields.Integer(required=True)
+    predictions = fields.List(fields.Nested(PredictionSchema), required=True)
+
+
+class ConstraintsSchema(RequestSchema):
+    max_power_w = fields.Float(allow_none=True, validate=validate.Range(0, None, min_inclusive=False),
+                               metadata={"description": "W"})
+    max_epoch_time_s = fields.Float(allow_none=True, validate=validate.Range(0, None, min_inclusive=False),
+                                    metadata={"description": "s"})
+
+
+class RecommendationRequestSchema(RequestSchema):
+    device = _device_field("device to recommend for (default: the workload's)")
+    workload = fields.Nested(WorkloadRefSchema, required=True)
+    objective = fields.String(required=True, validate=validate.OneOf(OBJECTIVES))
+    constraints = fields.Nested(ConstraintsSchema, load_default=dict)
+    epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS))
+
+
+class RecommendationSchema(ProvenanceSchema):
+    objective = fields.String(required=True)
+    constraints = fields.Nested(ConstraintsSchema, required=True)
+    feasible = fields.Boolean(required=True)
+    reason = fields.String(allow_none=True)
+    best = fields.Nested(PredictionSchema, allow_none=True, required=True)
+    pareto = fields.List(fields.Nested(PredictionSchema), required=True,
+                         metadata={"description": "time vs energy front, fastest first"})
+
+
+class FleetClientSchema(RequestSchema):
+    id = fields.String(required=True, validate=validate.Length(1, 200))
+    device = _device_field(required=True)
+
+
+class FleetPlanRequestSchema(RequestSchema):
+    workload = fields.Nested(WorkloadRefSchema, required=True)
+    deadline_s = fields.Float(required=True, validate=validate.Range(0, None, min_inclusive=False),
+                              metadata={"description": "s, deadline of the round"})
+    epochs = fields.Integer(strict=True, load_default=1, validate=validate.Range(1, 100_000),
+                            metadata={"description": "local epochs per client in the round"})
+    clients = fields.List(fields.Nested(FleetClientSchema), required=True,
+                          validate=validate.Length(1, 5000))
+
+
+class FleetClientPlanSchema(Schema):
+    class Meta:
+        unknown = INCLUDE
+
+    id = fields.String(required=True)
+    device = fields.String(required=True)
+    mode = fields.String(allow_none=True)
+    cpu_cores = fields.Integer(allow_none=True)
+    cpu_mhz = fields.Float(allow_none=True)
+    gpu_mhz = fields.Float(allow_none=True)
+    emc_mhz = fields.Float(allow_none=True)
+    epoch_time_s = _num(description="s")
+    round_time_s = _num(description="s for the round's epochs")
+    round_time_s_high = _num(description="s, upper bound")
+    energy_j = _num(description="J for the round's epochs")
+    idle_energy_j = _num(description="J idle until the deadline")
+    meets_deadline = fields.Boolean(required=True)
+    cross_device = fields.Boolean(allow_none=True)
+    reason = fields.String(allow_none=True)
+
+
+class FleetPlanSchema(Schema):
+    workload_id = fields.String(allow_none=True)
+    reference_source = fields.String(required=True)
+    profiled_modes = fields.Integer(required=True)
+    model_version = fields.String(required=True)
+    feasible = fields.Boolean(required=True)
+    total_energy_j = _num(description="J, all clients for the round (null if no client can run)")
+    deadline_s = fields.Float(required=True)
+    epochs = fields.Integer(required=True)
+    clients = fields.List(fields.Nested(FleetClientPlanSchema), required=True)
+    infeasible_clients = fields.List(fields.String(), required=True)

@@ -1,0 +1,245 @@
+"""Accuracy of the predictor against the seed linear regression and a PowerTrain-style MLP.
+
+Protocol (issue 5, item 8): leave one workload out on the real AGX Xavier sweeps (ResNet-18 as reference
+-> MobileNetV3, and the reverse), profile modes e, f, i, j (and the modes ``plan`` picks, when the
+planner exists), score time and energy MAPE on the modes *not* profiled, and the 90% interval coverage.
+Also: synthetic LeNet-class (CPU-bound) and large GPU-bound CNN sweeps built from a mechanism that is
+*not* the predictor's own (max-overlap of CPU launch and GPU work, a pipelined loader, another DVFS
+curve), with modes below the reference's clock range; the real cross-device rows; fit/predict speed.
+
+Run: ``python bench/accuracy.py`` -> prints and writes ``bench/results/accuracy.md``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
+
+from models.catalogue import load_device  # noqa: E402
+from models.profile_rows import read_profile_csv  # noqa: E402
+from predictor.model import fit_workload  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
+RESULTS = Path(__file__).resolve().parent / "results" / "accuracy.md"
+PROFILED = list("efij")
+MODES_AJ = {  # cores, CPU, GPU, EMC MHz (published modes a-j)
+    "a": (4, 1200, 670, 1333), "b": (8, 1200, 670, 1333), "c": (8, 1200, 900, 1333),
+    "d": (8, 1200, 900, 1600), "e": (8, 2100, 900, 1600), "f": (2, 2100, 900, 1600),
+    "g": (8, 2265, 1377, 2133), "h": (8, 2265, 1377, 1066), "i": (8, 2265, 1377, 1333),
+    "j": (8, 2265, 1377, 1600)}
+LOW_MODES = {  # below the reference's range: CPU ~1 GHz, GPU ~420 MHz, and mixes
+    "l1": (8, 1036.8, 420.75, 1600), "l2": (4, 1036.8, 420.75, 1331.2), "l3": (8, 960, 522.75, 1065.6),
+    "l4": (2, 1036.8, 420.75, 1600), "l5": (6, 1190.4, 318.75, 1866), "l6": (8, 806.4, 905.25, 2133),
+    "l7": (4, 1420.8, 624.75, 800), "l8": (8, 2265.6, 420.75, 2133)}
+
+
+def mape(pred, true) -> float:
+    pred, true = np.asarray(pred, float), np.asarray(true, float)
+    return float(np.mean(np.abs(pred - true) / true) * 100)
+
+
+def coverage(p: dict, true, key: str) -> tuple[float, float]:
+    true = np.asarray(true, float)
+    inside = (true >= p[f"{key}_low"]) & (true <= p[f"{key}_high"])
+    width = (p[f"{key}_high"] - p[f"{key}_low"]) / p[key]
+    return float(inside.mean() * 100), float(np.median(width) * 100)
+
+
+def ours(prof: pd.DataFrame, test: pd.DataFrame, reference: pd.DataFrame | None) -> dict:
+    model = fit_workload(prof, reference=reference)
+    return model.predict_arrays(test.cpu_cores, test.cpu_mhz, test.gpu_mhz, test.emc_mhz)
+
+
+# -- synthetic sweeps from an independent mechanism -------------------------------------------------------
+def _v(f, fmax):  # another DVFS curve than the predictor's: smooth power law
+    r = np.asarray(f, float) / fmax
+    return r * (0.55 + 0.45 * r ** 1.5) ** 2
+
+
+def synthetic_sweep(kind: str, modes: dict[str, tuple], seed: int = 0, noise: float = 0.02) -> pd.DataFrame:
+    """A LeNet-class (``small``, CPU bound) or large GPU-bound (``large``) CNN on AGX Xavier, per mode."""
+    rng = np.random.default_rng(seed)
+    p = {"small": dict(mb=3750, launch=9.0, gpu=1.2, mem=0.4, fetch=34.0, gpu_w=6.0),
+         "large": dict(mb=3125, launch=14.0, gpu=105.0, mem=30.0, fetch=40.0, gpu_w=16.0)}[kind]
+    rows = []
+    for name, (c, cpu, gpu, emc) in modes.items():
+        s_cpu = 2265.6 / cpu
+        contention = max(1.0, (5.0 / c)) ** 0.6
+        launch = p["launch"] * s_cpu * contention
+        kernels = p["gpu"] * 1377 / gpu + p["mem"] * 2133 / emc
+        compute = max(launch, kernels) + 0.3 * min(launch, kernels)
+        supply = p["fetch"] * s_cpu * max(1.0, 5.0 / c) ** 0.3 / min(4.0, max(c - 1.0, 0.5))
+        stall = max(0.0, supply - compute) + 0.8 * s_cpu
+        rest = 0.3 + 0.4 * s_cpu
+        n = p["mb"]
+        t_c, t_s, t = n * compute / 1e3, n * stall / 1e3, n * (compute + stall + rest) / 1e3
+        base = 3.6 + 0.7 * _v(gpu, 1377) + 2.4 * _v(emc, 2133) + 0.5 * c / 8 * _v(cpu, 2265.6)
+        util = kernels / (compute + stall + rest)
+        dyn = (p["gpu_w"] * util * _v(gpu, 1377) + 3.0 * util * _v(emc, 2133)
+               + 1.1 * min(c, 5) * _v(cpu, 2265.6) * (launch + supply) / (compute + stall + rest) + 0.8)
+        power = base + dyn
+        j = rng.normal(0.0, noise, 4)
+        rows.append(dict(device="agx-xavier", workload=f"synthetic-{kind}", mode=name, cpu_cores=c,
+                         cpu_mhz=cpu, gpu_mhz=gpu, emc_mhz=emc, num_workers=4, batch_size=16,
+                         minibatches_per_epoch=n, epoch_time_s=t * (1 + j[0]), stall_time_s=t_s * (1 + j[1]),
+                         compute_time_s=t_c * (1 + j[2]), avg_power_w=power * (1 + j[3]),
+                         epoch_energy_j=power * (1 + j[3]) * t * (1 + j[0]), base_power_w=base,
+                         source="simulated: bench/accuracy.py synthetic mechanism"))
+    return pd.DataFrame(rows)
+
+
+# -- the runs ---------------------------------------------------------------------------------------------
+def plan_modes(rows: pd.DataFrame, budget: int = 4) -> list[str] | None:
+    """Modes ``plan`` picks among the published a-j (None until predictor.planning exists)."""
+    try:
+        from predictor.planning import plan_profiling
+    except ImportError:
+        return None
+    cands = rows.drop_duplicates("mode")[["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]]
+    chosen = plan_profiling("agx-xavier", budget, candidates=cands.reset_index(drop=True))
+    return list(chosen["mode"])
+
+
+def score_block(name: str, prof, test, reference, baseline_ref) -> list[dict]:
+    out = []
+    p = ours(prof, test, reference)
+    t_cov, t_w = coverage(p, test.epoch_time_s, "epoch_time_s")
+    e_cov, e_w = coverage(p, test.epoch_energy_j, "epoch_energy_j")
+    out.append(dict(case=name, method="jetpredict", time_mape=mape(p["epoch_time_s"], test.epoch_time_s),
+                    energy_mape=mape(p["epoch_energy_j"], test.epoch_energy_j),
+                    time_cov=t_cov, time_width=t_w, energy_cov=e_cov, energy_width=e_w))
+    seed = SeedLinear().fit(prof).predict(test)
+    out.append(dict(case=name, method="seed linear", time_mape=mape(seed["epoch_time_s"], test.epoch_time_s),
+                    energy_mape=mape(seed["epoch_energy_j"], test.epoch_energy_j)))
+    if baseline_ref is not None:
+        mlp = PowerTrainMLP().fit(baseline_ref, prof).predict(test)
+        out.append(dict(case=name, method="PowerTrain MLP",
+                        time_mape=mape(mlp["epoch_time_s"], test.epoch_time_s),
+                        energy_mape=mape(mlp["epoch_energy_j"], test.epoch_energy_j)))
+    mean = profiled_mean(prof, test)
+    out.append(dict(case=name, method="mean of profiled", time_mape=mape(mean["epoch_time_s"], test.epoch_time_s),
+                    energy_mape=mape(mean["epoch_energy_j"], test.epoch_energy_j)))
+    return out
+
+
+def real_lowo(rows: pd.DataFrame) -> list[dict]:
+    results = []
+    pairs = [("resnet18-cifar10", "mobilenetv3-gld23k"), ("mobilenetv3-gld23k", "resnet18-cifar10")]
+    picks = {"e,f,i,j": PROFILED}
+    planned = plan_modes(rows)
+    if planned:
+        picks["plan: " + ",".join(planned)] = planned
+    for label, modes in picks.items():
+        for ref_w, new_w in pairs:
+            ref = rows[rows.workload == ref_w]
+            new = rows[rows.workload == new_w]
+            prof, test = new[new["mode"].isin(modes)], new[~new["mode"].isin(modes)]
+            results += score_block(f"{ref_w.split('-')[0]} -> {new_w.split('-')[0]} [{label}]", prof, test,
+                                   ref, ref)
+    return results
+
+
+def synthetic(rows: pd.DataFrame) -> list[dict]:
+    results = []
+    test_modes = {k: v for k, v in MODES_AJ.items() if k not in PROFILED} | LOW_MODES
+    for kind in ("small", "large"):
+        for seed in range(3):
+            prof = synthetic_sweep(kind, {k: MODES_AJ[k] for k in PROFILED}, seed=seed)
+            test = synthetic_sweep(kind, test_modes, seed=100 + seed, noise=0.0)
+            label = {"small": "synthetic LeNet-class", "large": "synthetic large CNN"}[kind]
+            # Baseline MLP pre-trains on the bundled reference's ResNet sweep, as the PowerTrain recipe does.
+            results += score_block(f"{label} seed {seed} [bundled ref]", prof, test, None,
+                                   rows[rows.workload == "resnet18-cifar10"])
+    return results
+
+
+def cross_device(rows: pd.DataFrame) -> list[dict]:
+    """Real cross-device rows (POMACS 2022 Fig 2/3, 4 workers): MobileNetV3 AGX -> NX 15W, LeNet NX -> Nano."""
+    out = []
+    nx = load_device("xavier-nx").preset("MODE_15W_6CORE")
+    nano = load_device("nano").maxn
+    mob = rows[(rows.workload == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)]
+    model = fit_workload(mob)
+    p = model.predict_arrays([nx.cpu_cores], [nx.cpu_mhz], [nx.gpu_mhz], [nx.emc_mhz], device_id="xavier-nx")
+    out.append(("MobileNetV3 AGX Xavier (e,f,i,j) -> Xavier NX 15W", p, 576.0, 2450.8 * 3.6))
+    lenet = pd.DataFrame([dict(device="xavier-nx", workload="lenet5-mnist", mode="15W", cpu_cores=nx.cpu_cores,
+                               cpu_mhz=nx.cpu_mhz, gpu_mhz=nx.gpu_mhz, emc_mhz=nx.emc_mhz, num_workers=4,
+                               batch_size=16, minibatches_per_epoch=3750, epoch_time_s=55.3, stall_time_s=18.9,
+                               compute_time_s=32.2, epoch_energy_j=112.0 * 3.6, avg_power_w=np.nan,
+                               base_power_w=np.nan, source="published: POMACS 2022 Fig 2")])
+    model = fit_workload(lenet)
+    p = model.predict_arrays([nano.cpu_cores], [nano.cpu_mhz], [nano.gpu_mhz], [nano.emc_mhz], device_id="nano")
+    out.append(("LeNet-5 Xavier NX 15W (1 mode) -> Nano MAXN", p, 76.6, 105.1 * 3.6))
+    return out
+
+
+def speed(rows: pd.DataFrame) -> dict[str, float]:
+    prof = rows[(rows.workload == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)]
+    fit_workload(prof)
+    t0 = time.perf_counter()
+    model = fit_workload(prof)
+    fit_s = time.perf_counter() - t0
+    a = load_device("agx-xavier").modes().as_arrays()
+    model.predict_arrays(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"])
+    t0 = time.perf_counter()
+    reps = 10
+    for _ in range(reps):
+        model.predict_arrays(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"])
+    return {"fit_s": fit_s, "predict_all_ms": (time.perf_counter() - t0) / reps * 1e3,
+            "modes": len(a["cpu_mhz"])}
+
+
+def _fmt(v) -> str:
+    return "" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.1f}"
+
+
+def main() -> int:
+    rows = read_profile_csv(REFERENCE_CSV)
+    lines = ["# Accuracy (generated by `python bench/accuracy.py`)", "",
+             "MAPE (%) on the modes not profiled; coverage (%) of the nominal 90% interval and its median "
+             "width (% of the prediction).", "",
+             "| case | method | time MAPE | energy MAPE | time cov | time width | energy cov | energy width |",
+             "|---|---|---|---|---|---|---|---|"]
+    table = real_lowo(rows) + synthetic(rows)
+    for r in table:
+        lines.append(f"| {r['case']} | {r['method']} | {_fmt(r['time_mape'])} | {_fmt(r['energy_mape'])} | "
+                     f"{_fmt(r.get('time_cov'))} | {_fmt(r.get('time_width'))} | {_fmt(r.get('energy_cov'))} | "
+                     f"{_fmt(r.get('energy_width'))} |")
+    df = pd.DataFrame(table)
+    summary = df.groupby([df["case"].str.replace(r" seed \d+", "", regex=True), "method"], sort=False)[
+        ["time_mape", "energy_mape", "time_cov", "time_width", "energy_cov", "energy_width"]].mean()
+    lines += ["", "## Means per case", "", summary.round(1).to_markdown() if _has_tabulate() else
+              summary.round(1).to_string(), "", "## Cross-device (real rows)", "",
+              "| transfer | time pred [90%] | time real | energy pred J [90%] | energy real J |", "|---|---|---|---|---|"]
+    for label, p, t_real, e_real in cross_device(rows):
+        lines.append(f"| {label} | {p['epoch_time_s'][0]:.1f} [{p['epoch_time_s_low'][0]:.1f}, "
+                     f"{p['epoch_time_s_high'][0]:.1f}] | {t_real:.1f} | {p['epoch_energy_j'][0]:.0f} "
+                     f"[{p['epoch_energy_j_low'][0]:.0f}, {p['epoch_energy_j_high'][0]:.0f}] | {e_real:.0f} |")
+    s = speed(rows)
+    lines += ["", "## Speed", "", f"- fit one workload (4 modes, bundled reference): {s['fit_s'] * 1e3:.1f} ms",
+              f"- predict all {s['modes']} AGX Xavier modes in-process: {s['predict_all_ms']:.1f} ms", ""]
+    text = "\n".join(lines)
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text, encoding="utf-8")
+    return 0
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Baselines for ``bench/accuracy.py``, implemented as their papers describe them.
+
+- :class:`SeedLinear`: the POMACS 2022 predictor: one linear regression of epoch time on
+  (cpu_mhz, cpu_cores, gpu_mhz, emc_mhz) fitted on the profiled modes, and the same for epoch energy.
+- :class:`PowerTrainMLP`: PowerTrain (FGCS 2024): an MLP (256-128-64, ReLU) trained on a reference
+  workload's sweep, then fine-tuned on the new workload's profiled modes; it predicts time and power,
+  energy = time x power. Inputs and targets are standardised with the reference's statistics.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import LinearRegression
+from sklearn.neural_network import MLPRegressor
+from sklearn.preprocessing import StandardScaler
+
+KNOBS = ["cpu_mhz", "cpu_cores", "gpu_mhz", "emc_mhz"]
+
+
+def _power(rows: pd.DataFrame) -> np.ndarray:
+    p = rows["avg_power_w"].to_numpy(float)
+    return np.where(np.isnan(p), rows["epoch_energy_j"].to_numpy(float) / rows["epoch_time_s"].to_numpy(float), p)
+
+
+class SeedLinear:
+    """Linear regression of time and of energy on the four knobs (min-norm when under-determined)."""
+
+    def fit(self, rows: pd.DataFrame) -> SeedLinear:
+        x = rows[KNOBS].to_numpy(float)
+        self.time_ = LinearRegression().fit(x, rows["epoch_time_s"].to_numpy(float))
+        self.energy_ = LinearRegression().fit(x, rows["epoch_energy_j"].to_numpy(float))
+        return self
+
+    def predict(self, modes: pd.DataFrame) -> dict[str, np.ndarray]:
+        x = modes[KNOBS].to_numpy(float)
+        return {"epoch_time_s": self.time_.predict(x), "epoch_energy_j": self.energy_.predict(x)}
+
+
+class PowerTrainMLP:
+    """Pre-train on a reference sweep, fine-tune on the new workload's rows (warm start, lower rate).
+
+    Targets are log time and log power (positive, multiplicative effects); ``seeds`` MLPs are averaged
+    to take the initialisation luck out of the comparison.
+    """
+
+    def __init__(self, hidden=(256, 128, 64), pretrain_iter: int = 3000, finetune_iter: int = 300,
+                 finetune_lr: float = 1e-4, seeds: int = 3) -> None:
+        self.hidden = hidden
+        self.pretrain_iter = pretrain_iter
+        self.finetune_iter = finetune_iter
+        self.finetune_lr = finetune_lr
+        self.seeds = seeds
+
+    def _xy(self, rows: pd.DataFrame):
+        x = rows[KNOBS].to_numpy(float)
+        y = np.column_stack([np.log(rows["epoch_time_s"].to_numpy(float)), np.log(_power(rows))])
+        return x, y
+
+    def fit(self, reference: pd.DataFrame, rows: pd.DataFrame) -> PowerTrainMLP:
+        xr, yr = self._xy(reference)
+        xn, yn = self._xy(rows)
+        self.x_scaler_ = StandardScaler().fit(xr)
+        self.y_scaler_ = StandardScaler().fit(yr)
+        self.nets_ = []
+        for seed in range(self.seeds):
+            net = MLPRegressor(hidden_layer_sizes=self.hidden, learning_rate_init=1e-3, max_iter=self.pretrain_iter,
+                               tol=1e-7, n_iter_no_change=200, random_state=seed)
+            net.fit(self.x_scaler_.transform(xr), self.y_scaler_.transform(yr))
+            tuned = copy.deepcopy(net)
+            tuned.set_params(warm_start=True, learning_rate_init=self.finetune_lr,
+                             max_iter=self.finetune_iter)
+            tuned.fit(self.x_scaler_.transform(xn), self.y_scaler_.transform(yn))
+            self.nets_.append(tuned)
+        return self
+
+    def predict(self, modes: pd.DataFrame) -> dict[str, np.ndarray]:
+        x = self.x_scaler_.transform(modes[KNOBS].to_numpy(float))
+        y = np.mean([self.y_scaler_.inverse_transform(n.predict(x)) for n in self.nets_], axis=0)
+        t, p = np.exp(y[:, 0]), np.exp(y[:, 1])
+        return {"epoch_time_s": t, "epoch_energy_j": t * p}
+
+
+def profiled_mean(rows: pd.DataFrame, modes: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The trivial baseline: every mode gets the mean of the profiled modes."""
+    n = len(modes)
+    return {"epoch_time_s": np.full(n, rows["epoch_time_s"].mean()),
+            "epoch_energy_j": np.full(n, rows["epoch_energy_j"].mean())}

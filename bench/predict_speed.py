@@ -1,0 +1,92 @@
+"""Speed of the predictor's operations, in process (median of repeated runs).
+
+Targets (issue 5): predicting all 29,232 AGX Xavier modes for one fitted workload < 50 ms; fitting a
+workload < 1 s. Also times recommendation over the full space, a 50-client fleet plan and a profiling
+plan. Prints a table and writes ``bench/results/predict_speed.md``.
+
+Run: ``python bench/predict_speed.py [--repeats N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from models.catalogue import load_device
+from models.profile_rows import read_profile_csv
+from predictor import service
+from predictor.model import fit_workload
+from predictor.reference import REFERENCE_DIR, load_reference
+
+RESULTS = Path(__file__).resolve().parent / "results" / "predict_speed.md"
+PROFILED = ["a", "d", "g", "h"]
+
+
+def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float]:
+    """(median, min, max) wall time in ms of ``repeats`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), min(times), max(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(PROFILED)].reset_index(drop=True)
+    t0 = time.perf_counter()
+    load_reference("agx-xavier")
+    first_reference_ms = (time.perf_counter() - t0) * 1e3
+    model = fit_workload(rows, "agx-xavier")
+    knobs = load_device("agx-xavier").modes().as_arrays()
+    clients = [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(50)]
+
+    cases = [
+        ("fit_workload (4 ResNet-18 rows, AGX Xavier)", "< 1000",
+         lambda: fit_workload(rows, "agx-xavier"), 1000.0),
+        ("predict_arrays, all 29,232 AGX Xavier modes", "< 50",
+         lambda: model.predict_arrays(knobs["cpu_cores"], knobs["cpu_mhz"], knobs["gpu_mhz"], knobs["emc_mhz"]),
+         50.0),
+        ("service.predict(model, 'all') -> DataFrame", "< 50",
+         lambda: service.predict(model, "all"), 50.0),
+        ("service.recommend min-time, max_power_w=20", "-",
+         lambda: service.recommend(model, "min-time", max_power_w=20), None),
+        ("service.plan_fleet, 50 clients on 3 device types", "-",
+         lambda: service.plan_fleet(model, clients, deadline_s=3000), None),
+        ("service.plan_profiling agx-xavier, budget 4", "-",
+         lambda: service.plan_profiling("agx-xavier", 4), None),
+    ]
+    lines = ["| operation | median ms | min ms | max ms | target ms | met |", "|---|---|---|---|---|---|"]
+    ok = True
+    for name, target_text, fn, target in cases:
+        repeats = max(3, args.repeats // 4) if "plan" in name or "recommend" in name else args.repeats
+        med, lo, hi = timed(fn, repeats)
+        met = "-" if target is None else ("yes" if med < target else "NO")
+        ok &= met != "NO"
+        lines.append(f"| {name} | {med:.1f} | {lo:.1f} | {hi:.1f} | {target_text} | {met} |")
+    header = [
+        "# Predictor speed (bench/predict_speed.py)", "",
+        f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}; "
+        f"median of {args.repeats} runs after one warm-up (plans and recommendations: fewer runs).",
+        f"First load of the AGX Xavier reference (bundled artifact or in-memory fit): {first_reference_ms:.0f} ms.",
+        "",
+    ]
+    text = "\n".join([*header, *lines, ""])
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text, encoding="utf-8")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""Per-mode device physics of a Jetson: compute and memory peaks, CPU speed, DataLoader parallelism, power.
+
+Shared by the digital twin (``profiler.sim``), which turns a workload's complexity into per-minibatch
+timings and power, and by the predictor, which may use it as a prior. Pure numpy; every method takes
+scalars or arrays and broadcasts, so a whole power-mode space is evaluated at once::
+
+    from models.physics import DevicePhysics
+    phys = DevicePhysics("agx-xavier")
+    modes = phys.device.modes().as_arrays()          # dict of arrays: cpu_cores, cpu_mhz, gpu_mhz, emc_mhz
+    phys.peak_fp32_flops(modes["gpu_mhz"])            # FLOP/s
+    phys.power_w(modes, gpu_util=0.9, cpu_util=0.3, mem_util=0.4)   # W, module power
+
+Units: clocks in MHz, time in s, power in W, bandwidth in B/s. The few free constants per device
+(efficiencies, CPU costs, power coefficients) live in ``models/twin_calibration.toml``, written by
+``models/calibrate.py`` from published measurements (or from spec sheets where none exist; each
+device's ``basis`` says which).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from models.catalogue import MODE_FIELDS, Device, load_device
+from models.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CALIBRATION_PATH = Path(__file__).with_name("twin_calibration.toml")
+
+#: DVFS curve shape (fractions of the domain's top clock / top voltage). Tegra DVFS tables hold the
+#: rail at a floor voltage over the low steps and raise it roughly linearly above a knee.
+DVFS_V_FLOOR = 0.60
+DVFS_KNEE = 0.35
+
+#: Fixed, device-independent constants of the twin (documented in docs/digital-twin.md).
+SHARED_KEYS = ("jpeg_decode_s_per_mpix", "worker_contention", "sched_interference", "roofline_sharpness")
+
+
+@dataclass(frozen=True)
+class DeviceConstants:
+    """The free constants of one device (time costs in seconds on a core of relative speed 1.0)."""
+
+    gpu_eff_dense: float          # fraction of FP32 peak reached by dense conv / matmul kernels
+    gpu_eff_depthwise: float      # fraction of FP32 peak reached by grouped (depthwise) convolutions
+    mem_eff: float                # fraction of peak DRAM bandwidth reached by memory-bound kernels
+    gpu_kernel_latency_s: float   # fixed time per kernel at the top GPU clock (scales with 1/f_gpu), s
+    cpu_perf_per_ghz: float       # per-core speed per GHz, relative to the host that measured workloads
+    launch_s: float               # CPU cost to launch one kernel at relative CPU speed 1, s
+    framework_s: float            # per-minibatch framework cost outside the GPU window at speed 1, s
+    handoff_s: float              # per-minibatch DataLoader hand-off (queue, collate) at speed 1, s
+    handoff_s_per_mb: float       # extra hand-off per MB of batch tensors at speed 1, s/MB
+    base_w: float                 # module baseload with every domain at its lowest clock, W
+    base_cpu_w: float             # idle CPU power, all cores online at top clock and voltage, W
+    base_gpu_w: float             # idle GPU power at top clock and voltage, W
+    base_emc_w: float             # idle memory-controller/DRAM power at top EMC clock, W
+    cpu_dyn_w: float              # dynamic CPU power, all cores busy at top clock and voltage, W
+    gpu_dyn_w: float              # dynamic GPU power, fully busy at top clock and voltage, W
+    mem_dyn_w: float              # dynamic DRAM power when streaming at the device's top bandwidth, W
+    basis: str = ""               # how the constants were obtained (fitted rows / spec sheet)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, object]) -> DeviceConstants:
+        names = {f.name for f in fields(cls)}
+        missing = sorted(names - set(raw) - {"basis"})
+        if missing:
+            raise InputError(f"twin calibration lacks {', '.join(missing)}", missing[0])
+        return cls(**{k: (str(v) if k == "basis" else float(v)) for k, v in raw.items() if k in names})
+
+
+@lru_cache(maxsize=4)
+def _load_calibration(path: str) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def load_constants(device_id: str, path: str | Path | None = None) -> tuple[DeviceConstants, dict[str, float]]:
+    """The calibrated constants of ``device_id`` and the shared constants, from the calibration file."""
+    raw = _load_calibration(str(path or CALIBRATION_PATH))
+    try:
+        dev = raw["devices"][device_id]
+    except KeyError:
+        raise InputError(f"no twin calibration for device {device_id!r}", "device") from None
+    shared = {k: float(raw["shared"][k]) for k in SHARED_KEYS}
+    return DeviceConstants.from_mapping(dev), shared
+
+
+def mode_arrays(modes: object) -> dict[str, np.ndarray]:
+    """Mode knobs as float arrays from a mapping / DataFrame with ``cpu_cores, cpu_mhz, gpu_mhz, emc_mhz``,
+    or from a :class:`~models.catalogue.PowerMode` (or a list of them)."""
+    if hasattr(modes, "knobs"):
+        modes = [modes]
+    if isinstance(modes, list | tuple) and modes and hasattr(modes[0], "knobs"):
+        cols = np.array([m.knobs() for m in modes], dtype=float).T
+        return dict(zip(MODE_FIELDS, cols, strict=True))
+    try:
+        return {k: np.asarray(modes[k], dtype=float) for k in MODE_FIELDS}  # type: ignore[index]
+    except (KeyError, TypeError, IndexError):
+        raise InputError(f"modes must give {', '.join(MODE_FIELDS)}", "modes") from None
+
+
+class DevicePhysics:
+    """Physics of one Jetson type over its power modes (vectorised; see the module docstring)."""
+
+    def __init__(self, device: Device | str, constants: DeviceConstants | None = None,
+                 shared: Mapping[str, float] | None = None) -> None:
+        self.device = load_device(device) if isinstance(device, str) else device
+        if constants is None or shared is None:
+            loaded, loaded_shared = load_constants(self.device.id)
+            constants = constants or loaded
+            shared = shared if shared is not None else loaded_shared
+        self.constants = constants
+        self.shared = dict(shared)
+        ranges = self.device.knob_ranges()
+        self.cores_max = ranges["cpu_cores"][1]
+        self.cpu_mhz_max = ranges["cpu_mhz"][1]
+        self.gpu_mhz_max = ranges["gpu_mhz"][1]
+        self.emc_mhz_max = ranges["emc_mhz"][1]
+
+    # -- throughput -------------------------------------------------------------------------------
+    def peak_fp32_flops(self, gpu_mhz):
+        """FP32 peak in FLOP/s: CUDA cores x 2 (FMA) x GPU clock."""
+        return self.device.peak_fp32_flops(gpu_mhz)
+
+    def bandwidth_bps(self, emc_mhz):
+        """Peak DRAM bandwidth in B/s: bus bytes x 2 (DDR) x EMC clock."""
+        return self.device.peak_bandwidth(emc_mhz)
+
+    def cpu_speed(self, cpu_mhz):
+        """Per-core CPU speed relative to the host core that measured workload complexity (1.0 = same)."""
+        return self.constants.cpu_perf_per_ghz * np.asarray(cpu_mhz, dtype=float) / 1000.0
+
+    @staticmethod
+    def loader_parallelism(cpu_cores, num_workers):
+        """DataLoader workers that really run in parallel: min(workers, cores - 1), the main thread
+        keeping one core; with a single core a worker gets about half of it. 0 workers -> 0."""
+        cores = np.asarray(cpu_cores, dtype=float)
+        workers = np.asarray(num_workers, dtype=float)
+        return np.where(workers > 0, np.minimum(workers, np.maximum(cores - 1.0, 0.5)), 0.0)
+
+    def kernel_time_s(self, flops, nbytes, kind, gpu_mhz, emc_mhz):
+        """Time of GPU kernels, s: a roofline with a soft corner plus a fixed per-kernel latency.
+
+        t = (t_flop^p + t_mem^p)^(1/p) + latency x f_gpu,max / f_gpu, with t_flop = FLOPs / (eff x FP32
+        peak), t_mem = bytes / (mem_eff x bandwidth) and p the shared ``roofline_sharpness`` (p -> inf is
+        the strict roofline max; finite p lets both clocks matter near the ridge, as measured).
+        ``kind`` 0 = dense (conv/matmul), 1 = depthwise/grouped conv, 2 = elementwise/memory-bound.
+        Broadcasts (e.g. kernels as a column against modes as a row).
+        """
+        c = self.constants
+        kind = np.asarray(kind)
+        p = self.shared["roofline_sharpness"]
+        eff = np.where(kind == 1, c.gpu_eff_depthwise, c.gpu_eff_dense)
+        t_flop = np.asarray(flops, dtype=float) / (eff * self.peak_fp32_flops(gpu_mhz))
+        t_mem = np.asarray(nbytes, dtype=float) / (c.mem_eff * self.bandwidth_bps(emc_mhz))
+        t_lat = c.gpu_kernel_latency_s * self.gpu_mhz_max / np.asarray(gpu_mhz, dtype=float)
+        return (t_flop ** p + t_mem ** p) ** (1.0 / p) + t_lat
+
+    # -- DVFS and power ---------------------------------------------------------------------------
+    def voltage_frac(self, domain: str, mhz):
+        """Rail voltage as a fraction of its top value at a clock (``domain`` cpu | gpu | emc)."""
+        top = {"cpu": self.cpu_mhz_max, "gpu": self.gpu_mhz_max, "emc": self.emc_mhz_max}[domain]
+        x = np.asarray(mhz, dtype=float) / top
+        return np.clip(DVFS_V_FLOOR + (1 - DVFS_V_FLOOR) * (x - DVFS_KNEE) / (1 - DVFS_KNEE),
+                       DVFS_V_FLOOR, 1.0)
+
+    def dynamic_scale(self, domain: str, mhz):
+        """f x V^2 relative to the domain's top clock: the CMOS switching-power factor."""
+        top = {"cpu": self.cpu_mhz_max, "gpu": self.gpu_mhz_max, "emc": self.emc_mhz_max}[domain]
+        return np.asarray(mhz, dtype=float) / top * self.voltage_frac(domain, mhz) ** 2
+
+    def base_power_features(self, modes) -> np.ndarray:
+        """Columns multiplying (base_w, base_cpu_w, base_gpu_w, base_emc_w): shape (n_modes, 4)."""
+        m = mode_arrays(modes)
+        n = np.broadcast(*m.values()).shape
+        return np.stack(np.broadcast_arrays(
+            np.ones(n), m["cpu_cores"] / self.cores_max * self.dynamic_scale("cpu", m["cpu_mhz"]),
+            self.dynamic_scale("gpu", m["gpu_mhz"]), m["emc_mhz"] / self.emc_mhz_max), axis=-1)
+
+    def dynamic_power_features(self, modes, gpu_util, cpu_util, mem_util) -> np.ndarray:
+        """Columns multiplying (cpu_dyn_w, gpu_dyn_w, mem_dyn_w): shape (n_modes, 3)."""
+        m = mode_arrays(modes)
+        cpu = (np.asarray(cpu_util, dtype=float) * m["cpu_cores"] / self.cores_max
+               * self.dynamic_scale("cpu", m["cpu_mhz"]))
+        gpu = np.asarray(gpu_util, dtype=float) * self.dynamic_scale("gpu", m["gpu_mhz"])
+        mem = np.asarray(mem_util, dtype=float) * m["emc_mhz"] / self.emc_mhz_max
+        return np.stack(np.broadcast_arrays(cpu, gpu, mem), axis=-1)
+
+    def base_power_w(self, modes):
+        """Module power idle at each mode (clocks locked, as with jetson_clocks), W."""
+        c = self.constants
+        coef = np.array([c.base_w, c.base_cpu_w, c.base_gpu_w, c.base_emc_w])
+        return self.base_power_features(modes) @ coef
+
+    def power_w(self, modes, gpu_util, cpu_util, mem_util):
+        """Module power while training, W: baseload + dynamic CPU, GPU and DRAM power.
+
+        ``gpu_util``: fraction of time the GPU runs kernels; ``cpu_util``: fraction of the *online*
+        cores busy; ``mem_util``: fraction of the mode's peak DRAM bandwidth in use. Each in 0..1.
+        """
+        c = self.constants
+        for name, u in (("gpu_util", gpu_util), ("cpu_util", cpu_util), ("mem_util", mem_util)):
+            u = np.asarray(u, dtype=float)
+            if np.any(~np.isfinite(u)) or np.any(u < 0) or np.any(u > 1.0 + 1e-9):
+                raise InputError(f"{name} must be a fraction in 0..1", name)
+        dyn = self.dynamic_power_features(modes, gpu_util, cpu_util, mem_util) @ np.array(
+            [c.cpu_dyn_w, c.gpu_dyn_w, c.mem_dyn_w])
+        return self.base_power_w(modes) + dyn

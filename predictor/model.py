@@ -1,0 +1,425 @@
+"""The workload model: a mechanistic few-shot fit of epoch time and power, with a prior from reference sweeps.
+
+Time per epoch is a sum of non-negative terms (``predictor.features``): GPU work / f_gpu, memory traffic /
+f_emc, CPU work / f_cpu x contention, data-pipeline work / f_cpu x contention, and a constant, fitted per
+component (compute, stall, rest) when the rows measure them. Each term's coefficient has a Gaussian prior
+centred on the reference workloads' *shape* (term shares, scaled to the new workload's level) and wide
+enough that a workload's own rows move the shares; the maximum a-posteriori fit is constrained to be
+non-negative. One row gives a scaled reference shape; the prior fades as rows accumulate.
+
+Power = base(mode) + dynamic terms (GPU busy x f V^2, memory, active cores x f V^2, constant); energy =
+power x time. Intervals (nominal 90%) come from the posterior covariance and the residual noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from models.catalogue import MODE_FIELDS, load_device
+from models.errors import InputError
+from models.profile_rows import HOST_DEVICE, source_kind
+from predictor import features as F
+
+MODEL_VERSION = "jetpredict-0.1.0/mech-1"
+#: Two-sided 90% normal quantile.
+Z90 = 1.6449
+#: Prior relative noise of one profiled epoch time / power reading (run-to-run spread, ~2-3% in the paper).
+TIME_NOISE_REL = 0.025
+POWER_NOISE_REL = 0.03
+#: Floor of a time term's prior SD, as a share of the epoch at the anchor mode: the reference workloads
+#: are all GPU bound, so the prior must leave room for a CPU-bound workload's rows to move the shares.
+SHARE_SD_FLOOR = 0.25
+#: Floor of a dynamic-power coefficient's prior SD, relative to the reference mean and in W.
+POWER_SD_FLOOR_REL = 0.35
+POWER_SD_FLOOR_W = 0.5
+#: Extra relative SD on cross-device predictions (physics transfer is coarser than a same-device fit).
+CROSS_DEVICE_REL_SD = 0.12
+
+
+class PriorLinearRegression(RegressorMixin, BaseEstimator):
+    """Non-negative linear regression with an independent Gaussian prior on each coefficient (MAP fit).
+
+    Minimises ``sum(((y - X b) / (noise_rel * scale))^2) + sum(((b - prior_mean) / prior_sd)^2)`` over
+    ``b >= 0`` (an augmented NNLS). ``scale`` (per row, s) sets the noise level; the noise estimate blends
+    the prior ``noise_rel`` (worth ``noise_dof`` rows) with the residuals. Fitted: ``coef_``, ``cov_``
+    (Laplace approximation), ``noise_rel_``.
+    """
+
+    def __init__(self, prior_mean=None, prior_sd=None, noise_rel: float = TIME_NOISE_REL,
+                 noise_dof: float = 4.0) -> None:
+        self.prior_mean = prior_mean
+        self.prior_sd = prior_sd
+        self.noise_rel = noise_rel
+        self.noise_dof = noise_dof
+
+    def fit(self, X, y, scale=None):
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y, dtype=float)
+        n, p = X.shape
+        scale = np.abs(y) if scale is None else np.asarray(scale, dtype=float)
+        scale = np.maximum(scale, 1e-12)
+        mu = np.zeros(p) if self.prior_mean is None else np.asarray(self.prior_mean, dtype=float)
+        tau = np.full(p, 1e6) if self.prior_sd is None else np.maximum(np.asarray(self.prior_sd, float), 1e-12)
+        sigma = self.noise_rel * scale
+        a = np.vstack([X / sigma[:, None], np.diag(1.0 / tau)])
+        b = np.concatenate([y / sigma, mu / tau])
+        coef, _ = nnls(a, b, maxiter=50 * p)
+        resid_rel = (y - X @ coef) / scale
+        # Residual noise, shrunk toward the prior level; exactly-determined fits keep the prior level.
+        self.noise_rel_ = float(np.sqrt((self.noise_dof * self.noise_rel ** 2 + np.sum(resid_rel ** 2))
+                                        / (self.noise_dof + n)))
+        ratio = self.noise_rel_ / self.noise_rel
+        self.coef_ = coef
+        self.cov_ = np.linalg.pinv(a.T @ a) * ratio ** 2
+        self.n_features_in_ = p
+        return self
+
+    def predict(self, X, return_std: bool = False):
+        X = np.asarray(X, dtype=float)
+        mean = X @ self.coef_
+        if not return_std:
+            return mean
+        return mean, np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, self.cov_, X), 0.0))
+
+
+@dataclass
+class TermFit:
+    """Fitted coefficients of one time/power component on its named terms."""
+
+    terms: tuple[str, ...]
+    coef: np.ndarray
+    cov: np.ndarray
+    noise_rel: float
+
+    def predict(self, feats: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        x = F.design(feats, self.terms)
+        mean = x @ self.coef
+        sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", x, self.cov, x), 0.0))
+        return mean, sd
+
+    def scaled(self, factors: dict[str, float]) -> TermFit:
+        """The same fit with each term's coefficient multiplied (cross-device transfer)."""
+        s = np.array([factors.get(t, 1.0) for t in self.terms])
+        return TermFit(self.terms, self.coef * s, self.cov * np.outer(s, s), self.noise_rel)
+
+
+def fit_terms(x: np.ndarray, y: np.ndarray, scale: np.ndarray, terms: tuple[str, ...], prior_mean=None,
+              prior_sd=None, noise_rel: float = TIME_NOISE_REL) -> TermFit:
+    est = PriorLinearRegression(prior_mean, prior_sd, noise_rel).fit(x, y, scale)
+    return TermFit(terms, est.coef_, est.cov_, est.noise_rel_)
+
+
+def measured_components(rows: pd.DataFrame) -> bool:
+    """True when every row measures both stall and compute (then each component gets its own model)."""
+    return bool(rows["stall_time_s"].notna().all() and rows["compute_time_s"].notna().all())
+
+
+def component_targets(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per-component targets in s: compute, stall and the rest of the epoch (clipped at 0), or the total."""
+    epoch = rows["epoch_time_s"].to_numpy(float)
+    if not measured_components(rows):
+        return {"total": epoch}
+    stall = rows["stall_time_s"].to_numpy(float)
+    compute = rows["compute_time_s"].to_numpy(float)
+    return {"compute": compute, "stall": stall, "rest": np.maximum(epoch - stall - compute, 0.0)}
+
+
+def row_power_w(rows: pd.DataFrame) -> np.ndarray:
+    """Mean training power per row (W): ``avg_power_w``, else energy / time; NaN when neither is known."""
+    power = rows["avg_power_w"].to_numpy(float).copy()
+    energy = rows["epoch_energy_j"].to_numpy(float)
+    fill = np.isnan(power) & ~np.isnan(energy)
+    power[fill] = energy[fill] / rows["epoch_time_s"].to_numpy(float)[fill]
+    return power
+
+
+def mode_arrays(rows: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    return tuple(rows[k].to_numpy(float) for k in MODE_FIELDS)
+
+
+@dataclass
+class WorkloadModel:
+    """The fitted state of one workload on one device (picklable; no torch)."""
+
+    device_id: str
+    workload_id: str
+    reference_source: str
+    profiled_modes: int
+    has_power: bool
+    num_workers: float
+    kappa_cpu: float
+    kappa_pipe: float
+    time_fits: dict[str, TermFit]
+    base_coef: np.ndarray
+    base_ratio: float
+    base_sd_rel: float
+    power_fit: TermFit
+    maxima: dict[str, float]
+    interval_scale: float = 1.0
+    cross_device: bool = False
+    source_device_id: str | None = None
+    model_version: str = MODEL_VERSION
+    training_rows: list[dict] = field(default_factory=list, repr=False)
+
+    # -- prediction -----------------------------------------------------------------------------------
+    def _time(self, cores, cpu, gpu, emc) -> dict[str, np.ndarray]:
+        feats = F.time_features(cores, cpu, gpu, emc, self.num_workers, self.kappa_cpu, self.kappa_pipe)
+        out: dict[str, np.ndarray] = {}
+        total = np.zeros(np.shape(feats["one"]))
+        var = np.zeros_like(total)
+        noise = 0.0
+        for name, fit in self.time_fits.items():
+            mean, sd = fit.predict(feats)
+            out[name] = mean
+            total = total + mean
+            var = var + sd ** 2
+            noise = max(noise, fit.noise_rel)
+        out["epoch"] = total
+        rel_sd = np.sqrt(var / np.maximum(total, 1e-12) ** 2 + noise ** 2)
+        if self.cross_device:
+            rel_sd = np.sqrt(rel_sd ** 2 + CROSS_DEVICE_REL_SD ** 2)
+        out["rel_sd"] = rel_sd * self.interval_scale
+        return out
+
+    def _power(self, cores, cpu, gpu, emc, gpu_busy) -> dict[str, np.ndarray]:
+        bfeats = F.base_features(cores, cpu, gpu, emc, self.maxima)
+        base = self.base_ratio * (F.design(bfeats, F.BASE_TERMS) @ self.base_coef)
+        pfeats = F.power_features(cores, cpu, gpu, emc, self.num_workers, gpu_busy, self.maxima)
+        dyn, dyn_sd = self.power_fit.predict(pfeats)
+        dyn = np.maximum(dyn, 0.0)
+        power = base + dyn
+        rel_sd = np.sqrt((dyn_sd ** 2 + (self.base_sd_rel * base) ** 2) / power ** 2
+                         + self.power_fit.noise_rel ** 2)
+        if self.cross_device:
+            rel_sd = np.sqrt(rel_sd ** 2 + CROSS_DEVICE_REL_SD ** 2)
+        return {"power": power, "base": base, "rel_sd": rel_sd * self.interval_scale}
+
+    def predict_arrays(self, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, device_id: str | None = None
+                       ) -> dict[str, np.ndarray]:
+        """Predict every mode given as knob arrays (cores; MHz). ``device_id`` of another catalogue device
+        transfers the model through device physics (``cross_device`` True, wider intervals).
+
+        Returns arrays ``epoch_time_s`` (+``_low``/``_high``), ``stall_time_s``, ``compute_time_s``,
+        ``avg_power_w`` (+``_low``/``_high``), ``base_power_w``, ``epoch_energy_j`` (+``_low``/``_high``)
+        and scalars ``cross_device``, ``power_source``. Knobs outside the device raise InputError.
+        """
+        if device_id is not None and device_id != self.device_id:
+            from predictor.transfer import transfer_model
+
+            return transfer_model(self, device_id).predict_arrays(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz)
+        cores, cpu, gpu, emc = (np.atleast_1d(np.asarray(a, dtype=float)) for a in
+                                (cpu_cores, cpu_mhz, gpu_mhz, emc_mhz))
+        bad = load_device(self.device_id).out_of_range(cores, cpu, gpu, emc)
+        if bad:
+            fld, message = next(iter(bad.items()))
+            raise InputError(f"model of device {self.device_id!r}: {message}", fld)
+        t = self._time(cores, cpu, gpu, emc)
+        epoch = t["epoch"]
+        if "compute" in t:
+            compute, stall = t["compute"], t["stall"]
+        else:
+            # Only totals were profiled: split with the GPU/memory terms as compute, the pipeline as stall.
+            feats = F.time_features(cores, cpu, gpu, emc, self.num_workers, self.kappa_cpu, self.kappa_pipe)
+            fit = self.time_fits["total"]
+            parts = {term: c * feats[term] for term, c in zip(fit.terms, fit.coef, strict=True)}
+            compute = parts["gpu"] + parts["emc"] + parts["cpu"]
+            stall = parts["pipe"]
+        busy = compute / np.maximum(epoch, 1e-12)
+        p = self._power(cores, cpu, gpu, emc, busy)
+        power = p["power"]
+        energy = power * epoch
+        t_rel, p_rel = t["rel_sd"], p["rel_sd"]
+        e_rel = np.sqrt(t_rel ** 2 + p_rel ** 2)
+
+        def band(x, rel):
+            return x * np.exp(-Z90 * rel), x * np.exp(Z90 * rel)
+
+        t_lo, t_hi = band(epoch, t_rel)
+        p_lo, p_hi = band(power, p_rel)
+        e_lo, e_hi = band(energy, e_rel)
+        return {
+            "epoch_time_s": epoch, "epoch_time_s_low": t_lo, "epoch_time_s_high": t_hi,
+            "stall_time_s": stall, "compute_time_s": compute,
+            "avg_power_w": power, "avg_power_w_low": p_lo, "avg_power_w_high": p_hi,
+            "base_power_w": p["base"],
+            "epoch_energy_j": energy, "epoch_energy_j_low": e_lo, "epoch_energy_j_high": e_hi,
+            "cross_device": bool(self.cross_device),
+            "power_source": "workload" if self.has_power else "reference",
+        }
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_transfer_cache", None)
+        return state
+
+
+# -- fitting ----------------------------------------------------------------------------------------------
+def _check_rows(rows: pd.DataFrame, device_id: str | None) -> tuple[str, str]:
+    if not isinstance(rows, pd.DataFrame) or rows.empty:
+        raise InputError("no profile rows: at least 1 profiled mode is needed to fit a workload", "rows")
+    missing = [c for c in ("device", "workload", "epoch_time_s", *MODE_FIELDS) if c not in rows.columns]
+    if missing:
+        raise InputError(f"profile rows lack column(s) {', '.join(missing)}", missing[0])
+    devices = sorted(set(rows["device"].astype(str)))
+    if len(devices) > 1:
+        raise InputError(f"profile rows mix devices {devices}: fit one device at a time", "device")
+    workloads = sorted(set(rows["workload"].astype(str)))
+    if len(workloads) > 1:
+        raise InputError(f"profile rows mix workloads {workloads}: fit one workload at a time", "workload")
+    row_device = devices[0]
+    if device_id is not None and device_id != row_device:
+        raise InputError(f"--device {device_id!r} does not match the rows' device {row_device!r}", "device")
+    if row_device == HOST_DEVICE:
+        raise InputError("rows of device 'host' have no Jetson power modes: profile on a Jetson or "
+                         "sim:DEVICE to fit a power-mode model", "device")
+    load_device(row_device)  # UnknownDeviceError names the valid ids
+    knobs = rows[list(MODE_FIELDS)].apply(pd.to_numeric, errors="coerce")
+    if knobs.isna().any().any():
+        fld = knobs.columns[knobs.isna().any()][0]
+        raise InputError(f"profile rows need {fld} on every row to fit a power-mode model", fld)
+    t = pd.to_numeric(rows["epoch_time_s"], errors="coerce")
+    if t.isna().any() or (t <= 0).any():
+        raise InputError("epoch_time_s must be a positive number on every row", "epoch_time_s")
+    return row_device, workloads[0]
+
+
+def _scale_to_shape(x_total: np.ndarray, shape: np.ndarray, epoch: np.ndarray) -> float:
+    """Geometric-mean factor that maps the reference shape (s at the anchor) onto the rows' epoch times."""
+    pred = x_total @ shape
+    return float(np.exp(np.mean(np.log(epoch / np.maximum(pred, 1e-12)))))
+
+
+def fit_time(rows: pd.DataFrame, ref, *, weak: bool = False) -> dict[str, TermFit]:
+    """Per-component time fits of one workload's rows, with ``ref``'s prior (``weak``: almost none)."""
+    cores, cpu, gpu, emc = mode_arrays(rows)
+    workers = rows["num_workers"].to_numpy(float)
+    feats = F.time_features(cores, cpu, gpu, emc, workers, ref.kappa_cpu, ref.kappa_pipe)
+    epoch = rows["epoch_time_s"].to_numpy(float)
+    targets = component_targets(rows)
+    if not weak and any(name not in ref.shape_mean for name in targets):
+        targets = {"total": epoch}  # the reference only knows totals: fit the total on its shape
+    fits: dict[str, TermFit] = {}
+    scale = None
+    if not weak:
+        scale = _scale_to_shape(F.design(feats, F.TOTAL_TERMS), ref.shape_mean["total"], epoch)
+    for name, y in targets.items():
+        terms = F.COMPONENT_TERMS[name]
+        x = F.design(feats, terms)
+        if weak:
+            fits[name] = fit_terms(x, y, epoch, terms, noise_rel=ref.time_noise_rel)
+            continue
+        mean = scale * ref.shape_mean[name]
+        sd = scale * ref.shape_sd[name]
+        fits[name] = fit_terms(x, y, epoch, terms, mean, sd, noise_rel=ref.time_noise_rel)
+    return fits
+
+
+def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd.DataFrame | None = None
+                 ) -> WorkloadModel:
+    """Fit one workload's profile rows (one device) with the device reference as prior.
+
+    ``reference``: your own reference sweeps (profile rows of other workloads on the same device); default
+    the bundled reference of the device. Raises InputError for mixed devices/workloads, ``host`` rows,
+    unknown devices or unusable rows.
+    """
+    from predictor.reference import build_reference, load_reference
+
+    dev_id, workload = _check_rows(rows, device_id)
+    rows = rows.reset_index(drop=True).copy()
+    if "num_workers" not in rows.columns:
+        rows["num_workers"] = 4.0
+    rows["num_workers"] = pd.to_numeric(rows["num_workers"], errors="coerce").fillna(4.0)
+    for col in ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j", "base_power_w"):
+        if col not in rows.columns:
+            rows[col] = np.nan
+        rows[col] = pd.to_numeric(rows[col], errors="coerce")
+    if reference is not None:
+        ref = build_reference(reference, dev_id)
+    else:
+        ref = load_reference(dev_id)
+    if ref.device_id != dev_id:
+        raise InputError(f"reference sweeps are of device {ref.device_id!r}, rows of {dev_id!r}", "reference")
+
+    time_fits = fit_time(rows, ref)
+    model = WorkloadModel(
+        device_id=dev_id, workload_id=workload, reference_source=ref.source,
+        profiled_modes=int(rows[list(MODE_FIELDS)].drop_duplicates().shape[0]), has_power=False,
+        num_workers=float(rows["num_workers"].median()), kappa_cpu=ref.kappa_cpu, kappa_pipe=ref.kappa_pipe,
+        time_fits=time_fits, base_coef=ref.base_coef, base_ratio=1.0, base_sd_rel=ref.base_noise_rel * 2,
+        power_fit=TermFit(F.POWER_TERMS, ref.power_mean.copy(), np.diag(ref.power_sd ** 2),
+                          POWER_NOISE_REL * 2),
+        maxima=ref.maxima, interval_scale=ref.interval_scale,
+        training_rows=rows.astype(object).where(rows.notna(), None).to_dict(orient="records"),
+    )
+    fit_power(model, rows, ref)
+    return model
+
+
+def fit_power(model: WorkloadModel, rows: pd.DataFrame, ref) -> None:
+    """Fit base ratio and dynamic power of ``model`` in place from rows that measured power."""
+    power = row_power_w(rows)
+    cores, cpu, gpu, emc = mode_arrays(rows)
+    base_ref = F.design(F.base_features(cores, cpu, gpu, emc, model.maxima), F.BASE_TERMS) @ model.base_coef
+    base_meas = rows["base_power_w"].to_numpy(float)
+    ok = ~np.isnan(base_meas)
+    if ok.any():
+        # Shrink the workload's base-power ratio toward 1 (the base is mostly a device property).
+        log_ratio = np.log(base_meas[ok] / base_ref[ok])
+        k = ok.sum()
+        model.base_ratio = float(np.exp(log_ratio.sum() / (k + 1.0)))
+        model.base_sd_rel = float(np.sqrt((ref.base_noise_rel ** 2 * 2 + np.sum((log_ratio - np.log(
+            model.base_ratio)) ** 2)) / (k + 2.0)))
+    has = ~np.isnan(power)
+    if not has.any():
+        return
+    model.has_power = True
+    sub = rows[has]
+    t = model._time(*(a[has] for a in (cores, cpu, gpu, emc)))
+    compute = t["compute"] if "compute" in t else None
+    if compute is None:
+        feats = F.time_features(cores[has], cpu[has], gpu[has], emc[has], model.num_workers,
+                                model.kappa_cpu, model.kappa_pipe)
+        fit = model.time_fits["total"]
+        parts = {term: c * feats[term] for term, c in zip(fit.terms, fit.coef, strict=True)}
+        compute = parts["gpu"] + parts["emc"] + parts["cpu"]
+    busy = compute / t["epoch"]
+    base = model.base_ratio * base_ref[has]
+    dyn = power[has] - base
+    x = F.design(F.power_features(cores[has], cpu[has], gpu[has], emc[has], sub["num_workers"].to_numpy(float),
+                                  busy, model.maxima), F.POWER_TERMS)
+    model.power_fit = fit_terms(x, dyn, power[has], F.POWER_TERMS, ref.power_mean, ref.power_sd,
+                                noise_rel=ref.power_noise_rel)
+
+
+def source_of(rows: pd.DataFrame) -> str:
+    """The provenance kind of a set of reference rows (the least trustworthy kind present)."""
+    kinds = {source_kind(s) for s in rows.get("source", pd.Series(["measured"]))}
+    for kind in ("simulated", "measured", "published"):
+        if kind in kinds:
+            return kind
+    return "measured"
+
+
+def save_model(model: WorkloadModel, path) -> None:
+    """Write ``model`` with joblib plus a JSON manifest (versions, SHA-256) next to it (``PATH.json``)."""
+    from predictor.artifacts import save_artifact
+
+    save_artifact(model, path, kind="workload-model", extra={
+        "device_id": model.device_id, "workload_id": model.workload_id,
+        "reference_source": model.reference_source, "profiled_modes": model.profiled_modes,
+        "model_version": model.model_version})
+
+
+def load_model(path) -> WorkloadModel:
+    """Load a model file written by :func:`save_model`; InputError if its manifest or SHA-256 fails."""
+    from predictor.artifacts import load_artifact
+
+    model = load_artifact(path, kind="workload-model")
+    if not isinstance(model, WorkloadModel):
+        raise InputError(f"{path} does not hold a jetpredict workload model", "model")
+    return model

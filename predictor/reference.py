@@ -1,0 +1,284 @@
+"""The device-level model learned from reference sweeps of other workloads on the same device.
+
+A :class:`DeviceReference` holds what transfers between workloads on one device: the core-contention
+constants, the *shape* of each time component (term coefficients normalised to 1 s of epoch at the
+device's fastest preset) with its spread, the base-power model, the dynamic-power coefficients and the
+noise levels. ``load_reference(device_id)`` uses the device's reference CSVs in ``models/reference/``
+(published preferred, then measured, then simulated) through the bundled artifact in ``models/fitted/``;
+a device without any reference sweeps gets one derived from another device through device physics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from models.catalogue import MODE_FIELDS, load_device
+from models.errors import InputError
+from models.profile_rows import read_profile_csv
+from predictor import features as F
+from predictor.model import (
+    POWER_NOISE_REL,
+    POWER_SD_FLOOR_REL,
+    POWER_SD_FLOOR_W,
+    SHARE_SD_FLOOR,
+    TIME_NOISE_REL,
+    fit_terms,
+    fit_time,
+    measured_components,
+    mode_arrays,
+    row_power_w,
+    source_of,
+)
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "models" / "reference"
+#: Preference among a device's reference CSVs (``<device>-<kind>.csv``).
+SOURCE_PREFERENCE = ("published", "measured", "simulated")
+KAPPA_GRID = np.round(np.arange(0.0, 2.01, 0.125), 3)
+#: Devices to derive a reference from when a device has no sweeps of its own (closest architecture first).
+DERIVE_FROM = ("agx-xavier", "orin-agx", "xavier-nx", "nano", "orin-nx", "orin-nano")
+
+
+@dataclass
+class DeviceReference:
+    """Device-level model from reference sweeps (see module docstring). Units: s, W, MHz."""
+
+    device_id: str
+    source: str
+    workloads: tuple[str, ...]
+    kappa_cpu: float
+    kappa_pipe: float
+    shape_mean: dict[str, np.ndarray]
+    shape_sd: dict[str, np.ndarray]
+    workload_shapes: dict[str, dict[str, np.ndarray]]
+    time_noise_rel: float
+    base_coef: np.ndarray
+    base_noise_rel: float
+    power_mean: np.ndarray
+    power_sd: np.ndarray
+    power_noise_rel: float
+    maxima: dict[str, float]
+    anchor: tuple[float, float, float, float]
+    interval_scale: float = 1.0
+    derived_from: str | None = None
+    training_sha256: str = ""
+    rows: pd.DataFrame | None = field(default=None, repr=False)
+
+
+class _Kappas:
+    """The minimal reference that :func:`fit_time` needs for a weak (data-only) fit."""
+
+    def __init__(self, kappa_cpu: float, kappa_pipe: float, noise: float = TIME_NOISE_REL) -> None:
+        self.kappa_cpu, self.kappa_pipe, self.time_noise_rel = kappa_cpu, kappa_pipe, noise
+
+
+def _prepare(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.reset_index(drop=True).copy()
+    for col in ("num_workers",):
+        rows[col] = pd.to_numeric(rows.get(col, 4.0), errors="coerce").fillna(4.0)
+    for col in ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j", "base_power_w"):
+        rows[col] = pd.to_numeric(rows[col], errors="coerce") if col in rows.columns else np.nan
+    return rows
+
+
+def _sse(fits: dict, rows: pd.DataFrame, kc: float, kp: float) -> float:
+    cores, cpu, gpu, emc = mode_arrays(rows)
+    feats = F.time_features(cores, cpu, gpu, emc, rows["num_workers"].to_numpy(float), kc, kp)
+    from predictor.model import component_targets
+
+    epoch = rows["epoch_time_s"].to_numpy(float)
+    total = 0.0
+    for name, y in component_targets(rows).items():
+        pred, _ = fits[name].predict(feats)
+        total += float(np.sum(((y - pred) / epoch) ** 2))
+    return total
+
+
+def _fit_kappas(groups: dict[str, pd.DataFrame]) -> tuple[float, float]:
+    """Contention constants minimising the reference workloads' relative residuals (grid search)."""
+    best = (np.inf, 0.5, 1.0)
+    for kc in KAPPA_GRID:
+        for kp in KAPPA_GRID:
+            err = 0.0
+            for g in groups.values():
+                fits = fit_time(g, _Kappas(kc, kp), weak=True)
+                err += _sse(fits, g, kc, kp)
+            # A small pull toward moderate contention keeps kappa identified when no sweep varies cores.
+            err += 1e-6 * ((kc - 0.5) ** 2 + (kp - 1.0) ** 2)
+            if err < best[0]:
+                best = (err, float(kc), float(kp))
+    return best[1], best[2]
+
+
+def _total_shape(shapes: dict[str, np.ndarray]) -> np.ndarray:
+    """Collapse component shapes onto ``TOTAL_TERMS``."""
+    if "total" in shapes:
+        return shapes["total"]
+    out = dict.fromkeys(F.TOTAL_TERMS, 0.0)
+    for name, coef in shapes.items():
+        for term, c in zip(F.COMPONENT_TERMS[name], coef, strict=True):
+            out[term] += float(c)
+    return np.array([out[t] for t in F.TOTAL_TERMS])
+
+
+def summarise_shapes(shapes: dict[str, dict[str, np.ndarray]], anchor, kc: float, kp: float,
+                     workers: float = 4.0):
+    """Normalise each workload's component coefficients to 1 s of epoch at ``anchor`` and return the
+    per-component prior (mean, SD with the share floor) and the normalised shapes."""
+    a_feats = F.time_features(*(np.atleast_1d(v) for v in anchor), workers, kc, kp)
+    norm = {}
+    for w, comps in shapes.items():
+        t_anchor = sum(float(F.design(a_feats, F.COMPONENT_TERMS[n])[0] @ c) for n, c in comps.items())
+        norm[w] = {n: c / t_anchor for n, c in comps.items()}
+    all_components = all("total" not in comps for comps in norm.values())
+    names = ("compute", "stall", "rest", "total") if all_components else ("total",)
+    shape_mean, shape_sd = {}, {}
+    for name in names:
+        stack = np.array([(_total_shape(norm[w]) if name == "total" else norm[w][name]) for w in norm])
+        terms = F.COMPONENT_TERMS[name]
+        x_anchor = np.array([float(a_feats[t][0]) for t in terms])
+        spread = stack.std(axis=0, ddof=1) if len(stack) > 1 else np.zeros(len(terms))
+        shape_mean[name] = stack.mean(axis=0)
+        shape_sd[name] = np.maximum(spread, SHARE_SD_FLOOR / x_anchor)
+    return shape_mean, shape_sd, norm
+
+
+def rows_sha256(rows: pd.DataFrame) -> str:
+    """SHA-256 of the rows' CSV text (training-data fingerprint)."""
+    return hashlib.sha256(rows.to_csv(index=False, lineterminator="\n").encode()).hexdigest()
+
+
+def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceReference:
+    """Fit a :class:`DeviceReference` from reference sweeps (profile rows of >= 1 workload, one device)."""
+    if not isinstance(rows, pd.DataFrame) or rows.empty:
+        raise InputError("reference sweeps are empty", "reference")
+    missing = [c for c in ("device", "workload", "epoch_time_s", *MODE_FIELDS) if c not in rows.columns]
+    if missing:
+        raise InputError(f"reference sweeps lack column(s) {', '.join(missing)}", "reference")
+    devices = sorted(set(rows["device"].astype(str)))
+    if len(devices) != 1:
+        raise InputError(f"reference sweeps must be of one device, got {devices}", "reference")
+    dev_id = devices[0]
+    if device_id is not None and device_id != dev_id:
+        raise InputError(f"reference sweeps are of device {dev_id!r}, not {device_id!r}", "reference")
+    device = load_device(dev_id)
+    rows = _prepare(rows)
+    groups = {str(w): g.reset_index(drop=True) for w, g in rows.groupby("workload", sort=True)}
+    small = [w for w, g in groups.items() if len(g) < 3]
+    if small:
+        raise InputError(f"reference workload(s) {small} have fewer than 3 modes; a reference sweep needs "
+                         f">= 3 modes per workload", "reference")
+    kc, kp = _fit_kappas(groups)
+    maxima = F.device_maxima(device)
+    anchor = device.maxn.knobs()
+    workers = float(rows["num_workers"].median())
+
+    shapes: dict[str, dict[str, np.ndarray]] = {}
+    resid: list[float] = []
+    for w, g in groups.items():
+        fits = fit_time(g, _Kappas(kc, kp), weak=True)
+        shapes[w] = {name: f.coef for name, f in fits.items()}
+        resid.append(_sse(fits, g, kc, kp) / max(len(g) - 2, 1))
+    shape_mean, shape_sd, shapes = summarise_shapes(shapes, anchor, kc, kp, workers)
+    time_noise = float(max(np.sqrt(np.mean(resid)), 0.015))
+
+    base_coef, base_noise = _fit_base(rows, maxima)
+    power_mean, power_sd, power_noise = _fit_dynamic_power(groups, shapes, base_coef, maxima, kc, kp)
+    return DeviceReference(
+        device_id=dev_id, source=source_of(rows), workloads=tuple(groups), kappa_cpu=kc, kappa_pipe=kp,
+        shape_mean=shape_mean, shape_sd=shape_sd, workload_shapes=shapes, time_noise_rel=time_noise,
+        base_coef=base_coef, base_noise_rel=base_noise, power_mean=power_mean, power_sd=power_sd,
+        power_noise_rel=power_noise, maxima=maxima, anchor=tuple(float(v) for v in anchor),
+        training_sha256=rows_sha256(rows), rows=rows,
+    )
+
+
+def _fit_base(rows: pd.DataFrame, maxima: dict[str, float]) -> tuple[np.ndarray, float]:
+    """Base (idle-at-mode) power model, W; without measured base power, 30% of the lowest mean power."""
+    base = rows["base_power_w"].to_numpy(float)
+    ok = ~np.isnan(base)
+    if ok.sum() >= 2:
+        x = F.design(F.base_features(*(a[ok] for a in mode_arrays(rows)), maxima), F.BASE_TERMS)
+        fit = fit_terms(x, base[ok], base[ok], F.BASE_TERMS, noise_rel=POWER_NOISE_REL)
+        return fit.coef, max(fit.noise_rel, 0.03)
+    power = row_power_w(rows)
+    level = 0.3 * float(np.nanmin(power)) if np.isfinite(power).any() else 1.0
+    # Without any base measurement only a constant is identifiable; it is uncertain, hence the wide SD.
+    return np.array([level, 0.0, 0.0, 0.0]), 0.25
+
+
+def _fit_dynamic_power(groups, shapes, base_coef, maxima, kc, kp):
+    coefs, noises = [], []
+    for w, g in groups.items():
+        power = row_power_w(g)
+        ok = ~np.isnan(power)
+        if ok.sum() < 3:
+            continue
+        modes = [a[ok] for a in mode_arrays(g)]
+        if measured_components(g):
+            busy = (g["compute_time_s"] / g["epoch_time_s"]).to_numpy(float)[ok]
+        else:
+            feats = F.time_features(*modes, g["num_workers"].to_numpy(float)[ok], kc, kp)
+            coef = shapes[w]["total"]
+            parts = {t: c * feats[t] for t, c in zip(F.TOTAL_TERMS, coef, strict=True)}
+            busy = (parts["gpu"] + parts["emc"] + parts["cpu"]) / sum(parts.values())
+        base = F.design(F.base_features(*modes, maxima), F.BASE_TERMS) @ base_coef
+        base_meas = g["base_power_w"].to_numpy(float)[ok]
+        base = np.where(np.isnan(base_meas), base, base_meas)
+        x = F.design(F.power_features(*modes, g["num_workers"].to_numpy(float)[ok], busy, maxima),
+                     F.POWER_TERMS)
+        fit = fit_terms(x, power[ok] - base, power[ok], F.POWER_TERMS, noise_rel=POWER_NOISE_REL)
+        coefs.append(fit.coef)
+        noises.append(fit.noise_rel)
+    if not coefs:
+        # No power measured: a generic split of a quarter of the module budget, deliberately vague.
+        mean = np.array([0.4, 0.2, 0.2, 0.2]) * 0.25 * maxima.get("module_power_w", 20.0)
+        return mean, mean.copy() + POWER_SD_FLOOR_W, 0.15
+    stack = np.array(coefs)
+    mean = stack.mean(axis=0)
+    spread = stack.std(axis=0, ddof=1) if len(stack) > 1 else np.zeros_like(mean)
+    sd = np.maximum.reduce([spread, POWER_SD_FLOOR_REL * mean, np.full_like(mean, POWER_SD_FLOOR_W)])
+    return mean, sd, float(max(np.mean(noises), 0.02))
+
+
+def reference_csvs(device_id: str, directory: Path | None = None) -> list[Path]:
+    """The device's reference CSVs in preference order (published, measured, simulated)."""
+    directory = directory or REFERENCE_DIR
+    found = []
+    for kind in SOURCE_PREFERENCE:
+        found.extend(sorted(directory.glob(f"{device_id}-{kind}*.csv")))
+    return found
+
+
+def read_reference_rows(device_id: str) -> pd.DataFrame | None:
+    """Rows of the most preferred reference CSV of a device (None when it has none)."""
+    paths = reference_csvs(device_id)
+    if not paths:
+        return None
+    return read_profile_csv(paths[0])
+
+
+@lru_cache(maxsize=None)
+def load_reference(device_id: str) -> DeviceReference:
+    """The device-level model of ``device_id`` (cached): bundled artifact, else fitted from its reference
+    CSV, else derived from another device's reference through device physics."""
+    load_device(device_id)  # UnknownDeviceError for ids outside the catalogue
+    from predictor.artifacts import load_bundled_reference
+
+    ref = load_bundled_reference(device_id)
+    if ref is not None:
+        return ref
+    rows = read_reference_rows(device_id)
+    if rows is not None:
+        return build_reference(rows, device_id)
+    from predictor.transfer import derive_reference
+
+    for other in DERIVE_FROM:
+        if other != device_id and reference_csvs(other):
+            return derive_reference(load_reference(other), device_id)
+    raise InputError(f"no reference sweeps for device {device_id!r} or any other device", "device")

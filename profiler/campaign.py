@@ -1,0 +1,433 @@
+"""A profiling campaign: each power mode in turn, every finished mode written out at once.
+
+Output files (decided here, documented in ``jetpredict profile --help``):
+
+- ``--out FILE.csv`` (any name not ending in ``.json``): the profile rows as CSV, one appended per
+  finished mode, plus the raw sidecar ``FILE.csv.json``.
+- ``--out FILE.json``: one JSON document only. Either way the JSON holds ``rows`` (the same rows, so
+  ``models.profile_rows.read_profile_rows`` reads it) and ``modes``: per mode the requested and read-back
+  clocks, every warm-up and measured minibatch (``stall_s``, ``compute_s``, ``total_s``, ``start_s``,
+  ``end_s``) and the power samples (``times_s``, ``power_w``); times are seconds since the campaign
+  started on the ``time.perf_counter()`` clock. The JSON is rewritten atomically after each mode.
+
+A crash loses at most the mode in progress. An existing output file is replaced when a campaign starts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
+from models.errors import InputError
+from models.profile_rows import HOST_DEVICE, rows_to_records, validate_records, write_profile_csv
+from profiler import runner
+from profiler.backends import MinibatchTiming, TrainingBackend
+
+API_KEY_ENV = "JETPREDICT_API_KEY"
+DEVICE_ENV = "JETPREDICT_DEVICE"
+JSON_FORMAT = "jetpredict-profile/1"
+#: Default settle time after a mode switch on a Jetson (clocks and temperatures), s.
+DEFAULT_SETTLE_S = 5.0
+
+
+@dataclass
+class CampaignConfig:
+    """What ``jetpredict profile`` was asked to do (None = the default for the device kind)."""
+
+    device: str
+    workload: str
+    out: str | Path
+    modes: str | None = None
+    batch_size: int | None = None
+    workers: int | None = None
+    warmup: int = runner.DEFAULT_WARMUP
+    minibatches: int = runner.DEFAULT_MINIBATCHES
+    settle_s: float | None = None
+    idle_s: float = runner.DEFAULT_IDLE_S
+    hz: float = runner.DEFAULT_SAMPLER_HZ
+    data: str | None = None
+    upload: str | None = None
+    progress: bool = True
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def output_paths(out: str | Path) -> tuple[Path | None, Path]:
+    """(CSV path or None, JSON path) for ``--out``."""
+    out = Path(out)
+    if out.suffix.lower() == ".json":
+        return None, out
+    return out, out.with_name(out.name + ".json")
+
+
+# ---------------------------------------------------------------- devices and modes
+
+def detect_jetson_device() -> str:
+    """The catalogue id of this Jetson: ``$JETPREDICT_DEVICE`` or ``/proc/device-tree/model``."""
+    forced = os.environ.get(DEVICE_ENV)
+    if forced:
+        load_device(forced)  # raises with the valid ids
+        return forced
+    from profiler.powermode.detect import jetson_board
+
+    board = jetson_board()
+    if board is None:
+        raise InputError(f"--device jetson: cannot tell the Jetson type from /proc/device-tree/model; "
+                         f"set {DEVICE_ENV} to a catalogue id", "device")
+    return board
+
+
+def _parse_label(device: Device, label: str) -> PowerMode:
+    # A custom-mode label as written by models.catalogue.mode_label: 8c-2265.6-1377-2133.
+    parts = label.split("-")
+    if len(parts) == 4 and parts[0].endswith("c"):
+        try:
+            cores, cpu, gpu, emc = int(parts[0][:-1]), float(parts[1]), float(parts[2]), float(parts[3])
+        except ValueError:
+            pass
+        else:
+            device.validate_mode(cores, cpu, gpu, emc)
+            return PowerMode(label, cores, cpu, gpu, emc)
+    return device.preset(label)
+
+
+def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except Exception as exc:
+        raise InputError(f"--modes {path}: cannot read CSV ({exc})", "modes") from None
+    missing = [c for c in MODE_FIELDS if c not in df.columns]
+    if missing:
+        raise InputError(f"--modes {path}: missing column(s) {', '.join(missing)}", "modes")
+    modes = []
+    for i, rec in enumerate(df.to_dict(orient="records"), start=2):
+        try:
+            knobs = [float(rec[c]) for c in MODE_FIELDS]
+        except (TypeError, ValueError):
+            raise InputError(f"--modes {path} line {i}: mode knobs must be numbers", "modes") from None
+        try:
+            device.validate_mode(*knobs)
+        except InputError as exc:
+            raise InputError(f"--modes {path} line {i}: {exc.message}", exc.field) from None
+        label = str(rec.get("mode") or "").strip()
+        cores, cpu, gpu, emc = int(knobs[0]), knobs[1], knobs[2], knobs[3]
+        modes.append(PowerMode(label if label and label != "nan" else f"{cores}c-{cpu:g}-{gpu:g}-{emc:g}",
+                               cores, cpu, gpu, emc))
+    if not modes:
+        raise InputError(f"--modes {path}: no modes in the file", "modes")
+    return modes
+
+
+def resolve_modes(device: Device, modes: str | None) -> list[PowerMode]:
+    """``presets`` (default), a CSV FILE with mode columns, or comma-separated preset names / mode labels."""
+    if modes is None or modes.strip().lower() == "presets":
+        return list(device.presets)
+    if Path(modes).is_file():
+        return _modes_from_file(device, Path(modes))
+    labels = [m.strip() for m in modes.split(",") if m.strip()]
+    if not labels:
+        raise InputError("--modes must be presets, a CSV file, or comma-separated mode labels", "modes")
+    return [_parse_label(device, label) for label in labels]
+
+
+def host_modes(modes: str | None) -> list[PowerMode]:
+    """Host modes: all cores (default) or comma-separated thread counts (``1,2``); clocks are read only."""
+    nan = float("nan")
+    limit = os.cpu_count() or 1
+    if modes is None:
+        return [PowerMode("host", limit, nan, nan, nan)]
+    out = []
+    for item in (m.strip() for m in modes.split(",") if m.strip()):
+        try:
+            cores = int(item.removesuffix("c"))
+        except ValueError:
+            raise InputError(f"--modes on the host takes thread counts like 1,2 (this host has {limit} "
+                             f"cores); got {item!r}", "modes") from None
+        if not 1 <= cores <= limit:
+            raise InputError(f"--modes: {cores} threads is outside 1..{limit} on this host", "modes")
+        out.append(PowerMode("host" if cores == limit else f"host-{cores}c", cores, nan, nan, nan))
+    if not out:
+        raise InputError("--modes is empty", "modes")
+    return out
+
+
+# ---------------------------------------------------------------- output
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if hasattr(value, "item") and not isinstance(value, list | dict | str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _trace_json(trace: Any, t_ref: float) -> dict[str, Any] | None:
+    if trace is None:
+        return None
+    return {"meter": trace.meter_name, "domain": trace.domain, "hz": trace.hz,
+            "read_errors": trace.read_errors, "last_error": trace.last_error,
+            "times_s": [t - t_ref for t in trace.times_s.tolist()], "power_w": trace.power_w.tolist()}
+
+
+def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> list[dict[str, float]]:
+    return [{**t.as_dict(), "start_s": t.start_s - t_ref, "end_s": t.end_s - t_ref} for t in timings]
+
+
+def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(_clean(document), f, indent=1, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def upload_rows(url: str, rows: list[dict[str, Any]], timeout_s: float = 30.0) -> dict[str, Any]:
+    """POST ``{"rows": [...]}`` to ``URL/v1/profiles`` with ``X-API-Key`` from ``$JETPREDICT_API_KEY``."""
+    if not url.startswith(("http://", "https://")):
+        raise InputError(f"--upload {url!r} must be an http:// or https:// service URL", "upload")
+    key = os.environ.get(API_KEY_ENV)
+    if not key:
+        raise InputError(f"--upload needs the service's API key in ${API_KEY_ENV}", "upload")
+    body = json.dumps({"rows": _clean(rows)}, allow_nan=False).encode()
+    request = urllib.request.Request(url.rstrip("/") + "/v1/profiles", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", "X-API-Key": key})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:500]
+        raise InputError(f"--upload: {url} answered {exc.code}: {detail} (rows are kept in the output "
+                         "files)", "upload") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise InputError(f"--upload: cannot reach {url}: {exc} (rows are kept in the output files)",
+                         "upload") from None
+
+
+# ---------------------------------------------------------------- progress
+
+class _Progress:
+    """A tqdm bar on stderr: mode k of n, phase and minibatch; tqdm adds elapsed time and ETA."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, file=sys.stderr, unit="mb", dynamic_ncols=True, leave=True)
+
+    def mode(self, k: int, n: int, label: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(f"mode {k}/{n} {label}")
+
+    def minibatch(self, phase: str, i: int, n: int) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{phase} {i}/{n}", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ---------------------------------------------------------------- the campaign
+
+@dataclass
+class CampaignParts:
+    """The pieces a campaign drives. ``controller`` None = leave the machine's mode alone (host)."""
+
+    device_id: str
+    catalogue: Device | None
+    modes: list[PowerMode]
+    backend: TrainingBackend
+    meter: Any
+    cpu_meter: Any = None
+    controller: Any = None
+    settle_s: float = 0.0
+
+
+def _host_parts(cfg: CampaignConfig) -> CampaignParts:
+    from profiler.backends import TorchBackend
+    from profiler.power import detect_cpu_package_meter, detect_power_meter
+    from profiler.powermode import detect_controller
+
+    modes = host_modes(cfg.modes)
+    backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
+    gpu = "cuda" if backend.accelerator() == "cuda" else "host"
+    return CampaignParts(HOST_DEVICE, None, list(modes), backend, detect_power_meter(gpu),
+                         detect_cpu_package_meter(), detect_controller("host"), cfg.settle_s or 0.0)
+
+
+def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
+    from profiler.backends import TorchBackend
+    from profiler.power import detect_power_meter
+    from profiler.powermode import detect_controller
+
+    device_id = detect_jetson_device()
+    device = load_device(device_id)
+    modes = resolve_modes(device, cfg.modes)
+    backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
+    settle = DEFAULT_SETTLE_S if cfg.settle_s is None else cfg.settle_s
+    return CampaignParts(device_id, device, list(modes), backend, detect_power_meter(device_id), None,
+                         detect_controller("jetson", device_id), settle)
+
+
+def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
+    device_id = cfg.device.split(":", 1)[1].strip()
+    device = load_device(device_id)
+    modes = resolve_modes(device, cfg.modes)
+    try:
+        from profiler import sim
+    except ImportError:
+        raise InputError("--device sim:DEVICE needs the digital twin (profiler.sim), which is not "
+                         "installed in this build", "device") from None
+    controller, meter, backend = sim.campaign_parts(device, cfg.workload, batch_size=cfg.batch_size,
+                                                    num_workers=cfg.workers, data=cfg.data, seed=cfg.seed)
+    return CampaignParts(device_id, device, list(modes), backend, meter, None, controller,
+                         cfg.settle_s or 0.0)
+
+
+def build_parts(cfg: CampaignConfig) -> CampaignParts:
+    """Backend, meters, controller and modes for ``--device host|jetson|sim:DEVICE``."""
+    kind = cfg.device.strip().lower()
+    if kind == "host":
+        return _host_parts(cfg)
+    if kind == "jetson":
+        return _jetson_parts(cfg)
+    if kind.startswith("sim:"):
+        return _sim_parts(cfg)
+    raise InputError(f"--device must be host, jetson or sim:DEVICE; got {cfg.device!r}", "device")
+
+
+def _known(value: float | None) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _mode_fields(requested: PowerMode | None, read_back: PowerMode | None) -> dict[str, Any]:
+    """The row's mode columns: the label asked for, the knobs read back (else as asked); NaN -> None."""
+    if requested is None:
+        return {"mode": None, "cpu_cores": None, "cpu_mhz": None, "gpu_mhz": None, "emc_mhz": None}
+    knobs = read_back or requested
+    return {"mode": requested.mode, "cpu_cores": knobs.cpu_cores, "cpu_mhz": _known(knobs.cpu_mhz),
+            "gpu_mhz": _known(knobs.gpu_mhz), "emc_mhz": _known(knobs.emc_mhz)}
+
+
+@contextmanager
+def _controlled(controller: Any) -> Iterator[Any]:
+    if controller is None:
+        yield None
+        return
+    with controller as ctl:
+        yield ctl
+
+
+def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> list[dict[str, Any]]:
+    """Profile every mode; returns the rows (also written to the output files as each mode ends)."""
+    for name, value, low in (("warmup", cfg.warmup, 0), ("minibatches", cfg.minibatches, 1)):
+        if value is None or value < low:
+            raise InputError(f"--{name} must be >= {low}, got {value}", name)
+    if cfg.settle_s is not None and cfg.settle_s < 0:
+        raise InputError(f"--settle-s must be >= 0 s, got {cfg.settle_s}", "settle_s")
+    csv_path, json_path = output_paths(cfg.out)
+    for p in (csv_path, json_path):
+        if p is not None:
+            if p.is_dir():
+                raise InputError(f"--out {p} is a directory", "out")
+            p.parent.mkdir(parents=True, exist_ok=True)
+    parts = parts or build_parts(cfg)
+    t_ref = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    document: dict[str, Any] = {
+        "format": JSON_FORMAT, "device": parts.device_id, "workload": parts.backend.workload,
+        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items() if k != "extra"},
+        "clock": "seconds since the campaign started (time.perf_counter)", "rows": rows, "modes": [],
+    }
+    for p in (csv_path, json_path):
+        if p is not None and p.exists():
+            p.unlink()
+    complexity = parts.backend.complexity()
+    document["complexity"] = None if complexity is None else complexity.as_dict()
+    n = len(parts.modes)
+    progress = _Progress(n * (cfg.warmup + cfg.minibatches), cfg.progress)
+    try:
+        with ExitStack() as stack:
+            ctl = stack.enter_context(_controlled(parts.controller))
+            stack.callback(parts.backend.close)
+            for k, mode in enumerate(parts.modes, start=1):
+                label = mode.mode if mode is not None else "default"
+                progress.mode(k, n, label)
+                read_back = None
+                if ctl is not None and mode is not None:
+                    ctl.apply(mode)
+                    read_back = ctl.read_back()
+                run = runner.run_mode(parts.backend, mode, warmup=cfg.warmup, minibatches=cfg.minibatches,
+                                      meter=parts.meter, cpu_meter=parts.cpu_meter, settle_s=parts.settle_s,
+                                      idle_s=cfg.idle_s, hz=cfg.hz, on_minibatch=progress.minibatch)
+                if run.trace is not None and len(run.trace):
+                    warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
+                    if warning:
+                        run.notes.append(warning)
+                fields = _mode_fields(mode, read_back)
+                peak = None
+                if parts.catalogue is not None and fields.get("gpu_mhz"):
+                    peak = float(parts.catalogue.peak_fp32_flops(fields["gpu_mhz"]))
+                row = runner.aggregate_row(
+                    run.measured, device=parts.device_id, workload=parts.backend.workload, mode=fields,
+                    batch_size=parts.backend.batch_size, num_workers=parts.backend.num_workers,
+                    minibatches_per_epoch=parts.backend.minibatches_per_epoch, warmup=cfg.warmup,
+                    trace=run.trace, power_meter=run.power_meter, base_power_w=run.base_power_w,
+                    cpu_trace=run.cpu_trace,
+                    complexity=None if complexity is None else complexity.as_dict(),
+                    cpu_s_per_sample=run.cpu_s_per_sample, peak_fp32_flops=peak,
+                    accelerator=parts.backend.accelerator(),
+                    source="simulated" if cfg.device.lower().startswith("sim:") else "measured")
+                row["data_source"] = getattr(getattr(parts.backend, "built", None), "data_source", None)
+                if complexity is not None and complexity.null_reason:
+                    row["complexity_null_reason"] = complexity.null_reason
+                # Check the row against the shared format before it reaches any file.
+                record = rows_to_records(validate_records([row], what="the measured row"))[0]
+                rows.append(record)
+                document["modes"].append({
+                    "mode": label, "requested": None if mode is None else mode.as_dict(),
+                    "read_back": None if read_back is None else read_back.as_dict(),
+                    "idle_window_s": None if run.idle_window_s is None
+                    else [t - t_ref for t in run.idle_window_s],
+                    "warmup": _timings_json(run.warmup, t_ref),
+                    "minibatches": _timings_json(run.measured, t_ref),
+                    "power": _trace_json(run.trace, t_ref), "cpu_power": _trace_json(run.cpu_trace, t_ref),
+                    "notes": run.notes,
+                })
+                if csv_path is not None:
+                    write_profile_csv([record], csv_path, append=True)
+                _write_json_atomic(json_path, document)
+    finally:
+        progress.close()
+    if cfg.upload:
+        answer = upload_rows(cfg.upload, rows)
+        print(f"uploaded {len(rows)} row(s) to {cfg.upload}: {answer}", file=sys.stderr)
+    return rows

@@ -1,0 +1,145 @@
+"""The power-meter abstraction, its null object, and the sampled power trace it produces.
+
+A :class:`PowerMeter` reads the instantaneous power of one domain (the Jetson module, a discrete GPU
+board, or a CPU package) in W. A :class:`PowerTrace` holds timed samples on the ``time.perf_counter()``
+clock and integrates energy over exactly a measured window.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Domains a meter can measure: what the reading is the power *of*.
+DOMAINS = ("module", "gpu", "cpu_package")
+
+#: MLPerf Power asks for at least 1 Hz and 60 samples per measured window.
+MIN_SAMPLER_HZ = 1.0
+MIN_SAMPLES_PER_WINDOW = 60
+
+
+class PowerReadError(RuntimeError):
+    """A sensor that was found could not be read (the sample becomes unknown, never 0)."""
+
+
+class PowerMeter(ABC):
+    """One source of instantaneous power readings, in W.
+
+    ``name`` says which sensor and rails were used (it goes into the ``power_meter`` column, e.g.
+    ``ina3221:VDD_IN``); ``domain`` is ``module``, ``gpu`` or ``cpu_package``.
+    """
+
+    name: str = "abstract"
+    domain: str = "module"
+
+    @property
+    def available(self) -> bool:
+        """False only for :class:`NullPowerMeter`."""
+        return True
+
+    @property
+    def rails(self) -> tuple[str, ...]:
+        """The rails (or GPUs, packages) whose power :meth:`read_power_w` adds up."""
+        return ()
+
+    @abstractmethod
+    def read_power_w(self) -> float:
+        """Instantaneous power in W; raises :class:`PowerReadError` when the sensor cannot be read."""
+
+    def close(self) -> None:  # noqa: B027 - most meters hold nothing; those that do override it
+        """Release files, processes or libraries held by the meter (idempotent)."""
+
+    def __enter__(self) -> PowerMeter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, domain={self.domain!r})"
+
+
+class NullPowerMeter(PowerMeter):
+    """No sensor: ``name`` is ``none: <reason>`` and every reading is unknown."""
+
+    def __init__(self, reason: str = "no sensor found", domain: str = "module") -> None:
+        self.reason = reason
+        self.name = f"none: {reason}"
+        self.domain = domain
+
+    @property
+    def available(self) -> bool:
+        return False
+
+    def read_power_w(self) -> float:
+        raise PowerReadError(self.name)
+
+
+@dataclass
+class PowerTrace:
+    """Power samples of one meter: ``times_s`` (``time.perf_counter()``, s) and ``power_w`` (W).
+
+    A sample whose read failed is NaN; any window that touches one has unknown (None) energy.
+    """
+
+    times_s: np.ndarray
+    power_w: np.ndarray
+    meter_name: str = "none: no sensor found"
+    domain: str = "module"
+    hz: float = 0.0
+    read_errors: int = 0
+    last_error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.times_s = np.asarray(self.times_s, dtype=float)
+        self.power_w = np.asarray(self.power_w, dtype=float)
+        if self.times_s.shape != self.power_w.shape or self.times_s.ndim != 1:
+            raise ValueError("times_s and power_w must be 1-D arrays of the same length")
+        if np.any(np.diff(self.times_s) < 0):
+            order = np.argsort(self.times_s, kind="stable")
+            self.times_s, self.power_w = self.times_s[order], self.power_w[order]
+
+    def __len__(self) -> int:
+        return int(self.times_s.size)
+
+    def samples_in(self, t0: float, t1: float) -> int:
+        """Number of samples with ``t0 <= t <= t1`` (the runner warns below :data:`MIN_SAMPLES_PER_WINDOW`)."""
+        return int(np.count_nonzero((self.times_s >= t0) & (self.times_s <= t1)))
+
+    def energy_j(self, t0: float, t1: float) -> float | None:
+        """Energy in J over exactly ``[t0, t1]``: trapezoids, interpolating power at both edges.
+
+        None when the window is empty or reversed, not covered by samples, holds fewer than 2 samples,
+        or touches a failed read.
+        """
+        t, p = self.times_s, self.power_w
+        if not (math.isfinite(t0) and math.isfinite(t1)) or t1 <= t0 or t.size < 2:
+            return None
+        if t0 < t[0] or t1 > t[-1] or self.samples_in(t0, t1) < 2:
+            return None
+        # Samples strictly inside plus the two bracketing ones decide the integral.
+        lo = max(int(np.searchsorted(t, t0, side="right")) - 1, 0)
+        hi = min(int(np.searchsorted(t, t1, side="left")), t.size - 1)
+        if not np.all(np.isfinite(p[lo:hi + 1])):
+            return None
+        inner = (t > t0) & (t < t1)
+        ts = np.concatenate(([t0], t[inner], [t1]))
+        ps = np.concatenate(([np.interp(t0, t, p)], p[inner], [np.interp(t1, t, p)]))
+        return float(np.sum((ps[1:] + ps[:-1]) * np.diff(ts)) / 2.0)
+
+    def mean_power_w(self, t0: float, t1: float) -> float | None:
+        """Mean power in W over ``[t0, t1]`` (energy / duration), or None as for :meth:`energy_j`."""
+        e = self.energy_j(t0, t1)
+        return None if e is None else e / (t1 - t0)
+
+    def window_warning(self, t0: float, t1: float) -> str | None:
+        """A message when the window has fewer samples than MLPerf Power asks, else None."""
+        n = self.samples_in(t0, t1)
+        if n >= MIN_SAMPLES_PER_WINDOW:
+            return None
+        return (f"power window of {t1 - t0:.3g} s holds {n} samples of {self.meter_name} "
+                f"(MLPerf Power asks for >= {MIN_SAMPLES_PER_WINDOW}); energy is less certain")

@@ -1,0 +1,116 @@
+"""Per-board INA3221 rail maps and the rule for "module total" on each board.
+
+Transcribed from the Jetson rail layouts (NVIDIA L4T developer guides and device trees, as collected in
+energymon's JetsonPowerRails notes and the per-board notes in ``../shared/data/jetson/``):
+a board either has one rail that feeds the whole module (``VDD_IN`` or ``POM_5V_IN``), or, like AGX
+Xavier and AGX Orin, no such rail, so the total is the sum of the rails fed by the module supplies.
+Sub-rails (``VDD_CPU_GPU_CV`` under ``VDD_IN``, ``VDDQ_VDD2_1V8AO`` under ``VIN_SYS_5V0``) are never added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: Labels that are not rails: unconnected channels and the hwmon "sum of shunt voltages" channel.
+IGNORED_LABELS = frozenset({"NC", "SUM OF SHUNT VOLTAGES"})
+
+
+@dataclass(frozen=True)
+class BoardRails:
+    """One board's INA3221 rails (as the kernel labels them), and which of them make the module total.
+
+    ``aliases`` maps other spellings seen in docs or newer kernels (``VDD_GPU``) to the rail name used
+    here (``GPU``).
+    """
+
+    board: str
+    soc: str
+    rails: tuple[str, ...]
+    total: tuple[str, ...]
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    def canonical(self, label: str) -> str:
+        label = label.strip()
+        return dict(self.aliases).get(label.upper(), label)
+
+    @property
+    def total_name(self) -> str:
+        """``VDD_IN`` or ``sum(GPU,CPU,...)``: the rail part of a meter name."""
+        return self.total[0] if len(self.total) == 1 else f"sum({','.join(self.total)})"
+
+
+BOARDS: dict[str, BoardRails] = {b.board: b for b in (
+    # Nano (porg), 6-0040: POM_5V_IN is the 5 V module input; GPU and CPU rails hang below it.
+    BoardRails("nano", "T210", ("POM_5V_IN", "POM_5V_GPU", "POM_5V_CPU"), ("POM_5V_IN",),
+               aliases=(("VDD_IN", "POM_5V_IN"), ("VDD_GPU", "POM_5V_GPU"), ("VDD_CPU", "POM_5V_CPU"))),
+    # Xavier NX (jakku), 7-0040.
+    BoardRails("xavier-nx", "T194", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",),
+               aliases=(("5V_IN", "VDD_IN"), ("VDD_CPU_GPU", "VDD_CPU_GPU_CV"))),
+    # AGX Xavier (galen), 1-0040 + 1-0041: no module-input rail; the six channels add up to the module.
+    BoardRails("agx-xavier", "T194", ("GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"),
+               ("GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"),
+               aliases=(("VDD_GPU", "GPU"), ("VDD_CPU", "CPU"), ("VDD_SOC", "SOC"), ("VDD_CV", "CV"),
+                        ("VDD_DDRQ", "VDDRQ"), ("DDR", "VDDRQ"), ("VDD_SYS5V", "SYS5V"))),
+    # AGX Orin, 1-0040 + 1-0041: no module-input rail; VDDQ_VDD2_1V8AO is fed by VIN_SYS_5V0.
+    BoardRails("orin-agx", "T234", ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"),
+               ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0")),
+    # Orin NX and Orin Nano share the P3767 carrier layout, 1-0040.
+    BoardRails("orin-nx", "T234", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",)),
+    BoardRails("orin-nano", "T234", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",)),
+    # TX2 (quill), module rails on 0x40/0x41; VDD_MUX on 0x42 feeds the carrier, in parallel.
+    # L4T 28 printed the older names (VDD_CPU, VDD_GPU, ...), kept as aliases.
+    BoardRails("tx2", "T186", ("VDD_SYS_GPU", "VDD_SYS_SOC", "VDD_4V0_WIFI", "VDD_IN", "VDD_SYS_CPU",
+                               "VDD_SYS_DDR"), ("VDD_IN",),
+               aliases=(("VDD_GPU", "VDD_SYS_GPU"), ("VDD_SOC", "VDD_SYS_SOC"), ("VDD_WIFI", "VDD_4V0_WIFI"),
+                        ("VDD_CPU", "VDD_SYS_CPU"), ("VDD_DDR", "VDD_SYS_DDR"))),
+)}
+
+
+def _normalise(labels: Iterable[str]) -> list[str]:
+    return [lbl.strip() for lbl in labels if lbl.strip() and lbl.strip().upper() not in IGNORED_LABELS]
+
+
+def match_board(labels: Iterable[str]) -> BoardRails | None:
+    """The board whose total rails are all among ``labels`` (best rail overlap wins), else None."""
+    found = _normalise(labels)
+    best, best_score = None, 0
+    for board in BOARDS.values():
+        names = {board.canonical(x) for x in found}
+        if not set(board.total) <= names:
+            continue
+        # Labels spelled exactly as this board's kernel spells them count double over aliases.
+        score = len(names & set(board.rails)) + len(set(found) & set(board.rails))
+        if score > best_score:
+            best, best_score = board, score
+    return best
+
+
+def total_rule(labels: Iterable[str], board: str | None = None) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Which of ``labels`` to add up for the module total, and the label each total rail was found as.
+
+    Returns ``(total_rails, {canonical: label})``. With ``board`` (a catalogue id) that board's rule is
+    used; otherwise the board is recognised from the labels, and failing that any ``VDD_IN`` /
+    ``POM_5V_IN`` rail is taken as the total. Raises ``LookupError`` naming what was missing.
+    """
+    found = _normalise(labels)
+    # An id without a rail map (e.g. "host") falls back to recognising the labels.
+    spec = (BOARDS.get(board) if board else None) or match_board(found)
+    if spec is not None:
+        by_canonical = {spec.canonical(x): x for x in found}
+        missing = [r for r in spec.total if r not in by_canonical]
+        if missing:
+            raise LookupError(f"{spec.board}: total rails {', '.join(missing)} not found among "
+                              f"{', '.join(found) or 'no rails'}")
+        return spec.total, {r: by_canonical[r] for r in spec.total}
+    for generic in ("VDD_IN", "POM_5V_IN"):
+        for label in found:
+            if label.upper() == generic:
+                return (generic,), {generic: label}
+    raise LookupError(f"no module-total rule for rails {', '.join(found) or '(none)'}: "
+                      "expected VDD_IN, POM_5V_IN or a known board's rail set")
+
+
+def total_name(total: tuple[str, ...]) -> str:
+    """``VDD_IN`` for one rail, ``sum(GPU,CPU,...)`` for several."""
+    return total[0] if len(total) == 1 else f"sum({','.join(total)})"

@@ -1,0 +1,108 @@
+"""A background thread that samples a :class:`PowerMeter` at a fixed rate into a :class:`PowerTrace`."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from models.errors import InputError
+from profiler.power.base import MIN_SAMPLER_HZ, PowerMeter, PowerTrace
+
+MAX_SAMPLER_HZ = 1000.0
+
+
+class PowerSampler:
+    """Sample ``meter`` every ``1/hz`` s on a daemon thread (default 10 Hz).
+
+    ``start()`` takes the first sample before it returns and ``stop()`` takes a last one, so any window
+    between the two calls is bracketed by samples. A failed read is stored as NaN (unknown), never 0.
+    Use as a context manager; the trace is then in ``sampler.trace``.
+    """
+
+    def __init__(self, meter: PowerMeter, hz: float = 10.0) -> None:
+        try:
+            hz = float(hz)
+        except (TypeError, ValueError):
+            raise InputError(f"hz={hz!r} must be a number of samples per second", "hz") from None
+        if not MIN_SAMPLER_HZ <= hz <= MAX_SAMPLER_HZ:
+            raise InputError(f"hz={hz:g} must be in {MIN_SAMPLER_HZ:g}..{MAX_SAMPLER_HZ:g} "
+                             "(MLPerf Power asks for at least 1 Hz)", "hz")
+        self.meter = meter
+        self.hz = hz
+        self.trace: PowerTrace | None = None
+        self._times: list[float] = []
+        self._powers: list[float] = []
+        self._errors = 0
+        self._last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _sample(self) -> None:
+        t_before = time.perf_counter()
+        try:
+            p = float(self.meter.read_power_w())
+            if not np.isfinite(p) or p < 0:
+                raise ValueError(f"reading {p!r} W is not a finite non-negative power")
+        except Exception as err:  # any sensor failure is an unknown sample, never a crash or a 0
+            p = float("nan")
+            self._errors += 1
+            self._last_error = f"{type(err).__name__}: {err}"
+        # The read happened somewhere between the two clock reads; the midpoint is the best estimate.
+        t = (t_before + time.perf_counter()) / 2.0
+        with self._lock:
+            self._times.append(t)
+            self._powers.append(p)
+
+    def _run(self) -> None:
+        period = 1.0 / self.hz
+        next_t = time.perf_counter() + period
+        while not self._stop.wait(max(0.0, next_t - time.perf_counter())):
+            self._sample()
+            next_t += period
+            now = time.perf_counter()
+            if next_t < now:  # a slow read: skip the missed ticks instead of bursting to catch up
+                next_t = now + period
+
+    def start(self) -> PowerSampler:
+        """Start sampling (no thread for an unavailable meter: its trace stays empty)."""
+        if self.running:
+            raise RuntimeError("PowerSampler already running")
+        self._times, self._powers, self._errors, self._last_error = [], [], 0, None
+        self._stop.clear()
+        self.trace = None
+        if self.meter.available:
+            self._sample()
+            self._thread = threading.Thread(target=self._run, name="jetpredict-power-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def snapshot(self) -> PowerTrace:
+        """The samples so far, without stopping."""
+        with self._lock:
+            times, powers = list(self._times), list(self._powers)
+        return PowerTrace(np.array(times), np.array(powers), meter_name=self.meter.name,
+                          domain=self.meter.domain, hz=self.hz, read_errors=self._errors,
+                          last_error=self._last_error)
+
+    def stop(self) -> PowerTrace:
+        """Stop sampling (after one last sample) and return the trace."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._sample()
+        self.trace = self.snapshot()
+        return self.trace
+
+    def __enter__(self) -> PowerSampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,233 @@
+"""Custom power modes written straight to sysfs, and reading back the clocks in force, per SoC family.
+
+Units in sysfs: CPU ``scaling_*_freq`` in kHz, GPU devfreq ``*_freq`` in Hz, EMC caps and rates in Hz.
+Paths are those the L4T nvpmodel configuration files name for each family (T210 Nano, T194 Xavier,
+T234 Orin; JetPack 6 "KNEXT" locations listed after JetPack 4/5 ones).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from models.catalogue import Device, PowerMode, mode_label
+from profiler import sysfs
+from profiler.powermode.base import PowerModeController
+from profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
+
+CPU_DIR = "/sys/devices/system/cpu"
+
+
+@dataclass(frozen=True)
+class SocPaths:
+    """Where one SoC family keeps its DVFS knobs (device paths; candidates tried in order)."""
+
+    soc: str
+    gpu_devfreq: tuple[str, ...]
+    emc_cap: tuple[str, ...]
+    emc_rate: tuple[str, ...]
+    # (file holding 1 to lock, file taking the rate in Hz): pins EMC, which nvpmodel can only cap.
+    emc_lock: tuple[str, str] | None
+
+
+SOC_PATHS: dict[str, SocPaths] = {
+    "T210": SocPaths(
+        "T210",
+        gpu_devfreq=("/sys/devices/gpu.0/devfreq/57000000.gpu",),
+        emc_cap=("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap",),
+        emc_rate=("/sys/kernel/debug/clk/emc/clk_rate",),
+        emc_lock=("/sys/kernel/debug/clk/override.emc/clk_state",
+                  "/sys/kernel/debug/clk/override.emc/clk_update_rate"),
+    ),
+    "T194": SocPaths(
+        "T194",
+        gpu_devfreq=("/sys/devices/17000000.gv11b/devfreq/17000000.gv11b",
+                     "/sys/devices/gpu.0/devfreq/17000000.gv11b", "/sys/devices/17000000.gv11b/devfreq_dev"),
+        emc_cap=("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap",),
+        emc_rate=("/sys/kernel/debug/bpmp/debug/clk/emc/rate",),
+        emc_lock=("/sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked",
+                  "/sys/kernel/debug/bpmp/debug/clk/emc/rate"),
+    ),
+    "T234": SocPaths(
+        "T234",
+        gpu_devfreq=("/sys/devices/17000000.ga10b/devfreq/17000000.ga10b",
+                     "/sys/devices/platform/17000000.gpu/devfreq_dev",
+                     "/sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu",
+                     "/sys/devices/gpu.0/devfreq/17000000.ga10b"),
+        emc_cap=("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap", "/sys/kernel/nvpmodel_clk_cap/emc"),
+        emc_rate=("/sys/kernel/debug/bpmp/debug/clk/emc/rate",),
+        emc_lock=("/sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked",
+                  "/sys/kernel/debug/bpmp/debug/clk/emc/rate"),
+    ),
+}
+
+
+def soc_paths(soc: str) -> SocPaths:
+    try:
+        return SOC_PATHS[soc.upper()]
+    except KeyError:
+        raise LookupError(f"no sysfs layout for SoC {soc!r}; known: {', '.join(SOC_PATHS)}") from None
+
+
+def _first_existing(candidates: tuple[str, ...]) -> str | None:
+    return next((c for c in candidates if sysfs.exists(c)), None)
+
+
+def cpu_ids() -> list[int]:
+    """CPU numbers present (``cpu0``, ``cpu1``, ...), sorted."""
+    ids = []
+    for p in sysfs.glob(f"{CPU_DIR}/cpu*"):
+        if re.fullmatch(r"cpu\d+", p.name):
+            ids.append(int(p.name[3:]))
+    return sorted(ids)
+
+
+def cpu_online(cpu: int) -> bool:
+    # cpu0 usually has no "online" file: it cannot be taken offline.
+    value = sysfs.read_int(f"{CPU_DIR}/cpu{cpu}/online")
+    return True if value is None else value == 1
+
+
+def gpu_dir(paths: SocPaths) -> str | None:
+    return _first_existing(paths.gpu_devfreq)
+
+
+def _mhz(value: int | None, per_mhz: float) -> float:
+    return float("nan") if value is None else value / per_mhz
+
+
+def read_clocks(paths: SocPaths, label: str = "read-back") -> PowerMode:
+    """Cores online and the CPU/GPU/EMC clocks in force now (MHz; NaN where a file is unreadable).
+
+    CPU: the fastest online core's ``scaling_cur_freq``. EMC: the actual rate from debugfs when it is
+    readable, else the nvpmodel cap.
+    """
+    online = [c for c in cpu_ids() if cpu_online(c)]
+    cpu_khz = [sysfs.read_int(f"{CPU_DIR}/cpu{c}/cpufreq/scaling_cur_freq") for c in online]
+    cpu_khz = [k for k in cpu_khz if k is not None]
+    gpu = gpu_dir(paths)
+    gpu_hz = sysfs.read_int(f"{gpu}/cur_freq") if gpu else None
+    emc_hz = None
+    for candidate in paths.emc_rate + paths.emc_cap:
+        emc_hz = sysfs.read_int(candidate)
+        if emc_hz:
+            break
+    return PowerMode(label, len(online), _mhz(max(cpu_khz) if cpu_khz else None, 1e3),
+                     _mhz(gpu_hz, 1e6), _mhz(emc_hz or None, 1e6))
+
+
+def _snap(table: list[int] | None, target: int) -> int:
+    """The available frequency nearest ``target`` (the kernel would round an off-table value anyway)."""
+    return min(table, key=lambda f: abs(f - target)) if table else target
+
+
+def _set_min_max(directory: str, min_name: str, max_name: str, value: int) -> None:
+    # The kernel refuses min > max, so widen first (min down, max up), then pin both.
+    lo = sysfs.read_int(f"{directory}/{min_name}")
+    if lo is not None and lo > value:
+        write_sysfs(f"{directory}/{min_name}", value)
+    write_sysfs(f"{directory}/{max_name}", value)
+    write_sysfs(f"{directory}/{min_name}", value)
+
+
+class SysfsController(PowerModeController):
+    """Custom modes by writing cores online and CPU/GPU min = max, EMC cap (and lock) directly."""
+
+    kind = "jetson-sysfs"
+
+    def __init__(self, device: Device) -> None:
+        super().__init__()
+        self.device = device
+        self.paths = soc_paths(device.specs.soc)
+        self._applied: PowerMode | None = None
+
+    def _files(self) -> list[str]:
+        """Every knob this controller may write, in the order they are restored."""
+        files = [f"{CPU_DIR}/cpu{c}/online" for c in cpu_ids() if c != 0]
+        for c in cpu_ids():
+            files += [f"{CPU_DIR}/cpu{c}/cpufreq/scaling_min_freq", f"{CPU_DIR}/cpu{c}/cpufreq/scaling_max_freq"]
+        gpu = gpu_dir(self.paths)
+        if gpu:
+            files += [f"{gpu}/min_freq", f"{gpu}/max_freq"]
+        files += list(self.paths.emc_cap)
+        if self.paths.emc_lock:
+            files += list(self.paths.emc_lock)
+        return [f for f in files if sysfs.exists(f)]
+
+    def snapshot(self) -> dict[str, str]:
+        return {f: text for f in self._files() if (text := sysfs.read_text(f)) is not None}
+
+    def restore_snapshot(self, state: dict[str, str]) -> None:
+        errors: list[str] = []
+
+        def put(f: str) -> None:
+            try:
+                write_sysfs(f, state[f])
+            except PrivilegedCommandError as err:
+                errors.append(str(err))
+
+        done: set[str] = set()
+        for f in state:  # cores first: a CPU's cpufreq files only take writes while it is online
+            if f.endswith("/online"):
+                put(f)
+                done.add(f)
+        for f in state:
+            name = f.rsplit("/", 1)[-1]
+            if f in done or "min_freq" not in name:
+                continue
+            partner = f[: -len(name)] + name.replace("min_freq", "max_freq")
+            # The kernel refuses min > max: lower the min first when the saved max is below it.
+            current_min = sysfs.read_int(f) or 0
+            saved_max = int(state.get(partner, "0").split()[0] or 0)
+            order = [f, partner] if partner in state and saved_max < current_min else [partner, f]
+            for g in order:
+                if g in state:
+                    put(g)
+                    done.add(g)
+        for f in state:
+            if f not in done:
+                put(f)
+        self._applied = None
+        if errors:
+            raise PrivilegedCommandError("restoring the original mode failed: " + "; ".join(errors[:3]))
+
+    def current(self) -> PowerMode:
+        if self._applied is not None:
+            return self._applied
+        online = [c for c in cpu_ids() if cpu_online(c)]
+        cpu_max = sysfs.read_int(f"{CPU_DIR}/cpu0/cpufreq/scaling_max_freq")
+        gpu = gpu_dir(self.paths)
+        gpu_max = sysfs.read_int(f"{gpu}/max_freq") if gpu else None
+        emc_cap = next((v for c in self.paths.emc_cap if (v := sysfs.read_int(c))), None)
+        emc = max(self.device.emc_steps_mhz) if not emc_cap else emc_cap / 1e6
+        return PowerMode("current", len(online), _mhz(cpu_max, 1e3), _mhz(gpu_max, 1e6), emc)
+
+    def apply(self, mode: PowerMode) -> None:
+        """Pin ``mode`` (validated against the device's range; clocks snap to available steps)."""
+        self.device.validate_mode(*mode.knobs())
+        cores = int(mode.cpu_cores)
+        for c in cpu_ids():
+            if c != 0 and sysfs.exists(f"{CPU_DIR}/cpu{c}/online"):
+                write_sysfs(f"{CPU_DIR}/cpu{c}/online", 1 if c < cores else 0)
+        for c in cpu_ids():
+            d = f"{CPU_DIR}/cpu{c}/cpufreq"
+            if cpu_online(c) and sysfs.exists(f"{d}/scaling_max_freq"):
+                table = sysfs.read_ints(f"{d}/scaling_available_frequencies")
+                _set_min_max(d, "scaling_min_freq", "scaling_max_freq", _snap(table, round(mode.cpu_mhz * 1e3)))
+        gpu = gpu_dir(self.paths)
+        if gpu is None:
+            raise PrivilegedCommandError(f"{self.device.id}: no GPU devfreq node among {self.paths.gpu_devfreq}")
+        table = sysfs.read_ints(f"{gpu}/available_frequencies")
+        _set_min_max(gpu, "min_freq", "max_freq", _snap(table, round(mode.gpu_mhz * 1e6)))
+        emc_hz = round(mode.emc_mhz * 1e6)
+        cap = _first_existing(self.paths.emc_cap)
+        if cap:
+            write_sysfs(cap, emc_hz)
+        if self.paths.emc_lock and all(sysfs.exists(p) for p in self.paths.emc_lock):
+            write_sysfs(self.paths.emc_lock[0], 1)
+            write_sysfs(self.paths.emc_lock[1], emc_hz)
+        label = mode.mode or mode_label(*mode.knobs())
+        self._applied = PowerMode(label, cores, float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz))
+
+    def read_back(self) -> PowerMode:
+        return read_clocks(self.paths)

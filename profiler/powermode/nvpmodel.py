@@ -1,0 +1,273 @@
+"""nvpmodel: parse ``/etc/nvpmodel.conf`` and ``nvpmodel -q``, switch presets, and apply custom modes.
+
+A custom mode is a new ``POWER_MODEL`` section (cores online, CPU and GPU MIN_FREQ = MAX_FREQ, EMC cap)
+appended to a copy of the board's configuration and applied with ``nvpmodel -f COPY -m ID``; the
+original preset comes back with ``nvpmodel -m ORIGINAL_ID`` on the board's own file. Optionally
+``jetson_clocks`` pins the clocks at the top of each mode (the POMACS 2022 method: DVFS off), with
+``jetson_clocks --store``/``--restore`` around the run.
+
+File units: CPU clocks in kHz, GPU and EMC clocks in Hz; -1 (and 0 for EMC or a MAX) means uncapped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+
+from models.catalogue import Device, PowerMode, Preset, mode_label
+from models.errors import InputError
+from profiler import sysfs
+from profiler.powermode.base import PowerModeController
+from profiler.powermode.custom import read_clocks, soc_paths
+from profiler.powermode.privileged import PrivilegedCommandError, run_privileged
+
+DEFAULT_CONF = "/etc/nvpmodel.conf"
+CUSTOM_NAME = "JETPREDICT_CUSTOM"
+
+_SECTION = re.compile(r"^<\s*(PARAM|POWER_MODEL|PM_CONFIG)\b(.*?)>\s*$")
+_ATTR = re.compile(r"(\w+)\s*=\s*(\S+)")
+
+
+@dataclass
+class NvpParam:
+    """A ``PARAM`` section: ``type`` FILE or CLOCK, and its argument names → device paths."""
+
+    name: str
+    type: str
+    args: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class NvpPowerModel:
+    """A ``POWER_MODEL`` section: id, name and ``(param, arg, value)`` settings in file order."""
+
+    id: int
+    name: str
+    settings: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def values(self, param: str, arg: str) -> list[str]:
+        return [v for p, a, v in self.settings if p == param and a == arg]
+
+
+@dataclass
+class NvpmodelConf:
+    """A parsed nvpmodel configuration file."""
+
+    params: dict[str, NvpParam]
+    models: dict[int, NvpPowerModel]
+    default_id: int | None
+    text: str = ""
+
+    def model(self, name_or_id: str | int) -> NvpPowerModel:
+        """A power model by id or name (case-insensitive); ``InputError`` lists the valid ones."""
+        for m in self.models.values():
+            if str(name_or_id).upper() in (m.name.upper(), str(m.id)):
+                return m
+        valid = ", ".join(f"{m.id}={m.name}" for m in self.models.values())
+        raise InputError(f"no nvpmodel power mode {name_or_id!r}; valid: {valid}", "mode")
+
+    def cpu_clock_params(self) -> list[str]:
+        return [n for n, p in self.params.items() if p.type == "CLOCK" and n.startswith("CPU")]
+
+    def core_args(self) -> list[str]:
+        """``CORE_0``, ``CORE_1``, ... in CPU number order."""
+        args = self.params.get("CPU_ONLINE", NvpParam("CPU_ONLINE", "FILE")).args
+        return sorted(args, key=lambda a: int(re.sub(r"\D", "", a) or 0))
+
+    def to_mode(self, model: NvpPowerModel, device: Device | None = None) -> PowerMode:
+        """The caps of ``model`` as a :class:`PowerMode` (uncapped knobs = the device's top step)."""
+
+        def cap(param: str, per_mhz: float, top: float | None) -> float:
+            caps = [int(v) for v in model.values(param, "MAX_FREQ") if v.lstrip("-").isdigit()]
+            caps = [c for c in caps if c > 0]
+            if caps:
+                return min(caps) / per_mhz
+            return float(top) if top is not None else float("nan")
+
+        cores_on = [v for p, _, v in model.settings if p == "CPU_ONLINE"]
+        if cores_on:
+            cores = sum(1 for v in cores_on if v.strip() == "1")
+        else:
+            cores = device.cpu_cores_range[1] if device else len(self.core_args())
+        cpu_caps = [c for c in (cap(p, 1e3, None) for p in self.cpu_clock_params()) if c == c]  # no NaN
+        cpu = min(cpu_caps) if cpu_caps else (max(device.cpu_steps_mhz) if device else float("nan"))
+        gpu = cap("GPU", 1e6, max(device.gpu_steps_mhz) if device else None)
+        emc = cap("EMC", 1e6, max(device.emc_steps_mhz) if device else None)
+        return Preset(mode=model.name, cpu_cores=int(cores), cpu_mhz=cpu, gpu_mhz=gpu, emc_mhz=emc,
+                      id=model.id)
+
+
+def parse_nvpmodel_conf(text: str) -> NvpmodelConf:
+    """Parse an nvpmodel configuration (``< PARAM ... >``, ``< POWER_MODEL ... >``, ``< PM_CONFIG ... >``)."""
+    params: dict[str, NvpParam] = {}
+    models: dict[int, NvpPowerModel] = {}
+    default_id: int | None = None
+    section: NvpParam | NvpPowerModel | None = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _SECTION.match(line)
+        if m:
+            kind, attrs = m.group(1), dict(_ATTR.findall(m.group(2)))
+            if kind == "PARAM":
+                section = params[attrs["NAME"]] = NvpParam(attrs["NAME"], attrs.get("TYPE", "FILE"))
+            elif kind == "POWER_MODEL":
+                try:
+                    mid = int(attrs["ID"])
+                except (KeyError, ValueError):
+                    raise InputError(f"nvpmodel.conf line {lineno}: POWER_MODEL without a numeric ID",
+                                     "nvpmodel_conf") from None
+                section = models[mid] = NvpPowerModel(mid, attrs.get("NAME", str(mid)))
+            else:
+                default_id = int(attrs["DEFAULT"]) if attrs.get("DEFAULT", "").isdigit() else None
+                section = None
+            continue
+        parts = line.split()
+        if isinstance(section, NvpParam) and len(parts) >= 2:
+            section.args[parts[0]] = parts[1]
+        elif isinstance(section, NvpPowerModel) and len(parts) >= 3:
+            section.settings.append((parts[0], parts[1], parts[2]))
+    if not models:
+        raise InputError("nvpmodel.conf has no POWER_MODEL section", "nvpmodel_conf")
+    return NvpmodelConf(params, models, default_id, text)
+
+
+def parse_nvpmodel_query(output: str) -> tuple[str, int | None]:
+    """``nvpmodel -q`` output → ``(mode name, id)``.
+
+    The tool prints ``NV Power Mode: <NAME>`` and the id on the next line (other lines such as
+    ``NV Fan Mode:quiet`` or warnings may come before).
+    """
+    lines = [ln.strip() for ln in output.splitlines()]
+    for i, line in enumerate(lines):
+        m = re.match(r"NV Power Mode\s*:\s*(\S+)", line)
+        if m:
+            for following in lines[i + 1:]:
+                if following.isdigit():
+                    return m.group(1), int(following)
+            return m.group(1), None
+    raise ValueError(f"unexpected nvpmodel -q output: {output.strip()[:120]!r}")
+
+
+def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> str:
+    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped."""
+    cpu_khz, gpu_hz, emc_hz = round(mode.cpu_mhz * 1e3), round(mode.gpu_mhz * 1e6), round(mode.emc_mhz * 1e6)
+    lines = [f"< POWER_MODEL ID={model_id} NAME={CUSTOM_NAME} >"]
+    lines += [f"CPU_ONLINE {arg} {1 if i < mode.cpu_cores else 0}" for i, arg in enumerate(conf.core_args())]
+    for p in conf.cpu_clock_params():
+        lines += [f"{p} MIN_FREQ {cpu_khz}", f"{p} MAX_FREQ {cpu_khz}"]
+    if "GPU" in conf.params:
+        lines += [f"GPU MIN_FREQ {gpu_hz}", f"GPU MAX_FREQ {gpu_hz}"]
+    if "EMC" in conf.params:
+        lines.append(f"EMC MAX_FREQ {emc_hz}")
+    return "\n".join(lines) + "\n"
+
+
+class NvpmodelController(PowerModeController):
+    """Presets with ``nvpmodel -m``, custom modes with a custom POWER_MODEL; restores the original preset."""
+
+    kind = "jetson"
+
+    def __init__(self, device: Device, conf_path: str = DEFAULT_CONF, jetson_clocks: bool = False,
+                 timeout_s: float = 30.0) -> None:
+        super().__init__()
+        text = sysfs.read_text(conf_path)
+        if text is None:
+            raise PrivilegedCommandError(f"{conf_path} not readable: is this a Jetson with L4T installed?")
+        self.device = device
+        self.conf_path = conf_path
+        self.conf = parse_nvpmodel_conf(text)
+        self.jetson_clocks = jetson_clocks
+        self.timeout_s = timeout_s
+        self.paths = soc_paths(device.specs.soc)
+        self._applied: PowerMode | None = None
+        self._custom_file: str | None = None
+
+    def query(self) -> tuple[str, int | None]:
+        """The preset in force, from ``nvpmodel -q``."""
+        out = run_privileged(["nvpmodel", "-q"], self.timeout_s).stdout
+        try:
+            return parse_nvpmodel_query(out)
+        except ValueError as err:
+            raise PrivilegedCommandError(str(err), ["nvpmodel", "-q"]) from None
+
+    def presets(self) -> list[PowerMode]:
+        return [self.conf.to_mode(m, self.device) for m in self.conf.models.values()]
+
+    def current(self) -> PowerMode:
+        if self._applied is not None:
+            return self._applied
+        name, mid = self.query()
+        model = self.conf.model(mid if mid is not None else name)
+        return self.conf.to_mode(model, self.device)
+
+    def _switch(self, model_id: int, conf_file: str | None = None) -> None:
+        argv = ["nvpmodel"] + (["-f", conf_file] if conf_file else []) + ["-m", str(model_id)]
+        proc = run_privileged(argv, self.timeout_s)
+        text = proc.stdout + proc.stderr
+        if "reboot" in text.lower() and "required" in text.lower():
+            raise PrivilegedCommandError(f"{' '.join(argv)}: this switch needs a reboot; not done", argv)
+
+    def _lock_clocks(self) -> None:
+        if self.jetson_clocks:
+            run_privileged(["jetson_clocks"], self.timeout_s)
+
+    def apply(self, mode: PowerMode) -> None:
+        """A preset (by name) through ``nvpmodel -m``; any other mode as a custom POWER_MODEL."""
+        preset = next((m for m in self.conf.models.values() if m.name.upper() == str(mode.mode).upper()), None)
+        if preset is not None and (isinstance(mode, Preset)
+                                   or self.conf.to_mode(preset, self.device).knobs() == mode.knobs()):
+            self._switch(preset.id)
+            self._lock_clocks()
+            self._applied = self.conf.to_mode(preset, self.device)
+            return
+        self.device.validate_mode(*mode.knobs())
+        custom_id = max(self.conf.models) + 1
+        body = self.conf.text.rstrip("\n") + "\n\n" + render_custom_model(self.conf, mode, custom_id)
+        fd, path = tempfile.mkstemp(prefix="jetpredict-nvpmodel-", suffix=".conf")
+        with os.fdopen(fd, "w") as f:
+            f.write(body)
+        self._drop_custom_file()
+        self._custom_file = path
+        self._switch(custom_id, path)
+        self._lock_clocks()
+        self._applied = PowerMode(mode.mode or mode_label(*mode.knobs()), int(mode.cpu_cores),
+                                  float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz))
+
+    def read_back(self) -> PowerMode:
+        return read_clocks(self.paths)
+
+    def snapshot(self) -> dict[str, object]:
+        name, mid = self.query()
+        state: dict[str, object] = {"id": mid if mid is not None else self.conf.model(name).id, "clocks": None}
+        if self.jetson_clocks:
+            fd, path = tempfile.mkstemp(prefix="jetpredict-jetson-clocks-", suffix=".conf")
+            os.close(fd)
+            run_privileged(["jetson_clocks", "--store", path], self.timeout_s)
+            state["clocks"] = path
+        return state
+
+    def restore_snapshot(self, state: dict[str, object]) -> None:
+        try:
+            self._switch(int(state["id"]))  # type: ignore[arg-type]
+            if state.get("clocks"):
+                run_privileged(["jetson_clocks", "--restore", str(state["clocks"])], self.timeout_s)
+        finally:
+            self._applied = None
+            self._drop_custom_file()
+            if state.get("clocks"):
+                _unlink(str(state["clocks"]))
+
+    def _drop_custom_file(self) -> None:
+        if self._custom_file:
+            _unlink(self._custom_file)
+            self._custom_file = None
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)

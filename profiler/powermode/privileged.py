@@ -1,0 +1,83 @@
+"""The one place privileged commands (``nvpmodel``, ``jetson_clocks``) and sysfs writes go through.
+
+Each command has a timeout, and failures become :class:`PrivilegedCommandError` with a message that
+says what to do (run as root, allow passwordless sudo, install the tool) instead of a bare traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Sequence
+
+from profiler import sysfs
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class PrivilegedCommandError(RuntimeError):
+    """A privileged command or write failed; ``argv`` and ``stderr`` say which and why."""
+
+    def __init__(self, message: str, argv: Sequence[str] = (), returncode: int | None = None,
+                 stderr: str = "") -> None:
+        super().__init__(message)
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _needs_sudo(exe: str) -> bool:
+    # Fake tools under a fake root stand in for the real ones and run as whoever runs the tests.
+    return not is_root() and not (sysfs.is_fake_root() and exe.startswith(str(sysfs.root())))
+
+
+def run_privileged(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S,
+                   check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (its first item is looked up with :func:`profiler.sysfs.which`) as root.
+
+    Not root: prefixed with ``sudo -n`` (never prompts). Raises :class:`PrivilegedCommandError` when the
+    tool is missing, times out, or (with ``check``) exits non-zero.
+    """
+    exe = sysfs.which(argv[0])
+    if exe is None:
+        raise PrivilegedCommandError(f"{argv[0]} not found on PATH: is this a Jetson with L4T installed?",
+                                     argv)
+    full = [exe, *argv[1:]]
+    if _needs_sudo(exe):
+        sudo = sysfs.which("sudo")
+        if sudo is None:
+            raise PrivilegedCommandError(f"{shlex.join(argv)} needs root: run jetpredict as root", argv)
+        full = [sudo, "-n", *full]
+    try:
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise PrivilegedCommandError(f"{shlex.join(argv)} did not finish within {timeout_s:g} s",
+                                     argv) from None
+    except OSError as err:
+        raise PrivilegedCommandError(f"{shlex.join(argv)} could not start: {err}", argv) from None
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        hint = ""
+        if full[0].endswith("sudo") and proc.returncode == 1:
+            hint = " (needs root: run as root or allow passwordless sudo for this command)"
+        raise PrivilegedCommandError(
+            f"{shlex.join(argv)} failed with exit {proc.returncode}{hint}: {detail[-1] if detail else ''}",
+            argv, proc.returncode, proc.stderr)
+    return proc
+
+
+def write_sysfs(device_path: str, value: object) -> None:
+    """Write one sysfs knob; a permission problem becomes a clear :class:`PrivilegedCommandError`."""
+    try:
+        sysfs.write_text(device_path, value)
+    except PermissionError:
+        raise PrivilegedCommandError(f"writing {value} to {device_path} needs root: run jetpredict as root",
+                                     ["write", device_path]) from None
+    except OSError as err:
+        raise PrivilegedCommandError(f"writing {value} to {device_path} failed: {err}",
+                                     ["write", device_path]) from None

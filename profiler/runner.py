@@ -1,0 +1,235 @@
+"""Per-mode measurement and its aggregation into one profile row.
+
+:func:`run_mode` runs one power mode on a :class:`~profiler.backends.TrainingBackend`: settle, idle power
+for a few seconds (``base_power_w``), warm-up minibatches, then measured ones, with a power sampler
+running throughout. :func:`aggregate_row` turns the measured :class:`MinibatchTiming`\\ s and a
+:class:`~profiler.power.PowerTrace` into a profile row; it imports neither torch nor the hardware
+modules, so the digital twin reuses it with simulated timings and traces.
+
+Row columns beyond DESIGN.md (all per minibatch unless said otherwise; units in the names):
+
+- ``mb_total_s_{mean,median,p95}``, ``mb_stall_s_*``, ``mb_compute_s_*`` and ``mb_total_cv``,
+  ``mb_stall_cv``, ``mb_compute_cv`` (coefficient of variation, sample std / mean) over measured
+  minibatches; ``warmup`` and ``minibatches_measured`` say how many of each ran.
+- ``power_meter`` (which sensor, ``none: <reason>`` without one), ``power_null_reason`` (why the
+  energy cells are empty; empty when they are not), ``power_samples`` (samples inside the window),
+  ``cpu_package_energy_j`` (CPU-package energy per epoch, e.g. RAPL; empty when unknown).
+- Complexity per sample from :mod:`profiler.complexity`: ``macs_fwd``, ``params``, ``flops_train``,
+  ``param_bytes``, ``activation_bytes``, ``leaf_modules``, ``kernel_count`` (per minibatch).
+- ``cpu_s_per_sample``: CPU seconds of the data pipeline per sample; ``train_flops_per_s`` =
+  ``flops_train`` x batch / mean compute time; ``utilisation`` = that / the mode's peak FP32 (catalogue;
+  empty on the host, which has no catalogue peak); ``accelerator`` (``cuda``/``cpu``/``sim``).
+
+Epoch figures: ``epoch_time_s`` = mean total per minibatch x ``minibatches_per_epoch``; likewise the
+stall and compute shares; ``epoch_energy_j`` = energy over the measured window / minibatches measured x
+minibatches per epoch; ``avg_power_w`` = that energy / the window's duration.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from models.errors import InputError
+from profiler.backends import MinibatchTiming, TrainingBackend
+
+if TYPE_CHECKING:
+    from profiler.power import PowerMeter, PowerTrace
+
+DEFAULT_WARMUP = 10
+DEFAULT_MINIBATCHES = 40
+#: Idle power is averaged over this long after each mode switch when a meter is present.
+DEFAULT_IDLE_S = 3.0
+DEFAULT_SAMPLER_HZ = 10.0
+
+#: Statistic columns per component, in output order.
+STAT_NAMES = ("mean", "median", "p95")
+COMPONENTS = ("total", "stall", "compute")
+COMPLEXITY_COLUMNS = ("macs_fwd", "params", "flops_train", "param_bytes", "activation_bytes",
+                      "leaf_modules", "kernel_count")
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of one component over the measured minibatches (s; ``cv`` dimensionless, None if n < 2)."""
+
+    mean: float
+    median: float
+    p95: float
+    cv: float | None
+
+
+def summarize(values: Sequence[float]) -> Stats:
+    """Mean, median, 95th percentile (linear interpolation) and coefficient of variation."""
+    if not values:
+        raise ValueError("no values to summarize")
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    mean = sum(xs) / n
+
+    def quantile(q: float) -> float:
+        pos = q * (n - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+    cv = None
+    if n >= 2 and mean > 0:
+        var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+        cv = math.sqrt(var) / mean
+    return Stats(mean=mean, median=quantile(0.5), p95=quantile(0.95), cv=cv)
+
+
+@dataclass
+class ModeRun:
+    """Everything measured at one mode: timings, power traces and the idle window."""
+
+    warmup: list[MinibatchTiming]
+    measured: list[MinibatchTiming]
+    trace: PowerTrace | None = None
+    cpu_trace: PowerTrace | None = None
+    power_meter: str = "none: no sensor found"
+    idle_window_s: tuple[float, float] | None = None
+    cpu_s_per_sample: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def base_power_w(self) -> float | None:
+        if self.trace is None or self.idle_window_s is None:
+            return None
+        return self.trace.mean_power_w(*self.idle_window_s)
+
+
+def run_mode(backend: TrainingBackend, mode: Any = None, *, warmup: int = DEFAULT_WARMUP,
+             minibatches: int = DEFAULT_MINIBATCHES, meter: PowerMeter | None = None,
+             cpu_meter: PowerMeter | None = None, settle_s: float = 0.0, idle_s: float = DEFAULT_IDLE_S,
+             hz: float = DEFAULT_SAMPLER_HZ,
+             on_minibatch: Callable[[str, int, int], None] | None = None) -> ModeRun:
+    """Measure one mode (already applied): settle, idle power, warm-up, measured minibatches.
+
+    ``on_minibatch(phase, i, n)`` is called after each minibatch (``phase`` = ``warmup``/``measure``).
+    Without an available ``meter`` the idle wait is skipped (nothing to measure).
+    """
+    if warmup < 0:
+        raise InputError(f"warmup must be >= 0 minibatches, got {warmup}", "warmup")
+    if minibatches < 1:
+        raise InputError(f"minibatches must be >= 1, got {minibatches}", "minibatches")
+    if settle_s < 0:
+        raise InputError(f"settle-s must be >= 0 s, got {settle_s}", "settle_s")
+    samplers = []
+    if meter is not None and meter.available:
+        from profiler.power import PowerSampler
+
+        samplers.append(("module", PowerSampler(meter, hz=hz)))
+    if cpu_meter is not None and cpu_meter.available:
+        from profiler.power import PowerSampler
+
+        samplers.append(("cpu", PowerSampler(cpu_meter, hz=hz)))
+    run = ModeRun(warmup=[], measured=[],
+                  power_meter=meter.name if meter is not None else "none: no sensor found")
+    for _, s in samplers:
+        s.start()
+    try:
+        if settle_s > 0:
+            time.sleep(settle_s)
+        if samplers and samplers[0][0] == "module" and idle_s > 0:
+            t0 = time.perf_counter()
+            time.sleep(idle_s)
+            run.idle_window_s = (t0, time.perf_counter())
+        backend.prepare(mode)
+        run.cpu_s_per_sample = backend.cpu_s_per_sample()
+        for i in range(warmup):
+            run.warmup.append(backend.next_minibatch())
+            if on_minibatch:
+                on_minibatch("warmup", i + 1, warmup)
+        for i in range(minibatches):
+            run.measured.append(backend.next_minibatch())
+            if on_minibatch:
+                on_minibatch("measure", i + 1, minibatches)
+    finally:
+        traces = {kind: s.stop() for kind, s in samplers}
+    run.trace = traces.get("module")
+    run.cpu_trace = traces.get("cpu")
+    return run
+
+
+def _energy(trace: PowerTrace | None, t0: float, t1: float) -> float | None:
+    return None if trace is None else trace.energy_j(t0, t1)
+
+
+def _null_reason(power_meter: str, trace: PowerTrace | None, t0: float, t1: float) -> str:
+    if power_meter.startswith("none"):
+        return power_meter
+    if trace is None:
+        return f"{power_meter}: no power trace was recorded"
+    if getattr(trace, "read_errors", 0):
+        return f"{power_meter}: {trace.read_errors} failed reads ({trace.last_error})"
+    return (f"{power_meter}: measured window of {t1 - t0:.3g} s holds {trace.samples_in(t0, t1)} "
+            f"power samples; need >= 2 covering it (run more --minibatches)")
+
+
+def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload: str,
+                  mode: Mapping[str, Any], batch_size: int, num_workers: int, minibatches_per_epoch: int,
+                  warmup: int = 0, trace: PowerTrace | None = None,
+                  power_meter: str = "none: no sensor found", base_power_w: float | None = None,
+                  cpu_trace: PowerTrace | None = None, complexity: Mapping[str, Any] | None = None,
+                  cpu_s_per_sample: float | None = None, peak_fp32_flops: float | None = None,
+                  accelerator: str = "cpu", source: str = "measured") -> dict[str, Any]:
+    """One profile row (DESIGN.md columns + the extras in the module docstring) from measured timings.
+
+    ``mode`` holds ``mode, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz`` (None = unknown). Unknown = None.
+    """
+    if not measured:
+        raise ValueError("aggregate_row needs at least one measured minibatch")
+    mpe = int(minibatches_per_epoch)
+    stats = {c: summarize([getattr(t, f"{c}_s") for t in measured]) for c in COMPONENTS}
+    t0, t1 = measured[0].start_s, measured[-1].end_s
+    n = len(measured)
+
+    energy = _energy(trace, t0, t1)
+    epoch_energy = avg_power = None
+    null_reason = None
+    if energy is not None and t1 > t0:
+        epoch_energy = energy / n * mpe
+        avg_power = energy / (t1 - t0)
+    else:
+        null_reason = _null_reason(power_meter, trace, t0, t1)
+    cpu_energy = _energy(cpu_trace, t0, t1)
+
+    cx = dict(complexity or {})
+    flops_train = cx.get("flops_train")
+    train_flops_per_s = utilisation = None
+    if flops_train and stats["compute"].mean > 0:
+        train_flops_per_s = flops_train * batch_size / stats["compute"].mean
+        if peak_fp32_flops:
+            utilisation = train_flops_per_s / peak_fp32_flops
+
+    row: dict[str, Any] = {
+        "device": device, "workload": workload,
+        "mode": mode.get("mode"), "cpu_cores": mode.get("cpu_cores"), "cpu_mhz": mode.get("cpu_mhz"),
+        "gpu_mhz": mode.get("gpu_mhz"), "emc_mhz": mode.get("emc_mhz"),
+        "num_workers": num_workers, "batch_size": batch_size, "minibatches_per_epoch": mpe,
+        "epoch_time_s": stats["total"].mean * mpe,
+        "stall_time_s": stats["stall"].mean * mpe,
+        "compute_time_s": stats["compute"].mean * mpe,
+        "epoch_energy_j": epoch_energy, "avg_power_w": avg_power,
+        "base_power_w": base_power_w, "source": source,
+        "power_meter": power_meter, "power_null_reason": null_reason,
+        "power_samples": None if trace is None else trace.samples_in(t0, t1),
+        "cpu_package_energy_j": None if cpu_energy is None else cpu_energy / n * mpe,
+    }
+    for c in COMPONENTS:
+        for s in STAT_NAMES:
+            row[f"mb_{c}_s_{s}"] = getattr(stats[c], s)
+        row[f"mb_{c}_cv"] = stats[c].cv
+    for key in COMPLEXITY_COLUMNS:
+        row[key] = cx.get(key)
+    row.update({
+        "cpu_s_per_sample": cpu_s_per_sample, "train_flops_per_s": train_flops_per_s,
+        "utilisation": utilisation, "accelerator": accelerator,
+        "warmup": warmup, "minibatches_measured": n,
+    })
+    return row

@@ -1,0 +1,460 @@
+"""Training workloads: model + data + loss + optimizer + batch size + DataLoader workers.
+
+A workload name is one of
+
+- a built-in id (:data:`BUILTIN`): ``lenet5-mnist``, ``resnet18-cifar10``, ``mobilenetv3-small-gld23k``,
+  ``vgg11-cifar10`` (networks from :mod:`profiler.nets`);
+- ``torchvision:NAME`` (a ``torchvision.models`` network, 3x224x224, 1000 classes) when torchvision imports;
+- ``module.path:factory`` for any user model. ``factory()`` returns either
+  ``(model, input_shape, num_classes)`` for classification, or a mapping / :class:`WorkloadParts` with
+  ``model`` and then ``input_shape`` + ``num_classes`` (classification on synthetic or ``--data`` images),
+  or ``dataset`` (a torch ``Dataset`` of ``(input, target)`` samples) + ``loss`` (``loss(output, target)``),
+  or ``batches`` (a zero-argument callable returning an iterable of ready ``(input, target)`` minibatches)
+  + ``loss``. Optional keys: ``dataset_size`` (samples per epoch), ``minibatches_per_epoch``,
+  ``optimizer`` (``optimizer(params) -> torch.optim.Optimizer``; default SGD lr 0.01 momentum 0.9).
+  Classification on synthetic data without ``dataset_size`` assumes 50,000 samples per epoch.
+
+Data is a real image folder (``--data DIR`` in ImageFolder layout, decoded and augmented on the CPU in
+the DataLoader workers, as in a real pipeline) or synthetic uint8 images of the right shape that go
+through the same augmentation. The dataset size sets the minibatches per epoch (ceil(size / batch)).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, Dataset
+
+from models.errors import InputError, UnknownWorkloadError
+from profiler import nets
+
+DEFAULT_BATCH_SIZE = 16
+DEFAULT_NUM_WORKERS = 4
+#: ImageNet-1k training images: the epoch size assumed for ``torchvision:NAME`` without ``--data``.
+IMAGENET_TRAIN_IMAGES = 1_281_167
+#: Epoch size of a user classification workload on synthetic data without ``dataset_size`` (CIFAR-10's).
+DEFAULT_SYNTHETIC_SAMPLES = 50_000
+IMAGE_EXTENSIONS = (".png", ".ppm", ".pgm", ".pnm", ".jpg", ".jpeg", ".bmp", ".webp")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What a workload is, before anything is built: name, input, classes and epoch size in samples."""
+
+    name: str
+    model_factory: Callable[[], nn.Module]
+    input_shape: tuple[int, ...] | None
+    num_classes: int | None
+    dataset_size: int | None
+    dataset: str = "synthetic"
+    #: For user workloads: the factory's extra parts (dataset / batches / loss / optimizer).
+    parts: WorkloadParts | None = None
+
+    def minibatches_per_epoch(self, batch_size: int) -> int:
+        """ceil(dataset_size / batch_size): MNIST 60000/16 = 3750, CIFAR-10 3125, GLD-23k 1443."""
+        if self.parts is not None and self.parts.minibatches_per_epoch:
+            return int(self.parts.minibatches_per_epoch)
+        if not self.dataset_size:
+            raise InputError(f"workload {self.name!r} has no dataset size; return dataset_size or "
+                             "minibatches_per_epoch from the factory", "workload")
+        return math.ceil(self.dataset_size / batch_size)
+
+
+@dataclass
+class WorkloadParts:
+    """What a ``module:factory`` returns (a mapping with the same keys works too)."""
+
+    model: nn.Module
+    input_shape: tuple[int, ...] | None = None
+    num_classes: int | None = None
+    dataset: Dataset | None = None
+    batches: Callable[[], Iterable[Any]] | None = None
+    loss: Callable[[Any, Any], torch.Tensor] | None = None
+    optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer] | None = None
+    dataset_size: int | None = None
+    minibatches_per_epoch: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+#: Built-in workloads: (network class, input shape, classes, training-set size, dataset name).
+BUILTIN: dict[str, tuple[type[nn.Module], tuple[int, int, int], int, int, str]] = {
+    "lenet5-mnist": (nets.LeNet5, (1, 28, 28), 10, 60_000, "MNIST"),
+    "resnet18-cifar10": (nets.ResNet18, (3, 32, 32), 10, 50_000, "CIFAR-10"),
+    "mobilenetv3-small-gld23k": (nets.MobileNetV3Small, (3, 224, 224), 203, 23_080, "GLD-23k"),
+    "vgg11-cifar10": (nets.VGG11BN, (3, 32, 32), 10, 50_000, "CIFAR-10"),
+}
+
+
+def builtin_names() -> list[str]:
+    return list(BUILTIN)
+
+
+def _parts_from_factory(result: object, where: str) -> WorkloadParts:
+    if isinstance(result, WorkloadParts):
+        parts = result
+    elif isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], nn.Module):
+        parts = WorkloadParts(model=result[0], input_shape=tuple(result[1]), num_classes=int(result[2]))
+    elif isinstance(result, Mapping):
+        known = {f for f in WorkloadParts.__dataclass_fields__ if f != "extra"}
+        parts = WorkloadParts(**{k: v for k, v in result.items() if k in known},
+                              extra={k: v for k, v in result.items() if k not in known})
+    elif isinstance(result, nn.Module):
+        raise InputError(f"{where} returned only a model: also return the input shape and class count "
+                         "(model, input_shape, num_classes) or a dataset and loss", "workload")
+    else:
+        raise InputError(f"{where} must return (model, input_shape, num_classes) or a mapping with "
+                         f"'model'; got {type(result).__name__}", "workload")
+    if not isinstance(parts.model, nn.Module):
+        raise InputError(f"{where}: 'model' must be a torch.nn.Module", "workload")
+    has_data = parts.dataset is not None or parts.batches is not None
+    if not has_data and (parts.input_shape is None or parts.num_classes is None):
+        raise InputError(f"{where}: give input_shape and num_classes (classification), or a dataset or "
+                         "batches with a loss", "workload")
+    if has_data and parts.loss is None:
+        raise InputError(f"{where}: a factory that brings its own dataset or batches must also return "
+                         "'loss' (loss(output, target) -> scalar tensor)", "workload")
+    if parts.input_shape is not None:
+        parts.input_shape = tuple(int(d) for d in parts.input_shape)
+    return parts
+
+
+def _user_workload(name: str) -> WorkloadSpec:
+    module_name, _, attr = name.partition(":")
+    # Console scripts do not put the working directory on sys.path; users expect `mymodels:make` to work.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownWorkloadError(f"workload {name!r}: cannot import module {module_name!r} ({exc})",
+                                   "workload") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise UnknownWorkloadError(f"workload {name!r}: module {module_name!r} has no callable {attr!r}",
+                                   "workload")
+    parts = _parts_from_factory(factory(), f"workload factory {name!r}")
+    size = parts.dataset_size
+    if size is None and parts.dataset is not None and hasattr(parts.dataset, "__len__"):
+        size = len(parts.dataset)  # type: ignore[arg-type]
+    if size is None and parts.dataset is None and parts.batches is None:
+        size = DEFAULT_SYNTHETIC_SAMPLES
+    return WorkloadSpec(name=name, model_factory=lambda: parts.model, input_shape=parts.input_shape,
+                        num_classes=parts.num_classes, dataset_size=size,
+                        dataset="user" if parts.dataset is not None or parts.batches is not None
+                        else "synthetic", parts=parts)
+
+
+def _torchvision_workload(name: str) -> WorkloadSpec:
+    arch = name.split(":", 1)[1]
+    try:
+        import torchvision  # noqa: F401  (optional: the profiler does not depend on it)
+        from torchvision import models as tv_models
+    except ImportError:
+        raise UnknownWorkloadError(f"workload {name!r} needs torchvision, which does not import here; "
+                                   f"use a built-in workload ({', '.join(BUILTIN)}) or module:factory",
+                                   "workload") from None
+    if arch not in tv_models.list_models():
+        raise UnknownWorkloadError(f"torchvision has no model {arch!r}", "workload")
+    return WorkloadSpec(name=name, model_factory=lambda: tv_models.get_model(arch, weights=None),
+                        input_shape=(3, 224, 224), num_classes=1000, dataset_size=IMAGENET_TRAIN_IMAGES,
+                        dataset="ImageNet-1k")
+
+
+def resolve_workload(name: str) -> WorkloadSpec:
+    """The :class:`WorkloadSpec` for a built-in id, ``torchvision:NAME`` or ``module.path:factory``."""
+    if not name or not name.strip():
+        raise InputError("workload must be a non-empty name", "workload")
+    name = name.strip()
+    if name in BUILTIN:
+        cls, shape, classes, size, dataset = BUILTIN[name]
+        return WorkloadSpec(name=name, model_factory=lambda: cls(classes), input_shape=shape,
+                            num_classes=classes, dataset_size=size, dataset=dataset)
+    if name.startswith("torchvision:"):
+        return _torchvision_workload(name)
+    if ":" in name:
+        return _user_workload(name)
+    raise UnknownWorkloadError(f"unknown workload {name!r}; valid: {', '.join(BUILTIN)}, torchvision:NAME, "
+                               "or module.path:factory", "workload")
+
+
+# ---------------------------------------------------------------- image decoding (no Pillow needed)
+
+def _unfilter_png(raw: bytes, width: int, height: int, bpp: int) -> np.ndarray:
+    stride = width * bpp
+    out = np.zeros((height, stride), dtype=np.uint8)
+    prev = np.zeros(stride, dtype=np.int32)
+    pos = 0
+    for y in range(height):
+        kind = raw[pos]
+        line = np.frombuffer(raw, dtype=np.uint8, count=stride, offset=pos + 1).astype(np.int32)
+        pos += stride + 1
+        if kind == 0:
+            cur = line
+        elif kind == 2:
+            cur = (line + prev) & 0xFF
+        elif kind in (1, 3, 4):
+            # Sub / Average / Paeth depend on the reconstructed byte to the left: walk per pixel.
+            cur = line.copy()
+            for x in range(stride):
+                a = cur[x - bpp] if x >= bpp else 0
+                b = prev[x]
+                if kind == 1:
+                    pred = a
+                elif kind == 3:
+                    pred = (a + b) >> 1
+                else:
+                    c = prev[x - bpp] if x >= bpp else 0
+                    p = a + b - c
+                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                    pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                cur[x] = (cur[x] + pred) & 0xFF
+        else:
+            raise ValueError(f"bad PNG filter type {kind}")
+        out[y] = cur
+        prev = cur
+    return out.reshape(height, width, bpp)
+
+
+def _decode_png(data: bytes) -> np.ndarray:
+    """8-bit, non-interlaced grey / grey+alpha / RGB / RGBA / palette PNG -> HxWxC uint8."""
+    pos, idat, palette = 8, bytearray(), None
+    width = height = depth = color = interlace = 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"PLTE":
+            palette = np.frombuffer(chunk, dtype=np.uint8).reshape(-1, 3)
+        elif kind == b"IDAT":
+            idat += chunk
+        elif kind == b"IEND":
+            break
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}.get(color)
+    if depth != 8 or interlace or channels is None:
+        raise ValueError(f"unsupported PNG (bit depth {depth}, colour type {color}, interlace {interlace}); "
+                         "install Pillow for other formats")
+    img = _unfilter_png(zlib.decompress(bytes(idat)), width, height, channels)
+    if color == 3:
+        img = palette[img[..., 0]]
+    return img
+
+
+def _decode_pnm(data: bytes) -> np.ndarray:
+    """Binary PGM (P5) / PPM (P6), maxval <= 255 -> HxWxC uint8."""
+    tokens, pos = [], 2
+    while len(tokens) < 3:
+        while data[pos:pos + 1].isspace():
+            pos += 1
+        if data[pos:pos + 1] == b"#":
+            pos = data.index(b"\n", pos)
+            continue
+        start = pos
+        while not data[pos:pos + 1].isspace():
+            pos += 1
+        tokens.append(int(data[start:pos]))
+    width, height, maxval = tokens
+    if maxval > 255:
+        raise ValueError("16-bit PNM is not supported")
+    channels = 3 if data[:2] == b"P6" else 1
+    return np.frombuffer(data, dtype=np.uint8, count=width * height * channels,
+                         offset=pos + 1).reshape(height, width, channels)
+
+
+def decode_image(path: str | Path) -> np.ndarray:
+    """Decode an image file to HxWxC uint8: Pillow when installed, else our PNG / PGM / PPM decoders."""
+    try:
+        from PIL import Image
+    except ImportError:
+        Image = None
+    data = Path(path).read_bytes()
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and Image is None:
+        return _decode_png(data)
+    if data[:2] in (b"P5", b"P6") and Image is None:
+        return _decode_pnm(data)
+    if Image is None:
+        raise InputError(f"cannot decode {path}: JPEG/BMP/WebP need Pillow (pip install pillow); "
+                         "PNG, PGM and PPM decode without it", "data")
+    with Image.open(path) as im:
+        arr = np.asarray(im.convert("RGB") if im.mode not in ("L", "RGB") else im)
+    return arr[..., None] if arr.ndim == 2 else arr
+
+
+# ---------------------------------------------------------------- datasets and augmentation
+
+#: Per-channel normalisation (ImageNet statistics; grey uses their mean).
+_MEAN = torch.tensor([0.485, 0.456, 0.406])
+_STD = torch.tensor([0.229, 0.224, 0.225])
+
+
+def augment(image: torch.Tensor, input_shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """The training transform, on the CPU: uint8 HxWxC -> float CxHxW of ``input_shape``.
+
+    Channel fix-up, resize to the input size when it differs, then for colour inputs a random crop with
+    4-pixel padding (CIFAR style) and a random horizontal flip, then scaling to [0, 1] and normalisation.
+    """
+    c, h, w = input_shape
+    x = image.permute(2, 0, 1).float()
+    if x.shape[0] != c:
+        x = x[:3].mean(0, keepdim=True) if c == 1 else x[:1].expand(c, -1, -1)
+    if x.shape[1:] != (h, w):
+        x = F.interpolate(x[None], size=(h, w), mode="bilinear", align_corners=False)[0]
+    if c == 3:
+        pad = 4
+        x = F.pad(x, (pad, pad, pad, pad))
+        dy, dx = (int(v) for v in torch.randint(0, 2 * pad + 1, (2,), generator=generator))
+        x = x[:, dy:dy + h, dx:dx + w]
+        if bool(torch.rand((), generator=generator) < 0.5):
+            x = x.flip(2)
+    x = x / 255.0
+    mean = _MEAN.mean().view(1, 1, 1) if c == 1 else _MEAN[:c].view(c, 1, 1)
+    std = _STD.mean().view(1, 1, 1) if c == 1 else _STD[:c].view(c, 1, 1)
+    return ((x - mean) / std).contiguous()
+
+
+class SyntheticImages(Dataset):
+    """``size`` random uint8 images of ``input_shape``, deterministic per index, through :func:`augment`."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, size: int, seed: int = 0) -> None:
+        self.input_shape, self.num_classes, self.size, self.seed = tuple(input_shape), num_classes, size, seed
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        if len(self.input_shape) != 3:  # non-image inputs: plain normal noise of the right shape
+            return torch.randn(self.input_shape, generator=g), index % self.num_classes
+        c, h, w = self.input_shape
+        image = torch.randint(0, 256, (h, w, c), dtype=torch.uint8, generator=g)
+        return augment(image, self.input_shape, g), index % self.num_classes
+
+
+class ImageFolderDataset(Dataset):
+    """ImageFolder layout (``root/<class>/<image>``): classes are the sorted sub-directories."""
+
+    def __init__(self, root: str | Path, input_shape: tuple[int, ...], seed: int = 0) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise InputError(f"--data {root}: not a directory (expected ImageFolder layout root/class/img)",
+                             "data")
+        self.classes = sorted(d.name for d in self.root.iterdir() if d.is_dir())
+        self.samples = [(p, i) for i, cls in enumerate(self.classes)
+                        for p in sorted((self.root / cls).rglob("*"))
+                        if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS]
+        if not self.samples:
+            raise InputError(f"--data {root}: no images (extensions {', '.join(IMAGE_EXTENSIONS)}) in "
+                             "class sub-directories", "data")
+        self.input_shape, self.seed, self._epoch_draws = tuple(input_shape), seed, 0
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        path, label = self.samples[index]
+        self._epoch_draws += 1
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + index * 7919 + self._epoch_draws)
+        image = torch.from_numpy(np.ascontiguousarray(decode_image(path)))
+        return augment(image, self.input_shape, g), label
+
+
+@dataclass
+class BuiltWorkload:
+    """A workload ready to train: model (on ``device``), data source, loss, optimizer and epoch size."""
+
+    spec: WorkloadSpec
+    model: nn.Module
+    loss_fn: Callable[[Any, Any], torch.Tensor]
+    optimizer: torch.optim.Optimizer
+    dataset: Dataset | None
+    batches: Callable[[], Iterable[Any]] | None
+    batch_size: int
+    num_workers: int
+    minibatches_per_epoch: int
+    device: torch.device
+    data_source: str
+
+    def make_loader(self) -> Iterable[Any]:
+        """A fresh iterable of minibatches (a DataLoader unless the factory supplies its own batches)."""
+        if self.batches is not None:
+            return self.batches()
+        assert self.dataset is not None
+        workers = self.num_workers
+        return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=True, drop_last=True,
+                          num_workers=workers, pin_memory=self.device.type == "cuda",
+                          persistent_workers=workers > 0, prefetch_factor=2 if workers > 0 else None)
+
+    def example_input(self) -> Any:
+        """One sample with a batch dimension of 1 (for complexity counting)."""
+        if self.spec.input_shape is not None and self.spec.parts is None:
+            return torch.zeros((1, *self.spec.input_shape))
+        if self.dataset is not None:
+            x = self.dataset[0][0]
+            return x.unsqueeze(0) if isinstance(x, torch.Tensor) else x
+        if self.batches is not None:
+            x = next(iter(self.batches()))[0]
+            return x[:1] if isinstance(x, torch.Tensor) else x
+        return torch.zeros((1, *self.spec.input_shape))  # type: ignore[misc]
+
+
+def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_workers: int | None = None,
+                   data_dir: str | Path | None = None, device: str | torch.device = "cpu",
+                   seed: int = 0) -> BuiltWorkload:
+    """Build model, data, loss and optimizer. ``data_dir`` = ImageFolder root (else synthetic data)."""
+    if isinstance(spec, str):
+        spec = resolve_workload(spec)
+    batch_size = DEFAULT_BATCH_SIZE if batch_size is None else int(batch_size)
+    num_workers = DEFAULT_NUM_WORKERS if num_workers is None else int(num_workers)
+    if batch_size < 1:
+        raise InputError(f"batch size must be >= 1, got {batch_size}", "batch_size")
+    if num_workers < 0:
+        raise InputError(f"workers must be >= 0, got {num_workers}", "workers")
+    torch.manual_seed(seed)
+    device = torch.device(device)
+    parts = spec.parts
+    batches = parts.batches if parts is not None else None
+    loss_fn: Callable[[Any, Any], torch.Tensor] = (parts.loss if parts is not None and parts.loss is not None
+                                                   else nn.CrossEntropyLoss())
+    if data_dir is not None:
+        if spec.input_shape is None or len(spec.input_shape) != 3:
+            raise InputError(f"--data needs an image workload (CxHxW input); {spec.name!r} has "
+                             f"input {spec.input_shape}", "data")
+        dataset: Dataset | None = ImageFolderDataset(data_dir, spec.input_shape, seed)
+        spec = replace(spec, dataset_size=len(dataset), dataset=f"folder:{data_dir}",  # type: ignore[arg-type]
+                       parts=replace(parts, dataset=None, batches=None, minibatches_per_epoch=None)
+                       if parts is not None else None)
+        batches, source = None, f"folder:{data_dir}"
+    elif parts is not None and (parts.dataset is not None or parts.batches is not None):
+        dataset, source = parts.dataset, "user"
+    else:
+        size = spec.dataset_size or DEFAULT_SYNTHETIC_SAMPLES
+        dataset, source = SyntheticImages(spec.input_shape, spec.num_classes, size, seed), "synthetic"  # type: ignore[arg-type]
+    if dataset is not None and hasattr(dataset, "__len__") and len(dataset) < batch_size:  # type: ignore[arg-type]
+        raise InputError(f"batch size {batch_size} is larger than the dataset ({len(dataset)} samples)",  # type: ignore[arg-type]
+                         "batch_size")
+    model = spec.model_factory().to(device)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    if parts is not None and parts.optimizer is not None:
+        optimizer = parts.optimizer(params)
+    else:
+        optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    mpe = spec.minibatches_per_epoch(batch_size)
+    return BuiltWorkload(spec=spec, model=model, loss_fn=loss_fn, optimizer=optimizer, dataset=dataset,
+                         batches=batches, batch_size=batch_size,
+                         num_workers=0 if batches is not None else num_workers,
+                         minibatches_per_epoch=mpe, device=device, data_source=source)

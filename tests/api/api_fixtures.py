@@ -1,0 +1,28 @@
+"""Helpers shared by the HTTP service tests and benches: API key, published profile rows."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import models
+
+API_KEY = "test-key-1"
+REFERENCE_CSV = Path(models.__file__).parent / "reference" / "agx-xavier-published.csv"
+
+
+def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet", n: int = 4) -> list[dict]:
+    """``n`` published AGX Xavier rows of ``workload``, relabelled as the new workload ``as_id``."""
+    with REFERENCE_CSV.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["workload"] == workload]
+    out = []
+    for r in rows[:n]:
+        row = {k: (None if v == "" else v) for k, v in r.items()}
+        row["workload"] = as_id
+        out.append(row)
+    return out
+
+
+def without_power(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("avg_power_w", "epoch_energy_j", "base_power_w")}
+            for r in rows]

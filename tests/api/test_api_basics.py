@@ -1,0 +1,192 @@
+"""Routes that need no fitted workload: health, devices, power modes, errors, limits, auth, CORS, metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.catalogue import device_ids, load_device
+
+
+def assert_error(response, status: int, field: str | None = None) -> dict:
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/json"
+    body = response.json
+    assert set(body) >= {"code", "message", "errors"} and body["code"] == status
+    assert isinstance(body["message"], str) and body["message"]
+    assert "Traceback" not in response.get_data(as_text=True)
+    if field is not None:
+        assert field in body["errors"], body
+    return body
+
+
+def test_healthz(client):
+    r = client.get("/healthz")
+    assert r.status_code == 200
+    assert r.json["status"] == "ok" and r.json["database"] == "ok" and r.json["devices"] == len(device_ids())
+
+
+def test_devices_lists_the_catalogue(client):
+    r = client.get("/v1/devices")
+    assert r.status_code == 200
+    devices = {d["id"]: d for d in r.json["devices"]}
+    assert set(devices) == set(device_ids())
+    agx = devices["agx-xavier"]
+    assert agx["power_modes"] == len(load_device("agx-xavier").modes()) == 29232
+    assert agx["knob_ranges"]["gpu_mhz"] == {"min": 114.75, "max": 1377.0}
+
+
+def test_power_modes_presets_and_paged_space(client):
+    r = client.get("/v1/devices/agx-xavier/power-modes")
+    assert r.status_code == 200 and r.json["space"] == "presets"
+    names = [m["mode"] for m in r.json["modes"]]
+    assert "MAXN" in names and r.json["total"] == len(names)
+    assert all("nvpmodel_id" in m for m in r.json["modes"])
+
+    space = load_device("agx-xavier").modes()
+    r = client.get("/v1/devices/agx-xavier/power-modes?space=all&limit=3&offset=100")
+    assert r.status_code == 200
+    assert r.json["total"] == len(space) and r.json["limit"] == 3 and r.json["offset"] == 100
+    assert [m["mode"] for m in r.json["modes"]] == [space[i].mode for i in (100, 101, 102)]
+    r = client.get(f"/v1/devices/agx-xavier/power-modes?space=all&offset={len(space) - 1}")
+    assert len(r.json["modes"]) == 1 and r.json["modes"][0]["mode"] == space[len(space) - 1].mode
+
+
+@pytest.mark.parametrize("query, field", [("space=some", "query.space"), ("limit=0", "query.limit"),
+                                          ("offset=-1", "query.offset"), ("limit=x", "query.limit")])
+def test_power_modes_bad_query_is_422(client, query, field):
+    assert_error(client.get(f"/v1/devices/nano/power-modes?{query}"), 422, field)
+
+
+def test_unknown_device_is_404(client):
+    body = assert_error(client.get("/v1/devices/jetson-tx9/power-modes"), 404, "device")
+    assert "agx-xavier" in body["message"]  # names the valid ids
+
+
+def test_unknown_route_and_method(client):
+    assert_error(client.get("/v2/nothing"), 404)
+    r = client.put("/v1/devices")
+    assert_error(r, 405)
+    assert "GET" in r.headers["Allow"]
+
+
+def test_writes_need_a_valid_api_key(client):
+    body = {"rows": []}
+    r = client.post("/v1/profiles", json=body)
+    assert_error(r, 401, "X-API-Key")
+    assert r.headers["WWW-Authenticate"].startswith("ApiKey")
+    assert_error(client.post("/v1/profiles", json=body, headers={"X-API-Key": "test-key-10"}), 403, "X-API-Key")
+    assert_error(client.delete("/v1/workloads/x"), 401)
+    assert_error(client.delete("/v1/workloads/x", headers={"X-API-Key": "nope"}), 403)
+    # The second configured key works too (keys are comma-separated, spaces trimmed).
+    assert_error(client.delete("/v1/workloads/x", headers={"X-API-Key": "test-key-2"}), 404)
+
+
+def test_no_configured_keys_means_no_writes(tmp_path):
+    from api.app import create_app
+
+    client = create_app({"DATA_DIR": tmp_path, "API_KEYS": ""}).test_client()
+    body = assert_error(client.delete("/v1/workloads/x", headers={"X-API-Key": "anything"}), 403)
+    assert "JETPREDICT_API_KEYS" in body["message"]
+
+
+def test_content_type_must_be_json(client, auth):
+    assert_error(client.post("/v1/predictions", data="device=nano"), 415, "Content-Type")
+    assert_error(client.post("/v1/profiles", data="x,y\n1,2\n", headers={**auth, "Content-Type": "text/csv"}),
+                 415)
+
+
+def test_malformed_json_is_400(client):
+    body = assert_error(client.post("/v1/predictions", data="{not json", content_type="application/json"), 400)
+    assert "body" in body["errors"]
+
+
+def test_body_limit_is_413(tmp_path):
+    from api.app import create_app
+
+    client = create_app({"DATA_DIR": tmp_path, "MAX_BODY_BYTES": 1000}).test_client()
+    big = {"workload": {"id": "x" * 2000}}
+    assert_error(client.post("/v1/predictions", json=big), 413)
+
+
+@pytest.mark.parametrize("body, field", [
+    ({}, "workload"),
+    ({"workload": {"id": "a", "rows": [{}]}}, "workload._schema"),
+    ({"workload": {}}, "workload._schema"),
+    ({"workload": {"id": "a"}, "modes": "some"}, "modes"),
+    ({"workload": {"id": "a"}, "modes": [{"cpu_cores": 2}]}, "modes.0.cpu_mhz"),
+    ({"workload": {"id": "a"}, "modes": []}, "modes"),
+    ({"workload": {"id": "a"}, "device": "tx2"}, "device"),
+    ({"workload": {"id": "a"}, "epochs": 0}, "epochs"),
+    ({"workload": {"id": "a"}, "epochs": 1.5}, "epochs"),
+    ({"workload": {"id": "a"}, "typo": 1}, "typo"),
+    ([1, 2], "_schema"),
+])
+def test_prediction_request_validation(client, body, field):
+    assert_error(client.post("/v1/predictions", json=body), 422, field)
+
+
+def test_upload_rows_problems_name_row_and_field(client, auth):
+    rows = [{"device": "agx-xavier", "workload": "w", "mode": "a", "cpu_cores": 4, "cpu_mhz": 1200,
+             "gpu_mhz": 99999, "emc_mhz": 1333, "batch_size": 16, "minibatches_per_epoch": 10,
+             "epoch_time_s": -1}]
+    body = assert_error(client.post("/v1/profiles", json={"rows": rows}, headers=auth), 422)
+    assert "rows.1.gpu_mhz" in body["errors"] and "rows.1.epoch_time_s" in body["errors"]
+    assert client.get("/v1/workloads").json["total"] == 0
+
+
+def test_cors_is_off_by_default_and_on_when_configured(client, tmp_path):
+    r = client.get("/v1/devices", headers={"Origin": "https://example.org"})
+    assert "Access-Control-Allow-Origin" not in r.headers
+    from api.app import create_app
+
+    cors = create_app({"DATA_DIR": tmp_path / "c", "CORS_ORIGINS": "https://example.org"}).test_client()
+    r = cors.get("/v1/devices", headers={"Origin": "https://example.org"})
+    assert r.headers["Access-Control-Allow-Origin"] == "https://example.org"
+    r = cors.get("/v1/devices", headers={"Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in r.headers
+    r = cors.options("/v1/profiles", headers={"Origin": "https://example.org"})
+    assert r.status_code == 204 and "X-API-Key" in r.headers["Access-Control-Allow-Headers"]
+
+
+def test_openapi_documents_every_route_and_the_key(client):
+    spec = client.get("/openapi.json").json
+    assert spec["openapi"].startswith("3.")
+    assert set(spec["paths"]) >= {"/healthz", "/metrics", "/v1/devices", "/v1/devices/{device}/power-modes",
+                                  "/v1/predictions", "/v1/recommendations", "/v1/fleet-plans",
+                                  "/v1/profiles", "/v1/workloads", "/v1/workloads/{workload_id}"}
+    assert spec["components"]["securitySchemes"]["ApiKeyAuth"]["name"] == "X-API-Key"
+    assert spec["paths"]["/v1/profiles"]["post"]["security"] == [{"ApiKeyAuth": []}]
+    content = spec["paths"]["/v1/predictions"]["post"]["responses"]["200"]["content"]
+    assert set(content) == {"application/json", "text/csv"}
+    request = spec["components"]["schemas"]["PredictionRequest"]
+    assert request["additionalProperties"] is False
+    assert client.get("/docs").status_code == 200
+
+
+def test_metrics_count_requests_per_route(client):
+    client.get("/v1/devices")
+    client.get("/v1/devices/nano/power-modes")
+    client.get("/v1/devices/nope/power-modes")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'jetpredict_http_requests_total{method="GET",route="/v1/devices",status="200"} 1.0' in text
+    assert ('jetpredict_http_requests_total{method="GET",route="/v1/devices/<string:device>/power-modes",'
+            'status="404"} 1.0') in text
+    assert 'jetpredict_http_request_duration_seconds_count{method="GET",route="/v1/devices"} 1.0' in text
+
+
+def test_settings_from_environment(monkeypatch, tmp_path):
+    from api.config import load_settings
+    from models.errors import InputError
+
+    monkeypatch.setenv("JETPREDICT_API_KEYS", "a, b,,c")
+    monkeypatch.setenv("JETPREDICT_PORT", "9000")
+    monkeypatch.setenv("JETPREDICT_DATA_DIR", str(tmp_path))
+    s = load_settings({"PORT": 9100})
+    assert s.API_KEYS == ("a", "b", "c") and s.PORT == 9100 and s.HOST == "127.0.0.1"
+    assert s.database_url == f"sqlite:///{tmp_path.resolve()}/jetpredict.sqlite"
+    monkeypatch.setenv("JETPREDICT_DATABASE_URL", "postgresql://u@db/jp")
+    assert load_settings().database_url == "postgresql://u@db/jp"
+    monkeypatch.setenv("JETPREDICT_WORKERS", "zero")
+    with pytest.raises(InputError) as err:
+        load_settings()
+    assert err.value.field == "WORKERS"

@@ -1,0 +1,287 @@
+"""Profile rows: reading, validating (all problems, with line numbers) and writing the shared format."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from models.errors import InputError
+from models.profile_rows import (
+    COLUMNS,
+    FIELDS,
+    ProfileRowsError,
+    read_profile_csv,
+    read_profile_json,
+    read_profile_rows,
+    rows_to_records,
+    source_kind,
+    validate_records,
+    write_profile_csv,
+)
+
+HEADER = ("device,workload,mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,num_workers,batch_size,"
+          "minibatches_per_epoch,epoch_time_s,stall_time_s,compute_time_s,epoch_energy_j,avg_power_w,"
+          "base_power_w,source")
+# Two AGX Xavier modes in the shape of the POMACS 2022 sweeps: MAXN, and MODE_15W's nvpmodel caps
+# (CPU 1200 / GPU 670 MHz are caps, not DVFS steps, and must be accepted).
+GOOD_ROWS = [
+    "agx-xavier,resnet18-cifar10,MAXN,8,2265.6,1377,2133,4,16,3125,96.5,4.1,80.2,2702,28.0,9.5,"
+    "published: POMACS 2022",
+    "agx-xavier,resnet18-cifar10,MODE_15W,4,1200,670,1331.2,4,16,3125,231.0,,,,,,measured",
+]
+
+
+def csv_text(*rows: str, header: str = HEADER) -> io.StringIO:
+    return io.StringIO("\n".join([header, *rows]) + "\n")
+
+
+def good_json_row(**changes: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "device": "orin-agx", "workload": "mobilenetv3-gld23k", "mode": "MAXN", "cpu_cores": 12,
+        "cpu_mhz": 2201.6, "gpu_mhz": 1300.5, "emc_mhz": 3199, "batch_size": 16,
+        "minibatches_per_epoch": 1000, "epoch_time_s": 60.0, "avg_power_w": None,
+    }
+    row.update(changes)
+    return row
+
+
+def problems_of(exc: ProfileRowsError) -> set[tuple[int, str]]:
+    return {(p.line, p.field) for p in exc.problems}
+
+
+# --- good input -----------------------------------------------------------------------------------
+
+def test_good_csv_reads_into_a_typed_frame():
+    df = read_profile_csv(csv_text(*GOOD_ROWS))
+    assert list(df.columns[: len(COLUMNS)]) == list(COLUMNS)
+    assert len(df) == 2
+    for field in FIELDS:
+        if field.kind is not str:
+            assert df[field.name].dtype == float, field.name
+    assert df.loc[0, "epoch_energy_j"] == 2702.0
+    assert df.loc[1, "gpu_mhz"] == 670.0
+    assert math.isnan(df.loc[1, "avg_power_w"])  # empty cell = unknown, never 0
+    assert df.loc[0, "source"] == "published: POMACS 2022"
+
+
+def test_defaults_and_extra_columns_pass_through(tmp_path):
+    header = "device,workload,mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,batch_size,minibatches_per_epoch," \
+             "epoch_time_s,power_meter"
+    path = tmp_path / "rows.csv"
+    path.write_text(header + "\nnano,lenet5-mnist,MAXN,4,1479,921.6,1600,16,3750,40.5,ina3221:POM_5V_IN\n",
+                    encoding="utf-8")
+    df = read_profile_csv(path)
+    assert df.loc[0, "num_workers"] == 4  # DESIGN default
+    assert df.loc[0, "source"] == "measured"
+    assert df.loc[0, "power_meter"] == "ina3221:POM_5V_IN"
+    assert list(df.columns) == [*COLUMNS, "power_meter"]
+
+
+def test_host_rows_may_leave_clocks_empty():
+    df = read_profile_csv(csv_text("host,resnet18-cifar10,custom,8,,,,4,16,3125,500,,,,,,measured"))
+    assert df.loc[0, "device"] == "host"
+    assert math.isnan(df.loc[0, "gpu_mhz"]) and math.isnan(df.loc[0, "emc_mhz"])
+
+
+def test_crlf_and_utf8_bom_are_accepted(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_bytes(("\ufeff" + HEADER + "\r\n" + GOOD_ROWS[0] + "\r\n").encode("utf-8"))
+    assert read_profile_csv(path).loc[0, "device"] == "agx-xavier"
+
+
+def test_json_rows_list_or_object():
+    rows = [good_json_row(), good_json_row(mode="MODE_30W", cpu_cores=8, cpu_mhz=1728, gpu_mhz=612)]
+    df = read_profile_json(rows)
+    assert list(df["mode"]) == ["MAXN", "MODE_30W"]
+    assert math.isnan(df.loc[0, "avg_power_w"])
+    assert read_profile_json({"rows": rows}).equals(df)
+
+
+def test_read_profile_rows_dispatches_on_suffix(tmp_path):
+    json_path = tmp_path / "rows.json"
+    json_path.write_text(json.dumps({"rows": [good_json_row()]}), encoding="utf-8")
+    csv_path = tmp_path / "rows.csv"
+    csv_path.write_text(csv_text(*GOOD_ROWS).getvalue(), encoding="utf-8")
+    assert read_profile_rows(json_path).loc[0, "device"] == "orin-agx"
+    assert len(read_profile_rows(csv_path)) == 2
+
+
+def test_write_then_read_round_trips(tmp_path):
+    original = read_profile_csv(csv_text(*GOOD_ROWS))
+    path = tmp_path / "out.csv"
+    write_profile_csv(original, path)
+    assert path.read_text(encoding="utf-8").splitlines()[0] == ",".join(COLUMNS)
+    pd.testing.assert_frame_equal(read_profile_csv(path), original)
+    write_profile_csv(rows_to_records(original.iloc[:1]), path, append=True)
+    again = read_profile_csv(path)
+    assert len(again) == 3
+    pd.testing.assert_frame_equal(again.iloc[2:].reset_index(drop=True), original.iloc[:1])
+
+
+def test_write_to_a_stream_has_one_header_line():
+    out = io.StringIO()
+    write_profile_csv([good_json_row()], out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == ",".join(COLUMNS) and len(lines) == 2
+
+
+def test_rows_to_records_gives_json_ready_values():
+    records = rows_to_records(read_profile_csv(csv_text(*GOOD_ROWS)))
+    assert records[1]["avg_power_w"] is None
+    assert records[0]["cpu_cores"] == 8 and isinstance(records[0]["cpu_cores"], int)
+    assert isinstance(records[0]["epoch_time_s"], float)
+    json.dumps(records)  # serialisable as is
+
+
+@pytest.mark.parametrize(("source", "kind"), [
+    ("measured", "measured"), ("simulated", "simulated"), ("published: POMACS 2022", "published"),
+    (None, "measured"), ("Published: PowerTrain", "published"),
+])
+def test_source_kind(source, kind):
+    assert source_kind(source) == kind
+
+
+# --- bad input: every problem, with its line --------------------------------------------------------
+
+def test_empty_file_is_reported(tmp_path):
+    path = tmp_path / "empty.csv"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(path)
+    assert "empty" in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_header_only_file_has_no_data_rows():
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text())
+    assert problems_of(err.value) == {(0, "rows")}
+
+
+def test_missing_required_columns_are_named():
+    header = "device,workload,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,batch_size,epoch_time_s"
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text("agx-xavier,r18,8,2265.6,1377,2133,16,10", header=header))
+    assert problems_of(err.value) == {(1, "header")}
+    message = err.value.problems[0].message
+    assert "mode" in message and "minibatches_per_epoch" in message
+
+
+def test_negative_time_names_line_field_and_rule():
+    bad = GOOD_ROWS[1].replace(",231.0,", ",-231.0,")
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(GOOD_ROWS[0], bad))
+    (problem,) = err.value.problems
+    assert (problem.line, problem.field) == (3, "epoch_time_s")
+    assert "> 0" in problem.message and "-231.0" in problem.message
+    assert "line 3: epoch_time_s" in str(err.value)
+
+
+def test_zero_epoch_time_and_negative_stall_are_rejected():
+    row = good_json_row(epoch_time_s=0, stall_time_s=-1.0)
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_json([row])
+    assert problems_of(err.value) == {(1, "epoch_time_s"), (1, "stall_time_s")}
+
+
+def test_unknown_device_names_the_valid_ids():
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(GOOD_ROWS[0].replace("agx-xavier", "jetson-tx2", 1)))
+    (problem,) = err.value.problems
+    assert (problem.line, problem.field) == (2, "device")
+    for device_id in ("agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano", "host"):
+        assert device_id in problem.message
+
+
+def test_text_in_number_fields_is_reported_per_field():
+    bad = GOOD_ROWS[0].replace(",96.5,", ",fast,").replace(",8,2265.6,", ",eight,2265.6,")
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(bad))
+    assert problems_of(err.value) == {(2, "epoch_time_s"), (2, "cpu_cores")}
+    assert all("must be a number" in p.message for p in err.value.problems)
+    assert any("'fast'" in p.message for p in err.value.problems)
+
+
+def test_all_problems_of_a_file_are_reported_not_just_the_first():
+    rows = [
+        GOOD_ROWS[0],
+        GOOD_ROWS[1].replace("agx-xavier", "tx2", 1),                 # line 3
+        GOOD_ROWS[0],
+        GOOD_ROWS[0].replace(",16,3125,", ",16.5,3125,"),             # line 5: fractional count
+        GOOD_ROWS[0].replace(",2265.6,1377,", ",2265.6,9999,"),       # line 6: GPU out of range
+        GOOD_ROWS[0].replace("resnet18-cifar10", ""),                  # line 7: required, empty
+        GOOD_ROWS[0].replace("published: POMACS 2022", "guessed"),     # line 8: bad source
+    ]
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(*rows))
+    assert problems_of(err.value) == {(3, "device"), (5, "batch_size"), (6, "gpu_mhz"), (7, "workload"),
+                                      (8, "source")}
+    assert "1377" in next(p.message for p in err.value.problems if p.field == "gpu_mhz")
+    assert err.value.as_errors()["rows.5.batch_size"]
+    assert isinstance(err.value, InputError)
+
+
+def test_components_larger_than_the_epoch_are_rejected():
+    row = good_json_row(stall_time_s=30.0, compute_time_s=90.0, avg_power_w=20.0, base_power_w=45.0)
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_json([row])
+    assert problems_of(err.value) == {(1, "compute_time_s"), (1, "base_power_w")}
+
+
+def test_json_specific_problems():
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_json([good_json_row(cpu_cores=True, cpu_mhz="inf"), "not a row", good_json_row()])
+    assert problems_of(err.value) == {(1, "cpu_cores"), (1, "cpu_mhz"), (2, "_row")}
+    with pytest.raises(InputError) as err2:
+        read_profile_json({"rowz": []})
+    assert err2.value.field == "rows"
+    with pytest.raises(ProfileRowsError):
+        read_profile_json([])
+
+
+def test_surplus_cells_are_reported():
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(GOOD_ROWS[1] + ",oops"))
+    assert problems_of(err.value) == {(2, "_row")}
+
+
+def test_missing_and_malformed_files_raise_input_errors(tmp_path):
+    with pytest.raises(InputError) as err:
+        read_profile_rows(tmp_path / "nope.csv")
+    assert err.value.field == "profiles" and "does not exist" in err.value.message
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match="not valid JSON"):
+        read_profile_rows(bad_json)
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(InputError, match="UTF-8"):
+        read_profile_csv(binary)
+
+
+def test_validate_records_accepts_plain_mappings():
+    df = validate_records([good_json_row()])
+    assert df.loc[0, "cpu_cores"] == 12.0
+
+
+def test_line_numbers_stay_right_after_blank_lines():
+    # csv.DictReader skips blank lines; problems must still point at the physical line of the file.
+    bad = GOOD_ROWS[1].replace(",231.0,", ",-231.0,")
+    text = io.StringIO(HEADER + "\n" + GOOD_ROWS[0] + "\n\n" + bad + "\n")
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(text)
+    assert problems_of(err.value) == {(4, "epoch_time_s")}
+
+
+@pytest.mark.filterwarnings("error")
+def test_blank_source_column_defaults_without_dtype_warnings():
+    # A column with no values is float NaN in pandas; filling it with text must not rely on a
+    # deprecated upcast (pandas warns now and will raise in a future version).
+    row = good_json_row()
+    row.pop("source", None)
+    df = read_profile_json([row])
+    assert df.loc[0, "source"] == "measured"

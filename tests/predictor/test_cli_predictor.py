@@ -1,0 +1,154 @@
+"""The real CLI verbs fit / predict / plan / recommend, in process and through the console script."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from api.cli import main
+from models.catalogue import load_device
+from models.profile_rows import read_profile_csv, write_profile_csv
+from predictor.reference import REFERENCE_DIR
+from predictor.service import MODE_COLUMNS, PREDICTION_COLUMNS, PROVENANCE_COLUMNS
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(["a", "d", "g", "h"])]
+    write_profile_csv(rows, d / "resnet.csv")
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "resnet.csv"),
+                 "--out", str(d / "resnet.joblib")]) == 0
+    return d
+
+
+def _csv(text: str) -> pd.DataFrame:
+    assert not text.startswith("#")
+    return pd.read_csv(io.StringIO(text))
+
+
+def test_fit_writes_model_and_manifest(work):
+    assert (work / "resnet.joblib").is_file() and (work / "resnet.joblib.json").is_file()
+
+
+def test_predict_presets_csv_is_only_csv(work, capsys):
+    assert main(["predict", "--model", str(work / "resnet.joblib"), "--presets", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    df = _csv(out)
+    assert list(df.columns[:5]) == list(MODE_COLUMNS)
+    for col in (*PREDICTION_COLUMNS, *PROVENANCE_COLUMNS):
+        assert col in df.columns
+    assert len(df) == len(load_device("agx-xavier").presets)
+    assert set(df["reference_source"]) == {"published"} and set(df["profiled_modes"]) == {4}
+
+
+def test_predict_modes_file_ignores_extra_columns_and_adds_epochs(work, capsys):
+    modes = work / "modes.csv"
+    pd.DataFrame([{"mode": "b", "cpu_cores": 8, "cpu_mhz": 1200, "gpu_mhz": 670, "emc_mhz": 1333,
+                   "epoch_time_s": 660.2, "comment": "published"}]).to_csv(modes, index=False)
+    out_file = work / "pred.csv"
+    assert main(["predict", "--model", str(work / "resnet.joblib"), "--modes", str(modes), "--epochs", "150",
+                 "--format", "csv", "--out", str(out_file)]) == 0
+    assert capsys.readouterr().out == ""
+    df = pd.read_csv(out_file)
+    assert df["mode"].tolist() == ["b"]
+    assert df["time_to_accuracy_s"].iloc[0] == pytest.approx(150 * df["epoch_time_s"].iloc[0], rel=1e-5)
+    assert "energy_to_accuracy_j" in df.columns
+
+
+def test_predict_all_json(work, capsys):
+    assert main(["predict", "--model", str(work / "resnet.joblib"), "--all", "--device", "orin-nano",
+                 "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == len(load_device("orin-nano").modes())
+    assert all(r["cross_device"] is True for r in records[:10])
+
+
+def test_recommend_under_20_w(work, capsys):
+    assert main(["recommend", "--model", str(work / "resnet.joblib"), "--objective", "min-time",
+                 "--max-power-w", "20", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["best"]["avg_power_w"] <= 20
+    assert result["best"]["mode"] in {r["mode"] for r in result["pareto"]}
+
+
+def test_recommend_csv_marks_best_row(work, capsys):
+    assert main(["recommend", "--model", str(work / "resnet.joblib"), "--objective", "min-energy",
+                 "--max-epoch-time-s", "500", "--format", "csv"]) == 0
+    df = _csv(capsys.readouterr().out)
+    assert df["role"].iloc[0] == "best" and (df["role"].iloc[1:] == "pareto").all()
+    assert df["epoch_time_s"].iloc[0] <= 500
+
+
+def test_recommend_infeasible_exits_1_with_reason(work, capsys):
+    assert main(["recommend", "--model", str(work / "resnet.joblib"), "--objective", "min-time",
+                 "--max-power-w", "0.5"]) == 1
+    assert "lowest predicted power" in capsys.readouterr().err
+
+
+def test_plan_csv(capsys):
+    assert main(["plan", "--device", "agx-xavier", "--budget", "4", "--format", "csv"]) == 0
+    df = _csv(capsys.readouterr().out)
+    assert list(df.columns) == [*MODE_COLUMNS, "est_profile_s"] and len(df) == 4
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["plan", "--device", "jetson-tx9", "--budget", "4"], "unknown device 'jetson-tx9'"),
+    (["plan", "--device", "nano", "--budget", "0"], "budget must be between 1"),
+    (["plan", "--device", "nano", "--budget", "2", "--candidates", "/nonexistent.csv"], "does not exist"),
+    (["predict", "--model", "/nonexistent.joblib", "--presets"], "does not exist"),
+])
+def test_bad_input_exits_2(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_bad_modes_file_exits_2(work, capsys):
+    missing = work / "missing.csv"
+    pd.DataFrame([{"mode": "x", "cpu_cores": 8, "cpu_mhz": 2000, "gpu_mhz": 900}]).to_csv(missing, index=False)
+    outside = work / "outside.csv"
+    pd.DataFrame([{"mode": "hot", "cpu_cores": 8, "cpu_mhz": 2000, "gpu_mhz": 2500, "emc_mhz": 1600}]).to_csv(
+        outside, index=False)
+    model = str(work / "resnet.joblib")
+    assert main(["predict", "--model", model, "--modes", str(missing), "--format", "csv"]) == 2
+    assert "missing column(s) emc_mhz" in capsys.readouterr().err
+    assert main(["predict", "--model", model, "--modes", str(outside)]) == 2
+    assert "gpu_mhz=2500 is outside device 'agx-xavier'" in capsys.readouterr().err
+    nano = work / "nano.csv"
+    pd.DataFrame([{"device": "nano", **load_device("nano").maxn.as_dict()}]).to_csv(nano, index=False)
+    assert main(["predict", "--model", model, "--modes", str(nano)]) == 2
+    assert "modes are for device 'nano'" in capsys.readouterr().err
+    assert main(["predict", "--model", model, "--modes", str(nano), "--device", "nano", "--format", "csv"]) == 0
+    assert _csv(capsys.readouterr().out)["cross_device"].tolist() == [True]
+
+
+def test_fit_rejects_too_few_rows_and_wrong_device(work, capsys):
+    header_only = work / "empty.csv"
+    header_only.write_text((work / "resnet.csv").read_text().splitlines()[0] + "\n")
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(header_only),
+                 "--out", str(work / "x.joblib")]) == 2
+    assert "no data rows" in capsys.readouterr().err
+    assert main(["fit", "--device", "nano", "--profiles", str(work / "resnet.csv"),
+                 "--out", str(work / "x.joblib")]) == 2
+    assert "does not match" in capsys.readouterr().err
+    assert not (work / "x.joblib").exists()
+
+
+def test_console_script_predict_csv(work):
+    exe = shutil.which("jetpredict")
+    cmd = [exe] if exe else [sys.executable, "-c", "import sys; from api.cli import main; sys.exit(main())"]
+    proc = subprocess.run([*cmd, "predict", "--model", str(work / "resnet.joblib"), "--presets",
+                           "--format", "csv"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 0, proc.stderr
+    df = _csv(proc.stdout)
+    assert "MAXN" in set(df["mode"]) and (df["epoch_time_s"] > 0).all()

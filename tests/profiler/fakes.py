@@ -1,0 +1,327 @@
+"""Fake Jetson / x86 machines for the profiler's hardware tests.
+
+:class:`FakeRoot` builds a sysfs tree under a temporary directory (point ``JETPREDICT_SYSFS_ROOT`` at it)
+and installs fake ``nvpmodel``, ``jetson_clocks`` and ``tegrastats`` executables under ``<root>/usr/bin``.
+The fakes are small Python scripts that append every call to ``<root>/calls.log`` (one JSON list per
+line) and keep their state in the tree itself, so tests check both the calls and their effect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+from models.catalogue import Device
+
+CPU_DIR = "/sys/devices/system/cpu"
+GPU_DIRS = {"T210": "/sys/devices/gpu.0/devfreq/57000000.gpu",
+            "T194": "/sys/devices/17000000.gv11b/devfreq/17000000.gv11b",
+            "T234": "/sys/devices/17000000.ga10b/devfreq/17000000.ga10b"}
+EMC_CAP = "/sys/kernel/nvpmodel_emc_cap/emc_iso_cap"
+EMC_BPMP = "/sys/kernel/debug/bpmp/debug/clk/emc"
+EMC_T210 = "/sys/kernel/debug/clk/emc"
+MODEL_NAMES = {"nano": "NVIDIA Jetson Nano Developer Kit", "xavier-nx": "NVIDIA Jetson Xavier NX Developer Kit",
+               "agx-xavier": "NVIDIA Jetson AGX Xavier Developer Kit", "orin-agx": "NVIDIA Jetson AGX Orin Developer Kit",
+               "orin-nx": "NVIDIA Orin NX Developer Kit", "orin-nano": "NVIDIA Jetson Orin Nano Developer Kit"}
+
+
+def emc_rate_path(soc: str) -> str:
+    return f"{EMC_T210}/clk_rate" if soc == "T210" else f"{EMC_BPMP}/rate"
+
+
+class FakeRoot:
+    """A fake device tree rooted at ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.bin = self.path / "usr" / "bin"
+        self.bin.mkdir(parents=True, exist_ok=True)
+        self.calls_log = self.path / "calls.log"
+
+    # --- plain files ------------------------------------------------------------------------------
+
+    def real(self, device_path: str) -> Path:
+        return self.path / device_path.lstrip("/")
+
+    def write(self, device_path: str, value: object) -> Path:
+        p = self.real(device_path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        # Atomic like a sysfs attribute: a reader never sees a half-written value.
+        tmp = p.with_name(f".{p.name}.tmp")
+        tmp.write_text(f"{value}\n")
+        os.replace(tmp, p)
+        return p
+
+    def read(self, device_path: str) -> str:
+        return self.real(device_path).read_text().strip()
+
+    def read_int(self, device_path: str) -> int:
+        return int(self.read(device_path))
+
+    def calls(self) -> list[list[str]]:
+        """Every recorded call of a fake executable: ``[tool, arg1, ...]``."""
+        if not self.calls_log.exists():
+            return []
+        return [json.loads(line) for line in self.calls_log.read_text().splitlines() if line.strip()]
+
+    # --- power sensors ----------------------------------------------------------------------------
+
+    def add_ina3221_hwmon(self, bus_addr: str, hwmon: int, rails: list[tuple[str, float, float]]) -> Path:
+        """JetPack 5/6 layout: ``in<ch>_label``, ``in<ch>_input`` (mV), ``curr<ch>_input`` (mA), ch from 1."""
+        d = f"/sys/bus/i2c/drivers/ina3221/{bus_addr}/hwmon/hwmon{hwmon}"
+        for ch, (label, mv, ma) in enumerate(rails, 1):
+            self.write(f"{d}/in{ch}_label", label)
+            self.write(f"{d}/in{ch}_input", int(mv))
+            self.write(f"{d}/curr{ch}_input", int(ma))
+        return self.real(d)
+
+    def add_ina3221_iio(self, bus_addr: str, device: int, rails: list[tuple[str, float]]) -> Path:
+        """JetPack 4 layout: ``rail_name_<ch>``, ``in_power<ch>_input`` (mW), ch from 0."""
+        d = f"/sys/bus/i2c/drivers/ina3221x/{bus_addr}/iio:device{device}"
+        for ch, (label, mw) in enumerate(rails):
+            self.write(f"{d}/rail_name_{ch}", label)
+            self.write(f"{d}/in_power{ch}_input", int(mw))
+        return self.real(d)
+
+    def add_rapl(self, packages: list[tuple[int, int]], readable: bool = True) -> None:
+        """Package zones ``intel-rapl:<n>`` with ``(energy_uj, max_energy_range_uj)``, plus a core sub-zone."""
+        for n, (energy_uj, max_uj) in enumerate(packages):
+            d = f"/sys/class/powercap/intel-rapl:{n}"
+            self.write(f"{d}/name", f"package-{n}")
+            self.write(f"{d}/max_energy_range_uj", max_uj)
+            p = self.write(f"{d}/energy_uj", energy_uj)
+            if not readable:
+                p.unlink()  # as unreadable as a root-only file gets for a test running as root
+            self.write(f"{d}:0/name", "core")
+            self.write(f"{d}:0/energy_uj", 0)
+            self.write(f"{d}:0/max_energy_range_uj", max_uj)
+
+    # --- a Jetson: clocks, nvpmodel.conf and the privileged tools -------------------------------
+
+    def add_jetson(self, device: Device, preset_id: int | None = None) -> None:
+        """CPUs, GPU devfreq, EMC, device-tree model, ``/etc/nvpmodel.conf`` and the fake tools."""
+        soc = device.specs.soc
+        cores = device.cpu_cores_range[1]
+        cpu_khz = [round(f * 1e3) for f in device.cpu_steps_mhz]
+        gpu_hz = [round(f * 1e6) for f in device.gpu_steps_mhz]
+        emc_hz = [round(f * 1e6) for f in device.emc_steps_mhz]
+        for c in range(cores):
+            if c:
+                self.write(f"{CPU_DIR}/cpu{c}/online", 1)
+            d = f"{CPU_DIR}/cpu{c}/cpufreq"
+            self.write(f"{d}/scaling_available_frequencies", " ".join(map(str, cpu_khz)))
+            self.write(f"{d}/scaling_min_freq", cpu_khz[0])
+            self.write(f"{d}/scaling_max_freq", cpu_khz[-1])
+            self.write(f"{d}/scaling_cur_freq", cpu_khz[-1])
+        g = GPU_DIRS[soc]
+        self.write(f"{g}/available_frequencies", " ".join(map(str, gpu_hz)))
+        self.write(f"{g}/min_freq", gpu_hz[0])
+        self.write(f"{g}/max_freq", gpu_hz[-1])
+        self.write(f"{g}/cur_freq", gpu_hz[-1])
+        self.write(EMC_CAP, 0)
+        self.write(emc_rate_path(soc), emc_hz[-1])
+        self.write(f"{EMC_BPMP if soc != 'T210' else EMC_T210}/max_rate", emc_hz[-1])
+        self.write("/proc/device-tree/model", MODEL_NAMES[device.id] + "\x00")
+        self.write("/etc/nvpmodel.conf", nvpmodel_conf_for(device))
+        default = device.preset(device.default_preset).id if preset_id is None else preset_id
+        self.write("/var/lib/nvpmodel/status", f"pmode:{default:04d}")
+        self.install_tool("nvpmodel", FAKE_NVPMODEL.replace("@SOC@", soc))
+        self.install_tool("jetson_clocks", FAKE_JETSON_CLOCKS.replace("@SOC@", soc))
+
+    def settle(self, device: Device) -> None:
+        """What the kernel governors do after a direct sysfs write: run each clock at its allowed max."""
+        soc = device.specs.soc
+        for c in range(device.cpu_cores_range[1]):
+            online = not self.real(f"{CPU_DIR}/cpu{c}/online").exists() or self.read(f"{CPU_DIR}/cpu{c}/online") == "1"
+            d = f"{CPU_DIR}/cpu{c}/cpufreq"
+            if online:
+                self.write(f"{d}/scaling_cur_freq", self.read(f"{d}/scaling_max_freq"))
+        g = GPU_DIRS[soc]
+        self.write(f"{g}/cur_freq", self.read(f"{g}/max_freq"))
+        cap = self.read_int(EMC_CAP)
+        top = self.read_int(f"{EMC_BPMP if soc != 'T210' else EMC_T210}/max_rate")
+        self.write(emc_rate_path(soc), min(cap, top) if cap > 0 else top)
+
+    def install_tool(self, name: str, body: str) -> Path:
+        p = self.bin / name
+        p.write_text(f"#!{sys.executable}\n" + body)
+        p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return p
+
+    def add_tegrastats(self, lines: list[str]) -> Path:
+        """A fake ``tegrastats --interval MS`` that prints ``lines`` in a loop, one per interval."""
+        self.write("/var/lib/fake_tegrastats/lines.txt", "\n".join(lines))
+        return self.install_tool("tegrastats", FAKE_TEGRASTATS)
+
+    def env(self) -> dict[str, str]:
+        """An environment for a child process that sees this root and its tools first on PATH."""
+        env = dict(os.environ)
+        env["JETPREDICT_SYSFS_ROOT"] = str(self.path)
+        env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+
+def nvpmodel_conf_for(device: Device) -> str:
+    """An nvpmodel configuration in L4T's format, generated from our catalogue's presets."""
+    soc = device.specs.soc
+    cores = device.cpu_cores_range[1]
+    g = GPU_DIRS[soc]
+    out = ["# fake nvpmodel.conf generated by tests/profiler/fakes.py", "",
+           "< PARAM TYPE=FILE NAME=CPU_ONLINE >"]
+    out += [f"CORE_{c} {CPU_DIR}/cpu{c}/online" for c in range(cores)]
+    for c in range(cores):
+        d = f"{CPU_DIR}/cpu{c}/cpufreq"
+        out += ["", f"< PARAM TYPE=CLOCK NAME=CPU_{c} >", f"FREQ_TABLE {d}/scaling_available_frequencies",
+                f"MAX_FREQ {d}/scaling_max_freq", f"MIN_FREQ {d}/scaling_min_freq"]
+    out += ["", "< PARAM TYPE=CLOCK NAME=GPU >", f"FREQ_TABLE {g}/available_frequencies",
+            f"MAX_FREQ {g}/max_freq", f"MIN_FREQ {g}/min_freq",
+            "", "< PARAM TYPE=CLOCK NAME=EMC >", f"MAX_FREQ {EMC_CAP}"]
+    for p in device.presets:
+        out += ["", f"< POWER_MODEL ID={p.id} NAME={p.mode} >"]
+        out += [f"CPU_ONLINE CORE_{c} {1 if c < p.cpu_cores else 0}" for c in range(cores)]
+        top = (p.cpu_mhz >= max(device.cpu_steps_mhz), p.gpu_mhz >= max(device.gpu_steps_mhz),
+               p.emc_mhz >= max(device.emc_steps_mhz))
+        for c in range(cores):
+            out += [f"CPU_{c} MIN_FREQ 0", f"CPU_{c} MAX_FREQ {-1 if top[0] else round(p.cpu_mhz * 1e3)}"]
+        out += ["GPU MIN_FREQ 0", f"GPU MAX_FREQ {-1 if top[1] else round(p.gpu_mhz * 1e6)}",
+                f"EMC MAX_FREQ {0 if top[2] else round(p.emc_mhz * 1e6)}"]
+    default = device.preset(device.default_preset).id
+    out += ["", f"< PM_CONFIG DEFAULT={default} >", ""]
+    return "\n".join(out)
+
+
+# The fake tools locate the fake root from their own path: <root>/usr/bin/<tool>.
+_FAKE_COMMON = r'''
+import json, os, pathlib, re, sys
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+def real(p): return ROOT / p.lstrip("/")
+def rd(p): return real(p).read_text().strip()
+def wr(p, v):
+    q = real(p)
+    if not q.parent.is_dir():
+        return
+    q.write_text(f"{v}\n")
+def record(tool):
+    with open(ROOT / "calls.log", "a") as f:
+        f.write(json.dumps([tool, *sys.argv[1:]]) + "\n")
+SOC = "@SOC@"
+CPU = "/sys/devices/system/cpu"
+GPU = {"T210": "/sys/devices/gpu.0/devfreq/57000000.gpu",
+       "T194": "/sys/devices/17000000.gv11b/devfreq/17000000.gv11b",
+       "T234": "/sys/devices/17000000.ga10b/devfreq/17000000.ga10b"}[SOC]
+EMC_DIR = "/sys/kernel/debug/clk/emc" if SOC == "T210" else "/sys/kernel/debug/bpmp/debug/clk/emc"
+EMC_RATE = EMC_DIR + ("/clk_rate" if SOC == "T210" else "/rate")
+def cpus():
+    return sorted(int(p.name[3:]) for p in real(CPU).glob("cpu*") if re.fullmatch(r"cpu\d+", p.name))
+def online(c):
+    f = real(f"{CPU}/cpu{c}/online")
+    return not f.exists() or f.read_text().strip() == "1"
+def settle():
+    """What the kernel governors would do: run every clock at the top of its allowed range."""
+    for c in cpus():
+        if online(c):
+            wr(f"{CPU}/cpu{c}/cpufreq/scaling_cur_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
+    wr(f"{GPU}/cur_freq", rd(f"{GPU}/max_freq"))
+    cap = int(rd("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap"))
+    top = int(rd(EMC_DIR + "/max_rate"))
+    wr(EMC_RATE, min(cap, top) if cap > 0 else top)
+'''
+
+FAKE_NVPMODEL = _FAKE_COMMON + r'''
+def parse(text):
+    params, models, default, cur = {}, {}, None, None
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.match(r"<\s*(PARAM|POWER_MODEL|PM_CONFIG)(.*)>", line)
+        if m:
+            attrs = dict(re.findall(r"(\w+)=(\S+)", m.group(2)))
+            if m.group(1) == "PARAM":
+                cur = params.setdefault(attrs["NAME"], {})
+            elif m.group(1) == "POWER_MODEL":
+                cur = models.setdefault(int(attrs["ID"]), {"name": attrs["NAME"], "set": []})["set"]
+            else:
+                default, cur = int(attrs["DEFAULT"]), None
+            continue
+        parts = line.split()
+        if isinstance(cur, dict):
+            cur[parts[0]] = parts[1]
+        elif isinstance(cur, list):
+            cur.append(parts[:3])
+    return params, models, default
+
+record("nvpmodel")
+args = sys.argv[1:]
+conf = real("/etc/nvpmodel.conf")
+if "-f" in args:
+    conf = pathlib.Path(args[args.index("-f") + 1])
+params, models, default = parse(conf.read_text())
+status = real("/var/lib/nvpmodel/status")
+if "-q" in args:
+    mid = int(status.read_text().split(":")[1])
+    name = models[mid]["name"] if mid in models else "UNKNOWN"
+    print(f"NV Power Mode: {name}\n{mid}")
+    sys.exit(0)
+if "-m" in args:
+    mid = int(args[args.index("-m") + 1])
+    if os.environ.get("FAKE_NVPMODEL_FAIL") == str(mid):
+        print(f"NVPM ERROR: failed to set power mode {mid}", file=sys.stderr)
+        sys.exit(1)
+    if mid not in models:
+        print(f"NVPM ERROR: Invalid power mode {mid}", file=sys.stderr)
+        sys.exit(1)
+    for param, arg, value in models[mid]["set"]:
+        path = params[param][arg]
+        v = int(value) if value.lstrip("-").isdigit() else value
+        table = params[param].get("FREQ_TABLE")
+        if arg == "MAX_FREQ" and v == -1:
+            v = max(int(x) for x in rd(table).split()) if table else 0
+        if arg == "MIN_FREQ" and v == 0 and table:
+            v = min(int(x) for x in rd(table).split())
+        wr(path, v)
+    settle()
+    status.write_text(f"pmode:{mid:04d}\n")
+    sys.exit(0)
+print("usage: nvpmodel [-q] [-m MODE] [-f CONF]", file=sys.stderr)
+sys.exit(2)
+'''
+
+FAKE_JETSON_CLOCKS = _FAKE_COMMON + r'''
+record("jetson_clocks")
+args = sys.argv[1:]
+knobs = [f"{CPU}/cpu{c}/cpufreq/scaling_{k}_freq" for c in cpus() for k in ("min", "max")]
+knobs += [f"{GPU}/min_freq", f"{GPU}/max_freq", "/sys/kernel/nvpmodel_emc_cap/emc_iso_cap"]
+if args[:1] == ["--store"]:
+    pathlib.Path(args[1]).write_text(json.dumps({k: rd(k) for k in knobs if real(k).exists()}))
+elif args[:1] == ["--restore"]:
+    for k, v in json.loads(pathlib.Path(args[1]).read_text()).items():
+        wr(k, v)
+    settle()
+elif not args:
+    for c in cpus():
+        if online(c):
+            wr(f"{CPU}/cpu{c}/cpufreq/scaling_min_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
+    wr(f"{GPU}/min_freq", rd(f"{GPU}/max_freq"))
+    settle()
+else:
+    sys.exit(2)
+'''
+
+FAKE_TEGRASTATS = r'''
+import json, pathlib, sys, time
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+with open(ROOT / "calls.log", "a") as f:
+    f.write(json.dumps(["tegrastats", *sys.argv[1:]]) + "\n")
+args = sys.argv[1:]
+interval_s = int(args[args.index("--interval") + 1]) / 1000 if "--interval" in args else 1.0
+lines = (ROOT / "var/lib/fake_tegrastats/lines.txt").read_text().splitlines()
+i = 0
+while True:
+    print(lines[i % len(lines)], flush=True)
+    i += 1
+    time.sleep(interval_s)
+'''

@@ -1,0 +1,100 @@
+"""INA3221 readers against fake sysfs trees in both kernel layouts, with each board's total rule."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from profiler.power import Ina3221Meter, PowerReadError, PowerSampler
+from profiler.power.rails import BOARDS, match_board, total_rule
+
+
+def test_hwmon_orin_nx_total_is_vdd_in(fake_root):
+    # JetPack 5/6: power = mV x mA; labels are found whatever the hwmon index is.
+    fake_root.add_ina3221_hwmon("1-0040", 7, [("VDD_IN", 5000, 3000), ("VDD_CPU_GPU_CV", 5000, 1200),
+                                              ("VDD_SOC", 5000, 600)])
+    meter = Ina3221Meter.discover()
+    assert meter.name == "ina3221:VDD_IN" and meter.layout == "hwmon" and meter.domain == "module"
+    assert meter.read_power_w() == pytest.approx(15.0)
+    assert meter.read_rails_w() == pytest.approx({"VDD_IN": 15.0, "VDD_CPU_GPU_CV": 6.0, "VDD_SOC": 3.0})
+
+
+def test_hwmon_agx_xavier_jetpack5_sums_six_rails_on_two_monitors(fake_root):
+    fake_root.add_ina3221_hwmon("1-0040", 3, [("GPU", 19000, 100), ("CPU", 19000, 200), ("SOC", 19000, 150)])
+    fake_root.add_ina3221_hwmon("1-0041", 4, [("CV", 19000, 0), ("VDDRQ", 19000, 50), ("SYS5V", 5000, 600)])
+    meter = Ina3221Meter.discover()
+    assert meter.name == "ina3221:sum(GPU,CPU,SOC,CV,VDDRQ,SYS5V)"
+    assert meter.read_power_w() == pytest.approx(19 * 0.5 + 3.0)
+
+
+def test_hwmon_orin_agx_skips_nc_and_the_sub_rail(fake_root):
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_GPU_SOC", 19000, 200), ("VDD_CPU_CV", 19000, 100),
+                                              ("VIN_SYS_5V0", 5000, 800)])
+    fake_root.add_ina3221_hwmon("1-0041", 2, [("NC", 0, 0), ("VDDQ_VDD2_1V8AO", 5000, 60), ("NC", 0, 0)])
+    meter = Ina3221Meter.discover()
+    assert meter.rails == ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0")
+    assert meter.read_power_w() == pytest.approx(3.8 + 1.9 + 4.0)
+
+
+def test_iio_nano_jetpack4_total_is_pom_5v_in(fake_root):
+    fake_root.add_ina3221_iio("6-0040", 0, [("POM_5V_IN", 4531), ("POM_5V_GPU", 1113), ("POM_5V_CPU", 539)])
+    meter = Ina3221Meter.discover()
+    assert meter.name == "ina3221:POM_5V_IN" and meter.layout == "iio"
+    assert meter.read_power_w() == pytest.approx(4.531)
+
+
+def test_iio_agx_xavier_jetpack4_sums_both_monitors(fake_root):
+    fake_root.add_ina3221_iio("1-0040", 0, [("GPU", 463), ("CPU", 618), ("SOC", 2936)])
+    fake_root.add_ina3221_iio("1-0041", 1, [("CV", 0), ("VDDRQ", 309), ("SYS5V", 3306)])
+    meter = Ina3221Meter.discover("agx-xavier")
+    assert meter.name == "ina3221:sum(GPU,CPU,SOC,CV,VDDRQ,SYS5V)"
+    assert meter.read_power_w() == pytest.approx(7.632)
+
+
+def test_explicit_board_whose_total_rails_are_missing_is_rejected(fake_root):
+    fake_root.add_ina3221_iio("6-0040", 0, [("POM_5V_IN", 4000), ("POM_5V_GPU", 1000), ("POM_5V_CPU", 500)])
+    with pytest.raises(LookupError, match="agx-xavier"):
+        Ina3221Meter.discover("agx-xavier")
+
+
+def test_no_ina3221_is_a_lookup_error(fake_root):
+    with pytest.raises(LookupError, match="no INA3221"):
+        Ina3221Meter.discover()
+
+
+def test_a_vanished_file_mid_run_is_a_read_error_not_zero(fake_root):
+    d = fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 1000)])
+    meter = Ina3221Meter.discover()
+    (d / "curr1_input").unlink()
+    with pytest.raises(PowerReadError, match="curr1_input"):
+        meter.read_power_w()
+
+
+def test_sampler_reads_live_sysfs_changes(fake_root):
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 1000)])
+    meter = Ina3221Meter.discover()
+    with PowerSampler(meter, hz=100) as sampler:
+        time.sleep(0.15)
+        fake_root.write("/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon1/curr1_input", 3000)
+        time.sleep(0.15)
+    powers = set(sampler.trace.power_w.round(3))
+    assert {5.0, 15.0} <= powers
+
+
+@pytest.mark.parametrize("board", sorted(BOARDS))
+def test_every_board_is_recognised_from_its_own_rail_labels(board):
+    spec = BOARDS[board]
+    found = match_board(spec.rails)
+    total, _ = total_rule(spec.rails)
+    assert total == spec.total
+    # Boards sharing one carrier layout (Orin NX / Orin Nano / Xavier NX) share one total rule.
+    assert found is not None and found.total == spec.total
+
+
+def test_old_tx2_names_and_unknown_boards():
+    total, found_as = total_rule(["VDD_IN", "VDD_CPU", "VDD_GPU", "VDD_SOC", "VDD_WIFI", "VDD_DDR"])
+    assert total == ("VDD_IN",) and found_as == {"VDD_IN": "VDD_IN"}
+    assert total_rule(["VDD_IN", "VDD_FOO"])[0] == ("VDD_IN",)
+    with pytest.raises(LookupError):
+        total_rule(["VDD_FOO", "VDD_BAR"])

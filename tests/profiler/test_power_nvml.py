@@ -1,0 +1,77 @@
+"""The NVML meter against a stand-in pynvml module (the library needs an NVIDIA driver)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from profiler.power import NvmlMeter, PowerReadError, detect_power_meter
+
+
+class FakeNvmlError(Exception):
+    pass
+
+
+def fake_pynvml(power_mw=(250_000, 120_000), energy_mj=(5_000_000, None), init_error=None):
+    """A module with the pynvml calls the meter uses; records init/shutdown."""
+    state = {"init": 0, "shutdown": 0, "fail": False}
+    mod = types.SimpleNamespace(state=state)
+
+    def init():
+        if init_error:
+            raise FakeNvmlError(init_error)
+        state["init"] += 1
+
+    def power(handle):
+        if state["fail"]:
+            raise FakeNvmlError("GPU is lost")
+        return power_mw[handle]
+
+    def energy(handle):
+        if energy_mj[handle] is None:
+            raise FakeNvmlError("Not Supported")
+        return energy_mj[handle]
+
+    mod.nvmlInit = init
+    mod.nvmlShutdown = lambda: state.__setitem__("shutdown", state["shutdown"] + 1)
+    mod.nvmlDeviceGetCount = lambda: len(power_mw)
+    mod.nvmlDeviceGetHandleByIndex = lambda i: i
+    mod.nvmlDeviceGetPowerUsage = power
+    mod.nvmlDeviceGetTotalEnergyConsumption = energy
+    return mod
+
+
+def test_reads_board_power_of_the_chosen_gpu():
+    nvml = fake_pynvml()
+    meter = NvmlMeter(1, nvml=nvml)
+    assert meter.name == "nvml:gpu1" and meter.domain == "gpu"
+    assert meter.read_power_w() == pytest.approx(120.0)
+    assert meter.read_energy_j() is None  # not supported on that GPU
+    assert NvmlMeter(0, nvml=nvml).read_energy_j() == pytest.approx(5000.0)
+    meter.close()
+    meter.close()
+    assert nvml.state["shutdown"] == 1
+
+
+def test_lost_gpu_mid_run_is_a_read_error():
+    nvml = fake_pynvml()
+    meter = NvmlMeter(0, nvml=nvml)
+    nvml.state["fail"] = True
+    with pytest.raises(PowerReadError, match="GPU is lost"):
+        meter.read_power_w()
+
+
+def test_no_driver_or_bad_index_is_a_lookup_error():
+    with pytest.raises(LookupError, match="Driver Not Loaded"):
+        NvmlMeter(0, nvml=fake_pynvml(init_error="Driver Not Loaded"))
+    nvml = fake_pynvml()
+    with pytest.raises(LookupError, match="index 5"):
+        NvmlMeter(5, nvml=nvml)
+    assert nvml.state["shutdown"] == 1  # a failed open does not leak an NVML session
+
+
+def test_detection_uses_nvml_for_a_cuda_device(fake_root, monkeypatch):
+    monkeypatch.setattr("profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
+    meter = detect_power_meter("cuda:1")
+    assert meter.name == "nvml:gpu1"

@@ -1,0 +1,96 @@
+"""PowerSampler samples a meter in the background and integrates the measured window."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from models.errors import InputError
+from profiler.power import NullPowerMeter, PowerMeter, PowerReadError, PowerSampler
+
+
+class RampMeter(PowerMeter):
+    """A sensor whose power is a known function of perf_counter time: P = 4 + 2 t (W)."""
+
+    name = "test:ramp"
+
+    def __init__(self, fail_between: tuple[float, float] | None = None) -> None:
+        self.t_start = time.perf_counter()
+        self.fail_between = fail_between
+        self.reads = 0
+
+    def read_power_w(self) -> float:
+        self.reads += 1
+        dt = time.perf_counter() - self.t_start
+        if self.fail_between and self.fail_between[0] <= dt <= self.fail_between[1]:
+            raise PowerReadError("i2c read failed")
+        return 4.0 + 2.0 * dt
+
+
+def test_sampler_integrates_a_known_power_function():
+    meter = RampMeter()
+    with PowerSampler(meter, hz=50) as sampler:
+        time.sleep(0.05)
+        t0 = time.perf_counter()
+        time.sleep(0.6)
+        t1 = time.perf_counter()
+        time.sleep(0.05)
+    trace = sampler.trace
+    a, b = t0 - meter.t_start, t1 - meter.t_start
+    exact = 4 * (b - a) + (b**2 - a**2)
+    # Linear power: trapezoids are exact up to the time-stamping error of each read.
+    assert trace.energy_j(t0, t1) == pytest.approx(exact, rel=0.02)
+    assert trace.samples_in(t0, t1) >= 10
+    assert trace.meter_name == "test:ramp" and trace.read_errors == 0
+
+
+def test_start_and_stop_bracket_any_window_between_them():
+    sampler = PowerSampler(RampMeter(), hz=1).start()
+    t0 = time.perf_counter()
+    t1 = time.perf_counter() + 1e-4
+    while time.perf_counter() < t1:
+        pass
+    trace = sampler.stop()
+    assert len(trace) == 2  # one at start, one at stop: the 1 Hz tick never came
+    assert trace.times_s[0] <= t0 and trace.times_s[-1] >= t1
+    assert trace.samples_in(t0, t1) == 0 and trace.energy_j(t0, t1) is None
+
+
+def test_read_errors_become_nan_and_unknown_energy():
+    meter = RampMeter(fail_between=(0.1, 0.2))
+    with PowerSampler(meter, hz=100) as sampler:
+        time.sleep(0.35)
+    trace = sampler.trace
+    assert trace.read_errors > 0 and "i2c read failed" in trace.last_error
+    assert trace.energy_j(meter.t_start + 0.05, meter.t_start + 0.3) is None
+    assert trace.energy_j(meter.t_start + 0.22, meter.t_start + 0.3) is not None
+
+
+def test_null_meter_gives_an_empty_trace_and_no_thread():
+    before = threading.active_count()
+    with PowerSampler(NullPowerMeter(), hz=10) as sampler:
+        assert threading.active_count() == before
+    assert len(sampler.trace) == 0
+    assert sampler.trace.meter_name == "none: no sensor found"
+    assert sampler.trace.energy_j(0, 1) is None
+
+
+@pytest.mark.parametrize("hz", [0.5, 0, -3, 5000, "fast"])
+def test_rate_outside_the_allowed_range_is_an_input_error(hz):
+    with pytest.raises(InputError) as err:
+        PowerSampler(NullPowerMeter(), hz=hz)
+    assert err.value.field == "hz"
+
+
+def test_default_rate_is_10_hz_and_double_start_is_refused():
+    sampler = PowerSampler(RampMeter())
+    assert sampler.hz == 10.0
+    sampler.start()
+    try:
+        with pytest.raises(RuntimeError):
+            sampler.start()
+    finally:
+        sampler.stop()
+    assert not sampler.running

@@ -1,0 +1,81 @@
+"""tegrastats: the parser on one real-format line per JetPack family, and the meter on a fake tool."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from profiler.power import PowerReadError, PowerSampler, TegrastatsMeter, parse_tegrastats_line
+from profiler.power.rails import total_rule
+
+
+def test_parser_reads_rails_clocks_and_timestamp_of_each_family(tegrastats_samples):
+    families = {s["family"] for s in tegrastats_samples}
+    assert {"jetpack4", "jetpack5", "jetpack6"} <= families
+    for sample in tegrastats_samples:
+        parsed = parse_tegrastats_line(sample["line"])
+        want = sample["expected"]
+        assert parsed["rails_mw"] == pytest.approx(want["rails_mw"]), sample["family"]
+        assert parsed["cpu_mhz"] == want["cpu_mhz"]
+        assert parsed["gpu_mhz"] == want["gpu_mhz"]
+        assert parsed["emc_mhz"] == want["emc_mhz"]
+        assert parsed["gpu_load_pct"] == want["gpu_load_pct"]
+        assert parsed["ram_total_mb"] == want["ram_total_mb"]
+        assert parsed["timestamp"] == want["timestamp"]
+        assert "RAM" not in parsed["rails_mw"] and "SWAP" not in parsed["rails_mw"]
+        total, _ = total_rule(parsed["rails_mw"], sample["board"])
+        assert list(total) == want["total"]
+        assert sum(parsed["rails_w"][r] for r in total) == pytest.approx(want["total_w"])
+
+
+def test_parser_keeps_averages_and_temperatures():
+    line = ("RAM 1446/3957MB (lfb 458x4MB) CPU [17%@1428,11%@1428] EMC_FREQ 2%@1600 GR3D_FREQ 0%@76 "
+            "PLL@20.5C GPU@21C CV0@-256C POM_5V_IN 2830/1483 POM_5V_GPU 41/31")
+    parsed = parse_tegrastats_line(line)
+    assert parsed["rails_avg_mw"] == {"POM_5V_IN": 1483.0, "POM_5V_GPU": 31.0}
+    assert parsed["temps_c"] == {"PLL": 20.5, "GPU": 21.0, "CV0": -256.0}
+    assert parsed["cpu_load_pct"] == [17.0, 11.0]
+
+
+def test_parser_rejects_non_tegrastats_text():
+    with pytest.raises(ValueError):
+        parse_tegrastats_line("Segmentation fault (core dumped)")
+
+
+def test_meter_runs_the_tool_with_the_interval_and_reads_module_power(fake_root, tegrastats_samples):
+    lines = [s["line"] for s in tegrastats_samples if s["board"] == "nano"]
+    lines.append(lines[0].replace("POM_5V_IN 4531/3285", "POM_5V_IN 6000/3500"))
+    fake_root.add_tegrastats(lines)
+    meter = TegrastatsMeter(interval_ms=20)
+    try:
+        assert meter.name == "tegrastats:POM_5V_IN" and meter.domain == "module"
+        with PowerSampler(meter, hz=50) as sampler:
+            time.sleep(0.3)
+        assert set(sampler.trace.power_w.round(3)) <= {4.531, 6.0}
+        assert {4.531, 6.0} <= set(sampler.trace.power_w.round(3))
+    finally:
+        meter.close()
+    assert ["tegrastats", "--interval", "20"] in fake_root.calls()
+
+
+def test_meter_reports_a_stopped_tool_as_a_read_error(fake_root, tegrastats_samples):
+    fake_root.add_tegrastats([tegrastats_samples[3]["line"]])
+    meter = TegrastatsMeter(interval_ms=20)
+    assert meter.name == "tegrastats:VDD_IN"
+    assert meter.read_power_w() == pytest.approx(17.946)
+    meter._proc.terminate()
+    meter._proc.wait()
+    time.sleep(0.6)
+    with pytest.raises(PowerReadError, match="exited"):
+        meter.read_power_w()
+    meter.close()
+
+
+def test_missing_tool_or_unusable_output_is_a_lookup_error(fake_root, monkeypatch):
+    monkeypatch.setenv("PATH", str(fake_root.bin))
+    with pytest.raises(LookupError, match="not found"):
+        TegrastatsMeter()
+    fake_root.add_tegrastats(["RAM 1/2MB CPU [1%@100] VDD_FOO 1/1"])
+    with pytest.raises(LookupError, match="tegrastats"):
+        TegrastatsMeter(interval_ms=20, first_line_timeout_s=2)

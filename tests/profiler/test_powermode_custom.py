@@ -1,0 +1,92 @@
+"""Custom modes written straight to sysfs, per SoC family, and restored byte for byte."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import EMC_CAP, GPU_DIRS
+
+from models.catalogue import PowerMode, load_device
+from models.errors import ModeOutOfRangeError
+from profiler.powermode import PrivilegedCommandError, SysfsController, detect_controller, read_clocks
+from profiler.powermode.custom import SOC_PATHS, soc_paths
+
+CPU = "/sys/devices/system/cpu"
+
+
+@pytest.mark.parametrize("device_id", ["nano", "xavier-nx", "orin-nx"])
+def test_pins_cores_and_clocks_and_reads_them_back(fake_root, device_id):
+    device = load_device(device_id)
+    fake_root.add_jetson(device)
+    soc = device.specs.soc
+    if soc == "T210":  # the Nano pins EMC through the clock-override debugfs files
+        fake_root.write("/sys/kernel/debug/clk/override.emc/clk_state", 0)
+        fake_root.write("/sys/kernel/debug/clk/override.emc/clk_update_rate", 0)
+    else:
+        fake_root.write("/sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked", 0)
+    before = {str(p): p.read_text() for p in fake_root.path.rglob("*") if p.is_file()}
+    ctl = detect_controller("jetson", device_id, custom="sysfs")
+    assert isinstance(ctl, SysfsController)
+    cpu, gpu, emc = device.cpu_steps_mhz[3], device.gpu_steps_mhz[2], device.emc_steps_mhz[1]
+    mode = PowerMode("custom", 2, cpu, gpu, emc)
+    with ctl:
+        ctl.apply(mode)
+        assert ctl.current() == mode
+        assert fake_root.read("/sys/devices/system/cpu/cpu1/online") == "1"
+        assert fake_root.read(f"{CPU}/cpu{device.cpu_cores_range[1] - 1}/online") == "0"
+        g = GPU_DIRS[soc]
+        assert fake_root.read_int(f"{g}/min_freq") == fake_root.read_int(f"{g}/max_freq") == round(gpu * 1e6)
+        c0 = f"{CPU}/cpu0/cpufreq"
+        assert fake_root.read_int(f"{c0}/scaling_min_freq") == fake_root.read_int(f"{c0}/scaling_max_freq")
+        assert fake_root.read_int(EMC_CAP) == round(emc * 1e6)
+        fake_root.settle(device)
+        assert ctl.read_back().knobs() == (2, cpu, gpu, emc)
+        lock = SOC_PATHS[soc].emc_lock
+        assert fake_root.read(lock[0]) == "1" and fake_root.read_int(lock[1]) == round(emc * 1e6)
+    fake_root.settle(device)
+    after = {str(p): p.read_text() for p in fake_root.path.rglob("*") if p.is_file()}
+    changed = {k for k in before if before[k] != after.get(k)}
+    assert not changed, changed  # every knob (and so every clock) back as it was
+
+
+def test_read_back_shows_what_the_hardware_runs_not_what_was_asked(fake_root):
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    fake_root.write(f"{CPU}/cpu3/online", 0)
+    fake_root.write(f"{CPU}/cpu0/cpufreq/scaling_cur_freq", 729600)
+    for c in range(1, device.cpu_cores_range[1]):
+        fake_root.write(f"{CPU}/cpu{c}/cpufreq/scaling_cur_freq", 1113600)
+    fake_root.write(f"{GPU_DIRS['T234']}/cur_freq", 306000000)
+    got = read_clocks(soc_paths("T234"))
+    assert got.cpu_cores == device.cpu_cores_range[1] - 1
+    assert (got.cpu_mhz, got.gpu_mhz) == (1113.6, 306.0)
+
+
+def test_off_table_clock_snaps_to_the_nearest_step(fake_root):
+    device = load_device("xavier-nx")
+    fake_root.add_jetson(device)
+    ctl = SysfsController(device)
+    ctl.apply(PowerMode("custom", 2, 1200.0, 500.0, device.emc_steps_mhz[0]))
+    fake_root.settle(device)
+    back = ctl.read_back()
+    assert back.cpu_cores == 2 and back.emc_mhz == device.emc_steps_mhz[0]
+    assert back.cpu_mhz == min(device.cpu_steps_mhz, key=lambda f: abs(f - 1200.0))
+    assert back.gpu_mhz == min(device.gpu_steps_mhz, key=lambda f: abs(f - 500.0))
+
+
+def test_out_of_range_and_missing_gpu(fake_root):
+    device = load_device("nano")
+    fake_root.add_jetson(device)
+    ctl = SysfsController(device)
+    with pytest.raises(ModeOutOfRangeError) as err:
+        ctl.apply(PowerMode("custom", 9, 921.6, 921.6, 1600.0))
+    assert err.value.field == "cpu_cores"
+    for f in ("available_frequencies", "min_freq", "max_freq", "cur_freq"):
+        (fake_root.real(GPU_DIRS["T210"]) / f).unlink()
+    fake_root.real(GPU_DIRS["T210"]).rmdir()
+    with pytest.raises(PrivilegedCommandError, match="no GPU devfreq"):
+        ctl.apply(PowerMode("custom", 2, device.cpu_steps_mhz[0], device.gpu_steps_mhz[0], 1600.0))
+
+
+def test_unknown_soc_family():
+    with pytest.raises(LookupError, match="T186"):
+        soc_paths("T186")

@@ -1,0 +1,178 @@
+"""nvpmodel: configuration and query parsing, preset and custom switching against a fake nvpmodel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import EMC_CAP, GPU_DIRS
+
+from models.catalogue import PowerMode, load_device
+from models.errors import InputError, ModeOutOfRangeError
+from profiler.powermode import (
+    NvpmodelController,
+    PrivilegedCommandError,
+    detect_controller,
+    parse_nvpmodel_conf,
+    parse_nvpmodel_query,
+)
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "jetson"
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("NV Power Mode: MAXN\n0\n", ("MAXN", 0)),
+    ("NV Fan Mode:quiet\nNV Power Mode: MODE_15W\n2\n", ("MODE_15W", 2)),
+    ("NVPM WARN: fan mode is not set!\nNV Power Mode: 15W\n1", ("15W", 1)),
+    ("NV Power Mode:MAXN_SUPER", ("MAXN_SUPER", None)),
+])
+def test_query_output_of_each_jetpack(output, expected):
+    assert parse_nvpmodel_query(output) == expected
+
+
+def test_query_garbage_is_rejected():
+    with pytest.raises(ValueError, match="unexpected"):
+        parse_nvpmodel_query("nvpmodel: command failed\n")
+
+
+CONF = """
+# comment
+<PARAM TYPE=FILE NAME=CPU_ONLINE >
+CORE_0 /sys/devices/system/cpu/cpu0/online
+CORE_1 /sys/devices/system/cpu/cpu1/online
+< PARAM TYPE=CLOCK NAME=CPU_A57 >
+MAX_FREQ /sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq
+< PARAM TYPE=CLOCK NAME=GPU >
+MAX_FREQ /sys/gpu/max_freq
+< PARAM TYPE=CLOCK NAME=EMC >
+MAX_FREQ /sys/kernel/nvpmodel_emc_cap/emc_iso_cap
+< POWER_MODEL ID=0 NAME=MAXN >
+CPU_ONLINE CORE_0 1
+CPU_ONLINE CORE_1 1
+CPU_A57 MAX_FREQ -1
+GPU MAX_FREQ -1
+EMC MAX_FREQ 0
+< POWER_MODEL ID=1 NAME=5W >
+CPU_ONLINE CORE_0 1
+CPU_ONLINE CORE_1 0
+CPU_A57 MAX_FREQ  918000
+GPU MAX_FREQ 640000000
+EMC MAX_FREQ 1600000000
+< PM_CONFIG DEFAULT=1 >
+"""
+
+
+def test_conf_sections_caps_and_units():
+    conf = parse_nvpmodel_conf(CONF)
+    assert conf.default_id == 1 and set(conf.models) == {0, 1}
+    assert conf.params["CPU_ONLINE"].args["CORE_1"] == "/sys/devices/system/cpu/cpu1/online"
+    nano = load_device("nano")
+    five = conf.to_mode(conf.model("5w"), nano)
+    assert (five.mode, five.cpu_cores, five.cpu_mhz, five.gpu_mhz, five.emc_mhz) == ("5W", 1, 918.0, 640.0, 1600.0)
+    maxn = conf.to_mode(conf.model(0), nano)
+    assert maxn.knobs() == (2, max(nano.cpu_steps_mhz), max(nano.gpu_steps_mhz), max(nano.emc_steps_mhz))
+    with pytest.raises(InputError, match="valid: 0=MAXN, 1=5W"):
+        conf.model("MODE_99W")
+
+
+def test_conf_without_power_models_is_an_input_error():
+    with pytest.raises(InputError) as err:
+        parse_nvpmodel_conf("< PARAM TYPE=FILE NAME=CPU_ONLINE >\nCORE_0 /x\n")
+    assert err.value.field == "nvpmodel_conf"
+
+
+@pytest.mark.parametrize("device_id, conf_file", [
+    ("agx-xavier", "agx-xavier/nvpmodel_t194.conf"),
+    ("xavier-nx", "xavier-nx/nvpmodel_t194_p3668.conf"),
+    ("orin-agx", "orin-agx/r36/nvpmodel_p3701_0000.conf"),
+    ("orin-nx", "orin-nx/nvpmodel_p3767_0000.conf"),
+])
+def test_real_l4t_configurations_parse_to_the_catalogue_presets(device_id, conf_file):
+    path = SHARED / conf_file
+    if not path.exists():
+        pytest.skip(f"{path} not present (shared data is outside the repository)")
+    device = load_device(device_id)
+    conf = parse_nvpmodel_conf(path.read_text())
+    parsed = {m.name.upper(): conf.to_mode(m, device) for m in conf.models.values()}
+    checked = 0
+    for preset in device.presets:
+        got = parsed.get(preset.mode.upper())
+        if got is None:
+            continue
+        checked += 1
+        assert got.cpu_cores == preset.cpu_cores, preset.mode
+        for knob in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
+            assert getattr(got, knob) == pytest.approx(getattr(preset, knob), abs=1.0), (preset.mode, knob)
+    assert checked >= 2
+
+
+@pytest.fixture
+def xavier(fake_root):
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device, preset_id=0)
+    return fake_root, device
+
+
+def test_preset_switch_and_read_back(xavier):
+    root, device = xavier
+    ctl = detect_controller("jetson")
+    assert isinstance(ctl, NvpmodelController) and ctl.device.id == "agx-xavier"
+    assert ctl.current().mode == "MAXN"
+    ctl.apply(device.preset("MODE_15W"))
+    assert ["nvpmodel", "-m", "2"] in root.calls()
+    assert ctl.read_back().knobs() == (4, 1200.0, 670.0, 1331.2)
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0002"
+
+
+def test_custom_mode_goes_through_a_custom_power_model(xavier):
+    root, device = xavier
+    ctl = detect_controller("jetson", "agx-xavier")
+    mode = PowerMode("custom", 6, 1497.6, 905.25, 1600.0)
+    ctl.apply(mode)
+    call = root.calls()[-1]
+    assert call[:2] == ["nvpmodel", "-f"] and call[3:] == ["-m", str(max(ctl.conf.models) + 1)]
+    assert ctl.current() == mode
+    assert ctl.read_back().knobs() == (6, 1497.6, 905.25, 1600.0)
+    gpu = GPU_DIRS["T194"]
+    assert root.read_int(f"{gpu}/min_freq") == root.read_int(f"{gpu}/max_freq") == 905250000
+    assert root.read_int(EMC_CAP) == 1600000000
+    ctl.restore()  # nothing remembered: no-op
+    assert ctl.read_back().cpu_cores == 6
+
+
+def test_out_of_range_custom_mode_is_refused_before_any_switch(xavier):
+    root, _ = xavier
+    ctl = detect_controller("jetson")
+    with pytest.raises(ModeOutOfRangeError) as err:
+        ctl.apply(PowerMode("custom", 4, 3000.0, 905.25, 1600.0))
+    assert err.value.field == "cpu_mhz"
+    assert not any("-m" in c for c in root.calls())
+
+
+def test_failed_switch_is_a_clear_error(xavier, monkeypatch):
+    _, device = xavier
+    monkeypatch.setenv("FAKE_NVPMODEL_FAIL", "3")
+    ctl = detect_controller("jetson")
+    with pytest.raises(PrivilegedCommandError, match="nvpmodel -m 3 failed with exit 1.*failed to set"):
+        ctl.apply(device.preset("MODE_30W_ALL"))
+
+
+def test_jetson_clocks_is_stored_locked_and_restored(xavier):
+    root, device = xavier
+    ctl = detect_controller("jetson", jetson_clocks=True)
+    gpu = GPU_DIRS["T194"]
+    with ctl:
+        ctl.apply(device.preset("MODE_10W"))
+        assert root.read_int(f"{gpu}/min_freq") == root.read_int(f"{gpu}/max_freq") == 520000000
+    tools = [c[:2] for c in root.calls() if c[0] == "jetson_clocks"]
+    assert tools == [["jetson_clocks", "--store"], ["jetson_clocks"], ["jetson_clocks", "--restore"]]
+    assert root.read_int(f"{gpu}/min_freq") == round(min(device.gpu_steps_mhz) * 1e6)
+    assert ctl.read_back().knobs() == (8, 2265.6, 1377.0, 2133.0)
+
+
+def test_not_a_jetson_or_unknown_kind(fake_root):
+    with pytest.raises(InputError, match="not a recognised Jetson"):
+        detect_controller("jetson")
+    with pytest.raises(InputError) as err:
+        detect_controller("tpu")
+    assert err.value.field == "device"

@@ -1,0 +1,113 @@
+"""The original power mode comes back on every exit path: normal end, exception, SIGINT, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from models.catalogue import PowerMode, load_device
+from profiler.powermode import HostController, detect_controller
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from models.catalogue import PowerMode, load_device
+    from profiler.powermode import detect_controller
+
+    device = load_device("agx-xavier")
+    ctl = detect_controller("jetson", "agx-xavier")
+    with ctl:
+        ctl.apply(device.preset("MODE_10W"))
+        ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
+        print("switched", ctl.read_back().knobs(), flush=True)
+        time.sleep(60)
+    print("unreachable", flush=True)
+""")
+
+
+@pytest.fixture
+def xavier(fake_root):
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device, preset_id=3)  # start in MODE_30W_ALL, not the default
+    return fake_root
+
+
+def _nvpmodel_switches(root) -> list[str]:
+    return [c[-1] for c in root.calls() if c[0] == "nvpmodel" and "-m" in c]
+
+
+def test_normal_exit_restores(xavier):
+    ctl = detect_controller("jetson")
+    with ctl:
+        ctl.apply(load_device("agx-xavier").preset("MAXN"))
+    assert _nvpmodel_switches(xavier) == ["0", "3"]
+    assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003"
+
+
+def test_exception_restores_and_propagates(xavier):
+    ctl = detect_controller("jetson")
+    with pytest.raises(ZeroDivisionError), ctl:
+        ctl.apply(PowerMode("custom", 1, 729.6, 318.75, 665.6))
+        assert ctl.read_back().cpu_cores == 1
+        1 / 0  # noqa: B018
+    assert _nvpmodel_switches(xavier)[-1] == "3"
+    assert ctl.read_back().knobs() == (8, 1200.0, 900.0, 1600.0)
+
+
+# Python re-raises an uncaught KeyboardInterrupt as death by SIGINT; SIGTERM exits 128 + 15.
+@pytest.mark.parametrize("sig, expected_rc", [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)])
+def test_signal_in_a_child_process_restores_the_original_mode(xavier, sig, expected_rc):
+    env = xavier.env()
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("switched (2, 1190.4, 420.75, 800.0)"), line + child.stderr.read()
+        child.send_signal(sig)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == expected_rc, err
+    assert "unreachable" not in out
+    if sig == signal.SIGINT:
+        assert "KeyboardInterrupt" in err
+    switches = _nvpmodel_switches(xavier)
+    assert switches[0] == "1" and switches[-1] == "3" and len(switches) == 3
+    assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003"
+    ctl = detect_controller("jetson")
+    assert ctl.read_back().knobs() == (8, 1200.0, 900.0, 1600.0)
+
+
+def test_sigint_chains_to_the_previous_handler_and_handlers_are_put_back():
+    seen = []
+
+    def previous(signum, frame):
+        seen.append(signum)
+
+    old = signal.signal(signal.SIGINT, previous)
+    try:
+        ctl = HostController(use_torch=False)
+        start = ctl.current().cpu_cores
+        with ctl:
+            ctl.apply(PowerMode("host", 1, 0, 0, 0))
+            os.kill(os.getpid(), signal.SIGINT)
+            assert seen == [signal.SIGINT]
+            assert ctl.read_back().cpu_cores == start  # restored by the handler, before the block ends
+        assert signal.getsignal(signal.SIGINT) is previous
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_restore_runs_once_even_when_signal_and_exit_both_fire(xavier):
+    ctl = detect_controller("jetson")
+    with pytest.raises(KeyboardInterrupt), ctl:
+        ctl.apply(load_device("agx-xavier").preset("MODE_10W"))
+        os.kill(os.getpid(), signal.SIGINT)
+    assert _nvpmodel_switches(xavier) == ["1", "3"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -1,0 +1,191 @@
+"""Workloads: the registry, module:factory and torchvision names, synthetic and ImageFolder data."""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.errors import InputError, UnknownWorkloadError
+from profiler import workloads as wl
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.syspath_prepend(str(HERE))
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(("name", "mpe", "shape", "classes"), [
+    ("lenet5-mnist", 3750, (1, 28, 28), 10),
+    ("resnet18-cifar10", 3125, (3, 32, 32), 10),
+    ("mobilenetv3-small-gld23k", 1443, (3, 224, 224), 203),
+    ("vgg11-cifar10", 3125, (3, 32, 32), 10),
+])
+def test_builtin_minibatches_per_epoch_at_batch_16(name, mpe, shape, classes):
+    spec = wl.resolve_workload(name)
+    assert spec.minibatches_per_epoch(16) == mpe
+    assert spec.input_shape == shape and spec.num_classes == classes
+
+
+def test_unknown_names_are_input_errors_naming_the_field():
+    with pytest.raises(UnknownWorkloadError) as err:
+        wl.resolve_workload("resnet-1000")
+    assert err.value.field == "workload" and "lenet5-mnist" in err.value.message
+    with pytest.raises(UnknownWorkloadError, match="cannot import module"):
+        wl.resolve_workload("no_such_module_xyz:factory")
+    with pytest.raises(UnknownWorkloadError, match="no callable"):
+        wl.resolve_workload("user_models:missing")
+    with pytest.raises(InputError, match="non-empty"):
+        wl.resolve_workload("  ")
+
+
+@pytest.mark.skipif("torchvision" in sys.modules or __import__("importlib").util.find_spec("torchvision")
+                    is not None, reason="torchvision is installed here")
+def test_torchvision_names_explain_when_torchvision_is_missing():
+    with pytest.raises(UnknownWorkloadError, match="needs torchvision"):
+        wl.resolve_workload("torchvision:resnet50")
+
+
+def test_user_factory_with_its_own_dataset_and_loss_trains():
+    built = wl.build_workload("user_models:lstm_language_model", batch_size=4, num_workers=0)
+    assert built.data_source == "user" and built.minibatches_per_epoch == 64  # 256 samples / 4
+    assert isinstance(built.optimizer, torch.optim.Adam)
+    x, y = next(iter(built.make_loader()))
+    assert x.shape == (4, 12) and y.shape == (4, 12)
+    loss = built.loss_fn(built.model(x), y)
+    loss.backward()
+    assert loss.item() > 0 and built.model.head.weight.grad is not None
+
+
+def test_user_classification_tuple_uses_synthetic_images():
+    built = wl.build_workload("user_models:tiny_classifier", batch_size=3, num_workers=0)
+    assert built.data_source == "synthetic"
+    x, y = next(iter(built.make_loader()))
+    assert x.shape == (3, 3, 8, 8) and int(y.max()) < 5
+
+
+@pytest.mark.parametrize(("factory", "message"), [
+    ("model_only", "only a model"),
+    ("dataset_without_loss", "must also return 'loss'"),
+])
+def test_incomplete_factories_say_what_is_missing(factory, message):
+    with pytest.raises(InputError, match=message) as err:
+        wl.resolve_workload(f"user_models:{factory}")
+    assert err.value.field == "workload"
+
+
+def test_synthetic_images_are_deterministic_normalised_and_shaped():
+    ds = wl.SyntheticImages((3, 32, 32), 10, 100, seed=1)
+    a, la = ds[5]
+    b, lb = ds[5]
+    assert a.shape == (3, 32, 32) and a.dtype == torch.float32
+    assert torch.equal(a, b) and la == lb == 5
+    assert -3.0 < float(a.mean()) < 3.0 and float(a.std()) > 0.5
+    assert not torch.equal(ds[6][0], a)
+
+
+def test_bad_batch_and_worker_counts():
+    with pytest.raises(InputError) as err:
+        wl.build_workload("lenet5-mnist", batch_size=0)
+    assert err.value.field == "batch_size"
+    with pytest.raises(InputError) as err:
+        wl.build_workload("lenet5-mnist", num_workers=-1)
+    assert err.value.field == "workers"
+
+
+# ---------------------------------------------------------------- ImageFolder with real encoded files
+
+def _png(img: np.ndarray) -> bytes:
+    """Encode HxWxC uint8 as PNG, cycling through all five row filters (exercises the decoder)."""
+    h, w, c = img.shape
+    color = {1: 0, 3: 2, 4: 6}[c]
+    bpp, rows, prev = c, [], np.zeros(w * c, dtype=np.int32)
+    for y in range(h):
+        cur = img[y].reshape(-1).astype(np.int32)
+        kind = y % 5
+        left = np.concatenate([np.zeros(bpp, dtype=np.int32), cur[:-bpp]])
+        upleft = np.concatenate([np.zeros(bpp, dtype=np.int32), prev[:-bpp]])
+        if kind == 0:
+            pred = np.zeros_like(cur)
+        elif kind == 1:
+            pred = left
+        elif kind == 2:
+            pred = prev
+        elif kind == 3:
+            pred = (left + prev) >> 1
+        else:
+            p = left + prev - upleft
+            pa, pb, pc = abs(p - left), abs(p - prev), abs(p - upleft)
+            pred = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, prev, upleft))
+        rows.append(bytes([kind]) + ((cur - pred) & 0xFF).astype(np.uint8).tobytes())
+        prev = cur
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_png_decoder_round_trips_every_filter(tmp_path, channels):
+    img = np.random.default_rng(channels).integers(0, 256, (11, 7, channels), dtype=np.uint8)
+    (tmp_path / "x.png").write_bytes(_png(img))
+    assert np.array_equal(wl._decode_png((tmp_path / "x.png").read_bytes()), img)
+
+
+def test_pgm_and_ppm_decode(tmp_path):
+    grey = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    (tmp_path / "g.pgm").write_bytes(b"P5\n# comment\n4 3\n255\n" + grey.tobytes())
+    rgb = np.arange(24, dtype=np.uint8).reshape(2, 4, 3)
+    (tmp_path / "c.ppm").write_bytes(b"P6 4 2 255\n" + rgb.tobytes())
+    assert np.array_equal(wl._decode_pnm((tmp_path / "g.pgm").read_bytes())[..., 0], grey)
+    assert np.array_equal(wl._decode_pnm((tmp_path / "c.ppm").read_bytes()), rgb)
+
+
+def _image_folder(root: Path, classes: int = 2, per_class: int = 5, size: int = 20) -> Path:
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        d = root / f"class{c}"
+        d.mkdir(parents=True)
+        for i in range(per_class):
+            (d / f"{i}.png").write_bytes(_png(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)))
+    (root / "README.txt").write_text("not an image")
+    return root
+
+
+def test_image_folder_sets_epoch_size_and_decodes_in_the_pipeline(tmp_path):
+    root = _image_folder(tmp_path / "data")
+    built = wl.build_workload("resnet18-cifar10", batch_size=4, num_workers=0, data_dir=root)
+    assert built.data_source.startswith("folder:")
+    assert built.minibatches_per_epoch == 3  # ceil(10 images / 4)
+    ds = built.dataset
+    assert ds.classes == ["class0", "class1"] and len(ds) == 10
+    x, label = ds[7]
+    assert x.shape == (3, 32, 32) and label == 1  # 20x20 resized to the workload's 32x32
+    grey = wl.build_workload("lenet5-mnist", batch_size=2, num_workers=0, data_dir=root)
+    assert grey.dataset[0][0].shape == (1, 28, 28)
+
+
+def test_image_folder_errors_name_the_data_field(tmp_path):
+    with pytest.raises(InputError) as err:
+        wl.build_workload("lenet5-mnist", data_dir=tmp_path / "missing")
+    assert err.value.field == "data"
+    (tmp_path / "empty" / "cls").mkdir(parents=True)
+    with pytest.raises(InputError, match="no images"):
+        wl.build_workload("lenet5-mnist", data_dir=tmp_path / "empty")
+    root = _image_folder(tmp_path / "small", classes=1, per_class=2)
+    with pytest.raises(InputError) as err:
+        wl.build_workload("lenet5-mnist", batch_size=16, data_dir=root)
+    assert err.value.field == "batch_size"

@@ -1,0 +1,141 @@
+"""``jetpredict devices``: the six devices, presets, and the full mode space as pure CSV on stdout."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.cli import main
+from models.catalogue import load_device
+
+MODE_COLUMNS = ["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]
+SPACE_SIZES = {"agx-xavier": 29_232, "orin-agx": 18_096, "xavier-nx": 18_000, "nano": 5_040,
+               "orin-nx": 5_824, "orin-nano": 1_800}
+
+
+def console_script() -> str:
+    """The installed ``jetpredict`` entry point next to this interpreter (else on PATH)."""
+    candidate = Path(sys.executable).with_name("jetpredict")
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("jetpredict")
+    if found is None:
+        pytest.fail("the jetpredict console script is not installed (pip install -e .)")
+    return found
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JETPREDICT_")}
+    return subprocess.run([console_script(), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def parse_pure_csv(text: str) -> list[dict[str, str]]:
+    """Parse stdout as CSV and insist it is nothing else: one header, no blank or comment lines."""
+    assert text.endswith("\n"), "CSV output must end with a line break"
+    lines = text.splitlines()
+    assert all(line.strip() and not line.startswith("#") for line in lines), "stray blank/comment line"
+    rows = list(csv.reader(io.StringIO(text)))
+    header, body = rows[0], rows[1:]
+    assert all(len(r) == len(header) for r in body), "ragged row"
+    assert header not in body, "header repeated"
+    return [dict(zip(header, r, strict=True)) for r in body]
+
+
+def test_console_script_prints_full_agx_xavier_space_as_pure_csv():
+    proc = run_cli("devices", "agx-xavier", "--modes", "all", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == ",".join(MODE_COLUMNS)
+    rows = parse_pure_csv(proc.stdout)
+    assert len(rows) == 29_232
+    assert len({r["mode"] for r in rows}) == 29_232
+    space = load_device("agx-xavier").modes()
+    for i in (0, 1, 9, 12_345, 29_231):
+        expected = space[i]
+        got = rows[i]
+        assert got["mode"] == expected.mode
+        assert int(got["cpu_cores"]) == expected.cpu_cores
+        assert (float(got["cpu_mhz"]), float(got["gpu_mhz"]), float(got["emc_mhz"])) == (
+            expected.cpu_mhz, expected.gpu_mhz, expected.emc_mhz)
+    assert rows[-1] == {"mode": "8c-2265.6-1377-2133", "cpu_cores": "8", "cpu_mhz": "2265.6",
+                        "gpu_mhz": "1377", "emc_mhz": "2133"}
+
+
+def test_console_script_errors_go_to_stderr_with_exit_2():
+    proc = run_cli("devices", "jetson-tx2", "--format", "csv")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "unknown device 'jetson-tx2'" in proc.stderr
+    for device_id in SPACE_SIZES:
+        assert device_id in proc.stderr
+
+
+def test_table_format_keeps_its_banner_off_stdout():
+    proc = run_cli("devices", "orin-agx")
+    assert proc.returncode == 0, proc.stderr
+    assert "18096" in proc.stderr  # the banner is a message, not data
+    for name in ("MAXN", "MODE_15W", "MODE_30W", "MODE_50W"):
+        assert name in proc.stdout
+
+
+@pytest.mark.parametrize("device_id", sorted(set(SPACE_SIZES) - {"agx-xavier"}))
+def test_each_device_prints_its_documented_space_size(device_id, capsys):
+    assert main(["devices", device_id, "--modes", "all", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    rows = parse_pure_csv(out)
+    assert list(rows[0]) == MODE_COLUMNS
+    assert len(rows) == SPACE_SIZES[device_id] == load_device(device_id).documented_space_size
+
+
+def test_devices_lists_the_six_devices(capsys):
+    assert main(["devices", "--format", "csv"]) == 0
+    rows = parse_pure_csv(capsys.readouterr().out)
+    assert {r["device"]: int(r["power_modes"]) for r in rows} == SPACE_SIZES
+    assert main(["devices"]) == 0
+    table = capsys.readouterr().out
+    for device_id in SPACE_SIZES:
+        assert device_id in table
+
+
+def test_orin_agx_presets_show_maxn_and_caps(capsys):
+    assert main(["devices", "orin-agx", "--modes", "presets", "--format", "csv"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    rows = {r["mode"]: r for r in parse_pure_csv(captured.out)}
+    assert set(rows) == {"MAXN", "MODE_15W", "MODE_30W", "MODE_50W"}
+    caps = {name: (int(r["cpu_cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["emc_mhz"]),
+                   float(r["power_budget_w"])) for name, r in rows.items()}
+    assert caps == {
+        "MAXN": (12, 2201.6, 1300.5, 3199.0, 60.0),
+        "MODE_15W": (4, 1113.6, 408.0, 2133.0, 15.0),
+        "MODE_30W": (8, 1728.0, 612.0, 3199.0, 30.0),
+        "MODE_50W": (12, 1497.6, 816.0, 3199.0, 50.0),
+    }
+
+
+def test_uncapped_budget_is_an_empty_cell_not_zero(capsys):
+    assert main(["devices", "agx-xavier", "--format", "csv"]) == 0
+    rows = {r["mode"]: r for r in parse_pure_csv(capsys.readouterr().out)}
+    assert rows["MAXN"]["power_budget_w"] == ""
+    assert float(rows["MODE_10W"]["power_budget_w"]) == 10.0
+
+
+def test_json_format_is_a_list_of_objects(capsys):
+    assert main(["devices", "nano", "--modes", "presets", "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["mode"] for r in records] == ["MAXN", "5W"]
+    assert records[1]["cpu_cores"] == 2 and records[1]["gpu_mhz"] == 640.0
+
+
+def test_bad_format_is_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["devices", "nano", "--format", "xml"])
+    assert exit_info.value.code == 2
+    assert "--format" in capsys.readouterr().err

@@ -1,0 +1,208 @@
+"""A clean install without extras runs the service: what the Docker image does, minus Docker.
+
+A fresh virtual environment (no system site-packages) gets ``pip install <copy of the repo>``; then
+``jetpredict serve`` must answer ``/healthz`` within 15 s, the Dockerfile's HEALTHCHECK command must pass
+against it, the bundled catalogue must ship inside the package, and torch must not be importable.
+Skipped only when pip cannot reach a package index; a broken package or service fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEALTHY_WITHIN_S = 15.0
+PIP_TIMEOUT_S = 240
+#: Top-level names that are never part of the distribution (build outputs, caches, local data).
+NOT_SHIPPED = {".git", "build", "dist", ".venv", "venv", ".pytest_cache", ".ruff_cache", ".mypy_cache",
+               "tests", "bench", "data", "docs"}
+#: pip output that means "no package index reachable", as opposed to a broken package.
+INDEX_UNAVAILABLE = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution|"
+    r"Network is unreachable|ProxyError|Max retries exceeded|ReadTimeoutError|ConnectTimeoutError|"
+    r"No matching distribution found for|Could not find a version that satisfies the requirement")
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """The caller's environment minus anything that could leak this interpreter's packages or config."""
+    leaky = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV", "PIP_USER",
+             "PIP_TARGET", "PIP_PREFIX", "__PYVENV_LAUNCHER__")
+    env = {k: v for k, v in os.environ.items() if k not in leaky and not k.startswith("JETPREDICT_")}
+    env.update(HOME=str(home), PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    return env
+
+
+@dataclass(frozen=True)
+class FreshInstall:
+    root: Path
+    venv: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return clean_env(self.root, **extra)
+
+
+@pytest.fixture(scope="session")
+def fresh_install(tmp_path_factory) -> FreshInstall:
+    """Build the venv once per test session."""
+    root = tmp_path_factory.mktemp("fresh-install")
+    src = root / "src"
+    shutil.copytree(ROOT, src, ignore=lambda d, names: [
+        n for n in names if (Path(d) == ROOT and n in NOT_SHIPPED) or n == "__pycache__"
+        or n.endswith((".egg-info", ".pyc", ".sqlite"))])
+    venv = root / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True,
+                          timeout=120, env=clean_env(root))
+    if made.returncode != 0:
+        pytest.skip(f"python -m venv is unavailable here: {made.stderr.strip()[-300:]}")
+    cfg = (venv / "pyvenv.cfg").read_text(encoding="utf-8")
+    assert re.search(r"include-system-site-packages\s*=\s*false", cfg), cfg
+    try:
+        # --no-compile only skips byte-compiling scipy/pandas up front (a third of the install time)
+        pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
+                              str(src)],
+                             capture_output=True, text=True, timeout=PIP_TIMEOUT_S, cwd=root,
+                             env=clean_env(root))
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"pip install took over {PIP_TIMEOUT_S} s: no reachable package index?")
+    if pip.returncode != 0:
+        output = pip.stdout + pip.stderr
+        errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+        if INDEX_UNAVAILABLE.search(output):
+            pytest.skip("pip cannot reach a package index: " + " | ".join(errors[-2:] or [output[-300:]]))
+        pytest.fail(f"pip install of the package failed (not a network problem):\n{output[-3000:]}")
+    return FreshInstall(root, venv)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str, timeout_s: float = 2.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+@dataclass
+class RunningServer:
+    port: int
+    process: subprocess.Popen
+    log: Path
+    healthy_after_s: float
+    healthz_body: bytes
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            # gunicorn forks workers: signal the whole session we started, not just the master
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def server(fresh_install) -> Iterator[RunningServer]:
+    port = free_port()
+    workdir = fresh_install.root / "serve"
+    workdir.mkdir(exist_ok=True)
+    log = workdir / "serve.log"
+    env = fresh_install.env(JETPREDICT_DATA_DIR=str(workdir / "data"))
+    with log.open("wb") as sink:
+        process = subprocess.Popen([str(fresh_install.bin / "jetpredict"), "serve", "--port", str(port)],
+                                   cwd=workdir, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    started = time.monotonic()
+    running = None
+    try:
+        while time.monotonic() - started < HEALTHY_WITHIN_S:
+            if process.poll() is not None:
+                pytest.fail(f"`jetpredict serve` exited with {process.returncode} before answering:\n"
+                            f"{log.read_text(errors='replace')[-3000:]}")
+            try:
+                status, body = get(f"http://127.0.0.1:{port}/healthz", timeout_s=1.0)
+            except OSError:
+                time.sleep(0.2)
+                continue
+            if status == 200:
+                running = RunningServer(port, process, log, time.monotonic() - started, body)
+                break
+            time.sleep(0.2)
+        if running is None:
+            pytest.fail(f"/healthz did not answer 200 within {HEALTHY_WITHIN_S:g} s of start:\n"
+                        f"{log.read_text(errors='replace')[-3000:]}")
+        yield running
+    finally:
+        RunningServer(port, process, log, 0.0, b"").stop()
+
+
+def dockerfile_healthcheck() -> list[str]:
+    """The exec-form HEALTHCHECK CMD of the Dockerfile (continuation lines joined)."""
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
+    match = re.search(r"^HEALTHCHECK\b.*?\bCMD\s+(\[.*\])\s*$", text, re.MULTILINE)
+    assert match, "Dockerfile has no exec-form HEALTHCHECK"
+    return json.loads(match.group(1))
+
+
+def test_clean_install_has_no_torch(fresh_install):
+    probe = subprocess.run([str(fresh_install.bin / "python"), "-c", "import torch"], capture_output=True,
+                           text=True, timeout=60, cwd=fresh_install.root, env=fresh_install.env())
+    assert probe.returncode != 0
+    assert "ModuleNotFoundError" in probe.stderr and "torch" in probe.stderr
+
+
+def test_bundled_catalogue_ships_in_the_package(fresh_install):
+    proc = subprocess.run([str(fresh_install.bin / "jetpredict"), "devices", "--format", "json"],
+                          capture_output=True, text=True, timeout=60, cwd=fresh_install.root,
+                          env=fresh_install.env())
+    assert proc.returncode == 0, proc.stderr
+    sizes = {d["device"]: d["power_modes"] for d in json.loads(proc.stdout)}
+    assert sizes["agx-xavier"] == 29_232 and sizes["orin-agx"] == 18_096 and len(sizes) == 6
+    where = subprocess.run([str(fresh_install.bin / "python"), "-c", "import models; print(models.__file__)"],
+                           capture_output=True, text=True, timeout=60, cwd=fresh_install.root,
+                           env=fresh_install.env())
+    assert str(fresh_install.venv) in where.stdout, "models imported from outside the fresh venv"
+
+
+def test_serve_answers_healthz_within_15_s(server):
+    assert server.healthy_after_s <= HEALTHY_WITHIN_S
+    status, _ = get(f"http://127.0.0.1:{server.port}/healthz")
+    assert status == 200
+    status, _ = get(f"http://127.0.0.1:{server.port}/no-such-route")
+    assert status == 404
+
+
+def test_dockerfile_healthcheck_passes_only_while_the_service_is_up(fresh_install, server):
+    argv = dockerfile_healthcheck()
+    assert argv[0] == "python"
+    argv = [str(fresh_install.bin / "python"), *argv[1:]]
+    env = fresh_install.env(JETPREDICT_PORT=str(server.port))
+    up = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env, cwd=fresh_install.root)
+    assert up.returncode == 0, up.stderr
+    server.stop()
+    down = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env, cwd=fresh_install.root)
+    assert down.returncode != 0
