@@ -79,6 +79,15 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
         return response
 
 
+def _warm_up() -> None:
+    """Import the predictor now (seconds, once per process) rather than in the first request."""
+    try:
+        import predictor.model  # noqa: F401
+        import predictor.service  # noqa: F401
+    except ImportError:  # pragma: no cover - a broken install shows up on the first prediction instead
+        log.exception("predictor not importable")
+
+
 def create_app(config: Mapping[str, object] | None = None) -> Flask:
     """A ready service: settings resolved, database schema created, blueprints registered."""
     config = dict(config or {})
@@ -90,6 +99,8 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
 
     storage = Storage(settings.database_url)
     storage.create_schema()
+    storage.dispose()  # no pooled connection may cross a fork (gunicorn preloads the app, then forks)
+    _warm_up()
     metrics = Metrics()
     metrics.init_app(app)
     app.extensions["jetpredict"] = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE),

@@ -8,6 +8,8 @@ exception: their fields are documented here, but they are checked by
 
 from __future__ import annotations
 
+import math
+
 from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from models.catalogue import MODE_FIELDS, device_ids
@@ -128,7 +130,9 @@ PROFILE_ROW_DOC = {
     "description": "one profile row (DESIGN.md); null = unknown; extra columns pass through",
     "properties": {f.name: _row_property(f) for f in FIELDS},
     "required": [f.name for f in FIELDS if f.required],
-    "additionalProperties": True,
+    # Extra columns (power_meter, macs_fwd, ...) are CSV cells: scalars only.
+    "additionalProperties": {"anyOf": [{"type": "string", "nullable": True}, {"type": "number"},
+                                       {"type": "boolean"}]},
 }
 
 
@@ -192,6 +196,21 @@ class WorkloadListSchema(Schema):
     workloads = fields.List(fields.Nested(WorkloadSchema), required=True)
 
 
+EXAMPLE_ROWS = [
+    {"device": "agx-xavier", "workload": "my-resnet", "mode": m, "cpu_cores": c, "cpu_mhz": 1200,
+     "gpu_mhz": g, "emc_mhz": e, "num_workers": 4, "batch_size": 16, "minibatches_per_epoch": 3125,
+     "epoch_time_s": t, "avg_power_w": None, "epoch_energy_j": None, "source": "measured"}
+    for m, c, g, e, t in (("a", 4, 670, 1333, 668.3), ("b", 8, 670, 1333, 660.2), ("c", 8, 900, 1333, 518.6),
+                          ("d", 8, 900, 1600, 509.8))]
+EXAMPLE_WORKLOAD = {"id": "my-resnet"}
+PREDICTION_EXAMPLE = {"device": "agx-xavier", "workload": EXAMPLE_WORKLOAD, "modes": "presets"}
+RECOMMENDATION_EXAMPLE = {"workload": EXAMPLE_WORKLOAD, "objective": "min-energy",
+                          "constraints": {"max_power_w": 15}}
+FLEET_EXAMPLE = {"workload": EXAMPLE_WORKLOAD, "deadline_s": 3600, "epochs": 1,
+                 "clients": [{"id": "c1", "device": "agx-xavier"}, {"id": "c2", "device": "agx-xavier"}]}
+UPLOAD_EXAMPLE = {"rows": EXAMPLE_ROWS}
+
+
 # -- predictions -----------------------------------------------------------------------------------
 MODE_IN_DOC = {
     "type": "object",
@@ -213,6 +232,25 @@ class ModeInSchema(RequestSchema):
     emc_mhz = fields.Float(required=True)
 
 
+_MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs more than loading 10 modes
+
+
+_MODE_KEYS = frozenset(("mode", *MODE_FIELDS))
+
+
+def _plain_mode(m: object) -> bool:
+    """A mode object that :class:`ModeInSchema` would load unchanged (the usual case, checked cheaply)."""
+    if not isinstance(m, dict) or not m.keys() <= _MODE_KEYS or not all(k in m for k in MODE_FIELDS):
+        return False
+    label = m.get("mode")
+    if label is not None and not (isinstance(label, str) and len(label) <= 100):
+        return False
+    cores = m["cpu_cores"]
+    if type(cores) is not int:
+        return False
+    return all(type(m[k]) in (float, int) and math.isfinite(m[k]) for k in MODE_FIELDS[1:])
+
+
 class ModesField(fields.Field):
     """``"presets"``, ``"all"`` or a list of mode objects."""
 
@@ -225,7 +263,10 @@ class ModesField(fields.Field):
             raise ValidationError('must be "presets", "all" or a list of mode objects')
         if not 1 <= len(value) <= MAX_MODES:
             raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
-        return ModeInSchema(many=True).load(value)
+        if all(_plain_mode(m) for m in value):
+            # What the schema would return: clocks as floats.
+            return [{**m, **{k: float(m[k]) for k in MODE_FIELDS[1:]}} for m in value]
+        return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
 
 
 def _modes_field() -> ModesField:

@@ -31,7 +31,14 @@ def gunicorn_available() -> bool:
     return True
 
 
-def _run_gunicorn(settings) -> int:
+def _create_app():
+    from api.app import create_app
+
+    return create_app()
+
+
+def run_gunicorn(settings, load=_create_app) -> int:
+    """Serve the WSGI app returned by ``load()`` under gunicorn with the service's settings."""
     from gunicorn.app.base import BaseApplication
 
     def child_exit(_server, worker) -> None:
@@ -47,6 +54,8 @@ def _run_gunicorn(settings) -> int:
                 "worker_class": "gthread", "threads": settings.THREADS, "timeout": 120,
                 "graceful_timeout": 10, "keepalive": 5, "errorlog": "-", "loglevel": "info",
                 "proc_name": "jetpredict", "child_exit": child_exit,
+                # Import and warm up once in the master; workers fork ready to answer.
+                "preload_app": True,
             }
             if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25: one socket per user
                 options["control_socket_disable"] = True
@@ -54,9 +63,7 @@ def _run_gunicorn(settings) -> int:
                 self.cfg.set(key, value)
 
         def load(self):
-            from api.app import create_app
-
-            return create_app()
+            return load()
 
     Server().run()
     return 0
@@ -90,7 +97,7 @@ def _serve(args: argparse.Namespace) -> int:
     _log(f"listening on http://{settings.HOST}:{settings.PORT} "
          f"({'gunicorn, ' + str(settings.WORKERS) + ' workers' if use_gunicorn else 'Flask server'}); "
          f"database {settings.database_url.split('@')[-1]}")
-    return _run_gunicorn(settings) if use_gunicorn else _run_flask(settings)
+    return run_gunicorn(settings) if use_gunicorn else _run_flask(settings)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -80,6 +80,18 @@ def check_workload_id(workload_id: str, field: str = "rows") -> str:
     return workload_id
 
 
+def check_scalar_cells(records: Sequence[object], prefix: str = "rows") -> None:
+    """Every cell is a scalar, as in a CSV file (extra columns pass through to storage as they are)."""
+    errors: dict[str, list[str]] = {}
+    for i, record in enumerate(records, start=1):
+        if isinstance(record, Mapping):
+            for key, value in record.items():
+                if isinstance(value, Mapping | list | tuple):
+                    errors[f"{prefix}.{i}.{key}"] = ["must be a string, number, boolean or null"]
+    if errors:
+        raise FieldErrors(f"{len(errors)} cell(s) are not scalars: {', '.join(list(errors)[:5])}", errors)
+
+
 class WorkloadService:
     """Upload, look up and cache fitted workload models (thread-safe)."""
 
@@ -103,6 +115,7 @@ class WorkloadService:
 
         Nothing is stored unless the workload (old rows + these) fits.
         """
+        check_scalar_cells(records)
         new = validate_records(records)
         workload_id = check_workload_id(_one(new, "workload", "rows.workload"), "rows.workload")
         device = _one(new, "device", "rows.device")
@@ -147,6 +160,7 @@ class WorkloadService:
 
     def inline(self, records: Sequence[Mapping[str, object]], field: str = "workload.rows") -> Resolved:
         """A model fitted from rows sent with the request (not stored)."""
+        check_scalar_cells(records, field)
         try:
             rows = validate_records(records)
         except ProfileRowsError as exc:

@@ -67,8 +67,11 @@ def _v(f, fmax):  # another DVFS curve than the predictor's: smooth power law
 def synthetic_sweep(kind: str, modes: dict[str, tuple], seed: int = 0, noise: float = 0.02) -> pd.DataFrame:
     """A LeNet-class (``small``, CPU bound) or large GPU-bound (``large``) CNN on AGX Xavier, per mode."""
     rng = np.random.default_rng(seed)
-    p = {"small": dict(mb=3750, launch=9.0, gpu=1.2, mem=0.4, fetch=34.0, gpu_w=6.0),
-         "large": dict(mb=3125, launch=14.0, gpu=105.0, mem=30.0, fetch=40.0, gpu_w=16.0)}[kind]
+    # Per-minibatch ms at the top clocks. Stall is mostly the main thread's per-batch hand-off (POMACS
+    # Fig 2a: LeNet's stall is the same with 1, 2 or 4 workers), plus loader starvation when the workers'
+    # supply falls behind compute (w=0/1 for heavy decoding, or few cores).
+    p = {"small": dict(mb=3750, launch=9.0, gpu=1.2, mem=0.4, fetch=4.0, handoff=3.1, gpu_w=6.0),
+         "large": dict(mb=3125, launch=14.0, gpu=105.0, mem=30.0, fetch=40.0, handoff=4.0, gpu_w=16.0)}[kind]
     rows = []
     for name, (c, cpu, gpu, emc) in modes.items():
         s_cpu = 2265.6 / cpu
@@ -77,7 +80,7 @@ def synthetic_sweep(kind: str, modes: dict[str, tuple], seed: int = 0, noise: fl
         kernels = p["gpu"] * 1377 / gpu + p["mem"] * 2133 / emc
         compute = max(launch, kernels) + 0.3 * min(launch, kernels)
         supply = p["fetch"] * s_cpu * max(1.0, 5.0 / c) ** 0.3 / min(4.0, max(c - 1.0, 0.5))
-        stall = max(0.0, supply - compute) + 0.8 * s_cpu
+        stall = max(0.0, supply - compute) + p["handoff"] * s_cpu * max(1.0, 5.0 / c) ** 0.8
         rest = 0.3 + 0.4 * s_cpu
         n = p["mb"]
         t_c, t_s, t = n * compute / 1e3, n * stall / 1e3, n * (compute + stall + rest) / 1e3

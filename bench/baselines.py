@@ -40,18 +40,17 @@ class SeedLinear:
 
 
 class PowerTrainMLP:
-    """Pre-train on a reference sweep, fine-tune on the new workload's rows (warm start, lower rate).
+    """Pre-train on a reference sweep, fine-tune on the new workload's rows (warm-started L-BFGS).
 
     Targets are log time and log power (positive, multiplicative effects); ``seeds`` MLPs are averaged
     to take the initialisation luck out of the comparison.
     """
 
-    def __init__(self, hidden=(256, 128, 64), pretrain_iter: int = 3000, finetune_iter: int = 300,
-                 finetune_lr: float = 1e-4, seeds: int = 3) -> None:
+    def __init__(self, hidden=(256, 128, 64), pretrain_iter: int = 500, finetune_iter: int = 50,
+                 seeds: int = 3) -> None:
         self.hidden = hidden
         self.pretrain_iter = pretrain_iter
         self.finetune_iter = finetune_iter
-        self.finetune_lr = finetune_lr
         self.seeds = seeds
 
     def _xy(self, rows: pd.DataFrame):
@@ -66,12 +65,13 @@ class PowerTrainMLP:
         self.y_scaler_ = StandardScaler().fit(yr)
         self.nets_ = []
         for seed in range(self.seeds):
-            net = MLPRegressor(hidden_layer_sizes=self.hidden, learning_rate_init=1e-3, max_iter=self.pretrain_iter,
-                               tol=1e-7, n_iter_no_change=200, random_state=seed)
+            # L-BFGS pre-training: a full-batch solver suits a sweep of tens to thousands of modes.
+            net = MLPRegressor(hidden_layer_sizes=self.hidden, solver="lbfgs", alpha=1e-4,
+                               max_iter=self.pretrain_iter, random_state=seed)
             net.fit(self.x_scaler_.transform(xr), self.y_scaler_.transform(yr))
             tuned = copy.deepcopy(net)
-            tuned.set_params(warm_start=True, learning_rate_init=self.finetune_lr,
-                             max_iter=self.finetune_iter)
+            # Fine-tune: a few warm-started iterations on the new rows (more would just memorise them).
+            tuned.set_params(warm_start=True, max_iter=self.finetune_iter)
             tuned.fit(self.x_scaler_.transform(xn), self.y_scaler_.transform(yn))
             self.nets_.append(tuned)
         return self

@@ -52,7 +52,7 @@ class DeviceConstants:
     gpu_eff_dense: float          # fraction of FP32 peak reached by dense conv / matmul kernels
     gpu_eff_depthwise: float      # fraction of FP32 peak reached by grouped (depthwise) convolutions
     mem_eff: float                # fraction of peak DRAM bandwidth reached by memory-bound kernels
-    gpu_kernel_latency_s: float   # fixed time per kernel at the top GPU clock (scales with 1/f_gpu), s
+    gpu_kernel_latency_s: float   # fixed time per kernel (launch to completion, clock-independent), s
     cpu_perf_per_ghz: float       # per-core speed per GHz, relative to the host that measured workloads
     launch_s: float               # CPU cost to launch one kernel at relative CPU speed 1, s
     framework_s: float            # per-minibatch framework cost outside the GPU window at speed 1, s
@@ -96,8 +96,8 @@ def load_constants(device_id: str, path: str | Path | None = None) -> tuple[Devi
 def mode_arrays(modes: object) -> dict[str, np.ndarray]:
     """Mode knobs as float arrays from a mapping / DataFrame with ``cpu_cores, cpu_mhz, gpu_mhz, emc_mhz``,
     or from a :class:`~models.catalogue.PowerMode` (or a list of them)."""
-    if hasattr(modes, "knobs"):
-        modes = [modes]
+    if hasattr(modes, "knobs"):  # one PowerMode: scalars in, scalars out
+        return {k: np.asarray(v, dtype=float) for k, v in zip(MODE_FIELDS, modes.knobs(), strict=True)}
     if isinstance(modes, list | tuple) and modes and hasattr(modes[0], "knobs"):
         cols = np.array([m.knobs() for m in modes], dtype=float).T
         return dict(zip(MODE_FIELDS, cols, strict=True))
@@ -149,20 +149,26 @@ class DevicePhysics:
     def kernel_time_s(self, flops, nbytes, kind, gpu_mhz, emc_mhz):
         """Time of GPU kernels, s: a roofline with a soft corner plus a fixed per-kernel latency.
 
-        t = (t_flop^p + t_mem^p)^(1/p) + latency x f_gpu,max / f_gpu, with t_flop = FLOPs / (eff x FP32
+        t = (t_flop^p + t_mem^p)^(1/p) + latency, with t_flop = FLOPs / (eff x FP32
         peak), t_mem = bytes / (mem_eff x bandwidth) and p the shared ``roofline_sharpness`` (p -> inf is
-        the strict roofline max; finite p lets both clocks matter near the ridge, as measured).
+        the strict roofline max; finite p lets both clocks matter near the ridge, as measured). The
+        latency (launch to completion of a tiny kernel on the iGPU) does not follow the clocks: LeNet-class
+        models hardly slow down with the GPU clock (POMACS 2022).
         ``kind`` 0 = dense (conv/matmul), 1 = depthwise/grouped conv, 2 = elementwise/memory-bound.
         Broadcasts (e.g. kernels as a column against modes as a row).
         """
-        c = self.constants
-        kind = np.asarray(kind)
         p = self.shared["roofline_sharpness"]
-        eff = np.where(kind == 1, c.gpu_eff_depthwise, c.gpu_eff_dense)
+        t_flop, t_mem, t_lat = self.roofline_parts_s(flops, nbytes, kind, gpu_mhz, emc_mhz)
+        return (t_flop ** p + t_mem ** p) ** (1.0 / p) + t_lat
+
+    def roofline_parts_s(self, flops, nbytes, kind, gpu_mhz, emc_mhz):
+        """(compute-bound time, memory-bound time, fixed latency) of kernels, s; see :meth:`kernel_time_s`."""
+        c = self.constants
+        eff = np.where(np.asarray(kind) == 1, c.gpu_eff_depthwise, c.gpu_eff_dense)
         t_flop = np.asarray(flops, dtype=float) / (eff * self.peak_fp32_flops(gpu_mhz))
         t_mem = np.asarray(nbytes, dtype=float) / (c.mem_eff * self.bandwidth_bps(emc_mhz))
-        t_lat = c.gpu_kernel_latency_s * self.gpu_mhz_max / np.asarray(gpu_mhz, dtype=float)
-        return (t_flop ** p + t_mem ** p) ** (1.0 / p) + t_lat
+        t_lat = np.full(np.broadcast(t_flop, t_mem).shape, c.gpu_kernel_latency_s)
+        return t_flop, t_mem, t_lat
 
     # -- DVFS and power ---------------------------------------------------------------------------
     def voltage_frac(self, domain: str, mhz):

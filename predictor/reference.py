@@ -86,33 +86,42 @@ def _prepare(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _sse(fits: dict, rows: pd.DataFrame, kc: float, kp: float) -> float:
-    cores, cpu, gpu, emc = mode_arrays(rows)
-    feats = F.time_features(cores, cpu, gpu, emc, rows["num_workers"].to_numpy(float), kc, kp)
+def _sse(fits: dict, rows: pd.DataFrame, kc: float, kp: float, names=None) -> float:
+    """Sum of squared residuals (relative to the epoch) of the component fits ``names`` (default all)."""
     from predictor.model import component_targets
 
+    cores, cpu, gpu, emc = mode_arrays(rows)
+    feats = F.time_features(cores, cpu, gpu, emc, rows["num_workers"].to_numpy(float), kc, kp)
     epoch = rows["epoch_time_s"].to_numpy(float)
     total = 0.0
     for name, y in component_targets(rows).items():
-        pred, _ = fits[name].predict(feats)
-        total += float(np.sum(((y - pred) / epoch) ** 2))
+        if names is None or name in names:
+            pred, _ = fits[name].predict(feats)
+            total += float(np.sum(((y - pred) / epoch) ** 2))
     return total
 
 
+def _kappa_error(groups: dict[str, pd.DataFrame], kc: float, kp: float, names) -> float:
+    err = 0.0
+    for g in groups.values():
+        err += _sse(fit_time(g, _Kappas(kc, kp), weak=True), g, kc, kp, names)
+    # A small pull toward moderate contention keeps kappa identified when no sweep varies cores.
+    return err + 1e-6 * ((kc - 0.5) ** 2 + (kp - 1.0) ** 2)
+
+
 def _fit_kappas(groups: dict[str, pd.DataFrame]) -> tuple[float, float]:
-    """Contention constants minimising the reference workloads' relative residuals (grid search)."""
-    best = (np.inf, 0.5, 1.0)
-    for kc in KAPPA_GRID:
-        for kp in KAPPA_GRID:
-            err = 0.0
-            for g in groups.values():
-                fits = fit_time(g, _Kappas(kc, kp), weak=True)
-                err += _sse(fits, g, kc, kp)
-            # A small pull toward moderate contention keeps kappa identified when no sweep varies cores.
-            err += 1e-6 * ((kc - 0.5) ** 2 + (kp - 1.0) ** 2)
-            if err < best[0]:
-                best = (err, float(kc), float(kp))
-    return best[1], best[2]
+    """Contention constants minimising the reference workloads' relative residuals (grid search).
+
+    With measured components the search is separable: compute and rest depend on the CPU constant only,
+    stall on the pipeline constant only; totals need the joint grid (a coarser one).
+    """
+    if all(measured_components(g) for g in groups.values()):
+        kc = min(KAPPA_GRID, key=lambda k: _kappa_error(groups, k, 1.0, ("compute", "rest")))
+        kp = min(KAPPA_GRID, key=lambda k: _kappa_error(groups, kc, k, ("stall",)))
+        return float(kc), float(kp)
+    grid = KAPPA_GRID[::2]
+    best = min(((kc, kp) for kc in grid for kp in grid), key=lambda k: _kappa_error(groups, *k, None))
+    return float(best[0]), float(best[1])
 
 
 def _total_shape(shapes: dict[str, np.ndarray]) -> np.ndarray:

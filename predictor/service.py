@@ -141,19 +141,20 @@ def predict(model, modes: str | pd.DataFrame | Sequence[Mapping] = "presets", de
     table = _all_modes(target) if isinstance(modes, str) and modes == "all" else resolve_modes(target, modes)
     pred = model.predict_arrays(table["cpu_cores"].to_numpy(), table["cpu_mhz"].to_numpy(),
                                 table["gpu_mhz"].to_numpy(), table["emc_mhz"].to_numpy(), device_id=target)
-    data: dict[str, object] = {c: table[c].to_numpy() for c in MODE_COLUMNS}
+    n = len(table)
+    # Series keep their dtypes (the text labels are not re-inferred); scalars broadcast without copies.
+    data: dict[str, object] = {c: table[c].reset_index(drop=True) for c in MODE_COLUMNS}
     data.update({c: np.asarray(pred[c], dtype=float) for c in PREDICTION_COLUMNS})
     if epochs is not None:
         data.update(rec.to_accuracy(data, epochs, target))
-    n = len(table)
     data.update({
-        "cross_device": np.full(n, bool(np.asarray(pred["cross_device"]).item())),
-        "power_source": np.full(n, str(np.asarray(pred["power_source"]).item()), dtype=object),
-        "reference_source": np.full(n, model.reference_source, dtype=object),
-        "profiled_modes": np.full(n, int(model.profiled_modes)),
-        "model_version": np.full(n, model.model_version, dtype=object),
+        "cross_device": bool(np.asarray(pred["cross_device"]).item()),
+        "power_source": str(np.asarray(pred["power_source"]).item()),
+        "reference_source": model.reference_source,
+        "profiled_modes": int(model.profiled_modes),
+        "model_version": model.model_version,
     })
-    df = pd.DataFrame(data, copy=False)
+    df = pd.DataFrame(data, index=pd.RangeIndex(n), copy=False)
     return df
 
 

@@ -15,6 +15,7 @@ A crash loses at most the mode in progress. An existing output file is replaced 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -277,8 +278,9 @@ def _host_parts(cfg: CampaignConfig) -> CampaignParts:
 
     modes = host_modes(cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
-    gpu = "cuda" if backend.accelerator() == "cuda" else "host"
-    return CampaignParts(HOST_DEVICE, None, list(modes), backend, detect_power_meter(gpu),
+    # Training on a discrete GPU: its board power (NVML); on the CPU there is no module meter to find.
+    meter = detect_power_meter("cuda") if backend.accelerator() == "cuda" else detect_power_meter(None)
+    return CampaignParts(HOST_DEVICE, None, list(modes), backend, meter,
                          detect_cpu_package_meter(), detect_controller("host"), cfg.settle_s or 0.0)
 
 
@@ -303,12 +305,18 @@ def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
     try:
         from profiler import sim
     except ImportError:
-        raise InputError("--device sim:DEVICE needs the digital twin (profiler.sim), which is not "
-                         "installed in this build", "device") from None
-    controller, meter, backend = sim.campaign_parts(device, cfg.workload, batch_size=cfg.batch_size,
+        sim = None
+    # The twin's contract: campaign_parts(device, workload, *, batch_size, num_workers, data, seed)
+    # -> (controller, meter, backend) with a simulated clock shared by the meter and the backend.
+    make = getattr(sim, "campaign_parts", None)
+    if make is None:
+        raise InputError("--device sim:DEVICE needs the digital twin (profiler.sim.campaign_parts), "
+                         "which this build does not have", "device")
+    controller, meter, backend = make(device, cfg.workload, batch_size=cfg.batch_size,
                                                     num_workers=cfg.workers, data=cfg.data, seed=cfg.seed)
-    return CampaignParts(device_id, device, list(modes), backend, meter, None, controller,
-                         cfg.settle_s or 0.0)
+    # Simulated time costs nothing: settle as on a real board unless told otherwise.
+    settle = DEFAULT_SETTLE_S if cfg.settle_s is None else cfg.settle_s
+    return CampaignParts(device_id, device, list(modes), backend, meter, None, controller, settle)
 
 
 def build_parts(cfg: CampaignConfig) -> CampaignParts:
@@ -385,9 +393,13 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
                 if ctl is not None and mode is not None:
                     ctl.apply(mode)
                     read_back = ctl.read_back()
-                run = runner.run_mode(parts.backend, mode, warmup=cfg.warmup, minibatches=cfg.minibatches,
-                                      meter=parts.meter, cpu_meter=parts.cpu_meter, settle_s=parts.settle_s,
-                                      idle_s=cfg.idle_s, hz=cfg.hz, on_minibatch=progress.minibatch)
+                # A backend with its own clock (the twin) measures a mode itself, with the same
+                # arguments and result as runner.run_mode; a real backend runs in real time.
+                own = getattr(parts.backend, "run_mode", None)
+                measure = own if callable(own) else functools.partial(runner.run_mode, parts.backend)
+                run = measure(mode, warmup=cfg.warmup, minibatches=cfg.minibatches, meter=parts.meter,
+                              cpu_meter=parts.cpu_meter, settle_s=parts.settle_s, idle_s=cfg.idle_s,
+                              hz=cfg.hz, on_minibatch=progress.minibatch)
                 if run.trace is not None and len(run.trace):
                     warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
                     if warning:

@@ -31,9 +31,11 @@ def path(device_path: str | os.PathLike[str]) -> Path:
 
 
 def unroot(real: str | os.PathLike[str]) -> str:
-    """The device path (``/sys/...``) of a real location under :func:`root`."""
+    """The device path (``/sys/...``) of a real location under :func:`root` (others unchanged)."""
     rel = os.path.relpath(str(real), str(root()))
-    return "/" + rel.replace(os.sep, "/").lstrip("./") if rel != "." else "/"
+    if rel == "." or rel.startswith(".."):
+        return str(real) if rel != "." else "/"
+    return "/" + rel.replace(os.sep, "/")
 
 
 def glob(pattern: str) -> list[Path]:
@@ -90,16 +92,20 @@ def write_text(device_path: str | os.PathLike[str], value: object) -> None:
 
 
 def which(name: str) -> str | None:
-    """An executable: under ``<root>/usr/bin`` or ``<root>/usr/sbin`` when a fake root is set, else PATH."""
-    if is_fake_root():
+    """An executable: under ``<root>/usr/bin`` (or ``usr/sbin``, ``bin``) first when a fake root is set,
+    then on PATH, then in ``/usr/sbin`` and ``/usr/bin`` (L4T tools live there, off some users' PATH;
+    never with a fake root, so tests cannot reach a real ``nvpmodel``).
+    """
+    fake = is_fake_root()
+    if fake:
         for d in ("usr/bin", "usr/sbin", "bin"):
             candidate = root() / d / name
             if candidate.is_file() and os.access(candidate, os.X_OK):
                 return str(candidate)
     found = shutil.which(name)
-    if found:
+    if found or fake:
         return found
-    for d in ("/usr/bin", "/usr/sbin"):
+    for d in ("/usr/sbin", "/usr/bin"):
         candidate = Path(d) / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)

@@ -22,6 +22,7 @@ through the same augmentation. The dataset size sets the minibatches per epoch (
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import os
 import struct
@@ -48,6 +49,8 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 #: Epoch size of a user classification workload on synthetic data without ``dataset_size`` (CIFAR-10's).
 DEFAULT_SYNTHETIC_SAMPLES = 50_000
 IMAGE_EXTENSIONS = (".png", ".ppm", ".pgm", ".pnm", ".jpg", ".jpeg", ".bmp", ".webp")
+#: Formats decoded here when Pillow is not installed.
+NATIVE_EXTENSIONS = (".png", ".ppm", ".pgm", ".pnm")
 
 
 @dataclass(frozen=True)
@@ -359,6 +362,13 @@ class ImageFolderDataset(Dataset):
         if not self.samples:
             raise InputError(f"--data {root}: no images (extensions {', '.join(IMAGE_EXTENSIONS)}) in "
                              "class sub-directories", "data")
+        if importlib.util.find_spec("PIL") is None:
+            # Fail before training starts, not inside a DataLoader worker halfway through a mode.
+            other = [p for p, _ in self.samples if p.suffix.lower() not in NATIVE_EXTENSIONS]
+            if other:
+                raise InputError(f"--data {root}: {len(other)} image(s) such as {other[0].name} need Pillow "
+                                 f"(pip install pillow); {', '.join(NATIVE_EXTENSIONS)} decode without it",
+                                 "data")
         self.input_shape, self.seed, self._epoch_draws = tuple(input_shape), seed, 0
 
     def __len__(self) -> int:

@@ -6,7 +6,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from api.routes.common import clean, services
-from api.schemas import ErrorSchema, FleetPlanRequestSchema, FleetPlanSchema
+from api.schemas import FLEET_EXAMPLE, ErrorSchema, FleetPlanRequestSchema, FleetPlanSchema
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
@@ -14,7 +14,7 @@ blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
 
 @blp.route("")
 class FleetPlans(MethodView):
-    @blp.arguments(FleetPlanRequestSchema)
+    @blp.arguments(FleetPlanRequestSchema, example=FLEET_EXAMPLE)
     @blp.response(200, FleetPlanSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
     def post(self, body: dict):

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from flask import Response, jsonify, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from api.routes.common import frame_records, services
-from api.schemas import ErrorSchema, PredictionRequestSchema, PredictionResponseSchema, PredictionSchema
-from models.catalogue import MODE_FIELDS, mode_label
+from api.schemas import (
+    PREDICTION_EXAMPLE,
+    ErrorSchema,
+    PredictionRequestSchema,
+    PredictionResponseSchema,
+    PredictionSchema,
+)
+from models.catalogue import MODE_FIELDS, load_device, mode_label
 from models.errors import InputError
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
@@ -34,14 +41,61 @@ def modes_argument(modes: str | list[dict]) -> str | pd.DataFrame:
     return pd.DataFrame(rows, columns=["mode", *MODE_FIELDS])
 
 
-def resolved_modes(device: str, modes: str | list[dict]) -> pd.DataFrame:
-    """The modes checked against ``device``; errors are named under ``modes``."""
-    from predictor.service import resolve_modes
+def _float_list(values) -> list[float | None]:
+    array = np.asarray(values, dtype=float)
+    if np.isfinite(array).all():
+        return array.tolist()
+    out = array.astype(object)
+    out[~np.isfinite(array)] = None
+    return out.tolist()
+
+
+def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None
+                     ) -> list[dict[str, Any]] | None:
+    """The rows :func:`predictor.service.predict` gives, for presets or a short list, without pandas.
+
+    A request for a few modes is dominated by building data frames, not by the model; this path calls
+    the same ``predict_arrays`` and ``to_accuracy`` and returns the same columns in the same order
+    (a test holds the two paths equal). None = take the full path: ``"all"``, or modes with an error
+    that :func:`predict` reports with its row and field.
+    """
+    from predictor.recommend import to_accuracy
+    from predictor.service import PREDICTION_COLUMNS as PREDICTED
+
+    if modes == "all":
+        return None
+    device = load_device(device_id)
+    if modes == "presets":
+        labels = [p.mode for p in device.presets]
+        knobs = np.array([p.knobs() for p in device.presets], dtype=float)
+    else:
+        labels = [m.get("mode") or mode_label(*(m[k] for k in MODE_FIELDS)) for m in modes]
+        knobs = np.array([[m[k] for k in MODE_FIELDS] for m in modes], dtype=float)
+    cores, cpu, gpu, emc = knobs.T
+    try:
+        pred = model.predict_arrays(cores, cpu, gpu, emc, device_id=device_id)
+    except InputError:
+        return None
+    columns: dict[str, list] = {"mode": labels, "cpu_cores": cores.astype(int).tolist(), "cpu_mhz": cpu.tolist(),
+                                "gpu_mhz": gpu.tolist(), "emc_mhz": emc.tolist()}
+    columns.update({c: _float_list(pred[c]) for c in PREDICTED})
+    if epochs is not None:
+        columns.update({c: _float_list(v) for c, v in to_accuracy(pred, epochs, device_id).items()})
+    cross_device = bool(np.asarray(pred["cross_device"]).item())
+    power_source = str(np.asarray(pred["power_source"]).item())
+    names = list(columns)
+    return [{**dict(zip(names, row, strict=True)), "cross_device": cross_device, "power_source": power_source}
+            for row in zip(*columns.values(), strict=True)]
+
+
+def full_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None) -> pd.DataFrame:
+    """:func:`predictor.service.predict`, with mode errors named under ``modes``."""
+    from predictor.service import predict
 
     try:
-        return resolve_modes(device, modes_argument(modes))
+        return predict(model, modes_argument(modes), device_id=device_id, epochs=epochs)
     except InputError as exc:
-        if exc.field and not exc.field.startswith(("modes", "device")):
+        if exc.field and not exc.field.startswith(("modes", "device", "epochs")):
             exc.field = f"modes.{exc.field}"
         raise
 
@@ -58,7 +112,7 @@ def wants_csv() -> bool:
 
 @blp.route("")
 class Predictions(MethodView):
-    @blp.arguments(PredictionRequestSchema)
+    @blp.arguments(PredictionRequestSchema, example=PREDICTION_EXAMPLE)
     @blp.response(200, PredictionResponseSchema)
     @blp.alt_response(200, schema={"type": "string"}, content_type=CSV_MIMETYPE, success=True,
                       description="the predictions as CSV, when Accept prefers text/csv")
@@ -68,18 +122,20 @@ class Predictions(MethodView):
 
         ``device`` defaults to the workload's own device; another device gives a cross-device prediction.
         """
-        from predictor.service import predict
-
         svc = services()
         resolved = svc.workloads.resolve(body["workload"])
         model = resolved.model
         device = body.get("device") or model.device_id
-        modes = resolved_modes(device, body["modes"])
-        df = predict(model, modes, device_id=device, epochs=body.get("epochs"))
-        svc.metrics.predictions.labels("predictions").inc(len(df))
-        if wants_csv():
-            return Response(df.to_csv(index=False, lineterminator="\n"), mimetype=CSV_MIMETYPE)
-        records = frame_records(df, PREDICTION_COLUMNS)
+        epochs = body.get("epochs")
+        csv_out = wants_csv()
+        records = None if csv_out else fast_predictions(model, device, body["modes"], epochs)
+        if records is None:
+            df = full_predictions(model, device, body["modes"], epochs)
+            if csv_out:
+                svc.metrics.predictions.labels("predictions").inc(len(df))
+                return Response(df.to_csv(index=False, lineterminator="\n"), mimetype=CSV_MIMETYPE)
+            records = frame_records(df, PREDICTION_COLUMNS)
+        svc.metrics.predictions.labels("predictions").inc(len(records))
         # Bypass marshmallow's per-row dump: "all" can be ~30k rows; frame_records already made them JSON.
-        return jsonify({**provenance(model, device, resolved.workload_id), "epochs": body.get("epochs"),
+        return jsonify({**provenance(model, device, resolved.workload_id), "epochs": epochs,
                         "count": len(records), "predictions": records})

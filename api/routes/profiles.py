@@ -6,7 +6,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from api.routes.common import SECURITY, require_api_key, services
-from api.schemas import ErrorSchema, ProfileUploadSchema, UploadResultSchema
+from api.schemas import UPLOAD_EXAMPLE, ErrorSchema, ProfileUploadSchema, UploadResultSchema
 
 blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles", description="Upload profile rows")
 
@@ -15,7 +15,7 @@ blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles", description="Up
 class Profiles(MethodView):
     @require_api_key
     @blp.doc(security=SECURITY)
-    @blp.arguments(ProfileUploadSchema)
+    @blp.arguments(ProfileUploadSchema, example=UPLOAD_EXAMPLE)
     @blp.response(201, UploadResultSchema)
     @blp.alt_response(401, schema=ErrorSchema, description="header X-API-Key missing")
     @blp.alt_response(403, schema=ErrorSchema, description="header X-API-Key wrong")

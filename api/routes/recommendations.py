@@ -7,7 +7,7 @@ from flask_smorest import Blueprint
 
 from api.routes.common import clean, services
 from api.routes.predictions import PREDICTION_COLUMNS, provenance
-from api.schemas import ErrorSchema, RecommendationRequestSchema, RecommendationSchema
+from api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema, RecommendationRequestSchema, RecommendationSchema
 
 blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
@@ -19,7 +19,7 @@ def _row(row: dict | None) -> dict | None:
 
 @blp.route("")
 class Recommendations(MethodView):
-    @blp.arguments(RecommendationRequestSchema)
+    @blp.arguments(RecommendationRequestSchema, example=RECOMMENDATION_EXAMPLE)
     @blp.response(200, RecommendationSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
     def post(self, body: dict):

@@ -12,7 +12,7 @@ from profiler.power.detect import detect_cpu_package_meter, detect_power_meter
 from profiler.power.ina3221 import Ina3221Meter
 from profiler.power.nvml import NvmlMeter
 from profiler.power.rapl import RaplMeter
-from profiler.power.sampler import PowerSampler
+from profiler.power.sampler import PowerSampler, hz_for_window
 from profiler.power.tegrastats import TegrastatsMeter, parse_tegrastats_line
 
 __all__ = [
@@ -29,5 +29,6 @@ __all__ = [
     "TegrastatsMeter",
     "detect_cpu_package_meter",
     "detect_power_meter",
+    "hz_for_window",
     "parse_tegrastats_line",
 ]

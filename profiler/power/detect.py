@@ -28,7 +28,8 @@ def detect_power_meter(device_id: str | None = None, tegrastats_interval_ms: int
     """The best available meter of the training device's power.
 
     ``device_id`` is a catalogue id (``orin-nx``: picks that board's rail rule), a CUDA device
-    (``cuda:1``: that GPU through NVML), or None (recognise the board from its rails, else GPU 0).
+    (``cuda:1``: that GPU through NVML), ``host`` (CPU training: no GPU meter; CPU package power comes
+    from :func:`detect_cpu_package_meter`), or None (recognise the board from its rails, else GPU 0).
     Never raises for missing hardware: returns ``NullPowerMeter("no sensor found")``; the reasons each
     candidate was rejected are in the null meter's ``tried`` list and logged at debug level.
     """
@@ -39,7 +40,11 @@ def detect_power_meter(device_id: str | None = None, tegrastats_interval_ms: int
     if gpu is None:
         candidates += [lambda: Ina3221Meter.discover(board),
                        lambda: TegrastatsMeter(interval_ms=tegrastats_interval_ms, board=board)]
-    candidates.append(lambda: NvmlMeter(gpu or 0))
+    if device_id == "host":
+        # Training runs on the CPU: a GPU board's power is not the training device's.
+        tried.append("nvml: not used for CPU training (device 'host')")
+    else:
+        candidates.append(lambda: NvmlMeter(gpu or 0))
     for make in candidates:
         try:
             return make()

@@ -8,9 +8,20 @@ import time
 import numpy as np
 
 from models.errors import InputError
-from profiler.power.base import MIN_SAMPLER_HZ, PowerMeter, PowerTrace
+from profiler.power.base import MIN_SAMPLER_HZ, MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
 
 MAX_SAMPLER_HZ = 1000.0
+
+
+def hz_for_window(window_s: float, hz: float = 10.0, max_hz: float = 100.0) -> float:
+    """A rate (Hz) that puts at least 60 samples in a window of ``window_s`` s, when ``max_hz`` allows.
+
+    Never below ``hz`` (default 10 Hz) nor above ``max_hz`` (sensor reads cost time; INA3221 rails
+    update about every 1-10 ms). Unknown or non-positive windows keep ``hz``.
+    """
+    if not window_s or window_s <= 0:
+        return float(hz)
+    return float(min(max(hz, MIN_SAMPLES_PER_WINDOW / window_s), max(hz, max_hz)))
 
 
 class PowerSampler:

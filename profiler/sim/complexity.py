@@ -58,6 +58,8 @@ class WorkloadComplexity:
     data_cpu_s_per_sample: float
     decode_mpix_per_sample: float
     sample_bytes: float
+    params: int = 0
+    param_bytes: int = 0
     host: str = ""
 
     def minibatches_per_epoch(self, batch_size: int | None = None) -> int:
@@ -88,7 +90,8 @@ class WorkloadComplexity:
                    dataset_size=int(raw["dataset_size"]), kinds=np.asarray(raw["kinds"], dtype=int),
                    data_cpu_s_per_sample=float(raw["data_cpu_s_per_sample"]),
                    decode_mpix_per_sample=float(raw["decode_mpix_per_sample"]),
-                   sample_bytes=float(raw["sample_bytes"]), host=str(raw.get("host", "")), **arrays)
+                   sample_bytes=float(raw["sample_bytes"]), params=int(raw.get("params", 0)),
+                   param_bytes=int(raw.get("param_bytes", 0)), host=str(raw.get("host", "")), **arrays)
 
 
 def cached_workloads() -> list[str]:
@@ -235,6 +238,8 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
         kinds=np.array([r[3] for r in a], dtype=int), data_cpu_s_per_sample=cpu_s,
         decode_mpix_per_sample=DECODE_MPIX_PER_SAMPLE.get(spec.dataset, 0.0),
         sample_bytes=float(4 * np.prod(spec.input_shape)),
+        params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+        param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
         host=f"{platform.machine()} {platform.processor() or platform.system()}, torch {torch.__version__}")
 
 

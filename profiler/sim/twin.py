@@ -2,15 +2,16 @@
 
 Mechanisms (per minibatch, vectorised over power modes; constants from :mod:`models.physics`):
 
-- GPU kernels: each kernel's roofline time, max(FLOPs / (eff x FP32 peak), bytes / (eff x bandwidth)),
-  with a shortest-kernel floor.
+- GPU kernels: each kernel's roofline time from FLOPs / (eff x FP32 peak) and bytes / (eff x bandwidth)
+  (a soft-cornered roofline, see :meth:`DevicePhysics.kernel_time_s`) plus a fixed per-kernel latency.
 - Kernel launch: the main thread issues kernels one by one at ``launch_s / cpu_speed`` each; the GPU
   runs kernel i at max(end of kernel i-1, its issue time). GPU compute = the end of the last kernel,
   so small networks are launch (CPU) bound and large ones GPU bound, with no switch in the model.
 - Data: a worker needs ``batch x CPU cost per sample / cpu_speed`` per minibatch, slowed when workers
   contend; w >= 1 workers pipeline with compute: stall = hand-off + max(0, fetch / parallel workers -
   (compute + framework + hand-off)); without workers the main thread fetches: stall = fetch.
-- Contention: when workers keep cores busy the main thread's CPU work slows (fewer cores, more load).
+- Contention: the main thread's CPU work slows when workers need more than the free cores, and when
+  there are more processes than cores, in proportion to how busy the workers are.
 - Power: module baseload + dynamic CPU/GPU/DRAM power from the utilisations (:meth:`DevicePhysics.power_w`).
 """
 
@@ -63,10 +64,12 @@ class Twin:
         workers = np.broadcast_to(np.asarray(num_workers, dtype=float), cores.shape)
         speed = ph.cpu_speed(cpu)
 
-        kt = ph.kernel_time_s(wc.kernel_flops(b)[:, None], wc.kernel_bytes(b)[:, None], wc.kinds[:, None],
-                              gpu[None, :], emc[None, :])
+        args = (wc.kernel_flops(b)[:, None], wc.kernel_bytes(b)[:, None], wc.kinds[:, None],
+                gpu[None, :], emc[None, :])
+        kt = ph.kernel_time_s(*args)
         gpu_busy = kt.sum(axis=0)
-        total_bytes = wc.kernel_bytes(b).sum()
+        # DRAM busy time: the memory-bound part of every kernel (traffic at the effective bandwidth).
+        mem_busy = ph.roofline_parts_s(*args)[1].sum(axis=0)
 
         per_sample = wc.data_cpu_s_per_sample + wc.decode_mpix_per_sample * sh["jpeg_decode_s_per_mpix"]
         fetch = b * per_sample / speed
@@ -76,6 +79,8 @@ class Twin:
         handoff = c.handoff_s / speed + collate
         has_workers = workers > 0
 
+        # More processes than cores (main + workers): busy workers preempt the main thread.
+        oversub = np.maximum(0.0, 1.0 + workers - cores) / cores
         slow = np.ones_like(speed)
         for _ in range(CONTENTION_ITERATIONS):
             launch = c.launch_s * slow / speed
@@ -87,12 +92,12 @@ class Twin:
             stall = np.where(has_workers, piped, fetch + collate * slow)
             total = stall + compute + framework
             load = np.where(has_workers, np.minimum(par, fetch_w / total), 0.0)
-            slow = np.maximum(1.0, (1.0 + load) / cores) * (1.0 + sh["sched_interference"] * load / cores)
+            slow = np.maximum(1.0, (1.0 + load) / cores) * (1.0 + sh["sched_interference"] * oversub * load)
 
         # The main thread spins while it waits on the GPU, so it counts as one busy core.
         cpu_util = np.minimum(1.0, (1.0 + load) / cores)
         gpu_util = np.minimum(1.0, gpu_busy / total)
-        mem_util = np.minimum(1.0, total_bytes / total / ph.bandwidth_bps(emc))
+        mem_util = np.minimum(1.0, mem_busy / total)
         return MinibatchModel(
             stall_s=stall, compute_s=compute, overhead_s=framework, total_s=total, gpu_busy_s=gpu_busy,
             launch_s=launch * kt.shape[0], fetch_s=fetch_w, gpu_util=gpu_util, cpu_util=cpu_util,
@@ -102,11 +107,10 @@ class Twin:
     @staticmethod
     def _queue(kernel_s: np.ndarray, launch_s: np.ndarray) -> np.ndarray:
         """End time of the last kernel when the CPU issues one every ``launch_s`` and the GPU runs them
-        in order: g_i = max(g_{i-1}, i x launch) + t_i."""
-        g = np.zeros(kernel_s.shape[1])
-        for i in range(kernel_s.shape[0]):
-            g = np.maximum(g, (i + 1) * launch_s) + kernel_s[i]
-        return g
+        in order: g_i = max(g_{i-1}, i x launch) + t_i, i.e. g_n = max_j (j x launch + t_j + ... + t_n)."""
+        suffix = np.cumsum(kernel_s[::-1], axis=0)[::-1]
+        issue = np.arange(1, kernel_s.shape[0] + 1, dtype=float)[:, None] * launch_s[None, :]
+        return (issue + suffix).max(axis=0)
 
     def epoch(self, modes, batch_size: int | None = None, num_workers=4) -> dict[str, np.ndarray]:
         """Steady-state epoch figures per mode, in profile-row units (s per epoch, W)."""

@@ -171,3 +171,21 @@ def test_metrics_count_predictions(client, stored):
     n = len(load_device("agx-xavier").presets)
     assert f'jetpredict_predictions_total{{endpoint="predictions"}} {float(n)}' in text
     assert 'jetpredict_workload_fits_total{kind="upload"} 1.0' in text
+
+
+@pytest.mark.parametrize("device", ["agx-xavier", "orin-nx"])
+@pytest.mark.parametrize("epochs", [None, 7])
+def test_fast_path_equals_predictor_service(app, stored, device, epochs):
+    """The JSON fast path for presets/short lists gives exactly the rows of predictor.service.predict."""
+    from api.routes.predictions import PREDICTION_COLUMNS, fast_predictions, frame_records, full_predictions
+
+    model = app.extensions["jetpredict"].workloads.stored("my-resnet").model
+    listed = [{"mode": "x", "cpu_cores": 3, "cpu_mhz": 1000.0, "gpu_mhz": 600.0, "emc_mhz": 1300.0},
+              {"cpu_cores": 1, "cpu_mhz": 500.0, "gpu_mhz": 400.0, "emc_mhz": 800.0}]
+    for modes in ("presets", listed):
+        fast = fast_predictions(model, device, modes, epochs)
+        full = frame_records(full_predictions(model, device, modes, epochs), PREDICTION_COLUMNS)
+        assert fast == full
+        assert fast[0]["cross_device"] is (device != "agx-xavier")
+    assert fast_predictions(model, device, "all", epochs) is None
+    assert fast_predictions(model, device, [{**listed[0], "gpu_mhz": 1e6}], epochs) is None

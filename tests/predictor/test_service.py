@@ -160,3 +160,13 @@ def test_plan_profiling_from_candidates(resnet):
     with pytest.raises(InputError) as err:
         service.plan_profiling("agx-xavier", len(cands) + 1, cands)
     assert err.value.field == "budget"
+
+
+def test_power_constraints_apply_without_measured_power():
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    rows = rows[(rows["workload"] == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)].reset_index(drop=True)
+    rows[["epoch_energy_j", "avg_power_w", "base_power_w"]] = np.nan
+    model = fit_workload(rows, "agx-xavier")
+    out = service.recommend(model, "min-time", max_power_w=20)
+    assert out["feasible"] and out["best"]["avg_power_w"] <= 20
+    assert out["best"]["power_source"] == "reference"

@@ -75,3 +75,11 @@ def test_detection_uses_nvml_for_a_cuda_device(fake_root, monkeypatch):
     monkeypatch.setattr("profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
     meter = detect_power_meter("cuda:1")
     assert meter.name == "nvml:gpu1"
+
+
+def test_cpu_training_on_a_host_does_not_report_gpu_power(fake_root, monkeypatch):
+    monkeypatch.setattr("profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
+    monkeypatch.setenv("PATH", str(fake_root.bin))
+    meter = detect_power_meter("host")
+    assert meter.name == "none: no sensor found"
+    assert any("CPU training" in t for t in meter.tried)

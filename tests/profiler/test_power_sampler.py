@@ -8,7 +8,7 @@ import time
 import pytest
 
 from models.errors import InputError
-from profiler.power import NullPowerMeter, PowerMeter, PowerReadError, PowerSampler
+from profiler.power import NullPowerMeter, PowerMeter, PowerReadError, PowerSampler, hz_for_window
 
 
 class RampMeter(PowerMeter):
@@ -94,3 +94,8 @@ def test_default_rate_is_10_hz_and_double_start_is_refused():
     finally:
         sampler.stop()
     assert not sampler.running
+
+
+@pytest.mark.parametrize("window_s, expected", [(60.0, 10.0), (2.0, 30.0), (0.1, 100.0), (0.0, 10.0)])
+def test_rate_for_60_samples_per_window_when_the_window_allows(window_s, expected):
+    assert hz_for_window(window_s) == pytest.approx(expected)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.powermode import PrivilegedCommandError, run_privileged, write_sysfs
-from profiler.powermode import privileged
+from profiler.powermode import PrivilegedCommandError, privileged, run_privileged, write_sysfs
 
 
 def test_runs_a_tool_from_the_fake_root(fake_root):

@@ -189,3 +189,12 @@ def test_image_folder_errors_name_the_data_field(tmp_path):
     with pytest.raises(InputError) as err:
         wl.build_workload("lenet5-mnist", batch_size=16, data_dir=root)
     assert err.value.field == "batch_size"
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("PIL") is not None, reason="Pillow is installed")
+def test_jpeg_without_pillow_fails_before_training(tmp_path):
+    root = _image_folder(tmp_path / "data", classes=1, per_class=2)
+    (root / "class0" / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0not really")
+    with pytest.raises(InputError, match="need Pillow") as err:
+        wl.build_workload("resnet18-cifar10", batch_size=1, num_workers=0, data_dir=root)
+    assert err.value.field == "data"

@@ -1,0 +1,203 @@
+"""Load benchmark of the HTTP service: ``POST /v1/predictions`` (a stored workload, 10 modes) vs a bare
+Flask endpoint returning a constant JSON, both under the same gunicorn setup (2 workers, gthread).
+
+The servers run in their own processes; the clients run in a second process (threads with keep-alive
+connections on loopback), bounded by a request count and a time limit per scenario. Prints the figures
+and writes ``bench/results/api_load.json`` and ``.md``.
+
+    python bench/api_load.py [--clients 8] [--seconds 8] [--single-requests 400]
+
+Targets (issue 6): p50 < 10 ms at one client; throughput >= 40 % of the bare endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "api"))
+RESULTS = ROOT / "bench" / "results"
+KEY = "bench-key"
+MODES = [{"mode": f"m{i}", "cpu_cores": c, "cpu_mhz": 1190.4, "gpu_mhz": g, "emc_mhz": 1600.0}
+         for i, (c, g) in enumerate((c, g) for c in (2, 8) for g in (318.75, 522.75, 675.75, 905.25, 1377.0))]
+PREDICTION_BODY = json.dumps({"workload": {"id": "bench-resnet"}, "modes": MODES}).encode()
+
+
+def bare_app():
+    """A Flask app whose one route returns a constant JSON: the floor of Flask + gunicorn + loopback."""
+    from flask import Flask
+
+    app = Flask("bare")
+
+    @app.post("/bare")
+    def bare():
+        return {"ok": True}
+
+    @app.get("/healthz")
+    def healthz():
+        return {"status": "ok"}
+
+    return app
+
+
+def serve_bare(port: int, workers: int) -> None:
+    """Run :func:`bare_app` under exactly the gunicorn setup of ``jetpredict serve``."""
+    from api.config import load_settings
+    from api.serve_cli import run_gunicorn
+
+    run_gunicorn(load_settings({"PORT": port, "WORKERS": workers}), load=bare_app)
+
+
+def _drive(port: int, path: str, body: bytes, clients: int, max_requests: int, seconds: float) -> dict:
+    """``clients`` threads, each with one keep-alive connection, until ``max_requests`` or ``seconds``."""
+    lock = threading.Lock()
+    latencies: list[float] = []
+    errors: list[str] = []
+    issued = [0]
+    start = time.perf_counter()
+    stop_at = start + seconds
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        while time.perf_counter() < stop_at:
+            with lock:
+                if issued[0] >= max_requests:
+                    break
+                issued[0] += 1
+            t0 = time.perf_counter()
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            payload = response.read()
+            elapsed = time.perf_counter() - t0
+            with lock:
+                latencies.append(elapsed)
+                if response.status != 200:
+                    errors.append(f"{response.status}: {payload[:200]!r}")
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    ordered = sorted(latencies)
+
+    def pct(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
+
+    return {"path": path, "clients": clients, "requests": len(latencies), "errors": len(errors),
+            "first_errors": errors[:3], "wall_s": wall, "requests_per_s": len(latencies) / wall,
+            "p50_ms": pct(0.50), "p90_ms": pct(0.90), "p99_ms": pct(0.99),
+            "mean_ms": statistics.fmean(ordered) * 1000 if ordered else float("nan")}
+
+
+def _client_process(queue, jobs: list[tuple]) -> None:
+    queue.put([_drive(*job) for job in jobs])
+
+
+def run(clients: int, seconds: float, single_requests: int, workers: int) -> dict:
+    import requests
+    from api_fixtures import published_rows
+
+    from api.testing import LiveServer, free_port
+
+    with tempfile.TemporaryDirectory() as tmp, LiveServer(tmp, api_keys=KEY, workers=workers) as server:
+        r = requests.post(server.url + "/v1/profiles", json={"rows": published_rows(as_id="bench-resnet")},
+                          headers={"X-API-Key": KEY}, timeout=60)
+        r.raise_for_status()
+        bare_port = free_port()
+        bare = subprocess.Popen([sys.executable, __file__, "--serve-bare", str(bare_port), "--workers", str(workers)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if requests.get(f"http://127.0.0.1:{bare_port}/healthz", timeout=1).ok:
+                        break
+                except requests.RequestException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            # Warm both (fitted-model cache in every worker, connection setup) outside the measurement.
+            warm = [(server.port, "/v1/predictions", PREDICTION_BODY, 4, 200, 10.0),
+                    (bare_port, "/bare", b"{}", 4, 200, 10.0)]
+            jobs = [(server.port, "/v1/predictions", PREDICTION_BODY, 1, single_requests, seconds),
+                    (bare_port, "/bare", b"{}", 1, single_requests, seconds),
+                    (server.port, "/v1/predictions", PREDICTION_BODY, clients, 100_000, seconds),
+                    (bare_port, "/bare", b"{}", clients, 100_000, seconds)]
+            ctx = mp.get_context("spawn")
+            queue = ctx.Queue()
+            proc = ctx.Process(target=_client_process, args=(queue, warm + jobs))
+            proc.start()
+            results = queue.get(timeout=600)[len(warm):]
+            proc.join(timeout=30)
+        finally:
+            os.killpg(bare.pid, 2)
+            bare.wait(timeout=30)
+    single, bare_single, multi, bare_multi = results
+    return {
+        "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
+                 "load_avg_1m": os.getloadavg()[0]},
+        "server": {"gunicorn_workers": workers, "worker_class": "gthread", "threads": 4},
+        "prediction_one_client": single, "bare_one_client": bare_single,
+        "prediction_many_clients": multi, "bare_many_clients": bare_multi,
+        "throughput_ratio": multi["requests_per_s"] / bare_multi["requests_per_s"],
+        "targets": {"p50_ms_one_client_lt": 10.0, "throughput_ratio_ge": 0.40},
+    }
+
+
+def _markdown(res: dict) -> str:
+    rows = [("predictions, 1 client", res["prediction_one_client"]), ("bare, 1 client", res["bare_one_client"]),
+            (f"predictions, {res['prediction_many_clients']['clients']} clients", res["prediction_many_clients"]),
+            (f"bare, {res['bare_many_clients']['clients']} clients", res["bare_many_clients"])]
+    lines = ["# API load benchmark (`bench/api_load.py`)", "",
+             f"POST /v1/predictions (stored workload, 10 modes) vs a bare Flask endpoint; gunicorn "
+             f"{res['server']['gunicorn_workers']} workers (gthread x {res['server']['threads']}); "
+             f"{res['host']['cpus']} CPUs, load average {res['host']['load_avg_1m']:.1f} at the end.", "",
+             "| scenario | requests | errors | p50 ms | p99 ms | requests/s |", "|---|---|---|---|---|---|"]
+    for name, r in rows:
+        lines.append(f"| {name} | {r['requests']} | {r['errors']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                     f"{r['requests_per_s']:.0f} |")
+    lines += ["", f"Throughput ratio predictions / bare: **{res['throughput_ratio']:.0%}** (target >= 40 %); "
+              f"p50 at one client: **{res['prediction_one_client']['p50_ms']:.2f} ms** (target < 10 ms).", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=8.0, help="time limit per scenario")
+    parser.add_argument("--single-requests", type=int, default=400, help="request limit at one client")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--serve-bare", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_bare:
+        serve_bare(args.serve_bare, args.workers)
+        return 0
+    res = run(args.clients, args.seconds, args.single_requests, args.workers)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "api_load.json").write_text(json.dumps(res, indent=2) + "\n")
+    text = _markdown(res)
+    (RESULTS / "api_load.md").write_text(text)
+    print(text)
+    ok = (res["prediction_one_client"]["p50_ms"] < 10 and res["throughput_ratio"] >= 0.40
+          and not any(res[k]["errors"] for k in ("prediction_one_client", "prediction_many_clients")))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

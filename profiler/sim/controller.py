@@ -1,0 +1,52 @@
+"""The simulated device's power-mode controller: applies presets and custom modes inside the twin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from models.catalogue import Device, PowerMode
+from models.errors import InputError
+from profiler.powermode.base import PowerModeController
+from profiler.sim.clock import PowerTimeline, SimClock
+
+
+@dataclass
+class SimulatedDevice:
+    """State of one simulated Jetson: catalogue entry, mode in force, clock and true power timeline."""
+
+    device: Device
+    clock: SimClock = field(default_factory=SimClock)
+    timeline: PowerTimeline = field(default_factory=PowerTimeline)
+    mode: PowerMode | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is None:
+            self.mode = self.device.preset(self.device.default_preset)
+
+    @property
+    def label(self) -> str:
+        return f"sim:{self.device.id}"
+
+
+class SimulatedController(PowerModeController):
+    """Switches the simulated device between presets and custom modes (any knob inside the device's
+    range, as on a real Jetson with a custom nvpmodel entry). Reads back exactly what was applied."""
+
+    kind = "sim"
+
+    def __init__(self, state: SimulatedDevice) -> None:
+        super().__init__()
+        self.state = state
+
+    def current(self) -> PowerMode:
+        assert self.state.mode is not None
+        return self.state.mode
+
+    def apply(self, mode: PowerMode) -> None:
+        if not isinstance(mode, PowerMode):
+            raise InputError(f"mode must be a PowerMode, got {type(mode).__name__}", "mode")
+        self.state.device.validate_mode(mode.cpu_cores, mode.cpu_mhz, mode.gpu_mhz, mode.emc_mhz)
+        self.state.mode = mode
+
+    def read_back(self) -> PowerMode:
+        return self.current()

@@ -1,0 +1,47 @@
+"""The simulated module power meter: noisy samples of the twin's true power on the simulated clock."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.physics import DevicePhysics
+from profiler.power.base import PowerMeter, PowerTrace
+from profiler.sim.controller import SimulatedDevice
+
+#: Relative noise of one power sample (INA3221-class sensors read within ~1-2%).
+POWER_NOISE = 0.015
+
+
+class SimulatedPowerMeter(PowerMeter):
+    """Reads the simulated device's module power (``name`` = ``sim:<device>``, domain ``module``).
+
+    :meth:`read_power_w` gives the power at the simulated now; :meth:`trace` gives a whole sampled
+    trace over a simulated window (what a sampler thread would have recorded at ``hz``).
+    """
+
+    domain = "module"
+
+    def __init__(self, state: SimulatedDevice, physics: DevicePhysics, seed: int = 0) -> None:
+        self.state = state
+        self.physics = physics
+        self.name = state.label
+        self._rng = np.random.default_rng([seed, 1])
+
+    def idle_power_w(self) -> float:
+        """True power of the idle device at the mode in force (W)."""
+        return float(self.physics.base_power_w(self.state.mode))
+
+    def _noisy(self, true_w: np.ndarray) -> np.ndarray:
+        return true_w * (1.0 + POWER_NOISE * self._rng.standard_normal(true_w.shape))
+
+    def read_power_w(self) -> float:
+        now = np.array([self.state.clock.now()])
+        return float(self._noisy(self.state.timeline.at(now, self.idle_power_w()))[0])
+
+    def trace(self, t0: float, t1: float, hz: float) -> PowerTrace:
+        """Samples every 1/hz s from ``t0`` to ``t1`` (both ends included), on the simulated clock."""
+        times = t0 + np.arange(int(np.floor((t1 - t0) * hz)) + 1) / hz
+        if times[-1] < t1:  # the sampler takes a last sample when it stops
+            times = np.append(times, t1)
+        power = self._noisy(self.state.timeline.at(times, self.idle_power_w()))
+        return PowerTrace(times, power, meter_name=self.name, domain=self.domain, hz=hz)

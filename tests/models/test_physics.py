@@ -1,0 +1,94 @@
+"""Device physics: peaks, CPU speed, loader parallelism, DVFS and the power model (pure numpy)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from models.catalogue import device_ids, load_device
+from models.errors import InputError
+from models.physics import DVFS_V_FLOOR, DeviceConstants, DevicePhysics, load_constants, mode_arrays
+
+
+@pytest.fixture(scope="module")
+def agx() -> DevicePhysics:
+    return DevicePhysics("agx-xavier")
+
+
+def test_peaks_follow_the_spec_sheet(agx):
+    # 512 CUDA cores x 2 x 1377 MHz = 1.41 TFLOP/s; 256-bit LPDDR4x at 2133 MHz = 136.5 GB/s.
+    assert agx.peak_fp32_flops(1377.0) == pytest.approx(1.41e12, rel=0.01)
+    assert agx.bandwidth_bps(2133.0) == pytest.approx(136.5e9, rel=0.01)
+    np.testing.assert_allclose(agx.peak_fp32_flops(np.array([670.0, 1340.0])) / agx.peak_fp32_flops(670.0),
+                               [1.0, 2.0])
+
+
+def test_cpu_speed_scales_with_clock(agx):
+    assert agx.cpu_speed(2000.0) == pytest.approx(2 * agx.cpu_speed(1000.0))
+    assert agx.cpu_speed(1000.0) == pytest.approx(agx.constants.cpu_perf_per_ghz)
+
+
+def test_loader_parallelism_is_min_workers_cores_minus_one():
+    par = DevicePhysics.loader_parallelism(np.array([8, 4, 2, 1, 8]), np.array([4, 4, 4, 4, 0]))
+    np.testing.assert_allclose(par, [4, 3, 1, 0.5, 0])
+
+
+def test_voltage_rises_along_the_dvfs_curve(agx):
+    steps = np.array(load_device("agx-xavier").gpu_steps_mhz)
+    v = agx.voltage_frac("gpu", steps)
+    assert np.all(np.diff(v) >= 0) and v[0] == pytest.approx(DVFS_V_FLOOR) and v[-1] == pytest.approx(1.0)
+    assert np.all(np.diff(agx.dynamic_scale("gpu", steps)) > 0)
+
+
+def test_power_grows_with_utilisation_and_clocks(agx):
+    space = load_device("agx-xavier").modes().as_arrays()
+    base = agx.base_power_w(space)
+    busy = agx.power_w(space, 0.9, 0.5, 0.5)
+    assert base.shape == busy.shape == (len(load_device("agx-xavier").modes()),)
+    assert np.all(busy > base) and np.all(base > 0)
+    maxn = load_device("agx-xavier").maxn
+    low = {"cpu_cores": 2, "cpu_mhz": 1200.0, "gpu_mhz": 520.0, "emc_mhz": 1065.6}
+    assert agx.power_w(maxn, 1.0, 0.5, 0.5) > agx.power_w(low, 1.0, 0.5, 0.5)
+    assert agx.power_w(maxn, 1.0, 0.5, 0.5) > agx.power_w(maxn, 0.5, 0.5, 0.5)
+
+
+def test_maxn_baseload_is_near_the_published_module_baseload(agx):
+    # POMACS 2022 §5.6.2: the module idles at 7.5 W at MAXN (DVFS off).
+    assert float(agx.base_power_w(load_device("agx-xavier").maxn)) == pytest.approx(7.5, rel=0.2)
+
+
+def test_baseloads_follow_the_idle_ordering_of_devices():
+    base = {d: float(DevicePhysics(d).base_power_w(load_device(d).maxn)) for d in device_ids()}
+    assert base["orin-agx"] > base["agx-xavier"] > base["xavier-nx"] > base["nano"]
+
+
+@pytest.mark.parametrize("field", ["gpu_util", "cpu_util", "mem_util"])
+def test_utilisation_outside_0_1_names_the_field(agx, field):
+    utils = {"gpu_util": 0.5, "cpu_util": 0.5, "mem_util": 0.5, field: 1.5}
+    with pytest.raises(InputError) as err:
+        agx.power_w(load_device("agx-xavier").maxn, **utils)
+    assert err.value.field == field
+
+
+def test_modes_without_knobs_are_an_input_error(agx):
+    with pytest.raises(InputError) as err:
+        agx.base_power_w({"cpu_mhz": [1.0]})
+    assert err.value.field == "modes"
+    assert set(mode_arrays(load_device("nano").maxn)) == {"cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"}
+
+
+def test_every_device_has_complete_constants():
+    for d in device_ids():
+        constants, shared = load_constants(d)
+        assert isinstance(constants, DeviceConstants) and constants.basis
+        assert 0 < constants.gpu_eff_dense <= 1 and 0 < constants.mem_eff <= 1
+        assert shared["roofline_sharpness"] >= 1
+
+
+def test_physics_imports_no_torch():
+    code = "import sys, models.physics; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

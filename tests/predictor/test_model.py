@@ -1,0 +1,156 @@
+"""The few-shot workload model: fit, predict, regimes, intervals, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models.catalogue import load_device
+from models.errors import InputError
+from models.profile_rows import read_profile_csv
+from predictor.model import PriorLinearRegression, WorkloadModel, fit_workload
+from predictor.reference import REFERENCE_DIR
+
+REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+MODES = {"a": (4, 1200, 670, 1333), "b": (8, 1200, 670, 1333), "c": (8, 1200, 900, 1333),
+         "d": (8, 1200, 900, 1600), "e": (8, 2100, 900, 1600), "f": (2, 2100, 900, 1600),
+         "g": (8, 2265, 1377, 2133), "h": (8, 2265, 1377, 1066), "i": (8, 2265, 1377, 1333),
+         "j": (8, 2265, 1377, 1600), "low": (8, 1036.8, 420.75, 1600), "low2": (4, 960, 420.75, 1331.2)}
+
+
+def fv2(f, f_max):
+    """Dynamic power f V^2 relative to the top clock, V rising as a power law (not the model's curve)."""
+    r = f / f_max
+    return r * (0.55 + 0.45 * r ** 1.5) ** 2
+
+
+def sweep(cpu_ms: float, gpu_ms: float, modes, workload="w", power=True, components=True) -> pd.DataFrame:
+    """Rows of a workload whose minibatch is CPU launch work + GPU work (ms at the top clocks)."""
+    rows = []
+    for m in modes:
+        c, cpu, gpu, emc = MODES[m]
+        launch = cpu_ms * 2265.6 / cpu * (1 + 0.8 * max(0, 5 - c) / c)
+        kernels = gpu_ms * 1377 / gpu + 0.2 * gpu_ms * 2133 / emc
+        stall = 1.0 * 2265.6 / cpu * (1 + 1.0 * max(0, 5 - c) / c)
+        t = 1000 * (launch + kernels + stall + 0.3) / 1e3
+        base = 3.5 + 2.5 * fv2(emc, 2133) + 0.8 * fv2(gpu, 1377) + 0.5 * c / 8 * fv2(cpu, 2265.6)
+        busy = kernels / (launch + kernels + stall)
+        p = base + 10 * busy * fv2(gpu, 1377) + 3 * busy * fv2(emc, 2133) + 1.2 * min(c, 5) * fv2(cpu, 2265.6)
+        rows.append(dict(device="agx-xavier", workload=workload, mode=m, cpu_cores=c, cpu_mhz=cpu, gpu_mhz=gpu,
+                         emc_mhz=emc, num_workers=4, batch_size=16, minibatches_per_epoch=1000, epoch_time_s=t,
+                         stall_time_s=stall if components else np.nan,
+                         compute_time_s=(launch + kernels) if components else np.nan,
+                         avg_power_w=p if power else np.nan, epoch_energy_j=p * t if power else np.nan,
+                         base_power_w=base if power else np.nan, source="simulated: test"))
+    return pd.DataFrame(rows)
+
+
+def predict(model: WorkloadModel, modes):
+    k = np.array([MODES[m] for m in modes], dtype=float)
+    return model.predict_arrays(k[:, 0], k[:, 1], k[:, 2], k[:, 3])
+
+
+def mape(pred, true):
+    return float(np.mean(np.abs(np.asarray(pred) - np.asarray(true)) / np.asarray(true)))
+
+
+@pytest.mark.parametrize("cpu_ms,gpu_ms", [(9.0, 1.5), (3.0, 100.0)])
+def test_recognises_regime_from_own_rows_and_extrapolates_below_range(cpu_ms, gpu_ms):
+    prof = sweep(cpu_ms, gpu_ms, "efij")
+    model = fit_workload(prof)
+    test_modes = ["a", "b", "c", "d", "g", "h", "low", "low2"]
+    truth = sweep(cpu_ms, gpu_ms, test_modes)
+    p = predict(model, test_modes)
+    assert mape(p["epoch_time_s"], truth.epoch_time_s) < 0.08
+    assert mape(p["epoch_energy_j"], truth.epoch_energy_j) < 0.10
+
+
+def test_cpu_bound_workload_gets_cpu_dominated_shape():
+    model = fit_workload(sweep(9.0, 1.5, "efij"))
+    fit = model.time_fits["compute"]
+    coef = dict(zip(fit.terms, fit.coef, strict=True))
+    # At MAXN clocks, the CPU term must carry most of the compute time for a launch-bound workload.
+    cpu_s, gpu_s = coef["cpu"] / 2.2656, coef["gpu"] / 1.377
+    assert cpu_s > 3 * gpu_s
+
+
+def test_one_mode_scales_reference_and_more_modes_tighten():
+    one = fit_workload(sweep(3.0, 100.0, "g"))
+    p = predict(one, ["g"])
+    assert p["epoch_time_s"][0] == pytest.approx(sweep(3.0, 100.0, "g").epoch_time_s[0], rel=0.05)
+    four = fit_workload(sweep(3.0, 100.0, "efij"))
+    w1 = predict(one, ["low"])
+    w4 = predict(four, ["low"])
+    width = {k: (v["epoch_time_s_high"] - v["epoch_time_s_low"]) / v["epoch_time_s"] for k, v in
+             (("one", w1), ("four", w4))}
+    assert width["four"][0] < width["one"][0]
+
+
+def test_predictions_are_monotone_in_each_clock_and_intervals_ordered():
+    model = fit_workload(sweep(5.0, 30.0, "efij"))
+    dev = load_device("agx-xavier")
+    gpu = np.array(dev.gpu_steps_mhz)
+    p = model.predict_arrays(np.full(len(gpu), 8), np.full(len(gpu), 2265.6), gpu, np.full(len(gpu), 2133))
+    assert np.all(np.diff(p["epoch_time_s"]) <= 1e-9)
+    for key in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
+        assert np.all(p[f"{key}_low"] < p[key]) and np.all(p[key] < p[f"{key}_high"])
+    assert np.all(p["base_power_w"] < p["avg_power_w"])
+    assert p["cross_device"] is False and p["power_source"] == "workload"
+
+
+def test_rows_without_power_use_reference_power_model():
+    model = fit_workload(sweep(3.0, 100.0, "efij", power=False, components=False))
+    p = predict(model, ["g", "a"])
+    assert p["power_source"] == "reference" and not model.has_power
+    assert np.all(p["avg_power_w"] > 3) and np.all(p["avg_power_w"] < 60)
+    assert p["avg_power_w"][0] > p["avg_power_w"][1]  # MAXN draws more than mode a
+
+
+def test_real_leave_one_workload_out_mobilenet():
+    ref = REF[REF.workload == "resnet18-cifar10"]
+    new = REF[REF.workload == "mobilenetv3-gld23k"]
+    model = fit_workload(new[new["mode"].isin(list("efij"))], reference=ref)
+    assert model.reference_source == "measured" or model.reference_source == "published"
+    test = new[~new["mode"].isin(list("efij"))]
+    p = model.predict_arrays(test.cpu_cores, test.cpu_mhz, test.gpu_mhz, test.emc_mhz)
+    assert mape(p["epoch_time_s"], test.epoch_time_s) < 0.06
+    assert mape(p["epoch_energy_j"], test.epoch_energy_j) < 0.06
+
+
+def test_bad_input_is_named():
+    rows = sweep(3.0, 100.0, "efij")
+    mixed = pd.concat([rows, sweep(3.0, 100.0, "g", workload="other")])
+    with pytest.raises(InputError) as e:
+        fit_workload(mixed)
+    assert e.value.field == "workload"
+    host = rows.assign(device="host")
+    with pytest.raises(InputError, match="host"):
+        fit_workload(host)
+    with pytest.raises(InputError) as e:
+        fit_workload(rows.assign(device="tx9"))
+    assert e.value.field == "device"
+    with pytest.raises(InputError) as e:
+        fit_workload(rows.drop(columns=["gpu_mhz"]))
+    assert e.value.field == "gpu_mhz"
+    with pytest.raises(InputError):
+        fit_workload(rows.iloc[0:0])
+    with pytest.raises(InputError) as e:
+        fit_workload(rows, device_id="nano")
+    assert e.value.field == "device"
+    model = fit_workload(rows)
+    with pytest.raises(InputError) as e:
+        model.predict_arrays([8], [2265.6], [5000.0], [2133])
+    assert e.value.field == "gpu_mhz"
+
+
+def test_prior_regression_is_nonnegative_and_fades_with_data():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 2.0, size=(40, 3))
+    y = x @ np.array([2.0, 0.0, 1.0])
+    est = PriorLinearRegression(prior_mean=[1.0, 1.0, 1.0], prior_sd=[0.5, 0.5, 0.5], noise_rel=0.01)
+    est.fit(x, y)
+    assert np.all(est.coef_ >= 0)
+    np.testing.assert_allclose(est.coef_, [2.0, 0.0, 1.0], atol=0.05)
+    mean, sd = est.predict(x[:3], return_std=True)
+    assert mean.shape == (3,) and np.all(sd >= 0)

@@ -1,0 +1,62 @@
+"""Device references: fitted from sweeps, found per device, derived for devices without sweeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.errors import InputError, UnknownDeviceError
+from models.profile_rows import read_profile_csv
+from predictor import features as F
+from predictor.reference import REFERENCE_DIR, build_reference, load_reference, reference_csvs
+
+REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+
+
+def test_bundled_csv_is_the_published_sweep_with_citation():
+    assert len(REF) == 20 and set(REF.workload) == {"resnet18-cifar10", "mobilenetv3-gld23k"}
+    assert REF["source"].str.startswith("published:").all()
+    assert REF["source"].str.contains("10.1145/3570604").all()
+    g = REF[(REF.workload == "resnet18-cifar10") & (REF["mode"] == "g")].iloc[0]
+    assert g.epoch_time_s == pytest.approx(345.2) and g.cpu_cores == 8 and g.gpu_mhz == 1377
+
+
+def test_agx_reference_learns_contention_and_gpu_bound_shape():
+    ref = load_reference("agx-xavier")
+    assert ref.source == "published" and ref.derived_from is None
+    # Mode f (2 cores, 4 workers) slowed both workloads: contention must be positive.
+    assert ref.kappa_cpu > 0 and ref.kappa_pipe > 0
+    mean = dict(zip(F.COMPUTE_TERMS, ref.shape_mean["compute"], strict=True))
+    anchor = dict(zip(("cores", "cpu", "gpu", "emc"), ref.anchor, strict=True))
+    gpu_share = mean["gpu"] * 1000 / anchor["gpu"]
+    cpu_share = mean["cpu"] * 1000 / anchor["cpu"]
+    assert gpu_share > cpu_share  # ResNet and MobileNet are GPU bound
+    assert np.all(ref.power_mean >= 0) and ref.base_coef[0] > 0
+    assert load_reference("agx-xavier") is ref  # cached
+
+
+def test_reference_prefers_published_then_measured_then_simulated(tmp_path):
+    for kind in ("simulated", "measured", "published"):
+        (tmp_path / f"nano-{kind}.csv").write_text("x\n")
+    names = [p.name for p in reference_csvs("nano", tmp_path)]
+    assert names == ["nano-published.csv", "nano-measured.csv", "nano-simulated.csv"]
+
+
+def test_device_without_sweeps_gets_a_derived_reference():
+    paths = reference_csvs("orin-nano")
+    ref = load_reference("orin-nano")
+    if paths:
+        pytest.skip("orin-nano has its own sweeps now")
+    assert ref.derived_from == "agx-xavier" and ref.device_id == "orin-nano"
+    assert ref.base_coef[0] < load_reference("agx-xavier").base_coef[0]  # a 15 W module idles lower
+
+
+def test_user_reference_rows_are_checked():
+    with pytest.raises(InputError, match="one device"):
+        build_reference(REF.assign(device=["agx-xavier"] * 10 + ["nano"] * 10))
+    with pytest.raises(InputError, match="fewer than 3"):
+        build_reference(REF[REF["mode"].isin(["a", "b"])])
+    with pytest.raises(UnknownDeviceError):
+        load_reference("tx9")
+    measured = build_reference(REF.assign(source="measured"))
+    assert measured.source == "measured"

@@ -1,0 +1,132 @@
+"""Runner: statistics, aggregation into profile rows (torch-free), and a real measured mode."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from models.profile_rows import validate_records
+from profiler.backends import MinibatchTiming
+from profiler.power import PowerTrace, detect_power_meter
+from profiler.runner import aggregate_row, run_mode, summarize
+
+
+def test_summarize():
+    s = summarize([1.0, 2.0, 3.0, 4.0, 10.0])
+    assert s.mean == 4.0 and s.median == 3.0
+    assert s.p95 == pytest.approx(4.0 + 0.8 * 6.0)       # linear between the two largest
+    assert s.cv == pytest.approx(np.std([1, 2, 3, 4, 10], ddof=1) / 4.0)
+    assert summarize([2.0]).cv is None
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def _timings(n: int, stall: float, compute: float, t0: float = 100.0) -> list[MinibatchTiming]:
+    out, t = [], t0
+    for i in range(n):
+        c = compute * (1 + 0.1 * (i % 2))
+        out.append(MinibatchTiming(stall, c, stall + c, t, t + stall + c))
+        t += stall + c
+    return out
+
+
+MODE = {"mode": "MAXN", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377.0, "emc_mhz": 2133.0}
+
+
+def test_aggregate_row_with_a_constant_power_trace():
+    timings = _timings(10, 0.01, 0.1)
+    t0, t1 = timings[0].start_s, timings[-1].end_s
+    trace = PowerTrace(np.linspace(t0 - 1, t1 + 1, 200), np.full(200, 12.0), meter_name="ina3221:VDD_IN")
+    row = aggregate_row(timings, device="agx-xavier", workload="w", mode=MODE, batch_size=16, num_workers=4,
+                        minibatches_per_epoch=1000, warmup=3, trace=trace, power_meter="ina3221:VDD_IN",
+                        base_power_w=7.5, complexity={"flops_train": 1e9, "macs_fwd": 1e9 / 6},
+                        peak_fp32_flops=1.41e12, cpu_s_per_sample=0.002)
+    mean_total = sum(t.total_s for t in timings) / 10
+    assert row["epoch_time_s"] == pytest.approx(mean_total * 1000)
+    assert row["stall_time_s"] == pytest.approx(10.0) and row["compute_time_s"] == pytest.approx(105.0)
+    assert row["avg_power_w"] == pytest.approx(12.0)
+    assert row["epoch_energy_j"] == pytest.approx(12.0 * row["epoch_time_s"])
+    assert row["power_null_reason"] is None and row["base_power_w"] == 7.5
+    assert row["utilisation"] == pytest.approx(1e9 * 16 / 0.105 / 1.41e12)
+    assert row["warmup"] == 3 and row["minibatches_measured"] == 10
+    assert row["mb_compute_s_median"] == pytest.approx(0.105)
+    validate_records([row])  # a valid profile row
+
+
+def test_energy_is_empty_with_a_reason_without_a_sensor_or_samples():
+    timings = _timings(4, 0.01, 0.02)
+    row = aggregate_row(timings, device="host", workload="w", mode={"mode": "host", "cpu_cores": 2},
+                        batch_size=4, num_workers=0, minibatches_per_epoch=10)
+    assert row["epoch_energy_j"] is None and row["avg_power_w"] is None
+    assert row["power_null_reason"] == "none: no sensor found"
+    assert row["utilisation"] is None and row["train_flops_per_s"] is None
+    sparse = PowerTrace(np.array([0.0, 1.0]), np.array([5.0, 5.0]), meter_name="ina3221:VDD_IN")
+    row = aggregate_row(timings, device="host", workload="w", mode={"mode": "host", "cpu_cores": 2},
+                        batch_size=4, num_workers=0, minibatches_per_epoch=10, trace=sparse,
+                        power_meter="ina3221:VDD_IN")
+    assert row["epoch_energy_j"] is None and "power samples" in row["power_null_reason"]
+    failed = PowerTrace(np.linspace(99, 101, 50), np.full(50, np.nan), meter_name="m", read_errors=50,
+                        last_error="OSError: gone")
+    row = aggregate_row(timings, device="host", workload="w", mode={"mode": "host", "cpu_cores": 2},
+                        batch_size=4, num_workers=0, minibatches_per_epoch=10, trace=failed, power_meter="m")
+    assert row["epoch_energy_j"] is None and "50 failed reads" in row["power_null_reason"]
+    validate_records([row])
+
+
+def test_runner_imports_without_torch():
+    code = ("import sys; sys.modules['torch'] = None; import profiler.runner, profiler.backends; "
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+
+
+def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
+    import torch
+
+    from profiler.backends import TorchBackend
+
+    # 5 V x 2.4 A = 12 W on the module rail of an Orin Nano.
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 2400), ("VDD_CPU_GPU_CV", 1000, 500),
+                                              ("VDD_SOC", 1000, 300)])
+    meter = detect_power_meter("orin-nano")
+    assert meter.available and "VDD_IN" in meter.name
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        backend = TorchBackend("lenet5-mnist", batch_size=32, num_workers=0)
+        seen = []
+        run = run_mode(backend, None, warmup=1, minibatches=6, meter=meter, idle_s=0.3, hz=50.0,
+                       on_minibatch=lambda phase, i, n: seen.append((phase, i, n)))
+    finally:
+        torch.set_num_threads(before)
+    assert seen[0] == ("warmup", 1, 1) and seen[-1] == ("measure", 6, 6)
+    assert len(run.warmup) == 1 and len(run.measured) == 6
+    assert all(t.stall_s > 0 and t.compute_s > 0 and t.total_s >= t.compute_s for t in run.measured)
+    assert run.base_power_w == pytest.approx(12.0)
+    assert run.cpu_s_per_sample is not None and run.cpu_s_per_sample > 0
+    row = aggregate_row(run.measured, device="host", workload="lenet5-mnist",
+                        mode={"mode": "host", "cpu_cores": 1}, batch_size=32, num_workers=0,
+                        minibatches_per_epoch=backend.minibatches_per_epoch, trace=run.trace,
+                        power_meter=run.power_meter, base_power_w=run.base_power_w)
+    window = run.measured[-1].end_s - run.measured[0].start_s
+    if run.trace.samples_in(run.measured[0].start_s, run.measured[-1].end_s) >= 2:
+        assert row["avg_power_w"] == pytest.approx(12.0)
+        assert row["epoch_energy_j"] == pytest.approx(12.0 * window / 6 * 1875)
+    else:  # a very fast machine: the window held under two samples, and the row says so
+        assert row["epoch_energy_j"] is None and "power samples" in row["power_null_reason"]
+    assert math.isfinite(row["epoch_time_s"])
+
+
+def test_run_mode_rejects_bad_counts():
+    from models.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        run_mode(None, minibatches=0)  # type: ignore[arg-type]
+    assert err.value.field == "minibatches"
+    with pytest.raises(InputError) as err:
+        run_mode(None, warmup=-1)  # type: ignore[arg-type]
+    assert err.value.field == "warmup"

@@ -1,0 +1,126 @@
+"""The simulated controller, meter and backend, driven like real ones; rows via the shared aggregation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from models.catalogue import PowerMode, load_device
+from models.errors import InputError
+from models.profile_rows import validate_records
+from profiler import runner, sim
+from profiler.sim.backend import WARMUP_EXTRA
+
+
+def profile(device: str, workload: str, modes, seed: int = 0, **kw):
+    controller, meter, backend = sim.campaign_parts(device, workload, seed=seed)
+    rows, runs = [], []
+    with controller:
+        for mode in modes:
+            controller.apply(mode)
+            run = backend.run_mode(mode, meter=meter, **kw)
+            runs.append(run)
+            rows.append(runner.aggregate_row(
+                run.measured, device=device, workload=backend.workload,
+                mode=controller.read_back().as_dict(), batch_size=backend.batch_size,
+                num_workers=backend.num_workers, minibatches_per_epoch=backend.minibatches_per_epoch,
+                trace=run.trace, power_meter=run.power_meter, base_power_w=run.base_power_w,
+                complexity=backend.complexity().as_dict(), cpu_s_per_sample=run.cpu_s_per_sample,
+                accelerator=backend.accelerator(), source="simulated"))
+    return rows, runs, (controller, meter, backend)
+
+
+def test_rows_are_complete_labelled_and_valid():
+    d = load_device("orin-agx")
+    rows, _, _ = profile("orin-agx", "resnet18-cifar10", d.presets)
+    df = validate_records(rows)
+    assert list(df["mode"]) == [p.mode for p in d.presets]
+    assert set(df["source"]) == {"simulated"} and set(df["power_meter"]) == {"sim:orin-agx"}
+    for col in ("epoch_time_s", "stall_time_s", "compute_time_s", "epoch_energy_j", "avg_power_w",
+                "base_power_w"):
+        assert df[col].notna().all() and (df[col] > 0).all(), col
+    assert (df["avg_power_w"] > df["base_power_w"]).all()
+    assert (df["minibatches_per_epoch"] == 3125).all()
+
+
+def test_rows_agree_with_the_noise_free_twin():
+    d = load_device("agx-xavier")
+    rows, _, (_, _, backend) = profile("agx-xavier", "resnet18-cifar10", [d.maxn], minibatches=60)
+    mean = backend.twin.epoch(d.maxn)
+    assert rows[0]["epoch_time_s"] == pytest.approx(float(mean["epoch_time_s"][0]), rel=0.02)
+    assert rows[0]["avg_power_w"] == pytest.approx(float(mean["avg_power_w"][0]), rel=0.03)
+    assert rows[0]["base_power_w"] == pytest.approx(float(mean["base_power_w"][0]), rel=0.03)
+
+
+def test_noise_is_seeded_and_about_two_percent():
+    d = load_device("agx-xavier")
+    a, _, _ = profile("agx-xavier", "resnet18-cifar10", [d.maxn], seed=1)
+    b, _, _ = profile("agx-xavier", "resnet18-cifar10", [d.maxn], seed=1)
+    c, _, _ = profile("agx-xavier", "resnet18-cifar10", [d.maxn], seed=2)
+    assert a[0]["epoch_time_s"] == b[0]["epoch_time_s"] and a[0]["avg_power_w"] == b[0]["avg_power_w"]
+    assert a[0]["epoch_time_s"] != c[0]["epoch_time_s"]
+    assert 0.005 < a[0]["mb_compute_cv"] < 0.05
+
+
+def test_warmup_minibatches_are_slower_and_time_is_simulated():
+    d = load_device("xavier-nx")
+    mode = d.preset("MODE_15W_6CORE")
+    _, runs, (_, meter, backend) = profile("xavier-nx", "mobilenetv3-small-gld23k", [mode], warmup=5,
+                                           minibatches=10, idle_s=3.0)
+    run = runs[0]
+    assert run.warmup[0].compute_s > (1 + WARMUP_EXTRA / 2) * run.measured[-1].compute_s
+    # The simulated clock moved by the idle window plus every minibatch; each stamp follows the last.
+    stamps = [t for mb in run.warmup + run.measured for t in (mb.start_s, mb.end_s)]
+    assert np.all(np.diff(stamps) >= 0)
+    assert run.idle_window_s[1] - run.idle_window_s[0] == pytest.approx(3.0)
+    total = sum(mb.total_s for mb in run.warmup + run.measured)
+    assert backend.state.clock.now() - run.idle_window_s[0] == pytest.approx(3.0 + total)
+    assert run.trace.times_s[0] <= run.measured[0].start_s and run.trace.times_s[-1] >= run.measured[-1].end_s
+    assert meter.read_power_w() > 0
+
+
+def test_without_a_meter_power_is_unknown_with_a_reason():
+    controller, _, backend = sim.campaign_parts("nano", "lenet5-mnist")
+    run = backend.run_mode(load_device("nano").maxn, meter=None, minibatches=5)
+    row = runner.aggregate_row(run.measured, device="nano", workload=backend.workload,
+                               mode=load_device("nano").maxn.as_dict(), batch_size=16, num_workers=4,
+                               minibatches_per_epoch=3750, trace=run.trace, power_meter=run.power_meter)
+    assert row["avg_power_w"] is None and row["epoch_energy_j"] is None
+    assert row["power_null_reason"].startswith("none")
+
+
+def test_controller_validates_and_restores():
+    d = load_device("orin-nano")
+    controller, _, _ = sim.campaign_parts(d, "lenet5-mnist")
+    with controller:
+        controller.apply(d.preset("7W"))
+        assert controller.read_back().mode == "7W"
+        with pytest.raises(InputError) as err:
+            controller.apply(PowerMode("bad", 6, 1510.4, 2000.0, 2133.0))
+        assert err.value.field == "gpu_mhz"
+    assert controller.current().mode == d.default_preset
+
+
+def test_custom_modes_inside_the_range_are_simulated():
+    mode = PowerMode("custom", 3, 1000.0, 500.0, 2133.0)
+    rows, _, _ = profile("orin-nano", "vgg11-cifar10", [mode])
+    assert rows[0]["mode"] == "custom" and rows[0]["gpu_mhz"] == 500.0
+    assert math.isfinite(rows[0]["epoch_time_s"])
+
+
+def test_bad_arguments_name_their_field():
+    with pytest.raises(InputError) as err:
+        sim.campaign_parts("orin-agx", "resnet18-cifar10", data="/tmp")
+    assert err.value.field == "data"
+    with pytest.raises(InputError) as err:
+        sim.campaign_parts("orin-agx", "resnet18-cifar10", batch_size=0)
+    assert err.value.field == "batch_size"
+    with pytest.raises(InputError) as err:
+        sim.campaign_parts("toaster", "resnet18-cifar10")
+    assert err.value.field == "device"
+    _, meter, backend = sim.campaign_parts("orin-agx", "resnet18-cifar10")
+    with pytest.raises(InputError) as err:
+        backend.run_mode(None, meter=meter, minibatches=0)
+    assert err.value.field == "minibatches"
