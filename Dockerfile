@@ -8,8 +8,7 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY . .
 # Only our own wheel is built here; its dependencies come from PyPI in the runtime stage.
-RUN pip install --no-cache-dir --upgrade pip \
-    && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -37,7 +36,7 @@ VOLUME ["/var/lib/jetpredict"]
 
 EXPOSE 8080
 # slim has no curl: probe with the interpreter that is already there; any non-2xx answer exits 1.
-HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('JETPREDICT_PORT', '8080') + '/healthz', timeout=4)"]
 
 CMD ["jetpredict", "serve", "--port", "8080"]

@@ -116,6 +116,8 @@ def register_error_handlers(app: Flask) -> None:
             413: f"request body is larger than the limit of {app.config.get('MAX_CONTENT_LENGTH')} bytes",
         }.get(status, exc.description or exc.name)
         message = data.get("message") or (_message(errors, default) if status in (400, 422) else default)
+        if status >= 500:
+            message = "internal error; see the server log"
         response = _body(status, exc.name, message, errors)
         for key, value in (data.get("headers") or {}).items():
             response.headers[key] = value

@@ -18,6 +18,7 @@ from models.profile_rows import FIELDS
 MAX_ROWS = 10_000  # profile rows in one request
 MAX_MODES = 50_000  # explicit modes in one request (the largest space, AGX Xavier, has 29,232)
 MAX_EPOCHS = 1_000_000
+MAX_OFFSET = 2**31 - 1  # paging offsets go to SQL as 64-bit integers; keep them far inside
 OBJECTIVES = ("min-time", "min-energy")
 
 
@@ -100,7 +101,7 @@ class PowerModesQuerySchema(RequestSchema):
     space = fields.String(load_default="presets", validate=validate.OneOf(("presets", "all")),
                           metadata={"description": "presets, or all custom modes (paged)"})
     limit = fields.Integer(load_default=100, validate=validate.Range(1, 10_000))
-    offset = fields.Integer(load_default=0, validate=validate.Range(0, None))
+    offset = fields.Integer(load_default=0, validate=validate.Range(0, MAX_OFFSET))
 
 
 class PowerModePageSchema(Schema):
@@ -186,7 +187,7 @@ class WorkloadDetailSchema(WorkloadSchema):
 
 class PageQuerySchema(RequestSchema):
     limit = fields.Integer(load_default=100, validate=validate.Range(1, 1000))
-    offset = fields.Integer(load_default=0, validate=validate.Range(0, None))
+    offset = fields.Integer(load_default=0, validate=validate.Range(0, MAX_OFFSET))
 
 
 class WorkloadListSchema(Schema):

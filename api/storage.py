@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -191,33 +191,59 @@ class Storage:
         ``expected_revision`` is the revision the caller fitted against (0 = new workload);
         :class:`RevisionConflict` if another upload got there first.
         """
-        now = _now()
-        payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
         try:
             with self.engine.begin() as conn:
                 # The first statement writes, so SQLite takes its write lock (waiting up to busy_timeout)
                 # before anything is read in this transaction.
-                if expected_revision == 0:
-                    conn.execute(workloads.insert().values(
-                        id=workload_id, device=device, revision=1, rows_stored=len(rows), fit=dict(fit),
-                        created_at=now, updated_at=now))
-                else:
-                    done = conn.execute(
-                        workloads.update()
-                        .where(workloads.c.id == workload_id, workloads.c.revision == expected_revision)
-                        .values(revision=expected_revision + 1,
-                                rows_stored=workloads.c.rows_stored + len(rows), fit=dict(fit),
-                                updated_at=now))
-                    if done.rowcount != 1:
-                        raise RevisionConflict(workload_id)
-                upload_id = conn.execute(uploads.insert().values(
-                    workload_id=workload_id, revision=expected_revision + 1, rows=len(rows),
-                    sha256=hashlib.sha256(payload).hexdigest(), created_at=now)).inserted_primary_key[0]
-                conn.execute(profile_rows.insert(), [
-                    {"workload_id": workload_id, "upload_id": upload_id, "data": dict(r)} for r in rows])
-                record = conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).one()
+                return self._write_upload(conn, workload_id, device, rows, expected_revision, fit)
         except IntegrityError:
             raise RevisionConflict(workload_id) from None
+
+    def add_upload_locked(self, workload_id: str, device: str, rows: Sequence[Mapping[str, object]],
+                          refit: Callable[[list[dict]], Mapping[str, object]]) -> WorkloadRecord:
+        """Like :meth:`add_upload`, but holding the write lock while ``refit(stored_rows)`` runs.
+
+        For a workload that many clients upload to at once, where optimistic retries keep losing:
+        the writers queue instead. ``refit`` returns the fit summary or raises (nothing is stored).
+        """
+        try:
+            with self.engine.begin() as conn:
+                # A no-op write first: SQLite's write lock, or PostgreSQL's row lock, before the read.
+                conn.execute(workloads.update().where(workloads.c.id == workload_id)
+                             .values(revision=workloads.c.revision))
+                revision = conn.execute(
+                    sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar() or 0
+                stored = [d if isinstance(d, dict) else json.loads(d) for d in conn.execute(
+                    sa.select(profile_rows.c.data).where(profile_rows.c.workload_id == workload_id)
+                    .order_by(profile_rows.c.id)).scalars()]
+                fit = refit(stored)
+                return self._write_upload(conn, workload_id, device, rows, int(revision), fit)
+        except IntegrityError:
+            raise RevisionConflict(workload_id) from None
+
+    def _write_upload(self, conn: sa.Connection, workload_id: str, device: str,
+                      rows: Sequence[Mapping[str, object]], expected_revision: int,
+                      fit: Mapping[str, object]) -> WorkloadRecord:
+        now = _now()
+        payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
+        if expected_revision == 0:
+            conn.execute(workloads.insert().values(
+                id=workload_id, device=device, revision=1, rows_stored=len(rows), fit=dict(fit),
+                created_at=now, updated_at=now))
+        else:
+            done = conn.execute(
+                workloads.update()
+                .where(workloads.c.id == workload_id, workloads.c.revision == expected_revision)
+                .values(revision=expected_revision + 1, rows_stored=workloads.c.rows_stored + len(rows),
+                        fit=dict(fit), updated_at=now))
+            if done.rowcount != 1:
+                raise RevisionConflict(workload_id)
+        upload_id = conn.execute(uploads.insert().values(
+            workload_id=workload_id, revision=expected_revision + 1, rows=len(rows),
+            sha256=hashlib.sha256(payload).hexdigest(), created_at=now)).inserted_primary_key[0]
+        conn.execute(profile_rows.insert(), [
+            {"workload_id": workload_id, "upload_id": upload_id, "data": dict(r)} for r in rows])
+        record = conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).one()
         return self._record(record)
 
     def delete_workload(self, workload_id: str) -> bool:

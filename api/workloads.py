@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from api.errors import FieldErrors
+from api.errors import ApiError, FieldErrors
 from api.storage import RevisionConflict, Storage, WorkloadRecord
 from models.errors import InputError, UnknownWorkloadError
 from models.profile_rows import ProfileRowsError, rows_to_records, validate_records
@@ -30,7 +32,8 @@ log = logging.getLogger("jetpredict.api")
 
 MAX_WORKLOAD_ID_CHARS = 200
 _BAD_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
-_UPLOAD_RETRIES = 8
+_OPTIMISTIC_TRIES = 3  # then uploads to the workload queue on the write lock
+_LOCKED_TRIES = 2
 
 
 @dataclass(frozen=True)
@@ -120,21 +123,46 @@ class WorkloadService:
         workload_id = check_workload_id(_one(new, "workload", "rows.workload"), "rows.workload")
         device = _one(new, "device", "rows.device")
         new_records = rows_to_records(new)
-        for _attempt in range(_UPLOAD_RETRIES):
+        for attempt in range(_OPTIMISTIC_TRIES + _LOCKED_TRIES):
+            if attempt >= _OPTIMISTIC_TRIES:
+                record, model = self._upload_locked(workload_id, device, new, new_records)
+                if record is None:
+                    continue
+                break
             revision, stored = self.storage.load_rows(workload_id)
-            if stored and str(stored[0].get("device")) != device:
-                raise InputError(f"workload {workload_id!r} is stored for device {stored[0]['device']!r}; "
-                                 f"rows for {device!r} need another workload id", "rows.device")
-            rows = validate_records([*stored, *new_records]) if stored else new
-            model = _fit(rows, "rows")
+            self._check_device(workload_id, device, stored)
+            model = _fit(validate_records([*stored, *new_records]) if stored else new, "rows")
             try:
                 record = self.storage.add_upload(workload_id, device, new_records, revision or 0,
                                                  fit_summary(model))
+                break
             except RevisionConflict:
-                continue  # another upload to this workload committed first: refit on its rows
-            self._remember(self._stored, workload_id, (record.revision, model))
-            return record, len(new_records)
-        raise InputError(f"workload {workload_id!r} is being changed by other uploads; retry", "rows")
+                # Another upload to this workload committed first: refit on its rows after a short pause.
+                time.sleep(random.uniform(0.0, 0.02 * (attempt + 1)))
+        else:
+            raise ApiError(409, f"workload {workload_id!r} is being changed by other uploads; retry",
+                           {"rows.workload": ["concurrent uploads to this workload; retry"]})
+        self._remember(self._stored, workload_id, (record.revision, model))
+        return record, len(new_records)
+
+    @staticmethod
+    def _check_device(workload_id: str, device: str, stored: list[dict]) -> None:
+        if stored and str(stored[0].get("device")) != device:
+            raise InputError(f"workload {workload_id!r} is stored for device {stored[0]['device']!r}; "
+                             f"rows for {device!r} need another workload id", "rows.device")
+
+    def _upload_locked(self, workload_id: str, device: str, new: pd.DataFrame, new_records: list[dict]):
+        fitted: dict[str, Any] = {}
+
+        def refit(stored: list[dict]) -> dict[str, object]:
+            self._check_device(workload_id, device, stored)
+            fitted["model"] = _fit(validate_records([*stored, *new_records]) if stored else new, "rows")
+            return fit_summary(fitted["model"])
+
+        try:
+            return self.storage.add_upload_locked(workload_id, device, new_records, refit), fitted["model"]
+        except RevisionConflict:
+            return None, None
 
     def delete(self, workload_id: str) -> bool:
         with self._lock:

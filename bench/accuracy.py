@@ -103,7 +103,7 @@ def synthetic_sweep(kind: str, modes: dict[str, tuple], seed: int = 0, noise: fl
 def plan_modes(rows: pd.DataFrame, budget: int = 4) -> list[str] | None:
     """Modes ``plan`` picks among the published a-j (None until predictor.planning exists)."""
     try:
-        from predictor.planning import plan_profiling
+        from predictor.service import plan_profiling
     except ImportError:
         return None
     cands = rows.drop_duplicates("mode")[["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]]

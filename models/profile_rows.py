@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,20 +189,25 @@ def _frame(rows: list[dict[str, object]]) -> pd.DataFrame:
         if f.kind is not str:
             df[f.name] = pd.to_numeric(df[f.name], errors="coerce").astype(float)
     df["num_workers"] = df["num_workers"].fillna(DEFAULT_NUM_WORKERS)
-    df["source"] = df["source"].fillna("measured")
+    df["source"] = df["source"].astype(object).where(df["source"].notna(), "measured")
     return df
 
 
 def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 1,
-                     what: str = "profile rows") -> pd.DataFrame:
-    """Validate row mappings (JSON objects or CSV records); raise :class:`ProfileRowsError` with all problems."""
+                     what: str = "profile rows", line_numbers: Sequence[int] | None = None) -> pd.DataFrame:
+    """Validate row mappings (JSON objects or CSV records); raise :class:`ProfileRowsError` with all problems.
+
+    ``line_numbers`` gives each record's line in its file (CSV readers skip blank lines), else
+    ``first_line + index``.
+    """
     rows: list[dict[str, object]] = []
     problems: list[RowProblem] = []
     for i, record in enumerate(records):
+        line = line_numbers[i] if line_numbers is not None else first_line + i
         if not isinstance(record, Mapping):
-            problems.append(RowProblem(first_line + i, "_row", "must be an object of field: value"))
+            problems.append(RowProblem(line, "_row", "must be an object of field: value"))
             continue
-        row, row_problems = _validate_record(record, first_line + i)
+        row, row_problems = _validate_record(record, line)
         rows.append(row)
         problems.extend(row_problems)
     if not rows and not problems:
@@ -227,13 +232,21 @@ def read_profile_csv(source: str | Path | io.TextIOBase) -> pd.DataFrame:
     if not text.strip():
         raise ProfileRowsError([RowProblem(0, "file", "is empty: expected a CSV header and rows")], what)
     reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
+    header = [h.strip() for h in reader.fieldnames or []]
+    reader.fieldnames = header  # " cpu_mhz" is the cpu_mhz column, not an unknown extra one
+    duplicates = sorted({h for h in header if header.count(h) > 1})
+    if duplicates:
+        raise ProfileRowsError([RowProblem(1, "header", f"duplicate column(s): {', '.join(duplicates)}")], what)
     missing = [f.name for f in FIELDS if f.required and f.name not in header
                and f.name not in MODE_FIELDS]
     if missing:
         raise ProfileRowsError([RowProblem(1, "header", f"missing required column(s): {', '.join(missing)}")],
                                what)
-    return validate_records(reader, first_line=2, what=what)
+    records, lines = [], []
+    for record in reader:
+        records.append(record)
+        lines.append(reader.line_num)  # physical line of the record's last line, blank lines counted
+    return validate_records(records, what=what, line_numbers=lines)
 
 
 def read_profile_json(payload: object) -> pd.DataFrame:

@@ -24,7 +24,7 @@ def _json_value(value: object) -> object:
 
 
 def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
-                float_digits: int = 6) -> None:
+                float_digits: int = 10) -> None:
     """Write ``df`` to ``out`` (stdout by default) as ``table``, ``csv`` or ``json`` (a list of objects)."""
     out = out or sys.stdout
     if fmt == "csv":

@@ -118,7 +118,7 @@ def save_bundled_reference(ref, directory: Path | None = None) -> Path:
 def load_bundled_reference(device_id: str, directory: Path | None = None):
     """The bundled DeviceReference of a device, or None (with a warning when one exists but does not match
     this installation or its reference CSV, so the caller refits it in memory)."""
-    from predictor.reference import read_reference_rows, rows_sha256
+    from predictor.reference import reference_csvs
 
     path = bundled_reference_path(device_id, directory)
     if not path.is_file():
@@ -129,15 +129,9 @@ def load_bundled_reference(device_id: str, directory: Path | None = None):
         warnings.warn(f"bundled reference of {device_id}: {exc.message}; refitting it in memory",
                       RuntimeWarning, stacklevel=2)
         return None
-    rows = read_reference_rows(device_id)
-    if rows is not None and manifest.get("training_data_sha256") != rows_sha256(_prepared(rows)):
+    csvs = reference_csvs(device_id)
+    if csvs and manifest.get("training_data_sha256") != file_sha256(csvs[0]):
         warnings.warn(f"bundled reference of {device_id} was fitted on other reference sweeps than "
                       f"models/reference holds now; refitting it in memory", RuntimeWarning, stacklevel=2)
         return None
     return joblib.load(path)
-
-
-def _prepared(rows: pd.DataFrame) -> pd.DataFrame:
-    from predictor.reference import _prepare
-
-    return _prepare(rows)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from models.catalogue import device_ids
-from predictor.artifacts import FITTED_DIR, save_bundled_reference
+from predictor.artifacts import FITTED_DIR, file_sha256, save_bundled_reference
 from predictor.reference import build_reference, read_reference_rows, reference_csvs
 
 
@@ -24,6 +24,7 @@ def build_all(out_dir: Path = FITTED_DIR, devices: list[str] | None = None) -> l
         if rows is None:
             continue
         ref = build_reference(rows, device_id)
+        ref.training_sha256 = file_sha256(reference_csvs(device_id)[0])  # the bundled CSV's own bytes
         path = save_bundled_reference(ref, out_dir)
         print(f"{device_id}: {len(ref.workloads)} workload(s) from {reference_csvs(device_id)[0].name} "
               f"({ref.source}) -> {path}", file=sys.stderr)

@@ -68,18 +68,27 @@ def dvfs_phi(f_mhz, f_max_mhz: float) -> np.ndarray:
     return r * v * v
 
 
-def power_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, gpu_busy, maxima: dict[str, float]
-                   ) -> dict[str, np.ndarray]:
+def v_rel(f_mhz, f_max_mhz: float) -> np.ndarray:
+    """Rail voltage relative to its value at the top clock, on the generic DVFS curve."""
+    r = np.asarray(f_mhz, dtype=float) / float(f_max_mhz)
+    return V_MIN_REL + (1.0 - V_MIN_REL) * np.clip((r - KNEE_REL) / (1.0 - KNEE_REL), 0.0, 1.0)
+
+
+def power_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, gpu_busy, maxima: dict[str, float],
+                   rate=1.0) -> dict[str, np.ndarray]:
     """Dynamic-power proxies per mode (dimensionless; coefficients are in W).
 
-    ``gpu_busy`` is the predicted GPU-compute share of the epoch; CPU activity counts the cores the
-    pipeline can keep busy (workers + main thread, capped by the cores online).
+    ``gpu_busy`` is the predicted GPU-compute share of the epoch; ``rate`` the epoch's progress relative
+    to the fastest preset (its epoch time / this one): DRAM traffic per second follows the rate, and each
+    byte costs energy ~ V_emc^2, so a slow GPU leaves a fast memory clock mostly idle. CPU activity counts
+    the cores the pipeline can keep busy (workers + main thread, capped by the cores online).
     """
     busy = np.clip(np.asarray(gpu_busy, dtype=float), 0.0, 1.0)
     active = np.minimum(np.asarray(cpu_cores, dtype=float), np.asarray(num_workers, dtype=float) + 1.0)
+    rate = np.clip(np.asarray(rate, dtype=float), 0.0, 2.0)
     return {
         "gpu": busy * dvfs_phi(gpu_mhz, maxima["gpu_mhz"]),
-        "emc": busy * dvfs_phi(emc_mhz, maxima["emc_mhz"]),
+        "emc": busy * rate * v_rel(emc_mhz, maxima["emc_mhz"]) ** 2,
         "cpu": active / maxima["cpu_cores"] * dvfs_phi(cpu_mhz, maxima["cpu_mhz"]),
         "one": np.ones_like(busy),
     }

@@ -37,6 +37,9 @@ SHARE_SD_FLOOR = 0.25
 #: Floor of a dynamic-power coefficient's prior SD, relative to the reference mean and in W.
 POWER_SD_FLOOR_REL = 0.35
 POWER_SD_FLOOR_W = 0.5
+#: Range of a workload's contention constants around the device reference's (the per-workload values
+#: implied by the published AGX Xavier modes a/b and e/f span about 0.5-1.2x the pooled fit).
+KAPPA_FACTORS = (0.5, 1.3)
 #: Extra relative SD on cross-device predictions (physics transfer is coarser than a same-device fit).
 CROSS_DEVICE_REL_SD = 0.12
 
@@ -164,32 +167,74 @@ class WorkloadModel:
     cross_device: bool = False
     source_device_id: str | None = None
     model_version: str = MODEL_VERSION
+    #: Time fits under other plausible contention constants: (kappa_cpu, kappa_pipe, fits). Their spread
+    #: is the model-form uncertainty of attributing the core-count effect to CPU work.
+    alt_time_fits: list = field(default_factory=list, repr=False)
+    #: Lowest CPU clock profiled (MHz). Below it, clock-independent time may be CPU work that faster
+    #: CPUs hid behind the GPU (launch-bound steps surface once the CPU slows): a second model variant.
+    hidden_cpu_ref_mhz: float | None = None
     training_rows: list[dict] = field(default_factory=list, repr=False)
 
     # -- prediction -----------------------------------------------------------------------------------
     def _time(self, cores, cpu, gpu, emc) -> dict[str, np.ndarray]:
-        feats = F.time_features(cores, cpu, gpu, emc, self.num_workers, self.kappa_cpu, self.kappa_pipe)
-        out: dict[str, np.ndarray] = {}
-        total = np.zeros(np.shape(feats["one"]))
-        var = np.zeros_like(total)
-        noise = 0.0
-        for name, fit in self.time_fits.items():
-            mean, sd = fit.predict(feats)
-            out[name] = mean
-            total = total + mean
-            var = var + sd ** 2
-            noise = max(noise, fit.noise_rel)
-        out["epoch"] = total
-        rel_sd = np.sqrt(var / np.maximum(total, 1e-12) ** 2 + noise ** 2)
+        """Per-component and epoch time (s) averaged over the contention variants, with relative SD."""
+        variants = [(self.kappa_cpu, self.kappa_pipe, self.time_fits), *self.alt_time_fits]
+        comps: dict[str, list[np.ndarray]] = {}
+        totals, variances = [], []
+        noise = max(f.noise_rel for f in self.time_fits.values())
+        surfaced = (np.maximum(1.0, self.hidden_cpu_ref_mhz / cpu) - 1.0 if self.hidden_cpu_ref_mhz
+                    else None)
+        for i, (kc, kp, fits) in enumerate(variants):
+            feats = F.time_features(cores, cpu, gpu, emc, self.num_workers, kc, kp)
+            total, var, extra = 0.0, 0.0, 0.0
+            for name, fit in fits.items():
+                # Posterior variance from the central variant only: the variants' spread is added below.
+                if i == 0:
+                    mean, sd = fit.predict(feats)
+                    var = var + sd ** 2
+                else:
+                    mean = F.design(feats, fit.terms) @ fit.coef
+                comps.setdefault(name, []).append(mean)
+                total = total + mean
+                if surfaced is not None:
+                    one = fit.coef[fit.terms.index("one")] * surfaced
+                    comps.setdefault(name + "_hidden", []).append(mean + one)
+                    extra = extra + one
+            totals.append(total)
+            if i == 0:
+                variances.append(var)
+            if surfaced is not None:
+                totals.append(total + extra)
+        if surfaced is not None:
+            for name in list(self.time_fits):
+                comps[name] = comps[name] + comps.pop(name + "_hidden")
+        # Model averaging over the contention constants (flat weights over their plausible range).
+        out = {name: np.mean(v, axis=0) for name, v in comps.items()}
+        epoch = np.mean(totals, axis=0)
+        out["epoch"] = epoch
+        # The variants span the range seen across reference workloads: treat their spread as a 90% range.
+        spread = np.max(np.abs(np.array(totals) - epoch), axis=0) / Z90
+        var = np.mean(variances, axis=0) + spread ** 2
+        rel_sd = np.sqrt(var / np.maximum(epoch, 1e-12) ** 2 + noise ** 2)
         if self.cross_device:
             rel_sd = np.sqrt(rel_sd ** 2 + CROSS_DEVICE_REL_SD ** 2)
         out["rel_sd"] = rel_sd * self.interval_scale
         return out
 
-    def _power(self, cores, cpu, gpu, emc, gpu_busy) -> dict[str, np.ndarray]:
+    def anchor_time_s(self) -> float:
+        """Predicted epoch time (s) at the device's fastest preset: the reference for progress rates."""
+        cached = self.__dict__.get("_anchor_time_s")
+        if cached is None:
+            knobs = load_device(self.device_id).maxn.knobs()
+            cached = float(self._time(*(np.atleast_1d(float(k)) for k in knobs))["epoch"][0])
+            self.__dict__["_anchor_time_s"] = cached
+        return cached
+
+    def _power(self, cores, cpu, gpu, emc, gpu_busy, epoch) -> dict[str, np.ndarray]:
         bfeats = F.base_features(cores, cpu, gpu, emc, self.maxima)
         base = self.base_ratio * (F.design(bfeats, F.BASE_TERMS) @ self.base_coef)
-        pfeats = F.power_features(cores, cpu, gpu, emc, self.num_workers, gpu_busy, self.maxima)
+        rate = self.anchor_time_s() / np.maximum(epoch, 1e-12)
+        pfeats = F.power_features(cores, cpu, gpu, emc, self.num_workers, gpu_busy, self.maxima, rate)
         dyn, dyn_sd = self.power_fit.predict(pfeats)
         dyn = np.maximum(dyn, 0.0)
         power = base + dyn
@@ -230,7 +275,7 @@ class WorkloadModel:
             compute = parts["gpu"] + parts["emc"] + parts["cpu"]
             stall = parts["pipe"]
         busy = compute / np.maximum(epoch, 1e-12)
-        p = self._power(cores, cpu, gpu, emc, busy)
+        p = self._power(cores, cpu, gpu, emc, busy, epoch)
         power = p["power"]
         energy = power * epoch
         t_rel, p_rel = t["rel_sd"], p["rel_sd"]
@@ -255,6 +300,7 @@ class WorkloadModel:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_transfer_cache", None)
+        state.pop("_anchor_time_s", None)
         return state
 
 
@@ -294,11 +340,14 @@ def _scale_to_shape(x_total: np.ndarray, shape: np.ndarray, epoch: np.ndarray) -
     return float(np.exp(np.mean(np.log(epoch / np.maximum(pred, 1e-12)))))
 
 
-def fit_time(rows: pd.DataFrame, ref, *, weak: bool = False) -> dict[str, TermFit]:
-    """Per-component time fits of one workload's rows, with ``ref``'s prior (``weak``: almost none)."""
+def fit_time(rows: pd.DataFrame, ref, *, weak: bool = False, kappas: tuple[float, float] | None = None
+             ) -> dict[str, TermFit]:
+    """Per-component time fits of one workload's rows, with ``ref``'s prior (``weak``: almost none);
+    ``kappas`` overrides the reference's contention constants."""
     cores, cpu, gpu, emc = mode_arrays(rows)
     workers = rows["num_workers"].to_numpy(float)
-    feats = F.time_features(cores, cpu, gpu, emc, workers, ref.kappa_cpu, ref.kappa_pipe)
+    kc, kp = kappas or (ref.kappa_cpu, ref.kappa_pipe)
+    feats = F.time_features(cores, cpu, gpu, emc, workers, kc, kp)
     epoch = rows["epoch_time_s"].to_numpy(float)
     targets = component_targets(rows)
     if not weak and any(name not in ref.shape_mean for name in targets):
@@ -338,14 +387,18 @@ def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd
         if col not in rows.columns:
             rows[col] = np.nan
         rows[col] = pd.to_numeric(rows[col], errors="coerce")
-    if reference is not None:
-        ref = build_reference(reference, dev_id)
-    else:
-        ref = load_reference(dev_id)
+    ref = build_reference(reference, dev_id) if reference is not None else load_reference(dev_id)
     if ref.device_id != dev_id:
         raise InputError(f"reference sweeps are of device {ref.device_id!r}, rows of {dev_id!r}", "reference")
 
     time_fits = fit_time(rows, ref)
+    alt = []
+    if rows["cpu_cores"].nunique() > 1:
+        # The core-count contrast measures CPU work x (contention - 1): a contention constant off by a
+        # factor rescales the CPU share. Refit under the ends of the plausible range of the constants.
+        for factor in KAPPA_FACTORS:
+            kc, kp = ref.kappa_cpu * factor, ref.kappa_pipe * factor
+            alt.append((kc, kp, fit_time(rows, ref, kappas=(kc, kp))))
     model = WorkloadModel(
         device_id=dev_id, workload_id=workload, reference_source=ref.source,
         profiled_modes=int(rows[list(MODE_FIELDS)].drop_duplicates().shape[0]), has_power=False,
@@ -353,7 +406,8 @@ def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd
         time_fits=time_fits, base_coef=ref.base_coef, base_ratio=1.0, base_sd_rel=ref.base_noise_rel * 2,
         power_fit=TermFit(F.POWER_TERMS, ref.power_mean.copy(), np.diag(ref.power_sd ** 2),
                           POWER_NOISE_REL * 2),
-        maxima=ref.maxima, interval_scale=ref.interval_scale,
+        maxima=ref.maxima, interval_scale=ref.interval_scale, alt_time_fits=alt,
+        hidden_cpu_ref_mhz=float(rows["cpu_mhz"].min()),
         training_rows=rows.astype(object).where(rows.notna(), None).to_dict(orient="records"),
     )
     fit_power(model, rows, ref)
@@ -380,7 +434,7 @@ def fit_power(model: WorkloadModel, rows: pd.DataFrame, ref) -> None:
     model.has_power = True
     sub = rows[has]
     t = model._time(*(a[has] for a in (cores, cpu, gpu, emc)))
-    compute = t["compute"] if "compute" in t else None
+    compute = t.get("compute", None)
     if compute is None:
         feats = F.time_features(cores[has], cpu[has], gpu[has], emc[has], model.num_workers,
                                 model.kappa_cpu, model.kappa_pipe)
@@ -390,8 +444,9 @@ def fit_power(model: WorkloadModel, rows: pd.DataFrame, ref) -> None:
     busy = compute / t["epoch"]
     base = model.base_ratio * base_ref[has]
     dyn = power[has] - base
+    rate = model.anchor_time_s() / t["epoch"]
     x = F.design(F.power_features(cores[has], cpu[has], gpu[has], emc[has], sub["num_workers"].to_numpy(float),
-                                  busy, model.maxima), F.POWER_TERMS)
+                                  busy, model.maxima, rate), F.POWER_TERMS)
     model.power_fit = fit_terms(x, dyn, power[has], F.POWER_TERMS, ref.power_mean, ref.power_sd,
                                 noise_rel=ref.power_noise_rel)
 

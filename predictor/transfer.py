@@ -64,15 +64,20 @@ def transfer_model(model, device_id: str):
     target_ref = load_reference(device_id)
     moved = copy.copy(model)
     moved.__dict__.pop("_transfer_cache", None)
+    moved.__dict__.pop("_anchor_time_s", None)
     moved.device_id = target.id
     moved.source_device_id = model.device_id
     moved.cross_device = True
     moved.time_fits = {name: fit.scaled(tf) for name, fit in model.time_fits.items()}
+    moved.alt_time_fits = [(kc, kp, {n: f.scaled(tf) for n, f in fits.items()})
+                           for kc, kp, fits in model.alt_time_fits]
+    if model.hidden_cpu_ref_mhz:
+        # The same CPU work takes a slower-per-clock core a proportionally higher clock to hide.
+        moved.hidden_cpu_ref_mhz = model.hidden_cpu_ref_mhz * tf["cpu"]
     moved.power_fit = model.power_fit.scaled(pf)
     moved.base_coef = target_ref.base_coef
     moved.base_sd_rel = max(model.base_sd_rel, target_ref.base_noise_rel)
     moved.maxima = F.device_maxima(target)
-    # Contention cannot exceed the target's core count: a workload with more workers than cores keeps them.
     cache[device_id] = moved
     return moved
 

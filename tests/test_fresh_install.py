@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -38,12 +39,13 @@ INDEX_UNAVAILABLE = re.compile(
     r"No matching distribution found for|Could not find a version that satisfies the requirement")
 
 
-def clean_env(home: Path, **extra: str) -> dict[str, str]:
+def clean_env(**extra: str) -> dict[str, str]:
     """The caller's environment minus anything that could leak this interpreter's packages or config."""
     leaky = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV", "PIP_USER",
              "PIP_TARGET", "PIP_PREFIX", "__PYVENV_LAUNCHER__")
     env = {k: v for k, v in os.environ.items() if k not in leaky and not k.startswith("JETPREDICT_")}
-    env.update(HOME=str(home), PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    # HOME stays: pip may reuse the user's wheel cache; user site-packages stay off (PYTHONNOUSERSITE).
+    env.update(PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
     return env
 
 
@@ -57,20 +59,28 @@ class FreshInstall:
         return self.venv / "bin"
 
     def env(self, **extra: str) -> dict[str, str]:
-        return clean_env(self.root, **extra)
+        return clean_env(**extra)
 
 
 @pytest.fixture(scope="session")
-def fresh_install(tmp_path_factory) -> FreshInstall:
-    """Build the venv once per test session."""
-    root = tmp_path_factory.mktemp("fresh-install")
+def fresh_install() -> Iterator[FreshInstall]:
+    """Build the venv once per test session, in a private directory (pytest's rotating basetemp can be
+    pruned by a concurrent pytest run in the same checkout)."""
+    root = Path(tempfile.mkdtemp(prefix="jetpredict-fresh-install-"))
+    try:
+        yield _build_fresh_install(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _build_fresh_install(root: Path) -> FreshInstall:
     src = root / "src"
     shutil.copytree(ROOT, src, ignore=lambda d, names: [
         n for n in names if (Path(d) == ROOT and n in NOT_SHIPPED) or n == "__pycache__"
         or n.endswith((".egg-info", ".pyc", ".sqlite"))])
     venv = root / "venv"
     made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True,
-                          timeout=120, env=clean_env(root))
+                          timeout=120, env=clean_env())
     if made.returncode != 0:
         pytest.skip(f"python -m venv is unavailable here: {made.stderr.strip()[-300:]}")
     cfg = (venv / "pyvenv.cfg").read_text(encoding="utf-8")
@@ -80,15 +90,20 @@ def fresh_install(tmp_path_factory) -> FreshInstall:
         pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
                               str(src)],
                              capture_output=True, text=True, timeout=PIP_TIMEOUT_S, cwd=root,
-                             env=clean_env(root))
+                             env=clean_env())
     except subprocess.TimeoutExpired:
         pytest.skip(f"pip install took over {PIP_TIMEOUT_S} s: no reachable package index?")
     if pip.returncode != 0:
         output = pip.stdout + pip.stderr
-        errors = [line for line in output.splitlines() if line.startswith("ERROR")]
-        if INDEX_UNAVAILABLE.search(output):
-            pytest.skip("pip cannot reach a package index: " + " | ".join(errors[-2:] or [output[-300:]]))
+        evidence = [line.strip() for line in output.splitlines() if INDEX_UNAVAILABLE.search(line)]
+        if evidence:
+            pytest.skip(f"pip cannot reach a package index: {evidence[-1][:300]}")
         pytest.fail(f"pip install of the package failed (not a network problem):\n{output[-3000:]}")
+    # What pip would have byte-compiled: the modules `serve` imports, so the 15 s start is measured on
+    # an install as a default `pip install` leaves it.
+    warm = subprocess.run([str(venv / "bin" / "python"), "-c", "import api.app"], capture_output=True,
+                          text=True, timeout=120, cwd=root, env=clean_env())
+    assert warm.returncode == 0, f"the installed package does not import:\n{warm.stderr[-3000:]}"
     return FreshInstall(root, venv)
 
 
@@ -186,6 +201,13 @@ def test_bundled_catalogue_ships_in_the_package(fresh_install):
                            capture_output=True, text=True, timeout=60, cwd=fresh_install.root,
                            env=fresh_install.env())
     assert str(fresh_install.venv) in where.stdout, "models imported from outside the fresh venv"
+    # Every data file of models/ (catalogue, reference sweeps, fitted models, twin calibration, built-in
+    # workloads) must be package data: the image and `pip install` users have no checkout.
+    installed = Path(where.stdout.strip()).parent
+    source = fresh_install.root / "src" / "models"
+    wanted = {p.relative_to(source) for p in source.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")}
+    missing = sorted(str(p) for p in wanted if not (installed / p).is_file())
+    assert not missing, f"not installed (add to [tool.setuptools.package-data]): {missing}"
 
 
 def test_serve_answers_healthz_within_15_s(server):
@@ -196,13 +218,35 @@ def test_serve_answers_healthz_within_15_s(server):
     assert status == 404
 
 
-def test_dockerfile_healthcheck_passes_only_while_the_service_is_up(fresh_install, server):
+def test_dockerfile_healthcheck_passes_only_while_a_service_answers(fresh_install, server):
     argv = dockerfile_healthcheck()
     assert argv[0] == "python"
     argv = [str(fresh_install.bin / "python"), *argv[1:]]
     env = fresh_install.env(JETPREDICT_PORT=str(server.port))
     up = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env, cwd=fresh_install.root)
     assert up.returncode == 0, up.stderr
-    server.stop()
-    down = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env, cwd=fresh_install.root)
+    nobody = fresh_install.env(JETPREDICT_PORT=str(free_port()))  # a port no server listens on
+    down = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=nobody, cwd=fresh_install.root)
     assert down.returncode != 0
+
+
+def test_predictions_use_the_bundled_models_without_torch(server):
+    # Two profiled AGX Xavier modes inline (no stored workload): the bundled reference does the rest.
+    rows = [{"device": "agx-xavier", "workload": "fresh-install", "mode": mode, "cpu_cores": cores,
+             "cpu_mhz": cpu, "gpu_mhz": gpu, "emc_mhz": emc, "batch_size": 16, "minibatches_per_epoch": 3125,
+             "epoch_time_s": epoch_s}
+            for mode, cores, cpu, gpu, emc, epoch_s in [("MAXN", 8, 2265.6, 1377, 2133, 96.5),
+                                                        ("MODE_15W", 4, 1200, 670, 1331.2, 231.0)]]
+    body = json.dumps({"device": "agx-xavier", "workload": {"rows": rows}, "modes": "presets"}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{server.port}/v1/predictions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200
+        answer = json.load(response)
+    predictions = {p["mode"]: p for p in answer["predictions"]}
+    assert len(predictions) == 8 and "MODE_30W_ALL" in predictions
+    for p in predictions.values():
+        assert 0 < p["epoch_time_s_low"] <= p["epoch_time_s"] <= p["epoch_time_s_high"]
+        assert p["avg_power_w"] > 0 and p["epoch_energy_j"] > 0
+    # MODE_10W caps every knob below MAXN, so it cannot be predicted faster
+    assert predictions["MODE_10W"]["epoch_time_s"] > predictions["MAXN"]["epoch_time_s"]

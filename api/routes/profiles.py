@@ -19,6 +19,7 @@ class Profiles(MethodView):
     @blp.response(201, UploadResultSchema)
     @blp.alt_response(401, schema=ErrorSchema, description="header X-API-Key missing")
     @blp.alt_response(403, schema=ErrorSchema, description="header X-API-Key wrong")
+    @blp.alt_response(409, schema=ErrorSchema, description="too many concurrent uploads to this workload")
     def post(self, body: dict):
         """Store rows of one workload on one device and refit it.
 

@@ -111,3 +111,20 @@ def test_concurrent_uploads_and_predictions(tmp_path):
     storage = Storage(load_settings({"DATA_DIR": tmp_path / "data"}).database_url)
     _assert_consistent(storage)
     storage.dispose()
+
+
+@pytest.mark.timeout(60)
+def test_serve_with_flask_server_and_generated_key(tmp_path):
+    """`serve --server flask` on the defaults: without JETPREDICT_API_KEYS it prints a key that works."""
+    import re
+
+    with LiveServer(tmp_path / "data", api_keys="", workers=1, server="flask") as server:
+        log = server.log_path.read_text()
+        assert "Flask server" in log
+        key = re.search(r"X-API-Key: (\S+)", log).group(1)
+        rows = {"rows": published_rows(as_id="flask-served")}
+        r = requests.post(server.url + "/v1/profiles", json=rows, headers={"X-API-Key": "wrong"}, timeout=30)
+        assert r.status_code == 403
+        r = requests.post(server.url + "/v1/profiles", json=rows, headers={"X-API-Key": key}, timeout=30)
+        assert r.status_code == 201, r.text
+        assert requests.get(server.url + "/healthz", timeout=10).json()["status"] == "ok"

@@ -285,3 +285,16 @@ def test_blank_source_column_defaults_without_dtype_warnings():
     row.pop("source", None)
     df = read_profile_json([row])
     assert df.loc[0, "source"] == "measured"
+
+
+def test_duplicate_columns_are_a_header_problem():
+    # csv.DictReader would silently keep the last of two epoch_time_s cells
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(GOOD_ROWS[0] + ",-5", header=HEADER + ",epoch_time_s"))
+    assert problems_of(err.value) == {(1, "header")}
+    assert "duplicate" in err.value.problems[0].message and "epoch_time_s" in err.value.problems[0].message
+
+
+def test_spaces_around_column_names_are_ignored():
+    header = HEADER.replace(",cpu_mhz,", ", cpu_mhz ,")
+    assert read_profile_csv(csv_text(GOOD_ROWS[0], header=header)).loc[0, "cpu_mhz"] == 2265.6

@@ -60,9 +60,14 @@ def test_tampered_or_foreign_model_file_is_refused(tmp_path, model):
 
 def test_bundled_reference_mismatch_refits_with_warning(tmp_path):
     ref = build_reference(REF)
+    ref.training_sha256 = artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv")
     artifacts.save_bundled_reference(ref, tmp_path)
     loaded = artifacts.load_bundled_reference("agx-xavier", tmp_path)
     assert loaded is not None and loaded.kappa_cpu == ref.kappa_cpu and loaded.rows is None
+    stale = build_reference(REF)  # fingerprint of other data than the bundled CSV
+    artifacts.save_bundled_reference(stale, tmp_path / "stale")
+    with pytest.warns(RuntimeWarning, match="other reference sweeps"):
+        assert artifacts.load_bundled_reference("agx-xavier", tmp_path / "stale") is None
     mpath = artifacts.manifest_path(artifacts.bundled_reference_path("agx-xavier", tmp_path))
     manifest = json.loads(mpath.read_text())
     manifest["versions"]["numpy"] = "0.1"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -154,3 +156,27 @@ def test_prior_regression_is_nonnegative_and_fades_with_data():
     np.testing.assert_allclose(est.coef_, [2.0, 0.0, 1.0], atol=0.05)
     mean, sd = est.predict(x[:3], return_std=True)
     assert mean.shape == (3,) and np.all(sd >= 0)
+
+
+def test_launch_work_hidden_at_profiled_clocks_widens_and_raises_low_cpu_predictions():
+    # Compute = max(CPU launch, GPU latency): at e/f/i/j the GPU side hides the launches, so the rows look
+    # clock-independent; at a slow CPU the launches surface. The model must not promise a flat time there.
+    rows = []
+    for m in ["e", "f", "i", "j", "low"]:
+        c, cpu, gpu, emc = MODES[m]
+        launch_ms = 4.0 * 2265.6 / cpu
+        compute_ms = max(launch_ms, 5.5) + 0.05 * 1377 / gpu
+        t = (compute_ms + 1.5 * 2265.6 / cpu + 0.3) * 3750 / 1000
+        rows.append(dict(device="agx-xavier", workload="latency-bound", mode=m, cpu_cores=c, cpu_mhz=cpu,
+                         gpu_mhz=gpu, emc_mhz=emc, num_workers=4, batch_size=16, minibatches_per_epoch=3750,
+                         epoch_time_s=t, stall_time_s=1.5 * 2265.6 / cpu * 3.75,
+                         compute_time_s=compute_ms * 3.75, source="simulated: test"))
+    rows = pd.DataFrame(rows)
+    model = fit_workload(rows.iloc[:4])
+    p = predict(model, ["low"])
+    truth = rows.epoch_time_s.iloc[4]
+    assert p["epoch_time_s_low"][0] <= truth <= p["epoch_time_s_high"][0]
+    # Without the hidden-launch variant the clock-independent fit would stay well below the truth.
+    flat = copy.copy(model)
+    flat.hidden_cpu_ref_mhz = None
+    assert p["epoch_time_s"][0] > predict(flat, ["low"])["epoch_time_s"][0]

@@ -9,6 +9,7 @@ from models.errors import InputError, UnknownDeviceError
 from models.profile_rows import read_profile_csv
 from predictor import features as F
 from predictor.reference import REFERENCE_DIR, build_reference, load_reference, reference_csvs
+from predictor.transfer import derive_reference
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 
@@ -43,12 +44,13 @@ def test_reference_prefers_published_then_measured_then_simulated(tmp_path):
 
 
 def test_device_without_sweeps_gets_a_derived_reference():
-    paths = reference_csvs("orin-nano")
-    ref = load_reference("orin-nano")
-    if paths:
-        pytest.skip("orin-nano has its own sweeps now")
+    agx = load_reference("agx-xavier")
+    ref = derive_reference(agx, "orin-nano")
     assert ref.derived_from == "agx-xavier" and ref.device_id == "orin-nano"
-    assert ref.base_coef[0] < load_reference("agx-xavier").base_coef[0]  # a 15 W module idles lower
+    assert ref.base_coef[0] < agx.base_coef[0]  # a 15 W module idles lower than a 30 W one
+    assert ref.maxima["cpu_cores"] == 6
+    gpu = F.COMPUTE_TERMS.index("gpu")
+    assert ref.shape_mean["compute"][gpu] > 0
 
 
 def test_user_reference_rows_are_checked():

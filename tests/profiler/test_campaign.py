@@ -211,3 +211,13 @@ def test_sim_device_runs_through_the_same_campaign(tmp_path):
     assert all(r["epoch_energy_j"] and r["base_power_w"] for r in rows)
     assert rows[0]["epoch_time_s"] < rows[1]["epoch_time_s"]  # 7W is slower than 15W
     assert len(read_profile_csv(tmp_path / "p.csv")) == 2
+
+
+def test_image_folder_through_dataloader_worker_processes(tmp_path):
+    from test_workloads import _image_folder
+
+    root = _image_folder(tmp_path / "data", classes=2, per_class=4)
+    rows = run_campaign(_cfg(tmp_path, data=str(root), workers=1, batch_size=2, minibatches=3))
+    row = rows[0]
+    assert row["data_source"] == f"folder:{root}" and row["num_workers"] == 1
+    assert row["minibatches_per_epoch"] == 4 and row["stall_time_s"] > 0   # 8 images / batch 2
