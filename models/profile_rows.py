@@ -188,6 +188,11 @@ def _frame(rows: list[dict[str, object]]) -> pd.DataFrame:
     for f in FIELDS:
         if f.kind is not str:
             df[f.name] = pd.to_numeric(df[f.name], errors="coerce").astype(float)
+    for name in columns[len(COLUMNS):]:
+        # Extras (macs_fwd, power_meter ...) are numbers when every given value parses as one.
+        numeric = pd.to_numeric(df[name], errors="coerce")
+        if numeric.notna().sum() == df[name].notna().sum() and numeric.notna().any():
+            df[name] = numeric.astype(float)
     df["num_workers"] = df["num_workers"].fillna(DEFAULT_NUM_WORKERS)
     df["source"] = df["source"].astype(object).where(df["source"].notna(), "measured")
     return df

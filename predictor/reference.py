@@ -194,8 +194,7 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
         shapes[w] = {name: f.coef for name, f in fits.items()}
         resid.append(_sse(fits, g, kc, kp) / max(len(g) - 2, 1))
     shape_mean, shape_sd, shapes = summarise_shapes(shapes, anchor, kc, kp, workers)
-    # Floor: digitised/published figures differ ~3% between runs of the same setting (POMACS 2022).
-    time_noise = float(max(np.sqrt(np.mean(resid)), 0.03))
+    time_noise = float(max(np.sqrt(np.mean(resid)), 0.015))
 
     base_coef, base_noise = _fit_base(rows, maxima)
     power_mean, power_sd, power_noise = _fit_dynamic_power(groups, shapes, base_coef, maxima, kc, kp)

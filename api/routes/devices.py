@@ -34,7 +34,7 @@ class Devices(MethodView):
 
 @blp.route("/<string:device>/power-modes")
 class PowerModes(MethodView):
-    @blp.arguments(PowerModesQuerySchema, location="query")
+    @blp.arguments(PowerModesQuerySchema(), location="query")
     @blp.response(200, PowerModePageSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device")
     def get(self, query: dict, device: str):

@@ -14,7 +14,7 @@ blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
 
 @blp.route("")
 class FleetPlans(MethodView):
-    @blp.arguments(FleetPlanRequestSchema, example=FLEET_EXAMPLE)
+    @blp.arguments(FleetPlanRequestSchema(), example=FLEET_EXAMPLE)
     @blp.response(200, FleetPlanSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
     def post(self, body: dict):

@@ -112,7 +112,7 @@ def wants_csv() -> bool:
 
 @blp.route("")
 class Predictions(MethodView):
-    @blp.arguments(PredictionRequestSchema, example=PREDICTION_EXAMPLE)
+    @blp.arguments(PredictionRequestSchema(), example=PREDICTION_EXAMPLE)
     @blp.response(200, PredictionResponseSchema)
     @blp.alt_response(200, schema={"type": "string"}, content_type=CSV_MIMETYPE, success=True,
                       description="the predictions as CSV, when Accept prefers text/csv")

@@ -15,7 +15,7 @@ blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles", description="Up
 class Profiles(MethodView):
     @require_api_key
     @blp.doc(security=SECURITY)
-    @blp.arguments(ProfileUploadSchema, example=UPLOAD_EXAMPLE)
+    @blp.arguments(ProfileUploadSchema(), example=UPLOAD_EXAMPLE)
     @blp.response(201, UploadResultSchema)
     @blp.alt_response(401, schema=ErrorSchema, description="header X-API-Key missing")
     @blp.alt_response(403, schema=ErrorSchema, description="header X-API-Key wrong")

@@ -19,7 +19,7 @@ def _row(row: dict | None) -> dict | None:
 
 @blp.route("")
 class Recommendations(MethodView):
-    @blp.arguments(RecommendationRequestSchema, example=RECOMMENDATION_EXAMPLE)
+    @blp.arguments(RecommendationRequestSchema(), example=RECOMMENDATION_EXAMPLE)
     @blp.response(200, RecommendationSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
     def post(self, body: dict):

@@ -28,7 +28,7 @@ def _not_stored(workload_id: str) -> UnknownWorkloadError:
 
 @blp.route("")
 class Workloads(MethodView):
-    @blp.arguments(PageQuerySchema, location="query")
+    @blp.arguments(PageQuerySchema(), location="query")
     @blp.response(200, WorkloadListSchema)
     def get(self, query: dict):
         """Stored workloads, sorted by id (paged)."""
