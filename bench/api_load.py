@@ -100,16 +100,43 @@ def _drive(port: int, path: str, body: bytes, clients: int, max_requests: int, s
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
     return {"path": path, "clients": clients, "requests": len(latencies), "errors": len(errors),
+            "_latencies": latencies,
             "first_errors": errors[:3], "wall_s": wall, "requests_per_s": len(latencies) / wall,
             "p50_ms": pct(0.50), "p90_ms": pct(0.90), "p99_ms": pct(0.99),
             "mean_ms": statistics.fmean(ordered) * 1000 if ordered else float("nan")}
 
 
-def _client_process(queue, jobs: list[tuple]) -> None:
-    queue.put([_drive(*job) for job in jobs])
+def _merge(parts: list[dict]) -> dict:
+    """One scenario measured in several interleaved rounds, as if it were one run."""
+    merged = {k: parts[0][k] for k in ("path", "clients")}
+    merged["requests"] = sum(p["requests"] for p in parts)
+    merged["errors"] = sum(p["errors"] for p in parts)
+    merged["first_errors"] = [e for p in parts for e in p["first_errors"]][:3]
+    merged["wall_s"] = sum(p["wall_s"] for p in parts)
+    merged["requests_per_s"] = merged["requests"] / merged["wall_s"]
+    lat = sorted(x for p in parts for x in p["_latencies"])
+    for name, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+        merged[name] = lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
+    merged["mean_ms"] = statistics.fmean(lat) * 1000
+    merged["rounds"] = len(parts)
+    return merged
 
 
-def run(clients: int, seconds: float, single_requests: int, workers: int) -> dict:
+def _client_process(queue, warm: list[tuple], pairs: list[tuple[tuple, tuple]], rounds: int) -> None:
+    for job in warm:
+        _drive(*job)
+    results = []
+    for a, b in pairs:
+        # Alternate short rounds of the two endpoints, so background load on a shared machine hits both.
+        parts_a, parts_b = [], []
+        for _ in range(rounds):
+            parts_a.append(_drive(*a[:4], max(1, a[4] // rounds), a[5] / rounds))
+            parts_b.append(_drive(*b[:4], max(1, b[4] // rounds), b[5] / rounds))
+        results += [_merge(parts_a), _merge(parts_b)]
+    queue.put(results)
+
+
+def run(clients: int, seconds: float, single_requests: int, workers: int, rounds: int) -> dict:
     import requests
     from api_fixtures import published_rows
 
@@ -135,29 +162,34 @@ def run(clients: int, seconds: float, single_requests: int, workers: int) -> dic
             # Warm both (fitted-model cache in every worker, connection setup) outside the measurement.
             warm = [(server.port, "/v1/predictions", PREDICTION_BODY, 4, 200, 10.0),
                     (bare_port, "/bare", b"{}", 4, 200, 10.0)]
-            jobs = [(server.port, "/v1/predictions", PREDICTION_BODY, 1, single_requests, seconds),
-                    (bare_port, "/bare", b"{}", 1, single_requests, seconds),
-                    (server.port, "/v1/predictions", PREDICTION_BODY, clients, 100_000, seconds),
-                    (bare_port, "/bare", b"{}", clients, 100_000, seconds)]
+            pairs = [((server.port, "/v1/predictions", PREDICTION_BODY, 1, single_requests, seconds),
+                      (bare_port, "/bare", b"{}", 1, single_requests, seconds)),
+                     ((server.port, "/v1/predictions", PREDICTION_BODY, clients, 1_000_000, seconds),
+                      (bare_port, "/bare", b"{}", clients, 1_000_000, seconds))]
             ctx = mp.get_context("spawn")
             queue = ctx.Queue()
-            proc = ctx.Process(target=_client_process, args=(queue, warm + jobs))
+            proc = ctx.Process(target=_client_process, args=(queue, warm, pairs, rounds))
             proc.start()
-            results = queue.get(timeout=600)[len(warm):]
+            results = queue.get(timeout=600)
             proc.join(timeout=30)
         finally:
             os.killpg(bare.pid, 2)
             bare.wait(timeout=30)
-    single, bare_single, multi, bare_multi = results
+    single, bare_single, multi, bare_multi = (_public(r) for r in results)
     return {
         "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
                  "load_avg_1m": os.getloadavg()[0]},
         "server": {"gunicorn_workers": workers, "worker_class": "gthread", "threads": 4},
+        "rounds": rounds, "seconds_per_scenario": seconds,
         "prediction_one_client": single, "bare_one_client": bare_single,
         "prediction_many_clients": multi, "bare_many_clients": bare_multi,
         "throughput_ratio": multi["requests_per_s"] / bare_multi["requests_per_s"],
         "targets": {"p50_ms_one_client_lt": 10.0, "throughput_ratio_ge": 0.40},
     }
+
+
+def _public(r: dict) -> dict:
+    return {k: v for k, v in r.items() if not k.startswith("_")}
 
 
 def _markdown(res: dict) -> str:
@@ -167,6 +199,7 @@ def _markdown(res: dict) -> str:
     lines = ["# API load benchmark (`bench/api_load.py`)", "",
              f"POST /v1/predictions (stored workload, 10 modes) vs a bare Flask endpoint; gunicorn "
              f"{res['server']['gunicorn_workers']} workers (gthread x {res['server']['threads']}); "
+             f"{res['rounds']} interleaved rounds per pair, {res['seconds_per_scenario']:g} s per scenario; "
              f"{res['host']['cpus']} CPUs, load average {res['host']['load_avg_1m']:.1f} at the end.", "",
              "| scenario | requests | errors | p50 ms | p99 ms | requests/s |", "|---|---|---|---|---|---|"]
     for name, r in rows:
@@ -183,12 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="time limit per scenario")
     parser.add_argument("--single-requests", type=int, default=400, help="request limit at one client")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=8, help="interleaved rounds per scenario pair")
     parser.add_argument("--serve-bare", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_bare:
         serve_bare(args.serve_bare, args.workers)
         return 0
-    res = run(args.clients, args.seconds, args.single_requests, args.workers)
+    res = run(args.clients, args.seconds, args.single_requests, args.workers, args.rounds)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "api_load.json").write_text(json.dumps(res, indent=2) + "\n")
     text = _markdown(res)

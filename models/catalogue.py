@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -250,7 +250,7 @@ def _device_from_toml(raw: dict) -> Device:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_all() -> dict[str, Device]:
     devices = {}
     for path in sorted(DEVICES_DIR.glob("*.toml")):
