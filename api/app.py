@@ -26,6 +26,9 @@ log = logging.getLogger("jetpredict.api")
 BLUEPRINTS = (health.blp, devices.blp, predictions.blp, recommendations.blp, fleet_plans.blp,
               profiles.blp, workloads.blp)
 _BODY_METHODS = ("POST", "PUT", "PATCH")
+#: Longest path + query string in bytes (as nginx's default); gunicorn itself is told not to cut earlier,
+#: so that the answer is our JSON error rather than the server's HTML page.
+MAX_URL_BYTES = 8192
 SWAGGER_UI_CDN = "https://cdn.jsdelivr.net/npm/swagger-ui-dist/"
 
 
@@ -57,6 +60,10 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
     def _guards():
         if request.method == "OPTIONS" and settings.CORS_ORIGINS:
             return Response(status=204)
+        url_bytes = len(request.path.encode()) + len(request.query_string)
+        if url_bytes > MAX_URL_BYTES:
+            raise ApiError(414, f"the URL is {url_bytes} bytes; the limit is {MAX_URL_BYTES}",
+                           {"url": [f"must be at most {MAX_URL_BYTES} bytes"]})
         length = request.content_length
         if length is not None and length > settings.MAX_BODY_BYTES:
             raise ApiError(413, f"request body is {length} bytes; the limit is {settings.MAX_BODY_BYTES}",

@@ -7,6 +7,7 @@ only inside the verb that needs them, so ``jetpredict devices`` starts fast and 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -75,6 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `jetpredict devices ... | head`
         return 0
+    except (OSError, RuntimeError) as exc:
+        # Operational failures (a privileged command refused, a sensor gone, a port in use) are
+        # reported in one line; JETPREDICT_DEBUG=1 shows the traceback.
+        if os.environ.get("JETPREDICT_DEBUG"):
+            raise
+        print(f"jetpredict {args.verb}: failed: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -56,6 +56,9 @@ def run_gunicorn(settings, load=_create_app) -> int:
                 "proc_name": "jetpredict", "child_exit": child_exit,
                 # Import and warm up once in the master; workers fork ready to answer.
                 "preload_app": True,
+                # No request-line cap in gunicorn (its 414 is an HTML page); the app answers long URLs
+                # with a JSON 414 (api.app.MAX_URL_BYTES), the body limit still applies.
+                "limit_request_line": 0,
             }
             if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25: one socket per user
                 options["control_socket_disable"] = True

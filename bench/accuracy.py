@@ -12,6 +12,7 @@ Run: ``python bench/accuracy.py`` -> prints and writes ``bench/results/accuracy.
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from pathlib import Path
@@ -164,23 +165,35 @@ def synthetic(rows: pd.DataFrame) -> list[dict]:
     return results
 
 
-def cross_device(rows: pd.DataFrame) -> list[dict]:
-    """Real cross-device rows (POMACS 2022 Fig 2/3, 4 workers): MobileNetV3 AGX -> NX 15W, LeNet NX -> Nano."""
-    out = []
+def cross_device(rows: pd.DataFrame) -> list[tuple]:
+    """Real cross-device rows (POMACS 2022 Fig 2/3, 4 workers; PowerTrain Table 3), each predicted through
+    the shared reference workloads and, for comparison, through device physics only."""
+    from unittest import mock
+
     nx = load_device("xavier-nx").preset("MODE_15W_6CORE")
     nano = load_device("nano").maxn
-    mob = rows[(rows.workload == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)]
-    model = fit_workload(mob)
-    p = model.predict_arrays([nx.cpu_cores], [nx.cpu_mhz], [nx.gpu_mhz], [nx.emc_mhz], device_id="xavier-nx")
-    out.append(("MobileNetV3 AGX Xavier (e,f,i,j) -> Xavier NX 15W", p, 576.0, 2450.8 * 3.6))
-    lenet = pd.DataFrame([dict(device="xavier-nx", workload="lenet5-mnist", mode="15W", cpu_cores=nx.cpu_cores,
-                               cpu_mhz=nx.cpu_mhz, gpu_mhz=nx.gpu_mhz, emc_mhz=nx.emc_mhz, num_workers=4,
-                               batch_size=16, minibatches_per_epoch=3750, epoch_time_s=55.3, stall_time_s=18.9,
-                               compute_time_s=32.2, epoch_energy_j=112.0 * 3.6, avg_power_w=np.nan,
-                               base_power_w=np.nan, source="published: POMACS 2022 Fig 2")])
-    model = fit_workload(lenet)
-    p = model.predict_arrays([nano.cpu_cores], [nano.cpu_mhz], [nano.gpu_mhz], [nano.emc_mhz], device_id="nano")
-    out.append(("LeNet-5 Xavier NX 15W (1 mode) -> Nano MAXN", p, 76.6, 105.1 * 3.6))
+    orin = load_device("orin-agx").maxn
+    mob = fit_workload(rows[(rows.workload == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)])
+    lenet = fit_workload(pd.DataFrame([dict(
+        device="xavier-nx", workload="lenet5-mnist", mode="15W", cpu_cores=nx.cpu_cores, cpu_mhz=nx.cpu_mhz,
+        gpu_mhz=nx.gpu_mhz, emc_mhz=nx.emc_mhz, num_workers=4, batch_size=16, minibatches_per_epoch=3750,
+        epoch_time_s=55.3, stall_time_s=18.9, compute_time_s=32.2, epoch_energy_j=112.0 * 3.6,
+        avg_power_w=np.nan, base_power_w=np.nan, source="published: POMACS 2022 Fig 2")]))
+    cases = [  # label, model, target device, mode, real time s, real energy J (None: not published)
+        ("MobileNetV3 AGX Xavier (e,f,i,j) -> Xavier NX 15W", mob, "xavier-nx", nx, 576.0, 2450.8 * 3.6),
+        ("LeNet-5 Xavier NX 15W (1 mode) -> Nano MAXN", lenet, "nano", nano, 76.6, 105.1 * 3.6),
+        ("MobileNetV3 AGX Xavier (e,f,i,j) -> Orin AGX MAXN (PowerTrain setup)", mob, "orin-agx", orin, 138.0,
+         None)]
+    out = []
+    for label, model, dev, m, t_real, e_real in cases:
+        knobs = ([m.cpu_cores], [m.cpu_mhz], [m.gpu_mhz], [m.emc_mhz])
+        p = model.predict_arrays(*knobs, device_id=dev)
+        method = model.__dict__["_transfer_cache"][dev].transfer_method
+        with mock.patch("predictor.reference.transfer_reference", lambda device_id: None):
+            phys = copy.copy(model)
+            phys.__dict__.pop("_transfer_cache", None)
+            q = phys.predict_arrays(*knobs, device_id=dev)
+        out.append((label, method, p, q, t_real, e_real))
     return out
 
 
@@ -221,11 +234,14 @@ def main() -> int:
         ["time_mape", "energy_mape", "time_cov", "time_width", "energy_cov", "energy_width"]].mean()
     lines += ["", "## Means per case", "", summary.round(1).to_markdown() if _has_tabulate() else
               summary.round(1).to_string(), "", "## Cross-device (real rows)", "",
-              "| transfer | time pred [90%] | time real | energy pred J [90%] | energy real J |", "|---|---|---|---|---|"]
-    for label, p, t_real, e_real in cross_device(rows):
-        lines.append(f"| {label} | {p['epoch_time_s'][0]:.1f} [{p['epoch_time_s_low'][0]:.1f}, "
-                     f"{p['epoch_time_s_high'][0]:.1f}] | {t_real:.1f} | {p['epoch_energy_j'][0]:.0f} "
-                     f"[{p['epoch_energy_j_low'][0]:.0f}, {p['epoch_energy_j_high'][0]:.0f}] | {e_real:.0f} |")
+              "| transfer | method | time pred [90%] | physics only | time real | energy pred J [90%] | "
+              "physics only | energy real J |", "|---|---|---|---|---|---|---|---|"]
+    for label, method, p, q, t_real, e_real in cross_device(rows):
+        e_txt = "n/a" if e_real is None else f"{e_real:.0f}"
+        lines.append(f"| {label} | {method} | {p['epoch_time_s'][0]:.1f} [{p['epoch_time_s_low'][0]:.1f}, "
+                     f"{p['epoch_time_s_high'][0]:.1f}] | {q['epoch_time_s'][0]:.1f} | {t_real:.1f} | "
+                     f"{p['epoch_energy_j'][0]:.0f} [{p['epoch_energy_j_low'][0]:.0f}, "
+                     f"{p['epoch_energy_j_high'][0]:.0f}] | {q['epoch_energy_j'][0]:.0f} | {e_txt} |")
     s = speed(rows)
     lines += ["", "## Speed", "", f"- fit one workload (4 modes, bundled reference): {s['fit_s'] * 1e3:.1f} ms",
               f"- predict all {s['modes']} AGX Xavier modes in-process: {s['predict_all_ms']:.1f} ms", ""]

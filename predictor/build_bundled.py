@@ -12,8 +12,14 @@ import sys
 from pathlib import Path
 
 from models.catalogue import device_ids
+from models.profile_rows import read_profile_csv
 from predictor.artifacts import FITTED_DIR, file_sha256, save_bundled_reference
-from predictor.reference import build_reference, read_reference_rows, reference_csvs
+from predictor.reference import (
+    build_reference,
+    calibrate_interval_scales,
+    read_reference_rows,
+    reference_csvs,
+)
 
 
 def build_all(out_dir: Path = FITTED_DIR, devices: list[str] | None = None) -> list[Path]:
@@ -25,9 +31,17 @@ def build_all(out_dir: Path = FITTED_DIR, devices: list[str] | None = None) -> l
             continue
         ref = build_reference(rows, device_id)
         ref.training_sha256 = file_sha256(reference_csvs(device_id)[0])  # the bundled CSV's own bytes
+        # Intervals calibrated on leave-one-workload-out residuals of the same sweeps.
+        ref.interval_scale, ref.power_interval_scale, ref.energy_interval_scale = calibrate_interval_scales(rows)
+        sims = [p for p in reference_csvs(device_id) if p.name.startswith(f"{device_id}-simulated")]
+        if ref.source != "simulated" and sims:
+            # Cross-device transfer compares the workloads every device shares: carry those sweeps too.
+            ref.transfer = build_reference(read_profile_csv(sims[0]), device_id)
+            ref.transfer.rows = None
         path = save_bundled_reference(ref, out_dir)
         print(f"{device_id}: {len(ref.workloads)} workload(s) from {reference_csvs(device_id)[0].name} "
-              f"({ref.source}) -> {path}", file=sys.stderr)
+              f"({ref.source}), interval scales time {ref.interval_scale:.2f} power "
+              f"{ref.power_interval_scale:.2f} energy {ref.energy_interval_scale:.2f} -> {path}", file=sys.stderr)
         written.append(path)
     return written
 

@@ -176,6 +176,13 @@ class WorkloadModel:
     #: Lowest CPU clock profiled (MHz). Below it, clock-independent time may be CPU work that faster
     #: CPUs hid behind the GPU (launch-bound steps surface once the CPU slows): a second model variant.
     hidden_cpu_ref_mhz: float | None = None
+    #: Extra relative SD of a cross-device prediction, and how the transfer was made
+    #: (``reference-workloads`` or ``physics``); see :mod:`predictor.transfer`.
+    cross_device_rel_sd: float = CROSS_DEVICE_REL_SD
+    transfer_method: str | None = None
+    #: Calibrated multipliers of power and energy interval half-widths (``interval_scale`` is time's).
+    power_interval_scale: float = 1.0
+    energy_interval_scale: float = 1.0
     training_rows: list[dict] = field(default_factory=list, repr=False)
 
     # -- prediction -----------------------------------------------------------------------------------
@@ -219,9 +226,11 @@ class WorkloadModel:
         spread = np.max(np.abs(np.array(totals) - epoch), axis=0) / Z90
         var = np.mean(variances, axis=0) + spread ** 2
         rel_sd = np.sqrt(var / np.maximum(epoch, 1e-12) ** 2 + noise ** 2)
+        out["rel_sd_raw"] = rel_sd
+        rel_sd = rel_sd * self.interval_scale
         if self.cross_device:
-            rel_sd = np.sqrt(rel_sd ** 2 + CROSS_DEVICE_REL_SD ** 2)
-        out["rel_sd"] = rel_sd * self.interval_scale
+            rel_sd = np.sqrt(rel_sd ** 2 + self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
+        out["rel_sd"] = rel_sd
         return out
 
     def anchor_time_s(self) -> float:
@@ -243,9 +252,11 @@ class WorkloadModel:
         power = base + dyn
         rel_sd = np.sqrt((dyn_sd ** 2 + (self.base_sd_rel * base) ** 2) / power ** 2
                          + self.power_fit.noise_rel ** 2)
+        raw = rel_sd
+        rel_sd = rel_sd * self.__dict__.get("power_interval_scale", 1.0)
         if self.cross_device:
-            rel_sd = np.sqrt(rel_sd ** 2 + CROSS_DEVICE_REL_SD ** 2)
-        return {"power": power, "base": base, "rel_sd": rel_sd * self.interval_scale}
+            rel_sd = np.sqrt(rel_sd ** 2 + self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
+        return {"power": power, "base": base, "rel_sd": rel_sd, "rel_sd_raw": raw}
 
     def predict_arrays(self, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, device_id: str | None = None
                        ) -> dict[str, np.ndarray]:
@@ -282,7 +293,12 @@ class WorkloadModel:
         power = p["power"]
         energy = power * epoch
         t_rel, p_rel = t["rel_sd"], p["rel_sd"]
-        e_rel = np.sqrt(t_rel ** 2 + p_rel ** 2)
+        # Time and power errors partly cancel in energy (a slower epoch draws less power), so energy has
+        # its own calibrated scale on the combined spread.
+        e_rel = np.sqrt(t["rel_sd_raw"] ** 2 + p["rel_sd_raw"] ** 2) * self.__dict__.get(
+            "energy_interval_scale", 1.0)
+        if self.cross_device:
+            e_rel = np.sqrt(e_rel ** 2 + 2 * self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
 
         def band(x, rel):
             return x * np.exp(-Z90 * rel), x * np.exp(Z90 * rel)
@@ -375,8 +391,8 @@ def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd
                  ) -> WorkloadModel:
     """Fit one workload's profile rows (one device) with the device reference as prior.
 
-    ``reference``: your own reference sweeps (profile rows of other workloads on the same device); default
-    the bundled reference of the device. Raises InputError for mixed devices/workloads, ``host`` rows,
+    ``reference``: your own reference sweeps (profile rows of other workloads on the same device) or a
+    fitted :class:`~predictor.reference.DeviceReference`; default the bundled reference of the device. Raises InputError for mixed devices/workloads, ``host`` rows,
     unknown devices or unusable rows.
     """
     from predictor.reference import build_reference, load_reference
@@ -390,7 +406,12 @@ def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd
         if col not in rows.columns:
             rows[col] = np.nan
         rows[col] = pd.to_numeric(rows[col], errors="coerce")
-    ref = build_reference(reference, dev_id) if reference is not None else load_reference(dev_id)
+    if reference is None:
+        ref = load_reference(dev_id)
+    elif isinstance(reference, pd.DataFrame):
+        ref = build_reference(reference, dev_id)
+    else:
+        ref = reference  # an already fitted DeviceReference (calibration loops reuse one)
     if ref.device_id != dev_id:
         raise InputError(f"reference sweeps are of device {ref.device_id!r}, rows of {dev_id!r}", "reference")
 
@@ -409,7 +430,9 @@ def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd
         time_fits=time_fits, base_coef=ref.base_coef, base_ratio=1.0, base_sd_rel=ref.base_noise_rel * 2,
         power_fit=TermFit(F.POWER_TERMS, ref.power_mean.copy(), np.diag(ref.power_sd ** 2),
                           POWER_NOISE_REL * 2),
-        maxima=ref.maxima, interval_scale=ref.interval_scale, alt_time_fits=alt,
+        maxima=ref.maxima, interval_scale=ref.interval_scale,
+        power_interval_scale=getattr(ref, "power_interval_scale", 1.0),
+        energy_interval_scale=getattr(ref, "energy_interval_scale", 1.0), alt_time_fits=alt,
         hidden_cpu_ref_mhz=float(rows["cpu_mhz"].min()),
         training_rows=rows.astype(object).where(rows.notna(), None).to_dict(orient="records"),
     )

@@ -68,6 +68,15 @@ class DeviceReference:
     derived_from: str | None = None
     training_sha256: str = ""
     rows: pd.DataFrame | None = field(default=None, repr=False)
+    #: Epoch time (s) of each reference workload at ``anchor``: with ``workload_shapes`` it gives the
+    #: absolute term coefficients that cross-device transfer compares between devices.
+    workload_anchor_s: dict[str, float] = field(default_factory=dict)
+    #: Calibrated multipliers of power and energy interval half-widths; ``interval_scale`` is time's.
+    power_interval_scale: float = 1.0
+    energy_interval_scale: float = 1.0
+    #: Sweeps of the workloads shared across devices (the simulated ones) when the primary reference is
+    #: another set (e.g. AGX Xavier's published sweeps): the basis of reference-workload transfer.
+    transfer: DeviceReference | None = field(default=None, repr=False)
 
 
 class _Kappas:
@@ -138,12 +147,14 @@ def _total_shape(shapes: dict[str, np.ndarray]) -> np.ndarray:
 def summarise_shapes(shapes: dict[str, dict[str, np.ndarray]], anchor, kc: float, kp: float,
                      workers: float = 4.0):
     """Normalise each workload's component coefficients to 1 s of epoch at ``anchor`` and return the
-    per-component prior (mean, SD with the share floor) and the normalised shapes."""
+    per-component prior (mean, SD with the share floor), the normalised shapes and each workload's epoch
+    time at ``anchor`` (s)."""
     a_feats = F.time_features(*(np.atleast_1d(v) for v in anchor), workers, kc, kp)
-    norm = {}
+    norm, anchors = {}, {}
     for w, comps in shapes.items():
         t_anchor = sum(float(F.design(a_feats, F.COMPONENT_TERMS[n])[0] @ c) for n, c in comps.items())
         norm[w] = {n: c / t_anchor for n, c in comps.items()}
+        anchors[w] = t_anchor
     all_components = all("total" not in comps for comps in norm.values())
     names = ("compute", "stall", "rest", "total") if all_components else ("total",)
     shape_mean, shape_sd = {}, {}
@@ -154,7 +165,7 @@ def summarise_shapes(shapes: dict[str, dict[str, np.ndarray]], anchor, kc: float
         spread = stack.std(axis=0, ddof=1) if len(stack) > 1 else np.zeros(len(terms))
         shape_mean[name] = stack.mean(axis=0)
         shape_sd[name] = np.maximum(spread, SHARE_SD_FLOOR / x_anchor)
-    return shape_mean, shape_sd, norm
+    return shape_mean, shape_sd, norm, anchors
 
 
 def rows_sha256(rows: pd.DataFrame) -> str:
@@ -193,7 +204,7 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
         fits = fit_time(g, _Kappas(kc, kp), weak=True)
         shapes[w] = {name: f.coef for name, f in fits.items()}
         resid.append(_sse(fits, g, kc, kp) / max(len(g) - 2, 1))
-    shape_mean, shape_sd, shapes = summarise_shapes(shapes, anchor, kc, kp, workers)
+    shape_mean, shape_sd, shapes, anchors = summarise_shapes(shapes, anchor, kc, kp, workers)
     time_noise = float(max(np.sqrt(np.mean(resid)), 0.015))
 
     base_coef, base_noise = _fit_base(rows, maxima)
@@ -203,7 +214,7 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
         shape_mean=shape_mean, shape_sd=shape_sd, workload_shapes=shapes, time_noise_rel=time_noise,
         base_coef=base_coef, base_noise_rel=base_noise, power_mean=power_mean, power_sd=power_sd,
         power_noise_rel=power_noise, maxima=maxima, anchor=tuple(float(v) for v in anchor),
-        training_sha256=rows_sha256(rows), rows=rows,
+        training_sha256=rows_sha256(rows), rows=rows, workload_anchor_s=anchors,
     )
 
 
@@ -257,6 +268,66 @@ def _fit_dynamic_power(groups, shapes, base_coef, maxima, kc, kp):
     return mean, sd, float(max(np.mean(noises), 0.02))
 
 
+def _identifiable(modes: pd.DataFrame) -> bool:
+    """True when every knob takes at least two values (each time term is then constrained by the rows)."""
+    return all(modes[k].nunique() > 1 for k in MODE_FIELDS)
+
+
+def calibrate_interval_scales(rows: pd.DataFrame, designs: int = 40, test_modes: int = 60, seed: int = 0
+                              ) -> tuple[float, float, float]:
+    """Time, power and energy interval scales that make the nominal 90% intervals hold 90% of held-out values.
+
+    Leave one reference workload out: fit the rest as the reference, profile the left-out workload on
+    ``designs`` random 4-mode sets that vary every knob (what ``plan`` picks), predict up to
+    ``test_modes`` of its other modes and collect ``|log(observed / predicted)| / rel_sd``. Each scale
+    is that statistic's 90% quantile over the 90% normal quantile, kept in [0.6, 2] (a few workloads
+    are a small calibration set: never trust them to shrink intervals below 60%).
+    """
+    from predictor.model import Z90, fit_workload
+
+    rows = _prepare(rows)
+    workloads = sorted(set(rows["workload"].astype(str)))
+    if len(workloads) < 2:
+        return 1.0, 1.0, 1.0
+    rng = np.random.default_rng(seed)
+    z_time, z_power, z_energy = [], [], []
+    for w in workloads:
+        new = rows[rows["workload"] == w].drop_duplicates(list(MODE_FIELDS)).reset_index(drop=True)
+        if len(new) < 6:
+            continue
+        ref = build_reference(rows[rows["workload"] != w])
+        power_true = row_power_w(new)
+        # Large sweeps give many held-out modes per design: fewer designs suffice (and keep builds fast).
+        for _ in range(designs if len(new) <= 30 else max(designs // 4, 1)):
+            for _attempt in range(50):
+                pick = rng.choice(len(new), 4, replace=False)
+                if _identifiable(new.iloc[pick]):
+                    break
+            else:
+                continue
+            rest = np.setdiff1d(np.arange(len(new)), pick)
+            rest = rng.choice(rest, min(test_modes, len(rest)), replace=False)
+            model = fit_workload(new.iloc[pick], reference=ref)
+            test = new.iloc[rest]
+            knobs = [test[k].to_numpy(float) for k in MODE_FIELDS]
+            p = model.predict_arrays(*knobs)
+            t_rel = np.log(p["epoch_time_s_high"] / p["epoch_time_s"]) / Z90
+            z_time += list(np.abs(np.log(test["epoch_time_s"].to_numpy(float) / p["epoch_time_s"])) / t_rel)
+            ok = ~np.isnan(power_true[rest])
+            e_rel = np.log(p["epoch_energy_j_high"] / p["epoch_energy_j"]) / Z90
+            e_true = power_true[rest] * test["epoch_time_s"].to_numpy(float)
+            if model.has_power and ok.any():
+                z_energy += list(np.abs(np.log(e_true[ok] / p["epoch_energy_j"][ok])) / e_rel[ok])
+            if model.has_power and ok.any():
+                p_rel = np.log(p["avg_power_w_high"] / p["avg_power_w"]) / Z90
+                z_power += list(np.abs(np.log(power_true[rest][ok] / p["avg_power_w"][ok])) / p_rel[ok])
+
+    def scale(z: list[float]) -> float:
+        return float(np.clip(np.quantile(z, 0.9) / Z90, 0.6, 2.0)) if len(z) >= 10 else 1.0
+
+    return scale(z_time), scale(z_power), scale(z_energy)
+
+
 def reference_csvs(device_id: str, directory: Path | None = None) -> list[Path]:
     """The device's reference CSVs in preference order (published, measured, simulated)."""
     directory = directory or REFERENCE_DIR
@@ -293,3 +364,23 @@ def load_reference(device_id: str) -> DeviceReference:
         if other != device_id and reference_csvs(other):
             return derive_reference(load_reference(other), device_id)
     raise InputError(f"no reference sweeps for device {device_id!r} or any other device", "device")
+
+
+@cache
+def transfer_reference(device_id: str) -> DeviceReference | None:
+    """Sweeps of ``device_id`` that cross-device transfer compares with other devices' (cached).
+
+    The workloads shared by every device are the simulated ones; a device whose primary reference is
+    another set carries them as ``transfer`` (refitted from its simulated CSV when an older artifact lacks
+    them). None when the device has no sweeps of its own (a physics-derived reference cannot serve).
+    """
+    ref = load_reference(device_id)
+    nested = getattr(ref, "transfer", None)
+    if nested is not None:
+        return nested
+    if ref.derived_from is None and ref.source == "simulated" and getattr(ref, "workload_anchor_s", None):
+        return ref
+    paths = sorted(REFERENCE_DIR.glob(f"{device_id}-simulated*.csv"))
+    if paths:
+        return build_reference(read_profile_csv(paths[0]), device_id)
+    return ref if ref.derived_from is None and getattr(ref, "workload_anchor_s", None) else None

@@ -1,10 +1,15 @@
 """Cross-device transfer: a workload (or a reference) fitted on one Jetson type, moved to another.
 
-Each time term is work per clock, so it moves with the device physics: GPU work scales with the CUDA-core
-count ratio, memory traffic with the bus-width ratio, CPU work with the per-clock CPU performance ratio,
-and core contention is recomputed with the target's cores. Dynamic power scales with the domain's size x
-top clock; base power comes from the target's own reference (or the module power ratio). Predictions
-made this way are marked ``cross_device`` and carry wider intervals.
+Each time term is work per clock, so it moves between devices by a per-term factor. Preferred: the
+factors measured on the *reference workloads known on both devices* (their term coefficients on the
+target over those on the source), weighted by how much each reference workload resembles the new one
+(term shares at the source's fastest preset) and by the term's share in it; dynamic power moves by the
+ratio of the two devices' reference power coefficients. Fallback (no shared reference workloads, or a
+term no shared workload exercises): device physics -- GPU work scales with the CUDA-core count ratio,
+memory traffic with the bus-width ratio, CPU work with the per-clock CPU performance ratio, dynamic power
+with the rated module power. Core contention is recomputed with the target's cores; base power comes from
+the target's own reference. Predictions made either way are marked ``cross_device`` and carry wider
+intervals (``transfer_method`` says which way).
 """
 
 from __future__ import annotations
@@ -51,23 +56,147 @@ def power_factors(src_id: str, dst_id: str) -> dict[str, float]:
     return dict.fromkeys(F.POWER_TERMS, ratio)
 
 
+#: A term counts as exercised by a reference workload when it holds at least this share of its epoch.
+MIN_TERM_SHARE = 0.03
+#: RMS difference of profile signatures (shares, log time ratios) at which a reference workload's weight
+#: falls to exp(-1/2) (similarity).
+SIMILARITY_SCALE = 0.05
+#: Term weight (share-weighted, similarity-averaged) at which the measured factor fully replaces physics.
+FULL_TRUST_SHARE = 0.15
+#: Floor of the extra relative SD of reference-workload transfer: the shared sweeps are simulated, so their
+#: device ratios carry the twin's calibration error; physics-only transfer keeps the model's wider value.
+REFERENCE_TRANSFER_SD_FLOOR = 0.07
+#: Relative SD of a physics factor (published per-clock ratios are rough).
+PHYSICS_FACTOR_SD = 0.2
+
+
+def total_coefs(fits: dict) -> np.ndarray:
+    """Collapse per-component term coefficients (``{component: coef}``) onto ``F.TOTAL_TERMS``."""
+    out = dict.fromkeys(F.TOTAL_TERMS, 0.0)
+    for name, coef in fits.items():
+        for term, c in zip(F.COMPONENT_TERMS[name], coef, strict=True):
+            out[term] += float(c)
+    return np.array([out[t] for t in F.TOTAL_TERMS])
+
+
+def _anchor_x(ref, kc: float, kp: float, workers: float = 4.0) -> np.ndarray:
+    feats = F.time_features(*(np.atleast_1d(v) for v in ref.anchor), workers, kc, kp)
+    return np.array([float(feats[t][0]) for t in F.TOTAL_TERMS])
+
+
+def _shares(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
+    part = coef * x
+    return part / max(float(part.sum()), 1e-12)
+
+
+def _profile_signature(rows: list[dict], fits_by_component, kc: float, kp: float) -> np.ndarray:
+    """What the profiled modes show of a workload: per mode its stall and compute shares of the epoch and
+    its epoch time relative to the modes' geometric mean (clock sensitivity); from fits when given."""
+    cores, cpu, gpu, emc, workers = (np.array([float(r[k]) for r in rows]) for k in
+                                     ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz", "num_workers"))
+    if fits_by_component is None:
+        epoch = np.array([float(r["epoch_time_s"]) for r in rows])
+        stall = np.array([np.nan if r.get("stall_time_s") is None else float(r["stall_time_s"]) for r in rows])
+        compute = np.array([np.nan if r.get("compute_time_s") is None else float(r["compute_time_s"])
+                            for r in rows])
+    else:
+        feats = F.time_features(cores, cpu, gpu, emc, workers, kc, kp)
+        parts = {n: F.design(feats, F.COMPONENT_TERMS[n]) @ c for n, c in fits_by_component.items()}
+        epoch = sum(parts.values())
+        if "total" in parts:
+            stall = compute = np.full_like(epoch, np.nan)
+        else:
+            stall, compute = parts["stall"], parts["compute"]
+    if len(epoch) < 2:
+        return np.concatenate([stall / epoch, compute / epoch])
+    rel = np.log(epoch) - np.mean(np.log(epoch))
+    return np.concatenate([stall / epoch, compute / epoch, rel])
+
+
+def reference_factors(model, src_ref, dst_ref) -> dict | None:
+    """Time and power factors from ``src_ref`` to ``dst_ref`` through their shared reference workloads.
+
+    Each shared workload is weighted by how closely its own sweep reproduces what the new workload's
+    profiled rows show (component shares, clock sensitivity). Returns ``time`` and ``power`` factors per
+    term, ``level`` (the weighted ratio of the workloads' epoch times at the two devices' fastest presets)
+    and ``rel_sd`` (the relative SD the transfer adds: the shared workloads' disagreement, floored);
+    None when the references share no workload.
+    """
+    if src_ref is None or dst_ref is None or not model.training_rows:
+        return None
+    shared = [w for w in src_ref.workload_shapes if w in dst_ref.workload_shapes
+              and w in src_ref.workload_anchor_s and w in dst_ref.workload_anchor_s]
+    if not shared:
+        return None
+    physics = time_factors(src_ref.device_id, dst_ref.device_id)
+    x_src = _anchor_x(src_ref, src_ref.kappa_cpu, src_ref.kappa_pipe)
+    a = {w: total_coefs(src_ref.workload_shapes[w]) * src_ref.workload_anchor_s[w] for w in shared}
+    b = {w: total_coefs(dst_ref.workload_shapes[w]) * dst_ref.workload_anchor_s[w] for w in shared}
+    shares = {w: _shares(a[w], x_src) for w in shared}
+    seen = _profile_signature(model.training_rows, None, 0.0, 0.0)
+    sim = {}
+    for w in shared:
+        comps = {n: c * src_ref.workload_anchor_s[w] for n, c in src_ref.workload_shapes[w].items()}
+        sig = _profile_signature(model.training_rows, comps, src_ref.kappa_cpu, src_ref.kappa_pipe)
+        ok = ~np.isnan(seen) & ~np.isnan(sig)
+        dist = float(np.sqrt(np.mean((seen[ok] - sig[ok]) ** 2))) if ok.any() else 0.0
+        sim[w] = float(np.exp(-0.5 * (dist / SIMILARITY_SCALE) ** 2))
+    total_sim = sum(sim.values())
+    share_new = sum(sim[w] * shares[w] for w in shared) / total_sim
+    factors, var = {}, 0.0
+    for i, term in enumerate(F.TOTAL_TERMS):
+        use = [w for w in shared if shares[w][i] >= MIN_TERM_SHARE and b[w][i] > 0]
+        weights = np.array([sim[w] * shares[w][i] for w in use])
+        trust = min(1.0, float(weights.sum()) / max(total_sim, 1e-12) / FULL_TRUST_SHARE) if use else 0.0
+        log_phys = float(np.log(physics[term]))
+        if trust == 0.0:
+            factors[term], sd = physics[term], PHYSICS_FACTOR_SD
+        else:
+            logs = np.array([np.log(b[w][i] / a[w][i]) for w in use])
+            mean = float(np.sum(weights * logs) / weights.sum())
+            spread = float(np.sqrt(np.sum(weights * (logs - mean) ** 2) / weights.sum()))
+            factors[term] = float(np.exp(trust * mean + (1.0 - trust) * log_phys))
+            sd = trust * spread + (1.0 - trust) * PHYSICS_FACTOR_SD
+        var += (share_new[i] * sd) ** 2
+    logs = np.array([np.log(dst_ref.workload_anchor_s[w] / src_ref.workload_anchor_s[w]) for w in shared])
+    wts = np.array([sim[w] for w in shared])
+    level_mean = float(np.sum(wts * logs) / wts.sum())
+    level_spread = float(np.sqrt(np.sum(wts * (logs - level_mean) ** 2) / wts.sum()))
+    rel_sd = float(max(np.sqrt(var + level_spread ** 2), REFERENCE_TRANSFER_SD_FLOOR))
+    pf = power_factors(src_ref.device_id, dst_ref.device_id)
+    src_p, dst_p = np.asarray(src_ref.power_mean, float), np.asarray(dst_ref.power_mean, float)
+    # Both power means come from the same shared workloads; a term too small to measure keeps physics.
+    power = {t: (float(dst_p[i] / src_p[i]) if src_p[i] > 0.05 * src_p.sum() and dst_p[i] > 0 else pf[t])
+             for i, t in enumerate(F.POWER_TERMS)}
+    return {"time": factors, "power": power, "level": float(np.exp(level_mean)), "rel_sd": rel_sd,
+            "weights": {w: sim[w] / total_sim for w in shared}}
+
+
 def transfer_model(model, device_id: str):
     """``model`` (a WorkloadModel) as predicted on ``device_id``: cached per target, marked cross-device."""
     cache = model.__dict__.setdefault("_transfer_cache", {})
     if device_id in cache:
         return cache[device_id]
-    from predictor.reference import load_reference
+    from predictor.model import CROSS_DEVICE_REL_SD
+    from predictor.reference import load_reference, transfer_reference
 
     target = load_device(device_id)  # UnknownDeviceError for ids outside the catalogue
-    tf = time_factors(model.device_id, device_id)
-    pf = power_factors(model.device_id, device_id)
     target_ref = load_reference(device_id)
+    via_refs = reference_factors(model, transfer_reference(model.device_id), transfer_reference(device_id))
+    if via_refs is not None:
+        tf, pf, rel_sd = via_refs["time"], via_refs["power"], via_refs["rel_sd"]
+        method = "reference-workloads"
+    else:
+        tf, pf = time_factors(model.device_id, device_id), power_factors(model.device_id, device_id)
+        rel_sd, method = CROSS_DEVICE_REL_SD, "physics"
     moved = copy.copy(model)
     moved.__dict__.pop("_transfer_cache", None)
     moved.__dict__.pop("_anchor_time_s", None)
     moved.device_id = target.id
     moved.source_device_id = model.device_id
     moved.cross_device = True
+    moved.cross_device_rel_sd = rel_sd
+    moved.transfer_method = method
     moved.time_fits = {name: fit.scaled(tf) for name, fit in model.time_fits.items()}
     moved.alt_time_fits = [(kc, kp, {n: f.scaled(tf) for n, f in fits.items()})
                            for kc, kp, fits in model.alt_time_fits]
@@ -78,8 +207,27 @@ def transfer_model(model, device_id: str):
     moved.base_coef = target_ref.base_coef
     moved.base_sd_rel = max(model.base_sd_rel, target_ref.base_noise_rel)
     moved.maxima = F.device_maxima(target)
+    if via_refs is not None:
+        _match_level(model, moved, via_refs["level"])
     cache[device_id] = moved
     return moved
+
+
+def _match_level(model, moved, level: float) -> None:
+    """Pull the moved model's epoch time at the target's fastest preset toward ``level`` x the source's.
+
+    With few profiled modes the term split is mostly the prior's, so the per-term factors can miss; the
+    similar reference workloads' own device ratio is then the better guide. The pull fades as modes
+    accumulate (``(modes - 1) / (modes + 1)`` of trust stays with the term split: none for one mode).
+    """
+    own = moved.anchor_time_s() / model.anchor_time_s()
+    trust = (model.profiled_modes - 1.0) / (model.profiled_modes + 1.0)
+    m = float(np.exp((1.0 - trust) * (np.log(level) - np.log(own))))
+    factors = dict.fromkeys(F.TOTAL_TERMS, m)
+    moved.time_fits = {name: fit.scaled(factors) for name, fit in moved.time_fits.items()}
+    moved.alt_time_fits = [(kc, kp, {n: f.scaled(factors) for n, f in fits.items()})
+                           for kc, kp, fits in moved.alt_time_fits]
+    moved.__dict__.pop("_anchor_time_s", None)
 
 
 def derive_reference(ref, device_id: str):
@@ -94,7 +242,7 @@ def derive_reference(ref, device_id: str):
         shapes[w] = {name: coef * np.array([tf[t] for t in F.COMPONENT_TERMS[name]])
                      for name, coef in comps.items()}
     anchor = target.maxn.knobs()
-    shape_mean, shape_sd, shapes = summarise_shapes(shapes, anchor, ref.kappa_cpu, ref.kappa_pipe)
+    shape_mean, shape_sd, shapes, anchors = summarise_shapes(shapes, anchor, ref.kappa_cpu, ref.kappa_pipe)
     scale = np.array([pf[t] for t in F.POWER_TERMS])
     module = target.specs.module_power_w / load_device(ref.device_id).specs.module_power_w
     return DeviceReference(
@@ -105,5 +253,6 @@ def derive_reference(ref, device_id: str):
         power_sd=np.maximum(ref.power_sd * scale, 0.3 * ref.power_mean * scale),
         power_noise_rel=ref.power_noise_rel, maxima=F.device_maxima(target),
         anchor=tuple(float(v) for v in anchor), interval_scale=ref.interval_scale,
-        derived_from=ref.device_id, training_sha256=ref.training_sha256,
+        derived_from=ref.device_id, training_sha256=ref.training_sha256, workload_anchor_s=anchors,
+        power_interval_scale=ref.power_interval_scale, energy_interval_scale=ref.energy_interval_scale,
     )

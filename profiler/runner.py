@@ -103,6 +103,16 @@ class ModeRun:
         return self.trace.mean_power_w(*self.idle_window_s)
 
 
+def check_run_arguments(warmup: int, minibatches: int, settle_s: float) -> None:
+    """Raise :class:`InputError` for a warm-up, minibatch count or settle time out of range."""
+    if warmup < 0:
+        raise InputError(f"warmup must be >= 0 minibatches, got {warmup}", "warmup")
+    if minibatches < 1:
+        raise InputError(f"minibatches must be >= 1, got {minibatches}", "minibatches")
+    if settle_s < 0:
+        raise InputError(f"settle-s must be >= 0 s, got {settle_s}", "settle_s")
+
+
 def run_mode(backend: TrainingBackend, mode: Any = None, *, warmup: int = DEFAULT_WARMUP,
              minibatches: int = DEFAULT_MINIBATCHES, meter: PowerMeter | None = None,
              cpu_meter: PowerMeter | None = None, settle_s: float = 0.0, idle_s: float = DEFAULT_IDLE_S,
@@ -113,12 +123,7 @@ def run_mode(backend: TrainingBackend, mode: Any = None, *, warmup: int = DEFAUL
     ``on_minibatch(phase, i, n)`` is called after each minibatch (``phase`` = ``warmup``/``measure``).
     Without an available ``meter`` the idle wait is skipped (nothing to measure).
     """
-    if warmup < 0:
-        raise InputError(f"warmup must be >= 0 minibatches, got {warmup}", "warmup")
-    if minibatches < 1:
-        raise InputError(f"minibatches must be >= 1, got {minibatches}", "minibatches")
-    if settle_s < 0:
-        raise InputError(f"settle-s must be >= 0 s, got {settle_s}", "settle_s")
+    check_run_arguments(warmup, minibatches, settle_s)
     samplers = []
     if meter is not None and meter.available:
         from profiler.power import PowerSampler

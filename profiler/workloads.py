@@ -293,7 +293,7 @@ def decode_image(path: str | Path) -> np.ndarray:
         raise InputError(f"cannot decode {path}: JPEG/BMP/WebP need Pillow (pip install pillow); "
                          "PNG, PGM and PPM decode without it", "data")
     with Image.open(path) as im:
-        arr = np.asarray(im.convert("RGB") if im.mode not in ("L", "RGB") else im)
+        arr = np.array(im.convert("RGB") if im.mode not in ("L", "RGB") else im)  # writable copy for torch
     return arr[..., None] if arr.ndim == 2 else arr
 
 

@@ -16,7 +16,14 @@ from models.catalogue import PowerMode
 from models.errors import InputError
 from models.physics import DevicePhysics
 from profiler.backends import MinibatchTiming, TrainingBackend
-from profiler.runner import DEFAULT_IDLE_S, DEFAULT_MINIBATCHES, DEFAULT_SAMPLER_HZ, DEFAULT_WARMUP, ModeRun
+from profiler.runner import (
+    DEFAULT_IDLE_S,
+    DEFAULT_MINIBATCHES,
+    DEFAULT_SAMPLER_HZ,
+    DEFAULT_WARMUP,
+    ModeRun,
+    check_run_arguments,
+)
 from profiler.sim.complexity import WorkloadComplexity
 from profiler.sim.controller import SimulatedDevice
 from profiler.sim.twin import MinibatchModel, Twin
@@ -134,12 +141,7 @@ class SimulatedBackend(TrainingBackend):
                  on_minibatch: Callable[[str, int, int], None] | None = None) -> ModeRun:
         """Like :func:`profiler.runner.run_mode`, in simulated time: settle, idle power, warm-up and
         measured minibatches; the power trace is sampled at ``hz`` on the simulated clock."""
-        if warmup < 0:
-            raise InputError(f"warmup must be >= 0 minibatches, got {warmup}", "warmup")
-        if minibatches < 1:
-            raise InputError(f"minibatches must be >= 1, got {minibatches}", "minibatches")
-        if settle_s < 0:
-            raise InputError(f"settle-s must be >= 0 s, got {settle_s}", "settle_s")
+        check_run_arguments(warmup, minibatches, settle_s)
         clock, timeline = self.state.clock, self.state.timeline
         timeline.prune_before(clock.now())
         has_meter = meter is not None and meter.available

@@ -100,6 +100,10 @@ def test_malformed_json_is_400(client):
     assert "body" in body["errors"]
 
 
+def test_long_url_is_414(client):
+    assert_error(client.get("/v1/workloads?" + "x=1&" * 3000), 414, "url")
+
+
 def test_body_limit_is_413(tmp_path):
     from api.app import create_app
 

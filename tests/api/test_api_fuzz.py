@@ -18,7 +18,7 @@ from api.app import create_app
 CHECKS = [schemathesis.checks.not_a_server_error, oas_checks.status_code_conformance,
           oas_checks.content_type_conformance, oas_checks.response_schema_conformance,
           oas_checks.response_headers_conformance]
-EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 8}
+EXAMPLES = {GenerationMode.POSITIVE: 30, GenerationMode.NEGATIVE: 12}
 OPERATIONS = ("GET /healthz", "GET /metrics", "GET /v1/devices", "GET /v1/devices/{device}/power-modes",
               "POST /v1/predictions", "POST /v1/recommendations", "POST /v1/fleet-plans", "POST /v1/profiles",
               "GET /v1/workloads", "GET /v1/workloads/{workload_id}", "DELETE /v1/workloads/{workload_id}")

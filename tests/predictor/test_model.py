@@ -180,3 +180,16 @@ def test_launch_work_hidden_at_profiled_clocks_widens_and_raises_low_cpu_predict
     flat = copy.copy(model)
     flat.hidden_cpu_ref_mhz = None
     assert p["epoch_time_s"][0] > predict(flat, ["low"])["epoch_time_s"][0]
+
+
+def test_interval_scales_set_the_width_of_each_quantity_separately():
+    model = fit_workload(sweep(9.0, 1.5, "efij"))
+    wide = copy.copy(model)
+    wide.interval_scale, wide.power_interval_scale, wide.energy_interval_scale = 1.0, 1.0, 1.0
+    narrow = copy.copy(wide)
+    narrow.energy_interval_scale = 0.5
+    a, b = predict(wide, ["a", "low"]), predict(narrow, ["a", "low"])
+    ratio = np.log(b["epoch_energy_j_high"] / b["epoch_energy_j"]) / np.log(a["epoch_energy_j_high"] / a["epoch_energy_j"])
+    assert ratio == pytest.approx(0.5)
+    assert np.allclose(a["epoch_time_s_high"], b["epoch_time_s_high"])  # time untouched
+    assert np.allclose(a["epoch_energy_j"], b["epoch_energy_j"])  # only the interval moves

@@ -62,3 +62,19 @@ def test_user_reference_rows_are_checked():
         load_reference("tx9")
     measured = build_reference(REF.assign(source="measured"))
     assert measured.source == "measured"
+
+
+def test_interval_scales_are_calibrated_on_held_out_reference_workloads():
+    from predictor.reference import calibrate_interval_scales
+
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    t, p, e = calibrate_interval_scales(rows, designs=8)
+    assert all(0.6 <= s <= 2.0 for s in (t, p, e))
+    # The published sweeps are smooth: energy errors are far inside the raw (uncalibrated) intervals.
+    assert e < 1.0
+    # One workload cannot be left out: no calibration, scales stay neutral.
+    one = rows[rows.workload == "resnet18-cifar10"]
+    assert calibrate_interval_scales(one) == (1.0, 1.0, 1.0)
+    bundled = load_reference("agx-xavier")
+    assert bundled.energy_interval_scale < 1.0 and bundled.transfer is not None
+    assert set(bundled.transfer.workloads) >= {"lenet5-mnist", "resnet18-cifar10"}

@@ -18,13 +18,7 @@ from profiler.campaign import CampaignConfig, CampaignParts, resolve_modes, run_
 from profiler.power import NullPowerMeter
 from profiler.powermode import detect_controller
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _cfg(tmp_path, name="p.csv", **kw) -> CampaignConfig:

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from api.cli import main
 from models.profile_rows import read_profile_csv, read_profile_rows
@@ -18,12 +17,7 @@ from models.profile_rows import read_profile_csv, read_profile_rows
 HERE = Path(__file__).parent
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.mark.parametrize("workload", ["lenet5-mnist", "resnet18-cifar10"])

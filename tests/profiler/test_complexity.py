@@ -9,13 +9,7 @@ from torch import nn
 from profiler import nets
 from profiler.complexity import TRAIN_FLOPS_PER_MAC, measure_complexity
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def test_counts_a_linear_layer_by_hand():

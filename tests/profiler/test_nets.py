@@ -7,14 +7,7 @@ import torch
 
 from profiler import nets
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Two shared cores: several intra-op threads spin against the other test processes.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.mark.parametrize(("cls", "shape", "classes", "params"), [

@@ -191,10 +191,23 @@ def test_image_folder_errors_name_the_data_field(tmp_path):
     assert err.value.field == "batch_size"
 
 
-@pytest.mark.skipif(__import__("importlib").util.find_spec("PIL") is not None, reason="Pillow is installed")
-def test_jpeg_without_pillow_fails_before_training(tmp_path):
+def test_jpeg_without_pillow_fails_before_training(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
     root = _image_folder(tmp_path / "data", classes=1, per_class=2)
     (root / "class0" / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0not really")
     with pytest.raises(InputError, match="need Pillow") as err:
         wl.build_workload("resnet18-cifar10", batch_size=1, num_workers=0, data_dir=root)
     assert err.value.field == "data"
+
+
+def test_jpeg_folder_decodes_with_pillow(tmp_path):
+    image_module = pytest.importorskip("PIL.Image")
+    root = tmp_path / "data"
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        for i in range(2):
+            pixels = np.random.default_rng(i).integers(0, 255, (40, 40, 3), dtype=np.uint8)
+            image_module.fromarray(pixels).save(root / cls / f"{i}.jpg")
+    assert wl.decode_image(root / "a" / "0.jpg").shape == (40, 40, 3)
+    workload = wl.build_workload("resnet18-cifar10", batch_size=2, num_workers=0, data_dir=root)
+    assert workload.minibatches_per_epoch == 2
