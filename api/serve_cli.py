@@ -91,8 +91,10 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ[ENV_PREFIX + "API_KEYS"] = key
         _log(f"no JETPREDICT_API_KEYS set; writes accept this key for this run: X-API-Key: {key}")
     use_gunicorn = args.server == "gunicorn" or (args.server == "auto" and gunicorn_available())
+    metrics_dir = None
     if use_gunicorn and settings.WORKERS > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="jetpredict-metrics-")
+        metrics_dir = tempfile.TemporaryDirectory(prefix="jetpredict-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name
     # Create the schema once here, before workers start, so they do not race to create it.
     from api.storage import Storage
 
@@ -100,7 +102,11 @@ def _serve(args: argparse.Namespace) -> int:
     _log(f"listening on http://{settings.HOST}:{settings.PORT} "
          f"({'gunicorn, ' + str(settings.WORKERS) + ' workers' if use_gunicorn else 'Flask server'}); "
          f"database {settings.database_url.split('@')[-1]}")
-    return run_gunicorn(settings) if use_gunicorn else _run_flask(settings)
+    try:
+        return run_gunicorn(settings) if use_gunicorn else _run_flask(settings)
+    finally:
+        if metrics_dir is not None:  # per-run metric files; gone with the server
+            metrics_dir.cleanup()
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -41,7 +41,10 @@ class LiveServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "JETPREDICT_API_KEYS": self.api_keys, **self.extra_env}
         env.pop("JETPREDICT_DATABASE_URL", None)
-        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        # Metric files live with the test's data, so a SIGKILLed server leaves nothing in /tmp.
+        metrics_dir = self.data_dir / "metrics"
+        metrics_dir.mkdir(exist_ok=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
