@@ -225,9 +225,11 @@ class WorkloadModel:
         # The variants span the range seen across reference workloads: treat their spread as a 90% range.
         spread = np.max(np.abs(np.array(totals) - epoch), axis=0) / Z90
         var = np.mean(variances, axis=0) + spread ** 2
-        rel_sd = np.sqrt(var / np.maximum(epoch, 1e-12) ** 2 + noise ** 2)
-        out["rel_sd_raw"] = rel_sd
-        rel_sd = rel_sd * self.interval_scale
+        # The calibrated scale corrects the model's own uncertainty (posterior and model form); the
+        # run-to-run noise of a measured epoch is a property of the hardware and stays as it is.
+        out["rel_sd_model"] = np.sqrt(var) / np.maximum(epoch, 1e-12)
+        out["rel_sd_noise"] = np.full_like(epoch, noise)
+        rel_sd = np.sqrt((self.interval_scale * out["rel_sd_model"]) ** 2 + noise ** 2)
         if self.cross_device:
             rel_sd = np.sqrt(rel_sd ** 2 + self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
         out["rel_sd"] = rel_sd
@@ -250,13 +252,12 @@ class WorkloadModel:
         dyn, dyn_sd = self.power_fit.predict(pfeats)
         dyn = np.maximum(dyn, 0.0)
         power = base + dyn
-        rel_sd = np.sqrt((dyn_sd ** 2 + (self.base_sd_rel * base) ** 2) / power ** 2
-                         + self.power_fit.noise_rel ** 2)
-        raw = rel_sd
-        rel_sd = rel_sd * self.__dict__.get("power_interval_scale", 1.0)
+        model_sd = np.sqrt(dyn_sd ** 2 + (self.base_sd_rel * base) ** 2) / power
+        noise = np.full_like(power, self.power_fit.noise_rel)
+        rel_sd = np.sqrt((self.__dict__.get("power_interval_scale", 1.0) * model_sd) ** 2 + noise ** 2)
         if self.cross_device:
             rel_sd = np.sqrt(rel_sd ** 2 + self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
-        return {"power": power, "base": base, "rel_sd": rel_sd, "rel_sd_raw": raw}
+        return {"power": power, "base": base, "rel_sd": rel_sd, "rel_sd_model": model_sd, "rel_sd_noise": noise}
 
     def predict_arrays(self, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, device_id: str | None = None
                        ) -> dict[str, np.ndarray]:
@@ -295,8 +296,9 @@ class WorkloadModel:
         t_rel, p_rel = t["rel_sd"], p["rel_sd"]
         # Time and power errors partly cancel in energy (a slower epoch draws less power), so energy has
         # its own calibrated scale on the combined spread.
-        e_rel = np.sqrt(t["rel_sd_raw"] ** 2 + p["rel_sd_raw"] ** 2) * self.__dict__.get(
-            "energy_interval_scale", 1.0)
+        e_scale = self.__dict__.get("energy_interval_scale", 1.0)
+        e_rel = np.sqrt(e_scale ** 2 * (t["rel_sd_model"] ** 2 + p["rel_sd_model"] ** 2)
+                        + t["rel_sd_noise"] ** 2 + p["rel_sd_noise"] ** 2)
         if self.cross_device:
             e_rel = np.sqrt(e_rel ** 2 + 2 * self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
 

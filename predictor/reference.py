@@ -279,9 +279,9 @@ def calibrate_interval_scales(rows: pd.DataFrame, designs: int = 40, test_modes:
 
     Leave one reference workload out: fit the rest as the reference, profile the left-out workload on
     ``designs`` random 4-mode sets that vary every knob (what ``plan`` picks), predict up to
-    ``test_modes`` of its other modes and collect ``|log(observed / predicted)| / rel_sd``. Each scale
-    is that statistic's 90% quantile over the 90% normal quantile, kept in [0.6, 2] (a few workloads
-    are a small calibration set: never trust them to shrink intervals below 60%).
+    ``test_modes`` of its other modes and find the multiplier of the model's own relative SD (run-to-run
+    noise is left as it is) under which 90% of the errors fall inside the interval; kept in [0.6, 2] (a
+    few workloads are a small calibration set: never trust them to shrink intervals below 60%).
     """
     from predictor.model import Z90, fit_workload
 
@@ -290,7 +290,8 @@ def calibrate_interval_scales(rows: pd.DataFrame, designs: int = 40, test_modes:
     if len(workloads) < 2:
         return 1.0, 1.0, 1.0
     rng = np.random.default_rng(seed)
-    z_time, z_power, z_energy = [], [], []
+    # Per held-out mode: |log(observed / predicted)|, the model's relative SD and the noise's.
+    res: dict[str, list[np.ndarray]] = {"time": [], "power": [], "energy": []}
     for w in workloads:
         new = rows[rows["workload"] == w].drop_duplicates(list(MODE_FIELDS)).reset_index(drop=True)
         if len(new) < 6:
@@ -311,21 +312,40 @@ def calibrate_interval_scales(rows: pd.DataFrame, designs: int = 40, test_modes:
             test = new.iloc[rest]
             knobs = [test[k].to_numpy(float) for k in MODE_FIELDS]
             p = model.predict_arrays(*knobs)
-            t_rel = np.log(p["epoch_time_s_high"] / p["epoch_time_s"]) / Z90
-            z_time += list(np.abs(np.log(test["epoch_time_s"].to_numpy(float) / p["epoch_time_s"])) / t_rel)
+            t = model._time(*knobs)
+            pw = model._power(*knobs, p["compute_time_s"] / p["epoch_time_s"], p["epoch_time_s"])
+            t_obs = test["epoch_time_s"].to_numpy(float)
+            res["time"].append(np.column_stack([np.abs(np.log(t_obs / p["epoch_time_s"])), t["rel_sd_model"],
+                                                t["rel_sd_noise"]]))
             ok = ~np.isnan(power_true[rest])
-            e_rel = np.log(p["epoch_energy_j_high"] / p["epoch_energy_j"]) / Z90
-            e_true = power_true[rest] * test["epoch_time_s"].to_numpy(float)
             if model.has_power and ok.any():
-                z_energy += list(np.abs(np.log(e_true[ok] / p["epoch_energy_j"][ok])) / e_rel[ok])
-            if model.has_power and ok.any():
-                p_rel = np.log(p["avg_power_w_high"] / p["avg_power_w"]) / Z90
-                z_power += list(np.abs(np.log(power_true[rest][ok] / p["avg_power_w"][ok])) / p_rel[ok])
+                p_obs, e_obs = power_true[rest][ok], power_true[rest][ok] * t_obs[ok]
+                res["power"].append(np.column_stack([np.abs(np.log(p_obs / p["avg_power_w"][ok])),
+                                                     pw["rel_sd_model"][ok], pw["rel_sd_noise"][ok]]))
+                res["energy"].append(np.column_stack([
+                    np.abs(np.log(e_obs / p["epoch_energy_j"][ok])),
+                    np.hypot(t["rel_sd_model"][ok], pw["rel_sd_model"][ok]),
+                    np.hypot(t["rel_sd_noise"][ok], pw["rel_sd_noise"][ok])]))
 
-    def scale(z: list[float]) -> float:
-        return float(np.clip(np.quantile(z, 0.9) / Z90, 0.6, 2.0)) if len(z) >= 10 else 1.0
+    def scale(parts: list[np.ndarray]) -> float:
+        if not parts or sum(len(a) for a in parts) < 10:
+            return 1.0
+        err, model_sd, noise = np.vstack(parts).T
 
-    return scale(z_time), scale(z_power), scale(z_energy)
+        def cover(s: float) -> float:
+            return float(np.mean(err <= Z90 * np.sqrt((s * model_sd) ** 2 + noise ** 2)))
+
+        lo, hi = 0.6, 2.0
+        if cover(lo) >= 0.9:
+            return lo
+        if cover(hi) < 0.9:
+            return hi
+        for _ in range(30):  # coverage grows with the scale: bisect for 90%
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if cover(mid) >= 0.9 else (mid, hi)
+        return float(hi)
+
+    return scale(res["time"]), scale(res["power"]), scale(res["energy"])
 
 
 def reference_csvs(device_id: str, directory: Path | None = None) -> list[Path]:
