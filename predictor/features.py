@@ -46,19 +46,22 @@ def time_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, kappa_cpu: 
                   kappa_pipe: float) -> dict[str, np.ndarray]:
     """Every time term's feature per mode (1/GHz, contention included); ``one`` is all ones."""
     cpu_ghz = np.asarray(cpu_mhz, dtype=float) / 1000.0
-    n = np.broadcast(np.asarray(cpu_cores), cpu_ghz, np.asarray(gpu_mhz), np.asarray(emc_mhz)).shape
-    return {
-        "gpu": np.broadcast_to(1000.0 / np.asarray(gpu_mhz, dtype=float), n),
-        "emc": np.broadcast_to(1000.0 / np.asarray(emc_mhz, dtype=float), n),
-        "cpu": np.broadcast_to(contention(cpu_cores, num_workers, kappa_cpu) / cpu_ghz, n),
-        "pipe": np.broadcast_to(contention(cpu_cores, num_workers, kappa_pipe) / cpu_ghz, n),
-        "one": np.ones(n),
+    features = {
+        "gpu": 1000.0 / np.asarray(gpu_mhz, dtype=float),
+        "emc": 1000.0 / np.asarray(emc_mhz, dtype=float),
+        "cpu": contention(cpu_cores, num_workers, kappa_cpu) / cpu_ghz,
+        "pipe": contention(cpu_cores, num_workers, kappa_pipe) / cpu_ghz,
     }
+    n = np.broadcast_shapes(np.shape(cpu_cores), *(f.shape for f in features.values()))
+    # Broadcasting only when shapes differ: prediction calls this on every request (hot path).
+    features = {k: f if f.shape == n else np.broadcast_to(f, n) for k, f in features.items()}
+    features["one"] = np.ones(n)
+    return features
 
 
 def design(features: dict[str, np.ndarray], terms: tuple[str, ...]) -> np.ndarray:
     """Columns of ``terms`` as an (n_modes, n_terms) matrix."""
-    return np.column_stack([np.asarray(features[t], dtype=float).ravel() for t in terms])
+    return np.stack([np.asarray(features[t], dtype=float).ravel() for t in terms], axis=1)
 
 
 def dvfs_phi(f_mhz, f_max_mhz: float) -> np.ndarray:

@@ -202,8 +202,8 @@ class WorkloadModel:
                 if i == 0:
                     mean, sd = fit.predict(feats)
                     var = var + sd ** 2
-                else:
-                    mean = F.design(feats, fit.terms) @ fit.coef
+                else:  # a weighted sum of a few columns: cheaper than building the design matrix
+                    mean = sum(c * feats[t] for t, c in zip(fit.terms, fit.coef, strict=True))
                 comps.setdefault(name, []).append(mean)
                 total = total + mean
                 if surfaced is not None:
@@ -219,8 +219,8 @@ class WorkloadModel:
             for name in list(self.time_fits):
                 comps[name] = comps[name] + comps.pop(name + "_hidden")
         # Model averaging over the contention constants (flat weights over their plausible range).
-        out = {name: np.mean(v, axis=0) for name, v in comps.items()}
-        epoch = np.mean(totals, axis=0)
+        out = {name: sum(v) / len(v) for name, v in comps.items()}
+        epoch = sum(totals) / len(totals)
         out["epoch"] = epoch
         # The variants span the range seen across reference workloads: treat their spread as a 90% range.
         spread = np.max(np.abs(np.array(totals) - epoch), axis=0) / Z90
