@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,37 +40,35 @@ class Ina3221Channel:
         return values[0] * values[1] / 1e6  # mV x mA
 
 
-def _hwmon_channels() -> list[Ina3221Channel]:
+def _scan_channels(globs: tuple[str, ...], name_pattern: str, layout: str,
+                   candidates: Callable[[str, Path], tuple[tuple[Path, ...], ...]]) -> list[Ina3221Channel]:
+    """Channels whose label file matches ``name_pattern`` (channel number in group 1); the value files
+    are the first of ``candidates(channel, directory)`` that all exist."""
     channels = []
-    for pattern in HWMON_LABEL_GLOBS:
+    for pattern in globs:
         for label_file in sysfs.glob(pattern):
-            m = re.fullmatch(r"in(\d+)_label", label_file.name)
+            m = re.fullmatch(name_pattern, label_file.name)
             label = sysfs.read_text(label_file)
             if not m or not label or label.upper() in IGNORED_LABELS:
                 continue
-            ch, d = m.group(1), label_file.parent
-            mv, ma = d / f"in{ch}_input", d / f"curr{ch}_input"
-            if mv.exists() and ma.exists():
-                channels.append(Ina3221Channel(label, "hwmon", (mv, ma)))
+            for files in candidates(m.group(1), label_file.parent):
+                if all(f.exists() for f in files):
+                    channels.append(Ina3221Channel(label, layout, files))
+                    break
     return channels
+
+
+def _hwmon_channels() -> list[Ina3221Channel]:
+    # JetPack 5/6 hwmon: voltage (mV) and current (mA) per channel.
+    return _scan_channels(HWMON_LABEL_GLOBS, r"in(\d+)_label", "hwmon",
+                          lambda ch, d: ((d / f"in{ch}_input", d / f"curr{ch}_input"),))
 
 
 def _iio_channels() -> list[Ina3221Channel]:
-    channels = []
-    for pattern in IIO_RAIL_GLOBS:
-        for name_file in sysfs.glob(pattern):
-            m = re.fullmatch(r"rail_name_(\d+)", name_file.name)
-            label = sysfs.read_text(name_file)
-            if not m or not label or label.upper() in IGNORED_LABELS:
-                continue
-            ch, d = m.group(1), name_file.parent
-            mw = d / f"in_power{ch}_input"
-            if mw.exists():
-                channels.append(Ina3221Channel(label, "iio", (mw,)))
-            elif (d / f"in_voltage{ch}_input").exists() and (d / f"in_current{ch}_input").exists():
-                channels.append(Ina3221Channel(label, "iio", (d / f"in_voltage{ch}_input",
-                                                              d / f"in_current{ch}_input")))
-    return channels
+    # JetPack 4 iio: power (mW) per channel, else voltage (mV) and current (mA).
+    return _scan_channels(IIO_RAIL_GLOBS, r"rail_name_(\d+)", "iio",
+                          lambda ch, d: ((d / f"in_power{ch}_input",),
+                                         (d / f"in_voltage{ch}_input", d / f"in_current{ch}_input")))
 
 
 def find_channels() -> list[Ina3221Channel]:
