@@ -139,11 +139,19 @@ def predict(model, modes: str | pd.DataFrame | Sequence[Mapping] = "presets", de
     epochs = rec.check_epochs(epochs)
     # The cached full space is only read here, so it is not copied (a 29,232-row copy costs milliseconds).
     table = _all_modes(target) if isinstance(modes, str) and modes == "all" else resolve_modes(target, modes)
-    pred = model.predict_arrays(table["cpu_cores"].to_numpy(), table["cpu_mhz"].to_numpy(),
-                                table["gpu_mhz"].to_numpy(), table["emc_mhz"].to_numpy(), device_id=target)
-    n = len(table)
     # Series keep their dtypes (the text labels are not re-inferred); scalars broadcast without copies.
-    data: dict[str, object] = {c: table[c].reset_index(drop=True) for c in MODE_COLUMNS}
+    data = prediction_columns(model, table["mode"].reset_index(drop=True),
+                              {c: table[c].reset_index(drop=True) for c in MODE_FIELDS}, target, epochs)
+    return pd.DataFrame(data, index=pd.RangeIndex(len(table)), copy=False)
+
+
+def prediction_columns(model, labels, knobs: Mapping[str, object], target: str, epochs: int | None
+                       ) -> dict[str, object]:
+    """The columns of :func:`predict` for modes already checked: ``labels`` and ``knobs`` (MODE_FIELDS ->
+    arrays) in, ``{column: array or provenance scalar}`` out, in output order. The HTTP service builds
+    its rows for short mode lists from this directly (no data frame)."""
+    pred = model.predict_arrays(*(np.asarray(knobs[c]) for c in MODE_FIELDS), device_id=target)
+    data: dict[str, object] = {"mode": labels, **{c: knobs[c] for c in MODE_FIELDS}}
     data.update({c: np.asarray(pred[c], dtype=float) for c in PREDICTION_COLUMNS})
     if epochs is not None:
         data.update(rec.to_accuracy(data, epochs, target))
@@ -154,8 +162,7 @@ def predict(model, modes: str | pd.DataFrame | Sequence[Mapping] = "presets", de
         "profiled_modes": int(model.profiled_modes),
         "model_version": model.model_version,
     })
-    df = pd.DataFrame(data, index=pd.RangeIndex(n), copy=False)
-    return df
+    return data
 
 
 def recommend(model, objective: str, max_power_w: float | None = None, max_epoch_time_s: float | None = None,

@@ -52,15 +52,14 @@ def _float_list(values) -> list[float | None]:
 
 def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None
                      ) -> list[dict[str, Any]] | None:
-    """The rows :func:`predictor.service.predict` gives, for presets or a short list, without pandas.
+    """The rows of :func:`predictor.service.predict` for presets or a short list, without pandas.
 
-    A request for a few modes is dominated by building data frames, not by the model; this path calls
-    the same ``predict_arrays`` and ``to_accuracy`` and returns the same columns in the same order
-    (a test holds the two paths equal). None = take the full path: ``"all"``, or modes with an error
-    that :func:`predict` reports with its row and field.
+    A request for a few modes is dominated by building data frames, not by the model; this path feeds
+    the same :func:`predictor.service.prediction_columns` and keeps the columns of the response. None =
+    take the full path: ``"all"``, or modes with an error that :func:`predict` reports with its row
+    and field.
     """
-    from predictor.recommend import to_accuracy
-    from predictor.service import PREDICTION_COLUMNS as PREDICTED
+    from predictor.service import prediction_columns
 
     if modes == "all":
         return None
@@ -71,21 +70,17 @@ def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs
     else:
         labels = [m.get("mode") or mode_label(*(m[k] for k in MODE_FIELDS)) for m in modes]
         knobs = np.array([[m[k] for k in MODE_FIELDS] for m in modes], dtype=float)
-    cores, cpu, gpu, emc = knobs.T
+    arrays = dict(zip(MODE_FIELDS, knobs.T, strict=True))
+    arrays["cpu_cores"] = arrays["cpu_cores"].astype(int)
     try:
-        pred = model.predict_arrays(cores, cpu, gpu, emc, device_id=device_id)
+        data = prediction_columns(model, labels, arrays, device_id, epochs)
     except InputError:
         return None
-    columns: dict[str, list] = {"mode": labels, "cpu_cores": cores.astype(int).tolist(), "cpu_mhz": cpu.tolist(),
-                                "gpu_mhz": gpu.tolist(), "emc_mhz": emc.tolist()}
-    columns.update({c: _float_list(pred[c]) for c in PREDICTED})
-    if epochs is not None:
-        columns.update({c: _float_list(v) for c, v in to_accuracy(pred, epochs, device_id).items()})
-    cross_device = bool(np.asarray(pred["cross_device"]).item())
-    power_source = str(np.asarray(pred["power_source"]).item())
+    columns = {name: (_float_list(v) if name not in ("mode", "cpu_cores") else list(np.asarray(v).tolist()))
+               for name, v in data.items() if name in PREDICTION_COLUMNS and not np.isscalar(v)}
+    scalars = {name: v for name, v in data.items() if name in PREDICTION_COLUMNS and np.isscalar(v)}
     names = list(columns)
-    return [{**dict(zip(names, row, strict=True)), "cross_device": cross_device, "power_source": power_source}
-            for row in zip(*columns.values(), strict=True)]
+    return [{**dict(zip(names, row, strict=True)), **scalars} for row in zip(*columns.values(), strict=True)]
 
 
 def full_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None) -> pd.DataFrame:
