@@ -25,7 +25,7 @@ from models.errors import InputError
 from models.profile_rows import HOST_DEVICE, source_kind
 from predictor import features as F
 
-MODEL_VERSION = "jetpredict-0.1.0/mech-1"
+MODEL_VERSION = "jetpredict-0.1.0/mech-2"
 #: Two-sided 90% normal quantile.
 Z90 = 1.6449
 #: Prior relative noise of one profiled epoch time / power reading (run-to-run spread, ~2-3% in the paper).
@@ -287,8 +287,10 @@ class WorkloadModel:
             feats = F.time_features(cores, cpu, gpu, emc, self.num_workers, self.kappa_cpu, self.kappa_pipe)
             fit = self.time_fits["total"]
             parts = {term: c * feats[term] for term, c in zip(fit.terms, fit.coef, strict=True)}
-            compute = parts["gpu"] + parts["emc"] + parts["cpu"]
-            stall = parts["pipe"]
+            # Models saved before the roofline term (no ``mem``) counted ``emc`` as GPU memory traffic.
+            gpu_side = ("gpu", "mem", "cpu") if "mem" in parts else ("gpu", "emc", "cpu")
+            compute = sum(parts[k] for k in gpu_side)
+            stall = sum(parts[k] for k in ("pipe", "emc") if k not in gpu_side)
         busy = compute / np.maximum(epoch, 1e-12)
         p = self._power(cores, cpu, gpu, emc, busy, epoch)
         power = p["power"]
@@ -468,7 +470,7 @@ def fit_power(model: WorkloadModel, rows: pd.DataFrame, ref) -> None:
                                 model.kappa_cpu, model.kappa_pipe)
         fit = model.time_fits["total"]
         parts = {term: c * feats[term] for term, c in zip(fit.terms, fit.coef, strict=True)}
-        compute = parts["gpu"] + parts["emc"] + parts["cpu"]
+        compute = parts["gpu"] + parts["mem"] + parts["cpu"]
     busy = compute / t["epoch"]
     base = model.base_ratio * base_ref[has]
     dyn = power[has] - base

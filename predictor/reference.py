@@ -248,7 +248,7 @@ def _fit_dynamic_power(groups, shapes, base_coef, maxima, kc, kp):
         else:
             coef = shapes[w]["total"]
             parts = {t: c * feats[t] for t, c in zip(F.TOTAL_TERMS, coef, strict=True)}
-            busy = (parts["gpu"] + parts["emc"] + parts["cpu"]) / sum(parts.values())
+            busy = (parts["gpu"] + parts["mem"] + parts["cpu"]) / sum(parts.values())
         base = F.design(F.base_features(*modes, maxima), F.BASE_TERMS) @ base_coef
         base_meas = g["base_power_w"].to_numpy(float)[ok]
         base = np.where(np.isnan(base_meas), base, base_meas)
