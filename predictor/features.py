@@ -76,20 +76,30 @@ def memory_kernels(gpu_mhz, emc_mhz, mu: float | None = None, sigma: float | Non
 def time_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, kappa_cpu: float,
                   kappa_pipe: float) -> dict[str, np.ndarray]:
     """Every time term's feature per mode (1/GHz, contention included); ``one`` is all ones."""
-    cpu_ghz = np.asarray(cpu_mhz, dtype=float) / 1000.0
     emc_inv = 1000.0 / np.asarray(emc_mhz, dtype=float)
     features = {
         "gpu": 1000.0 / np.asarray(gpu_mhz, dtype=float),
         "mem": emc_inv * memory_kernels(gpu_mhz, emc_mhz),
         "emc": emc_inv,
-        "cpu": contention(cpu_cores, num_workers, kappa_cpu) / cpu_ghz,
-        "pipe": contention(cpu_cores, num_workers, kappa_pipe) / cpu_ghz,
     }
-    n = np.broadcast_shapes(np.shape(cpu_cores), *(f.shape for f in features.values()))
+    n = np.broadcast_shapes(np.shape(cpu_cores), np.shape(cpu_mhz), *(f.shape for f in features.values()))
     # Broadcasting only when shapes differ: prediction calls this on every request (hot path).
     features = {k: f if f.shape == n else np.broadcast_to(f, n) for k, f in features.items()}
     features["one"] = np.ones(n)
-    return features
+    return with_contention(features, cpu_cores, cpu_mhz, num_workers, kappa_cpu, kappa_pipe)
+
+
+def with_contention(features: dict[str, np.ndarray], cpu_cores, cpu_mhz, num_workers, kappa_cpu: float,
+                    kappa_pipe: float) -> dict[str, np.ndarray]:
+    """``features`` with the CPU terms (``cpu``, ``pipe``) for these contention constants; the clock
+    terms do not depend on them, so model variants share those."""
+    cpu_ghz = np.asarray(cpu_mhz, dtype=float) / 1000.0
+    shape = features["one"].shape
+    out = dict(features)
+    for term, kappa in (("cpu", kappa_cpu), ("pipe", kappa_pipe)):
+        f = contention(cpu_cores, num_workers, kappa) / cpu_ghz
+        out[term] = f if f.shape == shape else np.broadcast_to(f, shape)
+    return out
 
 
 def design(features: dict[str, np.ndarray], terms: tuple[str, ...]) -> np.ndarray:

@@ -194,8 +194,9 @@ class WorkloadModel:
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))
         surfaced = (np.maximum(1.0, self.hidden_cpu_ref_mhz / cpu) - 1.0 if self.hidden_cpu_ref_mhz
                     else None)
+        central = F.time_features(cores, cpu, gpu, emc, self.num_workers, self.kappa_cpu, self.kappa_pipe)
         for i, (kc, kp, fits) in enumerate(variants):
-            feats = F.time_features(cores, cpu, gpu, emc, self.num_workers, kc, kp)
+            feats = central if i == 0 else F.with_contention(central, cores, cpu, self.num_workers, kc, kp)
             total, var, extra = 0.0, 0.0, 0.0
             for name, fit in fits.items():
                 # Posterior variance from the central variant only: the variants' spread is added below.
