@@ -5,7 +5,10 @@
 Rows used (POMACS 2022 and PowerTrain, digitized in ``../shared/data/published``; see its README):
 all of ``agx_xavier_reference_sweeps.csv``; the epochs-1+ rows of ``dataloader_workers.csv`` and
 ``storage_media.csv``; the ResNet-18 and MobileNetV3 rows of ``batch_size.csv``; the DVFS-off rows of
-``dvfs.csv``; the MobileNetV3 MAXN row of ``orin_agx_training.csv``. The published MobileNetV3 runs
+``dvfs.csv``; the MobileNetV3 MAXN row of ``orin_agx_training.csv``; and one ratio fact from ``facts.csv`` (S1 §5.6: ResNet-18/CIFAR-10 on AGX
+Xavier, MAXN vs the same mode with the GPU at 114.75 MHz: 10.3x speed-up, 3.6x power ratio), the only
+published point at a very low GPU clock, which pins the roofline sharpness and the low-clock power.
+The published MobileNetV3 runs
 are matched with our built-in ``mobilenetv3-small-gld23k`` (same dataset and batch; the efficiencies
 absorb the difference in variant).
 
@@ -34,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from models.catalogue import load_device
-from models.physics import CALIBRATION_PATH, SHARED_KEYS, DeviceConstants, DevicePhysics
+from models.physics import CALIBRATION_PATH, DVFS_V_FLOOR, SHARED_KEYS, DeviceConstants, DevicePhysics
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PUBLISHED = REPO.parent / "shared" / "data" / "published"
@@ -52,6 +55,16 @@ SOCKET_IDLE_W = {"agx-xavier": 14.28, "xavier-nx": 6.89, "nano": 1.62, "orin-agx
 WH = 3600.0
 #: Lower bound of the lowest-clock baseload of AGX Xavier in the power fit, W.
 MIN_BASE_W = 1.0
+#: Weights of a ratio fact: on log speed-up in the time fit (an epoch row weighs 1 on its log time) and
+#: on the low-mode power error in W in the power fit (a power row weighs 1 on its error in W). One
+#: fact against ~70 rows: weighted like a handful of rows, as it is the only low-GPU-clock point
+#: (weight 6 brings the speed-up within 10%).
+FACT_TIME_WEIGHT = 6.0
+FACT_POWER_WEIGHT = 3.0
+#: Voltage floors (fraction of top voltage) the power fit chooses from. The power rows only weakly
+#: identify the floor (it trades against DRAM power; lower is slightly better down to 0.4), so the grid
+#: stops at 0.5: Tegra rails do not drop below about half their top voltage (~0.6 V of ~1.0-1.1 V).
+V_FLOOR_GRID = tuple(np.round(np.arange(0.50, 0.851, 0.025), 3))
 
 
 @dataclass
@@ -136,6 +149,60 @@ def load_calibration_rows(published: str | Path = DEFAULT_PUBLISHED) -> list[Cal
     return rows
 
 
+@dataclass
+class RatioFact:
+    """A published ratio between two modes of one run: ``fast`` over ``slow`` (speed-up = slow time /
+    fast time, power ratio = fast power / slow power)."""
+
+    source: str
+    label: str
+    device: str
+    workload: str
+    fast_mode: dict[str, float]
+    slow_mode: dict[str, float]
+    batch_size: int
+    num_workers: int
+    speedup: float
+    power_ratio: float
+
+
+def load_ratio_facts(published: str | Path = DEFAULT_PUBLISHED) -> list[RatioFact]:
+    """The MAXN vs GPU-114.75 MHz fact of ``facts.csv`` (S1 §5.6), if the file has it."""
+    path = Path(published) / "facts.csv"
+    if not path.is_file():
+        return []
+    facts = []
+    for r in pd.read_csv(path).itertuples():
+        if not (str(r.device_mode).startswith("AGX Xavier (MAXN) vs GPU 114.75")
+                and str(r.quantity).startswith("speed-up / power ratio")):
+            continue
+        speedup, power_ratio = (float(v.strip().rstrip("x")) for v in str(r.value).split("/")[:2])
+        fast = _preset_knobs("agx-xavier", "MAXN")
+        # POMACS runs use batch 16 with 4 DataLoader workers (as the reference sweeps).
+        facts.append(RatioFact("facts", f"AGX Xavier MAXN vs GPU 114.75 MHz {r.workload} ({r.source})",
+                               "agx-xavier", WORKLOADS[r.workload], fast, {**fast, "gpu_mhz": 114.75}, 16, 4,
+                               speedup, power_ratio))
+    return facts
+
+
+def simulate_facts(cal: Calibration, facts: list[RatioFact]) -> pd.DataFrame:
+    """The twin's (noise-free) speed-up and power ratio for each fact, next to the published ones."""
+    out = []
+    for f in facts:
+        modes = {k: np.array([f.fast_mode[k], f.slow_mode[k]], dtype=float) for k in f.fast_mode}
+        sim = _twin(cal, f.device, f.workload).epoch(modes, f.batch_size, f.num_workers)
+        t, p = sim["epoch_time_s"], sim["avg_power_w"]
+        speedup = float(t[1] / t[0])
+        # The time fit runs the twin without power coefficients (0 W): no power ratio then.
+        power_ratio = float(p[0] / p[1]) if p[1] > 0 else math.nan
+        out.append({"source": f.source, "label": f.label, "pub_speedup": f.speedup, "sim_speedup": speedup,
+                    "err_speedup": speedup / f.speedup - 1, "pub_power_ratio": f.power_ratio,
+                    "sim_power_ratio": power_ratio, "err_power_ratio": power_ratio / f.power_ratio - 1,
+                    "sim_energy_ratio": power_ratio / speedup,
+                    "sim_slow_power_w": float(p[1]), "sim_fast_power_w": float(p[0])})
+    return pd.DataFrame(out)
+
+
 # ------------------------------------------------------------------ constants and their file
 
 @dataclass
@@ -210,7 +277,9 @@ def criteria(df: pd.DataFrame, tolerance: float = 0.15) -> dict[str, float]:
 
 # ------------------------------------------------------------------ fitting
 
-#: Initial values of the time constants (log-space fit); power fields are filled in stage 2.
+#: Initial values of the time constants (log-space fit); power fields are filled in stage 2. The fit has
+#: local minima: start near a plain-sum roofline (p ~ 1) with a GPU-side stream limit that does not bind
+#: at MAXN, else it settles where the EMC sweep is lost (mode h -18%).
 _TIME_FIELDS = ("gpu_eff_dense", "gpu_eff_depthwise", "mem_eff", "gpu_kernel_latency_s", "launch_s",
                 "framework_s", "handoff_s", "handoff_s_per_mb")
 _POWER_FIELDS = ("base_w", "base_cpu_w", "base_gpu_w", "base_emc_w", "cpu_dyn_w", "gpu_dyn_w", "mem_dyn_w")
@@ -218,24 +287,25 @@ _START = {"gpu_eff_dense": 0.5, "gpu_eff_depthwise": 0.01, "mem_eff": 0.3, "gpu_
           "launch_s": 1e-4, "framework_s": 1e-3, "handoff_s": 3e-3, "handoff_s_per_mb": 1e-3,
           "cpu_perf_agx": 0.6, "cpu_perf_nx": 0.6, "cpu_perf_nano": 0.3,
           "jpeg_decode_s_per_mpix": 0.02, "worker_contention": 0.3, "sched_interference": 0.2,
-          "roofline_sharpness": 2.0}
+          "roofline_sharpness": 1.2, "gpu_stream_b_per_core_cycle": 0.3}
 _BOUNDS = {"gpu_eff_dense": (0.02, 0.9), "gpu_eff_depthwise": (1e-3, 0.9), "mem_eff": (0.05, 0.95),
            "gpu_kernel_latency_s": (1e-6, 1e-3), "launch_s": (1e-6, 1e-3), "framework_s": (1e-5, 0.05),
            "handoff_s": (1e-5, 0.05), "handoff_s_per_mb": (1e-6, 0.05), "cpu_perf_agx": (0.05, 5),
            "cpu_perf_nx": (0.05, 5), "cpu_perf_nano": (0.02, 5), "jpeg_decode_s_per_mpix": (1e-4, 1.0),
            "worker_contention": (0.0, 2.0), "sched_interference": (0.0, 10.0),
-           "roofline_sharpness": (1.0, 8.0)}
+           "roofline_sharpness": (1.0, 8.0), "gpu_stream_b_per_core_cycle": (0.01, 1e3)}
 _ZERO_POWER = dict.fromkeys(_POWER_FIELDS, 0.0)
 _PERF_KEY = {"agx-xavier": "cpu_perf_agx", "xavier-nx": "cpu_perf_nx", "nano": "cpu_perf_nano"}
 
 
-def _calibration_from(theta: dict[str, float], power: dict[str, dict[str, float]] | None = None) -> Calibration:
+def _calibration_from(theta: dict[str, float], power: dict[str, dict[str, float]] | None = None,
+                      v_floor: float = DVFS_V_FLOOR) -> Calibration:
     base = {k: theta[k] for k in _TIME_FIELDS}
     devices = {}
     for dev, key in _PERF_KEY.items():
         devices[dev] = DeviceConstants(**base, cpu_perf_per_ghz=theta[key],
                                        **(power or {}).get(dev, _ZERO_POWER))
-    return Calibration(devices, {k: theta[k] for k in SHARED_KEYS})
+    return Calibration(devices, {k: theta.get(k, v_floor) for k in SHARED_KEYS})
 
 
 def _time_residuals(df: pd.DataFrame) -> np.ndarray:
@@ -248,7 +318,8 @@ def _time_residuals(df: pd.DataFrame) -> np.ndarray:
     return np.concatenate(res)
 
 
-def fit_time(rows: list[CalibrationRow], verbose: bool = False) -> dict[str, float]:
+def fit_time(rows: list[CalibrationRow], verbose: bool = False,
+             facts: list[RatioFact] | None = None) -> dict[str, float]:
     """Stage 1: the time constants of the Xavier/Nano family and the shared constants."""
     from scipy.optimize import least_squares
 
@@ -266,7 +337,12 @@ def fit_time(rows: list[CalibrationRow], verbose: bool = False) -> dict[str, flo
         return {n: float(v if lin else math.exp(v)) for n, v, lin in zip(names, x, linear, strict=True)}
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return _time_residuals(simulate_rows(_calibration_from(theta_of(x)), fit_rows))
+        cal = _calibration_from(theta_of(x))
+        res = _time_residuals(simulate_rows(cal, fit_rows))
+        if not facts:
+            return res
+        f = simulate_facts(cal, facts)
+        return np.concatenate([res, FACT_TIME_WEIGHT * np.log(f["sim_speedup"] / f["pub_speedup"]).to_numpy()])
 
     sol = least_squares(residuals, x0, bounds=(lo_x, hi_x), x_scale="jac", max_nfev=300,
                         verbose=2 if verbose else 0)
@@ -299,15 +375,49 @@ def _spec_ratios(device: str, ref: str = "agx-xavier") -> np.ndarray:
     return np.array([idle, cores, cuda, bus, cores, cuda, bus])
 
 
-def fit_power(cal: Calibration, rows: list[CalibrationRow]) -> dict[str, dict[str, float]]:
+def _fact_power_design(cal: Calibration, facts: list[RatioFact]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the power system for ratio facts: P_fast / R - P_slow = 0 (an error in W of the slow
+    mode's power), linear in the 7 coefficients."""
+    a = []
+    for f in facts:
+        ph = cal.physics(f.device)
+        feats = []
+        for mode in (f.fast_mode, f.slow_mode):
+            mb = _twin(cal, f.device, f.workload).minibatch(mode, f.batch_size, f.num_workers)
+            m = {k: np.atleast_1d(v) for k, v in mode.items()}
+            feats.append(np.concatenate([ph.base_power_features(m)[0],
+                                         ph.dynamic_power_features(m, mb.gpu_util, mb.cpu_util, mb.mem_util)[0]]))
+        a.append(FACT_POWER_WEIGHT * (feats[0] / f.power_ratio - feats[1]))
+    return np.array(a).reshape(len(a), 7), np.zeros(len(a))
+
+
+def _fit_agx_power(cal: Calibration, rows: list[CalibrationRow],
+                   facts: list[RatioFact]) -> tuple[np.ndarray, float]:
+    """AGX Xavier's 7 coefficients by bounded least squares, and the residual sum of squares."""
+    from scipy.optimize import lsq_linear
+
+    a, y = _power_design(cal, [r for r in rows if r.device == "agx-xavier"])
+    fa, fy = _fact_power_design(cal, [f for f in facts if f.device == "agx-xavier"])
+    a, y = np.vstack([a, fa]), np.concatenate([y, fy])
+    # A powered module never idles below ~1 W at its lowest clocks.
+    lower = np.array([MIN_BASE_W, 0, 0, 0, 0, 0, 0])
+    sol = lsq_linear(a, y, bounds=(lower, np.inf))
+    return sol.x, float(np.sum((a @ sol.x - y) ** 2))
+
+
+def fit_v_floor(theta: dict[str, float], rows: list[CalibrationRow], facts: list[RatioFact]) -> float:
+    """The DVFS voltage floor (fraction of top voltage) that best explains AGX Xavier's power rows and
+    the low-clock facts: power is linear in the coefficients for a given floor, so a grid search."""
+    sse = [_fit_agx_power(_calibration_from(theta, v_floor=v), rows, facts)[1] for v in V_FLOOR_GRID]
+    return float(V_FLOOR_GRID[int(np.argmin(sse))])
+
+
+def fit_power(cal: Calibration, rows: list[CalibrationRow],
+              facts: list[RatioFact] | None = None) -> dict[str, dict[str, float]]:
     """Stage 2: AGX Xavier coefficients by bounded least squares; NX and Nano by spec ratio + scales."""
     from scipy.optimize import lsq_linear
 
-    agx_rows = [r for r in rows if r.device == "agx-xavier"]
-    a, y = _power_design(cal, agx_rows)
-    # No published point sits at the lowest clocks; a powered module never idles below ~1 W there.
-    lower = np.array([MIN_BASE_W, 0, 0, 0, 0, 0, 0])
-    agx = lsq_linear(a, y, bounds=(lower, np.inf)).x
+    agx, _ = _fit_agx_power(cal, rows, facts or [])
     out = {"agx-xavier": agx}
     for dev in ("xavier-nx", "nano"):
         prior = agx * _spec_ratios(dev)
@@ -377,12 +487,14 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
 def calibrate(published: str | Path = DEFAULT_PUBLISHED, verbose: bool = False) -> Calibration:
     """Fit every device's constants (both stages) and return them."""
     rows = load_calibration_rows(published)
-    theta = fit_time(rows, verbose)
+    facts = load_ratio_facts(published)
+    theta = fit_time(rows, verbose, facts)
     if verbose:
         print("time constants:", {k: f"{v:.4g}" for k, v in theta.items()})
-    cal = _calibration_from(theta)
-    power = fit_power(cal, rows)
-    cal = _calibration_from(theta, power)
+    v_floor = fit_v_floor(theta, rows, facts)
+    cal = _calibration_from(theta, v_floor=v_floor)
+    power = fit_power(cal, rows, facts)
+    cal = _calibration_from(theta, power, v_floor)
     counts = pd.Series([r.device for r in rows]).value_counts()
     cal.devices["agx-xavier"] = replace(cal.devices["agx-xavier"], basis=(
         f"fitted: time constants on {counts.get('agx-xavier', 0)} AGX Xavier + "
@@ -409,14 +521,16 @@ HOLDOUTS = {
 }
 
 
-def holdout_checks(rows: list[CalibrationRow]) -> pd.DataFrame:
+def holdout_checks(rows: list[CalibrationRow], facts: list[RatioFact] | None = None) -> pd.DataFrame:
     """Per hold-out group: refit time and power on the other rows, then the errors on the held-out ones."""
     out = []
     for name, held in HOLDOUTS.items():
         train = [r for r in rows if not held(r)]
         test = [r for r in rows if held(r)]
-        theta = fit_time(train)
-        cal = _calibration_from(theta, fit_power(_calibration_from(theta), train))
+        facts = load_ratio_facts() if facts is None else facts
+        theta = fit_time(train, facts=facts)
+        v_floor = fit_v_floor(theta, train, facts)
+        cal = _calibration_from(theta, fit_power(_calibration_from(theta, v_floor=v_floor), train, facts), v_floor)
         crit = criteria(simulate_rows(cal, test))
         out.append({"held out": name, **crit})
     return pd.DataFrame(out)
@@ -449,8 +563,22 @@ def _holdout_lines(holdouts: pd.DataFrame | None) -> list[str]:
     return [*lines, ""]
 
 
+def _fact_lines(facts: pd.DataFrame | None) -> list[str]:
+    if facts is None or facts.empty:
+        return []
+    lines = ["Published ratio facts (`facts.csv`), fitted with the rows above but outside the 15% "
+             "criterion (they are ratios between two modes, not epochs):", "",
+             "| source | fact | speed-up pub | speed-up sim | err | power ratio pub | power ratio sim | err | "
+             "energy ratio sim |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in facts.itertuples():
+        lines.append(f"| {f.source} | {f.label} | {_fmt(f.pub_speedup, 3)} | {_fmt(f.sim_speedup, 3)} | "
+                     f"{_pct(f.err_speedup)} | {_fmt(f.pub_power_ratio, 3)} | {_fmt(f.sim_power_ratio, 3)} | "
+                     f"{_pct(f.err_power_ratio)} | {_fmt(f.sim_energy_ratio, 2)} |")
+    return [*lines, ""]
+
+
 def write_doc(cal: Calibration, df: pd.DataFrame, path: str | Path = DOC_PATH,
-              holdouts: pd.DataFrame | None = None) -> None:
+              holdouts: pd.DataFrame | None = None, facts: pd.DataFrame | None = None) -> None:
     """docs/digital-twin.md: the method, the constants and the row-by-row comparison."""
     crit = criteria(df)
     lines = [
@@ -468,8 +596,13 @@ def write_doc(cal: Calibration, df: pd.DataFrame, path: str | Path = DOC_PATH,
         "Per minibatch and power mode (`profiler/sim/twin.py`, device physics in `models/physics.py`):",
         "- kernel time = (t_flop^p + t_mem^p)^(1/p) + latency, with t_flop = FLOPs / (eff × CUDA cores × 2 × "
         "f_gpu) (separate efficiencies for dense and depthwise convolutions), t_mem = bytes / (eff_mem × "
-        "bus bytes × 2 × f_emc) and p the fitted roofline sharpness (p → ∞ is the strict roofline max; the "
-        "fit picks p ≈ 1: both clocks matter, as the published EMC sweep shows); the counted bytes are "
+        "bus bytes × 2 × f_emc), or slower where the GPU's load/store path, which runs at the GPU clock, is "
+        f"the narrower pipe: t_mem = bytes / min(eff_mem × DRAM peak, `gpu_stream_b_per_core_cycle` "
+        f"(= {cal.shared['gpu_stream_b_per_core_cycle']:.3g} B) × CUDA cores × f_gpu); p is the fitted "
+        "roofline sharpness (p = 1 is a plain sum, p → ∞ the "
+        f"strict roofline max; the fit picks p = {cal.shared['roofline_sharpness']:.2g}: both clocks "
+        "matter near the ridge, as the published EMC sweep shows, while at a very low GPU clock compute "
+        "dominates, as the published MAXN vs GPU-114.75 MHz fact shows); the counted bytes are "
         "compulsory traffic, so eff_mem also absorbs re-reads;",
         "- launch: the main thread issues one kernel every `launch_s / cpu_speed`; GPU compute is the end "
         "of the last kernel of the in-order queue (small networks become CPU bound, big ones GPU bound);",
@@ -478,7 +611,9 @@ def write_doc(cal: Calibration, df: pd.DataFrame, path: str | Path = DOC_PATH,
         "− (compute + framework + hand-off)); with w = 0, stall = fetch;",
         "- framework overhead per minibatch; CPU work slows when workers load the cores;",
         "- power = baseload(mode) + dynamic CPU, GPU and DRAM power ∝ utilisation × f × V(f)², with V "
-        "rising along a DVFS curve above a floor;",
+        f"rising along a DVFS curve above a fitted floor (`dvfs_v_floor` = {cal.shared['dvfs_v_floor']:.3g} of "
+        "the top voltage, chosen with the power coefficients; it and the idle GPU power set the power at "
+        "low clocks);",
         "- seeded noise (2% on time, 1.5% on power) and warm-up (slow first minibatches) in the backend.", "",
         "## Running it", "",
         "```",
@@ -501,9 +636,10 @@ def write_doc(cal: Calibration, df: pd.DataFrame, path: str | Path = DOC_PATH,
               f"(mean abs. error {crit['time_mape']:.1%});",
               f"- average power within 15%: **{crit['power_within']:.0%}** of {crit['power_rows']} rows "
               f"with power (mean abs. error {crit['power_mape']:.1%}).", "",
-              "These are in-sample figures: the constants were fitted on these same rows (15 time "
-              "constants on the 68 Xavier/Nano rows, 7 power coefficients on the 48 AGX Xavier power and "
-              "base-power values, 1–2 scales per other device), so they show that the mechanisms can "
+              "These are in-sample figures: the constants were fitted on these same rows (16 time "
+              "constants on the 68 Xavier/Nano rows and the speed-up fact, 7 power coefficients and the "
+              "voltage floor on the 48 AGX Xavier power and base-power values and the power-ratio fact, "
+              "1–2 scales per other device), so they show that the mechanisms can "
               "reproduce the measurements, not how well the twin extrapolates to unmeasured modes.", "",
               *_holdout_lines(holdouts),
               "Every row used (published → simulated, error). Times in s per epoch, power in W.", "",
@@ -517,7 +653,7 @@ def write_doc(cal: Calibration, df: pd.DataFrame, path: str | Path = DOC_PATH,
             f"{_fmt(r.pub_compute_time_s)} | {_fmt(r.sim_compute_time_s)} | {_fmt(r.pub_avg_power_w, 3)} | "
             f"{_fmt(r.sim_avg_power_w, 3)} | {_pct(r.err_avg_power_w)} | {_fmt(r.pub_base_power_w, 3)} | "
             f"{_fmt(r.sim_base_power_w if not math.isnan(r.pub_base_power_w or math.nan) else None, 3)} |")
-    lines += ["", "## Limits", "",
+    lines += ["", *_fact_lines(facts), "## Limits", "",
               "- Only AGX Xavier has published power across modes; NX and Nano power rests on 2–3 "
               "operating points each, Orin power on spec sheets only (module budgets, idle ordering).",
               "- The Orin family's one GPU speed factor rests on one published epoch (which it therefore "
@@ -543,11 +679,15 @@ def main(argv: list[str] | None = None) -> int:
     cal.write(args.out)
     rows = load_calibration_rows(args.published)
     df = simulate_rows(cal, rows)
-    write_doc(cal, df, args.doc, None if args.no_holdout else holdout_checks(rows))
+    facts = simulate_facts(cal, load_ratio_facts(args.published))
+    write_doc(cal, df, args.doc, None if args.no_holdout else holdout_checks(rows, load_ratio_facts(args.published)), facts)
     crit = criteria(df)
     print(f"epoch time within 15%: {crit['time_within']:.0%} of {crit['time_rows']} rows "
           f"(MAPE {crit['time_mape']:.1%}); power within 15%: {crit['power_within']:.0%} of "
           f"{crit['power_rows']} rows (MAPE {crit['power_mape']:.1%})")
+    for f in facts.itertuples():
+        print(f"{f.label}: speed-up {f.sim_speedup:.3g}x (published {f.pub_speedup:g}x), power ratio "
+              f"{f.sim_power_ratio:.3g}x (published {f.pub_power_ratio:g}x)")
     return 0
 
 

@@ -37,12 +37,17 @@ else:  # pragma: no cover
 CALIBRATION_PATH = Path(__file__).with_name("twin_calibration.toml")
 
 #: DVFS curve shape (fractions of the domain's top clock / top voltage). Tegra DVFS tables hold the
-#: rail at a floor voltage over the low steps and raise it roughly linearly above a knee.
+#: rail at a floor voltage over the low steps and raise it roughly linearly above a knee. The floor
+#: is fitted (shared ``dvfs_v_floor``, set by low-clock power); this is its default when absent.
 DVFS_V_FLOOR = 0.60
 DVFS_KNEE = 0.35
 
 #: Fixed, device-independent constants of the twin (documented in docs/digital-twin.md).
-SHARED_KEYS = ("jpeg_decode_s_per_mpix", "worker_contention", "sched_interference", "roofline_sharpness")
+SHARED_KEYS = ("jpeg_decode_s_per_mpix", "worker_contention", "sched_interference", "roofline_sharpness",
+               "gpu_stream_b_per_core_cycle", "dvfs_v_floor")
+#: Defaults of shared constants added after the first calibrations (older files lack them): the voltage
+#: floor of the DVFS curve, and no GPU-side limit on memory streaming.
+SHARED_DEFAULTS = {"dvfs_v_floor": DVFS_V_FLOOR, "gpu_stream_b_per_core_cycle": float("inf")}
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,9 @@ def load_constants(device_id: str, path: str | Path | None = None) -> tuple[Devi
         dev = raw["devices"][device_id]
     except KeyError:
         raise InputError(f"no twin calibration for device {device_id!r}", "device") from None
-    shared = {k: float(raw["shared"][k]) for k in SHARED_KEYS}
+    # Files written before a shared constant existed get its default.
+    stored = {**SHARED_DEFAULTS, **raw["shared"]}
+    shared = {k: float(stored[k]) for k in SHARED_KEYS}
     return DeviceConstants.from_mapping(dev), shared
 
 
@@ -151,7 +158,11 @@ class DevicePhysics:
 
         t = (t_flop^p + t_mem^p)^(1/p) + latency, with t_flop = FLOPs / (eff x FP32
         peak), t_mem = bytes / (mem_eff x bandwidth) and p the shared ``roofline_sharpness`` (p -> inf is
-        the strict roofline max; finite p lets both clocks matter near the ridge, as measured). The
+        the strict roofline max; finite p lets both clocks matter near the ridge, as measured). Memory
+        traffic also passes the GPU's load/store path, which runs at the GPU clock: a stream is as fast
+        as the narrower of the two pipes, so the bandwidth is min(mem_eff x DRAM peak,
+        ``gpu_stream_b_per_core_cycle`` x CUDA cores x f_gpu); at a very low GPU clock even memory-bound
+        kernels slow down (AGX Xavier at GPU 114.75 MHz is 10.3x slower than MAXN, facts.csv). The
         latency (launch to completion of a tiny kernel on the iGPU) does not follow the clocks: LeNet-class
         models hardly slow down with the GPU clock (POMACS 2022).
         ``kind`` 0 = dense (conv/matmul), 1 = depthwise/grouped conv, 2 = elementwise/memory-bound.
@@ -166,17 +177,25 @@ class DevicePhysics:
         c = self.constants
         eff = np.where(np.asarray(kind) == 1, c.gpu_eff_depthwise, c.gpu_eff_dense)
         t_flop = np.asarray(flops, dtype=float) / (eff * self.peak_fp32_flops(gpu_mhz))
-        t_mem = np.asarray(nbytes, dtype=float) / (c.mem_eff * self.bandwidth_bps(emc_mhz))
+        nbytes = np.asarray(nbytes, dtype=float)
+        gpu_side_bps = (self.shared.get("gpu_stream_b_per_core_cycle", np.inf) * self.device.specs.cuda_cores
+                        * np.asarray(gpu_mhz, dtype=float) * 1e6)
+        t_mem = nbytes / np.minimum(c.mem_eff * self.bandwidth_bps(emc_mhz), gpu_side_bps)
         t_lat = np.full(np.broadcast(t_flop, t_mem).shape, c.gpu_kernel_latency_s)
         return t_flop, t_mem, t_lat
+
+    def dram_time_s(self, nbytes, emc_mhz):
+        """Time DRAM itself is busy moving ``nbytes`` at its effective bandwidth, s (no GPU-side cap:
+        when the GPU's load/store path is the narrower pipe, DRAM idles part of the stream)."""
+        return np.asarray(nbytes, dtype=float) / (self.constants.mem_eff * self.bandwidth_bps(emc_mhz))
 
     # -- DVFS and power ---------------------------------------------------------------------------
     def voltage_frac(self, domain: str, mhz):
         """Rail voltage as a fraction of its top value at a clock (``domain`` cpu | gpu | emc)."""
         top = {"cpu": self.cpu_mhz_max, "gpu": self.gpu_mhz_max, "emc": self.emc_mhz_max}[domain]
         x = np.asarray(mhz, dtype=float) / top
-        return np.clip(DVFS_V_FLOOR + (1 - DVFS_V_FLOOR) * (x - DVFS_KNEE) / (1 - DVFS_KNEE),
-                       DVFS_V_FLOOR, 1.0)
+        floor = self.shared.get("dvfs_v_floor", DVFS_V_FLOOR)
+        return np.clip(floor + (1 - floor) * (x - DVFS_KNEE) / (1 - DVFS_KNEE), floor, 1.0)
 
     def dynamic_scale(self, domain: str, mhz):
         """f x V^2 relative to the domain's top clock: the CMOS switching-power factor."""

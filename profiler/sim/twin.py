@@ -68,8 +68,8 @@ class Twin:
                 gpu[None, :], emc[None, :])
         kt = ph.kernel_time_s(*args)
         gpu_busy = kt.sum(axis=0)
-        # DRAM busy time: the memory-bound part of every kernel (traffic at the effective bandwidth).
-        mem_busy = ph.roofline_parts_s(*args)[1].sum(axis=0)
+        # DRAM busy time: every kernel's traffic at DRAM's effective bandwidth (DRAM power follows it).
+        mem_busy = ph.dram_time_s(wc.kernel_bytes(b)[:, None], emc[None, :]).sum(axis=0)
 
         per_sample = wc.data_cpu_s_per_sample + wc.decode_mpix_per_sample * sh["jpeg_decode_s_per_mpix"]
         fetch = b * per_sample / speed

@@ -10,7 +10,14 @@ import pytest
 
 from models.catalogue import device_ids, load_device
 from models.errors import InputError
-from models.physics import DVFS_V_FLOOR, DeviceConstants, DevicePhysics, load_constants, mode_arrays
+from models.physics import (
+    CALIBRATION_PATH,
+    DVFS_V_FLOOR,
+    DeviceConstants,
+    DevicePhysics,
+    load_constants,
+    mode_arrays,
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +46,8 @@ def test_loader_parallelism_is_min_workers_cores_minus_one():
 def test_voltage_rises_along_the_dvfs_curve(agx):
     steps = np.array(load_device("agx-xavier").gpu_steps_mhz)
     v = agx.voltage_frac("gpu", steps)
-    assert np.all(np.diff(v) >= 0) and v[0] == pytest.approx(DVFS_V_FLOOR) and v[-1] == pytest.approx(1.0)
+    floor = agx.shared["dvfs_v_floor"]
+    assert np.all(np.diff(v) >= 0) and v[0] == pytest.approx(floor) and v[-1] == pytest.approx(1.0)
     assert np.all(np.diff(agx.dynamic_scale("gpu", steps)) > 0)
 
 
@@ -86,9 +94,32 @@ def test_every_device_has_complete_constants():
         assert isinstance(constants, DeviceConstants) and constants.basis
         assert 0 < constants.gpu_eff_dense <= 1 and 0 < constants.mem_eff <= 1
         assert shared["roofline_sharpness"] >= 1
+        assert 0 < shared["dvfs_v_floor"] < 1
+
+
+def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
+    text = CALIBRATION_PATH.read_text(encoding="utf-8")
+    old = tmp_path / "old.toml"
+    old.write_text("\n".join(line for line in text.splitlines() if not line.startswith("dvfs_v_floor")),
+                   encoding="utf-8")
+    _, shared = load_constants("agx-xavier", old)
+    assert shared["dvfs_v_floor"] == DVFS_V_FLOOR
+    ph = DevicePhysics("agx-xavier", *load_constants("agx-xavier", old))
+    assert ph.voltage_frac("gpu", 114.75) == pytest.approx(DVFS_V_FLOOR)
 
 
 def test_physics_imports_no_torch():
     code = "import sys, models.physics; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_memory_streams_through_the_narrower_of_dram_and_the_gpu_load_store_path(agx):
+    nbytes = 1e9
+    _, t_top, _ = agx.roofline_parts_s(0.0, nbytes, 2, 1377.0, 2133.0)
+    _, t_low, _ = agx.roofline_parts_s(0.0, nbytes, 2, 114.75, 2133.0)
+    dram = agx.dram_time_s(nbytes, 2133.0)
+    gpu_side = nbytes / (agx.shared["gpu_stream_b_per_core_cycle"] * agx.device.specs.cuda_cores * 114.75e6)
+    assert t_low == pytest.approx(max(dram, gpu_side)) and t_low > t_top >= dram
+    # DRAM's own busy time follows the EMC clock only.
+    assert agx.dram_time_s(nbytes, 1066.0) == pytest.approx(2 * dram, rel=0.01)

@@ -45,3 +45,16 @@ def test_the_doc_shows_every_row(comparison):
     doc = calibrate.DOC_PATH.read_text(encoding="utf-8")
     missing = [r.label for r in rows if f"| {r.source} | {r.label} |" not in doc]
     assert not missing
+
+
+def test_the_low_gpu_clock_fact_is_a_fitted_target_and_in_the_doc(comparison):
+    facts = calibrate.load_ratio_facts()
+    assert len(facts) == 1
+    f = facts[0]
+    assert (f.speedup, f.power_ratio) == (10.3, 3.6)
+    assert f.slow_mode == {**f.fast_mode, "gpu_mhz": 114.75} and f.fast_mode["gpu_mhz"] == 1377
+    cal = calibrate.Calibration({"agx-xavier": calibrate.DevicePhysics("agx-xavier").constants},
+                                calibrate.DevicePhysics("agx-xavier").shared)
+    sim = calibrate.simulate_facts(cal, facts).iloc[0]
+    assert abs(sim.err_speedup) <= 0.20 and abs(sim.err_power_ratio) <= 0.15
+    assert f"| facts | {f.label} |" in calibrate.DOC_PATH.read_text(encoding="utf-8")

@@ -51,6 +51,17 @@ def test_maxn_is_fastest_but_not_lowest_energy_for_resnet18():
         assert e["epoch_energy_j"][i_maxn] > 1.05 * e["epoch_energy_j"].min()
 
 
+def test_resnet18_at_the_lowest_gpu_clock_matches_the_published_maxn_fact():
+    # facts.csv (S1 §5.6): AGX Xavier MAXN vs the same mode with the GPU at 114.75 MHz, ResNet-18/CIFAR-10:
+    # 10.3x speed-up at 3.6x the power.
+    e = twin("agx-xavier", "resnet18-cifar10").epoch(knobs([8, 8], [2265.6] * 2, [1377, 114.75], [2133] * 2))
+    speedup = e["epoch_time_s"][1] / e["epoch_time_s"][0]
+    power_ratio = e["avg_power_w"][0] / e["avg_power_w"][1]
+    assert speedup == pytest.approx(10.3, rel=0.20)
+    assert power_ratio == pytest.approx(3.6, rel=0.15)
+    assert e["epoch_energy_j"][0] < e["epoch_energy_j"][1]  # MAXN uses less energy per epoch here
+
+
 def test_workers_pipeline_the_fetch_with_compute():
     t = twin("agx-xavier", "mobilenetv3-small-gld23k")
     mode = knobs(8, 2265.6, 1377, 2133)
