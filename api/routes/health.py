@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import sqlalchemy as sa
@@ -16,7 +17,9 @@ blp = Blueprint("health", __name__, description="Service health and metrics")
 log = logging.getLogger("jetpredict.api")
 
 
+@functools.cache
 def _version() -> str:
+    # Reading the installed metadata parses a file (~1 ms): once per process is enough.
     from importlib.metadata import PackageNotFoundError, version
 
     try:
