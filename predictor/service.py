@@ -145,6 +145,15 @@ def predict(model, modes: str | pd.DataFrame | Sequence[Mapping] = "presets", de
     return pd.DataFrame(data, index=pd.RangeIndex(len(table)), copy=False)
 
 
+def _provenance_model(model, target: str):
+    """The model whose reference data a prediction on ``target`` rests on (the transferred one across devices)."""
+    if target == model.device_id:
+        return model
+    from predictor.transfer import transfer_model
+
+    return transfer_model(model, target)
+
+
 def prediction_columns(model, labels, knobs: Mapping[str, object], target: str, epochs: int | None
                        ) -> dict[str, object]:
     """The columns of :func:`predict` for modes already checked: ``labels`` and ``knobs`` (MODE_FIELDS ->
@@ -158,7 +167,7 @@ def prediction_columns(model, labels, knobs: Mapping[str, object], target: str, 
     data.update({
         "cross_device": bool(np.asarray(pred["cross_device"]).item()),
         "power_source": str(np.asarray(pred["power_source"]).item()),
-        "reference_source": model.reference_source,
+        "reference_source": _provenance_model(model, target).reference_source,
         "profiled_modes": int(model.profiled_modes),
         "model_version": model.model_version,
     })

@@ -175,6 +175,16 @@ def reference_factors(model, src_ref, dst_ref) -> dict | None:
             "weights": {w: sim[w] / total_sim for w in shared}}
 
 
+#: Provenance kinds from most to least trustworthy.
+SOURCE_TRUST = ("published", "measured", "simulated")
+
+
+def least_trusted(sources) -> str:
+    """The least trustworthy of ``published`` / ``measured`` / ``simulated`` (unknown kinds rank last)."""
+    rank = {kind: i for i, kind in enumerate(SOURCE_TRUST)}
+    return max(sources, key=lambda s: rank.get(s, len(rank)))
+
+
 def transfer_model(model, device_id: str):
     """``model`` (a WorkloadModel) as predicted on ``device_id``: cached per target, marked cross-device."""
     cache = model.__dict__.setdefault("_transfer_cache", {})
@@ -200,6 +210,11 @@ def transfer_model(model, device_id: str):
     moved.cross_device = True
     moved.cross_device_rel_sd = rel_sd
     moved.transfer_method = method
+    # Provenance: the least trustworthy of the data the prediction now rests on.
+    used = [model.reference_source, target_ref.source]
+    if via_refs is not None:
+        used += [transfer_reference(model.device_id).source, transfer_reference(device_id).source]
+    moved.reference_source = least_trusted(used)
     moved.time_fits = {name: fit.scaled(tf) for name, fit in model.time_fits.items()}
     moved.alt_time_fits = [(kc, kp, {n: f.scaled(tf) for n, f in fits.items()})
                            for kc, kp, fits in model.alt_time_fits]
