@@ -170,3 +170,11 @@ def test_power_constraints_apply_without_measured_power():
     out = service.recommend(model, "min-time", max_power_w=20)
     assert out["feasible"] and out["best"]["avg_power_w"] <= 20
     assert out["best"]["power_source"] == "reference"
+
+
+def test_cross_device_provenance_names_the_least_trustworthy_reference(resnet):
+    # The AGX Xavier rows and reference are published; Orin Nano's reference sweeps are simulated.
+    assert set(service.predict(resnet, "presets")["reference_source"]) == {"published"}
+    moved = service.predict(resnet, "presets", device_id="orin-nano")
+    assert set(moved["reference_source"]) == {"simulated"}
+    assert moved["cross_device"].all()
