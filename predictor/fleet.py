@@ -21,6 +21,7 @@ import numpy as np
 from models.catalogue import load_device, mode_label
 from models.errors import InputError
 from predictor.recommend import check_epochs, check_limit
+from predictor.space import space_prediction
 
 MAX_CLIENTS = 10_000
 
@@ -55,8 +56,7 @@ def _device_choice(model, device_id: str, deadline_s: float, epochs: int) -> dic
     """The mode of one device type for this round (same for every client of that type)."""
     device = load_device(device_id)
     knobs = device.modes().as_arrays()
-    pred = model.predict_arrays(knobs["cpu_cores"], knobs["cpu_mhz"], knobs["gpu_mhz"], knobs["emc_mhz"],
-                                device_id=device_id)
+    pred = space_prediction(model, device_id)
     round_s = epochs * np.asarray(pred["epoch_time_s"], dtype=float)
     round_high_s = epochs * np.asarray(pred["epoch_time_s_high"], dtype=float)
     train_j = epochs * np.asarray(pred["epoch_energy_j"], dtype=float)

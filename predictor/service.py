@@ -20,7 +20,7 @@ import pandas as pd
 from models.catalogue import MODE_FIELDS, load_device
 from models.errors import InputError, ModeOutOfRangeError
 from models.profile_rows import rows_to_records
-from predictor import fleet, planning
+from predictor import fleet, planning, space
 from predictor import recommend as rec
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
@@ -159,7 +159,11 @@ def prediction_columns(model, labels, knobs: Mapping[str, object], target: str, 
     """The columns of :func:`predict` for modes already checked: ``labels`` and ``knobs`` (MODE_FIELDS ->
     arrays) in, ``{column: array or provenance scalar}`` out, in output order. The HTTP service builds
     its rows for short mode lists from this directly (no data frame)."""
-    pred = model.predict_arrays(*(np.asarray(knobs[c]) for c in MODE_FIELDS), device_id=target)
+    index = space.catalogue_index(target, knobs)
+    if index is None:  # knobs off the catalogue steps (e.g. nvpmodel caps): predict them directly
+        pred = model.predict_arrays(*(np.asarray(knobs[c]) for c in MODE_FIELDS), device_id=target)
+    else:
+        pred = {k: (v[index] if np.ndim(v) else v) for k, v in space.space_prediction(model, target).items()}
     data: dict[str, object] = {"mode": labels, **{c: knobs[c] for c in MODE_FIELDS}}
     data.update({c: np.asarray(pred[c], dtype=float) for c in PREDICTION_COLUMNS})
     if epochs is not None:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.catalogue import load_device
+from models.catalogue import MODE_FIELDS, load_device
 from models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
 from models.profile_rows import read_profile_csv
 from predictor import service
@@ -178,3 +178,21 @@ def test_cross_device_provenance_names_the_least_trustworthy_reference(resnet):
     moved = service.predict(resnet, "presets", device_id="orin-nano")
     assert set(moved["reference_source"]) == {"simulated"}
     assert moved["cross_device"].all()
+
+
+def test_catalogue_modes_read_from_the_space_prediction_match_a_direct_prediction(resnet):
+    from predictor.space import catalogue_index
+
+    space = load_device("agx-xavier").modes()
+    picked = [space[i].as_dict() for i in (0, 4321, 17777, len(space) - 1)]
+    table = pd.DataFrame(picked)
+    assert catalogue_index("agx-xavier", {c: table[c].to_numpy() for c in MODE_FIELDS}) is not None
+    df = service.predict(resnet, table)
+    direct = resnet.predict_arrays(*(table[c].to_numpy() for c in MODE_FIELDS))
+    for column in service.PREDICTION_COLUMNS:
+        np.testing.assert_allclose(df[column].to_numpy(), direct[column], rtol=1e-12)
+    # A knob between steps (an nvpmodel cap) is predicted directly, not snapped to a step.
+    capped = table.assign(cpu_mhz=1200.0)
+    assert catalogue_index("agx-xavier", {c: capped[c].to_numpy() for c in MODE_FIELDS}) is None
+    direct = resnet.predict_arrays(*(capped[c].to_numpy() for c in MODE_FIELDS))
+    np.testing.assert_allclose(service.predict(resnet, capped)["epoch_time_s"], direct["epoch_time_s"])
