@@ -120,8 +120,20 @@ def v_rel(f_mhz, f_max_mhz: float) -> np.ndarray:
     return V_MIN_REL + (1.0 - V_MIN_REL) * np.clip((r - KNEE_REL) / (1.0 - KNEE_REL), 0.0, 1.0)
 
 
+def launch_wait(cpu_coef: float, cpu_cores, cpu_mhz, num_workers, kappa: float, cpu_mhz_max: float
+                ) -> np.ndarray:
+    """Time (s per epoch) the GPU idles waiting on the main thread, beyond its wait at the top CPU clock.
+
+    ``cpu_coef`` (s x GHz) is the compute component's CPU term: at the top clock with no contention the
+    CPU launches overlap the kernels, so only the stretch of that work at a slower clock or under core
+    contention leaves the GPU without kernels (a CPU-bound workload's GPU busy share falls with f_cpu).
+    """
+    slow = contention(cpu_cores, num_workers, kappa) / (np.asarray(cpu_mhz, dtype=float) / 1000.0)
+    return cpu_coef * np.maximum(slow - 1000.0 / cpu_mhz_max, 0.0)
+
+
 def power_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, gpu_busy, maxima: dict[str, float],
-                   rate=1.0) -> dict[str, np.ndarray]:
+                   rate=1.0, gpu_active=None) -> dict[str, np.ndarray]:
     """Dynamic-power proxies per mode (dimensionless; coefficients are in W).
 
     ``gpu_busy`` is the predicted GPU-compute share of the epoch; ``rate`` the epoch's progress relative
@@ -130,14 +142,17 @@ def power_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, gpu_busy, 
     memory clock mostly idle), the CPU's launches and data loading (the cores the pipeline can keep busy,
     workers + main thread capped by the cores online, at the CPU's f V^2) and the clock-independent rest
     (I/O, fabric). A GPU slowed far below the reference modes thus leaves the module near its base power.
+    ``gpu_active``: the share of the epoch the GPU runs kernels (default ``gpu_busy``), lower than the
+    compute share when the main thread's launches hold the GPU back (see :func:`launch_wait`).
     """
     busy = np.clip(np.asarray(gpu_busy, dtype=float), 0.0, 1.0)
-    active = np.minimum(np.asarray(cpu_cores, dtype=float), np.asarray(num_workers, dtype=float) + 1.0)
+    active = busy if gpu_active is None else np.clip(np.asarray(gpu_active, dtype=float), 0.0, 1.0)
+    cores = np.minimum(np.asarray(cpu_cores, dtype=float), np.asarray(num_workers, dtype=float) + 1.0)
     rate = np.clip(np.asarray(rate, dtype=float), 0.0, 2.0)
     return {
-        "gpu": busy * dvfs_phi(gpu_mhz, maxima["gpu_mhz"]),
+        "gpu": active * dvfs_phi(gpu_mhz, maxima["gpu_mhz"]),
         "emc": busy * rate * v_rel(emc_mhz, maxima["emc_mhz"]) ** 2,
-        "cpu": rate * active / maxima["cpu_cores"] * dvfs_phi(cpu_mhz, maxima["cpu_mhz"]),
+        "cpu": rate * cores / maxima["cpu_cores"] * dvfs_phi(cpu_mhz, maxima["cpu_mhz"]),
         "one": rate * np.ones_like(busy),
     }
 

@@ -8,7 +8,8 @@ enough that a workload's own rows move the shares; the maximum a-posteriori fit 
 non-negative. One row gives a scaled reference shape; the prior fades as rows accumulate.
 
 Power = base(mode) + dynamic terms (GPU busy x f V^2, memory, active cores x f V^2, constant); energy =
-power x time. Intervals (nominal 90%) come from the posterior covariance and the residual noise.
+power x time. The GPU term's busy share excludes the time the GPU waits on a main thread slower than at the
+top CPU clock, so a CPU-bound workload's GPU power falls with the CPU clock as its kernels thin out. Intervals (nominal 90%) come from the posterior covariance and the residual noise.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from models.errors import InputError
 from models.profile_rows import HOST_DEVICE, source_kind
 from predictor import features as F
 
-MODEL_VERSION = "jetpredict-0.1.0/mech-2"
+MODEL_VERSION = "jetpredict-0.1.0/mech-3"
 #: Two-sided 90% normal quantile.
 Z90 = 1.6449
 #: Prior relative noise of one profiled epoch time / power reading (run-to-run spread, ~2-3% in the paper).
@@ -195,6 +196,7 @@ class WorkloadModel:
         surfaced = (np.maximum(1.0, self.hidden_cpu_ref_mhz / cpu) - 1.0 if self.hidden_cpu_ref_mhz
                     else None)
         central = F.time_features(cores, cpu, gpu, emc, self.num_workers, self.kappa_cpu, self.kappa_pipe)
+        top_cpu = 1000.0 / self.maxima["cpu_mhz"]
         for i, (kc, kp, fits) in enumerate(variants):
             feats = central if i == 0 else F.with_contention(central, cores, cpu, self.num_workers, kc, kp)
             total, var, extra = 0.0, 0.0, 0.0
@@ -207,9 +209,16 @@ class WorkloadModel:
                     mean = sum(c * feats[t] for t, c in zip(fit.terms, fit.coef, strict=True))
                 comps.setdefault(name, []).append(mean)
                 total = total + mean
+                gpu_side = name in ("compute", "total")
+                if gpu_side:
+                    # GPU idle time: the main thread's work beyond its length at the top CPU clock.
+                    wait = fit.coef[fit.terms.index("cpu")] * np.maximum(feats["cpu"] - top_cpu, 0.0)
+                    comps.setdefault("gpu_wait", []).append(wait)
                 if surfaced is not None:
                     one = fit.coef[fit.terms.index("one")] * surfaced
                     comps.setdefault(name + "_hidden", []).append(mean + one)
+                    if gpu_side:
+                        comps.setdefault("gpu_wait_hidden", []).append(wait + one)
                     extra = extra + one
             totals.append(total)
             if i == 0:
@@ -217,7 +226,7 @@ class WorkloadModel:
             if surfaced is not None:
                 totals.append(total + extra)
         if surfaced is not None:
-            for name in list(self.time_fits):
+            for name in [*self.time_fits, "gpu_wait"]:
                 comps[name] = comps[name] + comps.pop(name + "_hidden")
         # Model averaging over the contention constants (flat weights over their plausible range).
         out = {name: sum(v) / len(v) for name, v in comps.items()}
@@ -245,11 +254,17 @@ class WorkloadModel:
             self.__dict__["_anchor_time_s"] = cached
         return cached
 
-    def _power(self, cores, cpu, gpu, emc, gpu_busy, epoch) -> dict[str, np.ndarray]:
+    def gpu_active(self, t: dict[str, np.ndarray], compute) -> np.ndarray:
+        """Share of the epoch the GPU runs kernels: the compute time less the GPU's wait on a main thread
+        slower (or more contended) than at the top CPU clock; ``t`` from :meth:`_time`."""
+        return np.maximum(compute - t["gpu_wait"], 0.0) / np.maximum(t["epoch"], 1e-12)
+
+    def _power(self, cores, cpu, gpu, emc, gpu_busy, epoch, gpu_active=None) -> dict[str, np.ndarray]:
         bfeats = F.base_features(cores, cpu, gpu, emc, self.maxima)
         base = self.base_ratio * (F.design(bfeats, F.BASE_TERMS) @ self.base_coef)
         rate = self.anchor_time_s() / np.maximum(epoch, 1e-12)
-        pfeats = F.power_features(cores, cpu, gpu, emc, self.num_workers, gpu_busy, self.maxima, rate)
+        pfeats = F.power_features(cores, cpu, gpu, emc, self.num_workers, gpu_busy, self.maxima, rate,
+                                  gpu_active)
         dyn, dyn_sd = self.power_fit.predict(pfeats)
         dyn = np.maximum(dyn, 0.0)
         power = base + dyn
@@ -293,7 +308,8 @@ class WorkloadModel:
             compute = sum(parts[k] for k in gpu_side)
             stall = sum(parts[k] for k in ("pipe", "emc") if k not in gpu_side)
         busy = compute / np.maximum(epoch, 1e-12)
-        p = self._power(cores, cpu, gpu, emc, busy, epoch)
+        active = self.gpu_active(t, compute)
+        p = self._power(cores, cpu, gpu, emc, busy, epoch, active)
         power = p["power"]
         energy = power * epoch
         t_rel, p_rel = t["rel_sd"], p["rel_sd"]
@@ -473,11 +489,12 @@ def fit_power(model: WorkloadModel, rows: pd.DataFrame, ref) -> None:
         parts = {term: c * feats[term] for term, c in zip(fit.terms, fit.coef, strict=True)}
         compute = parts["gpu"] + parts["mem"] + parts["cpu"]
     busy = compute / t["epoch"]
+    active = model.gpu_active(t, compute)
     base = model.base_ratio * base_ref[has]
     dyn = power[has] - base
     rate = model.anchor_time_s() / t["epoch"]
     x = F.design(F.power_features(cores[has], cpu[has], gpu[has], emc[has], sub["num_workers"].to_numpy(float),
-                                  busy, model.maxima, rate), F.POWER_TERMS)
+                                  busy, model.maxima, rate, active), F.POWER_TERMS)
     model.power_fit = fit_terms(x, dyn, power[has], F.POWER_TERMS, ref.power_mean, ref.power_sd,
                                 noise_rel=ref.power_noise_rel)
 

@@ -249,11 +249,16 @@ def _fit_dynamic_power(groups, shapes, base_coef, maxima, kc, kp):
             coef = shapes[w]["total"]
             parts = {t: c * feats[t] for t, c in zip(F.TOTAL_TERMS, coef, strict=True)}
             busy = (parts["gpu"] + parts["mem"] + parts["cpu"]) / sum(parts.values())
+        # The GPU's own busy share: the shapes are in units of the anchor epoch, hence the rate factor.
+        name = "compute" if "compute" in shapes[w] else "total"
+        cpu_coef = float(shapes[w][name][F.COMPONENT_TERMS[name].index("cpu")])
+        workers = g["num_workers"].to_numpy(float)[ok]
+        active = np.maximum(busy - F.launch_wait(cpu_coef, modes[0], modes[1], workers, kc, maxima["cpu_mhz"])
+                            * rate, 0.0)
         base = F.design(F.base_features(*modes, maxima), F.BASE_TERMS) @ base_coef
         base_meas = g["base_power_w"].to_numpy(float)[ok]
         base = np.where(np.isnan(base_meas), base, base_meas)
-        x = F.design(F.power_features(*modes, g["num_workers"].to_numpy(float)[ok], busy, maxima, rate),
-                     F.POWER_TERMS)
+        x = F.design(F.power_features(*modes, workers, busy, maxima, rate, active), F.POWER_TERMS)
         fit = fit_terms(x, power[ok] - base, power[ok], F.POWER_TERMS, noise_rel=POWER_NOISE_REL)
         coefs.append(fit.coef)
         noises.append(fit.noise_rel)

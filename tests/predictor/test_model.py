@@ -230,3 +230,44 @@ def test_interval_scales_set_the_width_of_each_quantity_separately():
     assert np.all(np.log(b["epoch_energy_j_high"] / b["epoch_energy_j"]) >= 1.6449 * noise - 1e-9)
     assert np.allclose(a["epoch_time_s_high"], b["epoch_time_s_high"])  # time untouched
     assert np.allclose(a["epoch_energy_j"], b["epoch_energy_j"])  # only the interval moves
+
+
+def launch_bound_rows(modes) -> pd.DataFrame:
+    """A LeNet-class workload: the main thread issues kernels that the GPU runs in parallel (max overlap),
+    so at a slow CPU the GPU waits and its busy share (and power) falls while the compute time grows."""
+    rows = []
+    for m in modes:
+        c, cpu, gpu, emc = MODES[m]
+        launch_ms = 6.0 * 2265.6 / cpu * (1 + 0.8 * max(0, 5 - c) / c)
+        kernels_ms = 4.0 + 1.5 * 1377 / gpu
+        compute_ms = max(launch_ms, kernels_ms) + 0.3
+        stall_ms = 3.0 * 2265.6 / cpu
+        total_ms = compute_ms + stall_ms
+        gpu_util = kernels_ms / total_ms
+        base = 3.5 + 2.5 * fv2(emc, 2133) + 0.8 * fv2(gpu, 1377) + 0.5 * c / 8 * fv2(cpu, 2265.6)
+        p = base + 12 * gpu_util * fv2(gpu, 1377) + 4 * gpu_util * fv2(emc, 2133) + 0.3 * min(c, 5) * fv2(
+            cpu, 2265.6)
+        t = total_ms * 3.75
+        rows.append(dict(device="agx-xavier", workload="launch-bound", mode=m, cpu_cores=c, cpu_mhz=cpu,
+                         gpu_mhz=gpu, emc_mhz=emc, num_workers=4, batch_size=16, minibatches_per_epoch=3750,
+                         epoch_time_s=t, stall_time_s=stall_ms * 3.75, compute_time_s=compute_ms * 3.75,
+                         avg_power_w=p, epoch_energy_j=p * t, base_power_w=base, source="simulated: test"))
+    return pd.DataFrame(rows)
+
+
+def test_gpu_power_of_a_launch_bound_workload_falls_with_the_cpu_clock():
+    model = fit_workload(launch_bound_rows("efij"))
+    test_modes = ["a", "b", "c", "d", "low", "low2"]
+    truth = launch_bound_rows(test_modes)
+    k = truth[["cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]].to_numpy(float).T
+    t = model._time(*k)
+    compute = t["compute"]
+    active = model.gpu_active(t, compute)
+    # The GPU waits on a slow main thread: its busy share drops below the compute share at low CPU clocks.
+    assert np.all(active < 0.9 * compute / t["epoch"])
+    top = model._time(*np.array([MODES["j"]], dtype=float).T)
+    assert model.gpu_active(top, top["compute"])[0] == pytest.approx(top["compute"][0] / top["epoch"][0], rel=0.01)
+    p = model.predict_arrays(*k)
+    # A compute-share GPU term keeps the GPU's power at slow CPU clocks (2.7% power MAPE here).
+    assert mape(p["avg_power_w"], truth.avg_power_w) < 0.015
+    assert mape(p["epoch_energy_j"], truth.epoch_energy_j) < 0.09
