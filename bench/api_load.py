@@ -206,7 +206,11 @@ def _markdown(res: dict) -> str:
         lines.append(f"| {name} | {r['requests']} | {r['errors']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                      f"{r['requests_per_s']:.0f} |")
     lines += ["", f"Throughput ratio predictions / bare: **{res['throughput_ratio']:.0%}** (target >= 40 %); "
-              f"p50 at one client: **{res['prediction_one_client']['p50_ms']:.2f} ms** (target < 10 ms).", ""]
+              f"p50 at one client: **{res['prediction_one_client']['p50_ms']:.2f} ms** (target < 10 ms).",
+              "", "The 10 modes are catalogue modes: after the first request each worker reads them from the "
+              "fitted model's all-modes prediction (`predictor/space.py`), as it does for any client asking "
+              "catalogue modes of a stored workload; off-step modes (e.g. nvpmodel caps) are predicted per "
+              "request.", ""]
     return "\n".join(lines)
 
 
