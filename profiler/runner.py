@@ -28,6 +28,7 @@ minibatches per epoch; ``avg_power_w`` = that energy / the window's duration.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,17 @@ def check_run_arguments(warmup: int, minibatches: int, settle_s: float) -> None:
         raise InputError(f"settle-s must be >= 0 s, got {settle_s}", "settle_s")
 
 
+def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: float) -> float:
+    """Sampling rate (Hz) for the measured window: MLPerf Power asks for >= 60 samples per window, so a
+    window that the warm-up's pace shows to be short is sampled faster (up to the sensor-friendly
+    maximum of :func:`~profiler.power.sampler.hz_for_window`); without a warm-up, ``hz``."""
+    if not warmup:
+        return hz
+    from profiler.power.sampler import hz_for_window
+
+    return hz_for_window(statistics.fmean(t.total_s for t in warmup) * minibatches, hz)
+
+
 def run_mode(backend: TrainingBackend, mode: Any = None, *, warmup: int = DEFAULT_WARMUP,
              minibatches: int = DEFAULT_MINIBATCHES, meter: PowerMeter | None = None,
              cpu_meter: PowerMeter | None = None, settle_s: float = 0.0, idle_s: float = DEFAULT_IDLE_S,
@@ -150,6 +162,8 @@ def run_mode(backend: TrainingBackend, mode: Any = None, *, warmup: int = DEFAUL
             run.warmup.append(backend.next_minibatch())
             if on_minibatch:
                 on_minibatch("warmup", i + 1, warmup)
+        for _, s in samplers:
+            s.set_rate(measured_window_hz(run.warmup, minibatches, hz))
         for i in range(minibatches):
             run.measured.append(backend.next_minibatch())
             if on_minibatch:

@@ -24,6 +24,17 @@ def hz_for_window(window_s: float, hz: float = 10.0, max_hz: float = 100.0) -> f
     return float(min(max(hz, MIN_SAMPLES_PER_WINDOW / window_s), max(hz, max_hz)))
 
 
+def _checked_hz(hz: object) -> float:
+    try:
+        hz = float(hz)
+    except (TypeError, ValueError):
+        raise InputError(f"hz={hz!r} must be a number of samples per second", "hz") from None
+    if not MIN_SAMPLER_HZ <= hz <= MAX_SAMPLER_HZ:
+        raise InputError(f"hz={hz:g} must be in {MIN_SAMPLER_HZ:g}..{MAX_SAMPLER_HZ:g} "
+                         "(MLPerf Power asks for at least 1 Hz)", "hz")
+    return hz
+
+
 class PowerSampler:
     """Sample ``meter`` every ``1/hz`` s on a daemon thread (default 10 Hz).
 
@@ -33,15 +44,8 @@ class PowerSampler:
     """
 
     def __init__(self, meter: PowerMeter, hz: float = 10.0) -> None:
-        try:
-            hz = float(hz)
-        except (TypeError, ValueError):
-            raise InputError(f"hz={hz!r} must be a number of samples per second", "hz") from None
-        if not MIN_SAMPLER_HZ <= hz <= MAX_SAMPLER_HZ:
-            raise InputError(f"hz={hz:g} must be in {MIN_SAMPLER_HZ:g}..{MAX_SAMPLER_HZ:g} "
-                             "(MLPerf Power asks for at least 1 Hz)", "hz")
         self.meter = meter
-        self.hz = hz
+        self.hz = _checked_hz(hz)
         self.trace: PowerTrace | None = None
         self._times: list[float] = []
         self._powers: list[float] = []
@@ -50,6 +54,10 @@ class PowerSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+
+    def set_rate(self, hz: float) -> None:
+        """Change the sampling rate (Hz), also while running: the next tick uses it."""
+        self.hz = _checked_hz(hz)
 
     @property
     def running(self) -> bool:
@@ -72,10 +80,10 @@ class PowerSampler:
             self._powers.append(p)
 
     def _run(self) -> None:
-        period = 1.0 / self.hz
-        next_t = time.perf_counter() + period
+        next_t = time.perf_counter() + 1.0 / self.hz
         while not self._stop.wait(max(0.0, next_t - time.perf_counter())):
             self._sample()
+            period = 1.0 / self.hz  # read each tick: set_rate() may change it mid-run
             next_t += period
             now = time.perf_counter()
             if next_t < now:  # a slow read: skip the missed ticks instead of bursting to catch up

@@ -23,6 +23,7 @@ from profiler.runner import (
     DEFAULT_WARMUP,
     ModeRun,
     check_run_arguments,
+    measured_window_hz,
 )
 from profiler.sim.complexity import WorkloadComplexity
 from profiler.sim.controller import SimulatedDevice
@@ -162,7 +163,8 @@ class SimulatedBackend(TrainingBackend):
                 if on_minibatch:
                     on_minibatch(phase, i + 1, n)
         if has_meter:
-            run.trace = meter.trace(t_start, clock.now(), hz) if hasattr(meter, "trace") else None
+            rate = measured_window_hz(run.warmup, minibatches, hz)
+            run.trace = meter.trace(t_start, clock.now(), rate) if hasattr(meter, "trace") else None
             if run.trace is None:
                 run.notes.append(f"{meter.name} cannot replay simulated time; no power recorded")
         return run

@@ -130,3 +130,35 @@ def test_run_mode_rejects_bad_counts():
     with pytest.raises(InputError) as err:
         run_mode(None, warmup=-1)  # type: ignore[arg-type]
     assert err.value.field == "warmup"
+
+
+class _PacedBackend:
+    """A training backend whose minibatches take a fixed time (no torch): the runner's timing seam."""
+
+    def __init__(self, minibatch_s: float) -> None:
+        self.minibatch_s = minibatch_s
+
+    def prepare(self, mode) -> None:
+        pass
+
+    def cpu_s_per_sample(self) -> float:
+        return 1e-4
+
+    def next_minibatch(self) -> MinibatchTiming:
+        import time
+
+        t0 = time.perf_counter()
+        time.sleep(self.minibatch_s)
+        t1 = time.perf_counter()
+        return MinibatchTiming(stall_s=0.0, compute_s=t1 - t0, total_s=t1 - t0, start_s=t0, end_s=t1)
+
+
+def test_short_windows_are_sampled_faster_than_the_default_rate(fake_root):
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 2000), ("VDD_CPU_GPU_CV", 1000, 500),
+                                              ("VDD_SOC", 1000, 300)])
+    meter = detect_power_meter("orin-nano")
+    # 20 x 25 ms = 0.5 s: 10 Hz would give ~5 samples; the warm-up's pace raises the rate (<= 100 Hz).
+    run = run_mode(_PacedBackend(0.025), None, warmup=2, minibatches=20, meter=meter, idle_s=0.0)
+    window = (run.measured[0].start_s, run.measured[-1].end_s)
+    assert run.trace.samples_in(*window) >= 20
+    assert run.trace.mean_power_w(*window) == pytest.approx(10.0)
