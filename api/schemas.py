@@ -87,12 +87,25 @@ class DeviceListSchema(Schema):
     devices = fields.List(fields.Nested(DeviceSchema), required=True)
 
 
-class PowerModeSchema(Schema):
+class ModeSchema(Schema):
+    """A power mode's label and knobs (cores; MHz), as in every table of modes."""
+
     mode = fields.String(required=True)
     cpu_cores = fields.Integer(required=True)
     cpu_mhz = fields.Float(required=True)
     gpu_mhz = fields.Float(required=True)
     emc_mhz = fields.Float(required=True)
+
+
+class ModelProvenanceSchema(Schema):
+    """Where a fitted workload model's predictions come from."""
+
+    reference_source = fields.String(required=True, metadata={"description": "published|measured|simulated"})
+    profiled_modes = fields.Integer(required=True)
+    model_version = fields.String(required=True)
+
+
+class PowerModeSchema(ModeSchema):
     nvpmodel_id = fields.Integer(allow_none=True, metadata={"description": "presets only"})
     power_budget_w = fields.Float(allow_none=True, metadata={"description": "presets only; null = uncapped"})
 
@@ -156,15 +169,12 @@ class ProfileUploadSchema(RequestSchema):
     rows = _rows_field(required=True)
 
 
-class UploadResultSchema(Schema):
+class UploadResultSchema(ModelProvenanceSchema):
     workload_id = fields.String(required=True)
     rows_stored = fields.Integer(required=True, metadata={"description": "rows stored by this upload"})
     rows_total = fields.Integer(required=True, metadata={"description": "rows of the workload in all"})
     revision = fields.Integer(required=True, metadata={"description": "uploads of this workload so far"})
     device = fields.String(required=True)
-    model_version = fields.String(required=True)
-    reference_source = fields.String(required=True)
-    profiled_modes = fields.Integer(required=True)
     has_power = fields.Boolean(required=True)
 
 
@@ -289,12 +299,7 @@ def _num(required: bool = False, **metadata) -> fields.Float:
     return fields.Float(required=required, allow_none=not required, metadata=metadata)
 
 
-class PredictionSchema(Schema):
-    mode = fields.String(required=True)
-    cpu_cores = fields.Integer(required=True)
-    cpu_mhz = fields.Float(required=True)
-    gpu_mhz = fields.Float(required=True)
-    emc_mhz = fields.Float(required=True)
+class PredictionSchema(ModeSchema):
     epoch_time_s = _num(True, description="s")
     epoch_time_s_low = _num(description="s, lower bound of the interval")
     epoch_time_s_high = _num(description="s, upper bound of the interval")
@@ -312,12 +317,9 @@ class PredictionSchema(Schema):
     power_source = fields.String(required=True, metadata={"description": "workload | reference"})
 
 
-class ProvenanceSchema(Schema):
+class ProvenanceSchema(ModelProvenanceSchema):
     device = fields.String(required=True)
     workload_id = fields.String(allow_none=True, metadata={"description": "null for inline rows"})
-    reference_source = fields.String(required=True, metadata={"description": "published|measured|simulated"})
-    profiled_modes = fields.Integer(required=True)
-    model_version = fields.String(required=True)
 
 
 class PredictionResponseSchema(ProvenanceSchema):
@@ -387,11 +389,8 @@ class FleetClientPlanSchema(Schema):
     reason = fields.String(allow_none=True)
 
 
-class FleetPlanSchema(Schema):
+class FleetPlanSchema(ModelProvenanceSchema):
     workload_id = fields.String(allow_none=True)
-    reference_source = fields.String(required=True)
-    profiled_modes = fields.Integer(required=True)
-    model_version = fields.String(required=True)
     feasible = fields.Boolean(required=True)
     total_energy_j = _num(description="J, all clients for the round (null if no client can run)")
     deadline_s = fields.Float(required=True)
