@@ -43,11 +43,13 @@ class PowerTrainMLP:
     """Pre-train on a reference sweep, fine-tune on the new workload's rows (warm-started L-BFGS).
 
     Targets are log time and log power (positive, multiplicative effects); ``seeds`` MLPs are averaged
-    to take the initialisation luck out of the comparison.
+    to take the initialisation luck out of the comparison. Ten, not fewer: on ResNet -> MobileNetV3
+    (e,f,i,j) single MLPs score 2.5-6.0% energy MAPE, so a 3-seed ensemble's 2.3% was one lucky draw and
+    the 10-seed ensemble reads 3.2%; :meth:`predict_each` gives every seed's prediction for that spread.
     """
 
     def __init__(self, hidden=(256, 128, 64), pretrain_iter: int = 500, finetune_iter: int = 50,
-                 seeds: int = 3) -> None:
+                 seeds: int = 10) -> None:
         self.hidden = hidden
         self.pretrain_iter = pretrain_iter
         self.finetune_iter = finetune_iter
@@ -76,11 +78,22 @@ class PowerTrainMLP:
             self.nets_.append(tuned)
         return self
 
-    def predict(self, modes: pd.DataFrame) -> dict[str, np.ndarray]:
+    def predict_each(self, modes: pd.DataFrame) -> list[dict[str, np.ndarray]]:
+        """Each seed's own prediction (time s, energy J)."""
         x = self.x_scaler_.transform(modes[KNOBS].to_numpy(float))
-        y = np.mean([self.y_scaler_.inverse_transform(n.predict(x)) for n in self.nets_], axis=0)
-        t, p = np.exp(y[:, 0]), np.exp(y[:, 1])
-        return {"epoch_time_s": t, "epoch_energy_j": t * p}
+        out = []
+        for net in self.nets_:
+            y = self.y_scaler_.inverse_transform(net.predict(x))
+            out.append({"log_time": y[:, 0], "log_power": y[:, 1]})
+        return [{"epoch_time_s": np.exp(o["log_time"]), "epoch_energy_j": np.exp(o["log_time"] + o["log_power"])}
+                for o in out]
+
+    def predict(self, modes: pd.DataFrame) -> dict[str, np.ndarray]:
+        """The seeds' mean in log space (time s, energy J = time x power)."""
+        each = self.predict_each(modes)
+        t = np.exp(np.mean([np.log(e["epoch_time_s"]) for e in each], axis=0))
+        energy = np.exp(np.mean([np.log(e["epoch_energy_j"]) for e in each], axis=0))
+        return {"epoch_time_s": t, "epoch_energy_j": energy}
 
 
 def profiled_mean(rows: pd.DataFrame, modes: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -169,6 +169,18 @@ def base_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, maxima: dict[str, float]
     }
 
 
+def extrapolation_distances(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, ranges: dict[str, tuple[float, float]]
+                            ) -> dict[str, np.ndarray]:
+    """Per knob, how far each mode lies outside the profiled range ``ranges[knob] = (low, high)``, in
+    natural-log units of the knob (0 inside): ``max(0, ln(low / x), ln(x / high))``."""
+    out = {}
+    for knob, x in (("cpu_cores", cpu_cores), ("cpu_mhz", cpu_mhz), ("gpu_mhz", gpu_mhz), ("emc_mhz", emc_mhz)):
+        low, high = ranges[knob]
+        lx = np.log(np.asarray(x, dtype=float))
+        out[knob] = np.maximum(np.maximum(np.log(low) - lx, lx - np.log(high)), 0.0)
+    return out
+
+
 def device_maxima(device) -> dict[str, float]:
     """Top of each knob's range for a catalogue :class:`~models.catalogue.Device`."""
     r = device.knob_ranges()

@@ -9,7 +9,9 @@ non-negative. One row gives a scaled reference shape; the prior fades as rows ac
 
 Power = base(mode) + dynamic terms (GPU busy x f V^2, memory, active cores x f V^2, constant); energy =
 power x time. The GPU term's busy share excludes the time the GPU waits on a main thread slower than at the
-top CPU clock, so a CPU-bound workload's GPU power falls with the CPU clock as its kernels thin out. Intervals (nominal 90%) come from the posterior covariance and the residual noise.
+top CPU clock, so a CPU-bound workload's GPU power falls with the CPU clock as its kernels thin out.
+Intervals (nominal 90%) come from the posterior covariance, the model-form variants, the residual noise
+and, outside the profiled clock ranges, an extrapolation term (see ``EXTRAPOLATION_REL_SD``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from models.errors import InputError
 from models.profile_rows import HOST_DEVICE, source_kind
 from predictor import features as F
 
-MODEL_VERSION = "jetpredict-0.1.0/mech-3"
+MODEL_VERSION = "jetpredict-0.1.0/mech-4"
 #: Two-sided 90% normal quantile.
 Z90 = 1.6449
 #: Prior relative noise of one profiled epoch time / power reading (run-to-run spread, ~2-3% in the paper).
@@ -44,6 +46,14 @@ POWER_SD_FLOOR_W = 0.5
 #: Range of a workload's contention constants around the device reference's (the per-workload values
 #: implied by the published AGX Xavier modes a/b and e/f span about 0.5-1.2x the pooled fit).
 KAPPA_FACTORS = (0.5, 1.3)
+#: Relative SD per unit of extrapolation (share of the output a knob drives x ln-distance of the mode
+#: outside the profiled range of that knob), per output. The evidence disagrees by source: leave-one-
+#: workload-out on the real AGX Xavier sweeps (4 of modes a-j profiled) needs none inside their range, the
+#: real GPU-114.75 MHz fact ~0.02 (6% off at ~2 units), the synthetic mechanisms of bench/accuracy.py
+#: ~0.1 and the twin's full-range sweeps profiled on random 4-mode designs 0.25-0.3 (weak designs of
+#: CPU-bound workloads, bench/results/accuracy.md). 0.1 for time sits between the real and simulated
+#: evidence; power and energy errors grow less with distance (the shares are of the whole module power).
+EXTRAPOLATION_REL_SD = {"time": 0.10, "power": 0.05, "energy": 0.05}
 #: Extra relative SD on cross-device predictions (physics transfer is coarser than a same-device fit).
 CROSS_DEVICE_REL_SD = 0.12
 
@@ -184,6 +194,10 @@ class WorkloadModel:
     #: Calibrated multipliers of power and energy interval half-widths (``interval_scale`` is time's).
     power_interval_scale: float = 1.0
     energy_interval_scale: float = 1.0
+    #: Knob ranges of the profiled modes, ``{knob: (low, high)}``: outside them each output's interval
+    #: widens by ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x ln-distance)^2))`` (see
+    #: :meth:`_extrapolation`). None: no widening (cross-device models carry their own SD instead).
+    profiled_ranges: dict | None = None
     training_rows: list[dict] = field(default_factory=list, repr=False)
 
     # -- prediction -----------------------------------------------------------------------------------
@@ -232,18 +246,53 @@ class WorkloadModel:
         out = {name: sum(v) / len(v) for name, v in comps.items()}
         epoch = sum(totals) / len(totals)
         out["epoch"] = epoch
-        # The variants span the range seen across reference workloads: treat their spread as a 90% range.
-        spread = np.max(np.abs(np.array(totals) - epoch), axis=0) / Z90
+        # The contention variants span the range seen across reference workloads: their spread is a 90%
+        # range. Whether hidden CPU work surfaces is an extrapolation question: the extrapolation term
+        # below carries it (in proportion to the distance) instead of the two variants' far wider spread.
+        contention_totals = ([(a + b) / 2.0 for a, b in zip(totals[::2], totals[1::2], strict=True)]
+                             if surfaced is not None else totals)
+        spread = np.max(np.abs(np.array(contention_totals) - epoch), axis=0) / Z90
         var = np.mean(variances, axis=0) + spread ** 2
         # The calibrated scale corrects the model's own uncertainty (posterior and model form); the
         # run-to-run noise of a measured epoch is a property of the hardware and stays as it is.
         out["rel_sd_model"] = np.sqrt(var) / np.maximum(epoch, 1e-12)
         out["rel_sd_noise"] = np.full_like(epoch, noise)
-        rel_sd = np.sqrt((self.interval_scale * out["rel_sd_model"]) ** 2 + noise ** 2)
+        out["distances"] = self._knob_distances(cores, cpu, gpu, emc)
+        out["extrapolation"] = self._extrapolation(central, out["distances"], epoch)
+        rel_sd = np.sqrt((self.interval_scale * out["rel_sd_model"]) ** 2 + noise ** 2
+                         + (EXTRAPOLATION_REL_SD["time"] * out["extrapolation"]) ** 2)
         if self.cross_device:
             rel_sd = np.sqrt(rel_sd ** 2 + self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
         out["rel_sd"] = rel_sd
         return out
+
+    def _knob_distances(self, cores, cpu, gpu, emc) -> dict[str, np.ndarray] | None:
+        ranges = self.__dict__.get("profiled_ranges")
+        return None if not ranges else F.extrapolation_distances(cores, cpu, gpu, emc, ranges)
+
+    def _extrapolation(self, feats, d: dict[str, np.ndarray] | None, epoch) -> np.ndarray:
+        """Extrapolation units of epoch time per mode (0 inside the profiled ranges); ``d`` from
+        :meth:`_knob_distances`.
+
+        A knob's effect outside the profiled range is only as good as the assumed form of its terms, so
+        the error grows with the share of the epoch those terms take times the log-distance: GPU clock
+        drives the ``gpu`` and ``mem`` terms, memory clock ``mem`` and ``emc``, CPU clock and cores the
+        CPU and pipeline terms, and below the lowest profiled CPU clock also the clock-independent time
+        (CPU work the faster clocks hid).
+        """
+        if d is None:
+            return np.zeros_like(epoch)
+        parts = dict.fromkeys(F.TOTAL_TERMS, 0.0)
+        for fit in self.time_fits.values():
+            for term, c in zip(fit.terms, fit.coef, strict=True):
+                parts[term] = parts[term] + c * feats[term]
+        one = parts["one"] * (d["cpu_mhz"] > 0) if self.hidden_cpu_ref_mhz else 0.0
+        inv = 1.0 / np.maximum(epoch, 1e-12)
+        s_gpu = (parts["gpu"] + parts["mem"]) * inv
+        s_emc = (parts["mem"] + parts["emc"]) * inv
+        s_cpu = (parts["cpu"] + parts["pipe"] + one) * inv
+        return np.sqrt((s_gpu * d["gpu_mhz"]) ** 2 + (s_emc * d["emc_mhz"]) ** 2
+                       + (s_cpu * d["cpu_mhz"]) ** 2 + (s_cpu * d["cpu_cores"]) ** 2)
 
     def anchor_time_s(self) -> float:
         """Predicted epoch time (s) at the device's fastest preset: the reference for progress rates."""
@@ -259,9 +308,11 @@ class WorkloadModel:
         slower (or more contended) than at the top CPU clock; ``t`` from :meth:`_time`."""
         return np.maximum(compute - t["gpu_wait"], 0.0) / np.maximum(t["epoch"], 1e-12)
 
-    def _power(self, cores, cpu, gpu, emc, gpu_busy, epoch, gpu_active=None) -> dict[str, np.ndarray]:
+    def _power(self, cores, cpu, gpu, emc, gpu_busy, epoch, gpu_active=None, distances=None
+               ) -> dict[str, np.ndarray]:
         bfeats = F.base_features(cores, cpu, gpu, emc, self.maxima)
-        base = self.base_ratio * (F.design(bfeats, F.BASE_TERMS) @ self.base_coef)
+        base_parts = {t: self.base_ratio * c * bfeats[t] for t, c in zip(F.BASE_TERMS, self.base_coef, strict=True)}
+        base = sum(base_parts.values())
         rate = self.anchor_time_s() / np.maximum(epoch, 1e-12)
         pfeats = F.power_features(cores, cpu, gpu, emc, self.num_workers, gpu_busy, self.maxima, rate,
                                   gpu_active)
@@ -270,10 +321,21 @@ class WorkloadModel:
         power = base + dyn
         model_sd = np.sqrt(dyn_sd ** 2 + (self.base_sd_rel * base) ** 2) / power
         noise = np.full_like(power, self.power_fit.noise_rel)
-        rel_sd = np.sqrt((self.__dict__.get("power_interval_scale", 1.0) * model_sd) ** 2 + noise ** 2)
+        # Extrapolated power: each domain's share (dynamic and idle) times its knob's distance (cores go
+        # with the CPU).
+        d = distances if distances is not None else self._knob_distances(cores, cpu, gpu, emc)
+        extrapolation = np.zeros_like(power)
+        if d is not None:
+            share = {t: (np.maximum(c * pfeats[t], 0.0) + np.abs(base_parts[t])) / power for t, c in
+                     zip(self.power_fit.terms, self.power_fit.coef, strict=True)}
+            extrapolation = np.sqrt((share["gpu"] * d["gpu_mhz"]) ** 2 + (share["emc"] * d["emc_mhz"]) ** 2
+                                    + (share["cpu"] * np.maximum(d["cpu_mhz"], d["cpu_cores"])) ** 2)
+        rel_sd = np.sqrt((self.__dict__.get("power_interval_scale", 1.0) * model_sd) ** 2 + noise ** 2
+                         + (EXTRAPOLATION_REL_SD["power"] * extrapolation) ** 2)
         if self.cross_device:
             rel_sd = np.sqrt(rel_sd ** 2 + self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
-        return {"power": power, "base": base, "rel_sd": rel_sd, "rel_sd_model": model_sd, "rel_sd_noise": noise}
+        return {"power": power, "base": base, "rel_sd": rel_sd, "rel_sd_model": model_sd, "rel_sd_noise": noise,
+                "extrapolation": extrapolation}
 
     def predict_arrays(self, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, device_id: str | None = None
                        ) -> dict[str, np.ndarray]:
@@ -309,7 +371,7 @@ class WorkloadModel:
             stall = sum(parts[k] for k in ("pipe", "emc") if k not in gpu_side)
         busy = compute / np.maximum(epoch, 1e-12)
         active = self.gpu_active(t, compute)
-        p = self._power(cores, cpu, gpu, emc, busy, epoch, active)
+        p = self._power(cores, cpu, gpu, emc, busy, epoch, active, t["distances"])
         power = p["power"]
         energy = power * epoch
         t_rel, p_rel = t["rel_sd"], p["rel_sd"]
@@ -317,7 +379,8 @@ class WorkloadModel:
         # its own calibrated scale on the combined spread.
         e_scale = self.__dict__.get("energy_interval_scale", 1.0)
         e_rel = np.sqrt(e_scale ** 2 * (t["rel_sd_model"] ** 2 + p["rel_sd_model"] ** 2)
-                        + t["rel_sd_noise"] ** 2 + p["rel_sd_noise"] ** 2)
+                        + t["rel_sd_noise"] ** 2 + p["rel_sd_noise"] ** 2
+                        + EXTRAPOLATION_REL_SD["energy"] ** 2 * (t["extrapolation"] ** 2 + p["extrapolation"] ** 2))
         if self.cross_device:
             e_rel = np.sqrt(e_rel ** 2 + 2 * self.__dict__.get("cross_device_rel_sd", CROSS_DEVICE_REL_SD) ** 2)
 
@@ -455,6 +518,7 @@ def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd
         power_interval_scale=getattr(ref, "power_interval_scale", 1.0),
         energy_interval_scale=getattr(ref, "energy_interval_scale", 1.0), alt_time_fits=alt,
         hidden_cpu_ref_mhz=float(rows["cpu_mhz"].min()),
+        profiled_ranges={k: (float(rows[k].min()), float(rows[k].max())) for k in MODE_FIELDS},
         training_rows=rows.astype(object).where(rows.notna(), None).to_dict(orient="records"),
     )
     fit_power(model, rows, ref)

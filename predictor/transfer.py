@@ -222,6 +222,8 @@ def transfer_model(model, device_id: str):
         # The same CPU work takes a slower-per-clock core a proportionally higher clock to hide.
         moved.hidden_cpu_ref_mhz = model.hidden_cpu_ref_mhz * tf["cpu"]
     moved.power_fit = model.power_fit.scaled(pf)
+    # The profiled ranges are the source device's clocks: the cross-device SD stands for extrapolation.
+    moved.profiled_ranges = None
     moved.base_coef = target_ref.base_coef
     moved.base_sd_rel = max(model.base_sd_rel, target_ref.base_noise_rel)
     moved.maxima = F.device_maxima(target)

@@ -216,6 +216,38 @@ def test_launch_work_hidden_at_profiled_clocks_widens_and_raises_low_cpu_predict
     assert p["epoch_time_s"][0] > predict(flat, ["low"])["epoch_time_s"][0]
 
 
+def test_intervals_widen_outside_the_profiled_ranges_by_the_knobs_share():
+    # GPU-bound: a mode with the GPU below the profiled range widens, one with the CPU below it hardly.
+    gpu_bound = fit_workload(sweep(3.0, 100.0, "efij"))
+    assert gpu_bound.profiled_ranges["gpu_mhz"] == (900.0, 1377.0)
+    p = predict(gpu_bound, ["e", "low", "c"])
+    t = gpu_bound._time(*(np.array([MODES[m][k] for m in ("e", "low", "c")], float) for k in range(4)))
+    assert t["extrapolation"][0] == 0.0  # a profiled mode
+    assert t["extrapolation"][1] > 0.5  # GPU at 420 MHz: 0.76 ln-units below, nearly all GPU time
+    assert t["extrapolation"][2] < 0.2  # CPU at 1200 MHz moves little of a GPU-bound epoch
+    width = (p["epoch_time_s_high"] - p["epoch_time_s_low"]) / p["epoch_time_s"]
+    assert width[1] > width[0] * 1.5
+    # CPU-bound: the CPU below its profiled range is what widens.
+    cpu_bound = fit_workload(sweep(9.0, 1.5, "efij"))
+    t = cpu_bound._time(*(np.array([MODES["c"][k]], float) for k in range(4)))
+    assert t["extrapolation"][0] > 0.3
+    # Energy widens too; cross-device models carry their own SD instead of the source device's ranges.
+    assert np.all(p["epoch_energy_j_high"] / p["epoch_energy_j"] > 1.0)
+    nx = load_device("xavier-nx").maxn
+    moved = gpu_bound.predict_arrays(nx.cpu_cores, nx.cpu_mhz, nx.gpu_mhz, nx.emc_mhz, device_id="xavier-nx")
+    assert moved["cross_device"] and gpu_bound.__dict__["_transfer_cache"]["xavier-nx"].profiled_ranges is None
+    assert moved["epoch_time_s_high"][0] > moved["epoch_time_s"][0]
+
+
+def test_models_saved_without_profiled_ranges_still_predict():
+    model = fit_workload(sweep(3.0, 100.0, "efij"))
+    old = copy.copy(model)
+    del old.__dict__["profiled_ranges"]  # a model pickled before extrapolation-aware intervals
+    a, b = predict(model, ["e", "low"]), predict(old, ["e", "low"])
+    assert np.allclose(a["epoch_time_s"], b["epoch_time_s"])
+    assert b["epoch_time_s_high"][1] < a["epoch_time_s_high"][1]  # no widening, but a valid interval
+
+
 def test_interval_scales_set_the_width_of_each_quantity_separately():
     model = fit_workload(sweep(9.0, 1.5, "efij"))
     wide = copy.copy(model)
