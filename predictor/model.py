@@ -116,7 +116,7 @@ class TermFit:
     def predict(self, feats: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         x = F.design(feats, self.terms)
         mean = x @ self.coef
-        sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", x, self.cov, x), 0.0))
+        sd = np.sqrt(np.maximum(np.sum((x @ self.cov) * x, axis=1), 0.0))
         return mean, sd
 
     def scaled(self, factors: dict[str, float]) -> TermFit:
@@ -282,15 +282,18 @@ class WorkloadModel:
         """
         if d is None:
             return np.zeros_like(epoch)
-        parts = dict.fromkeys(F.TOTAL_TERMS, 0.0)
+        coef = dict.fromkeys(F.TOTAL_TERMS, 0.0)  # the components share the central features
         for fit in self.time_fits.values():
             for term, c in zip(fit.terms, fit.coef, strict=True):
-                parts[term] = parts[term] + c * feats[term]
-        one = parts["one"] * (d["cpu_mhz"] > 0) if self.hidden_cpu_ref_mhz else 0.0
+                coef[term] += float(c)
         inv = 1.0 / np.maximum(epoch, 1e-12)
-        s_gpu = (parts["gpu"] + parts["mem"]) * inv
-        s_emc = (parts["mem"] + parts["emc"]) * inv
-        s_cpu = (parts["cpu"] + parts["pipe"] + one) * inv
+        mem = coef["mem"] * feats["mem"]
+        s_gpu = (coef["gpu"] * feats["gpu"] + mem) * inv
+        s_emc = (mem + coef["emc"] * feats["emc"]) * inv
+        s_cpu = coef["cpu"] * feats["cpu"] + coef["pipe"] * feats["pipe"]
+        if self.hidden_cpu_ref_mhz:
+            s_cpu = s_cpu + coef["one"] * (d["cpu_mhz"] > 0)
+        s_cpu = s_cpu * inv
         return np.sqrt((s_gpu * d["gpu_mhz"]) ** 2 + (s_emc * d["emc_mhz"]) ** 2
                        + (s_cpu * d["cpu_mhz"]) ** 2 + (s_cpu * d["cpu_cores"]) ** 2)
 
