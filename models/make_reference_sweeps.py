@@ -26,7 +26,7 @@ from models.profile_rows import COLUMNS, validate_records, write_profile_csv
 REFERENCE_DIR = Path(__file__).with_name("reference")
 WORKLOADS = ("lenet5-mnist", "resnet18-cifar10", "mobilenetv3-small-gld23k", "vgg11-cifar10")
 DEFAULT_MODES = 320
-WARMUP, MINIBATCHES = 5, 20
+WARMUP, MINIBATCHES = 5, 100
 #: Columns kept beyond DESIGN.md (the per-minibatch statistics would make the files too large).
 EXTRA_COLUMNS = ("power_meter", "kernel_count", "flops_train", "cpu_s_per_sample")
 SIGNIFICANT = 5

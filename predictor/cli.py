@@ -126,7 +126,8 @@ def _recommend(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="choose which power modes to profile")
     p.add_argument("--device", required=True)
-    p.add_argument("--candidates", help="CSV of candidate modes (default: the device's full space)")
+    p.add_argument("--candidates", help="CSV of candidate modes (default: the device's modes with every "
+                   "clock >= 50%% of its maximum and >= 2 cores)")
     p.add_argument("--budget", type=int, required=True, help="number of modes to profile")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--out", help="write to this file instead of standard output")

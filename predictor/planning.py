@@ -12,6 +12,19 @@ starts, each improved by Fedorov exchange passes. A small ridge prior (``RIDGE``
 is below the number of terms, which is what lets K = 4 work with 5 terms: the predictor's reference
 sweeps supply the prior there.
 
+Default candidates (no ``--candidates``): the device's modes with every clock in the upper half of its
+range (>= ``MIN_CLOCK_SHARE`` of the maximum) and >= ``MIN_CORES`` cores online. Over the whole space the
+D-criterion picks the extreme corners (1-2 cores at 115 MHz, the GPU at 115 MHz, memory at 204 MHz):
+each sits in another bottleneck regime than the modes around it, so a 4-mode fit through them
+mispredicts the modes users run, and they are the slowest to profile. On the digital twin's AGX Xavier
+sweeps (``twin_full_range`` in bench/accuracy.py: profile the plan's 4 modes with the twin, predict the
+328 swept modes; epoch-time MAPE on the modes with every clock >= 40% of its maximum and >= 2 cores),
+plans over the whole space missed by 10 / 185 / 119 / 182% (LeNet-5 / MobileNetV3-small / ResNet-18 /
+VGG-11); plans with every clock >= 30% by 9 / 21 / 1.8 / 2.2%, >= 45% by 8 / 16 / 1.4 / 2.0%, >= 60%
+by 7 / 10 / 1.5 / 1.9%. The upper half keeps most of that gain and leaves the design room to spread the
+clocks; the published modes e,f,i,j (all CPU clocks near the top, a 2-vs-8-core contrast) did 3.4 /
+4.0 / 2.6 / 2.9%.
+
 Profiling-time estimate per mode (:func:`profile_time_s`): settle after the switch + idle window for
 base power + (warm-up + measured minibatches) x predicted minibatch time. Assumptions: the defaults of
 ``jetpredict profile`` (10 warm-up, 40 measured minibatches), 5 s settle and 5 s idle window, and no
@@ -37,8 +50,21 @@ SETTLE_S = 5.0          # after nvpmodel switches, clocks and the fan settle bef
 IDLE_WINDOW_S = 5.0     # base power is measured idle for a few seconds after the switch (DESIGN.md)
 WARMUP_MINIBATCHES = 10  # ``profile --warmup`` default: cuDNN autotuning and the page cache warm up
 MEASURED_MINIBATCHES = 40  # ``profile --minibatches`` default
+#: Default candidate region (see the module docstring): share of each clock's maximum, cores online.
+MIN_CLOCK_SHARE = 0.5
+MIN_CORES = 2
 MAX_EXCHANGE_PASSES = 10
 RESTARTS = 4  # local search: a few starts avoid most poor local optima
+
+
+def operating_region(device, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz) -> np.ndarray:
+    """Mask of the modes (knob arrays) in the default planning region of a catalogue ``device``: every
+    clock >= ``MIN_CLOCK_SHARE`` of the device's maximum and >= ``MIN_CORES`` cores."""
+    maxima = F.device_maxima(device)
+    ok = np.asarray(cpu_cores, dtype=float) >= min(MIN_CORES, maxima["cpu_cores"])
+    for knob, f in (("cpu_mhz", cpu_mhz), ("gpu_mhz", gpu_mhz), ("emc_mhz", emc_mhz)):
+        ok &= np.asarray(f, dtype=float) >= MIN_CLOCK_SHARE * maxima[knob]
+    return ok
 
 
 def design_matrix(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, kappa_cpu: float, kappa_pipe: float,

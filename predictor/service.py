@@ -217,13 +217,18 @@ def plan_profiling(device_id: str, budget: int, candidates: pd.DataFrame | Seque
                    model=None) -> pd.DataFrame:
     """The ``budget`` modes to profile (D-optimal, :mod:`predictor.planning`) and ``est_profile_s`` each.
 
-    ``candidates`` defaults to the device's full space. The profiling time uses the minibatch time
-    predicted by ``model`` when one is given, else by the device's bundled reference workload.
+    ``candidates`` defaults to the device's modes in the planning region (every clock >= 50% of its
+    maximum, >= 2 cores; see :mod:`predictor.planning`); given candidates are used as they are. The
+    profiling time uses the minibatch time predicted by ``model`` when one is given, else by the
+    device's bundled reference workload.
     """
     if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
         raise InputError(f"budget must be a whole number >= 1, got {budget!r}", "budget")
     table = resolve_modes(device_id, "all" if candidates is None else candidates)
     table = table.drop_duplicates(subset=list(MODE_FIELDS)).reset_index(drop=True)
+    if candidates is None:
+        region = planning.operating_region(load_device(device_id), *(table[f].to_numpy() for f in MODE_FIELDS))
+        table = table[region].reset_index(drop=True)
     if model is not None and model.device_id != device_id:
         raise InputError(f"the model was fitted on {model.device_id!r}, the plan is for {device_id!r}", "device")
     from predictor.reference import load_reference

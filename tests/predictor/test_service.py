@@ -153,6 +153,21 @@ def test_plan_profiling_picks_distinct_modes_and_estimates_time():
     assert (plan["est_profile_s"] > 10).all()
 
 
+def test_default_plan_stays_in_the_upper_half_of_every_clock_and_given_candidates_are_kept():
+    from models.catalogue import load_device
+    from predictor.planning import MIN_CLOCK_SHARE, MIN_CORES
+
+    for device_id in ("agx-xavier", "orin-nano"):
+        top = load_device(device_id).knob_ranges()
+        plan = service.plan_profiling(device_id, 4)
+        assert (plan["cpu_cores"] >= MIN_CORES).all()
+        for knob in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
+            assert (plan[knob] >= MIN_CLOCK_SHARE * top[knob][1]).all(), (device_id, knob)
+    slow = pd.DataFrame([dict(mode=f"m{i}", cpu_cores=1 + i % 2, cpu_mhz=115.2, gpu_mhz=g, emc_mhz=204.0)
+                         for i, g in enumerate((114.75, 216.75, 318.75))])
+    assert set(service.plan_profiling("agx-xavier", 2, slow)["mode"]) <= {"m0", "m1", "m2"}
+
+
 def test_plan_profiling_from_candidates(resnet):
     cands = service.predict(resnet, "presets")[list(service.MODE_COLUMNS)]
     plan = service.plan_profiling("agx-xavier", 2, cands)
