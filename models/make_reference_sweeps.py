@@ -26,6 +26,8 @@ from models.profile_rows import COLUMNS, validate_records, write_profile_csv
 REFERENCE_DIR = Path(__file__).with_name("reference")
 WORKLOADS = ("lenet5-mnist", "resnet18-cifar10", "mobilenetv3-small-gld23k", "vgg11-cifar10")
 DEFAULT_MODES = 320
+#: Measured minibatches per mode: enough for LeNet's ~0.7 s window to hold ~70 meter samples at the
+#: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall).
 WARMUP, MINIBATCHES = 5, 100
 #: Columns kept beyond DESIGN.md (the per-minibatch statistics would make the files too large).
 EXTRA_COLUMNS = ("power_meter", "kernel_count", "flops_train", "cpu_s_per_sample")
