@@ -243,16 +243,20 @@ REGION_CLOCK_SHARE, REGION_MIN_CORES = 0.4, 2
 def twin_full_range(designs: int = 12, seed: int = 0) -> list[dict]:
     """The bundled simulated AGX Xavier sweeps (328 modes, every knob across its range, 4 workloads),
     predicted with the bundled reference (fitted on the published sweeps, so these workloads are not in
-    it) from (1) the twin's rows of e,f,i,j, (2) the twin's rows of the 4 modes ``plan`` picks and (3)
-    random 4-mode designs of the sweep's own modes (half anywhere, half among modes whose clocks are all
+    it) from (1) the twin's rows of e,f,i,j, (2) the twin's rows of the 4 modes ``plan`` picks by default
+    and over the whole space and (3) random 4-mode designs of the sweep's own modes (half anywhere, half among modes whose clocks are all
     at or above the median). Scored on the operating region (:data:`REGION_CLOCK_SHARE`) and on the
     corners outside it."""
     sims = read_profile_csv(ROOT / "models" / "reference" / "agx-xavier-simulated.csv")
     maxima = {k: float(sims[k].max()) for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")}
-    rng = np.random.default_rng(seed)
-    from predictor.service import plan_profiling
+    from predictor.service import plan_profiling, resolve_modes
 
-    plan_table = plan_profiling("agx-xavier", 4)
+    rng = np.random.default_rng(seed)
+    every_mode = resolve_modes("agx-xavier", "all")
+    plans = {"`plan --budget 4` (twin rows)": plan_profiling("agx-xavier", 4),
+             "plan over the whole space (twin rows)": plan_profiling("agx-xavier", 4, every_mode)}
+    plans = {label: {r.mode: tuple(r[k] for k in MODE_KNOBS) for _, r in t.iterrows()}
+             for label, t in plans.items()}
     out = []
 
     def score(acc: dict, p: dict, test: pd.DataFrame) -> None:
@@ -268,20 +272,16 @@ def twin_full_range(designs: int = 12, seed: int = 0) -> list[dict]:
     for w, g in sims.groupby("workload"):
         g = g.reset_index(drop=True)
         knobs = [g[k] for k in MODE_KNOBS]
-        prof = twin_rows(str(w), {k: MODES_AJ[k] for k in PROFILED})
-        efij: dict = {}
-        score(efij, fit_workload(prof).predict_arrays(*knobs), g)
-        planned = {r.mode: tuple(r[k] for k in MODE_KNOBS) for _, r in plan_table.iterrows()}
-        plan: dict = {}
-        score(plan, fit_workload(twin_rows(str(w), planned)).predict_arrays(*knobs), g)
+        scored: dict[str, dict] = {}
+        for label, modes in {"e,f,i,j (twin rows)": {k: MODES_AJ[k] for k in PROFILED}, **plans}.items():
+            score(scored.setdefault(label, {}), fit_workload(twin_rows(str(w), modes)).predict_arrays(*knobs), g)
         fast = np.flatnonzero(np.all([g[k] >= g[k].median() for k in maxima], axis=0))
-        random: dict = {}
+        drawn = scored.setdefault(f"{designs} random 4-mode designs", {})
         for i in range(designs):
             pick = rng.choice(fast if i % 2 else np.arange(len(g)), 4, replace=False)
             test = g.drop(index=pick)
-            score(random, fit_workload(g.iloc[pick]).predict_arrays(*(test[k] for k in MODE_KNOBS)), test)
-        for design, acc in (("e,f,i,j (twin rows)", efij), ("`plan --budget 4` (twin rows)", plan),
-                            (f"{designs} random 4-mode designs", random)):
+            score(drawn, fit_workload(g.iloc[pick]).predict_arrays(*(test[k] for k in MODE_KNOBS)), test)
+        for design, acc in scored.items():
             row = dict(workload=w, design=design)
             for (key, where), parts in acc.items():
                 e, h = np.vstack(parts).T

@@ -78,22 +78,22 @@ class PowerTrainMLP:
             self.nets_.append(tuned)
         return self
 
+    def _log_predictions(self, modes: pd.DataFrame) -> list[np.ndarray]:
+        """Each seed's (n, 2) prediction of log time and log power."""
+        x = self.x_scaler_.transform(modes[KNOBS].to_numpy(float))
+        return [self.y_scaler_.inverse_transform(net.predict(x)) for net in self.nets_]
+
+    @staticmethod
+    def _as_outputs(y: np.ndarray) -> dict[str, np.ndarray]:
+        return {"epoch_time_s": np.exp(y[:, 0]), "epoch_energy_j": np.exp(y[:, 0] + y[:, 1])}
+
     def predict_each(self, modes: pd.DataFrame) -> list[dict[str, np.ndarray]]:
         """Each seed's own prediction (time s, energy J)."""
-        x = self.x_scaler_.transform(modes[KNOBS].to_numpy(float))
-        out = []
-        for net in self.nets_:
-            y = self.y_scaler_.inverse_transform(net.predict(x))
-            out.append({"log_time": y[:, 0], "log_power": y[:, 1]})
-        return [{"epoch_time_s": np.exp(o["log_time"]), "epoch_energy_j": np.exp(o["log_time"] + o["log_power"])}
-                for o in out]
+        return [self._as_outputs(y) for y in self._log_predictions(modes)]
 
     def predict(self, modes: pd.DataFrame) -> dict[str, np.ndarray]:
         """The seeds' mean in log space (time s, energy J = time x power)."""
-        each = self.predict_each(modes)
-        t = np.exp(np.mean([np.log(e["epoch_time_s"]) for e in each], axis=0))
-        energy = np.exp(np.mean([np.log(e["epoch_energy_j"]) for e in each], axis=0))
-        return {"epoch_time_s": t, "epoch_energy_j": energy}
+        return self._as_outputs(np.mean(self._log_predictions(modes), axis=0))
 
 
 def profiled_mean(rows: pd.DataFrame, modes: pd.DataFrame) -> dict[str, np.ndarray]:

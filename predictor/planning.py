@@ -20,8 +20,8 @@ mispredicts the modes users run, and they are the slowest to profile. On the dig
 sweeps (``twin_full_range`` in bench/accuracy.py: profile the plan's 4 modes with the twin, predict the
 328 swept modes; epoch-time MAPE on the modes with every clock >= 40% of its maximum and >= 2 cores),
 plans over the whole space missed by 10 / 185 / 119 / 182% (LeNet-5 / MobileNetV3-small / ResNet-18 /
-VGG-11); plans with every clock >= 30% by 9 / 21 / 1.8 / 2.2%, >= 45% by 8 / 16 / 1.4 / 2.0%, >= 60%
-by 7 / 10 / 1.5 / 1.9%; the upper half (this default) by 7.7 / 16.1 / 1.4 / 2.1%. The published modes
+VGG-11), plans in the upper half (this default) by 7.7 / 16.1 / 1.4 / 2.1%; higher floors did a little
+better on the CPU-bound two in trial runs, at the cost of less clock spread. The published modes
 e,f,i,j (CPU clocks near the top, a 2-vs-8-core contrast at one clock) did 3.4 / 4.0 / 2.6 / 2.9%: with 4
 modes the D-optimal design changes core count and CPU clock together (2 cores at the lower clock), which
 the mechanism's features cannot tell apart but a CPU-bound workload's contention can. For such workloads
