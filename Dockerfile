@@ -24,7 +24,7 @@ COPY --from=build /wheels /tmp/wheels
 RUN wheel="$(ls /tmp/wheels/jetpredict-*.whl)" \
     && pip install --no-cache-dir "${wheel}[server]" \
     && rm -rf /tmp/wheels \
-    && python -c "import models.catalogue as c; assert len(c.list_devices()) == 6" \
+    && python -c "import jetpredict.models.catalogue as c; assert len(c.list_devices()) == 6" \
     && ! python -c "import torch" 2>/dev/null
 
 RUN groupadd --system --gid 10001 jetpredict \

@@ -11,15 +11,22 @@ from collections.abc import Mapping
 
 from flask import Flask, Response, request
 from flask_smorest import Api
-
-from api.config import Settings, load_settings
-from api.errors import ApiError, register_error_handlers
-from api.metrics import Metrics
-from api.routes import devices, fleet_plans, health, predictions, profiles, recommendations, workloads
-from api.routes.common import API_KEY_HEADER, Services
-from api.schemas import ErrorSchema
-from api.storage import Storage
-from api.workloads import WorkloadService
+from jetpredict.api.config import Settings, load_settings
+from jetpredict.api.errors import ApiError, register_error_handlers
+from jetpredict.api.metrics import Metrics
+from jetpredict.api.routes import (
+    devices,
+    fleet_plans,
+    health,
+    predictions,
+    profiles,
+    recommendations,
+    workloads,
+)
+from jetpredict.api.routes.common import API_KEY_HEADER, Services
+from jetpredict.api.schemas import ErrorSchema
+from jetpredict.api.storage import Storage
+from jetpredict.api.workloads import WorkloadService
 
 log = logging.getLogger("jetpredict.api")
 

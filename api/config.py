@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from models.errors import InputError
+from jetpredict.models.errors import InputError
 
 ENV_PREFIX = "JETPREDICT_"
 DEFAULT_HOST = "127.0.0.1"

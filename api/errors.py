@@ -12,9 +12,8 @@ import logging
 from collections.abc import Mapping
 
 from flask import Flask, jsonify
+from jetpredict.models.errors import InputError, UnknownWorkloadError
 from werkzeug.exceptions import HTTPException, InternalServerError
-
-from models.errors import InputError, UnknownWorkloadError
 
 log = logging.getLogger("jetpredict.api")
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 
+from jetpredict.models.catalogue import MODE_FIELDS, device_ids
+from jetpredict.models.profile_rows import FIELDS
 from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
-
-from models.catalogue import MODE_FIELDS, device_ids
-from models.profile_rows import FIELDS
 
 MAX_ROWS = 10_000  # profile rows in one request
 MAX_MODES = 50_000  # explicit modes in one request (the largest space, AGX Xavier, has 29,232)

@@ -12,7 +12,7 @@ import secrets
 import sys
 import tempfile
 
-from api.config import ENV_PREFIX, load_settings
+from jetpredict.api.config import ENV_PREFIX, load_settings
 
 #: flag name -> setting name
 _FLAGS = {"host": "HOST", "port": "PORT", "workers": "WORKERS", "threads": "THREADS", "data_dir": "DATA_DIR",
@@ -32,7 +32,7 @@ def gunicorn_available() -> bool:
 
 
 def _create_app():
-    from api.app import create_app
+    from jetpredict.api.app import create_app
 
     return create_app()
 
@@ -73,7 +73,7 @@ def run_gunicorn(settings, load=_create_app) -> int:
 
 
 def _run_flask(settings) -> int:
-    from api.app import create_app
+    from jetpredict.api.app import create_app
 
     create_app().run(host=settings.HOST, port=settings.PORT, threaded=True, use_reloader=False)
     return 0
@@ -96,7 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_dir = tempfile.TemporaryDirectory(prefix="jetpredict-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name
     # Create the schema once here, before workers start, so they do not race to create it.
-    from api.storage import Storage
+    from jetpredict.api.storage import Storage
 
     Storage(settings.database_url).create_schema()
     _log(f"listening on http://{settings.HOST}:{settings.PORT} "

@@ -47,7 +47,7 @@ class LiveServer:
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "jetpredict", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--workers", str(self.workers), "--data-dir", str(self.data_dir), "--server", self.server],
             env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S

@@ -22,11 +22,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from api.errors import ApiError, FieldErrors
-from api.storage import RevisionConflict, Storage, WorkloadRecord
-from models.errors import InputError, UnknownWorkloadError
-from models.profile_rows import ProfileRowsError, rows_to_records, validate_records
+from jetpredict.api.errors import ApiError, FieldErrors
+from jetpredict.api.storage import RevisionConflict, Storage, WorkloadRecord
+from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.models.profile_rows import ProfileRowsError, rows_to_records, validate_records
 
 log = logging.getLogger("jetpredict.api")
 
@@ -53,7 +52,7 @@ def fit_summary(model: Any) -> dict[str, object]:
 
 
 def _fit(rows: pd.DataFrame, field: str) -> Any:
-    from predictor.model import fit_workload
+    from jetpredict.predictor.model import fit_workload
 
     try:
         return fit_workload(rows)

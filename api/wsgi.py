@@ -1,5 +1,5 @@
-"""WSGI entry point: ``gunicorn api.wsgi:app`` (settings from ``JETPREDICT_*``)."""
+"""WSGI entry point: ``gunicorn jetpredict.api.wsgi:app`` (settings from ``JETPREDICT_*``)."""
 
-from api.app import create_app
+from jetpredict.api.app import create_app
 
 app = create_app()

@@ -23,10 +23,9 @@ import pandas as pd
 # This checkout's packages first (an editable install may point at another tree), then bench/ itself.
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
-
-from models.catalogue import load_device  # noqa: E402
-from models.profile_rows import read_profile_csv  # noqa: E402
-from predictor.model import fit_workload  # noqa: E402
+from jetpredict.models.catalogue import load_device  # noqa: E402
+from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
+from jetpredict.predictor.model import fit_workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
@@ -106,7 +105,7 @@ def synthetic_sweep(kind: str, modes: dict[str, tuple], seed: int = 0, noise: fl
 def plan_modes(rows: pd.DataFrame, budget: int = 4) -> list[str] | None:
     """Modes ``plan`` picks among the published a-j (None until predictor.planning exists)."""
     try:
-        from predictor.service import plan_profiling
+        from jetpredict.predictor.service import plan_profiling
     except ImportError:
         return None
     cands = rows.drop_duplicates("mode")[["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]]
@@ -180,7 +179,7 @@ BELOW_RANGE = {"maxn": (8, 2265.6, 1377, 2133), "slow": (8, 2265.6, 114.75, 2133
 def below_range_fact(rows: pd.DataFrame) -> list[dict]:
     """Predicted speed-up, power ratio and energy ratio (MAXN over the GPU-114.75 MHz mode) of ResNet-18
     profiled on e,f,i,j: leave-one-workload-out (MobileNetV3 as the only reference) and bundled reference."""
-    from predictor.reference import build_reference
+    from jetpredict.predictor.reference import build_reference
 
     res = rows[rows.workload == "resnet18-cifar10"]
     prof = res[res["mode"].isin(PROFILED)]
@@ -208,7 +207,7 @@ def twin_rows(workload: str, modes: dict[str, tuple], minibatches: int = 40) -> 
     with tempfile.TemporaryDirectory() as tmp:
         modes_csv, rows_csv = Path(tmp) / "modes.csv", Path(tmp) / "rows.csv"
         table.to_csv(modes_csv, index=False)
-        subprocess.run([sys.executable, "-m", "api.cli", "profile", "--device", "sim:agx-xavier", "--workload",
+        subprocess.run([sys.executable, "-m", "jetpredict", "profile", "--device", "sim:agx-xavier", "--workload",
                         workload, "--modes", str(modes_csv), "--out", str(rows_csv), "--no-progress",
                         "--minibatches", str(minibatches)], check=True, capture_output=True, cwd=ROOT)
         return read_profile_csv(rows_csv)
@@ -249,7 +248,7 @@ def twin_full_range(designs: int = 12, seed: int = 0) -> list[dict]:
     corners outside it."""
     sims = read_profile_csv(ROOT / "models" / "reference" / "agx-xavier-simulated.csv")
     maxima = {k: float(sims[k].max()) for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")}
-    from predictor.service import plan_profiling, resolve_modes
+    from jetpredict.predictor.service import plan_profiling, resolve_modes
 
     rng = np.random.default_rng(seed)
     every_mode = resolve_modes("agx-xavier", "all")
@@ -314,7 +313,7 @@ def cross_device(rows: pd.DataFrame) -> list[tuple]:
         knobs = ([m.cpu_cores], [m.cpu_mhz], [m.gpu_mhz], [m.emc_mhz])
         p = model.predict_arrays(*knobs, device_id=dev)
         method = model.__dict__["_transfer_cache"][dev].transfer_method
-        with mock.patch("predictor.reference.transfer_reference", lambda device_id: None):
+        with mock.patch("jetpredict.predictor.reference.transfer_reference", lambda device_id: None):
             phys = copy.copy(model)
             phys.__dict__.pop("_transfer_cache", None)
             q = phys.predict_arrays(*knobs, device_id=dev)

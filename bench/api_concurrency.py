@@ -32,10 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     import requests
     import sqlalchemy as sa
     from api_fixtures import published_rows
-
-    from api.config import load_settings
-    from api.storage import Storage, profile_rows, uploads, workloads
-    from api.testing import LiveServer, mixed_load
+    from jetpredict.api.config import load_settings
+    from jetpredict.api.storage import Storage, profile_rows, uploads, workloads
+    from jetpredict.api.testing import LiveServer, mixed_load
 
     def row(workload: str, i: int) -> dict:
         rows = published_rows(as_id=workload, n=10)

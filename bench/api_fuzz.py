@@ -53,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import requests
     from api_fixtures import published_rows
-
-    from api.testing import LiveServer
+    from jetpredict.api.testing import LiveServer
 
     st = shutil.which("st") or shutil.which("schemathesis")
     if st is None:

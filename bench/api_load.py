@@ -54,8 +54,8 @@ def bare_app():
 
 def serve_bare(port: int, workers: int) -> None:
     """Run :func:`bare_app` under exactly the gunicorn setup of ``jetpredict serve``."""
-    from api.config import load_settings
-    from api.serve_cli import run_gunicorn
+    from jetpredict.api.config import load_settings
+    from jetpredict.api.serve_cli import run_gunicorn
 
     run_gunicorn(load_settings({"PORT": port, "WORKERS": workers}), load=bare_app)
 
@@ -139,8 +139,7 @@ def _client_process(queue, warm: list[tuple], pairs: list[tuple[tuple, tuple]], 
 def run(clients: int, seconds: float, single_requests: int, workers: int, rounds: int) -> dict:
     import requests
     from api_fixtures import published_rows
-
-    from api.testing import LiveServer, free_port
+    from jetpredict.api.testing import LiveServer, free_port
 
     with tempfile.TemporaryDirectory() as tmp, LiveServer(tmp, api_keys=KEY, workers=workers) as server:
         r = requests.post(server.url + "/v1/profiles", json={"rows": published_rows(as_id="bench-resnet")},

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from models.catalogue import load_device
-from models.profile_rows import read_profile_csv
-from predictor import service
-from predictor.model import fit_workload
-from predictor.reference import REFERENCE_DIR, load_reference
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor import service
+from jetpredict.predictor.model import fit_workload
+from jetpredict.predictor.reference import REFERENCE_DIR, load_reference
 
 RESULTS = Path(__file__).resolve().parent / "results" / "predict_speed.md"
 PROFILED = ["a", "d", "g", "h"]

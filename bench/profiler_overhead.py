@@ -77,9 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         make_fake_ina3221(Path(tmp))
         os.environ["JETPREDICT_SYSFS_ROOT"] = tmp
         import torch
-
-        from profiler.backends import TorchBackend
-        from profiler.power import PowerSampler, detect_power_meter
+        from jetpredict.profiler.backends import TorchBackend
+        from jetpredict.profiler.power import PowerSampler, detect_power_meter
 
         torch.set_num_threads(args.threads)
         meter = detect_power_meter("orin-nano")

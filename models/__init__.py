@@ -3,8 +3,8 @@
 ``models`` depends on nothing else in jetpredict; the profiler, the predictor and the API all import it.
 """
 
-from models.catalogue import Device, PowerMode, Preset, list_devices, load_device
-from models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.catalogue import Device, PowerMode, Preset, list_devices, load_device
+from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
 
 __all__ = [
     "Device",

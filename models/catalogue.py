@@ -15,8 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-
-from models.errors import ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.errors import ModeOutOfRangeError, UnknownDeviceError
 
 if sys.version_info >= (3, 11):
     import tomllib

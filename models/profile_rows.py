@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from models.catalogue import MODE_FIELDS, device_ids, load_device
-from models.errors import InputError
+from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
+from jetpredict.models.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,7 @@ import joblib
 import numpy as np
 import pandas as pd
 import sklearn
-
-from models.errors import InputError
+from jetpredict.models.errors import InputError
 
 FORMAT = "jetpredict-artifact/1"
 FITTED_DIR = Path(__file__).resolve().parent.parent / "models" / "fitted"
@@ -118,7 +117,7 @@ def save_bundled_reference(ref, directory: Path | None = None) -> Path:
 def load_bundled_reference(device_id: str, directory: Path | None = None):
     """The bundled DeviceReference of a device, or None (with a warning when one exists but does not match
     this installation or its reference CSV, so the caller refits it in memory)."""
-    from predictor.reference import reference_csvs
+    from jetpredict.predictor.reference import reference_csvs
 
     path = bundled_reference_path(device_id, directory)
     if not path.is_file():

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import TextIO
 
 import pandas as pd
-
-from models.errors import InputError
-from models.tables import FORMATS, write_table
+from jetpredict.models.errors import InputError
+from jetpredict.models.tables import FORMATS, write_table
 
 
 def _log(message: str) -> None:
@@ -48,7 +47,7 @@ def _read_mode_csv(path: str, flag: str) -> pd.DataFrame:
 
 
 def _load(path: str):
-    from predictor.model import load_model
+    from jetpredict.predictor.model import load_model
 
     if not Path(path).exists():
         raise InputError(f"model file {path} does not exist (write one with `jetpredict fit`)", "model")
@@ -56,7 +55,7 @@ def _load(path: str):
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from predictor import service
+    from jetpredict.predictor import service
 
     candidates = None if args.candidates is None else _read_mode_csv(args.candidates, "--candidates")
     plan = service.plan_profiling(args.device, args.budget, candidates)
@@ -70,8 +69,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from models.profile_rows import read_profile_rows
-    from predictor.model import fit_workload, save_model
+    from jetpredict.models.profile_rows import read_profile_rows
+    from jetpredict.predictor.model import fit_workload, save_model
 
     rows = read_profile_rows(args.profiles)
     reference = None if args.reference is None else read_profile_rows(args.reference)
@@ -86,7 +85,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from predictor import service
+    from jetpredict.predictor import service
 
     model = _load(args.model)
     modes = "all" if args.all else "presets" if args.presets else _read_mode_csv(args.modes, "--modes")
@@ -99,7 +98,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _recommend(args: argparse.Namespace) -> int:
-    from predictor import service
+    from jetpredict.predictor import service
 
     model = _load(args.model)
     result = service.recommend(model, args.objective, max_power_w=args.max_power_w,

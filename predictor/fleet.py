@@ -17,11 +17,10 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-
-from models.catalogue import load_device, mode_label
-from models.errors import InputError
-from predictor.recommend import check_epochs, check_limit
-from predictor.space import space_prediction
+from jetpredict.models.catalogue import load_device, mode_label
+from jetpredict.models.errors import InputError
+from jetpredict.predictor.recommend import check_epochs, check_limit
+from jetpredict.predictor.space import space_prediction
 
 MAX_CLIENTS = 10_000
 

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import HOST_DEVICE, source_kind
+from jetpredict.predictor import features as F
 from scipy.optimize import nnls
 from sklearn.base import BaseEstimator, RegressorMixin
-
-from models.catalogue import MODE_FIELDS, load_device
-from models.errors import InputError
-from models.profile_rows import HOST_DEVICE, source_kind
-from predictor import features as F
 
 MODEL_VERSION = "jetpredict-0.1.0/mech-4"
 #: Two-sided 90% normal quantile.
@@ -350,7 +349,7 @@ class WorkloadModel:
         and scalars ``cross_device``, ``power_source``. Knobs outside the device raise InputError.
         """
         if device_id is not None and device_id != self.device_id:
-            from predictor.transfer import transfer_model
+            from jetpredict.predictor.transfer import transfer_model
 
             return transfer_model(self, device_id).predict_arrays(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz)
         cores, cpu, gpu, emc = (np.atleast_1d(np.asarray(a, dtype=float)) for a in
@@ -482,7 +481,7 @@ def fit_workload(rows: pd.DataFrame, device_id: str | None = None, reference: pd
     fitted :class:`~predictor.reference.DeviceReference`; default the bundled reference of the device. Raises InputError for mixed devices/workloads, ``host`` rows,
     unknown devices or unusable rows.
     """
-    from predictor.reference import build_reference, load_reference
+    from jetpredict.predictor.reference import build_reference, load_reference
 
     dev_id, workload = _check_rows(rows, device_id)
     rows = rows.reset_index(drop=True).copy()
@@ -577,7 +576,7 @@ def source_of(rows: pd.DataFrame) -> str:
 
 def save_model(model: WorkloadModel, path) -> None:
     """Write ``model`` with joblib plus a JSON manifest (versions, SHA-256) next to it (``PATH.json``)."""
-    from predictor.artifacts import save_artifact
+    from jetpredict.predictor.artifacts import save_artifact
 
     save_artifact(model, path, kind="workload-model", extra={
         "device_id": model.device_id, "workload_id": model.workload_id,
@@ -587,7 +586,7 @@ def save_model(model: WorkloadModel, path) -> None:
 
 def load_model(path) -> WorkloadModel:
     """Load a model file written by :func:`save_model`; InputError if its manifest or SHA-256 fails."""
-    from predictor.artifacts import load_artifact
+    from jetpredict.predictor.artifacts import load_artifact
 
     model = load_artifact(path, kind="workload-model")
     if not isinstance(model, WorkloadModel):

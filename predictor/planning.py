@@ -40,10 +40,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-
-from models.errors import InputError
-from models.profile_rows import DEFAULT_NUM_WORKERS
-from predictor import features as F
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
+from jetpredict.predictor import features as F
 
 #: Prior precision added to X'X (in units of one scaled observation); small: the data dominate.
 RIDGE = 1e-3
@@ -163,8 +162,8 @@ def _reference_models(device_id: str) -> tuple:
     The device's own reference rows when it has some, else those of the device its reference is derived
     from (predictions then go through the cross-device transfer).
     """
-    from predictor.model import fit_workload
-    from predictor.reference import DERIVE_FROM, read_reference_rows
+    from jetpredict.predictor.model import fit_workload
+    from jetpredict.predictor.reference import DERIVE_FROM, read_reference_rows
 
     for source in (device_id, *[d for d in DERIVE_FROM if d != device_id]):
         rows = read_reference_rows(source)

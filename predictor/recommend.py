@@ -10,8 +10,7 @@ import math
 
 import numpy as np
 import pandas as pd
-
-from models.errors import InputError
+from jetpredict.models.errors import InputError
 
 OBJECTIVES = {"min-time": "epoch_time_s", "min-energy": "epoch_energy_j"}
 

@@ -17,12 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from models.catalogue import MODE_FIELDS, load_device
-from models.errors import InputError
-from models.profile_rows import read_profile_csv
-from predictor import features as F
-from predictor.model import (
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor import features as F
+from jetpredict.predictor.model import (
     POWER_NOISE_REL,
     POWER_SD_FLOOR_REL,
     POWER_SD_FLOOR_W,
@@ -97,7 +96,7 @@ def _prepare(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _sse(fits: dict, rows: pd.DataFrame, kc: float, kp: float, names=None) -> float:
     """Sum of squared residuals (relative to the epoch) of the component fits ``names`` (default all)."""
-    from predictor.model import component_targets
+    from jetpredict.predictor.model import component_targets
 
     cores, cpu, gpu, emc = mode_arrays(rows)
     feats = F.time_features(cores, cpu, gpu, emc, rows["num_workers"].to_numpy(float), kc, kp)
@@ -288,7 +287,7 @@ def calibrate_interval_scales(rows: pd.DataFrame, designs: int = 40, test_modes:
     noise is left as it is) under which 90% of the errors fall inside the interval; kept in [0.6, 2] (a
     few workloads are a small calibration set: never trust them to shrink intervals below 60%).
     """
-    from predictor.model import Z90, fit_workload
+    from jetpredict.predictor.model import Z90, fit_workload
 
     rows = _prepare(rows)
     workloads = sorted(set(rows["workload"].astype(str)))
@@ -375,7 +374,7 @@ def load_reference(device_id: str) -> DeviceReference:
     """The device-level model of ``device_id`` (cached): bundled artifact, else fitted from its reference
     CSV, else derived from another device's reference through device physics."""
     load_device(device_id)  # UnknownDeviceError for ids outside the catalogue
-    from predictor.artifacts import load_bundled_reference
+    from jetpredict.predictor.artifacts import load_bundled_reference
 
     ref = load_bundled_reference(device_id)
     if ref is not None:
@@ -383,7 +382,7 @@ def load_reference(device_id: str) -> DeviceReference:
     rows = read_reference_rows(device_id)
     if rows is not None:
         return build_reference(rows, device_id)
-    from predictor.transfer import derive_reference
+    from jetpredict.predictor.transfer import derive_reference
 
     for other in DERIVE_FROM:
         if other != device_id and reference_csvs(other):

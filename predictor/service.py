@@ -16,12 +16,11 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-
-from models.catalogue import MODE_FIELDS, load_device
-from models.errors import InputError, ModeOutOfRangeError
-from models.profile_rows import rows_to_records
-from predictor import fleet, planning, space
-from predictor import recommend as rec
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.errors import InputError, ModeOutOfRangeError
+from jetpredict.models.profile_rows import rows_to_records
+from jetpredict.predictor import fleet, planning, space
+from jetpredict.predictor import recommend as rec
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
 PREDICTION_COLUMNS: tuple[str, ...] = (
@@ -149,7 +148,7 @@ def _provenance_model(model, target: str):
     """The model whose reference data a prediction on ``target`` rests on (the transferred one across devices)."""
     if target == model.device_id:
         return model
-    from predictor.transfer import transfer_model
+    from jetpredict.predictor.transfer import transfer_model
 
     return transfer_model(model, target)
 
@@ -231,7 +230,7 @@ def plan_profiling(device_id: str, budget: int, candidates: pd.DataFrame | Seque
         table = table[region].reset_index(drop=True)
     if model is not None and model.device_id != device_id:
         raise InputError(f"the model was fitted on {model.device_id!r}, the plan is for {device_id!r}", "device")
-    from predictor.reference import load_reference
+    from jetpredict.predictor.reference import load_reference
 
     ref = load_reference(device_id)
     workers = model.num_workers if model is not None else planning.DEFAULT_NUM_WORKERS

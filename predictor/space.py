@@ -13,8 +13,7 @@ import weakref
 from collections import OrderedDict
 
 import numpy as np
-
-from models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
 
 #: (model, device) pairs kept; one AGX Xavier space is ~3.5 MB of arrays.
 MAX_CACHED = 16

@@ -17,9 +17,8 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-
-from models.catalogue import load_device
-from predictor import features as F
+from jetpredict.models.catalogue import load_device
+from jetpredict.predictor import features as F
 
 #: Per-clock throughput of one CPU core relative to NVIDIA Carmel, for framework/launch-bound code.
 #: Rough figures from published per-GHz integer benchmark ratios (A57 is an older, narrower core;
@@ -190,8 +189,8 @@ def transfer_model(model, device_id: str):
     cache = model.__dict__.setdefault("_transfer_cache", {})
     if device_id in cache:
         return cache[device_id]
-    from predictor.model import CROSS_DEVICE_REL_SD
-    from predictor.reference import load_reference, transfer_reference
+    from jetpredict.predictor.model import CROSS_DEVICE_REL_SD
+    from jetpredict.predictor.reference import load_reference, transfer_reference
 
     target = load_device(device_id)  # UnknownDeviceError for ids outside the catalogue
     target_ref = load_reference(device_id)
@@ -252,7 +251,7 @@ def _match_level(model, moved, level: float) -> None:
 
 def derive_reference(ref, device_id: str):
     """A :class:`~predictor.reference.DeviceReference` for a device without sweeps, moved from ``ref``."""
-    from predictor.reference import DeviceReference, summarise_shapes
+    from jetpredict.predictor.reference import DeviceReference, summarise_shapes
 
     target = load_device(device_id)
     tf = time_factors(ref.device_id, device_id)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from models.catalogue import PowerMode
-    from profiler.complexity import Complexity
-    from profiler.workloads import BuiltWorkload
+    from jetpredict.models.catalogue import PowerMode
+    from jetpredict.profiler.complexity import Complexity
+    from jetpredict.profiler.workloads import BuiltWorkload
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,7 @@ class TorchBackend(TrainingBackend):
                  data_dir: str | None = None, device: str | None = None, threads: int | None = None,
                  seed: int = 0) -> None:
         import torch
-
-        from profiler.workloads import build_workload
+        from jetpredict.profiler.workloads import build_workload
 
         self._torch = torch
         if threads is not None:
@@ -144,7 +143,7 @@ class TorchBackend(TrainingBackend):
 
     def complexity(self) -> Complexity:
         if self._complexity is None:
-            from profiler.complexity import measure_complexity
+            from jetpredict.profiler.complexity import measure_complexity
 
             self._complexity = measure_complexity(self.built.model, self.built.example_input())
         return self._complexity

@@ -31,11 +31,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
-from models.errors import InputError
-from models.profile_rows import HOST_DEVICE, rows_to_records, validate_records, write_profile_csv
-from profiler import runner
-from profiler.backends import MinibatchTiming, TrainingBackend
+from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import HOST_DEVICE, rows_to_records, validate_records, write_profile_csv
+from jetpredict.profiler import runner
+from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 
 API_KEY_ENV = "JETPREDICT_API_KEY"
 DEVICE_ENV = "JETPREDICT_DEVICE"
@@ -82,7 +82,7 @@ def detect_jetson_device() -> str:
     if forced:
         load_device(forced)  # raises with the valid ids
         return forced
-    from profiler.powermode.detect import jetson_board
+    from jetpredict.profiler.powermode.detect import jetson_board
 
     board = jetson_board()
     if board is None:
@@ -272,9 +272,9 @@ class CampaignParts:
 
 
 def _host_parts(cfg: CampaignConfig) -> CampaignParts:
-    from profiler.backends import TorchBackend
-    from profiler.power import detect_cpu_package_meter, detect_power_meter
-    from profiler.powermode import detect_controller
+    from jetpredict.profiler.backends import TorchBackend
+    from jetpredict.profiler.power import detect_cpu_package_meter, detect_power_meter
+    from jetpredict.profiler.powermode import detect_controller
 
     modes = host_modes(cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
@@ -285,9 +285,9 @@ def _host_parts(cfg: CampaignConfig) -> CampaignParts:
 
 
 def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
-    from profiler.backends import TorchBackend
-    from profiler.power import detect_power_meter
-    from profiler.powermode import detect_controller
+    from jetpredict.profiler.backends import TorchBackend
+    from jetpredict.profiler.power import detect_power_meter
+    from jetpredict.profiler.powermode import detect_controller
 
     device_id = detect_jetson_device()
     device = load_device(device_id)
@@ -303,7 +303,7 @@ def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
     device = load_device(device_id)
     modes = resolve_modes(device, cfg.modes)
     try:
-        from profiler import sim
+        from jetpredict.profiler import sim
     except ImportError:
         sim = None
     # The twin's contract: campaign_parts(device, workload, *, batch_size, num_workers, data, seed)

@@ -12,7 +12,7 @@ import sys
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from profiler.campaign import CampaignConfig, output_paths, run_campaign
+    from jetpredict.profiler.campaign import CampaignConfig, output_paths, run_campaign
 
     cfg = CampaignConfig(
         device=args.device, workload=args.workload, out=args.out, modes=args.modes,

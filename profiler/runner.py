@@ -34,11 +34,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from models.errors import InputError
-from profiler.backends import MinibatchTiming, TrainingBackend
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 
 if TYPE_CHECKING:
-    from profiler.power import PowerMeter, PowerTrace
+    from jetpredict.profiler.power import PowerMeter, PowerTrace
 
 DEFAULT_WARMUP = 10
 DEFAULT_MINIBATCHES = 40
@@ -120,7 +120,7 @@ def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: 
     maximum of :func:`~profiler.power.sampler.hz_for_window`); without a warm-up, ``hz``."""
     if not warmup:
         return hz
-    from profiler.power.sampler import hz_for_window
+    from jetpredict.profiler.power.sampler import hz_for_window
 
     return hz_for_window(statistics.fmean(t.total_s for t in warmup) * minibatches, hz)
 
@@ -138,11 +138,11 @@ def run_mode(backend: TrainingBackend, mode: Any = None, *, warmup: int = DEFAUL
     check_run_arguments(warmup, minibatches, settle_s)
     samplers = []
     if meter is not None and meter.available:
-        from profiler.power import PowerSampler
+        from jetpredict.profiler.power import PowerSampler
 
         samplers.append(("module", PowerSampler(meter, hz=hz)))
     if cpu_meter is not None and cpu_meter.available:
-        from profiler.power import PowerSampler
+        from jetpredict.profiler.power import PowerSampler
 
         samplers.append(("cpu", PowerSampler(cpu_meter, hz=hz)))
     run = ModeRun(warmup=[], measured=[],

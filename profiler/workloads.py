@@ -35,12 +35,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.profiler import nets
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
-
-from models.errors import InputError, UnknownWorkloadError
-from profiler import nets
 
 DEFAULT_BATCH_SIZE = 16
 DEFAULT_NUM_WORKERS = 4

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from jetpredict.models.catalogue import load_device
 
-from api.cli import main
-from models.catalogue import load_device
+from jetpredict.cli import main
 
 MODE_COLUMNS = ["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]
 SPACE_SIZES = {"agx-xavier": 29_232, "orin-agx": 18_096, "xavier-nx": 18_000, "nano": 5_040,

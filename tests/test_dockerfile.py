@@ -177,12 +177,12 @@ def test_build_context_keeps_what_the_wheel_needs():
                    for p in patterns)
 
     for needed in ("pyproject.toml", "models", "models/devices/agx-xavier.toml", "api", "predictor",
-                   "profiler"):
+                   "profiler", "jetpredict", "profiler/sim/data/twin_calibration.toml"):
         assert not ignored(needed), needed
     readme = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"].get("readme")
     if isinstance(readme, str):
         assert not ignored(readme)
-    for junk in (".git", "tests", "build", ".venv", "jetpredict.egg-info"):
+    for junk in (".git", "tests", "tools", "build", ".venv", "jetpredict.egg-info"):
         assert ignored(junk), f"{junk} would be sent to the Docker daemon"
 
 

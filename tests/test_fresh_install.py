@@ -101,7 +101,7 @@ def _build_fresh_install(root: Path) -> FreshInstall:
         pytest.fail(f"pip install of the package failed (not a network problem):\n{output[-3000:]}")
     # What pip would have byte-compiled: the modules `serve` imports, so the 15 s start is measured on
     # an install as a default `pip install` leaves it.
-    warm = subprocess.run([str(venv / "bin" / "python"), "-c", "import api.app"], capture_output=True,
+    warm = subprocess.run([str(venv / "bin" / "python"), "-c", "import jetpredict.api.app"], capture_output=True,
                           text=True, timeout=120, cwd=root, env=clean_env())
     assert warm.returncode == 0, f"the installed package does not import:\n{warm.stderr[-3000:]}"
     return FreshInstall(root, venv)
@@ -197,17 +197,37 @@ def test_bundled_catalogue_ships_in_the_package(fresh_install):
     assert proc.returncode == 0, proc.stderr
     sizes = {d["device"]: d["power_modes"] for d in json.loads(proc.stdout)}
     assert sizes["agx-xavier"] == 29_232 and sizes["orin-agx"] == 18_096 and len(sizes) == 6
-    where = subprocess.run([str(fresh_install.bin / "python"), "-c", "import models; print(models.__file__)"],
+    where = subprocess.run([str(fresh_install.bin / "python"), "-c",
+                            "import jetpredict; print(jetpredict.__file__)"],
                            capture_output=True, text=True, timeout=60, cwd=fresh_install.root,
                            env=fresh_install.env())
-    assert str(fresh_install.venv) in where.stdout, "models imported from outside the fresh venv"
-    # Every data file of models/ (catalogue, reference sweeps, fitted models, twin calibration, built-in
-    # workloads) must be package data: the image and `pip install` users have no checkout.
+    assert str(fresh_install.venv) in where.stdout, "jetpredict imported from outside the fresh venv"
+    # Every data file of models/ and of the twin (catalogue, reference sweeps, fitted models, twin
+    # calibration, built-in workloads) must be package data: the image and `pip install` users have no
+    # checkout.
     installed = Path(where.stdout.strip()).parent
-    source = fresh_install.root / "src" / "models"
-    wanted = {p.relative_to(source) for p in source.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")}
-    missing = sorted(str(p) for p in wanted if not (installed / p).is_file())
-    assert not missing, f"not installed (add to [tool.setuptools.package-data]): {missing}"
+    for folder in ("models", "profiler"):
+        source = fresh_install.root / "src" / folder
+        wanted = {p.relative_to(source) for p in source.rglob("*")
+                  if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
+        missing = sorted(str(p) for p in wanted if not (installed / folder / p).is_file())
+        assert not missing, f"not installed (add to [tool.setuptools.package-data]): {missing}"
+
+
+def test_only_the_jetpredict_package_lands_in_site_packages(fresh_install):
+    """A user's own `models/` or `api/` package must keep working beside jetpredict."""
+    code = "import jetpredict, pathlib; print(pathlib.Path(jetpredict.__file__).parent.parent)"
+    site = subprocess.run([str(fresh_install.bin / "python"), "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=fresh_install.root, env=fresh_install.env())
+    assert site.returncode == 0, site.stderr
+    ours = {p.name for p in Path(site.stdout.strip()).iterdir()
+            if p.name == "jetpredict" or p.name.startswith("jetpredict-")}
+    assert ours == {"jetpredict", "jetpredict-0.1.0.dist-info"}
+    for name in ("models", "api", "predictor", "profiler", "tools"):
+        assert not (Path(site.stdout.strip()) / name).exists(), f"{name} installed at the top level"
+    version = subprocess.run([str(fresh_install.bin / "jetpredict"), "--version"], capture_output=True,
+                             text=True, timeout=60, cwd=fresh_install.root, env=fresh_install.env())
+    assert version.returncode == 0 and version.stdout.strip() == "jetpredict 0.1.0"
 
 
 def test_serve_answers_healthz_within_15_s(server):

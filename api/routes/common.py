@@ -11,12 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from flask import current_app, request
-
-from api.config import Settings
-from api.errors import ApiError
-from api.metrics import Metrics
-from api.storage import Storage
-from api.workloads import WorkloadService
+from jetpredict.api.config import Settings
+from jetpredict.api.errors import ApiError
+from jetpredict.api.metrics import Metrics
+from jetpredict.api.storage import Storage
+from jetpredict.api.workloads import WorkloadService
 
 API_KEY_HEADER = "X-API-Key"
 SECURITY = [{"ApiKeyAuth": []}]

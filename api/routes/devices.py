@@ -6,11 +6,10 @@ from dataclasses import asdict
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-
-from api.errors import ApiError
-from api.schemas import DeviceListSchema, ErrorSchema, PowerModePageSchema, PowerModesQuerySchema
-from models.catalogue import Device, list_devices, load_device
-from models.errors import UnknownDeviceError
+from jetpredict.api.errors import ApiError
+from jetpredict.api.schemas import DeviceListSchema, ErrorSchema, PowerModePageSchema, PowerModesQuerySchema
+from jetpredict.models.catalogue import Device, list_devices, load_device
+from jetpredict.models.errors import UnknownDeviceError
 
 blp = Blueprint("devices", __name__, url_prefix="/v1/devices", description="Jetson types and power modes")
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-
-from api.routes.common import clean, services
-from api.schemas import FLEET_EXAMPLE, ErrorSchema, FleetPlanRequestSchema, FleetPlanSchema
+from jetpredict.api.routes.common import clean, services
+from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema, FleetPlanRequestSchema, FleetPlanSchema
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
@@ -20,7 +19,7 @@ class FleetPlans(MethodView):
     def post(self, body: dict):
         """For each client, the mode that meets the round deadline with least energy; total energy of the
         round. Clients on other device types than the workload's get cross-device predictions."""
-        from predictor.service import plan_fleet
+        from jetpredict.predictor.service import plan_fleet
 
         svc = services()
         resolved = svc.workloads.resolve(body["workload"])

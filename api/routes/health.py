@@ -8,10 +8,9 @@ import logging
 import sqlalchemy as sa
 from flask.views import MethodView
 from flask_smorest import Blueprint
-
-from api.routes.common import services
-from api.schemas import HealthSchema
-from models.catalogue import device_ids
+from jetpredict.api.routes.common import services
+from jetpredict.api.schemas import HealthSchema
+from jetpredict.models.catalogue import device_ids
 
 blp = Blueprint("health", __name__, description="Service health and metrics")
 log = logging.getLogger("jetpredict.api")

@@ -13,17 +13,16 @@ import pandas as pd
 from flask import Response, jsonify, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
-
-from api.routes.common import frame_records, services
-from api.schemas import (
+from jetpredict.api.routes.common import frame_records, services
+from jetpredict.api.schemas import (
     PREDICTION_EXAMPLE,
     ErrorSchema,
     PredictionRequestSchema,
     PredictionResponseSchema,
     PredictionSchema,
 )
-from models.catalogue import MODE_FIELDS, load_device, mode_label
-from models.errors import InputError
+from jetpredict.models.catalogue import MODE_FIELDS, load_device, mode_label
+from jetpredict.models.errors import InputError
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
                 description="Predict epoch time and energy per power mode")
@@ -59,7 +58,7 @@ def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs
     take the full path: ``"all"``, or modes with an error that :func:`predict` reports with its row
     and field.
     """
-    from predictor.service import prediction_columns
+    from jetpredict.predictor.service import prediction_columns
 
     if modes == "all":
         return None
@@ -85,7 +84,7 @@ def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs
 
 def full_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None) -> pd.DataFrame:
     """:func:`predictor.service.predict`, with mode errors named under ``modes``."""
-    from predictor.service import predict
+    from jetpredict.predictor.service import predict
 
     try:
         return predict(model, modes_argument(modes), device_id=device_id, epochs=epochs)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-
-from api.routes.common import SECURITY, require_api_key, services
-from api.schemas import UPLOAD_EXAMPLE, ErrorSchema, ProfileUploadSchema, UploadResultSchema
+from jetpredict.api.routes.common import SECURITY, require_api_key, services
+from jetpredict.api.schemas import UPLOAD_EXAMPLE, ErrorSchema, ProfileUploadSchema, UploadResultSchema
 
 blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles", description="Upload profile rows")
 

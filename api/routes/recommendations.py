@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-
-from api.routes.common import clean, services
-from api.routes.predictions import PREDICTION_COLUMNS, provenance
-from api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema, RecommendationRequestSchema, RecommendationSchema
+from jetpredict.api.routes.common import clean, services
+from jetpredict.api.routes.predictions import PREDICTION_COLUMNS, provenance
+from jetpredict.api.schemas import (
+    RECOMMENDATION_EXAMPLE,
+    ErrorSchema,
+    RecommendationRequestSchema,
+    RecommendationSchema,
+)
 
 blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
@@ -25,7 +29,7 @@ class Recommendations(MethodView):
     def post(self, body: dict):
         """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``,
         with the time-energy Pareto front of the feasible modes. ``best`` is null when no mode fits."""
-        from predictor.service import recommend
+        from jetpredict.predictor.service import recommend
 
         svc = services()
         resolved = svc.workloads.resolve(body["workload"])

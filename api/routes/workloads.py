@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-
-from api.routes.common import SECURITY, require_api_key, services
-from api.schemas import ErrorSchema, PageQuerySchema, WorkloadDetailSchema, WorkloadListSchema
-from api.storage import WorkloadRecord
-from models.errors import UnknownWorkloadError
+from jetpredict.api.routes.common import SECURITY, require_api_key, services
+from jetpredict.api.schemas import ErrorSchema, PageQuerySchema, WorkloadDetailSchema, WorkloadListSchema
+from jetpredict.api.storage import WorkloadRecord
+from jetpredict.models.errors import UnknownWorkloadError
 
 blp = Blueprint("workloads", __name__, url_prefix="/v1/workloads", description="Stored workloads")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from profiler.power.base import NullPowerMeter, PowerMeter
-from profiler.power.ina3221 import Ina3221Meter
-from profiler.power.nvml import NvmlMeter
-from profiler.power.rapl import RaplMeter
-from profiler.power.tegrastats import TegrastatsMeter
+from jetpredict.profiler.power.base import NullPowerMeter, PowerMeter
+from jetpredict.profiler.power.ina3221 import Ina3221Meter
+from jetpredict.profiler.power.nvml import NvmlMeter
+from jetpredict.profiler.power.rapl import RaplMeter
+from jetpredict.profiler.power.tegrastats import TegrastatsMeter
 
 log = logging.getLogger(__name__)
 

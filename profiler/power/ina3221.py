@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiler import sysfs
-from profiler.power.base import PowerMeter, PowerReadError
-from profiler.power.rails import IGNORED_LABELS, total_name, total_rule
+from jetpredict.profiler import sysfs
+from jetpredict.profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
 
 HWMON_LABEL_GLOBS = ("/sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*/in*_label",)
 IIO_RAIL_GLOBS = ("/sys/bus/i2c/drivers/ina3221x/*/iio:device*/rail_name_*",)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from types import ModuleType
 
-from profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler.power.base import PowerMeter, PowerReadError
 
 _init_lock = threading.Lock()
 

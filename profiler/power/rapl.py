@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiler import sysfs
-from profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler import sysfs
+from jetpredict.profiler.power.base import PowerMeter, PowerReadError
 
 ZONE_GLOB = "/sys/class/powercap/intel-rapl:*"
 

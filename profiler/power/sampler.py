@@ -6,9 +6,8 @@ import threading
 import time
 
 import numpy as np
-
-from models.errors import InputError
-from profiler.power.base import MIN_SAMPLER_HZ, MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.power.base import MIN_SAMPLER_HZ, MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
 
 MAX_SAMPLER_HZ = 1000.0
 

@@ -15,9 +15,9 @@ import threading
 import time
 from typing import Any
 
-from profiler import sysfs
-from profiler.power.base import PowerMeter, PowerReadError
-from profiler.power.rails import IGNORED_LABELS, total_name, total_rule
+from jetpredict.profiler import sysfs
+from jetpredict.profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
 
 _TIMESTAMP = re.compile(r"^\s*(\d{2}-\d{2}-\d{4} \d{2}:\d{2}:\d{2})\s+")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")

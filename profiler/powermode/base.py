@@ -13,7 +13,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
-from models.catalogue import PowerMode
+from jetpredict.models.catalogue import PowerMode
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from models.catalogue import Device, PowerMode, mode_label
-from profiler import sysfs
-from profiler.powermode.base import PowerModeController
-from profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
+from jetpredict.models.catalogue import Device, PowerMode, mode_label
+from jetpredict.profiler import sysfs
+from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
 
 CPU_DIR = "/sys/devices/system/cpu"
 

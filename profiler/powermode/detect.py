@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from models.catalogue import Device, load_device
-from models.errors import InputError
-from profiler import sysfs
-from profiler.powermode.base import PowerModeController
-from profiler.powermode.custom import SysfsController
-from profiler.powermode.host import HostController
-from profiler.powermode.nvpmodel import DEFAULT_CONF, NvpmodelController
-from profiler.powermode.privileged import PrivilegedCommandError
+from jetpredict.models.catalogue import Device, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.profiler import sysfs
+from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.powermode.custom import SysfsController
+from jetpredict.profiler.powermode.host import HostController
+from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF, NvpmodelController
+from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
 
 #: ``/proc/device-tree/model`` substrings → catalogue ids (most specific first).
 _MODEL_NAMES = (("agx orin", "orin-agx"), ("orin nx", "orin-nx"), ("orin nano", "orin-nano"),

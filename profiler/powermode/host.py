@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
-from models.catalogue import PowerMode
-from models.errors import InputError
-from profiler import sysfs
-from profiler.powermode.base import PowerModeController
-from profiler.powermode.custom import CPU_DIR, cpu_ids, cpu_online
+from jetpredict.models.catalogue import PowerMode
+from jetpredict.models.errors import InputError
+from jetpredict.profiler import sysfs
+from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.powermode.custom import CPU_DIR, cpu_ids, cpu_online
 
 NAN = float("nan")
 

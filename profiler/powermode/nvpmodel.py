@@ -17,12 +17,12 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 
-from models.catalogue import Device, PowerMode, Preset, mode_label
-from models.errors import InputError
-from profiler import sysfs
-from profiler.powermode.base import PowerModeController
-from profiler.powermode.custom import read_clocks, soc_paths
-from profiler.powermode.privileged import PrivilegedCommandError, run_privileged
+from jetpredict.models.catalogue import Device, PowerMode, Preset, mode_label
+from jetpredict.models.errors import InputError
+from jetpredict.profiler import sysfs
+from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.powermode.custom import read_clocks, soc_paths
+from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, run_privileged
 
 DEFAULT_CONF = "/etc/nvpmodel.conf"
 CUSTOM_NAME = "JETPREDICT_CUSTOM"

@@ -11,7 +11,7 @@ import shlex
 import subprocess
 from collections.abc import Sequence
 
-from profiler import sysfs
+from jetpredict.profiler import sysfs
 
 DEFAULT_TIMEOUT_S = 30.0
 

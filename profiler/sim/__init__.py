@@ -10,14 +10,14 @@ constants live in :mod:`models.physics`. The predictor never imports this packag
 
 from __future__ import annotations
 
-from models.catalogue import Device, load_device
-from models.errors import InputError, UnknownWorkloadError
-from models.physics import DevicePhysics
-from profiler.sim.backend import SimulatedBackend
-from profiler.sim.clock import SimClock
-from profiler.sim.complexity import WorkloadComplexity, cached_workloads, load_complexity
-from profiler.sim.controller import SimulatedController, SimulatedDevice
-from profiler.sim.meter import SimulatedPowerMeter
+from jetpredict.models.catalogue import Device, load_device
+from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.profiler.sim.backend import SimulatedBackend
+from jetpredict.profiler.sim.clock import SimClock
+from jetpredict.profiler.sim.complexity import WorkloadComplexity, cached_workloads, load_complexity
+from jetpredict.profiler.sim.controller import SimulatedController, SimulatedDevice
+from jetpredict.profiler.sim.meter import SimulatedPowerMeter
+from jetpredict.profiler.sim.physics import DevicePhysics
 
 __all__ = [
     "SimClock",
@@ -35,7 +35,7 @@ def workload_complexity(workload: str) -> WorkloadComplexity:
     if workload in cached_workloads():
         return load_complexity(workload)
     try:
-        from profiler.sim.complexity import measure_workload
+        from jetpredict.profiler.sim.complexity import measure_workload
     except ImportError:  # pragma: no cover - torch missing
         raise UnknownWorkloadError(f"workload {workload!r} is not cached for the twin and tracing it "
                                    "needs PyTorch (pip install 'jetpredict[profiler]')", "workload") from None

@@ -11,12 +11,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-from models.catalogue import PowerMode
-from models.errors import InputError
-from models.physics import DevicePhysics
-from profiler.backends import MinibatchTiming, TrainingBackend
-from profiler.runner import (
+from jetpredict.models.catalogue import PowerMode
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
+from jetpredict.profiler.runner import (
     DEFAULT_IDLE_S,
     DEFAULT_MINIBATCHES,
     DEFAULT_SAMPLER_HZ,
@@ -25,9 +23,10 @@ from profiler.runner import (
     check_run_arguments,
     measured_window_hz,
 )
-from profiler.sim.complexity import WorkloadComplexity
-from profiler.sim.controller import SimulatedDevice
-from profiler.sim.twin import MinibatchModel, Twin
+from jetpredict.profiler.sim.complexity import WorkloadComplexity
+from jetpredict.profiler.sim.controller import SimulatedDevice
+from jetpredict.profiler.sim.physics import DevicePhysics
+from jetpredict.profiler.sim.twin import MinibatchModel, Twin
 
 #: Relative noise (log-normal sigma) of one minibatch's compute and framework time, and of its stall.
 TIME_NOISE = 0.02

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from jetpredict.models.errors import InputError, UnknownWorkloadError
 
-from models.errors import InputError, UnknownWorkloadError
-
-WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "models" / "workloads"
+WORKLOADS_DIR = Path(__file__).resolve().parent / "data" / "workloads"
 KIND_DENSE, KIND_DEPTHWISE, KIND_MEMORY = 0, 1, 2
 #: Source images decoded per sample (megapixels) for datasets stored as compressed files. GLD-23k
 #: images are JPEGs of up to 800 px on the long side (~800x600); in-memory MNIST/CIFAR arrays decode nothing.
@@ -199,8 +198,7 @@ def _expand(records: list[tuple[str, float, float, int, int]]) -> list[tuple[str
 def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadComplexity:
     """Trace one training step at two batch sizes and time the data pipeline, on the host CPU."""
     import torch
-
-    from profiler.workloads import build_workload, resolve_workload
+    from jetpredict.profiler.workloads import build_workload, resolve_workload
 
     spec = resolve_workload(name)
     if spec.input_shape is None or spec.num_classes is None:
@@ -245,8 +243,7 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
 
 def main() -> None:  # pragma: no cover - regenerates the cached files
     import torch
-
-    from profiler.workloads import builtin_names
+    from jetpredict.profiler.workloads import builtin_names
 
     torch.set_num_threads(1)  # per-sample CPU cost of one DataLoader worker = one core
     WORKLOADS_DIR.mkdir(parents=True, exist_ok=True)

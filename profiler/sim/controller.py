@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models.catalogue import Device, PowerMode
-from models.errors import InputError
-from profiler.powermode.base import PowerModeController
-from profiler.sim.clock import PowerTimeline, SimClock
+from jetpredict.models.catalogue import Device, PowerMode
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.sim.clock import PowerTimeline, SimClock
 
 
 @dataclass

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-
-from models.physics import DevicePhysics
-from profiler.power.base import PowerMeter, PowerTrace
-from profiler.sim.controller import SimulatedDevice
+from jetpredict.profiler.power.base import PowerMeter, PowerTrace
+from jetpredict.profiler.sim.controller import SimulatedDevice
+from jetpredict.profiler.sim.physics import DevicePhysics
 
 #: Relative noise of one power sample (INA3221-class sensors read within ~1-2%).
 POWER_NOISE = 0.015

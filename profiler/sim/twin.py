@@ -20,10 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from models.catalogue import MODE_FIELDS
-from models.physics import DevicePhysics, mode_arrays
-from profiler.sim.complexity import WorkloadComplexity
+from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.profiler.sim.complexity import WorkloadComplexity
+from jetpredict.profiler.sim.physics import DevicePhysics, mode_arrays
 
 #: Fixed-point iterations for the main-thread contention factor (converges in 2-3).
 CONTENTION_ITERATIONS = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import models
+from jetpredict import models
 
 API_KEY = "test-key-1"
 REFERENCE_CSV = Path(models.__file__).parent / "reference" / "agx-xavier-published.csv"

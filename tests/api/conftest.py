@@ -8,7 +8,7 @@ from api_fixtures import API_KEY, published_rows
 
 @pytest.fixture
 def app(tmp_path):
-    from api.app import create_app
+    from jetpredict.api.app import create_app
 
     return create_app({"DATA_DIR": tmp_path, "API_KEYS": f"{API_KEY}, test-key-2", "TESTING": True,
                        "DATABASE_URL": ""})

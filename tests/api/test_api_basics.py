@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from models.catalogue import device_ids, load_device
+from jetpredict.models.catalogue import device_ids, load_device
 
 
 def assert_error(response, status: int, field: str | None = None) -> dict:
@@ -82,7 +81,7 @@ def test_writes_need_a_valid_api_key(client):
 
 
 def test_no_configured_keys_means_no_writes(tmp_path):
-    from api.app import create_app
+    from jetpredict.api.app import create_app
 
     client = create_app({"DATA_DIR": tmp_path, "API_KEYS": ""}).test_client()
     body = assert_error(client.delete("/v1/workloads/x", headers={"X-API-Key": "anything"}), 403)
@@ -105,7 +104,7 @@ def test_long_url_is_414(client):
 
 
 def test_body_limit_is_413(tmp_path):
-    from api.app import create_app
+    from jetpredict.api.app import create_app
 
     client = create_app({"DATA_DIR": tmp_path, "MAX_BODY_BYTES": 1000}).test_client()
     big = {"workload": {"id": "x" * 2000}}
@@ -141,7 +140,7 @@ def test_upload_rows_problems_name_row_and_field(client, auth):
 def test_cors_is_off_by_default_and_on_when_configured(client, tmp_path):
     r = client.get("/v1/devices", headers={"Origin": "https://example.org"})
     assert "Access-Control-Allow-Origin" not in r.headers
-    from api.app import create_app
+    from jetpredict.api.app import create_app
 
     cors = create_app({"DATA_DIR": tmp_path / "c", "CORS_ORIGINS": "https://example.org"}).test_client()
     r = cors.get("/v1/devices", headers={"Origin": "https://example.org"})
@@ -179,8 +178,8 @@ def test_metrics_count_requests_per_route(client):
 
 
 def test_settings_from_environment(monkeypatch, tmp_path):
-    from api.config import load_settings
-    from models.errors import InputError
+    from jetpredict.api.config import load_settings
+    from jetpredict.models.errors import InputError
 
     monkeypatch.setenv("JETPREDICT_API_KEYS", "a, b,,c")
     monkeypatch.setenv("JETPREDICT_PORT", "9000")

@@ -10,10 +10,9 @@ import pytest
 import schemathesis
 from api_fixtures import API_KEY, published_rows
 from hypothesis import HealthCheck, given, settings
+from jetpredict.api.app import create_app
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi import checks as oas_checks
-
-from api.app import create_app
 
 CHECKS = [schemathesis.checks.not_a_server_error, oas_checks.status_code_conformance,
           oas_checks.content_type_conformance, oas_checks.response_schema_conformance,

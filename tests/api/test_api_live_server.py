@@ -8,11 +8,10 @@ import time
 import pytest
 import requests
 from api_fixtures import published_rows
-
-from api.app import create_app
-from api.config import load_settings
-from api.storage import Storage
-from api.testing import LiveServer, mixed_load
+from jetpredict.api.app import create_app
+from jetpredict.api.config import load_settings
+from jetpredict.api.storage import Storage
+from jetpredict.api.testing import LiveServer, mixed_load
 
 KEY = "live-key"
 
@@ -25,8 +24,7 @@ def _row(workload: str, i: int) -> dict:
 def _assert_consistent(storage: Storage) -> dict[str, int]:
     """Every stored workload's rows match its uploads exactly (no half-written upload)."""
     import sqlalchemy as sa
-
-    from api.storage import profile_rows, uploads, workloads
+    from jetpredict.api.storage import profile_rows, uploads, workloads
 
     with storage.engine.connect() as conn:
         assert conn.execute(sa.text("PRAGMA integrity_check")).scalar() == "ok"

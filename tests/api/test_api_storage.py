@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-
-from api.storage import RevisionConflict, Storage
+from jetpredict.api.storage import RevisionConflict, Storage
 
 
 @pytest.fixture

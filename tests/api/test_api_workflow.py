@@ -7,9 +7,8 @@ import io
 
 import pytest
 from api_fixtures import API_KEY, published_rows, without_power
-
-from api.app import create_app
-from models.catalogue import load_device
+from jetpredict.api.app import create_app
+from jetpredict.models.catalogue import load_device
 
 FLEET_DEVICES = ("agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano")
 
@@ -177,7 +176,12 @@ def test_metrics_count_predictions(client, stored):
 @pytest.mark.parametrize("epochs", [None, 7])
 def test_fast_path_equals_predictor_service(app, stored, device, epochs):
     """The JSON fast path for presets/short lists gives exactly the rows of predictor.service.predict."""
-    from api.routes.predictions import PREDICTION_COLUMNS, fast_predictions, frame_records, full_predictions
+    from jetpredict.api.routes.predictions import (
+        PREDICTION_COLUMNS,
+        fast_predictions,
+        frame_records,
+        full_predictions,
+    )
 
     model = app.extensions["jetpredict"].workloads.stored("my-resnet").model
     listed = [{"mode": "x", "cpu_cores": 3, "cpu_mhz": 1000.0, "gpu_mhz": 600.0, "emc_mhz": 1300.0},

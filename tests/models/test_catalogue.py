@@ -10,8 +10,7 @@ import math
 
 import numpy as np
 import pytest
-
-from models.catalogue import (
+from jetpredict.models.catalogue import (
     MODE_FIELDS,
     Device,
     ModeSpace,
@@ -22,7 +21,7 @@ from models.catalogue import (
     load_device,
     mode_label,
 )
-from models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
 
 DEVICE_IDS = ("agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano")
 

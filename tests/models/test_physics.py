@@ -7,10 +7,9 @@ import sys
 
 import numpy as np
 import pytest
-
-from models.catalogue import device_ids, load_device
-from models.errors import InputError
-from models.physics import (
+from jetpredict.models.catalogue import device_ids, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.sim.physics import (
     CALIBRATION_PATH,
     DVFS_V_FLOOR,
     DeviceConstants,
@@ -109,7 +108,7 @@ def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
 
 
 def test_physics_imports_no_torch():
-    code = "import sys, models.physics; print('torch' in sys.modules)"
+    code = "import sys, jetpredict.profiler.sim.physics; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

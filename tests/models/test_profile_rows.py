@@ -8,9 +8,8 @@ import math
 
 import pandas as pd
 import pytest
-
-from models.errors import InputError
-from models.profile_rows import (
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import (
     COLUMNS,
     FIELDS,
     ProfileRowsError,

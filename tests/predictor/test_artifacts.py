@@ -7,13 +7,13 @@ import warnings
 
 import numpy as np
 import pytest
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor import artifacts
+from jetpredict.predictor.model import fit_workload, load_model, save_model
+from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
 
-from models.errors import InputError
-from models.profile_rows import read_profile_csv
-from predictor import artifacts
-from predictor.build_bundled import build_all
-from predictor.model import fit_workload, load_model, save_model
-from predictor.reference import REFERENCE_DIR, build_reference
+from tools.build_bundled import build_all
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 

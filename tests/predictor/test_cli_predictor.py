@@ -11,12 +11,12 @@ import sys
 
 import pandas as pd
 import pytest
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.profile_rows import read_profile_csv, write_profile_csv
+from jetpredict.predictor.reference import REFERENCE_DIR
+from jetpredict.predictor.service import MODE_COLUMNS, PREDICTION_COLUMNS, PROVENANCE_COLUMNS
 
-from api.cli import main
-from models.catalogue import load_device
-from models.profile_rows import read_profile_csv, write_profile_csv
-from predictor.reference import REFERENCE_DIR
-from predictor.service import MODE_COLUMNS, PREDICTION_COLUMNS, PROVENANCE_COLUMNS
+from jetpredict.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def test_fit_rejects_too_few_rows_and_wrong_device(work, capsys):
 
 def test_console_script_predict_csv(work):
     exe = shutil.which("jetpredict")
-    cmd = [exe] if exe else [sys.executable, "-c", "import sys; from api.cli import main; sys.exit(main())"]
+    cmd = [exe] if exe else [sys.executable, "-c", "import sys; from jetpredict.cli import main; sys.exit(main())"]
     proc = subprocess.run([*cmd, "predict", "--model", str(work / "resnet.joblib"), "--presets",
                            "--format", "csv"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONWARNINGS": "ignore"})

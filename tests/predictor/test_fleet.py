@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from models.catalogue import load_device
-from models.errors import InputError
-from models.profile_rows import read_profile_csv
-from predictor import service
-from predictor.model import fit_workload
-from predictor.reference import REFERENCE_DIR
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor import service
+from jetpredict.predictor.model import fit_workload
+from jetpredict.predictor.reference import REFERENCE_DIR
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,11 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-
-from models.catalogue import load_device
-from models.errors import InputError
-from models.profile_rows import read_profile_csv
-from predictor.model import PriorLinearRegression, WorkloadModel, fit_workload
-from predictor.reference import REFERENCE_DIR
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor.model import PriorLinearRegression, WorkloadModel, fit_workload
+from jetpredict.predictor.reference import REFERENCE_DIR
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 MODES = {"a": (4, 1200, 670, 1333), "b": (8, 1200, 670, 1333), "c": (8, 1200, 900, 1333),
@@ -125,7 +124,7 @@ def test_real_fact_below_the_reference_clock_range(reference):
     """POMACS 2022 §5.6: ResNet-18 on AGX Xavier, MAXN against the GPU at 114.75 MHz (5.8x below the lowest
     reference GPU clock): speed-up 10.3x, power ratio 3.6x (31 W vs ~8.6 W). Validation only: nothing is
     fitted to this point, so the bounds are loose."""
-    from predictor.reference import build_reference
+    from jetpredict.predictor.reference import build_reference
 
     res = REF[REF.workload == "resnet18-cifar10"]
     ref = build_reference(REF[REF.workload != "resnet18-cifar10"]) if reference != "bundled" else None

@@ -8,11 +8,11 @@ import sys
 
 CODE = r"""
 import importlib, json, pkgutil, sys
-import predictor
-walked = [info.name for info in pkgutil.walk_packages(predictor.__path__, "predictor.")]
+import jetpredict.predictor as predictor
+walked = [info.name for info in pkgutil.walk_packages(predictor.__path__, "jetpredict.predictor.")]
 for name in walked:
     importlib.import_module(name)
-bad = sorted(m for m in sys.modules if m == "torch" or m.startswith(("torch.", "profiler")))
+bad = sorted(m for m in sys.modules if m == "torch" or m.startswith(("torch.", "jetpredict.profiler")))
 print(json.dumps({"walked": walked, "bad": bad}))
 """
 

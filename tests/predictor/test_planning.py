@@ -6,12 +6,11 @@ import itertools
 
 import numpy as np
 import pytest
-
-from models.catalogue import load_device
-from models.errors import InputError
-from predictor import features as F
-from predictor import planning
-from predictor.reference import load_reference
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError
+from jetpredict.predictor import features as F
+from jetpredict.predictor import planning
+from jetpredict.predictor.reference import load_reference
 
 
 def _random_design(seed: int, n: int = 14, p: int = 4) -> np.ndarray:

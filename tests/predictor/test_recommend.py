@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from models.errors import InputError
-from predictor import recommend as rec
+from jetpredict.models.errors import InputError
+from jetpredict.predictor import recommend as rec
 
 
 def _brute_front(x: np.ndarray, y: np.ndarray) -> set[int]:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from models.errors import InputError, UnknownDeviceError
-from models.profile_rows import read_profile_csv
-from predictor import features as F
-from predictor.reference import REFERENCE_DIR, build_reference, load_reference, reference_csvs
-from predictor.transfer import derive_reference
+from jetpredict.models.errors import InputError, UnknownDeviceError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor import features as F
+from jetpredict.predictor.reference import REFERENCE_DIR, build_reference, load_reference, reference_csvs
+from jetpredict.predictor.transfer import derive_reference
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 
@@ -65,7 +64,7 @@ def test_user_reference_rows_are_checked():
 
 
 def test_interval_scales_are_calibrated_on_held_out_reference_workloads():
-    from predictor.reference import calibrate_interval_scales
+    from jetpredict.predictor.reference import calibrate_interval_scales
 
     rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
     t, p, e = calibrate_interval_scales(rows, designs=8)
@@ -83,8 +82,8 @@ def test_interval_scales_are_calibrated_on_held_out_reference_workloads():
 def test_kernel_mix_constants_fit_the_published_sweeps_better_than_a_plain_memory_term(monkeypatch):
     """``features.MEM_LOG_MU``/``MEM_LOG_SIGMA`` describe the sweeps: each workload's in-sample residual is
     lower than with the sum form's plain 1/f_emc term (a kernel mix with no compute-bound kernel)."""
-    from predictor.model import fit_time
-    from predictor.reference import _Kappas, _prepare, _sse
+    from jetpredict.predictor.model import fit_time
+    from jetpredict.predictor.reference import _Kappas, _prepare, _sse
 
     rows = _prepare(REF)
     kc, kp = load_reference("agx-xavier").kappa_cpu, load_reference("agx-xavier").kappa_pipe

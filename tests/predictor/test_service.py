@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from models.catalogue import MODE_FIELDS, load_device
-from models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
-from models.profile_rows import read_profile_csv
-from predictor import service
-from predictor.model import fit_workload
-from predictor.reference import REFERENCE_DIR
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor import service
+from jetpredict.predictor.model import fit_workload
+from jetpredict.predictor.reference import REFERENCE_DIR
 
 PROFILED = ["a", "d", "g", "h"]  # four of the published AGX Xavier modes
 
@@ -154,8 +153,8 @@ def test_plan_profiling_picks_distinct_modes_and_estimates_time():
 
 
 def test_default_plan_stays_in_the_upper_half_of_every_clock_and_given_candidates_are_kept():
-    from models.catalogue import load_device
-    from predictor.planning import MIN_CLOCK_SHARE, MIN_CORES
+    from jetpredict.models.catalogue import load_device
+    from jetpredict.predictor.planning import MIN_CLOCK_SHARE, MIN_CORES
 
     for device_id in ("agx-xavier", "orin-nano"):
         top = load_device(device_id).knob_ranges()
@@ -196,7 +195,7 @@ def test_cross_device_provenance_names_the_least_trustworthy_reference(resnet):
 
 
 def test_catalogue_modes_read_from_the_space_prediction_match_a_direct_prediction(resnet):
-    from predictor.space import catalogue_index
+    from jetpredict.predictor.space import catalogue_index
 
     space = load_device("agx-xavier").modes()
     picked = [space[i].as_dict() for i in (0, 4321, 17777, len(space) - 1)]

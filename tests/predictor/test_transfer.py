@@ -8,13 +8,12 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-
-from models.catalogue import load_device
-from models.errors import InputError
-from models.profile_rows import read_profile_csv
-from predictor.model import fit_workload
-from predictor.reference import REFERENCE_DIR, load_reference, transfer_reference
-from predictor.transfer import power_factors, reference_factors, time_factors, transfer_model
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor.model import fit_workload
+from jetpredict.predictor.reference import REFERENCE_DIR, load_reference, transfer_reference
+from jetpredict.predictor.transfer import power_factors, reference_factors, time_factors, transfer_model
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 
@@ -107,7 +106,7 @@ def test_physics_fallback_without_shared_reference_workloads(monkeypatch):
     src.workload_shapes = {f"other-{w}": v for w, v in src.workload_shapes.items()}
     src.workload_anchor_s = {f"other-{w}": v for w, v in src.workload_anchor_s.items()}
     assert reference_factors(model, src, transfer_reference("nano")) is None
-    monkeypatch.setattr("predictor.reference.transfer_reference", lambda device_id: None)
+    monkeypatch.setattr("jetpredict.predictor.reference.transfer_reference", lambda device_id: None)
     moved = transfer_model(copy.copy(model), "nano")
     assert moved.transfer_method == "physics"
     assert moved.time_fits["compute"].coef[0] == pytest.approx(

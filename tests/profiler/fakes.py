@@ -14,7 +14,7 @@ import stat
 import sys
 from pathlib import Path
 
-from models.catalogue import Device
+from jetpredict.models.catalogue import Device
 
 CPU_DIR = "/sys/devices/system/cpu"
 GPU_DIRS = {"T210": "/sys/devices/gpu.0/devfreq/57000000.gpu",

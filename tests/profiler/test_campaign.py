@@ -8,15 +8,14 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 import torch
-
-from models.catalogue import load_device
-from models.errors import InputError, ModeOutOfRangeError
-from models.profile_rows import read_profile_csv, read_profile_rows
-from profiler import campaign
-from profiler.backends import TorchBackend
-from profiler.campaign import CampaignConfig, CampaignParts, resolve_modes, run_campaign
-from profiler.power import NullPowerMeter
-from profiler.powermode import detect_controller
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError, ModeOutOfRangeError
+from jetpredict.models.profile_rows import read_profile_csv, read_profile_rows
+from jetpredict.profiler import campaign
+from jetpredict.profiler.backends import TorchBackend
+from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, resolve_modes, run_campaign
+from jetpredict.profiler.power import NullPowerMeter
+from jetpredict.profiler.powermode import detect_controller
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -88,7 +87,7 @@ class CrashOnSecondMode(TorchBackend):
 def test_a_crash_loses_only_the_mode_in_progress(tmp_path):
     cfg = _cfg(tmp_path)
     nan = float("nan")
-    from models.catalogue import PowerMode
+    from jetpredict.models.catalogue import PowerMode
 
     modes = [PowerMode("first", 1, nan, nan, nan), PowerMode("second", 1, nan, nan, nan)]
     parts = CampaignParts("host", None, modes, CrashOnSecondMode("lenet5-mnist", 8, 0),
@@ -141,7 +140,7 @@ def test_jetson_campaign_on_a_fake_orin_nano(fake_root, tmp_path):
 
 
 def test_sim_device_without_the_twin_is_a_clear_error(tmp_path, monkeypatch):
-    import profiler.sim as sim
+    import jetpredict.profiler.sim as sim
 
     monkeypatch.delattr(sim, "campaign_parts", raising=False)
     with pytest.raises(InputError, match="digital twin") as err:

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from jetpredict.models.profile_rows import read_profile_csv, read_profile_rows
 
-from api.cli import main
-from models.profile_rows import read_profile_csv, read_profile_rows
+from jetpredict.cli import main
 
 HERE = Path(__file__).parent
 
@@ -42,7 +42,7 @@ def test_user_factory_profiles_from_the_working_directory(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # The console script does not put the working directory on sys.path; the profiler must.
     exe = shutil.which("jetpredict")
-    cmd = [exe] if exe else [sys.executable, "-m", "api.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "jetpredict"]
     proc = subprocess.run(
         [*cmd, "profile", "--device", "host", "--workload",
          "my_lm:lstm_language_model", "--batch-size", "4", "--workers", "0", "--warmup", "1",

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from jetpredict.profiler import nets
+from jetpredict.profiler.complexity import TRAIN_FLOPS_PER_MAC, measure_complexity
 from torch import nn
-
-from profiler import nets
-from profiler.complexity import TRAIN_FLOPS_PER_MAC, measure_complexity
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

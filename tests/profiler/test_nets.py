@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from profiler import nets
+from jetpredict.profiler import nets
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

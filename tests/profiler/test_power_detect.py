@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
-from profiler.power import NullPowerMeter, PowerReadError, detect_power_meter
+from jetpredict.profiler.power import NullPowerMeter, PowerReadError, detect_power_meter
 
 
 @pytest.fixture
 def no_nvml(monkeypatch):
     def missing():
         raise ImportError("No module named 'pynvml'")
-    monkeypatch.setattr("profiler.power.nvml._load_pynvml", missing)
+    monkeypatch.setattr("jetpredict.profiler.power.nvml._load_pynvml", missing)
 
 
 def test_nothing_present_gives_none_no_sensor_found(fake_root, no_nvml, monkeypatch):

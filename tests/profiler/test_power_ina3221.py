@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from profiler.power import Ina3221Meter, PowerReadError, PowerSampler
-from profiler.power.rails import BOARDS, match_board, total_rule
+from jetpredict.profiler.power import Ina3221Meter, PowerReadError, PowerSampler
+from jetpredict.profiler.power.rails import BOARDS, match_board, total_rule
 
 
 def test_hwmon_orin_nx_total_is_vdd_in(fake_root):

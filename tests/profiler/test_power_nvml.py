@@ -5,8 +5,7 @@ from __future__ import annotations
 import types
 
 import pytest
-
-from profiler.power import NvmlMeter, PowerReadError, detect_power_meter
+from jetpredict.profiler.power import NvmlMeter, PowerReadError, detect_power_meter
 
 
 class FakeNvmlError(Exception):
@@ -72,13 +71,13 @@ def test_no_driver_or_bad_index_is_a_lookup_error():
 
 
 def test_detection_uses_nvml_for_a_cuda_device(fake_root, monkeypatch):
-    monkeypatch.setattr("profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
+    monkeypatch.setattr("jetpredict.profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
     meter = detect_power_meter("cuda:1")
     assert meter.name == "nvml:gpu1"
 
 
 def test_cpu_training_on_a_host_does_not_report_gpu_power(fake_root, monkeypatch):
-    monkeypatch.setattr("profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
+    monkeypatch.setattr("jetpredict.profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
     monkeypatch.setenv("PATH", str(fake_root.bin))
     meter = detect_power_meter("host")
     assert meter.name == "none: no sensor found"

@@ -9,8 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from profiler.power import NvmlMeter, PowerSampler, detect_power_meter
+from jetpredict.profiler.power import NvmlMeter, PowerSampler, detect_power_meter
 
 
 @pytest.fixture

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from profiler.power import RaplMeter, detect_cpu_package_meter
+from jetpredict.profiler.power import RaplMeter, detect_cpu_package_meter
 
 ZONE = "/sys/class/powercap/intel-rapl:{}/energy_uj"
 
@@ -12,7 +11,7 @@ ZONE = "/sys/class/powercap/intel-rapl:{}/energy_uj"
 def test_single_package_energy_and_power(fake_root, monkeypatch):
     fake_root.add_rapl([(1_000_000, 262_143_328_850)])
     clock = iter([10.0, 10.5, 11.0])
-    monkeypatch.setattr("profiler.power.rapl.time.perf_counter", lambda: next(clock))
+    monkeypatch.setattr("jetpredict.profiler.power.rapl.time.perf_counter", lambda: next(clock))
     meter = RaplMeter()
     assert meter.name == "rapl:package-0" and meter.domain == "cpu_package"
     fake_root.write(ZONE.format(0), 1_000_000 + 12_500_000)  # +12.5 J in 0.5 s

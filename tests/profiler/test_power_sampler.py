@@ -6,9 +6,8 @@ import threading
 import time
 
 import pytest
-
-from models.errors import InputError
-from profiler.power import NullPowerMeter, PowerMeter, PowerReadError, PowerSampler, hz_for_window
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerReadError, PowerSampler, hz_for_window
 
 
 class RampMeter(PowerMeter):

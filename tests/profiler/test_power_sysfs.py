@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profiler import sysfs
+from jetpredict.profiler import sysfs
 
 
 def test_root_defaults_to_slash(monkeypatch):

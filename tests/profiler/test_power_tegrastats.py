@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from profiler.power import PowerReadError, PowerSampler, TegrastatsMeter, parse_tegrastats_line
-from profiler.power.rails import total_rule
+from jetpredict.profiler.power import PowerReadError, PowerSampler, TegrastatsMeter, parse_tegrastats_line
+from jetpredict.profiler.power.rails import total_rule
 
 
 def test_parser_reads_rails_clocks_and_timestamp_of_each_family(tegrastats_samples):

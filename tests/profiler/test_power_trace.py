@@ -6,8 +6,7 @@ import math
 
 import numpy as np
 import pytest
-
-from profiler.power import PowerTrace
+from jetpredict.profiler.power import PowerTrace
 
 
 def test_constant_power_integrates_exactly_over_the_window():

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 from fakes import EMC_CAP, GPU_DIRS
-
-from models.catalogue import PowerMode, load_device
-from models.errors import ModeOutOfRangeError
-from profiler.powermode import PrivilegedCommandError, SysfsController, detect_controller, read_clocks
-from profiler.powermode.custom import SOC_PATHS, soc_paths
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.errors import ModeOutOfRangeError
+from jetpredict.profiler.powermode import (
+    PrivilegedCommandError,
+    SysfsController,
+    detect_controller,
+    read_clocks,
+)
+from jetpredict.profiler.powermode.custom import SOC_PATHS, soc_paths
 
 CPU = "/sys/devices/system/cpu"
 

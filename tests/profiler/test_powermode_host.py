@@ -6,10 +6,9 @@ import math
 import os
 
 import pytest
-
-from models.catalogue import PowerMode
-from models.errors import InputError
-from profiler.powermode import HostController, detect_controller
+from jetpredict.models.catalogue import PowerMode
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.powermode import HostController, detect_controller
 
 
 def test_threads_are_set_through_torch_and_restored():

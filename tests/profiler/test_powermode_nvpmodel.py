@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 from fakes import EMC_CAP, GPU_DIRS
-
-from models.catalogue import PowerMode, load_device
-from models.errors import InputError, ModeOutOfRangeError
-from profiler.powermode import (
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.errors import InputError, ModeOutOfRangeError
+from jetpredict.profiler.powermode import (
     NvpmodelController,
     PrivilegedCommandError,
     detect_controller,

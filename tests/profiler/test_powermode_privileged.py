@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from profiler.powermode import PrivilegedCommandError, privileged, run_privileged, write_sysfs
+from jetpredict.profiler.powermode import PrivilegedCommandError, privileged, run_privileged, write_sysfs
 
 
 def test_runs_a_tool_from_the_fake_root(fake_root):

@@ -9,14 +9,13 @@ import sys
 import textwrap
 
 import pytest
-
-from models.catalogue import PowerMode, load_device
-from profiler.powermode import HostController, detect_controller
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.profiler.powermode import HostController, detect_controller
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from models.catalogue import PowerMode, load_device
-    from profiler.powermode import detect_controller
+    from jetpredict.models.catalogue import PowerMode, load_device
+    from jetpredict.profiler.powermode import detect_controller
 
     device = load_device("agx-xavier")
     ctl = detect_controller("jetson", "agx-xavier")

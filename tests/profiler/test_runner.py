@@ -8,11 +8,10 @@ import sys
 
 import numpy as np
 import pytest
-
-from models.profile_rows import validate_records
-from profiler.backends import MinibatchTiming
-from profiler.power import PowerTrace, detect_power_meter
-from profiler.runner import aggregate_row, run_mode, summarize
+from jetpredict.models.profile_rows import validate_records
+from jetpredict.profiler.backends import MinibatchTiming
+from jetpredict.profiler.power import PowerTrace, detect_power_meter
+from jetpredict.profiler.runner import aggregate_row, run_mode, summarize
 
 
 def test_summarize():
@@ -86,8 +85,7 @@ def test_runner_imports_without_torch():
 
 def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
     import torch
-
-    from profiler.backends import TorchBackend
+    from jetpredict.profiler.backends import TorchBackend
 
     # 5 V x 2.4 A = 12 W on the module rail of an Orin Nano.
     fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 2400), ("VDD_CPU_GPU_CV", 1000, 500),
@@ -122,7 +120,7 @@ def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
 
 
 def test_run_mode_rejects_bad_counts():
-    from models.errors import InputError
+    from jetpredict.models.errors import InputError
 
     with pytest.raises(InputError) as err:
         run_mode(None, minibatches=0)  # type: ignore[arg-type]

@@ -6,12 +6,11 @@ import math
 
 import numpy as np
 import pytest
-
-from models.catalogue import PowerMode, load_device
-from models.errors import InputError
-from models.profile_rows import validate_records
-from profiler import runner, sim
-from profiler.sim.backend import WARMUP_EXTRA
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import validate_records
+from jetpredict.profiler import runner, sim
+from jetpredict.profiler.sim.backend import WARMUP_EXTRA
 
 
 def profile(device: str, workload: str, modes, seed: int = 0, **kw):

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from models import calibrate
+from tools import calibrate_twin as calibrate
 
 pytestmark = pytest.mark.skipif(not calibrate.DEFAULT_PUBLISHED.is_dir(),
                                 reason="../shared/data/published is not present")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from api.cli import main
-from models.catalogue import load_device
-from models.profile_rows import read_profile_csv
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.profile_rows import read_profile_csv
+
+from jetpredict.cli import main
 
 
 def test_profile_presets_on_the_twin(tmp_path, capsys):

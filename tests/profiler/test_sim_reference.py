@@ -7,13 +7,13 @@ import sys
 
 import numpy as np
 import pytest
+from jetpredict.models.catalogue import device_ids, load_device
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.profiler.sim.complexity import load_complexity
+from jetpredict.profiler.sim.physics import DevicePhysics
+from jetpredict.profiler.sim.twin import Twin
 
-from models.catalogue import device_ids, load_device
-from models.make_reference_sweeps import REFERENCE_DIR, WORKLOADS, spread_modes
-from models.physics import DevicePhysics
-from models.profile_rows import read_profile_csv
-from profiler.sim.complexity import load_complexity
-from profiler.sim.twin import Twin
+from tools.make_reference_sweeps import REFERENCE_DIR, WORKLOADS, spread_modes
 
 
 @pytest.mark.parametrize("device", device_ids())

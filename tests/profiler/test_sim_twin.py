@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from models.catalogue import load_device
-from models.physics import DevicePhysics
-from profiler.sim.complexity import load_complexity
-from profiler.sim.twin import Twin
+from jetpredict.models.catalogue import load_device
+from jetpredict.profiler.sim.complexity import load_complexity
+from jetpredict.profiler.sim.physics import DevicePhysics
+from jetpredict.profiler.sim.twin import Twin
 
 
 def twin(device: str, workload: str) -> Twin:

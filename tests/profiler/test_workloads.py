@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from models.errors import InputError, UnknownWorkloadError
-from profiler import workloads as wl
+from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.profiler import workloads as wl
 
 HERE = Path(__file__).parent
 

@@ -11,10 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from models.catalogue import device_ids
-from models.profile_rows import read_profile_csv
-from predictor.artifacts import FITTED_DIR, file_sha256, save_bundled_reference
-from predictor.reference import (
+from jetpredict.models.catalogue import device_ids
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor.artifacts import FITTED_DIR, file_sha256, save_bundled_reference
+from jetpredict.predictor.reference import (
     build_reference,
     calibrate_interval_scales,
     read_reference_rows,

@@ -35,9 +35,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from models.catalogue import load_device
-from models.physics import CALIBRATION_PATH, DVFS_V_FLOOR, SHARED_KEYS, DeviceConstants, DevicePhysics
+from jetpredict.models.catalogue import load_device
+from jetpredict.profiler.sim.physics import (
+    CALIBRATION_PATH,
+    DVFS_V_FLOOR,
+    SHARED_KEYS,
+    DeviceConstants,
+    DevicePhysics,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PUBLISHED = REPO.parent / "shared" / "data" / "published"
@@ -229,13 +234,13 @@ class Calibration:
 
 @cache
 def _complexity(workload: str):
-    from profiler.sim.complexity import load_complexity
+    from jetpredict.profiler.sim.complexity import load_complexity
 
     return load_complexity(workload)
 
 
 def _twin(cal: Calibration, device: str, workload: str):
-    from profiler.sim.twin import Twin
+    from jetpredict.profiler.sim.twin import Twin
 
     return Twin(cal.physics(device), _complexity(workload))
 

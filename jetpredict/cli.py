@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from models.catalogue import MODE_FIELDS, list_devices, load_device
-from models.errors import InputError
-from models.tables import FORMATS, write_table
+from jetpredict import __version__
+from jetpredict.models.catalogue import MODE_FIELDS, list_devices, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.tables import FORMATS, write_table
 
 
 def _devices(args: argparse.Namespace) -> int:
@@ -52,13 +53,14 @@ def _register_devices(sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from api import serve_cli
-    from predictor import cli as predictor_cli
-    from profiler import cli as profiler_cli
+    from jetpredict.api import serve_cli
+    from jetpredict.predictor import cli as predictor_cli
+    from jetpredict.profiler import cli as profiler_cli
 
     parser = argparse.ArgumentParser(
         prog="jetpredict",
         description="Predict DNN training epoch time and energy on every Jetson power mode.")
+    parser.add_argument("--version", action="version", version=f"jetpredict {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
     _register_devices(sub)
     profiler_cli.register(sub)

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.catalogue import Device, PowerMode, device_ids, load_device, mode_label
+from jetpredict.models.profile_rows import COLUMNS, validate_records, write_profile_csv
 
-from models.catalogue import Device, PowerMode, device_ids, load_device, mode_label
-from models.profile_rows import COLUMNS, validate_records, write_profile_csv
-
-REFERENCE_DIR = Path(__file__).with_name("reference")
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "models" / "reference"
 WORKLOADS = ("lenet5-mnist", "resnet18-cifar10", "mobilenetv3-small-gld23k", "vgg11-cifar10")
 DEFAULT_MODES = 320
 #: Measured minibatches per mode: enough for LeNet's ~0.7 s window to hold ~70 meter samples at the
@@ -65,7 +64,7 @@ def spread_modes(device: Device, n: int, seed: int = 0) -> list[PowerMode]:
 def sweep_device(device_id: str, n_modes: int = DEFAULT_MODES, seed: int = 0,
                  workloads: tuple[str, ...] = WORKLOADS) -> pd.DataFrame:
     """Profile every workload on the device's spread modes with the twin; returns validated rows."""
-    from profiler import runner, sim
+    from jetpredict.profiler import runner, sim
 
     device = load_device(device_id)
     modes = spread_modes(device, n_modes, seed)

@@ -4,7 +4,7 @@ Shared by the digital twin (``profiler.sim``), which turns a workload's complexi
 timings and power, and by the predictor, which may use it as a prior. Pure numpy; every method takes
 scalars or arrays and broadcasts, so a whole power-mode space is evaluated at once::
 
-    from models.physics import DevicePhysics
+    from jetpredict.profiler.sim.physics import DevicePhysics
     phys = DevicePhysics("agx-xavier")
     modes = phys.device.modes().as_arrays()          # dict of arrays: cpu_cores, cpu_mhz, gpu_mhz, emc_mhz
     phys.peak_fp32_flops(modes["gpu_mhz"])            # FLOP/s
@@ -25,16 +25,15 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
-from models.catalogue import MODE_FIELDS, Device, load_device
-from models.errors import InputError
+from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device
+from jetpredict.models.errors import InputError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-CALIBRATION_PATH = Path(__file__).with_name("twin_calibration.toml")
+CALIBRATION_PATH = Path(__file__).with_name("data") / "twin_calibration.toml"
 
 #: DVFS curve shape (fractions of the domain's top clock / top voltage). Tegra DVFS tables hold the
 #: rail at a floor voltage over the low steps and raise it roughly linearly above a knee. The floor

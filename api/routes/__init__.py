@@ -1,0 +1,1 @@
+"""HTTP route blueprints, one module per resource."""

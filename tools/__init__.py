@@ -1,0 +1,1 @@
+"""Build-time scripts: twin calibration, reference sweeps, bundled refits. Not installed."""
