@@ -11,32 +11,46 @@ from collections.abc import Mapping
 
 from flask import Flask, Response, request
 from flask_smorest import Api
-from jetpredict.api.config import Settings, load_settings
+from jetpredict.api.config import RATE_LIMIT_OFF, Settings, load_settings
 from jetpredict.api.errors import ApiError, register_error_handlers
 from jetpredict.api.metrics import Metrics
 from jetpredict.api.routes import (
     devices,
     fleet_plans,
     health,
+    page,
     predictions,
     profiles,
     recommendations,
+    reference_workloads,
     workloads,
 )
-from jetpredict.api.routes.common import API_KEY_HEADER, Services
+from jetpredict.api.routes.common import API_KEY_HEADER, Services, services
 from jetpredict.api.schemas import ErrorSchema
 from jetpredict.api.storage import Storage
-from jetpredict.api.workloads import WorkloadService
+from jetpredict.api.workloads import IDEMPOTENCY_HEADER, WorkloadService
 
 log = logging.getLogger("jetpredict.api")
 
 BLUEPRINTS = (health.blp, devices.blp, predictions.blp, recommendations.blp, fleet_plans.blp,
-              profiles.blp, workloads.blp)
+              profiles.blp, workloads.blp, reference_workloads.blp)
 _BODY_METHODS = ("POST", "PUT", "PATCH")
+#: Endpoints (blueprint.view) under the per-client rate limits.
+COSTLY_ENDPOINTS = ("predictions.Predictions", "recommendations.Recommendations", "fleet_plans.FleetPlans",
+                    "profiles.Profiles")
 #: Longest path + query string in bytes (as nginx's default); gunicorn itself is told not to cut earlier,
 #: so that the answer is our JSON error rather than the server's HTML page.
 MAX_URL_BYTES = 8192
-SWAGGER_UI_CDN = "https://cdn.jsdelivr.net/npm/swagger-ui-dist/"
+
+
+API_DESCRIPTION = (
+    "Predict DNN training epoch time and energy on every Jetson power mode.\n\n"
+    "Access: reads are public. Every GET and the prediction routes (predictions, recommendations, fleet "
+    "plans) answer anyone who can reach the service, including the stored workloads and their profile "
+    "rows; only writes (POST /v1/profiles, DELETE /v1/workloads/{id}) need the X-API-Key header. Bind to "
+    "loopback (the default) or put the service behind a proxy that authenticates when rows are "
+    "confidential. Costly routes are rate limited per client address (429 with Retry-After); a database "
+    "that cannot be reached answers 503 with Retry-After.")
 
 
 class JetApi(Api):
@@ -52,21 +66,49 @@ def _openapi_config(settings: Settings) -> dict[str, object]:
         "OPENAPI_VERSION": "3.0.3",
         "OPENAPI_URL_PREFIX": "/",
         "OPENAPI_JSON_PATH": "openapi.json",
-        "OPENAPI_SWAGGER_UI_PATH": "docs",
-        "OPENAPI_SWAGGER_UI_URL": SWAGGER_UI_CDN,
+        # No OPENAPI_SWAGGER_UI_PATH: flask-smorest's Swagger page has an inline script and loads a CDN;
+        # /docs is served from the package by api.routes.page (vendored Swagger UI, works offline).
         "API_SPEC_OPTIONS": {
-            "info": {"description": "Predict DNN training epoch time and energy on every Jetson power mode."},
+            "info": {"description": API_DESCRIPTION},
             "servers": [{"url": "/"}],
         },
         "MAX_CONTENT_LENGTH": settings.MAX_BODY_BYTES,
     }
 
 
+#: Headers on every answer. The API serves JSON and the page serves its JS/CSS as files (no inline code),
+#: so everything may come from this origin only, and nothing may frame it.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+_WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+#: A CORS preflight may be cached by the browser this long (s).
+CORS_MAX_AGE_S = 600
+
+
+def _route_methods(app: Flask) -> set[str]:
+    """Methods the matched route serves (for preflight answers), empty when no route matches."""
+    adapter = app.url_map.bind_to_environ(request.environ)
+    try:
+        return set(adapter.allowed_methods(request.path)) - {"HEAD"}
+    except Exception:  # noqa: BLE001 - a path that matches nothing has no methods
+        return set()
+
+
+def _cors_allowed(settings: Settings, origin: str | None) -> bool:
+    return bool(origin and settings.CORS_ORIGINS and ("*" in settings.CORS_ORIGINS
+                                                       or origin in settings.CORS_ORIGINS))
+
+
 def _install_request_guards(app: Flask, settings: Settings) -> None:
     @app.before_request
     def _guards():
-        if request.method == "OPTIONS" and settings.CORS_ORIGINS:
-            return Response(status=204)
+        if request.method == "OPTIONS" and settings.CORS_ORIGINS and request.url_rule is not None:
+            return Response(status=204)  # a preflight only for a path that is a route (else 404/405)
         url_bytes = len(request.path.encode()) + len(request.query_string)
         if url_bytes > MAX_URL_BYTES:
             raise ApiError(414, f"the URL is {url_bytes} bytes; the limit is {MAX_URL_BYTES}",
@@ -79,25 +121,68 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
         if request.method in _BODY_METHODS and request.url_rule is not None and not is_json:
             raise ApiError(415, f"Content-Type must be application/json, got {request.mimetype or 'none'}",
                            {"Content-Type": ["must be application/json"]})
+        # Until the database is back the routes that need it answer 503 themselves; the catalogue works.
+        services().ensure_schema(raise_errors=False)
         return None
 
     @app.after_request
     def _headers(response: Response) -> Response:
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        origin = request.headers.get("Origin")
-        if origin and settings.CORS_ORIGINS and ("*" in settings.CORS_ORIGINS or origin in settings.CORS_ORIGINS):
-            response.headers["Access-Control-Allow-Origin"] = "*" if "*" in settings.CORS_ORIGINS else origin
-            response.headers["Access-Control-Allow-Headers"] = f"Content-Type, {API_KEY_HEADER}"
-            response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
-            response.headers.add("Vary", "Origin")
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if request.method in _WRITE_METHODS or response.status_code >= 400:
+            response.headers["Cache-Control"] = "no-store"
+        if settings.CORS_ORIGINS:
+            response.vary.add("Origin")  # the answer depends on Origin: caches must keep them apart
+            origin = request.headers.get("Origin")
+            if _cors_allowed(settings, origin) and request.url_rule is not None:
+                response.headers["Access-Control-Allow-Origin"] = "*" if "*" in settings.CORS_ORIGINS else origin
+                response.headers["Access-Control-Allow-Headers"] = (
+                    f"Content-Type, {API_KEY_HEADER}, {IDEMPOTENCY_HEADER}")
+                methods = sorted(_route_methods(app) | {"OPTIONS"})
+                response.headers["Access-Control-Allow-Methods"] = ", ".join(methods)
+                response.headers["Access-Control-Max-Age"] = str(CORS_MAX_AGE_S)
         return response
+
+
+def _asks_for_all_modes() -> bool:
+    body = request.get_json(silent=True) if request.is_json else None
+    return isinstance(body, dict) and body.get("modes") == "all"
+
+
+def _install_rate_limits(app: Flask, settings: Settings) -> None:
+    """Per-client (remote address) limits on the routes that cost CPU: predictions, recommendations,
+    fleet plans, uploads; a tighter one on ``modes: "all"`` (~30k rows, MBs per answer). ``off`` = none.
+
+    The counters live in ``RATE_LIMIT_STORAGE_URL`` (``memory://``: per worker process; a shared store
+    such as ``redis://`` makes the limits hold across workers and instances).
+    """
+    if not settings.rate_limits_on:
+        return
+    from flask_limiter import Limiter
+    from flask_limiter.util import get_remote_address
+
+    limiter = Limiter(get_remote_address, app=app, storage_uri=settings.RATE_LIMIT_STORAGE_URL,
+                      headers_enabled=True, default_limits=[])
+    app.extensions["jetpredict_limiter"] = limiter
+    decorators = []
+    if settings.RATE_LIMIT.lower() not in RATE_LIMIT_OFF:
+        decorators.append(limiter.shared_limit(settings.RATE_LIMIT, scope="costly", methods=["POST"]))
+    if settings.RATE_LIMIT_ALL_MODES.lower() not in RATE_LIMIT_OFF:
+        decorators.append(limiter.shared_limit(settings.RATE_LIMIT_ALL_MODES, scope="all-modes",
+                                               methods=["POST"], exempt_when=lambda: not _asks_for_all_modes()))
+    for endpoint in COSTLY_ENDPOINTS:
+        view = app.view_functions.get(endpoint)
+        for decorate in decorators if view is not None else ():
+            view = decorate(view)
+        if view is not None:
+            app.view_functions[endpoint] = view
 
 
 def _warm_up() -> None:
     """Import the predictor now (seconds, once per process) rather than in the first request."""
     try:
-        import predictor.model  # noqa: F401
-        import predictor.service  # noqa: F401
+        import jetpredict.predictor.model  # noqa: F401
+        import jetpredict.predictor.service  # noqa: F401
     except ImportError:  # pragma: no cover - a broken install shows up on the first prediction instead
         log.exception("predictor not importable")
 
@@ -112,18 +197,24 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     app.config.update({k: v for k, v in config.items() if k not in Settings.__dataclass_fields__})
 
     storage = Storage(settings.database_url)
-    storage.create_schema()
+    services = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE), Metrics())
+    # A database that is down at boot does not stop the service: requests answer 503 until it is back,
+    # and the first one after that creates the schema.
+    services.ensure_schema(raise_errors=False)
     storage.dispose()  # no pooled connection may cross a fork (gunicorn preloads the app, then forks)
     _warm_up()
-    metrics = Metrics()
-    metrics.init_app(app)
-    app.extensions["jetpredict"] = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE),
-                                            metrics)
+    services.metrics.init_app(app)
+    app.extensions["jetpredict"] = services
 
     api = JetApi(app)
     api.spec.components.security_scheme("ApiKeyAuth", {"type": "apiKey", "in": "header", "name": API_KEY_HEADER})
     for blp in BLUEPRINTS:
         api.register_blueprint(blp)
+    # "Exactly one of id or rows", in the document too (marshmallow says it in a schema validator).
+    api.spec.components.schemas["WorkloadRef"].update(minProperties=1, maxProperties=1)
+    api.spec._paths["/v1/profiles"]["post"]["responses"]["201"]["links"] = profiles.UPLOAD_LINKS
+    app.register_blueprint(page.blp)  # "/", "/docs", "/assets/...": not API routes, not in the OpenAPI document
     _install_request_guards(app, settings)
+    _install_rate_limits(app, settings)
     register_error_handlers(app)  # after Api(app), so these handlers replace flask-smorest's
     return app

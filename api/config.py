@@ -18,6 +18,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 DEFAULT_WORKERS = 2
+DEFAULT_RATE_LIMIT = "600/minute;50/second"
+DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"
+RATE_LIMIT_OFF = ("off", "none", "0", "false")
 
 
 def _split(value: str | list | tuple) -> tuple[str, ...]:
@@ -40,7 +43,15 @@ class Settings:
     THREADS: int = 4  # gunicorn threads per worker
     CORS_ORIGINS: tuple[str, ...] = ()  # empty = CORS off
     MODEL_CACHE_SIZE: int = 64  # fitted workload models kept in memory per process
-    MAX_CLIENTS: int = 5000  # clients in one fleet plan
+    # Per-client limits (flask-limiter syntax, ";"-separated) on the costly POST routes, and on requests
+    # for modes "all"; "off" turns limiting off (tests and loopback benchmarks).
+    RATE_LIMIT: str = DEFAULT_RATE_LIMIT
+    RATE_LIMIT_ALL_MODES: str = DEFAULT_RATE_LIMIT_ALL_MODES
+    RATE_LIMIT_STORAGE_URL: str = "memory://"  # per worker; redis://... shares counters across processes
+
+    @property
+    def rate_limits_on(self) -> bool:
+        return self.RATE_LIMIT.lower() not in RATE_LIMIT_OFF or self.RATE_LIMIT_ALL_MODES.lower() not in RATE_LIMIT_OFF
 
     @property
     def database_url(self) -> str:
@@ -50,7 +61,7 @@ class Settings:
         return f"sqlite:///{(Path(self.DATA_DIR) / 'jetpredict.sqlite').resolve()}"
 
 
-_INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1, "MAX_CLIENTS": 1}
+_INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1}
 
 
 def _coerce(name: str, value: object) -> object:
@@ -64,6 +75,17 @@ def _coerce(name: str, value: object) -> object:
         return number
     if name in ("API_KEYS", "CORS_ORIGINS"):
         return _split(value)  # type: ignore[arg-type]
+    if name in ("RATE_LIMIT", "RATE_LIMIT_ALL_MODES"):
+        text = str(value).strip()
+        if text.lower() not in RATE_LIMIT_OFF:
+            from limits import parse_many
+
+            try:
+                parse_many(text)
+            except ValueError:
+                raise InputError(f"{ENV_PREFIX}{name}={text!r} is not a rate limit such as '60/minute' or "
+                                 "'10/second;100/minute' (or 'off')", name) from None
+        return text
     if name == "DATA_DIR":
         return Path(str(value)).expanduser()
     return str(value).strip()

@@ -2,8 +2,9 @@
 
 ``code`` is the HTTP status (as flask-smorest does), ``errors`` maps a dotted field path (``workload.id``,
 ``rows.3.gpu_mhz``) to messages. Bad input never becomes a 500: :class:`models.errors.InputError` is a
-422 (404 for an unknown workload), malformed bodies are 400, and unexpected exceptions are logged and
-answered with a 500 that carries no stack trace.
+422 (404 for an unknown workload), malformed or too deeply nested bodies are 400, numeric overflow is a
+422, a database that cannot be reached is a 503 (with ``Retry-After``), and unexpected exceptions are
+logged and answered with a 500 that carries no stack trace.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import logging
 from collections.abc import Mapping
 
 from flask import Flask, jsonify
+from jetpredict.api.storage import is_unreachable
 from jetpredict.models.errors import InputError, UnknownWorkloadError
-from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger("jetpredict.api")
+
+#: s a client should wait before retrying when the database is unreachable (header Retry-After of a 503)
+DB_RETRY_AFTER_S = 2
 
 # Locations webargs nests errors under; the body is the default, so its prefix is dropped.
 _LOCATIONS = ("json", "query", "path", "headers", "view_args", "form", "files", "cookies")
@@ -124,12 +129,33 @@ def register_error_handlers(app: Flask) -> None:
             response.headers["Allow"] = exc.get_response().headers["Allow"]
         return response
 
+    @app.errorhandler(RecursionError)
+    def _too_deep(exc: RecursionError):
+        # json.loads (or a validator) ran out of stack on a deeply nested body: bad input, not a fault.
+        log.warning("request rejected: nesting too deep (%s)", exc)
+        return _body(400, _status_name(400), "the JSON body is nested too deeply",
+                     {"body": ["is nested too deeply; profile rows and requests need only a few levels"]})
+
+    @app.errorhandler(OverflowError)
+    def _overflow(exc: OverflowError):
+        # Finite inputs whose products or sums leave the float range (e.g. deadlines near 1e308).
+        log.warning("request rejected: numeric overflow (%s)", exc)
+        return _body(422, _status_name(422), "a number in the request is too large to compute with",
+                     {"_schema": [f"numeric overflow: {exc}"]})
+
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
         if isinstance(exc, HTTPException):  # pragma: no cover - handled above
             return _http_error(exc)
+        if is_unreachable(exc):
+            log.warning("database unavailable: %s", exc.__class__.__name__, exc_info=log.isEnabledFor(10))
+            response = _body(503, _status_name(503), "the database cannot be reached; retry later",
+                             {"database": ["unreachable"]})
+            response.headers["Retry-After"] = str(DB_RETRY_AFTER_S)
+            return response
         log.exception("unhandled error")
-        return _body(500, InternalServerError.name, "internal error; see the server log", {})
+        # InternalServerError.name is a property of instances: ask the status table, never the class.
+        return _body(500, _status_name(500), "internal error; see the server log", {})
 
 
 def _status_name(status: int) -> str:

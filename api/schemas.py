@@ -8,17 +8,39 @@ exception: their fields are documented here, but they are checked by
 
 from __future__ import annotations
 
-import math
-
-from jetpredict.models.catalogue import MODE_FIELDS, device_ids
-from jetpredict.models.profile_rows import FIELDS
-from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
+from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
+from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS
+from jetpredict.predictor.limits import (
+    DEFAULT_CONFIDENCE,
+    MAX_CLIENTS,
+    MAX_CONFIDENCE,
+    MAX_EPOCHS,
+    MAX_MODES,
+    MIN_CONFIDENCE,
+)
+from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS
+from marshmallow import EXCLUDE, INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 MAX_ROWS = 10_000  # profile rows in one request
-MAX_MODES = 50_000  # explicit modes in one request (the largest space, AGX Xavier, has 29,232)
-MAX_EPOCHS = 1_000_000
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+#: A round deadline longer than this (10 years, s) is a typo; the bound keeps every sum finite.
+MAX_DEADLINE_S = 10 * 365 * 86400.0
+#: Power and epoch-time caps above these (W, s) constrain nothing; the bound keeps the schema tight.
+MAX_POWER_CAP_W = 10_000.0
+MAX_TIME_CAP_S = 1e8
 MAX_OFFSET = 2**31 - 1  # paging offsets go to SQL as 64-bit integers; keep them far inside
-OBJECTIVES = ("min-time", "min-energy")
+OBJECTIVES = tuple(OBJECTIVE_COLUMNS)  # defined once, in predictor.limits
+
+
+def _catalogue_ranges() -> dict[str, tuple[float, float]]:
+    """Per knob, the union of the catalogue devices' ranges (each device's own range is checked later)."""
+    ranges = [load_device(d).knob_ranges() for d in device_ids()]
+    return {k: (min(r[k][0] for r in ranges), max(r[k][1] for r in ranges)) for k in MODE_FIELDS}
+
+
+CATALOGUE_RANGES = _catalogue_ranges()
+#: A workload id: what uploads accept (no '/', '\\' or control characters), as a JSON-schema pattern.
+WORKLOAD_ID_PATTERN = r"^[^/\\\x00-\x1f\x7f]+$"
 
 
 class RequestSchema(Schema):
@@ -99,7 +121,12 @@ class ModeSchema(Schema):
 class ModelProvenanceSchema(Schema):
     """Where a fitted workload model's predictions come from."""
 
-    reference_source = fields.String(required=True, metadata={"description": "published|measured|simulated"})
+    reference_source = fields.String(required=True, metadata={
+        "description": "published|measured|simulated: the least trusted reference sweeps the answer rests on "
+                       "(across devices, those of the target device too)"})
+    workload_source = fields.String(metadata={
+        "description": "published|measured|simulated: where the workload's own profile rows came from "
+                       "(simulated = the digital twin)"})
     profiled_modes = fields.Integer(required=True)
     model_version = fields.String(required=True)
 
@@ -133,6 +160,19 @@ def _row_property(f) -> dict:
         prop["minimum"] = f.minimum
         if f.strict:
             prop["exclusiveMinimum"] = True
+    if getattr(f, "maximum", None) is not None:
+        prop["maximum"] = f.maximum
+    if f.kind is str:
+        # What the server enforces: required text is not empty; no cell is longer than the readers' limit.
+        prop["maxLength"] = MAX_CELL_CHARS
+        if f.required:
+            prop["minLength"] = 1
+    if f.name == "device":
+        prop["enum"] = list(device_ids())  # "host" rows are profiles, but cannot be fitted by the service
+    if f.name in MODE_FIELDS:
+        lo, hi = CATALOGUE_RANGES[f.name]
+        prop.update(minimum=lo, maximum=hi)
+        prop.pop("exclusiveMinimum", None)
     if f.unit:
         prop["description"] = f.unit
     return prop
@@ -140,7 +180,7 @@ def _row_property(f) -> dict:
 
 PROFILE_ROW_DOC = {
     "type": "object",
-    "description": "one profile row (DESIGN.md); null = unknown; extra columns pass through",
+    "description": "one profile row (fields: models/profile_rows.py); null = unknown; pass-through columns kept, other columns rejected",
     "properties": {f.name: _row_property(f) for f in FIELDS},
     "required": [f.name for f in FIELDS if f.required],
     # Extra columns (power_meter, macs_fwd, ...) are CSV cells: scalars only.
@@ -155,7 +195,10 @@ def _rows_field(**kwargs) -> fields.List:
 
 
 class WorkloadRefSchema(RequestSchema):
-    id = fields.String(validate=validate.Length(1, 200), metadata={"description": "a stored workload"})
+    """Exactly one of ``id`` or ``rows`` (the OpenAPI document says so with min/maxProperties 1)."""
+
+    id = fields.String(validate=[validate.Length(1, 200), validate.Regexp(WORKLOAD_ID_PATTERN)],
+                       metadata={"description": "a stored workload"})
     rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device"})
 
     @validates_schema
@@ -166,6 +209,19 @@ class WorkloadRefSchema(RequestSchema):
 
 class ProfileUploadSchema(RequestSchema):
     rows = _rows_field(required=True)
+
+
+class UploadHeadersSchema(Schema):
+    """Headers of ``POST /v1/profiles`` (others, such as X-API-Key, are left alone)."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    idempotency_key = fields.String(
+        data_key="Idempotency-Key", validate=[validate.Length(1, MAX_IDEMPOTENCY_KEY_CHARS),
+                                              validate.Regexp(r"^[!-~]+$")],
+        metadata={"description": "any printable ASCII token (e.g. a UUID) naming this upload: a retry with "
+                  "the same key and body is stored once and answered with the original result"})
 
 
 class UploadResultSchema(ModelProvenanceSchema):
@@ -224,22 +280,29 @@ UPLOAD_EXAMPLE = {"rows": EXAMPLE_ROWS}
 # -- predictions -----------------------------------------------------------------------------------
 MODE_IN_DOC = {
     "type": "object",
+    "description": "knob ranges are those of the whole catalogue; each device's own range is checked too",
     "properties": {
         "mode": {"type": "string", "maxLength": 100},
-        "cpu_cores": {"type": "integer"},
-        **{k: {"type": "number", "description": "MHz"} for k in MODE_FIELDS[1:]},
+        "cpu_cores": {"type": "integer", "minimum": CATALOGUE_RANGES["cpu_cores"][0],
+                      "maximum": CATALOGUE_RANGES["cpu_cores"][1]},
+        **{k: {"type": "number", "description": "MHz", "minimum": CATALOGUE_RANGES[k][0],
+               "maximum": CATALOGUE_RANGES[k][1]} for k in MODE_FIELDS[1:]},
     },
     "required": list(MODE_FIELDS),
     "additionalProperties": False,
 }
 
 
+def _knob_range(name: str) -> validate.Range:
+    return validate.Range(*CATALOGUE_RANGES[name])
+
+
 class ModeInSchema(RequestSchema):
     mode = fields.String(validate=validate.Length(0, 100))
-    cpu_cores = fields.Integer(required=True, strict=True)
-    cpu_mhz = fields.Float(required=True)
-    gpu_mhz = fields.Float(required=True)
-    emc_mhz = fields.Float(required=True)
+    cpu_cores = fields.Integer(required=True, strict=True, validate=_knob_range("cpu_cores"))
+    cpu_mhz = fields.Float(required=True, validate=_knob_range("cpu_mhz"))
+    gpu_mhz = fields.Float(required=True, validate=_knob_range("gpu_mhz"))
+    emc_mhz = fields.Float(required=True, validate=_knob_range("emc_mhz"))
 
 
 _MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs more than loading 10 modes
@@ -258,7 +321,8 @@ def _plain_mode(m: object) -> bool:
     cores = m["cpu_cores"]
     if type(cores) is not int:
         return False
-    return all(type(m[k]) in (float, int) and math.isfinite(m[k]) for k in MODE_FIELDS[1:])
+    return all(type(m[k]) in (float, int) and CATALOGUE_RANGES[k][0] <= m[k] <= CATALOGUE_RANGES[k][1]
+               for k in MODE_FIELDS)
 
 
 class ModesField(fields.Field):
@@ -286,12 +350,18 @@ def _modes_field() -> ModesField:
                   {"type": "array", "items": MODE_IN_DOC, "minItems": 1, "maxItems": MAX_MODES}]})
 
 
+def _confidence_field(description: str) -> fields.Float:
+    return fields.Float(load_default=DEFAULT_CONFIDENCE, validate=validate.Range(MIN_CONFIDENCE, MAX_CONFIDENCE),
+                        metadata={"description": description, "example": DEFAULT_CONFIDENCE})
+
+
 class PredictionRequestSchema(RequestSchema):
     device = _device_field("device to predict for (default: the workload's)")
     workload = fields.Nested(WorkloadRefSchema, required=True)
     modes = _modes_field()
     epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS),
                             metadata={"description": "adds time/energy to train this many epochs"})
+    confidence = _confidence_field("coverage of the intervals (a share, e.g. 0.9)")
 
 
 def _num(required: bool = False, **metadata) -> fields.Float:
@@ -306,14 +376,19 @@ class PredictionSchema(ModeSchema):
     epoch_energy_j = _num(True, description="J per epoch")
     epoch_energy_j_low = _num(description="J")
     epoch_energy_j_high = _num(description="J")
+    avg_power_w_low = _num(description="W, lower bound of the interval")
+    avg_power_w_high = _num(description="W, upper bound of the interval (what power caps are checked against)")
     time_to_accuracy_s = _num(description="s for `epochs` epochs")
     time_to_accuracy_s_low = _num()
     time_to_accuracy_s_high = _num()
     energy_to_accuracy_j = _num(description="J for `epochs` epochs")
     energy_to_accuracy_j_low = _num()
     energy_to_accuracy_j_high = _num()
+    extrapolated = fields.Boolean(metadata={"description": "a knob lies outside the profiled range"})
+    extrapolated_knobs = fields.String(metadata={"description": "those knobs, ';'-separated ('' if none)"})
     cross_device = fields.Boolean(required=True)
     power_source = fields.String(required=True, metadata={"description": "workload | reference"})
+    confidence = fields.Float(metadata={"description": "coverage of the intervals"})
 
 
 class ProvenanceSchema(ModelProvenanceSchema):
@@ -328,9 +403,10 @@ class PredictionResponseSchema(ProvenanceSchema):
 
 
 class ConstraintsSchema(RequestSchema):
-    max_power_w = fields.Float(allow_none=True, validate=validate.Range(0, None, min_inclusive=False),
+    max_power_w = fields.Float(allow_none=True, validate=validate.Range(0, MAX_POWER_CAP_W, min_inclusive=False),
                                metadata={"description": "W"})
-    max_epoch_time_s = fields.Float(allow_none=True, validate=validate.Range(0, None, min_inclusive=False),
+    max_epoch_time_s = fields.Float(allow_none=True,
+                                    validate=validate.Range(0, MAX_TIME_CAP_S, min_inclusive=False),
                                     metadata={"description": "s"})
 
 
@@ -340,13 +416,19 @@ class RecommendationRequestSchema(RequestSchema):
     objective = fields.String(required=True, validate=validate.OneOf(OBJECTIVES))
     constraints = fields.Nested(ConstraintsSchema, load_default=dict)
     epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS))
+    confidence = _confidence_field("the caps must hold for the upper ends of intervals of this coverage")
 
 
 class RecommendationSchema(ProvenanceSchema):
     objective = fields.String(required=True)
     constraints = fields.Nested(ConstraintsSchema, required=True)
+    confidence = fields.Float(required=True, metadata={"description": "coverage of the intervals"})
+    modes_considered = fields.Integer(metadata={"description": "modes of the device searched (all of them)"})
     feasible = fields.Boolean(required=True)
     reason = fields.String(allow_none=True)
+    preferred_in_range = fields.Boolean(metadata={
+        "description": "a mode outside the profiled knob ranges looked better but not beyond its interval, so "
+                       "the best mode inside the ranges was chosen"})
     best = fields.Nested(PredictionSchema, allow_none=True, required=True)
     pareto = fields.List(fields.Nested(PredictionSchema), required=True,
                          metadata={"description": "time vs energy front, fastest first"})
@@ -359,12 +441,14 @@ class FleetClientSchema(RequestSchema):
 
 class FleetPlanRequestSchema(RequestSchema):
     workload = fields.Nested(WorkloadRefSchema, required=True)
-    deadline_s = fields.Float(required=True, validate=validate.Range(0, None, min_inclusive=False),
-                              metadata={"description": "s, deadline of the round"})
-    epochs = fields.Integer(strict=True, load_default=1, validate=validate.Range(1, 100_000),
+    deadline_s = fields.Float(required=True, validate=validate.Range(0, MAX_DEADLINE_S, min_inclusive=False),
+                              metadata={"description": "s, deadline of the round (at most 10 years)"})
+    epochs = fields.Integer(strict=True, load_default=1, validate=validate.Range(1, MAX_EPOCHS),
                             metadata={"description": "local epochs per client in the round"})
     clients = fields.List(fields.Nested(FleetClientSchema), required=True,
-                          validate=validate.Length(1, 5000))
+                          validate=validate.Length(1, MAX_CLIENTS))
+    confidence = _confidence_field("the deadline must hold for the upper end of each client's time "
+                                   "interval of this coverage")
 
 
 class FleetClientPlanSchema(Schema):
@@ -381,10 +465,14 @@ class FleetClientPlanSchema(Schema):
     epoch_time_s = _num(description="s")
     round_time_s = _num(description="s for the round's epochs")
     round_time_s_high = _num(description="s, upper bound")
+    avg_power_w = _num(description="W, mean module power while training")
+    avg_power_w_low = _num(description="W, lower bound of the interval")
+    avg_power_w_high = _num(description="W, upper bound of the interval")
     energy_j = _num(description="J for the round's epochs")
     idle_energy_j = _num(description="J idle until the deadline")
     meets_deadline = fields.Boolean(required=True)
     cross_device = fields.Boolean(allow_none=True)
+    extrapolated_knobs = fields.String(metadata={"description": "knobs outside the profiled range ('' if none)"})
     reason = fields.String(allow_none=True)
 
 
@@ -394,5 +482,6 @@ class FleetPlanSchema(ModelProvenanceSchema):
     total_energy_j = _num(description="J, all clients for the round (null if no client can run)")
     deadline_s = fields.Float(required=True)
     epochs = fields.Integer(required=True)
+    confidence = fields.Float(required=True, metadata={"description": "coverage of the intervals"})
     clients = fields.List(fields.Nested(FleetClientPlanSchema), required=True)
     infeasible_clients = fields.List(fields.String(), required=True)

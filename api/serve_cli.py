@@ -2,13 +2,19 @@
 
 Settings come from flags, then ``JETPREDICT_*`` variables, then defaults (127.0.0.1:8080, 2 workers,
 SQLite under ``./data``). Flags are exported as ``JETPREDICT_*`` so every worker process sees them.
+
+Which server: gunicorn (the ``[server]`` extra, and the Docker image) when it imports, else Flask's
+threaded development server (the plain ``pip install``: fine for one user and the page at ``/``); the
+"listening on" line says which, and is printed only once the port is bound. A busy port fails at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import secrets
+import socket
 import sys
 import tempfile
 
@@ -37,9 +43,39 @@ def _create_app():
     return create_app()
 
 
-def run_gunicorn(settings, load=_create_app) -> int:
-    """Serve the WSGI app returned by ``load()`` under gunicorn with the service's settings."""
+#: What ``serve`` says it runs, in its "listening on" line.
+FLASK_DESCRIPTION = ("Flask server: Flask's threaded development server, one process; "
+                     "pip install 'jetpredict[server]' to serve with gunicorn")
+
+
+def check_port(host: str, port: int) -> None:
+    """Fail at once, in words, when ``host:port`` cannot be bound (a busy port: another server runs).
+
+    Without it gunicorn retries a busy port for 5 s and Flask's server exits with its own message.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as both servers bind
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise RuntimeError(f"cannot listen on {host}:{port}: the port is in use (another jetpredict "
+                                   "serve?); stop it or choose another --port") from None
+            raise RuntimeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
+    """Serve the WSGI app returned by ``load()`` under gunicorn with the service's settings.
+
+    ``on_ready(url)`` is called once the listening socket is bound (gunicorn's ``when_ready``).
+    """
     from gunicorn.app.base import BaseApplication
+
+    def when_ready(server) -> None:
+        if on_ready is not None and server.LISTENERS:
+            host, port = server.LISTENERS[0].sock.getsockname()[:2]
+            on_ready(f"http://{host}:{port}")
 
     def child_exit(_server, worker) -> None:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -53,7 +89,7 @@ def run_gunicorn(settings, load=_create_app) -> int:
                 "bind": f"{settings.HOST}:{settings.PORT}", "workers": settings.WORKERS,
                 "worker_class": "gthread", "threads": settings.THREADS, "timeout": 120,
                 "graceful_timeout": 10, "keepalive": 5, "errorlog": "-", "loglevel": "info",
-                "proc_name": "jetpredict", "child_exit": child_exit,
+                "proc_name": "jetpredict", "child_exit": child_exit, "when_ready": when_ready,
                 # Import and warm up once in the master; workers fork ready to answer.
                 "preload_app": True,
                 # No request-line cap in gunicorn (its 414 is an HTML page); the app answers long URLs
@@ -72,10 +108,20 @@ def run_gunicorn(settings, load=_create_app) -> int:
     return 0
 
 
-def _run_flask(settings) -> int:
+def _run_flask(settings, on_ready=None) -> int:
+    """Flask's threaded development server; ``on_ready(url)`` once the socket is bound."""
     from jetpredict.api.app import create_app
+    from werkzeug.serving import make_server
 
-    create_app().run(host=settings.HOST, port=settings.PORT, threaded=True, use_reloader=False)
+    server = make_server(settings.HOST, settings.PORT, create_app(), threaded=True)  # binds here
+    if on_ready is not None:
+        on_ready(f"http://{settings.HOST}:{server.server_port}")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -96,14 +142,26 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_dir = tempfile.TemporaryDirectory(prefix="jetpredict-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name
     # Create the schema once here, before workers start, so they do not race to create it.
-    from jetpredict.api.storage import Storage
+    from jetpredict.api.storage import Storage, is_unreachable, masked_url
 
-    Storage(settings.database_url).create_schema()
-    _log(f"listening on http://{settings.HOST}:{settings.PORT} "
-         f"({'gunicorn, ' + str(settings.WORKERS) + ' workers' if use_gunicorn else 'Flask server'}); "
-         f"database {settings.database_url.split('@')[-1]}")
+    storage = Storage(settings.database_url)
     try:
-        return run_gunicorn(settings) if use_gunicorn else _run_flask(settings)
+        storage.create_schema()
+    except Exception as exc:
+        if not is_unreachable(exc):
+            raise
+        _log(f"database {masked_url(storage.url)} unreachable now ({type(exc).__name__}); "
+             "answering 503 until it is back")
+    finally:
+        storage.dispose()
+    check_port(settings.HOST, settings.PORT)
+    what = f"gunicorn, {settings.WORKERS} workers" if use_gunicorn else FLASK_DESCRIPTION
+
+    def ready(url: str) -> None:  # said only once the port is bound
+        _log(f"listening on {url} ({what}); database {masked_url(settings.database_url)}")  # passwords hidden
+
+    try:
+        return run_gunicorn(settings, on_ready=ready) if use_gunicorn else _run_flask(settings, on_ready=ready)
     finally:
         if metrics_dir is not None:  # per-run metric files; gone with the server
             metrics_dir.cleanup()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-STARTUP_TIMEOUT_S = 15.0  # DESIGN.md: serve answers within 15 s
+STARTUP_TIMEOUT_S = 15.0  # serve answers within 15 s (README)
 
 
 def free_port() -> int:
@@ -26,7 +27,7 @@ class LiveServer:
 
     def __init__(self, data_dir: str | Path, api_keys: str = "test-key", workers: int = 2,
                  server: str = "auto", extra_env: dict[str, str] | None = None,
-                 log_path: str | Path | None = None) -> None:
+                 log_path: str | Path | None = None, database_url: str = "") -> None:
         self.data_dir = Path(data_dir)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -35,11 +36,14 @@ class LiveServer:
         self.server = server
         self.extra_env = dict(extra_env or {})
         self.log_path = Path(log_path) if log_path else self.data_dir / "server.log"
+        self.database_url = database_url  # empty: SQLite under data_dir
         self.process: subprocess.Popen | None = None
 
     def start(self) -> LiveServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "JETPREDICT_API_KEYS": self.api_keys, **self.extra_env}
+        # Loopback load from one address would trip the per-client limits: off unless a test sets them.
+        env = {**os.environ, "JETPREDICT_API_KEYS": self.api_keys, "JETPREDICT_RATE_LIMIT": "off",
+               "JETPREDICT_RATE_LIMIT_ALL_MODES": "off", **self.extra_env}
         env.pop("JETPREDICT_DATABASE_URL", None)
         # Metric files live with the test's data, so a SIGKILLed server leaves nothing in /tmp.
         metrics_dir = self.data_dir / "metrics"
@@ -48,7 +52,8 @@ class LiveServer:
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "jetpredict", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-             "--workers", str(self.workers), "--data-dir", str(self.data_dir), "--server", self.server],
+             "--workers", str(self.workers), "--data-dir", str(self.data_dir), "--server", self.server,
+             *(["--database-url", self.database_url] if self.database_url else [])],
             env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -88,12 +93,14 @@ class LiveServer:
 
 
 def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: float = 5.0,
-               shared_id: str = "shared-load", predict_id: str | None = None) -> dict:
+               shared_id: str = "shared-load", predict_id: str | None = None, first_client: int = 0) -> dict:
     """Uploads and predictions from ``clients`` threads for ``duration_s`` seconds; returns what was answered.
 
     Half the clients upload (one row per request, alternating between their own workload and one
     workload shared by all uploaders, so refits race); the other half predict 10 modes of
     ``predict_id``. ``rows_for(workload_id, i)`` gives the i-th row to upload for a workload.
+    ``first_client`` numbers this call's clients from there (their own workloads are ``load-<k>``), so
+    that loads run at once against several servers of one database do not share workloads by accident.
     Returns ``{"requests", "errors": [(status, text)], "answered_rows": {workload_id: n}, ...}``.
     """
     import threading
@@ -121,7 +128,10 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
         while time.monotonic() < stop_at:
             workload = shared_id if i % 2 else f"load-{k}"
             t0 = time.perf_counter()
-            r = session.post(url + "/v1/profiles", json={"rows": [rows_for(workload, i)]},
+            row = dict(rows_for(workload, i))
+            # A distinct row per (uploader, i): identical rows would be one upload (content-hash idempotency).
+            row["epoch_time_s"] = float(row["epoch_time_s"]) * (1 + 1e-9 * (i + 1 + 100_000 * k))
+            r = session.post(url + "/v1/profiles", json={"rows": [row]},
                              headers={"X-API-Key": api_key}, timeout=60)
             note(r.status_code == 201, r, workload, time.perf_counter() - t0)
             i += 1
@@ -136,9 +146,172 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
             note(ok, r, None, time.perf_counter() - t0)
 
     threads = [threading.Thread(target=uploader if k % 2 == 0 else predictor, args=(k,) if k % 2 == 0 else ())
-               for k in range(clients)]
+               for k in range(first_client, first_client + clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     return result
+
+
+def _postgres_bindir() -> Path | None:
+    """The server binaries of the newest PostgreSQL from the system packages (Debian layout), or PATH."""
+    import shutil
+
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    if candidates:
+        return candidates[-1].parent
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+def postgres_available() -> bool:
+    return _postgres_bindir() is not None
+
+
+class TempPostgres:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (``initdb`` + ``pg_ctl``, trust auth, no fsync).
+
+    For tests and benchmarks only: data lives in a temporary directory that :meth:`stop` removes. As
+    root the server runs as the ``postgres`` user (PostgreSQL refuses to run as root).
+    """
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.dir: Path | None = None
+        self._as_user: list[str] = []
+
+    def _run(self, *argv: str) -> None:
+        subprocess.run([*self._as_user, *argv], check=True, capture_output=True, text=True, timeout=120)
+
+    def start(self) -> TempPostgres:
+        import shutil
+        import tempfile
+
+        bindir = _postgres_bindir()
+        if bindir is None:
+            raise RuntimeError("PostgreSQL server binaries not found (apt-get install postgresql)")
+        self.dir = Path(tempfile.mkdtemp(prefix="jetpredict-pg-"))
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+            self._as_user = ["runuser", "-u", "postgres", "--"]
+        data = self.dir / "data"
+        self._run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                  "--no-sync", "--locale=C")
+        # Loopback only; sockets in our dir; fsync off: the data is thrown away afterwards.
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.dir} -F -c max_connections=200"
+        self._run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.dir / "log"),
+                  "-w", "-t", "60", "start")
+        self._bindir = bindir
+        return self
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database ``name`` (dropped first if it exists); returns its URL."""
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        finally:
+            engine.dispose()
+        return self.url(name)
+
+    def stop(self) -> None:
+        import shutil
+
+        if self.dir is None:
+            return
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            self._run(str(self._bindir / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w",
+                      "stop")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = None
+
+    def __enter__(self) -> TempPostgres:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+_READY_LINE = "jetpredict worker ready"
+_GUNICORN_HOOKS = f'''
+def post_worker_init(worker):
+    worker.log.info("{_READY_LINE} pid=%s", worker.pid)
+'''
+
+
+def empty_postgresql(url: str) -> None:
+    """Drop and recreate schema ``public`` of the database at ``url``: a fresh, empty database."""
+    import sqlalchemy as sa
+    from jetpredict.api.storage import normalize_url
+
+    engine = sa.create_engine(normalize_url(url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP SCHEMA IF EXISTS public CASCADE"))
+            conn.execute(sa.text("CREATE SCHEMA public"))
+    finally:
+        engine.dispose()
+
+
+def gunicorn_first_boot(database_url: str, workers: int = 4, timeout_s: float = 90.0,
+                        work_dir: str | Path | None = None) -> dict:
+    """Boot ``gunicorn -w N jetpredict.api.wsgi:app`` (no preload: every worker runs ``create_app`` and its
+    schema creation at the same moment) on ``database_url`` and report whether all workers came up.
+
+    Returns ``{"ok", "workers_ready", "worker_failures", "healthz", "seconds", "log_tail"}``.
+    """
+    import tempfile
+    import urllib.error
+
+    tmp = Path(work_dir or tempfile.mkdtemp(prefix="jetpredict-boot-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    hooks = tmp / "gunicorn_hooks.py"
+    hooks.write_text(_GUNICORN_HOOKS)
+    log_path = tmp / "gunicorn.log"
+    port = free_port()
+    env = {**os.environ, "JETPREDICT_DATABASE_URL": database_url, "JETPREDICT_API_KEYS": "boot-key",
+           "JETPREDICT_RATE_LIMIT": "off", "JETPREDICT_RATE_LIMIT_ALL_MODES": "off",
+           "JETPREDICT_DATA_DIR": str(tmp / "data")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    t0 = time.monotonic()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}", "-c", str(hooks),
+             "--log-level", "info", "jetpredict.api.wsgi:app"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        healthz, ready, failures = None, 0, 0
+        try:
+            while time.monotonic() - t0 < timeout_s:
+                text = log_path.read_text(errors="replace")
+                ready = text.count(_READY_LINE)
+                failures = text.count("Worker failed to boot") + text.count("Exception in worker process")
+                if failures or proc.poll() is not None or ready >= workers:
+                    break
+                time.sleep(0.1)
+            if ready >= workers and not failures:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as r:
+                        healthz = r.status
+                except (urllib.error.URLError, OSError) as err:
+                    healthz = getattr(err, "code", None) or str(err)
+            seconds = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+    text = log_path.read_text(errors="replace")
+    return {"ok": ready >= workers and not failures and healthz == 200, "workers_ready": ready,
+            "worker_failures": failures, "healthz": healthz, "seconds": round(seconds, 2),
+            "log_tail": text[-3000:]}

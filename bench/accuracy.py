@@ -1,20 +1,23 @@
 """Accuracy of the predictor against the seed linear regression and a PowerTrain-style MLP.
 
-Protocol (issue 5, item 8): leave one workload out on the real AGX Xavier sweeps (ResNet-18 as reference
--> MobileNetV3, and the reverse), profile modes e, f, i, j (and the modes ``plan`` picks, when the
-planner exists), score time and energy MAPE on the modes *not* profiled, and the 90% interval coverage.
-Also: synthetic LeNet-class (CPU-bound) and large GPU-bound CNN sweeps built from a mechanism that is
-*not* the predictor's own (max-overlap of CPU launch and GPU work, a pipelined loader, another DVFS
-curve), with modes below the reference's clock range; the real cross-device rows; fit/predict speed.
+Real (the only figures that are claims): leave one workload out on the real AGX Xavier sweeps (ResNet-18 as
+reference -> MobileNetV3, and the reverse), profiled on modes e, f, i, j and on the modes ``plan`` picks
+among a-j, scored on the modes *not* profiled against the baselines; and the one real mode below the
+reference's clock range (POMACS 2022 §5.6). Every design of 1-4 modes, other references and the real
+cross-device rows are in ``bench/real_cv.py``.
 
-Run: ``python bench/accuracy.py`` -> prints and writes ``bench/results/accuracy.md``.
+Simulated (plumbing and trends, never a claim and never used to tune): synthetic LeNet-class (CPU-bound)
+and large GPU-bound CNN sweeps built from a mechanism that is *not* the predictor's own, and the digital
+twin's sweeps (``--simulated`` runs them; they take minutes).
+
+Run: ``python bench/accuracy.py [--simulated] [--write]``: prints; ``--write`` also writes
+``bench/results/accuracy.md``.
 """
 
 from __future__ import annotations
 
-import copy
+import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +26,9 @@ import pandas as pd
 # This checkout's packages first (an editable install may point at another tree), then bench/ itself.
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
-from jetpredict.models.catalogue import load_device  # noqa: E402
 from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
-from jetpredict.predictor.model import fit_workload  # noqa: E402
+from jetpredict.predictor.bundled import fit_workload, predict  # noqa: E402
+from jetpredict.predictor.knobs import ModeArrays  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
@@ -55,9 +58,13 @@ def coverage(p: dict, true, key: str) -> tuple[float, float]:
     return float(inside.mean() * 100), float(np.median(width) * 100)
 
 
+def at(model, modes: pd.DataFrame) -> dict:
+    """The model's predictions (columns by name, 90% intervals) at the knob columns of ``modes``."""
+    return predict(model, ModeArrays.from_frame(modes)).columns()
+
+
 def ours(prof: pd.DataFrame, test: pd.DataFrame, reference: pd.DataFrame | None) -> dict:
-    model = fit_workload(prof, reference=reference)
-    return model.predict_arrays(test.cpu_cores, test.cpu_mhz, test.gpu_mhz, test.emc_mhz)
+    return at(fit_workload(prof, reference=reference), test)
 
 
 # -- synthetic sweeps from an independent mechanism -------------------------------------------------------
@@ -102,15 +109,13 @@ def synthetic_sweep(kind: str, modes: dict[str, tuple], seed: int = 0, noise: fl
 
 
 # -- the runs ---------------------------------------------------------------------------------------------
-def plan_modes(rows: pd.DataFrame, budget: int = 4) -> list[str] | None:
-    """Modes ``plan`` picks among the published a-j (None until predictor.planning exists)."""
-    try:
-        from jetpredict.predictor.service import plan_profiling
-    except ImportError:
-        return None
+def plan_modes(rows: pd.DataFrame, budget: int = 4) -> list[str]:
+    """Modes ``plan --candidates <a-j>`` picks among the published a-j."""
+    from jetpredict.predictor.service import plan_profiling
+
     cands = rows.drop_duplicates("mode")[["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]]
     chosen = plan_profiling("agx-xavier", budget, candidates=cands.reset_index(drop=True))
-    return list(chosen["mode"])
+    return list(chosen.modes["mode"])
 
 
 def score_block(name: str, prof, test, reference, baseline_ref) -> list[dict]:
@@ -183,12 +188,12 @@ def below_range_fact(rows: pd.DataFrame) -> list[dict]:
 
     res = rows[rows.workload == "resnet18-cifar10"]
     prof = res[res["mode"].isin(PROFILED)]
-    knobs = np.array([BELOW_RANGE["maxn"], BELOW_RANGE["slow"]], dtype=float).T
+    knobs = pd.DataFrame([BELOW_RANGE["maxn"], BELOW_RANGE["slow"]], columns=list(MODE_KNOBS))
     out = []
     for label, ref in (("leave-one-workload-out (MobileNetV3 reference)",
                         build_reference(rows[rows.workload != "resnet18-cifar10"])),
                        ("bundled reference (includes ResNet-18)", None)):
-        p = fit_workload(prof, reference=ref).predict_arrays(*knobs)
+        p = at(fit_workload(prof, reference=ref), knobs)
         t, pw = p["epoch_time_s"], p["avg_power_w"]
         out.append(dict(case=label, speed_up=t[1] / t[0], power_ratio=pw[0] / pw[1],
                         energy_ratio=p["epoch_energy_j"][0] / p["epoch_energy_j"][1], maxn_power_w=pw[0],
@@ -252,8 +257,8 @@ def twin_full_range(designs: int = 12, seed: int = 0) -> list[dict]:
 
     rng = np.random.default_rng(seed)
     every_mode = resolve_modes("agx-xavier", "all")
-    plans = {"`plan --budget 4` (twin rows)": plan_profiling("agx-xavier", 4),
-             "plan over the whole space (twin rows)": plan_profiling("agx-xavier", 4, every_mode)}
+    plans = {"`plan --budget 4` (twin rows)": plan_profiling("agx-xavier", 4).modes,
+             "plan over the whole space (twin rows)": plan_profiling("agx-xavier", 4, every_mode).modes}
     plans = {label: {r.mode: tuple(r[k] for k in MODE_KNOBS) for _, r in t.iterrows()}
              for label, t in plans.items()}
     out = []
@@ -270,16 +275,15 @@ def twin_full_range(designs: int = 12, seed: int = 0) -> list[dict]:
 
     for w, g in sims.groupby("workload"):
         g = g.reset_index(drop=True)
-        knobs = [g[k] for k in MODE_KNOBS]
         scored: dict[str, dict] = {}
         for label, modes in {"e,f,i,j (twin rows)": {k: MODES_AJ[k] for k in PROFILED}, **plans}.items():
-            score(scored.setdefault(label, {}), fit_workload(twin_rows(str(w), modes)).predict_arrays(*knobs), g)
+            score(scored.setdefault(label, {}), at(fit_workload(twin_rows(str(w), modes)), g), g)
         fast = np.flatnonzero(np.all([g[k] >= g[k].median() for k in maxima], axis=0))
         drawn = scored.setdefault(f"{designs} random 4-mode designs", {})
         for i in range(designs):
             pick = rng.choice(fast if i % 2 else np.arange(len(g)), 4, replace=False)
             test = g.drop(index=pick)
-            score(drawn, fit_workload(g.iloc[pick]).predict_arrays(*(test[k] for k in MODE_KNOBS)), test)
+            score(drawn, at(fit_workload(g.iloc[pick]), test), test)
         for design, acc in scored.items():
             row = dict(workload=w, design=design)
             for (key, where), parts in acc.items():
@@ -289,109 +293,49 @@ def twin_full_range(designs: int = 12, seed: int = 0) -> list[dict]:
     return out
 
 
-def cross_device(rows: pd.DataFrame) -> list[tuple]:
-    """Real cross-device rows (POMACS 2022 Fig 2/3, 4 workers; PowerTrain Table 3), each predicted through
-    the shared reference workloads and, for comparison, through device physics only."""
-    from unittest import mock
-
-    nx = load_device("xavier-nx").preset("MODE_15W_6CORE")
-    nano = load_device("nano").maxn
-    orin = load_device("orin-agx").maxn
-    mob = fit_workload(rows[(rows.workload == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)])
-    lenet = fit_workload(pd.DataFrame([dict(
-        device="xavier-nx", workload="lenet5-mnist", mode="15W", cpu_cores=nx.cpu_cores, cpu_mhz=nx.cpu_mhz,
-        gpu_mhz=nx.gpu_mhz, emc_mhz=nx.emc_mhz, num_workers=4, batch_size=16, minibatches_per_epoch=3750,
-        epoch_time_s=55.3, stall_time_s=18.9, compute_time_s=32.2, epoch_energy_j=112.0 * 3.6,
-        avg_power_w=np.nan, base_power_w=np.nan, source="published: POMACS 2022 Fig 2")]))
-    cases = [  # label, model, target device, mode, real time s, real energy J (None: not published)
-        ("MobileNetV3 AGX Xavier (e,f,i,j) -> Xavier NX 15W", mob, "xavier-nx", nx, 576.0, 2450.8 * 3.6),
-        ("LeNet-5 Xavier NX 15W (1 mode) -> Nano MAXN", lenet, "nano", nano, 76.6, 105.1 * 3.6),
-        ("MobileNetV3 AGX Xavier (e,f,i,j) -> Orin AGX MAXN (PowerTrain setup)", mob, "orin-agx", orin, 138.0,
-         None)]
-    out = []
-    for label, model, dev, m, t_real, e_real in cases:
-        knobs = ([m.cpu_cores], [m.cpu_mhz], [m.gpu_mhz], [m.emc_mhz])
-        p = model.predict_arrays(*knobs, device_id=dev)
-        method = model.__dict__["_transfer_cache"][dev].transfer_method
-        with mock.patch("jetpredict.predictor.reference.transfer_reference", lambda device_id: None):
-            phys = copy.copy(model)
-            phys.__dict__.pop("_transfer_cache", None)
-            q = phys.predict_arrays(*knobs, device_id=dev)
-        out.append((label, method, p, q, t_real, e_real))
-    return out
-
-
-def speed(rows: pd.DataFrame) -> dict[str, float]:
-    prof = rows[(rows.workload == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)]
-    fit_workload(prof)
-    t0 = time.perf_counter()
-    model = fit_workload(prof)
-    fit_s = time.perf_counter() - t0
-    a = load_device("agx-xavier").modes().as_arrays()
-    model.predict_arrays(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"])
-    t0 = time.perf_counter()
-    reps = 10
-    for _ in range(reps):
-        model.predict_arrays(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"])
-    return {"fit_s": fit_s, "predict_all_ms": (time.perf_counter() - t0) / reps * 1e3,
-            "modes": len(a["cpu_mhz"])}
-
-
 def _fmt(v) -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.1f}"
 
 
-def main() -> int:
+TABLE_HEAD = ["| case | method | time MAPE | energy MAPE | time cov | time width | energy cov | energy width |",
+              "|---|---|---|---|---|---|---|---|"]
+
+
+def _table(rows: list[dict]) -> list[str]:
+    out = list(TABLE_HEAD)
+    for r in rows:
+        out.append(f"| {r['case']} | {r['method']} | {_fmt(r['time_mape'])} | {_fmt(r['energy_mape'])} | "
+                   f"{_fmt(r.get('time_cov'))} | {_fmt(r.get('time_width'))} | {_fmt(r.get('energy_cov'))} | "
+                   f"{_fmt(r.get('energy_width'))} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--simulated", action="store_true",
+                        help="also score synthetic and digital-twin sweeps (simulated; minutes)")
+    parser.add_argument("--write", action="store_true", help="write bench/results/accuracy.md")
+    args = parser.parse_args(argv)
     rows = read_profile_csv(REFERENCE_CSV)
-    lines = ["# Accuracy (generated by `python bench/accuracy.py`)", "",
-             "MAPE (%) on the modes not profiled; coverage (%) of the nominal 90% interval and its median "
-             "width (% of the prediction). Real cases pass the other workload as a user reference (interval scales 1.0, "
-             "uncalibrated); `[bundled ref]` cases use the bundled AGX reference, whose interval scales are calibrated "
-             "on leave-one-workload-out residuals (`python -m predictor.build_bundled`).", "",
-             "| case | method | time MAPE | energy MAPE | time cov | time width | energy cov | energy width |",
-             "|---|---|---|---|---|---|---|---|"]
-    table = real_lowo(rows) + synthetic(rows) + twin()
-    for r in table:
-        lines.append(f"| {r['case']} | {r['method']} | {_fmt(r['time_mape'])} | {_fmt(r['energy_mape'])} | "
-                     f"{_fmt(r.get('time_cov'))} | {_fmt(r.get('time_width'))} | {_fmt(r.get('energy_cov'))} | "
-                     f"{_fmt(r.get('energy_width'))} |")
-    df = pd.DataFrame(table)
-    summary = df.groupby([df["case"].str.replace(r" seed \d+", "", regex=True), "method"], sort=False)[
-        ["time_mape", "energy_mape", "time_cov", "time_width", "energy_cov", "energy_width"]].mean()
-    lines += ["", "## Means per case", "", summary.round(1).to_markdown() if _has_tabulate() else
-              summary.round(1).to_string()]
-    lines += ["", "## PowerTrain MLP: the ensemble against its single seeds", "",
-              f"The baseline averages {PowerTrainMLP().seeds} seeds; a single MLP's MAPE depends on its initialisation:",
-              "", "| case | ensemble time | single seeds time (min-mean-max) | ensemble energy | "
-              "single seeds energy (min-mean-max) |", "|---|---|---|---|---|"]
-    for r in table:
+    real = real_lowo(rows)
+    lines = ["# Accuracy (generated by `python bench/accuracy.py"
+             + (" --simulated" if args.simulated else "") + " --write`)", "",
+             "## Real measurements (POMACS 2022 AGX Xavier sweeps, modes a-j)", "",
+             "Leave one workload out: the other real workload is the reference (passed as the user's own "
+             "sweeps), the new one profiled on 4 modes and scored on the other 6. MAPE (%); coverage (%) of the "
+             "nominal 90% interval and its median width (% of the prediction). Every 1-4-mode design and other "
+             "references: `bench/results/real_cv.md`.", "", *_table(real),
+             "", "### PowerTrain MLP: the ensemble against its single seeds", "",
+             f"The baseline averages {PowerTrainMLP().seeds} seeds; a single MLP's MAPE depends on its "
+             "initialisation:", "", "| case | ensemble time | single seeds time (min-mean-max) | ensemble energy | "
+             "single seeds energy (min-mean-max) |", "|---|---|---|---|---|"]
+    for r in real:
         if r.get("singles"):
             t, e = np.array(r["singles"]).T
             lines.append(f"| {r['case']} | {r['time_mape']:.1f} | {t.min():.1f}-{t.mean():.1f}-{t.max():.1f} | "
                          f"{r['energy_mape']:.1f} | {e.min():.1f}-{e.mean():.1f}-{e.max():.1f} |")
-    lines += ["", "## Cross-device (real rows)", "",
-              "| transfer | method | time pred [90%] | physics only | time real | energy pred J [90%] | "
-              "physics only | energy real J |", "|---|---|---|---|---|---|---|---|"]
-    for label, method, p, q, t_real, e_real in cross_device(rows):
-        e_txt = "n/a" if e_real is None else f"{e_real:.0f}"
-        lines.append(f"| {label} | {method} | {p['epoch_time_s'][0]:.1f} [{p['epoch_time_s_low'][0]:.1f}, "
-                     f"{p['epoch_time_s_high'][0]:.1f}] | {q['epoch_time_s'][0]:.1f} | {t_real:.1f} | "
-                     f"{p['epoch_energy_j'][0]:.0f} [{p['epoch_energy_j_low'][0]:.0f}, "
-                     f"{p['epoch_energy_j_high'][0]:.0f}] | {q['epoch_energy_j'][0]:.0f} | {e_txt} |")
-    lines += ["", "## Twin full-range sweeps (simulated)", "",
-              f"The bundled simulated AGX Xavier sweeps: 328 modes per workload, every knob across its range (1 "
-              f"core, CPU, GPU from 115 MHz, EMC from 204 MHz). Region: every clock >= {REGION_CLOCK_SHARE:.0%} of "
-              f"its maximum and >= {REGION_MIN_CORES} cores; corners: the rest. MAPE % / coverage % of the 90% "
-              "interval. Weak random designs of a CPU-bound workload (no core-count contrast, a narrow CPU clock "
-              "range) leave its CPU share to the GPU-bound prior.", "",
-              "| workload | profiled | time, region | time, corners | energy, region | energy, corners |",
-              "|---|---|---|---|---|---|"]
-    for r in twin_full_range():
-        cells = [f"{r[k][0]:.1f} / {r[k][1]:.0f}" for k in ("time_region", "time_corners", "energy_region",
-                                                             "energy_corners")]
-        lines.append(f"| {r['workload']} | {r['design']} | " + " | ".join(cells) + " |")
     pub = BELOW_RANGE
-    lines += ["", "## Below the reference's clock range (real: POMACS 2022 §5.6)", "",
+    lines += ["", "### Below the reference's clock range (real: POMACS 2022 §5.6)", "",
               "ResNet-18 profiled on e,f,i,j; MAXN vs the same mode with GPU 114.75 MHz (12x below MAXN, 5.8x "
               "below the lowest reference GPU clock).", "",
               "| fit | speed-up | power ratio | energy ratio | power MAXN W | power slow W |", "|---|---|---|---|---|---|",
@@ -400,13 +344,33 @@ def main() -> int:
     for r in below_range_fact(rows):
         lines.append(f"| {r['case']} | {r['speed_up']:.2f} | {r['power_ratio']:.2f} | {r['energy_ratio']:.3f} | "
                      f"{r['maxn_power_w']:.1f} | {r['slow_power_w']:.1f} |")
-    s = speed(rows)
-    lines += ["", "## Speed", "", f"- fit one workload (4 modes, bundled reference): {s['fit_s'] * 1e3:.1f} ms",
-              f"- predict all {s['modes']} AGX Xavier modes in-process: {s['predict_all_ms']:.1f} ms", ""]
-    text = "\n".join(lines)
+    if args.simulated:
+        simulated = synthetic(rows) + twin()
+        df = pd.DataFrame(simulated)
+        summary = df.groupby([df["case"].str.replace(r" seed \d+", "", regex=True), "method"], sort=False)[
+            ["time_mape", "energy_mape", "time_cov", "time_width", "energy_cov", "energy_width"]].mean()
+        lines += ["", "## Simulated sweeps (plumbing and trends only: not an accuracy claim, not used to tune)",
+                  "", "Synthetic sweeps from an independent mechanism (`synthetic_sweep`) and the digital twin's "
+                  "sweeps (`jetpredict profile --device sim:agx-xavier`), profiled on e,f,i,j with the bundled "
+                  "reference.", "", *_table(simulated), "", "### Means per case (simulated)", "",
+                  summary.round(1).to_markdown() if _has_tabulate() else summary.round(1).to_string(),
+                  "", "### Twin full-range sweeps (simulated)", "",
+                  f"The bundled simulated AGX Xavier sweeps: 328 modes per workload, every knob across its range "
+                  f"(1 core, CPU, GPU from 115 MHz, EMC from 204 MHz). Region: every clock >= "
+                  f"{REGION_CLOCK_SHARE:.0%} of its maximum and >= {REGION_MIN_CORES} cores; corners: the rest. "
+                  "MAPE % / coverage % of the 90% interval.", "",
+                  "| workload | profiled | time, region | time, corners | energy, region | energy, corners |",
+                  "|---|---|---|---|---|---|"]
+        for r in twin_full_range():
+            cells = [f"{r[k][0]:.1f} / {r[k][1]:.0f}" for k in ("time_region", "time_corners", "energy_region",
+                                                                 "energy_corners")]
+            lines.append(f"| {r['workload']} | {r['design']} | " + " | ".join(cells) + " |")
+    text = "\n".join([*lines, ""])
     print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
+    if args.write:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(text, encoding="utf-8")
+        print(f"wrote {RESULTS}", file=sys.stderr)
     return 0
 
 

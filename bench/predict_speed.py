@@ -2,9 +2,10 @@
 
 Targets (issue 5): predicting all 29,232 AGX Xavier modes for one fitted workload < 50 ms; fitting a
 workload < 1 s. Also times recommendation over the full space, a 50-client fleet plan and a profiling
-plan. Prints a table and writes ``bench/results/predict_speed.md``.
+plan. Prints a table; only ``--write`` writes ``bench/results/predict_speed.md`` (a tracked file: timings
+vary from run to run, so a plain run must not leave the checkout modified).
 
-Run: ``python bench/predict_speed.py [--repeats N]``.
+Run: ``python bench/predict_speed.py [--repeats N] [--write]``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from pathlib import Path
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.profile_rows import read_profile_csv
 from jetpredict.predictor import service
-from jetpredict.predictor.model import fit_workload
-from jetpredict.predictor.reference import REFERENCE_DIR, load_reference
+from jetpredict.predictor.bundled import fit_workload, load_reference, predict
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.reference import REFERENCE_DIR
 
 RESULTS = Path(__file__).resolve().parent / "results" / "predict_speed.md"
 PROFILED = ["a", "d", "g", "h"]
@@ -46,6 +48,7 @@ def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--write", action="store_true", help="write bench/results/predict_speed.md")
     args = parser.parse_args(argv)
 
     rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
@@ -54,15 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     load_reference("agx-xavier")
     first_reference_ms = (time.perf_counter() - t0) * 1e3
     model = fit_workload(rows, "agx-xavier")
-    knobs = load_device("agx-xavier").modes().as_arrays()
+    modes = ModeArrays.of_device(load_device("agx-xavier"))
     clients = [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(50)]
 
     cases = [
         ("fit_workload (4 ResNet-18 rows, AGX Xavier)", "< 1000",
          lambda: fit_workload(rows, "agx-xavier"), 1000.0),
-        ("predict_arrays, all 29,232 AGX Xavier modes", "< 50",
-         lambda: model.predict_arrays(knobs["cpu_cores"], knobs["cpu_mhz"], knobs["gpu_mhz"], knobs["emc_mhz"]),
-         50.0),
+        ("bundled.predict, all 29,232 AGX Xavier modes", "< 50", lambda: predict(model, modes), 50.0),
         # A copy is a new fitted model to the service: its all-modes prediction is not cached yet.
         ("service.predict(model, 'all') -> DataFrame, first call for a model", "< 50",
          lambda: service.predict(copy.copy(model), "all"), 50.0),
@@ -94,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     text = "\n".join([*header, *lines, ""])
     print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
+    if args.write:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(text, encoding="utf-8")
     return 0 if ok else 1
 
 

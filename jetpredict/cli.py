@@ -1,4 +1,5 @@
-"""The ``jetpredict`` command line. Verbs and flags are the contract of DESIGN.md.
+"""The ``jetpredict`` command line. Verbs and flags are a contract (the README's command-line tour):
+tests outside the repository call them.
 
 Each package registers its own verbs (``register(subparsers)``); heavy imports (torch, Flask) happen
 only inside the verb that needs them, so ``jetpredict devices`` starts fast and works without extras.

@@ -1,10 +1,12 @@
-"""Device catalogue, shared data formats, device physics and bundled fitted models.
+"""The ground floor: device catalogue, profile-row format, errors, tables, JSON values, and the shipped
+data (catalogue, reference sweeps, bundled fitted models) through :func:`jetpredict.models.paths.data_path`.
 
 ``models`` depends on nothing else in jetpredict; the profiler, the predictor and the API all import it.
 """
 
 from jetpredict.models.catalogue import Device, PowerMode, Preset, list_devices, load_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.paths import data_path
 
 __all__ = [
     "Device",
@@ -13,6 +15,7 @@ __all__ = [
     "PowerMode",
     "Preset",
     "UnknownDeviceError",
+    "data_path",
     "list_devices",
     "load_device",
 ]

@@ -12,17 +12,17 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 from jetpredict.models.errors import ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.paths import data_path
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-DEVICES_DIR = Path(__file__).with_name("devices")
+DEVICES_DIR = data_path("devices")
 
 #: Mode knobs in the order used by every table and array in jetpredict.
 MODE_FIELDS: tuple[str, ...] = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")

@@ -1,15 +1,19 @@
 """Profile rows: the one CSV/JSON format that the profiler writes and the predictor and service read.
 
-One row per (device, workload, power mode); field names and units as in DESIGN.md. Reading validates
+One row per (device, workload, power mode); field names and units as in FIELDS below. Reading validates
 every field of every row and reports *all* problems with their line numbers (CSV line numbers count the
 header as line 1; JSON rows are numbered from 1). Unknown = empty cell / ``null``, never 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import difflib
 import io
 import math
+import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +26,9 @@ from jetpredict.models.errors import InputError
 
 @dataclass(frozen=True)
 class Field:
-    """One column: ``kind`` is ``str``, ``int`` (count) or ``float``; ``minimum`` is exclusive if ``strict``."""
+    """One column: ``kind`` is ``str``, ``int`` (count) or ``float``; ``minimum`` is exclusive if ``strict``;
+    ``maximum`` (inclusive) is a physical bound far above any real value, so that a typo or an attack
+    such as 1e308 is an error rather than a number that overflows later."""
 
     name: str
     kind: type
@@ -30,26 +36,45 @@ class Field:
     unit: str = ""
     minimum: float | None = None
     strict: bool = False
+    maximum: float | None = None
 
 
-#: The DESIGN.md columns, in output order. Extra columns (``power_meter``, ``macs_fwd`` ...) pass through.
+# Physical bounds (far above real values, far below overflow).
+MAX_CLOCK_MHZ = 100_000.0  # 100 GHz
+MAX_CORES = 1024
+MAX_COUNT = 10**9  # batch size, minibatches per epoch
+MAX_TIME_S = 1e8  # ~3 years for one epoch
+MAX_ENERGY_J = 1e12
+MAX_POWER_W = 1e5  # a Jetson module draws < 100 W; a whole host < 10 kW
+
+#: Input limits of the readers (CLI files): bytes of a file, rows, characters of one cell.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_ROWS = 200_000
+MAX_CELL_CHARS = 10_000
+#: Same mode knobs measured more than once: times further apart than this ratio contradict each other.
+DUPLICATE_TIME_SPREAD = 1.2
+#: Cells starting with one of these are formulas to a spreadsheet (OWASP CSV injection): written with a '.
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+#: The profile-row columns, in output order. Extra columns (``power_meter``, ``macs_fwd`` ...) pass through.
 FIELDS: tuple[Field, ...] = (
     Field("device", str, True),
     Field("workload", str, True),
     Field("mode", str, True),
-    Field("cpu_cores", int, True, "count", 1),
-    Field("cpu_mhz", float, True, "MHz", 0, strict=True),
-    Field("gpu_mhz", float, True, "MHz", 0, strict=True),
-    Field("emc_mhz", float, True, "MHz", 0, strict=True),
-    Field("num_workers", int, False, "count", 0),
-    Field("batch_size", int, True, "count", 1),
-    Field("minibatches_per_epoch", int, True, "count", 1),
-    Field("epoch_time_s", float, True, "s", 0, strict=True),
-    Field("stall_time_s", float, False, "s", 0),
-    Field("compute_time_s", float, False, "s", 0),
-    Field("epoch_energy_j", float, False, "J", 0, strict=True),
-    Field("avg_power_w", float, False, "W", 0, strict=True),
-    Field("base_power_w", float, False, "W", 0, strict=True),
+    Field("cpu_cores", int, True, "count", 1, maximum=MAX_CORES),
+    Field("cpu_mhz", float, True, "MHz", 0, strict=True, maximum=MAX_CLOCK_MHZ),
+    Field("gpu_mhz", float, True, "MHz", 0, strict=True, maximum=MAX_CLOCK_MHZ),
+    Field("emc_mhz", float, True, "MHz", 0, strict=True, maximum=MAX_CLOCK_MHZ),
+    Field("num_workers", int, False, "count", 0, maximum=MAX_CORES),
+    Field("batch_size", int, True, "count", 1, maximum=MAX_COUNT),
+    Field("minibatches_per_epoch", int, True, "count", 1, maximum=MAX_COUNT),
+    Field("epoch_time_s", float, True, "s", 0, strict=True, maximum=MAX_TIME_S),
+    Field("stall_time_s", float, False, "s", 0, maximum=MAX_TIME_S),
+    Field("compute_time_s", float, False, "s", 0, maximum=MAX_TIME_S),
+    Field("epoch_energy_j", float, False, "J", 0, strict=True, maximum=MAX_ENERGY_J),
+    Field("avg_power_w", float, False, "W", 0, strict=True, maximum=MAX_POWER_W),
+    Field("base_power_w", float, False, "W", 0, strict=True, maximum=MAX_POWER_W),
     Field("source", str, False),
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
@@ -110,8 +135,10 @@ def _coerce(field: Field, value: object) -> tuple[object, str | None]:
     """(parsed value, problem or None). Blank -> None."""
     if _is_blank(value):
         return None, None
+    if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
+        return None, f"is {len(value)} characters long; a cell holds at most {MAX_CELL_CHARS}"
     if field.kind is str:
-        return str(value).strip(), None
+        return unescape_formula(str(value).strip()), None
     if isinstance(value, bool):
         return None, f"must be a number ({field.unit or 'count'}), got {value!r}"
     try:
@@ -127,6 +154,8 @@ def _coerce(field: Field, value: object) -> tuple[object, str | None]:
             return None, f"must be > {field.minimum:g} {field.unit}".rstrip() + f", got {value!r}"
         if not field.strict and number < field.minimum:
             return None, f"must be >= {field.minimum:g} {field.unit}".rstrip() + f", got {value!r}"
+    if field.maximum is not None and number > field.maximum:
+        return None, f"must be <= {field.maximum:g} {field.unit}".rstrip() + f" (a physical bound), got {value!r}"
     return (int(round(number)) if field.kind is int else number), None
 
 
@@ -205,51 +234,151 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     ``first_line + index``.
     """
     rows: list[dict[str, object]] = []
+    lines: list[int] = []
     problems: list[RowProblem] = []
     for i, record in enumerate(records):
         line = line_numbers[i] if line_numbers is not None else first_line + i
+        if i >= MAX_ROWS:
+            problems.append(RowProblem(line, "rows", f"more than {MAX_ROWS} rows; split the file"))
+            break
         if not isinstance(record, Mapping):
             problems.append(RowProblem(line, "_row", "must be an object of field: value"))
             continue
         row, row_problems = _validate_record(record, line)
         rows.append(row)
+        lines.append(line)
         problems.extend(row_problems)
     if not rows and not problems:
         problems.append(RowProblem(0, "rows", "no data rows"))
+    if not problems:
+        problems = mode_conflicts(rows, lines)
     if problems:
         raise ProfileRowsError(problems, what)
     return _frame(rows)
 
 
+#: Columns that make two rows "the same measurement": the mode knobs and what else sets the epoch time.
+_SAME_RUN = ("device", "workload", *MODE_FIELDS, "num_workers", "batch_size", "minibatches_per_epoch")
+#: Labels that name no particular mode, so rows may share them with different knobs.
+GENERIC_LABELS = ("custom", "")
+
+
+def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int]) -> list[RowProblem]:
+    """Rows that contradict each other (validated rows, with their lines):
+
+    - one label (other than ``custom``) with different knobs for one device and workload;
+    - the same knobs (and workers, batch size, minibatches) measured with epoch times further apart than
+      :data:`DUPLICATE_TIME_SPREAD` (max/min): one of them is wrong. Closer repeats are kept (repeated runs).
+    """
+    problems: list[RowProblem] = []
+    labels: dict[tuple, tuple[tuple, int]] = {}
+    runs: dict[tuple, list[tuple[float, int]]] = {}
+    for row, line in zip(rows, lines, strict=True):
+        knobs = tuple(row.get(k) for k in MODE_FIELDS)
+        label = str(row.get("mode") or "")
+        owner = (row.get("device"), row.get("workload"))
+        if label.lower() not in GENERIC_LABELS:
+            seen = labels.setdefault((*owner, label), (knobs, line))
+            if seen[0] != knobs:
+                problems.append(RowProblem(line, "mode", f"label {label!r} has knobs {knobs} here but "
+                                           f"{seen[0]} on line {seen[1]}; give different modes different labels"))
+        epoch = row.get("epoch_time_s")
+        if isinstance(epoch, float):
+            key = tuple(row.get(k, DEFAULT_NUM_WORKERS if k == "num_workers" else None) for k in _SAME_RUN)
+            runs.setdefault(key, []).append((epoch, line))
+    for measured in runs.values():
+        times = [t for t, _ in measured]
+        if len(times) > 1 and max(times) > min(times) * DUPLICATE_TIME_SPREAD:
+            where = ", ".join(str(line) for _, line in measured[:10])
+            problems.append(RowProblem(measured[-1][1], "epoch_time_s", (
+                f"lines {where} measure the same mode (same knobs, workers, batch size and minibatches) "
+                f"with epoch times {min(times):g}..{max(times):g} s, more than {DUPLICATE_TIME_SPREAD:g}x "
+                "apart: conflicting rows; remove the wrong one")))
+    return problems
+
+
+def open_regular_file(path: str | Path, flag: str = "profiles", max_bytes: int = MAX_FILE_BYTES):
+    """Open ``path`` for binary reading if it is a regular file of at most ``max_bytes``.
+
+    Devices (``/dev/zero``), FIFOs (which would block), sockets and directories are refused with an
+    :class:`InputError` naming ``flag``; the check is on the opened file (no race with a rename).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise InputError(f"--{flag} file {path} does not exist", flag) from None
+    except OSError as exc:
+        raise InputError(f"--{flag} file {path} cannot be opened: {exc.strerror}", flag) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"--{flag} {path} is not a regular file (a device, FIFO, socket or directory); "
+                             "give a CSV or JSON file", flag)
+        if st.st_size > max_bytes:
+            raise InputError(f"--{flag} file {path} is {st.st_size} bytes; the limit is {max_bytes}", flag)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@contextlib.contextmanager
+def _cell_limit(chars: int):
+    # The csv module's limit is process-wide: raise it to ours for this read only.
+    previous = csv.field_size_limit(chars)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
 def read_profile_csv(source: str | Path | io.TextIOBase) -> pd.DataFrame:
-    """Read and validate a profile-row CSV file (path or open text stream)."""
+    """Read and validate a profile-row CSV file (path or open text stream), streaming it row by row.
+
+    Limits: :data:`MAX_FILE_BYTES` per file, :data:`MAX_ROWS` rows and :data:`MAX_CELL_CHARS` per cell;
+    anything beyond is a :class:`ProfileRowsError` / :class:`InputError` (CLI exit status 2).
+    """
     what = str(source) if isinstance(source, str | Path) else "profile rows"
     if isinstance(source, str | Path):
-        try:
-            text = Path(source).read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            raise InputError(f"profile file {source} does not exist", "profiles") from None
-        except UnicodeDecodeError:
-            raise InputError(f"profile file {source} is not UTF-8 text", "profiles") from None
-    else:
-        text = source.read()
-    if not text.strip():
-        raise ProfileRowsError([RowProblem(0, "file", "is empty: expected a CSV header and rows")], what)
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in reader.fieldnames or []]
-    reader.fieldnames = header  # " cpu_mhz" is the cpu_mhz column, not an unknown extra one
-    duplicates = sorted({h for h in header if header.count(h) > 1})
-    if duplicates:
-        raise ProfileRowsError([RowProblem(1, "header", f"duplicate column(s): {', '.join(duplicates)}")], what)
-    missing = [f.name for f in FIELDS if f.required and f.name not in header
-               and f.name not in MODE_FIELDS]
-    if missing:
-        raise ProfileRowsError([RowProblem(1, "header", f"missing required column(s): {', '.join(missing)}")],
-                               what)
+        with open_regular_file(source) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
+            return _read_csv_stream(text, what)
+    return _read_csv_stream(source, what)
+
+
+def _read_csv_stream(text: io.TextIOBase, what: str) -> pd.DataFrame:
+    reader = csv.DictReader(text)
     records, lines = [], []
-    for record in reader:
-        records.append(record)
-        lines.append(reader.line_num)  # physical line of the record's last line, blank lines counted
+    try:
+        with _cell_limit(MAX_CELL_CHARS + 2):  # + the quotes around a quoted cell
+            fieldnames = reader.fieldnames
+            if not fieldnames:
+                raise ProfileRowsError([RowProblem(0, "file", "is empty: expected a CSV header and rows")], what)
+            header = [h.strip() for h in fieldnames]
+            reader.fieldnames = header  # " cpu_mhz" is the cpu_mhz column, not an unknown extra one
+            duplicates = sorted({h for h in header if header.count(h) > 1})
+            if duplicates:
+                raise ProfileRowsError([RowProblem(1, "header", f"duplicate column(s): {', '.join(duplicates)}")],
+                                       what)
+            missing = [f.name for f in FIELDS if f.required and f.name not in header
+                       and f.name not in MODE_FIELDS]
+            if missing:
+                raise ProfileRowsError(
+                    [RowProblem(1, "header", f"missing required column(s): {', '.join(missing)}")], what)
+            for record in reader:
+                if len(records) >= MAX_ROWS:
+                    raise ProfileRowsError([RowProblem(reader.line_num, "rows",
+                                                       f"more than {MAX_ROWS} rows; split the file")], what)
+                records.append(record)
+                lines.append(reader.line_num)  # physical line of the record's last line, blank lines counted
+    except csv.Error as exc:
+        line = reader.line_num
+        message = str(exc)
+        if "field larger than field limit" in message:
+            message = f"a cell is longer than {MAX_CELL_CHARS} characters"
+        raise ProfileRowsError([RowProblem(line, "file", f"not a readable CSV: {message}")], what) from None
+    except UnicodeDecodeError:
+        raise InputError(f"profile file {what} is not UTF-8 text", "profiles") from None
     return validate_records(records, what=what, line_numbers=lines)
 
 
@@ -263,18 +392,46 @@ def read_profile_json(payload: object) -> pd.DataFrame:
 
 
 def read_profile_rows(path: str | Path) -> pd.DataFrame:
-    """Read a ``.csv`` or ``.json`` profile-row file."""
+    """Read a ``.csv`` or ``.json`` profile-row file (a regular file within the readers' limits)."""
     import json
 
     if str(path).lower().endswith(".json"):
+        with open_regular_file(path) as raw:
+            data = raw.read()
         try:
-            payload = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"profile file {path} does not exist", "profiles") from None
+            payload = json.loads(data.decode("utf-8-sig"))
+        except UnicodeDecodeError:
+            raise InputError(f"profile file {path} is not UTF-8 text", "profiles") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"profile file {path} is not valid JSON: {exc}", "profiles") from None
+        except RecursionError:
+            raise InputError(f"profile file {path} is nested too deeply to be profile rows", "profiles") from None
         return read_profile_json(payload)
     return read_profile_csv(path)
+
+
+def escape_formula(value: object) -> object:
+    """A text cell that a spreadsheet would run as a formula (starts with = + - @ TAB CR) gets a leading
+    ``'``; anything else (numbers included) is returned unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def unescape_formula(text: str) -> str:
+    """Undo :func:`escape_formula` on a cell read back from one of our CSV files."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_PREFIXES) else text
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with :func:`escape_formula` applied to its text columns (numeric columns untouched)."""
+    text_columns = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
+    if not text_columns:
+        return df
+    out = df.copy()
+    for c in text_columns:
+        out[c] = out[c].map(escape_formula)
+    return out
 
 
 def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
@@ -297,10 +454,10 @@ def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
 
 def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str | Path | io.TextIOBase,
                       append: bool = False) -> None:
-    """Write rows as CSV (DESIGN.md columns first, extras after); ``append`` adds to an existing file."""
+    """Write rows as CSV (profile-row columns first, extras after); ``append`` adds to an existing file."""
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     columns = list(COLUMNS) + [c for c in df.columns if c not in FIELD_BY_NAME]
-    df = df.reindex(columns=columns)
+    df = csv_safe(df.reindex(columns=columns))
     if isinstance(path, io.TextIOBase):
         df.to_csv(path, index=False, lineterminator="\n")
         return
@@ -316,3 +473,52 @@ def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str
         df.to_csv(path, mode="a", header=False, index=False, lineterminator="\n")
     else:
         df.to_csv(path, index=False, lineterminator="\n")
+
+
+#: Pass-through columns: the extra columns the profiler writes beside FIELDS (see
+#: ``profiler/runner.py`` and ``profiler/complexity.py``), with their units. An upload
+#: (``POST /v1/profiles``, inline rows) may carry these and they are stored as they are; any other
+#: column is rejected (:func:`unknown_columns`), so a misspelt ``epoch_tme_s`` is not stored silently.
+PASS_THROUGH_COLUMNS: dict[str, str] = {
+    "power_meter": "text: the meter that measured power, e.g. ina3221:VDD_IN, or none: <reason>",
+    "power_null_reason": "text: why the power and energy cells are empty",
+    "power_samples": "count: power samples inside the measured window",
+    "cpu_package_energy_j": "J per epoch: CPU-package energy (RAPL on x86)",
+    **{f"mb_{part}_s_{stat}": f"s: {stat} time per minibatch of the {part} component"
+       for part in ("total", "stall", "compute") for stat in ("mean", "median", "p95")},
+    **{f"mb_{part}_cv": f"ratio: coefficient of variation of the minibatch {part} time"
+       for part in ("total", "stall", "compute")},
+    "macs_fwd": "multiply-accumulates per sample of one forward pass",
+    "params": "count: trainable parameters",
+    "flops_train": "FLOP per sample of one training step",
+    "param_bytes": "B: bytes of the parameters",
+    "activation_bytes": "B per sample: leaf-module outputs of one forward pass",
+    "leaf_modules": "count: leaf modules of the network",
+    "kernel_count": "count: kernels launched per training step",
+    "cpu_s_per_sample": "s: CPU seconds of the data pipeline per sample",
+    "train_flops_per_s": "FLOP/s: flops_train x batch size / mean compute time",
+    "utilisation": "ratio: train_flops_per_s / the mode's peak FP32 FLOP/s",
+    "accelerator": "text: what trained (GPU name, cpu, or the twin)",
+    "warmup": "count: warm-up minibatches per mode",
+    "minibatches_measured": "count: measured minibatches per mode",
+    "data_source": "text: synthetic, user, or folder:DIR",
+    "complexity_null_reason": "text: why the complexity cells are empty",
+}
+
+
+def unknown_columns(records: Iterable[Mapping[str, object]]) -> dict[str, list[str]]:
+    """``{"rows.I.COLUMN": [message]}`` (0-based row index, first row naming it) for every column that is
+    neither in FIELDS nor a pass-through column; empty when all are known."""
+    out: dict[str, list[str]] = {}
+    for i, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            continue
+        for key in record:
+            name = str(key)
+            if name in FIELD_BY_NAME or name in PASS_THROUGH_COLUMNS or any(k.endswith(f".{name}") for k in out):
+                continue
+            close = difflib.get_close_matches(name, [*COLUMNS, *PASS_THROUGH_COLUMNS], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            out[f"rows.{i}.{name}"] = [f"unknown column {name!r}: not a profile-row field nor a documented "
+                                       f"pass-through column (models/profile_rows.py){hint}"]
+    return out

@@ -6,21 +6,14 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import TextIO
 
 import pandas as pd
+from jetpredict.models.jsonsafe import json_safe
+from jetpredict.models.profile_rows import csv_safe
 
 FORMATS = ("table", "csv", "json")
-
-
-def _json_value(value: object) -> object:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "item"):
-        return _json_value(value.item())
-    return value
 
 
 def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
@@ -28,9 +21,10 @@ def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
     """Write ``df`` to ``out`` (stdout by default) as ``table``, ``csv`` or ``json`` (a list of objects)."""
     out = out or sys.stdout
     if fmt == "csv":
-        df.to_csv(out, index=False, lineterminator="\n", float_format=f"%.{float_digits}g")
+        # Names (workloads, labels) come from users: no cell may run as a spreadsheet formula.
+        csv_safe(df).to_csv(out, index=False, lineterminator="\n", float_format=f"%.{float_digits}g")
     elif fmt == "json":
-        records = [{k: _json_value(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+        records = json_safe(df.to_dict(orient="records"))
         json.dump(records, out, indent=2)
         out.write("\n")
     elif fmt == "table":

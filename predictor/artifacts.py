@@ -1,9 +1,15 @@
-"""Model files: joblib + a JSON manifest (package versions, SHA-256 of the file and of the training data).
+"""Model files on disk: a JSON document plus a JSON manifest next to it (``PATH.json``).
 
-A file is only unpickled after its manifest checks out. A *user* model file that fails the check is
-refused with :class:`InputError`; a *bundled* reference artifact that does not match this installation
-(other scikit-learn/numpy/jetpredict version, or reference CSV changed) is refitted in memory from the
-bundled CSV with a warning instead.
+Format (``jetpredict-artifact/2``): ``PATH`` holds one UTF-8 JSON document (a fitted workload model,
+schema ``jetpredict-model/2``, or a device reference, ``jetpredict-reference/2``; see
+:mod:`jetpredict.predictor.serialization`), whatever its extension (``fit --out`` keeps the path it is
+given). The manifest ``PATH.json`` records ``format``, ``kind``, ``schema``, the file's SHA-256, the
+jetpredict version that wrote it and, for references, the SHA-256 of the sweeps they were fitted on.
+
+Loading reads bytes and parses JSON, never anything else: a file is never unpickled or executed. The
+SHA-256 guards against corruption, not against an attacker (anyone can recompute it), which is why the
+content itself must be plain data. Pickled files of jetpredict <= 0.1 (``jetpredict-artifact/1``,
+``.joblib``) are refused with a message saying how to refit them.
 """
 
 from __future__ import annotations
@@ -11,29 +17,33 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import warnings
+import stat
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-import joblib
-import numpy as np
-import pandas as pd
-import sklearn
 from jetpredict.models.errors import InputError
 
-FORMAT = "jetpredict-artifact/1"
-FITTED_DIR = Path(__file__).resolve().parent.parent / "models" / "fitted"
+FORMAT = "jetpredict-artifact/2"
+#: Manifest formats of older releases, whose files were pickles.
+PICKLE_FORMATS = frozenset({"jetpredict-artifact/1"})
+#: Largest model file read (bytes): a fitted model is ~10-100 kB, a bundled reference ~10 kB.
+MAX_ARTIFACT_BYTES = 32 * 1024 * 1024
+MAX_MANIFEST_BYTES = 64 * 1024
+REFIT_HINT = ("refit it with this version: `jetpredict fit --device DEVICE --profiles ROWS.csv --out MODEL.json` "
+              "(model files are JSON data now)")
 
 
-def package_versions() -> dict[str, str]:
-    """Versions that must match for a pickled model to be trusted."""
+def jetpredict_version() -> str:
     try:
-        jp = metadata.version("jetpredict")
+        return metadata.version("jetpredict")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        jp = "0.1.0"
-    return {"jetpredict": jp, "scikit-learn": sklearn.__version__, "numpy": np.__version__,
-            "pandas": pd.__version__}
+        return "0.0.0+checkout"
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def file_sha256(path: str | Path) -> str:
@@ -48,89 +58,79 @@ def manifest_path(path: str | Path) -> Path:
     return Path(f"{path}.json")
 
 
-def save_artifact(obj, path: str | Path, kind: str, training_data_sha256: str = "", source: str = "",
-                  extra: dict | None = None) -> dict:
-    """Dump ``obj`` with joblib to ``path`` and write ``path.json``; returns the manifest."""
+def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """Write ``doc`` as JSON to ``path`` and its manifest to ``path.json``; returns the manifest."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    joblib.dump(obj, path, compress=3)
+    data = (json.dumps(doc, indent=1, allow_nan=False, sort_keys=True) + "\n").encode("utf-8")
+    path.write_bytes(data)
     manifest = {
-        "format": FORMAT, "kind": kind, "file": path.name, "sha256": file_sha256(path),
-        "versions": package_versions(), "python": platform.python_version(),
-        "training_data_sha256": training_data_sha256, "source": source,
+        "format": FORMAT, "kind": kind, "schema": doc.get("schema"), "file": path.name,
+        "sha256": sha256_bytes(data), "jetpredict": jetpredict_version(), "python": platform.python_version(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(extra or {}),
     }
     manifest_path(path).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest
 
 
-def check_artifact(path: str | Path, kind: str) -> dict:
-    """The manifest of ``path`` after checking it; InputError naming what does not match."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"model file {path} does not exist", "model")
-    mpath = manifest_path(path)
-    if not mpath.is_file():
-        raise InputError(f"model file {path} has no manifest {mpath.name}: refusing to load it", "model")
+def _read_regular(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (no FIFOs, devices or huge files)."""
     try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist", "model") from None
+    except OSError as exc:
+        raise InputError(f"{what} {path} cannot be read: {exc.strerror}", "model") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what} {path} is not a regular file", "model")
+    if st.st_size > limit:
+        raise InputError(f"{what} {path} is larger than {limit} bytes", "model")
+    try:
+        with path.open("rb") as f:
+            return f.read(limit + 1)[:limit]
+    except OSError as exc:
+        raise InputError(f"{what} {path} cannot be read: {exc.strerror}", "model") from None
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    mpath = manifest_path(path)
+    if not mpath.exists():
+        raise InputError(f"model file {path} has no manifest {mpath.name}: refusing to load it", "model")
+    raw = _read_regular(mpath, MAX_MANIFEST_BYTES, "manifest")
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"manifest {mpath} is not valid JSON: {exc}", "model") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise InputError(f"manifest {mpath} is not a {FORMAT} manifest", "model")
-    if manifest.get("kind") != kind:
-        raise InputError(f"{path} holds a {manifest.get('kind')!r}, expected a {kind!r}", "model")
-    if manifest.get("sha256") != file_sha256(path):
-        raise InputError(f"SHA-256 of {path} does not match its manifest: the file was changed or "
-                         f"corrupted; refusing to load it", "model")
-    ours = package_versions()
-    theirs = manifest.get("versions") or {}
-    diff = [f"{k} {theirs.get(k)} (this installation: {v})" for k, v in ours.items() if theirs.get(k) != v]
-    if diff:
-        raise InputError(f"{path} was written with {', '.join(diff)}: refit it with this version", "model")
+    if not isinstance(manifest, dict):
+        raise InputError(f"manifest {mpath} is not a JSON object", "model")
     return manifest
 
 
-def load_artifact(path: str | Path, kind: str):
-    """Unpickle ``path`` after :func:`check_artifact` passes."""
-    check_artifact(path, kind)
-    return joblib.load(path)
-
-
-# -- bundled device references ----------------------------------------------------------------------------
-def bundled_reference_path(device_id: str, directory: Path | None = None) -> Path:
-    return (directory or FITTED_DIR) / f"{device_id}-reference.joblib"
-
-
-def save_bundled_reference(ref, directory: Path | None = None) -> Path:
-    """Write a DeviceReference as a bundled artifact (training rows dropped to keep it small)."""
-    import copy
-
-    path = bundled_reference_path(ref.device_id, directory)
-    slim = copy.copy(ref)
-    slim.rows = None
-    save_artifact(slim, path, kind="device-reference", training_data_sha256=ref.training_sha256,
-                  source=ref.source, extra={"device_id": ref.device_id, "workloads": list(ref.workloads)})
-    return path
-
-
-def load_bundled_reference(device_id: str, directory: Path | None = None):
-    """The bundled DeviceReference of a device, or None (with a warning when one exists but does not match
-    this installation or its reference CSV, so the caller refits it in memory)."""
-    from jetpredict.predictor.reference import reference_csvs
-
-    path = bundled_reference_path(device_id, directory)
-    if not path.is_file():
-        return None
+def read_artifact(path: str | Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(document, manifest) of the artifact at ``path`` after every check; InputError naming the failure."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"model file {path} does not exist", "model")
+    manifest = read_manifest(path)
+    fmt = manifest.get("format")
+    if fmt in PICKLE_FORMATS:
+        raise InputError(f"{path} is a pickled model file of an older jetpredict, which is never loaded "
+                         f"(loading a pickle can run code); {REFIT_HINT}", "model")
+    if fmt != FORMAT:
+        raise InputError(f"manifest of {path} is not a {FORMAT} manifest (format {fmt!r})", "model")
+    if manifest.get("kind") != kind:
+        raise InputError(f"{path} holds a {manifest.get('kind')!r}, expected a {kind!r}", "model")
+    data = _read_regular(path, MAX_ARTIFACT_BYTES, "model file")
+    if manifest.get("sha256") != sha256_bytes(data):
+        raise InputError(f"SHA-256 of {path} does not match its manifest: the file was changed or "
+                         f"corrupted; refusing to load it", "model")
     try:
-        manifest = check_artifact(path, "device-reference")
-    except InputError as exc:
-        warnings.warn(f"bundled reference of {device_id}: {exc.message}; refitting it in memory",
-                      RuntimeWarning, stacklevel=2)
-        return None
-    csvs = reference_csvs(device_id)
-    if csvs and manifest.get("training_data_sha256") != file_sha256(csvs[0]):
-        warnings.warn(f"bundled reference of {device_id} was fitted on other reference sweeps than "
-                      f"models/reference holds now; refitting it in memory", RuntimeWarning, stacklevel=2)
-        return None
-    return joblib.load(path)
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise InputError(f"{path} is not a JSON model file (pickles and other formats are never loaded); "
+                         f"{REFIT_HINT}", "model") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path} is not a JSON model document; {REFIT_HINT}", "model")
+    return doc, manifest

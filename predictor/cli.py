@@ -1,4 +1,4 @@
-"""CLI verbs of the predictor: ``fit``, ``predict``, ``plan``, ``recommend`` (flags as in DESIGN.md).
+"""CLI verbs of the predictor: ``fit``, ``predict``, ``plan``, ``recommend`` (flags as in the README's command-line tour).
 
 Tables go to standard output (or ``--out``); summaries and progress go to standard error, so
 ``--format csv`` output is only CSV. Bad input raises :class:`InputError` (exit 2, via ``api.cli``);
@@ -18,6 +18,7 @@ from typing import TextIO
 import pandas as pd
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import FORMATS, write_table
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
 
 
 def _log(message: str) -> None:
@@ -39,7 +40,11 @@ def _output(path: str | None) -> Iterator[TextIO]:
 def _read_mode_csv(path: str, flag: str) -> pd.DataFrame:
     try:
         # Labels stay text ("0" is a preset id, not a number); knobs are parsed by the service.
-        return pd.read_csv(path, dtype={"mode": str})
+        # Regular files only, size-limited: /dev/zero or a FIFO is an error, not a hang.
+        from jetpredict.models.profile_rows import open_regular_file
+
+        with open_regular_file(path, flag.lstrip("-")) as f:
+            return pd.read_csv(f, dtype={"mode": str})
     except FileNotFoundError:
         raise InputError(f"{flag} file {path} does not exist", flag.lstrip("-")) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -47,34 +52,56 @@ def _read_mode_csv(path: str, flag: str) -> pd.DataFrame:
 
 
 def _load(path: str):
-    from jetpredict.predictor.model import load_model
+    from jetpredict.predictor.bundled import load_model
 
     if not Path(path).exists():
         raise InputError(f"model file {path} does not exist (write one with `jetpredict fit`)", "model")
     return load_model(path)
 
 
+def _confidence_arg(value: str) -> float:
+    """``--confidence``: a number; the range is checked by the service (one rule, one message)."""
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number such as 0.9, got {value!r}") from None
+
+
+#: ``--out`` extensions that choose the format when ``--format`` is not given (anything else: table).
+OUT_FORMATS = {".csv": "csv", ".json": "json"}
+FORMAT_HELP = "csv | json | table (default: from the --out extension, .csv or .json; else table)"
+
+
+def _out_format(fmt: str | None, out: str | None) -> str:
+    """``--format`` if given, else the format of the ``--out`` extension, else ``table``."""
+    if fmt is not None:
+        return fmt
+    return OUT_FORMATS.get(Path(out).suffix.lower(), "table") if out else "table"
+
+
 def _plan(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
 
+    args.format = _out_format(args.format, args.out)  # `plan --out plan.csv` feeds `profile --modes plan.csv`
+
     candidates = None if args.candidates is None else _read_mode_csv(args.candidates, "--candidates")
     plan = service.plan_profiling(args.device, args.budget, candidates)
-    if args.format != "csv":
-        _log(f"{args.device}: profile these {len(plan)} modes; estimated "
-             f"{plan['est_profile_s'].sum() / 60:.1f} min in all (settle + idle window + warm-up and "
-             "measured minibatches per mode)")
+    _log(f"{args.device}: {plan.summary()}")
+    if candidates is None:
+        _log("candidates: the planning region (every clock >= 50% of its maximum, >= 2 cores); modes outside "
+             "it extrapolate -- give --candidates with the modes you will query to plan for them")
     with _output(args.out) as out:
-        write_table(plan, args.format, out)
+        write_table(plan.modes, args.format, out)
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
     from jetpredict.models.profile_rows import read_profile_rows
-    from jetpredict.predictor.model import fit_workload, save_model
+    from jetpredict.predictor.bundled import fit_workload, save_model
 
     rows = read_profile_rows(args.profiles)
     reference = None if args.reference is None else read_profile_rows(args.reference)
-    model = fit_workload(rows, device_id=args.device, reference=reference)
+    model = fit_workload(rows, device=args.device, reference=reference)
     try:
         save_model(model, args.out)
     except OSError as exc:
@@ -87,14 +114,36 @@ def _fit(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
 
+    args.format = _out_format(args.format, args.out)
     model = _load(args.model)
     modes = "all" if args.all else "presets" if args.presets else _read_mode_csv(args.modes, "--modes")
-    df = service.predict(model, modes, device_id=args.device, epochs=args.epochs)
+    df = service.predict(model, modes, device=args.device, epochs=args.epochs, confidence=args.confidence)
     if args.format == "table":
-        _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s)")
+        _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
+             f"{args.confidence:.0%} intervals")
+    flagged = int(df["extrapolated"].sum())
+    if flagged:
+        _log(f"{flagged} mode(s) lie outside the profiled knob ranges (column extrapolated_knobs): their "
+             "intervals are wider")
     with _output(args.out) as out:
         write_table(df, args.format, out)
     return 0
+
+
+def _plot(model, result, args: argparse.Namespace) -> None:
+    """``--plot FILE.svg|png``: every mode, the front within the caps and the chosen mode (as the page)."""
+    from jetpredict.predictor import plots, service
+    from jetpredict.predictor.recommend import feasible_mask
+
+    plots.check_plot_path(args.plot)
+    modes = service.predict(model, "all", device=result.device, epochs=args.epochs, confidence=result.confidence)
+    caps = ", ".join(f"{k} {v:g}" for k, v in result.constraints.items() if v is not None) or "no cap"
+    title = (f"{model.workload_id} on {result.device}: {args.objective}, {caps} "
+             f"({result.confidence:.0%} upper ends)")
+    plots.pareto_plot(modes, feasible_mask(modes, result.constraints.get("max_power_w"),
+                                           result.constraints.get("max_epoch_time_s")),
+                      result.as_dict(), args.plot, title)
+    _log(f"wrote {args.plot}")
 
 
 def _recommend(args: argparse.Namespace) -> int:
@@ -102,33 +151,44 @@ def _recommend(args: argparse.Namespace) -> int:
 
     model = _load(args.model)
     result = service.recommend(model, args.objective, max_power_w=args.max_power_w,
-                               max_epoch_time_s=args.max_epoch_time_s, device_id=args.device,
-                               epochs=args.epochs)
+                               max_epoch_time_s=args.max_epoch_time_s, device=args.device,
+                               epochs=args.epochs, confidence=args.confidence)
+    if args.plot:
+        _plot(model, result, args)
     if args.format == "json":
-        json.dump(result, sys.stdout, indent=2)
+        # the fields of POST /v1/recommendations' answer
+        json.dump(service.recommendation_answer(model, result, model.workload_id), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        rows = ([{"role": "best", **result["best"]}] if result["best"] else []) + [
-            {"role": "pareto", **r} for r in result["pareto"]]
+        rows = ([{"role": "best", **result.best}] if result.best else []) + [
+            {"role": "pareto", **r} for r in result.pareto]
         write_table(pd.DataFrame(rows), args.format)
-    if not result["feasible"]:
-        _log(f"jetpredict recommend: {result['reason']}")
+    if not result.feasible:
+        _log(f"jetpredict recommend: {result.reason}")
         return 1
     if args.format != "csv":
-        b = result["best"]
-        _log(f"best for {args.objective} on {result['device']}: {b['mode']} — {b['epoch_time_s']:.4g} s/epoch, "
-             f"{b['avg_power_w']:.3g} W, {b['epoch_energy_j']:.4g} J/epoch; "
-             f"{len(result['pareto'])} mode(s) on the time/energy front")
+        b = result.best
+        _log(f"best for {args.objective} on {result.device}: {b['mode']} -- {b['epoch_time_s']:.4g} s/epoch "
+             f"[{b['epoch_time_s_low']:.4g}, {b['epoch_time_s_high']:.4g}], {b['avg_power_w']:.3g} W "
+             f"[{b['avg_power_w_low']:.3g}, {b['avg_power_w_high']:.3g}], {b['epoch_energy_j']:.4g} J/epoch "
+             f"({result.confidence:.0%} intervals; caps hold for their upper ends); "
+             f"{len(result.pareto)} mode(s) on the time/energy front")
+        if b["extrapolated_knobs"]:
+            _log(f"note: the best mode lies outside the profiled range of {b['extrapolated_knobs']}; profile it "
+                 "to confirm")
+        if result.preferred_in_range:
+            _log("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
+                 "the best mode inside the ranges was chosen")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="choose which power modes to profile")
     p.add_argument("--device", required=True)
-    p.add_argument("--candidates", help="CSV of candidate modes (default: the device's modes with every "
-                   "clock >= 50%% of its maximum and >= 2 cores)")
+    p.add_argument("--candidates", help="CSV of candidate modes: the modes you will query (default: the "
+                   "device's modes with every clock >= 50%% of its maximum and >= 2 cores)")
     p.add_argument("--budget", type=int, required=True, help="number of modes to profile")
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
     p.add_argument("--out", help="write to this file instead of standard output")
     p.set_defaults(handler=_plan)
 
@@ -147,16 +207,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--presets", action="store_true", help="the nvpmodel presets")
     p.add_argument("--device", help="predict for another device type (cross-device)")
     p.add_argument("--epochs", type=int, help="add time/energy to train this many epochs")
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--confidence", type=_confidence_arg, default=DEFAULT_CONFIDENCE,
+                   help="coverage of the intervals (default %(default)s)")
+    p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
     p.add_argument("--out", help="write to this file instead of standard output")
     p.set_defaults(handler=_predict)
 
     p = sub.add_parser("recommend", help="best power mode under a power or time constraint")
     p.add_argument("--model", required=True)
-    p.add_argument("--objective", choices=("min-time", "min-energy"), required=True)
-    p.add_argument("--max-power-w", type=float)
-    p.add_argument("--max-epoch-time-s", type=float)
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), required=True)
+    p.add_argument("--max-power-w", type=float, help="W; met by the upper end of the power interval")
+    p.add_argument("--max-epoch-time-s", type=float, help="s; met by the upper end of the time interval")
+    p.add_argument("--confidence", type=_confidence_arg, default=DEFAULT_CONFIDENCE,
+                   help="level of the intervals whose upper ends must meet the caps (default %(default)s)")
     p.add_argument("--device", help="recommend on another device type (cross-device)")
     p.add_argument("--epochs", type=int)
     p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--plot", help="also draw every mode, the Pareto front and the chosen mode to FILE.svg or "
+                   "FILE.png (needs matplotlib: the [plot] extra)")
     p.set_defaults(handler=_recommend)

@@ -10,7 +10,11 @@ Power terms are per-domain dynamic-power proxies ``f * V(f)^2`` on a generic DVF
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
+from jetpredict.models.catalogue import Device
+from jetpredict.predictor.knobs import ModeArrays
 from scipy.special import ndtr
 
 #: Terms of each time component. ``gpu``: GPU kernels without memory traffic (1/f_gpu); ``mem``: kernels
@@ -73,32 +77,27 @@ def memory_kernels(gpu_mhz, emc_mhz, mu: float | None = None, sigma: float | Non
     return inv_q_r + np.maximum(exposed, 0.0)
 
 
-def time_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, kappa_cpu: float,
+def time_features(modes: ModeArrays, num_workers: float | np.ndarray, kappa_cpu: float,
                   kappa_pipe: float) -> dict[str, np.ndarray]:
     """Every time term's feature per mode (1/GHz, contention included); ``one`` is all ones."""
-    emc_inv = 1000.0 / np.asarray(emc_mhz, dtype=float)
+    emc_inv = 1000.0 / modes.emc_mhz
     features = {
-        "gpu": 1000.0 / np.asarray(gpu_mhz, dtype=float),
-        "mem": emc_inv * memory_kernels(gpu_mhz, emc_mhz),
+        "gpu": 1000.0 / modes.gpu_mhz,
+        "mem": emc_inv * memory_kernels(modes.gpu_mhz, modes.emc_mhz),
         "emc": emc_inv,
+        "one": np.ones(len(modes)),
     }
-    n = np.broadcast_shapes(np.shape(cpu_cores), np.shape(cpu_mhz), *(f.shape for f in features.values()))
-    # Broadcasting only when shapes differ: prediction calls this on every request (hot path).
-    features = {k: f if f.shape == n else np.broadcast_to(f, n) for k, f in features.items()}
-    features["one"] = np.ones(n)
-    return with_contention(features, cpu_cores, cpu_mhz, num_workers, kappa_cpu, kappa_pipe)
+    return with_contention(features, modes, num_workers, kappa_cpu, kappa_pipe)
 
 
-def with_contention(features: dict[str, np.ndarray], cpu_cores, cpu_mhz, num_workers, kappa_cpu: float,
-                    kappa_pipe: float) -> dict[str, np.ndarray]:
+def with_contention(features: dict[str, np.ndarray], modes: ModeArrays, num_workers: float | np.ndarray,
+                    kappa_cpu: float, kappa_pipe: float) -> dict[str, np.ndarray]:
     """``features`` with the CPU terms (``cpu``, ``pipe``) for these contention constants; the clock
     terms do not depend on them, so model variants share those."""
-    cpu_ghz = np.asarray(cpu_mhz, dtype=float) / 1000.0
-    shape = features["one"].shape
+    cpu_inv = 1000.0 / modes.cpu_mhz
     out = dict(features)
-    for term, kappa in (("cpu", kappa_cpu), ("pipe", kappa_pipe)):
-        f = contention(cpu_cores, num_workers, kappa) / cpu_ghz
-        out[term] = f if f.shape == shape else np.broadcast_to(f, shape)
+    out["cpu"] = contention(modes.cpu_cores, num_workers, kappa_cpu) * cpu_inv
+    out["pipe"] = contention(modes.cpu_cores, num_workers, kappa_pipe) * cpu_inv
     return out
 
 
@@ -120,20 +119,21 @@ def v_rel(f_mhz, f_max_mhz: float) -> np.ndarray:
     return V_MIN_REL + (1.0 - V_MIN_REL) * np.clip((r - KNEE_REL) / (1.0 - KNEE_REL), 0.0, 1.0)
 
 
-def launch_wait(cpu_coef: float, cpu_cores, cpu_mhz, num_workers, kappa: float, cpu_mhz_max: float
-                ) -> np.ndarray:
+def launch_wait(cpu_coef: float, modes: ModeArrays, num_workers: float | np.ndarray, kappa: float,
+                cpu_mhz_max: float) -> np.ndarray:
     """Time (s per epoch) the GPU idles waiting on the main thread, beyond its wait at the top CPU clock.
 
     ``cpu_coef`` (s x GHz) is the compute component's CPU term: at the top clock with no contention the
     CPU launches overlap the kernels, so only the stretch of that work at a slower clock or under core
     contention leaves the GPU without kernels (a CPU-bound workload's GPU busy share falls with f_cpu).
     """
-    slow = contention(cpu_cores, num_workers, kappa) / (np.asarray(cpu_mhz, dtype=float) / 1000.0)
+    slow = contention(modes.cpu_cores, num_workers, kappa) * (1000.0 / modes.cpu_mhz)
     return cpu_coef * np.maximum(slow - 1000.0 / cpu_mhz_max, 0.0)
 
 
-def power_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, gpu_busy, maxima: dict[str, float],
-                   rate=1.0, gpu_active=None) -> dict[str, np.ndarray]:
+def power_features(modes: ModeArrays, num_workers: float | np.ndarray, gpu_busy: np.ndarray,
+                   maxima: Mapping[str, float], rate: np.ndarray | float = 1.0,
+                   gpu_active: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Dynamic-power proxies per mode (dimensionless; coefficients are in W).
 
     ``gpu_busy`` is the predicted GPU-compute share of the epoch; ``rate`` the epoch's progress relative
@@ -147,41 +147,48 @@ def power_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, num_workers, gpu_busy, 
     """
     busy = np.clip(np.asarray(gpu_busy, dtype=float), 0.0, 1.0)
     active = busy if gpu_active is None else np.clip(np.asarray(gpu_active, dtype=float), 0.0, 1.0)
-    cores = np.minimum(np.asarray(cpu_cores, dtype=float), np.asarray(num_workers, dtype=float) + 1.0)
+    cores = np.minimum(modes.cpu_cores, np.asarray(num_workers, dtype=float) + 1.0)
     rate = np.clip(np.asarray(rate, dtype=float), 0.0, 2.0)
     return {
-        "gpu": active * dvfs_phi(gpu_mhz, maxima["gpu_mhz"]),
-        "emc": busy * rate * v_rel(emc_mhz, maxima["emc_mhz"]) ** 2,
-        "cpu": rate * cores / maxima["cpu_cores"] * dvfs_phi(cpu_mhz, maxima["cpu_mhz"]),
+        "gpu": active * dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"]),
+        "emc": busy * rate * v_rel(modes.emc_mhz, maxima["emc_mhz"]) ** 2,
+        "cpu": rate * cores / maxima["cpu_cores"] * dvfs_phi(modes.cpu_mhz, maxima["cpu_mhz"]),
         "one": rate * np.ones_like(busy),
     }
 
 
-def base_features(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, maxima: dict[str, float]) -> dict[str, np.ndarray]:
+def base_features(modes: ModeArrays, maxima: Mapping[str, float]) -> dict[str, np.ndarray]:
     """Idle-at-mode power proxies: constant plus each domain's relative ``f V^2`` (cores online scale CPU)."""
-    cores = np.asarray(cpu_cores, dtype=float)
-    gpu = dvfs_phi(gpu_mhz, maxima["gpu_mhz"])
+    gpu = dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"])
     return {
         "one": np.ones_like(gpu),
         "gpu": gpu,
-        "emc": dvfs_phi(emc_mhz, maxima["emc_mhz"]),
-        "cpu": cores / maxima["cpu_cores"] * dvfs_phi(cpu_mhz, maxima["cpu_mhz"]),
+        "emc": dvfs_phi(modes.emc_mhz, maxima["emc_mhz"]),
+        "cpu": modes.cpu_cores / maxima["cpu_cores"] * dvfs_phi(modes.cpu_mhz, maxima["cpu_mhz"]),
     }
 
 
-def extrapolation_distances(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, ranges: dict[str, tuple[float, float]]
+def extrapolation_distances(modes: ModeArrays, ranges: Mapping[str, tuple[float, float]]
                             ) -> dict[str, np.ndarray]:
     """Per knob, how far each mode lies outside the profiled range ``ranges[knob] = (low, high)``, in
     natural-log units of the knob (0 inside): ``max(0, ln(low / x), ln(x / high))``."""
     out = {}
-    for knob, x in (("cpu_cores", cpu_cores), ("cpu_mhz", cpu_mhz), ("gpu_mhz", gpu_mhz), ("emc_mhz", emc_mhz)):
+    for knob, x in modes.as_dict().items():
         low, high = ranges[knob]
-        lx = np.log(np.asarray(x, dtype=float))
+        lx = np.log(x)
         out[knob] = np.maximum(np.maximum(np.log(low) - lx, lx - np.log(high)), 0.0)
     return out
 
 
-def device_maxima(device) -> dict[str, float]:
-    """Top of each knob's range for a catalogue :class:`~models.catalogue.Device`."""
-    r = device.knob_ranges()
-    return {k: float(v[1]) for k, v in r.items()}
+def device_maxima(device: Device) -> dict[str, float]:
+    """Top of each knob's range for a catalogue :class:`~jetpredict.models.catalogue.Device`."""
+    return {k: float(v[1]) for k, v in device.knob_ranges().items()}
+
+
+def total_coefs(fits: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Collapse per-component term coefficients (``{component: coef}``) onto :data:`TOTAL_TERMS`."""
+    out = dict.fromkeys(TOTAL_TERMS, 0.0)
+    for name, coef in fits.items():
+        for term, c in zip(COMPONENT_TERMS[name], coef, strict=True):
+            out[term] += float(c)
+    return np.array([out[t] for t in TOTAL_TERMS])

@@ -1,115 +1,165 @@
 """Federated-learning round plans: one power mode per client so that the round meets its deadline.
 
-Each client trains ``epochs`` local epochs per round. A client's mode must meet the deadline with its
-*upper* time bound (``epoch_time_s_high``): that margin is what keeps it from straggling. Among those
-modes it gets the one of least energy, counting the energy it spends idling at the mode's base power
-from finishing (point estimate) until the deadline — a fast mode that then idles is not free. Clients
-that cannot meet the deadline are reported with their fastest mode, never dropped silently.
+Each client trains ``epochs`` local epochs per round. A client's mode must meet the deadline with the
+*upper* end of its time interval (``epoch_time_s_high`` at the plan's confidence): that margin is what
+keeps it from straggling. Among those modes it gets the one of least energy, counting the energy it
+spends idling at the mode's base power from finishing (point estimate) until the deadline -- a fast mode
+that then idles is not free. A mode outside the profiled knob ranges is taken only when it saves energy
+beyond its interval (:func:`predictor.recommend.best_position`). Clients that cannot meet the deadline are
+reported with their fastest mode, never dropped silently.
 
-The workload model is fitted on one device; clients of other types get cross-device predictions. The
-all-modes prediction runs once per device *type* per request, so a round of hundreds of clients costs
-a handful of vectorised predictions.
+This module only chooses: the caller (:func:`predictor.service.plan_fleet`) hands it one all-modes
+prediction per device *type*, so a round of hundreds of clients costs a handful of vectorised predictions.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
-from jetpredict.models.catalogue import load_device, mode_label
+from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError
-from jetpredict.predictor.recommend import check_epochs, check_limit
-from jetpredict.predictor.space import space_prediction
+from jetpredict.predictor.limits import MAX_CLIENTS
+from jetpredict.predictor.recommend import best_position
 
-MAX_CLIENTS = 10_000
+#: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
+#: the knob columns, the prediction columns and ``extrapolated_knobs``.
+SpacePrediction = Mapping[str, object]
 
 
-def _check_clients(clients: Sequence[Mapping]) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class ClientPlan:
+    """The mode of one client and what it costs: times in s, power in W, energy in J."""
+
+    id: str
+    device: str
+    mode: str
+    cpu_cores: int
+    cpu_mhz: float
+    gpu_mhz: float
+    emc_mhz: float
+    epoch_time_s: float
+    round_time_s: float
+    round_time_s_high: float
+    avg_power_w: float
+    avg_power_w_low: float
+    avg_power_w_high: float
+    train_energy_j: float
+    idle_energy_j: float
+    energy_j: float
+    meets_deadline: bool
+    cross_device: bool
+    power_source: str
+    extrapolated_knobs: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """A round plan. ``total_energy_j`` sums the clients that meet the deadline (J)."""
+
+    feasible: bool
+    total_energy_j: float
+    deadline_s: float
+    epochs: int
+    confidence: float
+    clients: tuple[ClientPlan, ...]
+    infeasible_clients: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        """Plain JSON-ready dict (clients as a list of dicts)."""
+        out = asdict(self)
+        out["clients"] = [asdict(c) for c in self.clients]
+        out["infeasible_clients"] = list(self.infeasible_clients)
+        return out
+
+
+def check_clients(clients: Sequence[Mapping]) -> list[tuple[str, Device]]:
+    """``(id, Device)`` per client; ids unique, devices in the catalogue (each resolved once)."""
     if not isinstance(clients, Sequence) or isinstance(clients, str | bytes) or not clients:
         raise InputError("clients must be a non-empty list of {id, device} objects", "clients")
     if len(clients) > MAX_CLIENTS:
         raise InputError(f"clients may list at most {MAX_CLIENTS} clients, got {len(clients)}", "clients")
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, Device]] = []
     seen: set[str] = set()
+    devices: dict[str, Device] = {}
     for i, client in enumerate(clients):
         if not isinstance(client, Mapping):
             raise InputError(f"clients[{i}] must be an object with id and device", f"clients.{i}")
-        cid, device = client.get("id"), client.get("device")
+        cid, device_id = client.get("id"), client.get("device")
         if cid is None or str(cid).strip() == "":
             raise InputError(f"clients[{i}].id is required", f"clients.{i}.id")
         if str(cid) in seen:
             raise InputError(f"clients[{i}].id {cid!r} is listed twice; ids must be unique", f"clients.{i}.id")
-        if not isinstance(device, str) or not device:
+        if not isinstance(device_id, str) or not device_id:
             raise InputError(f"clients[{i}].device is required (a catalogue id)", f"clients.{i}.device")
-        try:
-            load_device(device)
-        except InputError as exc:
-            raise InputError(f"clients[{i}].device: {exc.message}", f"clients.{i}.device") from None
+        if device_id not in devices:
+            try:
+                devices[device_id] = load_device(device_id)
+            except InputError as exc:
+                raise InputError(f"clients[{i}].device: {exc.message}", f"clients.{i}.device") from None
         seen.add(str(cid))
-        out.append((str(cid), device))
+        out.append((str(cid), devices[device_id]))
     return out
 
 
-def _device_choice(model, device_id: str, deadline_s: float, epochs: int) -> dict:
-    """The mode of one device type for this round (same for every client of that type)."""
-    device = load_device(device_id)
-    knobs = device.modes().as_arrays()
-    pred = space_prediction(model, device_id)
-    round_s = epochs * np.asarray(pred["epoch_time_s"], dtype=float)
-    round_high_s = epochs * np.asarray(pred["epoch_time_s_high"], dtype=float)
-    train_j = epochs * np.asarray(pred["epoch_energy_j"], dtype=float)
-    idle_j = np.asarray(pred["base_power_w"], dtype=float) * np.clip(deadline_s - round_s, 0.0, None)
+def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dict:
+    """The mode of one device type for this round (the same for every client of that type)."""
+    def col(name: str) -> np.ndarray:
+        return np.asarray(pred[name], dtype=float)
+
+    round_s = epochs * col("epoch_time_s")
+    round_high_s = epochs * col("epoch_time_s_high")
+    train_j = epochs * col("epoch_energy_j")
+    idle_j = col("base_power_w") * np.clip(deadline_s - round_s, 0.0, None)
     total_j = train_j + idle_j
     meets = round_high_s <= deadline_s
+    extrapolated = np.asarray(pred["extrapolated_knobs"]).astype(str) != ""
     if meets.any():
         # Least energy among modes that meet the deadline; ties to the shorter upper bound.
-        i = int(np.lexsort((round_high_s, np.where(meets, total_j, np.inf)))[0])
+        i, _ = best_position(total_j, round_high_s, epochs * col("epoch_energy_j_high") + idle_j, meets,
+                             extrapolated)
         reason = None
     else:
         i = int(np.argmin(round_high_s))
         reason = (f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs up to "
                   f"{round_high_s[i]:.4g} s for {epochs} epoch(s)")
-    knob = {k: knobs[k][i] for k in ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")}
+    knob = {k: float(col(k)[i]) for k in MODE_FIELDS}
     return {
         "mode": mode_label(**knob),
-        "cpu_cores": int(knob["cpu_cores"]), "cpu_mhz": float(knob["cpu_mhz"]),
-        "gpu_mhz": float(knob["gpu_mhz"]), "emc_mhz": float(knob["emc_mhz"]),
-        "epoch_time_s": float(pred["epoch_time_s"][i]),
-        "round_time_s": float(round_s[i]),
-        "round_time_s_high": float(round_high_s[i]),
-        "avg_power_w": float(pred["avg_power_w"][i]),
+        "cpu_cores": int(knob["cpu_cores"]), "cpu_mhz": knob["cpu_mhz"], "gpu_mhz": knob["gpu_mhz"],
+        "emc_mhz": knob["emc_mhz"],
+        "epoch_time_s": float(col("epoch_time_s")[i]),
+        "round_time_s": float(round_s[i]), "round_time_s_high": float(round_high_s[i]),
+        "avg_power_w": float(col("avg_power_w")[i]), "avg_power_w_low": float(col("avg_power_w_low")[i]),
+        "avg_power_w_high": float(col("avg_power_w_high")[i]),
         "train_energy_j": float(train_j[i]),
         "idle_energy_j": float(idle_j[i]) if reason is None else 0.0,
         "energy_j": float(total_j[i]) if reason is None else float(train_j[i]),
         "meets_deadline": reason is None,
-        "cross_device": bool(np.asarray(pred["cross_device"]).item()),
-        "power_source": str(np.asarray(pred["power_source"]).item()),
+        "cross_device": bool(pred["cross_device"]),
+        "power_source": str(pred["power_source"]),
+        "extrapolated_knobs": str(np.asarray(pred["extrapolated_knobs"])[i]),
         "reason": reason,
     }
 
 
-def plan_round(model, clients: Sequence[Mapping], deadline_s: float, epochs: int = 1) -> dict:
-    """Per-client modes for one FL round; see the module docstring for the rule.
-
-    Returns ``{"feasible", "total_energy_j", "deadline_s", "epochs", "clients": [...],
-    "infeasible_clients": [ids]}``. ``energy_j`` of a client = training energy of its local epochs +
-    idle energy until the deadline (J); ``total_energy_j`` sums the clients that meet the deadline.
-    """
-    deadline_s = check_limit(deadline_s, "deadline_s")
-    if deadline_s is None:
-        raise InputError("deadline_s is required (s, > 0)", "deadline_s")
-    epochs = check_epochs(1 if epochs is None else epochs)
-    pairs = _check_clients(clients)
+def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequence[Mapping],
+               deadline_s: float, epochs: int, confidence: float) -> FleetPlan:
+    """Per-client modes for one FL round (see the module docstring); arguments already checked except
+    ``clients``. ``predict_space(device)`` gives a device type's all-modes prediction at ``confidence``."""
+    pairs = check_clients(clients)
     per_device: dict[str, dict] = {}
-    for i, (_, device_id) in enumerate(pairs):
-        if device_id not in per_device:
+    for i, (_, device) in enumerate(pairs):
+        if device.id not in per_device:
             try:
-                per_device[device_id] = _device_choice(model, device_id, deadline_s, epochs)
+                per_device[device.id] = _device_choice(predict_space(device), deadline_s, epochs)
             except InputError as exc:
                 raise InputError(f"clients[{i}].device: {exc.message}", f"clients.{i}.device") from None
-    planned = [{"id": cid, "device": device_id, **per_device[device_id]} for cid, device_id in pairs]
-    late = [c["id"] for c in planned if not c["meets_deadline"]]
-    total = math.fsum(c["energy_j"] for c in planned if c["meets_deadline"])
-    return {"feasible": not late, "total_energy_j": total, "deadline_s": deadline_s, "epochs": epochs,
-            "clients": planned, "infeasible_clients": late}
+    planned = tuple(ClientPlan(id=cid, device=device.id, **per_device[device.id]) for cid, device in pairs)
+    late = tuple(c.id for c in planned if not c.meets_deadline)
+    total = math.fsum(c.energy_j for c in planned if c.meets_deadline)
+    return FleetPlan(feasible=not late, total_energy_j=total, deadline_s=deadline_s, epochs=epochs,
+                     confidence=confidence, clients=planned, infeasible_clients=late)

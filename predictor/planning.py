@@ -13,7 +13,9 @@ is below the number of terms, which is what lets K = 4 work with 5 terms: the pr
 sweeps supply the prior there.
 
 Default candidates (no ``--candidates``): the device's modes with every clock in the upper half of its
-range (>= ``MIN_CLOCK_SHARE`` of the maximum) and >= ``MIN_CORES`` cores online. Over the whole space the
+range (>= ``MIN_CLOCK_SHARE`` of the maximum) and >= ``MIN_CORES`` cores online; a knob with a single step
+there gets its next step below too (Orin Nano's memory clock: 2133 MHz alone is in its upper half, so 665.6
+MHz joins), so that every knob can vary. Over the whole space the
 D-criterion picks the extreme corners (1-2 cores at 115 MHz, the GPU at 115 MHz, memory at 204 MHz):
 each sits in another bottleneck regime than the modes around it, so a 4-mode fit through them
 mispredicts the modes users run, and they are the slowest to profile. On the digital twin's AGX Xavier
@@ -27,6 +29,13 @@ modes the D-optimal design changes core count and CPU clock together (2 cores at
 the mechanism's features cannot tell apart but a CPU-bound workload's contention can. For such workloads
 a core-count contrast at one CPU clock (``--candidates``) is the better buy.
 
+Plans that identify: a fit cannot tell what a knob does if the profiled modes never change it, and a
+prediction then extrapolates along that knob everywhere. So after the D-optimal search every knob must take
+at least two values among the chosen modes whenever the budget (>= 2) and the candidates allow it
+(:func:`identifying_exchange`: the best exchange that restores it, then exchanges that keep it). The plan
+reports, per knob, the share of the candidate modes outside the profiled range of that knob: predictions
+there extrapolate (:attr:`Plan.extrapolated`).
+
 Profiling-time estimate per mode (:func:`profile_time_s`): settle after the switch + idle window for
 base power + (warm-up + measured minibatches) x predicted minibatch time. Assumptions: the defaults of
 ``jetpredict profile`` (10 warm-up, 40 measured minibatches), 5 s settle and 5 s idle window, and no
@@ -37,18 +46,23 @@ workload model's prediction when a model is given, else the slowest bundled refe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
+from jetpredict.models.catalogue import MODE_FIELDS, Device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.model import WorkloadModel
 
 #: Prior precision added to X'X (in units of one scaled observation); small: the data dominate.
 RIDGE = 1e-3
 #: Profiling protocol assumed by the time estimate; the defaults match ``jetpredict profile``.
 SETTLE_S = 5.0          # after nvpmodel switches, clocks and the fan settle before anything is timed
-IDLE_WINDOW_S = 5.0     # base power is measured idle for a few seconds after the switch (DESIGN.md)
+IDLE_WINDOW_S = 5.0     # base power is measured idle for a few seconds after the switch (models/profile_rows.py: base_power_w)
 WARMUP_MINIBATCHES = 10  # ``profile --warmup`` default: cuDNN autotuning and the page cache warm up
 MEASURED_MINIBATCHES = 40  # ``profile --minibatches`` default
 #: Default candidate region (see the module docstring): share of each clock's maximum, cores online.
@@ -60,23 +74,31 @@ RESTARTS = 4  # local search: a few starts avoid most poor local optima
 
 def operating_region(device, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz) -> np.ndarray:
     """Mask of the modes (knob arrays) in the default planning region of a catalogue ``device``: every
-    clock >= ``MIN_CLOCK_SHARE`` of the device's maximum and >= ``MIN_CORES`` cores."""
+    clock >= ``MIN_CLOCK_SHARE`` of the device's maximum and >= ``MIN_CORES`` cores, each floor lowered to
+    the knob's second-highest value when only one value would pass (so every knob can vary)."""
     maxima = F.device_maxima(device)
-    ok = np.asarray(cpu_cores, dtype=float) >= min(MIN_CORES, maxima["cpu_cores"])
-    for knob, f in (("cpu_mhz", cpu_mhz), ("gpu_mhz", gpu_mhz), ("emc_mhz", emc_mhz)):
-        ok &= np.asarray(f, dtype=float) >= MIN_CLOCK_SHARE * maxima[knob]
+    lo_cores, hi_cores = device.cpu_cores_range
+    steps = {"cpu_cores": np.arange(lo_cores, hi_cores + 1, dtype=float),
+             "cpu_mhz": np.asarray(device.cpu_steps_mhz, dtype=float),
+             "gpu_mhz": np.asarray(device.gpu_steps_mhz, dtype=float),
+             "emc_mhz": np.asarray(device.emc_steps_mhz, dtype=float)}
+    floors = {"cpu_cores": float(MIN_CORES), **{k: MIN_CLOCK_SHARE * maxima[k] for k in MODE_FIELDS[1:]}}
+    ok = np.ones(np.shape(cpu_cores), dtype=bool)
+    for knob, values in zip(MODE_FIELDS, (cpu_cores, cpu_mhz, gpu_mhz, emc_mhz), strict=True):
+        top = np.unique(steps[knob])[::-1]
+        floor = min(floors[knob], float(top[1])) if len(top) > 1 else floors[knob]
+        ok &= np.asarray(values, dtype=float) >= floor
     return ok
 
 
-def design_matrix(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz, kappa_cpu: float, kappa_pipe: float,
+def design_matrix(modes: ModeArrays, kappa_cpu: float, kappa_pipe: float,
                   num_workers: float = DEFAULT_NUM_WORKERS) -> np.ndarray:
-    """(n, 5) design matrix of the epoch-time terms (:data:`predictor.features.TOTAL_TERMS`).
+    """(n, 6) design matrix of the epoch-time terms (:data:`predictor.features.TOTAL_TERMS`) of ``modes``.
 
     Each term is scaled to 0..1 over the candidates (the D-criterion does not depend on the scale, but
     the ridge prior does); ``kappa_*`` are the device's core-contention constants from its reference.
     """
-    feats = F.time_features(np.asarray(cpu_cores, dtype=float), cpu_mhz, gpu_mhz, emc_mhz, num_workers,
-                            kappa_cpu, kappa_pipe)
+    feats = F.time_features(modes, num_workers, kappa_cpu, kappa_pipe)
     columns = []
     for term in F.TOTAL_TERMS:
         v = np.asarray(feats[term], dtype=float).ravel()
@@ -146,6 +168,52 @@ def d_optimal(x: np.ndarray, budget: int, ridge: float = RIDGE, restarts: int = 
     return max(designs, key=lambda d: log_det(x, d, ridge))
 
 
+def varying_knobs(knobs: np.ndarray, chosen) -> np.ndarray:
+    """Per knob (columns of ``knobs``, MODE_FIELDS order), whether the ``chosen`` rows take >= 2 values."""
+    sub = knobs[np.asarray(chosen, dtype=int)]
+    return np.ptp(sub, axis=0) > 0
+
+
+def identifying_exchange(x: np.ndarray, knobs: np.ndarray, chosen: list[int], ridge: float = RIDGE) -> list[int]:
+    """The design ``chosen`` changed so that every knob the candidates vary takes >= 2 values.
+
+    While a knob is constant, make the exchange (one chosen mode for one candidate) with the highest
+    D-criterion among those that vary every knob the rest of the design and the candidate can; then
+    Fedorov exchanges that keep every knob varying, until none improves det. ``knobs``: (n, 4) values.
+    """
+    chosen = list(chosen)
+    wanted = np.ptp(knobs, axis=0) > 0
+    if len(chosen) < 2 or not wanted.any():
+        return chosen
+    p = x.shape[1]
+    for _ in range(MAX_EXCHANGE_PASSES * len(chosen)):
+        valid_now = bool(np.all(varying_knobs(knobs, chosen)[wanted]))
+        current = log_det(x, chosen, ridge)
+        best: tuple[float, int, int] | None = None
+        for slot in range(len(chosen)):
+            rest = chosen[:slot] + chosen[slot + 1:]
+            info = ridge * np.eye(p) + x[rest].T @ x[rest]
+            _, base = np.linalg.slogdet(info)
+            value = base + _gains(x, info)
+            # A candidate keeps every wanted knob varying if the rest already varies it or it differs.
+            varies = varying_knobs(knobs, rest)
+            ok = np.ones(len(x), dtype=bool)
+            for k in np.flatnonzero(wanted & ~varies):
+                ok &= knobs[:, k] != knobs[rest[0], k]
+            ok[rest] = False
+            if not ok.any():
+                continue
+            cand = int(np.argmax(np.where(ok, value, -np.inf)))
+            if best is None or value[cand] > best[0]:
+                best = (float(value[cand]), slot, cand)
+        if best is None:
+            return chosen
+        if valid_now and best[0] <= current + 1e-9:
+            return chosen
+        chosen[best[1]] = best[2]
+    return chosen
+
+
 def profile_time_s(minibatch_time_s, settle_s: float = SETTLE_S, idle_window_s: float = IDLE_WINDOW_S,
                    warmup: int = WARMUP_MINIBATCHES, minibatches: int = MEASURED_MINIBATCHES) -> np.ndarray:
     """Estimated wall time in s to profile one mode: settle + idle-power window + timed minibatches.
@@ -156,14 +224,14 @@ def profile_time_s(minibatch_time_s, settle_s: float = SETTLE_S, idle_window_s: 
 
 
 @lru_cache(maxsize=16)
-def _reference_models(device_id: str) -> tuple:
+def _reference_models(device_id: str) -> tuple[WorkloadModel, ...]:
     """Workload models of the bundled reference workloads nearest to ``device_id`` (cached).
 
     The device's own reference rows when it has some, else those of the device its reference is derived
     from (predictions then go through the cross-device transfer).
     """
-    from jetpredict.predictor.model import fit_workload
-    from jetpredict.predictor.reference import DERIVE_FROM, read_reference_rows
+    from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload
+    from jetpredict.predictor.reference import read_reference_rows
 
     for source in (device_id, *[d for d in DERIVE_FROM if d != device_id]):
         rows = read_reference_rows(source)
@@ -172,24 +240,82 @@ def _reference_models(device_id: str) -> tuple:
     raise InputError(f"no reference sweeps to estimate profiling time on device {device_id!r}", "device")
 
 
-def minibatch_time_s(device_id: str, modes, model=None) -> np.ndarray:
-    """Predicted time of one training minibatch (s) at each mode (a table with the knob columns).
+def minibatch_time_s(device: Device, modes: ModeArrays, model: WorkloadModel | None = None) -> np.ndarray:
+    """Predicted time of one training minibatch (s) at each of ``modes`` on ``device``.
 
     ``model``: the workload's own model; else the slowest bundled reference workload at each mode.
     """
-    knobs = [modes[k].to_numpy(dtype=float) for k in ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")]
-    models = (model,) if model is not None else _reference_models(device_id)
-    per_model = []
-    for m in models:
-        epoch_s = np.asarray(m.predict_arrays(*knobs, device_id=device_id)["epoch_time_s"], dtype=float)
-        per_model.append(epoch_s / _minibatches_per_epoch(m))
+    from jetpredict.predictor.bundled import predict
+
+    models = (model,) if model is not None else _reference_models(device.id)
+    per_model = [predict(m, modes, device).epoch_time_s / _minibatches_per_epoch(m) for m in models]
     return np.max(per_model, axis=0)
 
 
-def _minibatches_per_epoch(model) -> float:
+def _minibatches_per_epoch(model: WorkloadModel) -> float:
     counts = [r.get("minibatches_per_epoch") for r in model.training_rows]
     counts = [float(c) for c in counts if c is not None and np.isfinite(float(c)) and float(c) > 0]
     if not counts:
         raise InputError(f"model of workload {model.workload_id!r} does not record minibatches_per_epoch",
                          "model")
     return float(np.median(counts))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Modes to profile and what the plan leaves to extrapolation.
+
+    ``modes``: the chosen modes (``mode``, the knobs, ``est_profile_s`` in s). ``candidates``: how many
+    modes the plan chose from (the region it should cover). ``extrapolated``: per knob, the share of those
+    candidates outside the profiled range of that knob (only knobs with a share > 0); ``constant``: knobs
+    the chosen modes do not vary (their effect is the reference's guess).
+    """
+
+    modes: pd.DataFrame
+    candidates: int
+    extrapolated: dict[str, float]
+    constant: tuple[str, ...]
+
+    @property
+    def total_profile_s(self) -> float:
+        return float(self.modes["est_profile_s"].sum())
+
+    def summary(self) -> str:
+        """One paragraph for people: time to profile, constant knobs, extrapolated share per knob."""
+        text = (f"profile these {len(self.modes)} modes: about {self.total_profile_s / 60:.1f} min in all (settle + "
+                "idle window + warm-up and measured minibatches per mode)")
+        if self.constant:
+            text += f"; the plan cannot vary {', '.join(self.constant)} (budget or candidates too small)"
+        if self.extrapolated:
+            parts = ", ".join(f"{k} {v:.0%}" for k, v in self.extrapolated.items())
+            text += (f"; of the {self.candidates} candidate modes these knobs lie outside the profiled range "
+                     f"(predictions there extrapolate): {parts}")
+        else:
+            text += f"; every knob of the {self.candidates} candidate modes lies inside the profiled ranges"
+        return text
+
+
+def plan(device: Device, candidates: pd.DataFrame, budget: int, model: WorkloadModel | None = None) -> Plan:
+    """The ``budget`` modes of ``candidates`` (a checked mode table) to profile on ``device``: D-optimal,
+    every knob varied when possible, with the profiling time of each (``model``'s or the references')."""
+    from jetpredict.predictor.bundled import load_reference
+
+    ref = load_reference(device)
+    workers = model.num_workers if model is not None else DEFAULT_NUM_WORKERS
+    # Most cores first: with more cores than runnable threads the features (and the D-criterion) tie, and
+    # the search keeps the first of equal candidates, so a plan profiles 8 cores rather than 5 -- the
+    # profiled range then covers the many-core modes people run instead of leaving them extrapolated.
+    candidates = candidates.iloc[np.argsort(-candidates["cpu_cores"].to_numpy(dtype=float), kind="stable")]
+    candidates = candidates.reset_index(drop=True)
+    modes = ModeArrays.from_frame(candidates)
+    knobs = np.column_stack(modes.arrays())
+    x = design_matrix(modes, ref.kappa_cpu, ref.kappa_pipe, workers)
+    chosen = identifying_exchange(x, knobs, d_optimal(x, budget), RIDGE)
+    picked = candidates.iloc[chosen].reset_index(drop=True)
+    picked["est_profile_s"] = profile_time_s(minibatch_time_s(device, modes.take(np.asarray(chosen)), model))
+    lo, hi = knobs[chosen].min(axis=0), knobs[chosen].max(axis=0)
+    outside = (knobs < lo) | (knobs > hi)
+    extrapolated = {k: float(outside[:, i].mean()) for i, k in enumerate(MODE_FIELDS) if outside[:, i].any()}
+    wanted = np.ptp(knobs, axis=0) > 0
+    constant = tuple(k for i, k in enumerate(MODE_FIELDS) if wanted[i] and not varying_knobs(knobs, chosen)[i])
+    return Plan(picked, len(candidates), extrapolated, constant)

@@ -1,21 +1,30 @@
-"""Choosing power modes from predictions: Pareto fronts, constraints, time/energy to accuracy.
+"""Choosing power modes from predictions: limits met with the interval, Pareto fronts, time/energy to accuracy.
 
-Works on prediction tables (one row per mode, columns as returned by :func:`predictor.service.predict`),
-fully vectorised so that the 29,232 modes of an AGX Xavier take a few milliseconds.
+Works on prediction tables (one row per mode, the columns of :func:`predictor.service.predict`), fully
+vectorised, so the 29,232 modes of an AGX Xavier take a few milliseconds.
+
+Rules ("caps are met with the interval, not the point", as the README says):
+
+- a power cap holds when the *upper* end of the mode's power interval (``avg_power_w_high``, at the
+  prediction's confidence) is within it; a time cap when ``epoch_time_s_high`` is;
+- among the modes meeting the limits the objective is minimised on the point prediction;
+- a mode whose knobs lie outside the profiled ranges (``extrapolated_knobs`` not empty) loses to the best
+  in-range mode unless it is better beyond its own interval: its objective's upper bound is below the
+  in-range mode's point prediction.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from jetpredict.models.errors import InputError
-
-OBJECTIVES = {"min-time": "epoch_time_s", "min-energy": "epoch_energy_j"}
+from jetpredict.predictor.limits import MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE, OBJECTIVES
 
 #: Run-to-run spread of end-to-end training time (fraction), from the POMACS 2022 15-hour runs on five
-#: devices of each type (S1 §5.4, ``shared/data/published/facts.csv``): AGX Xavier ResNet-18 within 1%,
+#: devices of each type (Prashanthi et al., POMACS 6(3) 2022, §5.4): AGX Xavier ResNet-18 within 1%,
 #: Xavier NX MobileNetV3 5.4%, Nano LeNet-5 7.8%. Devices without a published figure get the widest one.
 RUN_TO_RUN_SPREAD = {"agx-xavier": 0.01, "xavier-nx": 0.054, "nano": 0.078}
 DEFAULT_RUN_TO_RUN_SPREAD = 0.078
@@ -40,32 +49,56 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return mask
 
 
-def pareto_front(df: pd.DataFrame, x: str = "epoch_time_s", y: str = "epoch_energy_j") -> pd.DataFrame:
-    """The rows of ``df`` on the (``x``, ``y``) Pareto front, sorted by ``x`` ascending."""
-    front = df[pareto_mask(df[x].to_numpy(), df[y].to_numpy())]
-    return front.sort_values(x, kind="stable")
+def pareto_positions(df: pd.DataFrame, ok: np.ndarray, x: str, y: str) -> np.ndarray:
+    """Positions of the rows with ``ok`` on the (``x``, ``y``) Pareto front, sorted by ``x`` ascending."""
+    xs = np.where(ok, df[x].to_numpy(dtype=float), np.nan)
+    ys = np.where(ok, df[y].to_numpy(dtype=float), np.nan)
+    front = np.flatnonzero(pareto_mask(xs, ys))
+    return front[np.argsort(xs[front], kind="stable")]
 
 
-def check_limit(value: float | None, field: str) -> float | None:
+def check_limit(value: float | None, field_name: str) -> float | None:
     """A constraint must be a finite number > 0 (or absent)."""
     if value is None:
         return None
+    if isinstance(value, bool):
+        raise InputError(f"{field_name} must be a number > 0, got {value!r}", field_name)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"{field} must be a number > 0, got {value!r}", field) from None
-    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
-        raise InputError(f"{field} must be a finite number > 0, got {value!r}", field)
+        raise InputError(f"{field_name} must be a number > 0, got {value!r}", field_name) from None
+    if not math.isfinite(number) or number <= 0:
+        raise InputError(f"{field_name} must be a finite number > 0, got {value!r}", field_name)
     return number
 
 
 def check_epochs(epochs: int | None) -> int | None:
-    """``epochs`` must be a whole number >= 1 (or absent)."""
+    """``epochs`` must be a whole number in 1..MAX_EPOCHS (or absent)."""
     if epochs is None:
         return None
-    if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer) or epochs < 1:
-        raise InputError(f"epochs must be a whole number >= 1, got {epochs!r}", "epochs")
+    if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer) or not 1 <= epochs <= MAX_EPOCHS:
+        raise InputError(f"epochs must be a whole number from 1 to {MAX_EPOCHS}, got {epochs!r}", "epochs")
     return int(epochs)
+
+
+def check_confidence(confidence: float) -> float:
+    """``confidence`` must be a number in [MIN_CONFIDENCE, MAX_CONFIDENCE] (a share, not a percentage)."""
+    if isinstance(confidence, bool):
+        raise InputError(f"confidence must be a number, got {confidence!r}", "confidence")
+    try:
+        value = float(confidence)
+    except (TypeError, ValueError):
+        raise InputError(f"confidence must be a number, got {confidence!r}", "confidence") from None
+    if not MIN_CONFIDENCE <= value <= MAX_CONFIDENCE:
+        raise InputError(f"confidence must be between {MIN_CONFIDENCE} and {MAX_CONFIDENCE} (e.g. 0.9 for 90%), "
+                         f"got {confidence!r}", "confidence")
+    return value
+
+
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}", "objective")
+    return objective
 
 
 def to_accuracy(pred, epochs: int, device_id: str) -> dict[str, np.ndarray]:
@@ -85,62 +118,92 @@ def to_accuracy(pred, epochs: int, device_id: str) -> dict[str, np.ndarray]:
     return out
 
 
-def add_to_accuracy(df: pd.DataFrame, epochs: int, device_id: str) -> pd.DataFrame:
-    """:func:`to_accuracy` added to a prediction table as columns, in place."""
-    for name, values in to_accuracy(df, epochs, device_id).items():
-        df[name] = values
-    return df
-
-
 def feasible_mask(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_s: float | None) -> np.ndarray:
-    """Modes whose predicted mean power and epoch time (point estimates) meet the limits."""
+    """Modes whose upper power bound and upper epoch-time bound meet the limits (W, s)."""
     ok = np.ones(len(df), dtype=bool)
     if max_power_w is not None:
-        ok &= df["avg_power_w"].to_numpy() <= max_power_w
+        ok &= df["avg_power_w_high"].to_numpy(dtype=float) <= max_power_w
     if max_epoch_time_s is not None:
-        ok &= df["epoch_time_s"].to_numpy() <= max_epoch_time_s
+        ok &= df["epoch_time_s_high"].to_numpy(dtype=float) <= max_epoch_time_s
     return ok
 
 
-def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_s: float | None) -> str:
+def extrapolated_mask(df: pd.DataFrame) -> np.ndarray:
+    """Modes with at least one knob outside the profiled range (the ``extrapolated_knobs`` column)."""
+    if "extrapolated_knobs" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return df["extrapolated_knobs"].astype(str).to_numpy() != ""
+
+
+def best_position(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndarray,
+                  extrapolated: np.ndarray) -> tuple[int, bool]:
+    """Position minimising ``value`` (ties to ``tie``) among ``ok``, preferring in-range modes.
+
+    An extrapolated winner keeps its place only when ``value_high`` (its upper bound) is below the best
+    in-range mode's ``value``. Returns (position, whether an in-range mode displaced a better-looking
+    extrapolated one). ``ok`` must hold at least one True.
+    """
+    masked = np.where(ok, value, np.inf)
+    best = int(np.lexsort((tie, masked))[0])
+    inside = ok & ~extrapolated
+    if not extrapolated[best] or not inside.any():
+        return best, False
+    best_in = int(np.lexsort((tie, np.where(inside, value, np.inf)))[0])
+    if value_high[best] < value[best_in]:
+        return best, False
+    return best_in, True
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Outcome of :func:`choose`: positions in the prediction table (``best`` None when nothing fits)."""
+
+    best: int | None
+    pareto: np.ndarray = field(repr=False)
+    pareto_power: np.ndarray = field(repr=False)
+    feasible: bool
+    reason: str | None
+    preferred_in_range: bool
+
+
+def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_s: float | None,
+                    confidence: float) -> str:
+    level = f"{confidence:.0%}"
     parts = []
+    power_ok = time_ok = True
     if max_power_w is not None:
-        low = df.loc[df["avg_power_w"].idxmin()]
-        parts.append(f"the lowest predicted power is {low['avg_power_w']:.3g} W (mode {low['mode']})")
+        i = int(df["avg_power_w_high"].to_numpy(dtype=float).argmin())
+        power_ok = df["avg_power_w_high"].iloc[i] <= max_power_w
+        parts.append(f"the lowest upper bound of power at {level} is {df['avg_power_w_high'].iloc[i]:.3g} W "
+                     f"(mode {df['mode'].iloc[i]})")
     if max_epoch_time_s is not None:
-        fast = df.loc[df["epoch_time_s"].idxmin()]
-        parts.append(f"the shortest predicted epoch is {fast['epoch_time_s']:.4g} s (mode {fast['mode']})")
+        i = int(df["epoch_time_s_high"].to_numpy(dtype=float).argmin())
+        time_ok = df["epoch_time_s_high"].iloc[i] <= max_epoch_time_s
+        parts.append(f"the shortest upper bound of the epoch at {level} is {df['epoch_time_s_high'].iloc[i]:.4g} s "
+                     f"(mode {df['mode'].iloc[i]})")
     limits = ", ".join(f"{k}={v:g}" for k, v in (("max_power_w", max_power_w),
                                                   ("max_epoch_time_s", max_epoch_time_s)) if v is not None)
-    if (max_power_w is not None and max_epoch_time_s is not None
-            and (df["avg_power_w"] <= max_power_w).any() and (df["epoch_time_s"] <= max_epoch_time_s).any()):
+    if max_power_w is not None and max_epoch_time_s is not None and power_ok and time_ok:
         parts = ["each limit alone can be met, but no mode meets both"]
-    return f"no mode meets {limits}: " + "; ".join(parts)
+    return f"no mode meets {limits} at confidence {confidence:g}: " + "; ".join(parts)
 
 
-def choose(df: pd.DataFrame, objective: str, max_power_w: float | None = None,
-           max_epoch_time_s: float | None = None) -> dict:
-    """Best mode for ``objective`` among the modes meeting the limits, and the Pareto fronts.
+def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoch_time_s: float | None,
+           confidence: float) -> Choice:
+    """Best mode for ``objective`` among the modes meeting the limits (checked values), and the fronts.
 
-    Returns ``{"best": index label | None, "pareto": index labels of the time-vs-energy front of the
-    feasible modes, "pareto_power": time-vs-power front of the feasible modes, "feasible", "reason"}``.
-    Ties on the objective go to the other quantity (time for min-energy, energy for min-time), so the
-    best mode is always on the front.
+    ``df`` holds predictions at ``confidence`` (its ``_high`` columns are the bounds the limits use).
+    The fronts are time vs energy and time vs power of the feasible modes (point predictions), fastest
+    first. Ties on the objective go to the other quantity.
     """
-    if objective not in OBJECTIVES:
-        raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}", "objective")
-    max_power_w = check_limit(max_power_w, "max_power_w")
-    max_epoch_time_s = check_limit(max_epoch_time_s, "max_epoch_time_s")
-    ok = feasible_mask(df, max_power_w, max_epoch_time_s)
-    if not ok.any():
-        return {"best": None, "pareto": [], "pareto_power": [], "feasible": False,
-                "reason": _why_infeasible(df, max_power_w, max_epoch_time_s)}
-    cand = df[ok]
     key = OBJECTIVES[objective]
     other = "epoch_energy_j" if key == "epoch_time_s" else "epoch_time_s"
-    order = np.lexsort((cand[other].to_numpy(), cand[key].to_numpy()))
-    best = cand.index[order[0]]
-    front = pareto_front(cand, "epoch_time_s", "epoch_energy_j")
-    power_front = pareto_front(cand, "epoch_time_s", "avg_power_w")
-    return {"best": best, "pareto": list(front.index), "pareto_power": list(power_front.index),
-            "feasible": True, "reason": None}
+    ok = feasible_mask(df, max_power_w, max_epoch_time_s)
+    empty = np.zeros(0, dtype=int)
+    if not ok.any():
+        return Choice(None, empty, empty, False, _why_infeasible(df, max_power_w, max_epoch_time_s, confidence),
+                      False)
+    best, preferred = best_position(df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float),
+                                    df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
+    return Choice(best, pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j"),
+                  pareto_positions(df, ok, "epoch_time_s", "avg_power_w"), True, None, preferred)

@@ -13,25 +13,28 @@ import weakref
 from collections import OrderedDict
 
 import numpy as np
-from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.catalogue import Device
+from jetpredict.predictor.bundled import predict
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.model import DEFAULT_CONFIDENCE, Prediction, WorkloadModel
 
-#: (model, device) pairs kept; one AGX Xavier space is ~3.5 MB of arrays.
+#: (model, device, confidence) entries kept; one AGX Xavier space is ~4 MB of arrays.
 MAX_CACHED = 16
 
-_cache: OrderedDict[tuple[int, str], tuple[weakref.ref, dict[str, np.ndarray]]] = OrderedDict()
+_cache: OrderedDict[tuple[int, str, float], tuple[weakref.ref, Prediction]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def space_prediction(model, device_id: str) -> dict[str, np.ndarray]:
-    """``model.predict_arrays`` over every mode of ``device_id`` (in ``Device.modes()`` order)."""
-    key = (id(model), device_id)
+def space_prediction(model: WorkloadModel, device: Device, confidence: float = DEFAULT_CONFIDENCE) -> Prediction:
+    """The prediction of every mode of ``device`` (in ``Device.modes()`` order; cross-device when it is
+    not the model's)."""
+    key = (id(model), device.id, float(confidence))
     with _lock:
         hit = _cache.get(key)
         if hit is not None and hit[0]() is model:
             _cache.move_to_end(key)
             return hit[1]
-    arrays = load_device(device_id).modes().as_arrays()
-    pred = model.predict_arrays(*(arrays[k] for k in MODE_FIELDS), device_id=device_id)
+    pred = predict(model, ModeArrays.of_device(device), device, confidence)
     with _lock:
         _cache[key] = (weakref.ref(model), pred)
         while len(_cache) > MAX_CACHED:
@@ -39,15 +42,13 @@ def space_prediction(model, device_id: str) -> dict[str, np.ndarray]:
     return pred
 
 
-def catalogue_index(device_id: str, knobs) -> np.ndarray | None:
-    """Positions in ``Device.modes()`` of modes given as knob arrays, or None if any knob is off-step."""
-    device = load_device(device_id)
-    lo, _ = device.cpu_cores_range
-    axes = (np.arange(lo, device.cpu_cores_range[1] + 1, dtype=float), np.asarray(device.cpu_steps_mhz),
+def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:
+    """Positions in ``Device.modes()`` of ``modes``, or None if any knob is off the catalogue steps."""
+    lo, hi = device.cpu_cores_range
+    axes = (np.arange(lo, hi + 1, dtype=float), np.asarray(device.cpu_steps_mhz),
             np.asarray(device.gpu_steps_mhz), np.asarray(device.emc_steps_mhz))
-    index = np.zeros(np.shape(knobs[MODE_FIELDS[0]]), dtype=np.int64)
-    for field, steps in zip(MODE_FIELDS, axes, strict=True):
-        values = np.asarray(knobs[field], dtype=float)
+    index = np.zeros(len(modes), dtype=np.int64)
+    for values, steps in zip(modes.arrays(), axes, strict=True):
         pos = np.clip(np.searchsorted(steps, values), 0, len(steps) - 1)
         if not np.array_equal(steps[pos], values):
             return None

@@ -14,11 +14,16 @@ intervals (``transfer_method`` says which way).
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import Device, load_device
 from jetpredict.predictor import features as F
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.model import CROSS_DEVICE_REL_SD, ContentionVariant, WorkloadModel
+from jetpredict.predictor.reference import DeviceReference, summarise_shapes
+from jetpredict.predictor.terms import TermFit, least_trusted
 
 #: Per-clock throughput of one CPU core relative to NVIDIA Carmel, for framework/launch-bound code.
 #: Rough figures from published per-GHz integer benchmark ratios (A57 is an older, narrower core;
@@ -26,7 +31,8 @@ from jetpredict.predictor import features as F
 CPU_PER_CLOCK = {"carmel": 1.0, "cortex-a57": 0.6, "cortex-a78ae": 1.3}
 
 
-def cpu_per_clock(device) -> float:
+def cpu_per_clock(device: Device) -> float:
+    """Per-clock throughput of ``device``'s CPU core relative to Carmel (1.0 for unknown cores)."""
     text = device.specs.cpu_type.lower()
     for key, value in CPU_PER_CLOCK.items():
         if key in text:
@@ -34,9 +40,8 @@ def cpu_per_clock(device) -> float:
     return 1.0
 
 
-def time_factors(src_id: str, dst_id: str) -> dict[str, float]:
-    """Multipliers of each time term's coefficient from device ``src_id`` to ``dst_id``."""
-    a, b = load_device(src_id), load_device(dst_id)
+def time_factors(a: Device, b: Device) -> dict[str, float]:
+    """Multipliers of each time term's coefficient from device ``a`` to ``b``."""
     cpu = cpu_per_clock(a) / cpu_per_clock(b)
     gpu = a.specs.cuda_cores / b.specs.cuda_cores
     emc = a.specs.memory_bus_bits / b.specs.memory_bus_bits
@@ -46,14 +51,13 @@ def time_factors(src_id: str, dst_id: str) -> dict[str, float]:
             "cpu": cpu, "pipe": cpu, "one": 1.0}
 
 
-def power_factors(src_id: str, dst_id: str) -> dict[str, float]:
-    """Multipliers of each dynamic-power coefficient (W at the top clock) from ``src_id`` to ``dst_id``.
+def power_factors(a: Device, b: Device) -> dict[str, float]:
+    """Multipliers of each dynamic-power coefficient (W at the top clock) from device ``a`` to ``b``.
 
     Raw size x clock ratios ignore the process node (Orin's 8 nm GPU is far more efficient per core than
     Xavier's 12 nm one and would double its rated module power), so every domain scales with the ratio
     of rated module power, which embodies both size and efficiency.
     """
-    a, b = load_device(src_id), load_device(dst_id)
     ratio = b.specs.module_power_w / a.specs.module_power_w
     return dict.fromkeys(F.POWER_TERMS, ratio)
 
@@ -72,17 +76,8 @@ REFERENCE_TRANSFER_SD_FLOOR = 0.07
 PHYSICS_FACTOR_SD = 0.2
 
 
-def total_coefs(fits: dict) -> np.ndarray:
-    """Collapse per-component term coefficients (``{component: coef}``) onto ``F.TOTAL_TERMS``."""
-    out = dict.fromkeys(F.TOTAL_TERMS, 0.0)
-    for name, coef in fits.items():
-        for term, c in zip(F.COMPONENT_TERMS[name], coef, strict=True):
-            out[term] += float(c)
-    return np.array([out[t] for t in F.TOTAL_TERMS])
-
-
-def _anchor_x(ref, kc: float, kp: float, workers: float = 4.0) -> np.ndarray:
-    feats = F.time_features(*(np.atleast_1d(v) for v in ref.anchor), workers, kc, kp)
+def _anchor_x(ref: DeviceReference, workers: float = 4.0) -> np.ndarray:
+    feats = F.time_features(ref.anchor_modes, workers, *ref.kappas)
     return np.array([float(feats[t][0]) for t in F.TOTAL_TERMS])
 
 
@@ -91,7 +86,9 @@ def _shares(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
     return part / max(float(part.sum()), 1e-12)
 
 
-def _profile_signature(rows: list[dict], fits_by_component, kc: float, kp: float) -> np.ndarray:
+def _profile_signature(rows: tuple[Mapping[str, object], ...],
+                       fits_by_component: Mapping[str, np.ndarray] | None, kappas: tuple[float, float]
+                       ) -> np.ndarray:
     """What the profiled modes show of a workload: per mode its stall and compute shares of the epoch and
     its epoch time relative to the modes' geometric mean (clock sensitivity); from fits when given."""
     cores, cpu, gpu, emc, workers = (np.array([float(r[k]) for r in rows]) for k in
@@ -102,7 +99,7 @@ def _profile_signature(rows: list[dict], fits_by_component, kc: float, kp: float
         compute = np.array([np.nan if r.get("compute_time_s") is None else float(r["compute_time_s"])
                             for r in rows])
     else:
-        feats = F.time_features(cores, cpu, gpu, emc, workers, kc, kp)
+        feats = F.time_features(ModeArrays(cores, cpu, gpu, emc), workers, *kappas)
         parts = {n: F.design(feats, F.COMPONENT_TERMS[n]) @ c for n, c in fits_by_component.items()}
         epoch = sum(parts.values())
         if "total" in parts:
@@ -115,7 +112,8 @@ def _profile_signature(rows: list[dict], fits_by_component, kc: float, kp: float
     return np.concatenate([stall / epoch, compute / epoch, rel])
 
 
-def reference_factors(model, src_ref, dst_ref) -> dict | None:
+def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceReference | None,
+                      dst_ref: DeviceReference | None) -> dict | None:
     """Time and power factors from ``src_ref`` to ``dst_ref`` through their shared reference workloads.
 
     Each shared workload is weighted by how closely its own sweep reproduces what the new workload's
@@ -130,16 +128,17 @@ def reference_factors(model, src_ref, dst_ref) -> dict | None:
               and w in src_ref.workload_anchor_s and w in dst_ref.workload_anchor_s]
     if not shared:
         return None
-    physics = time_factors(src_ref.device_id, dst_ref.device_id)
-    x_src = _anchor_x(src_ref, src_ref.kappa_cpu, src_ref.kappa_pipe)
-    a = {w: total_coefs(src_ref.workload_shapes[w]) * src_ref.workload_anchor_s[w] for w in shared}
-    b = {w: total_coefs(dst_ref.workload_shapes[w]) * dst_ref.workload_anchor_s[w] for w in shared}
+    src_dev, dst_dev = model.device, target
+    physics = time_factors(src_dev, dst_dev)
+    x_src = _anchor_x(src_ref)
+    a = {w: F.total_coefs(src_ref.workload_shapes[w]) * src_ref.workload_anchor_s[w] for w in shared}
+    b = {w: F.total_coefs(dst_ref.workload_shapes[w]) * dst_ref.workload_anchor_s[w] for w in shared}
     shares = {w: _shares(a[w], x_src) for w in shared}
-    seen = _profile_signature(model.training_rows, None, 0.0, 0.0)
+    seen = _profile_signature(model.training_rows, None, (0.0, 0.0))
     sim = {}
     for w in shared:
         comps = {n: c * src_ref.workload_anchor_s[w] for n, c in src_ref.workload_shapes[w].items()}
-        sig = _profile_signature(model.training_rows, comps, src_ref.kappa_cpu, src_ref.kappa_pipe)
+        sig = _profile_signature(model.training_rows, comps, src_ref.kappas)
         ok = ~np.isnan(seen) & ~np.isnan(sig)
         dist = float(np.sqrt(np.mean((seen[ok] - sig[ok]) ** 2))) if ok.any() else 0.0
         sim[w] = float(np.exp(-0.5 * (dist / SIMILARITY_SCALE) ** 2))
@@ -165,7 +164,7 @@ def reference_factors(model, src_ref, dst_ref) -> dict | None:
     level_mean = float(np.sum(wts * logs) / wts.sum())
     level_spread = float(np.sqrt(np.sum(wts * (logs - level_mean) ** 2) / wts.sum()))
     rel_sd = float(max(np.sqrt(var + level_spread ** 2), REFERENCE_TRANSFER_SD_FLOOR))
-    pf = power_factors(src_ref.device_id, dst_ref.device_id)
+    pf = power_factors(src_dev, dst_dev)
     src_p, dst_p = np.asarray(src_ref.power_mean, float), np.asarray(dst_ref.power_mean, float)
     # Both power means come from the same shared workloads; a term too small to measure keeps physics.
     power = {t: (float(dst_p[i] / src_p[i]) if src_p[i] > 0.05 * src_p.sum() and dst_p[i] > 0 else pf[t])
@@ -174,104 +173,75 @@ def reference_factors(model, src_ref, dst_ref) -> dict | None:
             "weights": {w: sim[w] / total_sim for w in shared}}
 
 
-#: Provenance kinds from most to least trustworthy.
-SOURCE_TRUST = ("published", "measured", "simulated")
+def _scale_fits(model: WorkloadModel, factors: Mapping[str, float]) -> dict:
+    """The time fits and contention variants of ``model`` with each term's coefficient multiplied."""
+    def scale(fits: Mapping[str, TermFit]) -> dict[str, TermFit]:
+        return {name: fit.scaled(factors) for name, fit in fits.items()}
+
+    return {"time_fits": scale(model.time_fits),
+            "variants": tuple(ContentionVariant(v.kappa_cpu, v.kappa_pipe, scale(v.fits)) for v in model.variants)}
 
 
-def least_trusted(sources) -> str:
-    """The least trustworthy of ``published`` / ``measured`` / ``simulated`` (unknown kinds rank last)."""
-    rank = {kind: i for i, kind in enumerate(SOURCE_TRUST)}
-    return max(sources, key=lambda s: rank.get(s, len(rank)))
+def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceReference,
+                   src_shared: DeviceReference | None, dst_shared: DeviceReference | None) -> WorkloadModel:
+    """``model`` as predicted on ``target``, marked cross-device.
 
-
-def transfer_model(model, device_id: str):
-    """``model`` (a WorkloadModel) as predicted on ``device_id``: cached per target, marked cross-device."""
-    cache = model.__dict__.setdefault("_transfer_cache", {})
-    if device_id in cache:
-        return cache[device_id]
-    from jetpredict.predictor.model import CROSS_DEVICE_REL_SD
-    from jetpredict.predictor.reference import load_reference, transfer_reference
-
-    target = load_device(device_id)  # UnknownDeviceError for ids outside the catalogue
-    target_ref = load_reference(device_id)
-    via_refs = reference_factors(model, transfer_reference(model.device_id), transfer_reference(device_id))
+    ``target_ref``: the target's own reference (its base power); ``src_shared`` / ``dst_shared``: the
+    sweeps of the workloads both devices share (see ``bundled.shared_reference``), None when missing:
+    then the transfer goes through device physics alone.
+    """
+    via_refs = reference_factors(model, target, src_shared, dst_shared)
     if via_refs is not None:
         tf, pf, rel_sd = via_refs["time"], via_refs["power"], via_refs["rel_sd"]
         method = "reference-workloads"
+        used = [model.reference_source, target_ref.source, src_shared.source, dst_shared.source]
     else:
-        tf, pf = time_factors(model.device_id, device_id), power_factors(model.device_id, device_id)
+        tf, pf = time_factors(model.device, target), power_factors(model.device, target)
         rel_sd, method = CROSS_DEVICE_REL_SD, "physics"
-    moved = copy.copy(model)
-    moved.__dict__.pop("_transfer_cache", None)
-    moved.__dict__.pop("_anchor_time_s", None)
-    moved.device_id = target.id
-    moved.source_device_id = model.device_id
-    moved.cross_device = True
-    moved.cross_device_rel_sd = rel_sd
-    moved.transfer_method = method
-    # Provenance: the least trustworthy of the data the prediction now rests on.
-    used = [model.reference_source, target_ref.source]
+        used = [model.reference_source, target_ref.source]
+    moved = replace(
+        model, device=target, source_device_id=model.device_id, cross_device=True, cross_device_rel_sd=rel_sd,
+        transfer_method=method,
+        # Provenance: the least trustworthy of the data the prediction now rests on.
+        reference_source=least_trusted(used),
+        power_fit=model.power_fit.scaled(pf),
+        # The profiled ranges are the source device's clocks: the cross-device SD stands for extrapolation.
+        profiled_ranges=None, base_coef=np.asarray(target_ref.base_coef, dtype=float),
+        base_sd_rel=max(model.base_sd_rel, target_ref.base_noise_rel), maxima=F.device_maxima(target),
+        **_scale_fits(model, tf))
     if via_refs is not None:
-        used += [transfer_reference(model.device_id).source, transfer_reference(device_id).source]
-    moved.reference_source = least_trusted(used)
-    moved.time_fits = {name: fit.scaled(tf) for name, fit in model.time_fits.items()}
-    moved.alt_time_fits = [(kc, kp, {n: f.scaled(tf) for n, f in fits.items()})
-                           for kc, kp, fits in model.alt_time_fits]
-    if model.hidden_cpu_ref_mhz:
-        # The same CPU work takes a slower-per-clock core a proportionally higher clock to hide.
-        moved.hidden_cpu_ref_mhz = model.hidden_cpu_ref_mhz * tf["cpu"]
-    moved.power_fit = model.power_fit.scaled(pf)
-    # The profiled ranges are the source device's clocks: the cross-device SD stands for extrapolation.
-    moved.profiled_ranges = None
-    moved.base_coef = target_ref.base_coef
-    moved.base_sd_rel = max(model.base_sd_rel, target_ref.base_noise_rel)
-    moved.maxima = F.device_maxima(target)
-    if via_refs is not None:
-        _match_level(model, moved, via_refs["level"])
-    cache[device_id] = moved
+        moved = _match_level(model, moved, via_refs["level"])
     return moved
 
 
-def _match_level(model, moved, level: float) -> None:
+def _match_level(model: WorkloadModel, moved: WorkloadModel, level: float) -> WorkloadModel:
     """Pull the moved model's epoch time at the target's fastest preset toward ``level`` x the source's.
 
     With few profiled modes the term split is mostly the prior's, so the per-term factors can miss; the
     similar reference workloads' own device ratio is then the better guide. The pull fades as modes
     accumulate (``(modes - 1) / (modes + 1)`` of trust stays with the term split: none for one mode).
     """
-    own = moved.anchor_time_s() / model.anchor_time_s()
+    own = moved.anchor_time_s / model.anchor_time_s
     trust = (model.profiled_modes - 1.0) / (model.profiled_modes + 1.0)
     m = float(np.exp((1.0 - trust) * (np.log(level) - np.log(own))))
-    factors = dict.fromkeys(F.TOTAL_TERMS, m)
-    moved.time_fits = {name: fit.scaled(factors) for name, fit in moved.time_fits.items()}
-    moved.alt_time_fits = [(kc, kp, {n: f.scaled(factors) for n, f in fits.items()})
-                           for kc, kp, fits in moved.alt_time_fits]
-    moved.__dict__.pop("_anchor_time_s", None)
+    return replace(moved, **_scale_fits(moved, dict.fromkeys(F.TOTAL_TERMS, m)))
 
 
-def derive_reference(ref, device_id: str):
-    """A :class:`~predictor.reference.DeviceReference` for a device without sweeps, moved from ``ref``."""
-    from jetpredict.predictor.reference import DeviceReference, summarise_shapes
-
-    target = load_device(device_id)
-    tf = time_factors(ref.device_id, device_id)
-    pf = power_factors(ref.device_id, device_id)
-    shapes = {}
-    for w, comps in ref.workload_shapes.items():
-        shapes[w] = {name: coef * np.array([tf[t] for t in F.COMPONENT_TERMS[name]])
-                     for name, coef in comps.items()}
-    anchor = target.maxn.knobs()
-    shape_mean, shape_sd, shapes, anchors = summarise_shapes(shapes, anchor, ref.kappa_cpu, ref.kappa_pipe)
+def derive_reference(ref: DeviceReference, target: Device) -> DeviceReference:
+    """A reference for ``target`` (a device without sweeps), moved from ``ref`` (another device's)."""
+    source = load_device(ref.device_id)
+    tf = time_factors(source, target)
+    pf = power_factors(source, target)
+    shapes = {w: {name: coef * np.array([tf[t] for t in F.COMPONENT_TERMS[name]]) for name, coef in comps.items()}
+              for w, comps in ref.workload_shapes.items()}
+    anchor = tuple(float(v) for v in target.maxn.knobs())
+    prior, shapes, anchors = summarise_shapes(shapes, ModeArrays(*anchor), ref.kappas)
     scale = np.array([pf[t] for t in F.POWER_TERMS])
-    module = target.specs.module_power_w / load_device(ref.device_id).specs.module_power_w
+    module = target.specs.module_power_w / source.specs.module_power_w
     return DeviceReference(
         device_id=target.id, source=ref.source, workloads=ref.workloads, kappa_cpu=ref.kappa_cpu,
-        kappa_pipe=ref.kappa_pipe, shape_mean=shape_mean, shape_sd=shape_sd, workload_shapes=shapes,
-        time_noise_rel=ref.time_noise_rel, base_coef=ref.base_coef * module,
-        base_noise_rel=max(2 * ref.base_noise_rel, 0.15), power_mean=ref.power_mean * scale,
-        power_sd=np.maximum(ref.power_sd * scale, 0.3 * ref.power_mean * scale),
-        power_noise_rel=ref.power_noise_rel, maxima=F.device_maxima(target),
-        anchor=tuple(float(v) for v in anchor), interval_scale=ref.interval_scale,
-        derived_from=ref.device_id, training_sha256=ref.training_sha256, workload_anchor_s=anchors,
-        power_interval_scale=ref.power_interval_scale, energy_interval_scale=ref.energy_interval_scale,
-    )
+        kappa_pipe=ref.kappa_pipe, shape=prior, workload_shapes=shapes, time_noise_rel=ref.time_noise_rel,
+        base_coef=ref.base_coef * module, base_noise_rel=max(2 * ref.base_noise_rel, 0.15),
+        power_mean=ref.power_mean * scale, power_sd=np.maximum(ref.power_sd * scale, 0.3 * ref.power_mean * scale),
+        power_noise_rel=ref.power_noise_rel, maxima=F.device_maxima(target), anchor=anchor,
+        derived_from=source.id, training_sha256=ref.training_sha256, workload_anchor_s=anchors)

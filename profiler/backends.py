@@ -70,6 +70,10 @@ class TrainingBackend(ABC):
         """``cuda`` or ``cpu`` (or ``sim``): where compute runs."""
         return "cpu"
 
+    def data_source(self) -> str | None:
+        """Where minibatches come from (``synthetic``, ``user``, ``folder:DIR``), or None."""
+        return None
+
     def close(self) -> None:  # noqa: B027  (optional hook: most backends hold nothing)
         """Release workers and memory."""
 
@@ -156,6 +160,9 @@ class TorchBackend(TrainingBackend):
 
     def accelerator(self) -> str:
         return self.device.type
+
+    def data_source(self) -> str:
+        return self.built.data_source
 
     def close(self) -> None:
         # Dropping the iterator and loader shuts persistent DataLoader workers down.

@@ -8,36 +8,42 @@ Output files (decided here, documented in ``jetpredict profile --help``):
   ``models.profile_rows.read_profile_rows`` reads it) and ``modes``: per mode the requested and read-back
   clocks, every warm-up and measured minibatch (``stall_s``, ``compute_s``, ``total_s``, ``start_s``,
   ``end_s``) and the power samples (``times_s``, ``power_w``); times are seconds since the campaign
-  started on the ``time.perf_counter()`` clock. The JSON is rewritten atomically after each mode.
+  started on the runner's clock (``time.perf_counter()``, or the twin's simulated clock, in which case
+  ``started_utc`` is null so that a seeded twin profile is the same bytes in every run). The JSON is
+  rewritten atomically after each mode.
 
 A crash loses at most the mode in progress. An existing output file is replaced when a campaign starts.
+The campaign is given its parts as a typed :class:`CampaignParts` (modes, a
+:class:`~profiler.runner.ModeRunner` holding the backend and meters, a controller); real and simulated
+devices differ only in those parts.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
+from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_rows import HOST_DEVICE, rows_to_records, validate_records, write_profile_csv
 from jetpredict.profiler import runner
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
+from jetpredict.profiler.complexity import Complexity
+from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
+from jetpredict.profiler.upload import API_KEY_ENV, api_key
 
-API_KEY_ENV = "JETPREDICT_API_KEY"
 DEVICE_ENV = "JETPREDICT_DEVICE"
 JSON_FORMAT = "jetpredict-profile/1"
 #: Default settle time after a mode switch on a Jetson (clocks and temperatures), s.
@@ -169,19 +175,6 @@ def host_modes(modes: str | None) -> list[PowerMode]:
 
 # ---------------------------------------------------------------- output
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if hasattr(value, "item") and not isinstance(value, list | dict | str):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
-
-
 def _trace_json(trace: Any, t_ref: float) -> dict[str, Any] | None:
     if trace is None:
         return None
@@ -199,7 +192,7 @@ def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(_clean(document), f, indent=1, allow_nan=False)
+            json.dump(json_safe(document), f, indent=1, allow_nan=False)
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:
@@ -211,10 +204,10 @@ def upload_rows(url: str, rows: list[dict[str, Any]], timeout_s: float = 30.0) -
     """POST ``{"rows": [...]}`` to ``URL/v1/profiles`` with ``X-API-Key`` from ``$JETPREDICT_API_KEY``."""
     if not url.startswith(("http://", "https://")):
         raise InputError(f"--upload {url!r} must be an http:// or https:// service URL", "upload")
-    key = os.environ.get(API_KEY_ENV)
+    key = api_key()  # $JETPREDICT_API_KEY, else the first of the service's $JETPREDICT_API_KEYS
     if not key:
         raise InputError(f"--upload needs the service's API key in ${API_KEY_ENV}", "upload")
-    body = json.dumps({"rows": _clean(rows)}, allow_nan=False).encode()
+    body = json.dumps({"rows": json_safe(rows)}, allow_nan=False).encode()
     request = urllib.request.Request(url.rstrip("/") + "/v1/profiles", data=body, method="POST",
                                      headers={"Content-Type": "application/json", "X-API-Key": key})
     try:
@@ -237,8 +230,11 @@ class _Progress:
     def __init__(self, total: int, enabled: bool) -> None:
         self.bar = None
         if enabled:
-            from tqdm import tqdm
-
+            try:
+                from tqdm import tqdm
+            except ImportError:  # tqdm is in the [profiler] extra; the twin runs without it
+                print("no progress bar: tqdm is not installed (pip install tqdm)", file=sys.stderr)
+                return
             self.bar = tqdm(total=total, file=sys.stderr, unit="mb", dynamic_ncols=True, leave=True)
 
     def mode(self, k: int, n: int, label: str) -> None:
@@ -259,16 +255,19 @@ class _Progress:
 
 @dataclass
 class CampaignParts:
-    """The pieces a campaign drives. ``controller`` None = leave the machine's mode alone (host)."""
+    """What a campaign drives: the modes, the runner that measures each (it holds the backend and the
+    power meters) and the controller that applies them (None = leave the machine's mode alone)."""
 
     device_id: str
     catalogue: Device | None
     modes: list[PowerMode]
-    backend: TrainingBackend
-    meter: Any
-    cpu_meter: Any = None
-    controller: Any = None
+    runner: ModeRunner
+    controller: PowerModeController | None = None
     settle_s: float = 0.0
+
+    @property
+    def backend(self) -> TrainingBackend:
+        return self.runner.backend
 
 
 def _host_parts(cfg: CampaignConfig) -> CampaignParts:
@@ -280,8 +279,8 @@ def _host_parts(cfg: CampaignConfig) -> CampaignParts:
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
     # Training on a discrete GPU: its board power (NVML); on the CPU there is no module meter to find.
     meter = detect_power_meter("cuda") if backend.accelerator() == "cuda" else detect_power_meter(None)
-    return CampaignParts(HOST_DEVICE, None, list(modes), backend, meter,
-                         detect_cpu_package_meter(), detect_controller("host"), cfg.settle_s or 0.0)
+    runner = RealTimeRunner(backend, meter, detect_cpu_package_meter())
+    return CampaignParts(HOST_DEVICE, None, modes, runner, detect_controller("host"), cfg.settle_s or 0.0)
 
 
 def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
@@ -293,34 +292,25 @@ def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
     device = load_device(device_id)
     modes = resolve_modes(device, cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
+    runner = RealTimeRunner(backend, detect_power_meter(device_id))
     settle = DEFAULT_SETTLE_S if cfg.settle_s is None else cfg.settle_s
-    return CampaignParts(device_id, device, list(modes), backend, detect_power_meter(device_id), None,
-                         detect_controller("jetson", device_id), settle)
+    return CampaignParts(device_id, device, modes, runner, detect_controller("jetson", device_id), settle)
 
 
 def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
-    device_id = cfg.device.split(":", 1)[1].strip()
-    device = load_device(device_id)
+    from jetpredict.profiler.sim import simulated_rig
+
+    device = load_device(cfg.device.split(":", 1)[1].strip())
     modes = resolve_modes(device, cfg.modes)
-    try:
-        from jetpredict.profiler import sim
-    except ImportError:
-        sim = None
-    # The twin's contract: campaign_parts(device, workload, *, batch_size, num_workers, data, seed)
-    # -> (controller, meter, backend) with a simulated clock shared by the meter and the backend.
-    make = getattr(sim, "campaign_parts", None)
-    if make is None:
-        raise InputError("--device sim:DEVICE needs the digital twin (profiler.sim.campaign_parts), "
-                         "which this build does not have", "device")
-    controller, meter, backend = make(device, cfg.workload, batch_size=cfg.batch_size,
-                                                    num_workers=cfg.workers, data=cfg.data, seed=cfg.seed)
+    rig = simulated_rig(device, cfg.workload, batch_size=cfg.batch_size, num_workers=cfg.workers,
+                        data=cfg.data, seed=cfg.seed)
     # Simulated time costs nothing: settle as on a real board unless told otherwise.
     settle = DEFAULT_SETTLE_S if cfg.settle_s is None else cfg.settle_s
-    return CampaignParts(device_id, device, list(modes), backend, meter, None, controller, settle)
+    return CampaignParts(device.id, device, modes, rig.runner, rig.controller, settle)
 
 
 def build_parts(cfg: CampaignConfig) -> CampaignParts:
-    """Backend, meters, controller and modes for ``--device host|jetson|sim:DEVICE``."""
+    """Runner (backend + meters), controller and modes for ``--device host|jetson|sim:DEVICE``."""
     kind = cfg.device.strip().lower()
     if kind == "host":
         return _host_parts(cfg)
@@ -345,7 +335,8 @@ def _mode_fields(requested: PowerMode | None, read_back: PowerMode | None) -> di
 
 
 @contextmanager
-def _controlled(controller: Any) -> Iterator[Any]:
+def _controlled(controller: PowerModeController | None) -> Iterator[PowerModeController | None]:
+    """The controller as a context (it restores the original mode on every exit), or nothing."""
     if controller is None:
         yield None
         return
@@ -353,90 +344,117 @@ def _controlled(controller: Any) -> Iterator[Any]:
         yield ctl
 
 
-def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> list[dict[str, Any]]:
-    """Profile every mode; returns the rows (also written to the output files as each mode ends)."""
-    for name, value, low in (("warmup", cfg.warmup, 0), ("minibatches", cfg.minibatches, 1)):
-        if value is None or value < low:
-            raise InputError(f"--{name} must be >= {low}, got {value}", name)
-    if cfg.settle_s is not None and cfg.settle_s < 0:
-        raise InputError(f"--settle-s must be >= 0 s, got {cfg.settle_s}", "settle_s")
-    csv_path, json_path = output_paths(cfg.out)
-    for p in (csv_path, json_path):
-        if p is not None:
+class _Outputs:
+    """The campaign's files: the CSV (one row appended per mode) and the JSON rewritten after each mode."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.csv_path, self.json_path = output_paths(out)
+        for p in self.paths():
             if p.is_dir():
                 raise InputError(f"--out {p} is a directory", "out")
+
+    def paths(self) -> list[Path]:
+        return [p for p in (self.csv_path, self.json_path) if p is not None]
+
+    def start(self) -> None:
+        """Create the folders and remove the files of an earlier campaign."""
+        for p in self.paths():
             p.parent.mkdir(parents=True, exist_ok=True)
-    parts = parts or build_parts(cfg)
-    t_ref = time.perf_counter()
-    rows: list[dict[str, Any]] = []
-    document: dict[str, Any] = {
+            p.unlink(missing_ok=True)
+
+    def add(self, record: dict[str, Any], document: dict[str, Any]) -> None:
+        if self.csv_path is not None:
+            write_profile_csv([record], self.csv_path, append=True)
+        _write_json_atomic(self.json_path, document)
+
+
+def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Complexity | None,
+                    rows: list[dict[str, Any]]) -> dict[str, Any]:
+    simulated = parts.runner.source == "simulated"
+    return {
         "format": JSON_FORMAT, "device": parts.device_id, "workload": parts.backend.workload,
-        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_utc": parts.runner.started_utc(),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items() if k != "extra"},
-        "clock": "seconds since the campaign started (time.perf_counter)", "rows": rows, "modes": [],
+        "clock": "simulated seconds since the campaign started" if simulated
+        else "seconds since the campaign started (time.perf_counter)",
+        "complexity": None if complexity is None else complexity.as_dict(), "rows": rows, "modes": [],
     }
-    for p in (csv_path, json_path):
-        if p is not None and p.exists():
-            p.unlink()
+
+
+def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: PowerMode,
+                  settings: RunSettings, progress: _Progress) -> tuple[ModeRun, PowerMode | None]:
+    """Apply ``mode`` (when there is a controller), measure it; returns the run and the read-back mode."""
+    read_back = None
+    if ctl is not None:
+        ctl.apply(mode)
+        read_back = ctl.read_back()
+    run = parts.runner.run_mode(mode, settings, on_minibatch=progress.minibatch)
+    if run.trace is not None and len(run.trace):
+        warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
+        if warning:
+            run.notes.append(warning)
+    return run, read_back
+
+
+def _row(parts: CampaignParts, run: ModeRun, fields: dict[str, Any], warmup: int,
+         complexity: Complexity | None) -> dict[str, Any]:
+    """The validated profile row of one measured mode."""
+    backend = parts.backend
+    peak = None
+    if parts.catalogue is not None and fields.get("gpu_mhz"):
+        peak = float(parts.catalogue.peak_fp32_flops(fields["gpu_mhz"]))
+    row = runner.aggregate_row(
+        run.measured, device=parts.device_id, workload=backend.workload, mode=fields,
+        batch_size=backend.batch_size, num_workers=backend.num_workers,
+        minibatches_per_epoch=backend.minibatches_per_epoch, warmup=warmup, trace=run.trace,
+        power_meter=run.power_meter, base_power_w=run.base_power_w, cpu_trace=run.cpu_trace,
+        complexity=None if complexity is None else complexity.as_dict(),
+        cpu_s_per_sample=run.cpu_s_per_sample, peak_fp32_flops=peak, accelerator=backend.accelerator(),
+        source=parts.runner.source)
+    row["data_source"] = backend.data_source()
+    if complexity is not None and complexity.null_reason:
+        row["complexity_null_reason"] = complexity.null_reason
+    # Check the row against the shared format before it reaches any file.
+    return rows_to_records(validate_records([row], what="the measured row"))[0]
+
+
+def _mode_json(mode: PowerMode, read_back: PowerMode | None, run: ModeRun, t_ref: float) -> dict[str, Any]:
+    """The sidecar's record of one mode: clocks asked for and read back, every minibatch, power samples."""
+    return {
+        "mode": mode.mode, "requested": mode.as_dict(),
+        "read_back": None if read_back is None else read_back.as_dict(),
+        "idle_window_s": None if run.idle_window_s is None else [t - t_ref for t in run.idle_window_s],
+        "warmup": _timings_json(run.warmup, t_ref), "minibatches": _timings_json(run.measured, t_ref),
+        "power": _trace_json(run.trace, t_ref), "cpu_power": _trace_json(run.cpu_trace, t_ref),
+        "notes": run.notes,
+    }
+
+
+def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> list[dict[str, Any]]:
+    """Profile every mode; returns the rows (also written to the output files as each mode ends)."""
+    settings = RunSettings(warmup=cfg.warmup, minibatches=cfg.minibatches, settle_s=cfg.settle_s or 0.0,
+                           idle_s=cfg.idle_s, hz=cfg.hz)
+    outputs = _Outputs(cfg.out)
+    parts = parts or build_parts(cfg)
+    # Keep the parts' settle time (device-kind default) but every other setting as asked.
+    settings = replace(settings, settle_s=parts.settle_s)
+    outputs.start()
+    t_ref = parts.runner.now_s()
+    rows: list[dict[str, Any]] = []
     complexity = parts.backend.complexity()
-    document["complexity"] = None if complexity is None else complexity.as_dict()
+    document = _start_document(cfg, parts, complexity, rows)
     n = len(parts.modes)
-    progress = _Progress(n * (cfg.warmup + cfg.minibatches), cfg.progress)
+    progress = _Progress(n * (settings.warmup + settings.minibatches), cfg.progress)
     try:
         with ExitStack() as stack:
             ctl = stack.enter_context(_controlled(parts.controller))
             stack.callback(parts.backend.close)
             for k, mode in enumerate(parts.modes, start=1):
-                label = mode.mode if mode is not None else "default"
-                progress.mode(k, n, label)
-                read_back = None
-                if ctl is not None and mode is not None:
-                    ctl.apply(mode)
-                    read_back = ctl.read_back()
-                # A backend with its own clock (the twin) measures a mode itself, with the same
-                # arguments and result as runner.run_mode; a real backend runs in real time.
-                own = getattr(parts.backend, "run_mode", None)
-                measure = own if callable(own) else functools.partial(runner.run_mode, parts.backend)
-                run = measure(mode, warmup=cfg.warmup, minibatches=cfg.minibatches, meter=parts.meter,
-                              cpu_meter=parts.cpu_meter, settle_s=parts.settle_s, idle_s=cfg.idle_s,
-                              hz=cfg.hz, on_minibatch=progress.minibatch)
-                if run.trace is not None and len(run.trace):
-                    warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
-                    if warning:
-                        run.notes.append(warning)
-                fields = _mode_fields(mode, read_back)
-                peak = None
-                if parts.catalogue is not None and fields.get("gpu_mhz"):
-                    peak = float(parts.catalogue.peak_fp32_flops(fields["gpu_mhz"]))
-                row = runner.aggregate_row(
-                    run.measured, device=parts.device_id, workload=parts.backend.workload, mode=fields,
-                    batch_size=parts.backend.batch_size, num_workers=parts.backend.num_workers,
-                    minibatches_per_epoch=parts.backend.minibatches_per_epoch, warmup=cfg.warmup,
-                    trace=run.trace, power_meter=run.power_meter, base_power_w=run.base_power_w,
-                    cpu_trace=run.cpu_trace,
-                    complexity=None if complexity is None else complexity.as_dict(),
-                    cpu_s_per_sample=run.cpu_s_per_sample, peak_fp32_flops=peak,
-                    accelerator=parts.backend.accelerator(),
-                    source="simulated" if cfg.device.lower().startswith("sim:") else "measured")
-                row["data_source"] = getattr(getattr(parts.backend, "built", None), "data_source", None)
-                if complexity is not None and complexity.null_reason:
-                    row["complexity_null_reason"] = complexity.null_reason
-                # Check the row against the shared format before it reaches any file.
-                record = rows_to_records(validate_records([row], what="the measured row"))[0]
-                rows.append(record)
-                document["modes"].append({
-                    "mode": label, "requested": None if mode is None else mode.as_dict(),
-                    "read_back": None if read_back is None else read_back.as_dict(),
-                    "idle_window_s": None if run.idle_window_s is None
-                    else [t - t_ref for t in run.idle_window_s],
-                    "warmup": _timings_json(run.warmup, t_ref),
-                    "minibatches": _timings_json(run.measured, t_ref),
-                    "power": _trace_json(run.trace, t_ref), "cpu_power": _trace_json(run.cpu_trace, t_ref),
-                    "notes": run.notes,
-                })
-                if csv_path is not None:
-                    write_profile_csv([record], csv_path, append=True)
-                _write_json_atomic(json_path, document)
+                progress.mode(k, n, mode.mode)
+                run, read_back = _measure_mode(parts, ctl, mode, settings, progress)
+                rows.append(_row(parts, run, _mode_fields(mode, read_back), settings.warmup, complexity))
+                document["modes"].append(_mode_json(mode, read_back, run, t_ref))
+                outputs.add(rows[-1], document)
     finally:
         progress.close()
     if cfg.upload:

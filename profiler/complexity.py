@@ -16,10 +16,11 @@ import contextlib
 import copy
 import io
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 #: FLOPs of one training step per forward MAC: 2 FLOPs per MAC x (1 forward + 2 backward).
 TRAIN_FLOPS_PER_MAC = 6
@@ -27,14 +28,15 @@ TRAIN_FLOPS_PER_MAC = 6
 
 @dataclass(frozen=True)
 class Complexity:
-    """Per-sample compute and size of a model (see the module docstring for units)."""
+    """Per-sample compute and size of a model (see the module docstring for units); the profile-row
+    complexity columns of real and simulated runs alike. Imports without torch (the twin uses it)."""
 
     macs_fwd: int | None
     params: int
     flops_train: int | None
     param_bytes: int
     activation_bytes: int | None
-    leaf_modules: int
+    leaf_modules: int | None
     kernel_count: int | None
     null_reason: str | None = None
 
@@ -47,6 +49,8 @@ def _leaf_modules(model: nn.Module) -> list[nn.Module]:
 
 
 def _tensor_bytes(value: Any) -> int:
+    import torch
+
     if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
     if isinstance(value, tuple | list):
@@ -62,6 +66,8 @@ def _call(model: nn.Module, example: Any) -> Any:
 
 def _trace_calls(model: nn.Module, example: Any) -> tuple[int, int]:
     """(activation bytes, kernels fwd+bwd) from one forward pass with hooks on every leaf module."""
+    import torch
+
     state = {"bytes": 0, "kernels": 0}
 
     def hook(module: nn.Module, _inputs: Any, output: Any) -> None:
@@ -80,6 +86,8 @@ def _trace_calls(model: nn.Module, example: Any) -> tuple[int, int]:
 
 
 def _move(example: Any, device: torch.device) -> Any:
+    import torch
+
     if isinstance(example, torch.Tensor):
         return example.to(device)
     if isinstance(example, dict):
@@ -94,6 +102,8 @@ def measure_complexity(model: nn.Module, example_input: Any) -> Complexity:
 
     The model itself is not touched (a copy is counted); failures to trace give ``None`` + reason.
     """
+    import torch
+
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     leaves = len(_leaf_modules(model))

@@ -1,12 +1,13 @@
 """Per-mode measurement and its aggregation into one profile row.
 
-:func:`run_mode` runs one power mode on a :class:`~profiler.backends.TrainingBackend`: settle, idle power
-for a few seconds (``base_power_w``), warm-up minibatches, then measured ones, with a power sampler
-running throughout. :func:`aggregate_row` turns the measured :class:`MinibatchTiming`\\ s and a
+:class:`RealTimeRunner` runs one power mode on a :class:`~profiler.backends.TrainingBackend`: settle, idle
+power for a few seconds (``base_power_w``), warm-up minibatches, then measured ones, with a power sampler
+running throughout; the digital twin implements the same :class:`ModeRunner` interface in simulated
+time. :func:`aggregate_row` turns the measured :class:`MinibatchTiming`\\ s and a
 :class:`~profiler.power.PowerTrace` into a profile row; it imports neither torch nor the hardware
 modules, so the digital twin reuses it with simulated timings and traces.
 
-Row columns beyond DESIGN.md (all per minibatch unless said otherwise; units in the names):
+Row columns beyond the profile-row fields (all per minibatch unless said otherwise; units in the names):
 
 - ``mb_total_s_{mean,median,p95}``, ``mb_stall_s_*``, ``mb_compute_s_*`` and ``mb_total_cv``,
   ``mb_stall_cv``, ``mb_compute_cv`` (coefficient of variation, sample std / mean) over measured
@@ -30,14 +31,18 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
+from jetpredict.profiler.complexity import Complexity
 
 if TYPE_CHECKING:
+    from jetpredict.models.catalogue import PowerMode
     from jetpredict.profiler.power import PowerMeter, PowerTrace
 
 DEFAULT_WARMUP = 10
@@ -49,8 +54,7 @@ DEFAULT_SAMPLER_HZ = 10.0
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")
 COMPONENTS = ("total", "stall", "compute")
-COMPLEXITY_COLUMNS = ("macs_fwd", "params", "flops_train", "param_bytes", "activation_bytes",
-                      "leaf_modules", "kernel_count")
+COMPLEXITY_COLUMNS = tuple(f.name for f in fields(Complexity) if f.name != "null_reason")
 
 
 @dataclass(frozen=True)
@@ -104,14 +108,27 @@ class ModeRun:
         return self.trace.mean_power_w(*self.idle_window_s)
 
 
-def check_run_arguments(warmup: int, minibatches: int, settle_s: float) -> None:
-    """Raise :class:`InputError` for a warm-up, minibatch count or settle time out of range."""
-    if warmup < 0:
-        raise InputError(f"warmup must be >= 0 minibatches, got {warmup}", "warmup")
-    if minibatches < 1:
-        raise InputError(f"minibatches must be >= 1, got {minibatches}", "minibatches")
-    if settle_s < 0:
-        raise InputError(f"settle-s must be >= 0 s, got {settle_s}", "settle_s")
+@dataclass(frozen=True)
+class RunSettings:
+    """How each mode is measured: warm-up and measured minibatches, settle and idle waits (s), and the
+    power sampler's rate (Hz). The one place these are checked: a bad value raises :class:`InputError`
+    naming its field."""
+
+    warmup: int = DEFAULT_WARMUP
+    minibatches: int = DEFAULT_MINIBATCHES
+    settle_s: float = 0.0
+    idle_s: float = DEFAULT_IDLE_S
+    hz: float = DEFAULT_SAMPLER_HZ
+
+    def __post_init__(self) -> None:
+        rules = (("warmup", self.warmup, 0, "minibatches"), ("minibatches", self.minibatches, 1, ""),
+                 ("settle_s", self.settle_s, 0, "s"), ("idle_s", self.idle_s, 0, "s"))
+        for name, value, low, unit in rules:
+            if value is None or not value >= low:
+                raise InputError(f"--{name.replace('_', '-')} must be >= {low} {unit}".rstrip()
+                                 + f", got {value}", name)
+        if self.hz is None or not self.hz > 0:
+            raise InputError(f"--hz must be > 0 Hz, got {self.hz}", "hz")
 
 
 def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: float) -> float:
@@ -125,54 +142,94 @@ def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: 
     return hz_for_window(statistics.fmean(t.total_s for t in warmup) * minibatches, hz)
 
 
-def run_mode(backend: TrainingBackend, mode: Any = None, *, warmup: int = DEFAULT_WARMUP,
-             minibatches: int = DEFAULT_MINIBATCHES, meter: PowerMeter | None = None,
-             cpu_meter: PowerMeter | None = None, settle_s: float = 0.0, idle_s: float = DEFAULT_IDLE_S,
-             hz: float = DEFAULT_SAMPLER_HZ,
-             on_minibatch: Callable[[str, int, int], None] | None = None) -> ModeRun:
-    """Measure one mode (already applied): settle, idle power, warm-up, measured minibatches.
+#: ``on_minibatch(phase, i, n)``: called after each minibatch (``phase`` = ``warmup`` / ``measure``).
+MinibatchCallback = Callable[[str, int, int], None]
 
-    ``on_minibatch(phase, i, n)`` is called after each minibatch (``phase`` = ``warmup``/``measure``).
+
+class ModeRunner(ABC):
+    """Measures one power mode (already applied by the controller) on its :attr:`backend`, with its
+    module power meter: settle, idle power, warm-up, measured minibatches -> :class:`ModeRun`.
+
+    :class:`RealTimeRunner` does it in real time; the digital twin's runner in simulated time. Timings
+    and power samples of one runner share the clock of :meth:`now_s`.
+    """
+
+    backend: TrainingBackend
+    #: ``measured`` or ``simulated``: the ``source`` of the rows made from this runner's measurements.
+    source: str = "measured"
+
+    @abstractmethod
+    def run_mode(self, mode: PowerMode | None, settings: RunSettings,
+                 on_minibatch: MinibatchCallback | None = None) -> ModeRun:
+        """Measure ``mode``; ``settings`` says how long."""
+
+    @abstractmethod
+    def now_s(self) -> float:
+        """Now on the clock that stamps this runner's timings and power samples (s)."""
+
+    def started_utc(self) -> str | None:
+        """The wall-clock start of a campaign (ISO 8601), or None where time is simulated."""
+        return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class RealTimeRunner(ModeRunner):
+    """Real time on the ``time.perf_counter()`` clock, with background power samplers.
+
     Without an available ``meter`` the idle wait is skipped (nothing to measure).
     """
-    check_run_arguments(warmup, minibatches, settle_s)
-    samplers = []
-    if meter is not None and meter.available:
+
+    def __init__(self, backend: TrainingBackend, meter: PowerMeter | None = None,
+                 cpu_meter: PowerMeter | None = None) -> None:
+        self.backend = backend
+        self.meter = meter
+        self.cpu_meter = cpu_meter
+
+    def now_s(self) -> float:
+        return time.perf_counter()
+
+    def run_mode(self, mode: PowerMode | None, settings: RunSettings,
+                 on_minibatch: MinibatchCallback | None = None) -> ModeRun:
         from jetpredict.profiler.power import PowerSampler
 
-        samplers.append(("module", PowerSampler(meter, hz=hz)))
-    if cpu_meter is not None and cpu_meter.available:
-        from jetpredict.profiler.power import PowerSampler
+        s, backend = settings, self.backend
+        samplers = {kind: PowerSampler(m, hz=s.hz) for kind, m in (("module", self.meter),
+                                                                    ("cpu", self.cpu_meter))
+                    if m is not None and m.available}
+        run = ModeRun(warmup=[], measured=[], power_meter=meter_label(self.meter))
+        for sampler in samplers.values():
+            sampler.start()
+        try:
+            if s.settle_s > 0:
+                time.sleep(s.settle_s)
+            if "module" in samplers and s.idle_s > 0:
+                t0 = time.perf_counter()
+                time.sleep(s.idle_s)
+                run.idle_window_s = (t0, time.perf_counter())
+            backend.prepare(mode)
+            run.cpu_s_per_sample = backend.cpu_s_per_sample()
+            run_minibatches(backend, "warmup", s.warmup, run.warmup, on_minibatch)
+            for sampler in samplers.values():
+                sampler.set_rate(measured_window_hz(run.warmup, s.minibatches, s.hz))
+            run_minibatches(backend, "measure", s.minibatches, run.measured, on_minibatch)
+        finally:
+            traces = {kind: sampler.stop() for kind, sampler in samplers.items()}
+        run.trace = traces.get("module")
+        run.cpu_trace = traces.get("cpu")
+        return run
 
-        samplers.append(("cpu", PowerSampler(cpu_meter, hz=hz)))
-    run = ModeRun(warmup=[], measured=[],
-                  power_meter=meter.name if meter is not None else "none: no sensor found")
-    for _, s in samplers:
-        s.start()
-    try:
-        if settle_s > 0:
-            time.sleep(settle_s)
-        if samplers and samplers[0][0] == "module" and idle_s > 0:
-            t0 = time.perf_counter()
-            time.sleep(idle_s)
-            run.idle_window_s = (t0, time.perf_counter())
-        backend.prepare(mode)
-        run.cpu_s_per_sample = backend.cpu_s_per_sample()
-        for i in range(warmup):
-            run.warmup.append(backend.next_minibatch())
-            if on_minibatch:
-                on_minibatch("warmup", i + 1, warmup)
-        for _, s in samplers:
-            s.set_rate(measured_window_hz(run.warmup, minibatches, hz))
-        for i in range(minibatches):
-            run.measured.append(backend.next_minibatch())
-            if on_minibatch:
-                on_minibatch("measure", i + 1, minibatches)
-    finally:
-        traces = {kind: s.stop() for kind, s in samplers}
-    run.trace = traces.get("module")
-    run.cpu_trace = traces.get("cpu")
-    return run
+
+def meter_label(meter: PowerMeter | None) -> str:
+    """The row's ``power_meter``: the meter's name, or ``none: no sensor found``."""
+    return meter.name if meter is not None else "none: no sensor found"
+
+
+def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[MinibatchTiming],
+                    on_minibatch: MinibatchCallback | None = None) -> None:
+    """Train ``n`` minibatches, appending each timing to ``out`` (the real and simulated runners share it)."""
+    for i in range(n):
+        out.append(backend.next_minibatch())
+        if on_minibatch:
+            on_minibatch(phase, i + 1, n)
 
 
 def _energy(trace: PowerTrace | None, t0: float, t1: float) -> float | None:
@@ -184,7 +241,7 @@ def _null_reason(power_meter: str, trace: PowerTrace | None, t0: float, t1: floa
         return power_meter
     if trace is None:
         return f"{power_meter}: no power trace was recorded"
-    if getattr(trace, "read_errors", 0):
+    if trace.read_errors:
         return f"{power_meter}: {trace.read_errors} failed reads ({trace.last_error})"
     return (f"{power_meter}: measured window of {t1 - t0:.3g} s holds {trace.samples_in(t0, t1)} "
             f"power samples; need >= 2 covering it (run more --minibatches)")
@@ -197,7 +254,7 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
                   cpu_trace: PowerTrace | None = None, complexity: Mapping[str, Any] | None = None,
                   cpu_s_per_sample: float | None = None, peak_fp32_flops: float | None = None,
                   accelerator: str = "cpu", source: str = "measured") -> dict[str, Any]:
-    """One profile row (DESIGN.md columns + the extras in the module docstring) from measured timings.
+    """One profile row (profile-row columns + the extras in the module docstring) from measured timings.
 
     ``mode`` holds ``mode, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz`` (None = unknown). Unknown = None.
     """

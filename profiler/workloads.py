@@ -37,12 +37,12 @@ import numpy as np
 import torch
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.profiler import nets
+from jetpredict.profiler.loader import loader_settings
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 DEFAULT_BATCH_SIZE = 16
-DEFAULT_NUM_WORKERS = 4
 #: ImageNet-1k training images: the epoch size assumed for ``torchvision:NAME`` without ``--data``.
 IMAGENET_TRAIN_IMAGES = 1_281_167
 #: Epoch size of a user classification workload on synthetic data without ``dataset_size`` (CIFAR-10's).
@@ -426,12 +426,7 @@ def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_
     """Build model, data, loss and optimizer. ``data_dir`` = ImageFolder root (else synthetic data)."""
     if isinstance(spec, str):
         spec = resolve_workload(spec)
-    batch_size = DEFAULT_BATCH_SIZE if batch_size is None else int(batch_size)
-    num_workers = DEFAULT_NUM_WORKERS if num_workers is None else int(num_workers)
-    if batch_size < 1:
-        raise InputError(f"batch size must be >= 1, got {batch_size}", "batch_size")
-    if num_workers < 0:
-        raise InputError(f"workers must be >= 0, got {num_workers}", "workers")
+    batch_size, num_workers = loader_settings(batch_size, num_workers, default_batch_size=DEFAULT_BATCH_SIZE)
     torch.manual_seed(seed)
     device = torch.device(device)
     parts = spec.parts

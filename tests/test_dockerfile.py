@@ -151,6 +151,12 @@ def test_installed_extras_exist_and_pull_no_torch(stages):
         deps = " ".join(extras[extra]).lower()
         assert not any(p in deps for p in TORCH_PACKAGES[:4]), extra
     assert any(d.lower().startswith("gunicorn") for d in extras["server"])
+    # The image serves PostgreSQL URLs: the [postgres] extra with a driver is installed too.
+    assert "postgres" in used, "the image needs the [postgres] extra (PostgreSQL driver)"
+    assert any(d.lower().startswith(("psycopg", "psycopg2")) for d in extras["postgres"])
+    # gunicorn >= 22: the image binds 0.0.0.0, so releases without the slow-client fixes are excluded.
+    pins = [re.fullmatch(r"gunicorn>=(\d+)(?:\.\d+)*", d.replace(" ", "")) for d in extras["server"]]
+    assert any(m and int(m.group(1)) >= 22 for m in pins), extras["server"]
     base = " ".join(pyproject["dependencies"]).lower()
     assert not any(p in base for p in TORCH_PACKAGES[:4])
 

@@ -1,25 +1,23 @@
-"""Refit every bundled device reference from ``models/reference/*.csv``: ``python -m predictor.build_bundled``.
+"""Refit every bundled device reference from ``models/reference/*.csv``: ``python -m tools.build_bundled``.
 
-Writes ``models/fitted/<device>-reference.joblib`` + ``.json`` manifest for each catalogue device that has
-reference sweeps (published preferred, then measured, then simulated). Devices without sweeps get no
-artifact: ``load_reference`` derives theirs through device physics at run time.
+Writes ``models/fitted/<device>-reference.json`` (JSON data, schema ``jetpredict-reference/2``) and its
+manifest ``<device>-reference.json.json`` for each catalogue device that has reference sweeps (published
+preferred, then measured, then simulated). Devices without sweeps get no artifact: ``load_reference``
+derives theirs through device physics at run time. Interval widths are constants of
+:mod:`jetpredict.predictor.model` calibrated on real data, not per reference.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from jetpredict.models.catalogue import device_ids
-from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor.artifacts import FITTED_DIR, file_sha256, save_bundled_reference
-from jetpredict.predictor.reference import (
-    build_reference,
-    calibrate_interval_scales,
-    read_reference_rows,
-    reference_csvs,
-)
+from jetpredict.predictor.artifacts import file_sha256
+from jetpredict.predictor.bundled import FITTED_DIR, save_bundled_reference
+from jetpredict.predictor.reference import build_reference, read_reference_rows, read_simulated_rows, reference_csvs
 
 
 def build_all(out_dir: Path = FITTED_DIR, devices: list[str] | None = None) -> list[Path]:
@@ -29,19 +27,15 @@ def build_all(out_dir: Path = FITTED_DIR, devices: list[str] | None = None) -> l
         rows = read_reference_rows(device_id)
         if rows is None:
             continue
-        ref = build_reference(rows, device_id)
-        ref.training_sha256 = file_sha256(reference_csvs(device_id)[0])  # the bundled CSV's own bytes
-        # Intervals calibrated on leave-one-workload-out residuals of the same sweeps.
-        ref.interval_scale, ref.power_interval_scale, ref.energy_interval_scale = calibrate_interval_scales(rows)
-        sims = [p for p in reference_csvs(device_id) if p.name.startswith(f"{device_id}-simulated")]
-        if ref.source != "simulated" and sims:
+        csv = reference_csvs(device_id)[0]
+        ref = replace(build_reference(rows, device_id), training_sha256=file_sha256(csv))  # the CSV's own bytes
+        sims = read_simulated_rows(device_id)
+        if ref.source != "simulated" and sims is not None:
             # Cross-device transfer compares the workloads every device shares: carry those sweeps too.
-            ref.transfer = build_reference(read_profile_csv(sims[0]), device_id)
-            ref.transfer.rows = None
+            ref = replace(ref, transfer=build_reference(sims, device_id))
         path = save_bundled_reference(ref, out_dir)
-        print(f"{device_id}: {len(ref.workloads)} workload(s) from {reference_csvs(device_id)[0].name} "
-              f"({ref.source}), interval scales time {ref.interval_scale:.2f} power "
-              f"{ref.power_interval_scale:.2f} energy {ref.energy_interval_scale:.2f} -> {path}", file=sys.stderr)
+        print(f"{device_id}: {len(ref.workloads)} workload(s) from {csv.name} ({ref.source}) -> {path}",
+              file=sys.stderr)
         written.append(path)
     return written
 

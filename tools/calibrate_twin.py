@@ -1,16 +1,19 @@
-"""Calibrate the digital twin's free constants against published Jetson measurements.
+"""Calibrate the digital twin's free constants against published Jetson measurements (build time).
 
-    python -m models.calibrate [--published DIR]     # fit, write models/twin_calibration.toml + docs
+    python -m tools.calibrate_twin [--no-holdout]   # fit, write profiler/sim/data/twin_calibration.toml
+                                                    # and the generated tables docs/twin-calibration.md
 
-Rows used (POMACS 2022 and PowerTrain, digitized in ``../shared/data/published``; see its README):
-all of ``agx_xavier_reference_sweeps.csv``; the epochs-1+ rows of ``dataloader_workers.csv`` and
-``storage_media.csv``; the ResNet-18 and MobileNetV3 rows of ``batch_size.csv``; the DVFS-off rows of
-``dvfs.csv``; the MobileNetV3 MAXN row of ``orin_agx_training.csv``; and one ratio fact from ``facts.csv`` (S1 §5.6: ResNet-18/CIFAR-10 on AGX
-Xavier, MAXN vs the same mode with the GPU at 114.75 MHz: 10.3x speed-up, 3.6x power ratio), the only
-published point at a very low GPU clock, which pins the roofline sharpness and the low-clock power.
-The published MobileNetV3 runs
-are matched with our built-in ``mobilenetv3-small-gld23k`` (same dataset and batch; the efficiencies
-absorb the difference in variant).
+It reads only data in the repository: the published AGX Xavier sweeps bundled as a reference
+(``models/reference/agx-xavier-published.csv``) and the published figures transcribed, each row with its
+citation, in ``tools/data/`` (see ``tools/data/README.md``): ``calibration_rows.csv`` (the epochs-1+ rows
+of the DataLoader-worker and storage-media figures, the ResNet-18 and MobileNetV3 batch-size rows, the
+DVFS-off rows and the one Orin AGX MAXN epoch), ``ratio_facts.csv`` (POMACS 2022 §5.6: ResNet-18/CIFAR-10
+on AGX Xavier, MAXN vs the same mode with the GPU at 114.75 MHz, 10.3x speed-up and 3.6x power ratio, the
+only published point at a very low GPU clock, which pins the roofline sharpness and the low-clock power)
+and ``socket_idle_power.csv`` (wall-socket idle power, used only to order and scale device baselines).
+The published MobileNetV3 runs are matched with our built-in ``mobilenetv3-small-gld23k`` (same dataset
+and batch; the efficiencies absorb the difference in variant). The method is described in
+``docs/digital-twin.md`` (hand-written); this script writes only the tables of figures.
 
 Fitting, in two stages:
 
@@ -36,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import load_device
+from jetpredict.models.paths import data_path
 from jetpredict.profiler.sim.physics import (
     CALIBRATION_PATH,
     DVFS_V_FLOOR,
@@ -45,19 +49,15 @@ from jetpredict.profiler.sim.physics import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PUBLISHED = REPO.parent / "shared" / "data" / "published"
-DOC_PATH = REPO / "docs" / "digital-twin.md"
+#: The published figures this script reads, transcribed with their sources (see tools/data/README.md).
+DATA_DIR = Path(__file__).resolve().parent / "data"
+#: The published AGX Xavier sweeps, bundled as that device's reference (profile rows).
+PUBLISHED_SWEEPS = data_path("reference", "agx-xavier-published.csv")
+#: The generated tables of figures (``docs/digital-twin.md``, written by hand, links to it).
+RESULTS_PATH = REPO / "docs" / "twin-calibration.md"
 
-#: Published workload names -> our built-in workloads.
-WORKLOADS = {"LeNet-5/MNIST": "lenet5-mnist", "ResNet-18/CIFAR-10": "resnet18-cifar10",
-             "MobileNetV3/GLD23k": "mobilenetv3-small-gld23k", "resnet18-cifar10": "resnet18-cifar10",
-             "mobilenetv3-gld23k": "mobilenetv3-small-gld23k"}
-#: Published "device (mode)" labels -> (catalogue id, preset).
-DEVICE_MODES = {"AGX Xavier (MAXN)": ("agx-xavier", "MAXN"), "Xavier NX (15W)": ("xavier-nx", "MODE_15W_6CORE"),
-                "Nano (MAXN)": ("nano", "MAXN"), "Orin AGX": ("orin-agx", "MAXN")}
-#: Wall-socket idle power with DVFS off (idle_baseload.csv): used only to order/scale device baseloads.
-SOCKET_IDLE_W = {"agx-xavier": 14.28, "xavier-nx": 6.89, "nano": 1.62, "orin-agx": 18.35}
-WH = 3600.0
+#: Workload ids of the published sweeps -> our built-in workloads.
+WORKLOADS = {"resnet18-cifar10": "resnet18-cifar10", "mobilenetv3-gld23k": "mobilenetv3-small-gld23k"}
 #: Lower bound of the lowest-clock baseload of AGX Xavier in the power fit, W.
 MIN_BASE_W = 1.0
 #: Weights of a ratio fact: on log speed-up in the time fit (an epoch row weighs 1 on its log time) and
@@ -99,12 +99,11 @@ def _num(v: object) -> float | None:
     return None if math.isnan(f) else f
 
 
-def load_calibration_rows(published: str | Path = DEFAULT_PUBLISHED) -> list[CalibrationRow]:
+def load_calibration_rows(data_dir: str | Path = DATA_DIR,
+                          sweeps: str | Path = PUBLISHED_SWEEPS) -> list[CalibrationRow]:
     """Every published row the twin is calibrated and judged on (see the module docstring)."""
-    d = Path(published)
     rows: list[CalibrationRow] = []
-    sweeps = pd.read_csv(d / "agx_xavier_reference_sweeps.csv")
-    for r in sweeps.itertuples():
+    for r in pd.read_csv(sweeps).itertuples():
         rows.append(CalibrationRow(
             "agx_xavier_reference_sweeps", f"{r.workload} mode {r.mode}", r.device, WORKLOADS[r.workload],
             {"cpu_cores": r.cpu_cores, "cpu_mhz": r.cpu_mhz, "gpu_mhz": r.gpu_mhz, "emc_mhz": r.emc_mhz},
@@ -112,43 +111,14 @@ def load_calibration_rows(published: str | Path = DEFAULT_PUBLISHED) -> list[Cal
             {"epoch_time_s": r.epoch_time_s, "stall_time_s": r.stall_time_s,
              "compute_time_s": r.compute_time_s, "avg_power_w": r.avg_power_w,
              "base_power_w": r.base_power_w}))
-    for r in pd.read_csv(d / "dataloader_workers.csv").itertuples():
-        dev, preset = DEVICE_MODES[r.device_mode]
+    for r in pd.read_csv(Path(data_dir) / "calibration_rows.csv").itertuples():
+        power = _num(r.avg_power_w)
+        if power is None and _num(r.epoch_energy_j) is not None:
+            power = r.epoch_energy_j / r.epoch_time_s  # figures that give energy per epoch, not power
         rows.append(CalibrationRow(
-            "dataloader_workers", f"{r.device_mode} {r.workload} w={r.num_workers}", dev,
-            WORKLOADS[r.workload], _preset_knobs(dev, preset), 16, int(r.num_workers),
-            {"epoch_time_s": r.e2e_s_per_epoch, "stall_time_s": r.stall_s, "compute_time_s": r.gpu_compute_s}))
-    for r in pd.read_csv(d / "storage_media.csv").to_dict(orient="records"):
-        dev, preset = DEVICE_MODES[r["device_mode"]]
-        rows.append(CalibrationRow(
-            "storage_media", f"{r['device_mode']} {r['workload']} {r['storage']} epoch 1+", dev,
-            WORKLOADS[r["workload"]], _preset_knobs(dev, preset), 16, 4,
-            {"epoch_time_s": r["e2e_s_epoch1+_w4"], "stall_time_s": r["stall_s_epoch1+_w4"],
-             "compute_time_s": r["gpu_s_epoch1+_w4"], "avg_power_w": r["avg_power_W_epoch1+_w4"]}))
-    for r in pd.read_csv(d / "batch_size.csv").itertuples():
-        if r.workload not in ("ResNet-18/CIFAR-10", "MobileNetV3/GLD23k"):
-            continue
-        dev, preset = DEVICE_MODES[r.device_mode]
-        rows.append(CalibrationRow(
-            "batch_size", f"{r.device_mode} {r.workload} batch {r.batch_size}", dev, WORKLOADS[r.workload],
-            _preset_knobs(dev, preset), int(r.batch_size), 4,
-            {"epoch_time_s": r.e2e_s_per_epoch, "stall_time_s": r.stall_s_per_epoch,
-             "compute_time_s": r.gpu_compute_s_per_epoch}))
-    for r in pd.read_csv(d / "dvfs.csv").itertuples():
-        if r.dvfs != "off":
-            continue
-        dev, preset = DEVICE_MODES[r.device_mode]
-        rows.append(CalibrationRow(
-            "dvfs", f"{r.device_mode} {r.workload} DVFS off", dev, WORKLOADS[r.workload],
-            _preset_knobs(dev, preset), 16, 4,
-            {"epoch_time_s": r.e2e_s_per_epoch, "stall_time_s": r.stall_s, "compute_time_s": r.gpu_compute_s,
-             "avg_power_w": r.energy_Wh_per_epoch * WH / r.e2e_s_per_epoch}))
-    for r in pd.read_csv(d / "orin_agx_training.csv").itertuples():
-        if r.workload == "MobileNetV3/GLD23k" and str(r.power_mode).startswith("MAXN"):
-            rows.append(CalibrationRow(
-                "orin_agx_training", "Orin AGX MAXN MobileNetV3/GLD23k", "orin-agx", WORKLOADS[r.workload],
-                _preset_knobs("orin-agx", "MAXN"), int(r.batch_size), 4,
-                {"epoch_time_s": r.epoch_time_s, "avg_power_w": _num(r.avg_power_W)}))
+            r.group, r.label, r.device, r.workload, _preset_knobs(r.device, r.preset), int(r.batch_size),
+            int(r.num_workers), {"epoch_time_s": r.epoch_time_s, "stall_time_s": r.stall_time_s,
+                                 "compute_time_s": r.compute_time_s, "avg_power_w": power}))
     for row in rows:
         row.targets = {k: _num(v) for k, v in row.targets.items()}
     return rows
@@ -171,23 +141,24 @@ class RatioFact:
     power_ratio: float
 
 
-def load_ratio_facts(published: str | Path = DEFAULT_PUBLISHED) -> list[RatioFact]:
-    """The MAXN vs GPU-114.75 MHz fact of ``facts.csv`` (S1 §5.6), if the file has it."""
-    path = Path(published) / "facts.csv"
-    if not path.is_file():
-        return []
+def load_ratio_facts(data_dir: str | Path = DATA_DIR) -> list[RatioFact]:
+    """The published ratios between two modes (``ratio_facts.csv``): the fast mode is a preset, the slow
+    one the same mode with a lower GPU clock."""
     facts = []
-    for r in pd.read_csv(path).itertuples():
-        if not (str(r.device_mode).startswith("AGX Xavier (MAXN) vs GPU 114.75")
-                and str(r.quantity).startswith("speed-up / power ratio")):
-            continue
-        speedup, power_ratio = (float(v.strip().rstrip("x")) for v in str(r.value).split("/")[:2])
-        fast = _preset_knobs("agx-xavier", "MAXN")
-        # POMACS runs use batch 16 with 4 DataLoader workers (as the reference sweeps).
-        facts.append(RatioFact("facts", f"AGX Xavier MAXN vs GPU 114.75 MHz {r.workload} ({r.source})",
-                               "agx-xavier", WORKLOADS[r.workload], fast, {**fast, "gpu_mhz": 114.75}, 16, 4,
-                               speedup, power_ratio))
+    for r in pd.read_csv(Path(data_dir) / "ratio_facts.csv").itertuples():
+        fast = _preset_knobs(r.device, r.fast_preset)
+        facts.append(RatioFact("facts", r.label, r.device, r.workload, fast,
+                               {**fast, "gpu_mhz": float(r.slow_gpu_mhz)}, int(r.batch_size),
+                               int(r.num_workers), float(r.speedup), float(r.power_ratio)))
     return facts
+
+
+@cache
+def socket_idle_w(data_dir: str | Path = DATA_DIR) -> dict[str, float]:
+    """Wall-socket idle power per device with DVFS off, W (``socket_idle_power.csv``): used only to order
+    and scale device baselines, never as module power."""
+    df = pd.read_csv(Path(data_dir) / "socket_idle_power.csv")
+    return {r.device: float(r.socket_idle_w) for r in df.itertuples()}
 
 
 def simulate_facts(cal: Calibration, facts: list[RatioFact]) -> pd.DataFrame:
@@ -221,9 +192,11 @@ class Calibration:
         return DevicePhysics(device, self.devices[device], self.shared)
 
     def write(self, path: str | Path = CALIBRATION_PATH) -> None:
-        lines = ["# Digital-twin constants, written by `python -m models.calibrate` (do not edit by hand).",
+        lines = ["# Digital-twin constants, written by `python -m tools.calibrate_twin` "
+                 "(do not edit by hand).",
                  "# Units: s, W, fractions; CPU costs are s on a core of relative speed 1.0 (the host",
-                 "# that measured models/workloads/*.json). See docs/digital-twin.md.", "", "[shared]"]
+                 "# that measured profiler/sim/data/workloads/*.json). See docs/digital-twin.md.", "",
+                 "[shared]"]
         lines += [f"{k} = {self.shared[k]:.6g}" for k in SHARED_KEYS]
         for dev, c in self.devices.items():
             lines += ["", f'[devices."{dev}"]']
@@ -375,7 +348,8 @@ def _power_design(cal: Calibration, rows: list[CalibrationRow]) -> tuple[np.ndar
 def _spec_ratios(device: str, ref: str = "agx-xavier") -> np.ndarray:
     """Spec-sheet multipliers of the 7 power coefficients from ``ref`` to ``device``."""
     s, r = load_device(device).specs, load_device(ref).specs
-    idle = SOCKET_IDLE_W.get(device, SOCKET_IDLE_W[ref] * s.module_power_w / r.module_power_w) / SOCKET_IDLE_W[ref]
+    socket = socket_idle_w()
+    idle = socket.get(device, socket[ref] * s.module_power_w / r.module_power_w) / socket[ref]
     cores, cuda, bus = s.cpu_cores / r.cpu_cores, s.cuda_cores / r.cuda_cores, s.memory_bus_bits / r.memory_bus_bits
     return np.array([idle, cores, cuda, bus, cores, cuda, bus])
 
@@ -489,10 +463,8 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
             f"= {device.specs.module_power_w:g} W module maximum"))
 
 
-def calibrate(published: str | Path = DEFAULT_PUBLISHED, verbose: bool = False) -> Calibration:
-    """Fit every device's constants (both stages) and return them."""
-    rows = load_calibration_rows(published)
-    facts = load_ratio_facts(published)
+def calibrate(rows: list[CalibrationRow], facts: list[RatioFact], verbose: bool = False) -> Calibration:
+    """Fit every device's constants (both stages) on ``rows`` and ``facts``, and return them."""
     theta = fit_time(rows, verbose, facts)
     if verbose:
         print("time constants:", {k: f"{v:.4g}" for k, v in theta.items()})
@@ -517,7 +489,7 @@ def calibrate(published: str | Path = DEFAULT_PUBLISHED, verbose: bool = False) 
 
 #: Hold-out checks: refit without these rows, then compare the twin with them.
 HOLDOUTS = {
-    "batch sizes (batch_size.csv)": lambda r: r.source == "batch_size",
+    "batch sizes (POMACS Fig 4 rows)": lambda r: r.source == "batch_size",
     "EMC sweep (AGX Xavier modes h, i, j)": lambda r: r.source == "agx_xavier_reference_sweeps"
     and r.label.endswith(("mode h", "mode i", "mode j")),
     "CPU cores and clock (AGX Xavier modes a, e, f)": lambda r: r.source == "agx_xavier_reference_sweeps"
@@ -526,13 +498,12 @@ HOLDOUTS = {
 }
 
 
-def holdout_checks(rows: list[CalibrationRow], facts: list[RatioFact] | None = None) -> pd.DataFrame:
+def holdout_checks(rows: list[CalibrationRow], facts: list[RatioFact]) -> pd.DataFrame:
     """Per hold-out group: refit time and power on the other rows, then the errors on the held-out ones."""
     out = []
     for name, held in HOLDOUTS.items():
         train = [r for r in rows if not held(r)]
         test = [r for r in rows if held(r)]
-        facts = load_ratio_facts() if facts is None else facts
         theta = fit_time(train, facts=facts)
         v_floor = fit_v_floor(theta, train, facts)
         cal = _calibration_from(theta, fit_power(_calibration_from(theta, v_floor=v_floor), train, facts), v_floor)
@@ -571,7 +542,7 @@ def _holdout_lines(holdouts: pd.DataFrame | None) -> list[str]:
 def _fact_lines(facts: pd.DataFrame | None) -> list[str]:
     if facts is None or facts.empty:
         return []
-    lines = ["Published ratio facts (`facts.csv`), fitted with the rows above but outside the 15% "
+    lines = ["Published ratio facts (`tools/data/ratio_facts.csv`), fitted with the rows above but outside the 15% "
              "criterion (they are ratios between two modes, not epochs):", "",
              "| source | fact | speed-up pub | speed-up sim | err | power ratio pub | power ratio sim | err | "
              "energy ratio sim |", "|---|---|---|---|---|---|---|---|---|"]
@@ -582,75 +553,30 @@ def _fact_lines(facts: pd.DataFrame | None) -> list[str]:
     return [*lines, ""]
 
 
-def write_doc(cal: Calibration, df: pd.DataFrame, path: str | Path = DOC_PATH,
-              holdouts: pd.DataFrame | None = None, facts: pd.DataFrame | None = None) -> None:
-    """docs/digital-twin.md: the method, the constants and the row-by-row comparison."""
+def write_results(cal: Calibration, df: pd.DataFrame, path: str | Path = RESULTS_PATH,
+                  holdouts: pd.DataFrame | None = None, facts: pd.DataFrame | None = None) -> None:
+    """The generated tables of figures: constants, criteria, hold-outs, every row and fact, simulated
+    next to published. The method and its limits are in the hand-written ``docs/digital-twin.md``."""
     crit = criteria(df)
     lines = [
-        "# The digital twin (`--device sim:DEVICE`)", "",
-        "Generated by `python -m models.calibrate` — edit the script, not this file.", "",
-        "`jetpredict profile --device sim:DEVICE` drives a simulated Jetson exactly like a real one: a "
-        "simulated power-mode controller, power meter and training backend (`profiler/sim/`), whose "
-        "minibatch timings and power samples go through the same aggregation code as real measurements. "
-        "Every row it writes says `source=simulated` and `power_meter=sim:DEVICE`.", "",
-        "## Model", "",
-        "Input: the workload's complexity measured on the host (`profiler/sim/complexity.py`; cached for "
-        "the built-in workloads in `models/workloads/*.json`): FLOPs and bytes of every kernel of one "
-        "training step (forward, loss, backward, SGD step), split into a fixed and a per-sample part; the "
-        "kernel count; the data pipeline's CPU seconds per sample.", "",
-        "Per minibatch and power mode (`profiler/sim/twin.py`, device physics in `models/physics.py`):",
-        "- kernel time = (t_flop^p + t_mem^p)^(1/p) + latency, with t_flop = FLOPs / (eff × CUDA cores × 2 × "
-        "f_gpu) (separate efficiencies for dense and depthwise convolutions), t_mem = bytes / (eff_mem × "
-        "bus bytes × 2 × f_emc), or slower where the GPU's load/store path, which runs at the GPU clock, is "
-        f"the narrower pipe: t_mem = bytes / min(eff_mem × DRAM peak, `gpu_stream_b_per_core_cycle` "
-        f"(= {cal.shared['gpu_stream_b_per_core_cycle']:.3g} B) × CUDA cores × f_gpu); p is the fitted "
-        "roofline sharpness (p = 1 is a plain sum, p → ∞ the "
-        f"strict roofline max; the fit picks p = {cal.shared['roofline_sharpness']:.2g}: both clocks "
-        "matter near the ridge, as the published EMC sweep shows, while at a very low GPU clock compute "
-        "dominates, as the published MAXN vs GPU-114.75 MHz fact shows); the counted bytes are "
-        "compulsory traffic, so eff_mem also absorbs re-reads;",
-        "- launch: the main thread issues one kernel every `launch_s / cpu_speed`; GPU compute is the end "
-        "of the last kernel of the in-order queue (small networks become CPU bound, big ones GPU bound);",
-        "- fetch = batch × CPU s per sample / cpu_speed (JPEG datasets add decode cost per megapixel), "
-        "slowed by worker contention; with w ≥ 1 workers, stall = hand-off + max(0, fetch / min(w, cores − 1) "
-        "− (compute + framework + hand-off)); with w = 0, stall = fetch;",
-        "- framework overhead per minibatch; CPU work slows when workers load the cores;",
-        "- power = baseload(mode) + dynamic CPU, GPU and DRAM power ∝ utilisation × f × V(f)², with V "
-        f"rising along a DVFS curve above a fitted floor (`dvfs_v_floor` = {cal.shared['dvfs_v_floor']:.3g} of "
-        "the top voltage, chosen with the power coefficients; it and the idle GPU power set the power at "
-        "low clocks);",
-        "- seeded noise (2% on time, 1.5% on power) and warm-up (slow first minibatches) in the backend.", "",
-        "## Running it", "",
-        "```",
-        "jetpredict profile --device sim:orin-agx --workload resnet18-cifar10 --modes presets --out s.csv",
-        "python -m profiler.sim.complexity        # re-trace the built-in workloads (needs torch)",
-        "python -m models.calibrate               # refit constants, rewrite this page",
-        "python -m models.make_reference_sweeps   # models/reference/<device>-simulated.csv",
-        "```", "",
-        "## Constants", "",
-        "| device | basis |", "|---|---|",
-    ]
-    lines += [f"| {dev} | {c.basis} |" for dev, c in cal.devices.items()]
-    lines += ["", "Shared: " + ", ".join(f"`{k}` = {cal.shared[k]:.4g}" for k in SHARED_KEYS) +
-              ". Per-device values: `models/twin_calibration.toml`.", "",
-              "Published MobileNetV3 runs are compared with our built-in `mobilenetv3-small-gld23k` "
-              "(same dataset, batch and workers); wall-socket idle power (`idle_baseload.csv`) is used "
-              "only to order and scale device baseloads, never as module power.", "",
-              "## Calibration result", "",
-              f"- epoch time within 15%: **{crit['time_within']:.0%}** of {crit['time_rows']} rows "
-              f"(mean abs. error {crit['time_mape']:.1%});",
-              f"- average power within 15%: **{crit['power_within']:.0%}** of {crit['power_rows']} rows "
-              f"with power (mean abs. error {crit['power_mape']:.1%}).", "",
-              "These are in-sample figures: the constants were fitted on these same rows (16 time "
-              "constants on the 68 Xavier/Nano rows and the speed-up fact, 7 power coefficients and the "
-              "voltage floor on the 48 AGX Xavier power and base-power values and the power-ratio fact, "
-              "1–2 scales per other device), so they show that the mechanisms can "
-              "reproduce the measurements, not how well the twin extrapolates to unmeasured modes.", "",
-              *_holdout_lines(holdouts),
-              "Every row used (published → simulated, error). Times in s per epoch, power in W.", "",
-              "| source | row | epoch pub | epoch sim | err | stall pub | stall sim | compute pub | "
-              "compute sim | power pub | power sim | err | base pub | base sim |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "# Digital-twin calibration: the figures", "",
+        "Generated by `python -m tools.calibrate_twin` from the published figures in `tools/data/` and "
+        "`models/reference/agx-xavier-published.csv`; do not edit. The method: "
+        "[digital-twin.md](digital-twin.md). All twin figures are simulated.", "",
+        "## Constants", "", "| device | basis |", "|---|---|",
+        *(f"| {dev} | {c.basis} |" for dev, c in cal.devices.items()), "",
+        "Shared: " + ", ".join(f"`{k}` = {cal.shared[k]:.4g}" for k in SHARED_KEYS)
+        + ". Per-device values: `profiler/sim/data/twin_calibration.toml`.", "",
+        "## Calibration result (in sample)", "",
+        f"- epoch time within 15%: **{crit['time_within']:.0%}** of {crit['time_rows']} rows "
+        f"(mean abs. error {crit['time_mape']:.1%});",
+        f"- average power within 15%: **{crit['power_within']:.0%}** of {crit['power_rows']} rows "
+        f"with power (mean abs. error {crit['power_mape']:.1%}).", "",
+        *_holdout_lines(holdouts),
+        "Every row used (published → simulated, error). Times in s per epoch, power in W.", "",
+        "| source | row | epoch pub | epoch sim | err | stall pub | stall sim | compute pub | "
+        "compute sim | power pub | power sim | err | base pub | base sim |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples():
         lines.append(
             f"| {r.source} | {r.label} | {_fmt(r.pub_epoch_time_s)} | {_fmt(r.sim_epoch_time_s)} | "
@@ -658,39 +584,31 @@ def write_doc(cal: Calibration, df: pd.DataFrame, path: str | Path = DOC_PATH,
             f"{_fmt(r.pub_compute_time_s)} | {_fmt(r.sim_compute_time_s)} | {_fmt(r.pub_avg_power_w, 3)} | "
             f"{_fmt(r.sim_avg_power_w, 3)} | {_pct(r.err_avg_power_w)} | {_fmt(r.pub_base_power_w, 3)} | "
             f"{_fmt(r.sim_base_power_w if not math.isnan(r.pub_base_power_w or math.nan) else None, 3)} |")
-    lines += ["", *_fact_lines(facts), "## Limits", "",
-              "- Only AGX Xavier has published power across modes; NX and Nano power rests on 2–3 "
-              "operating points each, Orin power on spec sheets only (module budgets, idle ordering).",
-              "- The Orin family's one GPU speed factor rests on one published epoch (which it therefore "
-              "matches exactly); its CPU costs per GHz are Carmel's.",
-              "- The host-measured data-pipeline cost (`models/workloads/*.json`) is the unit of the CPU "
-              "constants: re-measuring the workloads on another host requires re-running this script.",
-              "- Digitized figures carry ~5% reading and run-to-run error (see the data README).",
-              "- Simulated reference sweeps (`models/reference/*-simulated.csv`) are labelled "
-              "`source=simulated` and must never be read as measurements.", ""]
+    lines += ["", *_fact_lines(facts)]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines), encoding="utf-8")
+    Path(path).write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--published", default=str(DEFAULT_PUBLISHED))
-    parser.add_argument("--out", default=str(CALIBRATION_PATH))
-    parser.add_argument("--doc", default=str(DOC_PATH))
+    parser.add_argument("--data-dir", default=str(DATA_DIR), help="transcribed published figures")
+    parser.add_argument("--out", default=str(CALIBRATION_PATH), help="calibration TOML to write")
+    parser.add_argument("--results", default=str(RESULTS_PATH), help="generated tables (Markdown)")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--no-holdout", action="store_true", help="skip the hold-out refits (faster)")
     args = parser.parse_args(argv)
-    cal = calibrate(args.published, args.verbose)
+    rows = load_calibration_rows(args.data_dir)
+    facts = load_ratio_facts(args.data_dir)
+    cal = calibrate(rows, facts, args.verbose)
     cal.write(args.out)
-    rows = load_calibration_rows(args.published)
     df = simulate_rows(cal, rows)
-    facts = simulate_facts(cal, load_ratio_facts(args.published))
-    write_doc(cal, df, args.doc, None if args.no_holdout else holdout_checks(rows, load_ratio_facts(args.published)), facts)
+    fact_df = simulate_facts(cal, facts)
+    write_results(cal, df, args.results, None if args.no_holdout else holdout_checks(rows, facts), fact_df)
     crit = criteria(df)
     print(f"epoch time within 15%: {crit['time_within']:.0%} of {crit['time_rows']} rows "
           f"(MAPE {crit['time_mape']:.1%}); power within 15%: {crit['power_within']:.0%} of "
           f"{crit['power_rows']} rows (MAPE {crit['power_mape']:.1%})")
-    for f in facts.itertuples():
+    for f in fact_df.itertuples():
         print(f"{f.label}: speed-up {f.sim_speedup:.3g}x (published {f.pub_speedup:g}x), power ratio "
               f"{f.sim_power_ratio:.3g}x (published {f.pub_power_ratio:g}x)")
     return 0

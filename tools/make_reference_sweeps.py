@@ -1,6 +1,6 @@
 """Simulated reference sweeps: every built-in workload on a well-spread sample of each device's modes.
 
-    python -m models.make_reference_sweeps [--devices ...] [--modes 320] [--seed 0]
+    python -m tools.make_reference_sweeps [--devices ...] [--modes 320] [--seed 0]
 
 Writes ``models/reference/<device>-simulated.csv`` (profile rows, ``source=simulated``,
 ``power_meter=sim:<device>``): the nvpmodel presets plus a space-filling sample of the custom modes
@@ -20,15 +20,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import Device, PowerMode, device_ids, load_device, mode_label
+from jetpredict.models.paths import data_path
 from jetpredict.models.profile_rows import COLUMNS, validate_records, write_profile_csv
 
-REFERENCE_DIR = Path(__file__).resolve().parents[1] / "models" / "reference"
+REFERENCE_DIR = data_path("reference")
 WORKLOADS = ("lenet5-mnist", "resnet18-cifar10", "mobilenetv3-small-gld23k", "vgg11-cifar10")
 DEFAULT_MODES = 320
 #: Measured minibatches per mode: enough for LeNet's ~0.7 s window to hold ~70 meter samples at the
 #: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall).
 WARMUP, MINIBATCHES = 5, 100
-#: Columns kept beyond DESIGN.md (the per-minibatch statistics would make the files too large).
+#: Columns kept beyond the profile-row fields (the per-minibatch statistics would make the files too large).
 EXTRA_COLUMNS = ("power_meter", "kernel_count", "flops_train", "cpu_s_per_sample")
 SIGNIFICANT = 5
 
@@ -69,13 +70,15 @@ def sweep_device(device_id: str, n_modes: int = DEFAULT_MODES, seed: int = 0,
     device = load_device(device_id)
     modes = spread_modes(device, n_modes, seed)
     records = []
+    settings = runner.RunSettings(warmup=WARMUP, minibatches=MINIBATCHES)
     for k, workload in enumerate(workloads):
-        controller, meter, backend = sim.campaign_parts(device, workload, seed=seed + k)
+        rig = sim.simulated_rig(device, workload, seed=seed + k)
+        controller, backend = rig.controller, rig.backend
         cx = backend.complexity().as_dict()
         with controller:
             for mode in modes:
                 controller.apply(mode)
-                run = backend.run_mode(mode, warmup=WARMUP, minibatches=MINIBATCHES, meter=meter)
+                run = rig.runner.run_mode(mode, settings)
                 row = runner.aggregate_row(
                     run.measured, device=device.id, workload=backend.workload,
                     mode=controller.read_back().as_dict() | {"mode": mode.mode},

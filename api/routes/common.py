@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import hmac
-import math
-from dataclasses import dataclass
+import logging
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,8 +15,11 @@ from flask import current_app, request
 from jetpredict.api.config import Settings
 from jetpredict.api.errors import ApiError
 from jetpredict.api.metrics import Metrics
-from jetpredict.api.storage import Storage
+from jetpredict.api.storage import Storage, is_unreachable
 from jetpredict.api.workloads import WorkloadService
+from jetpredict.models.jsonsafe import json_safe
+
+log = logging.getLogger("jetpredict.api")
 
 API_KEY_HEADER = "X-API-Key"
 SECURITY = [{"ApiKeyAuth": []}]
@@ -29,6 +33,26 @@ class Services:
     storage: Storage
     workloads: WorkloadService
     metrics: Metrics
+    schema_ready: bool = False
+    _schema_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def ensure_schema(self, raise_errors: bool = True) -> None:
+        """Create the schema once per process; while the database is unreachable, raise (503) or, at
+        boot (``raise_errors=False``), log and let the next request try again."""
+        if self.schema_ready:
+            return
+        with self._schema_lock:
+            if self.schema_ready:
+                return
+            try:
+                self.storage.create_schema()
+            except Exception as exc:
+                if raise_errors or not is_unreachable(exc):
+                    raise
+                log.warning("database unreachable at start (%s); answering 503 until it is back",
+                            type(exc).__name__)
+                return
+            self.schema_ready = True
 
 
 def services() -> Services:
@@ -64,21 +88,8 @@ def require_api_key(view):
     return wrapper
 
 
-def clean(value: Any) -> Any:
-    """A JSON-ready copy: numpy scalars to Python, NaN/inf to None, recursively."""
-    if isinstance(value, dict):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [clean(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return clean(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
+#: A JSON-ready copy: numpy scalars to Python, NaN/inf to None, recursively (one helper, in models).
+clean = json_safe
 
 
 def frame_records(df: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:

@@ -11,6 +11,16 @@ blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
 
 
+def _provenance(model, clients) -> dict:
+    """The least trusted reference over every client device (cross-device clients rest on its sweeps)."""
+    from jetpredict.predictor.service import provenance
+    from jetpredict.predictor.terms import least_trusted
+
+    devices = sorted({str(c["device"]) for c in clients} | {model.device_id})
+    per_device = [provenance(model, d) for d in devices]
+    return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device)}
+
+
 @blp.route("")
 class FleetPlans(MethodView):
     @blp.arguments(FleetPlanRequestSchema(), example=FLEET_EXAMPLE)
@@ -25,9 +35,8 @@ class FleetPlans(MethodView):
         resolved = svc.workloads.resolve(body["workload"])
         model = resolved.model
         plan = clean(plan_fleet(model, [dict(c) for c in body["clients"]], body["deadline_s"],
-                                epochs=body["epochs"]))
+                                epochs=body["epochs"], confidence=body["confidence"]).as_dict())
         svc.metrics.predictions.labels("fleet-plans").inc(len(body["clients"]))
-        return {"workload_id": resolved.workload_id, "reference_source": str(model.reference_source),
-                "profiled_modes": int(model.profiled_modes), "model_version": str(model.model_version),
+        return {"workload_id": resolved.workload_id, **_provenance(model, body["clients"]),
                 "deadline_s": body["deadline_s"], "epochs": body["epochs"], **plan,
                 "infeasible_clients": plan.get("infeasible_clients") or []}

@@ -23,6 +23,7 @@ from jetpredict.api.schemas import (
 )
 from jetpredict.models.catalogue import MODE_FIELDS, load_device, mode_label
 from jetpredict.models.errors import InputError
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
                 description="Predict epoch time and energy per power mode")
@@ -49,8 +50,8 @@ def _float_list(values) -> list[float | None]:
     return out.tolist()
 
 
-def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None
-                     ) -> list[dict[str, Any]] | None:
+def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None,
+                     confidence: float = DEFAULT_CONFIDENCE) -> list[dict[str, Any]] | None:
     """The rows of :func:`predictor.service.predict` for presets or a short list, without pandas.
 
     A request for a few modes is dominated by building data frames, not by the model; this path feeds
@@ -72,31 +73,36 @@ def fast_predictions(model: Any, device_id: str, modes: str | list[dict], epochs
     arrays = dict(zip(MODE_FIELDS, knobs.T, strict=True))
     arrays["cpu_cores"] = arrays["cpu_cores"].astype(int)
     try:
-        data = prediction_columns(model, labels, arrays, device_id, epochs)
+        data = prediction_columns(model, labels, arrays, device_id, epochs, confidence)
     except InputError:
         return None
-    columns = {name: (_float_list(v) if name not in ("mode", "cpu_cores") else list(np.asarray(v).tolist()))
+    exact = ("mode", "cpu_cores", "extrapolated", "extrapolated_knobs")  # not floats: as they are
+    columns = {name: (_float_list(v) if name not in exact else list(np.asarray(v).tolist()))
                for name, v in data.items() if name in PREDICTION_COLUMNS and not np.isscalar(v)}
     scalars = {name: v for name, v in data.items() if name in PREDICTION_COLUMNS and np.isscalar(v)}
     names = list(columns)
     return [{**dict(zip(names, row, strict=True)), **scalars} for row in zip(*columns.values(), strict=True)]
 
 
-def full_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None) -> pd.DataFrame:
+def full_predictions(model: Any, device_id: str, modes: str | list[dict], epochs: int | None,
+                     confidence: float = DEFAULT_CONFIDENCE) -> pd.DataFrame:
     """:func:`predictor.service.predict`, with mode errors named under ``modes``."""
     from jetpredict.predictor.service import predict
 
     try:
-        return predict(model, modes_argument(modes), device_id=device_id, epochs=epochs)
+        return predict(model, modes_argument(modes), device=device_id, epochs=epochs, confidence=confidence)
     except InputError as exc:
-        if exc.field and not exc.field.startswith(("modes", "device", "epochs")):
+        if exc.field and not exc.field.startswith(("modes", "device", "epochs", "confidence")):
             exc.field = f"modes.{exc.field}"
         raise
 
 
 def provenance(model: Any, device: str, workload_id: str | None) -> dict[str, Any]:
-    return {"device": device, "workload_id": workload_id, "reference_source": str(model.reference_source),
-            "profiled_modes": int(model.profiled_modes), "model_version": str(model.model_version)}
+    """Provenance of an answer for ``device``: across devices ``reference_source`` is that of the moved
+    model (e.g. ``simulated``), as the CLI says; ``workload_source`` is where the workload's rows came from."""
+    from jetpredict.predictor.service import provenance as predictor_provenance
+
+    return {"device": device, "workload_id": workload_id, **predictor_provenance(model, device)}
 
 
 def wants_csv() -> bool:
@@ -122,9 +128,10 @@ class Predictions(MethodView):
         device = body.get("device") or model.device_id
         epochs = body.get("epochs")
         csv_out = wants_csv()
-        records = None if csv_out else fast_predictions(model, device, body["modes"], epochs)
+        confidence = body.get("confidence", DEFAULT_CONFIDENCE)
+        records = None if csv_out else fast_predictions(model, device, body["modes"], epochs, confidence)
         if records is None:
-            df = full_predictions(model, device, body["modes"], epochs)
+            df = full_predictions(model, device, body["modes"], epochs, confidence)
             if csv_out:
                 svc.metrics.predictions.labels("predictions").inc(len(df))
                 return Response(df.to_csv(index=False, lineterminator="\n"), mimetype=CSV_MIMETYPE)

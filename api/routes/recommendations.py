@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.routes.common import clean, services
-from jetpredict.api.routes.predictions import PREDICTION_COLUMNS, provenance
+from jetpredict.api.routes.predictions import PREDICTION_COLUMNS
 from jetpredict.api.schemas import (
     RECOMMENDATION_EXAMPLE,
     ErrorSchema,
@@ -29,7 +29,7 @@ class Recommendations(MethodView):
     def post(self, body: dict):
         """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``,
         with the time-energy Pareto front of the feasible modes. ``best`` is null when no mode fits."""
-        from jetpredict.predictor.service import recommend
+        from jetpredict.predictor.service import recommend, recommendation_answer
 
         svc = services()
         resolved = svc.workloads.resolve(body["workload"])
@@ -37,10 +37,9 @@ class Recommendations(MethodView):
         device = body.get("device") or model.device_id
         constraints = {k: v for k, v in body["constraints"].items() if v is not None}
         result = recommend(model, body["objective"], max_power_w=constraints.get("max_power_w"),
-                           max_epoch_time_s=constraints.get("max_epoch_time_s"), device_id=device,
-                           epochs=body.get("epochs"))
+                           max_epoch_time_s=constraints.get("max_epoch_time_s"), device=device,
+                           epochs=body.get("epochs"), confidence=body["confidence"])
         svc.metrics.predictions.labels("recommendations").inc()
-        return {**provenance(model, device, resolved.workload_id), "objective": body["objective"],
-                "constraints": constraints, "feasible": bool(result.get("feasible", result.get("best") is not None)),
-                "reason": result.get("reason"), "best": _row(result.get("best")),
-                "pareto": [_row(r) for r in result.get("pareto") or []]}
+        # The same document as `recommend --format json` (predictor.service.recommendation_answer).
+        answer = recommendation_answer(model, result, resolved.workload_id)
+        return {**answer, "best": _row(answer["best"]), "pareto": [_row(r) for r in answer["pareto"]]}

@@ -7,6 +7,7 @@ from flask_smorest import Blueprint
 from jetpredict.api.routes.common import SECURITY, require_api_key, services
 from jetpredict.api.schemas import ErrorSchema, PageQuerySchema, WorkloadDetailSchema, WorkloadListSchema
 from jetpredict.api.storage import WorkloadRecord
+from jetpredict.api.workloads import workload_id_problem
 from jetpredict.models.errors import UnknownWorkloadError
 
 blp = Blueprint("workloads", __name__, url_prefix="/v1/workloads", description="Stored workloads")
@@ -23,6 +24,13 @@ def workload_summary(record: WorkloadRecord) -> dict:
 
 def _not_stored(workload_id: str) -> UnknownWorkloadError:
     return UnknownWorkloadError(f"workload {workload_id!r} is not stored", "workload_id")
+
+
+def _storable(workload_id: str) -> str:
+    """``workload_id`` if it could be stored; else 404 before any query (PostgreSQL refuses NUL in text)."""
+    if workload_id_problem(workload_id):
+        raise _not_stored(workload_id)
+    return workload_id
 
 
 @blp.route("")
@@ -43,7 +51,7 @@ class Workload(MethodView):
     def get(self, workload_id: str):
         """One stored workload with its profile rows and the provenance of its fit."""
         storage = services().storage
-        record = storage.get_workload(workload_id)
+        record = storage.get_workload(_storable(workload_id))
         if record is None:
             raise _not_stored(workload_id)
         _, rows = storage.load_rows(workload_id)
@@ -57,5 +65,5 @@ class Workload(MethodView):
     @blp.alt_response(404, schema=ErrorSchema, description="workload not stored")
     def delete(self, workload_id: str):
         """Delete a workload with all its rows."""
-        if not services().workloads.delete(workload_id):
+        if not services().workloads.delete(_storable(workload_id)):
             raise _not_stored(workload_id)

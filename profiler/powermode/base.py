@@ -1,33 +1,61 @@
 """The power-mode controller abstraction: switch modes, read back the clocks in force, always restore.
 
 Used as a context manager, a controller remembers the mode in force on entry and restores it on every
-exit path: normal end, exception, SIGINT and SIGTERM (handlers are installed while inside, when entered
-from the main thread, and chain to the handlers that were there before).
+exit path: normal end, exception, SIGINT, SIGTERM, SIGHUP (an SSH session dropping) and SIGQUIT.
+Handlers are installed while inside, when entered from the main thread, and chain to the handlers that
+were there before.
+
+Why restore survives impatient people: while a switch or a restore runs, the handled signals are held
+(blocked, so they stay pending) and the privileged command runs in its own session, so a second Ctrl-C
+neither interrupts the restore nor kills the running ``nvpmodel``; the pending signal is acted on once
+the restore is done. The saved state is dropped only after a restore succeeded, so a restore that fails
+on the signal path is tried again on the exit path. Controllers that change the machine
+(``persistent = True``) also write the original mode to a state file before the first switch
+(:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any
 
 from jetpredict.models.catalogue import PowerMode
 
 log = logging.getLogger(__name__)
 
-HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+HANDLED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+                        if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Block :data:`HANDLED_SIGNALS` in the main thread for the block; they are delivered after it."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield  # only the main thread runs Python signal handlers, so there is nothing to hold here
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class PowerModeController(ABC):
     """Sets and reads power modes on one machine (``kind`` is ``host``, ``jetson``, ...)."""
 
     kind: str = "abstract"
+    #: True for controllers that change the machine beyond this process: they keep a state file.
+    persistent: bool = False
 
     def __init__(self) -> None:
         self._saved: Any = None
         self._has_saved = False
+        self._state_file = None  # profiler.powermode.state.RestoreState while one is on disk
         self._previous_handlers: dict[int, Any] = {}
         self._restore_lock = threading.RLock()
 
@@ -51,18 +79,52 @@ class PowerModeController(ABC):
         """Put back a state taken by :meth:`snapshot`; by default re-apply the saved mode."""
         self.apply(state)
 
+    def restore_state(self, snapshot: Any) -> Any:
+        """A :class:`profiler.powermode.state.RestoreState` for ``snapshot`` (persistent controllers)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no state file")
+
     def remember(self) -> None:
-        """Save the state in force now, for :meth:`restore`."""
-        self._saved, self._has_saved = self.snapshot(), True
+        """Save the state in force now, for :meth:`restore`; persistent controllers also write it to disk.
+
+        When a state file from an unfinished run exists, its original mode is the one to come back to
+        (the mode in force now is what that run left behind), so it is adopted rather than overwritten.
+        """
+        if not self.persistent:
+            self._saved, self._has_saved = self.snapshot(), True
+            return
+        from jetpredict.profiler.powermode import state as state_file
+
+        try:
+            earlier = state_file.find_state()
+        except state_file.StateFileError as err:
+            log.warning("ignoring an unreadable power-mode state file: %s", err)
+            earlier = None
+        if earlier is not None and earlier.kind == self.kind and not earlier.run_alive():
+            log.warning("adopting the original power mode of an unfinished run: %s", earlier.describe())
+            record = earlier
+        else:
+            record = self.restore_state(self.snapshot())
+        state_file.write_state(record)
+        self._saved, self._has_saved, self._state_file = record.snapshot, True, record
 
     def restore(self) -> bool:
-        """Put back the remembered state (once); returns False when there was nothing to restore."""
-        with self._restore_lock:
+        """Put back the remembered state; returns False when there was nothing to restore.
+
+        Signals are held while it runs. The saved state (and the state file) is dropped only after the
+        restore succeeded: a failure raises and leaves it for the next try (the exit path, or
+        ``jetpredict restore``).
+        """
+        with self._restore_lock, held_signals():
             if not self._has_saved:
                 return False
-            state, self._saved, self._has_saved = self._saved, None, False
             log.info("%s: restoring the original power mode", self.kind)
-            self.restore_snapshot(state)
+            self.restore_snapshot(self._saved)
+            self._saved, self._has_saved = None, False
+            if self._state_file is not None:
+                from jetpredict.profiler.powermode import state as state_file
+
+                state_file.clear_state(self._state_file)
+                self._state_file = None
             return True
 
     # --- context manager and signals -------------------------------------------------------------
@@ -70,17 +132,19 @@ class PowerModeController(ABC):
     def _on_signal(self, signum: int, frame: Any) -> None:
         try:
             self.restore()
+        except Exception:  # the exit path tries again; the state file stays for `jetpredict restore`
+            log.exception("%s: restoring the power mode on signal %d failed", self.kind, signum)
         finally:
             previous = self._previous_handlers.get(signum, signal.SIG_DFL)
             self._uninstall_handlers()
-            if callable(previous):
-                previous(signum, frame)
-            elif previous == signal.SIG_IGN:
-                pass
-            elif signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            else:  # SIGTERM with the default action: exit with the conventional status, finally blocks run
-                raise SystemExit(128 + signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_IGN:
+            pass
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        else:  # default action of SIGTERM/SIGHUP/SIGQUIT: exit with the conventional status; finally runs
+            raise SystemExit(128 + signum)
 
     def _install_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -95,8 +159,9 @@ class PowerModeController(ABC):
         self._previous_handlers.clear()
 
     def __enter__(self) -> PowerModeController:
-        self.remember()
-        self._install_handlers()
+        with held_signals():  # a signal now would find a state file but no handler to restore it
+            self.remember()
+            self._install_handlers()
         return self
 
     def __exit__(self, *exc: object) -> None:

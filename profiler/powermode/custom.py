@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from jetpredict.models.catalogue import Device, PowerMode, mode_label
 from jetpredict.profiler import sysfs
-from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -134,6 +134,7 @@ class SysfsController(PowerModeController):
     """Custom modes by writing cores online and CPU/GPU min = max, EMC cap (and lock) directly."""
 
     kind = "jetson-sysfs"
+    persistent = True
 
     def __init__(self, device: Device) -> None:
         super().__init__()
@@ -157,7 +158,14 @@ class SysfsController(PowerModeController):
     def snapshot(self) -> dict[str, str]:
         return {f: text for f in self._files() if (text := sysfs.read_text(f)) is not None}
 
+    def restore_state(self, snapshot: dict[str, str]):
+        from jetpredict.profiler.powermode.state import RestoreState
+
+        return RestoreState(kind=self.kind, device=self.device.id, snapshot=snapshot,
+                            original={"mode": f"sysfs settings of {len(snapshot)} knobs"})
+
     def restore_snapshot(self, state: dict[str, str]) -> None:
+        state = {str(k): str(v) for k, v in state.items()}
         errors: list[str] = []
 
         def put(f: str) -> None:
@@ -205,6 +213,10 @@ class SysfsController(PowerModeController):
     def apply(self, mode: PowerMode) -> None:
         """Pin ``mode`` (validated against the device's range; clocks snap to available steps)."""
         self.device.validate_mode(*mode.knobs())
+        with held_signals():  # all knobs or none: a Ctrl-C waits until the mode is whole, then restores
+            self._apply(mode)
+
+    def _apply(self, mode: PowerMode) -> None:
         cores = int(mode.cpu_cores)
         for c in cpu_ids():
             if c != 0 and sysfs.exists(f"{CPU_DIR}/cpu{c}/online"):

@@ -14,13 +14,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 
 from jetpredict.models.catalogue import Device, PowerMode, Preset, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.profiler import sysfs
-from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.powermode import state as state_file
+from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.powermode.custom import read_clocks, soc_paths
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, run_privileged
 
@@ -171,6 +171,7 @@ class NvpmodelController(PowerModeController):
     """Presets with ``nvpmodel -m``, custom modes with a custom POWER_MODEL; restores the original preset."""
 
     kind = "jetson"
+    persistent = True
 
     def __init__(self, device: Device, conf_path: str = DEFAULT_CONF, jetson_clocks: bool = False,
                  timeout_s: float = 30.0) -> None:
@@ -207,7 +208,8 @@ class NvpmodelController(PowerModeController):
 
     def _switch(self, model_id: int, conf_file: str | None = None) -> None:
         argv = ["nvpmodel"] + (["-f", conf_file] if conf_file else []) + ["-m", str(model_id)]
-        proc = run_privileged(argv, self.timeout_s)
+        with held_signals():  # a switch is never cut halfway; a pending Ctrl-C restores right after it
+            proc = run_privileged(argv, self.timeout_s)
         text = proc.stdout + proc.stderr
         if "reboot" in text.lower() and "required" in text.lower():
             raise PrivilegedCommandError(f"{' '.join(argv)}: this switch needs a reboot; not done", argv)
@@ -228,12 +230,14 @@ class NvpmodelController(PowerModeController):
         self.device.validate_mode(*mode.knobs())
         custom_id = max(self.conf.models) + 1
         body = self.conf.text.rstrip("\n") + "\n\n" + render_custom_model(self.conf, mode, custom_id)
-        fd, path = tempfile.mkstemp(prefix="jetpredict-nvpmodel-", suffix=".conf")
-        with os.fdopen(fd, "w") as f:
-            f.write(body)
-        self._drop_custom_file()
-        self._custom_file = path
-        self._switch(custom_id, path)
+        # Beside the state file, not in /tmp: `jetpredict restore` removes it after a crash.
+        path = state_file.state_dir() / state_file.CUSTOM_CONF_NAME
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(body)
+        os.replace(tmp, path)
+        self._custom_file = str(path)
+        self._switch(custom_id, str(path))
         self._lock_clocks()
         self._applied = PowerMode(mode.mode or mode_label(*mode.knobs()), int(mode.cpu_cores),
                                   float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz))
@@ -245,22 +249,27 @@ class NvpmodelController(PowerModeController):
         name, mid = self.query()
         state: dict[str, object] = {"id": mid if mid is not None else self.conf.model(name).id, "clocks": None}
         if self.jetson_clocks:
-            fd, path = tempfile.mkstemp(prefix="jetpredict-jetson-clocks-", suffix=".conf")
-            os.close(fd)
-            run_privileged(["jetson_clocks", "--store", path], self.timeout_s)
-            state["clocks"] = path
+            path = state_file.state_dir() / state_file.CLOCKS_STORE_NAME
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            run_privileged(["jetson_clocks", "--store", str(path)], self.timeout_s)
+            state["clocks"] = str(path)
         return state
 
+    def restore_state(self, snapshot: dict[str, object]) -> state_file.RestoreState:
+        model = self.conf.models.get(int(snapshot["id"]))  # type: ignore[arg-type]
+        original = {"mode": model.name if model else str(snapshot["id"]), "nvpmodel_id": snapshot["id"]}
+        return state_file.RestoreState(kind=self.kind, device=self.device.id, snapshot=snapshot,
+                                       original=original, conf_path=self.conf_path,
+                                       jetson_clocks=self.jetson_clocks)
+
     def restore_snapshot(self, state: dict[str, object]) -> None:
-        try:
-            self._switch(int(state["id"]))  # type: ignore[arg-type]
-            if state.get("clocks"):
-                run_privileged(["jetson_clocks", "--restore", str(state["clocks"])], self.timeout_s)
-        finally:
-            self._applied = None
-            self._drop_custom_file()
-            if state.get("clocks"):
-                _unlink(str(state["clocks"]))
+        # Files are removed only after success: a failed restore keeps what the next try needs.
+        self._applied = None
+        self._switch(int(state["id"]))  # type: ignore[arg-type]
+        if state.get("clocks"):
+            run_privileged(["jetson_clocks", "--restore", str(state["clocks"])], self.timeout_s)
+            _unlink(str(state["clocks"]))
+        self._drop_custom_file()
 
     def _drop_custom_file(self) -> None:
         if self._custom_file:

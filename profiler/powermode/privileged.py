@@ -54,7 +54,10 @@ def run_privileged(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S,
             raise PrivilegedCommandError(f"{shlex.join(argv)} needs root: run jetpredict as root", argv)
         full = [sudo, "-n", *full]
     try:
-        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False)
+        # Its own session: a Ctrl-C or SIGHUP sent to our process group (a terminal, an SSH drop) must not
+        # kill nvpmodel halfway through a switch or a restore.
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              start_new_session=True)
     except subprocess.TimeoutExpired:
         raise PrivilegedCommandError(f"{shlex.join(argv)} did not finish within {timeout_s:g} s",
                                      argv) from None

@@ -1,14 +1,17 @@
 """The digital twin behind ``--device sim:DEVICE``: a simulated Jetson the profiler drives like a real one.
 
-:func:`campaign_parts` returns the controller, power meter and training backend of one simulated device
-(they share a simulated clock: nothing sleeps). A campaign runs each mode with
-``backend.run_mode(mode, ...)`` (same arguments and result as :func:`profiler.runner.run_mode`) and
-makes the row with the shared :func:`profiler.runner.aggregate_row`; rows say ``source=simulated`` and
-``power_meter=sim:DEVICE``. The model itself is :mod:`profiler.sim.twin`; device physics and calibrated
-constants live in :mod:`models.physics`. The predictor never imports this package.
+:func:`simulated_rig` returns the controller, power meter, training backend and mode runner of one
+simulated device (they share a simulated clock that starts at 0 s: nothing sleeps, and a seed gives the
+same numbers in every process). The campaign runs each mode with ``rig.runner`` (a
+:class:`~profiler.runner.ModeRunner`, like the real-time one) and makes the row with the shared
+:func:`profiler.runner.aggregate_row`; rows say ``source=simulated`` and ``power_meter=sim:DEVICE``.
+The model is :mod:`profiler.sim.twin`, the device physics and calibrated constants
+:mod:`profiler.sim.physics` (data in ``profiler/sim/data/``). The predictor never imports this package.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from jetpredict.models.catalogue import Device, load_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError
@@ -18,6 +21,7 @@ from jetpredict.profiler.sim.complexity import WorkloadComplexity, cached_worklo
 from jetpredict.profiler.sim.controller import SimulatedController, SimulatedDevice
 from jetpredict.profiler.sim.meter import SimulatedPowerMeter
 from jetpredict.profiler.sim.physics import DevicePhysics
+from jetpredict.profiler.sim.runner import SimulatedRunner
 
 __all__ = [
     "SimClock",
@@ -25,7 +29,9 @@ __all__ = [
     "SimulatedController",
     "SimulatedDevice",
     "SimulatedPowerMeter",
-    "campaign_parts",
+    "SimulatedRig",
+    "SimulatedRunner",
+    "simulated_rig",
     "workload_complexity",
 ]
 
@@ -42,10 +48,20 @@ def workload_complexity(workload: str) -> WorkloadComplexity:
     return measure_workload(workload)
 
 
-def campaign_parts(device: Device | str, workload: str, *, batch_size: int | None = None,
-                   num_workers: int | None = None, data: str | None = None, seed: int = 0,
-                   ) -> tuple[SimulatedController, SimulatedPowerMeter, SimulatedBackend]:
-    """(controller, meter, backend) of a simulated ``device`` running ``workload``, on one shared clock."""
+@dataclass(frozen=True)
+class SimulatedRig:
+    """One simulated device running one workload: all four parts share the device state and its clock."""
+
+    controller: SimulatedController
+    meter: SimulatedPowerMeter
+    backend: SimulatedBackend
+    runner: SimulatedRunner
+
+
+def simulated_rig(device: Device | str, workload: str, *, batch_size: int | None = None,
+                  num_workers: int | None = None, data: str | None = None, seed: int = 0,
+                  ) -> SimulatedRig:
+    """Controller, meter, backend and runner of a simulated ``device`` running ``workload``."""
     if data is not None:
         raise InputError("--data cannot be used with --device sim:DEVICE: the twin uses the workload's "
                          "measured complexity, not a dataset", "data")
@@ -53,4 +69,5 @@ def campaign_parts(device: Device | str, workload: str, *, batch_size: int | Non
     physics = DevicePhysics(dev)
     state = SimulatedDevice(dev)
     backend = SimulatedBackend(state, physics, workload_complexity(workload), batch_size, num_workers, seed)
-    return SimulatedController(state), SimulatedPowerMeter(state, physics, seed), backend
+    meter = SimulatedPowerMeter(state, physics, seed)
+    return SimulatedRig(SimulatedController(state), meter, backend, SimulatedRunner(backend, meter))

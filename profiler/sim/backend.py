@@ -1,28 +1,15 @@
 """The simulated training backend: minibatch timings from the twin, with noise and warm-up, on a
-simulated clock; its :meth:`SimulatedBackend.run_mode` is the simulated twin of
-:func:`profiler.runner.run_mode` and returns the same :class:`~profiler.runner.ModeRun`, so the row is
-made by the shared :func:`profiler.runner.aggregate_row`."""
+simulated clock. :class:`~profiler.sim.runner.SimulatedRunner` drives it through a mode in simulated time."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 from jetpredict.models.catalogue import PowerMode
-from jetpredict.models.errors import InputError
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
-from jetpredict.profiler.runner import (
-    DEFAULT_IDLE_S,
-    DEFAULT_MINIBATCHES,
-    DEFAULT_SAMPLER_HZ,
-    DEFAULT_WARMUP,
-    ModeRun,
-    check_run_arguments,
-    measured_window_hz,
-)
+from jetpredict.profiler.complexity import Complexity
+from jetpredict.profiler.loader import loader_settings
 from jetpredict.profiler.sim.complexity import WorkloadComplexity
 from jetpredict.profiler.sim.controller import SimulatedDevice
 from jetpredict.profiler.sim.physics import DevicePhysics
@@ -37,35 +24,16 @@ WARMUP_EXTRA = 1.5
 WARMUP_TAU = 1.5
 
 
-@dataclass(frozen=True)
-class SimComplexity:
-    """The profile-row complexity columns, from the traced training step (per sample)."""
-
-    macs_fwd: int | None
-    params: int
-    flops_train: int
-    param_bytes: int
-    activation_bytes: int | None
-    leaf_modules: int | None
-    kernel_count: int
-    null_reason: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 class SimulatedBackend(TrainingBackend):
     """Trains nothing: each :meth:`next_minibatch` advances the simulated clock by the twin's minibatch
     time (with seeded noise and warm-up) and records the device's true power for the meter."""
 
     def __init__(self, state: SimulatedDevice, physics: DevicePhysics, complexity: WorkloadComplexity,
                  batch_size: int | None = None, num_workers: int | None = None, seed: int = 0) -> None:
-        batch_size = complexity.batch_size if batch_size is None else int(batch_size)
-        num_workers = 4 if num_workers is None else int(num_workers)
-        if batch_size < 1:
-            raise InputError(f"batch size must be >= 1, got {batch_size}", "batch_size")
-        if num_workers < 0:
-            raise InputError(f"workers must be >= 0, got {num_workers}", "workers")
+        # Workers default as on a real board of this type (its cores, not the host's).
+        batch_size, num_workers = loader_settings(batch_size, num_workers,
+                                                  default_batch_size=complexity.batch_size,
+                                                  cpu_cores=state.device.cpu_cores_range[1])
         self.state = state
         self.physics = physics
         self.wc = complexity
@@ -112,10 +80,10 @@ class SimulatedBackend(TrainingBackend):
         self.state.timeline.add(t0 + stall, t1, self._p_busy)
         return MinibatchTiming(stall_s=stall, compute_s=compute, total_s=total, start_s=t0, end_s=t1)
 
-    def complexity(self) -> SimComplexity:
+    def complexity(self) -> Complexity:
         b = self.wc.batch_size
         flops = self.wc.kernel_flops(b).sum() / b
-        return SimComplexity(
+        return Complexity(
             macs_fwd=None, params=self.wc.params, flops_train=int(flops), param_bytes=self.wc.param_bytes,
             activation_bytes=None, leaf_modules=None, kernel_count=self.wc.kernel_count,
             null_reason="simulated: the twin traces whole training steps (no forward-only MACs, "
@@ -133,37 +101,3 @@ class SimulatedBackend(TrainingBackend):
 
     def accelerator(self) -> str:
         return "sim"
-
-    # -- the simulated runner.run_mode
-    def run_mode(self, mode: PowerMode | None = None, *, warmup: int = DEFAULT_WARMUP,
-                 minibatches: int = DEFAULT_MINIBATCHES, meter: Any = None, cpu_meter: Any = None,
-                 settle_s: float = 0.0, idle_s: float = DEFAULT_IDLE_S, hz: float = DEFAULT_SAMPLER_HZ,
-                 on_minibatch: Callable[[str, int, int], None] | None = None) -> ModeRun:
-        """Like :func:`profiler.runner.run_mode`, in simulated time: settle, idle power, warm-up and
-        measured minibatches; the power trace is sampled at ``hz`` on the simulated clock."""
-        check_run_arguments(warmup, minibatches, settle_s)
-        clock, timeline = self.state.clock, self.state.timeline
-        timeline.prune_before(clock.now())
-        has_meter = meter is not None and meter.available
-        idle_w = float(self.physics.base_power_w(mode or self.state.mode))
-        run = ModeRun(warmup=[], measured=[],
-                      power_meter=meter.name if meter is not None else "none: no sensor found")
-        t_start = clock.now()
-        for seconds in (settle_s, idle_s if has_meter else 0.0):
-            t0 = clock.now()
-            timeline.add(t0, clock.advance(seconds), idle_w)
-        if has_meter and idle_s > 0:
-            run.idle_window_s = (t_start + settle_s, clock.now())
-        self.prepare(mode)
-        run.cpu_s_per_sample = self.cpu_s_per_sample()
-        for phase, n, out in (("warmup", warmup, run.warmup), ("measure", minibatches, run.measured)):
-            for i in range(n):
-                out.append(self.next_minibatch())
-                if on_minibatch:
-                    on_minibatch(phase, i + 1, n)
-        if has_meter:
-            rate = measured_window_hz(run.warmup, minibatches, hz)
-            run.trace = meter.trace(t_start, clock.now(), rate) if hasattr(meter, "trace") else None
-            if run.trace is None:
-                run.notes.append(f"{meter.name} cannot replay simulated time; no power recorded")
-        return run

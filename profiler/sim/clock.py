@@ -3,18 +3,18 @@ backend. Nothing here sleeps: simulated seconds pass only when the backend says 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 
 class SimClock:
-    """A clock that starts at ``time.perf_counter()`` and advances only by :meth:`advance` / :meth:`sleep`,
-    so simulated stamps read like the real profiler's (s on the perf_counter scale)."""
+    """A clock that starts at ``start_s`` (default 0 s) and advances only by :meth:`advance` /
+    :meth:`sleep`. It never reads the machine's clock: with a start that differed per process, the
+    rounding of sample times against segment ends would differ too, and one seed would not give one result."""
 
-    def __init__(self, start_s: float | None = None) -> None:
-        self._now = time.perf_counter() if start_s is None else float(start_s)
+    def __init__(self, start_s: float = 0.0) -> None:
+        self._now = float(start_s)
 
     def now(self) -> float:
         return self._now

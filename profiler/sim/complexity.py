@@ -7,8 +7,8 @@ memory-bound). Tracing at two batch sizes gives, per kernel, a fixed part and a 
 twin can evaluate any batch size. The data pipeline's CPU cost per sample is timed on the host by
 drawing samples from the workload's dataset (decode + augmentation, as the DataLoader workers do).
 
-Results of the built-in workloads are cached in ``models/workloads/<id>.json`` so that sweeps and tests
-need no torch: ``python -m profiler.sim.complexity`` rewrites them.
+Results of the built-in workloads are cached in ``profiler/sim/data/workloads/<id>.json`` so that sweeps and tests
+need no torch: ``python -m jetpredict.profiler.sim.complexity`` rewrites them.
 """
 
 from __future__ import annotations
@@ -195,23 +195,44 @@ def _expand(records: list[tuple[str, float, float, int, int]]) -> list[tuple[str
     return out
 
 
+def _trace_batch(spec: Any, n: int) -> tuple[Any, Any, Any]:
+    """(inputs, targets, loss) of ``n`` samples for tracing one step.
+
+    A workload that brings its own data and loss (a language model: token windows and next-token loss)
+    is traced on its own samples; a classification workload on random inputs of its shape with
+    cross-entropy over its classes.
+    """
+    import torch
+
+    parts = spec.parts
+    if parts is not None and (parts.dataset is not None or parts.batches is not None):
+        if parts.dataset is not None:
+            from torch.utils.data import default_collate
+
+            x, y = default_collate([parts.dataset[i] for i in range(n)])[:2]
+        else:
+            batch = next(iter(parts.batches()))
+            x, y = batch[0][:n], batch[1][:n]
+        return x, y, parts.loss
+    if spec.input_shape is None or spec.num_classes is None:
+        raise InputError(f"workload {spec.name!r}: the twin needs an input shape and class count, or a "
+                         "dataset (or batches) and loss from the factory", "workload")
+    return torch.randn((n, *spec.input_shape)), torch.randint(0, spec.num_classes, (n,)), torch.nn.CrossEntropyLoss()
+
+
 def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadComplexity:
     """Trace one training step at two batch sizes and time the data pipeline, on the host CPU."""
     import torch
     from jetpredict.profiler.workloads import build_workload, resolve_workload
 
     spec = resolve_workload(name)
-    if spec.input_shape is None or spec.num_classes is None:
-        raise InputError(f"workload {name!r}: the twin needs a classification workload with an input "
-                         "shape", "workload")
     traces = []
     for n in TRACE_BATCHES:
         torch.manual_seed(seed)
         model = spec.model_factory()
         model.train()
-        x = torch.randn((n, *spec.input_shape))
-        y = torch.randint(0, spec.num_classes, (n,))
-        traces.append(_expand(_trace_step(model, torch.nn.CrossEntropyLoss(), x, y)))
+        x, y, loss_fn = _trace_batch(spec, n)
+        traces.append(_expand(_trace_step(model, loss_fn, x, y)))
     a, b = traces
     if [r[0] for r in a] != [r[0] for r in b]:
         raise InputError(f"workload {name!r}: the kernel sequence depends on the batch size; cannot "
@@ -224,18 +245,27 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
 
     built = build_workload(spec, batch_size=n2, num_workers=0, seed=seed)
     dataset = built.dataset
-    dataset[0]  # warm caches
-    t0 = time.process_time()
-    for i in range(samples):
-        dataset[i]
-    cpu_s = (time.process_time() - t0) / samples
+    if dataset is not None:
+        samples = min(samples, len(dataset)) if hasattr(dataset, "__len__") else samples
+        dataset[0]  # warm caches
+        t0 = time.process_time()
+        for i in range(samples):
+            dataset[i]
+        cpu_s = (time.process_time() - t0) / samples
+    else:  # the factory yields ready batches: time drawing a few of them
+        t0, drawn = time.process_time(), 0
+        for k, batch in enumerate(spec.parts.batches()):  # type: ignore[union-attr]
+            drawn += len(_tensors(batch)[0])
+            if k >= 3:
+                break
+        cpu_s = (time.process_time() - t0) / max(drawn, 1)
     return WorkloadComplexity(
         workload=name, dataset=spec.dataset, batch_size=16, dataset_size=int(spec.dataset_size or 0),
         flops_fixed=np.maximum(fa - n1 * f_ps, 0.0), flops_per_sample=f_ps,
         bytes_fixed=np.maximum(ba - n1 * b_ps, 0.0), bytes_per_sample=b_ps,
         kinds=np.array([r[3] for r in a], dtype=int), data_cpu_s_per_sample=cpu_s,
         decode_mpix_per_sample=DECODE_MPIX_PER_SAMPLE.get(spec.dataset, 0.0),
-        sample_bytes=float(4 * np.prod(spec.input_shape)),
+        sample_bytes=float(x[0].numel() * x[0].element_size()),
         params=sum(p.numel() for p in model.parameters() if p.requires_grad),
         param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
         host=f"{platform.machine()} {platform.processor() or platform.system()}, torch {torch.__version__}")

@@ -1,7 +1,7 @@
 """Per-mode device physics of a Jetson: compute and memory peaks, CPU speed, DataLoader parallelism, power.
 
-Shared by the digital twin (``profiler.sim``), which turns a workload's complexity into per-minibatch
-timings and power, and by the predictor, which may use it as a prior. Pure numpy; every method takes
+Used by the digital twin (``profiler.sim``), which turns a workload's complexity into per-minibatch
+timings and power. The predictor does not import it (its own device terms live in ``predictor/``). Pure numpy; every method takes
 scalars or arrays and broadcasts, so a whole power-mode space is evaluated at once::
 
     from jetpredict.profiler.sim.physics import DevicePhysics
@@ -11,8 +11,8 @@ scalars or arrays and broadcasts, so a whole power-mode space is evaluated at on
     phys.power_w(modes, gpu_util=0.9, cpu_util=0.3, mem_util=0.4)   # W, module power
 
 Units: clocks in MHz, time in s, power in W, bandwidth in B/s. The few free constants per device
-(efficiencies, CPU costs, power coefficients) live in ``models/twin_calibration.toml``, written by
-``models/calibrate.py`` from published measurements (or from spec sheets where none exist; each
+(efficiencies, CPU costs, power coefficients) live in ``profiler/sim/data/twin_calibration.toml``,
+written by ``tools/calibrate_twin.py`` from published measurements (or from spec sheets where none exist; each
 device's ``basis`` says which).
 """
 
@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -102,9 +102,9 @@ def load_constants(device_id: str, path: str | Path | None = None) -> tuple[Devi
 def mode_arrays(modes: object) -> dict[str, np.ndarray]:
     """Mode knobs as float arrays from a mapping / DataFrame with ``cpu_cores, cpu_mhz, gpu_mhz, emc_mhz``,
     or from a :class:`~models.catalogue.PowerMode` (or a list of them)."""
-    if hasattr(modes, "knobs"):  # one PowerMode: scalars in, scalars out
+    if isinstance(modes, PowerMode):  # one mode: scalars in, scalars out
         return {k: np.asarray(v, dtype=float) for k, v in zip(MODE_FIELDS, modes.knobs(), strict=True)}
-    if isinstance(modes, list | tuple) and modes and hasattr(modes[0], "knobs"):
+    if isinstance(modes, list | tuple) and modes and isinstance(modes[0], PowerMode):
         cols = np.array([m.knobs() for m in modes], dtype=float).T
         return dict(zip(MODE_FIELDS, cols, strict=True))
     try:
@@ -161,7 +161,7 @@ class DevicePhysics:
         traffic also passes the GPU's load/store path, which runs at the GPU clock: a stream is as fast
         as the narrower of the two pipes, so the bandwidth is min(mem_eff x DRAM peak,
         ``gpu_stream_b_per_core_cycle`` x CUDA cores x f_gpu); at a very low GPU clock even memory-bound
-        kernels slow down (AGX Xavier at GPU 114.75 MHz is 10.3x slower than MAXN, facts.csv). The
+        kernels slow down (AGX Xavier at GPU 114.75 MHz is 10.3x slower than MAXN, POMACS 2022 §5.6). The
         latency (launch to completion of a tiny kernel on the iGPU) does not follow the clocks: LeNet-class
         models hardly slow down with the GPU clock (POMACS 2022).
         ``kind`` 0 = dense (conv/matmul), 1 = depthwise/grouped conv, 2 = elementwise/memory-bound.

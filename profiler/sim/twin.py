@@ -1,6 +1,6 @@
 """The digital twin's model: a workload's complexity + a power mode -> one minibatch's stall, compute, power.
 
-Mechanisms (per minibatch, vectorised over power modes; constants from :mod:`models.physics`):
+Mechanisms (per minibatch, vectorised over power modes; constants from :mod:`profiler.sim.physics`):
 
 - GPU kernels: each kernel's roofline time from FLOPs / (eff x FP32 peak) and bytes / (eff x bandwidth)
   (a soft-cornered roofline, see :meth:`DevicePhysics.kernel_time_s`) plus a fixed per-kernel latency.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.profiler.sim.complexity import WorkloadComplexity
 from jetpredict.profiler.sim.physics import DevicePhysics, mode_arrays
 
@@ -53,8 +54,9 @@ class Twin:
         self.physics = physics
         self.complexity = complexity
 
-    def minibatch(self, modes, batch_size: int | None = None, num_workers=4) -> MinibatchModel:
-        """The mean minibatch at each mode (``modes``: anything :func:`models.physics.mode_arrays` takes)."""
+    def minibatch(self, modes, batch_size: int | None = None,
+                  num_workers=DEFAULT_NUM_WORKERS) -> MinibatchModel:
+        """The mean minibatch at each mode (``modes``: anything :func:`profiler.sim.physics.mode_arrays` takes)."""
         ph, wc, c, sh = self.physics, self.complexity, self.physics.constants, self.physics.shared
         m = dict(zip(MODE_FIELDS, np.broadcast_arrays(*(np.atleast_1d(v) for v in mode_arrays(modes).values())),
                      strict=True))
@@ -111,7 +113,8 @@ class Twin:
         issue = np.arange(1, kernel_s.shape[0] + 1, dtype=float)[:, None] * launch_s[None, :]
         return (issue + suffix).max(axis=0)
 
-    def epoch(self, modes, batch_size: int | None = None, num_workers=4) -> dict[str, np.ndarray]:
+    def epoch(self, modes, batch_size: int | None = None,
+              num_workers=DEFAULT_NUM_WORKERS) -> dict[str, np.ndarray]:
         """Steady-state epoch figures per mode, in profile-row units (s per epoch, W)."""
         mb = self.minibatch(modes, batch_size, num_workers)
         n = self.complexity.minibatches_per_epoch(batch_size)

@@ -1,17 +1,56 @@
-"""Fixtures for the HTTP service tests: an app on a temporary SQLite file, API keys, profile rows."""
+"""Fixtures for the HTTP service tests: an app on SQLite and, when a test database is given, on PostgreSQL.
+
+``JETPREDICT_TEST_DATABASE_URL`` (e.g. ``postgresql://postgres@127.0.0.1:5432/jetpredict_test``, as
+``.ci/run`` sets it) runs every test that uses ``app``/``client``/``database_url`` on SQLite **and** on that
+database; the PostgreSQL database is emptied (schema ``public`` dropped and recreated) before each test.
+Rate limits are off here (loopback tests); their own test turns them on.
+"""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from api_fixtures import API_KEY, published_rows
 
+TEST_DATABASE_ENV = "JETPREDICT_TEST_DATABASE_URL"
+BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(TEST_DATABASE_ENV) else [])
+NO_RATE_LIMITS = {"RATE_LIMIT": "off", "RATE_LIMIT_ALL_MODES": "off"}
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request) -> str:
+    """"" (SQLite under the app's DATA_DIR) or the emptied PostgreSQL test database."""
+    if request.param == "sqlite":
+        return ""
+    from jetpredict.api.testing import empty_postgresql
+
+    url = os.environ[TEST_DATABASE_ENV]
+    empty_postgresql(url)
+    return url
+
 
 @pytest.fixture
-def app(tmp_path):
+def make_app(tmp_path, database_url):
+    """Build apps on this test's database (several share it, as workers of one service do)."""
     from jetpredict.api.app import create_app
 
-    return create_app({"DATA_DIR": tmp_path, "API_KEYS": f"{API_KEY}, test-key-2", "TESTING": True,
-                       "DATABASE_URL": ""})
+    apps = []
+
+    def make(**config):
+        app = create_app({"DATA_DIR": tmp_path, "API_KEYS": f"{API_KEY}, test-key-2", "TESTING": True,
+                          "DATABASE_URL": database_url, **NO_RATE_LIMITS, **config})
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.extensions["jetpredict"].storage.dispose()
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
 
 
 @pytest.fixture

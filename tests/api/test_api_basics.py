@@ -133,7 +133,8 @@ def test_upload_rows_problems_name_row_and_field(client, auth):
              "gpu_mhz": 99999, "emc_mhz": 1333, "batch_size": 16, "minibatches_per_epoch": 10,
              "epoch_time_s": -1}]
     body = assert_error(client.post("/v1/profiles", json={"rows": rows}, headers=auth), 422)
-    assert "rows.1.gpu_mhz" in body["errors"] and "rows.1.epoch_time_s" in body["errors"]
+    # 0-based, as modes.I and clients.I are
+    assert "rows.0.gpu_mhz" in body["errors"] and "rows.0.epoch_time_s" in body["errors"]
     assert client.get("/v1/workloads").json["total"] == 0
 
 

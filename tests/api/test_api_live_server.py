@@ -48,12 +48,14 @@ def test_sigkill_during_uploads_loses_no_answered_upload(tmp_path):
     unexpected: list[str] = []
     stop = threading.Event()
 
-    def upload_stream() -> None:
+    def upload_stream(k: int) -> None:
         session = requests.Session()
         i = 0
         while not stop.is_set():
             workload = "appended" if i % 2 else f"new-{i}"
-            rows = [_row(workload, i), _row(workload, i + 1)]
+            # Rows differ per stream: identical rows are one upload (the content-hash idempotency key).
+            rows = [{**r, "epoch_time_s": float(r["epoch_time_s"]) * (1 + 1e-4 * (k + 1))}
+                    for r in (_row(workload, i), _row(workload, i + 1))]
             try:
                 r = session.post(server.url + "/v1/profiles", json={"rows": rows},
                                  headers={"X-API-Key": KEY}, timeout=10)
@@ -65,7 +67,7 @@ def test_sigkill_during_uploads_loses_no_answered_upload(tmp_path):
             answered.append((workload, len(rows)))
             i += 1
 
-    threads = [threading.Thread(target=upload_stream) for _ in range(2)]
+    threads = [threading.Thread(target=upload_stream, args=(k,)) for k in range(2)]
     try:
         for t in threads:
             t.start()

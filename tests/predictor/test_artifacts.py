@@ -1,21 +1,30 @@
-"""Model files and bundled artifacts: manifests, SHA-256, version checks, refit on mismatch."""
+"""Model files and bundled artifacts are JSON data: manifests, SHA-256, schema checks, refit on mismatch,
+and nothing in a file is ever executed (pickles are refused)."""
 
 from __future__ import annotations
 
 import json
+import pickle
+import subprocess
+import sys
 import warnings
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor import artifacts
-from jetpredict.predictor.model import fit_workload, load_model, save_model
+from jetpredict.predictor import artifacts, bundled
+from jetpredict.predictor.bundled import fit_workload, load_model, save_model
+from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
+from jetpredict.predictor.serialization import MODEL_SCHEMA, model_to_dict
 
 from tools.build_bundled import build_all
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+MODES = ModeArrays([8, 4, 2], [2265.6, 1200, 1500], [1377, 670, 420.75], [2133, 1333, 800])
 
 
 @pytest.fixture(scope="module")
@@ -24,72 +33,155 @@ def model():
     return fit_workload(rows)
 
 
-def test_save_and_load_round_trip_with_manifest(tmp_path, model):
-    path = tmp_path / "resnet.joblib"
+def test_save_and_load_round_trip_is_json_with_a_manifest(tmp_path, model):
+    path = tmp_path / "resnet.joblib"  # `fit --out` keeps the path it is given; the content is JSON
     save_model(model, path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["schema"] == MODEL_SCHEMA and doc["workload_id"] == "resnet18-cifar10"
     manifest = json.loads((tmp_path / "resnet.joblib.json").read_text())
-    assert manifest["sha256"] == artifacts.file_sha256(path)
-    assert manifest["versions"]["scikit-learn"] and manifest["workload_id"] == "resnet18-cifar10"
+    assert manifest["sha256"] == artifacts.file_sha256(path) and manifest["format"] == artifacts.FORMAT
+    assert manifest["kind"] == "workload-model" and manifest["schema"] == MODEL_SCHEMA
     loaded = load_model(path)
-    a = model.predict_arrays([8, 4], [2265.6, 1200], [1377, 670], [2133, 1333])
-    b = loaded.predict_arrays([8, 4], [2265.6, 1200], [1377, 670], [2133, 1333])
-    np.testing.assert_allclose(a["epoch_time_s"], b["epoch_time_s"])
+    a, b = model.predict(MODES), loaded.predict(MODES)
+    for key in ("epoch_time_s", "epoch_time_s_low", "epoch_time_s_high", "avg_power_w_high", "epoch_energy_j_low"):
+        np.testing.assert_allclose(getattr(a, key), getattr(b, key), rtol=1e-12)
+    assert loaded.training_rows == model.training_rows and loaded.profiled_ranges == model.profiled_ranges
+    assert model_to_dict(loaded) == model_to_dict(model)
+
+
+def test_cross_device_model_round_trips(tmp_path, model):
+    from jetpredict.models.catalogue import load_device
+
+    nano = load_device("nano")
+    moved = bundled.on_device(model, nano)
+    save_model(moved, tmp_path / "m.json")
+    loaded = load_model(tmp_path / "m.json")
+    assert loaded.cross_device and loaded.device_id == "nano" and loaded.profiled_ranges is None
+    knobs = ModeArrays(*nano.maxn.knobs())
+    np.testing.assert_allclose(loaded.predict(knobs).epoch_time_s_high, moved.predict(knobs).epoch_time_s_high)
 
 
 def test_tampered_or_foreign_model_file_is_refused(tmp_path, model):
-    path = tmp_path / "m.joblib"
+    path = tmp_path / "m.json"
     save_model(model, path)
     data = bytearray(path.read_bytes())
-    data[-5] ^= 0xFF
+    data[-5] ^= 0x01
     path.write_bytes(bytes(data))
     with pytest.raises(InputError, match="SHA-256"):
         load_model(path)
     save_model(model, path)
-    mpath = tmp_path / "m.joblib.json"
+    mpath = tmp_path / "m.json.json"
     manifest = json.loads(mpath.read_text())
-    manifest["versions"]["scikit-learn"] = "0.0.1"
-    mpath.write_text(json.dumps(manifest))
-    with pytest.raises(InputError, match="scikit-learn 0.0.1"):
+    mpath.write_text(json.dumps({**manifest, "kind": "device-reference"}))
+    with pytest.raises(InputError, match="expected a 'workload-model'"):
         load_model(path)
     mpath.unlink()
     with pytest.raises(InputError, match="no manifest"):
         load_model(path)
     with pytest.raises(InputError, match="does not exist"):
-        load_model(tmp_path / "missing.joblib")
+        load_model(tmp_path / "missing.json")
+
+
+def forge(path: Path, data: bytes, fmt: str = artifacts.FORMAT) -> None:
+    """Write ``data`` at ``path`` with a manifest that checks out (anyone can recompute a SHA-256)."""
+    path.write_bytes(data)
+    artifacts.manifest_path(path).write_text(json.dumps({
+        "format": fmt, "kind": "workload-model", "sha256": artifacts.sha256_bytes(data)}))
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"\x00\xff" * 1000, bytes(range(256)) * 40, b'{"schema": "jetpredict-model/2"', b"[1, 2, 3]",
+    b"{" * 100_000, b'{"schema": "jetpredict-model/1"}', b'{"schema": "jetpredict-model/2"}',
+    b'{"schema": "jetpredict-model/2", "device": "tx9"}'])
+def test_random_or_truncated_bytes_with_a_forged_manifest_give_a_clean_error(tmp_path, data):
+    path = tmp_path / "forged.json"
+    forge(path, data)
+    with pytest.raises(InputError) as e:
+        load_model(path)
+    assert e.value.field == "model"
+
+
+def test_a_valid_document_with_corrupt_fields_gives_a_clean_error(tmp_path, model):
+    doc = model_to_dict(model)
+    bad_docs = []
+    for key, value in (("time_fits", {"compute": doc["time_fits"]["compute"]}), ("base_coef", [1.0, "x", 0, 0]),
+                       ("profiled_ranges", {"cpu_cores": [2, 8]}), ("device", "tx9"), ("num_workers", -1),
+                       ("power_fit", {**doc["power_fit"], "terms": ["gpu", "os.system", "cpu", "one"]}),
+                       ("variants", [{"kappa_cpu": 1, "kappa_pipe": 1, "fits": {"total": {"terms": ["gpu"]}}}])):
+        bad_docs.append({**doc, key: value})
+    cov = doc["time_fits"]["compute"]["cov"]
+    bad_docs.append({**doc, "time_fits": {**doc["time_fits"], "compute": {**doc["time_fits"]["compute"],
+                                                                          "cov": cov[:-1]}}})
+    for i, bad in enumerate(bad_docs):
+        path = tmp_path / f"bad{i}.json"
+        forge(path, json.dumps(bad).encode())
+        with pytest.raises(InputError):
+            load_model(path)
+
+
+class _Payload:
+    """A pickle that, when unpickled, writes a marker file (what an attacker's model file would run)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "pwned"))
+
+
+@pytest.mark.parametrize("fmt", ["jetpredict-artifact/1", artifacts.FORMAT])
+def test_forged_pickle_runs_nothing_and_exits_2(tmp_path, fmt):
+    """Issue 13: a pickle with a recomputed manifest, given to `jetpredict predict --model`, runs nothing."""
+    marker = tmp_path / "marker"
+    path = tmp_path / "evil.joblib"
+    forge(path, pickle.dumps(_Payload(marker)), fmt)
+    proc = subprocess.run([sys.executable, "-m", "jetpredict", "predict", "--model", str(path), "--presets"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert not marker.exists()
+    assert "refit it" in proc.stderr and "Traceback" not in proc.stderr
+    if fmt == "jetpredict-artifact/1":
+        assert "pickled model file of an older jetpredict" in proc.stderr
 
 
 def test_bundled_reference_mismatch_refits_with_warning(tmp_path):
-    ref = build_reference(REF)
-    ref.training_sha256 = artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv")
-    artifacts.save_bundled_reference(ref, tmp_path)
-    loaded = artifacts.load_bundled_reference("agx-xavier", tmp_path)
-    assert loaded is not None and loaded.kappa_cpu == ref.kappa_cpu and loaded.rows is None
-    stale = build_reference(REF)  # fingerprint of other data than the bundled CSV
-    artifacts.save_bundled_reference(stale, tmp_path / "stale")
+    ref = replace(build_reference(REF), training_sha256=artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv"))
+    bundled.save_bundled_reference(ref, tmp_path)
+    loaded = bundled.load_bundled_reference("agx-xavier", tmp_path)
+    assert loaded is not None and loaded.kappa_cpu == ref.kappa_cpu
+    np.testing.assert_allclose(loaded.shape.mean["compute"], ref.shape.mean["compute"])
+    stale = build_reference(REF)  # fingerprint of other data than the bundled CSV's bytes
+    bundled.save_bundled_reference(stale, tmp_path / "stale")
     with pytest.warns(RuntimeWarning, match="other reference sweeps"):
-        assert artifacts.load_bundled_reference("agx-xavier", tmp_path / "stale") is None
-    mpath = artifacts.manifest_path(artifacts.bundled_reference_path("agx-xavier", tmp_path))
-    manifest = json.loads(mpath.read_text())
-    manifest["versions"]["numpy"] = "0.1"
-    mpath.write_text(json.dumps(manifest))
+        assert bundled.load_bundled_reference("agx-xavier", tmp_path / "stale") is None
+    path = bundled.bundled_reference_path("agx-xavier", tmp_path)
+    doc = json.loads(path.read_text())
+    forge_doc = json.dumps({**doc, "schema": "jetpredict-reference/1"}).encode()
+    path.write_bytes(forge_doc)
+    mpath = artifacts.manifest_path(path)
+    mpath.write_text(json.dumps({**json.loads(mpath.read_text()), "sha256": artifacts.sha256_bytes(forge_doc)}))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert artifacts.load_bundled_reference("agx-xavier", tmp_path) is None
+        assert bundled.load_bundled_reference("agx-xavier", tmp_path) is None
     assert any("refitting it in memory" in str(w.message) for w in caught)
 
 
-def test_shipped_bundle_matches_this_installation():
-    path = artifacts.bundled_reference_path("agx-xavier")
-    manifest = artifacts.check_artifact(path, "device-reference")
-    assert manifest["source"] == "published"
+def test_shipped_bundle_is_json_and_matches_this_installation():
+    assert not list(bundled.FITTED_DIR.glob("*.joblib"))
+    for path in bundled.FITTED_DIR.glob("*-reference.json"):
+        doc, manifest = artifacts.read_artifact(path, "device-reference")
+        assert manifest["training_data_sha256"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert artifacts.load_bundled_reference("agx-xavier") is not None
+        ref = bundled.load_bundled_reference("agx-xavier")
+    assert ref is not None and ref.source == "published"
 
 
 def test_build_bundled_writes_one_artifact_per_device_with_sweeps(tmp_path):
     written = build_all(tmp_path, devices=["agx-xavier", "nano"])
-    names = sorted(p.name for p in written)
-    assert "agx-xavier-reference.joblib" in names
+    assert sorted(p.name for p in written) == ["agx-xavier-reference.json", "nano-reference.json"]
     for p in written:
-        assert artifacts.check_artifact(p, "device-reference")["training_data_sha256"]
+        assert artifacts.read_artifact(p, "device-reference")[1]["training_data_sha256"]
+    # The shipped artifacts are what the build writes now (a stale bundle would be refitted at run time).
+    shipped = json.loads(bundled.bundled_reference_path("nano").read_text())
+    assert json.loads(written[1].read_text()) == shipped

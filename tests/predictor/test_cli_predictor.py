@@ -26,7 +26,7 @@ def work(tmp_path_factory):
     rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(["a", "d", "g", "h"])]
     write_profile_csv(rows, d / "resnet.csv")
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "resnet.csv"),
-                 "--out", str(d / "resnet.joblib")]) == 0
+                 "--out", str(d / "resnet.json")]) == 0
     return d
 
 
@@ -36,11 +36,11 @@ def _csv(text: str) -> pd.DataFrame:
 
 
 def test_fit_writes_model_and_manifest(work):
-    assert (work / "resnet.joblib").is_file() and (work / "resnet.joblib.json").is_file()
+    assert (work / "resnet.json").is_file() and (work / "resnet.json.json").is_file()
 
 
 def test_predict_presets_csv_is_only_csv(work, capsys):
-    assert main(["predict", "--model", str(work / "resnet.joblib"), "--presets", "--format", "csv"]) == 0
+    assert main(["predict", "--model", str(work / "resnet.json"), "--presets", "--format", "csv"]) == 0
     out = capsys.readouterr().out
     df = _csv(out)
     assert list(df.columns[:5]) == list(MODE_COLUMNS)
@@ -55,7 +55,7 @@ def test_predict_modes_file_ignores_extra_columns_and_adds_epochs(work, capsys):
     pd.DataFrame([{"mode": "b", "cpu_cores": 8, "cpu_mhz": 1200, "gpu_mhz": 670, "emc_mhz": 1333,
                    "epoch_time_s": 660.2, "comment": "published"}]).to_csv(modes, index=False)
     out_file = work / "pred.csv"
-    assert main(["predict", "--model", str(work / "resnet.joblib"), "--modes", str(modes), "--epochs", "150",
+    assert main(["predict", "--model", str(work / "resnet.json"), "--modes", str(modes), "--epochs", "150",
                  "--format", "csv", "--out", str(out_file)]) == 0
     assert capsys.readouterr().out == ""
     df = pd.read_csv(out_file)
@@ -65,23 +65,27 @@ def test_predict_modes_file_ignores_extra_columns_and_adds_epochs(work, capsys):
 
 
 def test_predict_all_json(work, capsys):
-    assert main(["predict", "--model", str(work / "resnet.joblib"), "--all", "--device", "orin-nano",
+    assert main(["predict", "--model", str(work / "resnet.json"), "--all", "--device", "orin-nano",
                  "--format", "json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert len(records) == len(load_device("orin-nano").modes())
     assert all(r["cross_device"] is True for r in records[:10])
 
 
-def test_recommend_under_20_w(work, capsys):
-    assert main(["recommend", "--model", str(work / "resnet.joblib"), "--objective", "min-time",
+def test_recommend_under_20_w_holds_for_the_upper_bound(work, capsys):
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "20", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["best"]["avg_power_w"] <= 20
-    assert result["best"]["mode"] in {r["mode"] for r in result["pareto"]}
+    assert result["best"]["avg_power_w_high"] <= 20 and result["confidence"] == 0.9
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--max-power-w", "20", "--confidence", "0.99", "--format", "json"]) == 0
+    strict = json.loads(capsys.readouterr().out)
+    assert strict["confidence"] == 0.99 and strict["best"]["avg_power_w_high"] <= 20
+    assert strict["best"]["avg_power_w"] <= result["best"]["avg_power_w"]
 
 
 def test_recommend_csv_marks_best_row(work, capsys):
-    assert main(["recommend", "--model", str(work / "resnet.joblib"), "--objective", "min-energy",
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-energy",
                  "--max-epoch-time-s", "500", "--format", "csv"]) == 0
     df = _csv(capsys.readouterr().out)
     assert df["role"].iloc[0] == "best" and (df["role"].iloc[1:] == "pareto").all()
@@ -89,22 +93,39 @@ def test_recommend_csv_marks_best_row(work, capsys):
 
 
 def test_recommend_infeasible_exits_1_with_reason(work, capsys):
-    assert main(["recommend", "--model", str(work / "resnet.joblib"), "--objective", "min-time",
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "0.5"]) == 1
-    assert "lowest predicted power" in capsys.readouterr().err
+    assert "lowest upper bound of power at 90%" in capsys.readouterr().err
 
 
-def test_plan_csv(capsys):
-    assert main(["plan", "--device", "agx-xavier", "--budget", "4", "--format", "csv"]) == 0
-    df = _csv(capsys.readouterr().out)
+def test_confidence_out_of_range_exits_2(work, capsys):
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--confidence", "90"]) == 2
+    assert "confidence must be between 0.5 and 0.999" in capsys.readouterr().err
+
+
+def test_plan_csv_and_what_stays_extrapolated(work, capsys):
+    assert main(["plan", "--device", "orin-nano", "--budget", "4", "--format", "csv"]) == 0
+    captured = capsys.readouterr()
+    df = _csv(captured.out)
     assert list(df.columns) == [*MODE_COLUMNS, "est_profile_s"] and len(df) == 4
+    assert all(df[k].nunique() == 2 for k in MODE_COLUMNS[1:])
+    assert "modes outside it extrapolate" in captured.err
+    presets = work / "presets.csv"
+    pd.DataFrame([p.as_dict() for p in load_device("agx-xavier").presets]).to_csv(presets, index=False)
+    assert main(["plan", "--device", "agx-xavier", "--budget", "2", "--candidates", str(presets),
+                 "--format", "csv"]) == 0
+    captured = capsys.readouterr()
+    assert len(_csv(captured.out)) == 2
+    n = len(load_device("agx-xavier").presets)
+    assert f"the {n} candidate modes" in captured.err and "profiled range" in captured.err
 
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["plan", "--device", "jetson-tx9", "--budget", "4"], "unknown device 'jetson-tx9'"),
     (["plan", "--device", "nano", "--budget", "0"], "budget must be between 1"),
     (["plan", "--device", "nano", "--budget", "2", "--candidates", "/nonexistent.csv"], "does not exist"),
-    (["predict", "--model", "/nonexistent.joblib", "--presets"], "does not exist"),
+    (["predict", "--model", "/nonexistent.json", "--presets"], "does not exist"),
 ])
 def test_bad_input_exits_2(argv, words, capsys):
     assert main(argv) == 2
@@ -118,7 +139,7 @@ def test_bad_modes_file_exits_2(work, capsys):
     outside = work / "outside.csv"
     pd.DataFrame([{"mode": "hot", "cpu_cores": 8, "cpu_mhz": 2000, "gpu_mhz": 2500, "emc_mhz": 1600}]).to_csv(
         outside, index=False)
-    model = str(work / "resnet.joblib")
+    model = str(work / "resnet.json")
     assert main(["predict", "--model", model, "--modes", str(missing), "--format", "csv"]) == 2
     assert "missing column(s) emc_mhz" in capsys.readouterr().err
     assert main(["predict", "--model", model, "--modes", str(outside)]) == 2
@@ -135,18 +156,18 @@ def test_fit_rejects_too_few_rows_and_wrong_device(work, capsys):
     header_only = work / "empty.csv"
     header_only.write_text((work / "resnet.csv").read_text().splitlines()[0] + "\n")
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(header_only),
-                 "--out", str(work / "x.joblib")]) == 2
+                 "--out", str(work / "x.json")]) == 2
     assert "no data rows" in capsys.readouterr().err
     assert main(["fit", "--device", "nano", "--profiles", str(work / "resnet.csv"),
-                 "--out", str(work / "x.joblib")]) == 2
+                 "--out", str(work / "x.json")]) == 2
     assert "does not match" in capsys.readouterr().err
-    assert not (work / "x.joblib").exists()
+    assert not (work / "x.json").exists()
 
 
 def test_console_script_predict_csv(work):
     exe = shutil.which("jetpredict")
     cmd = [exe] if exe else [sys.executable, "-c", "import sys; from jetpredict.cli import main; sys.exit(main())"]
-    proc = subprocess.run([*cmd, "predict", "--model", str(work / "resnet.joblib"), "--presets",
+    proc = subprocess.run([*cmd, "predict", "--model", str(work / "resnet.json"), "--presets",
                            "--format", "csv"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert proc.returncode == 0, proc.stderr

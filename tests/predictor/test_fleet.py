@@ -7,8 +7,9 @@ import pytest
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor import service
-from jetpredict.predictor.model import fit_workload
+from jetpredict.predictor import limits, service
+from jetpredict.predictor.bundled import fit_workload, predict
+from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 
@@ -19,32 +20,27 @@ def resnet():
     return fit_workload(rows.reset_index(drop=True), "agx-xavier")
 
 
-class CountingModel:
-    """Delegates to a real fitted model and counts its all-modes predictions (a spy, not a stand-in)."""
-
-    def __init__(self, model) -> None:
-        self._model = model
-        self.calls: list[str | None] = []
-
-    def predict_arrays(self, *knobs, device_id=None):
-        self.calls.append(device_id)
-        return self._model.predict_arrays(*knobs, device_id=device_id)
-
-
 def _brute_force(model, device_id: str, deadline_s: float, epochs: int) -> tuple[int, float]:
-    a = load_device(device_id).modes().as_arrays()
-    p = model.predict_arrays(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"], device_id=device_id)
-    meets = epochs * p["epoch_time_s_high"] <= deadline_s
-    energy = epochs * p["epoch_energy_j"] + p["base_power_w"] * (deadline_s - epochs * p["epoch_time_s"])
+    """Least-energy mode meeting the deadline, an in-range mode unless the other wins beyond its interval."""
+    device = load_device(device_id)
+    p = predict(model, ModeArrays.of_device(device), device)
+    meets = epochs * p.epoch_time_s_high <= deadline_s
+    idle = p.base_power_w * (deadline_s - epochs * p.epoch_time_s)
+    energy = epochs * p.epoch_energy_j + idle
     i = int(np.argmin(np.where(meets, energy, np.inf)))
+    inside = meets & ~p.extrapolated
+    if p.extrapolated[i] and inside.any():
+        j = int(np.argmin(np.where(inside, energy, np.inf)))
+        if not epochs * p.epoch_energy_j_high[i] + idle[i] < energy[j]:
+            i = j
     return i, float(energy[i])
 
 
 def test_each_client_gets_least_energy_mode_meeting_deadline(resnet):
     clients = [{"id": "c1", "device": "agx-xavier"}, {"id": "c2", "device": "xavier-nx"},
                {"id": "c3", "device": "agx-xavier"}]
-    plan = service.plan_fleet(resnet, clients, deadline_s=3000, epochs=2)
-    assert plan["feasible"] and plan["infeasible_clients"] == []
+    plan = service.plan_fleet(resnet, clients, deadline_s=3000, epochs=2).as_dict()
+    assert plan["feasible"] and plan["infeasible_clients"] == [] and plan["confidence"] == 0.9
     by_id = {c["id"]: c for c in plan["clients"]}
     assert [c["id"] for c in plan["clients"]] == ["c1", "c2", "c3"]
     for c in plan["clients"]:
@@ -52,45 +48,59 @@ def test_each_client_gets_least_energy_mode_meeting_deadline(resnet):
         assert c["round_time_s"] == pytest.approx(2 * c["epoch_time_s"])
         assert c["energy_j"] == pytest.approx(c["train_energy_j"] + c["idle_energy_j"])
         assert c["idle_energy_j"] > 0  # finishes early and idles until the deadline
+        assert c["avg_power_w_low"] < c["avg_power_w"] < c["avg_power_w_high"]
         _, energy = _brute_force(resnet, c["device"], 3000, 2)
         assert c["energy_j"] == pytest.approx(energy)
     assert by_id["c2"]["cross_device"] and not by_id["c1"]["cross_device"]
+    assert by_id["c2"]["extrapolated_knobs"] == ""  # cross-device: flagged by cross_device instead
     assert plan["total_energy_j"] == pytest.approx(sum(c["energy_j"] for c in plan["clients"]))
 
 
 def test_upper_bound_is_the_straggler_margin(resnet):
     # A deadline between the fastest mode's point time and its upper bound cannot be promised.
     a = load_device("agx-xavier").maxn
-    p = resnet.predict_arrays(a.cpu_cores, a.cpu_mhz, a.gpu_mhz, a.emc_mhz)
-    deadline = float((p["epoch_time_s"][0] + p["epoch_time_s_high"][0]) / 2)
+    p = predict(resnet, ModeArrays.one(a.cpu_cores, a.cpu_mhz, a.gpu_mhz, a.emc_mhz))
+    deadline = float((p.epoch_time_s[0] + p.epoch_time_s_high[0]) / 2)
     plan = service.plan_fleet(resnet, [{"id": 7, "device": "agx-xavier"}], deadline_s=deadline)
-    assert not plan["feasible"] and plan["infeasible_clients"] == ["7"]
-    client = plan["clients"][0]
-    assert not client["meets_deadline"] and "cannot meet deadline_s" in client["reason"]
-    assert client["round_time_s_high"] > deadline
-    assert plan["total_energy_j"] == 0.0
+    assert not plan.feasible and plan.infeasible_clients == ("7",)
+    client = plan.clients[0]
+    assert not client.meets_deadline and "cannot meet deadline_s" in client.reason
+    assert client.round_time_s_high > deadline
+    assert plan.total_energy_j == 0.0
+    # At a lower confidence the upper bound shrinks below the deadline: the client can be planned.
+    assert service.plan_fleet(resnet, [{"id": 7, "device": "agx-xavier"}], deadline_s=deadline,
+                              confidence=0.5).feasible
 
 
 def test_tight_deadline_reports_slow_device_not_drops_it(resnet):
     fast = service.plan_fleet(resnet, [{"id": "x", "device": "agx-xavier"}], deadline_s=1e6)
     agx_min = min(service.predict(resnet, "all")["epoch_time_s_high"])
-    nano = service.predict(resnet, "all", device_id="nano")["epoch_time_s_high"].min()
+    nano = service.predict(resnet, "all", device="nano")["epoch_time_s_high"].min()
     assert nano > agx_min  # the Nano is slower, so a deadline between them splits the fleet
     deadline = float((agx_min + nano) / 2)
     plan = service.plan_fleet(resnet, [{"id": "x", "device": "agx-xavier"}, {"id": "y", "device": "nano"}],
                               deadline_s=deadline)
-    assert plan["infeasible_clients"] == ["y"] and not plan["feasible"]
-    assert [c["id"] for c in plan["clients"]] == ["x", "y"]
-    assert plan["total_energy_j"] == pytest.approx(plan["clients"][0]["energy_j"])
-    assert fast["feasible"]
+    assert plan.infeasible_clients == ("y",) and not plan.feasible
+    assert [c.id for c in plan.clients] == ["x", "y"]
+    assert plan.total_energy_j == pytest.approx(plan.clients[0].energy_j)
+    assert fast.feasible
 
 
-def test_one_prediction_per_device_type(resnet):
-    spy = CountingModel(resnet)
+def test_one_prediction_per_device_type(resnet, monkeypatch):
+    from jetpredict.predictor import space
+
+    calls: list[str] = []
+    real = space.predict
+
+    def counting(model, modes, device=None, confidence=0.9):  # a spy around the real prediction
+        calls.append(device.id)
+        return real(model, modes, device, confidence)
+
+    monkeypatch.setattr(space, "predict", counting)
     clients = [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(50)]
-    plan = service.plan_fleet(spy, clients, deadline_s=5000)
-    assert len(plan["clients"]) == 50
-    assert sorted(spy.calls) == ["agx-xavier", "nano", "xavier-nx"]
+    plan = service.plan_fleet(resnet, clients, deadline_s=5000, confidence=0.8)  # a level not cached yet
+    assert len(plan.clients) == 50
+    assert sorted(calls) == ["agx-xavier", "nano", "xavier-nx"]
 
 
 @pytest.mark.parametrize(("clients", "deadline", "epochs", "field"), [
@@ -103,6 +113,7 @@ def test_one_prediction_per_device_type(resnet):
     ([{"id": "a", "device": "agx-xavier"}], -5, 1, "deadline_s"),
     ([{"id": "a", "device": "agx-xavier"}], None, 1, "deadline_s"),
     ([{"id": "a", "device": "agx-xavier"}], 100, 0, "epochs"),
+    ([{"id": f"c{i}", "device": "nano"} for i in range(limits.MAX_CLIENTS + 1)], 100, 1, "clients"),
 ])
 def test_bad_fleet_input_names_field(resnet, clients, deadline, epochs, field):
     with pytest.raises(InputError) as err:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import copy
+from dataclasses import FrozenInstanceError, replace
 
 import numpy as np
 import pandas as pd
 import pytest
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor.model import PriorLinearRegression, WorkloadModel, fit_workload
-from jetpredict.predictor.reference import REFERENCE_DIR
+from jetpredict.predictor.bundled import fit_workload, predict as predict_on
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.model import IntervalScales, Prediction, WorkloadModel, gpu_floor
+from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
+from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 MODES = {"a": (4, 1200, 670, 1333), "b": (8, 1200, 670, 1333), "c": (8, 1200, 900, 1333),
@@ -47,99 +50,167 @@ def sweep(cpu_ms: float, gpu_ms: float, modes, workload="w", power=True, compone
     return pd.DataFrame(rows)
 
 
-def predict(model: WorkloadModel, modes):
+def knobs(modes) -> ModeArrays:
     k = np.array([MODES[m] for m in modes], dtype=float)
-    return model.predict_arrays(k[:, 0], k[:, 1], k[:, 2], k[:, 3])
+    return ModeArrays(k[:, 0], k[:, 1], k[:, 2], k[:, 3])
+
+
+def predict(model: WorkloadModel, modes, confidence: float = 0.9) -> Prediction:
+    return model.predict(knobs(modes), confidence)
 
 
 def mape(pred, true):
     return float(np.mean(np.abs(np.asarray(pred) - np.asarray(true)) / np.asarray(true)))
 
 
+#: Synthetic-mechanism tolerances, a little above what the model measures on them now (so a regression
+#: fails): (regime, output) -> MAPE bound. Measured: CPU-bound 1.9% time / 4.6% energy, GPU-bound 1.3% /
+#: 1.8%, launch-bound (max(launch, kernels) per step: a form the model does not have) 4.5% power / 11.9%
+#: energy. Behaviour checks on stand-ins, not accuracy claims (those are real-data only).
+TOL = {(9.0, "time"): 0.023, (9.0, "energy"): 0.055, (3.0, "time"): 0.016, (3.0, "energy"): 0.022,
+       ("launch", "power"): 0.052, ("launch", "energy"): 0.13}
+
+
 @pytest.mark.parametrize("cpu_ms,gpu_ms", [(9.0, 1.5), (3.0, 100.0)])
 def test_recognises_regime_from_own_rows_and_extrapolates_below_range(cpu_ms, gpu_ms):
-    prof = sweep(cpu_ms, gpu_ms, "efij")
-    model = fit_workload(prof)
+    # Synthetic mechanism (not the model's own form: power law voltage, launch + kernel sum): a behaviour
+    # check of regime recognition, not an accuracy claim.
+    model = fit_workload(sweep(cpu_ms, gpu_ms, "efij"))
     test_modes = ["a", "b", "c", "d", "g", "h", "low", "low2"]
     truth = sweep(cpu_ms, gpu_ms, test_modes)
     p = predict(model, test_modes)
-    assert mape(p["epoch_time_s"], truth.epoch_time_s) < 0.08
-    assert mape(p["epoch_energy_j"], truth.epoch_energy_j) < 0.10
+    assert mape(p.epoch_time_s, truth.epoch_time_s) < TOL[(cpu_ms, "time")]
+    assert mape(p.epoch_energy_j, truth.epoch_energy_j) < TOL[(cpu_ms, "energy")]
 
 
 def test_cpu_bound_workload_gets_cpu_dominated_shape():
     model = fit_workload(sweep(9.0, 1.5, "efij"))
     fit = model.time_fits["compute"]
-    coef = dict(zip(fit.terms, fit.coef, strict=True))
     # At MAXN clocks, the CPU term must carry most of the compute time for a launch-bound workload.
-    cpu_s, gpu_s = coef["cpu"] / 2.2656, coef["gpu"] / 1.377
+    cpu_s, gpu_s = fit.coef_of("cpu") / 2.2656, fit.coef_of("gpu") / 1.377
     assert cpu_s > 3 * gpu_s
 
 
 def test_one_mode_scales_reference_and_more_modes_tighten():
     one = fit_workload(sweep(3.0, 100.0, "g"))
     p = predict(one, ["g"])
-    assert p["epoch_time_s"][0] == pytest.approx(sweep(3.0, 100.0, "g").epoch_time_s[0], rel=0.05)
+    assert p.epoch_time_s[0] == pytest.approx(sweep(3.0, 100.0, "g").epoch_time_s[0], rel=0.02)
     four = fit_workload(sweep(3.0, 100.0, "efij"))
-    w1 = predict(one, ["low"])
-    w4 = predict(four, ["low"])
-    width = {k: (v["epoch_time_s_high"] - v["epoch_time_s_low"]) / v["epoch_time_s"] for k, v in
-             (("one", w1), ("four", w4))}
-    assert width["four"][0] < width["one"][0]
+    w1, w4 = predict(one, ["low"]), predict(four, ["low"])
+    width = {k: (v.epoch_time_s_high - v.epoch_time_s_low) / v.epoch_time_s for k, v in (("one", w1), ("four", w4))}
+    assert width["four"][0] < 0.7 * width["one"][0]
 
 
 def test_predictions_are_monotone_in_each_clock_and_intervals_ordered():
     model = fit_workload(sweep(5.0, 30.0, "efij"))
-    dev = load_device("agx-xavier")
-    gpu = np.array(dev.gpu_steps_mhz)
-    p = model.predict_arrays(np.full(len(gpu), 8), np.full(len(gpu), 2265.6), gpu, np.full(len(gpu), 2133))
-    assert np.all(np.diff(p["epoch_time_s"]) <= 1e-9)
+    gpu = np.array(load_device("agx-xavier").gpu_steps_mhz)
+    p = model.predict(ModeArrays(8, 2265.6, gpu, 2133))
+    assert np.all(np.diff(p.epoch_time_s) <= 1e-9)
     for key in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
-        assert np.all(p[f"{key}_low"] < p[key]) and np.all(p[key] < p[f"{key}_high"])
-    assert np.all(p["base_power_w"] < p["avg_power_w"])
-    assert p["cross_device"] is False and p["power_source"] == "workload"
+        low, mid, high = (getattr(p, f"{key}{s}") for s in ("_low", "", "_high"))
+        assert np.all(low < mid) and np.all(mid < high)
+    assert np.all(p.base_power_w < p.avg_power_w)
+    assert p.cross_device is False and p.power_source == "workload" and p.confidence == 0.9
+
+
+def test_confidence_sets_every_interval_and_is_checked():
+    model = fit_workload(sweep(5.0, 30.0, "efij"))
+    p90, p50, p99 = (predict(model, ["a", "low"], c) for c in (0.9, 0.5, 0.99))
+    for key in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
+        half = {c: np.log(getattr(p, f"{key}_high") / getattr(p, key)) for c, p in ((90, p90), (50, p50), (99, p99))}
+        # Normal quantiles: z(0.5) / z(0.9) = 0.674 / 1.645, z(0.99) / z(0.9) = 2.576 / 1.645.
+        np.testing.assert_allclose(half[50] / half[90], 0.6745 / 1.6449, rtol=1e-3)
+        np.testing.assert_allclose(half[99] / half[90], 2.5758 / 1.6449, rtol=1e-3)
+        np.testing.assert_allclose(getattr(p50, key), getattr(p90, key))
+    for bad in (0.0, 1.0, 1.5, -0.1, True, "0.9"):
+        with pytest.raises(InputError) as e:
+            model.predict(knobs(["a"]), bad)
+        assert e.value.field == "confidence"
+
+
+def test_modes_outside_the_profiled_ranges_are_flagged_per_knob():
+    model = fit_workload(sweep(3.0, 100.0, "efij"))
+    assert model.profiled_ranges["gpu_mhz"] == (900.0, 1377.0)
+    p = predict(model, ["e", "j", "a", "g", "low"])
+    assert p.extrapolated_knobs() == ["", "", "cpu_mhz;gpu_mhz", "emc_mhz", "cpu_mhz;gpu_mhz"]
+    assert p.extrapolated.tolist() == [False, False, True, True, True]
+    assert p.outside.shape == (5, 4) and p.outside[2, MODE_FIELDS.index("cpu_cores")] == np.False_
+    # nvpmodel caps a fraction of a percent off the profiled steps (2265 vs 2265.6 MHz) are not outside.
+    assert not model.predict(ModeArrays(8, 2265.0, 1377, 1600)).extrapolated[0]
+    sub = p.take(np.array([2, 0]))
+    assert sub.extrapolated_knobs() == ["cpu_mhz;gpu_mhz", ""] and len(sub) == 2
+    cols = p.columns()
+    assert cols["extrapolated_knobs"][3] == "emc_mhz" and cols["confidence"] == 0.9
+    assert set(Prediction.ARRAYS) <= set(cols)
+
+
+def test_fitted_model_and_prediction_are_frozen_values():
+    model = fit_workload(sweep(3.0, 100.0, "efij"))
+    with pytest.raises(FrozenInstanceError):
+        model.workload_id = "other"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        predict(model, ["a"]).epoch_time_s = np.zeros(1)  # type: ignore[misc]
 
 
 def test_rows_without_power_use_reference_power_model():
     model = fit_workload(sweep(3.0, 100.0, "efij", power=False, components=False))
     p = predict(model, ["g", "a"])
-    assert p["power_source"] == "reference" and not model.has_power
-    assert np.all(p["avg_power_w"] > 3) and np.all(p["avg_power_w"] < 60)
-    assert p["avg_power_w"][0] > p["avg_power_w"][1]  # MAXN draws more than mode a
+    assert p.power_source == "reference" and not model.has_power
+    assert np.all(p.avg_power_w > 3) and np.all(p.avg_power_w < 60)
+    assert p.avg_power_w[0] > p.avg_power_w[1]  # MAXN draws more than mode a
+    assert np.all(p.avg_power_w_low < p.avg_power_w) and np.all(p.avg_power_w < p.avg_power_w_high)
 
 
-def test_real_leave_one_workload_out_mobilenet():
-    ref = REF[REF.workload == "resnet18-cifar10"]
-    new = REF[REF.workload == "mobilenetv3-gld23k"]
-    model = fit_workload(new[new["mode"].isin(list("efij"))], reference=ref)
-    assert model.reference_source == "measured" or model.reference_source == "published"
-    test = new[~new["mode"].isin(list("efij"))]
-    p = model.predict_arrays(test.cpu_cores, test.cpu_mhz, test.gpu_mhz, test.emc_mhz)
-    assert mape(p["epoch_time_s"], test.epoch_time_s) < 0.06
-    assert mape(p["epoch_energy_j"], test.epoch_energy_j) < 0.06
+def real_loo(target: str, design: str = "efij"):
+    ref = REF[REF.workload != target]
+    new = REF[REF.workload == target]
+    model = fit_workload(new[new["mode"].isin(list(design))], reference=ref)
+    test = new[~new["mode"].isin(list(design))]
+    return model, test, model.predict(ModeArrays.from_frame(test))
+
+
+@pytest.mark.parametrize("target,time_mape,energy_mape", [
+    # Measured (real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h): 1.8% / 1.9%
+    # (ResNet-18) and 2.2% / 3.6% (MobileNetV3).
+    ("resnet18-cifar10", 0.021, 0.022), ("mobilenetv3-gld23k", 0.025, 0.039)])
+def test_real_leave_one_workload_out(target, time_mape, energy_mape):
+    model, test, p = real_loo(target)
+    assert model.reference_source == "published"
+    assert mape(p.epoch_time_s, test.epoch_time_s) < time_mape
+    assert mape(p.epoch_energy_j, test.epoch_energy_j) < energy_mape
+    t = test.epoch_time_s.to_numpy()
+    assert np.all((p.epoch_time_s_low <= t) & (t <= p.epoch_time_s_high))
+    assert np.median((p.epoch_time_s_high - p.epoch_time_s_low) / p.epoch_time_s) < 0.15
+
+
+def test_real_cpu_clock_below_the_profiled_range_moves_a_gpu_heavy_network_little():
+    """Issue 11: a hidden-CPU-work variant raised a GPU-heavy CNN's predictions at CPU 1200 MHz by ~17%
+    where the measured change is < 1%. Real: ResNet-18 d (CPU 1200) vs e (CPU 2100), same GPU/EMC: 509.8 s
+    vs 491.7 s (+3.7%). Profiled at e,f,i,j the model must not invent more than that."""
+    model, _, _ = real_loo("resnet18-cifar10")
+    p = predict(model, ["d", "e"])
+    assert p.epoch_time_s[0] / p.epoch_time_s[1] == pytest.approx(509.8 / 491.7, abs=0.02)
 
 
 @pytest.mark.parametrize("reference", ["leave-one-workload-out", "bundled"])
 def test_real_fact_below_the_reference_clock_range(reference):
     """POMACS 2022 §5.6: ResNet-18 on AGX Xavier, MAXN against the GPU at 114.75 MHz (5.8x below the lowest
     reference GPU clock): speed-up 10.3x, power ratio 3.6x (31 W vs ~8.6 W). Validation only: nothing is
-    fitted to this point, so the bounds are loose."""
-    from jetpredict.predictor.reference import build_reference
-
+    fitted to this point; measured 9.6x / 3.4x / 0.35 (bundled)."""
     res = REF[REF.workload == "resnet18-cifar10"]
     ref = build_reference(REF[REF.workload != "resnet18-cifar10"]) if reference != "bundled" else None
     model = fit_workload(res[res["mode"].isin(list("efij"))], reference=ref)
-    p = model.predict_arrays([8, 8], [2265.6, 2265.6], [1377, 114.75], [2133, 2133])
-    speed_up = p["epoch_time_s"][1] / p["epoch_time_s"][0]
-    power_ratio = p["avg_power_w"][0] / p["avg_power_w"][1]
-    energy_ratio = p["epoch_energy_j"][0] / p["epoch_energy_j"][1]
-    assert speed_up == pytest.approx(10.3, rel=0.15)
-    assert power_ratio == pytest.approx(3.6, rel=0.2)
-    assert energy_ratio == pytest.approx(3.6 / 10.3, rel=0.25)
+    p = model.predict(ModeArrays(8, 2265.6, [1377, 114.75], 2133))
+    speed_up = p.epoch_time_s[1] / p.epoch_time_s[0]
+    assert speed_up == pytest.approx(10.3, rel=0.1)
+    assert p.avg_power_w[0] / p.avg_power_w[1] == pytest.approx(3.6, rel=0.1)
+    assert p.epoch_energy_j[0] / p.epoch_energy_j[1] == pytest.approx(3.6 / 10.3, rel=0.1)
+    # The fact lies inside the 90% interval of the far-extrapolated mode.
+    assert p.epoch_time_s_low[1] <= 10.3 * p.epoch_time_s[0] <= p.epoch_time_s_high[1]
     # The slow GPU hides the memory clock: at 114.75 MHz halving EMC barely moves the epoch (<5%), while
     # at MAXN the published modes h vs g show a 35% step.
-    q = model.predict_arrays([8, 8], [2265.6, 2265.6], [114.75, 114.75], [2133, 1066])
-    assert q["epoch_time_s"][1] / q["epoch_time_s"][0] < 1.05
+    q = model.predict(ModeArrays(8, 2265.6, 114.75, [2133, 1066]))
+    assert q.epoch_time_s[1] / q.epoch_time_s[0] < 1.05
 
 
 def test_time_is_monotone_in_gpu_and_emc_clocks_over_the_whole_range():
@@ -147,10 +218,26 @@ def test_time_is_monotone_in_gpu_and_emc_clocks_over_the_whole_range():
     dev = load_device("agx-xavier")
     model = fit_workload(REF[REF.workload == "resnet18-cifar10"])
     gpu, emc = np.meshgrid(np.array(dev.gpu_steps_mhz, float), np.array(dev.emc_steps_mhz, float))
-    n = gpu.size
-    t = model.predict_arrays(np.full(n, 8), np.full(n, 2265.6), gpu.ravel(), emc.ravel())["epoch_time_s"]
-    t = t.reshape(gpu.shape)
+    t = model.predict(ModeArrays(8, 2265.6, gpu.ravel(), emc.ravel())).epoch_time_s.reshape(gpu.shape)
     assert np.all(np.diff(t, axis=1) <= 1e-9) and np.all(np.diff(t, axis=0) <= 1e-9)
+
+
+def test_flops_bound_the_gpu_term_from_below():
+    """A heavy network's FLOPs at the GPU's FP32 peak bound its GPU time: with ``flops_train`` in the rows
+    the GPU term cannot fall below it, and the bound is physics (100% of peak), not a tuned constant."""
+    rows = sweep(9.0, 1.5, "efij")  # rows that alone read as CPU bound (GPU term ~2 s x GHz)
+    dev = load_device("agx-xavier")
+    # 3e9 FLOP per sample x 16 x 1000 minibatches at 512 cores x 2 FLOP x 1 GHz = 46.9 s x GHz.
+    heavy = rows.assign(flops_train=3e9)
+    floor = gpu_floor(ProfileArrays.from_frame(heavy), dev)
+    assert floor == pytest.approx(3e9 * 16 * 1000 / (512 * 2 * 1e9))
+    assert gpu_floor(ProfileArrays.from_frame(rows), dev) == 0.0
+    assert gpu_floor(ProfileArrays.from_frame(rows.assign(flops_train=np.nan)), dev) == 0.0
+    model = fit_workload(heavy)
+    assert model.time_fits["compute"].coef_of("gpu") >= floor - 1e-9
+    assert model.complexity == {"flops_train": 3e9}
+    free = fit_workload(rows)
+    assert free.time_fits["compute"].coef_of("gpu") < floor
 
 
 def test_bad_input_is_named():
@@ -159,9 +246,8 @@ def test_bad_input_is_named():
     with pytest.raises(InputError) as e:
         fit_workload(mixed)
     assert e.value.field == "workload"
-    host = rows.assign(device="host")
     with pytest.raises(InputError, match="host"):
-        fit_workload(host)
+        fit_workload(rows.assign(device="host"))
     with pytest.raises(InputError) as e:
         fit_workload(rows.assign(device="tx9"))
     assert e.value.field == "device"
@@ -171,11 +257,11 @@ def test_bad_input_is_named():
     with pytest.raises(InputError):
         fit_workload(rows.iloc[0:0])
     with pytest.raises(InputError) as e:
-        fit_workload(rows, device_id="nano")
+        fit_workload(rows, device="nano")
     assert e.value.field == "device"
     model = fit_workload(rows)
     with pytest.raises(InputError) as e:
-        model.predict_arrays([8], [2265.6], [5000.0], [2133])
+        model.predict(ModeArrays(8, 2265.6, 5000.0, 2133))
     assert e.value.field == "gpu_mhz"
 
 
@@ -186,81 +272,53 @@ def test_prior_regression_is_nonnegative_and_fades_with_data():
     est = PriorLinearRegression(prior_mean=[1.0, 1.0, 1.0], prior_sd=[0.5, 0.5, 0.5], noise_rel=0.01)
     est.fit(x, y)
     assert np.all(est.coef_ >= 0)
-    np.testing.assert_allclose(est.coef_, [2.0, 0.0, 1.0], atol=0.05)
+    np.testing.assert_allclose(est.coef_, [2.0, 0.0, 1.0], atol=0.02)
     mean, sd = est.predict(x[:3], return_std=True)
     assert mean.shape == (3,) and np.all(sd >= 0)
-
-
-def test_launch_work_hidden_at_profiled_clocks_widens_and_raises_low_cpu_predictions():
-    # Compute = max(CPU launch, GPU latency): at e/f/i/j the GPU side hides the launches, so the rows look
-    # clock-independent; at a slow CPU the launches surface. The model must not promise a flat time there.
-    rows = []
-    for m in ["e", "f", "i", "j", "low"]:
-        c, cpu, gpu, emc = MODES[m]
-        launch_ms = 4.0 * 2265.6 / cpu
-        compute_ms = max(launch_ms, 5.5) + 0.05 * 1377 / gpu
-        t = (compute_ms + 1.5 * 2265.6 / cpu + 0.3) * 3750 / 1000
-        rows.append(dict(device="agx-xavier", workload="latency-bound", mode=m, cpu_cores=c, cpu_mhz=cpu,
-                         gpu_mhz=gpu, emc_mhz=emc, num_workers=4, batch_size=16, minibatches_per_epoch=3750,
-                         epoch_time_s=t, stall_time_s=1.5 * 2265.6 / cpu * 3.75,
-                         compute_time_s=compute_ms * 3.75, source="simulated: test"))
-    rows = pd.DataFrame(rows)
-    model = fit_workload(rows.iloc[:4])
-    p = predict(model, ["low"])
-    truth = rows.epoch_time_s.iloc[4]
-    assert p["epoch_time_s_low"][0] <= truth <= p["epoch_time_s_high"][0]
-    # Without the hidden-launch variant the clock-independent fit would stay well below the truth.
-    flat = copy.copy(model)
-    flat.hidden_cpu_ref_mhz = None
-    assert p["epoch_time_s"][0] > predict(flat, ["low"])["epoch_time_s"][0]
 
 
 def test_intervals_widen_outside_the_profiled_ranges_by_the_knobs_share():
     # GPU-bound: a mode with the GPU below the profiled range widens, one with the CPU below it hardly.
     gpu_bound = fit_workload(sweep(3.0, 100.0, "efij"))
-    assert gpu_bound.profiled_ranges["gpu_mhz"] == (900.0, 1377.0)
-    p = predict(gpu_bound, ["e", "low", "c"])
-    t = gpu_bound._time(*(np.array([MODES[m][k] for m in ("e", "low", "c")], float) for k in range(4)))
-    assert t["extrapolation"][0] == 0.0  # a profiled mode
-    assert t["extrapolation"][1] > 0.5  # GPU at 420 MHz: 0.76 ln-units below, nearly all GPU time
-    assert t["extrapolation"][2] < 0.2  # CPU at 1200 MHz moves little of a GPU-bound epoch
-    width = (p["epoch_time_s_high"] - p["epoch_time_s_low"]) / p["epoch_time_s"]
+    modes = knobs(["e", "low", "c"])
+    t = gpu_bound._time(modes, gpu_bound._knob_distances(modes))
+    assert t.extrapolation[0] == 0.0  # a profiled mode
+    assert t.extrapolation[1] > 0.5  # GPU at 420 MHz: 0.76 ln-units below, nearly all GPU time
+    assert t.extrapolation[2] < 0.2  # CPU at 1200 MHz moves little of a GPU-bound epoch
+    p = gpu_bound.predict(modes)
+    width = (p.epoch_time_s_high - p.epoch_time_s_low) / p.epoch_time_s
     assert width[1] > width[0] * 1.5
     # CPU-bound: the CPU below its profiled range is what widens.
     cpu_bound = fit_workload(sweep(9.0, 1.5, "efij"))
-    t = cpu_bound._time(*(np.array([MODES["c"][k]], float) for k in range(4)))
-    assert t["extrapolation"][0] > 0.3
-    # Energy widens too; cross-device models carry their own SD instead of the source device's ranges.
-    assert np.all(p["epoch_energy_j_high"] / p["epoch_energy_j"] > 1.0)
-    nx = load_device("xavier-nx").maxn
-    moved = gpu_bound.predict_arrays(nx.cpu_cores, nx.cpu_mhz, nx.gpu_mhz, nx.emc_mhz, device_id="xavier-nx")
-    assert moved["cross_device"] and gpu_bound.__dict__["_transfer_cache"]["xavier-nx"].profiled_ranges is None
-    assert moved["epoch_time_s_high"][0] > moved["epoch_time_s"][0]
-
-
-def test_models_saved_without_profiled_ranges_still_predict():
-    model = fit_workload(sweep(3.0, 100.0, "efij"))
-    old = copy.copy(model)
-    del old.__dict__["profiled_ranges"]  # a model pickled before extrapolation-aware intervals
-    a, b = predict(model, ["e", "low"]), predict(old, ["e", "low"])
-    assert np.allclose(a["epoch_time_s"], b["epoch_time_s"])
-    assert b["epoch_time_s_high"][1] < a["epoch_time_s_high"][1]  # no widening, but a valid interval
+    c = knobs(["c"])
+    assert cpu_bound._time(c, cpu_bound._knob_distances(c)).extrapolation[0] > 0.3
+    # Without profiled ranges (a cross-device model) there is no widening, but a valid interval.
+    flat = replace(gpu_bound, profiled_ranges=None).predict(modes)
+    np.testing.assert_allclose(flat.epoch_time_s, p.epoch_time_s)
+    assert flat.epoch_time_s_high[1] < p.epoch_time_s_high[1] and not flat.extrapolated.any()
 
 
 def test_interval_scales_set_the_width_of_each_quantity_separately():
     model = fit_workload(sweep(9.0, 1.5, "efij"))
-    wide = copy.copy(model)
-    wide.interval_scale, wide.power_interval_scale, wide.energy_interval_scale = 1.0, 1.0, 1.0
-    narrow = copy.copy(wide)
-    narrow.energy_interval_scale = 0.5
+    wide = replace(model, interval_scales=IntervalScales(1.0, 1.0, 1.0))
+    narrow = replace(model, interval_scales=IntervalScales(1.0, 1.0, 0.5))
     a, b = predict(wide, ["a", "low"]), predict(narrow, ["a", "low"])
-    ratio = np.log(b["epoch_energy_j_high"] / b["epoch_energy_j"]) / np.log(a["epoch_energy_j_high"] / a["epoch_energy_j"])
+    ratio = np.log(b.epoch_energy_j_high / b.epoch_energy_j) / np.log(a.epoch_energy_j_high / a.epoch_energy_j)
     # The scale shrinks the model's own uncertainty; the run-to-run noise part stays, so not all the way.
     assert np.all(ratio < 0.95) and np.all(ratio > 0.5)
-    noise = np.hypot(wide.power_fit.noise_rel, 0.03)  # power noise and the epoch-time noise floor
-    assert np.all(np.log(b["epoch_energy_j_high"] / b["epoch_energy_j"]) >= 1.6449 * noise - 1e-9)
-    assert np.allclose(a["epoch_time_s_high"], b["epoch_time_s_high"])  # time untouched
-    assert np.allclose(a["epoch_energy_j"], b["epoch_energy_j"])  # only the interval moves
+    noise = np.hypot(0.04, 0.03)  # power and epoch-time noise floors
+    assert np.all(np.log(b.epoch_energy_j_high / b.epoch_energy_j) >= 1.6449 * noise - 1e-9)
+    np.testing.assert_allclose(a.epoch_time_s_high, b.epoch_time_s_high)  # time untouched
+    np.testing.assert_allclose(a.epoch_energy_j, b.epoch_energy_j)  # only the interval moves
+
+
+def test_cross_device_prediction_goes_through_the_bundled_layer():
+    model = fit_workload(sweep(3.0, 100.0, "efij"))
+    nx = load_device("xavier-nx")
+    moved = predict_on(model, ModeArrays(*nx.maxn.knobs()), nx)
+    assert moved.cross_device and not moved.extrapolated.any()
+    assert moved.epoch_time_s_high[0] > moved.epoch_time_s[0]
+    assert predict_on(model, knobs(["a"])).epoch_time_s == pytest.approx(predict(model, ["a"]).epoch_time_s)
 
 
 def launch_bound_rows(modes) -> pd.DataFrame:
@@ -290,15 +348,13 @@ def test_gpu_power_of_a_launch_bound_workload_falls_with_the_cpu_clock():
     model = fit_workload(launch_bound_rows("efij"))
     test_modes = ["a", "b", "c", "d", "low", "low2"]
     truth = launch_bound_rows(test_modes)
-    k = truth[["cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]].to_numpy(float).T
-    t = model._time(*k)
-    compute = t["compute"]
-    active = model.gpu_active(t, compute)
+    modes = ModeArrays.from_frame(truth)
+    t = model._time(modes)
+    active = model._gpu_active(t)
     # The GPU waits on a slow main thread: its busy share drops below the compute share at low CPU clocks.
-    assert np.all(active < 0.9 * compute / t["epoch"])
-    top = model._time(*np.array([MODES["j"]], dtype=float).T)
-    assert model.gpu_active(top, top["compute"])[0] == pytest.approx(top["compute"][0] / top["epoch"][0], rel=0.01)
-    p = model.predict_arrays(*k)
-    # A compute-share GPU term keeps the GPU's power at slow CPU clocks (2.7% power MAPE here).
-    assert mape(p["avg_power_w"], truth.avg_power_w) < 0.015
-    assert mape(p["epoch_energy_j"], truth.epoch_energy_j) < 0.09
+    assert np.all(active < 0.9 * t.compute / t.epoch)
+    top = model._time(knobs(["j"]))
+    assert model._gpu_active(top)[0] == pytest.approx(top.compute[0] / top.epoch[0], rel=0.01)
+    p = model.predict(modes)
+    assert mape(p.avg_power_w, truth.avg_power_w) < TOL[("launch", "power")]
+    assert mape(p.epoch_energy_j, truth.epoch_energy_j) < TOL[("launch", "energy")]

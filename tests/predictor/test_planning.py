@@ -10,7 +10,8 @@ from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor import features as F
 from jetpredict.predictor import planning
-from jetpredict.predictor.reference import load_reference
+from jetpredict.predictor.bundled import load_reference
+from jetpredict.predictor.knobs import ModeArrays
 
 
 def _random_design(seed: int, n: int = 14, p: int = 4) -> np.ndarray:
@@ -57,9 +58,8 @@ def test_budget_out_of_range(budget):
 
 
 def test_design_uses_the_models_time_terms_scaled():
-    x = planning.design_matrix(np.array([2, 8, 8]), np.array([1000.0, 2000.0, 2000.0]),
-                               np.array([500.0, 500.0, 500.0]), np.array([1000.0, 2000.0, 1500.0]),
-                               kappa_cpu=0.5, kappa_pipe=1.0, num_workers=4)
+    modes = ModeArrays([2, 8, 8], [1000.0, 2000.0, 2000.0], [500.0, 500.0, 500.0], [1000.0, 2000.0, 1500.0])
+    x = planning.design_matrix(modes, kappa_cpu=0.5, kappa_pipe=1.0, num_workers=4)
     cols = dict(zip(F.TOTAL_TERMS, x.T, strict=True))
     assert cols["one"].tolist() == [1, 1, 1]
     assert not cols["gpu"].any()  # GPU clock never varies: no information
@@ -71,8 +71,7 @@ def test_design_uses_the_models_time_terms_scaled():
 def test_agx_plan_moves_every_knob_independently():
     ref = load_reference("agx-xavier")
     a = load_device("agx-xavier").modes().as_arrays()
-    x = planning.design_matrix(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"], ref.kappa_cpu,
-                               ref.kappa_pipe)
+    x = planning.design_matrix(ModeArrays.from_frame(a), ref.kappa_cpu, ref.kappa_pipe)
     chosen = planning.d_optimal(x, 4)
     picked = np.column_stack([1.0 / a[k][chosen] for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")])
     for j in range(picked.shape[1]):
@@ -85,3 +84,47 @@ def test_agx_plan_moves_every_knob_independently():
 def test_profile_time_counts_settle_idle_and_minibatches():
     t = planning.profile_time_s(np.array([0.1, 1.0]), settle_s=5, idle_window_s=5, warmup=10, minibatches=40)
     assert t.tolist() == pytest.approx([15.0, 60.0])
+
+
+def _grid(n_per_knob: int = 3) -> np.ndarray:
+    levels = [np.arange(1, n_per_knob + 1, dtype=float) * k for k in (1.0, 100.0, 50.0, 300.0)]
+    return np.array(list(itertools.product(*levels)))
+
+
+def test_identifying_exchange_varies_every_knob_and_keeps_the_best_such_design():
+    knobs = _grid()
+    # A design matrix that ignores the last knob entirely: D-optimality alone never varies it.
+    x = np.column_stack([np.ones(len(knobs)), knobs[:, 0] / 3, knobs[:, 1] / 300, knobs[:, 2] / 150])
+    start = planning.d_optimal(x, 4)
+    chosen = planning.identifying_exchange(x, knobs, start)
+    assert planning.varying_knobs(knobs, chosen).all()
+    assert len(set(chosen)) == 4
+    # Among designs that vary every knob, no single exchange does better.
+    score = planning.log_det(x, chosen)
+    for slot, cand in itertools.product(range(4), range(len(x))):
+        trial = list(chosen)
+        trial[slot] = cand
+        if cand not in chosen and planning.varying_knobs(knobs, trial).all():
+            assert planning.log_det(x, trial) <= score + 1e-9
+
+
+def test_identifying_exchange_leaves_what_cannot_vary():
+    knobs = _grid()
+    knobs[:, 3] = 800.0  # one memory clock among the candidates
+    x = np.column_stack([np.ones(len(knobs)), knobs[:, 0] / 3])
+    chosen = planning.identifying_exchange(x, knobs, [0, 1])
+    assert planning.varying_knobs(knobs, chosen).tolist()[3] is False
+    assert planning.identifying_exchange(x, knobs, [5]) == [5]  # one mode cannot vary anything
+
+
+@pytest.mark.parametrize("device_id", ["agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano"])
+def test_planning_region_offers_two_values_of_every_knob(device_id):
+    device = load_device(device_id)
+    a = device.modes().as_arrays()
+    region = planning.operating_region(device, a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"])
+    top = F.device_maxima(device)
+    for knob in ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"):
+        values = np.unique(a[knob][region])
+        assert len(values) >= 2, knob
+        if knob != "cpu_cores":  # every clock's floor is half its maximum or the second-highest step
+            assert values.min() >= min(planning.MIN_CLOCK_SHARE * top[knob], np.unique(a[knob])[-2])

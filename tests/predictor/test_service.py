@@ -8,8 +8,10 @@ import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
 from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor import service
-from jetpredict.predictor.model import fit_workload
+from jetpredict.predictor import limits, service
+from jetpredict.predictor.bundled import fit_workload, predict
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.recommend import check_confidence
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 PROFILED = ["a", "d", "g", "h"]  # four of the published AGX Xavier modes
@@ -26,7 +28,7 @@ def test_resolve_presets_and_all():
     presets = service.resolve_modes("agx-xavier", "presets")
     assert list(presets.columns) == list(service.MODE_COLUMNS)
     assert "MAXN" in set(presets["mode"])
-    every = service.resolve_modes("agx-xavier", "all")
+    every = service.resolve_modes(load_device("agx-xavier"), "all")  # a Device object works the same
     assert len(every) == 29232 == len(load_device("agx-xavier").modes())
     every.loc[0, "mode"] = "changed"  # callers get a copy, not the cached table
     assert service.resolve_modes("agx-xavier", "all").loc[0, "mode"] != "changed"
@@ -64,24 +66,60 @@ def test_bad_modes_name_field_and_rule(modes, field, words):
     assert words in err.value.message
 
 
+def test_too_many_modes_is_refused_at_the_shared_limit():
+    one = {"mode": "x", "cpu_cores": 8, "cpu_mhz": 2000.0, "gpu_mhz": 900.0, "emc_mhz": 1600.0}
+    table = pd.DataFrame([one] * (limits.MAX_MODES + 1))
+    with pytest.raises(InputError, match=f"at most {limits.MAX_MODES}"):
+        service.resolve_modes("agx-xavier", table)
+
+
 def test_unknown_device():
     with pytest.raises(UnknownDeviceError, match="valid devices"):
         service.resolve_modes("jetson-tx9", "presets")
+    with pytest.raises(InputError) as err:
+        service.resolve_device(7)
+    assert err.value.field == "device"
 
 
 def test_predict_columns_intervals_and_provenance(resnet):
     df = service.predict(resnet, "presets")
-    for col in (*service.MODE_COLUMNS, *service.PREDICTION_COLUMNS, *service.PROVENANCE_COLUMNS):
+    for col in (*service.MODE_COLUMNS, *service.PREDICTION_COLUMNS, *service.FLAG_COLUMNS,
+                *service.PROVENANCE_COLUMNS):
         assert col in df.columns
-    assert (df["epoch_time_s_low"] <= df["epoch_time_s"]).all()
-    assert (df["epoch_time_s"] <= df["epoch_time_s_high"]).all()
-    assert (df["epoch_energy_j_low"] <= df["epoch_energy_j"]).all()
-    assert (df["epoch_energy_j"] <= df["epoch_energy_j_high"]).all()
+    for base in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
+        assert (df[f"{base}_low"] < df[base]).all() and (df[base] < df[f"{base}_high"]).all(), base
     assert not df["cross_device"].any()
     assert set(df["reference_source"]) == {"published"}
-    assert set(df["profiled_modes"]) == {4}
+    assert set(df["profiled_modes"]) == {4} and set(df["confidence"]) == {limits.DEFAULT_CONFIDENCE}
     maxn = df[df["mode"] == "MAXN"].iloc[0]
     assert maxn["epoch_time_s"] == df["epoch_time_s"].min()
+
+
+def test_confidence_sets_the_width_of_every_interval(resnet):
+    narrow = service.predict(resnet, "presets", confidence=0.5)
+    wide = service.predict(resnet, "presets", confidence=0.99)
+    np.testing.assert_allclose(narrow["epoch_time_s"], wide["epoch_time_s"])
+    for base in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
+        assert (wide[f"{base}_high"] > narrow[f"{base}_high"]).all(), base
+        assert (wide[f"{base}_low"] < narrow[f"{base}_low"]).all(), base
+    for bad in (0.3, 1.0, 90, "high", True):
+        with pytest.raises(InputError) as err:
+            service.predict(resnet, "presets", confidence=bad)
+        assert err.value.field == "confidence"
+
+
+def test_extrapolated_knobs_name_the_knobs_outside_the_profiled_ranges(resnet):
+    # Profiled: a, d, g, h -> 4..8 cores, CPU 1200..2265 MHz, GPU 670..1377 MHz, EMC 1066..2133 MHz.
+    table = pd.DataFrame([
+        {"mode": "inside", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 900.0, "emc_mhz": 1600.0},
+        {"mode": "slow-gpu", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 114.75, "emc_mhz": 1600.0},
+        {"mode": "corner", "cpu_cores": 1, "cpu_mhz": 115.2, "gpu_mhz": 114.75, "emc_mhz": 204.0}])
+    df = service.predict(resnet, table)
+    assert df["extrapolated_knobs"].tolist() == ["", "gpu_mhz", "cpu_cores;cpu_mhz;gpu_mhz;emc_mhz"]
+    assert df["extrapolated"].tolist() == [False, True, True]
+    # Cross-device predictions carry cross_device instead (the ranges are the source device's clocks).
+    moved = service.predict(resnet, "presets", device="xavier-nx")
+    assert moved["cross_device"].all() and not moved["extrapolated"].any()
 
 
 def test_predict_all_is_monotone_in_gpu_clock(resnet):
@@ -111,69 +149,73 @@ def test_model_refuses_another_devices_modes(resnet):
 
 
 def test_cross_device_prediction_is_marked(resnet):
-    df = service.predict(resnet, "presets", device_id="xavier-nx")
+    df = service.predict(resnet, "presets", device="xavier-nx")
     assert df["cross_device"].all()
     assert set(df["mode"]) == {p.mode for p in load_device("xavier-nx").presets}
 
 
-def test_recommend_min_time_under_20_w_is_on_front(resnet):
+def test_recommend_caps_power_with_the_upper_bound(resnet):
     out = service.recommend(resnet, "min-time", max_power_w=20)
-    best = out["best"]
-    assert out["feasible"] and best["avg_power_w"] <= 20
-    assert best["mode"] in {r["mode"] for r in out["pareto"]}
-    assert best["mode"] in {r["mode"] for r in out["pareto_power"]}
+    best = out.best
+    assert out.feasible and best["avg_power_w_high"] <= 20
     every = service.predict(resnet, "all")
-    under = every[every["avg_power_w"] <= 20]
-    assert best["epoch_time_s"] == pytest.approx(under["epoch_time_s"].min())
-    # The front is sorted fastest first and trades time for energy monotonically.
-    t = [r["epoch_time_s"] for r in out["pareto"]]
-    e = [r["epoch_energy_j"] for r in out["pareto"]]
+    # The point-based choice would have taken a faster mode whose upper bound breaks the cap.
+    by_point = every[every["avg_power_w"] <= 20]["epoch_time_s"].min()
+    assert by_point < best["epoch_time_s"]
+    under = every[(every["avg_power_w_high"] <= 20) & ~every["extrapolated"]]
+    assert best["epoch_time_s"] == pytest.approx(under["epoch_time_s"].min()) or best["extrapolated"]
+    # The front holds feasible modes only, fastest first, trading time for energy monotonically.
+    assert all(r["avg_power_w_high"] <= 20 for r in out.pareto)
+    t = [r["epoch_time_s"] for r in out.pareto]
+    e = [r["epoch_energy_j"] for r in out.pareto]
     assert t == sorted(t) and e == sorted(e, reverse=True)
 
 
-def test_recommend_min_energy_under_time_limit(resnet):
+def test_higher_confidence_gives_a_more_cautious_choice(resnet):
+    loose = service.recommend(resnet, "min-time", max_power_w=20, confidence=0.5)
+    strict = service.recommend(resnet, "min-time", max_power_w=20, confidence=0.99)
+    assert strict.best["avg_power_w_high"] <= 20 and loose.best["avg_power_w_high"] <= 20
+    assert strict.best["avg_power_w"] < loose.best["avg_power_w"]
+    assert strict.best["epoch_time_s"] >= loose.best["epoch_time_s"]
+    assert strict.confidence == 0.99 and strict.best["confidence"] == 0.99
+
+
+def test_recommend_min_energy_under_time_limit_uses_the_upper_time_bound(resnet):
     out = service.recommend(resnet, "min-energy", max_epoch_time_s=400)
-    assert out["best"]["epoch_time_s"] <= 400
-    assert out["best"]["epoch_energy_j"] == pytest.approx(min(r["epoch_energy_j"] for r in out["pareto"]))
+    assert out.best["epoch_time_s_high"] <= 400
+    assert out.best["epoch_energy_j"] == pytest.approx(min(r["epoch_energy_j"] for r in out.pareto))
+
+
+def test_recommend_prefers_in_range_modes_unless_better_beyond_the_interval(resnet):
+    out = service.recommend(resnet, "min-energy")
+    every = service.predict(resnet, "all")
+    best_any = every.loc[every["epoch_energy_j"].idxmin()]
+    inside = every[~every["extrapolated"]]
+    best_in = inside.loc[inside["epoch_energy_j"].idxmin()]
+    if best_any["epoch_energy_j_high"] < best_in["epoch_energy_j"]:
+        assert out.best["mode"] == best_any["mode"] and not out.preferred_in_range
+    else:
+        assert out.best["mode"] == best_in["mode"] and out.preferred_in_range
+    assert out.best["extrapolated_knobs"] == ("" if out.preferred_in_range else best_any["extrapolated_knobs"])
 
 
 def test_recommend_infeasible_reports_reason(resnet):
     out = service.recommend(resnet, "min-time", max_power_w=1.0)
-    assert out["best"] is None and not out["feasible"] and "lowest predicted power" in out["reason"]
+    assert out.best is None and not out.feasible and "lowest upper bound of power at 90%" in out.reason
+    assert out.as_dict()["best"] is None
 
 
-def test_plan_profiling_picks_distinct_modes_and_estimates_time():
-    plan = service.plan_profiling("agx-xavier", 4)
-    assert list(plan.columns) == [*service.MODE_COLUMNS, "est_profile_s"]
-    assert len(plan.drop_duplicates(subset=["cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"])) == 4
-    for knob in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
-        assert plan[knob].nunique() >= 2, knob
-    # settle + idle window alone are 10 s; 50 minibatches add more.
-    assert (plan["est_profile_s"] > 10).all()
-
-
-def test_default_plan_stays_in_the_upper_half_of_every_clock_and_given_candidates_are_kept():
-    from jetpredict.models.catalogue import load_device
-    from jetpredict.predictor.planning import MIN_CLOCK_SHARE, MIN_CORES
-
-    for device_id in ("agx-xavier", "orin-nano"):
-        top = load_device(device_id).knob_ranges()
-        plan = service.plan_profiling(device_id, 4)
-        assert (plan["cpu_cores"] >= MIN_CORES).all()
-        for knob in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
-            assert (plan[knob] >= MIN_CLOCK_SHARE * top[knob][1]).all(), (device_id, knob)
-    slow = pd.DataFrame([dict(mode=f"m{i}", cpu_cores=1 + i % 2, cpu_mhz=115.2, gpu_mhz=g, emc_mhz=204.0)
-                         for i, g in enumerate((114.75, 216.75, 318.75))])
-    assert set(service.plan_profiling("agx-xavier", 2, slow)["mode"]) <= {"m0", "m1", "m2"}
-
-
-def test_plan_profiling_from_candidates(resnet):
-    cands = service.predict(resnet, "presets")[list(service.MODE_COLUMNS)]
-    plan = service.plan_profiling("agx-xavier", 2, cands)
-    assert set(plan["mode"]) <= set(cands["mode"])
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"objective": "fastest"}, "objective"),
+    ({"objective": "min-time", "max_power_w": -3}, "max_power_w"),
+    ({"objective": "min-time", "max_epoch_time_s": float("nan")}, "max_epoch_time_s"),
+    ({"objective": "min-time", "max_power_w": "many"}, "max_power_w"),
+    ({"objective": "min-time", "confidence": 0.2}, "confidence"),
+])
+def test_bad_recommend_input_names_the_field(resnet, kwargs, field):
     with pytest.raises(InputError) as err:
-        service.plan_profiling("agx-xavier", len(cands) + 1, cands)
-    assert err.value.field == "budget"
+        service.recommend(resnet, **kwargs)
+    assert err.value.field == field
 
 
 def test_power_constraints_apply_without_measured_power():
@@ -182,14 +224,14 @@ def test_power_constraints_apply_without_measured_power():
     rows[["epoch_energy_j", "avg_power_w", "base_power_w"]] = np.nan
     model = fit_workload(rows, "agx-xavier")
     out = service.recommend(model, "min-time", max_power_w=20)
-    assert out["feasible"] and out["best"]["avg_power_w"] <= 20
-    assert out["best"]["power_source"] == "reference"
+    assert out.feasible and out.best["avg_power_w_high"] <= 20
+    assert out.best["power_source"] == "reference"
 
 
 def test_cross_device_provenance_names_the_least_trustworthy_reference(resnet):
     # The AGX Xavier rows and reference are published; Orin Nano's reference sweeps are simulated.
     assert set(service.predict(resnet, "presets")["reference_source"]) == {"published"}
-    moved = service.predict(resnet, "presets", device_id="orin-nano")
+    moved = service.predict(resnet, "presets", device="orin-nano")
     assert set(moved["reference_source"]) == {"simulated"}
     assert moved["cross_device"].all()
 
@@ -197,16 +239,84 @@ def test_cross_device_provenance_names_the_least_trustworthy_reference(resnet):
 def test_catalogue_modes_read_from_the_space_prediction_match_a_direct_prediction(resnet):
     from jetpredict.predictor.space import catalogue_index
 
-    space = load_device("agx-xavier").modes()
-    picked = [space[i].as_dict() for i in (0, 4321, 17777, len(space) - 1)]
-    table = pd.DataFrame(picked)
-    assert catalogue_index("agx-xavier", {c: table[c].to_numpy() for c in MODE_FIELDS}) is not None
+    device = load_device("agx-xavier")
+    space = device.modes()
+    table = pd.DataFrame([space[i].as_dict() for i in (0, 4321, 17777, len(space) - 1)])
+    assert catalogue_index(device, ModeArrays.from_frame(table)) is not None
     df = service.predict(resnet, table)
-    direct = resnet.predict_arrays(*(table[c].to_numpy() for c in MODE_FIELDS))
+    direct = predict(resnet, ModeArrays.from_frame(table))
     for column in service.PREDICTION_COLUMNS:
-        np.testing.assert_allclose(df[column].to_numpy(), direct[column], rtol=1e-12)
+        np.testing.assert_allclose(df[column].to_numpy(), getattr(direct, column), rtol=1e-12)
     # A knob between steps (an nvpmodel cap) is predicted directly, not snapped to a step.
     capped = table.assign(cpu_mhz=1200.0)
-    assert catalogue_index("agx-xavier", {c: capped[c].to_numpy() for c in MODE_FIELDS}) is None
-    direct = resnet.predict_arrays(*(capped[c].to_numpy() for c in MODE_FIELDS))
-    np.testing.assert_allclose(service.predict(resnet, capped)["epoch_time_s"], direct["epoch_time_s"])
+    assert catalogue_index(device, ModeArrays.from_frame(capped)) is None
+    direct = predict(resnet, ModeArrays.from_frame(capped))
+    np.testing.assert_allclose(service.predict(resnet, capped)["epoch_time_s"], direct.epoch_time_s)
+
+
+# -- plans ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device_id", ["agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano"])
+def test_plan_of_four_varies_every_knob_on_every_device(device_id):
+    plan = service.plan_profiling(device_id, 4)
+    modes = plan.modes
+    assert list(modes.columns) == [*service.MODE_COLUMNS, "est_profile_s"]
+    assert len(modes.drop_duplicates(subset=list(MODE_FIELDS))) == 4
+    for knob in MODE_FIELDS:
+        assert modes[knob].nunique() >= 2, (device_id, knob)
+    assert plan.constant == ()
+    # settle + idle window alone are 10 s; 50 minibatches add more.
+    assert (modes["est_profile_s"] > 10).all()
+
+
+def test_default_plan_stays_in_the_planning_region_and_given_candidates_are_kept():
+    from jetpredict.predictor.planning import MIN_CLOCK_SHARE, MIN_CORES
+
+    top = load_device("agx-xavier").knob_ranges()
+    modes = service.plan_profiling("agx-xavier", 4).modes
+    assert (modes["cpu_cores"] >= MIN_CORES).all()
+    for knob in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
+        assert (modes[knob] >= MIN_CLOCK_SHARE * top[knob][1]).all(), knob
+    # Orin Nano's memory clock has one step in its upper half (2133 MHz): the next one below joins.
+    assert set(service.plan_profiling("orin-nano", 4).modes["emc_mhz"]) == {665.6, 2133.0}
+    slow = pd.DataFrame([dict(mode=f"m{i}", cpu_cores=1 + i % 2, cpu_mhz=115.2, gpu_mhz=g, emc_mhz=204.0)
+                         for i, g in enumerate((114.75, 216.75, 318.75))])
+    assert set(service.plan_profiling("agx-xavier", 2, slow).modes["mode"]) <= {"m0", "m1", "m2"}
+
+
+def test_plan_says_which_knobs_stay_extrapolated(resnet):
+    cands = service.predict(resnet, "presets")[list(service.MODE_COLUMNS)]
+    plan = service.plan_profiling("agx-xavier", 2, cands)
+    assert set(plan.modes["mode"]) <= set(cands["mode"])
+    lo = plan.modes[list(MODE_FIELDS)].min()
+    hi = plan.modes[list(MODE_FIELDS)].max()
+    for knob in MODE_FIELDS:
+        share = float(((cands[knob] < lo[knob]) | (cands[knob] > hi[knob])).mean())
+        assert plan.extrapolated.get(knob, 0.0) == pytest.approx(share), knob
+    one = service.plan_profiling("agx-xavier", 1, cands)
+    assert set(one.constant) == set(MODE_FIELDS) and "cannot vary" in one.summary()
+    with pytest.raises(InputError) as err:
+        service.plan_profiling("agx-xavier", len(cands) + 1, cands)
+    assert err.value.field == "budget"
+
+
+def test_http_schemas_accept_exactly_what_the_service_accepts():
+    """Limits, objectives and the confidence range are defined once (predictor.limits): a request the
+    schema lets through is one the service takes, and the first value past a limit fails in both."""
+    from jetpredict.api import schemas
+    from marshmallow import ValidationError
+
+    clients = [{"id": f"c{i}", "device": "nano"} for i in range(limits.MAX_CLIENTS + 1)]
+    body = {"workload": {"id": "w"}, "deadline_s": 100.0}
+    schemas.FleetPlanRequestSchema().load({**body, "clients": clients[:-1]})
+    with pytest.raises(ValidationError, match="clients"):
+        schemas.FleetPlanRequestSchema().load({**body, "clients": clients})
+    request = {"workload": {"id": "w"}, "objective": "min-time"}
+    assert set(schemas.OBJECTIVES) == set(limits.OBJECTIVES)
+    for ok in (limits.MIN_CONFIDENCE, limits.MAX_CONFIDENCE):
+        assert schemas.RecommendationRequestSchema().load({**request, "confidence": ok})["confidence"] == ok
+    for bad in (limits.MIN_CONFIDENCE - 0.01, 1.0):
+        with pytest.raises(ValidationError, match="confidence"):
+            schemas.RecommendationRequestSchema().load({**request, "confidence": bad})
+        with pytest.raises(InputError):
+            check_confidence(bad)
+    assert schemas.RecommendationRequestSchema().load(request)["confidence"] == limits.DEFAULT_CONFIDENCE

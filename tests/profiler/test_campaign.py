@@ -16,6 +16,7 @@ from jetpredict.profiler.backends import TorchBackend
 from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, resolve_modes, run_campaign
 from jetpredict.profiler.power import NullPowerMeter
 from jetpredict.profiler.powermode import detect_controller
+from jetpredict.profiler.runner import RealTimeRunner
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -90,8 +91,8 @@ def test_a_crash_loses_only_the_mode_in_progress(tmp_path):
     from jetpredict.models.catalogue import PowerMode
 
     modes = [PowerMode("first", 1, nan, nan, nan), PowerMode("second", 1, nan, nan, nan)]
-    parts = CampaignParts("host", None, modes, CrashOnSecondMode("lenet5-mnist", 8, 0),
-                          NullPowerMeter(), None, detect_controller("host"), 0.0)
+    runner = RealTimeRunner(CrashOnSecondMode("lenet5-mnist", 8, 0), NullPowerMeter())
+    parts = CampaignParts("host", None, modes, runner, detect_controller("host"), 0.0)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_campaign(cfg, parts)
     df = read_profile_csv(tmp_path / "p.csv")
@@ -137,15 +138,6 @@ def test_jetson_campaign_on_a_fake_orin_nano(fake_root, tmp_path):
         assert r["utilisation"] is not None and r["utilisation"] > 0
     assert fake_root.read("/var/lib/nvpmodel/status") == status  # the original mode is back
     assert any(c[:2] == ["nvpmodel", "-m"] for c in fake_root.calls())
-
-
-def test_sim_device_without_the_twin_is_a_clear_error(tmp_path, monkeypatch):
-    import jetpredict.profiler.sim as sim
-
-    monkeypatch.delattr(sim, "campaign_parts", raising=False)
-    with pytest.raises(InputError, match="digital twin") as err:
-        run_campaign(_cfg(tmp_path, device="sim:orin-nano", modes=None))
-    assert err.value.field == "device"
 
 
 class _Collector(BaseHTTPRequestHandler):

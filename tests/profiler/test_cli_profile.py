@@ -71,6 +71,6 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys, args, field_te
 
 
 def test_the_verb_registers_without_importing_torch():
-    code = "import sys; import profiler.cli; print('torch' in sys.modules)"
+    code = "import sys; import jetpredict.profiler.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 from jetpredict.models.profile_rows import validate_records
-from jetpredict.profiler.backends import MinibatchTiming
+from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.power import PowerTrace, detect_power_meter
-from jetpredict.profiler.runner import aggregate_row, run_mode, summarize
+from jetpredict.profiler.runner import RealTimeRunner, RunSettings, aggregate_row, summarize
 
 
 def test_summarize():
@@ -77,7 +77,9 @@ def test_energy_is_empty_with_a_reason_without_a_sensor_or_samples():
 
 
 def test_runner_imports_without_torch():
-    code = ("import sys; sys.modules['torch'] = None; import profiler.runner, profiler.backends; "
+    code = ("import sys; sys.modules['torch'] = None; "
+            "import jetpredict.profiler.runner, jetpredict.profiler.backends, "
+            "jetpredict.profiler.complexity; "
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
@@ -97,8 +99,9 @@ def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
     try:
         backend = TorchBackend("lenet5-mnist", batch_size=32, num_workers=0)
         seen = []
-        run = run_mode(backend, None, warmup=1, minibatches=6, meter=meter, idle_s=0.3, hz=50.0,
-                       on_minibatch=lambda phase, i, n: seen.append((phase, i, n)))
+        run = RealTimeRunner(backend, meter).run_mode(
+            None, RunSettings(warmup=1, minibatches=6, idle_s=0.3, hz=50.0),
+            on_minibatch=lambda phase, i, n: seen.append((phase, i, n)))
     finally:
         torch.set_num_threads(before)
     assert seen[0] == ("warmup", 1, 1) and seen[-1] == ("measure", 6, 6)
@@ -119,18 +122,17 @@ def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
     assert math.isfinite(row["epoch_time_s"])
 
 
-def test_run_mode_rejects_bad_counts():
+@pytest.mark.parametrize("field, value", [("minibatches", 0), ("warmup", -1), ("settle_s", -0.5),
+                                          ("idle_s", -1.0), ("hz", 0.0)])
+def test_run_settings_reject_bad_values_naming_the_field(field, value):
     from jetpredict.models.errors import InputError
 
     with pytest.raises(InputError) as err:
-        run_mode(None, minibatches=0)  # type: ignore[arg-type]
-    assert err.value.field == "minibatches"
-    with pytest.raises(InputError) as err:
-        run_mode(None, warmup=-1)  # type: ignore[arg-type]
-    assert err.value.field == "warmup"
+        RunSettings(**{field: value})
+    assert err.value.field == field
 
 
-class _PacedBackend:
+class _PacedBackend(TrainingBackend):
     """A training backend whose minibatches take a fixed time (no torch): the runner's timing seam."""
 
     def __init__(self, minibatch_s: float) -> None:
@@ -156,7 +158,22 @@ def test_short_windows_are_sampled_faster_than_the_default_rate(fake_root):
                                               ("VDD_SOC", 1000, 300)])
     meter = detect_power_meter("orin-nano")
     # 20 x 25 ms = 0.5 s: 10 Hz would give ~5 samples; the warm-up's pace raises the rate (<= 100 Hz).
-    run = run_mode(_PacedBackend(0.025), None, warmup=2, minibatches=20, meter=meter, idle_s=0.0)
+    run = RealTimeRunner(_PacedBackend(0.025), meter).run_mode(
+        None, RunSettings(warmup=2, minibatches=20, idle_s=0.0))
     window = (run.measured[0].start_s, run.measured[-1].end_s)
     assert run.trace.samples_in(*window) >= 20
     assert run.trace.mean_power_w(*window) == pytest.approx(10.0)
+
+
+def test_loader_defaults_to_at_most_one_worker_per_core_and_checks_its_fields():
+    from jetpredict.models.errors import InputError
+    from jetpredict.profiler.loader import default_num_workers, loader_settings
+
+    # The POMACS setup's 4 workers, but a 2-core host gets 2 (more workers than cores only contend).
+    assert [default_num_workers(c) for c in (1, 2, 4, 12)] == [1, 2, 4, 4]
+    assert loader_settings(None, None, default_batch_size=16, cpu_cores=2) == (16, 2)
+    assert loader_settings(8, 0, default_batch_size=16) == (8, 0)
+    for kw, field in (({"batch_size": 0}, "batch_size"), ({"num_workers": -1}, "workers")):
+        with pytest.raises(InputError) as err:
+            loader_settings(**{"batch_size": None, "num_workers": None, **kw}, default_batch_size=16)
+        assert err.value.field == field

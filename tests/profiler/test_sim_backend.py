@@ -11,15 +11,17 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import validate_records
 from jetpredict.profiler import runner, sim
 from jetpredict.profiler.sim.backend import WARMUP_EXTRA
+from jetpredict.profiler.sim.runner import SimulatedRunner
 
 
 def profile(device: str, workload: str, modes, seed: int = 0, **kw):
-    controller, meter, backend = sim.campaign_parts(device, workload, seed=seed)
+    rig = sim.simulated_rig(device, workload, seed=seed)
+    controller, meter, backend = rig.controller, rig.meter, rig.backend
     rows, runs = [], []
     with controller:
         for mode in modes:
             controller.apply(mode)
-            run = backend.run_mode(mode, meter=meter, **kw)
+            run = rig.runner.run_mode(mode, runner.RunSettings(**kw))
             runs.append(run)
             rows.append(runner.aggregate_row(
                 run.measured, device=device, workload=backend.workload,
@@ -81,8 +83,8 @@ def test_warmup_minibatches_are_slower_and_time_is_simulated():
 
 
 def test_without_a_meter_power_is_unknown_with_a_reason():
-    controller, _, backend = sim.campaign_parts("nano", "lenet5-mnist")
-    run = backend.run_mode(load_device("nano").maxn, meter=None, minibatches=5)
+    backend = sim.simulated_rig("nano", "lenet5-mnist").backend
+    run = SimulatedRunner(backend, None).run_mode(load_device("nano").maxn, runner.RunSettings(minibatches=5))
     row = runner.aggregate_row(run.measured, device="nano", workload=backend.workload,
                                mode=load_device("nano").maxn.as_dict(), batch_size=16, num_workers=4,
                                minibatches_per_epoch=3750, trace=run.trace, power_meter=run.power_meter)
@@ -92,7 +94,7 @@ def test_without_a_meter_power_is_unknown_with_a_reason():
 
 def test_controller_validates_and_restores():
     d = load_device("orin-nano")
-    controller, _, _ = sim.campaign_parts(d, "lenet5-mnist")
+    controller = sim.simulated_rig(d, "lenet5-mnist").controller
     with controller:
         controller.apply(d.preset("7W"))
         assert controller.read_back().mode == "7W"
@@ -111,15 +113,29 @@ def test_custom_modes_inside_the_range_are_simulated():
 
 def test_bad_arguments_name_their_field():
     with pytest.raises(InputError) as err:
-        sim.campaign_parts("orin-agx", "resnet18-cifar10", data="/tmp")
+        sim.simulated_rig("orin-agx", "resnet18-cifar10", data="/tmp")
     assert err.value.field == "data"
     with pytest.raises(InputError) as err:
-        sim.campaign_parts("orin-agx", "resnet18-cifar10", batch_size=0)
+        sim.simulated_rig("orin-agx", "resnet18-cifar10", batch_size=0)
     assert err.value.field == "batch_size"
     with pytest.raises(InputError) as err:
-        sim.campaign_parts("toaster", "resnet18-cifar10")
+        sim.simulated_rig("toaster", "resnet18-cifar10")
     assert err.value.field == "device"
-    _, meter, backend = sim.campaign_parts("orin-agx", "resnet18-cifar10")
     with pytest.raises(InputError) as err:
-        backend.run_mode(None, meter=meter, minibatches=0)
+        runner.RunSettings(minibatches=0)
     assert err.value.field == "minibatches"
+
+
+def test_the_simulated_clock_does_not_read_the_machine_clock():
+    """Every rig starts its clock at 0 s: a start taken from time.perf_counter() rounds sample times
+    against power segments differently in every process, so one seed gave several avg_power_w."""
+    rigs = [sim.simulated_rig("agx-xavier", "resnet18-cifar10", seed=3) for _ in range(2)]
+    assert [r.runner.now_s() for r in rigs] == [0.0, 0.0]
+    d = load_device("agx-xavier")
+    rows = []
+    for rig in rigs:
+        run = rig.runner.run_mode(d.maxn, runner.RunSettings(warmup=2, minibatches=20))
+        rows.append(runner.aggregate_row(
+            run.measured, device="agx-xavier", workload="w", mode=d.maxn.as_dict(), batch_size=16,
+            num_workers=4, minibatches_per_epoch=3125, trace=run.trace, power_meter=run.power_meter))
+    assert rows[0]["avg_power_w"] == rows[1]["avg_power_w"] and rows[0]["power_samples"] >= 20

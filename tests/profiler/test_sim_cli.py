@@ -24,3 +24,24 @@ def test_profile_presets_on_the_twin(tmp_path, capsys):
     # The raw sidecar holds the simulated minibatches and power samples of every mode.
     doc = json.loads((tmp_path / "s.csv.json").read_text())
     assert len(doc["modes"]) == len(df) and doc["modes"][0]["power"]["meter"] == "sim:orin-agx"
+
+
+def test_a_seeded_twin_profile_is_byte_identical_across_processes(tmp_path):
+    """Two processes, one seed: the CSV and its JSON sidecar are the same bytes (the simulated clock
+    starts at 0 s, and a simulated campaign records no wall-clock start)."""
+    import subprocess
+    import sys
+
+    outputs = []
+    for run in ("first", "second"):
+        cwd = tmp_path / run
+        cwd.mkdir()
+        subprocess.run([sys.executable, "-m", "jetpredict", "profile", "--device", "sim:agx-xavier",
+                        "--workload", "resnet18-cifar10", "--modes", "presets", "--out", "X.csv",
+                        "--no-progress"], cwd=cwd, check=True, capture_output=True, text=True)
+        outputs.append(((cwd / "X.csv").read_bytes(), (cwd / "X.csv.json").read_bytes()))
+    assert outputs[0][0] == outputs[1][0]
+    assert outputs[0][1] == outputs[1][1]
+    doc = json.loads(outputs[0][1])
+    assert doc["started_utc"] is None and doc["clock"].startswith("simulated")
+    assert len(read_profile_csv(tmp_path / "first" / "X.csv")) == len(load_device("agx-xavier").presets)

@@ -43,9 +43,11 @@ def test_spread_modes_cover_every_knob_range():
 
 
 def test_the_twin_runs_without_torch():
-    code = ("import sys; from profiler import sim; from models.catalogue import load_device; "
-            "c, m, b = sim.campaign_parts('nano', 'lenet5-mnist'); "
-            "r = b.run_mode(load_device('nano').maxn, meter=m, minibatches=3); "
+    code = ("import sys; from jetpredict.profiler import sim; "
+            "from jetpredict.profiler.runner import RunSettings; "
+            "from jetpredict.models.catalogue import load_device; "
+            "rig = sim.simulated_rig('nano', 'lenet5-mnist'); "
+            "r = rig.runner.run_mode(load_device('nano').maxn, RunSettings(minibatches=3)); "
             "print(len(r.measured), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["3", "False"]

@@ -23,21 +23,44 @@ def epoch_s(t: Twin, *mode, workers=4, batch=None) -> float:
     return float(t.epoch(knobs(*mode), batch, workers)["epoch_time_s"][0])
 
 
-@pytest.mark.parametrize("workload", ["resnet18-cifar10", "vgg11-cifar10"])
-def test_gpu_bound_models_slow_down_with_lower_gpu_and_emc_clocks(workload):
+@pytest.mark.parametrize("workload, gpu_halved, emc_halved", [("resnet18-cifar10", 1.83, 1.31),
+                                                              ("vgg11-cifar10", 1.75, 1.38)])
+def test_gpu_bound_models_slow_down_with_lower_gpu_and_emc_clocks(workload, gpu_halved, emc_halved):
+    # Pinned near the twin's values (ResNet-18's EMC figure is within 3% of the published +35% of mode
+    # h vs g): a change of the roofline or the calibration moves them.
     t = twin("agx-xavier", workload)
     maxn = epoch_s(t, 8, 2265.6, 1377, 2133)
-    assert epoch_s(t, 8, 2265.6, 675.75, 2133) > 1.25 * maxn  # GPU clock halved
-    assert epoch_s(t, 8, 2265.6, 1377, 1065.6) > 1.1 * maxn   # EMC clock halved (published: +35%)
-    assert epoch_s(t, 8, 1190.4, 1377, 2133) < 1.15 * maxn    # CPU clock halved: small effect
+    assert epoch_s(t, 8, 2265.6, 675.75, 2133) / maxn == pytest.approx(gpu_halved, rel=0.03)
+    assert epoch_s(t, 8, 2265.6, 1377, 1065.6) / maxn == pytest.approx(emc_halved, rel=0.03)
+    assert epoch_s(t, 8, 1190.4, 1377, 2133) / maxn < 1.06    # CPU clock halved: small effect
+
+
+#: Largest error of the twin on the published AGX Xavier sweeps (10 modes each), as measured (4.7% and
+#: 8.7%) plus a little: the in-sample fit these figures come from is docs/twin-calibration.md.
+SWEEP_TOLERANCE = {"resnet18-cifar10": 0.05, "mobilenetv3-gld23k": 0.09}
+
+
+@pytest.mark.parametrize("workload", sorted(SWEEP_TOLERANCE))
+def test_the_published_agx_xavier_sweeps_mode_by_mode(workload):
+    from jetpredict.models.paths import data_path
+    from jetpredict.models.profile_rows import read_profile_csv
+
+    pub = read_profile_csv(data_path("reference", "agx-xavier-published.csv"))
+    pub = pub[pub["workload"] == workload].reset_index(drop=True)
+    ours = {"mobilenetv3-gld23k": "mobilenetv3-small-gld23k"}.get(workload, workload)
+    sim = twin("agx-xavier", ours).epoch(pub[["cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]])
+    err = sim["epoch_time_s"] / pub["epoch_time_s"].to_numpy() - 1
+    assert len(err) == 10
+    assert np.abs(err).max() <= SWEEP_TOLERANCE[workload], dict(zip(pub["mode"], err, strict=True))
 
 
 def test_lenet_is_cpu_bound():
     t = twin("xavier-nx", "lenet5-mnist")
     top = epoch_s(t, 6, 1907.2, 1109.25, 1866)
-    assert epoch_s(t, 6, 960.0, 1109.25, 1866) > 1.5 * top           # CPU clock halved
-    assert epoch_s(t, 2, 1907.2, 1109.25, 1866) > 1.05 * top          # fewer cores, 4 workers
-    assert epoch_s(t, 6, 1907.2, 510.0, 1866) < 1.10 * top            # GPU clock halved: hardly
+    # CPU clock halved: a CPU-bound epoch takes as much longer as the clock is slower (1907.2 / 960).
+    assert epoch_s(t, 6, 960.0, 1109.25, 1866) / top == pytest.approx(1907.2 / 960.0, rel=0.02)
+    assert epoch_s(t, 2, 1907.2, 1109.25, 1866) / top == pytest.approx(1.17, rel=0.03)  # 2 cores, 4 workers
+    assert epoch_s(t, 6, 1907.2, 510.0, 1866) / top < 1.01            # GPU clock halved: hardly
 
 
 def test_maxn_is_fastest_but_not_lowest_energy_for_resnet18():
@@ -47,17 +70,17 @@ def test_maxn_is_fastest_but_not_lowest_energy_for_resnet18():
         i_maxn = [p.mode for p in d.presets].index(d.maxn.mode)
         assert np.argmin(e["epoch_time_s"]) == i_maxn
         assert np.argmin(e["epoch_energy_j"]) != i_maxn
-        assert e["epoch_energy_j"][i_maxn] > 1.05 * e["epoch_energy_j"].min()
+        assert e["epoch_energy_j"][i_maxn] > 1.15 * e["epoch_energy_j"].min()  # measured 1.20-2.25x
 
 
 def test_resnet18_at_the_lowest_gpu_clock_matches_the_published_maxn_fact():
-    # facts.csv (S1 §5.6): AGX Xavier MAXN vs the same mode with the GPU at 114.75 MHz, ResNet-18/CIFAR-10:
-    # 10.3x speed-up at 3.6x the power.
+    # POMACS 2022 §5.6 (tools/data/ratio_facts.csv): AGX Xavier MAXN vs the same mode with the GPU at
+    # 114.75 MHz, ResNet-18/CIFAR-10: 10.3x speed-up at 3.6x the power (the twin: 9.8x, 3.46x).
     e = twin("agx-xavier", "resnet18-cifar10").epoch(knobs([8, 8], [2265.6] * 2, [1377, 114.75], [2133] * 2))
     speedup = e["epoch_time_s"][1] / e["epoch_time_s"][0]
     power_ratio = e["avg_power_w"][0] / e["avg_power_w"][1]
-    assert speedup == pytest.approx(10.3, rel=0.20)
-    assert power_ratio == pytest.approx(3.6, rel=0.15)
+    assert speedup == pytest.approx(10.3, rel=0.06)
+    assert power_ratio == pytest.approx(3.6, rel=0.05)
     assert e["epoch_energy_j"][0] < e["epoch_energy_j"][1]  # MAXN uses less energy per epoch here
 
 
@@ -65,14 +88,18 @@ def test_workers_pipeline_the_fetch_with_compute():
     t = twin("agx-xavier", "mobilenetv3-small-gld23k")
     mode = knobs(8, 2265.6, 1377, 2133)
     stalls = [float(t.epoch(mode, None, w)["stall_time_s"][0]) for w in (0, 1, 2, 4)]
-    assert stalls[0] > 5 * stalls[3]                 # published: 285 s vs 13 s
+    # Published (POMACS Fig 2a): 285.3 s with no workers, 12.9 s with 4; the twin: 328 s (+15%), 13.6 s.
+    assert stalls[0] == pytest.approx(285.3, rel=0.20) and stalls[3] == pytest.approx(12.9, rel=0.08)
     assert stalls == sorted(stalls, reverse=True)
 
 
 def test_small_batches_are_launch_bound():
     t = twin("agx-xavier", "resnet18-cifar10")
     per_epoch = [epoch_s(t, 8, 2265.6, 1377, 2133, batch=b) for b in (1, 16, 64)]
-    assert per_epoch[0] > 3 * per_epoch[1] > 3 * per_epoch[2] / 1.5
+    # Published (POMACS Fig 4): 2013.7 s at batch 1, 345.5 s at 16 (the twin: -2%, -0.6%), 205.5 s at 64,
+    # where the twin is 30% slow (the batch-size hold-out of docs/twin-calibration.md).
+    assert per_epoch[0] == pytest.approx(2013.7, rel=0.04) and per_epoch[1] == pytest.approx(345.5, rel=0.03)
+    assert per_epoch[0] > per_epoch[1] > per_epoch[2]
 
 
 def test_power_between_base_and_budget_and_rises_with_clocks():

@@ -1,0 +1,40 @@
+"""The mode-chooser page at ``/``, the interactive API docs at ``/docs``, and their static files.
+
+Everything the browser loads ships inside the package (``api/static``): the page's own HTML, JS and CSS,
+the vendored uPlot chart library and the vendored Swagger UI (``api/static/vendor``, each with its
+licence). No HTML references an external host, so both pages work on a Jetson without internet, and no
+HTML carries an inline script or style, so a strict Content-Security-Policy (``script-src 'self'``) holds.
+The page reads only the public HTTP API (``/v1/...``, ``/openapi.json``); it has no private endpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint, Response, send_from_directory
+
+#: The static files (installed as package data of ``jetpredict.api``).
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+#: Versions of the vendored browser libraries (npm packages; see ``api/static/vendor/README.md``).
+VENDORED = {"uplot": "1.6.32", "swagger-ui-dist": "5.35.0"}
+
+blp = Blueprint("page", __name__, static_folder=str(STATIC_DIR), static_url_path="/assets")
+
+
+def _html(name: str) -> Response:
+    response = send_from_directory(STATIC_DIR, name, mimetype="text/html")
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+@blp.get("/")
+def index() -> Response:
+    """The mode-chooser page."""
+    return _html("index.html")
+
+
+@blp.get("/docs")
+@blp.get("/docs/")
+def docs() -> Response:
+    """Swagger UI on ``/openapi.json``, served from the package."""
+    return _html("docs.html")

@@ -1,0 +1,295 @@
+"""Real-data cross-validation of the predictor: every small design, references that do not flatter.
+
+Data: the real AGX Xavier sweeps (ResNet-18/CIFAR-10 and MobileNetV3/GLD-23k on the published modes a-j,
+POMACS 2022 Fig 9, ``models/reference/agx-xavier-published.csv``). For each target workload, **every**
+design of 1, 2, 3 and 4 profiled modes among a-j (10 + 45 + 120 + 210 = 385 designs) is fitted and
+scored on the modes it did not profile, under three references, none of which contains the target:
+
+- ``other real``: the other real workload's sweep (a GPU-bound look-alike: the friendliest case);
+- ``opposite regime``: the digital twin's LeNet-5 sweep of AGX Xavier (simulated, CPU bound;
+  ``models/reference/agx-xavier-simulated.csv``): a prior of the wrong regime that the rows must override;
+- ``other device``: Xavier NX's simulated sweeps moved to AGX Xavier through device physics (the path a
+  device without its own reference takes).
+
+Per target, reference and design size it prints the median and 90th percentile over designs of the
+time, energy and power MAPE (%), the coverage (%) of the nominal 90% intervals over every held-out
+(design, mode) pair and their median width (% of the prediction, high - low), and the mean-of-profiled
+baseline. Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
+Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX.
+
+The scores are only as good as these 20 real rows: two GPU-bound CNNs on ten modes whose CPU clock
+takes three values. Nothing here is tuned on; it is the check.
+
+Run: ``python bench/real_cv.py`` (about a minute on one core) prints the tables; ``--write`` also writes
+``bench/results/real_cv.md`` and ``.json``. ``--sizes 4`` or ``--cases "other real"`` run a subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# This checkout's packages first (an editable install may point at another tree).
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
+from jetpredict.models.catalogue import load_device  # noqa: E402
+from jetpredict.models.errors import InputError  # noqa: E402
+from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
+from jetpredict.predictor import bundled  # noqa: E402
+from jetpredict.predictor.bundled import fit_workload  # noqa: E402
+from jetpredict.predictor.knobs import ModeArrays  # noqa: E402
+from jetpredict.predictor.reference import build_reference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
+TWIN_CSV = ROOT / "models" / "reference" / "agx-xavier-simulated.csv"
+OTHER_DEVICE_CSV = ROOT / "models" / "reference" / "xavier-nx-simulated.csv"
+CROSS_CSV = Path(__file__).resolve().parent / "data" / "published_cross_device.csv"
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGETS = ("resnet18-cifar10", "mobilenetv3-gld23k")
+CASES = ("other real", "opposite regime", "other device")
+SIZES = (1, 2, 3, 4)
+#: Quantities scored: (prediction column, short name).
+OUTPUTS = (("epoch_time_s", "time"), ("epoch_energy_j", "energy"), ("avg_power_w", "power"))
+
+
+def predict(model, modes: pd.DataFrame, device_id: str | None = None) -> dict[str, np.ndarray]:
+    """The model's predictions (arrays by column name, 90% intervals) at the knob columns of ``modes``."""
+    device = None if device_id is None else load_device(device_id)
+    return bundled.predict(model, ModeArrays.from_frame(modes), device).columns()
+
+
+def power_of(rows: pd.DataFrame) -> np.ndarray:
+    """Mean training power per row (W): ``avg_power_w``, else energy / time."""
+    p = rows["avg_power_w"].to_numpy(float)
+    return np.where(np.isnan(p), rows["epoch_energy_j"].to_numpy(float) / rows["epoch_time_s"].to_numpy(float), p)
+
+
+def references(real: pd.DataFrame) -> dict[tuple[str, str], object]:
+    """Each (target, case) reference, built once (none contains the target workload)."""
+    from jetpredict.predictor.transfer import derive_reference
+
+    twin = read_profile_csv(TWIN_CSV)
+    lenet = build_reference(twin[twin["workload"] == "lenet5-mnist"].reset_index(drop=True), "agx-xavier")
+    moved = derive_reference(build_reference(read_profile_csv(OTHER_DEVICE_CSV), "xavier-nx"),
+                             load_device("agx-xavier"))
+    out = {}
+    for target in TARGETS:
+        other = real[real["workload"] != target].reset_index(drop=True)
+        out[(target, "other real")] = build_reference(other, "agx-xavier")
+        out[(target, "opposite regime")] = lenet
+        out[(target, "other device")] = moved
+    return out
+
+
+def score_design(rows: pd.DataFrame, pick: tuple[int, ...], ref) -> dict[str, np.ndarray] | None:
+    """Fit ``rows`` at positions ``pick`` with ``ref`` and score the other rows; None if the fit refuses."""
+    prof = rows.iloc[list(pick)]
+    test = rows.drop(index=rows.index[list(pick)])
+    try:
+        p = predict(fit_workload(prof, reference=ref), test)
+    except InputError as exc:
+        print(f"  design {','.join(prof['mode'])}: {exc}", file=sys.stderr)
+        return None
+    obs = {"epoch_time_s": test["epoch_time_s"].to_numpy(float),
+           "epoch_energy_j": test["epoch_energy_j"].to_numpy(float), "avg_power_w": power_of(test)}
+    out: dict[str, np.ndarray] = {}
+    for col, name in OUTPUTS:
+        pred, lo, hi = (np.asarray(p[c], float) for c in (col, f"{col}_low", f"{col}_high"))
+        out[f"{name}_err"] = np.abs(pred / obs[col] - 1.0) * 100.0
+        out[f"{name}_hit"] = (obs[col] >= lo) & (obs[col] <= hi)
+        out[f"{name}_width"] = (hi - lo) / pred * 100.0
+    # The trivial baseline: every unprofiled mode gets the mean of the profiled ones.
+    for col, name in OUTPUTS[:2]:
+        mean = float(prof[col].mean()) if col != "avg_power_w" else float(power_of(prof).mean())
+        out[f"{name}_mean_err"] = np.abs(mean / obs[col] - 1.0) * 100.0
+    return out
+
+
+def summarise(scores: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Per-design MAPE (median and 90th percentile over designs); coverage and width pooled over pairs."""
+    row: dict[str, float] = {"designs": len(scores)}
+    for _, name in OUTPUTS:
+        mapes = np.array([s[f"{name}_err"].mean() for s in scores])
+        row[f"{name}_mape_median"] = float(np.median(mapes))
+        row[f"{name}_mape_p90"] = float(np.percentile(mapes, 90))
+        row[f"{name}_coverage"] = float(np.concatenate([s[f"{name}_hit"] for s in scores]).mean() * 100)
+        row[f"{name}_width_median"] = float(np.median(np.concatenate([s[f"{name}_width"] for s in scores])))
+    for name in ("time", "energy"):
+        row[f"{name}_mean_baseline_median"] = float(np.median([s[f"{name}_mean_err"].mean() for s in scores]))
+    return row
+
+
+def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
+    refs = references(real)
+    results = []
+    for target in TARGETS:
+        rows = real[real["workload"] == target].reset_index(drop=True)
+        for case in cases:
+            ref = refs[(target, case)]
+            for size in sizes:
+                scores = [s for pick in itertools.combinations(range(len(rows)), size)
+                          if (s := score_design(rows, pick, ref)) is not None]
+                row = {"target": target, "reference": case, "modes": size, **summarise(scores)}
+                results.append(row)
+                print(_row_text(row), flush=True)
+    return results
+
+
+def cross_device(real: pd.DataFrame) -> list[dict]:
+    """Real cross-device checks: a model fitted on one device predicts a real row of another."""
+    cross = read_profile_csv(CROSS_CSV)
+    refs = references(real)
+
+    def row_of(device: str, workload: str) -> pd.DataFrame:
+        return cross[(cross["device"] == device) & (cross["workload"] == workload)].reset_index(drop=True)
+
+    out = []
+
+    def record(label: str, models: list, target: pd.DataFrame) -> None:
+        dev = str(target["device"].iloc[0])
+        preds = [predict(m, target, device_id=dev) for m in models]
+        entry = {"case": label, "designs": len(models), "target_device": dev,
+                 "time_real_s": float(target["epoch_time_s"].iloc[0])}
+        e_real = float(target["epoch_energy_j"].iloc[0])
+        entry["energy_real_j"] = None if np.isnan(e_real) else e_real
+        for col, name, real_v in (("epoch_time_s", "time", entry["time_real_s"]),
+                                  ("epoch_energy_j", "energy", entry["energy_real_j"])):
+            pred = np.array([float(p[col][0]) for p in preds])
+            lo = np.array([float(p[f"{col}_low"][0]) for p in preds])
+            hi = np.array([float(p[f"{col}_high"][0]) for p in preds])
+            entry[f"{name}_pred_median"] = float(np.median(pred))
+            entry[f"{name}_low_median"] = float(np.median(lo))
+            entry[f"{name}_high_median"] = float(np.median(hi))
+            if real_v is not None:
+                err = np.abs(pred / real_v - 1.0) * 100.0
+                entry[f"{name}_err_median"] = float(np.median(err))
+                entry[f"{name}_err_p90"] = float(np.percentile(err, 90))
+                entry[f"{name}_coverage"] = float(np.mean((real_v >= lo) & (real_v <= hi)) * 100)
+            entry[f"{name}_width_median"] = float(np.median((hi - lo) / pred * 100))
+        out.append(entry)
+        print(_cross_text(entry), flush=True)
+
+    # MobileNetV3 fitted on AGX Xavier (every 1-4-mode design of a-j, ResNet-18 as the reference).
+    mob = real[real["workload"] == "mobilenetv3-gld23k"].reset_index(drop=True)
+    ref = refs[("mobilenetv3-gld23k", "other real")]
+    designs = [mob.iloc[list(p)] for k in SIZES for p in itertools.combinations(range(len(mob)), k)]
+    models = [fit_workload(d, reference=ref) for d in designs]
+    record("MobileNetV3 AGX Xavier (every 1-4-mode design of a-j) -> Xavier NX 15W", models,
+           row_of("xavier-nx", "mobilenetv3-gld23k"))
+    record("MobileNetV3 AGX Xavier (every 1-4-mode design of a-j) -> Orin AGX MAXN (PowerTrain, time only)",
+           models, row_of("orin-agx", "mobilenetv3-gld23k"))
+    # Single real rows of one device predicting another (default bundled references on both sides).
+    for src, dst, workload, label in (
+            ("agx-xavier", "xavier-nx", "mobilenetv3-gld23k", "MobileNetV3 AGX Xavier MAXN (1 mode) -> Xavier NX 15W"),
+            ("xavier-nx", "agx-xavier", "mobilenetv3-gld23k", "MobileNetV3 Xavier NX 15W (1 mode) -> AGX Xavier MAXN"),
+            ("xavier-nx", "nano", "lenet5-mnist", "LeNet-5 Xavier NX 15W (1 mode) -> Nano MAXN"),
+            ("nano", "xavier-nx", "lenet5-mnist", "LeNet-5 Nano MAXN (1 mode) -> Xavier NX 15W")):
+        record(label, [fit_workload(row_of(src, workload))], row_of(dst, workload))
+    return out
+
+
+def _row_text(r: dict) -> str:
+    return (f"{r['target']:<20} {r['reference']:<16} {r['modes']} modes ({r['designs']:3d} designs): "
+            f"time MAPE median {r['time_mape_median']:.1f} p90 {r['time_mape_p90']:.1f}, "
+            f"energy {r['energy_mape_median']:.1f} / {r['energy_mape_p90']:.1f}, "
+            f"power {r['power_mape_median']:.1f} / {r['power_mape_p90']:.1f}; coverage time "
+            f"{r['time_coverage']:.0f}% (width {r['time_width_median']:.0f}%), energy {r['energy_coverage']:.0f}% "
+            f"({r['energy_width_median']:.0f}%), power {r['power_coverage']:.0f}% ({r['power_width_median']:.0f}%); "
+            f"mean-of-profiled time {r['time_mean_baseline_median']:.1f}, energy "
+            f"{r['energy_mean_baseline_median']:.1f}")
+
+
+def _cross_text(e: dict) -> str:
+    text = (f"{e['case']}: time {e['time_pred_median']:.1f} s [{e['time_low_median']:.1f}, "
+            f"{e['time_high_median']:.1f}] vs {e['time_real_s']:.1f} s real")
+    if "time_err_median" in e and e["designs"] > 1:
+        text += (f" (error median {e['time_err_median']:.1f}% p90 {e['time_err_p90']:.1f}%, "
+                 f"covered {e['time_coverage']:.0f}%)")
+    if e["energy_real_j"] is not None:
+        text += (f"; energy {e['energy_pred_median']:.0f} J [{e['energy_low_median']:.0f}, "
+                 f"{e['energy_high_median']:.0f}] vs {e['energy_real_j']:.0f} J real")
+    return text
+
+
+def markdown(within: list[dict], cross: list[dict], seconds: float) -> str:
+    lines = [
+        "# Real-data cross-validation (generated by `python bench/real_cv.py --write`)", "",
+        "Real AGX Xavier sweeps (POMACS 2022 Fig 9: ResNet-18/CIFAR-10 and MobileNetV3/GLD-23k on modes a-j). "
+        "For each target, **every** design of K profiled modes among a-j (K = 1..4: 10, 45, 120, 210 "
+        "designs), scored on the 10 - K modes it did not profile. References never contain the target: "
+        "`other real` = the other real workload; `opposite regime` = the twin's CPU-bound LeNet-5 sweep "
+        "(simulated); `other device` = Xavier NX's simulated sweeps moved to AGX Xavier by device physics.", "",
+        "MAPE: median and 90th percentile over designs (%). Coverage: share (%) of held-out (design, mode) "
+        "pairs inside the nominal 90% interval; width: median (high - low) / prediction (%). `mean` = the "
+        "mean-of-profiled baseline's median MAPE.", "",
+        "| target | reference | K | time MAPE med / p90 | energy MAPE med / p90 | power MAPE med / p90 | "
+        "time cov / width | energy cov / width | power cov / width | mean: time / energy |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in within:
+        lines.append(
+            f"| {r['target']} | {r['reference']} | {r['modes']} | {r['time_mape_median']:.1f} / "
+            f"{r['time_mape_p90']:.1f} | {r['energy_mape_median']:.1f} / {r['energy_mape_p90']:.1f} | "
+            f"{r['power_mape_median']:.1f} / {r['power_mape_p90']:.1f} | {r['time_coverage']:.0f} / "
+            f"{r['time_width_median']:.0f} | {r['energy_coverage']:.0f} / {r['energy_width_median']:.0f} | "
+            f"{r['power_coverage']:.0f} / {r['power_width_median']:.0f} | "
+            f"{r['time_mean_baseline_median']:.1f} / {r['energy_mean_baseline_median']:.1f} |")
+    lines += ["", "## Cross-device (real rows, `bench/data/published_cross_device.csv`)", "",
+              "Predicted (median over designs when several) with the median 90% interval; error (%) and, over "
+              "many designs, its 90th percentile and the share of designs whose interval holds the real value.",
+              "", "| transfer | designs | time s pred [90%] | time real | time error med / p90 | time covered | "
+              "energy J pred [90%] | energy real | energy error |", "|---|---|---|---|---|---|---|---|---|"]
+    for e in cross:
+        t_err = f"{e['time_err_median']:.1f} / {e['time_err_p90']:.1f}"
+        if e["energy_real_j"] is None:
+            e_cells = f"{e['energy_pred_median']:.0f} [{e['energy_low_median']:.0f}, {e['energy_high_median']:.0f}]" \
+                " | n/a | n/a"
+        else:
+            e_cells = (f"{e['energy_pred_median']:.0f} [{e['energy_low_median']:.0f}, "
+                       f"{e['energy_high_median']:.0f}] | {e['energy_real_j']:.0f} | {e['energy_err_median']:.1f}")
+        lines.append(f"| {e['case']} | {e['designs']} | {e['time_pred_median']:.1f} [{e['time_low_median']:.1f}, "
+                     f"{e['time_high_median']:.1f}] | {e['time_real_s']:.1f} | {t_err} | {e['time_coverage']:.0f}% | "
+                     f"{e_cells} |")
+    lines += ["", "Caveats: the cross-device transfer compares the two devices' simulated reference sweeps, and the "
+              "twin is calibrated to published figures that include some of these rows, so the cross-device "
+              "rows are not fully independent of the model's inputs. The within-device designs are.", "",
+              f"Run time: {seconds:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="design sizes, e.g. 1,4")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"references among {', '.join(CASES)}")
+    parser.add_argument("--no-cross-device", action="store_true", help="skip the cross-device rows")
+    parser.add_argument("--write", action="store_true", help="write bench/results/real_cv.md and .json")
+    args = parser.parse_args(argv)
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    cases = tuple(c.strip() for c in args.cases.split(","))
+    unknown = [c for c in cases if c not in CASES] + [s for s in sizes if s not in SIZES]
+    if unknown:
+        parser.error(f"unknown case/size {unknown[0]!r}; cases: {', '.join(CASES)}; sizes 1-4")
+    t0 = time.perf_counter()
+    real = read_profile_csv(REAL_CSV)
+    within = within_device(real, cases, sizes)
+    cross = [] if args.no_cross_device else cross_device(real)
+    seconds = time.perf_counter() - t0
+    text = markdown(within, cross, seconds)
+    print(f"done in {seconds:.0f} s", file=sys.stderr)
+    if args.write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "real_cv.md").write_text(text, encoding="utf-8")
+        (RESULTS / "real_cv.json").write_text(json.dumps({"within_device": within, "cross_device": cross},
+                                                         indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {RESULTS / 'real_cv.md'} and .json", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

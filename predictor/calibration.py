@@ -1,0 +1,108 @@
+"""Interval calibration on real measurements: the scales of :data:`model.INTERVAL_SCALES`.
+
+Targets are the real AGX Xavier sweeps (ResNet-18/CIFAR-10 and MobileNetV3/GLD-23k on the published
+modes a-j, POMACS 2022 Fig 9, ``models/reference/agx-xavier-published.csv``). For each target, every
+design of 1-4 profiled modes among a-j is fitted under three references that do not contain it (the other
+real workload; a reference of the opposite regime, the twin's CPU-bound LeNet-5 sweep; another device's
+sweeps moved through physics) and scored on its held-out modes: a jackknife over designs and references.
+Per output (time, power, energy) the scale of the model's own relative SD is the smallest on a 0.05 grid
+under which the nominal 90% intervals hold >= 90% of all held-out real values and >= 85% in every
+(target, reference, design size) cell. Run ``python -m tools.calibrate_intervals`` to recompute.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.model import EXTRAPOLATION_REL_SD, Z90, IntervalScales, fit_workload
+from jetpredict.predictor.reference import REFERENCE_DIR, DeviceReference, build_reference
+from jetpredict.predictor.transfer import derive_reference
+
+OUTPUTS = ("time", "power", "energy")
+#: Coverage the calibrated scales must reach over every held-out value, and in every cell.
+POOLED_COVERAGE, CELL_COVERAGE = 0.90, 0.85
+SCALE_GRID = np.round(np.arange(0.3, 3.001, 0.05), 2)
+
+
+def real_targets() -> pd.DataFrame:
+    return read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+
+
+def references(real: pd.DataFrame, target: str) -> dict[str, DeviceReference]:
+    """The three references of ``target`` (none contains it)."""
+    twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
+    agx = load_device("agx-xavier")
+    return {
+        "other real": build_reference(real[real["workload"] != target], agx.id),
+        "opposite regime": build_reference(twin[twin["workload"] == "lenet5-mnist"], agx.id),
+        "other device": derive_reference(build_reference(read_profile_csv(REFERENCE_DIR / "xavier-nx-simulated.csv"),
+                                                         "xavier-nx"), agx),
+    }
+
+
+def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | None = None,
+                   max_designs: int | None = None) -> dict[tuple[str, str, int], dict[str, np.ndarray]]:
+    """Per (target, reference, design size) and output: rows of ``|ln(observed / predicted)|``, the
+    model's own relative SD and the rest of the relative SD (noise and extrapolation), one per held-out
+    (design, mode) pair. ``max_designs``: an evenly strided subset of each cell's designs (tests)."""
+    real = real_targets()
+    cells: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
+    for target in sorted(set(real["workload"])):
+        rows = real[real["workload"] == target].reset_index(drop=True)
+        for case, ref in references(real, target).items():
+            if cases is not None and case not in cases:
+                continue
+            for size in sizes:
+                parts: dict[str, list[np.ndarray]] = {k: [] for k in OUTPUTS}
+                designs = list(itertools.combinations(range(len(rows)), size))
+                if max_designs is not None and len(designs) > max_designs:
+                    designs = designs[::-(-len(designs) // max_designs)]
+                for pick in designs:
+                    test = rows.drop(index=list(pick))
+                    model = fit_workload(rows.iloc[list(pick)], ref)
+                    modes = ModeArrays.from_frame(test)
+                    p = model.predict(modes)
+                    d = model._knob_distances(modes)
+                    t = model._time(modes, d)
+                    pw = model._power(modes, t.compute / t.epoch, t.epoch, model._gpu_active(t), d)
+                    t_obs = test["epoch_time_s"].to_numpy(float)
+                    e_obs = test["epoch_energy_j"].to_numpy(float)
+                    p_obs = e_obs / t_obs
+                    ex = EXTRAPOLATION_REL_SD
+                    parts["time"].append(np.column_stack([
+                        np.abs(np.log(t_obs / p.epoch_time_s)), t.rel_sd_model,
+                        np.hypot(t.rel_sd_noise, ex["time"] * t.extrapolation)]))
+                    parts["power"].append(np.column_stack([
+                        np.abs(np.log(p_obs / p.avg_power_w)), pw.rel_sd_model,
+                        np.hypot(pw.rel_sd_noise, ex["power"] * pw.extrapolation)]))
+                    parts["energy"].append(np.column_stack([
+                        np.abs(np.log(e_obs / p.epoch_energy_j)), np.hypot(t.rel_sd_model, pw.rel_sd_model),
+                        np.sqrt(t.rel_sd_noise ** 2 + pw.rel_sd_noise ** 2
+                                + ex["energy"] ** 2 * (t.extrapolation ** 2 + pw.extrapolation ** 2))]))
+                cells[(target, case, size)] = {k: np.vstack(v) for k, v in parts.items()}
+    return cells
+
+
+def coverage(scale: float, rows: np.ndarray) -> float:
+    """Share of ``rows`` (from :func:`residual_cells`) inside the nominal 90% interval at ``scale``."""
+    return float(np.mean(rows[:, 0] <= Z90 * np.sqrt((scale * rows[:, 1]) ** 2 + rows[:, 2] ** 2)))
+
+
+def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> IntervalScales:
+    """The smallest scale per output meeting :data:`POOLED_COVERAGE` and :data:`CELL_COVERAGE`."""
+    scales = {}
+    for out in OUTPUTS:
+        pooled = np.vstack([c[out] for c in cells.values()])
+        scales[out] = float(SCALE_GRID[-1])
+        for s in SCALE_GRID:
+            if coverage(s, pooled) >= POOLED_COVERAGE and min(coverage(s, c[out]) for c in cells.values()) \
+                    >= CELL_COVERAGE:
+                scales[out] = float(s)
+                break
+    return IntervalScales(**scales)

@@ -1,0 +1,102 @@
+"""``recommend --plot FILE.svg|png``: the time-energy picture of the page at ``/``, drawn with matplotlib.
+
+Every mode of the device is a faint point (grey over the caps, blue within), the Pareto front within
+the caps is the red line, the chosen mode is ringed, and the chosen mode's 90% intervals are drawn as
+error bars. Axes are logarithmic (epoch time in s, energy per epoch in J), as on the page. matplotlib is
+the ``[plot]`` extra; it is imported only here, with the non-interactive Agg backend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from jetpredict.models.errors import InputError
+
+FORMATS = (".svg", ".png")
+FEASIBLE_COLOUR = "#0b6bcb"
+INFEASIBLE_COLOUR = "#8a8a8a"
+FRONT_COLOUR = "#d1495b"
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError("--plot needs matplotlib: pip install 'jetpredict[plot]'", "plot") from None
+    matplotlib.use("Agg", force=True)  # files only: no display, no GUI toolkit
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_plot_path(path: str | Path) -> Path:
+    """``path`` if it ends in .svg or .png (case-insensitive); InputError naming ``plot`` otherwise."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise InputError(f"--plot {path}: the file must end in .svg or .png (the format comes from it)", "plot")
+    return path
+
+
+def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: str | Path,
+                title: str = "") -> Path:
+    """Write the picture for ``modes`` (every mode: ``epoch_time_s``, ``epoch_energy_j``), the boolean
+    ``feasible`` mask of the caps, and a :func:`predictor.service.recommend` ``result`` (``best``,
+    ``pareto`` rows). Returns the path written."""
+    path = check_plot_path(path)
+    plt = _pyplot()
+    t = modes["epoch_time_s"].to_numpy(float)
+    e = modes["epoch_energy_j"].to_numpy(float)
+    feasible = np.asarray(feasible, dtype=bool)
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    try:
+        ax.scatter(t[~feasible], e[~feasible], s=2, c=INFEASIBLE_COLOUR, alpha=0.15, linewidths=0,
+                   label=f"over the cap ({int((~feasible).sum()):,} modes)", rasterized=True)
+        ax.scatter(t[feasible], e[feasible], s=2, c=FEASIBLE_COLOUR, alpha=0.25, linewidths=0,
+                   label=f"within the cap ({int(feasible.sum()):,} modes)", rasterized=True)
+        front = sorted(result.get("pareto") or [], key=lambda r: r["epoch_time_s"])
+        if front:
+            ax.plot([r["epoch_time_s"] for r in front], [r["epoch_energy_j"] for r in front], "-o",
+                    color=FRONT_COLOUR, markersize=3, linewidth=1.5, label=f"Pareto front ({len(front)} modes)")
+        best = result.get("best")
+        if best:
+            xerr = _err(best, "epoch_time_s")
+            yerr = _err(best, "epoch_energy_j")
+            ax.errorbar([best["epoch_time_s"]], [best["epoch_energy_j"]], xerr=xerr, yerr=yerr, fmt="none",
+                        ecolor="black", elinewidth=1, capsize=3)
+            ax.scatter([best["epoch_time_s"]], [best["epoch_energy_j"]], s=120, facecolors="none",
+                       edgecolors="black", linewidths=2,
+                       label=f"chosen: {best['mode']} ({best['avg_power_w']:.3g} W)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch time (s)")
+        ax.set_ylabel("energy per epoch (J)")
+        ax.grid(True, which="both", alpha=0.25)
+        plain = plt.FuncFormatter(lambda v, _pos: f"{v:g}")  # 500, 1000, 2000 rather than 5x10^2
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(plain)
+            axis.set_minor_formatter(plain)
+        ax.tick_params(which="minor", labelsize=7)
+        legend = ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+        for handle in legend.legend_handles[:2]:  # the faint clouds' markers, legible in the legend
+            handle.set_sizes([20])
+            handle.set_alpha(0.8)
+        if title:
+            ax.set_title(title, fontsize=10)
+        fig.tight_layout()
+        try:
+            fig.savefig(path, format=path.suffix.lower().lstrip("."))
+        except OSError as exc:
+            raise InputError(f"cannot write --plot {path}: {exc.strerror}", "plot") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _err(row: dict, column: str):
+    """Asymmetric error bar ``[[below], [above]]`` from ``column_low``/``column_high``, None if absent."""
+    low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+    if low is None or high is None or not np.isfinite([low, high]).all():
+        return None
+    return [[max(row[column] - low, 0.0)], [max(high - row[column], 0.0)]]

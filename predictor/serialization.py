@@ -1,0 +1,274 @@
+"""Fitted state as plain JSON data: :class:`WorkloadModel` and :class:`DeviceReference` to and from dicts.
+
+Loading builds the values field by field from numbers, strings and lists, checking every name, shape
+and number on the way: nothing in a file is executed or imported, and a malformed document raises
+:class:`InputError` naming the field. Schema versions: :data:`MODEL_SCHEMA`, :data:`REFERENCE_SCHEMA`
+(a document of another version is refused with a message saying how to refit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.errors import InputError, UnknownDeviceError
+from jetpredict.predictor import features as F
+from jetpredict.predictor.model import ContentionVariant, IntervalScales, WorkloadModel
+from jetpredict.predictor.reference import DeviceReference
+from jetpredict.predictor.terms import ShapePrior, TermFit
+
+MODEL_SCHEMA = "jetpredict-model/2"
+REFERENCE_SCHEMA = "jetpredict-reference/2"
+#: Every term name a fit may use (time and power).
+KNOWN_TERMS = frozenset(F.TOTAL_TERMS) | frozenset(F.POWER_TERMS)
+MAX_TRAINING_ROWS = 100_000
+
+
+# -- writing ----------------------------------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    """JSON-ready copy: arrays and numpy scalars to lists and Python numbers, NaN to None."""
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.bool_ | bool):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return None if not math.isfinite(float(value)) else float(value)
+    return value
+
+
+def _fit_doc(fit: TermFit) -> dict[str, Any]:
+    return {"terms": list(fit.terms), "coef": _plain(fit.coef), "cov": _plain(fit.cov), "noise_rel": fit.noise_rel}
+
+
+def model_to_dict(model: WorkloadModel) -> dict[str, Any]:
+    """The JSON document of a fitted workload model."""
+    return _plain({
+        "schema": MODEL_SCHEMA, "model_version": model.model_version, "device": model.device_id,
+        "workload_id": model.workload_id, "reference_source": model.reference_source,
+        "profiled_modes": model.profiled_modes, "has_power": model.has_power, "num_workers": model.num_workers,
+        "kappa_cpu": model.kappa_cpu, "kappa_pipe": model.kappa_pipe,
+        "time_fits": {n: _fit_doc(f) for n, f in model.time_fits.items()},
+        "variants": [{"kappa_cpu": v.kappa_cpu, "kappa_pipe": v.kappa_pipe,
+                      "fits": {n: _fit_doc(f) for n, f in v.fits.items()}} for v in model.variants],
+        "base_coef": model.base_coef, "base_ratio": model.base_ratio, "base_sd_rel": model.base_sd_rel,
+        "power_fit": _fit_doc(model.power_fit), "maxima": dict(model.maxima),
+        "interval_scales": {"time": model.interval_scales.time, "power": model.interval_scales.power,
+                            "energy": model.interval_scales.energy},
+        "profiled_ranges": None if model.profiled_ranges is None else
+        {k: list(v) for k, v in model.profiled_ranges.items()},
+        "cross_device": model.cross_device, "source_device_id": model.source_device_id,
+        "cross_device_rel_sd": model.cross_device_rel_sd, "transfer_method": model.transfer_method,
+        "complexity": dict(model.complexity), "training_rows": [dict(r) for r in model.training_rows],
+    })
+
+
+def reference_to_dict(ref: DeviceReference) -> dict[str, Any]:
+    """The JSON document of a device reference (nested ``transfer`` sweeps included)."""
+    return _plain({
+        "schema": REFERENCE_SCHEMA, "device": ref.device_id, "source": ref.source, "workloads": list(ref.workloads),
+        "kappa_cpu": ref.kappa_cpu, "kappa_pipe": ref.kappa_pipe,
+        "shape": {"mean": dict(ref.shape.mean), "sd": dict(ref.shape.sd)},
+        "workload_shapes": {w: dict(c) for w, c in ref.workload_shapes.items()},
+        "time_noise_rel": ref.time_noise_rel, "base_coef": ref.base_coef, "base_noise_rel": ref.base_noise_rel,
+        "power_mean": ref.power_mean, "power_sd": ref.power_sd, "power_noise_rel": ref.power_noise_rel,
+        "maxima": dict(ref.maxima), "anchor": list(ref.anchor), "derived_from": ref.derived_from,
+        "training_sha256": ref.training_sha256, "workload_anchor_s": dict(ref.workload_anchor_s),
+        "transfer": None if ref.transfer is None else reference_to_dict(ref.transfer),
+    })
+
+
+# -- reading ----------------------------------------------------------------------------------------------
+class _Reader:
+    """Typed access to one JSON object; every failure is an InputError naming ``where.key``."""
+
+    def __init__(self, doc: object, where: str) -> None:
+        if not isinstance(doc, dict):
+            raise InputError(f"{where} must be a JSON object", "model")
+        self.doc, self.where = doc, where
+
+    def fail(self, key: str, rule: str) -> InputError:
+        return InputError(f"{self.where}.{key} {rule}", "model")
+
+    def get(self, key: str) -> object:
+        if key not in self.doc:
+            raise self.fail(key, "is missing")
+        return self.doc[key]
+
+    def number(self, key: str, minimum: float | None = None) -> float:
+        v = self.get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
+                or (minimum is not None and v < minimum):
+            raise self.fail(key, "must be a finite number" + (f" >= {minimum:g}" if minimum is not None else ""))
+        return float(v)
+
+    def integer(self, key: str) -> int:
+        v = self.number(key, 0)
+        if v != int(v):
+            raise self.fail(key, "must be a whole number")
+        return int(v)
+
+    def boolean(self, key: str) -> bool:
+        v = self.get(key)
+        if not isinstance(v, bool):
+            raise self.fail(key, "must be true or false")
+        return v
+
+    def text(self, key: str, optional: bool = False) -> str | None:
+        v = self.get(key) if not optional else self.doc.get(key)
+        if v is None and optional:
+            return None
+        if not isinstance(v, str) or len(v) > 1000:
+            raise self.fail(key, "must be a string (at most 1000 characters)")
+        return v
+
+    def array(self, key: str, shape: tuple[int, ...] | None = None, value: object = None) -> np.ndarray:
+        raw = self.get(key) if value is None else value
+        try:
+            a = np.asarray(raw, dtype=float)
+        except (TypeError, ValueError):
+            raise self.fail(key, "must be a list of numbers") from None
+        if a.ndim == 0 or not np.all(np.isfinite(a)) or (shape is not None and a.shape != shape):
+            want = "x".join(map(str, shape)) if shape else "a"
+            raise self.fail(key, f"must be {want} list of finite numbers")
+        return a
+
+    def obj(self, key: str) -> _Reader:
+        return _Reader(self.get(key), f"{self.where}.{key}")
+
+    def mapping(self, key: str) -> dict:
+        v = self.get(key)
+        if not isinstance(v, dict):
+            raise self.fail(key, "must be a JSON object")
+        return v
+
+
+def _check_schema(doc: object, schema: str, what: str) -> _Reader:
+    r = _Reader(doc, what)
+    found = r.doc.get("schema")
+    if found != schema:
+        raise InputError(f"{what} has schema {found!r}, this jetpredict reads {schema!r}: refit it with "
+                         f"`jetpredict fit --device DEVICE --profiles ROWS.csv --out MODEL.json`", "model")
+    return r
+
+
+def _fit(doc: object, where: str, allowed: tuple[str, ...] | None = None) -> TermFit:
+    r = _Reader(doc, where)
+    terms = r.get("terms")
+    if not isinstance(terms, list) or not terms or not all(isinstance(t, str) and t in KNOWN_TERMS for t in terms) \
+            or len(set(terms)) != len(terms) or (allowed is not None and tuple(terms) != allowed):
+        raise r.fail("terms", f"must be the term names {list(allowed) if allowed else sorted(KNOWN_TERMS)}")
+    p = len(terms)
+    return TermFit(tuple(terms), r.array("coef", (p,)), r.array("cov", (p, p)), r.number("noise_rel", 0))
+
+
+def _component_fits(doc: object, where: str) -> dict[str, TermFit]:
+    if not isinstance(doc, dict) or not doc:
+        raise InputError(f"{where} must be a non-empty JSON object of component fits", "model")
+    names = set(doc)
+    if names not in ({"total"}, {"compute", "stall", "rest"}):
+        raise InputError(f"{where} must hold either 'total' or 'compute', 'stall' and 'rest'", "model")
+    return {n: _fit(doc[n], f"{where}.{n}", F.COMPONENT_TERMS[n]) for n in sorted(names)}
+
+
+def _device(r: _Reader, key: str = "device"):
+    device_id = r.text(key)
+    try:
+        return load_device(device_id)
+    except UnknownDeviceError as exc:
+        raise InputError(f"{r.where}.{key}: {exc.message}", "model") from None
+
+
+def _maxima(r: _Reader) -> dict[str, float]:
+    m = r.obj("maxima")
+    return {k: m.number(k, 0) for k in MODE_FIELDS}
+
+
+def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
+    """A :class:`WorkloadModel` from its JSON document; InputError for any malformed part."""
+    r = _check_schema(doc, MODEL_SCHEMA, what)
+    variants = []
+    raw_variants = r.get("variants")
+    if not isinstance(raw_variants, list) or len(raw_variants) > 8:
+        raise r.fail("variants", "must be a list of at most 8 contention variants")
+    for i, v in enumerate(raw_variants):
+        vr = _Reader(v, f"{what}.variants[{i}]")
+        variants.append(ContentionVariant(vr.number("kappa_cpu", 0), vr.number("kappa_pipe", 0),
+                                          _component_fits(vr.get("fits"), f"{vr.where}.fits")))
+    ranges = r.get("profiled_ranges")
+    profiled = None
+    if ranges is not None:
+        rr = r.obj("profiled_ranges")
+        profiled = {}
+        for k in MODE_FIELDS:
+            lo, hi = rr.array(k, (2,))
+            if not 0 < lo <= hi:
+                raise rr.fail(k, "must be [low, high] with 0 < low <= high")
+            profiled[k] = (float(lo), float(hi))
+    s = r.obj("interval_scales")
+    rows = r.get("training_rows")
+    if not isinstance(rows, list) or len(rows) > MAX_TRAINING_ROWS or not all(isinstance(x, dict) for x in rows):
+        raise r.fail("training_rows", f"must be a list of at most {MAX_TRAINING_ROWS} JSON objects")
+    complexity = r.mapping("complexity")
+    base_coef = r.array("base_coef", (len(F.BASE_TERMS),))
+    return WorkloadModel(
+        device=_device(r), workload_id=r.text("workload_id"), reference_source=r.text("reference_source"),
+        profiled_modes=r.integer("profiled_modes"), has_power=r.boolean("has_power"),
+        num_workers=r.number("num_workers", 0), kappa_cpu=r.number("kappa_cpu", 0),
+        kappa_pipe=r.number("kappa_pipe", 0), time_fits=_component_fits(r.get("time_fits"), f"{what}.time_fits"),
+        base_coef=base_coef, base_ratio=r.number("base_ratio", 0), base_sd_rel=r.number("base_sd_rel", 0),
+        power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=_maxima(r),
+        variants=tuple(variants),
+        interval_scales=IntervalScales(s.number("time", 0), s.number("power", 0), s.number("energy", 0)),
+        profiled_ranges=profiled, cross_device=r.boolean("cross_device"),
+        source_device_id=r.text("source_device_id", optional=True),
+        cross_device_rel_sd=r.number("cross_device_rel_sd", 0),
+        transfer_method=r.text("transfer_method", optional=True),
+        complexity={str(k): float(v) for k, v in complexity.items() if isinstance(v, int | float)},
+        training_rows=tuple(rows), model_version=r.text("model_version"),
+    )
+
+
+def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference:
+    """A :class:`DeviceReference` from its JSON document; InputError for any malformed part."""
+    r = _check_schema(doc, REFERENCE_SCHEMA, what)
+    shape = r.obj("shape")
+    components = set(shape.mapping("mean"))
+    if components not in ({"total"}, {"compute", "stall", "rest", "total"}):
+        raise shape.fail("mean", "must hold 'total' (and 'compute', 'stall', 'rest' when measured)")
+    mean = {n: shape.obj("mean").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
+    sd = {n: shape.obj("sd").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
+    shapes = {}
+    for w, comps in r.mapping("workload_shapes").items():
+        wr = r.obj("workload_shapes").obj(w)
+        names = set(wr.doc)
+        if names not in ({"total"}, {"compute", "stall", "rest"}):
+            raise wr.fail("", "must hold 'total' or 'compute', 'stall' and 'rest'")
+        shapes[str(w)] = {n: wr.array(n, (len(F.COMPONENT_TERMS[n]),)) for n in names}
+    anchors = {str(w): r.obj("workload_anchor_s").number(w, 0) for w in r.mapping("workload_anchor_s")}
+    anchor = r.array("anchor", (4,))
+    workloads = r.get("workloads")
+    if not isinstance(workloads, list) or not all(isinstance(w, str) for w in workloads):
+        raise r.fail("workloads", "must be a list of strings")
+    nested = r.get("transfer")
+    device = _device(r)
+    return DeviceReference(
+        device_id=device.id, source=r.text("source"), workloads=tuple(workloads),
+        kappa_cpu=r.number("kappa_cpu", 0), kappa_pipe=r.number("kappa_pipe", 0), shape=ShapePrior(mean, sd),
+        workload_shapes=shapes, time_noise_rel=r.number("time_noise_rel", 0),
+        base_coef=r.array("base_coef", (len(F.BASE_TERMS),)), base_noise_rel=r.number("base_noise_rel", 0),
+        power_mean=r.array("power_mean", (len(F.POWER_TERMS),)),
+        power_sd=r.array("power_sd", (len(F.POWER_TERMS),)), power_noise_rel=r.number("power_noise_rel", 0),
+        maxima=_maxima(r), anchor=tuple(float(v) for v in anchor),
+        derived_from=r.text("derived_from", optional=True), training_sha256=r.text("training_sha256"),
+        workload_anchor_s=anchors,
+        transfer=None if nested is None else reference_from_dict(nested, f"{what}.transfer"),
+    )

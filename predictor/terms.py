@@ -1,0 +1,264 @@
+"""The estimator under every fit: non-negative term coefficients with a Gaussian prior, and what feeds it.
+
+- :class:`PriorLinearRegression` (a scikit-learn estimator) and :class:`TermFit` (its fitted coefficients
+  on named terms, immutable);
+- profile-row preparation and checks shared by workload fits and reference sweeps;
+- :func:`fit_time`: the per-component time fit of one workload's rows;
+- the provenance trust order (one definition).
+
+Units: times in s per epoch, clocks in MHz, term features in 1/GHz (so coefficients are s x GHz).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+
+import numpy as np
+import pandas as pd
+from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, source_kind
+from jetpredict.predictor import features as F
+from jetpredict.predictor.knobs import ModeArrays
+from scipy.optimize import nnls
+from sklearn.base import BaseEstimator, RegressorMixin
+
+#: Prior relative noise of one profiled epoch time / power reading: the same setting measured in two
+#: figures of POMACS 2022 differs up to ~5%, within a figure ~2-3% (real; the README of the published data).
+TIME_NOISE_REL = 0.025
+POWER_NOISE_REL = 0.03
+
+#: Optional measured columns a fit reads (NaN = unknown), in :class:`ProfileArrays` order.
+MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j",
+                                     "base_power_w")
+#: Optional complexity columns the profiler writes (per training sample): ``flops_train`` FLOP (forward +
+#: backward), ``params`` count, ``param_bytes`` B. ``fit`` reads ``flops_train`` (see ``model``).
+COMPLEXITY_COLUMNS: tuple[str, ...] = ("flops_train", "params", "param_bytes")
+
+#: Provenance kinds from most to least trustworthy.
+SOURCE_TRUST: tuple[str, ...] = ("published", "measured", "simulated")
+
+
+def least_trusted(kinds: Iterable[str]) -> str:
+    """The least trustworthy of ``published`` / ``measured`` / ``simulated`` (unknown kinds rank last)."""
+    rank = {kind: i for i, kind in enumerate(SOURCE_TRUST)}
+    kinds = list(kinds)
+    return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else "measured"
+
+
+def source_of(rows: pd.DataFrame) -> str:
+    """The provenance kind of a set of rows: the least trustworthy kind present (``measured`` if unsaid)."""
+    if "source" not in rows.columns:
+        return "measured"
+    return least_trusted({source_kind(s) for s in rows["source"]})
+
+
+class PriorLinearRegression(RegressorMixin, BaseEstimator):
+    """Non-negative linear regression with an independent Gaussian prior on each coefficient (MAP fit).
+
+    Minimises ``sum(((y - X b) / (noise_rel * scale))^2) + sum(((b - prior_mean) / prior_sd)^2)`` over
+    ``b >= 0`` (an augmented NNLS). ``scale`` (per row, s) sets the noise level; the noise estimate blends
+    the prior ``noise_rel`` (worth ``noise_dof`` rows) with the residuals. Fitted: ``coef_``, ``cov_``
+    (Laplace approximation), ``noise_rel_``.
+    """
+
+    def __init__(self, prior_mean=None, prior_sd=None, noise_rel: float = TIME_NOISE_REL,
+                 noise_dof: float = 4.0) -> None:
+        self.prior_mean = prior_mean
+        self.prior_sd = prior_sd
+        self.noise_rel = noise_rel
+        self.noise_dof = noise_dof
+
+    def fit(self, X, y, scale=None):
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y, dtype=float)
+        n, p = X.shape
+        scale = np.abs(y) if scale is None else np.asarray(scale, dtype=float)
+        scale = np.maximum(scale, 1e-12)
+        mu = np.zeros(p) if self.prior_mean is None else np.asarray(self.prior_mean, dtype=float)
+        tau = np.full(p, 1e6) if self.prior_sd is None else np.maximum(np.asarray(self.prior_sd, float), 1e-12)
+        sigma = self.noise_rel * scale
+        a = np.vstack([X / sigma[:, None], np.diag(1.0 / tau)])
+        b = np.concatenate([y / sigma, mu / tau])
+        coef, _ = nnls(a, b, maxiter=50 * p)
+        resid_rel = (y - X @ coef) / scale
+        # Residual noise, shrunk toward the prior level; exactly-determined fits keep the prior level.
+        self.noise_rel_ = float(np.sqrt((self.noise_dof * self.noise_rel ** 2 + np.sum(resid_rel ** 2))
+                                        / (self.noise_dof + n)))
+        ratio = self.noise_rel_ / self.noise_rel
+        self.coef_ = coef
+        self.cov_ = np.linalg.pinv(a.T @ a) * ratio ** 2
+        self.n_features_in_ = p
+        return self
+
+    def predict(self, X, return_std: bool = False):
+        X = np.asarray(X, dtype=float)
+        mean = X @ self.coef_
+        if not return_std:
+            return mean
+        return mean, np.sqrt(np.maximum(np.sum((X @ self.cov_) * X, axis=1), 0.0))
+
+
+@dataclass(frozen=True, eq=False)
+class TermFit:
+    """Fitted coefficients of one time/power component on its named terms (s x GHz, or W)."""
+
+    terms: tuple[str, ...]
+    coef: np.ndarray
+    cov: np.ndarray
+    noise_rel: float
+
+    def predict(self, feats: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and posterior SD per mode."""
+        x = F.design(feats, self.terms)
+        mean = x @ self.coef
+        sd = np.sqrt(np.maximum(np.sum((x @ self.cov) * x, axis=1), 0.0))
+        return mean, sd
+
+    def mean(self, feats: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The mean only: a weighted sum of a few columns, cheaper than the design matrix."""
+        return sum(c * feats[t] for t, c in zip(self.terms, self.coef, strict=True))
+
+    def coef_of(self, term: str) -> float:
+        return float(self.coef[self.terms.index(term)]) if term in self.terms else 0.0
+
+    def scaled(self, factors: Mapping[str, float]) -> TermFit:
+        """The same fit with each term's coefficient multiplied (cross-device transfer)."""
+        s = np.array([factors.get(t, 1.0) for t in self.terms])
+        return TermFit(self.terms, self.coef * s, self.cov * np.outer(s, s), self.noise_rel)
+
+
+def fit_terms(x: np.ndarray, y: np.ndarray, scale: np.ndarray, terms: tuple[str, ...], prior_mean=None,
+              prior_sd=None, noise_rel: float = TIME_NOISE_REL) -> TermFit:
+    est = PriorLinearRegression(prior_mean, prior_sd, noise_rel).fit(x, y, scale)
+    return TermFit(terms, est.coef_, est.cov_, est.noise_rel_)
+
+
+# -- rows -------------------------------------------------------------------------------------------------
+def check_columns(rows: pd.DataFrame, what: str, field: str | None = None) -> None:
+    """InputError unless ``rows`` is a non-empty table with the columns every fit needs."""
+    if not isinstance(rows, pd.DataFrame) or rows.empty:
+        raise InputError(f"no {what}: at least 1 profiled mode is needed", field or "rows")
+    missing = [c for c in ("device", "workload", "epoch_time_s", *MODE_FIELDS) if c not in rows.columns]
+    if missing:
+        raise InputError(f"{what} lack column(s) {', '.join(missing)}", field or missing[0])
+
+
+@dataclass(frozen=True, eq=False)
+class ProfileArrays:
+    """The numbers of one set of profile rows as aligned float arrays (NaN = unknown): the modes, DataLoader
+    workers, epoch time and its measured components (s), mean power and energy (W, J), base power (W),
+    and the complexity columns (per training sample) with the samples per epoch."""
+
+    modes: ModeArrays
+    num_workers: np.ndarray
+    epoch_time_s: np.ndarray
+    stall_time_s: np.ndarray
+    compute_time_s: np.ndarray
+    avg_power_w: np.ndarray
+    epoch_energy_j: np.ndarray
+    base_power_w: np.ndarray
+    flops_train: np.ndarray
+    samples_per_epoch: np.ndarray
+
+    @classmethod
+    def from_frame(cls, rows: pd.DataFrame) -> ProfileArrays:
+        n = len(rows)
+
+        def col(name: str) -> np.ndarray:
+            if name not in rows.columns:
+                return np.full(n, np.nan)
+            values = rows[name]
+            if values.dtype.kind in "fiu":
+                return values.to_numpy(dtype=float)
+            return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+
+        workers = col("num_workers")
+        return cls(ModeArrays(*(col(k) for k in MODE_FIELDS)),
+                   np.where(np.isnan(workers), float(DEFAULT_NUM_WORKERS), workers),
+                   *(col(k) for k in ("epoch_time_s", *MEASURED_COLUMNS, "flops_train")),
+                   col("batch_size") * col("minibatches_per_epoch"))
+
+    def __len__(self) -> int:
+        return len(self.modes)
+
+    def take(self, index: np.ndarray | slice) -> ProfileArrays:
+        return ProfileArrays(self.modes.take(index), *(getattr(self, f.name)[index] for f in fields(self)[1:]))
+
+    @property
+    def measured_components(self) -> bool:
+        """True when every row measures both stall and compute (then each component gets its own model)."""
+        return bool(np.isfinite(self.stall_time_s).all() and np.isfinite(self.compute_time_s).all())
+
+    def component_targets(self) -> dict[str, np.ndarray]:
+        """Per-component targets in s: compute, stall and the rest of the epoch (clipped at 0), or the total."""
+        if not self.measured_components:
+            return {"total": self.epoch_time_s}
+        return {"compute": self.compute_time_s, "stall": self.stall_time_s,
+                "rest": np.maximum(self.epoch_time_s - self.stall_time_s - self.compute_time_s, 0.0)}
+
+    def power_w(self) -> np.ndarray:
+        """Mean training power per row (W): ``avg_power_w``, else energy / time; NaN when neither is known."""
+        return np.where(np.isnan(self.avg_power_w), self.epoch_energy_j / self.epoch_time_s, self.avg_power_w)
+
+    def profiled_ranges(self) -> dict[str, tuple[float, float]]:
+        return {k: (float(v.min()), float(v.max())) for k, v in self.modes.as_dict().items()}
+
+    def distinct_modes(self) -> int:
+        return len({tuple(k) for k in np.column_stack(self.modes.arrays()).tolist()})
+
+
+# -- the time fit -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShapePrior:
+    """Prior of each component's term coefficients per 1 s of epoch at the anchor mode (mean, SD)."""
+
+    mean: Mapping[str, np.ndarray]
+    sd: Mapping[str, np.ndarray]
+
+
+def split_compute(fits: Mapping[str, TermFit], feats: Mapping[str, np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, stall) time per mode in s: the measured components, or from a total-only fit the GPU
+    terms plus the main thread's work as compute and the data pipeline as stall."""
+    if "compute" in fits:
+        return fits["compute"].mean(feats), fits["stall"].mean(feats)
+    fit = fits["total"]
+    compute = sum(fit.coef_of(t) * feats[t] for t in ("gpu", "mem", "cpu"))
+    stall = sum(fit.coef_of(t) * feats[t] for t in ("pipe", "emc"))
+    return compute, stall
+
+
+def fit_time(rows: ProfileArrays, kappas: tuple[float, float], noise_rel: float,
+             prior: ShapePrior | None = None, gpu_floor: float = 0.0) -> dict[str, TermFit]:
+    """Per-component time fits of profile rows under contention constants ``kappas`` (CPU, pipeline).
+
+    ``prior``: the reference shape (scaled to the rows' level); None fits the rows alone (reference
+    sweeps). ``gpu_floor`` (s x GHz): lower bound of the GPU term of the compute (or total) component,
+    from the workload's FLOPs (see ``model.gpu_floor``); the prior mean is raised to it when below.
+    """
+    feats = F.time_features(rows.modes, rows.num_workers, *kappas)
+    epoch = rows.epoch_time_s
+    targets = rows.component_targets()
+    if prior is not None and any(name not in prior.mean for name in targets):
+        targets = {"total": epoch}  # the reference only knows totals: fit the total on its shape
+    scale = None
+    if prior is not None:
+        pred = F.design(feats, F.TOTAL_TERMS) @ prior.mean["total"]
+        scale = float(np.exp(np.mean(np.log(epoch / np.maximum(pred, 1e-12)))))
+    fits: dict[str, TermFit] = {}
+    for name, y in targets.items():
+        terms = F.COMPONENT_TERMS[name]
+        x = F.design(feats, terms)
+        floor = np.zeros(len(terms))
+        if gpu_floor > 0 and name in ("compute", "total"):
+            floor[terms.index("gpu")] = gpu_floor
+        mean = sd = None
+        if prior is not None:
+            mean = np.maximum(scale * prior.mean[name], floor)
+            sd = scale * prior.sd[name]
+        # The floor is a shift of the non-negative coefficient: fit b' = b - floor >= 0.
+        fit = fit_terms(x, y - x @ floor, epoch, terms, None if mean is None else mean - floor, sd, noise_rel)
+        fits[name] = TermFit(terms, fit.coef + floor, fit.cov, fit.noise_rel)
+    return fits

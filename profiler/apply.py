@@ -1,0 +1,213 @@
+"""``jetpredict apply --mode LABEL|PRESET``: set one power mode on this Jetson and leave it set.
+
+The mode is an nvpmodel preset (name or id, e.g. ``MAXN``, ``MODE_15W``, ``0``) or a catalogue label of a
+custom mode, ``<cores>c-<cpu MHz>-<gpu MHz>-<emc MHz>`` (``8c-1190.4-675.75-1331.2``, the labels that
+``predict``, ``recommend`` and the page at ``/`` print). It goes through the profiler's controllers
+(:mod:`profiler.powermode`): a preset with ``nvpmodel -m ID``; a custom mode as a custom nvpmodel
+``POWER_MODEL`` (default) or by writing the sysfs knobs directly (``--via sysfs``). The clocks actually in
+force are read back and printed.
+
+Before the switch the original mode is saved to the restore state file
+(:mod:`profiler.powermode.state`), so ``sudo jetpredict restore`` puts it back later (successive
+``apply`` calls keep the first original). ``--dry-run`` prints the commands or sysfs writes it would
+make and changes nothing (no switch, no state file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from jetpredict.models.catalogue import Device, PowerMode, Preset, load_device, mode_label
+from jetpredict.models.errors import InputError
+
+#: A custom mode's catalogue label: cores, CPU, GPU and EMC clocks in MHz (see models.catalogue.mode_label).
+LABEL_PATTERN = re.compile(r"^(\d+)c-(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)$")
+#: How far a read-back clock may sit from the target before we warn (MHz): the kernel rounds a written
+#: clock to its frequency table, and nvpmodel caps are not exact steps.
+READBACK_TOLERANCE_MHZ = 60.0
+VIA = ("nvpmodel", "sysfs")
+
+
+@dataclass
+class ApplyPlan:
+    """What ``apply`` will do: the target mode and the writes, as lines a person can read."""
+
+    device: Device
+    mode: PowerMode
+    via: str  # "nvpmodel-preset" | "nvpmodel-custom" | "sysfs"
+    steps: list[str] = field(default_factory=list)
+
+
+def parse_mode(device: Device, text: str) -> PowerMode:
+    """A preset of ``device`` (name or nvpmodel id) or a custom mode from its label; InputError otherwise."""
+    text = text.strip()
+    match = LABEL_PATTERN.match(text)
+    if match:
+        cores, cpu, gpu, emc = int(match.group(1)), *(float(g) for g in match.groups()[1:])
+        device.validate_mode(cores, cpu, gpu, emc)  # ModeOutOfRangeError names the knob and the range
+        return PowerMode(mode_label(cores, cpu, gpu, emc), cores, cpu, gpu, emc)
+    try:
+        return device.preset(text)
+    except InputError:
+        presets = ", ".join(f"{p.mode} ({p.id})" for p in device.presets)
+        raise InputError(f"--mode {text!r} is neither a preset of {device.id} ({presets}) nor a mode label "
+                         "<cores>c-<cpu MHz>-<gpu MHz>-<emc MHz>, e.g. "
+                         f"{mode_label(*device.maxn.knobs())}", "mode") from None
+
+
+def _board(board: str | None) -> Device:
+    from jetpredict.profiler.powermode import jetson_board
+
+    device_id = board or jetson_board()
+    if device_id is None:
+        raise InputError("not a recognised Jetson (no /proc/device-tree/model): pass --board DEVICE", "board")
+    return load_device(device_id)
+
+
+def _controller(device: Device, via: str):
+    from jetpredict.profiler.powermode import detect_controller
+
+    return detect_controller("jetson", device.id, custom="sysfs" if via == "sysfs" else "nvpmodel")
+
+
+@contextmanager
+def _recorded_sysfs_writes(steps: list[str]) -> Iterator[None]:
+    """Within the block the sysfs controller's writes are listed in ``steps`` instead of made.
+
+    The dry run runs the controller's own ``apply`` code, so the list is what a real run writes (cores
+    taken offline by an earlier step are seen as offline by the later ones, as on the device).
+    """
+    from jetpredict.profiler.powermode import custom
+
+    real_write, real_online = custom.write_sysfs, custom.cpu_online
+    online: dict[int, bool] = {}  # cores the plan takes offline or online: later steps must see that
+
+    def record(device_path: str, value: object) -> None:
+        steps.append(f"write {value} > {device_path}")
+        match = re.fullmatch(re.escape(custom.CPU_DIR) + r"/cpu(\d+)/online", device_path)
+        if match:
+            online[int(match.group(1))] = str(value).strip() == "1"
+
+    def planned_online(cpu: int) -> bool:
+        return online.get(cpu, real_online(cpu))
+
+    custom.write_sysfs, custom.cpu_online = record, planned_online
+    try:
+        yield
+    finally:
+        custom.write_sysfs, custom.cpu_online = real_write, real_online
+
+
+def plan(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
+    """The switch, without making it (reads the nvpmodel configuration and sysfs only)."""
+    from jetpredict.profiler import sysfs
+    from jetpredict.profiler.powermode import SysfsController, parse_nvpmodel_conf, render_custom_model
+    from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF
+    from jetpredict.profiler.powermode.state import CUSTOM_CONF_NAME, state_dir
+
+    if via == "sysfs":
+        if isinstance(mode, Preset):
+            mode = PowerMode(mode.mode, *mode.knobs())
+        result = ApplyPlan(device, mode, "sysfs")
+        with _recorded_sysfs_writes(result.steps):
+            SysfsController(device).apply(mode)
+        return result
+    text = sysfs.read_text(DEFAULT_CONF)
+    if text is None:
+        raise InputError(f"{DEFAULT_CONF} not readable: is this a Jetson with L4T installed?", "device")
+    conf = parse_nvpmodel_conf(text)
+    if isinstance(mode, Preset):
+        model = conf.model(mode.mode)  # InputError lists the board's own presets
+        return ApplyPlan(device, mode, "nvpmodel-preset", [f"nvpmodel -m {model.id}   # {model.name}"])
+    custom_id = max(conf.models) + 1
+    path = state_dir() / CUSTOM_CONF_NAME
+    section = render_custom_model(conf, mode, custom_id)
+    steps = [f"write {path}: {DEFAULT_CONF} plus this section:"]
+    steps += [f"    {line}" for line in section.rstrip("\n").splitlines()]
+    steps.append(f"nvpmodel -f {shlex.quote(str(path))} -m {custom_id}")
+    return ApplyPlan(device, mode, "nvpmodel-custom", steps)
+
+
+def _far(target: PowerMode, actual: PowerMode) -> list[str]:
+    """Knobs read back away from the target (the reason in words), empty when all agree."""
+    out = []
+    if int(actual.cpu_cores) != int(target.cpu_cores):
+        out.append(f"cores online {actual.cpu_cores} (asked {target.cpu_cores})")
+    for name in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
+        want, got = float(getattr(target, name)), float(getattr(actual, name))
+        if got != got:  # NaN: the file was not readable
+            out.append(f"{name} unreadable")
+        elif abs(got - want) > READBACK_TOLERANCE_MHZ:
+            out.append(f"{name} {got:g} (asked {want:g})")
+    return out
+
+
+def _describe(mode: PowerMode) -> str:
+    return (f"{mode.mode}: {int(mode.cpu_cores)} cores, CPU {float(mode.cpu_mhz):g} MHz, "
+            f"GPU {float(mode.gpu_mhz):g} MHz, EMC {float(mode.emc_mhz):g} MHz")
+
+
+def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None) -> PowerMode:
+    """Switch to ``mode``, keep it, and return the read-back mode; the original stays in the state file.
+
+    A failure during the switch restores the original at once. Messages go to ``out`` (stdout).
+    """
+    out = out or sys.stdout
+    controller = _controller(device, via)
+    from jetpredict.profiler.powermode.state import find_state
+
+    controller.remember()  # writes the restore state file before anything changes
+    original = find_state()
+    try:
+        controller.apply(mode)
+    except BaseException:
+        controller.restore()
+        raise
+    actual = controller.read_back()
+    print(f"applied {_describe(mode)}", file=out)
+    print(f"read back {_describe(PowerMode('now', *actual.knobs()))}", file=out)
+    far = _far(mode, actual)
+    if far:
+        print(f"warning: the clocks in force differ from the mode: {'; '.join(far)} (DVFS may still be "
+              "settling, or the kernel rounded to its frequency table)", file=out)
+    where = original.describe() if original is not None else "the mode before this command"
+    print(f"original mode: {where}; to put it back: sudo jetpredict restore", file=out)
+    return actual
+
+
+def _apply(args: argparse.Namespace) -> int:
+    if args.device != "jetson":
+        raise InputError(f"--device {args.device!r}: apply sets modes on this Jetson only ('jetson')", "device")
+    device = _board(args.board)
+    mode = parse_mode(device, args.mode)
+    if args.dry_run:
+        what = plan(device, mode, args.via)
+        print(f"dry run on {device.id} ({what.via}): would set {_describe(what.mode)}")
+        for step in what.steps:
+            print(f"  {step}")
+        print("then read back the clocks, and save the original mode for `sudo jetpredict restore`. "
+              "Nothing was changed.")
+        return 0
+    apply_mode(device, mode, args.via)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "apply", help="set a power mode on this Jetson (preset or catalogue label)",
+        description="Set a power mode and leave it set: an nvpmodel preset (name or id) or a custom mode "
+        "label <cores>c-<cpu MHz>-<gpu MHz>-<emc MHz> as printed by predict/recommend and the page at /. "
+        "Reads the clocks back. `sudo jetpredict restore` puts the original mode back.")
+    p.add_argument("--mode", required=True, help="preset name or id (MAXN, MODE_15W, 0) or a mode label")
+    p.add_argument("--device", default="jetson", help="jetson (this machine; the only choice)")
+    p.add_argument("--board", help="catalogue id of this board (default: from /proc/device-tree/model)")
+    p.add_argument("--via", choices=VIA, default="nvpmodel",
+                   help="custom modes through a custom nvpmodel POWER_MODEL (default) or direct sysfs writes")
+    p.add_argument("--dry-run", action="store_true", help="print what would be written; change nothing")
+    p.set_defaults(handler=_apply)

@@ -1,0 +1,55 @@
+"""``jetpredict restore``: put back the original power mode recorded by an unfinished run's state file."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from jetpredict.models.catalogue import load_device
+from jetpredict.profiler.powermode import state as state_file
+from jetpredict.profiler.powermode.base import held_signals
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    """What :func:`restore_unfinished` did: ``restored`` False = nothing to do; ``message`` says why."""
+
+    restored: bool
+    message: str
+
+
+class RunStillActive(RuntimeError):
+    """The run that wrote the state file is still alive; restoring under it would fight its switches."""
+
+
+def restore_unfinished(force: bool = False) -> RecoveryResult:
+    """Restore the mode a state file records, then remove the file (and the files kept beside it).
+
+    Raises :class:`state.StateFileError` for an unreadable file, :class:`RunStillActive` when its run is
+    alive (unless ``force``), and :class:`PrivilegedCommandError` when the switch fails (file kept).
+    """
+    state = state_file.find_state()
+    if state is None:
+        where = " or ".join(str(d / state_file.STATE_FILE_NAME) for d in state_file.state_dirs())
+        return RecoveryResult(False, f"nothing to restore: no state file at {where}")
+    if state.run_alive() and not force:
+        raise RunStillActive(f"the run that saved {state.describe()} is still running (pid {state.pid}); "
+                             "stop it (it restores on exit) or pass --force")
+    device = load_device(state.device)
+    if state.kind == "jetson":
+        from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF, NvpmodelController
+
+        controller = NvpmodelController(device, state.conf_path or DEFAULT_CONF,
+                                        jetson_clocks=state.jetson_clocks)
+    elif state.kind == "jetson-sysfs":
+        from jetpredict.profiler.powermode.custom import SysfsController
+
+        controller = SysfsController(device)
+    else:
+        raise state_file.StateFileError(f"{state.path}: unknown controller kind {state.kind!r}")
+    with held_signals():
+        controller.restore_snapshot(state.snapshot)
+        state_file.clear_state(state)
+    return RecoveryResult(True, f"restored the original power mode {state.describe()}")

@@ -1,0 +1,190 @@
+"""The restore state file: what the original power mode was, kept on disk while a run may change it.
+
+Written (atomically, fsynced) before the first switch and removed after a successful restore, so that
+after a SIGKILL, an OOM kill, a crash or a reboot ``jetpredict restore`` can still put the original mode
+back. Where it lives: ``$JETPREDICT_STATE_DIR``; else, under a fake device root (tests),
+``<root>/var/lib/jetpredict``; else ``/var/lib/jetpredict`` for root and
+``$XDG_STATE_HOME/jetpredict`` (default ``~/.local/state/jetpredict``) for anyone else.
+The file is JSON data only: reading it never runs code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jetpredict.profiler import sysfs
+
+STATE_DIR_ENV = "JETPREDICT_STATE_DIR"
+STATE_FILE_NAME = "powermode-restore.json"
+#: The custom nvpmodel configuration lives beside the state file, so ``restore`` can remove it too.
+CUSTOM_CONF_NAME = "nvpmodel-custom.conf"
+CLOCKS_STORE_NAME = "jetson-clocks-store.conf"
+SCHEMA_VERSION = 1
+#: A state file bigger than this is not ours (a sysfs snapshot of every knob is a few kB).
+MAX_STATE_BYTES = 1024 * 1024
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _user_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "jetpredict"
+
+
+def state_dirs() -> list[Path]:
+    """Where a state file may be, the one this process writes to first."""
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return [Path(explicit)]
+    if sysfs.is_fake_root():
+        return [sysfs.path("/var/lib/jetpredict")]
+    system = Path("/var/lib/jetpredict")
+    # A run as a user (nvpmodel through sudo) writes the user's dir; `sudo jetpredict restore` looks there too.
+    return [system, _user_state_dir()] if _is_root() else [_user_state_dir(), system]
+
+
+def state_dir() -> Path:
+    """The directory this process writes its state file to."""
+    return state_dirs()[0]
+
+
+def state_path() -> Path:
+    return state_dir() / STATE_FILE_NAME
+
+
+def boot_id() -> str:
+    """This boot's id (Linux), so a pid recorded before a reboot is not taken for a live run."""
+    text = None
+    with contextlib.suppress(OSError):
+        text = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return text or "unknown"
+
+
+@dataclass
+class RestoreState:
+    """What ``jetpredict restore`` needs: the controller kind, the device and the saved snapshot."""
+
+    kind: str  # "jetson" (nvpmodel) or "jetson-sysfs"
+    device: str
+    snapshot: Any  # the controller's snapshot(), JSON data
+    original: dict[str, Any] = field(default_factory=dict)  # the original mode, for messages
+    conf_path: str | None = None
+    jetson_clocks: bool = False
+    pid: int = field(default_factory=os.getpid)
+    boot_id: str = field(default_factory=boot_id)
+    host: str = field(default_factory=socket.gethostname)
+    created_at: float = field(default_factory=time.time)  # s since the epoch
+    path: Path | None = None  # where it was read from (not stored)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "kind": self.kind, "device": self.device,
+                "snapshot": self.snapshot, "original": self.original, "conf_path": self.conf_path,
+                "jetson_clocks": self.jetson_clocks, "pid": self.pid, "boot_id": self.boot_id,
+                "host": self.host, "created_at": self.created_at}
+
+    def run_alive(self) -> bool:
+        """True when the run that wrote this file still runs (same boot, its pid exists)."""
+        if self.boot_id != boot_id() or self.pid == os.getpid():
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at))
+        mode = self.original.get("mode") or "?"
+        return f"{mode} on {self.device} (saved by pid {self.pid} at {when})"
+
+
+class StateFileError(RuntimeError):
+    """A state file exists but cannot be read as one of ours."""
+
+
+def write_state(state: RestoreState) -> Path:
+    """Write ``state`` atomically (temp file, fsync, rename) to :func:`state_path`."""
+    path = state_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = json.dumps(state.to_json(), indent=1).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):  # the rename itself survives a power loss only once the dir is synced
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    state.path = path
+    return path
+
+
+def read_state(path: Path) -> RestoreState:
+    """Parse one state file; :class:`StateFileError` names what is wrong with it."""
+    try:
+        if not path.is_file():
+            raise StateFileError(f"{path} is not a regular file")
+        if path.stat().st_size > MAX_STATE_BYTES:
+            raise StateFileError(f"{path} is larger than {MAX_STATE_BYTES} bytes: not a jetpredict state file")
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise StateFileError(f"{path} cannot be read: {err}") from None
+    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
+        raise StateFileError(f"{path}: not a jetpredict state file of schema version {SCHEMA_VERSION}")
+    try:
+        return RestoreState(kind=str(doc["kind"]), device=str(doc["device"]), snapshot=doc["snapshot"],
+                            original=dict(doc.get("original") or {}), conf_path=doc.get("conf_path"),
+                            jetson_clocks=bool(doc.get("jetson_clocks")), pid=int(doc.get("pid") or 0),
+                            boot_id=str(doc.get("boot_id") or ""), host=str(doc.get("host") or ""),
+                            created_at=float(doc.get("created_at") or 0.0), path=path)
+    except (KeyError, TypeError, ValueError) as err:
+        raise StateFileError(f"{path}: missing or bad field {err}") from None
+
+
+def find_state() -> RestoreState | None:
+    """The state file of an unfinished run, from the first directory of :func:`state_dirs` holding one."""
+    for directory in state_dirs():
+        path = directory / STATE_FILE_NAME
+        if path.exists():
+            return read_state(path)
+    return None
+
+
+def clear_state(state: RestoreState | None = None) -> None:
+    """Remove the state file and the files kept beside it (custom nvpmodel conf, jetson_clocks store)."""
+    directory = state.path.parent if state is not None and state.path is not None else state_dir()
+    for name in (STATE_FILE_NAME, CUSTOM_CONF_NAME, CLOCKS_STORE_NAME):
+        with contextlib.suppress(FileNotFoundError):
+            (directory / name).unlink()
+
+
+def unfinished_run_warning() -> str | None:
+    """A warning for the start of ``profile`` when a state file from an unfinished run exists, else None."""
+    try:
+        state = find_state()
+    except StateFileError as err:
+        return f"a power-mode state file cannot be read ({err}); remove it after checking the mode"
+    if state is None:
+        return None
+    if state.run_alive():
+        return (f"another jetpredict run (pid {state.pid}) is changing power modes; its original mode is "
+                f"{state.describe()}")
+    return (f"an unfinished run left the device in a changed power mode; original: {state.describe()}. "
+            "This run restores that original mode at its end; `jetpredict restore` does it now.")

@@ -1,0 +1,199 @@
+"""No 500 for any input, 503 when the database is down, idempotent uploads, security headers, CORS, rate
+limits, and schemas that say what the server enforces. Each case of issue 13 point 4 is one test here."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from api_fixtures import API_KEY, published_rows
+from conftest import NO_RATE_LIMITS
+from jetpredict.api.testing import free_port
+
+MODES = [{"cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600.0}]
+
+
+# -- bad input never becomes a 500 ------------------------------------------------------------------
+@pytest.mark.parametrize("bad_id", ["a\x00b", "x\ud800y", "\udfff"], ids=["nul", "surrogate", "lone-low"])
+def test_unstorable_workload_ids_are_4xx_on_every_database(client, auth, stored, bad_id):
+    r = client.post("/v1/predictions", json={"workload": {"id": bad_id}, "modes": MODES})
+    assert r.status_code in (404, 422), r.json
+    r = client.get("/v1/workloads/" + bad_id.encode("utf-8", "surrogatepass").decode("latin-1"))
+    assert r.status_code == 404
+    r = client.delete("/v1/workloads/a%00b", headers=auth)
+    assert r.status_code == 404
+    rows = [{**row, "workload": bad_id} for row in published_rows()]
+    r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
+    assert r.status_code == 422 and "rows.1.workload" in r.json["errors"], r.json
+    rows = [{**row, "mode": f"m{bad_id}{i}"} for i, row in enumerate(published_rows())]
+    r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
+    assert r.status_code == 422 and "rows.1.mode" in r.json["errors"], r.json
+    assert client.get("/v1/workloads").json["total"] == 1  # nothing half-stored
+
+
+@pytest.mark.parametrize("opener, closer", [("[", "]"), ('{"a":', "}")], ids=["arrays", "objects"])
+def test_json_nested_a_thousand_deep_is_400_without_a_key(client, opener, closer):
+    body = '{"workload": ' + opener * 100_000 + "1" + closer * 100_000 + "}"
+    for path in ("/v1/predictions", "/v1/profiles"):
+        r = client.post(path, data=body, content_type="application/json")
+        assert r.status_code in (400, 401), (path, r.json)
+        assert r.json["code"] == r.status_code
+    r = client.post("/v1/predictions", data=body, content_type="application/json")
+    assert r.status_code == 400 and "nested too deeply" in r.json["message"]
+
+
+def test_fleet_plan_deadline_near_the_float_limit_is_422(client, stored):
+    body = {"workload": {"id": "my-resnet"}, "deadline_s": 1e307,
+            "clients": [{"id": "a", "device": "agx-xavier"}, {"id": "b", "device": "nano"}]}
+    r = client.post("/v1/fleet-plans", json=body)
+    assert r.status_code == 422 and "deadline_s" in r.json["errors"]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"workload": {}}, "workload._schema"),
+    ({"workload": {"id": ""}}, "workload.id"),
+    ({"workload": {"id": "my-resnet"}, "modes": [{**MODES[0], "cpu_mhz": 5e-324}]}, "modes.0.cpu_mhz"),
+    ({"workload": {"id": "my-resnet"}, "modes": [{**MODES[0], "cpu_cores": 0}]}, "modes.0.cpu_cores"),
+])
+def test_what_the_server_refuses_the_openapi_document_refuses_too(client, body, field):
+    r = client.post("/v1/predictions", json=body)
+    assert r.status_code == 422 and field in r.json["errors"], r.json
+    doc = client.get("/openapi.json").json
+    ref = doc["components"]["schemas"]["WorkloadRef"]
+    assert ref["minProperties"] == 1 and ref["maxProperties"] == 1
+    assert ref["properties"]["id"]["minLength"] == 1 and "pattern" in ref["properties"]["id"]
+    mode = doc["components"]["schemas"]["PredictionRequest"]["properties"]["modes"]["oneOf"][1]["items"]
+    assert mode["properties"]["cpu_mhz"]["minimum"] > 100 and mode["properties"]["cpu_cores"]["minimum"] == 1
+    row = ref["properties"]["rows"]["items"]
+    assert row["properties"]["workload"]["minLength"] == 1 and "enum" in row["properties"]["device"]
+    assert row["properties"]["epoch_time_s"]["maximum"] <= 1e8
+    fleet = doc["components"]["schemas"]["FleetPlanRequest"]["properties"]["deadline_s"]
+    assert fleet["maximum"] < 1e10
+
+
+def test_unexpected_errors_answer_one_json_500_and_log_one_traceback(make_app, caplog):
+    app = make_app()
+
+    def boom():
+        raise ZeroDivisionError("boom")
+
+    app.add_url_rule("/boom", "boom", boom)
+    with caplog.at_level(logging.ERROR, logger="jetpredict.api"):
+        r = app.test_client().get("/boom")
+    assert r.status_code == 500
+    assert r.json == {"code": 500, "status": "Internal Server Error",
+                      "message": "internal error; see the server log", "errors": {}}
+    tracebacks = [rec for rec in caplog.records if rec.exc_info]
+    assert len(tracebacks) == 1 and tracebacks[0].exc_info[0] is ZeroDivisionError
+
+
+# -- the database down: 503, not 500 ----------------------------------------------------------------
+def test_database_down_is_503_with_retry_after(tmp_path):
+    from jetpredict.api.app import create_app
+
+    # Nothing listens on this loopback port: every connection is refused, as when PostgreSQL is down.
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, "DATABASE_URL": url, **NO_RATE_LIMITS})
+    client = app.test_client()
+    for method, path, body in [("post", "/v1/predictions", {"workload": {"id": "w"}, "modes": MODES}),
+                               ("post", "/v1/profiles", {"rows": published_rows()}),
+                               ("get", "/v1/workloads", None), ("get", "/v1/workloads/w", None)]:
+        r = getattr(client, method)(path, json=body, headers={"X-API-Key": API_KEY})
+        assert r.status_code == 503, (path, r.status_code, r.json)
+        assert r.json["errors"] == {"database": ["unreachable"]} and r.headers["Retry-After"]
+    assert client.get("/healthz").status_code == 503
+    assert client.get("/v1/devices").status_code == 200  # the catalogue needs no database
+
+
+# -- idempotent uploads ------------------------------------------------------------------------------
+def test_a_retried_upload_is_stored_once_and_answered_with_the_original_result(client, auth):
+    headers = {**auth, "Idempotency-Key": "upload-0001"}
+    first = client.post("/v1/profiles", json={"rows": published_rows()}, headers=headers)
+    assert first.status_code == 201 and first.headers["Idempotent-Replayed"] == "false"
+    more = client.post("/v1/profiles", json={"rows": published_rows(n=8)[4:]}, headers=auth)
+    assert more.status_code == 201 and more.json["revision"] == 2
+    retry = client.post("/v1/profiles", json={"rows": published_rows()}, headers=headers)
+    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
+    assert retry.json == first.json  # the original answer, revision 1
+    assert client.get("/v1/workloads/my-resnet").json["rows_stored"] == 8
+
+
+def test_the_same_key_with_another_body_is_422(client, auth):
+    headers = {**auth, "Idempotency-Key": "k-1"}
+    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=headers).status_code == 201
+    r = client.post("/v1/profiles", json={"rows": published_rows(n=8)[4:]}, headers=headers)
+    assert r.status_code == 422 and "headers.Idempotency-Key" in r.json["errors"]
+    assert client.get("/v1/workloads/my-resnet").json["rows_stored"] == 4
+
+
+def test_without_a_key_the_same_rows_are_one_upload(client, auth):
+    first = client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth)
+    again = client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth)
+    assert again.status_code == 201 and again.json == first.json
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert client.get("/v1/workloads/my-resnet").json["rows_stored"] == 4
+
+
+def test_a_bad_idempotency_key_is_422(client, auth):
+    r = client.post("/v1/profiles", json={"rows": published_rows()}, headers={**auth, "Idempotency-Key": "a b"})
+    assert r.status_code == 422 and "headers.Idempotency-Key" in r.json["errors"]
+
+
+# -- headers, CORS, rate limits ----------------------------------------------------------------------
+def test_security_headers_on_reads_writes_and_errors(client, auth):
+    for r in (client.get("/v1/devices"), client.get("/nope"),
+              client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth)):
+        assert "default-src 'self'" in r.headers["Content-Security-Policy"]
+        assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+        assert r.headers["Referrer-Policy"] == "no-referrer"
+    write = client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth)
+    assert write.headers["Cache-Control"] == "no-store"
+    assert "no-store" not in client.get("/v1/devices").headers.get("Cache-Control", "")
+
+
+def test_cors_preflight_only_on_routes_and_vary_origin(make_app):
+    client = make_app(CORS_ORIGINS="https://ok.example").test_client()
+    pre = {"Origin": "https://ok.example", "Access-Control-Request-Method": "POST"}
+    r = client.options("/v1/predictions", headers=pre)
+    assert r.status_code == 204 and r.headers["Access-Control-Allow-Origin"] == "https://ok.example"
+    assert "POST" in r.headers["Access-Control-Allow-Methods"] and "Origin" in r.headers["Vary"]
+    r = client.options("/no/such/route", headers=pre)
+    assert r.status_code == 404 and "Access-Control-Allow-Origin" not in r.headers
+    r = client.get("/v1/devices", headers={"Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in r.headers and "Origin" in r.headers["Vary"]
+
+
+def test_rate_limits_per_client_and_for_all_modes(make_app, auth):
+    app = make_app(RATE_LIMIT="5/minute", RATE_LIMIT_ALL_MODES="1/minute")
+    client = app.test_client()
+    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
+    body = {"workload": {"id": "my-resnet"}, "modes": "all"}
+    assert client.post("/v1/predictions", json=body).status_code == 200
+    r = client.post("/v1/predictions", json=body)
+    assert r.status_code == 429 and r.json["code"] == 429 and int(r.headers["Retry-After"]) > 0
+    few = {"workload": {"id": "my-resnet"}, "modes": MODES}
+    statuses = [client.post("/v1/predictions", json=few).status_code for _ in range(4)]
+    assert statuses[:2] == [200, 200] and statuses[-1] == 429  # 5/minute over all costly POSTs
+    other = client.post("/v1/predictions", json=few, environ_base={"REMOTE_ADDR": "10.0.0.2"})
+    assert other.status_code == 200  # another client has its own budget
+    assert client.get("/v1/devices").status_code == 200  # reads are not limited
+
+
+def test_bad_rate_limit_setting_names_the_variable(tmp_path):
+    from jetpredict.api.config import load_settings
+    from jetpredict.models.errors import InputError
+
+    with pytest.raises(InputError, match="JETPREDICT_RATE_LIMIT="):
+        load_settings({"RATE_LIMIT": "lots"})
+
+
+def test_openapi_says_reads_are_public(client):
+    assert "reads are public" in client.get("/openapi.json").json["info"]["description"]
+
+
+def test_database_password_is_masked():
+    from jetpredict.api.storage import masked_url
+
+    shown = masked_url("postgresql://u:s3cret@db:5432/jp?password=qp-secret&sslmode=require")
+    assert "s3cret" not in shown and "qp-secret" not in shown and "sslmode=require" in shown

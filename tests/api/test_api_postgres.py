@@ -1,0 +1,80 @@
+"""Schema creation under concurrent first boots, on SQLite and (with a test database) PostgreSQL; the
+``serve`` banner never prints a database password. ``bench/api_boots.py`` runs five gunicorn boots."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+from conftest import TEST_DATABASE_ENV
+from jetpredict.api.storage import Storage, metadata
+from jetpredict.api.testing import empty_postgresql, free_port, gunicorn_first_boot
+
+
+def test_concurrent_first_boots_create_the_schema_once(database_url, tmp_path):
+    url = database_url or f"sqlite:///{tmp_path / 'boot.sqlite'}"
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def boot() -> None:
+        storage = Storage(url)
+        try:
+            barrier.wait()
+            storage.create_schema()
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+        finally:
+            storage.dispose()
+
+    threads = [threading.Thread(target=boot) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    storage = Storage(url)
+    assert set(metadata.tables) <= set(sa.inspect(storage.engine).get_table_names())
+    storage.dispose()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not os.environ.get(TEST_DATABASE_ENV), reason=f"needs {TEST_DATABASE_ENV} (PostgreSQL)")
+def test_gunicorn_four_workers_boot_on_an_empty_postgresql_database(tmp_path):
+    url = os.environ[TEST_DATABASE_ENV]
+    empty_postgresql(url)
+    result = gunicorn_first_boot(url, workers=4, work_dir=tmp_path)
+    assert result["ok"], result["log_tail"]
+    empty_postgresql(url)  # leave the test database as the other tests expect it
+
+
+@pytest.mark.timeout(60)
+def test_serve_banner_hides_the_database_password(tmp_path):
+    port = free_port()
+    # Nothing listens there: serve still starts (503 until the database is back) and prints its banner.
+    url = f"postgresql://jp:pw-in-userinfo@127.0.0.1:{free_port()}/jp?password=pw-in-query&sslmode=disable"
+    env = {**os.environ, "JETPREDICT_API_KEYS": "k", "JETPREDICT_RATE_LIMIT": "off"}
+    proc = subprocess.Popen([sys.executable, "-m", "jetpredict", "serve", "--server", "flask", "--port", str(port),
+                             "--database-url", url, "--data-dir", str(tmp_path)],
+                            env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "listening on" in line:
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    text = "".join(lines)
+    assert "listening on" in text, text
+    assert "pw-in-userinfo" not in text and "pw-in-query" not in text
+    assert "sslmode=disable" in text and "127.0.0.1" in text

@@ -1,0 +1,137 @@
+"""The mode-chooser page at ``/``, ``/docs``, and the built-in workloads the page predicts
+(``/v1/reference-workloads``), through the Flask test client (no browser; see test_page_browser.py)."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from jetpredict.api.routes.page import STATIC_DIR
+
+
+class _Refs(HTMLParser):
+    """Every src/href of an HTML page, inline scripts and style attributes/elements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[str] = []
+        self.inline_scripts = 0
+        self.inline_styles = 0
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("src", "href"):
+            if attrs.get(key):
+                self.refs.append(attrs[key])
+        if "style" in attrs or tag == "style":
+            self.inline_styles += 1
+        self._in_script = tag == "script" and not attrs.get("src")
+
+    def handle_data(self, data):
+        if self._in_script and data.strip():
+            self.inline_scripts += 1
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+
+def _refs(html: str) -> _Refs:
+    parser = _Refs()
+    parser.feed(html)
+    return parser
+
+
+@pytest.mark.parametrize("path, title", [("/", "power mode"), ("/docs", "API docs")])
+def test_pages_load_only_files_of_this_service(client, path, title):
+    """No CDN, no other host, no inline script or style: works offline and under a strict CSP."""
+    response = client.get(path)
+    assert response.status_code == 200 and response.mimetype == "text/html"
+    html = response.get_data(as_text=True)
+    assert title in html
+    refs = _refs(html)
+    assert refs.inline_scripts == 0 and refs.inline_styles == 0
+    assert refs.refs, "the page loads its scripts and styles"
+    for ref in refs.refs:
+        assert not re.match(r"^([a-z]+:)?//", ref), f"{path} references another host: {ref}"
+        asset = client.get(ref)
+        assert asset.status_code == 200, ref
+        assert asset.content_length or asset.get_data(), ref
+
+
+def test_static_files_hold_no_external_urls_to_load():
+    """The page's own JS/CSS fetch only relative API paths."""
+    for name in ("page.js", "page.css", "docs.js", "index.html", "docs.html"):
+        text = (STATIC_DIR / name).read_text()
+        assert not re.search(r"(src|href|url|fetch)\s*[(=:]\s*[\"']?(https?:)?//", text), name
+
+
+def test_docs_point_swagger_at_our_openapi_document(client):
+    init = client.get("/assets/docs.js").get_data(as_text=True)
+    assert '"/openapi.json"' in init and "validatorUrl: null" in init
+    spec = client.get("/openapi.json").get_json()
+    assert "/v1/reference-workloads" in spec["paths"]
+    assert "/" not in spec["paths"] and "/docs" not in spec["paths"]  # page routes are not API routes
+
+
+def test_vendored_libraries_keep_their_licences():
+    vendor = STATIC_DIR / "vendor"
+    for folder in ("uplot", "swagger-ui"):
+        assert (vendor / folder / "LICENSE").is_file()
+    assert "uPlot" in (vendor / "uplot" / "uPlot.iife.min.js").read_text()
+    assert "SwaggerUIBundle" in (vendor / "swagger-ui" / "swagger-ui-bundle.js").read_text()
+    readme = (vendor / "README.md").read_text()
+    from jetpredict.api.routes.page import VENDORED
+
+    for package, version in VENDORED.items():
+        assert f"`{package}` | {version}" in readme
+
+
+def test_reference_workloads_list_and_rows(client):
+    listing = client.get("/v1/reference-workloads?device=agx-xavier").get_json()["workloads"]
+    kinds = {(w["workload"], w["source"]) for w in listing}
+    assert ("resnet18-cifar10", "published") in kinds and ("lenet5-mnist", "simulated") in kinds
+    assert [w["source"] for w in listing] == sorted((w["source"] for w in listing),
+                                                    key=("published", "measured", "simulated").index)
+    published = next(w for w in listing if w["source"] == "published")
+    assert "POMACS" in published["citation"] and published["modes"] == 10
+
+    detail = client.get("/v1/reference-workloads/agx-xavier/resnet18-cifar10").get_json()
+    assert detail["source"] == "published" and detail["modes"] == len(detail["rows"]) == 10
+    row = detail["rows"][0]
+    assert row["device"] == "agx-xavier" and row["workload"] == "resnet18-cifar10" and row["epoch_time_s"] > 0
+    simulated = client.get("/v1/reference-workloads/agx-xavier/resnet18-cifar10?source=simulated").get_json()
+    assert simulated["source"] == "simulated" and simulated["modes"] > 100
+
+    everywhere = client.get("/v1/reference-workloads").get_json()["workloads"]
+    assert {w["device"] for w in everywhere} == {"agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx",
+                                                 "orin-nano"}
+
+
+def test_reference_workload_errors_name_the_field(client):
+    r = client.get("/v1/reference-workloads/agx-xavier/no-such-net")
+    assert r.status_code == 404
+    body = r.get_json()
+    assert "workload" in body["errors"] and "resnet18-cifar10" in body["message"]
+    r = client.get("/v1/reference-workloads/tpu-v9/resnet18-cifar10")
+    assert r.status_code == 404 and "device" in r.get_json()["errors"]
+    r = client.get("/v1/reference-workloads?source=guessed")
+    assert r.status_code == 422 and "query.source" in r.get_json()["errors"]
+
+
+def test_built_in_rows_predict_as_an_inline_workload(client):
+    """The page's path for a built-in workload: fetch its rows, send them inline, get all modes."""
+    rows = client.get("/v1/reference-workloads/agx-xavier/resnet18-cifar10").get_json()["rows"]
+    body = {"device": "agx-xavier", "workload": {"rows": rows}, "objective": "min-time",
+            "constraints": {"max_power_w": 15}}
+    rec = client.post("/v1/recommendations", json=body)
+    assert rec.status_code == 200, rec.get_json()
+    answer = rec.get_json()
+    assert answer["best"]["avg_power_w"] <= 15 and answer["reference_source"] == "published"
+    assert answer["profiled_modes"] == 10
+    csv = client.post("/v1/predictions", json={"device": "agx-xavier", "workload": {"rows": rows}, "modes": "all"},
+                      headers={"Accept": "text/csv"})
+    assert csv.status_code == 200 and csv.mimetype == "text/csv"
+    lines = csv.get_data(as_text=True).splitlines()
+    assert len(lines) == 1 + 29232 and lines[0].startswith("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz")

@@ -1,0 +1,135 @@
+"""Every HTTP answer says what it rests on: cross-device answers name the simulated sweeps they use, as
+the CLI does, and predictions of twin-profiled rows say the workload's rows are simulated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from jetpredict.cli import main
+
+REFERENCE = Path(__file__).resolve().parents[2] / "models" / "reference"
+HEADERS = {"X-API-Key": "test-key"}
+
+
+def _rows(csv: str, workload: str, n: int | None = None) -> list[dict]:
+    df = pd.read_csv(REFERENCE / csv)
+    df = df[df["workload"] == workload]
+    if n:
+        df = df.iloc[:n]
+    return [{k: v for k, v in r.items() if pd.notna(v)} for r in df.to_dict(orient="records")]
+
+
+@pytest.fixture
+def app(tmp_path):
+    from jetpredict.api.app import create_app
+
+    return create_app({"DATA_DIR": str(tmp_path), "API_KEYS": "test-key", "TESTING": True})
+
+
+@pytest.fixture
+def client(app):
+    client = app.test_client()
+    published = _rows("agx-xavier-published.csv", "resnet18-cifar10")
+    assert client.post("/v1/profiles", json={"rows": published}, headers=HEADERS).status_code == 201
+    twin = [{**r, "workload": "lenet-twin"} for r in _rows("agx-xavier-simulated.csv", "lenet5-mnist", 4)]
+    assert client.post("/v1/profiles", json={"rows": twin}, headers=HEADERS).status_code == 201
+    return client
+
+
+def test_cross_device_answers_say_simulated(client):
+    workload = {"id": "resnet18-cifar10"}
+    own = client.post("/v1/predictions", json={"workload": workload, "modes": "presets"}).get_json()
+    assert own["reference_source"] == "published" and own["workload_source"] == "published"
+    other = client.post("/v1/predictions", json={"device": "orin-nano", "workload": workload,
+                                                 "modes": "presets"}).get_json()
+    assert other["reference_source"] == "simulated"
+    assert {p["reference_source"] for p in other["predictions"] if "reference_source" in p} <= {"simulated"}
+    rec = client.post("/v1/recommendations", json={"device": "nano", "workload": workload,
+                                                   "objective": "min-energy", "constraints": {}}).get_json()
+    assert rec["reference_source"] == "simulated" and rec["workload_source"] == "published"
+    fleet = {"workload": workload, "deadline_s": 100000, "clients": [{"id": "a", "device": "agx-xavier"}]}
+    assert client.post("/v1/fleet-plans", json=fleet).get_json()["reference_source"] == "published"
+    fleet["clients"].append({"id": "b", "device": "orin-nx"})
+    assert client.post("/v1/fleet-plans", json=fleet).get_json()["reference_source"] == "simulated"
+
+
+def test_cli_and_http_agree_across_devices(client, tmp_path, capsys):
+    rows = tmp_path / "rows.csv"
+    pd.DataFrame(_rows("agx-xavier-published.csv", "resnet18-cifar10")).to_csv(rows, index=False)
+    model = tmp_path / "m.joblib"
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(model), "--presets", "--device", "orin-nano", "--format", "csv"]) == 0
+    cli = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
+    http = client.post("/v1/predictions", json={"device": "orin-nano", "workload": {"id": "resnet18-cifar10"},
+                                                "modes": "presets"}).get_json()
+    assert set(cli["reference_source"]) == {http["reference_source"]} == {"simulated"}
+    assert set(cli["workload_source"]) == {http["workload_source"]} == {"published"}
+
+
+def test_twin_profiled_rows_are_said_to_be_simulated(client):
+    answer = client.post("/v1/predictions", json={"workload": {"id": "lenet-twin"}, "modes": "presets"}).get_json()
+    assert answer["workload_source"] == "simulated"
+    csv = client.post("/v1/predictions", json={"workload": {"id": "lenet-twin"}, "modes": "presets"},
+                      headers={"Accept": "text/csv"}).get_data(as_text=True)
+    header, first = csv.splitlines()[:2]
+    assert dict(zip(header.split(","), first.split(","), strict=True))["workload_source"] == "simulated"
+    rec = client.post("/v1/recommendations", json={"workload": {"id": "lenet-twin"}, "objective": "min-time",
+                                                   "constraints": {"max_power_w": 15}}).get_json()
+    assert rec["workload_source"] == "simulated"
+
+
+def test_error_keys_count_from_zero_everywhere(client):
+    """rows, modes and clients: the index in an error key is the 0-based position in the list."""
+    good = _rows("agx-xavier-published.csv", "resnet18-cifar10", 2)
+    bad = [good[0], {**good[1], "epoch_time_s": -1}]
+    r = client.post("/v1/profiles", json={"rows": bad}, headers=HEADERS)
+    assert r.status_code == 422 and "rows.1.epoch_time_s" in r.get_json()["errors"], r.get_json()
+    r = client.post("/v1/predictions", json={"workload": {"rows": bad}, "modes": "presets"})
+    assert r.status_code == 422 and "workload.rows.1.epoch_time_s" in r.get_json()["errors"], r.get_json()
+    modes = [{"mode": "a", "cpu_cores": 4, "cpu_mhz": 1200, "gpu_mhz": 670, "emc_mhz": 1331.2},
+             {"mode": "b", "cpu_cores": 4, "cpu_mhz": 99999, "gpu_mhz": 670, "emc_mhz": 1331.2}]
+    r = client.post("/v1/predictions", json={"workload": {"id": "resnet18-cifar10"}, "modes": modes})
+    assert r.status_code == 422 and any(k.startswith("modes.1.") for k in r.get_json()["errors"]), r.get_json()
+    clients = [{"id": "a", "device": "nano"}, {"id": "b", "device": "tpu"}]
+    r = client.post("/v1/fleet-plans", json={"workload": {"id": "resnet18-cifar10"}, "deadline_s": 1000,
+                                             "clients": clients})
+    assert r.status_code in (404, 422) and any(k.startswith("clients.1") for k in r.get_json()["errors"]), \
+        r.get_json()
+
+
+def test_unknown_columns_are_rejected_pass_through_columns_kept(client):
+    rows = _rows("agx-xavier-published.csv", "resnet18-cifar10", 4)
+    misspelt = [{**r, "workload": "typo"} for r in rows]
+    misspelt[2]["epoch_tme_s"] = 1.0
+    r = client.post("/v1/profiles", json={"rows": misspelt}, headers=HEADERS)
+    assert r.status_code == 422
+    errors = r.get_json()["errors"]
+    assert list(errors) == ["rows.2.epoch_tme_s"] and "did you mean 'epoch_time_s'" in errors["rows.2.epoch_tme_s"][0]
+    assert client.get("/v1/workloads/typo").status_code == 404
+    # the profiler's own extra columns are documented pass-through columns: stored as they are
+    twin = _rows("agx-xavier-simulated.csv", "vgg11-cifar10", 2)
+    assert {"power_meter", "kernel_count", "flops_train"} <= set(twin[0])
+    assert client.post("/v1/profiles", json={"rows": twin}, headers=HEADERS).status_code == 201
+    stored = client.get("/v1/workloads/vgg11-cifar10").get_json()["rows"][0]
+    assert stored["power_meter"] == "sim:agx-xavier" and stored["kernel_count"] == twin[0]["kernel_count"]
+
+
+def test_cli_recommend_json_has_the_fields_of_the_http_answer(client, tmp_path, capsys):
+    rows = tmp_path / "rows.csv"
+    pd.DataFrame(_rows("agx-xavier-published.csv", "resnet18-cifar10")).to_csv(rows, index=False)
+    model = tmp_path / "m.joblib"
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "15",
+                 "--format", "json"]) == 0
+    import json
+
+    cli = json.loads(capsys.readouterr().out)
+    http = client.post("/v1/recommendations", json={"workload": {"id": "resnet18-cifar10"}, "objective": "min-time",
+                                                    "constraints": {"max_power_w": 15}}).get_json()
+    assert set(cli) == set(http)
+    assert set(cli["best"]) == set(http["best"]) and set(cli["pareto"][0]) == set(http["pareto"][0])
+    assert cli["best"]["mode"] == http["best"]["mode"] and cli["constraints"] == http["constraints"]

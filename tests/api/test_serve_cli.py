@@ -1,0 +1,58 @@
+"""``jetpredict serve``: "listening on" only once the port is bound, a busy port fails at once in words,
+and the line says which server runs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from jetpredict.api.testing import free_port
+
+
+def _serve(tmp_path, port: int, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "JETPREDICT_API_KEYS": "k"}
+    return subprocess.Popen([sys.executable, "-m", "jetpredict", "serve", "--port", str(port), "--data-dir",
+                             str(tmp_path), "--workers", "1", *extra], env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+
+
+@pytest.mark.parametrize("server, says", [("flask", "Flask server: Flask's threaded development server"),
+                                          ("gunicorn", "gunicorn, 1 workers")])
+def test_listening_is_said_once_the_port_answers(tmp_path, server, says):
+    port = free_port()
+    proc = _serve(tmp_path, port, "--server", server)
+    try:
+        deadline = time.monotonic() + 60
+        line = ""
+        while time.monotonic() < deadline and "listening on" not in line:
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, "serve exited"
+        assert f"listening on http://127.0.0.1:{port} ({says}" in line
+        # said after the bind: the port takes a connection right away (answers once the app is loaded)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as r:
+            assert r.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_busy_port_fails_at_once(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        proc = _serve(tmp_path, port)
+        _, err = proc.communicate(timeout=60)
+        elapsed_s = time.monotonic() - started
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in err and "--port" in err
+    assert "listening on" not in err and "Traceback" not in err
+    assert elapsed_s < 30  # no 5 s x retries of gunicorn's; generous for a loaded 2-core machine

@@ -1,0 +1,180 @@
+"""Client side of the Flower integration: the planned mode is applied through the real controllers (fake
+nvpmodel under JETPREDICT_SYSFS_ROOT) and restored on every exit path; time and energy reach the reply."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
+
+from flwr.app import ConfigRecord, Message, Metadata, MetricRecord, RecordDict  # noqa: E402
+from jetpredict.models.catalogue import PowerMode, load_device  # noqa: E402
+from jetpredict.models.errors import InputError  # noqa: E402
+from jetpredict.profiler.power import NullPowerMeter  # noqa: E402
+from jetpredict.profiler.powermode import detect_controller  # noqa: E402
+
+from jetpredict.integrations.flower import (  # noqa: E402
+    ENERGY_METRIC,
+    PLAN_RECORD,
+    REPORT_RECORD,
+    TIME_METRIC,
+    ClientPlan,
+    PlannedRound,
+    TwinWorkload,
+    read_plan,
+    twin_round,
+)
+
+DEVICE = "orin-nx"
+VDD_IN_W = 15.0  # 5000 mV x 3000 mA on the fake INA3221
+
+
+def plan_for(mode: PowerMode, device: str = DEVICE) -> ClientPlan:
+    return ClientPlan(node_id=7, device=device, epoch_scale=0.5, epochs=2, deadline_s=60.0, meets_deadline=True,
+                      mode=mode.mode, cpu_cores=int(mode.cpu_cores), cpu_mhz=float(mode.cpu_mhz),
+                      gpu_mhz=float(mode.gpu_mhz), emc_mhz=float(mode.emc_mhz), time_s=10.0, time_s_low=8.0,
+                      time_s_high=12.0, energy_j=100.0, energy_j_low=80.0, energy_j_high=125.0,
+                      idle_energy_j=20.0, avg_power_w=10.0)
+
+
+def train_message(plan: ClientPlan | None) -> Message:
+    """A train message as a SuperNode receives it (metadata given: no ServerApp run in this process)."""
+    content = RecordDict({"config": ConfigRecord({"server-round": 3})})
+    if plan is not None:
+        content[PLAN_RECORD] = plan.to_config()
+    return Message(content=content, metadata=METADATA)
+
+
+METADATA = Metadata(run_id=1, message_id="m-1", src_node_id=0, dst_node_id=7, reply_to_message_id="", group_id="3",
+                    created_at=0.0, ttl=3600.0, message_type="train")
+
+
+def switches(root) -> list[str]:
+    return [c[-1] for c in root.calls() if c[0] == "nvpmodel" and "-m" in c]
+
+
+@pytest.fixture
+def orin(fake_root):
+    """An Orin NX in its default preset (15W, id 2) with an INA3221 reading 15 W on VDD_IN."""
+    fake_root.add_jetson(load_device(DEVICE))
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 3000), ("VDD_CPU_GPU_CV", 5000, 1200),
+                                              ("VDD_SOC", 5000, 600)])
+    return fake_root
+
+
+def custom_mode() -> PowerMode:
+    d = load_device(DEVICE)
+    return PowerMode("custom", 2, d.cpu_steps_mhz[3], d.gpu_steps_mhz[2], d.emc_steps_mhz[1])
+
+
+def test_plan_travels_in_the_train_message():
+    plan = plan_for(load_device(DEVICE).preset("MAXN"))
+    assert read_plan(train_message(plan)) == plan
+    assert read_plan(train_message(None)) is None
+    record = plan.to_config()
+    del record["cpu-mhz"]
+    with pytest.raises(InputError, match="cpu-mhz"):
+        ClientPlan.from_config(record)
+
+
+def test_planned_preset_is_applied_measured_and_restored(orin):
+    maxn = load_device(DEVICE).preset("MAXN")
+    with PlannedRound(train_message(plan_for(maxn)), sampler_hz=50.0) as planned:
+        assert orin.read("/var/lib/nvpmodel/status") == "pmode:0000"
+        time.sleep(0.25)
+    assert switches(orin) == ["0", "2"]  # MAXN, then back to the default 15W
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    report = planned.report
+    assert report["source"] == "measured" and report["mode"] == "MAXN" and report["mode-applied"] is True
+    assert report["meter"] == "ina3221:VDD_IN"
+    assert report["time-s"] >= 0.25
+    assert report["energy-j"] == pytest.approx(VDD_IN_W * report["time-s"], rel=1e-6)
+    assert report["avg-power-w"] == pytest.approx(VDD_IN_W)
+
+
+def test_exception_restores_the_previous_mode_and_propagates(orin):
+    mode = custom_mode()
+    with pytest.raises(ZeroDivisionError), PlannedRound(train_message(plan_for(mode))):
+        assert detect_controller("jetson", DEVICE).read_back().cpu_cores == 2
+        1 / 0  # noqa: B018
+    assert switches(orin)[-1] == "2"
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    assert detect_controller("jetson", DEVICE).read_back().cpu_cores == 4  # 15W runs 4 cores
+
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    from flwr.app import Message, Metadata, RecordDict
+    from jetpredict.integrations.flower import PLAN_RECORD, ClientPlan, PlannedRound
+    plan = ClientPlan(**json.loads(sys.argv[1]))
+    meta = Metadata(run_id=1, message_id="m-1", src_node_id=0, dst_node_id=7, reply_to_message_id="",
+                    group_id="3", created_at=0.0, ttl=3600.0, message_type="train")
+    message = Message(content=RecordDict({PLAN_RECORD: plan.to_config()}), metadata=meta)
+    with PlannedRound(message):
+        print("switched", flush=True)
+        time.sleep(60)
+    print("unreachable", flush=True)
+""")
+
+
+def test_sigterm_restores_the_previous_mode(orin):
+    env = orin.env()
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    plan = dataclasses.asdict(plan_for(custom_mode()))
+    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(plan)], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("switched"), line + child.stderr.read()
+        assert orin.read("/var/lib/nvpmodel/status") != "pmode:0002"
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 128 + signal.SIGTERM, err
+    assert "unreachable" not in out
+    assert switches(orin)[-1] == "2"
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    assert detect_controller("jetson", DEVICE).read_back().cpu_cores == 4
+
+
+def test_no_power_meter_gives_null_energy_with_a_reason_and_the_reply_carries_it():
+    with PlannedRound(train_message(None), device=DEVICE, meter=NullPowerMeter("no sensor found")) as planned:
+        pass
+    report = planned.report
+    assert report["mode-applied"] is False  # no plan: the mode in force is left alone
+    assert "energy-j" not in report and "no sensor found" in report["energy-null-reason"]
+    content = RecordDict({"metrics": MetricRecord({"num-examples": 3})})
+    planned.attach(content)
+    metrics = content.metric_records["metrics"]
+    assert TIME_METRIC in metrics and ENERGY_METRIC not in metrics and metrics["num-examples"] == 3
+    sent = content.config_records[REPORT_RECORD]
+    assert sent["source"] == "measured" and sent["energy-null-reason"] == report["energy-null-reason"]
+
+
+def test_twin_figures_are_the_twins_for_the_planned_mode_and_marked_simulated():
+    device = load_device("nano")
+    mode = device.preset(device.default_preset)
+    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.02)
+    with PlannedRound(train_message(plan_for(mode, "nano")), twin=twin) as planned:
+        pass
+    expected = twin_round("nano", mode, twin, epochs=2)  # the plan's 2 local epochs
+    report = planned.report
+    assert report["source"] == "simulated" and report["meter"] == "sim:nano"
+    assert report["time-s"] == pytest.approx(expected["time_s"])
+    assert report["energy-j"] == pytest.approx(expected["energy_j"])
+    # Without a plan the twin runs the device's fastest preset.
+    with PlannedRound(train_message(None), device="nano", twin=twin) as unplanned:
+        pass
+    assert unplanned.report["mode"] == device.maxn.mode
+    assert unplanned.report["time-s"] < report["time-s"]

@@ -1,0 +1,246 @@
+"""Server side of the Flower integration: plans per node (epoch scale, in process and over HTTP), client
+selection, plan records in the train messages, and what the strategy records from the replies.
+
+The selection tests drive a real ``ClientApp`` through a small in-process Grid (Flower's own Grid base
+class, messages handed to the app directly); ``test_flower_simulation.py`` runs the simulation engine."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
+
+from flower_fixtures import resnet_records  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+from flwr.serverapp import Grid  # noqa: E402
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
+from jetpredict.models.errors import InputError  # noqa: E402
+from jetpredict.predictor.service import plan_fleet  # noqa: E402
+
+from jetpredict.integrations.flower import (  # noqa: E402
+    PLAN_RECORD,
+    TIME_METRIC,
+    ClientPlan,
+    HttpPlanner,
+    JetpredictStrategy,
+    LocalPlanner,
+    NodeInfo,
+    PlannedRound,
+    PlannerError,
+    TwinWorkload,
+    add_device_query,
+    plan_nodes,
+    twin_round,
+)
+
+DEVICES = {1: "agx-xavier", 2: "orin-agx", 3: "nano", 4: "orin-nx", 5: "xavier-nx", 6: "orin-nano"}
+SCALES = {1: 0.01, 2: 0.02, 3: 0.05, 4: 0.01, 5: 0.02, 6: 0.03}
+WORKLOAD = "resnet18-cifar10"
+
+
+def client_plan(model, device: str, deadline_s: float, epochs: int) -> dict:
+    """The service's plan of one client, as the JSON-shaped dict of ``POST /v1/fleet-plans``."""
+    plan = plan_fleet(model, [{"id": "a", "device": device}], deadline_s, epochs=epochs)
+    return (plan.as_dict() if hasattr(plan, "as_dict") else plan)["clients"][0]
+
+
+def test_epoch_scale_plans_under_the_scaled_deadline(resnet_model):
+    planner = LocalPlanner(resnet_model)
+    deadline_s, scale = 1500.0, 0.25
+    plans = plan_nodes(planner, [NodeInfo(1, "nano", 1.0), NodeInfo(2, "nano", scale)], deadline_s, epochs=2)
+    direct = client_plan(resnet_model, "nano", deadline_s, 2)
+    scaled = client_plan(resnet_model, "nano", deadline_s / scale, 2)
+    whole, quarter = plans[1], plans[2]
+    assert (whole.mode, whole.meets_deadline) == (direct["mode"], direct["meets_deadline"])
+    assert whole.time_s == pytest.approx(direct["round_time_s"])
+    assert quarter.mode == scaled["mode"] and quarter.meets_deadline == scaled["meets_deadline"]
+    assert quarter.time_s == pytest.approx(scale * scaled["round_time_s"])
+    assert quarter.time_s_high == pytest.approx(scale * scaled["round_time_s_high"])
+    for p in (whole, quarter):
+        assert p.time_s_low <= p.time_s <= p.time_s_high
+        assert p.energy_j_low <= p.energy_j <= p.energy_j_high
+    # A quarter of the work meets a deadline the whole epoch cannot.
+    assert quarter.meets_deadline and not whole.meets_deadline and whole.reason
+
+
+def test_local_planner_with_models_per_device(resnet_model):
+    planner = LocalPlanner({"nano": resnet_model})
+    plans = plan_nodes(planner, [NodeInfo(1, "nano", 0.01), NodeInfo(2, "orin-nx", 0.01)], 600.0, epochs=1)
+    assert plans[1].mode is not None
+    assert not plans[2].meets_deadline and "no workload model" in plans[2].reason
+    with pytest.raises(InputError, match="unknown-board|device"):
+        LocalPlanner({"unknown-board": resnet_model})
+
+
+@pytest.fixture
+def service_url(tmp_path):
+    """A running ``jetpredict serve`` app (werkzeug server in a thread) on a free port."""
+    from jetpredict.api.app import create_app
+    from werkzeug.serving import make_server
+
+    app = create_app({"DATA_DIR": tmp_path, "API_KEYS": "k", "TESTING": True, "DATABASE_URL": ""})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(10)
+
+
+def test_http_planner_gives_the_in_process_plan(resnet_model, service_url):
+    nodes = [NodeInfo(n, DEVICES[n], SCALES[n]) for n in DEVICES]
+    local = plan_nodes(LocalPlanner(resnet_model), nodes, 120.0, epochs=2)
+    remote = plan_nodes(HttpPlanner(service_url, {"rows": resnet_records()}), nodes, 120.0, epochs=2)
+    assert local.keys() == remote.keys()
+    for n in DEVICES:
+        a, b = local[n], remote[n]
+        assert (a.mode, a.meets_deadline) == (b.mode, b.meets_deadline)
+        for name in ("time_s", "time_s_low", "time_s_high", "energy_j", "energy_j_low", "energy_j_high"):
+            assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-6), name
+    with pytest.raises(PlannerError, match="404"):
+        plan_nodes(HttpPlanner(service_url, "no-such-workload"), nodes[:1], 120.0, epochs=1)
+
+
+# --- selection and records, through a real ClientApp -----------------------------------------------------
+
+class InProcessGrid(Grid):
+    """Hands each message to a real ClientApp in this process (one Context per node)."""
+
+    def __init__(self, app: ClientApp, node_ids: Iterable[int]) -> None:
+        self.app = app
+        self.contexts = {n: Context(run_id=1, node_id=n, node_config={"partition-id": n}, state=RecordDict(),
+                                    run_config={}) for n in node_ids}
+        self.sent: list[Message] = []
+
+    def set_run(self, run_id: int) -> None:
+        raise NotImplementedError
+
+    @property
+    def run(self):
+        raise NotImplementedError
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):
+        raise NotImplementedError
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.contexts)
+
+    def push_messages(self, messages):
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids):
+        raise NotImplementedError
+
+    def send_and_receive(self, messages, *, timeout=None):
+        messages = list(messages)
+        self.sent += messages
+        return [self.app(m, self.contexts[m.metadata.dst_node_id]) for m in messages]
+
+
+def twin_client_app() -> ClientApp:
+    """Node n is a DEVICES[n] with epoch scale SCALES[n]; it trains nothing, reports the twin's figures."""
+    app = ClientApp()
+    add_device_query(app, device=lambda ctx: DEVICES[ctx.node_id], epoch_scale=lambda ctx: SCALES[ctx.node_id])
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        twin = TwinWorkload(WORKLOAD, epoch_scale=SCALES[context.node_id])
+        with PlannedRound(msg, context, device=DEVICES[context.node_id], twin=twin) as planned:
+            arrays = ArrayRecord([np.full(3, float(context.node_id))])
+        content = RecordDict({"arrays": arrays, "metrics": MetricRecord({"num-examples": context.node_id})})
+        return Message(planned.attach(content), reply_to=msg)
+
+    return app
+
+
+@pytest.fixture
+def grid():
+    # What a ServerApp process has set before a strategy builds messages.
+    before = TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
+    yield InProcessGrid(twin_client_app(), DEVICES)
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = before
+
+
+def fedavg(**kwargs) -> FedAvg:
+    return FedAvg(fraction_evaluate=0.0, min_available_nodes=len(DEVICES), **kwargs)
+
+
+def train_round(strategy: JetpredictStrategy, grid: InProcessGrid, server_round: int = 1):
+    messages = list(strategy.configure_train(server_round, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
+    replies = grid.send_and_receive(messages)
+    return messages, strategy.aggregate_train(server_round, replies)
+
+
+def test_only_nodes_meeting_the_deadline_train_with_their_plan(resnet_model, grid):
+    strategy = JetpredictStrategy(fedavg(min_train_nodes=1), resnet_model, deadline_s=60.0, local_epochs=2)
+    plans = plan_nodes(strategy.planner, [NodeInfo(n, DEVICES[n], SCALES[n]) for n in DEVICES], 60.0, 2)
+    feasible = {n for n, p in plans.items() if p.meets_deadline}
+    assert 0 < len(feasible) < len(DEVICES)  # the deadline splits this fleet
+    messages, (arrays, metrics) = train_round(strategy, grid)
+    assert {m.metadata.dst_node_id for m in messages} == feasible
+    for m in messages:
+        node = m.metadata.dst_node_id
+        assert ClientPlan.from_config(m.content.config_records[PLAN_RECORD], node) == plans[node]
+        assert m.content.config_records["config"]["server-round"] == 1
+    query = [m for m in grid.sent if m.metadata.message_type == "query.jetpredict"]
+    assert len(query) == len(DEVICES)
+    records = {r.node_id: r for r in strategy.records}
+    for n, r in records.items():
+        assert r.selected == (n in feasible) and r.device == DEVICES[n]
+        if n in feasible:
+            expected = twin_round(DEVICES[n], plans[n].power_mode(), TwinWorkload(WORKLOAD, SCALES[n]), 2)
+            assert r.replied and r.source == "simulated" and r.mode == plans[n].mode
+            assert r.reported_time_s == pytest.approx(expected["time_s"])
+            assert r.reported_energy_j == pytest.approx(expected["energy_j"])
+            assert r.pred_time_s == pytest.approx(plans[n].time_s)
+            assert r.deadline_missed == (expected["time_s"] > 60.0)
+        else:
+            assert "deadline" in r.reason
+    # FedAvg averaged the feasible nodes' arrays by num-examples = node id; jetpredict metrics were not averaged.
+    weights = {n: float(n) for n in feasible}
+    expected_mean = sum(n * w for n, w in weights.items()) / sum(weights.values())
+    assert arrays.to_numpy_ndarrays()[0] == pytest.approx(np.full(3, expected_mean))
+    assert TIME_METRIC not in metrics
+    assert metrics["jetpredict-selected"] == len(feasible)
+    assert metrics["jetpredict-excluded"] == len(DEVICES) - len(feasible)
+    assert metrics["jetpredict-energy-j"] == pytest.approx(sum(records[n].reported_energy_j for n in feasible))
+    # Devices are learned once: a second round sends no query.
+    train_round(strategy, grid, 2)
+    assert len([m for m in grid.sent if m.metadata.message_type == "query.jetpredict"]) == len(DEVICES)
+
+
+def test_cheapest_fraction_keeps_the_cheapest_feasible_nodes(resnet_model, grid):
+    strategy = JetpredictStrategy(fedavg(min_train_nodes=1), resnet_model, deadline_s=600.0, local_epochs=1,
+                                  cheapest_fraction=0.5)
+    plans = plan_nodes(strategy.planner, [NodeInfo(n, DEVICES[n], SCALES[n]) for n in DEVICES], 600.0, 1)
+    feasible = [n for n, p in plans.items() if p.meets_deadline]
+    cost = {n: (plans[n].energy_j + plans[n].idle_energy_j) / SCALES[n] for n in feasible}
+    cheapest = set(sorted(feasible, key=cost.get)[: -(-len(feasible) // 2)])
+    messages, _ = train_round(strategy, grid)
+    assert {m.metadata.dst_node_id for m in messages} == cheapest
+    assert all(r.reason == "not among the cheapest fraction" for r in strategy.records
+               if r.node_id in set(feasible) - cheapest)
+
+
+def test_a_round_without_enough_feasible_nodes_is_skipped(resnet_model, grid):
+    strategy = JetpredictStrategy(fedavg(min_train_nodes=2), resnet_model, deadline_s=1e-3, local_epochs=1)
+    messages, (arrays, metrics) = train_round(strategy, grid)
+    assert messages == [] and arrays is None
+    assert metrics["jetpredict-selected"] == 0 and metrics["jetpredict-excluded"] == len(DEVICES)
+    assert all(not r.selected and r.reason for r in strategy.records)
+
+
+def test_bad_settings_name_the_field(resnet_model):
+    with pytest.raises(InputError, match="deadline_s"):
+        JetpredictStrategy(fedavg(), resnet_model, deadline_s=0)
+    with pytest.raises(InputError, match="local_epochs"):
+        JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=0)
+    with pytest.raises(InputError, match="cheapest_fraction"):
+        JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=1.5)

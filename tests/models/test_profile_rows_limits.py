@@ -1,0 +1,123 @@
+"""CLI input is bounded and explicit: cell/row/file limits, regular files only, conflicting rows reported,
+physical bounds, and CSV output that no spreadsheet runs as a formula."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import threading
+
+import pandas as pd
+import pytest
+from jetpredict.models import profile_rows as pr
+from jetpredict.models.errors import InputError
+from jetpredict.models.tables import write_table
+
+from jetpredict.cli import main
+
+HEADER = ("device,workload,mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,num_workers,batch_size,"
+          "minibatches_per_epoch,epoch_time_s")
+
+
+def _csv(path, *rows: str) -> str:
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    return str(path)
+
+
+def _fit(path: str, tmp_path, capsys) -> tuple[int, str]:
+    code = main(["fit", "--device", "agx-xavier", "--profiles", path, "--out", str(tmp_path / "m.json")])
+    return code, capsys.readouterr().err
+
+
+def test_a_50_mb_cell_is_a_clear_error_with_exit_2(tmp_path, capsys):
+    path = tmp_path / "big.csv"
+    with path.open("w") as f:
+        f.write(HEADER + "\n")
+        f.write("agx-xavier,w," + "x" * 50_000_000 + ",8,1190.4,675.75,1600,4,16,100,10\n")
+    code, err = _fit(str(path), tmp_path, capsys)
+    assert code == 2
+    assert f"longer than {pr.MAX_CELL_CHARS} characters" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo", "dir"])
+def test_only_regular_files_are_read(tmp_path, capsys, special):
+    if special == "fifo":
+        path = str(tmp_path / "pipe.csv")
+        os.mkfifo(path)
+    elif special == "dir":
+        path = str(tmp_path)
+    else:
+        path = special
+    done: list[tuple[int, str]] = []
+    # A FIFO with no writer would block an open() forever: run in a thread so a regression fails, not hangs.
+    worker = threading.Thread(target=lambda: done.append(_fit(path, tmp_path, capsys)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert done, f"reading {special} did not return"
+    code, err = done[0]
+    assert code == 2 and "not a regular file" in err
+
+
+def test_file_and_row_limits(tmp_path, monkeypatch):
+    path = _csv(tmp_path / "rows.csv", *[f"agx-xavier,w,m{i},8,1190.4,675.75,1600,4,16,100,{10 + i / 10}"
+                                         for i in range(5)])
+    monkeypatch.setattr(pr, "MAX_ROWS", 3)
+    with pytest.raises(pr.ProfileRowsError, match="more than 3 rows"):
+        pr.read_profile_csv(path)
+    monkeypatch.setattr(pr, "MAX_ROWS", 100)
+    with pytest.raises(InputError, match="the limit is 100"):
+        pr.open_regular_file(path, max_bytes=100)
+    assert len(pr.read_profile_csv(path)) == 5
+
+
+def test_same_knobs_with_contradicting_times_are_reported(tmp_path):
+    path = _csv(tmp_path / "dup.csv",
+                "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,509",
+                "agx-xavier,w,b,8,1190.4,675.75,1600,4,16,100,668",
+                "agx-xavier,w,c,8,1190.4,905.25,1600,4,16,100,400")
+    with pytest.raises(pr.ProfileRowsError) as err:
+        pr.read_profile_csv(path)
+    message = str(err.value)
+    assert "lines 2, 3 measure the same mode" in message and "509..668 s" in message
+    # Repeated runs that agree are fine; so are the same knobs with another batch size.
+    ok = _csv(tmp_path / "repeat.csv",
+              "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,509",
+              "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,520",
+              "agx-xavier,w,b,8,1190.4,675.75,1600,4,32,100,800")
+    assert len(pr.read_profile_csv(ok)) == 3
+
+
+def test_one_label_with_different_knobs_is_an_error_but_custom_is_generic(tmp_path):
+    path = _csv(tmp_path / "label.csv",
+                "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,509",
+                "agx-xavier,w,a,4,1190.4,675.75,1600,4,16,100,600")
+    with pytest.raises(pr.ProfileRowsError, match="label 'a' has knobs"):
+        pr.read_profile_csv(path)
+    custom = _csv(tmp_path / "custom.csv",
+                  "agx-xavier,w,custom,8,1190.4,675.75,1600,4,16,100,509",
+                  "agx-xavier,w,custom,4,1190.4,675.75,1600,4,16,100,600")
+    assert len(pr.read_profile_csv(custom)) == 2
+
+
+def test_physical_bounds(tmp_path):
+    path = _csv(tmp_path / "huge.csv", "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,1e308")
+    with pytest.raises(pr.ProfileRowsError, match="epoch_time_s: must be <= 1e\\+08 s"):
+        pr.read_profile_csv(path)
+
+
+def test_csv_output_is_safe_against_formula_injection(tmp_path):
+    df = pd.DataFrame({"workload": ["=HYPERLINK(\"http://x\")", "+1", "@SUM(A1)", "\tx", "-2", "plain"],
+                       "epoch_time_s": [-1.5, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    out = io.StringIO()
+    write_table(df, "csv", out)
+    cells = list(csv.reader(io.StringIO(out.getvalue())))[1:]
+    assert [c[0] for c in cells] == ["'=HYPERLINK(\"http://x\")", "'+1", "'@SUM(A1)", "'\tx", "'-2", "plain"]
+    assert cells[0][1] == "-1.5"  # numbers untouched
+    # Profile rows written by us read back with their original names.
+    rows = [{"device": "agx-xavier", "workload": "=cmd|' /C calc'!A0", "mode": "a", "cpu_cores": 8,
+             "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600, "batch_size": 16,
+             "minibatches_per_epoch": 100, "epoch_time_s": 10.0}]
+    pr.write_profile_csv(rows, tmp_path / "rows.csv")
+    assert "'=cmd" in (tmp_path / "rows.csv").read_text()
+    assert pr.read_profile_csv(tmp_path / "rows.csv")["workload"].iloc[0] == "=cmd|' /C calc'!A0"

@@ -1,0 +1,49 @@
+"""``recommend --plot``: the page's picture as SVG or PNG from the command line."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from jetpredict.cli import main
+
+pytest.importorskip("matplotlib", reason="--plot needs the [plot] extra (in [dev])")
+
+REFERENCE = Path(__file__).resolve().parents[2] / "models" / "reference" / "agx-xavier-published.csv"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("plot")
+    rows = pd.read_csv(REFERENCE)
+    rows[rows["workload"] == "resnet18-cifar10"].to_csv(d / "p.csv", index=False)
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "p.csv"), "--out", str(d / "m.joblib")]) == 0
+    return d / "m.joblib"
+
+
+def test_svg_shows_every_mode_the_front_and_the_chosen_mode(model, tmp_path, capsys):
+    out = tmp_path / "pareto.svg"
+    code = main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "15",
+                 "--format", "json", "--plot", str(out)])
+    assert code == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    svg = out.read_text()
+    ET.fromstring(svg)  # well-formed
+    assert f"chosen: {best['mode']}" in svg
+    assert "within the cap (" in svg and "over the cap (" in svg and "Pareto front (" in svg
+    within, over = (int(svg.split(f"{k} the cap (")[1].split(" modes")[0].replace(",", "")) for k in ("within", "over"))
+    assert within + over == 29232
+
+
+def test_png_and_bad_extension(model, tmp_path, capsys):
+    out = tmp_path / "pareto.PNG"
+    assert main(["recommend", "--model", str(model), "--objective", "min-energy", "--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+    assert main(["recommend", "--model", str(model), "--objective", "min-energy", "--plot",
+                 str(tmp_path / "pareto.pdf")]) == 2
+    assert "must end in .svg or .png" in capsys.readouterr().err
+    assert not (tmp_path / "pareto.pdf").exists()

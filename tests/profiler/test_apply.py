@@ -1,0 +1,143 @@
+"""``jetpredict apply``: presets and custom labels through the fake nvpmodel and fake sysfs; dry runs change
+nothing; ``jetpredict restore`` puts the original mode back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import EMC_CAP, GPU_DIRS
+from jetpredict.cli import main
+from jetpredict.models.catalogue import load_device, mode_label
+from jetpredict.profiler.apply import parse_mode
+from jetpredict.profiler.powermode.state import STATE_FILE_NAME, state_dir
+
+GPU = GPU_DIRS["T194"]
+CPU0 = "/sys/devices/system/cpu/cpu0/cpufreq"
+
+
+@pytest.fixture
+def xavier(fake_root):
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device, preset_id=0)  # MAXN in force
+    return fake_root, device
+
+
+def tree(root) -> dict[str, str]:
+    """Every file of the fake device tree except the tools' call log: what a dry run must not change."""
+    return {str(p.relative_to(root.path)): p.read_text() for p in sorted(root.path.rglob("*"))
+            if p.is_file() and p.name != "calls.log" and "usr/bin" not in str(p)}
+
+
+def switches(root) -> list[list[str]]:
+    return [c for c in root.calls() if c[0] == "nvpmodel" and "-m" in c]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["apply", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_labels_and_presets_parse_against_the_catalogue():
+    device = load_device("agx-xavier")
+    label = device.modes().labels()[1234]
+    mode = parse_mode(device, label)
+    assert mode_label(*mode.knobs()) == label and mode.mode == label
+    assert parse_mode(device, "mode_15w").mode == "MODE_15W"
+    assert parse_mode(device, str(device.preset("MODE_15W").id)).mode == "MODE_15W"
+
+
+def test_dry_run_of_a_preset_prints_the_switch_and_changes_nothing(xavier, capsys):
+    root, _ = xavier
+    before = tree(root)
+    code, out, _ = run(capsys, "--mode", "MODE_15W", "--dry-run")
+    assert code == 0
+    assert "nvpmodel -m 2" in out and "Nothing was changed" in out
+    assert switches(root) == [] and tree(root) == before
+    assert not (state_dir() / STATE_FILE_NAME).exists()
+
+
+def test_dry_run_of_a_custom_label_prints_the_power_model(xavier, capsys):
+    root, _ = xavier
+    before = tree(root)
+    code, out, _ = run(capsys, "--mode", "6c-1497.6-905.25-1600", "--dry-run")
+    assert code == 0
+    assert "GPU MIN_FREQ 905250000" in out and "GPU MAX_FREQ 905250000" in out
+    assert "CPU_ONLINE CORE_5 1" in out and "CPU_ONLINE CORE_6 0" in out
+    assert "EMC MAX_FREQ 1600000000" in out and "nvpmodel -f" in out
+    assert switches(root) == [] and tree(root) == before
+
+
+def test_preset_is_applied_read_back_and_restored(xavier, capsys):
+    root, device = xavier
+    code, out, _ = run(capsys, "--mode", "MODE_15W")
+    assert code == 0
+    assert ["nvpmodel", "-m", "2"] in switches(root)
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    assert "read back now: 4 cores, CPU 1200 MHz, GPU 670 MHz, EMC 1331.2 MHz" in out
+    assert "sudo jetpredict restore" in out and "MAXN" in out
+    assert (state_dir() / STATE_FILE_NAME).exists()  # the original waits for `restore`
+
+    assert main(["restore"]) == 0
+    assert switches(root)[-1] == ["nvpmodel", "-m", "0"]
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
+    assert not (state_dir() / STATE_FILE_NAME).exists()
+
+
+def test_custom_label_through_nvpmodel_then_restore(xavier, capsys):
+    root, device = xavier
+    label = "6c-1497.6-905.25-1600"
+    code, out, _ = run(capsys, "--mode", label)
+    assert code == 0, out
+    assert root.read_int(f"{GPU}/min_freq") == root.read_int(f"{GPU}/max_freq") == 905250000
+    assert root.read_int(EMC_CAP) == 1600000000
+    assert "read back now: 6 cores, CPU 1497.6 MHz, GPU 905.25 MHz, EMC 1600 MHz" in out
+    assert "warning" not in out
+    assert main(["restore"]) == 0
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
+    assert root.read_int(f"{GPU}/max_freq") == round(max(device.gpu_steps_mhz) * 1e6)
+
+
+def test_sysfs_dry_run_lists_exactly_the_writes_of_the_real_run(xavier, capsys):
+    root, device = xavier
+    label = "4c-1190.4-675.75-1331.2"
+    before = tree(root)
+    code, out, _ = run(capsys, "--mode", label, "--via", "sysfs", "--dry-run")
+    assert code == 0 and tree(root) == before
+    planned: dict[str, str] = {}
+    for line in out.splitlines():
+        if line.strip().startswith("write "):
+            value, path = line.strip()[len("write "):].split(" > ")
+            planned[path] = value  # the last write to a file is what it holds afterwards
+    assert planned[f"{GPU}/max_freq"] == "675750000"
+    assert planned["/sys/devices/system/cpu/cpu4/online"] == "0"
+
+    code, out, _ = run(capsys, "--mode", label, "--via", "sysfs")
+    assert code == 0
+    for path, value in planned.items():
+        assert root.read(path) == value, path
+    root.settle(device)  # what the governors do after the writes
+    assert main(["restore"]) == 0
+    assert tree(root) == before | {k: v for k, v in tree(root).items() if k.endswith("cur_freq")
+                                   or k.endswith("/rate")}
+    assert root.read(f"{CPU0}/scaling_max_freq") == before[f"sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"].strip()
+
+
+def test_bad_modes_exit_2_naming_the_rule(xavier, capsys):
+    root, _ = xavier
+    code, _, err = run(capsys, "--mode", "MODE_99W")
+    assert code == 2 and "neither a preset of agx-xavier" in err and "MODE_15W" in err
+    code, _, err = run(capsys, "--mode", "4c-9999-675.75-1331.2")
+    assert code == 2 and "cpu_mhz=9999 is outside device 'agx-xavier'" in err
+    code, _, err = run(capsys, "--mode", "MAXN", "--device", "host")
+    assert code == 2 and "--device" in err
+    assert switches(root) == []
+
+
+def test_not_a_jetson_says_so(fake_root, capsys):
+    code, _, err = run(capsys, "--mode", "MAXN", "--dry-run")
+    assert code == 2 and "not a recognised Jetson" in err and "--board" in err
+    code, out, _ = run(capsys, "--mode", "MAXN", "--board", "nano", "--dry-run")
+    assert code == 2  # no /etc/nvpmodel.conf under this fake root
+    assert Path(fake_root.path).exists()

@@ -1,0 +1,124 @@
+"""``profile`` as a new user meets it: without torch or tqdm, and ``--upload`` checked before profiling."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from jetpredict.api.testing import free_port
+
+SIM = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MAXN",
+       "--warmup", "1", "--minibatches", "3"]
+
+# Run the CLI with some modules made unimportable, as on an install without the [profiler] extra.
+_WITHOUT = r"""
+import importlib.abc, sys
+BLOCKED = set(sys.argv[1].split(","))
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+from jetpredict.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _cli_without(modules: str, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _WITHOUT, modules, *argv], capture_output=True, text=True,
+                          timeout=240, env=env)
+
+
+def test_twin_profiles_without_torch_or_tqdm(tmp_path):
+    out = tmp_path / "p.csv"
+    proc = _cli_without("torch,tqdm", *SIM, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "no progress bar: tqdm is not installed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("agx-xavier,lenet5-mnist,MAXN,")
+
+
+def test_host_profile_without_torch_says_what_to_install(tmp_path):
+    out = tmp_path / "h.csv"
+    proc = _cli_without("torch", "profile", "--device", "host", "--workload", "lenet5-mnist",
+                        "--minibatches", "2", "--out", str(out))
+    assert proc.returncode == 1
+    assert "PyTorch, which is not installed" in proc.stderr and "jetpredict[profiler]" in proc.stderr
+    assert "sim:DEVICE" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def service():
+    """An in-process jetpredict service on a free port with key ``right-key``."""
+    from jetpredict.api.app import create_app
+    from werkzeug.serving import make_server
+
+    with tempfile.TemporaryDirectory() as data:
+        app = create_app({"DATA_DIR": data, "API_KEYS": "right-key"})
+        server = make_server("127.0.0.1", 0, app, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{server.server_port}", app
+        server.shutdown()
+
+
+def _env(**keys: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("JETPREDICT_API_KEY", "JETPREDICT_API_KEYS")}
+    env.update(keys)
+    return env
+
+
+def _profile(url: str, out: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jetpredict", *SIM, "--no-progress", "--upload", url,
+                           "--out", str(out)], capture_output=True, text=True, timeout=240, env=env)
+
+
+@pytest.mark.parametrize("env, message", [
+    ({}, "needs the service's API key in $JETPREDICT_API_KEY"),
+    ({"JETPREDICT_API_KEY": "wrong-key"}, "refused the key from $JETPREDICT_API_KEY (403)"),
+])
+def test_upload_key_is_checked_before_profiling(service, tmp_path, env, message):
+    url, _ = service
+    out = tmp_path / "p.csv"
+    proc = _profile(url, out, _env(**env))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "nothing was" in proc.stderr and not out.exists()
+
+
+def test_unreachable_service_fails_before_profiling(tmp_path):
+    out = tmp_path / "p.csv"
+    proc = _profile(f"http://127.0.0.1:{free_port()}", out, _env(JETPREDICT_API_KEY="k"))
+    assert proc.returncode == 2 and "cannot reach" in proc.stderr and not out.exists()
+
+
+def test_upload_with_the_service_key_variable(service, tmp_path):
+    """On the service's machine, $JETPREDICT_API_KEYS (the service's list) is enough."""
+    url, app = service
+    out = tmp_path / "p.csv"
+    proc = _profile(url, out, _env(JETPREDICT_API_KEYS="right-key,other"))
+    assert proc.returncode == 0, proc.stderr
+    assert "uploaded 1 row(s)" in proc.stderr
+    stored = app.test_client().get("/v1/workloads/lenet5-mnist").get_json()
+    assert stored["rows_stored"] == 1
+
+
+def test_twin_profiles_the_lstm_example(tmp_path):
+    """A workload with its own dataset and loss (not a classifier) runs on the twin, from examples/."""
+    out = tmp_path / "lstm.csv"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "jetpredict", "profile", "--device", "sim:agx-xavier",
+                           "--workload", "examples.lstm_lm:lstm_language_model", "--modes", "MAXN,MODE_15W",
+                           "--warmup", "1", "--minibatches", "3", "--no-progress", "--out", str(out)],
+                          capture_output=True, text=True, timeout=240, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    rows = pd.read_csv(out)
+    assert list(rows["mode"]) == ["MAXN", "MODE_15W"] and (rows["source"] == "simulated").all()
+    assert rows.loc[1, "epoch_time_s"] > rows.loc[0, "epoch_time_s"]  # the 15 W mode is slower

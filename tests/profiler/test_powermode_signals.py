@@ -1,0 +1,207 @@
+"""Restore survives impatient people and dead processes (fake Jetson, ``nvpmodel -m`` slowed to ~1 s).
+
+Ctrl-C twice 0.3 s apart (to the process group, as a terminal sends it), SIGTERM twice, SIGHUP and SIGQUIT
+during a custom mode all end in the original mode with no temporary file left; after SIGKILL the state
+file is there and ``jetpredict restore`` puts the original mode back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from fakes import FAKE_NVPMODEL
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.profiler.powermode import detect_controller
+from jetpredict.profiler.powermode import state as state_file
+
+ORIGINAL_ID = 3  # MODE_30W_ALL: not the default, so "back to the default" would not pass
+ORIGINAL_KNOBS = (8, 1200.0, 900.0, 1600.0)
+CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
+SLOW_S = 1.0
+
+CHILD = textwrap.dedent("""
+    import time
+    from jetpredict.models.catalogue import PowerMode
+    from jetpredict.profiler.powermode import detect_controller
+
+    ctl = detect_controller("jetson", "agx-xavier")
+    with ctl:
+        ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
+        print("switched", ctl.read_back().knobs(), flush=True)
+        time.sleep(60)
+    print("unreachable", flush=True)
+""")
+
+# A switch (-m) sleeps for as long as <root>/nvpmodel_delay_s says; queries stay fast.
+SLOW_NVPMODEL = textwrap.dedent("""
+    import pathlib as _p, sys as _s, time as _t
+    _delay = _p.Path(__file__).resolve().parents[2] / "nvpmodel_delay_s"
+    if "-m" in _s.argv and _delay.exists():
+        _t.sleep(float(_delay.read_text()))
+""") + FAKE_NVPMODEL
+
+
+@pytest.fixture
+def xavier(fake_root, monkeypatch):
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device, preset_id=ORIGINAL_ID)
+    fake_root.install_tool("nvpmodel", SLOW_NVPMODEL.replace("@SOC@", device.specs.soc))
+    return fake_root
+
+
+def _state_dir(root) -> Path:
+    return root.real("/var/lib/jetpredict")
+
+
+def _leftovers(root) -> list[str]:
+    """Files a run may leave: the state dir's contents and any jetpredict temp file."""
+    left = [p.name for p in _state_dir(root).glob("*")] if _state_dir(root).exists() else []
+    return left + [p.name for p in Path(tempfile.gettempdir()).glob("jetpredict-nvpmodel-*")
+                   if p.stat().st_mtime > time.time() - 120]
+
+
+def _in_original_mode(root) -> None:
+    assert root.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    assert detect_controller("jetson").read_back().knobs() == ORIGINAL_KNOBS
+
+
+def _start(root) -> subprocess.Popen:
+    env = root.env()
+    env.pop(state_file.STATE_DIR_ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    # Its own process group, so the test can signal the group as a terminal would.
+    child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    line = child.stdout.readline()
+    assert line.startswith(f"switched {CUSTOM_KNOBS}"), line + child.stderr.read()
+    assert (_state_dir(root) / state_file.STATE_FILE_NAME).is_file()  # written before the first switch
+    (root.path / "nvpmodel_delay_s").write_text(str(SLOW_S))
+    return child
+
+
+def _finish(child: subprocess.Popen) -> tuple[str, str]:
+    try:
+        return child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+@pytest.mark.parametrize("sig, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
+                         ids=["ctrl-c-twice-to-group", "sigterm-twice"])
+def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier, sig, to_group):
+    child = _start(xavier)
+    send = (lambda s: os.killpg(child.pid, s)) if to_group else child.send_signal
+    send(sig)
+    time.sleep(0.3)  # the restore's nvpmodel -m takes 1 s: the second signal lands inside it
+    send(sig)
+    out, err = _finish(child)
+    assert "unreachable" not in out
+    assert child.returncode != 0, err
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+    switches = [c[-1] for c in xavier.calls() if c[0] == "nvpmodel" and "-m" in c]
+    assert switches[-1] == str(ORIGINAL_ID)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT], ids=["sighup", "sigquit"])
+def test_sighup_and_sigquit_restore(xavier, sig):
+    child = _start(xavier)
+    os.killpg(child.pid, sig)
+    out, err = _finish(child)
+    assert "unreachable" not in out
+    assert child.returncode == 128 + sig, err
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+
+
+def _cli(root, *args: str) -> subprocess.CompletedProcess:
+    env = root.env()
+    env.pop(state_file.STATE_DIR_ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "jetpredict", *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_after_sigkill_jetpredict_restore_brings_the_original_mode_back(xavier):
+    child = _start(xavier)
+    os.killpg(child.pid, signal.SIGKILL)
+    _finish(child)
+    assert xavier.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # left in the custom mode
+    assert state_file.unfinished_run_warning() is not None  # what `profile` prints at its start
+    done = _cli(xavier, "restore")
+    assert done.returncode == 0, done.stderr
+    assert "restored the original power mode MODE_30W_ALL on agx-xavier" in done.stderr
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+    again = _cli(xavier, "restore")
+    assert again.returncode == 0 and "nothing to restore" in again.stderr
+    assert state_file.unfinished_run_warning() is None
+
+
+def test_restore_refuses_while_the_run_is_alive(xavier):
+    child = _start(xavier)
+    try:
+        busy = _cli(xavier, "restore")
+        assert busy.returncode == 1 and "still running" in busy.stderr
+    finally:
+        child.send_signal(signal.SIGTERM)
+        _finish(child)
+    _in_original_mode(xavier)
+
+
+def test_a_new_run_adopts_the_original_mode_of_an_unfinished_one(xavier):
+    child = _start(xavier)
+    os.killpg(child.pid, signal.SIGKILL)
+    _finish(child)
+    (xavier.path / "nvpmodel_delay_s").unlink()
+    ctl = detect_controller("jetson")
+    # The mode in force is the dead run's custom one; the state file knows the real original.
+    with ctl:
+        ctl.apply(load_device("agx-xavier").preset("MAXN"))
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+
+
+def test_a_failed_restore_keeps_the_state_and_is_retried(xavier, monkeypatch):
+    ctl = detect_controller("jetson")
+    ctl.__enter__()
+    ctl.apply(PowerMode("custom", *CUSTOM_KNOBS))
+    monkeypatch.setenv("FAKE_NVPMODEL_FAIL", str(ORIGINAL_ID))
+    with pytest.raises(Exception, match="failed"):
+        ctl.restore()
+    assert (_state_dir(xavier) / state_file.STATE_FILE_NAME).is_file()
+    monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
+    ctl.__exit__(None, None, None)  # the exit path tries again
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+
+
+def test_state_dir_choice(monkeypatch, tmp_path):
+    monkeypatch.setenv(state_file.STATE_DIR_ENV, str(tmp_path / "s"))
+    assert state_file.state_path() == tmp_path / "s" / state_file.STATE_FILE_NAME
+    monkeypatch.delenv(state_file.STATE_DIR_ENV)
+    monkeypatch.delenv("JETPREDICT_SYSFS_ROOT", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    expected = Path("/var/lib/jetpredict") if os.geteuid() == 0 else tmp_path / "xdg" / "jetpredict"
+    assert state_file.state_dir() == expected
+    assert set(state_file.state_dirs()) == {Path("/var/lib/jetpredict"), tmp_path / "xdg" / "jetpredict"}
+
+
+def test_a_state_file_that_is_not_ours_is_reported_not_executed(xavier):
+    path = _state_dir(xavier) / state_file.STATE_FILE_NAME
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x80\x04cos\nsystem\n.")  # pickle bytes: never loaded as anything but JSON
+    done = _cli(xavier, "restore")
+    assert done.returncode == 1 and "cannot be read" in done.stderr
+    assert "cannot be read" in state_file.unfinished_run_warning()
