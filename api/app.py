@@ -161,8 +161,9 @@ def _install_rate_limits(app: Flask, settings: Settings) -> None:
     from flask_limiter import Limiter
     from flask_limiter.util import get_remote_address
 
+    # swallow_errors: a counter store that is down lets requests through (logged) rather than failing them.
     limiter = Limiter(get_remote_address, app=app, storage_uri=settings.RATE_LIMIT_STORAGE_URL,
-                      headers_enabled=True, default_limits=[])
+                      headers_enabled=True, default_limits=[], swallow_errors=True)
     app.extensions["jetpredict_limiter"] = limiter
     decorators = []
     if settings.RATE_LIMIT.lower() not in RATE_LIMIT_OFF:

@@ -9,7 +9,7 @@ exception: their fields are documented here, but they are checked by
 from __future__ import annotations
 
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
-from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS
+from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -39,8 +39,16 @@ def _catalogue_ranges() -> dict[str, tuple[float, float]]:
 
 
 CATALOGUE_RANGES = _catalogue_ranges()
+#: Text that every database stores: no NUL, no unpaired surrogate.
+TEXT_PATTERN = r"^[^\x00\uD800-\uDFFF]*$"
 #: A workload id: what uploads accept (no '/', '\\' or control characters), as a JSON-schema pattern.
 WORKLOAD_ID_PATTERN = r"^[^/\\\x00-\x1f\x7f]+$"
+
+
+def _positive(maximum: float, description: str, **kwargs) -> fields.Float:
+    """A number in (0, maximum]; the document says "exclusive" too (apispec leaves that out of Range)."""
+    return fields.Float(validate=validate.Range(0, maximum, min_inclusive=False),
+                        metadata={"description": description, "exclusiveMinimum": True}, **kwargs)
 
 
 class RequestSchema(Schema):
@@ -167,6 +175,10 @@ def _row_property(f) -> dict:
         prop["maxLength"] = MAX_CELL_CHARS
         if f.required:
             prop["minLength"] = 1
+    if f.kind is str:
+        prop["pattern"] = TEXT_PATTERN
+    if f.name == "workload":
+        prop.update(pattern=WORKLOAD_ID_PATTERN, maxLength=200)
     if f.name == "device":
         prop["enum"] = list(device_ids())  # "host" rows are profiles, but cannot be fitted by the service
     if f.name in MODE_FIELDS:
@@ -178,14 +190,22 @@ def _row_property(f) -> dict:
     return prop
 
 
+def _pass_through_property(unit: str) -> dict:
+    # Text columns are documented as "text: ..."; the others are numbers (CSV cells: scalars only).
+    if unit.startswith("text"):
+        return {"type": "string", "nullable": True, "pattern": TEXT_PATTERN, "maxLength": MAX_CELL_CHARS,
+                "description": unit}
+    return {"type": "number", "nullable": True, "description": unit}
+
+
 PROFILE_ROW_DOC = {
     "type": "object",
     "description": "one profile row (fields: models/profile_rows.py); null = unknown; pass-through columns kept, other columns rejected",
-    "properties": {f.name: _row_property(f) for f in FIELDS},
+    "properties": {**{f.name: _row_property(f) for f in FIELDS},
+                   **{name: _pass_through_property(unit) for name, unit in PASS_THROUGH_COLUMNS.items()}},
     "required": [f.name for f in FIELDS if f.required],
-    # Extra columns (power_meter, macs_fwd, ...) are CSV cells: scalars only.
-    "additionalProperties": {"anyOf": [{"type": "string", "nullable": True}, {"type": "number"},
-                                       {"type": "boolean"}]},
+    # Only the documented pass-through columns may come along (uploads reject any other column).
+    "additionalProperties": False,
 }
 
 
@@ -403,11 +423,8 @@ class PredictionResponseSchema(ProvenanceSchema):
 
 
 class ConstraintsSchema(RequestSchema):
-    max_power_w = fields.Float(allow_none=True, validate=validate.Range(0, MAX_POWER_CAP_W, min_inclusive=False),
-                               metadata={"description": "W"})
-    max_epoch_time_s = fields.Float(allow_none=True,
-                                    validate=validate.Range(0, MAX_TIME_CAP_S, min_inclusive=False),
-                                    metadata={"description": "s"})
+    max_power_w = _positive(MAX_POWER_CAP_W, "W", allow_none=True)
+    max_epoch_time_s = _positive(MAX_TIME_CAP_S, "s", allow_none=True)
 
 
 class RecommendationRequestSchema(RequestSchema):
@@ -441,8 +458,7 @@ class FleetClientSchema(RequestSchema):
 
 class FleetPlanRequestSchema(RequestSchema):
     workload = fields.Nested(WorkloadRefSchema, required=True)
-    deadline_s = fields.Float(required=True, validate=validate.Range(0, MAX_DEADLINE_S, min_inclusive=False),
-                              metadata={"description": "s, deadline of the round (at most 10 years)"})
+    deadline_s = _positive(MAX_DEADLINE_S, "s, deadline of the round (at most 10 years)", required=True)
     epochs = fields.Integer(strict=True, load_default=1, validate=validate.Range(1, MAX_EPOCHS),
                             metadata={"description": "local epochs per client in the round"})
     clients = fields.List(fields.Nested(FleetClientSchema), required=True,

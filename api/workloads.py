@@ -142,7 +142,7 @@ def check_scalar_cells(records: Sequence[object], prefix: str = "rows") -> None:
                 elif isinstance(value, str) and (problem := text_problem(value)):
                     errors[name] = [problem]
     if errors:
-        raise FieldErrors(f"{len(errors)} cell(s) are not scalars: {', '.join(list(errors)[:5])}", errors)
+        raise FieldErrors(f"{len(errors)} cell(s) cannot be stored: {', '.join(list(errors)[:5])}", errors)
 
 
 class WorkloadService:

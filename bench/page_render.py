@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "?"
+    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                      text=True).stdout.strip():
+        commit += " + uncommitted changes"
     lines = [
         "# Mode-chooser page: drawing every AGX Xavier mode",
         "",

@@ -185,13 +185,6 @@ def _validate_record(record: Mapping[str, object], line: int) -> tuple[dict[str,
     if device is not None and not is_host and device not in device_ids():
         problems.append(RowProblem(line, "device", f"unknown device {device!r}; valid: "
                                    f"{', '.join([*device_ids(), HOST_DEVICE])}"))
-    elif device is not None and not is_host:
-        catalogue_device = load_device(str(device))
-        ranges = catalogue_device.knob_ranges()
-        # A knob that failed to parse is already reported; check the others against the range.
-        knobs = [row.get(k) if row.get(k) is not None else ranges[k][0] for k in MODE_FIELDS]
-        out = catalogue_device.out_of_range(*(np.atleast_1d(k) for k in knobs))
-        problems.extend(RowProblem(line, f, m) for f, m in out.items())
 
     epoch = row.get("epoch_time_s")
     if isinstance(epoch, float):
@@ -248,6 +241,8 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
         rows.append(row)
         lines.append(line)
         problems.extend(row_problems)
+    problems.extend(_knobs_out_of_range(rows, lines))
+    problems.sort(key=lambda p: p.line)
     if not rows and not problems:
         problems.append(RowProblem(0, "rows", "no data rows"))
     if not problems:
@@ -255,6 +250,29 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     if problems:
         raise ProfileRowsError(problems, what)
     return _frame(rows)
+
+
+def _knobs_out_of_range(rows: Sequence[Mapping[str, object]], lines: Sequence[int]) -> list[RowProblem]:
+    """Knobs outside their device's range, checked per device on all rows at once (a row at a time costs
+    ~0.3 ms, a minute for a 200,000-row file); rows are looked at one by one only where one is bad."""
+    by_device: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        device = row.get("device")
+        if device is not None and device != HOST_DEVICE and device in device_ids():
+            by_device.setdefault(str(device), []).append(i)
+    problems: list[RowProblem] = []
+    for device_id, index in by_device.items():
+        device = load_device(device_id)
+        ranges = device.knob_ranges()
+        # A knob that failed to parse is already reported; check the others against the range.
+        knobs = np.array([[rows[i].get(k) if rows[i].get(k) is not None else ranges[k][0] for k in MODE_FIELDS]
+                          for i in index], dtype=float)
+        if not device.out_of_range(*knobs.T):
+            continue
+        for i, row_knobs in zip(index, knobs, strict=True):
+            out = device.out_of_range(*(np.atleast_1d(k) for k in row_knobs))
+            problems.extend(RowProblem(lines[i], f, m) for f, m in out.items())
+    return problems
 
 
 #: Columns that make two rows "the same measurement": the mode knobs and what else sets the epoch time.

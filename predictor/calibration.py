@@ -5,9 +5,9 @@ modes a-j, POMACS 2022 Fig 9, ``models/reference/agx-xavier-published.csv``). Fo
 design of 1-4 profiled modes among a-j is fitted under three references that do not contain it (the other
 real workload; a reference of the opposite regime, the twin's CPU-bound LeNet-5 sweep; another device's
 sweeps moved through physics) and scored on its held-out modes: a jackknife over designs and references.
-Per output (time, power, energy) the scale of the model's own relative SD is the smallest on a 0.05 grid
-under which the nominal 90% intervals hold >= 90% of all held-out real values and >= 85% in every
-(target, reference, design size) cell. Run ``python -m tools.calibrate_intervals`` to recompute.
+Per design size (1, 2, 3, 4+ profiled modes) and output (time, power, energy) the scale of the model's own
+relative SD is the smallest on a 0.05 grid under which the nominal 90% intervals hold >= 90% of that
+size's held-out real values and >= 85% in each of its (target, reference) cells. Run ``python -m tools.calibrate_intervals`` to recompute.
 """
 
 from __future__ import annotations
@@ -94,15 +94,21 @@ def coverage(scale: float, rows: np.ndarray) -> float:
     return float(np.mean(rows[:, 0] <= Z90 * np.sqrt((scale * rows[:, 1]) ** 2 + rows[:, 2] ** 2)))
 
 
-def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> IntervalScales:
-    """The smallest scale per output meeting :data:`POOLED_COVERAGE` and :data:`CELL_COVERAGE`."""
-    scales = {}
-    for out in OUTPUTS:
-        pooled = np.vstack([c[out] for c in cells.values()])
-        scales[out] = float(SCALE_GRID[-1])
-        for s in SCALE_GRID:
-            if coverage(s, pooled) >= POOLED_COVERAGE and min(coverage(s, c[out]) for c in cells.values()) \
-                    >= CELL_COVERAGE:
-                scales[out] = float(s)
-                break
-    return IntervalScales(**scales)
+def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> dict[int, IntervalScales]:
+    """Per design size, the smallest scale per output meeting :data:`POOLED_COVERAGE` over that size's
+    held-out values and :data:`CELL_COVERAGE` in each of its cells (a stratified, Mondrian-style split:
+    one profiled mode leaves the shares to the prior, four pin them, and one scale cannot fit both)."""
+    out: dict[int, IntervalScales] = {}
+    for size in sorted({key[2] for key in cells}):
+        sized = [c for key, c in cells.items() if key[2] == size]
+        scales = {}
+        for name in OUTPUTS:
+            pooled = np.vstack([c[name] for c in sized])
+            scales[name] = float(SCALE_GRID[-1])
+            for s in SCALE_GRID:
+                if coverage(s, pooled) >= POOLED_COVERAGE and min(coverage(s, c[name]) for c in sized) \
+                        >= CELL_COVERAGE:
+                    scales[name] = float(s)
+                    break
+        out[size] = IntervalScales(**scales)
+    return out

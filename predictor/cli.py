@@ -174,8 +174,8 @@ def _recommend(args: argparse.Namespace) -> int:
              f"({result.confidence:.0%} intervals; caps hold for their upper ends); "
              f"{len(result.pareto)} mode(s) on the time/energy front")
         if b["extrapolated_knobs"]:
-            _log(f"note: the best mode lies outside the profiled range of {b['extrapolated_knobs']}; profile it "
-                 "to confirm")
+            _log(f"note: the best mode lies outside the profiled range of {b['extrapolated_knobs']}; "
+                 "profile it to confirm")
         if result.preferred_in_range:
             _log("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
                  "the best mode inside the ranges was chosen")

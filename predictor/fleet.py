@@ -92,7 +92,8 @@ def check_clients(clients: Sequence[Mapping]) -> list[tuple[str, Device]]:
         if cid is None or str(cid).strip() == "":
             raise InputError(f"clients[{i}].id is required", f"clients.{i}.id")
         if str(cid) in seen:
-            raise InputError(f"clients[{i}].id {cid!r} is listed twice; ids must be unique", f"clients.{i}.id")
+            raise InputError(f"clients[{i}].id {cid!r} is listed twice; ids must be unique",
+                             f"clients.{i}.id")
         if not isinstance(device_id, str) or not device_id:
             raise InputError(f"clients[{i}].device is required (a catalogue id)", f"clients.{i}.device")
         if device_id not in devices:

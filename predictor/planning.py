@@ -174,7 +174,8 @@ def varying_knobs(knobs: np.ndarray, chosen) -> np.ndarray:
     return np.ptp(sub, axis=0) > 0
 
 
-def identifying_exchange(x: np.ndarray, knobs: np.ndarray, chosen: list[int], ridge: float = RIDGE) -> list[int]:
+def identifying_exchange(x: np.ndarray, knobs: np.ndarray, chosen: list[int], ridge: float = RIDGE
+                         ) -> list[int]:
     """The design ``chosen`` changed so that every knob the candidates vary takes >= 2 values.
 
     While a knob is constant, make the exchange (one chosen mode for one candidate) with the highest
@@ -282,8 +283,8 @@ class Plan:
 
     def summary(self) -> str:
         """One paragraph for people: time to profile, constant knobs, extrapolated share per knob."""
-        text = (f"profile these {len(self.modes)} modes: about {self.total_profile_s / 60:.1f} min in all (settle + "
-                "idle window + warm-up and measured minibatches per mode)")
+        text = (f"profile these {len(self.modes)} modes: about {self.total_profile_s / 60:.1f} min in all "
+                "(settle + idle window + warm-up and measured minibatches per mode)")
         if self.constant:
             text += f"; the plan cannot vary {', '.join(self.constant)} (budget or candidates too small)"
         if self.extrapolated:
@@ -317,5 +318,6 @@ def plan(device: Device, candidates: pd.DataFrame, budget: int, model: WorkloadM
     outside = (knobs < lo) | (knobs > hi)
     extrapolated = {k: float(outside[:, i].mean()) for i, k in enumerate(MODE_FIELDS) if outside[:, i].any()}
     wanted = np.ptp(knobs, axis=0) > 0
-    constant = tuple(k for i, k in enumerate(MODE_FIELDS) if wanted[i] and not varying_knobs(knobs, chosen)[i])
+    varied = varying_knobs(knobs, chosen)
+    constant = tuple(k for i, k in enumerate(MODE_FIELDS) if wanted[i] and not varied[i])
     return Plan(picked, len(candidates), extrapolated, constant)

@@ -1,4 +1,4 @@
-"""Choosing power modes from predictions: limits met with the interval, Pareto fronts, time/energy to accuracy.
+"""Choosing power modes from predictions: limits met by the interval, Pareto fronts, time/energy to accuracy.
 
 Works on prediction tables (one row per mode, the columns of :func:`predictor.service.predict`), fully
 vectorised, so the 29,232 modes of an AGX Xavier take a few milliseconds.
@@ -90,8 +90,8 @@ def check_confidence(confidence: float) -> float:
     except (TypeError, ValueError):
         raise InputError(f"confidence must be a number, got {confidence!r}", "confidence") from None
     if not MIN_CONFIDENCE <= value <= MAX_CONFIDENCE:
-        raise InputError(f"confidence must be between {MIN_CONFIDENCE} and {MAX_CONFIDENCE} (e.g. 0.9 for 90%), "
-                         f"got {confidence!r}", "confidence")
+        raise InputError(f"confidence must be between {MIN_CONFIDENCE} and {MAX_CONFIDENCE} (e.g. 0.9 for "
+                         f"90%), got {confidence!r}", "confidence")
     return value
 
 
@@ -179,8 +179,8 @@ def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_
     if max_epoch_time_s is not None:
         i = int(df["epoch_time_s_high"].to_numpy(dtype=float).argmin())
         time_ok = df["epoch_time_s_high"].iloc[i] <= max_epoch_time_s
-        parts.append(f"the shortest upper bound of the epoch at {level} is {df['epoch_time_s_high'].iloc[i]:.4g} s "
-                     f"(mode {df['mode'].iloc[i]})")
+        parts.append(f"the shortest upper bound of the epoch at {level} is "
+                     f"{df['epoch_time_s_high'].iloc[i]:.4g} s (mode {df['mode'].iloc[i]})")
     limits = ", ".join(f"{k}={v:g}" for k, v in (("max_power_w", max_power_w),
                                                   ("max_epoch_time_s", max_epoch_time_s)) if v is not None)
     if max_power_w is not None and max_epoch_time_s is not None and power_ok and time_ok:
@@ -201,8 +201,8 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
     ok = feasible_mask(df, max_power_w, max_epoch_time_s)
     empty = np.zeros(0, dtype=int)
     if not ok.any():
-        return Choice(None, empty, empty, False, _why_infeasible(df, max_power_w, max_epoch_time_s, confidence),
-                      False)
+        reason = _why_infeasible(df, max_power_w, max_epoch_time_s, confidence)
+        return Choice(None, empty, empty, False, reason, False)
     best, preferred = best_position(df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float),
                                     df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
     return Choice(best, pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j"),

@@ -9,12 +9,12 @@ and number on the way: nothing in a file is executed or imported, and a malforme
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
+from jetpredict.models.jsonsafe import json_safe
 from jetpredict.predictor import features as F
 from jetpredict.predictor.model import ContentionVariant, IntervalScales, WorkloadModel
 from jetpredict.predictor.reference import DeviceReference
@@ -28,30 +28,13 @@ MAX_TRAINING_ROWS = 100_000
 
 
 # -- writing ----------------------------------------------------------------------------------------------
-def _plain(value: Any) -> Any:
-    """JSON-ready copy: arrays and numpy scalars to lists and Python numbers, NaN to None."""
-    if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.bool_ | bool):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        return None if not math.isfinite(float(value)) else float(value)
-    return value
-
-
 def _fit_doc(fit: TermFit) -> dict[str, Any]:
-    return {"terms": list(fit.terms), "coef": _plain(fit.coef), "cov": _plain(fit.cov), "noise_rel": fit.noise_rel}
+    return {"terms": list(fit.terms), "coef": json_safe(fit.coef), "cov": json_safe(fit.cov), "noise_rel": fit.noise_rel}
 
 
 def model_to_dict(model: WorkloadModel) -> dict[str, Any]:
     """The JSON document of a fitted workload model."""
-    return _plain({
+    return json_safe({
         "schema": MODEL_SCHEMA, "model_version": model.model_version, "device": model.device_id,
         "workload_id": model.workload_id, "reference_source": model.reference_source,
         "profiled_modes": model.profiled_modes, "has_power": model.has_power, "num_workers": model.num_workers,
@@ -73,7 +56,7 @@ def model_to_dict(model: WorkloadModel) -> dict[str, Any]:
 
 def reference_to_dict(ref: DeviceReference) -> dict[str, Any]:
     """The JSON document of a device reference (nested ``transfer`` sweeps included)."""
-    return _plain({
+    return json_safe({
         "schema": REFERENCE_SCHEMA, "device": ref.device_id, "source": ref.source, "workloads": list(ref.workloads),
         "kappa_cpu": ref.kappa_cpu, "kappa_pipe": ref.kappa_pipe,
         "shape": {"mean": dict(ref.shape.mean), "sd": dict(ref.shape.sd)},
@@ -247,7 +230,7 @@ def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference
     mean = {n: shape.obj("mean").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
     sd = {n: shape.obj("sd").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
     shapes = {}
-    for w, comps in r.mapping("workload_shapes").items():
+    for w in r.mapping("workload_shapes"):
         wr = r.obj("workload_shapes").obj(w)
         names = set(wr.doc)
         if names not in ({"total"}, {"compute", "stall", "rest"}):

@@ -194,13 +194,14 @@ def predict_knobs(model: WorkloadModel, modes: ModeArrays, device: Device, confi
 
 
 def predict_space(model: WorkloadModel, device: Device, confidence: float) -> dict[str, object]:
-    """:func:`predict_knobs` over every mode of ``device`` (``Device.modes()`` order), with the knob columns."""
+    """:func:`predict_knobs` over every mode of ``device`` (``Device.modes()`` order), plus the knobs."""
     return {**device.modes().as_arrays(), **_columns(space.space_prediction(model, device, confidence))}
 
 
 # -- operations -------------------------------------------------------------------------------------------
-def predict(model: WorkloadModel, modes: str | pd.DataFrame | Sequence[Mapping] = "presets", device: Device | str | None = None,
-            epochs: int | None = None, confidence: float = DEFAULT_CONFIDENCE) -> pd.DataFrame:
+def predict(model: WorkloadModel, modes: str | pd.DataFrame | Sequence[Mapping] = "presets",
+            device: Device | str | None = None, epochs: int | None = None,
+            confidence: float = DEFAULT_CONFIDENCE) -> pd.DataFrame:
     """Predicted epoch time (s), mean power (W) and energy (J) with ``confidence`` intervals, per mode.
 
     ``device`` other than the model's gives cross-device predictions; the modes are checked against
@@ -220,8 +221,8 @@ def predict(model: WorkloadModel, modes: str | pd.DataFrame | Sequence[Mapping] 
 
 
 def prediction_columns(model: WorkloadModel, labels, knobs: Mapping[str, object], device: Device | str,
-                       epochs: int | None, confidence: float = DEFAULT_CONFIDENCE, *, whole_space: bool = False
-                       ) -> dict[str, object]:
+                       epochs: int | None, confidence: float = DEFAULT_CONFIDENCE, *,
+                       whole_space: bool = False) -> dict[str, object]:
     """The columns of :func:`predict` for modes already checked: ``labels`` and ``knobs`` (MODE_FIELDS ->
     arrays) in, ``{column: array or provenance scalar}`` out, in output order. The HTTP service builds
     its rows for short mode lists from this directly (no data frame). ``whole_space``: the knobs are the
@@ -301,9 +302,9 @@ def recommendation_answer(model: WorkloadModel, result: Recommendation, workload
             "best": row(result.best), "pareto": [row(r) for r in result.pareto]}
 
 
-def recommend(model: WorkloadModel, objective: str, max_power_w: float | None = None, max_epoch_time_s: float | None = None,
-              device: Device | str | None = None, epochs: int | None = None,
-              confidence: float = DEFAULT_CONFIDENCE) -> Recommendation:
+def recommend(model: WorkloadModel, objective: str, max_power_w: float | None = None,
+              max_epoch_time_s: float | None = None, device: Device | str | None = None,
+              epochs: int | None = None, confidence: float = DEFAULT_CONFIDENCE) -> Recommendation:
     """Best mode over the device's full space for ``min-time`` or ``min-energy`` under the limits.
 
     A mode meets ``max_power_w`` (W) when the upper end of its power interval at ``confidence`` does, and
@@ -341,13 +342,14 @@ def plan_fleet(model: WorkloadModel, clients: Sequence[Mapping], deadline_s: flo
         raise InputError("deadline_s is required (s, > 0)", "deadline_s")
     epochs = rec.check_epochs(1 if epochs is None else epochs)
     confidence = rec.check_confidence(confidence)
-    return fleet.plan_round(lambda device: predict_space(model, device, confidence), clients, deadline_s, epochs,
-                            confidence)
+    return fleet.plan_round(lambda device: predict_space(model, device, confidence), clients, deadline_s,
+                            epochs, confidence)
 
 
-def plan_profiling(device: Device | str, budget: int, candidates: pd.DataFrame | Sequence[Mapping] | None = None,
+def plan_profiling(device: Device | str, budget: int,
+                   candidates: pd.DataFrame | Sequence[Mapping] | None = None,
                    model: WorkloadModel | None = None) -> planning.Plan:
-    """The ``budget`` modes to profile and how long each takes (``est_profile_s``); see :mod:`predictor.planning`.
+    """The ``budget`` modes to profile and the time each takes (``est_profile_s``); see :mod:`.planning`.
 
     ``candidates`` defaults to the device's modes in the planning region (:func:`planning.operating_region`);
     given candidates are used as they are and are the region the plan must cover. The profiling time uses
@@ -357,7 +359,8 @@ def plan_profiling(device: Device | str, budget: int, candidates: pd.DataFrame |
     if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
         raise InputError(f"budget must be a whole number >= 1, got {budget!r}", "budget")
     if model is not None and model.device_id != device.id:
-        raise InputError(f"the model was fitted on {model.device_id!r}, the plan is for {device.id!r}", "device")
+        raise InputError(f"the model was fitted on {model.device_id!r}, the plan is for {device.id!r}",
+                         "device")
     table = resolve_modes(device, "all" if candidates is None else candidates)
     table = table.drop_duplicates(subset=list(MODE_FIELDS)).reset_index(drop=True)
     if candidates is None:

@@ -62,6 +62,10 @@ def power_factors(a: Device, b: Device) -> dict[str, float]:
     return dict.fromkeys(F.POWER_TERMS, ratio)
 
 
+# The constants below are set by hand, not fitted (the shared sweeps they read are the twin's). Their real
+# check is bench/real_cv.py's cross-device rows (POMACS 2022 Fig 2a, PowerTrain Table 3): through the
+# shared reference workloads MobileNetV3 AGX Xavier -> Xavier NX 15W +10%, -> Orin AGX MAXN +5%, LeNet-5
+# Xavier NX -> Nano MAXN +2% (physics alone: -0.5%, +16%, +56%), each inside its 90% interval.
 #: A term counts as exercised by a reference workload when it holds at least this share of its epoch.
 MIN_TERM_SHARE = 0.03
 #: RMS difference of profile signatures (shares, log time ratios) at which a reference workload's weight

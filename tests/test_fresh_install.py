@@ -190,6 +190,18 @@ def test_clean_install_has_no_torch(fresh_install):
     assert "ModuleNotFoundError" in probe.stderr and "torch" in probe.stderr
 
 
+@pytest.mark.parametrize("module", ["flwr", "ray"])
+def test_clean_install_leaves_flower_and_ray_out(fresh_install, module):
+    # Flower and its simulation engine come only with the [flower] extra; the integration then names it.
+    probe = subprocess.run([str(fresh_install.bin / "python"), "-c", f"import {module}"], capture_output=True,
+                           text=True, timeout=60, cwd=fresh_install.root, env=fresh_install.env())
+    assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr
+    probe = subprocess.run([str(fresh_install.bin / "python"), "-c", "import jetpredict.integrations.flower"],
+                           capture_output=True, text=True, timeout=60, cwd=fresh_install.root,
+                           env=fresh_install.env())
+    assert probe.returncode != 0 and "pip install 'jetpredict[flower]'" in probe.stderr
+
+
 def test_bundled_catalogue_ships_in_the_package(fresh_install):
     proc = subprocess.run([str(fresh_install.bin / "jetpredict"), "devices", "--format", "json"],
                           capture_output=True, text=True, timeout=60, cwd=fresh_install.root,

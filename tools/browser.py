@@ -9,6 +9,7 @@ protocol client is ``websocket-client`` (the ``[dev]`` extra). Nothing is downlo
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -70,6 +71,7 @@ class Browser:
         self.call("Page.enable")
         self.call("Runtime.enable")
         self.call("Network.enable")
+        self.call("Log.enable")  # CSP violations and failed loads are reported here
         self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
                   deviceScaleFactor=1, mobile=False)
         return self
@@ -92,10 +94,8 @@ class Browser:
 
     def close(self) -> None:
         if self._ws is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._ws.close()
-            except OSError:
-                pass
             self._ws = None
         if self.process is not None:
             self.process.terminate()
@@ -134,6 +134,8 @@ class Browser:
             self._requests.append(params["request"]["url"])
         elif method == "Runtime.exceptionThrown":
             self._console.append("exception: " + params["exceptionDetails"].get("text", ""))
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            self._console.append(f"{params['entry'].get('source')}: {params['entry'].get('text')}")
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "warning"):
             self._console.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params["args"]))
 
@@ -176,6 +178,14 @@ class Browser:
         path = Path(path)
         path.write_bytes(base64.b64decode(data))
         return path
+
+    def set_files(self, selector: str, paths: list[str | Path]) -> None:
+        """Choose ``paths`` in the page's ``<input type=file>`` at ``selector`` (as a user picking files)."""
+        root = self.call("DOM.getDocument", depth=0)["root"]["nodeId"]
+        node = self.call("DOM.querySelector", nodeId=root, selector=selector)["nodeId"]
+        if not node:
+            raise BrowserError(f"no element matches {selector!r}")
+        self.call("DOM.setFileInputFiles", nodeId=node, files=[str(Path(p).resolve()) for p in paths])
 
     def requests(self) -> list[str]:
         """Every URL the page has requested so far."""

@@ -17,7 +17,12 @@ from pathlib import Path
 from jetpredict.models.catalogue import device_ids
 from jetpredict.predictor.artifacts import file_sha256
 from jetpredict.predictor.bundled import FITTED_DIR, save_bundled_reference
-from jetpredict.predictor.reference import build_reference, read_reference_rows, read_simulated_rows, reference_csvs
+from jetpredict.predictor.reference import (
+    build_reference,
+    read_reference_rows,
+    read_simulated_rows,
+    reference_csvs,
+)
 
 
 def build_all(out_dir: Path = FITTED_DIR, devices: list[str] | None = None) -> list[Path]:

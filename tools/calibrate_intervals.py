@@ -3,12 +3,10 @@
 
 Prints the calibrated scales and, per (target, reference, design size) cell, the coverage and median
 width of the nominal 90% time / power / energy intervals under them (see :mod:`predictor.calibration`).
-Paste the scales into ``INTERVAL_SCALES`` when they change.
+Paste the scales into ``INTERVAL_SCALES`` when they change (per number of profiled modes).
 """
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 from jetpredict.predictor.calibration import OUTPUTS, calibrate, coverage, residual_cells
@@ -18,15 +16,19 @@ from jetpredict.predictor.model import Z90
 def main() -> int:
     cells = residual_cells()
     scales = calibrate(cells)
-    print(f"INTERVAL_SCALES = IntervalScales(time={scales.time}, power={scales.power}, energy={scales.energy})")
+    print("INTERVAL_SCALES = {" + ", ".join(
+        f"{n}: IntervalScales({s.time}, {s.power}, {s.energy})" for n, s in scales.items()) + "}")
     for out in OUTPUTS:
-        s = getattr(scales, out)
-        pooled = np.vstack([c[out] for c in cells.values()])
-        print(f"{out}: pooled coverage {coverage(s, pooled):.3f} (at scale 1: {coverage(1.0, pooled):.3f})")
-        for key, c in cells.items():
-            width = np.median(2 * Z90 * np.sqrt((s * c[out][:, 1]) ** 2 + c[out][:, 2] ** 2))
-            print(f"  {key[0]:20s} {key[1]:16s} {key[2]} modes: coverage {coverage(s, c[out]):.3f} "
-                  f"median width {width:.3f}", file=sys.stdout)
+        for size, s in scales.items():
+            scale = getattr(s, out)
+            pooled = np.vstack([c[out] for key, c in cells.items() if key[2] == size])
+            print(f"{out}, {size} mode(s): scale {scale}, pooled coverage {coverage(scale, pooled):.3f} "
+                  f"(at scale 1: {coverage(1.0, pooled):.3f})")
+            for key, c in cells.items():
+                if key[2] == size:
+                    width = np.median(2 * Z90 * np.sqrt((scale * c[out][:, 1]) ** 2 + c[out][:, 2] ** 2))
+                    print(f"  {key[0]:20s} {key[1]:16s}: coverage {coverage(scale, c[out]):.3f} "
+                          f"median width {width:.3f}")
     return 0
 
 

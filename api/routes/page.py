@@ -18,6 +18,11 @@ STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 #: Versions of the vendored browser libraries (npm packages; see ``api/static/vendor/README.md``).
 VENDORED = {"uplot": "1.6.32", "swagger-ui-dist": "5.35.0"}
 
+#: /docs only: Swagger UI draws its icons as ``data:`` SVG images, which ``default-src 'self'`` (the
+#: service-wide policy of api.app) blocks; nothing else is relaxed.
+DOCS_CSP = ("default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; "
+            "form-action 'self'")
+
 blp = Blueprint("page", __name__, static_folder=str(STATIC_DIR), static_url_path="/assets")
 
 
@@ -37,4 +42,6 @@ def index() -> Response:
 @blp.get("/docs/")
 def docs() -> Response:
     """Swagger UI on ``/openapi.json``, served from the package."""
-    return _html("docs.html")
+    response = _html("docs.html")
+    response.headers["Content-Security-Policy"] = DOCS_CSP  # the app's after_request keeps a set header
+    return response

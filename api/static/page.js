@@ -179,6 +179,7 @@
 
   async function workloadRef() {
     const value = $("workload").value;
+    if (!value) throw new Error("no workload for this device yet: upload a profile CSV below");
     if (value.startsWith("stored:")) return [{ id: value.slice(7) }, { kind: "stored", id: value.slice(7) }];
     const info = state.builtins[value];
     const key = `${$("device").value}|${value}`;
@@ -485,6 +486,11 @@
     return [min, max];
   }
 
+  // uPlot labels only some ticks of a log axis by default; logSplits already chose legible ones.
+  function allTicks(u, ticks) {
+    return ticks;
+  }
+
   function tickValues(u, ticks) {
     return ticks.map((v) => (v === null || v === undefined ? "" : fmt(v, 3)));
   }
@@ -506,8 +512,8 @@
           y: { distr: 3, log: 10, range: () => data.yScale },
         },
         axes: [
-          { label: "epoch time (s)", size: 44, splits: logSplits, values: tickValues },
-          { label: "energy per epoch (J)", size: 64, splits: logSplits, values: tickValues },
+          { label: "epoch time (s)", size: 44, splits: logSplits, values: tickValues, filter: allTicks },
+          { label: "energy per epoch (J)", size: 64, splits: logSplits, values: tickValues, filter: allTicks },
         ],
         series: [{}, {
           label: "Pareto front", stroke: "#d1495b", width: 2,

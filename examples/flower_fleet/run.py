@@ -242,6 +242,31 @@ def round_table(run: dict[str, Any]) -> list[str]:
     return lines
 
 
+def device_table(baseline: dict[str, Any], planned: dict[str, Any], deadline_s: float) -> list[str]:
+    """Round 1 per Jetson type: MAXN misses; the planned mode(s), who trained, predicted vs twin sums."""
+    lines = ["| device | clients | MAXN: misses | MAXN: twin time, slowest (s) | planned modes | trained "
+             "| predicted time, slowest [90% interval] (s) | twin time, slowest (s) | predicted energy (J) "
+             "| twin energy (J) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    base = [r for r in baseline["rows"] if r["round"] == 1]
+    records = [r for r in planned["strategy"].records if r.round == 1]
+    for device in task.DEVICES:
+        b = [r for r in base if r["device"] == device]
+        recs = [r for r in records if r.device == device]
+        trained = [r for r in recs if r.selected and r.replied]
+        modes = {r.mode for r in trained if r.mode}
+        slow = max(trained, key=lambda r: r.pred_time_s, default=None)
+        # Clients of one type differ in data size, so they get different modes: count them, show the slowest's.
+        shown = f"{len(modes)}: slowest client {slow.mode}" if slow else "–"
+        pred = (f"{slow.pred_time_s:.2f} [{slow.pred_time_s_low:.2f}, {slow.pred_time_s_high:.2f}]"
+                if slow else "–")
+        lines.append(
+            f"| {device} | {len(recs)} | {sum(r['time_s'] > deadline_s for r in b)} | "
+            f"{max(r['time_s'] for r in b):.2f} | {shown} | {len(trained)} | {pred} | "
+            f"{max((r.reported_time_s for r in trained), default=0.0):.2f} | "
+            f"{math.fsum(r.pred_energy_j for r in trained):.1f} | {math.fsum(r.reported_energy_j for r in trained):.1f} |")
+    return lines
+
+
 def summary(runs: list[dict[str, Any]], rounds: int) -> dict[str, dict[str, Any]]:
     out = {}
     for arm in ARMS:
@@ -311,11 +336,17 @@ def write_results(path: Path, args: argparse.Namespace, runs: list[dict[str, Any
              "client `p` is a Jetson of type `DEVICES[p % 6]`. Round time = the slowest trained client (the "
              "server waits for every reply); energy to round end = training energy plus each trained client's "
              "idle power at its mode (twin base power) until the round ends. Clients not trained in a round "
-             "are not counted in either arm.", "", "## Fleet", "", *fleet_lines(args), "",
+             "are not counted in either arm. The twin's figures are its noise-free means, so every round of an "
+             "arm repeats the same times and energies; only the training (accuracy) differs between rounds "
+             "and seeds. Run-to-run noise of accuracy is estimated from the seeds of each arm (few: a rough "
+             "estimate).", "", "## Fleet", "", *fleet_lines(args), "",
              "## Summary (totals over the rounds, mean over seeds)", "", *summary_lines(s, args.deadline_s, args.rounds),
              "", *verdict(s), ""]
+    first = {arm: next(r for r in runs if r["arm"] == arm) for arm in ARMS}
+    lines += ["## Round 1 by Jetson type (seed 0)", "", *device_table(first["maxn"], first["jetpredict"],
+                                                                       args.deadline_s), ""]
     for arm in ARMS:
-        run = next(r for r in runs if r["arm"] == arm)
+        run = first[arm]
         lines += [f"## Per round: {arm}, seed {run['seed']}", "", *round_table(run), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -325,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=task.NUM_CLIENTS)
-    parser.add_argument("--local-epochs", type=int, default=3)
-    parser.add_argument("--deadline-s", type=float, default=6.0, help="round deadline, simulated Jetson seconds")
+    parser.add_argument("--local-epochs", type=int, default=5)
+    parser.add_argument("--deadline-s", type=float, default=10.0, help="round deadline, simulated Jetson seconds")
     parser.add_argument("--seeds", type=int, default=2, help="runs per arm (run-to-run noise of accuracy)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
@@ -348,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{arm}, seed {seed}: {run['wall_s']:.0f} s", flush=True)
             print("\n".join(round_table(run)), flush=True)
     s = summary(runs, args.rounds)
+    print("\nround 1 by Jetson type (seed 0):")
+    print("\n".join(device_table(runs[0], runs[1], args.deadline_s)))
     print("\n" + "\n".join(summary_lines(s, args.deadline_s, args.rounds)))
     print("\n".join(verdict(s)))
     total = time.perf_counter() - t0

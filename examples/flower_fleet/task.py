@@ -29,7 +29,7 @@ DATA_SEED = 7
 SIZE_SIGMA = 0.5
 MIN_SAMPLES = 8
 BATCH_SIZE = 16
-LEARNING_RATE = 0.05
+LEARNING_RATE = 0.1
 MOMENTUM = 0.9
 #: Input standardisation (pixel values scaled to 0..1 have about this mean and SD over the digits set).
 PIXEL_MEAN, PIXEL_SD = 0.3, 0.4

@@ -125,7 +125,9 @@ def _merge_plans(parts: list[tuple[list[int], dict[str, Any]]], n: int) -> dict[
     clients = [c for c in out if c is not None]
     late = [c["id"] for c in clients if not c.get("meets_deadline")]
     total = math.fsum(float(c.get("energy_j") or 0.0) for c in clients if c.get("meets_deadline"))
-    return {"feasible": not late, "total_energy_j": total, "clients": clients, "infeasible_clients": late}
+    confidence = next((plan["confidence"] for _, plan in parts if plan.get("confidence") is not None), None)
+    return {"feasible": not late, "total_energy_j": total, "confidence": confidence, "clients": clients,
+            "infeasible_clients": late}
 
 
 class LocalPlanner:
@@ -135,6 +137,8 @@ class LocalPlanner:
     written by ``jetpredict fit --out``, or a mapping device id -> either (clients of a device without
     an entry use key ``"*"`` when given; otherwise they are not planned). One model serves every device
     type through cross-device predictions; per-device models are better when each type was profiled.
+    ``confidence``: coverage of the intervals, the deadline holding for their upper end (None = the
+    service's default, 0.9).
     """
 
     def __init__(self, model: Any, confidence: float | None = None) -> None:
@@ -199,7 +203,8 @@ class HttpPlanner:
     """Plans through a running ``jetpredict serve``: ``POST /v1/fleet-plans`` and ``/v1/predictions``.
 
     ``workload``: a stored workload id, a workload object (``{"id": ...}`` or ``{"rows": [...]}``), or a
-    mapping device id -> either (key ``"*"`` = the others). ``timeout_s``: per request, s.
+    mapping device id -> either (key ``"*"`` = the others). ``timeout_s``: per request, s. ``confidence``:
+    as for :class:`LocalPlanner`.
     """
 
     def __init__(self, url: str, workload: Any, timeout_s: float = 30.0, confidence: float | None = None,
@@ -282,7 +287,8 @@ class NodeInfo:
 class ClientPlan:
     """One node's plan for a round. Times in s and energies in J cover the round's local training
     (``epochs`` x ``epoch_scale`` profiled epochs); ``idle_energy_j`` is the base power from finishing
-    (point estimate) until the deadline. Power in W. ``None`` = the predictor gave no such figure."""
+    (point estimate) until the deadline. Power in W. ``confidence``: coverage of the intervals (the
+    deadline holds for ``time_s_high``). ``None`` = the planner gave no such figure."""
 
     node_id: int
     device: str
@@ -308,6 +314,7 @@ class ClientPlan:
     avg_power_w_high: float | None = None
     cross_device: bool | None = None
     power_source: str | None = None
+    confidence: float | None = None
 
     def power_mode(self) -> PowerMode | None:
         if self.mode is None:
@@ -370,6 +377,7 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         for node in group:
             plans[node.node_id] = _client_plan(planner, node, by_id[str(node.node_id)], scale, deadline_s,
                                                epochs, cache)
+            plans[node.node_id].confidence = _f(answer.get("confidence"))
     return plans
 
 
@@ -579,7 +587,17 @@ class JetpredictStrategy(Strategy):
         """Plan the round, let the wrapped strategy sample among the nodes that meet the deadline, and add
         each node's plan to its message."""
         nodes = self._discover(grid)
-        plans = plan_nodes(self.planner, nodes.values(), self.deadline_s, self.local_epochs, self._predictions)
+        try:
+            plans = plan_nodes(self.planner, nodes.values(), self.deadline_s, self.local_epochs, self._predictions)
+        except PlannerError as err:
+            # No plan, no training: an unplanned round could straggle past the deadline. Retried next round.
+            log.error("JetpredictStrategy: round %d skipped: %s", server_round, err)
+            records = {n: self._record(server_round, info, None) for n, info in nodes.items()}
+            for record in records.values():
+                record.reason = record.reason or f"round skipped: the planner failed: {err}"
+            self._round_records[server_round] = records
+            self.records.extend(records.values())
+            return []
         eligible = [n for n in nodes if n in plans and plans[n].meets_deadline]
         if self.cheapest_fraction is not None and eligible:
             def cost(n: int) -> float:
@@ -760,7 +778,8 @@ def add_device_query(app: Any, device: NodeValue = None, epoch_scale: NodeValue 
         if not dev:
             record["reason"] = f"node config has no {DEVICE_KEY}"
         scale = _resolve(epoch_scale, context, EPOCH_SCALE_KEY)
-        record["epoch-scale"] = 1.0 if scale is None else float(scale)
+        # Sent as given; the strategy checks it and names the key when it is not a positive number.
+        record["epoch-scale"] = 1.0 if scale is None else scale if isinstance(scale, int | float) else str(scale)
         return Message(RecordDict({NODE_RECORD: ConfigRecord(record)}), reply_to=message)
 
 
@@ -842,6 +861,7 @@ class PlannedRound:
         self.report: dict[str, Any] = {}
         self._sampler: Any = None
         self._entered_controller = False
+        self._own_meter = False  # close only a meter this round opened (a caller's may be reused)
         self._t0 = 0.0
 
     def _mode(self) -> PowerMode | None:
@@ -877,6 +897,7 @@ class PlannedRound:
             from jetpredict.profiler.power import detect_power_meter
 
             self.meter = detect_power_meter(self.device)
+            self._own_meter = True
         if self.meter.available:
             from jetpredict.profiler.power import PowerSampler
 
@@ -915,7 +936,11 @@ class PlannedRound:
         if self._sampler is None:
             self.report["energy-null-reason"] = f"no power meter ({self.meter.name})"
             return
-        trace = self._sampler.stop()
+        try:
+            trace = self._sampler.stop()
+        finally:
+            if self._own_meter:
+                self.meter.close()
         energy = trace.energy_j(self._t0, t1)
         if energy is None:
             why = trace.last_error or "too few power samples in the round"
@@ -923,7 +948,6 @@ class PlannedRound:
         else:
             self.report["energy-j"] = energy
             self.report["avg-power-w"] = energy / (t1 - self._t0)
-        self.meter.close()
 
     def metrics(self) -> dict[str, float]:
         """The ``jetpredict-*`` metrics of the reply (energy and power absent when unknown)."""

@@ -26,3 +26,9 @@ def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet",
 def without_power(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in ("avg_power_w", "epoch_energy_j", "base_power_w")}
             for r in rows]
+
+
+#: A PostgreSQL test database (e.g. set by .ci/run): the API tests run on SQLite and on it.
+TEST_DATABASE_ENV = "JETPREDICT_TEST_DATABASE_URL"
+#: Loopback tests send many requests from one address: rate limits off unless a test turns them on.
+NO_RATE_LIMITS = {"RATE_LIMIT": "off", "RATE_LIMIT_ALL_MODES": "off"}

@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from api_fixtures import API_KEY, published_rows
+from api_fixtures import API_KEY, NO_RATE_LIMITS, TEST_DATABASE_ENV, published_rows
 
-TEST_DATABASE_ENV = "JETPREDICT_TEST_DATABASE_URL"
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(TEST_DATABASE_ENV) else [])
-NO_RATE_LIMITS = {"RATE_LIMIT": "off", "RATE_LIMIT_ALL_MODES": "off"}
 
 
 @pytest.fixture(params=BACKENDS)

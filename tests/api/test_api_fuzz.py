@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from api_fixtures import API_KEY, published_rows
-from conftest import NO_RATE_LIMITS
+from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
 from hypothesis import HealthCheck, given, settings
 from jetpredict.api.app import create_app
 from schemathesis import GenerationMode

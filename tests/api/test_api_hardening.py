@@ -6,8 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from api_fixtures import API_KEY, published_rows
-from conftest import NO_RATE_LIMITS
+from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
 from jetpredict.api.testing import free_port
 
 MODES = [{"cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600.0}]
@@ -24,10 +23,10 @@ def test_unstorable_workload_ids_are_4xx_on_every_database(client, auth, stored,
     assert r.status_code == 404
     rows = [{**row, "workload": bad_id} for row in published_rows()]
     r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
-    assert r.status_code == 422 and "rows.1.workload" in r.json["errors"], r.json
+    assert r.status_code == 422 and "rows.0.workload" in r.json["errors"], r.json
     rows = [{**row, "mode": f"m{bad_id}{i}"} for i, row in enumerate(published_rows())]
     r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
-    assert r.status_code == 422 and "rows.1.mode" in r.json["errors"], r.json
+    assert r.status_code == 422 and "rows.0.mode" in r.json["errors"], r.json
     assert client.get("/v1/workloads").json["total"] == 1  # nothing half-stored
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from conftest import TEST_DATABASE_ENV
+from api_fixtures import TEST_DATABASE_ENV
 from jetpredict.api.storage import Storage, metadata
 from jetpredict.api.testing import empty_postgresql, free_port, gunicorn_first_boot
 

@@ -135,3 +135,33 @@ def test_built_in_rows_predict_as_an_inline_workload(client):
     assert csv.status_code == 200 and csv.mimetype == "text/csv"
     lines = csv.get_data(as_text=True).splitlines()
     assert len(lines) == 1 + 29232 and lines[0].startswith("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz")
+
+
+def test_security_headers_fit_the_pages(client):
+    page = client.get("/").headers.get("Content-Security-Policy", "")
+    docs = client.get("/docs").headers.get("Content-Security-Policy", "")
+    assert "default-src 'self'" in page and "unsafe-inline" not in page and "data:" not in page
+    assert "default-src 'self'" in docs and "img-src 'self' data:" in docs and "unsafe-inline" not in docs
+
+
+@pytest.mark.parametrize("label", ["GET /v1/reference-workloads", "GET /v1/reference-workloads/{device}/{workload}"])
+def test_reference_routes_fuzzed_answer_as_documented(app, label):
+    """Any request, valid or not: no 500, and every answer matches the OpenAPI document."""
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from schemathesis import GenerationMode
+    from schemathesis.specs.openapi import checks as oas_checks
+
+    schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
+    operation = next(op for op in (r.ok() for r in schema.get_all_operations())
+                     if f"{op.method.upper()} {op.path}" == label)
+    checks = [schemathesis.checks.not_a_server_error, oas_checks.status_code_conformance,
+              oas_checks.content_type_conformance, oas_checks.response_schema_conformance]
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @settings(max_examples=15, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def fuzz(case):
+            case.call_and_validate(checks=checks)
+
+        fuzz()

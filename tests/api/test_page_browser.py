@@ -90,4 +90,34 @@ def test_docs_render_offline_from_the_package(server, browser):
                              "document.querySelector('.swagger-ui .info .title').textContent", 60)
     assert title.startswith("jetpredict")
     assert browser.wait_for("document.querySelectorAll('.opblock').length", 30) >= 8
+    browser.evaluate("document.querySelector('.opblock-summary-control').click()")  # an operation opens
+    browser.wait_for("document.querySelector('.opblock-body')", 30)
+    blocked = [e for e in browser.errors() if "Content Security Policy" in e]
+    assert not blocked, blocked  # the page's own CSP and the docs' allow what they load
     assert _off_host(server, browser) == []
+
+
+def test_profile_csv_uploads_from_the_page_with_a_key(server, browser, tmp_path):
+    rows = requests.get(f"{server.url}/v1/reference-workloads/agx-xavier/mobilenetv3-gld23k", timeout=30).json()["rows"]
+    csv = tmp_path / "mine.csv"
+    columns = list(rows[0])
+    lines = [",".join(columns)] + [",".join(json.dumps(r[c]) if isinstance(r[c], str) else
+                                            ("" if r[c] is None else str(r[c])) for c in columns)
+                                   for r in rows[:4]]
+    csv.write_text("\n".join(lines).replace("mobilenetv3-gld23k", "page-upload") + "\n")
+    browser.navigate(server.url + "/")
+    browser.wait_for(READY, 120)
+    browser.set_files("#csv-file", [csv])
+    _choose(browser, "api-key", "wrong-key", event="input")
+    browser.evaluate("document.getElementById('upload-button').click()")
+    refused = browser.wait_for("document.getElementById('upload-status').className === 'error' && "
+                               "document.getElementById('upload-status').textContent", 60)
+    assert "X-API-Key" in refused
+    _choose(browser, "api-key", server.api_keys.split(",")[0], event="input")
+    browser.evaluate("document.getElementById('upload-button').click()")
+    browser.wait_for("document.getElementById('upload-status').textContent.startsWith('stored 4 rows of page-upload')",
+                     60)
+    browser.wait_for(f"{READY} && document.getElementById('workload').value === 'stored:page-upload'", 120)
+    assert browser.evaluate("document.getElementById('best').dataset.mode")
+    stored = requests.get(f"{server.url}/v1/workloads/page-upload", timeout=30).json()
+    assert stored["rows_stored"] == 4

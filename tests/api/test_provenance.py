@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from jetpredict.cli import main
 
 REFERENCE = Path(__file__).resolve().parents[2] / "models" / "reference"

@@ -244,3 +244,51 @@ def test_bad_settings_name_the_field(resnet_model):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=0)
     with pytest.raises(InputError, match="cheapest_fraction"):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=1.5)
+
+
+def test_an_unreachable_planner_skips_the_round_and_says_why(grid):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    strategy = JetpredictStrategy(fedavg(min_train_nodes=1), HttpPlanner(f"http://127.0.0.1:{port}", "w", timeout_s=5),
+                                  deadline_s=60.0)
+    messages, (arrays, metrics) = train_round(strategy, grid)
+    assert messages == [] and arrays is None
+    assert all(not r.selected and "planner failed" in r.reason for r in strategy.records)
+
+
+def test_confidence_travels_to_the_plan_and_narrows_the_intervals(resnet_model):
+    nodes = [NodeInfo(1, "orin-nx", 0.02)]
+    wide = plan_nodes(LocalPlanner(resnet_model), nodes, 600.0, epochs=1)[1]
+    narrow = plan_nodes(LocalPlanner(resnet_model, confidence=0.5), nodes, 600.0, epochs=1)[1]
+    assert wide.confidence == pytest.approx(0.9) and narrow.confidence == pytest.approx(0.5)
+    assert narrow.to_config()["confidence"] == pytest.approx(0.5)
+    assert narrow.mode == wide.mode  # a loose deadline: both take the mode of least energy
+    assert narrow.time_s_high < wide.time_s_high and narrow.time_s_low > wide.time_s_low
+    assert narrow.time_s_low <= narrow.time_s <= narrow.time_s_high
+
+
+def test_nodes_without_a_usable_device_config_are_not_planned(resnet_model):
+    app = ClientApp()
+    add_device_query(app, epoch_scale=lambda ctx: {1: "0.5", 2: "lots", 3: -1.0}[ctx.node_id])
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:  # pragma: no cover - never sent a train message
+        raise AssertionError("an unplanned node was trained")
+
+    grid = InProcessGrid(app, [1, 2, 3])
+    grid.contexts[1].node_config["jetpredict-device"] = "nano"
+    grid.contexts[2].node_config["jetpredict-device"] = "orin-nx"
+    before = TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
+    try:
+        strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=3),
+                                      resnet_model, deadline_s=1e6)
+        nodes = strategy._discover(grid)
+    finally:
+        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = before
+    assert nodes[1].device == "nano" and nodes[1].epoch_scale == 0.5
+    assert nodes[2].device is None and "jetpredict-epoch-scale" in nodes[2].reason and "lots" in nodes[2].reason
+    assert nodes[3].device is None and "no jetpredict-device" in nodes[3].reason

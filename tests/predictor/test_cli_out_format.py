@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+
 from jetpredict.cli import main
 
 REFERENCE = Path(__file__).resolve().parents[2] / "models" / "reference" / "agx-xavier-published.csv"

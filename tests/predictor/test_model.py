@@ -10,7 +10,8 @@ import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor.bundled import fit_workload, predict as predict_on
+from jetpredict.predictor.bundled import fit_workload
+from jetpredict.predictor.bundled import predict as predict_on
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.model import IntervalScales, Prediction, WorkloadModel, gpu_floor
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
@@ -358,3 +359,31 @@ def test_gpu_power_of_a_launch_bound_workload_falls_with_the_cpu_clock():
     p = model.predict(modes)
     assert mape(p.avg_power_w, truth.avg_power_w) < TOL[("launch", "power")]
     assert mape(p.epoch_energy_j, truth.epoch_energy_j) < TOL[("launch", "energy")]
+
+
+def test_a_knob_the_profiled_modes_did_not_vary_gets_an_uncertain_effect():
+    """Identifiability (issue 11): profiled at d,e,f,j the memory clock never moves (1600 MHz), so its
+    effect elsewhere rests on the prior and the term's form; the interval at another memory clock is wider
+    than that of a design that varied it (e,f,i,j), and the mode is flagged. Real ResNet-18 rows."""
+    res = REF[REF.workload == "resnet18-cifar10"]
+    ref = build_reference(REF[REF.workload != "resnet18-cifar10"])
+    flat = fit_workload(res[res["mode"].isin(list("defj"))], reference=ref)
+    varied = fit_workload(res[res["mode"].isin(list("efij"))], reference=ref)
+    assert flat.profiled_ranges["emc_mhz"] == (1600.0, 1600.0)
+    h = knobs(["h"])  # 8 / 2265 / 1377 / 1066: memory clock far below what either design profiled
+    a, b = flat.predict(h), varied.predict(h)
+    assert a.extrapolated_knobs() == ["emc_mhz"] and b.extrapolated_knobs() == ["emc_mhz"]
+    width = {k: float((p.epoch_time_s_high - p.epoch_time_s_low)[0] / p.epoch_time_s[0]) for k, p in
+             (("flat", a), ("varied", b))}
+    assert width["flat"] > 2 * width["varied"]  # measured 37% vs 14%
+    assert a.epoch_time_s_low[0] <= 466.2 <= a.epoch_time_s_high[0]  # the real h row is covered
+
+
+@pytest.mark.parametrize("column,value", [("epoch_time_s", 5e-324), ("epoch_time_s", 1e308),
+                                          ("gpu_mhz", 5e-324), ("cpu_cores", 64)])
+def test_rows_outside_what_a_fit_can_use_are_named(column, value):
+    rows = sweep(3.0, 100.0, "efij").astype({column: float})
+    rows.loc[1, column] = value
+    with pytest.raises(InputError) as e:
+        fit_workload(rows)
+    assert e.value.field == column

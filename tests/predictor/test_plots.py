@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from jetpredict.cli import main
 
 pytest.importorskip("matplotlib", reason="--plot needs the [plot] extra (in [dev])")
@@ -47,3 +48,21 @@ def test_png_and_bad_extension(model, tmp_path, capsys):
                  str(tmp_path / "pareto.pdf")]) == 2
     assert "must end in .svg or .png" in capsys.readouterr().err
     assert not (tmp_path / "pareto.pdf").exists()
+
+
+def test_without_matplotlib_the_plot_says_what_to_install(model, tmp_path):
+    import subprocess
+    import sys
+
+    block = ("import importlib.abc, sys\n"
+             "class B(importlib.abc.MetaPathFinder):\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name.split('.')[0] == 'matplotlib':\n"
+             "            raise ModuleNotFoundError(name=name)\n"
+             "sys.meta_path.insert(0, B())\n"
+             "from jetpredict.cli import main\n"
+             "sys.exit(main(sys.argv[1:]))\n")
+    out = tmp_path / "p.svg"
+    proc = subprocess.run([sys.executable, "-c", block, "recommend", "--model", str(model), "--objective",
+                           "min-time", "--plot", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "pip install 'jetpredict[plot]'" in proc.stderr and not out.exists()

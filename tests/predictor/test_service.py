@@ -196,7 +196,8 @@ def test_recommend_prefers_in_range_modes_unless_better_beyond_the_interval(resn
         assert out.best["mode"] == best_any["mode"] and not out.preferred_in_range
     else:
         assert out.best["mode"] == best_in["mode"] and out.preferred_in_range
-    assert out.best["extrapolated_knobs"] == ("" if out.preferred_in_range else best_any["extrapolated_knobs"])
+    expected = "" if out.preferred_in_range else best_any["extrapolated_knobs"]
+    assert out.best["extrapolated_knobs"] == expected
 
 
 def test_recommend_infeasible_reports_reason(resnet):
@@ -220,7 +221,8 @@ def test_bad_recommend_input_names_the_field(resnet, kwargs, field):
 
 def test_power_constraints_apply_without_measured_power():
     rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    rows = rows[(rows["workload"] == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)].reset_index(drop=True)
+    rows = rows[(rows["workload"] == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)]
+    rows = rows.reset_index(drop=True)
     rows[["epoch_energy_j", "avg_power_w", "base_power_w"]] = np.nan
     model = fit_workload(rows, "agx-xavier")
     out = service.recommend(model, "min-time", max_power_w=20)

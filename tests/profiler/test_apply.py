@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 from fakes import EMC_CAP, GPU_DIRS
-from jetpredict.cli import main
 from jetpredict.models.catalogue import load_device, mode_label
 from jetpredict.profiler.apply import parse_mode
 from jetpredict.profiler.powermode.state import STATE_FILE_NAME, state_dir
+
+from jetpredict.cli import main
 
 GPU = GPU_DIRS["T194"]
 CPU0 = "/sys/devices/system/cpu/cpu0/cpufreq"
@@ -121,7 +122,7 @@ def test_sysfs_dry_run_lists_exactly_the_writes_of_the_real_run(xavier, capsys):
     assert main(["restore"]) == 0
     assert tree(root) == before | {k: v for k, v in tree(root).items() if k.endswith("cur_freq")
                                    or k.endswith("/rate")}
-    assert root.read(f"{CPU0}/scaling_max_freq") == before[f"sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"].strip()
+    assert root.read(f"{CPU0}/scaling_max_freq") == before["sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"].strip()
 
 
 def test_bad_modes_exit_2_naming_the_rule(xavier, capsys):

@@ -205,3 +205,17 @@ def test_a_state_file_that_is_not_ours_is_reported_not_executed(xavier):
     done = _cli(xavier, "restore")
     assert done.returncode == 1 and "cannot be read" in done.stderr
     assert "cannot be read" in state_file.unfinished_run_warning()
+
+
+def test_profile_warns_at_start_about_an_unfinished_run(xavier, tmp_path, capsys):
+    from jetpredict.cli import main
+
+    child = _start(xavier)
+    os.killpg(child.pid, signal.SIGKILL)
+    _finish(child)
+    rc = main(["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MAXN",
+               "--out", str(tmp_path / "p.csv"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "warning: an unfinished run left the device in a changed power mode" in err
+    assert "MODE_30W_ALL on agx-xavier" in err and "jetpredict restore" in err
