@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 import stat
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -67,8 +65,8 @@ def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict
     path.write_bytes(data)
     manifest = {
         "format": FORMAT, "kind": kind, "schema": doc.get("schema"), "file": path.name,
-        "sha256": sha256_bytes(data), "jetpredict": jetpredict_version(), "python": platform.python_version(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(extra or {}),
+        # No timestamp: rebuilding the bundled artifacts from the same sweeps gives the same bytes.
+        "sha256": sha256_bytes(data), "jetpredict": jetpredict_version(), **(extra or {}),
     }
     manifest_path(path).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

@@ -12,6 +12,10 @@ Power = base(mode) + dynamic terms (GPU busy x f V^2, memory, active cores x f V
 power x time. The GPU term's busy share excludes the time the GPU waits on a main thread slower than at the
 top CPU clock, so a CPU-bound workload's GPU power falls with the CPU clock as its kernels thin out.
 
+No "hidden CPU work below the lowest profiled CPU clock" variant: on real rows it invented slow-downs at
+CPU 1200 MHz that GPU-heavy networks do not show (ResNet-18 d vs e: +3.2% predicted from e,f,i,j, +3.7%
+measured; the variant had moved a GPU-heavy CNN by ~17% where < 1% was measured).
+
 Intervals (at a ``confidence``, default 0.9) come from the posterior covariance, the spread of the
 core-contention variants, the run-to-run noise and, outside the profiled knob ranges, an extrapolation
 term; cross-device predictions add the transfer's own SD (see :mod:`jetpredict.predictor.transfer`).

@@ -55,8 +55,10 @@ from jetpredict.models.catalogue import MODE_FIELDS, Device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
+from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.model import WorkloadModel
+from jetpredict.predictor.reference import read_reference_rows
 
 #: Prior precision added to X'X (in units of one scaled observation); small: the data dominate.
 RIDGE = 1e-3
@@ -231,9 +233,6 @@ def _reference_models(device_id: str) -> tuple[WorkloadModel, ...]:
     The device's own reference rows when it has some, else those of the device its reference is derived
     from (predictions then go through the cross-device transfer).
     """
-    from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload
-    from jetpredict.predictor.reference import read_reference_rows
-
     for source in (device_id, *[d for d in DERIVE_FROM if d != device_id]):
         rows = read_reference_rows(source)
         if rows is not None:
@@ -246,8 +245,6 @@ def minibatch_time_s(device: Device, modes: ModeArrays, model: WorkloadModel | N
 
     ``model``: the workload's own model; else the slowest bundled reference workload at each mode.
     """
-    from jetpredict.predictor.bundled import predict
-
     models = (model,) if model is not None else _reference_models(device.id)
     per_model = [predict(m, modes, device).epoch_time_s / _minibatches_per_epoch(m) for m in models]
     return np.max(per_model, axis=0)
@@ -299,8 +296,6 @@ class Plan:
 def plan(device: Device, candidates: pd.DataFrame, budget: int, model: WorkloadModel | None = None) -> Plan:
     """The ``budget`` modes of ``candidates`` (a checked mode table) to profile on ``device``: D-optimal,
     every knob varied when possible, with the profiling time of each (``model``'s or the references')."""
-    from jetpredict.predictor.bundled import load_reference
-
     ref = load_reference(device)
     workers = model.num_workers if model is not None else DEFAULT_NUM_WORKERS
     # Most cores first: with more cores than runnable threads the features (and the D-criterion) tie, and

@@ -43,7 +43,7 @@ class Browser:
     def __init__(self, width: int = 1280, height: int = 1000, offline: bool = False) -> None:
         self.width, self.height, self.offline = width, height, offline
         self.process: subprocess.Popen | None = None
-        self._profile = tempfile.TemporaryDirectory(prefix="jetpredict-chromium-")
+        self._profile = tempfile.TemporaryDirectory(prefix="jetpredict-chromium-", ignore_cleanup_errors=True)
         self._ws: Any = None
         self._next_id = 0
         self._requests: list[str] = []
@@ -93,19 +93,25 @@ class Browser:
         raise BrowserError("Chromium did not start: " + "".join(seen[-5:]).strip())
 
     def close(self) -> None:
+        """Ask Chromium to quit (it stops its helper processes), then make sure, then remove the profile."""
         if self._ws is not None:
+            with contextlib.suppress(Exception):  # already gone: nothing to ask
+                self._ws.send(json.dumps({"id": self._next_id + 1, "method": "Browser.close", "params": {}}))
             with contextlib.suppress(OSError):
                 self._ws.close()
             self._ws = None
         if self.process is not None:
-            self.process.terminate()
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
             self.process = None
-        self._profile.cleanup()
+        self._profile.cleanup()  # ignore_cleanup_errors: a helper may still flush a cache file
 
     def __enter__(self) -> Browser:
         return self.start()

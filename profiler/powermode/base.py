@@ -17,7 +17,9 @@ on the signal path is tried again on the exit path. Controllers that change the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import os
 import signal
 import threading
 from abc import ABC, abstractmethod
@@ -99,9 +101,22 @@ class PowerModeController(ABC):
         except state_file.StateFileError as err:
             log.warning("ignoring an unreadable power-mode state file: %s", err)
             earlier = None
-        if earlier is not None and earlier.kind == self.kind and not earlier.run_alive():
+        if earlier is not None and earlier.run_alive():
+            from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+
+            # Two runs switching one device would each "restore" the other's mode; refuse the second.
+            raise PrivilegedCommandError(f"another jetpredict run (pid {earlier.pid}) is changing power modes "
+                                         f"on this device; wait for it to end (original mode: "
+                                         f"{earlier.describe()})")
+        if earlier is not None and earlier.kind != self.kind:
+            from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+
+            raise PrivilegedCommandError(f"an unfinished {earlier.kind} run left {earlier.path}; run "
+                                         "`jetpredict restore` first")
+        if earlier is not None:
             log.warning("adopting the original power mode of an unfinished run: %s", earlier.describe())
-            record = earlier
+            # Ours now: a third run must see a live owner, not the dead one's pid.
+            record = dataclasses.replace(earlier, pid=os.getpid(), boot_id=state_file.boot_id())
         else:
             record = self.restore_state(self.snapshot())
         state_file.write_state(record)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,14 @@ def test_page_picks_the_same_best_mode_as_the_api(server, browser, tmp_path):
     assert browser.evaluate("jetpredictPage.state.data.n") == 29232
     assert browser.evaluate("jetpredictPage.state.chart.data[0].length") == len(api["pareto"])
     assert browser.evaluate("document.getElementById('hm-legend').textContent").endswith("per epoch")
+    # hovering the chosen mode's point names a mode with its intervals
+    x, y = browser.evaluate("(() => { const u = jetpredictPage.state.chart, b = jetpredictPage.state.rec.best; "
+                            "const r = u.over.getBoundingClientRect(); return [r.left + u.valToPos(b.epoch_time_s, 'x'), "
+                            "r.top + u.valToPos(b.epoch_energy_j, 'y')]; })()")
+    browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+    tip = browser.wait_for("!document.getElementById('tooltip').hidden && "
+                           "document.getElementById('tooltip').textContent", 10)
+    assert re.search(r"time\s+[\d.]+ s\s+\[[\d.]+, [\d.]+\]", tip) and "energy" in tip and "power" in tip, tip
     assert not browser.errors(), browser.errors()
     assert _off_host(server, browser) == []
 

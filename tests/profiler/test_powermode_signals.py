@@ -154,6 +154,9 @@ def test_restore_refuses_while_the_run_is_alive(xavier):
     try:
         busy = _cli(xavier, "restore")
         assert busy.returncode == 1 and "still running" in busy.stderr
+        second = detect_controller("jetson")
+        with pytest.raises(RuntimeError, match=f"another jetpredict run \\(pid {child.pid}\\)"), second:
+            pass  # a second run on the same device would fight the first one's switches
     finally:
         child.send_signal(signal.SIGTERM)
         _finish(child)
