@@ -199,12 +199,22 @@ class TempPostgres:
         data = self.dir / "data"
         self._run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                   "--no-sync", "--locale=C")
+        self._bindir = bindir
+        self.start_server()
+        return self
+
+    def start_server(self) -> None:
+        """Start (or restart) the server of this cluster on its port."""
+        assert self.dir is not None
         # Loopback only; sockets in our dir; fsync off: the data is thrown away afterwards.
         options = f"-h 127.0.0.1 -p {self.port} -k {self.dir} -F -c max_connections=200"
-        self._run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.dir / "log"),
-                  "-w", "-t", "60", "start")
-        self._bindir = bindir
-        return self
+        self._run(str(self._bindir / "pg_ctl"), "-D", str(self.dir / "data"), "-o", options, "-l",
+                  str(self.dir / "log"), "-w", "-t", "60", "start")
+
+    def stop_server(self) -> None:
+        """Stop the server at once (the database "goes down"); :meth:`start_server` brings it back."""
+        assert self.dir is not None
+        self._run(str(self._bindir / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"

@@ -13,7 +13,13 @@ import pytest
 import sqlalchemy as sa
 from api_fixtures import TEST_DATABASE_ENV
 from jetpredict.api.storage import Storage, metadata
-from jetpredict.api.testing import empty_postgresql, free_port, gunicorn_first_boot
+from jetpredict.api.testing import (
+    TempPostgres,
+    empty_postgresql,
+    free_port,
+    gunicorn_first_boot,
+    postgres_available,
+)
 
 
 def test_concurrent_first_boots_create_the_schema_once(database_url, tmp_path):
@@ -78,3 +84,28 @@ def test_serve_banner_hides_the_database_password(tmp_path):
     assert "listening on" in text, text
     assert "pw-in-userinfo" not in text and "pw-in-query" not in text
     assert "sslmode=disable" in text and "127.0.0.1" in text
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not postgres_available(), reason="PostgreSQL server binaries not installed")
+def test_postgresql_going_down_answers_503_and_recovers(tmp_path):
+    from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
+    from jetpredict.api.app import create_app
+
+    with TempPostgres() as pg:
+        url = pg.create_database("updown")
+        app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, "DATABASE_URL": url, **NO_RATE_LIMITS})
+        client = app.test_client()
+        body = {"workload": {"id": "my-resnet"}, "modes": "presets"}
+        assert client.post("/v1/profiles", json={"rows": published_rows()},
+                           headers={"X-API-Key": API_KEY}).status_code == 201
+        assert client.post("/v1/predictions", json=body).status_code == 200
+        pg.stop_server()
+        for method, path, kwargs in [("post", "/v1/predictions", {"json": body}), ("get", "/v1/workloads", {}),
+                                     ("get", "/healthz", {})]:
+            r = getattr(client, method)(path, **kwargs)
+            assert r.status_code == 503, (path, r.status_code, r.get_data(as_text=True)[:300])
+        pg.start_server()
+        assert client.post("/v1/predictions", json=body).status_code == 200  # pooled connections renewed
+        assert client.get("/healthz").json["database"] == "ok"
+        app.extensions["jetpredict"].storage.dispose()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -58,6 +59,9 @@ def client_app() -> ClientApp:
 def test_two_rounds_under_the_simulation_engine(resnet_model, monkeypatch):
     logging.getLogger("flwr").setLevel(logging.WARNING)
     monkeypatch.setenv("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # Ray's warning about GPU env vars
+    # Flower's Ray backend writes this process's whole sys.path into PYTHONPATH for its workers; undo it
+    # after the test, or later subprocesses would import the repository's folders as top-level packages.
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     out: dict = {}
     server = ServerApp()
 

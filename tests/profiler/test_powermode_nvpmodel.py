@@ -16,7 +16,8 @@ from jetpredict.profiler.powermode import (
     parse_nvpmodel_query,
 )
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "jetson"
+#: Excerpts of real L4T nvpmodel files (CPU/GPU/EMC parts only), one per board family.
+REAL_CONFS = Path(__file__).resolve().parent / "fixtures" / "nvpmodel"
 
 
 @pytest.mark.parametrize("output, expected", [
@@ -80,16 +81,9 @@ def test_conf_without_power_models_is_an_input_error():
     assert err.value.field == "nvpmodel_conf"
 
 
-@pytest.mark.parametrize("device_id, conf_file", [
-    ("agx-xavier", "agx-xavier/nvpmodel_t194.conf"),
-    ("xavier-nx", "xavier-nx/nvpmodel_t194_p3668.conf"),
-    ("orin-agx", "orin-agx/r36/nvpmodel_p3701_0000.conf"),
-    ("orin-nx", "orin-nx/nvpmodel_p3767_0000.conf"),
-])
-def test_real_l4t_configurations_parse_to_the_catalogue_presets(device_id, conf_file):
-    path = SHARED / conf_file
-    if not path.exists():
-        pytest.skip(f"{path} not present (shared data is outside the repository)")
+@pytest.mark.parametrize("device_id", ["agx-xavier", "xavier-nx", "orin-agx", "orin-nx"])
+def test_real_l4t_configurations_parse_to_the_catalogue_presets(device_id):
+    path = REAL_CONFS / f"{device_id}.conf"
     device = load_device(device_id)
     conf = parse_nvpmodel_conf(path.read_text())
     parsed = {m.name.upper(): conf.to_mode(m, device) for m in conf.models.values()}
