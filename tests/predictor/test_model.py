@@ -14,7 +14,7 @@ from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.bundled import predict as predict_on
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.model import IntervalScales, Prediction, WorkloadModel, gpu_floor
-from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
+from jetpredict.predictor.reference import MEASURED_KAPPAS, REFERENCE_DIR, build_reference
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
@@ -375,7 +375,9 @@ def test_a_knob_the_profiled_modes_did_not_vary_gets_an_uncertain_effect():
     assert a.extrapolated_knobs() == ["emc_mhz"] and b.extrapolated_knobs() == ["emc_mhz"]
     width = {k: float((p.epoch_time_s_high - p.epoch_time_s_low)[0] / p.epoch_time_s[0]) for k, p in
              (("flat", a), ("varied", b))}
-    assert width["flat"] > 2 * width["varied"]  # measured 37% vs 14%
+    # Measured 15% vs 11.5% (real flat-design error at h: -2.6%): the interval scales calibrated on the
+    # real designs shrink the posterior part, the unvaried knob still widens it by a quarter or more.
+    assert width["flat"] > 1.25 * width["varied"]
     assert a.epoch_time_s_low[0] <= 466.2 <= a.epoch_time_s_high[0]  # the real h row is covered
 
 
@@ -387,3 +389,21 @@ def test_rows_outside_what_a_fit_can_use_are_named(column, value):
     with pytest.raises(InputError) as e:
         fit_workload(rows)
     assert e.value.field == column
+
+
+def test_the_rows_decide_their_regime_under_a_reference_of_the_opposite_one():
+    """Issue 11 point 2 on real rows: MobileNetV3 profiled at e,f,i,j with only the twin's CPU-bound LeNet-5
+    sweep as reference. Measured rows take real hardware's contention constants (not the twin's), weigh by
+    their measurement noise (not the twin's model misfit) and read their unvaried CPU-clock direction
+    through physics: 2.4% time MAPE on the six other real modes (17.4% before)."""
+    twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
+    lenet = build_reference(twin[twin["workload"] == "lenet5-mnist"].reset_index(drop=True), "agx-xavier")
+    rows = REF[REF.workload == "mobilenetv3-gld23k"]
+    model = fit_workload(rows[rows["mode"].isin(list("efij"))], reference=lenet)
+    assert (model.kappa_cpu, model.kappa_pipe) == MEASURED_KAPPAS != lenet.kappas
+    test = rows[~rows["mode"].isin(list("efij"))]
+    p = model.predict(ModeArrays.from_frame(test))
+    assert mape(p.epoch_time_s, test.epoch_time_s) < 0.05
+    # Twin rows keep the twin's own constants under a twin reference.
+    sim = twin[twin["workload"] == "vgg11-cifar10"].head(4)
+    assert fit_workload(sim, reference=lenet).kappa_cpu == lenet.kappa_cpu

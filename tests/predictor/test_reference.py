@@ -10,7 +10,7 @@ from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.profile_rows import read_profile_csv
 from jetpredict.predictor import features as F
 from jetpredict.predictor.bundled import load_reference
-from jetpredict.predictor.calibration import calibrate, coverage, residual_cells
+from jetpredict.predictor.calibration import SCALE_GRID, calibrate, coverage, residual_cells
 from jetpredict.predictor.model import INTERVAL_SCALES, interval_scales_for
 from jetpredict.predictor.reference import REFERENCE_DIR, _sse, build_reference, reference_csvs
 from jetpredict.predictor.terms import TIME_NOISE_REL, ProfileArrays, fit_time
@@ -81,8 +81,11 @@ def test_interval_scales_hold_on_real_held_out_modes():
         for key, c in cells.items():
             # >= 85% over every design (tools.calibrate_intervals); this 1-in-5 subsample measures >= 84.9%.
             assert coverage(getattr(four, out), c[out]) >= 0.84, (out, key)
-    # No wider than needed: 0.1 less on the time scale and a cell of real 4-mode designs drops below 80%.
-    assert min(coverage(four.time - 0.1, c["time"]) for c in cells.values()) < 0.8
+    # No wider than needed: 0.1 less on the time scale and a cell of real 4-mode designs drops below 80%,
+    # unless the scale sits on the calibration grid's floor (the noise and extrapolation terms alone then
+    # cover the real 4-mode errors).
+    tighter = min(coverage(four.time - 0.1, c["time"]) for c in cells.values())
+    assert four.time == SCALE_GRID[0] or tighter < 0.8
     assert calibrate(cells)[4].time == pytest.approx(four.time, abs=0.051)
     # Models pick the scales of their number of profiled modes; more modes than calibrated use 4's.
     assert interval_scales_for(1) is INTERVAL_SCALES[1] and interval_scales_for(9) is four
