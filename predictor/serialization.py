@@ -45,7 +45,8 @@ def model_to_dict(model: WorkloadModel) -> dict[str, Any]:
         "base_coef": model.base_coef, "base_ratio": model.base_ratio, "base_sd_rel": model.base_sd_rel,
         "power_fit": _fit_doc(model.power_fit), "maxima": dict(model.maxima),
         "interval_scales": {"time": model.interval_scales.time, "power": model.interval_scales.power,
-                            "energy": model.interval_scales.energy},
+                            "energy": model.interval_scales.energy,
+                            "extrapolation": model.interval_scales.extrapolation},
         "profiled_ranges": None if model.profiled_ranges is None else
         {k: list(v) for k, v in model.profiled_ranges.items()},
         "cross_device": model.cross_device, "source_device_id": model.source_device_id,
@@ -210,7 +211,9 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
         base_coef=base_coef, base_ratio=r.number("base_ratio", 0), base_sd_rel=r.number("base_sd_rel", 0),
         power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=_maxima(r),
         variants=tuple(variants),
-        interval_scales=IntervalScales(s.number("time", 0), s.number("power", 0), s.number("energy", 0)),
+        interval_scales=IntervalScales(s.number("time", 0), s.number("power", 0), s.number("energy", 0),
+                                       # absent in models written before the out-of-regime factor (mech-6)
+                                       s.number("extrapolation", 1) if "extrapolation" in s.doc else 1.0),
         profiled_ranges=profiled, cross_device=r.boolean("cross_device"),
         source_device_id=r.text("source_device_id", optional=True),
         cross_device_rel_sd=r.number("cross_device_rel_sd", 0),

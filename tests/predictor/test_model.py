@@ -10,10 +10,17 @@ import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor.bundled import fit_workload
+from jetpredict.predictor.bundled import fit_workload, load_model, load_reference, save_model
 from jetpredict.predictor.bundled import predict as predict_on
 from jetpredict.predictor.knobs import ModeArrays
-from jetpredict.predictor.model import IntervalScales, Prediction, WorkloadModel, gpu_floor
+from jetpredict.predictor.model import (
+    REGIME_FACTOR_MAX,
+    IntervalScales,
+    Prediction,
+    WorkloadModel,
+    gpu_floor,
+    regime_factor,
+)
 from jetpredict.predictor.reference import MEASURED_KAPPAS, REFERENCE_DIR, build_reference
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
 
@@ -30,14 +37,16 @@ def fv2(f, f_max):
     return r * (0.55 + 0.45 * r ** 1.5) ** 2
 
 
-def sweep(cpu_ms: float, gpu_ms: float, modes, workload="w", power=True, components=True) -> pd.DataFrame:
-    """Rows of a workload whose minibatch is CPU launch work + GPU work (ms at the top clocks)."""
+def sweep(cpu_ms: float, gpu_ms: float, modes, workload="w", power=True, components=True, stall_ms=1.0,
+          contention=(0.8, 1.0)) -> pd.DataFrame:
+    """Rows of a workload whose minibatch is CPU launch work + GPU work + data-pipeline stall (ms at the
+    top clocks); ``contention``: how much the launch and stall work slow down on fewer cores than threads."""
     rows = []
     for m in modes:
         c, cpu, gpu, emc = MODES[m]
-        launch = cpu_ms * 2265.6 / cpu * (1 + 0.8 * max(0, 5 - c) / c)
+        launch = cpu_ms * 2265.6 / cpu * (1 + contention[0] * max(0, 5 - c) / c)
         kernels = gpu_ms * 1377 / gpu + 0.2 * gpu_ms * 2133 / emc
-        stall = 1.0 * 2265.6 / cpu * (1 + 1.0 * max(0, 5 - c) / c)
+        stall = stall_ms * 2265.6 / cpu * (1 + contention[1] * max(0, 5 - c) / c)
         t = 1000 * (launch + kernels + stall + 0.3) / 1e3
         base = 3.5 + 2.5 * fv2(emc, 2133) + 0.8 * fv2(gpu, 1377) + 0.5 * c / 8 * fv2(cpu, 2265.6)
         busy = kernels / (launch + kernels + stall)
@@ -407,3 +416,64 @@ def test_the_rows_decide_their_regime_under_a_reference_of_the_opposite_one():
     # Twin rows keep the twin's own constants under a twin reference.
     sim = twin[twin["workload"] == "vgg11-cifar10"].head(4)
     assert fit_workload(sim, reference=lenet).kappa_cpu == lenet.kappa_cpu
+
+
+#: A CPU-bound workload with a light data pipeline (its workers idle most of the time, so fewer cores barely
+#: slow it) and a large stall share: unlike both real references (stall ~4%, strong contention).
+LIGHT = dict(cpu_ms=6.0, gpu_ms=1.0, stall_ms=3.0, contention=(0.1, 0.1))
+
+
+def test_rows_that_measure_their_own_contention_override_the_references():
+    """Issue 11 point 2: the measured stall of rows that differ only in cores is the pipeline's contention
+    ratio. Under the reference's constants (strong, real) a light pipeline's small core contrast reads as
+    "no CPU work" and its CPU time as clock-independent, which misses the modes at CPU 1200 MHz."""
+    ref = load_reference("agx-xavier")
+    own = fit_workload(sweep(**LIGHT, modes="efij"))
+    blind = fit_workload(sweep(**LIGHT, modes="efij", components=False))  # no stall: cannot tell
+    assert own.kappa_pipe < 0.5 * ref.kappa_pipe and (blind.kappa_cpu, blind.kappa_pipe) == ref.kappas
+    truth = sweep(**LIGHT, modes="abcd")
+    err_own = mape(predict(own, "abcd").epoch_time_s, truth.epoch_time_s)
+    err_blind = mape(predict(blind, "abcd").epoch_time_s, truth.epoch_time_s)
+    assert err_own < 0.5 * err_blind
+    # No two rows differ only in cores (the plan's g,h,f,b): the stall fit over all rows still measures it.
+    planned = fit_workload(sweep(**LIGHT, modes="ghfb"))
+    assert planned.kappa_pipe < 0.5 * ref.kappa_pipe
+    # A small stall (GPU-bound network, ~1% of the epoch) does not overrule the reference, however weakly
+    # it moves with the cores: its ratio says little, and the compute's core contrast keeps the CPU term.
+    heavy = fit_workload(sweep(3.0, 100.0, "efij", contention=(0.1, 0.1)))
+    assert (heavy.kappa_cpu, heavy.kappa_pipe) == ref.kappas
+    # Real rows whose stall agrees with the reference within the real spread keep its constants.
+    res = REF[REF.workload == "resnet18-cifar10"]
+    assert fit_workload(res[res["mode"].isin(list("efij"))]).kappa_pipe == ref.kappa_pipe
+
+
+def test_a_workload_outside_the_references_regime_gets_wider_extrapolation(tmp_path):
+    """Issue 11 point 4: interval scales calibrated on workloads like the references do not apply to one
+    whose stall share / CPU share lies far outside theirs: outside the profiled ranges its intervals widen;
+    inside them, and for a real workload like the references, nothing changes."""
+    light = fit_workload(sweep(**LIGHT, modes="efij"))
+    res = REF[REF.workload == "resnet18-cifar10"]
+    like = fit_workload(res[res["mode"].isin(list("efij"))])
+    assert like.interval_scales.extrapolation == 1.0
+    assert 1.0 < light.interval_scales.extrapolation <= REGIME_FACTOR_MAX
+    plain = replace(light, interval_scales=replace(light.interval_scales, extrapolation=1.0))
+
+    def width(model, modes):
+        p = predict(model, modes)
+        return (p.epoch_time_s_high - p.epoch_time_s_low) / p.epoch_time_s
+
+    assert np.all(width(light, "ab") > 1.1 * width(plain, "ab"))  # CPU clock 1200: outside 2100-2265
+    assert width(light, "e") == pytest.approx(width(plain, "e"))
+    truth = sweep(**LIGHT, modes="abcd").epoch_time_s.to_numpy()
+    p = predict(light, "abcd")
+    assert np.all((p.epoch_time_s_low <= truth) & (truth <= p.epoch_time_s_high))
+    save_model(light, tmp_path / "m.json")
+    assert load_model(tmp_path / "m.json").interval_scales == light.interval_scales
+
+
+def test_regime_factor_grows_with_the_excess_and_is_capped():
+    span = {"stall_share": (0.03, 0.05)}
+    assert regime_factor({"stall_share": 0.04}, span) == 1.0
+    assert regime_factor({"stall_share": 0.06}, span) == 1.0  # within the tolerance
+    assert 1.0 < regime_factor({"stall_share": 0.2}, span) < regime_factor({"stall_share": 0.4}, span)
+    assert regime_factor({"stall_share": 5.0}, span) == REGIME_FACTOR_MAX
