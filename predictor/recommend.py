@@ -15,12 +15,12 @@ Rules ("caps are met with the interval, not the point", as the README says):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import checked_number
 from jetpredict.predictor.limits import MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE, OBJECTIVES
 
 #: Run-to-run spread of end-to-end training time (fraction), from the POMACS 2022 15-hour runs on five
@@ -59,17 +59,7 @@ def pareto_positions(df: pd.DataFrame, ok: np.ndarray, x: str, y: str) -> np.nda
 
 def check_limit(value: float | None, field_name: str) -> float | None:
     """A constraint must be a finite number > 0 (or absent)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise InputError(f"{field_name} must be a number > 0, got {value!r}", field_name)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{field_name} must be a number > 0, got {value!r}", field_name) from None
-    if not math.isfinite(number) or number <= 0:
-        raise InputError(f"{field_name} must be a finite number > 0, got {value!r}", field_name)
-    return number
+    return None if value is None else checked_number(value, field_name)
 
 
 def check_epochs(epochs: int | None) -> int | None:
@@ -83,16 +73,8 @@ def check_epochs(epochs: int | None) -> int | None:
 
 def check_confidence(confidence: float) -> float:
     """``confidence`` must be a number in [MIN_CONFIDENCE, MAX_CONFIDENCE] (a share, not a percentage)."""
-    if isinstance(confidence, bool):
-        raise InputError(f"confidence must be a number, got {confidence!r}", "confidence")
-    try:
-        value = float(confidence)
-    except (TypeError, ValueError):
-        raise InputError(f"confidence must be a number, got {confidence!r}", "confidence") from None
-    if not MIN_CONFIDENCE <= value <= MAX_CONFIDENCE:
-        raise InputError(f"confidence must be between {MIN_CONFIDENCE} and {MAX_CONFIDENCE} (e.g. 0.9 for "
-                         f"90%), got {confidence!r}", "confidence")
-    return value
+    return checked_number(confidence, "confidence", low=MIN_CONFIDENCE, high=MAX_CONFIDENCE, low_inclusive=True,
+                          hint=" (e.g. 0.9 for 90%)")
 
 
 def check_objective(objective: str) -> str:

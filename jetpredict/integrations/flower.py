@@ -56,6 +56,7 @@ from typing import Any, Protocol
 
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import checked_number
 
 log = logging.getLogger(__name__)
 
@@ -735,15 +736,7 @@ def _node_info(node: int, reply: Message) -> NodeInfo:
 
 
 def _epoch_scale(value: Any) -> float:
-    if isinstance(value, bool):
-        raise InputError(f"{EPOCH_SCALE_KEY} must be a number > 0, got {value!r}", EPOCH_SCALE_KEY)
-    try:
-        scale = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{EPOCH_SCALE_KEY} must be a number > 0, got {value!r}", EPOCH_SCALE_KEY) from None
-    if not math.isfinite(scale) or scale <= 0:
-        raise InputError(f"{EPOCH_SCALE_KEY} must be a finite number > 0, got {value!r}", EPOCH_SCALE_KEY)
-    return scale
+    return checked_number(value, EPOCH_SCALE_KEY)
 
 
 # ------------------------------------------------------------------------------------------------------

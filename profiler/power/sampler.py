@@ -6,7 +6,7 @@ import threading
 import time
 
 import numpy as np
-from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import checked_number
 from jetpredict.profiler.power.base import MIN_SAMPLER_HZ, MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
 
 MAX_SAMPLER_HZ = 1000.0
@@ -24,14 +24,8 @@ def hz_for_window(window_s: float, hz: float = 10.0, max_hz: float = 100.0) -> f
 
 
 def _checked_hz(hz: object) -> float:
-    try:
-        hz = float(hz)
-    except (TypeError, ValueError):
-        raise InputError(f"hz={hz!r} must be a number of samples per second", "hz") from None
-    if not MIN_SAMPLER_HZ <= hz <= MAX_SAMPLER_HZ:
-        raise InputError(f"hz={hz:g} must be in {MIN_SAMPLER_HZ:g}..{MAX_SAMPLER_HZ:g} "
-                         "(MLPerf Power asks for at least 1 Hz)", "hz")
-    return hz
+    return checked_number(hz, "hz", low=MIN_SAMPLER_HZ, high=MAX_SAMPLER_HZ, low_inclusive=True,
+                          hint=" samples per second (MLPerf Power asks for at least 1 Hz)")
 
 
 class PowerSampler:

@@ -56,12 +56,18 @@ def test_cross_device_answers_say_simulated(client):
     assert client.post("/v1/fleet-plans", json=fleet).get_json()["reference_source"] == "simulated"
 
 
-def test_cli_and_http_agree_across_devices(client, tmp_path, capsys):
+def _fit_published_resnet(tmp_path, capsys) -> Path:
+    """``jetpredict fit`` on the published ResNet-18 rows; the model file's path."""
     rows = tmp_path / "rows.csv"
     pd.DataFrame(_rows("agx-xavier-published.csv", "resnet18-cifar10")).to_csv(rows, index=False)
-    model = tmp_path / "m.joblib"
+    model = tmp_path / "m.json"
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(model)]) == 0
     capsys.readouterr()
+    return model
+
+
+def test_cli_and_http_agree_across_devices(client, tmp_path, capsys):
+    model = _fit_published_resnet(tmp_path, capsys)
     assert main(["predict", "--model", str(model), "--presets", "--device", "orin-nano", "--format", "csv"]) == 0
     cli = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
     http = client.post("/v1/predictions", json={"device": "orin-nano", "workload": {"id": "resnet18-cifar10"},
@@ -119,11 +125,7 @@ def test_unknown_columns_are_rejected_pass_through_columns_kept(client):
 
 
 def test_cli_recommend_json_has_the_fields_of_the_http_answer(client, tmp_path, capsys):
-    rows = tmp_path / "rows.csv"
-    pd.DataFrame(_rows("agx-xavier-published.csv", "resnet18-cifar10")).to_csv(rows, index=False)
-    model = tmp_path / "m.joblib"
-    assert main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(model)]) == 0
-    capsys.readouterr()
+    model = _fit_published_resnet(tmp_path, capsys)
     assert main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "15",
                  "--format", "json"]) == 0
     import json

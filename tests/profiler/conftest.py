@@ -6,17 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import FakeRoot
 
 FIXTURES = Path(__file__).with_name("fixtures")
-
-
-@pytest.fixture
-def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeRoot:
-    """An empty fake root; ``JETPREDICT_SYSFS_ROOT`` points at it for the test."""
-    root = FakeRoot(tmp_path / "root")
-    monkeypatch.setenv("JETPREDICT_SYSFS_ROOT", str(root.path))
-    return root
 
 
 @pytest.fixture(scope="session")

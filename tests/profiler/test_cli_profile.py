@@ -38,7 +38,7 @@ def test_host_profile_writes_valid_rows_and_every_minibatch(tmp_path, workload, 
 
 def test_user_factory_profiles_from_the_working_directory(tmp_path):
     # A user's own module, next to where they run the command; nothing in jetpredict knows about it.
-    shutil.copy(HERE / "user_models.py", tmp_path / "my_lm.py")
+    shutil.copy(HERE.parents[1] / "examples" / "lstm_lm.py", tmp_path / "my_lm.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # The console script does not put the working directory on sys.path; the profiler must.
     exe = shutil.which("jetpredict")
@@ -50,7 +50,7 @@ def test_user_factory_profiles_from_the_working_directory(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     row = read_profile_rows(tmp_path / "lm.json").iloc[0]
-    assert row["workload"] == "my_lm:lstm_language_model" and row["minibatches_per_epoch"] == 64
+    assert row["workload"] == "my_lm:lstm_language_model" and row["minibatches_per_epoch"] == 512
     assert row["data_source"] == "user" and row["macs_fwd"] > 0
 
 

@@ -58,7 +58,7 @@ def test_torchvision_names_explain_when_torchvision_is_missing():
 
 def test_user_factory_with_its_own_dataset_and_loss_trains():
     built = wl.build_workload("user_models:lstm_language_model", batch_size=4, num_workers=0)
-    assert built.data_source == "user" and built.minibatches_per_epoch == 64  # 256 samples / 4
+    assert built.data_source == "user" and built.minibatches_per_epoch == 512  # 2048 windows / 4
     assert isinstance(built.optimizer, torch.optim.Adam)
     x, y = next(iter(built.make_loader()))
     assert x.shape == (4, 12) and y.shape == (4, 12)

@@ -1,0 +1,28 @@
+"""One check for a number given by a user (CLI flag, HTTP field, node config): finite and in range."""
+
+from __future__ import annotations
+
+import math
+
+from jetpredict.models.errors import InputError
+
+
+def checked_number(value: object, field: str, *, low: float = 0.0, high: float = math.inf,
+                   low_inclusive: bool = False, hint: str = "") -> float:
+    """``value`` as a float inside ``low``..``high``, else :class:`InputError` naming ``field`` and the rule.
+
+    Booleans are refused (JSON ``true`` is not a number); so are NaN and infinities.
+    """
+    above = ">=" if low_inclusive else ">"
+    rule = f"a finite number {above} {low:g}" if high == math.inf else f"between {low:g} and {high:g}"
+    message = f"{field} must be {rule}{hint}, got {value!r}"
+    if isinstance(value, bool):
+        raise InputError(message, field)
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(message, field) from None
+    in_low = number >= low if low_inclusive else number > low
+    if not math.isfinite(number) or not in_low or number > high:
+        raise InputError(message, field)
+    return number
