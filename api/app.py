@@ -14,6 +14,7 @@ from flask_smorest import Api
 from jetpredict.api.config import RATE_LIMIT_OFF, Settings, load_settings
 from jetpredict.api.errors import ApiError, register_error_handlers
 from jetpredict.api.metrics import Metrics
+from jetpredict.api.openapi_doc import add_device_ranges
 from jetpredict.api.routes import (
     devices,
     fleet_plans,
@@ -213,6 +214,8 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         api.register_blueprint(blp)
     # "Exactly one of id or rows", in the document too (marshmallow says it in a schema validator).
     api.spec.components.schemas["WorkloadRef"].update(minProperties=1, maxProperties=1)
+    # Knobs within each device's own range, as the server checks them (oneOf + discriminator on device).
+    add_device_ranges(api.spec.components.schemas)
     api.spec._paths["/v1/profiles"]["post"]["responses"]["201"]["links"] = profiles.UPLOAD_LINKS
     app.register_blueprint(page.blp)  # "/", "/docs", "/assets/...": not API routes, not in the OpenAPI document
     _install_request_guards(app, settings)

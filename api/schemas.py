@@ -461,8 +461,11 @@ class FleetPlanRequestSchema(RequestSchema):
     deadline_s = _positive(MAX_DEADLINE_S, "s, deadline of the round (at most 10 years)", required=True)
     epochs = fields.Integer(strict=True, load_default=1, validate=validate.Range(1, MAX_EPOCHS),
                             metadata={"description": "local epochs per client in the round"})
+    # Ids unique: the answer names clients by id (infeasible_clients); JSON Schema cannot say "unique by
+    # id", so the description does and the planner answers 422 naming the repeated id.
     clients = fields.List(fields.Nested(FleetClientSchema), required=True,
-                          validate=validate.Length(1, MAX_CLIENTS))
+                          validate=validate.Length(1, MAX_CLIENTS),
+                          metadata={"description": "the clients; each id at most once (a repeated id is a 422)"})
     confidence = _confidence_field("the deadline must hold for the upper end of each client's time "
                                    "interval of this coverage")
 
