@@ -1,7 +1,7 @@
 """CLI verbs of the predictor: ``fit``, ``predict``, ``plan``, ``recommend`` (flags as in the README's command-line tour).
 
 Tables go to standard output (or ``--out``); summaries and progress go to standard error, so
-``--format csv`` output is only CSV. Bad input raises :class:`InputError` (exit 2, via ``api.cli``);
+``--format csv`` output is only CSV. Bad input raises :class:`InputError` (exit 2, via ``jetpredict.cli``);
 ``recommend`` exits 1 when no mode meets the limits.
 """
 

@@ -1,7 +1,7 @@
 """Per-board INA3221 rail maps and the rule for "module total" on each board.
 
 Transcribed from the Jetson rail layouts (NVIDIA L4T developer guides and device trees, as collected in
-energymon's JetsonPowerRails notes and the per-board notes in ``../shared/data/jetson/``):
+energymon's JetsonPowerRails notes and per-board tegrastats rail notes):
 a board either has one rail that feeds the whole module (``VDD_IN`` or ``POM_5V_IN``), or, like AGX
 Xavier and AGX Orin, no such rail, so the total is the sum of the rails fed by the module supplies.
 Sub-rails (``VDD_CPU_GPU_CV`` under ``VDD_IN``, ``VDDQ_VDD2_1V8AO`` under ``VIN_SYS_5V0``) are never added.

@@ -28,7 +28,7 @@ def test_predict_out_extension_chooses_the_format(tmp_path, capsys):
     rows = tmp_path / "rows.csv"
     df = pd.read_csv(REFERENCE)
     df[df["workload"] == "resnet18-cifar10"].to_csv(rows, index=False)
-    model = tmp_path / "m.joblib"
+    model = tmp_path / "m.json"
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(model)]) == 0
     for name in ("x.csv", "x.json", "x.txt", "y.csv"):
         extra = ["--format", "table"] if name == "y.csv" else []

@@ -21,8 +21,8 @@ def model(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("plot")
     rows = pd.read_csv(REFERENCE)
     rows[rows["workload"] == "resnet18-cifar10"].to_csv(d / "p.csv", index=False)
-    assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "p.csv"), "--out", str(d / "m.joblib")]) == 0
-    return d / "m.joblib"
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "p.csv"), "--out", str(d / "m.json")]) == 0
+    return d / "m.json"
 
 
 def test_svg_shows_every_mode_the_front_and_the_chosen_mode(model, tmp_path, capsys):
