@@ -43,10 +43,6 @@ class ModeArrays:
         arrays = device.modes().as_arrays()
         return cls(*(arrays[k] for k in MODE_FIELDS))
 
-    @classmethod
-    def one(cls, cpu_cores: float, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -> ModeArrays:
-        return cls(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz)
-
     def __len__(self) -> int:
         return int(self.cpu_cores.shape[0])
 

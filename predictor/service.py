@@ -29,7 +29,7 @@ from jetpredict.predictor import bundled, fleet, planning, space
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES
-from jetpredict.predictor.model import Prediction, WorkloadModel
+from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.terms import least_trusted
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
@@ -166,36 +166,19 @@ def resolve_modes(device: Device | str, modes: str | pd.DataFrame | Sequence[Map
 
 
 # -- the model seam: every prediction the service makes goes through these two functions ----------------
-#: Knob names per 4-bit "outside the profiled range" code (bit i = ``MODE_FIELDS[i]``), so that flagging
-#: 29,232 modes is one table lookup rather than a string join per mode.
-_FLAG_NAMES = np.array([";".join(k for b, k in enumerate(MODE_FIELDS) if code >> b & 1)
-                        for code in range(1 << len(MODE_FIELDS))], dtype=object)
-_FLAG_BITS = 1 << np.arange(len(MODE_FIELDS))
-
-
-def _columns(pred: Prediction) -> dict[str, object]:
-    """Every :class:`Prediction` field as a column, plus ``extrapolated`` and ``extrapolated_knobs``."""
-    out: dict[str, object] = {k: getattr(pred, k) for k in Prediction.ARRAYS}
-    code = np.asarray(pred.outside, dtype=np.int64) @ _FLAG_BITS
-    out["extrapolated"] = code != 0
-    out["extrapolated_knobs"] = _FLAG_NAMES[code]
-    out.update(confidence=pred.confidence, cross_device=pred.cross_device, power_source=pred.power_source)
-    return out
-
-
 def predict_knobs(model: WorkloadModel, modes: ModeArrays, device: Device, confidence: float
                   ) -> dict[str, object]:
     """Predictions at modes already checked against ``device``: every :class:`Prediction` column and
     ``extrapolated`` as arrays, ``confidence``, ``cross_device`` and ``power_source`` as scalars."""
     index = space.catalogue_index(device, modes)
     if index is None:  # knobs off the catalogue steps (e.g. nvpmodel caps): predict them directly
-        return _columns(bundled.predict(model, modes, device, confidence))
-    return _columns(space.space_prediction(model, device, confidence).take(index))
+        return bundled.predict(model, modes, device, confidence).columns()
+    return space.space_prediction(model, device, confidence).take(index).columns()
 
 
 def predict_space(model: WorkloadModel, device: Device, confidence: float) -> dict[str, object]:
     """:func:`predict_knobs` over every mode of ``device`` (``Device.modes()`` order), plus the knobs."""
-    return {**device.modes().as_arrays(), **_columns(space.space_prediction(model, device, confidence))}
+    return {**device.modes().as_arrays(), **space.space_prediction(model, device, confidence).columns()}
 
 
 # -- operations -------------------------------------------------------------------------------------------

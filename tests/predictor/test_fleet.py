@@ -59,7 +59,7 @@ def test_each_client_gets_least_energy_mode_meeting_deadline(resnet):
 def test_upper_bound_is_the_straggler_margin(resnet):
     # A deadline between the fastest mode's point time and its upper bound cannot be promised.
     a = load_device("agx-xavier").maxn
-    p = predict(resnet, ModeArrays.one(a.cpu_cores, a.cpu_mhz, a.gpu_mhz, a.emc_mhz))
+    p = predict(resnet, ModeArrays(a.cpu_cores, a.cpu_mhz, a.gpu_mhz, a.emc_mhz))
     deadline = float((p.epoch_time_s[0] + p.epoch_time_s_high[0]) / 2)
     plan = service.plan_fleet(resnet, [{"id": 7, "device": "agx-xavier"}], deadline_s=deadline)
     assert not plan.feasible and plan.infeasible_clients == ("7",)
