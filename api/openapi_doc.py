@@ -1,27 +1,39 @@
-"""Per-device knob ranges in the OpenAPI document, so that it is as strict as the server.
+"""Per-device knob ranges and the cross-field rules in the OpenAPI document, so that it is as strict as
+the server.
 
 The marshmallow schemas (:mod:`api.schemas`) check mode knobs against the union of the catalogue's
 ranges; the service then checks each knob against the range of *its* device (a profile row's ``device``,
 a prediction's ``device``). :func:`add_device_ranges` writes that second rule into the document, once at
 app creation, from the catalogue:
 
-- a profile row (the items of every ``rows`` array of a request body) keeps its catalogue-wide fields and
-  adds a ``oneOf`` of ``ProfileRow.<device>`` variants with a ``discriminator`` on ``device``; each
-  variant has ``device: enum [that id]`` and that device's min/max of ``cpu_cores``, ``cpu_mhz``,
-  ``gpu_mhz`` and ``emc_mhz``.
+- every ``rows`` array of a request body is a ``oneOf`` of arrays of ``ProfileRow.<device>`` rows: one
+  device per array (the server fits one device at a time), and each variant has ``device: enum [that
+  id]`` and that device's min/max of ``cpu_cores``, ``cpu_mhz``, ``gpu_mhz`` and ``emc_mhz``.
 - ``PredictionRequest`` keeps its catalogue-wide properties and adds a ``oneOf`` of
   ``PredictionRequest.ForDevice`` (``device`` given: a ``oneOf`` of ``PredictionRequest.<device>`` with
-  a ``discriminator`` on ``device``, whose mode objects carry that device's ranges) and ``PredictionRequest.WorkloadDevice`` (no ``device``: the workload's
-  device, unknown to the document, so ``modes`` may only be ``"presets"`` or ``"all"`` there). The server
-  also accepts mode objects without ``device`` when they lie in the workload's device's range; the
-  document leaves that out (it cannot name the range), which makes it stricter than the server, never
-  looser.
+  a ``discriminator`` on ``device``, whose mode objects carry that device's ranges) and
+  ``PredictionRequest.WorkloadDevice`` (no ``device``: the workload's device, unknown to the document, so
+  ``modes`` may only be ``"presets"`` or ``"all"`` there). The server also accepts mode objects without
+  ``device`` when they lie in the workload's device's range; the document leaves that out (it cannot
+  name the range), which makes it stricter than the server, never looser.
 
 The row variants also carry the fit's lower bound on ``epoch_time_s``
 (:data:`predictor.model.MIN_EPOCH_TIME_S`): every ``rows`` array of a request body is fitted.
 
-Ranges are the catalogue's inclusive (min, max); the server allows
-:data:`models.catalogue.RANGE_TOLERANCE_MHZ` more on clocks, so the document is the stricter of the two.
+JSON Schema cannot compare two fields or two items. The rules of that kind that the server enforces are
+stated in the descriptions and, for tools, in the extension ``x-jetpredict-rules`` (a list; see
+:data:`RULE_KINDS`), built here from the constants the server's checks use:
+
+- on a row: ``at-most`` (a part of the epoch or of the power at most ``factor`` x the whole);
+- on ``rows``: ``same-values`` (rows that agree on ``key`` agree on ``values``, unless a ``key`` field is
+  one of ``generic``, compared without case) and ``max-ratio`` (rows that agree on ``key`` have
+  ``field`` values at most ``ratio`` apart; ``defaults`` fill fields left out or null);
+- on an upload's ``rows``: ``max-distinct`` (at most ``max`` different values of ``key``);
+- on ``clients``: ``unique`` (no two items agree on ``key``).
+
+Text is compared as the server reads it: with white space stripped. Ranges are the catalogue's inclusive
+(min, max); the server allows :data:`models.catalogue.RANGE_TOLERANCE_MHZ` more on clocks, so the
+document is the stricter of the two.
 """
 
 from __future__ import annotations
@@ -30,13 +42,69 @@ import copy
 from typing import Any
 
 from jetpredict.api.schemas import MODE_IN_DOC, PROFILE_ROW_DOC
+from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
 from jetpredict.models.catalogue import MODE_FIELDS, list_devices
+from jetpredict.models.profile_rows import (
+    COMPONENT_SLACK,
+    DEFAULT_NUM_WORKERS,
+    DUPLICATE_TIME_SPREAD,
+    GENERIC_LABELS,
+    ROW_PARTS,
+    SAME_LABEL_FIELDS,
+    SAME_RUN_FIELDS,
+)
 from jetpredict.predictor.model import MIN_EPOCH_TIME_S
 
 PROFILE_ROW = "ProfileRow"  # prefix of the per-device row variants
 PREDICTION_REQUEST = "PredictionRequest"
-#: Request-body schemas (component names) whose ``rows`` are profile rows.
-ROWS_SCHEMAS = ("WorkloadRef", "ProfileUpload")
+FLEET_REQUEST = "FleetPlanRequest"
+#: Request-body schemas (component names) whose ``rows`` are profile rows, and the fields that tell two
+#: workloads apart in them: an upload may hold several workloads; inline rows are one workload (their
+#: ``workload`` cells are labels, see :func:`api.workloads.as_one_workload`).
+ROWS_SCHEMAS = {"WorkloadRef": (), "ProfileUpload": ("workload",)}
+RULES = "x-jetpredict-rules"
+#: The kinds of rule in ``x-jetpredict-rules``.
+RULE_KINDS = ("at-most", "same-values", "max-ratio", "unique", "max-distinct")
+
+
+def row_rules() -> list[dict[str, Any]]:
+    """The rules inside one profile row (:data:`models.profile_rows.ROW_PARTS`)."""
+    return [{"rule": "at-most", "field": part, "than": whole, "factor": COMPONENT_SLACK}
+            for part, whole in ROW_PARTS]
+
+
+def rows_rules(workload_fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rules across the rows of one array (:func:`models.profile_rows.mode_conflicts`); rows of
+    different workloads never conflict where ``workload_fields`` is ``("workload",)``."""
+    def key(fields: tuple[str, ...]) -> list[str]:  # one device per array (the oneOf says so)
+        return [f for f in fields if f != "device" and (f != "workload" or f in workload_fields)]
+
+    rules = [{"rule": "same-values", "key": key(SAME_LABEL_FIELDS), "values": list(MODE_FIELDS),
+              "generic": {"mode": [g for g in GENERIC_LABELS if g]}},
+             {"rule": "max-ratio", "key": key(SAME_RUN_FIELDS), "field": "epoch_time_s",
+              "ratio": DUPLICATE_TIME_SPREAD, "defaults": {"num_workers": DEFAULT_NUM_WORKERS}}]
+    if "workload" in workload_fields:  # each workload of an upload is fitted: a bounded number of them
+        rules.append({"rule": "max-distinct", "key": ["workload"], "max": MAX_UPLOAD_WORKLOADS})
+    return rules
+
+
+def _rules_text(rules: list[dict[str, Any]]) -> str:
+    """The rules in words, for the descriptions."""
+    words = []
+    for r in rules:
+        if r["rule"] == "at-most":
+            words.append(f"{r['field']} <= {r['factor']:g} x {r['than']}")
+        elif r["rule"] == "same-values":
+            words.append(f"rows with the same {', '.join(r['key'])} (other than "
+                         f"{', '.join(next(iter(r['generic'].values())))}) have the same {', '.join(r['values'])}")
+        elif r["rule"] == "max-ratio":
+            words.append(f"rows with the same {', '.join(r['key'])} have {r['field']} at most "
+                         f"{r['ratio']:g}x apart")
+        elif r["rule"] == "max-distinct":
+            words.append(f"at most {r['max']} different {', '.join(r['key'])}")
+        else:
+            words.append(f"no two items with the same {', '.join(r['key'])}")
+    return "; ".join(words)
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -64,24 +132,32 @@ def _discriminated(variants: dict[str, str]) -> dict[str, Any]:
 
 
 def add_device_ranges(schemas: dict[str, dict[str, Any]]) -> None:
-    """Add the per-device variants to ``schemas`` (the document's ``components.schemas``, in place)."""
+    """Add the per-device variants and the cross-field rules to ``schemas`` (the document's
+    ``components.schemas``, in place)."""
     devices = list_devices()
     rows: dict[str, str] = {}
+    in_row = row_rules()
     for device in devices:
         row = _with_ranges(PROFILE_ROW_DOC, device.knob_ranges())
         row["properties"]["device"] = {"type": "string", "enum": [device.id]}
         # Rows in a request body are always fitted, and the fit refuses epoch times below this bound.
         row["properties"]["epoch_time_s"].pop("exclusiveMinimum", None)
         row["properties"]["epoch_time_s"]["minimum"] = MIN_EPOCH_TIME_S
-        row["description"] = f"a profile row of {device.id} (knob ranges: that device's)"
+        row["description"] = (f"a profile row of {device.id} (knob ranges: that device's); "
+                              f"{_rules_text(in_row)}")
+        row[RULES] = in_row
         rows[device.id] = name = f"{PROFILE_ROW}.{device.id}"
         schemas[name] = row
-    for name in ROWS_SCHEMAS:
-        # The catalogue-wide row stays (readers see every field once); oneOf narrows it to the device.
-        rows_prop = schemas[name]["properties"]["rows"]
-        # A copy: apispec may hand out the field's metadata itself, which every app shares.
-        rows_prop["items"] = items = {**copy.deepcopy(rows_prop["items"]), **_discriminated(rows)}
-        items["description"] = PROFILE_ROW_DOC["description"] + "; knobs within the row's device's range"
+    for name, workload_fields in ROWS_SCHEMAS.items():
+        # One device per array: a oneOf of arrays whose rows are all of one device.
+        old = schemas[name]["properties"]["rows"]
+        across = rows_rules(workload_fields)
+        schemas[name]["properties"]["rows"] = {
+            "type": "array", "description": (f"{old.get('description', 'profile rows')}; all rows of one device; "
+                                             f"{_rules_text(across)}"),
+            "oneOf": [{"type": "array", "minItems": old["minItems"], "maxItems": old["maxItems"],
+                       "items": _ref(variant)} for variant in rows.values()],
+            RULES: across}
 
     schemas[PREDICTION_REQUEST] = base = copy.deepcopy(schemas[PREDICTION_REQUEST])
     modes = base["properties"]["modes"]
@@ -110,3 +186,5 @@ def add_device_ranges(schemas: dict[str, dict[str, Any]]) -> None:
     schemas[f"{PREDICTION_REQUEST}.WorkloadDevice"] = own
     base["oneOf"] = [_ref(f"{PREDICTION_REQUEST}.ForDevice"), _ref(f"{PREDICTION_REQUEST}.WorkloadDevice")]
     base["description"] = "with device: mode objects within that device's ranges; without: presets or all"
+    clients = schemas[FLEET_REQUEST]["properties"]["clients"]
+    clients[RULES] = [{"rule": "unique", "key": ["id"]}]  # predictor.fleet.check_clients

@@ -9,7 +9,7 @@ exception: their fields are documented here, but they are checked by
 from __future__ import annotations
 
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
-from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS
+from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS, SOURCE_KINDS
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -39,10 +39,21 @@ def _catalogue_ranges() -> dict[str, tuple[float, float]]:
 
 
 CATALOGUE_RANGES = _catalogue_ranges()
-#: Text that every database stores: no NUL, no unpaired surrogate.
-TEXT_PATTERN = r"^[^\x00\uD800-\uDFFF]*$"
-#: A workload id: what uploads accept (no '/', '\\' or control characters), as a JSON-schema pattern.
-WORKLOAD_ID_PATTERN = r"^[^/\\\x00-\x1f\x7f]+$"
+#: No database stores NUL. Unpaired surrogates are refused too, but a pattern cannot say so: generators
+#: (hypothesis, schemathesis) cannot draw from a class that names them, and UTF-8 cannot carry them.
+_TEXT_OUT = r"\x00"
+#: What the server strips from a cell (Python's white space, \x1c-\x1f among it): only these = blank.
+_BLANK = r"\s\x1c-\x1f"
+#: Text that every database stores: no NUL (and, unsaid by the pattern, no unpaired surrogate).
+TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*$"
+#: Required text: storable, and not blank (the server strips cells; a blank required cell is missing).
+REQUIRED_TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*[^{_BLANK}{_TEXT_OUT}][^{_TEXT_OUT}]*$"
+_ID_OUT = r"/\\\x00-\x1f\x7f"
+#: A workload id: what uploads accept (no '/', '\\', control characters; not blank), as a JSON-schema pattern.
+WORKLOAD_ID_PATTERN = rf"^[^{_ID_OUT}]*[^{_BLANK}{_ID_OUT}][^{_ID_OUT}]*$"
+#: A row's ``source``: blank, or text that starts with one of SOURCE_KINDS (any case) after white space.
+_ANY_CASE_KINDS = "|".join("".join(f"[{c.upper()}{c}]" for c in kind) for kind in SOURCE_KINDS)
+SOURCE_PATTERN = rf"^[{_BLANK}]*(?:(?:{_ANY_CASE_KINDS})[^{_TEXT_OUT}]*)?$"
 
 
 def _positive(maximum: float, description: str, **kwargs) -> fields.Float:
@@ -176,9 +187,11 @@ def _row_property(f) -> dict:
         if f.required:
             prop["minLength"] = 1
     if f.kind is str:
-        prop["pattern"] = TEXT_PATTERN
+        prop["pattern"] = REQUIRED_TEXT_PATTERN if f.required else TEXT_PATTERN
     if f.name == "workload":
         prop.update(pattern=WORKLOAD_ID_PATTERN, maxLength=200)
+    if f.name == "source":
+        prop.update(pattern=SOURCE_PATTERN, description=f"one of {', '.join(SOURCE_KINDS)}, then any text")
     if f.name == "device":
         prop["enum"] = list(device_ids())  # "host" rows are profiles, but cannot be fitted by the service
     if f.name in MODE_FIELDS:
@@ -219,7 +232,8 @@ class WorkloadRefSchema(RequestSchema):
 
     id = fields.String(validate=[validate.Length(1, 200), validate.Regexp(WORKLOAD_ID_PATTERN)],
                        metadata={"description": "a stored workload"})
-    rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device"})
+    rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device; the rows "
+                                 "are the workload, so their workload cells are labels and are fitted together"})
 
     @validates_schema
     def _exactly_one(self, data, **kwargs) -> None:
@@ -244,13 +258,26 @@ class UploadHeadersSchema(Schema):
                   "the same key and body is stored once and answered with the original result"})
 
 
-class UploadResultSchema(ModelProvenanceSchema):
+class UploadedWorkloadSchema(ModelProvenanceSchema):
+    """What an upload did to one workload."""
+
     workload_id = fields.String(required=True)
-    rows_stored = fields.Integer(required=True, metadata={"description": "rows stored by this upload"})
+    rows_stored = fields.Integer(required=True, metadata={
+        "description": "rows stored in this workload by this upload (0 in a retry for a workload that "
+                       "still holds them)"})
     rows_total = fields.Integer(required=True, metadata={"description": "rows of the workload in all"})
     revision = fields.Integer(required=True, metadata={"description": "uploads of this workload so far"})
     device = fields.String(required=True)
     has_power = fields.Boolean(required=True)
+
+
+class UploadResultSchema(UploadedWorkloadSchema):
+    """The first workload of the upload (as a single-workload upload always answered), and all of them."""
+
+    workloads = fields.List(
+        fields.Nested(UploadedWorkloadSchema), required=True, validate=validate.Length(min=1),
+        metadata={"description": "every workload of the upload, in the order of their first row; the first "
+                  "is the one described beside this list"})
 
 
 class WorkloadSchema(Schema):
@@ -452,7 +479,7 @@ class RecommendationSchema(ProvenanceSchema):
 
 
 class FleetClientSchema(RequestSchema):
-    id = fields.String(required=True, validate=validate.Length(1, 200))
+    id = fields.String(required=True, validate=[validate.Length(1, 200), validate.Regexp(REQUIRED_TEXT_PATTERN)])
     device = _device_field(required=True)
 
 

@@ -1,9 +1,10 @@
 """Storage of uploaded profile rows and fitted-workload summaries (SQLAlchemy 2 Core).
 
 A SQLite file by default (WAL journal, ``synchronous=FULL``, so an answered upload survives a SIGKILL),
-any PostgreSQL by URL. Each upload is one transaction: its rows, its upload record and the workload's
-new revision commit together or not at all. Concurrent uploads to one workload are serialised by an
-optimistic revision check (a conditional ``UPDATE``), which works the same on SQLite and PostgreSQL.
+any PostgreSQL by URL. Each upload is one transaction: the rows of every workload it holds, their upload
+records and the workloads' new revisions commit together or not at all. Concurrent uploads to one workload
+are serialised by an optimistic revision check (a conditional ``UPDATE``), which works the same on SQLite
+and PostgreSQL.
 Fitted models themselves are never stored as pickles; they are rebuilt from the rows (``api.workloads``).
 """
 
@@ -14,7 +15,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,8 +80,9 @@ class WorkloadRecord:
     updated_at: str
 
 
-#: One row per upload: the key it was made under (the client's ``Idempotency-Key``, or the SHA-256 of its
-#: rows when it sent none), the hash of the request, and the answer given, replayed to a retry.
+#: One row per workload of an upload (columns unchanged since single-workload uploads, so deployed
+#: databases need no migration; see :class:`IdempotencyKey` for the keys), holding the hash of the request
+#: and the answer given (whole under the first key), replayed to a retry.
 idempotency = sa.Table(
     "idempotency", metadata,
     sa.Column("key", sa.String(240), primary_key=True),
@@ -92,20 +94,60 @@ idempotency = sa.Table(
 )
 
 
-def upload_result(record: WorkloadRecord, rows_stored: int) -> dict[str, object]:
-    """The JSON answer to an upload (``POST /v1/profiles`` 201), kept for idempotent replays."""
+def workload_result(record: WorkloadRecord, rows_stored: int) -> dict[str, object]:
+    """What an upload did to one workload: rows it stored there, the workload's rows, revision and fit."""
     fit = record.fit or {}
     return {"workload_id": record.id, "rows_stored": rows_stored, "rows_total": record.rows_stored,
             "revision": record.revision, "device": record.device,
             **{k: fit.get(k) for k in ("model_version", "reference_source", "profiled_modes", "has_power")}}
 
 
+def upload_result(results: Sequence[tuple[WorkloadRecord, int]]) -> dict[str, object]:
+    """The JSON answer to an upload (``POST /v1/profiles`` 201), kept for idempotent replays.
+
+    ``results``: (record, rows stored by this upload) per workload, in the upload's order. The top-level
+    fields describe the first workload, so a single-workload upload answers as it always did; ``workloads``
+    lists every workload of the upload.
+    """
+    each = [workload_result(record, n) for record, n in results]
+    return {**each[0], "workloads": each}
+
+
 @dataclass(frozen=True)
 class IdempotencyKey:
-    """The key an upload is made under and the SHA-256 of its request body."""
+    """The key an upload is made under and the SHA-256 of its request body.
+
+    An upload of ``n`` workloads is recorded under ``n`` keys, one per workload (:meth:`keys`: ``key`` for
+    the first, ``key#1`` ... ``key#n-1`` for the others, in the upload's order), each row tied to its
+    workload by ``workload_id``; the first holds the whole answer. Deleting a workload deletes its row, so a
+    retry finds the upload intact (every key present: the original answer is replayed) or sees which
+    workloads lost their part of it (their keys are missing: only those parts are stored again, and the
+    others are not stored twice). Derived keys keep the table's columns as they were and the first key is
+    the one a single-workload upload has always used.
+    """
 
     key: str
     request_sha256: str
+
+    def keys(self, n: int) -> list[str]:
+        """The keys of an upload of ``n`` workloads, in the upload's order."""
+        return [self.key, *(f"{self.key}#{i}" for i in range(1, n))]
+
+
+@dataclass(frozen=True)
+class WorkloadWrite:
+    """One workload's part of an upload: its rows and the fit of the workload with them.
+
+    Empty ``rows``: this part was stored by an earlier try of the same upload (its idempotency key is
+    present); nothing is written, the workload's record is read for the answer.
+    ``expected_revision`` is the revision the fit was made against (0 = a new workload).
+    """
+
+    workload_id: str
+    device: str
+    rows: Sequence[Mapping[str, object]]
+    expected_revision: int
+    fit: Mapping[str, object]
 
 
 def _now() -> str:
@@ -287,89 +329,140 @@ class Storage:
             return int(conn.execute(query).scalar_one())
 
     # -- writes ------------------------------------------------------------------------------------
-    def find_idempotent(self, key: str) -> tuple[str, dict] | None:
-        """``(request_sha256, response)`` of the upload made under ``key``, or None."""
+    def find_idempotent(self, keys: Sequence[str]) -> dict[str, tuple[str, dict]]:
+        """``{key: (request_sha256, response)}`` of those of ``keys`` an upload was made under."""
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(idempotency.c.request_sha256, idempotency.c.response)
-                               .where(idempotency.c.key == key)).first()
-        if row is None:
-            return None
-        response = row.response if isinstance(row.response, dict) else json.loads(row.response)
-        return row.request_sha256, response
+            rows = conn.execute(
+                sa.select(idempotency.c.key, idempotency.c.request_sha256, idempotency.c.response)
+                .where(idempotency.c.key.in_(list(keys)))).all()
+        return {row.key: (row.request_sha256,
+                          row.response if isinstance(row.response, dict) else json.loads(row.response))
+                for row in rows}
 
-    def add_upload(self, workload_id: str, device: str, rows: Sequence[Mapping[str, object]],
-                   expected_revision: int, fit: Mapping[str, object],
-                   idem: IdempotencyKey | None = None) -> WorkloadRecord:
-        """Store ``rows`` as one upload and bump the revision, all in one transaction.
+    def add_uploads(self, writes: Sequence[WorkloadWrite], idem: IdempotencyKey | None = None,
+                    replaced_keys: Sequence[str] = ()) -> list[WorkloadRecord]:
+        """Store every workload's part of one upload and bump their revisions, all in one transaction.
 
-        ``expected_revision`` is the revision the caller fitted against (0 = new workload);
-        :class:`RevisionConflict` if another upload got there first.
+        :class:`RevisionConflict` if another upload changed any of the workloads since its rows were read
+        (or a twin of this upload committed first): nothing is stored. ``replaced_keys``: idempotency rows
+        of an earlier try of this upload, rewritten with the new answer.
         """
         try:
             with self.engine.begin() as conn:
                 # The first statement writes, so SQLite takes its write lock (waiting up to busy_timeout)
                 # before anything is read in this transaction.
-                return self._write_upload(conn, workload_id, device, rows, expected_revision, fit, idem)
+                return self._write_uploads(conn, writes, idem, replaced_keys)
         except IntegrityError:
-            raise RevisionConflict(workload_id) from None
+            raise RevisionConflict(", ".join(w.workload_id for w in writes)) from None
 
-    def add_upload_locked(self, workload_id: str, device: str, rows: Sequence[Mapping[str, object]],
-                          refit: Callable[[list[dict]], Mapping[str, object]],
-                          idem: IdempotencyKey | None = None) -> WorkloadRecord:
-        """Like :meth:`add_upload`, but holding the write lock while ``refit(stored_rows)`` runs.
+    def add_uploads_locked(self, workload_ids: Sequence[str], device: str,
+                           refit: Callable[[dict[str, tuple[int, list[dict]]]], Sequence[WorkloadWrite]],
+                           idem: IdempotencyKey | None = None,
+                           replaced_keys: Sequence[str] = ()) -> list[WorkloadRecord]:
+        """Like :meth:`add_uploads`, but holding the write locks of ``workload_ids`` while ``refit`` runs.
 
-        For a workload that many clients upload to at once, where optimistic retries keep losing:
-        the writers queue instead. ``refit`` returns the fit summary or raises (nothing is stored).
+        For workloads that many clients upload to at once, where optimistic retries keep losing: the
+        writers queue instead. ``refit({id: (revision, stored rows)})`` (revision 0: not stored) returns
+        the writes, for these workloads only, or raises (nothing is stored).
+
+        Locks are taken in sorted id order, as :meth:`add_uploads` writes, so uploads that share workloads
+        wait for each other instead of deadlocking. A workload that is not stored yet has no row to lock:
+        a placeholder row (revision 0, no rows) is inserted in its place within this transaction, which
+        reserves the id in that same order; no other transaction ever sees it.
         """
         try:
             with self.engine.begin() as conn:
-                # A no-op write first: SQLite's write lock, or PostgreSQL's row lock, before the read.
-                conn.execute(workloads.update().where(workloads.c.id == workload_id)
-                             .values(revision=workloads.c.revision))
-                revision = conn.execute(
-                    sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar() or 0
-                stored = [d if isinstance(d, dict) else json.loads(d) for d in conn.execute(
-                    sa.select(profile_rows.c.data).where(profile_rows.c.workload_id == workload_id)
-                    .order_by(profile_rows.c.id)).scalars()]
-                fit = refit(stored)
-                return self._write_upload(conn, workload_id, device, rows, int(revision), fit, idem)
+                now = _now()
+                stored: dict[str, tuple[int, list[dict]]] = {}
+                for workload_id in sorted(set(workload_ids)):
+                    # A no-op write first: SQLite's write lock, or PostgreSQL's row lock, before the read.
+                    done = conn.execute(workloads.update().where(workloads.c.id == workload_id)
+                                        .values(revision=workloads.c.revision))
+                    if done.rowcount != 1:
+                        conn.execute(workloads.insert().values(id=workload_id, device=device, revision=0,
+                                                               rows_stored=0, fit={}, created_at=now,
+                                                               updated_at=now))
+                    revision = conn.execute(
+                        sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar_one()
+                    data = conn.execute(sa.select(profile_rows.c.data)
+                                        .where(profile_rows.c.workload_id == workload_id)
+                                        .order_by(profile_rows.c.id)).scalars()
+                    stored[workload_id] = (int(revision),
+                                           [d if isinstance(d, dict) else json.loads(d) for d in data])
+                reserved = {k for k, (revision, _) in stored.items() if revision == 0}
+                return self._write_uploads(conn, refit(stored), idem, replaced_keys, reserved)
         except IntegrityError:
-            raise RevisionConflict(workload_id) from None
+            raise RevisionConflict(", ".join(workload_ids)) from None
 
-    def _write_upload(self, conn: sa.Connection, workload_id: str, device: str,
-                      rows: Sequence[Mapping[str, object]], expected_revision: int,
-                      fit: Mapping[str, object], idem: IdempotencyKey | None = None) -> WorkloadRecord:
+    def _write_uploads(self, conn: sa.Connection, writes: Sequence[WorkloadWrite],
+                       idem: IdempotencyKey | None, replaced_keys: Sequence[str],
+                       reserved: Collection[str] = ()) -> list[WorkloadRecord]:
+        """Write ``writes`` in this transaction; ``reserved``: ids holding a placeholder row (revision 0)."""
         now = _now()
-        payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
-        if expected_revision == 0:
-            conn.execute(workloads.insert().values(
-                id=workload_id, device=device, revision=1, rows_stored=len(rows), fit=dict(fit),
-                created_at=now, updated_at=now))
-        else:
-            done = conn.execute(
-                workloads.update()
-                .where(workloads.c.id == workload_id, workloads.c.revision == expected_revision)
-                .values(revision=expected_revision + 1, rows_stored=workloads.c.rows_stored + len(rows),
-                        fit=dict(fit), updated_at=now))
-            if done.rowcount != 1:
-                raise RevisionConflict(workload_id)
-        upload_id = conn.execute(uploads.insert().values(
-            workload_id=workload_id, revision=expected_revision + 1, rows=len(rows),
-            sha256=hashlib.sha256(payload).hexdigest(), created_at=now)).inserted_primary_key[0]
-        conn.execute(profile_rows.insert(), [
-            {"workload_id": workload_id, "upload_id": upload_id, "data": dict(r)} for r in rows])
-        record = self._record(conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).one())
+        # Workloads are written (and so row-locked on PostgreSQL) in sorted id order: two uploads that
+        # share workloads wait for each other instead of deadlocking.
+        by_id = {w.workload_id: self._write_upload(conn, w, now, w.workload_id in reserved)
+                 for w in sorted(writes, key=lambda w: w.workload_id)}
+        records = [by_id[w.workload_id] for w in writes]
         if idem is not None:
             # Same transaction: an upload committed while its client saw a broken connection is found by
-            # the retry. A concurrent twin with the same key fails here (primary key) and replays.
-            conn.execute(idempotency.insert().values(
-                key=idem.key, workload_id=workload_id, request_sha256=idem.request_sha256,
-                response=upload_result(record, len(rows)), created_at=now))
-        return record
+            # the retry. A concurrent twin with the same key fails here (primary key) and replays: a retry
+            # that stores again always inserts a key that was missing, which the twin inserts too.
+            if replaced_keys:
+                conn.execute(idempotency.delete().where(idempotency.c.key.in_(list(replaced_keys))))
+            answer = upload_result([(r, len(w.rows)) for r, w in zip(records, writes, strict=True)])
+            # The first key holds the whole answer, each other key its workload's entry (so the table
+            # grows with the workloads of an upload, not with their square).
+            responses = [answer, *answer["workloads"][1:]]  # type: ignore[misc]
+            conn.execute(idempotency.insert(), [
+                {"key": key, "workload_id": w.workload_id, "request_sha256": idem.request_sha256,
+                 "response": response, "created_at": now}
+                for key, w, response in zip(idem.keys(len(writes)), writes, responses, strict=True)])
+        return records
+
+    def _write_upload(self, conn: sa.Connection, write: WorkloadWrite, now: str, reserved: bool
+                      ) -> WorkloadRecord:
+        workload_id, rows = write.workload_id, write.rows
+        if rows:
+            payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
+            if write.expected_revision == 0 and not reserved:
+                conn.execute(workloads.insert().values(
+                    id=workload_id, device=write.device, revision=1, rows_stored=len(rows),
+                    fit=dict(write.fit), created_at=now, updated_at=now))
+            else:
+                done = conn.execute(
+                    workloads.update()
+                    .where(workloads.c.id == workload_id, workloads.c.revision == write.expected_revision)
+                    .values(revision=write.expected_revision + 1,
+                            rows_stored=workloads.c.rows_stored + len(rows), fit=dict(write.fit),
+                            updated_at=now))
+                if done.rowcount != 1:
+                    raise RevisionConflict(workload_id)
+            upload_id = conn.execute(uploads.insert().values(
+                workload_id=workload_id, revision=write.expected_revision + 1, rows=len(rows),
+                sha256=hashlib.sha256(payload).hexdigest(), created_at=now)).inserted_primary_key[0]
+            conn.execute(profile_rows.insert(), [
+                {"workload_id": workload_id, "upload_id": upload_id, "data": dict(r)} for r in rows])
+        else:
+            # A part stored by an earlier try: lock the workload as a write would (its idempotency row is
+            # rewritten); gone means it was deleted since, so the caller reads the upload's state again.
+            done = conn.execute(workloads.update()
+                                .where(workloads.c.id == workload_id, workloads.c.revision > 0)
+                                .values(revision=workloads.c.revision))
+            if done.rowcount != 1:
+                raise RevisionConflict(workload_id)
+        return self._record(conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).one())
 
     def delete_workload(self, workload_id: str) -> bool:
-        """Delete a workload with its rows and uploads; False if it was not stored."""
+        """Delete a workload with its rows, uploads and idempotency keys; False if it was not stored.
+
+        An upload that also stored rows in other workloads keeps its keys there: a retry of it stores
+        again only this workload's part (see :class:`IdempotencyKey`).
+        """
         with self.engine.begin() as conn:
+            # The workload's row first, as uploads lock it before its rows and keys: no lock-order cycle.
+            conn.execute(workloads.update().where(workloads.c.id == workload_id)
+                         .values(revision=workloads.c.revision))
             conn.execute(idempotency.delete().where(idempotency.c.workload_id == workload_id))
             conn.execute(profile_rows.delete().where(profile_rows.c.workload_id == workload_id))
             conn.execute(uploads.delete().where(uploads.c.workload_id == workload_id))

@@ -84,6 +84,9 @@ DEFAULT_NUM_WORKERS = 4
 SOURCE_KINDS = ("measured", "simulated", "published")
 #: Stall and compute are shares of the epoch; digitised figures round, so allow this much slack.
 COMPONENT_SLACK = 1.10
+#: (part, whole) of one row: the part is at most COMPONENT_SLACK x the whole when both are given.
+ROW_PARTS: tuple[tuple[str, str], ...] = (("stall_time_s", "epoch_time_s"), ("compute_time_s", "epoch_time_s"),
+                                          ("base_power_w", "avg_power_w"))
 
 
 @dataclass(frozen=True)
@@ -186,15 +189,12 @@ def _validate_record(record: Mapping[str, object], line: int) -> tuple[dict[str,
         problems.append(RowProblem(line, "device", f"unknown device {device!r}; valid: "
                                    f"{', '.join([*device_ids(), HOST_DEVICE])}"))
 
-    epoch = row.get("epoch_time_s")
-    if isinstance(epoch, float):
-        for part in ("stall_time_s", "compute_time_s"):
-            value = row.get(part)
-            if isinstance(value, float) and value > epoch * COMPONENT_SLACK:
-                problems.append(RowProblem(line, part, f"{value:g} s exceeds epoch_time_s={epoch:g} s"))
-    base, avg = row.get("base_power_w"), row.get("avg_power_w")
-    if isinstance(base, float) and isinstance(avg, float) and base > avg * COMPONENT_SLACK:
-        problems.append(RowProblem(line, "base_power_w", f"{base:g} W exceeds avg_power_w={avg:g} W"))
+    for part, whole in ROW_PARTS:
+        value, total = row.get(part), row.get(whole)
+        if isinstance(value, float) and isinstance(total, float) and value > total * COMPONENT_SLACK:
+            unit = FIELD_BY_NAME[part].unit
+            problems.append(RowProblem(line, part, f"{value:g} {unit} exceeds {whole}={total:g} {unit} "
+                                       f"(at most {COMPONENT_SLACK:g}x)"))
     source = row.get("source")
     if source is not None and not str(source).lower().startswith(SOURCE_KINDS):
         problems.append(RowProblem(line, "source", f"must start with one of {', '.join(SOURCE_KINDS)}; "
@@ -276,7 +276,9 @@ def _knobs_out_of_range(rows: Sequence[Mapping[str, object]], lines: Sequence[in
 
 
 #: Columns that make two rows "the same measurement": the mode knobs and what else sets the epoch time.
-_SAME_RUN = ("device", "workload", *MODE_FIELDS, "num_workers", "batch_size", "minibatches_per_epoch")
+SAME_RUN_FIELDS = ("device", "workload", *MODE_FIELDS, "num_workers", "batch_size", "minibatches_per_epoch")
+#: Columns that name one mode: rows that share them (unless the label is generic) share the knobs.
+SAME_LABEL_FIELDS = ("device", "workload", "mode")
 #: Labels that name no particular mode, so rows may share them with different knobs.
 GENERIC_LABELS = ("custom", "")
 
@@ -294,15 +296,16 @@ def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int]) -
     for row, line in zip(rows, lines, strict=True):
         knobs = tuple(row.get(k) for k in MODE_FIELDS)
         label = str(row.get("mode") or "")
-        owner = (row.get("device"), row.get("workload"))
         if label.lower() not in GENERIC_LABELS:
-            seen = labels.setdefault((*owner, label), (knobs, line))
+            seen = labels.setdefault(tuple(row.get(k) for k in SAME_LABEL_FIELDS), (knobs, line))
             if seen[0] != knobs:
                 problems.append(RowProblem(line, "mode", f"label {label!r} has knobs {knobs} here but "
                                            f"{seen[0]} on line {seen[1]}; give different modes different labels"))
         epoch = row.get("epoch_time_s")
         if isinstance(epoch, float):
-            key = tuple(row.get(k, DEFAULT_NUM_WORKERS if k == "num_workers" else None) for k in _SAME_RUN)
+            # Workers left out (null or no column) are the default, as in _frame.
+            key = tuple(DEFAULT_NUM_WORKERS if k == "num_workers" and row.get(k) is None else row.get(k)
+                        for k in SAME_RUN_FIELDS)
             runs.setdefault(key, []).append((epoch, line))
     for measured in runs.values():
         times = [t for t, _ in measured]

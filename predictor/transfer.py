@@ -147,6 +147,8 @@ def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceRefer
         dist = float(np.sqrt(np.mean((seen[ok] - sig[ok]) ** 2))) if ok.any() else 0.0
         sim[w] = float(np.exp(-0.5 * (dist / SIMILARITY_SCALE) ** 2))
     total_sim = sum(sim.values())
+    if not total_sim > 0.0:
+        return None  # the profile is unlike every shared workload (all similarities underflow): physics only
     share_new = sum(sim[w] * shares[w] for w in shared) / total_sim
     factors, var = {}, 0.0
     for i, term in enumerate(F.TOTAL_TERMS):

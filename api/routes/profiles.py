@@ -1,8 +1,8 @@
-"""``POST /v1/profiles``: store the profile rows of a workload and fit it (API key required).
+"""``POST /v1/profiles``: store profile rows of one or more workloads and fit them (API key required).
 
 Idempotent: an upload is made under its ``Idempotency-Key`` header, or without one under the SHA-256 of
 its rows. A retry (after a timeout or a broken connection) is stored once and answered with the original
-answer (201, header ``Idempotent-Replayed: true``); the same key with a different body is a 422.
+answer (201, header ``Idempotent-Replayed: true``); the same key with a different body is a 409.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from jetpredict.api.schemas import (
     UploadHeadersSchema,
     UploadResultSchema,
 )
+from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
+from jetpredict.models.profile_rows import DUPLICATE_TIME_SPREAD
 
 blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles", description="Upload profile rows")
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -44,21 +46,29 @@ class Profiles(MethodView):
                           "schema": {"type": "string", "enum": ["true", "false"]}}})
     @blp.alt_response(401, schema=ErrorSchema, description="header X-API-Key missing")
     @blp.alt_response(403, schema=ErrorSchema, description="header X-API-Key wrong")
-    @blp.alt_response(409, schema=ErrorSchema, description="too many concurrent uploads to this workload")
+    @blp.alt_response(409, schema=ErrorSchema, description=(
+        "the rows are valid alone but clash with what is stored: a workload id stored for another device, "
+        "rows that contradict its stored rows (a mode label with other knobs, the same mode measured more "
+        f"than {DUPLICATE_TIME_SPREAD:g}x apart), a fit that fails only together with them; Idempotency-Key "
+        "already used for another body; or too many concurrent uploads to a workload (retry)"))
     @blp.alt_response(422, schema=ErrorSchema,
-                      description="rows invalid or not fittable, or Idempotency-Key reused with another body")
+                      description="rows invalid or not fittable on their own, rows of several devices, or "
+                      f"more than {MAX_UPLOAD_WORKLOADS} workloads")
     def post(self, body: dict, idempotency_key: str | None = None):
-        """Store rows of one workload on one device and refit it.
+        """Store rows of one or more workloads on one device and refit each.
 
-        Rows for an existing workload id are added to it. Nothing is stored when the rows, together
-        with those already stored, cannot be fitted (422 says why). A retried upload (same
-        ``Idempotency-Key``, or the same rows when no key is sent) is stored once and answered with the
-        original result.
+        The rows may hold several workload ids (e.g. a sweep of two models); all rows of one upload have
+        one device. Rows for an existing workload id are added to it. Every workload of the upload is
+        stored, or none is: nothing is stored when any workload's rows are bad (422) or clash with its
+        stored rows (409); the error names ``rows.I.FIELD``. The answer describes the first workload, as
+        a single-workload upload always did, and lists every workload in ``workloads``. A retried upload
+        (same ``Idempotency-Key``, or the same rows when no key is sent) is stored once and answered with
+        the original result.
         """
         svc = services()
         result, replayed = svc.workloads.upload(body["rows"], idempotency_key)
-        if not replayed:
-            svc.metrics.fits.labels("upload").inc()
+        if not replayed:  # one fit per workload that got rows (a retry after a delete skips the others)
+            svc.metrics.fits.labels("upload").inc(sum(1 for w in result["workloads"] if w["rows_stored"]))
         response = jsonify(UploadResultSchema().dump(result))
         response.status_code = 201
         response.headers[REPLAYED_HEADER] = "true" if replayed else "false"

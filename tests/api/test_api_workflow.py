@@ -125,16 +125,16 @@ def test_unknown_workload_is_404(client):
 
 def test_uploads_that_cannot_be_stored_store_nothing(client, auth, stored):
     two = published_rows(as_id="mixed", n=2)
-    two[1]["workload"] = "other"
+    two[1].update(device="nano", cpu_cores=2, cpu_mhz=918, gpu_mhz=640, emc_mhz=1600)
     r = client.post("/v1/profiles", json={"rows": two}, headers=auth)
-    assert r.status_code == 422 and "rows.workload" in r.json["errors"]
+    assert r.status_code == 422 and "rows.device" in r.json["errors"]  # one device per upload
     host = [{**published_rows(as_id="on-host", n=1)[0], "device": "host", "gpu_mhz": None, "emc_mhz": None}]
     r = client.post("/v1/profiles", json={"rows": host}, headers=auth)
     assert r.status_code == 422 and "rows.device" in r.json["errors"]
     nano = [{**r_, "device": "nano", "cpu_cores": 2, "cpu_mhz": 918, "gpu_mhz": 640, "emc_mhz": 1600}
             for r_ in published_rows(n=1)]  # same id "my-resnet", another device
     r = client.post("/v1/profiles", json={"rows": nano}, headers=auth)
-    assert r.status_code == 422 and "rows.device" in r.json["errors"]
+    assert r.status_code == 409 and "rows.0.device" in r.json["errors"]  # a clash with what is stored
     r = client.post("/v1/profiles", json={"rows": [{**published_rows(n=1)[0], "workload": "a/b"}]}, headers=auth)
     assert r.status_code == 422
     listing = client.get("/v1/workloads").json

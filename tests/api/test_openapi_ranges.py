@@ -1,12 +1,20 @@
-"""The OpenAPI document states each device's own knob ranges (``oneOf`` + ``discriminator`` on ``device``),
-so that a request the document accepts is not refused for a knob outside its device's range, and a
-request the server refuses for that reason is refused by the document too."""
+"""The OpenAPI document states each device's own knob ranges (one device per ``rows`` array; ``oneOf`` +
+``discriminator`` on ``device`` for predictions) and the rules JSON Schema cannot state
+(``x-jetpredict-rules``), so that a request the document accepts is not refused, and a request the server
+refuses is refused by the document too."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+from api_fixtures import published_rows
+from documented_rules import follow_rules, request_body_schema
+from jetpredict.api.openapi_doc import RULE_KINDS, RULES
 from jetpredict.api.schemas import EXAMPLE_ROWS
+from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
 from jetpredict.models.catalogue import MODE_FIELDS, list_devices
+from jetpredict.models.profile_rows import FIELD_BY_NAME
 from jetpredict.predictor.model import MIN_EPOCH_TIME_S
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate as validate_spec
@@ -33,9 +41,9 @@ def _row(device_id: str, **knobs: float) -> dict:
 def test_each_device_variant_carries_that_devices_catalogue_range(doc):
     validate_spec(doc)
     schemas = doc["components"]["schemas"]
-    items = schemas["ProfileUpload"]["properties"]["rows"]["items"]
-    assert items["discriminator"]["propertyName"] == "device"
-    assert set(items["discriminator"]["mapping"]) == {d.id for d in list_devices()}
+    for name in ("ProfileUpload", "WorkloadRef"):  # a oneOf of arrays: all rows of one device
+        variants = [v["items"]["$ref"] for v in schemas[name]["properties"]["rows"]["oneOf"]]
+        assert variants == [f"#/components/schemas/ProfileRow.{d.id}" for d in list_devices()]
     for device in list_devices():
         row = schemas[f"ProfileRow.{device.id}"]
         mode = schemas[f"PredictionRequest.{device.id}"]["properties"]["modes"]["oneOf"][1]["items"]
@@ -75,3 +83,101 @@ def test_mode_objects_are_checked_against_the_requests_device_in_the_document(do
     # "presets" and "all" only (stricter than the server, which checks the modes against that device).
     assert _valid(doc, "PredictionRequest", {"workload": {"id": "my-resnet"}, "modes": "presets"})
     assert not _valid(doc, "PredictionRequest", {"workload": {"id": "my-resnet"}, "modes": [low]})
+
+
+def _typed() -> list[dict]:
+    """The published rows as a JSON client sends them: numbers as numbers."""
+    return [{k: v if v is None or FIELD_BY_NAME[k].kind is str else FIELD_BY_NAME[k].kind(float(v))
+             for k, v in row.items()} for row in published_rows()]
+
+
+def test_a_rows_array_holds_one_device_in_the_document_and_the_server(doc, client, auth):
+    rows = [_row("agx-xavier", mode="a", workload="w"), _row("xavier-nx", mode="b", workload="w")]
+    assert _valid(doc, "ProfileRow.agx-xavier", rows[0]) and _valid(doc, "ProfileRow.xavier-nx", rows[1])
+    assert not _valid(doc, "ProfileUpload", {"rows": rows})
+    r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
+    assert r.status_code == 422 and any(k.endswith("device") for k in r.json["errors"]), r.json
+
+
+@pytest.mark.parametrize("schema, field, value", [
+    ("ProfileRow.agx-xavier", "mode", " \t"), ("ProfileRow.agx-xavier", "workload", " "),
+    ("ProfileRow.agx-xavier", "source", "my lab"), ("FleetClient", "id", "  "),
+])
+def test_blank_or_unknown_text_is_refused_by_the_document_and_the_server(doc, client, auth, stored, schema,
+                                                                         field, value):
+    if schema == "FleetClient":
+        assert not _valid(doc, schema, {"id": value, "device": "nano"})
+        body = {"workload": {"id": "my-resnet"}, "deadline_s": 3600, "clients": [{"id": value, "device": "nano"}]}
+        r = client.post("/v1/fleet-plans", json=body)
+        assert r.status_code == 422 and "clients.0.id" in r.json["errors"], r.json
+        return
+    row = {**_typed()[0], field: value}
+    assert _valid(doc, schema, _typed()[0]) and not _valid(doc, schema, row)
+    r = client.post("/v1/profiles", json={"rows": [row]}, headers=auth)
+    assert r.status_code == 422 and f"rows.0.{field}" in r.json["errors"], r.json
+
+
+def _rows(*changes: dict) -> list[dict]:
+    return [{**row, **change} for row, change in zip(_typed(), changes, strict=False)]
+
+
+#: (route, body breaking one documented rule, the error key the server answers with)
+BROKEN = {
+    "at-most": ("/v1/profiles", {"rows": _rows({"stall_time_s": 2000.0})}, "rows.0.stall_time_s"),
+    "same-values": ("/v1/profiles", {"rows": _rows({}, {"mode": _typed()[0]["mode"]})}, "rows.1.mode"),
+    "max-ratio": ("/v1/profiles", {"rows": _rows({}, {**{k: _typed()[0][k] for k in MODE_FIELDS},
+                                                       "mode": "custom", "epoch_time_s": 2000.0})},
+                  "rows.1.epoch_time_s"),
+    "max-distinct": ("/v1/profiles", {"rows": [{**_typed()[i % 4], "workload": f"w{i}"}
+                                               for i in range(MAX_UPLOAD_WORKLOADS + 1)]},
+                     f"rows.{MAX_UPLOAD_WORKLOADS}.workload"),
+    "unique": ("/v1/fleet-plans", {"workload": {"rows": _typed()}, "deadline_s": 3600,
+                                    "clients": [{"id": "c", "device": "nano"}, {"id": "c", "device": "orin-nx"}]},
+               "clients.1.id"),
+}
+
+
+def _rule_kinds(doc: dict) -> set[str]:
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            found.update(r["rule"] for r in node.get(RULES, ()))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
+    return found
+
+
+@pytest.mark.parametrize("kind", RULE_KINDS)
+def test_each_documented_rule_is_enforced_and_following_it_is_accepted(doc, client, auth, kind):
+    """The server refuses a body that breaks the rule although JSON Schema allows it; the same body made to
+    follow the document's rules (as the fuzz hook does) is accepted."""
+    assert _rule_kinds(doc) == set(RULE_KINDS)
+    route, body, error_key = BROKEN[kind]
+    schema = request_body_schema(doc, route, "post")
+    assert _valid(doc, schema["$ref"].rsplit("/", 1)[1], body)  # JSON Schema cannot see the rule
+    r = client.post(route, json=body, headers=auth)
+    assert r.status_code == 422 and error_key in r.json["errors"], r.json
+    fixed = follow_rules(doc, schema, copy.deepcopy(body))
+    assert fixed != body
+    r = client.post(route, json=fixed, headers=auth)
+    assert r.status_code in (200, 201), r.json
+
+
+def test_inline_rows_are_one_workload_whatever_their_labels(doc, client):
+    rows = [{**row, "workload": f"run-{i}"} for i, row in enumerate(_typed())]
+    r = client.post("/v1/predictions", json={"workload": {"rows": rows}, "modes": "presets"})
+    assert r.status_code == 200 and r.json["profiled_modes"] == len(rows), r.json
+    # Being one workload, their labels are checked across all of them: one label, one set of knobs.
+    clash = [rows[0], {**rows[1], "mode": rows[0]["mode"]}]
+    body = {"workload": {"rows": clash}, "modes": "presets"}
+    r = client.post("/v1/predictions", json=body)
+    assert r.status_code == 422 and "workload.rows.1.mode" in r.json["errors"], r.json
+    fixed = follow_rules(doc, request_body_schema(doc, "/v1/predictions", "post"), copy.deepcopy(body))
+    assert len(fixed["workload"]["rows"]) == 1
+    assert client.post("/v1/predictions", json=fixed).status_code == 200

@@ -123,3 +123,19 @@ def test_physics_fallback_without_shared_reference_workloads():
     assert moved.transfer_method == "physics"
     assert moved.time_fits["compute"].coef_of("gpu") == pytest.approx(
         model.time_fits["compute"].coef_of("gpu") * time_factors(load_device("xavier-nx"), nano)["gpu"])
+
+
+def test_a_profile_unlike_every_shared_workload_moves_by_physics():
+    # Epoch times that swing by 10^7 between modes: every similarity to a reference workload underflows
+    # to 0 (found by the API fuzz run, where it divided by zero).
+    nx = load_device("xavier-nx")
+    rows = pd.concat([lenet_nx_rows().assign(
+        mode=p.mode, cpu_cores=p.cpu_cores, cpu_mhz=p.cpu_mhz, gpu_mhz=p.gpu_mhz, emc_mhz=p.emc_mhz,
+        epoch_time_s=10.0 ** (7 * (i % 2)), stall_time_s=np.nan, compute_time_s=np.nan, epoch_energy_j=np.nan)
+        for i, p in enumerate(nx.presets[:4])], ignore_index=True)
+    model = fit_workload(rows)
+    nano = load_device("nano")
+    assert reference_factors(model, nano, shared_reference("xavier-nx"), shared_reference("nano")) is None
+    moved = on_device(model, nano)
+    assert moved.transfer_method == "physics" and moved.cross_device
+    assert np.isfinite(at(model, "nano", "MAXN").epoch_time_s).all()

@@ -1,0 +1,136 @@
+"""Schemathesis hook: schema-valid bodies made to follow the rules the document states beyond JSON Schema.
+
+JSON Schema cannot compare two fields of an object or two items of an array, so the OpenAPI document of
+``jetpredict serve`` states those rules (stall at most the epoch, one set of knobs per mode label, repeats
+that agree, unique client ids) in words and in ``x-jetpredict-rules`` (see :mod:`api.openapi_doc`). This
+hook reads them from the document that schemathesis is testing -- never from the server's code -- and
+makes each *schema-valid* (positive) body follow them: a part above its whole is lowered to the whole; an
+array item that breaks an array rule is dropped (the first item is always kept, so ``minItems`` holds).
+Schema-invalid (negative) cases are left alone. Then "schema-valid request rejected" means what it says:
+the server refused a request that the document, read in full, allows.
+
+Used by ``tests/api/test_api_fuzz.py`` (imported) and ``bench/api_fuzz.py`` (``SCHEMATHESIS_HOOKS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import schemathesis
+
+RULES = "x-jetpredict-rules"
+
+
+def _resolve(doc: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any]:
+    while isinstance(node, Mapping) and "$ref" in node:
+        target: Any = doc
+        for part in node["$ref"].lstrip("#/").split("/"):
+            target = target[part.replace("~1", "/").replace("~0", "~")]
+        node = target
+    return node
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _same(value: object) -> object:
+    """A cell as the server compares it: text stripped of white space, numbers as floats."""
+    if isinstance(value, str):
+        return value.strip()
+    number = _number(value)
+    return value if number is None else number
+
+
+def _object_rules(rules: list[Mapping[str, Any]], item: dict) -> None:
+    for rule in rules:
+        if rule["rule"] == "at-most":
+            part, whole = _number(item.get(rule["field"])), _number(item.get(rule["than"]))
+            if part is not None and whole is not None and part > rule["factor"] * whole:
+                item[rule["field"]] = item[rule["than"]]
+
+
+def _key(rule: Mapping[str, Any], item: Mapping[str, Any]) -> tuple:
+    defaults = rule.get("defaults", {})
+    return tuple(_same(defaults.get(f) if item.get(f) is None else item.get(f)) for f in rule["key"])
+
+
+def _keeps(rule: Mapping[str, Any], item: Mapping[str, Any], seen: dict) -> bool:
+    """Whether ``item`` may join the items kept so far (``seen``: this rule's memory of them)."""
+    key = _key(rule, item)
+    if rule["rule"] == "unique":
+        return key not in seen and seen.setdefault(key, True)
+    if rule["rule"] == "same-values":
+        generic = rule.get("generic", {})
+        if any(str(_same(item.get(f))).lower() in map(str.lower, labels) for f, labels in generic.items()):
+            return True
+        values = tuple(_same(item.get(f)) for f in rule["values"])
+        return seen.setdefault(key, values) == values
+    if rule["rule"] == "max-distinct":
+        return key in seen or (len(seen) < rule["max"] and seen.setdefault(key, True))
+    if rule["rule"] == "max-ratio":
+        value = _number(item.get(rule["field"]))
+        if value is None or value <= 0:
+            return True
+        group = seen.get(key, [])
+        if max(group + [value]) > rule["ratio"] * min(group + [value]):
+            return False
+        seen[key] = group + [value]
+        return True
+    return True
+
+
+def _array_rules(rules: list[Mapping[str, Any]], items: list) -> list:
+    memory: list[dict] = [{} for _ in rules]
+    kept = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            kept.append(item)
+            continue
+        trial = [dict(m) for m in memory]
+        if all(_keeps(rule, item, seen) for rule, seen in zip(rules, trial, strict=True)):
+            memory = trial
+            kept.append(item)
+    return kept
+
+
+def follow_rules(doc: Mapping[str, Any], node: Mapping[str, Any], value: Any) -> Any:
+    """``value`` (a body or a part of it, validated by ``node``) made to follow the rules found in
+    ``node`` and below it."""
+    node = _resolve(doc, node)
+    if not isinstance(node, Mapping):
+        return value
+    for alternative in (*node.get("allOf", ()), *node.get("oneOf", ()), *node.get("anyOf", ())):
+        value = follow_rules(doc, alternative, value)
+    rules = node.get(RULES, [])
+    if isinstance(value, dict):
+        for name, prop in node.get("properties", {}).items():
+            if name in value:
+                value[name] = follow_rules(doc, prop, value[name])
+        _object_rules(rules, value)
+    elif isinstance(value, list):
+        if "items" in node:
+            value = [follow_rules(doc, node["items"], item) for item in value]
+        if rules:
+            value = _array_rules(rules, value)
+    return value
+
+
+def request_body_schema(doc: Mapping[str, Any], path: str, method: str) -> Mapping[str, Any] | None:
+    operation = doc.get("paths", {}).get(path, {}).get(method.lower(), {})
+    body = _resolve(doc, operation.get("requestBody", {}))
+    return body.get("content", {}).get("application/json", {}).get("schema")
+
+
+@schemathesis.hook
+def map_case(context, case):
+    """Positive cases with a JSON body: the body follows the document's ``x-jetpredict-rules``."""
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict | list):
+        return case
+    doc = case.operation.schema.raw_schema
+    schema = request_body_schema(doc, case.operation.path, case.method)
+    if schema is not None:
+        case.body = follow_rules(doc, schema, case.body)
+    return case

@@ -1,0 +1,203 @@
+"""Uploads of several workloads at once (``POST /v1/profiles``): grouping, one transaction, the answer,
+idempotent retries across workloads, and 409 for rows that clash with what is stored. Runs on SQLite and,
+with ``JETPREDICT_TEST_DATABASE_URL``, on PostgreSQL (the ``client`` fixture)."""
+
+from __future__ import annotations
+
+import threading
+
+import jsonschema
+import pytest
+from api_fixtures import published_rows
+from jetpredict.api import workloads as workloads_module
+
+RESNET, MOBILENET = "sweep-resnet18", "sweep-mobilenetv3"
+PER_WORKLOAD = ("workload_id", "rows_stored", "rows_total", "revision", "device", "model_version",
+                "reference_source", "profiled_modes", "has_power")
+
+
+def sweep(n: int = 4, start: int = 0) -> list[dict]:
+    """Rows ``start..start+n`` of both published workloads, interleaved (MobileNet's row comes first)."""
+    mobilenet = published_rows("mobilenetv3-gld23k", MOBILENET, n=start + n)[start:]
+    resnet = published_rows("resnet18-cifar10", RESNET, n=start + n)[start:]
+    return [row for pair in zip(mobilenet, resnet, strict=True) for row in pair]
+
+
+def upload(client, auth, rows: list[dict], **headers):
+    return client.post("/v1/profiles", json={"rows": rows}, headers={**auth, **headers})
+
+
+def rows_of(client, workload_id: str) -> int | None:
+    r = client.get(f"/v1/workloads/{workload_id}")
+    return len(r.json["rows"]) if r.status_code == 200 else None
+
+
+def assert_conforms(client, body: dict) -> None:
+    """``body`` is valid against the OpenAPI document's 201 schema of the upload (as schemathesis checks)."""
+    doc = client.get("/openapi.json").json
+    schema = {**doc["components"]["schemas"]["UploadResult"], "components": doc["components"]}
+    jsonschema.validate(body, schema)
+
+
+def test_a_sweep_of_two_workloads_is_stored_and_each_fitted(client, auth):
+    r = upload(client, auth, sweep())
+    assert r.status_code == 201, r.json
+    body = r.json
+    assert [w["workload_id"] for w in body["workloads"]] == [MOBILENET, RESNET]  # order of first row
+    assert {k: body[k] for k in PER_WORKLOAD} == body["workloads"][0]  # the first workload, as before
+    for entry in body["workloads"]:
+        assert (entry["rows_stored"], entry["rows_total"], entry["revision"]) == (4, 4, 1)
+        assert entry["device"] == "agx-xavier" and entry["profiled_modes"] == 4
+        detail = client.get(f"/v1/workloads/{entry['workload_id']}").json
+        assert [row["workload"] for row in detail["rows"]] == [entry["workload_id"]] * 4
+        assert detail["model_version"] == entry["model_version"]
+        ref = {"workload": {"id": entry["workload_id"]}, "modes": "presets"}
+        p = client.post("/v1/predictions", json=ref)
+        assert p.status_code == 200 and p.json["profiled_modes"] == 4
+    assert_conforms(client, body)
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'jetpredict_workload_fits_total{kind="upload"} 2.0' in metrics  # one fit per workload
+    # More rows for both: added to each, each refitted.
+    r = upload(client, auth, sweep(n=2, start=4))
+    assert r.status_code == 201, r.json
+    assert [(w["rows_stored"], w["rows_total"], w["revision"], w["profiled_modes"])
+            for w in r.json["workloads"]] == [(2, 6, 2, 6)] * 2
+
+
+def test_a_single_workload_upload_answers_as_before(client, stored):
+    assert set(stored) == {*PER_WORKLOAD, "workloads"}
+    assert stored["workloads"] == [{k: stored[k] for k in PER_WORKLOAD}]
+    assert stored["workload_id"] == "my-resnet" and stored["rows_stored"] == 4
+    assert_conforms(client, stored)
+
+
+def test_one_bad_workload_stores_nothing_of_the_upload(client, auth, stored):
+    rows = sweep(n=2) + published_rows(n=6)[4:]  # rows 4 and 5 add to my-resnet
+    rows[5]["epoch_time_s"] = -3  # bad on its own: 422, naming the row
+    r = upload(client, auth, rows)
+    assert r.status_code == 422 and "rows.5.epoch_time_s" in r.json["errors"], r.json
+    rows[5]["epoch_time_s"] = 600.0
+    rows[4] = {**rows[4], "mode": "a"}  # label "a" is stored for my-resnet with other knobs: 409
+    r = upload(client, auth, rows)
+    assert r.status_code == 409 and "rows.4.mode" in r.json["errors"], r.json
+    assert r.json["code"] == 409 and "my-resnet" in r.json["errors"]["rows.4.mode"][0]
+    assert rows_of(client, MOBILENET) is None and rows_of(client, RESNET) is None
+    assert rows_of(client, "my-resnet") == 4 and client.get("/v1/workloads").json["total"] == 1
+
+
+def test_the_locked_path_stores_every_workload_or_none(client, auth, stored, monkeypatch):
+    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", 0)  # straight to the write locks
+    clash = [{**row, "mode": "a"} for row in published_rows(n=6)[4:5]]
+    r = upload(client, auth, sweep(n=2) + clash)
+    assert r.status_code == 409 and "rows.4.mode" in r.json["errors"], r.json
+    assert rows_of(client, MOBILENET) is None and rows_of(client, "my-resnet") == 4
+    r = upload(client, auth, sweep(n=2) + published_rows(n=6)[4:])
+    assert r.status_code == 201, r.json
+    assert [(w["workload_id"], w["rows_total"]) for w in r.json["workloads"]] == [
+        (MOBILENET, 2), (RESNET, 2), ("my-resnet", 6)]
+
+
+def test_conflicts_with_stored_rows_are_409_and_bad_rows_stay_422(client, auth, stored):
+    row = published_rows(n=1)[0]  # mode "a" of my-resnet, stored at 668.3 s
+    nano = {**row, "device": "nano", "cpu_cores": 2, "cpu_mhz": 918, "gpu_mhz": 640, "emc_mhz": 1600}
+    r = upload(client, auth, [nano])
+    assert r.status_code == 409 and "rows.0.device" in r.json["errors"], r.json
+    other = published_rows("mobilenetv3-gld23k", "nano-sweep", n=1)[0]
+    other.update(device="nano", cpu_cores=2, cpu_mhz=918, gpu_mhz=640, emc_mhz=1600)
+    r = upload(client, auth, [other, nano])  # the second workload's id is stored for agx-xavier
+    assert r.status_code == 409 and list(r.json["errors"]) == ["rows.1.device"], r.json
+    assert rows_of(client, "nano-sweep") is None
+    r = upload(client, auth, [{**row, "mode": "a-again", "epoch_time_s": 2 * 668.3}])  # same knobs, 2x
+    assert r.status_code == 409 and "rows.0.epoch_time_s" in r.json["errors"], r.json
+    r = upload(client, auth, [{**row, "mode": "a", "cpu_cores": 8}])  # stored label, other knobs
+    assert r.status_code == 409 and "rows.0.mode" in r.json["errors"], r.json
+    twice = [{**row, "mode": "x"}, {**row, "mode": "x", "cpu_cores": 8}]  # contradict each other: 422
+    r = upload(client, auth, twice)
+    assert r.status_code == 422 and "rows.1.mode" in r.json["errors"], r.json
+    assert rows_of(client, "my-resnet") == 4
+    r = upload(client, auth, [{**row, "mode": "a-repeat", "epoch_time_s": 1.1 * 668.3}])  # a close repeat
+    assert r.status_code == 201 and r.json["rows_total"] == 5, r.json
+
+
+def test_rows_that_fit_alone_but_not_with_the_stored_ones_are_409(app, client, auth):
+    """A workload stored by an older version whose rows contradict each other (accepted before the
+    conflict checks): new rows that are fine alone cannot be fitted with them."""
+    from jetpredict.api.storage import WorkloadWrite
+    from jetpredict.models.profile_rows import rows_to_records, validate_records
+
+    a, b = rows_to_records(validate_records(published_rows(as_id="legacy", n=2)))
+    legacy = [a, {**b, "mode": a["mode"]}]  # one label, two sets of knobs
+    app.extensions["jetpredict"].storage.add_uploads([WorkloadWrite("legacy", "agx-xavier", legacy, 0, {})])
+    new = published_rows(as_id="legacy", n=4)[2:]
+    r = upload(client, auth, sweep(n=1) + new)
+    assert r.status_code == 409 and list(r.json["errors"]) == ["rows.2.workload"], r.json
+    assert "2 stored rows" in r.json["message"]
+    assert rows_of(client, MOBILENET) is None and rows_of(client, "legacy") == 2
+
+
+def test_an_upload_of_too_many_workloads_is_422(client, auth, monkeypatch):
+    monkeypatch.setattr(workloads_module, "MAX_UPLOAD_WORKLOADS", 1)
+    r = upload(client, auth, sweep(n=2))
+    assert r.status_code == 422 and list(r.json["errors"]) == ["rows.1.workload"], r.json
+    assert rows_of(client, MOBILENET) is None
+
+
+def test_a_retried_sweep_is_replayed_whole(client, auth):
+    first = upload(client, auth, sweep(), **{"Idempotency-Key": "sweep-1"})
+    assert first.status_code == 201 and first.headers["Idempotent-Replayed"] == "false"
+    again = upload(client, auth, sweep(), **{"Idempotency-Key": "sweep-1"})
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json == first.json and len(again.json["workloads"]) == 2
+    unkeyed = upload(client, auth, sweep(n=3))
+    assert upload(client, auth, sweep(n=3)).json == unkeyed.json  # the rows' hash is the key
+    assert rows_of(client, MOBILENET) == rows_of(client, RESNET) == 7
+    r = upload(client, auth, sweep(n=2), **{"Idempotency-Key": "sweep-1"})
+    assert r.status_code == 409 and "headers.Idempotency-Key" in r.json["errors"]
+
+
+@pytest.mark.parametrize("deleted", [MOBILENET, RESNET], ids=["first", "second"])
+def test_a_retry_after_a_delete_stores_only_what_was_deleted(client, auth, deleted):
+    first = upload(client, auth, sweep())
+    assert first.status_code == 201
+    assert client.delete(f"/v1/workloads/{deleted}", headers=auth).status_code == 204
+    retry = upload(client, auth, sweep())  # must not claim the deleted rows are stored, nor double the others
+    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "false", retry.json
+    assert rows_of(client, MOBILENET) == rows_of(client, RESNET) == 4
+    stored_now = {w["workload_id"]: w["rows_stored"] for w in retry.json["workloads"]}
+    kept = RESNET if deleted == MOBILENET else MOBILENET
+    assert stored_now == {deleted: 4, kept: 0}
+    assert_conforms(client, retry.json)
+    again = upload(client, auth, sweep())
+    assert again.headers["Idempotent-Replayed"] == "true" and again.json == retry.json
+    assert rows_of(client, MOBILENET) == rows_of(client, RESNET) == 4
+
+
+def test_a_retry_after_deleting_a_single_workload_stores_it_again(client, auth, stored):
+    assert client.delete("/v1/workloads/my-resnet", headers=auth).status_code == 204
+    r = upload(client, auth, published_rows())
+    assert r.status_code == 201 and r.headers["Idempotent-Replayed"] == "false" and r.json["revision"] == 1
+    assert rows_of(client, "my-resnet") == 4
+
+
+@pytest.mark.parametrize("optimistic_tries", [workloads_module._OPTIMISTIC_TRIES, 0],
+                         ids=["optimistic", "locked"])
+def test_sweeps_in_opposite_orders_at_once_all_land(make_app, auth, monkeypatch, optimistic_tries):
+    """Two clients upload both workloads at once, in opposite orders: no deadlock, no lost upload."""
+    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+    apps = [make_app(), make_app()]
+    batches = [sweep(n=1, start=i) for i in range(6)]
+    statuses: list[int] = []
+
+    def run(app, mine: list[list[dict]]) -> None:
+        client = app.test_client()
+        statuses.extend(upload(client, auth, rows).status_code for rows in mine)
+
+    threads = [threading.Thread(target=run, args=(apps[0], batches[0::2])),
+               threading.Thread(target=run, args=(apps[1], [b[::-1] for b in batches[1::2]]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert statuses == [201] * 6
+    client = apps[0].test_client()
+    assert rows_of(client, MOBILENET) == rows_of(client, RESNET) == 6
