@@ -53,8 +53,9 @@ def test_sigkill_during_uploads_loses_no_answered_upload(tmp_path):
         i = 0
         while not stop.is_set():
             workload = "appended" if i % 2 else f"new-{i}"
-            # Rows differ per stream: identical rows are one upload (the content-hash idempotency key).
-            rows = [{**r, "epoch_time_s": float(r["epoch_time_s"]) * (1 + 1e-4 * (k + 1))}
+            # Rows differ per stream and upload: identical rows are one upload (the content-hash idempotency
+            # key), and a stream wraps around the 10 published rows after 10 uploads.
+            rows = [{**r, "epoch_time_s": float(r["epoch_time_s"]) * (1 + 1e-4 * (k + 1) + 1e-6 * i)}
                     for r in (_row(workload, i), _row(workload, i + 1))]
             try:
                 r = session.post(server.url + "/v1/profiles", json={"rows": rows},
