@@ -213,7 +213,8 @@ def _pass_through_property(unit: str) -> dict:
 
 PROFILE_ROW_DOC = {
     "type": "object",
-    "description": "one profile row (fields: models/profile_rows.py); null = unknown; pass-through columns kept, other columns rejected",
+    "description": "one profile row (fields: models/profile_rows.py); null = unknown; pass-through columns kept, "
+                   "other columns rejected; text holds no NUL and no unpaired surrogate",
     "properties": {**{f.name: _row_property(f) for f in FIELDS},
                    **{name: _pass_through_property(unit) for name, unit in PASS_THROUGH_COLUMNS.items()}},
     "required": [f.name for f in FIELDS if f.required],
