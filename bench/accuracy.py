@@ -29,10 +29,10 @@ from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
 from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload, predict  # noqa: E402
 from jetpredict.predictor.knobs import ModeArrays  # noqa: E402
+from results_io import write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
-RESULTS = Path(__file__).resolve().parent / "results" / "accuracy.md"
 PROFILED = list("efij")
 MODE_KNOBS = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
 MODES_AJ = {  # cores, CPU, GPU, EMC MHz (published modes a-j)
@@ -368,9 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join([*lines, ""])
     print(text)
     if args.write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(text, encoding="utf-8")
-        print(f"wrote {RESULTS}", file=sys.stderr)
+        print(f"wrote {write_results('accuracy', text)}", file=sys.stderr)
     return 0
 
 

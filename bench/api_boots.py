@@ -11,13 +11,13 @@ reports ready, none failed, and ``/healthz`` answers 200. Starts a throwaway Pos
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 
+from results_io import write_results
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,14 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     ok = sum(b["ok"] for b in boots)
     summary = {"boots": args.boots, "workers": args.workers, "ok": ok, "runs": boots}
     times = ", ".join(f"{b['seconds']:.1f}" for b in boots)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "api_boots.json").write_text(json.dumps(summary, indent=2) + "\n")
     text = "\n".join([
         "# First boots on an empty PostgreSQL (`bench/api_boots.py`)", "",
         f"`gunicorn -w {args.workers} jetpredict.api.wsgi:app` without preload, schema dropped before each boot: "
         f"**{ok} of {args.boots} boots came up** (every worker ready, none failed, /healthz 200); "
         f"boot times {times} s on a shared 2-core machine.", ""])
-    (RESULTS / "api_boots.md").write_text(text)
+    write_results("api_boots", text, summary)
     print(text)
     return 0 if ok == args.boots else 1
 

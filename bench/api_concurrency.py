@@ -11,15 +11,15 @@ exactly once, every stored upload complete, and no request may have failed. Writ
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from results_io import write_results
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "api"))
-RESULTS = ROOT / "bench" / "results"
 KEY = "load-key"
 
 
@@ -69,8 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None,
         "mean_ms": 1000 * statistics.fmean(lat) if lat else None,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "api_concurrency.json").write_text(json.dumps(result, indent=2) + "\n")
     ok = not result["errors"] and not lost and not inconsistent
     text = "\n".join([
         "# API concurrency check (`bench/api_concurrency.py`)", "",
@@ -79,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['rows_answered']} rows answered 201, lost or duplicated: {len(lost)} workload(s), "
         f"inconsistent workloads: {len(inconsistent)}; latency p50 {result['p50_ms']:.1f} ms, "
         f"p99 {result['p99_ms']:.1f} ms. {'PASS' if ok else 'FAIL'}", ""])
-    (RESULTS / "api_concurrency.md").write_text(text)
+    write_results("api_concurrency", text, result)
     print(text)
     return 0 if ok else 1
 

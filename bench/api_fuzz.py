@@ -27,10 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_io import write_results
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTS_API = ROOT / "tests" / "api"
 sys.path.insert(0, str(TESTS_API))
-RESULTS = ROOT / "bench" / "results"
 KEY = "fuzz-key"
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,positive_data_acceptance")
@@ -137,9 +138,6 @@ def main(argv: list[str] | None = None) -> int:
               "schema_valid_rejected": n_rejected, "rejected_messages": rejected,
               "other_failures": other, "server_tracebacks": server_log.count("Traceback"),
               "server_exceptions": server_exceptions(server_log)}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "api_fuzz_without_rules" if args.without_rules else "api_fuzz"
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = ["# API fuzz run (`bench/api_fuzz.py`)", "",
              f"schemathesis {variants[0]['schemathesis_version']} against a live gunicorn server, seed {args.seed}, "
              "phases examples, coverage, fuzzing and stateful (OpenAPI links), schema-valid and schema-invalid "
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rejected[:12]:
         lines.append(f"- {r['operation']}: {r['message'][:160]}")
     text = "\n".join(lines) + "\n"
-    (RESULTS / f"{name}.md").write_text(text)
+    write_results("api_fuzz_without_rules" if args.without_rules else "api_fuzz", text, result)
     print(text)
     ok = server_5xx == 0 and (n_rejected == 0 or args.without_rules) and result["requests"] >= args.min_requests
     return 0 if ok else 1

@@ -26,9 +26,10 @@ import threading
 import time
 from pathlib import Path
 
+from results_io import write_results
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "api"))
-RESULTS = ROOT / "bench" / "results"
 KEY = "bench-key"
 MODES = [{"mode": f"m{i}", "cpu_cores": c, "cpu_mhz": 1190.4, "gpu_mhz": g, "emc_mhz": 1600.0}
          for i, (c, g) in enumerate((c, g) for c in (2, 8) for g in (318.75, 522.75, 675.75, 905.25, 1377.0))]
@@ -226,10 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         serve_bare(args.serve_bare, args.workers)
         return 0
     res = run(args.clients, args.seconds, args.single_requests, args.workers, args.rounds)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "api_load.json").write_text(json.dumps(res, indent=2) + "\n")
     text = _markdown(res)
-    (RESULTS / "api_load.md").write_text(text)
+    write_results("api_load", text, res)
     print(text)
     ok = (res["prediction_one_client"]["p50_ms"] < 10 and res["throughput_ratio"] >= 0.40
           and not any(res[k]["errors"] for k in ("prediction_one_client", "prediction_many_clients")))

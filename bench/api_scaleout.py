@@ -16,16 +16,16 @@ is given. Writes ``bench/results/api_scaleout.json`` and ``.md``; exit status 0 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from results_io import write_results
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "api"))
-RESULTS = ROOT / "bench" / "results"
 KEY = "scaleout-key"
 
 
@@ -160,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     ok = (not missing and result["instances_agree_on_listing"] and result["cross_instance_ok"]
           and one["error_count"] == 0 and two["error_count"] == 0)
     result["ok"] = ok
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "api_scaleout.json").write_text(json.dumps(result, indent=2) + "\n")
     text = "\n".join([
         "# Scale-out on one PostgreSQL (`bench/api_scaleout.py`)", "",
         f"{args.clients} client threads on loopback (half upload one row per request, half predict 10 modes), "
@@ -181,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         "expected/seen): " + ", ".join(f"{c['upload_via']}->{c['predict_via']} {c['expected_modes']}/"
                                       f"{c['predicted_modes']}" for c in cross)
         + f"; all reflected: **{result['cross_instance_ok']}**.", ""])
-    (RESULTS / "api_scaleout.md").write_text(text)
+    write_results("api_scaleout", text, result)
     print(text)
     return 0 if ok else 1
 

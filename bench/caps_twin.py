@@ -32,10 +32,10 @@ from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device  # 
 from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
 from jetpredict.predictor import service  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
+from results_io import write_results  # noqa: E402
 
 from jetpredict.cli import main as cli  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results" / "caps_twin.md"
 WORKLOADS = ("resnet18-cifar10", "lenet5-mnist")
 TIME_CAP_FACTORS = (1.25, 2.0)
 
@@ -105,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(text, encoding="utf-8")
+        write_results("caps_twin", text)
     return 0
 
 

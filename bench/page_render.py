@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jetpredict.api.testing import LiveServer  # noqa: E402
+from results_io import write_results  # noqa: E402
 
 from tools.browser import Browser, find_chromium  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "page_render.md"
 SCREENSHOT = ROOT / "docs" / "mode-chooser.png"
 LIMIT_MS = 2000.0  # the bound on drawing all 29,232 modes
 STAGES = ("paintMs", "renderMs", "parseMs", "fetchMs", "redrawMs", "readyMs")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Page errors: {info['errors'] or 'none'}.",
         "",
     ]
-    RESULTS.write_text("\n".join(lines))
+    write_results("page_render", "\n".join(lines))
     print("\n".join(lines))
     return 0 if verdict == "holds" else 1
 

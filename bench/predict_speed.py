@@ -17,7 +17,6 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.profile_rows import read_profile_csv
@@ -25,8 +24,8 @@ from jetpredict.predictor import service
 from jetpredict.predictor.bundled import fit_workload, load_reference, predict
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.reference import REFERENCE_DIR
+from results_io import write_results
 
-RESULTS = Path(__file__).resolve().parent / "results" / "predict_speed.md"
 PROFILED = ["a", "d", "g", "h"]
 
 
@@ -96,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join([*header, *lines, ""])
     print(text)
     if args.write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(text, encoding="utf-8")
+        write_results("predict_speed", text)
     return 0 if ok else 1
 
 

@@ -14,7 +14,6 @@ Writes ``bench/results/profiler_overhead.json`` and ``.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,7 +23,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from results_io import write_results
+
 TARGET_RATIO = 0.98
 
 
@@ -138,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1m": os.getloadavg()[0], "target_ratio": TARGET_RATIO,
         "passed": ratio >= TARGET_RATIO,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "profiler_overhead.json").write_text(json.dumps(result, indent=1) + "\n")
-    (RESULTS / "profiler_overhead.md").write_text(
+    write_results("profiler_overhead", (
         "# Profiler overhead (bench/profiler_overhead.py)\n\n"
         f"{result['utc']}, {result['machine']}; ResNet-18/CIFAR-10, batch {args.batch_size}, "
         f"{args.threads} thread(s), {args.workers} workers, nice {os.nice(0)}; sampler {args.hz:g} Hz on `{meter.name}` "
@@ -156,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'met' if result['passed'] else 'NOT met'}); block means {mean_ratio:.4f}; process CPU time "
         f"{cpu_ratio:.4f}; training-thread CPU time {thread_ratio:.4f}; 1-min load average {result['load_average_1m']:.2f} on "
         f"{os.cpu_count()} CPUs. The sampler alone uses {sampler_cpu_fraction * 100:.3f}% of one CPU "
-        f"({idle_samples} samples in 3 s).\n")
+        f"({idle_samples} samples in 3 s).\n"), result, indent=1)
     print(f"median ratio (without / with sampler) = {ratio:.4f} fastest, {mean_ratio:.4f} mean, "
           f"{cpu_ratio:.4f} process CPU, {thread_ratio:.4f} training-thread CPU; sampler alone "
           f"{sampler_cpu_fraction * 100:.3f}% of a CPU; target >= {TARGET_RATIO}: "

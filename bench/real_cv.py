@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 import time
 from pathlib import Path
@@ -46,13 +45,13 @@ from jetpredict.predictor import bundled  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
 from jetpredict.predictor.knobs import ModeArrays  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
+from results_io import write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
 TWIN_CSV = ROOT / "models" / "reference" / "agx-xavier-simulated.csv"
 OTHER_DEVICE_CSV = ROOT / "models" / "reference" / "xavier-nx-simulated.csv"
 CROSS_CSV = Path(__file__).resolve().parent / "data" / "published_cross_device.csv"
-RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = ("resnet18-cifar10", "mobilenetv3-gld23k")
 CASES = ("other real", "opposite regime", "other device")
 SIZES = (1, 2, 3, 4)
@@ -348,12 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(within, designs, cross, seconds)
     print(f"done in {seconds:.0f} s", file=sys.stderr)
     if args.write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "real_cv.md").write_text(text, encoding="utf-8")
-        (RESULTS / "real_cv.json").write_text(json.dumps(
-            {"within_device": within, "named_designs": designs, "cross_device": cross}, indent=1) + "\n",
-            encoding="utf-8")
-        print(f"wrote {RESULTS / 'real_cv.md'} and .json", file=sys.stderr)
+        path = write_results("real_cv", text, {"within_device": within, "named_designs": designs,
+                                                "cross_device": cross}, indent=1)
+        print(f"wrote {path} and .json", file=sys.stderr)
     return 0
 
 
