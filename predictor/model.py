@@ -501,11 +501,20 @@ def _complexity(rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def _core_pairs(modes: ModeArrays) -> list[tuple[int, int]]:
-    """Pairs (fewer cores, more cores) of rows whose clocks are equal and core counts differ."""
-    clocks = np.column_stack([modes.cpu_mhz, modes.gpu_mhz, modes.emc_mhz])
-    return [(i, j) for i in range(len(modes)) for j in range(len(modes))
-            if modes.cpu_cores[i] < modes.cpu_cores[j] and np.allclose(clocks[i], clocks[j], rtol=1e-3)]
+def core_contrast(modes: ModeArrays, ln_time_s: np.ndarray) -> float | None:
+    """Mean ln time ratio (fewer cores over more cores) over pairs of distinct modes whose clocks are equal
+    and whose core counts differ, each mode at its rows' mean ln time; None without such a pair.
+
+    Rows at one mode are merged first, and pairs form only within a clock setting (at most a dozen core
+    counts each), so the cost is O(n log n) in the rows."""
+    mode_id, clock_id = modes.setting_ids()
+    count = np.bincount(mode_id)
+    per_mode = pd.DataFrame({"clock": np.bincount(mode_id, clock_id) / count,
+                             "cores": np.bincount(mode_id, modes.cpu_cores) / count,
+                             "ln_t": np.bincount(mode_id, ln_time_s) / count})
+    pairs = per_mode.merge(per_mode, on="clock", suffixes=("_few", "_many"))
+    pairs = pairs[pairs["cores_few"] < pairs["cores_many"]]
+    return float((pairs["ln_t_few"] - pairs["ln_t_many"]).mean()) if len(pairs) else None
 
 
 def _evidence_of(coefs: Mapping[str, np.ndarray], modes: ModeArrays, num_workers: np.ndarray,
@@ -521,9 +530,9 @@ def _evidence_of(coefs: Mapping[str, np.ndarray], modes: ModeArrays, num_workers
     if "stall" in coefs:
         stall = F.design(feats, F.COMPONENT_TERMS["stall"]) @ np.asarray(coefs["stall"], dtype=float)
         out["stall_share"] = float(np.mean(stall / total))
-    pairs = _core_pairs(modes)
-    if pairs:
-        out["core_contrast"] = float(np.mean([np.log(total[i] / total[j]) for i, j in pairs]))
+    contrast = core_contrast(modes, np.log(total))
+    if contrast is not None:
+        out["core_contrast"] = contrast
     return out
 
 
@@ -587,10 +596,9 @@ def regime_evidence(model: WorkloadModel, rows: ProfileArrays, ref: DeviceRefere
                        (model.kappa_cpu, model.kappa_pipe))
     if np.isfinite(rows.stall_time_s).all():
         own["stall_share"] = float(np.mean(rows.stall_time_s / rows.epoch_time_s))
-    pairs = _core_pairs(rows.modes)
-    if pairs:
-        t = rows.epoch_time_s
-        own["core_contrast"] = float(np.mean([np.log(t[i] / t[j]) for i, j in pairs]))
+    contrast = core_contrast(rows.modes, np.log(rows.epoch_time_s))
+    if contrast is not None:
+        own["core_contrast"] = contrast
     span = _reference_span(rows, ref)
     return own, {k: v for k, v in span.items() if k in own}
 

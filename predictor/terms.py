@@ -206,7 +206,7 @@ class ProfileArrays:
         return {k: (float(v.min()), float(v.max())) for k, v in self.modes.as_dict().items()}
 
     def distinct_modes(self) -> int:
-        return len({tuple(k) for k in np.column_stack(self.modes.arrays()).tolist()})
+        return self.modes.distinct_count()
 
 
 #: Prior SD of the clock-independent ``one`` term (share of the epoch at the anchor mode) when the rows

@@ -18,6 +18,7 @@ from jetpredict.predictor.model import (
     IntervalScales,
     Prediction,
     WorkloadModel,
+    core_contrast,
     gpu_floor,
     regime_factor,
 )
@@ -477,3 +478,31 @@ def test_regime_factor_grows_with_the_excess_and_is_capped():
     assert regime_factor({"stall_share": 0.06}, span) == 1.0  # within the tolerance
     assert 1.0 < regime_factor({"stall_share": 0.2}, span) < regime_factor({"stall_share": 0.4}, span)
     assert regime_factor({"stall_share": 5.0}, span) == REGIME_FACTOR_MAX
+
+
+def _pairwise_contrast(modes: ModeArrays, ln_t: np.ndarray) -> float | None:
+    """The definition, pair by pair over distinct modes (quadratic: small inputs only)."""
+    keys = sorted({tuple(np.round(k, 6)) for k in np.column_stack(modes.arrays())})
+    mean = {k: float(np.mean([v for row, v in zip(np.column_stack(modes.arrays()), ln_t, strict=True)
+                              if tuple(np.round(row, 6)) == k])) for k in keys}
+    diffs = [mean[a] - mean[b] for a in keys for b in keys if a[0] < b[0] and a[1:] == b[1:]]
+    return float(np.mean(diffs)) if diffs else None
+
+
+def test_core_contrast_merges_repeated_modes_and_pairs_only_equal_clocks():
+    rng = np.random.default_rng(3)
+    cores = rng.choice([2.0, 4.0, 8.0], 60)
+    cpu = rng.choice([1200.0, 2265.6], 60)
+    modes = ModeArrays(cores, cpu, rng.choice([670.0, 1377.0], 60), 1600.0)
+    ln_t = rng.normal(0.0, 0.3, 60)
+    assert core_contrast(modes, ln_t) == pytest.approx(_pairwise_contrast(modes, ln_t), rel=1e-12)
+    # No pair of modes at equal clocks with other cores: no contrast.
+    assert core_contrast(ModeArrays(8.0, [1200.0, 2265.6], 670.0, 1600.0), np.zeros(2)) is None
+
+
+def test_setting_ids_treat_a_catalogue_step_and_its_nvpmodel_cap_as_one_clock():
+    modes = ModeArrays([8, 8, 4, 8], [2265.6, 2265.0, 2265.6, 2188.8], 1377.0, 2133.0)
+    mode_id, clock_id = modes.setting_ids()
+    assert mode_id[0] == mode_id[1] != mode_id[2]
+    assert clock_id[0] == clock_id[1] == clock_id[2] != clock_id[3]
+    assert modes.distinct_count() == 3

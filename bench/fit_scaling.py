@@ -1,0 +1,116 @@
+"""How the cost of one workload fit grows with its number of profile rows (10 ... 100,000), and the CLI's
+cap (``models.profile_rows.MAX_ROWS`` rows, read from CSV and fitted).
+
+Targets (issue 19): 1,000 rows <= 0.2 s, 100,000 rows <= 10 s, near-linear between: the printed slope is
+the exponent b of ``time ~ rows^b`` fitted in log-log space over the sizes (1 = linear, 2 = quadratic).
+
+The rows are the published AGX Xavier ResNet-18 model's predictions at modes drawn uniformly from the
+device's whole space, times 2% log-normal noise, with stall and compute columns: they are for cost only,
+not accuracy (no figure here is an accuracy claim). Prints a table; only ``--write`` writes
+``bench/results/fit_scaling.md`` and ``.json``.
+
+Run: ``python bench/fit_scaling.py [--sizes 10,100,...] [--repeats N] [--write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.profile_rows import MAX_ROWS, read_profile_csv
+from jetpredict.predictor.bundled import fit_workload
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.reference import REFERENCE_DIR
+from results_io import write_results
+
+DEVICE = "agx-xavier"
+SIZES = (10, 100, 1_000, 10_000, 100_000)
+NOISE_REL = 0.02
+
+
+def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
+    """``n`` profile rows of one workload at random AGX Xavier modes (see the module docstring)."""
+    published = read_profile_csv(REFERENCE_DIR / f"{DEVICE}-published.csv")
+    truth = fit_workload(published[published["workload"] == "resnet18-cifar10"].reset_index(drop=True), DEVICE)
+    space = load_device(DEVICE).modes().as_arrays()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(space["cpu_cores"]), n)
+    knobs = {k: np.asarray(space[k])[idx] for k in MODE_FIELDS}
+    pred = truth.predict(ModeArrays.from_frame(knobs))
+    noise = rng.lognormal(0.0, NOISE_REL, n)
+    return pd.DataFrame({
+        "device": DEVICE, "workload": "fit-scaling", "mode": [f"m{i}" for i in idx], **knobs,
+        "num_workers": 4, "batch_size": 16, "minibatches_per_epoch": 3125,
+        "epoch_time_s": pred.epoch_time_s * noise, "stall_time_s": pred.stall_time_s * noise,
+        "compute_time_s": pred.compute_time_s * noise, "avg_power_w": pred.avg_power_w * noise,
+        "source": "simulated: bench/fit_scaling.py (cost only)"})
+
+
+def cpu_seconds(fn, repeats: int) -> float:
+    """Median CPU seconds of ``repeats`` calls of ``fn`` (CPU time: the work itself, whatever else runs)."""
+    out = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        out.append(time.process_time() - t0)
+    return statistics.median(out)
+
+
+def slope(sizes: list[int], seconds: list[float]) -> float:
+    """Exponent b of ``seconds ~ sizes^b`` (least squares in log-log space)."""
+    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--write", action="store_true", help="write bench/results/fit_scaling.md/.json")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    fit_workload(synthetic_rows(10), DEVICE)  # warm the bundled reference's cache
+    table = []
+    for n in sizes:
+        rows = synthetic_rows(n)
+        table.append({"rows": n, "fit_cpu_s": cpu_seconds(lambda r=rows: fit_workload(r, DEVICE), args.repeats)})
+        print(f"{n:>8} rows  fit {table[-1]['fit_cpu_s']:.3f} CPU-s", flush=True)
+    b = slope([r["rows"] for r in table], [r["fit_cpu_s"] for r in table])
+    # Small fits are their fixed cost; the per-row cost shows from 1,000 rows on.
+    large = [r for r in table if r["rows"] >= 1_000]
+    b_large = slope([r["rows"] for r in large], [r["fit_cpu_s"] for r in large]) if len(large) > 1 else float("nan")
+    # The CLI path at its cap: parse and validate the CSV, then fit (what `jetpredict fit` does).
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cap.csv"
+        synthetic_rows(MAX_ROWS, seed=1).to_csv(path, index=False)
+        t0 = time.process_time()
+        capped = read_profile_csv(path)
+        read_s = time.process_time() - t0
+        fit_s = cpu_seconds(lambda: fit_workload(capped, DEVICE), 1)
+    print(f"slope (time ~ rows^b): b = {b:.2f} over all sizes, {b_large:.2f} from 1,000 rows on")
+    print(f"CLI cap: {MAX_ROWS:,} rows: read {read_s:.2f} CPU-s, fit {fit_s:.2f} CPU-s")
+
+    lines = ["# Fit cost against rows", "",
+             f"`python bench/fit_scaling.py --write` on {platform.machine()}, {platform.python_version()}; "
+             f"median CPU seconds of {args.repeats} fits (synthetic rows, cost only).", "",
+             "| rows | fit CPU-s |", "|---:|---:|"]
+    lines += [f"| {r['rows']:,} | {r['fit_cpu_s']:.3f} |" for r in table]
+    lines += ["", f"Slope of time ~ rows^b: **b = {b:.2f}** over all sizes, **{b_large:.2f}** from 1,000 rows on "
+              "(1 = linear; below 1,000 rows a fit is its fixed cost).", "",
+              f"CLI cap, {MAX_ROWS:,} rows: CSV read and checked in {read_s:.2f} CPU-s, fitted in {fit_s:.2f} CPU-s.",
+              ""]
+    if args.write:
+        print(write_results("fit_scaling", "\n".join(lines), {
+            "sizes": table, "slope": b, "slope_from_1000_rows": b_large, "cap_rows": MAX_ROWS, "cap_read_cpu_s": read_s, "cap_fit_cpu_s": fit_s}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
