@@ -7,12 +7,17 @@
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import quote
 
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 from flask_smorest import Api
-from jetpredict.api.config import RATE_LIMIT_OFF, Settings, load_settings
+from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, RATE_LIMIT_OFF, Settings, load_settings
 from jetpredict.api.errors import ApiError, register_error_handlers
+from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics
 from jetpredict.api.openapi_doc import add_device_ranges
 from jetpredict.api.routes import (
@@ -51,7 +56,12 @@ API_DESCRIPTION = (
     "rows; only writes (POST /v1/profiles, DELETE /v1/workloads/{id}) need the X-API-Key header. Bind to "
     "loopback (the default) or put the service behind a proxy that authenticates when rows are "
     "confidential. Costly routes are rate limited per client address (429 with Retry-After); a database "
-    "that cannot be reached answers 503 with Retry-After.")
+    "that cannot be reached, or a store that cannot write, answers 503 with Retry-After. Heavy requests "
+    f"(inline fits, answers for every mode, fleet plans of more than {fleet_plans.HEAVY_CLIENTS} clients) run "
+    "a few at a time per worker and answer 503 with Retry-After when that is full; inline rows beyond "
+    f"{DEFAULT_INLINE_ROWS_WITHOUT_KEY:,} need X-API-Key (by default). "
+    "Every-mode answers come as JSON rows, JSON columns (layout: columns), CSV or Apache Arrow (Accept), "
+    "gzip-compressed when Accept-Encoding allows it.")
 
 
 class JetApi(Api):
@@ -145,6 +155,39 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
         return response
 
 
+#: One line per request: client, method, path, status, body bytes, server time (ms).
+access_log = logging.getLogger("jetpredict.access")
+#: Longest path written to the access log (characters); longer ones are cut.
+ACCESS_LOG_PATH_CHARS = 300
+
+
+def _install_access_log(app: Flask, settings: Settings) -> None:
+    """``ACCESS_LOG=on``: a line per request on ``jetpredict.access`` (to standard error unless the
+    application configured that logger). The path is percent-encoded, so no client text can forge lines."""
+    if settings.ACCESS_LOG == "off":
+        return
+    if not access_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        access_log.addHandler(handler)
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
+
+    @app.before_request
+    def _access_start() -> None:
+        g.access_start_s = time.perf_counter()
+
+    @app.after_request
+    def _access_line(response: Response) -> Response:
+        start = g.pop("access_start_s", None)
+        elapsed_ms = (time.perf_counter() - start) * 1000 if start is not None else float("nan")
+        path = quote(request.path, safe="/:@-._~!$&'()*+,;=")[:ACCESS_LOG_PATH_CHARS]
+        access_log.info('%s "%s %s" %d %s %.1fms', request.remote_addr or "-", request.method, path,
+                        response.status_code, response.content_length if response.content_length is not None
+                        else "-", elapsed_ms)
+        return response
+
+
 def _asks_for_all_modes() -> bool:
     body = request.get_json(silent=True) if request.is_json else None
     return isinstance(body, dict) and body.get("modes") == "all"
@@ -189,9 +232,17 @@ def _warm_up() -> None:
         log.exception("predictor not importable")
 
 
+#: How long (s) a thread may hold the GIL while another waits for it (Python's default is 5 ms). A light
+#: request hands the GIL back and forth with a running heavy one a few times (socket reads and writes);
+#: 1 ms keeps each handoff short at a small cost in throughput of the heavy work.
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def create_app(config: Mapping[str, object] | None = None) -> Flask:
     """A ready service: settings resolved, database schema created, blueprints registered."""
     config = dict(config or {})
+    if sys.getswitchinterval() > GIL_SWITCH_INTERVAL_S:
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     settings = load_settings(config)
     app = Flask("jetpredict")
     app.json.sort_keys = False  # keep the documented field order
@@ -199,7 +250,12 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     app.config.update({k: v for k, v in config.items() if k not in Settings.__dataclass_fields__})
 
     storage = Storage(settings.database_url)
-    services = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE), Metrics())
+    metrics = Metrics()
+    gate = HeavyGate(settings.HEAVY_SLOTS, settings.HEAVY_QUEUE, settings.HEAVY_WAIT_S,
+                     on_reject=lambda what: metrics.heavy_rejected.inc())
+    services = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE), metrics, gate,
+                        AnswerCache(settings.ANSWER_CACHE_MB * 1024 * 1024, Path(settings.DATA_DIR) / "answers",
+                                    settings.ANSWER_CACHE_DISK_MB * 1024 * 1024))
     # A database that is down at boot does not stop the service: requests answer 503 until it is back,
     # and the first one after that creates the schema.
     services.ensure_schema(raise_errors=False)
@@ -219,6 +275,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     api.spec._paths["/v1/profiles"]["post"]["responses"]["201"]["links"] = profiles.UPLOAD_LINKS
     app.register_blueprint(page.blp)  # "/", "/docs", "/assets/...": not API routes, not in the OpenAPI document
     _install_request_guards(app, settings)
+    _install_access_log(app, settings)
     _install_rate_limits(app, settings)
     register_error_handlers(app)  # after Api(app), so these handlers replace flask-smorest's
     return app

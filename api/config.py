@@ -21,6 +21,7 @@ DEFAULT_WORKERS = 2
 DEFAULT_RATE_LIMIT = "600/minute;50/second"
 DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"
 RATE_LIMIT_OFF = ("off", "none", "0", "false")
+DEFAULT_INLINE_ROWS_WITHOUT_KEY = 2_000
 
 
 def _split(value: str | list | tuple) -> tuple[str, ...]:
@@ -48,6 +49,17 @@ class Settings:
     RATE_LIMIT: str = DEFAULT_RATE_LIMIT
     RATE_LIMIT_ALL_MODES: str = DEFAULT_RATE_LIMIT_ALL_MODES
     RATE_LIMIT_STORAGE_URL: str = "memory://"  # per worker; redis://... shares counters across processes
+    # Heavy work (inline fits, every-mode answers, large fleet plans; api.heavy): this many run at once per
+    # process and this many more wait up to HEAVY_WAIT_S (s); beyond that, 503 with Retry-After. Keep
+    # HEAVY_SLOTS + HEAVY_QUEUE below THREADS so that light requests always find a thread.
+    HEAVY_SLOTS: int = 1
+    HEAVY_QUEUE: int = 2
+    HEAVY_WAIT_S: int = 10
+    ANSWER_CACHE_MB: int = 64  # encoded every-mode answers kept per process (MB); 0 = none
+    ANSWER_CACHE_DISK_MB: int = 256  # and under DATA_DIR/answers, shared by the host's workers (MB); 0 = none
+    # Profile rows a prediction request may carry inline without X-API-Key (with a key: schemas.MAX_ROWS).
+    INLINE_ROWS_WITHOUT_KEY: int = DEFAULT_INLINE_ROWS_WITHOUT_KEY
+    ACCESS_LOG: str = "on"  # one line per request on logger jetpredict.access (stderr); "off" = none
 
     @property
     def rate_limits_on(self) -> bool:
@@ -61,7 +73,9 @@ class Settings:
         return f"sqlite:///{(Path(self.DATA_DIR) / 'jetpredict.sqlite').resolve()}"
 
 
-_INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1}
+_INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1,
+                 "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0, "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0,
+                 "INLINE_ROWS_WITHOUT_KEY": 1}
 
 
 def _coerce(name: str, value: object) -> object:
@@ -85,6 +99,11 @@ def _coerce(name: str, value: object) -> object:
             except ValueError:
                 raise InputError(f"{ENV_PREFIX}{name}={text!r} is not a rate limit such as '60/minute' or "
                                  "'10/second;100/minute' (or 'off')", name) from None
+        return text
+    if name == "ACCESS_LOG":
+        text = str(value).strip().lower()
+        if text not in ("on", "off"):
+            raise InputError(f"{ENV_PREFIX}{name} must be on or off, got {value!r}", name)
         return text
     if name == "DATA_DIR":
         return Path(str(value)).expanduser()

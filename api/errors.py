@@ -10,6 +10,7 @@ logged and answered with a 500 that carries no stack trace.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
 
 from flask import Flask, jsonify
@@ -21,6 +22,23 @@ log = logging.getLogger("jetpredict.api")
 
 #: s a client should wait before retrying when the database is unreachable (header Retry-After of a 503)
 DB_RETRY_AFTER_S = 2
+#: s before retrying a write when the store is full or read-only: an operator has to act first.
+STORE_RETRY_AFTER_S = 60
+#: What the drivers say when a write fails for want of space or of write access (SQLite, PostgreSQL, OS).
+_WRITE_FAILURES = (("database or disk is full", "disk full"), ("no space left on device", "disk full"),
+                   ("could not extend file", "disk full"), ("disk full", "disk full"),
+                   ("readonly database", "read-only"), ("read-only transaction", "read-only"),
+                   ("read-only file system", "read-only"))
+
+
+def write_failure(exc: BaseException) -> str | None:
+    """``"disk full"`` or ``"read-only"`` when ``exc`` is a write the store refused for that reason."""
+    text = str(exc).lower()
+    if isinstance(exc, OSError) or type(exc).__module__.startswith(("sqlalchemy", "sqlite3", "psycopg")):
+        for words, reason in _WRITE_FAILURES:
+            if words in text:
+                return reason
+    return None
 
 # Locations webargs nests errors under; the body is the default, so its prefix is dropped.
 _LOCATIONS = ("json", "query", "path", "headers", "view_args", "form", "files", "cookies")
@@ -147,6 +165,18 @@ def register_error_handlers(app: Flask) -> None:
     def _unexpected(exc: Exception):
         if isinstance(exc, HTTPException):  # pragma: no cover - handled above
             return _http_error(exc)
+        if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+            # json.loads refuses integers of more than sys.get_int_max_str_digits() digits (4300): bad input.
+            return _body(400, _status_name(400), "a number in the JSON body has too many digits",
+                         {"body": [f"integers may have at most {sys.get_int_max_str_digits()} digits"]})
+        reason = write_failure(exc)
+        if reason is not None:
+            log.error("the store cannot write: %s", reason)
+            response = _body(503, _status_name(503), f"the store cannot write ({reason}); reads still work, "
+                             "writes fail until an operator frees space or makes it writable",
+                             {"database": [f"cannot write: {reason}"]})
+            response.headers["Retry-After"] = str(STORE_RETRY_AFTER_S)
+            return response
         if is_unreachable(exc):
             log.warning("database unavailable: %s", exc.__class__.__name__, exc_info=log.isEnabledFor(10))
             response = _body(503, _status_name(503), "the database cannot be reached; retry later",

@@ -29,6 +29,9 @@ class Metrics:
         self.predictions = Counter("jetpredict_predictions_total",
                                    "Power-mode predictions served (one per mode)", ("endpoint",),
                                    registry=self.registry)
+        self.heavy_rejected = Counter("jetpredict_heavy_rejected_total",
+                                      "Heavy requests answered 503 because the heavy-work gate was full",
+                                      registry=self.registry)
         self.fits = Counter("jetpredict_workload_fits_total", "Workload models fitted", ("kind",),
                             registry=self.registry)
 

@@ -24,7 +24,10 @@ JSON Schema cannot compare two fields or two items. The rules of that kind that 
 stated in the descriptions and, for tools, in the extension ``x-jetpredict-rules`` (a list; see
 :data:`RULE_KINDS`), built here from the constants the server's checks use:
 
-- on a row: ``at-most`` (a part of the epoch or of the power at most ``factor`` x the whole);
+- on a row: ``at-most`` (a part of the epoch or of the power at most ``factor`` x the whole) and
+  ``ratio-range`` (``field`` / ``per`` within ``min``..``max``: the time of one minibatch, the mean power an
+  epoch's energy implies; :func:`models.profile_rows.plausibility_rules`);
+- on a recommendation request: ``device-max`` (the power cap at most the device's plausible maximum);
 - on ``rows``: ``same-values`` (rows that agree on ``key`` agree on ``values``, unless a ``key`` field is
   one of ``generic``, compared without case) and ``max-ratio`` (rows that agree on ``key`` have
   ``field`` values at most ``ratio`` apart; ``defaults`` fill fields left out or null);
@@ -49,22 +52,25 @@ from jetpredict.models.profile_rows import (
     DEFAULT_NUM_WORKERS,
     DUPLICATE_TIME_SPREAD,
     GENERIC_LABELS,
+    POWER_FIELDS,
     ROW_PARTS,
     SAME_LABEL_FIELDS,
     SAME_RUN_FIELDS,
+    plausibility_rules,
 )
 from jetpredict.predictor.model import MIN_EPOCH_TIME_S
 
 PROFILE_ROW = "ProfileRow"  # prefix of the per-device row variants
 PREDICTION_REQUEST = "PredictionRequest"
 FLEET_REQUEST = "FleetPlanRequest"
+RECOMMENDATION_REQUEST = "RecommendationRequest"
 #: Request-body schemas (component names) whose ``rows`` are profile rows, and the fields that tell two
 #: workloads apart in them: an upload may hold several workloads; inline rows are one workload (their
 #: ``workload`` cells are labels, see :func:`api.workloads.as_one_workload`).
 ROWS_SCHEMAS = {"WorkloadRef": (), "ProfileUpload": ("workload",)}
 RULES = "x-jetpredict-rules"
 #: The kinds of rule in ``x-jetpredict-rules``.
-RULE_KINDS = ("at-most", "same-values", "max-ratio", "unique", "max-distinct")
+RULE_KINDS = ("at-most", "same-values", "max-ratio", "unique", "max-distinct", "ratio-range", "device-max")
 
 
 def row_rules() -> list[dict[str, Any]]:
@@ -98,10 +104,16 @@ def _rules_text(rules: list[dict[str, Any]]) -> str:
             words.append(f"rows with the same {', '.join(r['key'])} (other than "
                          f"{', '.join(next(iter(r['generic'].values())))}) have the same {', '.join(r['values'])}")
         elif r["rule"] == "max-ratio":
-            words.append(f"rows with the same {', '.join(r['key'])} have {r['field']} at most "
-                         f"{r['ratio']:g}x apart")
+            group = f"rows with the same {', '.join(r['key'])}" if r["key"] else "all rows"
+            words.append(f"{group} have {r['field']} at most {r['ratio']:g}x apart")
         elif r["rule"] == "max-distinct":
             words.append(f"at most {r['max']} different {', '.join(r['key'])}")
+        elif r["rule"] == "ratio-range":  # models.profile_rows.plausibility_rules
+            words.append(f"{r['field']} / {r['per']} in {r['min']:g}..{r['max']:g} {r['unit']}")
+        elif r["rule"] == "device-max":  # models.catalogue.Device.check_power_cap
+            words.append(f"{'.'.join(r['field'])} at most the device's maximum (by device: "
+                         f"{', '.join(f'{d} {v:g}' for d, v in r['max'].items())} {r['unit']}; without "
+                         "device, the workload's device's)")
         else:
             words.append(f"no two items with the same {', '.join(r['key'])}")
     return "; ".join(words)
@@ -143,9 +155,15 @@ def add_device_ranges(schemas: dict[str, dict[str, Any]]) -> None:
         # Rows in a request body are always fitted, and the fit refuses epoch times below this bound.
         row["properties"]["epoch_time_s"].pop("exclusiveMinimum", None)
         row["properties"]["epoch_time_s"]["minimum"] = MIN_EPOCH_TIME_S
-        row["description"] = (f"a profile row of {device.id} (knob ranges: that device's); "
-                              f"{_rules_text(in_row)}")
-        row[RULES] = in_row
+        # Measured powers within the module's plausible range (models.profile_rows.implausible).
+        low_w, high_w = device.power_range_w
+        for name in POWER_FIELDS:
+            row["properties"][name].pop("exclusiveMinimum", None)
+            row["properties"][name].update(minimum=low_w, maximum=high_w)
+        rules = [*plausibility_rules(device.id), *in_row]
+        row["description"] = (f"a profile row of {device.id} (knob and power ranges: that device's); "
+                              f"{_rules_text(rules)}")
+        row[RULES] = rules
         rows[device.id] = name = f"{PROFILE_ROW}.{device.id}"
         schemas[name] = row
     for name, workload_fields in ROWS_SCHEMAS.items():
@@ -188,3 +206,8 @@ def add_device_ranges(schemas: dict[str, dict[str, Any]]) -> None:
     base["description"] = "with device: mode objects within that device's ranges; without: presets or all"
     clients = schemas[FLEET_REQUEST]["properties"]["clients"]
     clients[RULES] = [{"rule": "unique", "key": ["id"]}]  # predictor.fleet.check_clients
+    recommendation = schemas[RECOMMENDATION_REQUEST]
+    recommendation[RULES] = cap_rules = [{"rule": "device-max", "field": ["constraints", "max_power_w"],
+                                          "device": "device", "unit": "W",
+                                          "max": {d.id: d.power_range_w[1] for d in devices}}]
+    recommendation["description"] = f"{recommendation.get('description', '')} {_rules_text(cap_rules)}".strip()

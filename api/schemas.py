@@ -8,6 +8,9 @@ exception: their fields are documented here, but they are checked by
 
 from __future__ import annotations
 
+import math
+
+from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS, SOURCE_KINDS
 from jetpredict.predictor.limits import (
@@ -30,6 +33,8 @@ MAX_POWER_CAP_W = 10_000.0
 MAX_TIME_CAP_S = 1e8
 MAX_OFFSET = 2**31 - 1  # paging offsets go to SQL as 64-bit integers; keep them far inside
 OBJECTIVES = tuple(OBJECTIVE_COLUMNS)  # defined once, in predictor.limits
+#: JSON answer layouts of POST /v1/predictions (api.answers).
+LAYOUTS = ("rows", "columns")
 
 
 def _catalogue_ranges() -> dict[str, tuple[float, float]]:
@@ -86,6 +91,8 @@ class HealthSchema(Schema):
     status = fields.String(required=True, metadata={"example": "ok"})
     version = fields.String(required=True)
     database = fields.String(required=True, metadata={"description": "ok, or the reason it is not"})
+    store = fields.String(metadata={"description": "ok, cannot write: disk full|read-only (uploads fail), or "
+                                                   "unknown while the database is unreachable"})
     devices = fields.Integer(required=True, metadata={"description": "devices in the catalogue"})
 
 
@@ -223,9 +230,44 @@ PROFILE_ROW_DOC = {
 }
 
 
+#: Pass-through columns documented as numbers (the others are text): what the document says, enforced.
+NUMERIC_PASS_THROUGH = {name: unit for name, unit in PASS_THROUGH_COLUMNS.items() if not unit.startswith("text")}
+
+
+def _is_number_cell(value: object) -> bool:
+    """A number, or text holding one (CSV cells travel as text, as for the core numeric fields)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return True
+    if isinstance(value, str):
+        try:
+            return math.isfinite(float(value.strip())) if value.strip() else True  # blank = unknown
+        except ValueError:
+            return False
+    return False
+
+
+def _numeric_pass_through(rows: list) -> None:
+    """Numeric pass-through cells are numbers (or a CSV cell's text of one) or null, as the document
+    says: never booleans or other text, which would be stored as sent and reach every reader."""
+    errors: dict[int, dict[str, list[str]]] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            continue
+        for name in NUMERIC_PASS_THROUGH.keys() & row.keys():
+            value = row[name]
+            if value is not None and not _is_number_cell(value):
+                errors.setdefault(i, {})[name] = [
+                    f"must be a number or null ({NUMERIC_PASS_THROUGH[name]}), got {value!r:.40}"]
+    if errors:
+        raise ValidationError(errors)
+
+
 def _rows_field(**kwargs) -> fields.List:
     # Raw items: the row checks (with row numbers) are validate_records'; the doc still shows the fields.
-    return fields.List(fields.Raw(metadata=PROFILE_ROW_DOC), validate=validate.Length(1, MAX_ROWS), **kwargs)
+    return fields.List(fields.Raw(metadata=PROFILE_ROW_DOC),
+                       validate=[validate.Length(1, MAX_ROWS), _numeric_pass_through], **kwargs)
 
 
 class WorkloadRefSchema(RequestSchema):
@@ -234,7 +276,10 @@ class WorkloadRefSchema(RequestSchema):
     id = fields.String(validate=[validate.Length(1, 200), validate.Regexp(WORKLOAD_ID_PATTERN)],
                        metadata={"description": "a stored workload"})
     rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device; the rows "
-                                 "are the workload, so their workload cells are labels and are fitted together"})
+                                 "are the workload, so their workload cells are labels and are fitted together. "
+                                 f"Without X-API-Key at most {DEFAULT_INLINE_ROWS_WITHOUT_KEY} rows (the "
+                                 "server's JETPREDICT_INLINE_ROWS_WITHOUT_KEY; 413 beyond), with a key up to "
+                                 f"{MAX_ROWS}"})
 
     @validates_schema
     def _exactly_one(self, data, **kwargs) -> None:
@@ -268,8 +313,10 @@ class UploadedWorkloadSchema(ModelProvenanceSchema):
                        "still holds them)"})
     rows_total = fields.Integer(required=True, metadata={"description": "rows of the workload in all"})
     revision = fields.Integer(required=True, metadata={"description": "uploads of this workload so far"})
-    device = fields.String(required=True)
+    device = fields.String(required=True, metadata={"description": "the device of the uploaded rows"})
     has_power = fields.Boolean(required=True)
+    devices = fields.List(fields.String(), metadata={
+        "description": "every device the workload holds rows of (each is fitted on its own rows)"})
 
 
 class UploadResultSchema(UploadedWorkloadSchema):
@@ -281,9 +328,24 @@ class UploadResultSchema(UploadedWorkloadSchema):
                   "is the one described beside this list"})
 
 
+class DeviceFitSchema(Schema):
+    """The fit of a workload's rows of one device."""
+
+    device = fields.String(required=True)
+    rows = fields.Integer(allow_none=True, metadata={"description": "rows of this device"})
+    model_version = fields.String(allow_none=True)
+    reference_source = fields.String(allow_none=True)
+    profiled_modes = fields.Integer(allow_none=True)
+    has_power = fields.Boolean(allow_none=True)
+
+
 class WorkloadSchema(Schema):
     id = fields.String(required=True)
-    device = fields.String(required=True)
+    device = fields.String(required=True, metadata={
+        "description": "the device of its first rows (the default device of requests)"})
+    devices = fields.List(fields.String(), metadata={
+        "description": "every device it holds rows of; a request for another device transfers from one"})
+    fits = fields.List(fields.Nested(DeviceFitSchema), metadata={"description": "the fit of each device's rows"})
     revision = fields.Integer(required=True)
     rows_stored = fields.Integer(required=True)
     created_at = fields.String(required=True, metadata={"format": "date-time"})
@@ -363,8 +425,8 @@ def _plain_mode(m: object) -> bool:
     """A mode object that :class:`ModeInSchema` would load unchanged (the usual case, checked cheaply)."""
     if not isinstance(m, dict) or not m.keys() <= _MODE_KEYS or not all(k in m for k in MODE_FIELDS):
         return False
-    label = m.get("mode")
-    if label is not None and not (isinstance(label, str) and len(label) <= 100):
+    # The schema's label is an optional string: absent is fine, null is not.
+    if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= 100):
         return False
     cores = m["cpu_cores"]
     if type(cores) is not int:
@@ -410,6 +472,10 @@ class PredictionRequestSchema(RequestSchema):
     epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS),
                             metadata={"description": "adds time/energy to train this many epochs"})
     confidence = _confidence_field("coverage of the intervals (a share, e.g. 0.9)")
+    layout = fields.String(load_default="rows", validate=validate.OneOf(LAYOUTS), metadata={
+        "description": "JSON answers: rows (one object per mode, the default) or columns (compact: values per "
+                       "column, constants once, predicted values to 6 significant digits). Accept: text/csv "
+                       "or application/vnd.apache.arrow.stream ask for CSV or Arrow instead"})
 
 
 def _num(required: bool = False, **metadata) -> fields.Float:
@@ -442,12 +508,25 @@ class PredictionSchema(ModeSchema):
 class ProvenanceSchema(ModelProvenanceSchema):
     device = fields.String(required=True)
     workload_id = fields.String(allow_none=True, metadata={"description": "null for inline rows"})
+    workload_devices = fields.List(fields.String(), metadata={
+        "description": "the devices the workload holds rows of"})
+    rows_device = fields.String(allow_none=True, metadata={
+        "description": "the device whose rows this answer rests on: `device` itself when the workload holds "
+                       "rows of it, else the device they are transferred from (cross_device)"})
 
 
 class PredictionResponseSchema(ProvenanceSchema):
     epochs = fields.Integer(allow_none=True)
     count = fields.Integer(required=True)
-    predictions = fields.List(fields.Nested(PredictionSchema), required=True)
+    predictions = fields.List(fields.Nested(PredictionSchema), metadata={
+        "description": "one object per mode (layout rows, the default)"})
+    layout = fields.String(metadata={"description": "columns, in a compact answer (absent in rows answers)"})
+    cross_device = fields.Boolean(metadata={"description": "layout columns: the same for every mode"})
+    power_source = fields.String(metadata={"description": "layout columns: the same for every mode"})
+    confidence = fields.Float(metadata={"description": "layout columns: coverage of the intervals"})
+    columns = fields.Dict(keys=fields.String(), values=fields.List(fields.Raw(allow_none=True)), metadata={
+        "description": "layout columns: per-mode values by column name (the fields of a prediction row "
+                       "without cross_device, power_source and confidence), all of length count"})
 
 
 class ConstraintsSchema(RequestSchema):
@@ -464,6 +543,25 @@ class RecommendationRequestSchema(RequestSchema):
     confidence = _confidence_field("the caps must hold for the upper ends of intervals of this coverage")
 
 
+class PresetComparisonSchema(Schema):
+    """``best`` against the best preset meeting the same caps (``predictor.recommend.preset_comparison``)."""
+
+    objective = fields.String(required=True)
+    preset = fields.String(allow_none=True, metadata={"description": "its name; null when no preset meets them"})
+    chosen_is_preset = fields.Boolean(required=True)
+    epoch_time_s = _num(description="s, the preset's")
+    epoch_time_s_high = _num(description="s, upper bound")
+    epoch_energy_j = _num(description="J per epoch, the preset's")
+    epoch_energy_j_high = _num(description="J, upper bound")
+    avg_power_w = _num(description="W, the preset's")
+    avg_power_w_high = _num(description="W, upper bound")
+    time_saving_s = _num(description="s per epoch saved by `best` (negative: it is slower)")
+    time_saving_share = _num(description="that as a share of the preset's epoch time")
+    energy_saving_j = _num(description="J per epoch saved by `best` (negative: it uses more)")
+    energy_saving_share = _num(description="that as a share of the preset's energy")
+    reason = fields.String(allow_none=True)
+
+
 class RecommendationSchema(ProvenanceSchema):
     objective = fields.String(required=True)
     constraints = fields.Nested(ConstraintsSchema, required=True)
@@ -477,6 +575,11 @@ class RecommendationSchema(ProvenanceSchema):
     best = fields.Nested(PredictionSchema, allow_none=True, required=True)
     pareto = fields.List(fields.Nested(PredictionSchema), required=True,
                          metadata={"description": "time vs energy front, fastest first"})
+    preferred_preset = fields.Boolean(metadata={
+        "description": "the best nvpmodel preset meeting the constraints beat every other mode: it is `best`"})
+    preset_comparison = fields.Nested(PresetComparisonSchema, allow_none=True, metadata={
+        "description": "the best nvpmodel preset meeting the same constraints at the same confidence, and "
+                       "what `best` saves against it"})
 
 
 class FleetClientSchema(RequestSchema):
@@ -519,12 +622,18 @@ class FleetClientPlanSchema(Schema):
     idle_energy_j = _num(description="J idle until the deadline")
     meets_deadline = fields.Boolean(required=True)
     cross_device = fields.Boolean(allow_none=True)
+    rows_device = fields.String(allow_none=True, metadata={
+        "description": "the device whose rows serve this client: its own device, or the one transferred from"})
+    own_rows = fields.Boolean(allow_none=True, metadata={
+        "description": "true when the workload holds rows of this client's device"})
     extrapolated_knobs = fields.String(metadata={"description": "knobs outside the profiled range ('' if none)"})
     reason = fields.String(allow_none=True)
 
 
 class FleetPlanSchema(ModelProvenanceSchema):
     workload_id = fields.String(allow_none=True)
+    workload_devices = fields.List(fields.String(), metadata={
+        "description": "the devices the workload holds rows of"})
     feasible = fields.Boolean(required=True)
     total_energy_j = _num(description="J, all clients for the round (null if no client can run)")
     deadline_s = fields.Float(required=True)

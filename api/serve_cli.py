@@ -155,6 +155,11 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         storage.dispose()
     check_port(settings.HOST, settings.PORT)
+    if use_gunicorn and settings.HEAVY_SLOTS + settings.HEAVY_QUEUE >= settings.THREADS:
+        # Heavy requests running and waiting could take every thread of a worker: light ones would queue.
+        _log(f"warning: HEAVY_SLOTS + HEAVY_QUEUE = {settings.HEAVY_SLOTS + settings.HEAVY_QUEUE} >= THREADS = "
+             f"{settings.THREADS}: heavy requests can take every thread of a worker; raise --threads or lower "
+             "JETPREDICT_HEAVY_QUEUE")
     what = f"gunicorn, {settings.WORKERS} workers" if use_gunicorn else FLASK_DESCRIPTION
 
     def ready(url: str) -> None:  # said only once the port is bound

@@ -6,6 +6,12 @@ records and the workloads' new revisions commit together or not at all. Concurre
 are serialised by an optimistic revision check (a conditional ``UPDATE``), which works the same on SQLite
 and PostgreSQL.
 Fitted models themselves are never stored as pickles; they are rebuilt from the rows (``api.workloads``).
+
+A workload may hold rows of several device types. ``workloads.device`` is the device of its first rows
+(the default of requests that name none); ``workloads.fit`` holds that device's fit summary at its top, as
+it always did, and every device's under ``devices`` (``{device: {rows, model_version, ...}}``). A record
+written before workloads held several devices has no ``devices`` key and reads as one device
+(:func:`device_fits`), so existing databases need no migration.
 """
 
 from __future__ import annotations
@@ -67,9 +73,14 @@ class RevisionConflict(Exception):
     """The workload changed between reading its rows and writing the new upload; retry."""
 
 
+#: The fields of a fit summary (``api.workloads.fit_summary``) kept per device.
+FIT_FIELDS = ("model_version", "reference_source", "profiled_modes", "has_power")
+
+
 @dataclass(frozen=True)
 class WorkloadRecord:
-    """A stored workload: its device, revision (uploads so far), row count and last fit summary."""
+    """A stored workload: the device of its first rows, revision (uploads so far), row count and fit
+    summaries (see :func:`device_fits` for every device's)."""
 
     id: str
     device: str
@@ -78,6 +89,33 @@ class WorkloadRecord:
     fit: dict
     created_at: str
     updated_at: str
+
+    @property
+    def devices(self) -> list[str]:
+        """The device ids the workload holds rows of, sorted."""
+        return sorted(device_fits(self))
+
+
+def device_fits(record: WorkloadRecord) -> dict[str, dict]:
+    """``{device: {"rows": n, model_version, reference_source, profiled_modes, has_power}}`` of a record;
+    a record stored before workloads held several devices reads as its one device."""
+    fit = record.fit or {}
+    per_device = fit.get("devices")
+    if isinstance(per_device, dict) and per_device:
+        return {str(k): dict(v) for k, v in per_device.items() if isinstance(v, dict)}
+    return {record.device: {"rows": record.rows_stored, **{k: fit.get(k) for k in FIT_FIELDS}}}
+
+
+def _merged_fit(old: Mapping[str, object], primary: str, rows_stored: int, device: str, rows: int,
+                fit: Mapping[str, object]) -> dict:
+    """The ``fit`` column after an upload of ``rows`` rows of ``device`` fitted to ``fit``: that device's
+    entry replaced (its rows counted on), the top-level summary replaced when it is the primary device."""
+    before = WorkloadRecord("", primary, 0, rows_stored, dict(old), "", "")
+    per_device = device_fits(before) if old else {}
+    done = per_device.get(device, {}).get("rows") or 0
+    per_device[device] = {"rows": int(done) + rows, **{k: fit.get(k) for k in FIT_FIELDS}}
+    top = dict(fit) if device == primary or not old else {k: v for k, v in old.items() if k != "devices"}
+    return {**top, "devices": per_device}
 
 
 #: One row per workload of an upload (columns unchanged since single-workload uploads, so deployed
@@ -94,22 +132,25 @@ idempotency = sa.Table(
 )
 
 
-def workload_result(record: WorkloadRecord, rows_stored: int) -> dict[str, object]:
-    """What an upload did to one workload: rows it stored there, the workload's rows, revision and fit."""
-    fit = record.fit or {}
+def workload_result(record: WorkloadRecord, rows_stored: int, device: str | None = None) -> dict[str, object]:
+    """What an upload did to one workload: rows it stored there, the workload's rows, revision, devices,
+    and the fit of the upload's ``device`` (default: the workload's first device)."""
+    device = device or record.device
+    fits = device_fits(record)
+    fit = fits.get(device) or fits.get(record.device) or {}
     return {"workload_id": record.id, "rows_stored": rows_stored, "rows_total": record.rows_stored,
-            "revision": record.revision, "device": record.device,
-            **{k: fit.get(k) for k in ("model_version", "reference_source", "profiled_modes", "has_power")}}
+            "revision": record.revision, "device": device if device in fits else record.device,
+            "devices": sorted(fits), **{k: fit.get(k) for k in FIT_FIELDS}}
 
 
-def upload_result(results: Sequence[tuple[WorkloadRecord, int]]) -> dict[str, object]:
+def upload_result(results: Sequence[tuple[WorkloadRecord, int]], device: str | None = None) -> dict[str, object]:
     """The JSON answer to an upload (``POST /v1/profiles`` 201), kept for idempotent replays.
 
-    ``results``: (record, rows stored by this upload) per workload, in the upload's order. The top-level
-    fields describe the first workload, so a single-workload upload answers as it always did; ``workloads``
-    lists every workload of the upload.
+    ``results``: (record, rows stored by this upload) per workload, in the upload's order; ``device``:
+    the upload's device. The top-level fields describe the first workload, so a single-workload upload
+    answers as it always did; ``workloads`` lists every workload of the upload.
     """
-    each = [workload_result(record, n) for record, n in results]
+    each = [workload_result(record, n, device) for record, n in results]
     return {**each[0], "workloads": each}
 
 
@@ -304,10 +345,15 @@ class Storage:
             with self.engine.connect() as conn:
                 return conn.execute(sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar()
 
-    def list_workloads(self, limit: int, offset: int) -> tuple[int, list[WorkloadRecord]]:
+    def list_workloads(self, limit: int, offset: int, search: str | None = None
+                       ) -> tuple[int, list[WorkloadRecord]]:
+        """(matching workloads, a page of them by id); ``search``: ids containing it, case-insensitive."""
+        # autoescape: '%' and '_' in the text are matched as themselves, not as LIKE wildcards
+        where = [workloads.c.id.icontains(search, autoescape=True)] if search else []
         with self.engine.connect() as conn:
-            total = conn.execute(sa.select(sa.func.count()).select_from(workloads)).scalar_one()
-            rows = conn.execute(sa.select(workloads).order_by(workloads.c.id).limit(limit).offset(offset))
+            total = conn.execute(sa.select(sa.func.count()).select_from(workloads).where(*where)).scalar_one()
+            rows = conn.execute(sa.select(workloads).where(*where).order_by(workloads.c.id)
+                                .limit(limit).offset(offset))
             return int(total), [self._record(r) for r in rows]
 
     def load_rows(self, workload_id: str) -> tuple[int | None, list[dict]]:
@@ -410,7 +456,8 @@ class Storage:
             # that stores again always inserts a key that was missing, which the twin inserts too.
             if replaced_keys:
                 conn.execute(idempotency.delete().where(idempotency.c.key.in_(list(replaced_keys))))
-            answer = upload_result([(r, len(w.rows)) for r, w in zip(records, writes, strict=True)])
+            answer = upload_result([(r, len(w.rows)) for r, w in zip(records, writes, strict=True)],
+                                   writes[0].device if writes else None)
             # The first key holds the whole answer, each other key its workload's entry (so the table
             # grows with the workloads of an upload, not with their square).
             responses = [answer, *answer["workloads"][1:]]  # type: ignore[misc]
@@ -428,16 +475,26 @@ class Storage:
             if write.expected_revision == 0 and not reserved:
                 conn.execute(workloads.insert().values(
                     id=workload_id, device=write.device, revision=1, rows_stored=len(rows),
-                    fit=dict(write.fit), created_at=now, updated_at=now))
+                    fit=_merged_fit({}, write.device, 0, write.device, len(rows), write.fit),
+                    created_at=now, updated_at=now))
             else:
                 done = conn.execute(
                     workloads.update()
                     .where(workloads.c.id == workload_id, workloads.c.revision == write.expected_revision)
                     .values(revision=write.expected_revision + 1,
-                            rows_stored=workloads.c.rows_stored + len(rows), fit=dict(write.fit),
-                            updated_at=now))
+                            rows_stored=workloads.c.rows_stored + len(rows), updated_at=now))
                 if done.rowcount != 1:
                     raise RevisionConflict(workload_id)
+                # Read after the write (the row is locked now): merge this device's fit into the others'.
+                # A placeholder (revision 0, reserved) takes this upload's device as its first.
+                old = conn.execute(sa.select(workloads.c.device, workloads.c.fit, workloads.c.rows_stored)
+                                   .where(workloads.c.id == workload_id)).one()
+                old_fit = old.fit if isinstance(old.fit, dict) else json.loads(old.fit or "{}")
+                primary = write.device if write.expected_revision == 0 else old.device
+                fit = _merged_fit(old_fit, primary, int(old.rows_stored) - len(rows), write.device,
+                                  len(rows), write.fit)
+                conn.execute(workloads.update().where(workloads.c.id == workload_id)
+                             .values(fit=fit, device=primary))
             upload_id = conn.execute(uploads.insert().values(
                 workload_id=workload_id, revision=write.expected_revision + 1, rows=len(rows),
                 sha256=hashlib.sha256(payload).hexdigest(), created_at=now)).inserted_primary_key[0]

@@ -197,9 +197,9 @@ class TempPostgres:
             shutil.chown(self.dir, "postgres", "postgres")
             self._as_user = ["runuser", "-u", "postgres", "--"]
         data = self.dir / "data"
+        self._bindir = bindir  # before initdb: stop() needs it whatever fails next
         self._run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                   "--no-sync", "--locale=C")
-        self._bindir = bindir
         self.start_server()
         return self
 

@@ -4,6 +4,13 @@ A fitted :class:`predictor.model.WorkloadModel` is only ever built here by fitti
 of a workload (cached per revision, so a refit by another worker process is picked up on the next
 request) or the inline rows of one request (cached by the SHA-256 of the rows). Nothing a client sends
 is unpickled.
+
+One workload id may hold rows of several device types (one device per upload): each device's rows are
+fitted on their own (:class:`predictor.workload_devices.DeviceModels`), a request for a device with rows
+is served by them, and one for a device without rows by the model of the workload's best other device,
+moved across. Rows are compared in canonical form (:func:`canonical_row`: numbers parsed, text
+stripped): a row already stored is not stored again, and an upload identical to an earlier one up to
+number formatting is that upload (replayed).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +40,14 @@ from jetpredict.api.storage import (
 )
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.models.profile_rows import (
+    FIELD_BY_NAME,
     ProfileRowsError,
     mode_conflicts,
     rows_to_records,
     unknown_columns,
     validate_records,
 )
+from jetpredict.predictor.workload_devices import DeviceModels
 
 log = logging.getLogger("jetpredict.api")
 
@@ -52,13 +61,71 @@ _OPTIMISTIC_TRIES = 3  # then uploads to the workload queue on the write lock
 _LOCKED_TRIES = 2
 
 
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def canonical_value(value: object) -> object:
+    """A cell in canonical form: text stripped (blank -> None), a number (or text that is one, such as
+    ``"4.60"``) as a float, so ``"4.60"``, ``"4.6 "``, ``4.6`` and ``4.600`` are one value."""
+    if isinstance(value, str):
+        text = value.strip()
+        if _NUMBER.fullmatch(text):
+            return float(text)
+        return text or None
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float | np.integer | np.floating):
+        number = float(value)
+        return None if number != number else number  # NaN is an empty cell
+    return value
+
+
+def canonical_row(record: Mapping[str, object]) -> dict[str, object]:
+    """``record`` with canonical cells (:func:`canonical_value`) and no empty ones: two rows that differ
+    only in number formatting, surrounding blanks or empty columns are equal."""
+    out = {}
+    for key, value in record.items():
+        cell = canonical_value(value)
+        if cell is not None:
+            out[str(key).strip()] = cell
+    return out
+
+
+def row_key(record: Mapping[str, object]) -> str:
+    """A text that two rows share exactly when their canonical forms are equal."""
+    return json.dumps(canonical_row(record), sort_keys=True, default=str)
+
+
+def stored_form(record: Mapping[str, object]) -> dict[str, object]:
+    """A validated row as it is stored: profile-row fields as validated, the pass-through columns'
+    cells in canonical form (the validation keeps those as sent)."""
+    return {k: v if k in FIELD_BY_NAME else canonical_value(v) for k, v in record.items()}
+
+
+def _sha256(rows: Sequence[object]) -> str:
+    return hashlib.sha256(json.dumps(list(rows), sort_keys=True, default=str).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Resolved:
-    """A fitted model and, for a stored workload, its id and revision."""
+    """The fitted model that serves a request and, for a stored workload, its id and revision.
+
+    ``model`` is fitted on ``rows_device``'s rows: the device asked for when the workload holds rows of
+    it, else the workload's best other device (the prediction is then cross-device). ``devices``: the
+    device ids the workload holds rows of; ``models``: their fitted models.
+    """
 
     model: Any  # predictor.model.WorkloadModel
     workload_id: str | None
     revision: int | None
+    devices: tuple[str, ...] = ()
+    rows_device: str | None = None
+    models: DeviceModels | None = None
+
+    def answer_fields(self) -> dict[str, object]:
+        """What every answer says about the rows it rests on: ``workload_devices``, ``rows_device``."""
+        return {"workload_devices": list(self.devices or (self.model.device_id,)),
+                "rows_device": self.rows_device or self.model.device_id}
 
 
 def fit_summary(model: Any) -> dict[str, object]:
@@ -103,7 +170,7 @@ class _Group:
 
 def _groups(new: pd.DataFrame) -> list[_Group]:
     """Validated upload rows grouped by workload, in order of first appearance; every id checked."""
-    records = rows_to_records(new)
+    records = [stored_form(r) for r in rows_to_records(new)]
     where: dict[str, list[int]] = {}
     for i, workload_id in enumerate(new["workload"].astype(str)):
         where.setdefault(workload_id, []).append(i)
@@ -128,53 +195,81 @@ def _conflict(message: str, errors: dict[str, list[str]]) -> ApiError:
     return ApiError(409, message, errors)
 
 
-def _fit_group(group: _Group, device: str, stored: list[dict], several: bool) -> Any:
-    """The model of ``group``'s workload fitted on its stored rows and the new ones.
+@dataclass(frozen=True)
+class _Fitted:
+    """A group's outcome: the rows to store (those not stored yet) and the model fitted with them (None
+    when every row is stored already: nothing changes)."""
 
-    :class:`ApiError` 409 when the new rows are valid alone but clash with the stored ones (another
-    device, contradicting modes, a fit that fails only together with them); InputError (422) when they
-    cannot be fitted even alone. ``several``: the upload holds other workloads, so messages name this one.
+    model: Any
+    records: list[dict]
+    stored_devices: frozenset[str]  # the devices of the workload's stored rows, before this upload
+
+
+def _fit_alone(group: _Group, name: str, several: bool) -> Any:
+    try:
+        return _fit(group.frame, "rows")
+    except InputError as exc:
+        if several:
+            raise FieldErrors(f"{name}: {exc.message}", {
+                k: [f"{name}: {m}" for m in v] for k, v in exc.as_errors().items()}) from None
+        raise
+
+
+def _fit_group(group: _Group, device: str, stored: list[dict], several: bool) -> _Fitted:
+    """``group``'s new rows and its workload's model on ``device``, fitted on that device's stored rows
+    and the new ones (rows of the workload's other devices are fitted on their own, and not here).
+
+    Rows equal in canonical form (:func:`row_key`) to a stored row of the workload, or to an earlier row
+    of the group, are not stored again. :class:`ApiError` 409 when the new rows are valid alone but clash
+    with the stored ones (contradicting modes, a fit that fails only together with them); InputError
+    (422) when they cannot be fitted even alone. ``several``: the upload holds other workloads, so
+    messages name this one.
     """
     name = f"workload {group.workload_id!r}"
     first = group.indexes[0]
-    if not stored:
-        try:
-            return _fit(group.frame, "rows")
-        except InputError as exc:
-            if several:
-                raise FieldErrors(f"{name}: {exc.message}", {
-                    k: [f"{name}: {m}" for m in v] for k, v in exc.as_errors().items()}) from None
-            raise
-    stored_device = str(stored[0].get("device"))
-    if stored_device != device:
-        raise _conflict(f"{name} is stored for device {stored_device!r}; rows for {device!r} need another "
-                        "workload id", {f"rows.{first}.device": [
-                            f"{name} is stored for device {stored_device!r}, not {device!r}"]})
-    # Lines 1..S are the stored rows (in the order GET /v1/workloads/{id} lists them), S+1.. the new ones.
-    lines = list(range(1, len(stored) + len(group.records) + 1))
-    clashes = [p for p in mode_conflicts([*stored, *group.records], lines) if p.line > len(stored)]
+    devices = frozenset(str(r.get("device")) for r in stored)
+    own = [r for r in stored if str(r.get("device")) == device]
+    seen = {row_key(r) for r in own}
+    keep: list[int] = []  # positions in the group of the rows not stored yet
+    for i, record in enumerate(group.records):
+        key = row_key(record)
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    if not keep:
+        return _Fitted(None, [], devices)
+    if len(keep) < len(group.records):
+        group = _Group(group.workload_id, [group.indexes[i] for i in keep],
+                       group.frame.iloc[keep].reset_index(drop=True), [group.records[i] for i in keep])
+    if not own:
+        return _Fitted(_fit_alone(group, name, several), group.records, devices)
+    on = f" on {device!r}" if devices != {device} else ""
+    # Lines 1..S are the device's stored rows (in the order GET /v1/workloads/{id} lists them), S+1.. the
+    # new ones.
+    lines = list(range(1, len(own) + len(group.records) + 1))
+    clashes = [p for p in mode_conflicts([*own, *group.records], lines) if p.line > len(own)]
     if clashes:
         errors: dict[str, list[str]] = {}
         for p in clashes:
-            errors.setdefault(f"rows.{group.indexes[p.line - len(stored) - 1]}.{p.field}", []).append(
-                f"contradicts the {len(stored)} rows stored for {name} (lines 1..{len(stored)} are the "
+            errors.setdefault(f"rows.{group.indexes[p.line - len(own) - 1]}.{p.field}", []).append(
+                f"contradicts the {len(own)} rows stored for {name}{on} (lines 1..{len(own)} are the "
                 f"stored rows, then this upload's rows of it): {p.message}")
         key, messages = next(iter(errors.items()))
         raise _conflict(f"{key}: {messages[0]}", errors)
     try:
-        together = validate_records([*stored, *group.records], what=f"stored and new rows of {name}")
-        return _fit(together, "rows")
+        together = validate_records([*own, *group.records], what=f"stored and new rows of {name}")
+        return _Fitted(_fit(together, "rows"), group.records, devices)
     except InputError as exc:
-        _fit_group(group, device, [], several)  # a 422 when the new rows cannot be fitted even alone
-        message = f"{name} cannot be fitted with its {len(stored)} stored rows and these: {exc.message}"
+        _fit_alone(group, name, several)  # a 422 when the new rows cannot be fitted even alone
+        message = f"{name} cannot be fitted with its {len(own)} stored rows{on} and these: {exc.message}"
         raise _conflict(message, {f"rows.{first}.workload": [message]}) from None
 
 
 def _fit_groups(groups: Sequence[_Group], device: str, stored: Mapping[str, tuple[int, list[dict]]]
-                ) -> dict[str, Any]:
-    """``{workload id: model}`` for every group, or one error naming every group's problems: 422 if any
+                ) -> dict[str, _Fitted]:
+    """``{workload id: fitted}`` for every group, or one error naming every group's problems: 422 if any
     group's rows are bad on their own, else 409."""
-    models: dict[str, Any] = {}
+    models: dict[str, _Fitted] = {}
     failures: list[tuple[int, str, dict[str, list[str]]]] = []
     for group in groups:
         try:
@@ -195,12 +290,19 @@ def _fit_groups(groups: Sequence[_Group], device: str, stored: Mapping[str, tupl
     return models
 
 
-def _writes(groups: Sequence[_Group], models: Mapping[str, Any], device: str, revisions: Mapping[str, int]
+def _writes(groups: Sequence[_Group], models: Mapping[str, _Fitted], device: str, revisions: Mapping[str, int]
             ) -> list[WorkloadWrite]:
-    """The upload's writes: the groups that were fitted (``models``) with their rows, the others empty."""
-    return [WorkloadWrite(g.workload_id, device, g.records, revisions[g.workload_id],
-                          fit_summary(models[g.workload_id]))
-            if g.workload_id in models else WorkloadWrite(g.workload_id, device, [], 0, {}) for g in groups]
+    """The upload's writes: the groups with new rows (``models``) with them, the others empty (stored by
+    an earlier try, or every row already stored)."""
+    out = []
+    for g in groups:
+        fitted = models.get(g.workload_id)
+        if fitted is not None and fitted.model is not None:
+            out.append(WorkloadWrite(g.workload_id, device, fitted.records, revisions[g.workload_id],
+                                     fit_summary(fitted.model)))
+        else:
+            out.append(WorkloadWrite(g.workload_id, device, [], 0, {}))
+    return out
 
 
 def as_one_workload(records: Sequence[object]) -> list[object]:
@@ -274,7 +376,7 @@ class WorkloadService:
     def __init__(self, storage: Storage, cache_size: int = 64) -> None:
         self.storage = storage
         self.cache_size = cache_size
-        self._stored: OrderedDict[str, tuple[int, Any]] = OrderedDict()
+        self._stored: OrderedDict[str, tuple[int, DeviceModels]] = OrderedDict()
         self._inline: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -286,18 +388,22 @@ class WorkloadService:
                 cache.popitem(last=False)
 
     # -- uploads ---------------------------------------------------------------------------------
-    def _replay(self, idem: IdempotencyKey, most_workloads: int
-                ) -> tuple[set[str], dict[str, object] | None]:
+    def _replay(self, idem: IdempotencyKey, most_workloads: int, same: Collection[str] | None = None,
+                clash: bool = True) -> tuple[set[str], dict[str, object] | None]:
         """(keys of ``idem`` already used, the original answer if the whole upload is still stored).
 
         ``most_workloads`` bounds the number of workloads in the upload (each has its key). The answer is
         replayed only when every workload of the upload still holds its part (its key is present); see
-        :class:`api.storage.IdempotencyKey`. A key used for another request body is a 409.
+        :class:`api.storage.IdempotencyKey`. ``same``: the request hashes that count as this request
+        (default: ``idem``'s). A key used for another request body is a 409 (``clash``), or nothing found.
         """
+        same = {idem.request_sha256} if same is None else set(same)
         found = self.storage.find_idempotent(idem.keys(min(max(1, most_workloads), MAX_UPLOAD_WORKLOADS)))
         if not found:
             return set(), None
-        if any(sha256 != idem.request_sha256 for sha256, _ in found.values()):
+        if any(sha256 not in same for sha256, _ in found.values()):
+            if not clash:
+                return set(), None
             # 409, not 422: the request is valid; it clashes with what the server holds under that key.
             raise ApiError(409, f"{IDEMPOTENCY_HEADER} was already used for a different request body",
                            {f"headers.{IDEMPOTENCY_HEADER}": [
@@ -323,26 +429,37 @@ class WorkloadService:
         stored rows) are a 409; either way nothing is stored, and the error names ``rows.I.FIELD``.
 
         An upload is made under ``idempotency_key`` (the client's ``Idempotency-Key``) or, without one,
-        under the SHA-256 of its rows: a retry of an upload that was stored is answered with the original
-        answer and stores nothing; the same key with another body is a 409. If a workload of the upload
-        was deleted since, the retry stores that workload's part again and no other.
+        under the SHA-256 of its canonical rows (:func:`canonical_row`): a retry of an upload that was
+        stored, or the same rows formatted differently, is answered with the original answer and stores
+        nothing; the same key with another body is a 409. If a workload of the upload was deleted since,
+        the retry stores that workload's part again and no other. Rows already stored in their workload
+        (equal in canonical form) are not stored again: an upload of nothing new stores nothing
+        (``rows_stored`` 0, the revision unchanged).
+
+        The workload ids may hold rows of other devices: each device's rows are fitted on their own.
         """
         check_scalar_cells(records)
-        body_sha256 = hashlib.sha256(json.dumps(list(records), sort_keys=True, default=str).encode()).hexdigest()
-        idem = IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else f"sha256:{body_sha256}",
-                              body_sha256)
+        raw_sha256 = _sha256(records)
         # Validation maps a workload cell to a function of its text: distinct texts bound the workloads.
         most = len({str(r.get("workload")) for r in records if isinstance(r, Mapping)})
-        used, replay = self._replay(idem, most)
+        # The byte-identical retry first, before validating (as earlier versions keyed their uploads).
+        _, replay = self._replay(IdempotencyKey(f"key:{idempotency_key}" if idempotency_key
+                                                else f"sha256:{raw_sha256}", raw_sha256), most, clash=False)
         if replay is not None:
             return replay, True
         new = validate_client_rows(records)
+        canonical_sha256 = _sha256([canonical_row(r) for r in rows_to_records(new)])
+        idem = IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else f"sha256:{canonical_sha256}",
+                              canonical_sha256)
+        used, replay = self._replay(idem, most, {canonical_sha256, raw_sha256})
+        if replay is not None:
+            return replay, True
         device = _one(new, "device", "rows.device")
         groups = _groups(new)
         keys = idem.keys(len(groups))
         for attempt in range(_OPTIMISTIC_TRIES + _LOCKED_TRIES):
             if attempt:
-                used, replay = self._replay(idem, len(groups))
+                used, replay = self._replay(idem, len(groups), {canonical_sha256, raw_sha256})
                 if replay is not None:
                     return replay, True  # the conflict was a twin of this request that committed first
             # Parts whose key is present were stored by an earlier try, in workloads that still hold them.
@@ -366,11 +483,26 @@ class WorkloadService:
             names = ", ".join(repr(g.workload_id) for g in groups[:5])
             raise ApiError(409, f"workload(s) {names} are being changed by other uploads; retry",
                            {"rows.workload": ["concurrent uploads to this workload; retry"]})
+        counts: dict[str, int] = {}
         for record in stored_records:
-            if record.id in models:
-                self._remember(self._stored, record.id, (record.revision, models[record.id]))
-        counts = {g.workload_id: len(g.records) if g.workload_id in models else 0 for g in groups}
-        return upload_result([(r, counts[r.id]) for r in stored_records]), False
+            fitted = models.get(record.id)
+            counts[record.id] = len(fitted.records) if fitted is not None else 0
+            if fitted is not None and fitted.model is not None:
+                self._cache_upload(record, fitted, device)
+        return upload_result([(r, counts[r.id]) for r in stored_records], device), False
+
+    def _cache_upload(self, record: WorkloadRecord, fitted: _Fitted, device: str) -> None:
+        """Cache the workload's models after an upload that refitted ``device``: the other devices' models
+        are those cached for the revision the upload was made against, when there are any."""
+        if fitted.stored_devices <= {device}:  # the workload's only device
+            self._remember(self._stored, record.id, (record.revision, DeviceModels.single(fitted.model)))
+            return
+        with self._lock:
+            cached = self._stored.get(record.id)
+        if cached is not None and cached[0] == record.revision - 1 and \
+                set(cached[1].models) >= fitted.stored_devices - {device}:
+            models = {**cached[1].models, device: fitted.model}
+            self._remember(self._stored, record.id, (record.revision, DeviceModels(models, record.device)))
 
     def _upload_locked(self, groups: list[_Group], pending: list[_Group], device: str, idem: IdempotencyKey,
                        replaced: list[str]) -> tuple[list[WorkloadRecord] | None, dict[str, Any]]:
@@ -395,8 +527,11 @@ class WorkloadService:
         return self.storage.delete_workload(workload_id)
 
     # -- lookups ---------------------------------------------------------------------------------
-    def stored(self, workload_id: str, field: str = "workload.id") -> Resolved:
-        """The fitted model of a stored workload; :class:`UnknownWorkloadError` (404) if not stored."""
+    def stored(self, workload_id: str, field: str = "workload.id", device: str | None = None) -> Resolved:
+        """The fitted model of a stored workload that serves ``device`` (default: the device of its first
+        rows): that device's own model if the workload holds rows of it, else the model of its best other
+        device (:class:`predictor.workload_devices.DeviceModels`). :class:`UnknownWorkloadError` (404) if
+        not stored."""
         problem = workload_id_problem(workload_id)
         if problem:  # never stored (uploads refuse such ids); and not every database takes it as text
             raise UnknownWorkloadError(f"workload is not stored: a workload id {problem}", field)
@@ -406,28 +541,45 @@ class WorkloadService:
                                        "POST /v1/profiles", field)
         cached = self._stored.get(workload_id)
         if cached is not None and cached[0] == revision:
-            return Resolved(cached[1], workload_id, revision)
+            return self._served(cached[1], workload_id, revision, device)
         revision, rows = self.storage.load_rows(workload_id)
         if revision is None:
             raise UnknownWorkloadError(f"workload {workload_id!r} is not stored", field)
-        model = _fit(validate_records(rows, what=f"stored rows of {workload_id}"), field)
-        self._remember(self._stored, workload_id, (revision, model))
-        return Resolved(model, workload_id, revision)
+        models = fit_devices(rows, workload_id, field)
+        self._remember(self._stored, workload_id, (revision, models))
+        return self._served(models, workload_id, revision, device)
+
+    @staticmethod
+    def _served(models: DeviceModels, workload_id: str | None, revision: int | None, device: str | None
+                ) -> Resolved:
+        served = models.serve(device)
+        return Resolved(served.model, workload_id, revision, models.devices, served.rows_device, models)
 
     def inline(self, records: Sequence[Mapping[str, object]], field: str = "workload.rows") -> Resolved:
         """A model fitted from rows sent with the request (not stored)."""
         check_scalar_cells(records, field)
         rows = validate_client_rows(as_one_workload(records), field)
-        key = hashlib.sha256(json.dumps(rows_to_records(rows), sort_keys=True, default=str).encode()
-                             ).hexdigest()
+        key = _sha256([canonical_row(r) for r in rows_to_records(rows)])  # "4.60" and 4.6: one entry
         model = self._inline.get(key)
         if model is None:
             model = _fit(rows, field)
             self._remember(self._inline, key, model)
-        return Resolved(model, None, None)
+        return Resolved(model, None, None, (model.device_id,), model.device_id, DeviceModels.single(model))
 
-    def resolve(self, workload: Mapping[str, object], field: str = "workload") -> Resolved:
-        """``{"id": ...}`` (stored) or ``{"rows": [...]}`` (inline)."""
+    def resolve(self, workload: Mapping[str, object], field: str = "workload", device: str | None = None
+                ) -> Resolved:
+        """``{"id": ...}`` (stored) or ``{"rows": [...]}`` (inline); ``device``: the device the answer is
+        for (a stored workload serves it with that device's own rows when it holds any)."""
         if workload.get("id") is not None:
-            return self.stored(str(workload["id"]), f"{field}.id")
+            return self.stored(str(workload["id"]), f"{field}.id", device)
         return self.inline(workload.get("rows") or [], f"{field}.rows")
+
+
+def fit_devices(rows: Sequence[Mapping[str, object]], workload_id: str, field: str) -> DeviceModels:
+    """One model per device of a stored workload's rows; the primary device is that of its first row."""
+    by_device: dict[str, list[Mapping[str, object]]] = {}
+    for row in rows:
+        by_device.setdefault(str(row.get("device")), []).append(row)
+    models = {dev: _fit(validate_records(part, what=f"stored rows of {workload_id} on {dev}"), field)
+              for dev, part in by_device.items()}
+    return DeviceModels(models, str(rows[0].get("device")))

@@ -3,7 +3,7 @@
 No ``--preload``: the four workers import the app and create the schema at the same moment, the race that
 made 4 of 5 boots fail before schema creation took a database lock. A boot counts when every worker
 reports ready, none failed, and ``/healthz`` answers 200. Starts a throwaway PostgreSQL unless
-``--database-url`` is given. Writes ``bench/results/api_boots.json`` and ``.md``.
+``--database-url`` is given. Only ``--write`` writes ``bench/results/api_boots.json`` and ``.md``.
 
     python bench/api_boots.py [--boots 5] [--workers 4]
 """
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boots", type=int, default=5)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--database-url", default="", help="a PostgreSQL database it may empty")
+    parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
     args = parser.parse_args(argv)
 
     from jetpredict.api.testing import TempPostgres, empty_postgresql, gunicorn_first_boot
@@ -57,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         f"`gunicorn -w {args.workers} jetpredict.api.wsgi:app` without preload, schema dropped before each boot: "
         f"**{ok} of {args.boots} boots came up** (every worker ready, none failed, /healthz 200); "
         f"boot times {times} s on a shared 2-core machine.", ""])
-    write_results("api_boots", text, summary)
     print(text)
+    if args.write:
+        write_results("api_boots", text, summary)
     return 0 if ok == args.boots else 1
 
 

@@ -2,8 +2,7 @@
 
 Half the clients upload one profile row per request (their own workload and one shared by all, so refits
 race); the others predict 10 modes of a stored workload. Afterwards every row answered 201 must be stored
-exactly once, every stored upload complete, and no request may have failed. Writes
-``bench/results/api_concurrency.json`` and ``.md``.
+exactly once, every stored upload complete, and no request may have failed. Only ``--write`` writes ``bench/results/api_concurrency.json`` and ``.md``.
 
     python bench/api_concurrency.py [--clients 8] [--seconds 30]
 """
@@ -27,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
     args = parser.parse_args(argv)
 
     import requests
@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['rows_answered']} rows answered 201, lost or duplicated: {len(lost)} workload(s), "
         f"inconsistent workloads: {len(inconsistent)}; latency p50 {result['p50_ms']:.1f} ms, "
         f"p99 {result['p99_ms']:.1f} ms. {'PASS' if ok else 'FAIL'}", ""])
-    write_results("api_concurrency", text, result)
     print(text)
+    if args.write:
+        write_results("api_concurrency", text, result)
     return 0 if ok else 1
 
 

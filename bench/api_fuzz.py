@@ -8,8 +8,7 @@ rejected": a 400 or 422 to a request the document allows). The rules the documen
 Schema (``x-jetpredict-rules``: stall at most the epoch, one set of knobs per mode label, unique client
 ids ...) are applied to the generated schema-valid bodies by ``tests/api/documented_rules.py``, loaded
 with ``SCHEMATHESIS_HOOKS``. A stored workload ``my-resnet`` (the id in the OpenAPI examples) makes the
-examples succeed. The 422 messages behind each "rejected" are listed. Writes
-``bench/results/api_fuzz.json`` and ``.md``.
+examples succeed. The 422 messages behind each "rejected" are listed. Only ``--write`` writes ``bench/results/api_fuzz.json`` and ``.md``.
 
     python bench/api_fuzz.py [--max-examples 60] [--max-time 240] [--seed 6]
 """
@@ -106,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-time", type=int, default=240, help="s, budget of the whole run (both variants)")
     parser.add_argument("--min-requests", type=int, default=500)
     parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
     parser.add_argument("--without-rules", action="store_true",
                         help="plain schemathesis (no hook): shows what breaking the documented rules gets; "
                              "writes api_fuzz_without_rules.*")
@@ -156,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rejected[:12]:
         lines.append(f"- {r['operation']}: {r['message'][:160]}")
     text = "\n".join(lines) + "\n"
-    write_results("api_fuzz_without_rules" if args.without_rules else "api_fuzz", text, result)
     print(text)
+    if args.write:
+        write_results("api_fuzz_without_rules" if args.without_rules else "api_fuzz", text, result)
     ok = server_5xx == 0 and (n_rejected == 0 or args.without_rules) and result["requests"] >= args.min_requests
     return 0 if ok else 1
 

@@ -8,14 +8,16 @@
    the new mode (the fitted-model cache is keyed by the workload revision read from the database).
 
 Starts a throwaway PostgreSQL (``initdb``/``pg_ctl`` from the system packages) unless ``--database-url``
-is given. Writes ``bench/results/api_scaleout.json`` and ``.md``; exit status 0 when every check held.
+is given, and stops it (and removes its files) on every exit path. Prints the figures; only ``--write``
+writes ``bench/results/api_scaleout.json`` and ``.md``. Exit status 0 when every check held.
 
-    python bench/api_scaleout.py [--clients 8] [--duration-s 15] [--workers 2]
+    python bench/api_scaleout.py [--clients 8] [--duration-s 15] [--workers 2] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 import tempfile
@@ -109,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="client threads in all (even)")
     parser.add_argument("--duration-s", type=float, default=15.0, help="s per load phase")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per instance")
+    parser.add_argument("--write", action="store_true", help="write bench/results/api_scaleout.md and .json")
     parser.add_argument("--database-url", default="", help="an empty PostgreSQL database (default: a "
                         "throwaway cluster)")
     args = parser.parse_args(argv)
+    # SIGTERM (a CI timeout, kill) unwinds like Ctrl-C, so the finally below stops what this run started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     import os
 
@@ -120,15 +125,17 @@ def main(argv: list[str] | None = None) -> int:
     from jetpredict.api.testing import LiveServer, TempPostgres, empty_postgresql
 
     pg = None
-    if args.database_url:
-        url = args.database_url
-    else:
-        pg = TempPostgres().start()
-        url = pg.create_database("scaleout")
-    empty_postgresql(url)
     result: dict = {"clients": args.clients, "duration_s": args.duration_s, "workers_per_instance": args.workers,
                     "cpu_count": os.cpu_count()}
+    servers: list = []
     try:
+        if args.database_url:
+            url = args.database_url
+        else:
+            pg = TempPostgres()
+            pg.start()  # inside the try: a failure after initdb still stops the server and removes its files
+            url = pg.create_database("scaleout")
+        empty_postgresql(url)
         with tempfile.TemporaryDirectory() as tmp:
             servers = [LiveServer(Path(tmp) / name, api_keys=KEY, workers=args.workers, database_url=url)
                        for name in ("a", "b")]
@@ -145,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                 answered[workload] = answered.get(workload, 0) + n
             missing = {w: (n, stored_a.get(w, 0)) for w, n in answered.items() if stored_a.get(w, 0) != n}
             cross = _cross_instance(a.url, b.url)
-            for s in servers:
-                s.stop()
     finally:
+        for server in servers:
+            server.stop()  # the instances first: they hold connections to the cluster
         if pg is not None:
             pg.stop()
 
@@ -179,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         "expected/seen): " + ", ".join(f"{c['upload_via']}->{c['predict_via']} {c['expected_modes']}/"
                                       f"{c['predicted_modes']}" for c in cross)
         + f"; all reflected: **{result['cross_instance_ok']}**.", ""])
-    write_results("api_scaleout", text, result)
     print(text)
+    if args.write:
+        write_results("api_scaleout", text, result)
     return 0 if ok else 1
 
 

@@ -28,7 +28,7 @@ from jetpredict.models.profile_rows import MAX_ROWS, read_profile_csv
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.reference import REFERENCE_DIR
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 DEVICE = "agx-xavier"
 SIZES = (10, 100, 1_000, 10_000, 100_000)
@@ -53,6 +53,10 @@ def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
         "source": "simulated: bench/fit_scaling.py (cost only)"})
 
 
+def _fmt(b: float | None) -> str:
+    return "n/a" if b is None else f"{b:.2f}"
+
+
 def cpu_seconds(fn, repeats: int) -> float:
     """Median CPU seconds of ``repeats`` calls of ``fn`` (CPU time: the work itself, whatever else runs)."""
     out = []
@@ -61,11 +65,6 @@ def cpu_seconds(fn, repeats: int) -> float:
         fn()
         out.append(time.process_time() - t0)
     return statistics.median(out)
-
-
-def slope(sizes: list[int], seconds: list[float]) -> float:
-    """Exponent b of ``seconds ~ sizes^b`` (least squares in log-log space)."""
-    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = synthetic_rows(n)
         table.append({"rows": n, "fit_cpu_s": cpu_seconds(lambda r=rows: fit_workload(r, DEVICE), args.repeats)})
         print(f"{n:>8} rows  fit {table[-1]['fit_cpu_s']:.3f} CPU-s", flush=True)
-    b = slope([r["rows"] for r in table], [r["fit_cpu_s"] for r in table])
+    b = growth_exponent((r["rows"], r["fit_cpu_s"]) for r in table)
     # Small fits are their fixed cost; the per-row cost shows from 1,000 rows on.
     large = [r for r in table if r["rows"] >= 1_000]
-    b_large = slope([r["rows"] for r in large], [r["fit_cpu_s"] for r in large]) if len(large) > 1 else float("nan")
+    b_large = growth_exponent((r["rows"], r["fit_cpu_s"]) for r in large)
     # The CLI path at its cap: parse and validate the CSV, then fit (what `jetpredict fit` does).
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cap.csv"
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         capped = read_profile_csv(path)
         read_s = time.process_time() - t0
         fit_s = cpu_seconds(lambda: fit_workload(capped, DEVICE), 1)
-    print(f"slope (time ~ rows^b): b = {b:.2f} over all sizes, {b_large:.2f} from 1,000 rows on")
+    print(f"slope (time ~ rows^b): b = {_fmt(b)} over all sizes, {_fmt(b_large)} from 1,000 rows on")
     print(f"CLI cap: {MAX_ROWS:,} rows: read {read_s:.2f} CPU-s, fit {fit_s:.2f} CPU-s")
 
     lines = ["# Fit cost against rows", "",
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
              f"median CPU seconds of {args.repeats} fits (synthetic rows, cost only).", "",
              "| rows | fit CPU-s |", "|---:|---:|"]
     lines += [f"| {r['rows']:,} | {r['fit_cpu_s']:.3f} |" for r in table]
-    lines += ["", f"Slope of time ~ rows^b: **b = {b:.2f}** over all sizes, **{b_large:.2f}** from 1,000 rows on "
+    lines += ["", f"Slope of time ~ rows^b: **b = {_fmt(b)}** over all sizes, **{_fmt(b_large)}** from 1,000 rows on "
               "(1 = linear; below 1,000 rows a fit is its fixed cost).", "",
               f"CLI cap, {MAX_ROWS:,} rows: CSV read and checked in {read_s:.2f} CPU-s, fitted in {fit_s:.2f} CPU-s.",
               ""]

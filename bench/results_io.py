@@ -1,8 +1,11 @@
-"""Where a benchmark leaves its figures: ``bench/results/NAME.md``, and ``NAME.json`` when it has data."""
+"""Where a benchmark leaves its figures (``bench/results/NAME.md``, and ``NAME.json`` when it has data), and
+the one way every benchmark states how its cost grows with size (:func:`growth_exponent`)."""
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -16,3 +19,15 @@ def write_results(name: str, text: str, data: object | None = None, indent: int 
     path = RESULTS_DIR / f"{name}.md"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def growth_exponent(points: Iterable[tuple[float, float]]) -> float | None:
+    """Exponent b of ``cost ~ size^b`` (least squares in log-log space) over ``(size, cost)`` points with
+    both positive: 1 = linear, 2 = quadratic, 0 = flat. None with fewer than two usable points."""
+    pts = [(math.log(x), math.log(y)) for x, y in points if x and x > 0 and y and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None

@@ -28,7 +28,8 @@ def _devices(args: argparse.Namespace) -> int:
             f"{d.specs.memory_gb:g} GB {d.specs.memory_type} {d.specs.peak_bandwidth_gbs:g} GB/s",
             "presets": len(d.presets), "power_modes": len(d.modes()),
         } for d in list_devices()]
-        write_table(pd.DataFrame(rows), args.format)
+        write_table(pd.DataFrame(rows), args.format,
+                    table_columns=("device", "name", "presets", "power_modes", "memory", "cpu", "gpu"))
         return 0
     device = load_device(args.device)
     if args.modes == "all":
@@ -53,10 +54,18 @@ def _register_devices(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_devices)
 
 
+def _adaptive_chooser(device_id: str, start, **options):
+    """``profile --adaptive``'s chooser: the predictor's (imported when the verb runs, not at start-up)."""
+    from jetpredict.predictor.adaptive import make_chooser
+
+    return make_chooser(device_id, start, **options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from jetpredict.api import serve_cli
     from jetpredict.predictor import cli as predictor_cli
     from jetpredict.profiler import cli as profiler_cli
+    from jetpredict.profiler import status as status_cli
 
     parser = argparse.ArgumentParser(
         prog="jetpredict",
@@ -64,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jetpredict {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
     _register_devices(sub)
-    profiler_cli.register(sub)
+    profiler_cli.register(sub, adaptive=_adaptive_chooser)
+    status_cli.register(sub)
     predictor_cli.register(sub)
     serve_cli.register(sub)
     return parser

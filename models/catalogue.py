@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from jetpredict.models.errors import ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
+from jetpredict.models.numbers import checked_number, unit_hint
 from jetpredict.models.paths import data_path
 
 if sys.version_info >= (3, 11):
@@ -29,6 +30,15 @@ MODE_FIELDS: tuple[str, ...] = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
 
 #: Published caps are rounded (CPU "2265" for a 2265.6 MHz step); a knob this close to the range is in.
 RANGE_TOLERANCE_MHZ = 1.0
+
+#: Plausible module power, W. The top of a module's range is this multiple of its published module power
+#: (``specs.module_power_w``: the largest nvpmodel budget or the module's maximum, from jetson_specs.csv):
+#: MAXN is not budget-capped and input rails include conversion losses, so readings somewhat above the
+#: budget are real, but twice it is not that module (most often milliwatts written as watts).
+POWER_HEADROOM = 2.0
+#: The bottom of every module's range, W: the digital twin's lowest Nano modes draw 0.3 W, and no powered
+#: Jetson module reads below a tenth of a watt.
+MIN_MODULE_POWER_W = 0.1
 
 
 @dataclass(frozen=True)
@@ -209,6 +219,39 @@ class Device:
         cpu, gpu, emc = (snap(self.cpu_steps_mhz, cpu_mhz), snap(self.gpu_steps_mhz, gpu_mhz),
                          snap(self.emc_steps_mhz, emc_mhz))
         return PowerMode(mode_label(c, cpu, gpu, emc), c, cpu, gpu, emc)
+
+    @property
+    def power_range_w(self) -> tuple[float, float]:
+        """Plausible mean module power (W), inclusive: :data:`MIN_MODULE_POWER_W` to
+        :data:`POWER_HEADROOM` x the published module power."""
+        return MIN_MODULE_POWER_W, POWER_HEADROOM * self.specs.module_power_w
+
+    def power_problem(self, field: str, value: float) -> str | None:
+        """Why ``value`` (W, a measured or derived mean power) cannot be this module's, naming the likely
+        unit mistake; ``None`` when it is plausible."""
+        lo, hi = self.power_range_w
+        if lo <= value <= hi:
+            return None
+        where = (f"above what a {self.name} module draws (at most {hi:g} W: {POWER_HEADROOM:g} x its "
+                 f"{self.specs.module_power_w:g} W module power)" if value > hi
+                 else f"below the {lo:g} W any powered Jetson module draws")
+        hint = unit_hint(value, lo, hi, "W", {"milliwatts": 1e-3} if value > hi else {"kilowatts": 1e3})
+        return f"{field}={value:g} W is {where}{hint}"
+
+    def check_power_cap(self, value: float | None, field: str = "max_power_w") -> float | None:
+        """A power cap (W) for this device: ``None`` (no cap) or a number in (0, top of
+        :attr:`power_range_w`]; a cap above everything the module can draw is an error (7000 is not "no
+        cap", it is 7 W in milliwatts), raised as :class:`InputError` naming ``field``."""
+        if value is None:
+            return None
+        number = checked_number(value, field)
+        hi = self.power_range_w[1]
+        if number > hi:
+            hint = unit_hint(number, 0.0, hi, "W", {"milliwatts": 1e-3})
+            raise InputError(f"{field}={number:g} W is above what a {self.name} module can draw (at most "
+                             f"{hi:g} W: {POWER_HEADROOM:g} x its {self.specs.module_power_w:g} W module "
+                             f"power){hint}; leave the cap out for no cap", field)
+        return number
 
     def peak_fp32_flops(self, gpu_mhz):
         """FP32 peak in FLOP/s at a GPU clock: CUDA cores x 2 (FMA) x f. Works on arrays."""

@@ -1,8 +1,10 @@
-"""One check for a number given by a user (CLI flag, HTTP field, node config): finite and in range."""
+"""One check for a number given by a user (CLI flag, HTTP field, node config): finite and in range; and
+the hint that names a likely unit mistake when a measured value is out of its plausible range."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from jetpredict.models.errors import InputError
 
@@ -26,3 +28,15 @@ def checked_number(value: object, field: str, *, low: float = 0.0, high: float =
     if not math.isfinite(number) or not in_low or number > high:
         raise InputError(message, field)
     return number
+
+
+def unit_hint(value: float, low: float, high: float, unit: str, scales: Mapping[str, float],
+              subject: str = "it") -> str:
+    """``"; it looks like milliwatts (10.9 W)"`` when ``value`` times one of ``scales`` (a unit name ->
+    the factor that converts a value in that unit to ``unit``) lands inside ``low..high``; else ``""``.
+    ``subject`` names what looks wrong (a field) when it is not the value itself."""
+    for name, factor in scales.items():
+        converted = value * factor
+        if low <= converted <= high:
+            return f"; {subject} looks like {name} ({converted:.4g} {unit})"
+    return ""

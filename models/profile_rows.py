@@ -3,6 +3,11 @@
 One row per (device, workload, power mode); field names and units as in FIELDS below. Reading validates
 every field of every row and reports *all* problems with their line numbers (CSV line numbers count the
 header as line 1; JSON rows are numbered from 1). Unknown = empty cell / ``null``, never 0.
+
+A Jetson row must also be physical on its device (:func:`implausible`): one minibatch takes
+:data:`MIN_S_PER_MINIBATCH`..:data:`MAX_S_PER_MINIBATCH` s, and its powers (and the mean power its energy
+implies) lie in the module's range (:attr:`models.catalogue.Device.power_range_w`). The error names the
+likely unit slip (milliseconds, milliwatts, millijoules).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import unit_hint
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,12 @@ MAX_ROWS = 200_000
 MAX_CELL_CHARS = 10_000
 #: Same mode knobs measured more than once: times further apart than this ratio contradict each other.
 DUPLICATE_TIME_SPREAD = 1.2
+#: Plausible time of one minibatch on a Jetson (epoch_time_s / minibatches_per_epoch), s. Below: a
+#: training step launches dozens of kernels at ~10 us each, so 0.1 ms is already a tiny network. Above:
+#: the digital twin's slowest row (VGG-11 at the Nano's lowest clocks) takes 25 s and the published
+#: ResNet-18 rows 0.4 s; two minutes for one minibatch (an epoch of 3,125 minibatches in 4 days) is far
+#: more likely an epoch time in milliseconds (or a wrong minibatch count) than a training run.
+MIN_S_PER_MINIBATCH, MAX_S_PER_MINIBATCH = 1e-4, 120.0
 #: Cells starting with one of these are formulas to a spreadsheet (OWASP CSV injection): written with a '.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -195,11 +207,75 @@ def _validate_record(record: Mapping[str, object], line: int) -> tuple[dict[str,
             unit = FIELD_BY_NAME[part].unit
             problems.append(RowProblem(line, part, f"{value:g} {unit} exceeds {whole}={total:g} {unit} "
                                        f"(at most {COMPONENT_SLACK:g}x)"))
+    if device is not None and not is_host and device in device_ids():
+        problems.extend(RowProblem(line, f, m) for f, m in implausible(row, str(device)).items()
+                        if not any(p.field == f for p in problems))
     source = row.get("source")
     if source is not None and not str(source).lower().startswith(SOURCE_KINDS):
         problems.append(RowProblem(line, "source", f"must start with one of {', '.join(SOURCE_KINDS)}; "
                                    f"got {source!r}"))
     return row, problems
+
+
+def plausibility_rules(device_id: str) -> list[dict[str, object]]:
+    """The ratio rules a Jetson row must meet (also written into the OpenAPI document): ``field / per``
+    within ``min..max`` -- the time of one minibatch (s) and the mean power that the epoch's energy implies
+    (W, the device's :attr:`~models.catalogue.Device.power_range_w`)."""
+    low_w, high_w = load_device(device_id).power_range_w
+    return [{"rule": "ratio-range", "field": "epoch_time_s", "per": "minibatches_per_epoch",
+             "min": MIN_S_PER_MINIBATCH, "max": MAX_S_PER_MINIBATCH, "unit": "s per minibatch"},
+            {"rule": "ratio-range", "field": "epoch_energy_j", "per": "epoch_time_s",
+             "min": low_w, "max": high_w, "unit": "W"}]
+
+
+#: The measured powers of a row, checked against the device's power range.
+POWER_FIELDS = ("avg_power_w", "base_power_w")
+
+
+def implausible(row: Mapping[str, object], device_id: str) -> dict[str, str]:
+    """``{field: message}`` for values of a Jetson row that cannot be physical on ``device_id``: powers
+    outside the module's range, a minibatch time outside :data:`MIN_S_PER_MINIBATCH`..
+    :data:`MAX_S_PER_MINIBATCH`, an energy whose implied mean power is outside the range. Each message
+    names the likely unit mistake (milliseconds, milliwatts, millijoules) when rescaling would fit."""
+    device = load_device(device_id)
+    out: dict[str, str] = {}
+    for name in POWER_FIELDS:
+        value = row.get(name)
+        if isinstance(value, float):
+            problem = device.power_problem(name, value)
+            if problem:
+                out[name] = problem
+    epoch, minibatches = row.get("epoch_time_s"), row.get("minibatches_per_epoch")
+    if isinstance(epoch, float) and isinstance(minibatches, int) and minibatches > 0:
+        per = epoch / minibatches
+        if not MIN_S_PER_MINIBATCH <= per <= MAX_S_PER_MINIBATCH:
+            side = (f"more than the {MAX_S_PER_MINIBATCH:g} s" if per > MAX_S_PER_MINIBATCH
+                    else f"less than the {MIN_S_PER_MINIBATCH:g} s")
+            hint = unit_hint(per, MIN_S_PER_MINIBATCH, MAX_S_PER_MINIBATCH, "s per minibatch",
+                             {"milliseconds": 1e-3} if per > MAX_S_PER_MINIBATCH else {}, "epoch_time_s")
+            out["epoch_time_s"] = (
+                f"epoch_time_s={epoch:g} s over minibatches_per_epoch={minibatches} is {per:.3g} s per "
+                f"minibatch, {side} a Jetson minibatch plausibly takes"
+                + (hint or "; check that epoch_time_s is seconds per epoch and minibatches_per_epoch the "
+                   "count of one epoch"))
+    energy = row.get("epoch_energy_j")
+    if isinstance(energy, float) and isinstance(epoch, float) and "epoch_time_s" not in out:
+        implied = energy / epoch
+        lo, hi = device.power_range_w
+        if implied > hi:
+            hint = unit_hint(implied, lo, hi, "W", {"millijoules": 1e-3}, "epoch_energy_j")
+            out["epoch_energy_j"] = (
+                f"epoch_energy_j={energy:g} J over epoch_time_s={epoch:g} s is a mean power of {implied:.4g} W, "
+                f"above the {hi:g} W a {device.name} module can draw"
+                + (hint or "; check that epoch_energy_j is joules per epoch"))
+        elif implied < lo:
+            # A power a thousand times too low: the epoch was timed in milliseconds (energy in joules).
+            hint = unit_hint(implied, lo, hi, "W of mean power", {"milliseconds": 1e3}, "epoch_time_s")
+            out["epoch_energy_j"] = (
+                f"epoch_energy_j={energy:g} J over epoch_time_s={epoch:g} s is a mean power of {implied:.4g} W, "
+                f"below the {lo:g} W any powered Jetson module draws"
+                + (hint or "; check that epoch_energy_j is joules and epoch_time_s seconds, per epoch"))
+    return out
 
 
 def _frame(rows: list[dict[str, object]]) -> pd.DataFrame:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 import pandas as pd
@@ -16,9 +17,32 @@ from jetpredict.models.profile_rows import csv_safe
 FORMATS = ("table", "csv", "json")
 
 
+#: Characters a ``table`` line may take (a terminal); wider columns are left to ``csv`` and ``json``.
+TABLE_WIDTH = 120
+
+
+def _render(df: pd.DataFrame) -> str:
+    return df.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}")
+
+
+def narrow(df: pd.DataFrame, columns: Sequence[str] | None = None, width: int = TABLE_WIDTH) -> pd.DataFrame:
+    """``df`` for a ``table``: only ``columns`` (those present, in that order; default all), then columns
+    dropped from the right until every line fits in ``width`` characters (the first column always stays).
+    Says on standard error what was left out."""
+    shown = df[[c for c in columns if c in df.columns]] if columns is not None else df
+    while shown.shape[1] > 1 and not shown.empty and max(map(len, _render(shown).splitlines())) > width:
+        shown = shown.iloc[:, :-1]
+    if shown.shape[1] < df.shape[1]:
+        print(f"(table: {shown.shape[1]} of {df.shape[1]} columns, within {width} characters; --format csv "
+              "or json writes all of them)", file=sys.stderr)
+    return shown
+
+
 def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
-                float_digits: int = 10) -> None:
-    """Write ``df`` to ``out`` (stdout by default) as ``table``, ``csv`` or ``json`` (a list of objects)."""
+                float_digits: int = 10, table_columns: Sequence[str] | None = None) -> None:
+    """Write ``df`` to ``out`` (stdout by default) as ``table``, ``csv`` or ``json`` (a list of objects).
+
+    A ``table`` is at most :data:`TABLE_WIDTH` characters wide: ``table_columns`` first (see :func:`narrow`)."""
     out = out or sys.stdout
     if fmt == "csv":
         # Names (workloads, labels) come from users: no cell may run as a spreadsheet formula.
@@ -31,7 +55,7 @@ def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
         if df.empty:
             out.write("(no rows)\n")
         else:
-            out.write(df.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}"))
+            out.write(_render(narrow(df, table_columns)))
             out.write("\n")
     else:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")

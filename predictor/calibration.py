@@ -1,10 +1,11 @@
 """Interval calibration on real measurements: the scales of :data:`model.INTERVAL_SCALES`.
 
-Targets are the real AGX Xavier sweeps (ResNet-18/CIFAR-10 and MobileNetV3/GLD-23k on the published
-modes a-j, POMACS 2022 Fig 9, ``models/reference/agx-xavier-published.csv``). For each target, every
-design of 1-4 profiled modes among a-j is fitted under three references that do not contain it (the other
-real workload; a reference of the opposite regime, the twin's CPU-bound LeNet-5 sweep; another device's
-sweeps moved through physics) and scored on its held-out modes: a jackknife over designs and references.
+Targets are the real AGX Xavier sweeps (ResNet-18/CIFAR-10, MobileNetV3/GLD-23k and the CPU-bound
+LeNet-5/MNIST on the published modes a-j, POMACS 2022 Fig 9, ``models/reference/agx-xavier-published.csv``).
+For each target, every design of 1-4 profiled modes among a-j is fitted under three references that do not
+contain it (the other real workloads; a twin sweep of the opposite regime, its CPU-bound LeNet-5 for the
+GPU-bound targets and its ResNet-18 for LeNet-5; another device's sweeps moved through physics) and scored
+on its held-out modes: a jackknife over designs and references.
 Per design size (1, 2, 3, 4+ profiled modes) and output (time, power, energy) the scale of the model's own
 relative SD is the smallest on a 0.05 grid under which the nominal 90% intervals hold >= 90% of that
 size's held-out real values and >= 85% in each of its (target, reference) cells. Run ``python -m tools.calibrate_intervals`` to recompute.
@@ -34,26 +35,38 @@ def real_targets() -> pd.DataFrame:
     return read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 
 
+#: The real CPU-bound target; the twin's sweep of the opposite regime is its ResNet-18 for it, its
+#: LeNet-5 for the others.
+CPU_BOUND_TARGET = "lenet5-mnist"
+
+
+def opposite_regime(target: str) -> str:
+    """The twin workload of the other regime than ``target``."""
+    return "resnet18-cifar10" if target == CPU_BOUND_TARGET else CPU_BOUND_TARGET
+
+
 def references(real: pd.DataFrame, target: str) -> dict[str, DeviceReference]:
     """The three references of ``target`` (none contains it)."""
     twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
     agx = load_device("agx-xavier")
     return {
         "other real": build_reference(real[real["workload"] != target], agx.id),
-        "opposite regime": build_reference(twin[twin["workload"] == "lenet5-mnist"], agx.id),
+        "opposite regime": build_reference(twin[twin["workload"] == opposite_regime(target)], agx.id),
         "other device": derive_reference(build_reference(read_profile_csv(REFERENCE_DIR / "xavier-nx-simulated.csv"),
                                                          "xavier-nx"), agx),
     }
 
 
 def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | None = None,
-                   max_designs: int | None = None) -> dict[tuple[str, str, int], dict[str, np.ndarray]]:
+                   max_designs: int | None = None, targets: Iterable[str] | None = None
+                   ) -> dict[tuple[str, str, int], dict[str, np.ndarray]]:
     """Per (target, reference, design size) and output: rows of ``|ln(observed / predicted)|``, the
-    model's own relative SD and the rest of the relative SD (noise and extrapolation), one per held-out
-    (design, mode) pair. ``max_designs``: an evenly strided subset of each cell's designs (tests)."""
+    model's own relative SD, the rest of the relative SD (noise and extrapolation) and 1 when the workload
+    lies outside the reference's regime (else 0), one per held-out (design, mode) pair. ``max_designs``: an evenly strided subset of each cell's designs (tests);
+    ``targets``: the real workloads to score (default all)."""
     real = real_targets()
     cells: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
-    for target in sorted(set(real["workload"])):
+    for target in sorted(set(real["workload"]) if targets is None else targets):
         rows = real[real["workload"] == target].reset_index(drop=True)
         for case, ref in references(real, target).items():
             if cases is not None and case not in cases:
@@ -76,23 +89,32 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                     p_obs = e_obs / t_obs
                     # Out-of-regime widening (model.regime_factor) is part of the rest, not calibrated.
                     ex = {k: v * model.interval_scales.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
+                    # Outside the references' regime no scale narrows the model's SD (IntervalScales.in_regime).
+                    outside = np.full(len(test), float(model.interval_scales.extrapolation > 1.0))
                     parts["time"].append(np.column_stack([
                         np.abs(np.log(t_obs / p.epoch_time_s)), t.rel_sd_model,
-                        np.hypot(t.rel_sd_noise, ex["time"] * t.extrapolation)]))
+                        np.hypot(t.rel_sd_noise, ex["time"] * t.extrapolation), outside]))
                     parts["power"].append(np.column_stack([
                         np.abs(np.log(p_obs / p.avg_power_w)), pw.rel_sd_model,
-                        np.hypot(pw.rel_sd_noise, ex["power"] * pw.extrapolation)]))
+                        np.hypot(pw.rel_sd_noise, ex["power"] * pw.extrapolation), outside]))
                     parts["energy"].append(np.column_stack([
                         np.abs(np.log(e_obs / p.epoch_energy_j)), np.hypot(t.rel_sd_model, pw.rel_sd_model),
                         np.sqrt(t.rel_sd_noise ** 2 + pw.rel_sd_noise ** 2
-                                + ex["energy"] ** 2 * (t.extrapolation ** 2 + pw.extrapolation ** 2))]))
+                                + ex["energy"] ** 2 * (t.extrapolation ** 2 + pw.extrapolation ** 2)), outside]))
                 cells[(target, case, size)] = {k: np.vstack(v) for k, v in parts.items()}
     return cells
 
 
+def half_width(scale: float, rows: np.ndarray) -> np.ndarray:
+    """Half-width (ln units) of the nominal 90% interval of each of ``rows`` at ``scale`` (at least 1 for
+    rows of a workload outside the references' regime, as :meth:`IntervalScales.in_regime` applies it)."""
+    applied = np.where(rows[:, 3] > 0, max(scale, 1.0), scale)
+    return Z90 * np.sqrt((applied * rows[:, 1]) ** 2 + rows[:, 2] ** 2)
+
+
 def coverage(scale: float, rows: np.ndarray) -> float:
     """Share of ``rows`` (from :func:`residual_cells`) inside the nominal 90% interval at ``scale``."""
-    return float(np.mean(rows[:, 0] <= Z90 * np.sqrt((scale * rows[:, 1]) ** 2 + rows[:, 2] ** 2)))
+    return float(np.mean(rows[:, 0] <= half_width(scale, rows)))
 
 
 def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> dict[int, IntervalScales]:

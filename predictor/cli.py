@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
 import pandas as pd
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import FORMATS, write_table
+from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
 
 
@@ -51,11 +53,39 @@ def _read_mode_csv(path: str, flag: str) -> pd.DataFrame:
         raise InputError(f"{flag} file {path} is not a readable CSV: {exc}", flag.lstrip("-")) from None
 
 
+#: Bytes of a ``--model`` file read to recognise a CSV given in its place (a header line fits easily).
+SNIFF_BYTES = 4096
+
+
+def _not_a_model(path: str) -> str | None:
+    """Why ``path`` is a table rather than a model file (a profile CSV, a mode list), or None."""
+    from jetpredict.models.catalogue import MODE_FIELDS
+    from jetpredict.models.profile_rows import open_regular_file
+
+    try:
+        with open_regular_file(path, "model") as f:
+            head = f.read(SNIFF_BYTES).decode("utf-8-sig", errors="replace")
+    except InputError:
+        return None  # the loader names a missing or irregular file in its own words
+    header = {cell.strip() for cell in head.splitlines()[0].split(",")} if head.strip() else set()
+    if {"device", "workload", "epoch_time_s"} <= header:
+        return (f"--model {path} looks like a profile CSV (its header has device, workload, epoch_time_s); "
+                f"fit it first: jetpredict fit --device DEVICE --profiles {path} --out model.json, then "
+                "--model model.json")
+    if {"mode", *MODE_FIELDS} <= header:
+        return (f"--model {path} looks like a CSV of power modes; give it as --modes {path}, and as --model "
+                "a file written by `jetpredict fit --out`")
+    return None
+
+
 def _load(path: str):
     from jetpredict.predictor.bundled import load_model
 
     if not Path(path).exists():
         raise InputError(f"model file {path} does not exist (write one with `jetpredict fit`)", "model")
+    why = _not_a_model(path)
+    if why:
+        raise InputError(why, "model")
     return load_model(path)
 
 
@@ -85,6 +115,14 @@ def _plan(args: argparse.Namespace) -> int:
     args.format = _out_format(args.format, args.out)  # `plan --out plan.csv` feeds `profile --modes plan.csv`
 
     candidates = None if args.candidates is None else _read_mode_csv(args.candidates, "--candidates")
+    if args.after is not None:
+        return _plan_after(args, candidates)
+    given = [f for f in ("objective", "max_power_w", "max_epoch_time_s", "confidence") if getattr(args, f) is not None]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')} needs --after PROFILES (the next mode for a decision)",
+                         given[0])
+    if args.budget is None:
+        raise InputError("--budget is required: the number of modes to profile (with --after, default 1)", "budget")
     plan = service.plan_profiling(args.device, args.budget, candidates)
     _log(f"{args.device}: {plan.summary()}")
     if candidates is None:
@@ -92,6 +130,29 @@ def _plan(args: argparse.Namespace) -> int:
              "it extrapolate -- give --candidates with the modes you will query to plan for them")
     with _output(args.out) as out:
         write_table(plan.modes, args.format, out)
+    return 0
+
+
+def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> int:
+    """``plan --after PROFILES``: the next mode(s) worth profiling for the decision (:mod:`.adaptive`)."""
+    from jetpredict.models.profile_rows import read_profile_rows
+    from jetpredict.predictor.adaptive import Adviser, Goal
+
+    rows = read_profile_rows(args.after)
+    reference = None if args.reference is None else read_profile_rows(args.reference)
+    goal = Goal(args.objective or "min-time", args.max_power_w, args.max_epoch_time_s,
+                DEFAULT_CONFIDENCE if args.confidence is None else args.confidence)
+    adviser = Adviser(args.device, goal, candidates, reference)
+    proposal = adviser.propose(rows, 1 if args.budget is None else args.budget)
+    _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}")
+    if proposal.modes.empty:
+        _log("every candidate mode is profiled already: nothing to propose")
+    else:
+        _log(f"profile next: {', '.join(proposal.modes['mode'].astype(str))} -- about "
+             f"{proposal.modes['est_profile_s'].sum() / 60:.1f} min; score = expected drop of the decision's "
+             "uncertainty (relative width of the recommended mode's interval + rivals' chance to beat it)")
+    with _output(args.out) as out:
+        write_table(proposal.modes, args.format, out)
     return 0
 
 
@@ -108,7 +169,41 @@ def _fit(args: argparse.Namespace) -> int:
         raise InputError(f"cannot write --out {args.out}: {exc.strerror}", "out") from None
     _log(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
          f"({model.reference_source} reference, {model.model_version}); wrote {args.out}")
+    _log_aliased(model)
     return 0
+
+
+def _log_aliased(model) -> None:
+    """Say which knobs' effects the profiled modes do not separate (their split is the prior's)."""
+    aliased = model.aliased_knobs()
+    if aliased:
+        _log("aliased knobs (the profiled modes do not separate their effects; predictions along them rest on "
+             "the reference and have wider intervals): " + ", ".join(f"{k} ({why})" for k, why in aliased.items()))
+
+
+#: ``--epochs N`` columns under honest names: the time (s) and energy (J) of training N epochs -- nothing
+#: about accuracy is known. The contract's ``time_to_accuracy_s`` / ``energy_to_accuracy_j`` (DESIGN.md)
+#: stay beside them with the same numbers.
+FOR_EPOCHS = {"time_to_accuracy_s": "time_for_epochs_s", "energy_to_accuracy_j": "energy_for_epochs_j"}
+#: What a ``table`` shows first (it is cut to the terminal width; csv and json have every column).
+TABLE_COLUMNS = ("role", "mode", "epoch_time_s", "epoch_time_s_low", "epoch_time_s_high", "avg_power_w",
+                 "epoch_energy_j", "time_for_epochs_s", "energy_for_epochs_j", "avg_power_w_high",
+                 "epoch_energy_j_low", "epoch_energy_j_high", "extrapolated", "cpu_cores", "cpu_mhz", "gpu_mhz",
+                 "emc_mhz")
+
+
+def with_epoch_totals(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``time_for_epochs_s`` and ``energy_for_epochs_j`` (and ``_low``/``_high``) placed before the
+    contract's ``*_to_accuracy_*`` columns, when those are there (``--epochs``)."""
+    if "time_to_accuracy_s" not in df.columns:
+        return df
+    out = df.copy()
+    at = list(out.columns).index("time_to_accuracy_s")
+    for old, new in FOR_EPOCHS.items():
+        for suffix in ("", "_low", "_high"):
+            out.insert(at, new + suffix, out[old + suffix])
+            at += 1
+    return out
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -123,10 +218,15 @@ def _predict(args: argparse.Namespace) -> int:
              f"{args.confidence:.0%} intervals")
     flagged = int(df["extrapolated"].sum())
     if flagged:
+        widening = model.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence) \
+            if args.device in (None, model.device_id) else None
+        wider = "" if widening is None else (f" (time intervals {np.median(widening):.2f}x as wide as inside "
+                                             f"them, median; up to {np.max(widening):.2f}x)")
         _log(f"{flagged} mode(s) lie outside the profiled knob ranges (column extrapolated_knobs): their "
-             "intervals are wider")
+             f"intervals are wider{wider}")
+        _log_aliased(model)
     with _output(args.out) as out:
-        write_table(df, args.format, out)
+        write_table(with_epoch_totals(df), args.format, out, table_columns=TABLE_COLUMNS)
     return 0
 
 
@@ -140,9 +240,11 @@ def _plot(model, result, args: argparse.Namespace) -> None:
     caps = ", ".join(f"{k} {v:g}" for k, v in result.constraints.items() if v is not None) or "no cap"
     title = (f"{model.workload_id} on {result.device}: {args.objective}, {caps} "
              f"({result.confidence:.0%} upper ends)")
-    plots.pareto_plot(modes, feasible_mask(modes, result.constraints.get("max_power_w"),
-                                           result.constraints.get("max_epoch_time_s")),
-                      result.as_dict(), args.plot, title)
+    caps = (result.constraints.get("max_power_w"), result.constraints.get("max_epoch_time_s"))
+    presets = service.predict(model, "presets", device=result.device, epochs=args.epochs,
+                              confidence=result.confidence)
+    plots.pareto_plot(modes, feasible_mask(modes, *caps), result.as_dict(), args.plot, title,
+                      presets=presets, presets_feasible=feasible_mask(presets, *caps))
     _log(f"wrote {args.plot}")
 
 
@@ -162,7 +264,7 @@ def _recommend(args: argparse.Namespace) -> int:
     else:
         rows = ([{"role": "best", **result.best}] if result.best else []) + [
             {"role": "pareto", **r} for r in result.pareto]
-        write_table(pd.DataFrame(rows), args.format)
+        write_table(with_epoch_totals(pd.DataFrame(rows)), args.format, table_columns=TABLE_COLUMNS)
     if not result.feasible:
         _log(f"jetpredict recommend: {result.reason}")
         return 1
@@ -179,15 +281,41 @@ def _recommend(args: argparse.Namespace) -> int:
         if result.preferred_in_range:
             _log("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
                  "the best mode inside the ranges was chosen")
+        # The table's rows stay best + front; the comparison is a line here and a field in the JSON.
+        _log(preset_summary(result.preset_comparison))
     return 0
 
 
+def preset_summary(comparison: dict | None) -> str:
+    """One line comparing the recommendation with the best nvpmodel preset under the same caps."""
+    c = comparison or {}
+    if not c.get("preset"):
+        return f"no preset to compare with: {c.get('reason') or 'none meets the caps'}"
+    if c["chosen_is_preset"]:
+        return (f"the best mode is the preset {c['preset']} itself: no other mode beats it under these caps")
+    return (f"vs the best preset under the same caps, {c['preset']} ({c['epoch_time_s']:.4g} s/epoch, "
+            f"{c['epoch_energy_j']:.4g} J/epoch, {c['avg_power_w']:.3g} W): saves "
+            f"{c['time_saving_s']:.4g} s ({c['time_saving_share']:.1%}) and {c['energy_saving_j']:.4g} J "
+            f"({c['energy_saving_share']:.1%}) per epoch")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="choose which power modes to profile")
+    p = sub.add_parser("plan", help="choose which power modes to profile (first, or next with --after)")
     p.add_argument("--device", required=True)
     p.add_argument("--candidates", help="CSV of candidate modes: the modes you will query (default: the "
-                   "device's modes with every clock >= 50%% of its maximum and >= 2 cores)")
-    p.add_argument("--budget", type=int, required=True, help="number of modes to profile")
+                   "device's modes with every clock >= 50%% of its maximum and >= 2 cores; with --after, "
+                   "every mode of the device)")
+    p.add_argument("--budget", type=int, help="number of modes to profile (required without --after; with "
+                   "it, default 1)")
+    p.add_argument("--after", help="profile rows measured so far: propose the next mode(s) that most narrow "
+                   "the decision (the recommended mode and the front under the caps)")
+    p.add_argument("--reference", help="with --after: your own measured reference sweeps (default: bundled)")
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), help="with --after: the decision (default min-time)")
+    p.add_argument("--max-power-w", type=float, help="with --after: W; met by the upper end of the power interval")
+    p.add_argument("--max-epoch-time-s", type=float, help="with --after: s; met by the upper end of the time "
+                   "interval")
+    p.add_argument("--confidence", type=_confidence_arg, help="with --after: level of the intervals (default "
+                   f"{DEFAULT_CONFIDENCE})")
     p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
     p.add_argument("--out", help="write to this file instead of standard output")
     p.set_defaults(handler=_plan)
@@ -206,7 +334,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--all", action="store_true", help="every mode of the device")
     group.add_argument("--presets", action="store_true", help="the nvpmodel presets")
     p.add_argument("--device", help="predict for another device type (cross-device)")
-    p.add_argument("--epochs", type=int, help="add time/energy to train this many epochs")
+    p.add_argument("--epochs", type=int, help="add the time (s) and energy (J) of training this many epochs: "
+                   "time_for_epochs_s, energy_for_epochs_j (also under the contract's names "
+                   "time_to_accuracy_s, energy_to_accuracy_j)")
     p.add_argument("--confidence", type=_confidence_arg, default=DEFAULT_CONFIDENCE,
                    help="coverage of the intervals (default %(default)s)")
     p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)

@@ -10,13 +10,15 @@ reported with their fastest mode, never dropped silently.
 
 This module only chooses: the caller (:func:`predictor.service.plan_fleet`) hands it one all-modes
 prediction per device *type*, so a round of hundreds of clients costs a handful of vectorised predictions.
+A workload may hold rows of several device types: each client's plan says whose rows it rests on
+(``rows_device``; ``own_rows`` when they are its own device's, else the prediction is transferred).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
@@ -25,7 +27,8 @@ from jetpredict.predictor.limits import MAX_CLIENTS
 from jetpredict.predictor.recommend import best_position
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
-#: the knob columns, the prediction columns and ``extrapolated_knobs``.
+#: the knob columns, the prediction columns and ``extrapolated_knobs``; optionally ``rows_device``, the
+#: device whose rows the prediction rests on.
 SpacePrediction = Mapping[str, object]
 
 
@@ -54,6 +57,8 @@ class ClientPlan:
     power_source: str
     extrapolated_knobs: str
     reason: str | None
+    rows_device: str | None = None
+    own_rows: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,11 @@ class FleetPlan:
     infeasible_clients: tuple[str, ...]
 
     def as_dict(self) -> dict:
-        """Plain JSON-ready dict (clients as a list of dicts)."""
-        out = asdict(self)
-        out["clients"] = [asdict(c) for c in self.clients]
+        """Plain JSON-ready dict (clients as a list of dicts). Every field of a client is a scalar, so
+        shallow copies do (``dataclasses.asdict`` deep-copies each value: seconds for 10,000 clients)."""
+        names = [f.name for f in fields(ClientPlan)]
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["clients"] = [{n: getattr(c, n) for n in names} for c in self.clients]
         out["infeasible_clients"] = list(self.infeasible_clients)
         return out
 
@@ -144,6 +151,7 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dic
         "power_source": str(pred["power_source"]),
         "extrapolated_knobs": str(np.asarray(pred["extrapolated_knobs"])[i]),
         "reason": reason,
+        "rows_device": None if pred.get("rows_device") is None else str(pred["rows_device"]),
     }
 
 
@@ -159,7 +167,10 @@ def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequ
                 per_device[device.id] = _device_choice(predict_space(device), deadline_s, epochs)
             except InputError as exc:
                 raise InputError(f"clients[{i}].device: {exc.message}", f"clients.{i}.device") from None
-    planned = tuple(ClientPlan(id=cid, device=device.id, **per_device[device.id]) for cid, device in pairs)
+    planned = tuple(ClientPlan(id=cid, device=device.id, **per_device[device.id],
+                               own_rows=None if per_device[device.id]["rows_device"] is None
+                               else per_device[device.id]["rows_device"] == device.id)
+                    for cid, device in pairs)
     late = tuple(c.id for c in planned if not c.meets_deadline)
     total = math.fsum(c.energy_j for c in planned if c.meets_deadline)
     return FleetPlan(feasible=not late, total_energy_j=total, deadline_s=deadline_s, epochs=epochs,

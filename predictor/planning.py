@@ -31,8 +31,16 @@ a core-count contrast at one CPU clock (``--candidates``) is the better buy.
 
 Plans that identify: a fit cannot tell what a knob does if the profiled modes never change it, and a
 prediction then extrapolates along that knob everywhere. So after the D-optimal search every knob must take
-at least two values among the chosen modes whenever the budget (>= 2) and the candidates allow it
-(:func:`identifying_exchange`: the best exchange that restores it, then exchanges that keep it). The plan
+at least two values among the chosen modes whenever the budget (>= 2) and the candidates allow it, and two
+of the modes must differ in cores only (same CPU, GPU and memory clocks: a *core contrast*)
+(:func:`identifying_exchange`: the best exchanges that restore both, then exchanges that keep them). The
+CPU side has three effects to separate -- CPU clock, cores (contention) and the memory clock's effect on
+CPU-side work (real AGX Xavier g -> h: stall +38% for EMC 2133 -> 1066 MHz) -- and a small network's
+epoch is mostly CPU side (real LeNet-5: e -> f, 8 -> 2 cores at one clock, +69%). The design matrix
+therefore carries a CPU-side memory column (contention x 1/f_emc, :data:`PLANNING_EXTRA_TERMS`) beside
+the model's terms, and the core contrast keeps cores from moving in lockstep with the CPU clock (before
+it, the AGX Xavier, Orin Nano and Nano default 4-mode plans put the fewest cores at the low CPU clock
+and the most at the high one). The plan
 reports, per knob, the share of the candidate modes outside the profiled range of that knob: predictions
 there extrapolate (:attr:`Plan.extrapolated`).
 
@@ -72,6 +80,8 @@ MIN_CLOCK_SHARE = 0.5
 MIN_CORES = 2
 MAX_EXCHANGE_PASSES = 10
 RESTARTS = 4  # local search: a few starts avoid most poor local optima
+#: Columns the plan's design adds to the model's time terms (see :func:`design_matrix`).
+PLANNING_EXTRA_TERMS: tuple[str, ...] = ("cpu_emc",)
 
 
 def operating_region(device, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz) -> np.ndarray:
@@ -95,14 +105,19 @@ def operating_region(device, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz) -> np.ndarray
 
 def design_matrix(modes: ModeArrays, kappa_cpu: float, kappa_pipe: float,
                   num_workers: float = DEFAULT_NUM_WORKERS) -> np.ndarray:
-    """(n, 6) design matrix of the epoch-time terms (:data:`predictor.features.TOTAL_TERMS`) of ``modes``.
+    """(n, 7) design matrix of ``modes``: the epoch-time terms (:data:`predictor.features.TOTAL_TERMS`)
+    and :data:`PLANNING_EXTRA_TERMS` (CPU-side work that waits on the memory clock).
 
     Each term is scaled to 0..1 over the candidates (the D-criterion does not depend on the scale, but
     the ridge prior does); ``kappa_*`` are the device's core-contention constants from its reference.
     """
-    feats = F.time_features(modes, num_workers, kappa_cpu, kappa_pipe)
+    feats = dict(F.time_features(modes, num_workers, kappa_cpu, kappa_pipe))
+    # CPU-side work that stalls on the shared LPDDR: contention x 1/f_emc (1/GHz). Real AGX Xavier rows
+    # show it (stall +38% from EMC 2133 to 1066 MHz, g -> h, ResNet-18 and MobileNetV3), so a plan must
+    # move the memory clock independently of the CPU clock and the cores, whatever the model's terms.
+    feats["cpu_emc"] = F.contention(modes.cpu_cores, num_workers, kappa_cpu) * (1000.0 / modes.emc_mhz)
     columns = []
-    for term in F.TOTAL_TERMS:
+    for term in (*F.TOTAL_TERMS, *(t for t in PLANNING_EXTRA_TERMS if t not in F.TOTAL_TERMS)):
         v = np.asarray(feats[term], dtype=float).ravel()
         span = v.max() - v.min()
         if term == "one":
@@ -120,8 +135,9 @@ def log_det(x: np.ndarray, chosen: np.ndarray | list[int], ridge: float = RIDGE)
     return float(value) if sign > 0 else float("-inf")
 
 
-def _gains(x: np.ndarray, info: np.ndarray) -> np.ndarray:
-    """log(1 + x' M^-1 x) for every candidate row: the log-det gain of adding it."""
+def log_det_gains(x: np.ndarray, info: np.ndarray) -> np.ndarray:
+    """log(1 + x' M^-1 x) for every candidate row of ``x``: the log-det gain of adding it to a design
+    whose information matrix is ``info``."""
     inv = np.linalg.inv(info)
     return np.log1p(np.einsum("ij,jk,ik->i", x, inv, x))
 
@@ -134,7 +150,7 @@ def _exchange(x: np.ndarray, chosen: list[int], ridge: float) -> list[int]:
         improved = False
         for slot, out in enumerate(chosen):
             rest = info - np.outer(x[out], x[out])
-            gains = _gains(x, rest)
+            gains = log_det_gains(x, rest)
             gains[[c for c in chosen if c != out]] = -np.inf
             best = int(np.argmax(gains))
             if best != out and gains[best] > gains[out] + 1e-9:
@@ -159,7 +175,7 @@ def d_optimal(x: np.ndarray, budget: int, ridge: float = RIDGE, restarts: int = 
     info = ridge * np.eye(p)
     greedy: list[int] = []
     for _ in range(budget):
-        gains = _gains(x, info)
+        gains = log_det_gains(x, info)
         gains[greedy] = -np.inf
         best = int(np.argmax(gains))
         greedy.append(best)
@@ -176,44 +192,79 @@ def varying_knobs(knobs: np.ndarray, chosen) -> np.ndarray:
     return np.ptp(sub, axis=0) > 0
 
 
-def identifying_exchange(x: np.ndarray, knobs: np.ndarray, chosen: list[int], ridge: float = RIDGE
-                         ) -> list[int]:
-    """The design ``chosen`` changed so that every knob the candidates vary takes >= 2 values.
+def core_contrasts(knobs: np.ndarray, chosen) -> bool:
+    """Whether two of the ``chosen`` rows differ in cores only (same CPU, GPU and memory clocks)."""
+    sub = knobs[np.asarray(chosen, dtype=int)]
+    for i in range(len(sub)):
+        same = np.all(sub[i + 1:, 1:] == sub[i, 1:], axis=1) & (sub[i + 1:, 0] != sub[i, 0])
+        if same.any():
+            return True
+    return False
 
-    While a knob is constant, make the exchange (one chosen mode for one candidate) with the highest
-    D-criterion among those that vary every knob the rest of the design and the candidate can; then
-    Fedorov exchanges that keep every knob varying, until none improves det. ``knobs``: (n, 4) values.
+
+def _contrast_partners(knobs: np.ndarray, rest: list[int]) -> np.ndarray:
+    """Candidates that form a core contrast with some row of ``rest`` (same clocks, other cores)."""
+    ok = np.zeros(len(knobs), dtype=bool)
+    for r in rest:
+        ok |= np.all(knobs[:, 1:] == knobs[r, 1:], axis=1) & (knobs[:, 0] != knobs[r, 0])
+    return ok
+
+
+def contrast_possible(knobs: np.ndarray, budget: int) -> bool:
+    """Whether the candidates hold two modes that differ in cores only, and the budget has room (>= 2)."""
+    if budget < 2:
+        return False
+    _, inverse = np.unique(knobs[:, 1:], axis=0, return_inverse=True)
+    inverse = np.ravel(inverse)
+    cores_per_setting = [np.unique(knobs[inverse == g, 0]).size for g in range(inverse.max() + 1)]
+    return max(cores_per_setting) >= 2
+
+
+def identifying_exchange(x: np.ndarray, knobs: np.ndarray, chosen: list[int], ridge: float = RIDGE,
+                         core_contrast: bool = False) -> list[int]:
+    """The design ``chosen`` changed so that every knob the candidates vary takes >= 2 values and, with
+    ``core_contrast`` (when the candidates and budget allow it), two modes differ in cores only.
+
+    Each step makes the exchange (one chosen mode for one candidate) that leaves the fewest unmet rules,
+    then the highest D-criterion; once every rule is met, only exchanges that keep them and improve det,
+    until none does. ``knobs``: (n, 4) values in MODE_FIELDS order.
     """
     chosen = list(chosen)
     wanted = np.ptp(knobs, axis=0) > 0
-    if len(chosen) < 2 or not wanted.any():
+    core_contrast = core_contrast and contrast_possible(knobs, len(chosen))
+    if len(chosen) < 2 or not (wanted.any() or core_contrast):
         return chosen
     p = x.shape[1]
+
+    def unmet(design: list[int]) -> int:
+        missing = int(np.sum(wanted & ~varying_knobs(knobs, design)))
+        return missing + int(core_contrast and not core_contrasts(knobs, design))
+
     for _ in range(MAX_EXCHANGE_PASSES * len(chosen)):
-        valid_now = bool(np.all(varying_knobs(knobs, chosen)[wanted]))
-        current = log_det(x, chosen, ridge)
-        best: tuple[float, int, int] | None = None
+        now = (unmet(chosen), log_det(x, chosen, ridge))
+        best: tuple[int, float, int, int] | None = None
         for slot in range(len(chosen)):
             rest = chosen[:slot] + chosen[slot + 1:]
             info = ridge * np.eye(p) + x[rest].T @ x[rest]
             _, base = np.linalg.slogdet(info)
-            value = base + _gains(x, info)
-            # A candidate keeps every wanted knob varying if the rest already varies it or it differs.
+            value = base + log_det_gains(x, info)
+            # Rules the design would miss with each candidate in the slot: a knob stays constant when
+            # neither the rest nor the candidate varies it; the contrast is missing when neither the rest
+            # holds one nor the candidate completes one.
             varies = varying_knobs(knobs, rest)
-            ok = np.ones(len(x), dtype=bool)
+            missing = np.zeros(len(x), dtype=int)
             for k in np.flatnonzero(wanted & ~varies):
-                ok &= knobs[:, k] != knobs[rest[0], k]
-            ok[rest] = False
-            if not ok.any():
-                continue
-            cand = int(np.argmax(np.where(ok, value, -np.inf)))
-            if best is None or value[cand] > best[0]:
-                best = (float(value[cand]), slot, cand)
-        if best is None:
+                missing += knobs[:, k] == knobs[rest[0], k]
+            if core_contrast and not core_contrasts(knobs, rest):
+                missing += ~_contrast_partners(knobs, rest)
+            missing[rest] = np.iinfo(int).max
+            fewest = missing.min()
+            cand = int(np.argmax(np.where(missing == fewest, value, -np.inf)))
+            if best is None or (fewest, -value[cand]) < (best[0], -best[1]):
+                best = (int(fewest), float(value[cand]), slot, cand)
+        if best is None or (best[0], -best[1]) >= (now[0], -now[1] - 1e-9):
             return chosen
-        if valid_now and best[0] <= current + 1e-9:
-            return chosen
-        chosen[best[1]] = best[2]
+        chosen[best[2]] = best[3]
     return chosen
 
 
@@ -306,7 +357,10 @@ def plan(device: Device, candidates: pd.DataFrame, budget: int, model: WorkloadM
     modes = ModeArrays.from_frame(candidates)
     knobs = np.column_stack(modes.arrays())
     x = design_matrix(modes, ref.kappa_cpu, ref.kappa_pipe, workers)
-    chosen = identifying_exchange(x, knobs, d_optimal(x, budget), RIDGE)
+    # A core contrast at one clock setting: the only way to tell CPU work under contention (cores) from
+    # CPU work per clock (cpu_mhz) for a launch-bound workload whose CPU clock and cores otherwise move
+    # together in a 4-mode design (real LeNet-5, AGX Xavier e vs f: 8 -> 2 cores, +69% epoch time).
+    chosen = identifying_exchange(x, knobs, d_optimal(x, budget), RIDGE, core_contrast=True)
     picked = candidates.iloc[chosen].reset_index(drop=True)
     picked["est_profile_s"] = profile_time_s(minibatch_time_s(device, modes.take(np.asarray(chosen)), model))
     lo, hi = knobs[chosen].min(axis=0), knobs[chosen].max(axis=0)

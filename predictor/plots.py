@@ -2,7 +2,8 @@
 
 Every mode of the device is a faint point (grey over the caps, blue within), the Pareto front within
 the caps is the red line, the chosen mode is ringed, and the chosen mode's 90% intervals are drawn as
-error bars. Axes are logarithmic (epoch time in s, energy per epoch in J), as on the page. matplotlib is
+error bars. The nvpmodel presets are labelled diamonds (filled when they meet the caps), and the preset
+the recommendation is compared with (``preset_comparison``) is ringed in their colour. Axes are logarithmic (epoch time in s, energy per epoch in J), as on the page. matplotlib is
 the ``[plot]`` extra; it is imported only here, with the non-interactive Agg backend.
 """
 
@@ -18,6 +19,7 @@ FORMATS = (".svg", ".png")
 FEASIBLE_COLOUR = "#0b6bcb"
 INFEASIBLE_COLOUR = "#8a8a8a"
 FRONT_COLOUR = "#d1495b"
+PRESET_COLOUR = "#2e7d32"
 
 
 def _pyplot():
@@ -40,10 +42,12 @@ def check_plot_path(path: str | Path) -> Path:
 
 
 def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: str | Path,
-                title: str = "") -> Path:
+                title: str = "", presets: pd.DataFrame | None = None,
+                presets_feasible: np.ndarray | None = None) -> Path:
     """Write the picture for ``modes`` (every mode: ``epoch_time_s``, ``epoch_energy_j``), the boolean
     ``feasible`` mask of the caps, and a :func:`predictor.service.recommend` ``result`` (``best``,
-    ``pareto`` rows). Returns the path written."""
+    ``pareto`` rows, ``preset_comparison``). ``presets``: the presets' prediction rows (``mode`` names
+    them), with ``presets_feasible`` their mask of the caps. Returns the path written."""
     path = check_plot_path(path)
     plt = _pyplot()
     t = modes["epoch_time_s"].to_numpy(float)
@@ -59,6 +63,8 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
         if front:
             ax.plot([r["epoch_time_s"] for r in front], [r["epoch_energy_j"] for r in front], "-o",
                     color=FRONT_COLOUR, markersize=3, linewidth=1.5, label=f"Pareto front ({len(front)} modes)")
+        if presets is not None and len(presets):
+            _presets(ax, presets, presets_feasible, result.get("preset_comparison"))
         best = result.get("best")
         if best:
             xerr = _err(best, "epoch_time_s")
@@ -92,6 +98,21 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
     finally:
         plt.close(fig)
     return path
+
+
+def _presets(ax, presets: pd.DataFrame, feasible: np.ndarray | None, comparison: dict | None) -> None:
+    """The presets as labelled diamonds (filled: within the caps) and the compared one ringed."""
+    t = presets["epoch_time_s"].to_numpy(float)
+    e = presets["epoch_energy_j"].to_numpy(float)
+    ok = np.ones(len(presets), dtype=bool) if feasible is None else np.asarray(feasible, dtype=bool)
+    ax.scatter(t, e, s=36, marker="D", c=np.where(ok, PRESET_COLOUR, "white"), edgecolors=PRESET_COLOUR,
+               linewidths=1.2, zorder=3, label=f"nvpmodel presets ({int(ok.sum())} of {len(presets)} within the cap)")
+    for x, y, name in zip(t, e, presets["mode"].astype(str), strict=True):
+        ax.annotate(name, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7, color=PRESET_COLOUR)
+    if comparison and comparison.get("preset"):
+        ax.scatter([comparison["epoch_time_s"]], [comparison["epoch_energy_j"]], s=160, facecolors="none",
+                   edgecolors=PRESET_COLOUR, linewidths=1.5, zorder=3,
+                   label=f"compared preset: {comparison['preset']}")
 
 
 def _err(row: dict, column: str):

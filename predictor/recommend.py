@@ -10,7 +10,11 @@ Rules ("caps are met with the interval, not the point", as the README says):
 - among the modes meeting the limits the objective is minimised on the point prediction;
 - a mode whose knobs lie outside the profiled ranges (``extrapolated_knobs`` not empty) loses to the best
   in-range mode unless it is better beyond its own interval: its objective's upper bound is below the
-  in-range mode's point prediction.
+  in-range mode's point prediction;
+- the device's nvpmodel presets are candidates too (their caps are often not exact clock steps, so the
+  space may not hold them), and the chosen mode is never worse on the objective (point prediction) than
+  the best preset meeting the same limits at the same confidence: if it would be, the preset is chosen.
+  :func:`preset_comparison` states that preset and what the chosen mode saves against it.
 """
 
 from __future__ import annotations
@@ -138,7 +142,12 @@ def best_position(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok
 
 @dataclass(frozen=True)
 class Choice:
-    """Outcome of :func:`choose`: positions in the prediction table (``best`` None when nothing fits)."""
+    """Outcome of :func:`choose`: positions in the prediction table (``best`` None when nothing fits).
+
+    ``preset``: the position of the best preset meeting the limits (None when no preset row meets them or
+    the table has none); ``preferred_preset``: that preset beat the best mode of the space on the
+    objective's point prediction, so it is ``best``.
+    """
 
     best: int | None
     pareto: np.ndarray = field(repr=False)
@@ -146,6 +155,8 @@ class Choice:
     feasible: bool
     reason: str | None
     preferred_in_range: bool
+    preset: int | None = None
+    preferred_preset: bool = False
 
 
 def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_s: float | None,
@@ -170,13 +181,27 @@ def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_
     return f"no mode meets {limits} at confidence {confidence:g}: " + "; ".join(parts)
 
 
+def with_presets(presets: pd.DataFrame, space: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """(the presets' prediction rows followed by the space's, a mask of the preset rows) for :func:`choose`.
+
+    Presets come first, so where a preset and a space mode have the same knobs and prediction, ties (and
+    the Pareto front's duplicates) keep the preset's name.
+    """
+    table = pd.concat([presets, space], ignore_index=True)
+    mask = np.zeros(len(table), dtype=bool)
+    mask[:len(presets)] = True
+    return table, mask
+
+
 def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoch_time_s: float | None,
-           confidence: float) -> Choice:
+           confidence: float, presets: np.ndarray | None = None) -> Choice:
     """Best mode for ``objective`` among the modes meeting the limits (checked values), and the fronts.
 
     ``df`` holds predictions at ``confidence`` (its ``_high`` columns are the bounds the limits use).
     The fronts are time vs energy and time vs power of the feasible modes (point predictions), fastest
-    first. Ties on the objective go to the other quantity.
+    first. Ties on the objective go to the other quantity. ``presets``: mask of the rows that are the
+    device's nvpmodel presets (:func:`with_presets`); the best of those meeting the limits is chosen
+    whenever its point prediction beats the mode the rules above pick.
     """
     key = OBJECTIVES[objective]
     other = "epoch_energy_j" if key == "epoch_time_s" else "epoch_time_s"
@@ -185,7 +210,63 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
     if not ok.any():
         reason = _why_infeasible(df, max_power_w, max_epoch_time_s, confidence)
         return Choice(None, empty, empty, False, reason, False)
-    best, preferred = best_position(df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float),
-                                    df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
+    value, tie = df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float)
+    best, preferred = best_position(value, tie, df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
+    preset, preferred_preset = None, False
+    if presets is not None and (ok & presets).any():
+        preset = int(np.lexsort((tie, np.where(ok & presets, value, np.inf)))[0])
+        # A user can always set this preset by name: a recommendation worse than it is no recommendation.
+        if value[preset] < value[best]:
+            best, preferred, preferred_preset = preset, False, True
     return Choice(best, pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j"),
-                  pareto_positions(df, ok, "epoch_time_s", "avg_power_w"), True, None, preferred)
+                  pareto_positions(df, ok, "epoch_time_s", "avg_power_w"), True, None, preferred, preset,
+                  preferred_preset)
+
+
+#: Columns of the preset a recommendation is compared with (see :func:`preset_comparison`).
+PRESET_COMPARISON_COLUMNS = ("epoch_time_s", "epoch_time_s_high", "epoch_energy_j", "epoch_energy_j_high",
+                             "avg_power_w", "avg_power_w_high")
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a finite float; None for a missing or non-finite cell (an answer's null)."""
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
+def _saving(preset: object, chosen: object) -> tuple[float | None, float | None]:
+    """(preset - chosen, that as a share of the preset): positive when the chosen mode saves; None when
+    either is unknown."""
+    p, c = _number(preset), _number(chosen)
+    if p is None or c is None:
+        return None, None
+    return p - c, ((p - c) / p if p else 0.0)
+
+
+def preset_comparison(best: dict | None, preset: dict | None, objective: str, max_power_w: float | None,
+                      max_epoch_time_s: float | None, confidence: float) -> dict[str, object]:
+    """The chosen mode (``best``, a prediction row) against the best preset (``preset``) meeting the same
+    limits at the same ``confidence``: the preset's name, time (s), energy (J) and power (W), and the
+    saving of the chosen mode against it (s and J, and as shares of the preset's; positive = saved).
+    ``preset`` None: no preset meets the limits, and ``reason`` says so."""
+    out: dict[str, object] = {"objective": objective, "preset": None, "chosen_is_preset": False,
+                              **dict.fromkeys(PRESET_COMPARISON_COLUMNS),
+                              "time_saving_s": None, "time_saving_share": None,
+                              "energy_saving_j": None, "energy_saving_share": None, "reason": None}
+    if preset is None:
+        limits = ", ".join(f"{k}={v:g}" for k, v in (("max_power_w", max_power_w),
+                                                      ("max_epoch_time_s", max_epoch_time_s)) if v is not None)
+        out["reason"] = (f"no nvpmodel preset meets {limits or 'the limits'} at confidence {confidence:g}")
+        return out
+    out["preset"] = str(preset["mode"])
+    out.update({c: _number(preset[c]) for c in PRESET_COMPARISON_COLUMNS})
+    if best is not None:
+        out["chosen_is_preset"] = all(_number(best[k]) == _number(preset[k]) for k in
+                                      ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")) and best["mode"] == preset["mode"]
+        out["time_saving_s"], out["time_saving_share"] = _saving(preset["epoch_time_s"], best["epoch_time_s"])
+        out["energy_saving_j"], out["energy_saving_share"] = _saving(preset["epoch_energy_j"],
+                                                                     best["epoch_energy_j"])
+    return out

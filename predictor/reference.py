@@ -91,6 +91,10 @@ class DeviceReference:
     #: Sweeps of the workloads shared across devices (the simulated ones) when the primary reference is
     #: another set (e.g. AGX Xavier's published sweeps): the basis of reference-workload transfer.
     transfer: DeviceReference | None = None
+    #: Each reference workload's own contention constants (CPU, pipeline), fitted on its sweep alone when
+    #: it varies the cores: a regime-weighted fit takes them from the workloads its rows resemble
+    #: (``model.regime_prior``). Empty: the pooled ``kappas`` for every workload.
+    workload_kappas: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def anchor_modes(self) -> ModeArrays:
@@ -188,6 +192,8 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
         raise InputError(f"reference workload(s) {small} have fewer than 3 modes; a reference sweep needs "
                          f">= 3 modes per workload", "reference")
     kappas = _fit_kappas(groups)
+    own_kappas = {w: _fit_kappas({w: g}) for w, g in groups.items()
+                  if len(groups) > 1 and len(np.unique(g.modes.cpu_cores)) > 1}
     maxima = F.device_maxima(device)
     anchor = tuple(float(v) for v in device.maxn.knobs())
     workers = float(np.median(np.concatenate([g.num_workers for g in groups.values()])))
@@ -208,7 +214,7 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
         kappa_pipe=kappas[1], shape=prior, workload_shapes=norm, time_noise_rel=time_noise,
         base_coef=base_coef, base_noise_rel=base_noise, power_mean=power_mean, power_sd=power_sd,
         power_noise_rel=power_noise, maxima=maxima, anchor=anchor, training_sha256=fingerprint,
-        workload_anchor_s=anchors,
+        workload_anchor_s=anchors, workload_kappas=own_kappas,
     )
 
 

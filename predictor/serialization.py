@@ -8,6 +8,7 @@ and number on the way: nothing in a file is executed or imported, and a malforme
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -16,7 +17,14 @@ from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.predictor import features as F
-from jetpredict.predictor.model import ContentionVariant, IntervalScales, WorkloadModel
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.model import (
+    DEFAULT_CONFIDENCE,
+    MAX_EPOCH_TIME_S,
+    ContentionVariant,
+    IntervalScales,
+    WorkloadModel,
+)
 from jetpredict.predictor.reference import DeviceReference
 from jetpredict.predictor.terms import ShapePrior, TermFit
 
@@ -25,6 +33,12 @@ REFERENCE_SCHEMA = "jetpredict-reference/2"
 #: Every term name a fit may use (time and power).
 KNOWN_TERMS = frozenset(F.TOTAL_TERMS) | frozenset(F.POWER_TERMS)
 MAX_TRAINING_ROWS = 100_000
+#: Knob maxima (cores, MHz) a file may hold: every knob is divided by its maximum.
+MIN_MAXIMUM, MAX_MAXIMUM = 1e-3, 1e6
+#: Interval widening factors a file may hold (fits write ~0.5..5).
+MIN_SCALE, MAX_SCALE = 0.0, 1e3
+#: About this many modes of the device's space are predicted when a model file is loaded.
+PROBE_MODES = 256
 
 
 # -- writing ----------------------------------------------------------------------------------------------
@@ -66,6 +80,7 @@ def reference_to_dict(ref: DeviceReference) -> dict[str, Any]:
         "power_mean": ref.power_mean, "power_sd": ref.power_sd, "power_noise_rel": ref.power_noise_rel,
         "maxima": dict(ref.maxima), "anchor": list(ref.anchor), "derived_from": ref.derived_from,
         "training_sha256": ref.training_sha256, "workload_anchor_s": dict(ref.workload_anchor_s),
+        "workload_kappas": {w: list(k) for w, k in ref.workload_kappas.items()},
         "transfer": None if ref.transfer is None else reference_to_dict(ref.transfer),
     })
 
@@ -172,8 +187,79 @@ def _device(r: _Reader, key: str = "device"):
 
 
 def _maxima(r: _Reader) -> dict[str, float]:
+    # Knobs are divided by their maxima: a zero (or a denormal) maximum would make every time infinite.
     m = r.obj("maxima")
-    return {k: m.number(k, 0) for k in MODE_FIELDS}
+    out = {k: m.number(k, MIN_MAXIMUM) for k in MODE_FIELDS}
+    for k, v in out.items():
+        if v > MAX_MAXIMUM:
+            raise m.fail(k, f"must be at most {MAX_MAXIMUM:g} (cores or MHz)")
+    return out
+
+
+def _scale(r: _Reader, key: str, default: float | None = None) -> float:
+    """An interval scale: a widening factor of a fit, in MIN_SCALE..MAX_SCALE."""
+    if default is not None and key not in r.doc:
+        return default
+    v = r.number(key, MIN_SCALE)
+    if v > MAX_SCALE:
+        raise r.fail(key, f"must be at most {MAX_SCALE:g} (a widening factor of the intervals)")
+    return v
+
+
+def _training_rows(r: _Reader) -> tuple[dict, ...]:
+    rows = r.get("training_rows")
+    if not isinstance(rows, list) or len(rows) > MAX_TRAINING_ROWS or not all(isinstance(x, dict) for x in rows):
+        raise r.fail("training_rows", f"must be a list of at most {MAX_TRAINING_ROWS} JSON objects")
+    for i, row in enumerate(rows):
+        bad = next((k for k, v in row.items() if v is not None and not isinstance(v, str | int | float)), None)
+        if bad is not None:
+            raise r.fail(f"training_rows[{i}].{bad}", "must be a string, number, boolean or null")
+    return tuple(rows)
+
+
+def probe_modes(device) -> ModeArrays:
+    """Modes a loaded model is tried on: the presets, every corner of the knob ranges and an even sample
+    of the device's space (about :data:`PROBE_MODES` modes)."""
+    space = device.modes().as_arrays()
+    step = max(1, len(space["cpu_cores"]) // PROBE_MODES)
+    ranges = device.knob_ranges()
+    corners = np.array(list(itertools.product(*(ranges[k] for k in MODE_FIELDS))), dtype=float)
+    presets = np.array([p.knobs() for p in device.presets], dtype=float).reshape(-1, len(MODE_FIELDS))
+    sample = np.column_stack([np.asarray(space[k], dtype=float)[::step] for k in MODE_FIELDS])
+    knobs = np.vstack([presets, corners, sample])
+    return ModeArrays.from_frame({k: knobs[:, i] for i, k in enumerate(MODE_FIELDS)})
+
+
+def prediction_problem(model: WorkloadModel) -> str | None:
+    """What is wrong with ``model``'s predictions on :func:`probe_modes`, or None when every time, power
+    and energy is finite and positive with low <= point <= high."""
+    try:
+        with np.errstate(all="ignore"):
+            pred = model.predict(probe_modes(model.device), DEFAULT_CONFIDENCE)
+    except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, np.linalg.LinAlgError) as exc:
+        return f"it cannot predict ({type(exc).__name__}: {exc})"
+    # Far beyond anything a fit of accepted rows predicts (bounds are clipped, so a forged number can stay
+    # finite): epochs 1000x the longest accepted, power 10x the module's rated power.
+    power_cap = 10.0 * model.device.specs.module_power_w
+    ceiling = {"epoch_time_s": 1e3 * MAX_EPOCH_TIME_S, "avg_power_w": power_cap,
+               "epoch_energy_j": 1e3 * MAX_EPOCH_TIME_S * power_cap}
+    for point in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
+        low, mid, high = (np.asarray(getattr(pred, f"{point}{end}"), dtype=float) for end in ("_low", "", "_high"))
+        bad = ~(np.isfinite(low) & np.isfinite(mid) & np.isfinite(high) & (low >= 0) & (mid > 0)
+                & (low <= mid * (1 + 1e-9)) & (mid <= high * (1 + 1e-9)) & (mid <= ceiling[point]))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return (f"it predicts {point} = {mid[i]:.6g} with interval {low[i]:.6g}..{high[i]:.6g} at a mode of "
+                    f"{model.device_id}: not a finite, positive value inside a finite interval")
+    return None
+
+
+def check_predictions(model: WorkloadModel, what: str = "model") -> None:
+    """InputError unless :func:`prediction_problem` finds nothing: a file whose numbers were edited (and
+    its manifest recomputed) must fail here, not in ``predict`` with a traceback or infinite times."""
+    problem = prediction_problem(model)
+    if problem is not None:
+        raise InputError(f"{what}: {problem}; the file is damaged: refit it", "model")
 
 
 def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
@@ -198,12 +284,10 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
                 raise rr.fail(k, "must be [low, high] with 0 < low <= high")
             profiled[k] = (float(lo), float(hi))
     s = r.obj("interval_scales")
-    rows = r.get("training_rows")
-    if not isinstance(rows, list) or len(rows) > MAX_TRAINING_ROWS or not all(isinstance(x, dict) for x in rows):
-        raise r.fail("training_rows", f"must be a list of at most {MAX_TRAINING_ROWS} JSON objects")
+    rows = _training_rows(r)
     complexity = r.mapping("complexity")
     base_coef = r.array("base_coef", (len(F.BASE_TERMS),))
-    return WorkloadModel(
+    model = WorkloadModel(
         device=_device(r), workload_id=r.text("workload_id"), reference_source=r.text("reference_source"),
         profiled_modes=r.integer("profiled_modes"), has_power=r.boolean("has_power"),
         num_workers=r.number("num_workers", 0), kappa_cpu=r.number("kappa_cpu", 0),
@@ -211,16 +295,18 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
         base_coef=base_coef, base_ratio=r.number("base_ratio", 0), base_sd_rel=r.number("base_sd_rel", 0),
         power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=_maxima(r),
         variants=tuple(variants),
-        interval_scales=IntervalScales(s.number("time", 0), s.number("power", 0), s.number("energy", 0),
+        interval_scales=IntervalScales(_scale(s, "time"), _scale(s, "power"), _scale(s, "energy"),
                                        # absent in models written before the out-of-regime factor (mech-6)
-                                       s.number("extrapolation", 1) if "extrapolation" in s.doc else 1.0),
+                                       _scale(s, "extrapolation", 1.0)),
         profiled_ranges=profiled, cross_device=r.boolean("cross_device"),
         source_device_id=r.text("source_device_id", optional=True),
         cross_device_rel_sd=r.number("cross_device_rel_sd", 0),
         transfer_method=r.text("transfer_method", optional=True),
         complexity={str(k): float(v) for k, v in complexity.items() if isinstance(v, int | float)},
-        training_rows=tuple(rows), model_version=r.text("model_version"),
+        training_rows=rows, model_version=r.text("model_version"),
     )
+    check_predictions(model, what)
+    return model
 
 
 def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference:
@@ -240,6 +326,9 @@ def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference
             raise wr.fail("", "must hold 'total' or 'compute', 'stall' and 'rest'")
         shapes[str(w)] = {n: wr.array(n, (len(F.COMPONENT_TERMS[n]),)) for n in names}
     anchors = {str(w): r.obj("workload_anchor_s").number(w, 0) for w in r.mapping("workload_anchor_s")}
+    # Per-workload contention constants (mech-8); documents without them pool every workload.
+    kappas = {} if r.get("workload_kappas") is None else {
+        str(w): tuple(float(v) for v in r.obj("workload_kappas").array(w, (2,))) for w in r.mapping("workload_kappas")}
     anchor = r.array("anchor", (4,))
     workloads = r.get("workloads")
     if not isinstance(workloads, list) or not all(isinstance(w, str) for w in workloads):
@@ -255,6 +344,6 @@ def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference
         power_sd=r.array("power_sd", (len(F.POWER_TERMS),)), power_noise_rel=r.number("power_noise_rel", 0),
         maxima=_maxima(r), anchor=tuple(float(v) for v in anchor),
         derived_from=r.text("derived_from", optional=True), training_sha256=r.text("training_sha256"),
-        workload_anchor_s=anchors,
+        workload_anchor_s=anchors, workload_kappas=kappas,
         transfer=None if nested is None else reference_from_dict(nested, f"{what}.transfer"),
     )

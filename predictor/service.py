@@ -16,14 +16,16 @@ Limits and objectives come from :mod:`predictor.limits`. Bad input raises
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError, ModeOutOfRangeError
+from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_rows import rows_to_records, source_kind
 from jetpredict.predictor import bundled, fleet, planning, space
 from jetpredict.predictor import recommend as rec
@@ -31,6 +33,7 @@ from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.terms import least_trusted
+from jetpredict.predictor.workload_devices import DeviceModels
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
 #: Prediction columns in output order: the profile-row format's first, the power interval after them.
@@ -78,26 +81,70 @@ def provenance(model: WorkloadModel, device: Device | str | None = None) -> dict
             "model_version": model.model_version}
 
 
+#: One answer row (JSON rows, a recommendation's best and Pareto rows), in output order.
+ROW_COLUMNS: tuple[str, ...] = (*MODE_COLUMNS, *PREDICTION_COLUMNS, *TO_ACCURACY_COLUMNS, *FLAG_COLUMNS,
+                                "cross_device", "power_source", "confidence")
+#: Per-mode columns that hold one value for the whole answer (stated once in compact answers).
+CONSTANT_COLUMNS: tuple[str, ...] = ("cross_device", "power_source", "confidence")
+#: What an answer rests on, stated once at its top (see :func:`provenance`).
+PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "profiled_modes", "model_version")
+
+
+@dataclass(frozen=True)
+class ModeTable:
+    """Modes checked against a device: ``labels`` (text) and ``knobs`` (MODE_FIELDS -> arrays; cores int)."""
+
+    labels: Sequence[str]
+    knobs: Mapping[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame({k: self.knobs[k] for k in MODE_FIELDS})
+        df.insert(0, "mode", pd.Series(list(self.labels), dtype=object))
+        return df
+
+
 @lru_cache(maxsize=16)
-def _all_modes_of(device_id: str) -> pd.DataFrame:
+def _space_table(device_id: str) -> ModeTable:
+    """Every mode of a device (``Device.modes()`` order), cached: labels cost ~30 ms on AGX Xavier."""
     modes = load_device(device_id).modes()
-    df = pd.DataFrame(modes.as_arrays(), columns=list(MODE_FIELDS))
-    df.insert(0, "mode", modes.labels())
-    return df
+    knobs = modes.as_arrays()
+    for a in knobs.values():
+        a.setflags(write=False)  # shared by every answer: nobody may change it
+    return ModeTable(tuple(modes.labels()), knobs)
 
 
-def _all_modes(device: Device) -> pd.DataFrame:
-    """Every mode of ``device`` as a table (cached per device; callers must not modify it)."""
-    return _all_modes_of(device.id)
+@lru_cache(maxsize=16)
+def _preset_table(device_id: str) -> ModeTable:
+    presets = load_device(device_id).presets
+    knobs = {k: np.array([p.knobs()[i] for p in presets], dtype=int if k == "cpu_cores" else float)
+             for i, k in enumerate(MODE_FIELDS)}
+    return ModeTable(tuple(p.mode for p in presets), knobs)
 
 
-def _presets(device: Device) -> pd.DataFrame:
-    return pd.DataFrame([p.as_dict() for p in device.presets], columns=list(MODE_COLUMNS))
+def _number(value: object) -> float:
+    """A knob value as float, NaN when it is not a number (booleans are not numbers)."""
+    if isinstance(value, bool | np.bool_) or value is None:
+        return float("nan")
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
 
 
-def _mode_table(device: Device, modes: pd.DataFrame | Sequence[Mapping]) -> pd.DataFrame:
+def _blank(label: object) -> bool:
+    return label is None or (isinstance(label, float) and label != label) or not str(label).strip()
+
+
+def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill_labels: bool) -> ModeTable:
+    """A user table or list of mode objects, checked: every error names ``modes.<i>.<field>``.
+
+    ``fill_labels``: a mode without a label gets its knob label (``8c-2265.6-1377-2133``) instead of an error.
+    """
     if isinstance(modes, pd.DataFrame):
-        df = modes
+        records: Sequence[Mapping] = modes.to_dict(orient="records")
     else:
         if not isinstance(modes, Sequence) or isinstance(modes, str | bytes):
             raise InputError('modes must be "presets", "all", or a list of mode objects', "modes")
@@ -105,47 +152,60 @@ def _mode_table(device: Device, modes: pd.DataFrame | Sequence[Mapping]) -> pd.D
         if bad:
             raise InputError(f"modes[{bad[0]}] must be an object with {', '.join(MODE_COLUMNS)}",
                              f"modes.{bad[0]}")
-        df = pd.DataFrame(list(modes))
-    if df.empty:
+        records = modes
+    if not records:
         raise InputError("modes is empty: give at least one mode", "modes")
-    if len(df) > MAX_MODES:
-        raise InputError(f"modes may hold at most {MAX_MODES} rows, got {len(df)}", "modes")
-    missing = [c for c in MODE_COLUMNS if c not in df.columns]
+    if len(records) > MAX_MODES:
+        raise InputError(f"modes may hold at most {MAX_MODES} rows, got {len(records)}", "modes")
+    present = set().union(*(m.keys() for m in records))
+    missing = [c for c in (MODE_FIELDS if fill_labels else MODE_COLUMNS) if c not in present]
     if missing:
         raise InputError(f"modes is missing column(s) {', '.join(missing)}; each mode needs "
                          f"{', '.join(MODE_COLUMNS)}", f"modes.{missing[0]}")
-    if "device" in df.columns:
-        other = sorted({str(d) for d in df["device"].dropna() if str(d).strip() and str(d) != device.id})
+    if "device" in present:
+        other = sorted({str(m.get("device")) for m in records
+                        if not _blank(m.get("device")) and str(m.get("device")) != device.id})
         if other:
             raise InputError(f"modes are for device {other[0]!r} but the prediction is for {device.id!r}; "
                              f"predict for that device explicitly (cross-device) or drop the rows",
                              "modes.device")
-    out = pd.DataFrame({"mode": df["mode"]})
-    labels = out["mode"]
-    blank = labels.isna() | (labels.astype(str).str.strip() == "")
-    if blank.any():
-        i = int(np.flatnonzero(blank.to_numpy())[0])
-        raise InputError(f"modes[{i}].mode is required (a label, e.g. a preset name or 'custom')",
-                         f"modes.{i}.mode")
-    out["mode"] = labels.astype(str)
-    for name in MODE_FIELDS:
-        values = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+    if not fill_labels:
+        for i, m in enumerate(records):
+            if _blank(m.get("mode")):
+                raise InputError(f"modes[{i}].mode is required (a label, e.g. a preset name or 'custom')",
+                                 f"modes.{i}.mode")
+    knobs = {name: np.array([_number(m.get(name)) for m in records], dtype=float) for name in MODE_FIELDS}
+    for name, values in knobs.items():
         bad = ~np.isfinite(values)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"modes[{i}].{name} must be a number, got {df[name].iloc[i]!r}",
+            raise InputError(f"modes[{i}].{name} must be a number, got {records[i].get(name)!r}",
                              f"modes.{i}.{name}")
-        out[name] = values
-    if device.out_of_range(*(out[f].to_numpy() for f in MODE_FIELDS)):
+    if device.out_of_range(*(knobs[f] for f in MODE_FIELDS)):
         # Name the first offending row: check row by row only on this (rare) error path.
-        for i, knobs in enumerate(out[list(MODE_FIELDS)].to_numpy()):
-            problems = device.out_of_range(*(np.atleast_1d(k) for k in knobs))
+        for i in range(len(records)):
+            problems = device.out_of_range(*(knobs[f][i:i + 1] for f in MODE_FIELDS))
             if problems:
                 name, message = next(iter(problems.items()))
-                raise ModeOutOfRangeError(f"modes[{i}] ({out['mode'].iloc[i]}): {message}",
+                raise ModeOutOfRangeError(f"modes[{i}] ({records[i].get('mode')}): {message}",
                                           f"modes.{i}.{name}")
-    out["cpu_cores"] = out["cpu_cores"].astype(int)
-    return out.reset_index(drop=True)
+    knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
+    labels = [str(m.get("mode")) if not _blank(m.get("mode"))
+              else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]
+    return ModeTable(labels, knobs)
+
+
+def mode_table(device: Device, modes: str | pd.DataFrame | Sequence[Mapping], fill_labels: bool = False
+               ) -> ModeTable:
+    """The modes to predict, checked against ``device``: ``"presets"``, ``"all"`` (both cached; callers
+    must not modify them) or a table / list of mode objects (other columns ignored)."""
+    if isinstance(modes, str):
+        if modes == "presets":
+            return _preset_table(device.id)
+        if modes == "all":
+            return _space_table(device.id)
+        raise InputError(f'modes must be "presets", "all", or a list of mode objects; got {modes!r}', "modes")
+    return _checked_modes(device, modes, fill_labels)
 
 
 def resolve_modes(device: Device | str, modes: str | pd.DataFrame | Sequence[Mapping] = "presets"
@@ -155,14 +215,7 @@ def resolve_modes(device: Device | str, modes: str | pd.DataFrame | Sequence[Map
     ``modes`` is ``"presets"``, ``"all"`` (every mode of the device) or a table / list of mode objects
     (other columns ignored). Knobs may take any value inside the device's range.
     """
-    device = resolve_device(device)
-    if isinstance(modes, str):
-        if modes == "presets":
-            return _presets(device)
-        if modes == "all":
-            return _all_modes(device).copy()
-        raise InputError(f'modes must be "presets", "all", or a list of mode objects; got {modes!r}', "modes")
-    return _mode_table(device, modes)
+    return mode_table(resolve_device(device), modes).frame()
 
 
 # -- the model seam: every prediction the service makes goes through these two functions ----------------
@@ -181,6 +234,108 @@ def predict_space(model: WorkloadModel, device: Device, confidence: float) -> di
     return {**device.modes().as_arrays(), **space.space_prediction(model, device, confidence).columns()}
 
 
+#: Preset columns per (model, device, confidence): presets are the most asked-for modes.
+_PRESETS = space.PerModelCache(64)
+
+
+def _preset_prediction(model: WorkloadModel, device: Device, confidence: float, table: ModeTable
+                       ) -> dict[str, object]:
+    """:func:`predict_knobs` of the device's presets, kept per fitted model object (arrays read-only,
+    shared by every answer)."""
+    def compute() -> dict[str, object]:
+        pred = predict_knobs(model, ModeArrays.from_frame(table.knobs), device, confidence)
+        for value in pred.values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+        return pred
+
+    return _PRESETS.get(model, device, confidence, compute)
+
+
+def _json_floats(values: object) -> list[float | None]:
+    array = np.asarray(values, dtype=float)
+    if np.isfinite(array).all():
+        return array.tolist()
+    out = array.astype(object)
+    out[~np.isfinite(array)] = None
+    return out.tolist()
+
+
+@dataclass(frozen=True, eq=False)
+class PredictionAnswer:
+    """One prediction answer, as every output form renders it (JSON rows or columns, CSV, Arrow, tables).
+
+    ``columns``: per-mode values (labels, knobs, predictions in s / W / J, to-accuracy with ``epochs``,
+    extrapolation flags) in output order; ``constants``: ``cross_device``, ``power_source``, ``confidence``
+    (one value per answer); ``provenance``: :data:`PROVENANCE_FIELDS`.
+    """
+
+    device: str
+    workload_id: str | None
+    provenance: Mapping[str, object]
+    epochs: int | None
+    columns: Mapping[str, object]
+    constants: Mapping[str, object]
+
+    @property
+    def count(self) -> int:
+        return len(self.columns["mode"])  # type: ignore[arg-type]
+
+    def header(self) -> dict[str, object]:
+        """The answer's top-level fields: device, workload id, provenance, epochs, count."""
+        return {"device": self.device, "workload_id": self.workload_id, **self.provenance,
+                "epochs": self.epochs, "count": self.count}
+
+    def records(self) -> list[dict[str, object]]:
+        """JSON-ready rows in :data:`ROW_COLUMNS` order (NaN/inf -> None)."""
+        lists: dict[str, list] = {}
+        for name, values in self.columns.items():
+            array = np.asarray(values)
+            lists[name] = _json_floats(array) if array.dtype.kind == "f" else array.tolist()
+        names = list(lists)
+        constants = dict(self.constants)
+        return [{**dict(zip(names, row, strict=True)), **constants}
+                for row in zip(*lists.values(), strict=True)]
+
+    def frame(self) -> pd.DataFrame:
+        """The table of :func:`predict` (provenance as columns, as ``predict --format csv`` writes it)."""
+        n = self.count
+        data: dict[str, object] = {"mode": pd.Series(list(self.columns["mode"]), dtype=object)}
+        data.update({k: v for k, v in self.columns.items() if k != "mode"})
+        data.update(cross_device=self.constants["cross_device"], power_source=self.constants["power_source"])
+        data.update(self.provenance)
+        data["confidence"] = self.constants["confidence"]
+        # A copy: the columns may be cached read-only arrays that the caller must be free to change.
+        return pd.DataFrame(data, index=pd.RangeIndex(n), copy=True)
+
+
+def prediction_answer(model: WorkloadModel, modes: str | pd.DataFrame | Sequence[Mapping] = "presets",
+                      device: Device | str | None = None, epochs: int | None = None,
+                      confidence: float = DEFAULT_CONFIDENCE, workload_id: str | None = None,
+                      fill_labels: bool = False) -> PredictionAnswer:
+    """The one prediction pipeline (CLI and HTTP): device resolved once, modes checked once, provenance
+    once. ``modes``: ``"presets"``, ``"all"`` or a table / list of mode objects; ``fill_labels``: modes
+    without a label get their knob label. See :func:`predict` for ``device``, ``epochs``, ``confidence``."""
+    target = _target(model, device)
+    epochs = rec.check_epochs(epochs)
+    confidence = rec.check_confidence(confidence)
+    table = mode_table(target, modes, fill_labels)
+    if isinstance(modes, str) and modes == "all":
+        pred = space.space_prediction(model, target, confidence).columns()
+    elif isinstance(modes, str):  # presets: off the catalogue steps, so predicted, once per model
+        pred = _preset_prediction(model, target, confidence, table)
+    else:
+        pred = predict_knobs(model, ModeArrays.from_frame(table.knobs), target, confidence)
+    columns: dict[str, object] = {"mode": table.labels, **table.knobs}
+    columns.update({c: pred[c] for c in PREDICTION_COLUMNS})
+    if epochs is not None:
+        columns.update(rec.to_accuracy(columns, epochs, target.id))
+    columns.update({c: pred[c] for c in FLAG_COLUMNS})
+    return PredictionAnswer(device=target.id, workload_id=workload_id, provenance=provenance(model, target),
+                            epochs=epochs, columns=columns,
+                            constants={c: pred[c] for c in CONSTANT_COLUMNS})
+
+
 # -- operations -------------------------------------------------------------------------------------------
 def predict(model: WorkloadModel, modes: str | pd.DataFrame | Sequence[Mapping] = "presets",
             device: Device | str | None = None, epochs: int | None = None,
@@ -191,44 +346,7 @@ def predict(model: WorkloadModel, modes: str | pd.DataFrame | Sequence[Mapping] 
     the target device, so a model refuses another device's modes unless asked for that device.
     With ``epochs``, adds time/energy to accuracy (see :func:`predictor.recommend.to_accuracy`).
     """
-    target = _target(model, device)
-    epochs = rec.check_epochs(epochs)
-    confidence = rec.check_confidence(confidence)
-    # The cached full space is only read here, so it is not copied (a 29,232-row copy costs milliseconds).
-    table = _all_modes(target) if isinstance(modes, str) and modes == "all" else resolve_modes(target, modes)
-    # Series keep their dtypes (the text labels are not re-inferred); scalars broadcast without copies.
-    data = prediction_columns(model, table["mode"].reset_index(drop=True),
-                              {c: table[c].reset_index(drop=True) for c in MODE_FIELDS}, target, epochs,
-                              confidence, whole_space=isinstance(modes, str) and modes == "all")
-    return pd.DataFrame(data, index=pd.RangeIndex(len(table)), copy=False)
-
-
-def prediction_columns(model: WorkloadModel, labels, knobs: Mapping[str, object], device: Device | str,
-                       epochs: int | None, confidence: float = DEFAULT_CONFIDENCE, *,
-                       whole_space: bool = False) -> dict[str, object]:
-    """The columns of :func:`predict` for modes already checked: ``labels`` and ``knobs`` (MODE_FIELDS ->
-    arrays) in, ``{column: array or provenance scalar}`` out, in output order. The HTTP service builds
-    its rows for short mode lists from this directly (no data frame). ``whole_space``: the knobs are the
-    device's whole space in ``Device.modes()`` order (the cached prediction is used as it is)."""
-    target = resolve_device(device)
-    pred = (predict_space(model, target, confidence) if whole_space
-            else predict_knobs(model, ModeArrays.from_frame(knobs), target, confidence))
-    data: dict[str, object] = {"mode": labels, **{c: knobs[c] for c in MODE_FIELDS}}
-    data.update({c: pred[c] for c in PREDICTION_COLUMNS})
-    if epochs is not None:
-        data.update(rec.to_accuracy(data, epochs, target.id))
-    data.update({c: pred[c] for c in FLAG_COLUMNS})
-    data.update({
-        "cross_device": pred["cross_device"],
-        "power_source": pred["power_source"],
-        # Provenance of a cross-device prediction: the least trusted data the moved model rests on.
-        "reference_source": bundled.on_device(model, target).reference_source,
-        "workload_source": workload_source(model),
-        "profiled_modes": int(model.profiled_modes),
-        "model_version": model.model_version,
-        "confidence": pred["confidence"],
-    })
-    return data
+    return prediction_answer(model, modes, device, epochs, confidence).frame()
 
 
 def records(df: pd.DataFrame) -> list[dict]:
@@ -260,28 +378,32 @@ class Recommendation:
     pareto: list[dict]
     pareto_power: list[dict]
     preferred_in_range: bool
+    #: The best nvpmodel preset meeting the same limits and the chosen mode's saving against it
+    #: (:func:`predictor.recommend.preset_comparison`); ``preferred_preset``: that preset is ``best``.
+    preset_comparison: dict | None = None
+    preferred_preset: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-#: Per-row provenance that a recommendation answer states once, at its top.
-_ANSWER_TOP_LEVEL = ("reference_source", "workload_source", "profiled_modes", "model_version")
-
-
 def recommendation_answer(model: WorkloadModel, result: Recommendation, workload_id: str | None = None) -> dict:
     """A :func:`recommend` result as ``recommend --format json`` prints it and ``POST /v1/recommendations``
-    answers it: the same fields in both (provenance at the top, rows without it; caps that were set)."""
+    answers it: the same fields in both (provenance at the top, rows of :data:`ROW_COLUMNS`; caps that
+    were set)."""
 
     def row(r: dict | None) -> dict | None:
-        return None if r is None else {k: v for k, v in r.items() if k not in _ANSWER_TOP_LEVEL}
+        return None if r is None else {k: r[k] for k in ROW_COLUMNS if k in r}
 
+    # The rows it rests on: the model's device's (the HTTP service names every device of a stored workload).
     return {"device": result.device, "workload_id": workload_id, **provenance(model, result.device),
+            "workload_devices": [model.device_id], "rows_device": model.device_id,
             "objective": result.objective,
             "constraints": {k: v for k, v in result.constraints.items() if v is not None},
             "confidence": result.confidence, "modes_considered": result.modes_considered,
             "feasible": result.feasible, "reason": result.reason,
-            "preferred_in_range": result.preferred_in_range,
+            "preferred_in_range": result.preferred_in_range, "preferred_preset": result.preferred_preset,
+            "preset_comparison": result.preset_comparison,
             "best": row(result.best), "pareto": [row(r) for r in result.pareto]}
 
 
@@ -299,34 +421,89 @@ def recommend(model: WorkloadModel, objective: str, max_power_w: float | None = 
     max_epoch_time_s = rec.check_limit(max_epoch_time_s, "max_epoch_time_s")
     confidence = rec.check_confidence(confidence)
     target = _target(model, device)
-    df = predict(model, "all", device=target, epochs=epochs, confidence=confidence)
-    choice = rec.choose(df, objective, max_power_w, max_epoch_time_s, confidence)
+    # A cap above all the module can draw is a unit mistake (mW), not "no cap": one check, CLI and HTTP.
+    max_power_w = target.check_power_cap(max_power_w, "max_power_w")
+    space_df = predict(model, "all", device=target, epochs=epochs, confidence=confidence)
+    # The presets are candidates too, and the answer compares with the best of them (predictor.recommend).
+    df, is_preset = rec.with_presets(predict(model, "presets", device=target, epochs=epochs,
+                                             confidence=confidence), space_df)
+    choice = rec.choose(df, objective, max_power_w, max_epoch_time_s, confidence, is_preset)
 
     def rows(positions) -> list[dict]:
         return records(df.iloc[np.asarray(positions, dtype=int)])
 
+    best = rows([choice.best])[0] if choice.best is not None else None
+    preset = rows([choice.preset])[0] if choice.preset is not None else None
     return Recommendation(
         device=target.id, objective=objective, confidence=confidence,
         constraints={"max_power_w": max_power_w, "max_epoch_time_s": max_epoch_time_s},
-        modes_considered=len(df), feasible=choice.feasible, reason=choice.reason,
-        best=rows([choice.best])[0] if choice.best is not None else None,
-        pareto=rows(choice.pareto), pareto_power=rows(choice.pareto_power),
-        preferred_in_range=choice.preferred_in_range)
+        modes_considered=len(space_df), feasible=choice.feasible, reason=choice.reason,
+        best=best, pareto=rows(choice.pareto), pareto_power=rows(choice.pareto_power),
+        preferred_in_range=choice.preferred_in_range,
+        preset_comparison=rec.preset_comparison(best, preset, objective, max_power_w, max_epoch_time_s,
+                                                confidence),
+        preferred_preset=choice.preferred_preset)
 
 
-def plan_fleet(model: WorkloadModel, clients: Sequence[Mapping], deadline_s: float, epochs: int = 1,
-               confidence: float = DEFAULT_CONFIDENCE) -> fleet.FleetPlan:
+def recommendation(model: WorkloadModel, objective: str, max_power_w: float | None = None,
+                   max_epoch_time_s: float | None = None, device: Device | str | None = None,
+                   epochs: int | None = None, confidence: float = DEFAULT_CONFIDENCE,
+                   workload_id: str | None = None) -> dict:
+    """``POST /v1/recommendations``'s answer: :func:`recommend` as :func:`recommendation_answer` states it."""
+    result = recommend(model, objective, max_power_w, max_epoch_time_s, device, epochs, confidence)
+    return recommendation_answer(model, result, workload_id)
+
+
+def plan_fleet(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], deadline_s: float,
+               epochs: int = 1, confidence: float = DEFAULT_CONFIDENCE) -> fleet.FleetPlan:
     """Per-client power modes for one federated round; see :mod:`predictor.fleet` for the rule.
 
     The deadline (s) must hold for the upper end of each client's time interval at ``confidence``.
+    ``model``: one model, or a workload's models per device (each client's device is served by its own
+    rows where the workload holds them, else transferred: :class:`DeviceModels`).
     """
     deadline_s = rec.check_limit(deadline_s, "deadline_s")
     if deadline_s is None:
         raise InputError("deadline_s is required (s, > 0)", "deadline_s")
     epochs = rec.check_epochs(1 if epochs is None else epochs)
     confidence = rec.check_confidence(confidence)
-    return fleet.plan_round(lambda device: predict_space(model, device, confidence), clients, deadline_s,
-                            epochs, confidence)
+    models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
+
+    def space_of(device: Device) -> dict[str, object]:
+        served = models.serve(device)
+        return {**predict_space(served.model, device, confidence), "rows_device": served.rows_device}
+
+    return fleet.plan_round(space_of, clients, deadline_s, epochs, confidence)
+
+
+_PLAIN_JSON = (str, int, bool, type(None))
+
+
+def _json_row(row: Mapping[str, object]) -> dict[str, object]:
+    """``json_safe`` of a flat row, with the usual values (text, whole numbers, finite floats) passed as
+    they are: a 10,000-client plan has 250,000 of them."""
+    return {k: v if type(v) in _PLAIN_JSON or (type(v) is float and math.isfinite(v)) else json_safe(v)
+            for k, v in row.items()}
+
+
+def fleet_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, object]:
+    """:func:`provenance` of a plan over ``devices``: the least trusted reference over every client
+    device (cross-device clients rest on that device's sweeps) and the model's own. With a workload's
+    models per device, each device's provenance is that of the model serving it."""
+    models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
+    per_device = [provenance(models.serve(d).model, d) for d in sorted({*map(str, devices), models.primary})]
+    return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device)}
+
+
+def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], deadline_s: float, epochs: int = 1,
+                 confidence: float = DEFAULT_CONFIDENCE, workload_id: str | None = None) -> dict[str, object]:
+    """``POST /v1/fleet-plans``'s answer: :func:`plan_fleet` with provenance once, JSON-ready."""
+    plan = plan_fleet(model, clients, deadline_s, epochs=epochs, confidence=confidence).as_dict()
+    plan = {**json_safe({k: v for k, v in plan.items() if k != "clients"}),
+            "clients": [_json_row(c) for c in plan["clients"]]}
+    return {"workload_id": workload_id, **fleet_provenance(model, [str(c.get("device")) for c in clients]),
+            "deadline_s": deadline_s, "epochs": epochs, **plan,
+            "infeasible_clients": plan.get("infeasible_clients") or []}
 
 
 def plan_profiling(device: Device | str, budget: int,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 from jetpredict.models.catalogue import Device
@@ -18,28 +20,46 @@ from jetpredict.predictor.bundled import predict
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.model import DEFAULT_CONFIDENCE, Prediction, WorkloadModel
 
+T = TypeVar("T")
+
 #: (model, device, confidence) entries kept; one AGX Xavier space is ~4 MB of arrays.
 MAX_CACHED = 16
 
-_cache: OrderedDict[tuple[int, str, float], tuple[weakref.ref, Prediction]] = OrderedDict()
-_lock = threading.Lock()
+
+class PerModelCache:
+    """Values computed once per (fitted model object, device, confidence), least recently used dropped
+    beyond ``size``. The model object is the key (held weakly), so a refit -- a new object -- never sees
+    an old value; safe across threads (two threads may compute the same value once each)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[int, str, float], tuple[weakref.ref, object]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, model: WorkloadModel, device: Device, confidence: float, compute: Callable[[], T]) -> T:
+        """The cached value of (``model``, ``device``, ``confidence``), else ``compute()`` kept."""
+        key = (id(model), device.id, float(confidence))
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0]() is model:
+                self._entries.move_to_end(key)
+                return hit[1]  # type: ignore[return-value]
+        value = compute()
+        with self._lock:
+            self._entries[key] = (weakref.ref(model), value)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+
+_spaces = PerModelCache(MAX_CACHED)
 
 
 def space_prediction(model: WorkloadModel, device: Device, confidence: float = DEFAULT_CONFIDENCE) -> Prediction:
     """The prediction of every mode of ``device`` (in ``Device.modes()`` order; cross-device when it is
     not the model's)."""
-    key = (id(model), device.id, float(confidence))
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None and hit[0]() is model:
-            _cache.move_to_end(key)
-            return hit[1]
-    pred = predict(model, ModeArrays.of_device(device), device, confidence)
-    with _lock:
-        _cache[key] = (weakref.ref(model), pred)
-        while len(_cache) > MAX_CACHED:
-            _cache.popitem(last=False)
-    return pred
+    return _spaces.get(model, device, confidence,
+                       lambda: predict(model, ModeArrays.of_device(device), device, confidence))
 
 
 def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:

@@ -239,8 +239,8 @@ def split_compute(fits: Mapping[str, TermFit], feats: Mapping[str, np.ndarray]
     if "compute" in fits:
         return fits["compute"].mean(feats), fits["stall"].mean(feats)
     fit = fits["total"]
-    compute = sum(fit.coef_of(t) * feats[t] for t in ("gpu", "mem", "cpu"))
-    stall = sum(fit.coef_of(t) * feats[t] for t in ("pipe", "emc"))
+    compute = sum(fit.coef_of(t) * feats[t] for t in ("gpu", "mem", "cpu", "cmem"))
+    stall = sum(fit.coef_of(t) * feats[t] for t in ("pipe", "pmem", "emc"))
     return compute, stall
 
 

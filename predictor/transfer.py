@@ -47,8 +47,10 @@ def time_factors(a: Device, b: Device) -> dict[str, float]:
     emc = a.specs.memory_bus_bits / b.specs.memory_bus_bits
     # The traffic-carrying kernels are part compute bound, part memory bound (features.memory_kernels):
     # their time moves between the two ratios; the geometric mean splits the difference in log terms.
+    # CPU-side roofline terms likewise sit between the CPU's and the memory's ratio.
+    cpu_mem = float(np.sqrt(cpu * emc))
     return {"gpu": gpu, "mem": float(np.sqrt(gpu * emc)), "emc": emc,
-            "cpu": cpu, "pipe": cpu, "one": 1.0}
+            "cpu": cpu, "pipe": cpu, "cmem": cpu_mem, "pmem": cpu_mem, "one": 1.0}
 
 
 def power_factors(a: Device, b: Device) -> dict[str, float]:

@@ -104,6 +104,39 @@ def _recorded_sysfs_writes(steps: list[str]) -> Iterator[None]:
         custom.write_sysfs, custom.cpu_online = real_write, real_online
 
 
+def on_this_board(device: Device) -> bool:
+    """Whether this machine is ``device``: its device tree names it, or (a board the tree does not name)
+    its SoC's GPU is in sysfs and ``/etc/nvpmodel.conf`` is readable."""
+    from jetpredict.profiler import sysfs
+    from jetpredict.profiler.powermode import jetson_board
+    from jetpredict.profiler.powermode.custom import gpu_dir, soc_paths
+    from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF
+
+    found = jetson_board()
+    if found is not None:
+        return found == device.id
+    return gpu_dir(soc_paths(device.specs.soc)) is not None and sysfs.read_text(DEFAULT_CONF) is not None
+
+
+def catalogue_plan(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
+    """The switch as the catalogue describes it, for a dry run away from the board (``--board B`` on a
+    laptop): the preset's nvpmodel id, or the knobs a custom mode pins; on the board itself the steps
+    come from its own nvpmodel.conf and sysfs (:func:`plan`)."""
+    cores, cpu, gpu, emc = int(mode.cpu_cores), float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz)
+    pins = [f"cores 0..{cores - 1} online, {cores}..{device.cpu_cores_range[1] - 1} offline"
+            if cores < device.cpu_cores_range[1] else f"all {cores} cores online",
+            f"CPU min = max = {round(cpu * 1e3)} kHz", f"GPU min = max = {round(gpu * 1e6)} Hz",
+            f"EMC max = {round(emc * 1e6)} Hz"]
+    if via != "sysfs" and isinstance(mode, Preset):
+        return ApplyPlan(device, mode, "nvpmodel-preset", [f"nvpmodel -m {mode.id}   # {mode.mode} (catalogue id)"])
+    if via == "sysfs":
+        return ApplyPlan(device, PowerMode(mode.mode, *mode.knobs()), "sysfs",
+                         [f"write the {device.specs.soc} sysfs knobs: {'; '.join(pins)}"])
+    return ApplyPlan(device, mode, "nvpmodel-custom",
+                     [f"write a custom nvpmodel.conf: the board's /etc/nvpmodel.conf plus a POWER_MODEL "
+                      f"section pinning {'; '.join(pins)}", "nvpmodel -f <that file> -m <its id>"])
+
+
 def plan(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
     """The switch, without making it (reads the nvpmodel configuration and sysfs only)."""
     from jetpredict.profiler import sysfs
@@ -187,8 +220,11 @@ def _apply(args: argparse.Namespace) -> int:
     device = _board(args.board)
     mode = parse_mode(device, args.mode)
     if args.dry_run:
-        what = plan(device, mode, args.via)
-        print(f"dry run on {device.id} ({what.via}): would set {_describe(what.mode)}")
+        here = on_this_board(device)
+        # Away from the board (`--board B` anywhere) the dry run still says what it would do.
+        what = plan(device, mode, args.via) if here else catalogue_plan(device, mode, args.via)
+        where = "" if here else " (not this machine: steps from the catalogue)"
+        print(f"dry run on {device.id}{where} ({what.via}): would set {_describe(what.mode)}")
         for step in what.steps:
             print(f"  {step}")
         print("then read back the clocks, and save the original mode for `sudo jetpredict restore`. "

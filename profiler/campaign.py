@@ -12,6 +12,10 @@ Output files (decided here, documented in ``jetpredict profile --help``):
   ``started_utc`` is null so that a seeded twin profile is the same bytes in every run). The JSON is
   rewritten atomically after each mode.
 
+Adaptive campaigns (``profile --adaptive``): a :class:`ModeChooser` given by the caller (the command line
+passes the predictor's, which the profiler does not import) picks each next mode from the rows measured so
+far and says when to stop; the campaign measures and writes each mode exactly as in a fixed list.
+
 A crash loses at most the mode in progress. An existing output file is replaced when a campaign starts.
 The campaign is given its parts as a typed :class:`CampaignParts` (modes, a
 :class:`~profiler.runner.ModeRunner` holding the backend and meters, a controller); real and simulated
@@ -27,11 +31,11 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
@@ -48,6 +52,20 @@ DEVICE_ENV = "JETPREDICT_DEVICE"
 JSON_FORMAT = "jetpredict-profile/1"
 #: Default settle time after a mode switch on a Jetson (clocks and temperatures), s.
 DEFAULT_SETTLE_S = 5.0
+
+
+class ModeChooser(Protocol):
+    """Picks the next mode of an adaptive campaign from the rows measured so far; None stops it."""
+
+    budget: int  # at most this many modes are profiled
+
+    def next_mode(self, rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+        """The next mode as ``mode`` plus the knobs (MODE_FIELDS), or None when profiling should stop."""
+        ...
+
+
+#: Builds the chooser once the device is known: (catalogue id, start modes or None) -> chooser.
+ChooserFactory = Callable[[str, list[PowerMode] | None], ModeChooser]
 
 
 @dataclass
@@ -70,6 +88,8 @@ class CampaignConfig:
     progress: bool = True
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``profile --adaptive``: builds the chooser of the modes (None = profile ``modes`` as listed).
+    adaptive: ChooserFactory | None = None
 
 
 def output_paths(out: str | Path) -> tuple[Path | None, Path]:
@@ -188,12 +208,17 @@ def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> list[dict[str
 
 
 def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` through a temporary file, with the permissions the umask gives a new
+    file (mkstemp's own 0600 would leave a ``sudo jetpredict profile``'s outputs unreadable to the user)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(json_safe(document), f, indent=1, allow_nan=False)
             f.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -374,7 +399,9 @@ def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Compl
     return {
         "format": JSON_FORMAT, "device": parts.device_id, "workload": parts.backend.workload,
         "started_utc": parts.runner.started_utc(),
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items() if k != "extra"},
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()
+                   if k not in ("extra", "adaptive")},
+        "adaptive": cfg.adaptive is not None,
         "clock": "simulated seconds since the campaign started" if simulated
         else "seconds since the campaign started (time.perf_counter)",
         "complexity": None if complexity is None else complexity.as_dict(), "rows": rows, "modes": [],
@@ -430,8 +457,23 @@ def _mode_json(mode: PowerMode, read_back: PowerMode | None, run: ModeRun, t_ref
     }
 
 
+def _chosen_modes(chooser: ModeChooser, rows: list[dict[str, Any]], device: Device | None
+                  ) -> Iterator[PowerMode]:
+    """The modes an adaptive campaign profiles: asked of ``chooser`` after each measured row."""
+    if device is None:
+        raise InputError("--adaptive needs Jetson power modes: use --device jetson or sim:DEVICE", "adaptive")
+    # The chooser stops at its budget itself, so that it reports the decision the last row leaves.
+    while (mode := chooser.next_mode(rows)) is not None:
+        if len(rows) >= chooser.budget:
+            raise RuntimeError(f"the mode chooser went past its budget of {chooser.budget} modes")
+        knobs = [float(mode[k]) for k in MODE_FIELDS]
+        device.validate_mode(*knobs)
+        yield PowerMode(str(mode["mode"]), int(knobs[0]), knobs[1], knobs[2], knobs[3])
+
+
 def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> list[dict[str, Any]]:
-    """Profile every mode; returns the rows (also written to the output files as each mode ends)."""
+    """Profile every mode (or, with ``cfg.adaptive``, each mode the chooser picks until it stops); returns
+    the rows (also written to the output files as each mode ends)."""
     settings = RunSettings(warmup=cfg.warmup, minibatches=cfg.minibatches, settle_s=cfg.settle_s or 0.0,
                            idle_s=cfg.idle_s, hz=cfg.hz)
     outputs = _Outputs(cfg.out)
@@ -443,13 +485,18 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
     rows: list[dict[str, Any]] = []
     complexity = parts.backend.complexity()
     document = _start_document(cfg, parts, complexity, rows)
-    n = len(parts.modes)
+    chooser = None
+    if cfg.adaptive is not None:
+        # Modes given with --modes are profiled first; the chooser picks the rest.
+        chooser = cfg.adaptive(parts.device_id, parts.modes if cfg.modes is not None else None)
+    n = len(parts.modes) if chooser is None else chooser.budget
+    modes = parts.modes if chooser is None else _chosen_modes(chooser, rows, parts.catalogue)
     progress = _Progress(n * (settings.warmup + settings.minibatches), cfg.progress)
     try:
         with ExitStack() as stack:
             ctl = stack.enter_context(_controlled(parts.controller))
             stack.callback(parts.backend.close)
-            for k, mode in enumerate(parts.modes, start=1):
+            for k, mode in enumerate(modes, start=1):
                 progress.mode(k, n, mode.mode)
                 run, read_back = _measure_mode(parts, ctl, mode, settings, progress)
                 rows.append(_row(parts, run, _mode_fields(mode, read_back), settings.warmup, complexity))

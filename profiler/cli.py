@@ -9,12 +9,60 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
+
+#: ``profile --adaptive``: (catalogue id, start modes or None, **flags) -> a ModeChooser
+#: (:mod:`jetpredict.profiler.campaign`). The command line passes the predictor's; the profiler does not
+#: import the predictor.
+AdaptiveFactory = Callable[..., Any]
+#: Flags of ``profile --adaptive`` passed to the chooser when given (flag dest -> chooser keyword).
+ADAPTIVE_OPTIONS = ("objective", "max_power_w", "max_epoch_time_s", "confidence", "target_width")
 
 
-def _profile(args: argparse.Namespace) -> int:
+def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
+    """The chooser factory of an adaptive campaign, or None (InputError for flags that need --adaptive)."""
+    from jetpredict.models.errors import InputError
+
+    given = [o for o in (*ADAPTIVE_OPTIONS, "budget", "candidates") if getattr(args, o) is not None]
+    if not args.adaptive:
+        if given:
+            raise InputError(f"--{given[0].replace('_', '-')} needs --adaptive", given[0])
+        return None
+    if factory is None:
+        raise InputError("--adaptive needs the predictor (this command line was built without it)", "adaptive")
+    if args.budget is None or args.budget < 1:
+        raise InputError("--adaptive needs --budget N: the most modes to profile (a whole number >= 1)", "budget")
+    if args.device.strip().lower() == "host":
+        raise InputError("--adaptive chooses Jetson power modes: use --device jetson or sim:DEVICE", "device")
+    options = {o: getattr(args, o) for o in ADAPTIVE_OPTIONS if getattr(args, o) is not None}
+    if args.candidates is not None:
+        import pandas as pd
+        from jetpredict.models.profile_rows import open_regular_file
+
+        try:
+            with open_regular_file(args.candidates, "candidates") as f:
+                options["candidates"] = pd.read_csv(f, dtype={"mode": str})
+        except FileNotFoundError:
+            raise InputError(f"--candidates file {args.candidates} does not exist", "candidates") from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise InputError(f"--candidates file {args.candidates} is not a readable CSV: {exc}",
+                             "candidates") from None
+
+    def log(line: str) -> None:
+        print(f"adaptive: {line}", file=sys.stderr)
+
+    def make(device_id: str, start):
+        return factory(device_id, start, budget=args.budget, log=log, **options)
+
+    return make
+
+
+def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) -> int:
     from jetpredict.profiler.campaign import CampaignConfig, output_paths, run_campaign
     from jetpredict.profiler.powermode.state import unfinished_run_warning
 
+    chooser = _adaptive(args, adaptive)
     warning = unfinished_run_warning()
     if warning:
         print(f"jetpredict profile: warning: {warning}", file=sys.stderr)
@@ -27,7 +75,7 @@ def _profile(args: argparse.Namespace) -> int:
         device=args.device, workload=args.workload, out=args.out, modes=args.modes,
         batch_size=args.batch_size, workers=args.workers, warmup=args.warmup,
         minibatches=args.minibatches, settle_s=args.settle_s, data=args.data, upload=args.upload,
-        progress=not args.no_progress)
+        progress=not args.no_progress, adaptive=chooser)
     try:
         rows = run_campaign(cfg)
     except ModuleNotFoundError as exc:
@@ -58,7 +106,9 @@ def _restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None = None) -> None:
+    """Register ``restore``, ``profile`` and ``apply``; ``adaptive`` builds the chooser of
+    ``profile --adaptive`` (without it that flag is refused)."""
     r = sub.add_parser(
         "restore", help="put back the power mode an interrupted run changed",
         description="After a profiling run was killed (SIGKILL, OOM, crash, reboot), restore the original "
@@ -89,7 +139,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "$JETPREDICT_API_KEY, else the first of $JETPREDICT_API_KEYS; checked before profiling")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     p.add_argument("--out", required=True, help="FILE.csv (+ FILE.csv.json) or FILE.json")
-    p.set_defaults(handler=_profile)
+    a = p.add_argument_group(
+        "adaptive profiling", "--adaptive: profile, fit, pick the mode that most narrows the decision (the "
+        "recommended mode and the front under the caps), repeat; --modes, when given, are profiled first")
+    a.add_argument("--adaptive", action="store_true", help="choose each next mode from the rows so far")
+    a.add_argument("--budget", type=int, help="most modes to profile (required with --adaptive)")
+    a.add_argument("--target-width", type=float, help="stop once the recommended mode's time interval is "
+                   "narrower than this share of its point, (high - low) / point (default: the predictor's)")
+    a.add_argument("--objective", help="min-time | min-energy (default min-time)")
+    a.add_argument("--max-power-w", type=float, help="W; met by the upper end of the power interval")
+    a.add_argument("--max-epoch-time-s", type=float, help="s; met by the upper end of the time interval")
+    a.add_argument("--confidence", type=float, help="level of the intervals (default: the predictor's)")
+    a.add_argument("--candidates", help="CSV of the modes that may be chosen (default: every mode of the "
+                   "device)")
+    p.set_defaults(handler=lambda args: _profile(args, adaptive))
 
     from jetpredict.profiler.apply import register as register_apply
 

@@ -140,3 +140,15 @@ def test_bad_format_is_rejected_by_the_parser(capsys):
         main(["devices", "nano", "--format", "xml"])
     assert exit_info.value.code == 2
     assert "--format" in capsys.readouterr().err
+
+
+def test_the_devices_table_fits_a_terminal_and_json_keeps_every_field(capsys):
+    from jetpredict.models.tables import TABLE_WIDTH
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == 7 and max(map(len, lines)) <= TABLE_WIDTH
+    assert lines[0].split()[:4] == ["device", "name", "presets", "power_modes"]
+    assert main(["devices", "--format", "json"]) == 0
+    assert {"cpu", "gpu", "memory"} <= set(json.loads(capsys.readouterr().out)[0])

@@ -1,10 +1,11 @@
 """The README's command-line tour, run top to bottom as a new user would, in an empty directory.
 
-The tour's first line is its install command; the test checks that every requirement it names (the
-base dependencies and its extras, from pyproject.toml) is installed here, and fails with that command
-otherwise. Every other line runs through bash and must exit 0. Only lines marked ``# on a Jetson:``
-are not run (they need a Jetson and root); the test checks they are exactly the ``sudo`` lines, so
-nothing else is left out.
+The tour has two blocks: the install command, run once in the clone, and the tour, whose every line runs
+in an empty directory. The test checks that every requirement the install names (the base dependencies
+and its extras, from pyproject.toml) is installed here, and fails with that command otherwise; then
+every tour line runs through bash in a fresh empty directory and must exit 0. Only lines marked
+``# on a Jetson:`` are not run (they need a Jetson); the test checks they are exactly ``jetpredict``
+commands, so nothing else is left out.
 """
 
 from __future__ import annotations
@@ -28,10 +29,23 @@ ROOT = Path(__file__).resolve().parents[1]
 JETSON_MARK = "# on a Jetson:"
 
 
-def tour_lines() -> list[str]:
+def _blocks() -> list[str]:
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Command line tour"):]
-    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    section = section[:section.index("\n## ", 1)]
+    return re.findall(r"```sh\n(.*?)```", section, re.S)
+
+
+def install_line() -> str:
+    """The tour's install command: the one line of the section's first block, run in the clone."""
+    lines = [line.strip() for line in _blocks()[0].splitlines() if line.strip()]
+    assert len(lines) == 1, f"the install block should be one command, got {lines}"
+    return lines[0]
+
+
+def tour_lines() -> list[str]:
+    """The lines of the tour block (comments included), continuation lines joined."""
+    block = _blocks()[1]
     lines, pending = [], ""
     for raw in block.splitlines():
         line = pending + raw.strip()
@@ -67,19 +81,21 @@ def _unmet(install: str) -> list[str]:
 
 
 def test_tour_is_marked_and_installable():
-    lines = tour_lines()
-    install = lines[0]
-    assert install.startswith("python3 -m pip install -e "), install
+    install = install_line()
+    assert install.startswith('python3 -m pip install -e ".['), install  # from the clone, once
     unmet = _unmet(install)
     assert not unmet, f"the tour needs `{install.split('#')[0].strip()}`; missing here: {unmet}"
-    jetson = [line for line in lines if line.startswith(JETSON_MARK)]
-    assert jetson and all(line[len(JETSON_MARK):].strip().startswith("sudo jetpredict ") for line in jetson)
+    lines = tour_lines()
+    assert not any("pip install" in line for line in lines), "the tour block must run in an empty directory"
+    jetson = [line[len(JETSON_MARK):].strip() for line in lines if line.startswith(JETSON_MARK)]
+    assert jetson and all(line.startswith(("sudo jetpredict ", "jetpredict ")) for line in jetson), jetson
 
 
 @pytest.mark.timeout(600)
 def test_readme_command_line_tour_runs_top_to_bottom(tmp_path):
     lines = tour_lines()
-    commands = [line for line in lines[1:] if not line.startswith("#")]
+    commands = [line for line in lines if not line.startswith("#")]
+    assert not any(tmp_path.iterdir())  # an empty directory, as the README says
     assert len(commands) >= 12
     bindir = Path(sys.executable).parent
     env_path = f"{bindir}:{subprocess.os.environ.get('PATH', '')}"

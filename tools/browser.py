@@ -47,6 +47,7 @@ class Browser:
         self._ws: Any = None
         self._next_id = 0
         self._requests: list[str] = []
+        self._posts: list[tuple[str, str | None]] = []
         self._console: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -70,7 +71,8 @@ class Browser:
         self._ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
         self.call("Page.enable")
         self.call("Runtime.enable")
-        self.call("Network.enable")
+        # POST bodies up to 8 MB travel with the request events (a built-in workload's rows are ~100 kB)
+        self.call("Network.enable", maxPostDataSize=8 << 20)
         self.call("Log.enable")  # CSP violations and failed loads are reported here
         self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
                   deviceScaleFactor=1, mobile=False)
@@ -137,7 +139,10 @@ class Browser:
         method = message.get("method")
         params = message.get("params", {})
         if method == "Network.requestWillBeSent":
-            self._requests.append(params["request"]["url"])
+            request = params["request"]
+            self._requests.append(request["url"])
+            if request.get("method") == "POST":
+                self._posts.append((request["url"], request.get("postData")))
         elif method == "Runtime.exceptionThrown":
             self._console.append("exception: " + params["exceptionDetails"].get("text", ""))
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
@@ -196,6 +201,10 @@ class Browser:
     def requests(self) -> list[str]:
         """Every URL the page has requested so far."""
         return list(self._requests)
+
+    def posts(self) -> list[tuple[str, str | None]]:
+        """(URL, body) of every POST the page has sent so far (body None if Chromium did not keep it)."""
+        return list(self._posts)
 
     def errors(self) -> list[str]:
         """Uncaught exceptions and console errors/warnings seen so far."""

@@ -9,8 +9,7 @@ Paste the scales into ``INTERVAL_SCALES`` when they change (per number of profil
 from __future__ import annotations
 
 import numpy as np
-from jetpredict.predictor.calibration import OUTPUTS, calibrate, coverage, residual_cells
-from jetpredict.predictor.model import Z90
+from jetpredict.predictor.calibration import OUTPUTS, calibrate, coverage, half_width, residual_cells
 
 
 def main() -> int:
@@ -26,7 +25,7 @@ def main() -> int:
                   f"(at scale 1: {coverage(1.0, pooled):.3f})")
             for key, c in cells.items():
                 if key[2] == size:
-                    width = np.median(2 * Z90 * np.sqrt((scale * c[out][:, 1]) ** 2 + c[out][:, 2] ** 2))
+                    width = np.median(2 * half_width(scale, c[out]))
                     print(f"  {key[0]:20s} {key[1]:16s}: coverage {coverage(scale, c[out]):.3f} "
                           f"median width {width:.3f}")
     return 0

@@ -104,6 +104,12 @@ def load_calibration_rows(data_dir: str | Path = DATA_DIR,
     """Every published row the twin is calibrated and judged on (see the module docstring)."""
     rows: list[CalibrationRow] = []
     for r in pd.read_csv(sweeps).itertuples():
+        if r.workload not in WORKLOADS:
+            # The real LeNet-5 sweep (added for the predictor's real CV) is not a calibration target of the
+            # twin yet: a CPU-side memory term fitted on it (tried: LeNet-5 44.8% -> 6.2% time MAPE in sample)
+            # moved the twin's device ratios, and with them the real cross-device checks that bridge through
+            # its sweeps (LeNet-5 Nano -> Xavier NX 7.5% -> 39.8%).
+            continue
         rows.append(CalibrationRow(
             "agx_xavier_reference_sweeps", f"{r.workload} mode {r.mode}", r.device, WORKLOADS[r.workload],
             {"cpu_cores": r.cpu_cores, "cpu_mhz": r.cpu_mhz, "gpu_mhz": r.gpu_mhz, "emc_mhz": r.emc_mhz},

@@ -6,6 +6,7 @@ import functools
 import hmac
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,9 +15,10 @@ import pandas as pd
 from flask import current_app, request
 from jetpredict.api.config import Settings
 from jetpredict.api.errors import ApiError
+from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics
 from jetpredict.api.storage import Storage, is_unreachable
-from jetpredict.api.workloads import WorkloadService
+from jetpredict.api.workloads import Resolved, WorkloadService
 from jetpredict.models.jsonsafe import json_safe
 
 log = logging.getLogger("jetpredict.api")
@@ -33,6 +35,8 @@ class Services:
     storage: Storage
     workloads: WorkloadService
     metrics: Metrics
+    heavy: HeavyGate
+    answers: AnswerCache
     schema_ready: bool = False
     _schema_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -57,6 +61,33 @@ class Services:
 
 def services() -> Services:
     return current_app.extensions["jetpredict"]
+
+
+def has_api_key() -> bool:
+    """Whether the request carries a valid ``X-API-Key`` (401/403 when it carries a wrong one)."""
+    if not request.headers.get(API_KEY_HEADER):
+        return False
+    check_api_key()
+    return True
+
+
+def resolve_workload(workload: Mapping[str, Any], field: str = "workload", device: str | None = None
+                     ) -> Resolved:
+    """A request's workload: stored (``{"id"}``) or inline rows, fitted as heavy work (:mod:`api.heavy`).
+
+    Without a key a request may carry ``INLINE_ROWS_WITHOUT_KEY`` rows inline (413 beyond; with a key, up
+    to the schema's limit): a fit is the costliest thing an anonymous client can ask for.
+    """
+    svc = services()
+    rows = workload.get("rows")
+    if rows is None:
+        return svc.workloads.resolve(workload, field, device)  # device: whose rows serve (api.workloads)
+    limit = svc.settings.INLINE_ROWS_WITHOUT_KEY
+    if len(rows) > limit and not has_api_key():
+        rule = (f"at most {limit} rows without header {API_KEY_HEADER} (got {len(rows)}); send a key or "
+                "upload the rows with POST /v1/profiles and predict by id")
+        raise ApiError(413, f"{field}.rows: {rule}", {f"{field}.rows": [rule]})
+    return svc.heavy.run("a fit of inline rows", lambda: svc.workloads.resolve(workload, field))
 
 
 def check_api_key() -> None:

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from jetpredict.api.routes.common import clean, services
+from jetpredict.api.answers import accepts_gzip, encode_json, response
+from jetpredict.api.heavy import Encoded
+from jetpredict.api.routes.common import resolve_workload, services
 from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema, FleetPlanRequestSchema, FleetPlanSchema
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
 
-
-def _provenance(model, clients) -> dict:
-    """The least trusted reference over every client device (cross-device clients rest on its sweeps)."""
-    from jetpredict.predictor.service import provenance
-    from jetpredict.predictor.terms import least_trusted
-
-    devices = sorted({str(c["device"]) for c in clients} | {model.device_id})
-    per_device = [provenance(model, d) for d in devices]
-    return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device)}
+#: Plans of more clients than this are heavy work (api.heavy): ~0.1 ms per client, MBs of JSON.
+HEAVY_CLIENTS = 500
 
 
 @blp.route("")
@@ -26,17 +21,27 @@ class FleetPlans(MethodView):
     @blp.arguments(FleetPlanRequestSchema(), example=FLEET_EXAMPLE)
     @blp.response(200, FleetPlanSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
+    @blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key")
+    @blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After")
     def post(self, body: dict):
         """For each client, the mode that meets the round deadline with least energy; total energy of the
         round. Clients on other device types than the workload's get cross-device predictions."""
-        from jetpredict.predictor.service import plan_fleet
+        from jetpredict.predictor.service import fleet_answer
 
         svc = services()
-        resolved = svc.workloads.resolve(body["workload"])
-        model = resolved.model
-        plan = clean(plan_fleet(model, [dict(c) for c in body["clients"]], body["deadline_s"],
-                                epochs=body["epochs"], confidence=body["confidence"]).as_dict())
-        svc.metrics.predictions.labels("fleet-plans").inc(len(body["clients"]))
-        return {"workload_id": resolved.workload_id, **_provenance(model, body["clients"]),
-                "deadline_s": body["deadline_s"], "epochs": body["epochs"], **plan,
-                "infeasible_clients": plan.get("infeasible_clients") or []}
+        resolved = resolve_workload(body["workload"])
+        clients = body["clients"]
+        gzip_ok = accepts_gzip()
+
+        def plan() -> Encoded:
+            # Every device of the workload's: each client is served by its own device's rows where stored.
+            answer = fleet_answer(resolved.models or resolved.model, clients, body["deadline_s"],
+                                  epochs=body["epochs"], confidence=body["confidence"],
+                                  workload_id=resolved.workload_id)
+            answer["workload_devices"] = resolved.answer_fields()["workload_devices"]
+            # Encoded here, not by marshmallow's per-client dump: 10,000 clients are ~5 MB of JSON.
+            return encode_json(answer, gzip_ok)
+
+        encoded = svc.heavy.run("a large fleet plan", plan) if len(clients) > HEAVY_CLIENTS else plan()
+        svc.metrics.predictions.labels("fleet-plans").inc(len(clients))
+        return response(encoded)

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
+from pathlib import Path
 
 import sqlalchemy as sa
 from flask.views import MethodView
 from flask_smorest import Blueprint
+from jetpredict.api.errors import write_failure
 from jetpredict.api.routes.common import services
 from jetpredict.api.schemas import HealthSchema
+from jetpredict.api.storage import Storage
 from jetpredict.models.catalogue import device_ids
 
 blp = Blueprint("health", __name__, description="Service health and metrics")
+#: Free bytes under the SQLite file below which the store counts as full (one upload can take ~1 MB).
+MIN_FREE_BYTES = 16 * 1024 * 1024
 log = logging.getLogger("jetpredict.api")
 
 
@@ -27,21 +33,55 @@ def _version() -> str:
         return "unknown"
 
 
+def store_write_problem(storage: Storage) -> str | None:
+    """Why the store cannot write now (``disk full: ...``, ``read-only: ...``), or None.
+
+    SQLite: the free space of the file's file system (under :data:`MIN_FREE_BYTES` = full). Every
+    database: an UPDATE that matches no row, rolled back: it takes the write lock, so a read-only file,
+    a read-only transaction or a hot standby refuses it, yet nothing is written.
+    """
+    if storage.is_sqlite:
+        path = sa.engine.make_url(storage.url).database
+        if path and path != ":memory:" and not path.startswith("file:"):
+            folder = Path(path).parent
+            free = shutil.disk_usage(folder).free
+            if free < MIN_FREE_BYTES:
+                return f"disk full: {free} bytes free under {folder}"
+    try:
+        with storage.engine.connect() as conn, conn.begin() as transaction:
+            conn.execute(sa.text("UPDATE workloads SET revision = revision WHERE 1 = 0"))
+            transaction.rollback()
+    except sa.exc.SQLAlchemyError as exc:
+        reason = write_failure(exc)
+        if reason is None:
+            raise
+        return f"{reason}: {type(exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc).__name__}"
+    return None
+
+
 @blp.route("/healthz")
 class Health(MethodView):
     @blp.response(200, HealthSchema)
     @blp.alt_response(503, schema=HealthSchema, description="the database cannot be reached")
     def get(self):
-        """Liveness: the service answers and its database is reachable."""
+        """Liveness: the service answers, its database is reachable and its store can write (503 and
+        ``degraded`` otherwise; ``store`` says why it cannot write: disk full or read-only)."""
+        storage = services().storage
+        store = "unknown"
         try:
-            with services().storage.engine.connect() as conn:
+            with storage.engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
             database, status = "ok", 200
+            problem = store_write_problem(storage)
+            store = "ok" if problem is None else f"cannot write: {problem}"
+            if problem is not None:
+                log.warning("health check: the store cannot write: %s", problem)
+                status = 503
         except sa.exc.SQLAlchemyError as exc:
             log.warning("health check: database unreachable: %s", exc)
             database, status = f"unreachable: {type(exc).__name__}", 503
         body = {"status": "ok" if status == 200 else "degraded", "version": _version(),
-                "database": database, "devices": len(device_ids())}
+                "database": database, "store": store, "devices": len(device_ids())}
         return body, status
 
 

@@ -1,8 +1,13 @@
 """``POST /v1/profiles``: store profile rows of one or more workloads and fit them (API key required).
 
 Idempotent: an upload is made under its ``Idempotency-Key`` header, or without one under the SHA-256 of
-its rows. A retry (after a timeout or a broken connection) is stored once and answered with the original
-answer (201, header ``Idempotent-Replayed: true``); the same key with a different body is a 409.
+its canonical rows (numbers parsed, text stripped: ``"4.60"`` and ``4.6`` are one value). A retry (after a
+timeout or a broken connection), or the same rows formatted otherwise, is stored once and answered with
+the original answer (201, header ``Idempotent-Replayed: true``); the same key with a different body is a
+409. Rows already stored in their workload are not stored again.
+
+A workload id may hold rows of several device types (one device per upload): each device's rows are
+fitted on their own and serve that device; the answer's ``device`` is the upload's, ``devices`` lists all.
 """
 
 from __future__ import annotations
@@ -47,8 +52,8 @@ class Profiles(MethodView):
     @blp.alt_response(401, schema=ErrorSchema, description="header X-API-Key missing")
     @blp.alt_response(403, schema=ErrorSchema, description="header X-API-Key wrong")
     @blp.alt_response(409, schema=ErrorSchema, description=(
-        "the rows are valid alone but clash with what is stored: a workload id stored for another device, "
-        "rows that contradict its stored rows (a mode label with other knobs, the same mode measured more "
+        "the rows are valid alone but clash with what is stored: rows that contradict the workload's stored "
+        "rows of the same device (a mode label with other knobs, the same mode measured more "
         f"than {DUPLICATE_TIME_SPREAD:g}x apart), a fit that fails only together with them; Idempotency-Key "
         "already used for another body; or too many concurrent uploads to a workload (retry)"))
     @blp.alt_response(422, schema=ErrorSchema,
@@ -58,12 +63,15 @@ class Profiles(MethodView):
         """Store rows of one or more workloads on one device and refit each.
 
         The rows may hold several workload ids (e.g. a sweep of two models); all rows of one upload have
-        one device. Rows for an existing workload id are added to it. Every workload of the upload is
-        stored, or none is: nothing is stored when any workload's rows are bad (422) or clash with its
-        stored rows (409); the error names ``rows.I.FIELD``. The answer describes the first workload, as
-        a single-workload upload always did, and lists every workload in ``workloads``. A retried upload
-        (same ``Idempotency-Key``, or the same rows when no key is sent) is stored once and answered with
-        the original result.
+        one device. Rows for an existing workload id are added to it, whatever devices it holds rows of
+        already (each device is fitted on its own rows); rows it holds already (equal up to number
+        formatting) are not stored again, and an upload of nothing new stores nothing (``rows_stored``
+        0, the revision unchanged). Every workload of the upload is stored, or none is: nothing is
+        stored when any workload's rows are bad (422) or clash with its stored rows (409); the error
+        names ``rows.I.FIELD``. The answer describes the first workload, as a single-workload upload
+        always did, and lists every workload in ``workloads``. A retried upload (same
+        ``Idempotency-Key``, or the same rows up to number formatting when no key is sent) is stored
+        once and answered with the original result.
         """
         svc = services()
         result, replayed = svc.workloads.upload(body["rows"], idempotency_key)

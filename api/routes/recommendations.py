@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from jetpredict.api.routes.common import clean, services
-from jetpredict.api.routes.predictions import PREDICTION_COLUMNS
+from jetpredict.api.routes.common import resolve_workload, services
 from jetpredict.api.schemas import (
     RECOMMENDATION_EXAMPLE,
     ErrorSchema,
@@ -17,29 +16,23 @@ blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
 
 
-def _row(row: dict | None) -> dict | None:
-    return None if row is None else {k: clean(row[k]) for k in PREDICTION_COLUMNS if k in row}
-
-
 @blp.route("")
 class Recommendations(MethodView):
     @blp.arguments(RecommendationRequestSchema(), example=RECOMMENDATION_EXAMPLE)
     @blp.response(200, RecommendationSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
+    @blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key")
+    @blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After")
     def post(self, body: dict):
         """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``,
         with the time-energy Pareto front of the feasible modes. ``best`` is null when no mode fits."""
-        from jetpredict.predictor.service import recommend, recommendation_answer
+        from jetpredict.predictor.service import recommendation
 
-        svc = services()
-        resolved = svc.workloads.resolve(body["workload"])
-        model = resolved.model
-        device = body.get("device") or model.device_id
-        constraints = {k: v for k, v in body["constraints"].items() if v is not None}
-        result = recommend(model, body["objective"], max_power_w=constraints.get("max_power_w"),
-                           max_epoch_time_s=constraints.get("max_epoch_time_s"), device=device,
-                           epochs=body.get("epochs"), confidence=body["confidence"])
-        svc.metrics.predictions.labels("recommendations").inc()
-        # The same document as `recommend --format json` (predictor.service.recommendation_answer).
-        answer = recommendation_answer(model, result, resolved.workload_id)
-        return {**answer, "best": _row(answer["best"]), "pareto": [_row(r) for r in answer["pareto"]]}
+        resolved = resolve_workload(body["workload"], device=body.get("device"))
+        services().metrics.predictions.labels("recommendations").inc()
+        # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
+        # which of the workload's devices' rows serve this device.
+        return {**recommendation(resolved.model, body["objective"], device=body.get("device"),
+                                 epochs=body.get("epochs"), confidence=body["confidence"],
+                                 workload_id=resolved.workload_id, **body["constraints"]),
+                **resolved.answer_fields()}

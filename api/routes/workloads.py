@@ -5,21 +5,42 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.routes.common import SECURITY, require_api_key, services
-from jetpredict.api.schemas import ErrorSchema, PageQuerySchema, WorkloadDetailSchema, WorkloadListSchema
-from jetpredict.api.storage import WorkloadRecord
-from jetpredict.api.workloads import workload_id_problem
+from jetpredict.api.schemas import (
+    _ID_OUT,
+    ErrorSchema,
+    PageQuerySchema,
+    WorkloadDetailSchema,
+    WorkloadListSchema,
+)
+from jetpredict.api.storage import WorkloadRecord, device_fits
+from jetpredict.api.workloads import MAX_WORKLOAD_ID_CHARS, workload_id_problem
 from jetpredict.models.errors import UnknownWorkloadError
+from marshmallow import fields, validate
 
 blp = Blueprint("workloads", __name__, url_prefix="/v1/workloads", description="Stored workloads")
 
 
+class WorkloadQuerySchema(PageQuerySchema):
+    """A page of stored workloads, optionally only those whose id contains ``search``."""
+
+    # Only text an id can hold (api.schemas' id characters: no '/', '\\', control characters; PostgreSQL
+    # refuses NUL); the document states the rule as a pattern, so a client can tell before it asks.
+    search = fields.String(load_default="", validate=[
+        validate.Length(0, MAX_WORKLOAD_ID_CHARS),
+        validate.Regexp(rf"^[^{_ID_OUT}]*$", error="must not contain '/', '\\' or control characters")],
+        metadata={"description": "only workloads whose id contains this text (case-insensitive); empty: all"})
+
+
 def workload_summary(record: WorkloadRecord) -> dict:
+    """A workload as listed: its first device's fit at the top, every device's in ``devices``/``fits``."""
     fit = record.fit or {}
+    fits = device_fits(record)
     return {"id": record.id, "device": record.device, "revision": record.revision,
             "rows_stored": record.rows_stored, "created_at": record.created_at,
             "updated_at": record.updated_at, "model_version": fit.get("model_version"),
             "reference_source": fit.get("reference_source"), "profiled_modes": fit.get("profiled_modes"),
-            "has_power": fit.get("has_power")}
+            "has_power": fit.get("has_power"), "devices": sorted(fits),
+            "fits": [{"device": device, **fits[device]} for device in sorted(fits)]}
 
 
 def _not_stored(workload_id: str) -> UnknownWorkloadError:
@@ -35,11 +56,12 @@ def _storable(workload_id: str) -> str:
 
 @blp.route("")
 class Workloads(MethodView):
-    @blp.arguments(PageQuerySchema(), location="query")
+    @blp.arguments(WorkloadQuerySchema(), location="query")
     @blp.response(200, WorkloadListSchema)
     def get(self, query: dict):
-        """Stored workloads, sorted by id (paged)."""
-        total, records = services().storage.list_workloads(query["limit"], query["offset"])
+        """Stored workloads, sorted by id (paged; ``search`` keeps those whose id contains it)."""
+        total, records = services().storage.list_workloads(query["limit"], query["offset"],
+                                                           query["search"] or None)
         return {"total": total, "limit": query["limit"], "offset": query["offset"],
                 "workloads": [workload_summary(r) for r in records]}
 

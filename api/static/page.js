@@ -1,11 +1,22 @@
 // jetpredict mode chooser. Reads only the public HTTP API; draws every mode of a device on canvas from
 // typed arrays (29,232 modes on AGX Xavier), so the page stays responsive.
 //
-// Flow: device + workload -> POST /v1/predictions (modes "all", CSV) once -> typed arrays -> charts;
-// objective + cap -> POST /v1/recommendations (debounced) -> chosen mode, Pareto front, command.
-// document.body.dataset.state is "loading" | "ready" | "error" (the browser test and the benchmark wait
-// on it); document.body.dataset.renderMs is the time to draw all modes once the data are parsed, paintMs
-// the same until the frame holding them is on screen (parseMs: CSV to typed arrays, fetchMs: the API call, redrawMs: a cap change, readyMs: since navigation).
+// Flow: device + workload + coverage -> POST /v1/predictions (modes "all" in the columns layout; then
+// "presets") -> typed arrays -> charts; objective + cap + epochs -> POST /v1/recommendations (debounced) -> chosen mode,
+// Pareto front, command, presets compared.
+//
+// Every answer is tagged with the request it answers. A load (device, workload or coverage changed) has a
+// generation number `gen`; changing any of them starts a new generation, clears what was shown for the
+// old one at once (synchronously, in the change handler), aborts its requests, and any answer of an older
+// generation that still arrives is dropped. A recommendation is shown only when the key it was asked for
+// (device, workload, coverage, objective, constraints, epochs) equals the key of the controls when it
+// arrives. While a device loads, the controls that depend on it are disabled and a progress bar runs.
+//
+// document.body.dataset: state "loading" | "ready" | "error" (the browser test and the benchmark wait on
+// it); device: the device of the answer on screen ("" while none); request: the key of that answer (JSON);
+// dropped: stale answers dropped so far. Timings: renderMs (drawing all modes once parsed), paintMs (until
+// the frame holding them is on screen), parseMs (answer columns to typed arrays), fetchMs (the API calls,
+// JSON decoding included), redrawMs (a cap change), readyMs (since navigation).
 "use strict";
 
 (function () {
@@ -18,14 +29,50 @@
     measured: "measured sweeps",
     simulated: "digital twin (simulated)",
   };
+  // Coverages offered, as shares; those outside the API's range (read from /openapi.json) are left out.
+  const COVERAGES = [0.5, 0.8, 0.9, 0.95, 0.99];
+  const WORKLOAD_PAGE = 100;     // stored workloads listed at once; the search box finds the others
+  const STEPS = 4;               // progress: workloads, rows, all-mode predictions, recommendation
+  // Controls whose meaning depends on the device being loaded: disabled until its answer is on screen.
+  const DEVICE_BOUND = ["workload", "workload-search", "cap", "confidence", "hm-cores", "hm-cpu", "copy"];
+
   const state = {
-    devices: [], builtins: {}, rowsCache: new Map(), data: null, rec: null, chart: null,
-    loadSeq: 0, recSeq: 0, recTimer: 0, workloadRef: null, workloadInfo: null,
+    devices: [], builtins: new Map(), rowsCache: new Map(), presetModes: new Map(),
+    data: null, presets: null, rec: null, chart: null,
+    gen: 0, abort: null, recSeq: 0, recTimer: 0, recAbort: null, searchSeq: 0, searchTimer: 0,
+    loading: false, limits: null, totals: null, dropped: 0,
   };
 
   // ---- HTTP ----------------------------------------------------------------------------------------
-  async function api(path, options) {
+  // A busy service (503) or a rate limit (429) says when to come back (Retry-After, s): the request is
+  // sent again then, a few times, unless it was abandoned (aborted) meanwhile.
+  const RETRIES = 10;
+  const MAX_RETRY_WAIT_S = 60;
+
+  function sleep(ms, signal) {
+    return new Promise((resolve, reject) => {
+      const abandon = () => { clearTimeout(timer); reject(new DOMException("abandoned", "AbortError")); };
+      const timer = setTimeout(() => { if (signal) signal.removeEventListener("abort", abandon); resolve(); }, ms);
+      if (signal) {
+        if (signal.aborted) abandon();
+        else signal.addEventListener("abort", abandon, { once: true });
+      }
+    });
+  }
+
+  async function api(path, options, attempt) {
     const response = await fetch(path, options);
+    const tries = attempt || 0;
+    if ((response.status === 503 || response.status === 429) && tries < RETRIES &&
+        response.headers.get("Retry-After")) {
+      const wait = Math.min(MAX_RETRY_WAIT_S, Math.max(1, +response.headers.get("Retry-After") || 1));
+      const before = $("status").textContent;
+      const note = ` (service busy: asking again in ${wait} s)`;
+      if (!before.endsWith(note)) $("status").textContent = before.replace(/ \(service busy: .*\)$/, "") + note;
+      document.body.dataset.retries = String(+(document.body.dataset.retries || 0) + 1);
+      await sleep(wait * 1000, options && options.signal);
+      return api(path, options, tries + 1);
+    }
     const type = response.headers.get("Content-Type") || "";
     const body = type.includes("json") ? await response.json() : await response.text();
     if (!response.ok) {
@@ -43,12 +90,13 @@
     return body;
   }
 
-  function postJson(path, payload, accept, headers) {
+  function postJson(path, payload, accept, headers, signal) {
     return api(path, {
       method: "POST",
       headers: Object.assign({ "Content-Type": "application/json", Accept: accept || "application/json" },
         headers || {}),
       body: JSON.stringify(payload),
+      signal,
     });
   }
 
@@ -80,32 +128,25 @@
     return text.split(/\r?\n/).filter((line) => line.length > 0);
   }
 
-  function splitLine(line) {
-    return line.indexOf('"') < 0 ? line.split(",") : splitQuoted(line);
-  }
-
-  // Predictions CSV -> {n, labels, columns: {name: Float64Array}, first: {provenance cells}}.
-  function parsePredictions(text) {
-    const lines = csvLines(text);
-    const header = splitLine(lines[0]);
-    const n = lines.length - 1;
-    const index = Object.fromEntries(header.map((h, i) => [h, i]));
-    const columns = {};
-    for (const name of NUMERIC) if (name in index) columns[name] = new Float64Array(n);
-    const labels = new Array(n);
-    const numeric = Object.keys(columns).map((name) => [columns[name], index[name]]);
-    const modeAt = index.mode;
-    for (let r = 0; r < n; r++) {
-      const cells = splitLine(lines[r + 1]);
-      labels[r] = cells[modeAt];
-      for (const [array, at] of numeric) {
-        const cell = cells[at];
-        array[r] = cell === "" ? NaN : +cell;
-      }
+  // An all-mode answer in the columns layout (POST /v1/predictions, "layout": "columns") -> {n, labels,
+  // columns: {name: Float64Array}, extrapolated: Uint8Array, knobs: []}; null cells become NaN.
+  function fromColumns(answer) {
+    const cols = answer.columns || {};
+    const n = answer.count;
+    if (!Array.isArray(cols.mode) || cols.mode.length !== n) {
+      throw new Error(`the all-mode answer has no "columns" of ${n} modes`);
     }
-    const firstCells = splitLine(lines[1]);
-    const first = Object.fromEntries(header.map((h, i) => [h, firstCells[i]]));
-    return { n, labels, columns, first };
+    const columns = {};
+    for (const name of NUMERIC) {
+      const source = cols[name];
+      if (!source) continue;
+      const array = new Float64Array(n);
+      for (let i = 0; i < n; i++) array[i] = source[i] === null ? NaN : source[i];
+      columns[name] = array;
+    }
+    const extrapolated = new Uint8Array(n);
+    if (cols.extrapolated) for (let i = 0; i < n; i++) extrapolated[i] = cols.extrapolated[i] ? 1 : 0;
+    return { n, labels: cols.mode, columns, extrapolated, knobs: cols.extrapolated_knobs || new Array(n).fill("") };
   }
 
   // A profile CSV file -> row objects (strings; empty cell -> null), as POST /v1/profiles takes them.
@@ -132,8 +173,143 @@
   }
   const interval = (v, lo, hi, unit) => `${fmt(v)} ${unit}` +
     (lo === null || lo === undefined || Number.isNaN(lo) ? "" : `  [${fmt(lo, 3)}, ${fmt(hi, 3)}]`);
+  const percent = (share) => `${fmt(share * 100, 3)}%`;
 
-  // ---- devices and workloads ---------------------------------------------------------------------------
+  // ---- limits the API states (coverage, epochs) -------------------------------------------------------
+  // The allowed coverage and epochs come from the service's OpenAPI document, not restated here; the
+  // fields holding totals for `epochs` epochs are those the document describes as such.
+  async function loadLimits() {
+    const spec = await api("/openapi.json");
+    const schemas = spec.components.schemas;
+    const props = schemas.RecommendationRequest.properties;
+    state.limits = {
+      confidence: { min: props.confidence.minimum, max: props.confidence.maximum, def: props.confidence.default },
+      epochs: { min: props.epochs.minimum, max: props.epochs.maximum },
+    };
+    const totals = {};
+    for (const [name, p] of Object.entries(schemas.Prediction.properties)) {
+      if (/_(low|high)$/.test(name) || !/`epochs` epochs/.test(p.description || "")) continue;
+      if (/^s\b/.test(p.description)) totals.time = name;
+      if (/^J\b/.test(p.description)) totals.energy = name;
+    }
+    state.totals = totals;
+    const { min, max, def } = state.limits.confidence;
+    const values = Array.from(new Set(COVERAGES.filter((v) => v >= min && v <= max).concat([def])))
+      .sort((a, b) => a - b);
+    $("confidence").replaceChildren(...values.map((v) => new Option(percent(v), String(v))));
+    $("confidence").value = String(def);
+    $("epochs").min = String(state.limits.epochs.min);
+    $("epochs").max = String(state.limits.epochs.max);
+  }
+
+  // The epochs box: null (empty: per epoch only) or a whole number in the API's range; else throws with
+  // the field and the rule.
+  function epochsValue() {
+    const text = $("epochs").value.trim();
+    if (!text) return null;
+    const { min, max } = state.limits.epochs;
+    const n = Number(text);
+    if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new Error(`epochs: must be a whole number from ${min.toLocaleString("en")} to ` +
+        `${max.toLocaleString("en")} (empty: one epoch), got "${text}"`);
+    }
+    return n;
+  }
+
+  // ---- keys: which request an answer belongs to ------------------------------------------------------
+  function dataKey() {
+    return { device: $("device").value, workload: $("workload").value, confidence: +$("confidence").value };
+  }
+
+  function capValue() {
+    const kind = $("cap-kind").value;
+    return kind === "none" ? null : +$("cap").value;
+  }
+
+  function recKey() {
+    const constraints = {};
+    const cap = capValue();
+    if (cap !== null) constraints[$("cap-kind").value] = cap;
+    return Object.assign(dataKey(), { objective: $("objective").value, constraints, epochs: epochsValue() });
+  }
+
+  const sameKey = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
+  function drop() {
+    state.dropped++;
+    document.body.dataset.dropped = String(state.dropped);
+  }
+
+  // ---- loading a device / workload / coverage ---------------------------------------------------------
+  function setBusy(busy) {
+    state.loading = busy;
+    for (const id of DEVICE_BOUND) $(id).disabled = busy;
+    $("cap").disabled = busy || $("cap-kind").value === "none" || !state.data;
+    $("progress").hidden = !busy;
+    document.querySelector("main").setAttribute("aria-busy", busy ? "true" : "false");
+  }
+
+  function progress(gen, step, message) {
+    if (gen !== state.gen) return;
+    $("progress").value = step;
+    setState("loading", `${message} (step ${step + 1} of ${STEPS})`);
+  }
+
+  function deviceName(id) {
+    const d = state.devices.find((x) => x.id === id);
+    return d ? d.name : id;
+  }
+
+  // A new generation: everything shown for the old device/workload/coverage goes, now, in this task.
+  function beginLoad(message) {
+    state.gen++;
+    if (state.abort) state.abort.abort();
+    state.abort = new AbortController();
+    abortRecommendation();
+    state.data = null;
+    state.presets = null;
+    state.rec = null;
+    clearShown();
+    setBusy(true);
+    $("progress").value = 0;
+    setState("loading", message);
+    return state.gen;
+  }
+
+  function clearShown() {
+    delete document.body.dataset.request;
+    document.body.dataset.device = "";
+    $("best").textContent = "–";
+    $("best").dataset.mode = "";
+    $("command").textContent = "–";
+    $("command").dataset.mode = "";
+    $("stale-badge").hidden = true;
+    $("choice").classList.remove("stale");
+    $("presets").tBodies[0].replaceChildren();
+    $("preset-compare").textContent = "";
+    $("provenance").replaceChildren();
+    $("tooltip").hidden = true;
+    if (state.chart) { state.chart.destroy(); state.chart = null; }
+    $("pareto").replaceChildren();
+    $("pareto").dataset.device = "";
+    const canvas = $("heatmap");
+    canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+    canvas.dataset.device = "";
+    $("hm-legend").textContent = "";
+    $("hm-cores").replaceChildren();  // the old board's clocks
+    $("hm-cpu").replaceChildren();
+    $("mode-count").textContent = "all";
+  }
+
+  // An error of the current generation is shown; one of an older generation (or an abort) is dropped.
+  function failFor(gen) {
+    return (err) => {
+      if (gen !== state.gen || (err && err.name === "AbortError")) { drop(); return; }
+      setBusy(false);  // the controls are free again: another choice may succeed
+      setState("error", `Error: ${err.message}`);
+    };
+  }
+
   async function loadDevices() {
     const body = await api("/v1/devices");
     state.devices = body.devices;
@@ -144,69 +320,140 @@
       : (body.devices.some((d) => d.id === "agx-xavier") ? "agx-xavier" : body.devices[0].id);
   }
 
-  async function loadWorkloads(selectId) {
-    const device = $("device").value;
-    const [stored, builtin] = await Promise.all([
-      api("/v1/workloads?limit=1000"),
-      api(`/v1/reference-workloads?device=${encodeURIComponent(device)}`),
-    ]);
-    const select = $("workload");
-    const groups = [];
-    const own = document.createElement("optgroup");
-    own.label = "stored workloads (POST /v1/profiles)";
-    for (const w of stored.workloads) {
-      const cross = w.device !== device ? `, profiled on ${w.device}: cross-device` : "";
-      const option = new Option(`${w.id} (${w.profiled_modes} profiled modes${cross})`, `stored:${w.id}`);
-      own.appendChild(option);
+  function storedGroup(listing, device) {
+    const group = document.createElement("optgroup");
+    group.label = listing.total > listing.workloads.length
+      ? `stored workloads: ${listing.workloads.length} of ${listing.total.toLocaleString("en")} (search for others)`
+      : "stored workloads (POST /v1/profiles)";
+    group.dataset.kind = "stored";
+    for (const w of listing.workloads) {
+      // a workload may hold rows of several devices: its own rows are used where it has them
+      const on = w.devices || [w.device];
+      const cross = on.includes(device) ? "" : `, profiled on ${on.join(", ")}: cross-device`;
+      group.appendChild(new Option(`${w.id} (${w.profiled_modes} profiled modes${cross})`, `stored:${w.id}`));
     }
+    return group;
+  }
+
+  function storedPath(search) {
+    const query = new URLSearchParams({ limit: String(WORKLOAD_PAGE) });
+    if (search) query.set("search", search);
+    return `/v1/workloads?${query}`;
+  }
+
+  function showWorkloadNote(listing, search) {
+    const shown = listing.workloads.length, total = listing.total;
+    $("workload-note").textContent = search
+      ? `${total.toLocaleString("en")} stored workload${total === 1 ? " matches" : "s match"} "${search}"` +
+        (total > shown ? `; the first ${shown} listed` : "")
+      : (total > shown ? `${shown} of ${total.toLocaleString("en")} stored workloads listed; search for others` : "");
+  }
+
+  async function loadWorkloads(gen, selectId) {
+    const device = $("device").value;
+    const search = $("workload-search").value.trim();
+    const signal = state.abort.signal;
+    const [stored, builtin] = await Promise.all([
+      api(storedPath(search), { signal }),
+      api(`/v1/reference-workloads?device=${encodeURIComponent(device)}`, { signal }),
+    ]);
+    if (gen !== state.gen) return false;
+    const select = $("workload");
+    const previous = select.value;
+    const groups = [];
+    const own = storedGroup(stored, device);
     if (own.children.length) groups.push(own);
     const ref = document.createElement("optgroup");
     ref.label = "built-in workloads (bundled reference sweeps)";
-    state.builtins = {};
+    const builtins = new Map();
     for (const w of builtin.workloads) {
       const key = `builtin:${w.source}:${w.workload}`;
-      state.builtins[key] = w;
+      builtins.set(key, w);
       ref.appendChild(new Option(`${w.workload} (${w.source}, ${w.modes} modes)`, key));
     }
+    state.builtins.set(device, builtins);
     if (ref.children.length) groups.push(ref);
     select.replaceChildren(...groups);
-    const wanted = selectId || new URLSearchParams(location.search).get("workload");
+    showWorkloadNote(stored, search);
+    // Keep the workload across a device switch when the new device has it; else its first built-in one.
+    const wanted = selectId || previous || new URLSearchParams(location.search).get("workload");
     const values = Array.from(select.options).map((o) => o.value);
     const match = values.find((v) => v === wanted || v.endsWith(`:${wanted}`));
     if (match) select.value = match;
     else if (values.length) select.value = values.find((v) => v.startsWith("builtin:")) || values[0];
+    return true;
   }
 
-  async function workloadRef() {
-    const value = $("workload").value;
+  // The search box: only the stored group is replaced; the current choice stays chosen (and listed).
+  async function searchWorkloads() {
+    const seq = ++state.searchSeq;
+    const search = $("workload-search").value.trim();
+    const gen = state.gen;
+    const stored = await api(storedPath(search));
+    if (seq !== state.searchSeq || gen !== state.gen) { drop(); return; }
+    const select = $("workload");
+    const current = select.value;
+    const own = storedGroup(stored, $("device").value);
+    if (current.startsWith("stored:") && !Array.from(own.children).some((o) => o.value === current)) {
+      own.insertBefore(new Option(`${current.slice(7)} (chosen)`, current), own.firstChild);
+    }
+    const old = select.querySelector('optgroup[data-kind="stored"]');
+    if (old) old.replaceWith(own);
+    else if (own.children.length) select.insertBefore(own, select.firstChild);
+    if (!own.children.length) own.remove();
+    select.value = current;
+    showWorkloadNote(stored, search);
+  }
+
+  // The workload as POST /v1/predictions takes it, and what to say about it; built-in rows are fetched once.
+  async function workloadRef(key, signal) {
+    const value = key.workload;
     if (!value) throw new Error("no workload for this device yet: upload a profile CSV below");
     if (value.startsWith("stored:")) return [{ id: value.slice(7) }, { kind: "stored", id: value.slice(7) }];
-    const info = state.builtins[value];
-    const key = `${$("device").value}|${value}`;
-    if (!state.rowsCache.has(key)) {
+    const info = (state.builtins.get(key.device) || new Map()).get(value);
+    if (!info) throw new Error(`workload: ${value} is not a built-in workload of ${key.device}`);
+    const cacheKey = `${key.device}|${value}`;
+    if (!state.rowsCache.has(cacheKey)) {
       const path = `/v1/reference-workloads/${encodeURIComponent(info.device)}/` +
         `${encodeURIComponent(info.workload)}?source=${encodeURIComponent(info.source)}`;
-      state.rowsCache.set(key, (await api(path)).rows);
+      state.rowsCache.set(cacheKey, (await api(path, { signal })).rows);
     }
-    return [{ rows: state.rowsCache.get(key) }, Object.assign({ kind: "builtin" }, info)];
+    return [{ rows: state.rowsCache.get(cacheKey) }, Object.assign({ kind: "builtin" }, info)];
   }
 
   // ---- all modes --------------------------------------------------------------------------------------
-  async function loadAll() {
-    const seq = ++state.loadSeq;
-    state.recSeq++;
-    clearTimeout(state.recTimer);
-    setState("loading", "Predicting every power mode…");
-    const device = $("device").value;
+  async function loadAll(gen) {
+    if (gen !== state.gen) return;
+    const key = dataKey();  // what this load answers: fixed for the whole generation
+    const signal = state.abort.signal;
+    const name = deviceName(key.device);
+    progress(gen, 1, `Reading the workload for ${name}…`);
     const t0 = performance.now();
-    const [ref, info] = await workloadRef();
-    const text = await postJson("/v1/predictions", { device, workload: ref, modes: "all" }, "text/csv");
-    if (seq !== state.loadSeq) return;
+    const [ref, info] = await workloadRef(key, signal);
+    if (gen !== state.gen) { drop(); return; }
+    const count = (state.devices.find((d) => d.id === key.device) || {}).power_modes;
+    progress(gen, 2, `Fitting the workload and predicting all ${count ? count.toLocaleString("en") : ""} modes of ${name}…`);
+    const request = { device: key.device, workload: ref, confidence: key.confidence };
+    // One after the other: the first fits the workload (heavy; the service admits few at once), the
+    // presets then reuse that fit. The presets only mark the chart and the table: without them the
+    // chooser still works, and says so.
+    const all = await postJson("/v1/predictions", Object.assign({ modes: "all", layout: "columns" }, request),
+      "application/json", null, signal);
+    if (gen !== state.gen) { drop(); return; }
+    if (all.device !== key.device) throw new Error(`the answer is for ${all.device}, not ${key.device}`);
+    const presets = await postJson("/v1/predictions", Object.assign({ modes: "presets" }, request),
+      "application/json", null, signal)
+      .catch((err) => (err.name === "AbortError" ? Promise.reject(err) : { device: key.device, error: err }));
+    if (gen !== state.gen || !sameKey(key, dataKey())) { drop(); return; }
+    if (presets.device !== key.device) throw new Error(`the answer is for ${presets.device}, not ${key.device}`);
+    state.presetsError = presets.error ? presets.error.message : null;
     const t1 = performance.now();
-    const data = parsePredictions(text);
-    data.device = device;
+    const data = fromColumns(all);
+    data.key = key;
+    data.device = key.device;
     document.body.dataset.fetchMs = (t1 - t0).toFixed(0);
     state.data = data;
+    state.presets = presets.predictions || [];
     state.workloadRef = ref;
     state.workloadInfo = info;
     indexModes(data);
@@ -218,11 +465,13 @@
     document.body.dataset.renderMs = (performance.now() - t2).toFixed(1);
     // uPlot draws in a microtask and the browser rasterises at the next frame: time until that frame is done.
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    if (gen !== state.gen) { drop(); return; }
     document.body.dataset.paintMs = (performance.now() - t2).toFixed(1);
     document.body.dataset.parseMs = (t2 - t1).toFixed(1);
     document.body.dataset.modes = String(data.n);
     $("mode-count").textContent = `all ${data.n.toLocaleString("en")}`;
-    await recommend();
+    progress(gen, 3, `Choosing the best mode of ${name}…`);
+    await recommend(gen);
   }
 
   function indexModes(data) {
@@ -256,8 +505,8 @@
     const kind = $("cap-kind").value;
     const slider = $("cap");
     const data = state.data;
-    slider.disabled = kind === "none" || !data;
-    if (!data || kind === "none") { $("cap-value").textContent = "no cap"; return; }
+    slider.disabled = kind === "none" || !data || state.loading;
+    if (!data || kind === "none") { showCap(); return; }
     const [lo, hi] = kind === "max_power_w" ? data.powerRange : data.timeRange;
     const step = kind === "max_power_w" ? 0.5 : Math.max(0.1, +((hi - lo) / 400).toPrecision(1));
     const previous = +slider.value;
@@ -265,15 +514,13 @@
     slider.max = String(Math.ceil(hi / step) * step);
     slider.step = String(step);
     const fallback = kind === "max_power_w" ? Math.min(Math.max(15, lo), hi) : (lo + hi) / 2;
-    const keep = slider.dataset.kind === kind && previous >= +slider.min && previous <= +slider.max;
+    // A cap is kept only within the same device and kind: another board's watts mean something else.
+    const keep = slider.dataset.kind === kind && slider.dataset.device === data.device &&
+      previous >= +slider.min && previous <= +slider.max;
     slider.value = String(keep ? previous : fallback);
     slider.dataset.kind = kind;
+    slider.dataset.device = data.device;
     showCap();
-  }
-
-  function capValue() {
-    const kind = $("cap-kind").value;
-    return kind === "none" ? null : +$("cap").value;
   }
 
   function showCap() {
@@ -282,59 +529,140 @@
     $("cap-value").textContent = v === null ? "no cap" : (kind === "max_power_w" ? `≤ ${v} W` : `≤ ${v} s`);
   }
 
+  // Caps hold for the upper end of each interval (as POST /v1/recommendations applies them).
+  function meetsCap(power, powerHigh, time, timeHigh) {
+    const kind = $("cap-kind").value, cap = capValue();
+    if (cap === null) return true;
+    const v = kind === "max_power_w" ? (Number.isNaN(powerHigh) ? power : powerHigh)
+      : (Number.isNaN(timeHigh) ? time : timeHigh);
+    return v <= cap;
+  }
+
   function markFeasible() {
     const data = state.data;
-    const kind = $("cap-kind").value;
-    const cap = capValue();
-    // Caps hold for the upper end of each interval (as POST /v1/recommendations applies them).
     const c = data.columns;
-    const values = kind === "max_power_w" ? (c.avg_power_w_high || c.avg_power_w)
-      : (c.epoch_time_s_high || c.epoch_time_s);
-    for (let i = 0; i < data.n; i++) data.feasible[i] = cap === null || values[i] <= cap ? 1 : 0;
+    const ph = c.avg_power_w_high || c.avg_power_w, th = c.epoch_time_s_high || c.epoch_time_s;
+    for (let i = 0; i < data.n; i++) {
+      data.feasible[i] = meetsCap(c.avg_power_w[i], ph[i], c.epoch_time_s[i], th[i]) ? 1 : 0;
+    }
   }
 
   // ---- recommendation ---------------------------------------------------------------------------------
-  function scheduleRecommend() {
-    showCap();
+  function abortRecommendation() {
     clearTimeout(state.recTimer);
-    state.recSeq++; // an answer to an earlier request must not mark the page ready
-    setState("loading");
-    state.recTimer = setTimeout(() => recommend().catch(fail), 150);
+    state.recSeq++;  // an answer to an earlier request must not be shown
+    if (state.recAbort) state.recAbort.abort();
+    state.recAbort = null;
   }
 
-  async function recommend() {
-    const seq = ++state.recSeq;
-    const data = state.data;
-    if (!data) return;
+  // The shown answer no longer answers the controls: say so until the new one arrives.
+  function markStale() {
+    if (!state.rec) return;
+    $("choice").classList.add("stale");
+    $("stale-badge").hidden = false;
+    $("copy").disabled = true;
+  }
+
+  function scheduleRecommend() {
+    showCap();
+    // Before a load has its data there is nothing to ask about: the load asks with the controls as they are
+    // then. Once it has them (its recommendation in flight), a change asks again and drops that answer.
+    if (!state.data) return;
+    abortRecommendation();
+    try {
+      epochsValue();
+      $("epochs-error").textContent = "";
+    } catch (err) {
+      $("epochs-error").textContent = err.message;
+      markStale();
+      setState("error", err.message);
+      return;
+    }
+    markStale();
     setState("loading", "Choosing the best mode…");
-    const constraints = {};
-    const cap = capValue();
-    if (cap !== null) constraints[$("cap-kind").value] = cap;
-    const body = { device: data.device, workload: state.workloadRef, objective: $("objective").value, constraints };
-    const rec = await postJson("/v1/recommendations", body);
-    if (seq !== state.recSeq || data !== state.data) return;
+    const gen = state.gen;
+    state.recTimer = setTimeout(() => recommend(gen).catch(failFor(gen)), 150);
+  }
+
+  async function recommend(gen) {
+    const data = state.data;
+    if (gen !== state.gen || !data) return;
+    let key;
+    try {
+      key = recKey();
+      $("epochs-error").textContent = "";
+    } catch (err) {  // a bad epochs box: the device's data are shown, the choice waits for a valid number
+      $("epochs-error").textContent = err.message;
+      setBusy(false);
+      setState("error", err.message);
+      return;
+    }
+    if (!sameKey(data.key, dataKey())) { drop(); return; }
+    abortRecommendation();
+    const seq = state.recSeq;
+    state.recAbort = new AbortController();
+    const body = { device: key.device, workload: state.workloadRef, objective: key.objective,
+      constraints: key.constraints, confidence: key.confidence };
+    if (key.epochs !== null) body.epochs = key.epochs;
+    if (!state.loading) setState("loading", "Choosing the best mode…");
+    const rec = await postJson("/v1/recommendations", body, "application/json", null, state.recAbort.signal);
+    // Shown only if nothing changed since it was asked: same generation, same request, same controls.
+    if (seq !== state.recSeq || gen !== state.gen || data !== state.data || !sameKey(key, safeKey())) {
+      drop();
+      return;
+    }
+    if (rec.device !== key.device) throw new Error(`the answer is for ${rec.device}, not ${key.device}`);
     state.rec = rec;
-    document.body.dataset.request = JSON.stringify({ device: body.device, workload: $("workload").value,
-      objective: body.objective, constraints });
     const t0 = performance.now();
     markFeasible();
-    showChoice(rec);
+    showChoice(rec, key);
+    showPresets(rec);
     drawPareto(false);
     drawHeatmap();
     document.body.dataset.redrawMs = (performance.now() - t0).toFixed(1);
     document.body.dataset.readyMs = performance.now().toFixed(0);  // since navigation started
+    document.body.dataset.request = JSON.stringify(key);
+    document.body.dataset.device = key.device;
+    $("choice").classList.remove("stale");
+    $("stale-badge").hidden = true;
+    setBusy(false);
+    $("copy").disabled = !rec.best;
     setState("ready", rec.feasible
-      ? `${data.n.toLocaleString("en")} modes predicted; ${rec.pareto.length} on the time–energy front within the cap.`
-      : `No mode meets the cap: ${rec.reason}`);
+      ? `${deviceName(key.device)}: ${data.n.toLocaleString("en")} modes predicted; ${rec.pareto.length} on the ` +
+        "time–energy front within the cap."
+      : `${deviceName(key.device)}: no mode meets the cap: ${rec.reason}`);
   }
 
-  function showChoice(rec) {
+  function safeKey() {
+    try { return recKey(); } catch (err) { return null; }
+  }
+
+  function totalRows(row, epochs) {
+    if (epochs === null || !state.totals) return [];
+    const out = [];
+    const { time, energy } = state.totals;
+    if (!time && !energy) {  // the document names no total: the per-epoch figures times the epochs, no interval
+      return [[`${epochs.toLocaleString("en")} epochs`, `≈ ${fmt(row.epoch_time_s * epochs)} s`],
+        [`energy for ${epochs.toLocaleString("en")}`, `≈ ${fmt(row.epoch_energy_j * epochs)} J`]];
+    }
+    if (time && row[time] !== undefined) {
+      out.push([`${epochs.toLocaleString("en")} epochs`, interval(row[time], row[`${time}_low`], row[`${time}_high`], "s")]);
+    }
+    if (energy && row[energy] !== undefined) {
+      out.push([`energy for ${epochs.toLocaleString("en")}`,
+        interval(row[energy], row[`${energy}_low`], row[`${energy}_high`], "J")]);
+    }
+    return out;
+  }
+
+  function showChoice(rec, key) {
     const best = rec.best;
     const box = $("best");
     if (!best) {
       box.textContent = rec.reason || "no mode meets the cap";
       box.dataset.mode = "";
       $("command").textContent = "–";
+      $("command").dataset.mode = "";
     } else {
       box.dataset.mode = best.mode;
       const rows = [
@@ -343,10 +671,16 @@
         ["epoch time", interval(best.epoch_time_s, best.epoch_time_s_low, best.epoch_time_s_high, "s")],
         ["mean power", interval(best.avg_power_w, best.avg_power_w_low, best.avg_power_w_high, "W")],
         ["energy", interval(best.epoch_energy_j, best.epoch_energy_j_low, best.epoch_energy_j_high, "J")],
+        ...totalRows(best, key.epochs),
+        ["extrapolated", best.extrapolated
+          ? `yes: ${(best.extrapolated_knobs || "").split(";").filter(Boolean).join(", ")} outside the profiled range`
+          : "no: every clock within the profiled range"],
       ];
       const label = document.createElement("div");
       label.className = "label";
       label.textContent = best.mode;
+      label.dataset.mode = best.mode;
+      if (best.extrapolated) label.classList.add("extrapolated");
       const table = document.createElement("table");
       for (const [k, v] of rows) {
         const tr = table.insertRow();
@@ -357,8 +691,47 @@
       }
       box.replaceChildren(label, table);
       $("command").textContent = `sudo jetpredict apply --mode ${best.mode}`;
+      $("command").dataset.mode = best.mode;
     }
     showProvenance(rec, best);
+  }
+
+  // The presets under the same cap (upper ends of their intervals, as for every mode), and the service's
+  // comparison of the chosen mode with the best of them (POST /v1/recommendations: preset_comparison).
+  function showPresets(rec) {
+    const body = $("presets").tBodies[0];
+    const presets = state.presets || [];
+    const cmp = rec.preset_comparison;
+    body.replaceChildren(...presets.map((p) => {
+      const ok = meetsCap(p.avg_power_w, p.avg_power_w_high ?? NaN, p.epoch_time_s, p.epoch_time_s_high ?? NaN);
+      const tr = document.createElement("tr");
+      tr.dataset.mode = p.mode;
+      if (!ok) tr.classList.add("over");
+      if (p.extrapolated) tr.classList.add("extrapolated");
+      if (cmp && cmp.preset === p.mode) tr.classList.add("compared");
+      const cells = [p.mode + (p.extrapolated ? " *" : ""), ok ? "yes" : "no", `${fmt(p.epoch_time_s)} s`,
+        `${fmt(p.epoch_energy_j)} J`, `${fmt(p.avg_power_w_high ?? p.avg_power_w, 3)} W`];
+      for (const text of cells) tr.insertCell().textContent = text;
+      return tr;
+    }));
+    let text = presets.some((p) => p.extrapolated) ? "* extrapolated: a clock outside the profiled range. " : "";
+    const saved = (amount, share, unit, more, less) => (amount >= 0
+      ? `${fmt(amount, 3)} ${unit} (${percent(share)}) ${less}` : `${fmt(-amount, 3)} ${unit} (${percent(-share)}) ${more}`);
+    if (state.presetsError) {
+      text += `Presets unavailable: ${state.presetsError}`;
+    } else if (!cmp) {
+      text += "This answer compares with no preset.";
+    } else if (cmp.preset === null) {
+      text += `No preset meets the cap${cmp.reason ? `: ${cmp.reason}` : ""}.`;
+    } else if (cmp.chosen_is_preset) {
+      text += `The chosen mode is the preset ${cmp.preset}: no custom mode beats it under this cap.`;
+    } else if (rec.best) {
+      text += `Against ${cmp.preset}, the best preset within the cap (${fmt(cmp.epoch_time_s)} s, ` +
+        `${fmt(cmp.epoch_energy_j)} J per epoch), the chosen mode takes ` +
+        `${saved(cmp.time_saving_s, cmp.time_saving_share, "s", "more", "less")} per epoch and uses ` +
+        `${saved(cmp.energy_saving_j, cmp.energy_saving_share, "J", "more", "less")}.`;
+    }
+    $("preset-compare").textContent = text;
   }
 
   function showProvenance(rec, best) {
@@ -366,6 +739,7 @@
     const row = best || {};
     const items = [
       ["predictions", `${rec.model_version} (POST /v1/recommendations, POST /v1/predictions)`],
+      ["device", `${deviceName(rec.device)} (${rec.device})`],
       ["prior", SOURCE_TEXT[rec.reference_source] || rec.reference_source],
       ["workload rows", info.kind === "builtin"
         ? `built-in: ${SOURCE_TEXT[info.source] || info.source}${info.citation && info.source === "published" ? ` — ${info.citation}` : ""}`
@@ -374,9 +748,9 @@
       ["cross-device", row.cross_device ? `yes: fitted on another device, predicted for ${rec.device}` : "no"],
       ["power", row.power_source === "reference" ? "device reference power model (no power in the rows; wider interval)"
         : row.power_source === "workload" ? "fitted on the workload's measured power" : (row.power_source || "–")],
-      ["intervals", "90% (posterior, model form, run-to-run noise, extrapolation)"],
+      ["intervals", `${percent(rec.confidence)} (posterior, model form, run-to-run noise, extrapolation)`],
     ];
-    if (rec.workload_source && info.kind === "builtin") items.splice(3, 0, ["workload source", rec.workload_source]);
+    if (rec.workload_source && info.kind === "builtin") items.splice(4, 0, ["workload source", rec.workload_source]);
     const dl = $("provenance");
     dl.replaceChildren();
     for (const [k, v] of items) {
@@ -399,6 +773,9 @@
     return [front.map((r) => r.epoch_time_s), front.map((r) => r.epoch_energy_j)];
   }
 
+  // Point colours: within the cap and inside the profiled ranges; within the cap but extrapolated; over it.
+  const CLOUD = ["rgba(120, 120, 120, 0.12)", "rgba(11, 107, 203, 0.22)", "rgba(230, 126, 34, 0.32)"];
+
   function drawCloud(u) {
     const data = state.data;
     if (!data) return;
@@ -414,31 +791,52 @@
     ctx.beginPath();
     ctx.rect(left, top, width, height);
     ctx.clip();
-    for (const pass of [0, 1]) {
+    for (const pass of [0, 1, 2]) {
       ctx.beginPath();
       for (let i = 0; i < data.n; i++) {
         const x = left + (Math.log10(t[i]) - lx0) * sx;
         const y = top + height - (Math.log10(e[i]) - ly0) * sy;
         if (pass === 0) { data.px[i] = (x - left) / ratio; data.py[i] = (y - top) / ratio; }
-        if (data.feasible[i] === pass) ctx.rect(x - half, y - half, size, size);
+        const group = data.feasible[i] ? 1 + data.extrapolated[i] : 0;
+        if (group === pass) ctx.rect(x - half, y - half, size, size);
       }
-      ctx.fillStyle = pass ? "rgba(11, 107, 203, 0.22)" : "rgba(120, 120, 120, 0.12)";
+      ctx.fillStyle = CLOUD[pass];
       ctx.fill();
     }
     ctx.restore();
   }
 
-  function drawChosen(u) {
-    const best = state.rec && state.rec.best;
-    if (!best) return;
-    const x = u.valToPos(best.epoch_time_s, "x", true), y = u.valToPos(best.epoch_energy_j, "y", true);
-    const ctx = u.ctx, r = 7 * uPlot.pxRatio;
+  function drawMarks(u) {
+    const ctx = u.ctx, ratio = uPlot.pxRatio;
     ctx.save();
-    ctx.lineWidth = 2.5 * uPlot.pxRatio;
-    ctx.strokeStyle = "#111";
-    ctx.beginPath();
-    ctx.arc(x, y, r, 0, 2 * Math.PI);
-    ctx.stroke();
+    // presets: diamonds with their names (a name that would overlap one already written is left to the table)
+    ctx.font = `${11 * ratio}px system-ui, sans-serif`;
+    const written = [];
+    for (const p of state.presets || []) {
+      const x = u.valToPos(p.epoch_time_s, "x", true), y = u.valToPos(p.epoch_energy_j, "y", true);
+      const r = 5 * ratio;
+      ctx.beginPath();
+      ctx.moveTo(x, y - r); ctx.lineTo(x + r, y); ctx.lineTo(x, y + r); ctx.lineTo(x - r, y); ctx.closePath();
+      ctx.fillStyle = p.extrapolated ? "#e67e22" : "#2e7d32";
+      ctx.strokeStyle = "#fff";
+      ctx.lineWidth = ratio;
+      ctx.fill();
+      ctx.stroke();
+      const tx = x + r + 2 * ratio, ty = y - r, tw = ctx.measureText(p.mode).width, th = 12 * ratio;
+      if (written.some(([ax, ay, aw]) => tx < ax + aw && ax < tx + tw && Math.abs(ty - ay) < th)) continue;
+      written.push([tx, ty, tw]);
+      ctx.fillStyle = "#1d2330";
+      ctx.fillText(p.mode, tx, ty);
+    }
+    const best = state.rec && state.rec.best;
+    if (best) {
+      const x = u.valToPos(best.epoch_time_s, "x", true), y = u.valToPos(best.epoch_energy_j, "y", true);
+      ctx.lineWidth = 2.5 * ratio;
+      ctx.strokeStyle = "#111";
+      ctx.beginPath();
+      ctx.arc(x, y, 7 * ratio, 0, 2 * Math.PI);
+      ctx.stroke();
+    }
     ctx.restore();
   }
 
@@ -455,6 +853,7 @@
     }
     if (best < 0) { tip.hidden = true; return; }
     tip.textContent = describeMode(best);
+    tip.dataset.mode = data.labels[best];
     tip.hidden = false;
     const over = u.over;
     tip.style.left = `${over.offsetLeft + Math.min(left + 14, over.clientWidth - 200)}px`;
@@ -462,8 +861,10 @@
   }
 
   function describeMode(i) {
-    const c = state.data.columns;
-    return `${state.data.labels[i]}${state.data.feasible[i] ? "" : "  (over the cap)"}\n` +
+    const data = state.data, c = data.columns;
+    const notes = [data.feasible[i] ? "" : "over the cap",
+      data.extrapolated[i] ? `extrapolated: ${(data.knobs[i] || "").split(";").join(", ")}` : ""].filter(Boolean);
+    return `${data.labels[i]}${notes.length ? `  (${notes.join("; ")})` : ""}\n` +
       `${c.cpu_cores[i]} cores, CPU ${fmt(c.cpu_mhz[i])}, GPU ${fmt(c.gpu_mhz[i])}, EMC ${fmt(c.emc_mhz[i])} MHz\n` +
       `time   ${interval(c.epoch_time_s[i], c.epoch_time_s_low[i], c.epoch_time_s_high[i], "s")}\n` +
       `power  ${c.avg_power_w_low ? interval(c.avg_power_w[i], c.avg_power_w_low[i], c.avg_power_w_high[i], "W")
@@ -501,8 +902,13 @@
     if (rebuild || !state.chart) {
       if (state.chart) state.chart.destroy();
       const pad = (lo, hi) => [lo / Math.pow(hi / lo, 0.03), hi * Math.pow(hi / lo, 0.03)];
-      data.xScale = pad(...data.timeRange);
-      data.yScale = pad(...data.energyRange);
+      const times = [...data.timeRange], energies = [...data.energyRange];
+      for (const p of state.presets || []) {  // presets on the chart even when outside the custom space
+        times.push(p.epoch_time_s);
+        energies.push(p.epoch_energy_j);
+      }
+      data.xScale = pad(Math.min(...times), Math.max(...times));
+      data.yScale = pad(Math.min(...energies), Math.max(...energies));
       markFeasible();
       const width = Math.max(420, Math.min(640, $("charts").clientWidth - 20));
       state.chart = new uPlot({
@@ -521,11 +927,12 @@
         }],
         legend: { show: false },
         cursor: { points: { show: false }, drag: { x: false, y: false } },
-        hooks: { drawAxes: [drawCloud], draw: [drawChosen], setCursor: [onCursor] },
+        hooks: { drawAxes: [drawCloud], draw: [drawMarks], setCursor: [onCursor] },
       }, paretoSeries(), $("pareto"));
     } else {
       state.chart.setData(paretoSeries());  // the scales' range functions keep the axes fixed
     }
+    $("pareto").dataset.device = data.device;
   }
 
   // ---- clock heat map -------------------------------------------------------------------------------
@@ -569,22 +976,47 @@
     const m = { left: 64, right: 10, top: 8, bottom: 46 };
     const gpu = data.steps.gpu, emc = data.steps.emc;
     const cw = (cssW - m.left - m.right) / gpu.length, ch = (cssH - m.top - m.bottom) / emc.length;
+    const cellX = (g) => m.left + gpu.indexOf(g) * cw;
+    const cellY = (e) => cssH - m.bottom - (emc.indexOf(e) + 1) * ch;
     const indices = data.slices.get(`${cores}|${cpu}`) || [];
     const e = data.columns.epoch_energy_j, c = data.columns;
-    let lo = Infinity, hi = -Infinity;
+    let lo = Infinity, hi = -Infinity, extrapolated = 0;
     for (const i of indices) { if (e[i] < lo) lo = e[i]; if (e[i] > hi) hi = e[i]; }
     for (const i of indices) {
-      const gx = gpu.indexOf(c.gpu_mhz[i]), ey = emc.indexOf(c.emc_mhz[i]);
+      const x = cellX(c.gpu_mhz[i]), y = cellY(c.emc_mhz[i]);
       ctx.fillStyle = colour(hi > lo ? (e[i] - lo) / (hi - lo) : 0.5);
-      ctx.fillRect(m.left + gx * cw, cssH - m.bottom - (ey + 1) * ch, Math.ceil(cw), Math.ceil(ch));
-    }
-    if (best && best.cpu_cores === cores && best.cpu_mhz === cpu) {
-      const gx = gpu.indexOf(best.gpu_mhz), ey = emc.indexOf(best.emc_mhz);
-      if (gx >= 0 && ey >= 0) {
-        ctx.strokeStyle = "#d1495b";
-        ctx.lineWidth = 3;
-        ctx.strokeRect(m.left + gx * cw + 1.5, cssH - m.bottom - (ey + 1) * ch + 1.5, cw - 3, ch - 3);
+      ctx.fillRect(x, y, Math.ceil(cw), Math.ceil(ch));
+      if (data.extrapolated[i]) {  // hatched: a clock outside the profiled range
+        extrapolated++;
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(x, y, cw, ch);
+        ctx.clip();
+        ctx.strokeStyle = "rgba(255, 255, 255, 0.45)";
+        ctx.lineWidth = 1;
+        ctx.beginPath();
+        for (let d = -ch; d < cw; d += 6) { ctx.moveTo(x + d, y + ch); ctx.lineTo(x + d + ch, y); }
+        ctx.stroke();
+        ctx.restore();
       }
+    }
+    let presetsHere = 0;
+    for (const p of state.presets || []) {
+      if (p.cpu_cores !== cores || p.cpu_mhz !== cpu || gpu.indexOf(p.gpu_mhz) < 0 || emc.indexOf(p.emc_mhz) < 0) continue;
+      presetsHere++;
+      const x = cellX(p.gpu_mhz) + cw / 2, y = cellY(p.emc_mhz) + ch / 2, r = Math.min(cw, ch) / 2 - 2;
+      ctx.beginPath();
+      ctx.moveTo(x, y - r); ctx.lineTo(x + r, y); ctx.lineTo(x, y + r); ctx.lineTo(x - r, y); ctx.closePath();
+      ctx.fillStyle = "#2e7d32";
+      ctx.strokeStyle = "#fff";
+      ctx.fill();
+      ctx.stroke();
+    }
+    if (best && best.cpu_cores === cores && best.cpu_mhz === cpu && gpu.indexOf(best.gpu_mhz) >= 0 &&
+        emc.indexOf(best.emc_mhz) >= 0) {
+      ctx.strokeStyle = "#d1495b";
+      ctx.lineWidth = 3;
+      ctx.strokeRect(cellX(best.gpu_mhz) + 1.5, cellY(best.emc_mhz) + 1.5, cw - 3, ch - 3);
     }
     ctx.fillStyle = "#333";
     ctx.font = "11px system-ui, sans-serif";
@@ -601,8 +1033,10 @@
     ctx.textAlign = "center";
     ctx.fillText("memory clock (MHz)", 0, 0);
     ctx.restore();
+    canvas.dataset.device = data.device;
     $("hm-legend").textContent = indices.length
-      ? `${indices.length} modes; energy ${fmt(lo)} J (dark) to ${fmt(hi)} J (light) per epoch`
+      ? `${indices.length} modes (${extrapolated} extrapolated${presetsHere ? `, ${presetsHere} preset` : ""}); ` +
+        `energy ${fmt(lo)} J (dark) to ${fmt(hi)} J (light) per epoch`
       : "no modes with these cores and CPU clock";
   }
 
@@ -620,8 +1054,10 @@
       const result = await postJson("/v1/profiles", { rows }, "application/json", { "X-API-Key": key });
       out.textContent = `stored ${result.rows_stored} rows of ${result.workload_id}; fitted from ` +
         `${result.profiled_modes} profiled modes (${result.reference_source} prior)`;
-      await loadWorkloads(`stored:${result.workload_id}`);
-      await loadAll();
+      $("workload-search").value = "";
+      const gen = beginLoad("Loading workloads…");
+      loadWorkloads(gen, `stored:${result.workload_id}`)
+        .then((ok) => (ok ? loadAll(gen) : drop())).catch(failFor(gen));
     } catch (err) {
       out.className = "error";
       out.textContent = `upload failed: ${err.message}`;
@@ -629,28 +1065,39 @@
   }
 
   // ---- wiring ------------------------------------------------------------------------------------------
-  function fail(err) {
-    setState("error", `Error: ${err.message}`);
+  function reload(withWorkloads) {
+    const device = deviceName($("device").value);
+    const gen = beginLoad(withWorkloads ? `Loading ${device}: its workloads… (step 1 of ${STEPS})`
+      : `Loading ${device}… (step 1 of ${STEPS})`);
+    const first = withWorkloads ? loadWorkloads(gen) : Promise.resolve(true);
+    first.then((ok) => (ok ? loadAll(gen) : drop())).catch(failFor(gen));
   }
 
   async function start() {
+    wire();
+    const gen = beginLoad("Loading devices…");
     try {
-      await loadDevices();
-      await loadWorkloads();
-      await loadAll();
+      await Promise.all([loadDevices(), loadLimits()]);
+      if (await loadWorkloads(gen)) await loadAll(gen);
     } catch (err) {
-      fail(err);
+      failFor(gen)(err);
     }
-    $("device").addEventListener("change", () => {
-      state.loadSeq++;
-      state.recSeq++;
-      setState("loading", "Loading workloads…");
-      loadWorkloads().then(loadAll).catch(fail);
+  }
+
+  function wire() {
+    $("device").addEventListener("change", () => reload(true));
+    $("workload").addEventListener("change", () => reload(false));
+    $("confidence").addEventListener("change", () => reload(false));
+    $("workload-search").addEventListener("input", () => {
+      clearTimeout(state.searchTimer);
+      state.searchTimer = setTimeout(() => searchWorkloads().catch((err) => {
+        $("workload-note").textContent = `search failed: ${err.message}`;
+      }), 200);
     });
-    $("workload").addEventListener("change", () => loadAll().catch(fail));
     $("objective").addEventListener("change", scheduleRecommend);
-    $("cap-kind").addEventListener("change", () => { setupCap(); scheduleRecommend(); });
+    $("cap-kind").addEventListener("change", () => { if (state.data) setupCap(); scheduleRecommend(); });
     $("cap").addEventListener("input", scheduleRecommend);
+    $("epochs").addEventListener("input", scheduleRecommend);
     const manual = () => { $("hm-cores").dataset.auto = "0"; drawHeatmap(); };
     $("hm-cores").addEventListener("change", manual);
     $("hm-cpu").addEventListener("change", manual);
@@ -660,6 +1107,6 @@
     $("upload-button").addEventListener("click", upload);
   }
 
-  window.jetpredictPage = { state, loadAll, recommend };
+  window.jetpredictPage = { state, recommend, reload };
   start();
 })();

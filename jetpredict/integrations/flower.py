@@ -85,6 +85,10 @@ class PlannerError(RuntimeError):
     """The fleet planner could not plan a round (the service refused or was unreachable)."""
 
 
+class DeviceQueryError(RuntimeError):
+    """Too few nodes answered the device query within the strategy's ``query_timeout_s``."""
+
+
 # ------------------------------------------------------------------------------------------------------
 # Planners: in process or over HTTP, both with the /v1/fleet-plans and /v1/predictions shapes.
 # ------------------------------------------------------------------------------------------------------
@@ -506,7 +510,10 @@ class JetpredictStrategy(Strategy):
     training (s). ``local_epochs``: local epochs per round (also sent to the nodes as ``epochs``).
     ``cheapest_fraction``: keep only this share (0, 1] of the nodes that meet the deadline, those of least
     planned energy (training + idle until the deadline) per unit of local work. ``query_timeout_s``: how
-    long the device query waits for replies (s); nodes that do not answer are retried next round.
+    long the device query waits for replies (s). It must hear from at least the wrapped strategy's
+    ``min_available_nodes``, or it raises :class:`DeviceQueryError` (a round planned on fewer nodes would
+    train a different federation than asked for); further nodes that do not answer are asked again the
+    next round.
     """
 
     def __init__(self, strategy: Strategy, planner: Any, deadline_s: float, local_epochs: int = 1,
@@ -529,7 +536,7 @@ class JetpredictStrategy(Strategy):
         self.deadline_s = deadline
         self.local_epochs = local_epochs
         self.cheapest_fraction = None if cheapest_fraction is None else float(cheapest_fraction)
-        self.query_timeout_s = float(query_timeout_s)
+        self.query_timeout_s = checked_number(query_timeout_s, "query_timeout_s")
         #: Every (round, node) record, in order; see :class:`ClientRecord`.
         self.records: list[ClientRecord] = []
         self._nodes: dict[int, NodeInfo] = {}
@@ -574,11 +581,22 @@ class JetpredictStrategy(Strategy):
         if unknown:
             query = RecordDict({"config": ConfigRecord({"keys": [DEVICE_KEY, EPOCH_SCALE_KEY]})})
             messages = [Message(content=query, dst_node_id=n, message_type=QUERY_TYPE) for n in unknown]
+            t0 = time.monotonic()
             for reply in grid.send_and_receive(messages, timeout=self.query_timeout_s):
                 node = reply.metadata.src_node_id
                 answers[node] = _node_info(node, reply)
                 if answers[node].device is not None:
                     self._nodes[node] = answers[node]
+            heard = sum(n in self._nodes or n in answers for n in node_ids)
+            if heard < need:
+                # Planning on whoever answered would silently train a smaller federation (or nobody).
+                raise DeviceQueryError(
+                    f"device query: {heard} of the {need} nodes needed (min_available_nodes; {len(node_ids)} "
+                    f"connected) answered within query_timeout_s={self.query_timeout_s:g} s "
+                    f"(waited {time.monotonic() - t0:.1f} s); raise query_timeout_s or check the SuperNodes")
+            if len(answers) < len(unknown):
+                log.warning("JetpredictStrategy: %d node(s) did not answer the device query within %g s; "
+                            "asked again next round", len(unknown) - len(answers), self.query_timeout_s)
         return {n: self._nodes.get(n) or answers.get(n) or NodeInfo(n, None, reason="no reply to the device query")
                 for n in node_ids}
 
@@ -971,6 +989,7 @@ class PlannedRound:
 
 __all__ = [
     "DEVICE_KEY",
+    "DeviceQueryError",
     "EPOCH_SCALE_KEY",
     "PLAN_RECORD",
     "REPORT_RECORD",

@@ -2,9 +2,11 @@
 
 JSON Schema cannot compare two fields of an object or two items of an array, so the OpenAPI document of
 ``jetpredict serve`` states those rules (stall at most the epoch, one set of knobs per mode label, repeats
-that agree, unique client ids) in words and in ``x-jetpredict-rules`` (see :mod:`api.openapi_doc`). This
+that agree, unique client ids, a plausible minibatch time and implied power, a power cap within the
+device's range) in words and in ``x-jetpredict-rules`` (see :mod:`api.openapi_doc`). This
 hook reads them from the document that schemathesis is testing -- never from the server's code -- and
-makes each *schema-valid* (positive) body follow them: a part above its whole is lowered to the whole; an
+makes each *schema-valid* (positive) body follow them: a part above its whole is lowered to the whole; a
+ratio outside its range is moved to the nearer end; a cap above the device's maximum is lowered to it; an
 array item that breaks an array rule is dropped (the first item is always kept, so ``minItems`` holds).
 Schema-invalid (negative) cases are left alone. Then "schema-valid request rejected" means what it says:
 the server refused a request that the document, read in full, allows.
@@ -43,8 +45,32 @@ def _same(value: object) -> object:
     return value if number is None else number
 
 
-def _object_rules(rules: list[Mapping[str, Any]], item: dict) -> None:
+def _bounds(prop: Mapping[str, Any]) -> tuple[float, float]:
+    """The (min, max) a number property allows (OpenAPI 3.0: ``exclusiveMinimum`` is a flag)."""
+    return float(prop.get("minimum", -float("inf"))), float(prop.get("maximum", float("inf")))
+
+
+def _object_rules(rules: list[Mapping[str, Any]], item: dict, props: Mapping[str, Any]) -> None:
     for rule in rules:
+        if rule["rule"] == "ratio-range":
+            value, per = _number(item.get(rule["field"])), _number(item.get(rule["per"]))
+            if value is not None and per is not None and per > 0:
+                lo, hi = _bounds(props.get(rule["field"], {}))
+                lo, hi = max(lo, per * rule["min"]), min(hi, per * rule["max"])
+                # strictly inside, so that the server's division lands in the range too
+                item[rule["field"]] = min(max(value, lo * (1 + 1e-9)), hi * (1 - 1e-9))
+            continue
+        if rule["rule"] == "device-max":
+            *path, last = rule["field"]
+            parent: Any = item
+            for name in path:
+                parent = parent.get(name) if isinstance(parent, Mapping) else None
+            cap = _number(parent.get(last)) if isinstance(parent, Mapping) else None
+            # without a device the workload's decides, which this hook cannot know: the smallest maximum
+            top = rule["max"].get(item.get(rule["device"]), min(rule["max"].values()))
+            if cap is not None and cap > top:
+                parent[last] = top
+            continue
         if rule["rule"] == "at-most":
             part, whole = _number(item.get(rule["field"])), _number(item.get(rule["than"]))
             if part is not None and whole is not None and part > rule["factor"] * whole:
@@ -108,7 +134,7 @@ def follow_rules(doc: Mapping[str, Any], node: Mapping[str, Any], value: Any) ->
         for name, prop in node.get("properties", {}).items():
             if name in value:
                 value[name] = follow_rules(doc, prop, value[name])
-        _object_rules(rules, value)
+        _object_rules(rules, value, node.get("properties", {}))
     elif isinstance(value, list):
         if "items" in node:
             value = [follow_rules(doc, node["items"], item) for item in value]

@@ -161,7 +161,7 @@ def test_openapi_documents_every_route_and_the_key(client):
     assert spec["components"]["securitySchemes"]["ApiKeyAuth"]["name"] == "X-API-Key"
     assert spec["paths"]["/v1/profiles"]["post"]["security"] == [{"ApiKeyAuth": []}]
     content = spec["paths"]["/v1/predictions"]["post"]["responses"]["200"]["content"]
-    assert set(content) == {"application/json", "text/csv"}
+    assert set(content) == {"application/json", "text/csv", "application/vnd.apache.arrow.stream"}
     request = spec["components"]["schemas"]["PredictionRequest"]
     assert request["additionalProperties"] is False
     assert client.get("/docs").status_code == 200

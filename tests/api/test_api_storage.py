@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from jetpredict.api.storage import IdempotencyKey, RevisionConflict, Storage, WorkloadWrite
+from jetpredict.api.storage import IdempotencyKey, RevisionConflict, Storage, WorkloadWrite, device_fits
 
 
 @pytest.fixture
@@ -22,7 +22,9 @@ def add(storage: Storage, workload_id: str, rows: list[dict], revision: int, fit
 
 def test_upload_revisions_and_conflicts(storage):
     rec = add(storage, "w", [{"a": 1}, {"a": 2}], 0, {"model_version": "v"})
-    assert (rec.revision, rec.rows_stored, rec.fit) == (1, 2, {"model_version": "v"})
+    assert (rec.revision, rec.rows_stored, rec.fit["model_version"]) == (1, 2, "v")
+    assert device_fits(rec) == {"nano": {"rows": 2, "model_version": "v", "reference_source": None,
+                                         "profiled_modes": None, "has_power": None}}
     with pytest.raises(RevisionConflict):
         add(storage, "w", [{"a": 3}], 0)  # "new" workload that exists
     with pytest.raises(RevisionConflict):
@@ -71,7 +73,8 @@ def test_locked_upload_reads_under_the_lock(storage):
 
     new, old = storage.add_uploads_locked(["w", "new"], "nano", refit)
     assert seen == [{"new": (0, []), "w": (1, [{"a": 1}])}]
-    assert (old.id, old.revision, old.fit) == ("w", 2, {"model_version": "locked"}) and new.revision == 1
+    assert (old.id, old.revision, old.fit["model_version"]) == ("w", 2, "locked") and new.revision == 1
+    assert device_fits(old)["nano"]["rows"] == 2 and device_fits(new)["nano"]["rows"] == 1
 
     def refuse(stored):
         raise ValueError("cannot fit")
@@ -100,3 +103,37 @@ def test_delete_and_listing(storage):
     assert total == 3 and [r.id for r in records] == ["b", "c"]
     assert storage.delete_workload("b") is True and storage.delete_workload("b") is False
     assert storage.count_rows() == 2 and storage.revision("b") is None
+
+
+def test_rows_of_several_devices_keep_one_fit_each(storage):
+    """The workload's first device stays its device and its summary stays at the top; each device's fit
+    and row count is kept under ``devices``."""
+    add(storage, "w", [{"a": 1}, {"a": 2}], 0, {"model_version": "v", "profiled_modes": 2})
+    (rec,) = storage.add_uploads([WorkloadWrite("w", "orin-nano", [{"b": 1}], 1,
+                                                {"model_version": "v", "profiled_modes": 1, "has_power": True})])
+    assert (rec.device, rec.devices, rec.rows_stored, rec.revision) == ("nano", ["nano", "orin-nano"], 3, 2)
+    assert rec.fit["profiled_modes"] == 2  # the first device's summary, as before
+    fits = device_fits(rec)
+    assert (fits["nano"]["rows"], fits["orin-nano"]["rows"], fits["orin-nano"]["has_power"]) == (2, 1, True)
+    (rec,) = storage.add_uploads([WorkloadWrite("w", "nano", [{"a": 3}], 2, {"model_version": "v",
+                                                                              "profiled_modes": 3})])
+    assert rec.fit["profiled_modes"] == 3 and device_fits(rec)["nano"]["rows"] == 3
+    assert device_fits(rec)["orin-nano"]["rows"] == 1
+    assert storage.load_rows("w") == (3, [{"a": 1}, {"a": 2}, {"b": 1}, {"a": 3}])
+
+
+def test_a_record_of_an_older_version_reads_as_its_one_device_and_takes_others(storage):
+    """A workload stored before workloads held several devices (``fit`` without ``devices``) needs no
+    migration: it reads as one device and a second device's upload adds to it."""
+    from jetpredict.api.storage import workloads
+
+    add(storage, "old", [{"a": 1}], 0)
+    with storage.engine.begin() as conn:  # the fit column as older versions wrote it
+        conn.execute(workloads.update().where(workloads.c.id == "old").values(
+            fit={"device": "nano", "model_version": "v0", "profiled_modes": 1, "has_power": False}))
+    rec = storage.get_workload("old")
+    assert rec.devices == ["nano"] and device_fits(rec)["nano"] == {
+        "rows": 1, "model_version": "v0", "reference_source": None, "profiled_modes": 1, "has_power": False}
+    (rec,) = storage.add_uploads([WorkloadWrite("old", "xavier-nx", [{"b": 1}], 1, {"model_version": "v1"})])
+    assert rec.devices == ["nano", "xavier-nx"] and rec.fit["model_version"] == "v0"
+    assert device_fits(rec)["nano"]["rows"] == 1 and device_fits(rec)["xavier-nx"]["model_version"] == "v1"

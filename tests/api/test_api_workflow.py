@@ -131,10 +131,6 @@ def test_uploads_that_cannot_be_stored_store_nothing(client, auth, stored):
     host = [{**published_rows(as_id="on-host", n=1)[0], "device": "host", "gpu_mhz": None, "emc_mhz": None}]
     r = client.post("/v1/profiles", json={"rows": host}, headers=auth)
     assert r.status_code == 422 and "rows.device" in r.json["errors"]
-    nano = [{**r_, "device": "nano", "cpu_cores": 2, "cpu_mhz": 918, "gpu_mhz": 640, "emc_mhz": 1600}
-            for r_ in published_rows(n=1)]  # same id "my-resnet", another device
-    r = client.post("/v1/profiles", json={"rows": nano}, headers=auth)
-    assert r.status_code == 409 and "rows.0.device" in r.json["errors"]  # a clash with what is stored
     r = client.post("/v1/profiles", json={"rows": [{**published_rows(n=1)[0], "workload": "a/b"}]}, headers=auth)
     assert r.status_code == 422
     listing = client.get("/v1/workloads").json
@@ -176,22 +172,17 @@ def test_metrics_count_predictions(client, stored):
 
 @pytest.mark.parametrize("device", ["agx-xavier", "orin-nx"])
 @pytest.mark.parametrize("epochs", [None, 7])
-def test_fast_path_equals_predictor_service(app, stored, device, epochs):
-    """The JSON fast path for presets/short lists gives exactly the rows of predictor.service.predict."""
-    from jetpredict.api.routes.predictions import (
-        PREDICTION_COLUMNS,
-        fast_predictions,
-        frame_records,
-        full_predictions,
-    )
+def test_http_rows_equal_predictor_service(app, client, stored, device, epochs):
+    """One pipeline: the JSON rows of POST /v1/predictions are the rows of predictor.service.predict."""
+    from jetpredict.predictor.service import ROW_COLUMNS, predict, records
 
     model = app.extensions["jetpredict"].workloads.stored("my-resnet").model
     listed = [{"mode": "x", "cpu_cores": 3, "cpu_mhz": 1000.0, "gpu_mhz": 600.0, "emc_mhz": 1300.0},
-              {"cpu_cores": 1, "cpu_mhz": 500.0, "gpu_mhz": 400.0, "emc_mhz": 800.0}]
+              {"mode": "y", "cpu_cores": 1, "cpu_mhz": 500.0, "gpu_mhz": 400.0, "emc_mhz": 800.0}]
     for modes in ("presets", listed):
-        fast = fast_predictions(model, device, modes, epochs)
-        full = frame_records(full_predictions(model, device, modes, epochs), PREDICTION_COLUMNS)
-        assert fast == full
-        assert fast[0]["cross_device"] is (device != "agx-xavier")
-    assert fast_predictions(model, device, "all", epochs) is None
-    assert fast_predictions(model, device, [{**listed[0], "gpu_mhz": 1e6}], epochs) is None
+        body = {"workload": {"id": "my-resnet"}, "device": device, "modes": modes, "epochs": epochs}
+        http = client.post("/v1/predictions", json={k: v for k, v in body.items() if v is not None}).json
+        expected = [{k: r[k] for k in ROW_COLUMNS if k in r}
+                    for r in records(predict(model, modes, device=device, epochs=epochs))]
+        assert [{k: p[k] for k in r} for p, r in zip(http["predictions"], expected, strict=True)] == expected
+        assert http["predictions"][0]["cross_device"] is (device != "agx-xavier")

@@ -131,6 +131,12 @@ BROKEN = {
     "max-distinct": ("/v1/profiles", {"rows": [{**_typed()[i % 4], "workload": f"w{i}"}
                                                for i in range(MAX_UPLOAD_WORKLOADS + 1)]},
                      f"rows.{MAX_UPLOAD_WORKLOADS}.workload"),
+    # an epoch time in milliseconds: 213 s per minibatch (models.profile_rows.plausibility_rules)
+    "ratio-range": ("/v1/profiles", {"rows": _rows({"epoch_time_s": 1000 * _typed()[0]["epoch_time_s"]})},
+                    "rows.0.epoch_time_s"),
+    # a cap in milliwatts: above all an AGX Xavier can draw (models.catalogue.Device.check_power_cap)
+    "device-max": ("/v1/recommendations", {"workload": {"rows": _typed()}, "objective": "min-time",
+                                           "constraints": {"max_power_w": 7000.0}}, "max_power_w"),
     "unique": ("/v1/fleet-plans", {"workload": {"rows": _typed()}, "deadline_s": 3600,
                                     "clients": [{"id": "c", "device": "nano"}, {"id": "c", "device": "orin-nx"}]},
                "clients.1.id"),

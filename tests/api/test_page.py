@@ -165,3 +165,53 @@ def test_reference_routes_fuzzed_answer_as_documented(app, label):
             case.call_and_validate(checks=checks)
 
         fuzz()
+
+
+def test_workloads_are_searchable_beyond_the_first_page_limit(app, client):
+    """The page's workload search: ``GET /v1/workloads?search=`` finds ids past the first 1,000."""
+    from api_fixtures import published_rows
+    from jetpredict.api.storage import WorkloadWrite
+
+    storage = app.extensions["jetpredict"].storage
+    row = published_rows(n=1)[0]
+    ids = [f"net-{i:04d}" for i in range(1003)] + ["zeta_50%-Model"]
+    storage.add_uploads([WorkloadWrite(workload_id=i, device="agx-xavier", rows=[{**row, "workload": i}],
+                                       expected_revision=0, fit={}) for i in ids])
+
+    first = client.get("/v1/workloads?limit=1000").get_json()
+    assert first["total"] == 1004 and len(first["workloads"]) == 1000
+    assert "zeta_50%-Model" not in {w["id"] for w in first["workloads"]}  # sorted by id: past the page
+    found = client.get("/v1/workloads", query_string={"search": "MODEL"}).get_json()
+    assert found["total"] == 1 and [w["id"] for w in found["workloads"]] == ["zeta_50%-Model"]
+    # '%' and '_' are the characters themselves, not LIKE wildcards
+    assert client.get("/v1/workloads", query_string={"search": "50%"}).get_json()["total"] == 1
+    assert client.get("/v1/workloads", query_string={"search": "t-1_0"}).get_json()["total"] == 0
+    paged = client.get("/v1/workloads", query_string={"search": "net-100", "limit": 2, "offset": 2}).get_json()
+    assert paged["total"] == 3 and [w["id"] for w in paged["workloads"]] == ["net-1002"]
+    assert client.get("/v1/workloads", query_string={"search": ""}).get_json()["total"] == 1004
+
+
+@pytest.mark.parametrize("search", ["a\x00b", "a/b", "x" * 201])
+def test_workload_search_refuses_text_no_id_can_hold(client, search):
+    r = client.get("/v1/workloads", query_string={"search": search})
+    assert r.status_code == 422
+    assert "query.search" in r.get_json()["errors"], r.get_json()
+
+
+def test_page_has_the_controls_and_restates_no_api_limit(client):
+    """Coverage, epochs, workload search and progress are on the page; the allowed coverage and epochs come
+    from /openapi.json at run time, so page.js holds none of the API's limits."""
+    from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE
+
+    html = client.get("/").get_data(as_text=True)
+    for element in ('id="confidence"', 'id="epochs"', 'id="workload-search"', 'id="progress"', 'id="presets"'):
+        assert element in html
+    script = client.get("/assets/page.js").get_data(as_text=True)
+    assert "/openapi.json" in script
+    for value in (MAX_EPOCHS, MAX_CONFIDENCE, f"{MAX_EPOCHS:,}"):
+        assert str(value) not in script, value
+    spec = client.get("/openapi.json").get_json()["components"]["schemas"]["RecommendationRequest"]["properties"]
+    assert spec["confidence"]["minimum"] == MIN_CONFIDENCE and spec["confidence"]["default"] == DEFAULT_CONFIDENCE
+    assert spec["epochs"]["maximum"] == MAX_EPOCHS
+    search = client.get("/openapi.json").get_json()["paths"]["/v1/workloads"]["get"]["parameters"]
+    assert any(p["name"] == "search" for p in search)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
+import time
+from functools import cache
 from pathlib import Path
 
 import pytest
 import requests
 from jetpredict.api.testing import LiveServer
+from jetpredict.models.catalogue import device_ids, load_device
 
 from tools.browser import Browser, find_chromium
 
@@ -56,8 +60,8 @@ def test_page_picks_the_same_best_mode_as_the_api(server, browser, tmp_path):
     _choose(browser, "objective", "min-time")
     _choose(browser, "cap-kind", "max_power_w")
     _choose(browser, "cap", "15", event="input")
-    expected_request = {"device": "agx-xavier", "workload": WORKLOAD, "objective": "min-time",
-                        "constraints": {"max_power_w": 15}}
+    expected_request = {"device": "agx-xavier", "workload": WORKLOAD, "confidence": 0.9, "objective": "min-time",
+                        "constraints": {"max_power_w": 15}, "epochs": None}
     browser.wait_for(f"{READY} && document.body.dataset.request === {json.dumps(json.dumps(expected_request, separators=(',', ':')))}",
                      60)
     page_best = browser.evaluate("document.getElementById('best').dataset.mode")
@@ -73,6 +77,12 @@ def test_page_picks_the_same_best_mode_as_the_api(server, browser, tmp_path):
     assert page_best == api["best"]["mode"]
     assert command == f"sudo jetpredict apply --mode {api['best']['mode']}"
     assert provenance == api["reference_source"] == "published"
+    # the presets are listed and the one the service compares with is marked and named
+    compared = api["preset_comparison"]["preset"]
+    assert compared in {p.mode for p in load_device("agx-xavier").presets}
+    assert browser.evaluate("Array.from(document.querySelectorAll('#presets tr.compared')).map((r) => r.dataset.mode)") \
+        == [compared]
+    assert f"Against {compared}," in browser.evaluate("document.getElementById('preset-compare').textContent")
     # every mode is on the chart, the front within the cap is drawn, the hover names a mode
     assert browser.evaluate("jetpredictPage.state.data.n") == 29232
     assert browser.evaluate("jetpredictPage.state.chart.data[0].length") == len(api["pareto"])
@@ -130,3 +140,206 @@ def test_profile_csv_uploads_from_the_page_with_a_key(server, browser, tmp_path)
     assert browser.evaluate("document.getElementById('best').dataset.mode")
     stored = requests.get(f"{server.url}/v1/workloads/page-upload", timeout=30).json()
     assert stored["rows_stored"] == 4
+    # the search box lists the stored workloads whose id matches; the chosen one stays chosen
+    _choose(browser, "workload-search", "PAGE-UP", event="input")
+    browser.wait_for("document.getElementById('workload-note').textContent.includes('match')", 30)
+    assert browser.evaluate("document.getElementById('workload-note').textContent") == \
+        '1 stored workload matches "PAGE-UP"'
+    assert browser.evaluate("Array.from(document.querySelectorAll('optgroup[data-kind=stored] option'))"
+                            ".map((o) => o.value)") == ["stored:page-upload"]
+    _choose(browser, "workload-search", "no-such-net", event="input")
+    browser.wait_for("document.getElementById('workload-note').textContent.includes('no-such-net')", 30)
+    assert browser.evaluate("document.getElementById('workload').value") == "stored:page-upload"
+    assert browser.evaluate("document.body.dataset.state") == "ready"
+    _choose(browser, "workload-search", "", event="input")
+
+
+# -- the answer on screen is always the chosen board's ------------------------------------------------------
+#: Records, on every change of the page (and every 20 ms), each mode label shown with the device chosen at
+#: that moment, and any answer on screen that was asked for another device. Labels are read from every
+#: ``data-mode`` attribute and from the rendered text of the chosen-mode box, the tooltip and the status line.
+WATCH = r"""(() => {
+  const LABEL = /(?<![\w.])\d+c-\d+(?:\.\d+)?-\d+(?:\.\d+)?-\d+(?:\.\d+)?(?![\d.])/g;
+  const seen = new Map();
+  window.__seen = seen;
+  const add = (device, label, where) => {
+    const key = `${device}|${label}|${where}`;
+    if (!seen.has(key)) seen.set(key, { device, label, where, state: document.body.dataset.state });
+  };
+  const record = () => {
+    const device = document.getElementById("device").value;
+    for (const el of document.querySelectorAll("[data-mode]")) {
+      if (el.dataset.mode && !el.hidden) add(device, el.dataset.mode, `data-mode ${el.id || el.tagName}`);
+    }
+    for (const id of ["choice", "tooltip", "status"]) {
+      const el = document.getElementById(id);
+      if (el.hidden) continue;
+      // innerText: the text as rendered, one line per block (textContent glues cells together)
+      for (const label of el.innerText.match(LABEL) || []) add(device, label, `text of #${id}`);
+    }
+    const shown = { page: document.body.dataset.device, chart: document.getElementById("pareto").dataset.device,
+      heatmap: document.getElementById("heatmap").dataset.device };
+    for (const [where, d] of Object.entries(shown)) if (d && d !== device) add(device, `answer for ${d}`, where);
+    if (document.body.dataset.state === "ready") {
+      const request = JSON.parse(document.body.dataset.request || "{}");
+      if (request.device !== device) add(device, `ready with an answer for ${request.device}`, "state");
+    }
+  };
+  new MutationObserver(record).observe(document.body,
+    { subtree: true, childList: true, characterData: true, attributes: true });
+  for (const id of ["device", "cap-kind"]) document.getElementById(id).addEventListener("change", record);
+  document.getElementById("cap").addEventListener("input", record);
+  setInterval(record, 20);
+  return true;
+})()"""
+
+
+@cache
+def _labels(device: str) -> frozenset[str]:
+    """Every mode label of ``device`` in the catalogue: its custom modes and its nvpmodel presets."""
+    dev = load_device(device)
+    return frozenset(dev.modes().labels()) | {p.mode for p in dev.presets}
+
+
+def _move_cap(browser: Browser, fraction: float) -> None:
+    """Move the cap slider to ``fraction`` of its range, as a user dragging it (even while it is disabled)."""
+    browser.evaluate(f"(() => {{ const s = document.getElementById('cap'); "
+                     f"s.value = String(+s.min + {fraction} * (+s.max - +s.min)); "
+                     "s.dispatchEvent(new Event('input')); })()")
+
+
+def _ready_for(browser: Browser, device: str, timeout_s: float = 90) -> dict:
+    """Wait until the page shows a current answer for ``device``; the key of that answer."""
+    text = browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).device === {json.dumps(device)} "
+                            f"&& document.getElementById('device').value === {json.dumps(device)} "
+                            "&& document.body.dataset.request", timeout_s)
+    return json.loads(text)
+
+
+def _errors_since(browser: Browser, start: int) -> list[str]:
+    """Page errors after the first ``start``, less the busy answers the page waits out and asks again
+    (503/429 with Retry-After from the service's admission control; Chromium logs each one)."""
+    return [e for e in browser.errors()[start:] if not re.search(r"status of (503|429)", e)]
+
+
+def _violations(browser: Browser) -> list[dict]:
+    seen = browser.evaluate("Array.from(window.__seen.values())")
+    return [s for s in seen if s["label"] not in _labels(s["device"])]
+
+
+def _sent_for_other_device(browser: Browser) -> list[str]:
+    """POSTs whose inline rows are of another device than the one asked for (the old board sent along)."""
+    bad = []
+    for url, body in browser.posts():
+        if not url.endswith(("/v1/predictions", "/v1/recommendations")):
+            continue
+        assert body is not None, f"Chromium kept no body of {url}"
+        request = json.loads(body)
+        rows = request["workload"].get("rows") or []
+        if any(r["device"] != request["device"] for r in rows):
+            bad.append(f"{url}: device {request['device']} with rows of {rows[0]['device']}")
+    return bad
+
+
+def test_rapid_switching_never_shows_another_boards_modes(server, browser):
+    """Six devices x both cap kinds, switched faster than the service answers, the cap moved meanwhile:
+    every mode label ever on screen belongs to the device chosen at that moment, no answer for another
+    device is shown as current, and no request pairs one device with another's rows."""
+    devices = device_ids()
+    assert len(devices) == 6
+    rng = random.Random(20)
+    errors = len(browser.errors())
+    browser.navigate(server.url + "/?device=agx-xavier")
+    _ready_for(browser, "agx-xavier", 120)
+    assert browser.evaluate(WATCH)
+    current = "agx-xavier"
+    for kind in ("max_power_w", "max_epoch_time_s"):
+        _choose(browser, "cap-kind", kind)
+        order = [d for d in devices if d != current] + [current]
+        for target in order:
+            # a detour through the slowest board (AGX Xavier: 29,232 modes), abandoned mid-load
+            detour = "agx-xavier" if target != "agx-xavier" else "xavier-nx"
+            _choose(browser, "device", detour)
+            time.sleep(rng.choice((0.0, 0.05, 0.2, 0.5)))
+            _move_cap(browser, rng.random())
+            # right after the switch (same task): loading, the device-bound controls disabled, nothing shown
+            after = browser.evaluate(
+                f"(() => {{ const e = document.getElementById('device'); e.value = {json.dumps(target)}; "
+                "e.dispatchEvent(new Event('change')); const d = (id) => document.getElementById(id).disabled; "
+                "return [document.body.dataset.state, d('cap'), d('workload'), d('confidence'), "
+                "document.getElementById('best').dataset.mode, document.getElementById('progress').hidden]; })()")
+            assert after == ["loading", True, True, True, "", False], after
+            _move_cap(browser, rng.random())  # disabled while loading: must not send the old device
+            key = _ready_for(browser, target)
+            assert key["constraints"].keys() == {kind}
+            # once ready, a cap move is answered for this device alone
+            _move_cap(browser, rng.uniform(0.3, 1.0))
+            cap = browser.evaluate("+document.getElementById('cap').value")
+            key = _ready_for(browser, target)
+            assert key["constraints"][kind] == pytest.approx(cap)
+            best = browser.evaluate("document.getElementById('best').dataset.mode")
+            if best:
+                assert best in _labels(target)
+                assert browser.evaluate("document.getElementById('command').textContent") == \
+                    f"sudo jetpredict apply --mode {best}"
+            presets = browser.evaluate("Array.from(document.querySelectorAll('#presets tbody tr'))"
+                                       ".map((r) => r.dataset.mode)")
+            assert presets == [p.mode for p in load_device(target).presets]
+            current = target
+    violations = _violations(browser)
+    assert not violations, violations[:20]
+    assert browser.evaluate("window.__seen.size") > 12  # the watch saw the answers
+    assert int(browser.evaluate("document.body.dataset.dropped || '0'")) > 0  # stale answers came and were dropped
+    assert _sent_for_other_device(browser) == []
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def test_presets_extrapolation_coverage_and_epochs(server, browser):
+    """Presets and extrapolated modes are marked; the coverage selector and the epochs box reach the API."""
+    errors = len(browser.errors())
+    browser.navigate(server.url + "/?device=agx-xavier&workload=" + WORKLOAD)
+    _ready_for(browser, "agx-xavier", 120)
+    device = load_device("agx-xavier")
+    rows = browser.evaluate("Array.from(document.querySelectorAll('#presets tbody tr')).map((r) => r.dataset.mode)")
+    assert rows == [p.mode for p in device.presets]
+    # 10 published modes: most of the space lies outside the profiled clock ranges, and says so
+    extrapolated = browser.evaluate("jetpredictPage.state.data.extrapolated.reduce((a, b) => a + b, 0)")
+    assert 0 < extrapolated < 29232
+    assert "extrapolated" in browser.evaluate("document.getElementById('hm-legend').textContent")
+    assert "extrapolated" in browser.evaluate("document.querySelector('#charts figcaption').textContent")
+    assert browser.evaluate("document.getElementById('best').textContent").count("extrapolated") >= 1
+
+    # the coverage selector offers what the API accepts, and a narrower coverage narrows the intervals
+    spec = requests.get(f"{server.url}/openapi.json", timeout=30).json()
+    allowed = spec["components"]["schemas"]["RecommendationRequest"]["properties"]["confidence"]
+    options = browser.evaluate("Array.from(document.getElementById('confidence').options).map((o) => +o.value)")
+    assert allowed["default"] in options and all(allowed["minimum"] <= v <= allowed["maximum"] for v in options)
+    width = "(() => { const b = jetpredictPage.state.rec.best; return b.epoch_time_s_high - b.epoch_time_s_low; })()"
+    wide = browser.evaluate(width)
+    _choose(browser, "confidence", str(min(options)))
+    assert browser.evaluate("document.getElementById('workload').disabled")  # device-bound controls wait
+    key = _ready_for(browser, "agx-xavier")
+    assert key["confidence"] == min(options)
+    assert browser.evaluate(width) < wide
+
+    # epochs: totals for that many epochs, as the API computes them
+    _choose(browser, "epochs", "30", event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === 30", 60)
+    text = browser.evaluate("document.getElementById('best').textContent")
+    assert "30 epochs" in text
+    body = json.loads(browser.posts()[-1][1])
+    assert body["epochs"] == 30 and body["confidence"] == min(options)
+    api = requests.post(f"{server.url}/v1/recommendations", json=body, timeout=60).json()
+    assert api["best"]["mode"] == browser.evaluate("document.getElementById('best').dataset.mode")
+    # a bad number names the field and the rule, and is not sent
+    sent = len(browser.posts())
+    _choose(browser, "epochs", "0", event="input")
+    message = browser.wait_for("document.getElementById('epochs-error').textContent", 10)
+    assert message.startswith("epochs: must be a whole number from 1") and '"0"' in message
+    assert browser.evaluate("document.body.dataset.state") == "error"
+    time.sleep(0.3)
+    assert len(browser.posts()) == sent
+    assert browser.evaluate("document.getElementById('choice').classList.contains('stale')")
+    _choose(browser, "epochs", "", event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === null", 60)
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)

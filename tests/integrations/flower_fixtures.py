@@ -17,3 +17,105 @@ def resnet_records() -> list[dict]:
     rows = rows[rows["workload"] == "resnet18-cifar10"].head(4).copy()
     rows["workload"] = "my-resnet"
     return rows_to_records(rows)
+
+
+# --- Flower's own processes (SuperLink, SuperNodes), started on loopback by the app tests ----------------
+
+FLOWER_TOOLS = ("flower-superlink", "flower-supernode", "flwr")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class FlowerProcesses:
+    """Flower processes started for one test on 127.0.0.1, each leading its own process group (so what it
+    spawns ends with it), with a private ``FLWR_HOME`` whose ``config.toml`` names the SuperLink ``test``."""
+
+    def __init__(self, tmp_path: Path, link_port: int) -> None:
+        import os
+
+        self.tmp_path = tmp_path
+        home = tmp_path / "flwr-home"
+        home.mkdir()
+        (home / "config.toml").write_text(f'[superlink]\ndefault = "test"\n\n[superlink.test]\n'
+                                          f'address = "127.0.0.1:{link_port}"\ninsecure = true\n')
+        # The app runs in this environment (jetpredict installed); no network for per-run installs.
+        self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+                    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+        self.procs: list = []
+        self._logs: list = []
+
+    def start(self, name: str, args: list[str], port: int, limit_s: float = 60.0):
+        """Start ``args`` (output in ``NAME.log``) and wait until it listens on ``port``."""
+        import subprocess
+        import time
+
+        log = (self.tmp_path / f"{name}.log").open("w")
+        self._logs.append(log)
+        proc = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                raise AssertionError(f"{args[0]} exited with {proc.returncode}:\n{self.log(name)}")
+            if _listening(port):
+                return proc
+            time.sleep(0.2)
+        raise AssertionError(f"{args[0]} did not listen on 127.0.0.1:{port} within {limit_s:g} s")
+
+    def log(self, name: str) -> str:
+        return (self.tmp_path / f"{name}.log").read_text(errors="replace")[-4000:]
+
+    def run_app(self, app: Path, run_config: str, results: Path, limit_s: float, *extra: str) -> None:
+        """``flwr run APP test --run-config ...``, then wait up to ``limit_s`` for the ServerApp's results file."""
+        import subprocess
+        import time
+
+        submitted = subprocess.run(["flwr", "run", str(app), "test", "--run-config", run_config, *extra],
+                                   env=self.env, capture_output=True, text=True, timeout=120)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        end = time.monotonic() + limit_s
+        while not results.exists() and time.monotonic() < end and all(p.poll() is None for p in self.procs):
+            time.sleep(1.0)
+        time.sleep(0.5)  # the ServerApp writes the file in one call; let it close
+        assert results.exists(), f"no results within {limit_s:g} s; SuperLink log:\n{self.log('superlink')}"
+
+    def stop(self) -> None:
+        import os
+        import signal
+        import subprocess
+
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+        for log in self._logs:
+            log.close()
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def save_models(models: dict, folder: Path) -> Path:
+    """Write ``{device: model}`` as ``folder/DEVICE.json`` model files (what ``jetpredict fit --out`` writes)."""
+    from jetpredict.predictor.bundled import save_model
+
+    folder.mkdir()
+    for device, model in models.items():
+        save_model(model, folder / f"{device}.json")
+    return folder

@@ -119,6 +119,41 @@ def test_a_valid_document_with_corrupt_fields_gives_a_clean_error(tmp_path, mode
             load_model(path)
 
 
+def _numbers_edited(doc: dict) -> list[tuple[str, dict]]:
+    """Documents whose shapes and types are right but whose numbers make no physical sense."""
+    fits = doc["time_fits"]
+    name = next(iter(fits))
+    huge_coef = {**fits[name], "coef": [1e300] * len(fits[name]["coef"])}
+    negative_coef = {**fits[name], "coef": [-1e3] * len(fits[name]["coef"])}
+    return [
+        ("zero maxima", {**doc, "maxima": {k: 0 for k in doc["maxima"]}}),
+        ("denormal maximum", {**doc, "maxima": {**doc["maxima"], "gpu_mhz": 5e-324}}),
+        ("huge interval scales", {**doc, "interval_scales": {k: 1e300 for k in doc["interval_scales"]}}),
+        ("huge coefficients", {**doc, "time_fits": {**fits, name: huge_coef}}),
+        ("negative coefficients", {**doc, "time_fits": {**fits, name: negative_coef}}),
+        ("huge kappa", {**doc, "kappa_cpu": 1e308, "kappa_pipe": 1e308}),
+        ("rows of lists", {**doc, "training_rows": [{"source": ["x"]}]}),
+        ("base power 1e300", {**doc, "base_coef": [1e300] * len(doc["base_coef"])}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_edited_numbers_with_a_recomputed_manifest_never_reach_predict(tmp_path, model, case, capsys):
+    """Issue 19: numbers edited in a model file (and its SHA-256 recomputed) are an InputError at load,
+    and `jetpredict predict` exits 2 with a message, never a traceback or infinite/negative times."""
+    from jetpredict.cli import main
+
+    label, bad = _numbers_edited(model_to_dict(model))[case]
+    path = tmp_path / "edited.json"
+    forge(path, json.dumps(bad).encode())
+    with pytest.raises(InputError) as e:
+        load_model(path)
+    assert e.value.field == "model", label
+    assert main(["predict", "--model", str(path), "--presets"]) == 2, label
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "edited.json" in err, label
+
+
 class _Payload:
     """A pickle that, when unpickled, writes a marker file (what an attacker's model file would run)."""
 

@@ -12,22 +12,14 @@ import sys
 import pandas as pd
 import pytest
 from jetpredict.models.catalogue import load_device
-from jetpredict.models.profile_rows import read_profile_csv, write_profile_csv
-from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.service import MODE_COLUMNS, PREDICTION_COLUMNS, PROVENANCE_COLUMNS
 
 from jetpredict.cli import main
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    d = tmp_path_factory.mktemp("cli")
-    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(["a", "d", "g", "h"])]
-    write_profile_csv(rows, d / "resnet.csv")
-    assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "resnet.csv"),
-                 "--out", str(d / "resnet.json")]) == 0
-    return d
+def work(resnet_cli_fit):
+    return resnet_cli_fit(("a", "d", "g", "h"))
 
 
 def _csv(text: str) -> pd.DataFrame:

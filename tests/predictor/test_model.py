@@ -10,7 +10,7 @@ import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor.bundled import fit_workload, load_model, load_reference, save_model
+from jetpredict.predictor.bundled import fit_workload, load_model, save_model
 from jetpredict.predictor.bundled import predict as predict_on
 from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.model import (
@@ -21,11 +21,16 @@ from jetpredict.predictor.model import (
     core_contrast,
     gpu_floor,
     regime_factor,
+    regime_kappas,
+    regime_weights,
 )
 from jetpredict.predictor.reference import MEASURED_KAPPAS, REFERENCE_DIR, build_reference
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+#: The two real GPU-bound workloads alone (the bundled reference also holds the CPU-bound LeNet-5): a
+#: reference that a light-pipeline workload lies outside of.
+GPU_BOUND_REF = build_reference(REF[REF.workload != "lenet5-mnist"].reset_index(drop=True), "agx-xavier")
 MODES = {"a": (4, 1200, 670, 1333), "b": (8, 1200, 670, 1333), "c": (8, 1200, 900, 1333),
          "d": (8, 1200, 900, 1600), "e": (8, 2100, 900, 1600), "f": (2, 2100, 900, 1600),
          "g": (8, 2265, 1377, 2133), "h": (8, 2265, 1377, 1066), "i": (8, 2265, 1377, 1333),
@@ -75,11 +80,13 @@ def mape(pred, true):
 
 
 #: Synthetic-mechanism tolerances, a little above what the model measures on them now (so a regression
-#: fails): (regime, output) -> MAPE bound. Measured: CPU-bound 1.9% time / 4.6% energy, GPU-bound 1.3% /
-#: 1.8%, launch-bound (max(launch, kernels) per step: a form the model does not have) 4.5% power / 11.9%
-#: energy. Behaviour checks on stand-ins, not accuracy claims (those are real-data only).
-TOL = {(9.0, "time"): 0.023, (9.0, "energy"): 0.055, (3.0, "time"): 0.016, (3.0, "energy"): 0.022,
-       ("launch", "power"): 0.052, ("launch", "energy"): 0.13}
+#: fails): (regime, output) -> MAPE bound. Measured (mech-8): CPU-bound 6.7% time, GPU-bound 2.3% time,
+#: launch-bound (max(launch, kernels) per step: a form the model does not have) 5.9% power. mech-7 had
+#: 1.9 / 1.3 / 4.5%: these stand-ins have no memory-bound CPU work, which the real sweeps (all three) show
+#: and mech-8's CPU-side roofline describes, so they now fit worse. Behaviour checks on stand-ins, not
+#: accuracy claims (those are real-data only).
+TOL = {(9.0, "time"): 0.075, (9.0, "energy"): 0.09, (3.0, "time"): 0.026, (3.0, "energy"): 0.03,
+       ("launch", "power"): 0.066, ("launch", "energy"): 0.14}
 
 
 @pytest.mark.parametrize("cpu_ms,gpu_ms", [(9.0, 1.5), (3.0, 100.0)])
@@ -180,18 +187,22 @@ def real_loo(target: str, design: str = "efij"):
     return model, test, model.predict(ModeArrays.from_frame(test))
 
 
-@pytest.mark.parametrize("target,time_mape,energy_mape", [
-    # Measured (real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h): 1.8% / 1.9%
-    # (ResNet-18) and 2.2% / 3.6% (MobileNetV3).
-    ("resnet18-cifar10", 0.021, 0.022), ("mobilenetv3-gld23k", 0.025, 0.039)])
-def test_real_leave_one_workload_out(target, time_mape, energy_mape):
+@pytest.mark.parametrize("target,time_mape,energy_mape,coverage,width", [
+    # Measured (real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h; the other two
+    # real workloads as reference): time / energy MAPE 1.8 / 2.0% (ResNet-18), 5.6 / 4.0% (MobileNetV3:
+    # mech-7 had 2.2 / 3.6% under ResNet-18 alone; the CPU-bound LeNet-5 in its reference pools the
+    # contention constants), 4.8 / 8.5% (LeNet-5; mech-7: 16.0 / 24.8%); time coverage 6/6, 6/6, 5/6;
+    # median width 20%, 21%, 32%.
+    ("resnet18-cifar10", 0.021, 0.023, 1.0, 0.23), ("mobilenetv3-gld23k", 0.062, 0.045, 1.0, 0.24),
+    ("lenet5-mnist", 0.053, 0.095, 0.8, 0.35)])
+def test_real_leave_one_workload_out(target, time_mape, energy_mape, coverage, width):
     model, test, p = real_loo(target)
     assert model.reference_source == "published"
     assert mape(p.epoch_time_s, test.epoch_time_s) < time_mape
     assert mape(p.epoch_energy_j, test.epoch_energy_j) < energy_mape
     t = test.epoch_time_s.to_numpy()
-    assert np.all((p.epoch_time_s_low <= t) & (t <= p.epoch_time_s_high))
-    assert np.median((p.epoch_time_s_high - p.epoch_time_s_low) / p.epoch_time_s) < 0.15
+    assert np.mean((p.epoch_time_s_low <= t) & (t <= p.epoch_time_s_high)) >= coverage
+    assert np.median((p.epoch_time_s_high - p.epoch_time_s_low) / p.epoch_time_s) < width
 
 
 def test_real_cpu_clock_below_the_profiled_range_moves_a_gpu_heavy_network_little():
@@ -242,8 +253,8 @@ def test_flops_bound_the_gpu_term_from_below():
     heavy = rows.assign(flops_train=3e9)
     floor = gpu_floor(ProfileArrays.from_frame(heavy), dev)
     assert floor == pytest.approx(3e9 * 16 * 1000 / (512 * 2 * 1e9))
-    assert gpu_floor(ProfileArrays.from_frame(rows), dev) == 0.0
-    assert gpu_floor(ProfileArrays.from_frame(rows.assign(flops_train=np.nan)), dev) == 0.0
+    assert gpu_floor(ProfileArrays.from_frame(rows), dev) == pytest.approx(0.0, abs=1e-12)
+    assert gpu_floor(ProfileArrays.from_frame(rows.assign(flops_train=np.nan)), dev) == pytest.approx(0.0, abs=1e-12)
     model = fit_workload(heavy)
     assert model.time_fits["compute"].coef_of("gpu") >= floor - 1e-9
     assert model.complexity == {"flops_train": 3e9}
@@ -293,7 +304,7 @@ def test_intervals_widen_outside_the_profiled_ranges_by_the_knobs_share():
     gpu_bound = fit_workload(sweep(3.0, 100.0, "efij"))
     modes = knobs(["e", "low", "c"])
     t = gpu_bound._time(modes, gpu_bound._knob_distances(modes))
-    assert t.extrapolation[0] == 0.0  # a profiled mode
+    assert t.extrapolation[0] == pytest.approx(0.0, abs=1e-12)  # a profiled mode
     assert t.extrapolation[1] > 0.5  # GPU at 420 MHz: 0.76 ln-units below, nearly all GPU time
     assert t.extrapolation[2] < 0.2  # CPU at 1200 MHz moves little of a GPU-bound epoch
     p = gpu_bound.predict(modes)
@@ -428,42 +439,49 @@ def test_rows_that_measure_their_own_contention_override_the_references():
     """Issue 11 point 2: the measured stall of rows that differ only in cores is the pipeline's contention
     ratio. Under the reference's constants (strong, real) a light pipeline's small core contrast reads as
     "no CPU work" and its CPU time as clock-independent, which misses the modes at CPU 1200 MHz."""
-    ref = load_reference("agx-xavier")
-    own = fit_workload(sweep(**LIGHT, modes="efij"))
-    blind = fit_workload(sweep(**LIGHT, modes="efij", components=False))  # no stall: cannot tell
+    ref = GPU_BOUND_REF
+    own = fit_workload(sweep(**LIGHT, modes="efij"), reference=ref)
+    blind = fit_workload(sweep(**LIGHT, modes="efij", components=False), reference=ref)  # no stall: cannot tell
     assert own.kappa_pipe < 0.5 * ref.kappa_pipe and (blind.kappa_cpu, blind.kappa_pipe) == ref.kappas
     truth = sweep(**LIGHT, modes="abcd")
     err_own = mape(predict(own, "abcd").epoch_time_s, truth.epoch_time_s)
     err_blind = mape(predict(blind, "abcd").epoch_time_s, truth.epoch_time_s)
     assert err_own < 0.5 * err_blind
     # No two rows differ only in cores (the plan's g,h,f,b): the stall fit over all rows still measures it.
-    planned = fit_workload(sweep(**LIGHT, modes="ghfb"))
+    planned = fit_workload(sweep(**LIGHT, modes="ghfb"), reference=ref)
     assert planned.kappa_pipe < 0.5 * ref.kappa_pipe
     # A small stall (GPU-bound network, ~1% of the epoch) does not overrule the reference, however weakly
     # it moves with the cores: its ratio says little, and the compute's core contrast keeps the CPU term.
-    heavy = fit_workload(sweep(3.0, 100.0, "efij", contention=(0.1, 0.1)))
-    assert (heavy.kappa_cpu, heavy.kappa_pipe) == ref.kappas
+    heavy_rows = sweep(3.0, 100.0, "efij", contention=(0.1, 0.1))
+    heavy = fit_workload(heavy_rows, reference=ref)
+    # ... it keeps the constants of the reference workloads its split resembles (the GPU-bound two).
+    like = regime_kappas(regime_weights(ProfileArrays.from_frame(heavy_rows), ref), ref)
+    assert (heavy.kappa_cpu, heavy.kappa_pipe) == like
+    assert min(k[0] for k in ref.workload_kappas.values()) <= like[0] <= max(k[0] for k in ref.workload_kappas.values())
     # Real rows whose stall agrees with the reference within the real spread keep its constants.
     res = REF[REF.workload == "resnet18-cifar10"]
-    assert fit_workload(res[res["mode"].isin(list("efij"))]).kappa_pipe == ref.kappa_pipe
+    efij = res[res["mode"].isin(list("efij"))]
+    own_ref = regime_kappas(regime_weights(ProfileArrays.from_frame(efij), ref), ref)
+    assert (lambda m: (m.kappa_cpu, m.kappa_pipe))(fit_workload(efij, reference=ref)) == own_ref
 
 
 def test_a_workload_outside_the_references_regime_gets_wider_extrapolation(tmp_path):
     """Issue 11 point 4: interval scales calibrated on workloads like the references do not apply to one
     whose stall share / CPU share lies far outside theirs: outside the profiled ranges its intervals widen;
     inside them, and for a real workload like the references, nothing changes."""
-    light = fit_workload(sweep(**LIGHT, modes="efij"))
+    light = fit_workload(sweep(**LIGHT, modes="efij"), reference=GPU_BOUND_REF)
     res = REF[REF.workload == "resnet18-cifar10"]
-    like = fit_workload(res[res["mode"].isin(list("efij"))])
+    like = fit_workload(res[res["mode"].isin(list("efij"))], reference=GPU_BOUND_REF)
     assert like.interval_scales.extrapolation == 1.0
     assert 1.0 < light.interval_scales.extrapolation <= REGIME_FACTOR_MAX
-    plain = replace(light, interval_scales=replace(light.interval_scales, extrapolation=1.0))
+    # The same model without the widening (its scales as they apply out of regime, in_regime).
+    plain = replace(light, interval_scales=replace(light.interval_scales.in_regime(), extrapolation=1.0))
 
     def width(model, modes):
         p = predict(model, modes)
         return (p.epoch_time_s_high - p.epoch_time_s_low) / p.epoch_time_s
 
-    assert np.all(width(light, "ab") > 1.1 * width(plain, "ab"))  # CPU clock 1200: outside 2100-2265
+    assert np.all(width(light, "ab") > 1.05 * width(plain, "ab"))  # CPU clock 1200: outside 2100-2265
     assert width(light, "e") == pytest.approx(width(plain, "e"))
     truth = sweep(**LIGHT, modes="abcd").epoch_time_s.to_numpy()
     p = predict(light, "abcd")
@@ -474,8 +492,8 @@ def test_a_workload_outside_the_references_regime_gets_wider_extrapolation(tmp_p
 
 def test_regime_factor_grows_with_the_excess_and_is_capped():
     span = {"stall_share": (0.03, 0.05)}
-    assert regime_factor({"stall_share": 0.04}, span) == 1.0
-    assert regime_factor({"stall_share": 0.06}, span) == 1.0  # within the tolerance
+    assert regime_factor({"stall_share": 0.04}, span) == pytest.approx(1.0)
+    assert regime_factor({"stall_share": 0.06}, span) == pytest.approx(1.0)  # within the tolerance
     assert 1.0 < regime_factor({"stall_share": 0.2}, span) < regime_factor({"stall_share": 0.4}, span)
     assert regime_factor({"stall_share": 5.0}, span) == REGIME_FACTOR_MAX
 
@@ -506,3 +524,27 @@ def test_setting_ids_treat_a_catalogue_step_and_its_nvpmodel_cap_as_one_clock():
     assert mode_id[0] == mode_id[1] != mode_id[2]
     assert clock_id[0] == clock_id[1] == clock_id[2] != clock_id[3]
     assert modes.distinct_count() == 3
+
+
+def test_rows_eleven_orders_apart_give_finite_bounds():
+    rows = REF[(REF.workload == "resnet18-cifar10") & REF["mode"].isin(list("eg"))].copy()
+    rows["epoch_time_s"] = [1e-3, 1e8]
+    rows = rows.drop(columns=["stall_time_s", "compute_time_s", "epoch_energy_j"])
+    p = fit_workload(rows).predict(ModeArrays.of_device(load_device("agx-xavier")))
+    for col in Prediction.ARRAYS:
+        assert np.isfinite(getattr(p, col)).all(), col
+    assert np.all(p.epoch_time_s_low <= p.epoch_time_s) and np.all(p.epoch_time_s <= p.epoch_time_s_high)
+
+
+def test_aliased_knobs_and_the_widening_they_cost_are_reported():
+    """e, f, i, j move the CPU and GPU clocks together: the fit says so, and
+    modes outside the profiled ranges have intervals wider by a stated factor (1 inside)."""
+    efij = REF[(REF.workload == "lenet5-mnist") & REF["mode"].isin(list("efij"))]
+    model = fit_workload(efij)
+    aliased = model.aliased_knobs()
+    assert aliased == {"cpu_mhz": "moves with gpu_mhz", "gpu_mhz": "moves with cpu_mhz"}
+    one_mode = fit_workload(efij[efij["mode"] == "g"] if (efij["mode"] == "g").any() else efij.iloc[:1])
+    assert set(one_mode.aliased_knobs()) == set(MODE_FIELDS)
+    assert all(why == "not varied" for why in one_mode.aliased_knobs().values())
+    widening = model.extrapolation_widening(knobs(["e", "a", "h"]))
+    assert widening[0] == pytest.approx(1.0) and widening[1] > 1.3 and widening[2] > 1.0

@@ -60,12 +60,16 @@ def test_budget_out_of_range(budget):
 def test_design_uses_the_models_time_terms_scaled():
     modes = ModeArrays([2, 8, 8], [1000.0, 2000.0, 2000.0], [500.0, 500.0, 500.0], [1000.0, 2000.0, 1500.0])
     x = planning.design_matrix(modes, kappa_cpu=0.5, kappa_pipe=1.0, num_workers=4)
-    cols = dict(zip(F.TOTAL_TERMS, x.T, strict=True))
+    cols = dict(zip((*F.TOTAL_TERMS, *planning.PLANNING_EXTRA_TERMS), x.T, strict=True))
     assert cols["one"].tolist() == [1, 1, 1]
     assert not cols["gpu"].any()  # GPU clock never varies: no information
     assert cols["emc"][2] == pytest.approx((1 / 1500 - 1 / 2000) / (1 / 1000 - 1 / 2000))
     # 2 cores at 1 GHz with 4 workers: the most contended, slowest CPU term -> 1; 8 cores at 2 GHz -> 0.
     assert cols["cpu"].tolist() == [1, 0, 0] and cols["pipe"].tolist() == [1, 0, 0]
+    # CPU-side memory work (contention / f_emc): the contended 2-core mode at the slow memory clock is the
+    # largest; the two 8-core modes differ by their memory clock alone.
+    assert cols["cpu_emc"][0] == pytest.approx(1.0) and cols["cpu_emc"][1] == pytest.approx(0.0)
+    assert 0 < cols["cpu_emc"][2] < 1
 
 
 def test_agx_plan_moves_every_knob_independently():
@@ -128,3 +132,37 @@ def test_planning_region_offers_two_values_of_every_knob(device_id):
         assert len(values) >= 2, knob
         if knob != "cpu_cores":  # every clock's floor is half its maximum or the second-highest step
             assert values.min() >= min(planning.MIN_CLOCK_SHARE * top[knob], np.unique(a[knob])[-2])
+
+
+def test_core_contrast_is_repaired_without_losing_varied_knobs():
+    knobs = _grid()
+    # Only clocks in the design: D-optimality never asks for two modes that differ in cores alone.
+    x = np.column_stack([np.ones(len(knobs)), knobs[:, 1] / 300, knobs[:, 2] / 150, knobs[:, 3] / 900])
+    chosen = planning.identifying_exchange(x, knobs, planning.d_optimal(x, 4), core_contrast=True)
+    assert planning.core_contrasts(knobs, chosen)
+    assert planning.varying_knobs(knobs, chosen).all()
+    assert not planning.core_contrasts(knobs, [0, 1])  # 1c vs 1c at other GPU clocks: no contrast
+
+
+def test_no_contrast_asked_when_the_candidates_cannot_give_one():
+    knobs = _grid()
+    knobs[:, 0] = np.arange(len(knobs)) % 2 + 1  # cores tied to the clock setting: never a pure contrast
+    knobs[:, 1] = np.arange(len(knobs)) * 10.0
+    assert not planning.contrast_possible(knobs, 4)
+    assert not planning.contrast_possible(_grid(), 1)  # one mode cannot contrast anything
+
+
+@pytest.mark.parametrize("device_id", ["agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano"])
+def test_default_plan_identifies_the_cpu_side(device_id):
+    from jetpredict.predictor import service
+
+    modes = service.plan_profiling(device_id, 4).modes
+    for knob in ("cpu_cores", "cpu_mhz", "emc_mhz"):
+        assert modes[knob].nunique() >= 2, knob
+    # A core contrast at one clock setting: two modes whose CPU, GPU and memory clocks are all equal.
+    same_clocks = modes.groupby(["cpu_mhz", "gpu_mhz", "emc_mhz"])["cpu_cores"].nunique()
+    assert (same_clocks >= 2).any(), modes
+    # ... and the memory clock moves at one CPU clock and core count, so its effect on CPU-side work is
+    # not aliased with the CPU clock's.
+    knobs = modes[["cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]].to_numpy(dtype=float)
+    assert not np.allclose(np.corrcoef(1 / knobs[:, 1], 1 / knobs[:, 3])[0, 1] ** 2, 1.0)

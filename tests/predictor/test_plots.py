@@ -6,23 +6,17 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from jetpredict.cli import main
 
 pytest.importorskip("matplotlib", reason="--plot needs the [plot] extra (in [dev])")
 
-REFERENCE = Path(__file__).resolve().parents[2] / "models" / "reference" / "agx-xavier-published.csv"
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("plot")
-    rows = pd.read_csv(REFERENCE)
-    rows[rows["workload"] == "resnet18-cifar10"].to_csv(d / "p.csv", index=False)
-    assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "p.csv"), "--out", str(d / "m.json")]) == 0
-    return d / "m.json"
+def model(resnet_cli_fit) -> Path:
+    return resnet_cli_fit() / "resnet.json"
 
 
 def test_svg_shows_every_mode_the_front_and_the_chosen_mode(model, tmp_path, capsys):
@@ -66,3 +60,17 @@ def test_without_matplotlib_the_plot_says_what_to_install(model, tmp_path):
     proc = subprocess.run([sys.executable, "-c", block, "recommend", "--model", str(model), "--objective",
                            "min-time", "--plot", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "pip install 'jetpredict[plot]'" in proc.stderr and not out.exists()
+
+
+def test_the_presets_are_marked_and_the_compared_one_ringed(model, tmp_path, capsys):
+    from jetpredict.models.catalogue import load_device
+
+    out = tmp_path / "presets.svg"
+    assert main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "15",
+                 "--format", "json", "--plot", str(out)]) == 0
+    comparison = json.loads(capsys.readouterr().out)["preset_comparison"]
+    svg = out.read_text()
+    presets = load_device("agx-xavier").presets
+    assert "nvpmodel presets (" in svg and f" of {len(presets)} within the cap)" in svg
+    assert all(p.mode in svg for p in presets)  # each preset labelled by name
+    assert comparison["preset"] and f"compared preset: {comparison['preset']}" in svg

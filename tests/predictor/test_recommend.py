@@ -166,3 +166,113 @@ def test_power_caps_hold_on_the_twin_for_every_preset_budget(device_id, tmp_path
         over = picked["cap"].to_numpy() < measured["avg_power_w"].to_numpy()
         assert not over.any(), (workload, picked.loc[over, ["cap", "avg_power_w_high"]].to_dict("records"),
                                 measured.loc[over, "avg_power_w"].tolist())
+
+
+# -- the nearest preset under the same cap -------------------------------------------------------------
+def _with_preset(preset_time: float, preset_power: float) -> tuple[pd.DataFrame, np.ndarray]:
+    preset = pd.DataFrame({"mode": ["MODE_X"], "epoch_time_s": [preset_time], "avg_power_w": [preset_power],
+                           "epoch_energy_j": [preset_time * preset_power]})
+    for c in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
+        preset[f"{c}_low"] = preset[c] * 0.9
+        preset[f"{c}_high"] = preset[c] * 1.1
+    preset["extrapolated_knobs"] = ""
+    return rec.with_presets(preset, _table())
+
+
+def test_a_preset_that_meets_the_cap_and_is_faster_is_chosen():
+    df, presets = _with_preset(140.0, 14.0)  # faster than c (150 s) at 15.4 W upper bound
+    out = rec.choose(df, "min-time", 20, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "MODE_X" and out.preset == 0
+    # Over the cap: the preset is neither chosen nor compared with.
+    out = rec.choose(df, "min-time", 15, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "d" and out.preset is None and not out.preferred_preset
+
+
+def test_an_extrapolated_mode_never_leaves_the_answer_slower_than_a_preset():
+    df, presets = _with_preset(125.0, 15.0)  # 16.5 W upper bound
+    # b (120 s) is outside the profiled range, and not faster than c (150 s) beyond its interval
+    df.loc[df["mode"] == "b", ["extrapolated_knobs", "epoch_time_s_high"]] = ["gpu_mhz", 160.0]
+    # Without presets: b is not better beyond its interval, so the in-range c (150 s) would be chosen.
+    plain = rec.choose(df.iloc[1:].reset_index(drop=True), "min-time", 25, None, 0.9)
+    assert plain.preferred_in_range
+    out = rec.choose(df, "min-time", 25, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "MODE_X" and not out.preferred_preset  # the in-range rule picks it
+    # A preset outside the profiled ranges too: the in-range rule picks c, the preset rule the preset.
+    df.loc[0, "extrapolated_knobs"] = "cpu_mhz"
+    out = rec.choose(df, "min-time", 25, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "MODE_X" and out.preferred_preset and not out.preferred_in_range
+
+
+def test_preset_comparison_states_the_saving_against_the_preset():
+    best = {"mode": "c", "cpu_cores": 4, "cpu_mhz": 1.0, "gpu_mhz": 1.0, "emc_mhz": 1.0, "epoch_time_s": 150.0,
+            "epoch_energy_j": 2250.0}
+    preset = {"mode": "MODE_X", "cpu_cores": 8, "cpu_mhz": 1.0, "gpu_mhz": 1.0, "emc_mhz": 1.0,
+              **{c: 1.0 for c in rec.PRESET_COMPARISON_COLUMNS}, "epoch_time_s": 200.0, "epoch_energy_j": 2000.0}
+    out = rec.preset_comparison(best, preset, "min-time", 20.0, None, 0.9)
+    assert out["preset"] == "MODE_X" and not out["chosen_is_preset"]
+    assert out["time_saving_s"] == pytest.approx(50.0) and out["time_saving_share"] == pytest.approx(0.25)
+    assert out["energy_saving_j"] == pytest.approx(-250.0)  # faster, but it costs energy
+    none = rec.preset_comparison(best, None, "min-time", 5.0, None, 0.9)
+    assert none["preset"] is None and "max_power_w=5" in none["reason"] and none["time_saving_s"] is None
+
+
+def _reference_workloads():
+    """(device, name, rows) of the bundled reference workloads of AGX Xavier (published and simulated)
+    and AGX Orin (simulated), each profiled on 4 spread modes as a new workload would be; the published
+    ones also with all their rows."""
+    from jetpredict.models.profile_rows import read_profile_csv
+    from jetpredict.predictor.reference import reference_csvs
+
+    for device_id in ("agx-xavier", "orin-agx"):
+        for path in reference_csvs(device_id):
+            rows = read_profile_csv(path)
+            for workload, group in rows.groupby("workload", sort=True):
+                group = group.reset_index(drop=True)
+                if "published" in path.stem:
+                    yield device_id, f"{path.stem}:{workload}", group
+                four = np.linspace(0, len(group) - 1, 4).round().astype(int)
+                yield device_id, f"{path.stem}:{workload}:4-modes", group.iloc[four].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("objective", ["min-time", "min-energy"])
+def test_never_worse_than_a_preset_that_meets_the_same_cap(objective):
+    """On AGX Xavier and AGX Orin, for every bundled reference workload and every preset's own power
+    (its upper bound: the tightest cap it meets) and 15 W: the recommendation is at least as fast (as
+    frugal) as every preset meeting the cap, and the comparison names the best such preset."""
+    from jetpredict.predictor import service
+    from jetpredict.predictor.bundled import fit_workload
+
+    key = rec.OBJECTIVES[objective]
+    checked = 0
+    for device_id, name, rows in _reference_workloads():
+        model = fit_workload(rows, device_id)
+        presets = service.predict(model, "presets", device=device_id)
+        for cap in [*presets["avg_power_w_high"], 15.0]:
+            out = service.recommend(model, objective, max_power_w=float(cap))
+            meets = presets[presets["avg_power_w_high"] <= cap]
+            if meets.empty:
+                continue
+            assert out.best is not None, (name, cap)
+            best_preset = meets.loc[meets[key].idxmin()]
+            assert out.best[key] <= best_preset[key] * (1 + 1e-9), (name, objective, cap, out.best["mode"],
+                                                                    best_preset["mode"])
+            comparison = out.preset_comparison
+            assert comparison["preset"] == best_preset["mode"], (name, cap)
+            assert comparison[key] == pytest.approx(best_preset[key], rel=1e-9)
+            saving = comparison["time_saving_s" if key == "epoch_time_s" else "energy_saving_j"]
+            assert saving >= -1e-9 * best_preset[key]
+            checked += 1
+    assert checked > 30
+
+
+def test_preset_comparison_takes_null_cells_as_unknown():
+    """A preset row whose cells an answer carries as null (non-finite) compares as unknown, not a crash."""
+    from jetpredict.predictor.recommend import PRESET_COMPARISON_COLUMNS, preset_comparison
+
+    knobs = {"mode": "MAXN", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377.0, "emc_mhz": 2133.0}
+    preset = {**knobs, **dict.fromkeys(PRESET_COMPARISON_COLUMNS, 1.0), "epoch_energy_j": None,
+              "avg_power_w_high": float("inf")}
+    best = {**knobs, "mode": "8c-x", "epoch_time_s": 0.5, "epoch_energy_j": 2.0}
+    out = preset_comparison(best, preset, "min-time", 20.0, None, 0.9)
+    assert out["epoch_energy_j"] is None and out["avg_power_w_high"] is None
+    assert out["time_saving_s"] == 0.5 and out["energy_saving_j"] is None and out["energy_saving_share"] is None

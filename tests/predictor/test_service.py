@@ -324,3 +324,60 @@ def test_http_schemas_accept_exactly_what_the_service_accepts():
         with pytest.raises(InputError):
             check_confidence(bad)
     assert schemas.RecommendationRequestSchema().load(request)["confidence"] == limits.DEFAULT_CONFIDENCE
+
+
+# -- one answer pipeline (issue 19) ----------------------------------------------------------------------
+@pytest.mark.parametrize("modes", ["presets", "all", [
+    {"mode": "", "cpu_cores": 3, "cpu_mhz": 1000.0, "gpu_mhz": 600.0, "emc_mhz": 1300.0},
+    {"mode": "b", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377.0, "emc_mhz": 2133.0}]])
+def test_prediction_answer_is_the_table_of_predict_with_provenance_once(resnet, modes):
+    answer = service.prediction_answer(resnet, modes, epochs=5, workload_id="w", fill_labels=True)
+    assert answer.device == "agx-xavier" and answer.workload_id == "w" and answer.epochs == 5
+    assert set(answer.provenance) == set(service.PROVENANCE_FIELDS)
+    assert answer.provenance == service.provenance(resnet, "agx-xavier")
+    assert set(answer.constants) == set(service.CONSTANT_COLUMNS)
+    assert [*answer.columns, *service.CONSTANT_COLUMNS] == list(service.ROW_COLUMNS)
+    table_modes = modes if isinstance(modes, str) else [{**m, "mode": m["mode"] or "3c-1000-600-1300"}
+                                                         for m in modes]
+    df = service.predict(resnet, table_modes, epochs=5)
+    assert answer.count == len(df) and list(answer.columns["mode"]) == list(df["mode"])
+    for name in ("epoch_time_s", "avg_power_w_high", "time_to_accuracy_s_high"):
+        np.testing.assert_allclose(np.asarray(answer.columns[name], dtype=float), df[name].to_numpy(), rtol=1e-12)
+    rows = answer.records()
+    assert list(rows[0]) == list(service.ROW_COLUMNS) and rows[0]["confidence"] == pytest.approx(0.9)
+    assert list(answer.frame().columns) == list(df.columns)
+
+
+def test_unlabelled_modes_get_their_knob_label_only_when_asked(resnet):
+    modes = [{"cpu_cores": 3, "cpu_mhz": 1000.0, "gpu_mhz": 600.0, "emc_mhz": 1300.0}]
+    assert service.prediction_answer(resnet, modes, fill_labels=True).columns["mode"] == ["3c-1000-600-1300"]
+    with pytest.raises(InputError) as err:
+        service.prediction_answer(resnet, modes)
+    assert err.value.field == "modes.mode"
+    with pytest.raises(InputError) as err:
+        service.prediction_answer(resnet, [{**modes[0], "gpu_mhz": True}], fill_labels=True)
+    assert err.value.field == "modes.0.gpu_mhz"  # a boolean is not a clock
+
+
+def test_cached_tables_and_presets_cannot_be_changed_by_callers(resnet):
+    first = service.prediction_answer(resnet, "presets")
+    again = service.prediction_answer(resnet, "presets")
+    assert again.columns["epoch_time_s"] is first.columns["epoch_time_s"]  # kept per fitted model
+    with pytest.raises(ValueError):
+        first.columns["epoch_time_s"][0] = 0.0
+    frame = first.frame()
+    frame.loc[0, "epoch_time_s"] = -1.0  # a caller's table is its own copy
+    assert service.prediction_answer(resnet, "presets").columns["epoch_time_s"][0] > 0
+
+
+def test_recommendation_and_fleet_answers_state_provenance_from_the_service(resnet):
+    rec = service.recommendation(resnet, "min-time", max_power_w=20, workload_id="w")
+    assert {k: rec[k] for k in service.PROVENANCE_FIELDS} == service.provenance(resnet, "agx-xavier")
+    assert rec["workload_id"] == "w" and set(rec["best"]) <= set(service.ROW_COLUMNS)
+    clients = [{"id": "a", "device": "agx-xavier"}, {"id": "b", "device": "orin-nx"}]
+    plan = service.fleet_answer(resnet, clients, 3600.0, workload_id="w")
+    assert plan["reference_source"] == "simulated"  # orin-nx rests on simulated sweeps
+    assert plan["workload_id"] == "w" and [c["id"] for c in plan["clients"]] == ["a", "b"]
+    import json
+
+    json.dumps(plan, allow_nan=False)  # JSON-ready: no NaN, no numpy scalars

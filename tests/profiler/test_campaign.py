@@ -206,3 +206,17 @@ def test_image_folder_through_dataloader_worker_processes(tmp_path):
     row = rows[0]
     assert row["data_source"] == f"folder:{root}" and row["num_workers"] == 1
     assert row["minibatches_per_epoch"] == 4 and row["stall_time_s"] > 0   # 8 images / batch 2
+
+
+def test_json_outputs_honour_the_umask(tmp_path):
+    """A profile's JSON outputs get the permissions any new file gets (umask 022: 0644), not mkstemp's 0600."""
+    import os
+
+    from jetpredict.profiler.campaign import _write_json_atomic
+
+    old = os.umask(0o022)
+    try:
+        _write_json_atomic(tmp_path / "out.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644

@@ -74,3 +74,56 @@ def test_the_verb_registers_without_importing_torch():
     code = "import sys; import jetpredict.profiler.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_adaptive_profile_on_the_twin_stops_within_budget(tmp_path, capsys):
+    # Candidates: the published AGX Xavier modes a-j (a mode table, as `plan --candidates` takes).
+    cands = tmp_path / "a-j.csv"
+    cands.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\n"
+                     "a,4,1200,670,1333\nb,8,1200,670,1333\nc,8,1200,900,1333\nd,8,1200,900,1600\n"
+                     "e,8,2100,900,1600\nf,2,2100,900,1600\ng,8,2265,1377,2133\nh,8,2265,1377,1066\n"
+                     "i,8,2265,1377,1333\nj,8,2265,1377,1600\n")
+    out = tmp_path / "p.csv"
+    rc = main(["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--adaptive",
+               "--budget", "4", "--candidates", str(cands), "--objective", "min-energy", "--warmup", "2",
+               "--minibatches", "5", "--no-progress", "--out", str(out)])
+    assert rc == 0
+    rows = read_profile_csv(out)
+    assert 2 <= len(rows) <= 4 and rows["mode"].is_unique
+    assert set(rows["mode"]) <= set("abcdefghij") and (rows["source"] == "simulated").all()
+    err = capsys.readouterr().err
+    assert "adaptive: after 2 mode(s)" in err and ("stop:" in err or len(rows) == 4)
+    doc = json.loads(Path(f"{out}.json").read_text())
+    assert doc["adaptive"] is True and len(doc["modes"]) == len(rows)
+
+
+def test_adaptive_profile_starts_from_the_given_modes(tmp_path, capsys):
+    out = tmp_path / "p.csv"
+    rc = main(["profile", "--device", "sim:orin-nano", "--workload", "lenet5-mnist", "--adaptive",
+               "--budget", "3", "--target-width", "0.000001", "--modes", "7W", "--warmup", "1",
+               "--minibatches", "3", "--no-progress", "--out", str(out)])
+    assert rc == 0
+    rows = read_profile_csv(out)
+    assert rows["mode"].iloc[0] == "7W" and len(rows) == 3  # the target cannot be met: the budget ends
+    assert rows["mode"].is_unique and "stop: budget of 3 profiled modes spent" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["--adaptive"], "--adaptive needs --budget"),
+    (["--budget", "3"], "--budget needs --adaptive"),
+    (["--max-power-w", "15"], "--max-power-w needs --adaptive"),
+    (["--adaptive", "--budget", "3", "--device", "host"], "use --device jetson or sim:DEVICE"),
+    (["--adaptive", "--budget", "3", "--objective", "fastest"], "objective must be one of"),
+    (["--adaptive", "--budget", "3", "--max-power-w", "-1"], "max_power_w"),
+])
+def test_adaptive_bad_flags_exit_2(tmp_path, capsys, args, text):
+    base = {"--device": "sim:agx-xavier"}
+    rest = list(args)
+    if "--device" in rest:
+        i = rest.index("--device")
+        base["--device"] = rest[i + 1]
+        del rest[i:i + 2]
+    argv = ["profile", "--device", base["--device"], "--workload", "lenet5-mnist", *rest, "--minibatches", "2",
+            "--warmup", "0", "--no-progress", "--out", str(tmp_path / "x.csv")]
+    assert main(argv) == 2
+    assert text in capsys.readouterr().err

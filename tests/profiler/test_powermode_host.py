@@ -41,6 +41,6 @@ def test_impossible_core_counts_name_the_field(cores):
 def test_cpu_clock_from_cpufreq_or_cpuinfo(fake_root):
     fake_root.write("/proc/cpuinfo", "processor : 0\ncpu MHz\t\t: 2400.125\nprocessor : 1\ncpu MHz : 1800.0\n")
     fake_root.write("/sys/devices/system/cpu/cpu0/online", 1)  # a cpu dir without cpufreq
-    assert HostController(use_torch=False).read_back().cpu_mhz == 2400.125
+    assert HostController(use_torch=False).read_back().cpu_mhz == pytest.approx(2400.125)
     fake_root.write("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", 3100000)
-    assert HostController(use_torch=False).read_back().cpu_mhz == 3100.0
+    assert HostController(use_torch=False).read_back().cpu_mhz == pytest.approx(3100.0)  # kHz / 1000

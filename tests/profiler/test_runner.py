@@ -16,7 +16,7 @@ from jetpredict.profiler.runner import RealTimeRunner, RunSettings, aggregate_ro
 
 def test_summarize():
     s = summarize([1.0, 2.0, 3.0, 4.0, 10.0])
-    assert s.mean == 4.0 and s.median == 3.0
+    assert s.mean == pytest.approx(4.0) and s.median == pytest.approx(3.0)
     assert s.p95 == pytest.approx(4.0 + 0.8 * 6.0)       # linear between the two largest
     assert s.cv == pytest.approx(np.std([1, 2, 3, 4, 10], ddof=1) / 4.0)
     assert summarize([2.0]).cv is None

@@ -1,0 +1,306 @@
+"""Prediction answers on the wire: JSON rows (the default), compact JSON columns, CSV and Apache Arrow.
+
+One :class:`predictor.service.PredictionAnswer` is rendered by :func:`encode` in the form the client
+asked for (:func:`answer_format`): ``layout: "columns"`` in the body for columnar JSON, ``Accept:
+text/csv`` for CSV, ``Accept: application/vnd.apache.arrow.stream`` for an Arrow IPC stream; gzip when
+``Accept-Encoding`` allows it (except Arrow, whose buffers are compressed inside the stream). The
+compact forms state per-answer constants once and round predicted values to :data:`COMPACT_DIGITS`
+significant digits (Arrow: float32, about 7 digits); the intervals are percent-wide, so the dropped
+digits are noise. The shapes are described in ``api/README.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+from flask import Response, request
+from jetpredict.api.errors import ApiError
+from jetpredict.api.heavy import Encoded
+from jetpredict.models.jsonsafe import json_safe
+from jetpredict.models.profile_rows import escape_formula
+from jetpredict.predictor.service import PredictionAnswer
+
+JSON_MIMETYPE = "application/json"
+CSV_MIMETYPE = "text/csv"
+ARROW_MIMETYPE = "application/vnd.apache.arrow.stream"
+#: Answer forms: JSON rows, JSON columns, CSV, Arrow.
+FORMATS = ("rows", "columns", "csv", "arrow")
+#: Significant digits of predicted values in the compact forms (columns JSON, CSV).
+COMPACT_DIGITS = 6
+#: Bodies shorter than this (bytes) are sent as they are: gzip would save less than its header costs.
+GZIP_MIN_BYTES = 1024
+#: zlib level: level 1 compresses the compact forms to about half of what level 9 gets in 1/8 of the time.
+GZIP_LEVEL = 1
+#: Items converted per slice in the encoders (~0.5 ms of GIL at a time; see _chunks).
+GIL_CHUNK = 2048
+#: Answers of at most this many modes are encoded row by row (the per-column path pays off beyond).
+SMALL_ANSWER_MODES = 256
+#: What the client may send in Vary terms: the answer depends on these request headers.
+VARY = "Accept, Accept-Encoding"
+
+
+def arrow_available() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def answer_format(layout: str = "rows") -> str:
+    """The form to answer in: ``Accept`` picks CSV or Arrow over JSON; ``layout`` picks JSON rows or
+    columns. 406 for Arrow when pyarrow is not installed."""
+    best = request.accept_mimetypes.best_match([JSON_MIMETYPE, CSV_MIMETYPE, ARROW_MIMETYPE])
+    if best == CSV_MIMETYPE:
+        return "csv"
+    if best == ARROW_MIMETYPE:
+        if not arrow_available():
+            raise ApiError(406, f"{ARROW_MIMETYPE} needs pyarrow on the server (pip install "
+                           "'jetpredict[arrow]'); ask for application/json or text/csv",
+                           {"Accept": [f"{ARROW_MIMETYPE} is not available on this server: pyarrow is not "
+                                       "installed"]})
+        return "arrow"
+    return "columns" if layout == "columns" else "rows"
+
+
+def accepts_gzip() -> bool:
+    return request.accept_encodings["gzip"] > 0
+
+
+def round_significant(values: object, digits: int = COMPACT_DIGITS) -> np.ndarray:
+    """``values`` rounded to ``digits`` significant digits (zeros and non-finite values as they are)."""
+    a = np.array(values, dtype=float)
+    finite = np.isfinite(a) & (a != 0.0)
+    if finite.any():
+        v = a[finite]
+        scale = 10.0 ** (digits - 1 - np.floor(np.log10(np.abs(v))))
+        a[finite] = np.round(v * scale) / scale
+    return a
+
+
+def _compact_list(values: object) -> list:
+    """A column as JSON-ready Python values; floats rounded, NaN/inf as None."""
+    array = np.asarray(values)
+    if array.dtype.kind != "f":
+        return array.tolist()
+    rounded = round_significant(array)
+    if np.isfinite(rounded).all():
+        return rounded.tolist()
+    out = rounded.astype(object)
+    out[~np.isfinite(rounded)] = None
+    return out.tolist()
+
+
+#: Encoded columns of immutable inputs (the cached catalogue tables: mode labels as a tuple, read-only knob
+#: arrays), by identity: every answer for every mode of a device repeats them.
+_FRAGMENTS: OrderedDict[tuple[int, str], tuple[object, object]] = OrderedDict()
+_FRAGMENTS_KEPT = 64
+_fragments_lock = threading.Lock()
+
+
+def _fragment(values: object, form: str, make: Callable[[object], object]) -> object:
+    """``make(values)``, remembered while ``values`` is an immutable table column (a tuple, a read-only
+    array); the entry holds ``values`` itself, so its id cannot be reused while it is kept."""
+    if not (isinstance(values, tuple) or (isinstance(values, np.ndarray) and not values.flags.writeable)):
+        return make(values)
+    key = (id(values), form)
+    with _fragments_lock:
+        hit = _FRAGMENTS.get(key)
+        if hit is not None and hit[0] is values:
+            _FRAGMENTS.move_to_end(key)
+            return hit[1]
+    out = make(values)
+    with _fragments_lock:
+        _FRAGMENTS[key] = (values, out)
+        while len(_FRAGMENTS) > _FRAGMENTS_KEPT:
+            _FRAGMENTS.popitem(last=False)
+    return out
+
+
+def _dumps(document: object) -> bytes:
+    return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _top(answer: PredictionAnswer) -> dict[str, object]:
+    return json_safe(answer.header())
+
+
+def _memo(make: Callable[[object], str]) -> Callable[[object], str]:
+    """``make`` remembered per distinct value within one column (labels and knob lists repeat)."""
+    memo: dict[object, str] = {}
+
+    def cell(value: object) -> str:
+        out = memo.get(value)
+        if out is None:
+            out = memo[value] = make(value)
+        return out
+
+    return cell
+
+
+def _json_cells(values: object) -> list[str]:
+    """A column as JSON texts at full precision (what json.dumps writes; NaN/inf as null)."""
+    if isinstance(values, list | tuple):
+        return list(map(_memo(json.dumps), values))
+    array = np.asarray(values)
+    if array.dtype.kind == "f":
+        cells = _reprs(array.tolist())  # float.__repr__ is json.dumps's float text
+        for i in np.flatnonzero(~np.isfinite(array)):
+            cells[i] = "null"
+        return cells
+    if array.dtype.kind == "b":
+        return np.where(array, "true", "false").tolist()
+    if array.dtype.kind in "iu":
+        return list(map(str, array.tolist()))
+    return list(map(_memo(lambda v: json.dumps(json_safe(v))), array.tolist()))
+
+
+def rows_json(answer: PredictionAnswer) -> bytes:
+    """The default answer: provenance at the top, one object per mode (full precision), the same text as
+    ``json.dumps`` of :meth:`PredictionAnswer.records` but built per column (a 29k-mode answer in a
+    fraction of the time)."""
+    if answer.count <= SMALL_ANSWER_MODES:
+        return _dumps({**_top(answer), "predictions": answer.records()})
+    top = _dumps(_top(answer))[:-1].decode()
+    constants = "".join(f",{json.dumps(k)}:{json.dumps(json_safe(v), allow_nan=False)}"
+                        for k, v in answer.constants.items())
+    # One str.format template per answer: keys and constants literal, the per-mode cells as fields.
+    template = ("{{" + ",".join(f"{json.dumps(name)}:{{}}" for name in answer.columns)
+                + constants.replace("{", "{{").replace("}", "}}") + "}}")
+    cells = [_fragment(values, "json-cells", _json_cells) for values in answer.columns.values()]
+    body = ",".join(template.format(*row) for row in zip(*cells, strict=True))
+    return f'{top},"predictions":[{body}]}}'.encode()
+
+
+def _chunks(items: list, size: int = GIL_CHUNK) -> Iterator[list]:
+    """``items`` in slices: C-level conversions of whole 29k-item columns (json.dumps, map(repr)) hold the
+    GIL for milliseconds; between slices other threads (light requests) get it."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _json_column(values: object) -> str:
+    items = _compact_list(values)
+    return "[" + ",".join(json.dumps(part, separators=(",", ":"), allow_nan=False)[1:-1]
+                          for part in _chunks(items) if part) + "]"
+
+
+def _reprs(items: list) -> list[str]:
+    """``repr`` of every float, a slice at a time (see :func:`_chunks`)."""
+    out: list[str] = []
+    for part in _chunks(items):
+        out.extend(map(repr, part))
+    return out
+
+
+def columns_json(answer: PredictionAnswer) -> bytes:
+    """Compact JSON: provenance and per-answer constants at the top, ``columns``: name -> list of values."""
+    top = _dumps({**_top(answer), **json_safe(dict(answer.constants)), "layout": "columns"})[:-1].decode()
+    columns = ",".join(f"{json.dumps(name)}:{_fragment(values, 'json', _json_column)}"
+                       for name, values in answer.columns.items())
+    return f'{top},"columns":{{{columns}}}}}'.encode()
+
+
+def _csv_cell(value: object) -> str:
+    """A text cell: formula-safe (the CLI's escape_formula), quoted when it holds a separator or quote."""
+    text = str(escape_formula(value))
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _csv_cells(values: object) -> list[str]:
+    """A column as CSV cells: floats to COMPACT_DIGITS (unknown = empty), booleans as True/False."""
+    if isinstance(values, list | tuple):
+        return list(map(_memo(_csv_cell), values))
+    array = np.asarray(values)
+    if array.dtype.kind == "f":
+        rounded = round_significant(array)
+        cells = _reprs(rounded.tolist())
+        for i in np.flatnonzero(~np.isfinite(rounded)):
+            cells[i] = ""
+        return cells
+    if array.dtype.kind == "b":
+        return np.where(array, "True", "False").tolist()
+    if array.dtype.kind in "iu":
+        return list(map(str, array.tolist()))
+    return list(map(_memo(_csv_cell), array.tolist()))
+
+
+def csv_text(answer: PredictionAnswer) -> bytes:
+    """The columns of ``predict --format csv`` (provenance repeated per row), text cells made safe for
+    spreadsheets with the CLI's :func:`models.profile_rows.escape_formula`."""
+    # A list in the provenance (workload_devices) is one cell, ';'-separated.
+    provenance = {k: ";".join(map(str, v)) if isinstance(v, list | tuple) else v
+                  for k, v in answer.provenance.items()}
+    constants = {**{k: answer.constants[k] for k in ("cross_device", "power_source")}, **provenance,
+                 "confidence": answer.constants["confidence"]}
+    names = [*answer.columns, *constants]
+    cells = [_fragment(values, "csv", _csv_cells) for values in answer.columns.values()]
+    # The constant columns close every line: one text, repeated.
+    tail = "," + ",".join(_csv_cell(json_safe(v)) for v in constants.values()) + "\n"
+    lines = [",".join(map(_csv_cell, names)), "\n"]
+    lines.extend(f"{row}{tail}" for row in map(",".join, zip(*cells, strict=True)))
+    return "".join(lines).encode()
+
+
+def arrow_stream(answer: PredictionAnswer) -> bytes:
+    """An Arrow IPC stream: one record batch of the columns (float32 values, text labels), the answer's
+    top-level fields as JSON in the schema metadata key ``jetpredict``; zstd buffers when available."""
+    import pyarrow as pa
+
+    arrays = {}
+    for name, values in answer.columns.items():
+        array = np.asarray(values)
+        if array.dtype.kind == "f":
+            arrays[name] = pa.array(array.astype(np.float32), type=pa.float32(),
+                                    mask=~np.isfinite(array))
+        elif name == "extrapolated_knobs":
+            arrays[name] = pa.array(array.tolist(), type=pa.string()).dictionary_encode()
+        elif array.dtype.kind in "OUS":
+            arrays[name] = pa.array(array.tolist(), type=pa.string())
+        else:
+            arrays[name] = pa.array(array)
+    meta = {**_top(answer), **json_safe(dict(answer.constants))}
+    table = pa.table(arrays).replace_schema_metadata({"jetpredict": json.dumps(meta)})
+    codec = "zstd" if pa.Codec.is_available("zstd") else None
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=codec)) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+_ENCODERS = {"rows": (rows_json, JSON_MIMETYPE), "columns": (columns_json, JSON_MIMETYPE),
+             "csv": (csv_text, CSV_MIMETYPE), "arrow": (arrow_stream, ARROW_MIMETYPE)}
+
+
+def encode(answer: PredictionAnswer, fmt: str, gzip_ok: bool) -> Encoded:
+    """``answer`` in form ``fmt`` (one of :data:`FORMATS`), gzip-compressed when ``gzip_ok`` and worth it."""
+    encoder, mimetype = _ENCODERS[fmt]
+    body = encoder(answer)
+    if gzip_ok and fmt != "arrow" and len(body) >= GZIP_MIN_BYTES:
+        return Encoded(gzip.compress(body, GZIP_LEVEL, mtime=0), mimetype, "gzip", answer.count)
+    return Encoded(body, mimetype, "", answer.count)
+
+
+def encode_json(document: object, gzip_ok: bool) -> Encoded:
+    """A JSON-ready document as an answer (compact separators), gzip-compressed when accepted and worth it."""
+    body = _dumps(document)
+    if gzip_ok and len(body) >= GZIP_MIN_BYTES:
+        return Encoded(gzip.compress(body, GZIP_LEVEL, mtime=0), JSON_MIMETYPE, "gzip")
+    return Encoded(body, JSON_MIMETYPE)
+
+
+def response(encoded: Encoded, headers: Mapping[str, str] | None = None) -> Response:
+    out = Response(encoded.body, mimetype=encoded.mimetype)
+    if encoded.encoding:
+        out.headers["Content-Encoding"] = encoded.encoding
+    out.headers["Vary"] = VARY
+    out.headers.update(dict(headers or {}))
+    return out

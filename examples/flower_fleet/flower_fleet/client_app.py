@@ -1,0 +1,79 @@
+"""The ClientApp: trains the CNN on the node's share of the digits at the power mode the strategy planned.
+
+Node config: ``partition-id`` and ``num-partitions`` (the simulation engine sets them; a SuperNode is
+given them with ``--node-config``), and optionally ``jetpredict-device`` (the Jetson type; default the
+simulated fleet's ``DEVICES[partition-id % 6]``) and ``jetpredict-epoch-scale`` (default: the node's share
+of the data, see ``task.py``). With run config ``simulate-jetson = true`` (the default) the round's time
+and energy are the digital twin's for that device and mode; with ``false`` the node must be a Jetson:
+the mode is applied and the round measured (``PlannedRound``).
+"""
+
+from __future__ import annotations
+
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from jetpredict.integrations.flower import (
+    DEVICE_KEY,
+    EPOCH_SCALE_KEY,
+    PlannedRound,
+    TwinWorkload,
+    add_device_query,
+)
+
+from . import task
+from .fleet import FleetConfig
+
+app = ClientApp()
+
+
+def _partition(context: Context) -> tuple[int, int]:
+    try:
+        return int(context.node_config["partition-id"]), int(context.node_config["num-partitions"])
+    except KeyError as missing:
+        raise ValueError(f"node config needs partition-id and num-partitions; {missing} is missing "
+                         "(flower-supernode --node-config 'partition-id=0 num-partitions=2')") from None
+
+
+def _config(context: Context) -> FleetConfig:
+    return FleetConfig.from_run_config(context.run_config)
+
+
+def node_device(context: Context) -> str:
+    """The node's Jetson type: node config ``jetpredict-device``, else the simulated fleet's."""
+    device = context.node_config.get(DEVICE_KEY)
+    return str(device) if device else task.device_of(_partition(context)[0])
+
+
+def node_epoch_scale(context: Context) -> float:
+    """The node's local epoch in profiled epochs: node config ``jetpredict-epoch-scale``, else its data share."""
+    scale = context.node_config.get(EPOCH_SCALE_KEY)
+    if scale is not None:
+        return float(scale)
+    cfg = _config(context)
+    pid, n = _partition(context)
+    return task.epoch_scale(pid, n, cfg.split, cfg.dirichlet_alpha)
+
+
+add_device_query(app, device=node_device, epoch_scale=node_epoch_scale)
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    """Local epochs of SGD from the global model, inside the planned power mode; reports time and energy."""
+    cfg = _config(context)
+    pid, n = _partition(context)
+    config = msg.content["config"]
+    epochs = int(config["local-epochs"])
+    x, y = task.client_data(pid, n, cfg.split, cfg.dirichlet_alpha)
+    model = task.Net()
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    twin = TwinWorkload(cfg.twin_workload, epoch_scale=node_epoch_scale(context), epochs=epochs) \
+        if cfg.simulate_jetson else None
+    with PlannedRound(msg, context, device=node_device(context), twin=twin) as planned:
+        # A seed per (run seed, round, client): reruns are reproducible, clients differ.
+        loss = task.train_local(model, x, y, epochs, seed=int(config["seed"]) * 100_003
+                                + int(config["server-round"]) * 1_009 + pid)
+    content = RecordDict({"arrays": ArrayRecord(model.state_dict()),
+                          "metrics": MetricRecord({"train-loss": loss, "num-examples": len(x)})})
+    return Message(planned.attach(content), reply_to=msg)

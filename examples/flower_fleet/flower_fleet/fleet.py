@@ -1,0 +1,425 @@
+"""The server side of the Flower fleet example: the planner's models, the four arms, and their accounting.
+
+Arms, all FedAvg on the same nodes, data, deadline, local epochs and twin (see ``README.md``):
+
+- ``maxn``: Flower's ``FedAvg`` as it comes; every Jetson trains at its fastest preset (MAXN or the
+  board's equivalent) and the server waits for every client, late or not;
+- ``maxn-drop``: the same, but replies later than the deadline are dropped (the server stops waiting at
+  the deadline; the late clients still spend their energy);
+- ``preset``: each client trains at the nvpmodel preset of its device type that meets the deadline with
+  the least energy until the deadline, chosen from the twin's own noise-free figures (an oracle: an
+  operator who measured every preset on every device type for this workload); clients that no preset
+  gets there in time are not trained;
+- ``plan``: :class:`~jetpredict.integrations.flower.JetpredictStrategy` with jetpredict's fleet plans from
+  workload models fitted on 4 twin-profiled modes per Jetson type; clients that no mode gets there in
+  time at the plan's confidence are not trained.
+
+Every arm is accounted the same way (:func:`client_rounds`, :func:`round_figures`): per trained client,
+the time and energy its node reported and jetpredict's prediction, with intervals, at the mode it ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+from jetpredict.models.catalogue import Device, PowerMode, load_device
+from jetpredict.predictor.limits import MAX_CONFIDENCE, MIN_CONFIDENCE
+
+from jetpredict.integrations.flower import (
+    METRIC_PREFIX,
+    JetpredictStrategy,
+    LocalPlanner,
+    PlannerError,
+    TwinWorkload,
+    read_report,
+    twin_round,
+)
+
+from . import task
+
+log = logging.getLogger(__name__)
+
+ARMS = ("maxn", "maxn-drop", "preset", "plan")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Settings (the app's run config)
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """One run: ``deadline_s`` and ``query_timeout_s`` in s (deadline in simulated Jetson seconds when the
+    twin costs the rounds); ``arms`` a comma-separated subset of :data:`ARMS`; ``confidence`` of the plan's
+    intervals; ``seed`` of the twin's profiling noise and of the training; ``min_nodes`` the nodes each
+    round waits for; ``models`` a folder of ``DEVICE.json`` model files (``jetpredict fit --out``), empty =
+    fit them on the twin."""
+
+    arms: str = ",".join(ARMS)
+    num_server_rounds: int = 3
+    local_epochs: int = 5
+    deadline_s: float = 10.0
+    #: 0.999, not the service's 0.9: on the twin, 90% upper time bounds fell short at AGX Xavier's fastest
+    #: modes (4.94 s against 5.36 s) and 99% ones at a Nano mode (9.93 s against 10.01 s), so planned
+    #: rounds missed their deadline a few times in a thousand.
+    confidence: float = 0.999
+    query_timeout_s: float = 120.0
+    min_nodes: int = 2
+    seed: int = 0
+    split: str = "iid"
+    dirichlet_alpha: float = 0.5
+    twin_workload: str = task.TWIN_WORKLOAD
+    simulate_jetson: bool = True
+    models: str = ""
+    results_out: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("num_server_rounds", "local_epochs", "min_nodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"run config {_key(name)} must be a whole number >= 1, got {value!r}")
+        for name in ("deadline_s", "query_timeout_s", "dirichlet_alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
+                                                                                     and value > 0):
+                raise ValueError(f"run config {_key(name)} must be a finite number > 0, got {value!r}")
+        if not MIN_CONFIDENCE <= self.confidence <= MAX_CONFIDENCE:
+            raise ValueError(f"run config confidence must be between {MIN_CONFIDENCE:g} and {MAX_CONFIDENCE:g}, "
+                             f"got {self.confidence!r}")
+        unknown = [a for a in self.arm_list() if a not in ARMS]
+        if unknown or not self.arm_list():
+            raise ValueError(f"run config arms must list some of {', '.join(ARMS)}, got {self.arms!r}")
+        if self.split not in task.SPLITS:
+            raise ValueError(f"run config split must be one of {', '.join(task.SPLITS)}, got {self.split!r}")
+
+    def arm_list(self) -> list[str]:
+        return [a.strip() for a in self.arms.split(",") if a.strip()]
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> FleetConfig:
+        """From Flower's run config (keys as in ``pyproject.toml``: ``deadline-s``, ...); unknown keys are
+        refused by name, so a typo does not silently run the default."""
+        names = {_key(f.name): f for f in fields(cls)}
+        unknown = sorted(set(run_config) - set(names))
+        if unknown:
+            raise ValueError(f"unknown run config key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        kwargs: dict[str, Any] = {}
+        for key, value in run_config.items():
+            f = names[key]
+            default = f.default
+            # TOML and --run-config give ints for whole floats (deadline-s=10): widen them.
+            kwargs[f.name] = float(value) if isinstance(default, float) and isinstance(value, int) \
+                and not isinstance(value, bool) else value
+        return cls(**kwargs)
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "-")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The planner's workload models
+# ---------------------------------------------------------------------------------------------------
+
+def fit_fleet_models(seed: int, workload: str = task.TWIN_WORKLOAD, devices: Sequence[str] = task.DEVICES
+                     ) -> dict[str, Any]:
+    """One fitted model of ``workload`` per Jetson type, as a fleet operator makes them: ``jetpredict plan
+    --budget 4`` modes, ``jetpredict profile --device sim:DEVICE --seed`` (twin noise of ``seed``), ``fit``."""
+    from jetpredict.models.profile_rows import validate_records
+    from jetpredict.predictor.bundled import fit_workload
+    from jetpredict.predictor.service import plan_profiling
+    from jetpredict.profiler.campaign import CampaignConfig, run_campaign
+
+    models = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        for device in devices:
+            plan_csv = workdir / f"{device}-plan.csv"
+            plan_profiling(device, 4).modes.to_csv(plan_csv, index=False)
+            rows = run_campaign(CampaignConfig(device=f"sim:{device}", workload=workload, seed=seed,
+                                               out=workdir / f"{device}.csv", modes=str(plan_csv), progress=False))
+            models[device] = fit_workload(validate_records(rows))
+    return models
+
+
+def load_fleet_models(folder: str | Path) -> dict[str, Path]:
+    """``DEVICE.json`` model files of ``folder`` (written by ``jetpredict fit --out``), by device id."""
+    found = {p.stem: p for p in sorted(Path(folder).glob("*.json")) if p.stem in task.DEVICES}
+    if not found:
+        raise ValueError(f"run config models: no DEVICE.json model file in {folder} "
+                         f"(DEVICE one of {', '.join(task.DEVICES)})")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------
+# Baselines
+# ---------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _preset_figures(device_id: str, workload: str) -> tuple[tuple[PowerMode, float, float, float], ...]:
+    """Per preset of ``device_id``: (mode, epoch time s, epoch energy J, base power W), twin noise-free."""
+    device = load_device(device_id)
+    out = []
+    for preset in device.presets:
+        mode = PowerMode(preset.mode, preset.cpu_cores, preset.cpu_mhz, preset.gpu_mhz, preset.emc_mhz)
+        f = twin_round(device_id, mode, TwinWorkload(workload), epochs=1)
+        out.append((mode, f["time_s"], f["energy_j"], f["base_power_w"]))
+    return tuple(out)
+
+
+class PresetPlanner:
+    """A fleet planner (the :class:`~jetpredict.integrations.flower.FleetPlanner` protocol) that gives each
+    client the preset of its device type with the least energy until the deadline (training + idle at the
+    preset's base power) among those that meet it, judged on the twin's own figures (an oracle).
+    ``predictor`` supplies jetpredict's predictions at the chosen preset (the intervals in the records)."""
+
+    def __init__(self, predictor: LocalPlanner, workload: str = task.TWIN_WORKLOAD) -> None:
+        self.predictor = predictor
+        self.workload = workload
+
+    def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
+        out = []
+        for client in clients:
+            figures = _preset_figures(client["device"], self.workload)
+            meets = [f for f in figures if epochs * f[1] <= deadline_s]
+            if meets:
+                mode, t, _, base = min(meets, key=lambda f: epochs * f[2] + f[3] * (deadline_s - epochs * f[1]))
+                extra = {"meets_deadline": True, "idle_energy_j": base * (deadline_s - epochs * t)}
+            else:
+                mode, t, _, _ = min(figures, key=lambda f: f[1])
+                extra = {"meets_deadline": False,
+                         "reason": f"no preset meets deadline_s={deadline_s:g}: the fastest needs {epochs * t:.4g} s"}
+            out.append({"id": client["id"], "device": client["device"], "mode": mode.mode,
+                        "cpu_cores": mode.cpu_cores, "cpu_mhz": mode.cpu_mhz, "gpu_mhz": mode.gpu_mhz,
+                        "emc_mhz": mode.emc_mhz, **extra})
+        return {"clients": out, "confidence": self.predictor.confidence}
+
+    def predict(self, device: str, mode: Mapping[str, Any]) -> dict[str, Any]:
+        return self.predictor.predict(device, mode)
+
+
+class BaselineFedAvg(FedAvg):
+    """Flower's FedAvg that keeps each reply's jetpredict report and, with ``drop_late_s``, aggregates only
+    the replies whose reported round time is within it (the simulated clock's version of the server
+    giving up at the deadline)."""
+
+    def __init__(self, *, drop_late_s: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.drop_late_s = drop_late_s
+        self.reports: list[dict[str, Any]] = []
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        kept = []
+        for reply in replies:
+            report = read_report(reply)
+            late = (self.drop_late_s is not None and report is not None
+                    and float(report.get("time-s", 0.0)) > self.drop_late_s)
+            if report is not None:
+                self.reports.append({"round": server_round, "node_id": reply.metadata.src_node_id,
+                                     "aggregated": not late, **report})
+            if not reply.has_error():
+                # Nodes without a power meter send no energy metric: hide the jetpredict keys from the
+                # averages, as JetpredictStrategy does.
+                for metrics in reply.content.metric_records.values():
+                    for key in [k for k in metrics if k.startswith(METRIC_PREFIX)]:
+                        del metrics[key]
+            if not late:
+                kept.append(reply)
+        return super().aggregate_train(server_round, kept)
+
+
+def make_strategy(arm: str, cfg: FleetConfig, planner: LocalPlanner) -> Any:
+    """The strategy of ``arm`` (one of :data:`ARMS`) for ``cfg``."""
+    common = {"fraction_train": 1.0, "fraction_evaluate": 0.0, "min_train_nodes": 1,
+              "min_available_nodes": cfg.min_nodes}
+    if arm == "maxn":
+        return BaselineFedAvg(**common)
+    if arm == "maxn-drop":
+        return BaselineFedAvg(drop_late_s=cfg.deadline_s, **common)
+    if arm not in ("plan", "preset"):
+        raise ValueError(f"arm must be one of {', '.join(ARMS)}, got {arm!r}")
+    inner = FedAvg(**common)
+    arm_planner = planner if arm == "plan" else PresetPlanner(planner, cfg.twin_workload)
+    return JetpredictStrategy(inner, arm_planner, deadline_s=cfg.deadline_s, local_epochs=cfg.local_epochs,
+                              query_timeout_s=cfg.query_timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Accounting: the same for every arm
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass
+class ClientRound:
+    """One trained client in one round: what its node reported (time s, energy J, base power W) and
+    jetpredict's prediction at the mode it ran, for its work (``epochs x epoch_scale`` profiled epochs).
+    ``aggregated``: its update was used (False: dropped as late). Predictions are None when unknown."""
+
+    arm: str
+    round: int
+    node_id: int
+    device: str
+    epoch_scale: float | None
+    mode: str
+    time_s: float
+    energy_j: float | None
+    base_power_w: float | None
+    aggregated: bool
+    pred_time_s: float | None = None
+    pred_time_s_low: float | None = None
+    pred_time_s_high: float | None = None
+    pred_energy_j: float | None = None
+    pred_energy_j_low: float | None = None
+    pred_energy_j_high: float | None = None
+
+
+def _mode_knobs(device: Device, label: str) -> dict[str, Any]:
+    p = device.preset(label)
+    return {"mode": p.mode, "cpu_cores": p.cpu_cores, "cpu_mhz": p.cpu_mhz, "gpu_mhz": p.gpu_mhz,
+            "emc_mhz": p.emc_mhz}
+
+
+def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[ClientRound]:
+    """Every trained client-round of ``strategy`` after a run, with jetpredict's prediction at its mode."""
+    rows: list[ClientRound] = []
+    if isinstance(strategy, JetpredictStrategy):
+        for r in strategy.records:
+            if r.selected and r.replied and r.reported_time_s is not None:
+                rows.append(ClientRound(arm, r.round, r.node_id, str(r.device), r.epoch_scale, str(r.mode),
+                                        r.reported_time_s, r.reported_energy_j, r.reported_base_power_w, True,
+                                        r.pred_time_s, r.pred_time_s_low, r.pred_time_s_high, r.pred_energy_j,
+                                        r.pred_energy_j_low, r.pred_energy_j_high))
+        return rows
+    cache: dict[tuple[str, str], dict[str, Any]] = {}
+    for rep in strategy.reports:
+        device = str(rep["device"])
+        row = ClientRound(arm, int(rep["round"]), int(rep["node_id"]), device, _opt(rep.get("epoch-scale")),
+                          str(rep["mode"]), float(rep["time-s"]), _opt(rep.get("energy-j")),
+                          _opt(rep.get("base-power-w")), bool(rep["aggregated"]))
+        if row.epoch_scale is not None and rep.get("epochs") is not None:
+            key = (device, row.mode)
+            if key not in cache:
+                try:
+                    cache[key] = planner.predict(device, _mode_knobs(load_device(device), row.mode))
+                except PlannerError:  # no model for this device type: its rows carry no prediction
+                    cache[key] = None
+            pred, work = cache[key], float(rep["epochs"]) * row.epoch_scale
+            for name, col in (("pred_time_s", "epoch_time_s"), ("pred_energy_j", "epoch_energy_j")):
+                for tail in ("", "_low", "_high"):
+                    setattr(row, name + tail, None if pred is None else float(pred[col + tail]) * work)
+        rows.append(row)
+    return rows
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def round_figures(rows: Sequence[ClientRound], deadline_s: float, rounds: int) -> list[dict[str, Any]]:
+    """Per round: clients trained and aggregated; ``work`` (their epoch scales summed: profiled epochs
+    per local epoch); ``late`` (reported time over the deadline) and
+    ``misses`` (late ones the round waited for); round end (s: the slowest client waited for, or the
+    deadline when late ones were dropped); training energy of every trained client, dropped ones included
+    (J); energy to the round end (J: training plus idle at the mode's base power until the round ends);
+    and how often jetpredict's intervals held the reported time (two-sided, and the upper bound alone:
+    the one a deadline needs) and energy."""
+    out = []
+    for r in range(1, rounds + 1):
+        rs = [row for row in rows if row.round == r]
+        waited = [row for row in rs if row.aggregated]
+        late = [row for row in rs if row.time_s > deadline_s]
+        end = max((row.time_s for row in waited), default=0.0)
+        if len(waited) < len(rs):  # the server stopped waiting at the deadline
+            end = deadline_s
+        energy = [row for row in rs if row.energy_j is not None]
+        fig: dict[str, Any] = {
+            "round": r, "trained": len(rs), "aggregated": len(waited), "late": len(late),
+            # Local work trained, in profiled epochs per local epoch: the arms train different clients.
+            "work": math.fsum(row.epoch_scale or 0.0 for row in rs),
+            "misses": sum(row.aggregated for row in late), "round_end_s": end,
+            "train_energy_j": math.fsum(row.energy_j for row in energy),
+            "round_energy_j": math.fsum(row.energy_j + (row.base_power_w or 0.0) * max(0.0, end - row.time_s)
+                                        for row in energy)}
+        pred = [row for row in rs if row.pred_time_s_high is not None]
+        fig["predicted"] = len(pred)
+        fig["time_cover"] = sum(row.pred_time_s_low <= row.time_s <= row.pred_time_s_high for row in pred)
+        fig["time_upper_cover"] = sum(row.time_s <= row.pred_time_s_high for row in pred)
+        epred = [row for row in pred if row.energy_j is not None]
+        fig["energy_cover"] = sum(row.pred_energy_j_low <= row.energy_j <= row.pred_energy_j_high for row in epred)
+        fig["time_ape"] = statistics.fmean(abs(row.pred_time_s / row.time_s - 1) for row in pred) if pred else None
+        out.append(fig)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# One run of the arms on a grid
+# ---------------------------------------------------------------------------------------------------
+
+def make_evaluate(x_test: Any = None, y_test: Any = None) -> Any:
+    """Centralized evaluation on the held-out digits: accuracy of the global model after each round."""
+    if x_test is None:
+        x_test, y_test = task.test_data()
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        net = task.Net()
+        net.load_state_dict(arrays.to_torch_state_dict())
+        return MetricRecord({"accuracy": task.accuracy(net, x_test, y_test)})
+
+    return evaluate
+
+
+def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Run each arm of ``cfg`` in turn on ``grid`` (same nodes, same initial model) and account for it.
+
+    Returns per arm: ``arm``, ``rows`` (:class:`ClientRound` dicts), ``rounds`` (:func:`round_figures`),
+    ``accuracy`` (round -> test accuracy, round 0 = the initial model), ``empty_rounds`` (rounds that
+    trained nobody), ``excluded`` (round -> nodes the arm did not train), ``strategy``.
+    """
+    import torch
+
+    planner = LocalPlanner(dict(models), confidence=cfg.confidence)
+    evaluate = make_evaluate()
+    torch.manual_seed(cfg.seed)
+    initial = ArrayRecord(task.Net().state_dict())
+    out = []
+    for arm in cfg.arm_list():
+        strategy = make_strategy(arm, cfg, planner)
+        result = strategy.start(grid=grid, initial_arrays=initial, num_rounds=cfg.num_server_rounds,
+                                train_config=ConfigRecord({"local-epochs": cfg.local_epochs, "seed": cfg.seed}),
+                                evaluate_fn=evaluate)
+        rows = client_rounds(arm, strategy, planner)
+        figures = round_figures(rows, cfg.deadline_s, cfg.num_server_rounds)
+        excluded = {}
+        if isinstance(strategy, JetpredictStrategy):
+            for r in range(1, cfg.num_server_rounds + 1):
+                excluded[r] = sum(not rec.selected for rec in strategy.records if rec.round == r)
+        out.append({"arm": arm, "rows": [asdict(row) for row in rows], "rounds": figures,
+                    "accuracy": {r: float(m["accuracy"]) for r, m in result.evaluate_metrics_serverapp.items()},
+                    "empty_rounds": [f["round"] for f in figures if f["aggregated"] == 0],
+                    "excluded": excluded, "strategy": strategy})
+    return out
+
+
+def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
+    """One line per arm: trained, late, misses, energies (J), coverage, final accuracy."""
+    figs = run["rounds"]
+    pred = sum(f["predicted"] for f in figs)
+    acc = run["accuracy"].get(max(run["accuracy"]), float("nan")) if run["accuracy"] else float("nan")
+    cover = (f"time interval held {sum(f['time_cover'] for f in figs)}/{pred} (upper bound "
+             f"{sum(f['time_upper_cover'] for f in figs)}/{pred}), energy {sum(f['energy_cover'] for f in figs)}"
+             f"/{pred}" if pred else "no predictions")
+    empty = f"; ROUNDS THAT TRAINED NOBODY: {run['empty_rounds']}" if run["empty_rounds"] else ""
+    return (f"{run['arm']}: trained {sum(f['trained'] for f in figs)} client-rounds, late "
+            f"{sum(f['late'] for f in figs)} (deadline {deadline_s:g} s), misses {sum(f['misses'] for f in figs)}, "
+            f"training energy {math.fsum(f['train_energy_j'] for f in figs):.1f} J, to round ends "
+            f"{math.fsum(f['round_energy_j'] for f in figs):.1f} J; {cover}; final accuracy {acc:.3f}{empty}")

@@ -1,0 +1,38 @@
+"""The ServerApp: fits (or loads) the planner's workload models, then runs each arm of the run config in
+turn on the same nodes and logs, per arm, deadline misses, energy, interval coverage and accuracy.
+
+Run config (``pyproject.toml``, or ``flwr run --run-config 'deadline-s=5 arms="plan"'``): see
+:class:`flower_fleet.fleet.FleetConfig`. ``results-out``: a JSON file for the per-arm figures.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+
+from .fleet import FleetConfig, fit_fleet_models, load_fleet_models, run_arms, summary_line
+
+app = ServerApp()
+log = logging.getLogger(__name__)
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    cfg = FleetConfig.from_run_config(context.run_config)
+    models = load_fleet_models(cfg.models) if cfg.models else fit_fleet_models(cfg.seed, cfg.twin_workload)
+    runs = run_arms(grid, cfg, models)
+    lines = [summary_line(run, cfg.deadline_s) for run in runs]
+    for line in lines:
+        print(f"jetpredict fleet | {line}", flush=True)
+    if cfg.results_out:
+        body = {"config": context.run_config, "arms": [{k: v for k, v in run.items() if k != "strategy"}
+                                                       for run in runs]}
+        Path(cfg.results_out).write_text(json.dumps(body, indent=1), encoding="utf-8")
+    empty = {run["arm"]: run["empty_rounds"] for run in runs if run["empty_rounds"]}
+    if empty:
+        # A round that trains nobody is not a result: say so loudly rather than report the run as fine.
+        raise RuntimeError(f"rounds that trained nobody, per arm: {empty}")

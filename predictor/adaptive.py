@@ -1,0 +1,482 @@
+"""Adaptive profiling: which mode to profile next so that the decision a user makes becomes sure.
+
+A plan made before any profiling (:mod:`.planning`) spreads the modes to identify the model. After a few
+rows the question is narrower: the user will run the mode ``recommend`` picks, under their caps, so the
+next profiled mode should be the one that most reduces the uncertainty *there*. The decision's
+uncertainty (:func:`decide`, dimensionless) is
+
+    U = w(best) + sum over the K strongest rivals of P(rival beats best) x w(rival)
+
+where ``w`` is the relative width (high - low) / point of the objective's interval (time for min-time,
+energy for min-energy) and a rival is any other mode of the decision set; P(rival beats best) is the
+normal probability, on log scale with SDs from the intervals, that its objective is below the best one's,
+times the probability that it meets the caps (from its power / time interval). The first term is how
+sure the chosen mode's figure is; the second, how likely another mode on or near the front overturns the
+choice.
+
+Scoring a candidate (:func:`next_modes`): refit with a *pseudo-row* at the candidate, holding the model's
+own predicted time, components, power and energy there (a measurement that confirms the prediction moves
+no point, but narrows the posterior and the extrapolation around it), and take the drop in U. That costs
+a refit plus a prediction of the decision set (~0.1 s for a 29,232-mode AGX Xavier), so only a short list
+is scored: the recommended mode, the strongest rivals, and the candidates with the largest D-optimal gain
+over the profiled design (:func:`jetpredict.predictor.planning.design_matrix`).
+
+The loop (:class:`AdaptiveChooser`) profiles, fits, decides and proposes until the recommended mode's
+*time* interval is narrower than ``target_width`` (relative) or the budget of profiled modes is spent. It
+takes rows and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's
+campaign) and a replay of a measured sweep (:class:`SweepReplay`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from jetpredict.models.catalogue import MODE_FIELDS, Device
+from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import checked_number
+from jetpredict.predictor import planning, service
+from jetpredict.predictor import recommend as rec
+from jetpredict.predictor.bundled import as_device, fit_workload, load_reference, predict
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
+from jetpredict.predictor.model import WorkloadModel, z_of
+from jetpredict.predictor.reference import DeviceReference
+from scipy.special import ndtr
+
+
+def norm_pdf(x: np.ndarray) -> np.ndarray:
+    """Standard normal density."""
+    return np.exp(-0.5 * np.square(x)) / math.sqrt(2.0 * math.pi)
+
+#: Rivals counted in the decision's uncertainty (the strongest by P(beats best) x width).
+RIVALS = 8
+#: Candidates scored by a refit per proposed mode: the recommended mode, rivals, D-optimal fillers.
+SHORTLIST = 8
+#: D-optimal fillers in the short list: modes that identify the model where the decision set does not.
+DESIGN_FILLERS = 2
+#: Default stopping width of the recommended mode's time interval, relative ((high - low) / point). A
+#: profiled mode's own interval is about 2 x 1.645 x the 3% run-to-run noise floor (~10%) wide, so the
+#: target must lie above that to be reachable; 12% is a decision ~4% either side of the point. Real replay
+#: (bench/adaptive_replay.py, 12 runs): 0.15 stopped ResNet-18 min-energy after 2 modes 5.2% off (8 of 12
+#: within 3% at the stop), 0.12 after 3 modes within 1% (11 of 12), 0.10 ran every run to 7-10 modes.
+DEFAULT_TARGET_WIDTH = 0.12
+#: ... and the loop stops only once no rival's expected gain over the recommended mode exceeds this share of
+#: its objective (E[max(0, ln best - ln rival)], the rival meeting the caps): a narrow interval on a mode
+#: that another, unprofiled mode probably beats is not a decision (one profiled mode is always "narrow").
+#: Two modes predicted alike, each with the 3% noise floor, expect ~1.7%: below the bar, so near-ties stop.
+MAX_RIVAL_GAIN = 0.03
+#: Modes profiled before the first fit when the caller gives none: the first modes of the D-optimal plan.
+START_MODES = 2
+#: Prediction columns a pseudo-row fills when the workload's own rows measure them.
+_MEASURED = ("epoch_time_s", "stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j", "base_power_w")
+#: Per-minibatch statistics and other measured extras of a template row that a pseudo-row must not copy.
+_NOT_COPIED_PREFIXES = ("minibatch_", "stall_", "compute_", "power_", "cpu_power", "measured_")
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the user decides: ``objective`` (min-time | min-energy), caps met by the interval's upper end
+    at ``confidence`` (W, s; None = no cap)."""
+
+    objective: str = "min-time"
+    max_power_w: float | None = None
+    max_epoch_time_s: float | None = None
+    confidence: float = DEFAULT_CONFIDENCE
+
+    def checked(self) -> Goal:
+        """The goal with every field checked (InputError naming the field and the rule)."""
+        return Goal(rec.check_objective(self.objective), rec.check_limit(self.max_power_w, "max_power_w"),
+                    rec.check_limit(self.max_epoch_time_s, "max_epoch_time_s"),
+                    rec.check_confidence(self.confidence))
+
+    def describe(self) -> str:
+        caps = []
+        if self.max_power_w is not None:
+            caps.append(f"power <= {self.max_power_w:g} W")
+        if self.max_epoch_time_s is not None:
+            caps.append(f"epoch <= {self.max_epoch_time_s:g} s")
+        return f"{self.objective}" + (f" under {' and '.join(caps)}" if caps else "")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The recommendation a model makes over a decision set, and how unsure it is.
+
+    ``best``: position of the recommended mode in the set (None when no mode meets the caps);
+    ``time_width``/``objective_width``: its relative interval widths; ``rivals``: positions of the
+    strongest rivals with ``rival_p``, the probability each beats the best; ``uncertainty``: U above;
+    ``rival_gain``: the largest expected relative gain of any mode over the best (see MAX_RIVAL_GAIN).
+    """
+
+    table: pd.DataFrame = field(repr=False)
+    best: int | None
+    time_width: float
+    objective_width: float
+    rivals: np.ndarray = field(repr=False)
+    rival_p: np.ndarray = field(repr=False)
+    uncertainty: float
+    rival_gain: float = math.inf
+    reason: str | None = None
+
+    @property
+    def best_row(self) -> dict[str, Any] | None:
+        return None if self.best is None else self.table.iloc[self.best].to_dict()
+
+
+def _table(model: WorkloadModel, modes: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Predictions of ``modes`` (mode column + knobs) as a table ``recommend.choose`` reads."""
+    pred = predict(model, ModeArrays.from_frame(modes), None, confidence).columns()
+    data = {"mode": modes["mode"].to_numpy(), **{k: modes[k].to_numpy(dtype=float) for k in MODE_FIELDS}}
+    data.update({k: v for k, v in pred.items() if isinstance(v, np.ndarray)})
+    return pd.DataFrame(data)
+
+
+def _log_sd(df: pd.DataFrame, column: str, z: float) -> np.ndarray:
+    """SD on log scale of a column's interval: (ln high - ln low) / 2z."""
+    lo = np.maximum(df[f"{column}_low"].to_numpy(dtype=float), 1e-12)
+    hi = np.maximum(df[f"{column}_high"].to_numpy(dtype=float), 1e-12)
+    return (np.log(hi) - np.log(lo)) / (2.0 * z)
+
+
+def _width(df: pd.DataFrame, column: str) -> np.ndarray:
+    point = df[column].to_numpy(dtype=float)
+    return (df[f"{column}_high"].to_numpy(dtype=float) - df[f"{column}_low"].to_numpy(dtype=float)) / point
+
+
+def _meets_caps(df: pd.DataFrame, goal: Goal, z: float) -> np.ndarray:
+    """Probability (normal, log scale) that each mode's true power and time meet the caps."""
+    p = np.ones(len(df))
+    for column, cap in (("avg_power_w", goal.max_power_w), ("epoch_time_s", goal.max_epoch_time_s)):
+        if cap is not None:
+            point = np.maximum(df[column].to_numpy(dtype=float), 1e-12)
+            sd = np.maximum(_log_sd(df, column, z), 1e-9)
+            p *= ndtr((math.log(cap) - np.log(point)) / sd)
+    return p
+
+
+def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndarray | None = None) -> Decision:
+    """The recommendation over ``modes`` (a checked mode table) and its uncertainty U (module docstring).
+
+    ``open_``: the modes not profiled yet (default all); ``rival_gain`` counts only those, since more
+    profiling cannot narrow a profiled mode's interval below its run-to-run noise.
+    """
+    df = _table(model, modes, goal.confidence)
+    choice = rec.choose(df, goal.objective, goal.max_power_w, goal.max_epoch_time_s, goal.confidence)
+    empty = np.zeros(0, dtype=int)
+    if choice.best is None:
+        return Decision(df, None, math.inf, math.inf, empty, np.zeros(0), math.inf, reason=choice.reason)
+    key = OBJECTIVES[goal.objective]
+    z = z_of(goal.confidence)
+    b = choice.best
+    value = np.maximum(df[key].to_numpy(dtype=float), 1e-12)
+    sd = _log_sd(df, key, z)
+    gap = math.log(value[b]) - np.log(value)  # > 0 where a mode's point beats the best's
+    spread = np.maximum(np.hypot(sd, sd[b]), 1e-9)
+    meets = _meets_caps(df, goal, z)
+    p = ndtr(gap / spread) * meets
+    p[b] = 0.0
+    # Expected gain on log scale of switching to each mode: E[max(0, N(gap, spread^2))].
+    gain = (spread * norm_pdf(gap / spread) + gap * ndtr(gap / spread)) * meets
+    gain[b] = 0.0
+    widths = _width(df, key)
+    weight = p * widths
+    rivals = np.argsort(-weight, kind="stable")[:RIVALS]
+    rivals = rivals[weight[rivals] > 0]
+    u = float(widths[b] + weight[rivals].sum())
+    if open_ is not None:
+        gain = np.where(open_, gain, 0.0)
+    return Decision(df, b, float(_width(df, "epoch_time_s")[b]), float(widths[b]), rivals, p[rivals], u,
+                    float(gain.max()))
+
+
+def pseudo_row(template: Mapping[str, Any], mode: Mapping[str, Any], decision_row: Mapping[str, Any]
+               ) -> dict[str, Any]:
+    """A profile row at ``mode`` holding the model's predictions (``decision_row``) where the workload's
+    own rows (``template``, one of them) measure the quantity; other measured extras are left out."""
+    row = {k: v for k, v in template.items() if not str(k).startswith(_NOT_COPIED_PREFIXES)}
+    row.update({"mode": str(mode["mode"]), **{k: float(mode[k]) for k in MODE_FIELDS}})
+    for column in _MEASURED:
+        known = template.get(column)
+        measured = known is not None and not (isinstance(known, float) and math.isnan(known))
+        row[column] = float(decision_row[column]) if measured and column in decision_row else None
+    return row
+
+
+def _key(values: Sequence[float]) -> tuple[float, ...]:
+    return tuple(round(float(v), 3) for v in values)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The modes worth profiling next (``modes``: mode columns, ``est_profile_s`` in s, ``score`` = drop of
+    U, ``expected_uncertainty`` after it, ``reason``), and the decision before them."""
+
+    modes: pd.DataFrame
+    decision: Decision
+    goal: Goal
+
+    def summary(self) -> str:
+        d = self.decision
+        if d.best is None:
+            return f"no mode meets the caps yet ({d.reason})"
+        b = d.table.iloc[d.best]
+        return (f"{self.goal.describe()}: recommended {b['mode']} at {b['epoch_time_s']:.4g} s/epoch "
+                f"(time interval {d.time_width:.0%} wide, {self.goal.objective} interval "
+                f"{d.objective_width:.0%}); decision uncertainty {d.uncertainty:.3f}")
+
+
+class Adviser:
+    """Fits a workload's rows and proposes the next modes (see the module docstring).
+
+    ``candidates``: modes that may be profiled next (a checked mode table; None = the device's whole
+    space); the decision set is the candidates plus the profiled modes. ``reference``: the prior (default:
+    the device's bundled reference).
+    """
+
+    def __init__(self, device: Device | str, goal: Goal, candidates: pd.DataFrame | None = None,
+                 reference: DeviceReference | pd.DataFrame | None = None) -> None:
+        self.device = as_device(device)
+        self.goal = goal.checked()
+        self.reference = reference
+        if candidates is None:
+            # The nvpmodel presets first (a preset and a custom mode with the same knobs keep the preset's
+            # name), then every custom mode: the set ``recommend`` chooses from.
+            candidates = pd.concat([service.resolve_modes(self.device, "presets"),
+                                    service.resolve_modes(self.device, "all")], ignore_index=True)
+        else:
+            candidates = service.resolve_modes(self.device, candidates)  # knobs checked, named errors
+        self.candidates = candidates.drop_duplicates(subset=list(MODE_FIELDS)).reset_index(drop=True)
+
+    def fit(self, rows: pd.DataFrame) -> WorkloadModel:
+        return fit_workload(rows.reset_index(drop=True), self.device, self.reference)
+
+    def decision_set(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+        """Candidates plus the profiled modes not among them; and the mask of the unprofiled ones."""
+        profiled = {_key(r) for r in rows[list(MODE_FIELDS)].to_numpy(dtype=float)}
+        extra = rows[["mode", *MODE_FIELDS]].drop_duplicates(subset=list(MODE_FIELDS))
+        cand_keys = [_key(r) for r in self.candidates[list(MODE_FIELDS)].to_numpy(dtype=float)]
+        known = set(cand_keys)
+        extra = extra[[_key(r) not in known for r in extra[list(MODE_FIELDS)].to_numpy(dtype=float)]]
+        table = pd.concat([self.candidates, extra.astype({"mode": str})], ignore_index=True)
+        open_ = np.array([k not in profiled for k in cand_keys] + [False] * len(extra))
+        return table, open_
+
+    def _shortlist(self, decision: Decision, table: pd.DataFrame, open_: np.ndarray, rows: pd.DataFrame,
+                   model: WorkloadModel) -> list[tuple[int, str]]:
+        """(position, why) of the candidates worth a refit: best, rivals, D-optimal fillers."""
+        picks: list[tuple[int, str]] = []
+        if decision.best is not None and open_[decision.best]:
+            picks.append((decision.best, f"the recommended mode (time interval {decision.time_width:.0%} wide)"))
+        for pos, p in zip(decision.rivals, decision.rival_p, strict=True):
+            if open_[pos] and len(picks) < SHORTLIST - DESIGN_FILLERS:
+                picks.append((int(pos), f"may beat the recommended mode (P = {p:.2f})"))
+        # Fillers: the largest D-optimal gain over the profiled design (identify the model, not the choice).
+        ref = load_reference(self.device)
+        both = pd.concat([rows[list(MODE_FIELDS)], table[list(MODE_FIELDS)]], ignore_index=True)
+        x = planning.design_matrix(ModeArrays.from_frame(both), ref.kappa_cpu, ref.kappa_pipe,
+                                   model.num_workers)
+        info = planning.RIDGE * np.eye(x.shape[1]) + x[:len(rows)].T @ x[:len(rows)]
+        gains = planning.log_det_gains(x[len(rows):], info)
+        taken = {p for p, _ in picks}
+        for pos in np.argsort(-np.where(open_, gains, -np.inf), kind="stable"):
+            if len(picks) >= SHORTLIST or not open_[pos]:
+                break
+            if int(pos) not in taken:
+                picks.append((int(pos), "separates knobs the profiled modes do not (D-optimal gain "
+                                        f"{gains[pos]:.2f})"))
+                taken.add(int(pos))
+        return picks
+
+    def propose(self, rows: pd.DataFrame, budget: int = 1) -> Proposal:
+        """The ``budget`` modes worth profiling next after ``rows`` (greedy: each scored after the
+        pseudo-rows of those chosen before it)."""
+        if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
+            raise InputError(f"budget must be a whole number >= 1, got {budget!r}", "budget")
+        rows = rows.reset_index(drop=True)
+        model = self.fit(rows)
+        table, open_ = self.decision_set(rows)
+        first = decide(model, table, self.goal, open_)
+        decision, work = first, rows
+        chosen: list[dict[str, Any]] = []
+        template = rows.iloc[-1].to_dict()
+        for _ in range(min(int(budget), int(open_.sum()))):
+            best: tuple[float, int, str, Decision, pd.DataFrame, WorkloadModel] | None = None
+            for pos, why in self._shortlist(decision, table, open_, work, model):
+                mode = table.iloc[pos]
+                trial = pd.concat([work, pd.DataFrame([pseudo_row(template, mode, decision.table.iloc[pos])])],
+                                  ignore_index=True)
+                try:
+                    trial_model = self.fit(trial)
+                except InputError:
+                    continue  # a pseudo-row the fit refuses (e.g. a clock outside the catalogue) is skipped
+                still_open = open_.copy()
+                still_open[pos] = False
+                after = decide(trial_model, table, self.goal, still_open)
+                drop = decision.uncertainty - after.uncertainty
+                if not math.isfinite(drop):
+                    drop = 0.0 if after.best is None else math.inf
+                if best is None or drop > best[0]:
+                    best = (drop, pos, why, after, trial, trial_model)
+            if best is None:
+                break
+            drop, pos, why, after, work, model = best
+            open_[pos] = False
+            chosen.append({**table.iloc[pos][["mode", *MODE_FIELDS]].to_dict(), "score": drop,
+                           "expected_uncertainty": after.uncertainty, "reason": why})
+            decision = after
+        out = pd.DataFrame(chosen, columns=["mode", *MODE_FIELDS, "score", "expected_uncertainty", "reason"])
+        if len(out):
+            est = planning.profile_time_s(planning.minibatch_time_s(self.device, ModeArrays.from_frame(out),
+                                                                    self.fit(rows)))
+            out.insert(len(MODE_FIELDS) + 1, "est_profile_s", est)
+        return Proposal(out, first, self.goal)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One round of the loop: the modes profiled so far, the decision after fitting them, and what next
+    (``next_mode`` None when the loop stops; ``stop`` says why)."""
+
+    profiled: tuple[str, ...]
+    decision: Decision
+    next_mode: dict[str, Any] | None
+    reason: str | None
+    stop: str | None
+
+
+class AdaptiveChooser:
+    """Profile -> fit -> next mode, until the recommended mode's time interval is narrower than
+    ``target_width`` (relative) or ``budget`` modes are profiled. ``start``: modes to profile first
+    (default: the first ``START_MODES`` of the D-optimal plan over the candidates, or of the device's
+    default plan).
+
+    :meth:`next_mode` takes every row measured so far (dicts) and returns the next mode as a dict with
+    ``mode`` and the knobs, or None to stop; :attr:`steps` records each round.
+    """
+
+    def __init__(self, device: Device | str, goal: Goal, budget: int, target_width: float = DEFAULT_TARGET_WIDTH,
+                 candidates: pd.DataFrame | None = None, reference: DeviceReference | pd.DataFrame | None = None,
+                 start: pd.DataFrame | None = None, log: Callable[[str], None] | None = None) -> None:
+        if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
+            raise InputError(f"budget must be a whole number of modes >= 1, got {budget!r}", "budget")
+        self.target_width = checked_number(target_width, "target_width")
+        self.budget = int(budget)
+        self.adviser = Adviser(device, goal, candidates, reference)
+        self._candidates_given = candidates is not None
+        self._start = start
+        self.log = log
+        self.steps: list[Step] = []
+
+    def start_modes(self) -> pd.DataFrame:
+        """The modes profiled before the first fit."""
+        if self._start is None:
+            n = min(START_MODES, self.budget)
+            cands = self.adviser.candidates if self._candidates_given else None
+            self._start = service.plan_profiling(self.adviser.device, n, cands).modes[["mode", *MODE_FIELDS]]
+        return self._start.reset_index(drop=True)
+
+    def next_mode(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+        start = self.start_modes()
+        done = {_key([r[k] for k in MODE_FIELDS]) for r in rows}
+        if len(rows) < len(start):
+            for _, mode in start.iterrows():
+                if _key(mode[list(MODE_FIELDS)]) not in done:
+                    return mode.to_dict()
+        frame = pd.DataFrame(list(rows))
+        if len(rows) >= self.budget:
+            return self._stop(frame, None, f"budget of {self.budget} profiled modes spent")
+        proposal = self.adviser.propose(frame, 1)
+        d = proposal.decision
+        settled = self.settled(d)
+        if settled:
+            return self._stop(frame, d, settled)
+        if proposal.modes.empty:
+            return self._stop(frame, d, "every candidate mode is profiled")
+        nxt = proposal.modes.iloc[0]
+        mode = {"mode": nxt["mode"], **{k: float(nxt[k]) for k in MODE_FIELDS}}
+        self._record(Step(tuple(frame["mode"].astype(str)), d, mode, str(nxt["reason"]), None))
+        return mode
+
+    def settled(self, d: Decision) -> str | None:
+        """Why the decision ``d`` needs no more profiling (None when it does): the recommended mode's time
+        interval is narrower than the target and no unprofiled mode is expected to beat it by MAX_RIVAL_GAIN."""
+        if d.best is None or d.time_width >= self.target_width or d.rival_gain > MAX_RIVAL_GAIN:
+            return None
+        return (f"recommended mode's time interval {d.time_width:.1%} wide < target {self.target_width:.1%}, "
+                f"no unprofiled mode expected to beat it by more than {d.rival_gain:.1%}")
+
+    def _record(self, step: Step) -> None:
+        self.steps.append(step)
+        if self.log is not None:
+            self.log(self.describe(step))
+
+    def _stop(self, rows: pd.DataFrame, decision: Decision | None, why: str) -> None:
+        if decision is None:
+            table, open_ = self.adviser.decision_set(rows)
+            decision = decide(self.adviser.fit(rows), table, self.adviser.goal, open_)
+        self._record(Step(tuple(rows["mode"].astype(str)), decision, None, None, why))
+        return None
+
+    def describe(self, step: Step) -> str:
+        """One line per round for people (standard error)."""
+        d = step.decision
+        head = f"after {len(step.profiled)} mode(s) [{', '.join(step.profiled)}]: "
+        if d.best is None:
+            head += f"no mode meets the caps ({d.reason})"
+        else:
+            b = d.table.iloc[d.best]
+            head += (f"recommended {b['mode']} {b['epoch_time_s']:.4g} s/epoch [{b['epoch_time_s_low']:.4g}, "
+                     f"{b['epoch_time_s_high']:.4g}] (width {d.time_width:.1%}; a rival may gain "
+                     f"{d.rival_gain:.1%})")
+        tail = f"; stop: {step.stop}" if step.stop else f"; next {step.next_mode['mode']}: {step.reason}"
+        return head + tail
+
+
+class SweepReplay:
+    """A "device" whose profiled rows come from a measured sweep: asking for a mode returns the sweep's
+    row at the same knobs (within 0.1%), so the adaptive loop can be replayed on real data."""
+
+    def __init__(self, sweep: pd.DataFrame) -> None:
+        if sweep.empty:
+            raise InputError("the sweep to replay has no rows", "rows")
+        self.sweep = sweep.reset_index(drop=True)
+        self._knobs = self.sweep[list(MODE_FIELDS)].to_numpy(dtype=float)
+
+    def modes(self) -> pd.DataFrame:
+        """The sweep's modes (the only ones it can answer)."""
+        return self.sweep[["mode", *MODE_FIELDS]].copy()
+
+    def measure(self, mode: Mapping[str, Any]) -> dict[str, Any]:
+        want = np.array([float(mode[k]) for k in MODE_FIELDS])
+        hit = np.flatnonzero(np.all(np.abs(self._knobs / want - 1.0) <= 1e-3, axis=1))
+        if hit.size == 0:
+            raise InputError(f"mode {mode.get('mode')!r} ({want.tolist()}) is not in the sweep", "mode")
+        return self.sweep.iloc[int(hit[0])].to_dict()
+
+
+def run_loop(chooser: AdaptiveChooser, measure: Callable[[Mapping[str, Any]], dict[str, Any]]
+             ) -> list[dict[str, Any]]:
+    """Drive ``chooser`` with ``measure`` (mode -> profile row) until it stops; returns the rows."""
+    rows: list[dict[str, Any]] = []
+    while (mode := chooser.next_mode(rows)) is not None:
+        rows.append(measure(mode))
+    return rows
+
+
+def make_chooser(device_id: str, start: Sequence[Mapping[str, Any]] | None, *, budget: int,
+                 objective: str = "min-time", max_power_w: float | None = None,
+                 max_epoch_time_s: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
+                 target_width: float = DEFAULT_TARGET_WIDTH, candidates: pd.DataFrame | None = None,
+                 log: Callable[[str], None] | None = None) -> AdaptiveChooser:
+    """The chooser ``jetpredict profile --adaptive`` drives, from its flags (``start``: the ``--modes`` to
+    profile first, as mode dicts or objects with ``as_dict()``; None = the plan's first modes)."""
+    first = None
+    if start is not None:
+        first = pd.DataFrame([m.as_dict() if hasattr(m, "as_dict") else dict(m) for m in start])
+    return AdaptiveChooser(device_id, Goal(objective, max_power_w, max_epoch_time_s, confidence), budget,
+                           target_width, candidates, start=first, log=log)

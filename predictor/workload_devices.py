@@ -1,0 +1,100 @@
+"""One workload on several device types: a fitted model per device it has rows of, and which serves a device.
+
+A stored workload may hold rows of several Jetson types (a federated fleet profiles one model on each of
+its boards). Each device type with rows of its own gets its own fitted :class:`~predictor.model.WorkloadModel`;
+a device without rows is served by moving one of those models across (:mod:`predictor.transfer`). The
+source is the device whose moved model is the most certain on the target: the narrowest mean relative
+epoch-time interval over the target's nvpmodel presets, which already accounts for how many modes were
+profiled, whether power was measured and how the transfer was made (reference workloads or physics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from threading import Lock
+
+import numpy as np
+from jetpredict.models.catalogue import Device, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.predictor import bundled
+from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
+from jetpredict.predictor.model import WorkloadModel
+
+
+@dataclass(frozen=True)
+class Served:
+    """The model that serves a device: ``model`` is fitted on ``rows_device``'s rows; ``own`` is True when
+    that is the device asked for (else the prediction is cross-device, transferred from ``rows_device``)."""
+
+    model: WorkloadModel
+    rows_device: str
+    own: bool
+
+
+@dataclass(eq=False)
+class DeviceModels:
+    """A workload's fitted models, one per device type it holds rows of (``{device id: model}``).
+
+    ``primary``: the device of the workload's first rows, the default target when a request names none.
+    """
+
+    models: Mapping[str, WorkloadModel]
+    primary: str
+    _sources: dict[str, str] = field(default_factory=dict, repr=False)
+    _lock: Lock = field(default_factory=Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise InputError("a workload needs rows of at least one device", "rows")
+        if self.primary not in self.models:
+            raise InputError(f"primary device {self.primary!r} has no model; devices: "
+                             f"{', '.join(self.devices)}", "device")
+
+    @classmethod
+    def single(cls, model: WorkloadModel) -> DeviceModels:
+        """The models of a workload with rows of one device."""
+        return cls({model.device_id: model}, model.device_id)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """Device ids with rows of their own, sorted."""
+        return tuple(sorted(self.models))
+
+    def source_for(self, device: Device | str) -> str:
+        """The device whose rows serve ``device``: itself if it has rows, else the best other (cached)."""
+        target = device if isinstance(device, Device) else load_device(device)
+        if target.id in self.models:
+            return target.id
+        with self._lock:
+            hit = self._sources.get(target.id)
+        if hit is None:
+            hit = best_source(self.models, target)
+            with self._lock:
+                self._sources[target.id] = hit
+        return hit
+
+    def serve(self, device: Device | str | None = None) -> Served:
+        """The model for ``device`` (default: the primary device) and where its rows come from."""
+        target = self.primary if device is None else (device.id if isinstance(device, Device) else device)
+        source = self.source_for(target)
+        return Served(self.models[source], source, source == target)
+
+
+def transfer_uncertainty(model: WorkloadModel, target: Device,
+                         confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """Mean relative width (high/low - 1, a ratio) of the epoch-time interval of ``model`` moved to
+    ``target``, over ``target``'s presets: the lower, the more the moved model can be trusted there."""
+    presets = ModeArrays(*np.array([p.knobs() for p in target.presets], dtype=float).T)
+    pred = bundled.predict(model, presets, target, confidence)
+    return float(np.mean(pred.epoch_time_s_high / pred.epoch_time_s_low - 1.0))
+
+
+def best_source(models: Mapping[str, WorkloadModel], target: Device) -> str:
+    """The device of ``models`` to transfer to ``target`` from: least :func:`transfer_uncertainty`; ties
+    to more profiled modes, then to the device id (so the choice is stable)."""
+    if len(models) == 1:
+        return next(iter(models))
+    scored = sorted((transfer_uncertainty(m, target), -m.profiled_modes, device) for device, m in models.items())
+    return scored[0][2]

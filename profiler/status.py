@@ -1,0 +1,164 @@
+"""``jetpredict status``: this Jetson's power mode, cores, clocks and module power now (like jtop's summary).
+
+Everything is read through the profiler's own code under ``$JETPREDICT_SYSFS_ROOT`` (:mod:`profiler.sysfs`):
+the board from the device tree, the nvpmodel mode from ``/var/lib/nvpmodel/status`` named by
+``/etc/nvpmodel.conf`` (``nvpmodel -q`` when the status file is missing), cores online and the CPU/GPU/EMC
+clocks with :func:`profiler.powermode.read_clocks`, and module power from the INA3221 rails with the
+board's total rule (:class:`profiler.power.ina3221.Ina3221Meter`). Nothing is written. A value that cannot
+be read is ``null`` with the reason, never 0. Off a Jetson, the command says so and exits
+:data:`EXIT_NOT_A_JETSON`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+
+from jetpredict.models.catalogue import Device, load_device, mode_label
+
+#: Exit status of ``jetpredict status`` on a machine that is not a recognised Jetson (2 is bad input, 1 a
+#: failed operation; this is neither: the command has nothing to read here).
+EXIT_NOT_A_JETSON = 3
+NVPMODEL_STATUS = "/var/lib/nvpmodel/status"
+
+
+@dataclass
+class JetsonStatus:
+    """One reading: ids and names, cores (count), clocks (MHz), module power (W); ``None`` = unreadable,
+    with the reason in ``unknown``."""
+
+    board: str
+    name: str
+    nvpmodel_id: int | None
+    nvpmodel_mode: str | None
+    cores_online: int
+    cores_total: int
+    cpu_mhz: float | None
+    gpu_mhz: float | None
+    emc_mhz: float | None
+    mode_label: str | None
+    module_power_w: float | None
+    power_meter: str | None
+    rails_w: dict[str, float | None] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """The summary a person reads, one fact a line."""
+        def mhz(v: float | None) -> str:
+            return "unknown" if v is None else f"{v:g} MHz"
+
+        mode = (f"{self.nvpmodel_mode} (nvpmodel id {self.nvpmodel_id})" if self.nvpmodel_mode is not None
+                else f"unknown ({self.unknown.get('nvpmodel', 'not readable')})")
+        power = (f"{self.module_power_w:.2f} W ({self.power_meter})" if self.module_power_w is not None
+                 else f"unknown ({self.unknown.get('power', 'not readable')})")
+        out = [f"board:         {self.name} ({self.board})",
+               f"nvpmodel mode: {mode}",
+               f"cores online:  {self.cores_online} of {self.cores_total}",
+               f"clocks:        CPU {mhz(self.cpu_mhz)}, GPU {mhz(self.gpu_mhz)}, EMC {mhz(self.emc_mhz)}",
+               f"as a label:    {self.mode_label or 'unknown'}",
+               f"module power:  {power}"]
+        out += [f"  rail {label}: {'unknown' if w is None else f'{w:.2f} W'}" for label, w in self.rails_w.items()]
+        return out
+
+
+def _nvpmodel_mode(device: Device) -> tuple[int | None, str | None, str | None]:
+    """(id, name, reason when unknown): the status file, named from nvpmodel.conf or the catalogue."""
+    from jetpredict.models.errors import InputError
+    from jetpredict.profiler import sysfs
+    from jetpredict.profiler.powermode import (
+        PrivilegedCommandError,
+        parse_nvpmodel_conf,
+        parse_nvpmodel_query,
+    )
+    from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF
+
+    text = sysfs.read_text(NVPMODEL_STATUS)
+    match = re.search(r"pmode:(\d+)", text or "")
+    if match is None:
+        try:
+            from jetpredict.profiler.powermode import run_privileged
+
+            name, mid = parse_nvpmodel_query(run_privileged(["nvpmodel", "-q"], check=True).stdout)
+            return mid, name, None
+        except (PrivilegedCommandError, ValueError) as err:
+            return None, None, f"no {NVPMODEL_STATUS} and nvpmodel -q failed: {err}"
+    mid = int(match.group(1))
+    conf_text = sysfs.read_text(DEFAULT_CONF)
+    if conf_text is not None:
+        try:
+            return mid, parse_nvpmodel_conf(conf_text).model(mid).name, None
+        except (InputError, KeyError, LookupError):
+            pass  # a custom id written by `apply`, or an unparsable file: the catalogue may still name it
+    preset = next((p for p in device.presets if p.id == mid), None)
+    return mid, (preset.mode if preset else f"id {mid}"), None
+
+
+def read_status(board: str | None = None) -> JetsonStatus:
+    """This Jetson's status; :class:`LookupError` when the machine is not a recognised Jetson."""
+    from jetpredict.profiler.power.base import PowerReadError
+    from jetpredict.profiler.power.ina3221 import Ina3221Meter
+    from jetpredict.profiler.powermode import jetson_board, read_clocks
+    from jetpredict.profiler.powermode.custom import gpu_dir, soc_paths
+
+    device_id = board or jetson_board()
+    if device_id is None:
+        raise LookupError("this machine is not a recognised Jetson (/proc/device-tree/model names none of "
+                          "AGX Xavier, Xavier NX, Nano, AGX Orin, Orin NX, Orin Nano)")
+    device = load_device(device_id)
+    paths = soc_paths(device.specs.soc)
+    if board is not None and jetson_board() is None and gpu_dir(paths) is None:
+        raise LookupError(f"--board {board}: this machine has neither a Jetson device tree nor a "
+                          f"{device.specs.soc} GPU in sysfs; it is not that Jetson")
+    unknown: dict[str, str] = {}
+    mid, name, why = _nvpmodel_mode(device)
+    if why:
+        unknown["nvpmodel"] = why
+    clocks = read_clocks(paths, "now")
+
+    def known(value: float, what: str) -> float | None:
+        if math.isnan(value):
+            unknown[what] = "not readable in sysfs"
+            return None
+        return float(value)
+
+    cpu, gpu, emc = known(clocks.cpu_mhz, "cpu_mhz"), known(clocks.gpu_mhz, "gpu_mhz"), known(clocks.emc_mhz, "emc_mhz")
+    label = None if None in (cpu, gpu, emc) else mode_label(clocks.cpu_cores, cpu, gpu, emc)
+    power = meter = None
+    rails: dict[str, float | None] = {}
+    try:
+        ina = Ina3221Meter.discover(device.id)
+        meter, rails = ina.name, ina.read_rails_w()
+        power = ina.read_power_w()
+    except (LookupError, PowerReadError) as err:
+        unknown["power"] = str(err)
+    return JetsonStatus(device.id, device.name, mid, name, int(clocks.cpu_cores), int(device.cpu_cores_range[1]),
+                        cpu, gpu, emc, label, power, meter, rails, unknown)
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        status = read_status(args.board)
+    except LookupError as err:
+        print(f"jetpredict status: {err}. status reads a Jetson's power mode, clocks and power; elsewhere "
+              "use `jetpredict devices DEVICE` for a board's presets, or --board DEVICE on a Jetson whose "
+              "device tree is not recognised.", file=sys.stderr)
+        return EXIT_NOT_A_JETSON
+    if args.format == "json":
+        json.dump(asdict(status), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(status.lines()))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="this Jetson's power mode, cores, clocks and module power now",
+                       description="Read this Jetson's nvpmodel mode, cores online, CPU/GPU/EMC clocks and "
+                       f"module power (changes nothing). Off a Jetson: a message and exit {EXIT_NOT_A_JETSON}.")
+    p.add_argument("--board", help="catalogue id of this board (default: from /proc/device-tree/model)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(handler=_status)

@@ -1,0 +1,357 @@
+"""Issue 19: answers for every mode in compact forms (columns JSON, CSV, Arrow, gzip), heavy work kept apart
+from light work (gate with 503 + Retry-After, answer cache), the keyless inline-row limit, and the minor
+hardening items (huge integers, store that cannot write, access log, formula cells in CSV)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+import threading
+
+import pytest
+from api_fixtures import API_KEY, published_rows
+
+ALL = {"workload": {"id": "my-resnet"}, "modes": "all"}
+ARROW = "application/vnd.apache.arrow.stream"
+
+
+def _rows_by_mode(answer: dict) -> dict[str, dict]:
+    return {p["mode"]: p for p in answer["predictions"]}
+
+
+# -- compact forms ------------------------------------------------------------------------------------
+def test_columns_layout_holds_the_rows_values_to_six_digits(client, stored):
+    rows = client.post("/v1/predictions", json=ALL).json
+    cols = client.post("/v1/predictions", json={**ALL, "layout": "columns"}).json
+    assert cols["layout"] == "columns" and cols["count"] == rows["count"] == 29232
+    assert "predictions" not in cols and cols["confidence"] == pytest.approx(0.9)
+    assert cols["cross_device"] is False and cols["power_source"] in ("workload", "reference")
+    columns = cols["columns"]
+    assert all(len(v) == cols["count"] for v in columns.values())
+    assert {"cross_device", "power_source", "confidence"}.isdisjoint(columns)
+    for i in (0, 1234, 29231):
+        row = rows["predictions"][i]
+        assert columns["mode"][i] == row["mode"] and columns["cpu_cores"][i] == row["cpu_cores"]
+        for name in ("epoch_time_s", "epoch_time_s_high", "avg_power_w", "epoch_energy_j_low"):
+            assert columns[name][i] == pytest.approx(row[name], rel=1e-5)
+
+
+def test_csv_and_arrow_of_every_mode_agree_with_json(client, stored):
+    pa = pytest.importorskip("pyarrow")
+    rows = _rows_by_mode(client.post("/v1/predictions", json={**ALL, "epochs": 3}).json)
+    text = client.post("/v1/predictions", json={**ALL, "epochs": 3}, headers={"Accept": "text/csv"})
+    assert text.mimetype == "text/csv" and "Accept" in text.headers["Vary"]
+    table = list(csv.DictReader(io.StringIO(text.get_data(as_text=True))))
+    assert len(table) == len(rows)
+    for line in (table[0], table[-1]):
+        assert float(line["time_to_accuracy_s"]) == pytest.approx(rows[line["mode"]]["time_to_accuracy_s"],
+                                                                  rel=1e-5)
+        assert line["reference_source"] == "published"
+    stream = client.post("/v1/predictions", json={**ALL, "epochs": 3}, headers={"Accept": ARROW})
+    assert stream.status_code == 200 and stream.mimetype == ARROW
+    arrow = pa.ipc.open_stream(stream.data).read_all()
+    assert arrow.num_rows == len(rows)
+    import json
+
+    meta = json.loads(arrow.schema.metadata[b"jetpredict"])
+    assert meta["device"] == "agx-xavier" and meta["count"] == len(rows) and meta["epochs"] == 3
+    first = arrow.slice(0, 1).to_pylist()[0]
+    assert first["epoch_energy_j"] == pytest.approx(rows[first["mode"]]["epoch_energy_j"], rel=1e-6)
+
+
+def test_compact_answers_of_every_mode_fit_in_two_megabytes_gzipped(client, stored):
+    pytest.importorskip("pyarrow")
+    gz = {"Accept-Encoding": "gzip"}
+    for headers, body in (({}, {**ALL, "layout": "columns"}), ({"Accept": "text/csv"}, ALL),
+                          ({"Accept": ARROW}, ALL)):
+        r = client.post("/v1/predictions", json=body, headers={**headers, **gz})
+        assert r.status_code == 200 and len(r.data) <= 2 * 1024 * 1024, (headers, len(r.data))
+        if r.headers.get("Content-Encoding") == "gzip":
+            plain = client.post("/v1/predictions", json=body, headers=headers).data
+            assert gzip.decompress(r.data) == plain
+    small = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "presets"}, headers=gz)
+    assert small.status_code == 200 and small.headers.get("Content-Encoding") == "gzip"
+    import json
+
+    assert json.loads(gzip.decompress(small.data))["count"] > 0
+
+
+def test_arrow_without_pyarrow_is_406_naming_the_header(client, stored, monkeypatch):
+    from jetpredict.api import answers
+
+    monkeypatch.setattr(answers, "arrow_available", lambda: False)
+    r = client.post("/v1/predictions", json=ALL, headers={"Accept": ARROW})
+    assert r.status_code == 406 and "Accept" in r.json["errors"] and "pyarrow" in r.json["message"]
+    assert client.post("/v1/predictions", json=ALL, headers={"Accept": f"{ARROW}, text/csv;q=0.5"}
+                       ).status_code == 406
+
+
+def test_csv_answers_neutralise_formula_cells(client, stored):
+    modes = [{"mode": "=HYPERLINK(\"x\")", "cpu_cores": 4, "cpu_mhz": 1200, "gpu_mhz": 670, "emc_mhz": 1333},
+             {"mode": "+1", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377, "emc_mhz": 2133}]
+    r = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": modes},
+                    headers={"Accept": "text/csv"})
+    table = list(csv.DictReader(io.StringIO(r.get_data(as_text=True))))
+    assert [t["mode"] for t in table] == ["'=HYPERLINK(\"x\")", "'+1"]
+    assert client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": modes}
+                       ).json["predictions"][0]["mode"] == "=HYPERLINK(\"x\")"  # JSON: as sent
+
+
+# -- heavy work apart ---------------------------------------------------------------------------------
+def test_every_mode_answer_is_cached_per_model_and_refreshed_by_a_refit(app, client, auth, stored):
+    svc = app.extensions["jetpredict"]
+    first = client.post("/v1/predictions", json=ALL, headers={"Accept": "text/csv"}).data
+    cached = svc.answers.size_bytes
+    assert cached >= len(first)
+    assert client.post("/v1/predictions", json=ALL, headers={"Accept": "text/csv"}).data == first
+    assert svc.answers.size_bytes == cached  # served from the cache, not stored twice
+    more = published_rows(n=6)[4:]
+    assert client.post("/v1/profiles", json={"rows": more}, headers=auth).status_code == 201
+    refit = client.post("/v1/predictions", json=ALL, headers={"Accept": "text/csv"}).data
+    assert refit != first and "6" in refit.decode().splitlines()[1].split(",")
+
+
+def test_a_full_heavy_gate_answers_503_with_retry_after_and_light_requests_pass(make_app, stored):
+    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0)
+    client = app.test_client()
+    gate = app.extensions["jetpredict"].heavy
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admit("test"):
+            holding.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    try:
+        assert holding.wait(30)
+        busy = client.post("/v1/predictions", json={**ALL, "confidence": 0.8})
+        assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1
+        assert "service" in busy.json["errors"]
+        inline = client.post("/v1/predictions", json={"workload": {"rows": published_rows()}, "modes": "presets"})
+        assert inline.status_code == 503
+        assert client.get("/v1/devices").status_code == 200
+        presets = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "presets"})
+        assert presets.status_code == 200
+        assert "jetpredict_heavy_rejected_total 2.0" in client.get("/metrics").get_data(as_text=True)
+    finally:
+        release.set()
+        worker.join(30)
+    assert client.post("/v1/predictions", json={**ALL, "confidence": 0.8}).status_code == 200
+
+
+def test_the_gate_queues_up_to_its_bound_then_refuses():
+    from jetpredict.api.errors import ApiError
+    from jetpredict.api.heavy import HeavyGate
+
+    gate = HeavyGate(slots=1, queue=1, wait_s=30)
+    inside, waiting_done, release = threading.Event(), threading.Event(), threading.Event()
+
+    def run(started: threading.Event) -> None:
+        with gate.admit("test"):
+            started.set()
+            release.wait(30)
+
+    threads = [threading.Thread(target=run, args=(inside,)), threading.Thread(target=run, args=(waiting_done,))]
+    threads[0].start()
+    assert inside.wait(30)
+    threads[1].start()  # queued behind the first
+    for _ in range(200):
+        if gate._admitted == 2:
+            break
+        threading.Event().wait(0.01)
+    with pytest.raises(ApiError) as refused, gate.admit("third"):
+        pass
+    assert refused.value.code == 503 and "Retry-After" in refused.value.extra_headers
+    release.set()
+    for t in threads:
+        t.join(30)
+    assert waiting_done.is_set()  # the queued one ran once the slot was free
+
+
+def test_inline_rows_beyond_the_keyless_limit_need_a_key(make_app):
+    client = make_app(INLINE_ROWS_WITHOUT_KEY=4).test_client()
+    rows = published_rows(n=6)
+    body = {"workload": {"rows": rows}, "modes": "presets"}
+    r = client.post("/v1/predictions", json=body)
+    assert r.status_code == 413 and "workload.rows" in r.json["errors"] and "X-API-Key" in r.json["message"]
+    assert client.post("/v1/predictions", json=body, headers={"X-API-Key": API_KEY}).status_code == 200
+    assert client.post("/v1/predictions", json=body, headers={"X-API-Key": "wrong"}).status_code == 403
+    assert client.post("/v1/predictions", json={**body, "workload": {"rows": rows[:4]}}).status_code == 200
+    rec = client.post("/v1/recommendations", json={"workload": {"rows": rows}, "objective": "min-time"})
+    assert rec.status_code == 413
+
+
+def test_default_keyless_limit_is_documented(client):
+    from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY
+
+    doc = client.get("/openapi.json").json["components"]["schemas"]["WorkloadRef"]["properties"]["rows"]
+    assert f"at most {DEFAULT_INLINE_ROWS_WITHOUT_KEY} rows" in doc["description"]
+
+
+# -- minor items --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path, template", [
+    ("/v1/predictions", '{"workload": {"id": "x"}, "epochs": %s}'),
+    ("/v1/profiles", '{"rows": [{"cpu_cores": %s}]}'),
+    ("/v1/fleet-plans", '{"workload": {"id": "x"}, "deadline_s": %s, "clients": []}'),
+])
+def test_an_integer_of_five_thousand_digits_is_400(client, path, template):
+    r = client.post(path, data=template % ("9" * 5000), content_type="application/json",
+                    headers={"X-API-Key": API_KEY})
+    assert r.status_code == 400 and "digits" in r.json["message"] and "body" in r.json["errors"]
+
+
+def test_healthz_and_uploads_say_when_the_store_cannot_write(make_app, tmp_path, auth, monkeypatch):
+    app = make_app()
+    client = app.test_client()
+    health = client.get("/healthz")
+    assert health.status_code == 200 and health.json["store"] == "ok"
+    # Read-only: the same SQLite file opened read-only (root ignores file modes, so chmod would not do).
+    db = tmp_path / "jetpredict.sqlite"
+    # The storage makes the folder of the URL's path ("file:..." taken literally): keep that in tmp_path.
+    monkeypatch.chdir(tmp_path)
+    readonly = make_app(DATABASE_URL=f"sqlite:///file:{db}?mode=ro&uri=true").test_client()
+    health = readonly.get("/healthz")
+    assert health.status_code == 503 and health.json["store"].startswith("cannot write: read-only")
+    r = readonly.post("/v1/profiles", json={"rows": published_rows()}, headers=auth)
+    assert r.status_code == 503 and "cannot write" in r.json["message"] and r.headers["Retry-After"]
+    assert readonly.get("/v1/workloads").status_code == 200  # reads still work
+    # Full: the file system under the SQLite file has no room left.
+    from jetpredict.api.routes import health as health_route
+
+    class Usage:
+        free = 1024
+
+    monkeypatch.setattr(health_route.shutil, "disk_usage", lambda path: Usage())
+    full = client.get("/healthz")
+    assert full.status_code == 503 and full.json["store"].startswith("cannot write: disk full")
+
+
+def test_access_log_has_one_line_per_request(make_app, caplog):
+    client = make_app(ACCESS_LOG="on").test_client()
+    logger = logging.getLogger("jetpredict.access")
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="jetpredict.access"):
+            client.get("/v1/devices/nano%0Afake/power-modes")
+            client.get("/v1/devices")
+    finally:
+        logger.removeHandler(caplog.handler)
+    lines = [r.getMessage() for r in caplog.records if r.name == "jetpredict.access"]
+    assert len(lines) == 2 and '"GET /v1/devices" 200' in lines[1] and lines[1].endswith("ms")
+    assert "\n" not in lines[0] and "%0A" in lines[0] and " 404 " in lines[0]
+
+
+# -- one mode validator ---------------------------------------------------------------------------------
+def test_the_fast_mode_check_loads_exactly_what_the_schema_loads():
+    """``ModesField`` skips marshmallow for plain mode objects: whatever it passes must be what
+    ``ModeInSchema`` returns, and whatever it does not pass goes to the schema (property test)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from jetpredict.api.schemas import _MODES_SCHEMA, CATALOGUE_RANGES, ModesField, _plain_mode
+    from marshmallow import ValidationError
+
+    def knob(name: str):
+        lo, hi = CATALOGUE_RANGES[name]
+        numbers = st.floats(lo - 10, hi + 10, allow_nan=False) | st.integers(int(lo) - 10, int(hi) + 10)
+        return numbers | st.booleans() | st.text(max_size=3) | st.none()
+
+    mode = st.fixed_dictionaries(
+        {"cpu_cores": knob("cpu_cores"), "cpu_mhz": knob("cpu_mhz"), "gpu_mhz": knob("gpu_mhz"),
+         "emc_mhz": knob("emc_mhz")},
+        optional={"mode": st.text(max_size=102) | st.integers() | st.none(), "other": st.integers()})
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(mode, min_size=1, max_size=3))
+    def check(modes):
+        try:
+            expected = _MODES_SCHEMA.load(modes)
+        except ValidationError:
+            expected = None
+        if all(_plain_mode(m) for m in modes):
+            assert expected is not None, ascii(modes)  # the fast path accepted what the schema refuses
+        try:
+            loaded = ModesField().deserialize(modes)
+        except ValidationError:
+            loaded = None
+        assert loaded == expected
+        if loaded is not None:
+            assert [type(m[k]) for m in loaded for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")] == \
+                   [type(m[k]) for m in expected for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")]
+
+    check()
+    # Found by the property above: a null label is refused by the schema, so the fast path must refuse it.
+    null_label = [{"mode": None, "cpu_cores": 1, "cpu_mhz": 102.0, "gpu_mhz": 77, "emc_mhz": 204.0}]
+    assert not _plain_mode(null_label[0])
+    with pytest.raises(ValidationError):
+        ModesField().deserialize(null_label)
+
+
+def test_epoch_times_eleven_orders_apart_give_finite_bounds(client, auth):
+    """1e-3 s and 1e8 s per epoch in one workload (each plausible per minibatch) used to answer null upper
+    bounds on almost every mode: every bound is now a finite number, in every answer form."""
+    rows = [{**r, "avg_power_w": None, "epoch_energy_j": None, "stall_time_s": None, "compute_time_s": None}
+            for r in published_rows(as_id="span", n=4)]
+    rows[0].update(epoch_time_s=1e-3, minibatches_per_epoch=1)
+    rows[1].update(epoch_time_s=1e8, minibatches_per_epoch=1_000_000)
+    body = {"workload": {"rows": rows}, "modes": "all", "layout": "columns", "epochs": 2}
+    r = client.post("/v1/predictions", json=body, headers={"X-API-Key": API_KEY})
+    assert r.status_code == 200, r.json
+    for name, values in r.json["columns"].items():
+        if name.endswith(("_low", "_high")) or name in ("epoch_time_s", "epoch_energy_j", "avg_power_w"):
+            assert None not in values, name
+            low_or_point = min(values)
+            assert low_or_point >= 0 and max(values) < 1e300, name
+    assert client.post("/v1/profiles", json={"rows": rows}, headers=auth).status_code == 201
+
+
+@pytest.mark.parametrize("value, ok", [(True, False), (False, False), ("abc", False), ("1e400", False),
+                                       ({"x": 1}, False), (12, True), (1.5, True), ("12", True), (None, True)])
+def test_numeric_pass_through_columns_take_numbers_only(client, auth, value, ok):
+    """A numeric pass-through column (documented as a number) refuses booleans and text that is not a
+    number, naming the row and column; a CSV cell's text of a number passes as the core fields do."""
+    rows = published_rows(as_id="pass-through")
+    rows[2]["power_samples"] = value
+    r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
+    assert (r.status_code == 201) is ok, r.json
+    inline = client.post("/v1/predictions", json={"workload": {"rows": rows}})
+    assert (inline.status_code == 200) is ok, inline.json
+    if not ok:
+        assert "rows.2.power_samples" in r.json["errors"] and "workload.rows.2.power_samples" in inline.json["errors"]
+
+
+def test_the_documented_prediction_row_is_the_service_row():
+    """One row shape: the OpenAPI Prediction schema lists exactly predictor.service.ROW_COLUMNS, in order
+    (rows answers, recommendations' best and Pareto rows), and the columns layout holds the per-mode ones."""
+    from jetpredict.api.schemas import PredictionSchema
+    from jetpredict.predictor.service import CONSTANT_COLUMNS, ROW_COLUMNS
+
+    assert tuple(PredictionSchema().fields) == ROW_COLUMNS
+    assert set(CONSTANT_COLUMNS) <= set(ROW_COLUMNS)
+
+
+def test_every_mode_answers_are_shared_by_the_workers_of_a_host(make_app, stored, monkeypatch, tmp_path):
+    """One worker computes an answer; another (same DATA_DIR) reads it from DATA_DIR/answers without
+    computing; a refit changes the key; a damaged file is a miss, never an error."""
+    from jetpredict.api.routes import predictions
+
+    first = make_app().test_client().post("/v1/predictions", json={**ALL, "layout": "columns"})
+    assert first.status_code == 200 and any((tmp_path / "answers").iterdir())
+    other = make_app().test_client()
+
+    def not_computed(*args, **kwargs):
+        raise AssertionError("the answer should come from the shared cache")
+
+    monkeypatch.setattr(predictions, "prediction_answer", not_computed)
+    again = other.post("/v1/predictions", json={**ALL, "layout": "columns"})
+    assert again.status_code == 200 and again.data == first.data
+    monkeypatch.undo()
+    for path in (tmp_path / "answers").iterdir():
+        path.write_bytes(b"{not json\nxx")
+    third = make_app().test_client().post("/v1/predictions", json={**ALL, "layout": "columns"})
+    assert third.status_code == 200 and third.data == first.data  # computed again
+    off = make_app(ANSWER_CACHE_DISK_MB=0).extensions["jetpredict"].answers
+    assert off.directory is None

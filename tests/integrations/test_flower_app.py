@@ -1,0 +1,185 @@
+"""The Flower fleet example app (examples/flower_fleet): its data split at any size, its settings, its
+baselines and their accounting, driven in process through the app's own ServerApp arms and ClientApp."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
+
+from flower_fleet import client_app, task  # noqa: E402
+from flower_fleet.fleet import (  # noqa: E402
+    ARMS,
+    FleetConfig,
+    PresetPlanner,
+    _preset_figures,
+    run_arms,
+)
+from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict  # noqa: E402
+from flwr.serverapp import Grid  # noqa: E402
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
+from jetpredict.models.catalogue import load_device  # noqa: E402
+
+from jetpredict.integrations.flower import (  # noqa: E402
+    DeviceQueryError,
+    JetpredictStrategy,
+    LocalPlanner,
+)
+
+
+@pytest.mark.parametrize("split", task.SPLITS)
+@pytest.mark.parametrize("clients", [1, 50, 200, 500, task.federation_size()])
+def test_the_split_follows_the_number_of_clients(clients, split):
+    parts = task.partitions(clients, split, 0.5)
+    assert len(parts) == clients and min(len(p) for p in parts) >= 1
+    together = np.concatenate(parts)
+    assert len(together) == len(np.unique(together)) == task.federation_size()  # each image once
+    scales = [task.epoch_scale(p, clients, split) for p in range(clients)]
+    # The mean client does the same work at any size.
+    assert np.mean(scales) == pytest.approx(task.MEAN_CLIENT_SHARE)
+    x, y = task.client_data(clients - 1, clients, split)
+    assert len(x) == len(y) == len(parts[-1])
+
+
+def test_the_dirichlet_split_skews_labels():
+    def label_share(split: str) -> float:
+        y = task._split()[2]
+        shares = [np.bincount(y[p], minlength=10).max() / len(p) for p in task.partitions(50, split, 0.5)]
+        return float(np.mean(shares))
+
+    assert label_share("dirichlet") > 1.5 * label_share("iid")
+
+
+def test_bad_splits_and_settings_name_the_field():
+    with pytest.raises(ValueError, match="num_clients must be at most 1437"):
+        task.partitions(task.federation_size() + 1)
+    with pytest.raises(ValueError, match="split must be one of"):
+        task.partitions(10, "by-label")
+    with pytest.raises(ValueError, match="partition_id must be in 0..9"):
+        task.client_data(10, 10)
+    with pytest.raises(ValueError, match="deadline-s must be a finite number > 0"):
+        FleetConfig.from_run_config({"deadline-s": -1.0})
+    with pytest.raises(ValueError, match="unknown run config key.*deadline"):
+        FleetConfig.from_run_config({"deadline": 10.0})
+    with pytest.raises(ValueError, match="arms must list some of"):
+        FleetConfig.from_run_config({"arms": "maxn,fastest"})
+    assert FleetConfig.from_run_config({"deadline-s": 5, "arms": "plan"}).deadline_s == 5.0
+
+
+def test_the_preset_baseline_takes_the_least_energy_preset_that_meets_the_deadline(lenet_models):
+    planner = PresetPlanner(LocalPlanner(lenet_models))
+    # Whole epochs of the workload: 3 of the 9 presets meet 260 s.
+    device, epochs, deadline = task.DEVICES[1], 5, 260.0
+    figures = _preset_figures(device, task.TWIN_WORKLOAD)
+    plan = planner.plan([{"id": "a", "device": device}], deadline, epochs)["clients"][0]
+    meets = [f for f in figures if epochs * f[1] <= deadline]
+    assert meets and len(meets) < len(figures)  # this deadline rules some presets out
+    chosen = next(f for f in figures if f[0].mode == plan["mode"])
+    assert plan["meets_deadline"] and chosen in meets
+    cost = {f[0].mode: epochs * f[2] + f[3] * (deadline - epochs * f[1]) for f in meets}
+    assert cost[plan["mode"]] == pytest.approx(min(cost.values()))
+    late = planner.plan([{"id": "b", "device": device}], 1e-3, epochs)["clients"][0]
+    assert not late["meets_deadline"] and "no preset meets deadline_s=0.001" in late["reason"]
+    assert late["mode"] == min(figures, key=lambda f: f[1])[0].mode  # the fastest, reported as late
+
+
+class AppGrid(Grid):
+    """The app's ClientApp behind Flower's Grid interface, in this process; ``silent`` nodes never answer."""
+
+    def __init__(self, num_nodes: int, run_config: dict, silent: Iterable[int] = ()) -> None:
+        self.contexts = {p + 1: Context(run_id=1, node_id=p + 1, node_config={"partition-id": p,
+                                                                              "num-partitions": num_nodes},
+                                        state=RecordDict(), run_config=run_config) for p in range(num_nodes)}
+        self.silent = set(silent)
+
+    def set_run(self, run_id):
+        raise NotImplementedError
+
+    @property
+    def run(self):
+        raise NotImplementedError
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):
+        raise NotImplementedError
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def push_messages(self, messages):
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids):
+        raise NotImplementedError
+
+    def send_and_receive(self, messages, *, timeout=None):
+        return [client_app.app(m, self.contexts[m.metadata.dst_node_id]) for m in messages
+                if m.metadata.dst_node_id not in self.silent]
+
+
+@pytest.fixture
+def server_identity():
+    before = TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0  # what a ServerApp process has
+    yield
+    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = before
+
+
+def run_config(cfg: FleetConfig) -> dict:
+    return {k.replace("_", "-"): v for k, v in vars(cfg).items()}
+
+
+def test_all_arms_on_the_same_nodes_with_the_same_accounting(lenet_models, server_identity):
+    # Node 1 is an AGX Xavier, node 2 a Xavier NX (round-robin); at 5 s the NX is late at MAXN.
+    cfg = FleetConfig(num_server_rounds=1, local_epochs=5, deadline_s=5.0, min_nodes=2)
+    runs = {r["arm"]: r for r in run_arms(AppGrid(2, run_config(cfg)), cfg, lenet_models)}
+    assert list(runs) == list(ARMS)
+    maxn, drop, preset, plan = (runs[a]["rounds"][0] for a in ARMS)
+    assert maxn["trained"] == drop["trained"] == 2
+    # Same nodes, same twin: the two MAXN arms see the same times; one waits for the late, the other not.
+    assert maxn["late"] == drop["late"] >= 1 and maxn["misses"] == maxn["late"] and drop["misses"] == 0
+    assert drop["aggregated"] == 2 - drop["late"] and drop["round_end_s"] == pytest.approx(cfg.deadline_s)
+    assert maxn["train_energy_j"] == pytest.approx(drop["train_energy_j"])
+    assert drop["round_energy_j"] < maxn["round_energy_j"]
+    for fig in (preset, plan):
+        assert fig["late"] == fig["misses"] == 0 and fig["trained"] >= 1
+    assert plan["train_energy_j"] < maxn["train_energy_j"]
+    for arm, run in runs.items():
+        assert not run["empty_rounds"], arm
+        assert 0 <= run["accuracy"][1] <= 1
+        for row in run["rows"]:
+            # Every arm's rows carry jetpredict's prediction at the mode the client ran, for its work.
+            assert row["pred_time_s_low"] <= row["pred_time_s"] <= row["pred_time_s_high"], arm
+            assert row["device"] == task.device_of(row["node_id"] - 1)
+    modes = {row["mode"] for row in runs["maxn"]["rows"]}
+    assert modes == {load_device(d).maxn.mode for d in task.DEVICES[:2]}
+
+
+def test_a_round_that_trains_nobody_is_reported(lenet_models, server_identity):
+    cfg = FleetConfig(num_server_rounds=1, deadline_s=1e-3, min_nodes=2, arms="plan")
+    (run,) = run_arms(AppGrid(2, run_config(cfg)), cfg, lenet_models)
+    assert run["empty_rounds"] == [1] and run["excluded"] == {1: 2}
+
+
+def test_the_device_query_fails_loudly_when_too_few_nodes_answer(lenet_models, server_identity):
+    cfg = FleetConfig(min_nodes=2)
+    grid = AppGrid(2, run_config(cfg), silent={2})
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=2),
+                                  LocalPlanner(lenet_models), deadline_s=10.0, query_timeout_s=0.5)
+    with pytest.raises(DeviceQueryError, match=r"1 of the 2 nodes needed .* query_timeout_s=0.5"):
+        strategy.configure_train(1, ArrayRecord(task.Net().state_dict()), ConfigRecord(), grid)
+    # Enough nodes answered: the silent one is planned out and asked again next round.
+    strategy.inner.min_available_nodes = 1
+    strategy.configure_train(1, ArrayRecord(task.Net().state_dict()), ConfigRecord(), grid)
+    assert {r.node_id: r.reason for r in strategy.records if not r.selected} == {2: "no reply to the device query"}
+    with pytest.raises(Exception, match="query_timeout_s"):
+        JetpredictStrategy(FedAvg(), LocalPlanner(lenet_models), deadline_s=10.0, query_timeout_s=0)
+
+
+def test_a_train_message_without_a_partition_names_the_node_config():
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    with pytest.raises(ValueError, match="partition-id and num-partitions"):
+        client_app.node_device(context)

@@ -1,0 +1,54 @@
+"""The Flower fleet example deployed: a SuperLink and two SuperNodes (insecure, loopback only) started here,
+the app submitted with ``flwr run``; each SuperNode's node config carries its Jetson type."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
+
+from conftest import EXAMPLE_APP  # noqa: E402
+from flower_fixtures import FLOWER_TOOLS, FlowerProcesses, free_port, save_models  # noqa: E402
+
+#: How long the run may take once submitted (s); about a minute on 2 busy cores.
+RUN_LIMIT_S = 240.0
+#: Partition p runs on a SuperNode whose node config says NODE_DEVICES[p] (the reverse of the simulated
+#: fleet's round-robin, so the figures can only be right if the node config was read).
+NODE_DEVICES = ("xavier-nx", "agx-xavier")
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in FLOWER_TOOLS), reason="Flower's command line tools are missing")
+@pytest.mark.timeout(420)
+def test_the_app_runs_under_a_local_superlink_with_two_supernodes(tmp_path, lenet_models):
+    link_port = free_port()
+    flower = FlowerProcesses(tmp_path, link_port)
+    models = save_models(lenet_models, tmp_path / "models")
+    results = tmp_path / "results.json"
+    try:
+        flower.start("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(link_port),
+                                   "--database", str(tmp_path / "state.db")], link_port)
+        for p, device in enumerate(NODE_DEVICES):
+            port = free_port()
+            flower.start(f"node{p}", ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
+                                      "--host", "127.0.0.1", "--port", str(port), "--node-config",
+                                      f'partition-id={p} num-partitions=2 jetpredict-device="{device}"'], port)
+        flower.run_app(EXAMPLE_APP, f'arms="plan,maxn-drop" num-server-rounds=1 min-nodes=2 deadline-s=30.0 '
+                                    f'query-timeout-s=120.0 models="{models}" results-out="{results}"',
+                       results, RUN_LIMIT_S)
+    finally:
+        flower.stop()
+    arms = {a["arm"]: a for a in json.loads(results.read_text())["arms"]}
+    assert set(arms) == {"plan", "maxn-drop"}
+    for arm, run in arms.items():
+        assert run["empty_rounds"] == [] and run["rounds"][0]["trained"] == 2, arm
+        assert run["rounds"][0]["late"] == 0, arm
+        assert {row["device"] for row in run["rows"]} == set(NODE_DEVICES), arm  # the node config's types
+        for row in run["rows"]:
+            assert row["pred_time_s_low"] <= row["pred_time_s"] <= row["pred_time_s_high"]
+            assert row["time_s"] <= 30.0
+    plan_modes = {row["mode"] for row in arms["plan"]["rows"]}
+    assert plan_modes.isdisjoint({row["mode"] for row in arms["maxn-drop"]["rows"]})  # planned, not MAXN
+    assert arms["plan"]["rounds"][0]["train_energy_j"] < arms["maxn-drop"]["rounds"][0]["train_energy_j"]

@@ -1,0 +1,157 @@
+"""Adaptive profiling: the next mode for a decision (``plan --after``) and the loop, replayed on real rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.predictor import adaptive as A
+from jetpredict.predictor.reference import build_reference
+
+from jetpredict.cli import main
+
+REAL_CSV = Path(__file__).resolve().parents[2] / "models" / "reference" / "agx-xavier-published.csv"
+
+
+@pytest.fixture(scope="module")
+def real() -> pd.DataFrame:
+    return read_profile_csv(REAL_CSV)
+
+
+@pytest.fixture(scope="module")
+def resnet(real) -> pd.DataFrame:
+    return real[real["workload"] == "resnet18-cifar10"].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def others(real):
+    """The reference without the target workload (leave one workload out)."""
+    return build_reference(real[real["workload"] != "resnet18-cifar10"].reset_index(drop=True), "agx-xavier")
+
+
+def _by_mode(rows: pd.DataFrame, letters: str) -> pd.DataFrame:
+    return rows.set_index("mode").loc[list(letters)].reset_index()
+
+
+def test_proposal_narrows_the_decision_and_skips_profiled_modes(resnet, others):
+    adviser = A.Adviser("agx-xavier", A.Goal("min-time", max_power_w=15.0), resnet[["mode", *MODE_FIELDS]],
+                        others)
+    rows = _by_mode(resnet, "ha")
+    proposal = adviser.propose(rows, budget=2)
+    modes = proposal.modes
+    assert list(modes.columns[:6]) == ["mode", *MODE_FIELDS, "est_profile_s"]
+    assert len(modes) == 2 and modes["mode"].is_unique
+    assert not set(modes["mode"]) & set("ha")
+    assert (modes["est_profile_s"] > 0).all() and modes["reason"].str.len().gt(0).all()
+    # The expected uncertainty after the first mode is below the decision's now, and the second lowers it
+    # again (or keeps it): a pseudo-row that confirms the prediction narrows, never widens, the decision.
+    first, second = modes["expected_uncertainty"]
+    assert first < proposal.decision.uncertainty and modes["score"].iloc[0] > 0
+    assert second <= first + 1e-9
+    assert "recommended" in proposal.summary()
+
+
+def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
+    template = {**resnet.iloc[0].to_dict(), "stall_time_s": float("nan"), "minibatch_time_p50_s": 0.2}
+    pred = {"epoch_time_s": 500.0, "stall_time_s": 20.0, "compute_time_s": 470.0, "avg_power_w": 14.0,
+            "epoch_energy_j": 7000.0, "base_power_w": 5.0}
+    mode = {"mode": "x", "cpu_cores": 4, "cpu_mhz": 1500.0, "gpu_mhz": 900.0, "emc_mhz": 1600.0}
+    row = A.pseudo_row(template, mode, pred)
+    assert row["epoch_time_s"] == 500.0 and row["compute_time_s"] == 470.0 and row["cpu_mhz"] == 1500.0
+    assert row["stall_time_s"] is None  # the workload's rows do not measure it: not invented
+    assert "minibatch_time_p50_s" not in row and row["workload"] == "resnet18-cifar10"
+
+
+@pytest.mark.parametrize("goal", [A.Goal("min-time", max_power_w=15.0), A.Goal("min-energy")])
+def test_replayed_real_sweep_stops_within_budget_near_the_measurement(resnet, others, goal):
+    replay = A.SweepReplay(resnet)
+    chooser = A.AdaptiveChooser("agx-xavier", goal, budget=6, candidates=replay.modes(), reference=others)
+    rows = A.run_loop(chooser, replay.measure)
+    assert 2 <= len(rows) <= 6
+    assert len({r["mode"] for r in rows}) == len(rows)  # never the same mode twice
+    last = chooser.steps[-1]
+    assert last.next_mode is None and last.stop
+    best = last.decision.best_row
+    measured = resnet.set_index("mode").loc[best["mode"], "epoch_time_s"]
+    # The real sweep answers: the recommended mode's predicted time is close to its measurement.
+    assert best["epoch_time_s"] == pytest.approx(measured, rel=0.05)
+
+
+def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
+    replay = A.SweepReplay(resnet)
+    chooser = A.AdaptiveChooser("agx-xavier", A.Goal("min-energy"), budget=3, target_width=1e-6,
+                                candidates=replay.modes(), reference=others)
+    rows = A.run_loop(chooser, replay.measure)
+    assert len(rows) == 3
+    start = chooser.start_modes()["mode"].tolist()
+    assert [r["mode"] for r in rows[:len(start)]] == start
+    assert "budget" in chooser.steps[-1].stop
+
+
+def test_unmeetable_cap_says_so_and_still_proposes(resnet, others):
+    adviser = A.Adviser("agx-xavier", A.Goal("min-time", max_power_w=1.0), resnet[["mode", *MODE_FIELDS]],
+                        others)
+    proposal = adviser.propose(_by_mode(resnet, "ga"))
+    assert proposal.decision.best is None and "no mode meets" in proposal.summary()
+    assert len(proposal.modes) == 1
+
+
+@pytest.mark.parametrize(("goal", "field"), [
+    (A.Goal("fastest"), "objective"), (A.Goal("min-time", max_power_w=-3.0), "max_power_w"),
+    (A.Goal("min-time", max_epoch_time_s=float("nan")), "max_epoch_time_s"),
+    (A.Goal("min-time", confidence=90.0), "confidence")])
+def test_bad_goal_names_the_field(goal, field):
+    with pytest.raises(InputError) as err:
+        A.Adviser("agx-xavier", goal)
+    assert err.value.field == field
+
+
+def test_bad_budget_and_width_name_the_field(resnet):
+    with pytest.raises(InputError) as err:
+        A.AdaptiveChooser("agx-xavier", A.Goal(), budget=0)
+    assert err.value.field == "budget"
+    with pytest.raises(InputError) as err:
+        A.AdaptiveChooser("agx-xavier", A.Goal(), budget=3, target_width=0.0)
+    assert err.value.field == "target_width"
+    with pytest.raises(InputError) as err:
+        A.Adviser("agx-xavier", A.Goal()).propose(_by_mode(resnet, "a"), budget=0)
+    assert err.value.field == "budget"
+
+
+def test_replay_refuses_a_mode_it_did_not_measure(resnet):
+    with pytest.raises(InputError) as err:
+        A.SweepReplay(resnet).measure({"mode": "z", "cpu_cores": 3, "cpu_mhz": 1000.0, "gpu_mhz": 500.0,
+                                       "emc_mhz": 800.0})
+    assert err.value.field == "mode"
+
+
+def test_cli_plan_after_writes_the_next_modes(tmp_path, resnet, capsys):
+    profiles = tmp_path / "p.csv"
+    _by_mode(resnet, "hae").to_csv(profiles, index=False)
+    cands = tmp_path / "a-j.csv"
+    resnet[["mode", *MODE_FIELDS]].to_csv(cands, index=False)
+    out = tmp_path / "next.csv"
+    rc = main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--candidates", str(cands),
+               "--objective", "min-energy", "--budget", "2", "--out", str(out)])
+    assert rc == 0
+    got = pd.read_csv(out, dtype={"mode": str})
+    assert list(got.columns) == ["mode", *MODE_FIELDS, "est_profile_s", "score", "expected_uncertainty", "reason"]
+    assert len(got) == 2 and set(got["mode"]) <= set("bcdfgij")
+    assert np.isfinite(got["score"]).all()
+    assert "profile next" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "text"), [
+    (["--budget", "4", "--objective", "min-time"], "--objective needs --after"),
+    ([], "--budget is required"),
+    (["--after", "missing.csv"], "missing.csv"),
+])
+def test_cli_plan_bad_flags_exit_2(tmp_path, capsys, argv, text, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "--device", "agx-xavier", *argv]) == 2
+    assert text in capsys.readouterr().err

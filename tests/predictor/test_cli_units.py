@@ -1,0 +1,81 @@
+"""A newcomer's slips at the command line: a cap in milliwatts, rows in milliseconds, a profile CSV given as
+the model; honestly named ``--epochs`` columns; tables that fit a terminal."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from jetpredict.models.profile_rows import read_profile_csv, write_profile_csv
+from jetpredict.models.tables import TABLE_WIDTH
+
+from jetpredict.cli import main
+
+
+@pytest.fixture(scope="module")
+def work(resnet_cli_fit):
+    return resnet_cli_fit(("a", "d", "g", "h"))
+
+
+def test_a_cap_in_milliwatts_is_an_error_not_no_cap(work, capsys):
+    code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--max-power-w", "7000"])
+    err = capsys.readouterr().err
+    assert code == 2 and "max_power_w=7000 W" in err and "looks like milliwatts (7 W)" in err
+    # above the target device's range, though fine for the model's own device
+    code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--max-power-w", "45", "--device", "nano"])
+    assert code == 2 and "Jetson Nano" in capsys.readouterr().err
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--max-power-w", "45"]) == 0
+
+
+def test_rows_in_milliseconds_are_refused_with_the_unit_named(work, tmp_path, capsys):
+    rows = read_profile_csv(work / "resnet.csv")
+    rows["epoch_time_s"] *= 1000
+    rows[["epoch_energy_j", "avg_power_w", "base_power_w", "stall_time_s", "compute_time_s"]] = float("nan")
+    write_profile_csv(rows, tmp_path / "ms.csv")
+    code = main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "ms.csv"),
+                 "--out", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "epoch_time_s looks like milliseconds" in err and "line 2" in err
+
+
+@pytest.mark.parametrize("given, hint", [("resnet.csv", "fit it first: jetpredict fit"),
+                                         ("modes.csv", "give it as --modes")])
+def test_a_table_given_as_model_says_what_it_is(work, capsys, given, hint):
+    if given == "modes.csv":
+        assert main(["devices", "agx-xavier", "--format", "csv"]) == 0
+        (work / given).write_text(capsys.readouterr().out)
+    code = main(["predict", "--model", str(work / given), "--presets"])
+    err = capsys.readouterr().err
+    assert code == 2 and hint in err and "manifest" not in err
+
+
+def test_epochs_columns_are_named_for_what_they_are(work, capsys):
+    assert main(["predict", "--model", str(work / "resnet.json"), "--presets", "--epochs", "30",
+                 "--format", "csv"]) == 0
+    df = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    for base, name in (("epoch_time_s", "time_for_epochs_s"), ("epoch_energy_j", "energy_for_epochs_j")):
+        assert df[name].to_numpy() == pytest.approx(30 * df[base].to_numpy(), rel=1e-9)
+        assert (df[f"{name}_low"] <= df[name]).all() and (df[name] <= df[f"{name}_high"]).all()
+    # the contract's names stay, with the same numbers
+    assert df["time_to_accuracy_s"].to_numpy() == pytest.approx(df["time_for_epochs_s"].to_numpy())
+    columns = list(df.columns)
+    assert columns.index("time_for_epochs_s") < columns.index("time_to_accuracy_s")
+
+
+@pytest.mark.parametrize("argv", [
+    ["predict", "--presets", "--epochs", "30"], ["predict", "--presets"],
+    ["recommend", "--objective", "min-energy", "--max-power-w", "20"],
+], ids=["predict-epochs", "predict", "recommend"])
+def test_tables_fit_a_terminal_and_csv_keeps_every_column(work, capsys, argv):
+    assert main([argv[0], "--model", str(work / "resnet.json"), *argv[1:]]) == 0
+    out = capsys.readouterr()
+    widths = [len(line) for line in out.out.splitlines()]
+    assert widths and max(widths) <= TABLE_WIDTH
+    assert "epoch_time_s" in out.out.splitlines()[0] and "--format csv or json" in out.err
+    assert main([argv[0], "--model", str(work / "resnet.json"), *argv[1:], "--format", "csv"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "model_version" in header and len(header) > TABLE_WIDTH

@@ -1,0 +1,53 @@
+"""``jetpredict recommend`` compares its answer with the best nvpmodel preset under the same cap: in the
+JSON (the HTTP answer's ``preset_comparison``) and in one line on standard error."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from jetpredict.cli import main
+
+
+@pytest.fixture(scope="module")
+def model(resnet_cli_fit) -> Path:
+    return resnet_cli_fit() / "resnet.json"
+
+
+def test_json_states_the_preset_and_the_saving(model, capsys):
+    assert main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "20",
+                 "--format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    c = answer["preset_comparison"]
+    assert c["preset"] and c["objective"] == "min-time"
+    assert c["avg_power_w_high"] <= 20  # it meets the same cap at the same confidence
+    assert c["time_saving_s"] == pytest.approx(c["epoch_time_s"] - answer["best"]["epoch_time_s"])
+    assert c["time_saving_s"] >= 0  # never slower than a preset that meets the cap
+
+
+def test_stderr_states_the_comparison_and_csv_stays_best_and_front(model, capsys):
+    assert main(["recommend", "--model", str(model), "--objective", "min-energy", "--max-power-w", "20",
+                 "--format", "json"]) == 0
+    c = json.loads(capsys.readouterr().out)["preset_comparison"]
+    assert main(["recommend", "--model", str(model), "--objective", "min-energy", "--max-power-w", "20"]) == 0
+    err = capsys.readouterr().err
+    assert f"vs the best preset under the same caps, {c['preset']} ({c['epoch_time_s']:.4g} s/epoch" in err
+    assert f"{c['energy_saving_j']:.4g} J ({c['energy_saving_share']:.1%})" in err
+    assert main(["recommend", "--model", str(model), "--objective", "min-energy", "--max-power-w", "20",
+                 "--format", "csv"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert set(table["role"]) == {"best", "pareto"}  # the CSV's rows are as before
+
+
+def test_no_preset_under_the_cap_is_said(model, capsys):
+    # 6 W: below every AGX Xavier preset's power, but a low custom mode may still meet it.
+    code = main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "6",
+                 "--format", "json"])
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["preset_comparison"]["preset"] is None
+    assert "no nvpmodel preset meets max_power_w=6" in answer["preset_comparison"]["reason"]
+    assert code in (0, 1)
