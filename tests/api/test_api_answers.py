@@ -209,8 +209,11 @@ def test_healthz_and_uploads_say_when_the_store_cannot_write(make_app, tmp_path,
     client = app.test_client()
     health = client.get("/healthz")
     assert health.status_code == 200 and health.json["store"] == "ok"
-    # Read-only: the same SQLite file opened read-only (root ignores file modes, so chmod would not do).
+    # Read-only: a SQLite file opened read-only (root ignores file modes, so chmod would not do); made by a
+    # SQLite app under the same DATA_DIR whatever this test's own backend.
+    make_app(DATABASE_URL="")
     db = tmp_path / "jetpredict.sqlite"
+    assert db.exists()
     # The storage makes the folder of the URL's path ("file:..." taken literally): keep that in tmp_path.
     monkeypatch.chdir(tmp_path)
     readonly = make_app(DATABASE_URL=f"sqlite:///file:{db}?mode=ro&uri=true").test_client()

@@ -18,8 +18,8 @@ from flower_fleet.fleet import (  # noqa: E402
     _preset_figures,
     run_arms,
 )
+from flower_grid import InProcessGrid, node_contexts  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict  # noqa: E402
-from flwr.serverapp import Grid  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from jetpredict.models.catalogue import load_device  # noqa: E402
@@ -87,37 +87,11 @@ def test_the_preset_baseline_takes_the_least_energy_preset_that_meets_the_deadli
     assert late["mode"] == min(figures, key=lambda f: f[1])[0].mode  # the fastest, reported as late
 
 
-class AppGrid(Grid):
-    """The app's ClientApp behind Flower's Grid interface, in this process; ``silent`` nodes never answer."""
-
-    def __init__(self, num_nodes: int, run_config: dict, silent: Iterable[int] = ()) -> None:
-        self.contexts = {p + 1: Context(run_id=1, node_id=p + 1, node_config={"partition-id": p,
-                                                                              "num-partitions": num_nodes},
-                                        state=RecordDict(), run_config=run_config) for p in range(num_nodes)}
-        self.silent = set(silent)
-
-    def set_run(self, run_id):
-        raise NotImplementedError
-
-    @property
-    def run(self):
-        raise NotImplementedError
-
-    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):
-        raise NotImplementedError
-
-    def get_node_ids(self):
-        return list(self.contexts)
-
-    def push_messages(self, messages):
-        raise NotImplementedError
-
-    def pull_messages(self, message_ids):
-        raise NotImplementedError
-
-    def send_and_receive(self, messages, *, timeout=None):
-        return [client_app.app(m, self.contexts[m.metadata.dst_node_id]) for m in messages
-                if m.metadata.dst_node_id not in self.silent]
+def app_grid(num_nodes: int, run_config: dict, silent: Iterable[int] = ()) -> InProcessGrid:
+    """The app's ClientApp on ``num_nodes`` nodes (partition p on node p + 1); ``silent`` nodes never answer."""
+    contexts = node_contexts(range(1, num_nodes + 1),
+                             lambda n: {"partition-id": n - 1, "num-partitions": num_nodes}, run_config)
+    return InProcessGrid(client_app.app, contexts, silent)
 
 
 @pytest.fixture
@@ -135,7 +109,7 @@ def run_config(cfg: FleetConfig) -> dict:
 def test_all_arms_on_the_same_nodes_with_the_same_accounting(lenet_models, server_identity):
     # Node 1 is an AGX Xavier, node 2 a Xavier NX (round-robin); at 5 s the NX is late at MAXN.
     cfg = FleetConfig(num_server_rounds=1, local_epochs=5, deadline_s=5.0, min_nodes=2)
-    runs = {r["arm"]: r for r in run_arms(AppGrid(2, run_config(cfg)), cfg, lenet_models)}
+    runs = {r["arm"]: r for r in run_arms(app_grid(2, run_config(cfg)), cfg, lenet_models)}
     assert list(runs) == list(ARMS)
     maxn, drop, preset, plan = (runs[a]["rounds"][0] for a in ARMS)
     assert maxn["trained"] == drop["trained"] == 2
@@ -160,13 +134,13 @@ def test_all_arms_on_the_same_nodes_with_the_same_accounting(lenet_models, serve
 
 def test_a_round_that_trains_nobody_is_reported(lenet_models, server_identity):
     cfg = FleetConfig(num_server_rounds=1, deadline_s=1e-3, min_nodes=2, arms="plan")
-    (run,) = run_arms(AppGrid(2, run_config(cfg)), cfg, lenet_models)
+    (run,) = run_arms(app_grid(2, run_config(cfg)), cfg, lenet_models)
     assert run["empty_rounds"] == [1] and run["excluded"] == {1: 2}
 
 
 def test_the_device_query_fails_loudly_when_too_few_nodes_answer(lenet_models, server_identity):
     cfg = FleetConfig(min_nodes=2)
-    grid = AppGrid(2, run_config(cfg), silent={2})
+    grid = app_grid(2, run_config(cfg), silent={2})
     strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=2),
                                   LocalPlanner(lenet_models), deadline_s=10.0, query_timeout_s=0.5)
     with pytest.raises(DeviceQueryError, match=r"1 of the 2 nodes needed .* query_timeout_s=0.5"):

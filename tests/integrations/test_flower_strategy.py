@@ -7,7 +7,6 @@ class, messages handed to the app directly); ``test_flower_simulation.py`` runs 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 
 import numpy as np
 import pytest
@@ -15,9 +14,9 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
 from flower_fixtures import resnet_records  # noqa: E402
+from flower_grid import InProcessGrid, node_contexts  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp import Grid  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from jetpredict.models.errors import InputError  # noqa: E402
@@ -109,40 +108,6 @@ def test_http_planner_gives_the_in_process_plan(resnet_model, service_url):
 
 # --- selection and records, through a real ClientApp -----------------------------------------------------
 
-class InProcessGrid(Grid):
-    """Hands each message to a real ClientApp in this process (one Context per node)."""
-
-    def __init__(self, app: ClientApp, node_ids: Iterable[int]) -> None:
-        self.app = app
-        self.contexts = {n: Context(run_id=1, node_id=n, node_config={"partition-id": n}, state=RecordDict(),
-                                    run_config={}) for n in node_ids}
-        self.sent: list[Message] = []
-
-    def set_run(self, run_id: int) -> None:
-        raise NotImplementedError
-
-    @property
-    def run(self):
-        raise NotImplementedError
-
-    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):
-        raise NotImplementedError
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.contexts)
-
-    def push_messages(self, messages):
-        raise NotImplementedError
-
-    def pull_messages(self, message_ids):
-        raise NotImplementedError
-
-    def send_and_receive(self, messages, *, timeout=None):
-        messages = list(messages)
-        self.sent += messages
-        return [self.app(m, self.contexts[m.metadata.dst_node_id]) for m in messages]
-
-
 def twin_client_app() -> ClientApp:
     """Node n is a DEVICES[n] with epoch scale SCALES[n]; it trains nothing, reports the twin's figures."""
     app = ClientApp()
@@ -164,7 +129,7 @@ def grid():
     # What a ServerApp process has set before a strategy builds messages.
     before = TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
-    yield InProcessGrid(twin_client_app(), DEVICES)
+    yield InProcessGrid(twin_client_app(), node_contexts(DEVICES, lambda n: {"partition-id": n}))
     TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = before
 
 
@@ -278,7 +243,7 @@ def test_nodes_without_a_usable_device_config_are_not_planned(resnet_model):
     def train(msg: Message, context: Context) -> Message:  # pragma: no cover - never sent a train message
         raise AssertionError("an unplanned node was trained")
 
-    grid = InProcessGrid(app, [1, 2, 3])
+    grid = InProcessGrid(app, node_contexts([1, 2, 3], lambda n: {"partition-id": n}))
     grid.contexts[1].node_config["jetpredict-device"] = "nano"
     grid.contexts[2].node_config["jetpredict-device"] = "orin-nx"
     before = TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id
