@@ -211,7 +211,7 @@ def test_healthz_and_uploads_say_when_the_store_cannot_write(make_app, tmp_path,
     assert health.status_code == 200 and health.json["store"] == "ok"
     # Read-only: a SQLite file opened read-only (root ignores file modes, so chmod would not do); made by a
     # SQLite app under the same DATA_DIR whatever this test's own backend.
-    make_app(DATABASE_URL="")
+    sqlite_client = make_app(DATABASE_URL="").test_client()
     db = tmp_path / "jetpredict.sqlite"
     assert db.exists()
     # The storage makes the folder of the URL's path ("file:..." taken literally): keep that in tmp_path.
@@ -222,14 +222,14 @@ def test_healthz_and_uploads_say_when_the_store_cannot_write(make_app, tmp_path,
     r = readonly.post("/v1/profiles", json={"rows": published_rows()}, headers=auth)
     assert r.status_code == 503 and "cannot write" in r.json["message"] and r.headers["Retry-After"]
     assert readonly.get("/v1/workloads").status_code == 200  # reads still work
-    # Full: the file system under the SQLite file has no room left.
+    # Full: the file system under the SQLite file has no room left (a PostgreSQL server's disk is its own).
     from jetpredict.api.routes import health as health_route
 
     class Usage:
         free = 1024
 
     monkeypatch.setattr(health_route.shutil, "disk_usage", lambda path: Usage())
-    full = client.get("/healthz")
+    full = sqlite_client.get("/healthz")
     assert full.status_code == 503 and full.json["store"].startswith("cannot write: disk full")
 
 
