@@ -150,10 +150,7 @@ def _json_cells(values: object) -> list[str]:
         return list(map(_memo(json.dumps), values))
     array = np.asarray(values)
     if array.dtype.kind == "f":
-        cells = _reprs(array.tolist())  # float.__repr__ is json.dumps's float text
-        for i in np.flatnonzero(~np.isfinite(array)):
-            cells[i] = "null"
-        return cells
+        return _float_cells(array, "null")  # float.__repr__ is json.dumps's float text
     if array.dtype.kind == "b":
         return np.where(array, "true", "false").tolist()
     if array.dtype.kind in "iu":
@@ -191,12 +188,14 @@ def _json_column(values: object) -> str:
                           for part in _chunks(items) if part) + "]"
 
 
-def _reprs(items: list) -> list[str]:
-    """``repr`` of every float, a slice at a time (see :func:`_chunks`)."""
-    out: list[str] = []
-    for part in _chunks(items):
-        out.extend(map(repr, part))
-    return out
+def _float_cells(array: np.ndarray, missing: str) -> list[str]:
+    """``repr`` of every float, a slice at a time (see :func:`_chunks`); ``missing`` for NaN and inf."""
+    cells: list[str] = []
+    for part in _chunks(array.tolist()):
+        cells.extend(map(repr, part))
+    for i in np.flatnonzero(~np.isfinite(array)):
+        cells[i] = missing
+    return cells
 
 
 def columns_json(answer: PredictionAnswer) -> bytes:
@@ -221,11 +220,7 @@ def _csv_cells(values: object) -> list[str]:
         return list(map(_memo(_csv_cell), values))
     array = np.asarray(values)
     if array.dtype.kind == "f":
-        rounded = round_significant(array)
-        cells = _reprs(rounded.tolist())
-        for i in np.flatnonzero(~np.isfinite(rounded)):
-            cells[i] = ""
-        return cells
+        return _float_cells(round_significant(array), "")
     if array.dtype.kind == "b":
         return np.where(array, "True", "False").tolist()
     if array.dtype.kind in "iu":

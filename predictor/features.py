@@ -67,6 +67,13 @@ CPU_MEM_LOG_MU = 0.0
 CPU_MEM_LOG_SIGMA = 0.25
 
 
+def _excess_threads(cpu_cores, num_workers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(runnable threads beyond the cores online, >= 0; threads = workers + main; cores)."""
+    cores = np.asarray(cpu_cores, dtype=float)
+    threads = np.asarray(num_workers, dtype=float) + 1.0
+    return np.maximum(0.0, threads - cores), threads, cores
+
+
 def contention(cpu_cores, num_workers, kappa: float) -> np.ndarray:
     """Slow-down factor (>= 1) of the data pipeline's CPU work when fewer cores than runnable threads
     (workers + main) exist.
@@ -75,9 +82,8 @@ def contention(cpu_cores, num_workers, kappa: float) -> np.ndarray:
     falls with the cores online; ``kappa`` is how busy the competing threads are, learned per device from
     reference sweeps that vary the core count.
     """
-    cores = np.asarray(cpu_cores, dtype=float)
-    threads = np.asarray(num_workers, dtype=float) + 1.0
-    return 1.0 + kappa * np.maximum(0.0, threads - cores) / cores
+    excess, _, cores = _excess_threads(cpu_cores, num_workers)
+    return 1.0 + kappa * excess / cores
 
 
 def main_contention(cpu_cores, num_workers, kappa: float) -> np.ndarray:
@@ -86,9 +92,8 @@ def main_contention(cpu_cores, num_workers, kappa: float) -> np.ndarray:
     others, it does not share their throughput). Real: LeNet-5's compute slows 15% from 8 to 4 cores at
     CPU 1200 MHz and 36% from 8 to 2 at 2100 MHz (POMACS 2022 Fig 9), a 2.4:1 ratio of the excess
     against 6:1 for the pipeline's form and 3:1 for this one (its stall: 6.2:1)."""
-    cores = np.asarray(cpu_cores, dtype=float)
-    threads = np.asarray(num_workers, dtype=float) + 1.0
-    return 1.0 + kappa * np.maximum(0.0, threads - cores) / threads
+    excess, threads, _ = _excess_threads(cpu_cores, num_workers)
+    return 1.0 + kappa * excess / threads
 
 
 def memory_kernels(gpu_mhz, emc_mhz, mu: float | None = None, sigma: float | None = None) -> np.ndarray:

@@ -51,10 +51,10 @@ from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.reference import (
     KAPPA_GRID,
-    SHARE_SD_FLOOR,
     DeviceReference,
     build_reference,
     contention_for,
+    shape_prior,
 )
 from jetpredict.predictor.terms import (
     COMPLEXITY_COLUMNS,
@@ -733,21 +733,11 @@ def regime_prior(rows: ProfileArrays, ref: DeviceReference, weights: Mapping[str
     """The reference's shape prior with its mean the reference workloads' shapes under ``weights``
     (:func:`regime_weights`): the workload's own split decides its regime, and a reference of several
     regimes does not pull it toward their average. The SDs are the weighted spread around that mean,
-    floored as the reference's (``reference.SHARE_SD_FLOOR``). The reference's own prior without weights."""
+    floored as the reference's (:func:`reference.shape_prior`). The reference's own prior without weights."""
     if weights is None:
         return ref.shape
-    shapes = ref.workload_shapes
-    anchor = F.time_features(ref.anchor_modes, rows.num_workers[:1], *ref.kappas)
-    mean, sd = {}, {}
-    for name in ref.shape.mean:
-        stack = np.array([F.total_coefs(c) if name == "total" else np.asarray(c[name], dtype=float)
-                          for c in shapes.values()])
-        w = np.array([weights[k] for k in shapes])[:, None]
-        mean[name] = (w * stack).sum(axis=0)
-        spread = np.sqrt((w * (stack - mean[name]) ** 2).sum(axis=0))
-        x_anchor = np.array([float(anchor[t][0]) for t in F.COMPONENT_TERMS[name]])
-        sd[name] = np.maximum(spread, SHARE_SD_FLOOR / x_anchor)
-    return ShapePrior(mean, sd)
+    return shape_prior(ref.workload_shapes, F.time_features(ref.anchor_modes, rows.num_workers[:1], *ref.kappas),
+                       weights)
 
 
 def fit_workload(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, device: Device | None = None

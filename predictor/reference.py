@@ -149,17 +149,30 @@ def summarise_shapes(shapes: Mapping[str, Mapping[str, np.ndarray]], anchor: Mod
         t_anchor = sum(float(F.design(a_feats, F.COMPONENT_TERMS[n])[0] @ c) for n, c in comps.items())
         norm[w] = {n: np.asarray(c, dtype=float) / t_anchor for n, c in comps.items()}
         anchors[w] = t_anchor
-    all_components = all("total" not in comps for comps in norm.values())
+    return shape_prior(norm, a_feats), norm, anchors
+
+
+def shape_prior(shapes: Mapping[str, Mapping[str, np.ndarray]], anchor_feats: Mapping[str, np.ndarray],
+                weights: Mapping[str, float] | None = None) -> ShapePrior:
+    """Per-component prior of normalised workload ``shapes``: their mean and spread per term (equal weights:
+    the sample SD; ``weights`` summing to 1: the weighted mean and SD), the SD floored at
+    :data:`SHARE_SD_FLOOR` of the epoch at the anchor mode (``anchor_feats``, its time features)."""
+    all_components = all("total" not in comps for comps in shapes.values())
     names = ("compute", "stall", "rest", "total") if all_components else ("total",)
     mean, sd = {}, {}
     for name in names:
-        stack = np.array([(F.total_coefs(norm[w]) if name == "total" else norm[w][name]) for w in norm])
+        stack = np.array([(F.total_coefs(shapes[w]) if name == "total" else shapes[w][name]) for w in shapes])
         terms = F.COMPONENT_TERMS[name]
-        x_anchor = np.array([float(a_feats[t][0]) for t in terms])
-        spread = stack.std(axis=0, ddof=1) if len(stack) > 1 else np.zeros(len(terms))
-        mean[name] = stack.mean(axis=0)
+        x_anchor = np.array([float(anchor_feats[t][0]) for t in terms])
+        if weights is None:
+            mean[name] = stack.mean(axis=0)
+            spread = stack.std(axis=0, ddof=1) if len(stack) > 1 else np.zeros(len(terms))
+        else:
+            w = np.array([weights[k] for k in shapes])[:, None]
+            mean[name] = (w * stack).sum(axis=0)
+            spread = np.sqrt((w * (stack - mean[name]) ** 2).sum(axis=0))
         sd[name] = np.maximum(spread, SHARE_SD_FLOOR / x_anchor)
-    return ShapePrior(mean, sd), norm, anchors
+    return ShapePrior(mean, sd)
 
 
 def contention_for(ref: DeviceReference, rows_kind: str) -> tuple[float, float]:

@@ -41,6 +41,7 @@ class FlowerProcesses:
         import os
 
         self.tmp_path = tmp_path
+        self.link_port = link_port
         home = tmp_path / "flwr-home"
         home.mkdir()
         (home / "config.toml").write_text(f'[superlink]\ndefault = "test"\n\n[superlink.test]\n'
@@ -50,6 +51,13 @@ class FlowerProcesses:
                     "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
         self.procs: list = []
         self._logs: list = []
+
+    def start_superlink(self, simulation: bool = False) -> None:
+        """The SuperLink on ``link_port`` (with the simulation engine when ``simulation``), its state in a
+        file of its own."""
+        self.start("superlink", ["flower-superlink", "--insecure", *(["--simulation"] if simulation else []),
+                                 "--host", "127.0.0.1", "--port", str(self.link_port),
+                                 "--database", str(self.tmp_path / "state.db")], self.link_port)
 
     def start(self, name: str, args: list[str], port: int, limit_s: float = 60.0):
         """Start ``args`` (output in ``NAME.log``) and wait until it listens on ``port``."""

@@ -28,8 +28,7 @@ def test_the_app_runs_under_a_local_superlink_with_two_supernodes(tmp_path, lene
     models = save_models(lenet_models, tmp_path / "models")
     results = tmp_path / "results.json"
     try:
-        flower.start("superlink", ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(link_port),
-                                   "--database", str(tmp_path / "state.db")], link_port)
+        flower.start_superlink()
         for p, device in enumerate(NODE_DEVICES):
             port = free_port()
             flower.start(f"node{p}", ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",

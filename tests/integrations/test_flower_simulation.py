@@ -30,8 +30,7 @@ def test_the_app_runs_under_the_simulation_engine(tmp_path, lenet_models):
     models = save_models(lenet_models, tmp_path / "models")
     results = tmp_path / "results.json"
     try:
-        flower.start("superlink", ["flower-superlink", "--insecure", "--simulation", "--host", "127.0.0.1",
-                                   "--port", str(link_port), "--database", str(tmp_path / "state.db")], link_port)
+        flower.start_superlink(simulation=True)
         flower.run_app(EXAMPLE_APP, f'arms="plan,maxn" num-server-rounds=1 min-nodes=2 deadline-s=30.0 '
                                     f'models="{models}" results-out="{results}"', results, RUN_LIMIT_S,
                        "--federation-config", "num-supernodes=2")

@@ -80,13 +80,13 @@ def mape(pred, true):
 
 
 #: Synthetic-mechanism tolerances, a little above what the model measures on them now (so a regression
-#: fails): (regime, output) -> MAPE bound. Measured (mech-8): CPU-bound 6.7% time, GPU-bound 2.3% time,
-#: launch-bound (max(launch, kernels) per step: a form the model does not have) 5.9% power. mech-7 had
-#: 1.9 / 1.3 / 4.5%: these stand-ins have no memory-bound CPU work, which the real sweeps (all three) show
-#: and mech-8's CPU-side roofline describes, so they now fit worse. Behaviour checks on stand-ins, not
-#: accuracy claims (those are real-data only).
-TOL = {(9.0, "time"): 0.075, (9.0, "energy"): 0.09, (3.0, "time"): 0.026, (3.0, "energy"): 0.03,
-       ("launch", "power"): 0.066, ("launch", "energy"): 0.14}
+#: fails): (regime, output) -> MAPE bound. Measured (mech-8): CPU-bound 6.6% time / 6.4% energy, GPU-bound
+#: 1.9% / 1.9%, launch-bound (max(launch, kernels) per step: a form the model does not have) 5.9% power /
+#: 11.5% energy. mech-7 had 1.9 / 4.6, 1.3 / 1.8 and 4.5 / 11.9%: these stand-ins have no memory-bound CPU
+#: work, which the real sweeps (all three) show and mech-8's CPU-side roofline describes, so the CPU-bound
+#: one fits worse. Behaviour checks on stand-ins, not accuracy claims (those are real-data only).
+TOL = {(9.0, "time"): 0.072, (9.0, "energy"): 0.07, (3.0, "time"): 0.022, (3.0, "energy"): 0.022,
+       ("launch", "power"): 0.065, ("launch", "energy"): 0.125}
 
 
 @pytest.mark.parametrize("cpu_ms,gpu_ms", [(9.0, 1.5), (3.0, 100.0)])
