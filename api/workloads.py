@@ -38,12 +38,13 @@ from jetpredict.api.storage import (
     WorkloadWrite,
     upload_result,
 )
+from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import (
     FIELD_BY_NAME,
     ProfileRowsError,
     mode_conflicts,
-    rows_to_records,
     unknown_columns,
     validate_records,
 )
@@ -552,7 +553,7 @@ class WorkloadService:
     @staticmethod
     def _served(models: DeviceModels, workload_id: str | None, revision: int | None, device: str | None
                 ) -> Resolved:
-        served = models.serve(device)
+        served = models.serve(None if device is None else resolve_device(device))
         return Resolved(served.model, workload_id, revision, models.devices, served.rows_device, models)
 
     def inline(self, records: Sequence[Mapping[str, object]], field: str = "workload.rows") -> Resolved:

@@ -26,9 +26,9 @@ import pandas as pd
 # This checkout's packages first (an editable install may point at another tree), then bench/ itself.
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
-from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
-from jetpredict.predictor.bundled import fit_workload, predict  # noqa: E402
-from jetpredict.predictor.knobs import ModeArrays  # noqa: E402
+from jetpredict.models.catalogue import ModeArrays  # noqa: E402
+from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
+from jetpredict.predictor.bundled import fit_workload, predict_modes  # noqa: E402
 from results_io import write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def coverage(p: dict, true, key: str) -> tuple[float, float]:
 
 def at(model, modes: pd.DataFrame) -> dict:
     """The model's predictions (columns by name, 90% intervals) at the knob columns of ``modes``."""
-    return predict(model, ModeArrays.from_frame(modes)).columns()
+    return predict_modes(model, ModeArrays.from_frame(modes)).columns()
 
 
 def ours(prof: pd.DataFrame, test: pd.DataFrame, reference: pd.DataFrame | None) -> dict:

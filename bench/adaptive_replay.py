@@ -41,7 +41,7 @@ import pandas as pd
 # This checkout's packages first (an editable install may point at another tree).
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
 from jetpredict.models.catalogue import MODE_FIELDS, load_device  # noqa: E402
-from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
+from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import adaptive as A  # noqa: E402
 from jetpredict.predictor.limits import OBJECTIVES  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
@@ -84,7 +84,7 @@ def replay(rows: pd.DataFrame, goal: A.Goal, start: int, reference, label: str) 
     from jetpredict.predictor.service import plan_profiling
 
     first = plan_profiling(DEVICE, start, cands).modes[["mode", *MODE_FIELDS]]
-    chooser = A.AdaptiveChooser(DEVICE, goal, budget=len(rows), target_width=1e-9, candidates=cands,
+    chooser = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(rows), target_width=1e-9, candidates=cands,
                                 reference=reference, start=first)
     t0 = time.perf_counter()
     A.run_loop(chooser, device.measure)
@@ -118,7 +118,7 @@ def replay(rows: pd.DataFrame, goal: A.Goal, start: int, reference, label: str) 
     stays = next((s["modes"] for i, s in enumerate(scored)
                   if all(abs(t["error_pct"]) <= 100 * WITHIN for t in scored[i:])), None)
     # Where ``profile --adaptive`` with the default target would have stopped: the same rule, same steps.
-    rule = A.AdaptiveChooser(DEVICE, goal, budget=len(rows), candidates=cands, reference=reference)
+    rule = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(rows), candidates=cands, reference=reference)
     stop = next((s for s, st in zip(steps, chooser.steps, strict=True)
                  if s["recommended"] is not None and rule.settled(st.decision)), scored[-1] if scored else None)
     record = {"workload": label, "objective": goal.objective, "max_power_w": goal.max_power_w, "start": start,
@@ -174,7 +174,7 @@ def twin_part(minibatches: int) -> list[dict]:
                 chooser_box: list[A.AdaptiveChooser] = []
 
                 def factory(device_id, start, goal=goal, box=chooser_box):
-                    box.append(A.AdaptiveChooser(device_id, goal, budget=len(cands), target_width=1e-9,
+                    box.append(A.AdaptiveChooser(load_device(device_id), goal, budget=len(cands), target_width=1e-9,
                                                  candidates=cands, start=None if start is None else
                                                  pd.DataFrame([m.as_dict() for m in start])))
                     return box[-1]
@@ -202,7 +202,7 @@ def twin_part(minibatches: int) -> list[dict]:
                           f"{err:+.1f}% vs the twin's sweep, interval {100 * st.decision.time_width:.0f}% wide")
                 within = [s["modes"] for s in steps if abs(s["error_pct"]) <= 100 * WITHIN]
                 # The default target's stop: the chooser ran with target 0, so apply the default rule here.
-                rule = A.AdaptiveChooser(DEVICE, goal, budget=len(cands), candidates=cands)
+                rule = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(cands), candidates=cands)
                 stop = next((s for s, st in zip(steps, [t for t in chooser.steps if t.decision.best is not None],
                                                 strict=True) if rule.settled(st.decision)), None)
                 out.append({"workload": workload, "source": "simulated", "objective": goal.objective,
@@ -220,13 +220,13 @@ def cost_part() -> list[dict]:
     real = real_rows()
     rows = real[real["workload"] == "resnet18-cifar10"].reset_index(drop=True)
     space = load_device(DEVICE).modes()
-    allm = pd.DataFrame(space.as_arrays(), columns=list(MODE_FIELDS))
+    allm = pd.DataFrame(space.arrays().columns(), columns=list(MODE_FIELDS))
     allm.insert(0, "mode", space.labels())
     out = []
     print("\ncost of one proposal (s) vs decision-set size:")
     for n in (10, 1000, len(allm)):
         cands = rows[["mode", *MODE_FIELDS]] if n == 10 else allm.sample(n, random_state=0) if n < len(allm) else None
-        adviser = A.Adviser(DEVICE, GOALS[0], cands)
+        adviser = A.Adviser(load_device(DEVICE), GOALS[0], cands)
         t0 = time.perf_counter()
         adviser.propose(rows.iloc[[0, 7]], 1)
         seconds = time.perf_counter() - t0

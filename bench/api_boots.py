@@ -18,6 +18,7 @@ from pathlib import Path
 from results_io import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tools.testing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
     args = parser.parse_args(argv)
 
-    from jetpredict.api.testing import TempPostgres, empty_postgresql, gunicorn_first_boot
+    from tools.testing import TempPostgres, empty_postgresql, gunicorn_first_boot
 
     pg = None
     url = args.database_url

@@ -18,7 +18,7 @@ from pathlib import Path
 from results_io import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "api"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
 KEY = "load-key"
 
 
@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     from api_fixtures import published_rows
     from jetpredict.api.config import load_settings
     from jetpredict.api.storage import Storage, profile_rows, uploads, workloads
-    from jetpredict.api.testing import LiveServer, mixed_load
+
+    from tools.testing import LiveServer, mixed_load
 
     def row(workload: str, i: int) -> dict:
         rows = published_rows(as_id=workload, n=10)

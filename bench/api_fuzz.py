@@ -30,7 +30,7 @@ from results_io import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS_API = ROOT / "tests" / "api"
-sys.path.insert(0, str(TESTS_API))
+sys.path[:0] = [str(ROOT), str(TESTS_API)]  # tools.testing, the API fixtures
 KEY = "fuzz-key"
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,positive_data_acceptance")
@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import requests
     from api_fixtures import published_rows
-    from jetpredict.api.testing import LiveServer
+
+    from tools.testing import LiveServer
 
     st = shutil.which("st") or shutil.which("schemathesis")
     if st is None:

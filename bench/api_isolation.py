@@ -37,7 +37,7 @@ from pathlib import Path
 from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "api"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
 KEY = "isolation-key"
 P99_TARGET_MS = 100.0
 CONFIDENCES = [round(0.5 + 0.01 * i, 2) for i in range(40)]
@@ -152,7 +152,8 @@ def _phase(port: int, clients: int, seconds: float, inline_rows: int) -> dict:
 def run(levels: list[int], seconds: float, inline_rows: int, workers: int) -> dict:
     import requests
     from api_fixtures import published_rows
-    from jetpredict.api.testing import LiveServer
+
+    from tools.testing import LiveServer
 
     with tempfile.TemporaryDirectory() as tmp, LiveServer(tmp, api_keys=KEY, workers=workers) as server:
         r = requests.post(server.url + "/v1/profiles", json={"rows": published_rows(as_id="isolation")},

@@ -31,7 +31,7 @@ from pathlib import Path
 from results_io import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "api"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
 KEY = "bench-key"
 MODES = [{"mode": f"m{i}", "cpu_cores": c, "cpu_mhz": 1190.4, "gpu_mhz": g, "emc_mhz": 1600.0}
          for i, (c, g) in enumerate((c, g) for c in (2, 8) for g in (318.75, 522.75, 675.75, 905.25, 1377.0))]
@@ -146,7 +146,8 @@ def run(clients: int, seconds: float, single_requests: int, workers: int, rounds
         body: str = "presets") -> dict:
     import requests
     from api_fixtures import published_rows
-    from jetpredict.api.testing import LiveServer, free_port
+
+    from tools.testing import LiveServer, free_port
 
     prediction_body = BODIES[body]
     with tempfile.TemporaryDirectory() as tmp, LiveServer(tmp, api_keys=KEY, workers=workers) as server:

@@ -27,7 +27,7 @@ from pathlib import Path
 from results_io import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "api"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
 KEY = "scaleout-key"
 
 
@@ -51,7 +51,7 @@ def _summary(results: list[dict], duration_s: float) -> dict:
 def _load(urls: list[str], clients: int, duration_s: float, round_id: str, first_client: int = 0
           ) -> tuple[dict, dict[str, int]]:
     """``clients`` split evenly over ``urls``, all at once; (summary, answered rows per workload)."""
-    from jetpredict.api.testing import mixed_load
+    from tools.testing import mixed_load
 
     per = clients // len(urls)
     results: list[dict] = [{} for _ in urls]
@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import requests
     from api_fixtures import published_rows
-    from jetpredict.api.testing import LiveServer, TempPostgres, empty_postgresql
+
+    from tools.testing import LiveServer, TempPostgres, empty_postgresql
 
     pg = None
     result: dict = {"clients": args.clients, "duration_s": args.duration_s, "workers_per_instance": args.workers,

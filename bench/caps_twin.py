@@ -29,7 +29,7 @@ import pandas as pd
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device  # noqa: E402
-from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
+from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import service  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
 from results_io import write_results  # noqa: E402

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, load_device
-from jetpredict.models.profile_rows import MAX_ROWS, read_profile_csv
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
+from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.models.profile_rows import MAX_ROWS
 from jetpredict.predictor.bundled import fit_workload
-from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.reference import REFERENCE_DIR
 from results_io import growth_exponent, write_results
 
@@ -39,7 +39,7 @@ def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
     """``n`` profile rows of one workload at random AGX Xavier modes (see the module docstring)."""
     published = read_profile_csv(REFERENCE_DIR / f"{DEVICE}-published.csv")
     truth = fit_workload(published[published["workload"] == "resnet18-cifar10"].reset_index(drop=True), DEVICE)
-    space = load_device(DEVICE).modes().as_arrays()
+    space = load_device(DEVICE).modes().arrays().columns()
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(space["cpu_cores"]), n)
     knobs = {k: np.asarray(space[k])[idx] for k in MODE_FIELDS}

@@ -26,7 +26,8 @@ from fit_scaling import DEVICE, cpu_seconds, slope, synthetic_rows
 from jetpredict.api.storage import Storage, WorkloadWrite
 from jetpredict.api.workloads import WorkloadService, fit_devices
 from jetpredict.models.catalogue import load_device
-from jetpredict.models.profile_rows import read_profile_csv, rows_to_records, validate_records
+from jetpredict.models.profile_files import read_profile_csv, rows_to_records
+from jetpredict.models.profile_rows import validate_records
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.workload_devices import DeviceModels
 from results_io import write_results
@@ -92,7 +93,7 @@ def _fleet_cost(rows: list[dict], k: int, repeats: int) -> dict:
         # Freshly fitted models each time: moved models are cached per model (predictor.bundled.on_device).
         models = fit_devices(rows, "fleet", "workload.id")
         t0 = time.process_time()
-        source = DeviceModels(models.models, models.primary).source_for(target)
+        source = DeviceModels(models.models, models.primary).source_for(load_device(target))
         choices.append(time.process_time() - t0)
     return {"devices": k, "cold_lookup_cpu_s": cold_s, "transfer_choice_cpu_s": statistics.median(choices),
             "source_for_" + TARGET: source}

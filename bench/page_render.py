@@ -34,11 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jetpredict.api.testing import LiveServer  # noqa: E402
 from jetpredict.models.catalogue import list_devices  # noqa: E402
 from results_io import write_results  # noqa: E402
 
 from tools.browser import Browser, find_chromium  # noqa: E402
+from tools.testing import LiveServer  # noqa: E402
 
 SCREENSHOT = ROOT / "docs" / "mode-chooser.png"
 LIMIT_MS = 2000.0  # the bound on drawing all 29,232 AGX Xavier modes

@@ -18,11 +18,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from jetpredict.models.catalogue import load_device
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.catalogue import ModeArrays, load_device
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import service
-from jetpredict.predictor.bundled import fit_workload, load_reference, predict
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.bundled import fit_workload, load_reference, predict_modes
 from jetpredict.predictor.reference import REFERENCE_DIR
 from results_io import write_results
 
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
     rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(PROFILED)].reset_index(drop=True)
     t0 = time.perf_counter()
-    load_reference("agx-xavier")
+    load_reference(load_device("agx-xavier"))
     first_reference_ms = (time.perf_counter() - t0) * 1e3
     model = fit_workload(rows, "agx-xavier")
     modes = ModeArrays.of_device(load_device("agx-xavier"))
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [
         ("fit_workload (4 ResNet-18 rows, AGX Xavier)", "< 1000",
          lambda: fit_workload(rows, "agx-xavier"), 1000.0),
-        ("bundled.predict, all 29,232 AGX Xavier modes", "< 50", lambda: predict(model, modes), 50.0),
+        ("bundled.predict, all 29,232 AGX Xavier modes", "< 50", lambda: predict_modes(model, modes), 50.0),
         # A copy is a new fitted model to the service: its all-modes prediction is not cached yet.
         ("service.predict(model, 'all') -> DataFrame, first call for a model", "< 50",
          lambda: service.predict(copy.copy(model), "all"), 50.0),

@@ -43,13 +43,12 @@ import pandas as pd
 
 # This checkout's packages first (an editable install may point at another tree).
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
-from jetpredict.models.catalogue import load_device  # noqa: E402
+from jetpredict.models.catalogue import ModeArrays, load_device  # noqa: E402
 from jetpredict.models.errors import InputError  # noqa: E402
-from jetpredict.models.profile_rows import read_profile_csv  # noqa: E402
+from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import bundled, calibration  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
-from jetpredict.predictor.knobs import ModeArrays  # noqa: E402
-from jetpredict.predictor.model import IntervalScales  # noqa: E402
+from jetpredict.predictor.constants import IntervalScales  # noqa: E402
 from results_io import write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +66,7 @@ COMPONENTS = ("stall", "compute", "rest")
 def predict(model, modes: pd.DataFrame, device_id: str | None = None) -> dict[str, np.ndarray]:
     """The model's predictions (arrays by column name, 90% intervals) at the knob columns of ``modes``."""
     device = None if device_id is None else load_device(device_id)
-    return bundled.predict(model, ModeArrays.from_frame(modes), device).columns()
+    return bundled.predict_modes(model, ModeArrays.from_frame(modes), device).columns()
 
 
 def power_of(rows: pd.DataFrame) -> np.ndarray:

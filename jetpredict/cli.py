@@ -34,7 +34,7 @@ def _devices(args: argparse.Namespace) -> int:
     device = load_device(args.device)
     if args.modes == "all":
         space = device.modes()
-        df = pd.DataFrame(space.as_arrays(), columns=list(MODE_FIELDS))
+        df = pd.DataFrame(space.arrays().columns(), columns=list(MODE_FIELDS))
         df.insert(0, "mode", space.labels())
     else:
         df = pd.DataFrame([{**p.as_dict(), "nvpmodel_id": p.id, "power_budget_w": p.power_budget_w}

@@ -9,7 +9,7 @@ vectorised prediction.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -86,6 +86,121 @@ class DeviceSpecs:
     jetpack: str
 
 
+#: Two clocks within this relative step are one setting: a catalogue step and the published nvpmodel cap of
+#: one setting differ by fractions of a percent (2265.6 vs 2265 MHz), while the closest real steps of any
+#: Jetson lie 0.58% apart (AGX Orin CPU).
+SAME_CLOCK_REL = 1e-3
+
+
+def _floats(values: object) -> np.ndarray:
+    return np.atleast_1d(np.asarray(values, dtype=float))
+
+
+@dataclass(frozen=True, eq=False)
+class ModeArrays:
+    """Power modes as aligned float arrays: online cores (count) and CPU/GPU/EMC clocks (MHz).
+
+    Any array-like (or scalar) is accepted and stored as a 1-d float array; all four must broadcast to
+    one length.
+    """
+
+    cpu_cores: np.ndarray
+    cpu_mhz: np.ndarray
+    gpu_mhz: np.ndarray
+    emc_mhz: np.ndarray
+
+    def __post_init__(self) -> None:
+        arrays = [_floats(getattr(self, k)) for k in MODE_FIELDS]
+        n = np.broadcast_shapes(*(a.shape for a in arrays))
+        for k, a in zip(MODE_FIELDS, arrays, strict=True):
+            object.__setattr__(self, k, a if a.shape == n else np.broadcast_to(a, n).copy())
+
+    @classmethod
+    def from_frame(cls, frame: Mapping[str, object]) -> ModeArrays:
+        """From a table (or mapping) with the columns ``cpu_cores, cpu_mhz, gpu_mhz, emc_mhz``."""
+        return cls(*(np.asarray(frame[k], dtype=float) for k in MODE_FIELDS))
+
+    @classmethod
+    def from_modes(cls, modes: PowerMode | Sequence[PowerMode]) -> ModeArrays:
+        """From one :class:`PowerMode` or a sequence of them (in their order)."""
+        listed = [modes] if isinstance(modes, PowerMode) else list(modes)
+        knobs = np.array([m.knobs() for m in listed], dtype=float).reshape(-1, len(MODE_FIELDS))
+        return cls(*knobs.T)
+
+    @classmethod
+    def of(cls, modes: object) -> ModeArrays:
+        """Any form of modes as :class:`ModeArrays`: itself, a :class:`PowerMode` or a sequence of them, a
+        :class:`ModeSpace`, or a table/mapping with the four knob columns. InputError (field ``modes``)
+        for anything else."""
+        if isinstance(modes, ModeArrays):
+            return modes
+        if isinstance(modes, ModeSpace):
+            return modes.arrays()
+        if isinstance(modes, PowerMode) or (isinstance(modes, list | tuple) and modes
+                                            and all(isinstance(m, PowerMode) for m in modes)):
+            return cls.from_modes(modes)
+        try:
+            return cls.from_frame(modes)  # type: ignore[arg-type]
+        except (KeyError, TypeError, IndexError, ValueError):
+            raise InputError(f"modes must give {', '.join(MODE_FIELDS)}", "modes") from None
+
+    @classmethod
+    def of_device(cls, device: Device) -> ModeArrays:
+        """Every mode of ``device``'s power-mode space, in ``Device.modes()`` order."""
+        return device.modes().arrays()
+
+    def __len__(self) -> int:
+        return int(self.cpu_cores.shape[0])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The knobs in ``MODE_FIELDS`` order."""
+        return self.cpu_cores, self.cpu_mhz, self.gpu_mhz, self.emc_mhz
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        """``{knob: float array}`` in ``MODE_FIELDS`` order."""
+        return dict(zip(MODE_FIELDS, self.arrays(), strict=True))
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """``{knob: array}`` for tables and answers: cores as integers, clocks as floats (MHz)."""
+        return {**self.as_dict(), "cpu_cores": self.cpu_cores.astype(int)}
+
+    def take(self, index: np.ndarray | slice) -> ModeArrays:
+        """The modes at ``index`` (an index array, boolean mask or slice)."""
+        return ModeArrays(*(a[index] for a in self.arrays()))
+
+    def out_of_range(self, device: Device) -> dict[str, str]:
+        """``{knob: message}`` for each knob with a value outside ``device``'s range (empty when all fit)."""
+        return device.out_of_range(*self.arrays())
+
+    def setting_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per mode, the index of its distinct mode and of its distinct clock setting (CPU, GPU and EMC
+        clocks equal within :data:`SAME_CLOCK_REL`, any cores): O(n log n), for rows of any number."""
+        cached = self.__dict__.get("_setting_ids")
+        if cached is None:
+            clock_key = np.zeros(len(self), dtype=np.int64)
+            for mhz in (self.cpu_mhz, self.gpu_mhz, self.emc_mhz):
+                levels = _clock_levels(mhz)
+                clock_key = clock_key * (int(levels.max(initial=0)) + 1) + levels
+            _, clock_id = np.unique(clock_key, return_inverse=True)
+            cores = np.unique(self.cpu_cores, return_inverse=True)[1]
+            _, mode_id = np.unique(clock_id * (int(cores.max(initial=0)) + 1) + cores, return_inverse=True)
+            # Cached on the (immutable) value: a fit asks for it once per evidence kind.
+            cached = (mode_id.ravel(), clock_id.ravel())
+            object.__setattr__(self, "_setting_ids", cached)
+        return cached
+
+    def distinct_count(self) -> int:
+        """The number of distinct modes."""
+        return int(self.setting_ids()[0].max()) + 1 if len(self) else 0
+
+
+def _clock_levels(mhz: np.ndarray) -> np.ndarray:
+    """Level index per clock value: sorted values chained within :data:`SAME_CLOCK_REL` share one level."""
+    levels = np.unique(mhz)
+    new = np.concatenate([[True], levels[1:] > levels[:-1] * (1.0 + SAME_CLOCK_REL)])
+    return (np.cumsum(new) - 1)[np.searchsorted(levels, mhz)]
+
+
 def mode_label(cpu_cores: int, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -> str:
     """The label of a custom mode, e.g. ``8c-2265.6-1377-2133`` (cores, CPU/GPU/EMC MHz)."""
     return f"{int(cpu_cores)}c-{float(cpu_mhz):g}-{float(gpu_mhz):g}-{float(emc_mhz):g}"
@@ -124,16 +239,14 @@ class ModeSpace(Sequence[PowerMode]):
         for i in range(len(self)):
             yield self[i]
 
-    def as_arrays(self) -> dict[str, np.ndarray]:
-        """Every mode as four aligned arrays (``cpu_cores``, ``cpu_mhz``, ``gpu_mhz``, ``emc_mhz``)."""
+    def arrays(self) -> ModeArrays:
+        """Every mode as :class:`ModeArrays`, in index order."""
         grids = np.meshgrid(*[np.asarray(a, dtype=float) for a in self._axes], indexing="ij")
-        arrays = {name: g.ravel() for name, g in zip(MODE_FIELDS, grids, strict=True)}
-        arrays["cpu_cores"] = arrays["cpu_cores"].astype(int)
-        return arrays
+        return ModeArrays(*(g.ravel() for g in grids))
 
     def labels(self) -> list[str]:
-        a = self.as_arrays()
-        return [mode_label(*k) for k in zip(a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"],
+        a = self.arrays()
+        return [mode_label(*k) for k in zip(a.cpu_cores.astype(int), a.cpu_mhz, a.gpu_mhz, a.emc_mhz,
                                             strict=True)]
 
 
@@ -319,3 +432,13 @@ def load_device(device_id: str) -> Device:
     except KeyError:
         raise UnknownDeviceError(
             f"unknown device {device_id!r}; valid devices: {', '.join(devices)}", "device") from None
+
+
+def resolve_device(device: Device | str) -> Device:
+    """The catalogue :class:`Device` for an id, or ``device`` as given: called once at each entry point
+    (CLI, HTTP route, public Python call), so that everything below takes a :class:`Device`."""
+    if isinstance(device, Device):
+        return device
+    if not isinstance(device, str) or not device:
+        raise InputError(f"device must be a catalogue id, got {device!r}", "device")
+    return load_device(device)

@@ -12,16 +12,10 @@ likely unit slip (milliseconds, milliwatts, millijoules).
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import difflib
-import io
 import math
-import os
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -394,119 +388,6 @@ def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int]) -
     return problems
 
 
-def open_regular_file(path: str | Path, flag: str = "profiles", max_bytes: int = MAX_FILE_BYTES):
-    """Open ``path`` for binary reading if it is a regular file of at most ``max_bytes``.
-
-    Devices (``/dev/zero``), FIFOs (which would block), sockets and directories are refused with an
-    :class:`InputError` naming ``flag``; the check is on the opened file (no race with a rename).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise InputError(f"--{flag} file {path} does not exist", flag) from None
-    except OSError as exc:
-        raise InputError(f"--{flag} file {path} cannot be opened: {exc.strerror}", flag) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"--{flag} {path} is not a regular file (a device, FIFO, socket or directory); "
-                             "give a CSV or JSON file", flag)
-        if st.st_size > max_bytes:
-            raise InputError(f"--{flag} file {path} is {st.st_size} bytes; the limit is {max_bytes}", flag)
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-@contextlib.contextmanager
-def _cell_limit(chars: int):
-    # The csv module's limit is process-wide: raise it to ours for this read only.
-    previous = csv.field_size_limit(chars)
-    try:
-        yield
-    finally:
-        csv.field_size_limit(previous)
-
-
-def read_profile_csv(source: str | Path | io.TextIOBase) -> pd.DataFrame:
-    """Read and validate a profile-row CSV file (path or open text stream), streaming it row by row.
-
-    Limits: :data:`MAX_FILE_BYTES` per file, :data:`MAX_ROWS` rows and :data:`MAX_CELL_CHARS` per cell;
-    anything beyond is a :class:`ProfileRowsError` / :class:`InputError` (CLI exit status 2).
-    """
-    what = str(source) if isinstance(source, str | Path) else "profile rows"
-    if isinstance(source, str | Path):
-        with open_regular_file(source) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
-            return _read_csv_stream(text, what)
-    return _read_csv_stream(source, what)
-
-
-def _read_csv_stream(text: io.TextIOBase, what: str) -> pd.DataFrame:
-    reader = csv.DictReader(text)
-    records, lines = [], []
-    try:
-        with _cell_limit(MAX_CELL_CHARS + 2):  # + the quotes around a quoted cell
-            fieldnames = reader.fieldnames
-            if not fieldnames:
-                raise ProfileRowsError([RowProblem(0, "file", "is empty: expected a CSV header and rows")], what)
-            header = [h.strip() for h in fieldnames]
-            reader.fieldnames = header  # " cpu_mhz" is the cpu_mhz column, not an unknown extra one
-            duplicates = sorted({h for h in header if header.count(h) > 1})
-            if duplicates:
-                raise ProfileRowsError([RowProblem(1, "header", f"duplicate column(s): {', '.join(duplicates)}")],
-                                       what)
-            missing = [f.name for f in FIELDS if f.required and f.name not in header
-                       and f.name not in MODE_FIELDS]
-            if missing:
-                raise ProfileRowsError(
-                    [RowProblem(1, "header", f"missing required column(s): {', '.join(missing)}")], what)
-            for record in reader:
-                if len(records) >= MAX_ROWS:
-                    raise ProfileRowsError([RowProblem(reader.line_num, "rows",
-                                                       f"more than {MAX_ROWS} rows; split the file")], what)
-                records.append(record)
-                lines.append(reader.line_num)  # physical line of the record's last line, blank lines counted
-    except csv.Error as exc:
-        line = reader.line_num
-        message = str(exc)
-        if "field larger than field limit" in message:
-            message = f"a cell is longer than {MAX_CELL_CHARS} characters"
-        raise ProfileRowsError([RowProblem(line, "file", f"not a readable CSV: {message}")], what) from None
-    except UnicodeDecodeError:
-        raise InputError(f"profile file {what} is not UTF-8 text", "profiles") from None
-    return validate_records(records, what=what, line_numbers=lines)
-
-
-def read_profile_json(payload: object) -> pd.DataFrame:
-    """Validate rows given as JSON: a list of row objects, or ``{"rows": [...]}``."""
-    if isinstance(payload, Mapping):
-        payload = payload.get("rows")
-    if not isinstance(payload, list):
-        raise InputError("profile rows must be a JSON list of row objects", "rows")
-    return validate_records(payload)
-
-
-def read_profile_rows(path: str | Path) -> pd.DataFrame:
-    """Read a ``.csv`` or ``.json`` profile-row file (a regular file within the readers' limits)."""
-    import json
-
-    if str(path).lower().endswith(".json"):
-        with open_regular_file(path) as raw:
-            data = raw.read()
-        try:
-            payload = json.loads(data.decode("utf-8-sig"))
-        except UnicodeDecodeError:
-            raise InputError(f"profile file {path} is not UTF-8 text", "profiles") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"profile file {path} is not valid JSON: {exc}", "profiles") from None
-        except RecursionError:
-            raise InputError(f"profile file {path} is nested too deeply to be profile rows", "profiles") from None
-        return read_profile_json(payload)
-    return read_profile_csv(path)
-
-
 def escape_formula(value: object) -> object:
     """A text cell that a spreadsheet would run as a formula (starts with = + - @ TAB CR) gets a leading
     ``'``; anything else (numbers included) is returned unchanged."""
@@ -518,58 +399,6 @@ def escape_formula(value: object) -> object:
 def unescape_formula(text: str) -> str:
     """Undo :func:`escape_formula` on a cell read back from one of our CSV files."""
     return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_PREFIXES) else text
-
-
-def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with :func:`escape_formula` applied to its text columns (numeric columns untouched)."""
-    text_columns = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
-    if not text_columns:
-        return df
-    out = df.copy()
-    for c in text_columns:
-        out[c] = out[c].map(escape_formula)
-    return out
-
-
-def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
-    """Rows as JSON-ready dicts: NaN becomes ``None``, counts become ints."""
-    records = []
-    for record in df.to_dict(orient="records"):
-        out: dict[str, object] = {}
-        for key, value in record.items():
-            if _is_blank(value):
-                out[key] = None
-            elif FIELD_BY_NAME.get(key) is not None and FIELD_BY_NAME[key].kind is int:
-                out[key] = int(value)
-            elif isinstance(value, np.generic):
-                out[key] = value.item()
-            else:
-                out[key] = value
-        records.append(out)
-    return records
-
-
-def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str | Path | io.TextIOBase,
-                      append: bool = False) -> None:
-    """Write rows as CSV (profile-row columns first, extras after); ``append`` adds to an existing file."""
-    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    columns = list(COLUMNS) + [c for c in df.columns if c not in FIELD_BY_NAME]
-    df = csv_safe(df.reindex(columns=columns))
-    if isinstance(path, io.TextIOBase):
-        df.to_csv(path, index=False, lineterminator="\n")
-        return
-    path = Path(path)
-    if append and path.exists() and path.stat().st_size > 0:
-        with path.open(newline="", encoding="utf-8") as f:
-            existing = next(csv.reader(f), [])
-        if existing != columns:
-            merged = pd.concat([pd.read_csv(path), df], ignore_index=True)
-            merged.reindex(columns=list(dict.fromkeys(existing + columns))).to_csv(
-                path, index=False, lineterminator="\n")
-            return
-        df.to_csv(path, mode="a", header=False, index=False, lineterminator="\n")
-    else:
-        df.to_csv(path, index=False, lineterminator="\n")
 
 
 #: Pass-through columns: the extra columns the profiler writes beside FIELDS (see

@@ -12,7 +12,7 @@ from typing import TextIO
 
 import pandas as pd
 from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_rows import csv_safe
+from jetpredict.models.profile_files import csv_safe
 
 FORMATS = ("table", "csv", "json")
 

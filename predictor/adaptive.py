@@ -36,13 +36,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
 from jetpredict.predictor import planning, service
 from jetpredict.predictor import recommend as rec
-from jetpredict.predictor.bundled import as_device, fit_workload, load_reference, predict
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.bundled import fit_workload, load_reference, predict_modes
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
 from jetpredict.predictor.model import WorkloadModel, z_of
 from jetpredict.predictor.reference import DeviceReference
@@ -130,7 +129,7 @@ class Decision:
 
 def _table(model: WorkloadModel, modes: pd.DataFrame, confidence: float) -> pd.DataFrame:
     """Predictions of ``modes`` (mode column + knobs) as a table ``recommend.choose`` reads."""
-    pred = predict(model, ModeArrays.from_frame(modes), None, confidence).columns()
+    pred = predict_modes(model, ModeArrays.from_frame(modes), None, confidence).columns()
     data = {"mode": modes["mode"].to_numpy(), **{k: modes[k].to_numpy(dtype=float) for k in MODE_FIELDS}}
     data.update({k: v for k, v in pred.items() if isinstance(v, np.ndarray)})
     return pd.DataFrame(data)
@@ -238,9 +237,9 @@ class Adviser:
     the device's bundled reference).
     """
 
-    def __init__(self, device: Device | str, goal: Goal, candidates: pd.DataFrame | None = None,
+    def __init__(self, device: Device, goal: Goal, candidates: pd.DataFrame | None = None,
                  reference: DeviceReference | pd.DataFrame | None = None) -> None:
-        self.device = as_device(device)
+        self.device = device
         self.goal = goal.checked()
         self.reference = reference
         if candidates is None:
@@ -359,7 +358,7 @@ class AdaptiveChooser:
     ``mode`` and the knobs, or None to stop; :attr:`steps` records each round.
     """
 
-    def __init__(self, device: Device | str, goal: Goal, budget: int, target_width: float = DEFAULT_TARGET_WIDTH,
+    def __init__(self, device: Device, goal: Goal, budget: int, target_width: float = DEFAULT_TARGET_WIDTH,
                  candidates: pd.DataFrame | None = None, reference: DeviceReference | pd.DataFrame | None = None,
                  start: pd.DataFrame | None = None, log: Callable[[str], None] | None = None) -> None:
         if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
@@ -478,5 +477,5 @@ def make_chooser(device_id: str, start: Sequence[Mapping[str, Any]] | None, *, b
     first = None
     if start is not None:
         first = pd.DataFrame([m.as_dict() if hasattr(m, "as_dict") else dict(m) for m in start])
-    return AdaptiveChooser(device_id, Goal(objective, max_power_w, max_epoch_time_s, confidence), budget,
-                           target_width, candidates, start=first, log=log)
+    goal = Goal(objective, max_power_w, max_epoch_time_s, confidence)
+    return AdaptiveChooser(resolve_device(device_id), goal, budget, target_width, candidates, start=first, log=log)

@@ -3,7 +3,7 @@
 - :func:`load_reference`: a device's reference (bundled JSON artifact in ``models/fitted/``, else fitted
   from its reference CSV in ``models/reference/``, else derived from another device through physics);
 - :func:`fit_workload`: a workload model with the device's bundled reference as the default prior;
-- :func:`predict`: predictions on the model's device or, through :mod:`.transfer`, on another one;
+- :func:`predict_modes`: predictions on the model's device or, through :mod:`.transfer`, on another one;
 - :func:`save_model` / :func:`load_model`: model files as JSON data (:mod:`.artifacts`).
 """
 
@@ -16,12 +16,11 @@ from functools import cache
 from pathlib import Path
 
 import pandas as pd
-from jetpredict.models.catalogue import Device, load_device
+from jetpredict.models.catalogue import Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.paths import data_path
 from jetpredict.predictor import model as M
 from jetpredict.predictor.artifacts import file_sha256, read_artifact, write_artifact
-from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.reference import (
     DeviceReference,
     build_reference,
@@ -42,11 +41,6 @@ FITTED_DIR = data_path("fitted")
 DERIVE_FROM = ("agx-xavier", "orin-agx", "xavier-nx", "nano", "orin-nx", "orin-nano")
 REFERENCE_KIND = "device-reference"
 MODEL_KIND = "workload-model"
-
-
-def as_device(device: Device | str) -> Device:
-    """The catalogue device for an id (UnknownDeviceError names the valid ids); a Device as it is."""
-    return device if isinstance(device, Device) else load_device(device)
 
 
 # -- bundled references -----------------------------------------------------------------------------------
@@ -98,9 +92,9 @@ def _reference(device_id: str) -> DeviceReference:
     raise InputError(f"no reference sweeps for device {device_id!r} or any other device", "device")
 
 
-def load_reference(device: Device | str) -> DeviceReference:
+def load_reference(device: Device) -> DeviceReference:
     """The device-level model of ``device`` (cached per device)."""
-    return _reference(as_device(device).id)
+    return _reference(device.id)
 
 
 @cache
@@ -116,14 +110,14 @@ def _shared(device_id: str) -> DeviceReference | None:
     return ref if ref.derived_from is None and ref.workload_anchor_s else None
 
 
-def shared_reference(device: Device | str) -> DeviceReference | None:
+def shared_reference(device: Device) -> DeviceReference | None:
     """Sweeps of the workloads every device shares (the simulated ones) on ``device``, which
     cross-device transfer compares between devices (cached); None for a physics-derived reference."""
-    return _shared(as_device(device).id)
+    return _shared(device.id)
 
 
 # -- workload models --------------------------------------------------------------------------------------
-def fit_workload(rows: pd.DataFrame, device: Device | str | None = None,
+def fit_workload(rows: pd.DataFrame, device: Device | None = None,
                  reference: DeviceReference | pd.DataFrame | None = None) -> M.WorkloadModel:
     """Fit one workload's profile rows; ``reference`` defaults to the bundled reference of their device.
 
@@ -131,10 +125,9 @@ def fit_workload(rows: pd.DataFrame, device: Device | str | None = None,
     fitted :class:`DeviceReference`. InputError for mixed devices/workloads, ``host`` rows, unknown
     devices or unusable rows.
     """
-    dev = None if device is None else as_device(device)
-    resolved, _ = M.check_device(rows, dev)
+    resolved, _ = M.check_device(rows, device)
     ref = load_reference(resolved) if reference is None else reference
-    return M.fit_workload(rows, ref, resolved)
+    return M.fit_with_reference(rows, ref, resolved)
 
 
 _transfers: weakref.WeakKeyDictionary[M.WorkloadModel, dict[str, M.WorkloadModel]] = weakref.WeakKeyDictionary()
@@ -157,7 +150,7 @@ def on_device(model: M.WorkloadModel, device: Device | None) -> M.WorkloadModel:
     return moved
 
 
-def predict(model: M.WorkloadModel, modes: ModeArrays, device: Device | None = None,
+def predict_modes(model: M.WorkloadModel, modes: ModeArrays, device: Device | None = None,
             confidence: float = M.DEFAULT_CONFIDENCE) -> M.Prediction:
     """Predictions of ``modes`` on ``device`` (default the model's own; another one is cross-device)."""
     return on_device(model, device).predict(modes, confidence)

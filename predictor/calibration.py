@@ -1,4 +1,4 @@
-"""Interval calibration on real measurements: the scales of :data:`model.INTERVAL_SCALES`.
+"""Interval calibration on real measurements: the scales of :data:`constants.INTERVAL_SCALES` [E11].
 
 Targets are the real AGX Xavier sweeps (ResNet-18/CIFAR-10, MobileNetV3/GLD-23k and the CPU-bound
 LeNet-5/MNIST on the published modes a-j, POMACS 2022 Fig 9, ``models/reference/agx-xavier-published.csv``).
@@ -7,8 +7,9 @@ contain it (the other real workloads; a twin sweep of the opposite regime, its C
 GPU-bound targets and its ResNet-18 for LeNet-5; another device's sweeps moved through physics) and scored
 on its held-out modes: a jackknife over designs and references.
 Per design size (1, 2, 3, 4+ profiled modes) and output (time, power, energy) the scale of the model's own
-relative SD is the smallest on a 0.05 grid under which the nominal 90% intervals hold >= 90% of that
-size's held-out real values and >= 85% in each of its (target, reference) cells. Run ``python -m tools.calibrate_intervals`` to recompute.
+relative SD is the smallest on ``SCALE_GRID`` under which the nominal 90% intervals hold at least
+``POOLED_COVERAGE`` of that size's held-out real values and ``CELL_COVERAGE`` in each of its (target,
+reference) cells. Run ``python -m tools.calibrate_intervals`` to recompute.
 """
 
 from __future__ import annotations
@@ -18,17 +19,20 @@ from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import load_device
-from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor.knobs import ModeArrays
-from jetpredict.predictor.model import EXTRAPOLATION_REL_SD, Z90, IntervalScales, fit_workload
+from jetpredict.models.catalogue import ModeArrays, load_device
+from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.predictor.constants import (
+    CELL_COVERAGE,
+    EXTRAPOLATION_REL_SD,
+    POOLED_COVERAGE,
+    SCALE_GRID,
+    IntervalScales,
+)
+from jetpredict.predictor.model import Z90, fit_with_reference
 from jetpredict.predictor.reference import REFERENCE_DIR, DeviceReference, build_reference
 from jetpredict.predictor.transfer import derive_reference
 
 OUTPUTS = ("time", "power", "energy")
-#: Coverage the calibrated scales must reach over every held-out value, and in every cell.
-POOLED_COVERAGE, CELL_COVERAGE = 0.90, 0.85
-SCALE_GRID = np.round(np.arange(0.3, 3.001, 0.05), 2)
 
 
 def real_targets() -> pd.DataFrame:
@@ -78,7 +82,7 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                     designs = designs[::-(-len(designs) // max_designs)]
                 for pick in designs:
                     test = rows.drop(index=list(pick))
-                    model = fit_workload(rows.iloc[list(pick)], ref)
+                    model = fit_with_reference(rows.iloc[list(pick)], ref)
                     modes = ModeArrays.from_frame(test)
                     p = model.predict(modes)
                     d = model._knob_distances(modes)
@@ -87,7 +91,7 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                     t_obs = test["epoch_time_s"].to_numpy(float)
                     e_obs = test["epoch_energy_j"].to_numpy(float)
                     p_obs = e_obs / t_obs
-                    # Out-of-regime widening (model.regime_factor) is part of the rest, not calibrated.
+                    # Out-of-regime widening (regime.regime_factor) is part of the rest, not calibrated.
                     ex = {k: v * model.interval_scales.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
                     # Outside the references' regime no scale narrows the model's SD (IntervalScales.in_regime).
                     outside = np.full(len(test), float(model.interval_scales.extrapolation > 1.0))

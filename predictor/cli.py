@@ -17,9 +17,9 @@ from typing import TextIO
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.catalogue import ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import FORMATS, write_table
-from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
 
 
@@ -43,7 +43,7 @@ def _read_mode_csv(path: str, flag: str) -> pd.DataFrame:
     try:
         # Labels stay text ("0" is a preset id, not a number); knobs are parsed by the service.
         # Regular files only, size-limited: /dev/zero or a FIFO is an error, not a hang.
-        from jetpredict.models.profile_rows import open_regular_file
+        from jetpredict.models.profile_files import open_regular_file
 
         with open_regular_file(path, flag.lstrip("-")) as f:
             return pd.read_csv(f, dtype={"mode": str})
@@ -60,7 +60,7 @@ SNIFF_BYTES = 4096
 def _not_a_model(path: str) -> str | None:
     """Why ``path`` is a table rather than a model file (a profile CSV, a mode list), or None."""
     from jetpredict.models.catalogue import MODE_FIELDS
-    from jetpredict.models.profile_rows import open_regular_file
+    from jetpredict.models.profile_files import open_regular_file
 
     try:
         with open_regular_file(path, "model") as f:
@@ -135,14 +135,14 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> int:
     """``plan --after PROFILES``: the next mode(s) worth profiling for the decision (:mod:`.adaptive`)."""
-    from jetpredict.models.profile_rows import read_profile_rows
+    from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.predictor.adaptive import Adviser, Goal
 
     rows = read_profile_rows(args.after)
     reference = None if args.reference is None else read_profile_rows(args.reference)
     goal = Goal(args.objective or "min-time", args.max_power_w, args.max_epoch_time_s,
                 DEFAULT_CONFIDENCE if args.confidence is None else args.confidence)
-    adviser = Adviser(args.device, goal, candidates, reference)
+    adviser = Adviser(resolve_device(args.device), goal, candidates, reference)
     proposal = adviser.propose(rows, 1 if args.budget is None else args.budget)
     _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}")
     if proposal.modes.empty:
@@ -157,12 +157,13 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from jetpredict.models.profile_rows import read_profile_rows
+    from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.predictor.bundled import fit_workload, save_model
 
     rows = read_profile_rows(args.profiles)
     reference = None if args.reference is None else read_profile_rows(args.reference)
-    model = fit_workload(rows, device=args.device, reference=reference)
+    model = fit_workload(rows, device=None if args.device is None else resolve_device(args.device),
+                         reference=reference)
     try:
         save_model(model, args.out)
     except OSError as exc:

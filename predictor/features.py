@@ -13,8 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from jetpredict.models.catalogue import Device
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.models.catalogue import Device, ModeArrays
+from jetpredict.predictor.constants import (
+    CPU_MEM_LOG_MU,
+    CPU_MEM_LOG_SIGMA,
+    KNEE_REL,
+    MEM_LOG_MU,
+    MEM_LOG_SIGMA,
+    V_MIN_REL,
+)
 from scipy.special import ndtr
 
 #: Terms of each time component. ``gpu``: GPU kernels without memory traffic (1/f_gpu); ``mem``: kernels
@@ -23,12 +30,8 @@ from scipy.special import ndtr
 #: ``pipe``: data-pipeline work that the main thread waits on (stall), with its own contention;
 #: ``one``: clock-independent time.
 #: ``cmem`` / ``pmem``: CPU-side work (main thread / data pipeline, each with its own contention) bound by
-#: the slower of the core and the shared LPDDR, a roofline over the CPU's own work mix
-#: (:func:`cpu_memory`): it follows the memory clock when the CPU is fast and the CPU clock when it is
-#: slow. Real: every AGX Xavier sweep slows from g to h (EMC 2133 -> 1066 MHz at the top CPU clock) by
-#: more than a 1/f_emc term allows (LeNet-5 +51%, ResNet-18 +35%, MobileNetV3 +39%, convex in 1/f_emc
-#: in all three), while LeNet-5 at CPU 1200 MHz (d) is slower than a CPU term plus a separate memory term
-#: predicts (-8..-15% leave-one-mode-out): the memory time hides under slow CPU work.
+#: the slower of the core and the shared LPDDR (:func:`cpu_memory`): it follows the memory clock when the
+#: CPU is fast and the CPU clock when it is slow, as the real sweeps do [E4].
 COMPUTE_TERMS: tuple[str, ...] = ("gpu", "mem", "cpu", "cmem", "one")
 STALL_TERMS: tuple[str, ...] = ("pipe", "pmem", "emc", "one")
 REST_TERMS: tuple[str, ...] = ("cpu", "cmem", "one")
@@ -43,28 +46,6 @@ COMPONENT_TERMS: dict[str, tuple[str, ...]] = {
 POWER_TERMS: tuple[str, ...] = ("gpu", "emc", "cpu", "one")
 #: Base (idle-at-mode) power terms: constant plus each domain's phi (leakage and clock trees rise with V).
 BASE_TERMS: tuple[str, ...] = ("one", "gpu", "emc", "cpu")
-
-# Generic DVFS curve: voltage flat at V_MIN_REL x V_max below the knee, then linear to V_max at f_max.
-# Jetson rails follow this shape (tegra DVFS tables); the exact numbers only set the curvature.
-V_MIN_REL = 0.6
-KNEE_REL = 0.4
-
-# Kernel mix of a training step: a kernel's ratio q = (memory time / compute time) at equal GPU and EMC
-# clocks (MHz) is log-normal over the step's memory traffic, ln q ~ N(MEM_LOG_MU, MEM_LOG_SIGMA^2).
-# Chosen on a grid (mu -0.5..3, sigma 0.25..1.5) by leave-one-workload-out time MAPE on the published AGX
-# Xavier sweeps (ResNet-18 <-> MobileNetV3, 4 profiled modes e,f,i,j): 2.42/1.79% against 2.85/2.39% for
-# a plain 1/f_emc term; each workload's in-sample relative SSE over modes a-j falls ~40% too (checked in
-# ``tests/predictor/test_reference.py``). Median q = e^0.5 ~1.6 at equal MHz: at MAXN (f_gpu/f_emc =
-# 0.65) a third of the traffic's kernels are memory bound; with the GPU at 115 MHz almost none are.
-MEM_LOG_MU = 0.5
-MEM_LOG_SIGMA = 0.75
-# The CPU's work mix against the memory clock (``cpu_memory``): q = memory time / core time at equal CPU
-# and EMC clocks, ln q ~ N(CPU_MEM_LOG_MU, CPU_MEM_LOG_SIGMA^2). Chosen on a grid (mu -1..0.5, sigma
-# 0.25..1) by leave-one-mode-out time error of per-component fits on the three real AGX Xavier sweeps
-# (LeNet-5 / MobileNetV3 / ResNet-18): 3.2 / 2.3 / 2.0% against 4.8 / 2.5 / 2.5% for a plain 1/f_emc
-# term: a narrow mix balanced at equal clocks.
-CPU_MEM_LOG_MU = 0.0
-CPU_MEM_LOG_SIGMA = 0.25
 
 
 def _excess_threads(cpu_cores, num_workers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -89,9 +70,7 @@ def contention(cpu_cores, num_workers, kappa: float) -> np.ndarray:
 def main_contention(cpu_cores, num_workers, kappa: float) -> np.ndarray:
     """Slow-down factor (>= 1) of the main thread's CPU work: ``1 + kappa * max(0, threads - cores) /
     threads``, the share of the runnable threads without a core (one thread loses time slices to the
-    others, it does not share their throughput). Real: LeNet-5's compute slows 15% from 8 to 4 cores at
-    CPU 1200 MHz and 36% from 8 to 2 at 2100 MHz (POMACS 2022 Fig 9), a 2.4:1 ratio of the excess
-    against 6:1 for the pipeline's form and 3:1 for this one (its stall: 6.2:1)."""
+    others, it does not share their throughput): real LeNet-5 follows this form, not the pipeline's [E5]."""
     excess, threads, _ = _excess_threads(cpu_cores, num_workers)
     return 1.0 + kappa * excess / threads
 
@@ -102,7 +81,8 @@ def memory_kernels(gpu_mhz, emc_mhz, mu: float | None = None, sigma: float | Non
     Each kernel takes max(C/f_gpu, M/f_emc) = (M/f_emc) max(1/(q r), 1) with q = M/C: averaged over the
     log-normal kernel mix this is ``E[1/q]/r + E[max(0, 1 - 1/(q r))]`` in closed form. Times ``1/f_emc``
     it falls with either clock (so every prediction stays monotone): ~E[1/q]/f_gpu when the GPU is slow
-    (every kernel compute bound, the memory clock hidden) and 1/f_emc when the GPU is fast.
+    (every kernel compute bound, the memory clock hidden) and 1/f_emc when the GPU is fast. ``mu``,
+    ``sigma``: the log-normal mix, by default the GPU's (fitted to the real sweeps [E3]).
     """
     mu = MEM_LOG_MU if mu is None else mu
     sigma = MEM_LOG_SIGMA if sigma is None else sigma
@@ -115,7 +95,7 @@ def memory_kernels(gpu_mhz, emc_mhz, mu: float | None = None, sigma: float | Non
 def cpu_memory(cpu_mhz, emc_mhz) -> np.ndarray:
     """CPU-side work bound by the slower of core and memory (1/GHz): ``1/f_emc x E[max(1/(q r), 1)]`` with
     r = f_cpu/f_emc over the CPU's work mix (:func:`memory_kernels` with the CPU's constants); ~1/f_cpu
-    when the CPU is slow, ~1/f_emc when it is fast, monotone in both."""
+    when the CPU is slow, ~1/f_emc when it is fast, monotone in both [E4]."""
     return (1000.0 / np.asarray(emc_mhz, dtype=float)) * memory_kernels(cpu_mhz, emc_mhz, CPU_MEM_LOG_MU,
                                                                         CPU_MEM_LOG_SIGMA)
 
@@ -155,12 +135,13 @@ def design(features: dict[str, np.ndarray], terms: tuple[str, ...]) -> np.ndarra
 def dvfs_phi(f_mhz, f_max_mhz: float) -> np.ndarray:
     """Relative dynamic power ``(f/f_max) * (V(f)/V_max)^2`` of one clock domain (1 at f_max)."""
     r = np.asarray(f_mhz, dtype=float) / float(f_max_mhz)
-    v = V_MIN_REL + (1.0 - V_MIN_REL) * np.clip((r - KNEE_REL) / (1.0 - KNEE_REL), 0.0, 1.0)
+    v = v_rel(f_mhz, f_max_mhz)
     return r * v * v
 
 
 def v_rel(f_mhz, f_max_mhz: float) -> np.ndarray:
-    """Rail voltage relative to its value at the top clock, on the generic DVFS curve."""
+    """Rail voltage relative to its value at the top clock on a generic DVFS curve: flat at V_MIN_REL below
+    the knee (KNEE_REL of the top clock), then linear to 1 at the top; the numbers set only its curvature [E2]."""
     r = np.asarray(f_mhz, dtype=float) / float(f_max_mhz)
     return V_MIN_REL + (1.0 - V_MIN_REL) * np.clip((r - KNEE_REL) / (1.0 - KNEE_REL), 0.0, 1.0)
 

@@ -12,6 +12,10 @@ This module only chooses: the caller (:func:`predictor.service.plan_fleet`) hand
 prediction per device *type*, so a round of hundreds of clients costs a handful of vectorised predictions.
 A workload may hold rows of several device types: each client's plan says whose rows it rests on
 (``rows_device``; ``own_rows`` when they are its own device's, else the prediction is transferred).
+
+Each client's :class:`ClientAssignment` carries every interval the choice rests on (round time, training
+energy and power, low and high), so a caller never predicts a client's mode again.
+:func:`round_figures` and :func:`assignment_fields` state a mode's round figures for any chooser.
 """
 
 from __future__ import annotations
@@ -30,11 +34,24 @@ from jetpredict.predictor.recommend import best_position
 #: the knob columns, the prediction columns and ``extrapolated_knobs``; optionally ``rows_device``, the
 #: device whose rows the prediction rests on.
 SpacePrediction = Mapping[str, object]
+#: Columns of a :data:`SpacePrediction` that hold one value for all its modes (provenance), not an array.
+_SCALAR_COLUMNS = ("cross_device", "power_source", "rows_device", "confidence")
+
+
+def one_mode(row: Mapping[str, object]) -> dict[str, object]:
+    """A prediction row of one mode (scalars, e.g. ``service.predict(...).iloc[0]``) as a one-mode
+    :data:`SpacePrediction`, for :func:`round_figures` and :func:`assignment_fields` at position 0."""
+    return {k: v if k in _SCALAR_COLUMNS else [v] for k, v in row.items()}
 
 
 @dataclass(frozen=True)
-class ClientPlan:
-    """The mode of one client and what it costs: times in s, power in W, energy in J."""
+class ClientAssignment:
+    """The mode of one client and what it costs: times in s, power in W, energy in J.
+
+    ``round_time_s*`` cover the round's ``epochs`` local epochs (point, and the interval at the plan's
+    confidence); ``train_energy_j*`` the training of those epochs; ``idle_energy_j`` the base power from
+    finishing (point estimate) until the deadline; ``energy_j`` = training + idle (training alone for a
+    client that cannot meet the deadline)."""
 
     id: str
     device: str
@@ -45,11 +62,14 @@ class ClientPlan:
     emc_mhz: float
     epoch_time_s: float
     round_time_s: float
+    round_time_s_low: float
     round_time_s_high: float
     avg_power_w: float
     avg_power_w_low: float
     avg_power_w_high: float
     train_energy_j: float
+    train_energy_j_low: float
+    train_energy_j_high: float
     idle_energy_j: float
     energy_j: float
     meets_deadline: bool
@@ -70,13 +90,13 @@ class FleetPlan:
     deadline_s: float
     epochs: int
     confidence: float
-    clients: tuple[ClientPlan, ...]
+    clients: tuple[ClientAssignment, ...]
     infeasible_clients: tuple[str, ...]
 
     def as_dict(self) -> dict:
         """Plain JSON-ready dict (clients as a list of dicts). Every field of a client is a scalar, so
         shallow copies do (``dataclasses.asdict`` deep-copies each value: seconds for 10,000 clients)."""
-        names = [f.name for f in fields(ClientPlan)]
+        names = [f.name for f in fields(ClientAssignment)]
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["clients"] = [{n: getattr(c, n) for n in names} for c in self.clients]
         out["infeasible_clients"] = list(self.infeasible_clients)
@@ -113,39 +133,41 @@ def check_clients(clients: Sequence[Mapping]) -> list[tuple[str, Device]]:
     return out
 
 
-def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dict:
-    """The mode of one device type for this round (the same for every client of that type)."""
-    def col(name: str) -> np.ndarray:
-        return np.asarray(pred[name], dtype=float)
+#: Point, lower and upper end of an interval, as column-name suffixes.
+_TAILS = ("", "_low", "_high")
 
-    round_s = epochs * col("epoch_time_s")
-    round_high_s = epochs * col("epoch_time_s_high")
-    train_j = epochs * col("epoch_energy_j")
-    idle_j = col("base_power_w") * np.clip(deadline_s - round_s, 0.0, None)
-    total_j = train_j + idle_j
-    meets = round_high_s <= deadline_s
-    extrapolated = np.asarray(pred["extrapolated_knobs"]).astype(str) != ""
-    if meets.any():
-        # Least energy among modes that meet the deadline; ties to the shorter upper bound.
-        i, _ = best_position(total_j, round_high_s, epochs * col("epoch_energy_j_high") + idle_j, meets,
-                             extrapolated)
-        reason = None
-    else:
-        i = int(np.argmin(round_high_s))
-        reason = (f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs up to "
-                  f"{round_high_s[i]:.4g} s for {epochs} epoch(s)")
-    knob = {k: float(col(k)[i]) for k in MODE_FIELDS}
+
+def _col(pred: SpacePrediction, name: str) -> np.ndarray:
+    return np.asarray(pred[name], dtype=float)
+
+
+def round_figures(pred: SpacePrediction, deadline_s: float, epochs: int) -> dict[str, np.ndarray]:
+    """Per mode of ``pred``: the round's time (s) and training energy (J) for ``epochs`` local epochs, each
+    with its interval (``_low``, ``_high``), the idle energy at base power from finishing until
+    ``deadline_s`` (J, never negative) and the total ``energy_j`` = training + idle."""
+    out = {f"round_time_s{tail}": epochs * _col(pred, f"epoch_time_s{tail}") for tail in _TAILS}
+    out.update({f"train_energy_j{tail}": epochs * _col(pred, f"epoch_energy_j{tail}") for tail in _TAILS})
+    out["idle_energy_j"] = _col(pred, "base_power_w") * np.clip(deadline_s - out["round_time_s"], 0.0, None)
+    out["energy_j"] = out["train_energy_j"] + out["idle_energy_j"]
+    return out
+
+
+def assignment_fields(pred: SpacePrediction, figures: Mapping[str, np.ndarray], i: int,
+                      reason: str | None) -> dict:
+    """The :class:`ClientAssignment` fields (all but ``id``, ``device`` and ``own_rows``) of mode ``i`` of
+    ``pred``, with ``figures`` from :func:`round_figures`. ``reason`` not None: the mode cannot meet the
+    deadline, so it counts no idle energy and ``energy_j`` is its training energy."""
+    knob = {k: float(_col(pred, k)[i]) for k in MODE_FIELDS}
+    fig = {name: float(values[i]) for name, values in figures.items()}
+    if reason is not None:
+        fig["idle_energy_j"], fig["energy_j"] = 0.0, fig["train_energy_j"]
     return {
         "mode": mode_label(**knob),
         "cpu_cores": int(knob["cpu_cores"]), "cpu_mhz": knob["cpu_mhz"], "gpu_mhz": knob["gpu_mhz"],
         "emc_mhz": knob["emc_mhz"],
-        "epoch_time_s": float(col("epoch_time_s")[i]),
-        "round_time_s": float(round_s[i]), "round_time_s_high": float(round_high_s[i]),
-        "avg_power_w": float(col("avg_power_w")[i]), "avg_power_w_low": float(col("avg_power_w_low")[i]),
-        "avg_power_w_high": float(col("avg_power_w_high")[i]),
-        "train_energy_j": float(train_j[i]),
-        "idle_energy_j": float(idle_j[i]) if reason is None else 0.0,
-        "energy_j": float(total_j[i]) if reason is None else float(train_j[i]),
+        "epoch_time_s": float(_col(pred, "epoch_time_s")[i]),
+        **{f"avg_power_w{tail}": float(_col(pred, f"avg_power_w{tail}")[i]) for tail in _TAILS},
+        **fig,
         "meets_deadline": reason is None,
         "cross_device": bool(pred["cross_device"]),
         "power_source": str(pred["power_source"]),
@@ -153,6 +175,24 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dic
         "reason": reason,
         "rows_device": None if pred.get("rows_device") is None else str(pred["rows_device"]),
     }
+
+
+def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dict:
+    """The mode of one device type for this round (the same for every client of that type)."""
+    fig = round_figures(pred, deadline_s, epochs)
+    round_high_s = fig["round_time_s_high"]
+    meets = round_high_s <= deadline_s
+    extrapolated = np.asarray(pred["extrapolated_knobs"]).astype(str) != ""
+    if meets.any():
+        # Least energy among modes that meet the deadline; ties to the shorter upper bound.
+        i, _ = best_position(fig["energy_j"], round_high_s, fig["train_energy_j_high"] + fig["idle_energy_j"],
+                             meets, extrapolated)
+        reason = None
+    else:
+        i = int(np.argmin(round_high_s))
+        reason = (f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs up to "
+                  f"{round_high_s[i]:.4g} s for {epochs} epoch(s)")
+    return assignment_fields(pred, fig, i, reason)
 
 
 def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequence[Mapping],
@@ -167,7 +207,7 @@ def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequ
                 per_device[device.id] = _device_choice(predict_space(device), deadline_s, epochs)
             except InputError as exc:
                 raise InputError(f"clients[{i}].device: {exc.message}", f"clients.{i}.device") from None
-    planned = tuple(ClientPlan(id=cid, device=device.id, **per_device[device.id],
+    planned = tuple(ClientAssignment(id=cid, device=device.id, **per_device[device.id],
                                own_rows=None if per_device[device.id]["rows_device"] is None
                                else per_device[device.id]["rows_device"] == device.id)
                     for cid, device in pairs)

@@ -5,34 +5,29 @@ memory traffic / f_emc, CPU work / f_cpu x contention, data-pipeline work / f_cp
 work bound by the slower of core and memory (main thread and pipeline, each under its contention), and a
 constant, fitted per component (compute, stall, rest) when the rows measure them. Each term's coefficient
 has a Gaussian prior centred on the *shape* (term shares, scaled to the new workload's level) of the
-reference workloads whose stall and compute split resembles the rows' own (:func:`regime_weights`; all of
+reference workloads whose stall and compute split resembles the rows' own (:mod:`jetpredict.predictor.regime`; all of
 them when none does), with their contention constants, and wide enough that a workload's own rows move
-the shares; the maximum a-posteriori fit is constrained to be non-negative. The workload's own complexity (``flops_train`` per sample, when the
-rows carry it) bounds its GPU term from below: no mode runs its FLOPs faster than the GPU's FP32 peak.
+the shares; the maximum a-posteriori fit is constrained to be non-negative. The workload's own complexity
+(``flops_train`` per sample, when the rows carry it) bounds its GPU term from below: no mode runs its
+FLOPs faster than the GPU's FP32 peak.
 
 Power = base(mode) + dynamic terms (GPU busy x f V^2, memory, active cores x f V^2, constant); energy =
 power x time. The GPU term's busy share excludes the time the GPU waits on a main thread slower than at the
 top CPU clock, so a CPU-bound workload's GPU power falls with the CPU clock as its kernels thin out.
 
 The workload's own rows decide what they vary: they are weighted by their measurement noise (not by how
-well the model fits the reference's sweeps), measured rows keep real hardware's core contention even under
-a simulated reference (:func:`jetpredict.predictor.reference.contention_for`), and the split between CPU
-work and clock-independent time, which profiled modes that barely move the CPU clock cannot make, follows
-physics rather than the reference (``terms.ONE_SHARE_SD``).
-
-No "hidden CPU work below the lowest profiled CPU clock" variant: on real rows it invented slow-downs at
-CPU 1200 MHz that GPU-heavy networks do not show (ResNet-18 d vs e: +3.2% predicted from e,f,i,j, +3.7%
-measured; the variant had moved a GPU-heavy CNN by ~17% where < 1% was measured).
-
-A workload with a pipeline heavier than the references' measures its own core contention from its stall
-(``_own_contention``): a light, idle-worker pipeline is barely slowed by fewer cores, and the references'
-strong (real) contention would otherwise read its CPU time as clock-independent.
+well the model fits the reference's sweeps) [E1], measured rows keep real hardware's core contention even
+under a simulated reference (:func:`jetpredict.predictor.reference.contention_for`) [E5], a pipeline
+heavier than the references' measures its own contention (``regime.own_contention``) [E5], and the split
+between CPU work and clock-independent time, which profiled modes that barely move the CPU clock cannot
+make, follows physics rather than the reference (``constants.ONE_SHARE_SD``) [E6].
 
 Intervals (at a ``confidence``, default 0.9) come from the posterior covariance, the spread of the
 core-contention variants, the run-to-run noise and, outside the profiled knob ranges, an extrapolation
-term, wider for a workload outside the references' regime (``regime_factor``: the interval calibration
-on reference-like workloads does not reach it); cross-device predictions add the transfer's own SD (see
-:mod:`jetpredict.predictor.transfer`).
+term [E9], wider for a workload outside the references' regime (``regime.regime_factor``) [E10], with the
+model's own SD scaled as calibrated on real data [E11]; cross-device predictions add the transfer's own SD
+(see :mod:`jetpredict.predictor.transfer`) [E12]. Every tuned number lives in
+:mod:`jetpredict.predictor.constants`; its tag ``[E#]`` names the evidence in ``docs/model-evidence.md``.
 """
 
 from __future__ import annotations
@@ -43,25 +38,38 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import HOST_DEVICE
 from jetpredict.predictor import features as F
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.constants import (
+    CROSS_DEVICE_REL_SD,
+    EXTRAPOLATION_REL_SD,
+    INTERVAL_NOISE_FLOOR,
+    INTERVAL_SCALES,
+    KAPPA_FACTORS,
+    MAX_LOG_HALF_WIDTH,
+    OUTSIDE_TOLERANCE_LN,
+    POWER_LEVEL_RANGE,
+    POWER_NOISE_FLOOR,
+    POWER_NOISE_REL,
+    POWER_SD_SHARE,
+    TIME_NOISE_REL,
+    IntervalScales,
+)
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
-from jetpredict.predictor.reference import (
-    KAPPA_GRID,
-    DeviceReference,
-    build_reference,
-    contention_for,
-    shape_prior,
+from jetpredict.predictor.reference import DeviceReference, build_reference, contention_for
+from jetpredict.predictor.regime import (
+    own_contention,
+    regime_evidence,
+    regime_factor,
+    regime_kappas,
+    regime_prior,
+    regime_weights,
 )
 from jetpredict.predictor.terms import (
     COMPLEXITY_COLUMNS,
-    POWER_NOISE_REL,
-    TIME_NOISE_REL,
     ProfileArrays,
-    ShapePrior,
     TermFit,
     check_columns,
     fit_terms,
@@ -69,7 +77,6 @@ from jetpredict.predictor.terms import (
     source_of,
     split_compute,
 )
-from scipy.optimize import nnls
 from scipy.special import ndtri
 
 #: The model's form and calibration (not the package's version): ``mech-N`` changes whenever a fitted
@@ -77,114 +84,9 @@ from scipy.special import ndtri
 MODEL_VERSION = "mech-8"
 #: The contention variants span a 90% range of the constants (two-sided 90% normal quantile).
 Z90 = 1.6449
-#: Floor of the relative noise of a new epoch's time in intervals: the same setting measured twice
-#: differs ~3% between runs (real: POMACS 2022), more than the smooth reference sweeps' residuals suggest.
-INTERVAL_NOISE_FLOOR = 0.03
-#: The same for mean power: the published AGX Xavier sweeps scatter ~5% around any smooth power model
-#: (MobileNetV3 modes a/b: +12% power for 4 more idle-ish cores at the same clocks; POMACS 2022: two
-#: runs of one setting differ up to ~5%), so a power interval never assumes less than 4% noise.
-POWER_NOISE_FLOOR = 0.04
-#: Range of a workload's contention constants around the device reference's (real: the per-workload
-#: values implied by the published AGX Xavier modes a/b and e/f span about 0.5-1.2x the pooled fit).
-KAPPA_FACTORS = (0.5, 1.3)
-#: Relative SD per unit of extrapolation (share of the output a knob drives x ln-distance of the mode
-#: outside the profiled range of that knob), per output. Real evidence only: on the AGX Xavier sweeps
-#: profiled at e,f,i,j the other modes lie up to 0.56 ln-units outside the CPU range and 0.47 outside the
-#: memory range (bench/real_cv.py: covered); ResNet-18 at GPU 114.75 MHz (POMACS 2022 §5.6), 2.06 units
-#: below the profiled GPU range with nearly all of the epoch on the GPU, misses by 6.5% (time), i.e.
-#: ~0.03 per unit, so a 90% band needs >= 0.04 per unit there. 0.10 for time leaves room for a CPU-bound
-#: workload whose CPU clock moves outside the profiled range (no real sweep of one is in the repository);
-#: power and energy errors grow less with distance (shares of the whole module): 0.05.
-EXTRAPOLATION_REL_SD: Mapping[str, float] = {"time": 0.10, "power": 0.05, "energy": 0.05}
-#: Out of the reference's regime. The extrapolation SDs above rest on workloads like the references (the
-#: two real GPU-bound ones); a workload whose own evidence -- stall share and core contrast (ln time ratio
-#: of rows that differ only in cores), both measured fractions of the epoch -- lies outside the span of
-#: the reference workloads' values at the same modes behaves, outside the profiled knob ranges, in a way
-#: neither its rows nor the reference show (e, f, i, j move the CPU clock by 8%). Its extrapolation SDs are
-#: multiplied by 1 + the largest excess beyond the span (less a tolerance): the share of the epoch of a
-#: kind the reference never exhibited, up to REGIME_FACTOR_MAX. The fitted CPU-side share counts only for
-#: rows that measure neither: it already weighs the CPU knobs' extrapolation, and counting it in the
-#: factor too would make the width grow with its square (twin LeNet-5, simulated: median width 28% with
-#: it, 24% without, for 6-10% errors at CPU 1200 MHz, all covered).
-#: Tolerances: the calibration of the interval scales already covered real targets this far from a
-#: one-workload reference (ResNet-18 vs MobileNetV3 on e, f, i, j, each under the other: CPU-side share
-#: 0.08 vs 0.26, core contrast 0.045 vs 0.17; stall share 0.039 vs 0.044, where 0.02 allows for the share's
-#: scatter between the profiled modes of one workload, 0.03-0.05).
-REGIME_TOLERANCE: Mapping[str, float] = {"stall_share": 0.02, "cpu_share": 0.18, "core_contrast": 0.13}
-#: Cap of the factor: time's per-unit SD then is 0.29 = 1/sqrt(12), the SD of a clock exponent known only
-#: to lie in [0, 1] (CPU-side time that scales anywhere from not at all to 1/f with the clock): no evidence
-#: leaves a term's response less known than that.
-REGIME_FACTOR_MAX = 1.0 / np.sqrt(12.0) / 0.10
-#: Extra relative SD on cross-device predictions made through device physics alone (no shared reference
-#: workloads). Real checks of that path (POMACS 2022 Fig 2a, PowerTrain Table 3): MobileNetV3 AGX Xavier ->
-#: Xavier NX 15W -0.5%, -> Orin AGX MAXN +16%; LeNet-5 Xavier NX -> Nano MAXN +56% (a CPU-bound network
-#: whose CPU work physics scales by a rough per-clock ratio). 0.12 is not fitted: too few real rows; it is
-#: the fallback, the reference-workload path (``transfer``) carries its own, measured SD.
-CROSS_DEVICE_REL_SD = 0.12
-#: Floor of a dynamic-power coefficient's prior SD as a share of the workload's measured dynamic power.
-#: Real: ResNet-18 / MobileNetV3 fitted on every 4-mode design of a-j under a reference of the opposite
-#: regime (the twin's LeNet) missed power by 12.6% / 13.9% with the reference SD alone, 4.4% / 6.3% with
-#: 0.5; under the other real workload 2.6% / 4.7% before, 3.1% / 5.5% after.
-POWER_SD_SHARE = 0.5
-#: Range of the factor that scales the reference's dynamic-power prior to the rows' own level.
-POWER_LEVEL_RANGE = (0.05, 20.0)
-#: RMS difference of per-mode stall and compute shares (of the epoch) at which a reference workload's weight
-#: in the prior mean falls to exp(-1/2) (:func:`regime_prior`). Real: ResNet-18 and MobileNetV3 differ by
-#: ~0.01 in both shares on a-j, LeNet-5 from either by ~0.3; 0.1 keeps look-alikes pooled and gives a
-#: workload of the other regime ~1% of the weight. Real CV, e,f,i,j, under the other two real workloads:
-#: MobileNetV3 5.7% time MAPE with equal weights (LeNet-5's CPU share pulled its CPU-clock response).
-REGIME_SIMILARITY_SCALE = 0.1
-#: A reference workload further than this many scales from the rows does not describe them; when none is
-#: nearer, the pooled reference (prior and contention) stands (LeNet-5 lies ~3 scales from the GPU-bound
-#: pair, which are ~0.1 scale apart).
-REGIME_NEAR = 2.0
 #: Epoch times a fit accepts (s): below a millisecond or above ~3 years a row is a unit or typing error,
 #: and the log-space fit would under- or overflow.
 MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, 1e8
-#: Widest interval half-width (ln units): a factor 1000 either way already says "unknown", and rows whose
-#: epoch times differ by 10^11 (1e-3 s beside 1e8 s) would otherwise overflow the bounds to infinity.
-MAX_LOG_HALF_WIDTH = float(np.log(1000.0))
-#: A knob counts as outside its profiled range beyond this log-distance (1%): catalogue steps and the
-#: published nvpmodel caps differ by fractions of a percent for the same setting (2265.6 vs 2265 MHz).
-OUTSIDE_TOLERANCE_LN = 0.01
-
-
-@dataclass(frozen=True)
-class IntervalScales:
-    """Multipliers of the model's own relative SD (posterior and model form) per output; the run-to-run
-    noise and the extrapolation terms are left as they are."""
-
-    time: float = 1.0
-    power: float = 1.0
-    energy: float = 1.0
-    #: Multiplier (>= 1) of ``EXTRAPOLATION_REL_SD`` for a workload outside the reference's regime
-    #: (:func:`regime_factor`); 1 inside it.
-    extrapolation: float = 1.0
-
-    def in_regime(self) -> IntervalScales:
-        """The scales that apply: as calibrated inside the references' regime; outside it (``extrapolation``
-        > 1) no scale narrows the model's own SD below 1, since the calibration on workloads like the
-        references does not reach the workload. Real: LeNet-5 under the two GPU-bound sweeps with their
-        scales (time 0.3 at 3-4 modes) held 70% of its held-out times in 90% intervals (bench/real_cv.py)."""
-        if self.extrapolation <= 1.0:
-            return self
-        return replace(self, time=max(self.time, 1.0), power=max(self.power, 1.0), energy=max(self.energy, 1.0))
-
-
-#: Per number of profiled modes (4 for more), calibrated on real data only
-#: (:mod:`jetpredict.predictor.calibration`, ``python -m tools.calibrate_intervals``): the three real AGX
-#: Xavier sweeps (ResNet-18, MobileNetV3, the CPU-bound LeNet-5), every design of 1-4 of the modes a-j
-#: under references without the target (the other real workloads, a twin sweep of the opposite regime,
-#: another device's physics-moved sweeps); per design size the smallest scales with >= 90% of that size's
-#: held-out real values and >= 85% in each cell inside the 90% intervals (pooled at 4 modes: time 96.1%,
-#: power 95.4%, energy 95.7%; the tightest cells are LeNet-5's: under Xavier NX's moved sweeps time 85.2%
-#: and energy 85.1%, under the other real workloads power 85.0%). Outside the references' regime the scales do not narrow the model's SD
-#: (``IntervalScales.in_regime``), and the out-of-regime widening (``regime_factor``) counts with the
-#: extrapolation part. bench/real_cv.py calibrates per target on the other two workloads only, so its
-#: coverage is out of sample.
-INTERVAL_SCALES: Mapping[int, IntervalScales] = {
-    1: IntervalScales(time=0.3, power=1.95, energy=0.35), 2: IntervalScales(time=0.3, power=1.6, energy=0.55),
-    3: IntervalScales(time=0.5, power=1.4, energy=0.6), 4: IntervalScales(time=0.5, power=1.35, energy=0.5)}
 
 
 def interval_scales_for(profiled_modes: int) -> IntervalScales:
@@ -202,11 +104,11 @@ class ContentionVariant:
     fits: Mapping[str, TermFit]
 
 
-
 #: Knob names per 4-bit "outside the profiled range" code (bit i = ``MODE_FIELDS[i]``).
 _OUTSIDE_NAMES = np.array([";".join(k for b, k in enumerate(MODE_FIELDS) if code >> b & 1)
                            for code in range(1 << len(MODE_FIELDS))], dtype=object)
 _OUTSIDE_BITS = 1 << np.arange(len(MODE_FIELDS))
+
 
 @dataclass(frozen=True, eq=False)
 class Prediction:
@@ -500,6 +402,9 @@ class WorkloadModel:
 def check_device(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device, str]:
     """The rows' device and workload; InputError naming the field for missing columns, mixed devices or
     workloads, ``host`` rows, a device other than ``device``, or an unknown device."""
+    if device is not None and not isinstance(device, Device):
+        raise InputError(f"device must be a catalogue Device (resolve an id with "
+                         f"models.catalogue.resolve_device), got {device!r}", "device")
     check_columns(rows, "profile rows")
     devices = sorted(set(rows["device"].astype(str)))
     if len(devices) > 1:
@@ -564,183 +469,7 @@ def _complexity(rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def core_contrast(modes: ModeArrays, ln_time_s: np.ndarray) -> float | None:
-    """Mean ln time ratio (fewer cores over more cores) over pairs of distinct modes whose clocks are equal
-    and whose core counts differ, each mode at its rows' mean ln time; None without such a pair.
-
-    Rows at one mode are merged first, and pairs form only within a clock setting (at most a dozen core
-    counts each), so the cost is O(n log n) in the rows."""
-    mode_id, clock_id = modes.setting_ids()
-    count = np.bincount(mode_id)
-    per_mode = pd.DataFrame({"clock": np.bincount(mode_id, clock_id) / count,
-                             "cores": np.bincount(mode_id, modes.cpu_cores) / count,
-                             "ln_t": np.bincount(mode_id, ln_time_s) / count})
-    pairs = per_mode.merge(per_mode, on="clock", suffixes=("_few", "_many"))
-    pairs = pairs[pairs["cores_few"] < pairs["cores_many"]]
-    return float((pairs["ln_t_few"] - pairs["ln_t_many"]).mean()) if len(pairs) else None
-
-
-def _evidence_of(coefs: Mapping[str, np.ndarray], modes: ModeArrays, num_workers: np.ndarray,
-                 kappas: tuple[float, float]) -> dict[str, float]:
-    """Regime evidence of per-component term coefficients at ``modes``: stall share, CPU-side share
-    (CPU, pipeline and clock-independent terms) and core contrast (ln time ratio of fewer to more cores)."""
-    feats = F.time_features(modes, num_workers, *kappas)
-    total = F.design(feats, F.TOTAL_TERMS) @ F.total_coefs(coefs)
-    total = np.maximum(total, 1e-12)
-    coef = dict(zip(F.TOTAL_TERMS, F.total_coefs(coefs), strict=True))
-    cpu_side = sum(coef[t] * feats[t] for t in F.CPU_SIDE_TERMS) + coef["one"]
-    out = {"cpu_share": float(np.mean(cpu_side / total))}
-    if "stall" in coefs:
-        stall = F.design(feats, F.COMPONENT_TERMS["stall"]) @ np.asarray(coefs["stall"], dtype=float)
-        out["stall_share"] = float(np.mean(stall / total))
-    contrast = core_contrast(modes, np.log(total))
-    if contrast is not None:
-        out["core_contrast"] = contrast
-    return out
-
-
-def _implied_kappa(rows: ProfileArrays, component: np.ndarray, terms: tuple[str, ...]) -> float | None:
-    """Contention constant that best explains ``component`` times (s) of rows with >= 2 core counts as
-    ``terms`` (``cpu`` or ``pipe`` contended, the others clock terms), non-negative least squares in
-    relative error over :data:`reference.KAPPA_GRID`. None when the rows do not vary the cores or
-    number no more than the terms."""
-    if len(np.unique(rows.modes.cpu_cores)) < 2 or len(rows) <= len(terms):
-        return None
-    y = component / rows.epoch_time_s
-    best, best_k = np.inf, None
-    for k in KAPPA_GRID:
-        x = F.design(F.time_features(rows.modes, rows.num_workers, k, k), terms) / rows.epoch_time_s[:, None]
-        err = float(nnls(x, y)[1])
-        if err < best - 1e-12:
-            best, best_k = err, float(k)
-    return best_k
-
-
-def _own_contention(rows: ProfileArrays, kappas: tuple[float, float], ref: DeviceReference
-                    ) -> tuple[float, float]:
-    """Contention constants ``kappas`` (CPU, pipeline) moved to what the rows' own measured components say
-    when the rows' stall share lies above the reference workloads' (beyond ``REGIME_TOLERANCE``): lowered
-    when that lies below the real spread between workloads (:data:`KAPPA_FACTORS`), raised whenever it is
-    higher (a busier pipeline than the references': real LeNet-5's stall implies 0.75-0.88 against the
-    GPU-bound pair's pooled 0.625).
-
-    The stall is the data pipeline's CPU work (and its memory traffic), so its change with the cores
-    measures the pipeline's contention (:func:`_implied_kappa`). Real: ResNet-18 and MobileNetV3 e vs f imply 0.58 and
-    0.61 x the reference's pipeline constant, a vs b 0.97 and 0.87 (inside the spread: unchanged). A
-    workload whose workers idle most of the time (a light pipeline) implies far less, and under the
-    reference's constants its fit reads the small core contrast as "no CPU work" and its CPU-side time as
-    clock-independent. The main thread competes with the same workers (the real sweeps fit one constant for
-    both within 0.125), so the CPU constant falls by the same factor -- but never below what the compute
-    time's own core contrast implies (a lower bound: the compute also holds GPU work that no core count
-    slows).
-    """
-    if kappas[1] <= 0 or not rows.measured_components:
-        return kappas
-    # Only a pipeline heavier than the references' is measured well enough to overrule their constants:
-    # a stall of ~1% of the epoch (a GPU-bound network) barely moves with the cores whatever the constant,
-    # and lowering it then frees the CPU term that the compute's core contrast had pinned (twin ResNet-18 /
-    # VGG-11 at e,f,i,j under the published reference, simulated: 1.6 / 2.8% -> 10.8 / 13.8% time MAPE).
-    _, stall_high = _reference_span(rows, ref).get("stall_share", (0.0, np.inf))
-    if float(np.mean(rows.stall_time_s / rows.epoch_time_s)) <= stall_high + REGIME_TOLERANCE["stall_share"]:
-        return kappas
-    pipe = _implied_kappa(rows, rows.stall_time_s, ("pipe", "pmem", "emc"))
-    if pipe is None or KAPPA_FACTORS[0] <= pipe / kappas[1] <= 1.0:
-        return kappas
-    if pipe > kappas[1]:
-        # A pipeline busier than the references' contends more: its own constant, the main thread's
-        # raised by the same factor up to what the compute's own core contrast allows.
-        cpu_cap = _implied_kappa(rows, rows.compute_time_s, ("cpu", "cmem")) or kappas[0]
-        return max(kappas[0], min(kappas[0] * pipe / kappas[1], cpu_cap)), pipe
-    factor = pipe / kappas[1]
-    # All of the compute as main-thread work: the least contention its core contrast allows.
-    cpu_floor = _implied_kappa(rows, rows.compute_time_s, ("cpu",)) or 0.0
-    return min(kappas[0], max(kappas[0] * factor, cpu_floor)), pipe
-
-
-def regime_evidence(model: WorkloadModel, rows: ProfileArrays, ref: DeviceReference
-                    ) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
-    """The workload's own regime evidence at its profiled modes, and the span of the reference workloads'
-    values at the same modes: stall share (measured when the rows carry it), core contrast (measured, from
-    rows that differ only in cores) and fitted CPU-side share."""
-    own = _evidence_of({n: f.coef for n, f in model.time_fits.items()}, rows.modes, rows.num_workers,
-                       (model.kappa_cpu, model.kappa_pipe))
-    if np.isfinite(rows.stall_time_s).all():
-        own["stall_share"] = float(np.mean(rows.stall_time_s / rows.epoch_time_s))
-    contrast = core_contrast(rows.modes, np.log(rows.epoch_time_s))
-    if contrast is not None:
-        own["core_contrast"] = contrast
-    span = _reference_span(rows, ref)
-    return own, {k: v for k, v in span.items() if k in own}
-
-
-def _reference_span(rows: ProfileArrays, ref: DeviceReference) -> dict[str, tuple[float, float]]:
-    """(low, high) of each kind of regime evidence over the reference workloads, at the rows' modes."""
-    refs = [_evidence_of(shape, rows.modes, rows.num_workers, ref.kappas) for shape in ref.workload_shapes.values()]
-    if not refs:
-        return {}
-    return {k: (min(r[k] for r in refs), max(r[k] for r in refs)) for k in refs[0] if all(k in r for r in refs)}
-
-
-def regime_factor(own: Mapping[str, float], span: Mapping[str, tuple[float, float]]) -> float:
-    """Multiplier (1..REGIME_FACTOR_MAX) of the extrapolation SDs for evidence ``own`` against the
-    reference workloads' ``span`` (see :data:`REGIME_TOLERANCE`)."""
-    excess = 0.0
-    measured = {"stall_share", "core_contrast"} & set(span)
-    for key, (low, high) in span.items():
-        if measured and key not in measured:
-            continue
-        beyond = max(own[key] - high, low - own[key], 0.0)
-        excess = max(excess, beyond - REGIME_TOLERANCE[key])
-    return float(min(1.0 + excess, REGIME_FACTOR_MAX))
-
-
-def regime_weights(rows: ProfileArrays, ref: DeviceReference) -> dict[str, float] | None:
-    """Normalised weight per reference workload: ``exp(-d^2 / 2 REGIME_SIMILARITY_SCALE^2)`` of the RMS
-    difference d between its stall and compute shares at the rows' modes and the rows' measured ones;
-    None when the rows measure no components, the reference has one workload, or none lies within
-    ``REGIME_NEAR`` scales."""
-    shapes = ref.workload_shapes
-    if len(shapes) < 2 or not rows.measured_components or any("total" in c for c in shapes.values()):
-        return None
-    feats = F.time_features(rows.modes, rows.num_workers, *ref.kappas)
-    own = np.concatenate([rows.stall_time_s / rows.epoch_time_s, rows.compute_time_s / rows.epoch_time_s])
-    weights = {}
-    for w, comps in shapes.items():
-        parts = {n: F.design(feats, F.COMPONENT_TERMS[n]) @ np.asarray(c, dtype=float) for n, c in comps.items()}
-        epoch = np.maximum(sum(parts.values()), 1e-12)
-        theirs = np.concatenate([parts["stall"] / epoch, parts["compute"] / epoch])
-        d = float(np.sqrt(np.mean((own - theirs) ** 2)))
-        weights[w] = float(np.exp(-0.5 * (d / REGIME_SIMILARITY_SCALE) ** 2))
-    # Beyond REGIME_NEAR scales from every reference workload, none describes the rows: pool them all.
-    if max(weights.values()) < np.exp(-0.5 * REGIME_NEAR ** 2):
-        return None
-    total = sum(weights.values())
-    return {w: v / total for w, v in weights.items()}
-
-
-def regime_kappas(weights: Mapping[str, float] | None, ref: DeviceReference) -> tuple[float, float]:
-    """The contention constants of the reference workloads the rows resemble (weighted mean of their own,
-    :attr:`DeviceReference.workload_kappas`); the pooled ones without weights or per-workload constants."""
-    if not weights or not all(w in ref.workload_kappas for w in weights):
-        return ref.kappas
-    pairs = np.array([ref.workload_kappas[w] for w in weights])
-    k = np.array(list(weights.values())) @ pairs
-    return float(k[0]), float(k[1])
-
-
-def regime_prior(rows: ProfileArrays, ref: DeviceReference, weights: Mapping[str, float] | None
-                 ) -> ShapePrior:
-    """The reference's shape prior with its mean the reference workloads' shapes under ``weights``
-    (:func:`regime_weights`): the workload's own split decides its regime, and a reference of several
-    regimes does not pull it toward their average. The SDs are the weighted spread around that mean,
-    floored as the reference's (:func:`reference.shape_prior`). The reference's own prior without weights."""
-    if weights is None:
-        return ref.shape
-    return shape_prior(ref.workload_shapes, F.time_features(ref.anchor_modes, rows.num_workers[:1], *ref.kappas),
-                       weights)
-
-
-def fit_workload(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, device: Device | None = None
+def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, device: Device | None = None
                  ) -> WorkloadModel:
     """Fit one workload's profile rows (one device) with ``reference`` as prior.
 
@@ -755,26 +484,21 @@ def fit_workload(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, 
     if ref.device_id != dev.id:
         raise InputError(f"reference sweeps are of device {ref.device_id!r}, rows of {dev.id!r}", "reference")
     floor = gpu_floor(data, dev)
-    # A row's weight is its measurement noise (real: ~2.5%), not how well the model fits the reference's
-    # own sweeps (the twin's: 5-15% over 300+ modes): with the latter the prior outweighed the rows. Real
-    # CV, every 4-mode design, median time MAPE ResNet-18 / MobileNetV3 under the twin's LeNet-5 reference:
-    # 4.5 / 6.8% -> 3.2 / 6.1%; under the other real workload (noise 1.5%, below the floor) unchanged.
+    # A row's weight is its measurement noise, not how well the model fits the reference's own sweeps,
+    # with which the prior outweighed the rows [E1].
     time_noise = min(ref.time_noise_rel, TIME_NOISE_REL)
     weights = regime_weights(data, ref)
     kappa = contention_for(ref, source_of(rows))
     if kappa == ref.kappas:
         kappa = regime_kappas(weights, ref)
-    kappa = _own_contention(data, kappa, ref)
+    kappa = own_contention(data, kappa, ref)
     physics_one = data.distinct_modes() >= 2
     prior = regime_prior(data, ref, weights)
     time_fits = fit_time(data, kappa, time_noise, prior, floor, physics_one)
     variants = []
     if len(np.unique(data.modes.cpu_cores)) > 1:
         # The core-count contrast measures CPU work x (contention - 1): a contention constant off by a
-        # factor rescales the CPU share. Refit under the ends of the plausible range of the constants.
-        # (Choosing the constants per workload by the rows' marginal likelihood instead was tried on the
-        # real sweeps: it read the two real networks' strong contention as weak, e,f,i,j time MAPE 1.7 /
-        # 2.3% -> 3.9 / 5.4% with the other real workload as reference; dropped.)
+        # factor rescales the CPU share. Refit under the ends of the plausible range of the constants [E5].
         for factor in KAPPA_FACTORS:
             kappas = (kappa[0] * factor, kappa[1] * factor)
             variants.append(ContentionVariant(*kappas, fit_time(data, kappas, time_noise, prior, floor,
@@ -792,7 +516,8 @@ def fit_workload(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, 
         training_rows=tuple({k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
                             for r in rows.assign(num_workers=data.num_workers).to_dict(orient="records")),
     )
-    factor = regime_factor(*regime_evidence(model, data, ref))
+    coefs = {n: f.coef for n, f in model.time_fits.items()}
+    factor = regime_factor(*regime_evidence(coefs, (model.kappa_cpu, model.kappa_pipe), data, ref))
     model = replace(model, interval_scales=replace(model.interval_scales, extrapolation=factor))
     return _with_power(model, data, ref)
 
@@ -821,11 +546,8 @@ def _with_power(model: WorkloadModel, rows: ProfileArrays, ref: DeviceReference)
     x = F.design(F.power_features(sub, rows.num_workers[has], busy, model.maxima, rate, model._gpu_active(t)),
                  F.POWER_TERMS)
     dyn = power[has] - base
-    # The reference's power split is a prior, as wide as real workloads differ: a GPU-bound network draws
-    # most of its dynamic power on the GPU rail, a CPU-bound one on the CPU's. Each coefficient's SD is at
-    # least POWER_SD_SHARE of the rows' own dynamic power, so measured rows can move the split.
-    # The reference's split at the rows' level of dynamic power (as the time prior is scaled to the rows'
-    # epoch): a CPU-bound network draws a few W where the GPU-bound references draw tens.
+    # The reference's power split is a prior at the rows' level of dynamic power (as the time prior is
+    # scaled to the rows' epoch), as wide as real workloads differ, so measured rows can move the split [E7].
     level = float(np.sum(np.maximum(dyn, 0.0)) / max(float(np.sum(x @ ref.power_mean)), 1e-12))
     level = float(np.clip(level, POWER_LEVEL_RANGE[0], POWER_LEVEL_RANGE[1]))
     sd = np.maximum(level * ref.power_sd, POWER_SD_SHARE * max(float(np.mean(dyn)), 0.0))

@@ -59,12 +59,11 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
-from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict_modes
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.reference import read_reference_rows
 
@@ -287,7 +286,7 @@ def _reference_models(device_id: str) -> tuple[WorkloadModel, ...]:
     for source in (device_id, *[d for d in DERIVE_FROM if d != device_id]):
         rows = read_reference_rows(source)
         if rows is not None:
-            return tuple(fit_workload(g.reset_index(drop=True), source) for _, g in rows.groupby("workload"))
+            return tuple(fit_workload(g.reset_index(drop=True), load_device(source)) for _, g in rows.groupby("workload"))
     raise InputError(f"no reference sweeps to estimate profiling time on device {device_id!r}", "device")
 
 
@@ -297,7 +296,7 @@ def minibatch_time_s(device: Device, modes: ModeArrays, model: WorkloadModel | N
     ``model``: the workload's own model; else the slowest bundled reference workload at each mode.
     """
     models = (model,) if model is not None else _reference_models(device.id)
-    per_model = [predict(m, modes, device).epoch_time_s / _minibatches_per_epoch(m) for m in models]
+    per_model = [predict_modes(m, modes, device).epoch_time_s / _minibatches_per_epoch(m) for m in models]
     return np.max(per_model, axis=0)
 
 

@@ -16,16 +16,31 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.paths import data_path
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import features as F
-from jetpredict.predictor.knobs import ModeArrays
-from jetpredict.predictor.terms import (
+from jetpredict.predictor.constants import (
+    BASE_NOISE_FLOOR,
+    DYNAMIC_POWER_NOISE_FLOOR,
+    FALLBACK_MODULE_POWER_W,
+    FALLBACK_POWER_NOISE,
+    FALLBACK_POWER_SHARE,
+    FALLBACK_POWER_SPLIT,
+    KAPPA_GRID,
+    MEASURED_KAPPAS,
     POWER_NOISE_REL,
-    SOURCE_TRUST,
+    POWER_SD_FLOOR_REL,
+    POWER_SD_FLOOR_W,
+    REFERENCE_TIME_NOISE_FLOOR,
+    SHARE_SD_FLOOR,
     TIME_NOISE_REL,
+    UNMEASURED_BASE_SD,
+    UNMEASURED_BASE_SHARE,
+)
+from jetpredict.predictor.terms import (
+    SOURCE_TRUST,
     ProfileArrays,
     ShapePrior,
     TermFit,
@@ -37,30 +52,6 @@ from jetpredict.predictor.terms import (
 )
 
 REFERENCE_DIR = data_path("reference")
-#: Preference among a device's reference CSVs (``<device>-<kind>.csv``): the provenance trust order.
-SOURCE_PREFERENCE = SOURCE_TRUST
-KAPPA_GRID = np.round(np.arange(0.0, 2.01, 0.125), 3)
-#: Floor of a time term's prior SD, as a share of the epoch at the anchor mode. Real workloads differ
-#: widely in their shares (ResNet-18 and MobileNetV3 on the same device differ threefold in CPU-clock
-#: sensitivity, POMACS 2022 Fig 9; a LeNet-class CNN is CPU bound): the prior fills only what a workload's
-#: rows leave open. Real evidence (every 4-mode design of a-j, median time MAPE, ResNet-18 / MobileNetV3):
-#: under a reference of the opposite regime 0.25: 7.6 / 7.6%, 0.4: 5.8 / 7.2%, 0.6: 4.5 / 6.8%, 0.8:
-#: 4.0 / 6.5%; under the other real workload 0.4: 2.0 / 3.1%, 0.6: 2.1 / 3.2%, 0.8: 2.1 / 3.3%. Wider
-#: floors keep gaining on unlike workloads but widen 1-mode intervals far beyond the real 1-mode errors
-#: (median width 58% at 0.4, 84% at 0.6, 111% at 0.8 for 4-12% errors): 0.6 is the compromise.
-SHARE_SD_FLOOR = 0.6
-#: Floor of a dynamic-power coefficient's prior SD, relative to the reference mean and in W. Set by hand,
-#: not fitted: for rows that measure power ``model.POWER_SD_SHARE`` (real-justified) is the wider floor;
-#: for rows without power these only set how uncertain the reference's power model is.
-POWER_SD_FLOOR_REL = 0.35
-POWER_SD_FLOOR_W = 0.5
-#: Core-contention constants (CPU, pipeline) for measured rows when the reference's own are the twin's:
-#: 1 = fair time-slicing of the runnable threads (4 workers + the main thread on 2 cores run 2.5x slower).
-#: Real: each published AGX Xavier sweep alone fits (1.0, 1.0) (ResNet-18) and (0.875, 0.875)
-#: (MobileNetV3); the twin's sweeps fit 0.0-0.375 for the CPU constant (its contention is too weak), and a
-#: measured workload read through them mistook the 2-core slow-down for a large CPU share. Real CV (e,f,i,j,
-#: MobileNetV3, twin LeNet-5 reference, rows weighted by their measurement noise): 16.6% -> 2.0% time MAPE.
-MEASURED_KAPPAS = (1.0, 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,7 +84,7 @@ class DeviceReference:
     transfer: DeviceReference | None = None
     #: Each reference workload's own contention constants (CPU, pipeline), fitted on its sweep alone when
     #: it varies the cores: a regime-weighted fit takes them from the workloads its rows resemble
-    #: (``model.regime_prior``). Empty: the pooled ``kappas`` for every workload.
+    #: (``regime.regime_prior``). Empty: the pooled ``kappas`` for every workload.
     workload_kappas: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
@@ -156,7 +147,8 @@ def shape_prior(shapes: Mapping[str, Mapping[str, np.ndarray]], anchor_feats: Ma
                 weights: Mapping[str, float] | None = None) -> ShapePrior:
     """Per-component prior of normalised workload ``shapes``: their mean and spread per term (equal weights:
     the sample SD; ``weights`` summing to 1: the weighted mean and SD), the SD floored at
-    :data:`SHARE_SD_FLOOR` of the epoch at the anchor mode (``anchor_feats``, its time features)."""
+    ``SHARE_SD_FLOOR`` of the epoch at the anchor mode (``anchor_feats``, its time features): real workloads
+    differ widely in their shares, so the prior fills only what a workload's rows leave open [E6]."""
     all_components = all("total" not in comps for comps in shapes.values())
     names = ("compute", "stall", "rest", "total") if all_components else ("total",)
     mean, sd = {}, {}
@@ -177,7 +169,8 @@ def shape_prior(shapes: Mapping[str, Mapping[str, np.ndarray]], anchor_feats: Ma
 
 def contention_for(ref: DeviceReference, rows_kind: str) -> tuple[float, float]:
     """Contention constants for a workload's rows of provenance ``rows_kind`` under ``ref``: the
-    reference's own, except that measured (or published) rows never take a simulated reference's."""
+    reference's own, except that measured (or published) rows never take a simulated reference's: the
+    twin's contention is too weak for real hardware [E5]."""
     if ref.source == "simulated" and rows_kind != "simulated":
         return MEASURED_KAPPAS
     return ref.kappas
@@ -218,7 +211,7 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
         shapes[w] = {name: f.coef for name, f in fits.items()}
         resid.append(_sse(fits, g, kappas) / max(len(g) - 2, 1))
     prior, norm, anchors = summarise_shapes(shapes, ModeArrays(*anchor), kappas, workers)
-    time_noise = float(max(np.sqrt(np.mean(resid)), 0.015))
+    time_noise = float(max(np.sqrt(np.mean(resid)), REFERENCE_TIME_NOISE_FLOOR))
 
     base_coef, base_noise = _fit_base(ProfileArrays.from_frame(rows), maxima)
     power_mean, power_sd, power_noise = _fit_dynamic_power(groups, norm, base_coef, maxima, kappas)
@@ -232,17 +225,18 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
 
 
 def _fit_base(rows: ProfileArrays, maxima: Mapping[str, float]) -> tuple[np.ndarray, float]:
-    """Base (idle-at-mode) power model, W; without measured base power, 30% of the lowest mean power."""
+    """Base (idle-at-mode) power model, W; without measured base power, ``UNMEASURED_BASE_SHARE`` of the
+    lowest mean power [E7]."""
     base = rows.base_power_w
     ok = ~np.isnan(base)
     if ok.sum() >= 2:
         x = F.design(F.base_features(rows.modes.take(ok), maxima), F.BASE_TERMS)
         fit = fit_terms(x, base[ok], base[ok], F.BASE_TERMS, noise_rel=POWER_NOISE_REL)
-        return fit.coef, max(fit.noise_rel, 0.03)
+        return fit.coef, max(fit.noise_rel, BASE_NOISE_FLOOR)
     power = rows.power_w()
-    level = 0.3 * float(np.nanmin(power)) if np.isfinite(power).any() else 1.0
+    level = UNMEASURED_BASE_SHARE * float(np.nanmin(power)) if np.isfinite(power).any() else 1.0
     # Without any base measurement only a constant is identifiable; it is uncertain, hence the wide SD.
-    return np.array([level, 0.0, 0.0, 0.0]), 0.25
+    return np.array([level, 0.0, 0.0, 0.0]), UNMEASURED_BASE_SD
 
 
 def _fit_dynamic_power(groups: Mapping[str, ProfileArrays], shapes: Mapping[str, Mapping[str, np.ndarray]],
@@ -279,21 +273,22 @@ def _fit_dynamic_power(groups: Mapping[str, ProfileArrays], shapes: Mapping[str,
         coefs.append(fit.coef)
         noises.append(fit.noise_rel)
     if not coefs:
-        # No power measured: a generic split of a quarter of the module budget, deliberately vague.
-        mean = np.array([0.4, 0.2, 0.2, 0.2]) * 0.25 * maxima.get("module_power_w", 20.0)
-        return mean, mean.copy() + POWER_SD_FLOOR_W, 0.15
+        # No power measured: a generic split of a share of the module budget, deliberately vague [E7].
+        mean = (np.array(FALLBACK_POWER_SPLIT) * FALLBACK_POWER_SHARE
+                * maxima.get("module_power_w", FALLBACK_MODULE_POWER_W))
+        return mean, mean.copy() + POWER_SD_FLOOR_W, FALLBACK_POWER_NOISE
     stack = np.array(coefs)
     mean = stack.mean(axis=0)
     spread = stack.std(axis=0, ddof=1) if len(stack) > 1 else np.zeros_like(mean)
-    sd = np.maximum.reduce([spread, POWER_SD_FLOOR_REL * mean, np.full_like(mean, POWER_SD_FLOOR_W)])
-    return mean, sd, float(max(np.mean(noises), 0.02))
+    sd = np.maximum.reduce([spread, POWER_SD_FLOOR_REL * mean, np.full_like(mean, POWER_SD_FLOOR_W)])  # [E7]
+    return mean, sd, float(max(np.mean(noises), DYNAMIC_POWER_NOISE_FLOOR))
 
 
 def reference_csvs(device_id: str, directory: Path | None = None) -> list[Path]:
     """The device's reference CSVs in preference order (published, measured, simulated)."""
     directory = directory or REFERENCE_DIR
     found = []
-    for kind in SOURCE_PREFERENCE:
+    for kind in SOURCE_TRUST:  # the provenance trust order
         found.extend(sorted(directory.glob(f"{device_id}-{kind}*.csv")))
     return found
 

@@ -13,16 +13,15 @@ import math
 from typing import Any
 
 import numpy as np
-from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.predictor import features as F
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.constants import IntervalScales
 from jetpredict.predictor.model import (
     DEFAULT_CONFIDENCE,
     MAX_EPOCH_TIME_S,
     ContentionVariant,
-    IntervalScales,
     WorkloadModel,
 )
 from jetpredict.predictor.reference import DeviceReference
@@ -220,7 +219,7 @@ def _training_rows(r: _Reader) -> tuple[dict, ...]:
 def probe_modes(device) -> ModeArrays:
     """Modes a loaded model is tried on: the presets, every corner of the knob ranges and an even sample
     of the device's space (about :data:`PROBE_MODES` modes)."""
-    space = device.modes().as_arrays()
+    space = device.modes().arrays().as_dict()
     step = max(1, len(space["cpu_cores"]) // PROBE_MODES)
     ranges = device.knob_ranges()
     corners = np.array(list(itertools.product(*(ranges[k] for k in MODE_FIELDS))), dtype=float)

@@ -1,6 +1,7 @@
 """The predictor's operations, as the CLI and the HTTP API call them (no Flask, no printing).
 
-- :func:`resolve_device`: a catalogue id resolved once, at the edge; everything below takes the
+- every function here is an entry point: a device given as a catalogue id is resolved once
+  (:func:`~jetpredict.models.catalogue.resolve_device`); everything below takes the
   :class:`~jetpredict.models.catalogue.Device`;
 - :func:`resolve_modes`: presets, the full space, or a user table of modes, checked against a device;
 - :func:`predict`: a fitted workload model on those modes, vectorised, with intervals at a
@@ -23,13 +24,20 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
+from jetpredict.models.catalogue import (
+    MODE_FIELDS,
+    Device,
+    ModeArrays,
+    load_device,
+    mode_label,
+    resolve_device,
+)
 from jetpredict.models.errors import InputError, ModeOutOfRangeError
 from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_rows import rows_to_records, source_kind
+from jetpredict.models.profile_files import rows_to_records
+from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled, fleet, planning, space
 from jetpredict.predictor import recommend as rec
-from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.terms import least_trusted
@@ -48,15 +56,6 @@ FLAG_COLUMNS: tuple[str, ...] = ("extrapolated", "extrapolated_knobs")
 PROVENANCE_COLUMNS: tuple[str, ...] = (
     "cross_device", "power_source", "reference_source", "workload_source", "profiled_modes", "model_version",
     "confidence")
-
-
-def resolve_device(device: Device | str) -> Device:
-    """A catalogue :class:`Device` from an id (``UnknownDeviceError`` names the valid ids) or as given."""
-    if isinstance(device, Device):
-        return device
-    if not isinstance(device, str) or not device:
-        raise InputError(f"device must be a catalogue id, got {device!r}", "device")
-    return load_device(device)
 
 
 def _target(model: WorkloadModel, device: Device | str | None) -> Device:
@@ -110,7 +109,7 @@ class ModeTable:
 def _space_table(device_id: str) -> ModeTable:
     """Every mode of a device (``Device.modes()`` order), cached: labels cost ~30 ms on AGX Xavier."""
     modes = load_device(device_id).modes()
-    knobs = modes.as_arrays()
+    knobs = modes.arrays().columns()
     for a in knobs.values():
         a.setflags(write=False)  # shared by every answer: nobody may change it
     return ModeTable(tuple(modes.labels()), knobs)
@@ -225,13 +224,13 @@ def predict_knobs(model: WorkloadModel, modes: ModeArrays, device: Device, confi
     ``extrapolated`` as arrays, ``confidence``, ``cross_device`` and ``power_source`` as scalars."""
     index = space.catalogue_index(device, modes)
     if index is None:  # knobs off the catalogue steps (e.g. nvpmodel caps): predict them directly
-        return bundled.predict(model, modes, device, confidence).columns()
+        return bundled.predict_modes(model, modes, device, confidence).columns()
     return space.space_prediction(model, device, confidence).take(index).columns()
 
 
 def predict_space(model: WorkloadModel, device: Device, confidence: float) -> dict[str, object]:
     """:func:`predict_knobs` over every mode of ``device`` (``Device.modes()`` order), plus the knobs."""
-    return {**device.modes().as_arrays(), **space.space_prediction(model, device, confidence).columns()}
+    return {**device.modes().arrays().columns(), **space.space_prediction(model, device, confidence).columns()}
 
 
 #: Preset columns per (model, device, confidence): presets are the most asked-for modes.
@@ -491,7 +490,8 @@ def fleet_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]
     device (cross-device clients rest on that device's sweeps) and the model's own. With a workload's
     models per device, each device's provenance is that of the model serving it."""
     models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
-    per_device = [provenance(models.serve(d).model, d) for d in sorted({*map(str, devices), models.primary})]
+    per_device = [provenance(models.serve(resolve_device(d)).model, d)
+                  for d in sorted({*map(str, devices), models.primary})]
     return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device)}
 
 

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
-from jetpredict.models.catalogue import Device
-from jetpredict.predictor.bundled import predict
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.models.catalogue import Device, ModeArrays
+from jetpredict.predictor.bundled import predict_modes
 from jetpredict.predictor.model import DEFAULT_CONFIDENCE, Prediction, WorkloadModel
 
 T = TypeVar("T")
@@ -59,7 +58,7 @@ def space_prediction(model: WorkloadModel, device: Device, confidence: float = D
     """The prediction of every mode of ``device`` (in ``Device.modes()`` order; cross-device when it is
     not the model's)."""
     return _spaces.get(model, device, confidence,
-                       lambda: predict(model, ModeArrays.of_device(device), device, confidence))
+                       lambda: predict_modes(model, ModeArrays.of_device(device), device, confidence))
 
 
 def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:

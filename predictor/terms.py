@@ -12,22 +12,17 @@ Units: times in s per epoch, clocks in MHz, term features in 1/GHz (so coefficie
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, source_kind
 from jetpredict.predictor import features as F
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.optimize import nnls
 from sklearn.base import BaseEstimator, RegressorMixin
-
-#: Prior relative noise of one profiled epoch time / power reading: the same setting measured in two
-#: figures of POMACS 2022 differs up to ~5%, within a figure ~2-3% (real; the README of the published data).
-TIME_NOISE_REL = 0.025
-POWER_NOISE_REL = 0.03
 
 #: Optional measured columns a fit reads (NaN = unknown), in :class:`ProfileArrays` order.
 MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j",
@@ -64,7 +59,7 @@ class PriorLinearRegression(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, prior_mean=None, prior_sd=None, noise_rel: float = TIME_NOISE_REL,
-                 noise_dof: float = 4.0) -> None:
+                 noise_dof: float = NOISE_PRIOR_ROWS) -> None:
         self.prior_mean = prior_mean
         self.prior_sd = prior_sd
         self.noise_rel = noise_rel
@@ -183,9 +178,6 @@ class ProfileArrays:
     def __len__(self) -> int:
         return len(self.modes)
 
-    def take(self, index: np.ndarray | slice) -> ProfileArrays:
-        return ProfileArrays(self.modes.take(index), *(getattr(self, f.name)[index] for f in fields(self)[1:]))
-
     @property
     def measured_components(self) -> bool:
         """True when every row measures both stall and compute (then each component gets its own model)."""
@@ -207,20 +199,6 @@ class ProfileArrays:
 
     def distinct_modes(self) -> int:
         return self.modes.distinct_count()
-
-
-#: Prior SD of the clock-independent ``one`` term (share of the epoch at the anchor mode) when the rows
-#: vary some clock (``fit_time(physics_one=True)``): its prior mean is 0, since a training step's work
-#: runs on the CPU, GPU or memory clock. Profiled modes that barely move the CPU clock (e, f, i, j: 8%)
-#: cannot tell CPU work from clock-independent time, and a reference of another regime (the twin's
-#: LeNet-5: ~48% clock-independent) then decided it. Real: fitted on all ten modes a-j, the two real AGX
-#: Xavier workloads have 2% (ResNet-18) and 10% (MobileNetV3) clock-independent time. Real CV (every
-#: 2-4-mode design of a-j, median time MAPE ResNet-18 / MobileNetV3, reference of the opposite regime):
-#: 4 modes 3.0 / 3.5% -> 2.0 / 2.7%, 2 modes 10.2 / 8.0% -> 4.9 / 6.1%; the other real workload as
-#: reference, 4 modes 2.1 / 3.2% -> 1.9 / 2.4% (0.2 gave 2.3 / 3.0% and 2.0 / 2.8%). With one profiled
-#: mode it made the opposite-regime case worse (12.5-15.7% -> 17.6-18.5%): no clock is varied then, and
-#: the reference's own split stays.
-ONE_SHARE_SD = 0.1
 
 
 # -- the time fit -----------------------------------------------------------------------------------------
@@ -253,7 +231,8 @@ def fit_time(rows: ProfileArrays, kappas: tuple[float, float], noise_rel: float,
     sweeps). ``gpu_floor`` (s x GHz): lower bound of the GPU term of the compute (or total) component,
     from the workload's FLOPs (see ``model.gpu_floor``); the prior mean is raised to it when below.
     ``physics_one``: the clock-independent ``one`` term gets the physics prior (mean 0, SD
-    :data:`ONE_SHARE_SD` of the epoch) instead of the reference's share.
+    ``ONE_SHARE_SD`` of the epoch) instead of the reference's share: profiled modes that barely move the
+    CPU clock cannot tell CPU work from clock-independent time, and the reference's share then decided it [E6].
     """
     feats = F.time_features(rows.modes, rows.num_workers, *kappas)
     epoch = rows.epoch_time_s

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
-from jetpredict.models.catalogue import Device, load_device
+from jetpredict.models.catalogue import Device, ModeArrays, load_device
 from jetpredict.predictor import features as F
-from jetpredict.predictor.knobs import ModeArrays
-from jetpredict.predictor.model import CROSS_DEVICE_REL_SD, ContentionVariant, WorkloadModel
+from jetpredict.predictor.constants import CROSS_DEVICE_REL_SD
+from jetpredict.predictor.model import ContentionVariant, WorkloadModel
 from jetpredict.predictor.reference import DeviceReference, summarise_shapes
 from jetpredict.predictor.terms import TermFit, least_trusted
 

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from threading import Lock
 
 import numpy as np
-from jetpredict.models.catalogue import Device, load_device
+from jetpredict.models.catalogue import Device, ModeArrays
 from jetpredict.models.errors import InputError
 from jetpredict.predictor import bundled
-from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import WorkloadModel
 
@@ -62,9 +61,8 @@ class DeviceModels:
         """Device ids with rows of their own, sorted."""
         return tuple(sorted(self.models))
 
-    def source_for(self, device: Device | str) -> str:
-        """The device whose rows serve ``device``: itself if it has rows, else the best other (cached)."""
-        target = device if isinstance(device, Device) else load_device(device)
+    def source_for(self, target: Device) -> str:
+        """The device whose rows serve ``target``: itself if it has rows, else the best other (cached)."""
         if target.id in self.models:
             return target.id
         with self._lock:
@@ -75,11 +73,12 @@ class DeviceModels:
                 self._sources[target.id] = hit
         return hit
 
-    def serve(self, device: Device | str | None = None) -> Served:
+    def serve(self, device: Device | None = None) -> Served:
         """The model for ``device`` (default: the primary device) and where its rows come from."""
-        target = self.primary if device is None else (device.id if isinstance(device, Device) else device)
-        source = self.source_for(target)
-        return Served(self.models[source], source, source == target)
+        if device is None:
+            return Served(self.models[self.primary], self.primary, True)
+        source = self.source_for(device)
+        return Served(self.models[source], source, source == device.id)
 
 
 def transfer_uncertainty(model: WorkloadModel, target: Device,
@@ -87,7 +86,7 @@ def transfer_uncertainty(model: WorkloadModel, target: Device,
     """Mean relative width (high/low - 1, a ratio) of the epoch-time interval of ``model`` moved to
     ``target``, over ``target``'s presets: the lower, the more the moved model can be trusted there."""
     presets = ModeArrays(*np.array([p.knobs() for p in target.presets], dtype=float).T)
-    pred = bundled.predict(model, presets, target, confidence)
+    pred = bundled.predict_modes(model, presets, target, confidence)
     return float(np.mean(pred.epoch_time_s_high / pred.epoch_time_s_low - 1.0))
 
 

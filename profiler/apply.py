@@ -137,7 +137,7 @@ def catalogue_plan(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
                       f"section pinning {'; '.join(pins)}", "nvpmodel -f <that file> -m <its id>"])
 
 
-def plan(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
+def plan_switch(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
     """The switch, without making it (reads the nvpmodel configuration and sysfs only)."""
     from jetpredict.profiler import sysfs
     from jetpredict.profiler.powermode import SysfsController, parse_nvpmodel_conf, render_custom_model
@@ -222,7 +222,7 @@ def _apply(args: argparse.Namespace) -> int:
     if args.dry_run:
         here = on_this_board(device)
         # Away from the board (`--board B` anywhere) the dry run still says what it would do.
-        what = plan(device, mode, args.via) if here else catalogue_plan(device, mode, args.via)
+        what = plan_switch(device, mode, args.via) if here else catalogue_plan(device, mode, args.via)
         where = "" if here else " (not this machine: steps from the catalogue)"
         print(f"dry run on {device.id}{where} ({what.via}): would set {_describe(what.mode)}")
         for step in what.steps:

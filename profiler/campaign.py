@@ -5,7 +5,7 @@ Output files (decided here, documented in ``jetpredict profile --help``):
 - ``--out FILE.csv`` (any name not ending in ``.json``): the profile rows as CSV, one appended per
   finished mode, plus the raw sidecar ``FILE.csv.json``.
 - ``--out FILE.json``: one JSON document only. Either way the JSON holds ``rows`` (the same rows, so
-  ``models.profile_rows.read_profile_rows`` reads it) and ``modes``: per mode the requested and read-back
+  ``models.profile_files.read_profile_rows`` reads it) and ``modes``: per mode the requested and read-back
   clocks, every warm-up and measured minibatch (``stall_s``, ``compute_s``, ``total_s``, ``start_s``,
   ``end_s``) and the power samples (``times_s``, ``power_w``); times are seconds since the campaign
   started on the runner's clock (``time.perf_counter()``, or the twin's simulated clock, in which case
@@ -29,8 +29,6 @@ import math
 import os
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -40,13 +38,13 @@ from typing import Any, Protocol
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_rows import HOST_DEVICE, rows_to_records, validate_records, write_profile_csv
-from jetpredict.profiler import runner
+from jetpredict.models.profile_files import rows_to_records, write_profile_csv
+from jetpredict.models.profile_rows import HOST_DEVICE, validate_records
+from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.powermode.base import PowerModeController
 from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
-from jetpredict.profiler.upload import API_KEY_ENV, api_key
 
 DEVICE_ENV = "JETPREDICT_DEVICE"
 JSON_FORMAT = "jetpredict-profile/1"
@@ -160,7 +158,7 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
     return modes
 
 
-def resolve_modes(device: Device, modes: str | None) -> list[PowerMode]:
+def modes_to_profile(device: Device, modes: str | None) -> list[PowerMode]:
     """``presets`` (default), a CSV FILE with mode columns, or comma-separated preset names / mode labels."""
     if modes is None or modes.strip().lower() == "presets":
         return list(device.presets)
@@ -223,28 +221,6 @@ def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def upload_rows(url: str, rows: list[dict[str, Any]], timeout_s: float = 30.0) -> dict[str, Any]:
-    """POST ``{"rows": [...]}`` to ``URL/v1/profiles`` with ``X-API-Key`` from ``$JETPREDICT_API_KEY``."""
-    if not url.startswith(("http://", "https://")):
-        raise InputError(f"--upload {url!r} must be an http:// or https:// service URL", "upload")
-    key = api_key()  # $JETPREDICT_API_KEY, else the first of the service's $JETPREDICT_API_KEYS
-    if not key:
-        raise InputError(f"--upload needs the service's API key in ${API_KEY_ENV}", "upload")
-    body = json.dumps({"rows": json_safe(rows)}, allow_nan=False).encode()
-    request = urllib.request.Request(url.rstrip("/") + "/v1/profiles", data=body, method="POST",
-                                     headers={"Content-Type": "application/json", "X-API-Key": key})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        raise InputError(f"--upload: {url} answered {exc.code}: {detail} (rows are kept in the output "
-                         "files)", "upload") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise InputError(f"--upload: cannot reach {url}: {exc} (rows are kept in the output files)",
-                         "upload") from None
 
 
 # ---------------------------------------------------------------- progress
@@ -315,7 +291,7 @@ def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
 
     device_id = detect_jetson_device()
     device = load_device(device_id)
-    modes = resolve_modes(device, cfg.modes)
+    modes = modes_to_profile(device, cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
     runner = RealTimeRunner(backend, detect_power_meter(device_id))
     settle = DEFAULT_SETTLE_S if cfg.settle_s is None else cfg.settle_s
@@ -326,7 +302,7 @@ def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
     from jetpredict.profiler.sim import simulated_rig
 
     device = load_device(cfg.device.split(":", 1)[1].strip())
-    modes = resolve_modes(device, cfg.modes)
+    modes = modes_to_profile(device, cfg.modes)
     rig = simulated_rig(device, cfg.workload, batch_size=cfg.batch_size, num_workers=cfg.workers,
                         data=cfg.data, seed=cfg.seed)
     # Simulated time costs nothing: settle as on a real board unless told otherwise.
@@ -505,6 +481,6 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
     finally:
         progress.close()
     if cfg.upload:
-        answer = upload_rows(cfg.upload, rows)
+        answer = upload.upload_rows(cfg.upload, json_safe(rows))
         print(f"uploaded {len(rows)} row(s) to {cfg.upload}: {answer}", file=sys.stderr)
     return rows

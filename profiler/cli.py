@@ -38,7 +38,7 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     options = {o: getattr(args, o) for o in ADAPTIVE_OPTIONS if getattr(args, o) is not None}
     if args.candidates is not None:
         import pandas as pd
-        from jetpredict.models.profile_rows import open_regular_file
+        from jetpredict.models.profile_files import open_regular_file
 
         try:
             with open_regular_file(args.candidates, "candidates") as f:

@@ -1,8 +1,9 @@
 """Per-mode measurement and its aggregation into one profile row.
 
 :class:`RealTimeRunner` runs one power mode on a :class:`~profiler.backends.TrainingBackend`: settle, idle
-power for a few seconds (``base_power_w``), warm-up minibatches, then measured ones, with a power sampler
-running throughout; the digital twin implements the same :class:`ModeRunner` interface in simulated
+power for a few seconds (``base_power_w``), warm-up minibatches, then measured ones, in one measurement
+window per meter (:func:`~profiler.metering.metered`: sampled throughout, timed over the measured
+minibatches); the digital twin implements the same :class:`ModeRunner` interface in simulated
 time. :func:`aggregate_row` turns the measured :class:`MinibatchTiming`\\ s and a
 :class:`~profiler.power.PowerTrace` into a profile row; it imports neither torch nor the hardware
 modules, so the digital twin reuses it with simulated timings and traces.
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
+from jetpredict.profiler.metering import meter_label, metered, window_null_reason
 
 if TYPE_CHECKING:
     from jetpredict.models.catalogue import PowerMode
@@ -189,38 +191,26 @@ class RealTimeRunner(ModeRunner):
 
     def run_mode(self, mode: PowerMode | None, settings: RunSettings,
                  on_minibatch: MinibatchCallback | None = None) -> ModeRun:
-        from jetpredict.profiler.power import PowerSampler
-
         s, backend = settings, self.backend
-        samplers = {kind: PowerSampler(m, hz=s.hz) for kind, m in (("module", self.meter),
-                                                                    ("cpu", self.cpu_meter))
-                    if m is not None and m.available}
         run = ModeRun(warmup=[], measured=[], power_meter=meter_label(self.meter))
-        for sampler in samplers.values():
-            sampler.start()
-        try:
+        # One measurement window per meter: sampled from the start (settle, idle power, warm-up), timed
+        # from the first measured minibatch. The backend synchronises the GPU inside each minibatch.
+        with metered(self.meter, hz=s.hz) as window, metered(self.cpu_meter, hz=s.hz) as cpu_window:
             if s.settle_s > 0:
                 time.sleep(s.settle_s)
-            if "module" in samplers and s.idle_s > 0:
+            if window.sampling and s.idle_s > 0:
                 t0 = time.perf_counter()
                 time.sleep(s.idle_s)
                 run.idle_window_s = (t0, time.perf_counter())
             backend.prepare(mode)
             run.cpu_s_per_sample = backend.cpu_s_per_sample()
             run_minibatches(backend, "warmup", s.warmup, run.warmup, on_minibatch)
-            for sampler in samplers.values():
-                sampler.set_rate(measured_window_hz(run.warmup, s.minibatches, s.hz))
+            hz = measured_window_hz(run.warmup, s.minibatches, s.hz)
+            for w in (window, cpu_window):
+                w.restart(hz)
             run_minibatches(backend, "measure", s.minibatches, run.measured, on_minibatch)
-        finally:
-            traces = {kind: sampler.stop() for kind, sampler in samplers.items()}
-        run.trace = traces.get("module")
-        run.cpu_trace = traces.get("cpu")
+        run.trace, run.cpu_trace = window.trace, cpu_window.trace
         return run
-
-
-def meter_label(meter: PowerMeter | None) -> str:
-    """The row's ``power_meter``: the meter's name, or ``none: no sensor found``."""
-    return meter.name if meter is not None else "none: no sensor found"
 
 
 def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[MinibatchTiming],
@@ -237,14 +227,7 @@ def _energy(trace: PowerTrace | None, t0: float, t1: float) -> float | None:
 
 
 def _null_reason(power_meter: str, trace: PowerTrace | None, t0: float, t1: float) -> str:
-    if power_meter.startswith("none"):
-        return power_meter
-    if trace is None:
-        return f"{power_meter}: no power trace was recorded"
-    if trace.read_errors:
-        return f"{power_meter}: {trace.read_errors} failed reads ({trace.last_error})"
-    return (f"{power_meter}: measured window of {t1 - t0:.3g} s holds {trace.samples_in(t0, t1)} "
-            f"power samples; need >= 2 covering it (run more --minibatches)")
+    return window_null_reason(power_meter, trace, t0, t1, " (run more --minibatches)")
 
 
 def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload: str,

@@ -14,20 +14,17 @@ A workload name is one of
   ``optimizer`` (``optimizer(params) -> torch.optim.Optimizer``; default SGD lr 0.01 momentum 0.9).
   Classification on synthetic data without ``dataset_size`` assumes 50,000 samples per epoch.
 
-Data is a real image folder (``--data DIR`` in ImageFolder layout, decoded and augmented on the CPU in
-the DataLoader workers, as in a real pipeline) or synthetic uint8 images of the right shape that go
-through the same augmentation. The dataset size sets the minibatches per epoch (ceil(size / batch)).
+Data is a real image folder (``--data DIR`` in ImageFolder layout, decoded with Pillow and augmented on
+the CPU in the DataLoader workers, as in a real pipeline) or synthetic uint8 images of the right shape that
+go through the same augmentation. The dataset size sets the minibatches per epoch (ceil(size / batch)).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
 import os
-import struct
 import sys
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,8 +45,6 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 #: Epoch size of a user classification workload on synthetic data without ``dataset_size`` (CIFAR-10's).
 DEFAULT_SYNTHETIC_SAMPLES = 50_000
 IMAGE_EXTENSIONS = (".png", ".ppm", ".pgm", ".pnm", ".jpg", ".jpeg", ".bmp", ".webp")
-#: Formats decoded here when Pillow is not installed.
-NATIVE_EXTENSIONS = (".png", ".ppm", ".pgm", ".pnm")
 
 
 @dataclass(frozen=True)
@@ -192,106 +187,22 @@ def resolve_workload(name: str) -> WorkloadSpec:
                                "or module.path:factory", "workload")
 
 
-# ---------------------------------------------------------------- image decoding (no Pillow needed)
+# ---------------------------------------------------------------- image decoding (Pillow)
 
-def _unfilter_png(raw: bytes, width: int, height: int, bpp: int) -> np.ndarray:
-    stride = width * bpp
-    out = np.zeros((height, stride), dtype=np.uint8)
-    prev = np.zeros(stride, dtype=np.int32)
-    pos = 0
-    for y in range(height):
-        kind = raw[pos]
-        line = np.frombuffer(raw, dtype=np.uint8, count=stride, offset=pos + 1).astype(np.int32)
-        pos += stride + 1
-        if kind == 0:
-            cur = line
-        elif kind == 2:
-            cur = (line + prev) & 0xFF
-        elif kind in (1, 3, 4):
-            # Sub / Average / Paeth depend on the reconstructed byte to the left: walk per pixel.
-            cur = line.copy()
-            for x in range(stride):
-                a = cur[x - bpp] if x >= bpp else 0
-                b = prev[x]
-                if kind == 1:
-                    pred = a
-                elif kind == 3:
-                    pred = (a + b) >> 1
-                else:
-                    c = prev[x - bpp] if x >= bpp else 0
-                    p = a + b - c
-                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                    pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-                cur[x] = (cur[x] + pred) & 0xFF
-        else:
-            raise ValueError(f"bad PNG filter type {kind}")
-        out[y] = cur
-        prev = cur
-    return out.reshape(height, width, bpp)
-
-
-def _decode_png(data: bytes) -> np.ndarray:
-    """8-bit, non-interlaced grey / grey+alpha / RGB / RGBA / palette PNG -> HxWxC uint8."""
-    pos, idat, palette = 8, bytearray(), None
-    width = height = depth = color = interlace = 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-        if kind == b"IHDR":
-            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
-        elif kind == b"PLTE":
-            palette = np.frombuffer(chunk, dtype=np.uint8).reshape(-1, 3)
-        elif kind == b"IDAT":
-            idat += chunk
-        elif kind == b"IEND":
-            break
-    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}.get(color)
-    if depth != 8 or interlace or channels is None:
-        raise ValueError(f"unsupported PNG (bit depth {depth}, colour type {color}, interlace {interlace}); "
-                         "install Pillow for other formats")
-    img = _unfilter_png(zlib.decompress(bytes(idat)), width, height, channels)
-    if color == 3:
-        img = palette[img[..., 0]]
-    return img
-
-
-def _decode_pnm(data: bytes) -> np.ndarray:
-    """Binary PGM (P5) / PPM (P6), maxval <= 255 -> HxWxC uint8."""
-    tokens, pos = [], 2
-    while len(tokens) < 3:
-        while data[pos:pos + 1].isspace():
-            pos += 1
-        if data[pos:pos + 1] == b"#":
-            pos = data.index(b"\n", pos)
-            continue
-        start = pos
-        while not data[pos:pos + 1].isspace():
-            pos += 1
-        tokens.append(int(data[start:pos]))
-    width, height, maxval = tokens
-    if maxval > 255:
-        raise ValueError("16-bit PNM is not supported")
-    channels = 3 if data[:2] == b"P6" else 1
-    return np.frombuffer(data, dtype=np.uint8, count=width * height * channels,
-                         offset=pos + 1).reshape(height, width, channels)
-
-
-def decode_image(path: str | Path) -> np.ndarray:
-    """Decode an image file to HxWxC uint8: Pillow when installed, else our PNG / PGM / PPM decoders."""
+def _pillow_image(what: str) -> Any:
+    """``PIL.Image``; InputError (field ``data``) naming the extra that installs Pillow when it is missing."""
     try:
         from PIL import Image
     except ImportError:
-        Image = None
-    data = Path(path).read_bytes()
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and Image is None:
-        return _decode_png(data)
-    if data[:2] in (b"P5", b"P6") and Image is None:
-        return _decode_pnm(data)
-    if Image is None:
-        raise InputError(f"cannot decode {path}: JPEG/BMP/WebP need Pillow (pip install pillow); "
-                         "PNG, PGM and PPM decode without it", "data")
-    with Image.open(path) as im:
+        raise InputError(f"{what}: decoding images needs Pillow, which the profiler extra installs: "
+                         "pip install 'jetpredict[profiler]'", "data") from None
+    return Image
+
+
+def decode_image(path: str | Path) -> np.ndarray:
+    """Decode an image file to HxWxC uint8 (grey stays one channel, any other mode becomes RGB) with Pillow."""
+    image_module = _pillow_image(f"cannot decode {path}")
+    with image_module.open(path) as im:
         arr = np.array(im.convert("RGB") if im.mode not in ("L", "RGB") else im)  # writable copy for torch
     return arr[..., None] if arr.ndim == 2 else arr
 
@@ -361,13 +272,8 @@ class ImageFolderDataset(Dataset):
         if not self.samples:
             raise InputError(f"--data {root}: no images (extensions {', '.join(IMAGE_EXTENSIONS)}) in "
                              "class sub-directories", "data")
-        if importlib.util.find_spec("PIL") is None:
-            # Fail before training starts, not inside a DataLoader worker halfway through a mode.
-            other = [p for p, _ in self.samples if p.suffix.lower() not in NATIVE_EXTENSIONS]
-            if other:
-                raise InputError(f"--data {root}: {len(other)} image(s) such as {other[0].name} need Pillow "
-                                 f"(pip install pillow); {', '.join(NATIVE_EXTENSIONS)} decode without it",
-                                 "data")
+        # Fail before training starts, not inside a DataLoader worker halfway through a mode.
+        _pillow_image(f"--data {root}")
         self.input_shape, self.seed, self._epoch_draws = tuple(input_shape), seed, 0
 
     def __len__(self) -> int:

@@ -2,9 +2,11 @@
 cycles (module-level and function-level imports alike), and the service free of torch.
 
 Layers, top to bottom (an arrow is an allowed import): ``jetpredict.cli`` -> everything;
-``integrations`` -> predictor, profiler, models; ``api`` -> predictor, models; ``predictor`` -> models;
-``profiler`` (its twin wing ``profiler.sim`` included) -> models; ``models`` -> nothing. Nothing in the
-package imports ``tools`` (build-time scripts). Imports are read from the source with :mod:`ast`, so a
+``integrations`` -> client, predictor, profiler, models; ``api`` -> predictor, models (never the client:
+the service does not call itself); ``predictor`` -> models; ``profiler`` (its twin wing ``profiler.sim``
+included) -> client, models; ``models`` -> nothing; ``client`` (``jetpredict.client``, the one HTTP
+client of the service) -> nothing: it imports only the standard library. Nothing in the package imports
+``tools`` (build-time scripts). Imports are read from the source with :mod:`ast`, so a
 module that is never imported by a test is checked too.
 """
 
@@ -24,11 +26,12 @@ PACKAGE_DIRS = {"jetpredict": "jetpredict", "models": "jetpredict.models",
 BARE_NAMES = {"models", "predictor", "profiler", "api", "integrations"}
 #: Layer -> the layers it may import (itself included).
 ALLOWED = {
-    "cli": {"cli", "integrations", "api", "predictor", "profiler", "models"},
-    "integrations": {"integrations", "predictor", "profiler", "models"},
+    "cli": {"cli", "integrations", "api", "predictor", "profiler", "client", "models"},
+    "integrations": {"integrations", "predictor", "profiler", "client", "models"},
     "api": {"api", "predictor", "models"},
     "predictor": {"predictor", "models"},
-    "profiler": {"profiler", "models"},
+    "profiler": {"profiler", "client", "models"},
+    "client": {"client"},
     "models": {"models"},
 }
 #: Third-party packages a layer must not import: the service (api, predictor, models) installs and runs
@@ -226,6 +229,18 @@ def test_the_checker_sees_what_it_must_refuse(tmp_path):
     assert layer_of("jetpredict.api.app") not in ALLOWED["predictor"]
     assert "torch" in FORBIDDEN_THIRD_PARTY["predictor"]
     assert len(MODULES) > 50 and "jetpredict.profiler.sim.physics" in MODULES
+    assert layer_of("jetpredict.client") == "client" and "client" not in ALLOWED["api"]
+
+
+def test_the_client_imports_only_the_standard_library():
+    """``jetpredict.client`` is what tuning tools install the package for: nothing beyond the standard
+    library (no pandas, numpy, requests), so it works on any install, with or without the extras."""
+    import sys
+
+    imports = IMPORTS["jetpredict.client"]
+    outside = [f"{_where('jetpredict.client', i)}" for i in imports
+               if i.target.split(".")[0] not in sys.stdlib_module_names and i.target != "__future__"]
+    assert imports and not outside, "\n".join(outside)
 
 
 #: A console script's sys.path: the working directory is not on it (the profiler adds it for module:factory).
@@ -240,6 +255,7 @@ def build():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device, extra", [("sim:agx-xavier", ["--modes", "MAXN"]),
                                            ("host", ["--workers", "0"])])
 def test_a_user_package_named_models_profiles(tmp_path, device, extra):
@@ -255,7 +271,7 @@ def test_a_user_package_named_models_profiles(tmp_path, device, extra):
                           "models.mynet:build", "--out", "p.csv", "--warmup", "1", "--minibatches", "2",
                           "--no-progress", *extra], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    from jetpredict.models.profile_rows import read_profile_csv
+    from jetpredict.models.profile_files import read_profile_csv
 
     row = read_profile_csv(tmp_path / "p.csv").iloc[0]
     assert row["workload"] == "models.mynet:build" and row["epoch_time_s"] > 0
@@ -275,3 +291,31 @@ def test_every_package_folder_is_installed():
     listed = set(pyproject["tool"]["setuptools"]["packages"])
     packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
     assert packages - listed == set()
+
+
+#: A module longer than this holds more than one job.
+MAX_MODULE_LINES = 600
+#: Names every command-line module defines by convention (its entry point, its subcommand hook).
+CONVENTIONAL_NAMES = {"main", "register"}
+
+
+def test_no_module_is_over_the_line_limit():
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    assert {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES} == {}
+
+
+def _public_definitions() -> dict[str, list[str]]:
+    """Public top-level function and class name -> the modules that define it."""
+    defined: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and not (
+                    node.name.startswith("_") or node.name in CONVENTIONAL_NAMES):
+                defined.setdefault(node.name, []).append(name)
+    return defined
+
+
+def test_each_public_name_has_one_definition():
+    """A verb or noun means one thing: two modules defining one public name (re-exports aside) make the
+    reader guess which one an import gets."""
+    assert {name: where for name, where in _public_definitions().items() if len(where) > 1} == {}

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover

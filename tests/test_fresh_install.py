@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
+
 ROOT = Path(__file__).resolve().parents[1]
 #: How long to wait for a starting server before calling it hung (s). Generous on purpose: this tests
 #: that it starts and answers, not how fast; the start time is printed for the record.

@@ -25,6 +25,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from packaging.requirements import Requirement
 
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
+
 ROOT = Path(__file__).resolve().parents[1]
 JETSON_MARK = "# on a Jetson:"
 

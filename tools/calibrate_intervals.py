@@ -1,9 +1,10 @@
-"""Recompute the interval scales of ``predictor.model.INTERVAL_SCALES`` on real data:
+"""Recompute the interval scales of ``predictor.constants.INTERVAL_SCALES`` on real data:
 ``python -m tools.calibrate_intervals``.
 
 Prints the calibrated scales and, per (target, reference, design size) cell, the coverage and median
 width of the nominal 90% time / power / energy intervals under them (see :mod:`predictor.calibration`).
-Paste the scales into ``INTERVAL_SCALES`` when they change (per number of profiled modes).
+Paste the scales into ``INTERVAL_SCALES`` when they change (per number of profiled modes; evidence [E11] in
+``docs/model-evidence.md``).
 """
 
 from __future__ import annotations

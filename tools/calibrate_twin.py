@@ -195,7 +195,7 @@ class Calibration:
     shared: dict[str, float]
 
     def physics(self, device: str) -> DevicePhysics:
-        return DevicePhysics(device, self.devices[device], self.shared)
+        return DevicePhysics(load_device(device), self.devices[device], self.shared)
 
     def write(self, path: str | Path = CALIBRATION_PATH) -> None:
         lines = ["# Digital-twin constants, written by `python -m tools.calibrate_twin` "
@@ -213,7 +213,7 @@ class Calibration:
 
 @cache
 def _complexity(workload: str):
-    from jetpredict.profiler.sim.complexity import load_complexity
+    from jetpredict.profiler.sim.kernel_costs import load_complexity
 
     return load_complexity(workload)
 
@@ -449,7 +449,7 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
     agx_power = np.array([getattr(agx, f) for f in _POWER_FIELDS])
     phys_agx = cal.physics("agx-xavier")
     maxn_agx = _preset_knobs("agx-xavier", "MAXN")
-    full_agx = float(phys_agx.power_w(maxn_agx, 1.0, 1.0, 1.0) - phys_agx.base_power_w(maxn_agx))
+    full_agx = (phys_agx.power_w(maxn_agx, 1.0, 1.0, 1.0) - phys_agx.base_power_w(maxn_agx)).item()
     for dev in ("orin-agx", "orin-nx", "orin-nano"):
         prior = agx_power * _spec_ratios(dev)
         device = load_device(dev)
@@ -457,8 +457,8 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
         ph = DevicePhysics(device, consts, cal.shared)
         top = {"cpu_cores": device.cpu_cores_range[1], "cpu_mhz": max(device.cpu_steps_mhz),
                "gpu_mhz": max(device.gpu_steps_mhz), "emc_mhz": max(device.emc_steps_mhz)}
-        base_top = float(ph.base_power_w(top))
-        dyn_top = float(ph.power_w(top, 1.0, 1.0, 1.0)) - base_top
+        base_top = ph.base_power_w(top).item()
+        dyn_top = ph.power_w(top, 1.0, 1.0, 1.0).item() - base_top
         # Everything busy at the top clocks draws the module's maximum power (spec sheet).
         scale = max(device.specs.module_power_w - base_top, 0.1 * full_agx) / dyn_top
         dyn = {f: getattr(consts, f) * scale for f in ("cpu_dyn_w", "gpu_dyn_w", "mem_dyn_w")}

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import Device, PowerMode, device_ids, load_device, mode_label
 from jetpredict.models.paths import data_path
-from jetpredict.models.profile_rows import COLUMNS, validate_records, write_profile_csv
+from jetpredict.models.profile_files import write_profile_csv
+from jetpredict.models.profile_rows import COLUMNS, validate_records
 
 REFERENCE_DIR = data_path("reference")
 WORKLOADS = ("lenet5-mnist", "resnet18-cifar10", "mobilenetv3-small-gld23k", "vgg11-cifar10")

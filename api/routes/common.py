@@ -71,7 +71,7 @@ def has_api_key() -> bool:
     return True
 
 
-def resolve_workload(workload: Mapping[str, Any], field: str = "workload", device: str | None = None
+def request_workload(workload: Mapping[str, Any], field: str = "workload", device: str | None = None
                      ) -> Resolved:
     """A request's workload: stored (``{"id"}``) or inline rows, fitted as heavy work (:mod:`api.heavy`).
 

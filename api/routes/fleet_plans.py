@@ -6,8 +6,9 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.answers import accepts_gzip, encode_json, response
 from jetpredict.api.heavy import Encoded
-from jetpredict.api.routes.common import resolve_workload, services
-from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema, FleetPlanRequestSchema, FleetPlanSchema
+from jetpredict.api.query_schemas import FleetPlanRequestSchema, FleetPlanSchema
+from jetpredict.api.routes.common import request_workload, services
+from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
@@ -29,7 +30,7 @@ class FleetPlans(MethodView):
         from jetpredict.predictor.service import fleet_answer
 
         svc = services()
-        resolved = resolve_workload(body["workload"])
+        resolved = request_workload(body["workload"])
         clients = body["clients"]
         gzip_ok = accepts_gzip()
 

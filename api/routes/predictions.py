@@ -13,13 +13,9 @@ from flask import Response
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api import answers
-from jetpredict.api.routes.common import resolve_workload, services
-from jetpredict.api.schemas import (
-    PREDICTION_EXAMPLE,
-    ErrorSchema,
-    PredictionRequestSchema,
-    PredictionResponseSchema,
-)
+from jetpredict.api.query_schemas import PredictionRequestSchema, PredictionResponseSchema
+from jetpredict.api.routes.common import request_workload, services
+from jetpredict.api.schemas import PREDICTION_EXAMPLE, ErrorSchema
 from jetpredict.predictor.service import prediction_answer
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
@@ -42,7 +38,7 @@ def predictions_response(body: dict) -> Response:
 
     fmt = answers.answer_format(body.get("layout", "rows"))
     gzip_ok = answers.accepts_gzip()
-    resolved = resolve_workload(body["workload"], device=body.get("device"))
+    resolved = request_workload(body["workload"], device=body.get("device"))
     model, modes = resolved.model, body["modes"]
 
     def compute():

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from jetpredict.api.routes.common import resolve_workload, services
-from jetpredict.api.schemas import (
-    RECOMMENDATION_EXAMPLE,
-    ErrorSchema,
-    RecommendationRequestSchema,
-    RecommendationSchema,
-)
+from jetpredict.api.query_schemas import RecommendationRequestSchema, RecommendationSchema
+from jetpredict.api.routes.common import request_workload, services
+from jetpredict.api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema
 
 blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
@@ -28,7 +24,7 @@ class Recommendations(MethodView):
         with the time-energy Pareto front of the feasible modes. ``best`` is null when no mode fits."""
         from jetpredict.predictor.service import recommendation
 
-        resolved = resolve_workload(body["workload"], device=body.get("device"))
+        resolved = request_workload(body["workload"], device=body.get("device"))
         services().metrics.predictions.labels("recommendations").inc()
         # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
         # which of the workload's devices' rows serve this device.

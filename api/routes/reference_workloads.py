@@ -20,7 +20,8 @@ from jetpredict.api.routes.common import frame_records
 from jetpredict.api.schemas import ErrorSchema, RequestSchema
 from jetpredict.models.catalogue import device_ids, load_device
 from jetpredict.models.errors import UnknownDeviceError
-from jetpredict.models.profile_rows import read_profile_csv, source_kind
+from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.models.profile_rows import source_kind
 from marshmallow import Schema, fields, validate
 
 blp = Blueprint("reference_workloads", __name__, url_prefix="/v1/reference-workloads",

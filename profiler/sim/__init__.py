@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jetpredict.models.catalogue import Device, load_device
+from jetpredict.models.catalogue import Device, resolve_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.profiler.sim.backend import SimulatedBackend
 from jetpredict.profiler.sim.clock import SimClock
-from jetpredict.profiler.sim.complexity import WorkloadComplexity, cached_workloads, load_complexity
 from jetpredict.profiler.sim.controller import SimulatedController, SimulatedDevice
+from jetpredict.profiler.sim.kernel_costs import WorkloadComplexity, cached_workloads, load_complexity
 from jetpredict.profiler.sim.meter import SimulatedPowerMeter
 from jetpredict.profiler.sim.physics import DevicePhysics
 from jetpredict.profiler.sim.runner import SimulatedRunner
@@ -41,7 +41,7 @@ def workload_complexity(workload: str) -> WorkloadComplexity:
     if workload in cached_workloads():
         return load_complexity(workload)
     try:
-        from jetpredict.profiler.sim.complexity import measure_workload
+        from jetpredict.profiler.sim.kernel_costs import measure_workload
     except ImportError:  # pragma: no cover - torch missing
         raise UnknownWorkloadError(f"workload {workload!r} is not cached for the twin and tracing it "
                                    "needs PyTorch (pip install 'jetpredict[profiler]')", "workload") from None
@@ -65,7 +65,7 @@ def simulated_rig(device: Device | str, workload: str, *, batch_size: int | None
     if data is not None:
         raise InputError("--data cannot be used with --device sim:DEVICE: the twin uses the workload's "
                          "measured complexity, not a dataset", "data")
-    dev = load_device(device) if isinstance(device, str) else device
+    dev = resolve_device(device)
     physics = DevicePhysics(dev)
     state = SimulatedDevice(dev)
     backend = SimulatedBackend(state, physics, workload_complexity(workload), batch_size, num_workers, seed)

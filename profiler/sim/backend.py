@@ -10,8 +10,8 @@ from jetpredict.models.catalogue import PowerMode
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.loader import loader_settings
-from jetpredict.profiler.sim.complexity import WorkloadComplexity
 from jetpredict.profiler.sim.controller import SimulatedDevice
+from jetpredict.profiler.sim.kernel_costs import WorkloadComplexity
 from jetpredict.profiler.sim.physics import DevicePhysics
 from jetpredict.profiler.sim.twin import MinibatchModel, Twin
 

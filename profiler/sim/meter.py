@@ -28,7 +28,7 @@ class SimulatedPowerMeter(PowerMeter):
 
     def idle_power_w(self) -> float:
         """True power of the idle device at the mode in force (W)."""
-        return float(self.physics.base_power_w(self.state.mode))
+        return self.physics.base_power_w(self.state.mode).item()
 
     def _noisy(self, true_w: np.ndarray) -> np.ndarray:
         return true_w * (1.0 + POWER_NOISE * self._rng.standard_normal(true_w.shape))

@@ -5,8 +5,8 @@ timings and power. The predictor does not import it (its own device terms live i
 scalars or arrays and broadcasts, so a whole power-mode space is evaluated at once::
 
     from jetpredict.profiler.sim.physics import DevicePhysics
-    phys = DevicePhysics("agx-xavier")
-    modes = phys.device.modes().as_arrays()          # dict of arrays: cpu_cores, cpu_mhz, gpu_mhz, emc_mhz
+    phys = DevicePhysics(load_device("agx-xavier"))
+    modes = phys.device.modes().arrays().columns()          # dict of arrays: cpu_cores, cpu_mhz, gpu_mhz, emc_mhz
     phys.peak_fp32_flops(modes["gpu_mhz"])            # FLOP/s
     phys.power_w(modes, gpu_util=0.9, cpu_util=0.3, mem_util=0.4)   # W, module power
 
@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
+from jetpredict.models.catalogue import Device, ModeArrays
 from jetpredict.models.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -99,26 +99,12 @@ def load_constants(device_id: str, path: str | Path | None = None) -> tuple[Devi
     return DeviceConstants.from_mapping(dev), shared
 
 
-def mode_arrays(modes: object) -> dict[str, np.ndarray]:
-    """Mode knobs as float arrays from a mapping / DataFrame with ``cpu_cores, cpu_mhz, gpu_mhz, emc_mhz``,
-    or from a :class:`~models.catalogue.PowerMode` (or a list of them)."""
-    if isinstance(modes, PowerMode):  # one mode: scalars in, scalars out
-        return {k: np.asarray(v, dtype=float) for k, v in zip(MODE_FIELDS, modes.knobs(), strict=True)}
-    if isinstance(modes, list | tuple) and modes and isinstance(modes[0], PowerMode):
-        cols = np.array([m.knobs() for m in modes], dtype=float).T
-        return dict(zip(MODE_FIELDS, cols, strict=True))
-    try:
-        return {k: np.asarray(modes[k], dtype=float) for k in MODE_FIELDS}  # type: ignore[index]
-    except (KeyError, TypeError, IndexError):
-        raise InputError(f"modes must give {', '.join(MODE_FIELDS)}", "modes") from None
-
-
 class DevicePhysics:
     """Physics of one Jetson type over its power modes (vectorised; see the module docstring)."""
 
-    def __init__(self, device: Device | str, constants: DeviceConstants | None = None,
+    def __init__(self, device: Device, constants: DeviceConstants | None = None,
                  shared: Mapping[str, float] | None = None) -> None:
-        self.device = load_device(device) if isinstance(device, str) else device
+        self.device = device
         if constants is None or shared is None:
             loaded, loaded_shared = load_constants(self.device.id)
             constants = constants or loaded
@@ -203,19 +189,17 @@ class DevicePhysics:
 
     def base_power_features(self, modes) -> np.ndarray:
         """Columns multiplying (base_w, base_cpu_w, base_gpu_w, base_emc_w): shape (n_modes, 4)."""
-        m = mode_arrays(modes)
-        n = np.broadcast(*m.values()).shape
+        m = ModeArrays.of(modes)
         return np.stack(np.broadcast_arrays(
-            np.ones(n), m["cpu_cores"] / self.cores_max * self.dynamic_scale("cpu", m["cpu_mhz"]),
-            self.dynamic_scale("gpu", m["gpu_mhz"]), m["emc_mhz"] / self.emc_mhz_max), axis=-1)
+            np.ones(len(m)), m.cpu_cores / self.cores_max * self.dynamic_scale("cpu", m.cpu_mhz),
+            self.dynamic_scale("gpu", m.gpu_mhz), m.emc_mhz / self.emc_mhz_max), axis=-1)
 
     def dynamic_power_features(self, modes, gpu_util, cpu_util, mem_util) -> np.ndarray:
         """Columns multiplying (cpu_dyn_w, gpu_dyn_w, mem_dyn_w): shape (n_modes, 3)."""
-        m = mode_arrays(modes)
-        cpu = (np.asarray(cpu_util, dtype=float) * m["cpu_cores"] / self.cores_max
-               * self.dynamic_scale("cpu", m["cpu_mhz"]))
-        gpu = np.asarray(gpu_util, dtype=float) * self.dynamic_scale("gpu", m["gpu_mhz"])
-        mem = np.asarray(mem_util, dtype=float) * m["emc_mhz"] / self.emc_mhz_max
+        m = ModeArrays.of(modes)
+        cpu = np.asarray(cpu_util, dtype=float) * m.cpu_cores / self.cores_max * self.dynamic_scale("cpu", m.cpu_mhz)
+        gpu = np.asarray(gpu_util, dtype=float) * self.dynamic_scale("gpu", m.gpu_mhz)
+        mem = np.asarray(mem_util, dtype=float) * m.emc_mhz / self.emc_mhz_max
         return np.stack(np.broadcast_arrays(cpu, gpu, mem), axis=-1)
 
     def base_power_w(self, modes):

@@ -44,7 +44,7 @@ class SimulatedRunner(ModeRunner):
         clock, timeline = backend.state.clock, backend.state.timeline
         timeline.prune_before(clock.now())
         has_meter = meter is not None and meter.available
-        idle_w = float(backend.physics.base_power_w(mode or backend.state.mode))
+        idle_w = backend.physics.base_power_w(mode or backend.state.mode).item()
         run = ModeRun(warmup=[], measured=[], power_meter=meter_label(meter))
         t_start = clock.now()
         for seconds in (s.settle_s, s.idle_s if has_meter else 0.0):

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
-from jetpredict.profiler.sim.complexity import WorkloadComplexity
-from jetpredict.profiler.sim.physics import DevicePhysics, mode_arrays
+from jetpredict.profiler.sim.kernel_costs import WorkloadComplexity
+from jetpredict.profiler.sim.physics import DevicePhysics
 
 #: Fixed-point iterations for the main-thread contention factor (converges in 2-3).
 CONTENTION_ITERATIONS = 3
@@ -56,10 +56,9 @@ class Twin:
 
     def minibatch(self, modes, batch_size: int | None = None,
                   num_workers=DEFAULT_NUM_WORKERS) -> MinibatchModel:
-        """The mean minibatch at each mode (``modes``: anything :func:`profiler.sim.physics.mode_arrays` takes)."""
+        """The mean minibatch at each mode (``modes``: anything :meth:`ModeArrays.of` takes)."""
         ph, wc, c, sh = self.physics, self.complexity, self.physics.constants, self.physics.shared
-        m = dict(zip(MODE_FIELDS, np.broadcast_arrays(*(np.atleast_1d(v) for v in mode_arrays(modes).values())),
-                     strict=True))
+        m = ModeArrays.of(modes).as_dict()
         b = int(batch_size or wc.batch_size)
         cores, cpu, gpu, emc = (m[k] for k in MODE_FIELDS)
         workers = np.broadcast_to(np.asarray(num_workers, dtype=float), cores.shape)

@@ -21,7 +21,7 @@ def database_url(request) -> str:
     """"" (SQLite under the app's DATA_DIR) or the emptied PostgreSQL test database."""
     if request.param == "sqlite":
         return ""
-    from jetpredict.api.testing import empty_postgresql
+    from tools.testing import empty_postgresql
 
     url = os.environ[TEST_DATABASE_ENV]
     empty_postgresql(url)

@@ -38,6 +38,7 @@ def test_columns_layout_holds_the_rows_values_to_six_digits(client, stored):
             assert columns[name][i] == pytest.approx(row[name], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_csv_and_arrow_of_every_mode_agree_with_json(client, stored):
     pa = pytest.importorskip("pyarrow")
     rows = _rows_by_mode(client.post("/v1/predictions", json={**ALL, "epochs": 3}).json)
@@ -254,7 +255,8 @@ def test_the_fast_mode_check_loads_exactly_what_the_schema_loads():
     ``ModeInSchema`` returns, and whatever it does not pass goes to the schema (property test)."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-    from jetpredict.api.schemas import _MODES_SCHEMA, CATALOGUE_RANGES, ModesField, _plain_mode
+    from jetpredict.api.query_schemas import _MODES_SCHEMA, ModesField, _plain_mode
+    from jetpredict.api.schemas import CATALOGUE_RANGES
     from marshmallow import ValidationError
 
     def knob(name: str):
@@ -329,7 +331,7 @@ def test_numeric_pass_through_columns_take_numbers_only(client, auth, value, ok)
 def test_the_documented_prediction_row_is_the_service_row():
     """One row shape: the OpenAPI Prediction schema lists exactly predictor.service.ROW_COLUMNS, in order
     (rows answers, recommendations' best and Pareto rows), and the columns layout holds the per-mode ones."""
-    from jetpredict.api.schemas import PredictionSchema
+    from jetpredict.api.query_schemas import PredictionSchema
     from jetpredict.predictor.service import CONSTANT_COLUMNS, ROW_COLUMNS
 
     assert tuple(PredictionSchema().fields) == ROW_COLUMNS

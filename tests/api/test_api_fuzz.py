@@ -19,6 +19,8 @@ from jetpredict.api.app import create_app
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi import checks as oas_checks
 
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
+
 CHECKS = [schemathesis.checks.not_a_server_error, oas_checks.status_code_conformance,
           oas_checks.content_type_conformance, oas_checks.response_schema_conformance,
           oas_checks.response_headers_conformance, oas_checks.positive_data_acceptance]

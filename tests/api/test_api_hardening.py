@@ -7,7 +7,8 @@ import logging
 
 import pytest
 from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
-from jetpredict.api.testing import free_port
+
+from tools.testing import free_port
 
 MODES = [{"cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600.0}]
 

@@ -11,7 +11,10 @@ from api_fixtures import published_rows
 from jetpredict.api.app import create_app
 from jetpredict.api.config import load_settings
 from jetpredict.api.storage import Storage
-from jetpredict.api.testing import LiveServer, mixed_load
+
+from tools.testing import LiveServer, mixed_load
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 KEY = "live-key"
 

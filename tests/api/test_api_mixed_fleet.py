@@ -200,7 +200,8 @@ def test_a_workload_stored_by_an_earlier_version_keeps_working(app, client):
     """Rows, fit summary and idempotency key as versions before mixed fleets wrote them: predictions
     work, a byte-identical retry is replayed, and another device's rows are added to it."""
     from jetpredict.api.storage import IdempotencyKey, WorkloadWrite, workloads
-    from jetpredict.models.profile_rows import rows_to_records, validate_records
+    from jetpredict.models.profile_files import rows_to_records
+    from jetpredict.models.profile_rows import validate_records
 
     storage = app.extensions["jetpredict"].storage
     rows = device_rows("orin-nano")

@@ -13,13 +13,16 @@ import pytest
 import sqlalchemy as sa
 from api_fixtures import TEST_DATABASE_ENV
 from jetpredict.api.storage import Storage, metadata
-from jetpredict.api.testing import (
+
+from tools.testing import (
     TempPostgres,
     empty_postgresql,
     free_port,
     gunicorn_first_boot,
     postgres_available,
 )
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 
 def test_concurrent_first_boots_create_the_schema_once(database_url, tmp_path):

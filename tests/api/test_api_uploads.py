@@ -115,7 +115,8 @@ def test_rows_that_fit_alone_but_not_with_the_stored_ones_are_409(app, client, a
     """A workload stored by an older version whose rows contradict each other (accepted before the
     conflict checks): new rows that are fine alone cannot be fitted with them."""
     from jetpredict.api.storage import WorkloadWrite
-    from jetpredict.models.profile_rows import rows_to_records, validate_records
+    from jetpredict.models.profile_files import rows_to_records
+    from jetpredict.models.profile_rows import validate_records
 
     a, b = rows_to_records(validate_records(published_rows(as_id="legacy", n=2)))
     legacy = [a, {**b, "mode": a["mode"]}]  # one label, two sets of knobs
@@ -173,6 +174,7 @@ def test_a_retry_after_deleting_a_single_workload_stores_it_again(client, auth, 
     assert rows_of(client, "my-resnet") == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimistic_tries", [workloads_module._OPTIMISTIC_TRIES, 0],
                          ids=["optimistic", "locked"])
 def test_sweeps_in_opposite_orders_at_once_all_land(make_app, auth, monkeypatch, optimistic_tries):

@@ -32,6 +32,7 @@ def test_second_upload_adds_rows_and_refits(client, auth, stored):
     assert p.json["profiled_modes"] == 6
 
 
+@pytest.mark.slow
 def test_predict_presets_and_all(client, stored):
     r = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "presets"})
     assert r.status_code == 200, r.json
@@ -110,6 +111,10 @@ def test_fleet_plan_of_fifty_mixed_clients(client, stored):
     assert plan["feasible"] == (not plan["infeasible_clients"])
     for c in met:
         assert c["round_time_s_high"] <= 4000
+    for c in plan["clients"]:  # every interval of the plan, so callers never predict a mode again
+        assert c["round_time_s_low"] <= c["round_time_s"] <= c["round_time_s_high"]
+        assert c["train_energy_j_low"] <= c["train_energy_j"] <= c["train_energy_j_high"]
+        assert c["avg_power_w_low"] <= c["avg_power_w"] <= c["avg_power_w_high"]
     assert {c["cross_device"] for c in plan["clients"] if c["device"] != "agx-xavier"} == {True}
     r = client.post("/v1/fleet-plans", json={"workload": {"id": "my-resnet"}, "deadline_s": 0,
                                              "clients": clients})

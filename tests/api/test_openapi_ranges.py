@@ -159,6 +159,7 @@ def _rule_kinds(doc: dict) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", RULE_KINDS)
 def test_each_documented_rule_is_enforced_and_following_it_is_accepted(doc, client, auth, kind):
     """The server refuses a body that breaks the rule although JSON Schema allows it; the same body made to

@@ -144,6 +144,7 @@ def test_security_headers_fit_the_pages(client):
     assert "default-src 'self'" in docs and "img-src 'self' data:" in docs and "unsafe-inline" not in docs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", ["GET /v1/reference-workloads", "GET /v1/reference-workloads/{device}/{workload}"])
 def test_reference_routes_fuzzed_answer_as_documented(app, label):
     """Any request, valid or not: no 500, and every answer matches the OpenAPI document."""

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from jetpredict.api.testing import LiveServer
 from jetpredict.models.catalogue import device_ids, load_device
 
 from tools.browser import Browser, find_chromium
+from tools.testing import LiveServer
 
-pytestmark = pytest.mark.skipif(find_chromium() is None,
-                                reason="no Chromium: apt-get install chromium (as .ci/run does)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(find_chromium() is None,
+                                reason="no Chromium: apt-get install chromium (as .ci/run does)")]
 
 WORKLOAD = "builtin:published:resnet18-cifar10"
 READY = "document.body.dataset.state === 'ready'"

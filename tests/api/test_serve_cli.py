@@ -11,7 +11,10 @@ import time
 import urllib.request
 
 import pytest
-from jetpredict.api.testing import free_port
+
+from tools.testing import free_port
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 
 def _serve(tmp_path, port: int, *extra: str) -> subprocess.Popen:

@@ -4,13 +4,10 @@ the Flower fleet example's package on the import path."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
-from flower_fixtures import resnet_records
+from flower_fixtures import EXAMPLE_APP, resnet_records
 
-#: The Flower fleet example app (examples/flower_fleet/flower_fleet), imported by the app's tests.
-EXAMPLE_APP = Path(__file__).resolve().parents[2] / "examples" / "flower_fleet"
 if str(EXAMPLE_APP) not in sys.path:
     sys.path.append(str(EXAMPLE_APP))
 
@@ -32,3 +29,24 @@ def lenet_models():
     from flower_fleet.task import DEVICES
 
     return fit_fleet_models(seed=0, devices=DEVICES[:2])
+
+
+@pytest.fixture
+def orin(fake_root):
+    """An Orin NX in its default preset (15W, id 2) with an INA3221 reading 15 W on VDD_IN."""
+    from jetpredict.models.catalogue import load_device
+
+    fake_root.add_jetson(load_device("orin-nx"))
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 3000), ("VDD_CPU_GPU_CV", 5000, 1200),
+                                              ("VDD_SOC", 5000, 600)])
+    return fake_root
+
+
+@pytest.fixture
+def server_identity():
+    """Flower's task identity as a ServerApp process has it, for strategies driven in this process."""
+    task_identity = pytest.importorskip("flwr.supercore.task_identity").TaskIdentity
+    before = task_identity._run_id, task_identity._node_id, task_identity._task_id
+    task_identity.run_id, task_identity.node_id, task_identity.task_id = 1, 0, 0
+    yield
+    task_identity._run_id, task_identity._node_id, task_identity._task_id = before

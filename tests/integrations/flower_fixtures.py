@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jetpredict.models.profile_rows import read_profile_csv, rows_to_records
+from jetpredict.models.profile_files import read_profile_csv, rows_to_records
 
 from jetpredict import models
 
 PUBLISHED_CSV = Path(models.__file__).parent / "reference" / "agx-xavier-published.csv"
+#: The Flower fleet example app (examples/flower_fleet/flower_fleet), imported by the app's tests.
+EXAMPLE_APP = Path(__file__).resolve().parents[2] / "examples" / "flower_fleet"
 
 
 def resnet_records() -> list[dict]:

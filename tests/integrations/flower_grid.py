@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.serverapp import Grid
 
 
@@ -17,7 +17,7 @@ def node_contexts(node_ids: Iterable[int], node_config: Callable[[int], dict], r
 
 class InProcessGrid(Grid):
     """Hands each message to ``app`` with its node's Context; ``silent`` nodes never answer; ``sent`` holds
-    every message sent."""
+    every message sent. An exception of the app becomes an error reply, as a SuperNode sends it."""
 
     def __init__(self, app: Callable[[Message, Context], Message], contexts: Mapping[int, Context],
                  silent: Iterable[int] = ()) -> None:
@@ -48,5 +48,10 @@ class InProcessGrid(Grid):
     def send_and_receive(self, messages, *, timeout=None):
         messages = list(messages)
         self.sent += messages
-        return [self.app(m, self.contexts[m.metadata.dst_node_id]) for m in messages
-                if m.metadata.dst_node_id not in self.silent]
+        return [self._answer(m) for m in messages if m.metadata.dst_node_id not in self.silent]
+
+    def _answer(self, message: Message) -> Message:
+        try:
+            return self.app(message, self.contexts[message.metadata.dst_node_id])
+        except Exception as ex:  # what flwr's ClientApp runtime replies (ErrorCode.CLIENT_APP_RAISED_EXCEPTION)
+            return Message(Error(code=2, reason=str(type(ex)) + ":<'" + str(ex) + "'>"), reply_to=message)

@@ -21,7 +21,6 @@ from flower_fleet.fleet import (  # noqa: E402
 from flower_grid import InProcessGrid, node_contexts  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from jetpredict.models.catalogue import load_device  # noqa: E402
 
 from jetpredict.integrations.flower import (  # noqa: E402
@@ -94,18 +93,11 @@ def app_grid(num_nodes: int, run_config: dict, silent: Iterable[int] = ()) -> In
     return InProcessGrid(client_app.app, contexts, silent)
 
 
-@pytest.fixture
-def server_identity():
-    before = TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0  # what a ServerApp process has
-    yield
-    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = before
-
-
 def run_config(cfg: FleetConfig) -> dict:
     return {k.replace("_", "-"): v for k, v in vars(cfg).items()}
 
 
+@pytest.mark.slow
 def test_all_arms_on_the_same_nodes_with_the_same_accounting(lenet_models, server_identity):
     # Node 1 is an AGX Xavier, node 2 a Xavier NX (round-robin); at 5 s the NX is late at MAXN.
     cfg = FleetConfig(num_server_rounds=1, local_epochs=5, deadline_s=5.0, min_nodes=2)

@@ -62,15 +62,6 @@ def switches(root) -> list[str]:
     return [c[-1] for c in root.calls() if c[0] == "nvpmodel" and "-m" in c]
 
 
-@pytest.fixture
-def orin(fake_root):
-    """An Orin NX in its default preset (15W, id 2) with an INA3221 reading 15 W on VDD_IN."""
-    fake_root.add_jetson(load_device(DEVICE))
-    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 3000), ("VDD_CPU_GPU_CV", 5000, 1200),
-                                              ("VDD_SOC", 5000, 600)])
-    return fake_root
-
-
 def custom_mode() -> PowerMode:
     d = load_device(DEVICE)
     return PowerMode("custom", 2, d.cpu_steps_mhz[3], d.gpu_steps_mhz[2], d.emc_steps_mhz[1])

@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from conftest import EXAMPLE_APP  # noqa: E402
-from flower_fixtures import FLOWER_TOOLS, FlowerProcesses, free_port, save_models  # noqa: E402
+from flower_fixtures import EXAMPLE_APP, FLOWER_TOOLS, FlowerProcesses, free_port, save_models  # noqa: E402
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 #: How long the run may take once submitted (s); about a minute on 2 busy cores.
 RUN_LIMIT_S = 240.0

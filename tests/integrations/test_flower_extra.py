@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -53,6 +55,7 @@ def test_import_without_flower_names_the_extra():
     assert "ImportError:" in result.stdout and "pip install 'jetpredict[flower]'" in result.stdout, result.stdout
 
 
+@pytest.mark.slow
 def test_the_rest_of_the_package_never_imports_flower():
     result = run_python("""
         import sys

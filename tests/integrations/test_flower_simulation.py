@@ -12,11 +12,12 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 pytest.importorskip("ray", reason="Flower's simulation engine needs the [flower] extra (flwr[simulation])")
 
-from conftest import EXAMPLE_APP  # noqa: E402
-from flower_fixtures import FLOWER_TOOLS, FlowerProcesses, free_port, save_models  # noqa: E402
+from flower_fixtures import EXAMPLE_APP, FLOWER_TOOLS, FlowerProcesses, free_port, save_models  # noqa: E402
 from flower_fleet import task  # noqa: E402
 
 from jetpredict.integrations.flower import TwinWorkload, twin_round  # noqa: E402
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 WORKLOAD = "resnet18-cifar10"
 RUN_LIMIT_S = 240.0

@@ -68,6 +68,33 @@ def test_epoch_scale_plans_under_the_scaled_deadline(resnet_model):
     assert quarter.meets_deadline and not whole.meets_deadline and whole.reason
 
 
+def test_one_fleet_plan_per_epoch_scale_and_no_prediction_per_mode(resnet_model, monkeypatch):
+    from jetpredict.predictor import service
+
+    calls = {"plan_fleet": 0, "predict": 0, "predict_space": 0}
+
+    def counted(name):
+        real = getattr(service, name)
+
+        def spy(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(service, name, spy)
+
+    for name in calls:
+        counted(name)
+    nodes = [NodeInfo(n, DEVICES[n], SCALES[n]) for n in DEVICES]  # 6 device types, 3 epoch scales
+    plans = plan_nodes(LocalPlanner(resnet_model), nodes, 120.0, epochs=2)
+    scales = len(set(SCALES.values()))
+    assert calls["plan_fleet"] == scales and calls["predict"] == 0
+    assert calls["predict_space"] == sum(len({DEVICES[n] for n in DEVICES if SCALES[n] == s})
+                                         for s in set(SCALES.values()))  # one per device type in each plan
+    for p in plans.values():  # every interval comes from the fleet plan
+        assert p.time_s_low <= p.time_s <= p.time_s_high and p.energy_j_low <= p.energy_j <= p.energy_j_high
+        assert p.avg_power_w_low <= p.avg_power_w <= p.avg_power_w_high
+
+
 def test_local_planner_with_models_per_device(resnet_model):
     planner = LocalPlanner({"nano": resnet_model})
     plans = plan_nodes(planner, [NodeInfo(1, "nano", 0.01), NodeInfo(2, "orin-nx", 0.01)], 600.0, epochs=1)
@@ -211,6 +238,7 @@ def test_bad_settings_name_the_field(resnet_model):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=1.5)
 
 
+@pytest.mark.slow
 def test_an_unreachable_planner_skips_the_round_and_says_why(grid):
     import socket
 

@@ -13,6 +13,7 @@ import pytest
 from jetpredict.models.catalogue import (
     MODE_FIELDS,
     Device,
+    ModeArrays,
     ModeSpace,
     PowerMode,
     Preset,
@@ -145,9 +146,9 @@ def test_modes_are_power_modes_with_labels():
     assert isinstance(mode.cpu_cores, int)
 
 
-def test_as_arrays_and_labels_align_with_indexing():
+def test_arrays_and_labels_align_with_indexing():
     space = load_device("xavier-nx").modes()
-    arrays = space.as_arrays()
+    arrays = space.arrays().columns()
     assert tuple(arrays) == MODE_FIELDS
     assert all(len(a) == len(space) for a in arrays.values())
     assert arrays["cpu_cores"].dtype.kind == "i"
@@ -311,3 +312,18 @@ def test_physics_agree_with_each_devices_specs(device):
     assert device.peak_fp32_flops(top_gpu) == pytest.approx(
         device.specs.cuda_cores * 2 * top_gpu * 1e6)
     assert math.isfinite(float(device.peak_fp32_flops(top_gpu)))
+
+
+def test_mode_arrays_from_every_form_of_modes():
+    space = ModeSpace([1, 2], [100.0, 200.0, 300.0], [50.0], [10.0, 20.0])
+    from_space = ModeArrays.of(space)
+    assert len(from_space) == len(space) == 12
+    from_modes = ModeArrays.of(list(space))
+    assert all(np.array_equal(a, b) for a, b in zip(from_space.arrays(), from_modes.arrays(), strict=True))
+    one = ModeArrays.of(space[5])
+    assert len(one) == 1 and one.cpu_mhz[0] == 300.0
+    from_frame = ModeArrays.of({"cpu_cores": [2], "cpu_mhz": [100], "gpu_mhz": [50], "emc_mhz": [10]})
+    assert from_frame.cpu_cores.tolist() == [2.0]
+    assert from_space.columns()["cpu_cores"].dtype.kind == "i"
+    with pytest.raises(InputError, match="modes"):
+        ModeArrays.of({"cpu_mhz": [1.0]})

@@ -7,11 +7,11 @@ import pytest
 from jetpredict.models.catalogue import MIN_MODULE_POWER_W, POWER_HEADROOM, list_devices, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.paths import data_path
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.models.profile_rows import (
     MAX_S_PER_MINIBATCH,
     MIN_S_PER_MINIBATCH,
     ProfileRowsError,
-    read_profile_csv,
     validate_records,
 )
 

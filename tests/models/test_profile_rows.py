@@ -9,18 +9,14 @@ import math
 import pandas as pd
 import pytest
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import (
-    COLUMNS,
-    FIELDS,
-    ProfileRowsError,
+from jetpredict.models.profile_files import (
     read_profile_csv,
     read_profile_json,
     read_profile_rows,
     rows_to_records,
-    source_kind,
-    validate_records,
     write_profile_csv,
 )
+from jetpredict.models.profile_rows import COLUMNS, FIELDS, ProfileRowsError, source_kind, validate_records
 
 HEADER = ("device,workload,mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,num_workers,batch_size,"
           "minibatches_per_epoch,epoch_time_s,stall_time_s,compute_time_s,epoch_energy_j,avg_power_w,"

@@ -10,6 +10,7 @@ import threading
 
 import pandas as pd
 import pytest
+from jetpredict.models import profile_files as pf
 from jetpredict.models import profile_rows as pr
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import write_table
@@ -64,11 +65,11 @@ def test_file_and_row_limits(tmp_path, monkeypatch):
                                          for i in range(5)])
     monkeypatch.setattr(pr, "MAX_ROWS", 3)
     with pytest.raises(pr.ProfileRowsError, match="more than 3 rows"):
-        pr.read_profile_csv(path)
+        pf.read_profile_csv(path)
     monkeypatch.setattr(pr, "MAX_ROWS", 100)
     with pytest.raises(InputError, match="the limit is 100"):
-        pr.open_regular_file(path, max_bytes=100)
-    assert len(pr.read_profile_csv(path)) == 5
+        pf.open_regular_file(path, max_bytes=100)
+    assert len(pf.read_profile_csv(path)) == 5
 
 
 def test_same_knobs_with_contradicting_times_are_reported(tmp_path):
@@ -77,7 +78,7 @@ def test_same_knobs_with_contradicting_times_are_reported(tmp_path):
                 "agx-xavier,w,b,8,1190.4,675.75,1600,4,16,100,668",
                 "agx-xavier,w,c,8,1190.4,905.25,1600,4,16,100,400")
     with pytest.raises(pr.ProfileRowsError) as err:
-        pr.read_profile_csv(path)
+        pf.read_profile_csv(path)
     message = str(err.value)
     assert "lines 2, 3 measure the same mode" in message and "509..668 s" in message
     # Repeated runs that agree are fine; so are the same knobs with another batch size.
@@ -85,7 +86,7 @@ def test_same_knobs_with_contradicting_times_are_reported(tmp_path):
               "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,509",
               "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,520",
               "agx-xavier,w,b,8,1190.4,675.75,1600,4,32,100,800")
-    assert len(pr.read_profile_csv(ok)) == 3
+    assert len(pf.read_profile_csv(ok)) == 3
 
 
 def test_one_label_with_different_knobs_is_an_error_but_custom_is_generic(tmp_path):
@@ -93,17 +94,17 @@ def test_one_label_with_different_knobs_is_an_error_but_custom_is_generic(tmp_pa
                 "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,509",
                 "agx-xavier,w,a,4,1190.4,675.75,1600,4,16,100,600")
     with pytest.raises(pr.ProfileRowsError, match="label 'a' has knobs"):
-        pr.read_profile_csv(path)
+        pf.read_profile_csv(path)
     custom = _csv(tmp_path / "custom.csv",
                   "agx-xavier,w,custom,8,1190.4,675.75,1600,4,16,100,509",
                   "agx-xavier,w,custom,4,1190.4,675.75,1600,4,16,100,600")
-    assert len(pr.read_profile_csv(custom)) == 2
+    assert len(pf.read_profile_csv(custom)) == 2
 
 
 def test_physical_bounds(tmp_path):
     path = _csv(tmp_path / "huge.csv", "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,1e308")
     with pytest.raises(pr.ProfileRowsError, match="epoch_time_s: must be <= 1e\\+08 s"):
-        pr.read_profile_csv(path)
+        pf.read_profile_csv(path)
 
 
 def test_csv_output_is_safe_against_formula_injection(tmp_path):
@@ -118,6 +119,6 @@ def test_csv_output_is_safe_against_formula_injection(tmp_path):
     rows = [{"device": "agx-xavier", "workload": "=cmd|' /C calc'!A0", "mode": "a", "cpu_cores": 8,
              "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600, "batch_size": 16,
              "minibatches_per_epoch": 100, "epoch_time_s": 10.0}]
-    pr.write_profile_csv(rows, tmp_path / "rows.csv")
+    pf.write_profile_csv(rows, tmp_path / "rows.csv")
     assert "'=cmd" in (tmp_path / "rows.csv").read_text()
-    assert pr.read_profile_csv(tmp_path / "rows.csv")["workload"].iloc[0] == "=cmd|' /C calc'!A0"
+    assert pf.read_profile_csv(tmp_path / "rows.csv")["workload"].iloc[0] == "=cmd|' /C calc'!A0"

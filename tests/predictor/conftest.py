@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from jetpredict.models.profile_rows import read_profile_csv, write_profile_csv
+from jetpredict.models.profile_files import read_profile_csv, write_profile_csv
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 from jetpredict.cli import main

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import adaptive as A
 from jetpredict.predictor.reference import build_reference
 
@@ -39,7 +39,7 @@ def _by_mode(rows: pd.DataFrame, letters: str) -> pd.DataFrame:
 
 
 def test_proposal_narrows_the_decision_and_skips_profiled_modes(resnet, others):
-    adviser = A.Adviser("agx-xavier", A.Goal("min-time", max_power_w=15.0), resnet[["mode", *MODE_FIELDS]],
+    adviser = A.Adviser(load_device("agx-xavier"), A.Goal("min-time", max_power_w=15.0), resnet[["mode", *MODE_FIELDS]],
                         others)
     rows = _by_mode(resnet, "ha")
     proposal = adviser.propose(rows, budget=2)
@@ -70,7 +70,7 @@ def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
 @pytest.mark.parametrize("goal", [A.Goal("min-time", max_power_w=15.0), A.Goal("min-energy")])
 def test_replayed_real_sweep_stops_within_budget_near_the_measurement(resnet, others, goal):
     replay = A.SweepReplay(resnet)
-    chooser = A.AdaptiveChooser("agx-xavier", goal, budget=6, candidates=replay.modes(), reference=others)
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=6, candidates=replay.modes(), reference=others)
     rows = A.run_loop(chooser, replay.measure)
     assert 2 <= len(rows) <= 6
     assert len({r["mode"] for r in rows}) == len(rows)  # never the same mode twice
@@ -84,7 +84,7 @@ def test_replayed_real_sweep_stops_within_budget_near_the_measurement(resnet, ot
 
 def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
     replay = A.SweepReplay(resnet)
-    chooser = A.AdaptiveChooser("agx-xavier", A.Goal("min-energy"), budget=3, target_width=1e-6,
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), A.Goal("min-energy"), budget=3, target_width=1e-6,
                                 candidates=replay.modes(), reference=others)
     rows = A.run_loop(chooser, replay.measure)
     assert len(rows) == 3
@@ -94,7 +94,7 @@ def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
 
 
 def test_unmeetable_cap_says_so_and_still_proposes(resnet, others):
-    adviser = A.Adviser("agx-xavier", A.Goal("min-time", max_power_w=1.0), resnet[["mode", *MODE_FIELDS]],
+    adviser = A.Adviser(load_device("agx-xavier"), A.Goal("min-time", max_power_w=1.0), resnet[["mode", *MODE_FIELDS]],
                         others)
     proposal = adviser.propose(_by_mode(resnet, "ga"))
     assert proposal.decision.best is None and "no mode meets" in proposal.summary()
@@ -107,19 +107,19 @@ def test_unmeetable_cap_says_so_and_still_proposes(resnet, others):
     (A.Goal("min-time", confidence=90.0), "confidence")])
 def test_bad_goal_names_the_field(goal, field):
     with pytest.raises(InputError) as err:
-        A.Adviser("agx-xavier", goal)
+        A.Adviser(load_device("agx-xavier"), goal)
     assert err.value.field == field
 
 
 def test_bad_budget_and_width_name_the_field(resnet):
     with pytest.raises(InputError) as err:
-        A.AdaptiveChooser("agx-xavier", A.Goal(), budget=0)
+        A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=0)
     assert err.value.field == "budget"
     with pytest.raises(InputError) as err:
-        A.AdaptiveChooser("agx-xavier", A.Goal(), budget=3, target_width=0.0)
+        A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=3, target_width=0.0)
     assert err.value.field == "target_width"
     with pytest.raises(InputError) as err:
-        A.Adviser("agx-xavier", A.Goal()).propose(_by_mode(resnet, "a"), budget=0)
+        A.Adviser(load_device("agx-xavier"), A.Goal()).propose(_by_mode(resnet, "a"), budget=0)
     assert err.value.field == "budget"
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from jetpredict.models.catalogue import ModeArrays
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import artifacts, bundled
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
-from jetpredict.predictor.knobs import ModeArrays
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
 from jetpredict.predictor.serialization import MODEL_SCHEMA, model_to_dict
 
@@ -164,6 +164,7 @@ class _Payload:
         return (Path.write_text, (self.marker, "pwned"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["jetpredict-artifact/1", artifacts.FORMAT])
 def test_forged_pickle_runs_nothing_and_exits_2(tmp_path, fmt):
     """Issue 13: a pickle with a recomputed manifest, given to `jetpredict predict --model`, runs nothing."""

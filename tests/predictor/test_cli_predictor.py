@@ -156,6 +156,7 @@ def test_fit_rejects_too_few_rows_and_wrong_device(work, capsys):
     assert not (work / "x.json").exists()
 
 
+@pytest.mark.slow
 def test_console_script_predict_csv(work):
     exe = shutil.which("jetpredict")
     cmd = [exe] if exe else [sys.executable, "-c", "import sys; from jetpredict.cli import main; sys.exit(main())"]

@@ -7,7 +7,7 @@ import io
 
 import pandas as pd
 import pytest
-from jetpredict.models.profile_rows import read_profile_csv, write_profile_csv
+from jetpredict.models.profile_files import read_profile_csv, write_profile_csv
 from jetpredict.models.tables import TABLE_WIDTH
 
 from jetpredict.cli import main

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service
-from jetpredict.predictor.bundled import fit_workload, predict
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.bundled import fit_workload, predict_modes
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 
@@ -17,13 +16,13 @@ from jetpredict.predictor.reference import REFERENCE_DIR
 def resnet():
     rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
     rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(["a", "d", "g", "h"])]
-    return fit_workload(rows.reset_index(drop=True), "agx-xavier")
+    return fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"))
 
 
 def _brute_force(model, device_id: str, deadline_s: float, epochs: int) -> tuple[int, float]:
     """Least-energy mode meeting the deadline, an in-range mode unless the other wins beyond its interval."""
     device = load_device(device_id)
-    p = predict(model, ModeArrays.of_device(device), device)
+    p = predict_modes(model, ModeArrays.of_device(device), device)
     meets = epochs * p.epoch_time_s_high <= deadline_s
     idle = p.base_power_w * (deadline_s - epochs * p.epoch_time_s)
     energy = epochs * p.epoch_energy_j + idle
@@ -49,6 +48,8 @@ def test_each_client_gets_least_energy_mode_meeting_deadline(resnet):
         assert c["energy_j"] == pytest.approx(c["train_energy_j"] + c["idle_energy_j"])
         assert c["idle_energy_j"] > 0  # finishes early and idles until the deadline
         assert c["avg_power_w_low"] < c["avg_power_w"] < c["avg_power_w_high"]
+        assert c["round_time_s_low"] < c["round_time_s"] < c["round_time_s_high"]
+        assert c["train_energy_j_low"] < c["train_energy_j"] < c["train_energy_j_high"]
         _, energy = _brute_force(resnet, c["device"], 3000, 2)
         assert c["energy_j"] == pytest.approx(energy)
     assert by_id["c2"]["cross_device"] and not by_id["c1"]["cross_device"]
@@ -56,10 +57,25 @@ def test_each_client_gets_least_energy_mode_meeting_deadline(resnet):
     assert plan["total_energy_j"] == pytest.approx(sum(c["energy_j"] for c in plan["clients"]))
 
 
+def test_the_assignment_carries_the_predictions_intervals_times_the_epochs(resnet):
+    from jetpredict.predictor.fleet import ClientAssignment, one_mode, round_figures
+
+    c = service.plan_fleet(resnet, [{"id": "a", "device": "agx-xavier"}], deadline_s=3000, epochs=3).clients[0]
+    assert isinstance(c, ClientAssignment)
+    row = service.predict(resnet, [{k: getattr(c, k) for k in ("mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")}],
+                          "agx-xavier").iloc[0]
+    for tail in ("", "_low", "_high"):
+        assert getattr(c, f"round_time_s{tail}") == pytest.approx(3 * row[f"epoch_time_s{tail}"])
+        assert getattr(c, f"train_energy_j{tail}") == pytest.approx(3 * row[f"epoch_energy_j{tail}"])
+    figures = round_figures(one_mode({**row.to_dict(), "base_power_w": 5.0}), 3000, 3)  # a row of one mode
+    assert float(figures["round_time_s_high"][0]) == pytest.approx(c.round_time_s_high)
+    assert float(figures["idle_energy_j"][0]) == pytest.approx(5.0 * (3000 - c.round_time_s))
+
+
 def test_upper_bound_is_the_straggler_margin(resnet):
     # A deadline between the fastest mode's point time and its upper bound cannot be promised.
     a = load_device("agx-xavier").maxn
-    p = predict(resnet, ModeArrays(a.cpu_cores, a.cpu_mhz, a.gpu_mhz, a.emc_mhz))
+    p = predict_modes(resnet, ModeArrays(a.cpu_cores, a.cpu_mhz, a.gpu_mhz, a.emc_mhz))
     deadline = float((p.epoch_time_s[0] + p.epoch_time_s_high[0]) / 2)
     plan = service.plan_fleet(resnet, [{"id": 7, "device": "agx-xavier"}], deadline_s=deadline)
     assert not plan.feasible and plan.infeasible_clients == ("7",)
@@ -90,13 +106,13 @@ def test_one_prediction_per_device_type(resnet, monkeypatch):
     from jetpredict.predictor import space
 
     calls: list[str] = []
-    real = space.predict
+    real = space.predict_modes
 
     def counting(model, modes, device=None, confidence=0.9):  # a spy around the real prediction
         calls.append(device.id)
         return real(model, modes, device, confidence)
 
-    monkeypatch.setattr(space, "predict", counting)
+    monkeypatch.setattr(space, "predict_modes", counting)
     clients = [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(50)]
     plan = service.plan_fleet(resnet, clients, deadline_s=5000, confidence=0.8)  # a level not cached yet
     assert len(plan.clients) == 50

@@ -7,24 +7,15 @@ from dataclasses import FrozenInstanceError, replace
 import numpy as np
 import pandas as pd
 import pytest
-from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
-from jetpredict.predictor.bundled import predict as predict_on
-from jetpredict.predictor.knobs import ModeArrays
-from jetpredict.predictor.model import (
-    REGIME_FACTOR_MAX,
-    IntervalScales,
-    Prediction,
-    WorkloadModel,
-    core_contrast,
-    gpu_floor,
-    regime_factor,
-    regime_kappas,
-    regime_weights,
-)
-from jetpredict.predictor.reference import MEASURED_KAPPAS, REFERENCE_DIR, build_reference
+from jetpredict.predictor.bundled import predict_modes as predict_on
+from jetpredict.predictor.constants import MEASURED_KAPPAS, REGIME_FACTOR_MAX, IntervalScales
+from jetpredict.predictor.model import Prediction, WorkloadModel, gpu_floor
+from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
+from jetpredict.predictor.regime import core_contrast, regime_factor, regime_kappas, regime_weights
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
@@ -71,7 +62,7 @@ def knobs(modes) -> ModeArrays:
     return ModeArrays(k[:, 0], k[:, 1], k[:, 2], k[:, 3])
 
 
-def predict(model: WorkloadModel, modes, confidence: float = 0.9) -> Prediction:
+def predict_modes(model: WorkloadModel, modes, confidence: float = 0.9) -> Prediction:
     return model.predict(knobs(modes), confidence)
 
 
@@ -96,7 +87,7 @@ def test_recognises_regime_from_own_rows_and_extrapolates_below_range(cpu_ms, gp
     model = fit_workload(sweep(cpu_ms, gpu_ms, "efij"))
     test_modes = ["a", "b", "c", "d", "g", "h", "low", "low2"]
     truth = sweep(cpu_ms, gpu_ms, test_modes)
-    p = predict(model, test_modes)
+    p = predict_modes(model, test_modes)
     assert mape(p.epoch_time_s, truth.epoch_time_s) < TOL[(cpu_ms, "time")]
     assert mape(p.epoch_energy_j, truth.epoch_energy_j) < TOL[(cpu_ms, "energy")]
 
@@ -111,10 +102,10 @@ def test_cpu_bound_workload_gets_cpu_dominated_shape():
 
 def test_one_mode_scales_reference_and_more_modes_tighten():
     one = fit_workload(sweep(3.0, 100.0, "g"))
-    p = predict(one, ["g"])
+    p = predict_modes(one, ["g"])
     assert p.epoch_time_s[0] == pytest.approx(sweep(3.0, 100.0, "g").epoch_time_s[0], rel=0.02)
     four = fit_workload(sweep(3.0, 100.0, "efij"))
-    w1, w4 = predict(one, ["low"]), predict(four, ["low"])
+    w1, w4 = predict_modes(one, ["low"]), predict_modes(four, ["low"])
     width = {k: (v.epoch_time_s_high - v.epoch_time_s_low) / v.epoch_time_s for k, v in (("one", w1), ("four", w4))}
     assert width["four"][0] < 0.7 * width["one"][0]
 
@@ -133,7 +124,7 @@ def test_predictions_are_monotone_in_each_clock_and_intervals_ordered():
 
 def test_confidence_sets_every_interval_and_is_checked():
     model = fit_workload(sweep(5.0, 30.0, "efij"))
-    p90, p50, p99 = (predict(model, ["a", "low"], c) for c in (0.9, 0.5, 0.99))
+    p90, p50, p99 = (predict_modes(model, ["a", "low"], c) for c in (0.9, 0.5, 0.99))
     for key in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
         half = {c: np.log(getattr(p, f"{key}_high") / getattr(p, key)) for c, p in ((90, p90), (50, p50), (99, p99))}
         # Normal quantiles: z(0.5) / z(0.9) = 0.674 / 1.645, z(0.99) / z(0.9) = 2.576 / 1.645.
@@ -149,7 +140,7 @@ def test_confidence_sets_every_interval_and_is_checked():
 def test_modes_outside_the_profiled_ranges_are_flagged_per_knob():
     model = fit_workload(sweep(3.0, 100.0, "efij"))
     assert model.profiled_ranges["gpu_mhz"] == (900.0, 1377.0)
-    p = predict(model, ["e", "j", "a", "g", "low"])
+    p = predict_modes(model, ["e", "j", "a", "g", "low"])
     assert p.extrapolated_knobs() == ["", "", "cpu_mhz;gpu_mhz", "emc_mhz", "cpu_mhz;gpu_mhz"]
     assert p.extrapolated.tolist() == [False, False, True, True, True]
     assert p.outside.shape == (5, 4) and p.outside[2, MODE_FIELDS.index("cpu_cores")] == np.False_
@@ -167,12 +158,12 @@ def test_fitted_model_and_prediction_are_frozen_values():
     with pytest.raises(FrozenInstanceError):
         model.workload_id = "other"  # type: ignore[misc]
     with pytest.raises(FrozenInstanceError):
-        predict(model, ["a"]).epoch_time_s = np.zeros(1)  # type: ignore[misc]
+        predict_modes(model, ["a"]).epoch_time_s = np.zeros(1)  # type: ignore[misc]
 
 
 def test_rows_without_power_use_reference_power_model():
     model = fit_workload(sweep(3.0, 100.0, "efij", power=False, components=False))
-    p = predict(model, ["g", "a"])
+    p = predict_modes(model, ["g", "a"])
     assert p.power_source == "reference" and not model.has_power
     assert np.all(p.avg_power_w > 3) and np.all(p.avg_power_w < 60)
     assert p.avg_power_w[0] > p.avg_power_w[1]  # MAXN draws more than mode a
@@ -210,7 +201,7 @@ def test_real_cpu_clock_below_the_profiled_range_moves_a_gpu_heavy_network_littl
     where the measured change is < 1%. Real: ResNet-18 d (CPU 1200) vs e (CPU 2100), same GPU/EMC: 509.8 s
     vs 491.7 s (+3.7%). Profiled at e,f,i,j the model must not invent more than that."""
     model, _, _ = real_loo("resnet18-cifar10")
-    p = predict(model, ["d", "e"])
+    p = predict_modes(model, ["d", "e"])
     assert p.epoch_time_s[0] / p.epoch_time_s[1] == pytest.approx(509.8 / 491.7, abs=0.02)
 
 
@@ -279,7 +270,7 @@ def test_bad_input_is_named():
     with pytest.raises(InputError):
         fit_workload(rows.iloc[0:0])
     with pytest.raises(InputError) as e:
-        fit_workload(rows, device="nano")
+        fit_workload(rows, device=load_device("nano"))
     assert e.value.field == "device"
     model = fit_workload(rows)
     with pytest.raises(InputError) as e:
@@ -324,7 +315,7 @@ def test_interval_scales_set_the_width_of_each_quantity_separately():
     model = fit_workload(sweep(9.0, 1.5, "efij"))
     wide = replace(model, interval_scales=IntervalScales(1.0, 1.0, 1.0))
     narrow = replace(model, interval_scales=IntervalScales(1.0, 1.0, 0.5))
-    a, b = predict(wide, ["a", "low"]), predict(narrow, ["a", "low"])
+    a, b = predict_modes(wide, ["a", "low"]), predict_modes(narrow, ["a", "low"])
     ratio = np.log(b.epoch_energy_j_high / b.epoch_energy_j) / np.log(a.epoch_energy_j_high / a.epoch_energy_j)
     # The scale shrinks the model's own uncertainty; the run-to-run noise part stays, so not all the way.
     assert np.all(ratio < 0.95) and np.all(ratio > 0.5)
@@ -340,7 +331,7 @@ def test_cross_device_prediction_goes_through_the_bundled_layer():
     moved = predict_on(model, ModeArrays(*nx.maxn.knobs()), nx)
     assert moved.cross_device and not moved.extrapolated.any()
     assert moved.epoch_time_s_high[0] > moved.epoch_time_s[0]
-    assert predict_on(model, knobs(["a"])).epoch_time_s == pytest.approx(predict(model, ["a"]).epoch_time_s)
+    assert predict_on(model, knobs(["a"])).epoch_time_s == pytest.approx(predict_modes(model, ["a"]).epoch_time_s)
 
 
 def launch_bound_rows(modes) -> pd.DataFrame:
@@ -444,8 +435,8 @@ def test_rows_that_measure_their_own_contention_override_the_references():
     blind = fit_workload(sweep(**LIGHT, modes="efij", components=False), reference=ref)  # no stall: cannot tell
     assert own.kappa_pipe < 0.5 * ref.kappa_pipe and (blind.kappa_cpu, blind.kappa_pipe) == ref.kappas
     truth = sweep(**LIGHT, modes="abcd")
-    err_own = mape(predict(own, "abcd").epoch_time_s, truth.epoch_time_s)
-    err_blind = mape(predict(blind, "abcd").epoch_time_s, truth.epoch_time_s)
+    err_own = mape(predict_modes(own, "abcd").epoch_time_s, truth.epoch_time_s)
+    err_blind = mape(predict_modes(blind, "abcd").epoch_time_s, truth.epoch_time_s)
     assert err_own < 0.5 * err_blind
     # No two rows differ only in cores (the plan's g,h,f,b): the stall fit over all rows still measures it.
     planned = fit_workload(sweep(**LIGHT, modes="ghfb"), reference=ref)
@@ -478,13 +469,13 @@ def test_a_workload_outside_the_references_regime_gets_wider_extrapolation(tmp_p
     plain = replace(light, interval_scales=replace(light.interval_scales.in_regime(), extrapolation=1.0))
 
     def width(model, modes):
-        p = predict(model, modes)
+        p = predict_modes(model, modes)
         return (p.epoch_time_s_high - p.epoch_time_s_low) / p.epoch_time_s
 
     assert np.all(width(light, "ab") > 1.05 * width(plain, "ab"))  # CPU clock 1200: outside 2100-2265
     assert width(light, "e") == pytest.approx(width(plain, "e"))
     truth = sweep(**LIGHT, modes="abcd").epoch_time_s.to_numpy()
-    p = predict(light, "abcd")
+    p = predict_modes(light, "abcd")
     assert np.all((p.epoch_time_s_low <= truth) & (truth <= p.epoch_time_s_high))
     save_model(light, tmp_path / "m.json")
     assert load_model(tmp_path / "m.json").interval_scales == light.interval_scales

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 CODE = r"""
 import importlib, json, pkgutil, sys
 import jetpredict.predictor as predictor
@@ -17,6 +19,7 @@ print(json.dumps({"walked": walked, "bad": bad}))
 """
 
 
+@pytest.mark.slow
 def test_predictor_and_all_its_modules_import_neither_the_twin_nor_torch():
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])

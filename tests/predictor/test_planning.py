@@ -6,12 +6,11 @@ import itertools
 
 import numpy as np
 import pytest
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor import features as F
 from jetpredict.predictor import planning
 from jetpredict.predictor.bundled import load_reference
-from jetpredict.predictor.knobs import ModeArrays
 
 
 def _random_design(seed: int, n: int = 14, p: int = 4) -> np.ndarray:
@@ -73,8 +72,8 @@ def test_design_uses_the_models_time_terms_scaled():
 
 
 def test_agx_plan_moves_every_knob_independently():
-    ref = load_reference("agx-xavier")
-    a = load_device("agx-xavier").modes().as_arrays()
+    ref = load_reference(load_device("agx-xavier"))
+    a = load_device("agx-xavier").modes().arrays().columns()
     x = planning.design_matrix(ModeArrays.from_frame(a), ref.kappa_cpu, ref.kappa_pipe)
     chosen = planning.d_optimal(x, 4)
     picked = np.column_stack([1.0 / a[k][chosen] for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")])
@@ -124,7 +123,7 @@ def test_identifying_exchange_leaves_what_cannot_vary():
 @pytest.mark.parametrize("device_id", ["agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano"])
 def test_planning_region_offers_two_values_of_every_knob(device_id):
     device = load_device(device_id)
-    a = device.modes().as_arrays()
+    a = device.modes().arrays().columns()
     region = planning.operating_region(device, a["cpu_cores"], a["cpu_mhz"], a["gpu_mhz"], a["emc_mhz"])
     top = F.device_maxima(device)
     for knob in ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"):

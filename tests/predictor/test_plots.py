@@ -44,6 +44,7 @@ def test_png_and_bad_extension(model, tmp_path, capsys):
     assert not (tmp_path / "pareto.pdf").exists()
 
 
+@pytest.mark.slow
 def test_without_matplotlib_the_plot_says_what_to_install(model, tmp_path):
     import subprocess
     import sys

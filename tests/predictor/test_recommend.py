@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor import recommend as rec
 
@@ -132,7 +133,7 @@ def test_bad_epochs(epochs):
 # -- caps that hold, checked on the digital twin (simulated: it measures any mode we ask for) ----------
 def _twin_profile(device_id: str, workload: str, modes: pd.DataFrame, tmp_path, name: str) -> pd.DataFrame:
     from jetpredict.models.catalogue import MODE_FIELDS
-    from jetpredict.models.profile_rows import read_profile_csv
+    from jetpredict.models.profile_files import read_profile_csv
 
     from jetpredict.cli import main
 
@@ -143,11 +144,11 @@ def _twin_profile(device_id: str, workload: str, modes: pd.DataFrame, tmp_path, 
     return read_profile_csv(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device_id", ["agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano"])
 def test_power_caps_hold_on_the_twin_for_every_preset_budget(device_id, tmp_path):
     """ResNet-18 and LeNet-5 profiled on the default plan; at each preset's power budget, the mode that
     ``recommend --objective min-time --max-power-w X`` picks draws <= X W when the twin runs it."""
-    from jetpredict.models.catalogue import load_device
     from jetpredict.predictor import service
     from jetpredict.predictor.bundled import fit_workload
 
@@ -220,7 +221,7 @@ def _reference_workloads():
     """(device, name, rows) of the bundled reference workloads of AGX Xavier (published and simulated)
     and AGX Orin (simulated), each profiled on 4 spread modes as a new workload would be; the published
     ones also with all their rows."""
-    from jetpredict.models.profile_rows import read_profile_csv
+    from jetpredict.models.profile_files import read_profile_csv
     from jetpredict.predictor.reference import reference_csvs
 
     for device_id in ("agx-xavier", "orin-agx"):
@@ -234,6 +235,7 @@ def _reference_workloads():
                 yield device_id, f"{path.stem}:{workload}:4-modes", group.iloc[four].reset_index(drop=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["min-time", "min-energy"])
 def test_never_worse_than_a_preset_that_meets_the_same_cap(objective):
     """On AGX Xavier and AGX Orin, for every bundled reference workload and every preset's own power
@@ -245,7 +247,7 @@ def test_never_worse_than_a_preset_that_meets_the_same_cap(objective):
     key = rec.OBJECTIVES[objective]
     checked = 0
     for device_id, name, rows in _reference_workloads():
-        model = fit_workload(rows, device_id)
+        model = fit_workload(rows, load_device(device_id))
         presets = service.predict(model, "presets", device=device_id)
         for cap in [*presets["avg_power_w_high"], 15.0]:
             out = service.recommend(model, objective, max_power_w=float(cap))

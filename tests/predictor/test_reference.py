@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import load_device, resolve_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import features as F
 from jetpredict.predictor.bundled import load_reference
 from jetpredict.predictor.calibration import calibrate, coverage, residual_cells
-from jetpredict.predictor.model import INTERVAL_SCALES, interval_scales_for
+from jetpredict.predictor.constants import INTERVAL_SCALES, TIME_NOISE_REL
+from jetpredict.predictor.model import interval_scales_for
 from jetpredict.predictor.reference import REFERENCE_DIR, _sse, build_reference, reference_csvs
-from jetpredict.predictor.terms import TIME_NOISE_REL, ProfileArrays, fit_time
+from jetpredict.predictor.terms import ProfileArrays, fit_time
 from jetpredict.predictor.transfer import derive_reference
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
@@ -28,7 +29,7 @@ def test_bundled_csv_is_the_published_sweep_with_citation():
 
 
 def test_agx_reference_learns_contention_and_gpu_bound_shape():
-    ref = load_reference("agx-xavier")
+    ref = load_reference(load_device("agx-xavier"))
     assert ref.source == "published" and ref.derived_from is None
     # Mode f (2 cores, 4 workers) slowed both workloads: contention must be positive.
     assert ref.kappa_cpu > 0 and ref.kappa_pipe > 0
@@ -38,7 +39,7 @@ def test_agx_reference_learns_contention_and_gpu_bound_shape():
     cpu_share = mean["cpu"] * 1000 / anchor["cpu"]
     assert gpu_share > cpu_share  # ResNet and MobileNet are GPU bound
     assert np.all(ref.power_mean >= 0) and ref.base_coef[0] > 0
-    assert load_reference("agx-xavier") is ref and load_reference(load_device("agx-xavier")) is ref  # cached
+    assert load_reference(load_device("agx-xavier")) is ref  # cached
     assert ref.transfer is not None and set(ref.transfer.workloads) >= {"lenet5-mnist", "resnet18-cifar10"}
 
 
@@ -50,7 +51,7 @@ def test_reference_prefers_published_then_measured_then_simulated(tmp_path):
 
 
 def test_device_without_sweeps_gets_a_derived_reference():
-    agx = load_reference("agx-xavier")
+    agx = load_reference(load_device("agx-xavier"))
     ref = derive_reference(agx, load_device("orin-nano"))
     assert ref.derived_from == "agx-xavier" and ref.device_id == "orin-nano"
     assert ref.base_coef[0] < agx.base_coef[0]  # a 15 W module idles lower than a 30 W one
@@ -66,11 +67,12 @@ def test_user_reference_rows_are_checked():
     with pytest.raises(InputError, match="lack column"):
         build_reference(REF.drop(columns=["emc_mhz"]))
     with pytest.raises(UnknownDeviceError):
-        load_reference("tx9")
+        load_reference(resolve_device("tx9"))
     assert build_reference(REF.assign(source="measured")).source == "measured"
     assert build_reference(REF.assign(source="simulated")).source == "simulated"
 
 
+@pytest.mark.slow
 def test_interval_scales_hold_on_real_held_out_modes():
     """The constants of ``INTERVAL_SCALES[4]`` are what the real-data calibration gives (every 5th 4-mode
     design here, all designs of 1-4 modes in ``tools.calibrate_intervals``): every cell of real held-out
@@ -95,7 +97,7 @@ def test_kernel_mix_constants_fit_the_published_sweeps_better_than_a_plain_memor
     # The GPU kernel mix was chosen on the two GPU-bound networks (LeNet-5's GPU work is launch bound).
     gpu_bound = REF[REF["workload"] != "lenet5-mnist"]
     groups = [ProfileArrays.from_frame(g) for _, g in gpu_bound.groupby("workload")]
-    kappas = load_reference("agx-xavier").kappas
+    kappas = load_reference(load_device("agx-xavier")).kappas
 
     def sse():
         return [_sse(fit_time(g, kappas, TIME_NOISE_REL), g, kappas) for g in groups]
@@ -114,7 +116,7 @@ def test_cpu_memory_roofline_fits_the_real_sweeps_better_than_a_plain_memory_ter
     """``features.CPU_MEM_LOG_*``: CPU-side work bound by the slower of core and memory fits every real
     sweep better in sample than CPU work plus a separate 1/f_emc part (the CPU-bound LeNet-5 most)."""
     groups = {w: ProfileArrays.from_frame(g) for w, g in REF.groupby("workload")}
-    kappas = load_reference("agx-xavier").kappas
+    kappas = load_reference(load_device("agx-xavier")).kappas
 
     def sse():
         return {w: _sse(fit_time(g, kappas, TIME_NOISE_REL), g, kappas) for w, g in groups.items()}

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device, resolve_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service
-from jetpredict.predictor.bundled import fit_workload, predict
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.predictor.bundled import fit_workload, predict_modes
 from jetpredict.predictor.recommend import check_confidence
 from jetpredict.predictor.reference import REFERENCE_DIR
 
@@ -21,7 +20,7 @@ PROFILED = ["a", "d", "g", "h"]  # four of the published AGX Xavier modes
 def resnet():
     rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
     rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(PROFILED)]
-    return fit_workload(rows.reset_index(drop=True), "agx-xavier")
+    return fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"))
 
 
 def test_resolve_presets_and_all():
@@ -77,7 +76,7 @@ def test_unknown_device():
     with pytest.raises(UnknownDeviceError, match="valid devices"):
         service.resolve_modes("jetson-tx9", "presets")
     with pytest.raises(InputError) as err:
-        service.resolve_device(7)
+        resolve_device(7)
     assert err.value.field == "device"
 
 
@@ -226,7 +225,7 @@ def test_power_constraints_apply_without_measured_power():
     rows = rows[(rows["workload"] == "mobilenetv3-gld23k") & rows["mode"].isin(PROFILED)]
     rows = rows.reset_index(drop=True)
     rows[["epoch_energy_j", "avg_power_w", "base_power_w"]] = np.nan
-    model = fit_workload(rows, "agx-xavier")
+    model = fit_workload(rows, load_device("agx-xavier"))
     out = service.recommend(model, "min-time", max_power_w=20)
     assert out.feasible and out.best["avg_power_w_high"] <= 20
     assert out.best["power_source"] == "reference"
@@ -248,13 +247,13 @@ def test_catalogue_modes_read_from_the_space_prediction_match_a_direct_predictio
     table = pd.DataFrame([space[i].as_dict() for i in (0, 4321, 17777, len(space) - 1)])
     assert catalogue_index(device, ModeArrays.from_frame(table)) is not None
     df = service.predict(resnet, table)
-    direct = predict(resnet, ModeArrays.from_frame(table))
+    direct = predict_modes(resnet, ModeArrays.from_frame(table))
     for column in service.PREDICTION_COLUMNS:
         np.testing.assert_allclose(df[column].to_numpy(), getattr(direct, column), rtol=1e-12)
     # A knob between steps (an nvpmodel cap) is predicted directly, not snapped to a step.
     capped = table.assign(cpu_mhz=1200.0)
     assert catalogue_index(device, ModeArrays.from_frame(capped)) is None
-    direct = predict(resnet, ModeArrays.from_frame(capped))
+    direct = predict_modes(resnet, ModeArrays.from_frame(capped))
     np.testing.assert_allclose(service.predict(resnet, capped)["epoch_time_s"], direct.epoch_time_s)
 
 
@@ -306,24 +305,24 @@ def test_plan_says_which_knobs_stay_extrapolated(resnet):
 def test_http_schemas_accept_exactly_what_the_service_accepts():
     """Limits, objectives and the confidence range are defined once (predictor.limits): a request the
     schema lets through is one the service takes, and the first value past a limit fails in both."""
-    from jetpredict.api import schemas
+    from jetpredict.api import query_schemas, schemas
     from marshmallow import ValidationError
 
     clients = [{"id": f"c{i}", "device": "nano"} for i in range(limits.MAX_CLIENTS + 1)]
     body = {"workload": {"id": "w"}, "deadline_s": 100.0}
-    schemas.FleetPlanRequestSchema().load({**body, "clients": clients[:-1]})
+    query_schemas.FleetPlanRequestSchema().load({**body, "clients": clients[:-1]})
     with pytest.raises(ValidationError, match="clients"):
-        schemas.FleetPlanRequestSchema().load({**body, "clients": clients})
+        query_schemas.FleetPlanRequestSchema().load({**body, "clients": clients})
     request = {"workload": {"id": "w"}, "objective": "min-time"}
     assert set(schemas.OBJECTIVES) == set(limits.OBJECTIVES)
     for ok in (limits.MIN_CONFIDENCE, limits.MAX_CONFIDENCE):
-        assert schemas.RecommendationRequestSchema().load({**request, "confidence": ok})["confidence"] == ok
+        assert query_schemas.RecommendationRequestSchema().load({**request, "confidence": ok})["confidence"] == ok
     for bad in (limits.MIN_CONFIDENCE - 0.01, 1.0):
         with pytest.raises(ValidationError, match="confidence"):
-            schemas.RecommendationRequestSchema().load({**request, "confidence": bad})
+            query_schemas.RecommendationRequestSchema().load({**request, "confidence": bad})
         with pytest.raises(InputError):
             check_confidence(bad)
-    assert schemas.RecommendationRequestSchema().load(request)["confidence"] == limits.DEFAULT_CONFIDENCE
+    assert query_schemas.RecommendationRequestSchema().load(request)["confidence"] == limits.DEFAULT_CONFIDENCE
 
 
 # -- one answer pipeline (issue 19) ----------------------------------------------------------------------

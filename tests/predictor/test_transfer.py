@@ -8,11 +8,16 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.predictor.bundled import fit_workload, load_reference, on_device, predict, shared_reference
-from jetpredict.predictor.knobs import ModeArrays
+from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.predictor.bundled import (
+    fit_workload,
+    load_reference,
+    on_device,
+    predict_modes,
+    shared_reference,
+)
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.transfer import power_factors, reference_factors, time_factors, transfer_model
 
@@ -31,7 +36,7 @@ def mobilenet_model():
 
 def at(model, device_id, preset):
     device = load_device(device_id)
-    return predict(model, ModeArrays(*device.preset(preset).knobs()), device)
+    return predict_modes(model, ModeArrays(*device.preset(preset).knobs()), device)
 
 
 def test_mobilenet_agx_to_xavier_nx_matches_published_row():
@@ -69,7 +74,7 @@ def test_factors_follow_device_sizes():
 def test_transfer_validates_target_modes_and_devices():
     model = mobilenet_model()
     with pytest.raises(InputError) as e:
-        predict(model, ModeArrays(8, 2265.6, 1377, 2133), load_device("nano"))  # 8 cores: Nano has 4
+        predict_modes(model, ModeArrays(8, 2265.6, 1377, 2133), load_device("nano"))  # 8 cores: Nano has 4
     assert e.value.field == "cpu_cores"
     with pytest.raises(InputError):
         load_device("tx9")  # devices are resolved at the edge: an unknown id never reaches the model
@@ -88,7 +93,7 @@ def lenet_nx_rows():
 def test_lenet_fitted_on_one_xavier_nx_mode_predicts_nano():
     model = fit_workload(lenet_nx_rows())
     assert model.profiled_modes == 1
-    assert model.reference_source == load_reference("xavier-nx").source
+    assert model.reference_source == load_reference(load_device("xavier-nx")).source
     p = at(model, "nano", "MAXN")
     assert p.cross_device is True and np.isfinite(p.epoch_time_s[0])
     # One mode cannot tell a CPU-bound LeNet from the GPU-bound reference: the interval must say so.
@@ -101,7 +106,7 @@ def test_lenet_fitted_on_one_xavier_nx_mode_predicts_nano():
 
 def test_transfer_goes_through_the_most_similar_shared_reference_workload():
     model = fit_workload(lenet_nx_rows())
-    via = reference_factors(model, load_device("nano"), shared_reference("xavier-nx"), shared_reference("nano"))
+    via = reference_factors(model, load_device("nano"), shared_reference(load_device("xavier-nx")), shared_reference(load_device("nano")))
     assert via is not None
     # Its stall share (34%) matches the LeNet sweep, not the GPU-bound ResNet/VGG/MobileNet ones.
     assert max(via["weights"], key=via["weights"].get) == "lenet5-mnist"
@@ -116,10 +121,10 @@ def test_transfer_goes_through_the_most_similar_shared_reference_workload():
 def test_physics_fallback_without_shared_reference_workloads():
     model = fit_workload(lenet_nx_rows())
     nano = load_device("nano")
-    src = shared_reference("xavier-nx")
+    src = shared_reference(load_device("xavier-nx"))
     renamed = replace(src, workload_shapes={f"other-{w}": v for w, v in src.workload_shapes.items()},
                       workload_anchor_s={f"other-{w}": v for w, v in src.workload_anchor_s.items()})
-    assert reference_factors(model, nano, renamed, shared_reference("nano")) is None
+    assert reference_factors(model, nano, renamed, shared_reference(load_device("nano"))) is None
     moved = transfer_model(model, nano, load_reference(nano), None, None)
     assert moved.transfer_method == "physics"
     assert moved.time_fits["compute"].coef_of("gpu") == pytest.approx(
@@ -136,7 +141,7 @@ def test_a_profile_unlike_every_shared_workload_moves_by_physics():
         for i, p in enumerate(nx.presets[:4])], ignore_index=True)
     model = fit_workload(rows)
     nano = load_device("nano")
-    assert reference_factors(model, nano, shared_reference("xavier-nx"), shared_reference("nano")) is None
+    assert reference_factors(model, nano, shared_reference(load_device("xavier-nx")), shared_reference(load_device("nano"))) is None
     moved = on_device(model, nano)
     assert moved.transfer_method == "physics" and moved.cross_device
     assert np.isfinite(at(model, "nano", "MAXN").epoch_time_s).all()

@@ -10,10 +10,10 @@ import pytest
 import torch
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError
-from jetpredict.models.profile_rows import read_profile_csv, read_profile_rows
-from jetpredict.profiler import campaign
+from jetpredict.models.profile_files import read_profile_csv, read_profile_rows
+from jetpredict.profiler import campaign, upload
 from jetpredict.profiler.backends import TorchBackend
-from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, resolve_modes, run_campaign
+from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, modes_to_profile, run_campaign
 from jetpredict.profiler.power import NullPowerMeter
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.runner import RealTimeRunner
@@ -27,6 +27,7 @@ def _cfg(tmp_path, name="p.csv", **kw) -> CampaignConfig:
     return CampaignConfig(**{**base, **kw})
 
 
+@pytest.mark.slow
 def test_host_campaign_writes_rows_and_raw_json(tmp_path):
     rows = run_campaign(_cfg(tmp_path))
     assert torch.get_num_threads() == 1  # the host controller restored the thread count
@@ -102,21 +103,21 @@ def test_a_crash_loses_only_the_mode_in_progress(tmp_path):
 
 def test_modes_presets_labels_and_files(tmp_path):
     nano = load_device("orin-nano")
-    assert [m.mode for m in resolve_modes(nano, None)] == [p.mode for p in nano.presets]
-    picked = resolve_modes(nano, "7W, 4c-1510.4-624.75-2133")
+    assert [m.mode for m in modes_to_profile(nano, None)] == [p.mode for p in nano.presets]
+    picked = modes_to_profile(nano, "7W, 4c-1510.4-624.75-2133")
     assert picked[0].mode == "7W" and picked[1].cpu_cores == 4 and picked[1].gpu_mhz == 624.75
     with pytest.raises(ModeOutOfRangeError) as err:
-        resolve_modes(nano, "4c-1510.4-9999-2133")
+        modes_to_profile(nano, "4c-1510.4-9999-2133")
     assert err.value.field == "gpu_mhz"
     with pytest.raises(InputError, match="no preset"):
-        resolve_modes(nano, "MAXN_TURBO")
+        modes_to_profile(nano, "MAXN_TURBO")
     f = tmp_path / "modes.csv"
     f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nslow,2,729.6,306,2133\n,6,1510.4,624.75,2133\n")
-    modes = resolve_modes(nano, str(f))
+    modes = modes_to_profile(nano, str(f))
     assert [m.mode for m in modes] == ["slow", "6c-1510.4-624.75-2133"]
     f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nbad,99,729.6,306,2133\n")
     with pytest.raises(InputError, match="line 2") as err:
-        resolve_modes(nano, str(f))
+        modes_to_profile(nano, str(f))
     assert err.value.field == "cpu_cores"
 
 
@@ -180,7 +181,7 @@ def test_upload_failures_keep_the_files_and_name_the_field(tmp_path, service, mo
     url, handler = service
     monkeypatch.delenv("JETPREDICT_API_KEY", raising=False)
     with pytest.raises(InputError, match="JETPREDICT_API_KEY") as err:
-        campaign.upload_rows(url, [{"a": 1}])
+        upload.upload_rows(url, [{"a": 1}])
     assert err.value.field == "upload"
     monkeypatch.setenv("JETPREDICT_API_KEY", "wrong")
     handler.status = 403

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from jetpredict.models.profile_rows import read_profile_csv, read_profile_rows
+from jetpredict.models.profile_files import read_profile_csv, read_profile_rows
 
 from jetpredict.cli import main
 
@@ -36,6 +36,7 @@ def test_host_profile_writes_valid_rows_and_every_minibatch(tmp_path, workload, 
     assert "mode 1/1" in err and "profiled 1 mode(s)" in err   # progress bar and summary on stderr
 
 
+@pytest.mark.slow
 def test_user_factory_profiles_from_the_working_directory(tmp_path):
     # A user's own module, next to where they run the command; nothing in jetpredict knows about it.
     shutil.copy(HERE.parents[1] / "examples" / "lstm_lm.py", tmp_path / "my_lm.py")

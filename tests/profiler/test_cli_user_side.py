@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from jetpredict.api.testing import free_port
+
+from tools.testing import free_port
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 SIM = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MAXN",
        "--warmup", "1", "--minibatches", "3"]

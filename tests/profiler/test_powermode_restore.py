@@ -58,6 +58,7 @@ def test_exception_restores_and_propagates(xavier):
 
 
 # Python re-raises an uncaught KeyboardInterrupt as death by SIGINT; SIGTERM exits 128 + 15.
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, expected_rc", [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)])
 def test_signal_in_a_child_process_restores_the_original_mode(xavier, sig, expected_rc):
     env = xavier.env()

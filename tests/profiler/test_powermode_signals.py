@@ -22,6 +22,8 @@ from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
 
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
+
 ORIGINAL_ID = 3  # MODE_30W_ALL: not the default, so "back to the default" would not pass
 ORIGINAL_KNOBS = (8, 1200.0, 900.0, 1600.0)
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)

@@ -177,3 +177,29 @@ def test_loader_defaults_to_at_most_one_worker_per_core_and_checks_its_fields():
         with pytest.raises(InputError) as err:
             loader_settings(**{"batch_size": None, "num_workers": None, **kw}, default_batch_size=16)
         assert err.value.field == field
+
+
+def test_without_a_meter_there_is_no_trace_and_no_idle_wait():
+    import time
+
+    t0 = time.perf_counter()
+    run = RealTimeRunner(_PacedBackend(0.001)).run_mode(None, RunSettings(warmup=1, minibatches=3, idle_s=5.0))
+    assert time.perf_counter() - t0 < 5.0  # nothing to measure idle: no wait
+    assert run.trace is None and run.cpu_trace is None and run.idle_window_s is None and run.base_power_w is None
+    assert run.power_meter == "none: no sensor found" and len(run.measured) == 3
+
+
+class _FailingBackend(_PacedBackend):
+    def next_minibatch(self) -> MinibatchTiming:
+        raise RuntimeError("out of memory")
+
+
+def test_a_failing_minibatch_stops_the_power_sampler(fake_root):
+    import threading
+
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 2000), ("VDD_CPU_GPU_CV", 1000, 500),
+                                              ("VDD_SOC", 1000, 300)])
+    with pytest.raises(RuntimeError, match="out of memory"):
+        RealTimeRunner(_FailingBackend(0.0), detect_power_meter("orin-nano")).run_mode(
+            None, RunSettings(warmup=1, minibatches=2, idle_s=0.0))
+    assert not [t for t in threading.enumerate() if t.name == "jetpredict-power-sampler"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from jetpredict.models.catalogue import load_device
 
 from tools import calibrate_twin as calibrate
 
@@ -13,8 +14,8 @@ from tools import calibrate_twin as calibrate
 def comparison():
     rows = calibrate.load_calibration_rows()
     cal = calibrate.Calibration(
-        {d: calibrate.DevicePhysics(d).constants for d in {r.device for r in rows}},
-        calibrate.DevicePhysics("agx-xavier").shared)
+        {d: calibrate.DevicePhysics(load_device(d)).constants for d in {r.device for r in rows}},
+        calibrate.DevicePhysics(load_device("agx-xavier")).shared)
     return rows, calibrate.simulate_rows(cal, rows)
 
 
@@ -54,8 +55,8 @@ def test_the_low_gpu_clock_fact_is_a_fitted_target_and_in_the_doc(comparison):
     f = facts[0]
     assert (f.speedup, f.power_ratio) == (10.3, 3.6)
     assert f.slow_mode == {**f.fast_mode, "gpu_mhz": 114.75} and f.fast_mode["gpu_mhz"] == 1377
-    cal = calibrate.Calibration({"agx-xavier": calibrate.DevicePhysics("agx-xavier").constants},
-                                calibrate.DevicePhysics("agx-xavier").shared)
+    cal = calibrate.Calibration({"agx-xavier": calibrate.DevicePhysics(load_device("agx-xavier")).constants},
+                                calibrate.DevicePhysics(load_device("agx-xavier")).shared)
     sim = calibrate.simulate_facts(cal, facts).iloc[0]
     assert abs(sim.err_speedup) <= 0.06 and abs(sim.err_power_ratio) <= 0.05  # measured -4.9%, -4.0%
     assert f"| facts | {f.label} |" in calibrate.RESULTS_PATH.read_text(encoding="utf-8")
@@ -74,6 +75,7 @@ def test_the_dvfs_rows_turn_energy_per_epoch_into_power():
     assert r.targets["avg_power_w"] == pytest.approx(3.027 * 3600 / 349.0)
 
 
+@pytest.mark.slow
 def test_the_committed_constants_are_what_the_repository_data_give():
     """tools/calibrate_twin refits the twin from the figures the repository carries and lands on the
     committed profiler/sim/data/twin_calibration.toml (written to 6 significant digits)."""
@@ -81,9 +83,9 @@ def test_the_committed_constants_are_what_the_repository_data_give():
 
     cal = calibrate.calibrate(calibrate.load_calibration_rows(), calibrate.load_ratio_facts())
     for device, fitted in cal.devices.items():
-        committed = calibrate.DevicePhysics(device).constants
+        committed = calibrate.DevicePhysics(load_device(device)).constants
         for name, value in dataclasses.asdict(fitted).items():
             if name != "basis":
                 assert value == pytest.approx(getattr(committed, name), rel=1e-5, abs=1e-12), (device, name)
-    shared = calibrate.DevicePhysics("agx-xavier").shared
+    shared = calibrate.DevicePhysics(load_device("agx-xavier")).shared
     assert cal.shared == pytest.approx(shared, rel=1e-5)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from jetpredict.models.catalogue import load_device
-from jetpredict.models.profile_rows import read_profile_csv
+from jetpredict.models.profile_files import read_profile_csv
 
 from jetpredict.cli import main
 
@@ -26,6 +27,7 @@ def test_profile_presets_on_the_twin(tmp_path, capsys):
     assert len(doc["modes"]) == len(df) and doc["modes"][0]["power"]["meter"] == "sim:orin-agx"
 
 
+@pytest.mark.slow
 def test_a_seeded_twin_profile_is_byte_identical_across_processes(tmp_path):
     """Two processes, one seed: the CSV and its JSON sidecar are the same bytes (the simulated clock
     starts at 0 s, and a simulated campaign records no wall-clock start)."""

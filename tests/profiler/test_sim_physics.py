@@ -15,13 +15,12 @@ from jetpredict.profiler.sim.physics import (
     DeviceConstants,
     DevicePhysics,
     load_constants,
-    mode_arrays,
 )
 
 
 @pytest.fixture(scope="module")
 def agx() -> DevicePhysics:
-    return DevicePhysics("agx-xavier")
+    return DevicePhysics(load_device("agx-xavier"))
 
 
 def test_peaks_follow_the_spec_sheet(agx):
@@ -51,7 +50,7 @@ def test_voltage_rises_along_the_dvfs_curve(agx):
 
 
 def test_power_grows_with_utilisation_and_clocks(agx):
-    space = load_device("agx-xavier").modes().as_arrays()
+    space = load_device("agx-xavier").modes().arrays().columns()
     base = agx.base_power_w(space)
     busy = agx.power_w(space, 0.9, 0.5, 0.5)
     assert base.shape == busy.shape == (len(load_device("agx-xavier").modes()),)
@@ -64,11 +63,11 @@ def test_power_grows_with_utilisation_and_clocks(agx):
 
 def test_maxn_baseload_is_near_the_published_module_baseload(agx):
     # POMACS 2022 §5.6.2: the module idles at 7.5 W at MAXN (DVFS off); the twin: 8.0 W (+7%).
-    assert float(agx.base_power_w(load_device("agx-xavier").maxn)) == pytest.approx(7.527, rel=0.08)
+    assert agx.base_power_w(load_device("agx-xavier").maxn).item() == pytest.approx(7.527, rel=0.08)
 
 
 def test_baseloads_follow_the_idle_ordering_of_devices():
-    base = {d: float(DevicePhysics(d).base_power_w(load_device(d).maxn)) for d in device_ids()}
+    base = {d: DevicePhysics(load_device(d)).base_power_w(load_device(d).maxn).item() for d in device_ids()}
     assert base["orin-agx"] > base["agx-xavier"] > base["xavier-nx"] > base["nano"]
 
 
@@ -84,7 +83,8 @@ def test_modes_without_knobs_are_an_input_error(agx):
     with pytest.raises(InputError) as err:
         agx.base_power_w({"cpu_mhz": [1.0]})
     assert err.value.field == "modes"
-    assert set(mode_arrays(load_device("nano").maxn)) == {"cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"}
+    one = agx.base_power_w(load_device("agx-xavier").maxn)
+    assert one.shape == (1,) and one[0] > 0
 
 
 def test_every_device_has_complete_constants():
@@ -103,7 +103,7 @@ def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
                    encoding="utf-8")
     _, shared = load_constants("agx-xavier", old)
     assert shared["dvfs_v_floor"] == DVFS_V_FLOOR
-    ph = DevicePhysics("agx-xavier", *load_constants("agx-xavier", old))
+    ph = DevicePhysics(load_device("agx-xavier"), *load_constants("agx-xavier", old))
     assert ph.voltage_frac("gpu", 114.75) == pytest.approx(DVFS_V_FLOOR)
 
 

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 from jetpredict.models.catalogue import device_ids, load_device
-from jetpredict.models.profile_rows import read_profile_csv
-from jetpredict.profiler.sim.complexity import load_complexity
+from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.profiler.sim.kernel_costs import load_complexity
 from jetpredict.profiler.sim.physics import DevicePhysics
 from jetpredict.profiler.sim.twin import Twin
 
@@ -29,7 +29,7 @@ def test_every_device_has_a_simulated_sweep(device):
     # Presets keep their names; the twin's noise-free epoch time agrees with the stored (noisy) one.
     maxn = load_device(device).maxn
     row = df[(df["mode"] == maxn.mode) & (df["workload"] == "resnet18-cifar10")].iloc[0]
-    twin = Twin(DevicePhysics(device), load_complexity("resnet18-cifar10"))
+    twin = Twin(DevicePhysics(load_device(device)), load_complexity("resnet18-cifar10"))
     assert row["epoch_time_s"] == pytest.approx(float(twin.epoch(maxn)["epoch_time_s"][0]), rel=0.05)
 
 

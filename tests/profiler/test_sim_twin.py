@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from jetpredict.models.catalogue import load_device
-from jetpredict.profiler.sim.complexity import load_complexity
+from jetpredict.profiler.sim.kernel_costs import load_complexity
 from jetpredict.profiler.sim.physics import DevicePhysics
 from jetpredict.profiler.sim.twin import Twin
 
 
 def twin(device: str, workload: str) -> Twin:
-    return Twin(DevicePhysics(device), load_complexity(workload))
+    return Twin(DevicePhysics(load_device(device)), load_complexity(workload))
 
 
 def knobs(cores, cpu, gpu, emc):
@@ -43,7 +43,7 @@ SWEEP_TOLERANCE = {"resnet18-cifar10": 0.05, "mobilenetv3-gld23k": 0.09}
 @pytest.mark.parametrize("workload", sorted(SWEEP_TOLERANCE))
 def test_the_published_agx_xavier_sweeps_mode_by_mode(workload):
     from jetpredict.models.paths import data_path
-    from jetpredict.models.profile_rows import read_profile_csv
+    from jetpredict.models.profile_files import read_profile_csv
 
     pub = read_profile_csv(data_path("reference", "agx-xavier-published.csv"))
     pub = pub[pub["workload"] == workload].reset_index(drop=True)
@@ -115,7 +115,7 @@ def test_power_between_base_and_budget_and_rises_with_clocks():
 def test_vectorised_over_the_whole_space_matches_single_modes():
     d = load_device("orin-nano")
     t = twin("orin-nano", "resnet18-cifar10")
-    space = d.modes().as_arrays()
+    space = d.modes().arrays().columns()
     all_modes = t.epoch(space)["epoch_time_s"]
     assert all_modes.shape == (len(d.modes()),) and np.all(np.isfinite(all_modes))
     for i in (0, 17, len(d.modes()) - 1):

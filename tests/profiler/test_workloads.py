@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import struct
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -105,61 +103,37 @@ def test_bad_batch_and_worker_counts():
 
 # ---------------------------------------------------------------- ImageFolder with real encoded files
 
-def _png(img: np.ndarray) -> bytes:
-    """Encode HxWxC uint8 as PNG, cycling through all five row filters (exercises the decoder)."""
-    h, w, c = img.shape
-    color = {1: 0, 3: 2, 4: 6}[c]
-    bpp, rows, prev = c, [], np.zeros(w * c, dtype=np.int32)
-    for y in range(h):
-        cur = img[y].reshape(-1).astype(np.int32)
-        kind = y % 5
-        left = np.concatenate([np.zeros(bpp, dtype=np.int32), cur[:-bpp]])
-        upleft = np.concatenate([np.zeros(bpp, dtype=np.int32), prev[:-bpp]])
-        if kind == 0:
-            pred = np.zeros_like(cur)
-        elif kind == 1:
-            pred = left
-        elif kind == 2:
-            pred = prev
-        elif kind == 3:
-            pred = (left + prev) >> 1
-        else:
-            p = left + prev - upleft
-            pa, pb, pc = abs(p - left), abs(p - prev), abs(p - upleft)
-            pred = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, prev, upleft))
-        rows.append(bytes([kind]) + ((cur - pred) & 0xFF).astype(np.uint8).tobytes())
-        prev = cur
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
+@pytest.fixture
+def pil_image():
+    """``PIL.Image`` (the profiler extra installs Pillow, which decodes every ``--data`` image)."""
+    return pytest.importorskip("PIL.Image")
 
 
-@pytest.mark.parametrize("channels", [1, 3, 4])
-def test_png_decoder_round_trips_every_filter(tmp_path, channels):
+@pytest.mark.parametrize(("channels", "kept"), [(1, 1), (3, 3), (4, 3)])
+def test_png_decodes_to_grey_or_rgb(tmp_path, pil_image, channels, kept):
     img = np.random.default_rng(channels).integers(0, 256, (11, 7, channels), dtype=np.uint8)
-    (tmp_path / "x.png").write_bytes(_png(img))
-    assert np.array_equal(wl._decode_png((tmp_path / "x.png").read_bytes()), img)
+    pil_image.fromarray(img[..., 0] if channels == 1 else img).save(tmp_path / "x.png")
+    assert np.array_equal(wl.decode_image(tmp_path / "x.png"), img[..., :kept])
 
 
-def test_pgm_and_ppm_decode(tmp_path):
+def test_pgm_and_ppm_decode(tmp_path, pil_image):
     grey = np.arange(12, dtype=np.uint8).reshape(3, 4)
     (tmp_path / "g.pgm").write_bytes(b"P5\n# comment\n4 3\n255\n" + grey.tobytes())
     rgb = np.arange(24, dtype=np.uint8).reshape(2, 4, 3)
     (tmp_path / "c.ppm").write_bytes(b"P6 4 2 255\n" + rgb.tobytes())
-    assert np.array_equal(wl._decode_pnm((tmp_path / "g.pgm").read_bytes())[..., 0], grey)
-    assert np.array_equal(wl._decode_pnm((tmp_path / "c.ppm").read_bytes()), rgb)
+    assert np.array_equal(wl.decode_image(tmp_path / "g.pgm")[..., 0], grey)
+    assert np.array_equal(wl.decode_image(tmp_path / "c.ppm"), rgb)
 
 
 def _image_folder(root: Path, classes: int = 2, per_class: int = 5, size: int = 20) -> Path:
+    """PNG images (written with Pillow; skips without it) in ``root/class<c>/``, plus a non-image file."""
+    image_module = pytest.importorskip("PIL.Image")
     rng = np.random.default_rng(0)
     for c in range(classes):
         d = root / f"class{c}"
         d.mkdir(parents=True)
         for i in range(per_class):
-            (d / f"{i}.png").write_bytes(_png(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)))
+            image_module.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)).save(d / f"{i}.png")
     (root / "README.txt").write_text("not an image")
     return root
 
@@ -190,23 +164,23 @@ def test_image_folder_errors_name_the_data_field(tmp_path):
     assert err.value.field == "batch_size"
 
 
-def test_jpeg_without_pillow_fails_before_training(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
+def test_images_without_pillow_fail_before_training_naming_the_extra(tmp_path, monkeypatch):
     root = _image_folder(tmp_path / "data", classes=1, per_class=2)
-    (root / "class0" / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0not really")
-    with pytest.raises(InputError, match="need Pillow") as err:
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
+    with pytest.raises(InputError, match=r"jetpredict\[profiler\]") as err:
         wl.build_workload("resnet18-cifar10", batch_size=1, num_workers=0, data_dir=root)
     assert err.value.field == "data"
+    with pytest.raises(InputError, match=r"Pillow.*jetpredict\[profiler\]"):
+        wl.decode_image(root / "class0" / "0.png")
 
 
-def test_jpeg_folder_decodes_with_pillow(tmp_path):
-    image_module = pytest.importorskip("PIL.Image")
+def test_jpeg_folder_decodes_with_pillow(tmp_path, pil_image):
     root = tmp_path / "data"
     for cls in ("a", "b"):
         (root / cls).mkdir(parents=True)
         for i in range(2):
             pixels = np.random.default_rng(i).integers(0, 255, (40, 40, 3), dtype=np.uint8)
-            image_module.fromarray(pixels).save(root / cls / f"{i}.jpg")
+            pil_image.fromarray(pixels).save(root / cls / f"{i}.jpg")
     assert wl.decode_image(root / "a" / "0.jpg").shape == (40, 40, 3)
     workload = wl.build_workload("resnet18-cifar10", batch_size=2, num_workers=0, data_dir=root)
     assert workload.minibatches_per_epoch == 2

@@ -5,7 +5,9 @@ given them with ``--node-config``), and optionally ``jetpredict-device`` (the Je
 simulated fleet's ``DEVICES[partition-id % 6]``) and ``jetpredict-epoch-scale`` (default: the node's share
 of the data, see ``task.py``). With run config ``simulate-jetson = true`` (the default) the round's time
 and energy are the digital twin's for that device and mode; with ``false`` the node must be a Jetson:
-the mode is applied and the round measured (``PlannedRound``).
+the mode is applied and the round measured. ``jetpredict_mod`` does all of that around ``train``, which is
+plain Flower: it answers the strategy's device query, applies the planned mode and restores the previous
+one, measures the round (or takes the twin's figures) and attaches them to the reply.
 """
 
 from __future__ import annotations
@@ -13,18 +15,10 @@ from __future__ import annotations
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from jetpredict.integrations.flower import (
-    DEVICE_KEY,
-    EPOCH_SCALE_KEY,
-    PlannedRound,
-    TwinWorkload,
-    add_device_query,
-)
+from jetpredict.integrations.flower import DEVICE_KEY, EPOCH_SCALE_KEY, TwinWorkload, jetpredict_mod
 
 from . import task
 from .fleet import FleetConfig
-
-app = ClientApp()
 
 
 def _partition(context: Context) -> tuple[int, int]:
@@ -55,12 +49,25 @@ def node_epoch_scale(context: Context) -> float:
     return task.epoch_scale(pid, n, cfg.split, cfg.dirichlet_alpha)
 
 
-add_device_query(app, device=node_device, epoch_scale=node_epoch_scale)
+def node_twin(msg: Message, context: Context) -> TwinWorkload | None:
+    """The digital twin that costs this node's round (``simulate-jetson = true``), else None: measure it."""
+    cfg = _config(context)
+    if not cfg.simulate_jetson:
+        return None
+    return TwinWorkload(cfg.twin_workload, epoch_scale=node_epoch_scale(context),
+                        epochs=int(msg.content["config"]["local-epochs"]))
+
+
+jetpredict = jetpredict_mod(device=node_device, epoch_scale=node_epoch_scale, twin=node_twin)
+app = ClientApp(mods=[jetpredict])
+# Optional: a query.jetpredict function answers the device query at once (with the mod alone, the
+# strategy asks once more through a train message that the mod answers).
+jetpredict.register_query(app)
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    """Local epochs of SGD from the global model, inside the planned power mode; reports time and energy."""
+    """Local epochs of SGD from the global model (jetpredict_mod runs it at the planned power mode)."""
     cfg = _config(context)
     pid, n = _partition(context)
     config = msg.content["config"]
@@ -68,12 +75,9 @@ def train(msg: Message, context: Context) -> Message:
     x, y = task.client_data(pid, n, cfg.split, cfg.dirichlet_alpha)
     model = task.Net()
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
-    twin = TwinWorkload(cfg.twin_workload, epoch_scale=node_epoch_scale(context), epochs=epochs) \
-        if cfg.simulate_jetson else None
-    with PlannedRound(msg, context, device=node_device(context), twin=twin) as planned:
-        # A seed per (run seed, round, client): reruns are reproducible, clients differ.
-        loss = task.train_local(model, x, y, epochs, seed=int(config["seed"]) * 100_003
-                                + int(config["server-round"]) * 1_009 + pid)
+    # A seed per (run seed, round, client): reruns are reproducible, clients differ.
+    loss = task.train_local(model, x, y, epochs, seed=int(config["seed"]) * 100_003
+                            + int(config["server-round"]) * 1_009 + pid)
     content = RecordDict({"arrays": ArrayRecord(model.state_dict()),
                           "metrics": MetricRecord({"train-loss": loss, "num-examples": len(x)})})
-    return Message(planned.attach(content), reply_to=msg)
+    return Message(content, reply_to=msg)

@@ -33,16 +33,18 @@ from typing import Any
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
-from jetpredict.models.catalogue import Device, PowerMode, load_device
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.predictor.fleet import assignment_fields, one_mode
+from jetpredict.predictor.fleet import round_figures as mode_figures
 from jetpredict.predictor.limits import MAX_CONFIDENCE, MIN_CONFIDENCE
 
 from jetpredict.integrations.flower import (
-    METRIC_PREFIX,
     JetpredictStrategy,
     LocalPlanner,
     PlannerError,
     TwinWorkload,
     read_report,
+    strip_metrics,
     twin_round,
 )
 
@@ -181,7 +183,7 @@ class PresetPlanner:
     """A fleet planner (the :class:`~jetpredict.integrations.flower.FleetPlanner` protocol) that gives each
     client the preset of its device type with the least energy until the deadline (training + idle at the
     preset's base power) among those that meet it, judged on the twin's own figures (an oracle).
-    ``predictor`` supplies jetpredict's predictions at the chosen preset (the intervals in the records)."""
+    ``predictor`` supplies jetpredict's prediction at the chosen preset: the plan's figures and intervals."""
 
     def __init__(self, predictor: LocalPlanner, workload: str = task.TWIN_WORKLOAD) -> None:
         self.predictor = predictor
@@ -193,19 +195,16 @@ class PresetPlanner:
             figures = _preset_figures(client["device"], self.workload)
             meets = [f for f in figures if epochs * f[1] <= deadline_s]
             if meets:
-                mode, t, _, base = min(meets, key=lambda f: epochs * f[2] + f[3] * (deadline_s - epochs * f[1]))
-                extra = {"meets_deadline": True, "idle_energy_j": base * (deadline_s - epochs * t)}
+                mode, _, _, base = min(meets, key=lambda f: epochs * f[2] + f[3] * (deadline_s - epochs * f[1]))
+                reason = None
             else:
-                mode, t, _, _ = min(figures, key=lambda f: f[1])
-                extra = {"meets_deadline": False,
-                         "reason": f"no preset meets deadline_s={deadline_s:g}: the fastest needs {epochs * t:.4g} s"}
-            out.append({"id": client["id"], "device": client["device"], "mode": mode.mode,
-                        "cpu_cores": mode.cpu_cores, "cpu_mhz": mode.cpu_mhz, "gpu_mhz": mode.gpu_mhz,
-                        "emc_mhz": mode.emc_mhz, **extra})
+                mode, t, _, base = min(figures, key=lambda f: f[1])
+                reason = f"no preset meets deadline_s={deadline_s:g}: the fastest needs {epochs * t:.4g} s"
+            # jetpredict's prediction at that preset, idling at the twin's base power (W) until the deadline.
+            pred = one_mode({**self.predictor.predict(client["device"], mode.as_dict()), "base_power_w": base})
+            fields_ = assignment_fields(pred, mode_figures(pred, deadline_s, epochs), 0, reason)
+            out.append({**fields_, "id": client["id"], "device": client["device"], "mode": mode.mode})
         return {"clients": out, "confidence": self.predictor.confidence}
-
-    def predict(self, device: str, mode: Mapping[str, Any]) -> dict[str, Any]:
-        return self.predictor.predict(device, mode)
 
 
 class BaselineFedAvg(FedAvg):
@@ -228,12 +227,7 @@ class BaselineFedAvg(FedAvg):
             if report is not None:
                 self.reports.append({"round": server_round, "node_id": reply.metadata.src_node_id,
                                      "aggregated": not late, **report})
-            if not reply.has_error():
-                # Nodes without a power meter send no energy metric: hide the jetpredict keys from the
-                # averages, as JetpredictStrategy does.
-                for metrics in reply.content.metric_records.values():
-                    for key in [k for k in metrics if k.startswith(METRIC_PREFIX)]:
-                        del metrics[key]
+            strip_metrics(reply)  # the jetpredict keys stay out of the averages, as in JetpredictStrategy
             if not late:
                 kept.append(reply)
         return super().aggregate_train(server_round, kept)
@@ -283,12 +277,6 @@ class ClientRound:
     pred_energy_j_high: float | None = None
 
 
-def _mode_knobs(device: Device, label: str) -> dict[str, Any]:
-    p = device.preset(label)
-    return {"mode": p.mode, "cpu_cores": p.cpu_cores, "cpu_mhz": p.cpu_mhz, "gpu_mhz": p.gpu_mhz,
-            "emc_mhz": p.emc_mhz}
-
-
 def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[ClientRound]:
     """Every trained client-round of ``strategy`` after a run, with jetpredict's prediction at its mode."""
     rows: list[ClientRound] = []
@@ -310,7 +298,7 @@ def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[Client
             key = (device, row.mode)
             if key not in cache:
                 try:
-                    cache[key] = planner.predict(device, _mode_knobs(load_device(device), row.mode))
+                    cache[key] = planner.predict(device, load_device(device).preset(row.mode).as_dict())
                 except PlannerError:  # no model for this device type: its rows carry no prediction
                     cache[key] = None
             pred, work = cache[key], float(rep["epochs"]) * row.epoch_scale

@@ -8,7 +8,7 @@ twin can evaluate any batch size. The data pipeline's CPU cost per sample is tim
 drawing samples from the workload's dataset (decode + augmentation, as the DataLoader workers do).
 
 Results of the built-in workloads are cached in ``profiler/sim/data/workloads/<id>.json`` so that sweeps and tests
-need no torch: ``python -m jetpredict.profiler.sim.complexity`` rewrites them.
+need no torch: ``python -m jetpredict.profiler.sim.kernel_costs`` rewrites them.
 """
 
 from __future__ import annotations

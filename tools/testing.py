@@ -1,4 +1,9 @@
-"""A real ``jetpredict serve`` process on a free loopback port, for tests and benchmarks."""
+"""A real ``jetpredict serve`` process on a free loopback port, for tests and benchmarks.
+
+Scaffolding of the repository, not of the package: it is not installed, and it uses dev-only packages
+(``requests`` in :func:`mixed_load`). Tests import it as ``tools.testing`` (pytest puts the repository root
+on ``sys.path``); benches add the root themselves.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,290 @@
+"""Marshmallow schemas of the query routes: predictions, recommendations and fleet plans (requests and
+answers). Shared fields, devices, profile rows and workloads are in :mod:`jetpredict.api.schemas`; both
+modules give the OpenAPI document through flask-smorest."""
+
+from __future__ import annotations
+
+from jetpredict.api.schemas import (
+    CATALOGUE_RANGES,
+    LAYOUTS,
+    MAX_DEADLINE_S,
+    MAX_POWER_CAP_W,
+    MAX_TIME_CAP_S,
+    OBJECTIVES,
+    REQUIRED_TEXT_PATTERN,
+    ModelProvenanceSchema,
+    ModeSchema,
+    RequestSchema,
+    WorkloadRefSchema,
+    device_field,
+    positive_float,
+)
+from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.predictor.limits import (
+    DEFAULT_CONFIDENCE,
+    MAX_CLIENTS,
+    MAX_CONFIDENCE,
+    MAX_EPOCHS,
+    MAX_MODES,
+    MIN_CONFIDENCE,
+)
+from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
+
+# -- predictions -----------------------------------------------------------------------------------
+MODE_IN_DOC = {
+    "type": "object",
+    "description": "knob ranges are those of the whole catalogue; each device's own range is checked too",
+    "properties": {
+        "mode": {"type": "string", "maxLength": 100},
+        "cpu_cores": {"type": "integer", "minimum": CATALOGUE_RANGES["cpu_cores"][0],
+                      "maximum": CATALOGUE_RANGES["cpu_cores"][1]},
+        **{k: {"type": "number", "description": "MHz", "minimum": CATALOGUE_RANGES[k][0],
+               "maximum": CATALOGUE_RANGES[k][1]} for k in MODE_FIELDS[1:]},
+    },
+    "required": list(MODE_FIELDS),
+    "additionalProperties": False,
+}
+
+
+def _knob_range(name: str) -> validate.Range:
+    return validate.Range(*CATALOGUE_RANGES[name])
+
+
+class ModeInSchema(RequestSchema):
+    mode = fields.String(validate=validate.Length(0, 100))
+    cpu_cores = fields.Integer(required=True, strict=True, validate=_knob_range("cpu_cores"))
+    cpu_mhz = fields.Float(required=True, validate=_knob_range("cpu_mhz"))
+    gpu_mhz = fields.Float(required=True, validate=_knob_range("gpu_mhz"))
+    emc_mhz = fields.Float(required=True, validate=_knob_range("emc_mhz"))
+
+
+_MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs more than loading 10 modes
+
+
+_MODE_KEYS = frozenset(("mode", *MODE_FIELDS))
+
+
+def _plain_mode(m: object) -> bool:
+    """A mode object that :class:`ModeInSchema` would load unchanged (the usual case, checked cheaply)."""
+    if not isinstance(m, dict) or not m.keys() <= _MODE_KEYS or not all(k in m for k in MODE_FIELDS):
+        return False
+    # The schema's label is an optional string: absent is fine, null is not.
+    if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= 100):
+        return False
+    cores = m["cpu_cores"]
+    if type(cores) is not int:
+        return False
+    return all(type(m[k]) in (float, int) and CATALOGUE_RANGES[k][0] <= m[k] <= CATALOGUE_RANGES[k][1]
+               for k in MODE_FIELDS)
+
+
+class ModesField(fields.Field):
+    """``"presets"``, ``"all"`` or a list of mode objects."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            if value in ("presets", "all"):
+                return value
+            raise ValidationError('must be "presets", "all" or a list of mode objects')
+        if not isinstance(value, list):
+            raise ValidationError('must be "presets", "all" or a list of mode objects')
+        if not 1 <= len(value) <= MAX_MODES:
+            raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
+        if all(_plain_mode(m) for m in value):
+            # What the schema would return: clocks as floats.
+            return [{**m, **{k: float(m[k]) for k in MODE_FIELDS[1:]}} for m in value]
+        return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
+
+
+def _modes_field() -> ModesField:
+    return ModesField(load_default="presets", metadata={
+        "description": 'the modes to predict: "presets", "all" (every custom mode) or a list',
+        "oneOf": [{"type": "string", "enum": ["presets", "all"]},
+                  {"type": "array", "items": MODE_IN_DOC, "minItems": 1, "maxItems": MAX_MODES}]})
+
+
+def _confidence_field(description: str) -> fields.Float:
+    return fields.Float(load_default=DEFAULT_CONFIDENCE, validate=validate.Range(MIN_CONFIDENCE, MAX_CONFIDENCE),
+                        metadata={"description": description, "example": DEFAULT_CONFIDENCE})
+
+
+class PredictionRequestSchema(RequestSchema):
+    device = device_field("device to predict for (default: the workload's)")
+    workload = fields.Nested(WorkloadRefSchema, required=True)
+    modes = _modes_field()
+    epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS),
+                            metadata={"description": "adds time/energy to train this many epochs"})
+    confidence = _confidence_field("coverage of the intervals (a share, e.g. 0.9)")
+    layout = fields.String(load_default="rows", validate=validate.OneOf(LAYOUTS), metadata={
+        "description": "JSON answers: rows (one object per mode, the default) or columns (compact: values per "
+                       "column, constants once, predicted values to 6 significant digits). Accept: text/csv "
+                       "or application/vnd.apache.arrow.stream ask for CSV or Arrow instead"})
+
+
+def _num(required: bool = False, **metadata) -> fields.Float:
+    return fields.Float(required=required, allow_none=not required, metadata=metadata)
+
+
+class PredictionSchema(ModeSchema):
+    epoch_time_s = _num(True, description="s")
+    epoch_time_s_low = _num(description="s, lower bound of the interval")
+    epoch_time_s_high = _num(description="s, upper bound of the interval")
+    avg_power_w = _num(True, description="W, mean module power while training")
+    epoch_energy_j = _num(True, description="J per epoch")
+    epoch_energy_j_low = _num(description="J")
+    epoch_energy_j_high = _num(description="J")
+    avg_power_w_low = _num(description="W, lower bound of the interval")
+    avg_power_w_high = _num(description="W, upper bound of the interval (what power caps are checked against)")
+    time_to_accuracy_s = _num(description="s for `epochs` epochs")
+    time_to_accuracy_s_low = _num()
+    time_to_accuracy_s_high = _num()
+    energy_to_accuracy_j = _num(description="J for `epochs` epochs")
+    energy_to_accuracy_j_low = _num()
+    energy_to_accuracy_j_high = _num()
+    extrapolated = fields.Boolean(metadata={"description": "a knob lies outside the profiled range"})
+    extrapolated_knobs = fields.String(metadata={"description": "those knobs, ';'-separated ('' if none)"})
+    cross_device = fields.Boolean(required=True)
+    power_source = fields.String(required=True, metadata={"description": "workload | reference"})
+    confidence = fields.Float(metadata={"description": "coverage of the intervals"})
+
+
+class ProvenanceSchema(ModelProvenanceSchema):
+    device = fields.String(required=True)
+    workload_id = fields.String(allow_none=True, metadata={"description": "null for inline rows"})
+    workload_devices = fields.List(fields.String(), metadata={
+        "description": "the devices the workload holds rows of"})
+    rows_device = fields.String(allow_none=True, metadata={
+        "description": "the device whose rows this answer rests on: `device` itself when the workload holds "
+                       "rows of it, else the device they are transferred from (cross_device)"})
+
+
+class PredictionResponseSchema(ProvenanceSchema):
+    epochs = fields.Integer(allow_none=True)
+    count = fields.Integer(required=True)
+    predictions = fields.List(fields.Nested(PredictionSchema), metadata={
+        "description": "one object per mode (layout rows, the default)"})
+    layout = fields.String(metadata={"description": "columns, in a compact answer (absent in rows answers)"})
+    cross_device = fields.Boolean(metadata={"description": "layout columns: the same for every mode"})
+    power_source = fields.String(metadata={"description": "layout columns: the same for every mode"})
+    confidence = fields.Float(metadata={"description": "layout columns: coverage of the intervals"})
+    columns = fields.Dict(keys=fields.String(), values=fields.List(fields.Raw(allow_none=True)), metadata={
+        "description": "layout columns: per-mode values by column name (the fields of a prediction row "
+                       "without cross_device, power_source and confidence), all of length count"})
+
+
+class ConstraintsSchema(RequestSchema):
+    max_power_w = positive_float(MAX_POWER_CAP_W, "W", allow_none=True)
+    max_epoch_time_s = positive_float(MAX_TIME_CAP_S, "s", allow_none=True)
+
+
+class RecommendationRequestSchema(RequestSchema):
+    device = device_field("device to recommend for (default: the workload's)")
+    workload = fields.Nested(WorkloadRefSchema, required=True)
+    objective = fields.String(required=True, validate=validate.OneOf(OBJECTIVES))
+    constraints = fields.Nested(ConstraintsSchema, load_default=dict)
+    epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS))
+    confidence = _confidence_field("the caps must hold for the upper ends of intervals of this coverage")
+
+
+class PresetComparisonSchema(Schema):
+    """``best`` against the best preset meeting the same caps (``predictor.recommend.preset_comparison``)."""
+
+    objective = fields.String(required=True)
+    preset = fields.String(allow_none=True, metadata={"description": "its name; null when no preset meets them"})
+    chosen_is_preset = fields.Boolean(required=True)
+    epoch_time_s = _num(description="s, the preset's")
+    epoch_time_s_high = _num(description="s, upper bound")
+    epoch_energy_j = _num(description="J per epoch, the preset's")
+    epoch_energy_j_high = _num(description="J, upper bound")
+    avg_power_w = _num(description="W, the preset's")
+    avg_power_w_high = _num(description="W, upper bound")
+    time_saving_s = _num(description="s per epoch saved by `best` (negative: it is slower)")
+    time_saving_share = _num(description="that as a share of the preset's epoch time")
+    energy_saving_j = _num(description="J per epoch saved by `best` (negative: it uses more)")
+    energy_saving_share = _num(description="that as a share of the preset's energy")
+    reason = fields.String(allow_none=True)
+
+
+class RecommendationSchema(ProvenanceSchema):
+    objective = fields.String(required=True)
+    constraints = fields.Nested(ConstraintsSchema, required=True)
+    confidence = fields.Float(required=True, metadata={"description": "coverage of the intervals"})
+    modes_considered = fields.Integer(metadata={"description": "modes of the device searched (all of them)"})
+    feasible = fields.Boolean(required=True)
+    reason = fields.String(allow_none=True)
+    preferred_in_range = fields.Boolean(metadata={
+        "description": "a mode outside the profiled knob ranges looked better but not beyond its interval, so "
+                       "the best mode inside the ranges was chosen"})
+    best = fields.Nested(PredictionSchema, allow_none=True, required=True)
+    pareto = fields.List(fields.Nested(PredictionSchema), required=True,
+                         metadata={"description": "time vs energy front, fastest first"})
+    preferred_preset = fields.Boolean(metadata={
+        "description": "the best nvpmodel preset meeting the constraints beat every other mode: it is `best`"})
+    preset_comparison = fields.Nested(PresetComparisonSchema, allow_none=True, metadata={
+        "description": "the best nvpmodel preset meeting the same constraints at the same confidence, and "
+                       "what `best` saves against it"})
+
+
+class FleetClientSchema(RequestSchema):
+    id = fields.String(required=True, validate=[validate.Length(1, 200), validate.Regexp(REQUIRED_TEXT_PATTERN)])
+    device = device_field(required=True)
+
+
+class FleetPlanRequestSchema(RequestSchema):
+    workload = fields.Nested(WorkloadRefSchema, required=True)
+    deadline_s = positive_float(MAX_DEADLINE_S, "s, deadline of the round (at most 10 years)", required=True)
+    epochs = fields.Integer(strict=True, load_default=1, validate=validate.Range(1, MAX_EPOCHS),
+                            metadata={"description": "local epochs per client in the round"})
+    # Ids unique: the answer names clients by id (infeasible_clients); JSON Schema cannot say "unique by
+    # id", so the description does and the planner answers 422 naming the repeated id.
+    clients = fields.List(fields.Nested(FleetClientSchema), required=True,
+                          validate=validate.Length(1, MAX_CLIENTS),
+                          metadata={"description": "the clients; each id at most once (a repeated id is a 422)"})
+    confidence = _confidence_field("the deadline must hold for the upper end of each client's time "
+                                   "interval of this coverage")
+
+
+class FleetClientPlanSchema(Schema):
+    class Meta:
+        unknown = INCLUDE
+
+    id = fields.String(required=True)
+    device = fields.String(required=True)
+    mode = fields.String(allow_none=True)
+    cpu_cores = fields.Integer(allow_none=True)
+    cpu_mhz = fields.Float(allow_none=True)
+    gpu_mhz = fields.Float(allow_none=True)
+    emc_mhz = fields.Float(allow_none=True)
+    epoch_time_s = _num(description="s")
+    round_time_s = _num(description="s for the round's epochs")
+    round_time_s_low = _num(description="s, lower bound of the interval")
+    round_time_s_high = _num(description="s, upper bound")
+    avg_power_w = _num(description="W, mean module power while training")
+    avg_power_w_low = _num(description="W, lower bound of the interval")
+    avg_power_w_high = _num(description="W, upper bound of the interval")
+    train_energy_j = _num(description="J training the round's epochs")
+    train_energy_j_low = _num(description="J, lower bound of the training energy's interval")
+    train_energy_j_high = _num(description="J, upper bound of the training energy's interval")
+    energy_j = _num(description="J for the round's epochs: training + idle until the deadline")
+    idle_energy_j = _num(description="J idle until the deadline")
+    meets_deadline = fields.Boolean(required=True)
+    cross_device = fields.Boolean(allow_none=True)
+    rows_device = fields.String(allow_none=True, metadata={
+        "description": "the device whose rows serve this client: its own device, or the one transferred from"})
+    own_rows = fields.Boolean(allow_none=True, metadata={
+        "description": "true when the workload holds rows of this client's device"})
+    extrapolated_knobs = fields.String(metadata={"description": "knobs outside the profiled range ('' if none)"})
+    reason = fields.String(allow_none=True)
+
+
+class FleetPlanSchema(ModelProvenanceSchema):
+    workload_id = fields.String(allow_none=True)
+    workload_devices = fields.List(fields.String(), metadata={
+        "description": "the devices the workload holds rows of"})
+    feasible = fields.Boolean(required=True)
+    total_energy_j = _num(description="J, all clients for the round (null if no client can run)")
+    deadline_s = fields.Float(required=True)
+    epochs = fields.Integer(required=True)
+    confidence = fields.Float(required=True, metadata={"description": "coverage of the intervals"})
+    clients = fields.List(fields.Nested(FleetClientPlanSchema), required=True)
+    infeasible_clients = fields.List(fields.String(), required=True)

@@ -1,0 +1,92 @@
+"""Flower integration: pick the clients and power modes of each federated round from jetpredict fleet plans.
+
+Server side (:mod:`.strategy`): :class:`JetpredictStrategy` wraps any Flower strategy of the Message API;
+each round it learns every new node's Jetson type, plans the round under the deadline with a fleet
+planner (:mod:`.planners`: :class:`LocalPlanner` in process, :class:`HttpPlanner` through a running
+``jetpredict serve``), lets the wrapped strategy sample among the nodes whose plan meets the deadline,
+and sends each one its plan (:mod:`.plans`). Client side (:mod:`.client`): one mod,
+``ClientApp(mods=[jetpredict_mod()])``, answers the device query and runs each train message at its
+planned mode, measured (or costed by the digital twin, :mod:`.twin`), the figures attached to the reply.
+:mod:`.wire` holds the keys both sides share.
+
+Needs the ``[flower]`` extra: ``pip install 'jetpredict[flower]'``.
+"""
+
+from __future__ import annotations
+
+try:
+    import flwr  # noqa: F401
+    from flwr.app import Message  # noqa: F401  (the Message API, flwr >= 1.42)
+except ImportError as _missing:  # pragma: no cover - exercised by a subprocess test without Flower
+    raise ImportError(
+        "jetpredict.integrations.flower needs Flower (flwr >= 1.42, Message API), which is not installed: "
+        "pip install 'jetpredict[flower]'") from _missing
+
+from jetpredict.integrations.flower.client import (
+    JetpredictMod,
+    PlannedRound,
+    add_device_query,
+    jetpredict_mod,
+)
+from jetpredict.integrations.flower.planners import FleetPlanner, HttpPlanner, LocalPlanner, PlannerError
+from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes, read_plan
+from jetpredict.integrations.flower.strategy import (
+    ClientRecord,
+    DeviceQueryError,
+    JetpredictStrategy,
+    PlannedNodesGrid,
+)
+from jetpredict.integrations.flower.twin import TwinWorkload, twin_round
+from jetpredict.integrations.flower.wire import (
+    DEVICE_KEY,
+    ENERGY_METRIC,
+    EPOCH_SCALE_KEY,
+    METRIC_PREFIX,
+    NODE_RECORD,
+    PLAN_RECORD,
+    POWER_METRIC,
+    QUERY_ACTION,
+    QUERY_RECORD,
+    QUERY_TYPE,
+    REPORT_RECORD,
+    SIMULATED_METRIC,
+    TIME_METRIC,
+    read_report,
+    strip_metrics,
+)
+
+__all__ = [
+    "DEVICE_KEY",
+    "ENERGY_METRIC",
+    "EPOCH_SCALE_KEY",
+    "METRIC_PREFIX",
+    "NODE_RECORD",
+    "PLAN_RECORD",
+    "POWER_METRIC",
+    "QUERY_ACTION",
+    "QUERY_RECORD",
+    "QUERY_TYPE",
+    "REPORT_RECORD",
+    "SIMULATED_METRIC",
+    "TIME_METRIC",
+    "ClientPlan",
+    "ClientRecord",
+    "DeviceQueryError",
+    "FleetPlanner",
+    "HttpPlanner",
+    "JetpredictMod",
+    "JetpredictStrategy",
+    "LocalPlanner",
+    "NodeInfo",
+    "PlannedNodesGrid",
+    "PlannedRound",
+    "PlannerError",
+    "TwinWorkload",
+    "add_device_query",
+    "jetpredict_mod",
+    "plan_nodes",
+    "read_plan",
+    "read_report",
+    "strip_metrics",
+    "twin_round",
+]

@@ -1,0 +1,181 @@
+"""Fleet planners: one ``POST /v1/fleet-plans`` answer per round, in process or from a running service.
+
+A planner answers :meth:`FleetPlanner.plan` with the fleet plan's JSON shape: per client its mode and the
+round's time and energy with their intervals (:class:`~jetpredict.predictor.fleet.ClientAssignment`),
+which is all :func:`~.plans.plan_nodes` needs. ``predict`` (one mode's prediction) is there for callers
+that account for modes the planner did not choose (a baseline's MAXN); planning never calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from jetpredict.client import Client, ServiceError
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError
+
+
+class PlannerError(RuntimeError):
+    """The fleet planner could not plan a round (the service refused or was unreachable)."""
+
+
+class FleetPlanner(Protocol):
+    """What :class:`~.strategy.JetpredictStrategy` needs from a planner."""
+
+    def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
+        """The ``POST /v1/fleet-plans`` answer for ``clients`` (``[{"id", "device"}]``) under ``deadline_s``
+        (s) for ``epochs`` local epochs."""
+
+
+def _per_device(spec: Any, is_single: Callable[[Any], bool]) -> tuple[Any, dict[str, Any]]:
+    """``(default, {device: value})`` from one value or a mapping device -> value (key ``"*"`` = default)."""
+    if is_single(spec):
+        return spec, {}
+    if not isinstance(spec, Mapping) or not spec:
+        raise InputError("give one workload, or a mapping of device id -> workload", "workload")
+    table = dict(spec)
+    default = table.pop("*", None)
+    for device in table:
+        load_device(device)  # UnknownDeviceError names the valid ids
+    return default, table
+
+
+def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str], Any],
+                 key: Callable[[Any], Any], plan_group: Callable[[Any, list[dict[str, str]]], Any]
+                 ) -> dict[str, Any]:
+    """One fleet plan per model (or workload) serving some of ``clients``, merged in the clients' order.
+
+    ``source_for(device)`` gives the model serving a device (None: the client is not planned, with the
+    reason); ``plan_group(source, clients)`` plans the clients it serves.
+    """
+    groups: dict[Any, tuple[Any, list[int]]] = {}
+    out: list[dict[str, Any] | None] = [None] * len(clients)
+    for pos, client in enumerate(clients):
+        source = source_for(client["device"])
+        if source is None:
+            out[pos] = {"id": client["id"], "device": client["device"], "meets_deadline": False,
+                        "reason": f"no workload model for device {client['device']!r}"}
+        else:
+            groups.setdefault(key(source), (source, []))[1].append(pos)
+    confidence = None
+    for source, positions in groups.values():
+        plan = plan_group(source, [{"id": str(clients[p]["id"]), "device": str(clients[p]["device"])}
+                                   for p in positions])
+        plan = plan.as_dict() if hasattr(plan, "as_dict") else dict(plan)
+        confidence = plan.get("confidence") if confidence is None else confidence
+        for pos, client in zip(positions, plan["clients"], strict=True):
+            out[pos] = client
+    planned = [c for c in out if c is not None]
+    late = [c["id"] for c in planned if not c.get("meets_deadline")]
+    total = math.fsum(float(c.get("energy_j") or 0.0) for c in planned if c.get("meets_deadline"))
+    return {"feasible": not late, "total_energy_j": total, "confidence": confidence, "clients": planned,
+            "infeasible_clients": late}
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> Python scalars (ConfigRecord and JSON take only those)."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
+class LocalPlanner:
+    """Plans in this process with :mod:`jetpredict.predictor.service` (no HTTP, no database).
+
+    ``model``: a fitted workload model (``predictor.bundled.fit_workload``), the path of a model file
+    written by ``jetpredict fit --out``, or a mapping device id -> either (clients of a device without
+    an entry use key ``"*"`` when given; otherwise they are not planned). One model serves every device
+    type through cross-device predictions; per-device models are better when each type was profiled.
+    ``confidence``: coverage of the intervals, the deadline holding for their upper end (None = the
+    service's default, 0.9).
+    """
+
+    def __init__(self, model: Any, confidence: float | None = None) -> None:
+        from jetpredict.predictor import service
+
+        self._service = service
+        self.confidence = confidence
+        default, table = _per_device(model, lambda m: not isinstance(m, Mapping))
+        self._default = None if default is None else self._load(default)
+        self._models = {device: self._load(m) for device, m in table.items()}
+
+    @staticmethod
+    def _load(model: Any) -> Any:
+        if isinstance(model, str | Path):
+            from jetpredict.predictor.bundled import load_model
+
+            return load_model(model)
+        return model
+
+    def _extra(self) -> dict[str, float]:
+        return {} if self.confidence is None else {"confidence": self.confidence}
+
+    def model_for(self, device: str) -> Any:
+        """The workload model that plans clients of ``device`` (None when there is none)."""
+        return self._models.get(device, self._default)
+
+    def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
+        """One :func:`~jetpredict.predictor.service.plan_fleet` per model serving some of ``clients``."""
+        return _plan_groups(clients, self.model_for, id, lambda model, group: self._service.plan_fleet(
+            model, group, deadline_s, epochs=epochs, **self._extra()))
+
+    def predict(self, device: str, mode: Mapping[str, Any]) -> dict[str, Any]:
+        """One prediction row: ``mode`` on ``device`` with its intervals (s, W, J per epoch)."""
+        model = self.model_for(device)
+        if model is None:
+            raise PlannerError(f"no workload model for device {device!r}")
+        table = self._service.predict(model, [dict(mode)], device, **self._extra())
+        return {k: _plain(v) for k, v in table.iloc[0].to_dict().items()}
+
+
+class HttpPlanner:
+    """Plans through a running ``jetpredict serve`` with the public :class:`jetpredict.client.Client`.
+
+    ``url``: the service's base URL, or a :class:`~jetpredict.client.Client` (then ``timeout_s``,
+    ``headers`` and ``api_key`` are its own). ``workload``: a stored workload id, a workload object
+    (``{"id": ...}`` or ``{"rows": [...]}``), or a mapping device id -> either (key ``"*"`` = the others).
+    ``timeout_s``: per request, s. ``confidence``: as for :class:`LocalPlanner`. A refusal or no answer
+    (after the client's retries) raises :class:`PlannerError` naming the request and the status.
+    """
+
+    def __init__(self, url: str | Client, workload: Any, timeout_s: float = 30.0,
+                 confidence: float | None = None, headers: Mapping[str, str] | None = None,
+                 api_key: str | None = None) -> None:
+        self.client = url if isinstance(url, Client) else Client(url, api_key=api_key, timeout_s=timeout_s,
+                                                                 headers=headers)
+        self.url = self.client.base_url
+        self.confidence = confidence
+
+        def single(w: Any) -> bool:
+            return isinstance(w, str) or (isinstance(w, Mapping) and ("id" in w or "rows" in w))
+
+        default, table = _per_device(workload, single)
+        self._default = None if default is None else self._workload(default)
+        self._workloads = {device: self._workload(w) for device, w in table.items()}
+
+    @staticmethod
+    def _workload(w: Any) -> dict[str, Any]:
+        return {"id": w} if isinstance(w, str) else dict(w)
+
+    def _ask(self, call: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return call(*args, confidence=self.confidence, **kwargs)
+        except ServiceError as err:  # every typed error of the client: refused, overloaded, unreachable
+            raise PlannerError(str(err)) from err
+
+    def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
+        """One ``POST /v1/fleet-plans`` per workload serving some of ``clients``."""
+        return _plan_groups(clients, lambda device: self._workloads.get(device, self._default),
+                            lambda w: json.dumps(w, sort_keys=True),
+                            lambda w, group: self._ask(self.client.fleet_plans, w, group, deadline_s, epochs=epochs))
+
+    def predict(self, device: str, mode: Mapping[str, Any]) -> dict[str, Any]:
+        """One ``POST /v1/predictions`` row: ``mode`` on ``device`` with its intervals."""
+        workload = self._workloads.get(device, self._default)
+        if workload is None:
+            raise PlannerError(f"no workload for device {device!r}")
+        answer = self._ask(self.client.predictions, workload, device=device, modes=[dict(mode)])
+        return dict(answer["predictions"][0])

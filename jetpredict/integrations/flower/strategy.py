@@ -1,0 +1,377 @@
+"""Server side: :class:`JetpredictStrategy` wraps any Flower strategy of the Message API (``FedAvg`` first).
+
+Each training round it
+
+1. learns the Jetson type and epoch scale of every connected node, once per node, by the device query
+   (``query.jetpredict``; a node whose app has only the mod is asked again by a ``train`` message
+   holding only a ``jetpredict.query`` record, which the mod answers without training);
+2. asks the fleet planner for one plan per epoch scale (:func:`~.plans.plan_nodes`);
+3. lets the wrapped strategy sample, on a Grid that shows it only the planned nodes
+   (:class:`PlannedNodesGrid`), among the nodes whose plan meets the deadline with its upper time bound
+   (optionally only the cheapest fraction of them, in energy per unit of local work); the wrapped
+   strategy itself is never changed;
+4. puts each node's plan into a ``jetpredict.plan`` ConfigRecord of its train message;
+5. records, per round and node, predicted against reported time and energy (:attr:`JetpredictStrategy.
+   records`), strips the ``jetpredict-*`` metrics from the replies before the wrapped strategy aggregates
+   them and adds round totals (``jetpredict-*``) to the aggregated train metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from flwr.app import ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from jetpredict.integrations.flower.planners import FleetPlanner, LocalPlanner, PlannerError
+from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes
+from jetpredict.integrations.flower.wire import (
+    DEVICE_KEY,
+    EPOCH_SCALE_KEY,
+    NODE_RECORD,
+    PLAN_RECORD,
+    QUERY_ACTION,
+    QUERY_RECORD,
+    QUERY_TYPE,
+    as_float,
+    read_report,
+    strip_metrics,
+)
+from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import checked_number
+
+log = logging.getLogger(__name__)
+
+#: What a Flower ClientApp answers to a message type it has no function for (flwr 1.x ClientApp).
+_UNROUTED = f"No query function registered with name '{QUERY_ACTION}'"
+
+
+class DeviceQueryError(RuntimeError):
+    """Too few nodes answered the device query within the strategy's ``query_timeout_s``."""
+
+
+@dataclass
+class ClientRecord:
+    """One node in one round: its plan (``pred_*``), whether it trained, and what it reported.
+
+    Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j``
+    is None when the node had no power meter (``energy_null_reason`` says why); ``source`` is
+    ``measured`` or ``simulated`` (digital twin). ``deadline_missed``: reported time above the deadline,
+    or no reply from a selected node.
+    """
+
+    round: int
+    node_id: int
+    device: str | None
+    epoch_scale: float | None
+    selected: bool
+    reason: str | None = None
+    mode: str | None = None
+    pred_time_s: float | None = None
+    pred_time_s_low: float | None = None
+    pred_time_s_high: float | None = None
+    pred_energy_j: float | None = None
+    pred_energy_j_low: float | None = None
+    pred_energy_j_high: float | None = None
+    pred_avg_power_w: float | None = None
+    replied: bool = False
+    reported_time_s: float | None = None
+    reported_energy_j: float | None = None
+    energy_null_reason: str | None = None
+    reported_avg_power_w: float | None = None
+    reported_base_power_w: float | None = None
+    source: str | None = None
+    mode_applied: bool | None = None
+    deadline_missed: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def add_plan(self, plan: ClientPlan) -> None:
+        """Take the plan's mode and predicted figures (and its reason when it misses the deadline)."""
+        self.reason = None if plan.meets_deadline else (plan.reason or "cannot meet the deadline")
+        self.mode = plan.mode
+        self.pred_time_s, self.pred_time_s_low, self.pred_time_s_high = plan.time_s, plan.time_s_low, plan.time_s_high
+        self.pred_energy_j, self.pred_energy_j_low, self.pred_energy_j_high = (
+            plan.energy_j, plan.energy_j_low, plan.energy_j_high)
+        self.pred_avg_power_w = plan.avg_power_w
+
+    def add_report(self, reply: Message) -> None:
+        """Take what the node reported in its train reply."""
+        self.replied = not reply.has_error()
+        report = read_report(reply)
+        if report is not None:
+            self.reported_time_s = as_float(report.get("time-s"))
+            self.reported_energy_j = as_float(report.get("energy-j"))
+            self.energy_null_reason = report.get("energy-null-reason")
+            self.reported_avg_power_w = as_float(report.get("avg-power-w"))
+            self.reported_base_power_w = as_float(report.get("base-power-w"))
+            self.source = report.get("source")
+            self.mode_applied = report.get("mode-applied")
+
+
+class PlannedNodesGrid(Grid):
+    """The Grid a wrapped strategy samples on: it lists the planned nodes; all else is the real grid's.
+
+    A strategy waits until its ``min_available_nodes`` are listed. When fewer nodes are planned than that,
+    the list is topped up with other connected nodes (``spare``) so that the strategy does not wait for
+    nodes that cannot qualify; :class:`JetpredictStrategy` drops the messages it makes for them.
+    """
+
+    def __init__(self, grid: Grid, node_ids: Sequence[int], min_listed: int = 0,
+                 spare: Sequence[int] = ()) -> None:
+        self._grid = grid
+        self._node_ids = list(node_ids) + list(spare)[:max(0, min_listed - len(node_ids))]
+
+    def set_run(self, run_id: int) -> None:  # pragma: no cover - strategies do not call it
+        self._grid.set_run(run_id)
+
+    @property
+    def run(self) -> Any:  # pragma: no cover
+        return self._grid.run
+
+    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str,
+                       ttl: float | None = None) -> Message:
+        return self._grid.create_message(content, message_type, dst_node_id, group_id, ttl)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self._node_ids)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self._grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self._grid.pull_messages(message_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None
+                         ) -> Iterable[Message]:
+        return self._grid.send_and_receive(messages, timeout=timeout)
+
+
+def _node_info(node: int, reply: Message) -> NodeInfo:
+    """Parse a node's answer to the device query (an unusable answer gives a NodeInfo with a reason)."""
+    if reply.has_error():
+        return NodeInfo(node, None, reason=f"device query failed: {reply.error.reason} (give the ClientApp "
+                                           "jetpredict_mod(...), or add_device_query(app))")
+    record = reply.content.config_records.get(NODE_RECORD)
+    if record is None:
+        return NodeInfo(node, None, reason=f"the reply to the device query has no {NODE_RECORD} record")
+    device = record.get("device")
+    if not device:
+        return NodeInfo(node, None, reason=str(record.get("reason") or f"node config has no {DEVICE_KEY}"))
+    try:
+        load_device(str(device))
+        scale = checked_number(record.get("epoch-scale", 1.0), EPOCH_SCALE_KEY)
+    except InputError as err:
+        return NodeInfo(node, None, reason=f"node {node}: {err.message}")
+    return NodeInfo(node, str(device), scale)
+
+
+def _unrouted(reply: Message) -> bool:
+    """True when the node's app has no function for ``query.jetpredict`` (only the mod, or nothing)."""
+    return reply.has_error() and _UNROUTED in str(reply.error.reason)
+
+
+class JetpredictStrategy(Strategy):
+    """Wraps a Flower strategy: trains only nodes whose planned mode meets the round deadline, and tells
+    each one its mode and predicted time, energy and power (see the module docstring).
+
+    ``planner``: a :class:`~.planners.LocalPlanner`, :class:`~.planners.HttpPlanner`, any object with
+    ``plan`` (:class:`~.planners.FleetPlanner`), or a fitted model / model path / mapping device -> model
+    (made into a LocalPlanner). ``deadline_s``: the round deadline for the local training (s).
+    ``local_epochs``: local epochs per round (also sent to the nodes as ``epochs``). ``cheapest_fraction``:
+    keep only this share (0, 1] of the nodes that meet the deadline, those of least planned energy
+    (training + idle until the deadline) per unit of local work. ``query_timeout_s``: how long each
+    exchange of the device query waits for replies (s). It must hear from at least the wrapped strategy's
+    ``min_available_nodes``, or it raises :class:`DeviceQueryError` (a round planned on fewer nodes would
+    train a different federation than asked for); further nodes that do not answer are asked again the
+    next round.
+    """
+
+    def __init__(self, strategy: Strategy, planner: Any, deadline_s: float, local_epochs: int = 1,
+                 cheapest_fraction: float | None = None, query_timeout_s: float = 60.0) -> None:
+        if not isinstance(strategy, Strategy):
+            raise InputError("strategy must be a Flower Message-API Strategy (flwr.serverapp.strategy)",
+                             "strategy")
+        deadline = float(deadline_s)
+        if not math.isfinite(deadline) or deadline <= 0:
+            raise InputError(f"deadline_s must be a finite number of seconds > 0, got {deadline_s!r}",
+                             "deadline_s")
+        if isinstance(local_epochs, bool) or not isinstance(local_epochs, int) or local_epochs < 1:
+            raise InputError(f"local_epochs must be a whole number >= 1, got {local_epochs!r}", "local_epochs")
+        if cheapest_fraction is not None and not 0 < float(cheapest_fraction) <= 1:
+            raise InputError(f"cheapest_fraction must be in (0, 1], got {cheapest_fraction!r}",
+                             "cheapest_fraction")
+        self.inner = strategy
+        self.planner: FleetPlanner = planner if hasattr(planner, "plan") else LocalPlanner(planner)
+        self.deadline_s = deadline
+        self.local_epochs = local_epochs
+        self.cheapest_fraction = None if cheapest_fraction is None else float(cheapest_fraction)
+        self.query_timeout_s = checked_number(query_timeout_s, "query_timeout_s")
+        #: Every (round, node) record, in order; see :class:`ClientRecord`.
+        self.records: list[ClientRecord] = []
+        self._nodes: dict[int, NodeInfo] = {}
+        self._round_records: dict[int, dict[int, ClientRecord]] = {}
+
+    def _inner_int(self, name: str) -> int:
+        """A count setting of the wrapped strategy (read, never written; 0 when it has none)."""
+        return int(getattr(self.inner, name, 0) or 0)
+
+    def summary(self) -> None:
+        log.info("JetpredictStrategy: deadline %.4g s, %d local epoch(s), planner %s, cheapest fraction %s",
+                 self.deadline_s, self.local_epochs, type(self.planner).__name__, self.cheapest_fraction)
+        self.inner.summary()
+
+    # -- device discovery -------------------------------------------------------------------------------
+    def _ask(self, grid: Grid, nodes: Sequence[int], as_train: bool) -> dict[int, Message]:
+        """Send the device query to ``nodes`` (as a train message when ``as_train``); replies by node."""
+        keys = ConfigRecord({"keys": [DEVICE_KEY, EPOCH_SCALE_KEY]})
+        content, kind = (({QUERY_RECORD: keys}, "train") if as_train else ({"config": keys}, QUERY_TYPE))
+        messages = [Message(content=RecordDict(content), dst_node_id=n, message_type=kind) for n in nodes]
+        return {r.metadata.src_node_id: r for r in grid.send_and_receive(messages, timeout=self.query_timeout_s)}
+
+    def _discover(self, grid: Grid) -> dict[int, NodeInfo]:
+        need = max(1, self._inner_int("min_available_nodes"))
+        while len(node_ids := list(grid.get_node_ids())) < need:
+            log.info("JetpredictStrategy: waiting for nodes (%d connected, %d required)", len(node_ids), need)
+            time.sleep(1.0)
+        unknown = [n for n in node_ids if n not in self._nodes]
+        answers: dict[int, NodeInfo] = {}
+        if unknown:
+            t0 = time.monotonic()
+            replies = self._ask(grid, unknown, as_train=False)
+            mod_only = [n for n, reply in replies.items() if _unrouted(reply)]
+            if mod_only:
+                replies.update(self._ask(grid, mod_only, as_train=True))
+            for node, reply in replies.items():
+                answers[node] = _node_info(node, reply)
+                if answers[node].device is not None:
+                    self._nodes[node] = answers[node]
+            heard = sum(n in self._nodes or n in answers for n in node_ids)
+            if heard < need:
+                # Planning on whoever answered would silently train a smaller federation (or nobody).
+                raise DeviceQueryError(
+                    f"device query: {heard} of the {need} nodes needed (min_available_nodes; {len(node_ids)} "
+                    f"connected) answered within query_timeout_s={self.query_timeout_s:g} s "
+                    f"(waited {time.monotonic() - t0:.1f} s); raise query_timeout_s or check the SuperNodes")
+            if len(answers) < len(unknown):
+                log.warning("JetpredictStrategy: %d node(s) did not answer the device query within %g s; "
+                            "asked again next round", len(unknown) - len(answers), self.query_timeout_s)
+        return {n: self._nodes.get(n) or answers.get(n) or NodeInfo(n, None, reason="no reply to the device query")
+                for n in node_ids}
+
+    # -- training rounds --------------------------------------------------------------------------------
+    def configure_train(self, server_round: int, arrays: Any, config: ConfigRecord, grid: Grid
+                        ) -> Iterable[Message]:
+        """Plan the round, let the wrapped strategy sample among the nodes that meet the deadline, and add
+        each node's plan to its message."""
+        nodes = self._discover(grid)
+        records = {n: ClientRecord(round=server_round, node_id=n, device=info.device,
+                                   epoch_scale=info.epoch_scale if info.device else None, selected=False,
+                                   reason=info.reason) for n, info in nodes.items()}
+        self._round_records[server_round] = records
+        self.records.extend(records.values())
+        try:
+            plans = plan_nodes(self.planner, nodes.values(), self.deadline_s, self.local_epochs)
+        except PlannerError as err:
+            # No plan, no training: an unplanned round could straggle past the deadline. Retried next round.
+            log.error("JetpredictStrategy: round %d skipped: %s", server_round, err)
+            for record in records.values():
+                record.reason = record.reason or f"round skipped: the planner failed: {err}"
+            return []
+        for n, plan in plans.items():
+            records[n].add_plan(plan)
+        feasible = [n for n in nodes if n in plans and plans[n].meets_deadline]
+        eligible = self._eligible(plans, feasible)
+        need = max(1, self._inner_int("min_train_nodes"))
+        if len(eligible) < need:
+            log.warning("JetpredictStrategy: round %d skipped: %d node(s) meet the %.4g s deadline, the wrapped "
+                        "strategy trains at least %d", server_round, len(eligible), self.deadline_s, need)
+            for record in records.values():
+                record.reason = record.reason or f"round skipped: only {len(eligible)} node(s) meet the deadline"
+            return []
+        chosen = set(eligible)
+        for n in set(feasible) - chosen:
+            records[n].reason = "not among the cheapest fraction"
+        view = PlannedNodesGrid(grid, eligible, self._inner_int("min_available_nodes"),
+                                [n for n in nodes if n not in chosen])
+        messages = [m for m in self.inner.configure_train(server_round, arrays, config, view)
+                    if m.metadata.dst_node_id in chosen]
+        for message in messages:
+            node = message.metadata.dst_node_id
+            message.content = RecordDict({**dict(message.content.items()), PLAN_RECORD: plans[node].to_config()})
+            records[node].selected = True
+        for n in chosen:
+            if not records[n].selected:
+                records[n].reason = "not sampled by the wrapped strategy"
+        return messages
+
+    def _eligible(self, plans: dict[int, ClientPlan], feasible: list[int]) -> list[int]:
+        """The nodes the wrapped strategy may sample: those that meet the deadline, or their cheapest fraction."""
+        if self.cheapest_fraction is None or not feasible:
+            return feasible
+
+        def cost(n: int) -> float:
+            p = plans[n]
+            return ((p.energy_j or 0.0) + (p.idle_energy_j or 0.0)) / p.epoch_scale
+
+        return sorted(feasible, key=cost)[:max(1, math.ceil(self.cheapest_fraction * len(feasible)))]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[Any, MetricRecord | None]:
+        """Record each node's report, hide the ``jetpredict-*`` metrics from the wrapped strategy, and add
+        the round's totals to the aggregated metrics."""
+        replies = list(replies)
+        records = self._round_records.get(server_round, {})
+        for reply in replies:
+            record = records.get(reply.metadata.src_node_id)
+            if record is not None:
+                record.add_report(reply)
+            strip_metrics(reply)
+        for record in records.values():
+            if record.selected:
+                record.deadline_missed = (not record.replied or record.reported_time_s is None
+                                          or record.reported_time_s > self.deadline_s)
+        arrays, metrics = self.inner.aggregate_train(server_round, replies)
+        totals = self.round_totals(server_round)
+        if totals:
+            metrics = MetricRecord() if metrics is None else metrics
+            for key, value in totals.items():
+                metrics[key] = value
+        return arrays, metrics
+
+    def round_totals(self, server_round: int) -> dict[str, float]:
+        """The round's figures: nodes selected and excluded, deadline misses, longest reported time (s),
+        reported and predicted training energy of the nodes that reported energy (J)."""
+        records = self._round_records.get(server_round, {})
+        selected = [r for r in records.values() if r.selected]
+        if not records:
+            return {}
+        with_energy = [r for r in selected if r.reported_energy_j is not None]
+        out: dict[str, float] = {
+            "jetpredict-selected": len(selected), "jetpredict-excluded": len(records) - len(selected),
+            "jetpredict-deadline-misses": sum(bool(r.deadline_missed) for r in selected),
+        }
+        times = [r.reported_time_s for r in selected if r.reported_time_s is not None]
+        if times:
+            out["jetpredict-round-time-s"] = max(times)
+        if with_energy:
+            out["jetpredict-energy-j"] = math.fsum(r.reported_energy_j for r in with_energy)
+            predicted = [r.pred_energy_j for r in with_energy if r.pred_energy_j is not None]
+            if len(predicted) == len(with_energy):
+                out["jetpredict-pred-energy-j"] = math.fsum(predicted)
+        return out
+
+    # -- evaluation: the wrapped strategy's, unchanged --------------------------------------------------
+    def configure_evaluate(self, server_round: int, arrays: Any, config: ConfigRecord, grid: Grid
+                           ) -> Iterable[Message]:
+        return self.inner.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return self.inner.aggregate_evaluate(server_round, replies)

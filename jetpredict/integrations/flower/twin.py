@@ -1,0 +1,54 @@
+"""Simulated rounds: a node's round time and energy from the digital twin (``profiler.sim``), labelled
+``simulated`` wherever they go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jetpredict.models.catalogue import PowerMode, load_device
+
+
+@dataclass(frozen=True)
+class TwinWorkload:
+    """Simulation: the round's time and energy come from the digital twin (``profiler.sim``).
+
+    ``workload``: a workload the twin knows (``lenet5-mnist``, ``resnet18-cifar10``, ...).
+    ``epoch_scale``: one local epoch of this node in epochs of that workload (its share of the dataset).
+    ``epochs``: local epochs of the round (default: the plan's, else 1). ``default_mode``: the preset the
+    device runs when the message carries no plan (a plain Flower strategy); None = its fastest preset
+    (MAXN, whatever the board calls it). ``batch_size``: None = the workload's.
+    """
+
+    workload: str
+    epoch_scale: float = 1.0
+    epochs: int | None = None
+    default_mode: str | None = None
+    batch_size: int | None = None
+
+
+@lru_cache(maxsize=32)
+def _twin(device: str, workload: str) -> Any:
+    from jetpredict.profiler.sim import workload_complexity
+    from jetpredict.profiler.sim.physics import DevicePhysics
+    from jetpredict.profiler.sim.twin import Twin
+
+    return Twin(DevicePhysics(load_device(device)), workload_complexity(workload))
+
+
+def twin_round(device: str, mode: PowerMode, spec: TwinWorkload, epochs: int) -> dict[str, float]:
+    """The twin's figures of one round on ``device`` at ``mode`` (noise-free means; simulated):
+    ``time_s`` and ``energy_j`` of ``epochs`` x ``spec.epoch_scale`` epochs, ``avg_power_w`` and the
+    mode's idle ``base_power_w``."""
+    load_device(device).validate_mode(*mode.knobs())
+    e = _twin(device, spec.workload).epoch(mode, spec.batch_size)
+    work = epochs * float(spec.epoch_scale)
+    return {"time_s": float(e["epoch_time_s"][0]) * work, "energy_j": float(e["epoch_energy_j"][0]) * work,
+            "avg_power_w": float(e["avg_power_w"][0]), "base_power_w": float(e["base_power_w"][0])}
+
+
+def twin_mode(device: str, spec: TwinWorkload) -> PowerMode:
+    """The mode a simulated node runs without a plan: ``spec.default_mode``, else the device's fastest preset."""
+    d = load_device(device)
+    return d.maxn if spec.default_mode is None else d.preset(spec.default_mode)

@@ -1,0 +1,209 @@
+"""The client mod: a plain Flower ClientApp, its train function untouched, gains jetpredict with one mod --
+the device query is answered, the planned mode applied and restored (fake nvpmodel under
+JETPREDICT_SYSFS_ROOT), the round measured in one window, and the figures reach the reply's metrics."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
+
+from flower_grid import InProcessGrid, node_contexts  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, Metadata, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from jetpredict.models.catalogue import load_device  # noqa: E402
+from jetpredict.profiler.powermode import detect_controller  # noqa: E402
+
+from jetpredict.integrations.flower import (  # noqa: E402
+    ENERGY_METRIC,
+    NODE_RECORD,
+    PLAN_RECORD,
+    POWER_METRIC,
+    QUERY_RECORD,
+    QUERY_TYPE,
+    REPORT_RECORD,
+    SIMULATED_METRIC,
+    TIME_METRIC,
+    ClientPlan,
+    JetpredictStrategy,
+    TwinWorkload,
+    jetpredict_mod,
+    twin_round,
+)
+
+DEVICES = {1: "agx-xavier", 2: "orin-nx", 3: "nano"}
+SCALES = {1: 0.01, 2: 0.02, 3: 0.05}
+WORKLOAD = "resnet18-cifar10"
+ORIN = "orin-nx"
+VDD_IN_W = 15.0  # 5000 mV x 3000 mA on the fake INA3221
+
+
+def plain_app(mod, train_s: float = 0.0, trained: list | None = None) -> ClientApp:
+    """A user's ClientApp: Flower only; its train function knows nothing of jetpredict."""
+    app = ClientApp(mods=[mod])
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        if trained is not None:
+            trained.append(context.node_id)
+        time.sleep(train_s)
+        return Message(RecordDict({"arrays": ArrayRecord([np.full(3, float(context.node_id))]),
+                                   "metrics": MetricRecord({"num-examples": context.node_id})}), reply_to=msg)
+
+    return app
+
+
+def test_a_plain_client_app_gains_jetpredict_with_one_mod(resnet_model, server_identity):
+    mod = jetpredict_mod(device=lambda ctx: DEVICES[ctx.node_id], epoch_scale=lambda ctx: SCALES[ctx.node_id],
+                         twin=lambda msg, ctx: TwinWorkload(WORKLOAD, epoch_scale=SCALES[ctx.node_id]))
+    trained: list[int] = []
+    grid = InProcessGrid(plain_app(mod, trained=trained), node_contexts(DEVICES, lambda n: {}))
+    inner = FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=len(DEVICES))
+    strategy = JetpredictStrategy(inner, resnet_model, deadline_s=600.0, local_epochs=2)
+    messages = list(strategy.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
+    # Flower routes query.jetpredict only to registered functions: the app answered with an error, and the
+    # strategy asked again by a train message that the mod answered without training.
+    kinds = [(m.metadata.message_type, QUERY_RECORD in m.content.config_records) for m in grid.sent]
+    assert kinds[:len(DEVICES)] == [(QUERY_TYPE, False)] * len(DEVICES)
+    assert kinds[len(DEVICES):2 * len(DEVICES)] == [("train", True)] * len(DEVICES)
+    assert trained == []
+    assert {r.node_id: r.device for r in strategy.records} == DEVICES
+    assert messages and all(PLAN_RECORD in m.content.config_records for m in messages)
+
+    replies = list(grid.send_and_receive(messages))
+    assert sorted(trained) == sorted(m.metadata.dst_node_id for m in messages)
+    for reply in replies:
+        node = reply.metadata.src_node_id
+        plan = ClientPlan.from_config(next(m for m in messages if m.metadata.dst_node_id == node)
+                                      .content.config_records[PLAN_RECORD], node)
+        expected = twin_round(DEVICES[node], plan.power_mode(), TwinWorkload(WORKLOAD, SCALES[node]), 2)
+        metrics = reply.content.metric_records["metrics"]
+        assert metrics["num-examples"] == node  # the app's own metrics are kept
+        assert metrics[TIME_METRIC] == pytest.approx(expected["time_s"])
+        assert metrics[ENERGY_METRIC] == pytest.approx(expected["energy_j"])
+        assert metrics[POWER_METRIC] == pytest.approx(expected["avg_power_w"]) and metrics[SIMULATED_METRIC] == 1.0
+        assert reply.content.config_records[REPORT_RECORD]["source"] == "simulated"
+    arrays, metrics = strategy.aggregate_train(1, replies)
+    assert arrays is not None and metrics["jetpredict-selected"] == len(messages)
+    assert all(r.replied and r.source == "simulated" for r in strategy.records if r.selected)
+
+
+def test_the_wrapped_strategy_is_never_changed(resnet_model, server_identity):
+    seen = []
+
+    class WatchedFedAvg(FedAvg):
+        def configure_train(self, server_round, arrays, config, grid):
+            seen.append(dict(vars(self)))
+            return super().configure_train(server_round, arrays, config, grid)
+
+    mod = jetpredict_mod(device=lambda ctx: DEVICES[ctx.node_id], epoch_scale=lambda ctx: SCALES[ctx.node_id],
+                         twin=lambda msg, ctx: TwinWorkload(WORKLOAD, epoch_scale=SCALES[ctx.node_id]))
+    grid = InProcessGrid(plain_app(mod), node_contexts(DEVICES, lambda n: {}))
+    inner = WatchedFedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=len(DEVICES))
+    before = dict(vars(inner))
+    # A deadline that only some nodes meet: fewer planned nodes than the inner strategy's min_available_nodes.
+    strategy = JetpredictStrategy(inner, resnet_model, deadline_s=60.0, local_epochs=2)
+    messages = list(strategy.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
+    assert 0 < len(messages) < len(DEVICES)
+    strategy.aggregate_train(1, grid.send_and_receive(messages))
+    assert seen == [before] and vars(inner) == before  # not even during its own configure_train
+
+
+def train_message(plan: ClientPlan | None, message_type: str = "train") -> Message:
+    """A train message as a SuperNode receives it (metadata given: no ServerApp run in this process)."""
+    content = RecordDict({"config": ConfigRecord({"server-round": 3})})
+    if plan is not None:
+        content[PLAN_RECORD] = plan.to_config()
+    return Message(content=content, metadata=Metadata(
+        run_id=1, message_id="m-1", src_node_id=0, dst_node_id=7, reply_to_message_id="", group_id="3",
+        created_at=0.0, ttl=3600.0, message_type=message_type))
+
+
+def maxn_plan() -> ClientPlan:
+    m = load_device(ORIN).preset("MAXN")
+    return ClientPlan(node_id=7, device=ORIN, epoch_scale=1.0, epochs=1, deadline_s=60.0, meets_deadline=True,
+                      mode=m.mode, cpu_cores=int(m.cpu_cores), cpu_mhz=float(m.cpu_mhz), gpu_mhz=float(m.gpu_mhz),
+                      emc_mhz=float(m.emc_mhz))
+
+
+def switches(root) -> list[str]:
+    return [c[-1] for c in root.calls() if c[0] == "nvpmodel" and "-m" in c]
+
+
+def context() -> Context:
+    return Context(run_id=1, node_id=7, node_config={"jetpredict-device": ORIN}, state=RecordDict(), run_config={})
+
+
+def test_the_mod_runs_train_at_the_planned_mode_measures_it_and_restores(orin):
+    status = []
+    app = ClientApp(mods=[jetpredict_mod(sampler_hz=50.0)])
+
+    @app.train()
+    def train(msg: Message, ctx: Context) -> Message:
+        status.append(orin.read("/var/lib/nvpmodel/status"))
+        time.sleep(0.25)
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 4})}), reply_to=msg)
+
+    reply = app(train_message(maxn_plan()), context())
+    assert status == ["pmode:0000"] and switches(orin) == ["0", "2"]  # MAXN inside, 15W again after
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    metrics = reply.content.metric_records["metrics"]
+    assert metrics["num-examples"] == 4 and metrics[SIMULATED_METRIC] == 0.0
+    assert metrics[TIME_METRIC] >= 0.25
+    assert metrics[ENERGY_METRIC] == pytest.approx(VDD_IN_W * metrics[TIME_METRIC], rel=1e-6)
+    assert metrics[POWER_METRIC] == pytest.approx(VDD_IN_W)
+    report = reply.content.config_records[REPORT_RECORD]
+    assert report["source"] == "measured" and report["mode"] == "MAXN" and report["mode-applied"] is True
+
+
+def test_an_exception_in_train_restores_the_mode(orin):
+    app = ClientApp(mods=[jetpredict_mod()])
+    cores = []
+
+    @app.train()
+    def train(msg: Message, ctx: Context) -> Message:
+        cores.append(detect_controller("jetson", ORIN).read_back().cpu_cores)
+        raise ZeroDivisionError("lost")
+
+    with pytest.raises(ZeroDivisionError):
+        app(train_message(maxn_plan()), context())
+    assert cores == [8]  # MAXN runs all 8 cores
+    assert switches(orin) == ["0", "2"] and orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    assert detect_controller("jetson", ORIN).read_back().cpu_cores == 4  # 15W runs 4 cores
+
+
+def test_without_a_plan_or_a_meter_the_mode_is_left_alone_and_energy_is_null(fake_root):
+    from jetpredict.profiler.power import NullPowerMeter
+
+    app = plain_app(jetpredict_mod(meter=NullPowerMeter("no sensor found")))
+    reply = app(train_message(None), context())
+    metrics = reply.content.metric_records["metrics"]
+    assert TIME_METRIC in metrics and ENERGY_METRIC not in metrics and POWER_METRIC not in metrics
+    report = reply.content.config_records[REPORT_RECORD]
+    assert report["mode-applied"] is False and report["energy-null-reason"] == "none: no sensor found"
+    assert switches(fake_root) == []
+
+
+def test_the_device_query_and_other_messages():
+    trained: list[int] = []
+    mod = jetpredict_mod(epoch_scale=0.5)
+    app = plain_app(mod, trained=trained)
+    query = train_message(None)
+    query.content = RecordDict({QUERY_RECORD: ConfigRecord({"keys": ["jetpredict-device"]})})
+    answer = app(query, context()).content.config_records[NODE_RECORD]
+    assert answer["device"] == ORIN and answer["epoch-scale"] == 0.5 and trained == []
+    with pytest.raises(ValueError, match="No query function registered with name 'jetpredict'"):
+        app(train_message(None, QUERY_TYPE), context())  # Flower's routing: the mod never sees it
+    mod.register_query(app)
+    assert app(train_message(None, QUERY_TYPE), context()).content.config_records[NODE_RECORD]["device"] == ORIN
+
+    @app.evaluate()
+    def evaluate(msg: Message, ctx: Context) -> Message:
+        return Message(RecordDict({"metrics": MetricRecord({"accuracy": 0.5})}), reply_to=msg)
+
+    reply = app(train_message(None, "evaluate"), context())
+    assert dict(reply.content.metric_records["metrics"]) == {"accuracy": 0.5}  # passed through untouched

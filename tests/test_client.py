@@ -1,0 +1,353 @@
+"""``jetpredict.client.Client`` against a live ``jetpredict serve`` (tools.testing.LiveServer, SQLite in a temp
+folder), and against tiny local stubs for what a healthy service does not do on demand: Retry-After on
+503/429, an answer lost after the service acted, no answer at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from jetpredict.models.paths import data_path
+
+from jetpredict.client import (
+    API_KEY_ENV,
+    IDEMPOTENCY_HEADER,
+    SERVICE_KEYS_ENV,
+    BadRequest,
+    Client,
+    Conflict,
+    ConnectionFailed,
+    NotFound,
+    Overloaded,
+    ServiceError,
+    Unauthorized,
+    default_api_key,
+    read_rows_csv,
+)
+from tools.testing import LiveServer, free_port
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "client-test-key"
+MODES = [{"cpu_cores": 4, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600.0},
+         {"cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377.0, "emc_mhz": 2133.0}]
+
+
+def published_rows(workload_id: str, n: int = 4) -> list[dict]:
+    """``n`` published AGX Xavier ResNet-18 rows (bundled), relabelled as ``workload_id``."""
+    rows = [r for r in read_rows_csv(data_path("reference", "agx-xavier-published.csv"))
+            if r["workload"] == "resnet18-cifar10"][:n]
+    return [{**r, "workload": workload_id} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with LiveServer(tmp_path_factory.mktemp("service"), api_keys=f"{KEY},other-key", workers=1) as live:
+        yield live
+
+
+@pytest.fixture
+def api(server):
+    return Client(server.url, api_key=KEY, timeout_s=30, retries=0)
+
+
+@pytest.fixture(scope="module")
+def stored(server):
+    """Workload ``client-resnet``: 4 published rows, uploaded once for the module."""
+    answer = Client(server.url, api_key=KEY).upload_profiles(published_rows("client-resnet"))
+    assert answer["workload_id"] == "client-resnet" and answer["rows_stored"] == 4
+    return answer
+
+
+# ------------------------------------------------------------------------------------------------ stubs
+
+class Stub:
+    """A loopback HTTP server that answers from a script, or forwards to ``upstream``; it records requests.
+
+    ``script``: ``(status, headers, body)`` answers in turn (the last one repeats); ``"drop"`` reads the
+    request, forwards it to ``upstream`` when set, and closes the connection without an answer; ``"sleep"``
+    answers nothing for ``sleep_s``.
+    """
+
+    def __init__(self, script: list, upstream: str | None = None, sleep_s: float = 0.0) -> None:
+        self.script, self.upstream, self.sleep_s = list(script), upstream, sleep_s
+        self.requests: list[dict] = []
+        self.times: list[float] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                stub.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
+                                      "body": json.loads(body) if body else None})
+                stub.times.append(time.monotonic())
+                step = stub.script[min(len(stub.requests), len(stub.script)) - 1]
+                if step == "sleep":
+                    time.sleep(stub.sleep_s)
+                    return
+                if step in ("drop", "forward"):
+                    answer = stub.forward(self.command, self.path, dict(self.headers), body or None)
+                    if step == "drop":
+                        self.close_connection = True
+                        return
+                    step = answer
+                status, headers, payload = step
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                for k, v in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = _any
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def forward(self, method: str, path: str, headers: dict, body: bytes | None) -> tuple:
+        keep = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length", "connection")}
+        request = urllib.request.Request(self.upstream + path, data=body, method=method, headers=keep)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return r.status, {}, r.read()
+        except urllib.error.HTTPError as err:
+            return err.code, {}, err.read()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def stub():
+    made: list[Stub] = []
+
+    def make(script, upstream=None, sleep_s=0.0) -> Stub:
+        made.append(Stub(script, upstream, sleep_s))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def _error(status: int, message: str, errors: dict | None = None) -> dict:
+    return {"code": status, "status": "Service Unavailable", "message": message, "errors": errors or {}}
+
+
+# ----------------------------------------------------------------------------------------- live service
+
+def test_health_devices_and_power_modes(api):
+    assert api.health()["status"] == "ok"
+    devices = {d["id"]: d for d in api.devices()["devices"]}
+    assert {"agx-xavier", "orin-nano", "nano"} <= set(devices)
+    assert devices["agx-xavier"]["knob_ranges"]["gpu_mhz"]["max"] > 1000
+    presets = api.power_modes("orin-nano")
+    assert presets["space"] == "presets" and presets["total"] == len(presets["modes"]) >= 2
+    page = api.power_modes("orin-nano", space="all", limit=5, offset=10)
+    assert page["total"] == devices["orin-nano"]["power_modes"] and len(page["modes"]) == 5
+    modes = list(api.iter_power_modes("orin-nano", page_size=1000))
+    assert len(modes) == page["total"] and modes[10:15] == page["modes"]
+
+
+def test_upload_fit_list_predict_recommend_and_plan(api, stored):
+    listed = api.workloads(search="client-res")
+    assert [w["id"] for w in listed["workloads"]] == ["client-resnet"]
+    detail = api.workload("client-resnet")
+    assert detail["rows_stored"] == 4 and detail["profiled_modes"] == 4 and len(detail["rows"]) == 4
+    answer = api.predictions("client-resnet", modes=MODES, epochs=3)
+    assert answer["workload_id"] == "client-resnet" and len(answer["predictions"]) == 2
+    fast, slow = answer["predictions"][1], answer["predictions"][0]
+    assert fast["epoch_time_s"] < slow["epoch_time_s"]
+    assert fast["epoch_time_s_low"] <= fast["epoch_time_s"] <= fast["epoch_time_s_high"]
+    presets = api.predictions({"id": "client-resnet"}, device="agx-xavier")
+    assert len(presets["predictions"]) == len(api.power_modes("agx-xavier")["modes"])
+    best = api.recommendations("client-resnet", "min-time", max_power_w=15)
+    assert best["feasible"] and best["best"]["avg_power_w_high"] <= 15 and best["pareto"]
+    plan = api.fleet_plans("client-resnet", [{"id": "a", "device": "agx-xavier"}, {"id": "b", "device": "nano"}],
+                           deadline_s=3600, epochs=1)
+    assert [c["id"] for c in plan["clients"]] == ["a", "b"] and plan["total_energy_j"] > 0
+
+
+def test_inline_rows_predict_without_a_stored_workload(api):
+    inline = api.reference_workload("orin-nano", api.reference_workloads("orin-nano")["workloads"][0]["workload"])
+    answer = api.predictions(inline["rows"], modes="presets")
+    assert answer["device"] == "orin-nano" and answer["predictions"]
+
+
+def test_a_lost_answer_is_retried_and_stored_once(server, stub):
+    """The first answer is lost after the service stored the rows; the retry carries the same key, and the
+    service answers it from the first upload instead of storing again."""
+    proxy = stub(["drop", "forward"], upstream=server.url)
+    answer = Client(proxy.url, api_key=KEY, retries=2, backoff_s=0.01).upload_profiles(
+        published_rows("client-retry"))
+    keys = [r["headers"].get(IDEMPOTENCY_HEADER) for r in proxy.requests]
+    assert len(keys) == 2 and keys[0] == keys[1] and uuid.UUID(keys[0]).version == 4
+    assert proxy.requests[0]["body"] == proxy.requests[1]["body"]
+    assert answer["workload_id"] == "client-retry" and answer["rows_stored"] == 4  # the first answer
+    assert Client(server.url).workload("client-retry")["rows_stored"] == 4
+    # A new logical upload gets a new key; the same key for another body is refused, naming the header.
+    again = Client(server.url, api_key=KEY).upload_profiles(published_rows("client-retry", 3))
+    assert again["rows_stored"] == 0
+    with pytest.raises(Conflict) as err:
+        Client(server.url, api_key=KEY).upload_profiles(published_rows("client-retry", 2), idempotency_key=keys[0])
+    assert err.value.status == 409 and err.value.field == f"headers.{IDEMPOTENCY_HEADER}"
+
+
+def test_an_unsafe_request_is_not_resent_once_it_reached_the_service(api, server, stub):
+    api.upload_profiles(published_rows("client-delete"))
+    proxy = stub(["drop", "forward"], upstream=server.url)
+    with pytest.raises(ConnectionFailed) as err:
+        Client(proxy.url, api_key=KEY, retries=3, backoff_s=0.01).delete_workload("client-delete")
+    assert len(proxy.requests) == 1 and err.value.attempts == 1 and not err.value.before_sending
+    with pytest.raises(NotFound):
+        api.workload("client-delete")  # the delete ran; a retry would have answered 404
+
+
+def test_bad_rows_are_a_bad_request_naming_the_field(api):
+    rows = published_rows("client-bad")
+    rows[2]["gpu_mhz"] = 99999
+    with pytest.raises(BadRequest) as err:
+        api.upload_profiles(rows)
+    assert err.value.status == 422 and err.value.field == "rows.2.gpu_mhz"
+    assert "rows.2.gpu_mhz" in str(err.value) and "gpu_mhz" in err.value.message
+    with pytest.raises(BadRequest) as err:
+        api.predictions("client-bad", modes=[{"cpu_cores": 4, "cpu_mhz": 1190.4, "gpu_mhz": 675.75}])
+    assert err.value.field == "modes.0.emc_mhz" and "required" in err.value.errors["modes.0.emc_mhz"][0].lower()
+
+
+def test_unknown_things_are_not_found(api):
+    with pytest.raises(NotFound) as err:
+        api.workload("no-such-workload")
+    assert err.value.status == 404 and err.value.field == "workload_id" and "no-such-workload" in str(err.value)
+    with pytest.raises(NotFound) as err:
+        api.power_modes("no-such-board")
+    assert err.value.field == "device"
+
+
+def test_writes_without_or_with_a_wrong_key_are_unauthorized(server):
+    with pytest.raises(Unauthorized) as err:
+        Client(server.url, api_key="").upload_profiles(published_rows("client-nokey"))
+    assert err.value.status == 401 and err.value.field == "X-API-Key"
+    with pytest.raises(Unauthorized) as err:
+        Client(server.url, api_key="wrong").upload_profiles(published_rows("client-nokey"))
+    assert err.value.status == 403 and "X-API-Key" in str(err.value)
+    with pytest.raises(NotFound):
+        Client(server.url).workload("client-nokey")  # nothing was stored
+
+
+def test_the_default_key_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    monkeypatch.setenv(SERVICE_KEYS_ENV, " first , second")
+    assert default_api_key() == "first" and Client("http://127.0.0.1:1").api_key == "first"
+    monkeypatch.setenv(API_KEY_ENV, "mine")
+    assert Client("http://127.0.0.1:1").api_key == "mine" and Client("http://127.0.0.1:1", api_key="").api_key is None
+    with pytest.raises(ValueError, match="http"):
+        Client("127.0.0.1:8080")
+
+
+def test_the_example_queries_a_live_service(server):
+    env = {**os.environ, API_KEY_ENV: KEY}
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "query_service.py"), "--url", server.url,
+                           "--max-power-w", "15", "--top", "3"], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "agx-xavier" in out and "uploaded 4 new row(s) of example-resnet18" in out
+    best = next(line for line in out.splitlines() if line.strip().startswith("best"))
+    assert float(best.split(" W ")[0].split()[-1]) <= 15  # the best mode's power, W, under the cap
+
+
+# ---------------------------------------------------------------------------------------------- stubs
+
+def test_retry_after_is_honoured_on_503_and_429(stub):
+    busy = stub([(503, {"Retry-After": "1"}, _error(503, "busy with heavy requests")),
+                 (429, {"Retry-After": "0"}, _error(429, "rate limited")),
+                 (200, {}, {"devices": []})])
+    client = Client(busy.url, retries=2, backoff_s=5.0)  # the backoff is not used: Retry-After is given
+    assert client.devices() == {"devices": []}
+    assert len(busy.requests) == 3
+    assert 0.95 <= busy.times[1] - busy.times[0] < 2.5 and busy.times[2] - busy.times[1] < 1.0
+
+
+def test_a_longer_retry_after_than_the_cap_is_raised_at_once(stub):
+    full = stub([(503, {"Retry-After": "120"}, _error(503, "the store cannot write (disk full)",
+                                                      {"database": ["cannot write: disk full"]}))])
+    t0 = time.monotonic()
+    with pytest.raises(Overloaded) as err:
+        Client(full.url, retries=3, max_wait_s=10).upload_profiles([{"device": "nano"}])
+    assert time.monotonic() - t0 < 1.0 and len(full.requests) == 1
+    assert err.value.status == 503 and err.value.retry_after_s == 120 and err.value.field == "database"
+    assert "retry after 120 s" in str(err.value)
+
+
+def test_retries_run_out(stub):
+    busy = stub([(503, {"Retry-After": "0"}, _error(503, "the database cannot be reached; retry later"))])
+    with pytest.raises(Overloaded) as err:
+        Client(busy.url, retries=2).workloads()
+    assert len(busy.requests) == 3 and err.value.attempts == 3 and "after 3 attempts" in str(err.value)
+
+
+def test_an_unsafe_request_is_retried_after_429_but_not_after_503(stub):
+    """A 429 is refused before anything runs; a 503 (e.g. from a proxy) may come after the service acted."""
+    limited = stub([(429, {"Retry-After": "0"}, _error(429, "rate limited")), (204, {}, b"")])
+    assert Client(limited.url, retries=1).delete_workload("x") is None and len(limited.requests) == 2
+    busy = stub([(503, {"Retry-After": "0"}, _error(503, "busy"))])
+    with pytest.raises(Overloaded):
+        Client(busy.url, retries=3).delete_workload("x")
+    assert len(busy.requests) == 1
+
+
+def test_connection_refused_is_retried_then_raised():
+    client = Client(f"http://127.0.0.1:{free_port()}", retries=2, backoff_s=0.01)
+    with pytest.raises(ConnectionFailed) as err:
+        client.delete_workload("x")  # not sent at all: retried even though it is not idempotent
+    assert err.value.status is None and err.value.before_sending and err.value.attempts == 3
+    assert "refused" in str(err.value).lower()
+
+
+def test_no_answer_within_the_timeout(stub):
+    silent = stub(["sleep"], sleep_s=2.0)
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionFailed, match="no answer within 0.3 s"):
+        Client(silent.url, timeout_s=0.3, retries=0).health()
+    assert time.monotonic() - t0 < 1.5
+
+
+@pytest.mark.parametrize("status, cls", [(400, BadRequest), (413, BadRequest), (415, BadRequest),
+                                         (401, Unauthorized), (403, Unauthorized), (404, NotFound),
+                                         (409, Conflict), (500, ServiceError)])
+def test_statuses_map_to_error_classes(stub, status, cls):
+    answer = stub([(status, {}, {"code": status, "status": "X", "message": "body: is not valid JSON",
+                                 "errors": {"body": ["is not valid JSON"]}})])
+    with pytest.raises(ServiceError) as err:
+        Client(answer.url, retries=3).workloads()
+    assert type(err.value) is cls and err.value.status == status and err.value.field == "body"
+    assert len(answer.requests) == 1  # none of these is retried
+
+
+def test_an_answer_that_is_not_json(stub):
+    html = stub([(502, {"Content-Type": "text/html"}, b"<html>Bad Gateway</html>"),
+                 (200, {"Content-Type": "text/html"}, b"<html>hello</html>")])
+    with pytest.raises(ServiceError, match="answered 502: <html>Bad Gateway"):
+        Client(html.url).devices()
+    with pytest.raises(ServiceError, match="not JSON"):
+        Client(html.url).devices()
