@@ -16,6 +16,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+def request_elapsed_s() -> float:
+    """Seconds since this request began (the one start time the latency metric and the access log
+    share); NaN outside a request the metrics saw begin."""
+    start = g.get("request_start_s")
+    return time.perf_counter() - start if start is not None else float("nan")
+
+
 class Metrics:
     """The metrics of one app."""
 
@@ -44,11 +51,11 @@ class Metrics:
 
         @app.after_request
         def _observe(response: Response) -> Response:
-            start = g.pop("request_start_s", None)
             route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
             self.requests.labels(route, request.method, str(response.status_code)).inc()
-            if start is not None:
-                self.latency.labels(route, request.method).observe(time.perf_counter() - start)
+            elapsed_s = request_elapsed_s()
+            if elapsed_s == elapsed_s:  # not NaN: the request's start was seen
+                self.latency.labels(route, request.method).observe(elapsed_s)
             return response
 
     def exposition(self) -> Response:
