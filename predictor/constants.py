@@ -139,3 +139,20 @@ POOLED_COVERAGE = 0.90
 CELL_COVERAGE = 0.85
 #: Scales the calibration tries, smallest first (multipliers). [E11]
 SCALE_GRID = np.round(np.arange(0.3, 3.001, 0.05), 2)
+
+
+# -- cross-device transfer [E13]: set by hand, checked on bench/real_cv.py's real cross-device rows -----------
+#: Per-clock throughput of one CPU core relative to NVIDIA Carmel (framework/launch-bound code), from
+#: published per-GHz integer benchmark ratios. [E13]
+CPU_PER_CLOCK = {"carmel": 1.0, "cortex-a57": 0.6, "cortex-a78ae": 1.3}
+#: Share of its epoch at which a term counts as exercised by a reference workload. [E13]
+MIN_TERM_SHARE = 0.03
+#: RMS difference of profile signatures (shares, log time ratios) at which a reference workload's weight
+#: falls to exp(-1/2). [E13]
+SIMILARITY_SCALE = 0.05
+#: Term weight (share-weighted, similarity-averaged) at which the measured factor fully replaces physics. [E13]
+FULL_TRUST_SHARE = 0.15
+#: Floor of the extra relative SD of reference-workload transfer (the shared sweeps are simulated). [E13]
+REFERENCE_TRANSFER_SD_FLOOR = 0.07
+#: Relative SD of a physics factor (published per-clock ratios are rough). [E13]
+PHYSICS_FACTOR_SD = 0.2

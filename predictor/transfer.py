@@ -20,15 +20,18 @@ from dataclasses import replace
 import numpy as np
 from jetpredict.models.catalogue import Device, ModeArrays, load_device
 from jetpredict.predictor import features as F
-from jetpredict.predictor.constants import CROSS_DEVICE_REL_SD
+from jetpredict.predictor.constants import (
+    CPU_PER_CLOCK,
+    CROSS_DEVICE_REL_SD,
+    FULL_TRUST_SHARE,
+    MIN_TERM_SHARE,
+    PHYSICS_FACTOR_SD,
+    REFERENCE_TRANSFER_SD_FLOOR,
+    SIMILARITY_SCALE,
+)
 from jetpredict.predictor.model import ContentionVariant, WorkloadModel
 from jetpredict.predictor.reference import DeviceReference, summarise_shapes
 from jetpredict.predictor.terms import TermFit, least_trusted
-
-#: Per-clock throughput of one CPU core relative to NVIDIA Carmel, for framework/launch-bound code.
-#: Rough figures from published per-GHz integer benchmark ratios (A57 is an older, narrower core;
-#: A78AE a wider, newer one); transfer intervals are widened to cover their uncertainty.
-CPU_PER_CLOCK = {"carmel": 1.0, "cortex-a57": 0.6, "cortex-a78ae": 1.3}
 
 
 def cpu_per_clock(device: Device) -> float:
@@ -64,22 +67,6 @@ def power_factors(a: Device, b: Device) -> dict[str, float]:
     return dict.fromkeys(F.POWER_TERMS, ratio)
 
 
-# The constants below are set by hand, not fitted (the shared sweeps they read are the twin's). Their real
-# check is bench/real_cv.py's cross-device rows (POMACS 2022 Fig 2a, PowerTrain Table 3): through the
-# shared reference workloads MobileNetV3 AGX Xavier -> Xavier NX 15W +10%, -> Orin AGX MAXN +5%, LeNet-5
-# Xavier NX -> Nano MAXN +2% (physics alone: -0.5%, +16%, +56%), each inside its 90% interval.
-#: A term counts as exercised by a reference workload when it holds at least this share of its epoch.
-MIN_TERM_SHARE = 0.03
-#: RMS difference of profile signatures (shares, log time ratios) at which a reference workload's weight
-#: falls to exp(-1/2) (similarity).
-SIMILARITY_SCALE = 0.05
-#: Term weight (share-weighted, similarity-averaged) at which the measured factor fully replaces physics.
-FULL_TRUST_SHARE = 0.15
-#: Floor of the extra relative SD of reference-workload transfer: the shared sweeps are simulated, so their
-#: device ratios carry the twin's calibration error; physics-only transfer keeps the model's wider value.
-REFERENCE_TRANSFER_SD_FLOOR = 0.07
-#: Relative SD of a physics factor (published per-clock ratios are rough).
-PHYSICS_FACTOR_SD = 0.2
 
 
 def _anchor_x(ref: DeviceReference, workers: float = 4.0) -> np.ndarray:
