@@ -16,6 +16,7 @@ examples succeed. The 422 messages behind each "rejected" are listed. Only ``--w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -33,7 +34,10 @@ TESTS_API = ROOT / "tests" / "api"
 sys.path[:0] = [str(ROOT), str(TESTS_API)]  # tools.testing, the API fixtures
 KEY = "fuzz-key"
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
-          "response_schema_conformance,positive_data_acceptance")
+          "response_schema_conformance,positive_data_acceptance,negative_data_rejection")
+#: Words in the title of schemathesis's negative_data_rejection failures (the server accepted what the
+#: schema forbids), whatever the exact title of the version.
+SCHEMA_VIOLATING_ACCEPTED = "schema-violating"
 
 
 def server_exceptions(log: str) -> dict[str, int]:
@@ -64,15 +68,29 @@ def rejected_messages(stdout: str) -> list[tuple[str, str]]:
     return pairs
 
 
+#: Statuses that reject a request: schemathesis's defaults plus 413 and 414, which the service answers when a
+#: body or URL breaks a size rule of the document (a rows array over maxItems is also over the body limit).
+REJECTING_STATUSES = ("400", "401", "403", "404", "405", "406", "409", "413", "414", "415", "422", "428", "429",
+                      "5xx")
+
+
+def schemathesis_config(tmp: Path) -> Path:
+    """A ``schemathesis.toml`` that counts every rejecting status as a rejection of schema-violating data."""
+    path = tmp / "schemathesis.toml"
+    statuses = ", ".join(f'"{s}"' for s in REJECTING_STATUSES)
+    path.write_text(f"[checks.negative_data_rejection]\nexpected-statuses = [{statuses}]\n")
+    return path
+
+
 def run_variant(st: str, url: str, key: str | None, args, tmp: Path, max_time_s: int) -> dict:
     report = tmp / f"report-{'key' if key else 'nokey'}.json"
-    command = [st, "run", url + "/openapi.json", "--checks", CHECKS,
+    command = [st, "--config-file", str(schemathesis_config(tmp)), "run", url + "/openapi.json", "--checks", CHECKS,
                "--phases", "examples,coverage,fuzzing,stateful", "--mode", "all", "-n", str(args.max_examples),
                "--max-time", str(max_time_s), "--seed", str(args.seed), "--workers", "2",
                "--request-timeout", "60", "--generation-database", "none", "--no-color",
                "--report", "json", "--report-json-path", str(report)]
     if key:
-        command[3:3] = ["-H", f"X-API-Key: {key}"]
+        command[5:5] = ["-H", f"X-API-Key: {key}"]
     t0 = time.perf_counter()
     env = dict(os.environ)
     if not args.without_rules:
@@ -106,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-requests", type=int, default=500)
     parser.add_argument("--seed", type=int, default=6)
     parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="the service's store: SQLite in a temporary directory, or a throwaway PostgreSQL "
+                             "(needs the server binaries and the [postgres] extra)")
     parser.add_argument("--without-rules", action="store_true",
                         help="plain schemathesis (no hook): shows what breaking the documented rules gets; "
                              "writes api_fuzz_without_rules.*")
@@ -114,14 +135,21 @@ def main(argv: list[str] | None = None) -> int:
     import requests
     from api_fixtures import published_rows
 
-    from tools.testing import LiveServer
+    from tools.testing import LiveServer, TempPostgres
 
     st = shutil.which("st") or shutil.which("schemathesis")
     if st is None:
         print("schemathesis CLI (st) not found; pip install schemathesis", file=sys.stderr)
         return 2
     variants = []
-    with tempfile.TemporaryDirectory() as tmp, LiveServer(Path(tmp) / "data", api_keys=KEY) as server:
+    with contextlib.ExitStack() as stack:
+        database_url = ""
+        if args.database == "postgresql":
+            postgres = TempPostgres().start()
+            stack.callback(postgres.stop)  # the cluster goes whatever happens next
+            database_url = postgres.create_database("jetpredict_fuzz")
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        server = stack.enter_context(LiveServer(Path(tmp) / "data", api_keys=KEY, database_url=database_url))
         r = requests.post(server.url + "/v1/profiles", json={"rows": published_rows()},
                           headers={"X-API-Key": KEY}, timeout=60)
         r.raise_for_status()
@@ -134,13 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     n_rejected = sum(v["failures_by_check"].get("Schema-valid request rejected", 0) for v in variants)
     other = {k: n for v in variants for k, n in v["failures_by_check"].items()
              if k not in ("Schema-valid request rejected",)}
-    result = {"seed": args.seed, "documented_rules_applied": not args.without_rules, "checks": CHECKS.split(","), "variants": variants,
+    violating_accepted = sum(n for v in variants for title, n in v["failures_by_check"].items()
+                             if SCHEMA_VIOLATING_ACCEPTED in title.lower())
+    result = {"seed": args.seed, "database": args.database, "documented_rules_applied": not args.without_rules,
+              "checks": CHECKS.split(","), "variants": variants, "schema_violating_accepted": violating_accepted,
               "requests": sum(v["requests"] for v in variants), "server_5xx": server_5xx,
               "schema_valid_rejected": n_rejected, "rejected_messages": rejected,
               "other_failures": other, "server_tracebacks": server_log.count("Traceback"),
               "server_exceptions": server_exceptions(server_log)}
     lines = ["# API fuzz run (`bench/api_fuzz.py`)", "",
-             f"schemathesis {variants[0]['schemathesis_version']} against a live gunicorn server, seed {args.seed}, "
+             f"schemathesis {variants[0]['schemathesis_version']} against a live gunicorn server on {args.database}, "
+             f"seed {args.seed}, "
              "phases examples, coverage, fuzzing and stateful (OpenAPI links), schema-valid and schema-invalid "
              "data, with and without the API key.", "", f"Checks: {', '.join(result['checks'])}.", "",
              "| variant | wall s | requests | operations | test cases with failures | failures by check |",
@@ -149,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         checks = ", ".join(f"{k}: {n}" for k, n in v["failures_by_check"].items()) or "none"
         lines.append(f"| {'key' if v['api_key'] else 'no key'} | {v['wall_s']:.0f} | {v['requests']} | "
                      f"{v['operations_tested']}/{v['operations_total']} | {v['with_failures']} | {checks} |")
-    lines += ["", f"5xx answers: **{server_5xx}**; tracebacks in the server log: {result['server_tracebacks']}.",
+    lines += ["", f"5xx answers: **{server_5xx}**; tracebacks in the server log: {result['server_tracebacks']}; "
+              f"schema-violating requests accepted (negative_data_rejection): **{violating_accepted}**.",
               "\"Schema-valid request rejected\" (schemathesis's positive_data_acceptance, "
               + ("plain: the document's x-jetpredict-rules NOT applied, so bodies that break them count"
                  if args.without_rules else "the document's x-jetpredict-rules applied to the schema-valid bodies")
@@ -159,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        write_results("api_fuzz_without_rules" if args.without_rules else "api_fuzz", text, result)
-    ok = server_5xx == 0 and (n_rejected == 0 or args.without_rules) and result["requests"] >= args.min_requests
+        name = "api_fuzz_without_rules" if args.without_rules else "api_fuzz"
+        write_results(name if args.database == "sqlite" else f"{name}_{args.database}", text, result)
+    ok = (server_5xx == 0 and violating_accepted == 0 and (n_rejected == 0 or args.without_rules)
+          and result["requests"] >= args.min_requests)
     return 0 if ok else 1
 
 
