@@ -6,6 +6,7 @@ Each app gets its own registry (tests build many apps). Under gunicorn with seve
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -54,7 +55,7 @@ class Metrics:
             route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
             self.requests.labels(route, request.method, str(response.status_code)).inc()
             elapsed_s = request_elapsed_s()
-            if elapsed_s == elapsed_s:  # not NaN: the request's start was seen
+            if not math.isnan(elapsed_s):  # the request's start was seen
                 self.latency.labels(route, request.method).observe(elapsed_s)
             return response
 

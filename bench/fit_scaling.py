@@ -38,7 +38,7 @@ NOISE_REL = 0.02
 def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
     """``n`` profile rows of one workload at random AGX Xavier modes (see the module docstring)."""
     published = read_profile_csv(REFERENCE_DIR / f"{DEVICE}-published.csv")
-    truth = fit_workload(published[published["workload"] == "resnet18-cifar10"].reset_index(drop=True), DEVICE)
+    truth = fit_workload(published[published["workload"] == "resnet18-cifar10"].reset_index(drop=True), load_device(DEVICE))
     space = load_device(DEVICE).modes().arrays().columns()
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(space["cpu_cores"]), n)
@@ -75,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    fit_workload(synthetic_rows(10), DEVICE)  # warm the bundled reference's cache
+    fit_workload(synthetic_rows(10), load_device(DEVICE))  # warm the bundled reference's cache
     table = []
     for n in sizes:
         rows = synthetic_rows(n)
-        table.append({"rows": n, "fit_cpu_s": cpu_seconds(lambda r=rows: fit_workload(r, DEVICE), args.repeats)})
+        table.append({"rows": n, "fit_cpu_s": cpu_seconds(lambda r=rows: fit_workload(r, load_device(DEVICE)), args.repeats)})
         print(f"{n:>8} rows  fit {table[-1]['fit_cpu_s']:.3f} CPU-s", flush=True)
     b = growth_exponent((r["rows"], r["fit_cpu_s"]) for r in table)
     # Small fits are their fixed cost; the per-row cost shows from 1,000 rows on.
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.process_time()
         capped = read_profile_csv(path)
         read_s = time.process_time() - t0
-        fit_s = cpu_seconds(lambda: fit_workload(capped, DEVICE), 1)
+        fit_s = cpu_seconds(lambda: fit_workload(capped, load_device(DEVICE)), 1)
     print(f"slope (time ~ rows^b): b = {_fmt(b)} over all sizes, {_fmt(b_large)} from 1,000 rows on")
     print(f"CLI cap: {MAX_ROWS:,} rows: read {read_s:.2f} CPU-s, fit {fit_s:.2f} CPU-s")
 

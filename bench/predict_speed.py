@@ -54,14 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     load_reference(load_device("agx-xavier"))
     first_reference_ms = (time.perf_counter() - t0) * 1e3
-    model = fit_workload(rows, "agx-xavier")
+    model = fit_workload(rows, load_device("agx-xavier"))
     modes = ModeArrays.of_device(load_device("agx-xavier"))
     clients = [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(50)]
 
     cases = [
         ("fit_workload (4 ResNet-18 rows, AGX Xavier)", "< 1000",
-         lambda: fit_workload(rows, "agx-xavier"), 1000.0),
-        ("bundled.predict, all 29,232 AGX Xavier modes", "< 50", lambda: predict_modes(model, modes), 50.0),
+         lambda: fit_workload(rows, load_device("agx-xavier")), 1000.0),
+        ("bundled.predict_modes, all 29,232 AGX Xavier modes", "< 50", lambda: predict_modes(model, modes), 50.0),
         # A copy is a new fitted model to the service: its all-modes prediction is not cached yet.
         ("service.predict(model, 'all') -> DataFrame, first call for a model", "< 50",
          lambda: service.predict(copy.copy(model), "all"), 50.0),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
 from jetpredict.models.profile_files import read_profile_csv, rows_to_records
 
 from jetpredict import models
@@ -24,6 +26,9 @@ def resnet_records() -> list[dict]:
 # --- Flower's own processes (SuperLink, SuperNodes), started on loopback by the app tests ----------------
 
 FLOWER_TOOLS = ("flower-superlink", "flower-supernode", "flwr")
+#: Marks a test that runs Flower's command line tools (skipped where they are not installed).
+needs_flower_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in FLOWER_TOOLS),
+                                        reason="Flower's command line tools are missing")
 
 
 def free_port() -> int:

@@ -4,13 +4,12 @@ the app submitted with ``flwr run``; each SuperNode's node config carries its Je
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from flower_fixtures import EXAMPLE_APP, FLOWER_TOOLS, FlowerProcesses, free_port, save_models  # noqa: E402
+from flower_fixtures import EXAMPLE_APP, FlowerProcesses, free_port, needs_flower_tools, save_models  # noqa: E402
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -21,7 +20,7 @@ RUN_LIMIT_S = 240.0
 NODE_DEVICES = ("xavier-nx", "agx-xavier")
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in FLOWER_TOOLS), reason="Flower's command line tools are missing")
+@needs_flower_tools
 @pytest.mark.timeout(420)
 def test_the_app_runs_under_a_local_superlink_with_two_supernodes(tmp_path, lenet_models):
     link_port = free_port()

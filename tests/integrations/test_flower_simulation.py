@@ -5,14 +5,13 @@ round figures the simulated clients report."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 pytest.importorskip("ray", reason="Flower's simulation engine needs the [flower] extra (flwr[simulation])")
 
-from flower_fixtures import EXAMPLE_APP, FLOWER_TOOLS, FlowerProcesses, free_port, save_models  # noqa: E402
+from flower_fixtures import EXAMPLE_APP, FlowerProcesses, free_port, needs_flower_tools, save_models  # noqa: E402
 from flower_fleet import task  # noqa: E402
 
 from jetpredict.integrations.flower import TwinWorkload, twin_round  # noqa: E402
@@ -23,7 +22,7 @@ WORKLOAD = "resnet18-cifar10"
 RUN_LIMIT_S = 240.0
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in FLOWER_TOOLS), reason="Flower's command line tools are missing")
+@needs_flower_tools
 @pytest.mark.timeout(420)
 def test_the_app_runs_under_the_simulation_engine(tmp_path, lenet_models):
     link_port = free_port()
