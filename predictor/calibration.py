@@ -23,7 +23,6 @@ from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.constants import (
     CELL_COVERAGE,
-    EXTRAPOLATION_REL_SD,
     POOLED_COVERAGE,
     SCALE_GRID,
     IntervalScales,
@@ -92,19 +91,12 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                     e_obs = test["epoch_energy_j"].to_numpy(float)
                     p_obs = e_obs / t_obs
                     # Out-of-regime widening (regime.regime_factor) is part of the rest, not calibrated.
-                    ex = {k: v * model.interval_scales.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
+                    sds = model.relative_sds(t, pw)
                     # Outside the references' regime no scale narrows the model's SD (IntervalScales.in_regime).
                     outside = np.full(len(test), float(model.interval_scales.extrapolation > 1.0))
-                    parts["time"].append(np.column_stack([
-                        np.abs(np.log(t_obs / p.epoch_time_s)), t.rel_sd_model,
-                        np.hypot(t.rel_sd_noise, ex["time"] * t.extrapolation), outside]))
-                    parts["power"].append(np.column_stack([
-                        np.abs(np.log(p_obs / p.avg_power_w)), pw.rel_sd_model,
-                        np.hypot(pw.rel_sd_noise, ex["power"] * pw.extrapolation), outside]))
-                    parts["energy"].append(np.column_stack([
-                        np.abs(np.log(e_obs / p.epoch_energy_j)), np.hypot(t.rel_sd_model, pw.rel_sd_model),
-                        np.sqrt(t.rel_sd_noise ** 2 + pw.rel_sd_noise ** 2
-                                + ex["energy"] ** 2 * (t.extrapolation ** 2 + pw.extrapolation ** 2)), outside]))
+                    for out, obs, pred in (("time", t_obs, p.epoch_time_s), ("power", p_obs, p.avg_power_w),
+                                           ("energy", e_obs, p.epoch_energy_j)):
+                        parts[out].append(np.column_stack([np.abs(np.log(obs / pred)), *sds[out], outside]))
                 cells[(target, case, size)] = {k: np.vstack(v) for k, v in parts.items()}
     return cells
 

@@ -44,6 +44,8 @@ COMPONENT_TERMS: dict[str, tuple[str, ...]] = {
 
 #: Dynamic power terms: GPU busy x phi(f_gpu), memory busy x phi(f_emc), active cores x phi(f_cpu), constant.
 POWER_TERMS: tuple[str, ...] = ("gpu", "emc", "cpu", "one")
+#: Dynamic power terms drawn in proportion to the epoch's progress rate (see :func:`power_features`).
+RATE_POWER_TERMS: tuple[str, ...] = ("emc", "cpu", "one")
 #: Base (idle-at-mode) power terms: constant plus each domain's phi (leakage and clock trees rise with V).
 BASE_TERMS: tuple[str, ...] = ("one", "gpu", "emc", "cpu")
 

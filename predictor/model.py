@@ -52,6 +52,7 @@ from jetpredict.predictor.constants import (
     OUTSIDE_TOLERANCE_LN,
     POWER_LEVEL_RANGE,
     POWER_NOISE_FLOOR,
+    POWER_NOISE_FLOOR_W,
     POWER_NOISE_REL,
     POWER_SD_SHARE,
     TIME_NOISE_REL,
@@ -81,7 +82,7 @@ from scipy.special import ndtri
 
 #: The model's form and calibration (not the package's version): ``mech-N`` changes whenever a fitted
 #: model of the previous form would predict differently; a saved model records the form it was fitted in.
-MODEL_VERSION = "mech-8"
+MODEL_VERSION = "mech-9"
 #: The contention variants span a 90% range of the constants (two-sided 90% normal quantile).
 Z90 = 1.6449
 #: Epoch times a fit accepts (s): below a millisecond or above ~3 years a row is a unit or typing error,
@@ -195,8 +196,11 @@ class _PowerParts:
     power: np.ndarray
     base: np.ndarray
     rel_sd_model: np.ndarray
-    rel_sd_noise: float
+    rel_sd_noise: np.ndarray
     extrapolation: np.ndarray
+    #: Share of the power drawn in proportion to the epoch's progress rate (fixed work per minibatch):
+    #: it carries the time prediction's relative error.
+    rate_share: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,14 +256,8 @@ class WorkloadModel:
         p = self._power(modes, busy, t.epoch, self._gpu_active(t), distances)
         energy = p.power * t.epoch
         s = self.interval_scales.in_regime()
-        ex = {k: v * s.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
-        t_rel = np.sqrt((s.time * t.rel_sd_model) ** 2 + t.rel_sd_noise ** 2 + (ex["time"] * t.extrapolation) ** 2)
-        p_rel = np.sqrt((s.power * p.rel_sd_model) ** 2 + p.rel_sd_noise ** 2 + (ex["power"] * p.extrapolation) ** 2)
-        # Time and power errors partly cancel in energy (a slower epoch draws less power), so energy has
-        # its own scale on the combined spread.
-        e_rel = np.sqrt(s.energy ** 2 * (t.rel_sd_model ** 2 + p.rel_sd_model ** 2)
-                        + t.rel_sd_noise ** 2 + p.rel_sd_noise ** 2
-                        + ex["energy"] ** 2 * (t.extrapolation ** 2 + p.extrapolation ** 2))
+        sds = self.relative_sds(t, p)
+        t_rel, p_rel, e_rel = (np.hypot(getattr(s, out) * sds[out][0], sds[out][1]) for out in ("time", "power", "energy"))
         if self.cross_device:
             cross = self.cross_device_rel_sd
             t_rel, p_rel = np.hypot(t_rel, cross), np.hypot(p_rel, cross)
@@ -275,6 +273,22 @@ class WorkloadModel:
             epoch_energy_j=energy, epoch_energy_j_low=energy * np.exp(-e_half),
             epoch_energy_j_high=energy * np.exp(e_half), outside=outside, confidence=float(confidence),
             cross_device=self.cross_device, power_source="workload" if self.has_power else "reference")
+
+    def relative_sds(self, t: _TimeParts, p: _PowerParts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per output (time, power, energy), the relative SD per mode (ln units) as (the model's own, which
+        the calibrated interval scales multiply; the rest: run-to-run noise and extrapolation)."""
+        ex = {k: v * self.interval_scales.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
+        # Power drawn per minibatch follows the progress rate, so it extrapolates as badly as the time does.
+        p_rest = np.sqrt(p.rel_sd_noise ** 2 + (ex["power"] * p.extrapolation) ** 2
+                         + (ex["time"] * p.rate_share * t.extrapolation) ** 2)
+        # A run slower by chance draws its per-minibatch power at a lower rate: that share of the time noise
+        # cancels in energy.
+        e_rest = np.sqrt((t.rel_sd_noise * (1.0 - p.rate_share)) ** 2 + p.rel_sd_noise ** 2
+                         + ex["energy"] ** 2 * (t.extrapolation ** 2 + p.extrapolation ** 2))
+        # The time error moves the rate-driven power the other way: added to power, it cancels in energy.
+        return {"time": (t.rel_sd_model, np.hypot(t.rel_sd_noise, ex["time"] * t.extrapolation)),
+                "power": (np.hypot(p.rel_sd_model, p.rate_share * t.rel_sd_model), p_rest),
+                "energy": (np.hypot(t.rel_sd_model * (1.0 - p.rate_share), p.rel_sd_model), e_rest)}
 
     def _knob_distances(self, modes: ModeArrays) -> dict[str, np.ndarray] | None:
         return None if not self.profiled_ranges else F.extrapolation_distances(modes, self.profiled_ranges)
@@ -393,9 +407,12 @@ class WorkloadModel:
             extrapolation = np.sqrt((share["gpu"] * distances["gpu_mhz"]) ** 2
                                     + (share["emc"] * distances["emc_mhz"]) ** 2
                                     + (share["cpu"] * np.maximum(distances["cpu_mhz"], distances["cpu_cores"])) ** 2)
+        rated = sum(np.maximum(c * pfeats[t], 0.0) for t, c in zip(self.power_fit.terms, self.power_fit.coef,
+                                                                  strict=True) if t in F.RATE_POWER_TERMS)
         return _PowerParts(power=power, base=base, rel_sd_model=model_sd,
-                           rel_sd_noise=max(POWER_NOISE_FLOOR, self.power_fit.noise_rel),
-                           extrapolation=extrapolation)
+                           rel_sd_noise=np.maximum(max(POWER_NOISE_FLOOR, self.power_fit.noise_rel),
+                                                   POWER_NOISE_FLOOR_W / power),
+                           extrapolation=extrapolation, rate_share=rated / power)
 
 
 # -- fitting ----------------------------------------------------------------------------------------------
