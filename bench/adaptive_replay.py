@@ -14,8 +14,9 @@ objective against the best measured mode of a-j meeting the cap by its measured 
 number of profiled modes after which the recommended mode's time is within 3% of its measurement (first
 time, and from then on), and where the loop stops with the default ``--target-width``. Target: <= 6.
 
-The loop runs to the end of the sweep (target width 0) so every step is shown; a run with the default
-target width is the same sequence cut at its stop (the choice of modes does not depend on the target).
+The loop runs to the end of the sweep (target width 0) so every step is shown; a second run with the
+default target width gives the stop (its path may differ: a rival that alone holds the stop back is
+profiled next).
 
 Twin part (simulated, no accuracy claim): ``profile --device sim:agx-xavier --adaptive`` through the
 profiler's campaign, over the same a-j modes; the twin's own sweep of a-j is the "measurement".
@@ -117,15 +118,25 @@ def replay(rows: pd.DataFrame, goal: A.Goal, start: int, reference, label: str) 
     within = [s["modes"] for s in scored if abs(s["error_pct"]) <= 100 * WITHIN]
     stays = next((s["modes"] for i, s in enumerate(scored)
                   if all(abs(t["error_pct"]) <= 100 * WITHIN for t in scored[i:])), None)
-    # Where ``profile --adaptive`` with the default target would have stopped: the same rule, same steps.
-    rule = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(rows), candidates=cands, reference=reference)
-    stop = next((s for s, st in zip(steps, chooser.steps, strict=True)
-                 if s["recommended"] is not None and rule.settled(st.decision)), scored[-1] if scored else None)
+    # ``profile --adaptive`` with the default target, run to its own stop (its path may differ from the
+    # full run's above: a rival that alone holds the stop back is profiled next).
+    default = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(rows), candidates=cands, reference=reference,
+                                start=first)
+    A.run_loop(default, device.measure)
+    last = default.steps[-1]
+    stop = None
+    if last.decision is not None and last.decision.best_row is not None:
+        b = last.decision.best_row
+        meas = rows[rows["mode"] == b["mode"]].iloc[0]
+        stop = {"modes": len(last.profiled), "profiled": "".join(last.profiled),
+                "error_pct": 100 * (b["epoch_time_s"] / meas["epoch_time_s"] - 1.0),
+                "regret_pct": 100 * float(meas[key] / best_true[key] - 1.0)}
     record = {"workload": label, "objective": goal.objective, "max_power_w": goal.max_power_w, "start": start,
               "best_measured": str(best_true["mode"]),
               "best_measured_power_w": float(best_true["epoch_energy_j"] / best_true["epoch_time_s"]),
               "first_within_3pct": within[0] if within else None,
               "within_3pct_from": stays, "stop_modes": None if stop is None else stop["modes"],
+              "stop_profiled": None if stop is None else stop["profiled"],
               "stop_error_pct": None if stop is None else stop["error_pct"],
               "stop_regret_pct": None if stop is None else stop["regret_pct"],
               "seconds": seconds, "steps": steps}
@@ -171,20 +182,23 @@ def twin_part(minibatches: int) -> list[dict]:
                 device=f"sim:{DEVICE}", workload=workload, out=Path(tmp) / "sweep.csv", modes=str(modes_csv),
                 minibatches=minibatches, progress=False)))
             for goal in GOALS:
-                chooser_box: list[A.AdaptiveChooser] = []
+                def run(target_width: float, goal=goal, workload=workload) -> tuple[A.AdaptiveChooser, list, float]:
+                    box: list[A.AdaptiveChooser] = []
 
-                def factory(device_id, start, goal=goal, box=chooser_box):
-                    box.append(A.AdaptiveChooser(load_device(device_id), goal, budget=len(cands), target_width=1e-9,
-                                                 candidates=cands, start=None if start is None else
-                                                 pd.DataFrame([m.as_dict() for m in start])))
-                    return box[-1]
+                    def factory(device_id, start):
+                        box.append(A.AdaptiveChooser(load_device(device_id), goal, budget=len(cands),
+                                                     target_width=target_width, candidates=cands,
+                                                     start=None if start is None else
+                                                     pd.DataFrame([m.as_dict() for m in start])))
+                        return box[-1]
 
-                t0 = time.perf_counter()
-                rows = run_campaign(CampaignConfig(device=f"sim:{DEVICE}", workload=workload,
-                                                   out=Path(tmp) / "adaptive.csv", minibatches=minibatches,
-                                                   progress=False, adaptive=factory))
-                seconds = time.perf_counter() - t0
-                chooser = chooser_box[0]
+                    t0 = time.perf_counter()
+                    rows = run_campaign(CampaignConfig(device=f"sim:{DEVICE}", workload=workload,
+                                                       out=Path(tmp) / "adaptive.csv", minibatches=minibatches,
+                                                       progress=False, adaptive=factory))
+                    return box[0], rows, time.perf_counter() - t0
+
+                chooser, rows, seconds = run(1e-9)
                 print(f"\n[simulated] twin {workload}: {goal.describe()} ({len(rows)} modes profiled, "
                       f"{seconds:.1f} s)")
                 steps = []
@@ -201,10 +215,15 @@ def twin_part(minibatches: int) -> list[dict]:
                     print(f"  {len(st.profiled):2d} [{''.join(st.profiled):<10}] recommended {b['mode']}: "
                           f"{err:+.1f}% vs the twin's sweep, interval {100 * st.decision.time_width:.0f}% wide")
                 within = [s["modes"] for s in steps if abs(s["error_pct"]) <= 100 * WITHIN]
-                # The default target's stop: the chooser ran with target 0, so apply the default rule here.
-                rule = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(cands), candidates=cands)
-                stop = next((s for s, st in zip(steps, [t for t in chooser.steps if t.decision.best is not None],
-                                                strict=True) if rule.settled(st.decision)), None)
+                # ``profile --adaptive`` with the default target, to its own stop.
+                default, _, _ = run(A.DEFAULT_TARGET_WIDTH)
+                last = default.steps[-1]
+                stop = None
+                if last.decision is not None and last.decision.best_row is not None:
+                    b = last.decision.best_row
+                    meas = sweep[sweep["mode"] == b["mode"]].iloc[0]
+                    stop = {"modes": len(last.profiled),
+                            "error_pct": 100 * (b["epoch_time_s"] / meas["epoch_time_s"] - 1.0)}
                 out.append({"workload": workload, "source": "simulated", "objective": goal.objective,
                             "max_power_w": goal.max_power_w, "first_within_3pct": within[0] if within else None,
                             "stop_modes": None if stop is None else stop["modes"],

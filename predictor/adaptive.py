@@ -22,8 +22,9 @@ is scored: the recommended mode, the strongest rivals, and the candidates with t
 over the profiled design (:func:`jetpredict.predictor.planning.design_matrix`).
 
 The loop (:class:`AdaptiveChooser`) profiles, fits, decides and proposes until the recommended mode's
-*time* interval is narrower than ``target_width`` (relative) or the budget of profiled modes is spent. It
-takes rows and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's
+*time* interval is narrower than ``target_width`` (relative) and no unprofiled mode is expected to beat it
+by more than ``MAX_RIVAL_GAIN``, or the budget of profiled modes is spent. When only such a rival holds the
+stop back, it profiles that rival next (measured, it no longer counts). It takes rows and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's
 campaign) and a replay of a measured sweep (:class:`SweepReplay`).
 """
 
@@ -121,6 +122,8 @@ class Decision:
     uncertainty: float
     rival_gain: float = math.inf
     reason: str | None = None
+    #: Position of the unprofiled mode with that largest expected gain (None when no mode has any).
+    top_rival: int | None = None
 
     @property
     def best_row(self) -> dict[str, Any] | None:
@@ -189,8 +192,9 @@ def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndar
     u = float(widths[b] + weight[rivals].sum())
     if open_ is not None:
         gain = np.where(open_, gain, 0.0)
+    top = int(np.argmax(gain))
     return Decision(df, b, float(_width(df, "epoch_time_s")[b]), float(widths[b]), rivals, p[rivals], u,
-                    float(gain.max()))
+                    float(gain[top]), top_rival=top if gain[top] > 0 else None)
 
 
 def pseudo_row(template: Mapping[str, Any], mode: Mapping[str, Any], decision_row: Mapping[str, Any]
@@ -396,9 +400,14 @@ class AdaptiveChooser:
             return self._stop(frame, d, settled)
         if proposal.modes.empty:
             return self._stop(frame, d, "every candidate mode is profiled")
-        nxt = proposal.modes.iloc[0]
+        nxt, reason = proposal.modes.iloc[0], str(proposal.modes.iloc[0]["reason"])
+        if d.best is not None and d.time_width < self.target_width and d.top_rival is not None:
+            # Only a rival's expected gain holds the stop back: measuring that rival settles it, since a
+            # profiled mode no longer counts as one that may beat the recommendation.
+            nxt = d.table.iloc[d.top_rival]
+            reason = f"settles the stop: the unprofiled mode likeliest to beat the pick (gain {d.rival_gain:.1%})"
         mode = {"mode": nxt["mode"], **{k: float(nxt[k]) for k in MODE_FIELDS}}
-        self._record(Step(tuple(frame["mode"].astype(str)), d, mode, str(nxt["reason"]), None))
+        self._record(Step(tuple(frame["mode"].astype(str)), d, mode, reason, None))
         return mode
 
     def settled(self, d: Decision) -> str | None:
