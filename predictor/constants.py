@@ -74,6 +74,14 @@ POWER_SD_FLOOR_REL = 0.35
 POWER_SD_FLOOR_W = 0.5
 #: Floor of the relative noise of a reference's base-power fit (share). [E7]
 BASE_NOISE_FLOOR = 0.03
+#: A workload without its own power readings: the reference's base and power noise times this. [E7]
+UNMEASURED_POWER_SD_FACTOR = 2.0
+#: The base-power ratio's prior at 1 is worth this many rows in its mean ... [E7]
+BASE_RATIO_PRIOR_ROWS = 1.0
+#: ... and this many rows at the reference's base noise in its SD. [E7]
+BASE_NOISE_PRIOR_ROWS = 2.0
+#: Highest progress rate (epoch time at the fastest preset / at the mode) power scales with. [E7]
+MAX_PROGRESS_RATE = 2.0
 #: Floor of the relative noise of a reference's dynamic-power fit (share). [E7]
 DYNAMIC_POWER_NOISE_FLOOR = 0.02
 #: Without measured base power: the base as a share of the sweeps' lowest mean power. [E7]

@@ -18,6 +18,7 @@ from jetpredict.predictor.constants import (
     CPU_MEM_LOG_MU,
     CPU_MEM_LOG_SIGMA,
     KNEE_REL,
+    MAX_PROGRESS_RATE,
     MEM_LOG_MU,
     MEM_LOG_SIGMA,
     V_MIN_REL,
@@ -177,7 +178,7 @@ def power_features(modes: ModeArrays, num_workers: float | np.ndarray, gpu_busy:
     busy = np.clip(np.asarray(gpu_busy, dtype=float), 0.0, 1.0)
     active = busy if gpu_active is None else np.clip(np.asarray(gpu_active, dtype=float), 0.0, 1.0)
     cores = np.minimum(modes.cpu_cores, np.asarray(num_workers, dtype=float) + 1.0)
-    rate = np.clip(np.asarray(rate, dtype=float), 0.0, 2.0)
+    rate = np.clip(np.asarray(rate, dtype=float), 0.0, MAX_PROGRESS_RATE)
     return {
         "gpu": active * dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"]),
         "emc": busy * rate * v_rel(modes.emc_mhz, maxima["emc_mhz"]) ** 2,

@@ -43,6 +43,8 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import HOST_DEVICE
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
+    BASE_NOISE_PRIOR_ROWS,
+    BASE_RATIO_PRIOR_ROWS,
     CROSS_DEVICE_REL_SD,
     EXTRAPOLATION_REL_SD,
     INTERVAL_NOISE_FLOOR,
@@ -56,6 +58,7 @@ from jetpredict.predictor.constants import (
     POWER_NOISE_REL,
     POWER_SD_SHARE,
     TIME_NOISE_REL,
+    UNMEASURED_POWER_SD_FACTOR,
     IntervalScales,
 )
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
@@ -525,9 +528,9 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
         interval_scales=interval_scales_for(data.distinct_modes()), has_power=False,
         num_workers=float(np.median(data.num_workers)), kappa_cpu=kappa[0], kappa_pipe=kappa[1],
         time_fits=time_fits, base_coef=np.asarray(ref.base_coef, dtype=float),
-        base_ratio=1.0, base_sd_rel=ref.base_noise_rel * 2,
+        base_ratio=1.0, base_sd_rel=ref.base_noise_rel * UNMEASURED_POWER_SD_FACTOR,
         power_fit=TermFit(F.POWER_TERMS, np.asarray(ref.power_mean, dtype=float), np.diag(ref.power_sd ** 2),
-                          POWER_NOISE_REL * 2),
+                          POWER_NOISE_REL * UNMEASURED_POWER_SD_FACTOR),
         maxima=dict(ref.maxima), variants=tuple(variants), profiled_ranges=data.profiled_ranges(),
         complexity=_complexity(rows),
         training_rows=tuple({k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
@@ -549,8 +552,9 @@ def _with_power(model: WorkloadModel, rows: ProfileArrays, ref: DeviceReference)
         # Shrink the workload's base-power ratio toward 1 (the base is mostly a device property).
         log_ratio = np.log(base_meas[ok] / base_ref[ok])
         k = ok.sum()
-        ratio = float(np.exp(log_ratio.sum() / (k + 1.0)))
-        sd = float(np.sqrt((ref.base_noise_rel ** 2 * 2 + np.sum((log_ratio - np.log(ratio)) ** 2)) / (k + 2.0)))
+        ratio = float(np.exp(log_ratio.sum() / (k + BASE_RATIO_PRIOR_ROWS)))
+        sd = float(np.sqrt((ref.base_noise_rel ** 2 * BASE_NOISE_PRIOR_ROWS + np.sum((log_ratio - np.log(ratio)) ** 2))
+                           / (k + BASE_NOISE_PRIOR_ROWS)))
         model = replace(model, base_ratio=ratio, base_sd_rel=sd)
     has = ~np.isnan(power)
     if not has.any():
