@@ -12,6 +12,7 @@ from jetpredict.api.schemas import (
     MAX_TIME_CAP_S,
     OBJECTIVES,
     REQUIRED_TEXT_PATTERN,
+    JsonNumber,
     ModelProvenanceSchema,
     ModeSchema,
     RequestSchema,
@@ -53,9 +54,9 @@ def _knob_range(name: str) -> validate.Range:
 class ModeInSchema(RequestSchema):
     mode = fields.String(validate=validate.Length(0, 100))
     cpu_cores = fields.Integer(required=True, strict=True, validate=_knob_range("cpu_cores"))
-    cpu_mhz = fields.Float(required=True, validate=_knob_range("cpu_mhz"))
-    gpu_mhz = fields.Float(required=True, validate=_knob_range("gpu_mhz"))
-    emc_mhz = fields.Float(required=True, validate=_knob_range("emc_mhz"))
+    cpu_mhz = JsonNumber(required=True, validate=_knob_range("cpu_mhz"))
+    gpu_mhz = JsonNumber(required=True, validate=_knob_range("gpu_mhz"))
+    emc_mhz = JsonNumber(required=True, validate=_knob_range("emc_mhz"))
 
 
 _MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs more than loading 10 modes
@@ -103,9 +104,9 @@ def _modes_field() -> ModesField:
                   {"type": "array", "items": MODE_IN_DOC, "minItems": 1, "maxItems": MAX_MODES}]})
 
 
-def _confidence_field(description: str) -> fields.Float:
-    return fields.Float(load_default=DEFAULT_CONFIDENCE, validate=validate.Range(MIN_CONFIDENCE, MAX_CONFIDENCE),
-                        metadata={"description": description, "example": DEFAULT_CONFIDENCE})
+def _confidence_field(description: str) -> JsonNumber:
+    return JsonNumber(load_default=DEFAULT_CONFIDENCE, validate=validate.Range(MIN_CONFIDENCE, MAX_CONFIDENCE),
+                      metadata={"description": description, "example": DEFAULT_CONFIDENCE})
 
 
 class PredictionRequestSchema(RequestSchema):

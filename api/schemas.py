@@ -3,12 +3,12 @@
 Request bodies reject unknown fields (a typo is an error, not silently ignored). Profile rows are the
 exception: their fields are documented here, but they are checked by
 :func:`models.profile_rows.validate_records`, which reports every problem with its row number
-(``rows.<n>.<field>``, rows counted from 1) and lets extra columns pass through.
+(``rows.<n>.<field>``, rows counted from 1) and lets extra columns pass through. Here each known cell
+is checked against its documented JSON type first: a JSON body carries numbers as JSON numbers (the CSV
+readers of the CLI parse text cells; a JSON request that sends ``"8"`` breaks the document and is a 422).
 """
 
 from __future__ import annotations
-
-import math
 
 from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
@@ -53,10 +53,22 @@ _ANY_CASE_KINDS = "|".join("".join(f"[{c.upper()}{c}]" for c in kind) for kind i
 SOURCE_PATTERN = rf"^[{_BLANK}]*(?:(?:{_ANY_CASE_KINDS})[^{_TEXT_OUT}]*)?$"
 
 
-def positive_float(maximum: float, description: str, **kwargs) -> fields.Float:
+class JsonNumber(fields.Float):
+    """A number field of a JSON body: a JSON number only. marshmallow's Float also loads numeric text
+    (``"1e5"``) and the document says ``type: number``, so text is refused as the document says."""
+
+    default_error_messages = {"invalid": "must be a number (a JSON number, not text or a boolean)"}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str | bool):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+def positive_float(maximum: float, description: str, **kwargs) -> JsonNumber:
     """A number in (0, maximum]; the document says "exclusive" too (apispec leaves that out of Range)."""
-    return fields.Float(validate=validate.Range(0, maximum, min_inclusive=False),
-                        metadata={"description": description, "exclusiveMinimum": True}, **kwargs)
+    return JsonNumber(validate=validate.Range(0, maximum, min_inclusive=False),
+                      metadata={"description": description, "exclusiveMinimum": True}, **kwargs)
 
 
 class RequestSchema(Schema):
@@ -212,8 +224,9 @@ def _pass_through_property(unit: str) -> dict:
 
 PROFILE_ROW_DOC = {
     "type": "object",
-    "description": "one profile row (fields: models/profile_rows.py); null = unknown; pass-through columns kept, "
-                   "other columns rejected; text holds no NUL and no unpaired surrogate",
+    "description": "one profile row (fields: models/profile_rows.py); null = unknown; numbers are JSON numbers "
+                   "(text such as \"8\" is refused: only CSV files hold numbers as text); pass-through columns "
+                   "kept, other columns rejected; text holds no NUL and no unpaired surrogate",
     "properties": {**{f.name: _row_property(f) for f in FIELDS},
                    **{name: _pass_through_property(unit) for name, unit in PASS_THROUGH_COLUMNS.items()}},
     "required": [f.name for f in FIELDS if f.required],
@@ -222,36 +235,48 @@ PROFILE_ROW_DOC = {
 }
 
 
-#: Pass-through columns documented as numbers (the others are text): what the document says, enforced.
-NUMERIC_PASS_THROUGH = {name: unit for name, unit in PASS_THROUGH_COLUMNS.items() if not unit.startswith("text")}
+#: The JSON type of each profile-row column a request may send ("number" for counts too), as the document
+#: types them: FIELDS by kind, pass-through columns by their documented unit ("text: ..." or a number).
+ROW_CELL_TYPES: dict[str, str] = {
+    **{f.name: "string" if f.kind is str else "number" for f in FIELDS},
+    **{name: "string" if unit.startswith("text") else "number" for name, unit in PASS_THROUGH_COLUMNS.items()}}
+#: Cells of the wrong type named in one answer (then the rows after are not looked at).
+MAX_CELL_TYPE_ERRORS = 100
+_ROW_UNITS = {**{f.name: f.unit for f in FIELDS}, **PASS_THROUGH_COLUMNS}
 
 
-def _is_number_cell(value: object) -> bool:
-    """A number, or text holding one (CSV cells travel as text, as for the core numeric fields)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int | float):
-        return True
+def _cell_type_problem(name: str, value: object) -> str | None:
+    """Why ``value`` is not of column ``name``'s JSON type (null is always allowed: unknown), or None."""
+    if value is None:
+        return None
+    if ROW_CELL_TYPES[name] == "number":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return None
+        unit = _ROW_UNITS[name].split(":")[0] or "count"
+        # JSON rows carry numbers as numbers; text such as "8" is a CSV cell's form (CLI files only).
+        what = "text" if isinstance(value, str) else type(value).__name__
+        return f"must be a number ({unit}) or null, got {what} {value!r:.40}"
     if isinstance(value, str):
-        try:
-            return math.isfinite(float(value.strip())) if value.strip() else True  # blank = unknown
-        except ValueError:
-            return False
-    return False
+        return None
+    return f"must be text or null, got {type(value).__name__} {value!r:.40}"
 
 
-def _numeric_pass_through(rows: list) -> None:
-    """Numeric pass-through cells are numbers (or a CSV cell's text of one) or null, as the document
-    says: never booleans or other text, which would be stored as sent and reach every reader."""
+def _json_cell_types(rows: list) -> None:
+    """Every known cell of a JSON row has the type the document gives it (or is null): a number given as
+    text (``"1e5"``) or a boolean is refused, naming ``rows.I.FIELD``. Unknown columns and rows that are
+    not objects are left to the row checks (:func:`api.workloads.validate_client_rows`)."""
     errors: dict[int, dict[str, list[str]]] = {}
+    found = 0
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             continue
-        for name in NUMERIC_PASS_THROUGH.keys() & row.keys():
-            value = row[name]
-            if value is not None and not _is_number_cell(value):
-                errors.setdefault(i, {})[name] = [
-                    f"must be a number or null ({NUMERIC_PASS_THROUGH[name]}), got {value!r:.40}"]
+        for name, value in row.items():
+            problem = _cell_type_problem(name, value) if name in ROW_CELL_TYPES else None
+            if problem:
+                errors.setdefault(i, {})[name] = [problem]
+                found += 1
+        if found >= MAX_CELL_TYPE_ERRORS:  # a whole file of text cells: enough to show the rule, not 10**5
+            break
     if errors:
         raise ValidationError(errors)
 
@@ -259,7 +284,7 @@ def _numeric_pass_through(rows: list) -> None:
 def _rows_field(**kwargs) -> fields.List:
     # Raw items: the row checks (with row numbers) are validate_records'; the doc still shows the fields.
     return fields.List(fields.Raw(metadata=PROFILE_ROW_DOC),
-                       validate=[validate.Length(1, MAX_ROWS), _numeric_pass_through], **kwargs)
+                       validate=[validate.Length(1, MAX_ROWS), _json_cell_types], **kwargs)
 
 
 class WorkloadRefSchema(RequestSchema):

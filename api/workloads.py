@@ -43,6 +43,7 @@ from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import (
     FIELD_BY_NAME,
+    PASS_THROUGH_COLUMNS,
     ProfileRowsError,
     mode_conflicts,
     unknown_columns,
@@ -97,10 +98,23 @@ def row_key(record: Mapping[str, object]) -> str:
     return json.dumps(canonical_row(record), sort_keys=True, default=str)
 
 
+#: Pass-through text columns: stored as text even when it reads as a number, as uploads take them back.
+_TEXT_PASS_THROUGH = frozenset(name for name, unit in PASS_THROUGH_COLUMNS.items() if unit.startswith("text"))
+
+
+def _text_cell(value: object) -> object:
+    """A text cell as stored: stripped; a number (validation made the column numbers) as text: "3090"."""
+    cell = canonical_value(value)
+    if isinstance(cell, float):
+        return str(int(cell)) if cell.is_integer() else repr(cell)
+    return cell
+
+
 def stored_form(record: Mapping[str, object]) -> dict[str, object]:
     """A validated row as it is stored: profile-row fields as validated, the pass-through columns'
-    cells in canonical form (the validation keeps those as sent)."""
-    return {k: v if k in FIELD_BY_NAME else canonical_value(v) for k, v in record.items()}
+    cells in canonical form (the validation keeps those as sent), text columns' cells as text."""
+    return {k: v if k in FIELD_BY_NAME else _text_cell(v) if k in _TEXT_PASS_THROUGH else canonical_value(v)
+            for k, v in record.items()}
 
 
 def _sha256(rows: Sequence[object]) -> str:
@@ -560,7 +574,7 @@ class WorkloadService:
         """A model fitted from rows sent with the request (not stored)."""
         check_scalar_cells(records, field)
         rows = validate_client_rows(as_one_workload(records), field)
-        key = _sha256([canonical_row(r) for r in rows_to_records(rows)])  # "4.60" and 4.6: one entry
+        key = _sha256([canonical_row(r) for r in rows_to_records(rows)])  # 4 and 4.0: one entry
         model = self._inline.get(key)
         if model is None:
             model = _fit(rows, field)

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "API_KEY_ENV", "API_KEY_HEADER", "DEFAULT_URL", "IDEMPOTENCY_HEADER", "SERVICE_KEYS_ENV",
+    "API_KEY_ENV", "API_KEY_HEADER", "DEFAULT_URL", "IDEMPOTENCY_HEADER", "ROW_TEXT_COLUMNS", "SERVICE_KEYS_ENV",
     "BadRequest", "Client", "Conflict", "ConnectionFailed", "NotFound", "Overloaded", "ServiceError",
     "Unauthorized", "default_api_key", "read_rows_csv",
 ]
@@ -80,12 +80,38 @@ def default_api_key() -> str | None:
     return listed[0] if listed else None
 
 
-def read_rows_csv(path: str | Path) -> list[dict[str, str | None]]:
-    """Profile rows of a CSV file as JSON objects for :meth:`Client.upload_profiles` (cells as text, an empty
-    cell as None = unknown; the service parses the numbers)."""
+#: Profile-row columns that hold text (models/profile_rows.py; a test holds the two together): every other
+#: column of a profile CSV holds numbers, which JSON rows carry as JSON numbers.
+ROW_TEXT_COLUMNS = frozenset(("device", "workload", "mode", "source", "power_meter", "power_null_reason",
+                              "accelerator", "data_source", "complexity_null_reason"))
+
+
+def _csv_cell(column: str, text: str | None) -> str | int | float | None:
+    """A CSV cell as JSON: empty -> None (unknown), a text column's cell as it is, a number as a number
+    (an int when written as one). Text that is no finite number stays text, so the service's 422 names the
+    cell and the rule rather than this reader guessing."""
+    if text is None or text.strip() == "":
+        return None
+    if column in ROW_TEXT_COLUMNS:
+        return text
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        return number
+
+
+def read_rows_csv(path: str | Path) -> list[dict[str, str | int | float | None]]:
+    """Profile rows of a CSV file as JSON objects for :meth:`Client.upload_profiles`: numeric columns as
+    numbers (the service takes JSON numbers only, as its document types them), text columns
+    (:data:`ROW_TEXT_COLUMNS`) as text, an empty cell as None = unknown."""
     with Path(path).open(newline="", encoding="utf-8") as f:
-        return [{k: (v if v not in ("", None) else None) for k, v in row.items() if k is not None}
-                for row in csv.DictReader(f)]
+        return [{k: _csv_cell(k, v) for k, v in row.items() if k is not None} for row in csv.DictReader(f)]
 
 
 # ---------------------------------------------------------------------------------------------- errors

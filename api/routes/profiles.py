@@ -1,7 +1,7 @@
 """``POST /v1/profiles``: store profile rows of one or more workloads and fit them (API key required).
 
 Idempotent: an upload is made under its ``Idempotency-Key`` header, or without one under the SHA-256 of
-its canonical rows (numbers parsed, text stripped: ``"4.60"`` and ``4.6`` are one value). A retry (after a
+its canonical rows (numbers as floats, text stripped: ``4`` and ``4.0`` are one value). A retry (after a
 timeout or a broken connection), or the same rows formatted otherwise, is stored once and answered with
 the original answer (201, header ``Idempotent-Replayed: true``); the same key with a different body is a
 409. Rows already stored in their workload are not stored again.

@@ -40,7 +40,7 @@
     devices: [], builtins: new Map(), rowsCache: new Map(), presetModes: new Map(),
     data: null, presets: null, rec: null, chart: null,
     gen: 0, abort: null, recSeq: 0, recTimer: 0, recAbort: null, searchSeq: 0, searchTimer: 0,
-    loading: false, limits: null, totals: null, dropped: 0,
+    loading: false, limits: null, totals: null, dropped: 0, columnTypes: new Map(),
   };
 
   // ---- HTTP ----------------------------------------------------------------------------------------
@@ -149,7 +149,8 @@
     return { n, labels: cols.mode, columns, extrapolated, knobs: cols.extrapolated_knobs || new Array(n).fill("") };
   }
 
-  // A profile CSV file -> row objects (strings; empty cell -> null), as POST /v1/profiles takes them.
+  // A profile CSV file -> row objects as POST /v1/profiles takes them: the API takes JSON numbers only, so
+  // a cell of a column the document types as a number becomes a number; empty cell -> null (unknown).
   function parseProfileCsv(text) {
     const lines = csvLines(text.replace(/^\uFEFF/, ""));
     if (lines.length < 2) throw new Error("the file has no data rows");
@@ -157,9 +158,23 @@
     return lines.slice(1).map((line) => {
       const cells = splitQuoted(line);
       const row = {};
-      header.forEach((h, i) => { row[h] = cells[i] === undefined || cells[i] === "" ? null : cells[i]; });
+      header.forEach((h, i) => { row[h] = csvValue(h, cells[i]); });
       return row;
     });
+  }
+
+  // Decimal numbers as the service's CSV reader takes them (not JS-only forms such as 0x10 or Infinity).
+  const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+  // One CSV cell as JSON. Text that is no number stays text in a numeric column, so that the API's 422
+  // names the cell and the rule; text columns (and columns the document does not know) stay text.
+  function csvValue(column, cell) {
+    if (cell === undefined || cell === "") return null;
+    const type = state.columnTypes.get(column);
+    if (type !== "number" && type !== "integer") return cell;
+    const text = cell.trim();
+    if (text === "") return null;
+    return DECIMAL.test(text) && Number.isFinite(Number(text)) ? Number(text) : cell;
   }
 
   // ---- formatting -----------------------------------------------------------------------------------
@@ -193,6 +208,10 @@
       if (/^J\b/.test(p.description)) totals.energy = name;
     }
     state.totals = totals;
+    // The JSON type of each profile-row column (a device's row variant; all variants type them alike).
+    const rowRef = schemas.ProfileUpload.properties.rows.oneOf[0].items.$ref;
+    const rowProps = schemas[rowRef.split("/").pop()].properties;
+    state.columnTypes = new Map(Object.entries(rowProps).map(([name, p]) => [name, p.type]));
     const { min, max, def } = state.limits.confidence;
     const values = Array.from(new Set(COVERAGES.filter((v) => v >= min && v <= max).concat([def])))
       .sort((a, b) => a - b);

@@ -12,14 +12,27 @@ REFERENCE_CSV = Path(models.__file__).parent / "reference" / "agx-xavier-publish
 
 
 def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet", n: int = 4) -> list[dict]:
-    """``n`` published AGX Xavier rows of ``workload``, relabelled as the new workload ``as_id``."""
+    """``n`` published AGX Xavier rows of ``workload``, relabelled as the new workload ``as_id``, as a JSON
+    client sends them (:func:`json_row`)."""
     with REFERENCE_CSV.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["workload"] == workload]
-    out = []
-    for r in rows[:n]:
-        row = {k: (None if v == "" else v) for k, v in r.items()}
-        row["workload"] = as_id
-        out.append(row)
+    return [{**json_row(r), "workload": as_id} for r in rows[:n]]
+
+
+def json_row(record: dict[str, str]) -> dict[str, object]:
+    """A CSV record as a JSON row: numeric columns as numbers (counts as ints), an empty cell as None."""
+    from jetpredict.api.schemas import ROW_CELL_TYPES
+    from jetpredict.models.profile_rows import FIELD_BY_NAME
+
+    out: dict[str, object] = {}
+    for column, text in record.items():
+        if text == "" or text is None:
+            out[column] = None
+        elif ROW_CELL_TYPES.get(column, "string") == "string":
+            out[column] = text
+        else:
+            kind = FIELD_BY_NAME[column].kind if column in FIELD_BY_NAME else None
+            out[column] = int(float(text)) if kind is int else float(text)
     return out
 
 

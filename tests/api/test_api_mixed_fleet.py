@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from api_fixtures import API_KEY
+from api_fixtures import API_KEY, json_row
 
 from jetpredict import models
 
@@ -26,8 +26,7 @@ def device_rows(device: str, n: int = 4, start: int = 0, as_id: str = WORKLOAD) 
     """``n`` digital-twin rows of ResNet-18 on ``device`` (every 7th mode from ``start``), as ``as_id``."""
     with (SIMULATED / f"{device}-simulated.csv").open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["workload"] == "resnet18-cifar10"]
-    return [{**{k: (None if v == "" else v) for k, v in r.items()}, "workload": as_id}
-            for r in rows[start:start + 7 * n:7]]
+    return [{**json_row(r), "workload": as_id} for r in rows[start:start + 7 * n:7]]
 
 
 def upload(client, rows: list[dict], **headers):
@@ -132,15 +131,13 @@ def test_an_upload_across_workloads_stays_atomic_with_several_devices(client, fl
 
 # -- canonical rows ---------------------------------------------------------------------------------------
 def reformatted(rows: list[dict]) -> list[dict]:
-    """The same rows written otherwise: trailing zeros, blanks around text, numbers as JSON numbers."""
+    """The same rows written otherwise: whole numbers as floats (4.0 for 4), blanks around text."""
     out = []
     for row in rows:
         new = {}
         for key, value in row.items():
-            if key in ("epoch_time_s", "avg_power_w"):
-                new[key] = f" {float(value):.6f} "  # "4.600000" for "4.6"
-            elif key in ("cpu_cores", "batch_size", "cpu_mhz"):
-                new[key] = float(value)  # 4.0 for "4"
+            if key in ("cpu_cores", "batch_size", "minibatches_per_epoch", "cpu_mhz"):
+                new[key] = float(value)  # 4.0 for 4
             elif key == "source":
                 new[key] = f"  {value}\t"
             else:

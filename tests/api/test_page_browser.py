@@ -118,6 +118,7 @@ def test_docs_render_offline_from_the_package(server, browser):
 
 def test_profile_csv_uploads_from_the_page_with_a_key(server, browser, tmp_path):
     rows = requests.get(f"{server.url}/v1/reference-workloads/agx-xavier/mobilenetv3-gld23k", timeout=30).json()["rows"]
+    rows[0]["base_power_w"] = None  # an empty numeric cell: unknown (null), not text
     csv = tmp_path / "mine.csv"
     columns = list(rows[0])
     lines = [",".join(columns)] + [",".join(json.dumps(r[c]) if isinstance(r[c], str) else
@@ -140,6 +141,10 @@ def test_profile_csv_uploads_from_the_page_with_a_key(server, browser, tmp_path)
     assert browser.evaluate("document.getElementById('best').dataset.mode")
     stored = requests.get(f"{server.url}/v1/workloads/page-upload", timeout=30).json()
     assert stored["rows_stored"] == 4
+    # The page posted numbers as JSON numbers (the API refuses numeric text) and text columns as text.
+    first = next(r for r in stored["rows"] if r["mode"] == rows[0]["mode"])
+    assert type(first["cpu_cores"]) is int and type(first["epoch_time_s"]) is float
+    assert first.get("base_power_w") is None and first["mode"] == rows[0]["mode"]
     # the search box lists the stored workloads whose id matches; the chosen one stays chosen
     _choose(browser, "workload-search", "PAGE-UP", event="input")
     browser.wait_for("document.getElementById('workload-note').textContent.includes('match')", 30)
