@@ -62,6 +62,39 @@ def test_csv_and_arrow_of_every_mode_agree_with_json(client, stored):
     assert first["epoch_energy_j"] == pytest.approx(rows[first["mode"]]["epoch_energy_j"], rel=1e-6)
 
 
+def test_float_texts_are_repr_at_every_magnitude():
+    """The Arrow writer of float cells writes what repr writes (the Python writer's text), inside its range
+    and out of it, whole numbers, signed zeros, rounded and full-precision values; NaN/inf are null."""
+    pytest.importorskip("pyarrow")
+    import numpy as np
+    from jetpredict.api.answers import _float_texts, arrow_repr_texts, round_significant
+
+    assert arrow_repr_texts()
+    rng = np.random.default_rng(19)
+    x = np.sign(rng.standard_normal(60_000)) * 10 ** rng.uniform(-9, 20, 60_000)
+    x = np.concatenate([x, round_significant(x), np.round(x[:20_000]), [0.0, -0.0, np.nan, np.inf, -np.inf,
+                                                                         1e-4, 9.99999e-5, 1e9, 999999999.5]])
+    assert _float_texts(x).to_pylist() == [repr(v) if np.isfinite(v) else None for v in x.tolist()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("accept, layout", [("text/csv", "rows"), ("application/json", "columns")])
+def test_the_arrow_writer_writes_the_python_writers_bytes(make_app, stored, monkeypatch, accept, layout):
+    """Every-mode CSV and columns answers are written by Arrow when pyarrow is installed; without it, in
+    Python: the same bytes either way."""
+    pytest.importorskip("pyarrow")
+    from jetpredict.api import answers
+
+    body = {**ALL, "epochs": 2, "device": "orin-nx", "layout": layout}
+    fast = make_app(ANSWER_CACHE_DISK_MB=0).test_client().post("/v1/predictions", json=body,
+                                                                headers={"Accept": accept})
+    monkeypatch.setattr(answers, "arrow_repr_texts", lambda: False)
+    slow = make_app(ANSWER_CACHE_DISK_MB=0).test_client().post("/v1/predictions", json=body,
+                                                                headers={"Accept": accept})
+    assert fast.status_code == slow.status_code == 200 and fast.data == slow.data
+    assert fast.data.count(b"\n") == 5824 + 1 if accept == "text/csv" else fast.json["count"] == 5824
+
+
 def test_compact_answers_of_every_mode_fit_in_two_megabytes_gzipped(client, stored):
     pytest.importorskip("pyarrow")
     gz = {"Accept-Encoding": "gzip"}
@@ -314,10 +347,11 @@ def test_epoch_times_eleven_orders_apart_give_finite_bounds(client, auth):
 
 
 @pytest.mark.parametrize("value, ok", [(True, False), (False, False), ("abc", False), ("1e400", False),
-                                       ({"x": 1}, False), (12, True), (1.5, True), ("12", True), (None, True)])
+                                       ({"x": 1}, False), (12, True), (1.5, True), ("12", False), ("", False),
+                                       (None, True)])
 def test_numeric_pass_through_columns_take_numbers_only(client, auth, value, ok):
-    """A numeric pass-through column (documented as a number) refuses booleans and text that is not a
-    number, naming the row and column; a CSV cell's text of a number passes as the core fields do."""
+    """A numeric pass-through column (documented as a number) takes JSON numbers or null only: booleans and
+    text, even the text of a number, are refused naming the row and column, as the core fields are."""
     rows = published_rows(as_id="pass-through")
     rows[2]["power_samples"] = value
     r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
