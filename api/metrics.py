@@ -42,9 +42,20 @@ class Metrics:
                                       registry=self.registry)
         self.fits = Counter("jetpredict_workload_fits_total", "Workload models fitted", ("kind",),
                             registry=self.registry)
+        self._served: dict[str, Counter] = {}
+
+    def served(self, endpoint: str) -> Counter:
+        """The child of :attr:`predictions` for ``endpoint`` (looked up once: ``labels()`` costs ~1 us)."""
+        child = self._served.get(endpoint)
+        if child is None:
+            child = self._served[endpoint] = self.predictions.labels(endpoint)
+        return child
 
     def init_app(self, app: Flask) -> None:
         app.extensions["jetpredict_metrics"] = self
+        # (route, method, status) of matched routes -> (request counter, latency histogram) children: a
+        # request pays two dict lookups, not two labels() calls (finite: routes x their methods x statuses).
+        children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
         @app.before_request
         def _start() -> None:
@@ -52,11 +63,20 @@ class Metrics:
 
         @app.after_request
         def _observe(response: Response) -> Response:
-            route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
-            self.requests.labels(route, request.method, str(response.status_code)).inc()
+            req = request._get_current_object()  # one context lookup, not one per attribute
+            rule = req.url_rule
+            route = rule.rule if rule is not None else "<unmatched>"
+            key = (route, req.method, response.status_code)
+            pair = children.get(key) if rule is not None else None
+            if pair is None:
+                pair = (self.requests.labels(route, req.method, str(response.status_code)),
+                        self.latency.labels(route, req.method))
+                if rule is not None:
+                    children[key] = pair
+            pair[0].inc()
             elapsed_s = request_elapsed_s()
             if not math.isnan(elapsed_s):  # the request's start was seen
-                self.latency.labels(route, request.method).observe(elapsed_s)
+                pair[1].observe(elapsed_s)
             return response
 
     def exposition(self) -> Response:

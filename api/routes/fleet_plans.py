@@ -7,11 +7,12 @@ from flask_smorest import Blueprint
 from jetpredict.api.answers import accepts_gzip, encode_json, response
 from jetpredict.api.heavy import Encoded
 from jetpredict.api.query_schemas import FleetPlanRequestSchema, FleetPlanSchema
-from jetpredict.api.routes.common import request_workload, services
+from jetpredict.api.routes.common import RepeatedBodyParser, doc_only, request_workload, services
 from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
+blp.ARGUMENTS_PARSER = RepeatedBodyParser()  # the same bodies come again and again
 
 #: Plans of more clients than this are heavy work (api.heavy): ~0.1 ms per client, MBs of JSON.
 HEAVY_CLIENTS = 500
@@ -21,9 +22,9 @@ HEAVY_CLIENTS = 500
 class FleetPlans(MethodView):
     @blp.arguments(FleetPlanRequestSchema(), example=FLEET_EXAMPLE)
     @blp.response(200, FleetPlanSchema)
-    @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
-    @blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key")
-    @blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After")
+    @doc_only(blp.alt_response(404, schema=ErrorSchema, description="workload id not stored"),
+              blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key"),
+              blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After"))
     def post(self, body: dict):
         """For each client, the mode that meets the round deadline with least energy; total energy of the
         round. Clients on other device types than the workload's get cross-device predictions."""
@@ -44,5 +45,5 @@ class FleetPlans(MethodView):
             return encode_json(answer, gzip_ok)
 
         encoded = svc.heavy.run("a large fleet plan", plan) if len(clients) > HEAVY_CLIENTS else plan()
-        svc.metrics.predictions.labels("fleet-plans").inc(len(clients))
+        svc.metrics.served("fleet-plans").inc(len(clients))
         return response(encoded)

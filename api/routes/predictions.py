@@ -14,12 +14,13 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api import answers
 from jetpredict.api.query_schemas import PredictionRequestSchema, PredictionResponseSchema
-from jetpredict.api.routes.common import request_workload, services
+from jetpredict.api.routes.common import RepeatedBodyParser, doc_only, request_workload, services
 from jetpredict.api.schemas import PREDICTION_EXAMPLE, ErrorSchema
 from jetpredict.predictor.service import prediction_answer
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
                 description="Predict epoch time and energy per power mode")
+blp.ARGUMENTS_PARSER = RepeatedBodyParser()  # the same bodies come again and again
 
 CSV_MIMETYPE = answers.CSV_MIMETYPE
 
@@ -33,7 +34,7 @@ def predictions_response(body: dict) -> Response:
     svc = services()
 
     def counted(encoded: answers.Encoded) -> Response:
-        svc.metrics.predictions.labels("predictions").inc(encoded.count)
+        svc.metrics.served("predictions").inc(encoded.count)
         return answers.response(encoded)
 
     fmt = answers.answer_format(body.get("layout", "rows"))
@@ -72,17 +73,18 @@ def predictions_response(body: dict) -> Response:
 @blp.route("")
 class Predictions(MethodView):
     @blp.arguments(PredictionRequestSchema(), example=PREDICTION_EXAMPLE)
-    @blp.response(200, PredictionResponseSchema)
-    @blp.alt_response(200, schema={"type": "string"}, content_type=CSV_MIMETYPE, success=True,
-                      description="the predictions as CSV, when Accept prefers text/csv")
-    @blp.alt_response(200, schema={"type": "string", "format": "binary"}, content_type=answers.ARROW_MIMETYPE,
-                      success=True, description="the predictions as an Apache Arrow IPC stream, when Accept "
-                      "prefers it (406 when the server lacks pyarrow)")
-    @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
-    @blp.alt_response(406, schema=ErrorSchema, description="Arrow asked for, pyarrow not installed")
-    @blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key")
-    @blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After")
-    def post(self, body: dict):
+    @doc_only(  # the view returns a ready Response: these only document it (no layer per request)
+        blp.response(200, PredictionResponseSchema),
+        blp.alt_response(200, schema={"type": "string"}, content_type=CSV_MIMETYPE, success=True,
+                         description="the predictions as CSV, when Accept prefers text/csv"),
+        blp.alt_response(200, schema={"type": "string", "format": "binary"}, content_type=answers.ARROW_MIMETYPE,
+                         success=True, description="the predictions as an Apache Arrow IPC stream, when Accept "
+                         "prefers it (406 when the server lacks pyarrow)"),
+        blp.alt_response(404, schema=ErrorSchema, description="workload id not stored"),
+        blp.alt_response(406, schema=ErrorSchema, description="Arrow asked for, pyarrow not installed"),
+        blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key"),
+        blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After"))
+    def post(self, body: dict) -> Response:
         """Predict every requested mode (a list, ``"presets"`` or ``"all"``) for a stored or inline workload.
 
         ``device`` defaults to the workload's own device; another device gives a cross-device prediction.

@@ -5,27 +5,28 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.query_schemas import RecommendationRequestSchema, RecommendationSchema
-from jetpredict.api.routes.common import request_workload, services
+from jetpredict.api.routes.common import RepeatedBodyParser, doc_only, request_workload, services
 from jetpredict.api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema
 
 blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
+blp.ARGUMENTS_PARSER = RepeatedBodyParser()  # the same bodies come again and again
 
 
 @blp.route("")
 class Recommendations(MethodView):
     @blp.arguments(RecommendationRequestSchema(), example=RECOMMENDATION_EXAMPLE)
     @blp.response(200, RecommendationSchema)
-    @blp.alt_response(404, schema=ErrorSchema, description="workload id not stored")
-    @blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key")
-    @blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After")
+    @doc_only(blp.alt_response(404, schema=ErrorSchema, description="workload id not stored"),
+              blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key"),
+              blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After"))
     def post(self, body: dict):
         """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``,
         with the time-energy Pareto front of the feasible modes. ``best`` is null when no mode fits."""
         from jetpredict.predictor.service import recommendation
 
         resolved = request_workload(body["workload"], device=body.get("device"))
-        services().metrics.predictions.labels("recommendations").inc()
+        services().metrics.served("recommendations").inc()
         # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
         # which of the workload's devices' rows serve this device.
         return {**recommendation(resolved.model, body["objective"], device=body.get("device"),
