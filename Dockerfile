@@ -18,12 +18,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     JETPREDICT_PORT=8080 \
     JETPREDICT_DATA_DIR=/var/lib/jetpredict/data
 
-# [server] adds gunicorn, [postgres] the PostgreSQL driver (JETPREDICT_DATABASE_URL=postgresql://...);
-# the [profiler] extra (torch) is deliberately left out.
+# [server] adds gunicorn, [postgres] the PostgreSQL driver (JETPREDICT_DATABASE_URL=postgresql://...),
+# [arrow] the Arrow answers and the fast writer of large CSV answers; the [profiler] extra (torch) is
+# deliberately left out.
 COPY --from=build /wheels /tmp/wheels
 # Install the wheel by path (not by name) so PyPI can never substitute another "jetpredict".
 RUN wheel="$(ls /tmp/wheels/jetpredict-*.whl)" \
-    && pip install --no-cache-dir "${wheel}[server,postgres]" \
+    && pip install --no-cache-dir "${wheel}[server,postgres,arrow]" \
     && rm -rf /tmp/wheels \
     && python -c "import jetpredict.models.catalogue as c; assert len(c.list_devices()) == 6" \
     && python -c "import psycopg, gunicorn, flask_limiter" \
