@@ -24,8 +24,9 @@ over the profiled design (:func:`jetpredict.predictor.planning.design_matrix`).
 The loop (:class:`AdaptiveChooser`) profiles, fits, decides and proposes until the recommended mode's
 *time* interval is narrower than ``target_width`` (relative) and no unprofiled mode is expected to beat it
 by more than ``MAX_RIVAL_GAIN``, or the budget of profiled modes is spent. When only such a rival holds the
-stop back, it profiles that rival next (measured, it no longer counts). It takes rows and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's
-campaign) and a replay of a measured sweep (:class:`SweepReplay`).
+stop back, it profiles that rival next (measured, it no longer counts). It takes rows and returns modes, so
+the same code drives the digital twin, a Jetson (through the profiler's campaign) and a replay of a
+measured sweep (:class:`SweepReplay`).
 """
 
 from __future__ import annotations

@@ -260,7 +260,8 @@ class WorkloadModel:
         energy = p.power * t.epoch
         s = self.interval_scales.in_regime()
         sds = self.relative_sds(t, p)
-        t_rel, p_rel, e_rel = (np.hypot(getattr(s, out) * sds[out][0], sds[out][1]) for out in ("time", "power", "energy"))
+        t_rel, p_rel, e_rel = (np.hypot(getattr(s, out) * sds[out][0], sds[out][1])
+                               for out in ("time", "power", "energy"))
         if self.cross_device:
             cross = self.cross_device_rel_sd
             t_rel, p_rel = np.hypot(t_rel, cross), np.hypot(p_rel, cross)
