@@ -57,7 +57,8 @@ PUBLISHED_SWEEPS = data_path("reference", "agx-xavier-published.csv")
 RESULTS_PATH = REPO / "docs" / "twin-calibration.md"
 
 #: Workload ids of the published sweeps -> our built-in workloads.
-WORKLOADS = {"resnet18-cifar10": "resnet18-cifar10", "mobilenetv3-gld23k": "mobilenetv3-small-gld23k"}
+WORKLOADS = {"resnet18-cifar10": "resnet18-cifar10", "mobilenetv3-gld23k": "mobilenetv3-small-gld23k",
+             "lenet5-mnist": "lenet5-mnist"}
 #: Lower bound of the lowest-clock baseload of AGX Xavier in the power fit, W.
 MIN_BASE_W = 1.0
 #: Weights of a ratio fact: on log speed-up in the time fit (an epoch row weighs 1 on its log time) and
@@ -105,10 +106,6 @@ def load_calibration_rows(data_dir: str | Path = DATA_DIR,
     rows: list[CalibrationRow] = []
     for r in pd.read_csv(sweeps).itertuples():
         if r.workload not in WORKLOADS:
-            # The real LeNet-5 sweep (added for the predictor's real CV) is not a calibration target of the
-            # twin yet: a CPU-side memory term fitted on it (tried: LeNet-5 44.8% -> 6.2% time MAPE in sample)
-            # moved the twin's device ratios, and with them the real cross-device checks that bridge through
-            # its sweeps (LeNet-5 Nano -> Xavier NX 7.5% -> 39.8%).
             continue
         rows.append(CalibrationRow(
             "agx_xavier_reference_sweeps", f"{r.workload} mode {r.mode}", r.device, WORKLOADS[r.workload],
@@ -271,13 +268,14 @@ _START = {"gpu_eff_dense": 0.5, "gpu_eff_depthwise": 0.01, "mem_eff": 0.3, "gpu_
           "launch_s": 1e-4, "framework_s": 1e-3, "handoff_s": 3e-3, "handoff_s_per_mb": 1e-3,
           "cpu_perf_agx": 0.6, "cpu_perf_nx": 0.6, "cpu_perf_nano": 0.3,
           "jpeg_decode_s_per_mpix": 0.02, "worker_contention": 0.3, "sched_interference": 0.2,
-          "roofline_sharpness": 1.2, "gpu_stream_b_per_core_cycle": 0.3}
+          "roofline_sharpness": 1.2, "gpu_stream_b_per_core_cycle": 0.3, "cpu_mem_wait_s_ghz": 1.0}
 _BOUNDS = {"gpu_eff_dense": (0.02, 0.9), "gpu_eff_depthwise": (1e-3, 0.9), "mem_eff": (0.05, 0.95),
            "gpu_kernel_latency_s": (1e-6, 1e-3), "launch_s": (1e-6, 1e-3), "framework_s": (1e-5, 0.05),
            "handoff_s": (1e-5, 0.05), "handoff_s_per_mb": (1e-6, 0.05), "cpu_perf_agx": (0.05, 5),
            "cpu_perf_nx": (0.05, 5), "cpu_perf_nano": (0.02, 5), "jpeg_decode_s_per_mpix": (1e-4, 1.0),
            "worker_contention": (0.0, 2.0), "sched_interference": (0.0, 10.0),
-           "roofline_sharpness": (1.0, 8.0), "gpu_stream_b_per_core_cycle": (0.01, 1e3)}
+           "roofline_sharpness": (1.0, 8.0), "gpu_stream_b_per_core_cycle": (0.01, 1e3),
+           "cpu_mem_wait_s_ghz": (1e-3, 1e3)}
 _ZERO_POWER = dict.fromkeys(_POWER_FIELDS, 0.0)
 _PERF_KEY = {"agx-xavier": "cpu_perf_agx", "xavier-nx": "cpu_perf_nx", "nano": "cpu_perf_nano"}
 

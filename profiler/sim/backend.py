@@ -93,7 +93,7 @@ class SimulatedBackend(TrainingBackend):
         mode = self._mode or self.state.mode
         per_sample = self.wc.data_cpu_s_per_sample + (
             self.wc.decode_mpix_per_sample * self.physics.shared["jpeg_decode_s_per_mpix"])
-        return float(per_sample / self.physics.cpu_speed(mode.cpu_mhz))
+        return float(per_sample / self.physics.cpu_speed(mode.cpu_mhz, mode.emc_mhz))
 
     def threads(self) -> int | None:
         mode = self._mode or self.state.mode

@@ -43,10 +43,11 @@ DVFS_KNEE = 0.35
 
 #: Fixed, device-independent constants of the twin (documented in docs/digital-twin.md).
 SHARED_KEYS = ("jpeg_decode_s_per_mpix", "worker_contention", "sched_interference", "roofline_sharpness",
-               "gpu_stream_b_per_core_cycle", "dvfs_v_floor")
+               "gpu_stream_b_per_core_cycle", "dvfs_v_floor", "cpu_mem_wait_s_ghz")
 #: Defaults of shared constants added after the first calibrations (older files lack them): the voltage
-#: floor of the DVFS curve, and no GPU-side limit on memory streaming.
-SHARED_DEFAULTS = {"dvfs_v_floor": DVFS_V_FLOOR, "gpu_stream_b_per_core_cycle": float("inf")}
+#: floor of the DVFS curve, no GPU-side limit on memory streaming, and CPU work that never waits on DRAM.
+SHARED_DEFAULTS = {"dvfs_v_floor": DVFS_V_FLOOR, "gpu_stream_b_per_core_cycle": float("inf"),
+                   "cpu_mem_wait_s_ghz": 0.0}
 
 
 @dataclass(frozen=True)
@@ -126,9 +127,20 @@ class DevicePhysics:
         """Peak DRAM bandwidth in B/s: bus bytes x 2 (DDR) x EMC clock."""
         return self.device.peak_bandwidth(emc_mhz)
 
-    def cpu_speed(self, cpu_mhz):
-        """Per-core CPU speed relative to the host core that measured workload complexity (1.0 = same)."""
-        return self.constants.cpu_perf_per_ghz * np.asarray(cpu_mhz, dtype=float) / 1000.0
+    def cpu_speed(self, cpu_mhz, emc_mhz=None):
+        """Per-core CPU speed relative to the host core that measured workload complexity (1.0 = same).
+
+        With ``emc_mhz``, CPU work also waits on DRAM: each second of host work adds the shared
+        ``cpu_mem_wait_s_ghz`` seconds x (1 GHz / f_emc) of memory stalls (latency-bound: they follow the memory
+        clock's period, not the bus width, and add to the core's time), so a slow memory clock slows the data
+        pipeline and the main thread as in the real sweeps (AGX Xavier g -> h, EMC 2133 -> 1066 MHz:
+        ResNet-18 and MobileNetV3 stall +38%, LeNet-5 epoch +51%).
+        """
+        core = self.constants.cpu_perf_per_ghz * np.asarray(cpu_mhz, dtype=float) / 1000.0
+        wait = self.shared.get("cpu_mem_wait_s_ghz", 0.0)
+        if emc_mhz is None or wait <= 0.0:
+            return core
+        return 1.0 / (1.0 / core + wait * 1000.0 / np.asarray(emc_mhz, dtype=float))
 
     @staticmethod
     def loader_parallelism(cpu_cores, num_workers):

@@ -10,6 +10,8 @@ Mechanisms (per minibatch, vectorised over power modes; constants from :mod:`pro
 - Data: a worker needs ``batch x CPU cost per sample / cpu_speed`` per minibatch, slowed when workers
   contend; w >= 1 workers pipeline with compute: stall = hand-off + max(0, fetch / parallel workers -
   (compute + framework + hand-off)); without workers the main thread fetches: stall = fetch.
+- CPU speed: the core's clock plus memory stalls that follow the memory clock's period
+  (:meth:`DevicePhysics.cpu_speed`), for the launches, the framework, the hand-off and the fetch alike.
 - Contention: the main thread's CPU work slows when workers need more than the free cores, and when
   there are more processes than cores, in proportion to how busy the workers are.
 - Power: module baseload + dynamic CPU/GPU/DRAM power from the utilisations (:meth:`DevicePhysics.power_w`).
@@ -62,7 +64,7 @@ class Twin:
         b = int(batch_size or wc.batch_size)
         cores, cpu, gpu, emc = (m[k] for k in MODE_FIELDS)
         workers = np.broadcast_to(np.asarray(num_workers, dtype=float), cores.shape)
-        speed = ph.cpu_speed(cpu)
+        speed = ph.cpu_speed(cpu, emc)
 
         args = (wc.kernel_flops(b)[:, None], wc.kernel_bytes(b)[:, None], wc.kinds[:, None],
                 gpu[None, :], emc[None, :])

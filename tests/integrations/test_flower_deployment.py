@@ -50,4 +50,10 @@ def test_the_app_runs_under_a_local_superlink_with_two_supernodes(tmp_path, lene
             assert row["time_s"] <= 30.0
     plan_modes = {row["mode"] for row in arms["plan"]["rows"]}
     assert plan_modes.isdisjoint({row["mode"] for row in arms["maxn-drop"]["rows"]})  # planned, not MAXN
-    assert arms["plan"]["rounds"][0]["train_energy_j"] < arms["maxn-drop"]["rounds"][0]["train_energy_j"]
+
+    def to_deadline_j(arm: str) -> float:
+        # What the plan minimises: training, then idle at the mode's base power until the 30 s deadline (for
+        # LeNet-5 MAXN is near the least training energy, as in the real sweep, so the saving is in the idle).
+        return sum(r["energy_j"] + r["base_power_w"] * max(0.0, 30.0 - r["time_s"]) for r in arms[arm]["rows"])
+
+    assert to_deadline_j("plan") < to_deadline_j("maxn-drop")

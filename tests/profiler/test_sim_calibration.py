@@ -24,22 +24,22 @@ def test_every_listed_published_row_is_used(comparison):
     counts = {}
     for r in rows:
         counts[r.source] = counts.get(r.source, 0) + 1
-    assert counts == {"agx_xavier_reference_sweeps": 20, "dataloader_workers": 20, "storage_media": 14,
+    assert counts == {"agx_xavier_reference_sweeps": 30, "dataloader_workers": 20, "storage_media": 14,
                       "batch_size": 12, "dvfs": 2, "orin_agx_training": 1}
 
 
 def test_epoch_time_within_15_percent_on_80_percent_of_rows(comparison):
     crit = calibrate.criteria(comparison[1])
-    assert crit["time_rows"] == 69
+    assert crit["time_rows"] == 79
     assert crit["time_within"] >= 0.80
-    assert crit["time_mape"] <= 0.05  # measured 4.4%
+    assert crit["time_mape"] <= 0.07  # measured 6.6% (4.4% before the real LeNet-5 sweep was a target)
 
 
 def test_power_within_15_percent_on_80_percent_of_rows_with_power(comparison):
     crit = calibrate.criteria(comparison[1])
-    assert crit["power_rows"] == 36
+    assert crit["power_rows"] == 46
     assert crit["power_within"] >= 0.80
-    assert crit["power_mape"] <= 0.045  # measured 3.9%
+    assert crit["power_mape"] <= 0.055  # measured 5.3%
 
 
 def test_the_doc_shows_every_row(comparison):
