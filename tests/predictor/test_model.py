@@ -412,9 +412,9 @@ def test_a_knob_the_profiled_modes_did_not_vary_gets_an_uncertain_effect():
     assert a.extrapolated_knobs() == ["emc_mhz"] and b.extrapolated_knobs() == ["emc_mhz"]
     width = {k: float((p.epoch_time_s_high - p.epoch_time_s_low)[0] / p.epoch_time_s[0]) for k, p in
              (("flat", a), ("varied", b))}
-    # Measured 15% vs 11.5% (real flat-design error at h: -2.6%): the interval scales calibrated on the
-    # real designs shrink the posterior part, the unvaried knob still widens it by a quarter or more.
-    assert width["flat"] > 1.25 * width["varied"]
+    # Measured 15.3% vs 12.2% (real flat-design error at h: -2.6%): the interval scales calibrated on the
+    # real designs shrink the posterior part, the unvaried knob still widens it by a fifth or more.
+    assert width["flat"] > 1.2 * width["varied"]
     assert a.epoch_time_s_low[0] <= 466.2 <= a.epoch_time_s_high[0]  # the real h row is covered
 
 
