@@ -134,3 +134,10 @@ def save_models(models: dict, folder: Path) -> Path:
     for device, model in models.items():
         save_model(model, folder / f"{device}.json")
     return folder
+
+
+def energy_to_deadline_j(rows: list[dict], deadline_s: float) -> float:
+    """What the plan minimises, from an arm's result rows: each client's training energy plus idle at its
+    mode's base power until the deadline (J). For LeNet-5 MAXN is near the least training energy, as in the
+    real sweep, so a plan's saving is in the idle."""
+    return sum(r["energy_j"] + r["base_power_w"] * max(0.0, deadline_s - r["time_s"]) for r in rows)

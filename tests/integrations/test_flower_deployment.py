@@ -9,7 +9,14 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from flower_fixtures import EXAMPLE_APP, FlowerProcesses, free_port, needs_flower_tools, save_models  # noqa: E402
+from flower_fixtures import (  # noqa: E402
+    EXAMPLE_APP,
+    FlowerProcesses,
+    energy_to_deadline_j,
+    free_port,
+    needs_flower_tools,
+    save_models,
+)
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -51,9 +58,4 @@ def test_the_app_runs_under_a_local_superlink_with_two_supernodes(tmp_path, lene
     plan_modes = {row["mode"] for row in arms["plan"]["rows"]}
     assert plan_modes.isdisjoint({row["mode"] for row in arms["maxn-drop"]["rows"]})  # planned, not MAXN
 
-    def to_deadline_j(arm: str) -> float:
-        # What the plan minimises: training, then idle at the mode's base power until the 30 s deadline (for
-        # LeNet-5 MAXN is near the least training energy, as in the real sweep, so the saving is in the idle).
-        return sum(r["energy_j"] + r["base_power_w"] * max(0.0, 30.0 - r["time_s"]) for r in arms[arm]["rows"])
-
-    assert to_deadline_j("plan") < to_deadline_j("maxn-drop")
+    assert energy_to_deadline_j(arms["plan"]["rows"], 30.0) < energy_to_deadline_j(arms["maxn-drop"]["rows"], 30.0)

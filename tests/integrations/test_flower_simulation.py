@@ -11,7 +11,14 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 pytest.importorskip("ray", reason="Flower's simulation engine needs the [flower] extra (flwr[simulation])")
 
-from flower_fixtures import EXAMPLE_APP, FlowerProcesses, free_port, needs_flower_tools, save_models  # noqa: E402
+from flower_fixtures import (  # noqa: E402
+    EXAMPLE_APP,
+    FlowerProcesses,
+    energy_to_deadline_j,
+    free_port,
+    needs_flower_tools,
+    save_models,
+)
 from flower_fleet import task  # noqa: E402
 
 from jetpredict.integrations.flower import TwinWorkload, twin_round  # noqa: E402
@@ -44,12 +51,7 @@ def test_the_app_runs_under_the_simulation_engine(tmp_path, lenet_models):
         assert {row["device"] for row in run["rows"]} == set(task.DEVICES[:2]), arm
         assert 0 <= run["accuracy"]["1"] <= 1
 
-    def to_deadline_j(arm: str) -> float:
-        # What the plan minimises: training, then idle at the mode's base power until the 30 s deadline (for
-        # LeNet-5 MAXN is near the least training energy, as in the real sweep, so the saving is in the idle).
-        return sum(r["energy_j"] + r["base_power_w"] * max(0.0, 30.0 - r["time_s"]) for r in arms[arm]["rows"])
-
-    assert to_deadline_j("plan") < to_deadline_j("maxn")
+    assert energy_to_deadline_j(arms["plan"]["rows"], 30.0) < energy_to_deadline_j(arms["maxn"]["rows"], 30.0)
 
 
 def test_twin_round_scales_with_the_work():
