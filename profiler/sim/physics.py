@@ -127,20 +127,18 @@ class DevicePhysics:
         """Peak DRAM bandwidth in B/s: bus bytes x 2 (DDR) x EMC clock."""
         return self.device.peak_bandwidth(emc_mhz)
 
-    def cpu_speed(self, cpu_mhz, emc_mhz=None):
+    def cpu_speed(self, cpu_mhz, emc_mhz):
         """Per-core CPU speed relative to the host core that measured workload complexity (1.0 = same).
 
-        With ``emc_mhz``, CPU work also waits on DRAM: each second of host work adds the shared
+        CPU work also waits on DRAM: each second of host work adds the shared
         ``cpu_mem_wait_s_ghz`` seconds x (1 GHz / f_emc) of memory stalls (latency-bound: they follow the memory
         clock's period, not the bus width, and add to the core's time), so a slow memory clock slows the data
         pipeline and the main thread as in the real sweeps (AGX Xavier g -> h, EMC 2133 -> 1066 MHz:
         ResNet-18 and MobileNetV3 stall +38%, LeNet-5 epoch +51%).
         """
         core = self.constants.cpu_perf_per_ghz * np.asarray(cpu_mhz, dtype=float) / 1000.0
-        wait = self.shared.get("cpu_mem_wait_s_ghz", 0.0)
-        if emc_mhz is None or wait <= 0.0:
-            return core
-        return 1.0 / (1.0 / core + wait * 1000.0 / np.asarray(emc_mhz, dtype=float))
+        wait = self.shared["cpu_mem_wait_s_ghz"] * 1000.0 / np.asarray(emc_mhz, dtype=float)
+        return 1.0 / (1.0 / core + wait)
 
     @staticmethod
     def loader_parallelism(cpu_cores, num_workers):

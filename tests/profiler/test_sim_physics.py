@@ -31,9 +31,17 @@ def test_peaks_follow_the_spec_sheet(agx):
                                [1.0, 2.0])
 
 
-def test_cpu_speed_scales_with_clock(agx):
-    assert agx.cpu_speed(2000.0) == pytest.approx(2 * agx.cpu_speed(1000.0))
-    assert agx.cpu_speed(1000.0) == pytest.approx(agx.constants.cpu_perf_per_ghz)
+def test_cpu_speed_follows_the_cpu_clock_and_waits_on_the_memory_clock(agx):
+    core_only = DevicePhysics(agx.device, agx.constants, {**agx.shared, "cpu_mem_wait_s_ghz": 0.0})
+    assert core_only.cpu_speed(2000.0, 2133.0) == pytest.approx(2 * core_only.cpu_speed(1000.0, 2133.0))
+    assert core_only.cpu_speed(1000.0, 1066.0) == pytest.approx(agx.constants.cpu_perf_per_ghz)
+    # Time per unit of host work = core time + memory stalls at the memory clock's period: doubling the CPU
+    # clock gains less than 2x, halving the memory clock loses speed at any CPU clock.
+    t = {(f, e): 1.0 / agx.cpu_speed(f, e) for f in (1000.0, 2000.0) for e in (1066.0, 2133.0)}
+    wait_s = agx.shared["cpu_mem_wait_s_ghz"] * 1000.0
+    assert t[1000.0, 2133.0] - t[2000.0, 2133.0] == pytest.approx(1.0 / agx.constants.cpu_perf_per_ghz / 2)
+    assert t[1000.0, 1066.0] - t[1000.0, 2133.0] == pytest.approx(wait_s / 1066.0 - wait_s / 2133.0)
+    assert 1.0 < t[1000.0, 2133.0] / t[2000.0, 2133.0] < 2.0
 
 
 def test_loader_parallelism_is_min_workers_cores_minus_one():
