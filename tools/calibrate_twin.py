@@ -18,8 +18,10 @@ and batch; the efficiencies absorb the difference in variant). The method is des
 Fitting, in two stages:
 
 1. Time constants by non-linear least squares (log epoch time, log compute, stall as a share of the
-   epoch): Volta/Carmel constants shared by AGX Xavier and Xavier NX, a CPU speed per device, and three
-   device-independent constants (JPEG decode cost, worker contention, scheduler interference). Nano
+   epoch): Volta/Carmel constants shared by AGX Xavier and Xavier NX, a CPU speed per device, and
+   device-independent constants (JPEG decode cost, worker contention, scheduler interference, roofline
+   sharpness, the GPU's stream limit, and the memory stalls of CPU work, which the real LeNet-5 sweep's
+   memory-clock modes set). Nano
    (Maxwell GPU, A57 CPU) and the Orin family (Ampere, A78AE) reuse the Volta GPU efficiencies and get
    their own CPU speed (Nano from its LeNet rows, Orin from its one MobileNetV3 row).
 2. Power coefficients by bounded linear least squares on the AGX Xavier power and base-power rows.
