@@ -6,9 +6,9 @@ process, with the order flipped every pair to cancel drift; the figure is the me
 ``fastest minibatch without / fastest with`` (1.0 = no overhead; the target is >= 0.98). The ratio of
 block means and of process CPU time are reported too.
 
-    python bench/profiler_overhead.py [--pairs 8] [--minibatches 3] [--batch-size 16] [--threads 1]
+    python bench/profiler_overhead.py [--pairs 8] [--minibatches 3] [--batch-size 16] [--threads 1] [--write]
 
-Writes ``bench/results/profiler_overhead.json`` and ``.md``.
+With ``--write`` it stores ``bench/results/profiler_overhead.json`` and ``.md`` (a plain run only prints).
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nice", type=int, default=0,
                     help="add to this process's nice value (negative needs root): on a shared machine, "
                     "-10 keeps other jobs from preempting the measurement")
+    ap.add_argument("--write", action="store_true", help="write bench/results/profiler_overhead.md/.json")
     args = ap.parse_args(argv)
     if args.nice:
         os.nice(args.nice)
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1m": os.getloadavg()[0], "target_ratio": TARGET_RATIO,
         "passed": ratio >= TARGET_RATIO,
     }
-    write_results("profiler_overhead", (
+    text = (
         "# Profiler overhead (bench/profiler_overhead.py)\n\n"
         f"{result['utc']}, {result['machine']}; ResNet-18/CIFAR-10, batch {args.batch_size}, "
         f"{args.threads} thread(s), {args.workers} workers, nice {os.nice(0)}; sampler {args.hz:g} Hz on `{meter.name}` "
@@ -154,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{'met' if result['passed'] else 'NOT met'}); block means {mean_ratio:.4f}; process CPU time "
         f"{cpu_ratio:.4f}; training-thread CPU time {thread_ratio:.4f}; 1-min load average {result['load_average_1m']:.2f} on "
         f"{os.cpu_count()} CPUs. The sampler alone uses {sampler_cpu_fraction * 100:.3f}% of one CPU "
-        f"({idle_samples} samples in 3 s).\n"), result, indent=1)
+        f"({idle_samples} samples in 3 s).\n")
+    if args.write:
+        write_results("profiler_overhead", text, result, indent=1)
     print(f"median ratio (without / with sampler) = {ratio:.4f} fastest, {mean_ratio:.4f} mean, "
           f"{cpu_ratio:.4f} process CPU, {thread_ratio:.4f} training-thread CPU; sampler alone "
           f"{sampler_cpu_fraction * 100:.3f}% of a CPU; target >= {TARGET_RATIO}: "
