@@ -289,3 +289,6 @@ class FleetPlanSchema(ModelProvenanceSchema):
     confidence = fields.Float(required=True, metadata={"description": "coverage of the intervals"})
     clients = fields.List(fields.Nested(FleetClientPlanSchema), required=True)
     infeasible_clients = fields.List(fields.String(), required=True)
+    confidence_note = fields.String(allow_none=True, metadata={
+        "description": "why the real measurements the intervals are calibrated on do not back the confidence "
+                       "for this plan (simulated rows, devices crossed above the default level); null when they do"})

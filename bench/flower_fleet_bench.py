@@ -112,6 +112,7 @@ def run_setting(models: dict[str, Any], clients: int, split: str, deadline_s: fl
         total.update(train_energy_j=math.fsum(f["train_energy_j"] for f in figs),
                      round_energy_j=math.fsum(f["round_energy_j"] for f in figs),
                      accuracy=run["accuracy"][args.rounds], empty_rounds=run["empty_rounds"],
+                     confidence_notes=run["confidence_notes"],
                      excluded=sum(run["excluded"].values()) if run["excluded"] else 0)
         arms[run["arm"]] = total
     # Training energy on the client-rounds both the plan and a baseline trained: the arms leave out
@@ -161,6 +162,7 @@ def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float
                    "| on the client-rounds both trained | plan's energy to round ends vs baseline |",
                    "|---|---|---|---|---|---|---|"]
     verdicts: list[str] = []
+    said_notes: set[str] = set()
     keys = sorted({(r["clients"], r["split"], r["deadline_s"]) for r in results})
     for key in keys:
         rs = [r for r in results if (r["clients"], r["split"], r["deadline_s"]) == key]
@@ -201,8 +203,11 @@ def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float
                             f"{misses} times in {sum(p['trained'] for p in plan)} client-rounds it planned as "
                             f"feasible ({sum(p['excluded'] for p in plan)} excluded as infeasible)")
             if pred and upper / pred < confidence:
-                verdicts.append(f"- NO: {where}: the plan's upper time bound held {_share(upper, pred)}, under "
-                                f"its {100 * confidence:g}% confidence")
+                notes = {n for p in plan for n in p.get("confidence_notes", [])}
+                said_notes |= notes
+                said = ", as the plan said it might (its word below)" if notes else ""
+                verdicts.append(f"- {'said so' if notes else 'NO'}: {where}: the plan's upper time bound held "
+                                f"{_share(upper, pred)}, under its {100 * confidence:g}% confidence{said}")
             # Accuracy: the plan against the best baseline that keeps the deadline (maxn does not: it waits
             # for the late clients, so it also trains on their data), within 2 SD of run-to-run noise.
             accs = {arm: [r["arms"][arm]["accuracy"] for r in rs if arm in r["arms"]] for arm in ARMS}
@@ -213,6 +218,7 @@ def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float
                 verdicts.append(f"- {'yes' if ok else 'NO'}: {where}: final accuracy {_pm(accs['plan'], '.3f')}, "
                                 f"within 2 SD of run-to-run noise of the best deadline-keeping baseline's ({best}, "
                                 f"{_pm(accs[best], '.3f')}); maxn, late rounds included: {_pm(accs['maxn'], '.3f')}")
+    verdicts += [f"\nThe plan's word on its confidence: \"{note}\"" for note in sorted(said_notes)]
     return arm_rows + [""] + saving_rows, verdicts
 
 

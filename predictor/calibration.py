@@ -15,7 +15,7 @@ reference) cells. Run ``python -m tools.calibrate_intervals`` to recompute.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,8 @@ from jetpredict.predictor.constants import (
     SCALE_GRID,
     IntervalScales,
 )
-from jetpredict.predictor.model import Z90, fit_with_reference
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
+from jetpredict.predictor.model import fit_with_reference, z_of
 from jetpredict.predictor.reference import REFERENCE_DIR, DeviceReference, build_reference
 from jetpredict.predictor.transfer import derive_reference
 
@@ -101,16 +102,28 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
     return cells
 
 
-def half_width(scale: float, rows: np.ndarray) -> np.ndarray:
-    """Half-width (ln units) of the nominal 90% interval of each of ``rows`` at ``scale`` (at least 1 for
-    rows of a workload outside the references' regime, as :meth:`IntervalScales.in_regime` applies it)."""
+def half_width(scale: float, rows: np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> np.ndarray:
+    """Half-width (ln units) of the nominal ``confidence`` interval of each of ``rows`` at ``scale`` (at
+    least 1 for rows of a workload outside the references' regime, as :meth:`IntervalScales.in_regime`
+    applies it)."""
     applied = np.where(rows[:, 3] > 0, max(scale, 1.0), scale)
-    return Z90 * np.sqrt((applied * rows[:, 1]) ** 2 + rows[:, 2] ** 2)
+    return z_of(confidence) * np.sqrt((applied * rows[:, 1]) ** 2 + rows[:, 2] ** 2)
 
 
-def coverage(scale: float, rows: np.ndarray) -> float:
-    """Share of ``rows`` (from :func:`residual_cells`) inside the nominal 90% interval at ``scale``."""
-    return float(np.mean(rows[:, 0] <= half_width(scale, rows)))
+def coverage(scale: float, rows: np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """Share of ``rows`` (from :func:`residual_cells`) inside the nominal ``confidence`` interval at ``scale``."""
+    return float(np.mean(rows[:, 0] <= half_width(scale, rows, confidence)))
+
+
+def tail_coverage(cells: dict[tuple[str, str, int], dict[str, np.ndarray]], scales: Mapping[int, IntervalScales],
+                  output: str, confidence: float) -> tuple[float, float, tuple[str, str, int]]:
+    """The check beyond the calibrated level: the share of every cell's held-out real values inside the
+    nominal ``confidence`` intervals under ``scales`` (per design size), pooled, and the lowest cell's."""
+    shares = {key: (coverage(getattr(scales[key[2]], output), c[output], confidence), len(c[output]))
+              for key, c in cells.items()}
+    pooled = sum(share * n for share, n in shares.values()) / sum(n for _, n in shares.values())
+    worst = min(shares, key=lambda key: shares[key][0])
+    return pooled, shares[worst][0], worst
 
 
 def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> dict[int, IntervalScales]:

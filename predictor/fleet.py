@@ -83,7 +83,9 @@ class ClientAssignment:
 
 @dataclass(frozen=True)
 class FleetPlan:
-    """A round plan. ``total_energy_j`` sums the clients that meet the deadline (J)."""
+    """A round plan. ``total_energy_j`` sums the clients that meet the deadline (J). ``confidence_note``:
+    why the real data the intervals are calibrated on do not back ``confidence`` here (None when they do;
+    see :func:`predictor.service.confidence_note`)."""
 
     feasible: bool
     total_energy_j: float
@@ -92,6 +94,7 @@ class FleetPlan:
     confidence: float
     clients: tuple[ClientAssignment, ...]
     infeasible_clients: tuple[str, ...]
+    confidence_note: str | None = None
 
     def as_dict(self) -> dict:
         """Plain JSON-ready dict (clients as a list of dicts). Every field of a client is a scalar, so

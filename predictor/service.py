@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -467,12 +467,31 @@ def plan_fleet(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], 
     epochs = rec.check_epochs(1 if epochs is None else epochs)
     confidence = rec.check_confidence(confidence)
     models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
+    served_by: list[tuple[WorkloadModel, bool]] = []
 
     def space_of(device: Device) -> dict[str, object]:
         served = models.serve(device)
+        served_by.append((served.model, served.rows_device != device.id))
         return {**predict_space(served.model, device, confidence), "rows_device": served.rows_device}
 
-    return fleet.plan_round(space_of, clients, deadline_s, epochs, confidence)
+    plan = fleet.plan_round(space_of, clients, deadline_s, epochs, confidence)
+    note = confidence_note(confidence, [workload_source(m) for m, _ in served_by], any(c for _, c in served_by))
+    return replace(plan, confidence_note=note)
+
+
+def confidence_note(confidence: float, workload_sources: Sequence[str], crosses_devices: bool) -> str | None:
+    """Why the real held-out predictions the intervals are calibrated on do not back ``confidence`` for
+    predictions resting on rows of ``workload_sources`` (None when they do) [E11]: they back every
+    accepted level (up to ``limits.MAX_CONFIDENCE``) for real rows on their own device; the twin's rows
+    depart from the model in ways no real row shows, and crossing devices is checked at the default level
+    only."""
+    if "simulated" in workload_sources:
+        return (f"the intervals are calibrated on real measurements, and this plan rests on simulated rows "
+                f"(the digital twin): its {confidence:g} confidence is not checked for them")
+    if crosses_devices and confidence > DEFAULT_CONFIDENCE:
+        return (f"predictions that cross devices are checked on real rows at {DEFAULT_CONFIDENCE:g} only: "
+                f"this plan's {confidence:g} confidence is not")
+    return None
 
 
 _PLAIN_JSON = (str, int, bool, type(None))

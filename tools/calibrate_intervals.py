@@ -2,7 +2,9 @@
 ``python -m tools.calibrate_intervals``.
 
 Prints the calibrated scales and, per (target, reference, design size) cell, the coverage and median
-width of the nominal 90% time / power / energy intervals under them (see :mod:`predictor.calibration`).
+width of the nominal 90% time / power / energy intervals under them (see :mod:`predictor.calibration`);
+then the check beyond that level: their coverage at 99% and 99.9% (``limits.MAX_CONFIDENCE``), pooled
+and in the lowest cell.
 Paste the scales into ``INTERVAL_SCALES`` when they change (per number of profiled modes; evidence [E11] in
 ``docs/model-evidence.md``).
 """
@@ -10,7 +12,18 @@ Paste the scales into ``INTERVAL_SCALES`` when they change (per number of profil
 from __future__ import annotations
 
 import numpy as np
-from jetpredict.predictor.calibration import OUTPUTS, calibrate, coverage, half_width, residual_cells
+from jetpredict.predictor.calibration import (
+    OUTPUTS,
+    calibrate,
+    coverage,
+    half_width,
+    residual_cells,
+    tail_coverage,
+)
+from jetpredict.predictor.limits import MAX_CONFIDENCE
+
+#: Levels beyond the calibrated 90% at which the calibrated intervals are checked.
+TAIL_LEVELS = (0.99, MAX_CONFIDENCE)
 
 
 def main() -> int:
@@ -29,6 +42,10 @@ def main() -> int:
                     width = np.median(2 * half_width(scale, c[out]))
                     print(f"  {key[0]:20s} {key[1]:16s}: coverage {coverage(scale, c[out]):.3f} "
                           f"median width {width:.3f}")
+    for level in TAIL_LEVELS:
+        for out in OUTPUTS:
+            pooled, worst, key = tail_coverage(cells, scales, out, level)
+            print(f"{out} at {level:g}: pooled coverage {pooled:.4f}, lowest cell {worst:.3f} ({', '.join(map(str, key))})")
     return 0
 
 

@@ -52,8 +52,12 @@ def test_cross_device_answers_say_simulated(client):
     assert rec["reference_source"] == "simulated" and rec["workload_source"] == "published"
     fleet = {"workload": workload, "deadline_s": 100000, "clients": [{"id": "a", "device": "agx-xavier"}]}
     assert client.post("/v1/fleet-plans", json=fleet).get_json()["reference_source"] == "published"
+    assert client.post("/v1/fleet-plans", json=fleet).get_json()["confidence_note"] is None
     fleet["clients"].append({"id": "b", "device": "orin-nx"})
     assert client.post("/v1/fleet-plans", json=fleet).get_json()["reference_source"] == "simulated"
+    # Above the default level the real calibration does not back a plan that crosses devices: it says so.
+    note = client.post("/v1/fleet-plans", json={**fleet, "confidence": 0.99}).get_json()["confidence_note"]
+    assert "cross devices" in note
 
 
 def _fit_published_resnet(tmp_path, capsys) -> Path:

@@ -17,6 +17,7 @@ from flower_fleet.fleet import (  # noqa: E402
     PresetPlanner,
     _preset_figures,
     run_arms,
+    summary_line,
 )
 from flower_grid import InProcessGrid, node_contexts  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict  # noqa: E402
@@ -122,6 +123,9 @@ def test_all_arms_on_the_same_nodes_with_the_same_accounting(lenet_models, serve
             assert row["device"] == task.device_of(row["node_id"] - 1)
     modes = {row["mode"] for row in runs["maxn"]["rows"]}
     assert modes == {load_device(d).maxn.mode for d in task.DEVICES[:2]}
+    # The planner's models rest on twin rows: the plan says its confidence is not checked for them.
+    assert runs["maxn"]["confidence_notes"] == [] and "simulated rows" in runs["plan"]["confidence_notes"][0]
+    assert "the plan says:" in summary_line(runs["plan"], cfg.deadline_s)
 
 
 def test_a_round_that_trains_nobody_is_reported(lenet_models, server_identity):

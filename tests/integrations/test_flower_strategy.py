@@ -285,3 +285,21 @@ def test_nodes_without_a_usable_device_config_are_not_planned(resnet_model):
     assert nodes[1].device == "nano" and nodes[1].epoch_scale == 0.5
     assert nodes[2].device is None and "jetpredict-epoch-scale" in nodes[2].reason and "lots" in nodes[2].reason
     assert nodes[3].device is None and "no jetpredict-device" in nodes[3].reason
+
+
+def test_the_plans_word_on_its_confidence_reaches_the_nodes_records_and_log(resnet_model, grid, caplog):
+    """A plan its real-data calibration does not back says so (``service.confidence_note``): here every
+    node but the AGX Xavier ones is predicted across devices above the default level."""
+    nodes = [NodeInfo(1, "orin-nx", 0.02), NodeInfo(2, "agx-xavier", 0.02)]
+    plans = plan_nodes(LocalPlanner(resnet_model, confidence=0.99), nodes, 600.0, epochs=1)
+    assert "cross devices" in plans[1].confidence_note and plans[1].confidence_note == plans[2].confidence_note
+    assert ClientPlan.from_config(plans[1].to_config(), 1) == plans[1]
+    assert plan_nodes(LocalPlanner(resnet_model), nodes, 600.0, epochs=1)[1].confidence_note is None
+    strategy = JetpredictStrategy(fedavg(min_train_nodes=1), LocalPlanner(resnet_model, confidence=0.99),
+                                  deadline_s=600.0)
+    with caplog.at_level("WARNING"):
+        train_round(strategy, grid)
+        train_round(strategy, grid, 2)
+    told = [r.message for r in caplog.records if "cross devices" in r.message]
+    assert len(told) == 1  # once per run, not per round
+    assert all("cross devices" in r.confidence_note for r in strategy.records if r.selected)

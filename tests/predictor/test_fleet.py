@@ -135,3 +135,20 @@ def test_bad_fleet_input_names_field(resnet, clients, deadline, epochs, field):
     with pytest.raises(InputError) as err:
         service.plan_fleet(resnet, clients, deadline_s=deadline, epochs=epochs)
     assert err.value.field == field
+
+
+def test_the_plan_says_when_real_data_do_not_back_its_confidence(resnet):
+    """The intervals are calibrated on real held-out rows [E11]: a plan on real rows of the clients' own
+    device stands at any accepted level; one on twin rows, or crossing devices above the default level,
+    says its confidence is not checked there."""
+    own = [{"id": "c1", "device": "agx-xavier"}]
+    assert service.plan_fleet(resnet, own, 3000, confidence=limits.MAX_CONFIDENCE).confidence_note is None
+    crossed = own + [{"id": "c2", "device": "xavier-nx"}]
+    assert service.plan_fleet(resnet, crossed, 3000).confidence_note is None
+    note = service.plan_fleet(resnet, crossed, 3000, confidence=0.99).confidence_note
+    assert "cross devices" in note and "0.99 confidence is not" in note
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    twin_rows = rows[rows["workload"] == "resnet18-cifar10"].assign(source="simulated: digital twin")
+    twin = fit_workload(twin_rows.reset_index(drop=True), load_device("agx-xavier"))
+    note = service.plan_fleet(twin, own, 3000).as_dict()["confidence_note"]
+    assert "simulated rows" in note and "0.9 confidence is not checked" in note

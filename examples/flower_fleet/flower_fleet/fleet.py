@@ -371,7 +371,8 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
 
     Returns per arm: ``arm``, ``rows`` (:class:`ClientRound` dicts), ``rounds`` (:func:`round_figures`),
     ``accuracy`` (round -> test accuracy, round 0 = the initial model), ``empty_rounds`` (rounds that
-    trained nobody), ``excluded`` (round -> nodes the arm did not train), ``strategy``.
+    trained nobody), ``excluded`` (round -> nodes the arm did not train), ``confidence_notes`` (what the
+    plan said of its confidence, see :class:`~jetpredict.integrations.flower.plans.ClientPlan`), ``strategy``.
     """
     import torch
 
@@ -387,19 +388,21 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
                                 evaluate_fn=evaluate)
         rows = client_rounds(arm, strategy, planner)
         figures = round_figures(rows, cfg.deadline_s, cfg.num_server_rounds)
-        excluded = {}
+        excluded, notes = {}, []
         if isinstance(strategy, JetpredictStrategy):
             for r in range(1, cfg.num_server_rounds + 1):
                 excluded[r] = sum(not rec.selected for rec in strategy.records if rec.round == r)
+            notes = sorted({rec.confidence_note for rec in strategy.records if rec.confidence_note})
         out.append({"arm": arm, "rows": [asdict(row) for row in rows], "rounds": figures,
                     "accuracy": {r: float(m["accuracy"]) for r, m in result.evaluate_metrics_serverapp.items()},
                     "empty_rounds": [f["round"] for f in figures if f["aggregated"] == 0],
-                    "excluded": excluded, "strategy": strategy})
+                    "excluded": excluded, "confidence_notes": notes, "strategy": strategy})
     return out
 
 
 def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
-    """One line per arm: trained, late, misses, energies (J), coverage, final accuracy."""
+    """One line per arm: trained, late, misses, energies (J), coverage, final accuracy, and what the plan
+    said of its confidence."""
     figs = run["rounds"]
     pred = sum(f["predicted"] for f in figs)
     acc = run["accuracy"].get(max(run["accuracy"]), float("nan")) if run["accuracy"] else float("nan")
@@ -407,7 +410,8 @@ def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
              f"{sum(f['time_upper_cover'] for f in figs)}/{pred}), energy {sum(f['energy_cover'] for f in figs)}"
              f"/{pred}" if pred else "no predictions")
     empty = f"; ROUNDS THAT TRAINED NOBODY: {run['empty_rounds']}" if run["empty_rounds"] else ""
+    said = "".join(f"; the plan says: {note}" for note in run.get("confidence_notes", []))
     return (f"{run['arm']}: trained {sum(f['trained'] for f in figs)} client-rounds, late "
             f"{sum(f['late'] for f in figs)} (deadline {deadline_s:g} s), misses {sum(f['misses'] for f in figs)}, "
             f"training energy {math.fsum(f['train_energy_j'] for f in figs):.1f} J, to round ends "
-            f"{math.fsum(f['round_energy_j'] for f in figs):.1f} J; {cover}; final accuracy {acc:.3f}{empty}")
+            f"{math.fsum(f['round_energy_j'] for f in figs):.1f} J; {cover}; final accuracy {acc:.3f}{said}{empty}")

@@ -62,18 +62,21 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
         else:
             groups.setdefault(key(source), (source, []))[1].append(pos)
     confidence = None
+    notes: list[str] = []
     for source, positions in groups.values():
         plan = plan_group(source, [{"id": str(clients[p]["id"]), "device": str(clients[p]["device"])}
                                    for p in positions])
         plan = plan.as_dict() if hasattr(plan, "as_dict") else dict(plan)
         confidence = plan.get("confidence") if confidence is None else confidence
+        if plan.get("confidence_note") and plan["confidence_note"] not in notes:
+            notes.append(plan["confidence_note"])
         for pos, client in zip(positions, plan["clients"], strict=True):
             out[pos] = client
     planned = [c for c in out if c is not None]
     late = [c["id"] for c in planned if not c.get("meets_deadline")]
     total = math.fsum(float(c.get("energy_j") or 0.0) for c in planned if c.get("meets_deadline"))
     return {"feasible": not late, "total_energy_j": total, "confidence": confidence, "clients": planned,
-            "infeasible_clients": late}
+            "infeasible_clients": late, "confidence_note": "; ".join(notes) or None}
 
 
 def _plain(value: Any) -> Any:

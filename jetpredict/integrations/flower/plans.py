@@ -35,7 +35,8 @@ class ClientPlan:
     """One node's plan for a round. Times in s and energies in J cover the round's local training
     (``epochs`` x ``epoch_scale`` profiled epochs); ``idle_energy_j`` is the base power from finishing
     (point estimate) until the deadline. Power in W. ``confidence``: coverage of the intervals (the
-    deadline holds for ``time_s_high``). ``None`` = the planner gave no such figure."""
+    deadline holds for ``time_s_high``); ``confidence_note``: why the planner's real-data calibration does
+    not back it here (None when it does). ``None`` = the planner gave no such figure."""
 
     node_id: int
     device: str
@@ -62,6 +63,7 @@ class ClientPlan:
     cross_device: bool | None = None
     power_source: str | None = None
     confidence: float | None = None
+    confidence_note: str | None = None
 
     def power_mode(self) -> PowerMode | None:
         """The planned mode (None when the plan names none)."""
@@ -132,15 +134,15 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         confidence = as_float(answer.get("confidence"))
         for node in group:
             plans[node.node_id] = _client_plan(node, by_id[str(node.node_id)], scale, deadline_s, epochs,
-                                               confidence)
+                                               confidence, answer.get("confidence_note"))
     return plans
 
 
 def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, deadline_s: float, epochs: int,
-                 confidence: float | None) -> ClientPlan:
+                 confidence: float | None, confidence_note: str | None = None) -> ClientPlan:
     plan = ClientPlan(node_id=node.node_id, device=str(node.device), epoch_scale=scale, epochs=epochs,
                       deadline_s=deadline_s, meets_deadline=bool(c.get("meets_deadline")), reason=c.get("reason"),
-                      confidence=confidence)
+                      confidence=confidence, confidence_note=confidence_note)
     if c.get("mode") is None:
         return plan
     plan.mode = str(c["mode"])

@@ -64,7 +64,8 @@ class ClientRecord:
     Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j``
     is None when the node had no power meter (``energy_null_reason`` says why); ``source`` is
     ``measured`` or ``simulated`` (digital twin). ``deadline_missed``: reported time above the deadline,
-    or no reply from a selected node.
+    or no reply from a selected node. ``confidence_note``: the plan's word on its confidence (see
+    :class:`~.plans.ClientPlan`).
     """
 
     round: int
@@ -90,6 +91,7 @@ class ClientRecord:
     source: str | None = None
     mode_applied: bool | None = None
     deadline_missed: bool | None = None
+    confidence_note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +104,7 @@ class ClientRecord:
         self.pred_energy_j, self.pred_energy_j_low, self.pred_energy_j_high = (
             plan.energy_j, plan.energy_j_low, plan.energy_j_high)
         self.pred_avg_power_w = plan.avg_power_w
+        self.confidence_note = plan.confidence_note
 
     def add_report(self, reply: Message) -> None:
         """Take what the node reported in its train reply."""
@@ -219,6 +222,7 @@ class JetpredictStrategy(Strategy):
         self.records: list[ClientRecord] = []
         self._nodes: dict[int, NodeInfo] = {}
         self._round_records: dict[int, dict[int, ClientRecord]] = {}
+        self._notes_told: set[str] = set()
 
     def _inner_int(self, name: str) -> int:
         """A count setting of the wrapped strategy (read, never written; 0 when it has none)."""
@@ -288,6 +292,9 @@ class JetpredictStrategy(Strategy):
             return []
         for n, plan in plans.items():
             records[n].add_plan(plan)
+        for note in sorted({p.confidence_note for p in plans.values() if p.confidence_note} - self._notes_told):
+            log.warning("JetpredictStrategy: %s", note)
+            self._notes_told.add(note)
         feasible = [n for n in nodes if n in plans and plans[n].meets_deadline]
         eligible = self._eligible(plans, feasible)
         need = max(1, self._inner_int("min_train_nodes"))
