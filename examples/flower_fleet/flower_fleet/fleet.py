@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import statistics
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -382,6 +383,9 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
     initial = ArrayRecord(task.Net().state_dict())
     out = []
     for arm in cfg.arm_list():
+        # FedAvg samples nodes with Python's random: its order is the order updates are summed in, so an
+        # unseeded sample changes the global model in the last bits and reruns differ.
+        random.seed(cfg.seed)
         strategy = make_strategy(arm, cfg, planner)
         result = strategy.start(grid=grid, initial_arrays=initial, num_rounds=cfg.num_server_rounds,
                                 train_config=ConfigRecord({"local-epochs": cfg.local_epochs, "seed": cfg.seed}),
