@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fit_scaling import DEVICE, cpu_seconds, slope, synthetic_rows
+from fit_scaling import DEVICE, cpu_seconds, synthetic_rows
 from jetpredict.api.storage import Storage, WorkloadWrite
 from jetpredict.api.workloads import WorkloadService, fit_devices
 from jetpredict.models.catalogue import load_device
@@ -30,7 +30,7 @@ from jetpredict.models.profile_files import read_profile_csv, rows_to_records
 from jetpredict.models.profile_rows import validate_records
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.workload_devices import DeviceModels
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 SIZES = (10, 100, 1_000, 5_000)
 #: Devices added one by one; the last catalogue device (AGX Xavier) has no rows and is served by transfer.
@@ -93,7 +93,7 @@ def _fleet_cost(rows: list[dict], k: int, repeats: int) -> dict:
         # Freshly fitted models each time: moved models are cached per model (predictor.bundled.on_device).
         models = fit_devices(rows, "fleet", "workload.id")
         t0 = time.process_time()
-        source = DeviceModels(models.models, models.primary).source_for(load_device(target))
+        source = DeviceModels(models.models, models.primary).source_for(target)
         choices.append(time.process_time() - t0)
     return {"devices": k, "cold_lookup_cpu_s": cold_s, "transfer_choice_cpu_s": statistics.median(choices),
             "source_for_" + TARGET: source}
@@ -123,13 +123,12 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     uploads = upload_costs(sizes, args.repeats)
-    b_new = slope(sizes, [r["upload_4_new_cpu_s"] for r in uploads])
-    b_dup = slope(sizes, [r["upload_4_stored_cpu_s"] for r in uploads])
+    b_new = growth_exponent((n, r["upload_4_new_cpu_s"]) for n, r in zip(sizes, uploads, strict=True))
+    b_dup = growth_exponent((n, r["upload_4_stored_cpu_s"]) for n, r in zip(sizes, uploads, strict=True))
     print(f"slope (time ~ stored rows^b): new rows b = {b_new:.2f}, already stored b = {b_dup:.2f}")
     fleet = fleet_costs(args.repeats)
-    devices = [r["devices"] for r in fleet]
-    b_cold = slope(devices, [r["cold_lookup_cpu_s"] for r in fleet])
-    b_choice = slope(devices[1:], [r["transfer_choice_cpu_s"] for r in fleet[1:]])
+    b_cold = growth_exponent((r["devices"], r["cold_lookup_cpu_s"]) for r in fleet)
+    b_choice = growth_exponent((r["devices"], r["transfer_choice_cpu_s"]) for r in fleet[1:])
     print(f"slope (time ~ devices^b): cold lookup b = {b_cold:.2f}, transfer choice b = {b_choice:.2f} "
           f"(from 2 devices; 1 device needs no choice)")
     print(f"wall {time.perf_counter() - t0:.1f} s")
