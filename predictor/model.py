@@ -465,7 +465,9 @@ def check_rows(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device
 
 def gpu_floor(rows: ProfileArrays, device: Device) -> float:
     """Lower bound (s x GHz) of the GPU term from the rows' ``flops_train`` (FLOP per training sample):
-    an epoch's FLOPs at the GPU's FP32 peak. 0 when the rows do not carry the complexity.
+    an epoch's FLOPs at the GPU's FP32 peak. 0 when the rows do not carry the complexity, or when it
+    needs more time at some profiled mode than the whole epoch took there: then the counts bound nothing
+    (FLOPs off by a unit, or math faster than the FP32 peak).
 
     Physics only (100% of peak, nothing tuned): it rules out a GPU share below what the FLOPs need, so a
     heavy network's rows cannot be read as CPU bound, and leaves light networks to their rows and prior.
@@ -475,7 +477,8 @@ def gpu_floor(rows: ProfileArrays, device: Device) -> float:
     flops = flops[np.isfinite(flops) & (flops > 0)]
     if not flops.size:
         return 0.0
-    return float(np.median(flops) / float(device.peak_fp32_flops(1000.0)))
+    floor = float(np.median(flops) / float(device.peak_fp32_flops(1000.0)))
+    return floor if np.all(floor * 1000.0 / rows.modes.gpu_mhz <= rows.epoch_time_s) else 0.0
 
 
 def _complexity(rows: pd.DataFrame) -> dict[str, float]:
