@@ -471,7 +471,7 @@ def plan_fleet(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], 
 
     def space_of(device: Device) -> dict[str, object]:
         served = models.serve(device)
-        served_by.append((served.model, served.rows_device != device.id))
+        served_by.append((served.model, not served.own))
         return {**predict_space(served.model, device, confidence), "rows_device": served.rows_device}
 
     plan = fleet.plan_round(space_of, clients, deadline_s, epochs, confidence)
