@@ -18,7 +18,7 @@ app creation, from the catalogue:
   name the range), which makes it stricter than the server, never looser.
 
 The row variants also carry the fit's lower bound on ``epoch_time_s``
-(:data:`predictor.model.MIN_EPOCH_TIME_S`): every ``rows`` array of a request body is fitted.
+(:data:`predictor.terms.MIN_EPOCH_TIME_S`): every ``rows`` array of a request body is fitted.
 
 JSON Schema cannot compare two fields or two items. The rules of that kind that the server enforces are
 stated in the descriptions and, for tools, in the extension ``x-jetpredict-rules`` (a list; see
@@ -59,7 +59,7 @@ from jetpredict.models.profile_rows import (
     SAME_RUN_FIELDS,
     plausibility_rules,
 )
-from jetpredict.predictor.model import MIN_EPOCH_TIME_S
+from jetpredict.predictor.terms import MIN_EPOCH_TIME_S
 
 PROFILE_ROW = "ProfileRow"  # prefix of the per-device row variants
 PREDICTION_REQUEST = "PredictionRequest"

@@ -34,6 +34,7 @@ from jetpredict.predictor.serialization import (
     reference_from_dict,
     reference_to_dict,
 )
+from jetpredict.predictor.terms import check_device
 from jetpredict.predictor.transfer import derive_reference, transfer_model
 
 FITTED_DIR = data_path("fitted")
@@ -125,7 +126,7 @@ def fit_workload(rows: pd.DataFrame, device: Device | None = None,
     fitted :class:`DeviceReference`. InputError for mixed devices/workloads, ``host`` rows, unknown
     devices or unusable rows.
     """
-    resolved, _ = M.check_device(rows, device)
+    resolved, _ = check_device(rows, device)
     ref = load_reference(resolved) if reference is None else reference
     return M.fit_with_reference(rows, ref, resolved)
 

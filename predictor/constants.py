@@ -7,7 +7,7 @@ bump ``model.MODEL_VERSION`` and rerun ``python3 bench/real_cv.py`` (the interva
 ``python -m tools.calibrate_intervals``).
 
 Not here (not calibrated): term and column lists, ``model.MODEL_VERSION``, the normal quantile ``model.Z90``
-and the input limits ``model.MIN_EPOCH_TIME_S`` / ``MAX_EPOCH_TIME_S``.
+and the input limits ``terms.MIN_EPOCH_TIME_S`` / ``MAX_EPOCH_TIME_S``.
 """
 
 from __future__ import annotations

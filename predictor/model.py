@@ -38,9 +38,8 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import HOST_DEVICE
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
     BASE_NOISE_PRIOR_ROWS,
@@ -75,7 +74,7 @@ from jetpredict.predictor.terms import (
     COMPLEXITY_COLUMNS,
     ProfileArrays,
     TermFit,
-    check_columns,
+    check_rows,
     fit_terms,
     fit_time,
     source_of,
@@ -88,9 +87,6 @@ from scipy.special import ndtri
 MODEL_VERSION = "mech-9"
 #: The contention variants span a 90% range of the constants (two-sided 90% normal quantile).
 Z90 = 1.6449
-#: Epoch times a fit accepts (s): below a millisecond or above ~3 years a row is a unit or typing error,
-#: and the log-space fit would under- or overflow.
-MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, 1e8
 
 
 def interval_scales_for(profiled_modes: int) -> IntervalScales:
@@ -420,49 +416,6 @@ class WorkloadModel:
 
 
 # -- fitting ----------------------------------------------------------------------------------------------
-def check_device(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device, str]:
-    """The rows' device and workload; InputError naming the field for missing columns, mixed devices or
-    workloads, ``host`` rows, a device other than ``device``, or an unknown device."""
-    if device is not None and not isinstance(device, Device):
-        raise InputError(f"device must be a catalogue Device (resolve an id with "
-                         f"models.catalogue.resolve_device), got {device!r}", "device")
-    check_columns(rows, "profile rows")
-    devices = sorted(set(rows["device"].astype(str)))
-    if len(devices) > 1:
-        raise InputError(f"profile rows mix devices {devices}: fit one device at a time", "device")
-    workloads = sorted(set(rows["workload"].astype(str)))
-    if len(workloads) > 1:
-        raise InputError(f"profile rows mix workloads {workloads}: fit one workload at a time", "workload")
-    row_device = devices[0]
-    if row_device == HOST_DEVICE:
-        raise InputError("rows of device 'host' have no Jetson power modes, so they cannot be fitted: a host "
-                         "profile checks that the workload trains and measures its minibatch times and "
-                         "complexity on this machine; to predict Jetson modes, profile on a Jetson "
-                         "(--device jetson) or on the digital twin (--device sim:DEVICE)", "device")
-    if device is not None and device.id != row_device:
-        raise InputError(f"--device {device.id!r} does not match the rows' device {row_device!r}", "device")
-    return device or load_device(row_device), workloads[0]  # UnknownDeviceError names the valid ids
-
-
-def check_rows(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device, str]:
-    """:func:`check_device`, and every row has numeric knobs and a positive epoch time."""
-    resolved, workload = check_device(rows, device)
-    knobs = {}
-    for fld in MODE_FIELDS:
-        knobs[fld] = pd.to_numeric(rows[fld], errors="coerce").to_numpy(float)
-        if not np.isfinite(knobs[fld]).all():
-            raise InputError(f"profile rows need {fld} on every row to fit a power-mode model", fld)
-    bad = ModeArrays.from_frame(knobs).out_of_range(resolved)
-    if bad:
-        fld, message = next(iter(bad.items()))
-        raise InputError(f"profile rows: {message}", fld)
-    t = pd.to_numeric(rows["epoch_time_s"], errors="coerce").to_numpy(float)
-    if not (np.isfinite(t) & (t >= MIN_EPOCH_TIME_S) & (t <= MAX_EPOCH_TIME_S)).all():
-        raise InputError(f"epoch_time_s must be a number of seconds in {MIN_EPOCH_TIME_S:g}..{MAX_EPOCH_TIME_S:g} "
-                         f"on every row", "epoch_time_s")
-    return resolved, workload
-
-
 def gpu_floor(rows: ProfileArrays, device: Device) -> float:
     """Lower bound (s x GHz) of the GPU term from the rows' ``flops_train`` (FLOP per training sample):
     an epoch's FLOPs at the GPU's FP32 peak. 0 when the rows do not carry the complexity, or when it

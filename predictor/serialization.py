@@ -20,12 +20,11 @@ from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import IntervalScales
 from jetpredict.predictor.model import (
     DEFAULT_CONFIDENCE,
-    MAX_EPOCH_TIME_S,
     ContentionVariant,
     WorkloadModel,
 )
 from jetpredict.predictor.reference import DeviceReference
-from jetpredict.predictor.terms import ShapePrior, TermFit
+from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, ShapePrior, TermFit
 
 MODEL_SCHEMA = "jetpredict-model/2"
 REFERENCE_SCHEMA = "jetpredict-reference/2"

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, source_kind
+from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, HOST_DEVICE, source_kind
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.optimize import nnls
@@ -31,6 +31,9 @@ MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_powe
 #: backward), ``params`` count, ``param_bytes`` B. ``fit`` reads ``flops_train`` (see ``model``).
 COMPLEXITY_COLUMNS: tuple[str, ...] = ("flops_train", "params", "param_bytes")
 
+#: Epoch times a fit accepts (s): below a millisecond or above ~3 years a row is a unit or typing error,
+#: and the log-space fit would under- or overflow.
+MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, 1e8
 #: Provenance kinds from most to least trustworthy.
 SOURCE_TRUST: tuple[str, ...] = ("published", "measured", "simulated")
 
@@ -138,6 +141,49 @@ def check_columns(rows: pd.DataFrame, what: str, field: str | None = None) -> No
     missing = [c for c in ("device", "workload", "epoch_time_s", *MODE_FIELDS) if c not in rows.columns]
     if missing:
         raise InputError(f"{what} lack column(s) {', '.join(missing)}", field or missing[0])
+
+
+def check_device(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device, str]:
+    """The rows' device and workload; InputError naming the field for missing columns, mixed devices or
+    workloads, ``host`` rows, a device other than ``device``, or an unknown device."""
+    if device is not None and not isinstance(device, Device):
+        raise InputError(f"device must be a catalogue Device (resolve an id with "
+                         f"models.catalogue.resolve_device), got {device!r}", "device")
+    check_columns(rows, "profile rows")
+    devices = sorted(set(rows["device"].astype(str)))
+    if len(devices) > 1:
+        raise InputError(f"profile rows mix devices {devices}: fit one device at a time", "device")
+    workloads = sorted(set(rows["workload"].astype(str)))
+    if len(workloads) > 1:
+        raise InputError(f"profile rows mix workloads {workloads}: fit one workload at a time", "workload")
+    row_device = devices[0]
+    if row_device == HOST_DEVICE:
+        raise InputError("rows of device 'host' have no Jetson power modes, so they cannot be fitted: a host "
+                         "profile checks that the workload trains and measures its minibatch times and "
+                         "complexity on this machine; to predict Jetson modes, profile on a Jetson "
+                         "(--device jetson) or on the digital twin (--device sim:DEVICE)", "device")
+    if device is not None and device.id != row_device:
+        raise InputError(f"--device {device.id!r} does not match the rows' device {row_device!r}", "device")
+    return device or load_device(row_device), workloads[0]  # UnknownDeviceError names the valid ids
+
+
+def check_rows(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device, str]:
+    """:func:`check_device`, and every row has numeric knobs and a positive epoch time."""
+    resolved, workload = check_device(rows, device)
+    knobs = {}
+    for fld in MODE_FIELDS:
+        knobs[fld] = pd.to_numeric(rows[fld], errors="coerce").to_numpy(float)
+        if not np.isfinite(knobs[fld]).all():
+            raise InputError(f"profile rows need {fld} on every row to fit a power-mode model", fld)
+    bad = ModeArrays.from_frame(knobs).out_of_range(resolved)
+    if bad:
+        fld, message = next(iter(bad.items()))
+        raise InputError(f"profile rows: {message}", fld)
+    t = pd.to_numeric(rows["epoch_time_s"], errors="coerce").to_numpy(float)
+    if not (np.isfinite(t) & (t >= MIN_EPOCH_TIME_S) & (t <= MAX_EPOCH_TIME_S)).all():
+        raise InputError(f"epoch_time_s must be a number of seconds in {MIN_EPOCH_TIME_S:g}..{MAX_EPOCH_TIME_S:g} "
+                         f"on every row", "epoch_time_s")
+    return resolved, workload
 
 
 @dataclass(frozen=True, eq=False)

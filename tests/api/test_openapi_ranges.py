@@ -15,7 +15,7 @@ from jetpredict.api.schemas import EXAMPLE_ROWS
 from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
 from jetpredict.models.catalogue import MODE_FIELDS, list_devices
 from jetpredict.models.profile_rows import FIELD_BY_NAME
-from jetpredict.predictor.model import MIN_EPOCH_TIME_S
+from jetpredict.predictor.terms import MIN_EPOCH_TIME_S
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate as validate_spec
 
