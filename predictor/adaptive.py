@@ -25,7 +25,9 @@ The loop (:class:`AdaptiveChooser`) profiles, fits, decides and proposes until t
 *time* interval is narrower than ``target_width`` (relative) and no unprofiled mode is expected to beat it
 by more than ``MAX_RIVAL_GAIN`` and the recommended mode itself is profiled, or the budget of profiled
 modes is spent. When only such a rival holds the stop back, it profiles that rival next (measured, it no
-longer counts); when only the pick is unprofiled, it profiles the pick. It takes rows and returns modes, so
+longer counts); when only the pick is unprofiled, it profiles the pick, and stops once that measurement
+agrees with the prediction that settled the stop within the run-to-run noise (a rival's gain it nudges
+across the bar is noise, not news). It takes rows and returns modes, so
 the same code drives the digital twin, a Jetson (through the profiler's campaign) and a replay of a
 measured sweep (:class:`SweepReplay`).
 """
@@ -45,6 +47,7 @@ from jetpredict.models.numbers import checked_number
 from jetpredict.predictor import planning, service
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.bundled import fit_workload, load_reference, predict_modes
+from jetpredict.predictor.constants import INTERVAL_NOISE_FLOOR
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
 from jetpredict.predictor.model import WorkloadModel, z_of
 from jetpredict.predictor.reference import DeviceReference
@@ -376,6 +379,8 @@ class AdaptiveChooser:
         self.adviser = Adviser(device, goal, candidates, reference)
         self._candidates_given = candidates is not None
         self._start = start
+        #: (knobs key, predicted epoch time s) of a pick profiled to confirm a settled stop.
+        self._confirming: tuple[tuple[float, ...], float] | None = None
         self.log = log
         self.steps: list[Step] = []
 
@@ -399,7 +404,7 @@ class AdaptiveChooser:
             return self._stop(frame, None, f"budget of {self.budget} profiled modes spent")
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
-        settled = self.settled(d)
+        settled = self.settled(d) or self._confirmed(d, frame)
         pick_open = d.best is not None and _key(d.table.iloc[d.best][list(MODE_FIELDS)]) not in done
         if settled and not pick_open:
             return self._stop(frame, d, settled)
@@ -410,6 +415,7 @@ class AdaptiveChooser:
             # Intervals calibrated near the noise floor are narrow before the pick is measured, and a
             # predicted pick can still be a few % off (real replay: ResNet-18 min-energy stopped 4.1% off).
             nxt, reason = d.table.iloc[d.best], "measures the pick before stopping (its interval is a prediction's)"
+            self._confirming = (_key(nxt[list(MODE_FIELDS)]), float(nxt["epoch_time_s"]))
         elif d.best is not None and d.time_width < self.target_width and d.top_rival is not None:
             # Only a rival's expected gain holds the stop back: measuring that rival settles it, since a
             # profiled mode no longer counts as one that may beat the recommendation.
@@ -426,6 +432,21 @@ class AdaptiveChooser:
             return None
         return (f"recommended mode's time interval {d.time_width:.1%} wide < target {self.target_width:.1%}, "
                 f"no unprofiled mode expected to beat it by more than {d.rival_gain:.1%}")
+
+    def _confirmed(self, d: Decision, rows: pd.DataFrame) -> str | None:
+        """Why the stop holds once the pick measured to confirm it (see :meth:`next_mode`) is still the pick
+        and its measured time lies within ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it."""
+        confirming, self._confirming = self._confirming, None
+        if confirming is None or d.best is None or _key(d.table.iloc[d.best][list(MODE_FIELDS)]) != confirming[0]:
+            return None
+        keys = [_key(r) for r in rows[list(MODE_FIELDS)].to_numpy(dtype=float)]
+        if confirming[0] not in keys:
+            return None
+        measured_s = float(rows["epoch_time_s"].iloc[keys.index(confirming[0])])
+        if not measured_s > 0 or abs(math.log(measured_s / confirming[1])) > INTERVAL_NOISE_FLOOR:
+            return None
+        return (f"the pick measured {measured_s:.4g} s/epoch, within the run-to-run noise of the "
+                f"{confirming[1]:.4g} s that settled the stop")
 
     def _record(self, step: Step) -> None:
         self.steps.append(step)

@@ -101,6 +101,29 @@ def test_a_rival_that_alone_holds_the_stop_back_is_profiled_next(resnet, others)
                                                  rel=0.03)
 
 
+def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
+    """The pick profiled to confirm a settled stop: measured within the run-to-run noise floor of the time
+    that settled it, the stop holds (a rival's gain it nudges past the bar is noise); further off, or once
+    another mode is the pick, the loop decides afresh."""
+    goal = A.Goal("min-time", max_power_w=15.0)
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=10, candidates=resnet[["mode", *MODE_FIELDS]],
+                                reference=others)
+    rows = _by_mode(resnet, "haecfb")
+    table, open_ = chooser.adviser.decision_set(rows)
+    d = A.decide(chooser.adviser.fit(rows), table, goal, open_)
+    pick = d.table.iloc[d.best]
+    key = A._key(pick[list(MODE_FIELDS)])
+    measured_s = float(rows.set_index("mode").loc[pick["mode"], "epoch_time_s"])
+    chooser._confirming = (key, measured_s * 1.02)
+    assert "within the run-to-run noise" in chooser._confirmed(d, rows)
+    assert chooser._confirming is None and chooser._confirmed(d, rows) is None  # one step only
+    chooser._confirming = (key, measured_s * 1.05)
+    assert chooser._confirmed(d, rows) is None
+    other = A._key(rows.loc[rows["mode"] != pick["mode"], list(MODE_FIELDS)].iloc[0])
+    chooser._confirming = (other, measured_s)
+    assert chooser._confirmed(d, rows) is None
+
+
 def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
     replay = A.SweepReplay(resnet)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), A.Goal("min-energy"), budget=3, target_width=1e-6,
