@@ -3,7 +3,7 @@
 Used as a context manager, a controller remembers the mode in force on entry and restores it on every
 exit path: normal end, exception, SIGINT, SIGTERM, SIGHUP (an SSH session dropping) and SIGQUIT.
 Handlers are installed while inside, when entered from the main thread, and chain to the handlers that
-were there before.
+were there before; a signal the process ignores (``nohup`` ignores SIGHUP) stays ignored.
 
 Why restore survives impatient people: while a switch or a restore runs, the handled signals are held
 (blocked, so they stay pending) and the privileged command runs in its own session, so a second Ctrl-C
@@ -154,8 +154,6 @@ class PowerModeController(ABC):
             self._uninstall_handlers()
         if callable(previous):
             previous(signum, frame)
-        elif previous == signal.SIG_IGN:
-            pass
         elif signum == signal.SIGINT:
             raise KeyboardInterrupt
         else:  # default action of SIGTERM/SIGHUP/SIGQUIT: exit with the conventional status; finally runs
@@ -165,7 +163,10 @@ class PowerModeController(ABC):
         if threading.current_thread() is not threading.main_thread():
             return  # Python only delivers signals to the main thread; exit paths still restore
         for sig in HANDLED_SIGNALS:
-            self._previous_handlers[sig] = signal.signal(sig, self._on_signal)
+            # An ignored signal stays ignored (``nohup`` ignores SIGHUP): handling it would put the original
+            # mode back and let the run go on profiling in it. The exit paths still restore.
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                self._previous_handlers[sig] = signal.signal(sig, self._on_signal)
 
     def _uninstall_handlers(self) -> None:
         for sig, previous in list(self._previous_handlers.items()):

@@ -29,8 +29,11 @@ ORIGINAL_KNOBS = (8, 1200.0, 900.0, 1600.0)
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
 SLOW_S = 1.0
 
+# SIGHUP's disposition is set explicitly (@SIGHUP@): a child inherits an ignored one (a suite run under nohup).
 CHILD = textwrap.dedent("""
+    import signal
     import time
+    signal.signal(signal.SIGHUP, signal.@SIGHUP@)
     from jetpredict.models.catalogue import PowerMode
     from jetpredict.profiler.powermode import detect_controller
 
@@ -76,12 +79,12 @@ def _in_original_mode(root) -> None:
     assert detect_controller("jetson").read_back().knobs() == ORIGINAL_KNOBS
 
 
-def _start(root) -> subprocess.Popen:
+def _start(root, sighup: str = "SIG_DFL") -> subprocess.Popen:
     env = root.env()
     env.pop(state_file.STATE_DIR_ENV, None)
     env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
     # Its own process group, so the test can signal the group as a terminal would.
-    child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", CHILD.replace("@SIGHUP@", sighup)], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     line = child.stdout.readline()
     assert line.startswith(f"switched {CUSTOM_KNOBS}"), line + child.stderr.read()
@@ -123,6 +126,22 @@ def test_sighup_and_sigquit_restore(xavier, sig):
     out, err = _finish(child)
     assert "unreachable" not in out
     assert child.returncode == 128 + sig, err
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+
+
+def test_an_ignored_sighup_stays_ignored_and_the_exit_still_restores(xavier):
+    """Under nohup a dropped session must not end the run, nor put the original mode back while it goes on
+    profiling: the hangup is ignored and the mode restored when the run ends (here on SIGTERM)."""
+    child = _start(xavier, sighup="SIG_IGN")
+    os.killpg(child.pid, signal.SIGHUP)
+    time.sleep(SLOW_S + 1.5)  # a restore would be done by now (its nvpmodel -m takes SLOW_S)
+    assert child.poll() is None
+    assert xavier.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # still in the custom mode
+    os.killpg(child.pid, signal.SIGTERM)
+    out, err = _finish(child)
+    assert "unreachable" not in out
+    assert child.returncode == 128 + signal.SIGTERM, err
     _in_original_mode(xavier)
     assert _leftovers(xavier) == []
 
