@@ -394,7 +394,8 @@ class AdaptiveChooser:
 
     def next_mode(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         start = self.start_modes()
-        done = {_key([r[k] for k in MODE_FIELDS]) for r in rows}
+        # Epoch time (s) of each profiled mode, by its knobs.
+        done = {_key([r[k] for k in MODE_FIELDS]): r.get("epoch_time_s") for r in rows}
         if len(rows) < len(start):
             for _, mode in start.iterrows():
                 if _key(mode[list(MODE_FIELDS)]) not in done:
@@ -404,8 +405,9 @@ class AdaptiveChooser:
             return self._stop(frame, None, f"budget of {self.budget} profiled modes spent")
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
-        settled = self.settled(d) or self._confirmed(d, frame)
-        pick_open = d.best is not None and _key(d.table.iloc[d.best][list(MODE_FIELDS)]) not in done
+        pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
+        settled = self.settled(d) or self._confirmed(pick, done)
+        pick_open = pick is not None and pick not in done
         if settled and not pick_open:
             return self._stop(frame, d, settled)
         if proposal.modes.empty:
@@ -415,7 +417,7 @@ class AdaptiveChooser:
             # Intervals calibrated near the noise floor are narrow before the pick is measured, and a
             # predicted pick can still be a few % off (real replay: ResNet-18 min-energy stopped 4.1% off).
             nxt, reason = d.table.iloc[d.best], "measures the pick before stopping (its interval is a prediction's)"
-            self._confirming = (_key(nxt[list(MODE_FIELDS)]), float(nxt["epoch_time_s"]))
+            self._confirming = (pick, float(nxt["epoch_time_s"]))
         elif d.best is not None and d.time_width < self.target_width and d.top_rival is not None:
             # Only a rival's expected gain holds the stop back: measuring that rival settles it, since a
             # profiled mode no longer counts as one that may beat the recommendation.
@@ -433,19 +435,17 @@ class AdaptiveChooser:
         return (f"recommended mode's time interval {d.time_width:.1%} wide < target {self.target_width:.1%}, "
                 f"no unprofiled mode expected to beat it by more than {d.rival_gain:.1%}")
 
-    def _confirmed(self, d: Decision, rows: pd.DataFrame) -> str | None:
+    def _confirmed(self, pick: tuple[float, ...] | None, measured_s: Mapping[tuple[float, ...], Any]) -> str | None:
         """Why the stop holds once the pick measured to confirm it (see :meth:`next_mode`) is still the pick
-        and its measured time lies within ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it."""
+        (``pick``: its knobs key) and its measured time (``measured_s``: epoch s by knobs key) lies within
+        ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it."""
         confirming, self._confirming = self._confirming, None
-        if confirming is None or d.best is None or _key(d.table.iloc[d.best][list(MODE_FIELDS)]) != confirming[0]:
+        if confirming is None or pick != confirming[0]:
             return None
-        keys = [_key(r) for r in rows[list(MODE_FIELDS)].to_numpy(dtype=float)]
-        if confirming[0] not in keys:
+        t = measured_s.get(pick)
+        if t is None or not t > 0 or abs(math.log(t / confirming[1])) > INTERVAL_NOISE_FLOOR:
             return None
-        measured_s = float(rows["epoch_time_s"].iloc[keys.index(confirming[0])])
-        if not measured_s > 0 or abs(math.log(measured_s / confirming[1])) > INTERVAL_NOISE_FLOOR:
-            return None
-        return (f"the pick measured {measured_s:.4g} s/epoch, within the run-to-run noise of the "
+        return (f"the pick measured {t:.4g} s/epoch, within the run-to-run noise of the "
                 f"{confirming[1]:.4g} s that settled the stop")
 
     def _record(self, step: Step) -> None:

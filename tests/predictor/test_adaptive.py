@@ -113,15 +113,16 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
     d = A.decide(chooser.adviser.fit(rows), table, goal, open_)
     pick = d.table.iloc[d.best]
     key = A._key(pick[list(MODE_FIELDS)])
-    measured_s = float(rows.set_index("mode").loc[pick["mode"], "epoch_time_s"])
+    measured = {A._key(r[list(MODE_FIELDS)]): r["epoch_time_s"] for _, r in rows.iterrows()}
+    measured_s = measured[key]
     chooser._confirming = (key, measured_s * 1.02)
-    assert "within the run-to-run noise" in chooser._confirmed(d, rows)
-    assert chooser._confirming is None and chooser._confirmed(d, rows) is None  # one step only
+    assert "within the run-to-run noise" in chooser._confirmed(key, measured)
+    assert chooser._confirming is None and chooser._confirmed(key, measured) is None  # one step only
     chooser._confirming = (key, measured_s * 1.05)
-    assert chooser._confirmed(d, rows) is None
-    other = A._key(rows.loc[rows["mode"] != pick["mode"], list(MODE_FIELDS)].iloc[0])
-    chooser._confirming = (other, measured_s)
-    assert chooser._confirmed(d, rows) is None
+    assert chooser._confirmed(key, measured) is None
+    other = next(k for k in measured if k != key)
+    chooser._confirming = (other, measured[other])
+    assert chooser._confirmed(key, measured) is None
 
 
 def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
