@@ -12,8 +12,11 @@ import pytest
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import HostController, detect_controller
 
+# Default dispositions: a child inherits ignored SIGINT/SIGQUIT from a suite run as a background job.
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     from jetpredict.models.catalogue import PowerMode, load_device
     from jetpredict.profiler.powermode import detect_controller
 
@@ -105,9 +108,14 @@ def test_sigint_chains_to_the_previous_handler_and_handlers_are_put_back():
 
 
 def test_restore_runs_once_even_when_signal_and_exit_both_fire(xavier):
-    ctl = detect_controller("jetson")
-    with pytest.raises(KeyboardInterrupt), ctl:
-        ctl.apply(load_device("agx-xavier").preset("MODE_10W"))
-        os.kill(os.getpid(), signal.SIGINT)
-    assert _nvpmodel_switches(xavier) == ["1", "3"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own SIGINT handler, as in a terminal (a suite run as a background job inherits it ignored).
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctl = detect_controller("jetson")
+        with pytest.raises(KeyboardInterrupt), ctl:
+            ctl.apply(load_device("agx-xavier").preset("MODE_10W"))
+            os.kill(os.getpid(), signal.SIGINT)
+        assert _nvpmodel_switches(xavier) == ["1", "3"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)

@@ -29,11 +29,14 @@ ORIGINAL_KNOBS = (8, 1200.0, 900.0, 1600.0)
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
 SLOW_S = 1.0
 
-# SIGHUP's disposition is set explicitly (@SIGHUP@): a child inherits an ignored one (a suite run under nohup).
+# The dispositions are set explicitly (SIGHUP's per test, @SIGHUP@): a child inherits ignored ones from a
+# suite run under nohup (SIGHUP) or as a shell's background job (SIGINT, SIGQUIT).
 CHILD = textwrap.dedent("""
     import signal
     import time
     signal.signal(signal.SIGHUP, signal.@SIGHUP@)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     from jetpredict.models.catalogue import PowerMode
     from jetpredict.profiler.powermode import detect_controller
 
