@@ -27,7 +27,7 @@ from jetpredict.predictor.constants import (
     SCALE_GRID,
     IntervalScales,
 )
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_CONFIDENCE
 from jetpredict.predictor.model import fit_with_reference, z_of
 from jetpredict.predictor.reference import REFERENCE_DIR, DeviceReference, build_reference
 from jetpredict.predictor.transfer import derive_reference
@@ -62,12 +62,12 @@ def references(real: pd.DataFrame, target: str) -> dict[str, DeviceReference]:
 
 
 def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | None = None,
-                   max_designs: int | None = None, targets: Iterable[str] | None = None
+                   targets: Iterable[str] | None = None
                    ) -> dict[tuple[str, str, int], dict[str, np.ndarray]]:
     """Per (target, reference, design size) and output: rows of ``|ln(observed / predicted)|``, the
     model's own relative SD, the rest of the relative SD (noise and extrapolation) and 1 when the workload
-    lies outside the reference's regime (else 0), one per held-out (design, mode) pair. ``max_designs``: an evenly strided subset of each cell's designs (tests);
-    ``targets``: the real workloads to score (default all)."""
+    lies outside the reference's regime (else 0), one per held-out (design, mode) pair. ``targets``: the
+    real workloads to score (default all)."""
     real = real_targets()
     cells: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
     for target in sorted(set(real["workload"]) if targets is None else targets):
@@ -77,10 +77,7 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                 continue
             for size in sizes:
                 parts: dict[str, list[np.ndarray]] = {k: [] for k in OUTPUTS}
-                designs = list(itertools.combinations(range(len(rows)), size))
-                if max_designs is not None and len(designs) > max_designs:
-                    designs = designs[::-(-len(designs) // max_designs)]
-                for pick in designs:
+                for pick in itertools.combinations(range(len(rows)), size):
                     test = rows.drop(index=list(pick))
                     model = fit_with_reference(rows.iloc[list(pick)], ref)
                     modes = ModeArrays.from_frame(test)
@@ -129,7 +126,9 @@ def tail_coverage(cells: dict[tuple[str, str, int], dict[str, np.ndarray]], scal
 def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> dict[int, IntervalScales]:
     """Per design size, the smallest scale per output meeting :data:`POOLED_COVERAGE` over that size's
     held-out values and :data:`CELL_COVERAGE` in each of its cells (a stratified, Mondrian-style split:
-    one profiled mode leaves the shares to the prior, four pin them, and one scale cannot fit both)."""
+    one profiled mode leaves the shares to the prior, four pin them, and one scale cannot fit both), and
+    whose ``MAX_CONFIDENCE`` intervals hold that share of the pooled values: every level a user may ask for
+    is backed by the real data, not only the calibrated 90%."""
     out: dict[int, IntervalScales] = {}
     for size in sorted({key[2] for key in cells}):
         sized = [c for key, c in cells.items() if key[2] == size]
@@ -139,7 +138,7 @@ def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> dict[
             scales[name] = float(SCALE_GRID[-1])
             for s in SCALE_GRID:
                 if coverage(s, pooled) >= POOLED_COVERAGE and min(coverage(s, c[name]) for c in sized) \
-                        >= CELL_COVERAGE:
+                        >= CELL_COVERAGE and coverage(s, pooled, MAX_CONFIDENCE) >= MAX_CONFIDENCE:
                     scales[name] = float(s)
                     break
         out[size] = IntervalScales(**scales)

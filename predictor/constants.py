@@ -40,14 +40,17 @@ POWER_NOISE_FLOOR_W = 0.35
 V_MIN_REL = 0.6
 #: Generic DVFS curve: the knee clock, as a share of the domain's top clock. [E2]
 KNEE_REL = 0.4
-#: GPU kernel mix: mean of ln(memory time / compute time) at equal GPU and EMC MHz (ln units). [E3]
-MEM_LOG_MU = 0.5
+#: GPU kernel mix: mean of ln(memory time / compute time) at equal GPU and effective EMC MHz (ln units). [E3]
+MEM_LOG_MU = 0.25
 #: GPU kernel mix: SD of that log-ratio over the step's memory traffic (ln units). [E3]
-MEM_LOG_SIGMA = 0.75
-#: CPU work mix: mean of ln(memory time / core time) at equal CPU and EMC MHz (ln units). [E4]
-CPU_MEM_LOG_MU = 0.0
+MEM_LOG_SIGMA = 1.0
+#: CPU work mix: mean of ln(memory time / core time) at equal CPU and effective EMC MHz (ln units). [E4]
+CPU_MEM_LOG_MU = -0.25
 #: CPU work mix: SD of that log-ratio (ln units). [E4]
 CPU_MEM_LOG_SIGMA = 0.25
+#: Memory clock the workload's traffic never gets (MHz): time terms run on ``f_emc - EMC_OVERHEAD_MHZ``, at
+#: most half the clock (refresh and the SoC's other memory clients take a roughly fixed bandwidth). [E4]
+EMC_OVERHEAD_MHZ = 250.0
 
 # -- core contention --------------------------------------------------------------------------------------
 #: Contention constants searched for a reference and implied by a workload's own rows (dimensionless). [E5]
@@ -143,8 +146,8 @@ class IntervalScales:
 
 #: Calibrated scales per number of profiled modes (4 for more; ``python -m tools.calibrate_intervals``). [E11]
 INTERVAL_SCALES: Mapping[int, IntervalScales] = {
-    1: IntervalScales(time=0.3, power=1.15, energy=0.3), 2: IntervalScales(time=0.3, power=1.05, energy=0.3),
-    3: IntervalScales(time=0.3, power=1.05, energy=0.3), 4: IntervalScales(time=0.3, power=1.05, energy=1.15)}
+    1: IntervalScales(time=0.3, power=1.15, energy=0.45), 2: IntervalScales(time=0.3, power=1.15, energy=0.55),
+    3: IntervalScales(time=0.3, power=1.1, energy=0.6), 4: IntervalScales(time=0.3, power=1.15, energy=0.55)}
 #: Share of a design size's held-out real values the calibrated 90% intervals must hold. [E11]
 POOLED_COVERAGE = 0.90
 #: Share of each (target, reference) cell's held-out real values they must hold. [E11]

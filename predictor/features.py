@@ -5,6 +5,7 @@ Time terms are work divided by a clock, in seconds-per-epoch x GHz units: a non-
 GPU memory traffic is a roofline term: each kernel takes ~max(compute / f_gpu, bytes / f_emc), so the
 memory clock only matters for kernels that are memory bound *at this mode* (``mem``, see
 :func:`memory_kernels`): slowing the GPU hides the memory clock instead of keeping its full share.
+Every memory-clock term runs on the clock left to the workload (:func:`effective_emc_mhz`).
 Power terms are per-domain dynamic-power proxies ``f * V(f)^2`` on a generic DVFS voltage curve.
 """
 
@@ -17,6 +18,7 @@ from jetpredict.models.catalogue import Device, ModeArrays
 from jetpredict.predictor.constants import (
     CPU_MEM_LOG_MU,
     CPU_MEM_LOG_SIGMA,
+    EMC_OVERHEAD_MHZ,
     KNEE_REL,
     MAX_PROGRESS_RATE,
     MEM_LOG_MU,
@@ -95,6 +97,16 @@ def memory_kernels(gpu_mhz, emc_mhz, mu: float | None = None, sigma: float | Non
     return inv_q_r + np.maximum(exposed, 0.0)
 
 
+def effective_emc_mhz(emc_mhz) -> np.ndarray:
+    """The memory clock (MHz) left to the workload's traffic: ``f - min(EMC_OVERHEAD_MHZ, f / 2)``.
+
+    Every real AGX Xavier sweep, each component too, slows from EMC 2133 to 1066 MHz convexly in 1/f_emc
+    (1333 and 1600 MHz lie 2-6% below the chord): a roughly fixed bandwidth goes elsewhere. Capped at half
+    the clock so that the lowest EMC steps (204 MHz) stay finite and monotone [E4]."""
+    f = np.asarray(emc_mhz, dtype=float)
+    return f - np.minimum(EMC_OVERHEAD_MHZ, f / 2.0)
+
+
 def cpu_memory(cpu_mhz, emc_mhz) -> np.ndarray:
     """CPU-side work bound by the slower of core and memory (1/GHz): ``1/f_emc x E[max(1/(q r), 1)]`` with
     r = f_cpu/f_emc over the CPU's work mix (:func:`memory_kernels` with the CPU's constants); ~1/f_cpu
@@ -106,12 +118,13 @@ def cpu_memory(cpu_mhz, emc_mhz) -> np.ndarray:
 def time_features(modes: ModeArrays, num_workers: float | np.ndarray, kappa_cpu: float,
                   kappa_pipe: float) -> dict[str, np.ndarray]:
     """Every time term's feature per mode (1/GHz, contention included); ``one`` is all ones."""
-    emc_inv = 1000.0 / modes.emc_mhz
+    emc = effective_emc_mhz(modes.emc_mhz)
+    emc_inv = 1000.0 / emc
     features = {
         "gpu": 1000.0 / modes.gpu_mhz,
-        "mem": emc_inv * memory_kernels(modes.gpu_mhz, modes.emc_mhz),
+        "mem": emc_inv * memory_kernels(modes.gpu_mhz, emc),
         "emc": emc_inv,
-        "roof": cpu_memory(modes.cpu_mhz, modes.emc_mhz),
+        "roof": cpu_memory(modes.cpu_mhz, emc),
         "one": np.ones(len(modes)),
     }
     return with_contention(features, modes, num_workers, kappa_cpu, kappa_pipe)

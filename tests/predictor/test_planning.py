@@ -62,7 +62,8 @@ def test_design_uses_the_models_time_terms_scaled():
     cols = dict(zip((*F.TOTAL_TERMS, *planning.PLANNING_EXTRA_TERMS), x.T, strict=True))
     assert cols["one"].tolist() == [1, 1, 1]
     assert not cols["gpu"].any()  # GPU clock never varies: no information
-    assert cols["emc"][2] == pytest.approx((1 / 1500 - 1 / 2000) / (1 / 1000 - 1 / 2000))
+    inv_emc = 1 / F.effective_emc_mhz(modes.emc_mhz)  # the memory clock left to the workload
+    assert cols["emc"][2] == pytest.approx((inv_emc[2] - inv_emc[1]) / (inv_emc[0] - inv_emc[1]))
     # 2 cores at 1 GHz with 4 workers: the most contended, slowest CPU term -> 1; 8 cores at 2 GHz -> 0.
     assert cols["cpu"].tolist() == [1, 0, 0] and cols["pipe"].tolist() == [1, 0, 0]
     # CPU-side memory work (contention / f_emc): the contended 2-core mode at the slow memory clock is the
