@@ -394,11 +394,10 @@ class AdaptiveChooser:
 
     def next_mode(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         start = self.start_modes()
-        # Epoch time (s) of each profiled mode, by its knobs.
-        done = {_key([r[k] for k in MODE_FIELDS]): r.get("epoch_time_s") for r in rows}
+        measured_s = {_key([r[k] for k in MODE_FIELDS]): r.get("epoch_time_s") for r in rows}  # by knobs
         if len(rows) < len(start):
             for _, mode in start.iterrows():
-                if _key(mode[list(MODE_FIELDS)]) not in done:
+                if _key(mode[list(MODE_FIELDS)]) not in measured_s:
                     return mode.to_dict()
         frame = pd.DataFrame(list(rows))
         if len(rows) >= self.budget:
@@ -406,8 +405,8 @@ class AdaptiveChooser:
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
         pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
-        settled = self.settled(d) or self._confirmed(pick, done)
-        pick_open = pick is not None and pick not in done
+        settled = self.settled(d) or self._confirmed(pick, measured_s)
+        pick_open = pick is not None and pick not in measured_s
         if settled and not pick_open:
             return self._stop(frame, d, settled)
         if proposal.modes.empty:

@@ -10,7 +10,7 @@ from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import features as F
 from jetpredict.predictor.bundled import load_reference
-from jetpredict.predictor.calibration import calibrate, coverage, residual_cells, tail_coverage
+from jetpredict.predictor.calibration import calibrate, coverage, half_width, residual_cells, tail_coverage
 from jetpredict.predictor.constants import CELL_COVERAGE, INTERVAL_SCALES, TIME_NOISE_REL
 from jetpredict.predictor.limits import MAX_CONFIDENCE
 from jetpredict.predictor.model import interval_scales_for
@@ -71,6 +71,19 @@ def test_user_reference_rows_are_checked():
         load_reference(resolve_device("tx9"))
     assert build_reference(REF.assign(source="measured")).source == "measured"
     assert build_reference(REF.assign(source="simulated")).source == "simulated"
+
+
+def test_calibration_backs_the_highest_accepted_confidence_too():
+    """A cell whose 90% intervals hold at the smallest scale but whose rare large misses fall outside the
+    99.9% ones gets the scale that holds those as well (``calibrate``'s MAX_CONFIDENCE condition)."""
+    n = 2000
+    rows = np.zeros((n, 4))  # |ln(obs/pred)|, the model's own relative SD, the rest, outside the regime
+    rows[:, 1] = 0.1
+    rows[: n // 200, 0] = 0.5  # 0.5% of the values miss by 50% (ln units): a 90% interval may miss them
+    got = calibrate({("w", "ref", 4): {"time": rows, "power": rows, "energy": rows}})[4]
+    z = half_width(1.0, rows[:1], MAX_CONFIDENCE)[0] / 0.1  # the 99.9% normal quantile
+    assert got.time == got.power == got.energy == pytest.approx(np.ceil(0.5 / (0.1 * z) / 0.05) * 0.05)
+    assert coverage(got.time, rows, MAX_CONFIDENCE) >= MAX_CONFIDENCE > coverage(got.time - 0.05, rows, MAX_CONFIDENCE)
 
 
 @pytest.mark.slow
