@@ -146,8 +146,8 @@ class IntervalScales:
 
 #: Calibrated scales per number of profiled modes (4 for more; ``python -m tools.calibrate_intervals``). [E11]
 INTERVAL_SCALES: Mapping[int, IntervalScales] = {
-    1: IntervalScales(time=0.3, power=1.15, energy=0.45), 2: IntervalScales(time=0.3, power=1.15, energy=0.55),
-    3: IntervalScales(time=0.3, power=1.1, energy=0.6), 4: IntervalScales(time=0.3, power=1.15, energy=0.55)}
+    1: IntervalScales(time=0.3, power=1.1, energy=0.35), 2: IntervalScales(time=0.3, power=1.05, energy=0.3),
+    3: IntervalScales(time=0.3, power=0.55, energy=0.4), 4: IntervalScales(time=0.3, power=0.8, energy=0.35)}
 #: Share of a design size's held-out real values the calibrated 90% intervals must hold. [E11]
 POOLED_COVERAGE = 0.90
 #: Share of each (target, reference) cell's held-out real values they must hold. [E11]

@@ -24,9 +24,11 @@ Fitting, in two stages:
    memory-clock modes set). Nano
    (Maxwell GPU, A57 CPU) and the Orin family (Ampere, A78AE) reuse the Volta GPU efficiencies and get
    their own CPU speed (Nano from its LeNet rows, Orin from its one MobileNetV3 row).
-2. Power coefficients by bounded linear least squares on the AGX Xavier power and base-power rows.
-   Other devices scale them by spec ratios (CUDA cores, memory bus, CPU cores; baseload by the wall-socket
-   idle ordering), then NX and Nano fit one or two scale factors on their few power rows; Orin devices
+2. Power coefficients by bounded linear least squares: the four baseload coefficients on the AGX Xavier
+   base-power rows (idle at the mode) alone, then the dynamic ones on its power rows, with the DVFS voltage
+   floor and the power share of the GPU's kernel latency chosen by grid (:func:`fit_power_shape`). Other
+   devices scale them by spec ratios (CUDA cores, memory bus, CPU cores; baseload by the wall-socket idle
+   ordering), then NX and Nano fit one or two scale factors on their few power rows; Orin devices
    have no published power, so their dynamic power is scaled to each module's power budget (spec sheet).
 """
 
@@ -34,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
+from itertools import product
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +48,7 @@ from jetpredict.models.catalogue import load_device
 from jetpredict.models.paths import data_path
 from jetpredict.profiler.sim.physics import (
     CALIBRATION_PATH,
-    DVFS_V_FLOOR,
+    SHARED_DEFAULTS,
     SHARED_KEYS,
     DeviceConstants,
     DevicePhysics,
@@ -73,6 +77,12 @@ FACT_POWER_WEIGHT = 3.0
 #: identify the floor (it trades against DRAM power; lower is slightly better down to 0.4), so the grid
 #: stops at 0.5: Tegra rails do not drop below about half their top voltage (~0.6 V of ~1.0-1.1 V).
 V_FLOOR_GRID = tuple(np.round(np.arange(0.50, 0.851, 0.025), 3))
+#: Shares of the busy GPU's dynamic power drawn over a kernel's fixed latency that the power fit chooses from
+#: (0: the SMs idle through it; 1: as busy as in its roofline time). Only LeNet-class rows, whose kernels
+#: are ~90% latency, identify it.
+LATENCY_SHARE_GRID = tuple(np.round(np.arange(0.0, 1.001, 0.1), 2))
+#: The shared constants of the power model's shape, fitted by grid with the power coefficients.
+POWER_SHAPE_KEYS = ("dvfs_v_floor", "gpu_latency_power_share")
 
 
 @dataclass
@@ -283,13 +293,16 @@ _PERF_KEY = {"agx-xavier": "cpu_perf_agx", "xavier-nx": "cpu_perf_nx", "nano": "
 
 
 def _calibration_from(theta: dict[str, float], power: dict[str, dict[str, float]] | None = None,
-                      v_floor: float = DVFS_V_FLOOR) -> Calibration:
+                      power_shape: Mapping[str, float] | None = None) -> Calibration:
+    """The calibration of time constants ``theta``, power coefficients ``power`` (per device; none: 0) and
+    the shared constants of the power model's shape ``power_shape`` (see :func:`fit_power_shape`)."""
     base = {k: theta[k] for k in _TIME_FIELDS}
     devices = {}
     for dev, key in _PERF_KEY.items():
         devices[dev] = DeviceConstants(**base, cpu_perf_per_ghz=theta[key],
                                        **(power or {}).get(dev, _ZERO_POWER))
-    return Calibration(devices, {k: theta.get(k, v_floor) for k in SHARED_KEYS})
+    shape = {k: SHARED_DEFAULTS[k] for k in POWER_SHAPE_KEYS} | dict(power_shape or {})
+    return Calibration(devices, {k: theta[k] if k in theta else shape[k] for k in SHARED_KEYS})
 
 
 def _time_residuals(df: pd.DataFrame) -> np.ndarray:
@@ -383,18 +396,26 @@ def _fit_agx_power(cal: Calibration, rows: list[CalibrationRow],
 
     a, y = _power_design(cal, [r for r in rows if r.device == "agx-xavier"])
     fa, fy = _fact_power_design(cal, [f for f in facts if f.device == "agx-xavier"])
-    a, y = np.vstack([a, fa]), np.concatenate([y, fy])
+    is_base = ~a[:, 4:].any(axis=1)  # base-power rows carry no dynamic features
+    # The base readings (idle at the mode) measure the four base coefficients alone; fitted jointly, the
+    # training rows' residuals bent them (base_w at its bound, the memory clock's term 1.5x too steep).
     # A powered module never idles below ~1 W at its lowest clocks.
-    lower = np.array([MIN_BASE_W, 0, 0, 0, 0, 0, 0])
-    sol = lsq_linear(a, y, bounds=(lower, np.inf))
-    return sol.x, float(np.sum((a @ sol.x - y) ** 2))
+    base = lsq_linear(a[is_base, :4], y[is_base], bounds=(np.array([MIN_BASE_W, 0, 0, 0]), np.inf)).x
+    dyn_a, dyn_y = np.vstack([a[~is_base], fa]), np.concatenate([y[~is_base], fy])
+    dyn = lsq_linear(dyn_a[:, 4:], dyn_y - dyn_a[:, :4] @ base, bounds=(0.0, np.inf)).x
+    coef = np.concatenate([base, dyn])
+    a, y = np.vstack([a, fa]), np.concatenate([y, fy])
+    return coef, float(np.sum((a @ coef - y) ** 2))
 
 
-def fit_v_floor(theta: dict[str, float], rows: list[CalibrationRow], facts: list[RatioFact]) -> float:
-    """The DVFS voltage floor (fraction of top voltage) that best explains AGX Xavier's power rows and
-    the low-clock facts: power is linear in the coefficients for a given floor, so a grid search."""
-    sse = [_fit_agx_power(_calibration_from(theta, v_floor=v), rows, facts)[1] for v in V_FLOOR_GRID]
-    return float(V_FLOOR_GRID[int(np.argmin(sse))])
+def fit_power_shape(theta: dict[str, float], rows: list[CalibrationRow], facts: list[RatioFact]
+                    ) -> dict[str, float]:
+    """The DVFS voltage floor (fraction of top voltage) and the power share of the GPU's kernel latency
+    that best explain AGX Xavier's power rows and the low-clock facts: power is linear in the coefficients
+    for a given pair, so a grid search (``POWER_SHAPE_KEYS``)."""
+    grid = [dict(zip(POWER_SHAPE_KEYS, pair, strict=True)) for pair in product(V_FLOOR_GRID, LATENCY_SHARE_GRID)]
+    sse = [_fit_agx_power(_calibration_from(theta, power_shape=shape), rows, facts)[1] for shape in grid]
+    return {k: float(v) for k, v in grid[int(np.argmin(sse))].items()}
 
 
 def fit_power(cal: Calibration, rows: list[CalibrationRow],
@@ -474,15 +495,14 @@ def calibrate(rows: list[CalibrationRow], facts: list[RatioFact], verbose: bool 
     theta = fit_time(rows, verbose, facts)
     if verbose:
         print("time constants:", {k: f"{v:.4g}" for k, v in theta.items()})
-    v_floor = fit_v_floor(theta, rows, facts)
-    cal = _calibration_from(theta, v_floor=v_floor)
-    power = fit_power(cal, rows, facts)
-    cal = _calibration_from(theta, power, v_floor)
+    shape = fit_power_shape(theta, rows, facts)
+    power = fit_power(_calibration_from(theta, power_shape=shape), rows, facts)
+    cal = _calibration_from(theta, power, shape)
     counts = pd.Series([r.device for r in rows]).value_counts()
     cal.devices["agx-xavier"] = replace(cal.devices["agx-xavier"], basis=(
         f"fitted: time constants on {counts.get('agx-xavier', 0)} AGX Xavier + "
-        f"{counts.get('xavier-nx', 0)} Xavier NX rows (shared Volta/Carmel), power by least squares on the "
-        "AGX Xavier power and base-power rows"))
+        f"{counts.get('xavier-nx', 0)} Xavier NX rows (shared Volta/Carmel), baseload by least squares on the "
+        "AGX Xavier base-power rows, dynamic power on its power rows"))
     cal.devices["xavier-nx"] = replace(cal.devices["xavier-nx"], basis=(
         "fitted: shared Volta/Carmel time constants, own CPU speed; power = AGX Xavier coefficients x spec "
         "ratios (CUDA cores, bus width, cores, socket idle), scaled on the NX power rows"))
@@ -511,8 +531,8 @@ def holdout_checks(rows: list[CalibrationRow], facts: list[RatioFact]) -> pd.Dat
         train = [r for r in rows if not held(r)]
         test = [r for r in rows if held(r)]
         theta = fit_time(train, facts=facts)
-        v_floor = fit_v_floor(theta, train, facts)
-        cal = _calibration_from(theta, fit_power(_calibration_from(theta, v_floor=v_floor), train, facts), v_floor)
+        shape = fit_power_shape(theta, train, facts)
+        cal = _calibration_from(theta, fit_power(_calibration_from(theta, power_shape=shape), train, facts), shape)
         crit = criteria(simulate_rows(cal, test))
         out.append({"held out": name, **crit})
     return pd.DataFrame(out)

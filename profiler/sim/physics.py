@@ -43,11 +43,12 @@ DVFS_KNEE = 0.35
 
 #: Fixed, device-independent constants of the twin (documented in docs/digital-twin.md).
 SHARED_KEYS = ("jpeg_decode_s_per_mpix", "worker_contention", "sched_interference", "roofline_sharpness",
-               "gpu_stream_b_per_core_cycle", "dvfs_v_floor", "cpu_mem_wait_s_ghz")
+               "gpu_stream_b_per_core_cycle", "dvfs_v_floor", "cpu_mem_wait_s_ghz", "gpu_latency_power_share")
 #: Defaults of shared constants added after the first calibrations (older files lack them): the voltage
-#: floor of the DVFS curve, no GPU-side limit on memory streaming, and CPU work that never waits on DRAM.
+#: floor of the DVFS curve, no GPU-side limit on memory streaming, CPU work that never waits on DRAM, and a
+#: GPU that draws its busy power through every kernel's fixed latency.
 SHARED_DEFAULTS = {"dvfs_v_floor": DVFS_V_FLOOR, "gpu_stream_b_per_core_cycle": float("inf"),
-                   "cpu_mem_wait_s_ghz": 0.0}
+                   "cpu_mem_wait_s_ghz": 0.0, "gpu_latency_power_share": 1.0}
 
 
 @dataclass(frozen=True)

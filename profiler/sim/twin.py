@@ -14,7 +14,9 @@ Mechanisms (per minibatch, vectorised over power modes; constants from :mod:`pro
   (:meth:`DevicePhysics.cpu_speed`), for the launches, the framework, the hand-off and the fetch alike.
 - Contention: the main thread's CPU work slows when workers need more than the free cores, and when
   there are more processes than cores, in proportion to how busy the workers are.
-- Power: module baseload + dynamic CPU/GPU/DRAM power from the utilisations (:meth:`DevicePhysics.power_w`).
+- Power: module baseload + dynamic CPU/GPU/DRAM power from the utilisations (:meth:`DevicePhysics.power_w`);
+  a kernel's fixed latency counts in the GPU's at the shared ``gpu_latency_power_share`` (few SMs work
+  through it), so a launch-bound network draws far less GPU power than its busy time suggests.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class MinibatchModel:
     gpu_busy_s: np.ndarray
     launch_s: np.ndarray
     fetch_s: np.ndarray
-    gpu_util: np.ndarray
+    gpu_util: np.ndarray  # share of the step at GPU work, latency at gpu_latency_power_share
     cpu_util: np.ndarray
     mem_util: np.ndarray
     power_w: np.ndarray
@@ -98,7 +100,9 @@ class Twin:
 
         # The main thread spins while it waits on the GPU, so it counts as one busy core.
         cpu_util = np.minimum(1.0, (1.0 + load) / cores)
-        gpu_util = np.minimum(1.0, gpu_busy / total)
+        # A tiny kernel's fixed latency keeps few SMs at work: it draws that share of the busy GPU's power.
+        idle_latency = (1.0 - sh["gpu_latency_power_share"]) * c.gpu_kernel_latency_s * kt.shape[0]
+        gpu_util = np.minimum(1.0, np.maximum(gpu_busy - idle_latency, 0.0) / total)
         mem_util = np.minimum(1.0, mem_busy / total)
         return MinibatchModel(
             stall_s=stall, compute_s=compute, overhead_s=framework, total_s=total, gpu_busy_s=gpu_busy,

@@ -12,6 +12,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.profiler.sim.physics import (
     CALIBRATION_PATH,
     DVFS_V_FLOOR,
+    SHARED_DEFAULTS,
     DeviceConstants,
     DevicePhysics,
     load_constants,
@@ -113,6 +114,15 @@ def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
     assert shared["dvfs_v_floor"] == DVFS_V_FLOOR
     ph = DevicePhysics(load_device("agx-xavier"), *load_constants("agx-xavier", old))
     assert ph.voltage_frac("gpu", 114.75) == pytest.approx(DVFS_V_FLOOR)
+
+
+def test_a_calibration_file_without_a_latency_power_share_counts_the_latency_in_full(tmp_path):
+    text = CALIBRATION_PATH.read_text(encoding="utf-8")
+    old = tmp_path / "old.toml"
+    old.write_text("\n".join(line for line in text.splitlines() if not line.startswith("gpu_latency_power_share")),
+                   encoding="utf-8")
+    _, shared = load_constants("agx-xavier", old)
+    assert shared["gpu_latency_power_share"] == SHARED_DEFAULTS["gpu_latency_power_share"] == 1.0
 
 
 def test_physics_imports_no_torch():

@@ -106,6 +106,20 @@ def test_small_batches_are_launch_bound():
     assert per_epoch[0] > per_epoch[1] > per_epoch[2]
 
 
+@pytest.mark.parametrize("workload, low, high", [("lenet5-mnist", 0.35, 0.55), ("resnet18-cifar10", 0.0, 0.1)])
+def test_a_kernels_latency_draws_its_share_of_gpu_power(workload, low, high):
+    """LeNet-5's kernels are ~90% fixed latency, ResNet-18's ~10%: with the latency at the calibrated share
+    (0.5) LeNet-5's GPU activity falls ~45% against counting it in full, ResNet-18's a few %; time is unchanged."""
+    ph = DevicePhysics(load_device("agx-xavier"))
+    full = DevicePhysics(ph.device, ph.constants, {**ph.shared, "gpu_latency_power_share": 1.0})
+    mode = knobs(8, 2265.6, 1377, 2133)
+    calibrated, counted = (Twin(p, load_complexity(workload)).minibatch(mode) for p in (ph, full))
+    assert ph.shared["gpu_latency_power_share"] == pytest.approx(0.5)
+    drop = 1.0 - float(calibrated.gpu_util[0] / counted.gpu_util[0])
+    assert low < drop < high
+    assert calibrated.total_s[0] == counted.total_s[0] and calibrated.power_w[0] < counted.power_w[0]
+
+
 def test_power_between_base_and_budget_and_rises_with_clocks():
     d = load_device("orin-agx")
     e = twin("orin-agx", "resnet18-cifar10").epoch(list(d.presets))
