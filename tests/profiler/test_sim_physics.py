@@ -105,23 +105,24 @@ def test_every_device_has_complete_constants():
         assert 0 < shared["dvfs_v_floor"] < 1
 
 
-def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
-    text = CALIBRATION_PATH.read_text(encoding="utf-8")
+def calibration_without(tmp_path, key: str) -> tuple[DeviceConstants, dict[str, float]]:
+    """AGX Xavier's constants from the committed calibration file less the shared constant ``key`` (as an
+    older file lacks it)."""
     old = tmp_path / "old.toml"
-    old.write_text("\n".join(line for line in text.splitlines() if not line.startswith("dvfs_v_floor")),
-                   encoding="utf-8")
-    _, shared = load_constants("agx-xavier", old)
+    text = CALIBRATION_PATH.read_text(encoding="utf-8")
+    old.write_text("\n".join(line for line in text.splitlines() if not line.startswith(key)), encoding="utf-8")
+    return load_constants("agx-xavier", old)
+
+
+def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
+    constants, shared = calibration_without(tmp_path, "dvfs_v_floor")
     assert shared["dvfs_v_floor"] == DVFS_V_FLOOR
-    ph = DevicePhysics(load_device("agx-xavier"), *load_constants("agx-xavier", old))
+    ph = DevicePhysics(load_device("agx-xavier"), constants, shared)
     assert ph.voltage_frac("gpu", 114.75) == pytest.approx(DVFS_V_FLOOR)
 
 
 def test_a_calibration_file_without_a_latency_power_share_counts_the_latency_in_full(tmp_path):
-    text = CALIBRATION_PATH.read_text(encoding="utf-8")
-    old = tmp_path / "old.toml"
-    old.write_text("\n".join(line for line in text.splitlines() if not line.startswith("gpu_latency_power_share")),
-                   encoding="utf-8")
-    _, shared = load_constants("agx-xavier", old)
+    _, shared = calibration_without(tmp_path, "gpu_latency_power_share")
     assert shared["gpu_latency_power_share"] == SHARED_DEFAULTS["gpu_latency_power_share"] == 1.0
 
 
