@@ -111,10 +111,12 @@ def design_matrix(modes: ModeArrays, kappa_cpu: float, kappa_pipe: float,
     the ridge prior does); ``kappa_*`` are the device's core-contention constants from its reference.
     """
     feats = dict(F.time_features(modes, num_workers, kappa_cpu, kappa_pipe))
-    # CPU-side work that stalls on the shared LPDDR: contention x 1/f_emc (1/GHz). Real AGX Xavier rows
-    # show it (stall +38% from EMC 2133 to 1066 MHz, g -> h, ResNet-18 and MobileNetV3), so a plan must
-    # move the memory clock independently of the CPU clock and the cores, whatever the model's terms.
-    feats["cpu_emc"] = F.contention(modes.cpu_cores, num_workers, kappa_cpu) * (1000.0 / modes.emc_mhz)
+    # CPU-side work that stalls on the shared LPDDR: contention x 1/f_emc (1/GHz, the clock left to the
+    # workload as in every model term). Real AGX Xavier rows show it (stall +38% from EMC 2133 to 1066 MHz,
+    # g -> h, ResNet-18 and MobileNetV3), so a plan must move the memory clock independently of the CPU
+    # clock and the cores, whatever the model's terms.
+    emc_inv = 1000.0 / F.effective_emc_mhz(modes.emc_mhz)
+    feats["cpu_emc"] = F.contention(modes.cpu_cores, num_workers, kappa_cpu) * emc_inv
     columns = []
     for term in (*F.TOTAL_TERMS, *(t for t in PLANNING_EXTRA_TERMS if t not in F.TOTAL_TERMS)):
         v = np.asarray(feats[term], dtype=float).ravel()
