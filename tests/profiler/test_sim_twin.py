@@ -106,7 +106,7 @@ def test_small_batches_are_launch_bound():
     assert per_epoch[0] > per_epoch[1] > per_epoch[2]
 
 
-@pytest.mark.parametrize("workload, low, high", [("lenet5-mnist", 0.35, 0.55), ("resnet18-cifar10", 0.0, 0.1)])
+@pytest.mark.parametrize("workload, low, high", [("lenet5-mnist", 0.35, 0.55), ("resnet18-cifar10", 0.03, 0.1)])
 def test_a_kernels_latency_draws_its_share_of_gpu_power(workload, low, high):
     """LeNet-5's kernels are ~90% fixed latency, ResNet-18's ~10%: with the latency at the calibrated share
     (0.5) LeNet-5's GPU activity falls ~45% against counting it in full, ResNet-18's a few %; time is unchanged."""
