@@ -346,9 +346,10 @@ def fit_time(rows: list[CalibrationRow], verbose: bool = False,
     return theta_of(sol.x)
 
 
-def _power_design(cal: Calibration, rows: list[CalibrationRow]) -> tuple[np.ndarray, np.ndarray]:
-    """Linear system in the 7 power coefficients: avg-power rows and base-power rows."""
-    a, y = [], []
+def _power_design(cal: Calibration, rows: list[CalibrationRow]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Linear system in the 7 power coefficients: avg-power rows and base-power rows, and which of its rows
+    are base readings (idle at the mode)."""
+    a, y, is_base = [], [], []
     for r in rows:
         ph = cal.physics(r.device)
         mb = _twin(cal, r.device, r.workload).minibatch(r.mode, r.batch_size, r.num_workers)
@@ -358,10 +359,12 @@ def _power_design(cal: Calibration, rows: list[CalibrationRow]) -> tuple[np.ndar
             dyn = ph.dynamic_power_features(mode, mb.gpu_util, mb.cpu_util, mb.mem_util)[0]
             a.append(np.concatenate([base, dyn]))
             y.append(r.targets["avg_power_w"])
+            is_base.append(False)
         if r.targets.get("base_power_w") is not None:
             a.append(np.concatenate([base, np.zeros(3)]))
             y.append(r.targets["base_power_w"])
-    return np.array(a), np.array(y)
+            is_base.append(True)
+    return np.array(a), np.array(y), np.array(is_base, dtype=bool)
 
 
 def _spec_ratios(device: str, ref: str = "agx-xavier") -> np.ndarray:
@@ -394,9 +397,8 @@ def _fit_agx_power(cal: Calibration, rows: list[CalibrationRow],
     """AGX Xavier's 7 coefficients by bounded least squares, and the residual sum of squares."""
     from scipy.optimize import lsq_linear
 
-    a, y = _power_design(cal, [r for r in rows if r.device == "agx-xavier"])
+    a, y, is_base = _power_design(cal, [r for r in rows if r.device == "agx-xavier"])
     fa, fy = _fact_power_design(cal, [f for f in facts if f.device == "agx-xavier"])
-    is_base = ~a[:, 4:].any(axis=1)  # base-power rows carry no dynamic features
     # The base readings (idle at the mode) measure the four base coefficients alone; fitted jointly, the
     # training rows' residuals bent them (base_w at its bound, the memory clock's term 1.5x too steep).
     # A powered module never idles below ~1 W at its lowest clocks.
@@ -427,7 +429,7 @@ def fit_power(cal: Calibration, rows: list[CalibrationRow],
     out = {"agx-xavier": agx}
     for dev in ("xavier-nx", "nano"):
         prior = agx * _spec_ratios(dev)
-        a, y = _power_design(cal, [r for r in rows if r.device == dev])
+        a, y, _ = _power_design(cal, [r for r in rows if r.device == dev])
         if not len(y):
             out[dev] = prior
             continue
