@@ -20,7 +20,7 @@ high - low), and the mean-of-profiled baseline. The interval scales of each targ
 other two workloads only (:func:`jetpredict.predictor.calibration.calibrate`), so its coverage is out of
 sample. Then the leave-one-mode-out form check per workload (fitted on 9 modes, the other two workloads as
 reference, predicting the 10th). Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
-Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX.
+Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX, from 1-4 profiled modes and from the whole sweep.
 
 The scores are only as good as these 30 real rows: two GPU-bound CNNs and a CPU-bound one on ten modes whose
 CPU clock takes three values; the model's constants were chosen with these rows in view.
@@ -253,6 +253,11 @@ def cross_device(real: pd.DataFrame) -> list[dict]:
            row_of("xavier-nx", "mobilenetv3-gld23k"))
     record("MobileNetV3 AGX Xavier (every 1-4-mode design of a-j) -> Orin AGX MAXN (PowerTrain, time only)",
            models, row_of("orin-agx", "mobilenetv3-gld23k"))
+    # The same from the whole sweep: more profiled modes on the source must not make the transfer worse.
+    whole = [fit_workload(mob, reference=ref)]
+    record("MobileNetV3 AGX Xavier (all 10 modes a-j) -> Xavier NX 15W", whole, row_of("xavier-nx", "mobilenetv3-gld23k"))
+    record("MobileNetV3 AGX Xavier (all 10 modes a-j) -> Orin AGX MAXN (PowerTrain, time only)", whole,
+           row_of("orin-agx", "mobilenetv3-gld23k"))
     # Single real rows of one device predicting another (default bundled references on both sides).
     for src, dst, workload, label in (
             ("agx-xavier", "xavier-nx", "mobilenetv3-gld23k", "MobileNetV3 AGX Xavier MAXN (1 mode) -> Xavier NX 15W"),

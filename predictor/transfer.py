@@ -7,7 +7,8 @@ target over those on the source), weighted by how much each reference workload r
 ratio of the two devices' reference power coefficients. Fallback (no shared reference workloads, or a
 term no shared workload exercises): device physics -- GPU work scales with the CUDA-core count ratio,
 memory traffic with the bus-width ratio, CPU work with the per-clock CPU performance ratio, dynamic power
-with the rated module power. Core contention is recomputed with the target's cores; base power comes from
+with the rated module power. Time no clock of the source moves (the ``one`` term) moves as the similar
+reference workloads' whole epochs do. Core contention is recomputed with the target's cores; base power comes from
 the target's own reference. Predictions made either way are marked ``cross_device`` and carry wider
 intervals (``transfer_method`` says which way).
 """
@@ -139,8 +140,19 @@ def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceRefer
     if not total_sim > 0.0:
         return None  # the profile is unlike every shared workload (all similarities underflow): physics only
     share_new = sum(sim[w] * shares[w] for w in shared) / total_sim
+    logs = np.array([np.log(dst_ref.workload_anchor_s[w] / src_ref.workload_anchor_s[w]) for w in shared])
+    wts = np.array([sim[w] for w in shared])
+    level_mean = float(np.sum(wts * logs) / wts.sum())
+    level_spread = float(np.sqrt(np.sum(wts * (logs - level_mean) ** 2) / wts.sum()))
     factors, var = {}, 0.0
     for i, term in enumerate(F.TOTAL_TERMS):
+        if term == "one":
+            # Time no clock of the source moves is a real workload's unexplained lump (loading, framework,
+            # misfit), not the twin's fixed kernel latency: it moves as the similar workloads' epochs, a
+            # guess as rough as physics [E13].
+            factors[term] = float(np.exp(level_mean))
+            var += (share_new[i] * PHYSICS_FACTOR_SD) ** 2
+            continue
         use = [w for w in shared if shares[w][i] >= MIN_TERM_SHARE and b[w][i] > 0]
         weights = np.array([sim[w] * shares[w][i] for w in use])
         trust = min(1.0, float(weights.sum()) / max(total_sim, 1e-12) / FULL_TRUST_SHARE) if use else 0.0
@@ -154,10 +166,6 @@ def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceRefer
             factors[term] = float(np.exp(trust * mean + (1.0 - trust) * log_phys))
             sd = trust * spread + (1.0 - trust) * PHYSICS_FACTOR_SD
         var += (share_new[i] * sd) ** 2
-    logs = np.array([np.log(dst_ref.workload_anchor_s[w] / src_ref.workload_anchor_s[w]) for w in shared])
-    wts = np.array([sim[w] for w in shared])
-    level_mean = float(np.sum(wts * logs) / wts.sum())
-    level_spread = float(np.sqrt(np.sum(wts * (logs - level_mean) ** 2) / wts.sum()))
     rel_sd = float(max(np.sqrt(var + level_spread ** 2), REFERENCE_TRANSFER_SD_FLOOR))
     pf = power_factors(src_dev, dst_dev)
     src_p, dst_p = np.asarray(src_ref.power_mean, float), np.asarray(dst_ref.power_mean, float)
