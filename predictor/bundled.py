@@ -27,6 +27,7 @@ from jetpredict.predictor.reference import (
     read_reference_rows,
     read_simulated_rows,
     reference_csvs,
+    without_own_sweep,
 )
 from jetpredict.predictor.serialization import (
     model_from_dict,
@@ -34,7 +35,7 @@ from jetpredict.predictor.serialization import (
     reference_from_dict,
     reference_to_dict,
 )
-from jetpredict.predictor.terms import check_device
+from jetpredict.predictor.terms import check_device, source_of
 from jetpredict.predictor.transfer import derive_reference, transfer_model
 
 FITTED_DIR = data_path("fitted")
@@ -127,8 +128,40 @@ def fit_workload(rows: pd.DataFrame, device: Device | None = None,
     devices or unusable rows.
     """
     resolved, _ = check_device(rows, device)
-    ref = load_reference(resolved) if reference is None else reference
-    return M.fit_with_reference(rows, ref, resolved)
+    if reference is None:
+        # When the bundled reference holds this very workload, its prior comes from the others [E8].
+        reference = _bundled_without_own(rows, resolved) or load_reference(resolved)
+    return M.fit_with_reference(rows, reference, resolved)
+
+
+def own_sweep_left_out(rows: pd.DataFrame, device: Device | None = None,
+                       reference: DeviceReference | pd.DataFrame | None = None) -> bool:
+    """Whether :func:`fit_workload` leaves the rows' own workload's sweep out of their prior (the reference,
+    bundled by default, holds it; ``reference.without_own_sweep``)."""
+    resolved, _ = check_device(rows, device)
+    if reference is None:
+        return _bundled_without_own(rows, resolved) is not None
+    if isinstance(reference, pd.DataFrame) and rows["workload"].nunique() == 1:
+        return len(without_own_sweep(reference, str(rows["workload"].iloc[0]), source_of(rows))) < len(reference)
+    return False
+
+
+def _bundled_without_own(rows: pd.DataFrame, device: Device) -> DeviceReference | None:
+    workloads = rows["workload"].unique() if "workload" in rows.columns else ()
+    if len(workloads) != 1 or str(workloads[0]) not in load_reference(device).workload_shapes:
+        return None
+    return _reference_without(device.id, str(workloads[0]), source_of(rows))
+
+
+@cache
+def _reference_without(device_id: str, workload: str, kind: str) -> DeviceReference | None:
+    """The device's bundled reference refitted without ``workload``'s own sweep (``without_own_sweep``);
+    None when it keeps that sweep or has no sweeps of its own (derived through physics)."""
+    rows = read_reference_rows(device_id)
+    if rows is None:
+        return None
+    others = without_own_sweep(rows, workload, kind)
+    return None if len(others) == len(rows) else build_reference(others, device_id)
 
 
 _transfers: weakref.WeakKeyDictionary[M.WorkloadModel, dict[str, M.WorkloadModel]] = weakref.WeakKeyDictionary()

@@ -61,7 +61,7 @@ from jetpredict.predictor.constants import (
     IntervalScales,
 )
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
-from jetpredict.predictor.reference import DeviceReference, build_reference, contention_for
+from jetpredict.predictor.reference import DeviceReference, build_reference, contention_for, without_own_sweep
 from jetpredict.predictor.regime import (
     own_contention,
     regime_evidence,
@@ -457,7 +457,9 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
     """
     dev, workload = check_rows(rows, device)
     data = ProfileArrays.from_frame(rows)
-    ref = build_reference(reference, dev.id) if isinstance(reference, pd.DataFrame) else reference
+    # Sweeps given as rows never lend the rows' own workload's sweep as a look-alike [E8].
+    ref = (build_reference(without_own_sweep(reference, workload, source_of(rows)), dev.id)
+           if isinstance(reference, pd.DataFrame) else reference)
     if ref.device_id != dev.id:
         raise InputError(f"reference sweeps are of device {ref.device_id!r}, rows of {dev.id!r}", "reference")
     floor = gpu_floor(data, dev)

@@ -31,6 +31,23 @@ def test_fit_writes_model_and_manifest(work):
     assert (work / "resnet.json").is_file() and (work / "resnet.json.json").is_file()
 
 
+def test_fit_says_when_the_reference_holds_the_workloads_own_sweep(tmp_path, capsys):
+    from jetpredict.models.profile_files import read_profile_csv
+    from jetpredict.predictor.reference import REFERENCE_DIR
+
+    ref = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    lenet = ref[(ref.workload == "lenet5-mnist") & ref["mode"].isin(list("efij"))]
+    lenet.to_csv(tmp_path / "lenet.csv", index=False)
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "lenet.csv"),
+                 "--out", str(tmp_path / "m.json")]) == 0
+    assert "holds lenet5-mnist's own sweep: the prior comes from its other workloads" in capsys.readouterr().err
+    others = ref[ref.workload != "lenet5-mnist"]
+    others.to_csv(tmp_path / "others.csv", index=False)
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "lenet.csv"),
+                 "--reference", str(tmp_path / "others.csv"), "--out", str(tmp_path / "m2.json")]) == 0
+    assert "own sweep" not in capsys.readouterr().err
+
+
 def test_predict_presets_csv_is_only_csv(work, capsys):
     assert main(["predict", "--model", str(work / "resnet.json"), "--presets", "--format", "csv"]) == 0
     out = capsys.readouterr().out
