@@ -128,29 +128,26 @@ def fit_workload(rows: pd.DataFrame, device: Device | None = None,
     devices or unusable rows.
     """
     resolved, _ = check_device(rows, device)
-    if reference is None:
-        # When the bundled reference holds this very workload, its prior comes from the others [E8].
-        reference = _bundled_without_own(rows, resolved) or load_reference(resolved)
-    return M.fit_with_reference(rows, reference, resolved)
+    return M.fit_with_reference(rows, prior_reference(rows, resolved, reference)[0], resolved)
 
 
-def own_sweep_left_out(rows: pd.DataFrame, device: Device | None = None,
-                       reference: DeviceReference | pd.DataFrame | None = None) -> bool:
-    """Whether :func:`fit_workload` leaves the rows' own workload's sweep out of their prior (the reference,
-    bundled by default, holds it; ``reference.without_own_sweep``)."""
-    resolved, _ = check_device(rows, device)
-    if reference is None:
-        return _bundled_without_own(rows, resolved) is not None
-    if isinstance(reference, pd.DataFrame) and rows["workload"].nunique() == 1:
-        return len(without_own_sweep(reference, str(rows["workload"].iloc[0]), source_of(rows))) < len(reference)
-    return False
-
-
-def _bundled_without_own(rows: pd.DataFrame, device: Device) -> DeviceReference | None:
+def prior_reference(rows: pd.DataFrame, device: Device, reference: DeviceReference | pd.DataFrame | None = None
+                    ) -> tuple[DeviceReference | pd.DataFrame, bool]:
+    """The reference a fit of ``rows`` takes its prior from (``reference``, the device's bundled one by
+    default) and whether it leaves the rows' own workload's sweep out (``reference.without_own_sweep``) [E8].
+    Sweeps given as rows are filtered where they are fitted (``model.fit_with_reference``)."""
     workloads = rows["workload"].unique() if "workload" in rows.columns else ()
-    if len(workloads) != 1 or str(workloads[0]) not in load_reference(device).workload_shapes:
-        return None
-    return _reference_without(device.id, str(workloads[0]), source_of(rows))
+    if len(workloads) != 1:  # the fit names the problem
+        return (load_reference(device) if reference is None else reference), False
+    workload, kind = str(workloads[0]), source_of(rows)
+    if isinstance(reference, pd.DataFrame):
+        return reference, len(without_own_sweep(reference, workload, kind)) < len(reference)
+    if reference is not None:
+        return reference, False
+    bundled = load_reference(device)
+    # Only the reference's own workloads can be left out: the cache stays bounded by them.
+    without = _reference_without(device.id, workload, kind) if workload in bundled.workload_shapes else None
+    return (bundled, False) if without is None else (without, True)
 
 
 @cache

@@ -158,7 +158,7 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
 
 def _fit(args: argparse.Namespace) -> int:
     from jetpredict.models.profile_files import read_profile_rows
-    from jetpredict.predictor.bundled import fit_workload, own_sweep_left_out, save_model
+    from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
     rows = read_profile_rows(args.profiles)
     reference = None if args.reference is None else read_profile_rows(args.reference)
@@ -170,7 +170,7 @@ def _fit(args: argparse.Namespace) -> int:
         raise InputError(f"cannot write --out {args.out}: {exc.strerror}", "out") from None
     _log(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
          f"({model.reference_source} reference, {model.model_version}); wrote {args.out}")
-    if own_sweep_left_out(rows, device, reference):
+    if prior_reference(rows, model.device, reference)[1]:
         _log(f"the reference holds {model.workload_id}'s own sweep: the prior comes from its other workloads "
              "(as the published accuracy figures are scored)")
     _log_aliased(model)

@@ -296,9 +296,7 @@ def reference_csvs(device_id: str, directory: Path | None = None) -> list[Path]:
 def without_own_sweep(sweeps: pd.DataFrame, workload: str, kind: str) -> pd.DataFrame:
     """Reference sweeps without the rows' own workload's sweep when it is of their kind of data (real or
     simulated) and others remain: a reference's per-workload split is fitted to its sweep alone, and as the
-    rows' own it takes the whole regime weight and decides what the rows leave open. Measured: LeNet-5 on
-    e,f,i,j under the bundled AGX Xavier reference, 7.2% -> 4.7% time, 12.0% -> 8.4% energy on a-d,g,h;
-    the twin's fleet plan, every preset of five devices, tighter and better covered [E8]."""
+    rows' own it would take the whole regime weight and decide what the rows leave open [E8]."""
     own = (sweeps["workload"] == workload).to_numpy()
     if not own.any() or own.all() or (source_of(sweeps[own]) == "simulated") != (kind == "simulated"):
         return sweeps
