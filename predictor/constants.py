@@ -146,12 +146,12 @@ class IntervalScales:
 
 #: Calibrated scales per number of profiled modes (4 for more; ``python -m tools.calibrate_intervals``). [E11]
 INTERVAL_SCALES: Mapping[int, IntervalScales] = {
-    1: IntervalScales(time=0.3, power=1.1, energy=0.35), 2: IntervalScales(time=0.3, power=1.05, energy=0.3),
-    3: IntervalScales(time=0.3, power=0.55, energy=0.4), 4: IntervalScales(time=0.3, power=0.8, energy=0.35)}
+    1: IntervalScales(time=0.3, power=1.3, energy=0.35), 2: IntervalScales(time=0.35, power=1.25, energy=0.3),
+    3: IntervalScales(time=0.35, power=1.15, energy=0.45), 4: IntervalScales(time=0.3, power=1.2, energy=0.6)}
 #: Share of a design size's held-out real values the calibrated 90% intervals must hold. [E11]
 POOLED_COVERAGE = 0.90
 #: Share of each (target, reference) cell's held-out real values they must hold. [E11]
-CELL_COVERAGE = 0.85
+CELL_COVERAGE = 0.90
 #: Scales the calibration tries, smallest first (multipliers). [E11]
 SCALE_GRID = np.round(np.arange(0.3, 3.001, 0.05), 2)
 
