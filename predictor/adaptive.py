@@ -27,7 +27,9 @@ by more than ``MAX_RIVAL_GAIN`` and the recommended mode itself is profiled, or 
 modes is spent. When only such a rival holds the stop back, it profiles that rival next (measured, it no
 longer counts); when only the pick is unprofiled, it profiles the pick, and stops once that measurement
 agrees with the prediction that settled the stop within the run-to-run noise (a rival's gain it nudges
-across the bar is noise, not news). It takes rows and returns modes, so
+across the bar is noise, not news). A mode beats the pick only if ``recommend`` could pick it once profiled:
+with its interval's upper end under the caps, not its point (a mode measured just under a power cap keeps an
+interval across it). It takes rows and returns modes, so
 the same code drives the digital twin, a Jetson (through the profiler's campaign) and a replay of a
 measured sweep (:class:`SweepReplay`).
 """
@@ -73,7 +75,8 @@ DESIGN_FILLERS = 2
 #: loop now also measures the pick before it stops (12 of 12 within 3%, at most 6 modes).
 DEFAULT_TARGET_WIDTH = 0.12
 #: ... and the loop stops only once no rival's expected gain over the recommended mode exceeds this share of
-#: its objective (E[max(0, ln best - ln rival)], the rival meeting the caps): a narrow interval on a mode
+#: its objective (E[max(0, ln best - ln rival)], the rival meeting the caps once profiled, by its interval's
+#: upper end as ``recommend`` holds them: :func:`_meets_caps`): a narrow interval on a mode
 #: that another, unprofiled mode probably beats is not a decision (one profiled mode is always "narrow").
 #: Two modes predicted alike, each with the 3% noise floor, expect ~1.7%: below the bar, so near-ties stop.
 MAX_RIVAL_GAIN = 0.03
@@ -157,14 +160,18 @@ def _width(df: pd.DataFrame, column: str) -> np.ndarray:
     return (df[f"{column}_high"].to_numpy(dtype=float) - df[f"{column}_low"].to_numpy(dtype=float)) / point
 
 
-def _meets_caps(df: pd.DataFrame, goal: Goal, z: float) -> np.ndarray:
-    """Probability (normal, log scale) that each mode's true power and time meet the caps."""
+def _meets_caps(df: pd.DataFrame, goal: Goal, z: float, profiled: np.ndarray | None = None) -> np.ndarray:
+    """Probability (normal, log scale) that each mode, once profiled, meets the caps as ``recommend`` holds
+    them: by its interval's upper end, not its point. A profiled mode keeps about the interval of those
+    profiled already (``profiled``: their mask; the median of their log SDs), so a mode certifies only if
+    its power (time) lies that margin under the cap; with none profiled the margin is 0."""
     p = np.ones(len(df))
     for column, cap in (("avg_power_w", goal.max_power_w), ("epoch_time_s", goal.max_epoch_time_s)):
         if cap is not None:
             point = np.maximum(df[column].to_numpy(dtype=float), 1e-12)
             sd = np.maximum(_log_sd(df, column, z), 1e-9)
-            p *= ndtr((math.log(cap) - np.log(point)) / sd)
+            margin = z * float(np.median(sd[profiled])) if profiled is not None and profiled.any() else 0.0
+            p *= ndtr((math.log(cap) - margin - np.log(point)) / sd)
     return p
 
 
@@ -186,7 +193,7 @@ def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndar
     sd = _log_sd(df, key, z)
     gap = math.log(value[b]) - np.log(value)  # > 0 where a mode's point beats the best's
     spread = np.maximum(np.hypot(sd, sd[b]), 1e-9)
-    meets = _meets_caps(df, goal, z)
+    meets = _meets_caps(df, goal, z, None if open_ is None else ~open_)
     p = ndtr(gap / spread) * meets
     p[b] = 0.0
     # Expected gain on log scale of switching to each mode: E[max(0, N(gap, spread^2))].
