@@ -84,8 +84,8 @@ def test_replayed_real_sweep_stops_within_budget_near_the_measurement(resnet, ot
 
 def test_a_rival_that_alone_holds_the_stop_back_is_profiled_next(resnet, others):
     """ResNet-18 under 16 W from e, f: once the recommended mode's interval is narrow, only mode c (14.85 W
-    measured, its interval below 16 W once profiled) may still beat it; the loop measures c next and stops
-    within 3% in 5 modes."""
+    measured, its interval below 16 W once profiled) may still beat it; the loop measures c next (then d,
+    15.7 W, the next such rival) and stops within 3% in 6 modes, the issue's bar."""
     replay = A.SweepReplay(resnet)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), A.Goal("min-time", max_power_w=16.0), budget=10,
                                 candidates=replay.modes(), reference=others, start=_by_mode(resnet, "ef")[
@@ -95,20 +95,20 @@ def test_a_rival_that_alone_holds_the_stop_back_is_profiled_next(resnet, others)
     assert held and held[0].decision.time_width < A.DEFAULT_TARGET_WIDTH
     assert held[0].next_mode["mode"] == resnet.iloc[held[0].decision.top_rival]["mode"] == "c"
     assert held[0].decision.rival_gain > A.MAX_RIVAL_GAIN
-    assert len(rows) <= 5 and chooser.steps[-1].stop
+    assert len(rows) <= 6 and chooser.steps[-1].stop
     best = chooser.steps[-1].decision.best_row
     assert best["epoch_time_s"] == pytest.approx(resnet.set_index("mode").loc[best["mode"], "epoch_time_s"],
                                                  rel=0.03)
 
 
 def test_a_mode_whose_interval_cannot_clear_the_cap_holds_nothing_back(resnet, others):
-    """ResNet-18 under 15 W from h, a: mode c draws 14.85 W, so once profiled its interval's upper end still
+    """ResNet-18 under 15 W from g, a: mode c draws 14.85 W, so once profiled its interval's upper end still
     passes 15 W and ``recommend`` cannot pick it; it is no rival that holds the stop back, and the loop stops
-    within 3% in 4 modes without it (7 while a rival counted with its point under the cap)."""
+    within 3% in 4 modes without it (6, c among them, while a rival counted with its point under the cap)."""
     replay = A.SweepReplay(resnet)
     goal = A.Goal("min-time", max_power_w=15.0)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=10, candidates=replay.modes(),
-                                reference=others, start=_by_mode(resnet, "ha")[["mode", *MODE_FIELDS]])
+                                reference=others, start=_by_mode(resnet, "ga")[["mode", *MODE_FIELDS]])
     rows = A.run_loop(chooser, replay.measure)
     assert len(rows) <= 4 and chooser.steps[-1].stop and "c" not in {r["mode"] for r in rows}
     best = chooser.steps[-1].decision.best_row
