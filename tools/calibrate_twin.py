@@ -26,7 +26,8 @@ Fitting, in two stages:
    their own CPU speed (Nano from its LeNet rows, Orin from its one MobileNetV3 row).
 2. Power coefficients by bounded linear least squares: the four baseload coefficients on the AGX Xavier
    base-power rows (idle at the mode) alone, then the dynamic ones on its power rows, with the DVFS voltage
-   floor and the power share of the GPU's kernel latency chosen by grid (:func:`fit_power_shape`). Other
+   floor and the power share of the GPU's kernel latency chosen by grid (:func:`fit_power_shape`), on the
+   predictor's DVFS knee (``predictor.constants.KNEE_REL``). Other
    devices scale them by spec ratios (CUDA cores, memory bus, CPU cores; baseload by the wall-socket idle
    ordering), then NX and Nano fit one or two scale factors on their few power rows; Orin devices
    have no published power, so their dynamic power is scaled to each module's power budget (spec sheet).
@@ -46,6 +47,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.paths import data_path
+from jetpredict.predictor.constants import KNEE_REL
 from jetpredict.profiler.sim.physics import (
     CALIBRATION_PATH,
     SHARED_DEFAULTS,
@@ -301,7 +303,9 @@ def _calibration_from(theta: dict[str, float], power: dict[str, dict[str, float]
     for dev, key in _PERF_KEY.items():
         devices[dev] = DeviceConstants(**base, cpu_perf_per_ghz=theta[key],
                                        **(power or {}).get(dev, _ZERO_POWER))
-    shape = {k: SHARED_DEFAULTS[k] for k in POWER_SHAPE_KEYS} | dict(power_shape or {})
+    # The predictor's DVFS knee, so that the simulated reference sweeps carry the power shape its features
+    # assume; the power rows prefer it to the hand-set 0.35, their optimum 0.6 costs out-of-sample coverage.
+    shape = {k: SHARED_DEFAULTS[k] for k in POWER_SHAPE_KEYS} | {"dvfs_knee": KNEE_REL} | dict(power_shape or {})
     return Calibration(devices, {k: theta[k] if k in theta else shape[k] for k in SHARED_KEYS})
 
 

@@ -36,19 +36,22 @@ else:  # pragma: no cover
 CALIBRATION_PATH = Path(__file__).with_name("data") / "twin_calibration.toml"
 
 #: DVFS curve shape (fractions of the domain's top clock / top voltage). Tegra DVFS tables hold the
-#: rail at a floor voltage over the low steps and raise it roughly linearly above a knee. The floor
-#: is fitted (shared ``dvfs_v_floor``, set by low-clock power); this is its default when absent.
+#: rail at a floor voltage over the low steps and raise it roughly linearly above a knee. The
+#: calibration sets both (shared ``dvfs_v_floor``, fitted to low-clock power, and ``dvfs_knee``); these
+#: are their defaults when absent (older calibration files).
 DVFS_V_FLOOR = 0.60
 DVFS_KNEE = 0.35
 
 #: Fixed, device-independent constants of the twin (documented in docs/digital-twin.md).
 SHARED_KEYS = ("jpeg_decode_s_per_mpix", "worker_contention", "sched_interference", "roofline_sharpness",
-               "gpu_stream_b_per_core_cycle", "dvfs_v_floor", "cpu_mem_wait_s_ghz", "gpu_latency_power_share")
+               "gpu_stream_b_per_core_cycle", "dvfs_v_floor", "dvfs_knee", "cpu_mem_wait_s_ghz",
+               "gpu_latency_power_share")
 #: Defaults of shared constants added after the first calibrations (older files lack them): the voltage
-#: floor of the DVFS curve, no GPU-side limit on memory streaming, CPU work that never waits on DRAM, and a
-#: GPU that draws its busy power through every kernel's fixed latency.
-SHARED_DEFAULTS = {"dvfs_v_floor": DVFS_V_FLOOR, "gpu_stream_b_per_core_cycle": float("inf"),
-                   "cpu_mem_wait_s_ghz": 0.0, "gpu_latency_power_share": 1.0}
+#: floor and knee of the DVFS curve, no GPU-side limit on memory streaming, CPU work that never waits on
+#: DRAM, and a GPU that draws its busy power through every kernel's fixed latency.
+SHARED_DEFAULTS = {"dvfs_v_floor": DVFS_V_FLOOR, "dvfs_knee": DVFS_KNEE,
+                   "gpu_stream_b_per_core_cycle": float("inf"), "cpu_mem_wait_s_ghz": 0.0,
+                   "gpu_latency_power_share": 1.0}
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,8 @@ class DevicePhysics:
         top = {"cpu": self.cpu_mhz_max, "gpu": self.gpu_mhz_max, "emc": self.emc_mhz_max}[domain]
         x = np.asarray(mhz, dtype=float) / top
         floor = self.shared.get("dvfs_v_floor", DVFS_V_FLOOR)
-        return np.clip(floor + (1 - floor) * (x - DVFS_KNEE) / (1 - DVFS_KNEE), floor, 1.0)
+        knee = self.shared.get("dvfs_knee", DVFS_KNEE)
+        return np.clip(floor + (1 - floor) * (x - knee) / (1 - knee), floor, 1.0)
 
     def dynamic_scale(self, domain: str, mhz):
         """f x V^2 relative to the domain's top clock: the CMOS switching-power factor."""

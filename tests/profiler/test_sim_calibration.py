@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from jetpredict.models.catalogue import load_device
+from jetpredict.predictor.constants import KNEE_REL
 
 from tools import calibrate_twin as calibrate
 
@@ -39,7 +40,7 @@ def test_power_within_15_percent_on_80_percent_of_rows_with_power(comparison):
     crit = calibrate.criteria(comparison[1])
     assert crit["power_rows"] == 46
     assert crit["power_within"] >= 0.95  # measured 100%
-    assert crit["power_mape"] <= 0.05  # measured 4.8%
+    assert crit["power_mape"] <= 0.05  # measured 4.7% (4.8% on the knee once set by hand, 0.35)
 
 
 def test_the_baseload_is_fitted_to_the_base_power_rows(comparison):
@@ -52,14 +53,22 @@ def test_the_baseload_is_fitted_to_the_base_power_rows(comparison):
 
 
 def test_the_real_lenet5_power_follows_the_latency_bound_gpu(comparison):
-    """LeNet-5's kernels are ~90% fixed latency: counted at the fitted share, its power is within 12% of
+    """LeNet-5's kernels are ~90% fixed latency: counted at the fitted share, its power is within 14% of
     the real sweep at every mode (at the top clocks g, i, j it was 14-21% high before the share was fitted)."""
     df = comparison[1]
     lenet = df[(df["source"] == "agx_xavier_reference_sweeps") & (df["workload"] == "lenet5-mnist")]
     assert len(lenet) == 10
-    assert lenet["err_avg_power_w"].abs().max() <= 0.12  # measured 11.9% (mode b)
+    # measured 13.5% (mode b: 6.81 W digitized, 6.33 W at c with a faster GPU); 11.9% on the knee at 0.35
+    assert lenet["err_avg_power_w"].abs().max() <= 0.14
     top = lenet[lenet["label"].str.endswith(("mode g", "mode i", "mode j"))]
-    assert top["err_avg_power_w"].abs().max() <= 0.09  # measured 8.0%
+    assert top["err_avg_power_w"].abs().max() <= 0.09  # measured 8.4%
+
+
+def test_the_twin_runs_on_the_predictors_dvfs_knee():
+    """The simulated reference sweeps carry the predictor's power shape: a knee changed on one side only
+    fails here until the twin is recalibrated (``python -m tools.calibrate_twin``)."""
+    for device in ("agx-xavier", "orin-agx", "nano"):
+        assert calibrate.DevicePhysics(load_device(device)).shared["dvfs_knee"] == KNEE_REL
 
 
 def test_the_doc_shows_every_row(comparison):
@@ -78,7 +87,8 @@ def test_the_low_gpu_clock_fact_is_a_fitted_target_and_in_the_doc(comparison):
     cal = calibrate.Calibration({"agx-xavier": calibrate.DevicePhysics(load_device("agx-xavier")).constants},
                                 calibrate.DevicePhysics(load_device("agx-xavier")).shared)
     sim = calibrate.simulate_facts(cal, facts).iloc[0]
-    assert abs(sim.err_speedup) <= 0.06 and abs(sim.err_power_ratio) <= 0.05  # measured -4.9%, -4.0%
+    # measured -1.0%, -5.1% (-4.0% on the knee at 0.35)
+    assert abs(sim.err_speedup) <= 0.02 and abs(sim.err_power_ratio) <= 0.06
     assert f"| facts | {f.label} |" in calibrate.RESULTS_PATH.read_text(encoding="utf-8")
 
 

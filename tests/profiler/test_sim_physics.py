@@ -11,6 +11,7 @@ from jetpredict.models.catalogue import device_ids, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.sim.physics import (
     CALIBRATION_PATH,
+    DVFS_KNEE,
     DVFS_V_FLOOR,
     SHARED_DEFAULTS,
     DeviceConstants,
@@ -102,7 +103,7 @@ def test_every_device_has_complete_constants():
         assert isinstance(constants, DeviceConstants) and constants.basis
         assert 0 < constants.gpu_eff_dense <= 1 and 0 < constants.mem_eff <= 1
         assert shared["roofline_sharpness"] >= 1
-        assert 0 < shared["dvfs_v_floor"] < 1
+        assert 0 < shared["dvfs_v_floor"] < 1 and 0 < shared["dvfs_knee"] < 1
 
 
 def calibration_without(tmp_path, key: str) -> tuple[DeviceConstants, dict[str, float]]:
@@ -119,6 +120,23 @@ def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
     assert shared["dvfs_v_floor"] == DVFS_V_FLOOR
     ph = DevicePhysics(load_device("agx-xavier"), constants, shared)
     assert ph.voltage_frac("gpu", 114.75) == pytest.approx(DVFS_V_FLOOR)
+
+
+def test_the_voltage_leaves_its_floor_at_the_calibrated_knee(agx):
+    floor, knee = agx.shared["dvfs_v_floor"], agx.shared["dvfs_knee"]
+    top = agx.gpu_mhz_max
+    assert agx.voltage_frac("gpu", knee * top) == pytest.approx(floor)
+    assert agx.voltage_frac("gpu", 0.9 * knee * top) == pytest.approx(floor)
+    assert agx.voltage_frac("gpu", (knee + 1) / 2 * top) == pytest.approx((floor + 1) / 2)
+
+
+def test_a_calibration_file_without_a_knee_uses_the_default(tmp_path):
+    constants, shared = calibration_without(tmp_path, "dvfs_knee")
+    assert shared["dvfs_knee"] == DVFS_KNEE
+    ph = DevicePhysics(load_device("agx-xavier"), constants, shared)
+    floor = shared["dvfs_v_floor"]
+    assert ph.voltage_frac("gpu", DVFS_KNEE * ph.gpu_mhz_max) == pytest.approx(floor)
+    assert ph.voltage_frac("gpu", (DVFS_KNEE + 1) / 2 * ph.gpu_mhz_max) == pytest.approx((floor + 1) / 2)
 
 
 def test_a_calibration_file_without_a_latency_power_share_counts_the_latency_in_full(tmp_path):
