@@ -177,7 +177,7 @@ class DevicePhysics:
         eff = np.where(np.asarray(kind) == 1, c.gpu_eff_depthwise, c.gpu_eff_dense)
         t_flop = np.asarray(flops, dtype=float) / (eff * self.peak_fp32_flops(gpu_mhz))
         nbytes = np.asarray(nbytes, dtype=float)
-        gpu_side_bps = (self.shared.get("gpu_stream_b_per_core_cycle", np.inf) * self.device.specs.cuda_cores
+        gpu_side_bps = (self.shared["gpu_stream_b_per_core_cycle"] * self.device.specs.cuda_cores
                         * np.asarray(gpu_mhz, dtype=float) * 1e6)
         t_mem = nbytes / np.minimum(c.mem_eff * self.bandwidth_bps(emc_mhz), gpu_side_bps)
         t_lat = np.full(np.broadcast(t_flop, t_mem).shape, c.gpu_kernel_latency_s)
@@ -193,8 +193,7 @@ class DevicePhysics:
         """Rail voltage as a fraction of its top value at a clock (``domain`` cpu | gpu | emc)."""
         top = {"cpu": self.cpu_mhz_max, "gpu": self.gpu_mhz_max, "emc": self.emc_mhz_max}[domain]
         x = np.asarray(mhz, dtype=float) / top
-        floor = self.shared.get("dvfs_v_floor", DVFS_V_FLOOR)
-        knee = self.shared.get("dvfs_knee", DVFS_KNEE)
+        floor, knee = self.shared["dvfs_v_floor"], self.shared["dvfs_knee"]
         return np.clip(floor + (1 - floor) * (x - knee) / (1 - knee), floor, 1.0)
 
     def dynamic_scale(self, domain: str, mhz):

@@ -122,21 +122,22 @@ def test_a_calibration_file_without_a_voltage_floor_uses_the_default(tmp_path):
     assert ph.voltage_frac("gpu", 114.75) == pytest.approx(DVFS_V_FLOOR)
 
 
+def assert_voltage_leaves_its_floor_at(ph: DevicePhysics, knee: float) -> None:
+    """Flat at the floor up to ``knee`` (share of the top clock), halfway to the top voltage halfway above it."""
+    floor, top = ph.shared["dvfs_v_floor"], ph.gpu_mhz_max
+    assert ph.voltage_frac("gpu", knee * top) == pytest.approx(floor)
+    assert ph.voltage_frac("gpu", 0.9 * knee * top) == pytest.approx(floor)
+    assert ph.voltage_frac("gpu", (knee + 1) / 2 * top) == pytest.approx((floor + 1) / 2)
+
+
 def test_the_voltage_leaves_its_floor_at_the_calibrated_knee(agx):
-    floor, knee = agx.shared["dvfs_v_floor"], agx.shared["dvfs_knee"]
-    top = agx.gpu_mhz_max
-    assert agx.voltage_frac("gpu", knee * top) == pytest.approx(floor)
-    assert agx.voltage_frac("gpu", 0.9 * knee * top) == pytest.approx(floor)
-    assert agx.voltage_frac("gpu", (knee + 1) / 2 * top) == pytest.approx((floor + 1) / 2)
+    assert_voltage_leaves_its_floor_at(agx, agx.shared["dvfs_knee"])
 
 
 def test_a_calibration_file_without_a_knee_uses_the_default(tmp_path):
     constants, shared = calibration_without(tmp_path, "dvfs_knee")
     assert shared["dvfs_knee"] == DVFS_KNEE
-    ph = DevicePhysics(load_device("agx-xavier"), constants, shared)
-    floor = shared["dvfs_v_floor"]
-    assert ph.voltage_frac("gpu", DVFS_KNEE * ph.gpu_mhz_max) == pytest.approx(floor)
-    assert ph.voltage_frac("gpu", (DVFS_KNEE + 1) / 2 * ph.gpu_mhz_max) == pytest.approx((floor + 1) / 2)
+    assert_voltage_leaves_its_floor_at(DevicePhysics(load_device("agx-xavier"), constants, shared), DVFS_KNEE)
 
 
 def test_a_calibration_file_without_a_latency_power_share_counts_the_latency_in_full(tmp_path):
