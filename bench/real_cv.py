@@ -19,7 +19,9 @@ nominal 90% intervals over every held-out (design, mode) pair and their median w
 high - low), and the mean-of-profiled baseline. The interval scales of each target are calibrated on the
 other two workloads only (:func:`jetpredict.predictor.calibration.calibrate`), so its coverage is out of
 sample. Then the leave-one-mode-out form check per workload (fitted on 9 modes, the other two workloads as
-reference, predicting the 10th). Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
+reference, predicting the 10th), and the data against physics: where a mode with more cores or faster
+clocks is slower or draws less power, and the least error of any model that keeps that order (in sample).
+Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
 Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX, from 1-4 profiled modes and from the whole sweep.
 
 The scores are only as good as these 30 real rows: two GPU-bound CNNs and a CPU-bound one on ten modes whose
@@ -40,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import linprog
 
 # This checkout's packages first (an editable install may point at another tree).
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
@@ -182,6 +185,62 @@ def leave_one_mode_out(real: pd.DataFrame) -> list[dict]:
     return out
 
 
+#: The knobs of a mode; a mode with none lower and one higher than another's "dominates" it.
+KNOBS = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
+#: Quantities that physics orders along dominance: (name, column, +1 = falls as the knobs rise, -1 = rises).
+MONOTONE = (("time", "epoch_time_s", 1), ("stall", "stall_time_s", 1), ("compute", "compute_time_s", 1),
+            ("power", "avg_power_w", -1), ("dynamic power", "dynamic_power_w", -1))
+#: An inversion is listed when it exceeds this (%): smaller ones are within a figure's digitizing.
+INVERSION_MIN_PCT = 1.0
+
+
+def dominance_pairs(knobs: np.ndarray) -> list[tuple[int, int]]:
+    """(i, j) for every row j whose knobs are all >= row i's and not all equal."""
+    n = len(knobs)
+    return [(i, j) for i in range(n) for j in range(n)
+            if i != j and np.all(knobs[j] >= knobs[i]) and np.any(knobs[j] > knobs[i])]
+
+
+def monotone_fit(values: np.ndarray, pairs: list[tuple[int, int]], falls: int) -> np.ndarray:
+    """The fit closest to ``values`` (summed absolute log ratio, a linear program) among those that never
+    rise (``falls`` = 1; never fall: -1) from a row to one that dominates it: the least in-sample error of
+    any model that orders the quantity as physics does."""
+    obs = np.log(values)
+    n = len(obs)
+    eye = np.eye(n)
+    # Variables: the fitted logs y, then u >= |y - obs|.
+    rows = [np.r_[eye[i], -eye[i]] for i in range(n)] + [np.r_[-eye[i], -eye[i]] for i in range(n)]
+    bounds = list(obs) + list(-obs)
+    for i, j in pairs:
+        rows.append(np.r_[falls * (eye[j] - eye[i]), np.zeros(n)])
+        bounds.append(0.0)
+    res = linprog(np.r_[np.zeros(n), np.ones(n)], A_ub=np.array(rows), b_ub=np.array(bounds),
+                  bounds=[(None, None)] * n + [(0.0, None)] * n)
+    return np.exp(res.x[:n])
+
+
+def monotone_check(real: pd.DataFrame) -> list[dict]:
+    """Per workload and quantity: the inversions (a faster mode slower, or drawing less power, by more than
+    ``INVERSION_MIN_PCT``) and the least MAPE (%) of any model that orders the quantity as physics does."""
+    out = []
+    for target in TARGETS:
+        rows = real[real["workload"] == target].reset_index(drop=True)
+        rows = rows.assign(dynamic_power_w=rows["avg_power_w"] - rows["base_power_w"])
+        pairs = dominance_pairs(rows[list(KNOBS)].to_numpy(float))
+        modes = rows["mode"].astype(str).to_list()
+        for name, col, falls in MONOTONE:
+            values = rows[col].to_numpy(float)
+            gap = {(modes[i], modes[j]): falls * (values[j] / values[i] - 1.0) * 100.0 for i, j in pairs}
+            floor = np.abs(monotone_fit(values, pairs, falls) / values - 1.0) * 100.0
+            row = {"target": target, "quantity": name, "floor_mape": float(floor.mean()),
+                   "inversions": {f"{a}->{b}": round(g, 1) for (a, b), g in gap.items() if g > INVERSION_MIN_PCT}}
+            out.append(row)
+            if row["inversions"]:
+                print(f"monotone {target:<20} {name:<13} floor {row['floor_mape']:.2f}%; inversions: "
+                      + ", ".join(f"{k} {v:+.1f}%" for k, v in row["inversions"].items()), flush=True)
+    return out
+
+
 def named_designs(real: pd.DataFrame) -> dict[str, list[str]]:
     """The designs a user would profile: the seed study's e,f,i,j, what ``plan --candidates <a-j>
     --budget 4`` picks, and MAXN (g) alone."""
@@ -312,7 +371,8 @@ def coverage_check(within: list[dict]) -> str:
             f"{'every' if ok else 'NOT every'} case >= {COVERAGE_BAR:.0f}%.")
 
 
-def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: list[dict], seconds: float) -> str:
+def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: list[dict], monotone: list[dict],
+             seconds: float) -> str:
     lines = [
         "# Real-data cross-validation (generated by `python bench/real_cv.py --write`)", "",
         "Real AGX Xavier sweeps (POMACS 2022 Fig 9: ResNet-18/CIFAR-10, MobileNetV3/GLD-23k and the CPU-bound "
@@ -375,6 +435,17 @@ def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: l
     for r in lomo:
         lines.append(f"| {r['target']} | {r['time_mape']:.1f} | {r['time_max']:.1f} | "
                      + " ".join(f"{m} {e:.1f}" for m, e in r["per_mode"].items()) + " |")
+    lines += ["", "## The data against physics (monotonicity)", "",
+              "A mode whose knobs are all >= another's (more cores, faster clocks) should not be slower nor draw "
+              "less power. Inversions: pairs (slower-knob mode -> faster-knob mode) where the faster one is worse "
+              f"by more than {INVERSION_MIN_PCT:.0f}% (slower, or less power). Floor: the least in-sample MAPE (%) of "
+              "any model that orders the quantity as physics does (an L1 monotone fit): no such model fits the "
+              "rows more closely, and held out they usually miss by more. Dynamic power = training power - base "
+              "power.", "",
+              "| workload | quantity | floor | inversions |", "|---|---|---|---|"]
+    for r in monotone:
+        cells = ", ".join(f"{k} {v:.1f}%" for k, v in r["inversions"].items()) or "none"
+        lines.append(f"| {r['target']} | {r['quantity']} | {r['floor_mape']:.2f} | {cells} |")
     lines += ["", "Out of sample for the interval scales (each target's come from the other two workloads); the "
               "model's form and constants (e.g. the CPU-side memory roofline's mix, features.CPU_MEM_LOG_*) were "
               "chosen with these 30 rows in view, so the MAPE figures are not a held-out test of the form; the "
@@ -404,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     for target, table in SCALES.items():
         print(f"scales for {target} (from the other two): " + ", ".join(
             f"{k}: time {v.time} power {v.power} energy {v.energy}" for k, v in table.items()), flush=True)
+    monotone = monotone_check(real)
     lomo = leave_one_mode_out(real)
     within = within_device(real, cases, sizes)
     if within:
@@ -411,11 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     designs = named(real, cases)
     cross = [] if args.no_cross_device else cross_device(real)
     seconds = time.perf_counter() - t0
-    text = markdown(within, designs, cross, lomo, seconds)
+    text = markdown(within, designs, cross, lomo, monotone, seconds)
     print(f"done in {seconds:.0f} s", file=sys.stderr)
     if args.write:
         path = write_results("real_cv", text, {"within_device": within, "named_designs": designs,
                                                 "cross_device": cross, "leave_one_mode_out": lomo,
+                                                "monotone": monotone,
                                                 "scales": {t: {k: vars(v) for k, v in table.items()}
                                                            for t, table in SCALES.items()}}, indent=1)
         print(f"wrote {path} and .json", file=sys.stderr)

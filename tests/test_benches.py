@@ -7,6 +7,7 @@ import importlib
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +43,33 @@ def test_a_plain_run_prints_its_growth_and_writes_nothing(bench_path, capsys):
     out = capsys.readouterr().out
     assert "slope (time ~ stored rows^b)" in out and "slope (time ~ devices^b)" in out
     assert {p: p.stat().st_mtime_ns for p in results.iterdir()} == before
+
+
+def test_the_monotone_floor_finds_what_no_ordered_model_can_fit(bench_path):
+    real_cv = importlib.import_module("real_cv")
+    knobs = np.array([[8, 1200], [8, 2100], [8, 2265]], float)
+    pairs = real_cv.dominance_pairs(knobs)
+    assert sorted(pairs) == [(0, 1), (0, 2), (1, 2)]
+    ordered = np.array([60.0, 40.0, 38.0])
+    assert np.allclose(real_cv.monotone_fit(ordered, pairs, 1), ordered)
+    # The middle mode is 10% slower than the slowest-clocked one: an ordered fit must give up
+    # one of the two, exactly log(1.1) of error in all.
+    inverted = np.array([60.0, 66.0, 38.0])
+    fit = real_cv.monotone_fit(inverted, pairs, 1)
+    assert np.all(np.diff(fit) <= 1e-9)
+    assert np.isclose(np.abs(np.log(fit / inverted)).sum(), np.log(1.1))
+    # Power rises with the knobs: the same rows read as power are ordered the other way.
+    assert np.allclose(real_cv.monotone_fit(ordered[::-1], pairs, -1), ordered[::-1])
+
+
+def test_the_lenet5_sweep_alone_breaks_the_order_at_b_c_d(bench_path):
+    real_cv = importlib.import_module("real_cv")
+    from jetpredict.models.profile_files import read_profile_csv
+
+    rows = {(r["target"], r["quantity"]): r for r in real_cv.monotone_check(read_profile_csv(real_cv.REAL_CSV))}
+    lenet_time = rows[("lenet5-mnist", "time")]
+    assert lenet_time["inversions"] == {"b->c": 6.0, "b->d": 3.3}
+    assert 0.5 < lenet_time["floor_mape"] < 0.7
+    assert rows[("lenet5-mnist", "dynamic power")]["floor_mape"] > 5.0
+    for target in ("resnet18-cifar10", "mobilenetv3-gld23k"):
+        assert rows[(target, "time")]["floor_mape"] < 1e-6 and not rows[(target, "power")]["inversions"]
