@@ -1,7 +1,7 @@
 """Model files on disk: a JSON document plus a JSON manifest next to it (``PATH.json``).
 
 Format (``jetpredict-artifact/2``): ``PATH`` holds one UTF-8 JSON document (a fitted workload model,
-schema ``jetpredict-model/2``, or a device reference, ``jetpredict-reference/2``; see
+schema ``jetpredict-model/3``, or a device reference, ``jetpredict-reference/3``; see
 :mod:`jetpredict.predictor.serialization`), whatever its extension (``fit --out`` keeps the path it is
 given). The manifest ``PATH.json`` records ``format``, ``kind``, ``schema``, the file's SHA-256, the
 jetpredict version that wrote it and, for references, the SHA-256 of the sweeps they were fitted on.

@@ -147,7 +147,7 @@ class IntervalScales:
 #: Calibrated scales per number of profiled modes (4 for more; ``python -m tools.calibrate_intervals``). [E11]
 INTERVAL_SCALES: Mapping[int, IntervalScales] = {
     1: IntervalScales(time=0.3, power=1.15, energy=0.4), 2: IntervalScales(time=0.35, power=1.25, energy=0.45),
-    3: IntervalScales(time=0.35, power=1.05, energy=0.45), 4: IntervalScales(time=0.3, power=1.05, energy=0.45)}
+    3: IntervalScales(time=0.35, power=1.1, energy=0.45), 4: IntervalScales(time=0.3, power=1.1, energy=0.5)}
 #: Share of a design size's held-out real values the calibrated 90% intervals must hold. [E11]
 POOLED_COVERAGE = 0.90
 #: Share of each (target, reference) cell's held-out real values they must hold. [E11]

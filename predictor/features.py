@@ -49,8 +49,11 @@ COMPONENT_TERMS: dict[str, tuple[str, ...]] = {
 POWER_TERMS: tuple[str, ...] = ("gpu", "emc", "cpu", "one")
 #: Dynamic power terms drawn in proportion to the epoch's progress rate (see :func:`power_features`).
 RATE_POWER_TERMS: tuple[str, ...] = ("emc", "cpu", "one")
-#: Base (idle-at-mode) power terms: constant plus each domain's phi (leakage and clock trees rise with V).
-BASE_TERMS: tuple[str, ...] = ("one", "gpu", "emc", "cpu")
+#: Base (idle-at-mode) power terms: constant, each domain's phi (clock trees), and the cores online's own
+#: idle draw (``cpu_cores``: leakage of the idle cores, which scales with the cores and V, not f) [E7].
+BASE_TERMS: tuple[str, ...] = ("one", "gpu", "emc", "cpu", "cpu_cores")
+#: The clock domain of each base term (its knob's extrapolation widens the term's share of the power).
+BASE_DOMAINS: dict[str, str] = {"one": "one", "gpu": "gpu", "emc": "emc", "cpu": "cpu", "cpu_cores": "cpu"}
 
 
 def _excess_threads(cpu_cores, num_workers) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -201,13 +204,16 @@ def power_features(modes: ModeArrays, num_workers: float | np.ndarray, gpu_busy:
 
 
 def base_features(modes: ModeArrays, maxima: Mapping[str, float]) -> dict[str, np.ndarray]:
-    """Idle-at-mode power proxies: constant plus each domain's relative ``f V^2`` (cores online scale CPU)."""
+    """Idle-at-mode power proxies: constant, each domain's relative ``f V^2`` (the CPU cluster's clocks
+    whatever the cores online), and the online cores' share times ``V^2`` of the CPU rail (idle cores
+    leak; they are clock gated) [E7]."""
     gpu = dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"])
     return {
         "one": np.ones_like(gpu),
         "gpu": gpu,
         "emc": dvfs_phi(modes.emc_mhz, maxima["emc_mhz"]),
-        "cpu": modes.cpu_cores / maxima["cpu_cores"] * dvfs_phi(modes.cpu_mhz, maxima["cpu_mhz"]),
+        "cpu": dvfs_phi(modes.cpu_mhz, maxima["cpu_mhz"]),
+        "cpu_cores": modes.cpu_cores / maxima["cpu_cores"] * v_rel(modes.cpu_mhz, maxima["cpu_mhz"]) ** 2,
     }
 
 

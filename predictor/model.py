@@ -84,7 +84,7 @@ from scipy.special import ndtri
 
 #: The model's form and calibration (not the package's version): ``mech-N`` changes whenever a fitted
 #: model of the previous form would predict differently; a saved model records the form it was fitted in.
-MODEL_VERSION = "mech-12"
+MODEL_VERSION = "mech-13"
 #: The contention variants span a 90% range of the constants (two-sided 90% normal quantile).
 Z90 = 1.6449
 
@@ -402,8 +402,9 @@ class WorkloadModel:
         # with the CPU).
         extrapolation = np.zeros_like(power)
         if distances is not None:
-            share = {t: (np.maximum(c * pfeats[t], 0.0) + np.abs(base_parts[t])) / power for t, c in
-                     zip(self.power_fit.terms, self.power_fit.coef, strict=True)}
+            share = {t: (np.maximum(c * pfeats[t], 0.0)
+                         + sum(np.abs(b) for u, b in base_parts.items() if F.BASE_DOMAINS[u] == t)) / power
+                     for t, c in zip(self.power_fit.terms, self.power_fit.coef, strict=True)}
             extrapolation = np.sqrt((share["gpu"] * distances["gpu_mhz"]) ** 2
                                     + (share["emc"] * distances["emc_mhz"]) ** 2
                                     + (share["cpu"] * np.maximum(distances["cpu_mhz"], distances["cpu_cores"])) ** 2)

@@ -236,7 +236,7 @@ def _fit_base(rows: ProfileArrays, maxima: Mapping[str, float]) -> tuple[np.ndar
     power = rows.power_w()
     level = UNMEASURED_BASE_SHARE * float(np.nanmin(power)) if np.isfinite(power).any() else 1.0
     # Without any base measurement only a constant is identifiable; it is uncertain, hence the wide SD.
-    return np.array([level, 0.0, 0.0, 0.0]), UNMEASURED_BASE_SD
+    return np.array([level] + [0.0] * (len(F.BASE_TERMS) - 1)), UNMEASURED_BASE_SD
 
 
 def _fit_dynamic_power(groups: Mapping[str, ProfileArrays], shapes: Mapping[str, Mapping[str, np.ndarray]],

@@ -26,8 +26,8 @@ from jetpredict.predictor.model import (
 from jetpredict.predictor.reference import DeviceReference
 from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, ShapePrior, TermFit
 
-MODEL_SCHEMA = "jetpredict-model/2"
-REFERENCE_SCHEMA = "jetpredict-reference/2"
+MODEL_SCHEMA = "jetpredict-model/3"
+REFERENCE_SCHEMA = "jetpredict-reference/3"
 #: Every term name a fit may use (time and power).
 KNOWN_TERMS = frozenset(F.TOTAL_TERMS) | frozenset(F.POWER_TERMS)
 MAX_TRAINING_ROWS = 100_000

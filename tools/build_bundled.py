@@ -1,6 +1,6 @@
 """Refit every bundled device reference from ``models/reference/*.csv``: ``python -m tools.build_bundled``.
 
-Writes ``models/fitted/<device>-reference.json`` (JSON data, schema ``jetpredict-reference/2``) and its
+Writes ``models/fitted/<device>-reference.json`` (JSON data, schema ``jetpredict-reference/3``) and its
 manifest ``<device>-reference.json.json`` for each catalogue device that has reference sweeps (published
 preferred, then measured, then simulated). Devices without sweeps get no artifact: ``load_reference``
 derives theirs through device physics at run time. Interval widths are constants of

@@ -90,9 +90,9 @@ def forge(path: Path, data: bytes, fmt: str = artifacts.FORMAT) -> None:
 
 
 @pytest.mark.parametrize("data", [
-    b"", b"\x00\xff" * 1000, bytes(range(256)) * 40, b'{"schema": "jetpredict-model/2"', b"[1, 2, 3]",
-    b"{" * 100_000, b'{"schema": "jetpredict-model/1"}', b'{"schema": "jetpredict-model/2"}',
-    b'{"schema": "jetpredict-model/2", "device": "tx9"}'])
+    b"", b"\x00\xff" * 1000, bytes(range(256)) * 40, b'{"schema": "jetpredict-model/3"', b"[1, 2, 3]",
+    b"{" * 100_000, b'{"schema": "jetpredict-model/1"}', b'{"schema": "jetpredict-model/3"}',
+    b'{"schema": "jetpredict-model/3", "device": "tx9"}'])
 def test_random_or_truncated_bytes_with_a_forged_manifest_give_a_clean_error(tmp_path, data):
     path = tmp_path / "forged.json"
     forge(path, data)

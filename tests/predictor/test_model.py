@@ -71,13 +71,14 @@ def mape(pred, true):
 
 
 #: Synthetic-mechanism tolerances, a little above what the model measures on them now (so a regression
-#: fails): (regime, output) -> MAPE bound. Measured (mech-8): CPU-bound 6.6% time / 6.4% energy, GPU-bound
-#: 1.9% / 1.9%, launch-bound (max(launch, kernels) per step: a form the model does not have) 5.9% power /
-#: 11.5% energy. mech-7 had 1.9 / 4.6, 1.3 / 1.8 and 4.5 / 11.9%: these stand-ins have no memory-bound CPU
-#: work, which the real sweeps (all three) show and mech-8's CPU-side roofline describes, so the CPU-bound
-#: one fits worse. Behaviour checks on stand-ins, not accuracy claims (those are real-data only).
-TOL = {(9.0, "time"): 0.072, (9.0, "energy"): 0.07, (3.0, "time"): 0.022, (3.0, "energy"): 0.022,
-       ("launch", "power"): 0.065, ("launch", "energy"): 0.125}
+#: fails): (regime, output) -> MAPE bound. Measured (mech-13): CPU-bound 6.6% time / 4.8% energy, GPU-bound
+#: 2.1% / 2.2%, launch-bound (max(launch, kernels) per step: a form the model does not have) 7.0% power /
+#: 12.9% energy (mech-12: 6.4, 1.9, 5.9 and 11.5%: the stand-ins' idle CPU draws cores x f V^2, the single
+#: term mech-13 split in two). mech-7 had 1.9 / 4.6, 1.3 / 1.8 and 4.5 / 11.9%: these stand-ins have no
+#: memory-bound CPU work, which the real sweeps (all three) show and mech-8's CPU-side roofline describes, so
+#: the CPU-bound one fits worse. Behaviour checks on stand-ins, not accuracy claims (those are real-data only).
+TOL = {(9.0, "time"): 0.072, (9.0, "energy"): 0.055, (3.0, "time"): 0.022, (3.0, "energy"): 0.025,
+       ("launch", "power"): 0.075, ("launch", "energy"): 0.135}
 
 
 @pytest.mark.parametrize("cpu_ms,gpu_ms", [(9.0, 1.5), (3.0, 100.0)])
@@ -179,12 +180,12 @@ def real_loo(target: str, design: str = "efij"):
 
 
 @pytest.mark.parametrize("target,time_mape,energy_mape,coverage,width", [
-    # Measured (mech-12; real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h; the
-    # other two real workloads as reference): time / energy MAPE 1.5 / 1.3% (ResNet-18), 3.6 / 4.2%
-    # (MobileNetV3), 4.7 / 8.6% (LeNet-5; mech-7: 16.0 / 24.8%); time coverage 6/6 each; median width 12%,
-    # 13%, 33%.
-    ("resnet18-cifar10", 0.018, 0.015, 1.0, 0.15), ("mobilenetv3-gld23k", 0.041, 0.048, 1.0, 0.16),
-    ("lenet5-mnist", 0.054, 0.095, 1.0, 0.36)])
+    # Measured (mech-13; real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h; the
+    # other two real workloads as reference): time / energy MAPE 1.5 / 1.3% (ResNet-18), 3.6 / 3.3%
+    # (MobileNetV3), 4.7 / 6.3% (LeNet-5; mech-12: 8.6%, mech-7: 16.0 / 24.8%); time coverage 6/6 each;
+    # median width 12%, 13%, 33%.
+    ("resnet18-cifar10", 0.018, 0.015, 1.0, 0.15), ("mobilenetv3-gld23k", 0.041, 0.038, 1.0, 0.16),
+    ("lenet5-mnist", 0.054, 0.07, 1.0, 0.36)])
 def test_real_leave_one_workload_out(target, time_mape, energy_mape, coverage, width):
     model, test, p = real_loo(target)
     assert model.reference_source == "published"
