@@ -49,7 +49,7 @@ COMPONENT_TERMS: dict[str, tuple[str, ...]] = {
 POWER_TERMS: tuple[str, ...] = ("gpu", "emc", "cpu", "one")
 #: Dynamic power terms drawn in proportion to the epoch's progress rate (see :func:`power_features`).
 RATE_POWER_TERMS: tuple[str, ...] = ("emc", "cpu", "one")
-#: Base (idle-at-mode) power terms: constant, each domain's phi (clock trees), and the cores online's own
+#: Base (idle-at-mode) power terms: constant, each domain's phi (clock trees), and the online cores' own
 #: idle draw (``cpu_cores``: leakage of the idle cores, which scales with the cores and V, not f) [E7].
 BASE_TERMS: tuple[str, ...] = ("one", "gpu", "emc", "cpu", "cpu_cores")
 #: The clock domain of each base term (its knob's extrapolation widens the term's share of the power).
