@@ -14,7 +14,7 @@ from jetpredict.predictor.calibration import calibrate, coverage, half_width, re
 from jetpredict.predictor.constants import CELL_COVERAGE, INTERVAL_SCALES, TIME_NOISE_REL
 from jetpredict.predictor.limits import MAX_CONFIDENCE
 from jetpredict.predictor.model import interval_scales_for
-from jetpredict.predictor.reference import REFERENCE_DIR, _sse, build_reference, reference_csvs
+from jetpredict.predictor.reference import REFERENCE_DIR, _fit_base, _sse, build_reference, reference_csvs
 from jetpredict.predictor.terms import ProfileArrays, fit_time
 from jetpredict.predictor.transfer import derive_reference
 
@@ -218,18 +218,13 @@ def test_idle_cores_and_the_cpu_clock_draw_base_power_apart():
     """The real base readings (idle at the mode) fit both CPU terms: the cluster's clocks and the online
     cores' leakage. Four more idle cores at CPU 1200 MHz (modes a -> b: 0.19 W in the readings) cost more
     than one cores x f V^2 term gives them (0.057 W; the two terms 0.075 W), still short of it [E7]."""
-    from jetpredict.predictor.reference import _fit_base
-
-    rows = ProfileArrays.from_frame(REF)
-    maxima = {k: float(v[1]) for k, v in load_device("agx-xavier").knob_ranges().items()}
-    coef, _ = _fit_base(rows, maxima)
+    maxima = F.device_maxima(load_device("agx-xavier"))
+    coef, _ = _fit_base(ProfileArrays.from_frame(REF), maxima)
     fitted = dict(zip(F.BASE_TERMS, coef, strict=True))
     assert fitted["cpu"] > 0.2 and fitted["cpu_cores"] > 0.2  # W at the top clock (8 cores for the cores)
-    a_b = REF[REF["mode"].isin(["a", "b"])].sort_values("mode")
-    feats = F.base_features(ProfileArrays.from_frame(a_b).modes, maxima)
-    base = F.design(feats, F.BASE_TERMS) @ coef
-    step = a_b.groupby("mode")["base_power_w"].mean()
-    measured = float(step["b"] - step["a"])
-    predicted = float(np.mean(base[a_b["mode"].to_numpy() == "b"]) - np.mean(base[a_b["mode"].to_numpy() == "a"]))
-    assert measured == pytest.approx(0.19, abs=0.01)
-    assert 0.07 < predicted < measured
+    a_b = REF[REF["mode"].isin(["a", "b"])]
+    a_b = a_b.assign(fitted_w=F.design(F.base_features(ProfileArrays.from_frame(a_b).modes, maxima),
+                                       F.BASE_TERMS) @ coef)
+    step = a_b.groupby("mode")[["base_power_w", "fitted_w"]].mean().diff().loc["b"]
+    assert step["base_power_w"] == pytest.approx(0.19, abs=0.01)
+    assert 0.07 < step["fitted_w"] < step["base_power_w"]
