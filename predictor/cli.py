@@ -158,6 +158,7 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
 
 def _fit(args: argparse.Namespace) -> int:
     from jetpredict.models.profile_files import read_profile_rows
+    from jetpredict.predictor.aliasing import alias_widening
     from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
     rows = read_profile_rows(args.profiles)
@@ -174,6 +175,8 @@ def _fit(args: argparse.Namespace) -> int:
         _log(f"the reference holds {model.workload_id}'s own sweep: the prior comes from its other workloads "
              "(as the published accuracy figures are scored)")
     _log_aliased(model)
+    for widening in alias_widening(model, rows, model.device, reference):
+        _log(f"what the alias costs: {widening.describe()}")
     return 0
 
 

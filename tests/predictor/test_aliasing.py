@@ -1,0 +1,80 @@
+"""What aliased knobs cost the intervals: a refit with one mode that separates them against one that does not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from jetpredict.models.catalogue import MODE_FIELDS, load_device
+from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.predictor import service
+from jetpredict.predictor.aliasing import alias_widening, aliased_pairs, separating_mode
+from jetpredict.predictor.bundled import fit_workload
+from jetpredict.predictor.reference import REFERENCE_DIR
+
+XAVIER = load_device("agx-xavier")
+
+
+@pytest.fixture(scope="module")
+def lenet():
+    ref = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    return ref[ref.workload == "lenet5-mnist"].reset_index(drop=True)
+
+
+def _modes(rows, letters: str):
+    return rows[rows["mode"].isin(list(letters))].reset_index(drop=True)
+
+
+def test_the_separating_mode_lies_inside_the_profiled_ranges_and_off_the_pairs_line(lenet):
+    efij = _modes(lenet, "efij")
+    model = fit_workload(efij, XAVIER)
+    assert aliased_pairs(model) == [("cpu_mhz", "gpu_mhz")]
+    modes = service.resolve_modes(XAVIER, "all")
+    sep, near = separating_mode(efij, ("cpu_mhz", "gpu_mhz"), modes, dict(model.profiled_ranges))
+    mode = modes.iloc[sep]
+    for knob in MODE_FIELDS:
+        low, high = model.profiled_ranges[knob]
+        assert low * 0.99 <= mode[knob] <= high * 1.01, knob
+    # e, f profile CPU 2100 with GPU 900, i, j CPU 2265 with GPU 1377: the mode pairs the top CPU clock
+    # with the low GPU clock, next to f (2 cores, 2100 / 900 / 1600).
+    assert mode["cpu_mhz"] > 2200 and mode["gpu_mhz"] < 1000
+    assert efij.iloc[near]["mode"] == "f"
+
+
+def test_the_alias_widens_the_intervals_more_the_fewer_modes_separate_anything(lenet):
+    efij = _modes(lenet, "efij")
+    (cost,) = alias_widening(fit_workload(efij, XAVIER), efij, XAVIER)
+    assert cost.knobs == ("cpu_mhz", "gpu_mhz")
+    # Measured: time 1.02x median (up to 1.23x), energy 1.01x; the noise and extrapolation terms of the
+    # intervals do not depend on the split, so the median is small.
+    assert cost.median["epoch_time_s"] == pytest.approx(1.02, abs=0.015)
+    assert cost.largest["epoch_time_s"] == pytest.approx(1.23, abs=0.06)
+    assert 1.0 < cost.median["epoch_energy_j"] <= cost.median["epoch_time_s"]
+    bg = _modes(lenet, "bg")
+    costs = {c.knobs: c for c in alias_widening(fit_workload(bg, XAVIER), bg, XAVIER)}
+    # b -> g moves every clock at once (the cores stay): two pairs, the CPU / GPU split 1.74x median.
+    assert set(costs) == {("cpu_mhz", "gpu_mhz"), ("emc_mhz", "cpu_mhz")}
+    assert costs[("cpu_mhz", "gpu_mhz")].median["epoch_time_s"] == pytest.approx(1.74, abs=0.1)
+    assert all(np.isfinite(c.largest["epoch_time_s"]) for c in costs.values())
+
+
+def test_nothing_is_reported_when_no_pair_is_aliased(lenet):
+    full = _modes(lenet, "abcdefghij")
+    model = fit_workload(full, XAVIER)
+    assert model.aliased_knobs() == {}
+    assert alias_widening(model, full, XAVIER) == []
+    one = _modes(lenet, "g")  # nothing varied: no pair (the extrapolation widening covers it)
+    assert alias_widening(fit_workload(one, XAVIER), one, XAVIER) == []
+
+
+def test_a_refit_that_fails_leaves_the_pair_out_and_the_fit_stands(lenet, monkeypatch):
+    from jetpredict.models.errors import InputError
+    from jetpredict.predictor import aliasing
+
+    efij = _modes(lenet, "efij")
+    model = fit_workload(efij, XAVIER)
+
+    def refuse(*_args, **_kwargs):
+        raise InputError("refused", "rows")
+
+    monkeypatch.setattr(aliasing, "fit_workload", refuse)
+    assert alias_widening(model, efij, XAVIER) == []
