@@ -148,6 +148,14 @@ class ModeSchema(Schema):
     emc_mhz = fields.Float(required=True)
 
 
+def aliased_knobs_field() -> fields.Dict:
+    """The knobs whose effects the fit's profiled modes do not separate (``WorkloadModel.aliased_knobs``)."""
+    return fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True, metadata={
+        "description": "knob -> why ('not varied', 'moves with <knob>'): the profiled modes do not separate "
+                       "its effect, so predictions along it rest on the reference (`jetpredict plan --after` "
+                       "proposes a mode that does); {} when none; null for fits stored before it was kept"})
+
+
 class ModelProvenanceSchema(Schema):
     """Where a fitted workload model's predictions come from."""
 
@@ -332,6 +340,7 @@ class UploadedWorkloadSchema(ModelProvenanceSchema):
     revision = fields.Integer(required=True, metadata={"description": "uploads of this workload so far"})
     device = fields.String(required=True, metadata={"description": "the device of the uploaded rows"})
     has_power = fields.Boolean(required=True)
+    aliased_knobs = aliased_knobs_field()
     devices = fields.List(fields.String(), metadata={
         "description": "every device the workload holds rows of (each is fitted on its own rows)"})
 
@@ -354,6 +363,7 @@ class DeviceFitSchema(Schema):
     reference_source = fields.String(allow_none=True)
     profiled_modes = fields.Integer(allow_none=True)
     has_power = fields.Boolean(allow_none=True)
+    aliased_knobs = aliased_knobs_field()
 
 
 class WorkloadSchema(Schema):
@@ -371,6 +381,7 @@ class WorkloadSchema(Schema):
     reference_source = fields.String(allow_none=True)
     profiled_modes = fields.Integer(allow_none=True)
     has_power = fields.Boolean(allow_none=True)
+    aliased_knobs = aliased_knobs_field()
 
 
 class WorkloadDetailSchema(WorkloadSchema):

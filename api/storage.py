@@ -74,7 +74,7 @@ class RevisionConflict(Exception):
 
 
 #: The fields of a fit summary (``api.workloads.fit_summary``) kept per device.
-FIT_FIELDS = ("model_version", "reference_source", "profiled_modes", "has_power")
+FIT_FIELDS = ("model_version", "reference_source", "profiled_modes", "has_power", "aliased_knobs")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def workload_summary(record: WorkloadRecord) -> dict:
             "rows_stored": record.rows_stored, "created_at": record.created_at,
             "updated_at": record.updated_at, "model_version": fit.get("model_version"),
             "reference_source": fit.get("reference_source"), "profiled_modes": fit.get("profiled_modes"),
-            "has_power": fit.get("has_power"), "devices": sorted(fits),
+            "has_power": fit.get("has_power"), "aliased_knobs": fit.get("aliased_knobs"), "devices": sorted(fits),
             "fits": [{"device": device, **fits[device]} for device in sorted(fits)]}
 
 

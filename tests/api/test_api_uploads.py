@@ -13,7 +13,7 @@ from jetpredict.api import workloads as workloads_module
 
 RESNET, MOBILENET = "sweep-resnet18", "sweep-mobilenetv3"
 PER_WORKLOAD = ("workload_id", "rows_stored", "rows_total", "revision", "device", "model_version",
-                "reference_source", "profiled_modes", "has_power", "devices")
+                "reference_source", "profiled_modes", "has_power", "aliased_knobs", "devices")
 
 
 def sweep(n: int = 4, start: int = 0) -> list[dict]:
@@ -51,6 +51,8 @@ def test_a_sweep_of_two_workloads_is_stored_and_each_fitted(client, auth):
         detail = client.get(f"/v1/workloads/{entry['workload_id']}").json
         assert [row["workload"] for row in detail["rows"]] == [entry["workload_id"]] * 4
         assert detail["model_version"] == entry["model_version"]
+        # Modes a-d keep the CPU clock: the fit says so, in the answer and with the stored workload.
+        assert entry["aliased_knobs"] == detail["aliased_knobs"] == {"cpu_mhz": "not varied"}
         ref = {"workload": {"id": entry["workload_id"]}, "modes": "presets"}
         p = client.post("/v1/predictions", json=ref)
         assert p.status_code == 200 and p.json["profiled_modes"] == 4
@@ -60,8 +62,8 @@ def test_a_sweep_of_two_workloads_is_stored_and_each_fitted(client, auth):
     # More rows for both: added to each, each refitted.
     r = upload(client, auth, sweep(n=2, start=4))
     assert r.status_code == 201, r.json
-    assert [(w["rows_stored"], w["rows_total"], w["revision"], w["profiled_modes"])
-            for w in r.json["workloads"]] == [(2, 6, 2, 6)] * 2
+    assert [(w["rows_stored"], w["rows_total"], w["revision"], w["profiled_modes"], w["aliased_knobs"])
+            for w in r.json["workloads"]] == [(2, 6, 2, 6, {})] * 2
 
 
 def test_a_single_workload_upload_answers_as_before(client, stored):
