@@ -354,10 +354,12 @@ class WorkloadModel:
         """Knobs whose effect the profiled modes do not separate: ``{knob: why}`` for a knob with one
         profiled value ("not varied") or one whose values always moved with another knob's across the
         profiled modes (the fit cannot tell their effects apart; their split is the prior's)."""
-        rows = [r for r in self.training_rows if all(r.get(k) is not None for k in MODE_FIELDS)]
-        if not rows:
+        # One tuple per row into a set: a 100,000-row workload is fitted on every upload.
+        settings = {tuple(map(r.get, MODE_FIELDS)) for r in self.training_rows}
+        settings = [s for s in settings if None not in s]
+        if not settings:
             return {}
-        knobs = np.unique(np.log(np.array([[float(r[k]) for k in MODE_FIELDS] for r in rows])), axis=0)
+        knobs = np.unique(np.log(np.array(settings, dtype=float)), axis=0)
         out: dict[str, str] = {}
         varied = [i for i, k in enumerate(MODE_FIELDS) if np.ptp(knobs[:, i]) > OUTSIDE_TOLERANCE_LN]
         out.update({k: "not varied" for i, k in enumerate(MODE_FIELDS) if i not in varied})
