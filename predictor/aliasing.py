@@ -1,6 +1,6 @@
 """How much wider a fit's intervals are because its profiled modes alias two knobs.
 
-Two knobs are aliased when every profiled mode moves them together (:meth:`WorkloadModel.aliased_knobs`):
+Two knobs are aliased when every profiled mode moves them together (:meth:`WorkloadModel.aliased_pairs`):
 the fit cannot split their effects, so the split is the prior's and the intervals carry its doubt. The
 widening is a counterfactual of one more profiled mode. Refit once with a pseudo-row (the model's own
 predictions, :func:`jetpredict.predictor.adaptive.pseudo_row`) at the device's mode inside the profiled
@@ -47,16 +47,6 @@ class AliasWidening:
                 f"{self.median['epoch_energy_j']:.2f}x, as after profiling one mode that separates them ({where})")
 
 
-def aliased_pairs(model: WorkloadModel) -> list[tuple[str, str]]:
-    """The knob pairs the profiled modes move together (knobs not varied at all are not pairs)."""
-    pairs: list[tuple[str, str]] = []
-    for knob, why in model.aliased_knobs().items():
-        other = why.removeprefix("moves with ")
-        if other != why and (other, knob) not in pairs:
-            pairs.append((knob, other))
-    return pairs
-
-
 def separating_mode(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.DataFrame,
                     ranges: dict[str, tuple[float, float]]) -> tuple[int, int] | None:
     """(position in ``candidates``, position in ``rows``): the candidate inside ``ranges`` farthest off the
@@ -83,7 +73,7 @@ def alias_widening(model: WorkloadModel, rows: pd.DataFrame, device: Device,
                    reference: DeviceReference | pd.DataFrame | None = None) -> list[AliasWidening]:
     """Per aliased knob pair of ``model`` (fitted on ``rows`` with ``reference``), what the alias costs the
     intervals over every mode of ``device`` (see the module docstring); [] when nothing is aliased."""
-    pairs = aliased_pairs(model)
+    pairs = model.aliased_pairs()
     if not pairs or not model.profiled_ranges:
         return []
     rows = rows.reset_index(drop=True)

@@ -354,20 +354,32 @@ class WorkloadModel:
         """Knobs whose effect the profiled modes do not separate: ``{knob: why}`` for a knob with one
         profiled value ("not varied") or one whose values always moved with another knob's across the
         profiled modes (the fit cannot tell their effects apart; their split is the prior's)."""
+        return {k: "not varied" if other is None else f"moves with {other}"
+                for k, other in self._alias_partners().items()}
+
+    def aliased_pairs(self) -> list[tuple[str, str]]:
+        """Each knob of :meth:`aliased_knobs` that moves with another, with that knob, once per pair."""
+        pairs: list[tuple[str, str]] = []
+        for knob, other in self._alias_partners().items():
+            if other is not None and (other, knob) not in pairs:
+                pairs.append((knob, other))
+        return pairs
+
+    def _alias_partners(self) -> dict[str, str | None]:
+        """``{knob: the first knob it moves with, or None when it was not varied}`` over the profiled modes."""
         # One tuple per row into a set: a 100,000-row workload is fitted on every upload.
         settings = {tuple(map(r.get, MODE_FIELDS)) for r in self.training_rows}
         settings = [s for s in settings if None not in s]
         if not settings:
             return {}
         knobs = np.unique(np.log(np.array(settings, dtype=float)), axis=0)
-        out: dict[str, str] = {}
         varied = [i for i, k in enumerate(MODE_FIELDS) if np.ptp(knobs[:, i]) > OUTSIDE_TOLERANCE_LN]
-        out.update({k: "not varied" for i, k in enumerate(MODE_FIELDS) if i not in varied})
+        out: dict[str, str | None] = {k: None for i, k in enumerate(MODE_FIELDS) if i not in varied}
         for a, i in enumerate(varied):
             for j in varied[a + 1:]:
                 if abs(np.corrcoef(knobs[:, i], knobs[:, j])[0, 1]) > 0.999:
-                    out.setdefault(MODE_FIELDS[i], f"moves with {MODE_FIELDS[j]}")
-                    out.setdefault(MODE_FIELDS[j], f"moves with {MODE_FIELDS[i]}")
+                    out.setdefault(MODE_FIELDS[i], MODE_FIELDS[j])
+                    out.setdefault(MODE_FIELDS[j], MODE_FIELDS[i])
         return out
 
     def extrapolation_widening(self, modes: ModeArrays, confidence: float = DEFAULT_CONFIDENCE) -> np.ndarray:

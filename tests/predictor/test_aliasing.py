@@ -7,7 +7,7 @@ import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import service
-from jetpredict.predictor.aliasing import alias_widening, aliased_pairs, separating_mode
+from jetpredict.predictor.aliasing import alias_widening, separating_mode
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.reference import REFERENCE_DIR
 
@@ -27,7 +27,7 @@ def _modes(rows, letters: str):
 def test_the_separating_mode_lies_inside_the_profiled_ranges_and_off_the_pairs_line(lenet):
     efij = _modes(lenet, "efij")
     model = fit_workload(efij, XAVIER)
-    assert aliased_pairs(model) == [("cpu_mhz", "gpu_mhz")]
+    assert model.aliased_pairs() == [("cpu_mhz", "gpu_mhz")]
     modes = service.resolve_modes(XAVIER, "all")
     sep, near = separating_mode(efij, ("cpu_mhz", "gpu_mhz"), modes, dict(model.profiled_ranges))
     mode = modes.iloc[sep]
