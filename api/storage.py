@@ -73,8 +73,13 @@ class RevisionConflict(Exception):
     """The workload changed between reading its rows and writing the new upload; retry."""
 
 
-#: The fields of a fit summary (``api.workloads.fit_summary``) kept per device.
+#: The fields of a fit summary (``api.workloads.stored_fit_fields``) kept per device.
 FIT_FIELDS = ("model_version", "reference_source", "profiled_modes", "has_power", "aliased_knobs")
+
+
+def stored_fit_fields(fit: Mapping[str, object]) -> dict[str, object]:
+    """The :data:`FIT_FIELDS` of a fit stored by the upload path (None for a field an older fit lacks)."""
+    return {k: fit.get(k) for k in FIT_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,13 @@ class WorkloadRecord:
 
 
 def device_fits(record: WorkloadRecord) -> dict[str, dict]:
-    """``{device: {"rows": n, model_version, reference_source, profiled_modes, has_power}}`` of a record;
+    """``{device: {"rows": n, **stored_fit_fields(fit)}}`` of a record;
     a record stored before workloads held several devices reads as its one device."""
     fit = record.fit or {}
     per_device = fit.get("devices")
     if isinstance(per_device, dict) and per_device:
         return {str(k): dict(v) for k, v in per_device.items() if isinstance(v, dict)}
-    return {record.device: {"rows": record.rows_stored, **{k: fit.get(k) for k in FIT_FIELDS}}}
+    return {record.device: {"rows": record.rows_stored, **stored_fit_fields(fit)}}
 
 
 def _merged_fit(old: Mapping[str, object], primary: str, rows_stored: int, device: str, rows: int,
@@ -113,7 +118,7 @@ def _merged_fit(old: Mapping[str, object], primary: str, rows_stored: int, devic
     before = WorkloadRecord("", primary, 0, rows_stored, dict(old), "", "")
     per_device = device_fits(before) if old else {}
     done = per_device.get(device, {}).get("rows") or 0
-    per_device[device] = {"rows": int(done) + rows, **{k: fit.get(k) for k in FIT_FIELDS}}
+    per_device[device] = {"rows": int(done) + rows, **stored_fit_fields(fit)}
     top = dict(fit) if device == primary or not old else {k: v for k, v in old.items() if k != "devices"}
     return {**top, "devices": per_device}
 
@@ -140,7 +145,7 @@ def workload_result(record: WorkloadRecord, rows_stored: int, device: str | None
     fit = fits.get(device) or fits.get(record.device) or {}
     return {"workload_id": record.id, "rows_stored": rows_stored, "rows_total": record.rows_stored,
             "revision": record.revision, "device": device if device in fits else record.device,
-            "devices": sorted(fits), **{k: fit.get(k) for k in FIT_FIELDS}}
+            "devices": sorted(fits), **stored_fit_fields(fit)}
 
 
 def upload_result(results: Sequence[tuple[WorkloadRecord, int]], device: str | None = None) -> dict[str, object]:

@@ -12,7 +12,7 @@ from jetpredict.api.schemas import (
     WorkloadDetailSchema,
     WorkloadListSchema,
 )
-from jetpredict.api.storage import FIT_FIELDS, WorkloadRecord, device_fits
+from jetpredict.api.storage import WorkloadRecord, device_fits, stored_fit_fields
 from jetpredict.api.workloads import MAX_WORKLOAD_ID_CHARS, workload_id_problem
 from jetpredict.models.errors import UnknownWorkloadError
 from marshmallow import fields, validate
@@ -37,7 +37,7 @@ def workload_summary(record: WorkloadRecord) -> dict:
     fits = device_fits(record)
     return {"id": record.id, "device": record.device, "revision": record.revision,
             "rows_stored": record.rows_stored, "created_at": record.created_at,
-            "updated_at": record.updated_at, **{k: fit.get(k) for k in FIT_FIELDS}, "devices": sorted(fits),
+            "updated_at": record.updated_at, **stored_fit_fields(fit), "devices": sorted(fits),
             "fits": [{"device": device, **fits[device]} for device in sorted(fits)]}
 
 
