@@ -18,7 +18,8 @@ top CPU clock, so a CPU-bound workload's GPU power falls with the CPU clock as i
 The workload's own rows decide what they vary: they are weighted by their measurement noise (not by how
 well the model fits the reference's sweeps) [E1], measured rows keep real hardware's core contention even
 under a simulated reference (:func:`jetpredict.predictor.reference.contention_for`) [E5], a pipeline
-heavier than the references' measures its own contention (``regime.own_contention``) [E5], and the split
+heavier than the references' measures its own contention and its main thread's (``regime.own_contention``),
+and the fit at constants so measured is the estimate, not the average over the variants [E5], and the split
 between CPU work and clock-independent time, which profiled modes that barely move the CPU clock cannot
 make, follows physics rather than the reference (``constants.ONE_SHARE_SD``) [E6].
 
@@ -84,7 +85,7 @@ from scipy.special import ndtri
 
 #: The model's form and calibration (not the package's version): ``mech-N`` changes whenever a fitted
 #: model of the previous form would predict differently; a saved model records the form it was fitted in.
-MODEL_VERSION = "mech-13"
+MODEL_VERSION = "mech-14"
 #: The contention variants span a 90% range of the constants (two-sided 90% normal quantile).
 Z90 = 1.6449
 
@@ -221,6 +222,9 @@ class WorkloadModel:
     power_fit: TermFit
     maxima: Mapping[str, float]
     variants: tuple[ContentionVariant, ...] = ()
+    #: The rows measured their own contention constants (``regime.own_contention`` moved them off the
+    #: reference's): the fit at them is the estimate, not the average over ``variants`` [E5].
+    contention_measured: bool = False
     interval_scales: IntervalScales = INTERVAL_SCALES[4]
     #: Knob ranges of the profiled modes, ``{knob: (low, high)}``; outside them intervals widen by
     #: ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x ln-distance)^2))``. None for
@@ -294,7 +298,8 @@ class WorkloadModel:
         return None if not self.profiled_ranges else F.extrapolation_distances(modes, self.profiled_ranges)
 
     def _time(self, modes: ModeArrays, distances: Mapping[str, np.ndarray] | None = None) -> _TimeParts:
-        """Per-component and epoch time (s) averaged over the contention variants, with relative SDs."""
+        """Per-component and epoch time (s) over the contention variants (see ``contention_measured``), with
+        relative SDs."""
         central = F.time_features(modes, self.num_workers, self.kappa_cpu, self.kappa_pipe)
         top_cpu = 1000.0 / self.maxima["cpu_mhz"]
         gpu_side = "compute" if "compute" in self.time_fits else "total"
@@ -315,15 +320,18 @@ class WorkloadModel:
             computes.append(c)
             stalls.append(s)
             waits.append(v.fits[gpu_side].coef_of("cpu") * np.maximum(feats["cpu"] - top_cpu, 0.0))
-        # Model averaging over the contention constants (flat weights over their plausible range); their
-        # spread is a 90% range.
-        epoch = sum(totals) / len(totals)
-        spread = np.max(np.abs(np.array(totals) - epoch), axis=0) / Z90
+        # Constants borrowed from the reference: model averaging over their plausible range (flat weights).
+        # Constants the rows measured: the fit at them is the estimate. Either way the variants' spread
+        # about their mean is a 90% range of the model form [E5].
+        by_variant = np.array(totals)
+        weights = np.eye(len(totals))[0] if self.contention_measured else np.full(len(totals), 1.0 / len(totals))
+        epoch, compute, stall, gpu_wait = (weights @ np.array(parts) for parts in (by_variant, computes, stalls, waits))
+        spread = np.max(np.abs(by_variant - by_variant.mean(axis=0)), axis=0) / Z90
         rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch, 1e-12)
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))
         return _TimeParts(
-            epoch=epoch, compute=sum(computes) / len(computes), stall=sum(stalls) / len(stalls),
-            gpu_wait=sum(waits) / len(waits), rel_sd_model=rel_sd_model, rel_sd_noise=noise,
+            epoch=epoch, compute=compute, stall=stall, gpu_wait=gpu_wait, rel_sd_model=rel_sd_model,
+            rel_sd_noise=noise,
             extrapolation=self._extrapolation(central, distances, epoch))
 
     def _extrapolation(self, feats: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray] | None,
@@ -485,7 +493,7 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
     kappa = contention_for(ref, source_of(rows))
     if kappa == ref.kappas:
         kappa = regime_kappas(weights, ref)
-    kappa = own_contention(data, kappa, ref)
+    borrowed, kappa = kappa, own_contention(data, kappa, ref)
     physics_one = data.distinct_modes() >= 2
     prior = regime_prior(data, ref, weights)
     time_fits = fit_time(data, kappa, time_noise, prior, floor, physics_one)
@@ -505,7 +513,8 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
         base_ratio=1.0, base_sd_rel=ref.base_noise_rel * UNMEASURED_POWER_SD_FACTOR,
         power_fit=TermFit(F.POWER_TERMS, np.asarray(ref.power_mean, dtype=float), np.diag(ref.power_sd ** 2),
                           POWER_NOISE_REL * UNMEASURED_POWER_SD_FACTOR),
-        maxima=dict(ref.maxima), variants=tuple(variants), profiled_ranges=data.profiled_ranges(),
+        maxima=dict(ref.maxima), variants=tuple(variants), contention_measured=kappa != borrowed,
+        profiled_ranges=data.profiled_ranges(),
         complexity=_complexity(rows),
         training_rows=tuple({k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
                             for r in rows.assign(num_workers=data.num_workers).to_dict(orient="records")),

@@ -50,7 +50,7 @@ def model_to_dict(model: WorkloadModel) -> dict[str, Any]:
         "schema": MODEL_SCHEMA, "model_version": model.model_version, "device": model.device_id,
         "workload_id": model.workload_id, "reference_source": model.reference_source,
         "profiled_modes": model.profiled_modes, "has_power": model.has_power, "num_workers": model.num_workers,
-        "kappa_cpu": model.kappa_cpu, "kappa_pipe": model.kappa_pipe,
+        "kappa_cpu": model.kappa_cpu, "kappa_pipe": model.kappa_pipe, "contention_measured": model.contention_measured,
         "time_fits": {n: _fit_doc(f) for n, f in model.time_fits.items()},
         "variants": [{"kappa_cpu": v.kappa_cpu, "kappa_pipe": v.kappa_pipe,
                       "fits": {n: _fit_doc(f) for n, f in v.fits.items()}} for v in model.variants],
@@ -293,6 +293,8 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
         base_coef=base_coef, base_ratio=r.number("base_ratio", 0), base_sd_rel=r.number("base_sd_rel", 0),
         power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=_maxima(r),
         variants=tuple(variants),
+        # absent in models written before mech-14, which averaged over the variants
+        contention_measured=r.boolean("contention_measured") if "contention_measured" in r.doc else False,
         interval_scales=IntervalScales(_scale(s, "time"), _scale(s, "power"), _scale(s, "energy"),
                                        # absent in models written before the out-of-regime factor (mech-6)
                                        _scale(s, "extrapolation", 1.0)),

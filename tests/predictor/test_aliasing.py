@@ -44,11 +44,11 @@ def test_the_alias_widens_the_intervals_more_the_fewer_modes_separate_anything(l
     efij = _modes(lenet, "efij")
     (cost,) = alias_widening(fit_workload(efij, XAVIER), efij, XAVIER)
     assert cost.knobs == ("cpu_mhz", "gpu_mhz")
-    # Measured: time 1.02x median (up to 1.23x), energy 1.01x; the noise and extrapolation terms of the
-    # intervals do not depend on the split, so the median is small.
-    assert cost.median["epoch_time_s"] == pytest.approx(1.02, abs=0.015)
-    assert cost.largest["epoch_time_s"] == pytest.approx(1.23, abs=0.06)
-    assert 1.0 < cost.median["epoch_energy_j"] <= cost.median["epoch_time_s"]
+    # Measured (mech-14): time 1.03x median (up to 1.25x), energy 1.04x (mech-13: 1.02x, 1.23x, 1.01x);
+    # the noise and extrapolation terms of the intervals do not depend on the split, so the median is small.
+    assert cost.median["epoch_time_s"] == pytest.approx(1.03, abs=0.015)
+    assert cost.largest["epoch_time_s"] == pytest.approx(1.25, abs=0.06)
+    assert cost.median["epoch_energy_j"] == pytest.approx(1.04, abs=0.015)
     bg = _modes(lenet, "bg")
     costs = {c.knobs: c for c in alias_widening(fit_workload(bg, XAVIER), bg, XAVIER)}
     # b -> g moves every clock at once (the cores stay): two pairs, the CPU / GPU split 1.74x median.

@@ -13,6 +13,7 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
 from jetpredict.predictor.bundled import predict_modes as predict_on
 from jetpredict.predictor.constants import MEASURED_KAPPAS, REGIME_FACTOR_MAX, IntervalScales
+from jetpredict.predictor.features import time_features
 from jetpredict.predictor.model import Prediction, WorkloadModel, gpu_floor
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
 from jetpredict.predictor.regime import core_contrast, regime_factor, regime_kappas, regime_weights
@@ -180,12 +181,12 @@ def real_loo(target: str, design: str = "efij"):
 
 
 @pytest.mark.parametrize("target,time_mape,energy_mape,coverage,width", [
-    # Measured (mech-13; real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h; the
+    # Measured (mech-14; real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h; the
     # other two real workloads as reference): time / energy MAPE 1.5 / 1.3% (ResNet-18), 3.6 / 3.3%
-    # (MobileNetV3), 4.7 / 6.3% (LeNet-5; mech-12: 8.6%, mech-7: 16.0 / 24.8%); time coverage 6/6 each;
-    # median width 12%, 13%, 33%.
+    # (MobileNetV3), 4.5 / 8.5% (LeNet-5; mech-13: 4.7 / 6.3%, its time errors at CPU 1200 MHz offsetting
+    # its power errors there; mech-7: 16.0 / 24.8%); time coverage 6/6 each; median width 12%, 13%, 33%.
     ("resnet18-cifar10", 0.018, 0.015, 1.0, 0.15), ("mobilenetv3-gld23k", 0.041, 0.038, 1.0, 0.16),
-    ("lenet5-mnist", 0.054, 0.07, 1.0, 0.36)])
+    ("lenet5-mnist", 0.052, 0.092, 1.0, 0.36)])
 def test_real_leave_one_workload_out(target, time_mape, energy_mape, coverage, width):
     model, test, p = real_loo(target)
     assert model.reference_source == "published"
@@ -486,6 +487,38 @@ def test_rows_that_measure_their_own_contention_override_the_references():
     efij = res[res["mode"].isin(list("efij"))]
     own_ref = regime_kappas(regime_weights(ProfileArrays.from_frame(efij), ref), ref)
     assert (lambda m: (m.kappa_cpu, m.kappa_pipe))(fit_workload(efij, reference=ref)) == own_ref
+
+
+def test_a_heavy_pipeline_measures_the_main_threads_contention_and_predicts_at_it(tmp_path):
+    """Issue 18: real LeNet-5's compute slows 15% from 8 to 4 cores and 36% from 8 to 2, less than its
+    stall (22%, 119%) and than the GPU-bound references' constant says. The rows that measure their own
+    pipeline contention measure the main thread's too, below the references' when the compute says so, and
+    the fit at those constants is the estimate: a flat average over the contention variants leant toward the
+    weakest one, which misses the 2-core mode f by 19%. Leave one mode out over the ten modes (mech-14):
+    2.55% time MAPE (mech-13: 3.24%)."""
+    lenet = REF[REF.workload == "lenet5-mnist"].reset_index(drop=True)
+    model = fit_workload(lenet, reference=GPU_BOUND_REF)
+    assert model.contention_measured
+    assert model.kappa_cpu < min(model.kappa_pipe, GPU_BOUND_REF.kappa_cpu)
+    modes = ModeArrays.from_frame(lenet)
+    feats = time_features(modes, model.num_workers, model.kappa_cpu, model.kappa_pipe)
+    central = sum(fit.mean(feats) for fit in model.time_fits.values())
+    np.testing.assert_allclose(model.predict(modes).epoch_time_s, central)
+    # A saved model predicts as it did; files written before mech-14 (no flag) averaged over the variants.
+    path = tmp_path / "lenet.json"
+    save_model(model, path)
+    assert load_model(path).contention_measured
+    np.testing.assert_allclose(load_model(path).predict(modes).epoch_time_s, central)
+    averaged = replace(model, contention_measured=False).predict(modes).epoch_time_s
+    assert np.max(np.abs(averaged / central - 1.0)) > 0.02
+    # Rows like the references keep the borrowed constants and the average over their plausible range.
+    res = REF[REF.workload == "resnet18-cifar10"]
+    assert not fit_workload(res[res["mode"].isin(list("efij"))], reference=GPU_BOUND_REF).contention_measured
+    errors = []
+    for i in range(len(lenet)):
+        fitted = fit_workload(lenet.drop(index=i), reference=GPU_BOUND_REF)
+        errors.append(abs(fitted.predict(modes.take(np.array([i]))).epoch_time_s[0] / lenet.epoch_time_s[i] - 1.0))
+    assert np.mean(errors) < 0.028
 
 
 def test_a_workload_outside_the_references_regime_gets_wider_extrapolation(tmp_path):
