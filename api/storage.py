@@ -73,7 +73,7 @@ class RevisionConflict(Exception):
     """The workload changed between reading its rows and writing the new upload; retry."""
 
 
-#: The fields of a fit summary (``api.workloads.stored_fit_fields``) kept per device.
+#: The fields of a fit summary (``api.workloads.fit_summary``) kept per device.
 FIT_FIELDS = ("model_version", "reference_source", "profiled_modes", "has_power", "aliased_knobs")
 
 

@@ -313,19 +313,20 @@ class WorkloadModel:
         # GPU idle time: the main thread's work beyond its length at the top CPU clock.
         waits = [self.time_fits[gpu_side].coef_of("cpu") * np.maximum(central["cpu"] - top_cpu, 0.0)]
         totals, computes, stalls = [total], [compute], [stall]
-        for v in self.variants:
-            feats = F.with_contention(central, modes, self.num_workers, v.kappa_cpu, v.kappa_pipe)
-            totals.append(sum(fit.mean(feats) for fit in v.fits.values()))
-            c, s = split_compute(v.fits, feats)
-            computes.append(c)
-            stalls.append(s)
-            waits.append(v.fits[gpu_side].coef_of("cpu") * np.maximum(feats["cpu"] - top_cpu, 0.0))
         # Constants borrowed from the reference: model averaging over their plausible range (flat weights).
         # Constants the rows measured: the fit at them is the estimate. Either way the variants' spread
         # about their mean is a 90% range of the model form [E5].
+        for v in self.variants:
+            feats = F.with_contention(central, modes, self.num_workers, v.kappa_cpu, v.kappa_pipe)
+            totals.append(sum(fit.mean(feats) for fit in v.fits.values()))
+            if not self.contention_measured:
+                c, s = split_compute(v.fits, feats)
+                computes.append(c)
+                stalls.append(s)
+                waits.append(v.fits[gpu_side].coef_of("cpu") * np.maximum(feats["cpu"] - top_cpu, 0.0))
         by_variant = np.array(totals)
-        weights = np.eye(len(totals))[0] if self.contention_measured else np.full(len(totals), 1.0 / len(totals))
-        epoch, compute, stall, gpu_wait = (weights @ np.array(parts) for parts in (by_variant, computes, stalls, waits))
+        epoch = total if self.contention_measured else by_variant.mean(axis=0)
+        compute, stall, gpu_wait = (np.mean(parts, axis=0) for parts in (computes, stalls, waits))
         spread = np.max(np.abs(by_variant - by_variant.mean(axis=0)), axis=0) / Z90
         rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch, 1e-12)
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))

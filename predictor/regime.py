@@ -106,8 +106,9 @@ def own_contention(rows: ProfileArrays, kappas: tuple[float, float], ref: Device
         # A pipeline busier than the references' contends more: its own constant, the main thread's
         # raised by the same factor up to what the compute's own core contrast allows, below the
         # references' when it says less (real LeNet-5: 0.625 from its compute, 0.875 from its stall) [E5].
-        cpu_cap = _implied_kappa(rows, rows.compute_time_s, ("cpu", "cmem")) or kappas[0]
-        return min(kappas[0] * pipe / kappas[1], cpu_cap), pipe
+        cpu_cap = _implied_kappa(rows, rows.compute_time_s, ("cpu", "cmem"))
+        # A compute that implies no contention (0.0) caps it at 0, not at the references' constant.
+        return min(kappas[0] * pipe / kappas[1], kappas[0] if cpu_cap is None else cpu_cap), pipe
     factor = pipe / kappas[1]
     # All of the compute as main-thread work: the least contention its core contrast allows.
     cpu_floor = _implied_kappa(rows, rows.compute_time_s, ("cpu",)) or 0.0

@@ -113,7 +113,10 @@ class _Reader:
             raise self.fail(key, "must be a whole number")
         return int(v)
 
-    def boolean(self, key: str) -> bool:
+    def boolean(self, key: str, default: bool | None = None) -> bool:
+        """``key``'s true or false; ``default`` when given and the key is absent (a field newer files add)."""
+        if default is not None and key not in self.doc:
+            return default
         v = self.get(key)
         if not isinstance(v, bool):
             raise self.fail(key, "must be true or false")
@@ -294,7 +297,7 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
         power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=_maxima(r),
         variants=tuple(variants),
         # absent in models written before mech-14, which averaged over the variants
-        contention_measured=r.boolean("contention_measured") if "contention_measured" in r.doc else False,
+        contention_measured=r.boolean("contention_measured", default=False),
         interval_scales=IntervalScales(_scale(s, "time"), _scale(s, "power"), _scale(s, "energy"),
                                        # absent in models written before the out-of-regime factor (mech-6)
                                        _scale(s, "extrapolation", 1.0)),

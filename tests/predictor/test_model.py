@@ -17,6 +17,7 @@ from jetpredict.predictor.features import time_features
 from jetpredict.predictor.model import Prediction, WorkloadModel, gpu_floor
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
 from jetpredict.predictor.regime import core_contrast, regime_factor, regime_kappas, regime_weights
+from jetpredict.predictor.serialization import model_from_dict, model_to_dict
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
@@ -511,6 +512,8 @@ def test_a_heavy_pipeline_measures_the_main_threads_contention_and_predicts_at_i
     np.testing.assert_allclose(load_model(path).predict(modes).epoch_time_s, central)
     averaged = replace(model, contention_measured=False).predict(modes).epoch_time_s
     assert np.max(np.abs(averaged / central - 1.0)) > 0.02
+    older = {k: v for k, v in model_to_dict(model).items() if k != "contention_measured"}
+    np.testing.assert_allclose(model_from_dict(older).predict(modes).epoch_time_s, averaged)
     # Rows like the references keep the borrowed constants and the average over their plausible range.
     res = REF[REF.workload == "resnet18-cifar10"]
     assert not fit_workload(res[res["mode"].isin(list("efij"))], reference=GPU_BOUND_REF).contention_measured
