@@ -19,7 +19,7 @@ nominal 90% intervals over every held-out (design, mode) pair and their median w
 high - low), and the mean-of-profiled baseline. The interval scales of each target are calibrated on the
 other two workloads only (:func:`jetpredict.predictor.calibration.calibrate`), so its coverage is out of
 sample. Then the leave-one-mode-out form check per workload (fitted on 9 modes, the other two workloads as
-reference, predicting the 10th), and the data against physics: where a mode with more cores or faster
+reference, predicting the 10th: time, energy and power, stall and compute), and the data against physics: where a mode with more cores or faster
 clocks is slower or draws less power, and the least error of any model that keeps that order (in sample).
 Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
 Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX, from 1-4 profiled modes and from the whole sweep.
@@ -167,21 +167,30 @@ def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
 
 def leave_one_mode_out(real: pd.DataFrame) -> list[dict]:
     """The form check: each workload fitted on 9 of its modes (the other real workloads as reference)
-    predicts the 10th; mean and max time error (%) and the per-mode errors."""
+    predicts the 10th; per output (time, energy, power) and component (stall, compute) the mean and max
+    error (%), and the per-mode time and energy errors."""
     refs = references(real)
+    names = [name for _, name in OUTPUTS] + list(COMPONENTS[:2])
     out = []
     for target in TARGETS:
         rows = real[real["workload"] == target].reset_index(drop=True)
-        errors = {}
+        errors: dict[str, dict[str, float]] = {name: {} for name in names}
         for i in range(len(rows)):
             s = score_design(rows, tuple(j for j in range(len(rows)) if j != i), refs[(target, "other real")])
             if s is not None:
-                errors[str(rows["mode"].iloc[i])] = float(s["time_err"][0])
-        row = {"target": target, "time_mape": float(np.mean(list(errors.values()))),
-               "time_max": float(max(errors.values())), "per_mode": errors}
+                for name in names:
+                    errors[name][str(rows["mode"].iloc[i])] = float(s[f"{name}_err"][0])
+        row: dict = {"target": target}
+        for name in names:
+            row[f"{name}_mape"] = float(np.mean(list(errors[name].values())))
+            row[f"{name}_max"] = float(max(errors[name].values()))
+        row["per_mode"], row["per_mode_energy"] = errors["time"], errors["energy"]
         out.append(row)
-        print(f"leave-one-mode-out {target:<20} time MAPE {row['time_mape']:.1f}% (max {row['time_max']:.1f}%): "
-              + " ".join(f"{m} {e:.1f}" for m, e in errors.items()), flush=True)
+        print(f"leave-one-mode-out {target:<20} MAPE (max) time {row['time_mape']:.1f}% ({row['time_max']:.1f}%), "
+              f"energy {row['energy_mape']:.1f}% ({row['energy_max']:.1f}%), power {row['power_mape']:.1f}% "
+              f"({row['power_max']:.1f}%), stall {row['stall_mape']:.1f}%, compute {row['compute_mape']:.1f}%; "
+              "time: " + " ".join(f"{m} {e:.1f}" for m, e in errors["time"].items())
+              + "; energy: " + " ".join(f"{m} {e:.1f}" for m, e in errors["energy"].items()), flush=True)
     return out
 
 
@@ -431,10 +440,15 @@ def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: l
                      f"{e_cells} |")
     lines += ["", "## Leave one mode out (the form check)", "",
               "Each workload fitted on 9 of its 10 modes (the other two real workloads as reference) predicts the "
-              "10th: time error (%).", "", "| workload | MAPE | max | per mode |", "|---|---|---|---|"]
+              "10th: MAPE (max) per output and component, and the error (%) per held-out mode.", "",
+              "| workload | time | energy | power | stall / compute | time per mode | energy per mode |",
+              "|---|---|---|---|---|---|---|"]
     for r in lomo:
-        lines.append(f"| {r['target']} | {r['time_mape']:.1f} | {r['time_max']:.1f} | "
-                     + " ".join(f"{m} {e:.1f}" for m, e in r["per_mode"].items()) + " |")
+        lines.append(f"| {r['target']} | {r['time_mape']:.1f} ({r['time_max']:.1f}) | {r['energy_mape']:.1f} "
+                     f"({r['energy_max']:.1f}) | {r['power_mape']:.1f} ({r['power_max']:.1f}) | "
+                     f"{r['stall_mape']:.1f} / {r['compute_mape']:.1f} | "
+                     + " ".join(f"{m} {e:.1f}" for m, e in r["per_mode"].items()) + " | "
+                     + " ".join(f"{m} {e:.1f}" for m, e in r["per_mode_energy"].items()) + " |")
     lines += ["", "## The data against physics (monotonicity)", "",
               "A mode whose knobs are all >= another's (more cores, faster clocks) should not be slower nor draw "
               "less power. Inversions: pairs (slower-knob mode -> faster-knob mode) where the faster one is worse "
