@@ -19,8 +19,9 @@ nominal 90% intervals over every held-out (design, mode) pair and their median w
 high - low), and the mean-of-profiled baseline. The interval scales of each target are calibrated on the
 other two workloads only (:func:`jetpredict.predictor.calibration.calibrate`), so its coverage is out of
 sample. Then the leave-one-mode-out form check per workload (fitted on 9 modes, the other two workloads as
-reference, predicting the 10th: time, energy and power, stall and compute), and the data against physics: where a mode with more cores or faster
-clocks is slower or draws less power, and the least error of any model that keeps that order (in sample).
+reference, predicting the 10th: time, energy and power, stall and compute), and the data against physics:
+where a mode with more cores or faster clocks is slower or draws less power, and the least error of any
+model that keeps that order (in sample).
 Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
 Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX, from 1-4 profiled modes and from the whole sweep.
 
