@@ -28,7 +28,7 @@ Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX, from 1-4 profiled
 The scores are only as good as these 30 real rows: two GPU-bound CNNs and a CPU-bound one on ten modes whose
 CPU clock takes three values; the model's constants were chosen with these rows in view.
 
-Run: ``python bench/real_cv.py`` (about a minute on one core) prints the tables; ``--write`` also writes
+Run: ``python bench/real_cv.py`` (about three minutes on one core) prints the tables; ``--write`` also writes
 ``bench/results/real_cv.md`` and ``.json``. ``--sizes 4`` or ``--cases "other real"`` run a subset.
 """
 

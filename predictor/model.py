@@ -325,9 +325,10 @@ class WorkloadModel:
                 stalls.append(s)
                 waits.append(v.fits[gpu_side].coef_of("cpu") * np.maximum(feats["cpu"] - top_cpu, 0.0))
         by_variant = np.array(totals)
-        epoch = total if self.contention_measured else by_variant.mean(axis=0)
+        mean_of_variants = by_variant.mean(axis=0)
+        epoch = total if self.contention_measured else mean_of_variants
         compute, stall, gpu_wait = (np.mean(parts, axis=0) for parts in (computes, stalls, waits))
-        spread = np.max(np.abs(by_variant - by_variant.mean(axis=0)), axis=0) / Z90
+        spread = np.max(np.abs(by_variant - mean_of_variants), axis=0) / Z90
         rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch, 1e-12)
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))
         return _TimeParts(
