@@ -107,7 +107,6 @@ class TorchBackend(TrainingBackend):
         self._iter: Any = None
         self._complexity: Complexity | None = None
         self._cpu_s_per_sample: float | None = None
-        self._cpu_reason: str | None = None
 
     # -- TrainingBackend
     def prepare(self, mode: PowerMode | None) -> None:
@@ -192,8 +191,7 @@ class TorchBackend(TrainingBackend):
         """CPU time (this thread) to produce samples serially, as one DataLoader worker would, per sample."""
         dataset = self.built.dataset
         if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
-            self._cpu_reason = "the workload supplies its own batches"
-            return None
+            return None  # the workload supplies its own batches: no per-sample pipeline to time
         n = min(len(dataset), samples or max(2 * self.batch_size, 32))
         from torch.utils.data import default_collate
 

@@ -278,8 +278,9 @@ def _host_parts(cfg: CampaignConfig) -> CampaignParts:
 
     modes = host_modes(cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
-    # Training on a discrete GPU: its board power (NVML); on the CPU there is no module meter to find.
-    meter = detect_power_meter("cuda") if backend.accelerator() == "cuda" else detect_power_meter(None)
+    # Training on a discrete GPU: its board power (NVML). On the CPU, "host" leaves NVML out: an idle GPU's
+    # power is not the training device's (CPU package power comes from RAPL below).
+    meter = detect_power_meter("cuda") if backend.accelerator() == "cuda" else detect_power_meter("host")
     runner = RealTimeRunner(backend, meter, detect_cpu_package_meter())
     return CampaignParts(HOST_DEVICE, None, modes, runner, detect_controller("host"), cfg.settle_s or 0.0)
 
@@ -326,13 +327,42 @@ def _known(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
+#: A read-back clock further than this from the requested cap is noted in the sidecar, MHz.
+READ_BACK_TOLERANCE_MHZ = 1.0
+
+
 def _mode_fields(requested: PowerMode | None, read_back: PowerMode | None) -> dict[str, Any]:
-    """The row's mode columns: the label asked for, the knobs read back (else as asked); NaN -> None."""
+    """The row's mode columns: the label and knobs asked for (the mode's caps); NaN -> None.
+
+    A knob the request leaves open (NaN: the host's CPU clock, which the profiler only reads) is taken from
+    the read-back. A read-back clock is never a capped knob's value: devfreq runs an idle clock below the
+    cap right after a switch, so it would record the idle clock, not the mode (:func:`_read_back_notes`).
+    """
     if requested is None:
         return {"mode": None, "cpu_cores": None, "cpu_mhz": None, "gpu_mhz": None, "emc_mhz": None}
-    knobs = read_back or requested
-    return {"mode": requested.mode, "cpu_cores": knobs.cpu_cores, "cpu_mhz": _known(knobs.cpu_mhz),
-            "gpu_mhz": _known(knobs.gpu_mhz), "emc_mhz": _known(knobs.emc_mhz)}
+    fields: dict[str, Any] = {"mode": requested.mode}
+    for knob in MODE_FIELDS:
+        value = _known(getattr(requested, knob))
+        if value is None and read_back is not None:
+            value = _known(getattr(read_back, knob))
+        fields[knob] = value
+    return fields
+
+
+def _read_back_notes(requested: PowerMode, read_back: PowerMode | None) -> list[str]:
+    """Sidecar notes for each knob whose read-back differs from the requested cap (the row keeps the cap)."""
+    if read_back is None:
+        return []
+    notes = []
+    for knob in MODE_FIELDS:
+        asked, got = _known(getattr(requested, knob)), _known(getattr(read_back, knob))
+        if asked is None or got is None:
+            continue
+        tolerance = 0 if knob == "cpu_cores" else READ_BACK_TOLERANCE_MHZ
+        if abs(float(got) - float(asked)) > tolerance:
+            notes.append(f"read-back {knob} {got:g} differs from the requested {asked:g} (read once after "
+                         f"the switch, possibly at an idle clock below the cap); the row records {asked:g}")
+    return notes
 
 
 @contextmanager
@@ -392,6 +422,7 @@ def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: P
         ctl.apply(mode)
         read_back = ctl.read_back()
     run = parts.runner.run_mode(mode, settings, on_minibatch=progress.minibatch)
+    run.notes.extend(_read_back_notes(mode, read_back))
     if run.trace is not None and len(run.trace):
         warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
         if warning:

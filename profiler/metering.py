@@ -26,13 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ as DEFAULT_HZ  # a window's rate, Hz
+from jetpredict.profiler.power_defaults import NO_METER  # MeteredWindow.meter without any meter
+
 if TYPE_CHECKING:
     from jetpredict.profiler.power import PowerMeter, PowerSampler, PowerTrace
-
-#: The default sampling rate (Hz) of a window's power sampler.
-DEFAULT_HZ = 10.0
-#: ``power_meter`` / :attr:`MeteredWindow.meter` when there is no meter at all.
-NO_METER = "none: no sensor found"
 
 
 def meter_label(meter: PowerMeter | None) -> str:

@@ -42,6 +42,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.metering import meter_label, metered, window_null_reason
+from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ, NO_METER
 
 if TYPE_CHECKING:
     from jetpredict.models.catalogue import PowerMode
@@ -51,7 +52,6 @@ DEFAULT_WARMUP = 10
 DEFAULT_MINIBATCHES = 40
 #: Idle power is averaged over this long after each mode switch when a meter is present.
 DEFAULT_IDLE_S = 3.0
-DEFAULT_SAMPLER_HZ = 10.0
 
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")
@@ -98,7 +98,7 @@ class ModeRun:
     measured: list[MinibatchTiming]
     trace: PowerTrace | None = None
     cpu_trace: PowerTrace | None = None
-    power_meter: str = "none: no sensor found"
+    power_meter: str = NO_METER
     idle_window_s: tuple[float, float] | None = None
     cpu_s_per_sample: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -233,7 +233,7 @@ def _null_reason(power_meter: str, trace: PowerTrace | None, t0: float, t1: floa
 def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload: str,
                   mode: Mapping[str, Any], batch_size: int, num_workers: int, minibatches_per_epoch: int,
                   warmup: int = 0, trace: PowerTrace | None = None,
-                  power_meter: str = "none: no sensor found", base_power_w: float | None = None,
+                  power_meter: str = NO_METER, base_power_w: float | None = None,
                   cpu_trace: PowerTrace | None = None, complexity: Mapping[str, Any] | None = None,
                   cpu_s_per_sample: float | None = None, peak_fp32_flops: float | None = None,
                   accelerator: str = "cpu", source: str = "measured") -> dict[str, Any]:

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
+from jetpredict.profiler.power_defaults import NO_METER, NO_SENSOR_REASON
 
 #: Domains a meter can measure: what the reading is the power *of*.
 DOMAINS = ("module", "gpu", "cpu_package")
@@ -65,7 +66,7 @@ class PowerMeter(ABC):
 class NullPowerMeter(PowerMeter):
     """No sensor: ``name`` is ``none: <reason>`` and every reading is unknown."""
 
-    def __init__(self, reason: str = "no sensor found", domain: str = "module") -> None:
+    def __init__(self, reason: str = NO_SENSOR_REASON, domain: str = "module") -> None:
         self.reason = reason
         self.name = f"none: {reason}"
         self.domain = domain
@@ -87,7 +88,7 @@ class PowerTrace:
 
     times_s: np.ndarray
     power_w: np.ndarray
-    meter_name: str = "none: no sensor found"
+    meter_name: str = NO_METER
     domain: str = "module"
     hz: float = 0.0
     read_errors: int = 0

@@ -9,6 +9,7 @@ from jetpredict.profiler.power.ina3221 import Ina3221Meter
 from jetpredict.profiler.power.nvml import NvmlMeter
 from jetpredict.profiler.power.rapl import RaplMeter
 from jetpredict.profiler.power.tegrastats import TegrastatsMeter
+from jetpredict.profiler.power_defaults import NO_SENSOR_REASON
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def detect_power_meter(device_id: str | None = None, tegrastats_interval_ms: int
         except LookupError as err:
             tried.append(str(err))
             log.debug("power meter rejected: %s", err)
-    null = NullPowerMeter("no sensor found")
+    null = NullPowerMeter(NO_SENSOR_REASON)
     null.tried = tried  # type: ignore[attr-defined]
     return null
 

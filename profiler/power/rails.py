@@ -34,11 +34,6 @@ class BoardRails:
         label = label.strip()
         return dict(self.aliases).get(label.upper(), label)
 
-    @property
-    def total_name(self) -> str:
-        """``VDD_IN`` or ``sum(GPU,CPU,...)``: the rail part of a meter name."""
-        return self.total[0] if len(self.total) == 1 else f"sum({','.join(self.total)})"
-
 
 BOARDS: dict[str, BoardRails] = {b.board: b for b in (
     # Nano (porg), 6-0040: POM_5V_IN is the 5 V module input; GPU and CPU rails hang below it.

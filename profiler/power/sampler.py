@@ -8,11 +8,12 @@ import time
 import numpy as np
 from jetpredict.models.numbers import checked_number
 from jetpredict.profiler.power.base import MIN_SAMPLER_HZ, MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
+from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ
 
 MAX_SAMPLER_HZ = 1000.0
 
 
-def hz_for_window(window_s: float, hz: float = 10.0, max_hz: float = 100.0) -> float:
+def hz_for_window(window_s: float, hz: float = DEFAULT_SAMPLER_HZ, max_hz: float = 100.0) -> float:
     """A rate (Hz) that puts at least 60 samples in a window of ``window_s`` s, when ``max_hz`` allows.
 
     Never below ``hz`` (default 10 Hz) nor above ``max_hz`` (sensor reads cost time; INA3221 rails
@@ -36,7 +37,7 @@ class PowerSampler:
     Use as a context manager; the trace is then in ``sampler.trace``.
     """
 
-    def __init__(self, meter: PowerMeter, hz: float = 10.0) -> None:
+    def __init__(self, meter: PowerMeter, hz: float = DEFAULT_SAMPLER_HZ) -> None:
         self.meter = meter
         self.hz = _checked_hz(hz)
         self.trace: PowerTrace | None = None

@@ -12,6 +12,10 @@ the restore is done. The saved state is dropped only after a restore succeeded, 
 on the signal path is tried again on the exit path. Controllers that change the machine
 (``persistent = True``) also write the original mode to a state file before the first switch
 (:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot.
+
+Only the process that entered restores: a process forked inside the block (a DataLoader worker) inherits
+the handlers and the saved state, and on a Ctrl-C sent to the whole process group it must stop as the
+owner would, without putting the mode back nor removing the state file (the owner does both).
 """
 
 from __future__ import annotations
@@ -60,6 +64,11 @@ class PowerModeController(ABC):
         self._state_file = None  # profiler.powermode.state.RestoreState while one is on disk
         self._previous_handlers: dict[int, Any] = {}
         self._restore_lock = threading.RLock()
+        self._owner_pid: int | None = None  # the process that saved the state; only it restores
+
+    def _is_owner(self) -> bool:
+        """True in the process that saved the state (False in a child forked while inside)."""
+        return self._owner_pid == os.getpid()
 
     @abstractmethod
     def current(self) -> PowerMode:
@@ -92,7 +101,7 @@ class PowerModeController(ABC):
         (the mode in force now is what that run left behind), so it is adopted rather than overwritten.
         """
         if not self.persistent:
-            self._saved, self._has_saved = self.snapshot(), True
+            self._saved, self._has_saved, self._owner_pid = self.snapshot(), True, os.getpid()
             return
         from jetpredict.profiler.powermode import state as state_file
 
@@ -121,16 +130,18 @@ class PowerModeController(ABC):
             record = self.restore_state(self.snapshot())
         state_file.write_state(record)
         self._saved, self._has_saved, self._state_file = record.snapshot, True, record
+        self._owner_pid = os.getpid()
 
     def restore(self) -> bool:
         """Put back the remembered state; returns False when there was nothing to restore.
 
         Signals are held while it runs. The saved state (and the state file) is dropped only after the
         restore succeeded: a failure raises and leaves it for the next try (the exit path, or
-        ``jetpredict restore``).
+        ``jetpredict restore``). In a process forked inside the block it does nothing and returns False:
+        the mode and the state file belong to the process that switched.
         """
         with self._restore_lock, held_signals():
-            if not self._has_saved:
+            if not self._has_saved or not self._is_owner():
                 return False
             log.info("%s: restoring the original power mode", self.kind)
             self.restore_snapshot(self._saved)
@@ -145,6 +156,7 @@ class PowerModeController(ABC):
     # --- context manager and signals -------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        # A forked child (restore() is a no-op there) still acts on the signal as the owner would: it stops.
         try:
             self.restore()
         except Exception:  # the exit path tries again; the state file stays for `jetpredict restore`

@@ -1,8 +1,9 @@
 """nvpmodel: parse ``/etc/nvpmodel.conf`` and ``nvpmodel -q``, switch presets, and apply custom modes.
 
-A custom mode is a new ``POWER_MODEL`` section (cores online, CPU and GPU MIN_FREQ = MAX_FREQ, EMC cap)
-appended to a copy of the board's configuration and applied with ``nvpmodel -f COPY -m ID``; the
-original preset comes back with ``nvpmodel -m ORIGINAL_ID`` on the board's own file. Optionally
+A custom mode is a new ``POWER_MODEL`` section (cores online, CPU and GPU MIN_FREQ = MAX_FREQ, EMC cap,
+and the GPU power gating and control lines of the board's MAXN) appended to a copy of the board's
+configuration and applied with ``nvpmodel -f COPY -m ID``; the original preset comes back with
+``nvpmodel -m ORIGINAL_ID`` on the board's own file. Optionally
 ``jetson_clocks`` pins the clocks at the top of each mode (the POMACS 2022 method: DVFS off), with
 ``jetson_clocks --store``/``--restore`` around the run.
 
@@ -12,6 +13,7 @@ File units: CPU clocks in kHz, GPU and EMC clocks in Hz; -1 (and 0 for EMC or a 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,6 +28,12 @@ from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, run
 
 DEFAULT_CONF = "/etc/nvpmodel.conf"
 CUSTOM_NAME = "JETPREDICT_CUSTOM"
+
+#: FILE params that set how much of the GPU is powered (TPC/FBP gating masks) and keep it powered while
+#: its clocks are written: written before the clocks, as NVIDIA's own modes do ...
+GPU_POWER_PARAMS_BEFORE = ("FBP_POWER_GATING", "TPC_POWER_GATING", "GPU_POWER_CONTROL_ENABLE")
+#: ... and this one (power control back to ``auto``) right after the GPU clocks.
+GPU_POWER_PARAMS_AFTER = ("GPU_POWER_CONTROL_DISABLE",)
 
 _SECTION = re.compile(r"^<\s*(PARAM|POWER_MODEL|PM_CONFIG)\b(.*?)>\s*$")
 _ATTR = re.compile(r"(\w+)\s*=\s*(\S+)")
@@ -153,15 +161,52 @@ def parse_nvpmodel_query(output: str) -> tuple[str, int | None]:
     raise ValueError(f"unexpected nvpmodel -q output: {output.strip()[:120]!r}")
 
 
+def _max_freq(model: NvpPowerModel, param: str) -> float:
+    """The lowest positive MAX_FREQ of ``param`` in ``model`` (file units); uncapped (-1, 0, absent) = inf."""
+    caps = [int(v) for v in model.values(param, "MAX_FREQ") if v.lstrip("-").isdigit()]
+    positive = [c for c in caps if c > 0]
+    return float(min(positive)) if positive else math.inf
+
+
+def full_power_model(conf: NvpmodelConf) -> NvpPowerModel:
+    """The board's MAXN: the model named MAXN (else MAXN_SUPER, ...), else the one with the highest caps.
+
+    Highest caps: GPU clock first, then cores online, CPU clock, EMC clock; a tie goes to the first in the
+    file (Orin Nano 8GB has no MAXN: its 15W, GPU uncapped, wins).
+    """
+    named = [m for m in conf.models.values() if m.name.upper().startswith("MAXN")]
+    if named:
+        return min(named, key=lambda m: (m.name.upper() != "MAXN", m.id))
+
+    def caps(m: NvpPowerModel) -> tuple[float, ...]:
+        online = [v for p, _, v in m.settings if p == "CPU_ONLINE"]
+        cores = sum(v == "1" for v in online) if online else math.inf
+        cpu = min((_max_freq(m, p) for p in conf.cpu_clock_params()), default=math.inf)
+        return (_max_freq(m, "GPU"), cores, cpu, _max_freq(m, "EMC"))
+
+    return max(conf.models.values(), key=caps)
+
+
+def gpu_power_lines(conf: NvpmodelConf, params: tuple[str, ...]) -> list[str]:
+    """The MAXN's settings of ``params`` (GPU gating, power control) in file order; none if absent."""
+    return [" ".join(s) for s in full_power_model(conf).settings if s[0] in params and s[0] in conf.params]
+
+
 def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> str:
-    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped."""
+    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped.
+
+    It also carries the MAXN's GPU gating and power-control lines: without them a custom mode keeps the TPCs
+    the previous preset gated (Orin NX 10W/15W gate half of them), and the predictor assumes the full GPU.
+    """
     cpu_khz, gpu_hz, emc_hz = round(mode.cpu_mhz * 1e3), round(mode.gpu_mhz * 1e6), round(mode.emc_mhz * 1e6)
     lines = [f"< POWER_MODEL ID={model_id} NAME={CUSTOM_NAME} >"]
     lines += [f"CPU_ONLINE {arg} {1 if i < mode.cpu_cores else 0}" for i, arg in enumerate(conf.core_args())]
+    lines += gpu_power_lines(conf, GPU_POWER_PARAMS_BEFORE)
     for p in conf.cpu_clock_params():
         lines += [f"{p} MIN_FREQ {cpu_khz}", f"{p} MAX_FREQ {cpu_khz}"]
     if "GPU" in conf.params:
         lines += [f"GPU MIN_FREQ {gpu_hz}", f"GPU MAX_FREQ {gpu_hz}"]
+    lines += gpu_power_lines(conf, GPU_POWER_PARAMS_AFTER)
     if "EMC" in conf.params:
         lines.append(f"EMC MAX_FREQ {emc_hz}")
     return "\n".join(lines) + "\n"

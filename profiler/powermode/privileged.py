@@ -28,6 +28,7 @@ class PrivilegedCommandError(RuntimeError):
 
 
 def is_root() -> bool:
+    """True when this process runs as root (effective uid 0); False on systems without uids."""
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 

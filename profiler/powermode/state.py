@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jetpredict.profiler import sysfs
+from jetpredict.profiler.powermode import privileged
 
 STATE_DIR_ENV = "JETPREDICT_STATE_DIR"
 STATE_FILE_NAME = "powermode-restore.json"
@@ -29,10 +30,6 @@ CLOCKS_STORE_NAME = "jetson-clocks-store.conf"
 SCHEMA_VERSION = 1
 #: A state file bigger than this is not ours (a sysfs snapshot of every knob is a few kB).
 MAX_STATE_BYTES = 1024 * 1024
-
-
-def _is_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def _user_state_dir() -> Path:
@@ -49,7 +46,7 @@ def state_dirs() -> list[Path]:
         return [sysfs.path("/var/lib/jetpredict")]
     system = Path("/var/lib/jetpredict")
     # A run as a user (nvpmodel through sudo) writes the user's dir; `sudo jetpredict restore` looks there too.
-    return [system, _user_state_dir()] if _is_root() else [_user_state_dir(), system]
+    return [system, _user_state_dir()] if privileged.is_root() else [_user_state_dir(), system]
 
 
 def state_dir() -> Path:

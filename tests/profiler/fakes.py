@@ -23,6 +23,8 @@ GPU_DIRS = {"T210": "/sys/devices/gpu.0/devfreq/57000000.gpu",
 EMC_CAP = "/sys/kernel/nvpmodel_emc_cap/emc_iso_cap"
 EMC_BPMP = "/sys/kernel/debug/bpmp/debug/clk/emc"
 EMC_T210 = "/sys/kernel/debug/clk/emc"
+#: Present in a fake root (see :meth:`FakeRoot.idle_clocks`): the fake governors settle at min, not max.
+IDLE_CLOCKS_MARKER = "fake_idle_clocks"
 MODEL_NAMES = {"nano": "NVIDIA Jetson Nano Developer Kit", "xavier-nx": "NVIDIA Jetson Xavier NX Developer Kit",
                "agx-xavier": "NVIDIA Jetson AGX Xavier Developer Kit", "orin-agx": "NVIDIA Jetson AGX Orin Developer Kit",
                "orin-nx": "NVIDIA Orin NX Developer Kit", "orin-nano": "NVIDIA Jetson Orin Nano Developer Kit"}
@@ -131,16 +133,27 @@ class FakeRoot:
         self.install_tool("nvpmodel", FAKE_NVPMODEL.replace("@SOC@", soc))
         self.install_tool("jetson_clocks", FAKE_JETSON_CLOCKS.replace("@SOC@", soc))
 
+    def idle_clocks(self, idle: bool = True) -> None:
+        """After each switch run the CPU and GPU at their ``min`` (an idle board's DVFS governors), not at the
+        cap: only a mode that pins min = max (a custom one) reads back its cap. EMC stays at its cap."""
+        marker = self.path / IDLE_CLOCKS_MARKER
+        if idle:
+            marker.write_text("1\n")
+        else:
+            marker.unlink(missing_ok=True)
+
     def settle(self, device: Device) -> None:
-        """What the kernel governors do after a direct sysfs write: run each clock at its allowed max."""
+        """What the kernel governors do after a direct sysfs write: run each clock at its allowed max (at its
+        min after :meth:`idle_clocks`)."""
         soc = device.specs.soc
+        level = "min" if (self.path / IDLE_CLOCKS_MARKER).exists() else "max"
         for c in range(device.cpu_cores_range[1]):
             online = not self.real(f"{CPU_DIR}/cpu{c}/online").exists() or self.read(f"{CPU_DIR}/cpu{c}/online") == "1"
             d = f"{CPU_DIR}/cpu{c}/cpufreq"
             if online:
-                self.write(f"{d}/scaling_cur_freq", self.read(f"{d}/scaling_max_freq"))
+                self.write(f"{d}/scaling_cur_freq", self.read(f"{d}/scaling_{level}_freq"))
         g = GPU_DIRS[soc]
-        self.write(f"{g}/cur_freq", self.read(f"{g}/max_freq"))
+        self.write(f"{g}/cur_freq", self.read(f"{g}/{level}_freq"))
         cap = self.read_int(EMC_CAP)
         top = self.read_int(f"{EMC_BPMP if soc != 'T210' else EMC_T210}/max_rate")
         self.write(emc_rate_path(soc), min(cap, top) if cap > 0 else top)
@@ -220,15 +233,18 @@ def online(c):
     f = real(f"{CPU}/cpu{c}/online")
     return not f.exists() or f.read_text().strip() == "1"
 def settle():
-    """What the kernel governors would do: run every clock at the top of its allowed range."""
+    """What the kernel governors would do: run every clock at the top of its allowed range, or with the
+    idle-clocks marker (FakeRoot.idle_clocks) CPU and GPU at the bottom, as on an idle board."""
+    level = "min" if (ROOT / "@IDLE@").exists() else "max"
     for c in cpus():
         if online(c):
-            wr(f"{CPU}/cpu{c}/cpufreq/scaling_cur_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
-    wr(f"{GPU}/cur_freq", rd(f"{GPU}/max_freq"))
+            wr(f"{CPU}/cpu{c}/cpufreq/scaling_cur_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_{level}_freq"))
+    wr(f"{GPU}/cur_freq", rd(f"{GPU}/{level}_freq"))
     cap = int(rd("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap"))
     top = int(rd(EMC_DIR + "/max_rate"))
     wr(EMC_RATE, min(cap, top) if cap > 0 else top)
 '''
+_FAKE_COMMON = _FAKE_COMMON.replace("@IDLE@", IDLE_CLOCKS_MARKER)
 
 FAKE_NVPMODEL = _FAKE_COMMON + r'''
 def parse(text):

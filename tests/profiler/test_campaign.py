@@ -141,6 +141,38 @@ def test_jetson_campaign_on_a_fake_orin_nano(fake_root, tmp_path):
     assert any(c[:2] == ["nvpmodel", "-m"] for c in fake_root.calls())
 
 
+def test_cpu_training_beside_an_nvidia_gpu_does_not_record_gpu_power(fake_root, tmp_path, monkeypatch):
+    from test_power_nvml import fake_pynvml
+
+    # NVML answers (a GPU is there) but training runs on the CPU: GPU 0's power is not the training energy.
+    monkeypatch.setattr("jetpredict.profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
+    monkeypatch.setattr(TorchBackend, "accelerator", lambda self: "cpu")
+    monkeypatch.setenv("PATH", str(fake_root.bin))  # no tegrastats either
+    parts = campaign._host_parts(_cfg(tmp_path))
+    meter = parts.runner.meter
+    assert not meter.name.startswith("nvml") and meter.domain != "gpu"
+    assert any("CPU training" in t for t in meter.tried)
+
+
+def test_rows_carry_the_mode_caps_not_an_idle_read_back(fake_root, tmp_path):
+    """On a real board devfreq idles below a preset's cap right after the switch: the row records the mode's
+    knobs; the idle read-back goes to the sidecar only, with a note."""
+    nano = load_device("orin-nano")
+    fake_root.add_jetson(nano)
+    fake_root.idle_clocks()
+    preset = nano.preset("7W")
+    rows = run_campaign(_cfg(tmp_path, device="jetson", modes="7W", settle_s=0.0, idle_s=0.0, minibatches=2))
+    assert {k: rows[0][k] for k in ("mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")} == {
+        "mode": "7W", "cpu_cores": preset.cpu_cores, "cpu_mhz": preset.cpu_mhz, "gpu_mhz": preset.gpu_mhz,
+        "emc_mhz": preset.emc_mhz}
+    mode = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]
+    assert mode["requested"]["gpu_mhz"] == preset.gpu_mhz
+    assert mode["read_back"]["gpu_mhz"] == min(nano.gpu_steps_mhz) < preset.gpu_mhz  # idle, below the cap
+    assert mode["read_back"]["cpu_mhz"] == min(nano.cpu_steps_mhz) < preset.cpu_mhz
+    notes = [n for n in mode["notes"] if n.startswith("read-back")]
+    assert [n.split()[1] for n in notes] == ["cpu_mhz", "gpu_mhz"]
+
+
 class _Collector(BaseHTTPRequestHandler):
     received: list = []
     status = 201

@@ -15,6 +15,7 @@ from jetpredict.profiler.powermode import (
     parse_nvpmodel_conf,
     parse_nvpmodel_query,
 )
+from jetpredict.profiler.powermode.nvpmodel import CUSTOM_NAME, full_power_model, render_custom_model
 
 #: Excerpts of real L4T nvpmodel files (CPU/GPU/EMC parts only), one per board family.
 REAL_CONFS = Path(__file__).resolve().parent / "fixtures" / "nvpmodel"
@@ -97,6 +98,53 @@ def test_real_l4t_configurations_parse_to_the_catalogue_presets(device_id):
         for knob in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
             assert getattr(got, knob) == pytest.approx(getattr(preset, knob), abs=1.0), (preset.mode, knob)
     assert checked >= 2
+
+
+# The MAXN's GPU gating and power control per board (real L4T values), and which model is the "MAXN".
+@pytest.mark.parametrize("device_id, maxn, gating", [
+    ("orin-nx", "MAXN", ["FBP_POWER_GATING FBP_PG_MASK 2", "TPC_POWER_GATING TPC_PG_MASK 240"]),
+    ("orin-agx", "MAXN", ["TPC_POWER_GATING TPC_PG_MASK 0"]),
+    ("agx-xavier", "MAXN", ["TPC_POWER_GATING TPC_PG_MASK 0"]),
+    ("xavier-nx", "MODE_20W_6CORE", ["TPC_POWER_GATING TPC_PG_MASK 1"]),  # no MAXN: the highest caps
+])
+def test_a_custom_mode_carries_the_maxn_gpu_gating_and_power_control(device_id, maxn, gating):
+    conf = parse_nvpmodel_conf((REAL_CONFS / f"{device_id}.conf").read_text())
+    device = load_device(device_id)
+    assert full_power_model(conf).name == maxn
+    mode = PowerMode("custom", 2, device.cpu_steps_mhz[0], device.gpu_steps_mhz[0], device.emc_steps_mhz[-1])
+    section = render_custom_model(conf, mode, 99).splitlines()
+    assert [ln for ln in section if "POWER_GATING" in ln] == gating
+    # Power control "on" before any clock is written, back to "auto" right after the GPU's.
+    enable = section.index("GPU_POWER_CONTROL_ENABLE GPU_PWR_CNTL_EN on")
+    disable = section.index("GPU_POWER_CONTROL_DISABLE GPU_PWR_CNTL_DIS auto")
+    first_clock = next(i for i, ln in enumerate(section) if "_FREQ" in ln)
+    gpu_max = section.index(f"GPU MAX_FREQ {round(mode.gpu_mhz * 1e6)}")
+    assert enable < first_clock and disable == gpu_max + 1
+    custom = parse_nvpmodel_conf(conf.text + "\n" + "\n".join(section)).model(CUSTOM_NAME)
+    assert conf.to_mode(custom, device).knobs() == mode.knobs()
+
+
+def test_a_conf_without_gpu_gating_lines_gets_none_in_its_custom_mode():
+    conf = parse_nvpmodel_conf(CONF)
+    section = render_custom_model(conf, PowerMode("custom", 1, 918.0, 640.0, 1600.0), 2)
+    assert "POWER_GATING" not in section and "POWER_CONTROL" not in section
+
+
+def test_a_custom_mode_after_a_gating_preset_runs_on_the_full_gpu(fake_root):
+    """Orin NX 15W gates 6 of 8 TPCs (mask 252); a custom mode must ungate them as MAXN does (mask 240)."""
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device, preset_id=2)
+    fake_root.write("/etc/nvpmodel.conf", (REAL_CONFS / "orin-nx.conf").read_text())
+    fake_root.write("/sys/devices/gpu.0/tpc_pg_mask", 240)
+    fake_root.write("/sys/devices/gpu.0/power/control", "auto")
+    ctl = detect_controller("jetson", "orin-nx")
+    ctl.apply(device.preset("15W"))
+    assert fake_root.read_int("/sys/devices/gpu.0/tpc_pg_mask") == 252
+    ctl.apply(PowerMode("custom", 4, 1190.4, 612.0, 3199.0))
+    assert fake_root.calls()[-1][:2] == ["nvpmodel", "-f"]
+    assert fake_root.read_int("/sys/devices/gpu.0/tpc_pg_mask") == 240
+    assert fake_root.read("/sys/devices/gpu.0/power/control") == "auto"
+    assert ctl.read_back().gpu_mhz == 612.0
 
 
 @pytest.fixture

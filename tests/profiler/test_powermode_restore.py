@@ -119,3 +119,44 @@ def test_restore_runs_once_even_when_signal_and_exit_both_fire(xavier):
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, inherited)
+
+
+# A DataLoader worker forked inside the block gets a Ctrl-C sent to the process group too: it must stop
+# (as the owner would) but neither put the original mode back nor remove the owner's state file.
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_process_forked_inside_neither_restores_nor_clears_the_state_file(xavier, monkeypatch, sig):
+    from jetpredict.profiler.powermode import state as state_file
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    saved = xavier.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctl = detect_controller("jetson")
+        with ctl:
+            ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
+            calls_before = xavier.calls()
+            assert saved.is_file()
+            pid = os.fork()
+            if pid == 0:  # the child: every way out ends in os._exit, never back into pytest
+                status = 1
+                try:
+                    os.kill(os.getpid(), sig)
+                    status = 2  # the handler let the child run on
+                except (KeyboardInterrupt, SystemExit):
+                    # Its exit paths too: the restore is a no-op outside the process that switched.
+                    status = 3 if ctl.restore() else 0
+                    ctl.__exit__(None, None, None)
+                finally:
+                    os._exit(status)
+            _, wait_status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(wait_status) == 0
+            assert xavier.calls() == calls_before  # no nvpmodel call from the child
+            assert saved.is_file()
+            assert xavier.read("/var/lib/nvpmodel/status") != "pmode:0003"  # still in the custom mode
+            assert signal.getsignal(sig) == ctl._on_signal  # the parent's handlers are untouched
+        assert _nvpmodel_switches(xavier)[-1] == "3"
+        assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003"
+        assert not saved.exists()
+    finally:
+        signal.signal(signal.SIGINT, inherited)

@@ -1,0 +1,13 @@
+"""Defaults shared by the power meters, their sampler and the measurement windows, defined once.
+
+A leaf module (it imports nothing): :mod:`profiler.metering` promises not to import the power package
+(nor its sampler) until a meter is there to sample, and the power package must not import metering
+(metering imports the sampler), so neither of them can hold these for the other.
+"""
+
+#: The default power-sampling rate, Hz.
+DEFAULT_SAMPLER_HZ = 10.0
+#: Why a null meter reads nothing when no sensor was found.
+NO_SENSOR_REASON = "no sensor found"
+#: The meter name (``power_meter`` column) without any meter: a null meter's ``none: <reason>``.
+NO_METER = f"none: {NO_SENSOR_REASON}"
