@@ -12,6 +12,7 @@ from jetpredict.api.schemas import (
     MAX_TIME_CAP_S,
     OBJECTIVES,
     REQUIRED_TEXT_PATTERN,
+    REQUIRED_TEXT_RULE,
     JsonNumber,
     ModelProvenanceSchema,
     ModeSchema,
@@ -227,7 +228,8 @@ class RecommendationSchema(ProvenanceSchema):
 
 
 class FleetClientSchema(RequestSchema):
-    id = fields.String(required=True, validate=[validate.Length(1, 200), validate.Regexp(REQUIRED_TEXT_PATTERN)])
+    id = fields.String(required=True, validate=[validate.Length(1, 200),
+                                                validate.Regexp(REQUIRED_TEXT_PATTERN, error=REQUIRED_TEXT_RULE)])
     device = device_field(required=True)
 
 
@@ -283,7 +285,7 @@ class FleetPlanSchema(ModelProvenanceSchema):
     workload_devices = fields.List(fields.String(), metadata={
         "description": "the devices the workload holds rows of"})
     feasible = fields.Boolean(required=True)
-    total_energy_j = _num(description="J, all clients for the round (null if no client can run)")
+    total_energy_j = _num(description="J, the clients that meet the deadline; null when none does")
     deadline_s = fields.Float(required=True)
     epochs = fields.Integer(required=True)
     confidence = fields.Float(required=True, metadata={"description": "coverage of the intervals"})

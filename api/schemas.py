@@ -10,6 +10,8 @@ readers of the CLI parse text cells; a JSON request that sends ``"8"`` breaks th
 
 from __future__ import annotations
 
+import math
+
 from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS, SOURCE_KINDS
@@ -18,6 +20,8 @@ from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, validat
 
 MAX_ROWS = 10_000  # profile rows in one request
 MAX_IDEMPOTENCY_KEY_CHARS = 200
+#: What an Idempotency-Key header breaking its pattern (``^[!-~]+$``) is told.
+IDEMPOTENCY_KEY_RULE = "must be printable ASCII without spaces (e.g. a UUID)"
 #: A round deadline longer than this (10 years, s) is a typo; the bound keeps every sum finite.
 MAX_DEADLINE_S = 10 * 365 * 86400.0
 #: Power and epoch-time caps above these (W, s) constrain nothing; the bound keeps the schema tight.
@@ -45,9 +49,17 @@ _BLANK = r"\s\x1c-\x1f"
 TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*$"
 #: Required text: storable, and not blank (the server strips cells; a blank required cell is missing).
 REQUIRED_TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*[^{_BLANK}{_TEXT_OUT}][^{_TEXT_OUT}]*$"
-_ID_OUT = r"/\\\x00-\x1f\x7f"
+#: What a required text field says when it breaks REQUIRED_TEXT_PATTERN.
+REQUIRED_TEXT_RULE = "must not be blank or contain a NUL character"
+#: Longest workload id (characters); the id columns of api.storage are this wide (a test holds them equal).
+MAX_WORKLOAD_ID_CHARS = 200
+#: Characters no workload id holds, as the body of a regex class: '/' and '\\' (an id is one URL path
+#: segment) and control characters. Uploads, lookups and searches all use this one definition.
+ID_CHARS_OUT = r"/\\\x00-\x1f\x7f"
 #: A workload id: what uploads accept (no '/', '\\', control characters; not blank), as a JSON-schema pattern.
-WORKLOAD_ID_PATTERN = rf"^[^{_ID_OUT}]*[^{_BLANK}{_ID_OUT}][^{_ID_OUT}]*$"
+WORKLOAD_ID_PATTERN = rf"^[^{ID_CHARS_OUT}]*[^{_BLANK}{ID_CHARS_OUT}][^{ID_CHARS_OUT}]*$"
+#: What a workload id field says when it breaks WORKLOAD_ID_PATTERN.
+WORKLOAD_ID_RULE = "must not be blank or contain '/', '\\' or control characters"
 #: A row's ``source``: blank, or text that starts with one of SOURCE_KINDS (any case) after white space.
 _ANY_CASE_KINDS = "|".join("".join(f"[{c.upper()}{c}]" for c in kind) for kind in SOURCE_KINDS)
 SOURCE_PATTERN = rf"^[{_BLANK}]*(?:(?:{_ANY_CASE_KINDS})[^{_TEXT_OUT}]*)?$"
@@ -208,7 +220,7 @@ def _row_property(f) -> dict:
     if f.kind is str:
         prop["pattern"] = REQUIRED_TEXT_PATTERN if f.required else TEXT_PATTERN
     if f.name == "workload":
-        prop.update(pattern=WORKLOAD_ID_PATTERN, maxLength=200)
+        prop.update(pattern=WORKLOAD_ID_PATTERN, maxLength=MAX_WORKLOAD_ID_CHARS)
     if f.name == "source":
         prop.update(pattern=SOURCE_PATTERN, description=f"one of {', '.join(SOURCE_KINDS)}, then any text")
     if f.name == "device":
@@ -253,11 +265,18 @@ MAX_CELL_TYPE_ERRORS = 100
 _ROW_UNITS = {**{f.name: f.unit for f in FIELDS}, **PASS_THROUGH_COLUMNS}
 
 
+#: Non-finite floats as a JSON body spells them (Python's reader accepts these literals).
+_JSON_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
 def _cell_type_problem(name: str, value: object) -> str | None:
     """Why ``value`` is not of column ``name``'s JSON type (null is always allowed: unknown), or None."""
     if value is None:
         return None
     if ROW_CELL_TYPES[name] == "number":
+        if isinstance(value, float) and not math.isfinite(value):
+            # Python's JSON reader takes the non-JSON literals NaN and Infinity; null is the unknown value.
+            return f"must be a finite number, got {_JSON_NON_FINITE[str(value)]}"
         if isinstance(value, int | float) and not isinstance(value, bool):
             return None
         unit = _ROW_UNITS[name].split(":")[0] or "count"
@@ -271,8 +290,8 @@ def _cell_type_problem(name: str, value: object) -> str | None:
 
 def _json_cell_types(rows: list) -> None:
     """Every known cell of a JSON row has the type the document gives it (or is null): a number given as
-    text (``"1e5"``) or a boolean is refused, naming ``rows.I.FIELD``. Unknown columns and rows that are
-    not objects are left to the row checks (:func:`api.workloads.validate_client_rows`)."""
+    text (``"1e5"``), a boolean, or NaN/Infinity is refused, naming ``rows.I.FIELD``. Unknown columns and
+    rows that are not objects are left to the row checks (:func:`api.workloads.validate_client_rows`)."""
     errors: dict[int, dict[str, list[str]]] = {}
     found = 0
     for i, row in enumerate(rows):
@@ -298,7 +317,8 @@ def _rows_field(**kwargs) -> fields.List:
 class WorkloadRefSchema(RequestSchema):
     """Exactly one of ``id`` or ``rows`` (the OpenAPI document says so with min/maxProperties 1)."""
 
-    id = fields.String(validate=[validate.Length(1, 200), validate.Regexp(WORKLOAD_ID_PATTERN)],
+    id = fields.String(validate=[validate.Length(1, MAX_WORKLOAD_ID_CHARS),
+                                 validate.Regexp(WORKLOAD_ID_PATTERN, error=WORKLOAD_ID_RULE)],
                        metadata={"description": "a stored workload"})
     rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device; the rows "
                                  "are the workload, so their workload cells are labels and are fitted together. "
@@ -324,7 +344,7 @@ class UploadHeadersSchema(Schema):
 
     idempotency_key = fields.String(
         data_key="Idempotency-Key", validate=[validate.Length(1, MAX_IDEMPOTENCY_KEY_CHARS),
-                                              validate.Regexp(r"^[!-~]+$")],
+                                              validate.Regexp(r"^[!-~]+$", error=IDEMPOTENCY_KEY_RULE)],
         metadata={"description": "any printable ASCII token (e.g. a UUID) naming this upload: a retry with "
                   "the same key and body is stored once and answered with the original result"})
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from jetpredict.api.errors import ApiError, FieldErrors
+from jetpredict.api.schemas import ID_CHARS_OUT, MAX_WORKLOAD_ID_CHARS
 from jetpredict.api.storage import (
     IdempotencyKey,
     RevisionConflict,
@@ -53,11 +54,10 @@ from jetpredict.predictor.workload_devices import DeviceModels
 
 log = logging.getLogger("jetpredict.api")
 
-MAX_WORKLOAD_ID_CHARS = 200
 #: Workloads in one upload: each is fitted in the request (~5 ms each), and each has an idempotency key.
 MAX_UPLOAD_WORKLOADS = 256
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-_BAD_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
+_BAD_ID = re.compile(f"[{ID_CHARS_OUT}]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _OPTIMISTIC_TRIES = 3  # then uploads to the workload queue on the write lock
 _LOCKED_TRIES = 2

@@ -83,12 +83,12 @@ class ClientAssignment:
 
 @dataclass(frozen=True)
 class FleetPlan:
-    """A round plan. ``total_energy_j`` sums the clients that meet the deadline (J). ``confidence_note``:
-    why the real data the intervals are calibrated on do not back ``confidence`` here (None when they do;
-    see :func:`predictor.service.confidence_note`)."""
+    """A round plan. ``total_energy_j`` sums the clients that meet the deadline (J; None when none does:
+    0 would read as a free round). ``confidence_note``: why the real data the intervals are calibrated on
+    do not back ``confidence`` here (None when they do; see :func:`predictor.service.confidence_note`)."""
 
     feasible: bool
-    total_energy_j: float
+    total_energy_j: float | None
     deadline_s: float
     epochs: int
     confidence: float
@@ -215,6 +215,7 @@ def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequ
                                else per_device[device.id]["rows_device"] == device.id)
                     for cid, device in pairs)
     late = tuple(c.id for c in planned if not c.meets_deadline)
-    total = math.fsum(c.energy_j for c in planned if c.meets_deadline)
+    met = [c.energy_j for c in planned if c.meets_deadline]
+    total = math.fsum(met) if met else None
     return FleetPlan(feasible=not late, total_energy_j=total, deadline_s=deadline_s, epochs=epochs,
                      confidence=confidence, clients=planned, infeasible_clients=late)

@@ -6,14 +6,15 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.routes.common import SECURITY, require_api_key, services
 from jetpredict.api.schemas import (
-    _ID_OUT,
+    ID_CHARS_OUT,
+    MAX_WORKLOAD_ID_CHARS,
     ErrorSchema,
     PageQuerySchema,
     WorkloadDetailSchema,
     WorkloadListSchema,
 )
 from jetpredict.api.storage import WorkloadRecord, device_fits, stored_fit_fields
-from jetpredict.api.workloads import MAX_WORKLOAD_ID_CHARS, workload_id_problem
+from jetpredict.api.workloads import workload_id_problem
 from jetpredict.models.errors import UnknownWorkloadError
 from marshmallow import fields, validate
 
@@ -27,7 +28,7 @@ class WorkloadQuerySchema(PageQuerySchema):
     # refuses NUL); the document states the rule as a pattern, so a client can tell before it asks.
     search = fields.String(load_default="", validate=[
         validate.Length(0, MAX_WORKLOAD_ID_CHARS),
-        validate.Regexp(rf"^[^{_ID_OUT}]*$", error="must not contain '/', '\\' or control characters")],
+        validate.Regexp(rf"^[^{ID_CHARS_OUT}]*$", error="must not contain '/', '\\' or control characters")],
         metadata={"description": "only workloads whose id contains this text (case-insensitive); empty: all"})
 
 

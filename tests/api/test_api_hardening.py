@@ -137,6 +137,9 @@ def test_without_a_key_the_same_rows_are_one_upload(client, auth):
 def test_a_bad_idempotency_key_is_422(client, auth):
     r = client.post("/v1/profiles", json={"rows": published_rows()}, headers={**auth, "Idempotency-Key": "a b"})
     assert r.status_code == 422 and "headers.Idempotency-Key" in r.json["errors"]
+    # The answer states the rule, not marshmallow's "String does not match expected pattern."
+    assert r.json["errors"]["headers.Idempotency-Key"] == ["must be printable ASCII without spaces (e.g. a UUID)"]
+    assert "headers.Idempotency-Key: must be printable ASCII" in r.json["message"]
 
 
 # -- headers, CORS, rate limits ----------------------------------------------------------------------

@@ -8,6 +8,8 @@ client's :func:`jetpredict.client.read_rows_csv`) send numbers as numbers.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from api_fixtures import published_rows
 
@@ -106,3 +108,21 @@ def test_a_stored_row_uploads_again_as_it_is(client, auth):
     assert back[0]["accelerator"] == "3090" and back[0]["power_samples"] == 12
     again = client.post("/v1/profiles", json={"rows": [{**r, "workload": "copy"} for r in back]}, headers=auth)
     assert again.status_code == 201 and again.json["rows_stored"] == 4, again.json
+
+
+@pytest.mark.parametrize("value, spelled", [(float("nan"), "NaN"), (float("inf"), "Infinity"),
+                                            (float("-inf"), "-Infinity")])
+@pytest.mark.parametrize("field", ["epoch_time_s", "flops_train"])
+def test_a_non_finite_number_in_a_json_row_is_refused_naming_the_field(client, auth, value, spelled, field):
+    # Python's JSON reader takes the literals NaN and Infinity (JSON has none; json.dumps writes them). The
+    # client sent a value, so the answer says it is not finite, not that the cell is "required and empty".
+    rows = published_rows(as_id="non-finite")
+    rows[2][field] = value
+    r = client.post("/v1/profiles", data=json.dumps({"rows": rows}), content_type="application/json", headers=auth)
+    assert r.status_code == 422, r.json
+    assert r.json["errors"] == {f"rows.2.{field}": [f"must be a finite number, got {spelled}"]}
+    assert r.json["message"].startswith(f"rows.2.{field}: must be a finite number, got {spelled}")
+    assert client.get("/v1/workloads/non-finite").status_code == 404  # nothing stored
+    inline = json.dumps({"workload": {"rows": rows}, "modes": "presets"})
+    r = client.post("/v1/predictions", data=inline, content_type="application/json")
+    assert r.status_code == 422 and list(r.json["errors"]) == [f"workload.rows.2.{field}"], r.json

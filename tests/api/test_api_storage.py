@@ -138,3 +138,14 @@ def test_a_record_of_an_older_version_reads_as_its_one_device_and_takes_others(s
     (rec,) = storage.add_uploads([WorkloadWrite("old", "xavier-nx", [{"b": 1}], 1, {"model_version": "v1"})])
     assert rec.devices == ["nano", "xavier-nx"] and rec.fit["model_version"] == "v0"
     assert device_fits(rec)["nano"]["rows"] == 1 and device_fits(rec)["xavier-nx"]["model_version"] == "v1"
+
+
+def test_workload_id_columns_hold_the_longest_id():
+    # The id rule is defined once (api.schemas); the columns that store ids must be as wide as it allows.
+    from jetpredict.api.schemas import MAX_WORKLOAD_ID_CHARS
+    from jetpredict.api.storage import metadata
+
+    columns = [c for table in metadata.tables.values() for c in table.columns
+               if (table.name, c.name) == ("workloads", "id") or c.name == "workload_id"]
+    assert len(columns) >= 4
+    assert {c.type.length for c in columns} == {MAX_WORKLOAD_ID_CHARS}

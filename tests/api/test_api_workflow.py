@@ -121,6 +121,41 @@ def test_fleet_plan_of_fifty_mixed_clients(client, stored):
     assert r.status_code == 422 and "deadline_s" in r.json["errors"]
 
 
+def test_fleet_plan_where_no_client_meets_the_deadline_has_no_total(client, stored):
+    # A sum over no client is not a free round: total_energy_j is null, as the document says.
+    r = client.post("/v1/fleet-plans", json={"workload": {"id": "my-resnet"}, "deadline_s": 1e-300,
+                                             "clients": [{"id": "a", "device": "nano"},
+                                                         {"id": "b", "device": "agx-xavier"}]})
+    assert r.status_code == 200, r.json
+    assert r.json["feasible"] is False and r.json["infeasible_clients"] == ["a", "b"]
+    assert r.json["total_energy_j"] is None
+    doc = client.get("/openapi.json").json["components"]["schemas"]["FleetPlan"]["properties"]
+    assert doc["total_energy_j"]["nullable"] is True
+    assert doc["total_energy_j"]["description"] == "J, the clients that meet the deadline; null when none does"
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/predictions", {}),
+    ("/v1/fleet-plans", {"deadline_s": 10, "clients": [{"id": "a", "device": "nano"}]})])
+@pytest.mark.parametrize("workload_id", ["a/b", "a\\b", "tab\there", "  "])
+def test_a_malformed_workload_id_is_422_stating_the_rule(client, path, body, workload_id):
+    r = client.post(path, json={"workload": {"id": workload_id}, **body})
+    assert r.status_code == 422, r.json
+    rule = "must not be blank or contain '/', '\\' or control characters"
+    assert r.json["errors"]["workload.id"] == [rule]
+    assert f"workload.id: {rule}" in r.json["message"]
+
+
+@pytest.mark.parametrize("client_id", ["", "   ", "a\x00b"])
+def test_a_blank_fleet_client_id_is_422_stating_the_rule(client, stored, client_id):
+    r = client.post("/v1/fleet-plans", json={"workload": {"id": "my-resnet"}, "deadline_s": 10,
+                                             "clients": [{"id": client_id, "device": "nano"}]})
+    assert r.status_code == 422, r.json
+    # The answer names the rule the pattern holds (an empty id breaks the length too).
+    assert "must not be blank or contain a NUL character" in r.json["errors"]["clients.0.id"]
+    assert "clients.0.id: " in r.json["message"]
+
+
 def test_unknown_workload_is_404(client):
     for path, extra in (("/v1/predictions", {}), ("/v1/recommendations", {"objective": "min-time"}),
                         ("/v1/fleet-plans", {"deadline_s": 10, "clients": [{"id": "a", "device": "nano"}]})):

@@ -74,7 +74,8 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
             out[pos] = client
     planned = [c for c in out if c is not None]
     late = [c["id"] for c in planned if not c.get("meets_deadline")]
-    total = math.fsum(float(c.get("energy_j") or 0.0) for c in planned if c.get("meets_deadline"))
+    met = [float(c.get("energy_j") or 0.0) for c in planned if c.get("meets_deadline")]
+    total = math.fsum(met) if met else None  # as the service's plans: no client in time is not a free round
     return {"feasible": not late, "total_energy_j": total, "confidence": confidence, "clients": planned,
             "infeasible_clients": late, "confidence_note": "; ".join(notes) or None}
 
