@@ -2,8 +2,10 @@
 
 Targets (issue 5): predicting all 29,232 AGX Xavier modes for one fitted workload < 50 ms; fitting a
 workload < 1 s. Also times recommendation over the full space, a 50-client fleet plan and a profiling
-plan. Prints a table; only ``--write`` writes ``bench/results/predict_speed.md`` (a tracked file: timings
-vary from run to run, so a plain run must not leave the checkout modified).
+plan, then how each size-driven cost grows: prediction with the modes asked for, a fleet plan with its
+clients, a profiling plan with its budget (``cost ~ size^b``; fitting against its rows is
+``bench/fit_scaling.py``'s). Prints the tables; only ``--write`` writes ``bench/results/predict_speed.md``
+(a tracked file: timings vary from run to run, so a plain run must not leave the checkout modified).
 
 Run: ``python bench/predict_speed.py [--repeats N] [--write]``.
 """
@@ -23,9 +25,14 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import service
 from jetpredict.predictor.bundled import fit_workload, load_reference, predict_modes
 from jetpredict.predictor.reference import REFERENCE_DIR
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 PROFILED = ["a", "d", "g", "h"]
+#: Sizes of the growth tables: modes predicted (the last is every AGX Xavier mode), fleet clients, and
+#: profiling budgets (modes to profile).
+MODE_COUNTS = (1_000, 3_000, 10_000, 29_232)
+CLIENT_COUNTS = (10, 50, 200, 1_000)
+BUDGETS = (2, 4, 8, 16)
 
 
 def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float, float]:
@@ -43,6 +50,11 @@ def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float, 
     return statistics.median(wall), min(wall), max(wall), statistics.median(cpu)
 
 
+def _clients(n: int) -> list[dict[str, str]]:
+    """``n`` fleet clients spread over three device types."""
+    return [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(n)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -56,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     first_reference_ms = (time.perf_counter() - t0) * 1e3
     model = fit_workload(rows, load_device("agx-xavier"))
     modes = ModeArrays.of_device(load_device("agx-xavier"))
-    clients = [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(50)]
+    clients = _clients(50)
 
     cases = [
         ("fit_workload (4 ResNet-18 rows, AGX Xavier)", "< 1000",
@@ -83,6 +95,23 @@ def main(argv: list[str] | None = None) -> int:
         met = "-" if target is None else ("yes" if med < target else "NO")
         ok &= met != "NO"
         lines.append(f"| {name} | {med:.1f} | {lo:.1f} | {hi:.1f} | {cpu:.1f} | {target_text} | {met} |")
+    growth = [
+        ("bundled.predict_modes", "modes", MODE_COUNTS, lambda n: (lambda: predict_modes(model, modes.take(slice(0, n)))),
+         args.repeats),
+        ("service.plan_fleet (3 device types)", "clients", CLIENT_COUNTS,
+         lambda n: (lambda: service.plan_fleet(model, _clients(n), deadline_s=3000)), max(3, args.repeats // 4)),
+        ("service.plan_profiling agx-xavier", "budget", BUDGETS,
+         lambda n: (lambda: service.plan_profiling("agx-xavier", n)), max(3, args.repeats // 4)),
+    ]
+    for name, unit, sizes, make, repeats in growth:
+        lines += ["", f"{name} by {unit}:", "", f"| {unit} | median ms | median CPU ms |", "|---|---|---|"]
+        points = []
+        for n in sizes:
+            med, _, _, cpu = timed(make(n), repeats)
+            points.append((n, cpu))
+            lines.append(f"| {n:,} | {med:.1f} | {cpu:.1f} |")
+        b = growth_exponent(points)
+        lines += ["", f"CPU time ~ {unit}^{b:.2f} ({unit} {sizes[0]:,}-{sizes[-1]:,})."]
     header = [
         "# Predictor speed (bench/predict_speed.py)", "",
         f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}; "
