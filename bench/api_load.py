@@ -3,10 +3,11 @@ modes) vs a bare Flask endpoint returning a constant JSON, both under the same g
 gthread).
 
 The servers run in their own processes; the clients run in a second process (threads with keep-alive
-connections on loopback), bounded by a request count and a time limit per scenario. Prints the figures;
-only ``--write`` writes ``bench/results/api_load.json`` and ``.md``.
+connections on loopback), bounded by a request count and a time limit per scenario. Each client count of
+``--clients`` is one scenario pair, so the figures show how latency and throughput grow with the clients
+(``~ clients^b``). Prints the figures; only ``--write`` writes ``bench/results/api_load.json`` and ``.md``.
 
-    python bench/api_load.py [--clients 8] [--seconds 8] [--single-requests 400] [--write]
+    python bench/api_load.py [--clients 1,2,4,8] [--seconds 8] [--single-requests 400] [--write]
 
 Targets: p50 < 10 ms at one client (issue 6); presets throughput >= 60 % of the bare endpoint at 8
 clients (issue 19).
@@ -28,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
@@ -142,7 +143,7 @@ def _client_process(queue, warm: list[tuple], pairs: list[tuple[tuple, tuple]], 
     queue.put(results)
 
 
-def run(clients: int, seconds: float, single_requests: int, workers: int, rounds: int,
+def run(clients: list[int], seconds: float, single_requests: int, workers: int, rounds: int,
         body: str = "presets") -> dict:
     import requests
     from api_fixtures import published_rows
@@ -170,10 +171,11 @@ def run(clients: int, seconds: float, single_requests: int, workers: int, rounds
             # Warm both (fitted-model cache in every worker, connection setup) outside the measurement.
             warm = [(server.port, "/v1/predictions", prediction_body, 4, 200, 10.0),
                     (bare_port, "/bare", b"{}", 4, 200, 10.0)]
-            pairs = [((server.port, "/v1/predictions", prediction_body, 1, single_requests, seconds),
-                      (bare_port, "/bare", b"{}", 1, single_requests, seconds)),
-                     ((server.port, "/v1/predictions", prediction_body, clients, 1_000_000, seconds),
-                      (bare_port, "/bare", b"{}", clients, 1_000_000, seconds))]
+            # One client is bounded by requests (its latency), more by time (their throughput).
+            pairs = [((server.port, "/v1/predictions", prediction_body, n, single_requests if n == 1 else 1_000_000,
+                       seconds),
+                      (bare_port, "/bare", b"{}", n, single_requests if n == 1 else 1_000_000, seconds))
+                     for n in clients]
             ctx = mp.get_context("spawn")
             queue = ctx.Queue()
             proc = ctx.Process(target=_client_process, args=(queue, warm, pairs, rounds))
@@ -183,15 +185,21 @@ def run(clients: int, seconds: float, single_requests: int, workers: int, rounds
         finally:
             os.killpg(bare.pid, 2)
             bare.wait(timeout=30)
-    single, bare_single, multi, bare_multi = (_public(r) for r in results)
+    by_clients = [{"clients": n, "prediction": _public(a), "bare": _public(b),
+                   "throughput_ratio": a["requests_per_s"] / b["requests_per_s"]}
+                  for n, a, b in zip(clients, results[0::2], results[1::2], strict=True)]
+    single, multi = by_clients[0], by_clients[-1]
+    growth = {f"{name}_{stat}": growth_exponent((c["clients"], c[name][stat]) for c in by_clients)
+              for name in ("prediction", "bare") for stat in ("p50_ms", "requests_per_s")}
     return {
         "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
                  "load_avg_1m": os.getloadavg()[0]},
         "server": {"gunicorn_workers": workers, "worker_class": "gthread", "threads": 4},
         "rounds": rounds, "seconds_per_scenario": seconds,
-        "prediction_one_client": single, "bare_one_client": bare_single,
-        "prediction_many_clients": multi, "bare_many_clients": bare_multi,
-        "throughput_ratio": multi["requests_per_s"] / bare_multi["requests_per_s"],
+        "by_clients": by_clients, "growth_exponents": growth,
+        "prediction_one_client": single["prediction"], "bare_one_client": single["bare"],
+        "prediction_many_clients": multi["prediction"], "bare_many_clients": multi["bare"],
+        "throughput_ratio": multi["throughput_ratio"],
         "body": body, "targets": {"p50_ms_one_client_lt": 10.0, "throughput_ratio_ge": THROUGHPUT_RATIO_TARGET},
     }
 
@@ -201,9 +209,8 @@ def _public(r: dict) -> dict:
 
 
 def _markdown(res: dict) -> str:
-    rows = [("predictions, 1 client", res["prediction_one_client"]), ("bare, 1 client", res["bare_one_client"]),
-            (f"predictions, {res['prediction_many_clients']['clients']} clients", res["prediction_many_clients"]),
-            (f"bare, {res['bare_many_clients']['clients']} clients", res["bare_many_clients"])]
+    rows = [(f"{name}, {c['clients']} client{'s' if c['clients'] > 1 else ''}", c[key])
+            for c in res["by_clients"] for name, key in (("predictions", "prediction"), ("bare", "bare"))]
     lines = ["# API load benchmark (`bench/api_load.py`)", "",
              f"POST /v1/predictions (stored workload, {'its presets' if res['body'] == 'presets' else '10 listed modes'}) "
              "vs a bare Flask endpoint; gunicorn "
@@ -214,7 +221,13 @@ def _markdown(res: dict) -> str:
     for name, r in rows:
         lines.append(f"| {name} | {r['requests']} | {r['errors']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                      f"{r['requests_per_s']:.0f} |")
-    lines += ["", f"Throughput ratio predictions / bare: **{res['throughput_ratio']:.0%}** (target >= "
+    g = res["growth_exponents"]
+    lines += ["", f"Growth with the clients ({', '.join(str(c['clients']) for c in res['by_clients'])}): p50 latency "
+              f"~ clients^{g['prediction_p50_ms']:.2f} (bare {g['bare_p50_ms']:.2f}), throughput ~ "
+              f"clients^{g['prediction_requests_per_s']:.2f} (bare {g['bare_requests_per_s']:.2f}); "
+              "on 2 cores the server's and the clients' processes share them.",
+              "", f"Throughput ratio predictions / bare at {res['prediction_many_clients']['clients']} clients: "
+              f"**{res['throughput_ratio']:.0%}** (target >= "
               f"{THROUGHPUT_RATIO_TARGET:.0%}); "
               f"p50 at one client: **{res['prediction_one_client']['p50_ms']:.2f} ms** (target < 10 ms).",
               "", "Presets are predicted once per fitted model and kept (`predictor/service.py`); listed "
@@ -225,7 +238,8 @@ def _markdown(res: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", default="1,2,4,8",
+                        help="client counts, comma-separated (1 is always run; the largest is the throughput target's)")
     parser.add_argument("--seconds", type=float, default=8.0, help="time limit per scenario")
     parser.add_argument("--single-requests", type=int, default=400, help="request limit at one client")
     parser.add_argument("--workers", type=int, default=2)
@@ -237,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_bare:
         serve_bare(args.serve_bare, args.workers)
         return 0
-    res = run(args.clients, args.seconds, args.single_requests, args.workers, args.rounds, args.body)
+    clients = sorted({1, *(int(c) for c in args.clients.split(","))})  # one client: the latency target's
+    res = run(clients, args.seconds, args.single_requests, args.workers, args.rounds, args.body)
     text = _markdown(res)
     print(text)
     if args.write:

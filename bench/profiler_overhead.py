@@ -4,7 +4,8 @@ The sampler reads a fake INA3221 hwmon tree (built here in a temporary directory
 measurement runs on any machine. Blocks of minibatches alternate with and without the sampler, in one
 process, with the order flipped every pair to cancel drift; the figure is the median over pairs of
 ``fastest minibatch without / fastest with`` (1.0 = no overhead; the target is >= 0.98). The ratio of
-block means and of process CPU time are reported too.
+block means and of process CPU time are reported too, and how the sampler's own CPU cost grows with its
+rate (10 ... 1000 Hz, ``~ hz^b``).
 
     python bench/profiler_overhead.py [--pairs 8] [--minibatches 3] [--batch-size 16] [--threads 1] [--write]
 
@@ -23,9 +24,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 TARGET_RATIO = 0.98
+#: Sampling rates (Hz) of the sampler-alone sweep, up to ``profiler.power.sampler.MAX_SAMPLER_HZ``.
+SWEEP_HZ = (10.0, 50.0, 100.0, 500.0, 1000.0)
+#: How long the sampler runs alone at each rate, s.
+ALONE_S = 3.0
 
 
 def make_fake_ina3221(root: Path) -> None:
@@ -37,6 +42,19 @@ def make_fake_ina3221(root: Path) -> None:
         (d / f"in{ch}_label").write_text(f"{label}\n")
         (d / f"in{ch}_input").write_text(f"{mv}\n")
         (d / f"curr{ch}_input").write_text(f"{ma}\n")
+
+
+def sampler_alone(meter, hz: float, seconds: float = ALONE_S) -> tuple[float, int]:
+    """(CPU seconds the sampler burns per second while the main thread sleeps, samples taken) at ``hz``:
+    its own cost, free of noise from training or other jobs; on a machine with a free core this bounds the
+    overhead."""
+    from jetpredict.profiler.power import PowerSampler
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    sampler = PowerSampler(meter, hz=hz).start()
+    time.sleep(seconds)
+    samples = len(sampler.stop())
+    return (time.process_time() - cpu0) / (time.perf_counter() - wall0), samples
 
 
 def block_time_s(backend, minibatches: int) -> tuple[float, float, float, float]:
@@ -86,13 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         if not meter.available:
             print(f"fake INA3221 not recognised: {meter.name}", file=sys.stderr)
             return 1
-        # The sampler's own cost, free of noise from training or other jobs: CPU seconds it burns per
-        # second while the main thread sleeps. On a machine with a free core this bounds the overhead.
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        idle = PowerSampler(meter, hz=args.hz).start()
-        time.sleep(3.0)
-        idle_samples = len(idle.stop())
-        sampler_cpu_fraction = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+        sampler_cpu_fraction, idle_samples = sampler_alone(meter, args.hz)
+        sweep = [(hz, *sampler_alone(meter, hz)) for hz in SWEEP_HZ]
         backend = TorchBackend("resnet18-cifar10", args.batch_size, args.workers)
         backend.prepare(None)
         for _ in range(args.warmup):
@@ -136,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         "median_mean_block_ratio_without_over_with": mean_ratio,
         "median_thread_cpu_ratio_without_over_with": thread_ratio,
         "sampler_cpu_fraction": sampler_cpu_fraction, "sampler_idle_samples": idle_samples,
+        "sampler_alone_by_hz": [{"hz": hz, "cpu_fraction": f, "samples": n} for hz, f, n in sweep],
+        "sampler_cpu_growth_exponent": growth_exponent((hz, f) for hz, f, _ in sweep),
         "load_average_1m": os.getloadavg()[0], "target_ratio": TARGET_RATIO,
         "passed": ratio >= TARGET_RATIO,
     }
@@ -155,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{'met' if result['passed'] else 'NOT met'}); block means {mean_ratio:.4f}; process CPU time "
         f"{cpu_ratio:.4f}; training-thread CPU time {thread_ratio:.4f}; 1-min load average {result['load_average_1m']:.2f} on "
         f"{os.cpu_count()} CPUs. The sampler alone uses {sampler_cpu_fraction * 100:.3f}% of one CPU "
-        f"({idle_samples} samples in 3 s).\n")
+        f"({idle_samples} samples in {ALONE_S:g} s).\n\n"
+        "The sampler alone, by rate:\n\n| Hz | % of one CPU | samples |\n|---|---|---|\n"
+        + "".join(f"| {hz:g} | {f * 100:.3f} | {n} |\n" for hz, f, n in sweep)
+        + f"\nSampler CPU ~ hz^{result['sampler_cpu_growth_exponent']:.2f} ({SWEEP_HZ[0]:g}-{SWEEP_HZ[-1]:g} Hz).\n")
     if args.write:
         write_results("profiler_overhead", text, result, indent=1)
     print(f"median ratio (without / with sampler) = {ratio:.4f} fastest, {mean_ratio:.4f} mean, "

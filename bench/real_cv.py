@@ -53,7 +53,7 @@ from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import bundled, calibration  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
 from jetpredict.predictor.constants import IntervalScales  # noqa: E402
-from results_io import write_results  # noqa: E402
+from results_io import growth_exponent, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
@@ -158,9 +158,11 @@ def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
         for case in cases:
             ref = refs[(target, case)]
             for size in sizes:
+                t0 = time.process_time()
                 scores = [s for pick in itertools.combinations(range(len(rows)), size)
                           if (s := score_design(rows, pick, ref)) is not None]
-                row = {"target": target, "reference": case, "modes": size, **summarise(scores)}
+                row = {"target": target, "reference": case, "modes": size, **summarise(scores),
+                       "designs": len(scores), "cpu_s": time.process_time() - t0}
                 results.append(row)
                 print(_row_text(row), flush=True)
     return results
@@ -468,8 +470,22 @@ def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: l
     lines += ["", "Caveats: the cross-device transfer compares the two devices' simulated reference sweeps, and the "
               "twin is calibrated to published figures that include some of these rows, so the cross-device "
               "rows are not fully independent of the model's inputs. The within-device designs are.", "",
-              f"Run time: {seconds:.0f} s.", ""]
+              f"Run time: {seconds:.0f} s.", *_cost_lines(within), ""]
     return "\n".join(lines)
+
+
+def _cost_lines(within: list[dict]) -> list[str]:
+    """How the within-device designs' CPU time grows with their number (fit and predict per design)."""
+    by_size: dict[int, list[float]] = {}
+    for r in within:
+        n, cpu = by_size.setdefault(r["modes"], [0.0, 0.0])
+        by_size[r["modes"]] = [n + r["designs"], cpu + r["cpu_s"]]
+    if not by_size:
+        return []
+    b = growth_exponent(by_size.values())
+    return ["Within-device cost by design size (every target and reference): " + ", ".join(
+        f"{k} mode(s) {n:.0f} designs {cpu:.1f} CPU-s" for k, (n, cpu) in sorted(by_size.items()))
+        + (f"; CPU time ~ designs^{b:.2f}." if b is not None else ".")]
 
 
 def main(argv: list[str] | None = None) -> int:
