@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 from jetpredict.api.config import ENV_PREFIX, load_settings
+from jetpredict.models.errors import InputError
 
 #: flag name -> setting name
 _FLAGS = {"host": "HOST", "port": "PORT", "workers": "WORKERS", "threads": "THREADS", "data_dir": "DATA_DIR",
@@ -125,10 +126,26 @@ def _run_flask(settings, on_ready=None) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
+def flag_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The settings given as flags (setting name -> value), each checked by the settings' own rules; a bad
+    one is an :class:`InputError` naming the flag the user typed (``--port``), not the variable
+    (``JETPREDICT_PORT``) the message of :func:`load_settings` names."""
     overrides = {setting: getattr(args, flag) for flag, setting in _FLAGS.items()
                  if getattr(args, flag, None) is not None}
-    settings = load_settings(overrides)  # InputError (exit 2) for a bad flag or variable
+    try:
+        load_settings(overrides, environ={})  # the flags alone: an error here is a flag's
+    except InputError as exc:
+        flag = next((f for f, setting in _FLAGS.items() if setting == exc.field), None)
+        if flag is None:
+            raise
+        name = "--" + flag.replace("_", "-")
+        raise InputError(exc.message.replace(f"{ENV_PREFIX}{exc.field}", name), flag) from None
+    return overrides
+
+
+def _serve(args: argparse.Namespace) -> int:
+    overrides = flag_settings(args)
+    settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
     for setting, value in overrides.items():
         os.environ[ENV_PREFIX + setting] = str(value)
     if not settings.API_KEYS:

@@ -109,8 +109,9 @@ def _csv_cell(column: str, text: str | None) -> str | int | float | None:
 def read_rows_csv(path: str | Path) -> list[dict[str, str | int | float | None]]:
     """Profile rows of a CSV file as JSON objects for :meth:`Client.upload_profiles`: numeric columns as
     numbers (the service takes JSON numbers only, as its document types them), text columns
-    (:data:`ROW_TEXT_COLUMNS`) as text, an empty cell as None = unknown."""
-    with Path(path).open(newline="", encoding="utf-8") as f:
+    (:data:`ROW_TEXT_COLUMNS`) as text, an empty cell as None = unknown. A byte-order mark (a spreadsheet's
+    "CSV UTF-8") is dropped, so the first column is ``device``, not ``\\ufeffdevice``."""
+    with Path(path).open(newline="", encoding="utf-8-sig") as f:
         return [{k: _csv_cell(k, v) for k, v in row.items() if k is not None} for row in csv.DictReader(f)]
 
 

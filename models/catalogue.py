@@ -313,12 +313,14 @@ class Device:
             v = np.asarray(values[field], dtype=float)
             tol = 0.0 if field == "cpu_cores" else RANGE_TOLERANCE_MHZ
             bad = ~np.isfinite(v) | (v < lo - tol) | (v > hi + tol)
-            if field == "cpu_cores":
-                bad |= v != np.round(v)
             if bad.any():
                 unit = "" if field == "cpu_cores" else " MHz"
                 problems[field] = (f"{field}={v[bad][0]:g} is outside device {self.id!r}: "
                                    f"must be in {lo:g}..{hi:g}{unit}")
+            elif field == "cpu_cores" and (v != np.round(v)).any():
+                # Inside the range but fractional: "outside 1..8" would be false for 4.5; say the rule broken.
+                problems[field] = (f"{field}={v[v != np.round(v)][0]:g} must be a whole number of cores "
+                                   f"(device {self.id!r}: {lo:g}..{hi:g})")
         return problems
 
     def nearest_mode(self, cpu_cores: int, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -> PowerMode:

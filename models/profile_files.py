@@ -69,20 +69,22 @@ def _cell_limit(chars: int):
         csv.field_size_limit(previous)
 
 
-def read_profile_csv(source: str | Path | io.TextIOBase) -> pd.DataFrame:
+def read_profile_csv(source: str | Path | io.TextIOBase, flag: str = "profiles") -> pd.DataFrame:
     """Read and validate a profile-row CSV file (path or open text stream), streaming it row by row.
 
     Limits: :data:`MAX_FILE_BYTES` per file, :data:`MAX_ROWS` rows and :data:`MAX_CELL_CHARS` per cell;
-    anything beyond is a :class:`ProfileRowsError` / :class:`InputError` (CLI exit status 2).
+    anything beyond is a :class:`ProfileRowsError` / :class:`InputError` (CLI exit status 2). ``flag``: the
+    command-line flag (or field) the file came from, named by file errors.
     """
     what = str(source) if isinstance(source, str | Path) else "profile rows"
     if isinstance(source, str | Path):
-        with open_regular_file(source) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
-            return _read_csv_stream(text, what)
-    return _read_csv_stream(source, what)
+        with open_regular_file(source, flag) as raw, \
+                io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
+            return _read_csv_stream(text, what, flag)
+    return _read_csv_stream(source, what, flag)
 
 
-def _read_csv_stream(text: io.TextIOBase, what: str) -> pd.DataFrame:
+def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> pd.DataFrame:
     reader = csv.DictReader(text)
     records, lines = [], []
     try:
@@ -114,7 +116,7 @@ def _read_csv_stream(text: io.TextIOBase, what: str) -> pd.DataFrame:
             message = f"a cell is longer than {MAX_CELL_CHARS} characters"
         raise ProfileRowsError([RowProblem(line, "file", f"not a readable CSV: {message}")], what) from None
     except UnicodeDecodeError:
-        raise InputError(f"profile file {what} is not UTF-8 text", "profiles") from None
+        raise InputError(f"--{flag} file {what} is not UTF-8 text", flag) from None
     return validate_records(records, what=what, line_numbers=lines)
 
 
@@ -127,23 +129,28 @@ def read_profile_json(payload: object) -> pd.DataFrame:
     return validate_records(payload)
 
 
-def read_profile_rows(path: str | Path) -> pd.DataFrame:
-    """Read a ``.csv`` or ``.json`` profile-row file (a regular file within the readers' limits)."""
+def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
+    """Read a ``.csv`` or ``.json`` profile-row file (a regular file within the readers' limits).
+
+    ``flag``: the command-line flag the path came from (``profiles``, ``after``, ``reference``), so that
+    an error about the file names the flag the user typed.
+    """
     import json
 
     if str(path).lower().endswith(".json"):
-        with open_regular_file(path) as raw:
+        with open_regular_file(path, flag) as raw:
             data = raw.read()
         try:
             payload = json.loads(data.decode("utf-8-sig"))
         except UnicodeDecodeError:
-            raise InputError(f"profile file {path} is not UTF-8 text", "profiles") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"profile file {path} is not valid JSON: {exc}", "profiles") from None
+            raise InputError(f"--{flag} file {path} is not UTF-8 text", flag) from None
         except RecursionError:
-            raise InputError(f"profile file {path} is nested too deeply to be profile rows", "profiles") from None
+            raise InputError(f"--{flag} file {path} is nested too deeply to be profile rows", flag) from None
+        except ValueError as exc:
+            # JSONDecodeError is a ValueError; so is an integer past Python's int-string digit limit.
+            raise InputError(f"--{flag} file {path} is not valid JSON: {exc}", flag) from None
         return read_profile_json(payload)
-    return read_profile_csv(path)
+    return read_profile_csv(path, flag)
 
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:

@@ -50,7 +50,7 @@ from jetpredict.predictor import planning, service
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.bundled import fit_workload, load_reference, predict_modes
 from jetpredict.predictor.constants import INTERVAL_NOISE_FLOOR
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, OBJECTIVES
 from jetpredict.predictor.model import WorkloadModel, z_of
 from jetpredict.predictor.reference import DeviceReference
 from scipy.special import ndtr
@@ -93,7 +93,7 @@ class Goal:
     """What the user decides: ``objective`` (min-time | min-energy), caps met by the interval's upper end
     at ``confidence`` (W, s; None = no cap)."""
 
-    objective: str = "min-time"
+    objective: str = DEFAULT_OBJECTIVE
     max_power_w: float | None = None
     max_epoch_time_s: float | None = None
     confidence: float = DEFAULT_CONFIDENCE
@@ -312,8 +312,7 @@ class Adviser:
     def propose(self, rows: pd.DataFrame, budget: int = 1) -> Proposal:
         """The ``budget`` modes worth profiling next after ``rows`` (greedy: each scored after the
         pseudo-rows of those chosen before it)."""
-        if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
-            raise InputError(f"budget must be a whole number >= 1, got {budget!r}", "budget")
+        budget = service.check_budget(budget)  # before any fit: a huge budget is refused, not run for hours
         rows = rows.reset_index(drop=True)
         model = self.fit(rows)
         table, open_ = self.decision_set(rows)
@@ -321,7 +320,7 @@ class Adviser:
         decision, work = first, rows
         chosen: list[dict[str, Any]] = []
         template = rows.iloc[-1].to_dict()
-        for _ in range(min(int(budget), int(open_.sum()))):
+        for _ in range(min(budget, int(open_.sum()))):
             best: tuple[float, int, str, Decision, pd.DataFrame, WorkloadModel] | None = None
             for pos, why in self._shortlist(decision, table, open_, work, model):
                 mode = table.iloc[pos]
@@ -379,10 +378,8 @@ class AdaptiveChooser:
     def __init__(self, device: Device, goal: Goal, budget: int, target_width: float = DEFAULT_TARGET_WIDTH,
                  candidates: pd.DataFrame | None = None, reference: DeviceReference | pd.DataFrame | None = None,
                  start: pd.DataFrame | None = None, log: Callable[[str], None] | None = None) -> None:
-        if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 1:
-            raise InputError(f"budget must be a whole number of modes >= 1, got {budget!r}", "budget")
+        self.budget = service.check_budget(budget)
         self.target_width = checked_number(target_width, "target_width")
-        self.budget = int(budget)
         self.adviser = Adviser(device, goal, candidates, reference)
         self._candidates_given = candidates is not None
         self._start = start
@@ -513,7 +510,7 @@ def run_loop(chooser: AdaptiveChooser, measure: Callable[[Mapping[str, Any]], di
 
 
 def make_chooser(device_id: str, start: Sequence[Mapping[str, Any]] | None, *, budget: int,
-                 objective: str = "min-time", max_power_w: float | None = None,
+                 objective: str = DEFAULT_OBJECTIVE, max_power_w: float | None = None,
                  max_epoch_time_s: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
                  target_width: float = DEFAULT_TARGET_WIDTH, candidates: pd.DataFrame | None = None,
                  log: Callable[[str], None] | None = None) -> AdaptiveChooser:

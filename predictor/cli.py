@@ -20,7 +20,7 @@ import pandas as pd
 from jetpredict.models.catalogue import ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import FORMATS, write_table
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, OBJECTIVES
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_PLAN_BUDGET, OBJECTIVES
 
 
 def _log(message: str) -> None:
@@ -136,14 +136,16 @@ def _plan(args: argparse.Namespace) -> int:
 def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> int:
     """``plan --after PROFILES``: the next mode(s) worth profiling for the decision (:mod:`.adaptive`)."""
     from jetpredict.models.profile_files import read_profile_rows
+    from jetpredict.predictor import service
     from jetpredict.predictor.adaptive import Adviser, Goal
 
-    rows = read_profile_rows(args.after)
-    reference = None if args.reference is None else read_profile_rows(args.reference)
-    goal = Goal(args.objective or "min-time", args.max_power_w, args.max_epoch_time_s,
+    budget = service.check_budget(1 if args.budget is None else args.budget)  # before reading and fitting
+    rows = read_profile_rows(args.after, "after")
+    reference = None if args.reference is None else read_profile_rows(args.reference, "reference")
+    goal = Goal(args.objective or DEFAULT_OBJECTIVE, args.max_power_w, args.max_epoch_time_s,
                 DEFAULT_CONFIDENCE if args.confidence is None else args.confidence)
     adviser = Adviser(resolve_device(args.device), goal, candidates, reference)
-    proposal = adviser.propose(rows, 1 if args.budget is None else args.budget)
+    proposal = adviser.propose(rows, budget)
     _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}")
     if proposal.modes.empty:
         _log("every candidate mode is profiled already: nothing to propose")
@@ -161,8 +163,8 @@ def _fit(args: argparse.Namespace) -> int:
     from jetpredict.predictor.aliasing import alias_widening
     from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
-    rows = read_profile_rows(args.profiles)
-    reference = None if args.reference is None else read_profile_rows(args.reference)
+    rows = read_profile_rows(args.profiles, "profiles")
+    reference = None if args.reference is None else read_profile_rows(args.reference, "reference")
     device = None if args.device is None else resolve_device(args.device)
     model = fit_workload(rows, device=device, reference=reference)
     try:
@@ -221,8 +223,9 @@ def _predict(args: argparse.Namespace) -> int:
     modes = "all" if args.all else "presets" if args.presets else _read_mode_csv(args.modes, "--modes")
     df = service.predict(model, modes, device=args.device, epochs=args.epochs, confidence=args.confidence)
     if args.format == "table":
+        # The table leaves the per-answer provenance columns out: the summary states them once.
         _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
-             f"{args.confidence:.0%} intervals")
+             f"{args.confidence:.0%} intervals{provenance_summary(df, model.device_id)}")
     flagged = int(df["extrapolated"].sum())
     if flagged:
         widening = model.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence) \
@@ -235,6 +238,19 @@ def _predict(args: argparse.Namespace) -> int:
     with _output(args.out) as out:
         write_table(with_epoch_totals(df), args.format, out, table_columns=TABLE_COLUMNS)
     return 0
+
+
+def provenance_summary(df: pd.DataFrame, source_device: str) -> str:
+    """What the predictions in ``df`` rest on, as the tail of a summary line (the provenance columns that
+    ``--format csv``/``json`` carry, stated once; "" for no rows): profiled modes, the device they were
+    profiled on (and whether this is a cross-device prediction), the reference and workload row sources
+    and the model version."""
+    if df.empty:
+        return ""
+    first = df.iloc[0]
+    cross = " (cross-device)" if bool(first["cross_device"]) else ""
+    return (f", from {int(first['profiled_modes'])} profiled mode(s) on {source_device}{cross}; reference: "
+            f"{first['reference_source']}, workload rows: {first['workload_source']}, model {first['model_version']}")
 
 
 def _plot(model, result, args: argparse.Namespace) -> None:
@@ -271,7 +287,9 @@ def _recommend(args: argparse.Namespace) -> int:
     else:
         rows = ([{"role": "best", **result.best}] if result.best else []) + [
             {"role": "pareto", **r} for r in result.pareto]
-        write_table(with_epoch_totals(pd.DataFrame(rows)), args.format, table_columns=TABLE_COLUMNS)
+        # No row (no mode under the caps) is still a header with the provenance columns, not a blank line.
+        frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["role", *service.table_columns(args.epochs)])
+        write_table(with_epoch_totals(frame), args.format, table_columns=TABLE_COLUMNS)
     if not result.feasible:
         _log(f"jetpredict recommend: {result.reason}")
         return 1
@@ -312,12 +330,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", help="CSV of candidate modes: the modes you will query (default: the "
                    "device's modes with every clock >= 50%% of its maximum and >= 2 cores; with --after, "
                    "every mode of the device)")
-    p.add_argument("--budget", type=int, help="number of modes to profile (required without --after; with "
-                   "it, default 1)")
+    p.add_argument("--budget", type=int, help=f"number of modes to profile, 1 to {MAX_PLAN_BUDGET} (required "
+                   "without --after; with it, default 1)")
     p.add_argument("--after", help="profile rows measured so far: propose the next mode(s) that most narrow "
                    "the decision (the recommended mode and the front under the caps)")
     p.add_argument("--reference", help="with --after: your own measured reference sweeps (default: bundled)")
-    p.add_argument("--objective", choices=tuple(OBJECTIVES), help="with --after: the decision (default min-time)")
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), help="with --after: the decision (default "
+                   f"{DEFAULT_OBJECTIVE})")
     p.add_argument("--max-power-w", type=float, help="with --after: W; met by the upper end of the power interval")
     p.add_argument("--max-epoch-time-s", type=float, help="with --after: s; met by the upper end of the time "
                    "interval")

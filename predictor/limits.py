@@ -8,6 +8,8 @@ from __future__ import annotations
 
 #: Objective name -> the predicted column it minimises.
 OBJECTIVES: dict[str, str] = {"min-time": "epoch_time_s", "min-energy": "epoch_energy_j"}
+#: The objective when none is given (``plan --after``, ``profile --adaptive``).
+DEFAULT_OBJECTIVE = "min-time"
 #: Modes in one user-supplied table or request. The largest catalogue space (AGX Xavier) has 29,232
 #: modes; a table far larger is a mistake or abuse, and would cost seconds of work per request.
 MAX_MODES = 50_000
@@ -22,3 +24,11 @@ DEFAULT_CONFIDENCE = 0.9
 #: Accepted confidence range: below 0.5 an "upper bound" is below the median; 0.999 is about as far as
 #: a normal tail on a few profiled modes can be believed.
 MIN_CONFIDENCE, MAX_CONFIDENCE = 0.5, 0.999
+#: Modes one profiling plan may propose (``plan --budget``, with or without ``--after``, and ``profile
+#: --adaptive --budget``). Profiling a mode takes ~25 s at the default minibatches (``est_profile_s``; more
+#: for slow modes or longer runs), so 100 modes is most of an hour of measuring, far past where a plan stops
+#: paying (the README's plans use 4-16). With ``--after`` each proposed mode costs a refit per short-listed
+#: candidate (~0.6 s on AGX Xavier), so the cap also keeps that command near a minute rather than hours. A
+#: plan also cannot exceed its candidate modes (2,940 in AGX Xavier's planning region), checked where the
+#: candidates are known (:func:`jetpredict.predictor.planning.d_optimal`).
+MAX_PLAN_BUDGET = 100

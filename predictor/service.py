@@ -38,7 +38,7 @@ from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled, fleet, planning, space
 from jetpredict.predictor import recommend as rec
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES, MAX_PLAN_BUDGET
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.terms import least_trusted
 from jetpredict.predictor.workload_devices import DeviceModels
@@ -87,6 +87,13 @@ ROW_COLUMNS: tuple[str, ...] = (*MODE_COLUMNS, *PREDICTION_COLUMNS, *TO_ACCURACY
 CONSTANT_COLUMNS: tuple[str, ...] = ("cross_device", "power_source", "confidence")
 #: What an answer rests on, stated once at its top (see :func:`provenance`).
 PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "profiled_modes", "model_version")
+
+
+def table_columns(epochs: int | None = None) -> tuple[str, ...]:
+    """The columns of :func:`predict`'s table in order (:meth:`PredictionAnswer.frame`), so an empty table
+    (``recommend --format csv`` with no mode under the caps) still has its header and provenance."""
+    return (*MODE_COLUMNS, *PREDICTION_COLUMNS, *(TO_ACCURACY_COLUMNS if epochs is not None else ()),
+            *FLAG_COLUMNS, "cross_device", "power_source", *PROVENANCE_FIELDS, "confidence")
 
 
 @dataclass(frozen=True)
@@ -525,6 +532,18 @@ def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping]
             "infeasible_clients": plan.get("infeasible_clients") or []}
 
 
+def check_budget(budget: object) -> int:
+    """``budget`` (modes a profiling plan proposes) as an int; an :class:`InputError` naming ``--budget`` and
+    the rule unless it is a whole number in 1..:data:`~jetpredict.predictor.limits.MAX_PLAN_BUDGET`.
+
+    The one check of every plan (``plan``, ``plan --after``, ``profile --adaptive``), done before any work.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or not 1 <= budget <= MAX_PLAN_BUDGET:
+        raise InputError(f"--budget (modes to profile) must be a whole number between 1 and {MAX_PLAN_BUDGET}, "
+                         f"got {budget!r}", "budget")
+    return int(budget)
+
+
 def plan_profiling(device: Device | str, budget: int,
                    candidates: pd.DataFrame | Sequence[Mapping] | None = None,
                    model: WorkloadModel | None = None) -> planning.Plan:
@@ -535,8 +554,7 @@ def plan_profiling(device: Device | str, budget: int,
     the minibatch time predicted by ``model`` when one is given, else by the device's reference workloads.
     """
     device = resolve_device(device)
-    if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
-        raise InputError(f"budget must be a whole number >= 1, got {budget!r}", "budget")
+    budget = check_budget(budget)
     if model is not None and model.device_id != device.id:
         raise InputError(f"the model was fitted on {model.device_id!r}, the plan is for {device.id!r}",
                          "device")
@@ -545,4 +563,4 @@ def plan_profiling(device: Device | str, budget: int,
     if candidates is None:
         table = table[planning.operating_region(device, *(table[f].to_numpy() for f in MODE_FIELDS))]
         table = table.reset_index(drop=True)
-    return planning.plan(device, table, int(budget), model)
+    return planning.plan(device, table, budget, model)

@@ -351,3 +351,11 @@ def test_an_answer_that_is_not_json(stub):
         Client(html.url).devices()
     with pytest.raises(ServiceError, match="not JSON"):
         Client(html.url).devices()
+
+
+def test_read_rows_csv_drops_a_byte_order_mark(tmp_path):
+    # Spreadsheets save "CSV UTF-8" with a BOM; read as plain utf-8 the first key would be "\ufeffdevice".
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufeffdevice,workload,mode,cpu_cores,epoch_time_s\nagx-xavier,w,a,8,1.5\n".encode())
+    assert read_rows_csv(path) == [{"device": "agx-xavier", "workload": "w", "mode": "a", "cpu_cores": 8,
+                                    "epoch_time_s": 1.5}]

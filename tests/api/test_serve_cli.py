@@ -59,3 +59,21 @@ def test_busy_port_fails_at_once(tmp_path):
     assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in err and "--port" in err
     assert "listening on" not in err and "Traceback" not in err
     assert elapsed_s < 30  # no 5 s x retries of gunicorn's; generous for a loaded 2-core machine
+
+
+def test_a_bad_flag_is_named_as_the_flag_and_a_bad_variable_as_the_variable(monkeypatch, capsys):
+    from jetpredict.cli import main
+
+    monkeypatch.delenv("JETPREDICT_PORT", raising=False)
+    assert main(["serve", "--port", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--port=-1 is out of range" in err and "JETPREDICT_PORT" not in err
+    assert main(["serve", "--max-body-bytes", "0"]) == 2
+    assert "--max-body-bytes=0 is out of range" in capsys.readouterr().err
+    monkeypatch.setenv("JETPREDICT_PORT", "-1")
+    assert main(["serve"]) == 2
+    assert "JETPREDICT_PORT=-1 is out of range" in capsys.readouterr().err
+    # both bad: the flag is checked first and named (it is what the user just typed)
+    monkeypatch.setenv("JETPREDICT_PORT", "70000")
+    assert main(["serve", "--port", "-2"]) == 2
+    assert "--port=-2 is out of range" in capsys.readouterr().err

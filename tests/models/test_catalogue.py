@@ -255,6 +255,17 @@ def test_mode_out_of_range_names_field_and_valid_range(knobs, field, valid):
     assert "agx-xavier" in err.value.message
 
 
+def test_fractional_cores_inside_the_range_are_refused_as_not_whole():
+    device = load_device("agx-xavier")
+    with pytest.raises(ModeOutOfRangeError) as err:
+        device.validate_mode(4.5, 1200.0, 670.0, 1331.2)
+    assert err.value.field == "cpu_cores"
+    assert "cpu_cores=4.5 must be a whole number of cores" in err.value.message
+    assert "outside" not in err.value.message  # 4.5 lies inside 1..8: the rule broken is wholeness
+    # outside the range and fractional: the range is the first rule broken
+    assert "is outside device" in device.out_of_range(*([v] for v in (8.5, 1200.0, 670.0, 1331.2)))["cpu_cores"]
+
+
 def test_any_value_inside_the_range_is_accepted():
     device = load_device("agx-xavier")
     device.validate_mode(8, 1200.0, 670.0, 1331.2)  # nvpmodel caps, not steps

@@ -258,6 +258,28 @@ def test_missing_and_malformed_files_raise_input_errors(tmp_path):
         read_profile_csv(binary)
 
 
+def test_json_past_the_int_digit_limit_is_an_input_error_naming_the_flag(tmp_path):
+    # json.loads raises a plain ValueError (not JSONDecodeError) for an integer over 4,300 digits.
+    big = tmp_path / "bigint.json"
+    big.write_text('[{"epoch_time_s": ' + "9" * 5000 + "}]", encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        read_profile_rows(big, "after")
+    assert err.value.field == "after"
+    assert err.value.message.startswith(f"--after file {big} is not valid JSON") and "4300" in err.value.message
+
+
+@pytest.mark.parametrize("name", ["nope.csv", "nope.json"])
+def test_file_errors_name_the_flag_the_file_came_from(tmp_path, name):
+    with pytest.raises(InputError) as err:
+        read_profile_rows(tmp_path / name, "reference")
+    assert err.value.field == "reference" and err.value.message.startswith("--reference file")
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(InputError) as err:
+        read_profile_rows(binary, "after")
+    assert err.value.field == "after" and "--after file" in err.value.message and "UTF-8" in err.value.message
+
+
 def test_validate_records_accepts_plain_mappings():
     df = validate_records([good_json_row()])
     assert df.loc[0, "cpu_cores"] == 12.0

@@ -134,7 +134,10 @@ def test_plan_csv_and_what_stays_extrapolated(work, capsys):
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["plan", "--device", "jetson-tx9", "--budget", "4"], "unknown device 'jetson-tx9'"),
-    (["plan", "--device", "nano", "--budget", "0"], "budget must be between 1"),
+    (["plan", "--device", "nano", "--budget", "0"], "--budget (modes to profile) must be a whole number between 1"),
+    (["plan", "--device", "agx-xavier", "--after", "/nonexistent.csv"], "--after file /nonexistent.csv does not"),
+    (["fit", "--device", "agx-xavier", "--profiles", "/nonexistent.json", "--out", "/tmp/x.json"],
+     "--profiles file /nonexistent.json does not exist"),
     (["plan", "--device", "nano", "--budget", "2", "--candidates", "/nonexistent.csv"], "does not exist"),
     (["predict", "--model", "/nonexistent.json", "--presets"], "does not exist"),
 ])
@@ -185,3 +188,56 @@ def test_console_script_predict_csv(work):
     assert proc.returncode == 0, proc.stderr
     df = _csv(proc.stdout)
     assert "MAXN" in set(df["mode"]) and (df["epoch_time_s"] > 0).all()
+
+
+def test_fit_names_the_reference_flag_for_a_bad_reference_file(work, capsys):
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv"), "--reference",
+                 "/dev/null", "--out", str(work / "ref.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--reference /dev/null is not a regular file" in err and "--profiles" not in err
+    assert not (work / "ref.json").exists()
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_a_huge_budget_is_refused_at_once_with_or_without_after(work, after, capsys):
+    import time
+
+    from jetpredict.predictor.limits import MAX_PLAN_BUDGET
+
+    argv = ["plan", "--device", "agx-xavier", "--budget", "100000000"]
+    started = time.monotonic()
+    assert main([*argv, "--after", str(work / "resnet.csv")] if after else argv) == 2
+    assert time.monotonic() - started < 5  # refused before any fit (with --after it once ran for hours)
+    err = capsys.readouterr().err
+    assert (f"--budget (modes to profile) must be a whole number between 1 and {MAX_PLAN_BUDGET}, got 100000000"
+            in err)
+
+
+def test_recommend_csv_without_a_feasible_mode_is_still_a_header(work, capsys):
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--max-epoch-time-s", "1", "--format", "csv"]) == 1
+    captured = capsys.readouterr()
+    df = _csv(captured.out)
+    assert df.empty and list(df.columns[:6]) == ["role", *MODE_COLUMNS]
+    for col in (*PREDICTION_COLUMNS, *PROVENANCE_COLUMNS):
+        assert col in df.columns
+    assert "no mode meets max_epoch_time_s=1" in captured.err
+    # the same columns as a feasible answer's (with --epochs too)
+    for extra in ([], ["--epochs", "3"]):
+        assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                     "--format", "csv", *extra]) == 0
+        feasible = _csv(capsys.readouterr().out).columns
+        assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                     "--max-epoch-time-s", "1", "--format", "csv", *extra]) == 1
+        assert list(_csv(capsys.readouterr().out).columns) == list(feasible)
+
+
+def test_predict_table_summary_states_the_provenance(work, capsys):
+    assert main(["predict", "--model", str(work / "resnet.json"), "--presets"]) == 0
+    err = capsys.readouterr().err
+    assert ("from 4 profiled mode(s) on agx-xavier; reference: published, workload rows: published, model mech-"
+            in err)
+    assert main(["predict", "--model", str(work / "resnet.json"), "--presets", "--device", "xavier-nx"]) == 0
+    err = capsys.readouterr().err
+    assert "resnet18-cifar10 on xavier-nx:" in err and "on agx-xavier (cross-device); reference: simulated" in err
+

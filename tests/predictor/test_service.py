@@ -380,3 +380,10 @@ def test_recommendation_and_fleet_answers_state_provenance_from_the_service(resn
     import json
 
     json.dumps(plan, allow_nan=False)  # JSON-ready: no NaN, no numpy scalars
+
+
+@pytest.mark.parametrize("epochs", [None, 3])
+def test_table_columns_are_the_prediction_tables_columns(resnet, epochs):
+    # recommend --format csv writes them as the header when no mode meets the caps
+    df = service.predict(resnet, "presets", epochs=epochs)
+    assert service.table_columns(epochs) == tuple(df.columns)
