@@ -58,6 +58,28 @@ METADATA = Metadata(run_id=1, message_id="m-1", src_node_id=0, dst_node_id=7, re
                     created_at=0.0, ttl=3600.0, message_type="train")
 
 
+def test_the_plan_record_says_where_its_prediction_came_from(caplog):
+    """A node's ``jetpredict.plan`` carries what the prediction of its mode rests on, through the
+    ConfigRecord (plain strings and ints) and back, and the node logs it; a record without them reads as
+    unknown (None)."""
+    provenance = {"workload_id": "my-resnet", "reference_source": "simulated", "workload_source": "published",
+                  "profiled_modes": 4, "model_version": "mech-14", "cross_device": True}
+    plan = dataclasses.replace(plan_for(load_device(DEVICE).preset("MAXN")), **provenance)
+    record = plan.to_config()
+    assert {k: record[k.replace("_", "-")] for k in provenance} == provenance
+    assert all(isinstance(record[k.replace("_", "-")], str | int) for k in provenance)
+    assert read_plan(train_message(plan)) == plan and plan.provenance() == provenance
+    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.02)
+    with caplog.at_level("INFO", logger="jetpredict.integrations.flower.client"), PlannedRound(
+            train_message(plan), twin=twin):
+        pass
+    assert "workload_id=my-resnet" in caplog.text and "reference_source=simulated" in caplog.text
+    assert "workload_source=published" in caplog.text and "profiled_modes=4" in caplog.text
+    for key in provenance:
+        del record[key.replace("_", "-")]
+    assert all(v is None for v in ClientPlan.from_config(record, 7).provenance().values())
+
+
 def switches(root) -> list[str]:
     return [c[-1] for c in root.calls() if c[0] == "nvpmodel" and "-m" in c]
 

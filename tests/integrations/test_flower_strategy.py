@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_fixtures import resnet_records  # noqa: E402
+from flower_fixtures import PUBLISHED_CSV, resnet_records  # noqa: E402
 from flower_grid import InProcessGrid, node_contexts  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
@@ -104,6 +104,72 @@ def test_local_planner_with_models_per_device(resnet_model):
         LocalPlanner({"unknown-board": resnet_model})
 
 
+PROVENANCE = ("reference_source", "workload_source", "profiled_modes", "model_version", "workload_id")
+
+
+@pytest.fixture(scope="module")
+def nano_lenet_model():
+    """A second workload: ``my-lenet``, fitted on 4 twin-simulated Nano rows (simulated, nano reference)."""
+    from jetpredict.models.profile_files import read_profile_csv, rows_to_records
+    from jetpredict.models.profile_rows import validate_records
+    from jetpredict.predictor.bundled import fit_workload
+
+    rows = read_profile_csv(PUBLISHED_CSV.parent / "nano-simulated.csv")
+    rows = rows[rows["workload"] == "lenet5-mnist"].drop_duplicates("mode").head(4).copy()
+    rows["workload"] = "my-lenet"
+    return fit_workload(validate_records(rows_to_records(rows)))
+
+
+def test_local_planner_answer_states_its_provenance(resnet_model, tmp_path):
+    """The planner's answer says what it rests on, as the service's fleet answer does, at the top and in
+    each client entry, and the plan each node gets carries it (model object or model file alike)."""
+    from jetpredict.predictor.bundled import save_model
+    from jetpredict.predictor.service import fleet_answer
+
+    clients = [{"id": "1", "device": "agx-xavier"}, {"id": "2", "device": "nano"}]
+    service = fleet_answer(resnet_model, clients, 600.0, epochs=1, workload_id="my-resnet")
+    expected = {k: service[k] for k in PROVENANCE}
+    assert expected["workload_id"] == "my-resnet" and expected["workload_source"] == "published"
+    assert expected["profiled_modes"] == 4 and expected["model_version"]
+    save_model(resnet_model, tmp_path / "m.json")
+    for model in (resnet_model, tmp_path / "m.json"):
+        answer = LocalPlanner(model).plan(clients, 600.0, 1)
+        assert {k: answer[k] for k in PROVENANCE} == expected and answer["provenance_note"] is None
+        assert all({k: c[k] for k in PROVENANCE} == expected for c in answer["clients"])
+    plans = plan_nodes(LocalPlanner(resnet_model), [NodeInfo(1, "agx-xavier", 1.0), NodeInfo(2, "nano", 1.0)],
+                       600.0, epochs=1)
+    for n, plan in plans.items():
+        assert {k: getattr(plan, k) for k in PROVENANCE} == expected
+        assert plan.cross_device == (n == 2)
+        assert ClientPlan.from_config(plan.to_config(), n).provenance() == plan.provenance()
+
+
+def test_models_per_device_give_provenance_per_client(resnet_model, nano_lenet_model):
+    """Clients planned by different models each carry their own model's provenance; the top level is the
+    least trusted sources and the fewest profiled modes, says so, and leaves out what differs."""
+    from jetpredict.predictor.service import fleet_answer
+
+    planner = LocalPlanner({"nano": nano_lenet_model, "*": resnet_model})
+    clients = [{"id": "1", "device": "agx-xavier"}, {"id": "2", "device": "nano"}]
+    answer = planner.plan(clients, 600.0, 1)
+    own = {c["id"]: {k: c[k] for k in PROVENANCE} for c in answer["clients"]}
+    for client, model, workload in ((clients[0], resnet_model, "my-resnet"), (clients[1], nano_lenet_model, "my-lenet")):
+        service = fleet_answer(model, [client], 600.0, epochs=1, workload_id=workload)
+        assert own[client["id"]] == {k: service[k] for k in PROVENANCE}
+    assert own["2"]["workload_source"] == "simulated" and own["1"]["workload_source"] == "published"
+    assert answer["workload_source"] == "simulated" and answer["reference_source"] == "simulated"
+    assert answer["profiled_modes"] == min(p["profiled_modes"] for p in own.values())
+    assert answer["workload_id"] is None and "2 models" in answer["provenance_note"]
+    assert "workload_id" in answer["provenance_note"]
+    plans = plan_nodes(planner, [NodeInfo(1, "agx-xavier", 1.0), NodeInfo(2, "nano", 1.0), NodeInfo(3, "nano", 1.0)],
+                       600.0, epochs=1)
+    assert (plans[1].workload_id, plans[2].workload_id, plans[3].workload_id) == ("my-resnet", "my-lenet", "my-lenet")
+    assert plans[2].workload_source == "simulated" and plans[1].workload_source == "published"
+    # A node no model plans states no provenance.
+    unplanned = plan_nodes(LocalPlanner({"nano": nano_lenet_model}), [NodeInfo(4, "orin-nx", 1.0)], 600.0, 1)[4]
+    assert unplanned.mode is None and all(v is None for v in unplanned.provenance().values())
+
+
 @pytest.fixture
 def service_url(tmp_path):
     """A running ``jetpredict serve`` app (werkzeug server in a thread) on a free port."""
@@ -129,6 +195,9 @@ def test_http_planner_gives_the_in_process_plan(resnet_model, service_url):
         assert (a.mode, a.meets_deadline) == (b.mode, b.meets_deadline)
         for name in ("time_s", "time_s_low", "time_s_high", "energy_j", "energy_j_low", "energy_j_high"):
             assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-6), name
+        # The service's answer states its provenance; the planner passes it on to each node's plan.
+        assert b.reference_source == a.reference_source and b.workload_source == a.workload_source == "published"
+        assert b.profiled_modes == a.profiled_modes == 4 and b.model_version == a.model_version
     with pytest.raises(PlannerError, match="404"):
         plan_nodes(HttpPlanner(service_url, "no-such-workload"), nodes[:1], 120.0, epochs=1)
 
@@ -192,6 +261,8 @@ def test_only_nodes_meeting_the_deadline_train_with_their_plan(resnet_model, gri
             assert r.reported_time_s == pytest.approx(expected["time_s"])
             assert r.reported_energy_j == pytest.approx(expected["energy_j"])
             assert r.pred_time_s == pytest.approx(plans[n].time_s)
+            assert (r.workload_id, r.workload_source, r.profiled_modes) == ("my-resnet", "published", 4)
+            assert r.cross_device == (DEVICES[n] != "agx-xavier") and r.reference_source == plans[n].reference_source
             assert r.deadline_missed == (expected["time_s"] > 60.0)
         else:
             assert "deadline" in r.reason

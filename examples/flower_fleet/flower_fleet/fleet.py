@@ -40,12 +40,15 @@ from jetpredict.predictor.fleet import round_figures as mode_figures
 from jetpredict.predictor.limits import MAX_CONFIDENCE, MIN_CONFIDENCE
 
 from jetpredict.integrations.flower import (
+    PROVENANCE_KEYS,
     JetpredictStrategy,
     LocalPlanner,
     PlannerError,
     TwinWorkload,
+    provenance_of,
     read_report,
     strip_metrics,
+    summarize_provenance,
     twin_round,
 )
 
@@ -202,10 +205,13 @@ class PresetPlanner:
                 mode, t, _, base = min(figures, key=lambda f: f[1])
                 reason = f"no preset meets deadline_s={deadline_s:g}: the fastest needs {epochs * t:.4g} s"
             # jetpredict's prediction at that preset, idling at the twin's base power (W) until the deadline.
-            pred = one_mode({**self.predictor.predict(client["device"], mode.as_dict()), "base_power_w": base})
+            row = self.predictor.predict(client["device"], mode.as_dict())
+            pred = one_mode({**row, "base_power_w": base})
             fields_ = assignment_fields(pred, mode_figures(pred, deadline_s, epochs), 0, reason)
-            out.append({**fields_, "id": client["id"], "device": client["device"], "mode": mode.mode})
-        return {"clients": out, "confidence": self.predictor.confidence}
+            out.append({**fields_, "id": client["id"], "device": client["device"], "mode": mode.mode,
+                        **provenance_of(row)})  # what the prediction at that preset rests on
+        return {**summarize_provenance([provenance_of(c) for c in out]), "clients": out,
+                "confidence": self.predictor.confidence}
 
 
 class BaselineFedAvg(FedAvg):
@@ -373,7 +379,10 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
     Returns per arm: ``arm``, ``rows`` (:class:`ClientRound` dicts), ``rounds`` (:func:`round_figures`),
     ``accuracy`` (round -> test accuracy, round 0 = the initial model), ``empty_rounds`` (rounds that
     trained nobody), ``excluded`` (round -> nodes the arm did not train), ``confidence_notes`` (what the
-    plan said of its confidence, see :class:`~jetpredict.integrations.flower.plans.ClientPlan`), ``strategy``.
+    plan said of its confidence, see :class:`~jetpredict.integrations.flower.plans.ClientPlan`),
+    ``provenance`` (device -> what the predictions of its planned modes rest on: ``workload_id``,
+    ``reference_source``, ``workload_source``, ``profiled_modes``, ``model_version``; empty for the
+    arms without a plan), ``strategy``.
     """
     import torch
 
@@ -392,20 +401,24 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
                                 evaluate_fn=evaluate)
         rows = client_rounds(arm, strategy, planner)
         figures = round_figures(rows, cfg.deadline_s, cfg.num_server_rounds)
-        excluded, notes = {}, []
+        excluded, notes, provenance = {}, [], {}
         if isinstance(strategy, JetpredictStrategy):
             for r in range(1, cfg.num_server_rounds + 1):
                 excluded[r] = sum(not rec.selected for rec in strategy.records if rec.round == r)
             notes = sorted({rec.confidence_note for rec in strategy.records if rec.confidence_note})
+            provenance = {rec.device: {k: getattr(rec, k) for k in PROVENANCE_KEYS}
+                          for rec in sorted(strategy.records, key=lambda rec: str(rec.device)) if rec.mode}
         out.append({"arm": arm, "rows": [asdict(row) for row in rows], "rounds": figures,
                     "accuracy": {r: float(m["accuracy"]) for r, m in result.evaluate_metrics_serverapp.items()},
                     "empty_rounds": [f["round"] for f in figures if f["aggregated"] == 0],
-                    "excluded": excluded, "confidence_notes": notes, "strategy": strategy})
+                    "excluded": excluded, "confidence_notes": notes, "provenance": provenance,
+                    "strategy": strategy})
     return out
 
 
 def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
-    """One line per arm: trained, late, misses, energies (J), coverage, final accuracy, and what the plan
+    """One line per arm: trained, late, misses, energies (J), coverage, final accuracy, what the plan's
+    predictions rest on (least trusted sources, fewest profiled modes over the devices) and what the plan
     said of its confidence."""
     figs = run["rounds"]
     pred = sum(f["predicted"] for f in figs)
@@ -415,6 +428,10 @@ def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
              f"/{pred}" if pred else "no predictions")
     empty = f"; ROUNDS THAT TRAINED NOBODY: {run['empty_rounds']}" if run["empty_rounds"] else ""
     said = "".join(f"; the plan says: {note}" for note in run.get("confidence_notes", []))
+    if run.get("provenance"):
+        top = summarize_provenance(list(run["provenance"].values()))
+        said = (f"; predictions rest on {top['workload_source']} workload rows ({top['profiled_modes']} profiled "
+                f"modes at fewest) and {top['reference_source']} reference data{said}")
     return (f"{run['arm']}: trained {sum(f['trained'] for f in figs)} client-rounds, late "
             f"{sum(f['late'] for f in figs)} (deadline {deadline_s:g} s), misses {sum(f['misses'] for f in figs)}, "
             f"training energy {math.fsum(f['train_energy_j'] for f in figs):.1f} J, to round ends "

@@ -28,7 +28,15 @@ from jetpredict.integrations.flower.client import (
     add_device_query,
     jetpredict_mod,
 )
-from jetpredict.integrations.flower.planners import FleetPlanner, HttpPlanner, LocalPlanner, PlannerError
+from jetpredict.integrations.flower.planners import (
+    PROVENANCE_KEYS,
+    FleetPlanner,
+    HttpPlanner,
+    LocalPlanner,
+    PlannerError,
+    provenance_of,
+    summarize_provenance,
+)
 from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes, read_plan
 from jetpredict.integrations.flower.strategy import (
     ClientRecord,
@@ -63,6 +71,7 @@ __all__ = [
     "NODE_RECORD",
     "PLAN_RECORD",
     "POWER_METRIC",
+    "PROVENANCE_KEYS",
     "QUERY_ACTION",
     "QUERY_RECORD",
     "QUERY_TYPE",
@@ -85,8 +94,10 @@ __all__ = [
     "add_device_query",
     "jetpredict_mod",
     "plan_nodes",
+    "provenance_of",
     "read_plan",
     "read_report",
     "strip_metrics",
+    "summarize_provenance",
     "twin_round",
 ]

@@ -15,6 +15,7 @@ reply, and answers the strategy's device query.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,8 @@ from jetpredict.integrations.flower.wire import (
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.metering import DEFAULT_HZ, MeteredWindow, cuda_sync, metered
+
+log = logging.getLogger(__name__)
 
 NodeValue = Any  # a value, or a callable taking the Flower Context and returning it
 #: A twin for every round, or a callable ``(message, context) -> TwinWorkload | None`` (None: measure).
@@ -103,6 +106,9 @@ class PlannedRound:
 
     def __enter__(self) -> PlannedRound:
         mode = self._mode()
+        if self.plan is not None and self.plan.mode is not None:
+            log.info("jetpredict: planned mode %s on %s; its prediction rests on %s", self.plan.mode,
+                     self.plan.device, ", ".join(f"{k}={v}" for k, v in self.plan.provenance().items()))
         self.report = {"device": self.device or "", "mode": mode.mode if mode else "", "mode-applied": False}
         if self.twin is not None:
             if self.device is None:

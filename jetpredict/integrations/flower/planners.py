@@ -2,7 +2,9 @@
 
 A planner answers :meth:`FleetPlanner.plan` with the fleet plan's JSON shape: per client its mode and the
 round's time and energy with their intervals (:class:`~jetpredict.predictor.fleet.ClientAssignment`),
-which is all :func:`~.plans.plan_nodes` needs. ``predict`` (one mode's prediction) is there for callers
+which is all :func:`~.plans.plan_nodes` needs, and what the plan rests on (:data:`PROVENANCE_KEYS`, as
+every jetpredict answer states it): at the top, and in each client entry for the plan that chose its mode
+(clients of different devices may be planned by different models, see :func:`summarize_provenance`). ``predict`` (one mode's prediction) is there for callers
 that account for modes the planner did not choose (a baseline's MAXN); planning never calls it.
 """
 
@@ -17,6 +19,12 @@ from typing import Any, Protocol
 from jetpredict.client import Client, ServiceError
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
+
+#: What a plan rests on (``service.PROVENANCE_FIELDS`` and the workload id): ``workload_id``,
+#: ``reference_source`` and ``workload_source`` (``published`` / ``measured`` / ``simulated``),
+#: ``profiled_modes`` (distinct modes the workload's rows cover) and ``model_version``.
+PROVENANCE_KEYS: tuple[str, ...] = ("workload_id", "reference_source", "workload_source", "profiled_modes",
+                                    "model_version")
 
 
 class PlannerError(RuntimeError):
@@ -44,13 +52,52 @@ def _per_device(spec: Any, is_single: Callable[[Any], bool]) -> tuple[Any, dict[
     return default, table
 
 
+def provenance_of(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`PROVENANCE_KEYS` of one answer (a fleet plan, a prediction row); None where it has none."""
+    return {k: _plain(answer.get(k)) for k in PROVENANCE_KEYS}
+
+
+def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The top-level provenance of a plan merged from the plans of several models (``parts``: each one's
+    :func:`provenance_of`), with ``provenance_note`` saying how it was merged (None for one part, whose
+    provenance it is unchanged): ``reference_source`` and ``workload_source`` the least trusted of the
+    parts', ``profiled_modes`` the fewest, ``workload_id`` and ``model_version`` the parts' one value, or
+    None when they differ. Each client entry keeps its own part's provenance."""
+    distinct = [dict(p) for i, p in enumerate(parts) if dict(p) not in [dict(q) for q in parts[:i]]]
+    if len(distinct) <= 1:
+        return {**(distinct[0] if distinct else dict.fromkeys(PROVENANCE_KEYS)), "provenance_note": None}
+    from jetpredict.predictor.terms import least_trusted
+
+    def known(key: str) -> list[Any]:
+        return [p[key] for p in distinct if p.get(key) is not None]
+
+    def one(key: str) -> Any:
+        values = set(known(key))
+        return values.pop() if len(values) == 1 and len(known(key)) == len(distinct) else None
+
+    out: dict[str, Any] = {
+        "workload_id": one("workload_id"),
+        **{k: least_trusted(known(k)) if known(k) else None for k in ("reference_source", "workload_source")},
+        "profiled_modes": min(known("profiled_modes")) if known("profiled_modes") else None,
+        "model_version": one("model_version")}
+    differ = [k for k in ("workload_id", "model_version") if out[k] is None and known(k)]
+    out["provenance_note"] = (
+        f"clients planned by {len(distinct)} models: reference_source and workload_source are the least "
+        f"trusted of theirs, profiled_modes the fewest"
+        + (f"; {' and '.join(differ)} differ (null here)" if differ else "")
+        + "; each client entry states its own")
+    return out
+
+
 def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str], Any],
                  key: Callable[[Any], Any], plan_group: Callable[[Any, list[dict[str, str]]], Any]
                  ) -> dict[str, Any]:
     """One fleet plan per model (or workload) serving some of ``clients``, merged in the clients' order.
 
     ``source_for(device)`` gives the model serving a device (None: the client is not planned, with the
-    reason); ``plan_group(source, clients)`` plans the clients it serves.
+    reason); ``plan_group(source, clients)`` plans the clients it serves. Each planned client's entry
+    carries its group's provenance (:data:`PROVENANCE_KEYS`); the top level summarizes the groups'
+    (:func:`summarize_provenance`).
     """
     groups: dict[Any, tuple[Any, list[int]]] = {}
     out: list[dict[str, Any] | None] = [None] * len(clients)
@@ -63,6 +110,7 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
             groups.setdefault(key(source), (source, []))[1].append(pos)
     confidence = None
     notes: list[str] = []
+    parts: list[dict[str, Any]] = []
     for source, positions in groups.values():
         plan = plan_group(source, [{"id": str(clients[p]["id"]), "device": str(clients[p]["device"])}
                                    for p in positions])
@@ -70,14 +118,25 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
         confidence = plan.get("confidence") if confidence is None else confidence
         if plan.get("confidence_note") and plan["confidence_note"] not in notes:
             notes.append(plan["confidence_note"])
+        provenance = provenance_of(plan)
+        parts.append(provenance)
         for pos, client in zip(positions, plan["clients"], strict=True):
-            out[pos] = client
+            out[pos] = {**client, **{k: v for k, v in provenance.items() if k not in client}}
     planned = [c for c in out if c is not None]
     late = [c["id"] for c in planned if not c.get("meets_deadline")]
     met = [float(c.get("energy_j") or 0.0) for c in planned if c.get("meets_deadline")]
     total = math.fsum(met) if met else None  # as the service's plans: no client in time is not a free round
-    return {"feasible": not late, "total_energy_j": total, "confidence": confidence, "clients": planned,
-            "infeasible_clients": late, "confidence_note": "; ".join(notes) or None}
+    return {**summarize_provenance(parts), "feasible": not late, "total_energy_j": total,
+            "confidence": confidence, "clients": planned, "infeasible_clients": late,
+            "confidence_note": "; ".join(notes) or None}
+
+
+def _workload_id(model: Any) -> str | None:
+    """The workload id of a fitted model (or of a workload's models per device: their primary one's)."""
+    models = getattr(model, "models", None)
+    if isinstance(models, Mapping) and getattr(model, "primary", None) in models:
+        model = models[model.primary]
+    return getattr(model, "workload_id", None)
 
 
 def _plain(value: Any) -> Any:
@@ -122,17 +181,19 @@ class LocalPlanner:
         return self._models.get(device, self._default)
 
     def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
-        """One :func:`~jetpredict.predictor.service.plan_fleet` per model serving some of ``clients``."""
-        return _plan_groups(clients, self.model_for, id, lambda model, group: self._service.plan_fleet(
-            model, group, deadline_s, epochs=epochs, **self._extra()))
+        """One :func:`~jetpredict.predictor.service.fleet_answer` (the ``POST /v1/fleet-plans`` answer, with
+        its provenance) per model serving some of ``clients``."""
+        return _plan_groups(clients, self.model_for, id, lambda model, group: self._service.fleet_answer(
+            model, group, deadline_s, epochs=epochs, workload_id=_workload_id(model), **self._extra()))
 
     def predict(self, device: str, mode: Mapping[str, Any]) -> dict[str, Any]:
-        """One prediction row: ``mode`` on ``device`` with its intervals (s, W, J per epoch)."""
+        """One prediction row: ``mode`` on ``device`` with its intervals (s, W, J per epoch) and what it
+        rests on (:data:`PROVENANCE_KEYS`)."""
         model = self.model_for(device)
         if model is None:
             raise PlannerError(f"no workload model for device {device!r}")
         table = self._service.predict(model, [dict(mode)], device, **self._extra())
-        return {k: _plain(v) for k, v in table.iloc[0].to_dict().items()}
+        return {"workload_id": _workload_id(model), **{k: _plain(v) for k, v in table.iloc[0].to_dict().items()}}
 
 
 class HttpPlanner:
@@ -177,9 +238,10 @@ class HttpPlanner:
                             lambda w, group: self._ask(self.client.fleet_plans, w, group, deadline_s, epochs=epochs))
 
     def predict(self, device: str, mode: Mapping[str, Any]) -> dict[str, Any]:
-        """One ``POST /v1/predictions`` row: ``mode`` on ``device`` with its intervals."""
+        """One ``POST /v1/predictions`` row: ``mode`` on ``device`` with its intervals and the answer's
+        provenance (:data:`PROVENANCE_KEYS`)."""
         workload = self._workloads.get(device, self._default)
         if workload is None:
             raise PlannerError(f"no workload for device {device!r}")
         answer = self._ask(self.client.predictions, workload, device=device, modes=[dict(mode)])
-        return dict(answer["predictions"][0])
+        return {**{k: answer[k] for k in PROVENANCE_KEYS if k in answer}, **answer["predictions"][0]}

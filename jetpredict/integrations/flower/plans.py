@@ -14,7 +14,7 @@ from typing import Any
 
 from flwr.app import ConfigRecord, Message
 
-from jetpredict.integrations.flower.planners import FleetPlanner
+from jetpredict.integrations.flower.planners import PROVENANCE_KEYS, FleetPlanner
 from jetpredict.integrations.flower.wire import MODE_KEYS, PLAN_RECORD, as_float
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
@@ -36,7 +36,12 @@ class ClientPlan:
     (``epochs`` x ``epoch_scale`` profiled epochs); ``idle_energy_j`` is the base power from finishing
     (point estimate) until the deadline. Power in W. ``confidence``: coverage of the intervals (the
     deadline holds for ``time_s_high``); ``confidence_note``: why the planner's real-data calibration does
-    not back it here (None when it does). ``None`` = the planner gave no such figure."""
+    not back it here (None when it does). What the prediction of the planned mode rests on, as the
+    planner's answer states it for this node (:data:`~.planners.PROVENANCE_KEYS`): ``workload_id``,
+    ``reference_source`` and ``workload_source`` (``published`` / ``measured`` / ``simulated``: the least
+    trusted data the plan used), ``profiled_modes`` (distinct modes the workload's rows cover),
+    ``model_version``; with ``cross_device``, whether it was predicted from another device's rows.
+    ``None`` = the planner gave no such figure."""
 
     node_id: int
     device: str
@@ -64,6 +69,15 @@ class ClientPlan:
     power_source: str | None = None
     confidence: float | None = None
     confidence_note: str | None = None
+    workload_id: str | None = None
+    reference_source: str | None = None
+    workload_source: str | None = None
+    profiled_modes: int | None = None
+    model_version: str | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """What the plan's prediction rests on (:data:`~.planners.PROVENANCE_KEYS` and ``cross_device``)."""
+        return {**{k: getattr(self, k) for k in PROVENANCE_KEYS}, "cross_device": self.cross_device}
 
     def power_mode(self) -> PowerMode | None:
         """The planned mode (None when the plan names none)."""
@@ -133,9 +147,21 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         by_id = {str(c["id"]): c for c in answer["clients"]}
         confidence = as_float(answer.get("confidence"))
         for node in group:
-            plans[node.node_id] = _client_plan(node, by_id[str(node.node_id)], scale, deadline_s, epochs,
-                                               confidence, answer.get("confidence_note"))
+            client = by_id[str(node.node_id)]
+            plan = _client_plan(node, client, scale, deadline_s, epochs, confidence, answer.get("confidence_note"))
+            _add_provenance(plan, client, answer)
+            plans[node.node_id] = plan
     return plans
+
+
+def _add_provenance(plan: ClientPlan, client: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+    """The client entry's provenance (the plan that chose its mode), else the answer's top-level one; none
+    for a node no model planned (its entry has a reason and no mode)."""
+    if client.get("mode") is None and not any(client.get(k) is not None for k in PROVENANCE_KEYS):
+        return
+    for key in PROVENANCE_KEYS:
+        value = client.get(key, answer.get(key))  # a client entry's None is its plan's word: no fallback
+        setattr(plan, key, None if value is None else int(value) if key == "profiled_modes" else str(value))
 
 
 def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, deadline_s: float, epochs: int,

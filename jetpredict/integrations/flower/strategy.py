@@ -64,8 +64,9 @@ class ClientRecord:
     Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j``
     is None when the node had no power meter (``energy_null_reason`` says why); ``source`` is
     ``measured`` or ``simulated`` (digital twin). ``deadline_missed``: reported time above the deadline,
-    or no reply from a selected node. ``confidence_note``: the plan's word on its confidence (see
-    :class:`~.plans.ClientPlan`).
+    or no reply from a selected node. ``confidence_note``: the plan's word on its confidence;
+    ``cross_device``, ``workload_id``, ``reference_source``, ``workload_source``, ``profiled_modes``,
+    ``model_version``: what the plan's prediction rests on (see :class:`~.plans.ClientPlan`).
     """
 
     round: int
@@ -92,12 +93,19 @@ class ClientRecord:
     mode_applied: bool | None = None
     deadline_missed: bool | None = None
     confidence_note: str | None = None
+    cross_device: bool | None = None
+    workload_id: str | None = None
+    reference_source: str | None = None
+    workload_source: str | None = None
+    profiled_modes: int | None = None
+    model_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def add_plan(self, plan: ClientPlan) -> None:
-        """Take the plan's mode and predicted figures (and its reason when it misses the deadline)."""
+        """Take the plan's mode, predicted figures and their provenance (and its reason when it misses the
+        deadline)."""
         self.reason = None if plan.meets_deadline else (plan.reason or "cannot meet the deadline")
         self.mode = plan.mode
         self.pred_time_s, self.pred_time_s_low, self.pred_time_s_high = plan.time_s, plan.time_s_low, plan.time_s_high
@@ -105,6 +113,8 @@ class ClientRecord:
             plan.energy_j, plan.energy_j_low, plan.energy_j_high)
         self.pred_avg_power_w = plan.avg_power_w
         self.confidence_note = plan.confidence_note
+        for key, value in plan.provenance().items():
+            setattr(self, key, value)
 
     def add_report(self, reply: Message) -> None:
         """Take what the node reported in its train reply."""
