@@ -73,6 +73,8 @@ class Settings:
         return f"sqlite:///{(Path(self.DATA_DIR) / 'jetpredict.sqlite').resolve()}"
 
 
+#: The highest TCP port.
+_MAX_PORT = 65535
 _INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1,
                  "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0, "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0,
                  "INLINE_ROWS_WITHOUT_KEY": 1}
@@ -84,8 +86,10 @@ def _coerce(name: str, value: object) -> object:
             number = int(str(value).strip())
         except ValueError:
             raise InputError(f"{ENV_PREFIX}{name} must be a whole number, got {value!r}", name) from None
-        if number < _INT_SETTINGS[name] or (name == "PORT" and number > 65535):
-            raise InputError(f"{ENV_PREFIX}{name}={number} is out of range", name)
+        low, high = _INT_SETTINGS[name], _MAX_PORT if name == "PORT" else None
+        if number < low or (high is not None and number > high):
+            rule = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise InputError(f"{ENV_PREFIX}{name}={number} is out of range: must be {rule}", name)
         return number
     if name in ("API_KEYS", "CORS_ORIGINS"):
         return _split(value)  # type: ignore[arg-type]

@@ -67,9 +67,9 @@ def test_a_bad_flag_is_named_as_the_flag_and_a_bad_variable_as_the_variable(monk
     monkeypatch.delenv("JETPREDICT_PORT", raising=False)
     assert main(["serve", "--port", "-1"]) == 2
     err = capsys.readouterr().err
-    assert "--port=-1 is out of range" in err and "JETPREDICT_PORT" not in err
+    assert "--port=-1 is out of range: must be between 0 and 65535" in err and "JETPREDICT_PORT" not in err
     assert main(["serve", "--max-body-bytes", "0"]) == 2
-    assert "--max-body-bytes=0 is out of range" in capsys.readouterr().err
+    assert "--max-body-bytes=0 is out of range: must be at least 1" in capsys.readouterr().err
     monkeypatch.setenv("JETPREDICT_PORT", "-1")
     assert main(["serve"]) == 2
     assert "JETPREDICT_PORT=-1 is out of range" in capsys.readouterr().err
