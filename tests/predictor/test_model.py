@@ -441,7 +441,8 @@ def test_the_rows_decide_their_regime_under_a_reference_of_the_opposite_one():
     """Issue 11 point 2 on real rows: MobileNetV3 profiled at e,f,i,j with only the twin's CPU-bound LeNet-5
     sweep as reference. Measured rows take real hardware's contention constants (not the twin's), weigh by
     their measurement noise (not the twin's model misfit) and read their unvaried CPU-clock direction
-    through physics: 2.4% time MAPE on the six other real modes (17.4% before)."""
+    through physics: 4.6% time MAPE on the six other real modes (mech-14, as `bench/real_cv.py`'s e,f,i,j row
+    under the opposite regime prints; 17.4% before the rows decided their regime)."""
     twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
     lenet = build_reference(twin[twin["workload"] == "lenet5-mnist"].reset_index(drop=True), "agx-xavier")
     rows = REF[REF.workload == "mobilenetv3-gld23k"]
