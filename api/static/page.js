@@ -39,8 +39,10 @@
   const state = {
     devices: [], builtins: new Map(), rowsCache: new Map(), presetModes: new Map(),
     data: null, presets: null, rec: null, chart: null,
-    gen: 0, abort: null, recSeq: 0, recTimer: 0, recAbort: null, searchSeq: 0, searchTimer: 0,
-    loading: false, limits: null, totals: null, dropped: 0, columnTypes: new Map(),
+    gen: 0, abort: null, recSeq: 0, recTimer: 0, recAbort: null, searchSeq: 0, searchTimer: 0, searchAbort: null,
+    uploadSeq: 0, loading: false, limits: null, totals: null, dropped: 0, columnTypes: new Map(),
+    provenance: null,  // what the all-mode answer of this generation says about itself (provenanceOf)
+    lookupLimit: WORKLOAD_PAGE,  // the most stored workloads one page may hold (read from /openapi.json)
   };
 
   // ---- HTTP ----------------------------------------------------------------------------------------
@@ -208,6 +210,11 @@
       if (/^J\b/.test(p.description)) totals.energy = name;
     }
     state.totals = totals;
+    // How many stored workloads one page may list: a chosen one outside the first page is looked up by id.
+    const listing = ((spec.paths["/v1/workloads"] || {}).get || {}).parameters || [];
+    const limit = listing.find((p) => p.name === "limit");
+    const most = limit && limit.schema && limit.schema.maximum;
+    state.lookupLimit = Number.isSafeInteger(most) && most >= WORKLOAD_PAGE ? most : WORKLOAD_PAGE;
     // The JSON type of each profile-row column (a device's row variant; all variants type them alike).
     const rowRef = schemas.ProfileUpload.properties.rows.oneOf[0].items.$ref;
     const rowProps = schemas[rowRef.split("/").pop()].properties;
@@ -288,6 +295,7 @@
     state.data = null;
     state.presets = null;
     state.rec = null;
+    state.provenance = null;
     clearShown();
     setBusy(true);
     $("progress").value = 0;
@@ -307,6 +315,7 @@
     $("presets").tBodies[0].replaceChildren();
     $("preset-compare").textContent = "";
     $("provenance").replaceChildren();
+    for (const k of Object.keys($("provenance").dataset)) delete $("provenance").dataset[k];
     $("tooltip").hidden = true;
     if (state.chart) { state.chart.destroy(); state.chart = null; }
     $("pareto").replaceChildren();
@@ -345,13 +354,24 @@
       ? `stored workloads: ${listing.workloads.length} of ${listing.total.toLocaleString("en")} (search for others)`
       : "stored workloads (POST /v1/profiles)";
     group.dataset.kind = "stored";
-    for (const w of listing.workloads) {
-      // a workload may hold rows of several devices: its own rows are used where it has them
-      const on = w.devices || [w.device];
-      const cross = on.includes(device) ? "" : `, profiled on ${on.join(", ")}: cross-device`;
-      group.appendChild(new Option(`${w.id} (${w.profiled_modes} profiled modes${cross})`, `stored:${w.id}`));
-    }
+    for (const w of listing.workloads) group.appendChild(storedOption(w, device));
     return group;
+  }
+
+  // One stored workload as an option; `chosen`: listed although outside the page of workloads shown.
+  function storedOption(w, device, chosen) {
+    // a workload may hold rows of several devices: its own rows are used where it has them
+    const on = w.devices || [w.device];
+    const cross = on.includes(device) ? "" : `, profiled on ${on.join(", ")}: cross-device`;
+    return new Option(`${w.id} (${w.profiled_modes} profiled modes${cross})${chosen ? " (chosen)" : ""}`,
+      `stored:${w.id}`);
+  }
+
+  // A stored workload by its exact id, outside the page listed (null when none is stored under it).
+  async function findStored(id, signal) {
+    const query = new URLSearchParams({ limit: String(state.lookupLimit), search: id });
+    const listing = await api(`/v1/workloads?${query}`, { signal });
+    return listing.workloads.find((w) => w.id === id) || null;
   }
 
   function storedPath(search) {
@@ -368,19 +388,38 @@
       : (total > shown ? `${shown} of ${total.toLocaleString("en")} stored workloads listed; search for others` : "");
   }
 
+  // `selectId`: a stored workload known to exist (just uploaded), chosen even when outside the page listed.
   async function loadWorkloads(gen, selectId) {
     const device = $("device").value;
     const search = $("workload-search").value.trim();
     const signal = state.abort.signal;
+    const select = $("workload");
+    const previous = select.value;
     const [stored, builtin] = await Promise.all([
       api(storedPath(search), { signal }),
       api(`/v1/reference-workloads?device=${encodeURIComponent(device)}`, { signal }),
     ]);
     if (gen !== state.gen) return false;
-    const select = $("workload");
-    const previous = select.value;
+    // Keep the workload across a device switch when the new device has it; else its first built-in one.
+    // A stored workload outside the page listed (the list holds the first ones by id) is looked up and
+    // listed as chosen, so that what is predicted is what was asked for.
+    const wanted = selectId || previous || new URLSearchParams(location.search).get("workload") || "";
+    const listed = stored.workloads.map((w) => `stored:${w.id}`)
+      .concat(builtin.workloads.map((w) => `builtin:${w.source}:${w.workload}`));
+    let extra = null;
+    if (wanted && !listed.some((v) => v === wanted || v.endsWith(`:${wanted}`)) && !wanted.startsWith("builtin:")) {
+      const id = wanted.startsWith("stored:") ? wanted.slice(7) : wanted;
+      const found = await findStored(id, signal).catch((err) => {
+        if (err.name === "AbortError") throw err;
+        return null;  // the lookup failed: treated as not stored (an upload's own id is listed anyway)
+      });
+      if (gen !== state.gen) return false;
+      if (found) extra = storedOption(found, device, true);
+      else if (selectId && wanted === selectId) extra = new Option(`${id} (chosen)`, `stored:${id}`);
+    }
     const groups = [];
     const own = storedGroup(stored, device);
+    if (extra) own.insertBefore(extra, own.firstChild);
     if (own.children.length) groups.push(own);
     const ref = document.createElement("optgroup");
     ref.label = "built-in workloads (bundled reference sweeps)";
@@ -394,8 +433,6 @@
     if (ref.children.length) groups.push(ref);
     select.replaceChildren(...groups);
     showWorkloadNote(stored, search);
-    // Keep the workload across a device switch when the new device has it; else its first built-in one.
-    const wanted = selectId || previous || new URLSearchParams(location.search).get("workload");
     const values = Array.from(select.options).map((o) => o.value);
     const match = values.find((v) => v === wanted || v.endsWith(`:${wanted}`));
     if (match) select.value = match;
@@ -404,11 +441,22 @@
   }
 
   // The search box: only the stored group is replaced; the current choice stays chosen (and listed).
+  // A newer search aborts an older one; the answer (or failure) of any but the newest is dropped.
   async function searchWorkloads() {
     const seq = ++state.searchSeq;
+    if (state.searchAbort) state.searchAbort.abort();
+    const controller = new AbortController();
+    state.searchAbort = controller;
     const search = $("workload-search").value.trim();
     const gen = state.gen;
-    const stored = await api(storedPath(search));
+    let stored;
+    try {
+      stored = await api(storedPath(search), { signal: controller.signal });
+    } catch (err) {
+      if (seq !== state.searchSeq || gen !== state.gen || err.name === "AbortError") { drop(); return; }
+      $("workload-note").textContent = `search failed: ${err.message}`;
+      return;
+    }
     if (seq !== state.searchSeq || gen !== state.gen) { drop(); return; }
     const select = $("workload");
     const current = select.value;
@@ -475,12 +523,14 @@
     state.presets = presets.predictions || [];
     state.workloadRef = ref;
     state.workloadInfo = info;
+    state.provenance = provenanceOf(all);
     indexModes(data);
     setupCap();
     fillHeatmapSelectors();
     const t2 = performance.now();
     drawPareto(true);
     drawHeatmap();
+    showProvenance(null, null);  // the all-mode answer's own, until (or unless) a recommendation says more
     document.body.dataset.renderMs = (performance.now() - t2).toFixed(1);
     // uPlot draws in a microtask and the browser rasterises at the next frame: time until that frame is done.
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
@@ -592,8 +642,11 @@
       epochsValue();
       $("epochs-error").textContent = "";
     } catch (err) {
+      // The recommendation in flight (the load's own, maybe) is cancelled and none is asked: the device's
+      // data stay on screen and the controls are free again, as recommend() leaves them for a bad number.
       $("epochs-error").textContent = err.message;
       markStale();
+      setBusy(false);
       setState("error", err.message);
       return;
     }
@@ -753,23 +806,57 @@
     $("preset-compare").textContent = text;
   }
 
+  // What an answer says about where its numbers come from (top-level fields; an all-mode answer in the
+  // columns layout also states cross_device, power_source and confidence once, for every mode).
+  const PROVENANCE = ["device", "model_version", "reference_source", "workload_source", "profiled_modes",
+    "workload_id", "workload_devices", "rows_device", "cross_device", "power_source", "confidence"];
+
+  function provenanceOf(answer) {
+    const out = {};
+    for (const k of PROVENANCE) if (answer && answer[k] !== undefined && answer[k] !== null) out[k] = answer[k];
+    return out;
+  }
+
+  // true, false, or null when no answer says: the chosen mode's own flag, else whose rows the recommendation
+  // rests on, else the all-mode answer's flag (or its rows_device).
+  function crossDevice(rec, best, all) {
+    if (best && typeof best.cross_device === "boolean") return best.cross_device;
+    if (rec && rec.rows_device && rec.device) return rec.rows_device !== rec.device;
+    if (typeof all.cross_device === "boolean") return all.cross_device;
+    if (all.rows_device && all.device) return all.rows_device !== all.device;
+    return null;
+  }
+
+  // Shown as soon as the all-mode answer is drawn (rec null), and again with each recommendation, whose
+  // fields win where it has them: with no mode under the cap (best null) the all-mode answer still says
+  // whether the predictions are cross-device and where the power comes from.
   function showProvenance(rec, best) {
     const info = state.workloadInfo || {};
-    const row = best || {};
+    const all = state.provenance || {};
+    const p = Object.assign({}, all, provenanceOf(rec));
+    const device = p.device || (state.data && state.data.device) || $("device").value;
+    const cross = crossDevice(rec, best, all);
+    const rowsOn = p.rows_device && p.rows_device !== device ? `${deviceName(p.rows_device)} (${p.rows_device})`
+      : "another device";
+    const power = (best && best.power_source) || all.power_source || null;
+    const confidence = rec ? rec.confidence : (all.confidence ?? (state.data && state.data.key.confidence));
     const items = [
-      ["predictions", `${rec.model_version} (POST /v1/recommendations, POST /v1/predictions)`],
-      ["device", `${deviceName(rec.device)} (${rec.device})`],
-      ["prior", SOURCE_TEXT[rec.reference_source] || rec.reference_source],
+      ["predictions", `${p.model_version || "–"} (${rec ? "POST /v1/recommendations, " : ""}POST /v1/predictions)`],
+      ["device", `${deviceName(device)} (${device})`],
+      ["prior", SOURCE_TEXT[p.reference_source] || p.reference_source || "–"],
       ["workload rows", info.kind === "builtin"
         ? `built-in: ${SOURCE_TEXT[info.source] || info.source}${info.citation && info.source === "published" ? ` — ${info.citation}` : ""}`
-        : `stored workload ${info.id}` + (rec.workload_source ? ` (${SOURCE_TEXT[rec.workload_source] || rec.workload_source})` : "")],
-      ["profiled modes", String(rec.profiled_modes)],
-      ["cross-device", row.cross_device ? `yes: fitted on another device, predicted for ${rec.device}` : "no"],
-      ["power", row.power_source === "reference" ? "device reference power model (no power in the rows; wider interval)"
-        : row.power_source === "workload" ? "fitted on the workload's measured power" : (row.power_source || "–")],
-      ["intervals", `${percent(rec.confidence)} (posterior, model form, run-to-run noise, extrapolation)`],
+        : `stored workload ${info.id}` + (p.workload_source ? ` (${SOURCE_TEXT[p.workload_source] || p.workload_source})` : "")],
+      ["profiled modes", p.profiled_modes === undefined ? "–" : String(p.profiled_modes)],
+      // never "no" unless an answer says so
+      ["cross-device", cross === true ? `yes: fitted on rows of ${rowsOn}, predicted for ${device} (wider intervals)`
+        : cross === false ? `no: fitted on ${device}'s own rows` : "– (the answer does not say)"],
+      ["power", power === "reference" ? "device reference power model (no power in the rows; wider interval)"
+        : power === "workload" ? "fitted on the workload's measured power" : (power || "–")],
+      ["intervals", confidence === undefined || confidence === null ? "–"
+        : `${percent(confidence)} (posterior, model form, run-to-run noise, extrapolation)`],
     ];
-    if (rec.workload_source && info.kind === "builtin") items.splice(4, 0, ["workload source", rec.workload_source]);
+    if (p.workload_source && info.kind === "builtin") items.splice(4, 0, ["workload source", p.workload_source]);
     const dl = $("provenance");
     dl.replaceChildren();
     for (const [k, v] of items) {
@@ -780,8 +867,11 @@
       dd.dataset.key = k;
       dl.append(dt, dd);
     }
-    dl.dataset.referenceSource = rec.reference_source || "";
-    dl.dataset.profiledModes = String(rec.profiled_modes);
+    dl.dataset.referenceSource = p.reference_source || "";
+    dl.dataset.profiledModes = p.profiled_modes === undefined ? "" : String(p.profiled_modes);
+    dl.dataset.crossDevice = cross === null ? "" : String(cross);
+    dl.dataset.powerSource = power || "";
+    dl.dataset.answer = rec ? "recommendation" : "predictions";  // the newest answer it draws on
   }
 
   // ---- Pareto chart (uPlot axes + canvas point cloud) --------------------------------------------------
@@ -1060,17 +1150,25 @@
   }
 
   // ---- upload -------------------------------------------------------------------------------------
+  // One upload at a time: the button is disabled until its answer is in. Each has a sequence number, and
+  // the answer (or failure) of any but the newest is dropped, so an older one cannot overwrite what a
+  // newer one said or chose.
   async function upload() {
+    const seq = ++state.uploadSeq;
     const out = $("upload-status");
+    const button = $("upload-button");
     out.className = "";
+    button.disabled = true;
     const file = $("csv-file").files[0];
     const key = $("api-key").value.trim();
     try {
       if (!file) throw new Error("choose a profile CSV file first");
       if (!key) throw new Error("an API key is needed (one of the service's JETPREDICT_API_KEYS)");
       const rows = parseProfileCsv(await file.text());
+      if (seq !== state.uploadSeq) { drop(); return; }
       out.textContent = `uploading ${rows.length} rows…`;
       const result = await postJson("/v1/profiles", { rows }, "application/json", { "X-API-Key": key });
+      if (seq !== state.uploadSeq) { drop(); return; }
       out.textContent = `stored ${result.rows_stored} rows of ${result.workload_id}; fitted from ` +
         `${result.profiled_modes} profiled modes (${result.reference_source} prior)`;
       $("workload-search").value = "";
@@ -1078,8 +1176,11 @@
       loadWorkloads(gen, `stored:${result.workload_id}`)
         .then((ok) => (ok ? loadAll(gen) : drop())).catch(failFor(gen));
     } catch (err) {
+      if (seq !== state.uploadSeq) { drop(); return; }
       out.className = "error";
       out.textContent = `upload failed: ${err.message}`;
+    } finally {
+      if (seq === state.uploadSeq) button.disabled = false;
     }
   }
 
@@ -1109,9 +1210,13 @@
     $("confidence").addEventListener("change", () => reload(false));
     $("workload-search").addEventListener("input", () => {
       clearTimeout(state.searchTimer);
-      state.searchTimer = setTimeout(() => searchWorkloads().catch((err) => {
-        $("workload-note").textContent = `search failed: ${err.message}`;
-      }), 200);
+      state.searchTimer = setTimeout(() => {
+        const seq = state.searchSeq + 1;  // the one this call takes: a failure after a newer search is dropped
+        searchWorkloads().catch((err) => {
+          if (seq !== state.searchSeq) { drop(); return; }
+          $("workload-note").textContent = `search failed: ${err.message}`;
+        });
+      }, 200);
     });
     $("objective").addEventListener("change", scheduleRecommend);
     $("cap-kind").addEventListener("change", () => { if (state.data) setupCap(); scheduleRecommend(); });

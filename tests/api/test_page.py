@@ -216,3 +216,39 @@ def test_page_has_the_controls_and_restates_no_api_limit(client):
     assert spec["epochs"]["maximum"] == MAX_EPOCHS
     search = client.get("/openapi.json").get_json()["paths"]["/v1/workloads"]["get"]["parameters"]
     assert any(p["name"] == "search" for p in search)
+
+
+def test_all_mode_answer_states_the_provenance_the_page_shows_without_a_best_mode(client, stored):
+    """The page's provenance list: with no mode under the cap (``best`` null) it still says whether the
+    predictions are cross-device and where the power comes from, from the all-mode answer (columns layout:
+    ``cross_device`` and ``power_source`` once) and the recommendation's ``rows_device`` vs ``device``."""
+    workload = {"id": stored["workload_id"]}
+    for device, cross in (("agx-xavier", False), ("xavier-nx", True)):
+        all_modes = client.post("/v1/predictions", json={"device": device, "workload": workload, "modes": "all",
+                                                         "layout": "columns"})
+        assert all_modes.status_code == 200, all_modes.get_json()
+        answer = all_modes.get_json()
+        assert answer["cross_device"] is cross and answer["power_source"] in ("workload", "reference")
+        assert answer["model_version"] and answer["reference_source"] and answer["profiled_modes"] == 4
+        assert (answer["rows_device"] != answer["device"]) is cross and answer["device"] == device
+        assert "cross_device" not in answer["columns"]  # stated once, not per mode
+        tiny = min(answer["columns"]["avg_power_w"]) / 2
+        rec = client.post("/v1/recommendations", json={"device": device, "workload": workload,
+                                                       "objective": "min-energy", "constraints": {"max_power_w": tiny}})
+        assert rec.status_code == 200, rec.get_json()
+        body = rec.get_json()
+        assert body["best"] is None and body["feasible"] is False
+        assert (body["rows_device"] != body["device"]) is cross
+
+
+def test_page_script_guards_uploads_searches_and_provenance():
+    """page.js: one upload at a time (button disabled, sequence number), searches aborted and sequenced, a
+    bad epochs number frees the controls, the all-mode answer's provenance kept (see the browser test)."""
+    script = (STATIC_DIR / "page.js").read_text()
+    body = script[script.index("async function upload()"):script.index("// ---- wiring")]
+    assert "uploadSeq" in body and 'button.disabled = true' in body and "button.disabled = false" in body
+    search = script[script.index("async function searchWorkloads()"):]
+    assert "searchAbort" in search[:600] and "signal: controller.signal" in search[:900]
+    schedule = script[script.index("function scheduleRecommend()"):script.index("async function recommend(")]
+    assert "setBusy(false)" in schedule
+    assert "state.provenance = provenanceOf(all)" in script and "findStored(" in script

@@ -134,9 +134,12 @@ def test_profile_csv_uploads_from_the_page_with_a_key(server, browser, tmp_path)
                                "document.getElementById('upload-status').textContent", 60)
     assert "X-API-Key" in refused
     _choose(browser, "api-key", server.api_keys.split(",")[0], event="input")
-    browser.evaluate("document.getElementById('upload-button').click()")
+    # one upload at a time: the button is disabled from the click until the answer is in
+    assert browser.evaluate("(() => { const b = document.getElementById('upload-button'); b.click(); "
+                            "return b.disabled; })()") is True
     browser.wait_for("document.getElementById('upload-status').textContent.startsWith('stored 4 rows of page-upload')",
                      60)
+    assert browser.evaluate("document.getElementById('upload-button').disabled") is False
     browser.wait_for(f"{READY} && document.getElementById('workload').value === 'stored:page-upload'", 120)
     assert browser.evaluate("document.getElementById('best').dataset.mode")
     stored = requests.get(f"{server.url}/v1/workloads/page-upload", timeout=30).json()
@@ -347,4 +350,98 @@ def test_presets_extrapolation_coverage_and_epochs(server, browser):
     assert browser.evaluate("document.getElementById('choice').classList.contains('stale')")
     _choose(browser, "epochs", "", event="input")
     browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === null", 60)
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+#: Evaluated before page.js on each page load of the test below: the page's first page of stored workloads
+#: holds one (as when more than a page are stored), and POST /v1/recommendations can be held back
+#: (``window.__holdRecs``; ``window.__release()`` sends what was held).
+FETCH_HOOK = r"""(() => {
+  const real = window.fetch.bind(window);
+  window.__held = [];
+  window.__holdRecs = false;
+  window.fetch = (url, options) => {
+    const path = String(url);
+    if (path === "/v1/workloads?limit=100") return real("/v1/workloads?limit=1", options);
+    if (!window.__holdRecs || path !== "/v1/recommendations") return real(url, options);
+    return new Promise((resolve, reject) => {
+      const signal = options && options.signal;
+      if (signal) signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError")),
+                                         { once: true });
+      window.__held.push(() => real(url, options).then(resolve, reject));
+    });
+  };
+  window.__release = () => { window.__holdRecs = false; for (const go of window.__held.splice(0)) go(); };
+})();"""
+
+
+def _provenance(browser: Browser) -> dict:
+    return browser.evaluate("(() => { const dl = document.getElementById('provenance'); "
+                            "const items = Object.fromEntries(Array.from(dl.querySelectorAll('dd'))"
+                            ".map((d) => [d.dataset.key, d.textContent])); return Object.assign({}, dl.dataset, "
+                            "{ items }); })()")
+
+
+def test_cross_device_workload_past_the_first_page_states_its_provenance_with_no_mode_under_the_cap(server, browser):
+    """A stored workload outside the page of workloads listed, named in the URL, is the one predicted; its
+    provenance (cross-device, power) is shown as soon as all modes are drawn and stays when no mode meets
+    the cap; a bad epochs number while the recommendation is out frees the controls."""
+    errors = len(browser.errors())
+    api_key = server.api_keys.split(",")[0]
+    rows = requests.get(f"{server.url}/v1/reference-workloads/agx-xavier/mobilenetv3-gld23k", timeout=30).json()["rows"]
+    for workload in ("aa-page-first", "zz-page-cross"):
+        r = requests.post(f"{server.url}/v1/profiles", headers={"X-API-Key": api_key}, timeout=120,
+                          json={"rows": [{**row, "workload": workload} for row in rows[:4]]})
+        assert r.status_code == 201, r.text
+    first = requests.get(f"{server.url}/v1/workloads", params={"limit": 1}, timeout=30).json()
+    assert first["total"] >= 2 and first["workloads"][0]["id"] != "zz-page-cross"
+
+    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=FETCH_HOOK)["identifier"]
+    try:
+        browser.navigate(server.url + "/?device=xavier-nx&workload=stored:zz-page-cross")
+        key = _ready_for(browser, "xavier-nx", 120)
+        assert key["workload"] == "stored:zz-page-cross"
+        stored = browser.evaluate("Array.from(document.querySelectorAll('optgroup[data-kind=stored] option'))"
+                                  ".map((o) => [o.value, o.textContent])")
+        assert len(stored) == 2 and stored[0][0] == "stored:zz-page-cross" and stored[0][1].endswith("(chosen)")
+        assert "cross-device" in stored[0][1]  # its rows are of AGX Xavier
+
+        # a cap no mode meets: no best mode, and the provenance still says cross-device and where power comes from
+        _choose(browser, "cap-kind", "max_power_w")
+        _move_cap(browser, 0)
+        cap = browser.evaluate("+document.getElementById('cap').value")
+        browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_power_w === {cap}", 60)
+        assert browser.evaluate("document.getElementById('best').dataset.mode") == ""
+        assert "no mode meets the cap" in browser.evaluate("document.getElementById('status').textContent")
+        shown = _provenance(browser)
+        assert shown["answer"] == "recommendation" and shown["crossDevice"] == "true", shown
+        assert shown["items"]["cross-device"].startswith("yes: fitted on rows of") and "agx-xavier" in \
+            shown["items"]["cross-device"], shown
+        assert shown["powerSource"] in ("workload", "reference") and shown["items"]["power"] != "–", shown
+
+        # the all-mode answer's provenance is on screen while the recommendation is still out
+        browser.evaluate("window.__holdRecs = true")
+        options = browser.evaluate("Array.from(document.getElementById('confidence').options).map((o) => o.value)")
+        _choose(browser, "confidence", options[0])
+        browser.wait_for("jetpredictPage.state.data && window.__held.length > 0 && "
+                         "document.getElementById('provenance').dataset.answer === 'predictions'", 120)
+        shown = _provenance(browser)
+        assert shown["crossDevice"] == "true" and shown["items"]["cross-device"].startswith("yes"), shown
+        assert shown["powerSource"] in ("workload", "reference"), shown
+        assert not shown["items"]["predictions"].startswith("–"), shown  # the model version
+        assert browser.evaluate("document.getElementById('workload').disabled") is True  # still loading
+        # a bad epochs number cancels that recommendation: the controls are free again, the progress gone
+        _choose(browser, "epochs", "0", event="input")
+        after = browser.evaluate("(() => { const d = (id) => document.getElementById(id).disabled; return "
+                                 "[document.body.dataset.state, d('workload'), d('confidence'), d('cap'), "
+                                 "d('workload-search'), document.getElementById('progress').hidden, "
+                                 "document.querySelector('main').getAttribute('aria-busy')]; })()")
+        assert after == ["error", False, False, False, False, True, "false"], after
+        browser.evaluate("window.__release()")
+        _choose(browser, "epochs", "", event="input")
+        key = _ready_for(browser, "xavier-nx")
+        assert key["workload"] == "stored:zz-page-cross" and key["confidence"] == float(options[0])
+        assert _provenance(browser)["answer"] == "recommendation"
+    finally:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
