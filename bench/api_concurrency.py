@@ -1,10 +1,12 @@
-"""Concurrency check of the HTTP service: 8 clients upload and predict for 30 s against a live server.
+"""Concurrency check of the HTTP service: 2, 4 and 8 clients upload and predict against a live server.
 
 Half the clients upload one profile row per request (their own workload and one shared by all, so refits
 race); the others predict 10 modes of a stored workload. Afterwards every row answered 201 must be stored
-exactly once, every stored upload complete, and no request may have failed. Only ``--write`` writes ``bench/results/api_concurrency.json`` and ``.md``.
+exactly once, every stored upload complete, and no request may have failed. Each client count runs on a
+fresh server, so the figures show how latency and throughput grow with the clients (``~ clients^b``).
+Only ``--write`` writes ``bench/results/api_concurrency.json`` and ``.md``.
 
-    python bench/api_concurrency.py [--clients 8] [--seconds 30]
+    python bench/api_concurrency.py [--clients 2,4,8] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -15,20 +17,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
 KEY = "load-key"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
-    args = parser.parse_args(argv)
-
+def run_once(clients: int, seconds: float) -> dict:
+    """One mixed load of ``clients`` for ``seconds`` on a fresh server, and what the database holds after."""
     import requests
     import sqlalchemy as sa
     from api_fixtures import published_rows
@@ -47,8 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             r = requests.post(server.url + "/v1/profiles", json={"rows": published_rows(as_id="target")},
                               headers={"X-API-Key": KEY}, timeout=60)
             r.raise_for_status()
-            load = mixed_load(server.url, KEY, row, clients=args.clients, duration_s=args.seconds,
-                              predict_id="target")
+            load = mixed_load(server.url, KEY, row, clients=clients, duration_s=seconds, predict_id="target")
         storage = Storage(load_settings({"DATA_DIR": data_dir}).database_url)
         with storage.engine.connect() as conn:
             stored = dict(conn.execute(sa.select(workloads.c.id, workloads.c.rows_stored)).all())
@@ -62,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     inconsistent = [w for w in stored if not (stored[w] == counted.get(w, 0) == per_upload.get(w, 0))]
     lat = sorted(load["latencies_s"])
     result = {
-        "clients": args.clients, "seconds": args.seconds, "requests": load["requests"],
+        "clients": clients, "seconds": seconds, "requests": load["requests"],
+        "requests_per_s": load["requests"] / seconds,
         "errors": len(load["errors"]), "first_errors": load["errors"][:5],
         "rows_answered": sum(load["answered_rows"].values()), "rows_lost_or_extra": lost,
         "inconsistent_workloads": inconsistent,
@@ -70,17 +67,41 @@ def main(argv: list[str] | None = None) -> int:
         "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None,
         "mean_ms": 1000 * statistics.fmean(lat) if lat else None,
     }
-    ok = not result["errors"] and not lost and not inconsistent
-    text = "\n".join([
-        "# API concurrency check (`bench/api_concurrency.py`)", "",
-        f"{args.clients} clients for {args.seconds:g} s (half upload one row per request, half predict 10 "
-        f"modes) against gunicorn with 2 workers: **{result['requests']} requests, {result['errors']} errors**, "
-        f"{result['rows_answered']} rows answered 201, lost or duplicated: {len(lost)} workload(s), "
-        f"inconsistent workloads: {len(inconsistent)}; latency p50 {result['p50_ms']:.1f} ms, "
-        f"p99 {result['p99_ms']:.1f} ms. {'PASS' if ok else 'FAIL'}", ""])
+    result["passed"] = not result["errors"] and not lost and not inconsistent
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="2,4,8", help="client counts, comma-separated (each >= 2)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per client count")
+    parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
+    args = parser.parse_args(argv)
+    counts = sorted({int(c) for c in args.clients.split(",")})
+    if counts[0] < 2:
+        parser.error("--clients: each count must be >= 2 (half upload, half predict)")
+
+    runs = [run_once(n, args.seconds) for n in counts]
+    growth = {k: growth_exponent((r["clients"], r[k]) for r in runs) for k in ("p50_ms", "requests_per_s")}
+    ok = all(r["passed"] for r in runs)
+    lines = ["# API concurrency check (`bench/api_concurrency.py`)", "",
+             f"Per client count, {args.seconds:g} s on a fresh server (half the clients upload one row per "
+             "request, half predict 10 modes) against gunicorn with 2 workers; 2 CPUs shared by server and "
+             "clients. Lost or duplicated: workloads whose rows answered 201 differ from the rows stored; "
+             "inconsistent: stored counts that disagree with the rows and uploads tables.", "",
+             "| clients | requests | errors | rows answered 201 | lost or duplicated | inconsistent | p50 ms | "
+             "p99 ms | requests/s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rows_answered']} | "
+                     f"{len(r['rows_lost_or_extra'])} | {len(r['inconsistent_workloads'])} | {r['p50_ms']:.1f} | "
+                     f"{r['p99_ms']:.1f} | {r['requests_per_s']:.0f} |")
+    lines += ["", f"Growth with the clients: p50 latency ~ clients^{growth['p50_ms']:.2f}, throughput ~ "
+              f"clients^{growth['requests_per_s']:.2f}. **{'PASS' if ok else 'FAIL'}** (no errors, nothing "
+              "lost, duplicated or inconsistent at any count).", ""]
+    text = "\n".join(lines)
     print(text)
     if args.write:
-        write_results("api_concurrency", text, result)
+        write_results("api_concurrency", text, {"runs": runs, "growth_exponents": growth, "passed": ok})
     return 0 if ok else 1
 
 
