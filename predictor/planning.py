@@ -62,6 +62,8 @@ import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
+from jetpredict.models.profiling_protocol import IDLE_S as IDLE_WINDOW_S
+from jetpredict.models.profiling_protocol import MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
 from jetpredict.predictor import features as F
 from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict_modes
 from jetpredict.predictor.model import WorkloadModel
@@ -69,11 +71,6 @@ from jetpredict.predictor.reference import read_reference_rows
 
 #: Prior precision added to X'X (in units of one scaled observation); small: the data dominate.
 RIDGE = 1e-3
-#: Profiling protocol assumed by the time estimate; the defaults match ``jetpredict profile``.
-SETTLE_S = 5.0          # after nvpmodel switches, clocks and the fan settle before anything is timed
-IDLE_WINDOW_S = 5.0     # base power is measured idle for a few seconds after the switch (models/profile_rows.py: base_power_w)
-WARMUP_MINIBATCHES = 10  # ``profile --warmup`` default: cuDNN autotuning and the page cache warm up
-MEASURED_MINIBATCHES = 40  # ``profile --minibatches`` default
 #: Default candidate region (see the module docstring): share of each clock's maximum, cores online.
 MIN_CLOCK_SHARE = 0.5
 MIN_CORES = 2

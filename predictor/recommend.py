@@ -159,20 +159,28 @@ class Choice:
     preferred_preset: bool = False
 
 
+def _lowest(bounds: pd.Series) -> int | None:
+    """Position of the lowest known bound (an unknown, NaN, bound is never the lowest); None if none is known."""
+    values = bounds.to_numpy(dtype=float)
+    return None if np.isnan(values).all() else int(np.nanargmin(values))
+
+
 def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_s: float | None,
                     confidence: float) -> str:
     level = f"{confidence:.0%}"
     parts = []
     power_ok = time_ok = True
     if max_power_w is not None:
-        i = int(df["avg_power_w_high"].to_numpy(dtype=float).argmin())
-        power_ok = df["avg_power_w_high"].iloc[i] <= max_power_w
-        parts.append(f"the lowest upper bound of power at {level} is {df['avg_power_w_high'].iloc[i]:.3g} W "
+        i = _lowest(df["avg_power_w_high"])
+        power_ok = i is not None and df["avg_power_w_high"].iloc[i] <= max_power_w
+        parts.append(f"no mode has a known upper bound of power at {level}" if i is None else
+                     f"the lowest upper bound of power at {level} is {df['avg_power_w_high'].iloc[i]:.3g} W "
                      f"(mode {df['mode'].iloc[i]})")
     if max_epoch_time_s is not None:
-        i = int(df["epoch_time_s_high"].to_numpy(dtype=float).argmin())
-        time_ok = df["epoch_time_s_high"].iloc[i] <= max_epoch_time_s
-        parts.append(f"the shortest upper bound of the epoch at {level} is "
+        i = _lowest(df["epoch_time_s_high"])
+        time_ok = i is not None and df["epoch_time_s_high"].iloc[i] <= max_epoch_time_s
+        parts.append(f"no mode has a known upper bound of the epoch at {level}" if i is None else
+                     f"the shortest upper bound of the epoch at {level} is "
                      f"{df['epoch_time_s_high'].iloc[i]:.4g} s (mode {df['mode'].iloc[i]})")
     limits = ", ".join(f"{k}={v:g}" for k, v in (("max_power_w", max_power_w),
                                                   ("max_epoch_time_s", max_epoch_time_s)) if v is not None)

@@ -40,6 +40,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_files import rows_to_records, write_profile_csv
 from jetpredict.models.profile_rows import HOST_DEVICE, validate_records
+from jetpredict.models.profiling_protocol import SETTLE_S
 from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
@@ -49,7 +50,7 @@ from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunS
 DEVICE_ENV = "JETPREDICT_DEVICE"
 JSON_FORMAT = "jetpredict-profile/1"
 #: Default settle time after a mode switch on a Jetson (clocks and temperatures), s.
-DEFAULT_SETTLE_S = 5.0
+DEFAULT_SETTLE_S = SETTLE_S
 
 
 class ModeChooser(Protocol):

@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from jetpredict.models.errors import InputError
+from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, WARMUP_MINIBATCHES
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.metering import meter_label, metered, window_null_reason
@@ -48,10 +49,10 @@ if TYPE_CHECKING:
     from jetpredict.models.catalogue import PowerMode
     from jetpredict.profiler.power import PowerMeter, PowerTrace
 
-DEFAULT_WARMUP = 10
-DEFAULT_MINIBATCHES = 40
+DEFAULT_WARMUP = WARMUP_MINIBATCHES
+DEFAULT_MINIBATCHES = MEASURED_MINIBATCHES
 #: Idle power is averaged over this long after each mode switch when a meter is present.
-DEFAULT_IDLE_S = 3.0
+DEFAULT_IDLE_S = IDLE_S
 
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")

@@ -223,9 +223,12 @@ def _trace_batch(spec: Any, n: int) -> tuple[Any, Any, Any]:
 def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadComplexity:
     """Trace one training step at two batch sizes and time the data pipeline, on the host CPU."""
     import torch
-    from jetpredict.profiler.workloads import build_workload, resolve_workload
+    from jetpredict.profiler.workloads import DEFAULT_BATCH_SIZE, build_workload, resolve_workload
 
     spec = resolve_workload(name)
+    # Samples per epoch: the dataset's, else the factory's minibatches at the twin's batch size; a factory
+    # that gives neither is an InputError here, before any tracing, never an empty (0 s, 0 J) epoch.
+    samples_per_epoch = spec.dataset_size or spec.minibatches_per_epoch(DEFAULT_BATCH_SIZE) * DEFAULT_BATCH_SIZE
     traces = []
     for n in TRACE_BATCHES:
         torch.manual_seed(seed)
@@ -260,7 +263,7 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
                 break
         cpu_s = (time.process_time() - t0) / max(drawn, 1)
     return WorkloadComplexity(
-        workload=name, dataset=spec.dataset, batch_size=16, dataset_size=int(spec.dataset_size or 0),
+        workload=name, dataset=spec.dataset, batch_size=DEFAULT_BATCH_SIZE, dataset_size=int(samples_per_epoch),
         flops_fixed=np.maximum(fa - n1 * f_ps, 0.0), flops_per_sample=f_ps,
         bytes_fixed=np.maximum(ba - n1 * b_ps, 0.0), bytes_per_sample=b_ps,
         kinds=np.array([r[3] for r in a], dtype=int), data_cpu_s_per_sample=cpu_s,

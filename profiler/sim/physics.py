@@ -37,8 +37,9 @@ CALIBRATION_PATH = Path(__file__).with_name("data") / "twin_calibration.toml"
 
 #: DVFS curve shape (fractions of the domain's top clock / top voltage). Tegra DVFS tables hold the
 #: rail at a floor voltage over the low steps and raise it roughly linearly above a knee. The
-#: calibration sets both (shared ``dvfs_v_floor``, fitted to low-clock power, and ``dvfs_knee``); these
-#: are their defaults when absent (older calibration files).
+#: calibration writes both (``dvfs_v_floor`` fitted to low-clock power from this start, ``dvfs_knee``
+#: the predictor's ``KNEE_REL``: see ``tools/calibrate_twin.py``); these values are what calibration files
+#: made before those keys existed were fitted under, so such files keep their behaviour.
 DVFS_V_FLOOR = 0.60
 DVFS_KNEE = 0.35
 

@@ -97,6 +97,17 @@ def test_infeasible_limits_give_reason_not_a_mode():
     assert "no mode meets both" in out.reason
 
 
+def test_an_unknown_bound_is_never_named_the_lowest():
+    df = _table()
+    first = df["mode"].iloc[0]
+    df.loc[df.index[0], "avg_power_w_high"] = float("nan")
+    out = _choose(df, "min-time", max_power_w=5)
+    assert not out.feasible and "9.9 W" in out.reason and "nan" not in out.reason and f"(mode {first})" not in out.reason
+    df["avg_power_w_high"] = float("nan")
+    out = _choose(df, "min-time", max_power_w=5)
+    assert not out.feasible and "no mode has a known upper bound of power at 90%" in out.reason
+
+
 @pytest.mark.parametrize(("check", "value", "field"), [
     (rec.check_objective, "fastest", "objective"),
     (lambda v: rec.check_limit(v, "max_power_w"), -3, "max_power_w"),

@@ -47,3 +47,31 @@ def test_a_seeded_twin_profile_is_byte_identical_across_processes(tmp_path):
     doc = json.loads(outputs[0][1])
     assert doc["started_utc"] is None and doc["clock"].startswith("simulated")
     assert len(read_profile_csv(tmp_path / "first" / "X.csv")) == len(load_device("agx-xavier").presets)
+
+
+FACTORY_WITH_BATCHES_ONLY = '''
+import torch
+from torch import nn
+
+
+def make():
+    def batches():
+        for _ in range(100):
+            yield torch.randn(16, 8), torch.randint(0, 3, (16,))
+
+    return {"model": nn.Linear(8, 3), "batches": batches, "loss": nn.functional.cross_entropy,
+            "minibatches_per_epoch": 100}
+'''
+
+
+def test_a_factory_of_ready_batches_gets_an_epoch_on_the_twin(tmp_path, capsys, monkeypatch):
+    # Its own minibatch count and no dataset size: the twin once simulated 0 minibatches (0 s, 0 J).
+    (tmp_path / "batches_only.py").write_text(FACTORY_WITH_BATCHES_ONLY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "b.csv"
+    rc = main(["profile", "--device", "sim:nano", "--workload", "batches_only:make", "--modes", "MAXN",
+               "--minibatches", "3", "--warmup", "1", "--out", str(out), "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    row = read_profile_csv(out).iloc[0]
+    assert row["minibatches_per_epoch"] == 100 and row["source"] == "simulated"
+    assert row["epoch_time_s"] > 0 and row["epoch_energy_j"] > 0

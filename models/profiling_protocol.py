@@ -1,0 +1,13 @@
+"""The profiling protocol's defaults, defined once: the profiler runs it (``jetpredict profile``) and the
+planner estimates its duration per mode (``predictor.planning.profile_time_s``)."""
+
+from __future__ import annotations
+
+#: After a power-mode switch, clocks and the fan settle this long before anything is timed (s).
+SETTLE_S = 5.0
+#: Base power is averaged idle over this window after each switch when a meter is present (s).
+IDLE_S = 3.0
+#: Warm-up minibatches (cuDNN autotuning, the page cache), not timed.
+WARMUP_MINIBATCHES = 10
+#: Timed minibatches per mode.
+MEASURED_MINIBATCHES = 40
