@@ -46,7 +46,7 @@ there extrapolate (:attr:`Plan.extrapolated`).
 
 Profiling-time estimate per mode (:func:`profile_time_s`): settle after the switch + idle window for
 base power + (warm-up + measured minibatches) x predicted minibatch time. Assumptions: the defaults of
-``jetpredict profile`` (10 warm-up, 40 measured minibatches), 5 s settle and 5 s idle window, and no
+``jetpredict profile`` (10 warm-up, 40 measured minibatches), 5 s settle and 3 s idle window, and no
 time for loading the dataset or building the model (paid once, not per mode). The minibatch time is the
 workload model's prediction when a model is given, else the slowest bundled reference workload's
 (:func:`reference_minibatch_s`), so the estimate errs long for unknown workloads.
