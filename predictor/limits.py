@@ -8,6 +8,9 @@ from __future__ import annotations
 
 #: Objective name -> the predicted column it minimises.
 OBJECTIVES: dict[str, str] = {"min-time": "epoch_time_s", "min-energy": "epoch_energy_j"}
+#: What every prediction answer says it rests on: the reference and workload rows' provenance
+#: (``published`` / ``measured`` / ``simulated``), the distinct modes profiled and the model's form.
+PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "profiled_modes", "model_version")
 #: The objective when none is given (``plan --after``, ``profile --adaptive``).
 DEFAULT_OBJECTIVE = "min-time"
 #: Modes in one user-supplied table or request. The largest catalogue space (AGX Xavier) has 29,232

@@ -62,8 +62,7 @@ import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
-from jetpredict.models.profiling_protocol import IDLE_S as IDLE_WINDOW_S
-from jetpredict.models.profiling_protocol import MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
+from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
 from jetpredict.predictor import features as F
 from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict_modes
 from jetpredict.predictor.model import WorkloadModel
@@ -266,7 +265,7 @@ def identifying_exchange(x: np.ndarray, knobs: np.ndarray, chosen: list[int], ri
     return chosen
 
 
-def profile_time_s(minibatch_time_s, settle_s: float = SETTLE_S, idle_window_s: float = IDLE_WINDOW_S,
+def profile_time_s(minibatch_time_s, settle_s: float = SETTLE_S, idle_window_s: float = IDLE_S,
                    warmup: int = WARMUP_MINIBATCHES, minibatches: int = MEASURED_MINIBATCHES) -> np.ndarray:
     """Estimated wall time in s to profile one mode: settle + idle-power window + timed minibatches.
 

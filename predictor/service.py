@@ -38,7 +38,7 @@ from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled, fleet, planning, space
 from jetpredict.predictor import recommend as rec
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES, MAX_PLAN_BUDGET
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES, MAX_PLAN_BUDGET, PROVENANCE_FIELDS
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.terms import least_trusted
 from jetpredict.predictor.workload_devices import DeviceModels
@@ -85,8 +85,6 @@ ROW_COLUMNS: tuple[str, ...] = (*MODE_COLUMNS, *PREDICTION_COLUMNS, *TO_ACCURACY
                                 "cross_device", "power_source", "confidence")
 #: Per-mode columns that hold one value for the whole answer (stated once in compact answers).
 CONSTANT_COLUMNS: tuple[str, ...] = ("cross_device", "power_source", "confidence")
-#: What an answer rests on, stated once at its top (see :func:`provenance`).
-PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "profiled_modes", "model_version")
 
 
 def table_columns(epochs: int | None = None) -> tuple[str, ...]:

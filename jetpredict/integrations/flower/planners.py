@@ -19,12 +19,11 @@ from typing import Any, Protocol
 from jetpredict.client import Client, ServiceError
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
+from jetpredict.predictor.limits import PROVENANCE_FIELDS
 
-#: What a plan rests on (``service.PROVENANCE_FIELDS`` and the workload id): ``workload_id``,
-#: ``reference_source`` and ``workload_source`` (``published`` / ``measured`` / ``simulated``),
-#: ``profiled_modes`` (distinct modes the workload's rows cover) and ``model_version``.
-PROVENANCE_KEYS: tuple[str, ...] = ("workload_id", "reference_source", "workload_source", "profiled_modes",
-                                    "model_version")
+#: What a plan rests on: the workload id and :data:`~jetpredict.predictor.limits.PROVENANCE_FIELDS`
+#: (``reference_source``, ``workload_source``, ``profiled_modes``, ``model_version``).
+PROVENANCE_KEYS: tuple[str, ...] = ("workload_id", *PROVENANCE_FIELDS)
 
 
 class PlannerError(RuntimeError):
