@@ -556,8 +556,14 @@ def plan_profiling(device: Device | str, budget: int,
     if model is not None and model.device_id != device.id:
         raise InputError(f"the model was fitted on {model.device_id!r}, the plan is for {device.id!r}",
                          "device")
-    table = resolve_modes(device, "all" if candidates is None else candidates)
-    table = table.drop_duplicates(subset=list(MODE_FIELDS)).reset_index(drop=True)
+    given = resolve_modes(device, "all" if candidates is None else candidates)
+    table = given.drop_duplicates(subset=list(MODE_FIELDS)).reset_index(drop=True)
+    if candidates is not None and budget > len(table):
+        repeats = len(given) - len(table)
+        verb = "repeats" if repeats == 1 else "repeat"
+        why = f"; {repeats} of the {len(given)} given {verb} another's knobs" if repeats else ""
+        raise InputError(f"--budget ({budget}) exceeds the {len(table)} distinct candidate modes{why}",
+                         "budget")
     if candidates is None:
         table = table[planning.operating_region(device, *(table[f].to_numpy() for f in MODE_FIELDS))]
         table = table.reset_index(drop=True)

@@ -302,6 +302,19 @@ def test_plan_says_which_knobs_stay_extrapolated(resnet):
     assert err.value.field == "budget"
 
 
+def test_a_budget_past_the_distinct_candidates_says_which_repeat():
+    """Candidates with the same knobs are one mode: the refusal counts the distinct ones and says how many
+    of the given repeat another, rather than naming a count the user never passed."""
+    fast = dict(cpu_cores=8, cpu_mhz=2265.6, gpu_mhz=1377.0, emc_mhz=2133.0)
+    slow = dict(cpu_cores=4, cpu_mhz=1190.4, gpu_mhz=675.75, emc_mhz=1331.2)
+    cands = [dict(mode="x", **fast), dict(mode="y", **fast), dict(mode="z", **slow)]
+    with pytest.raises(InputError) as err:
+        service.plan_profiling("agx-xavier", 3, cands)
+    assert err.value.field == "budget"
+    assert "2 distinct candidate modes" in str(err.value) and "1 of the 3 given repeats" in str(err.value)
+    assert set(service.plan_profiling("agx-xavier", 2, cands).modes["mode"]) == {"x", "z"}
+
+
 def test_http_schemas_accept_exactly_what_the_service_accepts():
     """Limits, objectives and the confidence range are defined once (predictor.limits): a request the
     schema lets through is one the service takes, and the first value past a limit fails in both."""
