@@ -171,3 +171,11 @@ FULL_TRUST_SHARE = 0.15
 REFERENCE_TRANSFER_SD_FLOOR = 0.07
 #: Relative SD of a physics factor (published per-clock ratios are rough). [E13]
 PHYSICS_FACTOR_SD = 0.2
+#: Share of the shared workloads' mean dynamic power below which a power term keeps the physics factor
+#: (a ratio of two near-zero coefficients is noise). [E13]
+MIN_POWER_TERM_SHARE = 0.05
+#: A derived reference (a device without sweeps): its base-power noise is the source's times this, at
+#: least the floor, and each dynamic-power SD at least this share of its mean (moved by spec ratios). [E13]
+DERIVED_BASE_NOISE_FACTOR = 2.0
+DERIVED_BASE_NOISE_FLOOR = 0.15
+DERIVED_POWER_SD_SHARE = 0.3

@@ -20,6 +20,7 @@ from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.paths import data_path
 from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
     BASE_NOISE_FLOOR,
@@ -129,7 +130,7 @@ def _fit_kappas(groups: Mapping[str, ProfileArrays]) -> tuple[float, float]:
 
 
 def summarise_shapes(shapes: Mapping[str, Mapping[str, np.ndarray]], anchor: ModeArrays,
-                     kappas: tuple[float, float], workers: float = 4.0
+                     kappas: tuple[float, float], workers: float = DEFAULT_NUM_WORKERS
                      ) -> tuple[ShapePrior, dict[str, dict[str, np.ndarray]], dict[str, float]]:
     """Normalise each workload's component coefficients to 1 s of epoch at ``anchor``; returns the
     per-component prior (mean, SD with the share floor), the normalised shapes and each workload's epoch

@@ -20,11 +20,16 @@ from dataclasses import replace
 
 import numpy as np
 from jetpredict.models.catalogue import Device, ModeArrays, load_device
+from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
     CPU_PER_CLOCK,
     CROSS_DEVICE_REL_SD,
+    DERIVED_BASE_NOISE_FACTOR,
+    DERIVED_BASE_NOISE_FLOOR,
+    DERIVED_POWER_SD_SHARE,
     FULL_TRUST_SHARE,
+    MIN_POWER_TERM_SHARE,
     MIN_TERM_SHARE,
     PHYSICS_FACTOR_SD,
     REFERENCE_TRANSFER_SD_FLOOR,
@@ -68,9 +73,7 @@ def power_factors(a: Device, b: Device) -> dict[str, float]:
     return dict.fromkeys(F.POWER_TERMS, ratio)
 
 
-
-
-def _anchor_x(ref: DeviceReference, workers: float = 4.0) -> np.ndarray:
+def _anchor_x(ref: DeviceReference, workers: float = DEFAULT_NUM_WORKERS) -> np.ndarray:
     feats = F.time_features(ref.anchor_modes, workers, *ref.kappas)
     return np.array([float(feats[t][0]) for t in F.TOTAL_TERMS])
 
@@ -170,7 +173,7 @@ def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceRefer
     pf = power_factors(src_dev, dst_dev)
     src_p, dst_p = np.asarray(src_ref.power_mean, float), np.asarray(dst_ref.power_mean, float)
     # Both power means come from the same shared workloads; a term too small to measure keeps physics.
-    power = {t: (float(dst_p[i] / src_p[i]) if src_p[i] > 0.05 * src_p.sum() and dst_p[i] > 0 else pf[t])
+    power = {t: (float(dst_p[i] / src_p[i]) if src_p[i] > MIN_POWER_TERM_SHARE * src_p.sum() and dst_p[i] > 0 else pf[t])
              for i, t in enumerate(F.POWER_TERMS)}
     return {"time": factors, "power": power, "level": float(np.exp(level_mean)), "rel_sd": rel_sd,
             "weights": {w: sim[w] / total_sim for w in shared}}
@@ -244,7 +247,7 @@ def derive_reference(ref: DeviceReference, target: Device) -> DeviceReference:
     return DeviceReference(
         device_id=target.id, source=ref.source, workloads=ref.workloads, kappa_cpu=ref.kappa_cpu,
         kappa_pipe=ref.kappa_pipe, shape=prior, workload_shapes=shapes, time_noise_rel=ref.time_noise_rel,
-        base_coef=ref.base_coef * module, base_noise_rel=max(2 * ref.base_noise_rel, 0.15),
-        power_mean=ref.power_mean * scale, power_sd=np.maximum(ref.power_sd * scale, 0.3 * ref.power_mean * scale),
+        base_coef=ref.base_coef * module, base_noise_rel=max(DERIVED_BASE_NOISE_FACTOR * ref.base_noise_rel, DERIVED_BASE_NOISE_FLOOR),
+        power_mean=ref.power_mean * scale, power_sd=np.maximum(ref.power_sd * scale, DERIVED_POWER_SD_SHARE * ref.power_mean * scale),
         power_noise_rel=ref.power_noise_rel, maxima=F.device_maxima(target), anchor=anchor,
         derived_from=source.id, training_sha256=ref.training_sha256, workload_anchor_s=anchors)
