@@ -1,21 +1,25 @@
-"""First boots of ``gunicorn -w 4 jetpredict.api.wsgi:app`` on an empty PostgreSQL database, five times.
+"""First boots of ``gunicorn -w N jetpredict.api.wsgi:app`` on an empty PostgreSQL database, N = 1, 2, 4, 8.
 
-No ``--preload``: the four workers import the app and create the schema at the same moment, the race that
-made 4 of 5 boots fail before schema creation took a database lock. A boot counts when every worker
-reports ready, none failed, and ``/healthz`` answers 200. Starts a throwaway PostgreSQL unless
-``--database-url`` is given. Only ``--write`` writes ``bench/results/api_boots.json`` and ``.md``.
+No ``--preload``: the N workers import the app and create the schema at the same moment, the race that
+made 4 of 5 boots at N = 4 fail before schema creation took a database lock. A boot counts when every
+worker reports ready, none failed, and ``/healthz`` answers 200. Each worker count boots ``--boots`` times
+(rounds interleave the counts, so the machine's drift spreads over all of them); the median boot time per
+count shows how a boot grows with the workers (``boot s ~ workers^b``). Starts a throwaway PostgreSQL
+unless ``--database-url`` is given. Only ``--write`` writes ``bench/results/api_boots.json`` and ``.md``.
 
-    python bench/api_boots.py [--boots 5] [--workers 4]
+    python bench/api_boots.py [--workers 1,2,4,8] [--boots 5] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools.testing
@@ -23,11 +27,12 @@ sys.path.insert(0, str(ROOT))  # tools.testing
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--boots", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", default="1,2,4,8", help="gunicorn worker counts, comma-separated")
+    parser.add_argument("--boots", type=int, default=5, help="boots per worker count")
     parser.add_argument("--database-url", default="", help="a PostgreSQL database it may empty")
     parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
     args = parser.parse_args(argv)
+    counts = sorted({int(w) for w in args.workers.split(",")})
 
     from tools.testing import TempPostgres, empty_postgresql, gunicorn_first_boot
 
@@ -36,33 +41,54 @@ def main(argv: list[str] | None = None) -> int:
     if not url:
         pg = TempPostgres().start()
         url = pg.create_database("boots")
-    boots = []
+    boots: list[dict] = []
     try:
-        for i in range(args.boots):
-            empty_postgresql(url)
-            with tempfile.TemporaryDirectory() as tmp:
-                result = gunicorn_first_boot(url, workers=args.workers, work_dir=tmp)
-            print(f"boot {i + 1}: ok={result['ok']} workers ready {result['workers_ready']}/{args.workers}, "
-                  f"failures {result['worker_failures']}, /healthz {result['healthz']}, {result['seconds']:.1f} s",
-                  flush=True)
-            if not result["ok"]:
-                print(result["log_tail"], file=sys.stderr)
-            boots.append({k: v for k, v in result.items() if k != "log_tail"})
+        for round_no in range(args.boots):
+            for workers in counts:
+                empty_postgresql(url)
+                with tempfile.TemporaryDirectory() as tmp:
+                    result = gunicorn_first_boot(url, workers=workers, work_dir=tmp)
+                print(f"round {round_no + 1}, -w {workers}: ok={result['ok']} workers ready "
+                      f"{result['workers_ready']}/{workers}, failures {result['worker_failures']}, "
+                      f"/healthz {result['healthz']}, {result['seconds']:.1f} s", flush=True)
+                if not result["ok"]:
+                    print(result["log_tail"], file=sys.stderr)
+                boots.append({"workers": workers, **{k: v for k, v in result.items() if k != "log_tail"}})
     finally:
         if pg is not None:
             pg.stop()
+
+    sizes = []
+    for workers in counts:
+        runs = [b for b in boots if b["workers"] == workers]
+        seconds = [b["seconds"] for b in runs]
+        sizes.append({"workers": workers, "boots": len(runs), "ok": sum(b["ok"] for b in runs),
+                      "median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)})
+    growth = growth_exponent((s["workers"], s["median_s"]) for s in sizes)
     ok = sum(b["ok"] for b in boots)
-    summary = {"boots": args.boots, "workers": args.workers, "ok": ok, "runs": boots}
-    times = ", ".join(f"{b['seconds']:.1f}" for b in boots)
-    text = "\n".join([
-        "# First boots on an empty PostgreSQL (`bench/api_boots.py`)", "",
-        f"`gunicorn -w {args.workers} jetpredict.api.wsgi:app` without preload, schema dropped before each boot: "
-        f"**{ok} of {args.boots} boots came up** (every worker ready, none failed, /healthz 200); "
-        f"boot times {times} s on a shared 2-core machine.", ""])
+    failed_workers = sum(b["worker_failures"] for b in boots)
+    summary = {"workers": counts, "boots_per_count": args.boots, "boots": len(boots), "ok": ok,
+               "worker_failures": failed_workers,
+               "cpu_count": os.cpu_count(), "sizes": sizes, "growth_exponent_median_s": growth, "runs": boots}
+    lines = ["# First boots on an empty PostgreSQL (`bench/api_boots.py`)", "",
+             f"`gunicorn -w N jetpredict.api.wsgi:app` without preload, schema dropped before each boot, "
+             f"{args.boots} boots per worker count (rounds interleave the counts); {os.cpu_count()} CPU cores "
+             "shared by gunicorn and PostgreSQL. A boot came up when every worker was ready, none failed and "
+             "/healthz answered 200.", "",
+             "| workers | boots | came up | median s | min s | max s |", "|---|---|---|---|---|---|"]
+    for s in sizes:
+        lines.append(f"| {s['workers']} | {s['boots']} | {s['ok']} | {s['median_s']:.1f} | {s['min_s']:.1f} | "
+                     f"{s['max_s']:.1f} |")
+    growth_text = f"workers^{growth:.2f}" if growth is not None else "n/a (one worker count)"
+    lines += ["", f"Growth with the workers ({', '.join(map(str, counts))}): median boot s ~ {growth_text} "
+              "(without preload every worker imports the app and its numeric stack itself, on the shared cores).", "",
+              f"**{ok} of {len(boots)} boots came up** (every worker ready, /healthz 200); failed workers: "
+              f"**{failed_workers}**.", ""]
+    text = "\n".join(lines)
     print(text)
     if args.write:
         write_results("api_boots", text, summary)
-    return 0 if ok == args.boots else 1
+    return 0 if ok == len(boots) else 1
 
 
 if __name__ == "__main__":

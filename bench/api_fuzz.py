@@ -8,7 +8,9 @@ rejected": a 400 or 422 to a request the document allows). The rules the documen
 Schema (``x-jetpredict-rules``: stall at most the epoch, one set of knobs per mode label, unique client
 ids ...) are applied to the generated schema-valid bodies by ``tests/api/documented_rules.py``, loaded
 with ``SCHEMATHESIS_HOOKS``. A stored workload ``my-resnet`` (the id in the OpenAPI examples) makes the
-examples succeed. The 422 messages behind each "rejected" are listed. Only ``--write`` writes ``bench/results/api_fuzz.json`` and ``.md``.
+examples succeed. The 422 messages behind each "rejected" are listed. The two variants run different
+numbers of requests, so the figures also show how the run's cost grows with them (``wall s ~ requests^b``,
+and requests/s per variant). Only ``--write`` writes ``bench/results/api_fuzz.json`` and ``.md``.
 
     python bench/api_fuzz.py [--max-examples 60] [--max-time 240] [--seed 6]
 """
@@ -27,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results_io import write_results
+from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS_API = ROOT / "tests" / "api"
@@ -107,7 +109,7 @@ def run_variant(st: str, url: str, key: str | None, args, tmp: Path, max_time_s:
         by_check[f["title"]] = by_check.get(f["title"], 0) + int(f.get("count", 1))
     rejected = rejected_messages(run.stdout)
     return {
-        "api_key": bool(key), "wall_s": wall_s, "schemathesis_version": data["schemathesis_version"],
+        "api_key": bool(key), "budget_s": max_time_s, "wall_s": wall_s, "schemathesis_version": data["schemathesis_version"],
         "operations_tested": data["operations"]["tested"], "operations_total": data["operations"]["total"],
         "requests": cases["generated"], "with_failures": cases["with_failures"],
         "unique_failures": cases["unique_failures"], "failures_by_check": by_check, "errors": data["errors"],
@@ -164,24 +166,39 @@ def main(argv: list[str] | None = None) -> int:
              if k not in ("Schema-valid request rejected",)}
     violating_accepted = sum(n for v in variants for title, n in v["failures_by_check"].items()
                              if SCHEMA_VIOLATING_ACCEPTED in title.lower())
+    for v in variants:
+        v["requests_per_s"] = v["requests"] / v["wall_s"] if v["wall_s"] else None
+    growth = growth_exponent((v["requests"], v["wall_s"]) for v in variants)
     result = {"seed": args.seed, "database": args.database, "documented_rules_applied": not args.without_rules,
               "checks": CHECKS.split(","), "variants": variants, "schema_violating_accepted": violating_accepted,
               "requests": sum(v["requests"] for v in variants), "server_5xx": server_5xx,
               "schema_valid_rejected": n_rejected, "rejected_messages": rejected,
               "other_failures": other, "server_tracebacks": server_log.count("Traceback"),
-              "server_exceptions": server_exceptions(server_log)}
+              "server_exceptions": server_exceptions(server_log),
+              "growth_exponent_wall_s_vs_requests": growth}
     lines = ["# API fuzz run (`bench/api_fuzz.py`)", "",
              f"schemathesis {variants[0]['schemathesis_version']} against a live gunicorn server on {args.database}, "
              f"seed {args.seed}, "
              "phases examples, coverage, fuzzing and stateful (OpenAPI links), schema-valid and schema-invalid "
              "data, with and without the API key.", "", f"Checks: {', '.join(result['checks'])}.", "",
-             "| variant | wall s | requests | operations | test cases with failures | failures by check |",
-             "|---|---|---|---|---|---|"]
+             "| variant | budget s | wall s | requests | requests/s | operations | test cases with failures | "
+             "failures by check |", "|---|---|---|---|---|---|---|---|"]
     for v in variants:
         checks = ", ".join(f"{k}: {n}" for k, n in v["failures_by_check"].items()) or "none"
-        lines.append(f"| {'key' if v['api_key'] else 'no key'} | {v['wall_s']:.0f} | {v['requests']} | "
+        lines.append(f"| {'key' if v['api_key'] else 'no key'} | {v['budget_s']} | {v['wall_s']:.0f} | {v['requests']} | "
+                     f"{v['requests_per_s']:.0f} | "
                      f"{v['operations_tested']}/{v['operations_total']} | {v['with_failures']} | {checks} |")
-    lines += ["", f"5xx answers: **{server_5xx}**; tracebacks in the server log: {result['server_tracebacks']}; "
+    growth_text = f"requests^{growth:.2f}" if growth is not None else "n/a"
+    lines += ["", f"Growth across the variants ({' and '.join(str(v['requests']) for v in variants)} requests): "
+              f"wall s ~ {growth_text} (1: the same cost per request in both). Each variant passes its share of "
+              "--max-time (budget s) to schemathesis's own --max-time and stops there, so this compares two "
+              "request mixes (with and without the key) rather than one load at two sizes."]
+    overruns = [v for v in variants if v["wall_s"] > 1.2 * v["budget_s"]]
+    if overruns:
+        lines[-1] += " Past the budget: " + ", ".join(
+            f"{'key' if v['api_key'] else 'no key'} {v['wall_s']:.0f} s of {v['budget_s']} s" for v in overruns) + "."
+    lines += ["",
+              f"5xx answers: **{server_5xx}**; tracebacks in the server log: {result['server_tracebacks']}; "
               f"schema-violating requests accepted (negative_data_rejection): **{violating_accepted}**.",
               "\"Schema-valid request rejected\" (schemathesis's positive_data_acceptance, "
               + ("plain: the document's x-jetpredict-rules NOT applied, so bodies that break them count"

@@ -106,7 +106,8 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
     ``predict_id``. ``rows_for(workload_id, i)`` gives the i-th row to upload for a workload.
     ``first_client`` numbers this call's clients from there (their own workloads are ``load-<k>``), so
     that loads run at once against several servers of one database do not share workloads by accident.
-    Returns ``{"requests", "errors": [(status, text)], "answered_rows": {workload_id: n}, ...}``.
+    Returns ``{"requests", "errors": [(status, text)], "answered_rows": {workload_id: n}, "latencies_s",
+    "latencies_s_by_kind": {"upload": [...], "predict": [...]}}`` (latencies in s).
     """
     import threading
 
@@ -116,12 +117,14 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
              for c in (2, 4) for g in (318.75, 522.75, 675.75, 905.25, 1377.0)]
     stop_at = time.monotonic() + duration_s
     lock = threading.Lock()
-    result: dict = {"requests": 0, "errors": [], "answered_rows": {}, "latencies_s": []}
+    result: dict = {"requests": 0, "errors": [], "answered_rows": {}, "latencies_s": [],
+                    "latencies_s_by_kind": {"upload": [], "predict": []}}
 
-    def note(status_ok: bool, response, workload: str | None, elapsed_s: float) -> None:
+    def note(status_ok: bool, response, workload: str | None, elapsed_s: float, kind: str) -> None:
         with lock:
             result["requests"] += 1
             result["latencies_s"].append(elapsed_s)
+            result["latencies_s_by_kind"][kind].append(elapsed_s)
             if not status_ok:
                 result["errors"].append((response.status_code, response.text[:300]))
             elif workload is not None:
@@ -138,7 +141,7 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
             row["epoch_time_s"] = float(row["epoch_time_s"]) * (1 + 1e-9 * (i + 1 + 100_000 * k))
             r = session.post(url + "/v1/profiles", json={"rows": [row]},
                              headers={"X-API-Key": api_key}, timeout=60)
-            note(r.status_code == 201, r, workload, time.perf_counter() - t0)
+            note(r.status_code == 201, r, workload, time.perf_counter() - t0, "upload")
             i += 1
 
     def predictor() -> None:
@@ -148,7 +151,7 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
             r = session.post(url + "/v1/predictions", json={"workload": {"id": predict_id}, "modes": modes},
                              timeout=60)
             ok = r.status_code == 200 and len(r.json()["predictions"]) == len(modes)
-            note(ok, r, None, time.perf_counter() - t0)
+            note(ok, r, None, time.perf_counter() - t0, "predict")
 
     threads = [threading.Thread(target=uploader if k % 2 == 0 else predictor, args=(k,) if k % 2 == 0 else ())
                for k in range(first_client, first_client + clients)]
