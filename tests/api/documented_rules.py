@@ -82,29 +82,29 @@ def _key(rule: Mapping[str, Any], item: Mapping[str, Any]) -> tuple:
     return tuple(_same(defaults.get(f) if item.get(f) is None else item.get(f)) for f in rule["key"])
 
 
-def _keeps(rule: Mapping[str, Any], item: Mapping[str, Any], seen: dict) -> bool:
-    """Whether ``item`` may join the items kept so far (``seen``: this rule's memory of them)."""
+def _admit(rule: Mapping[str, Any], item: Mapping[str, Any], seen: dict) -> tuple[bool, tuple | None]:
+    """Whether ``item`` may join the items kept so far (``seen``: this rule's memory of them), and the
+    ``(key, value)`` it would add to that memory (None: nothing). ``seen`` is only read: an item joins
+    when every rule admits it, so the memories change after all rules agree (no copies per item)."""
     key = _key(rule, item)
     if rule["rule"] == "unique":
-        return key not in seen and seen.setdefault(key, True)
+        return key not in seen, (key, True)
     if rule["rule"] == "same-values":
         generic = rule.get("generic", {})
         if any(str(_same(item.get(f))).lower() in map(str.lower, labels) for f, labels in generic.items()):
-            return True
+            return True, None
         values = tuple(_same(item.get(f)) for f in rule["values"])
-        return seen.setdefault(key, values) == values
+        return seen.get(key, values) == values, (key, values)
     if rule["rule"] == "max-distinct":
-        return key in seen or (len(seen) < rule["max"] and seen.setdefault(key, True))
+        return key in seen or len(seen) < rule["max"], (key, True)
     if rule["rule"] == "max-ratio":
         value = _number(item.get(rule["field"]))
         if value is None or value <= 0:
-            return True
-        group = seen.get(key, [])
-        if max(group + [value]) > rule["ratio"] * min(group + [value]):
-            return False
-        seen[key] = group + [value]
-        return True
-    return True
+            return True, None
+        lo, hi = seen.get(key, (value, value))
+        lo, hi = min(lo, value), max(hi, value)
+        return hi <= rule["ratio"] * lo, (key, (lo, hi))
+    return True, None
 
 
 def _array_rules(rules: list[Mapping[str, Any]], items: list) -> list:
@@ -114,9 +114,11 @@ def _array_rules(rules: list[Mapping[str, Any]], items: list) -> list:
         if not isinstance(item, Mapping):
             kept.append(item)
             continue
-        trial = [dict(m) for m in memory]
-        if all(_keeps(rule, item, seen) for rule, seen in zip(rules, trial, strict=True)):
-            memory = trial
+        verdicts = [_admit(rule, item, seen) for rule, seen in zip(rules, memory, strict=True)]
+        if all(ok for ok, _ in verdicts):
+            for (_, entry), seen in zip(verdicts, memory, strict=True):
+                if entry is not None:
+                    seen[entry[0]] = entry[1]
             kept.append(item)
     return kept
 
