@@ -173,8 +173,8 @@ def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceRefer
     pf = power_factors(src_dev, dst_dev)
     src_p, dst_p = np.asarray(src_ref.power_mean, float), np.asarray(dst_ref.power_mean, float)
     # Both power means come from the same shared workloads; a term too small to measure keeps physics.
-    power = {t: (float(dst_p[i] / src_p[i]) if src_p[i] > MIN_POWER_TERM_SHARE * src_p.sum() and dst_p[i] > 0 else pf[t])
-             for i, t in enumerate(F.POWER_TERMS)}
+    measured = (src_p > MIN_POWER_TERM_SHARE * src_p.sum()) & (dst_p > 0)
+    power = {t: (float(dst_p[i] / src_p[i]) if measured[i] else pf[t]) for i, t in enumerate(F.POWER_TERMS)}
     return {"time": factors, "power": power, "level": float(np.exp(level_mean)), "rel_sd": rel_sd,
             "weights": {w: sim[w] / total_sim for w in shared}}
 
@@ -247,7 +247,9 @@ def derive_reference(ref: DeviceReference, target: Device) -> DeviceReference:
     return DeviceReference(
         device_id=target.id, source=ref.source, workloads=ref.workloads, kappa_cpu=ref.kappa_cpu,
         kappa_pipe=ref.kappa_pipe, shape=prior, workload_shapes=shapes, time_noise_rel=ref.time_noise_rel,
-        base_coef=ref.base_coef * module, base_noise_rel=max(DERIVED_BASE_NOISE_FACTOR * ref.base_noise_rel, DERIVED_BASE_NOISE_FLOOR),
-        power_mean=ref.power_mean * scale, power_sd=np.maximum(ref.power_sd * scale, DERIVED_POWER_SD_SHARE * ref.power_mean * scale),
+        base_coef=ref.base_coef * module,
+        base_noise_rel=max(DERIVED_BASE_NOISE_FACTOR * ref.base_noise_rel, DERIVED_BASE_NOISE_FLOOR),
+        power_mean=ref.power_mean * scale,
+        power_sd=np.maximum(ref.power_sd * scale, DERIVED_POWER_SD_SHARE * ref.power_mean * scale),
         power_noise_rel=ref.power_noise_rel, maxima=F.device_maxima(target), anchor=anchor,
         derived_from=source.id, training_sha256=ref.training_sha256, workload_anchor_s=anchors)
