@@ -46,7 +46,7 @@ from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import adaptive as A  # noqa: E402
 from jetpredict.predictor.limits import OBJECTIVES  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
-from results_io import growth_exponent, write_results  # noqa: E402
+from results_io import exponent_text, growth_exponent, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
@@ -271,10 +271,6 @@ def cost_part(repeats: int = 3) -> list[dict]:
     return out
 
 
-def _exp(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
 def bar_line(real: list[dict]) -> str:
     """The issue's bar, per run: at the default stop, <= TARGET_MODES modes and the time within 3%."""
     ok = [r["stop_modes"] is not None and r["stop_modes"] <= TARGET_MODES and r["stop_error_pct"] is not None
@@ -329,7 +325,7 @@ def markdown(real: list[dict], twin: list[dict], cost: list[dict]) -> str:
     lines += [f"| {c['decision_set']} | {c['profiled_modes']} | {c['seconds']:.2f} |" for c in cost]
     by_set = growth_exponent((c["decision_set"], c["seconds"]) for c in cost if c["profiled_modes"] == 2)
     by_rows = growth_exponent((c["profiled_modes"], c["seconds"]) for c in cost if c["decision_set"] == 1000)
-    lines += ["", f"s per proposal ~ decision set^{_exp(by_set)} (2 profiled modes), ~ profiled modes^{_exp(by_rows)} "
+    lines += ["", f"s per proposal ~ decision set^{exponent_text(by_set)} (2 profiled modes), ~ profiled modes^{exponent_text(by_rows)} "
               f"(1,000 candidates): each proposal refits the model on the profiled rows for a shortlist of at "
               f"most {A.SHORTLIST} candidates."]
     return "\n".join(lines) + "\n"

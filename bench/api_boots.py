@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results_io import growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools.testing
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in sizes:
         lines.append(f"| {s['workers']} | {s['boots']} | {s['ok']} | {s['median_s']:.1f} | {s['min_s']:.1f} | "
                      f"{s['max_s']:.1f} |")
-    growth_text = f"workers^{growth:.2f}" if growth is not None else "n/a (one worker count)"
+    growth_text = f"workers^{exponent_text(growth)}"
     lines += ["", f"Growth with the workers ({', '.join(map(str, counts))}): median boot s ~ {growth_text} "
               "(without preload every worker imports the app and its numeric stack itself, on the shared cores).", "",
               f"**{ok} of {len(boots)} boots came up** (every worker ready, /healthz 200); failed workers: "

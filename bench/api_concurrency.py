@@ -56,7 +56,7 @@ def run_once(clients: int, seconds: float) -> dict:
 
     lost = {w: (n, stored.get(w, 0)) for w, n in load["answered_rows"].items() if stored.get(w, 0) != n}
     inconsistent = [w for w in stored if not (stored[w] == counted.get(w, 0) == per_upload.get(w, 0))]
-    lat = sorted(load["latencies_s"])
+    lat = sorted(x for kind in load["latencies_s"].values() for x in kind)
     result = {
         "clients": clients, "seconds": seconds, "requests": load["requests"],
         "requests_per_s": load["requests"] / seconds,

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results_io import growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS_API = ROOT / "tests" / "api"
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {'key' if v['api_key'] else 'no key'} | {v['budget_s']} | {v['wall_s']:.0f} | {v['requests']} | "
                      f"{v['requests_per_s']:.0f} | "
                      f"{v['operations_tested']}/{v['operations_total']} | {v['with_failures']} | {checks} |")
-    growth_text = f"requests^{growth:.2f}" if growth is not None else "n/a"
+    growth_text = f"requests^{exponent_text(growth)}"
     lines += ["", f"Growth across the variants ({' and '.join(str(v['requests']) for v in variants)} requests): "
               f"wall s ~ {growth_text} (1: the same cost per request in both). Each variant passes its share of "
               "--max-time (budget s) to schemathesis's own --max-time and stops there, so this compares two "

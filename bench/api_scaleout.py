@@ -27,7 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from results_io import growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
@@ -43,8 +43,8 @@ def _row_for(workload: str, i: int) -> dict:
 
 def _summary(results: list[dict], duration_s: float) -> dict:
     requests = sum(r["requests"] for r in results)
-    latencies = sorted(x for r in results for x in r["latencies_s"])
-    by_kind = {kind: [x for r in results for x in r["latencies_s_by_kind"][kind]] for kind in ("upload", "predict")}
+    by_kind = {kind: [x for r in results for x in r["latencies_s"][kind]] for kind in ("upload", "predict")}
+    latencies = sorted(x for v in by_kind.values() for x in v)
     return {"requests": requests, "requests_per_s": requests / duration_s,
             **{f"{kind}_p50_ms": 1e3 * statistics.median(v) if v else None for kind, v in by_kind.items()},
             **{f"{kind}_requests": len(v) for kind, v in by_kind.items()},
@@ -218,9 +218,6 @@ def main(argv: list[str] | None = None) -> int:
     threads = load_settings({}).THREADS  # what LiveServer's ``jetpredict serve`` runs per worker
     result["threads_per_worker"] = threads
 
-    def exp(x: float | None) -> str:
-        return f"{x:.2f}" if x is not None else "n/a"
-
     lines = [
         "# Scale-out on one PostgreSQL (`bench/api_scaleout.py`)", "",
         f"Client threads on loopback (half upload one row per request, half predict 10 modes) against one "
@@ -235,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{one['requests_per_s_max']:.0f}) | {one['p50_ms']:.1f} | {one['p95_ms']:.1f} | "
                      f"{two['requests_per_s']:.0f} ({two['requests_per_s_min']:.0f}-{two['requests_per_s_max']:.0f}) "
                      f"| {two['p50_ms']:.1f} | {two['p95_ms']:.1f} | "
-                     f"{exp(ratios[c])}x | {one['error_count'] + two['error_count']} |")
+                     f"{exponent_text(ratios[c])}x | {one['error_count'] + two['error_count']} |")
     lines += ["", "Median latency by request kind (ms; an upload refits its workload before it answers, so it "
               "holds a request thread for the fit):", "",
               "| clients | one: upload p50 | one: predict p50 | two: upload p50 | two: predict p50 |",
@@ -246,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
                      f"{two['upload_p50_ms']:.0f} | {two['predict_p50_ms']:.1f} |")
     lines += [
         "", f"Growth with the clients ({', '.join(map(str, counts))}): one instance throughput ~ clients^"
-        f"{exp(growth['one_instance']['requests_per_s'])}, p50 ~ clients^{exp(growth['one_instance']['p50_ms'])}; "
-        f"two instances throughput ~ clients^{exp(growth['two_instances']['requests_per_s'])}, p50 ~ clients^"
-        f"{exp(growth['two_instances']['p50_ms'])}. The two instances add no cores (clients, servers and "
+        f"{exponent_text(growth['one_instance']['requests_per_s'])}, p50 ~ clients^{exponent_text(growth['one_instance']['p50_ms'])}; "
+        f"two instances throughput ~ clients^{exponent_text(growth['two_instances']['requests_per_s'])}, p50 ~ clients^"
+        f"{exponent_text(growth['two_instances']['p50_ms'])}. The two instances add no cores (clients, servers and "
         f"PostgreSQL share {result['cpu_count']}); they add request slots: one instance serves at most "
         f"{args.workers * threads} requests at once ({args.workers} workers x {threads} threads), two serve "
         f"{2 * args.workers * threads}; once uploads (each holding a thread for its refit) fill one instance's "

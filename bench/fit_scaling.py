@@ -28,7 +28,7 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.models.profile_rows import MAX_ROWS
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.reference import REFERENCE_DIR
-from results_io import growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, write_results
 
 DEVICE = "agx-xavier"
 SIZES = (10, 100, 1_000, 10_000, 100_000)
@@ -51,10 +51,6 @@ def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
         "epoch_time_s": pred.epoch_time_s * noise, "stall_time_s": pred.stall_time_s * noise,
         "compute_time_s": pred.compute_time_s * noise, "avg_power_w": pred.avg_power_w * noise,
         "source": "simulated: bench/fit_scaling.py (cost only)"})
-
-
-def _fmt(b: float | None) -> str:
-    return "n/a" if b is None else f"{b:.2f}"
 
 
 def cpu_seconds(fn, repeats: int) -> float:
@@ -93,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         capped = read_profile_csv(path)
         read_s = time.process_time() - t0
         fit_s = cpu_seconds(lambda: fit_workload(capped, load_device(DEVICE)), 1)
-    print(f"slope (time ~ rows^b): b = {_fmt(b)} over all sizes, {_fmt(b_large)} from 1,000 rows on")
+    print(f"slope (time ~ rows^b): b = {exponent_text(b)} over all sizes, {exponent_text(b_large)} from 1,000 rows on")
     print(f"CLI cap: {MAX_ROWS:,} rows: read {read_s:.2f} CPU-s, fit {fit_s:.2f} CPU-s")
 
     lines = ["# Fit cost against rows", "",
@@ -101,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
              f"median CPU seconds of {args.repeats} fits (synthetic rows, cost only).", "",
              "| rows | fit CPU-s |", "|---:|---:|"]
     lines += [f"| {r['rows']:,} | {r['fit_cpu_s']:.3f} |" for r in table]
-    lines += ["", f"Slope of time ~ rows^b: **b = {_fmt(b)}** over all sizes, **{_fmt(b_large)}** from 1,000 rows on "
+    lines += ["", f"Slope of time ~ rows^b: **b = {exponent_text(b)}** over all sizes, **{exponent_text(b_large)}** from 1,000 rows on "
               "(1 = linear; below 1,000 rows a fit is its fixed cost).", "",
               f"CLI cap, {MAX_ROWS:,} rows: CSV read and checked in {read_s:.2f} CPU-s, fitted in {fit_s:.2f} CPU-s.",
               ""]

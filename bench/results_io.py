@@ -21,6 +21,11 @@ def write_results(name: str, text: str, data: object | None = None, indent: int 
     return path
 
 
+def exponent_text(b: float | None) -> str:
+    """A growth exponent (or any ratio) as printed in the results: two decimals, "n/a" when unknown."""
+    return "n/a" if b is None else f"{b:.2f}"
+
+
 def growth_exponent(points: Iterable[tuple[float, float]]) -> float | None:
     """Exponent b of ``cost ~ size^b`` (least squares in log-log space) over ``(size, cost)`` points with
     both positive: 1 = linear, 2 = quadratic, 0 = flat. None with fewer than two usable points."""

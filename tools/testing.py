@@ -106,8 +106,8 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
     ``predict_id``. ``rows_for(workload_id, i)`` gives the i-th row to upload for a workload.
     ``first_client`` numbers this call's clients from there (their own workloads are ``load-<k>``), so
     that loads run at once against several servers of one database do not share workloads by accident.
-    Returns ``{"requests", "errors": [(status, text)], "answered_rows": {workload_id: n}, "latencies_s",
-    "latencies_s_by_kind": {"upload": [...], "predict": [...]}}`` (latencies in s).
+    Returns ``{"requests", "errors": [(status, text)], "answered_rows": {workload_id: n},
+    "latencies_s": {"upload": [...], "predict": [...]}}``.
     """
     import threading
 
@@ -117,14 +117,12 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
              for c in (2, 4) for g in (318.75, 522.75, 675.75, 905.25, 1377.0)]
     stop_at = time.monotonic() + duration_s
     lock = threading.Lock()
-    result: dict = {"requests": 0, "errors": [], "answered_rows": {}, "latencies_s": [],
-                    "latencies_s_by_kind": {"upload": [], "predict": []}}
+    result: dict = {"requests": 0, "errors": [], "answered_rows": {}, "latencies_s": {"upload": [], "predict": []}}
 
     def note(status_ok: bool, response, workload: str | None, elapsed_s: float, kind: str) -> None:
         with lock:
             result["requests"] += 1
-            result["latencies_s"].append(elapsed_s)
-            result["latencies_s_by_kind"][kind].append(elapsed_s)
+            result["latencies_s"][kind].append(elapsed_s)
             if not status_ok:
                 result["errors"].append((response.status_code, response.text[:300]))
             elif workload is not None:
