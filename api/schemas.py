@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY
+from jetpredict.api.storage import MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS, SOURCE_KINDS
 from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS
@@ -51,8 +52,6 @@ TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*$"
 REQUIRED_TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*[^{_BLANK}{_TEXT_OUT}][^{_TEXT_OUT}]*$"
 #: What a required text field says when it breaks REQUIRED_TEXT_PATTERN.
 REQUIRED_TEXT_RULE = "must not be blank or contain a NUL character"
-#: Longest workload id (characters); the id columns of api.storage are this wide (a test holds them equal).
-MAX_WORKLOAD_ID_CHARS = 200
 #: Characters no workload id holds, as the body of a regex class: '/' and '\\' (an id is one URL path
 #: segment) and control characters. Uploads, lookups and searches all use this one definition.
 ID_CHARS_OUT = r"/\\\x00-\x1f\x7f"

@@ -35,11 +35,15 @@ try:
 except ImportError:  # pragma: no cover - Windows: SQLite's own locking and the retry remain
     fcntl = None  # type: ignore[assignment]
 
+#: Longest workload id (characters): the width of every workload id column. Widening it needs a migration
+#: of deployed databases; the HTTP schemas take their limit from here.
+MAX_WORKLOAD_ID_CHARS = 200
+
 metadata = sa.MetaData()
 
 workloads = sa.Table(
     "workloads", metadata,
-    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("id", sa.String(MAX_WORKLOAD_ID_CHARS), primary_key=True),
     sa.Column("device", sa.String(32), nullable=False),
     sa.Column("revision", sa.Integer, nullable=False),
     sa.Column("rows_stored", sa.Integer, nullable=False),
@@ -51,7 +55,7 @@ workloads = sa.Table(
 uploads = sa.Table(
     "uploads", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("workload_id", sa.String(200), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
+    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
               nullable=False, index=True),
     sa.Column("revision", sa.Integer, nullable=False),
     sa.Column("rows", sa.Integer, nullable=False),
@@ -62,7 +66,7 @@ uploads = sa.Table(
 profile_rows = sa.Table(
     "profile_rows", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("workload_id", sa.String(200), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
+    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
               nullable=False, index=True),
     sa.Column("upload_id", sa.Integer, sa.ForeignKey("uploads.id", ondelete="CASCADE"), nullable=False),
     sa.Column("data", sa.JSON, nullable=False),  # one validated profile row (NaN stored as null)
@@ -129,7 +133,7 @@ def _merged_fit(old: Mapping[str, object], primary: str, rows_stored: int, devic
 idempotency = sa.Table(
     "idempotency", metadata,
     sa.Column("key", sa.String(240), primary_key=True),
-    sa.Column("workload_id", sa.String(200), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
+    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
               nullable=False, index=True),
     sa.Column("request_sha256", sa.String(64), nullable=False),
     sa.Column("response", sa.JSON, nullable=False),

@@ -25,7 +25,6 @@ from jetpredict.models.profile_files import write_profile_csv
 from jetpredict.models.profile_rows import COLUMNS, validate_records
 
 REFERENCE_DIR = data_path("reference")
-WORKLOADS = ("lenet5-mnist", "resnet18-cifar10", "mobilenetv3-small-gld23k", "vgg11-cifar10")
 DEFAULT_MODES = 320
 #: Measured minibatches per mode: enough for LeNet's ~0.7 s window to hold ~70 meter samples at the
 #: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall).
@@ -64,9 +63,13 @@ def spread_modes(device: Device, n: int, seed: int = 0) -> list[PowerMode]:
 
 
 def sweep_device(device_id: str, n_modes: int = DEFAULT_MODES, seed: int = 0,
-                 workloads: tuple[str, ...] = WORKLOADS) -> pd.DataFrame:
-    """Profile every workload on the device's spread modes with the twin; returns validated rows."""
+                 workloads: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Profile ``workloads`` (default every built-in one, :data:`profiler.workloads.BUILTIN`) on the
+    device's spread modes with the twin; returns validated rows."""
     from jetpredict.profiler import runner, sim
+    from jetpredict.profiler.workloads import builtin_names
+
+    workloads = tuple(builtin_names()) if workloads is None else workloads
 
     device = load_device(device_id)
     modes = spread_modes(device, n_modes, seed)

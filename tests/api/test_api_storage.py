@@ -141,7 +141,7 @@ def test_a_record_of_an_older_version_reads_as_its_one_device_and_takes_others(s
 
 
 def test_workload_id_columns_hold_the_longest_id():
-    # The id rule is defined once (api.schemas); the columns that store ids must be as wide as it allows.
+    # Every column that stores an id takes the one width the HTTP schemas enforce.
     from jetpredict.api.schemas import MAX_WORKLOAD_ID_CHARS
     from jetpredict.api.storage import metadata
 
