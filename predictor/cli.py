@@ -227,13 +227,15 @@ def _predict(args: argparse.Namespace) -> int:
         _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
              f"{args.confidence:.0%} intervals{provenance_summary(df, model.device_id)}")
     flagged = int(df["extrapolated"].sum())
-    if flagged:
-        widening = model.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence) \
-            if args.device in (None, model.device_id) else None
-        wider = "" if widening is None else (f" (time intervals {np.median(widening):.2f}x as wide as inside "
-                                             f"them, median; up to {np.max(widening):.2f}x)")
+    if flagged and bool(df["cross_device"].any()):
+        _log(f"{flagged} mode(s) lie outside the profiled knob ranges, taken at the same share of each knob's "
+             f"top on {args.device} (column extrapolated_knobs): their intervals carry the cross-device SD, "
+             "not a per-knob widening")
+    elif flagged:
+        widening = model.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence)
         _log(f"{flagged} mode(s) lie outside the profiled knob ranges (column extrapolated_knobs): their "
-             f"intervals are wider{wider}")
+             f"intervals are wider (time intervals {np.median(widening):.2f}x as wide as inside them, median; "
+             f"up to {np.max(widening):.2f}x)")
         _log_aliased(model)
     with _output(args.out) as out:
         write_table(with_epoch_totals(df), args.format, out, table_columns=TABLE_COLUMNS)

@@ -226,9 +226,10 @@ class WorkloadModel:
     #: reference's): the fit at them is the estimate, not the average over ``variants`` [E5].
     contention_measured: bool = False
     interval_scales: IntervalScales = INTERVAL_SCALES[4]
-    #: Knob ranges of the profiled modes, ``{knob: (low, high)}``; outside them intervals widen by
-    #: ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x ln-distance)^2))``. None for
-    #: cross-device models, which carry ``cross_device_rel_sd`` instead.
+    #: Knob ranges of the profiled modes, ``{knob: (low, high)}``; outside them predictions are flagged
+    #: ``extrapolated`` and intervals widen by ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x
+    #: ln-distance)^2))``. A cross-device model holds the source's ranges at the same share of each knob's
+    #: top (``transfer.ranges_on``): they only flag, as its intervals carry ``cross_device_rel_sd`` instead.
     profiled_ranges: Mapping[str, tuple[float, float]] | None = None
     cross_device: bool = False
     source_device_id: str | None = None
@@ -254,9 +255,10 @@ class WorkloadModel:
             fld, message = next(iter(bad.items()))
             raise InputError(f"model of device {self.device_id!r}: {message}", fld)
         distances = self._knob_distances(modes)
-        t = self._time(modes, distances)
+        widening = None if self.cross_device else distances
+        t = self._time(modes, widening)
         busy = t.compute / np.maximum(t.epoch, 1e-12)
-        p = self._power(modes, busy, t.epoch, self._gpu_active(t), distances)
+        p = self._power(modes, busy, t.epoch, self._gpu_active(t), widening)
         energy = p.power * t.epoch
         s = self.interval_scales.in_regime()
         sds = self.relative_sds(t, p)

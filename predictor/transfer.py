@@ -211,13 +211,24 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
         # Provenance: the least trustworthy of the data the prediction now rests on.
         reference_source=least_trusted(used),
         power_fit=model.power_fit.scaled(pf),
-        # The profiled ranges are the source device's clocks: the cross-device SD stands for extrapolation.
-        profiled_ranges=None, base_coef=np.asarray(target_ref.base_coef, dtype=float),
+        profiled_ranges=ranges_on(model.profiled_ranges, model.device, target),
+        base_coef=np.asarray(target_ref.base_coef, dtype=float),
         base_sd_rel=max(model.base_sd_rel, target_ref.base_noise_rel), maxima=F.device_maxima(target),
         **_scale_fits(model, tf))
     if via_refs is not None:
         moved = _match_level(model, moved, via_refs["level"])
     return moved
+
+
+def ranges_on(ranges: Mapping[str, tuple[float, float]] | None, source: Device, target: Device
+              ) -> dict[str, tuple[float, float]] | None:
+    """The profiled knob ranges of ``source`` at the same share of each knob's top on ``target``: the
+    target's modes whose knobs sit where no profiled mode sat on the source get flagged as extrapolated.
+    (Their intervals carry the transfer's SD, not the within-device widening.)"""
+    if not ranges:
+        return None
+    src, dst = F.device_maxima(source), F.device_maxima(target)
+    return {k: (lo * dst[k] / src[k], hi * dst[k] / src[k]) for k, (lo, hi) in ranges.items()}
 
 
 def _match_level(model: WorkloadModel, moved: WorkloadModel, level: float) -> WorkloadModel:

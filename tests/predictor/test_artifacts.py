@@ -56,7 +56,7 @@ def test_cross_device_model_round_trips(tmp_path, model):
     moved = bundled.on_device(model, nano)
     save_model(moved, tmp_path / "m.json")
     loaded = load_model(tmp_path / "m.json")
-    assert loaded.cross_device and loaded.device_id == "nano" and loaded.profiled_ranges is None
+    assert loaded.cross_device and loaded.device_id == "nano" and loaded.profiled_ranges == moved.profiled_ranges
     knobs = ModeArrays(*nano.maxn.knobs())
     np.testing.assert_allclose(loaded.predict(knobs).epoch_time_s_high, moved.predict(knobs).epoch_time_s_high)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDev
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service
 from jetpredict.predictor.bundled import fit_workload, predict_modes
+from jetpredict.predictor.constants import OUTSIDE_TOLERANCE_LN
 from jetpredict.predictor.recommend import check_confidence
 from jetpredict.predictor.reference import REFERENCE_DIR
 
@@ -116,9 +119,24 @@ def test_extrapolated_knobs_name_the_knobs_outside_the_profiled_ranges(resnet):
     df = service.predict(resnet, table)
     assert df["extrapolated_knobs"].tolist() == ["", "gpu_mhz", "cpu_cores;cpu_mhz;gpu_mhz;emc_mhz"]
     assert df["extrapolated"].tolist() == [False, True, True]
-    # Cross-device predictions carry cross_device instead (the ranges are the source device's clocks).
+
+def test_cross_device_predictions_flag_knobs_beyond_the_profiled_shares_of_their_top(resnet):
+    # Profiled on AGX Xavier at a, d, g, h: every knob from about half its top to its top. On Xavier NX a
+    # knob is outside where it sits below that share of the NX's own top; the flag does not widen (the
+    # cross-device SD stands for the transfer).
+    from jetpredict.predictor.features import device_maxima
+
+    nx = load_device("xavier-nx")
     moved = service.predict(resnet, "presets", device="xavier-nx")
-    assert moved["cross_device"].all() and not moved["extrapolated"].any()
+    assert moved["cross_device"].all() and moved["extrapolated"].any() and not moved["extrapolated"].all()
+    src, dst = device_maxima(resnet.device), device_maxima(nx)
+    for _, row in moved.iterrows():
+        expected = [k for k in MODE_FIELDS if row[k] / dst[k] < resnet.profiled_ranges[k][0] / src[k]
+                    * np.exp(-OUTSIDE_TOLERANCE_LN)]
+        assert row["extrapolated_knobs"] == ";".join(expected), row["mode"]
+    unflagged = service.predict(replace(resnet, profiled_ranges=None), "presets", device="xavier-nx")
+    np.testing.assert_allclose(moved["epoch_time_s_high"], unflagged["epoch_time_s_high"])
+    assert not unflagged["extrapolated"].any()
 
 
 def test_predict_all_is_monotone_in_gpu_clock(resnet):
