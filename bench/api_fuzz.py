@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from results_io import exponent_text, growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,32 @@ def server_exceptions(log: str) -> dict[str, int]:
                 counts[key] = counts.get(key, 0) + 1
                 break
     return counts
+
+
+#: Routes listed in the markdown (the json keeps every route).
+SLOWEST_ROUTES = 10
+#: An access-log line of the service (api.app): method, path, status and the time the request took (ms).
+ACCESS_LINE = re.compile(r'"([A-Z]+) (\S+)" (\d{3}) \S+ ([\d.]+)ms$')
+
+
+def route_of(path: str) -> str:
+    """The route of a request path: the ``/v1/<collection>`` prefix, with anything after it as ``/{id}``."""
+    parts = path.split("?")[0].split("/")
+    return "/".join(parts[:3]) + ("/{id}..." if len(parts) > 3 and parts[3] else "")
+
+
+def server_times(log: str) -> dict[str, dict[str, float]]:
+    """Per route (``METHOD /v1/collection[/{id}...]``), the count, the total (s) and the p50 / p99 / max of
+    the time the server took (ms, from its access log): where a fuzz run's server time goes, and its slowest
+    answer."""
+    times: dict[str, list[float]] = {}
+    for line in log.splitlines():
+        m = ACCESS_LINE.search(line)
+        if m:
+            times.setdefault(f"{m.group(1)} {route_of(m.group(2))}", []).append(float(m.group(4)))
+    return {route: {"requests": len(t), "total_s": sum(t) / 1000, "p50_ms": float(np.percentile(t, 50)),
+                    "p99_ms": float(np.percentile(t, 99)), "max_ms": max(t)}
+            for route, t in sorted(times.items(), key=lambda kv: -max(kv[1]))}
 
 
 def rejected_messages(stdout: str) -> list[tuple[str, str]]:
@@ -174,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
               "requests": sum(v["requests"] for v in variants), "server_5xx": server_5xx,
               "schema_valid_rejected": n_rejected, "rejected_messages": rejected,
               "other_failures": other, "server_tracebacks": server_log.count("Traceback"),
-              "server_exceptions": server_exceptions(server_log),
+              "server_exceptions": server_exceptions(server_log), "server_times": server_times(server_log),
               "growth_exponent_wall_s_vs_requests": growth}
     lines = ["# API fuzz run (`bench/api_fuzz.py`)", "",
              f"schemathesis {variants[0]['schemathesis_version']} against a live gunicorn server on {args.database}, "
@@ -206,6 +233,16 @@ def main(argv: list[str] | None = None) -> int:
               + f"): **{n_rejected}**.", ""]
     for r in rejected[:12]:
         lines.append(f"- {r['operation']}: {r['message'][:160]}")
+    times = result["server_times"]
+    busy_s = sum(t["total_s"] for t in times.values())
+    lines += ["", f"Server time per route, both variants (ms, from the server's access log; the {SLOWEST_ROUTES} "
+              f"routes with the slowest answer, of {len(times)}; the json has all). The server answered "
+              f"{sum(t['requests'] for t in times.values())} requests in {busy_s:.0f} s in all (two workers) of the "
+              f"{sum(v['wall_s'] for v in variants):.0f} s the variants ran: the rest of the wall time is the "
+              "client's (schemathesis generating cases).", "",
+              "| route | requests | p50 | p99 | max |", "|---|---|---|---|---|"]
+    lines += [f"| {route} | {t['requests']} | {t['p50_ms']:.1f} | {t['p99_ms']:.1f} | {t['max_ms']:.0f} |"
+              for route, t in list(times.items())[:SLOWEST_ROUTES]]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:

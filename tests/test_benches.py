@@ -73,3 +73,20 @@ def test_the_lenet5_sweep_alone_breaks_the_order_at_b_c_d(bench_path):
     assert rows[("lenet5-mnist", "dynamic power")]["floor_mape"] > 5.0
     for target in ("resnet18-cifar10", "mobilenetv3-gld23k"):
         assert rows[(target, "time")]["floor_mape"] < 1e-6 and not rows[(target, "power")]["inversions"]
+
+
+def test_the_fuzz_bench_reads_the_server_time_per_route_from_the_access_log(bench_path):
+    # Lines as api.app writes them; ids and query strings fold into one route, other lines are skipped.
+    api_fuzz = importlib.import_module("api_fuzz")
+    log = "\n".join([
+        '2026-12-03 15:14:25,824 127.0.0.1 "POST /v1/profiles" 201 232 40.0ms',
+        '2026-12-03 15:14:25,900 127.0.0.1 "POST /v1/profiles" 422 120 2.0ms',
+        '2026-12-03 15:14:26,000 127.0.0.1 "GET /v1/workloads/my-resnet/rows?limit=5" 200 - 7.5ms',
+        '2026-12-03 15:14:26,100 127.0.0.1 "GET /v1/workloads/other" 404 80 1.5ms',
+        "Traceback (most recent call last):",
+    ])
+    times = api_fuzz.server_times(log)
+    assert list(times) == ["POST /v1/profiles", "GET /v1/workloads/{id}..."]  # slowest answer first
+    assert times["POST /v1/profiles"]["requests"] == 2 and times["POST /v1/profiles"]["max_ms"] == 40.0
+    assert times["POST /v1/profiles"]["total_s"] == pytest.approx(0.042)
+    assert times["GET /v1/workloads/{id}..."]["p50_ms"] == pytest.approx(4.5)
