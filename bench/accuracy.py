@@ -10,6 +10,8 @@ Simulated (plumbing and trends, never a claim and never used to tune): synthetic
 and large GPU-bound CNN sweeps built from a mechanism that is *not* the predictor's own, and the digital
 twin's sweeps (``--simulated`` runs them; they take minutes).
 
+Cost: CPU seconds of one fit and prediction of each method against the profiled modes (2, 4, 8).
+
 Run: ``python bench/accuracy.py [--simulated] [--write]``: prints; ``--write`` also writes
 ``bench/results/accuracy.md``.
 """
@@ -29,7 +31,7 @@ from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
 from jetpredict.models.catalogue import ModeArrays  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload, predict_modes  # noqa: E402
-from results_io import write_results  # noqa: E402
+from results_io import cpu_seconds, exponent_text, growth_exponent, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
@@ -141,6 +143,43 @@ def score_block(name: str, prof, test, reference, baseline_ref) -> list[dict]:
     out.append(dict(case=name, method="mean of profiled", time_mape=mape(mean["epoch_time_s"], test.epoch_time_s),
                     energy_mape=mape(mean["epoch_energy_j"], test.epoch_energy_j)))
     return out
+
+
+#: Profiled-mode counts of the cost sweep, and the order modes are taken in (e,f,i,j first, as above).
+COST_MODES = (2, 4, 8)
+COST_ORDER = "efijagbh"
+
+
+def cost_growth(rows: pd.DataFrame, repeats: int = 3) -> list[dict]:
+    """CPU seconds of fit + predict of each method against the profiled modes (MobileNetV3 profiled on the
+    first k of :data:`COST_ORDER`, ResNet-18 as the reference, predicting the other modes). The MLP's one
+    run per size (its pretraining on the reference dominates)."""
+    ref = rows[rows.workload == "resnet18-cifar10"]
+    new = rows[rows.workload == "mobilenetv3-gld23k"]
+    out = []
+    for k in COST_MODES:
+        picked = new["mode"].isin(list(COST_ORDER[:k]))
+        prof, test = new[picked], new[~picked]
+        out.append({"profiled_modes": k,
+                    "jetpredict_cpu_s": cpu_seconds(lambda p=prof, t=test: ours(p, t, ref), repeats),
+                    "seed_linear_cpu_s": cpu_seconds(lambda p=prof, t=test: SeedLinear().fit(p).predict(t), repeats),
+                    "powertrain_mlp_cpu_s": cpu_seconds(
+                        lambda p=prof, t=test: PowerTrainMLP().fit(ref, p).predict(t), 1)})
+    return out
+
+
+def cost_lines(cost: list[dict]) -> list[str]:
+    """The cost table and each method's growth exponent (CPU s ~ profiled modes^b)."""
+    methods = (("jetpredict", "jetpredict_cpu_s"), ("seed linear", "seed_linear_cpu_s"),
+               ("PowerTrain MLP", "powertrain_mlp_cpu_s"))
+    lines = ["", "## Cost against the profiled modes", "",
+             "CPU seconds of one fit and prediction of the unprofiled modes (MobileNetV3 profiled on the first k "
+             f"of {','.join(COST_ORDER)}, ResNet-18 as the reference; median of 3 runs, the MLP 1).", "",
+             "| profiled modes | " + " | ".join(m for m, _ in methods) + " |", "|---|---|---|---|"]
+    lines += [f"| {c['profiled_modes']} | " + " | ".join(f"{c[k]:.3f}" for _, k in methods) + " |" for c in cost]
+    growth = ", ".join(f"{m} ~ modes^{exponent_text(growth_exponent((c['profiled_modes'], c[k]) for c in cost))}"
+                       for m, k in methods)
+    return [*lines, "", f"Growth: {growth} (1 = linear in the profiled modes, 0 = flat)."]
 
 
 def real_lowo(rows: pd.DataFrame) -> list[dict]:
@@ -344,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in below_range_fact(rows):
         lines.append(f"| {r['case']} | {r['speed_up']:.2f} | {r['power_ratio']:.2f} | {r['energy_ratio']:.3f} | "
                      f"{r['maxn_power_w']:.1f} | {r['slow_power_w']:.1f} |")
+    lines += cost_lines(cost_growth(rows))
     if args.simulated:
         simulated = synthetic(rows) + twin()
         df = pd.DataFrame(simulated)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.models.profile_rows import MAX_ROWS
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.reference import REFERENCE_DIR
-from results_io import exponent_text, growth_exponent, write_results
+from results_io import cpu_seconds, exponent_text, growth_exponent, write_results
 
 DEVICE = "agx-xavier"
 SIZES = (10, 100, 1_000, 10_000, 100_000)
@@ -51,16 +50,6 @@ def synthetic_rows(n: int, seed: int = 0) -> pd.DataFrame:
         "epoch_time_s": pred.epoch_time_s * noise, "stall_time_s": pred.stall_time_s * noise,
         "compute_time_s": pred.compute_time_s * noise, "avg_power_w": pred.avg_power_w * noise,
         "source": "simulated: bench/fit_scaling.py (cost only)"})
-
-
-def cpu_seconds(fn, repeats: int) -> float:
-    """Median CPU seconds of ``repeats`` calls of ``fn`` (CPU time: the work itself, whatever else runs)."""
-    out = []
-    for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        out.append(time.process_time() - t0)
-    return statistics.median(out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+import statistics
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -36,3 +38,13 @@ def growth_exponent(points: Iterable[tuple[float, float]]) -> float | None:
     my = sum(y for _, y in pts) / len(pts)
     den = sum((x - mx) ** 2 for x, _ in pts)
     return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
+
+
+def cpu_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median CPU seconds of ``repeats`` calls of ``fn`` (CPU time: the work itself, whatever else runs)."""
+    out = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        out.append(time.process_time() - t0)
+    return statistics.median(out)
