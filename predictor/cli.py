@@ -229,7 +229,7 @@ def _predict(args: argparse.Namespace) -> int:
     flagged = int(df["extrapolated"].sum())
     if flagged and bool(df["cross_device"].any()):
         _log(f"{flagged} mode(s) lie outside the profiled knob ranges, taken at the same share of each knob's "
-             f"top on {args.device} (column extrapolated_knobs): their intervals carry the cross-device SD, "
+             f"top on {args.device or model.device_id} (column extrapolated_knobs): their intervals carry the cross-device SD, "
              "not a per-knob widening")
     elif flagged:
         widening = model.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence)
