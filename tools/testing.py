@@ -18,7 +18,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-STARTUP_TIMEOUT_S = 15.0  # serve answers within 15 s (README)
+#: How long a started server may take to answer /healthz (s): a liveness guard, not a speed check (a server that
+#: exits fails at once; bench/api_boots.py measures boots). Cold page caches took 13 s on the 2-core machine.
+STARTUP_TIMEOUT_S = 60.0
 
 
 def free_port() -> int:
