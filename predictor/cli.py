@@ -217,6 +217,7 @@ def with_epoch_totals(df: pd.DataFrame) -> pd.DataFrame:
 
 def _predict(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
+    from jetpredict.predictor.bundled import on_device
 
     args.format = _out_format(args.format, args.out)
     model = _load(args.model)
@@ -227,13 +228,12 @@ def _predict(args: argparse.Namespace) -> int:
         _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
              f"{args.confidence:.0%} intervals{provenance_summary(df, model.device_id)}")
     flagged = int(df["extrapolated"].sum())
-    if flagged and bool(df["cross_device"].any()):
-        _log(f"{flagged} mode(s) lie outside the profiled knob ranges, taken at the same share of each knob's "
-             f"top on {args.device or model.device_id} (column extrapolated_knobs): their intervals carry the cross-device SD, "
-             "not a per-knob widening")
-    elif flagged:
-        widening = model.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence)
-        _log(f"{flagged} mode(s) lie outside the profiled knob ranges (column extrapolated_knobs): their "
+    if flagged:
+        target = on_device(model, None if args.device is None else resolve_device(args.device))
+        widening = target.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence)
+        where = (f", taken at the same share of each knob's top on {target.device_id}" if target.cross_device
+                 else "")
+        _log(f"{flagged} mode(s) lie outside the profiled knob ranges{where} (column extrapolated_knobs): their "
              f"intervals are wider (time intervals {np.median(widening):.2f}x as wide as inside them, median; "
              f"up to {np.max(widening):.2f}x)")
         _log_aliased(model)

@@ -229,7 +229,7 @@ class WorkloadModel:
     #: Knob ranges of the profiled modes, ``{knob: (low, high)}``; outside them predictions are flagged
     #: ``extrapolated`` and intervals widen by ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x
     #: ln-distance)^2))``. A cross-device model holds the source's ranges at the same share of each knob's
-    #: top (``transfer.ranges_on``): they only flag, as its intervals carry ``cross_device_rel_sd`` instead.
+    #: top (``transfer.ranges_on``), and widens by the same rule on top of ``cross_device_rel_sd``.
     profiled_ranges: Mapping[str, tuple[float, float]] | None = None
     cross_device: bool = False
     source_device_id: str | None = None
@@ -255,10 +255,9 @@ class WorkloadModel:
             fld, message = next(iter(bad.items()))
             raise InputError(f"model of device {self.device_id!r}: {message}", fld)
         distances = self._knob_distances(modes)
-        widening = None if self.cross_device else distances
-        t = self._time(modes, widening)
+        t = self._time(modes, distances)
         busy = t.compute / np.maximum(t.epoch, 1e-12)
-        p = self._power(modes, busy, t.epoch, self._gpu_active(t), widening)
+        p = self._power(modes, busy, t.epoch, self._gpu_active(t), distances)
         energy = p.power * t.epoch
         s = self.interval_scales.in_regime()
         sds = self.relative_sds(t, p)

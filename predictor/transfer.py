@@ -223,8 +223,8 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
 def ranges_on(ranges: Mapping[str, tuple[float, float]] | None, source: Device, target: Device
               ) -> dict[str, tuple[float, float]] | None:
     """The profiled knob ranges of ``source`` at the same share of each knob's top on ``target``: the
-    target's modes whose knobs sit where no profiled mode sat on the source get flagged as extrapolated.
-    (Their intervals carry the transfer's SD, not the within-device widening.)"""
+    target's modes whose knobs sit where no profiled mode sat on the source are flagged as extrapolated and
+    widen as they would on the source (the transfer's SD comes on top)."""
     if not ranges:
         return None
     src, dst = F.device_maxima(source), F.device_maxima(target)
