@@ -46,7 +46,7 @@ from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import adaptive as A  # noqa: E402
 from jetpredict.predictor.limits import OBJECTIVES  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
-from results_io import exponent_text, growth_exponent, write_results  # noqa: E402
+from results_io import exponent_text, growth_exponent, run_seconds, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
@@ -236,12 +236,7 @@ def twin_part(minibatches: int) -> list[dict]:
 
 def _best_of(repeats: int, work) -> float:
     """The least wall time (s) of ``repeats`` runs of ``work()``: one run on shared cores is noisy."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return min(run_seconds(work, repeats, time.perf_counter))
 
 
 def cost_part(repeats: int = 3) -> list[dict]:

@@ -40,11 +40,18 @@ def growth_exponent(points: Iterable[tuple[float, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
 
 
-def cpu_seconds(fn: Callable[[], object], repeats: int) -> float:
-    """Median CPU seconds of ``repeats`` calls of ``fn`` (CPU time: the work itself, whatever else runs)."""
+def run_seconds(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = time.process_time
+                ) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` on ``clock`` (default CPU time: the work itself,
+    whatever else runs; ``time.perf_counter`` for wall time)."""
     out = []
     for _ in range(repeats):
-        t0 = time.process_time()
+        t0 = clock()
         fn()
-        out.append(time.process_time() - t0)
-    return statistics.median(out)
+        out.append(clock() - t0)
+    return out
+
+
+def cpu_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median CPU seconds of ``repeats`` calls of ``fn``."""
+    return statistics.median(run_seconds(fn, repeats))

@@ -40,7 +40,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_files import rows_to_records, write_profile_csv
 from jetpredict.models.profile_rows import HOST_DEVICE, validate_records
-from jetpredict.models.profiling_protocol import SETTLE_S
+from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
 from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
@@ -49,8 +49,6 @@ from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunS
 
 DEVICE_ENV = "JETPREDICT_DEVICE"
 JSON_FORMAT = "jetpredict-profile/1"
-#: Default settle time after a mode switch on a Jetson (clocks and temperatures), s.
-DEFAULT_SETTLE_S = SETTLE_S
 
 
 class ModeChooser(Protocol):
@@ -77,10 +75,10 @@ class CampaignConfig:
     modes: str | None = None
     batch_size: int | None = None
     workers: int | None = None
-    warmup: int = runner.DEFAULT_WARMUP
-    minibatches: int = runner.DEFAULT_MINIBATCHES
+    warmup: int = WARMUP_MINIBATCHES
+    minibatches: int = MEASURED_MINIBATCHES
     settle_s: float | None = None
-    idle_s: float = runner.DEFAULT_IDLE_S
+    idle_s: float = IDLE_S
     hz: float = runner.DEFAULT_SAMPLER_HZ
     data: str | None = None
     upload: str | None = None
@@ -296,7 +294,7 @@ def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
     modes = modes_to_profile(device, cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
     runner = RealTimeRunner(backend, detect_power_meter(device_id))
-    settle = DEFAULT_SETTLE_S if cfg.settle_s is None else cfg.settle_s
+    settle = SETTLE_S if cfg.settle_s is None else cfg.settle_s
     return CampaignParts(device_id, device, modes, runner, detect_controller("jetson", device_id), settle)
 
 
@@ -308,7 +306,7 @@ def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
     rig = simulated_rig(device, cfg.workload, batch_size=cfg.batch_size, num_workers=cfg.workers,
                         data=cfg.data, seed=cfg.seed)
     # Simulated time costs nothing: settle as on a real board unless told otherwise.
-    settle = DEFAULT_SETTLE_S if cfg.settle_s is None else cfg.settle_s
+    settle = SETTLE_S if cfg.settle_s is None else cfg.settle_s
     return CampaignParts(device.id, device, modes, rig.runner, rig.controller, settle)
 
 

@@ -117,6 +117,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     r.add_argument("--force", action="store_true",
                    help="restore even though the run that saved the state still seems alive")
     r.set_defaults(handler=_restore)
+    from jetpredict.models.profiling_protocol import MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
+
     p = sub.add_parser(
         "profile", help="profile a workload on a few power modes",
         description="Train a workload for a few minibatches on each power mode and write profile rows. "
@@ -131,9 +133,11 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     p.add_argument("--batch-size", type=int, help="minibatch size (default 16)")
     p.add_argument("--workers", type=int,
                    help="DataLoader workers (default min(4, CPU cores); sim: min(4, the device's cores))")
-    p.add_argument("--warmup", type=int, default=10, help="warm-up minibatches per mode (default 10)")
-    p.add_argument("--minibatches", type=int, default=40, help="measured minibatches per mode (default 40)")
-    p.add_argument("--settle-s", type=float, help="wait after each mode switch, s (default 5; host 0)")
+    p.add_argument("--warmup", type=int, default=WARMUP_MINIBATCHES,
+                   help=f"warm-up minibatches per mode (default {WARMUP_MINIBATCHES})")
+    p.add_argument("--minibatches", type=int, default=MEASURED_MINIBATCHES,
+                   help=f"measured minibatches per mode (default {MEASURED_MINIBATCHES})")
+    p.add_argument("--settle-s", type=float, help=f"wait after each mode switch, s (default {SETTLE_S:g}; host 0)")
     p.add_argument("--data", help="ImageFolder directory (default: synthetic tensors)")
     p.add_argument("--upload", help="service URL to upload the rows to (POST /v1/profiles); the key comes from "
                    "$JETPREDICT_API_KEY, else the first of $JETPREDICT_API_KEYS; checked before profiling")

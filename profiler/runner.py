@@ -49,10 +49,6 @@ if TYPE_CHECKING:
     from jetpredict.models.catalogue import PowerMode
     from jetpredict.profiler.power import PowerMeter, PowerTrace
 
-DEFAULT_WARMUP = WARMUP_MINIBATCHES
-DEFAULT_MINIBATCHES = MEASURED_MINIBATCHES
-#: Idle power is averaged over this long after each mode switch when a meter is present.
-DEFAULT_IDLE_S = IDLE_S
 
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")
@@ -117,10 +113,10 @@ class RunSettings:
     power sampler's rate (Hz). The one place these are checked: a bad value raises :class:`InputError`
     naming its field."""
 
-    warmup: int = DEFAULT_WARMUP
-    minibatches: int = DEFAULT_MINIBATCHES
+    warmup: int = WARMUP_MINIBATCHES
+    minibatches: int = MEASURED_MINIBATCHES
     settle_s: float = 0.0
-    idle_s: float = DEFAULT_IDLE_S
+    idle_s: float = IDLE_S
     hz: float = DEFAULT_SAMPLER_HZ
 
     def __post_init__(self) -> None:
