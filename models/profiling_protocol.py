@@ -11,3 +11,5 @@ IDLE_S = 3.0
 WARMUP_MINIBATCHES = 10
 #: Timed minibatches per mode.
 MEASURED_MINIBATCHES = 40
+#: Minibatch size a workload trains with unless ``--batch-size`` says otherwise.
+BATCH_SIZE = 16

@@ -117,7 +117,13 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     r.add_argument("--force", action="store_true",
                    help="restore even though the run that saved the state still seems alive")
     r.set_defaults(handler=_restore)
-    from jetpredict.models.profiling_protocol import MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
+    from jetpredict.models.profiling_protocol import (
+        BATCH_SIZE,
+        MEASURED_MINIBATCHES,
+        SETTLE_S,
+        WARMUP_MINIBATCHES,
+    )
+    from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
     p = sub.add_parser(
         "profile", help="profile a workload on a few power modes",
@@ -126,11 +132,10 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
         "one JSON document (rows + per-minibatch times and power samples).")
     p.add_argument("--device", required=True, help="host | jetson | sim:DEVICE")
     p.add_argument("--workload", required=True,
-                   help="lenet5-mnist | resnet18-cifar10 | mobilenetv3-small-gld23k | vgg11-cifar10 | "
-                   "torchvision:NAME | module.path:factory")
+                   help=" | ".join([*BUILTIN_WORKLOADS, "torchvision:NAME", "module.path:factory"]))
     p.add_argument("--modes", help="presets | FILE | comma-separated labels (Jetson and sim; "
                    "default presets; host profiles one mode with all cores)")
-    p.add_argument("--batch-size", type=int, help="minibatch size (default 16)")
+    p.add_argument("--batch-size", type=int, help=f"minibatch size (default {BATCH_SIZE})")
     p.add_argument("--workers", type=int,
                    help="DataLoader workers (default min(4, CPU cores); sim: min(4, the device's cores))")
     p.add_argument("--warmup", type=int, default=WARMUP_MINIBATCHES,

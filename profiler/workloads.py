@@ -2,8 +2,7 @@
 
 A workload name is one of
 
-- a built-in id (:data:`BUILTIN`): ``lenet5-mnist``, ``resnet18-cifar10``, ``mobilenetv3-small-gld23k``,
-  ``vgg11-cifar10`` (networks from :mod:`profiler.nets`);
+- a built-in id (:data:`profiler.builtin_workloads.BUILTIN_WORKLOADS`, networks from :mod:`profiler.nets`);
 - ``torchvision:NAME`` (a ``torchvision.models`` network, 3x224x224, 1000 classes) when torchvision imports;
 - ``module.path:factory`` for any user model. ``factory()`` returns either
   ``(model, input_shape, num_classes)`` for classification, or a mapping / :class:`WorkloadParts` with
@@ -33,13 +32,14 @@ from typing import Any
 import numpy as np
 import torch
 from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.models.profiling_protocol import BATCH_SIZE
 from jetpredict.profiler import nets
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 from jetpredict.profiler.loader import loader_settings
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
-DEFAULT_BATCH_SIZE = 16
 #: ImageNet-1k training images: the epoch size assumed for ``torchvision:NAME`` without ``--data``.
 IMAGENET_TRAIN_IMAGES = 1_281_167
 #: Epoch size of a user classification workload on synthetic data without ``dataset_size`` (CIFAR-10's).
@@ -84,19 +84,6 @@ class WorkloadParts:
     dataset_size: int | None = None
     minibatches_per_epoch: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-#: Built-in workloads: (network class, input shape, classes, training-set size, dataset name).
-BUILTIN: dict[str, tuple[type[nn.Module], tuple[int, int, int], int, int, str]] = {
-    "lenet5-mnist": (nets.LeNet5, (1, 28, 28), 10, 60_000, "MNIST"),
-    "resnet18-cifar10": (nets.ResNet18, (3, 32, 32), 10, 50_000, "CIFAR-10"),
-    "mobilenetv3-small-gld23k": (nets.MobileNetV3Small, (3, 224, 224), 203, 23_080, "GLD-23k"),
-    "vgg11-cifar10": (nets.VGG11BN, (3, 32, 32), 10, 50_000, "CIFAR-10"),
-}
-
-
-def builtin_names() -> list[str]:
-    return list(BUILTIN)
 
 
 def _parts_from_factory(result: object, where: str) -> WorkloadParts:
@@ -161,7 +148,7 @@ def _torchvision_workload(name: str) -> WorkloadSpec:
         from torchvision import models as tv_models
     except ImportError:
         raise UnknownWorkloadError(f"workload {name!r} needs torchvision, which does not import here; "
-                                   f"use a built-in workload ({', '.join(BUILTIN)}) or module:factory",
+                                   f"use a built-in workload ({', '.join(BUILTIN_WORKLOADS)}) or module:factory",
                                    "workload") from None
     if arch not in tv_models.list_models():
         raise UnknownWorkloadError(f"torchvision has no model {arch!r}", "workload")
@@ -175,15 +162,16 @@ def resolve_workload(name: str) -> WorkloadSpec:
     if not name or not name.strip():
         raise InputError("workload must be a non-empty name", "workload")
     name = name.strip()
-    if name in BUILTIN:
-        cls, shape, classes, size, dataset = BUILTIN[name]
-        return WorkloadSpec(name=name, model_factory=lambda: cls(classes), input_shape=shape,
-                            num_classes=classes, dataset_size=size, dataset=dataset)
+    if name in BUILTIN_WORKLOADS:
+        b = BUILTIN_WORKLOADS[name]
+        net: type[nn.Module] = getattr(nets, b.net)
+        return WorkloadSpec(name=name, model_factory=lambda: net(b.num_classes), input_shape=b.input_shape,
+                            num_classes=b.num_classes, dataset_size=b.train_samples, dataset=b.dataset)
     if name.startswith("torchvision:"):
         return _torchvision_workload(name)
     if ":" in name:
         return _user_workload(name)
-    raise UnknownWorkloadError(f"unknown workload {name!r}; valid: {', '.join(BUILTIN)}, torchvision:NAME, "
+    raise UnknownWorkloadError(f"unknown workload {name!r}; valid: {', '.join(BUILTIN_WORKLOADS)}, torchvision:NAME, "
                                "or module.path:factory", "workload")
 
 
@@ -332,7 +320,7 @@ def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_
     """Build model, data, loss and optimizer. ``data_dir`` = ImageFolder root (else synthetic data)."""
     if isinstance(spec, str):
         spec = resolve_workload(spec)
-    batch_size, num_workers = loader_settings(batch_size, num_workers, default_batch_size=DEFAULT_BATCH_SIZE)
+    batch_size, num_workers = loader_settings(batch_size, num_workers, default_batch_size=BATCH_SIZE)
     torch.manual_seed(seed)
     device = torch.device(device)
     parts = spec.parts

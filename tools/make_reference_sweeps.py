@@ -23,6 +23,7 @@ from jetpredict.models.catalogue import Device, PowerMode, device_ids, load_devi
 from jetpredict.models.paths import data_path
 from jetpredict.models.profile_files import write_profile_csv
 from jetpredict.models.profile_rows import COLUMNS, validate_records
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
 REFERENCE_DIR = data_path("reference")
 DEFAULT_MODES = 320
@@ -64,12 +65,10 @@ def spread_modes(device: Device, n: int, seed: int = 0) -> list[PowerMode]:
 
 def sweep_device(device_id: str, n_modes: int = DEFAULT_MODES, seed: int = 0,
                  workloads: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """Profile ``workloads`` (default every built-in one, :data:`profiler.workloads.BUILTIN`) on the
+    """Profile ``workloads`` (default every built-in one, :data:`profiler.builtin_workloads.BUILTIN_WORKLOADS`) on the
     device's spread modes with the twin; returns validated rows."""
     from jetpredict.profiler import runner, sim
-    from jetpredict.profiler.workloads import builtin_names
-
-    workloads = tuple(builtin_names()) if workloads is None else workloads
+    workloads = tuple(BUILTIN_WORKLOADS) if workloads is None else workloads
 
     device = load_device(device_id)
     modes = spread_modes(device, n_modes, seed)

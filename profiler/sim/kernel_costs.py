@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.models.profiling_protocol import BATCH_SIZE
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
 WORKLOADS_DIR = Path(__file__).resolve().parent / "data" / "workloads"
 KIND_DENSE, KIND_DEPTHWISE, KIND_MEMORY = 0, 1, 2
@@ -223,12 +225,12 @@ def _trace_batch(spec: Any, n: int) -> tuple[Any, Any, Any]:
 def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadComplexity:
     """Trace one training step at two batch sizes and time the data pipeline, on the host CPU."""
     import torch
-    from jetpredict.profiler.workloads import DEFAULT_BATCH_SIZE, build_workload, resolve_workload
+    from jetpredict.profiler.workloads import build_workload, resolve_workload
 
     spec = resolve_workload(name)
     # Samples per epoch: the dataset's, else the factory's minibatches at the twin's batch size; a factory
     # that gives neither is an InputError here, before any tracing, never an empty (0 s, 0 J) epoch.
-    samples_per_epoch = spec.dataset_size or spec.minibatches_per_epoch(DEFAULT_BATCH_SIZE) * DEFAULT_BATCH_SIZE
+    samples_per_epoch = spec.dataset_size or spec.minibatches_per_epoch(BATCH_SIZE) * BATCH_SIZE
     traces = []
     for n in TRACE_BATCHES:
         torch.manual_seed(seed)
@@ -263,7 +265,7 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
                 break
         cpu_s = (time.process_time() - t0) / max(drawn, 1)
     return WorkloadComplexity(
-        workload=name, dataset=spec.dataset, batch_size=DEFAULT_BATCH_SIZE, dataset_size=int(samples_per_epoch),
+        workload=name, dataset=spec.dataset, batch_size=BATCH_SIZE, dataset_size=int(samples_per_epoch),
         flops_fixed=np.maximum(fa - n1 * f_ps, 0.0), flops_per_sample=f_ps,
         bytes_fixed=np.maximum(ba - n1 * b_ps, 0.0), bytes_per_sample=b_ps,
         kinds=np.array([r[3] for r in a], dtype=int), data_cpu_s_per_sample=cpu_s,
@@ -276,15 +278,14 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
 
 def main() -> None:  # pragma: no cover - regenerates the cached files
     import torch
-    from jetpredict.profiler.workloads import builtin_names
 
     torch.set_num_threads(1)  # per-sample CPU cost of one DataLoader worker = one core
     WORKLOADS_DIR.mkdir(parents=True, exist_ok=True)
-    for name in builtin_names():
+    for name in BUILTIN_WORKLOADS:
         wc = measure_workload(name)
         (WORKLOADS_DIR / f"{name}.json").write_text(json.dumps(wc.to_json()) + "\n", encoding="utf-8")
-        print(f"{name}: {wc.kernel_count} kernels, {wc.kernel_flops(16).sum() / 1e9:.2f} GFLOP and "
-              f"{wc.kernel_bytes(16).sum() / 1e9:.2f} GB per minibatch of 16, "
+        print(f"{name}: {wc.kernel_count} kernels, {wc.kernel_flops(BATCH_SIZE).sum() / 1e9:.2f} GFLOP and "
+              f"{wc.kernel_bytes(BATCH_SIZE).sum() / 1e9:.2f} GB per minibatch of {BATCH_SIZE}, "
               f"{wc.data_cpu_s_per_sample * 1e3:.3f} ms CPU per sample")
 
 

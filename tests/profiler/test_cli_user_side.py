@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from jetpredict.models.profiling_protocol import BATCH_SIZE, MEASURED_MINIBATCHES
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
 from tools.testing import free_port
 
@@ -47,6 +49,16 @@ def test_twin_profiles_without_torch_or_tqdm(tmp_path):
     assert "Traceback" not in proc.stderr
     lines = out.read_text().splitlines()
     assert len(lines) == 2 and lines[1].startswith("agx-xavier,lenet5-mnist,MAXN,")
+
+
+def test_profile_help_without_torch_names_the_builtin_workloads_and_defaults():
+    proc = _cli_without("torch", "profile", "--help")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())  # argparse wraps the help text
+    for name in BUILTIN_WORKLOADS:
+        assert name in text.replace("- ", "-")
+    assert f"minibatch size (default {BATCH_SIZE})" in text
+    assert f"measured minibatches per mode (default {MEASURED_MINIBATCHES})" in text
 
 
 def test_host_profile_without_torch_says_what_to_install(tmp_path):

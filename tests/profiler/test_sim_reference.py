@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from jetpredict.models.catalogue import device_ids, load_device
 from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 from jetpredict.profiler.sim.kernel_costs import load_complexity
 from jetpredict.profiler.sim.physics import DevicePhysics
 from jetpredict.profiler.sim.twin import Twin
-from jetpredict.profiler.workloads import builtin_names
 
 from tools.make_reference_sweeps import REFERENCE_DIR, spread_modes
 
@@ -23,7 +23,7 @@ def test_every_device_has_a_simulated_sweep(device):
     assert path.stat().st_size < 400 * 1024
     df = read_profile_csv(path)
     assert set(df["source"]) == {"simulated"} and set(df["power_meter"]) == {f"sim:{device}"}
-    assert set(df["workload"]) == set(builtin_names())
+    assert set(df["workload"]) == set(BUILTIN_WORKLOADS)
     per_workload = df.groupby("workload")["mode"].nunique()
     assert (per_workload >= min(300, len(load_device(device).modes()))).all()
     assert df[["epoch_time_s", "avg_power_w", "base_power_w"]].notna().all().all()
