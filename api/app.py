@@ -16,7 +16,13 @@ from urllib.parse import quote
 
 from flask import Flask, Response, request
 from flask_smorest import Api
-from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, RATE_LIMIT_OFF, Settings, load_settings
+from jetpredict.api.config import (
+    DEFAULT_HEAVY_FIT_ROWS,
+    DEFAULT_INLINE_ROWS_WITHOUT_KEY,
+    RATE_LIMIT_OFF,
+    Settings,
+    load_settings,
+)
 from jetpredict.api.errors import ApiError, register_error_handlers
 from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics, request_elapsed_s
@@ -58,7 +64,8 @@ API_DESCRIPTION = (
     "loopback (the default) or put the service behind a proxy that authenticates when rows are "
     "confidential. Costly routes are rate limited per client address (429 with Retry-After); a database "
     "that cannot be reached, or a store that cannot write, answers 503 with Retry-After. Heavy requests "
-    f"(inline fits, answers for every mode, fleet plans of more than {fleet_plans.HEAVY_CLIENTS} clients) run "
+    f"(inline fits, answers for every mode, fleet plans of more than {fleet_plans.HEAVY_CLIENTS} clients, fits "
+    f"of a stored workload of more than {DEFAULT_HEAVY_FIT_ROWS:,} rows on upload or lookup, by default) run "
     "a few at a time per worker and answer 503 with Retry-After when that is full; inline rows beyond "
     f"{DEFAULT_INLINE_ROWS_WITHOUT_KEY:,} need X-API-Key (by default). "
     "Every-mode answers come as JSON rows, JSON columns (layout: columns), CSV or Apache Arrow (Accept), "
@@ -286,7 +293,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     metrics = Metrics()
     gate = HeavyGate(settings.HEAVY_SLOTS, settings.HEAVY_QUEUE, settings.HEAVY_WAIT_S,
                      on_reject=lambda what: metrics.heavy_rejected.inc())
-    services = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE), metrics, gate,
+    services = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE, gate, settings.HEAVY_FIT_ROWS), metrics, gate,
                         AnswerCache(settings.ANSWER_CACHE_MB * 1024 * 1024, Path(settings.DATA_DIR) / "answers",
                                     settings.ANSWER_CACHE_DISK_MB * 1024 * 1024))
     # A database that is down at boot does not stop the service: requests answer 503 until it is back,

@@ -22,6 +22,8 @@ DEFAULT_RATE_LIMIT = "600/minute;50/second"
 DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"
 RATE_LIMIT_OFF = ("off", "none", "0", "false")
 DEFAULT_INLINE_ROWS_WITHOUT_KEY = 2_000
+#: A fit over more stored and uploaded rows than this is heavy work (~0.1 CPU-s: bench/fit_scaling.py).
+DEFAULT_HEAVY_FIT_ROWS = 2_000
 
 
 def _split(value: str | list | tuple) -> tuple[str, ...]:
@@ -49,12 +51,14 @@ class Settings:
     RATE_LIMIT: str = DEFAULT_RATE_LIMIT
     RATE_LIMIT_ALL_MODES: str = DEFAULT_RATE_LIMIT_ALL_MODES
     RATE_LIMIT_STORAGE_URL: str = "memory://"  # per worker; redis://... shares counters across processes
-    # Heavy work (inline fits, every-mode answers, large fleet plans; api.heavy): this many run at once per
-    # process and this many more wait up to HEAVY_WAIT_S (s); beyond that, 503 with Retry-After. Keep
-    # HEAVY_SLOTS + HEAVY_QUEUE below THREADS so that light requests always find a thread.
+    # Heavy work (inline fits, every-mode answers, large fleet plans, fits of a stored workload of more than
+    # HEAVY_FIT_ROWS rows on upload or lookup; api.heavy): this many run at once per process and this many
+    # more wait up to HEAVY_WAIT_S (s); beyond that, 503 with Retry-After. Keep HEAVY_SLOTS + HEAVY_QUEUE
+    # below THREADS so that light requests always find a thread.
     HEAVY_SLOTS: int = 1
     HEAVY_QUEUE: int = 2
     HEAVY_WAIT_S: int = 10
+    HEAVY_FIT_ROWS: int = DEFAULT_HEAVY_FIT_ROWS
     ANSWER_CACHE_MB: int = 64  # encoded every-mode answers kept per process (MB); 0 = none
     ANSWER_CACHE_DISK_MB: int = 256  # and under DATA_DIR/answers, shared by the host's workers (MB); 0 = none
     # Profile rows a prediction request may carry inline without X-API-Key (with a key: schemas.MAX_ROWS).
@@ -77,7 +81,7 @@ class Settings:
 _MAX_PORT = 65535
 _INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1,
                  "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0, "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0,
-                 "INLINE_ROWS_WITHOUT_KEY": 1}
+                 "INLINE_ROWS_WITHOUT_KEY": 1, "HEAVY_FIT_ROWS": 1}
 
 
 def _coerce(name: str, value: object) -> object:

@@ -67,7 +67,7 @@ FLEET_REQUEST = "FleetPlanRequest"
 RECOMMENDATION_REQUEST = "RecommendationRequest"
 #: Request-body schemas (component names) whose ``rows`` are profile rows, and the fields that tell two
 #: workloads apart in them: an upload may hold several workloads; inline rows are one workload (their
-#: ``workload`` cells are labels, see :func:`api.workloads.as_one_workload`).
+#: ``workload`` cells are labels, see :func:`api.client_rows.as_one_workload`).
 ROWS_SCHEMAS = {"WorkloadRef": (), "ProfileUpload": ("workload",)}
 RULES = "x-jetpredict-rules"
 #: The kinds of rule in ``x-jetpredict-rules``.

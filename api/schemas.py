@@ -290,7 +290,7 @@ def _cell_type_problem(name: str, value: object) -> str | None:
 def _json_cell_types(rows: list) -> None:
     """Every known cell of a JSON row has the type the document gives it (or is null): a number given as
     text (``"1e5"``), a boolean, or NaN/Infinity is refused, naming ``rows.I.FIELD``. Unknown columns and
-    rows that are not objects are left to the row checks (:func:`api.workloads.validate_client_rows`)."""
+    rows that are not objects are left to the row checks (:func:`api.client_rows.validate_client_rows`)."""
     errors: dict[int, dict[str, list[str]]] = {}
     found = 0
     for i, row in enumerate(rows):

@@ -8,29 +8,39 @@ is unpickled.
 One workload id may hold rows of several device types (one device per upload): each device's rows are
 fitted on their own (:class:`predictor.workload_devices.DeviceModels`), a request for a device with rows
 is served by them, and one for a device without rows by the model of the workload's best other device,
-moved across. Rows are compared in canonical form (:func:`canonical_row`: numbers parsed, text
+moved across. Rows are compared in canonical form (:func:`api.client_rows.canonical_row`: numbers parsed, text
 stripped): a row already stored is not stored again, and an upload identical to an earlier one up to
 number formatting is that upload (replayed).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import logging
 import random
-import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+from jetpredict.api.client_rows import (
+    as_one_workload,
+    canonical_row,
+    check_scalar_cells,
+    records_sha256,
+    row_key,
+    stored_form,
+    validate_client_rows,
+    workload_id_problem,
+)
+from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
 from jetpredict.api.errors import ApiError, FieldErrors
-from jetpredict.api.schemas import ID_CHARS_OUT, MAX_WORKLOAD_ID_CHARS
+from jetpredict.api.heavy import HeavyGate
 from jetpredict.api.storage import (
     IdempotencyKey,
     RevisionConflict,
@@ -42,83 +52,17 @@ from jetpredict.api.storage import (
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.models.profile_files import rows_to_records
-from jetpredict.models.profile_rows import (
-    FIELD_BY_NAME,
-    PASS_THROUGH_COLUMNS,
-    ProfileRowsError,
-    mode_conflicts,
-    unknown_columns,
-    validate_records,
-)
+from jetpredict.models.profile_rows import mode_conflicts, validate_records
 from jetpredict.predictor.workload_devices import DeviceModels
 
 log = logging.getLogger("jetpredict.api")
+T = TypeVar("T")
 
 #: Workloads in one upload: each is fitted in the request (~5 ms each), and each has an idempotency key.
 MAX_UPLOAD_WORKLOADS = 256
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-_BAD_ID = re.compile(f"[{ID_CHARS_OUT}]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _OPTIMISTIC_TRIES = 3  # then uploads to the workload queue on the write lock
 _LOCKED_TRIES = 2
-
-
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def canonical_value(value: object) -> object:
-    """A cell in canonical form: text stripped (blank -> None), a number (or text that is one, such as
-    ``"4.60"``) as a float, so ``"4.60"``, ``"4.6 "``, ``4.6`` and ``4.600`` are one value."""
-    if isinstance(value, str):
-        text = value.strip()
-        if _NUMBER.fullmatch(text):
-            return float(text)
-        return text or None
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float | np.integer | np.floating):
-        number = float(value)
-        return None if number != number else number  # NaN is an empty cell
-    return value
-
-
-def canonical_row(record: Mapping[str, object]) -> dict[str, object]:
-    """``record`` with canonical cells (:func:`canonical_value`) and no empty ones: two rows that differ
-    only in number formatting, surrounding blanks or empty columns are equal."""
-    out = {}
-    for key, value in record.items():
-        cell = canonical_value(value)
-        if cell is not None:
-            out[str(key).strip()] = cell
-    return out
-
-
-def row_key(record: Mapping[str, object]) -> str:
-    """A text that two rows share exactly when their canonical forms are equal."""
-    return json.dumps(canonical_row(record), sort_keys=True, default=str)
-
-
-#: Pass-through text columns: stored as text even when it reads as a number, as uploads take them back.
-_TEXT_PASS_THROUGH = frozenset(name for name, unit in PASS_THROUGH_COLUMNS.items() if unit.startswith("text"))
-
-
-def _text_cell(value: object) -> object:
-    """A text cell as stored: stripped; a number (validation made the column numbers) as text: "3090"."""
-    cell = canonical_value(value)
-    if isinstance(cell, float):
-        return str(int(cell)) if cell.is_integer() else repr(cell)
-    return cell
-
-
-def stored_form(record: Mapping[str, object]) -> dict[str, object]:
-    """A validated row as it is stored: profile-row fields as validated, the pass-through columns'
-    cells in canonical form (the validation keeps those as sent), text columns' cells as text."""
-    return {k: v if k in FIELD_BY_NAME else _text_cell(v) if k in _TEXT_PASS_THROUGH else canonical_value(v)
-            for k, v in record.items()}
-
-
-def _sha256(rows: Sequence[object]) -> str:
-    return hashlib.sha256(json.dumps(list(rows), sort_keys=True, default=str).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -320,80 +264,31 @@ def _writes(groups: Sequence[_Group], models: Mapping[str, _Fitted], device: str
     return out
 
 
-def as_one_workload(records: Sequence[object]) -> list[object]:
-    """Inline rows relabelled with the first row's ``workload``: the rows of an inline workload are one
-    workload by construction (it has no id), so their ``workload`` cells are labels. Relabelling keeps the
-    checks across rows (one label, one set of knobs; repeats that agree) over all of them."""
-    label = next((r.get("workload") for r in records if isinstance(r, Mapping) and r.get("workload")), None)
-    return [{**r, "workload": label} if isinstance(r, Mapping) and r.get("workload") else r for r in records]
-
-
-def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be stored as text in every database (NUL, unpaired surrogates), or None."""
-    if "\x00" in text:
-        return "must not contain a NUL character"
-    if _SURROGATE.search(text):
-        return "must be valid Unicode (it holds an unpaired surrogate)"
-    return None
-
-
-def workload_id_problem(workload_id: str) -> str | None:
-    """Why ``workload_id`` can never be a stored workload's id, or None."""
-    if not workload_id:
-        return "must not be empty"
-    if len(workload_id) > MAX_WORKLOAD_ID_CHARS:
-        return f"must be at most {MAX_WORKLOAD_ID_CHARS} characters"
-    if _BAD_ID.search(workload_id) or _SURROGATE.search(workload_id):
-        return "must not contain '/', '\\', control characters or unpaired surrogates"
-    return None
-
-
-def validate_client_rows(records: Sequence[object], prefix: str = "rows") -> pd.DataFrame:
-    """Validate rows a client sent: unknown columns rejected (pass-through columns of
-    :data:`models.profile_rows.PASS_THROUGH_COLUMNS` kept), every problem keyed ``PREFIX.I.FIELD`` with
-    ``I`` the 0-based index in the list, as the indexes of ``modes`` and ``clients`` are."""
-    unknown = unknown_columns(records)
-    if unknown:
-        errors = {prefix + key[len("rows"):]: v for key, v in unknown.items()}
-        raise FieldErrors(f"{len(errors)} unknown column(s): {', '.join(list(errors)[:5])}", errors)
-    try:
-        return validate_records(records)
-    except ProfileRowsError as exc:
-        errors = {}
-        for p in exc.problems:  # JSON rows are numbered from 1 in the problems: key them by index
-            key = f"{prefix}.{p.line - 1}.{p.field}" if p.line else (prefix if p.field == "rows" else p.field)
-            errors.setdefault(key, []).append(p.message)
-        shown = "; ".join(f"{k}: {v[0]}" for k, v in list(errors.items())[:10])
-        raise FieldErrors(f"{len(exc.problems)} problem(s) in {prefix}: {shown}", errors) from None
-
-
-def check_scalar_cells(records: Sequence[object], prefix: str = "rows") -> None:
-    """Every cell is a scalar, as in a CSV file (extra columns pass through to storage as they are), and
-    every text is storable in SQLite and PostgreSQL alike (no NUL, no unpaired surrogate)."""
-    errors: dict[str, list[str]] = {}
-    for i, record in enumerate(records):  # 0-based, as every index in an error key (rows, modes, clients)
-        if isinstance(record, Mapping):
-            for key, value in record.items():
-                name = f"{prefix}.{i}.{key!s}".encode("utf-8", "backslashreplace").decode()
-                if isinstance(value, Mapping | list | tuple):
-                    errors[name] = ["must be a string, number, boolean or null"]
-                elif problem := text_problem(str(key)):
-                    errors[name] = [f"column name {problem}"]
-                elif isinstance(value, str) and (problem := text_problem(value)):
-                    errors[name] = [problem]
-    if errors:
-        raise FieldErrors(f"{len(errors)} cell(s) cannot be stored: {', '.join(list(errors)[:5])}", errors)
-
-
 class WorkloadService:
     """Upload, look up and cache fitted workload models (thread-safe)."""
 
-    def __init__(self, storage: Storage, cache_size: int = 64) -> None:
+    def __init__(self, storage: Storage, cache_size: int = 64, gate: HeavyGate | None = None,
+                 heavy_fit_rows: int = DEFAULT_HEAVY_FIT_ROWS) -> None:
         self.storage = storage
         self.cache_size = cache_size
+        # Fits over more rows than ``heavy_fit_rows`` (an upload's refit, a stored workload fitted on
+        # lookup) are heavy work on ``gate``; without a gate every fit runs where it is asked for.
+        self.gate = gate
+        self.heavy_fit_rows = heavy_fit_rows
         self._stored: OrderedDict[str, tuple[int, DeviceModels]] = OrderedDict()
         self._inline: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+
+    def _heavy_gate(self, rows: int) -> HeavyGate | None:
+        """The gate a fit over ``rows`` rows goes through; None (it runs where it is asked for) up to
+        ``heavy_fit_rows`` rows."""
+        return self.gate if rows > self.heavy_fit_rows else None
+
+    def _fit_work(self, rows: int, what: str, work: Callable[[], T]) -> T:
+        """``work()``, a fit over ``rows`` rows, as heavy work beyond ``heavy_fit_rows`` (503 with
+        Retry-After when the gate is full)."""
+        gate = self._heavy_gate(rows)
+        return work() if gate is None else gate.run(f"{what} of {rows:,} rows", work)
 
     def _remember(self, cache: OrderedDict, key: str, value: Any) -> None:
         with self._lock:
@@ -444,7 +339,7 @@ class WorkloadService:
         stored rows) are a 409; either way nothing is stored, and the error names ``rows.I.FIELD``.
 
         An upload is made under ``idempotency_key`` (the client's ``Idempotency-Key``) or, without one,
-        under the SHA-256 of its canonical rows (:func:`canonical_row`): a retry of an upload that was
+        under the SHA-256 of its canonical rows (:func:`api.client_rows.canonical_row`): a retry of an upload that was
         stored, or the same rows formatted differently, is answered with the original answer and stores
         nothing; the same key with another body is a 409. If a workload of the upload was deleted since,
         the retry stores that workload's part again and no other. Rows already stored in their workload
@@ -454,7 +349,7 @@ class WorkloadService:
         The workload ids may hold rows of other devices: each device's rows are fitted on their own.
         """
         check_scalar_cells(records)
-        raw_sha256 = _sha256(records)
+        raw_sha256 = records_sha256(records)
         # Validation maps a workload cell to a function of its text: distinct texts bound the workloads.
         most = len({str(r.get("workload")) for r in records if isinstance(r, Mapping)})
         # The byte-identical retry first, before validating (as earlier versions keyed their uploads).
@@ -463,7 +358,7 @@ class WorkloadService:
         if replay is not None:
             return replay, True
         new = validate_client_rows(records)
-        canonical_sha256 = _sha256([canonical_row(r) for r in rows_to_records(new)])
+        canonical_sha256 = records_sha256([canonical_row(r) for r in rows_to_records(new)])
         idem = IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else f"sha256:{canonical_sha256}",
                               canonical_sha256)
         used, replay = self._replay(idem, most, {canonical_sha256, raw_sha256})
@@ -472,6 +367,7 @@ class WorkloadService:
         device = _one(new, "device", "rows.device")
         groups = _groups(new)
         keys = idem.keys(len(groups))
+        rows = len(new)  # the rows the refit covers, stored ones included once they are read
         for attempt in range(_OPTIMISTIC_TRIES + _LOCKED_TRIES):
             if attempt:
                 used, replay = self._replay(idem, len(groups), {canonical_sha256, raw_sha256})
@@ -481,12 +377,14 @@ class WorkloadService:
             pending = [g for g, key in zip(groups, keys, strict=True) if key not in used]
             replaced = [key for key in keys if key in used]
             if attempt >= _OPTIMISTIC_TRIES:
-                stored_records, models = self._upload_locked(groups, pending, device, idem, replaced)
+                stored_records, models = self._upload_locked(groups, pending, device, idem, replaced, rows)
                 if stored_records is None:
                     continue
                 break
             stored = {g.workload_id: self.storage.load_rows(g.workload_id) for g in pending}
-            models = _fit_groups(pending, device, {k: (rev or 0, rows) for k, (rev, rows) in stored.items()})
+            rows = len(new) + sum(len(stored_rows) for _, stored_rows in stored.values())
+            models = self._fit_work(rows, "an upload's refit", partial(
+                _fit_groups, pending, device, {k: (rev or 0, part) for k, (rev, part) in stored.items()}))
             writes = _writes(groups, models, device, {k: rev or 0 for k, (rev, _) in stored.items()})
             try:
                 stored_records = self.storage.add_uploads(writes, idem, replaced)
@@ -520,19 +418,24 @@ class WorkloadService:
             self._remember(self._stored, record.id, (record.revision, DeviceModels(models, record.device)))
 
     def _upload_locked(self, groups: list[_Group], pending: list[_Group], device: str, idem: IdempotencyKey,
-                       replaced: list[str]) -> tuple[list[WorkloadRecord] | None, dict[str, Any]]:
-        """The upload under the write locks of its workloads (refit on the rows read under the locks)."""
+                       replaced: list[str], rows: int) -> tuple[list[WorkloadRecord] | None, dict[str, Any]]:
+        """The upload under the write locks of its workloads (refit on the rows read under the locks).
+        ``rows``: the rows the last refit covered; beyond ``heavy_fit_rows`` the gate admits the upload
+        before any lock is taken, so no lock is held while it waits for a slot."""
         models: dict[str, Any] = {}
 
         def refit(stored: dict[str, tuple[int, list[dict]]]) -> list[WorkloadWrite]:
             models.update(_fit_groups(pending, device, stored))
             return _writes(groups, models, device, {k: rev for k, (rev, _) in stored.items()})
 
+        gate = self._heavy_gate(rows)
+        admitted = contextlib.nullcontext() if gate is None else gate.admit(f"an upload's refit of {rows:,} rows")
         try:
             # Every workload of the upload is locked (the parts stored by an earlier try too: their keys
             # are rewritten), so all of this transaction's locks are taken in one sorted order.
-            return (self.storage.add_uploads_locked([g.workload_id for g in groups], device, refit, idem,
-                                                    replaced), models)
+            with admitted:
+                return (self.storage.add_uploads_locked([g.workload_id for g in groups], device, refit, idem,
+                                                        replaced), models)
         except RevisionConflict:
             return None, {}
 
@@ -560,7 +463,8 @@ class WorkloadService:
         revision, rows = self.storage.load_rows(workload_id)
         if revision is None:
             raise UnknownWorkloadError(f"workload {workload_id!r} is not stored", field)
-        models = fit_devices(rows, workload_id, field)
+        models = self._fit_work(len(rows), f"a fit of stored workload {workload_id!r}",
+                                partial(fit_devices, rows, workload_id, field))
         self._remember(self._stored, workload_id, (revision, models))
         return self._served(models, workload_id, revision, device)
 
@@ -574,7 +478,7 @@ class WorkloadService:
         """A model fitted from rows sent with the request (not stored)."""
         check_scalar_cells(records, field)
         rows = validate_client_rows(as_one_workload(records), field)
-        key = _sha256([canonical_row(r) for r in rows_to_records(rows)])  # 4 and 4.0: one entry
+        key = records_sha256([canonical_row(r) for r in rows_to_records(rows)])  # 4 and 4.0: one entry
         model = self._inline.get(key)
         if model is None:
             model = _fit(rows, field)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from flask import jsonify
 from flask.views import MethodView
 from flask_smorest import Blueprint
+from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
 from jetpredict.api.routes.common import SECURITY, require_api_key, services
 from jetpredict.api.schemas import (
     UPLOAD_EXAMPLE,
@@ -59,6 +60,9 @@ class Profiles(MethodView):
     @blp.alt_response(422, schema=ErrorSchema,
                       description="rows invalid or not fittable on their own, rows of several devices, or "
                       f"more than {MAX_UPLOAD_WORKLOADS} workloads")
+    @blp.alt_response(503, schema=ErrorSchema, description=(
+        "the store cannot write; or busy with heavy requests, when the refit covers more than "
+        f"{DEFAULT_HEAVY_FIT_ROWS:,} stored and uploaded rows (by default): see Retry-After; nothing is stored"))
     def post(self, body: dict, idempotency_key: str | None = None):
         """Store rows of one or more workloads on one device and refit each.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
+from jetpredict.api.client_rows import workload_id_problem
 from jetpredict.api.routes.common import SECURITY, require_api_key, services
 from jetpredict.api.schemas import (
     ID_CHARS_OUT,
@@ -14,7 +15,6 @@ from jetpredict.api.schemas import (
     WorkloadListSchema,
 )
 from jetpredict.api.storage import WorkloadRecord, device_fits, stored_fit_fields
-from jetpredict.api.workloads import workload_id_problem
 from jetpredict.models.errors import UnknownWorkloadError
 from marshmallow import fields, validate
 

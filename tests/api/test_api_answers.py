@@ -4,6 +4,7 @@ hardening items (huge integers, store that cannot write, access log, formula cel
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -175,6 +176,74 @@ def test_a_full_heavy_gate_answers_503_with_retry_after_and_light_requests_pass(
         release.set()
         worker.join(30)
     assert client.post("/v1/predictions", json={**ALL, "confidence": 0.8}).status_code == 200
+
+
+@contextlib.contextmanager
+def _gate_held(app):
+    """The app's heavy-work gate taken by another thread for the block."""
+    gate = app.extensions["jetpredict"].heavy
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admit("test"):
+            holding.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    try:
+        assert holding.wait(30)
+        yield
+    finally:
+        release.set()
+        worker.join(30)
+
+
+def test_fits_over_more_rows_than_the_bound_are_heavy_on_upload_and_on_lookup(make_app, auth):
+    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_FIT_ROWS=5)
+    client = app.test_client()
+    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
+    more = {"rows": published_rows(n=6)[4:]}
+    retry = {**auth, "Idempotency-Key": "more-rows"}
+    with _gate_held(app):
+        busy = client.post("/v1/profiles", json=more, headers=retry)  # refits 4 stored + 2 new rows
+        assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1
+        assert "6 rows" in busy.json["message"] and "service" in busy.json["errors"]
+        stored = client.get("/v1/workloads/my-resnet").json
+        assert stored["revision"] == 1 and stored["rows_stored"] == 4  # nothing stored
+        small = client.post("/v1/profiles", json={"rows": published_rows(as_id="other", n=2)}, headers=auth)
+        assert small.status_code == 201  # a fit of 2 rows is light
+        assert client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "presets"}
+                           ).status_code == 200  # the 4-row model is cached
+    done = client.post("/v1/profiles", json=more, headers=retry)
+    assert done.status_code == 201 and done.json["revision"] == 2 and done.json["rows_stored"] == 2
+    assert client.get("/v1/workloads/my-resnet").json["rows_stored"] == 6
+
+    fresh = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_FIT_ROWS=5)  # another worker: nothing cached
+    fresh_client = fresh.test_client()
+    request = {"workload": {"id": "my-resnet"}, "modes": "presets"}
+    with _gate_held(fresh):
+        busy = fresh_client.post("/v1/predictions", json=request)  # fitting 6 stored rows is heavy
+        assert busy.status_code == 503 and "stored workload 'my-resnet'" in busy.json["message"]
+        assert fresh_client.get("/v1/devices").status_code == 200
+    assert fresh_client.post("/v1/predictions", json=request).status_code == 200
+
+
+def test_an_upload_queued_on_the_write_lock_is_admitted_before_it_locks(make_app, auth, monkeypatch):
+    from jetpredict.api import workloads
+
+    monkeypatch.setattr(workloads, "_OPTIMISTIC_TRIES", 0)  # every upload takes the locked path
+    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_FIT_ROWS=5)
+    client = app.test_client()
+    six = {"rows": published_rows(n=6)}
+    with _gate_held(app):
+        busy = client.post("/v1/profiles", json=six, headers=auth)
+        assert busy.status_code == 503 and "6 rows" in busy.json["message"]
+        assert client.get("/v1/workloads/my-resnet").status_code == 404  # no placeholder left behind
+        assert client.post("/v1/profiles", json={"rows": published_rows(as_id="other", n=2)},
+                           headers=auth).status_code == 201  # the write lock is free
+    done = client.post("/v1/profiles", json=six, headers=auth)
+    assert done.status_code == 201 and done.json["rows_stored"] == 6
 
 
 def test_the_gate_queues_up_to_its_bound_then_refuses():

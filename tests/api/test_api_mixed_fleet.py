@@ -180,7 +180,7 @@ def test_rows_already_stored_are_not_stored_again(client):
 
 
 def test_canonical_cells():
-    from jetpredict.api.workloads import canonical_row, canonical_value, row_key
+    from jetpredict.api.client_rows import canonical_row, canonical_value, row_key
 
     assert canonical_value("4.60") == canonical_value(" 4.6 ") == canonical_value(4.6) == 4.6
     assert canonical_value("4") == canonical_value(4) == 4.0 and canonical_value("1e3") == 1000.0
