@@ -148,36 +148,6 @@ def test_every_mode_answer_is_cached_per_model_and_refreshed_by_a_refit(app, cli
     assert refit != first and "6" in refit.decode().splitlines()[1].split(",")
 
 
-def test_a_full_heavy_gate_answers_503_with_retry_after_and_light_requests_pass(make_app, stored):
-    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0)
-    client = app.test_client()
-    gate = app.extensions["jetpredict"].heavy
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with gate.admit("test"):
-            holding.set()
-            release.wait(30)
-
-    worker = threading.Thread(target=hold)
-    worker.start()
-    try:
-        assert holding.wait(30)
-        busy = client.post("/v1/predictions", json={**ALL, "confidence": 0.8})
-        assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1
-        assert "service" in busy.json["errors"]
-        inline = client.post("/v1/predictions", json={"workload": {"rows": published_rows()}, "modes": "presets"})
-        assert inline.status_code == 503
-        assert client.get("/v1/devices").status_code == 200
-        presets = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "presets"})
-        assert presets.status_code == 200
-        assert "jetpredict_heavy_rejected_total 2.0" in client.get("/metrics").get_data(as_text=True)
-    finally:
-        release.set()
-        worker.join(30)
-    assert client.post("/v1/predictions", json={**ALL, "confidence": 0.8}).status_code == 200
-
-
 @contextlib.contextmanager
 def _gate_held(app):
     """The app's heavy-work gate taken by another thread for the block."""
@@ -197,6 +167,22 @@ def _gate_held(app):
     finally:
         release.set()
         worker.join(30)
+
+
+def test_a_full_heavy_gate_answers_503_with_retry_after_and_light_requests_pass(make_app, stored):
+    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0)
+    client = app.test_client()
+    with _gate_held(app):
+        busy = client.post("/v1/predictions", json={**ALL, "confidence": 0.8})
+        assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1
+        assert "service" in busy.json["errors"]
+        inline = client.post("/v1/predictions", json={"workload": {"rows": published_rows()}, "modes": "presets"})
+        assert inline.status_code == 503
+        assert client.get("/v1/devices").status_code == 200
+        presets = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "presets"})
+        assert presets.status_code == 200
+        assert "jetpredict_heavy_rejected_total 2.0" in client.get("/metrics").get_data(as_text=True)
+    assert client.post("/v1/predictions", json={**ALL, "confidence": 0.8}).status_code == 200
 
 
 def test_fits_over_more_rows_than_the_bound_are_heavy_on_upload_and_on_lookup(make_app, auth):
