@@ -293,7 +293,8 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     metrics = Metrics()
     gate = HeavyGate(settings.HEAVY_SLOTS, settings.HEAVY_QUEUE, settings.HEAVY_WAIT_S,
                      on_reject=lambda what: metrics.heavy_rejected.inc())
-    services = Services(settings, storage, WorkloadService(storage, settings.MODEL_CACHE_SIZE, gate, settings.HEAVY_FIT_ROWS), metrics, gate,
+    workload_service = WorkloadService(storage, settings.MODEL_CACHE_SIZE, gate, settings.HEAVY_FIT_ROWS)
+    services = Services(settings, storage, workload_service, metrics, gate,
                         AnswerCache(settings.ANSWER_CACHE_MB * 1024 * 1024, Path(settings.DATA_DIR) / "answers",
                                     settings.ANSWER_CACHE_DISK_MB * 1024 * 1024))
     # A database that is down at boot does not stop the service: requests answer 503 until it is back,
