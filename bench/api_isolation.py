@@ -107,7 +107,8 @@ def _heavy(port: int, clients: int, seconds: float, inline_rows: int, uploads: b
     def client(seed: int) -> None:
         rng = random.Random(seed)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        headers = {"Content-Type": "application/json", "X-API-Key": KEY}
+        # Uploads need the key; the prediction clients stay anonymous, as a tuning tool would be.
+        headers = {"Content-Type": "application/json", **({"X-API-Key": KEY} if uploads else {})}
         turn = seed
         while time.perf_counter() < stop:
             if uploads:
