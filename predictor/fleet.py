@@ -31,8 +31,8 @@ from jetpredict.predictor.limits import MAX_CLIENTS
 from jetpredict.predictor.recommend import best_position
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
-#: the knob columns, the prediction columns and ``extrapolated_knobs``; optionally ``rows_device``, the
-#: device whose rows the prediction rests on.
+#: the knob columns, the prediction columns, ``extrapolated`` (bool) and ``extrapolated_knobs``; optionally
+#: ``rows_device``, the device whose rows the prediction rests on.
 SpacePrediction = Mapping[str, object]
 #: Columns of a :data:`SpacePrediction` that hold one value for all its modes (provenance), not an array.
 _SCALAR_COLUMNS = ("cross_device", "power_source", "rows_device", "confidence")
@@ -185,7 +185,7 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dic
     fig = round_figures(pred, deadline_s, epochs)
     round_high_s = fig["round_time_s_high"]
     meets = round_high_s <= deadline_s
-    extrapolated = np.asarray(pred["extrapolated_knobs"]).astype(str) != ""
+    extrapolated = np.asarray(pred["extrapolated"], dtype=bool)
     if meets.any():
         # Least energy among modes that meet the deadline; ties to the shorter upper bound.
         i, _ = best_position(fig["energy_j"], round_high_s, fig["train_energy_j_high"] + fig["idle_energy_j"],

@@ -121,6 +121,16 @@ def extrapolated_mask(df: pd.DataFrame) -> np.ndarray:
     return df["extrapolated_knobs"].astype(str).to_numpy() != ""
 
 
+def lowest_position(value: np.ndarray, tie: np.ndarray) -> int:
+    """Position of the lowest ``value``, ties to the lowest ``tie`` and then to the first position, NaN
+    ranking last in both: ``np.lexsort((tie, value))[0]`` in one pass instead of a sort (a fleet plan asks
+    this of every device type's 1,800-29,232 modes)."""
+    v = np.where(np.isnan(value), np.inf, value)
+    lows = np.flatnonzero(v == v.min())
+    ties = tie[lows]
+    return int(lows[np.argmin(np.where(np.isnan(ties), np.inf, ties))])
+
+
 def best_position(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndarray,
                   extrapolated: np.ndarray) -> tuple[int, bool]:
     """Position minimising ``value`` (ties to ``tie``) among ``ok``, preferring in-range modes.
@@ -129,12 +139,11 @@ def best_position(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok
     in-range mode's ``value``. Returns (position, whether an in-range mode displaced a better-looking
     extrapolated one). ``ok`` must hold at least one True.
     """
-    masked = np.where(ok, value, np.inf)
-    best = int(np.lexsort((tie, masked))[0])
+    best = lowest_position(np.where(ok, value, np.inf), tie)
     inside = ok & ~extrapolated
     if not extrapolated[best] or not inside.any():
         return best, False
-    best_in = int(np.lexsort((tie, np.where(inside, value, np.inf)))[0])
+    best_in = lowest_position(np.where(inside, value, np.inf), tie)
     if value_high[best] < value[best_in]:
         return best, False
     return best_in, True
@@ -222,7 +231,7 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
     best, preferred = best_position(value, tie, df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
     preset, preferred_preset = None, False
     if presets is not None and (ok & presets).any():
-        preset = int(np.lexsort((tie, np.where(ok & presets, value, np.inf)))[0])
+        preset = lowest_position(np.where(ok & presets, value, np.inf), tie)
         # A user can always set this preset by name: a recommendation worse than it is no recommendation.
         if value[preset] < value[best]:
             best, preferred, preferred_preset = preset, False, True
