@@ -112,9 +112,14 @@ def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
 def _run_flask(settings, on_ready=None) -> int:
     """Flask's threaded development server; ``on_ready(url)`` once the socket is bound."""
     from jetpredict.api.app import create_app
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
-    server = make_server(settings.HOST, settings.PORT, create_app(), threaded=True)  # binds here
+    class RequestHandler(WSGIRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            """No line of werkzeug's own: the app's access log (``ACCESS_LOG``) writes one per request."""
+
+    server = make_server(settings.HOST, settings.PORT, create_app(), threaded=True,  # binds here
+                         request_handler=RequestHandler)
     if on_ready is not None:
         on_ready(f"http://{settings.HOST}:{server.server_port}")
     try:

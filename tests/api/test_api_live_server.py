@@ -135,3 +135,7 @@ def test_serve_with_flask_server_and_generated_key(tmp_path):
         r = requests.post(server.url + "/v1/profiles", json=rows, headers={"X-API-Key": key}, timeout=30)
         assert r.status_code == 201, r.text
         assert requests.get(server.url + "/healthz", timeout=10).json()["status"] == "ok"
+        # One line per request, the access log's: the development server adds none of its own.
+        lines = server.log_path.read_text().splitlines()
+        assert sum('"POST /v1/profiles"' in line for line in lines) == 2
+        assert not any("HTTP/1.1" in line for line in lines)
