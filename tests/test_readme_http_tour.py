@@ -11,27 +11,23 @@ wrongly fails the test instead of printing an error body.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from readme_blocks import sh_blocks
 
 from tools.testing import free_port
 
 pytestmark = [pytest.mark.slow,  # starts processes or servers (see README: the fast pass)
               pytest.mark.skipif(shutil.which("curl") is None, reason="the tour uses curl (.ci/run installs it)")]
 
-ROOT = Path(__file__).resolve().parents[1]
 API_LINE = "API=http://127.0.0.1:8080"
 
 
 def tour_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## HTTP API tour"):]
-    section = section[:section.index("\n## ", 1)]
-    return re.findall(r"```sh\n(.*?)```", section, re.S)
+    return sh_blocks("HTTP API tour")
 
 
 def _documents(text: str) -> list[dict]:

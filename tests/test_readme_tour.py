@@ -24,6 +24,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from packaging.requirements import Requirement
+from readme_blocks import sh_blocks
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -32,10 +33,7 @@ JETSON_MARK = "# on a Jetson:"
 
 
 def _blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Command line tour"):]
-    section = section[:section.index("\n## ", 1)]
-    return re.findall(r"```sh\n(.*?)```", section, re.S)
+    return sh_blocks("Command line tour")
 
 
 def install_line() -> str:
