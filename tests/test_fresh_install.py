@@ -4,6 +4,8 @@ A fresh virtual environment (no system site-packages) gets ``pip install <copy o
 ``jetpredict serve`` must come up and answer ``/healthz`` (the test waits on readiness, bounded by
 :data:`READY_BOUND_S`, a limit for a hung server rather than a speed claim: a loaded 2-core machine may take
 far longer than an idle one), the Dockerfile's HEALTHCHECK command must pass against it, the bundled catalogue must ship inside the package, and torch must not be importable.
+The README's HTTP tour (:mod:`readme_tours`) runs on this install: the README's first command installs
+exactly this.
 Skipped only when pip cannot reach a package index; a broken package or service fails.
 """
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from readme_tours import run_http_tour
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -288,6 +291,11 @@ def test_predictions_use_the_bundled_models_without_torch(server):
         assert p["avg_power_w"] > 0 and p["epoch_energy_j"] > 0
     # MODE_10W caps every knob below MAXN, so it cannot be predicted faster
     assert predictions["MODE_10W"]["epoch_time_s"] > predictions["MAXN"]["epoch_time_s"]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the tour uses curl (.ci/run installs it)")
+def test_the_readme_http_tour_runs_on_the_base_install(fresh_install, tmp_path):
+    run_http_tour(tmp_path, fresh_install.bin, fresh_install.env())
 
 
 #: Folders whose imports the test suite needs: the tests themselves and the build-time tools they import.

@@ -24,7 +24,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from packaging.requirements import Requirement
-from readme_blocks import sh_blocks
+from readme_tours import sh_blocks
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 

@@ -1,0 +1,80 @@
+"""The README's tours as a new user runs them: its shell blocks, and the HTTP tour run against the server it
+starts (for ``tests/test_readme_http_tour.py`` on this environment and ``tests/test_fresh_install.py`` on
+the base install).
+
+Three things are added around the HTTP tour, none inside it: the server's port (``JETPREDICT_PORT``, and
+the tour's ``API=`` line pointed at it) so that it never takes a port in use; a bounded wait for
+``/healthz`` after the ``API=`` line (a reader types the next command after the server has started; a
+script does not wait); and ``curl`` made to fail on an HTTP error (``--fail-with-body``), so that a route the
+tour calls wrongly fails instead of printing an error body.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from tools.testing import STARTUP_TIMEOUT_S, free_port
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+#: The HTTP tour's address line, pointed at the test's port.
+API_LINE = "API=http://127.0.0.1:8080"
+#: Wait between /healthz polls before the tour's first request (s).
+POLL_S = 0.2
+
+
+def sh_blocks(heading: str) -> list[str]:
+    """The text of each ```sh block in the README section ``## {heading}``, in order."""
+    text = README.read_text()
+    section = text[text.index(f"## {heading}"):]
+    section = section[:section.index("\n## ", 1)]
+    return re.findall(r"```sh\n(.*?)```", section, re.S)
+
+
+def http_tour_blocks() -> list[str]:
+    return sh_blocks("HTTP API tour")
+
+
+def _documents(text: str) -> list[dict]:
+    """The JSON documents curl printed one after another (the answers end without a newline)."""
+    decoder, out, at = json.JSONDecoder(), [], 0
+    while (start := text.find("{", at)) >= 0:
+        document, at = decoder.raw_decode(text, start)
+        out.append(document)
+    return out
+
+
+def run_http_tour(workdir: Path, bin_dir: Path, env: dict[str, str] | None = None) -> None:
+    """Run the HTTP tour in the empty ``workdir`` with ``jetpredict`` and ``python3`` from ``bin_dir``, and
+    check what it printed and saved: every request succeeded and answered as the tour says."""
+    port = free_port()
+    tries = int(STARTUP_TIMEOUT_S / POLL_S)  # a server that never answers fails the next curl, not a timeout
+    script = "\n".join(http_tour_blocks()).replace(
+        API_LINE, f"API=http://127.0.0.1:{port}\n"
+        f"for _ in $(seq {tries}); do command curl -sf $API/healthz >/dev/null && break; sleep {POLL_S}; done")
+    prelude = ("set -euo pipefail\n"
+               "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n"
+               "curl() { command curl --fail-with-body --max-time 300 \"$@\"; }\n")
+    curl_dir = Path(shutil.which("curl") or "curl").parent
+    run_env = {**(env or {}), "PATH": ":".join(map(str, [bin_dir, curl_dir, "/usr/bin", "/bin"])),
+               "HOME": str(workdir), "JETPREDICT_PORT": str(port), "JETPREDICT_DATA_DIR": str(workdir / "data"),
+               "JETPREDICT_ACCESS_LOG": "off"}
+    run = subprocess.run(["bash", "-c", prelude + script], cwd=workdir, env=run_env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    answers = _documents(run.stdout)
+    upload = next(a for a in answers if "rows_stored" in a)
+    assert upload["workload_id"] == "my-resnet" and upload["rows_stored"] == 4
+    presets = next(a for a in answers if "predictions" in a)
+    assert presets["count"] == len(presets["predictions"]) > 0
+    # The tour says so: its rows carry no power, so power comes from the device reference.
+    assert {p["power_source"] for p in presets["predictions"]} == {"reference"}
+    recommendation = next(a for a in answers if a.get("objective") == "min-time")
+    assert recommendation["feasible"] and recommendation["best"]["avg_power_w_high"] <= 15
+    plan = next(a for a in answers if "deadline_s" in a)
+    assert plan["feasible"] and len(plan["clients"]) == 50
+    all_modes = json.loads((workdir / "all-modes.json").read_text())
+    assert all_modes["count"] == 29232 and len(all_modes["predictions"]) == 29232
