@@ -1,4 +1,4 @@
-"""Choosing power modes from predictions: limits met by the interval, Pareto fronts, time/energy to accuracy.
+"""Choosing power modes from predictions: limits met by the interval, the Pareto front, time/energy to accuracy.
 
 Works on prediction tables (one row per mode, the columns of :func:`predictor.service.predict`), fully
 vectorised, so the 29,232 modes of an AGX Xavier take a few milliseconds.
@@ -160,7 +160,6 @@ class Choice:
 
     best: int | None
     pareto: np.ndarray = field(repr=False)
-    pareto_power: np.ndarray = field(repr=False)
     feasible: bool
     reason: str | None
     preferred_in_range: bool
@@ -212,11 +211,10 @@ def with_presets(presets: pd.DataFrame, space: pd.DataFrame) -> tuple[pd.DataFra
 
 def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoch_time_s: float | None,
            confidence: float, presets: np.ndarray | None = None) -> Choice:
-    """Best mode for ``objective`` among the modes meeting the limits (checked values), and the fronts.
+    """Best mode for ``objective`` among the modes meeting the limits (checked values), and the front.
 
     ``df`` holds predictions at ``confidence`` (its ``_high`` columns are the bounds the limits use).
-    The fronts are time vs energy and time vs power of the feasible modes (point predictions), fastest
-    first. Ties on the objective go to the other quantity. ``presets``: mask of the rows that are the
+    The front is time vs energy of the feasible modes (point predictions), fastest first. Ties on the objective go to the other quantity. ``presets``: mask of the rows that are the
     device's nvpmodel presets (:func:`with_presets`); the best of those meeting the limits is chosen
     whenever its point prediction beats the mode the rules above pick.
     """
@@ -226,7 +224,7 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
     empty = np.zeros(0, dtype=int)
     if not ok.any():
         reason = _why_infeasible(df, max_power_w, max_epoch_time_s, confidence)
-        return Choice(None, empty, empty, False, reason, False)
+        return Choice(None, empty, False, reason, False)
     value, tie = df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float)
     best, preferred = best_position(value, tie, df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
     preset, preferred_preset = None, False
@@ -235,8 +233,7 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
         # A user can always set this preset by name: a recommendation worse than it is no recommendation.
         if value[preset] < value[best]:
             best, preferred, preferred_preset = preset, False, True
-    return Choice(best, pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j"),
-                  pareto_positions(df, ok, "epoch_time_s", "avg_power_w"), True, None, preferred, preset,
+    return Choice(best, pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j"), True, None, preferred, preset,
                   preferred_preset)
 
 

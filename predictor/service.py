@@ -364,7 +364,7 @@ def records(df: pd.DataFrame) -> list[dict]:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """Best mode and Pareto fronts under limits; rows are prediction-table rows (dicts).
+    """Best mode and the time/energy Pareto front under limits; rows are prediction-table rows (dicts).
 
     ``best`` is None when no mode meets the limits (``reason`` says why). ``preferred_in_range``: the
     best-looking mode lay outside the profiled knob ranges and not better beyond its interval, so an
@@ -380,7 +380,6 @@ class Recommendation:
     reason: str | None
     best: dict | None
     pareto: list[dict]
-    pareto_power: list[dict]
     preferred_in_range: bool
     #: The best nvpmodel preset meeting the same limits and the chosen mode's saving against it
     #: (:func:`predictor.recommend.preset_comparison`); ``preferred_preset``: that preset is ``best``.
@@ -442,7 +441,7 @@ def recommend(model: WorkloadModel, objective: str, max_power_w: float | None = 
         device=target.id, objective=objective, confidence=confidence,
         constraints={"max_power_w": max_power_w, "max_epoch_time_s": max_epoch_time_s},
         modes_considered=len(space_df), feasible=choice.feasible, reason=choice.reason,
-        best=best, pareto=rows(choice.pareto), pareto_power=rows(choice.pareto_power),
+        best=best, pareto=rows(choice.pareto),
         preferred_in_range=choice.preferred_in_range,
         preset_comparison=rec.preset_comparison(best, preset, objective, max_power_w, max_epoch_time_s,
                                                 confidence),

@@ -57,7 +57,7 @@ def test_choose_min_time_under_power_cap_uses_the_upper_bound():
     assert out.feasible and df["mode"].iloc[out.best] == "d"
     out = _choose(df, "min-time", max_power_w=20)
     assert df["mode"].iloc[out.best] == "c"
-    assert out.best in out.pareto and out.best in out.pareto_power
+    assert out.best in out.pareto
     assert all(df["avg_power_w_high"].iloc[out.pareto] <= 20)
     assert set(df["mode"].iloc[out.pareto]) == {"c", "d"}  # e (2700 J) is dominated by d (2000 J)
 
