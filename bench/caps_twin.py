@@ -26,7 +26,7 @@ import io
 import statistics
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -36,7 +36,7 @@ from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device  # 
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import service  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
-from results_io import exponent_text, growth_exponent, write_results  # noqa: E402
+from results_io import exponent_text, growth_exponent, timed, write_results  # noqa: E402
 
 from jetpredict.cli import main as cli  # noqa: E402
 
@@ -71,10 +71,9 @@ def check_device(device_id: str, tmp: Path, recommend_cpu_s: list[float] | None 
                  for f in TIME_CAP_FACTORS]
         picks = []
         for objective, limits, cap_name, cap in asks:
-            t0 = time.process_time()
-            r = service.recommend(model, objective, **limits)
+            r, cpu_s = timed(partial(service.recommend, model, objective, **limits))
             if recommend_cpu_s is not None:
-                recommend_cpu_s.append(time.process_time() - t0)
+                recommend_cpu_s.append(cpu_s)
             if r.best is not None:
                 picks.append({**r.best, "mode": f"pick{len(picks)}", "objective": objective, "cap_name": cap_name,
                               "cap": cap, "picked": r.best["mode"]})

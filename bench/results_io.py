@@ -9,8 +9,10 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+T = TypeVar("T")
 
 
 def write_results(name: str, text: str, data: object | None = None, indent: int = 2) -> Path:
@@ -40,16 +42,18 @@ def growth_exponent(points: Iterable[tuple[float, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
 
 
+def timed(fn: Callable[[], T], clock: Callable[[], float] = time.process_time) -> tuple[T, float]:
+    """``fn()`` and the seconds it took on ``clock`` (default CPU time: the work itself, whatever else runs;
+    ``time.perf_counter`` for wall time)."""
+    t0 = clock()
+    result = fn()
+    return result, clock() - t0
+
+
 def run_seconds(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = time.process_time
                 ) -> list[float]:
-    """Seconds of each of ``repeats`` calls of ``fn`` on ``clock`` (default CPU time: the work itself,
-    whatever else runs; ``time.perf_counter`` for wall time)."""
-    out = []
-    for _ in range(repeats):
-        t0 = clock()
-        fn()
-        out.append(clock() - t0)
-    return out
+    """Seconds of each of ``repeats`` calls of ``fn`` on ``clock`` (as :func:`timed`)."""
+    return [timed(fn, clock)[1] for _ in range(repeats)]
 
 
 def cpu_seconds(fn: Callable[[], object], repeats: int) -> float:
