@@ -175,14 +175,16 @@ def _meets_caps(df: pd.DataFrame, goal: Goal, z: float, profiled: np.ndarray | N
     return p
 
 
-def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndarray | None = None) -> Decision:
+def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndarray | None = None,
+           presets: np.ndarray | None = None) -> Decision:
     """The recommendation over ``modes`` (a checked mode table) and its uncertainty U (module docstring).
 
     ``open_``: the modes not profiled yet (default all); ``rival_gain`` counts only those, since more
-    profiling cannot narrow a profiled mode's interval below its run-to-run noise.
+    profiling cannot narrow a profiled mode's interval below its run-to-run noise. ``presets``: the rows
+    that are nvpmodel presets, preferred as ``recommend`` prefers them (:func:`.recommend.choose`).
     """
     df = _table(model, modes, goal.confidence)
-    choice = rec.choose(df, goal.objective, goal.max_power_w, goal.max_epoch_time_s, goal.confidence)
+    choice = rec.choose(df, goal.objective, goal.max_power_w, goal.max_epoch_time_s, goal.confidence, presets)
     empty = np.zeros(0, dtype=int)
     if choice.best is None:
         return Decision(df, None, math.inf, math.inf, empty, np.zeros(0), math.inf, reason=choice.reason)
@@ -263,11 +265,16 @@ class Adviser:
         if candidates is None:
             # The nvpmodel presets first (a preset and a custom mode with the same knobs keep the preset's
             # name), then every custom mode: the set ``recommend`` chooses from.
-            candidates = pd.concat([service.resolve_modes(self.device, "presets"),
-                                    service.resolve_modes(self.device, "all")], ignore_index=True)
+            presets = service.resolve_modes(self.device, "presets")
+            candidates = pd.concat([presets, service.resolve_modes(self.device, "all")], ignore_index=True)
+            is_preset = np.arange(len(candidates)) < len(presets)
         else:
             candidates = service.resolve_modes(self.device, candidates)  # knobs checked, named errors
-        self.candidates = candidates.drop_duplicates(subset=list(MODE_FIELDS)).reset_index(drop=True)
+            is_preset = np.zeros(len(candidates), dtype=bool)
+        keep = ~candidates.duplicated(subset=list(MODE_FIELDS)).to_numpy()
+        self.candidates = candidates[keep].reset_index(drop=True)
+        #: Which candidates are the device's presets: the decision prefers one as ``recommend`` does.
+        self.is_preset = is_preset[keep]
 
     def fit(self, rows: pd.DataFrame) -> WorkloadModel:
         return fit_workload(rows.reset_index(drop=True), self.device, self.reference)
@@ -282,6 +289,11 @@ class Adviser:
         table = pd.concat([self.candidates, extra.astype({"mode": str})], ignore_index=True)
         open_ = np.array([k not in profiled for k in cand_keys] + [False] * len(extra))
         return table, open_
+
+    def decide(self, model: WorkloadModel, table: pd.DataFrame, open_: np.ndarray) -> Decision:
+        """:func:`decide` over a :meth:`decision_set` table, its presets preferred as ``recommend`` does."""
+        presets = np.concatenate([self.is_preset, np.zeros(len(table) - len(self.is_preset), dtype=bool)])
+        return decide(model, table, self.goal, open_, presets)
 
     def _shortlist(self, decision: Decision, table: pd.DataFrame, open_: np.ndarray, rows: pd.DataFrame,
                    model: WorkloadModel) -> list[tuple[int, str]]:
@@ -316,7 +328,7 @@ class Adviser:
         rows = rows.reset_index(drop=True)
         model = self.fit(rows)
         table, open_ = self.decision_set(rows)
-        first = decide(model, table, self.goal, open_)
+        first = self.decide(model, table, open_)
         decision, work = first, rows
         chosen: list[dict[str, Any]] = []
         template = rows.iloc[-1].to_dict()
@@ -332,7 +344,7 @@ class Adviser:
                     continue  # a pseudo-row the fit refuses (e.g. a clock outside the catalogue) is skipped
                 still_open = open_.copy()
                 still_open[pos] = False
-                after = decide(trial_model, table, self.goal, still_open)
+                after = self.decide(trial_model, table, still_open)
                 drop = decision.uncertainty - after.uncertainty
                 if not math.isfinite(drop):
                     drop = 0.0 if after.best is None else math.inf
@@ -459,7 +471,7 @@ class AdaptiveChooser:
     def _stop(self, rows: pd.DataFrame, decision: Decision | None, why: str) -> None:
         if decision is None:
             table, open_ = self.adviser.decision_set(rows)
-            decision = decide(self.adviser.fit(rows), table, self.adviser.goal, open_)
+            decision = self.adviser.decide(self.adviser.fit(rows), table, open_)
         self._record(Step(tuple(rows["mode"].astype(str)), decision, None, None, why))
         return None
 

@@ -11,6 +11,7 @@ from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import adaptive as A
+from jetpredict.predictor import service
 from jetpredict.predictor.reference import build_reference
 
 from jetpredict.cli import main
@@ -54,6 +55,24 @@ def test_proposal_narrows_the_decision_and_skips_profiled_modes(resnet, others):
     assert first < proposal.decision.uncertainty and modes["score"].iloc[0] > 0
     assert second <= first + 1e-9
     assert "recommended" in proposal.summary()
+
+
+@pytest.mark.parametrize("goal", [A.Goal("min-time", max_power_w=15.0), A.Goal("min-time"),
+                                  A.Goal("min-energy", max_power_w=8.0)])
+def test_the_decision_over_the_device_space_is_the_one_recommend_makes(real, goal):
+    """LeNet-5 from e,f,i,j under 15 W: MAXN (EMC 2133 MHz, outside the profiled 1333-1600) beats every
+    in-range mode on its point, so ``recommend`` takes the preset; ``plan --after`` decided for an in-range
+    mode until its decision preferred presets as ``recommend`` does."""
+    rows = _by_mode(real[real["workload"] == "lenet5-mnist"], "efij")
+    adviser = A.Adviser(load_device("agx-xavier"), goal)
+    model = adviser.fit(rows)
+    table, open_ = adviser.decision_set(rows)
+    decision = adviser.decide(model, table, open_)
+    best = service.recommend(model, goal.objective, goal.max_power_w, confidence=goal.confidence).best
+    assert decision.best_row["mode"] == best["mode"]
+    assert decision.best_row["epoch_time_s"] == pytest.approx(best["epoch_time_s"])
+    if goal.max_power_w == 15.0:
+        assert best["mode"] == "MAXN"  # the case that told the two apart
 
 
 def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
