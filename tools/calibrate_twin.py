@@ -48,6 +48,7 @@ import pandas as pd
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.paths import data_path
 from jetpredict.predictor.constants import KNEE_REL
+from jetpredict.predictor.transfer import cpu_per_clock
 from jetpredict.profiler.sim.physics import (
     CALIBRATION_PATH,
     SHARED_DEFAULTS,
@@ -448,12 +449,15 @@ def fit_power(cal: Calibration, rows: list[CalibrationRow],
 
 
 def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
-    """Orin AGX / NX / Nano: Xavier-fitted constants with one GPU speed factor (Ampere vs Volta per
-    clock) fitted on the Orin AGX MAXN row; baseload from the socket-idle ordering, dynamic power
-    scaled to each module's budget."""
+    """Orin AGX / NX / Nano: Xavier-fitted constants, the CPU's speed per GHz times the per-clock ratio
+    of its core to Carmel's that the predictor's cross-device physics uses (no published CPU-bound Orin
+    row measures it), and one GPU speed factor (Ampere vs Volta per clock) fitted on the Orin AGX MAXN row;
+    baseload from the socket-idle ordering, dynamic power scaled to each module's budget."""
     from scipy.optimize import brentq
 
-    agx = cal.devices["agx-xavier"]
+    xavier = cal.devices["agx-xavier"]
+    per_clock = cpu_per_clock(load_device("orin-agx")) / cpu_per_clock(load_device("agx-xavier"))
+    orin = replace(xavier, cpu_perf_per_ghz=xavier.cpu_perf_per_ghz * per_clock)
     orin_rows = [r for r in rows if r.device == "orin-agx"]
 
     def faster_gpu(consts: DeviceConstants, k: float) -> DeviceConstants:
@@ -463,7 +467,7 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
 
     def err(log_k: float) -> float:
         devs = dict(cal.devices)
-        devs["orin-agx"] = faster_gpu(agx, math.exp(log_k))
+        devs["orin-agx"] = faster_gpu(orin, math.exp(log_k))
         df = simulate_rows(Calibration(devs, cal.shared), orin_rows)
         return float(np.log(df["sim_epoch_time_s"] / df["pub_epoch_time_s"]).mean())
 
@@ -473,14 +477,14 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
                    "Orin AGX epoch (MobileNetV3, MAXN): that row matches by construction")
     except ValueError:  # no factor in range matches: keep Volta's
         k, k_basis = 1.0, "GPU efficiencies as Volta (the Orin row could not be matched)"
-    agx_power = np.array([getattr(agx, f) for f in _POWER_FIELDS])
+    agx_power = np.array([getattr(orin, f) for f in _POWER_FIELDS])
     phys_agx = cal.physics("agx-xavier")
     maxn_agx = _preset_knobs("agx-xavier", "MAXN")
     full_agx = (phys_agx.power_w(maxn_agx, 1.0, 1.0, 1.0) - phys_agx.base_power_w(maxn_agx)).item()
     for dev in ("orin-agx", "orin-nx", "orin-nano"):
         prior = agx_power * _spec_ratios(dev)
         device = load_device(dev)
-        consts = replace(faster_gpu(agx, k), **dict(zip(_POWER_FIELDS, prior, strict=True)))
+        consts = replace(faster_gpu(orin, k), **dict(zip(_POWER_FIELDS, prior, strict=True)))
         ph = DevicePhysics(device, consts, cal.shared)
         top = {"cpu_cores": device.cpu_cores_range[1], "cpu_mhz": max(device.cpu_steps_mhz),
                "gpu_mhz": max(device.gpu_steps_mhz), "emc_mhz": max(device.emc_steps_mhz)}
@@ -490,7 +494,8 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
         scale = max(device.specs.module_power_w - base_top, 0.1 * full_agx) / dyn_top
         dyn = {f: getattr(consts, f) * scale for f in ("cpu_dyn_w", "gpu_dyn_w", "mem_dyn_w")}
         cal.devices[dev] = replace(consts, **dyn, basis=(
-            f"time: Xavier-fitted constants (Carmel CPU costs per GHz), {k_basis}. "
+            f"time: Xavier-fitted constants, CPU speed per GHz x {per_clock:.3g} (A78AE vs Carmel per clock, "
+            f"predictor.constants.CPU_PER_CLOCK), {k_basis}. "
             f"power: spec sheet only (no published module power): AGX Xavier coefficients x spec ratios, "
             f"baseload by wall-socket idle ordering, dynamic power scaled so that all-busy at top clocks "
             f"= {device.specs.module_power_w:g} W module maximum"))
