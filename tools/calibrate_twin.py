@@ -22,8 +22,10 @@ Fitting, in two stages:
    device-independent constants (JPEG decode cost, worker contention, scheduler interference, roofline
    sharpness, the GPU's stream limit, and the memory stalls of CPU work, which the real LeNet-5 sweep's
    memory-clock modes set). Nano
-   (Maxwell GPU, A57 CPU) and the Orin family (Ampere, A78AE) reuse the Volta GPU efficiencies and get
-   their own CPU speed (Nano from its LeNet rows, Orin from its one MobileNetV3 row).
+   (Maxwell GPU, A57 CPU) and the Orin family (Ampere, A78AE) reuse the Volta GPU efficiencies. Nano gets
+   its own CPU speed from its LeNet rows; Orin, with no CPU-bound row, Carmel's speed per GHz times the
+   per-clock ratio the predictor's cross-device physics uses (``predictor.constants.CPU_PER_CLOCK``), and
+   one GPU speed factor fitted on its one MobileNetV3 row.
 2. Power coefficients by bounded linear least squares: the four baseload coefficients on the AGX Xavier
    base-power rows (idle at the mode) alone, then the dynamic ones on its power rows, with the DVFS voltage
    floor and the power share of the GPU's kernel latency chosen by grid (:func:`fit_power_shape`), on the
