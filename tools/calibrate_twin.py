@@ -479,7 +479,7 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
                    "Orin AGX epoch (MobileNetV3, MAXN): that row matches by construction")
     except ValueError:  # no factor in range matches: keep Volta's
         k, k_basis = 1.0, "GPU efficiencies as Volta (the Orin row could not be matched)"
-    agx_power = np.array([getattr(orin, f) for f in _POWER_FIELDS])
+    agx_power = np.array([getattr(xavier, f) for f in _POWER_FIELDS])
     phys_agx = cal.physics("agx-xavier")
     maxn_agx = _preset_knobs("agx-xavier", "MAXN")
     full_agx = (phys_agx.power_w(maxn_agx, 1.0, 1.0, 1.0) - phys_agx.base_power_w(maxn_agx)).item()
