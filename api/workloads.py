@@ -367,7 +367,7 @@ class WorkloadService:
         device = _one(new, "device", "rows.device")
         groups = _groups(new)
         keys = idem.keys(len(groups))
-        rows = len(new)  # the rows the refit covers, stored ones included once they are read
+        fit_rows = len(new)  # the rows the refit covers, stored ones included once they are read
         for attempt in range(_OPTIMISTIC_TRIES + _LOCKED_TRIES):
             if attempt:
                 used, replay = self._replay(idem, len(groups), {canonical_sha256, raw_sha256})
@@ -377,13 +377,13 @@ class WorkloadService:
             pending = [g for g, key in zip(groups, keys, strict=True) if key not in used]
             replaced = [key for key in keys if key in used]
             if attempt >= _OPTIMISTIC_TRIES:
-                stored_records, models = self._upload_locked(groups, pending, device, idem, replaced, rows)
+                stored_records, models = self._upload_locked(groups, pending, device, idem, replaced, fit_rows)
                 if stored_records is None:
                     continue
                 break
             stored = {g.workload_id: self.storage.load_rows(g.workload_id) for g in pending}
-            rows = len(new) + sum(len(stored_rows) for _, stored_rows in stored.values())
-            models = self._fit_work(rows, "an upload's refit", partial(
+            fit_rows = len(new) + sum(len(stored_rows) for _, stored_rows in stored.values())
+            models = self._fit_work(fit_rows, "an upload's refit", partial(
                 _fit_groups, pending, device, {k: (rev or 0, part) for k, (rev, part) in stored.items()}))
             writes = _writes(groups, models, device, {k: rev or 0 for k, (rev, _) in stored.items()})
             try:
@@ -418,9 +418,9 @@ class WorkloadService:
             self._remember(self._stored, record.id, (record.revision, DeviceModels(models, record.device)))
 
     def _upload_locked(self, groups: list[_Group], pending: list[_Group], device: str, idem: IdempotencyKey,
-                       replaced: list[str], rows: int) -> tuple[list[WorkloadRecord] | None, dict[str, Any]]:
+                       replaced: list[str], fit_rows: int) -> tuple[list[WorkloadRecord] | None, dict[str, Any]]:
         """The upload under the write locks of its workloads (refit on the rows read under the locks).
-        ``rows``: the rows the last refit covered; beyond ``heavy_fit_rows`` the gate admits the upload
+        ``fit_rows``: the rows the last refit covered; beyond ``heavy_fit_rows`` the gate admits the upload
         before any lock is taken, so no lock is held while it waits for a slot."""
         models: dict[str, Any] = {}
 
@@ -428,8 +428,9 @@ class WorkloadService:
             models.update(_fit_groups(pending, device, stored))
             return _writes(groups, models, device, {k: rev for k, (rev, _) in stored.items()})
 
-        gate = self._heavy_gate(rows)
-        admitted = contextlib.nullcontext() if gate is None else gate.admit(f"an upload's refit of {rows:,} rows")
+        gate = self._heavy_gate(fit_rows)
+        admitted = (contextlib.nullcontext() if gate is None
+                    else gate.admit(f"an upload's refit of {fit_rows:,} rows"))
         try:
             # Every workload of the upload is locked (the parts stored by an earlier try too: their keys
             # are rewritten), so all of this transaction's locks are taken in one sorted order.

@@ -458,6 +458,7 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
     from scipy.optimize import brentq
 
     xavier = cal.devices["agx-xavier"]
+    # One ratio serves the family: every Orin type has A78AE cores (models/devices/*.toml, cpu_type).
     per_clock = cpu_per_clock(load_device("orin-agx")) / cpu_per_clock(load_device("agx-xavier"))
     orin = replace(xavier, cpu_perf_per_ghz=xavier.cpu_perf_per_ghz * per_clock)
     orin_rows = [r for r in rows if r.device == "orin-agx"]
