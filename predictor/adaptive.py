@@ -27,11 +27,12 @@ by more than ``MAX_RIVAL_GAIN`` and the recommended mode itself is profiled, or 
 modes is spent. When only such a rival holds the stop back, it profiles that rival next (measured, it no
 longer counts); when only the pick is unprofiled, it profiles the pick, and stops once that measurement
 agrees with the prediction that settled the stop within the run-to-run noise (a rival's gain it nudges
-across the bar is noise, not news). A mode beats the pick only if ``recommend`` could pick it once profiled:
-with its interval's upper end under the caps, not its point (a mode measured just under a power cap keeps an
-interval across it). It takes rows and returns modes, so
-the same code drives the digital twin, a Jetson (through the profiler's campaign) and a replay of a
-measured sweep (:class:`SweepReplay`).
+across the bar is noise, not news), also when the refit moves the pick to a neighbour one knob away that
+the noise cannot tell from the measured mode (:meth:`AdaptiveChooser._indistinct_neighbour`). A mode
+beats the pick only if ``recommend`` could pick it once profiled: with its interval's upper end under the
+caps, not its point (a mode measured just under a power cap keeps an interval across it). It takes rows
+and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's campaign)
+and a replay of a measured sweep (:class:`SweepReplay`).
 """
 
 from __future__ import annotations
@@ -421,10 +422,11 @@ class AdaptiveChooser:
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
         pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
-        settled = self.settled(d) or self._confirmed(pick, measured_s)
+        confirmed = self._confirmed(pick, measured_s, d)
+        settled = self.settled(d)
         pick_open = pick is not None and pick not in measured_s
-        if settled and not pick_open:
-            return self._stop(frame, d, settled)
+        if confirmed or (settled and not pick_open):
+            return self._stop(frame, d, confirmed or settled)
         if proposal.modes.empty:
             return self._stop(frame, d, "every candidate mode is profiled")
         nxt, reason = proposal.modes.iloc[0], str(proposal.modes.iloc[0]["reason"])
@@ -450,18 +452,46 @@ class AdaptiveChooser:
         return (f"recommended mode's time interval {d.time_width:.1%} wide < target {self.target_width:.1%}, "
                 f"no unprofiled mode expected to beat it by more than {d.rival_gain:.1%}")
 
-    def _confirmed(self, pick: tuple[float, ...] | None, measured_s: Mapping[tuple[float, ...], Any]) -> str | None:
-        """Why the stop holds once the pick measured to confirm it (see :meth:`next_mode`) is still the pick
-        (``pick``: its knobs key) and its measured time (``measured_s``: epoch s by knobs key) lies within
-        ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it."""
+    def _confirmed(self, pick: tuple[float, ...] | None, measured_s: Mapping[tuple[float, ...], Any],
+                   d: Decision) -> str | None:
+        """Why the stop holds once the pick measured to confirm it (see :meth:`next_mode`) lies within
+        ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it (``pick``: the knobs key of ``d``'s pick;
+        ``measured_s``: epoch s by knobs key), and ``d``'s pick is still that mode or a neighbour no
+        profiling could tell from it (:meth:`_indistinct_neighbour`)."""
         confirming, self._confirming = self._confirming, None
-        if confirming is None or pick != confirming[0]:
+        if confirming is None or pick is None or d.best is None:
             return None
-        t = measured_s.get(pick)
+        t = measured_s.get(confirming[0])
         if t is None or not t > 0 or abs(math.log(t / confirming[1])) > INTERVAL_NOISE_FLOOR:
             return None
-        return (f"the pick measured {t:.4g} s/epoch, within the run-to-run noise of the "
-                f"{confirming[1]:.4g} s that settled the stop")
+        agreed = (f"the pick measured {t:.4g} s/epoch, within the run-to-run noise of the "
+                  f"{confirming[1]:.4g} s that settled the stop")
+        if pick == confirming[0]:
+            return agreed
+        neighbour = self._indistinct_neighbour(d, confirming[0])
+        return None if neighbour is None else f"{agreed}; the new pick is {neighbour}"
+
+    def _indistinct_neighbour(self, d: Decision, measured: tuple[float, ...]) -> str | None:
+        """Why ``d``'s pick is as good as decided by the mode just measured (``measured``: its knobs key),
+        or None: the two differ in one knob, their predicted time and objective lie within the run-to-run
+        noise floor of each other, and the pick's time interval is narrower than the target. A flat
+        objective (modes a clock step apart, tenths of a % apart) otherwise sends the loop measuring
+        neighbour after neighbour (twin LeNet-5 min-energy over the whole space: three in a row); modes
+        apart in more knobs may be predicted alike and measure apart (real ResNet-18: c and b, 0.3% apart
+        in energy, b's time 6% off), so they are measured."""
+        knobs = d.table[list(MODE_FIELDS)].to_numpy(dtype=float)
+        at = [i for i, row in enumerate(knobs) if _key(row) == measured]
+        if not at or d.time_width >= self.target_width:
+            return None
+        i, b = at[0], d.best
+        if int(np.sum(~np.isclose(knobs[i], knobs[b]))) > 1:
+            return None
+        columns = dict.fromkeys(("epoch_time_s", OBJECTIVES[self.adviser.goal.objective]))
+        apart = {c: abs(math.log(float(d.table[c].iloc[b]) / float(d.table[c].iloc[i]))) for c in columns}
+        if not all(v <= INTERVAL_NOISE_FLOOR for v in apart.values()):
+            return None
+        return ("one knob from it, within that noise in "
+                + " and ".join(f"{c} ({v:.1%})" for c, v in apart.items()))
 
     def _record(self, step: Step) -> None:
         self.steps.append(step)
