@@ -156,6 +156,17 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.1f}%"
 
 
+def _goal_text(record: dict) -> str:
+    """A run's goal as the tables write it: the objective and its power cap."""
+    cap = record["max_power_w"]
+    return record["objective"] + (f" <= {cap:g} W" if cap else "")
+
+
+def _table_head(title: str, intro: str, columns: tuple[str, ...]) -> list[str]:
+    """The lines that open a results section: its title, a sentence, a table's header."""
+    return ["", title, "", intro, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def _n(v: int | None) -> str:
     """A mode count, or "never" (within the sweep)."""
     return "never" if v is None else str(v)
@@ -339,7 +350,7 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
              "", "| workload | goal | start | within 3% first / from | default stop: modes, error, regret |",
              "|---|---|---|---|---|"]
     for r in real:
-        goal = r["objective"] + (f" <= {r['max_power_w']:g} W" if r["max_power_w"] else "")
+        goal = _goal_text(r)
         lines.append(f"| {r['workload']} | {goal} | {r['start']} | {_n(r['first_within_3pct'])} / "
                      f"{_n(r['within_3pct_from'])} | {_n(r['stop_modes'])}, {_pct(r['stop_error_pct'])}, "
                      f"{_pct(r['stop_regret_pct'])} |")
@@ -354,30 +365,27 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
                   "that caps hold for the interval, not a profiling shortfall.", ""]
     lines += ["## Steps (real)", ""]
     for r in real:
-        goal = r["objective"] + (f" <= {r['max_power_w']:g} W" if r["max_power_w"] else "")
+        goal = _goal_text(r)
         lines.append(f"- {r['workload']}, {goal}, start {r['start']}: " + "; ".join(
             f"{s['profiled']} -> {s['recommended']} {s.get('error_pct', float('nan')):+.1f}% "
             f"(w {s.get('width_pct', float('nan')):.0f}%)" for s in r["steps"] if s["recommended"]))
     if twin:
-        lines += ["", "## Digital twin (simulated: no accuracy claim)", "",
-                  "`profile --device sim:agx-xavier --adaptive` over the modes a-j; error against the twin's "
-                  "own sweep of a-j.", "",
-                  "| workload | goal | within 3% first | default stop: modes, error | steps |", "|---|---|---|---|---|"]
+        lines += _table_head("## Digital twin (simulated: no accuracy claim)",
+                             "`profile --device sim:agx-xavier --adaptive` over the modes a-j; error against the "
+                             "twin's own sweep of a-j.",
+                             ("workload", "goal", "within 3% first", "default stop: modes, error", "steps"))
         for r in twin:
-            goal = r["objective"] + (f" <= {r['max_power_w']:g} W" if r["max_power_w"] else "")
-            lines.append(f"| {r['workload']} (simulated) | {goal} | {_n(r['first_within_3pct'])} | "
-                         f"{_n(r['stop_modes'])}, "
-                         f"{_pct(r['stop_error_pct'])} | " + "; ".join(
+            lines.append(f"| {r['workload']} (simulated) | {_goal_text(r)} | {_n(r['first_within_3pct'])} | "
+                         f"{_n(r['stop_modes'])}, {_pct(r['stop_error_pct'])} | " + "; ".join(
                              f"{s['profiled']} -> {s['recommended']} {s['error_pct']:+.1f}%" for s in r["steps"]) + " |")
     if whole:
-        lines += ["", "### Over the default candidates (simulated)", "",
-                  f"`profile --device sim:agx-xavier --adaptive --budget {WHOLE_SPACE_BUDGET}` as the README runs "
-                  "it (the presets and every mode); time error and regret against the twin's noise-free figures "
-                  "of every mode (the cap by its power).", "",
-                  "| workload | goal | modes | profiled | pick | time error | regret |", "|---|---|---|---|---|---|---|"]
+        lines += _table_head("### Over the default candidates (simulated)",
+                             f"`profile --device sim:agx-xavier --adaptive --budget {WHOLE_SPACE_BUDGET}` as the "
+                             "README runs it (the presets and every mode); time error and regret against the twin's "
+                             "noise-free figures of every mode (the cap by its power).",
+                             ("workload", "goal", "modes", "profiled", "pick", "time error", "regret"))
         for r in whole:
-            goal = r["objective"] + (f" <= {r['max_power_w']:g} W" if r["max_power_w"] else "")
-            lines.append(f"| {r['workload']} (simulated) | {goal} | {r['modes']} | {', '.join(r['profiled'])} | "
+            lines.append(f"| {r['workload']} (simulated) | {_goal_text(r)} | {r['modes']} | {', '.join(r['profiled'])} | "
                          f"{r['recommended']} | {_pct(r['error_pct'])} | {_pct(r['regret_pct'])} |")
     lines += ["", "## Cost (best of 3 runs each)", "", "| decision set (modes) | profiled modes | s per proposed mode |",
               "|---|---|---|"]
