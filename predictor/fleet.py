@@ -5,8 +5,10 @@ Each client trains ``epochs`` local epochs per round. A client's mode must meet 
 keeps it from straggling. Among those modes it gets the one of least energy, counting the energy it
 spends idling at the mode's base power from finishing (point estimate) until the deadline -- a fast mode
 that then idles is not free. A mode outside the profiled knob ranges is taken only when it saves energy
-beyond its interval (:func:`predictor.recommend.best_position`). Clients that cannot meet the deadline are
-reported with their fastest mode, never dropped silently.
+beyond its interval (:func:`predictor.recommend.best_position`), and the device's best nvpmodel preset that
+meets the deadline is taken whenever its point beats that mode (:func:`predictor.recommend.prefer_preset`),
+as ``recommend`` takes it. Clients that cannot meet the deadline are reported with their fastest mode, never
+dropped silently.
 
 This module only chooses: the caller (:func:`predictor.service.plan_fleet`) hands it one all-modes
 prediction per device *type*, so a round of hundreds of clients costs a handful of vectorised predictions.
@@ -28,11 +30,12 @@ import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import MAX_CLIENTS
-from jetpredict.predictor.recommend import best_position
+from jetpredict.predictor.recommend import best_position, prefer_preset
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
 #: the knob columns, the prediction columns, ``extrapolated`` (bool) and ``extrapolated_knobs``; optionally
-#: ``rows_device``, the device whose rows the prediction rests on.
+#: ``rows_device``, the device whose rows the prediction rests on, ``preset`` (bool: the rows that are
+#: nvpmodel presets) and ``mode`` (a row's name, None where its knob label serves).
 SpacePrediction = Mapping[str, object]
 #: Columns of a :data:`SpacePrediction` that hold one value for all its modes (provenance), not an array.
 _SCALAR_COLUMNS = ("cross_device", "power_source", "rows_device", "confidence")
@@ -164,8 +167,10 @@ def assignment_fields(pred: SpacePrediction, figures: Mapping[str, np.ndarray], 
     fig = {name: float(values[i]) for name, values in figures.items()}
     if reason is not None:
         fig["idle_energy_j"], fig["energy_j"] = 0.0, fig["train_energy_j"]
+    name = pred.get("mode")
+    name = None if name is None else np.asarray(name, dtype=object)[i]
     return {
-        "mode": mode_label(**knob),
+        "mode": mode_label(**knob) if name is None else str(name),
         "cpu_cores": int(knob["cpu_cores"]), "cpu_mhz": knob["cpu_mhz"], "gpu_mhz": knob["gpu_mhz"],
         "emc_mhz": knob["emc_mhz"],
         "epoch_time_s": float(_col(pred, "epoch_time_s")[i]),
@@ -190,6 +195,9 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dic
         # Least energy among modes that meet the deadline; ties to the shorter upper bound.
         i, _ = best_position(fig["energy_j"], round_high_s, fig["train_energy_j_high"] + fig["idle_energy_j"],
                              meets, extrapolated)
+        presets = pred.get("preset")
+        i, _ = prefer_preset(fig["energy_j"], round_high_s, meets,
+                             None if presets is None else np.asarray(presets, dtype=bool), i)
         reason = None
     else:
         i = int(np.argmin(round_high_s))

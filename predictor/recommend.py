@@ -152,6 +152,17 @@ def best_position(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok
     return best_in, True
 
 
+def prefer_preset(value: np.ndarray, tie: np.ndarray, ok: np.ndarray, presets: np.ndarray | None, best: int
+                  ) -> tuple[int, int | None]:
+    """(the position chosen, the best preset among ``ok`` or None): that preset (least ``value``, ties to
+    ``tie``) replaces ``best`` when its point ``value`` is lower. A user can always set a preset by name:
+    a recommendation worse than it is no recommendation. ``presets``: mask of the preset rows (None: none)."""
+    if presets is None or not (ok & presets).any():
+        return best, None
+    preset = lowest_position(np.where(ok & presets, value, np.inf), tie)
+    return (preset if value[preset] < value[best] else best), preset
+
+
 @dataclass(frozen=True)
 class Choice:
     """Outcome of :func:`choose`: positions in the prediction table (``best`` None when nothing fits).
@@ -231,12 +242,9 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
         return Choice(None, empty, False, reason, False)
     value, tie = df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float)
     best, preferred = best_position(value, tie, df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
-    preset, preferred_preset = None, False
-    if presets is not None and (ok & presets).any():
-        preset = lowest_position(np.where(ok & presets, value, np.inf), tie)
-        # A user can always set this preset by name: a recommendation worse than it is no recommendation.
-        if value[preset] < value[best]:
-            best, preferred, preferred_preset = preset, False, True
+    chosen, preset = prefer_preset(value, tie, ok, presets, best)
+    preferred_preset = chosen != best
+    best, preferred = chosen, preferred and not preferred_preset
     front = pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j")
     return Choice(best, front, True, None, preferred, preset, preferred_preset)
 
