@@ -34,8 +34,8 @@ from jetpredict.predictor.recommend import best_position, prefer_preset
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
 #: the knob columns, the prediction columns, ``extrapolated`` (bool) and ``extrapolated_knobs``; optionally
-#: ``rows_device``, the device whose rows the prediction rests on, ``preset`` (bool: the rows that are
-#: nvpmodel presets) and ``mode`` (a row's name, None where its knob label serves).
+#: ``rows_device``, the device whose rows the prediction rests on, ``mode`` (the rows' names; else their
+#: knob labels serve) and ``presets``, the device's nvpmodel presets as a :data:`SpacePrediction` of their own.
 SpacePrediction = Mapping[str, object]
 #: Columns of a :data:`SpacePrediction` that hold one value for all its modes (provenance), not an array.
 _SCALAR_COLUMNS = ("cross_device", "power_source", "rows_device", "confidence")
@@ -167,10 +167,8 @@ def assignment_fields(pred: SpacePrediction, figures: Mapping[str, np.ndarray], 
     fig = {name: float(values[i]) for name, values in figures.items()}
     if reason is not None:
         fig["idle_energy_j"], fig["energy_j"] = 0.0, fig["train_energy_j"]
-    name = pred.get("mode")
-    name = None if name is None else np.asarray(name, dtype=object)[i]
     return {
-        "mode": mode_label(**knob) if name is None else str(name),
+        "mode": mode_label(**knob) if pred.get("mode") is None else str(np.asarray(pred["mode"])[i]),
         "cpu_cores": int(knob["cpu_cores"]), "cpu_mhz": knob["cpu_mhz"], "gpu_mhz": knob["gpu_mhz"],
         "emc_mhz": knob["emc_mhz"],
         "epoch_time_s": float(_col(pred, "epoch_time_s")[i]),
@@ -185,25 +183,42 @@ def assignment_fields(pred: SpacePrediction, figures: Mapping[str, np.ndarray], 
     }
 
 
+def _preset_beating(presets: Mapping[str, np.ndarray], meets: np.ndarray, energy_j: float,
+                    round_high_s: float) -> int | None:
+    """Position of the best preset meeting the deadline (``presets``: its :func:`round_figures`; ``meets``:
+    which do) whose point energy beats the space's pick (``energy_j`` J, ``round_high_s`` s; inf: no
+    pick), as :func:`predictor.recommend.prefer_preset` holds it for ``recommend``; None when none does."""
+    n = len(meets)
+    pick, _ = prefer_preset(np.append(presets["energy_j"], energy_j),
+                            np.append(presets["round_time_s_high"], round_high_s),
+                            np.append(meets, math.isfinite(energy_j)), np.arange(n + 1) < n, n)
+    return pick if pick < n else None
+
+
 def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dict:
-    """The mode of one device type for this round (the same for every client of that type)."""
+    """The mode of one device type for this round (the same for every client of that type): the space's
+    pick, or the device's best preset meeting the deadline where its point beats that pick."""
     fig = round_figures(pred, deadline_s, epochs)
     round_high_s = fig["round_time_s_high"]
     meets = round_high_s <= deadline_s
-    extrapolated = np.asarray(pred["extrapolated"], dtype=bool)
+    presets = pred.get("presets")
+    preset_fig = None if presets is None else round_figures(presets, deadline_s, epochs)
+    preset_meets = np.zeros(0, dtype=bool) if preset_fig is None else preset_fig["round_time_s_high"] <= deadline_s
+    if not meets.any() and not preset_meets.any():
+        i = int(np.argmin(round_high_s))
+        return assignment_fields(pred, fig, i, f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs "
+                                               f"up to {round_high_s[i]:.4g} s for {epochs} epoch(s)")
+    i = None
     if meets.any():
         # Least energy among modes that meet the deadline; ties to the shorter upper bound.
         i, _ = best_position(fig["energy_j"], round_high_s, fig["train_energy_j_high"] + fig["idle_energy_j"],
-                             meets, extrapolated)
-        presets = pred.get("preset")
-        i, _ = prefer_preset(fig["energy_j"], round_high_s, meets,
-                             None if presets is None else np.asarray(presets, dtype=bool), i)
-        reason = None
-    else:
-        i = int(np.argmin(round_high_s))
-        reason = (f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs up to "
-                  f"{round_high_s[i]:.4g} s for {epochs} epoch(s)")
-    return assignment_fields(pred, fig, i, reason)
+                             meets, np.asarray(pred["extrapolated"], dtype=bool))
+    if preset_fig is not None:
+        k = _preset_beating(preset_fig, preset_meets, math.inf if i is None else float(fig["energy_j"][i]),
+                            math.inf if i is None else float(round_high_s[i]))
+        if k is not None:
+            return assignment_fields(presets, preset_fig, k, None)
+    return assignment_fields(pred, fig, i, None)
 
 
 def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequence[Mapping],

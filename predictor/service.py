@@ -256,19 +256,13 @@ def _preset_prediction(model: WorkloadModel, device: Device, confidence: float, 
     return _PRESETS.get(model, device, confidence, compute)
 
 
-def predict_presets_and_space(model: WorkloadModel, device: Device, confidence: float) -> dict[str, object]:
-    """The device's presets followed by :func:`predict_space`, as one :data:`fleet.SpacePrediction`:
-    ``preset`` marks the preset rows and ``mode`` holds their names (None for the space's rows), the
-    candidates ``recommend`` chooses from (a preset's caps are often off the catalogue steps)."""
+def predict_presets(model: WorkloadModel, device: Device, confidence: float) -> dict[str, object]:
+    """:func:`predict_knobs` of the device's nvpmodel presets (cached per model) with their knobs and their
+    names in ``mode``: the presets ``recommend`` chooses from beside the space (their caps are often off
+    the catalogue steps)."""
     table = _preset_table(device.id)
-    presets = {**table.knobs, **_preset_prediction(model, device, confidence, table)}
-    every = predict_space(model, device, confidence)
-    out: dict[str, object] = {k: np.concatenate([np.asarray(presets[k]), v]) if isinstance(v, np.ndarray) else v
-                              for k, v in every.items()}
-    space_rows = len(every["epoch_time_s"])
-    out["preset"] = np.concatenate([np.ones(len(table), dtype=bool), np.zeros(space_rows, dtype=bool)])
-    out["mode"] = np.array([*table.labels, *[None] * space_rows], dtype=object)
-    return out
+    return {**table.knobs, **_preset_prediction(model, device, confidence, table),
+            "mode": np.array(table.labels, dtype=object)}
 
 
 def _json_floats(values: object) -> list[float | None]:
@@ -491,7 +485,9 @@ def plan_fleet(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], 
     def space_of(device: Device) -> dict[str, object]:
         served = models.serve(device)
         served_by.append((served.model, not served.own))
-        return {**predict_presets_and_space(served.model, device, confidence), "rows_device": served.rows_device}
+        presets = {**predict_presets(served.model, device, confidence), "rows_device": served.rows_device}
+        return {**predict_space(served.model, device, confidence), "rows_device": served.rows_device,
+                "presets": presets}
 
     plan = fleet.plan_round(space_of, clients, deadline_s, epochs, confidence)
     note = confidence_note(confidence, [workload_source(m) for m, _ in served_by], any(c for _, c in served_by))
