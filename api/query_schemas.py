@@ -253,7 +253,10 @@ class FleetClientPlanSchema(Schema):
 
     id = fields.String(required=True)
     device = fields.String(required=True)
-    mode = fields.String(allow_none=True)
+    mode = fields.String(allow_none=True, metadata={"description": "an nvpmodel preset's name (e.g. MODE_10W) "
+                                                                   "where that preset beats the best mode of the "
+                                                                   "space, as recommend prefers it; else the "
+                                                                   "mode's knob label"})
     cpu_cores = fields.Integer(allow_none=True)
     cpu_mhz = fields.Float(allow_none=True)
     gpu_mhz = fields.Float(allow_none=True)
