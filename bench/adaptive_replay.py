@@ -20,10 +20,10 @@ profiled next).
 
 Twin part (simulated, no accuracy claim): ``profile --device sim:agx-xavier --adaptive`` through the
 profiler's campaign, over the same a-j modes; the twin's own sweep of a-j is the "measurement". Then the
-README's command as it runs, over the default candidates (the presets and all 29,232 modes; budget
-``WHOLE_SPACE_BUDGET``): where it stops, and its pick against the twin's noise-free figures of every mode
-(time error; regret against the best mode by the twin's power -- a pick must certify the cap by its
-interval's upper end, so under a cap some regret is the rule's, not the loop's).
+README's command as it runs, over the default candidates (the presets and every mode of AGX Xavier and
+of Orin Nano; budget ``WHOLE_SPACE_BUDGET``): where it stops, and its pick against the twin's noise-free
+figures of every mode (time error; regret against the best mode by the twin's power -- a pick must
+certify the cap by its interval's upper end, so under a cap some regret is the rule's, not the loop's).
 
 Cost: seconds per proposed mode against the size of the decision set (a-j, 1,000 modes, the whole space).
 
@@ -67,6 +67,8 @@ TARGET_MODES = 6
 TWIN_WORKLOADS = ("lenet5-mnist", "resnet18-cifar10", "mobilenetv3-small-gld23k")
 #: Budget of the whole-space twin runs: above TARGET_MODES, so each run shows where it stops by itself.
 WHOLE_SPACE_BUDGET = 10
+#: Devices of the whole-space twin runs: the largest space, and the smallest (Orin Nano, 1,800 modes).
+WHOLE_SPACE_DEVICES = ("agx-xavier", "orin-nano")
 
 
 def real_rows() -> pd.DataFrame:
@@ -252,50 +254,53 @@ def twin_part(minibatches: int) -> list[dict]:
 
 
 def whole_space_part(minibatches: int) -> list[dict]:
-    """``profile --device sim:agx-xavier --adaptive`` over the default candidates (simulated), its pick
-    scored against the twin's noise-free figures of every candidate."""
+    """``profile --device sim:DEVICE --adaptive`` over the default candidates (simulated) on each of
+    ``WHOLE_SPACE_DEVICES``, its pick scored against the twin's noise-free figures of every candidate."""
     from jetpredict.predictor.service import resolve_modes
     from jetpredict.profiler.campaign import CampaignConfig, run_campaign
     from jetpredict.profiler.sim import workload_complexity
     from jetpredict.profiler.sim.physics import DevicePhysics
     from jetpredict.profiler.sim.twin import Twin
 
-    device = load_device(DEVICE)
-    every = pd.concat([resolve_modes(device, "presets"), resolve_modes(device, "all")], ignore_index=True)
-    knobs = every[list(MODE_FIELDS)].to_numpy(dtype=float)
     out = []
-    print(f"\n[simulated] twin, default candidates ({len(every):,} modes), budget {WHOLE_SPACE_BUDGET}:")
     with tempfile.TemporaryDirectory() as tmp:
-        for workload in TWIN_WORKLOADS:
-            truth = Twin(DevicePhysics(device), workload_complexity(workload)).epoch(ModeArrays.from_frame(every))
-            for goal in GOALS:
-                box: list[A.AdaptiveChooser] = []
+        for device_id in WHOLE_SPACE_DEVICES:
+            device = load_device(device_id)
+            every = pd.concat([resolve_modes(device, "presets"), resolve_modes(device, "all")], ignore_index=True)
+            knobs = every[list(MODE_FIELDS)].to_numpy(dtype=float)
+            print(f"\n[simulated] twin {device_id}, default candidates ({len(every):,} modes), "
+                  f"budget {WHOLE_SPACE_BUDGET}:")
+            for workload in TWIN_WORKLOADS:
+                truth = Twin(DevicePhysics(device), workload_complexity(workload)).epoch(ModeArrays.from_frame(every))
+                for goal in GOALS:
+                    box: list[A.AdaptiveChooser] = []
 
-                def factory(device_id, start, goal=goal, box=box):
-                    box.append(A.AdaptiveChooser(load_device(device_id), goal, budget=WHOLE_SPACE_BUDGET))
-                    return box[-1]
+                    def factory(device_id, start, goal=goal, box=box):
+                        box.append(A.AdaptiveChooser(load_device(device_id), goal, budget=WHOLE_SPACE_BUDGET))
+                        return box[-1]
 
-                t0 = time.perf_counter()
-                rows = run_campaign(CampaignConfig(device=f"sim:{DEVICE}", workload=workload,
-                                                   out=Path(tmp) / "adaptive.csv", minibatches=minibatches,
-                                                   progress=False, adaptive=factory))
-                seconds = time.perf_counter() - t0
-                last = box[0].steps[-1]
-                b = last.decision.best_row
-                key = OBJECTIVES[goal.objective]
-                ok = np.ones(len(every), dtype=bool)
-                if goal.max_power_w is not None:
-                    ok &= truth["avg_power_w"] <= goal.max_power_w
-                at = int(np.flatnonzero(np.all(np.isclose(knobs, [b[k] for k in MODE_FIELDS]), axis=1))[0])
-                rec = {"workload": workload, "objective": goal.objective, "max_power_w": goal.max_power_w,
-                       "modes": len(rows), "profiled": [str(r["mode"]) for r in rows], "recommended": str(b["mode"]),
-                       "error_pct": 100 * (b["epoch_time_s"] / truth["epoch_time_s"][at] - 1.0),
-                       "regret_pct": 100 * (truth[key][at] / truth[key][ok].min() - 1.0),
-                       "stop": last.stop, "seconds": seconds}
-                out.append(rec)
-                print(f"  {workload} (simulated), {goal.describe()}: {rec['modes']} modes "
-                      f"[{', '.join(rec['profiled'])}] -> {rec['recommended']}, time {rec['error_pct']:+.1f}% "
-                      f"vs the twin, regret {rec['regret_pct']:+.1f}%; stop: {rec['stop']} ({seconds:.1f} s)")
+                    t0 = time.perf_counter()
+                    rows = run_campaign(CampaignConfig(device=f"sim:{device_id}", workload=workload,
+                                                       out=Path(tmp) / "adaptive.csv", minibatches=minibatches,
+                                                       progress=False, adaptive=factory))
+                    seconds = time.perf_counter() - t0
+                    last = box[0].steps[-1]
+                    b = last.decision.best_row
+                    key = OBJECTIVES[goal.objective]
+                    ok = np.ones(len(every), dtype=bool)
+                    if goal.max_power_w is not None:
+                        ok &= truth["avg_power_w"] <= goal.max_power_w
+                    at = int(np.flatnonzero(np.all(np.isclose(knobs, [b[k] for k in MODE_FIELDS]), axis=1))[0])
+                    rec = {"device": device_id, "workload": workload, "objective": goal.objective,
+                           "max_power_w": goal.max_power_w, "modes": len(rows),
+                           "profiled": [str(r["mode"]) for r in rows], "recommended": str(b["mode"]),
+                           "error_pct": 100 * (b["epoch_time_s"] / truth["epoch_time_s"][at] - 1.0),
+                           "regret_pct": 100 * (truth[key][at] / truth[key][ok].min() - 1.0),
+                           "stop": last.stop, "seconds": seconds}
+                    out.append(rec)
+                    print(f"  {workload} (simulated), {goal.describe()}: {rec['modes']} modes "
+                          f"[{', '.join(rec['profiled'])}] -> {rec['recommended']}, time {rec['error_pct']:+.1f}% "
+                          f"vs the twin, regret {rec['regret_pct']:+.1f}%; stop: {rec['stop']} ({seconds:.1f} s)")
     return out
 
 
@@ -380,13 +385,16 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
                              f"{s['profiled']} -> {s['recommended']} {s['error_pct']:+.1f}%" for s in r["steps"]) + " |")
     if whole:
         lines += _table_head("### Over the default candidates (simulated)",
-                             f"`profile --device sim:agx-xavier --adaptive --budget {WHOLE_SPACE_BUDGET}` as the "
-                             "README runs it (the presets and every mode); time error and regret against the twin's "
-                             "noise-free figures of every mode (the cap by its power).",
-                             ("workload", "goal", "modes", "profiled", "pick", "time error", "regret"))
+                             f"`profile --device sim:DEVICE --adaptive --budget {WHOLE_SPACE_BUDGET}` as the README "
+                             "runs it (the presets and every mode); time error and regret against the twin's "
+                             "noise-free figures of every mode (the cap by its power); the stop's reason, shortened.",
+                             ("device", "workload", "goal", "modes", "profiled", "pick", "time error", "regret",
+                              "stop"))
         for r in whole:
-            lines.append(f"| {r['workload']} (simulated) | {_goal_text(r)} | {r['modes']} | {', '.join(r['profiled'])} | "
-                         f"{r['recommended']} | {_pct(r['error_pct'])} | {_pct(r['regret_pct'])} |")
+            stop = str(r["stop"]).split(",")[0].split(";")[0]
+            lines.append(f"| {r['device']} | {r['workload']} (simulated) | {_goal_text(r)} | {r['modes']} | "
+                         f"{', '.join(r['profiled'])} | {r['recommended']} | {_pct(r['error_pct'])} | "
+                         f"{_pct(r['regret_pct'])} | {stop} |")
     lines += ["", "## Cost (best of 3 runs each)", "", "| decision set (modes) | profiled modes | s per proposed mode |",
               "|---|---|---|"]
     lines += [f"| {c['decision_set']} | {c['profiled_modes']} | {c['seconds']:.2f} |" for c in cost]

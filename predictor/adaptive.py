@@ -28,7 +28,8 @@ modes is spent. When only such a rival holds the stop back, it profiles that riv
 longer counts); when only the pick is unprofiled, it profiles the pick, and stops once that measurement
 agrees with the prediction that settled the stop within the run-to-run noise (a rival's gain it nudges
 across the bar is noise, not news), also when the refit moves the pick to a neighbour one knob away that
-the noise cannot tell from the measured mode (:meth:`AdaptiveChooser._indistinct_neighbour`). A mode
+the noise cannot tell from the measured mode (:meth:`AdaptiveChooser._indistinct_neighbour`); likewise a
+rival measured as predicted that did not become the pick settles the case of its neighbours. A mode
 beats the pick only if ``recommend`` could pick it once profiled: with its interval's upper end under the
 caps, not its point (a mode measured just under a power cap keeps an interval across it). It takes rows
 and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's campaign)
@@ -398,6 +399,8 @@ class AdaptiveChooser:
         self._start = start
         #: (knobs key, predicted epoch time s) of a pick profiled to confirm a settled stop.
         self._confirming: tuple[tuple[float, ...], float] | None = None
+        #: (knobs key, predicted epoch time s) of a rival profiled to settle a stop (see :meth:`next_mode`).
+        self._settling: tuple[tuple[float, ...], float] | None = None
         self.log = log
         self.steps: list[Step] = []
 
@@ -423,7 +426,7 @@ class AdaptiveChooser:
         d = proposal.decision
         pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
         confirmed = self._confirmed(pick, measured_s, d)
-        settled = self.settled(d)
+        settled = self.settled(d) or self._rival_explained(measured_s, d)
         pick_open = pick is not None and pick not in measured_s
         if confirmed or (settled and not pick_open):
             return self._stop(frame, d, confirmed or settled)
@@ -440,6 +443,7 @@ class AdaptiveChooser:
             # profiled mode no longer counts as one that may beat the recommendation.
             nxt = d.table.iloc[d.top_rival]
             reason = f"settles the stop: the unprofiled mode likeliest to beat the pick (gain {d.rival_gain:.1%})"
+            self._settling = (_key(nxt[list(MODE_FIELDS)]), float(nxt["epoch_time_s"]))
         mode = {"mode": nxt["mode"], **{k: float(nxt[k]) for k in MODE_FIELDS}}
         self._record(Step(tuple(frame["mode"].astype(str)), d, mode, reason, None))
         return mode
@@ -468,22 +472,43 @@ class AdaptiveChooser:
                   f"{confirming[1]:.4g} s that settled the stop")
         if pick == confirming[0]:
             return agreed
-        neighbour = self._indistinct_neighbour(d, confirming[0])
+        neighbour = self._indistinct_neighbour(d, confirming[0], d.best)
         return None if neighbour is None else f"{agreed}; the new pick is {neighbour}"
 
-    def _indistinct_neighbour(self, d: Decision, measured: tuple[float, ...]) -> str | None:
-        """Why ``d``'s pick is as good as decided by the mode just measured (``measured``: its knobs key),
-        or None: the two differ in one knob, their predicted time and objective lie within the run-to-run
-        noise floor of each other, and the pick's time interval is narrower than the target. A flat
-        objective (modes a clock step apart, tenths of a % apart) otherwise sends the loop measuring
-        neighbour after neighbour (twin LeNet-5 min-energy over the whole space: three in a row); modes
-        apart in more knobs may be predicted alike and measure apart (real ResNet-18: c and b, 0.3% apart
-        in energy, b's time 6% off), so they are measured."""
+    def _rival_explained(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision) -> str | None:
+        """Why the stop holds once the rival profiled to settle it (see :meth:`next_mode`) measured within
+        ``INTERVAL_NOISE_FLOOR`` of its prediction and did not become the pick, while the unprofiled rival now
+        likeliest to beat the pick is a neighbour no profiling could tell from it (:meth:`_indistinct_neighbour`):
+        the measurement answered the neighbour's case too. Otherwise a flat objective sends the loop
+        measuring rival after rival of the same gain (twin MobileNetV3 min-energy on Orin Nano over the whole
+        space: the budget ran out on CPU clocks 883 and 730 MHz beside the pick's 806). None when it does not
+        hold."""
+        settling, self._settling = self._settling, None
+        if settling is None or d.best is None or d.top_rival is None:
+            return None
+        t = measured_s.get(settling[0])
+        if t is None or not t > 0 or abs(math.log(t / settling[1])) > INTERVAL_NOISE_FLOOR:
+            return None
+        neighbour = self._indistinct_neighbour(d, settling[0], d.top_rival)
+        if neighbour is None:
+            return None
+        return (f"the rival measured {t:.4g} s/epoch, within the run-to-run noise of its {settling[1]:.4g} s, "
+                f"and did not beat the pick; the rival likeliest to beat it now is {neighbour}")
+
+    def _indistinct_neighbour(self, d: Decision, measured: tuple[float, ...], position: int) -> str | None:
+        """Why mode ``position`` of ``d``'s table (the pick, or the rival likeliest to beat it) is as good as
+        decided by the mode just measured (``measured``: its knobs key), or None: the two differ in one knob,
+        their predicted time and objective lie within the run-to-run noise floor of each other, and the
+        pick's time interval is narrower than the target. A flat objective (modes a clock step apart,
+        tenths of a % apart) otherwise sends the loop measuring neighbour after neighbour (twin LeNet-5
+        min-energy over the whole space: three picks in a row); modes apart in more knobs may be predicted
+        alike and measure apart (real ResNet-18: c and b, 0.3% apart in energy, b's time 6% off), so they
+        are measured."""
         knobs = d.table[list(MODE_FIELDS)].to_numpy(dtype=float)
         at = [i for i, row in enumerate(knobs) if _key(row) == measured]
         if not at or d.time_width >= self.target_width:
             return None
-        i, b = at[0], d.best
+        i, b = at[0], position
         if int(np.sum(~np.isclose(knobs[i], knobs[b]))) > 1:
             return None
         columns = dict.fromkeys(("epoch_time_s", OBJECTIVES[self.adviser.goal.objective]))
