@@ -426,7 +426,8 @@ class AdaptiveChooser:
         d = proposal.decision
         pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
         confirmed = self._confirmed(pick, measured_s, d)
-        settled = self.settled(d) or self._rival_explained(measured_s, d)
+        explained = self._rival_explained(measured_s, d)  # called every round: it clears what it checks
+        settled = self.settled(d) or explained
         pick_open = pick is not None and pick not in measured_s
         if confirmed or (settled and not pick_open):
             return self._stop(frame, d, confirmed or settled)
@@ -477,7 +478,7 @@ class AdaptiveChooser:
 
     def _rival_explained(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision) -> str | None:
         """Why the stop holds once the rival profiled to settle it (see :meth:`next_mode`) measured within
-        ``INTERVAL_NOISE_FLOOR`` of its prediction and did not become the pick, while the unprofiled rival now
+        ``INTERVAL_NOISE_FLOOR`` of its prediction (it beat the pick or not), while the unprofiled rival now
         likeliest to beat the pick is a neighbour no profiling could tell from it (:meth:`_indistinct_neighbour`):
         the measurement answered the neighbour's case too. Otherwise a flat objective sends the loop
         measuring rival after rival of the same gain (twin MobileNetV3 min-energy on Orin Nano over the whole
@@ -492,8 +493,10 @@ class AdaptiveChooser:
         neighbour = self._indistinct_neighbour(d, settling[0], d.top_rival)
         if neighbour is None:
             return None
+        became = _key(d.table.iloc[d.best][list(MODE_FIELDS)]) == settling[0]
         return (f"the rival measured {t:.4g} s/epoch, within the run-to-run noise of its {settling[1]:.4g} s, "
-                f"and did not beat the pick; the rival likeliest to beat it now is {neighbour}")
+                f"and {'is now the pick' if became else 'did not beat the pick'}; the rival likeliest to beat "
+                f"it now is {neighbour}")
 
     def _indistinct_neighbour(self, d: Decision, measured: tuple[float, ...], position: int) -> str | None:
         """Why mode ``position`` of ``d``'s table (the pick, or the rival likeliest to beat it) is as good as
