@@ -99,6 +99,18 @@ def test_recommendation_min_energy_and_infeasible(client, stored):
     assert r.status_code == 422 and "objective" in r.json["errors"]
 
 
+def test_fleet_plan_names_a_preset_that_beats_the_space(client, stored):
+    """A device type's mode follows recommend's preset rule over HTTP too: AGX Xavier's MODE_10W (clocks off
+    the catalogue steps) beats the space's pick here, and the plan names it, with its own knobs."""
+    r = client.post("/v1/fleet-plans", json={"workload": {"id": "my-resnet"}, "deadline_s": 3000, "epochs": 2,
+                                             "clients": [{"id": "a", "device": "agx-xavier"}]})
+    assert r.status_code == 200, r.json
+    (c,) = r.json["clients"]
+    preset = load_device("agx-xavier").preset("MODE_10W")
+    assert c["mode"] == "MODE_10W" and c["meets_deadline"]
+    assert (c["cpu_cores"], c["cpu_mhz"], c["gpu_mhz"], c["emc_mhz"]) == preset.knobs()
+
+
 def test_fleet_plan_of_fifty_mixed_clients(client, stored):
     clients = [{"id": f"client-{i:02d}", "device": FLEET_DEVICES[i % len(FLEET_DEVICES)]} for i in range(50)]
     r = client.post("/v1/fleet-plans", json={"workload": {"id": "my-resnet"}, "deadline_s": 4000,
