@@ -256,7 +256,6 @@ def twin_part(minibatches: int) -> list[dict]:
 def whole_space_part(minibatches: int) -> list[dict]:
     """``profile --device sim:DEVICE --adaptive`` over the default candidates (simulated) on each of
     ``WHOLE_SPACE_DEVICES``, its pick scored against the twin's noise-free figures of every candidate."""
-    from jetpredict.predictor.service import resolve_modes
     from jetpredict.profiler.campaign import CampaignConfig, run_campaign
     from jetpredict.profiler.sim import workload_complexity
     from jetpredict.profiler.sim.physics import DevicePhysics
@@ -266,7 +265,7 @@ def whole_space_part(minibatches: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for device_id in WHOLE_SPACE_DEVICES:
             device = load_device(device_id)
-            every = pd.concat([resolve_modes(device, "presets"), resolve_modes(device, "all")], ignore_index=True)
+            every = A.Adviser(device, GOALS[0]).candidates  # the loop's own default candidates
             knobs = every[list(MODE_FIELDS)].to_numpy(dtype=float)
             print(f"\n[simulated] twin {device_id}, default candidates ({len(every):,} modes), "
                   f"budget {WHOLE_SPACE_BUDGET}:")

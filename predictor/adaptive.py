@@ -425,7 +425,7 @@ class AdaptiveChooser:
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
         pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
-        confirmed = self._confirmed(pick, measured_s, d)
+        confirmed = self._confirmed(measured_s, d)
         explained = self._rival_explained(measured_s, d)  # called every round: it clears what it checks
         settled = self.settled(d) or explained
         pick_open = pick is not None and pick not in measured_s
@@ -457,21 +457,20 @@ class AdaptiveChooser:
         return (f"recommended mode's time interval {d.time_width:.1%} wide < target {self.target_width:.1%}, "
                 f"no unprofiled mode expected to beat it by more than {d.rival_gain:.1%}")
 
-    def _confirmed(self, pick: tuple[float, ...] | None, measured_s: Mapping[tuple[float, ...], Any],
-                   d: Decision) -> str | None:
+    def _confirmed(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision) -> str | None:
         """Why the stop holds once the pick measured to confirm it (see :meth:`next_mode`) lies within
-        ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it (``pick``: the knobs key of ``d``'s pick;
-        ``measured_s``: epoch s by knobs key), and ``d``'s pick is still that mode or a neighbour no
-        profiling could tell from it (:meth:`_indistinct_neighbour`)."""
+        ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it (``measured_s``: epoch s by knobs key),
+        and ``d``'s pick is still that mode or a neighbour no profiling could tell from it
+        (:meth:`_indistinct_neighbour`)."""
         confirming, self._confirming = self._confirming, None
-        if confirming is None or pick is None or d.best is None:
+        if confirming is None or d.best is None:
             return None
         t = measured_s.get(confirming[0])
         if t is None or not t > 0 or abs(math.log(t / confirming[1])) > INTERVAL_NOISE_FLOOR:
             return None
         agreed = (f"the pick measured {t:.4g} s/epoch, within the run-to-run noise of the "
                   f"{confirming[1]:.4g} s that settled the stop")
-        if pick == confirming[0]:
+        if _key(d.table.iloc[d.best][list(MODE_FIELDS)]) == confirming[0]:
             return agreed
         neighbour = self._indistinct_neighbour(d, confirming[0], d.best)
         return None if neighbour is None else f"{agreed}; the new pick is {neighbour}"
@@ -507,11 +506,13 @@ class AdaptiveChooser:
         min-energy over the whole space: three picks in a row); modes apart in more knobs may be predicted
         alike and measure apart (real ResNet-18: c and b, 0.3% apart in energy, b's time 6% off), so they
         are measured."""
-        knobs = d.table[list(MODE_FIELDS)].to_numpy(dtype=float)
-        at = [i for i, row in enumerate(knobs) if _key(row) == measured]
-        if not at or d.time_width >= self.target_width:
+        if d.time_width >= self.target_width:
             return None
-        i, b = at[0], position
+        knobs = d.table[list(MODE_FIELDS)].to_numpy(dtype=float)
+        at = np.flatnonzero(np.all(np.round(knobs, 3) == measured, axis=1))  # as _key rounds
+        if at.size == 0:
+            return None
+        i, b = int(at[0]), position
         if int(np.sum(~np.isclose(knobs[i], knobs[b]))) > 1:
             return None
         columns = dict.fromkeys(("epoch_time_s", OBJECTIVES[self.adviser.goal.objective]))

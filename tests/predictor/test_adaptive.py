@@ -166,13 +166,13 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
     measured = {A._key(r[list(MODE_FIELDS)]): r["epoch_time_s"] for _, r in rows.iterrows()}
     measured_s = measured[key]
     chooser._confirming = (key, measured_s * 1.02)
-    assert "within the run-to-run noise" in chooser._confirmed(key, measured, d)
-    assert chooser._confirming is None and chooser._confirmed(key, measured, d) is None  # one step only
+    assert "within the run-to-run noise" in chooser._confirmed(measured, d)
+    assert chooser._confirming is None and chooser._confirmed(measured, d) is None  # one step only
     chooser._confirming = (key, measured_s * 1.05)
-    assert chooser._confirmed(key, measured, d) is None
+    assert chooser._confirmed(measured, d) is None
     other = next(k for k in measured if k != key)  # a profiled mode of other knobs: not a neighbour in noise
     chooser._confirming = (other, measured[other])
-    assert chooser._confirmed(key, measured, d) is None
+    assert chooser._confirmed(measured, d) is None
 
 
 def _decision(rows: list[tuple[str, float, float, float, float, float, float]], best: int, time_width: float
@@ -199,7 +199,7 @@ def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pi
     d = _decision([measured, pick], best=1, time_width=time_width)
     key_measured = A._key(measured[1:5])
     chooser._confirming = (key_measured, 40.5)  # the prediction that settled the stop, 1.2% off the measurement
-    reason = chooser._confirmed(A._key(pick[1:5]), {key_measured: 40.0}, d)
+    reason = chooser._confirmed({key_measured: 40.0}, d)
     assert (reason is not None) == holds
     if holds:
         assert "one knob from it" in reason and "epoch_energy_j (0.5%)" in reason
