@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
-from jetpredict.models.catalogue import Device, ModeArrays, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
@@ -222,13 +222,18 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
 
 def ranges_on(ranges: Mapping[str, tuple[float, float]] | None, source: Device, target: Device
               ) -> dict[str, tuple[float, float]] | None:
-    """The profiled knob ranges of ``source`` at the same share of each knob's top on ``target``: the
-    target's modes whose knobs sit where no profiled mode sat on the source are flagged as extrapolated and
-    widen as they would on the source (the transfer's SD comes on top)."""
+    """The profiled knob ranges of ``source`` at the same share of each knob's top on ``target``, each end
+    snapped to the target's nearest step: the target's modes whose knobs sit where no profiled mode sat on
+    the source are flagged as extrapolated and widen as they would on the source (the transfer's SD comes
+    on top). Unsnapped, a range of one clock lands between two target steps and flags every mode, and a
+    fleet plan then runs to the space's far corners (1 core, lowest clocks) that nothing measured."""
     if not ranges:
         return None
-    src, dst = F.device_maxima(source), F.device_maxima(target)
-    return {k: (lo * dst[k] / src[k], hi * dst[k] / src[k]) for k, (lo, hi) in ranges.items()}
+    src, dst, bounds = F.device_maxima(source), F.device_maxima(target), target.knob_ranges()
+    ends = {k: [float(np.clip(v * dst[k] / src[k], *bounds[k])) for v in ranges[k]] for k in MODE_FIELDS}
+    ends["cpu_cores"] = [float(np.floor(v + 0.5)) for v in ends["cpu_cores"]]  # half a core up: 1.5 -> 2
+    low, high = (target.nearest_mode(*(ends[k][i] for k in MODE_FIELDS)) for i in (0, 1))
+    return {k: (float(getattr(low, k)), float(getattr(high, k))) for k in MODE_FIELDS}
 
 
 def _match_level(model: WorkloadModel, moved: WorkloadModel, level: float) -> WorkloadModel:

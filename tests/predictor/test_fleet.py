@@ -180,3 +180,22 @@ def test_a_preset_that_beats_the_space_pick_is_planned_by_name(resnet):
     meets = fig["round_time_s_high"] <= 3000
     in_range = meets & ~np.asarray(space["extrapolated"], dtype=bool)
     assert c.energy_j < fig["energy_j"][in_range].min()
+
+
+def test_a_one_clock_profile_keeps_other_devices_near_what_was_measured():
+    """a-d profile one CPU clock (1200 MHz) on AGX Xavier. Its share of another device's top falls between
+    two of that device's steps; the range snaps to the nearest step, so each device has modes in range and
+    a long deadline does not send its clients to the 1-core, lowest-clock corners nothing measured."""
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(["a", "b", "c", "d"])]
+    model = fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"))
+    devices = ["xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano"]
+    plan = service.plan_fleet(model, [{"id": d, "device": d} for d in devices], deadline_s=8000, epochs=1)
+    for c in plan.clients:
+        device = load_device(c.device)
+        space = service.predict_space(model, device, limits.DEFAULT_CONFIDENCE)
+        assert not np.asarray(space["extrapolated"]).all(), c.device
+        presets = [p.mode for p in device.presets]
+        assert c.cpu_cores > 1 and (c.extrapolated_knobs == "" or c.mode in presets), c
+        mode, energy = _brute_force(model, c.device, 8000, 1)
+        assert c.mode == mode and c.energy_j == pytest.approx(energy)
