@@ -520,13 +520,15 @@ def _json_row(row: Mapping[str, object]) -> dict[str, object]:
 
 
 def fleet_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, object]:
-    """:func:`provenance` of a plan over ``devices``: the least trusted reference over every client
-    device (cross-device clients rest on that device's sweeps) and the model's own. With a workload's
-    models per device, each device's provenance is that of the model serving it."""
+    """:func:`provenance` of a plan over the client ``devices``, each served by its model (its own rows, else
+    a transfer): the least trusted reference and workload rows over those devices, and the fewest profiled
+    modes any of them rests on. A plan whose only client is served by two simulated rows says so, whatever
+    the workload's other devices hold."""
     models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
-    per_device = [provenance(models.serve(resolve_device(d)).model, d)
-                  for d in sorted({*map(str, devices), models.primary})]
-    return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device)}
+    per_device = [provenance(models.serve(resolve_device(d)).model, d) for d in sorted(set(map(str, devices)))]
+    return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device),
+            "workload_source": least_trusted(p["workload_source"] for p in per_device),
+            "profiled_modes": min(p["profiled_modes"] for p in per_device)}
 
 
 def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], deadline_s: float, epochs: int = 1,

@@ -60,6 +60,23 @@ def test_cross_device_answers_say_simulated(client):
     assert "cross devices" in note
 
 
+def test_a_fleet_plan_states_the_rows_that_serve_its_clients(client):
+    """A workload with published AGX Xavier rows and two twin Nano rows: a plan whose only client is a Nano
+    rests on the two simulated rows, and says so, not the other device's published ten."""
+    nano = [{**r, "workload": "resnet18-cifar10"} for r in _rows("nano-simulated.csv", "resnet18-cifar10", 2)]
+    assert client.post("/v1/profiles", json={"rows": nano}, headers=HEADERS).status_code == 201
+    fleet = {"workload": {"id": "resnet18-cifar10"}, "deadline_s": 20000, "clients": [{"id": "n", "device": "nano"}]}
+    plan = client.post("/v1/fleet-plans", json=fleet).get_json()
+    assert plan["clients"][0]["rows_device"] == "nano" and plan["clients"][0]["own_rows"]
+    assert (plan["workload_source"], plan["profiled_modes"]) == ("simulated", 2)
+    fleet["clients"].append({"id": "x", "device": "agx-xavier"})
+    plan = client.post("/v1/fleet-plans", json=fleet).get_json()
+    assert (plan["workload_source"], plan["profiled_modes"]) == ("simulated", 2)  # the least trusted, the fewest
+    fleet["clients"] = [{"id": "x", "device": "agx-xavier"}]
+    plan = client.post("/v1/fleet-plans", json=fleet).get_json()
+    assert (plan["workload_source"], plan["profiled_modes"]) == ("published", 10)
+
+
 def _fit_published_resnet(tmp_path, capsys) -> Path:
     """``jetpredict fit`` on the published ResNet-18 rows; the model file's path."""
     rows = tmp_path / "rows.csv"
