@@ -24,6 +24,8 @@ def checked_number(value: object, field: str, *, low: float = 0.0, high: float =
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise InputError(message, field) from None
+    except OverflowError:  # an integer beyond any float
+        raise InputError(f"{field} must be {rule}{hint}, got one too large for a float", field) from None
     in_low = number >= low if low_inclusive else number > low
     if not math.isfinite(number) or not in_low or number > high:
         raise InputError(message, field)

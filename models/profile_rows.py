@@ -154,6 +154,8 @@ def _coerce(field: Field, value: object) -> tuple[object, str | None]:
         number = float(str(value).strip()) if isinstance(value, str) else float(value)
     except (TypeError, ValueError):
         return None, f"must be a number ({field.unit or 'count'}), got {value!r}"
+    except OverflowError:  # an integer beyond any float; its hundreds of digits are no help in a message
+        return None, f"must be a finite number ({field.unit or 'count'}), got one too large for a float"
     if not math.isfinite(number):
         return None, f"must be a finite number, got {value!r}"
     if field.kind is int and number != round(number):

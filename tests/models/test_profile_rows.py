@@ -220,6 +220,14 @@ def test_all_problems_of_a_file_are_reported_not_just_the_first():
     assert isinstance(err.value, InputError)
 
 
+def test_an_integer_beyond_any_float_names_its_field():
+    # JSON integers have no size limit; float() of one raises OverflowError, not ValueError.
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_json([good_json_row(gpu_mhz=10**400, batch_size=-(10**400))])
+    assert problems_of(err.value) == {(1, "gpu_mhz"), (1, "batch_size")}
+    assert all("too large for a float" in p.message and len(p.message) < 100 for p in err.value.problems)
+
+
 def test_components_larger_than_the_epoch_are_rejected():
     row = good_json_row(stall_time_s=30.0, compute_time_s=90.0, avg_power_w=20.0, base_power_w=45.0)
     with pytest.raises(ProfileRowsError) as err:
