@@ -21,7 +21,7 @@ from jetpredict.api.schemas import (
     device_field,
     positive_float,
 )
-from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.catalogue import MIN_MODULE_POWER_W, MODE_FIELDS
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -175,7 +175,9 @@ class PredictionResponseSchema(ProvenanceSchema):
 
 
 class ConstraintsSchema(RequestSchema):
-    max_power_w = positive_float(MAX_POWER_CAP_W, "W", allow_none=True)
+    # Below what any module draws no mode can meet the cap: a unit slip, refused as the CLI refuses it.
+    max_power_w = JsonNumber(allow_none=True, validate=validate.Range(MIN_MODULE_POWER_W, MAX_POWER_CAP_W),
+                             metadata={"description": "W"})
     max_epoch_time_s = positive_float(MAX_TIME_CAP_S, "s", allow_none=True)
 
 

@@ -354,18 +354,16 @@ class Device:
         return f"{field}={value:g} W is {where}{hint}"
 
     def check_power_cap(self, value: float | None, field: str = "max_power_w") -> float | None:
-        """A power cap (W) for this device: ``None`` (no cap) or a number in (0, top of
-        :attr:`power_range_w`]; a cap above everything the module can draw is an error (7000 is not "no
-        cap", it is 7 W in milliwatts), raised as :class:`InputError` naming ``field``."""
+        """A power cap (W) for this device: ``None`` (no cap) or a number in :attr:`power_range_w`; a cap
+        above everything the module can draw is an error (7000 is not "no cap", it is 7 W in milliwatts),
+        and so is one below what any module draws, raised as :class:`InputError` naming ``field``."""
         if value is None:
             return None
         number = checked_number(value, field)
-        hi = self.power_range_w[1]
-        if number > hi:
-            hint = unit_hint(number, 0.0, hi, "W", {"milliwatts": 1e-3})
-            raise InputError(f"{field}={number:g} W is above what a {self.name} module can draw (at most "
-                             f"{hi:g} W: {POWER_HEADROOM:g} x its {self.specs.module_power_w:g} W module "
-                             f"power){hint}; leave the cap out for no cap", field)
+        problem = self.power_problem(field, number)
+        if problem is not None:
+            advice = "; leave the cap out for no cap" if number > self.power_range_w[1] else ""
+            raise InputError(f"{problem}{advice}", field)
         return number
 
     def peak_fp32_flops(self, gpu_mhz):

@@ -7,6 +7,7 @@ from flask_smorest import Blueprint
 from jetpredict.api.query_schemas import RecommendationRequestSchema, RecommendationSchema
 from jetpredict.api.routes.common import RepeatedBodyParser, doc_only, request_workload, services
 from jetpredict.api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema
+from jetpredict.models.errors import InputError
 
 blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
@@ -29,7 +30,13 @@ class Recommendations(MethodView):
         services().metrics.served("recommendations").inc()
         # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
         # which of the workload's devices' rows serve this device.
-        return {**recommendation(resolved.model, body["objective"], device=body.get("device"),
-                                 epochs=body.get("epochs"), confidence=body["confidence"],
-                                 workload_id=resolved.workload_id, **body["constraints"]),
-                **resolved.answer_fields()}
+        try:
+            answer = recommendation(resolved.model, body["objective"], device=body.get("device"),
+                                    epochs=body.get("epochs"), confidence=body["confidence"],
+                                    workload_id=resolved.workload_id, **body["constraints"])
+        except InputError as exc:
+            # The device's own cap check names the bare argument; the request nests it under constraints.
+            if exc.field in body["constraints"]:
+                raise InputError(exc.message, f"constraints.{exc.field}") from None
+            raise
+        return {**answer, **resolved.answer_fields()}

@@ -13,7 +13,7 @@ from documented_rules import follow_rules, request_body_schema
 from jetpredict.api.openapi_doc import RULE_KINDS, RULES
 from jetpredict.api.schemas import EXAMPLE_ROWS
 from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
-from jetpredict.models.catalogue import MODE_FIELDS, list_devices
+from jetpredict.models.catalogue import MIN_MODULE_POWER_W, MODE_FIELDS, list_devices
 from jetpredict.models.profile_rows import FIELD_BY_NAME
 from jetpredict.predictor.terms import MIN_EPOCH_TIME_S
 from openapi_schema_validator import OAS30Validator
@@ -85,6 +85,17 @@ def test_mode_objects_are_checked_against_the_requests_device_in_the_document(do
     assert not _valid(doc, "PredictionRequest", {"workload": {"id": "my-resnet"}, "modes": [low]})
 
 
+def test_a_cap_below_any_module_is_refused_by_the_document_and_the_server(doc, client, stored):
+    # No mode can meet a cap under the 0.1 W any powered module draws: a unit slip, not an infeasible query.
+    request = {"workload": {"id": "my-resnet"}, "objective": "min-time", "constraints": {"max_power_w": 0.05}}
+    assert not _valid(doc, "RecommendationRequest", request)
+    r = client.post("/v1/recommendations", json=request)
+    assert r.status_code == 422 and list(r.json["errors"]) == ["constraints.max_power_w"], r.json
+    request["constraints"]["max_power_w"] = MIN_MODULE_POWER_W
+    assert _valid(doc, "RecommendationRequest", request)
+    assert client.post("/v1/recommendations", json=request).status_code == 200
+
+
 def _typed() -> list[dict]:
     """The published rows as a JSON client sends them: numbers as numbers."""
     return [{k: v if v is None or FIELD_BY_NAME[k].kind is str else FIELD_BY_NAME[k].kind(float(v))
@@ -136,7 +147,7 @@ BROKEN = {
                     "rows.0.epoch_time_s"),
     # a cap in milliwatts: above all an AGX Xavier can draw (models.catalogue.Device.check_power_cap)
     "device-max": ("/v1/recommendations", {"workload": {"rows": _typed()}, "objective": "min-time",
-                                           "constraints": {"max_power_w": 7000.0}}, "max_power_w"),
+                                           "constraints": {"max_power_w": 7000.0}}, "constraints.max_power_w"),
     "unique": ("/v1/fleet-plans", {"workload": {"rows": _typed()}, "deadline_s": 3600,
                                     "clients": [{"id": "c", "device": "nano"}, {"id": "c", "device": "orin-nx"}]},
                "clients.1.id"),

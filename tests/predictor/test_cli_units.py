@@ -26,7 +26,13 @@ def test_a_cap_in_milliwatts_is_an_error_not_no_cap(work, capsys):
     # above the target device's range, though fine for the model's own device
     code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "45", "--device", "nano"])
-    assert code == 2 and "Jetson Nano" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # 45 mW would be below any module: no milliwatt hint for a watt figure just over the top
+    assert code == 2 and "Jetson Nano" in err and "milliwatts" not in err
+    # below what any module draws no mode can meet it: an error, not an infeasible answer
+    code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--max-power-w", "0.05"])
+    assert code == 2 and "below the 0.1 W any powered Jetson module draws" in capsys.readouterr().err
     assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "45"]) == 0
 
