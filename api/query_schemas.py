@@ -277,6 +277,8 @@ class FleetClientPlanSchema(Schema):
     idle_energy_j = _num(description="J idle until the deadline")
     meets_deadline = fields.Boolean(required=True)
     cross_device = fields.Boolean(allow_none=True)
+    power_source = fields.String(allow_none=True, metadata={
+        "description": "workload | reference: whose rows the power figures rest on"})
     rows_device = fields.String(allow_none=True, metadata={
         "description": "the device whose rows serve this client: its own device, or the one transferred from"})
     own_rows = fields.Boolean(allow_none=True, metadata={

@@ -373,19 +373,27 @@ class UploadResultSchema(UploadedWorkloadSchema):
                   "is the one described beside this list"})
 
 
-class DeviceFitSchema(Schema):
-    """The fit of a workload's rows of one device."""
+class StoredFitSchema(Schema):
+    """A stored fit's summary (``api.storage.FIT_FIELDS``; null where a fit stored by an older version
+    lacks the field)."""
 
-    device = fields.String(required=True)
-    rows = fields.Integer(allow_none=True, metadata={"description": "rows of this device"})
     model_version = fields.String(allow_none=True)
     reference_source = fields.String(allow_none=True)
+    workload_source = fields.String(allow_none=True, metadata={
+        "description": "published|measured|simulated: where the fitted rows came from"})
     profiled_modes = fields.Integer(allow_none=True)
     has_power = fields.Boolean(allow_none=True)
     aliased_knobs = aliased_knobs_field()
 
 
-class WorkloadSchema(Schema):
+class DeviceFitSchema(StoredFitSchema):
+    """The fit of a workload's rows of one device."""
+
+    device = fields.String(required=True)
+    rows = fields.Integer(allow_none=True, metadata={"description": "rows of this device"})
+
+
+class WorkloadSchema(StoredFitSchema):
     id = fields.String(required=True)
     device = fields.String(required=True, metadata={
         "description": "the device of its first rows (the default device of requests)"})
@@ -396,11 +404,6 @@ class WorkloadSchema(Schema):
     rows_stored = fields.Integer(required=True)
     created_at = fields.String(required=True, metadata={"format": "date-time"})
     updated_at = fields.String(required=True, metadata={"format": "date-time"})
-    model_version = fields.String(allow_none=True)
-    reference_source = fields.String(allow_none=True)
-    profiled_modes = fields.Integer(allow_none=True)
-    has_power = fields.Boolean(allow_none=True)
-    aliased_knobs = aliased_knobs_field()
 
 
 class WorkloadDetailSchema(WorkloadSchema):

@@ -92,7 +92,7 @@ def test_recommendation_min_energy_and_infeasible(client, stored):
     assert all(best_j <= p["epoch_energy_j"] + 1e-9 or (p["extrapolated"] and p["epoch_energy_j_high"] >= best_j)
                for p in r.json["pareto"])
     r = client.post("/v1/recommendations", json={**ref, "objective": "min-time",
-                                                 "constraints": {"max_power_w": 0.01}})
+                                                 "constraints": {"max_power_w": 0.5}})
     assert r.status_code == 200 and r.json["feasible"] is False and r.json["best"] is None
     assert r.json["reason"]
     r = client.post("/v1/recommendations", json={**ref, "objective": "fastest"})
@@ -238,3 +238,21 @@ def test_http_rows_equal_predictor_service(app, client, stored, device, epochs):
                     for r in records(predict(model, modes, device=device, epochs=epochs))]
         assert [{k: p[k] for k in r} for p, r in zip(http["predictions"], expected, strict=True)] == expected
         assert http["predictions"][0]["cross_device"] is (device != "agx-xavier")
+
+
+def test_answers_carry_the_fields_their_document_names(client, auth):
+    """Each field an answer sends is in its schema, and the upload answer sends every provenance field its
+    schema names (``workload_source`` was documented and never sent; a fleet client's ``power_source``
+    was sent and never documented)."""
+    schemas = client.get("/openapi.json").json["components"]["schemas"]
+    upload = client.post("/v1/profiles", json={"rows": published_rows(as_id="doc")}, headers=auth).json
+    documented = set(schemas["UploadResult"]["properties"])
+    assert set(upload) == documented and upload["workload_source"] == "published"
+    assert set(upload["workloads"][0]) == set(schemas["UploadedWorkload"]["properties"])
+    stored = client.get("/v1/workloads/doc").json
+    assert stored["workload_source"] == stored["fits"][0]["workload_source"] == "published"
+    assert set(stored["fits"][0]) <= set(schemas["DeviceFit"]["properties"])
+    plan = client.post("/v1/fleet-plans", json={"workload": {"id": "doc"}, "deadline_s": 3000,
+                                                "clients": [{"id": "a", "device": "orin-nx"}]}).json
+    assert set(plan["clients"][0]) <= set(schemas["FleetClientPlan"]["properties"])
+    assert set(plan) <= set(schemas["FleetPlan"]["properties"])
