@@ -87,7 +87,7 @@ class Metrics:
 
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
-        return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
 def metrics_of(app: Flask) -> Metrics:

@@ -313,10 +313,19 @@ def _rows_field(**kwargs) -> fields.List:
                        validate=[validate.Length(1, MAX_ROWS), _json_cell_types], **kwargs)
 
 
+class WorkloadIdField(fields.String):
+    """A stored workload's id as its upload stored it: the rows' workload cell, which is stripped like every
+    text cell (``models.profile_rows``), so ``" x "`` finds the workload an upload of ``" x "`` stored."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        return text.strip() or text  # a blank id stays blank, for the rule's own message
+
+
 class WorkloadRefSchema(RequestSchema):
     """Exactly one of ``id`` or ``rows`` (the OpenAPI document says so with min/maxProperties 1)."""
 
-    id = fields.String(validate=[validate.Length(1, MAX_WORKLOAD_ID_CHARS),
+    id = WorkloadIdField(validate=[validate.Length(1, MAX_WORKLOAD_ID_CHARS),
                                  validate.Regexp(WORKLOAD_ID_PATTERN, error=WORKLOAD_ID_RULE)],
                        metadata={"description": "a stored workload"})
     rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device; the rows "

@@ -47,10 +47,11 @@ def _not_stored(workload_id: str) -> UnknownWorkloadError:
 
 
 def _storable(workload_id: str) -> str:
-    """``workload_id`` if it could be stored; else 404 before any query (PostgreSQL refuses NUL in text)."""
+    """``workload_id`` as an upload stores it (stripped, as every text cell of a row) if it could be
+    stored; else 404 before any query (PostgreSQL refuses NUL in text)."""
     if workload_id_problem(workload_id):
         raise _not_stored(workload_id)
-    return workload_id
+    return workload_id.strip()
 
 
 @blp.route("")
@@ -72,7 +73,8 @@ class Workload(MethodView):
     def get(self, workload_id: str):
         """One stored workload with its profile rows and the provenance of its fit."""
         storage = services().storage
-        record = storage.get_workload(_storable(workload_id))
+        workload_id = _storable(workload_id)
+        record = storage.get_workload(workload_id)
         if record is None:
             raise _not_stored(workload_id)
         _, rows = storage.load_rows(workload_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from jetpredict.models.catalogue import device_ids, load_device
+from prometheus_client import CONTENT_TYPE_LATEST
 
 
 def assert_error(response, status: int, field: str | None = None) -> dict:
@@ -171,7 +172,10 @@ def test_metrics_count_requests_per_route(client):
     client.get("/v1/devices")
     client.get("/v1/devices/nano/power-modes")
     client.get("/v1/devices/nope/power-modes")
-    text = client.get("/metrics").get_data(as_text=True)
+    answer = client.get("/metrics")
+    # Prometheus's own content type, once: Flask appends a second charset to a mimetype that holds one.
+    assert answer.headers["Content-Type"] == CONTENT_TYPE_LATEST
+    text = answer.get_data(as_text=True)
     assert 'jetpredict_http_requests_total{method="GET",route="/v1/devices",status="200"} 1.0' in text
     assert ('jetpredict_http_requests_total{method="GET",route="/v1/devices/<string:device>/power-modes",'
             'status="404"} 1.0') in text

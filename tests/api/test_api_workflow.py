@@ -256,3 +256,12 @@ def test_answers_carry_the_fields_their_document_names(client, auth):
                                                 "clients": [{"id": "a", "device": "orin-nx"}]}).json
     assert set(plan["clients"][0]) <= set(schemas["FleetClientPlan"]["properties"])
     assert set(plan) <= set(schemas["FleetPlan"]["properties"])
+
+
+def test_a_workload_id_with_outer_spaces_finds_what_its_upload_stored(client, auth):
+    # Uploads strip every text cell, so " x " stores "x"; lookups take the id the same way.
+    assert client.post("/v1/profiles", json={"rows": published_rows(as_id=" x ")}, headers=auth).json[
+        "workload_id"] == "x"
+    assert client.post("/v1/predictions", json={"workload": {"id": " x "}, "modes": "presets"}).status_code == 200
+    assert client.get("/v1/workloads/%20x%20").json["id"] == "x"
+    assert client.delete("/v1/workloads/%20x%20", headers=auth).status_code == 204
