@@ -11,7 +11,7 @@ import csv
 import io
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -135,22 +135,51 @@ def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
     ``flag``: the command-line flag the path came from (``profiles``, ``after``, ``reference``), so that
     an error about the file names the flag the user typed.
     """
+    if _is_json(path):
+        return read_profile_json(_read_json_file(path, flag))
+    return read_profile_csv(path, flag)
+
+
+def _is_json(path: str | Path) -> bool:
+    return str(path).lower().endswith(".json")
+
+
+def _read_json_file(path: str | Path, flag: str) -> object:
+    """The JSON document of a regular file within the readers' limits; InputError naming ``--flag``."""
     import json
 
-    if str(path).lower().endswith(".json"):
-        with open_regular_file(path, flag) as raw:
-            data = raw.read()
-        try:
-            payload = json.loads(data.decode("utf-8-sig"))
-        except UnicodeDecodeError:
-            raise InputError(f"--{flag} file {path} is not UTF-8 text", flag) from None
-        except RecursionError:
-            raise InputError(f"--{flag} file {path} is nested too deeply to be profile rows", flag) from None
-        except ValueError as exc:
-            # JSONDecodeError is a ValueError; so is an integer past Python's int-string digit limit.
-            raise InputError(f"--{flag} file {path} is not valid JSON: {exc}", flag) from None
-        return read_profile_json(payload)
-    return read_profile_csv(path, flag)
+    with open_regular_file(path, flag) as raw:
+        data = raw.read()
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise InputError(f"--{flag} file {path} is not UTF-8 text", flag) from None
+    except RecursionError:
+        raise InputError(f"--{flag} file {path} is nested too deeply", flag) from None
+    except ValueError as exc:
+        # JSONDecodeError is a ValueError; so is an integer past Python's int-string digit limit.
+        raise InputError(f"--{flag} file {path} is not valid JSON: {exc}", flag) from None
+
+
+def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
+    """A mode list (``--modes``, ``--candidates``): a CSV, or a JSON list of objects (``{"modes": [...]}``
+    too), with the mode columns; ``plan --out plan.csv`` and ``plan --out plan.json`` write both. Labels
+    stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes."""
+    if _is_json(path):
+        payload = _read_json_file(path, flag)
+        if isinstance(payload, Mapping):
+            payload = payload.get("modes")
+        if not isinstance(payload, list) or not all(isinstance(m, Mapping) for m in payload):
+            raise InputError(f"--{flag} file {path} must hold a JSON list of mode objects", flag)
+        df = pd.DataFrame(payload)
+        if "mode" in df.columns:
+            df["mode"] = [None if m is None else str(m) for m in df["mode"]]
+        return df
+    try:
+        with open_regular_file(path, flag) as f:
+            return pd.read_csv(f, dtype={"mode": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"--{flag} file {path} is not a readable CSV: {exc}", flag) from None
 
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
@@ -203,3 +232,18 @@ def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str
         df.to_csv(path, mode="a", header=False, index=False, lineterminator="\n")
     else:
         df.to_csv(path, index=False, lineterminator="\n")
+
+
+def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], written: Sequence[str] = ("",)) -> None:
+    """InputError (``out``) when the ``--out`` file (with each suffix of ``written``: a model's manifest, a
+    profile CSV's sidecar are ``PATH.json``) is a file a flag of ``inputs`` (flag name -> path or None)
+    reads, or the ``.json`` beside it: ``fit --profiles p.csv --out p.csv`` would replace the measured
+    rows by the model."""
+    if out is None:
+        return
+    outputs = {Path(f"{out}{suffix}").resolve() for suffix in written}
+    for flag, path in inputs.items():
+        for read in (path, f"{path}.json") if isinstance(path, str) else ():
+            if Path(read).resolve() in outputs:
+                raise InputError(f"--out {out} would overwrite {read}, which --{flag} reads; write the output "
+                                 "to another file", "out")

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
+from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_PLAN_BUDGET, OBJECTIVES
 
@@ -39,18 +40,12 @@ def _output(path: str | None) -> Iterator[TextIO]:
         raise InputError(f"cannot write --out {path}: {exc.strerror}", "out") from None
 
 
-def _read_mode_csv(path: str, flag: str) -> pd.DataFrame:
-    try:
-        # Labels stay text ("0" is a preset id, not a number); knobs are parsed by the service.
-        # Regular files only, size-limited: /dev/zero or a FIFO is an error, not a hang.
-        from jetpredict.models.profile_files import open_regular_file
+#: Flags whose files a verb reads.
+INPUT_FLAGS = ("profiles", "reference", "after", "candidates", "modes", "model")
 
-        with open_regular_file(path, flag.lstrip("-")) as f:
-            return pd.read_csv(f, dtype={"mode": str})
-    except FileNotFoundError:
-        raise InputError(f"{flag} file {path} does not exist", flag.lstrip("-")) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"{flag} file {path} is not a readable CSV: {exc}", flag.lstrip("-")) from None
+
+def _check_out_spares_inputs(args: argparse.Namespace, written: tuple[str, ...] = ("",)) -> None:
+    check_out_spares_inputs(getattr(args, "out", None), {f: getattr(args, f, None) for f in INPUT_FLAGS}, written)
 
 
 #: Bytes of a ``--model`` file read to recognise a CSV given in its place (a header line fits easily).
@@ -113,8 +108,9 @@ def _plan(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
 
     args.format = _out_format(args.format, args.out)  # `plan --out plan.csv` feeds `profile --modes plan.csv`
+    _check_out_spares_inputs(args)
 
-    candidates = None if args.candidates is None else _read_mode_csv(args.candidates, "--candidates")
+    candidates = None if args.candidates is None else read_mode_table(args.candidates, "candidates")
     if args.after is not None:
         return _plan_after(args, candidates)
     given = [f for f in ("objective", "max_power_w", "max_epoch_time_s", "confidence") if getattr(args, f) is not None]
@@ -163,6 +159,7 @@ def _fit(args: argparse.Namespace) -> int:
     from jetpredict.predictor.aliasing import alias_widening
     from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
+    _check_out_spares_inputs(args, written=("", ".json"))
     rows = read_profile_rows(args.profiles, "profiles")
     reference = None if args.reference is None else read_profile_rows(args.reference, "reference")
     device = None if args.device is None else resolve_device(args.device)
@@ -220,8 +217,9 @@ def _predict(args: argparse.Namespace) -> int:
     from jetpredict.predictor.bundled import on_device
 
     args.format = _out_format(args.format, args.out)
+    _check_out_spares_inputs(args)
     model = _load(args.model)
-    modes = "all" if args.all else "presets" if args.presets else _read_mode_csv(args.modes, "--modes")
+    modes = "all" if args.all else "presets" if args.presets else read_mode_table(args.modes, "modes")
     df = service.predict(model, modes, device=args.device, epochs=args.epochs, confidence=args.confidence)
     if args.format == "table":
         # The table leaves the per-answer provenance columns out: the summary states them once.

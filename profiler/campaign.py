@@ -129,12 +129,9 @@ def _parse_label(device: Device, label: str) -> PowerMode:
 
 
 def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
-    import pandas as pd
+    from jetpredict.models.profile_files import read_mode_table
 
-    try:
-        df = pd.read_csv(path)
-    except Exception as exc:
-        raise InputError(f"--modes {path}: cannot read CSV ({exc})", "modes") from None
+    df = read_mode_table(path, "modes")
     missing = [c for c in MODE_FIELDS if c not in df.columns]
     if missing:
         raise InputError(f"--modes {path}: missing column(s) {', '.join(missing)}", "modes")
@@ -165,7 +162,7 @@ def modes_to_profile(device: Device, modes: str | None) -> list[PowerMode]:
         return _modes_from_file(device, Path(modes))
     labels = [m.strip() for m in modes.split(",") if m.strip()]
     if not labels:
-        raise InputError("--modes must be presets, a CSV file, or comma-separated mode labels", "modes")
+        raise InputError("--modes must be presets, a CSV or JSON file, or comma-separated mode labels", "modes")
     return [_parse_label(device, label) for label in labels]
 
 

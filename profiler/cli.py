@@ -37,17 +37,9 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
         raise InputError("--adaptive chooses Jetson power modes: use --device jetson or sim:DEVICE", "device")
     options = {o: getattr(args, o) for o in ADAPTIVE_OPTIONS if getattr(args, o) is not None}
     if args.candidates is not None:
-        import pandas as pd
-        from jetpredict.models.profile_files import open_regular_file
+        from jetpredict.models.profile_files import read_mode_table
 
-        try:
-            with open_regular_file(args.candidates, "candidates") as f:
-                options["candidates"] = pd.read_csv(f, dtype={"mode": str})
-        except FileNotFoundError:
-            raise InputError(f"--candidates file {args.candidates} does not exist", "candidates") from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise InputError(f"--candidates file {args.candidates} is not a readable CSV: {exc}",
-                             "candidates") from None
+        options["candidates"] = read_mode_table(args.candidates, "candidates")
 
     def log(line: str) -> None:
         print(f"adaptive: {line}", file=sys.stderr)

@@ -4,6 +4,7 @@ the model; honestly named ``--epochs`` columns; tables that fit a terminal."""
 from __future__ import annotations
 
 import io
+import json
 
 import pandas as pd
 import pytest
@@ -85,3 +86,25 @@ def test_tables_fit_a_terminal_and_csv_keeps_every_column(work, capsys, argv):
     assert main([argv[0], "--model", str(work / "resnet.json"), *argv[1:], "--format", "csv"]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     assert "model_version" in header and len(header) > TABLE_WIDTH
+
+
+@pytest.mark.parametrize("out", ["resnet.csv", "resnet.csv.json"])
+def test_fit_refuses_to_write_its_model_over_the_rows_it_reads(work, tmp_path, capsys, out):
+    rows = tmp_path / "resnet.csv"
+    rows.write_bytes((work / "resnet.csv").read_bytes())
+    (tmp_path / "resnet.csv.json").write_text('{"raw": "the profiler sidecar"}')
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    code = main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(tmp_path / out)])
+    assert code == 2 and f"would overwrite {tmp_path / out}, which --profiles reads" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing lost
+
+
+def test_a_plan_written_as_json_is_read_back_as_modes(work, tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    assert main(["plan", "--device", "agx-xavier", "--budget", "2", "--out", str(plan)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(work / "resnet.json"), "--modes", str(plan), "--format", "csv"]) == 0
+    out = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"mode": str})
+    assert list(out["mode"]) == [m["mode"] for m in json.loads(plan.read_text())]
+    code = main(["predict", "--model", str(work / "resnet.json"), "--modes", str(plan), "--out", str(plan)])
+    assert code == 2 and "which --modes reads" in capsys.readouterr().err
