@@ -100,9 +100,11 @@ class Goal:
     max_epoch_time_s: float | None = None
     confidence: float = DEFAULT_CONFIDENCE
 
-    def checked(self) -> Goal:
-        """The goal with every field checked (InputError naming the field and the rule)."""
-        return Goal(rec.check_objective(self.objective), rec.check_limit(self.max_power_w, "max_power_w"),
+    def checked(self, device: Device) -> Goal:
+        """The goal with every field checked, the power cap against ``device``'s range as ``recommend``
+        checks it (InputError naming the field and the rule)."""
+        cap = device.check_power_cap(rec.check_limit(self.max_power_w, "max_power_w"), "max_power_w")
+        return Goal(rec.check_objective(self.objective), cap,
                     rec.check_limit(self.max_epoch_time_s, "max_epoch_time_s"),
                     rec.check_confidence(self.confidence))
 
@@ -262,7 +264,7 @@ class Adviser:
     def __init__(self, device: Device, goal: Goal, candidates: pd.DataFrame | None = None,
                  reference: DeviceReference | pd.DataFrame | None = None) -> None:
         self.device = device
-        self.goal = goal.checked()
+        self.goal = goal.checked(device)
         self.reference = reference
         if candidates is None:
             # The nvpmodel presets first (a preset and a custom mode with the same knobs keep the preset's
@@ -393,6 +395,8 @@ class AdaptiveChooser:
                  candidates: pd.DataFrame | None = None, reference: DeviceReference | pd.DataFrame | None = None,
                  start: pd.DataFrame | None = None, log: Callable[[str], None] | None = None) -> None:
         self.budget = service.check_budget(budget)
+        if start is not None and len(start) > self.budget:  # refused before any mode is profiled
+            raise InputError(f"--budget {budget} is below the {len(start)} --modes profiled first", "budget")
         self.target_width = checked_number(target_width, "target_width")
         self.adviser = Adviser(device, goal, candidates, reference)
         self._candidates_given = candidates is not None

@@ -227,7 +227,9 @@ def test_unmeetable_cap_says_so_and_still_proposes(resnet, others):
 @pytest.mark.parametrize(("goal", "field"), [
     (A.Goal("fastest"), "objective"), (A.Goal("min-time", max_power_w=-3.0), "max_power_w"),
     (A.Goal("min-time", max_epoch_time_s=float("nan")), "max_epoch_time_s"),
-    (A.Goal("min-time", confidence=90.0), "confidence")])
+    (A.Goal("min-time", confidence=90.0), "confidence"),
+    # the device's cap range, as recommend checks it: 7000 is milliwatts, 0.05 below any module
+    (A.Goal("min-time", max_power_w=7000.0), "max_power_w"), (A.Goal("min-time", max_power_w=0.05), "max_power_w")])
 def test_bad_goal_names_the_field(goal, field):
     with pytest.raises(InputError) as err:
         A.Adviser(load_device("agx-xavier"), goal)
@@ -241,6 +243,9 @@ def test_bad_budget_and_width_name_the_field(resnet):
     with pytest.raises(InputError) as err:
         A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=3, target_width=0.0)
     assert err.value.field == "target_width"
+    with pytest.raises(InputError) as err:  # more start modes than the budget: refused before profiling
+        A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=2, start=resnet[["mode", *MODE_FIELDS]][:3])
+    assert err.value.field == "budget" and "below the 3 --modes" in err.value.message
     with pytest.raises(InputError) as err:
         A.Adviser(load_device("agx-xavier"), A.Goal()).propose(_by_mode(resnet, "a"), budget=0)
     assert err.value.field == "budget"
