@@ -128,7 +128,10 @@ def fit_workload(rows: pd.DataFrame, device: Device | None = None,
     devices or unusable rows.
     """
     resolved, _ = check_device(rows, device)
-    return M.fit_with_reference(rows, prior_reference(rows, resolved, reference)[0], resolved)
+    prior = prior_reference(rows, resolved, reference)[0]
+    # Your sweeps timed without a power meter take the bundled reference's power model, as rows do.
+    power_from = load_reference(resolved) if isinstance(prior, pd.DataFrame) else None
+    return M.fit_with_reference(rows, prior, resolved, power_from)
 
 
 def prior_reference(rows: pd.DataFrame, device: Device, reference: DeviceReference | pd.DataFrame | None = None

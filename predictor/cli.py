@@ -48,6 +48,18 @@ def _check_out_spares_inputs(args: argparse.Namespace, written: tuple[str, ...] 
     check_out_spares_inputs(getattr(args, "out", None), {f: getattr(args, f, None) for f in INPUT_FLAGS}, written)
 
 
+def _read_rows(path: str, flag: str) -> pd.DataFrame:
+    """The profile rows of ``--flag``, with a warning per unknown column: the fit ignores it, and a misspelt
+    ``avg_pwer_w`` would leave the model on the reference's power unsaid (an upload refuses it)."""
+    from jetpredict.models.profile_files import read_profile_rows
+    from jetpredict.models.profile_rows import unknown_columns
+
+    rows = read_profile_rows(path, flag)
+    for messages in unknown_columns([dict.fromkeys(rows.columns)]).values():
+        _log(f"warning: --{flag} {path}: {messages[0]} (the fit ignores it)")
+    return rows
+
+
 #: Bytes of a ``--model`` file read to recognise a CSV given in its place (a header line fits easily).
 SNIFF_BYTES = 4096
 
@@ -131,13 +143,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> int:
     """``plan --after PROFILES``: the next mode(s) worth profiling for the decision (:mod:`.adaptive`)."""
-    from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.predictor import service
     from jetpredict.predictor.adaptive import Adviser, Goal
 
     budget = service.check_budget(1 if args.budget is None else args.budget)  # before reading and fitting
-    rows = read_profile_rows(args.after, "after")
-    reference = None if args.reference is None else read_profile_rows(args.reference, "reference")
+    rows = _read_rows(args.after, "after")
+    reference = None if args.reference is None else _read_rows(args.reference, "reference")
     goal = Goal(args.objective or DEFAULT_OBJECTIVE, args.max_power_w, args.max_epoch_time_s,
                 DEFAULT_CONFIDENCE if args.confidence is None else args.confidence)
     adviser = Adviser(resolve_device(args.device), goal, candidates, reference)
@@ -155,13 +166,12 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.predictor.aliasing import alias_widening
     from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
     _check_out_spares_inputs(args, written=("", ".json"))
-    rows = read_profile_rows(args.profiles, "profiles")
-    reference = None if args.reference is None else read_profile_rows(args.reference, "reference")
+    rows = _read_rows(args.profiles, "profiles")
+    reference = None if args.reference is None else _read_rows(args.reference, "reference")
     device = None if args.device is None else resolve_device(args.device)
     model = fit_workload(rows, device=device, reference=reference)
     try:

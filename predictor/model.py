@@ -472,19 +472,20 @@ def _complexity(rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, device: Device | None = None
-                 ) -> WorkloadModel:
+def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, device: Device | None = None,
+                       power_from: DeviceReference | None = None) -> WorkloadModel:
     """Fit one workload's profile rows (one device) with ``reference`` as prior.
 
     ``reference``: a fitted :class:`DeviceReference` of the rows' device, or reference sweeps (profile
     rows of other workloads on that device). The bundled default is resolved by
-    :func:`jetpredict.predictor.bundled.fit_workload`. Raises InputError for mixed devices/workloads,
+    :func:`jetpredict.predictor.bundled.fit_workload`; ``power_from`` lends sweeps without power readings
+    its power model (:func:`~.reference.build_reference`). Raises InputError for mixed devices/workloads,
     ``host`` rows, unknown devices or unusable rows.
     """
     dev, workload = check_rows(rows, device)
     data = ProfileArrays.from_frame(rows)
     # Sweeps given as rows never lend the rows' own workload's sweep as a look-alike [E8].
-    ref = (build_reference(without_own_sweep(reference, workload, source_of(rows)), dev.id)
+    ref = (build_reference(without_own_sweep(reference, workload, source_of(rows)), dev.id, power_from)
            if isinstance(reference, pd.DataFrame) else reference)
     if ref.device_id != dev.id:
         raise InputError(f"reference sweeps are of device {ref.device_id!r}, rows of {dev.id!r}", "reference")

@@ -48,6 +48,7 @@ from jetpredict.predictor.terms import (
     check_columns,
     fit_terms,
     fit_time,
+    least_trusted,
     source_of,
     split_compute,
 )
@@ -182,8 +183,14 @@ def rows_sha256(rows: pd.DataFrame) -> str:
     return hashlib.sha256(rows.to_csv(index=False, lineterminator="\n").encode()).hexdigest()
 
 
-def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceReference:
-    """Fit a :class:`DeviceReference` from reference sweeps (profile rows of >= 1 workload, one device)."""
+def build_reference(rows: pd.DataFrame, device_id: str | None = None, power_from: DeviceReference | None = None
+                    ) -> DeviceReference:
+    """Fit a :class:`DeviceReference` from reference sweeps (profile rows of >= 1 workload, one device).
+
+    ``power_from``: the device's reference whose power model (base and dynamic) serves when no workload of
+    the sweeps has power readings of >= 3 modes (sweeps timed without a meter); the source is then the
+    less trusted of the two. Without it such sweeps get a generic, deliberately vague power split [E7].
+    """
     check_columns(rows, "reference sweeps", "reference")
     devices = sorted(set(rows["device"].astype(str)))
     if len(devices) != 1:
@@ -214,10 +221,17 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None) -> DeviceR
     prior, norm, anchors = summarise_shapes(shapes, ModeArrays(*anchor), kappas, workers)
     time_noise = float(max(np.sqrt(np.mean(resid)), REFERENCE_TIME_NOISE_FLOOR))
 
-    base_coef, base_noise = _fit_base(ProfileArrays.from_frame(rows), maxima)
-    power_mean, power_sd, power_noise = _fit_dynamic_power(groups, norm, base_coef, maxima, kappas)
+    source = source_of(rows)
+    metered = any(np.isfinite(g.power_w()).sum() >= 3 for g in groups.values())
+    if power_from is not None and not metered:
+        base_coef, base_noise = power_from.base_coef, power_from.base_noise_rel
+        power_mean, power_sd, power_noise = power_from.power_mean, power_from.power_sd, power_from.power_noise_rel
+        source = least_trusted([source, power_from.source])
+    else:
+        base_coef, base_noise = _fit_base(ProfileArrays.from_frame(rows), maxima)
+        power_mean, power_sd, power_noise = _fit_dynamic_power(groups, norm, base_coef, maxima, kappas)
     return DeviceReference(
-        device_id=dev_id, source=source_of(rows), workloads=tuple(groups), kappa_cpu=kappas[0],
+        device_id=dev_id, source=source, workloads=tuple(groups), kappa_cpu=kappas[0],
         kappa_pipe=kappas[1], shape=prior, workload_shapes=norm, time_noise_rel=time_noise,
         base_coef=base_coef, base_noise_rel=base_noise, power_mean=power_mean, power_sd=power_sd,
         power_noise_rel=power_noise, maxima=maxima, anchor=anchor, training_sha256=fingerprint,

@@ -108,3 +108,12 @@ def test_a_plan_written_as_json_is_read_back_as_modes(work, tmp_path, capsys):
     assert list(out["mode"]) == [m["mode"] for m in json.loads(plan.read_text())]
     code = main(["predict", "--model", str(work / "resnet.json"), "--modes", str(plan), "--out", str(plan)])
     assert code == 2 and "which --modes reads" in capsys.readouterr().err
+
+
+def test_a_misspelt_column_is_named_when_fit_ignores_it(work, tmp_path, capsys):
+    rows = read_profile_csv(work / "resnet.csv").rename(columns={"avg_power_w": "avg_pwer_w"})
+    rows.to_csv(tmp_path / "typo.csv", index=False)
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "typo.csv"),
+                 "--out", str(tmp_path / "m.json")]) == 0
+    err = capsys.readouterr().err
+    assert "unknown column 'avg_pwer_w'" in err and "did you mean 'avg_power_w'?" in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from jetpredict.models.catalogue import load_device, resolve_device
+from jetpredict.models.catalogue import ModeArrays, load_device, resolve_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import features as F
@@ -71,6 +71,27 @@ def test_user_reference_rows_are_checked():
         load_reference(resolve_device("tx9"))
     assert build_reference(REF.assign(source="measured")).source == "measured"
     assert build_reference(REF.assign(source="simulated")).source == "simulated"
+
+
+def test_sweeps_timed_without_a_power_meter_take_the_bundled_power_model():
+    """Without power readings a reference's own power split is generic (1 W base, MAXN at a fifth of the
+    real draw); the fit of ``jetpredict fit --reference`` lends it the bundled reference's power model
+    instead, and says the reference rests on the less trusted of the two."""
+    from jetpredict.predictor.bundled import fit_workload
+
+    timed = REF.drop(columns=["avg_power_w", "epoch_energy_j", "base_power_w"]).assign(source="measured")
+    bundled = load_reference(load_device("agx-xavier"))
+    lent = build_reference(timed, power_from=bundled)
+    np.testing.assert_array_equal(lent.power_mean, bundled.power_mean)
+    np.testing.assert_array_equal(lent.base_coef, bundled.base_coef)
+    assert lent.source == "measured" and build_reference(timed.assign(source="simulated"), power_from=bundled
+                                                         ).source == "simulated"
+    assert build_reference(timed).base_coef[0] == 1.0  # the vague fallback, without a lender
+    rows = REF[(REF["workload"] == "resnet18-cifar10") & REF["mode"].isin(list("adgh"))].assign(workload="mine")
+    own = fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"), timed)
+    metered = fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"), REF.assign(source="measured"))
+    maxn = ModeArrays(*load_device("agx-xavier").maxn.knobs())
+    assert own.predict(maxn).avg_power_w[0] == pytest.approx(metered.predict(maxn).avg_power_w[0], rel=0.05)
 
 
 def test_calibration_backs_the_highest_accepted_confidence_too():
