@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -45,8 +46,10 @@ def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
     A ``table`` is at most :data:`TABLE_WIDTH` characters wide: ``table_columns`` first (see :func:`narrow`)."""
     out = out or sys.stdout
     if fmt == "csv":
-        # Names (workloads, labels) come from users: no cell may run as a spreadsheet formula.
-        csv_safe(df).to_csv(out, index=False, lineterminator="\n", float_format=f"%.{float_digits}g")
+        # Names (workloads, labels) come from users: no cell may run as a spreadsheet formula. An infinite
+        # figure (no bound) is an empty cell, as it is null in JSON.
+        csv_safe(df).replace([math.inf, -math.inf], math.nan).to_csv(
+            out, index=False, lineterminator="\n", float_format=f"%.{float_digits}g")
     elif fmt == "json":
         records = json_safe(df.to_dict(orient="records"))
         json.dump(records, out, indent=2)

@@ -361,7 +361,8 @@ class Adviser:
             chosen.append({**table.iloc[pos][["mode", *MODE_FIELDS]].to_dict(), "score": drop,
                            "expected_uncertainty": after.uncertainty, "reason": why})
             decision = after
-        out = pd.DataFrame(chosen, columns=["mode", *MODE_FIELDS, "score", "expected_uncertainty", "reason"])
+        out = pd.DataFrame(chosen, columns=["mode", *MODE_FIELDS, "score", "expected_uncertainty", "reason"]
+                           ).astype({"cpu_cores": "int64"})
         if len(out):
             est = planning.profile_time_s(planning.minibatch_time_s(self.device, ModeArrays.from_frame(out),
                                                                     self.fit(rows)))

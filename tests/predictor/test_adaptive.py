@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -296,10 +297,20 @@ def test_cli_plan_after_writes_the_next_modes(tmp_path, resnet, capsys):
                "--objective", "min-energy", "--budget", "2", "--out", str(out)])
     assert rc == 0
     got = pd.read_csv(out, dtype={"mode": str})
-    assert list(got.columns) == ["mode", *MODE_FIELDS, "est_profile_s", "score", "expected_uncertainty", "reason"]
+    # what the proposal rests on travels in columns, as in every verb's CSV from a fit (DESIGN)
+    assert list(got.columns) == ["mode", *MODE_FIELDS, "est_profile_s", "score", "expected_uncertainty", "reason",
+                                 "reference_source", "workload_source", "profiled_modes", "model_version",
+                                 "cross_device"]
     assert len(got) == 2 and set(got["mode"]) <= set("bcdfgij")
-    assert np.isfinite(got["score"]).all()
+    assert np.isfinite(got["score"]).all() and set(got["profiled_modes"]) == {3}
     assert "profile next" in capsys.readouterr().err
+    # an unmeetable cap: no bound on the uncertainty, an empty cell (null in JSON), whole cores in both
+    rc = main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--max-power-w", "1", "--out", str(out)])
+    assert rc == 0 and pd.read_csv(out)["expected_uncertainty"].isna().all()
+    assert "inf" not in out.read_text()
+    json_out = tmp_path / "next.json"
+    assert main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--out", str(json_out)]) == 0
+    assert all(isinstance(m["cpu_cores"], int) for m in json.loads(json_out.read_text()))
 
 
 @pytest.mark.parametrize(("argv", "text"), [
