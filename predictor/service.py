@@ -191,8 +191,8 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
             problems = device.out_of_range(*(knobs[f][i:i + 1] for f in MODE_FIELDS))
             if problems:
                 name, message = next(iter(problems.items()))
-                raise ModeOutOfRangeError(f"modes[{i}] ({records[i].get('mode')}): {message}",
-                                          f"modes.{i}.{name}")
+                label = "" if _blank(records[i].get("mode")) else f" ({records[i].get('mode')})"
+                raise ModeOutOfRangeError(f"modes[{i}]{label}: {message}", f"modes.{i}.{name}")
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
     labels = [str(m.get("mode")) if not _blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]

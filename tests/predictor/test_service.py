@@ -45,6 +45,13 @@ def test_resolve_table_ignores_other_columns_and_accepts_off_step_knobs():
                                      "emc_mhz": 1333.0}
 
 
+def test_an_unlabelled_mode_out_of_range_is_named_by_its_place_alone():
+    modes = [{"cpu_cores": 10, "cpu_mhz": 2000, "gpu_mhz": 900, "emc_mhz": 1600}]  # labels filled (HTTP)
+    with pytest.raises(ModeOutOfRangeError) as err:
+        service.mode_table(load_device("agx-xavier"), modes, fill_labels=True)
+    assert err.value.field == "modes.0.cpu_cores" and err.value.message.startswith("modes[0]: cpu_cores=10 ")
+
+
 @pytest.mark.parametrize(("modes", "field", "words"), [
     ([{"mode": "x", "cpu_cores": 8, "cpu_mhz": 2000, "gpu_mhz": 900}], "modes.emc_mhz", "missing column"),
     ([{"mode": "x", "cpu_cores": 8, "cpu_mhz": 2000, "gpu_mhz": "fast", "emc_mhz": 1600}],
