@@ -339,7 +339,7 @@ def preset_summary(comparison: dict | None) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="choose which power modes to profile (first, or next with --after)")
     p.add_argument("--device", required=True)
-    p.add_argument("--candidates", help="CSV of candidate modes: the modes you will query (default: the "
+    p.add_argument("--candidates", help="CSV or JSON of candidate modes: the modes you will query (default: the "
                    "device's modes with every clock >= 50%% of its maximum and >= 2 cores; with --after, "
                    "every mode of the device)")
     p.add_argument("--budget", type=int, help=f"number of modes to profile, 1 to {MAX_PLAN_BUDGET} (required "
@@ -368,7 +368,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predict epoch time and energy for power modes")
     p.add_argument("--model", required=True)
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--modes", help="CSV with mode, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz")
+    group.add_argument("--modes", help="CSV or JSON of modes: mode, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz")
     group.add_argument("--all", action="store_true", help="every mode of the device")
     group.add_argument("--presets", action="store_true", help="the nvpmodel presets")
     p.add_argument("--device", help="predict for another device type (cross-device)")
