@@ -78,7 +78,8 @@ class RevisionConflict(Exception):
 
 
 #: The fields of a fit summary (``api.workloads.fit_summary``) kept per device.
-FIT_FIELDS = ("model_version", "reference_source", "workload_source", "profiled_modes", "has_power", "aliased_knobs")
+FIT_FIELDS = ("model_version", "reference_source", "workload_source", "profiled_modes", "has_power",
+              "aliased_knobs")
 
 
 def stored_fit_fields(fit: Mapping[str, object]) -> dict[str, object]:

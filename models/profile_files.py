@@ -234,7 +234,8 @@ def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str
         df.to_csv(path, index=False, lineterminator="\n")
 
 
-def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], written: Sequence[str] = ("",)) -> None:
+def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], written: Sequence[str] = ("",)
+                            ) -> None:
     """InputError (``out``) when the ``--out`` file (with each suffix of ``written``: a model's manifest, a
     profile CSV's sidecar are ``PATH.json``) is a file a flag of ``inputs`` (flag name -> path or None)
     reads, or the ``.json`` beside it: ``fit --profiles p.csv --out p.csv`` would replace the measured
@@ -245,5 +246,5 @@ def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], writt
     for flag, path in inputs.items():
         for read in (path, f"{path}.json") if isinstance(path, str) else ():
             if Path(read).resolve() in outputs:
-                raise InputError(f"--out {out} would overwrite {read}, which --{flag} reads; write the output "
-                                 "to another file", "out")
+                raise InputError(f"--out {out} would overwrite {read}, which --{flag} reads; write the "
+                                 "output to another file", "out")

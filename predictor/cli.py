@@ -45,7 +45,8 @@ INPUT_FLAGS = ("profiles", "reference", "after", "candidates", "modes", "model")
 
 
 def _check_out_spares_inputs(args: argparse.Namespace, written: tuple[str, ...] = ("",)) -> None:
-    check_out_spares_inputs(getattr(args, "out", None), {f: getattr(args, f, None) for f in INPUT_FLAGS}, written)
+    inputs = {flag: getattr(args, flag, None) for flag in INPUT_FLAGS}
+    check_out_spares_inputs(getattr(args, "out", None), inputs, written)
 
 
 def _read_rows(path: str, flag: str) -> pd.DataFrame:
@@ -339,8 +340,8 @@ def preset_summary(comparison: dict | None) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="choose which power modes to profile (first, or next with --after)")
     p.add_argument("--device", required=True)
-    p.add_argument("--candidates", help="CSV or JSON of candidate modes: the modes you will query (default: the "
-                   "device's modes with every clock >= 50%% of its maximum and >= 2 cores; with --after, "
+    p.add_argument("--candidates", help="CSV or JSON of candidate modes: the modes you will query (default: "
+                   "the device's modes with every clock >= 50%% of its maximum and >= 2 cores; with --after, "
                    "every mode of the device)")
     p.add_argument("--budget", type=int, help=f"number of modes to profile, 1 to {MAX_PLAN_BUDGET} (required "
                    "without --after; with it, default 1)")

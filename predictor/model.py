@@ -472,8 +472,8 @@ def _complexity(rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame, device: Device | None = None,
-                       power_from: DeviceReference | None = None) -> WorkloadModel:
+def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame,
+                       device: Device | None = None, power_from: DeviceReference | None = None) -> WorkloadModel:
     """Fit one workload's profile rows (one device) with ``reference`` as prior.
 
     ``reference``: a fitted :class:`DeviceReference` of the rows' device, or reference sweeps (profile

@@ -183,8 +183,8 @@ def rows_sha256(rows: pd.DataFrame) -> str:
     return hashlib.sha256(rows.to_csv(index=False, lineterminator="\n").encode()).hexdigest()
 
 
-def build_reference(rows: pd.DataFrame, device_id: str | None = None, power_from: DeviceReference | None = None
-                    ) -> DeviceReference:
+def build_reference(rows: pd.DataFrame, device_id: str | None = None,
+                    power_from: DeviceReference | None = None) -> DeviceReference:
     """Fit a :class:`DeviceReference` from reference sweeps (profile rows of >= 1 workload, one device).
 
     ``power_from``: the device's reference whose power model (base and dynamic) serves when no workload of
@@ -225,7 +225,8 @@ def build_reference(rows: pd.DataFrame, device_id: str | None = None, power_from
     metered = any(np.isfinite(g.power_w()).sum() >= 3 for g in groups.values())
     if power_from is not None and not metered:
         base_coef, base_noise = power_from.base_coef, power_from.base_noise_rel
-        power_mean, power_sd, power_noise = power_from.power_mean, power_from.power_sd, power_from.power_noise_rel
+        power_mean, power_sd = power_from.power_mean, power_from.power_sd
+        power_noise = power_from.power_noise_rel
         source = least_trusted([source, power_from.source])
     else:
         base_coef, base_noise = _fit_base(ProfileArrays.from_frame(rows), maxima)

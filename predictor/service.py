@@ -525,7 +525,8 @@ def fleet_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]
     modes any of them rests on. A plan whose only client is served by two simulated rows says so, whatever
     the workload's other devices hold."""
     models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
-    per_device = [provenance(models.serve(resolve_device(d)).model, d) for d in sorted(set(map(str, devices)))]
+    per_device = [provenance(models.serve(resolve_device(d)).model, d)
+                  for d in sorted(set(map(str, devices)))]
     return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device),
             "workload_source": least_trusted(p["workload_source"] for p in per_device),
             "profiled_modes": min(p["profiled_modes"] for p in per_device)}

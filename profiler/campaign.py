@@ -162,7 +162,8 @@ def modes_to_profile(device: Device, modes: str | None) -> list[PowerMode]:
         return _modes_from_file(device, Path(modes))
     labels = [m.strip() for m in modes.split(",") if m.strip()]
     if not labels:
-        raise InputError("--modes must be presets, a CSV or JSON file, or comma-separated mode labels", "modes")
+        raise InputError("--modes must be presets, a CSV or JSON file, or comma-separated mode labels",
+                         "modes")
     return [_parse_label(device, label) for label in labels]
 
 

@@ -151,8 +151,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     a.add_argument("--max-power-w", type=float, help="W; met by the upper end of the power interval")
     a.add_argument("--max-epoch-time-s", type=float, help="s; met by the upper end of the time interval")
     a.add_argument("--confidence", type=float, help="level of the intervals (default: the predictor's)")
-    a.add_argument("--candidates", help="CSV or JSON of the modes that may be chosen (default: every mode of the "
-                   "device)")
+    a.add_argument("--candidates", help="CSV or JSON of the modes that may be chosen (default: every mode of "
+                   "the device)")
     p.set_defaults(handler=lambda args: _profile(args, adaptive))
 
     from jetpredict.profiler.apply import register as register_apply
