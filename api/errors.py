@@ -136,6 +136,9 @@ def register_error_handlers(app: Flask) -> None:
             400: "the request body is not valid JSON" if "JSON" in (exc.description or "")
             else (exc.description or "bad request"),
             413: f"request body is larger than the limit of {app.config.get('MAX_CONTENT_LENGTH')} bytes",
+            # Flask-Limiter's description is the limit alone ("3 per 1 minute"): say what it is.
+            429: f"rate limit of {exc.description} per client address reached; retry after the Retry-After "
+                 "header's seconds",
         }.get(status, exc.description or exc.name)
         message = data.get("message") or (_message(errors, default) if status in (400, 422) else default)
         if status >= 500:

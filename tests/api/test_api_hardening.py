@@ -175,6 +175,7 @@ def test_rate_limits_per_client_and_for_all_modes(make_app, auth):
     assert client.post("/v1/predictions", json=body).status_code == 200
     r = client.post("/v1/predictions", json=body)
     assert r.status_code == 429 and r.json["code"] == 429 and int(r.headers["Retry-After"]) > 0
+    assert r.json["message"].startswith("rate limit of 1 per 1 minute per client address reached")
     few = {"workload": {"id": "my-resnet"}, "modes": MODES}
     statuses = [client.post("/v1/predictions", json=few).status_code for _ in range(4)]
     assert statuses[:2] == [200, 200] and statuses[-1] == 429  # 5/minute over all costly POSTs
