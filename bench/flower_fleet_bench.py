@@ -49,6 +49,15 @@ KEEP_DEADLINE = ("maxn-drop", "preset")
 LARGE = 100
 
 
+def _total_j(figs: Sequence[dict[str, Any]], key: str) -> float:
+    """The rounds' ``key`` energies summed (J). The twin reports every client's energy and base power, so
+    an unknown one is a broken run, stopped with the round's reason rather than summed as a part."""
+    for f in figs:
+        if f[key] is None:
+            raise RuntimeError(f"round {f['round']}: {key} is unknown ({f['energy_note']})")
+    return math.fsum(f[key] for f in figs)
+
+
 class LocalGrid(Grid):
     """A Grid whose nodes are ClientApp calls in this process: node ``p + 1`` is partition ``p`` of
     ``num_nodes`` (the node config the simulation engine gives), all sharing ``run_config``."""
@@ -108,9 +117,10 @@ def run_setting(models: dict[str, Any], clients: int, split: str, deadline_s: fl
     for run in runs:
         figs = run["rounds"]
         total = {k: sum(f[k] for f in figs) for k in ("trained", "aggregated", "late", "misses", "predicted",
-                                                      "time_cover", "time_upper_cover", "energy_cover", "work")}
-        total.update(train_energy_j=math.fsum(f["train_energy_j"] for f in figs),
-                     round_energy_j=math.fsum(f["round_energy_j"] for f in figs),
+                                                      "time_cover", "time_upper_cover", "energy_cover",
+                                                      "energy_checked", "work")}
+        total.update(train_energy_j=_total_j(figs, "train_energy_j"),
+                     round_energy_j=_total_j(figs, "round_energy_j"),
                      accuracy=run["accuracy"][args.rounds], empty_rounds=run["empty_rounds"],
                      confidence_notes=run["confidence_notes"],
                      excluded=sum(run["excluded"].values()) if run["excluded"] else 0)
@@ -178,7 +188,7 @@ def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float
                 f"{_pm([x['train_energy_j'] / rounds for x in a])} | {_pm([x['round_energy_j'] / rounds for x in a])} | "
                 f"{_pm([x['accuracy'] for x in a], '.3f')} | "
                 f"{_share(sum(x['time_cover'] for x in a), pred)} ({_share(sum(x['time_upper_cover'] for x in a), pred)}) | "
-                f"{_share(sum(x['energy_cover'] for x in a), pred)} |")
+                f"{_share(sum(x['energy_cover'] for x in a), sum(x['energy_checked'] for x in a))} |")
         where = f"{key[0]} clients, {key[1]}, {key[2]:g} s"
         plan = [r["arms"]["plan"] for r in rs if "plan" in r["arms"]]
         for arm in BASELINES:

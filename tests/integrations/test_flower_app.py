@@ -13,9 +13,11 @@ pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra"
 from flower_fleet import client_app, task  # noqa: E402
 from flower_fleet.fleet import (  # noqa: E402
     ARMS,
+    ClientRound,
     FleetConfig,
     PresetPlanner,
     _preset_figures,
+    round_figures,
     run_arms,
     summary_line,
 )
@@ -161,3 +163,80 @@ def test_a_train_message_without_a_partition_names_the_node_config():
     context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     with pytest.raises(ValueError, match="partition-id and num-partitions"):
         client_app.node_device(context)
+
+
+def _client_round(node: int, energy_j: float | None, base_power_w: float | None = 2.0, time_s: float = 5.0,
+                  reason: str | None = None) -> ClientRound:
+    """A trained client of round 1 at 5 s (deadline 10 s), its energy interval 8..12 J."""
+    return ClientRound("plan", 1, node, "nano", 0.02, "m", time_s, energy_j, base_power_w, True,
+                       5.0, 4.0, 6.0, 10.0, 8.0, 12.0, energy_null_reason=reason)
+
+
+def _summary(figs: list[dict]) -> str:
+    return summary_line({"arm": "plan", "rounds": figs, "accuracy": {}, "empty_rounds": []}, 10.0)
+
+
+def test_missing_energy_gives_null_and_a_reason_never_zero_or_a_partial_sum():
+    unmetered = [_client_round(n, None, reason="no power meter found") for n in range(3)]
+    (fig,) = round_figures(unmetered, 10.0, 1)
+    assert fig["train_energy_j"] is None and fig["round_energy_j"] is None and fig["energy_reported"] == 0
+    assert "3 of 3 trained clients reported no energy (no power meter found)" in fig["energy_note"]
+    line = _summary([fig])
+    assert "training energy unknown, to round ends unknown" in line and "0.0 J" not in line
+    assert "no energy interval to check" in line
+    # One client of four metered: its 10 J is not the round's energy.
+    (fig,) = round_figures([*unmetered, _client_round(9, 10.0)], 10.0, 1)
+    assert fig["train_energy_j"] is None and fig["round_energy_j"] is None and fig["energy_reported"] == 1
+    assert "3 of 4 trained clients" in fig["energy_note"] and "10.0 J" not in _summary([fig])
+    # Energy known, but no base power for client 1, idle from 5 s until the round ends at 8 s (client 2).
+    (fig,) = round_figures([_client_round(1, 10.0, base_power_w=None), _client_round(2, 12.0, time_s=8.0)], 10.0, 1)
+    assert fig["train_energy_j"] == pytest.approx(22.0) and fig["round_energy_j"] is None
+    assert "1 of 2 trained clients reported no base power" in fig["energy_note"]
+    # Every client reported: the totals (idle at base power until the round end) and no note.
+    (fig,) = round_figures([_client_round(1, 10.0), _client_round(2, 12.0, time_s=8.0)], 10.0, 1)
+    assert fig["train_energy_j"] == pytest.approx(22.0) and fig["round_energy_j"] == pytest.approx(22.0 + 2.0 * 3)
+    assert fig["energy_note"] is None and fig["energy_reported"] == 2
+    assert "training energy 22.0 J, to round ends 28.0 J" in _summary([fig])
+
+
+def test_energy_coverage_counts_only_clients_whose_energy_interval_could_be_checked():
+    rows = [*(_client_round(n, None, reason="no power meter found") for n in range(3)), _client_round(9, 10.0),
+            _client_round(10, 20.0)]
+    rows[-1].pred_energy_j_low = rows[-1].pred_energy_j_high = None  # no energy interval predicted
+    (fig,) = round_figures(rows, 10.0, 1)
+    assert fig["predicted"] == 5 and fig["energy_checked"] == 1 and fig["energy_cover"] == 1
+    assert "time interval held 5/5 (upper bound 5/5), energy 1/1" in _summary([fig])
+
+
+@pytest.mark.parametrize(("run_config", "refusal"), [
+    ({"simulate-jetson": "false"}, "simulate-jetson must be true or false"),
+    ({"simulate-jetson": 0}, "simulate-jetson must be true or false"),
+    ({"twin-workload": "no-such-workload"}, "twin-workload must be one of lenet5-mnist"),
+    ({"confidence": "high"}, "confidence must be between 0.5 and 0.999"),
+    ({"confidence": "0.9"}, "confidence must be a number, not text"),
+    ({"confidence": 90}, "confidence must be between 0.5 and 0.999"),
+    ({"seed": "x"}, "seed must be a whole number from 0 to 4294967295"),
+    ({"seed": -3}, "seed must be a whole number from 0"),
+    ({"seed": 1.5}, "seed must be a whole number"),
+    ({"models": 5}, "models must be text"),
+    ({"results-out": 1}, "results-out must be text"),
+    ({"arms": "plan,plan"}, "arms must name each arm once"),
+    ({"arms": ""}, "arms must list some of"),
+    ({"arms": 3}, "arms must be a comma-separated list"),
+    ({"split": None}, "split must be one of iid, dirichlet"),
+    ({"deadline-s": "5"}, "deadline-s must be a number, not text"),
+    ({"dirichlet-alpha": True}, "dirichlet-alpha must be a finite number > 0"),
+    ({"query-timeout-s": float("nan")}, "query-timeout-s must be a finite number > 0"),
+    ({"local-epochs": True}, "local-epochs must be a whole number >= 1"),
+])
+def test_every_run_config_key_is_checked_by_name(run_config, refusal):
+    (key,) = run_config
+    with pytest.raises(ValueError, match=f"^run config {refusal}") as err:
+        FleetConfig.from_run_config(run_config)
+    assert err.value.field == key
+
+
+def test_good_run_config_values_pass_as_given():
+    cfg = FleetConfig.from_run_config({"simulate-jetson": False, "seed": 4294967295, "twin-workload": "resnet18-cifar10",
+                                       "confidence": 0.9, "arms": " plan , maxn ", "models": "m", "results-out": "r"})
+    assert cfg.simulate_jetson is False and cfg.seed == 4294967295 and cfg.arm_list() == ["plan", "maxn"]

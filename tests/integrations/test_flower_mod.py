@@ -92,12 +92,14 @@ def test_a_plain_client_app_gains_jetpredict_with_one_mod(resnet_model, server_i
     assert all(r.replied and r.source == "simulated" for r in strategy.records if r.selected)
 
 
-def test_the_wrapped_strategy_is_never_changed(resnet_model, server_identity):
+def test_the_wrapped_strategy_is_left_as_it_was(resnet_model, server_identity):
+    """Its settings are its own before and after the round; during its configure_train only
+    ``min_available_nodes`` is lowered, to the planned nodes its Grid lists (the connected nodes met it)."""
     seen = []
 
     class WatchedFedAvg(FedAvg):
         def configure_train(self, server_round, arrays, config, grid):
-            seen.append(dict(vars(self)))
+            seen.append((dict(vars(self)), len(list(grid.get_node_ids()))))
             return super().configure_train(server_round, arrays, config, grid)
 
     mod = jetpredict_mod(device=lambda ctx: DEVICES[ctx.node_id], epoch_scale=lambda ctx: SCALES[ctx.node_id],
@@ -110,7 +112,9 @@ def test_the_wrapped_strategy_is_never_changed(resnet_model, server_identity):
     messages = list(strategy.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
     assert 0 < len(messages) < len(DEVICES)
     strategy.aggregate_train(1, grid.send_and_receive(messages))
-    assert seen == [before] and vars(inner) == before  # not even during its own configure_train
+    assert vars(inner) == before
+    [(during, listed)] = seen
+    assert listed < len(DEVICES) and during == {**before, "min_available_nodes": listed}
 
 
 def train_message(plan: ClientPlan | None, message_type: str = "train") -> Message:

@@ -25,19 +25,22 @@ import math
 import random
 import statistics
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import checked_number
 from jetpredict.predictor.fleet import assignment_fields, one_mode
 from jetpredict.predictor.fleet import round_figures as mode_figures
-from jetpredict.predictor.limits import MAX_CONFIDENCE, MIN_CONFIDENCE
+from jetpredict.predictor.recommend import check_confidence
+from jetpredict.profiler.sim.kernel_costs import cached_workloads
 
 from jetpredict.integrations.flower import (
     PROVENANCE_KEYS,
@@ -57,6 +60,8 @@ from . import task
 log = logging.getLogger(__name__)
 
 ARMS = ("maxn", "maxn-drop", "preset", "plan")
+#: The largest run config ``seed`` (numpy's 32-bit seed range).
+MAX_SEED = 2**32 - 1
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -69,7 +74,10 @@ class FleetConfig:
     twin costs the rounds); ``arms`` a comma-separated subset of :data:`ARMS`; ``confidence`` of the plan's
     intervals; ``seed`` of the twin's profiling noise and of the training; ``min_nodes`` the nodes each
     round waits for; ``models`` a folder of ``DEVICE.json`` model files (``jetpredict fit --out``), empty =
-    fit them on the twin."""
+    fit them on the twin; ``twin_workload`` one the twin has cached (``lenet5-mnist``, ...);
+    ``simulate_jetson`` a real boolean; ``results_out`` a JSON file, empty = none. Every field is checked
+    on construction: :class:`~jetpredict.models.errors.InputError` (a ValueError) names the run config key
+    and the rule it breaks."""
 
     arms: str = ",".join(ARMS)
     num_server_rounds: int = 3
@@ -90,23 +98,31 @@ class FleetConfig:
     results_out: str = ""
 
     def __post_init__(self) -> None:
+        # Every key is checked here, on the ServerApp and on every ClientApp alike: a wrong type or value
+        # fails at once naming the key, not rounds later (or never, as a truthy "false" string would).
         for name in ("num_server_rounds", "local_epochs", "min_nodes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"run config {_key(name)} must be a whole number >= 1, got {value!r}")
+            _whole(name, getattr(self, name), 1)
+        # Seeds feed numpy's generators (no negative seeds) and the clients' torch seeds (seed x 100,003 +
+        # ...: within 64 bits while the seed is within 32).
+        _whole("seed", self.seed, 0, MAX_SEED)
         for name in ("deadline_s", "query_timeout_s", "dirichlet_alpha"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
-                                                                                     and value > 0):
-                raise ValueError(f"run config {_key(name)} must be a finite number > 0, got {value!r}")
-        if not MIN_CONFIDENCE <= self.confidence <= MAX_CONFIDENCE:
-            raise ValueError(f"run config confidence must be between {MIN_CONFIDENCE:g} and {MAX_CONFIDENCE:g}, "
-                             f"got {self.confidence!r}")
-        unknown = [a for a in self.arm_list() if a not in ARMS]
-        if unknown or not self.arm_list():
-            raise ValueError(f"run config arms must list some of {', '.join(ARMS)}, got {self.arms!r}")
-        if self.split not in task.SPLITS:
-            raise ValueError(f"run config split must be one of {', '.join(task.SPLITS)}, got {self.split!r}")
+            _number(name, getattr(self, name), checked_number)
+        _number("confidence", self.confidence, lambda value, _field: check_confidence(value))
+        if not isinstance(self.arms, str):
+            _refuse("arms", f"be a comma-separated list of some of {', '.join(ARMS)}", self.arms)
+        arms = self.arm_list()
+        if not arms or any(a not in ARMS for a in arms):
+            _refuse("arms", f"list some of {', '.join(ARMS)}", self.arms)
+        if len(set(arms)) < len(arms):  # an arm run twice would be reported twice, as if two arms
+            _refuse("arms", "name each arm once", self.arms)
+        _choice("split", self.split, task.SPLITS)
+        _choice("twin_workload", self.twin_workload, cached_workloads())
+        if not isinstance(self.simulate_jetson, bool):  # "false" is truthy: it would simulate anyway
+            _refuse("simulate_jetson", "be true or false (a TOML boolean, unquoted)", self.simulate_jetson)
+        for name, what in (("models", "a folder of DEVICE.json model files, or empty"),
+                           ("results_out", "a JSON file path, or empty")):
+            if not isinstance(getattr(self, name), str):
+                _refuse(name, f"be text ({what})", getattr(self, name))
 
     def arm_list(self) -> list[str]:
         return [a.strip() for a in self.arms.split(",") if a.strip()]
@@ -131,6 +147,36 @@ class FleetConfig:
 
 def _key(name: str) -> str:
     return name.replace("_", "-")
+
+
+def _refuse(name: str, rule: str, value: Any) -> NoReturn:
+    """Raise :class:`InputError` naming the run config key of field ``name`` and the rule it breaks
+    (``rule`` follows "must": ``"be one of ..."``)."""
+    raise InputError(f"run config {_key(name)} must {rule}, got {value!r}", _key(name))
+
+
+def _whole(name: str, value: Any, low: int, high: int | None = None) -> None:
+    """Field ``name`` must be a whole number in ``low``..``high`` (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        _refuse(name, f"be a whole number >= {low}" if high is None else f"be a whole number from {low} to {high}",
+                value)
+
+
+def _number(name: str, value: Any, check: Callable[[Any, str], float]) -> None:
+    """Field ``name`` must pass the project's ``check`` (``checked_number`` or one built on it) and be a
+    number: ``check`` takes numeric text ("5"), but a quoted value in the run config is a mistake."""
+    try:
+        check(value, _key(name))
+    except InputError as err:
+        raise InputError(f"run config {err.message}", _key(name)) from None
+    if not isinstance(value, int | float):
+        _refuse(name, "be a number, not text", value)
+
+
+def _choice(name: str, value: Any, options: Sequence[str]) -> None:
+    """Field ``name`` must be one of ``options``."""
+    if not isinstance(value, str) or value not in options:
+        _refuse(name, f"be one of {', '.join(options)}", value)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -264,7 +310,8 @@ def make_strategy(arm: str, cfg: FleetConfig, planner: LocalPlanner) -> Any:
 class ClientRound:
     """One trained client in one round: what its node reported (time s, energy J, base power W) and
     jetpredict's prediction at the mode it ran, for its work (``epochs x epoch_scale`` profiled epochs).
-    ``aggregated``: its update was used (False: dropped as late). Predictions are None when unknown."""
+    ``aggregated``: its update was used (False: dropped as late). Predictions are None when unknown; so
+    is ``energy_j`` when the node measured none (``energy_null_reason`` says why)."""
 
     arm: str
     round: int
@@ -282,6 +329,7 @@ class ClientRound:
     pred_energy_j: float | None = None
     pred_energy_j_low: float | None = None
     pred_energy_j_high: float | None = None
+    energy_null_reason: str | None = None
 
 
 def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[ClientRound]:
@@ -293,14 +341,15 @@ def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[Client
                 rows.append(ClientRound(arm, r.round, r.node_id, str(r.device), r.epoch_scale, str(r.mode),
                                         r.reported_time_s, r.reported_energy_j, r.reported_base_power_w, True,
                                         r.pred_time_s, r.pred_time_s_low, r.pred_time_s_high, r.pred_energy_j,
-                                        r.pred_energy_j_low, r.pred_energy_j_high))
+                                        r.pred_energy_j_low, r.pred_energy_j_high, r.energy_null_reason))
         return rows
     cache: dict[tuple[str, str], dict[str, Any]] = {}
     for rep in strategy.reports:
         device = str(rep["device"])
         row = ClientRound(arm, int(rep["round"]), int(rep["node_id"]), device, _opt(rep.get("epoch-scale")),
                           str(rep["mode"]), float(rep["time-s"]), _opt(rep.get("energy-j")),
-                          _opt(rep.get("base-power-w")), bool(rep["aggregated"]))
+                          _opt(rep.get("base-power-w")), bool(rep["aggregated"]),
+                          energy_null_reason=rep.get("energy-null-reason"))
         if row.epoch_scale is not None and rep.get("epochs") is not None:
             key = (device, row.mode)
             if key not in cache:
@@ -327,7 +376,14 @@ def round_figures(rows: Sequence[ClientRound], deadline_s: float, rounds: int) -
     deadline when late ones were dropped); training energy of every trained client, dropped ones included
     (J); energy to the round end (J: training plus idle at the mode's base power until the round ends);
     and how often jetpredict's intervals held the reported time (two-sided, and the upper bound alone:
-    the one a deadline needs) and energy."""
+    the one a deadline needs) and energy.
+
+    Energies are totals of every trained client or None: a client without an energy figure (no power
+    meter) or, idling before the round end, without a base power makes the round's total unknown, not a
+    smaller number; ``energy_note`` says why (None when both totals are known). ``energy_reported``:
+    trained clients that reported energy. ``predicted``: clients with a predicted time interval (the time
+    coverage's denominator); ``energy_checked``: clients with a reported energy and a predicted energy
+    interval (the energy coverage's)."""
     out = []
     for r in range(1, rounds + 1):
         rs = [row for row in rows if row.round == r]
@@ -336,24 +392,43 @@ def round_figures(rows: Sequence[ClientRound], deadline_s: float, rounds: int) -
         end = max((row.time_s for row in waited), default=0.0)
         if len(waited) < len(rs):  # the server stopped waiting at the deadline
             end = deadline_s
-        energy = [row for row in rs if row.energy_j is not None]
         fig: dict[str, Any] = {
             "round": r, "trained": len(rs), "aggregated": len(waited), "late": len(late),
             # Local work trained, in profiled epochs per local epoch: the arms train different clients.
             "work": math.fsum(row.epoch_scale or 0.0 for row in rs),
             "misses": sum(row.aggregated for row in late), "round_end_s": end,
-            "train_energy_j": math.fsum(row.energy_j for row in energy),
-            "round_energy_j": math.fsum(row.energy_j + (row.base_power_w or 0.0) * max(0.0, end - row.time_s)
-                                        for row in energy)}
+            **_round_energy(rs, end)}
         pred = [row for row in rs if row.pred_time_s_high is not None]
         fig["predicted"] = len(pred)
         fig["time_cover"] = sum(row.pred_time_s_low <= row.time_s <= row.pred_time_s_high for row in pred)
         fig["time_upper_cover"] = sum(row.time_s <= row.pred_time_s_high for row in pred)
-        epred = [row for row in pred if row.energy_j is not None]
+        epred = [row for row in rs if row.energy_j is not None and row.pred_energy_j_low is not None
+                 and row.pred_energy_j_high is not None]
+        fig["energy_checked"] = len(epred)
         fig["energy_cover"] = sum(row.pred_energy_j_low <= row.energy_j <= row.pred_energy_j_high for row in epred)
         fig["time_ape"] = statistics.fmean(abs(row.pred_time_s / row.time_s - 1) for row in pred) if pred else None
         out.append(fig)
     return out
+
+
+def _round_energy(rs: Sequence[ClientRound], end_s: float) -> dict[str, Any]:
+    """``train_energy_j``, ``round_energy_j`` (J, or None when unknown), ``energy_reported`` and
+    ``energy_note`` of one round's trained clients ``rs``, the round ending at ``end_s`` (s)."""
+    unmetered = [row for row in rs if row.energy_j is None]
+    # Idle energy until the round end needs the mode's base power; a client that ran to the end has none.
+    no_base = [row for row in rs if row.energy_j is not None and row.base_power_w is None and end_s > row.time_s]
+    note = None
+    if unmetered:
+        why = sorted({row.energy_null_reason or "no reason given" for row in unmetered})
+        note = f"{len(unmetered)} of {len(rs)} trained clients reported no energy ({'; '.join(why)})"
+    elif no_base:
+        note = (f"{len(no_base)} of {len(rs)} trained clients reported no base power: their idle energy until "
+                f"the round end is unknown")
+    train = None if unmetered else math.fsum(row.energy_j for row in rs)
+    to_end = None if unmetered or no_base else math.fsum(
+        row.energy_j + (row.base_power_w or 0.0) * max(0.0, end_s - row.time_s) for row in rs)
+    return {"train_energy_j": train, "round_energy_j": to_end, "energy_reported": len(rs) - len(unmetered),
+            "energy_note": note}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -417,22 +492,31 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
 
 
 def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
-    """One line per arm: trained, late, misses, energies (J), coverage, final accuracy, what the plan's
-    predictions rest on (least trusted sources, fewest profiled modes over the devices) and what the plan
-    said of its confidence."""
+    """One line per arm: trained, late, misses, energies (J; "unknown" with the reason when a trained
+    client reported none), coverage, final accuracy, what the plan's predictions rest on (least trusted
+    sources, fewest profiled modes over the devices) and what the plan said of its confidence."""
     figs = run["rounds"]
     pred = sum(f["predicted"] for f in figs)
+    checked = sum(f["energy_checked"] for f in figs)
     acc = run["accuracy"].get(max(run["accuracy"]), float("nan")) if run["accuracy"] else float("nan")
     cover = (f"time interval held {sum(f['time_cover'] for f in figs)}/{pred} (upper bound "
-             f"{sum(f['time_upper_cover'] for f in figs)}/{pred}), energy {sum(f['energy_cover'] for f in figs)}"
-             f"/{pred}" if pred else "no predictions")
+             f"{sum(f['time_upper_cover'] for f in figs)}/{pred})" if pred else "no time predictions")
+    cover += (f", energy {sum(f['energy_cover'] for f in figs)}/{checked}" if checked
+              else ", no energy interval to check")
     empty = f"; ROUNDS THAT TRAINED NOBODY: {run['empty_rounds']}" if run["empty_rounds"] else ""
     said = "".join(f"; the plan says: {note}" for note in run.get("confidence_notes", []))
     if run.get("provenance"):
         top = summarize_provenance(list(run["provenance"].values()))
         said = (f"; predictions rest on {top['workload_source']} workload rows ({top['profiled_modes']} profiled "
                 f"modes at fewest) and {top['reference_source']} reference data{said}")
+    notes = "".join(f" (round {f['round']}: {f['energy_note']})" for f in figs if f["energy_note"])
     return (f"{run['arm']}: trained {sum(f['trained'] for f in figs)} client-rounds, late "
             f"{sum(f['late'] for f in figs)} (deadline {deadline_s:g} s), misses {sum(f['misses'] for f in figs)}, "
-            f"training energy {math.fsum(f['train_energy_j'] for f in figs):.1f} J, to round ends "
-            f"{math.fsum(f['round_energy_j'] for f in figs):.1f} J; {cover}; final accuracy {acc:.3f}{said}{empty}")
+            f"training energy {_joules(figs, 'train_energy_j')}, to round ends {_joules(figs, 'round_energy_j')}"
+            f"{notes}; {cover}; final accuracy {acc:.3f}{said}{empty}")
+
+
+def _joules(figs: Sequence[Mapping[str, Any]], key: str) -> str:
+    """The total of ``key`` over the rounds in J, or "unknown" when a round's is (never a partial sum)."""
+    values = [f[key] for f in figs]
+    return "unknown" if any(v is None for v in values) else f"{math.fsum(values):.1f} J"

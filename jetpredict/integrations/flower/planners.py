@@ -138,6 +138,16 @@ def _workload_id(model: Any) -> str | None:
     return getattr(model, "workload_id", None)
 
 
+def _checked_confidence(confidence: float | None) -> float | None:
+    """``confidence`` checked as the service checks it (None: the service's default), so that a bad level
+    fails when the planner is built, naming the field, not at the first round of a running ServerApp."""
+    if confidence is None:
+        return None
+    from jetpredict.predictor.recommend import check_confidence  # loads pandas: only when a level is given
+
+    return check_confidence(confidence)
+
+
 def _plain(value: Any) -> Any:
     """numpy scalars -> Python scalars (ConfigRecord and JSON take only those)."""
     item = getattr(value, "item", None)
@@ -152,14 +162,14 @@ class LocalPlanner:
     an entry use key ``"*"`` when given; otherwise they are not planned). One model serves every device
     type through cross-device predictions; per-device models are better when each type was profiled.
     ``confidence``: coverage of the intervals, the deadline holding for their upper end (None = the
-    service's default, 0.9).
+    service's default, 0.9); a level outside [0.5, 0.999] raises InputError here.
     """
 
     def __init__(self, model: Any, confidence: float | None = None) -> None:
         from jetpredict.predictor import service
 
         self._service = service
-        self.confidence = confidence
+        self.confidence = _checked_confidence(confidence)
         default, table = _per_device(model, lambda m: not isinstance(m, Mapping))
         self._default = None if default is None else self._load(default)
         self._models = {device: self._load(m) for device, m in table.items()}
@@ -201,7 +211,8 @@ class HttpPlanner:
     ``url``: the service's base URL, or a :class:`~jetpredict.client.Client` (then ``timeout_s``,
     ``headers`` and ``api_key`` are its own). ``workload``: a stored workload id, a workload object
     (``{"id": ...}`` or ``{"rows": [...]}``), or a mapping device id -> either (key ``"*"`` = the others).
-    ``timeout_s``: per request, s. ``confidence``: as for :class:`LocalPlanner`. A refusal or no answer
+    ``timeout_s``: per request, s. ``confidence``: as for :class:`LocalPlanner` (checked here, as the
+    service would check it, rather than refused with a 422 every round). A refusal or no answer
     (after the client's retries) raises :class:`PlannerError` naming the request and the status.
     """
 
@@ -211,7 +222,7 @@ class HttpPlanner:
         self.client = url if isinstance(url, Client) else Client(url, api_key=api_key, timeout_s=timeout_s,
                                                                  headers=headers)
         self.url = self.client.base_url
-        self.confidence = confidence
+        self.confidence = _checked_confidence(confidence)
 
         def single(w: Any) -> bool:
             return isinstance(w, str) or (isinstance(w, Mapping) and ("id" in w or "rows" in w))

@@ -181,4 +181,9 @@ def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, deadline_s:
         setattr(plan, name, as_float(c.get(name)))
     plan.cross_device = None if c.get("cross_device") is None else bool(c["cross_device"])
     plan.power_source = None if c.get("power_source") is None else str(c["power_source"])
+    if not plan.meets_deadline and plan.time_s_high is not None:
+        # The planner's own reason quotes what it was asked: deadline D/s for profiled epochs. Say it in the
+        # user's deadline and this node's time (the mode a plan that misses names is the fastest it found).
+        plan.reason = (f"cannot meet the {deadline_s:g} s deadline: the fastest planned mode, {plan.mode}, "
+                       f"needs up to {plan.time_s_high:.4g} s for {epochs} local epoch(s) on this node")
     return plan

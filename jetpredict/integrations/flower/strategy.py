@@ -4,12 +4,15 @@ Each training round it
 
 1. learns the Jetson type and epoch scale of every connected node, once per node, by the device query
    (``query.jetpredict``; a node whose app has only the mod is asked again by a ``train`` message
-   holding only a ``jetpredict.query`` record, which the mod answers without training);
+   holding only a ``jetpredict.query`` record, which the mod answers without training; an app without
+   the mod hands that message to its own train function, so such a node is sent it once per run);
 2. asks the fleet planner for one plan per epoch scale (:func:`~.plans.plan_nodes`);
 3. lets the wrapped strategy sample, on a Grid that shows it only the planned nodes
    (:class:`PlannedNodesGrid`), among the nodes whose plan meets the deadline with its upper time bound
-   (optionally only the cheapest fraction of them, in energy per unit of local work); the wrapped
-   strategy itself is never changed;
+   (optionally only the cheapest fraction of them, in energy per unit of local work, but never fewer
+   than its ``min_train_nodes``); its settings are left as they are, but for ``min_available_nodes``,
+   lowered to the number of planned nodes for that one call (the connected nodes met it already, in
+   step 1) so that it samples among them and does not wait for more;
 4. puts each node's plan into a ``jetpredict.plan`` ConfigRecord of its train message;
 5. records, per round and node, predicted against reported time and energy (:attr:`JetpredictStrategy.
    records`), strips the ``jetpredict-*`` metrics from the replies before the wrapped strategy aggregates
@@ -21,7 +24,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -131,17 +135,16 @@ class ClientRecord:
 
 
 class PlannedNodesGrid(Grid):
-    """The Grid a wrapped strategy samples on: it lists the planned nodes; all else is the real grid's.
+    """The Grid a wrapped strategy samples on: it lists only the planned nodes; all else is the real grid's.
 
-    A strategy waits until its ``min_available_nodes`` are listed. When fewer nodes are planned than that,
-    the list is topped up with other connected nodes (``spare``) so that the strategy does not wait for
-    nodes that cannot qualify; :class:`JetpredictStrategy` drops the messages it makes for them.
+    A strategy waits until its ``min_available_nodes`` are listed; :class:`JetpredictStrategy` lowers that
+    setting to the planned nodes for the call (:func:`_sampling_among`), so no unplanned node is listed to
+    take a planned node's place in the sample.
     """
 
-    def __init__(self, grid: Grid, node_ids: Sequence[int], min_listed: int = 0,
-                 spare: Sequence[int] = ()) -> None:
+    def __init__(self, grid: Grid, node_ids: Sequence[int]) -> None:
         self._grid = grid
-        self._node_ids = list(node_ids) + list(spare)[:max(0, min_listed - len(node_ids))]
+        self._node_ids = list(node_ids)
 
     def set_run(self, run_id: int) -> None:  # pragma: no cover - strategies do not call it
         self._grid.set_run(run_id)
@@ -187,6 +190,55 @@ def _node_info(node: int, reply: Message) -> NodeInfo:
     return NodeInfo(node, str(device), scale)
 
 
+def _wrapped_chain(strategy: Strategy) -> Iterator[Any]:
+    """``strategy`` and the strategies it wraps (Flower's DP wrappers hold theirs as ``.strategy``)."""
+    seen: set[int] = set()
+    while strategy is not None and id(strategy) not in seen:
+        seen.add(id(strategy))
+        yield strategy
+        strategy = getattr(strategy, "strategy", None)
+
+
+def _setting(strategy: Strategy, name: str) -> int:
+    """A count setting of the wrapped strategy, or of the one it wraps (0 when none has it)."""
+    return next((int(getattr(s, name) or 0) for s in _wrapped_chain(strategy) if hasattr(s, name)), 0)
+
+
+@contextmanager
+def _sampling_among(strategy: Strategy, listed: int) -> Iterator[None]:
+    """Within the block, ``min_available_nodes`` of ``strategy`` (and of the strategies it wraps) is at
+    most ``listed``, the planned nodes on the :class:`PlannedNodesGrid`; restored on leaving.
+
+    Flower's ``sample_nodes`` waits on the Grid it is given until ``min_available_nodes`` are listed and
+    samples among exactly those, so the only way to wait on no unplanned node is to lower the minimum. The
+    minimum was met where it means something: the strategy waited for that many connected nodes, and heard
+    from them, before planning (:meth:`JetpredictStrategy._discover`).
+    """
+    saved = [(s, s.min_available_nodes) for s in _wrapped_chain(strategy)
+             if isinstance(getattr(s, "min_available_nodes", None), int)]
+    try:
+        for owner, value in saved:
+            owner.min_available_nodes = min(value, listed)
+        yield
+    finally:
+        for owner, value in saved:
+            owner.min_available_nodes = value
+
+
+def _no_mod_reason(reply: Message) -> str | None:
+    """Why a node's reply to the device query sent as a train message shows that its ClientApp has no
+    jetpredict mod (its own train function, if any, got the query); None when the mod answered."""
+    if reply.has_error():
+        detail = f"is an error ({reply.error.reason})"
+    elif NODE_RECORD not in reply.content.config_records:
+        detail = f"has no {NODE_RECORD} record: the app's own train function answered it"
+    else:
+        return None
+    return (f"the ClientApp has no jetpredict mod: its reply to the device query (a train message holding "
+            f"only {QUERY_RECORD}) {detail}; give it mods=[jetpredict_mod(...)] or add_device_query(app). "
+            f"Not asked again this run")
+
+
 def _unrouted(reply: Message) -> bool:
     """True when the node's app has no function for ``query.jetpredict`` (only the mod, or nothing)."""
     return reply.has_error() and _UNROUTED in str(reply.error.reason)
@@ -201,11 +253,12 @@ class JetpredictStrategy(Strategy):
     (made into a LocalPlanner). ``deadline_s``: the round deadline for the local training (s).
     ``local_epochs``: local epochs per round (also sent to the nodes as ``epochs``). ``cheapest_fraction``:
     keep only this share (0, 1] of the nodes that meet the deadline, those of least planned energy
-    (training + idle until the deadline) per unit of local work. ``query_timeout_s``: how long each
-    exchange of the device query waits for replies (s). It must hear from at least the wrapped strategy's
-    ``min_available_nodes``, or it raises :class:`DeviceQueryError` (a round planned on fewer nodes would
-    train a different federation than asked for); further nodes that do not answer are asked again the
-    next round.
+    (training + idle until the deadline) per unit of local work, but no fewer than the wrapped strategy's
+    ``min_train_nodes``. ``query_timeout_s``: how long each exchange of the device query waits for
+    replies (s). It must hear from at least the wrapped strategy's ``min_available_nodes``, or it raises
+    :class:`DeviceQueryError` (a round planned on fewer nodes would train a different federation than
+    asked for); further nodes that do not answer are asked again the next round, but not a node whose
+    app has no jetpredict mod (its own train function would get the query).
     """
 
     def __init__(self, strategy: Strategy, planner: Any, deadline_s: float, local_epochs: int = 1,
@@ -231,12 +284,14 @@ class JetpredictStrategy(Strategy):
         #: Every (round, node) record, in order; see :class:`ClientRecord`.
         self.records: list[ClientRecord] = []
         self._nodes: dict[int, NodeInfo] = {}
+        #: Nodes whose app has no jetpredict mod: a query as a train message would reach its train function.
+        self._no_mod: dict[int, NodeInfo] = {}
         self._round_records: dict[int, dict[int, ClientRecord]] = {}
         self._notes_told: set[str] = set()
 
     def _inner_int(self, name: str) -> int:
-        """A count setting of the wrapped strategy (read, never written; 0 when it has none)."""
-        return int(getattr(self.inner, name, 0) or 0)
+        """A count setting of the wrapped strategy (0 when it has none)."""
+        return _setting(self.inner, name)
 
     def summary(self) -> None:
         log.info("JetpredictStrategy: deadline %.4g s, %d local epoch(s), planner %s, cheapest fraction %s",
@@ -256,19 +311,28 @@ class JetpredictStrategy(Strategy):
         while len(node_ids := list(grid.get_node_ids())) < need:
             log.info("JetpredictStrategy: waiting for nodes (%d connected, %d required)", len(node_ids), need)
             time.sleep(1.0)
-        unknown = [n for n in node_ids if n not in self._nodes]
+        unknown = [n for n in node_ids if n not in self._nodes and n not in self._no_mod]
         answers: dict[int, NodeInfo] = {}
         if unknown:
             t0 = time.monotonic()
             replies = self._ask(grid, unknown, as_train=False)
             mod_only = [n for n, reply in replies.items() if _unrouted(reply)]
-            if mod_only:
-                replies.update(self._ask(grid, mod_only, as_train=True))
+            as_train = self._ask(grid, mod_only, as_train=True) if mod_only else {}
+            replies.update(as_train)
+            no_mod: dict[str, list[int]] = {}
             for node, reply in replies.items():
-                answers[node] = _node_info(node, reply)
+                # Only an answer to the query sent as a train message shows that the app lacks the mod.
+                reason = _no_mod_reason(reply) if node in as_train else None
+                answers[node] = _node_info(node, reply) if reason is None else NodeInfo(node, None, reason=reason)
                 if answers[node].device is not None:
                     self._nodes[node] = answers[node]
-            heard = sum(n in self._nodes or n in answers for n in node_ids)
+                elif reason is not None:
+                    # Asking again would call the user's train function with a query every round.
+                    self._no_mod[node] = answers[node]
+                    no_mod.setdefault(reason, []).append(node)
+            for reason, nodes in no_mod.items():  # once per node and run: such nodes are not asked again
+                log.warning("JetpredictStrategy: node(s) %s not trained: %s", ", ".join(map(str, nodes)), reason)
+            heard = sum(n in self._nodes or n in self._no_mod or n in answers for n in node_ids)
             if heard < need:
                 # Planning on whoever answered would silently train a smaller federation (or nobody).
                 raise DeviceQueryError(
@@ -278,8 +342,8 @@ class JetpredictStrategy(Strategy):
             if len(answers) < len(unknown):
                 log.warning("JetpredictStrategy: %d node(s) did not answer the device query within %g s; "
                             "asked again next round", len(unknown) - len(answers), self.query_timeout_s)
-        return {n: self._nodes.get(n) or answers.get(n) or NodeInfo(n, None, reason="no reply to the device query")
-                for n in node_ids}
+        return {n: self._nodes.get(n) or self._no_mod.get(n) or answers.get(n)
+                or NodeInfo(n, None, reason="no reply to the device query") for n in node_ids}
 
     # -- training rounds --------------------------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: Any, config: ConfigRecord, grid: Grid
@@ -306,21 +370,22 @@ class JetpredictStrategy(Strategy):
             log.warning("JetpredictStrategy: %s", note)
             self._notes_told.add(note)
         feasible = [n for n in nodes if n in plans and plans[n].meets_deadline]
-        eligible = self._eligible(plans, feasible)
         need = max(1, self._inner_int("min_train_nodes"))
-        if len(eligible) < need:
+        if len(feasible) < need:
             log.warning("JetpredictStrategy: round %d skipped: %d node(s) meet the %.4g s deadline, the wrapped "
-                        "strategy trains at least %d", server_round, len(eligible), self.deadline_s, need)
+                        "strategy trains at least %d", server_round, len(feasible), self.deadline_s, need)
             for record in records.values():
-                record.reason = record.reason or f"round skipped: only {len(eligible)} node(s) meet the deadline"
+                record.reason = record.reason or (f"round skipped: only {len(feasible)} node(s) meet the "
+                                                  f"{self.deadline_s:g} s deadline, the wrapped strategy trains "
+                                                  f"at least {need}")
             return []
+        eligible = self._eligible(plans, feasible, need)
         chosen = set(eligible)
         for n in set(feasible) - chosen:
             records[n].reason = "not among the cheapest fraction"
-        view = PlannedNodesGrid(grid, eligible, self._inner_int("min_available_nodes"),
-                                [n for n in nodes if n not in chosen])
-        messages = [m for m in self.inner.configure_train(server_round, arrays, config, view)
-                    if m.metadata.dst_node_id in chosen]
+        with _sampling_among(self.inner, len(eligible)):
+            sampled = list(self.inner.configure_train(server_round, arrays, config, PlannedNodesGrid(grid, eligible)))
+        messages = [m for m in sampled if m.metadata.dst_node_id in chosen]  # a strategy's own extras: not planned
         for message in messages:
             node = message.metadata.dst_node_id
             message.content = RecordDict({**dict(message.content.items()), PLAN_RECORD: plans[node].to_config()})
@@ -330,8 +395,10 @@ class JetpredictStrategy(Strategy):
                 records[n].reason = "not sampled by the wrapped strategy"
         return messages
 
-    def _eligible(self, plans: dict[int, ClientPlan], feasible: list[int]) -> list[int]:
-        """The nodes the wrapped strategy may sample: those that meet the deadline, or their cheapest fraction."""
+    def _eligible(self, plans: dict[int, ClientPlan], feasible: list[int], need: int) -> list[int]:
+        """The nodes the wrapped strategy may sample: those that meet the deadline, or their cheapest fraction,
+        topped up to the ``need`` the wrapped strategy trains (the fraction caps cost; it is no reason to
+        skip a round that enough feasible nodes could train)."""
         if self.cheapest_fraction is None or not feasible:
             return feasible
 
@@ -339,7 +406,7 @@ class JetpredictStrategy(Strategy):
             p = plans[n]
             return ((p.energy_j or 0.0) + (p.idle_energy_j or 0.0)) / p.epoch_scale
 
-        return sorted(feasible, key=cost)[:max(1, math.ceil(self.cheapest_fraction * len(feasible)))]
+        return sorted(feasible, key=cost)[:max(need, math.ceil(self.cheapest_fraction * len(feasible)))]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[Any, MetricRecord | None]:
         """Record each node's report, hide the ``jetpredict-*`` metrics from the wrapped strategy, and add

@@ -1,0 +1,208 @@
+"""Which nodes a round trains, and what the records say of those it does not: the wrapped strategy samples
+among planned nodes only, ``cheapest_fraction`` yields to ``min_train_nodes``, reasons speak in the user's
+deadline and the node's own time, an app without the jetpredict mod is not sent the query round after
+round, and a planner's confidence is checked when it is built."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
+
+from flower_grid import InProcessGrid, node_contexts  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg  # noqa: E402
+from jetpredict.models.errors import InputError  # noqa: E402
+
+from jetpredict.integrations.flower import (  # noqa: E402
+    QUERY_RECORD,
+    HttpPlanner,
+    JetpredictStrategy,
+    LocalPlanner,
+    NodeInfo,
+    PlannedRound,
+    TwinWorkload,
+    add_device_query,
+    jetpredict_mod,
+    plan_nodes,
+)
+
+WORKLOAD = "resnet18-cifar10"
+#: At a 30 s deadline and epoch scale 0.02 the two AGX Xavier nodes are planned, the four Nanos are not.
+SPLIT = {1: "agx-xavier", 2: "agx-xavier", 3: "nano", 4: "nano", 5: "nano", 6: "nano"}
+#: At 600 s all four meet the deadline.
+EASY = {1: "agx-xavier", 2: "agx-xavier", 3: "orin-nx", 4: "orin-nx"}
+SCALE = 0.02
+
+
+def twin_app(devices: dict[int, str]) -> ClientApp:
+    """Node n is a ``devices[n]`` at epoch scale :data:`SCALE`, reporting the twin's figures."""
+    app = ClientApp()
+    add_device_query(app, device=lambda ctx: devices[ctx.node_id], epoch_scale=SCALE)
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        twin = TwinWorkload(WORKLOAD, epoch_scale=SCALE)
+        with PlannedRound(msg, context, device=devices[context.node_id], twin=twin) as planned:
+            arrays = ArrayRecord([np.full(3, float(context.node_id))])
+        content = RecordDict({"arrays": arrays, "metrics": MetricRecord({"num-examples": 1})})
+        return Message(planned.attach(content), reply_to=msg)
+
+    return app
+
+
+def twin_grid(devices: dict[int, str]) -> InProcessGrid:
+    return InProcessGrid(twin_app(devices), node_contexts(devices, lambda n: {}))
+
+
+def configure(strategy: JetpredictStrategy, grid: InProcessGrid, server_round: int = 1) -> list[Message]:
+    return list(strategy.configure_train(server_round, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
+
+
+class WatchedFedAvg(FedAvg):
+    """FedAvg that notes the nodes each sampling Grid lists, and fails at once where Flower's
+    ``sample_nodes`` would wait for ever (more nodes required than listed)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.listed: list[set[int]] = []
+
+    def configure_train(self, server_round, arrays, config, grid):
+        listed = set(grid.get_node_ids())
+        self.listed.append(listed)
+        assert self.min_available_nodes <= len(listed), "the strategy would wait for nodes never listed"
+        return super().configure_train(server_round, arrays, config, grid)
+
+
+@pytest.mark.parametrize("dp", [False, True], ids=["fedavg", "dp-wrapped"])
+def test_the_wrapped_strategy_samples_among_the_planned_nodes_only(resnet_model, server_identity, dp):
+    planned = {n for n, p in plan_nodes(LocalPlanner(resnet_model), [NodeInfo(n, d, SCALE) for n, d in SPLIT.items()],
+                                        30.0, 1).items() if p.meets_deadline}
+    assert planned == {1, 2}  # fewer than min_available_nodes (6)
+    grid = twin_grid(SPLIT)
+    fedavg = WatchedFedAvg(fraction_train=0.5, fraction_evaluate=0.0, min_train_nodes=1,
+                           min_available_nodes=len(SPLIT))
+    inner = DifferentialPrivacyServerSideFixedClipping(fedavg, 1.0, 1.0, 1) if dp else fedavg
+    strategy = JetpredictStrategy(inner, LocalPlanner(resnet_model), deadline_s=30.0)
+    for server_round in range(1, 21):
+        random.seed(server_round)  # FedAvg samples with `random`: every round a different draw
+        messages = configure(strategy, grid, server_round)
+        # fraction_train 0.5 of the 2 planned nodes: one trains, every round; no unplanned node is drawn.
+        assert len(messages) == 1 and messages[0].metadata.dst_node_id in planned
+    assert all(listed == planned for listed in fedavg.listed)
+    assert fedavg.min_available_nodes == len(SPLIT)  # the wrapped strategy's setting is left as it was
+
+
+def test_cheapest_fraction_keeps_at_least_min_train_nodes(resnet_model, server_identity):
+    grid = twin_grid(EASY)
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=2, min_available_nodes=4),
+                                  resnet_model, deadline_s=600.0, cheapest_fraction=0.25)
+    plans = plan_nodes(strategy.planner, [NodeInfo(n, d, SCALE) for n, d in EASY.items()], 600.0, 1)
+    assert all(p.meets_deadline for p in plans.values())
+    cost = {n: p.energy_j + p.idle_energy_j for n, p in plans.items()}
+    cheapest = set(sorted(cost, key=cost.get)[:2])
+    messages = configure(strategy, grid)
+    # A quarter of 4 is 1, but the wrapped strategy trains at least 2: the two cheapest train.
+    assert {m.metadata.dst_node_id for m in messages} == cheapest
+    assert {r.node_id: r.reason for r in strategy.records if not r.selected} == dict.fromkeys(
+        set(EASY) - cheapest, "not among the cheapest fraction")
+
+
+def test_a_skipped_round_says_how_many_nodes_meet_the_deadline(resnet_model, server_identity, caplog):
+    grid = twin_grid(SPLIT)
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=3, min_available_nodes=6),
+                                  resnet_model, deadline_s=30.0, cheapest_fraction=0.25)
+    with caplog.at_level(logging.WARNING):
+        assert configure(strategy, grid) == []
+    said = "only 2 node(s) meet the 30 s deadline, the wrapped strategy trains at least 3"
+    assert all(strategy.records[n - 1].reason == f"round skipped: {said}" for n in (1, 2))
+    assert "2 node(s) meet the 30 s deadline" in caplog.text
+
+
+def test_a_missed_deadline_is_told_in_the_users_deadline_and_the_nodes_time(resnet_model, server_identity):
+    nodes = [NodeInfo(1, "nano", SCALE), NodeInfo(2, "nano", 1.0)]
+    plans = plan_nodes(LocalPlanner(resnet_model), nodes, 30.0, 2)
+    for plan in plans.values():
+        assert not plan.meets_deadline
+        assert plan.reason == (f"cannot meet the 30 s deadline: the fastest planned mode, {plan.mode}, needs up to "
+                               f"{plan.time_s_high:.4g} s for 2 local epoch(s) on this node")
+    assert plans[1].time_s_high == pytest.approx(SCALE * plans[2].time_s_high)  # the node's own time
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=6),
+                                  resnet_model, deadline_s=30.0)
+    configure(strategy, twin_grid(SPLIT))
+    nano = next(r for r in strategy.records if r.node_id == 3)
+    assert nano.reason.startswith("cannot meet the 30 s deadline:") and "deadline_s=" not in nano.reason
+
+
+def test_an_app_without_the_mod_gets_the_query_in_its_train_function_once(resnet_model, server_identity,
+                                                                              caplog):
+    calls: list[int] = []
+    app = ClientApp()  # neither jetpredict_mod nor add_device_query
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        calls.append(context.node_id)
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+
+    grid = InProcessGrid(app, node_contexts([1, 2], lambda n: {"jetpredict-device": "nano"}))
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=2),
+                                  resnet_model, deadline_s=600.0)
+    with caplog.at_level(logging.WARNING):
+        for server_round in (1, 2, 3):
+            assert configure(strategy, grid, server_round) == []
+    assert sorted(calls) == [1, 2]  # one query per node, not one per round
+    assert len(strategy.records) == 6
+    for record in strategy.records:
+        assert "has no jetpredict mod" in record.reason and "add_device_query" in record.reason
+    told = [r.message for r in caplog.records if "no jetpredict mod" in r.message]
+    assert len(told) == 1 and "1, 2" in told[0]
+
+
+class LateGrid(InProcessGrid):
+    """Loses the ``late`` nodes' first answers to the device query sent as a train message."""
+
+    def __init__(self, *args, late=(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.late = set(late)
+
+    def send_and_receive(self, messages, *, timeout=None):
+        messages = list(messages)
+        replies = super().send_and_receive(messages, timeout=timeout)
+        if all(QUERY_RECORD in m.content.config_records for m in messages):
+            lost, self.late = self.late, set()
+            return [r for r in replies if r.metadata.src_node_id not in lost]
+        return replies
+
+
+def test_a_mod_only_node_late_to_the_query_as_train_message_is_asked_again(resnet_model, server_identity):
+    devices = {1: "orin-nx", 2: "orin-nx"}
+    mod = jetpredict_mod(device=lambda ctx: devices[ctx.node_id], epoch_scale=SCALE,
+                         twin=TwinWorkload(WORKLOAD, epoch_scale=SCALE))
+    app = ClientApp(mods=[mod])  # no query function: the strategy asks again by a train message
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+
+    grid = LateGrid(app, node_contexts(devices, lambda n: {}), late=[2])
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=2),
+                                  resnet_model, deadline_s=600.0)
+    assert [m.metadata.dst_node_id for m in configure(strategy, grid)] == [1]
+    assert "no jetpredict mod" not in strategy.records[1].reason  # it was late, not without the mod
+    assert sorted(m.metadata.dst_node_id for m in configure(strategy, grid, 2)) == [1, 2]
+
+
+@pytest.mark.parametrize("confidence", [0.9999, 0.3])
+def test_a_planners_confidence_is_checked_when_it_is_built(resnet_model, confidence):
+    # Nothing listens on port 9: HttpPlanner must refuse before any request.
+    for build in (LocalPlanner, lambda _, **kw: HttpPlanner("http://127.0.0.1:9", "w", **kw)):
+        with pytest.raises(InputError, match="confidence must be between") as caught:
+            build(resnet_model, confidence=confidence)
+        assert caught.value.field == "confidence"
+    assert LocalPlanner(resnet_model, confidence=0.99).confidence == 0.99
+    assert HttpPlanner("http://127.0.0.1:9", "w").confidence is None
