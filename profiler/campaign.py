@@ -136,15 +136,17 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
     if missing:
         raise InputError(f"--modes {path}: missing column(s) {', '.join(missing)}", "modes")
     modes = []
-    for i, rec in enumerate(df.to_dict(orient="records"), start=2):
+    for i, rec in enumerate(df.to_dict(orient="records")):
+        # A CSV's data start on line 2; a JSON list's items count from 0, as the service's modes.N do.
+        where = f"item {i}" if str(path).lower().endswith(".json") else f"line {i + 2}"
         try:
             knobs = [float(rec[c]) for c in MODE_FIELDS]
         except (TypeError, ValueError):
-            raise InputError(f"--modes {path} line {i}: mode knobs must be numbers", "modes") from None
+            raise InputError(f"--modes {path} {where}: mode knobs must be numbers", "modes") from None
         try:
             device.validate_mode(*knobs)
         except InputError as exc:
-            raise InputError(f"--modes {path} line {i}: {exc.message}", exc.field) from None
+            raise InputError(f"--modes {path} {where}: {exc.message}", exc.field) from None
         label = str(rec.get("mode") or "").strip()
         cores, cpu, gpu, emc = int(knobs[0]), knobs[1], knobs[2], knobs[3]
         modes.append(PowerMode(label if label and label != "nan" else f"{cores}c-{cpu:g}-{gpu:g}-{emc:g}",
@@ -155,7 +157,8 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
 
 
 def modes_to_profile(device: Device, modes: str | None) -> list[PowerMode]:
-    """``presets`` (default), a CSV FILE with mode columns, or comma-separated preset names / mode labels."""
+    """``presets`` (default), a CSV or JSON FILE with mode columns, or comma-separated preset names / mode
+    labels."""
     if modes is None or modes.strip().lower() == "presets":
         return list(device.presets)
     if Path(modes).is_file():

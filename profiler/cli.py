@@ -51,9 +51,12 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
 
 
 def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) -> int:
+    from jetpredict.models.profile_files import check_out_spares_inputs
     from jetpredict.profiler.campaign import CampaignConfig, output_paths, run_campaign
     from jetpredict.profiler.powermode.state import unfinished_run_warning
 
+    # The rows and their sidecar would replace a --modes or --candidates file read before the first mode.
+    check_out_spares_inputs(args.out, {"modes": args.modes, "candidates": args.candidates}, ("", ".json"))
     chooser = _adaptive(args, adaptive)
     warning = unfinished_run_warning()
     if warning:
@@ -125,8 +128,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     p.add_argument("--device", required=True, help="host | jetson | sim:DEVICE")
     p.add_argument("--workload", required=True,
                    help=" | ".join([*BUILTIN_WORKLOADS, "torchvision:NAME", "module.path:factory"]))
-    p.add_argument("--modes", help="presets | FILE | comma-separated labels (Jetson and sim; "
-                   "default presets; host profiles one mode with all cores)")
+    p.add_argument("--modes", help="presets | FILE (CSV or JSON, e.g. `plan --out`) | comma-separated labels "
+                   "(Jetson and sim; default presets; host profiles one mode with all cores)")
     p.add_argument("--batch-size", type=int, help=f"minibatch size (default {BATCH_SIZE})")
     p.add_argument("--workers", type=int,
                    help="DataLoader workers (default min(4, CPU cores); sim: min(4, the device's cores))")
@@ -144,7 +147,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
         "adaptive profiling", "--adaptive: profile, fit, pick the mode that most narrows the decision (the "
         "recommended mode and the front under the caps), repeat; --modes, when given, are profiled first")
     a.add_argument("--adaptive", action="store_true", help="choose each next mode from the rows so far")
-    a.add_argument("--budget", type=int, help="most modes to profile (required with --adaptive)")
+    a.add_argument("--budget", type=int, help="most modes to profile (required with --adaptive; at least the "
+                   "--modes profiled first)")
     a.add_argument("--target-width", type=float, help="stop once the recommended mode's time interval is "
                    "narrower than this share of its point, (high - low) / point (default: the predictor's)")
     a.add_argument("--objective", help="min-time | min-energy (default min-time)")

@@ -128,3 +128,24 @@ def test_adaptive_bad_flags_exit_2(tmp_path, capsys, args, text):
             "--warmup", "0", "--no-progress", "--out", str(tmp_path / "x.csv")]
     assert main(argv) == 2
     assert text in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("out", ["plan.csv", "plan.csv.json"])
+def test_profile_refuses_to_write_over_the_modes_it_reads(tmp_path, capsys, out):
+    plan = tmp_path / "plan.csv"
+    plan.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nx,4,1200,670,1333\n")
+    argv = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", str(plan),
+            "--minibatches", "2", "--no-progress", "--out", str(tmp_path / out)]
+    assert main(argv) == 2
+    assert "which --modes reads" in capsys.readouterr().err
+    assert plan.read_text().startswith("mode,cpu_cores") and not (tmp_path / "plan.csv.json").exists()
+
+
+def test_a_json_mode_file_names_the_bad_item_by_its_index(tmp_path, capsys):
+    modes = tmp_path / "modes.json"
+    modes.write_text('[{"mode": "x", "cpu_cores": 4, "cpu_mhz": 1200, "gpu_mhz": 670, "emc_mhz": 1333},'
+                     ' {"mode": "y", "cpu_cores": 40, "cpu_mhz": 1200, "gpu_mhz": 670, "emc_mhz": 1333}]')
+    argv = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", str(modes),
+            "--minibatches", "2", "--no-progress", "--out", str(tmp_path / "p.csv")]
+    assert main(argv) == 2
+    assert f"--modes {modes} item 1: cpu_cores=40" in capsys.readouterr().err
