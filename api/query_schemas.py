@@ -289,6 +289,12 @@ class FleetClientPlanSchema(Schema):
 
 class FleetPlanSchema(ModelProvenanceSchema):
     workload_id = fields.String(allow_none=True)
+    # One plan rests on the rows of every client device (predictor.service.fleet_provenance).
+    workload_source = fields.String(metadata={
+        "description": "published|measured|simulated: the least trusted of the rows that serve the clients' "
+                       "devices"})
+    profiled_modes = fields.Integer(required=True, metadata={
+        "description": "the fewest profiled modes among the rows that serve the clients' devices"})
     workload_devices = fields.List(fields.String(), metadata={
         "description": "the devices the workload holds rows of"})
     feasible = fields.Boolean(required=True)

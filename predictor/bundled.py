@@ -123,8 +123,9 @@ def fit_workload(rows: pd.DataFrame, device: Device | None = None,
                  reference: DeviceReference | pd.DataFrame | None = None) -> M.WorkloadModel:
     """Fit one workload's profile rows; ``reference`` defaults to the bundled reference of their device.
 
-    ``reference``: your own reference sweeps (profile rows of other workloads on the same device) or a
-    fitted :class:`DeviceReference`. InputError for mixed devices/workloads, ``host`` rows, unknown
+    ``reference``: your own reference sweeps (profile rows of other workloads on the same device; without
+    power readings they take the bundled reference's power model) or a fitted :class:`DeviceReference`.
+    InputError for mixed devices/workloads, ``host`` rows, unknown
     devices or unusable rows.
     """
     resolved, _ = check_device(rows, device)

@@ -242,8 +242,8 @@ def _predict(args: argparse.Namespace) -> int:
     if flagged:
         target = on_device(model, None if args.device is None else resolve_device(args.device))
         widening = target.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence)
-        where = (f", taken at the same share of each knob's top on {target.device_id}" if target.cross_device
-                 else "")
+        where = (f", taken at the same share of each knob's top (nearest step) on {target.device_id}"
+                 if target.cross_device else "")
         _log(f"{flagged} mode(s) lie outside the profiled knob ranges{where} (column extrapolated_knobs): their "
              f"intervals are wider (time intervals {np.median(widening):.2f}x as wide as inside them, median; "
              f"up to {np.max(widening):.2f}x)")
@@ -347,7 +347,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "without --after; with it, default 1)")
     p.add_argument("--after", help="profile rows measured so far: propose the next mode(s) that most narrow "
                    "the decision (the recommended mode and the front under the caps)")
-    p.add_argument("--reference", help="with --after: your own measured reference sweeps (default: bundled)")
+    p.add_argument("--reference", help="with --after: your own measured reference sweeps (default: bundled; "
+                   "sweeps without power take the bundled power model)")
     p.add_argument("--objective", choices=tuple(OBJECTIVES), help="with --after: the decision (default "
                    f"{DEFAULT_OBJECTIVE})")
     p.add_argument("--max-power-w", type=float, help="with --after: W; met by the upper end of the power interval")
@@ -362,7 +363,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="fit a workload model from profile rows")
     p.add_argument("--device", required=True)
     p.add_argument("--profiles", required=True, help="profile-row CSV/JSON of the new workload")
-    p.add_argument("--reference", help="your own measured reference sweeps (default: bundled)")
+    p.add_argument("--reference", help="your own measured reference sweeps (default: bundled; sweeps without "
+                   "power take the bundled power model)")
     p.add_argument("--out", required=True, help="model file to write")
     p.set_defaults(handler=_fit)
 

@@ -115,8 +115,8 @@ _OUTSIDE_BITS = 1 << np.arange(len(MODE_FIELDS))
 class Prediction:
     """Predictions for ``n`` modes (arrays of length n): s, W, J; intervals at ``confidence``.
 
-    ``outside[i, k]``: mode i lies outside the profiled range of knob ``MODE_FIELDS[k]`` (always False
-    for cross-device predictions, whose profiled ranges are another device's: ``cross_device`` says so).
+    ``outside[i, k]``: mode i lies outside the profiled range of knob ``MODE_FIELDS[k]`` (across devices,
+    outside the source's ranges moved to the target by ``transfer.ranges_on``).
     """
 
     epoch_time_s: np.ndarray
@@ -229,7 +229,8 @@ class WorkloadModel:
     #: Knob ranges of the profiled modes, ``{knob: (low, high)}``; outside them predictions are flagged
     #: ``extrapolated`` and intervals widen by ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x
     #: ln-distance)^2))``. A cross-device model holds the source's ranges at the same share of each knob's
-    #: top (``transfer.ranges_on``), and widens by the same rule on top of ``cross_device_rel_sd``.
+    #: top, ends at the target's nearest steps (``transfer.ranges_on``), and widens by the same rule on top
+    #: of ``cross_device_rel_sd``.
     profiled_ranges: Mapping[str, tuple[float, float]] | None = None
     cross_device: bool = False
     source_device_id: str | None = None

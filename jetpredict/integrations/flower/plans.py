@@ -39,7 +39,8 @@ class ClientPlan:
     not back it here (None when it does). What the prediction of the planned mode rests on, as the
     planner's answer states it for this node (:data:`~.planners.PROVENANCE_KEYS`): ``workload_id``,
     ``reference_source`` and ``workload_source`` (``published`` / ``measured`` / ``simulated``: the least
-    trusted data the plan used), ``profiled_modes`` (distinct modes the workload's rows cover),
+    trusted data the plan used), ``profiled_modes`` (the fewest distinct modes among the rows that serve the
+    plan's devices),
     ``model_version``; with ``cross_device``, whether it was predicted from another device's rows.
     ``None`` = the planner gave no such figure."""
 
