@@ -6,9 +6,11 @@ Handlers are installed while inside, when entered from the main thread, and chai
 were there before; a signal the process ignores (``nohup`` ignores SIGHUP) stays ignored.
 
 Why restore survives impatient people: while a switch or a restore runs, the handled signals are held
-(blocked, so they stay pending) and the privileged command runs in its own session, so a second Ctrl-C
-neither interrupts the restore nor kills the running ``nvpmodel``; the pending signal is acted on once
-the restore is done. The saved state is dropped only after a restore succeeded, so a restore that fails
+(a signal that arrives is recorded, and the handler in place acts on it once the block is done) and the
+privileged command runs in its own session, so a Ctrl-C neither interrupts the switch or restore nor
+kills the running ``nvpmodel``. Holding is done in Python's handlers, not with a thread's signal mask:
+the kernel hands a process signal to any thread that does not block it (the power sampler, torch's
+pool), and Python runs the handler in the main thread all the same. The saved state is dropped only after a restore succeeded, so a restore that fails
 on the signal path is tried again on the exit path. Controllers that change the machine
 (``persistent = True``) also write the original mode to a state file before the first switch
 (:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot.
@@ -38,17 +40,62 @@ HANDLED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", 
                         if hasattr(signal, name))
 
 
+#: While signals are held: the handler each held signal goes back to when the hold ends (set through
+#: :func:`set_handler` inside the hold), and the signals that arrived, in order.
+_held_handlers: dict[int, Any] = {}
+_held_arrived: list[int] = []
+
+
+def _record_signal(signum: int, frame: Any) -> None:
+    _held_arrived.append(signum)
+
+
+def get_handler(sig: int) -> Any:
+    """The handler of ``sig`` as it will be outside any hold (:func:`signal.getsignal` otherwise)."""
+    return _held_handlers[sig] if sig in _held_handlers else signal.getsignal(sig)
+
+
+def set_handler(sig: int, handler: Any) -> Any:
+    """:func:`signal.signal` that a hold respects: inside :func:`held_signals` the handler takes over when
+    the hold ends (and acts on the signals that arrived in it). Returns the previous handler."""
+    if sig in _held_handlers:
+        previous, _held_handlers[sig] = _held_handlers[sig], handler
+        return previous
+    return signal.signal(sig, handler)
+
+
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
-    """Block :data:`HANDLED_SIGNALS` in the main thread for the block; they are delivered after it."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield  # only the main thread runs Python signal handlers, so there is nothing to hold here
+    """Hold :data:`HANDLED_SIGNALS` for the block (main thread; nested holds are one): a signal that arrives
+    is recorded, and once the block is done the handler then in place acts on each kind that came, once.
+    An ignored signal stays ignored."""
+    if threading.current_thread() is not threading.main_thread() or _held_handlers:
+        yield  # only the main thread runs Python signal handlers; an outer hold holds already
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+    for sig in HANDLED_SIGNALS:
+        current = signal.getsignal(sig)
+        if current not in (signal.SIG_IGN, None):  # None: a handler set outside Python, left alone
+            _held_handlers[sig] = current
+            signal.signal(sig, _record_signal)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        handlers = dict(_held_handlers)
+        _held_handlers.clear()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        arrived = list(dict.fromkeys(_held_arrived))
+        _held_arrived.clear()
+        for signum in arrived:
+            _act_on(signum, handlers[signum])
+
+
+def _act_on(signum: int, handler: Any) -> None:
+    """What the process would have done had ``signum`` come outside the hold."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)  # the default action (SIGINT's default handler is callable)
 
 
 class PowerModeController(ABC):
@@ -177,13 +224,13 @@ class PowerModeController(ABC):
         for sig in HANDLED_SIGNALS:
             # An ignored signal stays ignored (``nohup`` ignores SIGHUP): handling it would put the original
             # mode back and let the run go on profiling in it. The exit paths still restore.
-            if signal.getsignal(sig) != signal.SIG_IGN:
-                self._previous_handlers[sig] = signal.signal(sig, self._on_signal)
+            if get_handler(sig) != signal.SIG_IGN:
+                self._previous_handlers[sig] = set_handler(sig, self._on_signal)
 
     def _uninstall_handlers(self) -> None:
         for sig, previous in list(self._previous_handlers.items()):
-            if signal.getsignal(sig) == self._on_signal:
-                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+            if get_handler(sig) == self._on_signal:
+                set_handler(sig, previous if previous is not None else signal.SIG_DFL)
         self._previous_handlers.clear()
 
     def __enter__(self) -> PowerModeController:

@@ -149,6 +149,59 @@ def test_an_ignored_sighup_stays_ignored_and_the_exit_still_restores(xavier):
     assert _leftovers(xavier) == []
 
 
+# A switch to MODE_10W (-m 1) talks for 1.5 s; every -m logs its start and its end to <root>/events.
+TALKING_NVPMODEL = textwrap.dedent("""
+    import atexit as _a, pathlib as _p, sys as _s, time as _t
+    _log = _p.Path(__file__).resolve().parents[2] / "events"
+    if "-m" in _s.argv:
+        _log.open("a").write(f"start {_s.argv[-1]}\\n")
+        _a.register(lambda: _log.open("a").write(f"done {_s.argv[-1]}\\n"))
+        if _s.argv[-1] == "1":
+            for _ in range(5):
+                print("NVPM: working", flush=True)
+                _t.sleep(0.3)
+""") + FAKE_NVPMODEL
+
+# A run with a second thread (the power sampler, torch's pool): the kernel may hand it the signal.
+CHILD_WITH_A_THREAD = textwrap.dedent("""
+    import signal, threading, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from jetpredict.models.catalogue import load_device
+    from jetpredict.profiler.powermode import detect_controller
+
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    ctl = detect_controller("jetson", "agx-xavier")
+    with ctl:
+        print("entered", flush=True)
+        ctl.apply(load_device("agx-xavier").preset("MODE_10W"))
+        print("unreachable", flush=True)
+""")
+
+
+def test_a_ctrl_c_during_a_switch_waits_for_it_then_restores(xavier):
+    """The switch's nvpmodel finishes before the restore's starts, however the signal reaches the process."""
+    xavier.install_tool("nvpmodel", TALKING_NVPMODEL.replace("@SOC@", load_device("agx-xavier").specs.soc))
+    events = xavier.path / "events"
+    env = xavier.env()
+    env.pop(state_file.STATE_DIR_ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, "-c", CHILD_WITH_A_THREAD], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert child.stdout.readline().startswith("entered")
+    deadline = time.monotonic() + 20
+    while not (events.exists() and "start 1" in events.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # inside the 1.5 s switch
+    os.killpg(child.pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.killpg(child.pid, signal.SIGINT)  # impatient: twice
+    out, err = _finish(child)
+    assert "unreachable" not in out and "KeyboardInterrupt" in err
+    assert events.read_text().split("\n")[:4] == ["start 1", "done 1", f"start {ORIGINAL_ID}", f"done {ORIGINAL_ID}"]
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+
+
 def _cli(root, *args: str) -> subprocess.CompletedProcess:
     env = root.env()
     env.pop(state_file.STATE_DIR_ENV, None)
