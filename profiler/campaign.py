@@ -388,10 +388,16 @@ class _Outputs:
         return [p for p in (self.csv_path, self.json_path) if p is not None]
 
     def start(self) -> None:
-        """Create the folders and remove the files of an earlier campaign."""
+        """Create the folders and remove the files of an earlier campaign; an output that cannot be written
+        is refused now, before the first mode is switched and measured, not after it."""
         for p in self.paths():
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.unlink(missing_ok=True)
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.unlink(missing_ok=True)
+                p.touch()
+                p.unlink()
+            except OSError as exc:
+                raise InputError(f"cannot write --out {p}: {exc.strerror or exc}", "out") from None
 
     def add(self, record: dict[str, Any], document: dict[str, Any]) -> None:
         if self.csv_path is not None:

@@ -149,3 +149,11 @@ def test_a_json_mode_file_names_the_bad_item_by_its_index(tmp_path, capsys):
             "--minibatches", "2", "--no-progress", "--out", str(tmp_path / "p.csv")]
     assert main(argv) == 2
     assert f"--modes {modes} item 1: cpu_cores=40" in capsys.readouterr().err
+
+
+def test_an_unwritable_out_is_refused_before_the_first_mode(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("not a folder")
+    argv = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MODE_10W",
+            "--minibatches", "2", "--no-progress", "--out", str(tmp_path / "a-file" / "p.csv")]
+    assert main(argv) == 2
+    assert f"cannot write --out {tmp_path / 'a-file' / 'p.csv'}" in capsys.readouterr().err
