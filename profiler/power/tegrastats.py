@@ -118,10 +118,11 @@ class TegrastatsMeter(PowerMeter):
                     total, found_as = total_rule(labels, self._board)
                     self._total = tuple(found_as[r] for r in total)
                 self._latest = (time.perf_counter(), sum(rails[r] for r in self._total) / 1e3)
+                self._first.set()
             except (ValueError, LookupError, KeyError) as err:
+                # One stray line (a warning, a blank) must not void the window: the last reading stands
+                # until it is stale, and a tool that prints only such lines goes stale.
                 self._error = f"{type(err).__name__}: {err}"
-                self._latest = None
-            self._first.set()
         self._first.set()
 
     @property

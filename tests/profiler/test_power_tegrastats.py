@@ -58,6 +58,21 @@ def test_meter_runs_the_tool_with_the_interval_and_reads_module_power(fake_root,
     assert ["tegrastats", "--interval", "20"] in fake_root.calls()
 
 
+def test_a_stray_line_does_not_void_the_readings(fake_root, tegrastats_samples):
+    """A warning or a blank line between readings (and before the first) is skipped: the last reading
+    stands until it is stale, so one odd line does not turn a mode's whole window into failed reads."""
+    good = [s["line"] for s in tegrastats_samples if s["board"] == "nano"][0]
+    fake_root.add_tegrastats(["tegrastats: warning: something odd", good, "", good,
+                              "tegrastats: warning: something odd"])
+    meter = TegrastatsMeter(interval_ms=20)
+    try:
+        with PowerSampler(meter, hz=50) as sampler:
+            time.sleep(0.3)
+        assert len(sampler.trace.power_w) > 5 and set(sampler.trace.power_w.round(3)) == {4.531}
+    finally:
+        meter.close()
+
+
 def test_meter_reports_a_stopped_tool_as_a_read_error(fake_root, tegrastats_samples):
     fake_root.add_tegrastats([tegrastats_samples[3]["line"]])
     meter = TegrastatsMeter(interval_ms=20)
