@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -89,6 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `jetpredict devices ... | head`
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C is the user's choice, not a failure to trace; any power mode is restored by now.
+        if os.environ.get("JETPREDICT_DEBUG"):
+            raise
+        print(f"jetpredict {args.verb}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except (OSError, RuntimeError) as exc:
         # Operational failures (a privileged command refused, a sensor gone, a port in use) are
         # reported in one line; JETPREDICT_DEBUG=1 shows the traceback.

@@ -152,3 +152,20 @@ def test_the_devices_table_fits_a_terminal_and_json_keeps_every_field(capsys):
     assert lines[0].split()[:4] == ["device", "name", "presets", "power_modes"]
     assert main(["devices", "--format", "json"]) == 0
     assert {"cpu", "gpu", "memory"} <= set(json.loads(capsys.readouterr().out)[0])
+
+
+def test_ctrl_c_ends_a_verb_in_one_line_with_the_shells_status(monkeypatch, capsys):
+    import signal
+
+    import jetpredict.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_devices", interrupted)
+    monkeypatch.delenv("JETPREDICT_DEBUG", raising=False)
+    assert cli.main(["devices"]) == 128 + signal.SIGINT
+    assert capsys.readouterr().err == "jetpredict devices: interrupted\n"
+    monkeypatch.setenv("JETPREDICT_DEBUG", "1")
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["devices"])
