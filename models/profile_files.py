@@ -20,6 +20,7 @@ from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import (
     COLUMNS,
+    COUNT_COLUMNS,
     FIELD_BY_NAME,
     FIELDS,
     MAX_CELL_CHARS,
@@ -201,7 +202,7 @@ def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
         for key, value in record.items():
             if _is_blank(value):
                 out[key] = None
-            elif FIELD_BY_NAME.get(key) is not None and FIELD_BY_NAME[key].kind is int:
+            elif key in COUNT_COLUMNS and float(value).is_integer():
                 out[key] = int(value)
             elif isinstance(value, np.generic):
                 out[key] = value.item()
@@ -211,12 +212,23 @@ def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
     return records
 
 
+def _counts_whole(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its count columns as nullable integers (``2``, not ``2.0``) where every value is whole."""
+    out = df.copy()
+    for column in COUNT_COLUMNS.intersection(out.columns):
+        values = pd.to_numeric(out[column], errors="coerce")
+        known = values.dropna()
+        if len(known) == out[column].notna().sum() and (known == known.round()).all():
+            out[column] = values.astype("Int64")
+    return out
+
+
 def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str | Path | io.TextIOBase,
                       append: bool = False) -> None:
     """Write rows as CSV (profile-row columns first, extras after); ``append`` adds to an existing file."""
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     columns = list(COLUMNS) + [c for c in df.columns if c not in FIELD_BY_NAME]
-    df = csv_safe(df.reindex(columns=columns))
+    df = csv_safe(_counts_whole(df.reindex(columns=columns)))
     if isinstance(path, io.TextIOBase):
         df.to_csv(path, index=False, lineterminator="\n")
         return

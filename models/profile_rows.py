@@ -434,6 +434,13 @@ PASS_THROUGH_COLUMNS: dict[str, str] = {
 }
 
 
+#: Columns that hold counts (written as whole numbers, not 2.0): the int fields and the pass-through
+#: columns whose unit is ``count``.
+COUNT_COLUMNS: frozenset[str] = frozenset(
+    [f.name for f in FIELDS if f.kind is int]
+    + [name for name, text in PASS_THROUGH_COLUMNS.items() if text.startswith("count:")])
+
+
 def unknown_columns(records: Iterable[Mapping[str, object]]) -> dict[str, list[str]]:
     """``{"rows.I.COLUMN": [message]}`` (0-based row index, first row naming it) for every column that is
     neither in FIELDS nor a pass-through column; empty when all are known."""

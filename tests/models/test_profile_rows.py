@@ -323,3 +323,16 @@ def test_duplicate_columns_are_a_header_problem():
 def test_spaces_around_column_names_are_ignored():
     header = HEADER.replace(",cpu_mhz,", ", cpu_mhz ,")
     assert read_profile_csv(csv_text(GOOD_ROWS[0], header=header)).loc[0, "cpu_mhz"] == 2265.6
+
+
+def test_counts_are_written_as_whole_numbers():
+    # A validated frame holds counts as floats (NaN = unknown); files and JSON show them as counts.
+    rows = read_profile_json([good_json_row(warmup=2, power_samples=None, params=61706)])
+    assert rows["warmup"].dtype == float
+    out = io.StringIO()
+    write_profile_csv(rows, out)
+    record = next(iter(pd.read_csv(io.StringIO(out.getvalue()), dtype=str).to_dict(orient="records")))
+    assert (record["warmup"], record["params"], record["batch_size"]) == ("2", "61706", "16")
+    assert pd.isna(record["power_samples"])
+    (as_json,) = rows_to_records(rows)
+    assert as_json["warmup"] == 2 and type(as_json["warmup"]) is int and as_json["power_samples"] is None
