@@ -412,6 +412,7 @@ PASS_THROUGH_COLUMNS: dict[str, str] = {
     "power_null_reason": "text: why the power and energy cells are empty",
     "power_samples": "count: power samples inside the measured window",
     "cpu_package_energy_j": "J per epoch: CPU-package energy (RAPL on x86)",
+    "cpu_package_null_reason": "text: why the cpu_package_energy_j cell is empty",
     **{f"mb_{part}_s_{stat}": f"s: {stat} time per minibatch of the {part} component"
        for part in ("total", "stall", "compute") for stat in ("mean", "median", "p95")},
     **{f"mb_{part}_cv": f"ratio: coefficient of variation of the minibatch {part} time"

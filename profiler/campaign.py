@@ -448,6 +448,7 @@ def _row(parts: CampaignParts, run: ModeRun, fields: dict[str, Any], warmup: int
         batch_size=backend.batch_size, num_workers=backend.num_workers,
         minibatches_per_epoch=backend.minibatches_per_epoch, warmup=warmup, trace=run.trace,
         power_meter=run.power_meter, base_power_w=run.base_power_w, cpu_trace=run.cpu_trace,
+        cpu_power_meter=run.cpu_power_meter,
         complexity=None if complexity is None else complexity.as_dict(),
         cpu_s_per_sample=run.cpu_s_per_sample, peak_fp32_flops=peak, accelerator=backend.accelerator(),
         source=parts.runner.source)

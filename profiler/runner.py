@@ -15,7 +15,8 @@ Row columns beyond the profile-row fields (all per minibatch unless said otherwi
   minibatches; ``warmup`` and ``minibatches_measured`` say how many of each ran.
 - ``power_meter`` (which sensor, ``none: <reason>`` without one), ``power_null_reason`` (why the
   energy cells are empty; empty when they are not), ``power_samples`` (samples inside the window),
-  ``cpu_package_energy_j`` (CPU-package energy per epoch, e.g. RAPL; empty when unknown).
+  ``cpu_package_energy_j`` (CPU-package energy per epoch, e.g. RAPL; empty when unknown, and
+  ``cpu_package_null_reason`` says why).
 - Complexity per sample from :mod:`profiler.complexity`: ``macs_fwd``, ``params``, ``flops_train``,
   ``param_bytes``, ``activation_bytes``, ``leaf_modules``, ``kernel_count`` (per minibatch).
 - ``cpu_s_per_sample``: CPU seconds of the data pipeline per sample; ``train_flops_per_s`` =
@@ -96,6 +97,7 @@ class ModeRun:
     trace: PowerTrace | None = None
     cpu_trace: PowerTrace | None = None
     power_meter: str = NO_METER
+    cpu_power_meter: str = NO_METER
     idle_window_s: tuple[float, float] | None = None
     cpu_s_per_sample: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -189,7 +191,8 @@ class RealTimeRunner(ModeRunner):
     def run_mode(self, mode: PowerMode | None, settings: RunSettings,
                  on_minibatch: MinibatchCallback | None = None) -> ModeRun:
         s, backend = settings, self.backend
-        run = ModeRun(warmup=[], measured=[], power_meter=meter_label(self.meter))
+        run = ModeRun(warmup=[], measured=[], power_meter=meter_label(self.meter),
+                      cpu_power_meter=meter_label(self.cpu_meter))
         # One measurement window per meter: sampled from the start (settle, idle power, warm-up), timed
         # from the first measured minibatch. The backend synchronises the GPU inside each minibatch.
         with metered(self.meter, hz=s.hz) as window, metered(self.cpu_meter, hz=s.hz) as cpu_window:
@@ -233,7 +236,8 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
                   power_meter: str = NO_METER, base_power_w: float | None = None,
                   cpu_trace: PowerTrace | None = None, complexity: Mapping[str, Any] | None = None,
                   cpu_s_per_sample: float | None = None, peak_fp32_flops: float | None = None,
-                  accelerator: str = "cpu", source: str = "measured") -> dict[str, Any]:
+                  accelerator: str = "cpu", source: str = "measured", cpu_power_meter: str = NO_METER
+                  ) -> dict[str, Any]:
     """One profile row (profile-row columns + the extras in the module docstring) from measured timings.
 
     ``mode`` holds ``mode, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz`` (None = unknown). Unknown = None.
@@ -276,6 +280,8 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
         "power_meter": power_meter, "power_null_reason": null_reason,
         "power_samples": None if trace is None else trace.samples_in(t0, t1),
         "cpu_package_energy_j": None if cpu_energy is None else cpu_energy / n * mpe,
+        "cpu_package_null_reason": None if cpu_energy is not None
+        else _null_reason(cpu_power_meter, cpu_trace, t0, t1),
     }
     for c in COMPONENTS:
         for s in STAT_NAMES:

@@ -45,7 +45,8 @@ class SimulatedRunner(ModeRunner):
         timeline.prune_before(clock.now())
         has_meter = meter is not None and meter.available
         idle_w = backend.physics.base_power_w(mode or backend.state.mode).item()
-        run = ModeRun(warmup=[], measured=[], power_meter=meter_label(meter))
+        run = ModeRun(warmup=[], measured=[], power_meter=meter_label(meter),
+                      cpu_power_meter="none: the digital twin does not simulate CPU-package energy")
         t_start = clock.now()
         for seconds in (s.settle_s, s.idle_s if has_meter else 0.0):
             t0 = clock.now()

@@ -76,6 +76,21 @@ def test_energy_is_empty_with_a_reason_without_a_sensor_or_samples():
     validate_records([row])
 
 
+def test_cpu_package_energy_is_empty_with_a_reason_too():
+    timings = _timings(10, 0.01, 0.1)
+    t0, t1 = timings[0].start_s, timings[-1].end_s
+    common = dict(device="host", workload="w", mode={"mode": "host", "cpu_cores": 2}, batch_size=4,
+                  num_workers=0, minibatches_per_epoch=10)
+    row = aggregate_row(timings, **common, cpu_power_meter="none: no package zone under /sys/class/powercap")
+    assert row["cpu_package_energy_j"] is None
+    assert row["cpu_package_null_reason"] == "none: no package zone under /sys/class/powercap"
+    rapl = PowerTrace(np.linspace(t0 - 1, t1 + 1, 100), np.full(100, 20.0), meter_name="rapl:package-0")
+    row = aggregate_row(timings, **common, cpu_trace=rapl, cpu_power_meter="rapl:package-0")
+    assert row["cpu_package_energy_j"] == pytest.approx(20.0 * (t1 - t0) / 10 * 10)
+    assert row["cpu_package_null_reason"] is None
+    validate_records([row])
+
+
 def test_runner_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None; "
             "import jetpredict.profiler.runner, jetpredict.profiler.backends, "
