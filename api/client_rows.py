@@ -15,6 +15,7 @@ from jetpredict.api.errors import FieldErrors
 from jetpredict.api.schemas import ID_CHARS_OUT, MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.profile_rows import (
     FIELD_BY_NAME,
+    INDEX_NAMES,
     PASS_THROUGH_COLUMNS,
     ProfileRowsError,
     unknown_columns,
@@ -119,7 +120,7 @@ def validate_client_rows(records: Sequence[object], prefix: str = "rows") -> pd.
         errors = {prefix + key[len("rows"):]: v for key, v in unknown.items()}
         raise FieldErrors(f"{len(errors)} unknown column(s): {', '.join(list(errors)[:5])}", errors)
     try:
-        return validate_records(records)
+        return validate_records(records, names=INDEX_NAMES)  # messages count rows from 0, as the keys do
     except ProfileRowsError as exc:
         errors = {}
         for p in exc.problems:  # JSON rows are numbered from 1 in the problems: key them by index

@@ -83,7 +83,7 @@ def default_api_key() -> str | None:
 #: Profile-row columns that hold text (models/profile_rows.py; a test holds the two together): every other
 #: column of a profile CSV holds numbers, which JSON rows carry as JSON numbers.
 ROW_TEXT_COLUMNS = frozenset(("device", "workload", "mode", "source", "power_meter", "power_null_reason",
-                              "accelerator", "data_source", "complexity_null_reason"))
+                              "cpu_package_null_reason", "accelerator", "data_source", "complexity_null_reason"))
 
 
 def _csv_cell(column: str, text: str | None) -> str | int | float | None:

@@ -291,12 +291,19 @@ def _frame(rows: list[dict[str, object]]) -> pd.DataFrame:
     return df
 
 
+#: How conflict messages name rows: (one, several, added to the line number). A file's rows by their
+#: lines; a JSON list's by their 0-based index, as its error keys (``rows.I.FIELD``) name them.
+LINE_NAMES = ("line", "lines", 0)
+INDEX_NAMES = ("row", "rows", -1)
+
+
 def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 1,
-                     what: str = "profile rows", line_numbers: Sequence[int] | None = None) -> pd.DataFrame:
+                     what: str = "profile rows", line_numbers: Sequence[int] | None = None,
+                     names: tuple[str, str, int] = LINE_NAMES) -> pd.DataFrame:
     """Validate row mappings (JSON objects or CSV records); raise :class:`ProfileRowsError` with all problems.
 
     ``line_numbers`` gives each record's line in its file (CSV readers skip blank lines), else
-    ``first_line + index``.
+    ``first_line + index``; ``names``: how conflict messages name rows (:func:`mode_conflicts`).
     """
     rows: list[dict[str, object]] = []
     lines: list[int] = []
@@ -318,7 +325,7 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     if not rows and not problems:
         problems.append(RowProblem(0, "rows", "no data rows"))
     if not problems:
-        problems = mode_conflicts(rows, lines)
+        problems = mode_conflicts(rows, lines, names)
     if problems:
         raise ProfileRowsError(problems, what)
     return _frame(rows)
@@ -355,13 +362,16 @@ SAME_LABEL_FIELDS = ("device", "workload", "mode")
 GENERIC_LABELS = ("custom", "")
 
 
-def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int]) -> list[RowProblem]:
-    """Rows that contradict each other (validated rows, with their lines):
+def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int],
+                   names: tuple[str, str, int] = LINE_NAMES) -> list[RowProblem]:
+    """Rows that contradict each other (validated rows, with their lines; ``names``: how messages name
+    them, :data:`LINE_NAMES` or :data:`INDEX_NAMES`):
 
     - one label (other than ``custom``) with different knobs for one device and workload;
     - the same knobs (and workers, batch size, minibatches) measured with epoch times further apart than
       :data:`DUPLICATE_TIME_SPREAD` (max/min): one of them is wrong. Closer repeats are kept (repeated runs).
     """
+    one, several, shift = names
     problems: list[RowProblem] = []
     labels: dict[tuple, tuple[tuple, int]] = {}
     runs: dict[tuple, list[tuple[float, int]]] = {}
@@ -371,8 +381,8 @@ def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int]) -
         if label.lower() not in GENERIC_LABELS:
             seen = labels.setdefault(tuple(row.get(k) for k in SAME_LABEL_FIELDS), (knobs, line))
             if seen[0] != knobs:
-                problems.append(RowProblem(line, "mode", f"label {label!r} has knobs {knobs} here but "
-                                           f"{seen[0]} on line {seen[1]}; give different modes different labels"))
+                problems.append(RowProblem(line, "mode", f"label {label!r} has knobs {knobs} here but {seen[0]} "
+                                           f"on {one} {seen[1] + shift}; give different modes different labels"))
         epoch = row.get("epoch_time_s")
         if isinstance(epoch, float):
             # Workers left out (null or no column) are the default, as in _frame.
@@ -382,9 +392,9 @@ def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int]) -
     for measured in runs.values():
         times = [t for t, _ in measured]
         if len(times) > 1 and max(times) > min(times) * DUPLICATE_TIME_SPREAD:
-            where = ", ".join(str(line) for _, line in measured[:10])
+            where = ", ".join(str(line + shift) for _, line in measured[:10])
             problems.append(RowProblem(measured[-1][1], "epoch_time_s", (
-                f"lines {where} measure the same mode (same knobs, workers, batch size and minibatches) "
+                f"{several} {where} measure the same mode (same knobs, workers, batch size and minibatches) "
                 f"with epoch times {min(times):g}..{max(times):g} s, more than {DUPLICATE_TIME_SPREAD:g}x "
                 "apart: conflicting rows; remove the wrong one")))
     return problems
