@@ -163,6 +163,9 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
             headers.extend(missing)
         if req.method in _WRITE_METHODS or response.status_code >= 400:
             headers["Cache-Control"] = "no-store"
+        if response.status_code not in (429, 503) and "Retry-After" in headers:
+            # Flask-Limiter puts it on every answer of a limited route; it means "wait" only on a refusal.
+            del headers["Retry-After"]
         if settings.CORS_ORIGINS:
             response.vary.add("Origin")  # the answer depends on Origin: caches must keep them apart
             origin = req.headers.get("Origin")
