@@ -136,12 +136,13 @@ def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
     ``flag``: the command-line flag the path came from (``profiles``, ``after``, ``reference``), so that
     an error about the file names the flag the user typed.
     """
-    if _is_json(path):
+    if is_json_path(path):
         return read_profile_json(_read_json_file(path, flag))
     return read_profile_csv(path, flag)
 
 
-def _is_json(path: str | Path) -> bool:
+def is_json_path(path: str | Path) -> bool:
+    """Whether a file given on the command line is read (and written) as JSON: its name ends in .json."""
     return str(path).lower().endswith(".json")
 
 
@@ -166,7 +167,7 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     """A mode list (``--modes``, ``--candidates``): a CSV, or a JSON list of objects (``{"modes": [...]}``
     too), with the mode columns; ``plan --out plan.csv`` and ``plan --out plan.json`` write both. Labels
     stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes."""
-    if _is_json(path):
+    if is_json_path(path):
         payload = _read_json_file(path, flag)
         if isinstance(payload, Mapping):
             payload = payload.get("modes")

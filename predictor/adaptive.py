@@ -237,11 +237,12 @@ def _key(values: Sequence[float]) -> tuple[float, ...]:
 @dataclass(frozen=True)
 class Proposal:
     """The modes worth profiling next (``modes``: mode columns, ``est_profile_s`` in s, ``score`` = drop of
-    U, ``expected_uncertainty`` after it, ``reason``), and the decision before them."""
+    U, ``expected_uncertainty`` after it, ``reason``), and the decision before them and its ``model``."""
 
     modes: pd.DataFrame
     decision: Decision
     goal: Goal
+    model: WorkloadModel
 
     def summary(self) -> str:
         d = self.decision
@@ -330,7 +331,7 @@ class Adviser:
         pseudo-rows of those chosen before it)."""
         budget = service.check_budget(budget)  # before any fit: a huge budget is refused, not run for hours
         rows = rows.reset_index(drop=True)
-        model = self.fit(rows)
+        model = fitted = self.fit(rows)
         table, open_ = self.decision_set(rows)
         first = self.decide(model, table, open_)
         decision, work = first, rows
@@ -365,9 +366,9 @@ class Adviser:
                            ).astype({"cpu_cores": "int64"})
         if len(out):
             est = planning.profile_time_s(planning.minibatch_time_s(self.device, ModeArrays.from_frame(out),
-                                                                    self.fit(rows)))
+                                                                    fitted))
             out.insert(len(MODE_FIELDS) + 1, "est_profile_s", est)
-        return Proposal(out, first, self.goal)
+        return Proposal(out, first, self.goal, fitted)
 
 
 @dataclass(frozen=True)

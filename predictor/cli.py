@@ -161,8 +161,8 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
         _log(f"profile next: {', '.join(proposal.modes['mode'].astype(str))} -- about "
              f"{proposal.modes['est_profile_s'].sum() / 60:.1f} min; score = expected drop of the decision's "
              "uncertainty (relative width of the recommended mode's interval + rivals' chance to beat it)")
-    # What the proposal rests on travels in columns, as every verb's answer from a fit (a refit: ~0.1 s).
-    table = proposal.modes.assign(**service.provenance(adviser.fit(rows)), cross_device=False)
+    # What the proposal rests on travels in columns, as in every verb's answer from a fit.
+    table = proposal.modes.assign(**service.provenance(proposal.model), cross_device=False)
     with _output(args.out) as out:
         write_table(table if args.format != "table" else proposal.modes, args.format, out)
     return 0

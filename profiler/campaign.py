@@ -129,7 +129,7 @@ def _parse_label(device: Device, label: str) -> PowerMode:
 
 
 def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
-    from jetpredict.models.profile_files import read_mode_table
+    from jetpredict.models.profile_files import is_json_path, read_mode_table
 
     df = read_mode_table(path, "modes")
     missing = [c for c in MODE_FIELDS if c not in df.columns]
@@ -138,7 +138,7 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
     modes = []
     for i, rec in enumerate(df.to_dict(orient="records")):
         # A CSV's data start on line 2; a JSON list's items count from 0, as the service's modes.N do.
-        where = f"item {i}" if str(path).lower().endswith(".json") else f"line {i + 2}"
+        where = f"item {i}" if is_json_path(path) else f"line {i + 2}"
         try:
             knobs = [float(rec[c]) for c in MODE_FIELDS]
         except (TypeError, ValueError):
