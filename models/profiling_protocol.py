@@ -11,5 +11,10 @@ IDLE_S = 3.0
 WARMUP_MINIBATCHES = 10
 #: Timed minibatches per mode.
 MEASURED_MINIBATCHES = 40
+#: The most warm-up or timed minibatches per mode: the raw sidecar keeps every one's timings, and a mode
+#: is a sample of an epoch, not an epoch (a typo such as 4000000 is refused, not run for days).
+MAX_MINIBATCHES_PER_MODE = 10_000
+#: The longest settle or idle wait per mode (s): a wait is for clocks and the fan, not a pause.
+MAX_WAIT_S = 600.0
 #: Minibatch size a workload trains with unless ``--batch-size`` says otherwise.
 BATCH_SIZE = 16

@@ -114,6 +114,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     r.set_defaults(handler=_restore)
     from jetpredict.models.profiling_protocol import (
         BATCH_SIZE,
+        MAX_MINIBATCHES_PER_MODE,
+        MAX_WAIT_S,
         MEASURED_MINIBATCHES,
         SETTLE_S,
         WARMUP_MINIBATCHES,
@@ -134,10 +136,13 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     p.add_argument("--workers", type=int,
                    help="DataLoader workers (default min(4, CPU cores); sim: min(4, the device's cores))")
     p.add_argument("--warmup", type=int, default=WARMUP_MINIBATCHES,
-                   help=f"warm-up minibatches per mode (default {WARMUP_MINIBATCHES})")
+                   help=f"warm-up minibatches per mode (default {WARMUP_MINIBATCHES}, "
+                        f"at most {MAX_MINIBATCHES_PER_MODE})")
     p.add_argument("--minibatches", type=int, default=MEASURED_MINIBATCHES,
-                   help=f"measured minibatches per mode (default {MEASURED_MINIBATCHES})")
-    p.add_argument("--settle-s", type=float, help=f"wait after each mode switch, s (default {SETTLE_S:g}; host 0)")
+                   help=f"measured minibatches per mode (default {MEASURED_MINIBATCHES}, "
+                        f"at most {MAX_MINIBATCHES_PER_MODE})")
+    p.add_argument("--settle-s", type=float,
+                   help=f"wait after each mode switch, s (default {SETTLE_S:g}; host 0; at most {MAX_WAIT_S:g})")
     p.add_argument("--data", help="ImageFolder directory (default: synthetic tensors)")
     p.add_argument("--upload", help="service URL to upload the rows to (POST /v1/profiles); the key comes from "
                    "$JETPREDICT_API_KEY, else the first of $JETPREDICT_API_KEYS; checked before profiling")

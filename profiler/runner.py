@@ -40,7 +40,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from jetpredict.models.errors import InputError
-from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, WARMUP_MINIBATCHES
+from jetpredict.models.profiling_protocol import (
+    IDLE_S,
+    MAX_MINIBATCHES_PER_MODE,
+    MAX_WAIT_S,
+    MEASURED_MINIBATCHES,
+    WARMUP_MINIBATCHES,
+)
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.metering import meter_label, metered, window_null_reason
@@ -122,12 +128,16 @@ class RunSettings:
     hz: float = DEFAULT_SAMPLER_HZ
 
     def __post_init__(self) -> None:
-        rules = (("warmup", self.warmup, 0, "minibatches"), ("minibatches", self.minibatches, 1, ""),
-                 ("settle_s", self.settle_s, 0, "s"), ("idle_s", self.idle_s, 0, "s"))
-        for name, value, low, unit in rules:
+        rules = (("warmup", self.warmup, 0, MAX_MINIBATCHES_PER_MODE, "minibatches"),
+                 ("minibatches", self.minibatches, 1, MAX_MINIBATCHES_PER_MODE, ""),
+                 ("settle_s", self.settle_s, 0, MAX_WAIT_S, "s"), ("idle_s", self.idle_s, 0, MAX_WAIT_S, "s"))
+        for name, value, low, high, unit in rules:
             if value is None or not value >= low:
                 raise InputError(f"--{name.replace('_', '-')} must be >= {low} {unit}".rstrip()
                                  + f", got {value}", name)
+            if not value <= high:  # NaN fails the first rule
+                raise InputError(f"--{name.replace('_', '-')} must be <= {high:g} {unit}".rstrip()
+                                 + f" per mode, got {value}", name)
         if self.hz is None or not self.hz > 0:
             raise InputError(f"--hz must be > 0 Hz, got {self.hz}", "hz")
 

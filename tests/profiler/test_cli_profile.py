@@ -57,6 +57,7 @@ def test_user_factory_profiles_from_the_working_directory(tmp_path):
 
 @pytest.mark.parametrize(("args", "field_text"), [
     (["--minibatches", "0"], "--minibatches must be >= 1"),
+    (["--minibatches", "4000000"], "--minibatches must be <= 10000 per mode"),
     (["--device", "toaster"], "--device must be host, jetson or sim:DEVICE"),
     (["--workload", "alexnet-imagenet"], "unknown workload 'alexnet-imagenet'"),
     (["--batch-size", "0"], "batch size must be >= 1"),

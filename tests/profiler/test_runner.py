@@ -138,7 +138,9 @@ def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
 
 
 @pytest.mark.parametrize("field, value", [("minibatches", 0), ("warmup", -1), ("settle_s", -0.5),
-                                          ("idle_s", -1.0), ("hz", 0.0)])
+                                          ("idle_s", -1.0), ("hz", 0.0), ("minibatches", 10_001),
+                                          ("warmup", 4_000_000), ("settle_s", 601.0), ("idle_s", 1e9),
+                                          ("settle_s", float("nan"))])
 def test_run_settings_reject_bad_values_naming_the_field(field, value):
     from jetpredict.models.errors import InputError
 
