@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from jetpredict.models.catalogue import device_ids, list_devices, load_device
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.power.base import PowerMeter, PowerReadError
 from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
@@ -78,11 +79,20 @@ def parse_tegrastats_line(line: str) -> dict[str, Any]:
     return out
 
 
+def plausible_reading_max_w(board: str | None) -> float:
+    """The most module power (W) a reading of ``board`` (a catalogue id) can be: the top of its range, or
+    of the widest module's when the board is not known."""
+    if board in device_ids():
+        return load_device(board).power_range_w[1]
+    return max(d.power_range_w[1] for d in list_devices())
+
+
 class TegrastatsMeter(PowerMeter):
     """Module power from a running ``tegrastats --interval MS`` (found on PATH or under the fake root).
 
     A reader thread keeps the latest total; :meth:`read_power_w` returns it and raises when no fresh
-    line came within three intervals (a stopped tool must not repeat its last value forever).
+    line came within three intervals (a stopped tool must not repeat its last value forever). A total no
+    module can draw (:func:`plausible_reading_max_w`: a torn or garbled line) is skipped like a stray line.
     """
 
     domain = "module"
@@ -94,6 +104,7 @@ class TegrastatsMeter(PowerMeter):
             raise LookupError("tegrastats not found on PATH")
         self.interval_ms = int(interval_ms)
         self._board = board
+        self._max_w = plausible_reading_max_w(board)
         self._latest: tuple[float, float] | None = None  # (perf_counter s, total W)
         self._total: tuple[str, ...] = ()
         self._error: str | None = None
@@ -117,7 +128,10 @@ class TegrastatsMeter(PowerMeter):
                     labels = [r for r in rails if r.upper() not in IGNORED_LABELS]
                     total, found_as = total_rule(labels, self._board)
                     self._total = tuple(found_as[r] for r in total)
-                self._latest = (time.perf_counter(), sum(rails[r] for r in self._total) / 1e3)
+                total_w = sum(rails[r] for r in self._total) / 1e3
+                if not total_w <= self._max_w:
+                    raise ValueError(f"implausible module power {total_w:g} W (above {self._max_w:g} W)")
+                self._latest = (time.perf_counter(), total_w)
                 self._first.set()
             except (ValueError, LookupError, KeyError) as err:
                 # One stray line (a warning, a blank) must not void the window: the last reading stands

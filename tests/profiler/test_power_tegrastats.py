@@ -73,6 +73,27 @@ def test_a_stray_line_does_not_void_the_readings(fake_root, tegrastats_samples):
         meter.close()
 
 
+def test_a_reading_no_module_can_draw_is_skipped_like_a_stray_line(fake_root, tegrastats_samples):
+    """A garbled total (1e17 W) would otherwise become the mode's mean power; on a known board the bound
+    is its own range (a Nano reads at most 20 W), on an unknown one the widest module's."""
+    from jetpredict.profiler.power.tegrastats import plausible_reading_max_w
+
+    good = [s["line"] for s in tegrastats_samples if s["board"] == "nano"][0]
+    garbled = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 100000000000000000000/3285")
+    too_much_for_a_nano = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 25000/3285")
+    fake_root.add_tegrastats([good, garbled, good, too_much_for_a_nano])
+    meter = TegrastatsMeter(interval_ms=20, board="nano")
+    try:
+        with PowerSampler(meter, hz=50) as sampler:
+            time.sleep(0.3)
+        assert len(sampler.trace.power_w) > 5 and set(sampler.trace.power_w.round(3)) == {4.531}
+        assert "implausible module power" in meter._error
+    finally:
+        meter.close()
+    assert plausible_reading_max_w("nano") == 20.0
+    assert plausible_reading_max_w(None) == plausible_reading_max_w("host") >= 120.0
+
+
 def test_meter_reports_a_stopped_tool_as_a_read_error(fake_root, tegrastats_samples):
     fake_root.add_tegrastats([tegrastats_samples[3]["line"]])
     meter = TegrastatsMeter(interval_ms=20)
