@@ -287,22 +287,28 @@ def _plot(model, result, args: argparse.Namespace) -> None:
 def _recommend(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
 
+    args.format = _out_format(args.format, args.out)
+    _check_out_spares_inputs(args)
+    if args.out is not None and args.plot is not None and Path(args.out).resolve() == Path(args.plot).resolve():
+        raise InputError(f"--out {args.out} is also --plot: the plot would overwrite the answer", "out")
     model = _load(args.model)
     result = service.recommend(model, args.objective, max_power_w=args.max_power_w,
                                max_epoch_time_s=args.max_epoch_time_s, device=args.device,
                                epochs=args.epochs, confidence=args.confidence)
     if args.plot:
         _plot(model, result, args)
-    if args.format == "json":
-        # the fields of POST /v1/recommendations' answer
-        json.dump(service.recommendation_answer(model, result, model.workload_id), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        rows = ([{"role": "best", **result.best}] if result.best else []) + [
-            {"role": "pareto", **r} for r in result.pareto]
-        # No row (no mode under the caps) is still a header with the provenance columns, not a blank line.
-        frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["role", *service.table_columns(args.epochs)])
-        write_table(with_epoch_totals(frame), args.format, table_columns=TABLE_COLUMNS)
+    with _output(args.out) as out:
+        if args.format == "json":
+            # the fields of POST /v1/recommendations' answer
+            json.dump(service.recommendation_answer(model, result, model.workload_id), out, indent=2)
+            out.write("\n")
+        else:
+            rows = ([{"role": "best", **result.best}] if result.best else []) + [
+                {"role": "pareto", **r} for r in result.pareto]
+            # No row (no mode under the caps) is still a header with the provenance columns, not a blank line.
+            frame = (pd.DataFrame(rows) if rows
+                     else pd.DataFrame(columns=["role", *service.table_columns(args.epochs)]))
+            write_table(with_epoch_totals(frame), args.format, out, table_columns=TABLE_COLUMNS)
     if not result.feasible:
         _log(f"jetpredict recommend: {result.reason}")
         return 1
@@ -393,7 +399,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="level of the intervals whose upper ends must meet the caps (default %(default)s)")
     p.add_argument("--device", help="recommend on another device type (cross-device)")
     p.add_argument("--epochs", type=int)
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
+    p.add_argument("--out", help="write to this file instead of standard output")
     p.add_argument("--plot", help="also draw every mode, the Pareto front and the chosen mode to FILE.svg or "
                    "FILE.png (needs matplotlib: the [plot] extra)")
     p.set_defaults(handler=_recommend)

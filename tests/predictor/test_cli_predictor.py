@@ -109,6 +109,21 @@ def test_recommend_csv_marks_best_row(work, capsys):
     assert df["epoch_time_s"].iloc[0] <= 500
 
 
+def test_recommend_out_writes_the_answer_in_the_format_of_its_extension(work, tmp_path, capsys):
+    argv = ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-energy",
+            "--max-epoch-time-s", "500"]
+    assert main([*argv, "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--out", str(tmp_path / "best.json")]) == 0
+    assert capsys.readouterr().out == "" and json.loads((tmp_path / "best.json").read_text()) == printed
+    assert main([*argv, "--out", str(tmp_path / "best.csv")]) == 0
+    df = pd.read_csv(tmp_path / "best.csv")
+    assert df["role"].iloc[0] == "best" and df["mode"].iloc[0] == printed["best"]["mode"]
+    model = (work / "resnet.json").read_bytes()
+    assert main([*argv, "--out", str(work / "resnet.json")]) == 2
+    assert "which --model reads" in capsys.readouterr().err and (work / "resnet.json").read_bytes() == model
+
+
 def test_recommend_infeasible_exits_1_with_reason(work, capsys):
     assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "0.5"]) == 1
