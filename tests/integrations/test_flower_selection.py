@@ -163,6 +163,40 @@ def test_an_app_without_the_mod_gets_the_query_in_its_train_function_once(resnet
     assert len(told) == 1 and "1, 2" in told[0]
 
 
+def test_a_node_naming_no_usable_device_is_asked_once_and_a_failed_query_again(resnet_model, server_identity,
+                                                                                caplog):
+    """Node 2's config names no Jetson and node 3's none at all: their answers stay so while they are
+    connected. Node 4's query function fails once: an error may pass, so it is asked again."""
+    failures = {4: 1}
+
+    def device(ctx: Context) -> str:
+        if failures.get(ctx.node_id):
+            failures[ctx.node_id] -= 1
+            raise OSError("sensor busy")
+        return {1: "nano", 2: "toaster", 4: "nano"}.get(ctx.node_id, "")
+
+    app = ClientApp()
+    add_device_query(app, device=device, epoch_scale=SCALE)
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+
+    grid = InProcessGrid(app, node_contexts([1, 2, 3, 4], lambda n: {}))
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=1),
+                                  resnet_model, deadline_s=600.0)
+    with caplog.at_level(logging.WARNING):
+        for server_round in (1, 2, 3):
+            configure(strategy, grid, server_round)
+    queried = [m.metadata.dst_node_id for m in grid.sent if m.metadata.message_type != "train"]
+    assert sorted(queried) == [1, 2, 3, 4, 4]
+    by_round = {(r.round, r.node_id): r for r in strategy.records}
+    assert "unknown device 'toaster'" in by_round[3, 2].reason and by_round[3, 3].reason
+    assert "sensor busy" in by_round[1, 4].reason and by_round[2, 4].selected
+    told = [r.message for r in caplog.records if "not asked again while connected" in r.message]
+    assert len(told) == 2 and "toaster" in " ".join(told)
+
+
 class LateGrid(InProcessGrid):
     """Loses the ``late`` nodes' first answers to the device query sent as a train message."""
 

@@ -235,8 +235,7 @@ def _no_mod_reason(reply: Message) -> str | None:
     else:
         return None
     return (f"the ClientApp has no jetpredict mod: its reply to the device query (a train message holding "
-            f"only {QUERY_RECORD}) {detail}; give it mods=[jetpredict_mod(...)] or add_device_query(app). "
-            f"Not asked again this run")
+            f"only {QUERY_RECORD}) {detail}; give it mods=[jetpredict_mod(...)] or add_device_query(app)")
 
 
 def _unrouted(reply: Message) -> bool:
@@ -257,8 +256,9 @@ class JetpredictStrategy(Strategy):
     ``min_train_nodes``. ``query_timeout_s``: how long each exchange of the device query waits for
     replies (s). It must hear from at least the wrapped strategy's ``min_available_nodes``, or it raises
     :class:`DeviceQueryError` (a round planned on fewer nodes would train a different federation than
-    asked for); further nodes that do not answer are asked again the next round, but not a node whose
-    app has no jetpredict mod (its own train function would get the query).
+    asked for); further nodes that do not answer (or answer with an error) are asked again the next round,
+    but not a node whose app has no jetpredict mod (its own train function would get the query) or whose
+    answer names no usable device (its node config stays as it is while it is connected).
     """
 
     def __init__(self, strategy: Strategy, planner: Any, deadline_s: float, local_epochs: int = 1,
@@ -284,8 +284,10 @@ class JetpredictStrategy(Strategy):
         #: Every (round, node) record, in order; see :class:`ClientRecord`.
         self.records: list[ClientRecord] = []
         self._nodes: dict[int, NodeInfo] = {}
-        #: Nodes whose app has no jetpredict mod: a query as a train message would reach its train function.
-        self._no_mod: dict[int, NodeInfo] = {}
+        #: Nodes not asked again: an app without the jetpredict mod (a query as a train message would reach
+        #: its train function), or an answer that names no usable device (a node's config is fixed while it
+        #: stays connected, so it would answer the same every round).
+        self._settled: dict[int, NodeInfo] = {}
         self._round_records: dict[int, dict[int, ClientRecord]] = {}
         self._notes_told: set[str] = set()
 
@@ -308,10 +310,13 @@ class JetpredictStrategy(Strategy):
 
     def _discover(self, grid: Grid) -> dict[int, NodeInfo]:
         need = max(1, self._inner_int("min_available_nodes"))
+        told = None
         while len(node_ids := list(grid.get_node_ids())) < need:
-            log.info("JetpredictStrategy: waiting for nodes (%d connected, %d required)", len(node_ids), need)
+            if len(node_ids) != told:  # as Flower's sampling waits, but one line per change, not per second
+                told = len(node_ids)
+                log.info("JetpredictStrategy: waiting for nodes (%d connected, %d required)", told, need)
             time.sleep(1.0)
-        unknown = [n for n in node_ids if n not in self._nodes and n not in self._no_mod]
+        unknown = [n for n in node_ids if n not in self._nodes and n not in self._settled]
         answers: dict[int, NodeInfo] = {}
         if unknown:
             t0 = time.monotonic()
@@ -319,20 +324,21 @@ class JetpredictStrategy(Strategy):
             mod_only = [n for n, reply in replies.items() if _unrouted(reply)]
             as_train = self._ask(grid, mod_only, as_train=True) if mod_only else {}
             replies.update(as_train)
-            no_mod: dict[str, list[int]] = {}
+            settled: dict[str, list[int]] = {}
             for node, reply in replies.items():
                 # Only an answer to the query sent as a train message shows that the app lacks the mod.
                 reason = _no_mod_reason(reply) if node in as_train else None
                 answers[node] = _node_info(node, reply) if reason is None else NodeInfo(node, None, reason=reason)
                 if answers[node].device is not None:
                     self._nodes[node] = answers[node]
-                elif reason is not None:
-                    # Asking again would call the user's train function with a query every round.
-                    self._no_mod[node] = answers[node]
-                    no_mod.setdefault(reason, []).append(node)
-            for reason, nodes in no_mod.items():  # once per node and run: such nodes are not asked again
-                log.warning("JetpredictStrategy: node(s) %s not trained: %s", ", ".join(map(str, nodes)), reason)
-            heard = sum(n in self._nodes or n in self._no_mod or n in answers for n in node_ids)
+                elif reason is not None or not reply.has_error():
+                    # No mod, or the node's own config names no usable device; an error may pass.
+                    self._settled[node] = answers[node]
+                    settled.setdefault(str(answers[node].reason), []).append(node)
+            for reason, nodes in settled.items():  # once per node: such nodes are not asked again
+                log.warning("JetpredictStrategy: node(s) %s not trained: %s; not asked again while connected",
+                            ", ".join(map(str, nodes)), reason)
+            heard = sum(n in self._nodes or n in self._settled or n in answers for n in node_ids)
             if heard < need:
                 # Planning on whoever answered would silently train a smaller federation (or nobody).
                 raise DeviceQueryError(
@@ -342,7 +348,7 @@ class JetpredictStrategy(Strategy):
             if len(answers) < len(unknown):
                 log.warning("JetpredictStrategy: %d node(s) did not answer the device query within %g s; "
                             "asked again next round", len(unknown) - len(answers), self.query_timeout_s)
-        return {n: self._nodes.get(n) or self._no_mod.get(n) or answers.get(n)
+        return {n: self._nodes.get(n) or self._settled.get(n) or answers.get(n)
                 or NodeInfo(n, None, reason="no reply to the device query") for n in node_ids}
 
     # -- training rounds --------------------------------------------------------------------------------
