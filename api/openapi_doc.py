@@ -52,9 +52,11 @@ from jetpredict.models.profile_rows import (
     COMPONENT_SLACK,
     DEFAULT_NUM_WORKERS,
     DUPLICATE_TIME_SPREAD,
+    ENERGY_PRODUCT_SLACK,
     GENERIC_LABELS,
     POWER_FIELDS,
     ROW_PARTS,
+    ROW_PRODUCT,
     SAME_LABEL_FIELDS,
     SAME_RUN_FIELDS,
     plausibility_rules,
@@ -71,13 +73,16 @@ RECOMMENDATION_REQUEST = "RecommendationRequest"
 ROWS_SCHEMAS = {"WorkloadRef": (), "ProfileUpload": ("workload",)}
 RULES = "x-jetpredict-rules"
 #: The kinds of rule in ``x-jetpredict-rules``.
-RULE_KINDS = ("at-most", "same-values", "max-ratio", "unique", "max-distinct", "ratio-range", "device-max")
+RULE_KINDS = ("at-most", "product", "same-values", "max-ratio", "unique", "max-distinct", "ratio-range",
+              "device-max")
 
 
 def row_rules() -> list[dict[str, Any]]:
-    """The rules inside one profile row (:data:`models.profile_rows.ROW_PARTS`)."""
-    return [{"rule": "at-most", "field": part, "than": whole, "factor": COMPONENT_SLACK}
-            for part, whole in ROW_PARTS]
+    """The rules inside one profile row (:data:`models.profile_rows.ROW_PARTS` and ``ROW_PRODUCT``)."""
+    field, factors = ROW_PRODUCT
+    return [*({"rule": "at-most", "fields": list(parts), "than": whole, "factor": COMPONENT_SLACK}
+              for parts, whole in ROW_PARTS),
+            {"rule": "product", "field": field, "of": list(factors), "factor": ENERGY_PRODUCT_SLACK}]
 
 
 def rows_rules(workload_fields: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -100,7 +105,9 @@ def _rules_text(rules: list[dict[str, Any]]) -> str:
     words = []
     for r in rules:
         if r["rule"] == "at-most":
-            words.append(f"{r['field']} <= {r['factor']:g} x {r['than']}")
+            words.append(f"{' + '.join(r['fields'])} (those given) <= {r['factor']:g} x {r['than']}")
+        elif r["rule"] == "product":
+            words.append(f"{r['field']} within {r['factor']:g}x of {' x '.join(r['of'])} (when all are given)")
         elif r["rule"] == "same-values":
             words.append(f"rows with the same {', '.join(r['key'])} (other than "
                          f"{', '.join(next(iter(r['generic'].values())))}) have the same {', '.join(r['values'])}")

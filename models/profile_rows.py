@@ -90,9 +90,15 @@ DEFAULT_NUM_WORKERS = 4
 SOURCE_KINDS = ("measured", "simulated", "published")
 #: Stall and compute are shares of the epoch; digitised figures round, so allow this much slack.
 COMPONENT_SLACK = 1.10
-#: (part, whole) of one row: the part is at most COMPONENT_SLACK x the whole when both are given.
-ROW_PARTS: tuple[tuple[str, str], ...] = (("stall_time_s", "epoch_time_s"), ("compute_time_s", "epoch_time_s"),
-                                          ("base_power_w", "avg_power_w"))
+#: (parts, whole) of one row: the sum of the parts given is at most COMPONENT_SLACK x the whole. Stall and
+#: compute together, since the rest of the epoch (epoch - stall - compute) is a time and cannot be negative.
+ROW_PARTS: tuple[tuple[tuple[str, ...], str], ...] = ((("stall_time_s", "compute_time_s"), "epoch_time_s"),
+                                                      (("base_power_w",), "avg_power_w"))
+#: A row's energy is its mean power over its epoch: ``epoch_energy_j`` within this factor of
+#: ``avg_power_w x epoch_time_s`` either way (digitised figures round; the profiler's agree to 1e-4).
+ENERGY_PRODUCT_SLACK = 1.10
+#: (field, factors): the field is the product of the factors, within ENERGY_PRODUCT_SLACK, when all are given.
+ROW_PRODUCT: tuple[str, tuple[str, ...]] = ("epoch_energy_j", ("avg_power_w", "epoch_time_s"))
 
 
 @dataclass(frozen=True)
@@ -197,20 +203,42 @@ def _validate_record(record: Mapping[str, object], line: int) -> tuple[dict[str,
         problems.append(RowProblem(line, "device", f"unknown device {device!r}; valid: "
                                    f"{', '.join([*device_ids(), HOST_DEVICE])}"))
 
-    for part, whole in ROW_PARTS:
-        value, total = row.get(part), row.get(whole)
-        if isinstance(value, float) and isinstance(total, float) and value > total * COMPONENT_SLACK:
-            unit = FIELD_BY_NAME[part].unit
-            problems.append(RowProblem(line, part, f"{value:g} {unit} exceeds {whole}={total:g} {unit} "
-                                       f"(at most {COMPONENT_SLACK:g}x)"))
+    # Unit slips first: their messages name the likely unit, which a broken product or sum would hide.
     if device is not None and not is_host and device in device_ids():
         problems.extend(RowProblem(line, f, m) for f, m in implausible(row, str(device)).items()
                         if not any(p.field == f for p in problems))
+    problems.extend(RowProblem(line, f, m) for f, m in part_problems(row).items()
+                    if not any(p.field == f for p in problems))
     source = row.get("source")
     if source is not None and not str(source).lower().startswith(SOURCE_KINDS):
         problems.append(RowProblem(line, "source", f"must start with one of {', '.join(SOURCE_KINDS)}; "
                                    f"got {source!r}"))
     return row, problems
+
+
+def part_problems(row: Mapping[str, object]) -> dict[str, str]:
+    """``{field: message}`` for parts of a row above their whole (:data:`ROW_PARTS`, naming the largest
+    part) and an energy that is not its power x time (:data:`ROW_PRODUCT`)."""
+    out: dict[str, str] = {}
+    for parts, whole in ROW_PARTS:
+        given = {p: v for p in parts if isinstance(v := row.get(p), float)}
+        total = row.get(whole)
+        if given and isinstance(total, float) and sum(given.values()) > total * COMPONENT_SLACK:
+            unit = FIELD_BY_NAME[whole].unit
+            named = " + ".join(f"{p}={v:g}" for p, v in given.items())
+            out[max(given, key=given.__getitem__)] = (
+                f"{named} {unit} exceeds {whole}={total:g} {unit} (at most {COMPONENT_SLACK:g}x"
+                + ("; the rest of the epoch cannot be negative)" if len(parts) > 1 else ")"))
+    field, factors = ROW_PRODUCT
+    value, values = row.get(field), [row.get(f) for f in factors]
+    if isinstance(value, float) and all(isinstance(v, float) for v in values):
+        product = math.prod(values)  # type: ignore[arg-type]
+        if not product / ENERGY_PRODUCT_SLACK <= value <= product * ENERGY_PRODUCT_SLACK:
+            named = " x ".join(f"{f}={v:g}" for f, v in zip(factors, values, strict=True))
+            out[field] = (f"{field}={value:g} {FIELD_BY_NAME[field].unit} is not {named} = {product:.4g} "
+                          f"{FIELD_BY_NAME[field].unit} (within {ENERGY_PRODUCT_SLACK:g}x either way): the epoch's "
+                          "energy is its mean power over its time")
+    return out
 
 
 def plausibility_rules(device_id: str) -> list[dict[str, object]]:

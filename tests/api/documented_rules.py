@@ -1,11 +1,13 @@
 """Schemathesis hook: schema-valid bodies made to follow the rules the document states beyond JSON Schema.
 
 JSON Schema cannot compare two fields of an object or two items of an array, so the OpenAPI document of
-``jetpredict serve`` states those rules (stall at most the epoch, one set of knobs per mode label, repeats
+``jetpredict serve`` states those rules (stall and compute at most the epoch, an energy that is its power
+x time, one set of knobs per mode label, repeats
 that agree, unique client ids, a plausible minibatch time and implied power, a power cap within the
 device's range) in words and in ``x-jetpredict-rules`` (see :mod:`api.openapi_doc`). This
 hook reads them from the document that schemathesis is testing -- never from the server's code -- and
-makes each *schema-valid* (positive) body follow them: a part above its whole is lowered to the whole; a
+makes each *schema-valid* (positive) body follow them: parts above their whole are lowered to it; an
+energy off its power x time is set to that product; a
 ratio outside its range is moved to the nearer end; a cap above the device's maximum is lowered to it; an
 array item that breaks an array rule is dropped (the first item is always kept, so ``minItems`` holds).
 Schema-invalid (negative) cases are left alone. Then "schema-valid request rejected" means what it says:
@@ -72,9 +74,20 @@ def _object_rules(rules: list[Mapping[str, Any]], item: dict, props: Mapping[str
                 parent[last] = top
             continue
         if rule["rule"] == "at-most":
-            part, whole = _number(item.get(rule["field"])), _number(item.get(rule["than"]))
-            if part is not None and whole is not None and part > rule["factor"] * whole:
-                item[rule["field"]] = item[rule["than"]]
+            given = {f: v for f in rule["fields"] if (v := _number(item.get(f))) is not None}
+            whole = _number(item.get(rule["than"]))
+            if given and whole is not None and sum(given.values()) > rule["factor"] * whole:
+                for f, v in given.items():  # shrunk in proportion: together, the whole
+                    item[f] = whole * v / sum(given.values())
+            continue
+        if rule["rule"] == "product":
+            value, factors = _number(item.get(rule["field"])), [_number(item.get(f)) for f in rule["of"]]
+            if value is not None and None not in factors:
+                product = 1.0
+                for factor in factors:
+                    product *= factor
+                if not product / rule["factor"] <= value <= product * rule["factor"]:
+                    item[rule["field"]] = product
 
 
 def _key(rule: Mapping[str, Any], item: Mapping[str, Any]) -> tuple:

@@ -79,6 +79,7 @@ def test_one_bad_workload_stores_nothing_of_the_upload(client, auth, stored):
     r = upload(client, auth, rows)
     assert r.status_code == 422 and "rows.5.epoch_time_s" in r.json["errors"], r.json
     rows[5]["epoch_time_s"] = 600.0
+    rows[5]["epoch_energy_j"] = 600.0 * rows[5]["avg_power_w"]
     rows[4] = {**rows[4], "mode": "a"}  # label "a" is stored for my-resnet with other knobs: 409
     r = upload(client, auth, rows)
     assert r.status_code == 409 and "rows.4.mode" in r.json["errors"], r.json
@@ -101,7 +102,8 @@ def test_the_locked_path_stores_every_workload_or_none(client, auth, stored, mon
 
 def test_conflicts_with_stored_rows_are_409_and_bad_rows_stay_422(client, auth, stored):
     row = published_rows(n=1)[0]  # mode "a" of my-resnet, stored at 668.3 s
-    r = upload(client, auth, [{**row, "mode": "a-again", "epoch_time_s": 2 * 668.3}])  # same knobs, 2x
+    slower = {"epoch_time_s": 2 * 668.3, "epoch_energy_j": 2 * row["epoch_energy_j"]}  # same power, 2x time
+    r = upload(client, auth, [{**row, "mode": "a-again", **slower}])  # same knobs, 2x
     assert r.status_code == 409 and "rows.0.epoch_time_s" in r.json["errors"], r.json
     r = upload(client, auth, [{**row, "mode": "a", "cpu_cores": 8}])  # stored label, other knobs
     assert r.status_code == 409 and "rows.0.mode" in r.json["errors"], r.json
@@ -109,7 +111,8 @@ def test_conflicts_with_stored_rows_are_409_and_bad_rows_stay_422(client, auth, 
     r = upload(client, auth, twice)
     assert r.status_code == 422 and "rows.1.mode" in r.json["errors"], r.json
     assert rows_of(client, "my-resnet") == 4
-    r = upload(client, auth, [{**row, "mode": "a-repeat", "epoch_time_s": 1.1 * 668.3}])  # a close repeat
+    close = {"epoch_time_s": 1.1 * 668.3, "epoch_energy_j": 1.1 * row["epoch_energy_j"]}
+    r = upload(client, auth, [{**row, "mode": "a-repeat", **close}])  # a close repeat
     assert r.status_code == 201 and r.json["rows_total"] == 5, r.json
 
 

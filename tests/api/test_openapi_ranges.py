@@ -135,9 +135,13 @@ def _rows(*changes: dict) -> list[dict]:
 #: (route, body breaking one documented rule, the error key the server answers with)
 BROKEN = {
     "at-most": ("/v1/profiles", {"rows": _rows({"stall_time_s": 2000.0})}, "rows.0.stall_time_s"),
+    # an energy 1.5x its power x time (models.profile_rows.ROW_PRODUCT)
+    "product": ("/v1/profiles", {"rows": _rows({"epoch_energy_j": 1.5 * _typed()[0]["avg_power_w"]
+                                                * _typed()[0]["epoch_time_s"]})}, "rows.0.epoch_energy_j"),
     "same-values": ("/v1/profiles", {"rows": _rows({}, {"mode": _typed()[0]["mode"]})}, "rows.1.mode"),
     "max-ratio": ("/v1/profiles", {"rows": _rows({}, {**{k: _typed()[0][k] for k in MODE_FIELDS},
-                                                       "mode": "custom", "epoch_time_s": 2000.0})},
+                                                       "mode": "custom", "epoch_time_s": 2000.0,
+                                                       "epoch_energy_j": None})},
                   "rows.1.epoch_time_s"),
     "max-distinct": ("/v1/profiles", {"rows": [{**_typed()[i % 4], "workload": f"w{i}"}
                                                for i in range(MAX_UPLOAD_WORKLOADS + 1)]},

@@ -118,7 +118,7 @@ def test_error_keys_count_from_zero_everywhere(client):
     r = client.post("/v1/predictions", json={"workload": {"rows": bad}, "modes": "presets"})
     assert r.status_code == 422 and "workload.rows.1.epoch_time_s" in r.get_json()["errors"], r.get_json()
     # ... and so do the messages that name other rows (a CSV file's name its lines)
-    twice = [good[0], good[1], {**good[1], "epoch_time_s": 2 * good[1]["epoch_time_s"]}]
+    twice = [good[0], good[1], {**good[1], **{k: 2 * good[1][k] for k in ("epoch_time_s", "epoch_energy_j")}}]
     r = client.post("/v1/profiles", json={"rows": twice}, headers=HEADERS)
     assert r.get_json()["errors"]["rows.2.epoch_time_s"][0].startswith("rows 1, 2 measure the same mode")
     modes = [{"mode": "a", "cpu_cores": 4, "cpu_mhz": 1200, "gpu_mhz": 670, "emc_mhz": 1331.2},

@@ -183,6 +183,27 @@ def test_zero_epoch_time_and_negative_stall_are_rejected():
     assert problems_of(err.value) == {(1, "epoch_time_s"), (1, "stall_time_s")}
 
 
+@pytest.mark.parametrize(("changes", "field", "words"), [
+    # 50% + 65% of the epoch: each share alone passes, together the rest of the epoch is negative
+    ({"stall_time_s": 48.25, "compute_time_s": 62.7}, "compute_time_s",
+     "stall_time_s=48.25 + compute_time_s=62.7 s exceeds epoch_time_s=96.5 s (at most 1.1x; the rest"),
+    ({"stall_time_s": 200.0, "compute_time_s": None}, "stall_time_s", "stall_time_s=200 s exceeds"),
+    ({"base_power_w": 40.0, "epoch_energy_j": None}, "base_power_w", "base_power_w=40 W exceeds avg_power_w=28"),
+    ({"epoch_energy_j": 5404.0}, "epoch_energy_j",
+     "epoch_energy_j=5404 J is not avg_power_w=28 x epoch_time_s=96.5 = 2702 J (within 1.1x either way)"),
+    ({"epoch_energy_j": 2000.0}, "epoch_energy_j", "is not avg_power_w=28 x epoch_time_s=96.5"),
+])
+def test_parts_above_their_whole_and_an_energy_off_power_x_time_are_refused(changes, field, words):
+    names = HEADER.split(",")
+    row = dict(zip(names, GOOD_ROWS[0].split(",", len(names) - 1), strict=True))
+    row.update({k: "" if v is None else str(v) for k, v in changes.items()})
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(",".join(row[n] for n in names)))
+    (problem,) = err.value.problems
+    assert (problem.line, problem.field) == (2, field) and words in problem.message
+    read_profile_csv(csv_text(GOOD_ROWS[0].replace(",2702,", ",2900,")))  # 7% off: digitised figures round
+
+
 def test_unknown_device_names_the_valid_ids():
     with pytest.raises(ProfileRowsError) as err:
         read_profile_csv(csv_text(GOOD_ROWS[0].replace("agx-xavier", "jetson-tx2", 1)))
