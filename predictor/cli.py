@@ -238,6 +238,8 @@ def _predict(args: argparse.Namespace) -> int:
         # The table leaves the per-answer provenance columns out: the summary states them once.
         _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
              f"{args.confidence:.0%} intervals{provenance_summary(df, model.device_id)}")
+    # Aliasing bears on any mode off the line the profiled modes draw, inside the ranges too.
+    _log_aliased(model)
     flagged = int(df["extrapolated"].sum())
     if flagged:
         target = on_device(model, None if args.device is None else resolve_device(args.device))
@@ -247,7 +249,6 @@ def _predict(args: argparse.Namespace) -> int:
         _log(f"{flagged} mode(s) lie outside the profiled knob ranges{where} (column extrapolated_knobs): their "
              f"intervals are wider (time intervals {np.median(widening):.2f}x as wide as inside them, median; "
              f"up to {np.max(widening):.2f}x)")
-        _log_aliased(model)
     with _output(args.out) as out:
         write_table(with_epoch_totals(df), args.format, out, table_columns=TABLE_COLUMNS)
     return 0
@@ -318,7 +319,8 @@ def _recommend(args: argparse.Namespace) -> int:
              f"[{b['epoch_time_s_low']:.4g}, {b['epoch_time_s_high']:.4g}], {b['avg_power_w']:.3g} W "
              f"[{b['avg_power_w_low']:.3g}, {b['avg_power_w_high']:.3g}], {b['epoch_energy_j']:.4g} J/epoch "
              f"({result.confidence:.0%} intervals; caps hold for their upper ends); "
-             f"{len(result.pareto)} mode(s) on the time/energy front")
+             f"{len(result.pareto)} mode(s) on the time/energy front"
+             f"{provenance_summary(pd.DataFrame([b]), model.device_id)}")
         if b["extrapolated_knobs"]:
             _log(f"note: the best mode lies outside the profiled range of {b['extrapolated_knobs']}; "
                  "profile it to confirm")

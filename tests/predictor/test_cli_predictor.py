@@ -48,6 +48,18 @@ def test_fit_says_when_the_reference_holds_the_workloads_own_sweep(tmp_path, cap
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "lenet.csv"),
                  "--reference", str(tmp_path / "others.csv"), "--out", str(tmp_path / "m2.json")]) == 0
     assert "own sweep" not in capsys.readouterr().err
+    # predict names the aliased pair for a mode inside the ranges (none flagged extrapolated) ...
+    (tmp_path / "q.csv").write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nq,5,2265.6,905.25,1600\n")
+    assert main(["predict", "--model", str(tmp_path / "m.json"), "--modes", str(tmp_path / "q.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "outside the profiled knob ranges" not in err and "aliased knobs" in err and "cpu_mhz" in err
+    # ... and recommend says what its answer rests on, as predict does.
+    assert main(["recommend", "--model", str(tmp_path / "m.json"), "--objective", "min-time"]) == 0
+    assert ("from 4 profiled mode(s) on agx-xavier; reference: published, workload rows: published"
+            in capsys.readouterr().err)
+    assert main(["recommend", "--model", str(tmp_path / "m.json"), "--objective", "min-time",
+                 "--device", "orin-nano"]) == 0
+    assert "profiled mode(s) on agx-xavier (cross-device); reference: simulated" in capsys.readouterr().err
 
 
 def test_predict_presets_csv_is_only_csv(work, capsys):
