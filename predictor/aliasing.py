@@ -2,11 +2,12 @@
 
 Two knobs are aliased when every profiled mode moves them together (:meth:`WorkloadModel.aliased_pairs`):
 the fit cannot split their effects, so the split is the prior's and the intervals carry its doubt. The
-widening is a counterfactual of one more profiled mode. Refit once with a pseudo-row (the model's own
+widening is a counterfactual of one more profiled mode. Refit with a pseudo-row (the model's own
 predictions, :func:`jetpredict.predictor.adaptive.pseudo_row`) at the device's mode inside the profiled
-ranges that breaks the pair's relation most, and once with a pseudo-row at the profiled mode nearest it (one
-row more, the alias kept). The ratio of the two refits' interval widths (ln high / low), over every mode
-of the device, is what the alias costs; the extra row and the interval scales are the same in both.
+ranges that breaks the pair's relation most. The ratio of the fit's interval widths (ln high / low) to the
+refit's, over every mode of the device, with the same interval scales, is what the alias costs: what
+profiling that one mode would gain. (A pseudo-row at a profiled mode is no control: the fit takes a repeat
+of a mode as that mode's evidence, not as one more mode.)
 """
 
 from __future__ import annotations
@@ -48,10 +49,10 @@ class AliasWidening:
 
 
 def separating_mode(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.DataFrame,
-                    ranges: dict[str, tuple[float, float]]) -> tuple[int, int] | None:
-    """(position in ``candidates``, position in ``rows``): the candidate inside ``ranges`` farthest off the
-    line the profiled modes draw between the pair's log knobs, the nearest one to a profiled mode among
-    equals, and that profiled mode; None when no candidate inside the ranges leaves the line."""
+                    ranges: dict[str, tuple[float, float]]) -> int | None:
+    """Position in ``candidates`` of the candidate inside ``ranges`` farthest off the line the profiled modes
+    draw between the pair's log knobs (the nearest one to a profiled mode among equals); None when no
+    candidate inside the ranges leaves the line."""
     x, y = (np.log(rows[k].to_numpy(dtype=float)) for k in pair)
     slope, intercept = np.polyfit(x, y, 1)
     knobs = np.log(candidates[list(MODE_FIELDS)].to_numpy(dtype=float))
@@ -62,11 +63,10 @@ def separating_mode(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.Da
     off = np.where(inside, np.abs(cy - (slope * cx + intercept)), 0.0)
     if off.max() <= OUTSIDE_TOLERANCE_LN:
         return None
-    profiled, first = np.unique(np.log(rows[list(MODE_FIELDS)].to_numpy(dtype=float)), axis=0, return_index=True)
+    profiled = np.unique(np.log(rows[list(MODE_FIELDS)].to_numpy(dtype=float)), axis=0)
     far = np.flatnonzero(off >= off.max() - 1e-9)
     dist = np.abs(knobs[far, None, :] - profiled[None, :, :]).sum(axis=2)  # (far candidates, modes), log L1
-    best = int(np.argmin(dist.min(axis=1)))
-    return int(far[best]), int(first[np.argmin(dist[best])])
+    return int(far[int(np.argmin(dist.min(axis=1)))])
 
 
 def alias_widening(model: WorkloadModel, rows: pd.DataFrame, device: Device,
@@ -82,26 +82,21 @@ def alias_widening(model: WorkloadModel, rows: pd.DataFrame, device: Device,
     template = rows.iloc[-1].to_dict()
     out: list[AliasWidening] = []
     for pair in pairs:
-        found = separating_mode(rows, pair, modes, dict(model.profiled_ranges))
-        if found is None:
+        sep = separating_mode(rows, pair, modes, dict(model.profiled_ranges))
+        if sep is None:
             continue
-        sep, near = found
-        chosen = pd.concat([modes.iloc[[sep]], rows.iloc[[near]][["mode", *MODE_FIELDS]]], ignore_index=True)
-        predicted = predict_modes(model, ModeArrays.from_frame(chosen)).columns()
-        widths = []
-        for i in range(2):
-            at = {k: v[i] for k, v in predicted.items() if isinstance(v, np.ndarray)}
-            extra = pd.DataFrame([pseudo_row(template, chosen.iloc[i], at)])
-            try:
-                refit = fit_workload(pd.concat([rows, extra], ignore_index=True), device, reference)
-            except InputError:  # a report on a fit that stands: a refit it cannot make leaves the pair out
-                break
-            refit = replace(refit, interval_scales=model.interval_scales)
-            cols = predict_modes(refit, arrays).columns()
-            widths.append({o: np.log(cols[f"{o}_high"] / cols[f"{o}_low"]) for o in WIDENED_OUTPUTS})
-        if len(widths) < 2:
+        chosen = modes.iloc[[sep]]
+        at = {k: v[0] for k, v in predict_modes(model, ModeArrays.from_frame(chosen)).columns().items()
+              if isinstance(v, np.ndarray)}
+        extra = pd.DataFrame([pseudo_row(template, chosen.iloc[0], at)])
+        try:
+            refit = fit_workload(pd.concat([rows, extra], ignore_index=True), device, reference)
+        except InputError:  # a report on a fit that stands: a refit it cannot make leaves the pair out
             continue
-        ratio = {o: widths[1][o] / widths[0][o] for o in WIDENED_OUTPUTS}
+        widths = [predict_modes(m, arrays).columns()
+                  for m in (model, replace(refit, interval_scales=model.interval_scales))]
+        ratio = {o: np.log(widths[0][f"{o}_high"] / widths[0][f"{o}_low"])
+                 / np.log(widths[1][f"{o}_high"] / widths[1][f"{o}_low"]) for o in WIDENED_OUTPUTS}
         out.append(AliasWidening(pair, {k: modes.iloc[sep][k] for k in ("mode", *MODE_FIELDS)},
                                  {o: float(np.median(r)) for o, r in ratio.items()},
                                  {o: float(np.max(r)) for o, r in ratio.items()}))

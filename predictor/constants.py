@@ -79,6 +79,9 @@ POWER_SD_FLOOR_W = 0.5
 BASE_NOISE_FLOOR = 0.03
 #: A workload without its own power readings: the reference's base and power noise times this. [E7]
 UNMEASURED_POWER_SD_FACTOR = 2.0
+#: A workload without its own power readings: SD (ln units) of its level of dynamic power against the
+#: reference's, shared by every term (real workloads differ up to 6x at one mode). [E7]
+UNMEASURED_POWER_LEVEL_SD = 1.0
 #: The base-power ratio's prior at 1 is worth this many rows in its mean ... [E7]
 BASE_RATIO_PRIOR_ROWS = 1.0
 #: ... and this many rows at the reference's base noise in its SD. [E7]

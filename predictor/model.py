@@ -58,6 +58,7 @@ from jetpredict.predictor.constants import (
     POWER_NOISE_REL,
     POWER_SD_SHARE,
     TIME_NOISE_REL,
+    UNMEASURED_POWER_LEVEL_SD,
     UNMEASURED_POWER_SD_FACTOR,
     IntervalScales,
 )
@@ -271,26 +272,34 @@ class WorkloadModel:
         outside = (np.zeros((len(modes), len(MODE_FIELDS)), dtype=bool) if distances is None
                    else np.column_stack([distances[k] > OUTSIDE_TOLERANCE_LN for k in MODE_FIELDS]))
         t_half, p_half, e_half = (np.minimum(z * r, MAX_LOG_HALF_WIDTH) for r in (t_rel, p_rel, e_rel))
+        time_high = t.epoch * np.exp(t_half)
+        # No module draws more than the top of its plausible range: a wide interval stops there (and its
+        # energy at that power over the longest time), however far the log-normal tail would reach.
+        most_w = np.maximum(self.device.power_range_w[1], p.power)
         return Prediction(
             epoch_time_s=t.epoch, epoch_time_s_low=t.epoch * np.exp(-t_half),
-            epoch_time_s_high=t.epoch * np.exp(t_half), stall_time_s=t.stall, compute_time_s=t.compute,
+            epoch_time_s_high=time_high, stall_time_s=t.stall, compute_time_s=t.compute,
             avg_power_w=p.power, avg_power_w_low=p.power * np.exp(-p_half),
-            avg_power_w_high=p.power * np.exp(p_half), base_power_w=p.base,
+            avg_power_w_high=np.minimum(p.power * np.exp(p_half), most_w), base_power_w=p.base,
             epoch_energy_j=energy, epoch_energy_j_low=energy * np.exp(-e_half),
-            epoch_energy_j_high=energy * np.exp(e_half), outside=outside, confidence=float(confidence),
+            epoch_energy_j_high=np.maximum(np.minimum(energy * np.exp(e_half), most_w * time_high), energy),
+            outside=outside, confidence=float(confidence),
             cross_device=self.cross_device, power_source="workload" if self.has_power else "reference")
 
     def relative_sds(self, t: _TimeParts, p: _PowerParts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per output (time, power, energy), the relative SD per mode (ln units) as (the model's own, which
         the calibrated interval scales multiply; the rest: run-to-run noise and extrapolation)."""
         ex = {k: v * self.interval_scales.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
+        # Without its own readings a workload's level of dynamic power is unknown (ln SD, first order); the
+        # interval scales were calibrated on rows that measured power, so they do not shrink it.
+        level = 0.0 if self.has_power else UNMEASURED_POWER_LEVEL_SD * (p.power - p.base) / p.power
         # Power drawn per minibatch follows the progress rate, so it extrapolates as badly as the time does.
         p_rest = np.sqrt(p.rel_sd_noise ** 2 + (ex["power"] * p.extrapolation) ** 2
-                         + (ex["time"] * p.rate_share * t.extrapolation) ** 2)
+                         + (ex["time"] * p.rate_share * t.extrapolation) ** 2 + level ** 2)
         # A run slower by chance draws its per-minibatch power at a lower rate: that share of the time noise
         # cancels in energy.
         e_rest = np.sqrt((t.rel_sd_noise * (1.0 - p.rate_share)) ** 2 + p.rel_sd_noise ** 2
-                         + ex["energy"] ** 2 * (t.extrapolation ** 2 + p.extrapolation ** 2))
+                         + ex["energy"] ** 2 * (t.extrapolation ** 2 + p.extrapolation ** 2) + level ** 2)
         # The time error moves the rate-driven power the other way: added to power, it cancels in energy.
         return {"time": (t.rel_sd_model, np.hypot(t.rel_sd_noise, ex["time"] * t.extrapolation)),
                 "power": (np.hypot(p.rel_sd_model, p.rate_share * t.rel_sd_model), p_rest),
@@ -484,7 +493,8 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
     ``host`` rows, unknown devices or unusable rows.
     """
     dev, workload = check_rows(rows, device)
-    data = ProfileArrays.from_frame(rows)
+    given = ProfileArrays.from_frame(rows)
+    data = given.merged_repeats()
     # Sweeps given as rows never lend the rows' own workload's sweep as a look-alike [E8].
     ref = (build_reference(without_own_sweep(reference, workload, source_of(rows)), dev.id, power_from)
            if isinstance(reference, pd.DataFrame) else reference)
@@ -522,7 +532,7 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
         profiled_ranges=data.profiled_ranges(),
         complexity=_complexity(rows),
         training_rows=tuple({k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
-                            for r in rows.assign(num_workers=data.num_workers).to_dict(orient="records")),
+                            for r in rows.assign(num_workers=given.num_workers).to_dict(orient="records")),
     )
     coefs = {n: f.coef for n, f in model.time_fits.items()}
     factor = regime_factor(*regime_evidence(coefs, (model.kappa_cpu, model.kappa_pipe), data, ref))

@@ -224,6 +224,33 @@ class ProfileArrays:
     def __len__(self) -> int:
         return len(self.modes)
 
+    def merged_repeats(self) -> ProfileArrays:
+        """One row per run repeated on the same mode (same knobs, workers and samples per epoch), each
+        measurement the mean of the repeats that have it: a repeat averages run-to-run noise out, not the
+        model's error, so two copies of a row are one mode's evidence, not two (they would narrow the
+        intervals)."""
+        knobs = np.column_stack([*self.modes.as_dict().values(), self.num_workers,
+                                 np.nan_to_num(self.samples_per_epoch, nan=-1.0)])
+        _, first, group = np.unique(knobs, axis=0, return_index=True, return_inverse=True)
+        if len(first) == len(self):
+            return self
+        group = group.ravel()
+        order = np.sort(first)  # the rows' own order, by each group's first row
+        position = {g: i for i, g in enumerate(group[order])}
+        index = np.array([position[g] for g in group])
+
+        def mean(values: np.ndarray) -> np.ndarray:
+            total = np.zeros(len(order))
+            count = np.zeros(len(order))
+            known = np.isfinite(values)
+            np.add.at(total, index[known], values[known])
+            np.add.at(count, index[known], 1.0)
+            return np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
+
+        return ProfileArrays(self.modes.take(order), self.num_workers[order],
+                             *(mean(getattr(self, f)) for f in ("epoch_time_s", *MEASURED_COLUMNS, "flops_train")),
+                             self.samples_per_epoch[order])
+
     @property
     def measured_components(self) -> bool:
         """True when every row measures both stall and compute (then each component gets its own model)."""

@@ -29,7 +29,7 @@ def test_the_separating_mode_lies_inside_the_profiled_ranges_and_off_the_pairs_l
     model = fit_workload(efij, XAVIER)
     assert model.aliased_pairs() == [("cpu_mhz", "gpu_mhz")]
     modes = service.resolve_modes(XAVIER, "all")
-    sep, near = separating_mode(efij, ("cpu_mhz", "gpu_mhz"), modes, dict(model.profiled_ranges))
+    sep = separating_mode(efij, ("cpu_mhz", "gpu_mhz"), modes, dict(model.profiled_ranges))
     mode = modes.iloc[sep]
     for knob in MODE_FIELDS:
         low, high = model.profiled_ranges[knob]
@@ -37,23 +37,24 @@ def test_the_separating_mode_lies_inside_the_profiled_ranges_and_off_the_pairs_l
     # e, f profile CPU 2100 with GPU 900, i, j CPU 2265 with GPU 1377: the mode pairs the top CPU clock
     # with the low GPU clock, next to f (2 cores, 2100 / 900 / 1600).
     assert mode["cpu_mhz"] > 2200 and mode["gpu_mhz"] < 1000
-    assert efij.iloc[near]["mode"] == "f"
+    assert (mode["cpu_cores"], mode["emc_mhz"]) == tuple(efij.set_index("mode").loc["f", ["cpu_cores", "emc_mhz"]])
 
 
 def test_the_alias_widens_the_intervals_more_the_fewer_modes_separate_anything(lenet):
     efij = _modes(lenet, "efij")
     (cost,) = alias_widening(fit_workload(efij, XAVIER), efij, XAVIER)
     assert cost.knobs == ("cpu_mhz", "gpu_mhz")
-    # Measured (mech-14): time 1.03x median (up to 1.25x), energy 1.04x (mech-13: 1.02x, 1.23x, 1.01x);
-    # the noise and extrapolation terms of the intervals do not depend on the split, so the median is small.
-    assert cost.median["epoch_time_s"] == pytest.approx(1.03, abs=0.015)
-    assert cost.largest["epoch_time_s"] == pytest.approx(1.25, abs=0.06)
-    assert cost.median["epoch_energy_j"] == pytest.approx(1.04, abs=0.015)
+    # Measured (mech-14, against the fit itself since repeats merge): time 1.02x median (up to 1.33x),
+    # energy 1.03x (against a repeat of the nearest mode: 1.03x, 1.25x, 1.04x); the noise and extrapolation
+    # terms of the intervals do not depend on the split, so the median is small.
+    assert cost.median["epoch_time_s"] == pytest.approx(1.02, abs=0.015)
+    assert cost.largest["epoch_time_s"] == pytest.approx(1.33, abs=0.06)
+    assert cost.median["epoch_energy_j"] == pytest.approx(1.03, abs=0.015)
     bg = _modes(lenet, "bg")
     costs = {c.knobs: c for c in alias_widening(fit_workload(bg, XAVIER), bg, XAVIER)}
-    # b -> g moves every clock at once (the cores stay): two pairs, the CPU / GPU split 1.74x median.
+    # b -> g moves every clock at once (the cores stay): two pairs, the CPU / GPU split 1.86x median.
     assert set(costs) == {("cpu_mhz", "gpu_mhz"), ("emc_mhz", "cpu_mhz")}
-    assert costs[("cpu_mhz", "gpu_mhz")].median["epoch_time_s"] == pytest.approx(1.74, abs=0.1)
+    assert costs[("cpu_mhz", "gpu_mhz")].median["epoch_time_s"] == pytest.approx(1.86, abs=0.1)
     assert all(np.isfinite(c.largest["epoch_time_s"]) for c in costs.values())
 
 
