@@ -13,6 +13,7 @@ from jetpredict.api.schemas import (
     OBJECTIVES,
     REQUIRED_TEXT_PATTERN,
     REQUIRED_TEXT_RULE,
+    JsonInteger,
     JsonNumber,
     ModelProvenanceSchema,
     ModeSchema,
@@ -54,7 +55,7 @@ def _knob_range(name: str) -> validate.Range:
 
 class ModeInSchema(RequestSchema):
     mode = fields.String(validate=validate.Length(0, 100))
-    cpu_cores = fields.Integer(required=True, strict=True, validate=_knob_range("cpu_cores"))
+    cpu_cores = JsonInteger(required=True, validate=_knob_range("cpu_cores"))
     cpu_mhz = JsonNumber(required=True, validate=_knob_range("cpu_mhz"))
     gpu_mhz = JsonNumber(required=True, validate=_knob_range("gpu_mhz"))
     emc_mhz = JsonNumber(required=True, validate=_knob_range("emc_mhz"))
@@ -114,7 +115,7 @@ class PredictionRequestSchema(RequestSchema):
     device = device_field("device to predict for (default: the workload's)")
     workload = fields.Nested(WorkloadRefSchema, required=True)
     modes = _modes_field()
-    epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS),
+    epochs = JsonInteger(validate=validate.Range(1, MAX_EPOCHS),
                             metadata={"description": "adds time/energy to train this many epochs"})
     confidence = _confidence_field("coverage of the intervals (a share, e.g. 0.9)")
     layout = fields.String(load_default="rows", validate=validate.OneOf(LAYOUTS), metadata={
@@ -186,7 +187,7 @@ class RecommendationRequestSchema(RequestSchema):
     workload = fields.Nested(WorkloadRefSchema, required=True)
     objective = fields.String(required=True, validate=validate.OneOf(OBJECTIVES))
     constraints = fields.Nested(ConstraintsSchema, load_default=dict)
-    epochs = fields.Integer(strict=True, validate=validate.Range(1, MAX_EPOCHS))
+    epochs = JsonInteger(validate=validate.Range(1, MAX_EPOCHS))
     confidence = _confidence_field("the caps must hold for the upper ends of intervals of this coverage")
 
 
@@ -238,7 +239,7 @@ class FleetClientSchema(RequestSchema):
 class FleetPlanRequestSchema(RequestSchema):
     workload = fields.Nested(WorkloadRefSchema, required=True)
     deadline_s = positive_float(MAX_DEADLINE_S, "s, deadline of the round (at most 10 years)", required=True)
-    epochs = fields.Integer(strict=True, load_default=1, validate=validate.Range(1, MAX_EPOCHS),
+    epochs = JsonInteger(load_default=1, validate=validate.Range(1, MAX_EPOCHS),
                             metadata={"description": "local epochs per client in the round"})
     # Ids unique: the answer names clients by id (infeasible_clients); JSON Schema cannot say "unique by
     # id", so the description does and the planner answers 422 naming the repeated id.

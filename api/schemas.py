@@ -76,6 +76,21 @@ class JsonNumber(fields.Float):
         return super()._deserialize(value, attr, data, **kwargs)
 
 
+class JsonInteger(fields.Integer):
+    """A whole-number field of a JSON body: a JSON integer only (``3``, not ``"3"``, ``3.5`` or ``true``),
+    refused in the words :class:`JsonNumber` uses rather than marshmallow's "Not a valid integer."."""
+
+    default_error_messages = {"invalid": "must be a whole number (a JSON number, not text or a boolean)"}
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(strict=True, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str | bool):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
 def positive_float(maximum: float, description: str, **kwargs) -> JsonNumber:
     """A number in (0, maximum]; the document says "exclusive" too (apispec leaves that out of Range)."""
     return JsonNumber(validate=validate.Range(0, maximum, min_inclusive=False),

@@ -58,6 +58,20 @@ def test_numbers_of_a_prediction_request_are_json_numbers(client, stored, body, 
     assert "must be a number" in r.json["errors"][field][0]
 
 
+@pytest.mark.parametrize("route, body, field", [
+    ("/v1/predictions", {"modes": "presets", "epochs": "3"}, "epochs"),
+    ("/v1/predictions", {"modes": "presets", "epochs": True}, "epochs"),
+    ("/v1/predictions", {"modes": "presets", "epochs": 1.5}, "epochs"),
+    ("/v1/predictions", {"modes": [{"mode": "m", "cpu_cores": "8", "cpu_mhz": 1200, "gpu_mhz": 670,
+                                    "emc_mhz": 1333}]}, "modes.0.cpu_cores"),
+    ("/v1/fleet-plans", {"deadline_s": 3600, "epochs": "2", "clients": [{"id": "a", "device": "nano"}]}, "epochs"),
+])
+def test_whole_numbers_of_a_request_are_json_integers_in_the_same_words(client, stored, route, body, field):
+    r = client.post(route, json={"device": "agx-xavier", "workload": {"id": "my-resnet"}, **body})
+    assert r.status_code == 422 and field in r.json["errors"], r.json
+    assert r.json["errors"][field][0] == "must be a whole number (a JSON number, not text or a boolean)"
+
+
 def test_caps_and_deadlines_are_json_numbers(client, stored):
     r = client.post("/v1/recommendations", json={"workload": {"id": "my-resnet"}, "objective": "min-energy",
                                                  "constraints": {"max_power_w": "15"}})
