@@ -236,8 +236,9 @@ class ProfileArrays:
             return self
         group = group.ravel()
         order = np.sort(first)  # the rows' own order, by each group's first row
-        position = {g: i for i, g in enumerate(group[order])}
-        index = np.array([position[g] for g in group])
+        rank = np.empty(len(order), dtype=int)
+        rank[group[order]] = np.arange(len(order))
+        index = rank[group]  # each row's merged row
 
         def mean(values: np.ndarray) -> np.ndarray:
             total = np.zeros(len(order))
