@@ -198,6 +198,8 @@ def test_http_planner_gives_the_in_process_plan(resnet_model, service_url):
         # The service's answer states its provenance; the planner passes it on to each node's plan.
         assert b.reference_source == a.reference_source and b.workload_source == a.workload_source == "published"
         assert b.profiled_modes == a.profiled_modes == 4 and b.model_version == a.model_version
+        # Inline rows name no stored workload: the plan names it by the rows' label, as the local fit does.
+        assert b.workload_id == a.workload_id is not None
     with pytest.raises(PlannerError, match="404"):
         plan_nodes(HttpPlanner(service_url, "no-such-workload"), nodes[:1], 120.0, epochs=1)
 

@@ -235,11 +235,19 @@ class HttpPlanner:
     def _workload(w: Any) -> dict[str, Any]:
         return {"id": w} if isinstance(w, str) else dict(w)
 
-    def _ask(self, call: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _ask(self, call: Callable[..., dict[str, Any]], workload: Mapping[str, Any], *args: Any,
+             **kwargs: Any) -> dict[str, Any]:
         try:
-            return call(*args, confidence=self.confidence, **kwargs)
+            answer = call(workload, *args, confidence=self.confidence, **kwargs)
         except ServiceError as err:  # every typed error of the client: refused, overloaded, unreachable
             raise PlannerError(str(err)) from err
+        if answer.get("workload_id") is None and workload.get("rows"):
+            # Inline rows name no stored workload; their label names the workload, as a LocalPlanner's fit
+            # of the same rows does (the service reads every cell of an inline workload as its first label).
+            label = next((r.get("workload") for r in workload["rows"]
+                          if isinstance(r, Mapping) and r.get("workload")), None)
+            answer = {**answer, "workload_id": None if label is None else str(label)}
+        return answer
 
     def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
         """One ``POST /v1/fleet-plans`` per workload serving some of ``clients``."""
