@@ -11,6 +11,9 @@
 // generation that still arrives is dropped. A recommendation is shown only when the key it was asked for
 // (device, workload, coverage, objective, constraints, epochs) equals the key of the controls when it
 // arrives. While a device loads, the controls that depend on it are disabled and a progress bar runs.
+// A load that fails (service down, a request unanswered within state.requestTimeoutMs) frees the
+// controls, and the next change of any of them loads again: the device's workload list first when the
+// list on screen is not this device's.
 //
 // document.body.dataset: state "loading" | "ready" | "error" (the browser test and the benchmark wait on
 // it); device: the device of the answer on screen ("" while none); request: the key of that answer (JSON);
@@ -43,6 +46,12 @@
     uploadSeq: 0, loading: false, limits: null, totals: null, dropped: 0, columnTypes: new Map(),
     provenance: null,  // what the all-mode answer of this generation says about itself (provenanceOf)
     lookupLimit: WORKLOAD_PAGE,  // the most stored workloads one page may hold (read from /openapi.json)
+    listedFor: null,  // the device whose workloads the workload list holds (null: none listed yet)
+    linkNotes: { device: "", workload: "" },  // what of the page's link was not found, and what is shown
+    // A request unanswered this long is abandoned with a message: a hung service must not leave the page
+    // loading for ever. Generous, as fitting and predicting every mode of a large board under load takes
+    // tens of seconds; the browser test lowers it.
+    requestTimeoutMs: 60000,
   };
 
   // ---- HTTP ----------------------------------------------------------------------------------------
@@ -62,8 +71,56 @@
     });
   }
 
+  // Status words for the statuses a proxy or the service may answer without a JSON body (HTTP/2 answers
+  // carry no reason phrase of their own).
+  const STATUS_WORDS = {
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout", 413: "Content Too Large", 422: "Unprocessable Content", 429: "Too Many Requests",
+    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+  };
+  // What browsers say when a request reaches no server (Chromium, Firefox, Safari).
+  const UNREACHABLE = /failed to fetch|networkerror|load failed/i;
+
+  // Aborted when any of `signals` is.
+  function eitherSignal(signals) {
+    if (AbortSignal.any) return AbortSignal.any(signals);
+    const controller = new AbortController();
+    for (const s of signals) {
+      if (s.aborted) controller.abort();
+      else s.addEventListener("abort", () => controller.abort(), { once: true });
+    }
+    return controller.signal;
+  }
+
+  // One request and its body, within state.requestTimeoutMs. The errors say what happened in words: the
+  // service unreachable, or silent past the limit; an abort by the caller stays an AbortError (dropped).
+  async function exchange(path, options) {
+    const caller = options && options.signal;
+    const clock = new AbortController();
+    const limit = state.requestTimeoutMs;
+    const timer = setTimeout(() => clock.abort(), limit);
+    const signal = caller ? eitherSignal([caller, clock.signal]) : clock.signal;
+    try {
+      const response = await fetch(path, Object.assign({}, options, { signal }));
+      return { response, text: await response.text() };
+    } catch (err) {
+      if (clock.signal.aborted && !(caller && caller.aborted)) {
+        throw new Error(`the service at ${location.origin} did not answer ${requestName(path, options)} within ` +
+          `${fmt(limit / 1000)} s: it may be overloaded or stuck; try again`);
+      }
+      if (err && err.name === "TypeError" && UNREACHABLE.test(err.message)) {
+        throw new Error(`the service cannot be reached at ${location.origin}: is it running, and the network up?`);
+      }
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  const requestName = (path, options) => `${(options && options.method) || "GET"} ${path}`;
+
   async function api(path, options, attempt) {
-    const response = await fetch(path, options);
+    const { response, text } = await exchange(path, options);
     const tries = attempt || 0;
     if ((response.status === 503 || response.status === 429) && tries < RETRIES &&
         response.headers.get("Retry-After")) {
@@ -75,21 +132,36 @@
       await sleep(wait * 1000, options && options.signal);
       return api(path, options, tries + 1);
     }
-    const type = response.headers.get("Content-Type") || "";
-    const body = type.includes("json") ? await response.json() : await response.text();
-    if (!response.ok) {
-      let message = `${response.status} ${path}`;
-      if (body && body.message) {
-        message = body.message;
-        const fields = Object.entries(body.errors || {}).slice(0, 4)
-          .map(([k, v]) => `${k}: ${[].concat(v).join("; ")}`);
-        if (fields.length) message += ` (${fields.join(" | ")})`;
+    const json = (response.headers.get("Content-Type") || "").includes("json");
+    let body = text;
+    if (json) {
+      try { body = JSON.parse(text); } catch (err) {
+        // an error page of a proxy may claim JSON: its status still says what happened
+        if (response.ok) throw new Error(`the answer to ${requestName(path, options)} is not valid JSON`);
       }
-      const err = new Error(message);
+    }
+    if (!response.ok) {
+      const err = new Error(errorMessage(response, body, path, options));
       err.status = response.status;
       throw err;
     }
     return body;
+  }
+
+  // The service's own message, with the fields it names unless the message already says what they say;
+  // without one (a proxy's error page, say), the status in words.
+  function errorMessage(response, body, path, options) {
+    if (body && typeof body === "object" && typeof body.message === "string" && body.message) {
+      const said = body.message;
+      const fields = Object.entries(body.errors || {})
+        .map(([field, v]) => [field, [].concat(v).map(String)])
+        .filter(([field, texts]) => !texts.every((t) => said.includes(t)))
+        .slice(0, 4)
+        .map(([field, texts]) => `${field}: ${texts.join("; ")}`);
+      return fields.length ? `${said} (${fields.join(" | ")})` : said;
+    }
+    const words = response.statusText || STATUS_WORDS[response.status] || "error";
+    return `the service answered ${response.status} ${words} to ${requestName(path, options)}`;
   }
 
   function postJson(path, payload, accept, headers, signal) {
@@ -199,9 +271,10 @@
     const spec = await api("/openapi.json");
     const schemas = spec.components.schemas;
     const props = schemas.RecommendationRequest.properties;
-    state.limits = {
+    const limits = {
       confidence: { min: props.confidence.minimum, max: props.confidence.maximum, def: props.confidence.default },
       epochs: { min: props.epochs.minimum, max: props.epochs.maximum },
+      maxPowerW: devicePowerLimits(schemas.RecommendationRequest),
     };
     const totals = {};
     for (const [name, p] of Object.entries(schemas.Prediction.properties)) {
@@ -215,30 +288,45 @@
     const limit = listing.find((p) => p.name === "limit");
     const most = limit && limit.schema && limit.schema.maximum;
     state.lookupLimit = Number.isSafeInteger(most) && most >= WORKLOAD_PAGE ? most : WORKLOAD_PAGE;
+    // The search box holds no more than the API takes (a longer text is a 422, not a search).
+    const search = listing.find((p) => p.name === "search");
+    const longest = search && search.schema && search.schema.maxLength;
+    if (Number.isSafeInteger(longest)) $("workload-search").maxLength = longest;
     // The JSON type of each profile-row column (a device's row variant; all variants type them alike).
     const rowRef = schemas.ProfileUpload.properties.rows.oneOf[0].items.$ref;
     const rowProps = schemas[rowRef.split("/").pop()].properties;
     state.columnTypes = new Map(Object.entries(rowProps).map(([name, p]) => [name, p.type]));
-    const { min, max, def } = state.limits.confidence;
+    const { min, max, def } = limits.confidence;
     const values = Array.from(new Set(COVERAGES.filter((v) => v >= min && v <= max).concat([def])))
       .sort((a, b) => a - b);
     $("confidence").replaceChildren(...values.map((v) => new Option(percent(v), String(v))));
     $("confidence").value = String(def);
-    $("epochs").min = String(state.limits.epochs.min);
-    $("epochs").max = String(state.limits.epochs.max);
+    $("epochs").min = String(limits.epochs.min);
+    $("epochs").max = String(limits.epochs.max);
+    state.limits = limits;  // last: a load that failed half-way is read again in full
+  }
+
+  // The largest power cap the API takes per device ({device: W}), from the rule the document states for
+  // constraints.max_power_w (x-jetpredict-rules "device-max"); {} when it states none.
+  function devicePowerLimits(schema) {
+    const rule = (schema["x-jetpredict-rules"] || []).find((r) => r.rule === "device-max" &&
+      [].concat(r.field).join(".") === "constraints.max_power_w");
+    return (rule && rule.max) || {};
   }
 
   // The epochs box: null (empty: per epoch only) or a whole number in the API's range; else throws with
-  // the field and the rule.
+  // the field and the rule. A number box holding text it cannot parse ("e", "1e", "--") reads as "", with
+  // validity.badInput: that is no empty box, and gets the same error as any other bad number.
   function epochsValue() {
-    const text = $("epochs").value.trim();
-    if (!text) return null;
+    const box = $("epochs");
     const { min, max } = state.limits.epochs;
+    const refuse = (got) => new Error(`epochs: must be a whole number from ${min.toLocaleString("en")} to ` +
+      `${max.toLocaleString("en")} (empty: one epoch), got ${got}`);
+    if (box.validity.badInput) throw refuse("text that is not a number");
+    const text = box.value.trim();
+    if (!text) return null;
     const n = Number(text);
-    if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max) {
-      throw new Error(`epochs: must be a whole number from ${min.toLocaleString("en")} to ` +
-        `${max.toLocaleString("en")} (empty: one epoch), got "${text}"`);
-    }
+    if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max) throw refuse(`"${text}"`);
     return n;
   }
 
@@ -324,6 +412,7 @@
     canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
     canvas.dataset.device = "";
     $("hm-legend").textContent = "";
+    describeCharts();
     $("hm-cores").replaceChildren();  // the old board's clocks
     $("hm-cpu").replaceChildren();
     $("mode-count").textContent = "all";
@@ -334,8 +423,22 @@
     return (err) => {
       if (gen !== state.gen || (err && err.name === "AbortError")) { drop(); return; }
       setBusy(false);  // the controls are free again: another choice may succeed
-      setState("error", `Error: ${err.message}`);
+      // With nothing loaded, the next change of any control loads again (retryLoad), the device's
+      // workload list first when the one shown is not this device's.
+      const device = $("device").value;
+      if (state.listedFor !== device && device) {
+        $("workload-note").textContent = `the workloads of ${deviceName(device)} could not be listed yet`;
+      }
+      setState("error", `Error: ${err.message}` + (state.data ? "" : " (change any choice to try again)"));
     };
+  }
+
+  // After a failed load (nothing shown, nothing loading) a change of any control loads again, instead of
+  // asking about data the page does not have; true when it did.
+  function retryLoad() {
+    if (state.data || state.loading) return false;
+    reload(false);
+    return true;
   }
 
   async function loadDevices() {
@@ -344,8 +447,25 @@
     const select = $("device");
     select.replaceChildren(...body.devices.map((d) => new Option(`${d.name} (${d.power_modes} modes)`, d.id)));
     const wanted = new URLSearchParams(location.search).get("device");
-    select.value = body.devices.some((d) => d.id === wanted) ? wanted
+    const known = body.devices.some((d) => d.id === wanted);
+    select.value = known ? wanted
       : (body.devices.some((d) => d.id === "agx-xavier") ? "agx-xavier" : body.devices[0].id);
+    // A link naming a device this service does not have says so, and which one is shown instead.
+    state.linkNotes.device = wanted && !known ? `The link's device "${wanted}" is not one of this service's ` +
+      `devices; showing ${deviceName(select.value)} (${select.value}) instead.` : "";
+    showLinkNote();
+  }
+
+  // The notes on what the page's link asked for and did not find; gone once the user chooses otherwise.
+  function showLinkNote() {
+    const text = [state.linkNotes.device, state.linkNotes.workload].filter(Boolean).join(" ");
+    $("link-note").textContent = text;
+    $("link-note").hidden = !text;
+  }
+
+  function clearLinkNote() {
+    state.linkNotes = { device: "", workload: "" };
+    showLinkNote();
   }
 
   function storedGroup(listing, device) {
@@ -403,7 +523,9 @@
     // Keep the workload across a device switch when the new device has it; else its first built-in one.
     // A stored workload outside the page listed (the list holds the first ones by id) is looked up and
     // listed as chosen, so that what is predicted is what was asked for.
-    const wanted = selectId || previous || new URLSearchParams(location.search).get("workload") || "";
+    // The link's workload counts only for the first list shown (nothing chosen yet).
+    const linked = selectId || previous ? "" : new URLSearchParams(location.search).get("workload") || "";
+    const wanted = selectId || previous || linked;
     const listed = stored.workloads.map((w) => `stored:${w.id}`)
       .concat(builtin.workloads.map((w) => `builtin:${w.source}:${w.workload}`));
     let extra = null;
@@ -437,7 +559,19 @@
     const match = values.find((v) => v === wanted || v.endsWith(`:${wanted}`));
     if (match) select.value = match;
     else if (values.length) select.value = values.find((v) => v.startsWith("builtin:")) || values[0];
+    state.listedFor = device;
+    noteLinkedWorkload(linked, match, device);
     return true;
+  }
+
+  // A link naming a workload this device does not have says so, and which one is shown instead.
+  function noteLinkedWorkload(linked, match, device) {
+    const select = $("workload");
+    const shown = select.selectedIndex >= 0 ? `showing ${select.options[select.selectedIndex].textContent} instead`
+      : "no workload to show: upload a profile CSV below";
+    state.linkNotes.workload = linked && !match
+      ? `The link's workload "${linked}" was not found for ${deviceName(device)}; ${shown}.` : "";
+    showLinkNote();
   }
 
   // The search box: only the stored group is replaced; the current choice stays chosen (and listed).
@@ -564,38 +698,72 @@
     data.timeRange = range(c.epoch_time_s);
     data.energyRange = range(c.epoch_energy_j);
     data.powerRange = range(c.avg_power_w);
+    // Caps are met by the upper ends of the intervals: the caps that let every mode in reach these.
+    data.powerTop = range(c.avg_power_w_high || c.avg_power_w)[1];
+    data.timeTop = range(c.epoch_time_s_high || c.epoch_time_s)[1];
     data.feasible = new Uint8Array(data.n);
     data.px = new Float32Array(data.n);
     data.py = new Float32Array(data.n);
   }
 
   // ---- cap slider ----------------------------------------------------------------------------------
+  // The slider spans the caps that change the answer: from the least point value (below it no mode
+  // qualifies) to the largest upper end of any mode or preset (every one qualifies), as modes are judged
+  // by the upper ends of their intervals; a power cap goes no higher than the device's maximum, which the
+  // API refuses to exceed. [lo, hi] in the cap's unit.
+  function capSpan(kind, data) {
+    const power = kind === "max_power_w";
+    let [lo, hi] = power ? [data.powerRange[0], data.powerTop] : [data.timeRange[0], data.timeTop];
+    for (const p of state.presets || []) {
+      const top = power ? (p.avg_power_w_high ?? p.avg_power_w) : (p.epoch_time_s_high ?? p.epoch_time_s);
+      if (top > hi) hi = top;
+    }
+    const most = power ? maxPowerW(data.device) : undefined;
+    if (most !== undefined && hi > most) hi = most;
+    return [Math.min(lo, hi), hi];
+  }
+
+  // The largest power cap the API takes for `device` (W; undefined when the document states none).
+  const maxPowerW = (device) => state.limits.maxPowerW[device];
+
+  const onStep = (v) => +v.toPrecision(12);  // 0.1 x 3 as 0.3: the slider's bounds as people read them
+
   function setupCap() {
     const kind = $("cap-kind").value;
     const slider = $("cap");
     const data = state.data;
     slider.disabled = kind === "none" || !data || state.loading;
     if (!data || kind === "none") { showCap(); return; }
-    const [lo, hi] = kind === "max_power_w" ? data.powerRange : data.timeRange;
-    const step = kind === "max_power_w" ? 0.5 : Math.max(0.1, +((hi - lo) / 400).toPrecision(1));
+    const [lo, hi] = capSpan(kind, data);
+    const power = kind === "max_power_w";
+    const step = power ? 0.5 : Math.max(0.1, +((hi - lo) / 400).toPrecision(1));
+    const most = power ? maxPowerW(data.device) : undefined;
     const previous = +slider.value;
-    slider.min = String(Math.floor(lo / step) * step);
-    slider.max = String(Math.ceil(hi / step) * step);
+    slider.min = String(onStep(Math.floor(lo / step) * step));
+    // rounded up, so that the top cap lets in the largest upper end; down where that passes the maximum
+    const top = onStep(Math.ceil(hi / step) * step);
+    slider.max = String(most !== undefined && top > most ? onStep(Math.floor(most / step) * step) : top);
     slider.step = String(step);
-    const fallback = kind === "max_power_w" ? Math.min(Math.max(15, lo), hi) : (lo + hi) / 2;
+    // 15 W by default, or the top of the range where that is lower: the same modes qualify under both.
+    const fallback = power ? Math.min(Math.max(15, +slider.min), +slider.max) : (lo + hi) / 2;
     // A cap is kept only within the same device and kind: another board's watts mean something else.
-    const keep = slider.dataset.kind === kind && slider.dataset.device === data.device &&
-      previous >= +slider.min && previous <= +slider.max;
-    slider.value = String(keep ? previous : fallback);
+    // Outside the new range it is brought to its nearer end, which lets in the same modes.
+    const keep = slider.dataset.kind === kind && slider.dataset.device === data.device;
+    slider.value = String(keep ? Math.min(Math.max(previous, +slider.min), +slider.max) : fallback);
     slider.dataset.kind = kind;
     slider.dataset.device = data.device;
     showCap();
   }
 
+  // The cap in words, on screen and for assistive technology (the slider's own name and value text).
   function showCap() {
     const kind = $("cap-kind").value;
     const v = capValue();
-    $("cap-value").textContent = v === null ? "no cap" : (kind === "max_power_w" ? `≤ ${v} W` : `≤ ${v} s`);
+    const power = kind === "max_power_w";
+    $("cap-value").textContent = v === null ? "no cap" : (power ? `≤ ${v} W` : `≤ ${v} s`);
+    const name = v === null ? "cap (none chosen)" : (power ? "power cap" : "time cap");
+    $("cap").setAttribute("aria-label", name);
+    $("cap").setAttribute("aria-valuetext", v === null ? "no cap" : `${name} ${v} ${power ? "W" : "s"}`);
   }
 
   // Caps hold for the upper end of each interval (as POST /v1/recommendations applies them).
@@ -634,6 +802,7 @@
 
   function scheduleRecommend() {
     showCap();
+    if (retryLoad()) return;  // a failed load: load again, and that load asks with these controls
     // Before a load has its data there is nothing to ask about: the load asks with the controls as they are
     // then. Once it has them (its recommendation in flight), a change asks again and drops that answer.
     if (!state.data) return;
@@ -1042,6 +1211,29 @@
       state.chart.setData(paretoSeries());  // the scales' range functions keep the axes fixed
     }
     $("pareto").dataset.device = data.device;
+    describeCharts();
+  }
+
+  // The charts are canvases: their text alternatives (aria-label of role="img") say in a sentence what
+  // they show, and follow every answer drawn.
+  function describeCharts() {
+    const data = state.data;
+    if (!data) {
+      $("pareto").setAttribute("aria-label", "Chart of epoch time against energy: no modes loaded");
+      $("heatmap").setAttribute("aria-label", "Heat map of energy by GPU and memory clock: no modes loaded");
+      return;
+    }
+    let within = 0;
+    for (let i = 0; i < data.n; i++) within += data.feasible[i];
+    const best = state.rec && state.rec.best;
+    const name = deviceName(data.device);
+    $("pareto").setAttribute("aria-label", `Chart of epoch time against energy per epoch for ` +
+      `${data.n.toLocaleString("en")} modes of ${name}: ${fmt(data.timeRange[0])} to ${fmt(data.timeRange[1])} s, ` +
+      `${fmt(data.energyRange[0])} to ${fmt(data.energyRange[1])} J; ${within.toLocaleString("en")} within the cap` +
+      (state.rec ? `; ${state.rec.pareto.length} on the Pareto front` : "") +
+      (best ? `; chosen mode ${best.mode}: ${fmt(best.epoch_time_s)} s, ${fmt(best.epoch_energy_j)} J` : ""));
+    $("heatmap").setAttribute("aria-label", `Heat map of energy per epoch by GPU and memory clock for ${name}, ` +
+      `${$("hm-cores").value} cores at CPU ${fmt(+$("hm-cpu").value, 5)} MHz: ${$("hm-legend").textContent}`);
   }
 
   // ---- clock heat map -------------------------------------------------------------------------------
@@ -1147,6 +1339,7 @@
       ? `${indices.length} modes (${extrapolated} extrapolated${presetsHere ? `, ${presetsHere} preset` : ""}); ` +
         `energy ${fmt(lo)} J (dark) to ${fmt(hi)} J (light) per epoch`
       : "no modes with these cores and CPU clock";
+    describeCharts();
   }
 
   // ---- upload -------------------------------------------------------------------------------------
@@ -1185,31 +1378,41 @@
   }
 
   // ---- wiring ------------------------------------------------------------------------------------------
+  // A new load; the workload list first when asked (`withWorkloads`: the device or the upload changed it)
+  // or when the one shown is not this device's (its load failed); the devices and the API's limits first
+  // when the page's start failed to read them.
   function reload(withWorkloads) {
-    const device = deviceName($("device").value);
-    const gen = beginLoad(withWorkloads ? `Loading ${device}: its workloads… (step 1 of ${STEPS})`
-      : `Loading ${device}… (step 1 of ${STEPS})`);
-    const first = withWorkloads ? loadWorkloads(gen) : Promise.resolve(true);
-    first.then((ok) => (ok ? loadAll(gen) : drop())).catch(failFor(gen));
+    const name = $("device").value ? deviceName($("device").value) : "devices";
+    const gen = beginLoad(`Loading ${name}… (step 1 of ${STEPS})`);
+    loadFor(gen, withWorkloads).catch(failFor(gen));
   }
 
-  async function start() {
-    wire();
-    const gen = beginLoad("Loading devices…");
-    try {
-      await Promise.all([loadDevices(), loadLimits()]);
-      if (await loadWorkloads(gen)) await loadAll(gen);
-    } catch (err) {
-      failFor(gen)(err);
+  async function loadFor(gen, withWorkloads) {
+    if (!state.devices.length || !state.limits) {
+      await Promise.all([state.devices.length ? null : loadDevices(), state.limits ? null : loadLimits()]);
+      if (gen !== state.gen) { drop(); return; }
     }
+    const device = $("device").value;
+    if (withWorkloads || state.listedFor !== device) {
+      progress(gen, 0, `Loading ${deviceName(device)}: its workloads…`);
+      if (!(await loadWorkloads(gen))) { drop(); return; }
+    }
+    await loadAll(gen);
+  }
+
+  function start() {
+    wire();
+    reload(true);
   }
 
   function wire() {
-    $("device").addEventListener("change", () => reload(true));
-    $("workload").addEventListener("change", () => reload(false));
+    $("device").addEventListener("change", () => { clearLinkNote(); reload(true); });
+    $("workload").addEventListener("change", () => { clearLinkNote(); reload(false); });
     $("confidence").addEventListener("change", () => reload(false));
     $("workload-search").addEventListener("input", () => {
       clearTimeout(state.searchTimer);
+      // after a failed device load the list may be another device's: list this one's, with the search
+      if (!state.loading && state.listedFor !== $("device").value) { reload(true); return; }
       state.searchTimer = setTimeout(() => {
         const seq = state.searchSeq + 1;  // the one this call takes: a failure after a newer search is dropped
         searchWorkloads().catch((err) => {

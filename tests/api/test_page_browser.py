@@ -445,3 +445,280 @@ def test_cross_device_workload_past_the_first_page_states_its_provenance_with_no
     finally:
         browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+# -- the cap slider, the epochs box, failures, links, names --------------------------------------------------
+def _device_max_power(server) -> dict[str, float]:
+    """The largest power cap the API takes per device (its ``device-max`` rule in /openapi.json)."""
+    spec = requests.get(f"{server.url}/openapi.json", timeout=30).json()
+    rules = spec["components"]["schemas"]["RecommendationRequest"]["x-jetpredict-rules"]
+    return next(r["max"] for r in rules if r["rule"] == "device-max")
+
+
+#: The slider and the upper ends it must reach: of every mode and every preset on screen.
+CAP_STATE = r"""(() => {
+  const s = document.getElementById("cap"), d = jetpredictPage.state.data, c = d.columns;
+  const presets = jetpredictPage.state.presets;
+  const top = (column, field) => Math.max(c[column].reduce((m, v) => (v > m ? v : m), -Infinity),
+    ...presets.map((p) => p[field]));
+  const within = (column, field, cap) => c[column].filter((v) => v <= cap).length +
+    presets.filter((p) => p[field] <= cap).length;
+  return { min: +s.min, max: +s.max, value: +s.value, n: d.n + presets.length,
+    power: top("avg_power_w_high", "avg_power_w_high"), time: top("epoch_time_s_high", "epoch_time_s_high"),
+    feasible: d.feasible.reduce((a, b) => a + b, 0), modes: d.n,
+    within15: within("avg_power_w_high", "avg_power_w_high", 15),
+    withinValue: within("avg_power_w_high", "avg_power_w_high", +s.value),
+    over: Array.from(document.querySelectorAll("#presets tr.over")).map((r) => r.dataset.mode) };
+})()"""
+
+
+def _cap_to_top(browser: Browser, kind: str) -> None:
+    """Move the cap slider to its top and wait for the answer to that cap."""
+    _move_cap(browser, 1.0)
+    cap = browser.evaluate("+document.getElementById('cap').value")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.{kind} === {cap}", 60)
+
+
+def test_cap_slider_reaches_the_upper_ends_that_modes_are_judged_by(server, browser):
+    """Modes meet a cap by the upper end of their interval: the slider reaches the largest upper end of any
+    mode or preset (no higher than the API accepts), so that its top lets every mode in; the 15 W default
+    is not lowered to a cap that shuts out modes 15 W lets in."""
+    errors = len(browser.errors())
+    most = _device_max_power(server)
+    browser.navigate(server.url + "/?device=agx-xavier&workload=" + WORKLOAD)
+    _ready_for(browser, "agx-xavier", 120)
+    cap = browser.evaluate(CAP_STATE)
+    assert cap["power"] < most["agx-xavier"]
+    assert cap["power"] <= cap["max"] <= most["agx-xavier"], cap  # MAXN's upper end (33 W) within reach
+    _cap_to_top(browser, "max_power_w")
+    cap = browser.evaluate(CAP_STATE)
+    assert cap["feasible"] == cap["modes"] and cap["over"] == [], cap  # every mode and preset qualifies
+
+    _choose(browser, "cap-kind", "max_epoch_time_s")
+    cap = browser.evaluate(CAP_STATE)
+    assert cap["max"] >= cap["time"], cap
+    _cap_to_top(browser, "max_epoch_time_s")
+    cap = browser.evaluate(CAP_STATE)
+    assert cap["feasible"] == cap["modes"] and cap["over"] == [], cap
+
+    # LeNet-5 draws under 15 W in every mode: the default cap lets in all that 15 W would (MAXN included)
+    browser.navigate(server.url + "/?device=agx-xavier&workload=builtin:published:lenet5-mnist")
+    key = _ready_for(browser, "agx-xavier", 120)
+    cap = browser.evaluate(CAP_STATE)
+    assert key["constraints"] == {"max_power_w": cap["value"]}
+    assert cap["withinValue"] == cap["within15"] == cap["n"], cap
+    assert "MAXN" not in cap["over"], cap
+
+    # Orin Nano: the 15W preset's upper end lies above every custom mode's
+    browser.navigate(server.url + "/?device=orin-nano")
+    _ready_for(browser, "orin-nano", 120)
+    cap = browser.evaluate(CAP_STATE)
+    assert cap["power"] <= cap["max"] <= most["orin-nano"], cap
+    _cap_to_top(browser, "max_power_w")
+    assert browser.evaluate(CAP_STATE)["over"] == []
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def test_epochs_text_that_is_no_number_is_refused_like_any_bad_number(server, browser):
+    """Text the number box cannot parse reads as "" (validity.badInput): it is refused with the field and
+    the rule, not taken for an empty box, and nothing is sent."""
+    errors = len(browser.errors())
+    browser.navigate(server.url + "/?device=orin-nano")
+    _ready_for(browser, "orin-nano", 120)
+    sent = len(browser.posts())
+    for text in ("e", "1e", "--", "1-"):
+        browser.evaluate("(() => { const e = document.getElementById('epochs'); e.value = ''; e.focus(); "
+                         "document.getElementById('epochs-error').textContent = ''; })()")
+        browser.call("Input.insertText", text=text)  # typed: the box keeps the text it cannot parse
+        assert browser.evaluate("[document.getElementById('epochs').value, "
+                                "document.getElementById('epochs').validity.badInput]") == ["", True], text
+        message = browser.wait_for("document.getElementById('epochs-error').textContent", 10)
+        assert message.startswith("epochs: must be a whole number from 1 to "), (text, message)
+        assert browser.evaluate("document.body.dataset.state") == "error", text
+    time.sleep(0.3)  # past the debounce: a request would have gone
+    assert len(browser.posts()) == sent
+    _choose(browser, "epochs", "", event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === null", 60)
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def _restart(live: LiveServer) -> LiveServer:
+    """The service again, on the same data and port (the page's own origin)."""
+    again = LiveServer(live.data_dir, api_keys=live.api_keys, workers=1)
+    again.port, again.url = live.port, live.url
+    return again.start()
+
+
+def test_a_failed_device_load_is_loaded_again_by_the_next_choice(tmp_path, browser):
+    """With the service down, a device switch fails, saying the service cannot be reached at its URL; the
+    workload list then still holds the old device's workloads. Once the service is back, picking a
+    workload, changing the coverage or the objective loads the device's list and its answer."""
+    live = LiveServer(tmp_path / "own-server", workers=1).start()
+    try:
+        browser.navigate(live.url + "/?device=orin-nano")
+        _ready_for(browser, "orin-nano", 120)
+        coverages = browser.evaluate("Array.from(document.getElementById('confidence').options).map((o) => o.value)")
+        actions = [("workload", None), ("confidence", coverages[0]), ("objective", "min-time")]
+        for (control, value), target in zip(actions, ("nano", "orin-nano", "nano")):
+            live.stop()
+            _choose(browser, "device", target)
+            status = browser.wait_for("document.body.dataset.state === 'error' && "
+                                      "document.getElementById('status').textContent", 30)
+            assert browser.evaluate("document.getElementById('workload').disabled") is False
+            live = _restart(live)
+            if value is None:  # a workload of the list on screen (the other device's)
+                value = browser.evaluate("document.getElementById('workload').value")
+            _choose(browser, control, value)
+            key = _ready_for(browser, target, 120)
+            builtins = requests.get(f"{live.url}/v1/reference-workloads", params={"device": target},
+                                    timeout=30).json()["workloads"]
+            assert key["workload"] in {f"builtin:{w['source']}:{w['workload']}" for w in builtins}
+            assert key[control] == (float(value) if control == "confidence" else value)
+            assert browser.evaluate("document.getElementById('workload-note').textContent") == ""
+            # what the failure said: where the service was looked for, not the browser's bare words
+            assert f"the service cannot be reached at {live.url}" in status and "Failed to fetch" not in status
+    finally:
+        live.stop()
+
+
+#: Evaluated before page.js: ``window.__fault = {path, kind}`` makes requests to paths starting with
+#: ``path`` answer a proxy's HTML 502 (kind "502") or never answer (kind "hang", until aborted).
+FAULT_HOOK = r"""(() => {
+  const real = window.fetch.bind(window);
+  window.__fault = null;
+  window.fetch = (url, options) => {
+    const fault = window.__fault;
+    if (!fault || !String(url).startsWith(fault.path)) return real(url, options);
+    if (fault.kind === "502") {
+      return Promise.resolve(new Response("<html><body><h1>502 Bad Gateway</h1></body></html>",
+        { status: 502, headers: { "Content-Type": "text/html" } }));
+    }
+    return new Promise((resolve, reject) => {
+      const signal = options && options.signal;
+      if (signal) signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError")),
+                                         { once: true });
+    });
+  };
+})();"""
+
+
+def test_errors_say_what_happened_in_words(server, browser, tmp_path):
+    """A proxy's 502 is named in words; a service that never answers is given up on after the request
+    limit, saying so; the service's message is not repeated by its field list; the search box holds no
+    more than the API takes."""
+    errors = len(browser.errors())
+    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=FAULT_HOOK)["identifier"]
+    try:
+        browser.navigate(server.url + "/?device=orin-nano")
+        _ready_for(browser, "orin-nano", 120)
+        browser.evaluate("window.__fault = { path: '/v1/workloads', kind: '502' }")
+        _choose(browser, "device", "nano")
+        status = browser.wait_for("document.body.dataset.state === 'error' && "
+                                  "document.getElementById('status').textContent", 30)
+        assert "502 Bad Gateway" in status and "/v1/workloads" in status, status
+
+        # a limit short enough for a test, long enough for the requests before the one held
+        browser.evaluate("window.__fault = { path: '/v1/predictions', kind: 'hang' }; "
+                         "jetpredictPage.state.requestTimeoutMs = 5000")
+        _choose(browser, "objective", "min-time")  # loads nano again (its last load failed)
+        status = browser.wait_for("document.body.dataset.state === 'error' && "
+                                  "document.getElementById('status').textContent", 30)
+        assert "did not answer POST /v1/predictions within 5 s" in status, status
+        browser.evaluate("window.__fault = null; jetpredictPage.state.requestTimeoutMs = 60000")
+        _choose(browser, "objective", "min-energy")
+        _ready_for(browser, "nano", 120)
+
+        # the search box: as long as the API allows; a longer text (set by a script) is refused once, clearly
+        spec = requests.get(f"{server.url}/openapi.json", timeout=30).json()
+        search = next(p for p in spec["paths"]["/v1/workloads"]["get"]["parameters"] if p["name"] == "search")
+        assert browser.evaluate("document.getElementById('workload-search').maxLength") == \
+            search["schema"]["maxLength"] == 200
+        _choose(browser, "workload-search", "x" * 201, event="input")
+        note = browser.wait_for("document.getElementById('workload-note').textContent.startsWith('search failed') "
+                                "&& document.getElementById('workload-note').textContent", 30)
+        assert note.count("Length must be between 0 and 200") == 1, note
+        _choose(browser, "workload-search", "", event="input")
+        browser.wait_for("!document.getElementById('workload-note').textContent.startsWith('search failed')", 30)
+
+        csv = tmp_path / "one.csv"
+        csv.write_text("workload,mode\nmine,1c-100-100-100\n")
+        browser.set_files("#csv-file", [csv])
+        _choose(browser, "api-key", "wrong-key", event="input")
+        browser.evaluate("document.getElementById('upload-button').click()")
+        refused = browser.wait_for("document.getElementById('upload-status').className === 'error' && "
+                                   "document.getElementById('upload-status').textContent", 60)
+        assert refused.count("is not one of the service's keys") == 1, refused
+    finally:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
+    # the refusals the test provoked, as the browser logs them
+    left = [e for e in _errors_since(browser, errors) if not re.search(r"status of (403|422)", e)]
+    assert not left, left
+
+
+def test_a_link_to_what_is_not_there_says_so(server, browser):
+    """A link naming an unknown workload or device shows another one, and says which, until the user
+    chooses."""
+    errors = len(browser.errors())
+    browser.navigate(server.url + "/?device=orin-nx&workload=stored:nonexistent")
+    key = _ready_for(browser, "orin-nx", 120)
+    note = browser.evaluate("document.getElementById('link-note').hidden || "
+                            "document.getElementById('link-note').textContent")
+    shown = browser.evaluate("(() => { const s = document.getElementById('workload'); "
+                             "return s.options[s.selectedIndex].textContent; })()")
+    assert note is not True and '"stored:nonexistent" was not found' in note and f"showing {shown}" in note, note
+    assert key["workload"] != "stored:nonexistent"
+    other = browser.evaluate("Array.from(document.getElementById('workload').options).map((o) => o.value)"
+                             ".find((v) => v.startsWith('builtin:') && v !== document.getElementById('workload').value)")
+    _choose(browser, "workload", other)
+    _ready_for(browser, "orin-nx")
+    assert browser.evaluate("document.getElementById('link-note').hidden") is True
+
+    browser.navigate(server.url + "/?device=bogus")
+    _ready_for(browser, "agx-xavier", 120)
+    note = browser.evaluate("document.getElementById('link-note').textContent")
+    assert browser.evaluate("document.getElementById('link-note').hidden") is False
+    assert '"bogus"' in note and "agx-xavier" in note and "instead" in note, note
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def _accessible(browser: Browser, selector: str) -> dict:
+    """Role, accessible name and where the name comes from (Chromium's accessibility tree)."""
+    browser.call("Accessibility.enable")
+    root = browser.call("DOM.getDocument", depth=0)["root"]["nodeId"]
+    node = browser.call("DOM.querySelector", nodeId=root, selector=selector)["nodeId"]
+    ax = browser.call("Accessibility.getPartialAXTree", nodeId=node, fetchRelatives=False)["nodes"][0]
+    name = ax.get("name", {})
+    source = next((s for s in name.get("sources", []) if "value" in s and not s.get("superseded")), {})
+    return {"role": ax["role"]["value"], "name": name.get("value", ""),
+            "from": source.get("nativeSource") or source.get("type", "")}
+
+
+def test_controls_and_charts_have_accessible_names(server, browser):
+    """Each control is named by its label (not a placeholder or a neighbour's), the cap slider by its kind
+    with its value in words, and the canvases carry a text alternative that follows the answer."""
+    browser.navigate(server.url + "/?device=orin-nano")
+    _ready_for(browser, "orin-nano", 120)
+    assert _accessible(browser, "#workload")["name"] == "Workload"
+    assert _accessible(browser, "#workload-search")["name"] == "search stored workloads"
+    assert _accessible(browser, "#csv-file")["name"] == "Profile CSV file"
+    key = _accessible(browser, "#api-key")
+    assert key["name"] == "API key" and key["from"] != "placeholder", key
+    slider = ("[document.getElementById('cap').getAttribute('aria-valuetext'), "
+              "String(+document.getElementById('cap').value)]")
+    assert _accessible(browser, "#cap")["name"] == "power cap"
+    text, value = browser.evaluate(slider)
+    assert text == f"power cap {value} W"
+    _choose(browser, "cap-kind", "max_epoch_time_s")
+    assert _accessible(browser, "#cap")["name"] == "time cap"
+    text, value = browser.evaluate(slider)
+    assert text == f"time cap {value} s"
+    _ready_for(browser, "orin-nano")
+    for selector in ("#pareto", "#heatmap"):
+        shown = _accessible(browser, selector)
+        assert shown["role"] == "image" and "Jetson Orin Nano" in shown["name"], shown
+    assert "1,800 modes" in _accessible(browser, "#pareto")["name"]
+    _choose(browser, "device", "nano")
+    _ready_for(browser, "nano", 120)
+    assert "5,040 modes" in _accessible(browser, "#pareto")["name"]
+    assert _accessible(browser, "#heatmap")["name"].endswith(
+        browser.evaluate("document.getElementById('hm-legend').textContent"))
