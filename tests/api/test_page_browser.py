@@ -559,7 +559,7 @@ def test_a_failed_device_load_is_loaded_again_by_the_next_choice(tmp_path, brows
         _ready_for(browser, "orin-nano", 120)
         coverages = browser.evaluate("Array.from(document.getElementById('confidence').options).map((o) => o.value)")
         actions = [("workload", None), ("confidence", coverages[0]), ("objective", "min-time")]
-        for (control, value), target in zip(actions, ("nano", "orin-nano", "nano")):
+        for (control, value), target in zip(actions, ("nano", "orin-nano", "nano"), strict=True):
             live.stop()
             _choose(browser, "device", target)
             status = browser.wait_for("document.body.dataset.state === 'error' && "
