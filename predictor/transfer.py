@@ -182,7 +182,8 @@ def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceRefer
 def _scale_fits(model: WorkloadModel, factors: Mapping[str, float]) -> dict:
     """The time fits and contention variants of ``model`` with each term's coefficient multiplied."""
     def scale(fits: Mapping[str, TermFit]) -> dict[str, TermFit]:
-        return {name: fit.scaled(factors) for name, fit in fits.items()}
+        # Restricted before scaling: terms scaled apart no longer cancel the Gaussian's negative tails.
+        return {name: fit.non_negative().scaled(factors) for name, fit in fits.items()}
 
     return {"time_fits": scale(model.time_fits),
             "variants": tuple(ContentionVariant(v.kappa_cpu, v.kappa_pipe, scale(v.fits)) for v in model.variants)}
@@ -210,7 +211,7 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
         transfer_method=method,
         # Provenance: the least trustworthy of the data the prediction now rests on.
         reference_source=least_trusted(used),
-        power_fit=model.power_fit.scaled(pf),
+        power_fit=model.power_fit.non_negative().scaled(pf),
         profiled_ranges=ranges_on(model.profiled_ranges, model.device, target),
         base_coef=np.asarray(target_ref.base_coef, dtype=float),
         base_sd_rel=max(model.base_sd_rel, target_ref.base_noise_rel), maxima=F.device_maxima(target),

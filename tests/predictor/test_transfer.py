@@ -158,3 +158,24 @@ def test_a_profile_unlike_every_shared_workload_moves_by_physics():
     moved = on_device(model, nano)
     assert moved.transfer_method == "physics" and moved.cross_device
     assert np.isfinite(at(model, "nano", "MAXN").epoch_time_s).all()
+
+
+def test_a_transfer_takes_the_posterior_of_non_negative_work_only():
+    """The compute fit of twin ResNet-18 rows on 4 planned Xavier NX modes: GPU 217 +- 548 and memory
+    230 +- 383 s x GHz, correlated -0.995 (the modes moved both clocks together). Scaled to AGX Xavier by
+    1.48 and 0.455 they no longer cancel: MAXN took 361 s [68, 1929]. Restricted to the non-negative work
+    the fit allows, the spread along their line is what the segment gpu, mem >= 0 leaves."""
+    from jetpredict.predictor.terms import TermFit
+
+    sd = np.array([548.0, 383.0])
+    cov = np.outer(sd, sd) * np.array([[1.0, -0.995], [-0.995, 1.0]])
+    fit = TermFit(("gpu", "mem"), np.array([217.0, 230.0]), cov, 0.05)
+    kept = fit.non_negative()
+    assert kept.coef.tolist() == fit.coef.tolist() and fit.non_negative().cov.tolist() == kept.cov.tolist()
+    kept_sd = np.sqrt(np.diag(kept.cov))
+    assert (kept_sd < 0.4 * sd).all()  # the segment: gpu within ~[0, 550], memory ~[0, 450]
+    x = np.array([1.48, 0.455])  # the transfer's factors at unit features
+    assert np.sqrt(x @ kept.cov @ x) < 0.4 * np.sqrt(x @ cov @ x)  # 200 against 638
+    # A posterior with too few draws inside (8 terms at 0: 1 in 256) keeps its Gaussian covariance.
+    edge = TermFit(tuple(f"t{i}" for i in range(8)), np.zeros(8), np.eye(8), 0.05)
+    assert edge.non_negative() is edge
