@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache, cached_property
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,8 @@ MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, 1e8
 #: and the fewest inside that replace its Gaussian covariance (a sample SD within ~10%).
 NON_NEGATIVE_DRAWS = 20_000
 NON_NEGATIVE_MIN_INSIDE = 200
+#: A fit whose every coefficient lies this many SDs above 0 (under 0.2% below it) is left as it is.
+NON_NEGATIVE_SKIP_SDS = 3.0
 #: Provenance kinds from most to least trustworthy.
 SOURCE_TRUST: tuple[str, ...] = ("published", "measured", "simulated")
 
@@ -102,6 +105,15 @@ class PriorLinearRegression(RegressorMixin, BaseEstimator):
         return mean, np.sqrt(np.maximum(np.sum((X @ self.cov_) * X, axis=1), 0.0))
 
 
+@cache
+def _standard_draws(dims: int) -> np.ndarray:
+    """:data:`NON_NEGATIVE_DRAWS` standard normal draws in ``dims`` dimensions (seed 0, read-only): the
+    same for every fit, so the restriction is deterministic and costs a product, not a sampling."""
+    draws = np.random.default_rng(0).standard_normal((NON_NEGATIVE_DRAWS, dims))
+    draws.setflags(write=False)
+    return draws
+
+
 @dataclass(frozen=True, eq=False)
 class TermFit:
     """Fitted coefficients of one time/power component on its named terms (s x GHz, or W)."""
@@ -130,6 +142,7 @@ class TermFit:
         s = np.array([factors.get(t, 1.0) for t in self.terms])
         return TermFit(self.terms, self.coef * s, self.cov * np.outer(s, s), self.noise_rel)
 
+    @cached_property
     def non_negative(self) -> TermFit:
         """The same fit with the covariance of its Gaussian (Laplace) posterior restricted to the
         coefficients the fit allows (all >= 0, as its NNLS), taken about the fitted point.
@@ -137,13 +150,16 @@ class TermFit:
         Where two terms alias, the Gaussian spreads far along their line into negative work (GPU 217 +- 548,
         memory 230 +- 383 s x GHz, correlation -0.995), which cancels where the profiled modes lie but not
         once a transfer scales the terms by different factors. Sampled with a fixed seed (deterministic);
-        a posterior with too few draws inside keeps its Gaussian covariance."""
+        a posterior with too few draws inside keeps its Gaussian covariance, and one with (almost) no mass
+        below 0 is kept as it is. Cached: a model moves to several devices."""
         if not len(self.terms) or not np.all(np.isfinite(self.cov)):
             return self
+        if np.all(self.coef > NON_NEGATIVE_SKIP_SDS * np.sqrt(np.maximum(np.diag(self.cov), 0.0))):
+            return self
         # A pseudo-inverse's covariance may hold eigenvalues a rounding below 0: taken as their size.
-        draws = np.random.default_rng(0).multivariate_normal(self.coef, (self.cov + self.cov.T) / 2,
-                                                             NON_NEGATIVE_DRAWS, method="eigh", check_valid="ignore")
-        inside = draws[np.all(draws >= 0.0, axis=1)] - self.coef
+        values, vectors = np.linalg.eigh((self.cov + self.cov.T) / 2)
+        spread = _standard_draws(len(self.terms)) @ (vectors * np.sqrt(np.abs(values))).T
+        inside = spread[(spread + self.coef).min(axis=1) >= 0.0]
         if len(inside) < NON_NEGATIVE_MIN_INSIDE:
             return self
         return TermFit(self.terms, self.coef, inside.T @ inside / len(inside), self.noise_rel)

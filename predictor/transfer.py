@@ -179,11 +179,12 @@ def reference_factors(model: WorkloadModel, target: Device, src_ref: DeviceRefer
             "weights": {w: sim[w] / total_sim for w in shared}}
 
 
-def _scale_fits(model: WorkloadModel, factors: Mapping[str, float]) -> dict:
-    """The time fits and contention variants of ``model`` with each term's coefficient multiplied."""
+def _scale_fits(model: WorkloadModel, factors: Mapping[str, float], restrict: bool = False) -> dict:
+    """The time fits and contention variants of ``model`` with each term's coefficient multiplied; with
+    ``restrict``, each restricted to non-negative work first (:attr:`TermFit.non_negative`), as the fits
+    of the source device are when a transfer scales their terms apart (once: it is no projection)."""
     def scale(fits: Mapping[str, TermFit]) -> dict[str, TermFit]:
-        # Restricted before scaling: terms scaled apart no longer cancel the Gaussian's negative tails.
-        return {name: fit.non_negative().scaled(factors) for name, fit in fits.items()}
+        return {name: (fit.non_negative if restrict else fit).scaled(factors) for name, fit in fits.items()}
 
     return {"time_fits": scale(model.time_fits),
             "variants": tuple(ContentionVariant(v.kappa_cpu, v.kappa_pipe, scale(v.fits)) for v in model.variants)}
@@ -211,11 +212,12 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
         transfer_method=method,
         # Provenance: the least trustworthy of the data the prediction now rests on.
         reference_source=least_trusted(used),
-        power_fit=model.power_fit.non_negative().scaled(pf),
+        power_fit=model.power_fit.non_negative.scaled(pf),
         profiled_ranges=ranges_on(model.profiled_ranges, model.device, target),
         base_coef=np.asarray(target_ref.base_coef, dtype=float),
         base_sd_rel=max(model.base_sd_rel, target_ref.base_noise_rel), maxima=F.device_maxima(target),
-        **_scale_fits(model, tf))
+        # Restricted before scaling: terms scaled apart no longer cancel the Gaussian's negative tails.
+        **_scale_fits(model, tf, restrict=True))
     if via_refs is not None:
         moved = _match_level(model, moved, via_refs["level"])
     return moved

@@ -170,12 +170,14 @@ def test_a_transfer_takes_the_posterior_of_non_negative_work_only():
     sd = np.array([548.0, 383.0])
     cov = np.outer(sd, sd) * np.array([[1.0, -0.995], [-0.995, 1.0]])
     fit = TermFit(("gpu", "mem"), np.array([217.0, 230.0]), cov, 0.05)
-    kept = fit.non_negative()
-    assert kept.coef.tolist() == fit.coef.tolist() and fit.non_negative().cov.tolist() == kept.cov.tolist()
+    kept = fit.non_negative
+    assert kept.coef.tolist() == fit.coef.tolist() and fit.non_negative is kept
     kept_sd = np.sqrt(np.diag(kept.cov))
     assert (kept_sd < 0.4 * sd).all()  # the segment: gpu within ~[0, 550], memory ~[0, 450]
     x = np.array([1.48, 0.455])  # the transfer's factors at unit features
     assert np.sqrt(x @ kept.cov @ x) < 0.4 * np.sqrt(x @ cov @ x)  # 200 against 638
     # A posterior with too few draws inside (8 terms at 0: 1 in 256) keeps its Gaussian covariance.
     edge = TermFit(tuple(f"t{i}" for i in range(8)), np.zeros(8), np.eye(8), 0.05)
-    assert edge.non_negative() is edge
+    assert edge.non_negative is edge
+    sure = TermFit(("gpu",), np.array([10.0]), np.array([[4.0]]), 0.05)  # 5 SDs above 0
+    assert sure.non_negative is sure
