@@ -35,7 +35,7 @@ COMPLEXITY_COLUMNS: tuple[str, ...] = ("flops_train", "params", "param_bytes")
 #: Epoch times a fit accepts (s): below a millisecond or above ~3 years a row is a unit or typing error,
 #: and the log-space fit would under- or overflow.
 MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, 1e8
-#: Draws of a posterior sampled to restrict it to non-negative coefficients (:meth:`TermFit.non_negative`),
+#: Draws of a posterior sampled to restrict it to non-negative coefficients (:attr:`TermFit.non_negative`),
 #: and the fewest inside that replace its Gaussian covariance (a sample SD within ~10%).
 NON_NEGATIVE_DRAWS = 20_000
 NON_NEGATIVE_MIN_INSIDE = 200
