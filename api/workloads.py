@@ -219,7 +219,7 @@ def _fit_group(group: _Group, device: str, stored: list[dict], several: bool) ->
         key, messages = next(iter(errors.items()))
         raise _conflict(f"{key}: {messages[0]}", errors)
     try:
-        together = validate_records([*own, *group.records], what=f"stored and new rows of {name}")
+        together = validate_records([*own, *group.records], what=f"stored and new rows of {name}", stored=len(own))
         return _Fitted(_fit(together, "rows"), group.records, devices)
     except InputError as exc:
         _fit_alone(group, name, several)  # a 422 when the new rows cannot be fitted even alone
@@ -503,6 +503,7 @@ def fit_devices(rows: Sequence[Mapping[str, object]], workload_id: str, field: s
     by_device: dict[str, list[Mapping[str, object]]] = {}
     for row in rows:
         by_device.setdefault(str(row.get("device")), []).append(row)
-    models = {dev: _fit(validate_records(part, what=f"stored rows of {workload_id} on {dev}"), field)
+    models = {dev: _fit(validate_records(part, what=f"stored rows of {workload_id} on {dev}", stored=len(part)),
+                        field)
               for dev, part in by_device.items()}
     return DeviceModels(models, str(rows[0].get("device")))

@@ -176,7 +176,8 @@ def _coerce(field: Field, value: object) -> tuple[object, str | None]:
     return (int(round(number)) if field.kind is int else number), None
 
 
-def _validate_record(record: Mapping[str, object], line: int) -> tuple[dict[str, object], list[RowProblem]]:
+def _validate_record(record: Mapping[str, object], line: int, parts: bool = True
+                     ) -> tuple[dict[str, object], list[RowProblem]]:
     problems: list[RowProblem] = []
     row: dict[str, object] = {}
     for key, value in record.items():
@@ -207,13 +208,21 @@ def _validate_record(record: Mapping[str, object], line: int) -> tuple[dict[str,
     if device is not None and not is_host and device in device_ids():
         problems.extend(RowProblem(line, f, m) for f, m in implausible(row, str(device)).items()
                         if not any(p.field == f for p in problems))
-    problems.extend(RowProblem(line, f, m) for f, m in part_problems(row).items()
-                    if not any(p.field == f for p in problems))
+    if parts:
+        problems.extend(RowProblem(line, f, m) for f, m in part_problems(row).items()
+                        if not any(p.field in (f, *_PART_INPUTS[f]) for p in problems))
     source = row.get("source")
     if source is not None and not str(source).lower().startswith(SOURCE_KINDS):
         problems.append(RowProblem(line, "source", f"must start with one of {', '.join(SOURCE_KINDS)}; "
                                    f"got {source!r}"))
     return row, problems
+
+
+#: Per field that :func:`part_problems` may name, the fields its rule reads: a unit slip already named in
+#: one of them (milliwatts, milliseconds) is the row's problem, not a product or sum it throws off.
+_PART_INPUTS: dict[str, tuple[str, ...]] = {
+    **{p: (*parts, whole) for parts, whole in ROW_PARTS for p in parts},
+    ROW_PRODUCT[0]: ROW_PRODUCT[1]}
 
 
 def part_problems(row: Mapping[str, object]) -> dict[str, str]:
@@ -327,11 +336,14 @@ INDEX_NAMES = ("row", "rows", -1)
 
 def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 1,
                      what: str = "profile rows", line_numbers: Sequence[int] | None = None,
-                     names: tuple[str, str, int] = LINE_NAMES) -> pd.DataFrame:
+                     names: tuple[str, str, int] = LINE_NAMES, stored: int = 0) -> pd.DataFrame:
     """Validate row mappings (JSON objects or CSV records); raise :class:`ProfileRowsError` with all problems.
 
     ``line_numbers`` gives each record's line in its file (CSV readers skip blank lines), else
     ``first_line + index``; ``names``: how conflict messages name rows (:func:`mode_conflicts`).
+    ``stored``: the first so many records were stored by a service under its rules of the time; the rules
+    inside a row added since (:func:`part_problems`) are not applied to them, so an upgrade leaves a stored
+    workload usable as it was.
     """
     rows: list[dict[str, object]] = []
     lines: list[int] = []
@@ -344,7 +356,7 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
         if not isinstance(record, Mapping):
             problems.append(RowProblem(line, "_row", "must be an object of field: value"))
             continue
-        row, row_problems = _validate_record(record, line)
+        row, row_problems = _validate_record(record, line, parts=i >= stored)
         rows.append(row)
         lines.append(line)
         problems.extend(row_problems)

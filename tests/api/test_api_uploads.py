@@ -202,3 +202,26 @@ def test_sweeps_in_opposite_orders_at_once_all_land(make_app, auth, monkeypatch,
     assert statuses == [201] * 6
     client = apps[0].test_client()
     assert rows_of(client, MOBILENET) == rows_of(client, RESNET) == 6
+
+
+def test_rows_stored_under_earlier_rules_stay_usable_after_an_upgrade(client, auth, monkeypatch):
+    """A service before the rules inside a row (stall + compute at most the epoch, energy = power x time)
+    stored such rows; after the upgrade the workload still predicts and takes more rows, which the new
+    rules check."""
+    from jetpredict.models import profile_rows
+
+    rows = published_rows("resnet18-cifar10", "legacy", n=5)
+    old = [dict(r) for r in rows[:4]]
+    old[0]["stall_time_s"] = old[0]["compute_time_s"] = 0.6 * old[0]["epoch_time_s"]
+    old[1]["epoch_energy_j"] *= 1.5
+    with monkeypatch.context() as m:  # the service before the rules
+        m.setattr(profile_rows, "part_problems", lambda row: {})
+        assert upload(client, auth, old).status_code == 201
+    r = client.post("/v1/predictions", json={"workload": {"id": "legacy"}, "modes": "presets"})
+    assert r.status_code == 200, r.json
+    cross = client.post("/v1/predictions", json={"workload": {"id": "legacy"}, "modes": "presets", "device": "nano"})
+    assert cross.status_code == 200, cross.json
+    assert upload(client, auth, rows[4:]).status_code == 201 and rows_of(client, "legacy") == 5
+    bad = {**rows[4], "mode": "x", "cpu_cores": 2, "epoch_energy_j": 3 * rows[4]["epoch_energy_j"]}
+    r = upload(client, auth, [bad])
+    assert r.status_code == 422 and "rows.0.epoch_energy_j" in r.json["errors"], r.json

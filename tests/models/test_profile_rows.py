@@ -204,6 +204,14 @@ def test_parts_above_their_whole_and_an_energy_off_power_x_time_are_refused(chan
     read_profile_csv(csv_text(GOOD_ROWS[0].replace(",2702,", ",2900,")))  # 7% off: digitised figures round
 
 
+def test_a_unit_slip_is_the_rows_one_problem_not_the_product_it_throws_off():
+    """Power in milliwatts: the message names the slip; the correct energy is not blamed too."""
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(GOOD_ROWS[0].replace(",28.0,", ",28000.0,")))
+    (problem,) = err.value.problems
+    assert problem.field == "avg_power_w" and "milliwatts" in problem.message
+
+
 def test_unknown_device_names_the_valid_ids():
     with pytest.raises(ProfileRowsError) as err:
         read_profile_csv(csv_text(GOOD_ROWS[0].replace("agx-xavier", "jetson-tx2", 1)))
