@@ -77,8 +77,9 @@ class JsonNumber(fields.Float):
 
 
 class JsonInteger(fields.Integer):
-    """A whole-number field of a JSON body: a JSON integer only (``3``, not ``"3"``, ``3.5`` or ``true``),
-    refused in the words :class:`JsonNumber` uses rather than marshmallow's "Not a valid integer."."""
+    """A whole-number field of a JSON body: a JSON number with no fraction (``3`` or ``3.0``, as JSON
+    Schema's ``integer``; not ``"3"``, ``3.5`` or ``true``), refused in the words :class:`JsonNumber` uses
+    rather than marshmallow's "Not a valid integer."."""
 
     default_error_messages = {"invalid": "must be a whole number (a JSON number, not text or a boolean)"}
 
@@ -88,6 +89,8 @@ class JsonInteger(fields.Integer):
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str | bool):
             raise self.make_error("invalid")
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # a client that builds bodies from float columns sends 4.0 for 4
         return super()._deserialize(value, attr, data, **kwargs)
 
 

@@ -72,6 +72,13 @@ def test_whole_numbers_of_a_request_are_json_integers_in_the_same_words(client, 
     assert r.json["errors"][field][0] == "must be a whole number (a JSON number, not text or a boolean)"
 
 
+def test_a_whole_number_written_with_a_fraction_of_zero_is_taken(client, stored):
+    mode = {"mode": "m", "cpu_cores": 8.0, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1065.6}
+    r = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": [mode], "epochs": 3.0})
+    assert r.status_code == 200, r.json
+    assert r.json["predictions"][0]["cpu_cores"] == 8
+
+
 def test_caps_and_deadlines_are_json_numbers(client, stored):
     r = client.post("/v1/recommendations", json={"workload": {"id": "my-resnet"}, "objective": "min-energy",
                                                  "constraints": {"max_power_w": "15"}})
