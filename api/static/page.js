@@ -697,23 +697,23 @@
     };
     data.timeRange = range(c.epoch_time_s);
     data.energyRange = range(c.epoch_energy_j);
-    data.powerRange = range(c.avg_power_w);
-    // Caps are met by the upper ends of the intervals: the caps that let every mode in reach these.
-    data.powerTop = range(c.avg_power_w_high || c.avg_power_w)[1];
-    data.timeTop = range(c.epoch_time_s_high || c.epoch_time_s)[1];
+    // Caps are met by the upper ends of the intervals: below the least no mode qualifies, at the largest
+    // every mode does.
+    [data.powerLeast, data.powerTop] = range(c.avg_power_w_high || c.avg_power_w);
+    [data.timeLeast, data.timeTop] = range(c.epoch_time_s_high || c.epoch_time_s);
     data.feasible = new Uint8Array(data.n);
     data.px = new Float32Array(data.n);
     data.py = new Float32Array(data.n);
   }
 
   // ---- cap slider ----------------------------------------------------------------------------------
-  // The slider spans the caps that change the answer: from the least point value (below it no mode
+  // The slider spans the caps that change the answer: from the least upper end (below it no mode
   // qualifies) to the largest upper end of any mode or preset (every one qualifies), as modes are judged
   // by the upper ends of their intervals; a power cap goes no higher than the device's maximum, which the
   // API refuses to exceed. [lo, hi] in the cap's unit.
   function capSpan(kind, data) {
     const power = kind === "max_power_w";
-    let [lo, hi] = power ? [data.powerRange[0], data.powerTop] : [data.timeRange[0], data.timeTop];
+    let [lo, hi] = power ? [data.powerLeast, data.powerTop] : [data.timeLeast, data.timeTop];
     for (const p of state.presets || []) {
       const top = power ? (p.avg_power_w_high ?? p.avg_power_w) : (p.epoch_time_s_high ?? p.epoch_time_s);
       if (top > hi) hi = top;

@@ -463,7 +463,9 @@ CAP_STATE = r"""(() => {
     ...presets.map((p) => p[field]));
   const within = (column, field, cap) => c[column].filter((v) => v <= cap).length +
     presets.filter((p) => p[field] <= cap).length;
-  return { min: +s.min, max: +s.max, value: +s.value, n: d.n + presets.length,
+  const least = (column) => c[column].reduce((m, v) => (v < m ? v : m), Infinity);
+  return { min: +s.min, max: +s.max, value: +s.value, step: +s.step, n: d.n + presets.length,
+    leastPower: least("avg_power_w_high"), leastTime: least("epoch_time_s_high"),
     power: top("avg_power_w_high", "avg_power_w_high"), time: top("epoch_time_s_high", "epoch_time_s_high"),
     feasible: d.feasible.reduce((a, b) => a + b, 0), modes: d.n,
     within15: within("avg_power_w_high", "avg_power_w_high", 15),
@@ -494,9 +496,12 @@ def test_cap_slider_reaches_the_upper_ends_that_modes_are_judged_by(server, brow
     cap = browser.evaluate(CAP_STATE)
     assert cap["feasible"] == cap["modes"] and cap["over"] == [], cap  # every mode and preset qualifies
 
+    # ... and starts at the least upper end: below it no mode qualifies, so no lower cap is offered.
+    assert cap["leastPower"] - cap["step"] < cap["min"] <= cap["leastPower"], cap
     _choose(browser, "cap-kind", "max_epoch_time_s")
     cap = browser.evaluate(CAP_STATE)
     assert cap["max"] >= cap["time"], cap
+    assert cap["leastTime"] - cap["step"] < cap["min"] <= cap["leastTime"], cap
     _cap_to_top(browser, "max_epoch_time_s")
     cap = browser.evaluate(CAP_STATE)
     assert cap["feasible"] == cap["modes"] and cap["over"] == [], cap
