@@ -2,12 +2,14 @@
 
 Two knobs are aliased when every profiled mode moves them together (:meth:`WorkloadModel.aliased_pairs`):
 the fit cannot split their effects, so the split is the prior's and the intervals carry its doubt. The
-widening is a counterfactual of one more profiled mode. Refit with a pseudo-row (the model's own
+widening is a counterfactual of one more profiled mode. Refit once with a pseudo-row (the model's own
 predictions, :func:`jetpredict.predictor.adaptive.pseudo_row`) at the device's mode inside the profiled
-ranges that breaks the pair's relation most. The ratio of the fit's interval widths (ln high / low) to the
-refit's, over every mode of the device, with the same interval scales, is what the alias costs: what
-profiling that one mode would gain. (A pseudo-row at a profiled mode is no control: the fit takes a repeat
-of a mode as that mode's evidence, not as one more mode.)
+ranges that breaks the pair's relation most, and once with a pseudo-row at the unprofiled mode on the
+pair's line nearest it (one mode more, the alias kept). The ratio of the two refits' interval widths
+(ln high / low), over every mode of the device, is what the alias costs; the extra mode and the interval
+scales are the same in both. Where no unprofiled mode lies on the line, the fit itself is the control (the
+ratio then also counts what any one more mode gains). A pseudo-row at a profiled mode is no control: the
+fit takes a repeat as that mode's evidence, not as one more mode.
 """
 
 from __future__ import annotations
@@ -38,21 +40,26 @@ class AliasWidening:
     separating_mode: dict[str, object]
     median: dict[str, float]
     largest: dict[str, float]
+    #: True when the control was a mode on the pair's line; False: the fit itself (no such mode).
+    on_line_control: bool = True
 
     def describe(self) -> str:
         m = self.separating_mode
         where = (f"{m['mode']}: {int(m['cpu_cores'])} cores, CPU {m['cpu_mhz']:g}, GPU {m['gpu_mhz']:g}, "
                  f"EMC {m['emc_mhz']:g} MHz")
-        return (f"{self.knobs[0]} with {self.knobs[1]}: time intervals {self.median['epoch_time_s']:.2f}x as "
-                f"wide (median over the device's modes; up to {self.largest['epoch_time_s']:.2f}x), energy "
-                f"{self.median['epoch_energy_j']:.2f}x, as after profiling one mode that separates them ({where})")
+        kept = ("one more mode that keeps them together leaves" if self.on_line_control else
+                "the fit as it stands has (no unprofiled mode keeps them together, so this also counts what "
+                "any one more mode gains)")
+        return (f"{self.knobs[0]} with {self.knobs[1]}: {kept} time intervals {self.median['epoch_time_s']:.2f}x "
+                f"as wide (median over the device's modes; up to {self.largest['epoch_time_s']:.2f}x), energy "
+                f"{self.median['epoch_energy_j']:.2f}x, as one mode that separates them ({where})")
 
 
-def separating_mode(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.DataFrame,
-                    ranges: dict[str, tuple[float, float]]) -> int | None:
-    """Position in ``candidates`` of the candidate inside ``ranges`` farthest off the line the profiled modes
-    draw between the pair's log knobs (the nearest one to a profiled mode among equals); None when no
-    candidate inside the ranges leaves the line."""
+def _line_geometry(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.DataFrame,
+                   ranges: dict[str, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate: its log knobs, whether it lies inside ``ranges``, how far (ln) it lies off the line
+    the profiled modes draw between the pair's log knobs (0 outside the ranges); and the profiled modes'
+    distinct log knobs."""
     x, y = (np.log(rows[k].to_numpy(dtype=float)) for k in pair)
     slope, intercept = np.polyfit(x, y, 1)
     knobs = np.log(candidates[list(MODE_FIELDS)].to_numpy(dtype=float))
@@ -61,12 +68,33 @@ def separating_mode(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.Da
     inside = np.all((knobs >= low - OUTSIDE_TOLERANCE_LN) & (knobs <= high + OUTSIDE_TOLERANCE_LN), axis=1)
     cx, cy = (knobs[:, MODE_FIELDS.index(k)] for k in pair)
     off = np.where(inside, np.abs(cy - (slope * cx + intercept)), 0.0)
+    profiled = np.unique(np.log(rows[list(MODE_FIELDS)].to_numpy(dtype=float)), axis=0)
+    return knobs, inside, off, profiled
+
+
+def separating_mode(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.DataFrame,
+                    ranges: dict[str, tuple[float, float]]) -> int | None:
+    """Position in ``candidates`` of the candidate inside ``ranges`` farthest off the line the profiled modes
+    draw between the pair's log knobs (the nearest one to a profiled mode among equals); None when no
+    candidate inside the ranges leaves the line."""
+    knobs, _, off, profiled = _line_geometry(rows, pair, candidates, ranges)
     if off.max() <= OUTSIDE_TOLERANCE_LN:
         return None
-    profiled = np.unique(np.log(rows[list(MODE_FIELDS)].to_numpy(dtype=float)), axis=0)
     far = np.flatnonzero(off >= off.max() - 1e-9)
     dist = np.abs(knobs[far, None, :] - profiled[None, :, :]).sum(axis=2)  # (far candidates, modes), log L1
     return int(far[int(np.argmin(dist.min(axis=1)))])
+
+
+def on_line_mode(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.DataFrame,
+                 ranges: dict[str, tuple[float, float]], near: int) -> int | None:
+    """Position in ``candidates`` of the unprofiled candidate inside ``ranges`` on the pair's line (the
+    alias kept) nearest candidate ``near`` (log L1); None when every such mode was profiled."""
+    knobs, inside, off, profiled = _line_geometry(rows, pair, candidates, ranges)
+    unprofiled = np.abs(knobs[:, None, :] - profiled[None, :, :]).sum(axis=2).min(axis=1) > OUTSIDE_TOLERANCE_LN
+    on = np.flatnonzero(inside & (off <= OUTSIDE_TOLERANCE_LN) & unprofiled)
+    if not on.size:
+        return None
+    return int(on[int(np.argmin(np.abs(knobs[on] - knobs[near]).sum(axis=1)))])
 
 
 def alias_widening(model: WorkloadModel, rows: pd.DataFrame, device: Device,
@@ -82,22 +110,29 @@ def alias_widening(model: WorkloadModel, rows: pd.DataFrame, device: Device,
     template = rows.iloc[-1].to_dict()
     out: list[AliasWidening] = []
     for pair in pairs:
-        sep = separating_mode(rows, pair, modes, dict(model.profiled_ranges))
+        ranges = dict(model.profiled_ranges)
+        sep = separating_mode(rows, pair, modes, ranges)
         if sep is None:
             continue
-        chosen = modes.iloc[[sep]]
-        at = {k: v[0] for k, v in predict_modes(model, ModeArrays.from_frame(chosen)).columns().items()
-              if isinstance(v, np.ndarray)}
-        extra = pd.DataFrame([pseudo_row(template, chosen.iloc[0], at)])
-        try:
-            refit = fit_workload(pd.concat([rows, extra], ignore_index=True), device, reference)
-        except InputError:  # a report on a fit that stands: a refit it cannot make leaves the pair out
+        control = on_line_mode(rows, pair, modes, ranges, sep)
+        chosen = modes.iloc[[sep] if control is None else [sep, control]]
+        predicted = predict_modes(model, ModeArrays.from_frame(chosen)).columns()
+        refits = []
+        for i in range(len(chosen)):
+            at = {k: v[i] for k, v in predicted.items() if isinstance(v, np.ndarray)}
+            extra = pd.DataFrame([pseudo_row(template, chosen.iloc[i], at)])
+            try:
+                refit = fit_workload(pd.concat([rows, extra], ignore_index=True), device, reference)
+            except InputError:  # a report on a fit that stands: a refit it cannot make leaves the pair out
+                break
+            refits.append(replace(refit, interval_scales=model.interval_scales))
+        if len(refits) < len(chosen):
             continue
-        widths = [predict_modes(m, arrays).columns()
-                  for m in (model, replace(refit, interval_scales=model.interval_scales))]
+        separated, kept = refits[0], (model if control is None else refits[1])
+        widths = [predict_modes(m, arrays).columns() for m in (kept, separated)]
         ratio = {o: np.log(widths[0][f"{o}_high"] / widths[0][f"{o}_low"])
                  / np.log(widths[1][f"{o}_high"] / widths[1][f"{o}_low"]) for o in WIDENED_OUTPUTS}
         out.append(AliasWidening(pair, {k: modes.iloc[sep][k] for k in ("mode", *MODE_FIELDS)},
                                  {o: float(np.median(r)) for o, r in ratio.items()},
-                                 {o: float(np.max(r)) for o, r in ratio.items()}))
+                                 {o: float(np.max(r)) for o, r in ratio.items()}, control is not None))
     return out

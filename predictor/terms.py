@@ -36,7 +36,8 @@ COMPLEXITY_COLUMNS: tuple[str, ...] = ("flops_train", "params", "param_bytes")
 #: and the log-space fit would under- or overflow.
 MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, 1e8
 #: Draws of a posterior sampled to restrict it to non-negative coefficients (:attr:`TermFit.non_negative`),
-#: and the fewest inside that replace its Gaussian covariance (a sample SD within ~10%).
+#: and the draws inside from which the restricted covariance is taken whole (a sample SD within ~10%);
+#: with fewer it is blended with the Gaussian in proportion, so the interval moves smoothly with the data.
 NON_NEGATIVE_DRAWS = 20_000
 NON_NEGATIVE_MIN_INSIDE = 200
 #: A fit whose every coefficient lies this many SDs above 0 (under 0.2% below it) is left as it is.
@@ -150,8 +151,9 @@ class TermFit:
         Where two terms alias, the Gaussian spreads far along their line into negative work (GPU 217 +- 548,
         memory 230 +- 383 s x GHz, correlation -0.995), which cancels where the profiled modes lie but not
         once a transfer scales the terms by different factors. Sampled with a fixed seed (deterministic);
-        a posterior with too few draws inside keeps its Gaussian covariance, and one with (almost) no mass
-        below 0 is kept as it is. Cached: a model moves to several devices."""
+        with fewer than :data:`NON_NEGATIVE_MIN_INSIDE` draws inside, the estimate is blended with the
+        Gaussian covariance in proportion (none inside: the Gaussian), and a fit with (almost) no mass below
+        0 is kept as it is. Cached: a model moves to several devices."""
         if not len(self.terms) or not np.all(np.isfinite(self.cov)):
             return self
         if np.all(self.coef > NON_NEGATIVE_SKIP_SDS * np.sqrt(np.maximum(np.diag(self.cov), 0.0))):
@@ -160,9 +162,11 @@ class TermFit:
         values, vectors = np.linalg.eigh((self.cov + self.cov.T) / 2)
         spread = _standard_draws(len(self.terms)) @ (vectors * np.sqrt(np.abs(values))).T
         inside = spread[(spread + self.coef).min(axis=1) >= 0.0]
-        if len(inside) < NON_NEGATIVE_MIN_INSIDE:
+        if not len(inside):
             return self
-        return TermFit(self.terms, self.coef, inside.T @ inside / len(inside), self.noise_rel)
+        trust = min(1.0, len(inside) / NON_NEGATIVE_MIN_INSIDE)
+        restricted = inside.T @ inside / len(inside)
+        return TermFit(self.terms, self.coef, trust * restricted + (1.0 - trust) * self.cov, self.noise_rel)
 
 
 def fit_terms(x: np.ndarray, y: np.ndarray, scale: np.ndarray, terms: tuple[str, ...], prior_mean=None,
@@ -262,13 +266,14 @@ class ProfileArrays:
     def __len__(self) -> int:
         return len(self.modes)
 
-    def merged_repeats(self) -> ProfileArrays:
-        """One row per run repeated on the same mode (same knobs, workers and samples per epoch), each
+    def merged_repeats(self, batch_size: np.ndarray) -> ProfileArrays:
+        """One row per run repeated on the same mode (same knobs, workers, ``batch_size`` per row and
+        samples per epoch: the run a row's repeats share, as ``models.profile_rows.SAME_RUN_FIELDS``), each
         measurement the mean of the repeats that have it: a repeat averages run-to-run noise out, not the
         model's error, so two copies of a row are one mode's evidence, not two (they would narrow the
         intervals)."""
         knobs = np.column_stack([*self.modes.as_dict().values(), self.num_workers,
-                                 np.nan_to_num(self.samples_per_epoch, nan=-1.0)])
+                                 *(np.nan_to_num(v, nan=-1.0) for v in (batch_size, self.samples_per_epoch))])
         _, first, group = np.unique(knobs, axis=0, return_index=True, return_inverse=True)
         if len(first) == len(self):
             return self

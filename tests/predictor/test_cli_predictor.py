@@ -42,7 +42,8 @@ def test_fit_says_when_the_reference_holds_the_workloads_own_sweep(tmp_path, cap
                  "--out", str(tmp_path / "m.json")]) == 0
     err = capsys.readouterr().err
     assert "holds lenet5-mnist's own sweep: the prior comes from its other workloads" in err
-    assert "what the alias costs: cpu_mhz with gpu_mhz: time intervals 1.0" in err
+    assert ("what the alias costs: cpu_mhz with gpu_mhz: one more mode that keeps them together leaves time "
+            "intervals 1.0") in err
     others = ref[ref.workload != "lenet5-mnist"]
     others.to_csv(tmp_path / "others.csv", index=False)
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "lenet.csv"),

@@ -626,9 +626,14 @@ def test_repeats_of_a_mode_are_one_modes_evidence_their_measurements_averaged():
     apart = lenet.copy()
     apart["epoch_time_s"] *= 1.1
     apart["epoch_energy_j"] *= 1.1
-    merged = ProfileArrays.from_frame(pd.concat([lenet, apart], ignore_index=True)).merged_repeats()
+    both = pd.concat([lenet, apart], ignore_index=True)
+    merged = ProfileArrays.from_frame(both).merged_repeats(both.batch_size.to_numpy(float))
     assert list(merged.epoch_time_s) == pytest.approx(list(lenet.epoch_time_s * 1.05))
     assert list(merged.modes.gpu_mhz) == list(lenet.gpu_mhz) and len(merged) == 4
+    # Twice the batch over half the minibatches: the same samples per epoch, another run, not a repeat.
+    other = apart.assign(batch_size=2 * apart.batch_size, minibatches_per_epoch=apart.minibatches_per_epoch / 2)
+    runs = pd.concat([lenet, other], ignore_index=True)
+    assert len(ProfileArrays.from_frame(runs).merged_repeats(runs.batch_size.to_numpy(float))) == 8
 
 
 @pytest.mark.parametrize("workload", ["lenet5-mnist", "resnet18-cifar10", "mobilenetv3-gld23k"])

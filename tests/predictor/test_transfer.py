@@ -176,8 +176,13 @@ def test_a_transfer_takes_the_posterior_of_non_negative_work_only():
     assert (kept_sd < 0.4 * sd).all()  # the segment: gpu within ~[0, 550], memory ~[0, 450]
     x = np.array([1.48, 0.455])  # the transfer's factors at unit features
     assert np.sqrt(x @ kept.cov @ x) < 0.4 * np.sqrt(x @ cov @ x)  # 200 against 638
-    # A posterior with too few draws inside (8 terms at 0: 1 in 256) keeps its Gaussian covariance.
-    edge = TermFit(tuple(f"t{i}" for i in range(8)), np.zeros(8), np.eye(8), 0.05)
-    assert edge.non_negative is edge
+    # The restriction moves smoothly with the fit: 1% more work moves the SDs by about as much, not by a
+    # jump where fewer draws fall inside (below 200 it blends toward the Gaussian in proportion).
+    nudged = TermFit(("gpu", "mem"), 1.01 * fit.coef, cov, 0.05).non_negative
+    assert np.sqrt(np.diag(nudged.cov)) == pytest.approx(kept_sd, rel=0.05)
+    # 10 independent terms at 0: 1 draw in 1,024 inside (~49), so a quarter of the restricted moment
+    # (whose cross terms are (2/pi) about the point) and three quarters of the Gaussian's (0).
+    few = TermFit(tuple(f"t{i}" for i in range(10)), np.zeros(10), np.eye(10), 0.05).non_negative
+    assert 0.05 < few.cov[0, 1] < 0.5 * 2 / np.pi and few.cov[0, 0] == pytest.approx(1.0, rel=0.15)
     sure = TermFit(("gpu",), np.array([10.0]), np.array([[4.0]]), 0.05)  # 5 SDs above 0
     assert sure.non_negative is sure
