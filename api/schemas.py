@@ -64,11 +64,9 @@ _ANY_CASE_KINDS = "|".join("".join(f"[{c.upper()}{c}]" for c in kind) for kind i
 SOURCE_PATTERN = rf"^[{_BLANK}]*(?:(?:{_ANY_CASE_KINDS})[^{_TEXT_OUT}]*)?$"
 
 
-class JsonNumber(fields.Float):
-    """A number field of a JSON body: a JSON number only. marshmallow's Float also loads numeric text
-    (``"1e5"``) and the document says ``type: number``, so text is refused as the document says."""
-
-    default_error_messages = {"invalid": "must be a number (a JSON number, not text or a boolean)"}
+class _JsonNumbersOnly:
+    """Mixin of a marshmallow number field: text and booleans are refused with the field's ``invalid``
+    message (marshmallow loads numeric text, and ``True`` is an int to Python)."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str | bool):
@@ -76,7 +74,14 @@ class JsonNumber(fields.Float):
         return super()._deserialize(value, attr, data, **kwargs)
 
 
-class JsonInteger(fields.Integer):
+class JsonNumber(_JsonNumbersOnly, fields.Float):
+    """A number field of a JSON body: a JSON number only. marshmallow's Float also loads numeric text
+    (``"1e5"``) and the document says ``type: number``, so text is refused as the document says."""
+
+    default_error_messages = {"invalid": "must be a number (a JSON number, not text or a boolean)"}
+
+
+class JsonInteger(_JsonNumbersOnly, fields.Integer):
     """A whole-number field of a JSON body: a JSON number with no fraction (``3`` or ``3.0``, as JSON
     Schema's ``integer``; not ``"3"``, ``3.5`` or ``true``), refused in the words :class:`JsonNumber` uses
     rather than marshmallow's "Not a valid integer."."""
@@ -87,8 +92,6 @@ class JsonInteger(fields.Integer):
         super().__init__(strict=True, **kwargs)
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, str | bool):
-            raise self.make_error("invalid")
         if isinstance(value, float) and value.is_integer():
             value = int(value)  # a client that builds bodies from float columns sends 4.0 for 4
         return super()._deserialize(value, attr, data, **kwargs)

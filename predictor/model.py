@@ -79,6 +79,7 @@ from jetpredict.predictor.terms import (
     check_rows,
     fit_terms,
     fit_time,
+    frame_column,
     source_of,
     split_compute,
 )
@@ -494,9 +495,7 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
     """
     dev, workload = check_rows(rows, device)
     given = ProfileArrays.from_frame(rows)
-    batch = (pd.to_numeric(rows["batch_size"], errors="coerce").to_numpy(float) if "batch_size" in rows.columns
-             else np.full(len(rows), np.nan))
-    data = given.merged_repeats(batch)
+    data = given.merged_repeats(frame_column(rows, "batch_size"))
     # Sweeps given as rows never lend the rows' own workload's sweep as a look-alike [E8].
     ref = (build_reference(without_own_sweep(reference, workload, source_of(rows)), dev.id, power_from)
            if isinstance(reference, pd.DataFrame) else reference)

@@ -228,6 +228,16 @@ def check_rows(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device
     return resolved, workload
 
 
+def frame_column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    """Column ``name`` of profile rows as floats (NaN where a cell is no number, all NaN without it)."""
+    if name not in rows.columns:
+        return np.full(len(rows), np.nan)
+    values = rows[name]
+    if values.dtype.kind in "fiu":
+        return values.to_numpy(dtype=float)
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+
+
 @dataclass(frozen=True, eq=False)
 class ProfileArrays:
     """The numbers of one set of profile rows as aligned float arrays (NaN = unknown): the modes, DataLoader
@@ -247,15 +257,8 @@ class ProfileArrays:
 
     @classmethod
     def from_frame(cls, rows: pd.DataFrame) -> ProfileArrays:
-        n = len(rows)
-
         def col(name: str) -> np.ndarray:
-            if name not in rows.columns:
-                return np.full(n, np.nan)
-            values = rows[name]
-            if values.dtype.kind in "fiu":
-                return values.to_numpy(dtype=float)
-            return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+            return frame_column(rows, name)
 
         workers = col("num_workers")
         return cls(ModeArrays(*(col(k) for k in MODE_FIELDS)),
