@@ -315,8 +315,9 @@
   }
 
   // The epochs box: null (empty: per epoch only) or a whole number in the API's range; else throws with
-  // the field and the rule. A number box holding text it cannot parse ("e", "1e", "--") reads as "", with
-  // validity.badInput: that is no empty box, and gets the same error as any other bad number.
+  // the field and the rule. A whole number may be written as the API takes it ("1e3", "30.0"). A number
+  // box holding text it cannot parse ("e", "1e", "--") reads as "", with validity.badInput: that is no
+  // empty box, and gets the same error as any other bad number.
   function epochsValue() {
     const box = $("epochs");
     const { min, max } = state.limits.epochs;
@@ -326,7 +327,7 @@
     const text = box.value.trim();
     if (!text) return null;
     const n = Number(text);
-    if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max) throw refuse(`"${text}"`);
+    if (!Number.isSafeInteger(n) || n < min || n > max) throw refuse(`"${text}"`);
     return n;
   }
 

@@ -348,6 +348,13 @@ def test_presets_extrapolation_coverage_and_epochs(server, browser):
     time.sleep(0.3)
     assert len(browser.posts()) == sent
     assert browser.evaluate("document.getElementById('choice').classList.contains('stale')")
+    _choose(browser, "epochs", "2.5", event="input")
+    message = browser.wait_for("document.getElementById('epochs-error').textContent", 10)
+    assert message.startswith("epochs: must be a whole number from 1") and '"2.5"' in message
+    # a whole number written as the API takes it (JSON's exponent form) is that number
+    _choose(browser, "epochs", "1e2", event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === 100", 60)
+    assert browser.evaluate("document.getElementById('epochs-error').textContent") == ""
     _choose(browser, "epochs", "", event="input")
     browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === null", 60)
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
