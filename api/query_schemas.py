@@ -267,7 +267,9 @@ class FleetClientPlanSchema(Schema):
     epoch_time_s = _num(description="s")
     round_time_s = _num(description="s for the round's epochs")
     round_time_s_low = _num(description="s, lower bound of the interval")
-    round_time_s_high = _num(description="s, upper bound")
+    round_time_s_high = _num(description="s, upper bound (the per-epoch bound times the epochs, widened by the "
+                                         "device's run-to-run spread, as `time_to_accuracy_s_high`); the deadline "
+                                         "is met when it is at most `deadline_s`")
     avg_power_w = _num(description="W, mean module power while training")
     avg_power_w_low = _num(description="W, lower bound of the interval")
     avg_power_w_high = _num(description="W, upper bound of the interval")

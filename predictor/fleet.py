@@ -30,7 +30,7 @@ import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import MAX_CLIENTS
-from jetpredict.predictor.recommend import best_position, prefer_preset
+from jetpredict.predictor.recommend import best_position, prefer_preset, to_accuracy
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
 #: the knob columns, the prediction columns, ``extrapolated`` (bool) and ``extrapolated_knobs``; optionally
@@ -147,12 +147,17 @@ def _col(pred: SpacePrediction, name: str) -> np.ndarray:
     return np.asarray(pred[name], dtype=float)
 
 
-def round_figures(pred: SpacePrediction, deadline_s: float, epochs: int) -> dict[str, np.ndarray]:
-    """Per mode of ``pred``: the round's time (s) and training energy (J) for ``epochs`` local epochs, each
-    with its interval (``_low``, ``_high``), the idle energy at base power from finishing until
-    ``deadline_s`` (J, never negative) and the total ``energy_j`` = training + idle."""
-    out = {f"round_time_s{tail}": epochs * _col(pred, f"epoch_time_s{tail}") for tail in _TAILS}
-    out.update({f"train_energy_j{tail}": epochs * _col(pred, f"epoch_energy_j{tail}") for tail in _TAILS})
+def round_figures(pred: SpacePrediction, deadline_s: float, epochs: int, device_id: str
+                  ) -> dict[str, np.ndarray]:
+    """Per mode of ``pred`` on device type ``device_id``: the round's time (s) and training energy (J) for
+    ``epochs`` local epochs, each with its interval (``_low``, ``_high``: the per-epoch interval times the
+    epochs, widened by the device's run-to-run spread, as :func:`~.recommend.to_accuracy` states any run of
+    that many epochs), the idle energy at base power from finishing until ``deadline_s`` (J, never
+    negative) and the total ``energy_j`` = training + idle."""
+    runs = to_accuracy({f"{name}{tail}": _col(pred, f"{name}{tail}") for name in ("epoch_time_s", "epoch_energy_j")
+                        for tail in _TAILS}, epochs, device_id)
+    out = {f"round_time_s{tail}": runs[f"time_to_accuracy_s{tail}"] for tail in _TAILS}
+    out.update({f"train_energy_j{tail}": runs[f"energy_to_accuracy_j{tail}"] for tail in _TAILS})
     out["idle_energy_j"] = _col(pred, "base_power_w") * np.clip(deadline_s - out["round_time_s"], 0.0, None)
     out["energy_j"] = out["train_energy_j"] + out["idle_energy_j"]
     return out
@@ -195,14 +200,14 @@ def _preset_beating(presets: Mapping[str, np.ndarray], meets: np.ndarray, energy
     return pick if pick < n else None
 
 
-def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int) -> dict:
+def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device_id: str) -> dict:
     """The mode of one device type for this round (the same for every client of that type): the space's
     pick, or the device's best preset meeting the deadline where its point beats that pick."""
-    fig = round_figures(pred, deadline_s, epochs)
+    fig = round_figures(pred, deadline_s, epochs, device_id)
     round_high_s = fig["round_time_s_high"]
     meets = round_high_s <= deadline_s
     presets = pred.get("presets")
-    preset_fig = None if presets is None else round_figures(presets, deadline_s, epochs)
+    preset_fig = None if presets is None else round_figures(presets, deadline_s, epochs, device_id)
     preset_meets = np.zeros(0, dtype=bool) if preset_fig is None else preset_fig["round_time_s_high"] <= deadline_s
     if not meets.any() and not preset_meets.any():
         i = int(np.argmin(round_high_s))
@@ -230,7 +235,7 @@ def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequ
     for i, (_, device) in enumerate(pairs):
         if device.id not in per_device:
             try:
-                per_device[device.id] = _device_choice(predict_space(device), deadline_s, epochs)
+                per_device[device.id] = _device_choice(predict_space(device), deadline_s, epochs, device.id)
             except InputError as exc:
                 raise InputError(f"clients[{i}].device: {exc.message}", f"clients.{i}.device") from None
     planned = tuple(ClientAssignment(id=cid, device=device.id, **per_device[device.id],

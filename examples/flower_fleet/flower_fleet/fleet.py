@@ -253,7 +253,7 @@ class PresetPlanner:
             # jetpredict's prediction at that preset, idling at the twin's base power (W) until the deadline.
             row = self.predictor.predict(client["device"], mode.as_dict())
             pred = one_mode({**row, "base_power_w": base})
-            fields_ = assignment_fields(pred, mode_figures(pred, deadline_s, epochs), 0, reason)
+            fields_ = assignment_fields(pred, mode_figures(pred, deadline_s, epochs, client["device"]), 0, reason)
             out.append({**fields_, "id": client["id"], "device": client["device"], "mode": mode.mode,
                         **provenance_of(row)})  # what the prediction at that preset rests on
         return {**summarize_provenance([provenance_of(c) for c in out]), "clients": out,
