@@ -82,6 +82,10 @@ DEFAULT_TARGET_WIDTH = 0.12
 #: that another, unprofiled mode probably beats is not a decision (one profiled mode is always "narrow").
 #: Two modes predicted alike, each with the 3% noise floor, expect ~1.7%: below the bar, so near-ties stop.
 MAX_RIVAL_GAIN = 0.03
+#: No more profiling is proposed for caps that no mode meets when even the likeliest mode's chance to meet
+#: them once profiled (its point against the cap, :func:`_meets_caps`) is below this: the points already
+#: lie that far over the cap, and each mode profiled on a real board costs minutes (set by hand).
+UNREACHABLE_CAP_CHANCE = 0.05
 #: Modes profiled before the first fit when the caller gives none: the first modes of the D-optimal plan.
 START_MODES = 2
 #: Prediction columns a pseudo-row fills when the workload's own rows measure them.
@@ -215,6 +219,18 @@ def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndar
     top = int(np.argmax(gain))
     return Decision(df, b, float(_width(df, "epoch_time_s")[b]), float(widths[b]), rivals, p[rivals], u,
                     float(gain[top]), top_rival=top if gain[top] > 0 else None)
+
+
+def unreachable_caps(decision: Decision, goal: Goal) -> str | None:
+    """Why profiling more cannot help ``decision`` (None when it can): no mode meets the caps, and none has
+    even :data:`UNREACHABLE_CAP_CHANCE` to meet them by its point once profiled."""
+    if decision.best is None and (goal.max_power_w is not None or goal.max_epoch_time_s is not None):
+        chance = _meets_caps(decision.table, goal, z_of(goal.confidence))
+        if chance.size == 0 or float(chance.max()) < UNREACHABLE_CAP_CHANCE:
+            likeliest = 0.0 if chance.size == 0 else float(chance.max())
+            return (f"even the likeliest mode has a {likeliest:.1%} chance to meet the caps once profiled: relax "
+                    f"them (profiling more cannot help)")
+    return None
 
 
 def pseudo_row(template: Mapping[str, Any], mode: Mapping[str, Any], decision_row: Mapping[str, Any]
@@ -431,6 +447,8 @@ class AdaptiveChooser:
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
         pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
+        if (hopeless := unreachable_caps(d, self.adviser.goal)) is not None:
+            return self._stop(frame, d, hopeless)
         confirmed = self._confirmed(measured_s, d)
         explained = self._rival_explained(measured_s, d)  # called every round: it clears what it checks
         settled = self.settled(d) or explained

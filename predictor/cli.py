@@ -145,7 +145,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> int:
     """``plan --after PROFILES``: the next mode(s) worth profiling for the decision (:mod:`.adaptive`)."""
     from jetpredict.predictor import service
-    from jetpredict.predictor.adaptive import Adviser, Goal
+    from jetpredict.predictor.adaptive import Adviser, Goal, unreachable_caps
 
     budget = service.check_budget(1 if args.budget is None else args.budget)  # before reading and fitting
     rows = _read_rows(args.after, "after")
@@ -154,6 +154,9 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
                 DEFAULT_CONFIDENCE if args.confidence is None else args.confidence)
     adviser = Adviser(resolve_device(args.device), goal, candidates, reference)
     proposal = adviser.propose(rows, budget)
+    if (hopeless := unreachable_caps(proposal.decision, goal)) is not None:
+        _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}; {hopeless}")
+        return 1
     _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}")
     if proposal.modes.empty:
         _log("every candidate mode is profiled already: nothing to propose")

@@ -225,6 +225,29 @@ def test_unmeetable_cap_says_so_and_still_proposes(resnet, others):
     assert len(proposal.modes) == 1
 
 
+@pytest.mark.parametrize(("cap_w", "hopeless"), [(1.0, True), (13.0, False)])
+def test_a_cap_no_mode_can_meet_stops_the_loop_and_plan_after(tmp_path, resnet, others, capsys, cap_w, hopeless):
+    """Under 1 W (every point 6+ W) profiling more cannot help: the loop stops after its start modes instead
+    of spending the budget (minutes per mode on a board), and ``plan --after`` exits 1 saying so. A cap the
+    points meet but no upper end does yet (13 W) still profiles on."""
+    replay = A.SweepReplay(resnet)
+    goal = A.Goal("min-time", max_power_w=cap_w)
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=5, candidates=replay.modes(),
+                                reference=others)
+    rows = A.run_loop(chooser, replay.measure)
+    stop = chooser.steps[-1].stop
+    assert ("profiling more cannot help" in stop) == hopeless, stop
+    if hopeless:
+        assert len(rows) == len(chooser.start_modes())
+    profiles, cands = tmp_path / "p.csv", tmp_path / "a-j.csv"
+    _by_mode(resnet, "ga").to_csv(profiles, index=False)
+    resnet[["mode", *MODE_FIELDS]].to_csv(cands, index=False)
+    rc = main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--candidates", str(cands),
+               "--objective", "min-time", "--max-power-w", str(cap_w)])
+    assert rc == (1 if hopeless else 0)
+    assert ("relax them (profiling more cannot help)" in capsys.readouterr().err) == hopeless
+
+
 @pytest.mark.parametrize(("goal", "field"), [
     (A.Goal("fastest"), "objective"), (A.Goal("min-time", max_power_w=-3.0), "max_power_w"),
     (A.Goal("min-time", max_epoch_time_s=float("nan")), "max_epoch_time_s"),
@@ -304,8 +327,9 @@ def test_cli_plan_after_writes_the_next_modes(tmp_path, resnet, capsys):
     assert len(got) == 2 and set(got["mode"]) <= set("bcdfgij")
     assert np.isfinite(got["score"]).all() and set(got["profiled_modes"]) == {3}
     assert "profile next" in capsys.readouterr().err
-    # an unmeetable cap: no bound on the uncertainty, an empty cell (null in JSON), whole cores in both
-    rc = main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--max-power-w", "1", "--out", str(out)])
+    # a cap no upper end meets yet (5.89 W at least), though points may: no bound on the uncertainty, an empty
+    # cell (null in JSON), whole cores in both
+    rc = main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--max-power-w", "5", "--out", str(out)])
     assert rc == 0 and pd.read_csv(out)["expected_uncertainty"].isna().all()
     assert "inf" not in out.read_text()
     json_out = tmp_path / "next.json"
