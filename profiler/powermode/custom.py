@@ -14,8 +14,11 @@ from jetpredict.models.catalogue import Device, PowerMode, mode_label
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
+from jetpredict.profiler.powermode.state import StateFileError
 
 CPU_DIR = "/sys/devices/system/cpu"
+#: What a saved knob may hold: integers (kHz, Hz, 0/1), space-separated where a file lists several.
+_KNOB_VALUE = re.compile(r"-?\d{1,20}(?:[ \t]+-?\d{1,20}){0,15}")
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,8 @@ class SysfsController(PowerModeController):
         self.paths = soc_paths(device.specs.soc)
         self._applied: PowerMode | None = None
 
-    def _files(self) -> list[str]:
-        """Every knob this controller may write, in the order they are restored."""
+    def _candidate_files(self) -> list[str]:
+        """Every knob this controller may write, present or not (an offline CPU may hide its cpufreq files)."""
         files = [f"{CPU_DIR}/cpu{c}/online" for c in cpu_ids() if c != 0]
         for c in cpu_ids():
             files += [f"{CPU_DIR}/cpu{c}/cpufreq/scaling_min_freq", f"{CPU_DIR}/cpu{c}/cpufreq/scaling_max_freq"]
@@ -153,7 +156,31 @@ class SysfsController(PowerModeController):
         files += list(self.paths.emc_cap)
         if self.paths.emc_lock:
             files += list(self.paths.emc_lock)
-        return [f for f in files if sysfs.exists(f)]
+        return files
+
+    def _files(self) -> list[str]:
+        """Every knob this controller may write that exists now, in the order they are restored."""
+        return [f for f in self._candidate_files() if sysfs.exists(f)]
+
+    def check_snapshot(self, snapshot: object) -> dict[str, str]:
+        """``snapshot`` as ``{knob: value}`` when it only names this controller's knobs with integer values.
+
+        The snapshot may come from a state file on disk: anything else (another path, text that is not
+        clock numbers, another shape) raises :class:`StateFileError` instead of being written as root.
+        """
+        if not isinstance(snapshot, dict):
+            raise StateFileError(f"sysfs snapshot is a {type(snapshot).__name__}, not a mapping of knobs to values")
+        allowed = set(self._candidate_files())
+        checked: dict[str, str] = {}
+        for key, value in snapshot.items():
+            if key not in allowed:
+                raise StateFileError(f"sysfs snapshot names {key!r}, which is not a knob of {self.device.id}")
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)
+            if not isinstance(value, str) or not _KNOB_VALUE.fullmatch(value):
+                raise StateFileError(f"sysfs snapshot value {value!r} for {key} is not a clock/knob number")
+            checked[key] = value
+        return checked
 
     def snapshot(self) -> dict[str, str]:
         return {f: text for f in self._files() if (text := sysfs.read_text(f)) is not None}
@@ -165,7 +192,7 @@ class SysfsController(PowerModeController):
                             original={"mode": f"sysfs settings of {len(snapshot)} knobs"})
 
     def restore_snapshot(self, state: dict[str, str]) -> None:
-        state = {str(k): str(v) for k, v in state.items()}
+        state = self.check_snapshot(state)
         errors: list[str] = []
 
         def put(f: str) -> None:

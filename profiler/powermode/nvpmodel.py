@@ -17,6 +17,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from jetpredict.models.catalogue import Device, PowerMode, Preset, mode_label
 from jetpredict.models.errors import InputError
@@ -25,6 +26,7 @@ from jetpredict.profiler.powermode import state as state_file
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.powermode.custom import read_clocks, soc_paths
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, run_privileged
+from jetpredict.profiler.powermode.state import StateFileError
 
 DEFAULT_CONF = "/etc/nvpmodel.conf"
 CUSTOM_NAME = "JETPREDICT_CUSTOM"
@@ -307,13 +309,40 @@ class NvpmodelController(PowerModeController):
                                        original=original, conf_path=self.conf_path,
                                        jetson_clocks=self.jetson_clocks)
 
-    def restore_snapshot(self, state: dict[str, object]) -> None:
+    def check_snapshot(self, snapshot: object, store_dir: Path | None = None) -> tuple[int, str | None]:
+        """``(nvpmodel id, jetson_clocks store or None)`` from ``snapshot``, or :class:`StateFileError`.
+
+        The snapshot may come from a state file on disk, and its clocks path is handed to
+        ``jetson_clocks --restore`` and then deleted as root: it must be the state directory's own store
+        (``store_dir``'s, else any of :func:`state.state_dirs`).
+        """
+        if not isinstance(snapshot, dict):
+            raise StateFileError(f"nvpmodel snapshot is a {type(snapshot).__name__}, not a mapping")
+        extra = set(snapshot) - {"id", "clocks"}
+        if extra:
+            raise StateFileError(f"nvpmodel snapshot has unexpected fields {sorted(map(str, extra))}")
+        mid = snapshot.get("id")
+        if not isinstance(mid, int) or isinstance(mid, bool) or mid < 0:
+            raise StateFileError(f"nvpmodel snapshot id {mid!r} is not a power mode number")
+        clocks = snapshot.get("clocks")
+        if clocks is None:
+            return mid, None
+        dirs = [store_dir] if store_dir is not None else state_file.state_dirs()
+        stores = {str(d / state_file.CLOCKS_STORE_NAME) for d in dirs}
+        if not isinstance(clocks, str) or clocks not in stores:
+            raise StateFileError(f"nvpmodel snapshot clocks {clocks!r} is not the jetson_clocks store of the "
+                                 f"state directory ({' or '.join(sorted(stores))})")
+        return mid, clocks
+
+    def restore_snapshot(self, state: dict[str, object], store_dir: Path | None = None) -> None:
+        """Switch back to the saved preset and jetson_clocks settings; ``store_dir``: where the state file is."""
+        mid, clocks = self.check_snapshot(state, store_dir)
         # Files are removed only after success: a failed restore keeps what the next try needs.
         self._applied = None
-        self._switch(int(state["id"]))  # type: ignore[arg-type]
-        if state.get("clocks"):
-            run_privileged(["jetson_clocks", "--restore", str(state["clocks"])], self.timeout_s)
-            _unlink(str(state["clocks"]))
+        self._switch(mid)
+        if clocks:
+            run_privileged(["jetson_clocks", "--restore", clocks], self.timeout_s)
+            _unlink(clocks)
         self._drop_custom_file()
 
     def _drop_custom_file(self) -> None:

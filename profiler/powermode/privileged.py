@@ -57,8 +57,10 @@ def run_privileged(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S,
     try:
         # Its own session: a Ctrl-C or SIGHUP sent to our process group (a terminal, an SSH drop) must not
         # kill nvpmodel halfway through a switch or a restore.
+        # No stdin: on L4T a switch that needs a reboot asks "enter YES/yes" on stdin, and a "yes" piped
+        # into jetpredict would reboot the board mid-campaign; with /dev/null the prompt just ends.
         proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False,
-                              start_new_session=True)
+                              start_new_session=True, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise PrivilegedCommandError(f"{shlex.join(argv)} did not finish within {timeout_s:g} s",
                                      argv) from None

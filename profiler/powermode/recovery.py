@@ -50,6 +50,10 @@ def restore_unfinished(force: bool = False) -> RecoveryResult:
     else:
         raise state_file.StateFileError(f"{state.path}: unknown controller kind {state.kind!r}")
     with held_signals():
-        controller.restore_snapshot(state.snapshot)
+        if state.kind == "jetson":
+            # Its jetson_clocks store must be the one beside the state file read, nothing else.
+            controller.restore_snapshot(state.snapshot, store_dir=state.path.parent if state.path else None)
+        else:
+            controller.restore_snapshot(state.snapshot)
         state_file.clear_state(state)
     return RecoveryResult(True, f"restored the original power mode {state.describe()}")

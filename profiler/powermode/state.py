@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import time
@@ -28,6 +29,7 @@ STATE_FILE_NAME = "powermode-restore.json"
 CUSTOM_CONF_NAME = "nvpmodel-custom.conf"
 CLOCKS_STORE_NAME = "jetson-clocks-store.conf"
 SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
 #: A state file bigger than this is not ours (a sysfs snapshot of every knob is a few kB).
 MAX_STATE_BYTES = 1024 * 1024
 
@@ -133,12 +135,26 @@ def write_state(state: RestoreState) -> Path:
     return path
 
 
+def _check_owner(path: Path, st: os.stat_result) -> None:
+    """As root, refuse a state file another user could have written: restore acts on it with root rights."""
+    if not privileged.is_root():
+        return
+    if st.st_uid != 0:
+        raise StateFileError(f"{path} is owned by uid {st.st_uid}, not root: refusing to restore as root from a "
+                             "file another user could have written; check it and remove it")
+    if st.st_mode & 0o022:
+        raise StateFileError(f"{path} is writable by group or others (mode {st.st_mode & 0o777:o}): refusing to "
+                             "restore as root from it; check it and remove it")
+
+
 def read_state(path: Path) -> RestoreState:
     """Parse one state file; :class:`StateFileError` names what is wrong with it."""
     try:
         if not path.is_file():
             raise StateFileError(f"{path} is not a regular file")
-        if path.stat().st_size > MAX_STATE_BYTES:
+        st = path.stat()
+        _check_owner(path, st)
+        if st.st_size > MAX_STATE_BYTES:
             raise StateFileError(f"{path} is larger than {MAX_STATE_BYTES} bytes: not a jetpredict state file")
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
@@ -159,7 +175,14 @@ def find_state() -> RestoreState | None:
     """The state file of an unfinished run, from the first directory of :func:`state_dirs` holding one."""
     for directory in state_dirs():
         path = directory / STATE_FILE_NAME
-        if path.exists():
+        try:
+            found = path.exists()
+        except PermissionError:
+            # A dir a sudo run left (0700, root): not this user's business, and no reason to fail the run.
+            log.warning("cannot look into %s (permission denied); if a run as root was interrupted there, "
+                        "run `sudo jetpredict restore`", directory)
+            continue
+        if found:
             return read_state(path)
     return None
 

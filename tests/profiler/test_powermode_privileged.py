@@ -51,3 +51,19 @@ def test_sysfs_write_errors_are_explained(fake_root, monkeypatch):
     monkeypatch.setattr(privileged.sysfs, "write_text", denied)
     with pytest.raises(PrivilegedCommandError, match="needs root"):
         write_sysfs("/sys/devices/system/cpu/cpu1/online", 0)
+
+
+def test_a_tool_never_reads_our_stdin(fake_root):
+    """nvpmodel asks "enter YES/yes" before a switch that reboots: a piped "yes" must not reach it."""
+    import os
+    import subprocess
+    import sys
+
+    fake_root.install_tool("nvpmodel", "import sys\nprint('read:', repr(sys.stdin.read()))\n")
+    env = fake_root.env()
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    code = "from jetpredict.profiler.powermode import run_privileged\nprint(run_privileged(['nvpmodel', '-m', '2']).stdout)"
+    child = subprocess.run([sys.executable, "-c", code], input="YES\nyes\n", env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert "read: ''" in child.stdout
