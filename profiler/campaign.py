@@ -2,8 +2,8 @@
 
 Output files (decided here, documented in ``jetpredict profile --help``):
 
-- ``--out FILE.csv`` (any name not ending in ``.json``): the profile rows as CSV, one appended per
-  finished mode, plus the raw sidecar ``FILE.csv.json``.
+- ``--out FILE.csv`` (any name not ending in ``.json``): the profile rows as CSV, rewritten atomically with
+  every row so far after each finished mode, plus the raw sidecar ``FILE.csv.json``.
 - ``--out FILE.json``: one JSON document only. Either way the JSON holds ``rows`` (the same rows, so
   ``models.profile_files.read_profile_rows`` reads it) and ``modes``: per mode the requested and read-back
   clocks, every warm-up and measured minibatch (``stall_s``, ``compute_s``, ``total_s``, ``start_s``,
@@ -16,7 +16,9 @@ Adaptive campaigns (``profile --adaptive``): a :class:`ModeChooser` given by the
 passes the predictor's, which the profiler does not import) picks each next mode from the rows measured so
 far and says when to stop; the campaign measures and writes each mode exactly as in a fixed list.
 
-A crash loses at most the mode in progress. An existing output file is replaced when a campaign starts.
+A crash loses at most the mode in progress. An existing output file is replaced only when the first mode
+has been measured: a campaign that fails before that (another run holds the power modes, the controller
+cannot start) leaves it as it was, and a concurrent run never sees a truncated file.
 The campaign is given its parts as a typed :class:`CampaignParts` (modes, a
 :class:`~profiler.runner.ModeRunner` holding the backend and meters, a controller); real and simulated
 devices differ only in those parts.
@@ -33,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
@@ -205,15 +207,15 @@ def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> list[dict[str
     return [{**t.as_dict(), "start_s": t.start_s - t_ref, "end_s": t.end_s - t_ref} for t in timings]
 
 
-def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` to ``path`` through a temporary file, with the permissions the umask gives a new
-    file (mkstemp's own 0600 would leave a ``sudo jetpredict profile``'s outputs unreadable to the user)."""
+def _write_atomic(path: Path, write: Callable[[TextIO], None], newline: str | None = None) -> None:
+    """Write ``path`` through a temporary file in its folder and ``os.replace``, so that a reader (or a
+    crash) never sees it half written; the file gets the permissions the umask gives a new file (mkstemp's
+    own 0600 would leave a ``sudo jetpredict profile``'s outputs unreadable to the user)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(json_safe(document), f, indent=1, allow_nan=False)
-            f.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+            write(f)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -221,6 +223,22 @@ def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` atomically (:func:`_write_atomic`)."""
+
+    def write(f: TextIO) -> None:
+        json.dump(json_safe(document), f, indent=1, allow_nan=False)
+        f.write("\n")
+
+    _write_atomic(path, write)
+
+
+def _write_csv_atomic(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write all ``rows`` as the profile CSV at ``path`` atomically (:func:`_write_atomic`)."""
+    # newline="": the CSV writer's own "\n" line ends, untranslated on every platform.
+    _write_atomic(path, lambda f: write_profile_csv(list(rows), f), newline="")
 
 
 # ---------------------------------------------------------------- progress
@@ -376,7 +394,11 @@ def _controlled(controller: PowerModeController | None) -> Iterator[PowerModeCon
 
 
 class _Outputs:
-    """The campaign's files: the CSV (one row appended per mode) and the JSON rewritten after each mode."""
+    """The campaign's files: the CSV and the JSON, each rewritten atomically from every row after each mode.
+
+    Existing files are left alone until the first row is measured: a run that fails before it (another run
+    holds the power modes, ``nvpmodel -q`` fails) must not destroy an earlier or concurrent run's outputs.
+    """
 
     def __init__(self, out: str | Path) -> None:
         self.csv_path, self.json_path = output_paths(out)
@@ -388,20 +410,22 @@ class _Outputs:
         return [p for p in (self.csv_path, self.json_path) if p is not None]
 
     def start(self) -> None:
-        """Create the folders and remove the files of an earlier campaign; an output that cannot be written
-        is refused now, before the first mode is switched and measured, not after it."""
+        """Create the folders and check that the outputs can be written, so that an unwritable ``--out`` is
+        refused before the first mode is switched and measured; existing files are not touched."""
         for p in self.paths():
             try:
                 p.parent.mkdir(parents=True, exist_ok=True)
-                p.unlink(missing_ok=True)
-                p.touch()
-                p.unlink()
+                # The outputs are replaced through a temporary file in the same folder: probe exactly that.
+                fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent))
+                os.close(fd)
+                os.unlink(probe)
             except OSError as exc:
                 raise InputError(f"cannot write --out {p}: {exc.strerror or exc}", "out") from None
 
-    def add(self, record: dict[str, Any], document: dict[str, Any]) -> None:
+    def add(self, rows: Sequence[Mapping[str, Any]], document: dict[str, Any]) -> None:
+        """Replace the outputs by every row measured so far (never appended: a file is always whole)."""
         if self.csv_path is not None:
-            write_profile_csv([record], self.csv_path, append=True)
+            _write_csv_atomic(self.csv_path, rows)
         _write_json_atomic(self.json_path, document)
 
 
@@ -515,7 +539,7 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
                 run, read_back = _measure_mode(parts, ctl, mode, settings, progress)
                 rows.append(_row(parts, run, _mode_fields(mode, read_back), settings.warmup, complexity))
                 document["modes"].append(_mode_json(mode, read_back, run, t_ref))
-                outputs.add(rows[-1], document)
+                outputs.add(rows, document)
     finally:
         progress.close()
     if cfg.upload:

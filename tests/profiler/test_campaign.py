@@ -101,6 +101,80 @@ def test_a_crash_loses_only_the_mode_in_progress(tmp_path):
     assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
 
 
+class HeldByAnotherRun:
+    """A controller that refuses to start, as when another jetpredict run is changing power modes."""
+
+    def __enter__(self):
+        from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+
+        raise PrivilegedCommandError("another jetpredict run (pid 1) is changing power modes on this device")
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def _host_parts(backend, *labels: str, controller=None) -> CampaignParts:
+    from jetpredict.models.catalogue import PowerMode
+
+    nan = float("nan")
+    modes = [PowerMode(label, 1, nan, nan, nan) for label in labels]
+    runner = RealTimeRunner(backend, NullPowerMeter())
+    return CampaignParts("host", None, modes, runner, controller or detect_controller("host"), 0.0)
+
+
+def _fail_before_the_first_row(cfg: CampaignConfig) -> None:
+    parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "refused", controller=HeldByAnotherRun())
+    with pytest.raises(RuntimeError, match="another jetpredict run"):
+        run_campaign(cfg, parts)
+
+
+def test_a_run_that_fails_before_its_first_row_keeps_the_existing_outputs(tmp_path):
+    csv, sidecar = tmp_path / "p.csv", tmp_path / "p.csv.json"
+    csv.write_text("earlier,rows\n1,2\n")
+    sidecar.write_text('{"earlier": true}\n')
+    _fail_before_the_first_row(_cfg(tmp_path))
+    assert csv.read_text() == "earlier,rows\n1,2\n"
+    assert sidecar.read_text() == '{"earlier": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]  # no temporary left
+
+
+def _csv_modes(path) -> list[str]:
+    """The mode column as written; no row validation: the test's modes share knobs but not timings."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        return [row["mode"] for row in csv.DictReader(f)]
+
+
+class FailedRunDuringSecondMode(TorchBackend):
+    """A backend that, as each mode starts, records the CSV on disk; at the second mode a second campaign
+    with the same --out fails before its first row (as a concurrent run refused the power modes would)."""
+
+    def __init__(self, cfg: CampaignConfig, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.cfg, self.seen = cfg, []
+
+    def prepare(self, mode) -> None:
+        text = self.cfg.out.read_text()
+        self.seen.append(text if "earlier" in text else _csv_modes(self.cfg.out))
+        if mode.mode == "second":
+            _fail_before_the_first_row(self.cfg)
+        super().prepare(mode)
+
+
+def test_the_csv_after_each_mode_holds_every_row_so_far(tmp_path):
+    cfg = _cfg(tmp_path, minibatches=2)
+    (tmp_path / "p.csv").write_text("an,earlier,campaign\n")
+    backend = FailedRunDuringSecondMode(cfg, "lenet5-mnist", 8, 0)
+    run_campaign(cfg, _host_parts(backend, "first", "second", "third"))
+    # The earlier file stays until the first row replaces it; the failed run in between deletes nothing.
+    assert backend.seen == ["an,earlier,campaign\n", ["first"], ["first", "second"]]
+    assert _csv_modes(tmp_path / "p.csv") == ["first", "second", "third"]
+    doc = json.loads((tmp_path / "p.csv.json").read_text())
+    assert [m["mode"] for m in doc["modes"]] == ["first", "second", "third"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]
+
+
 def test_modes_presets_labels_and_files(tmp_path):
     nano = load_device("orin-nano")
     assert [m.mode for m in modes_to_profile(nano, None)] == [p.mode for p in nano.presets]
