@@ -51,3 +51,14 @@ def test_no_preset_under_the_cap_is_said(model, capsys):
     assert answer["preset_comparison"]["preset"] is None
     assert "no nvpmodel preset meets max_power_w=6" in answer["preset_comparison"]["reason"]
     assert code in (0, 1)
+
+
+def test_a_negative_saving_reads_as_a_cost():
+    """A min-time pick that draws more energy than the preset says what it costs, not "saves -337.6 J"."""
+    from jetpredict.predictor.cli import preset_summary
+
+    line = preset_summary({"preset": "MAXN", "chosen_is_preset": False, "epoch_time_s": 500.0,
+                           "epoch_energy_j": 8200.0, "avg_power_w": 16.4, "time_saving_s": 37.21,
+                           "time_saving_share": 0.074, "energy_saving_j": -337.6, "energy_saving_share": -0.041})
+    assert "saves 37.21 s (7.4%) and costs 337.6 J (4.1%) more per epoch" in line
+    assert "-" not in line.split("):")[1]
