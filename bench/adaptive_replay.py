@@ -417,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     whole = [] if args.no_twin else whole_space_part(args.minibatches)
     cost = cost_part()
     text = markdown(real, twin, whole, cost)
+    # The summary tables, then the Cost section (its growth figures), without the per-step detail.
     print("\n" + text.split("## Steps")[0])
+    print("## Cost" + text.split("## Cost", 1)[1])
     if args.write:
         path = write_results("adaptive_replay", text, {"real": real, "twin": twin, "whole_space": whole, "cost": cost})
         print(f"wrote {path}")

@@ -69,13 +69,16 @@ def run(repeats: int) -> dict:
             model_ms = None
             for form, (extra, accept) in forms.items():
                 answer, cached, size = [], [], 0
-                for i in range(repeats):
+                # The device's first request computes the prediction (model ms); one more request then
+                # gives that form its ``repeats`` answer timings too (else --repeats 1 leaves it none).
+                first = model_ms is None
+                for i in range(repeats + first):
                     # A new confidence per repeat: the answer is not cached, the prediction after the first is.
                     body = {"workload": {"id": "compact"}, "device": device, "modes": "all",
                             "confidence": round(0.8 + 0.01 * i, 2), **extra}
                     ms, status, size = _post(client, body, accept)
                     assert status == 200, (device, form, status)
-                    if model_ms is None:
+                    if first and i == 0:
                         model_ms = ms
                     else:
                         answer.append(ms)
@@ -89,6 +92,17 @@ def run(repeats: int) -> dict:
             "targets": {"server_ms_le": TARGET_MS, "wire_bytes_le": TARGET_BYTES}}
 
 
+def _ms(ms: float | None, digits: int) -> str:
+    """A time in ms to ``digits`` decimals, or "-" where none was measured."""
+    return "-" if ms is None else f"{ms:.{digits}f}"
+
+
+def _meets_targets(r: dict) -> bool:
+    """A result within the targets: bytes, the first encode (answer ms, when measured) and the cached answer."""
+    return (r["bytes"] <= TARGET_BYTES and r["cached_ms"] <= TARGET_MS
+            and (r["answer_ms"] is None or r["answer_ms"] <= TARGET_MS))
+
+
 def _markdown(res: dict) -> str:
     lines = ["# Every mode, compact (`bench/api_compact.py`)", "",
              "`POST /v1/predictions` with `\"modes\": \"all\"` and `Accept-Encoding: gzip`, through the WSGI app "
@@ -99,17 +113,18 @@ def _markdown(res: dict) -> str:
              "| device | modes | form | bytes on the wire | answer ms | cached ms | model ms |",
              "|---|---|---|---|---|---|---|"]
     for r in res["results"]:
-        lines.append(f"| {r['device']} | {r['modes']} | {r['form']} | {r['bytes']:,} | {r['answer_ms']:.1f} | "
+        lines.append(f"| {r['device']} | {r['modes']} | {r['form']} | {r['bytes']:,} | {_ms(r['answer_ms'], 1)} | "
                      f"{r['cached_ms']:.2f} | {r['model_ms']:.0f} |")
     lines.append("")
     forms = dict.fromkeys(r["form"] for r in res["results"])
     for form in forms:
-        slope = growth_exponent((r["modes"], r["answer_ms"]) for r in res["results"] if r["form"] == form)
+        slope = growth_exponent((r["modes"], r["answer_ms"]) for r in res["results"]
+                                if r["form"] == form and r["answer_ms"] is not None)
         lines.append(f"- {form}: answer time ~ modes^{slope:.2f}" if slope is not None else f"- {form}: -")
     big = max(r["modes"] for r in res["results"])
     top = [r for r in res["results"] if r["modes"] == big and r["form"] in COMPACT]
     lines += ["", f"Largest device ({big} modes), compact forms: "
-              + "; ".join(f"{r['form']} {r['bytes'] / 1e6:.2f} MB, {r['answer_ms']:.0f} ms uncached, "
+              + "; ".join(f"{r['form']} {r['bytes'] / 1e6:.2f} MB, {_ms(r['answer_ms'], 0)} ms uncached, "
                           f"{r['cached_ms']:.1f} ms cached" for r in top)
               + f" (targets <= {TARGET_MS:g} ms, <= {TARGET_BYTES / 2**20:.0f} MiB).", ""]
     return "\n".join(lines)
@@ -126,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write_results("api_compact", text, res)
     big = max(r["modes"] for r in res["results"])
-    ok = all(r["bytes"] <= TARGET_BYTES and r["cached_ms"] <= TARGET_MS for r in res["results"]
-             if r["modes"] == big and r["form"] in COMPACT)
+    ok = all(_meets_targets(r) for r in res["results"] if r["modes"] == big and r["form"] in COMPACT)
     return 0 if ok else 1
 
 

@@ -54,12 +54,19 @@ def _summary(results: list[dict], duration_s: float) -> dict:
             "p95_ms": 1e3 * latencies[int(0.95 * (len(latencies) - 1))] if latencies else None}
 
 
+def _client_numbers(clients: int, instances: int) -> int:
+    """How many client numbers a ``_load`` of ``clients`` over ``instances`` servers takes (an even count)."""
+    per = clients // instances
+    return (per + per % 2) * instances
+
+
 def _load(urls: list[str], clients: int, duration_s: float, round_id: str, first_client: int = 0
           ) -> tuple[dict, dict[str, int]]:
     """``clients`` split evenly over ``urls``, all at once; (summary, answered rows per workload)."""
     from tools.testing import mixed_load
 
     per = clients // len(urls)
+    stride = _client_numbers(clients, len(urls)) // len(urls)  # even: each server starts on an uploader
     results: list[dict] = [{} for _ in urls]
 
     def run(j: int) -> None:
@@ -67,7 +74,7 @@ def _load(urls: list[str], clients: int, duration_s: float, round_id: str, first
         # the per-client workloads distinct across servers. All share one workload (refits race).
         results[j] = mixed_load(urls[j], KEY, _row_for, clients=per, duration_s=duration_s,
                                 shared_id=f"shared-{round_id}", predict_id="target",
-                                first_client=first_client + 100 * j)
+                                first_client=first_client + stride * j)
 
     threads = [threading.Thread(target=run, args=(j,)) for j in range(len(urls))]
     for t in threads:
@@ -145,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     "workers_per_instance": args.workers, "cpu_count": os.cpu_count()}
     servers: list = []
     phases: list[dict] = []
+    next_client = 0  # client numbers run on across phases (small: mixed_load keeps its row perturbation tiny)
     answered: dict[str, int] = {}
     try:
         if args.database_url:
@@ -168,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                         # Distinct client numbers per phase: a reused one would upload identical rows (deduplicated).
                         summary, answered_phase = _load(urls, clients, args.duration_s,
                                                         f"{round_no}-{instances}x{clients}",
-                                                        first_client=1000 * len(phases))
+                                                        first_client=next_client)
+                        next_client += _client_numbers(clients, len(urls))
                         phases.append({"round": round_no + 1, "clients": clients, "instances": instances, **summary})
                         for workload, n in answered_phase.items():
                             answered[workload] = answered.get(workload, 0) + n

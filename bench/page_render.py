@@ -105,8 +105,10 @@ def measure(runs: int, screenshot: Path) -> tuple[dict[str, dict[str, list[float
     return timings, info
 
 
-def report(timings: dict[str, dict[str, list[float]]], info: dict, runs: int) -> tuple[str, bool]:
-    """The Markdown report and whether the bound holds."""
+def report(timings: dict[str, dict[str, list[float]]], info: dict, runs: int,
+           write: bool = False) -> tuple[str, bool]:
+    """The Markdown report (its header names the command as run: ``write`` for ``--write``) and whether the
+    bound holds."""
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "?"
@@ -134,7 +136,7 @@ def report(timings: dict[str, dict[str, list[float]]], info: dict, runs: int) ->
     lines = [
         "# Mode-chooser page: drawing every mode of each Jetson type",
         "",
-        f"`python bench/page_render.py --runs {runs} --write` on {started}, commit {commit}, {os.cpu_count()} CPU "
+        f"`python bench/page_render.py --runs {runs}{' --write' if write else ''}` on {started}, commit {commit}, {os.cpu_count()} CPU "
         f"cores, headless Chromium {info['chromium']} (system package, software rendering, network cut off but "
         "loopback), `jetpredict serve` with one worker. Workload: built-in simulated ResNet-18 on every device. "
         f"Median over {runs} loads per device (max in brackets); ms.",
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         shot = SCREENSHOT if args.write else Path(tmp) / "mode-chooser.png"
         timings, info = measure(args.runs, shot)
-        text, holds = report(timings, info, args.runs)
+        text, holds = report(timings, info, args.runs, write=args.write)
         print(text)
         if args.write:
             print(f"wrote {write_results('page_render', text)} and {SCREENSHOT}")

@@ -154,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1m": os.getloadavg()[0], "target_ratio": TARGET_RATIO,
         "passed": ratio >= TARGET_RATIO,
     }
+    growth = result["sampler_cpu_growth_exponent"]
+    sweep_text = (
+        "The sampler alone, by rate:\n\n| Hz | % of one CPU | samples |\n|---|---|---|\n"
+        + "".join(f"| {hz:g} | {f * 100:.3f} | {n} |\n" for hz, f, n in sweep)
+        + f"\nSampler CPU ~ hz^{'n/a' if growth is None else f'{growth:.2f}'} "
+        f"({SWEEP_HZ[0]:g}-{SWEEP_HZ[-1]:g} Hz).\n")
     text = (
         "# Profiler overhead (bench/profiler_overhead.py)\n\n"
         f"{result['utc']}, {result['machine']}; ResNet-18/CIFAR-10, batch {args.batch_size}, "
@@ -171,15 +177,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{cpu_ratio:.4f}; training-thread CPU time {thread_ratio:.4f}; 1-min load average {result['load_average_1m']:.2f} on "
         f"{os.cpu_count()} CPUs. The sampler alone uses {sampler_cpu_fraction * 100:.3f}% of one CPU "
         f"({idle_samples} samples in {ALONE_S:g} s).\n\n"
-        "The sampler alone, by rate:\n\n| Hz | % of one CPU | samples |\n|---|---|---|\n"
-        + "".join(f"| {hz:g} | {f * 100:.3f} | {n} |\n" for hz, f, n in sweep)
-        + f"\nSampler CPU ~ hz^{result['sampler_cpu_growth_exponent']:.2f} ({SWEEP_HZ[0]:g}-{SWEEP_HZ[-1]:g} Hz).\n")
+        + sweep_text)
     if args.write:
         write_results("profiler_overhead", text, result, indent=1)
     print(f"median ratio (without / with sampler) = {ratio:.4f} fastest, {mean_ratio:.4f} mean, "
           f"{cpu_ratio:.4f} process CPU, {thread_ratio:.4f} training-thread CPU; sampler alone "
           f"{sampler_cpu_fraction * 100:.3f}% of a CPU; target >= {TARGET_RATIO}: "
           f"{'met' if result['passed'] else 'NOT met'}")
+    print("\n" + sweep_text, end="")  # the sweep and its growth figure, on every run
     return 0 if result["passed"] else 1
 
 

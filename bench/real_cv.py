@@ -572,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     cross = [] if args.no_cross_device else cross_device(real)
     seconds = time.perf_counter() - t0
     text = markdown(within, designs, cross, lomo, monotone, seconds, no_meter)
+    for line in _cost_lines(within):  # the cost-growth figure, on every run (not only into --write's file)
+        print(line, flush=True)
     print(f"done in {seconds:.0f} s", file=sys.stderr)
     if args.write:
         path = write_results("real_cv", text, {"within_device": within, "named_designs": designs,
