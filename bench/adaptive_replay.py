@@ -2,7 +2,7 @@
 
 Real part: each published workload of ``models/reference/agx-xavier-published.csv`` (ResNet-18/CIFAR-10,
 MobileNetV3/GLD-23k, LeNet-5/MNIST on the modes a-j, POMACS 2022 Fig 9) is replayed as a device: asking
-for a mode returns its measured row (:class:`jetpredict.predictor.adaptive.SweepReplay`). The adaptive
+for a mode returns its measured row (:class:`jetpredict.predictor.replay.SweepReplay`). The adaptive
 loop (:class:`~jetpredict.predictor.adaptive.AdaptiveChooser`, the code ``profile --adaptive`` drives)
 starts from the first 1 or 2 modes of the D-optimal plan over a-j and then picks each next mode among
 a-j only, for min-time under a 15 W cap and for min-energy. Leave one workload out: the reference of
@@ -48,6 +48,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import adaptive as A  # noqa: E402
+from jetpredict.predictor import replay as R  # noqa: E402
 from jetpredict.predictor.limits import OBJECTIVES  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
 from results_io import exponent_text, growth_exponent, run_seconds, write_results  # noqa: E402
@@ -88,7 +89,7 @@ def measured_best(rows: pd.DataFrame, goal: A.Goal) -> pd.Series:
 
 def replay(rows: pd.DataFrame, goal: A.Goal, start: int, reference, label: str) -> dict:
     """One adaptive run over a sweep; prints each step; returns the run's record."""
-    device = A.SweepReplay(rows)
+    device = R.SweepReplay(rows)
     cands = device.modes()
     from jetpredict.predictor.service import plan_profiling
 
@@ -96,7 +97,7 @@ def replay(rows: pd.DataFrame, goal: A.Goal, start: int, reference, label: str) 
     chooser = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(rows), target_width=1e-9, candidates=cands,
                                 reference=reference, start=first)
     t0 = time.perf_counter()
-    A.run_loop(chooser, device.measure)
+    R.run_loop(chooser, device.measure)
     seconds = time.perf_counter() - t0
     best_true = measured_best(rows, goal)
     key = OBJECTIVES[goal.objective]
@@ -130,7 +131,7 @@ def replay(rows: pd.DataFrame, goal: A.Goal, start: int, reference, label: str) 
     # full run's above: a rival that alone holds the stop back is profiled next).
     default = A.AdaptiveChooser(load_device(DEVICE), goal, budget=len(rows), candidates=cands, reference=reference,
                                 start=first)
-    A.run_loop(default, device.measure)
+    R.run_loop(default, device.measure)
     last = default.steps[-1]
     stop = None
     if last.decision is not None and last.decision.best_row is not None:

@@ -573,37 +573,6 @@ class AdaptiveChooser:
         return head + tail
 
 
-class SweepReplay:
-    """A "device" whose profiled rows come from a measured sweep: asking for a mode returns the sweep's
-    row at the same knobs (within 0.1%), so the adaptive loop can be replayed on real data."""
-
-    def __init__(self, sweep: pd.DataFrame) -> None:
-        if sweep.empty:
-            raise InputError("the sweep to replay has no rows", "rows")
-        self.sweep = sweep.reset_index(drop=True)
-        self._knobs = self.sweep[list(MODE_FIELDS)].to_numpy(dtype=float)
-
-    def modes(self) -> pd.DataFrame:
-        """The sweep's modes (the only ones it can answer)."""
-        return self.sweep[["mode", *MODE_FIELDS]].copy()
-
-    def measure(self, mode: Mapping[str, Any]) -> dict[str, Any]:
-        want = np.array([float(mode[k]) for k in MODE_FIELDS])
-        hit = np.flatnonzero(np.all(np.abs(self._knobs / want - 1.0) <= 1e-3, axis=1))
-        if hit.size == 0:
-            raise InputError(f"mode {mode.get('mode')!r} ({want.tolist()}) is not in the sweep", "mode")
-        return self.sweep.iloc[int(hit[0])].to_dict()
-
-
-def run_loop(chooser: AdaptiveChooser, measure: Callable[[Mapping[str, Any]], dict[str, Any]]
-             ) -> list[dict[str, Any]]:
-    """Drive ``chooser`` with ``measure`` (mode -> profile row) until it stops; returns the rows."""
-    rows: list[dict[str, Any]] = []
-    while (mode := chooser.next_mode(rows)) is not None:
-        rows.append(measure(mode))
-    return rows
-
-
 def make_chooser(device_id: str, start: Sequence[Mapping[str, Any]] | None, *, budget: int,
                  objective: str = DEFAULT_OBJECTIVE, max_power_w: float | None = None,
                  max_epoch_time_s: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
