@@ -136,7 +136,8 @@ def report(timings: dict[str, dict[str, list[float]]], info: dict, runs: int,
     lines = [
         "# Mode-chooser page: drawing every mode of each Jetson type",
         "",
-        f"`python bench/page_render.py --runs {runs}{' --write' if write else ''}` on {started}, commit {commit}, {os.cpu_count()} CPU "
+        f"`python bench/page_render.py --runs {runs}{' --write' if write else ''}` on {started}, commit {commit}, "
+        f"{os.cpu_count()} CPU "
         f"cores, headless Chromium {info['chromium']} (system package, software rendering, network cut off but "
         "loopback), `jetpredict serve` with one worker. Workload: built-in simulated ResNet-18 on every device. "
         f"Median over {runs} loads per device (max in brackets); ms.",

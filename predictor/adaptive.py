@@ -226,8 +226,8 @@ def unreachable_caps(decision: Decision, goal: Goal) -> str | None:
     even :data:`UNREACHABLE_CAP_CHANCE` to meet them by its point once profiled."""
     if decision.best is None and (goal.max_power_w is not None or goal.max_epoch_time_s is not None):
         chance = _meets_caps(decision.table, goal, z_of(goal.confidence))
-        if chance.size == 0 or float(chance.max()) < UNREACHABLE_CAP_CHANCE:
-            likeliest = 0.0 if chance.size == 0 else float(chance.max())
+        likeliest = float(chance.max()) if chance.size else 0.0
+        if likeliest < UNREACHABLE_CAP_CHANCE:
             return (f"even the likeliest mode has a {likeliest:.1%} chance to meet the caps once profiled: relax "
                     f"them (profiling more cannot help)")
     return None

@@ -154,10 +154,11 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
                 DEFAULT_CONFIDENCE if args.confidence is None else args.confidence)
     adviser = Adviser(resolve_device(args.device), goal, candidates, reference)
     proposal = adviser.propose(rows, budget)
-    if (hopeless := unreachable_caps(proposal.decision, goal)) is not None:
-        _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}; {hopeless}")
+    hopeless = unreachable_caps(proposal.decision, goal)
+    _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}"
+         + ("" if hopeless is None else f"; {hopeless}"))
+    if hopeless is not None:
         return 1
-    _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}")
     if proposal.modes.empty:
         _log("every candidate mode is profiled already: nothing to propose")
     else:
@@ -341,7 +342,8 @@ def preset_summary(comparison: dict | None) -> str:
     if not c.get("preset"):
         return f"no preset to compare with: {c.get('reason') or 'none meets the caps'}"
     if c["chosen_is_preset"]:
-        return f"the best mode is the preset {c['preset']} itself (a preset is taken where its point beats the pick among the other modes)"
+        return (f"the best mode is the preset {c['preset']} itself (a preset is taken where its point beats the "
+                "pick among the other modes)")
     return (f"vs the best preset under the same caps, {c['preset']} ({c['epoch_time_s']:.4g} s/epoch, "
             f"{c['epoch_energy_j']:.4g} J/epoch, {c['avg_power_w']:.3g} W): "
             f"{_saving(c['time_saving_s'], c['time_saving_share'], 's')} and "

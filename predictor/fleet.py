@@ -154,8 +154,7 @@ def round_figures(pred: SpacePrediction, deadline_s: float, epochs: int, device_
     epochs, widened by the device's run-to-run spread, as :func:`~.recommend.to_accuracy` states any run of
     that many epochs), the idle energy at base power from finishing until ``deadline_s`` (J, never
     negative) and the total ``energy_j`` = training + idle."""
-    runs = to_accuracy({f"{name}{tail}": _col(pred, f"{name}{tail}") for name in ("epoch_time_s", "epoch_energy_j")
-                        for tail in _TAILS}, epochs, device_id)
+    runs = to_accuracy(pred, epochs, device_id)
     out = {f"round_time_s{tail}": runs[f"time_to_accuracy_s{tail}"] for tail in _TAILS}
     out.update({f"train_energy_j{tail}": runs[f"energy_to_accuracy_j{tail}"] for tail in _TAILS})
     out["idle_energy_j"] = _col(pred, "base_power_w") * np.clip(deadline_s - out["round_time_s"], 0.0, None)
