@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
 
 import numpy as np
 import pandas as pd
@@ -257,9 +257,7 @@ class ProfileArrays:
 
     @classmethod
     def from_frame(cls, rows: pd.DataFrame) -> ProfileArrays:
-        def col(name: str) -> np.ndarray:
-            return frame_column(rows, name)
-
+        col = partial(frame_column, rows)
         workers = col("num_workers")
         return cls(ModeArrays(*(col(k) for k in MODE_FIELDS)),
                    np.where(np.isnan(workers), float(DEFAULT_NUM_WORKERS), workers),
