@@ -28,5 +28,19 @@ class ModeOutOfRangeError(InputError):
     """A power-mode knob outside the device's range."""
 
 
+class ModeRowError(InputError):
+    """A problem in row ``row`` (0-based) of a list of modes, worded ``modes[row]`` + ``detail`` (``detail``
+    reads ``" (label): rule"`` or ``": rule"``), so that a command line can name its file's line instead."""
+
+    def __init__(self, row: int, detail: str, field: str) -> None:
+        super().__init__(f"modes[{row}]{detail}", field)
+        self.row = row
+        self.detail = detail
+
+
+class ModeRowOutOfRangeError(ModeRowError, ModeOutOfRangeError):
+    """A knob of one row of a list of modes outside the device's range."""
+
+
 class UnknownWorkloadError(InputError):
     """A workload id that is neither built in nor stored."""

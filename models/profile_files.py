@@ -163,10 +163,15 @@ def _read_json_file(path: str | Path, flag: str) -> object:
         raise InputError(f"--{flag} file {path} is not valid JSON: {exc}", flag) from None
 
 
+#: ``DataFrame.attrs`` key of a CSV mode list's line numbers in its file, one per row (header = line 1).
+MODE_LINES_ATTR = "lines"
+
+
 def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     """A mode list (``--modes``, ``--candidates``): a CSV, or a JSON list of objects (``{"modes": [...]}``
     too), with the mode columns; ``plan --out plan.csv`` and ``plan --out plan.json`` write both. Labels
-    stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes."""
+    stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes. A
+    CSV's rows keep their file lines in ``attrs[MODE_LINES_ATTR]``, for errors that name them."""
     if is_json_path(path):
         payload = _read_json_file(path, flag)
         if isinstance(payload, Mapping):
@@ -175,13 +180,20 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
             raise InputError(f"--{flag} file {path} must hold a JSON list of mode objects", flag)
         df = pd.DataFrame(payload)
         if "mode" in df.columns:
-            df["mode"] = [None if m is None else str(m) for m in df["mode"]]
+            # A mode object without a label is missing here (NaN in the frame), not the label "nan".
+            df["mode"] = [None if m is None or (isinstance(m, float) and m != m) else str(m) for m in df["mode"]]
         return df
     try:
         with open_regular_file(path, flag) as f:
-            return pd.read_csv(f, dtype={"mode": str})
+            df = pd.read_csv(f, dtype={"mode": str}, skip_blank_lines=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"--{flag} file {path} is not a readable CSV: {exc}", flag) from None
+    # Blank lines are read (as empty rows) and dropped here, so that each row keeps its line in the file.
+    lines = df.index.to_numpy() + 2
+    kept = df.notna().any(axis=1).to_numpy()
+    df = df[kept].reset_index(drop=True)
+    df.attrs[MODE_LINES_ATTR] = [int(n) for n in lines[kept]]
+    return df
 
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:

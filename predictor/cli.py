@@ -18,8 +18,8 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import ModeArrays, resolve_device
-from jetpredict.models.errors import InputError
-from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table
+from jetpredict.models.errors import InputError, ModeRowError
+from jetpredict.models.profile_files import MODE_LINES_ATTR, check_out_spares_inputs, read_mode_table
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_PLAN_BUDGET, OBJECTIVES
 
@@ -38,6 +38,20 @@ def _output(path: str | None) -> Iterator[TextIO]:
             yield f
     except OSError as exc:
         raise InputError(f"cannot write --out {path}: {exc.strerror}", "out") from None
+
+
+@contextlib.contextmanager
+def _rows_named_by_line(flag: str, path: str | None, table: object) -> Iterator[None]:
+    """Errors about one row of the ``--flag`` mode file ``table`` name the file and the row: its line in a
+    CSV, its item (from 0, as the service's ``modes.N``) in a JSON list."""
+    try:
+        yield
+    except ModeRowError as exc:
+        lines = table.attrs.get(MODE_LINES_ATTR) if isinstance(table, pd.DataFrame) else None
+        if path is None:
+            raise
+        where = f"line {lines[exc.row]}" if lines and exc.row < len(lines) else f"item {exc.row}"
+        raise InputError(f"--{flag} {path} {where}{exc.detail}", flag) from None
 
 
 #: Flags whose files a verb reads.
@@ -125,14 +139,16 @@ def _plan(args: argparse.Namespace) -> int:
 
     candidates = None if args.candidates is None else read_mode_table(args.candidates, "candidates")
     if args.after is not None:
-        return _plan_after(args, candidates)
+        with _rows_named_by_line("candidates", args.candidates, candidates):
+            return _plan_after(args, candidates)
     given = [f for f in ("objective", "max_power_w", "max_epoch_time_s", "confidence") if getattr(args, f) is not None]
     if given:
         raise InputError(f"--{given[0].replace('_', '-')} needs --after PROFILES (the next mode for a decision)",
                          given[0])
     if args.budget is None:
         raise InputError("--budget is required: the number of modes to profile (with --after, default 1)", "budget")
-    plan = service.plan_profiling(args.device, args.budget, candidates)
+    with _rows_named_by_line("candidates", args.candidates, candidates):
+        plan = service.plan_profiling(args.device, args.budget, candidates)
     _log(f"{args.device}: {plan.summary()}")
     if candidates is None:
         _log("candidates: the planning region (every clock >= 50% of its maximum, >= 2 cores); modes outside "
@@ -237,7 +253,8 @@ def _predict(args: argparse.Namespace) -> int:
     _check_out_spares_inputs(args)
     model = _load(args.model)
     modes = "all" if args.all else "presets" if args.presets else read_mode_table(args.modes, "modes")
-    df = service.predict(model, modes, device=args.device, epochs=args.epochs, confidence=args.confidence)
+    with _rows_named_by_line("modes", args.modes, modes):
+        df = service.predict(model, modes, device=args.device, epochs=args.epochs, confidence=args.confidence)
     if args.format == "table":
         # The table leaves the per-answer provenance columns out: the summary states them once.
         _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "

@@ -32,7 +32,7 @@ from jetpredict.models.catalogue import (
     mode_label,
     resolve_device,
 )
-from jetpredict.models.errors import InputError, ModeOutOfRangeError
+from jetpredict.models.errors import InputError, ModeRowError, ModeRowOutOfRangeError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import source_kind
@@ -142,6 +142,11 @@ def _blank(label: object) -> bool:
     return label is None or (isinstance(label, float) and label != label) or not str(label).strip()
 
 
+def _row_label(record: Mapping) -> str:
+    """`` (label)`` of a mode object that has one, for its errors."""
+    return "" if _blank(record.get("mode")) else f" ({record.get('mode')})"
+
+
 def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill_labels: bool) -> ModeTable:
     """A user table or list of mode objects, checked: every error names ``modes.<i>.<field>``.
 
@@ -154,8 +159,7 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
             raise InputError('modes must be "presets", "all", or a list of mode objects', "modes")
         bad = [i for i, m in enumerate(modes) if not isinstance(m, Mapping)]
         if bad:
-            raise InputError(f"modes[{bad[0]}] must be an object with {', '.join(MODE_COLUMNS)}",
-                             f"modes.{bad[0]}")
+            raise ModeRowError(bad[0], f": must be an object with {', '.join(MODE_COLUMNS)}", f"modes.{bad[0]}")
         records = modes
     if not records:
         raise InputError("modes is empty: give at least one mode", "modes")
@@ -176,23 +180,21 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
     if not fill_labels:
         for i, m in enumerate(records):
             if _blank(m.get("mode")):
-                raise InputError(f"modes[{i}].mode is required (a label, e.g. a preset name or 'custom')",
-                                 f"modes.{i}.mode")
+                raise ModeRowError(i, ": mode is required (a label, e.g. a preset name or 'custom')", f"modes.{i}.mode")
     knobs = {name: np.array([_number(m.get(name)) for m in records], dtype=float) for name in MODE_FIELDS}
     for name, values in knobs.items():
         bad = ~np.isfinite(values)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"modes[{i}].{name} must be a number, got {records[i].get(name)!r}",
-                             f"modes.{i}.{name}")
+            raise ModeRowError(i, f"{_row_label(records[i])}: {name} must be a number, got {records[i].get(name)!r}",
+                               f"modes.{i}.{name}")
     if device.out_of_range(*(knobs[f] for f in MODE_FIELDS)):
         # Name the first offending row: check row by row only on this (rare) error path.
         for i in range(len(records)):
             problems = device.out_of_range(*(knobs[f][i:i + 1] for f in MODE_FIELDS))
             if problems:
                 name, message = next(iter(problems.items()))
-                label = "" if _blank(records[i].get("mode")) else f" ({records[i].get('mode')})"
-                raise ModeOutOfRangeError(f"modes[{i}]{label}: {message}", f"modes.{i}.{name}")
+                raise ModeRowOutOfRangeError(i, f"{_row_label(records[i])}: {message}", f"modes.{i}.{name}")
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
     labels = [str(m.get("mode")) if not _blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]

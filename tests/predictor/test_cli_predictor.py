@@ -200,6 +200,37 @@ def test_bad_modes_file_exits_2(work, capsys):
     assert _csv(capsys.readouterr().out)["cross_device"].tolist() == [True]
 
 
+def test_a_bad_row_of_a_mode_file_is_named_by_its_flag_file_and_line(work, capsys):
+    """Not by the service's ``modes[i]``: a CSV row by its line (blank lines counted), a JSON item by its
+    index."""
+    bad = work / "bad-row.csv"
+    bad.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\n\nok,8,2265.6,1377,2133\n"
+                   "hot,8,2265.6,1377,9999\n")
+    text = work / "text-knob.csv"
+    text.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nfast,8,fast,1377,2133\n")
+    listed = work / "bad-row.json"
+    knobs = {"cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377, "emc_mhz": 2133}
+    listed.write_text(json.dumps([{"mode": "ok", **knobs}, {"mode": "many", **knobs, "cpu_cores": 9}]))
+    unlabelled = work / "unlabelled.json"  # a missing label is missing, not the label "nan"
+    unlabelled.write_text(json.dumps([{"mode": "ok", **knobs}, knobs]))
+    model = str(work / "resnet.json")
+    outside = "emc_mhz=9999 is outside device 'agx-xavier'"
+    for argv, words in [
+        (["predict", "--model", model, "--modes", str(bad)], f"--modes {bad} line 4 (hot): {outside}"),
+        (["predict", "--model", model, "--modes", str(text)], f"--modes {text} line 2 (fast): cpu_mhz must be a "
+                                                              "number, got 'fast'"),
+        (["predict", "--model", model, "--modes", str(listed)], f"--modes {listed} item 1 (many): cpu_cores=9 is outside"),
+        (["predict", "--model", model, "--modes", str(unlabelled)], f"--modes {unlabelled} item 1: mode is required"),
+        (["plan", "--device", "agx-xavier", "--budget", "1", "--candidates", str(bad)],
+         f"--candidates {bad} line 4 (hot): {outside}"),
+        (["plan", "--device", "agx-xavier", "--after", str(work / "resnet.csv"), "--candidates", str(bad)],
+         f"--candidates {bad} line 4 (hot): {outside}"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert words in err and "modes[" not in err, err
+
+
 def test_fit_rejects_too_few_rows_and_wrong_device(work, capsys):
     header_only = work / "empty.csv"
     header_only.write_text((work / "resnet.csv").read_text().splitlines()[0] + "\n")
