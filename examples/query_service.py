@@ -81,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             if preset.get("preset") and preset.get("energy_saving_j") is not None:
                 print(f"  against the best preset under the cap, {preset['preset']}: "
                       f"{preset['time_saving_s']:+.1f} s and {preset['energy_saving_j']:+.0f} J saved per epoch")
-            print(f"Pareto front under the cap (fastest first, {len(answer['pareto'])} modes):")
-            for row in answer["pareto"][:args.top]:
+            front = answer["pareto"]
+            shown = "" if len(front) <= args.top else f"the first {args.top} of "
+            print(f"Pareto front under the cap (fastest first, {shown}{len(front)} modes):")
+            for row in front[:args.top]:
                 print(f"        {_mode(row)}")
     except ServiceError as exc:
         print(f"query_service: {exc}", file=sys.stderr)

@@ -274,6 +274,12 @@ def test_the_example_queries_a_live_service(server):
     assert "agx-xavier" in out and "uploaded 4 new row(s) of example-resnet18" in out
     best = next(line for line in out.splitlines() if line.strip().startswith("best"))
     assert float(best.split(" W ")[0].split()[-1]) <= 15  # the best mode's power, W, under the cap
+    # The front's heading counts what it lists: all of it, or "the first 3 of N".
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("Pareto front"))
+    listed = len(lines) - head - 1
+    total = int(lines[head].split(" modes")[0].split()[-1])
+    assert listed == min(3, total) and (("the first 3 of" in lines[head]) == (total > 3)), lines[head]
 
 
 # ---------------------------------------------------------------------------------------------- stubs
