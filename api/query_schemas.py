@@ -214,7 +214,9 @@ class RecommendationSchema(ProvenanceSchema):
     objective = fields.String(required=True)
     constraints = fields.Nested(ConstraintsSchema, required=True)
     confidence = fields.Float(required=True, metadata={"description": "coverage of the intervals"})
-    modes_considered = fields.Integer(metadata={"description": "modes of the device searched (all of them)"})
+    modes_considered = fields.Integer(metadata={
+        "description": "power modes of the device searched: all of them, as `GET /v1/devices` counts them "
+                       "(`power_modes`); its nvpmodel presets are searched besides them"})
     feasible = fields.Boolean(required=True)
     reason = fields.String(allow_none=True)
     preferred_in_range = fields.Boolean(metadata={
