@@ -14,7 +14,7 @@ from jetpredict.profiler.sim.kernel_costs import load_complexity
 from jetpredict.profiler.sim.physics import DevicePhysics
 from jetpredict.profiler.sim.twin import Twin
 
-from tools.make_reference_sweeps import REFERENCE_DIR, spread_modes
+from tools.make_reference_sweeps import REFERENCE_DIR, main, spread_modes
 
 
 @pytest.mark.parametrize("device", device_ids())
@@ -32,6 +32,13 @@ def test_every_device_has_a_simulated_sweep(device):
     row = df[(df["mode"] == maxn.mode) & (df["workload"] == "resnet18-cifar10")].iloc[0]
     twin = Twin(DevicePhysics(load_device(device)), load_complexity("resnet18-cifar10"))
     assert row["epoch_time_s"] == pytest.approx(float(twin.epoch(maxn)["epoch_time_s"][0]), rel=0.05)
+
+
+def test_the_tool_writes_the_committed_sweep_byte_for_byte(tmp_path):
+    """``python -m tools.make_reference_sweeps`` reproduces what is committed (Nano, the smallest space):
+    a twin or format change that is not followed by a rerun fails here, not in someone's later diff."""
+    assert main(["--devices", "nano", "--out-dir", str(tmp_path)]) == 0
+    assert (tmp_path / "nano-simulated.csv").read_bytes() == (REFERENCE_DIR / "nano-simulated.csv").read_bytes()
 
 
 def test_spread_modes_cover_every_knob_range():
