@@ -131,16 +131,17 @@ def _parse_label(device: Device, label: str) -> PowerMode:
 
 
 def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
-    from jetpredict.models.profile_files import is_json_path, read_mode_table
+    from jetpredict.models.profile_files import MODE_LINES_ATTR, read_mode_table
 
     df = read_mode_table(path, "modes")
+    lines = df.attrs.get(MODE_LINES_ATTR)
     missing = [c for c in MODE_FIELDS if c not in df.columns]
     if missing:
         raise InputError(f"--modes {path}: missing column(s) {', '.join(missing)}", "modes")
     modes = []
     for i, rec in enumerate(df.to_dict(orient="records")):
-        # A CSV's data start on line 2; a JSON list's items count from 0, as the service's modes.N do.
-        where = f"item {i}" if is_json_path(path) else f"line {i + 2}"
+        # A CSV row by its line in the file; a JSON list's items count from 0, as the service's modes.N do.
+        where = f"item {i}" if lines is None else f"line {lines[i]}"
         try:
             knobs = [float(rec[c]) for c in MODE_FIELDS]
         except (TypeError, ValueError):
@@ -169,7 +170,13 @@ def modes_to_profile(device: Device, modes: str | None) -> list[PowerMode]:
     if not labels:
         raise InputError("--modes must be presets, a CSV or JSON file, or comma-separated mode labels",
                          "modes")
-    return [_parse_label(device, label) for label in labels]
+    modes = []
+    for label in labels:
+        try:
+            modes.append(_parse_label(device, label))
+        except InputError as exc:  # the catalogue's rule (and error kind), said of the flag that gave the label
+            raise type(exc)(f"--modes {label}: {exc.message}", exc.field) from None
+    return modes
 
 
 def host_modes(modes: str | None) -> list[PowerMode]:

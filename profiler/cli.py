@@ -23,11 +23,12 @@ ADAPTIVE_OPTIONS = ("objective", "max_power_w", "max_epoch_time_s", "confidence"
 def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     """The chooser factory of an adaptive campaign, or None (InputError for flags that need --adaptive)."""
     from jetpredict.models.errors import InputError
+    from jetpredict.profiler.flags import flag, naming_flag
 
     given = [o for o in (*ADAPTIVE_OPTIONS, "budget", "candidates") if getattr(args, o) is not None]
     if not args.adaptive:
         if given:
-            raise InputError(f"--{given[0].replace('_', '-')} needs --adaptive", given[0])
+            raise InputError(f"{flag(given[0])} needs --adaptive", given[0])
         return None
     if factory is None:
         raise InputError("--adaptive needs the predictor (this command line was built without it)", "adaptive")
@@ -45,7 +46,11 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
         print(f"adaptive: {line}", file=sys.stderr)
 
     def make(device_id: str, start):
-        return factory(device_id, start, budget=args.budget, log=log, **options)
+        try:
+            return factory(device_id, start, budget=args.budget, log=log, **options)
+        except InputError as err:
+            # The chooser's checks are the service's and name its JSON fields; here they are flags.
+            raise naming_flag(err, ADAPTIVE_OPTIONS) from None
 
     return make
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
+from jetpredict.profiler.flags import check_range
 
 
 def default_num_workers(cpu_cores: int | None = None) -> int:
@@ -19,12 +19,8 @@ def default_num_workers(cpu_cores: int | None = None) -> int:
 def loader_settings(batch_size: int | None, num_workers: int | None, *, default_batch_size: int,
                     cpu_cores: int | None = None) -> tuple[int, int]:
     """(batch size, DataLoader workers) with defaults filled in and checked; a bad one raises
-    :class:`InputError` naming ``batch_size`` or ``workers``. ``cpu_cores``: as in
-    :func:`default_num_workers`."""
+    :class:`InputError` with field ``batch_size`` or ``workers`` whose message names the flag
+    (``--batch-size``, ``--workers``). ``cpu_cores``: as in :func:`default_num_workers`."""
     batch = default_batch_size if batch_size is None else int(batch_size)
     workers = default_num_workers(cpu_cores) if num_workers is None else int(num_workers)
-    if batch < 1:
-        raise InputError(f"batch size must be >= 1, got {batch}", "batch_size")
-    if workers < 0:
-        raise InputError(f"workers must be >= 0, got {workers}", "workers")
-    return batch, workers
+    return check_range("batch_size", batch, 1), check_range("workers", workers, 0)

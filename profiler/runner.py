@@ -49,6 +49,7 @@ from jetpredict.models.profiling_protocol import (
 )
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
+from jetpredict.profiler.flags import check_range
 from jetpredict.profiler.metering import meter_label, metered, window_null_reason
 from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ, NO_METER
 
@@ -132,12 +133,7 @@ class RunSettings:
                  ("minibatches", self.minibatches, 1, MAX_MINIBATCHES_PER_MODE, ""),
                  ("settle_s", self.settle_s, 0, MAX_WAIT_S, "s"), ("idle_s", self.idle_s, 0, MAX_WAIT_S, "s"))
         for name, value, low, high, unit in rules:
-            if value is None or not value >= low:
-                raise InputError(f"--{name.replace('_', '-')} must be >= {low} {unit}".rstrip()
-                                 + f", got {value}", name)
-            if not value <= high:  # NaN fails the first rule
-                raise InputError(f"--{name.replace('_', '-')} must be <= {high:g} {unit}".rstrip()
-                                 + f" per mode, got {value}", name)
+            check_range(name, value, low, high, unit, per="per mode")
         if self.hz is None or not self.hz > 0:
             raise InputError(f"--hz must be > 0 Hz, got {self.hz}", "hz")
 

@@ -4,9 +4,11 @@ Everything is read through the profiler's own code under ``$JETPREDICT_SYSFS_ROO
 the board from the device tree, the nvpmodel mode from ``/var/lib/nvpmodel/status`` named by
 ``/etc/nvpmodel.conf`` (``nvpmodel -q`` when the status file is missing), cores online and the CPU/GPU/EMC
 clocks with :func:`profiler.powermode.read_clocks`, and module power from the INA3221 rails with the
-board's total rule (:class:`profiler.power.ina3221.Ina3221Meter`). Nothing is written. A value that cannot
-be read is ``null`` with the reason, never 0. Off a Jetson, the command says so and exits
-:data:`EXIT_NOT_A_JETSON`.
+board's total rule (:class:`profiler.power.ina3221.Ina3221Meter`). A restore state file that a run left
+(:func:`profiler.powermode.state.find_state`, with its checks) is reported with the original mode
+``jetpredict restore`` would put back and the command; nothing is said when there is none. Nothing is
+written. A value that cannot be read is ``null`` with the reason, never 0. Off a Jetson, the command says
+so and exits :data:`EXIT_NOT_A_JETSON`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,40 @@ from jetpredict.models.catalogue import Device, load_device, mode_label
 #: failed operation; this is neither: the command has nothing to read here).
 EXIT_NOT_A_JETSON = 3
 NVPMODEL_STATUS = "/var/lib/nvpmodel/status"
+
+
+@dataclass
+class PendingRestore:
+    """A restore state file on this machine: the original mode ``jetpredict restore`` would put back
+    (``path`` to ``command``), or ``error`` when the reader refuses the file; ``summary`` says it in words."""
+
+    summary: str
+    path: str | None = None
+    original_mode: str | None = None
+    device: str | None = None
+    saved_by_pid: int | None = None
+    run_alive: bool | None = None  # the run that saved it still runs: it puts the mode back when it ends
+    command: str | None = None
+    error: str | None = None
+
+
+def pending_restore() -> PendingRestore | None:
+    """The state file an unfinished run (or ``apply``) left, as :func:`state.find_state` reads it; None
+    when there is none."""
+    from jetpredict.profiler.powermode import state as state_file
+
+    try:
+        found = state_file.find_state()
+    except state_file.StateFileError as err:  # unreadable, or refused by its owner/permission checks
+        return PendingRestore(f"a state file cannot be used: {err}", error=str(err))
+    if found is None:
+        return None
+    alive = found.run_alive()
+    summary = (f"in progress: the run that saved the original power mode {found.describe()} still runs "
+               f"and puts it back when it ends ({found.path})" if alive
+               else f"pending: the original power mode {found.describe()}; {found.restore_hint()}")
+    return PendingRestore(summary, str(found.path), found.original.get("mode"), found.device, found.pid,
+                          alive, state_file.restore_command())
 
 
 @dataclass
@@ -45,6 +81,7 @@ class JetsonStatus:
     power_meter: str | None
     rails_w: dict[str, float | None] = field(default_factory=dict)
     unknown: dict[str, str] = field(default_factory=dict)
+    pending_restore: PendingRestore | None = None
 
     def lines(self) -> list[str]:
         """The summary a person reads, one fact a line."""
@@ -62,6 +99,8 @@ class JetsonStatus:
                f"as a label:    {self.mode_label or 'unknown'}",
                f"module power:  {power}"]
         out += [f"  rail {label}: {'unknown' if w is None else f'{w:.2f} W'}" for label, w in self.rails_w.items()]
+        if self.pending_restore is not None:
+            out.append(f"restore:       {self.pending_restore.summary}")
         return out
 
 
@@ -136,7 +175,7 @@ def read_status(board: str | None = None) -> JetsonStatus:
     except (LookupError, PowerReadError) as err:
         unknown["power"] = str(err)
     return JetsonStatus(device.id, device.name, mid, name, int(clocks.cpu_cores), int(device.cpu_cores_range[1]),
-                        cpu, gpu, emc, label, power, meter, rails, unknown)
+                        cpu, gpu, emc, label, power, meter, rails, unknown, pending_restore())
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -158,7 +197,9 @@ def _status(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="this Jetson's power mode, cores, clocks and module power now",
                        description="Read this Jetson's nvpmodel mode, cores online, CPU/GPU/EMC clocks and "
-                       f"module power (changes nothing). Off a Jetson: a message and exit {EXIT_NOT_A_JETSON}.")
+                       "module power, and any restore state file a run left: the original mode `jetpredict "
+                       "restore` would put back (changes nothing). Off a Jetson: a message and exit "
+                       f"{EXIT_NOT_A_JETSON}.")
     p.add_argument("--board", help="catalogue id of this board (default: from /proc/device-tree/model)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(handler=_status)

@@ -13,7 +13,8 @@ the kernel hands a process signal to any thread that does not block it (the powe
 pool), and Python runs the handler in the main thread all the same. The saved state is dropped only after a restore succeeded, so a restore that fails
 on the signal path is tried again on the exit path. Controllers that change the machine
 (``persistent = True``) also write the original mode to a state file before the first switch
-(:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot.
+(:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot;
+when the restore on the way out fails, its :class:`RestoreFailedError` names that file and the command to run.
 
 Only the process that entered restores: a process forked inside the block (a DataLoader worker) inherits
 the handlers and the saved state, and on a Ctrl-C sent to the whole process group it must stop as the
@@ -33,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from jetpredict.models.catalogue import PowerMode
+from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,10 @@ def _act_on(signum: int, handler: Any) -> None:
         signal.raise_signal(signum)  # the default action (SIGINT's default handler is callable)
 
 
+class RestoreFailedError(PrivilegedCommandError):
+    """The restore on a controller's way out failed: the state file stays; the message says what to run."""
+
+
 class PowerModeController(ABC):
     """Sets and reads power modes on one machine (``kind`` is ``host``, ``jetson``, ...)."""
 
@@ -158,15 +164,11 @@ class PowerModeController(ABC):
             log.warning("ignoring an unreadable power-mode state file: %s", err)
             earlier = None
         if earlier is not None and earlier.run_alive():
-            from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
-
             # Two runs switching one device would each "restore" the other's mode; refuse the second.
             raise PrivilegedCommandError(f"another jetpredict run (pid {earlier.pid}) is changing power modes "
                                          f"on this device; wait for it to end (original mode: "
                                          f"{earlier.describe()})")
         if earlier is not None and earlier.kind != self.kind:
-            from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
-
             raise PrivilegedCommandError(f"an unfinished {earlier.kind} run left {earlier.path}; run "
                                          "`jetpredict restore` first")
         if earlier is not None:
@@ -242,5 +244,14 @@ class PowerModeController(ABC):
     def __exit__(self, *exc: object) -> None:
         try:
             self.restore()
+        except Exception as err:
+            if self._state_file is None:
+                raise
+            # The last try: what is left to do is the person's, so say what to run and where the mode waits.
+            details = ((err.argv, err.returncode, err.stderr) if isinstance(err, PrivilegedCommandError)
+                       else ())
+            state = self._state_file
+            raise RestoreFailedError(f"could not put back the original power mode {state.describe()}: {err}; "
+                                     f"{state.restore_hint()}", *details) from err
         finally:
             self._uninstall_handlers()

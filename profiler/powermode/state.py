@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import socket
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from jetpredict.profiler import sysfs
 from jetpredict.profiler.powermode import privileged
 
 STATE_DIR_ENV = "JETPREDICT_STATE_DIR"
+#: The verb that puts back the original mode a state file records (:mod:`profiler.powermode.recovery`).
+RESTORE_COMMAND = "jetpredict restore"
 STATE_FILE_NAME = "powermode-restore.json"
 #: The custom nvpmodel configuration lives beside the state file, so ``restore`` can remove it too.
 CUSTOM_CONF_NAME = "nvpmodel-custom.conf"
@@ -58,6 +61,17 @@ def state_dir() -> Path:
 
 def state_path() -> Path:
     return state_dir() / STATE_FILE_NAME
+
+
+def restore_command() -> str:
+    """The command line with which a person restores from this process's state file: ``jetpredict restore``
+    with the environment that chose the state dir (``$JETPREDICT_STATE_DIR``, a fake device root), after
+    ``sudo`` when this process runs as root (a run started with sudo; as root only root's file is used)."""
+    env = {STATE_DIR_ENV: os.environ.get(STATE_DIR_ENV),
+           sysfs.ROOT_ENV: str(sysfs.root()) if sysfs.is_fake_root() else None}
+    words = [f"{name}={shlex.quote(value)}" for name, value in env.items() if value]
+    sudo = ["sudo"] if privileged.is_root() else []
+    return " ".join([*sudo, *words, RESTORE_COMMAND])
 
 
 def boot_id() -> str:
@@ -106,6 +120,10 @@ class RestoreState:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at))
         mode = self.original.get("mode") or "?"
         return f"{mode} on {self.device} (saved by pid {self.pid} at {when})"
+
+    def restore_hint(self) -> str:
+        """Which file keeps this original mode and the command that puts it back, for a person to act on."""
+        return f"{self.path or state_path()} keeps it; to put it back, run: {restore_command()}"
 
 
 class StateFileError(RuntimeError):

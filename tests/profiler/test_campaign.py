@@ -193,6 +193,9 @@ def test_modes_presets_labels_and_files(tmp_path):
     with pytest.raises(InputError, match="line 2") as err:
         modes_to_profile(nano, str(f))
     assert err.value.field == "cpu_cores"
+    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nslow,2,729.6,306,2133\n\nbad,99,729.6,306,2133\n")
+    with pytest.raises(InputError, match="line 4"):  # the blank line counts: the line an editor shows
+        modes_to_profile(nano, str(f))
 
 
 def test_jetson_campaign_on_a_fake_orin_nano(fake_root, tmp_path):

@@ -55,19 +55,29 @@ def test_user_factory_profiles_from_the_working_directory(tmp_path):
     assert row["data_source"] == "user" and row["macs_fwd"] > 0
 
 
+# Each message names the flag as typed (--batch-size, not batch_size or "batch size") and the rule.
 @pytest.mark.parametrize(("args", "field_text"), [
-    (["--minibatches", "0"], "--minibatches must be >= 1"),
+    (["--minibatches", "0"], "--minibatches must be >= 1, got 0"),
     (["--minibatches", "4000000"], "--minibatches must be <= 10000 per mode"),
+    (["--warmup", "-1"], "--warmup must be >= 0 minibatches, got -1"),
     (["--device", "toaster"], "--device must be host, jetson or sim:DEVICE"),
     (["--workload", "alexnet-imagenet"], "unknown workload 'alexnet-imagenet'"),
-    (["--batch-size", "0"], "batch size must be >= 1"),
+    (["--workload", " "], "--workload must be a non-empty name"),
+    (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["--batch-size", "100000"], "--batch-size 100000 is larger than the dataset (60000 samples)"),
+    (["--workers", "-1"], "--workers must be >= 0, got -1"),
+    (["--device", "sim:agx-xavier", "--workers", "-1"], "--workers must be >= 0, got -1"),
+    (["--device", "sim:agx-xavier", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["--device", "sim:agx-xavier", "--modes", "MAXN,4c-9999-900-1600"],
+     "--modes 4c-9999-900-1600: cpu_mhz=9999 is outside device 'agx-xavier': must be in"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys, args, field_text):
-    base = {"--device": "host", "--workload": "lenet5-mnist", "--minibatches": "2"}
+    base = {"--device": "host", "--workload": "lenet5-mnist", "--minibatches": "2", "--workers": "0",
+            "--warmup": "0"}
     for flag, value in zip(args[::2], args[1::2], strict=True):
         base[flag] = value
-    argv = ["profile", *[x for kv in base.items() for x in kv], "--workers", "0", "--warmup", "0",
-            "--no-progress", "--out", str(tmp_path / "x.csv")]
+    argv = ["profile", *[x for kv in base.items() for x in kv], "--no-progress",
+            "--out", str(tmp_path / "x.csv")]
     assert main(argv) == 2
     assert field_text in capsys.readouterr().err
 
@@ -115,8 +125,12 @@ def test_adaptive_profile_starts_from_the_given_modes(tmp_path, capsys):
     (["--budget", "3"], "--budget needs --adaptive"),
     (["--max-power-w", "15"], "--max-power-w needs --adaptive"),
     (["--adaptive", "--budget", "3", "--device", "host"], "use --device jetson or sim:DEVICE"),
-    (["--adaptive", "--budget", "3", "--objective", "fastest"], "objective must be one of"),
-    (["--adaptive", "--budget", "3", "--max-power-w", "-1"], "max_power_w"),
+    (["--adaptive", "--budget", "3", "--objective", "fastest"], "--objective must be one of"),
+    # The chooser's checks are shared with the service; on this command line they name the flag.
+    (["--adaptive", "--budget", "3", "--max-power-w", "-1"], "--max-power-w must be a finite number > 0"),
+    (["--adaptive", "--budget", "3", "--max-epoch-time-s", "0"], "--max-epoch-time-s must be a finite"),
+    (["--adaptive", "--budget", "3", "--confidence", "2"], "--confidence must be between 0.5 and"),
+    (["--adaptive", "--budget", "3", "--target-width", "-1"], "--target-width must be a finite number > 0"),
 ])
 def test_adaptive_bad_flags_exit_2(tmp_path, capsys, args, text):
     base = {"--device": "sim:agx-xavier"}
@@ -158,3 +172,26 @@ def test_an_unwritable_out_is_refused_before_the_first_mode(tmp_path, capsys):
             "--minibatches", "2", "--no-progress", "--out", str(tmp_path / "a-file" / "p.csv")]
     assert main(argv) == 2
     assert f"cannot write --out {tmp_path / 'a-file' / 'p.csv'}" in capsys.readouterr().err
+
+
+def test_a_failed_final_restore_tells_the_command_that_puts_the_mode_back(fake_root, tmp_path, capsys,
+                                                                          monkeypatch):
+    from jetpredict.models.catalogue import load_device
+    from jetpredict.profiler.powermode import state as state_file
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    fake_root.add_jetson(load_device("agx-xavier"), preset_id=3)  # MODE_30W_ALL in force
+    monkeypatch.setenv("FAKE_NVPMODEL_FAIL", "3")  # switching to MAXN works; putting MODE_30W_ALL back fails
+    rc = main(["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN",
+               "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1",
+               "--settle-s", "0", "--no-progress", "--out", str(tmp_path / "p.csv")])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    saved = fake_root.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
+    assert "could not put back the original power mode MODE_30W_ALL on agx-xavier" in err
+    assert f"{saved} keeps it; to put it back, run: " in err
+    assert f"JETPREDICT_SYSFS_ROOT={fake_root.path} jetpredict restore" in err
+    assert fake_root.read("/var/lib/nvpmodel/status") == "pmode:0000" and saved.is_file()
+    monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
+    assert main(["restore"]) == 0
+    assert fake_root.read("/var/lib/nvpmodel/status") == "pmode:0003" and not saved.exists()

@@ -160,3 +160,41 @@ def test_a_process_forked_inside_neither_restores_nor_clears_the_state_file(xavi
         assert not saved.exists()
     finally:
         signal.signal(signal.SIGINT, inherited)
+
+
+def test_a_failed_restore_on_the_way_out_says_what_to_run(xavier, monkeypatch):
+    from jetpredict.profiler.powermode import state as state_file
+    from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+
+    from jetpredict.cli import main
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    saved = xavier.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
+    ctl = detect_controller("jetson")
+    with pytest.raises(PrivilegedCommandError) as err, ctl:
+        ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
+        monkeypatch.setenv("FAKE_NVPMODEL_FAIL", "3")  # putting MODE_30W_ALL back fails, twice
+    message = str(err.value)
+    assert "nvpmodel -m 3 failed" in message and "MODE_30W_ALL on agx-xavier" in message
+    assert f"{saved} keeps it; to put it back, run: " in message
+    assert message.endswith(f"JETPREDICT_SYSFS_ROOT={xavier.path} jetpredict restore")
+    assert saved.is_file() and err.value.argv[:2] == ["nvpmodel", "-m"]
+    # The command it names does it once the cause is gone.
+    monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
+    assert main(["restore"]) == 0
+    assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003" and not saved.exists()
+
+
+def test_the_restore_command_carries_the_environment_that_finds_the_state_file(monkeypatch, tmp_path):
+    from jetpredict.profiler.powermode import privileged
+    from jetpredict.profiler.powermode import state as state_file
+
+    monkeypatch.delenv("JETPREDICT_SYSFS_ROOT", raising=False)
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    monkeypatch.setattr(privileged, "is_root", lambda: False)
+    assert state_file.restore_command() == "jetpredict restore"  # the user's own state dir
+    monkeypatch.setattr(privileged, "is_root", lambda: True)
+    assert state_file.restore_command() == "sudo jetpredict restore"  # a run started with sudo
+    monkeypatch.setenv(state_file.STATE_DIR_ENV, str(tmp_path / "my state"))
+    expected = f"sudo JETPREDICT_STATE_DIR='{tmp_path}/my state' jetpredict restore"  # quoted for a shell
+    assert state_file.restore_command() == expected

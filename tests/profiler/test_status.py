@@ -1,13 +1,18 @@
-"""``jetpredict status`` against fake Jetson trees: mode, cores, clocks and module power; off a Jetson a
-message and its own exit status. And ``apply --dry-run --board B`` away from the board."""
+"""``jetpredict status`` against fake Jetson trees: mode, cores, clocks and module power, and a restore state
+file left behind; off a Jetson a message and its own exit status. And ``apply --dry-run --board B`` away from
+the board."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from fakes import GPU_DIRS
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.profiler.powermode import detect_controller
+from jetpredict.profiler.powermode import state as state_file
+from jetpredict.profiler.powermode.privileged import is_root
 from jetpredict.profiler.status import EXIT_NOT_A_JETSON, read_status
 
 from jetpredict.cli import main
@@ -59,6 +64,73 @@ def test_status_off_a_jetson_is_a_message_and_its_own_exit_status(fake_root, cap
     # --board on a machine without that SoC is refused too: no made-up clocks
     assert main(["status", "--board", "orin-nx"]) == EXIT_NOT_A_JETSON
     assert "not that Jetson" in capsys.readouterr().err
+
+
+@pytest.fixture
+def xavier_state(fake_root, monkeypatch):
+    """An AGX Xavier in MODE_30W_ALL whose restore state dir is ``<root>/var/lib/jetpredict``."""
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    fake_root.add_jetson(load_device("agx-xavier"), preset_id=3)
+    return fake_root
+
+
+def _status(capsys) -> tuple[str, dict]:
+    assert main(["status"]) == 0
+    table = capsys.readouterr().out
+    assert main(["status", "--format", "json"]) == 0
+    return table, json.loads(capsys.readouterr().out)
+
+
+def test_status_says_nothing_of_a_restore_when_no_state_file_waits(xavier_state, capsys):
+    table, doc = _status(capsys)
+    assert "restore" not in table and doc["pending_restore"] is None
+
+
+def test_status_reports_a_pending_restore_with_its_mode_file_and_command(xavier_state, capsys):
+    ctl = detect_controller("jetson")
+    ctl.__enter__()  # as a run that died after its switch: the state file stays
+    try:
+        ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
+        saved = xavier_state.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
+        table, doc = _status(capsys)
+    finally:
+        ctl._uninstall_handlers()
+    command = f"sudo JETPREDICT_SYSFS_ROOT={xavier_state.path} jetpredict restore"
+    line = next(x for x in table.splitlines() if x.startswith("restore:"))
+    assert "pending: the original power mode MODE_30W_ALL on agx-xavier" in line
+    assert line.endswith(f"{saved} keeps it; to put it back, run: {command}")
+    pending = doc["pending_restore"]
+    assert (pending["path"], pending["original_mode"], pending["device"]) == (str(saved), "MODE_30W_ALL",
+                                                                              "agx-xavier")
+    assert pending["command"] == command and pending["run_alive"] is False and pending["error"] is None
+    assert main(["restore"]) == 0  # what it says to run
+    capsys.readouterr()
+    table, doc = _status(capsys)
+    assert "restore" not in table and doc["pending_restore"] is None
+
+
+def test_status_reports_the_state_file_of_a_run_still_going_as_in_progress(xavier_state, capsys):
+    # The run that saved it is alive (here: the test's parent process): it restores when it ends.
+    alive = state_file.RestoreState("jetson", "agx-xavier", {}, {"mode": "MODE_30W_ALL"}, pid=os.getppid())
+    path = state_file.write_state(alive)
+    table, doc = _status(capsys)
+    assert "restore:       in progress: the run that saved the original power mode MODE_30W_ALL" in table
+    assert f"puts it back when it ends ({path})" in table
+    assert doc["pending_restore"]["run_alive"] is True and doc["pending_restore"]["path"] == str(path)
+
+
+@pytest.mark.parametrize("refused", ["not-json", "group-writable"])
+def test_status_reports_a_state_file_the_reader_refuses(xavier_state, capsys, refused):
+    if refused == "group-writable" and not is_root():
+        pytest.skip("only root refuses a state file another user could have written")
+    path = xavier_state.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
+    path.parent.mkdir(parents=True)
+    path.write_text("{}" if refused == "group-writable" else "not json")
+    path.chmod(0o666 if refused == "group-writable" else 0o600)
+    table, doc = _status(capsys)
+    why = "writable by group or others" if refused == "group-writable" else "cannot be read"
+    assert f"restore:       a state file cannot be used: {path} " in table and why in table
+    assert why in doc["pending_restore"]["error"] and doc["pending_restore"]["command"] is None
 
 
 @pytest.mark.parametrize("mode, via, printed", [

@@ -1,0 +1,44 @@
+"""The ``profile`` command line's flags as a person types them, and the one range check that names them.
+
+Checks deeper in the profiler (the DataLoader settings, the run settings) are handed field names such as
+``batch_size``; their errors keep that name as :attr:`InputError.field` (the HTTP service's key) and say
+the flag, ``--batch-size``, in the message a person reads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TypeVar
+
+from jetpredict.models.errors import InputError
+
+Number = TypeVar("Number", int, float)
+
+
+def flag(field: str) -> str:
+    """The command-line flag of ``field``: ``settle_s`` -> ``--settle-s``."""
+    return "--" + field.replace("_", "-")
+
+
+def check_range(field: str, value: Number, low: float, high: float = math.inf, unit: str = "",
+                per: str = "") -> Number:
+    """``value`` when ``low <= value <= high``; else :class:`InputError` naming the flag of ``field``, the
+    rule and the value. ``unit`` follows each bound (``s``, ``minibatches``), ``per`` the upper one
+    (``per mode``). NaN and None fail."""
+    unit = f" {unit}" if unit else ""
+    if value is None or not value >= low:
+        raise InputError(f"{flag(field)} must be >= {low:g}{unit}, got {value}", field)
+    if not value <= high:
+        per = f" {per}" if per else ""
+        raise InputError(f"{flag(field)} must be <= {high:g}{unit}{per}, got {value}", field)
+    return value
+
+
+def naming_flag(err: InputError, fields: tuple[str, ...]) -> InputError:
+    """``err`` with the field its message starts with written as that field's flag (``max_power_w must be``
+    -> ``--max-power-w must be``) when the field is one of ``fields``; else ``err`` itself.
+
+    For checks the profiler shares with the HTTP service (the predictor's), which name the JSON field."""
+    if err.field in fields and err.message.startswith(f"{err.field} "):
+        return type(err)(flag(err.field) + err.message[len(err.field):], err.field)
+    return err
