@@ -11,13 +11,13 @@ import csv
 import io
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS
-from jetpredict.models.errors import InputError
+from jetpredict.models.errors import InputError, ModeRowError
 from jetpredict.models.profile_rows import (
     COLUMNS,
     COUNT_COLUMNS,
@@ -194,6 +194,21 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     df = df[kept].reset_index(drop=True)
     df.attrs[MODE_LINES_ATTR] = [int(n) for n in lines[kept]]
     return df
+
+
+@contextlib.contextmanager
+def rows_named_by_line(flag: str, path: str | Path | None, table: object) -> Iterator[None]:
+    """Errors about one row of the ``--flag`` mode file ``table`` (:func:`read_mode_table`) name the file
+    and the row: its line in a CSV, its item (from 0, as the service's ``modes.N``) in a JSON list; not
+    the service's ``modes[i]`` alone. ``path`` None: errors pass unchanged."""
+    try:
+        yield
+    except ModeRowError as exc:
+        if path is None:
+            raise
+        lines = table.attrs.get(MODE_LINES_ATTR) if isinstance(table, pd.DataFrame) else None
+        where = f"line {lines[exc.row]}" if lines and exc.row < len(lines) else f"item {exc.row}"
+        raise InputError(f"--{flag} {path} {where}{exc.detail}", flag) from None
 
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:

@@ -18,8 +18,8 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import ModeArrays, resolve_device
-from jetpredict.models.errors import InputError, ModeRowError
-from jetpredict.models.profile_files import MODE_LINES_ATTR, check_out_spares_inputs, read_mode_table
+from jetpredict.models.errors import InputError
+from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table, rows_named_by_line
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_PLAN_BUDGET, OBJECTIVES
 
@@ -38,20 +38,6 @@ def _output(path: str | None) -> Iterator[TextIO]:
             yield f
     except OSError as exc:
         raise InputError(f"cannot write --out {path}: {exc.strerror}", "out") from None
-
-
-@contextlib.contextmanager
-def _rows_named_by_line(flag: str, path: str | None, table: object) -> Iterator[None]:
-    """Errors about one row of the ``--flag`` mode file ``table`` name the file and the row: its line in a
-    CSV, its item (from 0, as the service's ``modes.N``) in a JSON list."""
-    try:
-        yield
-    except ModeRowError as exc:
-        lines = table.attrs.get(MODE_LINES_ATTR) if isinstance(table, pd.DataFrame) else None
-        if path is None:
-            raise
-        where = f"line {lines[exc.row]}" if lines and exc.row < len(lines) else f"item {exc.row}"
-        raise InputError(f"--{flag} {path} {where}{exc.detail}", flag) from None
 
 
 #: Flags whose files a verb reads.
@@ -139,7 +125,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     candidates = None if args.candidates is None else read_mode_table(args.candidates, "candidates")
     if args.after is not None:
-        with _rows_named_by_line("candidates", args.candidates, candidates):
+        with rows_named_by_line("candidates", args.candidates, candidates):
             return _plan_after(args, candidates)
     given = [f for f in ("objective", "max_power_w", "max_epoch_time_s", "confidence") if getattr(args, f) is not None]
     if given:
@@ -147,7 +133,7 @@ def _plan(args: argparse.Namespace) -> int:
                          given[0])
     if args.budget is None:
         raise InputError("--budget is required: the number of modes to profile (with --after, default 1)", "budget")
-    with _rows_named_by_line("candidates", args.candidates, candidates):
+    with rows_named_by_line("candidates", args.candidates, candidates):
         plan = service.plan_profiling(args.device, args.budget, candidates)
     _log(f"{args.device}: {plan.summary()}")
     if candidates is None:
@@ -253,7 +239,7 @@ def _predict(args: argparse.Namespace) -> int:
     _check_out_spares_inputs(args)
     model = _load(args.model)
     modes = "all" if args.all else "presets" if args.presets else read_mode_table(args.modes, "modes")
-    with _rows_named_by_line("modes", args.modes, modes):
+    with rows_named_by_line("modes", args.modes, modes):
         df = service.predict(model, modes, device=args.device, epochs=args.epochs, confidence=args.confidence)
     if args.format == "table":
         # The table leaves the per-answer provenance columns out: the summary states them once.

@@ -37,9 +37,9 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     if args.device.strip().lower() == "host":
         raise InputError("--adaptive chooses Jetson power modes: use --device jetson or sim:DEVICE", "device")
     options = {o: getattr(args, o) for o in ADAPTIVE_OPTIONS if getattr(args, o) is not None}
-    if args.candidates is not None:
-        from jetpredict.models.profile_files import read_mode_table
+    from jetpredict.models.profile_files import read_mode_table, rows_named_by_line
 
+    if args.candidates is not None:
         options["candidates"] = read_mode_table(args.candidates, "candidates")
 
     def log(line: str) -> None:
@@ -47,7 +47,8 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
 
     def make(device_id: str, start):
         try:
-            return factory(device_id, start, budget=args.budget, log=log, **options)
+            with rows_named_by_line("candidates", args.candidates, options.get("candidates")):
+                return factory(device_id, start, budget=args.budget, log=log, **options)
         except InputError as err:
             # The chooser's checks are the service's and name its JSON fields; here they are flags.
             raise naming_flag(err, ADAPTIVE_OPTIONS) from None

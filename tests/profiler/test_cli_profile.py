@@ -131,8 +131,13 @@ def test_adaptive_profile_starts_from_the_given_modes(tmp_path, capsys):
     (["--adaptive", "--budget", "3", "--max-epoch-time-s", "0"], "--max-epoch-time-s must be a finite"),
     (["--adaptive", "--budget", "3", "--confidence", "2"], "--confidence must be between 0.5 and"),
     (["--adaptive", "--budget", "3", "--target-width", "-1"], "--target-width must be a finite number > 0"),
+    # A bad row of the candidates file by its line (the blank line counts), not the service's modes[1].
+    (["--adaptive", "--budget", "3", "--candidates", "{cands}"], "--candidates {cands} line 4 (hot): emc_mhz=9999"),
 ])
 def test_adaptive_bad_flags_exit_2(tmp_path, capsys, args, text):
+    cands = tmp_path / "cands.csv"
+    cands.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nok,8,2265.6,1377,2133\n\nhot,8,2265.6,1377,9999\n")
+    args, text = [a.format(cands=cands) for a in args], text.format(cands=cands)
     base = {"--device": "sim:agx-xavier"}
     rest = list(args)
     if "--device" in rest:
