@@ -204,6 +204,17 @@ def test_http_planner_gives_the_in_process_plan(resnet_model, service_url):
         plan_nodes(HttpPlanner(service_url, "no-such-workload"), nodes[:1], 120.0, epochs=1)
 
 
+def test_an_epoch_scale_the_service_refuses_leaves_only_its_nodes_unplanned(service_url):
+    # 600 s / 1e-7 is past the service's 10-year limit on deadline_s (422): that node is not planned, with
+    # the service's reason; the node with a plain scale is, and the round can go on without the other.
+    planner = HttpPlanner(service_url, {"rows": resnet_records()})
+    plans = plan_nodes(planner, [NodeInfo(1, "nano", 0.01), NodeInfo(2, "nano", 1e-7)], 600.0, epochs=1)
+    assert plans[1].mode is not None and plans[1].meets_deadline and plans[1].reason is None
+    tiny = plans[2]
+    assert (tiny.mode, tiny.meets_deadline, tiny.epoch_scale) == (None, False, 1e-7)
+    assert "not planned: the planner refused epoch scale 1e-07" in tiny.reason and "deadline_s" in tiny.reason
+
+
 # --- selection and records, through a real ClientApp -----------------------------------------------------
 
 def twin_client_app() -> ClientApp:

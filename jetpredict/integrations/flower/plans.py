@@ -14,7 +14,7 @@ from typing import Any
 
 from flwr.app import ConfigRecord, Message
 
-from jetpredict.integrations.flower.planners import PROVENANCE_KEYS, FleetPlanner
+from jetpredict.integrations.flower.planners import PROVENANCE_KEYS, FleetPlanner, PlannerError
 from jetpredict.integrations.flower.wire import MODE_KEYS, PLAN_RECORD, as_float
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
@@ -136,15 +136,30 @@ _AS_IS = ("avg_power_w", "avg_power_w_low", "avg_power_w_high")
 def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: float, epochs: int
                ) -> dict[int, ClientPlan]:
     """One :class:`ClientPlan` per node with a known device: one fleet plan per epoch scale ``s`` among the
-    nodes, under deadline ``deadline_s / s`` (s) for ``epochs`` local epochs (see the module docstring)."""
+    nodes, under deadline ``deadline_s / s`` (s) for ``epochs`` local epochs (see the module docstring).
+
+    A plan the planner refuses for one epoch scale (a service's limit on ``deadline_s / s``, say) leaves
+    those nodes unplanned with the planner's reason, and the others are planned; when it refuses every
+    scale, its :class:`PlannerError` is raised (no plan at all: the caller skips the round)."""
     by_scale: dict[float, list[NodeInfo]] = {}
     for node in nodes:
         if node.device is not None:
             by_scale.setdefault(float(node.epoch_scale), []).append(node)
     plans: dict[int, ClientPlan] = {}
+    refused: list[PlannerError] = []
     for scale, group in by_scale.items():
-        answer = planner.plan([{"id": str(n.node_id), "device": str(n.device)} for n in group],
-                              deadline_s / scale, epochs)
+        try:
+            answer = planner.plan([{"id": str(n.node_id), "device": str(n.device)} for n in group],
+                                  deadline_s / scale, epochs)
+        except PlannerError as err:
+            refused.append(err)
+            for node in group:
+                plans[node.node_id] = ClientPlan(
+                    node_id=node.node_id, device=str(node.device), epoch_scale=scale, epochs=epochs,
+                    deadline_s=deadline_s, meets_deadline=False,
+                    reason=f"not planned: the planner refused epoch scale {scale:g} (deadline {deadline_s:g} s / "
+                           f"{scale:g} = {deadline_s / scale:.4g} s of profiled epochs): {err}")
+            continue
         by_id = {str(c["id"]): c for c in answer["clients"]}
         confidence = as_float(answer.get("confidence"))
         for node in group:
@@ -152,6 +167,8 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
             plan = _client_plan(node, client, scale, deadline_s, epochs, confidence, answer.get("confidence_note"))
             _add_provenance(plan, client, answer)
             plans[node.node_id] = plan
+    if refused and len(refused) == len(by_scale):
+        raise refused[0]
     return plans
 
 

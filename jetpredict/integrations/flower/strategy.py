@@ -6,7 +6,8 @@ Each training round it
    (``query.jetpredict``; a node whose app has only the mod is asked again by a ``train`` message
    holding only a ``jetpredict.query`` record, which the mod answers without training; an app without
    the mod hands that message to its own train function, so such a node is sent it once per run);
-2. asks the fleet planner for one plan per epoch scale (:func:`~.plans.plan_nodes`);
+2. asks the fleet planner for one plan per epoch scale (:func:`~.plans.plan_nodes`; a scale the planner
+   refuses leaves only its nodes unplanned, and the round is skipped when it refuses every scale);
 3. lets the wrapped strategy sample, on a Grid that shows it only the planned nodes
    (:class:`PlannedNodesGrid`), among the nodes whose plan meets the deadline with its upper time bound
    (optionally only the cheapest fraction of them, in energy per unit of local work, but never fewer
