@@ -288,6 +288,13 @@ class FleetClientPlanSchema(Schema):
         "description": "the device whose rows serve this client: its own device, or the one transferred from"})
     own_rows = fields.Boolean(allow_none=True, metadata={
         "description": "true when the workload holds rows of this client's device"})
+    # Each client's own provenance: the plan's top level is the least trusted over all its devices.
+    reference_source = fields.String(metadata={
+        "description": "published|measured|simulated: the reference sweeps this client's figures rest on"})
+    workload_source = fields.String(metadata={
+        "description": "published|measured|simulated: the workload rows that serve this client's device"})
+    profiled_modes = fields.Integer(metadata={"description": "profiled modes of the rows that serve this client"})
+    model_version = fields.String()
     extrapolated_knobs = fields.String(metadata={"description": "knobs outside the profiled range ('' if none)"})
     reason = fields.String(allow_none=True)
 

@@ -521,14 +521,19 @@ def _json_row(row: Mapping[str, object]) -> dict[str, object]:
             for k, v in row.items()}
 
 
+def device_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, dict[str, object]]:
+    """Per client device (id): :func:`provenance` of the model that serves it (its own rows, else a
+    transfer)."""
+    models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
+    return {d: provenance(models.serve(resolve_device(d)).model, d) for d in sorted(set(map(str, devices)))}
+
+
 def fleet_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, object]:
     """:func:`provenance` of a plan over the client ``devices``, each served by its model (its own rows, else
     a transfer): the least trusted reference and workload rows over those devices, and the fewest profiled
     modes any of them rests on. A plan whose only client is served by two simulated rows says so, whatever
     the workload's other devices hold."""
-    models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
-    per_device = [provenance(models.serve(resolve_device(d)).model, d)
-                  for d in sorted(set(map(str, devices)))]
+    per_device = list(device_provenance(model, devices).values())
     return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device),
             "workload_source": least_trusted(p["workload_source"] for p in per_device),
             "profiled_modes": min(p["profiled_modes"] for p in per_device)}
@@ -536,10 +541,12 @@ def fleet_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]
 
 def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], deadline_s: float, epochs: int = 1,
                  confidence: float = DEFAULT_CONFIDENCE, workload_id: str | None = None) -> dict[str, object]:
-    """``POST /v1/fleet-plans``'s answer: :func:`plan_fleet` with provenance once, JSON-ready."""
+    """``POST /v1/fleet-plans``'s answer: :func:`plan_fleet`, JSON-ready, with the plan's provenance at the
+    top (the least trusted over its devices) and each client's own (its device's model's)."""
     plan = plan_fleet(model, clients, deadline_s, epochs=epochs, confidence=confidence).as_dict()
+    own = device_provenance(model, [str(c["device"]) for c in plan["clients"]])
     plan = {**json_safe({k: v for k, v in plan.items() if k != "clients"}),
-            "clients": [_json_row(c) for c in plan["clients"]]}
+            "clients": [_json_row({**c, **own[str(c["device"])]}) for c in plan["clients"]]}
     return {"workload_id": workload_id, **fleet_provenance(model, [str(c.get("device")) for c in clients]),
             "deadline_s": deadline_s, "epochs": epochs, **plan,
             "infeasible_clients": plan.get("infeasible_clients") or []}

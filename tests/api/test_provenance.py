@@ -72,6 +72,9 @@ def test_a_fleet_plan_states_the_rows_that_serve_its_clients(client):
     fleet["clients"].append({"id": "x", "device": "agx-xavier"})
     plan = client.post("/v1/fleet-plans", json=fleet).get_json()
     assert (plan["workload_source"], plan["profiled_modes"]) == ("simulated", 2)  # the least trusted, the fewest
+    # Each client entry states its own: the Nano's two twin rows, AGX Xavier's ten published ones.
+    own = {c["id"]: (c["workload_source"], c["profiled_modes"], c["reference_source"]) for c in plan["clients"]}
+    assert own == {"n": ("simulated", 2, "simulated"), "x": ("published", 10, "published")}
     fleet["clients"] = [{"id": "x", "device": "agx-xavier"}]
     plan = client.post("/v1/fleet-plans", json=fleet).get_json()
     assert (plan["workload_source"], plan["profiled_modes"]) == ("published", 10)

@@ -121,8 +121,9 @@ def nano_lenet_model():
 
 
 def test_local_planner_answer_states_its_provenance(resnet_model, tmp_path):
-    """The planner's answer says what it rests on, as the service's fleet answer does, at the top and in
-    each client entry, and the plan each node gets carries it (model object or model file alike)."""
+    """The planner's answer says what it rests on, as the service's fleet answer does: at the top the least
+    trusted over its devices, in each client entry that client's own (its device's), and the plan each
+    node gets carries its own (model object or model file alike)."""
     from jetpredict.predictor.bundled import save_model
     from jetpredict.predictor.service import fleet_answer
 
@@ -131,15 +132,23 @@ def test_local_planner_answer_states_its_provenance(resnet_model, tmp_path):
     expected = {k: service[k] for k in PROVENANCE}
     assert expected["workload_id"] == "my-resnet" and expected["workload_source"] == "published"
     assert expected["profiled_modes"] == 4 and expected["model_version"]
+    # Each client's own: as a plan of that client alone states it. AGX Xavier's figures rest on its published
+    # sweeps; Nano's, moved across devices, on Nano's simulated ones too, which is the plan's top level.
+    own = {c["id"]: {k: fleet_answer(resnet_model, [c], 600.0, epochs=1, workload_id="my-resnet")[k]
+                     for k in PROVENANCE} for c in clients}
+    assert (own["1"]["reference_source"], own["2"]["reference_source"]) == ("published", "simulated")
+    assert expected["reference_source"] == "simulated"
+    assert all({k: c[k] for k in PROVENANCE if k != "workload_id"}
+               == {k: v for k, v in own[c["id"]].items() if k != "workload_id"} for c in service["clients"])
     save_model(resnet_model, tmp_path / "m.json")
     for model in (resnet_model, tmp_path / "m.json"):
         answer = LocalPlanner(model).plan(clients, 600.0, 1)
         assert {k: answer[k] for k in PROVENANCE} == expected and answer["provenance_note"] is None
-        assert all({k: c[k] for k in PROVENANCE} == expected for c in answer["clients"])
+        assert all({k: c[k] for k in PROVENANCE} == own[c["id"]] for c in answer["clients"])
     plans = plan_nodes(LocalPlanner(resnet_model), [NodeInfo(1, "agx-xavier", 1.0), NodeInfo(2, "nano", 1.0)],
                        600.0, epochs=1)
     for n, plan in plans.items():
-        assert {k: getattr(plan, k) for k in PROVENANCE} == expected
+        assert {k: getattr(plan, k) for k in PROVENANCE} == own[str(n)]
         assert plan.cross_device == (n == 2)
         assert ClientPlan.from_config(plan.to_config(), n).provenance() == plan.provenance()
 

@@ -95,8 +95,8 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
 
     ``source_for(device)`` gives the model serving a device (None: the client is not planned, with the
     reason); ``plan_group(source, clients)`` plans the clients it serves. Each planned client's entry
-    carries its group's provenance (:data:`PROVENANCE_KEYS`); the top level summarizes the groups'
-    (:func:`summarize_provenance`).
+    carries its own provenance (:data:`PROVENANCE_KEYS`) as the fleet answer states it per client, and its
+    group's for a key the entry lacks; the top level summarizes the groups' (:func:`summarize_provenance`).
     """
     groups: dict[Any, tuple[Any, list[int]]] = {}
     out: list[dict[str, Any] | None] = [None] * len(clients)
