@@ -9,8 +9,9 @@ force are read back and printed.
 
 Before the switch the original mode is saved to the restore state file
 (:mod:`profiler.powermode.state`), so ``sudo jetpredict restore`` puts it back later (successive
-``apply`` calls keep the first original). ``--dry-run`` prints the commands or sysfs writes it would
-make and changes nothing (no switch, no state file).
+``apply`` calls keep the first original). After the switch the file is marked kept: a later ``profile``
+returns to the applied mode at its end and leaves the original there for ``restore``. ``--dry-run``
+prints the commands or sysfs writes it would make and changes nothing (no switch, no state file).
 """
 
 from __future__ import annotations
@@ -189,19 +190,21 @@ def _describe(mode: PowerMode) -> str:
 def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None) -> PowerMode:
     """Switch to ``mode``, keep it, and return the read-back mode; the original stays in the state file.
 
-    A failure during the switch restores the original at once. Messages go to ``out`` (stdout).
+    A failure during the switch restores at once the mode in force before this command (the mode an
+    earlier ``apply`` set, if one did). Messages go to ``out`` (stdout).
     """
     out = out or sys.stdout
     controller = _controller(device, via)
     from jetpredict.profiler.powermode.state import find_state
 
     controller.remember()  # writes the restore state file before anything changes
-    original = find_state()
     try:
         controller.apply(mode)
     except BaseException:
         controller.restore()
         raise
+    controller.keep()  # switched on purpose: the file stays, marked kept, for `restore`
+    original = find_state()
     actual = controller.read_back()
     print(f"applied {_describe(mode)}", file=out)
     print(f"read back {_describe(PowerMode('now', *actual.knobs()))}", file=out)

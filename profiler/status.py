@@ -55,9 +55,17 @@ def pending_restore() -> PendingRestore | None:
     if found is None:
         return None
     alive = found.run_alive()
-    summary = (f"in progress: the run that saved the original power mode {found.describe()} still runs "
-               f"and puts it back when it ends ({found.path})" if alive
-               else f"pending: the original power mode {found.describe()}; {found.restore_hint()}")
+    if alive and found.over_applied:
+        # That run started over a mode `apply` set: it goes back to that one, and the original waits on.
+        summary = (f"in progress: a run (pid {found.pid}) switches power modes over the one "
+                   f"`{state_file.APPLY_COMMAND}` set and returns to it when it ends; the original from "
+                   f"before that, {found.describe()}, then stays for `{state_file.RESTORE_COMMAND}` "
+                   f"({found.path})")
+    elif alive:
+        summary = (f"in progress: the run that saved the original power mode {found.describe()} still runs "
+                   f"and puts it back when it ends ({found.path})")
+    else:
+        summary = f"pending: the original power mode {found.describe()}; {found.restore_hint()}"
     return PendingRestore(summary, str(found.path), found.original.get("mode"), found.device, found.pid,
                           alive, state_file.restore_command())
 

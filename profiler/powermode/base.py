@@ -15,6 +15,9 @@ on the signal path is tried again on the exit path. Controllers that change the 
 (``persistent = True``) also write the original mode to a state file before the first switch
 (:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot;
 when the restore on the way out fails, its :class:`RestoreFailedError` names that file and the command to run.
+A state file ``jetpredict apply`` kept on purpose is not adopted: the run returns to the mode in force when
+it started (the applied one) and writes the apply's record back for ``jetpredict restore``; while it runs,
+the file holds the apply's original under the run's pid, which is what a crash leaves to restore.
 
 Only the process that entered restores: a process forked inside the block (a DataLoader worker) inherits
 the handlers and the saved state, and on a Ctrl-C sent to the whole process group it must stop as the
@@ -115,6 +118,7 @@ class PowerModeController(ABC):
         self._saved: Any = None
         self._has_saved = False
         self._state_file = None  # profiler.powermode.state.RestoreState while one is on disk
+        self._kept = None  # the RestoreState `jetpredict apply` kept, written back after our restore
         self._previous_handlers: dict[int, Any] = {}
         self._restore_lock = threading.RLock()
         self._owner_pid: int | None = None  # the process that saved the state; only it restores
@@ -147,11 +151,21 @@ class PowerModeController(ABC):
         """A :class:`profiler.powermode.state.RestoreState` for ``snapshot`` (persistent controllers)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no state file")
 
+    def snapshot_in_force(self) -> Any:
+        """The mode in force now, which ``jetpredict apply`` set: what :meth:`restore_snapshot` puts back at
+        the end of this run; None when it cannot be put back. Held in memory only (the state file keeps the
+        apply's original), so it may carry what a file must not (a custom nvpmodel configuration)."""
+        return self.snapshot()
+
     def remember(self) -> None:
         """Save the state in force now, for :meth:`restore`; persistent controllers also write it to disk.
 
         When a state file from an unfinished run exists, its original mode is the one to come back to
         (the mode in force now is what that run left behind), so it is adopted rather than overwritten.
+        A file ``jetpredict apply`` kept is different: the mode in force was chosen, so it is what
+        :meth:`restore` puts back, and the file is rewritten with our pid (a second run sees a live owner)
+        but the apply's original (what ``jetpredict restore`` puts back should we die); :meth:`restore`
+        writes the apply's record back as it was.
         """
         if not self.persistent:
             self._saved, self._has_saved, self._owner_pid = self.snapshot(), True, os.getpid()
@@ -169,37 +183,72 @@ class PowerModeController(ABC):
                                          f"on this device; wait for it to end (original mode: "
                                          f"{earlier.describe()})")
         if earlier is not None and earlier.kind != self.kind:
-            raise PrivilegedCommandError(f"an unfinished {earlier.kind} run left {earlier.path}; run "
-                                         "`jetpredict restore` first")
-        if earlier is not None:
+            who = f"`{state_file.APPLY_COMMAND}`" if earlier.kept else f"an unfinished {earlier.kind} run"
+            raise PrivilegedCommandError(f"{who} left {earlier.kind} settings in {earlier.path}; run "
+                                         f"`{state_file.RESTORE_COMMAND}` first")
+        in_force = None
+        if earlier is not None and earlier.kept:
+            try:
+                in_force = self.snapshot_in_force()
+            except PrivilegedCommandError as err:  # e.g. a query the board's tool cannot answer in that mode
+                log.warning("cannot read the power mode in force (%s)", err)
+        if earlier is not None and earlier.kept and in_force is None:
+            log.warning("the power mode `%s` set cannot be put back as it is; this run ends in the original "
+                        "from before it instead: %s", state_file.APPLY_COMMAND, earlier.describe())
+        if in_force is not None:
+            log.info("%s", state_file.kept_message(earlier))
+            record, saved = earlier.claimed(over_applied=True), in_force
+        elif earlier is not None:
             log.warning("adopting the original power mode of an unfinished run: %s", earlier.describe())
             # Ours now: a third run must see a live owner, not the dead one's pid.
-            record = dataclasses.replace(earlier, pid=os.getpid(), boot_id=state_file.boot_id())
+            record = earlier.claimed()
+            saved = record.snapshot
         else:
             record = self.restore_state(self.snapshot())
+            saved = record.snapshot
         state_file.write_state(record)
-        self._saved, self._has_saved, self._state_file = record.snapshot, True, record
+        self._saved, self._has_saved, self._state_file = saved, True, record
+        self._kept = earlier if in_force is not None else None
         self._owner_pid = os.getpid()
+
+    def keep(self) -> None:
+        """Leave the mode switched on purpose (``jetpredict apply``): nothing is restored on the way out, and
+        the state file is marked kept, so ``jetpredict restore`` puts its original back later and a later
+        run returns to the mode in force rather than adopting that original. No-op in a forked child."""
+        with self._restore_lock, held_signals():
+            if not self._has_saved or not self._is_owner():
+                return
+            if self._state_file is not None:
+                from jetpredict.profiler.powermode import state as state_file
+
+                state_file.write_state(dataclasses.replace(self._state_file, kept=True, over_applied=False))
+            self._saved, self._has_saved, self._state_file, self._kept = None, False, None, None
 
     def restore(self) -> bool:
         """Put back the remembered state; returns False when there was nothing to restore.
 
         Signals are held while it runs. The saved state (and the state file) is dropped only after the
         restore succeeded: a failure raises and leaves it for the next try (the exit path, or
-        ``jetpredict restore``). In a process forked inside the block it does nothing and returns False:
-        the mode and the state file belong to the process that switched.
+        ``jetpredict restore``); over a record ``jetpredict apply`` kept, the file becomes that record again
+        rather than going. In a process forked inside the block it does nothing and returns False: the mode
+        and the state file belong to the process that switched.
         """
         with self._restore_lock, held_signals():
             if not self._has_saved or not self._is_owner():
                 return False
-            log.info("%s: restoring the original power mode", self.kind)
+            log.info("%s: restoring the %s power mode", self.kind,
+                     "applied" if self._kept is not None else "original")
             self.restore_snapshot(self._saved)
             self._saved, self._has_saved = None, False
             if self._state_file is not None:
                 from jetpredict.profiler.powermode import state as state_file
 
-                state_file.clear_state(self._state_file)
-                self._state_file = None
+                if self._kept is not None:
+                    # The applied mode is back: its original waits for `jetpredict restore` as before we ran.
+                    state_file.write_state(self._kept)
+                else:
+                    state_file.clear_state(self._state_file)
+                self._state_file, self._kept = None, None
             return True
 
     # --- context manager and signals -------------------------------------------------------------
@@ -250,8 +299,12 @@ class PowerModeController(ABC):
             # The last try: what is left to do is the person's, so say what to run and where the mode waits.
             details = ((err.argv, err.returncode, err.stderr) if isinstance(err, PrivilegedCommandError)
                        else ())
+            from jetpredict.profiler.powermode.state import APPLY_COMMAND
+
             state = self._state_file
-            raise RestoreFailedError(f"could not put back the original power mode {state.describe()}: {err}; "
-                                     f"{state.restore_hint()}", *details) from err
+            what = (f"return to the power mode `{APPLY_COMMAND}` set; the original from before it is "
+                    if self._kept is not None else "put back the original power mode ")
+            raise RestoreFailedError(f"could not {what}{state.describe()}: {err}; {state.restore_hint()}",
+                                     *details) from err
         finally:
             self._uninstall_handlers()

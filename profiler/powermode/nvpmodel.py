@@ -7,12 +7,16 @@ configuration and applied with ``nvpmodel -f COPY -m ID``; the original preset c
 ``jetson_clocks`` pins the clocks at the top of each mode (the POMACS 2022 method: DVFS off), with
 ``jetson_clocks --store``/``--restore`` around the run.
 
+A run that starts over a custom mode ``jetpredict apply`` set returns to it by writing the apply's
+configuration back and switching with it (:class:`AppliedCustomModel`, kept in memory only).
+
 File units: CPU clocks in kHz, GPU and EMC clocks in Hz; -1 (and 0 for EMC or a MAX) means uncapped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import re
@@ -27,6 +31,8 @@ from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.powermode.custom import read_clocks, soc_paths
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, run_privileged
 from jetpredict.profiler.powermode.state import StateFileError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONF = "/etc/nvpmodel.conf"
 CUSTOM_NAME = "JETPREDICT_CUSTOM"
@@ -214,6 +220,16 @@ def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> s
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class AppliedCustomModel:
+    """A custom mode ``jetpredict apply`` left in force: its snapshot (``{"id", "clocks"}``) and the text of
+    the configuration that defines it. In memory only: a state file never carries a configuration that
+    would be handed to nvpmodel as root."""
+
+    snapshot: dict[str, object]
+    conf_text: str
+
+
 class NvpmodelController(PowerModeController):
     """Presets with ``nvpmodel -m``, custom modes with a custom POWER_MODEL; restores the original preset."""
 
@@ -277,17 +293,22 @@ class NvpmodelController(PowerModeController):
         self.device.validate_mode(*mode.knobs())
         custom_id = max(self.conf.models) + 1
         body = self.conf.text.rstrip("\n") + "\n\n" + render_custom_model(self.conf, mode, custom_id)
+        self._custom_file = self._write_custom_conf(body)
+        self._switch(custom_id, self._custom_file)
+        self._lock_clocks()
+        self._applied = PowerMode(mode.mode or mode_label(*mode.knobs()), int(mode.cpu_cores),
+                                  float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz))
+
+    @staticmethod
+    def _write_custom_conf(text: str) -> str:
+        """Write a custom configuration (atomically) and return its path."""
         # Beside the state file, not in /tmp: `jetpredict restore` removes it after a crash.
         path = state_file.state_dir() / state_file.CUSTOM_CONF_NAME
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(body)
+        tmp.write_text(text)
         os.replace(tmp, path)
-        self._custom_file = str(path)
-        self._switch(custom_id, str(path))
-        self._lock_clocks()
-        self._applied = PowerMode(mode.mode or mode_label(*mode.knobs()), int(mode.cpu_cores),
-                                  float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz))
+        return str(path)
 
     def read_back(self) -> PowerMode:
         return read_clocks(self.paths)
@@ -301,6 +322,28 @@ class NvpmodelController(PowerModeController):
             run_privileged(["jetson_clocks", "--store", str(path)], self.timeout_s)
             state["clocks"] = str(path)
         return state
+
+    def snapshot_in_force(self) -> dict[str, object] | AppliedCustomModel | None:
+        """The preset in force, or the custom model ``apply`` set with its configuration (which this run's
+        own custom modes overwrite); None when a model in force is neither (its configuration is gone)."""
+        snapshot = self.snapshot()
+        mid = snapshot["id"]
+        if mid in self.conf.models:
+            return snapshot
+        path = state_file.state_dir() / state_file.CUSTOM_CONF_NAME
+        try:
+            state_file.check_owner(path, path.stat())  # as root, only root's own file goes to nvpmodel
+            text = path.read_text()
+            conf = parse_nvpmodel_conf(text)
+        except (OSError, UnicodeDecodeError, InputError, StateFileError) as err:
+            log.warning("the custom nvpmodel configuration of power mode %s cannot be used: %s", mid, err)
+            return None
+        model = conf.models.get(mid)  # type: ignore[arg-type]
+        if model is None or model.name != CUSTOM_NAME:
+            log.warning("power mode %s in force is not in %s nor a jetpredict custom model of %s", mid,
+                        self.conf_path, path)
+            return None
+        return AppliedCustomModel(snapshot, text)
 
     def restore_state(self, snapshot: dict[str, object]) -> state_file.RestoreState:
         model = self.conf.models.get(int(snapshot["id"]))  # type: ignore[arg-type]
@@ -334,12 +377,21 @@ class NvpmodelController(PowerModeController):
                                  f"state directory ({' or '.join(sorted(stores))})")
         return mid, clocks
 
-    def restore_snapshot(self, state: dict[str, object], store_dir: Path | None = None) -> None:
-        """Switch back to the saved preset and jetson_clocks settings; ``store_dir``: where the state file is."""
-        mid, clocks = self.check_snapshot(state, store_dir)
+    def restore_snapshot(self, state: dict[str, object] | AppliedCustomModel,
+                         store_dir: Path | None = None) -> None:
+        """Switch back to the saved preset (or the custom model ``apply`` set) and jetson_clocks settings;
+        ``store_dir``: where the state file is."""
+        applied = state if isinstance(state, AppliedCustomModel) else None
+        mid, clocks = self.check_snapshot(applied.snapshot if applied is not None else state, store_dir)
         # Files are removed only after success: a failed restore keeps what the next try needs.
         self._applied = None
-        self._switch(mid)
+        if applied is not None:
+            # Its model is in the apply's configuration, which our own custom modes replaced: write it back.
+            # It stays beside the apply's record (`jetpredict restore` removes it): not ours to drop.
+            self._switch(mid, self._write_custom_conf(applied.conf_text))
+            self._custom_file = None
+        else:
+            self._switch(mid)
         if clocks:
             run_privileged(["jetson_clocks", "--restore", clocks], self.timeout_s)
             _unlink(clocks)

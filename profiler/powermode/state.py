@@ -6,11 +6,18 @@ back. Where it lives: ``$JETPREDICT_STATE_DIR``; else, under a fake device root 
 ``<root>/var/lib/jetpredict``; else ``/var/lib/jetpredict`` for root and
 ``$XDG_STATE_HOME/jetpredict`` (default ``~/.local/state/jetpredict``) for anyone else.
 The file is JSON data only: reading it never runs code.
+
+A file ``jetpredict apply`` leaves on purpose is marked ``kept``: a later run that switches modes
+(``profile``) does not adopt its original but returns to the mode in force when it started, and writes
+the record back as it was for ``jetpredict restore``. Fields added after version 1 (``kept``,
+``over_applied``, ``start_time``) are optional: a file without them reads as not kept, with no start time
+(the pid alone says whether its run is alive), and older readers ignore them, so the version stays 1.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -32,6 +39,10 @@ STATE_FILE_NAME = "powermode-restore.json"
 CUSTOM_CONF_NAME = "nvpmodel-custom.conf"
 CLOCKS_STORE_NAME = "jetson-clocks-store.conf"
 SCHEMA_VERSION = 1
+#: ``/proc/<pid>/stat`` field (1-based) holding the process start time, in clock ticks since boot.
+PROC_START_TIME_FIELD = 22
+#: The verb whose state file is kept on purpose (``kept``), for messages.
+APPLY_COMMAND = "jetpredict apply"
 log = logging.getLogger(__name__)
 #: A state file bigger than this is not ours (a sysfs snapshot of every knob is a few kB).
 MAX_STATE_BYTES = 1024 * 1024
@@ -82,6 +93,21 @@ def boot_id() -> str:
     return text or "unknown"
 
 
+def process_start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux ``/proc/<pid>/stat``); None when it
+    cannot be read (no such process, no /proc). The real /proc, as :func:`boot_id`: the pid is a real one."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 2, the command name, is in parentheses and may hold spaces or ')': count from after the last one.
+    fields = text.rpartition(")")[2].split()
+    try:
+        return int(fields[PROC_START_TIME_FIELD - 3])
+    except (IndexError, ValueError):
+        return None
+
+
 @dataclass
 class RestoreState:
     """What ``jetpredict restore`` needs: the controller kind, the device and the saved snapshot."""
@@ -97,15 +123,35 @@ class RestoreState:
     host: str = field(default_factory=socket.gethostname)
     created_at: float = field(default_factory=time.time)  # s since the epoch
     path: Path | None = None  # where it was read from (not stored)
+    #: ``pid``'s start, clock ticks since boot (:func:`process_start_time`); None: unknown (an older file).
+    start_time: int | None = None
+    kept: bool = False  # left on purpose by `jetpredict apply`: a later run returns to the mode it set
+    #: Written by a run that started over a kept record: it returns to the applied mode and writes the
+    #: record back kept; after a crash it is an unfinished run's like any other.
+    over_applied: bool = False
+
+    def __post_init__(self) -> None:
+        # A new record (not one read from a file) is its pid's: note when that process started, so that
+        # another process given the same pid later does not pass for its run.
+        if self.start_time is None and self.path is None:
+            self.start_time = process_start_time(self.pid)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "kind": self.kind, "device": self.device,
                 "snapshot": self.snapshot, "original": self.original, "conf_path": self.conf_path,
                 "jetson_clocks": self.jetson_clocks, "pid": self.pid, "boot_id": self.boot_id,
-                "host": self.host, "created_at": self.created_at}
+                "host": self.host, "created_at": self.created_at, "start_time": self.start_time,
+                "kept": self.kept, "over_applied": self.over_applied}
+
+    def claimed(self, over_applied: bool = False) -> RestoreState:
+        """This record as this process's (pid, boot, start time; not kept): a third run sees a live owner."""
+        return dataclasses.replace(self, pid=os.getpid(), boot_id=boot_id(),
+                                   start_time=process_start_time(os.getpid()), kept=False,
+                                   over_applied=over_applied)
 
     def run_alive(self) -> bool:
-        """True when the run that wrote this file still runs (same boot, its pid exists)."""
+        """True when the run that wrote this file still runs: same boot, its pid exists and, when the file
+        records it, that process started when the run did (a pid reused by another process is not it)."""
         if self.boot_id != boot_id() or self.pid == os.getpid():
             return False
         try:
@@ -113,13 +159,18 @@ class RestoreState:
         except ProcessLookupError:
             return False
         except PermissionError:
-            return True
-        return True
+            pass  # another user's process: it exists
+        if self.start_time is None:
+            return True  # an older file: the pid is all there is
+        started = process_start_time(self.pid)
+        # Unreadable (a /proc mounted hidepid): the pid exists, so err on the side of a live run.
+        return started is None or started == self.start_time
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at))
         mode = self.original.get("mode") or "?"
-        return f"{mode} on {self.device} (saved by pid {self.pid} at {when})"
+        by = f"`{APPLY_COMMAND}`, pid {self.pid}," if self.kept else f"pid {self.pid}"
+        return f"{mode} on {self.device} (saved by {by} at {when})"
 
     def restore_hint(self) -> str:
         """Which file keeps this original mode and the command that puts it back, for a person to act on."""
@@ -153,8 +204,9 @@ def write_state(state: RestoreState) -> Path:
     return path
 
 
-def _check_owner(path: Path, st: os.stat_result) -> None:
-    """As root, refuse a state file another user could have written: restore acts on it with root rights."""
+def check_owner(path: Path, st: os.stat_result) -> None:
+    """As root, refuse a file of the state dir (the state file, a custom nvpmodel configuration) another user
+    could have written: restore acts on it with root rights."""
     if not privileged.is_root():
         return
     if st.st_uid != 0:
@@ -171,7 +223,7 @@ def read_state(path: Path) -> RestoreState:
         if not path.is_file():
             raise StateFileError(f"{path} is not a regular file")
         st = path.stat()
-        _check_owner(path, st)
+        check_owner(path, st)
         if st.st_size > MAX_STATE_BYTES:
             raise StateFileError(f"{path} is larger than {MAX_STATE_BYTES} bytes: not a jetpredict state file")
         doc = json.loads(path.read_text())
@@ -179,12 +231,21 @@ def read_state(path: Path) -> RestoreState:
         raise StateFileError(f"{path} cannot be read: {err}") from None
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
         raise StateFileError(f"{path}: not a jetpredict state file of schema version {SCHEMA_VERSION}")
+    start_time = doc.get("start_time")
+    if start_time is not None and (not isinstance(start_time, int) or isinstance(start_time, bool)
+                                   or start_time < 0):
+        raise StateFileError(f"{path}: start_time {start_time!r} is not a count of clock ticks")
+    flags = {name: doc.get(name, False) for name in ("kept", "over_applied")}
+    bad = [name for name, value in flags.items() if not isinstance(value, bool)]
+    if bad:
+        raise StateFileError(f"{path}: {bad[0]} {flags[bad[0]]!r} is not true or false")
     try:
         return RestoreState(kind=str(doc["kind"]), device=str(doc["device"]), snapshot=doc["snapshot"],
                             original=dict(doc.get("original") or {}), conf_path=doc.get("conf_path"),
                             jetson_clocks=bool(doc.get("jetson_clocks")), pid=int(doc.get("pid") or 0),
                             boot_id=str(doc.get("boot_id") or ""), host=str(doc.get("host") or ""),
-                            created_at=float(doc.get("created_at") or 0.0), path=path)
+                            created_at=float(doc.get("created_at") or 0.0), path=path,
+                            start_time=start_time, **flags)
     except (KeyError, TypeError, ValueError) as err:
         raise StateFileError(f"{path}: missing or bad field {err}") from None
 
@@ -213,6 +274,12 @@ def clear_state(state: RestoreState | None = None) -> None:
             (directory / name).unlink()
 
 
+def kept_message(state: RestoreState) -> str:
+    """What a run that starts over ``state``, a record ``apply`` kept, does about it, for a person."""
+    return (f"the power mode in force was set by `{APPLY_COMMAND}`: this run returns to it at its end, and "
+            f"the original mode from before that ({state.describe()}) stays for `{RESTORE_COMMAND}`")
+
+
 def unfinished_run_warning() -> str | None:
     """A warning for the start of ``profile`` when a state file from an unfinished run exists, else None."""
     try:
@@ -224,5 +291,7 @@ def unfinished_run_warning() -> str | None:
     if state.run_alive():
         return (f"another jetpredict run (pid {state.pid}) is changing power modes; its original mode is "
                 f"{state.describe()}")
+    if state.kept:
+        return kept_message(state)
     return (f"an unfinished run left the device in a changed power mode; original: {state.describe()}. "
             "This run restores that original mode at its end; `jetpredict restore` does it now.")

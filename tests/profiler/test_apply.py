@@ -137,3 +137,54 @@ def test_not_a_jetson_says_so(fake_root, capsys):
     assert code == 0 and "nvpmodel -m 0" in out
     code, _, err = run(capsys, "--mode", "MAXN", "--board", "nano")
     assert code == 1 and "nvpmodel not found" in err
+
+
+def _profile(tmp_path, modes: str) -> list[str]:
+    """A short profile on the fake board (one minibatch per mode); returns ``main``'s argv."""
+    return ["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", modes,
+            "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1", "--settle-s", "0",
+            "--no-progress", "--out", str(tmp_path / "p.csv")]
+
+
+@pytest.mark.usefixtures("torch_one_thread")
+@pytest.mark.parametrize("applied", ["MODE_15W", "6c-1497.6-905.25-1600"], ids=["preset", "custom-label"])
+def test_profile_after_apply_ends_in_the_applied_mode_and_keeps_the_original(xavier, capsys, tmp_path,
+                                                                             applied):
+    from jetpredict.profiler.powermode.state import CUSTOM_CONF_NAME, find_state
+
+    root, device = xavier
+    assert run(capsys, "--mode", applied)[0] == 0
+    in_applied = {p: root.read(p) for p in ("/var/lib/nvpmodel/status", f"{GPU}/max_freq", EMC_CAP)}
+    # The profile's own custom mode replaces the apply's custom nvpmodel configuration while it runs.
+    assert main(_profile(tmp_path, "MAXN,4c-1190.4-675.75-1331.2")) == 0
+    err = capsys.readouterr().err
+    assert "set by `jetpredict apply`: this run returns to it at its end" in err
+    assert "an unfinished run" not in err
+    assert {p: root.read(p) for p in in_applied} == in_applied  # back in the applied mode
+    kept = find_state()
+    assert kept.kept and kept.original["mode"] == "MAXN" and kept.snapshot == {"id": 0, "clocks": None}
+    assert (state_dir() / CUSTOM_CONF_NAME).exists() == (applied != "MODE_15W")  # the apply's, as it left it
+
+    assert main(["restore"]) == 0
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
+    assert root.read_int(f"{GPU}/max_freq") == round(max(device.gpu_steps_mhz) * 1e6)
+    assert list(state_dir().iterdir()) == []
+
+
+def test_a_failed_second_apply_goes_back_to_the_first_and_both_keep_the_first_original(xavier, capsys,
+                                                                                        monkeypatch):
+    from jetpredict.profiler.powermode.state import find_state
+
+    root, _ = xavier
+    assert run(capsys, "--mode", "MODE_15W")[0] == 0
+    monkeypatch.setenv("FAKE_NVPMODEL_FAIL", "1")  # the switch to MODE_10W fails
+    code, _, err = run(capsys, "--mode", "MODE_10W")
+    assert code == 1 and "failed to set power mode 1" in err
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0002"  # MODE_15W, the mode before this apply
+    assert find_state().kept and find_state().original["mode"] == "MAXN"
+    monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
+    code, out, _ = run(capsys, "--mode", "MODE_10W")
+    assert code == 0 and "original mode: MAXN on agx-xavier (saved by `jetpredict apply`" in out
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0001"
+    assert main(["restore"]) == 0
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0000" and find_state() is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -11,6 +12,8 @@ import textwrap
 import pytest
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import HostController, detect_controller
+
+from jetpredict.cli import main
 
 # Default dispositions: a child inherits ignored SIGINT/SIGQUIT from a suite run as a background job.
 CHILD = textwrap.dedent("""
@@ -166,8 +169,6 @@ def test_a_failed_restore_on_the_way_out_says_what_to_run(xavier, monkeypatch):
     from jetpredict.profiler.powermode import state as state_file
     from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
 
-    from jetpredict.cli import main
-
     monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
     saved = xavier.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
     ctl = detect_controller("jetson")
@@ -198,3 +199,90 @@ def test_the_restore_command_carries_the_environment_that_finds_the_state_file(m
     monkeypatch.setenv(state_file.STATE_DIR_ENV, str(tmp_path / "my state"))
     expected = f"sudo JETPREDICT_STATE_DIR='{tmp_path}/my state' jetpredict restore"  # quoted for a shell
     assert state_file.restore_command() == expected
+
+
+# --- a run that starts over a mode `jetpredict apply` set ------------------------------------------
+
+
+APPLIED_LABEL = "6c-1497.6-905.25-1600"  # a custom mode: nvpmodel -f <the apply's conf> -m 4
+APPLIED_KNOBS = (6, 1497.6, 905.25, 1600.0)
+
+
+def _apply(label: str = APPLIED_LABEL) -> None:
+    """What `jetpredict apply --mode LABEL` does (the switch kept, the original in the state file)."""
+    from jetpredict.profiler.apply import apply_mode, parse_mode
+
+    device = load_device("agx-xavier")
+    apply_mode(device, parse_mode(device, label), out=io.StringIO())
+
+
+def test_a_run_over_an_applied_mode_ends_in_it_even_on_an_exception(xavier, monkeypatch):
+    from jetpredict.profiler.powermode import state as state_file
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    _apply()
+    ctl = detect_controller("jetson")
+    assert ctl.read_back().knobs() == APPLIED_KNOBS
+    with pytest.raises(ZeroDivisionError), ctl:
+        during = state_file.find_state()
+        # On disk meanwhile: the apply's original under this run's pid, what a crash leaves to restore.
+        assert (during.pid, during.kept, during.over_applied) == (os.getpid(), False, True)
+        assert during.original["mode"] == "MODE_30W_ALL"
+        ctl.apply(load_device("agx-xavier").preset("MODE_10W"))
+        1 / 0  # noqa: B018
+    assert ctl.read_back().knobs() == APPLIED_KNOBS
+    kept = state_file.find_state()
+    assert kept.kept and not kept.over_applied and kept.original["mode"] == "MODE_30W_ALL"
+    assert main(["restore"]) == 0
+    assert _nvpmodel_switches(xavier)[-1] == "3" and ctl.read_back().knobs() == (8, 1200.0, 900.0, 1600.0)
+
+
+def test_over_an_applied_mode_whose_configuration_is_gone_the_run_ends_in_the_original(xavier, monkeypatch,
+                                                                                        caplog):
+    from jetpredict.profiler.powermode import state as state_file
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    _apply()
+    (state_file.state_dir() / state_file.CUSTOM_CONF_NAME).unlink()  # nvpmodel -m 4 alone cannot come back
+    ctl = detect_controller("jetson")
+    with caplog.at_level("WARNING"), ctl:
+        ctl.apply(load_device("agx-xavier").preset("MAXN"))
+    assert "cannot be put back as it is; this run ends in the original from before it" in caplog.text
+    assert _nvpmodel_switches(xavier)[-1] == "3" and state_file.find_state() is None
+
+
+def test_a_failed_return_to_the_applied_mode_says_so_and_restore_gives_the_original(xavier, monkeypatch):
+    from jetpredict.profiler.powermode import state as state_file
+    from jetpredict.profiler.powermode.base import RestoreFailedError
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    _apply("MODE_15W")
+    ctl = detect_controller("jetson")
+    with pytest.raises(RestoreFailedError) as err, ctl:
+        ctl.apply(load_device("agx-xavier").preset("MAXN"))
+        monkeypatch.setenv("FAKE_NVPMODEL_FAIL", "2")  # going back to MODE_15W fails
+    assert "could not return to the power mode `jetpredict apply` set; the original from before it is " \
+           "MODE_30W_ALL on agx-xavier" in str(err.value)
+    monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
+    assert main(["restore"]) == 0
+    assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003" and state_file.find_state() is None
+
+
+def test_over_an_applied_mode_the_board_cannot_name_the_run_ends_in_the_original(xavier, monkeypatch, caplog):
+    """A board tool that cannot say which mode is in force (``nvpmodel -q`` failing) does not stop the run:
+    it ends in the apply's original, as a crashed run's file is adopted."""
+    from jetpredict.profiler.powermode import state as state_file
+    from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    _apply("MODE_15W")
+    ctl = detect_controller("jetson")
+
+    def no_answer():
+        raise PrivilegedCommandError("unexpected nvpmodel -q output: 'NVPM ERROR'", ["nvpmodel", "-q"])
+
+    monkeypatch.setattr(ctl, "query", no_answer)
+    with caplog.at_level("WARNING"), ctl:
+        ctl.apply(load_device("agx-xavier").preset("MAXN"))
+    assert "cannot read the power mode in force" in caplog.text
+    assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003" and state_file.find_state() is None

@@ -299,3 +299,49 @@ def test_profile_warns_at_start_about_an_unfinished_run(xavier, tmp_path, capsys
     assert rc == 0, err
     assert "warning: an unfinished run left the device in a changed power mode" in err
     assert "MODE_30W_ALL on agx-xavier" in err and "jetpredict restore" in err
+
+
+APPLIED_ID = 2  # MODE_15W, set with `jetpredict apply` before the run
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_signalled_run_over_an_applied_mode_ends_in_it_and_restore_then_gives_the_original(xavier, sig):
+    applied = _cli(xavier, "apply", "--mode", "MODE_15W")
+    assert applied.returncode == 0, applied.stderr
+    child = _start(xavier)
+    os.killpg(child.pid, sig)
+    out, err = _finish(child)
+    assert "unreachable" not in out and child.returncode == 128 + sig, err
+    assert xavier.read("/var/lib/nvpmodel/status") == f"pmode:{APPLIED_ID:04d}"  # the mode apply set
+    kept = state_file.find_state()
+    assert kept.kept and kept.original["mode"] == "MODE_30W_ALL"
+    done = _cli(xavier, "restore")
+    assert done.returncode == 0, done.stderr
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
+
+
+def test_a_run_over_an_applied_mode_is_said_to_return_to_it_and_after_sigkill_restore_gives_the_original(
+        xavier):
+    from jetpredict.profiler.status import pending_restore
+
+    applied = _cli(xavier, "apply", "--mode", "MODE_15W")
+    assert applied.returncode == 0, applied.stderr
+    child = _start(xavier)
+    try:
+        pending = pending_restore()
+        assert pending.run_alive and pending.saved_by_pid == child.pid
+        assert (f"a run (pid {child.pid}) switches power modes over the one `jetpredict apply` set and "
+                "returns to it when it ends; the original from before that, MODE_30W_ALL on agx-xavier"
+                in pending.summary)
+        busy = _cli(xavier, "restore")
+        assert busy.returncode == 1 and "still running" in busy.stderr
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        _finish(child)
+    assert xavier.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # left in the custom mode
+    done = _cli(xavier, "restore")
+    assert done.returncode == 0, done.stderr
+    assert "restored the original power mode MODE_30W_ALL on agx-xavier" in done.stderr
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []

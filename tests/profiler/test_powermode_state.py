@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from jetpredict.models.catalogue import load_device
 from jetpredict.profiler.powermode import state as state_file
-from jetpredict.profiler.powermode.recovery import restore_unfinished
+from jetpredict.profiler.powermode.recovery import RunStillActive, restore_unfinished
 from jetpredict.profiler.powermode.state import StateFileError
 
 CPU = "/sys/devices/system/cpu"
@@ -140,3 +142,73 @@ def test_a_real_0700_dir_does_not_fail_find_state(tmp_path, monkeypatch):
         assert state_file.find_state() is None
     finally:
         blocked.chmod(0o700)
+
+
+# --- whose run is alive: the pid and when that process started --------------------------------------
+
+
+@pytest.fixture
+def sleeper(tmp_path):
+    """A live process that is not a jetpredict run, named with spaces and parentheses (``/proc/<pid>/stat``
+    puts the name in parentheses: the fields after it must still be found)."""
+    exe = tmp_path / "a) 1 2 (b"  # the kernel keeps 15 characters of it
+    exe.symlink_to(shutil.which("sleep"))
+    child = subprocess.Popen([str(exe), "60"])
+    yield child
+    child.kill()
+    child.wait()
+
+
+def _owned_by(root, pid: int, **extra) -> Path:
+    path = _write_state(root, "jetson", {"id": 0, "clocks": None})
+    doc = json.loads(path.read_text()) | {"pid": pid, "boot_id": state_file.boot_id()} | extra
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+def test_the_start_time_is_field_22_of_proc_stat_in_clock_ticks_since_boot(sleeper):
+    started = state_file.process_start_time(sleeper.pid)
+    uptime_ticks = float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")
+    # Just started: within a few seconds of now (a field counted off by the name's spaces would not be).
+    assert started is not None and 0 <= uptime_ticks - started < 10 * os.sysconf("SC_CLK_TCK")
+    assert state_file.process_start_time(os.getpid()) <= started  # this test started first
+    assert state_file.process_start_time(2**22 + 1) is None  # above pid_max: no such process
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+def test_a_pid_reused_by_another_process_is_not_a_live_run(orin, sleeper):
+    # The run that wrote the file died; its pid now belongs to a process that started later (the run: one
+    # clock tick after boot, the sleeper just now).
+    _owned_by(orin, sleeper.pid, start_time=1)
+    assert state_file.find_state().run_alive() is False
+    assert state_file.unfinished_run_warning().startswith("an unfinished run left")
+    assert restore_unfinished().restored  # not refused as "still running"
+    assert ["nvpmodel", "-m", "0"] in orin.calls()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+def test_the_run_with_the_recorded_start_time_is_alive_and_an_older_file_falls_back_to_its_pid(orin, sleeper):
+    started = state_file.process_start_time(sleeper.pid)
+    _owned_by(orin, sleeper.pid, start_time=started)
+    assert state_file.find_state().run_alive() is True
+    with pytest.raises(RunStillActive):
+        restore_unfinished()
+    _owned_by(orin, sleeper.pid)  # a file from before start times were recorded: the pid is all there is
+    assert state_file.find_state().start_time is None and state_file.find_state().run_alive() is True
+
+
+def test_a_new_record_notes_when_its_process_started_and_the_file_keeps_it(orin):
+    record = state_file.RestoreState("jetson", "orin-nx", {"id": 0, "clocks": None})
+    assert record.start_time == state_file.process_start_time(os.getpid())
+    state_file.write_state(record)
+    again = state_file.find_state()
+    assert (again.start_time, again.kept, again.over_applied) == (record.start_time, False, False)
+
+
+@pytest.mark.parametrize("field, value", [("start_time", "12"), ("start_time", -1), ("start_time", True),
+                                          ("kept", "yes"), ("over_applied", 1)])
+def test_a_bad_start_time_or_flag_is_a_state_file_error(orin, field, value):
+    _owned_by(orin, 999999, **{field: value})
+    with pytest.raises(StateFileError, match=field):
+        state_file.find_state()
