@@ -451,20 +451,28 @@ def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Compl
     }
 
 
+def _caps_notes(asked: PowerMode, caps: PowerMode) -> list[str]:
+    """Sidecar notes for each knob the board's own definition of a preset caps otherwise than the catalogue."""
+    return [f"the board's configuration caps {asked.mode} at {knob} {getattr(caps, knob):g}, the catalogue at "
+            f"{getattr(asked, knob):g}; the row records the board's" for knob in MODE_FIELDS
+            if _known(getattr(asked, knob)) is not None and getattr(caps, knob) != getattr(asked, knob)]
+
+
 def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: PowerMode,
-                  settings: RunSettings, progress: _Progress) -> tuple[ModeRun, PowerMode | None]:
-    """Apply ``mode`` (when there is a controller), measure it; returns the run and the read-back mode."""
-    read_back = None
+                  settings: RunSettings, progress: _Progress) -> tuple[ModeRun, PowerMode, PowerMode | None]:
+    """Apply ``mode`` (when there is a controller), measure it; returns the run, the caps the switch set
+    (a board preset's own, else ``mode``'s) and the read-back mode."""
+    read_back, caps = None, mode
     if ctl is not None:
         ctl.apply(mode)
-        read_back = ctl.read_back()
+        caps, read_back = ctl.caps_of(mode), ctl.read_back()
     run = parts.runner.run_mode(mode, settings, on_minibatch=progress.minibatch)
-    run.notes.extend(_read_back_notes(mode, read_back))
+    run.notes.extend(_caps_notes(mode, caps) + _read_back_notes(caps, read_back))
     if run.trace is not None and len(run.trace):
         warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
         if warning:
             run.notes.append(warning)
-    return run, read_back
+    return run, caps, read_back
 
 
 def _row(parts: CampaignParts, run: ModeRun, fields: dict[str, Any], warmup: int,
@@ -543,8 +551,8 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
             stack.callback(parts.backend.close)
             for k, mode in enumerate(modes, start=1):
                 progress.mode(k, n, mode.mode)
-                run, read_back = _measure_mode(parts, ctl, mode, settings, progress)
-                rows.append(_row(parts, run, _mode_fields(mode, read_back), settings.warmup, complexity))
+                run, caps, read_back = _measure_mode(parts, ctl, mode, settings, progress)
+                rows.append(_row(parts, run, _mode_fields(caps, read_back), settings.warmup, complexity))
                 document["modes"].append(_mode_json(mode, read_back, run, t_ref))
                 outputs.add(rows, document)
     finally:

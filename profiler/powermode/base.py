@@ -139,6 +139,11 @@ class PowerModeController(ABC):
     def read_back(self) -> PowerMode:
         """The cores online and clocks (MHz) actually in force, read from the hardware."""
 
+    def caps_of(self, mode: PowerMode) -> PowerMode:
+        """The caps (MHz) a switch to ``mode`` sets on this machine: ``mode`` itself, but where the machine's
+        own configuration defines it (a board's nvpmodel preset), that definition."""
+        return mode
+
     def snapshot(self) -> Any:
         """State to restore later; by default the current mode."""
         return self.current()

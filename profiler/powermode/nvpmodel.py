@@ -281,11 +281,25 @@ class NvpmodelController(PowerModeController):
         if self.jetson_clocks:
             run_privileged(["jetson_clocks"], self.timeout_s)
 
-    def apply(self, mode: PowerMode) -> None:
-        """A preset (by name) through ``nvpmodel -m``; any other mode as a custom POWER_MODEL."""
+    def _board_preset(self, mode: PowerMode) -> NvpPowerModel | None:
+        """The board's POWER_MODEL that ``mode`` names: a catalogue preset of that name, or a mode with that
+        name and exactly its caps; None for any other mode (applied as a custom model)."""
         preset = next((m for m in self.conf.models.values() if m.name.upper() == str(mode.mode).upper()), None)
         if preset is not None and (isinstance(mode, Preset)
                                    or self.conf.to_mode(preset, self.device).knobs() == mode.knobs()):
+            return preset
+        return None
+
+    def caps_of(self, mode: PowerMode) -> PowerMode:
+        """A preset's caps as this board's nvpmodel.conf defines them (a JetPack release may differ from the
+        catalogue); any other mode as given."""
+        preset = self._board_preset(mode)
+        return mode if preset is None else self.conf.to_mode(preset, self.device)
+
+    def apply(self, mode: PowerMode) -> None:
+        """A preset (by name) through ``nvpmodel -m``; any other mode as a custom POWER_MODEL."""
+        preset = self._board_preset(mode)
+        if preset is not None:
             self._switch(preset.id)
             self._lock_clocks()
             self._applied = self.conf.to_mode(preset, self.device)

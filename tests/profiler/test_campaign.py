@@ -250,6 +250,26 @@ def test_rows_carry_the_mode_caps_not_an_idle_read_back(fake_root, tmp_path):
     assert [n.split()[1] for n in notes] == ["cpu_mhz", "gpu_mhz"]
 
 
+def test_a_preset_row_records_the_boards_own_caps(fake_root, tmp_path):
+    """A board whose nvpmodel.conf caps a preset otherwise than the catalogue (another JetPack release):
+    the row records what the switch set there, and the sidecar says how the two differ."""
+    xavier = load_device("agx-xavier")
+    fake_root.add_jetson(xavier)
+    catalogue = xavier.preset("MODE_15W")
+    board_gpu_mhz = 522.75  # a GPU step below the catalogue's 670 MHz cap
+    conf = fake_root.read("/etc/nvpmodel.conf")
+    head, tail = conf.split("NAME=MODE_15W >", 1)
+    section, rest = tail.split("< POWER_MODEL", 1)
+    section = section.replace(f"GPU MAX_FREQ {round(catalogue.gpu_mhz * 1e6)}", f"GPU MAX_FREQ {round(board_gpu_mhz * 1e6)}")
+    fake_root.write("/etc/nvpmodel.conf", head + "NAME=MODE_15W >" + section + "< POWER_MODEL" + rest)
+    rows = run_campaign(_cfg(tmp_path, device="jetson", modes="MODE_15W", settle_s=0.0, idle_s=0.0, minibatches=2))
+    assert (rows[0]["mode"], rows[0]["gpu_mhz"], rows[0]["cpu_mhz"]) == ("MODE_15W", board_gpu_mhz, catalogue.cpu_mhz)
+    mode = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]
+    assert [n for n in mode["notes"] if n.startswith("the board's configuration")] == [
+        f"the board's configuration caps MODE_15W at gpu_mhz {board_gpu_mhz:g}, the catalogue at "
+        f"{catalogue.gpu_mhz:g}; the row records the board's"]
+
+
 class _Collector(BaseHTTPRequestHandler):
     received: list = []
     status = 201
