@@ -226,7 +226,8 @@ class RecommendationSchema(ProvenanceSchema):
     pareto = fields.List(fields.Nested(PredictionSchema), required=True,
                          metadata={"description": "time vs energy front, fastest first"})
     preferred_preset = fields.Boolean(metadata={
-        "description": "the best nvpmodel preset meeting the constraints beat every other mode: it is `best`"})
+        "description": "the best nvpmodel preset meeting the constraints (outside the profiled ranges, only one "
+                       "better beyond its interval) beat the pick among the other modes: it is `best`"})
     preset_comparison = fields.Nested(PresetComparisonSchema, allow_none=True, metadata={
         "description": "the best nvpmodel preset meeting the same constraints at the same confidence, and "
                        "what `best` saves against it"})

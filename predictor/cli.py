@@ -346,7 +346,7 @@ def preset_summary(comparison: dict | None) -> str:
         return f"no preset to compare with: {c.get('reason') or 'none meets the caps'}"
     if c["chosen_is_preset"]:
         return (f"the best mode is the preset {c['preset']} itself (a preset is taken where its point beats the "
-                "pick among the other modes)")
+                "pick among the other modes, and outside the profiled ranges only beyond its interval)")
     return (f"vs the best preset under the same caps, {c['preset']} ({c['epoch_time_s']:.4g} s/epoch, "
             f"{c['epoch_energy_j']:.4g} J/epoch, {c['avg_power_w']:.3g} W): "
             f"{_saving(c['time_saving_s'], c['time_saving_share'], 's')} and "

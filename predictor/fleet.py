@@ -4,11 +4,11 @@ Each client trains ``epochs`` local epochs per round. A client's mode must meet 
 *upper* end of its time interval (``epoch_time_s_high`` at the plan's confidence): that margin is what
 keeps it from straggling. Among those modes it gets the one of least energy, counting the energy it
 spends idling at the mode's base power from finishing (point estimate) until the deadline -- a fast mode
-that then idles is not free. A mode outside the profiled knob ranges is taken only when it saves energy
-beyond its interval (:func:`predictor.recommend.best_position`), and the device's best nvpmodel preset that
-meets the deadline is taken whenever its point beats that mode (:func:`predictor.recommend.prefer_preset`),
-as ``recommend`` takes it. Clients that cannot meet the deadline are reported with their fastest mode, never
-dropped silently.
+that then idles is not free. The device's nvpmodel presets and its space are chosen from together by the
+rule ``recommend`` uses (:func:`predictor.recommend.pick`): a mode or preset outside the profiled knob ranges
+is taken only when it saves energy beyond its interval, and the best preset that rule lets stand is taken
+whenever its point beats the pick. Clients that cannot meet the deadline are reported with their fastest
+mode, never dropped silently.
 
 This module only chooses: the caller (:func:`predictor.service.plan_fleet`) hands it one all-modes
 prediction per device *type*, so a round of hundreds of clients costs a handful of vectorised predictions.
@@ -30,7 +30,7 @@ import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import MAX_CLIENTS
-from jetpredict.predictor.recommend import best_position, prefer_preset, to_accuracy
+from jetpredict.predictor.recommend import pick, to_accuracy
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
 #: the knob columns, the prediction columns, ``extrapolated`` (bool) and ``extrapolated_knobs``; optionally
@@ -187,42 +187,32 @@ def assignment_fields(pred: SpacePrediction, figures: Mapping[str, np.ndarray], 
     }
 
 
-def _preset_beating(presets: Mapping[str, np.ndarray], meets: np.ndarray, energy_j: float,
-                    round_high_s: float) -> int | None:
-    """Position of the best preset meeting the deadline (``presets``: its :func:`round_figures`; ``meets``:
-    which do) whose point energy beats the space's pick (``energy_j`` J, ``round_high_s`` s; inf: no
-    pick), as :func:`predictor.recommend.prefer_preset` holds it for ``recommend``; None when none does."""
-    n = len(meets)
-    pick, _ = prefer_preset(np.append(presets["energy_j"], energy_j),
-                            np.append(presets["round_time_s_high"], round_high_s),
-                            np.append(meets, math.isfinite(energy_j)), np.arange(n + 1) < n, n)
-    return pick if pick < n else None
-
-
 def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device_id: str) -> dict:
-    """The mode of one device type for this round (the same for every client of that type): the space's
-    pick, or the device's best preset meeting the deadline where its point beats that pick."""
+    """The mode of one device type for this round (the same for every client of that type): the least
+    energy (J) meeting the deadline (s) among its presets and its space, by
+    :func:`predictor.recommend.pick`."""
     fig = round_figures(pred, deadline_s, epochs, device_id)
-    round_high_s = fig["round_time_s_high"]
-    meets = round_high_s <= deadline_s
     presets = pred.get("presets")
     preset_fig = None if presets is None else round_figures(presets, deadline_s, epochs, device_id)
-    preset_meets = np.zeros(0, dtype=bool) if preset_fig is None else preset_fig["round_time_s_high"] <= deadline_s
-    if not meets.any() and not preset_meets.any():
-        i = int(np.argmin(round_high_s))
+    # Presets first, then the space: one candidate list under recommend's rule, ties keeping the
+    # preset's name (nvpmodel sets it).
+    parts = [(pred, fig)] if presets is None else [(presets, preset_fig), (pred, fig)]
+    n_presets = 0 if preset_fig is None else len(preset_fig["energy_j"])
+    round_high_s = np.concatenate([f["round_time_s_high"] for _, f in parts])
+    meets = round_high_s <= deadline_s
+    if not meets.any():
+        space_high_s = fig["round_time_s_high"]
+        i = int(np.argmin(space_high_s))
         return assignment_fields(pred, fig, i, f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs "
-                                               f"up to {round_high_s[i]:.4g} s for {epochs} epoch(s)")
-    i = None
-    if meets.any():
-        # Least energy among modes that meet the deadline; ties to the shorter upper bound.
-        i, _ = best_position(fig["energy_j"], round_high_s, fig["train_energy_j_high"] + fig["idle_energy_j"],
-                             meets, np.asarray(pred["extrapolated"], dtype=bool))
-    if preset_fig is not None:
-        k = _preset_beating(preset_fig, preset_meets, math.inf if i is None else float(fig["energy_j"][i]),
-                            math.inf if i is None else float(round_high_s[i]))
-        if k is not None:
-            return assignment_fields(presets, preset_fig, k, None)
-    return assignment_fields(pred, fig, i, None)
+                                               f"up to {space_high_s[i]:.4g} s for {epochs} epoch(s)")
+    # Least energy among the candidates that meet the deadline; ties to the shorter upper bound.
+    got = pick(np.concatenate([f["energy_j"] for _, f in parts]), round_high_s,
+               np.concatenate([f["train_energy_j_high"] + f["idle_energy_j"] for _, f in parts]), meets,
+               np.concatenate([np.asarray(p["extrapolated"], dtype=bool) for p, _ in parts]),
+               None if presets is None else np.arange(len(meets)) < n_presets)
+    if got.best < n_presets:
+        return assignment_fields(presets, preset_fig, got.best, None)
+    return assignment_fields(pred, fig, got.best - n_presets, None)
 
 
 def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequence[Mapping],

@@ -12,9 +12,14 @@ Rules ("caps are met with the interval, not the point", as the README says):
   in-range mode unless it is better beyond its own interval: its objective's upper bound is below the
   in-range mode's point prediction;
 - the device's nvpmodel presets are candidates too (their caps are often not exact clock steps, so the
-  space may not hold them), and the chosen mode is never worse on the objective (point prediction) than
-  the best preset meeting the same limits at the same confidence: if it would be, the preset is chosen.
-  :func:`preset_comparison` states that preset and what the chosen mode saves against it.
+  space may not hold them), under the same out-of-range rule as every other mode (:func:`range_guard`,
+  one pass over presets and space together): an out-of-range preset whose upper bound is not below the
+  best in-range point never wins, however low its point. Among the presets that rule lets stand (in
+  range, or better beyond their interval), the best meeting the limits is chosen whenever its point
+  prediction beats the pick (a user can set it by name), so the chosen mode is never worse on the point
+  than any of them. Ties go to the preset (:func:`with_presets` puts presets first). :func:`pick` holds
+  these rules for ``recommend`` and fleet plans alike; :func:`preset_comparison` states that preset and
+  what the chosen mode saves against it.
 """
 
 from __future__ import annotations
@@ -134,42 +139,79 @@ def lowest_position(value: np.ndarray, tie: np.ndarray) -> int:
     return int(lows[np.argmin(np.where(np.isnan(ties), np.inf, ties))])
 
 
-def best_position(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndarray,
-                  extrapolated: np.ndarray) -> tuple[int, bool]:
-    """Position minimising ``value`` (ties to ``tie``) among ``ok``, preferring in-range modes.
+def range_guard(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndarray,
+                extrapolated: np.ndarray) -> tuple[np.ndarray, int | None]:
+    """The out-of-range rule: (mask of the positions it lets win, position of the best in-range ``ok`` one
+    by ``value``, ties to ``tie``; None when no ``ok`` position is in range).
 
-    An extrapolated winner keeps its place only when ``value_high`` (its upper bound) is below the best
-    in-range mode's ``value``. Returns (position, whether an in-range mode displaced a better-looking
-    extrapolated one). ``ok`` must hold at least one True.
+    An in-range position always stands; an extrapolated one only when ``value_high`` (its upper bound) is
+    below the best in-range ``value``, i.e. it is better beyond its interval. With nothing in range every
+    position stands: there is nothing trusted to lose to. The mask is not limited to ``ok``.
+    """
+    inside = ok & ~extrapolated
+    if not inside.any():
+        return np.ones(len(value), dtype=bool), None
+    best_in = lowest_position(np.where(inside, value, np.inf), tie)
+    return ~extrapolated | (value_high < value[best_in]), best_in
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Outcome of :func:`pick`: positions in the candidates' arrays.
+
+    ``best``: the position chosen; ``preferred_in_range``: an in-range mode displaced a better-looking
+    extrapolated one (:func:`range_guard`) and stayed chosen; ``preset``: the best preset meeting the
+    limits (see :func:`pick`; None when none meets them); ``preferred_preset``: that preset beat the
+    out-of-range rule's pick on the point, so it is ``best``.
+    """
+
+    best: int
+    preferred_in_range: bool
+    preset: int | None
+    preferred_preset: bool
+
+
+def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndarray, extrapolated: np.ndarray,
+         presets: np.ndarray | None) -> Pick:
+    """The rule ``recommend`` and fleet plans choose by, over presets and space modes together.
+
+    ``value`` is minimised among ``ok`` (ties to ``tie``, then to the first position: :func:`with_presets`
+    puts presets first); an extrapolated winner that :func:`range_guard` does not let stand (its
+    ``value_high``, the upper bound, not below the best in-range ``value``) gives way to the best in-range
+    position, presets and space alike. The best preset the guard lets stand then replaces that pick
+    when its point ``value`` is lower: a user can always set a preset by name, so a recommendation worse
+    than it is no recommendation; an out-of-range preset not better beyond its interval is no such
+    guarantee, and never wins. ``Pick.preset`` is that preset; when the guard lets none of the presets
+    meeting the limits stand, the best of those on the point (so the comparison still names one, which
+    the chosen mode may then not beat on the point). ``presets``: mask of the preset rows (None: none).
+    ``ok`` must hold at least one True.
     """
     best = lowest_position(np.where(ok, value, np.inf), tie)
-    inside = ok & ~extrapolated
-    if not extrapolated[best] or not inside.any():
-        return best, False
-    best_in = lowest_position(np.where(inside, value, np.inf), tie)
-    if value_high[best] < value[best_in]:
-        return best, False
-    return best_in, True
-
-
-def prefer_preset(value: np.ndarray, tie: np.ndarray, ok: np.ndarray, presets: np.ndarray | None, best: int
-                  ) -> tuple[int, int | None]:
-    """(the position chosen, the best preset among ``ok`` or None): that preset (least ``value``, ties to
-    ``tie``) replaces ``best`` when its point ``value`` is lower. A user can always set a preset by name:
-    a recommendation worse than it is no recommendation. ``presets``: mask of the preset rows (None: none)."""
-    if presets is None or not (ok & presets).any():
-        return best, None
-    preset = lowest_position(np.where(ok & presets, value, np.inf), tie)
-    return (preset if value[preset] < value[best] else best), preset
+    candidates = None if presets is None else ok & presets
+    has_presets = candidates is not None and bool(candidates.any())
+    if not extrapolated[best] and not has_presets:
+        return Pick(best, False, None, False)  # nothing for the guard to decide: skip its pass over the modes
+    stands, best_in = range_guard(value, tie, value_high, ok, extrapolated)
+    displaced = bool(best_in is not None and not stands[best])
+    if displaced:
+        best = best_in
+    if not has_presets:
+        return Pick(best, displaced, None, False)
+    standing = candidates & stands
+    preset = lowest_position(np.where(standing if standing.any() else candidates, value, np.inf), tie)
+    if standing[preset] and value[preset] < value[best]:
+        return Pick(preset, False, preset, True)
+    return Pick(best, displaced, preset, False)
 
 
 @dataclass(frozen=True)
 class Choice:
     """Outcome of :func:`choose`: positions in the prediction table (``best`` None when nothing fits).
 
-    ``preset``: the position of the best preset meeting the limits (None when no preset row meets them or
-    the table has none); ``preferred_preset``: that preset beat the best mode of the space on the
-    objective's point prediction, so it is ``best``.
+    ``preset``: the position of the best preset meeting the limits that the out-of-range rule lets stand
+    (else the best meeting them; None when no preset row meets them or the table has none: see
+    :func:`pick`); ``preferred_preset``: that preset beat the out-of-range rule's pick on the objective's
+    point prediction, so it is ``best``.
     """
 
     best: int | None
@@ -230,8 +272,8 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
     ``df`` holds predictions at ``confidence`` (its ``_high`` columns are the bounds the limits use).
     The front is time vs energy of the feasible modes (point predictions), fastest first. Ties on the
     objective go to the other quantity. ``presets``: mask of the rows that are the device's nvpmodel presets
-    (:func:`with_presets`); the best of those meeting the limits is chosen whenever its point prediction
-    beats the mode the rules above pick.
+    (:func:`with_presets`); the best of those meeting the limits that the out-of-range rule lets stand is
+    chosen whenever its point prediction beats the mode that rule picks (:func:`pick`).
     """
     key = OBJECTIVES[objective]
     other = "epoch_energy_j" if key == "epoch_time_s" else "epoch_time_s"
@@ -240,13 +282,10 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
     if not ok.any():
         reason = _why_infeasible(df, max_power_w, max_epoch_time_s, confidence)
         return Choice(None, empty, False, reason, False)
-    value, tie = df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float)
-    best, preferred = best_position(value, tie, df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df))
-    chosen, preset = prefer_preset(value, tie, ok, presets, best)
-    preferred_preset = chosen != best
-    best, preferred = chosen, preferred and not preferred_preset
+    got = pick(df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float),
+               df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df), presets)
     front = pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j")
-    return Choice(best, front, True, None, preferred, preset, preferred_preset)
+    return Choice(got.best, front, True, None, got.preferred_in_range, got.preset, got.preferred_preset)
 
 
 #: Columns of the preset a recommendation is compared with (see :func:`preset_comparison`).

@@ -10,7 +10,7 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service
 from jetpredict.predictor.bundled import fit_workload, predict_modes
 from jetpredict.predictor.fleet import round_figures
-from jetpredict.predictor.recommend import RUN_TO_RUN_SPREAD
+from jetpredict.predictor.recommend import DEFAULT_RUN_TO_RUN_SPREAD, RUN_TO_RUN_SPREAD
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 
@@ -21,31 +21,46 @@ def resnet():
     return fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"))
 
 
+@pytest.fixture(scope="module")
+def lenet():
+    """LeNet-5 profiled on e,f,i,j of AGX Xavier (published rows): other devices' plans rest on them."""
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    rows = rows[(rows["workload"] == "lenet5-mnist") & rows["mode"].isin(["e", "f", "i", "j"])]
+    return fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"))
+
+
 def _brute_force(model, device_id: str, deadline_s: float, epochs: int) -> tuple[str, float]:
-    """(mode, energy J) of the least-energy mode meeting the deadline, an in-range mode unless the other
-    wins beyond its interval, or the least-energy preset meeting it where that preset's point is lower."""
+    """(mode, energy J) by ``recommend``'s rule over the presets and the space together, presets first: the
+    least-energy candidate meeting the deadline, an in-range one unless the other wins beyond its interval
+    (upper energy below the best in-range point); then the least-energy preset meeting the deadline that
+    is in range or wins beyond its interval too, where its point is lower."""
     device = load_device(device_id)
+    # Any run of that many epochs varies this much more (as the plan's round figures state).
+    spread = RUN_TO_RUN_SPREAD.get(device_id, DEFAULT_RUN_TO_RUN_SPREAD)
 
     def figures(modes: ModeArrays):
         p = predict_modes(model, modes, device)
-        meets = epochs * p.epoch_time_s_high <= deadline_s
-        idle = p.base_power_w * (deadline_s - epochs * p.epoch_time_s)
-        return p, meets, idle, epochs * p.epoch_energy_j + idle
+        meets = epochs * p.epoch_time_s_high * (1 + spread) <= deadline_s
+        idle = p.base_power_w * np.clip(deadline_s - epochs * p.epoch_time_s, 0, None)
+        energy = epochs * p.epoch_energy_j + idle
+        return meets, energy, epochs * p.epoch_energy_j_high * (1 + spread) + idle, p.extrapolated
 
-    space = device.modes()
-    p, meets, idle, energy = figures(ModeArrays.of_device(device))
-    i = int(np.argmin(np.where(meets, energy, np.inf)))
-    inside = meets & ~p.extrapolated
-    if p.extrapolated[i] and inside.any():
-        j = int(np.argmin(np.where(inside, energy, np.inf)))
-        if not epochs * p.epoch_energy_j_high[i] + idle[i] < energy[j]:
-            i = j
     presets = device.presets
-    _, preset_meets, _, preset_energy = figures(ModeArrays.of(list(presets)))
-    k = int(np.argmin(np.where(preset_meets, preset_energy, np.inf)))
-    if preset_meets[k] and preset_energy[k] < energy[i]:
-        return presets[k].mode, float(preset_energy[k])
-    return space.labels()[i], float(energy[i])
+    labels = [p.mode for p in presets] + list(device.modes().labels())
+    parts = [figures(ModeArrays.of(list(presets))), figures(ModeArrays.of_device(device))]
+    meets, energy, high, extrapolated = (np.concatenate(column) for column in zip(*parts, strict=True))
+    is_preset = np.arange(len(labels)) < len(presets)
+    inside = meets & ~extrapolated
+    reference = energy[inside].min() if inside.any() else np.inf
+    stands = ~extrapolated | (high < reference)
+    i = int(np.argmin(np.where(meets, energy, np.inf)))
+    if not stands[i]:
+        i = int(np.argmin(np.where(inside, energy, np.inf)))
+    candidates = meets & is_preset & stands
+    k = int(np.argmin(np.where(candidates, energy, np.inf)))
+    if candidates[k] and energy[k] < energy[i]:
+        i = k
+    return labels[i], float(energy[i])
 
 
 def test_each_client_gets_least_energy_mode_meeting_deadline(resnet):
@@ -176,20 +191,57 @@ def test_the_plan_says_when_real_data_do_not_back_its_confidence(resnet):
     assert "simulated rows" in note and "0.9 confidence is not checked" in note
 
 
-def test_a_preset_that_beats_the_space_pick_is_planned_by_name(resnet):
-    """The fleet takes the device's best preset meeting the deadline whenever its point beats the mode the
-    space's rules pick, as ``recommend`` does: AGX Xavier's MODE_10W (clocks off the catalogue steps) saves
-    ~1.6% against the in-range pick of the space here, and the plan names it, so nvpmodel sets it."""
+def _candidates(model, device_id: str, deadline_s: float, epochs: int) -> dict[str, dict[str, float]]:
+    """Per preset (by name), and for the best in-range mode of the space meeting the deadline (key
+    "in range"): the round's energy ``energy_j`` and upper bound ``high`` (J), training + idle as the plan
+    counts them."""
+    device = load_device(device_id)
+    out = {}
+    for pred in (service.predict_presets(model, device, limits.DEFAULT_CONFIDENCE),
+                 service.predict_space(model, device, limits.DEFAULT_CONFIDENCE)):
+        fig = round_figures(pred, deadline_s, epochs, device_id)
+        high = fig["train_energy_j_high"] + fig["idle_energy_j"]
+        if "mode" in pred:  # the presets
+            out.update({str(name): {"energy_j": fig["energy_j"][j], "high": high[j]}
+                        for j, name in enumerate(pred["mode"])})
+            continue
+        in_range = (fig["round_time_s_high"] <= deadline_s) & ~np.asarray(pred["extrapolated"], dtype=bool)
+        out["in range"] = {"energy_j": fig["energy_j"][in_range].min()}
+    return out
+
+
+def test_an_out_of_range_preset_below_the_pick_only_on_its_point_is_not_planned(resnet):
+    """AGX Xavier's MODE_10W (22,594 J for the round, up to 24,208 J) lies outside the profiled core counts
+    and GPU clocks: below the best in-range mode (22,961 J) on its point, not beyond its interval. The
+    fleet holds it to the rule it holds every mode to, as ``recommend`` does, and plans the in-range mode
+    (it used to plan MODE_10W on its point alone)."""
     c = service.plan_fleet(resnet, [{"id": "a", "device": "agx-xavier"}], deadline_s=3000, epochs=2).clients[0]
-    assert c.mode == "MODE_10W" and c.meets_deadline
-    preset = service.predict(resnet, "presets", "agx-xavier").set_index("mode").loc["MODE_10W"]
-    assert (c.cpu_cores, c.cpu_mhz, c.gpu_mhz, c.emc_mhz) == tuple(preset[k] for k in MODE_FIELDS)
-    assert c.train_energy_j == pytest.approx(2 * preset["epoch_energy_j"])
-    space = service.predict_space(resnet, load_device("agx-xavier"), limits.DEFAULT_CONFIDENCE)
-    fig = round_figures(space, 3000, 2, "agx-xavier")
-    meets = fig["round_time_s_high"] <= 3000
-    in_range = meets & ~np.asarray(space["extrapolated"], dtype=bool)
-    assert c.energy_j < fig["energy_j"][in_range].min()
+    got = _candidates(resnet, "agx-xavier", 3000, 2)
+    ten = got["MODE_10W"]
+    assert ten["energy_j"] < got["in range"]["energy_j"] <= ten["high"]
+    assert c.mode != "MODE_10W" and c.extrapolated_knobs == "" and c.meets_deadline
+    assert c.energy_j == pytest.approx(got["in range"]["energy_j"])
+
+
+@pytest.mark.parametrize(("deadline_s", "planned"), [(300, False), (2000, True)])
+def test_an_out_of_range_preset_is_planned_by_name_only_beyond_its_interval(lenet, deadline_s, planned):
+    """Orin NX on LeNet-5 rows of AGX Xavier, one epoch: its 10W preset lies outside the profiled CPU
+    range. At 300 s (1,007 J, up to 1,115 J, against the best in-range 1,032 J) it is not better beyond its
+    interval and the in-range mode is planned (the preset used to be, on its point alone); at 2,000 s
+    (6,482 J, up to 6,589 J, against 6,643 J) it is, and the plan names it, so nvpmodel sets it."""
+    c = service.plan_fleet(lenet, [{"id": "a", "device": "orin-nx"}], deadline_s=deadline_s).clients[0]
+    got = _candidates(lenet, "orin-nx", deadline_s, 1)
+    ten, in_range = got["10W"], got["in range"]["energy_j"]
+    assert ten["energy_j"] < in_range and (ten["high"] < in_range) == planned
+    assert (c.mode == "10W") == planned and c.meets_deadline
+    if planned:
+        preset = service.predict(lenet, "presets", "orin-nx").set_index("mode").loc["10W"]
+        assert (c.cpu_cores, c.cpu_mhz, c.gpu_mhz, c.emc_mhz) == tuple(preset[k] for k in MODE_FIELDS)
+        assert c.energy_j == pytest.approx(ten["energy_j"])
+    else:
+        assert c.extrapolated_knobs == "" and c.energy_j == pytest.approx(in_range)
+    mode, energy = _brute_force(lenet, "orin-nx", deadline_s, 1)
+    assert c.mode == mode and c.energy_j == pytest.approx(energy)
 
 
 def test_a_one_clock_profile_keeps_other_devices_near_what_was_measured():

@@ -181,14 +181,20 @@ def test_power_caps_hold_on_the_twin_for_every_preset_budget(device_id, tmp_path
 
 
 # -- the nearest preset under the same cap -------------------------------------------------------------
-def _with_preset(preset_time: float, preset_power: float) -> tuple[pd.DataFrame, np.ndarray]:
-    preset = pd.DataFrame({"mode": ["MODE_X"], "epoch_time_s": [preset_time], "avg_power_w": [preset_power],
-                           "epoch_energy_j": [preset_time * preset_power]})
+def _with_presets(*presets: tuple[str, float, float]) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`_table` after the presets (name, epoch time s, power W), in range, intervals +-10%."""
+    names, times, powers = (list(column) for column in zip(*presets, strict=True))
+    preset = pd.DataFrame({"mode": names, "epoch_time_s": times, "avg_power_w": powers,
+                           "epoch_energy_j": np.multiply(times, powers)})
     for c in ("epoch_time_s", "avg_power_w", "epoch_energy_j"):
         preset[f"{c}_low"] = preset[c] * 0.9
         preset[f"{c}_high"] = preset[c] * 1.1
     preset["extrapolated_knobs"] = ""
     return rec.with_presets(preset, _table())
+
+
+def _with_preset(preset_time: float, preset_power: float) -> tuple[pd.DataFrame, np.ndarray]:
+    return _with_presets(("MODE_X", preset_time, preset_power))
 
 
 def test_a_preset_that_meets_the_cap_and_is_faster_is_chosen():
@@ -213,6 +219,43 @@ def test_an_extrapolated_mode_never_leaves_the_answer_slower_than_a_preset():
     df.loc[0, "extrapolated_knobs"] = "cpu_mhz"
     out = rec.choose(df, "min-time", 25, None, 0.9, presets)
     assert df["mode"].iloc[out.best] == "MODE_X" and out.preferred_preset and not out.preferred_in_range
+
+
+def test_an_out_of_range_preset_wins_only_beyond_its_interval_as_any_mode():
+    """Presets and the space go through one out-of-range rule: a preset outside the profiled ranges whose
+    upper bound is not below the best in-range point never wins, however low its point (before, it took
+    the in-range pick's place on its point alone), and the comparison names the best preset that stands."""
+    df, presets = _with_presets(("MODE_X", 125.0, 15.0), ("MODE_Y", 160.0, 12.0))
+    # b (120 s, up to 160 s) and MODE_X (125 s, up to 155 s) lie outside the profiled ranges; c (150 s) is
+    # the best in-range mode and neither is faster than it beyond its interval.
+    df.loc[df["mode"] == "b", ["extrapolated_knobs", "epoch_time_s_high"]] = ["gpu_mhz", 160.0]
+    df.loc[df["mode"] == "MODE_X", ["extrapolated_knobs", "epoch_time_s_high"]] = ["cpu_mhz", 155.0]
+    out = rec.choose(df, "min-time", 25, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "c" and out.preferred_in_range and not out.preferred_preset
+    assert df["mode"].iloc[out.preset] == "MODE_Y"  # in range: c is 10 s faster than a preset that stands
+    # Up to 145 s MODE_X is faster than c beyond its interval: it stands, and its point beats c's.
+    df.loc[df["mode"] == "MODE_X", "epoch_time_s_high"] = 145.0
+    out = rec.choose(df, "min-time", 25, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "MODE_X" and out.preferred_preset and not out.preferred_in_range
+    assert out.preset == out.best
+    # No preset stands (MODE_Y out of range too, up to 176 s): c is kept, and the comparison still names
+    # the best preset meeting the cap, MODE_X, which looks faster than c but not beyond its interval.
+    df.loc[df["mode"] == "MODE_X", "epoch_time_s_high"] = 155.0
+    df.loc[df["mode"] == "MODE_Y", "extrapolated_knobs"] = "emc_mhz"
+    out = rec.choose(df, "min-time", 25, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "c" and not out.preferred_preset
+    assert df["mode"].iloc[out.preset] == "MODE_X"
+
+
+@pytest.mark.parametrize("extrapolated", [False, True])
+def test_a_tie_between_a_preset_and_a_mode_keeps_the_preset_name(extrapolated):
+    """A preset with the same prediction as a space mode is chosen by its name (nvpmodel sets it), in range
+    or outside it (then standing: an upper bound below the in-range pick's point)."""
+    df, presets = _with_preset(120.0, 22.0)  # the same figures as b
+    if extrapolated:
+        df.loc[df["mode"].isin(["MODE_X", "b"]), "extrapolated_knobs"] = "gpu_mhz"
+    out = rec.choose(df, "min-time", 25, None, 0.9, presets)
+    assert df["mode"].iloc[out.best] == "MODE_X" and out.preset == out.best and not out.preferred_in_range
 
 
 def test_preset_comparison_states_the_saving_against_the_preset():
@@ -251,7 +294,9 @@ def _reference_workloads():
 def test_never_worse_than_a_preset_that_meets_the_same_cap(objective):
     """On AGX Xavier and AGX Orin, for every bundled reference workload and every preset's own power
     (its upper bound: the tightest cap it meets) and 15 W: the recommendation is at least as fast (as
-    frugal) as every preset meeting the cap, and the comparison names the best such preset."""
+    frugal) as every preset meeting the cap that the out-of-range rule lets stand (in range, or with its
+    upper bound below the best in-range point of presets and space), never an out-of-range preset that
+    does not stand, and the comparison names the best preset that stands."""
     from jetpredict.predictor import service
     from jetpredict.predictor.bundled import fit_workload
 
@@ -260,16 +305,27 @@ def test_never_worse_than_a_preset_that_meets_the_same_cap(objective):
     for device_id, name, rows in _reference_workloads():
         model = fit_workload(rows, load_device(device_id))
         presets = service.predict(model, "presets", device=device_id)
+        space = service.predict(model, "all", device=device_id)
         for cap in [*presets["avg_power_w_high"], 15.0]:
             out = service.recommend(model, objective, max_power_w=float(cap))
             meets = presets[presets["avg_power_w_high"] <= cap]
             if meets.empty:
                 continue
             assert out.best is not None, (name, cap)
-            best_preset = meets.loc[meets[key].idxmin()]
+            feasible = pd.concat([meets, space[space["avg_power_w_high"] <= cap]])
+            in_range = feasible.loc[feasible["extrapolated_knobs"] == "", key]
+            reference = in_range.min() if len(in_range) else np.inf
+            standing = meets[(meets["extrapolated_knobs"] == "") | (meets[f"{key}_high"] < reference)]
+            if out.best["mode"] in set(presets["mode"]) and out.best["extrapolated_knobs"]:
+                assert out.best[f"{key}_high"] < reference, (name, objective, cap, out.best["mode"])
+            comparison = out.preset_comparison
+            if standing.empty:  # nothing stands: the comparison names the best preset meeting the cap
+                assert comparison["preset"] == meets.loc[meets[key].idxmin(), "mode"], (name, cap)
+                checked += 1
+                continue
+            best_preset = standing.loc[standing[key].idxmin()]
             assert out.best[key] <= best_preset[key] * (1 + 1e-9), (name, objective, cap, out.best["mode"],
                                                                     best_preset["mode"])
-            comparison = out.preset_comparison
             assert comparison["preset"] == best_preset["mode"], (name, cap)
             assert comparison[key] == pytest.approx(best_preset[key], rel=1e-9)
             saving = comparison["time_saving_s" if key == "epoch_time_s" else "energy_saving_j"]

@@ -26,7 +26,7 @@ def test_json_states_the_preset_and_the_saving(model, capsys):
     assert c["preset"] and c["objective"] == "min-time"
     assert c["avg_power_w_high"] <= 20  # it meets the same cap at the same confidence
     assert c["time_saving_s"] == pytest.approx(c["epoch_time_s"] - answer["best"]["epoch_time_s"])
-    assert c["time_saving_s"] >= 0  # never slower than a preset that meets the cap
+    assert c["time_saving_s"] >= 0  # never slower than a preset that meets the cap (an in-range one here)
 
 
 def test_stderr_states_the_comparison_and_csv_stays_best_and_front(model, capsys):
@@ -41,6 +41,28 @@ def test_stderr_states_the_comparison_and_csv_stays_best_and_front(model, capsys
                  "--format", "csv"]) == 0
     table = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert set(table["role"]) == {"best", "pareto"}  # the CSV's rows are as before
+
+
+def test_an_out_of_range_preset_does_not_displace_the_in_range_pick(resnet_cli_fit, capsys):
+    """ResNet-18 profiled on e,f,i,j, min-energy: the space mode 5c-1113.6-675.75-1065.6 (7,556 J, up to
+    8,317 J) lies outside the profiled ranges and not below the best in-range point (2c-2112-905.25-1331.2,
+    7,984 J) beyond its interval, so the in-range mode is chosen. MODE_15W (7,768 J, up to 8,469 J), outside
+    the CPU and GPU ranges and worse on both, falls to the same rule (it used to be chosen on its point
+    alone); the comparison names the best preset that stands, MODE_30W_2CORE (in range)."""
+    model = str(resnet_cli_fit(("e", "f", "i", "j")) / "resnet.json")
+    assert main(["recommend", "--model", model, "--objective", "min-energy", "--format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert main(["predict", "--model", model, "--presets", "--format", "json"]) == 0
+    presets = {p["mode"]: p for p in json.loads(capsys.readouterr().out)}
+    best, c = answer["best"], answer["preset_comparison"]
+    assert best["mode"] == "2c-2112-905.25-1331.2" and best["extrapolated_knobs"] == ""
+    assert answer["preferred_in_range"] and not answer["preferred_preset"]
+    # The preset the old rule chose: below the pick on its point, not beyond its interval.
+    old = presets["MODE_15W"]
+    assert old["extrapolated"] and old["epoch_energy_j"] < best["epoch_energy_j"]
+    assert best["epoch_energy_j"] <= old["epoch_energy_j_high"]
+    assert c["preset"] == "MODE_30W_2CORE" and presets["MODE_30W_2CORE"]["extrapolated_knobs"] == ""
+    assert not c["chosen_is_preset"] and c["energy_saving_j"] > 0
 
 
 def test_no_preset_under_the_cap_is_said(model, capsys):
