@@ -104,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         if not meter.available:
             print(f"fake INA3221 not recognised: {meter.name}", file=sys.stderr)
             return 1
-        sampler_cpu_fraction, idle_samples = sampler_alone(meter, args.hz)
-        sweep = [(hz, *sampler_alone(meter, hz)) for hz in SWEEP_HZ]
+        sweep = [(hz, *sampler_alone(meter, hz)) for hz in sorted({*SWEEP_HZ, args.hz})]
+        # The headline figure is the sweep's own row at --hz: one measurement, quoted once.
+        sampler_cpu_fraction, idle_samples = next((f, n) for hz, f, n in sweep if hz == args.hz)
         backend = TorchBackend("resnet18-cifar10", args.batch_size, args.workers)
         backend.prepare(None)
         for _ in range(args.warmup):
