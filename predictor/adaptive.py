@@ -301,14 +301,20 @@ class Adviser:
         return fit_workload(rows.reset_index(drop=True), self.device, self.reference)
 
     def decision_set(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-        """Candidates plus the profiled modes not among them; and the mask of the unprofiled ones."""
+        """Candidates plus the profiled modes not among them; and the mask of the unprofiled ones.
+
+        A preset counts as profiled by its knobs or by its name: a board's own nvpmodel.conf may cap it
+        otherwise than the catalogue, and its row records the board's caps (``profile``)."""
         profiled = {_key(r) for r in rows[list(MODE_FIELDS)].to_numpy(dtype=float)}
+        profiled_names = {str(m) for m in rows["mode"].dropna()}
         extra = rows[["mode", *MODE_FIELDS]].drop_duplicates(subset=list(MODE_FIELDS))
         cand_keys = [_key(r) for r in self.candidates[list(MODE_FIELDS)].to_numpy(dtype=float)]
         known = set(cand_keys)
         extra = extra[[_key(r) not in known for r in extra[list(MODE_FIELDS)].to_numpy(dtype=float)]]
         table = pd.concat([self.candidates, extra.astype({"mode": str})], ignore_index=True)
+        named = self.is_preset & self.candidates["mode"].astype(str).isin(profiled_names).to_numpy()
         open_ = np.array([k not in profiled for k in cand_keys] + [False] * len(extra))
+        open_[:len(named)] &= ~named
         return table, open_
 
     def decide(self, model: WorkloadModel, table: pd.DataFrame, open_: np.ndarray) -> Decision:

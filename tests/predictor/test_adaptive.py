@@ -84,6 +84,20 @@ def test_the_decision_over_the_device_space_is_the_one_recommend_makes(real, wor
         assert best["mode"] == expected
 
 
+def test_a_preset_profiled_at_the_boards_own_caps_is_not_proposed_again(real):
+    """``profile`` records a preset at the caps the board's nvpmodel.conf gives it, which may differ from the
+    catalogue's: the preset is profiled all the same (by its name), so it is not proposed again."""
+    rows = _by_mode(real[real["workload"] == "resnet18-cifar10"], "efij").copy()
+    device = load_device("agx-xavier")
+    board = {**device.preset("MODE_15W").as_dict(), "gpu_mhz": 522.75}  # the catalogue caps it at 670 MHz
+    rows.loc[rows.index[0], ["mode", *MODE_FIELDS]] = [board[k] for k in ["mode", *MODE_FIELDS]]
+    adviser = A.Adviser(device, A.Goal("min-energy"))
+    table, open_ = adviser.decision_set(rows)
+    preset = int(np.flatnonzero((table["mode"] == "MODE_15W").to_numpy())[0])
+    assert adviser.is_preset[preset] and not open_[preset]
+    assert table.loc[preset, "gpu_mhz"] == device.preset("MODE_15W").gpu_mhz  # the catalogue's row, closed
+
+
 def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
     template = {**resnet.iloc[0].to_dict(), "stall_time_s": float("nan"), "minibatch_time_p50_s": 0.2}
     pred = {"epoch_time_s": 500.0, "stall_time_s": 20.0, "compute_time_s": 470.0, "avg_power_w": 14.0,
