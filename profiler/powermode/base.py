@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
                         if hasattr(signal, name))
+#: Held during a switch or a restore besides those: a child's end. torch's DataLoader handles SIGCHLD by
+#: raising when a worker died, which a stop sent to the process group causes; run in the middle of a
+#: restore it would cut it short, so it runs once the restore is done.
+HELD_SIGNALS = HANDLED_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD",) if hasattr(signal, name))
 
 
 #: While signals are held: the handler each held signal goes back to when the hold ends (set through
@@ -71,13 +75,13 @@ def set_handler(sig: int, handler: Any) -> Any:
 
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
-    """Hold :data:`HANDLED_SIGNALS` for the block (main thread; nested holds are one): a signal that arrives
+    """Hold :data:`HELD_SIGNALS` for the block (main thread; nested holds are one): a signal that arrives
     is recorded, and once the block is done the handler then in place acts on each kind that came, once.
     An ignored signal stays ignored."""
     if threading.current_thread() is not threading.main_thread() or _held_handlers:
         yield  # only the main thread runs Python signal handlers; an outer hold holds already
         return
-    for sig in HANDLED_SIGNALS:
+    for sig in HELD_SIGNALS:
         current = signal.getsignal(sig)
         if current not in (signal.SIG_IGN, None):  # None: a handler set outside Python, left alone
             _held_handlers[sig] = current
@@ -262,8 +266,11 @@ class PowerModeController(ABC):
         # A forked child (restore() is a no-op there) still acts on the signal as the owner would: it stops.
         try:
             self.restore()
-        except Exception:  # the exit path tries again; the state file stays for `jetpredict restore`
-            log.exception("%s: restoring the power mode on signal %d failed", self.kind, signum)
+        except Exception as err:
+            if self._has_saved:  # the exit path tries again; the state file stays for `jetpredict restore`
+                log.exception("%s: restoring the power mode on signal %d failed", self.kind, signum)
+            else:  # restored; a held signal's handler raised after it (a DataLoader worker the stop ended)
+                log.info("%s: power mode restored on signal %d; then: %s", self.kind, signum, err)
         finally:
             previous = self._previous_handlers.get(signum, signal.SIG_DFL)
             self._uninstall_handlers()

@@ -48,6 +48,15 @@ CHILD = textwrap.dedent("""
     print("unreachable", flush=True)
 """)
 
+# The same run training from a DataLoader with worker processes (a stop sent to the group ends them too).
+WORKERS_CHILD = CHILD.replace("with ctl:\n", textwrap.dedent("""\
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    batches = iter(DataLoader(TensorDataset(torch.zeros(100000, 4)), batch_size=4, num_workers=2))
+    with ctl:
+""")).replace("    time.sleep(60)", "    while True:\n        next(batches)\n        time.sleep(0.001)")
+
 # A switch (-m) sleeps for as long as <root>/nvpmodel_delay_s says; queries stay fast.
 SLOW_NVPMODEL = textwrap.dedent("""
     import pathlib as _p, sys as _s, time as _t
@@ -82,12 +91,12 @@ def _in_original_mode(root) -> None:
     assert detect_controller("jetson").read_back().knobs() == ORIGINAL_KNOBS
 
 
-def _start(root, sighup: str = "SIG_DFL") -> subprocess.Popen:
+def _start(root, sighup: str = "SIG_DFL", code: str = CHILD) -> subprocess.Popen:
     env = root.env()
     env.pop(state_file.STATE_DIR_ENV, None)
     env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
     # Its own process group, so the test can signal the group as a terminal would.
-    child = subprocess.Popen([sys.executable, "-c", CHILD.replace("@SIGHUP@", sighup)], env=env, stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", code.replace("@SIGHUP@", sighup)], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     line = child.stdout.readline()
     assert line.startswith(f"switched {CUSTOM_KNOBS}"), line + child.stderr.read()
@@ -120,6 +129,18 @@ def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier, si
     assert _leftovers(xavier) == []
     switches = [c[-1] for c in xavier.calls() if c[0] == "nvpmodel" and "-m" in c]
     assert switches[-1] == str(ORIGINAL_ID)
+
+
+def test_a_stop_to_the_group_restores_on_the_signal_though_dataloader_workers_end(xavier):
+    """SIGTERM to the process group ends the DataLoader's workers too, and torch's SIGCHLD handler raises
+    for them: held during the restore, it runs once the original mode is back, not in the middle."""
+    child = _start(xavier, code=WORKERS_CHILD)
+    os.killpg(child.pid, signal.SIGTERM)
+    out, err = _finish(child)
+    assert "unreachable" not in out and child.returncode != 0
+    assert "restoring the power mode on signal 15 failed" not in err, err
+    _in_original_mode(xavier)
+    assert _leftovers(xavier) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT], ids=["sighup", "sigquit"])
