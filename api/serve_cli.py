@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 from jetpredict.api.config import ENV_PREFIX, load_settings
-from jetpredict.models.errors import InputError
+from jetpredict.models.errors import InputError, cli_flag
 
 #: flag name -> setting name
 _FLAGS = {"host": "HOST", "port": "PORT", "workers": "WORKERS", "threads": "THREADS", "data_dir": "DATA_DIR",
@@ -143,8 +143,7 @@ def flag_settings(args: argparse.Namespace) -> dict[str, object]:
         flag = next((f for f, setting in _FLAGS.items() if setting == exc.field), None)
         if flag is None:
             raise
-        name = "--" + flag.replace("_", "-")
-        raise InputError(exc.message.replace(f"{ENV_PREFIX}{exc.field}", name), flag) from None
+        raise InputError(exc.message.replace(f"{ENV_PREFIX}{exc.field}", cli_flag(flag)), flag) from None
     return overrides
 
 

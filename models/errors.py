@@ -7,6 +7,11 @@ service can turn it into a 400/422 body ``{"code", "message", "errors": {field: 
 from __future__ import annotations
 
 
+def cli_flag(field: str) -> str:
+    """The command-line flag that sets ``field``, as messages name it: ``settle_s`` -> ``--settle-s``."""
+    return "--" + field.replace("_", "-")
+
+
 class InputError(ValueError):
     """Bad input: ``field`` names what was wrong (``None`` when it is the whole input)."""
 

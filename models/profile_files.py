@@ -206,9 +206,14 @@ def rows_named_by_line(flag: str, path: str | Path | None, table: object) -> Ite
     except ModeRowError as exc:
         if path is None:
             raise
-        lines = table.attrs.get(MODE_LINES_ATTR) if isinstance(table, pd.DataFrame) else None
-        where = f"line {lines[exc.row]}" if lines and exc.row < len(lines) else f"item {exc.row}"
-        raise InputError(f"--{flag} {path} {where}{exc.detail}", flag) from None
+        raise InputError(f"--{flag} {path} {mode_row_place(table, exc.row)}{exc.detail}", flag) from None
+
+
+def mode_row_place(table: object, row: int) -> str:
+    """Row ``row`` (0-based) of a mode list :func:`read_mode_table` read, as errors name it: its line in a
+    CSV file (``line 4``), its item (from 0, as the service's ``modes.N``) in a JSON list (``item 3``)."""
+    lines = table.attrs.get(MODE_LINES_ATTR) if isinstance(table, pd.DataFrame) else None
+    return f"line {lines[row]}" if lines and row < len(lines) else f"item {row}"
 
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import ModeArrays, resolve_device
-from jetpredict.models.errors import InputError
+from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table, rows_named_by_line
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_PLAN_BUDGET, OBJECTIVES
@@ -129,7 +129,7 @@ def _plan(args: argparse.Namespace) -> int:
             return _plan_after(args, candidates)
     given = [f for f in ("objective", "max_power_w", "max_epoch_time_s", "confidence") if getattr(args, f) is not None]
     if given:
-        raise InputError(f"--{given[0].replace('_', '-')} needs --after PROFILES (the next mode for a decision)",
+        raise InputError(f"{cli_flag(given[0])} needs --after PROFILES (the next mode for a decision)",
                          given[0])
     if args.budget is None:
         raise InputError("--budget is required: the number of modes to profile (with --after, default 1)", "budget")

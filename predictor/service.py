@@ -528,15 +528,15 @@ def device_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str
     return {d: provenance(models.serve(resolve_device(d)).model, d) for d in sorted(set(map(str, devices)))}
 
 
-def fleet_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, object]:
-    """:func:`provenance` of a plan over the client ``devices``, each served by its model (its own rows, else
-    a transfer): the least trusted reference and workload rows over those devices, and the fewest profiled
-    modes any of them rests on. A plan whose only client is served by two simulated rows says so, whatever
-    the workload's other devices hold."""
-    per_device = list(device_provenance(model, devices).values())
-    return {**per_device[0], "reference_source": least_trusted(p["reference_source"] for p in per_device),
-            "workload_source": least_trusted(p["workload_source"] for p in per_device),
-            "profiled_modes": min(p["profiled_modes"] for p in per_device)}
+def fleet_provenance(per_device: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
+    """:func:`provenance` of a plan over client devices, from each one's (:func:`device_provenance`): the
+    least trusted reference and workload rows over those devices, and the fewest profiled modes any of them
+    rests on. A plan whose only client is served by two simulated rows says so, whatever the workload's
+    other devices hold."""
+    parts = list(per_device.values())
+    return {**parts[0], "reference_source": least_trusted(p["reference_source"] for p in parts),
+            "workload_source": least_trusted(p["workload_source"] for p in parts),
+            "profiled_modes": min(p["profiled_modes"] for p in parts)}
 
 
 def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], deadline_s: float, epochs: int = 1,
@@ -547,7 +547,7 @@ def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping]
     own = device_provenance(model, [str(c["device"]) for c in plan["clients"]])
     plan = {**json_safe({k: v for k, v in plan.items() if k != "clients"}),
             "clients": [_json_row({**c, **own[str(c["device"])]}) for c in plan["clients"]]}
-    return {"workload_id": workload_id, **fleet_provenance(model, [str(c.get("device")) for c in clients]),
+    return {"workload_id": workload_id, **fleet_provenance(own),
             "deadline_s": deadline_s, "epochs": epochs, **plan,
             "infeasible_clients": plan.get("infeasible_clients") or []}
 

@@ -131,17 +131,15 @@ def _parse_label(device: Device, label: str) -> PowerMode:
 
 
 def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
-    from jetpredict.models.profile_files import MODE_LINES_ATTR, read_mode_table
+    from jetpredict.models.profile_files import mode_row_place, read_mode_table
 
     df = read_mode_table(path, "modes")
-    lines = df.attrs.get(MODE_LINES_ATTR)
     missing = [c for c in MODE_FIELDS if c not in df.columns]
     if missing:
         raise InputError(f"--modes {path}: missing column(s) {', '.join(missing)}", "modes")
     modes = []
     for i, rec in enumerate(df.to_dict(orient="records")):
-        # A CSV row by its line in the file; a JSON list's items count from 0, as the service's modes.N do.
-        where = f"item {i}" if lines is None else f"line {lines[i]}"
+        where = mode_row_place(df, i)
         try:
             knobs = [float(rec[c]) for c in MODE_FIELDS]
         except (TypeError, ValueError):

@@ -22,13 +22,13 @@ ADAPTIVE_OPTIONS = ("objective", "max_power_w", "max_epoch_time_s", "confidence"
 
 def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     """The chooser factory of an adaptive campaign, or None (InputError for flags that need --adaptive)."""
-    from jetpredict.models.errors import InputError
-    from jetpredict.profiler.flags import flag, naming_flag
+    from jetpredict.models.errors import InputError, cli_flag
+    from jetpredict.profiler.flags import naming_flag
 
     given = [o for o in (*ADAPTIVE_OPTIONS, "budget", "candidates") if getattr(args, o) is not None]
     if not args.adaptive:
         if given:
-            raise InputError(f"{flag(given[0])} needs --adaptive", given[0])
+            raise InputError(f"{cli_flag(given[0])} needs --adaptive", given[0])
         return None
     if factory is None:
         raise InputError("--adaptive needs the predictor (this command line was built without it)", "adaptive")

@@ -1,4 +1,5 @@
-"""The ``profile`` command line's flags as a person types them, and the one range check that names them.
+"""The one range check of the ``profile`` command line, naming the flag as a person types it
+(:func:`models.errors.cli_flag`), and the renaming of the predictor's field names into flags.
 
 Checks deeper in the profiler (the DataLoader settings, the run settings) are handed field names such as
 ``batch_size``; their errors keep that name as :attr:`InputError.field` (the HTTP service's key) and say
@@ -10,14 +11,9 @@ from __future__ import annotations
 import math
 from typing import TypeVar
 
-from jetpredict.models.errors import InputError
+from jetpredict.models.errors import InputError, cli_flag
 
 Number = TypeVar("Number", int, float)
-
-
-def flag(field: str) -> str:
-    """The command-line flag of ``field``: ``settle_s`` -> ``--settle-s``."""
-    return "--" + field.replace("_", "-")
 
 
 def check_range(field: str, value: Number, low: float, high: float = math.inf, unit: str = "",
@@ -27,10 +23,10 @@ def check_range(field: str, value: Number, low: float, high: float = math.inf, u
     (``per mode``). NaN and None fail."""
     unit = f" {unit}" if unit else ""
     if value is None or not value >= low:
-        raise InputError(f"{flag(field)} must be >= {low:g}{unit}, got {value}", field)
+        raise InputError(f"{cli_flag(field)} must be >= {low:g}{unit}, got {value}", field)
     if not value <= high:
         per = f" {per}" if per else ""
-        raise InputError(f"{flag(field)} must be <= {high:g}{unit}{per}, got {value}", field)
+        raise InputError(f"{cli_flag(field)} must be <= {high:g}{unit}{per}, got {value}", field)
     return value
 
 
@@ -40,5 +36,5 @@ def naming_flag(err: InputError, fields: tuple[str, ...]) -> InputError:
 
     For checks the profiler shares with the HTTP service (the predictor's), which name the JSON field."""
     if err.field in fields and err.message.startswith(f"{err.field} "):
-        return type(err)(flag(err.field) + err.message[len(err.field):], err.field)
+        return type(err)(cli_flag(err.field) + err.message[len(err.field):], err.field)
     return err

@@ -31,11 +31,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.models.errors import InputError, UnknownWorkloadError, cli_flag
 from jetpredict.models.profiling_protocol import BATCH_SIZE
 from jetpredict.profiler import nets
 from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
-from jetpredict.profiler.flags import flag
 from jetpredict.profiler.loader import loader_settings
 from torch import nn
 from torch.nn import functional as F
@@ -161,7 +160,7 @@ def _torchvision_workload(name: str) -> WorkloadSpec:
 def resolve_workload(name: str) -> WorkloadSpec:
     """The :class:`WorkloadSpec` for a built-in id, ``torchvision:NAME`` or ``module.path:factory``."""
     if not name or not name.strip():
-        raise InputError(f"{flag('workload')} must be a non-empty name", "workload")
+        raise InputError(f"{cli_flag('workload')} must be a non-empty name", "workload")
     name = name.strip()
     if name in BUILTIN_WORKLOADS:
         b = BUILTIN_WORKLOADS[name]
@@ -343,7 +342,7 @@ def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_
         size = spec.dataset_size or DEFAULT_SYNTHETIC_SAMPLES
         dataset, source = SyntheticImages(spec.input_shape, spec.num_classes, size, seed), "synthetic"  # type: ignore[arg-type]
     if dataset is not None and hasattr(dataset, "__len__") and len(dataset) < batch_size:  # type: ignore[arg-type]
-        raise InputError(f"{flag('batch_size')} {batch_size} is larger than the dataset "
+        raise InputError(f"{cli_flag('batch_size')} {batch_size} is larger than the dataset "
                          f"({len(dataset)} samples)",  # type: ignore[arg-type]
                          "batch_size")
     model = spec.model_factory().to(device)

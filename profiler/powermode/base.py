@@ -34,6 +34,7 @@ import signal
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from jetpredict.models.catalogue import PowerMode
@@ -152,8 +153,9 @@ class PowerModeController(ABC):
         """State to restore later; by default the current mode."""
         return self.current()
 
-    def restore_snapshot(self, state: Any) -> None:
-        """Put back a state taken by :meth:`snapshot`; by default re-apply the saved mode."""
+    def restore_snapshot(self, state: Any, store_dir: Path | None = None) -> None:
+        """Put back a state taken by :meth:`snapshot`; by default re-apply the saved mode. ``store_dir``: the
+        directory of the state file it was read from, where a controller keeps its other saved files."""
         self.apply(state)
 
     def restore_state(self, snapshot: Any) -> Any:
@@ -195,30 +197,37 @@ class PowerModeController(ABC):
             who = f"`{state_file.APPLY_COMMAND}`" if earlier.kept else f"an unfinished {earlier.kind} run"
             raise PrivilegedCommandError(f"{who} left {earlier.kind} settings in {earlier.path}; run "
                                          f"`{state_file.RESTORE_COMMAND}` first")
-        in_force = None
-        if earlier is not None and earlier.kept:
-            try:
-                in_force = self.snapshot_in_force()
-            except PrivilegedCommandError as err:  # e.g. a query the board's tool cannot answer in that mode
-                log.warning("cannot read the power mode in force (%s)", err)
-        if earlier is not None and earlier.kept and in_force is None:
-            log.warning("the power mode `%s` set cannot be put back as it is; this run ends in the original "
-                        "from before it instead: %s", state_file.APPLY_COMMAND, earlier.describe())
+        in_force = self._in_force_over(earlier) if earlier is not None and earlier.kept else None
         if in_force is not None:
             log.info("%s", state_file.kept_message(earlier))
-            record, saved = earlier.claimed(over_applied=True), in_force
+            record = earlier.claimed(over_applied=True)
         elif earlier is not None:
-            log.warning("adopting the original power mode of an unfinished run: %s", earlier.describe())
+            if not earlier.kept:
+                log.warning("adopting the original power mode of an unfinished run: %s", earlier.describe())
             # Ours now: a third run must see a live owner, not the dead one's pid.
             record = earlier.claimed()
-            saved = record.snapshot
         else:
             record = self.restore_state(self.snapshot())
-            saved = record.snapshot
         state_file.write_state(record)
-        self._saved, self._has_saved, self._state_file = saved, True, record
+        self._saved = in_force if in_force is not None else record.snapshot
+        self._has_saved, self._state_file = True, record
         self._kept = earlier if in_force is not None else None
         self._owner_pid = os.getpid()
+
+    def _in_force_over(self, kept: Any) -> Any:
+        """:meth:`snapshot_in_force` over the record ``kept`` that ``jetpredict apply`` left; None (with a
+        warning: the run then ends in that record's original) when the mode in force cannot be put back."""
+        from jetpredict.profiler.powermode import state as state_file
+
+        try:
+            in_force = self.snapshot_in_force()
+        except PrivilegedCommandError as err:  # e.g. a query the board's tool cannot answer in that mode
+            log.warning("cannot read the power mode in force (%s)", err)
+            in_force = None
+        if in_force is None:
+            log.warning("the power mode `%s` set cannot be put back as it is; this run ends in the original "
+                        "from before it instead: %s", state_file.APPLY_COMMAND, kept.describe())
+        return in_force
 
     def keep(self) -> None:
         """Leave the mode switched on purpose (``jetpredict apply``): nothing is restored on the way out, and

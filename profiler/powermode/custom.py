@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from jetpredict.models.catalogue import Device, PowerMode, mode_label
 from jetpredict.profiler import sysfs
@@ -191,7 +192,7 @@ class SysfsController(PowerModeController):
         return RestoreState(kind=self.kind, device=self.device.id, snapshot=snapshot,
                             original={"mode": f"sysfs settings of {len(snapshot)} knobs"})
 
-    def restore_snapshot(self, state: dict[str, str]) -> None:
+    def restore_snapshot(self, state: dict[str, str], store_dir: Path | None = None) -> None:
         state = self.check_snapshot(state)
         errors: list[str] = []
 

@@ -50,10 +50,7 @@ def restore_unfinished(force: bool = False) -> RecoveryResult:
     else:
         raise state_file.StateFileError(f"{state.path}: unknown controller kind {state.kind!r}")
     with held_signals():
-        if state.kind == "jetson":
-            # Its jetson_clocks store must be the one beside the state file read, nothing else.
-            controller.restore_snapshot(state.snapshot, store_dir=state.path.parent if state.path else None)
-        else:
-            controller.restore_snapshot(state.snapshot)
+        # A saved file it names (a jetson_clocks store) must be the one beside the state file read.
+        controller.restore_snapshot(state.snapshot, store_dir=state.path.parent if state.path else None)
         state_file.clear_state(state)
     return RecoveryResult(True, f"restored the original power mode {state.describe()}")
