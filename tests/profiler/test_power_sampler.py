@@ -5,37 +5,47 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerReadError, PowerSampler, hz_for_window
 
 
 class RampMeter(PowerMeter):
-    """A sensor whose power is a known function of perf_counter time: P = 4 + 2 t (W)."""
+    """A sensor whose power is a known function of perf_counter time: P = 4 + 2 t (W); reads number
+    ``fail_reads[0]`` to ``fail_reads[1]`` (1-based, inclusive) fail."""
 
     name = "test:ramp"
 
-    def __init__(self, fail_between: tuple[float, float] | None = None) -> None:
+    def __init__(self, fail_reads: tuple[int, int] | None = None) -> None:
         self.t_start = time.perf_counter()
-        self.fail_between = fail_between
+        self.fail_reads = fail_reads
         self.reads = 0
 
     def read_power_w(self) -> float:
         self.reads += 1
-        dt = time.perf_counter() - self.t_start
-        if self.fail_between and self.fail_between[0] <= dt <= self.fail_between[1]:
+        if self.fail_reads and self.fail_reads[0] <= self.reads <= self.fail_reads[1]:
             raise PowerReadError("i2c read failed")
-        return 4.0 + 2.0 * dt
+        return 4.0 + 2.0 * (time.perf_counter() - self.t_start)
+
+
+def _wait_for_reads(meter: RampMeter, reads: int, timeout_s: float = 30.0) -> None:
+    """Wait until ``meter`` has been read ``reads`` times: counts of reads, not sleeps, so a loaded machine
+    that delays the sampler's thread changes nothing but the wait."""
+    deadline = time.perf_counter() + timeout_s
+    while meter.reads < reads:
+        assert time.perf_counter() < deadline, f"{meter.reads} of {reads} reads in {timeout_s} s"
+        time.sleep(0.005)
 
 
 def test_sampler_integrates_a_known_power_function():
     meter = RampMeter()
     with PowerSampler(meter, hz=50) as sampler:
-        time.sleep(0.05)
+        _wait_for_reads(meter, 3)
         t0 = time.perf_counter()
-        time.sleep(0.6)
+        _wait_for_reads(meter, meter.reads + 30)
         t1 = time.perf_counter()
-        time.sleep(0.05)
+        _wait_for_reads(meter, meter.reads + 3)
     trace = sampler.trace
     a, b = t0 - meter.t_start, t1 - meter.t_start
     exact = 4 * (b - a) + (b**2 - a**2)
@@ -58,13 +68,17 @@ def test_start_and_stop_bracket_any_window_between_them():
 
 
 def test_read_errors_become_nan_and_unknown_energy():
-    meter = RampMeter(fail_between=(0.1, 0.2))
+    meter = RampMeter(fail_reads=(4, 6))
     with PowerSampler(meter, hz=100) as sampler:
-        time.sleep(0.35)
+        _wait_for_reads(meter, 12)
     trace = sampler.trace
-    assert trace.read_errors > 0 and "i2c read failed" in trace.last_error
-    assert trace.energy_j(meter.t_start + 0.05, meter.t_start + 0.3) is None
-    assert trace.energy_j(meter.t_start + 0.22, meter.t_start + 0.3) is not None
+    assert trace.read_errors == 3 and "i2c read failed" in trace.last_error
+    failed = np.flatnonzero(np.isnan(trace.power_w))
+    assert failed.tolist() == [3, 4, 5]
+    t = trace.times_s
+    # A window that touches a failed read has no energy; one after the last failed read has.
+    assert trace.energy_j(t[2], t[7]) is None and trace.energy_j(t[4] + 1e-9, t[5]) is None
+    assert trace.energy_j(t[6], t[-1]) is not None and trace.energy_j(t[0], t[2]) is not None
 
 
 def test_null_meter_gives_an_empty_trace_and_no_thread():
