@@ -6,10 +6,10 @@ For each target, every design of 1-4 profiled modes among a-j is fitted under th
 contain it (the other real workloads; a twin sweep of the opposite regime, its CPU-bound LeNet-5 for the
 GPU-bound targets and its ResNet-18 for LeNet-5; another device's sweeps moved through physics) and scored
 on its held-out modes: a jackknife over designs and references.
-Per design size (1, 2, 3, 4+ profiled modes) and output (time, power, energy) the scale of the model's own
-relative SD is the smallest on ``SCALE_GRID`` under which the nominal 90% intervals hold at least
-``POOLED_COVERAGE`` of that size's held-out real values and ``CELL_COVERAGE`` in each of its (target,
-reference) cells. Run ``python -m tools.calibrate_intervals`` to recompute.
+Per stratum of design sizes (1, 2, 3+ profiled modes: ``POOLED_FROM_MODES``) and output (time, power,
+energy) the scale of the model's own relative SD is the smallest on ``SCALE_GRID`` under which the nominal
+90% intervals hold at least ``POOLED_COVERAGE`` of that stratum's held-out real values and ``CELL_COVERAGE``
+in each of its (target, reference, size) cells. Run ``python -m tools.calibrate_intervals`` to recompute.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.constants import (
     CELL_COVERAGE,
     POOLED_COVERAGE,
+    POOLED_FROM_MODES,
     SCALE_GRID,
     IntervalScales,
 )
@@ -112,11 +113,16 @@ def coverage(scale: float, rows: np.ndarray, confidence: float = DEFAULT_CONFIDE
     return float(np.mean(rows[:, 0] <= half_width(scale, rows, confidence)))
 
 
+def stratum(size: int) -> int:
+    """The calibration stratum (the key of ``INTERVAL_SCALES``) of designs of ``size`` profiled modes."""
+    return min(size, POOLED_FROM_MODES)
+
+
 def tail_coverage(cells: dict[tuple[str, str, int], dict[str, np.ndarray]], scales: Mapping[int, IntervalScales],
                   output: str, confidence: float) -> tuple[float, float, tuple[str, str, int]]:
     """The check beyond the calibrated level: the share of every cell's held-out real values inside the
-    nominal ``confidence`` intervals under ``scales`` (per design size), pooled, and the lowest cell's."""
-    shares = {key: (coverage(getattr(scales[key[2]], output), c[output], confidence), len(c[output]))
+    nominal ``confidence`` intervals under ``scales`` (per stratum), pooled, and the lowest cell's."""
+    shares = {key: (coverage(getattr(scales[stratum(key[2])], output), c[output], confidence), len(c[output]))
               for key, c in cells.items()}
     pooled = sum(share * n for share, n in shares.values()) / sum(n for _, n in shares.values())
     worst = min(shares, key=lambda key: shares[key][0])
@@ -124,22 +130,22 @@ def tail_coverage(cells: dict[tuple[str, str, int], dict[str, np.ndarray]], scal
 
 
 def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> dict[int, IntervalScales]:
-    """Per design size, the smallest scale per output meeting :data:`POOLED_COVERAGE` over that size's
-    held-out values and :data:`CELL_COVERAGE` in each of its cells (a stratified, Mondrian-style split:
-    one profiled mode leaves the shares to the prior, four pin them, and one scale cannot fit both), and
-    whose ``MAX_CONFIDENCE`` intervals hold that share of the pooled values: every level a user may ask for
-    is backed by the real data, not only the calibrated 90%."""
+    """Per stratum of design sizes (:func:`stratum`), the smallest scale per output meeting
+    :data:`POOLED_COVERAGE` over that stratum's held-out values and :data:`CELL_COVERAGE` in each of its cells
+    (a stratified, Mondrian-style split: one profiled mode leaves the shares to the prior, three or more pin
+    them, and one scale cannot fit both), and whose ``MAX_CONFIDENCE`` intervals hold that share of the pooled
+    values: every level a user may ask for is backed by the real data, not only the calibrated 90%."""
     out: dict[int, IntervalScales] = {}
-    for size in sorted({key[2] for key in cells}):
-        sized = [c for key, c in cells.items() if key[2] == size]
+    for group in sorted({stratum(key[2]) for key in cells}):
+        grouped = [c for key, c in cells.items() if stratum(key[2]) == group]
         scales = {}
         for name in OUTPUTS:
-            pooled = np.vstack([c[name] for c in sized])
+            pooled = np.vstack([c[name] for c in grouped])
             scales[name] = float(SCALE_GRID[-1])
             for s in SCALE_GRID:
-                if coverage(s, pooled) >= POOLED_COVERAGE and min(coverage(s, c[name]) for c in sized) \
+                if coverage(s, pooled) >= POOLED_COVERAGE and min(coverage(s, c[name]) for c in grouped) \
                         >= CELL_COVERAGE and coverage(s, pooled, MAX_CONFIDENCE) >= MAX_CONFIDENCE:
                     scales[name] = float(s)
                     break
-        out[size] = IntervalScales(**scales)
+        out[group] = IntervalScales(**scales)
     return out

@@ -52,6 +52,7 @@ from jetpredict.predictor.constants import (
     KAPPA_FACTORS,
     MAX_LOG_HALF_WIDTH,
     OUTSIDE_TOLERANCE_LN,
+    POOLED_FROM_MODES,
     POWER_LEVEL_RANGE,
     POWER_NOISE_FLOOR,
     POWER_NOISE_FLOOR_W,
@@ -87,7 +88,7 @@ from scipy.special import ndtri
 
 #: The model's form and calibration (not the package's version): ``mech-N`` changes whenever a fitted
 #: model of the previous form would predict differently; a saved model records the form it was fitted in.
-MODEL_VERSION = "mech-14"
+MODEL_VERSION = "mech-15"
 #: The contention variants span a 90% range of the constants (two-sided 90% normal quantile).
 Z90 = 1.6449
 
@@ -227,7 +228,7 @@ class WorkloadModel:
     #: The rows measured their own contention constants (``regime.own_contention`` moved them off the
     #: reference's): the fit at them is the estimate, not the average over ``variants`` [E5].
     contention_measured: bool = False
-    interval_scales: IntervalScales = INTERVAL_SCALES[4]
+    interval_scales: IntervalScales = INTERVAL_SCALES[POOLED_FROM_MODES]
     #: Knob ranges of the profiled modes, ``{knob: (low, high)}``; outside them predictions are flagged
     #: ``extrapolated`` and intervals widen by ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x
     #: ln-distance)^2))``. A cross-device model holds the source's ranges at the same share of each knob's

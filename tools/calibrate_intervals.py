@@ -1,11 +1,12 @@
 """Recompute the interval scales of ``predictor.constants.INTERVAL_SCALES`` on real data:
 ``python -m tools.calibrate_intervals``.
 
-Prints the calibrated scales and, per (target, reference, design size) cell, the coverage and median
-width of the nominal 90% time / power / energy intervals under them (see :mod:`predictor.calibration`);
+Prints the calibrated scales (per stratum of design sizes: 1, 2, 3+ profiled modes) and, per (target,
+reference, design size) cell, the coverage and median width of the nominal 90% time / power / energy
+intervals under them (see :mod:`predictor.calibration`);
 then the check beyond that level: their coverage at 99% and 99.9% (``limits.MAX_CONFIDENCE``), pooled
 and in the lowest cell.
-Paste the scales into ``INTERVAL_SCALES`` when they change (per number of profiled modes; evidence [E11] in
+Paste the scales into ``INTERVAL_SCALES`` when they change (per stratum; evidence [E11] in
 ``docs/model-evidence.md``).
 """
 
@@ -18,6 +19,7 @@ from jetpredict.predictor.calibration import (
     coverage,
     half_width,
     residual_cells,
+    stratum,
     tail_coverage,
 )
 from jetpredict.predictor.limits import MAX_CONFIDENCE
@@ -32,15 +34,16 @@ def main() -> int:
     print("INTERVAL_SCALES = {" + ", ".join(
         f"{n}: IntervalScales({s.time}, {s.power}, {s.energy})" for n, s in scales.items()) + "}")
     for out in OUTPUTS:
-        for size, s in scales.items():
+        for group, s in scales.items():
             scale = getattr(s, out)
-            pooled = np.vstack([c[out] for key, c in cells.items() if key[2] == size])
-            print(f"{out}, {size} mode(s): scale {scale}, pooled coverage {coverage(scale, pooled):.3f} "
+            pooled = np.vstack([c[out] for key, c in cells.items() if stratum(key[2]) == group])
+            more = "+" if group == max(scales) else ""
+            print(f"{out}, {group}{more} mode(s): scale {scale}, pooled coverage {coverage(scale, pooled):.3f} "
                   f"(at scale 1: {coverage(1.0, pooled):.3f})")
             for key, c in cells.items():
-                if key[2] == size:
+                if stratum(key[2]) == group:
                     width = np.median(2 * half_width(scale, c[out]))
-                    print(f"  {key[0]:20s} {key[1]:16s}: coverage {coverage(scale, c[out]):.3f} "
+                    print(f"  {key[0]:20s} {key[1]:16s} {key[2]} mode(s): coverage {coverage(scale, c[out]):.3f} "
                           f"median width {width:.3f}")
     for level in TAIL_LEVELS:
         for out in OUTPUTS:
