@@ -10,14 +10,7 @@ from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import features as F
 from jetpredict.predictor.bundled import load_reference
-from jetpredict.predictor.calibration import (
-    calibrate,
-    coverage,
-    half_width,
-    residual_cells,
-    stratum,
-    tail_coverage,
-)
+from jetpredict.predictor.calibration import calibrate, coverage, half_width, residual_cells, tail_coverage
 from jetpredict.predictor.constants import CELL_COVERAGE, INTERVAL_SCALES, POOLED_FROM_MODES, TIME_NOISE_REL
 from jetpredict.predictor.limits import MAX_CONFIDENCE
 from jetpredict.predictor.model import interval_scales_for
@@ -108,7 +101,7 @@ def test_calibration_backs_the_highest_accepted_confidence_too():
     rows = np.zeros((n, 4))  # |ln(obs/pred)|, the model's own relative SD, the rest, outside the regime
     rows[:, 1] = 0.1
     rows[: n // 200, 0] = 0.5  # 0.5% of the values miss by 50% (ln units): a 90% interval may miss them
-    got = calibrate({("w", "ref", 4): {"time": rows, "power": rows, "energy": rows}})[stratum(4)]
+    got = calibrate({("w", "ref", 4): {"time": rows, "power": rows, "energy": rows}})[POOLED_FROM_MODES]
     z = half_width(1.0, rows[:1], MAX_CONFIDENCE)[0] / 0.1  # the 99.9% normal quantile
     assert got.time == got.power == got.energy == pytest.approx(np.ceil(0.5 / (0.1 * z) / 0.05) * 0.05)
     assert coverage(got.time, rows, MAX_CONFIDENCE) >= MAX_CONFIDENCE > coverage(got.time - 0.05, rows, MAX_CONFIDENCE)
@@ -132,7 +125,7 @@ def test_interval_scales_hold_on_real_held_out_modes():
         assert pooled >= MAX_CONFIDENCE, out
     # Models pick the scales of their number of profiled modes; 3 modes and more share one set.
     assert interval_scales_for(1) is INTERVAL_SCALES[1] and interval_scales_for(9) is pooled_scales
-    assert interval_scales_for(3) is pooled_scales and stratum(9) == POOLED_FROM_MODES
+    assert interval_scales_for(3) is pooled_scales
 
 
 def _in_sample_sse(workloads: tuple[str, ...] | None = None) -> dict[str, float]:
