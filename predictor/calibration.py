@@ -118,6 +118,16 @@ def stratum(size: int) -> int:
     return min(size, POOLED_FROM_MODES)
 
 
+def strata(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]
+           ) -> dict[int, dict[tuple[str, str, int], dict[str, np.ndarray]]]:
+    """``cells`` (from :func:`residual_cells`) grouped by the :func:`stratum` of their design size, strata in
+    increasing order, cells in their order."""
+    out: dict[int, dict[tuple[str, str, int], dict[str, np.ndarray]]] = {}
+    for key, c in cells.items():
+        out.setdefault(stratum(key[2]), {})[key] = c
+    return dict(sorted(out.items()))
+
+
 def tail_coverage(cells: dict[tuple[str, str, int], dict[str, np.ndarray]], scales: Mapping[int, IntervalScales],
                   output: str, confidence: float) -> tuple[float, float, tuple[str, str, int]]:
     """The check beyond the calibrated level: the share of every cell's held-out real values inside the
@@ -136,8 +146,8 @@ def calibrate(cells: dict[tuple[str, str, int], dict[str, np.ndarray]]) -> dict[
     them, and one scale cannot fit both), and whose ``MAX_CONFIDENCE`` intervals hold that share of the pooled
     values: every level a user may ask for is backed by the real data, not only the calibrated 90%."""
     out: dict[int, IntervalScales] = {}
-    for group in sorted({stratum(key[2]) for key in cells}):
-        grouped = [c for key, c in cells.items() if stratum(key[2]) == group]
+    for group, members in strata(cells).items():
+        grouped = list(members.values())
         scales = {}
         for name in OUTPUTS:
             pooled = np.vstack([c[name] for c in grouped])

@@ -19,9 +19,10 @@ from jetpredict.predictor.calibration import (
     coverage,
     half_width,
     residual_cells,
-    stratum,
+    strata,
     tail_coverage,
 )
+from jetpredict.predictor.constants import POOLED_FROM_MODES
 from jetpredict.predictor.limits import MAX_CONFIDENCE
 
 #: Levels beyond the calibrated 90% at which the calibrated intervals are checked.
@@ -34,17 +35,16 @@ def main() -> int:
     print("INTERVAL_SCALES = {" + ", ".join(
         f"{n}: IntervalScales({s.time}, {s.power}, {s.energy})" for n, s in scales.items()) + "}")
     for out in OUTPUTS:
-        for group, s in scales.items():
-            scale = getattr(s, out)
-            pooled = np.vstack([c[out] for key, c in cells.items() if stratum(key[2]) == group])
-            more = "+" if group == max(scales) else ""
+        for group, members in strata(cells).items():
+            scale = getattr(scales[group], out)
+            pooled = np.vstack([c[out] for c in members.values()])
+            more = "+" if group == POOLED_FROM_MODES else ""
             print(f"{out}, {group}{more} mode(s): scale {scale}, pooled coverage {coverage(scale, pooled):.3f} "
                   f"(at scale 1: {coverage(1.0, pooled):.3f})")
-            for key, c in cells.items():
-                if stratum(key[2]) == group:
-                    width = np.median(2 * half_width(scale, c[out]))
-                    print(f"  {key[0]:20s} {key[1]:16s} {key[2]} mode(s): coverage {coverage(scale, c[out]):.3f} "
-                          f"median width {width:.3f}")
+            for key, c in members.items():
+                width = np.median(2 * half_width(scale, c[out]))
+                print(f"  {key[0]:20s} {key[1]:16s} {key[2]} mode(s): coverage {coverage(scale, c[out]):.3f} "
+                      f"median width {width:.3f}")
     for level in TAIL_LEVELS:
         for out in OUTPUTS:
             pooled, worst, key = tail_coverage(cells, scales, out, level)

@@ -259,7 +259,7 @@ def find_state() -> RestoreState | None:
         except PermissionError:
             # A dir a sudo run left (0700, root): not this user's business, and no reason to fail the run.
             log.warning("cannot look into %s (permission denied); if a run as root was interrupted there, "
-                        "run `sudo jetpredict restore`", directory)
+                        "run `sudo %s`", directory, RESTORE_COMMAND)
             continue
         if found:
             return read_state(path)
@@ -294,4 +294,4 @@ def unfinished_run_warning() -> str | None:
     if state.kept:
         return kept_message(state)
     return (f"an unfinished run left the device in a changed power mode; original: {state.describe()}. "
-            "This run restores that original mode at its end; `jetpredict restore` does it now.")
+            f"This run restores that original mode at its end; `{RESTORE_COMMAND}` does it now.")
