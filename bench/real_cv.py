@@ -18,7 +18,9 @@ median error of the rest (% of the epoch: the rest is ~0.1% of a GPU-bound epoch
 nominal 90% intervals over every held-out (design, mode) pair and their median width (% of the prediction,
 high - low), and the mean-of-profiled baseline. The interval scales of each target are calibrated on the
 other two workloads only (:func:`jetpredict.predictor.calibration.calibrate`), so its coverage is out of
-sample. Then the leave-one-mode-out form check per workload (fitted on 9 modes, the other two workloads as
+sample. At the largest design size, where the energy error comes from (the energy MAPE with the measured
+time, then with the measured power, in place of the predicted one) and the mean signed error per held-out
+mode (what every design misses the same way). Then the leave-one-mode-out form check per workload (fitted on 9 modes, the other two workloads as
 reference, predicting the 10th: time, energy and power, stall and compute), and the data against physics:
 where a mode with more cores or faster clocks is slower or draws less power, and the least error of any
 model that keeps that order (in sample).
@@ -63,6 +65,7 @@ CASES = ("other real", "opposite regime", "other device")
 SIZES = (1, 2, 3, 4)
 #: Quantities scored: (prediction column, short name).
 OUTPUTS = (("epoch_time_s", "time"), ("epoch_energy_j", "energy"), ("avg_power_w", "power"))
+COLUMN_OF = {name: col for col, name in OUTPUTS}
 #: Components scored: stall and compute (relative error), rest (error as a share of the epoch).
 COMPONENTS = ("stall", "compute", "rest")
 #: The columns a profile has only when a power meter was read: left out for the designs timed without one.
@@ -119,12 +122,18 @@ def score_design(rows: pd.DataFrame, pick: tuple[int, ...], ref, metered: bool =
         return None
     obs = {"epoch_time_s": test["epoch_time_s"].to_numpy(float),
            "epoch_energy_j": test["epoch_energy_j"].to_numpy(float), "avg_power_w": power_of(test)}
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, np.ndarray] = {"modes": test["mode"].to_numpy(str)}
     for col, name in OUTPUTS:
         pred, lo, hi = (np.asarray(p[c], float) for c in (col, f"{col}_low", f"{col}_high"))
-        out[f"{name}_err"] = np.abs(pred / obs[col] - 1.0) * 100.0
+        out[f"{name}_signed"] = (pred / obs[col] - 1.0) * 100.0
+        out[f"{name}_err"] = np.abs(out[f"{name}_signed"])
         out[f"{name}_hit"] = (obs[col] >= lo) & (obs[col] <= hi)
         out[f"{name}_width"] = (hi - lo) / pred * 100.0
+    # Where the energy error comes from: energy with the measured time (only the power predicted), and with
+    # the measured power (only the time predicted).
+    for known, other in (("time", "power"), ("power", "time")):
+        energy = np.asarray(p[COLUMN_OF[other]], float) * obs[COLUMN_OF[known]]
+        out[f"energy_err_measured_{known}"] = np.abs(energy / obs["epoch_energy_j"] - 1.0) * 100.0
     # Per component: stall and compute relative errors; the rest as a share of the epoch.
     epoch = obs["epoch_time_s"]
     for col in ("stall_time_s", "compute_time_s"):
@@ -153,7 +162,22 @@ def summarise(scores: list[dict[str, np.ndarray]]) -> dict[str, float]:
         row[f"{name}_mape_median"] = float(np.median([s[f"{name}_err"].mean() for s in scores]))
     for name in ("time", "energy"):
         row[f"{name}_mean_baseline_median"] = float(np.median([s[f"{name}_mean_err"].mean() for s in scores]))
+    for known in ("time", "power"):
+        row[f"energy_measured_{known}_mape_median"] = float(
+            np.median([s[f"energy_err_measured_{known}"].mean() for s in scores]))
     return row
+
+
+def per_mode_bias(scores: list[dict[str, np.ndarray]]) -> dict[str, dict[str, float]]:
+    """Per held-out mode, the mean signed error (%, predicted over measured) of each output over the designs
+    that did not profile it: a mode every design misses the same way is the form's (or the mode's reading's),
+    not a design's."""
+    modes = np.concatenate([s["modes"] for s in scores])
+    out: dict[str, dict[str, float]] = {}
+    for _, name in OUTPUTS:
+        signed = np.concatenate([s[f"{name}_signed"] for s in scores])
+        out[name] = {str(m): float(signed[modes == m].mean()) for m in sorted(set(modes))}
+    return out
 
 
 def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
@@ -169,6 +193,8 @@ def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
                           if (s := score_design(rows, pick, ref)) is not None]
                 row = {"target": target, "reference": case, "modes": size, **summarise(scores),
                        "designs": len(scores), "cpu_s": time.process_time() - t0}
+                if size == max(SIZES):
+                    row["per_mode_bias"] = per_mode_bias(scores)
                 results.append(row)
                 print(_row_text(row), flush=True)
     return results
@@ -448,7 +474,7 @@ def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: l
             f"{r['power_coverage']:.0f} / {r['power_width_median']:.0f} | "
             f"{r['time_mean_baseline_median']:.1f} / {r['energy_mean_baseline_median']:.1f} |")
     if within:
-        lines += ["", coverage_check(within)]
+        lines += ["", coverage_check(within), *_error_sources(within)]
     lines += ["", "## Named designs", "", "The designs a user would profile (one design each, so no percentiles): "
               "MAPE on the unprofiled modes (%), coverage (%) / median width (%) of the 90% intervals.", "",
               "| design | target | reference | time MAPE | energy MAPE | power MAPE | stall / compute / rest | "
@@ -530,6 +556,29 @@ def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: l
     return "\n".join(lines)
 
 
+def _error_sources(within: list[dict]) -> list[str]:
+    """Markdown: at the largest design size, how much of each energy MAPE the time and the power carry, and the
+    mean signed error per held-out mode."""
+    rows = [r for r in within if "per_mode_bias" in r]
+    if not rows:
+        return []
+    lines = ["", f"## Where the {rows[0]['modes']}-mode errors lie", "",
+             "Median energy MAPE over the designs (%) as predicted, with the measured time in place of the predicted "
+             "one (only the power predicted), and with the measured power (only the time predicted); then, per "
+             "held-out mode, the mean signed error (%, + = predicted above measured) over the designs that did not "
+             "profile it. A mode every design misses the same way is the form's, or its reading's.", "",
+             "| target | reference | energy MAPE | with measured time | with measured power |", "|---|---|---|---|---|"]
+    lines += [f"| {r['target']} | {r['reference']} | {r['energy_mape_median']:.1f} | "
+              f"{r['energy_measured_time_mape_median']:.1f} | {r['energy_measured_power_mape_median']:.1f} |"
+              for r in rows]
+    modes = sorted(rows[0]["per_mode_bias"]["time"])
+    lines += ["", "| target | reference | output | " + " | ".join(modes) + " |", "|---|---|---|" + "---|" * len(modes)]
+    lines += [f"| {r['target']} | {r['reference']} | {name} | "
+              + " | ".join(f"{r['per_mode_bias'][name][m]:+.1f}" for m in modes) + " |"
+              for r in rows for _, name in OUTPUTS]
+    return lines
+
+
 def _cost_lines(within: list[dict]) -> list[str]:
     """How the within-device designs' CPU time grows with their number (fit and predict per design)."""
     by_size: dict[int, list[float]] = {}
@@ -566,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     lomo = leave_one_mode_out(real)
     within = within_device(real, cases, sizes)
     if within:
-        print(coverage_check(within), flush=True)
+        print(coverage_check(within), *_error_sources(within), sep="\n", flush=True)
     designs = named(real, cases)
     no_meter = unmetered(real) if "other real" in cases and 4 in sizes else []
     cross = [] if args.no_cross_device else cross_device(real)

@@ -75,6 +75,37 @@ def test_the_lenet5_sweep_alone_breaks_the_order_at_b_c_d(bench_path):
         assert rows[(target, "time")]["floor_mape"] < 1e-6 and not rows[(target, "power")]["inversions"]
 
 
+def test_a_design_score_splits_the_energy_error_between_time_and_power(bench_path):
+    real_cv = importlib.import_module("real_cv")
+    from jetpredict.models.profile_files import read_profile_csv
+    from jetpredict.predictor import calibration
+
+    real = read_profile_csv(real_cv.REAL_CSV)
+    rows = real[real["workload"] == "lenet5-mnist"].reset_index(drop=True)
+    pick = tuple("abcdefghij".index(m) for m in "efij")
+    s = real_cv.score_design(rows, pick, calibration.references(real, "lenet5-mnist")["other real"])
+    test = rows.drop(index=list(pick))
+    assert list(s["modes"]) == list("abcdgh")
+    t_obs, e_obs = test["epoch_time_s"].to_numpy(float), test["epoch_energy_j"].to_numpy(float)
+    t_pred = t_obs * (1 + s["time_signed"] / 100)
+    p_pred = real_cv.power_of(test) * (1 + s["power_signed"] / 100)
+    assert np.allclose(s["time_err"], np.abs(s["time_signed"]))
+    # Energy with the measured time keeps only the power's error, and the reverse.
+    assert np.allclose(s["energy_err_measured_time"], np.abs(p_pred * t_obs / e_obs - 1) * 100)
+    assert np.allclose(s["energy_err_measured_power"], np.abs(t_pred * real_cv.power_of(test) / e_obs - 1) * 100)
+    # Mode g (the only EMC 2133 MHz mode) is predicted slow and its energy high, as every design does.
+    g = list(s["modes"]).index("g")
+    assert s["time_signed"][g] > 5 and s["energy_signed"][g] > 10
+
+
+def test_per_mode_bias_averages_each_mode_over_the_designs_that_held_it_out(bench_path):
+    real_cv = importlib.import_module("real_cv")
+    scores = [{"modes": np.array(["a", "b"]), **{f"{n}_signed": np.array([2.0, -4.0]) for _, n in real_cv.OUTPUTS}},
+              {"modes": np.array(["a", "c"]), **{f"{n}_signed": np.array([4.0, 1.0]) for _, n in real_cv.OUTPUTS}}]
+    bias = real_cv.per_mode_bias(scores)
+    assert bias["time"] == {"a": 3.0, "b": -4.0, "c": 1.0} and bias["energy"] == bias["power"] == bias["time"]
+
+
 def test_the_fuzz_bench_reads_the_server_time_per_route_from_the_access_log(bench_path):
     # Lines as api.app writes them; ids and query strings fold into one route, other lines are skipped.
     api_fuzz = importlib.import_module("api_fuzz")
