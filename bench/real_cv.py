@@ -20,10 +20,10 @@ high - low), and the mean-of-profiled baseline. The interval scales of each targ
 other two workloads only (:func:`jetpredict.predictor.calibration.calibrate`), so its coverage is out of
 sample. At the largest design size, where the energy error comes from (the energy MAPE with the measured
 time, then with the measured power, in place of the predicted one) and the mean signed error per held-out
-mode (what every design misses the same way). Then the leave-one-mode-out form check per workload (fitted on 9 modes, the other two workloads as
-reference, predicting the 10th: time, energy and power, stall and compute), and the data against physics:
-where a mode with more cores or faster clocks is slower or draws less power, and the least error of any
-model that keeps that order (in sample).
+mode (what every design misses the same way). Then the leave-one-mode-out form check per workload (fitted
+on 9 modes, the other two workloads as reference, predicting the 10th: time, energy and power, stall and
+compute), and the data against physics: where a mode with more cores or faster clocks is slower or draws
+less power, and the least error of any model that keeps that order (in sample).
 Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
 Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX, from 1-4 profiled modes and from the whole sweep.
 
