@@ -193,7 +193,7 @@ def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
                           if (s := score_design(rows, pick, ref)) is not None]
                 row = {"target": target, "reference": case, "modes": size, **summarise(scores),
                        "designs": len(scores), "cpu_s": time.process_time() - t0}
-                if size == max(SIZES):
+                if size == max(sizes):  # the largest size this run scores
                     row["per_mode_bias"] = per_mode_bias(scores)
                 results.append(row)
                 print(_row_text(row), flush=True)
