@@ -1,7 +1,7 @@
 """The estimator under every fit: non-negative term coefficients with a Gaussian prior, and what feeds it.
 
-- :class:`PriorLinearRegression` (a scikit-learn estimator) and :class:`TermFit` (its fitted coefficients
-  on named terms, immutable);
+- :class:`PriorLinearRegression` (an estimator in scikit-learn's conventions) and :class:`TermFit` (its
+  fitted coefficients on named terms, immutable);
 - profile-row preparation and checks shared by workload fits and reference sweeps;
 - :func:`fit_time`: the per-component time fit of one workload's rows;
 - the provenance trust order (one definition).
@@ -23,7 +23,6 @@ from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, HOST_DEVICE, sou
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.optimize import nnls
-from sklearn.base import BaseEstimator, RegressorMixin
 
 #: Optional measured columns a fit reads (NaN = unknown), in :class:`ProfileArrays` order.
 MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j",
@@ -60,13 +59,16 @@ def source_of(rows: pd.DataFrame) -> str:
     return least_trusted({source_kind(s) for s in rows["source"]})
 
 
-class PriorLinearRegression(RegressorMixin, BaseEstimator):
+class PriorLinearRegression:
     """Non-negative linear regression with an independent Gaussian prior on each coefficient (MAP fit).
 
     Minimises ``sum(((y - X b) / (noise_rel * scale))^2) + sum(((b - prior_mean) / prior_sd)^2)`` over
     ``b >= 0`` (an augmented NNLS). ``scale`` (per row, s) sets the noise level; the noise estimate blends
     the prior ``noise_rel`` (worth ``noise_dof`` rows) with the residuals. Fitted: ``coef_``, ``cov_``
     (Laplace approximation), ``noise_rel_``.
+
+    scikit-learn's estimator conventions (parameters stored as given, fitted state ending in ``_``), without
+    its base classes: importing them took over a second of every service and command start.
     """
 
     def __init__(self, prior_mean=None, prior_sd=None, noise_rel: float = TIME_NOISE_REL,
