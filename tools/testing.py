@@ -288,6 +288,32 @@ def empty_postgresql(url: str) -> None:
         engine.dispose()
 
 
+def database_of_process(url: str, process: str | None) -> str:
+    """The PostgreSQL database at ``url`` for one of several test processes: with ``process`` (pytest-xdist's
+    ``PYTEST_XDIST_WORKER``, e.g. ``gw1``) the database ``<name>_<process>`` on the same server, created
+    when missing, so that one process emptying its database (:func:`empty_postgresql`) never drops the
+    tables under another's test; ``url`` itself without."""
+    if not process:
+        return url
+    import re
+
+    import sqlalchemy as sa
+    from jetpredict.api.storage import normalize_url
+
+    if not re.fullmatch(r"\w+", process):
+        raise ValueError(f"test process name {process!r}: letters, digits and _ only")
+    given = sa.engine.make_url(url)
+    name = f"{given.database}_{process}"
+    engine = sa.create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            if conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first() is None:
+                conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return given.set(database=name).render_as_string(hide_password=False)
+
+
 def gunicorn_first_boot(database_url: str, workers: int = 4, timeout_s: float = 90.0,
                         work_dir: str | Path | None = None) -> dict:
     """Boot ``gunicorn -w N jetpredict.api.wsgi:app`` (no preload: every worker runs ``create_app`` and its

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import functools
+import os
 from pathlib import Path
 
 from jetpredict import models
@@ -43,5 +45,15 @@ def without_power(rows: list[dict]) -> list[dict]:
 
 #: A PostgreSQL test database (e.g. set by .ci/run): the API tests run on SQLite and on it.
 TEST_DATABASE_ENV = "JETPREDICT_TEST_DATABASE_URL"
+
+
+@functools.cache
+def process_database_url() -> str:
+    """This test process's own database on the server of ``TEST_DATABASE_ENV`` (pytest-xdist runs several,
+    and each test empties its database first: ``tools.testing.database_of_process``); "" when unset."""
+    from tools.testing import database_of_process
+
+    url = os.environ.get(TEST_DATABASE_ENV, "")
+    return database_of_process(url, os.environ.get("PYTEST_XDIST_WORKER")) if url else ""
 #: Loopback tests send many requests from one address: rate limits off unless a test turns them on.
 NO_RATE_LIMITS = {"RATE_LIMIT": "off", "RATE_LIMIT_ALL_MODES": "off"}

@@ -2,7 +2,8 @@
 
 ``JETPREDICT_TEST_DATABASE_URL`` (e.g. ``postgresql://postgres@127.0.0.1:5432/jetpredict_test``, as
 ``.ci/run`` sets it) runs every test that uses ``app``/``client``/``database_url`` on SQLite **and** on that
-database; the PostgreSQL database is emptied (schema ``public`` dropped and recreated) before each test.
+database (one per test process: ``api_fixtures.process_database_url``), emptied (schema ``public`` dropped and
+recreated) before each test.
 Rate limits are off here (loopback tests); their own test turns them on.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from api_fixtures import API_KEY, NO_RATE_LIMITS, TEST_DATABASE_ENV, published_rows
+from api_fixtures import API_KEY, NO_RATE_LIMITS, TEST_DATABASE_ENV, process_database_url, published_rows
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(TEST_DATABASE_ENV) else [])
 
@@ -23,7 +24,7 @@ def database_url(request) -> str:
         return ""
     from tools.testing import empty_postgresql
 
-    url = os.environ[TEST_DATABASE_ENV]
+    url = process_database_url()
     empty_postgresql(url)
     return url
 

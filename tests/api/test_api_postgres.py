@@ -11,11 +11,12 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from api_fixtures import TEST_DATABASE_ENV
+from api_fixtures import TEST_DATABASE_ENV, process_database_url
 from jetpredict.api.storage import Storage, metadata
 
 from tools.testing import (
     TempPostgres,
+    database_of_process,
     empty_postgresql,
     free_port,
     gunicorn_first_boot,
@@ -54,7 +55,7 @@ def test_concurrent_first_boots_create_the_schema_once(database_url, tmp_path):
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not os.environ.get(TEST_DATABASE_ENV), reason=f"needs {TEST_DATABASE_ENV} (PostgreSQL)")
 def test_gunicorn_four_workers_boot_on_an_empty_postgresql_database(tmp_path):
-    url = os.environ[TEST_DATABASE_ENV]
+    url = process_database_url()
     empty_postgresql(url)
     result = gunicorn_first_boot(url, workers=4, work_dir=tmp_path)
     assert result["ok"], result["log_tail"]
@@ -112,3 +113,29 @@ def test_postgresql_going_down_answers_503_and_recovers(tmp_path):
         assert client.post("/v1/predictions", json=body).status_code == 200  # pooled connections renewed
         assert client.get("/healthz").json["database"] == "ok"
         app.extensions["jetpredict"].storage.dispose()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not postgres_available(), reason="PostgreSQL server binaries not installed")
+def test_each_test_process_empties_only_its_own_database():
+    """pytest-xdist runs the suite in several processes, and every PostgreSQL test empties its database first:
+    each process gets a database of its own on the same server, so one never drops another's tables."""
+    with TempPostgres() as pg:
+        given = pg.url("jetpredict_test").replace("+psycopg", "")
+        pg.create_database("jetpredict_test")
+        urls = {p: database_of_process(given, p) for p in ("gw0", "gw1")}
+        assert urls["gw0"].endswith("/jetpredict_test_gw0") and urls["gw1"].endswith("/jetpredict_test_gw1")
+        assert database_of_process(given, None) == given and database_of_process(given, "") == given
+        assert database_of_process(given, "gw1") == urls["gw1"]  # already there: the same, not recreated
+        with pytest.raises(ValueError, match="test process name"):
+            database_of_process(given, "gw0; DROP")
+        stores = {p: Storage(u) for p, u in urls.items()}
+        try:
+            for s in stores.values():
+                s.create_schema()
+            empty_postgresql(urls["gw0"])
+            assert set(metadata.tables) <= set(sa.inspect(stores["gw1"].engine).get_table_names())
+            assert not set(metadata.tables) & set(sa.inspect(stores["gw0"].engine).get_table_names())
+        finally:
+            for s in stores.values():
+                s.dispose()
