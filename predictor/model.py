@@ -67,6 +67,7 @@ from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.reference import DeviceReference, build_reference, contention_for, without_own_sweep
 from jetpredict.predictor.regime import (
     own_contention,
+    reference_span,
     regime_evidence,
     regime_factor,
     regime_kappas,
@@ -510,7 +511,8 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
     kappa = contention_for(ref, source_of(rows))
     if kappa == ref.kappas:
         kappa = regime_kappas(weights, ref)
-    borrowed, kappa = kappa, own_contention(data, kappa, ref)
+    span = reference_span(data, ref)
+    borrowed, kappa = kappa, own_contention(data, kappa, span)
     physics_one = data.distinct_modes() >= 2
     prior = regime_prior(data, ref, weights)
     time_fits = fit_time(data, kappa, time_noise, prior, floor, physics_one)
@@ -537,7 +539,7 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
                             for r in rows.assign(num_workers=given.num_workers).to_dict(orient="records")),
     )
     coefs = {n: f.coef for n, f in model.time_fits.items()}
-    factor = regime_factor(*regime_evidence(coefs, (model.kappa_cpu, model.kappa_pipe), data, ref))
+    factor = regime_factor(*regime_evidence(coefs, (model.kappa_cpu, model.kappa_pipe), data, span))
     model = replace(model, interval_scales=replace(model.interval_scales, extrapolation=factor))
     return _with_power(model, data, ref)
 

@@ -82,18 +82,20 @@ def _implied_kappa(rows: ProfileArrays, component: np.ndarray, terms: tuple[str,
         return None
     y = component / rows.epoch_time_s
     best, best_k = np.inf, None
+    clocks = F.time_features(rows.modes, rows.num_workers, 0.0, 0.0)  # the clock terms, the same for every k
     for k in KAPPA_GRID:
-        x = F.design(F.time_features(rows.modes, rows.num_workers, k, k), terms) / rows.epoch_time_s[:, None]
+        x = F.design(F.with_contention(clocks, rows.modes, rows.num_workers, k, k), terms) / rows.epoch_time_s[:, None]
         err = float(nnls(x, y)[1])
         if err < best - 1e-12:
             best, best_k = err, float(k)
     return best_k
 
 
-def own_contention(rows: ProfileArrays, kappas: tuple[float, float], ref: DeviceReference
-                   ) -> tuple[float, float]:
+def own_contention(rows: ProfileArrays, kappas: tuple[float, float],
+                   span: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
     """Contention constants ``kappas`` (CPU, pipeline) moved to what the rows' own measured components say
-    when the rows' stall share lies above the reference workloads' (beyond ``REGIME_TOLERANCE``): lowered
+    when the rows' stall share lies above the reference workloads' (``span``, :func:`reference_span` at the
+    rows' modes; beyond ``REGIME_TOLERANCE``): lowered
     when that lies below the spread between workloads (``KAPPA_FACTORS``), raised whenever it is higher [E5].
 
     The stall is the data pipeline's CPU work (and its memory traffic), so its change with the cores
@@ -106,7 +108,7 @@ def own_contention(rows: ProfileArrays, kappas: tuple[float, float], ref: Device
         return kappas
     # Only a pipeline heavier than the references' is measured well enough to overrule their constants: a
     # stall of ~1% of the epoch barely moves with the cores whatever the constant [E5].
-    _, stall_high = _reference_span(rows, ref).get("stall_share", (0.0, np.inf))
+    _, stall_high = span.get("stall_share", (0.0, np.inf))
     if float(np.mean(rows.stall_time_s / rows.epoch_time_s)) <= stall_high + REGIME_TOLERANCE["stall_share"]:
         return kappas
     pipe = _implied_kappa(rows, rows.stall_time_s, ("pipe", "pmem", "emc"))
@@ -126,22 +128,22 @@ def own_contention(rows: ProfileArrays, kappas: tuple[float, float], ref: Device
 
 
 def regime_evidence(coefs: Mapping[str, np.ndarray], kappas: tuple[float, float], rows: ProfileArrays,
-                    ref: DeviceReference) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+                    span: Mapping[str, tuple[float, float]]
+                    ) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
     """The workload's own regime evidence at its profiled modes (its fitted per-component time coefficients
-    ``coefs`` under contention constants ``kappas``), and the span of the reference workloads' values at the
-    same modes: stall share (measured when the rows carry it), core contrast (measured, from rows that
-    differ only in cores) and fitted CPU-side share."""
+    ``coefs`` under contention constants ``kappas``), and of ``span`` (the reference workloads' values at the
+    same modes, :func:`reference_span`) the kinds it has: stall share (measured when the rows carry it), core
+    contrast (measured, from rows that differ only in cores) and fitted CPU-side share."""
     own = _evidence_of(coefs, rows.modes, rows.num_workers, kappas)
     if np.isfinite(rows.stall_time_s).all():
         own["stall_share"] = float(np.mean(rows.stall_time_s / rows.epoch_time_s))
     contrast = core_contrast(rows.modes, np.log(rows.epoch_time_s))
     if contrast is not None:
         own["core_contrast"] = contrast
-    span = _reference_span(rows, ref)
     return own, {k: v for k, v in span.items() if k in own}
 
 
-def _reference_span(rows: ProfileArrays, ref: DeviceReference) -> dict[str, tuple[float, float]]:
+def reference_span(rows: ProfileArrays, ref: DeviceReference) -> dict[str, tuple[float, float]]:
     """(low, high) of each kind of regime evidence over the reference workloads, at the rows' modes."""
     refs = [_evidence_of(shape, rows.modes, rows.num_workers, ref.kappas) for shape in ref.workload_shapes.values()]
     if not refs:

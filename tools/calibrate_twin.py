@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from itertools import product
@@ -238,16 +238,22 @@ def _twin(cal: Calibration, device: str, workload: str):
     return Twin(cal.physics(device), _complexity(workload))
 
 
-def simulate_rows(cal: Calibration, rows: list[CalibrationRow]) -> pd.DataFrame:
-    """The twin's (noise-free) figures for each calibration row, next to the published ones."""
-    # One vectorised twin call per (device, workload, batch size): modes and workers as arrays.
+def _row_groups(rows: Sequence[CalibrationRow]
+                ) -> Iterator[tuple[tuple[str, str, int], list[int], dict[str, np.ndarray], np.ndarray]]:
+    """The rows per (device, workload, batch size), in order of first appearance: their indices, modes and
+    workers as arrays, so that each group takes one vectorised twin call."""
     groups: dict[tuple[str, str, int], list[int]] = {}
     for i, r in enumerate(rows):
         groups.setdefault((r.device, r.workload, r.batch_size), []).append(i)
-    sims: dict[int, dict[str, float]] = {}
-    for (device, workload, batch), idx in groups.items():
+    for key, idx in groups.items():
         modes = {k: np.array([rows[i].mode[k] for i in idx], dtype=float) for k in rows[idx[0]].mode}
-        workers = np.array([rows[i].num_workers for i in idx], dtype=float)
+        yield key, idx, modes, np.array([rows[i].num_workers for i in idx], dtype=float)
+
+
+def simulate_rows(cal: Calibration, rows: list[CalibrationRow]) -> pd.DataFrame:
+    """The twin's (noise-free) figures for each calibration row, next to the published ones."""
+    sims: dict[int, dict[str, float]] = {}
+    for (device, workload, batch), idx, modes, workers in _row_groups(rows):
         sim = _twin(cal, device, workload).epoch(modes, batch, workers)
         for j, i in enumerate(idx):
             sims[i] = {k: float(np.asarray(v)[j]) for k, v in sim.items()}
@@ -356,15 +362,19 @@ def fit_time(rows: list[CalibrationRow], verbose: bool = False,
 def _power_design(cal: Calibration, rows: list[CalibrationRow]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Linear system in the 7 power coefficients: avg-power rows and base-power rows, and which of its rows
     are base readings (idle at the mode)."""
+    base_of, dyn_of = {}, {}
+    for (device, workload, batch), idx, modes, workers in _row_groups(rows):
+        ph = cal.physics(device)
+        mb = _twin(cal, device, workload).minibatch(modes, batch, workers)
+        base = ph.base_power_features(modes)
+        dyn = ph.dynamic_power_features(modes, mb.gpu_util, mb.cpu_util, mb.mem_util)
+        for j, i in enumerate(idx):
+            base_of[i], dyn_of[i] = base[j], dyn[j]
     a, y, is_base = [], [], []
-    for r in rows:
-        ph = cal.physics(r.device)
-        mb = _twin(cal, r.device, r.workload).minibatch(r.mode, r.batch_size, r.num_workers)
-        mode = {k: np.atleast_1d(v) for k, v in r.mode.items()}
-        base = ph.base_power_features(mode)[0]
+    for i, r in enumerate(rows):
+        base = base_of[i]
         if r.targets.get("avg_power_w") is not None:
-            dyn = ph.dynamic_power_features(mode, mb.gpu_util, mb.cpu_util, mb.mem_util)[0]
-            a.append(np.concatenate([base, dyn]))
+            a.append(np.concatenate([base, dyn_of[i]]))
             y.append(r.targets["avg_power_w"])
             is_base.append(False)
         if r.targets.get("base_power_w") is not None:
