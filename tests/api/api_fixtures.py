@@ -46,6 +46,9 @@ def without_power(rows: list[dict]) -> list[dict]:
 #: A PostgreSQL test database (e.g. set by .ci/run): the API tests run on SQLite and on it.
 TEST_DATABASE_ENV = "JETPREDICT_TEST_DATABASE_URL"
 
+#: Loopback tests send many requests from one address: rate limits off unless a test turns them on.
+NO_RATE_LIMITS = {"RATE_LIMIT": "off", "RATE_LIMIT_ALL_MODES": "off"}
+
 
 @functools.cache
 def process_database_url() -> str:
@@ -55,5 +58,3 @@ def process_database_url() -> str:
 
     url = os.environ.get(TEST_DATABASE_ENV, "")
     return database_of_process(url, os.environ.get("PYTEST_XDIST_WORKER")) if url else ""
-#: Loopback tests send many requests from one address: rate limits off unless a test turns them on.
-NO_RATE_LIMITS = {"RATE_LIMIT": "off", "RATE_LIMIT_ALL_MODES": "off"}
