@@ -1,5 +1,5 @@
 """Fixtures shared by every test folder: a fake device root (sysfs, nvpmodel, tegrastats) per test; how many
-processes ``-n auto`` starts, and the slow tests first."""
+processes ``-n auto`` starts."""
 
 from __future__ import annotations
 
@@ -22,11 +22,6 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeRoot:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (the default, ``pyproject.toml``): one test process more than the usable cores. The tests wait
     on servers, browsers and subprocesses about a quarter of the time (the suite held 150% of 2 cores with
-    2 processes), and a third process fills those waits; a fourth made the slow tests contend (README)."""
+    2 processes), and a third process fills those waits; a fourth made them contend (README)."""
     return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` first, each group in its order: the two-minute ones start while every process has
-    work, instead of one running alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
