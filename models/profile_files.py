@@ -227,10 +227,18 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def frame_records(df: pd.DataFrame) -> Iterator[dict[str, object]]:
+    """The rows of ``df`` as dicts of Python values, NaN as ``None``. Built column-wise: pandas' per-row
+    ``to_dict`` took a sixth of a fit's time on four rows."""
+    columns = {c: df[c].tolist() for c in df.columns}
+    for values in zip(*columns.values(), strict=True):
+        yield {k: None if isinstance(v, float) and v != v else v for k, v in zip(columns, values, strict=True)}
+
+
 def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
     """Rows as JSON-ready dicts: NaN becomes ``None``, counts become ints."""
     records = []
-    for record in df.to_dict(orient="records"):
+    for record in frame_records(df):
         out: dict[str, object] = {}
         for key, value in record.items():
             if _is_blank(value):

@@ -82,10 +82,7 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                     test = rows.drop(index=list(pick))
                     model = fit_with_reference(rows.iloc[list(pick)], ref)
                     modes = ModeArrays.from_frame(test)
-                    p = model.predict(modes)
-                    d = model._knob_distances(modes)
-                    t = model._time(modes, d)
-                    pw = model._power(modes, t.compute / t.epoch, t.epoch, model._gpu_active(t), d)
+                    t, pw, _ = model.parts(modes)
                     t_obs = test["epoch_time_s"].to_numpy(float)
                     e_obs = test["epoch_energy_j"].to_numpy(float)
                     p_obs = e_obs / t_obs
@@ -93,8 +90,8 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                     sds = model.relative_sds(t, pw)
                     # Outside the references' regime no scale narrows the model's SD (IntervalScales.in_regime).
                     outside = np.full(len(test), float(model.interval_scales.extrapolation > 1.0))
-                    for out, obs, pred in (("time", t_obs, p.epoch_time_s), ("power", p_obs, p.avg_power_w),
-                                           ("energy", e_obs, p.epoch_energy_j)):
+                    for out, obs, pred in (("time", t_obs, t.epoch), ("power", p_obs, pw.power),
+                                           ("energy", e_obs, pw.power * t.epoch)):
                         parts[out].append(np.column_stack([np.abs(np.log(obs / pred)), *sds[out], outside]))
                 cells[(target, case, size)] = {k: np.vstack(v) for k, v in parts.items()}
     return cells

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays
 from jetpredict.models.errors import InputError
+from jetpredict.models.profile_files import frame_records
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
     BASE_NOISE_PRIOR_ROWS,
@@ -259,10 +260,7 @@ class WorkloadModel:
         if bad:
             fld, message = next(iter(bad.items()))
             raise InputError(f"model of device {self.device_id!r}: {message}", fld)
-        distances = self._knob_distances(modes)
-        t = self._time(modes, distances)
-        busy = t.compute / np.maximum(t.epoch, 1e-12)
-        p = self._power(modes, busy, t.epoch, self._gpu_active(t), distances)
+        t, p, distances = self.parts(modes)
         energy = p.power * t.epoch
         s = self.interval_scales.in_regime()
         sds = self.relative_sds(t, p)
@@ -288,6 +286,14 @@ class WorkloadModel:
             epoch_energy_j_high=np.maximum(np.minimum(energy * np.exp(e_half), most_w * time_high), energy),
             outside=outside, confidence=float(confidence),
             cross_device=self.cross_device, power_source="workload" if self.has_power else "reference")
+
+    def parts(self, modes: ModeArrays) -> tuple[_TimeParts, _PowerParts, dict[str, np.ndarray] | None]:
+        """The time and power of ``modes`` (in this model's device range) before intervals, and each mode's
+        distances (ln) outside the profiled knob ranges (None without profiled ranges)."""
+        distances = self._knob_distances(modes)
+        t = self._time(modes, distances)
+        busy = t.compute / np.maximum(t.epoch, 1e-12)
+        return t, self._power(modes, busy, t.epoch, self._gpu_active(t), distances), distances
 
     def relative_sds(self, t: _TimeParts, p: _PowerParts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per output (time, power, energy), the relative SD per mode (ln units) as (the model's own, which
@@ -535,8 +541,7 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
         maxima=dict(ref.maxima), variants=tuple(variants), contention_measured=kappa != borrowed,
         profiled_ranges=data.profiled_ranges(),
         complexity=_complexity(rows),
-        training_rows=tuple({k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
-                            for r in rows.assign(num_workers=given.num_workers).to_dict(orient="records")),
+        training_rows=tuple(frame_records(rows.assign(num_workers=given.num_workers))),
     )
     coefs = {n: f.coef for n, f in model.time_fits.items()}
     factor = regime_factor(*regime_evidence(coefs, (model.kappa_cpu, model.kappa_pipe), data, span))

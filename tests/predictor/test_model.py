@@ -208,9 +208,7 @@ def test_power_intervals_have_a_floor_in_watts_and_energy_cancels_the_rate_share
     for target in ("lenet5-mnist", "resnet18-cifar10"):
         model, test, p = real_loo(target)
         modes = ModeArrays.from_frame(test)
-        d = model._knob_distances(modes)
-        t = model._time(modes, d)
-        pw = model._power(modes, t.compute / t.epoch, t.epoch, model._gpu_active(t), d)
+        t, pw, _ = model.parts(modes)
         assert np.all(pw.rel_sd_noise >= POWER_NOISE_FLOOR_W / pw.power - 1e-12)
         assert np.all((pw.rate_share > 0) & (pw.rate_share < 1))
         sds = model.relative_sds(t, pw)
