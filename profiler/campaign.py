@@ -205,7 +205,8 @@ def _trace_json(trace: Any, t_ref: float) -> dict[str, Any] | None:
         return None
     return {"meter": trace.meter_name, "domain": trace.domain, "hz": trace.hz,
             "read_errors": trace.read_errors, "last_error": trace.last_error,
-            "times_s": [t - t_ref for t in trace.times_s.tolist()], "power_w": trace.power_w.tolist()}
+            "times_s": [t - t_ref for t in trace.times_s.tolist()], "power_w": trace.power_w.tolist(),
+            "energy_counter_j": None if trace.energy_counter_j is None else trace.energy_counter_j.tolist()}
 
 
 def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> list[dict[str, float]]:

@@ -50,6 +50,11 @@ class PowerMeter(ABC):
     def read_power_w(self) -> float:
         """Instantaneous power in W; raises :class:`PowerReadError` when the sensor cannot be read."""
 
+    def read_energy_j(self) -> float | None:
+        """A hardware energy counter in J (any origin, never decreasing), or None where the sensor has none:
+        the integral between two reads is then exact, not sampled."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - most meters hold nothing; those that do override it
         """Release files, processes or libraries held by the meter (idempotent)."""
 
@@ -81,7 +86,8 @@ class NullPowerMeter(PowerMeter):
 
 @dataclass
 class PowerTrace:
-    """Power samples of one meter: ``times_s`` (``time.perf_counter()``, s) and ``power_w`` (W).
+    """Power samples of one meter: ``times_s`` (``time.perf_counter()``, s) and ``power_w`` (W), and where the
+    meter has a hardware energy counter its reading at each sample, ``energy_counter_j`` (J).
 
     A sample whose read failed is NaN; any window that touches one has unknown (None) energy.
     """
@@ -94,15 +100,22 @@ class PowerTrace:
     read_errors: int = 0
     last_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    energy_counter_j: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.times_s = np.asarray(self.times_s, dtype=float)
         self.power_w = np.asarray(self.power_w, dtype=float)
         if self.times_s.shape != self.power_w.shape or self.times_s.ndim != 1:
             raise ValueError("times_s and power_w must be 1-D arrays of the same length")
+        if self.energy_counter_j is not None:
+            self.energy_counter_j = np.asarray(self.energy_counter_j, dtype=float)
+            if self.energy_counter_j.shape != self.times_s.shape:
+                raise ValueError("energy_counter_j must have one reading per sample")
         if np.any(np.diff(self.times_s) < 0):
             order = np.argsort(self.times_s, kind="stable")
             self.times_s, self.power_w = self.times_s[order], self.power_w[order]
+            if self.energy_counter_j is not None:
+                self.energy_counter_j = self.energy_counter_j[order]
 
     def __len__(self) -> int:
         return int(self.times_s.size)
@@ -112,7 +125,9 @@ class PowerTrace:
         return int(np.count_nonzero((self.times_s >= t0) & (self.times_s <= t1)))
 
     def energy_j(self, t0: float, t1: float) -> float | None:
-        """Energy in J over exactly ``[t0, t1]``: trapezoids, interpolating power at both edges.
+        """Energy in J over exactly ``[t0, t1]``. With the meter's energy counter read at the samples that
+        bracket the window: the counter's difference (exact between them, only the two edge intervals
+        interpolated); otherwise trapezoids of the power, interpolated at both edges.
 
         None when the window is empty or reversed, not covered by samples, holds fewer than 2 samples,
         or touches a failed read.
@@ -125,12 +140,29 @@ class PowerTrace:
         # Samples strictly inside plus the two bracketing ones decide the integral.
         lo = max(int(np.searchsorted(t, t0, side="right")) - 1, 0)
         hi = min(int(np.searchsorted(t, t1, side="left")), t.size - 1)
+        counted = self._counter_energy_j(t0, t1, lo, hi)
+        if counted is not None:
+            return counted
         if not np.all(np.isfinite(p[lo:hi + 1])):
             return None
         inner = (t > t0) & (t < t1)
         ts = np.concatenate(([t0], t[inner], [t1]))
         ps = np.concatenate(([np.interp(t0, t, p)], p[inner], [np.interp(t1, t, p)]))
         return float(np.sum((ps[1:] + ps[:-1]) * np.diff(ts)) / 2.0)
+
+    def _counter_energy_j(self, t0: float, t1: float, lo: int, hi: int) -> float | None:
+        """The energy counter's increase over ``[t0, t1]`` (J) from its reads at the samples on either side of
+        each edge (``lo``, ``lo + 1``; ``hi - 1``, ``hi``); None without a counter, when one of those reads
+        failed, or when the counter ran backwards in the window (a reset)."""
+        e = self.energy_counter_j
+        if e is None:
+            return None
+        t = self.times_s
+        if not np.all(np.isfinite(e[[lo, lo + 1, hi - 1, hi]])) or np.any(np.diff(e[lo:hi + 1]) < 0):
+            return None
+        at_t0 = np.interp(t0, t[lo:lo + 2], e[lo:lo + 2])
+        at_t1 = np.interp(t1, t[hi - 1:hi + 1], e[hi - 1:hi + 1])
+        return float(at_t1 - at_t0)
 
     def mean_power_w(self, t0: float, t1: float) -> float | None:
         """Mean power in W over ``[t0, t1]`` (energy / duration), or None as for :meth:`energy_j`."""

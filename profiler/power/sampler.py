@@ -34,6 +34,8 @@ class PowerSampler:
 
     ``start()`` takes the first sample before it returns and ``stop()`` takes a last one, so any window
     between the two calls is bracketed by samples. A failed read is stored as NaN (unknown), never 0.
+    Where the meter has a hardware energy counter (:meth:`PowerMeter.read_energy_j`), each sample reads it
+    too, and the trace integrates energy from it.
     Use as a context manager; the trace is then in ``sampler.trace``.
     """
 
@@ -43,6 +45,7 @@ class PowerSampler:
         self.trace: PowerTrace | None = None
         self._times: list[float] = []
         self._powers: list[float] = []
+        self._energies: list[float] = []
         self._errors = 0
         self._last_error: str | None = None
         self._stop = threading.Event()
@@ -67,11 +70,22 @@ class PowerSampler:
             p = float("nan")
             self._errors += 1
             self._last_error = f"{type(err).__name__}: {err}"
-        # The read happened somewhere between the two clock reads; the midpoint is the best estimate.
+        e = self._read_counter_j()
+        # The reads happened somewhere between the two clock reads; the midpoint is the best estimate.
         t = (t_before + time.perf_counter()) / 2.0
         with self._lock:
             self._times.append(t)
             self._powers.append(p)
+            self._energies.append(e)
+
+    def _read_counter_j(self) -> float:
+        """The meter's energy counter (J), NaN where it has none or the read failed (energy then comes from
+        the sampled power)."""
+        try:
+            e = self.meter.read_energy_j()
+        except Exception:  # a counter that fails leaves the sampled power, which carries its own errors
+            return float("nan")
+        return float("nan") if e is None or not np.isfinite(e) else float(e)
 
     def _run(self) -> None:
         next_t = time.perf_counter() + 1.0 / self.hz
@@ -87,7 +101,7 @@ class PowerSampler:
         """Start sampling (no thread for an unavailable meter: its trace stays empty)."""
         if self.running:
             raise RuntimeError("PowerSampler already running")
-        self._times, self._powers, self._errors, self._last_error = [], [], 0, None
+        self._times, self._powers, self._energies, self._errors, self._last_error = [], [], [], 0, None
         self._stop.clear()
         self.trace = None
         if self.meter.available:
@@ -99,10 +113,11 @@ class PowerSampler:
     def snapshot(self) -> PowerTrace:
         """The samples so far, without stopping."""
         with self._lock:
-            times, powers = list(self._times), list(self._powers)
+            times, powers, energies = list(self._times), list(self._powers), np.array(self._energies)
+        counter = energies if np.isfinite(energies).any() else None
         return PowerTrace(np.array(times), np.array(powers), meter_name=self.meter.name,
                           domain=self.meter.domain, hz=self.hz, read_errors=self._errors,
-                          last_error=self._last_error)
+                          last_error=self._last_error, energy_counter_j=counter)
 
     def stop(self) -> PowerTrace:
         """Stop sampling (after one last sample) and return the trace."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import types
 
 import pytest
-from jetpredict.profiler.power import NvmlMeter, PowerReadError, detect_power_meter
+from jetpredict.profiler.power import NvmlMeter, PowerReadError, PowerSampler, detect_power_meter
 
 
 class FakeNvmlError(Exception):
@@ -51,6 +52,20 @@ def test_reads_board_power_of_the_chosen_gpu():
     meter.close()
     meter.close()
     assert nvml.state["shutdown"] == 1
+
+
+def test_a_window_takes_its_energy_from_the_gpus_counter_where_it_has_one():
+    """Board power of 100 W sampled, while the counter (mJ) advances 300 J between the sampler's first and
+    last reads: the window's energy is the counter's, in J."""
+    nvml = fake_pynvml(power_mw=(100_000, 100_000))
+    reads = itertools.count()
+    nvml.nvmlDeviceGetTotalEnergyConsumption = lambda handle: 7_000_000 + 300_000 * next(reads)
+    trace = PowerSampler(NvmlMeter(0, nvml=nvml), hz=1).start().stop()
+    assert len(trace) == 2 and trace.energy_j(*trace.times_s) == pytest.approx(300.0)
+    unsupported = PowerSampler(NvmlMeter(1, nvml=fake_pynvml()), hz=1).start().stop()
+    assert unsupported.energy_counter_j is None  # that GPU has no counter: the sampled power integrates
+    assert unsupported.energy_j(*unsupported.times_s) == pytest.approx(120.0 * float(
+        unsupported.times_s[1] - unsupported.times_s[0]))
 
 
 def test_lost_gpu_mid_run_is_a_read_error():

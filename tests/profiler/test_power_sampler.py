@@ -55,6 +55,62 @@ def test_sampler_integrates_a_known_power_function():
     assert trace.meter_name == "test:ramp" and trace.read_errors == 0
 
 
+class CountingMeter(RampMeter):
+    """The ramp's energy counter (J: the integral of 4 + 2 t from a large origin), while the power it reports
+    is a flat 1 W: energy that agrees with the ramp can only have come from the counter. Counter reads
+    number ``fail_counter[0]`` to ``fail_counter[1]`` fail."""
+
+    name = "test:counter"
+
+    def __init__(self, fail_counter: tuple[int, int] | None = None) -> None:
+        super().__init__()
+        self.fail_counter = fail_counter
+        self.counter_reads = 0
+
+    def read_power_w(self) -> float:
+        super().read_power_w()
+        return 1.0
+
+    def read_energy_j(self) -> float:
+        self.counter_reads += 1
+        if self.fail_counter and self.fail_counter[0] <= self.counter_reads <= self.fail_counter[1]:
+            raise PowerReadError("counter busy")
+        s = time.perf_counter() - self.t_start
+        return 5e6 + 4 * s + s ** 2
+
+
+def test_a_meter_with_an_energy_counter_integrates_from_it():
+    meter = CountingMeter()
+    with PowerSampler(meter, hz=50) as sampler:
+        _wait_for_reads(meter, 3)
+        t0 = time.perf_counter()
+        _wait_for_reads(meter, meter.reads + 30)
+        t1 = time.perf_counter()
+        _wait_for_reads(meter, meter.reads + 3)
+    trace = sampler.trace
+    a, b = t0 - meter.t_start, t1 - meter.t_start
+    assert len(trace.energy_counter_j) == len(trace) and trace.read_errors == 0
+    assert trace.energy_j(t0, t1) == pytest.approx(4 * (b - a) + (b**2 - a**2), rel=0.02)  # not 1 W x (b - a)
+    assert RampMeter().read_energy_j() is None  # the default: no counter
+    with PowerSampler(RampMeter(), hz=50) as plain:
+        pass
+    assert plain.trace.energy_counter_j is None
+
+
+def test_failed_counter_reads_fall_back_to_the_sampled_power_at_that_edge():
+    meter = CountingMeter(fail_counter=(4, 6))
+    with PowerSampler(meter, hz=100) as sampler:
+        _wait_for_reads(meter, 12)
+    trace = sampler.trace
+    assert np.flatnonzero(np.isnan(trace.energy_counter_j)).tolist() == [3, 4, 5]
+    assert trace.read_errors == 0  # the power reads all succeeded
+    t = trace.times_s
+    # An edge next to a failed counter read: the flat 1 W samples; both edges clear of them: the counter.
+    assert trace.energy_j(t[4], t[8]) == pytest.approx(t[8] - t[4])
+    ramp = trace.energy_counter_j
+    assert trace.energy_j(t[1], t[9]) == pytest.approx(ramp[9] - ramp[1])
+
+
 def test_start_and_stop_bracket_any_window_between_them():
     sampler = PowerSampler(RampMeter(), hz=1).start()
     t0 = time.perf_counter()

@@ -68,3 +68,41 @@ def test_empty_trace_and_mismatched_arrays():
     assert PowerTrace(np.array([]), np.array([])).energy_j(0, 1) is None
     with pytest.raises(ValueError):
         PowerTrace(np.zeros(3), np.zeros(4))
+
+
+def _pulsed_trace(counter_fails: tuple[int, ...] = ()) -> PowerTrace:
+    """1 Hz samples that always land between 0.5 s pulses of 20 W over a 5 W floor (the samples read 5 W):
+    the hardware counter has the true energy, 12.5 J per second."""
+    t = np.arange(0.0, 11.0)
+    counter = 1000.0 + 12.5 * t
+    counter[list(counter_fails)] = np.nan
+    return PowerTrace(t, np.full_like(t, 5.0), energy_counter_j=counter)
+
+
+def test_an_energy_counter_gives_the_energy_the_samples_miss():
+    trace = _pulsed_trace()
+    assert trace.energy_j(2.0, 8.0) == pytest.approx(75.0)  # not the samples' 30 J
+    assert trace.energy_j(1.25, 7.5) == pytest.approx(12.5 * 6.25)  # edges interpolated on the counter
+    assert trace.mean_power_w(2.0, 8.0) == pytest.approx(12.5)
+
+
+def test_a_counter_read_that_failed_inside_the_window_does_not_matter_but_one_at_an_edge_does():
+    inside = _pulsed_trace(counter_fails=(5,))
+    assert inside.energy_j(2.5, 8.5) == pytest.approx(75.0)  # only the reads around 2.5 and 8.5 are used
+    at_edge = _pulsed_trace(counter_fails=(2,))
+    assert at_edge.energy_j(2.5, 8.5) == pytest.approx(30.0)  # the sampled power's trapezoids instead
+
+
+def test_a_counter_that_ran_backwards_is_not_trusted():
+    trace = _pulsed_trace()
+    trace.energy_counter_j[6:] -= 1000.0  # reset mid-window (e.g. the driver reloaded)
+    assert trace.energy_j(2.0, 8.0) == pytest.approx(30.0)
+    assert trace.energy_j(6.0, 9.0) == pytest.approx(37.5)  # after the reset it counts again
+
+
+def test_counter_readings_stay_with_their_samples():
+    t = np.array([2.0, 0.0, 1.0, 3.0])
+    trace = PowerTrace(t, np.ones(4), energy_counter_j=np.array([20.0, 0.0, 10.0, 30.0]))
+    assert trace.energy_counter_j.tolist() == [0.0, 10.0, 20.0, 30.0]
+    with pytest.raises(ValueError, match="one reading per sample"):
+        PowerTrace(np.zeros(3), np.zeros(3), energy_counter_j=np.zeros(2))
