@@ -195,7 +195,7 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
     """
     out = out or sys.stdout
     controller = _controller(device, via)
-    from jetpredict.profiler.powermode.state import find_state
+    from jetpredict.profiler.powermode.state import find_state, restore_command
 
     controller.remember()  # writes the restore state file before anything changes
     try:
@@ -213,7 +213,7 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
         print(f"warning: the clocks in force differ from the mode: {'; '.join(far)} (DVFS may still be "
               "settling, or the kernel rounded to its frequency table)", file=out)
     where = original.describe() if original is not None else "the mode before this command"
-    print(f"original mode: {where}; to put it back: sudo jetpredict restore", file=out)
+    print(f"original mode: {where}; to put it back: {restore_command()}", file=out)
     return actual
 
 
