@@ -89,7 +89,8 @@ class PowerTrace:
     """Power samples of one meter: ``times_s`` (``time.perf_counter()``, s) and ``power_w`` (W), and where the
     meter has a hardware energy counter its reading at each sample, ``energy_counter_j`` (J).
 
-    A sample whose read failed is NaN; any window that touches one has unknown (None) energy.
+    A sample whose read failed is NaN; any window that touches one has unknown (None) energy, unless the
+    energy counter was read on either side of both its edges.
     """
 
     times_s: np.ndarray

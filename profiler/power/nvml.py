@@ -3,8 +3,8 @@
 ``nvmlDeviceGetPowerUsage`` gives board power in mW. On Volta and newer,
 ``nvmlDeviceGetTotalEnergyConsumption`` gives a hardware energy counter in mJ: the sampler reads it with
 each sample, and a window's energy is its increase (on Ampere GPUs other than GA100 and newer ones the
-power reading is a 1-second average, NVML's reference says, so sampled power lags a window's edges). Jetson iGPUs have no NVML: there the INA3221 or tegrastats meter is
-used instead.
+power reading is a 1-second average, NVML's reference says, so sampled power lags a window's edges).
+Jetson iGPUs have no NVML: there the INA3221 or tegrastats meter is used instead.
 """
 
 from __future__ import annotations
