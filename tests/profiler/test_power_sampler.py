@@ -29,32 +29,6 @@ class RampMeter(PowerMeter):
         return 4.0 + 2.0 * (time.perf_counter() - self.t_start)
 
 
-def _wait_for_reads(meter: RampMeter, reads: int, timeout_s: float = 30.0) -> None:
-    """Wait until ``meter`` has been read ``reads`` times: counts of reads, not sleeps, so a loaded machine
-    that delays the sampler's thread changes nothing but the wait."""
-    deadline = time.perf_counter() + timeout_s
-    while meter.reads < reads:
-        assert time.perf_counter() < deadline, f"{meter.reads} of {reads} reads in {timeout_s} s"
-        time.sleep(0.005)
-
-
-def test_sampler_integrates_a_known_power_function():
-    meter = RampMeter()
-    with PowerSampler(meter, hz=50) as sampler:
-        _wait_for_reads(meter, 3)
-        t0 = time.perf_counter()
-        _wait_for_reads(meter, meter.reads + 30)
-        t1 = time.perf_counter()
-        _wait_for_reads(meter, meter.reads + 3)
-    trace = sampler.trace
-    a, b = t0 - meter.t_start, t1 - meter.t_start
-    exact = 4 * (b - a) + (b**2 - a**2)
-    # Linear power: trapezoids are exact up to the time-stamping error of each read.
-    assert trace.energy_j(t0, t1) == pytest.approx(exact, rel=0.02)
-    assert trace.samples_in(t0, t1) >= 10
-    assert trace.meter_name == "test:ramp" and trace.read_errors == 0
-
-
 class CountingMeter(RampMeter):
     """The ramp's energy counter (J: the integral of 4 + 2 t from a large origin), while the power it reports
     is a flat 1 W: energy that agrees with the ramp can only have come from the counter. Counter reads
@@ -79,8 +53,20 @@ class CountingMeter(RampMeter):
         return 5e6 + 4 * s + s ** 2
 
 
-def test_a_meter_with_an_energy_counter_integrates_from_it():
-    meter = CountingMeter()
+def _wait_for_reads(meter: RampMeter, reads: int, timeout_s: float = 30.0) -> None:
+    """Wait until ``meter`` has been read ``reads`` times: counts of reads, not sleeps, so a loaded machine
+    that delays the sampler's thread changes nothing but the wait."""
+    deadline = time.perf_counter() + timeout_s
+    while meter.reads < reads:
+        assert time.perf_counter() < deadline, f"{meter.reads} of {reads} reads in {timeout_s} s"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("meter_type", [RampMeter, CountingMeter], ids=["sampled", "counter"])
+def test_sampler_integrates_a_known_power_function(meter_type):
+    """The ramp's energy from its sampled power (trapezoids) or, where the meter has one, from its energy
+    counter (the counting meter's power reads a flat 1 W: only the counter gives the ramp's energy)."""
+    meter = meter_type()
     with PowerSampler(meter, hz=50) as sampler:
         _wait_for_reads(meter, 3)
         t0 = time.perf_counter()
@@ -89,12 +75,14 @@ def test_a_meter_with_an_energy_counter_integrates_from_it():
         _wait_for_reads(meter, meter.reads + 3)
     trace = sampler.trace
     a, b = t0 - meter.t_start, t1 - meter.t_start
-    assert len(trace.energy_counter_j) == len(trace) and trace.read_errors == 0
-    assert trace.energy_j(t0, t1) == pytest.approx(4 * (b - a) + (b**2 - a**2), rel=0.02)  # not 1 W x (b - a)
-    assert RampMeter().read_energy_j() is None  # the default: no counter
-    with PowerSampler(RampMeter(), hz=50) as plain:
-        pass
-    assert plain.trace.energy_counter_j is None
+    exact = 4 * (b - a) + (b**2 - a**2)
+    # Linear power: trapezoids are exact up to the time-stamping error of each read.
+    assert trace.energy_j(t0, t1) == pytest.approx(exact, rel=0.02)
+    assert trace.samples_in(t0, t1) >= 10
+    assert trace.meter_name == meter.name and trace.read_errors == 0
+    counted = meter.read_energy_j() is not None
+    assert (trace.energy_counter_j is not None) == counted  # RampMeter: PowerMeter's default, no counter
+    assert not counted or len(trace.energy_counter_j) == len(trace)
 
 
 def test_failed_counter_reads_fall_back_to_the_sampled_power_at_that_edge():
