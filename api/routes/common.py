@@ -11,8 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from flask import current_app, request
 from jetpredict.api.config import Settings
 from jetpredict.api.errors import ApiError
@@ -188,20 +186,3 @@ class RepeatedBodyParser(FlaskParser):
 
 #: A JSON-ready copy: numpy scalars to Python, NaN/inf to None, recursively (one helper, in models).
 clean = json_safe
-
-
-def frame_records(df: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
-    """Rows of ``df`` (only ``columns`` that it has) as JSON-ready dicts, vectorised per column."""
-    present = [c for c in columns if c in df.columns]
-    values = []
-    for c in present:
-        col = df[c].to_numpy()
-        if col.dtype.kind == "f":
-            obj = col.astype(object)
-            obj[~np.isfinite(col)] = None
-            values.append(obj.tolist())
-        elif col.dtype.kind in "iub":
-            values.append(col.tolist())
-        else:
-            values.append([clean(v) for v in col.tolist()])
-    return [dict(zip(present, row, strict=True)) for row in zip(*values, strict=True)] if present else []

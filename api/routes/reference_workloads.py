@@ -16,11 +16,10 @@ import pandas as pd
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.errors import ApiError
-from jetpredict.api.routes.common import frame_records
 from jetpredict.api.schemas import ErrorSchema, RequestSchema
 from jetpredict.models.catalogue import device_ids, load_device
 from jetpredict.models.errors import UnknownDeviceError
-from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.models.profile_files import frame_records, read_profile_csv
 from jetpredict.models.profile_rows import source_kind
 from marshmallow import Schema, fields, validate
 
