@@ -22,6 +22,7 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeRoot:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (the default, ``pyproject.toml``): one test process more than the usable cores. The tests wait
     on servers, browsers and subprocesses about a quarter of the time (the suite held 150% of 2 cores with
-    2 processes), and a third process fills those waits; a fourth made them contend (README)."""
+    2 processes), and a third process fills those waits; a fourth gained nothing consistent in two pairs of
+    runs (README), and costs one more process's memory."""
     return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
 
