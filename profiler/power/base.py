@@ -159,7 +159,8 @@ class PowerTrace:
         if e is None:
             return None
         t = self.times_s
-        if not np.all(np.isfinite(e[[lo, lo + 1, hi - 1, hi]])) or np.any(np.diff(e[lo:hi + 1]) < 0):
+        read = e[lo:hi + 1][np.isfinite(e[lo:hi + 1])]  # a failed read must not hide a reset
+        if not np.all(np.isfinite(e[[lo, lo + 1, hi - 1, hi]])) or np.any(np.diff(read) < 0):
             return None
         at_t0 = np.interp(t0, t[lo:lo + 2], e[lo:lo + 2])
         at_t1 = np.interp(t1, t[hi - 1:hi + 1], e[hi - 1:hi + 1])

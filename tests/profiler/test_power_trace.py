@@ -98,6 +98,9 @@ def test_a_counter_that_ran_backwards_is_not_trusted():
     trace.energy_counter_j[6:] -= 1000.0  # reset mid-window (e.g. the driver reloaded)
     assert trace.energy_j(2.0, 8.0) == pytest.approx(30.0)
     assert trace.energy_j(6.0, 9.0) == pytest.approx(37.5)  # after the reset it counts again
+    hidden = _pulsed_trace(counter_fails=(5,))
+    hidden.energy_counter_j[6:] -= 1000.0  # the reset next to a failed read
+    assert hidden.energy_j(2.0, 8.0) == pytest.approx(30.0)
 
 
 def test_counter_readings_stay_with_their_samples():
