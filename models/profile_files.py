@@ -257,8 +257,6 @@ def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
                 out[key] = None
             elif key in COUNT_COLUMNS and float(value).is_integer():
                 out[key] = int(value)
-            elif isinstance(value, np.generic):
-                out[key] = value.item()
             else:
                 out[key] = value
         records.append(out)

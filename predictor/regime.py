@@ -84,7 +84,8 @@ def _implied_kappa(rows: ProfileArrays, component: np.ndarray, terms: tuple[str,
     best, best_k = np.inf, None
     clocks = F.time_features(rows.modes, rows.num_workers, 0.0, 0.0)  # the clock terms, the same for every k
     for k in KAPPA_GRID:
-        x = F.design(F.with_contention(clocks, rows.modes, rows.num_workers, k, k), terms) / rows.epoch_time_s[:, None]
+        feats = F.with_contention(clocks, rows.modes, rows.num_workers, k, k)
+        x = F.design(feats, terms) / rows.epoch_time_s[:, None]
         err = float(nnls(x, y)[1])
         if err < best - 1e-12:
             best, best_k = err, float(k)
@@ -95,8 +96,8 @@ def own_contention(rows: ProfileArrays, kappas: tuple[float, float],
                    span: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
     """Contention constants ``kappas`` (CPU, pipeline) moved to what the rows' own measured components say
     when the rows' stall share lies above the reference workloads' (``span``, :func:`reference_span` at the
-    rows' modes; beyond ``REGIME_TOLERANCE``): lowered
-    when that lies below the spread between workloads (``KAPPA_FACTORS``), raised whenever it is higher [E5].
+    rows' modes; beyond ``REGIME_TOLERANCE``): lowered when that lies below the spread between workloads
+    (``KAPPA_FACTORS``), raised whenever it is higher [E5].
 
     The stall is the data pipeline's CPU work (and its memory traffic), so its change with the cores
     measures the pipeline's contention (:func:`_implied_kappa`). A light pipeline implies far less than the

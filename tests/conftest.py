@@ -25,4 +25,3 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     2 processes), and a third process fills those waits; a fourth gained nothing consistent in two pairs of
     runs (README), and costs one more process's memory."""
     return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
-
