@@ -88,7 +88,9 @@ class FlowerProcesses:
         return (self.tmp_path / f"{name}.log").read_text(errors="replace")[-4000:]
 
     def run_app(self, app: Path, run_config: str, results: Path, limit_s: float, *extra: str) -> None:
-        """``flwr run APP test --run-config ...``, then wait up to ``limit_s`` for the ServerApp's results file."""
+        """``flwr run APP test --run-config ...``, then wait up to ``limit_s`` for the ServerApp's results file;
+        a ServerApp that ends without one fails the test at once, with the run's own log."""
+        import re
         import subprocess
         import time
 
@@ -96,10 +98,22 @@ class FlowerProcesses:
                                    env=self.env, capture_output=True, text=True, timeout=120)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         end = time.monotonic() + limit_s
-        while not results.exists() and time.monotonic() < end and all(p.poll() is None for p in self.procs):
+        while (not results.exists() and time.monotonic() < end and all(p.poll() is None for p in self.procs)
+               and "Finished task" not in (self.tmp_path / "superlink.log").read_text(errors="replace")):
             time.sleep(1.0)
         time.sleep(0.5)  # the ServerApp writes the file in one call; let it close
-        assert results.exists(), f"no results within {limit_s:g} s; SuperLink log:\n{self.log('superlink')}"
+        if not results.exists():
+            run_id = re.search(r"started run (\d+)", submitted.stdout)
+            raise AssertionError(f"the ServerApp wrote no results (limit {limit_s:g} s); the run's log:\n"
+                                 + (self.run_log(run_id.group(1)) if run_id else self.log("superlink")))
+
+    def run_log(self, run_id: str) -> str:
+        """What ``flwr log RUN_ID test --show`` prints: the ServerApp's own output, its traceback included."""
+        import subprocess
+
+        shown = subprocess.run(["flwr", "log", run_id, "test", "--show"], env=self.env, capture_output=True,
+                               text=True, timeout=60)
+        return (shown.stdout + shown.stderr)[-4000:]
 
     def stop(self) -> None:
         import os
