@@ -216,14 +216,14 @@ def check_rows(rows: pd.DataFrame, device: Device | None = None) -> tuple[Device
     resolved, workload = check_device(rows, device)
     knobs = {}
     for fld in MODE_FIELDS:
-        knobs[fld] = pd.to_numeric(rows[fld], errors="coerce").to_numpy(float)
+        knobs[fld] = frame_column(rows, fld)
         if not np.isfinite(knobs[fld]).all():
             raise InputError(f"profile rows need {fld} on every row to fit a power-mode model", fld)
     bad = ModeArrays.from_frame(knobs).out_of_range(resolved)
     if bad:
         fld, message = next(iter(bad.items()))
         raise InputError(f"profile rows: {message}", fld)
-    t = pd.to_numeric(rows["epoch_time_s"], errors="coerce").to_numpy(float)
+    t = frame_column(rows, "epoch_time_s")
     if not (np.isfinite(t) & (t >= MIN_EPOCH_TIME_S) & (t <= MAX_EPOCH_TIME_S)).all():
         raise InputError(f"epoch_time_s must be a number of seconds in {MIN_EPOCH_TIME_S:g}..{MAX_EPOCH_TIME_S:g} "
                          f"on every row", "epoch_time_s")
