@@ -82,10 +82,10 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                 continue
             for size in sizes:
                 parts: dict[str, list[np.ndarray]] = {k: [] for k in OUTPUTS}
-                for pick in itertools.combinations(range(len(rows)), size):
+                for pick in map(list, itertools.combinations(range(len(rows)), size)):
                     held_out = np.ones(len(rows), dtype=bool)
-                    held_out[list(pick)] = False
-                    model = fit_with_reference(rows.iloc[list(pick)], ref)
+                    held_out[pick] = False
+                    model = fit_with_reference(rows.iloc[pick], ref)
                     t, pw, _ = model.parts(all_modes.take(held_out))
                     t_obs, e_obs = all_t_obs[held_out], all_e_obs[held_out]
                     p_obs = e_obs / t_obs
