@@ -104,6 +104,10 @@ def positive_float(maximum: float, description: str, **kwargs) -> JsonNumber:
 
 
 class RequestSchema(Schema):
+    # A body or nested object of another JSON type (a list, a string): say what was expected, where
+    # marshmallow's own message ("Invalid input type.") names no rule.
+    error_messages = {"type": "must be a JSON object"}
+
     class Meta:
         unknown = RAISE
 
@@ -386,7 +390,9 @@ class UploadedWorkloadSchema(ModelProvenanceSchema):
         "description": "rows stored in this workload by this upload (0 in a retry for a workload that "
                        "still holds them)"})
     rows_total = fields.Integer(required=True, metadata={"description": "rows of the workload in all"})
-    revision = fields.Integer(required=True, metadata={"description": "uploads of this workload so far"})
+    revision = fields.Integer(required=True, metadata={
+        "description": "uploads that stored rows in this workload so far; an id uploaded again after a delete "
+                       "counts on from the deleted workload's revision, so one revision never names two states"})
     device = fields.String(required=True, metadata={"description": "the device of the uploaded rows"})
     has_power = fields.Boolean(required=True)
     aliased_knobs = aliased_knobs_field()

@@ -73,6 +73,17 @@ profile_rows = sa.Table(
 )
 
 
+#: The last revision of each deleted workload id. An id uploaded again continues from it, so a revision never
+#: names two states of one id: every worker's cached model and a client's copy are checked by revision alone
+#: (a delete and a new upload that restarted at 1 would pass that check with the deleted rows' model). A
+#: table added to deployed databases by ``create_schema`` (``create_all`` adds missing tables).
+deleted_revisions = sa.Table(
+    "deleted_revisions", metadata,
+    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), primary_key=True),
+    sa.Column("revision", sa.Integer, nullable=False),
+)
+
+
 class RevisionConflict(Exception):
     """The workload changed between reading its rows and writing the new upload; retry."""
 
@@ -89,8 +100,9 @@ def stored_fit_fields(fit: Mapping[str, object]) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class WorkloadRecord:
-    """A stored workload: the device of its first rows, revision (uploads so far), row count and fit
-    summaries (see :func:`device_fits` for every device's)."""
+    """A stored workload: the device of its first rows, revision (uploads that stored rows in it, counted
+    on from a deleted workload of the same id), row count and fit summaries (see :func:`device_fits` for
+    every device's)."""
 
     id: str
     device: str
@@ -191,7 +203,8 @@ class WorkloadWrite:
 
     Empty ``rows``: this part was stored by an earlier try of the same upload (its idempotency key is
     present); nothing is written, the workload's record is read for the answer.
-    ``expected_revision`` is the revision the fit was made against (0 = a new workload).
+    ``expected_revision`` is the revision the fit was made against (0 = a new workload, whose first
+    revision follows its id's last deleted one, :data:`deleted_revisions`).
     """
 
     workload_id: str
@@ -482,16 +495,19 @@ class Storage:
         workload_id, rows = write.workload_id, write.rows
         if rows:
             payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
+            revision = 1 + (write.expected_revision or conn.execute(
+                sa.select(deleted_revisions.c.revision).where(deleted_revisions.c.workload_id == workload_id)
+            ).scalar() or 0)
             if write.expected_revision == 0 and not reserved:
                 conn.execute(workloads.insert().values(
-                    id=workload_id, device=write.device, revision=1, rows_stored=len(rows),
+                    id=workload_id, device=write.device, revision=revision, rows_stored=len(rows),
                     fit=_merged_fit({}, write.device, 0, write.device, len(rows), write.fit),
                     created_at=now, updated_at=now))
             else:
                 done = conn.execute(
                     workloads.update()
                     .where(workloads.c.id == workload_id, workloads.c.revision == write.expected_revision)
-                    .values(revision=write.expected_revision + 1,
+                    .values(revision=revision,
                             rows_stored=workloads.c.rows_stored + len(rows), updated_at=now))
                 if done.rowcount != 1:
                     raise RevisionConflict(workload_id)
@@ -506,7 +522,7 @@ class Storage:
                 conn.execute(workloads.update().where(workloads.c.id == workload_id)
                              .values(fit=fit, device=primary))
             upload_id = conn.execute(uploads.insert().values(
-                workload_id=workload_id, revision=write.expected_revision + 1, rows=len(rows),
+                workload_id=workload_id, revision=revision, rows=len(rows),
                 sha256=hashlib.sha256(payload).hexdigest(), created_at=now)).inserted_primary_key[0]
             conn.execute(profile_rows.insert(), [
                 {"workload_id": workload_id, "upload_id": upload_id, "data": dict(r)} for r in rows])
@@ -524,14 +540,19 @@ class Storage:
         """Delete a workload with its rows, uploads and idempotency keys; False if it was not stored.
 
         An upload that also stored rows in other workloads keeps its keys there: a retry of it stores
-        again only this workload's part (see :class:`IdempotencyKey`).
+        again only this workload's part (see :class:`IdempotencyKey`). The id's last revision is kept in
+        :data:`deleted_revisions`, so that the id uploaded again does not reuse it.
         """
         with self.engine.begin() as conn:
             # The workload's row first, as uploads lock it before its rows and keys: no lock-order cycle.
             conn.execute(workloads.update().where(workloads.c.id == workload_id)
                          .values(revision=workloads.c.revision))
+            revision = conn.execute(sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar()
             conn.execute(idempotency.delete().where(idempotency.c.workload_id == workload_id))
             conn.execute(profile_rows.delete().where(profile_rows.c.workload_id == workload_id))
             conn.execute(uploads.delete().where(uploads.c.workload_id == workload_id))
             done = conn.execute(workloads.delete().where(workloads.c.id == workload_id))
+            if revision:
+                conn.execute(deleted_revisions.delete().where(deleted_revisions.c.workload_id == workload_id))
+                conn.execute(deleted_revisions.insert().values(workload_id=workload_id, revision=revision))
         return done.rowcount == 1

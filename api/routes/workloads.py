@@ -87,6 +87,6 @@ class Workload(MethodView):
     @blp.alt_response(403, schema=ErrorSchema, description="header X-API-Key wrong")
     @blp.alt_response(404, schema=ErrorSchema, description="workload not stored")
     def delete(self, workload_id: str):
-        """Delete a workload with all its rows."""
+        """Delete a workload with all its rows (its id uploaded again counts its revision on from here)."""
         if not services().workloads.delete(_storable(workload_id)):
             raise _not_stored(workload_id)

@@ -63,6 +63,29 @@ def test_one_upload_of_several_workloads_is_one_transaction(storage):
     assert set(storage.find_idempotent(["key:k", "key:k#1"])) == {"key:k#1"}
 
 
+@pytest.mark.parametrize("locked", [False, True], ids=["optimistic", "locked"])
+def test_an_id_stored_again_after_a_delete_never_reuses_a_revision(storage, locked):
+    """A revision names one state of an id: a workload deleted at revision 2 and stored again starts at 3,
+    on either write path, and a delete of the new one keeps the higher revision."""
+    add(storage, "w", [{"a": 1}], 0)
+    add(storage, "w", [{"a": 2}], 1)
+    assert storage.delete_workload("w") and storage.revision("w") is None
+
+    def store_new() -> int:
+        if locked:
+            (record,) = storage.add_uploads_locked(
+                ["w"], "nano", lambda stored: [WorkloadWrite("w", "nano", [{"b": 1}], stored["w"][0], {})])
+            return record.revision
+        return add(storage, "w", [{"b": 1}], 0).revision
+
+    assert store_new() == 3 and storage.load_rows("w") == (3, [{"b": 1}])
+    assert add(storage, "w", [{"b": 2}], 3).revision == 4
+    assert storage.delete_workload("w")
+    assert store_new() == 5
+    # Another id, never deleted, starts at 1.
+    assert not storage.delete_workload("other") and add(storage, "other", [{"c": 1}], 0).revision == 1
+
+
 def test_locked_upload_reads_under_the_lock(storage):
     add(storage, "w", [{"a": 1}], 0)
     seen = []

@@ -175,8 +175,28 @@ def test_a_retry_after_a_delete_stores_only_what_was_deleted(client, auth, delet
 def test_a_retry_after_deleting_a_single_workload_stores_it_again(client, auth, stored):
     assert client.delete("/v1/workloads/my-resnet", headers=auth).status_code == 204
     r = upload(client, auth, published_rows())
-    assert r.status_code == 201 and r.headers["Idempotent-Replayed"] == "false" and r.json["revision"] == 1
+    # Stored again, under a revision the deleted workload never had (it was at 1).
+    assert r.status_code == 201 and r.headers["Idempotent-Replayed"] == "false" and r.json["revision"] == 2
     assert rows_of(client, "my-resnet") == 4
+
+
+def test_a_workload_uploaded_again_after_a_delete_is_never_answered_from_the_deleted_rows(make_app, auth):
+    """Two workers of one service: one caches the workload's model, the other deletes it and stores other
+    rows under the same id. The first answers from the new rows (its cache is checked by revision)."""
+    first, second = make_app().test_client(), make_app().test_client()
+    body = {"workload": {"id": "my-resnet"}, "modes": "presets"}
+    rows = published_rows()
+    assert upload(second, auth, rows).json["revision"] == 1
+    before = first.post("/v1/predictions", json=body).json["predictions"]
+    assert second.delete("/v1/workloads/my-resnet", headers=auth).status_code == 204
+    slower = [{**r, "epoch_time_s": 3 * r["epoch_time_s"], "epoch_energy_j": 3 * r["epoch_energy_j"]} for r in rows]
+    again = upload(second, auth, slower)
+    assert again.status_code == 201 and again.json["revision"] == 2
+    after = first.post("/v1/predictions", json=body).json["predictions"]
+    assert after == second.post("/v1/predictions", json=body).json["predictions"]
+    assert all(a["epoch_time_s"] > 2 * b["epoch_time_s"] for a, b in zip(after, before, strict=True))
+    # Each later upload counts on from there, on either worker.
+    assert upload(first, auth, published_rows(n=6)[4:]).json["revision"] == 3
 
 
 @pytest.mark.slow
