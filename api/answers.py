@@ -326,13 +326,15 @@ def _csv_lines_arrow(columns: Mapping[str, object], tail: str) -> bytes:
 
 
 def csv_text(answer: PredictionAnswer) -> bytes:
-    """The columns of ``predict --format csv`` (provenance repeated per row), text cells made safe for
-    spreadsheets with the CLI's :func:`models.profile_rows.escape_formula`."""
+    """The columns of ``predict --format csv`` (provenance repeated per row), then the device the answer is
+    for and the workload id (the JSON and Arrow forms carry them at the top: a saved CSV says them too),
+    text cells made safe for spreadsheets with the CLI's :func:`models.profile_rows.escape_formula`."""
     # A list in the provenance (workload_devices) is one cell, ';'-separated.
     provenance = {k: ";".join(map(str, v)) if isinstance(v, list | tuple) else v
                   for k, v in answer.provenance.items()}
     constants = {**{k: answer.constants[k] for k in ("cross_device", "power_source")}, **provenance,
-                 "confidence": answer.constants["confidence"]}
+                 "confidence": answer.constants["confidence"], "device": answer.device,
+                 "workload_id": answer.workload_id}
     names = [*answer.columns, *constants]
     # The constant columns close every line: one text, repeated.
     tail = ",".join(_csv_cell(json_safe(v)) for v in constants.values()) + "\n"

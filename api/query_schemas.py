@@ -34,11 +34,14 @@ from jetpredict.predictor.limits import (
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
 # -- predictions -----------------------------------------------------------------------------------
+#: Longest label of a mode in a request (characters): the schema, its fast path and the OpenAPI document.
+MAX_MODE_LABEL_CHARS = 100
+
 MODE_IN_DOC = {
     "type": "object",
     "description": "knob ranges are those of the whole catalogue; each device's own range is checked too",
     "properties": {
-        "mode": {"type": "string", "maxLength": 100},
+        "mode": {"type": "string", "maxLength": MAX_MODE_LABEL_CHARS},
         "cpu_cores": {"type": "integer", "minimum": CATALOGUE_RANGES["cpu_cores"][0],
                       "maximum": CATALOGUE_RANGES["cpu_cores"][1]},
         **{k: {"type": "number", "description": "MHz", "minimum": CATALOGUE_RANGES[k][0],
@@ -54,7 +57,7 @@ def _knob_range(name: str) -> validate.Range:
 
 
 class ModeInSchema(RequestSchema):
-    mode = fields.String(validate=validate.Length(0, 100))
+    mode = fields.String(validate=validate.Length(0, MAX_MODE_LABEL_CHARS))
     cpu_cores = JsonInteger(required=True, validate=_knob_range("cpu_cores"))
     cpu_mhz = JsonNumber(required=True, validate=_knob_range("cpu_mhz"))
     gpu_mhz = JsonNumber(required=True, validate=_knob_range("gpu_mhz"))
@@ -72,7 +75,7 @@ def _plain_mode(m: object) -> bool:
     if not isinstance(m, dict) or not m.keys() <= _MODE_KEYS or not all(k in m for k in MODE_FIELDS):
         return False
     # The schema's label is an optional string: absent is fine, null is not.
-    if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= 100):
+    if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= MAX_MODE_LABEL_CHARS):
         return False
     cores = m["cpu_cores"]
     if type(cores) is not int:

@@ -51,6 +51,10 @@ def test_csv_and_arrow_of_every_mode_agree_with_json(client, stored):
         assert float(line["time_to_accuracy_s"]) == pytest.approx(rows[line["mode"]]["time_to_accuracy_s"],
                                                                   rel=1e-5)
         assert line["reference_source"] == "published"
+        assert (line["device"], line["workload_id"]) == ("agx-xavier", "my-resnet")
+    other = client.post("/v1/predictions", json={**ALL, "device": "orin-nano"}, headers={"Accept": "text/csv"})
+    first_line = next(csv.DictReader(io.StringIO(other.get_data(as_text=True))))
+    assert (first_line["device"], first_line["cross_device"]) == ("orin-nano", "True")
     stream = client.post("/v1/predictions", json={**ALL, "epochs": 3}, headers={"Accept": ARROW})
     assert stream.status_code == 200 and stream.mimetype == ARROW
     arrow = pa.ipc.open_stream(stream.data).read_all()

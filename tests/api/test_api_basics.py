@@ -129,6 +129,16 @@ def test_prediction_request_validation(client, body, field):
     assert_error(client.post("/v1/predictions", json=body), 422, field)
 
 
+@pytest.mark.parametrize("route, body, field", [
+    ("/v1/predictions", [1, 2], "_schema"),
+    ("/v1/predictions", {"workload": "my-resnet", "modes": "presets"}, "workload._schema"),
+    ("/v1/predictions", {"workload": {"id": "a"}, "modes": [3]}, "modes.0._schema"),
+    ("/v1/fleet-plans", "a text", "_schema"),
+])
+def test_a_value_that_should_be_an_object_says_so(client, route, body, field):
+    assert assert_error(client.post(route, json=body), 422, field)["errors"][field] == ["must be a JSON object"]
+
+
 def test_upload_rows_problems_name_row_and_field(client, auth):
     rows = [{"device": "agx-xavier", "workload": "w", "mode": "a", "cpu_cores": 4, "cpu_mhz": 1200,
              "gpu_mhz": 99999, "emc_mhz": 1333, "batch_size": 16, "minibatches_per_epoch": 10,
