@@ -58,17 +58,28 @@ def manifest_path(path: str | Path) -> Path:
 
 def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict[str, Any] | None = None
                    ) -> dict[str, Any]:
-    """Write ``doc`` as JSON to ``path`` and its manifest to ``path.json``; returns the manifest."""
+    """Write ``doc`` as JSON to ``path`` and its manifest to ``path.json``; returns the manifest.
+
+    InputError, before anything is written (an existing file is left as it is), when either would be
+    larger than :func:`read_artifact` reads (:data:`MAX_ARTIFACT_BYTES`, :data:`MAX_MANIFEST_BYTES`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = (json.dumps(doc, indent=1, allow_nan=False, sort_keys=True) + "\n").encode("utf-8")
-    path.write_bytes(data)
+    if len(data) > MAX_ARTIFACT_BYTES:
+        raise InputError(f"the {kind} file {path} would be {len(data):,} bytes; a model file is read back only up "
+                         f"to {MAX_ARTIFACT_BYTES:,} bytes (MAX_ARTIFACT_BYTES): fit on fewer profile rows (merge "
+                         f"repeated rows of the same mode, or profile fewer); nothing was written", "model")
     manifest = {
         "format": FORMAT, "kind": kind, "schema": doc.get("schema"), "file": path.name,
         # No timestamp: rebuilding the bundled artifacts from the same sweeps gives the same bytes.
         "sha256": sha256_bytes(data), "jetpredict": jetpredict_version(), **(extra or {}),
     }
-    manifest_path(path).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    text = json.dumps(manifest, indent=2) + "\n"
+    if len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
+        raise InputError(f"the manifest of {path} would be larger than {MAX_MANIFEST_BYTES:,} bytes "
+                         f"(MAX_MANIFEST_BYTES); nothing was written", "model")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    manifest_path(path).write_text(text, encoding="utf-8")
     return manifest
 
 

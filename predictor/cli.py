@@ -21,7 +21,13 @@ from jetpredict.models.catalogue import ModeArrays, resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table, rows_named_by_line
 from jetpredict.models.tables import FORMATS, write_table
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_PLAN_BUDGET, OBJECTIVES
+from jetpredict.predictor.limits import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_OBJECTIVE,
+    MAX_PLAN_BUDGET,
+    OBJECTIVES,
+    percent,
+)
 
 
 def _log(message: str) -> None:
@@ -244,7 +250,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.format == "table":
         # The table leaves the per-answer provenance columns out: the summary states them once.
         _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
-             f"{args.confidence:.0%} intervals{provenance_summary(df, model.device_id)}")
+             f"{percent(args.confidence)} intervals{provenance_summary(df, model.device_id)}")
     # Aliasing bears on any mode off the line the profiled modes draw, inside the ranges too.
     _log_aliased(model)
     flagged = int(df["extrapolated"].sum())
@@ -283,7 +289,7 @@ def _plot(model, result, args: argparse.Namespace) -> None:
     modes = service.predict(model, "all", device=result.device, epochs=args.epochs, confidence=result.confidence)
     caps = ", ".join(f"{k} {v:g}" for k, v in result.constraints.items() if v is not None) or "no cap"
     title = (f"{model.workload_id} on {result.device}: {args.objective}, {caps} "
-             f"({result.confidence:.0%} upper ends)")
+             f"({percent(result.confidence)} upper ends)")
     caps = (result.constraints.get("max_power_w"), result.constraints.get("max_epoch_time_s"))
     presets = service.predict(model, "presets", device=result.device, epochs=args.epochs,
                               confidence=result.confidence)
@@ -325,7 +331,7 @@ def _recommend(args: argparse.Namespace) -> int:
         _log(f"best for {args.objective} on {result.device}: {b['mode']} -- {b['epoch_time_s']:.4g} s/epoch "
              f"[{b['epoch_time_s_low']:.4g}, {b['epoch_time_s_high']:.4g}], {b['avg_power_w']:.3g} W "
              f"[{b['avg_power_w_low']:.3g}, {b['avg_power_w_high']:.3g}], {b['epoch_energy_j']:.4g} J/epoch "
-             f"({result.confidence:.0%} intervals; caps hold for their upper ends); "
+             f"({percent(result.confidence)} intervals; caps hold for their upper ends); "
              f"{len(result.pareto)} mode(s) on the time/energy front"
              f"{provenance_summary(pd.DataFrame([b]), model.device_id)}")
         if b["extrapolated_knobs"]:

@@ -35,3 +35,10 @@ MIN_CONFIDENCE, MAX_CONFIDENCE = 0.5, 0.999
 #: plan also cannot exceed its candidate modes (2,940 in AGX Xavier's planning region), checked where the
 #: candidates are known (:func:`jetpredict.predictor.planning.d_optimal`).
 MAX_PLAN_BUDGET = 100
+
+
+def percent(level: float) -> str:
+    """A confidence level (a fraction, 0..1) as a percentage with no rounding that changes it: 0.9 ->
+    ``90%``, 0.999 -> ``99.9%`` (``:.0%`` printed the latter as ``100%``, a level nobody can ask for)."""
+    # 6 significant digits hide the float noise of the product (0.9 * 100 = 90.00000000000001).
+    return f"{level * 100:g}%"

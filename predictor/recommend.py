@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
-from jetpredict.predictor.limits import MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE, OBJECTIVES
+from jetpredict.predictor.limits import MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE, OBJECTIVES, percent
 
 #: Run-to-run spread of end-to-end training time (fraction), from the POMACS 2022 15-hour runs on five
 #: devices of each type (Prashanthi et al., POMACS 6(3) 2022, §5.4): AGX Xavier ResNet-18 within 1%,
@@ -231,7 +231,7 @@ def _lowest(bounds: pd.Series) -> int | None:
 
 def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_s: float | None,
                     confidence: float) -> str:
-    level = f"{confidence:.0%}"
+    level = percent(confidence)
     parts = []
     power_ok = time_ok = True
     if max_power_w is not None:

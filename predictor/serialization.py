@@ -16,6 +16,7 @@ import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
+from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import IntervalScales
 from jetpredict.predictor.model import (
@@ -24,12 +25,14 @@ from jetpredict.predictor.model import (
     WorkloadModel,
 )
 from jetpredict.predictor.reference import DeviceReference
-from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, ShapePrior, TermFit
+from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, SOURCE_TRUST, ShapePrior, TermFit
 
 MODEL_SCHEMA = "jetpredict-model/3"
 REFERENCE_SCHEMA = "jetpredict-reference/3"
 #: Every term name a fit may use (time and power).
 KNOWN_TERMS = frozenset(F.TOTAL_TERMS) | frozenset(F.POWER_TERMS)
+#: Profile rows a model file may hold (``training_rows``); :func:`model_to_dict` refuses a model with more,
+#: so that no file is written that :func:`model_from_dict` refuses.
 MAX_TRAINING_ROWS = 100_000
 #: Knob maxima (cores, MHz) a file may hold: every knob is divided by its maximum.
 MIN_MAXIMUM, MAX_MAXIMUM = 1e-3, 1e6
@@ -45,7 +48,24 @@ def _fit_doc(fit: TermFit) -> dict[str, Any]:
 
 
 def model_to_dict(model: WorkloadModel) -> dict[str, Any]:
-    """The JSON document of a fitted workload model."""
+    """The JSON document of a fitted workload model; InputError for a model that :func:`model_from_dict`
+    would refuse to read back (so ``save_model`` never writes a file ``load_model`` refuses)."""
+    n = len(model.training_rows)
+    if n > MAX_TRAINING_ROWS:
+        # Checked before any copying: the rows are most of the document (~500 bytes each).
+        raise InputError(f"the model holds {n:,} training_rows; a model file holds at most {MAX_TRAINING_ROWS:,} "
+                         f"(MAX_TRAINING_ROWS): merge repeated rows of the same mode (the fit averages them anyway) "
+                         f"or profile fewer rows, then fit again; no model file was written", "training_rows")
+    doc = _model_doc(model)
+    try:
+        model_from_dict(doc, "model")
+    except InputError as exc:
+        raise InputError(f"the fitted model cannot be read back: {exc.message}; no model file was written",
+                         exc.field) from None
+    return doc
+
+
+def _model_doc(model: WorkloadModel) -> dict[str, Any]:
     return json_safe({
         "schema": MODEL_SCHEMA, "model_version": model.model_version, "device": model.device_id,
         "workload_id": model.workload_id, "reference_source": model.reference_source,
@@ -101,11 +121,18 @@ class _Reader:
         return self.doc[key]
 
     def number(self, key: str, minimum: float | None = None) -> float:
+        """``key``'s value as a finite float, at least ``minimum`` when given."""
         v = self.get(key)
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
-                or (minimum is not None and v < minimum):
-            raise self.fail(key, "must be a finite number" + (f" >= {minimum:g}" if minimum is not None else ""))
-        return float(v)
+        rule = "must be a finite number" + (f" >= {minimum:g}" if minimum is not None else "")
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self.fail(key, rule)
+        try:
+            v = float(v)
+        except OverflowError:  # a JSON integer beyond float range (10**400)
+            raise self.fail(key, rule) from None
+        if not math.isfinite(v) or (minimum is not None and v < minimum):
+            raise self.fail(key, rule)
+        return v
 
     def integer(self, key: str) -> int:
         v = self.number(key, 0)
@@ -136,6 +163,8 @@ class _Reader:
             a = np.asarray(raw, dtype=float)
         except (TypeError, ValueError):
             raise self.fail(key, "must be a list of numbers") from None
+        except OverflowError:  # a JSON integer beyond float range (10**400)
+            raise self.fail(key, "must be a list of finite numbers") from None
         if a.ndim == 0 or not np.all(np.isfinite(a)) or (shape is not None and a.shape != shape):
             want = "x".join(map(str, shape)) if shape else "a"
             raise self.fail(key, f"must be {want} list of finite numbers")
@@ -207,15 +236,69 @@ def _scale(r: _Reader, key: str, default: float | None = None) -> float:
     return v
 
 
+def _finite(v: int | float) -> bool:
+    """Whether a JSON number is a finite float (an integer beyond float range, 10**400, is not)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _known_source(source: object) -> bool:
+    """Whether a row's ``source`` cell names a provenance kind: null/empty (the readers' "measured") or a
+    text starting with a kind. ``source_kind`` falls back to "measured" for any other text, which would
+    let a made-up source stand for measured rows."""
+    if source is None:
+        return True
+    return isinstance(source, str) and (source.strip().lower() or "measured").startswith(source_kind(source))
+
+
 def _training_rows(r: _Reader) -> tuple[dict, ...]:
+    """The profile rows the model was fitted on: 1..MAX_TRAINING_ROWS flat objects of finite numbers and
+    strings, each with the knobs of its mode and a ``source`` that names a provenance kind (or none)."""
     rows = r.get("training_rows")
-    if not isinstance(rows, list) or len(rows) > MAX_TRAINING_ROWS or not all(isinstance(x, dict) for x in rows):
-        raise r.fail("training_rows", f"must be a list of at most {MAX_TRAINING_ROWS} JSON objects")
+    if not isinstance(rows, list) or not 0 < len(rows) <= MAX_TRAINING_ROWS \
+            or not all(isinstance(x, dict) for x in rows):
+        # Empty rows would make the workload's provenance "measured" with nothing measured.
+        raise r.fail("training_rows", f"must be a list of 1 to {MAX_TRAINING_ROWS} JSON objects")
     for i, row in enumerate(rows):
-        bad = next((k for k, v in row.items() if v is not None and not isinstance(v, str | int | float)), None)
-        if bad is not None:
-            raise r.fail(f"training_rows[{i}].{bad}", "must be a string, number, boolean or null")
+        # The common case checked inline, a reader made only to word a failure: 100,000 rows load in ~1 s.
+        for k, v in row.items():
+            if v is None or isinstance(v, str | bool):
+                continue
+            if not isinstance(v, int | float):
+                raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(k, "must be a string, number, boolean or null")
+            if not _finite(v):  # rows are fitted on and summed over: 10**400 or inf is no measurement
+                raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(k, "must be a finite number")
+        for k in MODE_FIELDS:
+            v = row.get(k)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(
+                    k, "must be a positive number (a knob of the profiled mode)")
+        if not _known_source(row.get("source")):
+            raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(
+                "source", f"must start with one of {', '.join(SOURCE_TRUST)} (or be null)")
     return tuple(rows)
+
+
+def _profiled_modes(r: _Reader, rows: tuple[dict, ...]) -> int:
+    """``profiled_modes``, which must be what the fit counted: the distinct modes of ``rows`` (knob
+    tuples, clocks equal within ``SAME_CLOCK_REL``, as :meth:`ModeArrays.distinct_count`)."""
+    claimed = r.integer("profiled_modes")
+    knobs = np.array([[row[k] for k in MODE_FIELDS] for row in rows], dtype=float)
+    distinct = ModeArrays(*knobs.T).distinct_count()
+    if claimed != distinct:
+        raise r.fail("profiled_modes", f"must be the number of distinct modes in training_rows ({distinct}), "
+                                       f"not {claimed}")
+    return claimed
+
+
+def _source(r: _Reader, key: str) -> str:
+    """A provenance kind (one of :data:`SOURCE_TRUST`): what the answers report the predictions rest on."""
+    v = r.text(key)
+    if v not in SOURCE_TRUST:
+        raise r.fail(key, f"must be one of {', '.join(SOURCE_TRUST)}")
+    return v
 
 
 def probe_modes(device) -> ModeArrays:
@@ -286,11 +369,11 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
             profiled[k] = (float(lo), float(hi))
     s = r.obj("interval_scales")
     rows = _training_rows(r)
-    complexity = r.mapping("complexity")
+    complexity = r.obj("complexity")
     base_coef = r.array("base_coef", (len(F.BASE_TERMS),))
     model = WorkloadModel(
-        device=_device(r), workload_id=r.text("workload_id"), reference_source=r.text("reference_source"),
-        profiled_modes=r.integer("profiled_modes"), has_power=r.boolean("has_power"),
+        device=_device(r), workload_id=r.text("workload_id"), reference_source=_source(r, "reference_source"),
+        profiled_modes=_profiled_modes(r, rows), has_power=r.boolean("has_power"),
         num_workers=r.number("num_workers", 0), kappa_cpu=r.number("kappa_cpu", 0),
         kappa_pipe=r.number("kappa_pipe", 0), time_fits=_component_fits(r.get("time_fits"), f"{what}.time_fits"),
         base_coef=base_coef, base_ratio=r.number("base_ratio", 0), base_sd_rel=r.number("base_sd_rel", 0),
@@ -305,7 +388,9 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
         source_device_id=r.text("source_device_id", optional=True),
         cross_device_rel_sd=r.number("cross_device_rel_sd", 0),
         transfer_method=r.text("transfer_method", optional=True),
-        complexity={str(k): float(v) for k, v in complexity.items() if isinstance(v, int | float)},
+        # Numbers only (the fit writes medians of numeric columns); anything else was never read.
+        complexity={str(k): complexity.number(k) for k, v in complexity.doc.items()
+                    if isinstance(v, int | float) and not isinstance(v, bool)},
         training_rows=rows, model_version=r.text("model_version"),
     )
     check_predictions(model, what)
@@ -339,7 +424,7 @@ def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference
     nested = r.get("transfer")
     device = _device(r)
     return DeviceReference(
-        device_id=device.id, source=r.text("source"), workloads=tuple(workloads),
+        device_id=device.id, source=_source(r, "source"), workloads=tuple(workloads),
         kappa_cpu=r.number("kappa_cpu", 0), kappa_pipe=r.number("kappa_pipe", 0), shape=ShapePrior(mean, sd),
         workload_shapes=shapes, time_noise_rel=r.number("time_noise_rel", 0),
         base_coef=r.array("base_coef", (len(F.BASE_TERMS),)), base_noise_rel=r.number("base_noise_rel", 0),

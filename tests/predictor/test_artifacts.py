@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -12,14 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
-from jetpredict.models.catalogue import ModeArrays
+from jetpredict.models.catalogue import SAME_CLOCK_REL, ModeArrays
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import artifacts, bundled
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
-from jetpredict.predictor.serialization import MODEL_SCHEMA, model_to_dict
+from jetpredict.predictor.serialization import MAX_TRAINING_ROWS, MODEL_SCHEMA, model_from_dict, model_to_dict
 
 from tools.build_bundled import build_all
 
@@ -125,6 +127,10 @@ def _numbers_edited(doc: dict) -> list[tuple[str, dict]]:
     name = next(iter(fits))
     huge_coef = {**fits[name], "coef": [1e300] * len(fits[name]["coef"])}
     negative_coef = {**fits[name], "coef": [-1e3] * len(fits[name]["coef"])}
+    # A JSON integer beyond float range: json.loads reads it as a Python int, which float() overflows.
+    beyond = 10**400
+    int_coef = {**fits[name], "coef": [beyond] * len(fits[name]["coef"])}
+    int_row = {**doc["training_rows"][0], "epoch_time_s": beyond}
     return [
         ("zero maxima", {**doc, "maxima": {k: 0 for k in doc["maxima"]}}),
         ("denormal maximum", {**doc, "maxima": {**doc["maxima"], "gpu_mhz": 5e-324}}),
@@ -134,16 +140,28 @@ def _numbers_edited(doc: dict) -> list[tuple[str, dict]]:
         ("huge kappa", {**doc, "kappa_cpu": 1e308, "kappa_pipe": 1e308}),
         ("rows of lists", {**doc, "training_rows": [{"source": ["x"]}]}),
         ("base power 1e300", {**doc, "base_coef": [1e300] * len(doc["base_coef"])}),
+        ("10**400 workers", {**doc, "num_workers": beyond}),
+        ("10**400 coefficients", {**doc, "time_fits": {**fits, name: int_coef}}),
+        ("10**400 maximum", {**doc, "maxima": {**doc["maxima"], "gpu_mhz": beyond}}),
+        ("10**400 profiled range", {**doc, "profiled_ranges": {**doc["profiled_ranges"], "gpu_mhz": [1, beyond]}}),
+        ("10**400 profiled modes", {**doc, "profiled_modes": beyond}),
+        ("10**400 complexity", {**doc, "complexity": {**doc["complexity"], "flops_train": beyond}}),
+        ("10**400 training row", {**doc, "training_rows": [int_row, *doc["training_rows"][1:]]}),
     ]
 
 
-@pytest.mark.parametrize("case", range(8))
+NUMBER_EDITS = 15
+
+
+@pytest.mark.parametrize("case", range(NUMBER_EDITS))
 def test_edited_numbers_with_a_recomputed_manifest_never_reach_predict(tmp_path, model, case, capsys):
     """Issue 19: numbers edited in a model file (and its SHA-256 recomputed) are an InputError at load,
     and `jetpredict predict` exits 2 with a message, never a traceback or infinite/negative times."""
     from jetpredict.cli import main
 
-    label, bad = _numbers_edited(model_to_dict(model))[case]
+    edits = _numbers_edited(model_to_dict(model))
+    assert len(edits) == NUMBER_EDITS  # every edit is parametrized
+    label, bad = edits[case]
     path = tmp_path / "edited.json"
     forge(path, json.dumps(bad).encode())
     with pytest.raises(InputError) as e:
@@ -152,6 +170,137 @@ def test_edited_numbers_with_a_recomputed_manifest_never_reach_predict(tmp_path,
     assert main(["predict", "--model", str(path), "--presets"]) == 2, label
     err = capsys.readouterr().err
     assert "Traceback" not in err and "edited.json" in err, label
+
+
+def _provenance_edited(doc: dict) -> list[tuple[str, dict, str]]:
+    """(label, document, what the error must say after the file's name) for provenance no fit writes."""
+    rows = doc["training_rows"]
+    first = rows[0]
+    no_knob = {k: v for k, v in first.items() if k != "gpu_mhz"}
+    return [
+        ("unknown reference source", {**doc, "reference_source": "xyz"},
+         ".reference_source must be one of published, measured, simulated"),
+        ("no profiled modes", {**doc, "profiled_modes": 0},
+         f".profiled_modes must be the number of distinct modes in training_rows ({doc['profiled_modes']}), not 0"),
+        ("one mode too many", {**doc, "profiled_modes": doc["profiled_modes"] + 1},
+         ".profiled_modes must be the number of distinct modes in training_rows"),
+        ("no training rows", {**doc, "training_rows": []}, ".training_rows must be a list of 1 to"),
+        ("made-up row source", {**doc, "training_rows": [{**first, "source": "totally-made-up"}, *rows[1:]]},
+         ".training_rows[0].source must start with one of published, measured, simulated"),
+        ("numeric row source", {**doc, "training_rows": [*rows[:-1], {**rows[-1], "source": 7}]},
+         f".training_rows[{len(rows) - 1}].source must start with one of"),
+        ("row without a knob", {**doc, "training_rows": [no_knob, *rows[1:]]},
+         ".training_rows[0].gpu_mhz must be a positive number"),
+    ]
+
+
+PROVENANCE_EDITS = 7
+
+
+@pytest.mark.parametrize("case", range(PROVENANCE_EDITS))
+def test_edited_provenance_is_refused_naming_the_field_and_rule(tmp_path, model, case, capsys):
+    """Provenance a fit never writes (an unknown reference source, a profiled-mode count other than the
+    rows', no rows, a row source no kind starts) is an InputError at load, and `predict` exits 2 with it."""
+    from jetpredict.cli import main
+
+    edits = _provenance_edited(model_to_dict(model))
+    assert len(edits) == PROVENANCE_EDITS  # every edit is parametrized
+    label, bad, message = edits[case]
+    path = tmp_path / "edited.json"
+    forge(path, json.dumps(bad).encode())
+    with pytest.raises(InputError, match=re.escape(message)) as e:
+        load_model(path)
+    assert e.value.field == "model", label
+    assert main(["predict", "--model", str(path), "--presets"]) == 2, label
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"edited.json{message}" in err, label
+
+
+def test_profiled_modes_are_counted_on_load_as_the_fit_counts_them(tmp_path):
+    """Repeated rows are one mode, and clocks equal within SAME_CLOCK_REL one setting, on load as in the
+    fit; row sources the readers know (none, ``simulated: ...``, ``published: ...``) load."""
+    rows = REF[(REF.workload == "resnet18-cifar10") & REF["mode"].isin(list("efij"))]
+    repeated = pd.concat([rows, rows.assign(source=None)], ignore_index=True)
+    fitted = fit_workload(repeated)
+    assert fitted.profiled_modes == 4 and len(fitted.training_rows) == 8
+    save_model(fitted, tmp_path / "m.json")
+    assert load_model(tmp_path / "m.json").profiled_modes == 4
+    doc = model_to_dict(fitted)
+    first = doc["training_rows"][0]
+    nudged = {**first, "gpu_mhz": first["gpu_mhz"] * (1 + SAME_CLOCK_REL / 2), "source": "simulated: a twin"}
+    assert model_from_dict({**doc, "training_rows": [*doc["training_rows"], nudged]}).profiled_modes == 4
+    apart = {**first, "gpu_mhz": first["gpu_mhz"] * (1 + 3 * SAME_CLOCK_REL)}
+    with pytest.raises(InputError, match=r"distinct modes in training_rows \(5\), not 4"):
+        model_from_dict({**doc, "training_rows": [*doc["training_rows"], apart]})
+
+
+def _file_state(path: Path) -> tuple[bytes | None, bytes | None]:
+    """The bytes of a model file and of its manifest (None where absent)."""
+    return tuple(p.read_bytes() if p.exists() else None for p in (path, artifacts.manifest_path(path)))
+
+
+def test_save_refuses_more_training_rows_than_load_reads_and_keeps_the_old_file(tmp_path, model):
+    """Issue (audit 1): fit wrote files of up to 200,000 rows that load refused above MAX_TRAINING_ROWS."""
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    before = _file_state(path)
+    many = replace(model, training_rows=model.training_rows * (MAX_TRAINING_ROWS // len(model.training_rows) + 1))
+    with pytest.raises(InputError, match=f"at most {MAX_TRAINING_ROWS:,} .MAX_TRAINING_ROWS.") as e:
+        save_model(many, path)
+    assert e.value.field == "training_rows" and "merge repeated rows" in e.value.message
+    assert _file_state(path) == before and load_model(path).training_rows == model.training_rows
+    with pytest.raises(InputError):
+        save_model(many, tmp_path / "new" / "m.json")
+    assert not (tmp_path / "new").exists()
+
+
+def test_save_refuses_a_file_larger_than_load_reads_and_keeps_the_old_file(tmp_path, model, monkeypatch):
+    """The writer checks the reader's MAX_ARTIFACT_BYTES (the same constant) before writing anything."""
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    before = _file_state(path)
+    monkeypatch.setattr(artifacts, "MAX_ARTIFACT_BYTES", len(before[0]) - 1)
+    with pytest.raises(InputError, match="MAX_ARTIFACT_BYTES") as e:
+        save_model(model, path)
+    assert "fewer profile rows" in e.value.message and _file_state(path) == before
+    with pytest.raises(InputError, match="larger than"):  # what the loader says of such a file
+        load_model(path)
+    monkeypatch.undo()
+    assert load_model(path).training_rows == model.training_rows
+
+
+def test_save_refuses_a_real_model_file_over_the_byte_limit(tmp_path, model):
+    """At full size: 70,000 rows (under MAX_TRAINING_ROWS) make a ~40 MB document, over 32 MiB."""
+    many = replace(model, training_rows=model.training_rows * (70_000 // len(model.training_rows)))
+    path = tmp_path / "m.json"
+    with pytest.raises(InputError, match="MAX_ARTIFACT_BYTES"):
+        save_model(many, path)
+    assert _file_state(path) == (None, None)
+
+
+def test_save_refuses_a_model_load_would_refuse(tmp_path, model):
+    """Any rule of the reader holds for what is written: a 1,001-character workload id is refused."""
+    path = tmp_path / "m.json"
+    with pytest.raises(InputError, match="cannot be read back: model.workload_id must be a string"):
+        save_model(replace(model, workload_id="w" * 1001), path)
+    assert _file_state(path) == (None, None)
+
+
+@pytest.mark.parametrize("edit", [{"kappa_cpu": 10**400}, {"anchor": [10**400, 1, 1, 1]},
+                                  {"power_mean": [10**400] * 3}, {"source": "xyz"}])
+def test_bundled_reference_with_an_edited_number_or_source_is_refit_with_a_warning(tmp_path, edit):
+    """A bundled reference holding 10**400 (manifest recomputed) is an InputError, which the loader turns
+    into a warning and an in-memory refit, never an OverflowError."""
+    ref = replace(build_reference(REF), training_sha256=artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv"))
+    path = bundled.save_bundled_reference(ref, tmp_path)
+    doc = json.loads(path.read_text())
+    data = json.dumps({**doc, **edit}).encode()
+    path.write_bytes(data)
+    mpath = artifacts.manifest_path(path)
+    mpath.write_text(json.dumps({**json.loads(mpath.read_text()), "sha256": artifacts.sha256_bytes(data)}))
+    key = next(iter(edit))
+    with pytest.warns(RuntimeWarning, match=rf"{key} must .*refitting it in memory"):
+        assert bundled.load_bundled_reference("agx-xavier", tmp_path) is None
 
 
 class _Payload:

@@ -143,6 +143,23 @@ def test_recommend_infeasible_exits_1_with_reason(work, capsys):
     assert "lowest upper bound of power at 90%" in capsys.readouterr().err
 
 
+def test_confidence_is_printed_as_given_not_rounded_to_100_percent(work, capsys):
+    """Audit 4: `:.0%` printed 0.999 as "100%", a level no interval has; every line says 99.9%."""
+    model = str(work / "resnet.json")
+    assert main(["recommend", "--model", model, "--objective", "min-time", "--max-power-w", "0.5",
+                 "--confidence", "0.999"]) == 1
+    err = capsys.readouterr().err
+    assert "lowest upper bound of power at 99.9%" in err and "100%" not in err
+    assert main(["recommend", "--model", model, "--objective", "min-time", "--confidence", "0.999"]) == 0
+    err = capsys.readouterr().err
+    assert "(99.9% intervals; caps hold for their upper ends)" in err and "100%" not in err
+    assert main(["predict", "--model", model, "--presets", "--confidence", "0.999"]) == 0
+    err = capsys.readouterr().err
+    assert "8 mode(s), 99.9% intervals" in err and "100%" not in err
+    assert main(["predict", "--model", model, "--presets"]) == 0
+    assert "8 mode(s), 90% intervals" in capsys.readouterr().err
+
+
 def test_confidence_out_of_range_exits_2(work, capsys):
     assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--confidence", "90"]) == 2

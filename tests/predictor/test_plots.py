@@ -22,12 +22,13 @@ def model(resnet_cli_fit) -> Path:
 def test_svg_shows_every_mode_the_front_and_the_chosen_mode(model, tmp_path, capsys):
     out = tmp_path / "pareto.svg"
     code = main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "15",
-                 "--format", "json", "--plot", str(out)])
+                 "--confidence", "0.999", "--format", "json", "--plot", str(out)])
     assert code == 0
     best = json.loads(capsys.readouterr().out)["best"]
     svg = out.read_text()
     ET.fromstring(svg)  # well-formed
     assert f"chosen: {best['mode']}" in svg
+    assert "(99.9% upper ends)" in svg and "100%" not in svg  # the title's level, not rounded up
     assert "within the cap (" in svg and "over the cap (" in svg and "Pareto front (" in svg
     within, over = (int(svg.split(f"{k} the cap (")[1].split(" modes")[0].replace(",", "")) for k in ("within", "over"))
     assert within + over == 29232

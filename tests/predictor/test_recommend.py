@@ -359,3 +359,18 @@ def test_lowest_position_is_the_first_of_a_lexsort(seed):
     tie[rng.random(n) < 0.2] = np.nan
     if np.isfinite(value).any():  # with no finite value lexsort ranks inf before NaN; no caller asks that
         assert rec.lowest_position(value, tie) == int(np.lexsort((tie, value))[0])
+
+
+@pytest.mark.parametrize(("level", "text"), [(0.5, "50%"), (0.9, "90%"), (0.95, "95%"), (0.996, "99.6%"),
+                                             (0.999, "99.9%")])
+def test_confidence_levels_print_without_rounding(level, text):
+    """`:.0%` printed 0.999 and 0.996 as "100%"; the one helper keeps the level's digits."""
+    from jetpredict.predictor.limits import percent
+
+    assert percent(level) == text
+
+
+def test_why_infeasible_names_the_level_as_given():
+    df = pd.DataFrame({"mode": ["a", "b"], "avg_power_w_high": [20.0, 30.0], "epoch_time_s_high": [100.0, 50.0]})
+    reason = rec._why_infeasible(df, 10.0, None, 0.999)
+    assert "at 99.9%" in reason and "100%" not in reason
