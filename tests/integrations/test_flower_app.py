@@ -240,3 +240,37 @@ def test_good_run_config_values_pass_as_given():
     cfg = FleetConfig.from_run_config({"simulate-jetson": False, "seed": 4294967295, "twin-workload": "resnet18-cifar10",
                                        "confidence": 0.9, "arms": " plan , maxn ", "models": "m", "results-out": "r"})
     assert cfg.simulate_jetson is False and cfg.seed == 4294967295 and cfg.arm_list() == ["plan", "maxn"]
+
+
+def test_the_maxn_arms_train_at_maxn_on_a_real_jetson_and_restore_its_mode(orin, monkeypatch):
+    """``simulate-jetson = false``: the baseline arms' train messages carry no plan, yet the node must train at
+    its fastest preset (Orin NX: MAXN, nvpmodel id 0), not at the 15W it was left in, and go back to 15W."""
+    from flwr.app import Message, Metadata
+
+    from jetpredict.integrations.flower import REPORT_RECORD
+
+    maxn = load_device("orin-nx").maxn
+    during: list[str] = []
+    train_local = task.train_local
+
+    def watched(*args, **kwargs):  # the board's mode while the example's train function runs
+        during.append(orin.read("/var/lib/nvpmodel/status"))
+        return train_local(*args, **kwargs)
+
+    monkeypatch.setattr(task, "train_local", watched)
+    context = Context(run_id=1, node_id=7, state=RecordDict(), run_config={"simulate-jetson": False},
+                      node_config={"partition-id": 0, "num-partitions": 2, "jetpredict-device": "orin-nx"})
+    # What BaselineFedAvg (arms maxn and maxn-drop) sends: FedAvg's train message, no jetpredict.plan record.
+    message = Message(RecordDict({"arrays": ArrayRecord(task.Net().state_dict()),
+                                  "config": ConfigRecord({"local-epochs": 1, "seed": 0, "server-round": 1})}),
+                      metadata=Metadata(run_id=1, message_id="m", src_node_id=0, dst_node_id=7,
+                                        reply_to_message_id="", group_id="1", created_at=0.0, ttl=3600.0,
+                                        message_type="train"))
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    reply = client_app.app(message, context)
+    assert [c[-1] for c in orin.calls() if c[0] == "nvpmodel" and "-m" in c] == [str(maxn.id), "2"]
+    assert during == [f"pmode:{maxn.id:04d}"]
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"  # 15W again after the round
+    report = reply.content.config_records[REPORT_RECORD]
+    assert report["source"] == "measured" and report["mode"] == maxn.mode == "MAXN"
+    assert report["mode-applied"] is True

@@ -20,6 +20,7 @@ from jetpredict.profiler.powermode import detect_controller  # noqa: E402
 
 from jetpredict.integrations.flower import (  # noqa: E402
     ENERGY_METRIC,
+    FASTEST_PRESET,
     NODE_RECORD,
     PLAN_RECORD,
     POWER_METRIC,
@@ -190,6 +191,37 @@ def test_without_a_plan_or_a_meter_the_mode_is_left_alone_and_energy_is_null(fak
     report = reply.content.config_records[REPORT_RECORD]
     assert report["mode-applied"] is False and report["energy-null-reason"] == "none: no sensor found"
     assert switches(fake_root) == []
+
+
+def test_a_message_without_a_plan_runs_at_the_default_mode_applied_and_restored(orin):
+    """``default_mode``: a plain strategy's train message (no plan) runs at the fastest preset, or at the named
+    one, through the same controller (switched back to 15W after); a plan still wins over it."""
+    from jetpredict.models.errors import InputError
+
+    status: list[str] = []
+    app = ClientApp(mods=[jetpredict_mod(sampler_hz=50.0, default_mode=FASTEST_PRESET)])
+
+    @app.train()
+    def train(msg: Message, ctx: Context) -> Message:
+        status.append(orin.read("/var/lib/nvpmodel/status"))
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 4})}), reply_to=msg)
+
+    reply = app(train_message(None), context())
+    assert status == ["pmode:0000"] and switches(orin) == ["0", "2"]  # MAXN inside, 15W again after
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
+    report = reply.content.config_records[REPORT_RECORD]
+    assert report["mode"] == "MAXN" and report["mode-applied"] is True and report["source"] == "measured"
+    # A named preset (10W, id 1); a plan (MAXN) wins over the default.
+    named = ClientApp(mods=[jetpredict_mod(sampler_hz=50.0, default_mode="10W")])
+    named.train()(train)
+    assert named(train_message(None), context()).content.config_records[REPORT_RECORD]["mode"] == "10W"
+    assert named(train_message(maxn_plan()), context()).content.config_records[REPORT_RECORD]["mode"] == "MAXN"
+    assert status[1:] == ["pmode:0001", "pmode:0000"] and switches(orin)[2:] == ["1", "2", "0", "2"]
+    # No device to resolve the default against: refused before anything is switched or trained.
+    bare = Context(run_id=1, node_id=7, node_config={}, state=RecordDict(), run_config={})
+    with pytest.raises(InputError, match="default_mode='fastest' needs the device"):
+        app(train_message(None), bare)
+    assert len(status) == 3 and len(switches(orin)) == 6
 
 
 def test_the_device_query_and_other_messages():

@@ -23,7 +23,10 @@ from jetpredict.models.errors import InputError  # noqa: E402
 from jetpredict.predictor.service import plan_fleet  # noqa: E402
 
 from jetpredict.integrations.flower import (  # noqa: E402
+    ENERGY_METRIC,
+    ENERGY_REPORTED_METRIC,
     PLAN_RECORD,
+    PRED_ENERGY_METRIC,
     TIME_METRIC,
     ClientPlan,
     HttpPlanner,
@@ -301,6 +304,60 @@ def test_only_nodes_meeting_the_deadline_train_with_their_plan(resnet_model, gri
     assert len([m for m in grid.sent if m.metadata.message_type == "query.jetpredict"]) == len(DEVICES)
 
 
+class _NoSwitch:
+    """A power-mode controller that switches nothing (a measured node without a Jetson under it)."""
+
+    def __enter__(self) -> _NoSwitch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def apply(self, mode: object) -> None:
+        pass
+
+
+def mixed_energy_grid(unmetered: set[int]) -> InProcessGrid:
+    """Nodes 1-3 on AGX Xavier: the twin's figures (energy known), but nodes in ``unmetered`` measure their
+    round without a power meter (energy null, with a reason)."""
+    from jetpredict.profiler.power import NullPowerMeter
+
+    app = ClientApp()
+    add_device_query(app, device="agx-xavier", epoch_scale=0.02)
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        how = ({"meter": NullPowerMeter("no sensor"), "controller": _NoSwitch()} if context.node_id in unmetered
+               else {"twin": TwinWorkload(WORKLOAD, epoch_scale=0.02)})
+        with PlannedRound(msg, context, device="agx-xavier", **how) as planned:
+            pass
+        content = RecordDict({"arrays": ArrayRecord([np.zeros(3)]), "metrics": MetricRecord({"num-examples": 1})})
+        return Message(planned.attach(content), reply_to=msg)
+
+    return InProcessGrid(app, node_contexts([1, 2, 3], lambda n: {}))
+
+
+@pytest.mark.parametrize("unmetered", [set(), {3}, {1, 2, 3}])
+def test_round_energy_is_every_replying_nodes_or_absent_never_a_partial_sum(resnet_model, server_identity,
+                                                                            unmetered, caplog):
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_available_nodes=3, min_train_nodes=3),
+                                  resnet_model, deadline_s=600.0)
+    messages, (_, metrics) = train_round(strategy, mixed_energy_grid(unmetered))
+    records = [r for r in strategy.records if r.selected]
+    assert len(messages) == len(records) == 3 and all(r.replied for r in records)
+    assert metrics[ENERGY_REPORTED_METRIC] == 3 - len(unmetered)
+    for r in records:
+        assert (r.reported_energy_j is None) == (r.node_id in unmetered)
+        assert (r.energy_null_reason is not None) == (r.node_id in unmetered)  # each node says why
+    if unmetered:
+        assert ENERGY_METRIC not in metrics and PRED_ENERGY_METRIC not in metrics
+    else:
+        assert metrics[ENERGY_METRIC] == pytest.approx(sum(r.reported_energy_j for r in records))
+        assert metrics[PRED_ENERGY_METRIC] == pytest.approx(sum(r.pred_energy_j for r in records))
+    if unmetered == {3}:  # some reported: the log says why the round has no energy figure
+        assert "round 1 energy unknown: 1 of 3 node(s) that replied reported none (none: no sensor)" in caplog.text
+
+
 def test_cheapest_fraction_keeps_the_cheapest_feasible_nodes(resnet_model, grid):
     strategy = JetpredictStrategy(fedavg(min_train_nodes=1), resnet_model, deadline_s=600.0, local_epochs=1,
                                   cheapest_fraction=0.5)
@@ -329,6 +386,27 @@ def test_bad_settings_name_the_field(resnet_model):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=0)
     with pytest.raises(InputError, match="cheapest_fraction"):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=1.5)
+
+
+@pytest.mark.parametrize("value", ["ten", None, True, 0, -1.0, float("nan"), float("inf")])
+def test_the_deadline_is_a_checked_number_naming_the_field(resnet_model, value):
+    with pytest.raises(InputError, match=r"^deadline_s must be a finite number > 0") as err:
+        JetpredictStrategy(fedavg(), resnet_model, deadline_s=value)
+    assert err.value.field == "deadline_s"
+
+
+# None is not among them: it is cheapest_fraction's default (keep every node that meets the deadline).
+@pytest.mark.parametrize("value", ["ten", True, 0, -0.5, 1.5, float("nan"), float("inf")])
+def test_the_cheapest_fraction_is_a_checked_number_in_0_to_1(resnet_model, value):
+    with pytest.raises(InputError, match=r"^cheapest_fraction must be between 0 and 1 \(0 excluded") as err:
+        JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=value)
+    assert err.value.field == "cheapest_fraction"
+
+
+def test_good_deadline_and_cheapest_fraction_pass(resnet_model):
+    strategy = JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=1)
+    assert strategy.deadline_s == 10.0 and strategy.cheapest_fraction == 1.0
+    assert JetpredictStrategy(fedavg(), resnet_model, deadline_s=0.5, cheapest_fraction=1e-3).cheapest_fraction == 1e-3
 
 
 @pytest.mark.slow

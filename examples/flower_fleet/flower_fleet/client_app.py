@@ -5,9 +5,11 @@ given them with ``--node-config``), and optionally ``jetpredict-device`` (the Je
 simulated fleet's ``DEVICES[partition-id % 6]``) and ``jetpredict-epoch-scale`` (default: the node's share
 of the data, see ``task.py``). With run config ``simulate-jetson = true`` (the default) the round's time
 and energy are the digital twin's for that device and mode; with ``false`` the node must be a Jetson:
-the mode is applied and the round measured. ``jetpredict_mod`` does all of that around ``train``, which is
-plain Flower: it answers the strategy's device query, applies the planned mode and restores the previous
-one, measures the round (or takes the twin's figures) and attaches them to the reply.
+the mode is applied and the round measured. A train message without a plan (the ``maxn`` and
+``maxn-drop`` arms' plain FedAvg) runs at the device's fastest preset, on the twin and on a Jetson alike.
+``jetpredict_mod`` does all of that around ``train``, which is plain Flower: it answers the strategy's
+device query, applies the planned mode (or the fastest preset) and restores the previous one, measures
+the round (or takes the twin's figures) and attaches them to the reply.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from __future__ import annotations
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from jetpredict.integrations.flower import DEVICE_KEY, EPOCH_SCALE_KEY, TwinWorkload, jetpredict_mod
+from jetpredict.integrations.flower import (
+    DEVICE_KEY,
+    EPOCH_SCALE_KEY,
+    FASTEST_PRESET,
+    TwinWorkload,
+    jetpredict_mod,
+)
 
 from . import task
 from .fleet import FleetConfig
@@ -58,7 +66,10 @@ def node_twin(msg: Message, context: Context) -> TwinWorkload | None:
                         epochs=int(msg.content["config"]["local-epochs"]))
 
 
-jetpredict = jetpredict_mod(device=node_device, epoch_scale=node_epoch_scale, twin=node_twin)
+# default_mode: the baseline arms send no plan; their nodes must still train at MAXN on real hardware (the
+# twin's default is that preset already), or the arm would measure whatever mode the board was left in.
+jetpredict = jetpredict_mod(device=node_device, epoch_scale=node_epoch_scale, twin=node_twin,
+                            default_mode=FASTEST_PRESET)
 app = ClientApp(mods=[jetpredict])
 # Optional: a query.jetpredict function answers the device query at once (with the mod alone, the
 # strategy asks once more through a train message that the mod answers).

@@ -36,7 +36,7 @@ from jetpredict.integrations.flower.wire import (
     SIMULATED_METRIC,
     TIME_METRIC,
 )
-from jetpredict.models.catalogue import PowerMode
+from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.metering import DEFAULT_HZ, MeteredWindow, cuda_sync, metered
 
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 NodeValue = Any  # a value, or a callable taking the Flower Context and returning it
 #: A twin for every round, or a callable ``(message, context) -> TwinWorkload | None`` (None: measure).
 TwinSpec = TwinWorkload | Callable[[Message, Context], TwinWorkload | None] | None
+#: ``default_mode`` naming the device's fastest preset (MAXN, or whatever the board calls its equivalent).
+FASTEST_PRESET = "fastest"
 
 
 def _resolve(value: NodeValue, context: Context | None, key: str) -> Any:
@@ -55,6 +57,13 @@ def _resolve(value: NodeValue, context: Context | None, key: str) -> Any:
     if context is not None:
         return context.node_config.get(key)
     return None
+
+
+def preset_mode(device: str, name: str) -> PowerMode:
+    """The preset ``name`` of ``device`` (a catalogue id), or its fastest one for :data:`FASTEST_PRESET`;
+    :class:`~jetpredict.models.errors.InputError` names the presets when the device has no such one."""
+    d = load_device(device)
+    return d.maxn if name == FASTEST_PRESET else d.preset(name)
 
 
 def is_train(message: Message) -> bool:
@@ -70,23 +79,28 @@ class PlannedRound:
     meter (``meter``, default ``detect_power_meter(device)``, sampled at ``sampler_hz`` Hz; ``sync`` runs
     before each clock read, default :func:`~jetpredict.profiler.metering.cuda_sync`) and restores the
     previous mode on every exit path (handlers for SIGINT/SIGTERM when entered from the main thread; see
-    :class:`~jetpredict.profiler.powermode.PowerModeController`). A message without a plan trains at the
-    mode in force. Energy is None with ``energy-null-reason`` when there is no meter or no usable samples,
-    never 0. With ``twin``: nothing is switched or measured; :attr:`report` holds the twin's time and
+    :class:`~jetpredict.profiler.powermode.PowerModeController`). A message without a plan (a plain Flower
+    strategy's) runs at ``default_mode``, applied and restored the same way: a preset name of the device,
+    or :data:`FASTEST_PRESET` for its fastest preset; with ``default_mode=None`` (the default) it trains at
+    the mode in force and the report's ``mode`` is empty. Energy is None with ``energy-null-reason`` when
+    there is no meter or no usable samples, never 0. With ``twin``: nothing is switched or measured; :attr:`report` holds the twin's time and
     energy for the planned device and mode (``source = "simulated"``).
 
     ``device``: catalogue id, a callable of the Context, or None for node config ``jetpredict-device``
-    (the plan's device wins when there is a plan).
+    (the plan's device wins when there is a plan). ``default_mode`` is not used with ``twin``: the twin's
+    own ``default_mode`` costs a plan-less round.
     """
 
     def __init__(self, message: Message, context: Context | None = None, *, device: NodeValue = None,
                  controller: Any = None, meter: Any = None, twin: TwinWorkload | None = None,
-                 sampler_hz: float = DEFAULT_HZ, sync: Callable[[], None] | None = cuda_sync) -> None:
+                 sampler_hz: float = DEFAULT_HZ, sync: Callable[[], None] | None = cuda_sync,
+                 default_mode: str | None = None) -> None:
         self.plan = read_plan(message)
         node_device = _resolve(device, context, DEVICE_KEY)
         self.device: str | None = self.plan.device if self.plan is not None else (
             str(node_device) if node_device else None)
         self.twin = twin
+        self.default_mode = default_mode
         self.controller = controller
         self.meter = meter
         self.sampler_hz = sampler_hz
@@ -100,11 +114,17 @@ class PlannedRound:
     def _mode(self) -> PowerMode | None:
         if self.plan is not None:
             return self.plan.power_mode()
-        if self.twin is not None and self.device is not None:
-            return twin_mode(self.device, self.twin)
+        if self.twin is not None:
+            return twin_mode(self.device, self.twin) if self.device is not None else None
+        if self.default_mode is not None and self.device is not None:
+            return preset_mode(self.device, self.default_mode)
         return None
 
     def __enter__(self) -> PlannedRound:
+        if self.plan is None and self.twin is None and self.default_mode is not None and self.device is None:
+            # Training at the mode in force instead would report a baseline that was never run.
+            raise InputError(f"default_mode={self.default_mode!r} needs the device: no plan and no "
+                             f"{DEVICE_KEY}", DEVICE_KEY)
         mode = self._mode()
         if self.plan is not None and self.plan.mode is not None:
             log.info("jetpredict: planned mode %s on %s; its prediction rests on %s", self.plan.mode,
@@ -220,16 +240,18 @@ class JetpredictMod:
     keys ``jetpredict-device`` and ``jetpredict-epoch-scale`` (1.0 when absent). In simulation, where every
     node shares one node config, pass callables of ``context.node_config["partition-id"]``. ``twin``: a
     :class:`~.twin.TwinWorkload`, or a callable ``(message, context)`` giving one (or None to measure).
-    ``controller``, ``meter``, ``sampler_hz``, ``sync``: as for :class:`PlannedRound`.
+    ``controller``, ``meter``, ``sampler_hz``, ``sync``, ``default_mode`` (the mode of a train message
+    without a plan, e.g. :data:`FASTEST_PRESET`; None: the mode in force): as for :class:`PlannedRound`.
     """
 
     def __init__(self, device: NodeValue = None, epoch_scale: NodeValue = None, *, twin: TwinSpec = None,
                  controller: Any = None, meter: Any = None, sampler_hz: float = DEFAULT_HZ,
-                 sync: Callable[[], None] | None = cuda_sync) -> None:
+                 sync: Callable[[], None] | None = cuda_sync, default_mode: str | None = None) -> None:
         self.device = device
         self.epoch_scale = epoch_scale
         self.twin = twin
-        self.round_options = {"controller": controller, "meter": meter, "sampler_hz": sampler_hz, "sync": sync}
+        self.round_options = {"controller": controller, "meter": meter, "sampler_hz": sampler_hz, "sync": sync,
+                              "default_mode": default_mode}
 
     def __call__(self, message: Message, context: Context,
                  call_next: Callable[[Message, Context], Message]) -> Message:
@@ -264,10 +286,10 @@ class JetpredictMod:
 
 def jetpredict_mod(device: NodeValue = None, epoch_scale: NodeValue = None, *, twin: TwinSpec = None,
                    controller: Any = None, meter: Any = None, sampler_hz: float = DEFAULT_HZ,
-                   sync: Callable[[], None] | None = cuda_sync) -> JetpredictMod:
+                   sync: Callable[[], None] | None = cuda_sync, default_mode: str | None = None) -> JetpredictMod:
     """The jetpredict mod of a ClientApp: ``ClientApp(mods=[jetpredict_mod(...)])``; see :class:`JetpredictMod`."""
     return JetpredictMod(device, epoch_scale, twin=twin, controller=controller, meter=meter,
-                         sampler_hz=sampler_hz, sync=sync)
+                         sampler_hz=sampler_hz, sync=sync, default_mode=default_mode)
 
 
 def add_device_query(app: Any, device: NodeValue = None, epoch_scale: NodeValue = None) -> None:

@@ -38,12 +38,19 @@ from jetpredict.integrations.flower.planners import FleetPlanner, LocalPlanner, 
 from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes
 from jetpredict.integrations.flower.wire import (
     DEVICE_KEY,
+    ENERGY_METRIC,
+    ENERGY_REPORTED_METRIC,
     EPOCH_SCALE_KEY,
+    EXCLUDED_METRIC,
+    MISSES_METRIC,
     NODE_RECORD,
     PLAN_RECORD,
+    PRED_ENERGY_METRIC,
     QUERY_ACTION,
     QUERY_RECORD,
     QUERY_TYPE,
+    ROUND_TIME_METRIC,
+    SELECTED_METRIC,
     as_float,
     read_report,
     strip_metrics,
@@ -267,20 +274,18 @@ class JetpredictStrategy(Strategy):
         if not isinstance(strategy, Strategy):
             raise InputError("strategy must be a Flower Message-API Strategy (flwr.serverapp.strategy)",
                              "strategy")
-        deadline = float(deadline_s)
-        if not math.isfinite(deadline) or deadline <= 0:
-            raise InputError(f"deadline_s must be a finite number of seconds > 0, got {deadline_s!r}",
-                             "deadline_s")
+        # The project's one check, an InputError naming the field: a bare float() took True as 1 and failed
+        # on "ten" or None with a TypeError/ValueError that named nothing.
+        deadline = checked_number(deadline_s, "deadline_s")
         if isinstance(local_epochs, bool) or not isinstance(local_epochs, int) or local_epochs < 1:
             raise InputError(f"local_epochs must be a whole number >= 1, got {local_epochs!r}", "local_epochs")
-        if cheapest_fraction is not None and not 0 < float(cheapest_fraction) <= 1:
-            raise InputError(f"cheapest_fraction must be in (0, 1], got {cheapest_fraction!r}",
-                             "cheapest_fraction")
+        fraction = None if cheapest_fraction is None else checked_number(
+            cheapest_fraction, "cheapest_fraction", high=1.0, hint=" (0 excluded, 1 included)")
         self.inner = strategy
         self.planner: FleetPlanner = planner if hasattr(planner, "plan") else LocalPlanner(planner)
         self.deadline_s = deadline
         self.local_epochs = local_epochs
-        self.cheapest_fraction = None if cheapest_fraction is None else float(cheapest_fraction)
+        self.cheapest_fraction = fraction
         self.query_timeout_s = checked_number(query_timeout_s, "query_timeout_s")
         #: Every (round, node) record, in order; see :class:`ClientRecord`.
         self.records: list[ClientRecord] = []
@@ -439,24 +444,34 @@ class JetpredictStrategy(Strategy):
 
     def round_totals(self, server_round: int) -> dict[str, float]:
         """The round's figures: nodes selected and excluded, deadline misses, longest reported time (s),
-        reported and predicted training energy of the nodes that reported energy (J)."""
+        nodes that reported energy, and the reported and predicted training energy (J) of the selected nodes
+        that replied. The energies are left out unless every such node reported energy (and, for the
+        predicted one, had a predicted energy): a sum over some of them would pass for the round's."""
         records = self._round_records.get(server_round, {})
         selected = [r for r in records.values() if r.selected]
         if not records:
             return {}
-        with_energy = [r for r in selected if r.reported_energy_j is not None]
+        replied = [r for r in selected if r.replied]
+        with_energy = [r for r in replied if r.reported_energy_j is not None]
         out: dict[str, float] = {
-            "jetpredict-selected": len(selected), "jetpredict-excluded": len(records) - len(selected),
-            "jetpredict-deadline-misses": sum(bool(r.deadline_missed) for r in selected),
+            SELECTED_METRIC: len(selected), EXCLUDED_METRIC: len(records) - len(selected),
+            MISSES_METRIC: sum(bool(r.deadline_missed) for r in selected),
+            ENERGY_REPORTED_METRIC: len(with_energy),
         }
         times = [r.reported_time_s for r in selected if r.reported_time_s is not None]
         if times:
-            out["jetpredict-round-time-s"] = max(times)
-        if with_energy:
-            out["jetpredict-energy-j"] = math.fsum(r.reported_energy_j for r in with_energy)
+            out[ROUND_TIME_METRIC] = max(times)
+        if replied and len(with_energy) == len(replied):
+            out[ENERGY_METRIC] = math.fsum(r.reported_energy_j for r in with_energy)
             predicted = [r.pred_energy_j for r in with_energy if r.pred_energy_j is not None]
             if len(predicted) == len(with_energy):
-                out["jetpredict-pred-energy-j"] = math.fsum(predicted)
+                out[PRED_ENERGY_METRIC] = math.fsum(predicted)
+        elif with_energy:
+            # MetricRecord has no null: the missing total and the count above are the reason, logged once.
+            log.warning("JetpredictStrategy: round %d energy unknown: %d of %d node(s) that replied reported "
+                        "none (%s)", server_round, len(replied) - len(with_energy), len(replied),
+                        "; ".join(sorted({r.energy_null_reason or "no reason given"
+                                          for r in replied if r.reported_energy_j is None})))
         return out
 
     # -- evaluation: the wrapped strategy's, unchanged --------------------------------------------------

@@ -33,6 +33,16 @@ TIME_METRIC = "jetpredict-time-s"
 ENERGY_METRIC = "jetpredict-energy-j"
 POWER_METRIC = "jetpredict-avg-power-w"
 SIMULATED_METRIC = "jetpredict-simulated"
+#: Round totals the strategy adds to the aggregated train metrics: nodes selected and excluded, deadline
+#: misses, the longest reported time (s), and the reported and predicted training energy (J) of the nodes
+#: that replied (``ENERGY_METRIC``: absent unless every one of them reported energy, never a partial sum),
+#: with the count of those that did report energy.
+SELECTED_METRIC = "jetpredict-selected"
+EXCLUDED_METRIC = "jetpredict-excluded"
+MISSES_METRIC = "jetpredict-deadline-misses"
+ROUND_TIME_METRIC = "jetpredict-round-time-s"
+PRED_ENERGY_METRIC = "jetpredict-pred-energy-j"
+ENERGY_REPORTED_METRIC = "jetpredict-energy-reported"
 #: Mode fields carried in a plan, with their ConfigRecord keys.
 MODE_KEYS = (("cpu_cores", "cpu-cores"), ("cpu_mhz", "cpu-mhz"), ("gpu_mhz", "gpu-mhz"), ("emc_mhz", "emc-mhz"))
 
