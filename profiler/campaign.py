@@ -130,6 +130,21 @@ def _parse_label(device: Device, label: str) -> PowerMode:
     return device.preset(label)
 
 
+def _check_preset_label(device: Device, label: str, knobs: tuple[int, float, float, float], where: str) -> None:
+    """Refuse a row whose ``mode`` names one of ``device``'s presets but whose knobs (cores, MHz) are not that
+    preset's: the label is written into the profile row as given, so it would record the preset's name for
+    other clocks (the row format likewise refuses one label with two sets of knobs). A custom mode keeps a
+    label of its own, or a blank one (then its ``8c-...`` label is made from the knobs)."""
+    preset = next((p for p in device.presets if p.mode.upper() == label.upper()), None)
+    if preset is None or tuple(map(float, preset.knobs())) == tuple(map(float, knobs)):
+        return
+    theirs = ", ".join(f"{k}={v:g}" for k, v in zip(MODE_FIELDS, preset.knobs(), strict=True))
+    ours = ", ".join(f"{k}={v:g}" for k, v in zip(MODE_FIELDS, knobs, strict=True))
+    raise InputError(f"{where}: mode {label!r} names a preset of {device.id} whose knobs are {theirs}, but this "
+                     f"row has {ours}; a label that names a preset must have the preset's knobs (give a custom "
+                     f"mode its own label, or leave mode blank)", "mode")
+
+
 def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
     from jetpredict.models.profile_files import mode_row_place, read_mode_table
 
@@ -150,6 +165,7 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
             raise InputError(f"--modes {path} {where}: {exc.message}", exc.field) from None
         label = str(rec.get("mode") or "").strip()
         cores, cpu, gpu, emc = int(knobs[0]), knobs[1], knobs[2], knobs[3]
+        _check_preset_label(device, label, (cores, cpu, gpu, emc), f"--modes {path} {where}")
         modes.append(PowerMode(label if label and label != "nan" else f"{cores}c-{cpu:g}-{gpu:g}-{emc:g}",
                                cores, cpu, gpu, emc))
     if not modes:
@@ -302,11 +318,13 @@ def _host_parts(cfg: CampaignConfig) -> CampaignParts:
 
     modes = host_modes(cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
+    controller = detect_controller("host")
     # Training on a discrete GPU: its board power (NVML). On the CPU, "host" leaves NVML out: an idle GPU's
-    # power is not the training device's (CPU package power comes from RAPL below).
+    # power is not the training device's (CPU package power comes from RAPL below). Meters come last: once
+    # opened, nothing here can fail and leave them open (the campaign closes them).
     meter = detect_power_meter("cuda") if backend.accelerator() == "cuda" else detect_power_meter("host")
     runner = RealTimeRunner(backend, meter, detect_cpu_package_meter())
-    return CampaignParts(HOST_DEVICE, None, modes, runner, detect_controller("host"), cfg.settle_s or 0.0)
+    return CampaignParts(HOST_DEVICE, None, modes, runner, controller, cfg.settle_s or 0.0)
 
 
 def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
@@ -318,9 +336,10 @@ def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
     device = load_device(device_id)
     modes = modes_to_profile(device, cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
+    controller = detect_controller("jetson", device_id)  # may fail (no nvpmodel): before a meter is opened
     runner = RealTimeRunner(backend, detect_power_meter(device_id))
     settle = SETTLE_S if cfg.settle_s is None else cfg.settle_s
-    return CampaignParts(device_id, device, modes, runner, detect_controller("jetson", device_id), settle)
+    return CampaignParts(device_id, device, modes, runner, controller, settle)
 
 
 def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
@@ -525,11 +544,26 @@ def _chosen_modes(chooser: ModeChooser, rows: list[dict[str, Any]], device: Devi
 
 def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> list[dict[str, Any]]:
     """Profile every mode (or, with ``cfg.adaptive``, each mode the chooser picks until it stops); returns
-    the rows (also written to the output files as each mode ends)."""
+    the rows (also written to the output files as each mode ends). The parts are the campaign's: the
+    runner's power meters are closed when it ends, on every path (the backend once the modes have run)."""
     settings = RunSettings(warmup=cfg.warmup, minibatches=cfg.minibatches, settle_s=cfg.settle_s or 0.0,
                            idle_s=cfg.idle_s, hz=cfg.hz)
     outputs = _Outputs(cfg.out)
     parts = parts or build_parts(cfg)
+    with ExitStack() as owned:
+        # The meters hold a tegrastats process or an NVML session: closed however the campaign ends, also
+        # when it fails before the first mode (an unwritable --out), and after the mode is restored.
+        owned.callback(parts.runner.close)
+        rows = _profile(cfg, parts, settings, outputs)
+    if cfg.upload:
+        answer = upload.upload_rows(cfg.upload, json_safe(rows))
+        print(f"uploaded {len(rows)} row(s) to {cfg.upload}: {answer}", file=sys.stderr)
+    return rows
+
+
+def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, outputs: _Outputs
+             ) -> list[dict[str, Any]]:
+    """The campaign proper (:func:`run_campaign`): every mode measured and written out; returns the rows."""
     # Keep the parts' settle time (device-kind default) but every other setting as asked.
     settings = replace(settings, settle_s=parts.settle_s)
     outputs.start()
@@ -556,7 +590,4 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
                 outputs.add(rows, document)
     finally:
         progress.close()
-    if cfg.upload:
-        answer = upload.upload_rows(cfg.upload, json_safe(rows))
-        print(f"uploaded {len(rows)} row(s) to {cfg.upload}: {answer}", file=sys.stderr)
     return rows

@@ -3,9 +3,10 @@ shared by the real backend (:mod:`profiler.workloads`) and the twin's (:mod:`pro
 
 from __future__ import annotations
 
+import math
 import os
 
-from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
+from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, FIELD_BY_NAME
 from jetpredict.profiler.flags import check_range
 
 
@@ -23,4 +24,8 @@ def loader_settings(batch_size: int | None, num_workers: int | None, *, default_
     (``--batch-size``, ``--workers``). ``cpu_cores``: as in :func:`default_num_workers`."""
     batch = default_batch_size if batch_size is None else int(batch_size)
     workers = default_num_workers(cpu_cores) if num_workers is None else int(num_workers)
-    return check_range("batch_size", batch, 1), check_range("workers", workers, 0)
+    # The row format's own bounds (num_workers <= MAX_CORES, batch_size <= MAX_COUNT): a value the measured
+    # row would fail is refused here, before any mode is switched and measured.
+    batch_max = float(FIELD_BY_NAME["batch_size"].maximum or math.inf)
+    workers_max = float(FIELD_BY_NAME["num_workers"].maximum or math.inf)
+    return check_range("batch_size", batch, 1, batch_max), check_range("workers", workers, 0, workers_max)

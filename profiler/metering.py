@@ -53,8 +53,10 @@ def window_null_reason(meter: str, trace: PowerTrace | None, t0: float, t1: floa
         return meter
     if trace is None:
         return f"{meter}: no power trace was recorded"
-    if trace.read_errors:
-        return f"{meter}: {trace.read_errors} failed reads ({trace.last_error})"
+    # Only failures the window touches explain it: a failed read in the lead-in (idle, warm-up) does not.
+    failed = trace.failed_reads_in(t0, t1)
+    if failed:
+        return f"{meter}: {failed} failed reads in the measured window ({trace.last_error})"
     return (f"{meter}: measured window of {t1 - t0:.3g} s holds {trace.samples_in(t0, t1)} "
             f"power samples; need >= 2 covering it{hint}")
 
@@ -111,10 +113,19 @@ class MeteredWindow:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        t1 = self._now()
-        self.t1_s, self.time_s = t1, t1 - float(self.t0_s)
         sampler, self._sampler = self._sampler, None
-        self.trace = None if sampler is None else sampler.stop()
+        try:
+            t1 = self._now()
+        except BaseException as err:
+            # sync raised (a CUDA error): the window has no end, so no time nor energy; say why rather than
+            # leave the figures empty without a reason.
+            self.null_reason = f"the measured window could not be closed: {type(err).__name__}: {err}"
+            raise
+        finally:
+            # Stopped on every path (after the clock read: its last sample brackets the window), so that a
+            # failed sync does not leave the sampler thread reading the meter for the rest of the process.
+            self.trace = None if sampler is None else sampler.stop()
+        self.t1_s, self.time_s = t1, t1 - float(self.t0_s)
         self.energy_j = None if self.trace is None else self.trace.energy_j(self.t0_s, t1)
         self.samples = None if self.trace is None else self.trace.samples_in(self.t0_s, t1)
         if self.energy_j is None:

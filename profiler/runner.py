@@ -35,6 +35,7 @@ import statistics
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,7 @@ from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.flags import check_range
 from jetpredict.profiler.metering import meter_label, metered, window_null_reason
-from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ, NO_METER
+from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ, MAX_SAMPLER_HZ, MIN_SAMPLER_HZ, NO_METER
 
 if TYPE_CHECKING:
     from jetpredict.models.catalogue import PowerMode
@@ -134,19 +135,28 @@ class RunSettings:
                  ("settle_s", self.settle_s, 0, MAX_WAIT_S, "s"), ("idle_s", self.idle_s, 0, MAX_WAIT_S, "s"))
         for name, value, low, high, unit in rules:
             check_range(name, value, low, high, unit, per="per mode")
-        if self.hz is None or not self.hz > 0:
-            raise InputError(f"--hz must be > 0 Hz, got {self.hz}", "hz")
+        # The sampler's own limits (checked again when it starts), so a bad --hz is refused before any
+        # mode is switched; a bool is not a rate, though Python counts True as 1.
+        if isinstance(self.hz, bool):
+            raise InputError(f"--hz must be a number of samples per second, got {self.hz}", "hz")
+        check_range("hz", self.hz, MIN_SAMPLER_HZ, MAX_SAMPLER_HZ, "Hz")
 
 
-def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: float) -> float:
+def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: float,
+                       update_hz: float | None = None) -> float:
     """Sampling rate (Hz) for the measured window: MLPerf Power asks for >= 60 samples per window, so a
     window that the warm-up's pace shows to be short is sampled faster (up to the sensor-friendly
-    maximum of :func:`~profiler.power.sampler.hz_for_window`); without a warm-up, ``hz``."""
+    maximum of :func:`~profiler.power.sampler.hz_for_window`, and up to ``update_hz``, the meter's own
+    update rate in Hz when known); never below ``hz``; without a warm-up, ``hz``."""
     if not warmup:
         return hz
     from jetpredict.profiler.power.sampler import hz_for_window
 
-    return hz_for_window(statistics.fmean(t.total_s for t in warmup) * minibatches, hz)
+    raised = hz_for_window(statistics.fmean(t.total_s for t in warmup) * minibatches, hz)
+    if update_hz:
+        # Faster than the meter updates would count one reading several times in power_samples.
+        raised = min(raised, max(hz, update_hz))
+    return raised
 
 
 #: ``on_minibatch(phase, i, n)``: called after each minibatch (``phase`` = ``warmup`` / ``measure``).
@@ -178,6 +188,9 @@ class ModeRunner(ABC):
         """The wall-clock start of a campaign (ISO 8601), or None where time is simulated."""
         return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
+    def close(self) -> None:  # noqa: B027 - a runner holding nothing (the twin's) has nothing to release
+        """Release what the runner holds (its power meters); the campaign calls it on every exit path."""
+
 
 class RealTimeRunner(ModeRunner):
     """Real time on the ``time.perf_counter()`` clock, with background power samplers.
@@ -193,6 +206,13 @@ class RealTimeRunner(ModeRunner):
 
     def now_s(self) -> float:
         return time.perf_counter()
+
+    def close(self) -> None:
+        """Close both meters (a tegrastats process, an NVML session); each close is idempotent."""
+        with ExitStack() as stack:  # one meter's failing close must not leave the other open
+            for meter in (self.meter, self.cpu_meter):
+                if meter is not None:
+                    stack.callback(meter.close)
 
     def run_mode(self, mode: PowerMode | None, settings: RunSettings,
                  on_minibatch: MinibatchCallback | None = None) -> ModeRun:
@@ -211,12 +231,18 @@ class RealTimeRunner(ModeRunner):
             backend.prepare(mode)
             run.cpu_s_per_sample = backend.cpu_s_per_sample()
             run_minibatches(backend, "warmup", s.warmup, run.warmup, on_minibatch)
-            hz = measured_window_hz(run.warmup, s.minibatches, s.hz)
-            for w in (window, cpu_window):
+            rates = [measured_window_hz(run.warmup, s.minibatches, s.hz, _update_hz(m))
+                     for m in (self.meter, self.cpu_meter)]
+            for w, hz in zip((window, cpu_window), rates, strict=True):
                 w.restart(hz)
             run_minibatches(backend, "measure", s.minibatches, run.measured, on_minibatch)
         run.trace, run.cpu_trace = window.trace, cpu_window.trace
         return run
+
+
+def _update_hz(meter: PowerMeter | None) -> float | None:
+    """The meter's own update rate (Hz), None without a meter or when it does not say."""
+    return None if meter is None else meter.update_hz
 
 
 def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[MinibatchTiming],

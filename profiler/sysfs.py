@@ -49,7 +49,12 @@ def _real(p: str | os.PathLike[str]) -> Path:
 
 
 def exists(device_path: str) -> bool:
-    return path(device_path).exists()
+    """True when the file is there; False when missing or when a folder on the way is unreadable (debugfs
+    is root only): like the reads, an unknown file is never an error here."""
+    try:
+        return path(device_path).exists()
+    except OSError:  # Path.exists() raises PermissionError for an unreadable folder, not False
+        return False
 
 
 def read_text(device_path: str | os.PathLike[str]) -> str | None:

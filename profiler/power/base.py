@@ -12,13 +12,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
+from jetpredict.profiler.power_defaults import MIN_SAMPLER_HZ as MIN_SAMPLER_HZ  # re-exported, Hz
 from jetpredict.profiler.power_defaults import NO_METER, NO_SENSOR_REASON
 
 #: Domains a meter can measure: what the reading is the power *of*.
 DOMAINS = ("module", "gpu", "cpu_package")
 
-#: MLPerf Power asks for at least 1 Hz and 60 samples per measured window.
-MIN_SAMPLER_HZ = 1.0
+#: MLPerf Power asks for at least 1 Hz (:data:`MIN_SAMPLER_HZ`) and 60 samples per measured window.
 MIN_SAMPLES_PER_WINDOW = 60
 
 
@@ -45,6 +45,12 @@ class PowerMeter(ABC):
     def rails(self) -> tuple[str, ...]:
         """The rails (or GPUs, packages) whose power :meth:`read_power_w` adds up."""
         return ()
+
+    @property
+    def update_hz(self) -> float | None:
+        """How often the reading changes (Hz), or None when unknown: sampling faster than this only records
+        the same reading again, so the runner does not raise its rate above it."""
+        return None
 
     @abstractmethod
     def read_power_w(self) -> float:
@@ -124,6 +130,16 @@ class PowerTrace:
     def samples_in(self, t0: float, t1: float) -> int:
         """Number of samples with ``t0 <= t <= t1`` (the runner warns below :data:`MIN_SAMPLES_PER_WINDOW`)."""
         return int(np.count_nonzero((self.times_s >= t0) & (self.times_s <= t1)))
+
+    def failed_reads_in(self, t0: float, t1: float) -> int:
+        """Failed reads (NaN power) among the samples that decide a window ``[t0, t1]`` (s): those inside it
+        and the one on either side of each edge, as in :meth:`energy_j`. Failures outside do not count."""
+        t = self.times_s
+        if t.size == 0:
+            return 0
+        lo = max(int(np.searchsorted(t, t0, side="right")) - 1, 0)
+        hi = min(int(np.searchsorted(t, t1, side="left")), t.size - 1)
+        return int(np.count_nonzero(~np.isfinite(self.power_w[lo:hi + 1]))) if hi >= lo else 0
 
     def energy_j(self, t0: float, t1: float) -> float | None:
         """Energy in J over exactly ``[t0, t1]``. With the meter's energy counter read at the samples that

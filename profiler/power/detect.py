@@ -31,8 +31,9 @@ def detect_power_meter(device_id: str | None = None, tegrastats_interval_ms: int
     ``device_id`` is a catalogue id (``orin-nx``: picks that board's rail rule), a CUDA device
     (``cuda:1``: that GPU through NVML), ``host`` (CPU training: no GPU meter; CPU package power comes
     from :func:`detect_cpu_package_meter`), or None (recognise the board from its rails, else GPU 0).
-    Never raises for missing hardware: returns ``NullPowerMeter("no sensor found")``; the reasons each
-    candidate was rejected are in the null meter's ``tried`` list and logged at debug level.
+    Never raises for missing hardware: returns a null meter whose reason is each candidate's rejection,
+    joined by ``; `` (``none: nvml: cannot initialise (...)``; ``no sensor found`` when none was tried);
+    the same reasons are in the null meter's ``tried`` list and logged at debug level.
     """
     gpu = _gpu_index(device_id)
     board = None if gpu is not None else device_id
@@ -52,7 +53,8 @@ def detect_power_meter(device_id: str | None = None, tegrastats_interval_ms: int
         except LookupError as err:
             tried.append(str(err))
             log.debug("power meter rejected: %s", err)
-    null = NullPowerMeter(NO_SENSOR_REASON)
+    # The row's power_meter / power_null_reason must say why each candidate failed, not only that none did.
+    null = NullPowerMeter("; ".join(tried) or NO_SENSOR_REASON)
     null.tried = tried  # type: ignore[attr-defined]
     return null
 

@@ -7,10 +7,8 @@ import time
 
 import numpy as np
 from jetpredict.models.numbers import checked_number
-from jetpredict.profiler.power.base import MIN_SAMPLER_HZ, MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
-from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ
-
-MAX_SAMPLER_HZ = 1000.0
+from jetpredict.profiler.power.base import MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
+from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ, MAX_SAMPLER_HZ, MIN_SAMPLER_HZ
 
 
 def hz_for_window(window_s: float, hz: float = DEFAULT_SAMPLER_HZ, max_hz: float = 100.0) -> float:

@@ -119,6 +119,11 @@ class TegrastatsMeter(PowerMeter):
             raise LookupError(f"tegrastats: {reason}")
         self.name = f"tegrastats:{total_name(self._total)}"
 
+    @property
+    def update_hz(self) -> float:
+        """tegrastats prints one line every ``interval_ms`` ms: a new reading that often (Hz)."""
+        return 1e3 / self.interval_ms
+
     def _read_lines(self) -> None:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:

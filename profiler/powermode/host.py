@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
@@ -62,6 +63,13 @@ class HostController(PowerModeController):
             raise InputError(f"cpu_cores={cores!r} must be a whole number in 1..{limit} on this host",
                              "cpu_cores")
         self.threads = int(cores)
+        if self._torch is not None:
+            self._torch.set_num_threads(self.threads)
+
+    def restore_snapshot(self, state: PowerMode, store_dir: Path | None = None) -> None:
+        """Put back the thread count in force on entry as it was: it may exceed this host's cores (torch
+        allows that, and a user may have chosen it), which :meth:`apply` refuses for a mode asked for."""
+        self.threads = int(state.cpu_cores)
         if self._torch is not None:
             self._torch.set_num_threads(self.threads)
 

@@ -118,6 +118,23 @@ def test_sysfs_dry_run_lists_exactly_the_writes_of_the_real_run(xavier, capsys):
     assert root.read(f"{CPU0}/scaling_max_freq") == before["sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"].strip()
 
 
+def test_sysfs_dry_run_without_access_to_debugfs(xavier, capsys, monkeypatch):
+    """/sys/kernel/debug is root only: not being able to look there is "not there", not a failure."""
+    import pathlib
+
+    exists = pathlib.Path.exists
+
+    def denied(self: pathlib.Path, *a, **kw) -> bool:
+        if "sys/kernel/debug/" in str(self):  # what stat() on a path under a 0700 folder does for a user
+            raise PermissionError(13, "Permission denied", str(self))
+        return exists(self, *a, **kw)
+
+    monkeypatch.setattr(pathlib.Path, "exists", denied)
+    code, out, err = run(capsys, "--mode", "4c-1190.4-675.75-1331.2", "--via", "sysfs", "--dry-run")
+    assert code == 0, err
+    assert "Permission denied" not in out + err and f"{GPU}/max_freq" in out
+
+
 def test_bad_modes_exit_2_naming_the_rule(xavier, capsys):
     root, _ = xavier
     code, _, err = run(capsys, "--mode", "MODE_99W")

@@ -72,6 +72,17 @@ def test_bad_counts_are_rejected_before_anything_runs(tmp_path):
     assert not (tmp_path / "p.csv").exists()
 
 
+def test_too_many_workers_are_refused_before_any_mode_is_switched(tmp_path, monkeypatch):
+    from jetpredict.profiler.sim.controller import SimulatedController
+
+    switched: list[object] = []
+    monkeypatch.setattr(SimulatedController, "apply", lambda self, mode: switched.append(mode))
+    with pytest.raises(InputError, match="--workers must be <= 1024") as err:
+        run_campaign(_cfg(tmp_path, device="sim:orin-nx", modes=None, workers=2000))
+    assert err.value.field == "workers" and switched == []
+    assert not (tmp_path / "p.csv").exists()
+
+
 class CrashOnSecondMode(TorchBackend):
     """A real backend that fails when the second mode starts, as a crash mid-campaign would."""
 
@@ -126,6 +137,33 @@ def _fail_before_the_first_row(cfg: CampaignConfig) -> None:
     parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "refused", controller=HeldByAnotherRun())
     with pytest.raises(RuntimeError, match="another jetpredict run"):
         run_campaign(cfg, parts)
+
+
+class _ClosableMeter(NullPowerMeter):
+    """A meter that counts its closes (tegrastats would stop its process, NVML shut down)."""
+
+    def __init__(self) -> None:
+        super().__init__("test meter")
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_the_campaign_closes_its_meters_on_every_exit(tmp_path):
+    meters = [_ClosableMeter(), _ClosableMeter()]
+    parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "one")
+    parts.runner = RealTimeRunner(parts.backend, *meters)
+    run_campaign(_cfg(tmp_path, minibatches=2), parts)
+    assert [m.closed for m in meters] == [1, 1]
+    # A campaign that fails before its first mode (an unwritable --out) closes them too.
+    meters = [_ClosableMeter(), _ClosableMeter()]
+    parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "one")
+    parts.runner = RealTimeRunner(parts.backend, *meters)
+    (tmp_path / "file").write_text("not a folder\n")
+    with pytest.raises(InputError, match="cannot write --out"):
+        run_campaign(_cfg(tmp_path, name="file/p.csv"), parts)
+    assert [m.closed for m in meters] == [1, 1]
 
 
 def test_a_run_that_fails_before_its_first_row_keeps_the_existing_outputs(tmp_path):
@@ -196,6 +234,19 @@ def test_modes_presets_labels_and_files(tmp_path):
     f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nslow,2,729.6,306,2133\n\nbad,99,729.6,306,2133\n")
     with pytest.raises(InputError, match="line 4"):  # the blank line counts: the line an editor shows
         modes_to_profile(nano, str(f))
+
+
+def test_a_modes_file_row_naming_a_preset_must_have_its_knobs(tmp_path):
+    nx = load_device("orin-nx")
+    maxn = nx.preset("MAXN")
+    f = tmp_path / "modes.csv"
+    knobs = ",".join(f"{v:g}" for v in maxn.knobs())
+    f.write_text(f"mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nmaxn,{knobs}\n")  # the preset itself: kept
+    assert [m.knobs() for m in modes_to_profile(nx, str(f))] == [maxn.knobs()]
+    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nslow,2,1190.4,408,2133\nMAXN,2,1190.4,408,2133\n")
+    with pytest.raises(InputError, match=r"line 3: mode 'MAXN' names a preset of orin-nx whose knobs") as err:
+        modes_to_profile(nx, str(f))
+    assert err.value.field == "mode" and "must have the preset's knobs" in err.value.message
 
 
 def test_jetson_campaign_on_a_fake_orin_nano(fake_root, tmp_path):

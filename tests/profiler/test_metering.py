@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -72,6 +73,23 @@ def test_sync_runs_before_each_clock_read_and_the_block_may_raise():
     assert len(calls) == 2 and calls[0] <= w.t0_s and calls[1] <= w.t1_s
     assert w.energy_j == pytest.approx(5.0 * w.time_s)  # closed and measured on the way out
     assert not w.sampling
+
+
+def test_a_sync_that_raises_on_exit_stops_the_sampler_and_says_why():
+    calls: list[int] = []
+
+    def sync() -> None:  # fine when the window opens, a CUDA error when it closes
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    with pytest.raises(RuntimeError, match="illegal memory access"), metered(ConstantMeter(5.0), hz=100.0,
+                                                                            sync=sync) as w:
+        time.sleep(0.02)
+    assert not w.sampling and w.trace is not None  # stopped: the trace is whole
+    assert not any(t.name == "jetpredict-power-sampler" and t.is_alive() for t in threading.enumerate())
+    assert w.energy_j is None and w.time_s is None
+    assert "could not be closed" in w.null_reason and "illegal memory access" in w.null_reason
 
 
 def test_restart_opens_the_window_later_and_keeps_the_lead_in_the_trace():

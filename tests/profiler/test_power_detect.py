@@ -13,11 +13,24 @@ def no_nvml(monkeypatch):
     monkeypatch.setattr("jetpredict.profiler.power.nvml._load_pynvml", missing)
 
 
-def test_nothing_present_gives_none_no_sensor_found(fake_root, no_nvml, monkeypatch):
+def test_nothing_present_gives_a_null_meter_naming_every_reason(fake_root, no_nvml, monkeypatch):
     monkeypatch.setenv("PATH", str(fake_root.bin))
     meter = detect_power_meter()
-    assert meter.name == "none: no sensor found" and not meter.available
+    assert not meter.available
     assert any("INA3221" in t for t in meter.tried) and any("tegrastats" in t for t in meter.tried)
+    # The row's power_meter says why each candidate failed, not a generic "no sensor found".
+    assert meter.name == "none: " + "; ".join(meter.tried)
+    assert "nvml: nvidia-ml-py not installed" in meter.name
+
+
+def test_a_failed_nvml_names_its_own_reason(fake_root, monkeypatch):
+    class NoLibrary:  # pynvml is installed but libnvidia-ml.so is not
+        @staticmethod
+        def nvmlInit():
+            raise RuntimeError("NVML Shared Library Not Found")
+    monkeypatch.setattr("jetpredict.profiler.power.nvml._load_pynvml", lambda: NoLibrary)
+    meter = detect_power_meter("cuda")
+    assert meter.name == "none: nvml: cannot initialise (NVML Shared Library Not Found)"
     with pytest.raises(PowerReadError):
         meter.read_power_w()
 

@@ -49,6 +49,7 @@ def test_meter_runs_the_tool_with_the_interval_and_reads_module_power(fake_root,
     meter = TegrastatsMeter(interval_ms=20)
     try:
         assert meter.name == "tegrastats:POM_5V_IN" and meter.domain == "module"
+        assert meter.update_hz == 50.0  # one line every 20 ms
         with PowerSampler(meter, hz=50) as sampler:
             time.sleep(0.3)
         assert set(sampler.trace.power_w.round(3)) <= {4.531, 6.0}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jetpredict.models.profile_rows import validate_records
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
-from jetpredict.profiler.power import PowerTrace, detect_power_meter
+from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerTrace, detect_power_meter
 from jetpredict.profiler.runner import RealTimeRunner, RunSettings, aggregate_row, summarize
 
 
@@ -72,8 +72,24 @@ def test_energy_is_empty_with_a_reason_without_a_sensor_or_samples():
                         last_error="OSError: gone")
     row = aggregate_row(timings, device="host", workload="w", mode={"mode": "host", "cpu_cores": 2},
                         batch_size=4, num_workers=0, minibatches_per_epoch=10, trace=failed, power_meter="m")
-    assert row["epoch_energy_j"] is None and "50 failed reads" in row["power_null_reason"]
+    # 3 samples inside the window plus one bracketing each edge; the other 45 failures are outside it.
+    assert row["epoch_energy_j"] is None and "5 failed reads" in row["power_null_reason"]
     validate_records([row])
+
+
+def test_failed_reads_outside_the_window_do_not_explain_its_missing_energy():
+    timings = _timings(4, 0.01, 0.02)  # the window is [100, 100.124] s
+    t0, t1 = timings[0].start_s, timings[-1].end_s
+    # The lead-in's reads failed (a sensor that woke up late); the window itself holds one good sample.
+    times = np.array([95.0, 96.0, 97.0, 98.0, 99.0, 100.05, 101.0])
+    power = np.array([np.nan, np.nan, np.nan, np.nan, 5.0, 5.0, 5.0])
+    trace = PowerTrace(times, power, meter_name="m", read_errors=4, last_error="OSError: not yet")
+    assert trace.failed_reads_in(t0, t1) == 0 and trace.failed_reads_in(95.5, 99.5) == 4  # 95 s brackets the edge
+    row = aggregate_row(timings, device="host", workload="w", mode={"mode": "host", "cpu_cores": 2},
+                        batch_size=4, num_workers=0, minibatches_per_epoch=10, trace=trace, power_meter="m")
+    assert row["epoch_energy_j"] is None
+    assert "failed reads" not in row["power_null_reason"]
+    assert "holds 1 power samples" in row["power_null_reason"]
 
 
 def test_cpu_package_energy_is_empty_with_a_reason_too():
@@ -149,6 +165,19 @@ def test_run_settings_reject_bad_values_naming_the_field(field, value):
     assert err.value.field == field
 
 
+@pytest.mark.parametrize("hz", [0.5, 5000.0, True, float("nan"), float("inf")])
+def test_run_settings_take_the_samplers_limits_on_hz(hz):
+    """A rate the sampler would refuse when it starts (mid-campaign) is refused up front, naming --hz."""
+    from jetpredict.models.errors import InputError
+    from jetpredict.profiler.power.sampler import MAX_SAMPLER_HZ, MIN_SAMPLER_HZ, PowerSampler
+
+    with pytest.raises(InputError, match="--hz") as err:
+        RunSettings(hz=hz)
+    assert err.value.field == "hz"
+    for ok in (MIN_SAMPLER_HZ, MAX_SAMPLER_HZ):  # both ends are the sampler's and the settings' alike
+        assert RunSettings(hz=ok).hz == PowerSampler(NullPowerMeter(), ok).hz == ok
+
+
 class _PacedBackend(TrainingBackend):
     """A training backend whose minibatches take a fixed time (no torch): the runner's timing seam."""
 
@@ -182,6 +211,41 @@ def test_short_windows_are_sampled_faster_than_the_default_rate(fake_root):
     assert run.trace.mean_power_w(*window) == pytest.approx(10.0)
 
 
+class _SlowSensor(PowerMeter):
+    """A meter whose reading changes only ``update_hz`` times a second (tegrastats at its interval)."""
+
+    name = "slow"
+
+    def __init__(self, update_hz: float | None) -> None:
+        self._update_hz = update_hz
+        self.closed = 0
+
+    @property
+    def update_hz(self) -> float | None:
+        return self._update_hz
+
+    def read_power_w(self) -> float:
+        return 9.0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_the_raised_rate_stops_at_the_meters_update_rate():
+    from jetpredict.profiler.runner import measured_window_hz
+
+    warmup = _timings(2, 0.0, 0.01)  # 10 ms minibatches: a 0.1 s window of 10 would want 600 Hz
+    assert PowerMeter.update_hz.fget(NullPowerMeter()) is None  # unknown unless a meter says
+    assert measured_window_hz(warmup, 10, 10.0) == 100.0  # the sensor-friendly maximum alone
+    assert measured_window_hz(warmup, 10, 10.0, update_hz=25.0) == 25.0
+    assert measured_window_hz(warmup, 10, 10.0, update_hz=5.0) == 10.0  # never below the rate asked
+    assert measured_window_hz(warmup, 10, 10.0, update_hz=500.0) == 100.0
+    # In a run: the measured window of a meter updating at 25 Hz is sampled at 25 Hz, not 100.
+    run = RealTimeRunner(_PacedBackend(0.005), _SlowSensor(25.0), _SlowSensor(None)).run_mode(
+        None, RunSettings(warmup=2, minibatches=10, idle_s=0.0))
+    assert run.trace.hz == 25.0 and run.cpu_trace.hz == 100.0
+
+
 def test_loader_defaults_to_at_most_one_worker_per_core_and_checks_its_fields():
     from jetpredict.models.errors import InputError
     from jetpredict.profiler.loader import default_num_workers, loader_settings
@@ -192,6 +256,20 @@ def test_loader_defaults_to_at_most_one_worker_per_core_and_checks_its_fields():
     assert loader_settings(8, 0, default_batch_size=16) == (8, 0)
     for kw, field in (({"batch_size": 0}, "batch_size"), ({"num_workers": -1}, "workers")):
         with pytest.raises(InputError) as err:
+            loader_settings(**{"batch_size": None, "num_workers": None, **kw}, default_batch_size=16)
+        assert err.value.field == field
+
+
+def test_loader_settings_take_the_row_formats_upper_bounds():
+    """A worker count or batch size the measured row would fail is refused at once, naming the flag."""
+    from jetpredict.models.errors import InputError
+    from jetpredict.models.profile_rows import MAX_CORES, MAX_COUNT
+    from jetpredict.profiler.loader import loader_settings
+
+    assert loader_settings(MAX_COUNT, MAX_CORES, default_batch_size=16) == (MAX_COUNT, MAX_CORES)
+    for kw, field, flag in (({"num_workers": MAX_CORES + 1}, "workers", "--workers"),
+                            ({"batch_size": MAX_COUNT + 1}, "batch_size", "--batch-size")):
+        with pytest.raises(InputError, match=f"{flag} must be <= ") as err:
             loader_settings(**{"batch_size": None, "num_workers": None, **kw}, default_batch_size=16)
         assert err.value.field == field
 
