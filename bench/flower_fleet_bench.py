@@ -40,7 +40,7 @@ from flower_fleet.fleet import ARMS, FleetConfig, fit_fleet_models, run_arms  # 
 from flwr.app import Context, Message, RecordDict  # noqa: E402
 from flwr.serverapp import Grid  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
-from results_io import write_results  # noqa: E402
+from results_io import growth_exponent, write_results  # noqa: E402
 
 BASELINES = ("maxn", "maxn-drop", "preset")
 #: The baselines whose rounds end by the deadline.
@@ -236,11 +236,16 @@ def cost_lines(results: list[dict[str, Any]]) -> list[str]:
     """Wall time per setting run against the client-rounds it trained: how the cost grows with size."""
     lines = ["| clients | runs | client-rounds per run (4 arms) | wall per run (s) | ms per client-round |",
              "|---|---|---|---|---|"]
+    points = []
     for n in sorted({r["clients"] for r in results}):
         rs = [r for r in results if r["clients"] == n]
         cr = statistics.fmean(r["client_rounds"] for r in rs)
         wall = statistics.fmean(r["wall_s"] for r in rs)
+        points.append((n, wall))
         lines.append(f"| {n} | {len(rs)} | {cr:.0f} | {wall:.1f} | {1000 * wall / cr:.1f} |")
+    b = growth_exponent(points)
+    if b is not None:
+        lines += ["", f"Wall time per run ~ clients^{b:.2f} ({points[0][0]:,}-{points[-1][0]:,} clients; 1 = linear)."]
     return lines
 
 

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jetpredict.models.catalogue import list_devices  # noqa: E402
-from results_io import write_results  # noqa: E402
+from results_io import growth_exponent, write_results  # noqa: E402
 
 from tools.browser import Browser, find_chromium  # noqa: E402
 from tools.testing import LiveServer  # noqa: E402
@@ -127,11 +127,10 @@ def report(timings: dict[str, dict[str, list[float]]], info: dict, runs: int,
     smallest, largest = by_size[0], by_size[-1]
     worst_paint = max(largest["paintMs"])
     cost = {id(t): statistics.median(t["parseMs"]) + statistics.median(t["renderMs"]) for t in by_size}
-    modes_x = largest["modes"][0] / smallest["modes"][0]
-    cost_x = cost[id(largest)] / cost[id(smallest)]
-    growth = ("about linearly" if 0.5 * modes_x <= cost_x <= 1.5 * modes_x else
-              "less than linearly (fixed costs weigh most on the small devices)" if cost_x < modes_x else
-              "MORE than linearly")
+    b = growth_exponent((t["modes"][0], cost[id(t)]) for t in by_size)
+    growth = ("?" if b is None else f"~ modes^{b:.2f}, " + (
+        "about linearly" if 0.8 <= b <= 1.2 else
+        "less than linearly (fixed costs weigh most on the small devices)" if b < 0.8 else "MORE than linearly"))
     holds = worst_paint < LIMIT_MS
     lines = [
         "# Mode-chooser page: drawing every mode of each Jetson type",
@@ -148,8 +147,8 @@ def report(timings: dict[str, dict[str, list[float]]], info: dict, runs: int,
         *rows,
         "",
         f"Bound: drawing all 29,232 AGX Xavier modes < {LIMIT_MS:.0f} ms: {'holds' if holds else 'does NOT hold'} "
-        f"(max paint {worst_paint:.0f} ms). From {smallest['modes'][0]:,.0f} to {largest['modes'][0]:,.0f} modes "
-        f"(x{modes_x:.1f}) the page's own parse + draw grows x{cost_x:.1f}: {growth}. Most of the wait is the "
+        f"(max paint {worst_paint:.0f} ms). Over the six devices, {smallest['modes'][0]:,.0f} to "
+        f"{largest['modes'][0]:,.0f} modes, the page's own parse + draw grows {growth}. Most of the wait is the "
         "service fitting and predicting (`fetch`).",
         f"Best mode under 15 W (min-energy, published ResNet-18 rows) on the screenshot `docs/mode-chooser.png`: "
         f"`{info['best']}`.",
