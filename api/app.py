@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import sys
@@ -128,6 +129,16 @@ def _cors_allowed(settings: Settings, origin: str | None) -> bool:
 _SECURITY_HEADER_ITEMS = tuple((name.lower(), (name, value)) for name, value in SECURITY_HEADERS.items())
 
 
+def _read_unsized_body(environ: dict, limit: int) -> int:
+    """Read a body sent without Content-Length (chunked) up to one byte past ``limit`` and put it back as
+    the request's input; returns its length in bytes (``limit + 1``: larger than the limit). Werkzeug cuts
+    such a body at ``MAX_CONTENT_LENGTH`` without a word, so the cut JSON would be answered 400 "invalid
+    JSON", not the 413 that a body with a Content-Length gets."""
+    body = environ["wsgi.input"].read(limit + 1)
+    environ["wsgi.input"] = io.BytesIO(body)
+    return len(body)
+
+
 def _install_request_guards(app: Flask, settings: Settings) -> None:
     # The hooks read the request through one context lookup (request._get_current_object()) rather than
     # one per attribute (~0.6 us each), and the app's services without current_app: they run on every request.
@@ -141,6 +152,8 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
             raise ApiError(414, f"the URL is {url_bytes} bytes; the limit is {MAX_URL_BYTES}",
                            {"url": [f"must be at most {MAX_URL_BYTES} bytes"]})
         length = req.content_length
+        if length is None and req.environ.get("wsgi.input_terminated"):
+            length = _read_unsized_body(req.environ, settings.MAX_BODY_BYTES)
         if length is not None and length > settings.MAX_BODY_BYTES:
             raise ApiError(413, f"request body is {length} bytes; the limit is {settings.MAX_BODY_BYTES}",
                            {"body": [f"must be at most {settings.MAX_BODY_BYTES} bytes"]})
@@ -166,6 +179,10 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
         if response.status_code not in (429, 503) and "Retry-After" in headers:
             # Flask-Limiter puts it on every answer of a limited route; it means "wait" only on a refusal.
             del headers["Retry-After"]
+        elif response.status_code == 429 and headers.get("Retry-After", "").isdigit():
+            # Flask-Limiter floors the seconds left (0 for most of a 1-second window, so a client that obeys
+            # retries at once and is refused again): one more is never too early.
+            headers["Retry-After"] = str(int(headers["Retry-After"]) + 1)
         if settings.CORS_ORIGINS:
             response.vary.add("Origin")  # the answer depends on Origin: caches must keep them apart
             origin = req.headers.get("Origin")

@@ -30,7 +30,7 @@ import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import MAX_CLIENTS
-from jetpredict.predictor.recommend import pick, to_accuracy
+from jetpredict.predictor.recommend import lowest_position, pick, to_accuracy
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
 #: the knob columns, the prediction columns, ``extrapolated`` (bool) and ``extrapolated_knobs``; optionally
@@ -187,6 +187,14 @@ def assignment_fields(pred: SpacePrediction, figures: Mapping[str, np.ndarray], 
     }
 
 
+def _energy_high_j(pred: SpacePrediction, figures: Mapping[str, np.ndarray], deadline_s: float) -> np.ndarray:
+    """Upper end of each mode's energy until the round ends (J): training at its upper end, and idle from
+    the earliest finish (the low end of the round's time), when the idle share is largest. The guard that
+    lets an extrapolated mode win compares this bound, so it must bound both parts."""
+    idle = _col(pred, "base_power_w") * np.clip(deadline_s - figures["round_time_s_low"], 0.0, None)
+    return figures["train_energy_j_high"] + idle
+
+
 def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device_id: str) -> dict:
     """The mode of one device type for this round (the same for every client of that type): the least
     energy (J) meeting the deadline (s) among its presets and its space, by
@@ -202,12 +210,12 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device
     meets = round_high_s <= deadline_s
     if not meets.any():
         space_high_s = fig["round_time_s_high"]
-        i = int(np.argmin(space_high_s))
+        i = lowest_position(space_high_s, space_high_s)  # NaN last, as pick ranks them
         return assignment_fields(pred, fig, i, f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs "
                                                f"up to {space_high_s[i]:.4g} s for {epochs} epoch(s)")
     # Least energy among the candidates that meet the deadline; ties to the shorter upper bound.
     got = pick(np.concatenate([f["energy_j"] for _, f in parts]), round_high_s,
-               np.concatenate([f["train_energy_j_high"] + f["idle_energy_j"] for _, f in parts]), meets,
+               np.concatenate([_energy_high_j(p, f, deadline_s) for p, f in parts]), meets,
                np.concatenate([np.asarray(p["extrapolated"], dtype=bool) for p, _ in parts]),
                None if presets is None else np.arange(len(meets)) < n_presets)
     if got.best < n_presets:

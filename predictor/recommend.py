@@ -186,7 +186,10 @@ def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndar
     the chosen mode may then not beat on the point). ``presets``: mask of the preset rows (None: none).
     ``ok`` must hold at least one True.
     """
-    best = lowest_position(np.where(ok, value, np.inf), tie)
+    # Among the ok positions only: with every ok value NaN (ranked last), a mask to inf would tie them
+    # with the positions that fail the limits, and the first of those could win.
+    allowed = np.flatnonzero(ok)
+    best = int(allowed[lowest_position(value[allowed], tie[allowed])])
     candidates = None if presets is None else ok & presets
     has_presets = candidates is not None and bool(candidates.any())
     if not extrapolated[best] and not has_presets:

@@ -41,7 +41,7 @@ class FleetPlans(MethodView):
                                   epochs=body["epochs"], confidence=body["confidence"],
                                   workload_id=resolved.workload_id)
             answer["workload_devices"] = resolved.answer_fields()["workload_devices"]
-            # Encoded here, not by marshmallow's per-client dump: 10,000 clients are ~5 MB of JSON.
+            # Encoded here, not by marshmallow's per-client dump: 10,000 clients are 8-12 MB of JSON.
             return encode_json(answer, gzip_ok)
 
         encoded = svc.heavy.run("a large fleet plan", plan) if len(clients) > HEAVY_CLIENTS else plan()

@@ -185,6 +185,43 @@ def test_rate_limits_per_client_and_for_all_modes(make_app, auth):
     assert client.get("/v1/devices").status_code == 200  # reads are not limited
 
 
+def test_a_per_second_limit_never_says_retry_after_0(make_app, auth):
+    """Flask-Limiter floors the seconds left of a 1-second window to 0; a client that obeys that retries at
+    once and is refused again. Every 429 says at least 1 s, and waiting that long gets an answer."""
+    import time
+
+    client = make_app(RATE_LIMIT="2/second").test_client()
+    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
+    body = {"workload": {"id": "my-resnet"}, "modes": MODES}
+    said = []  # over more than a whole window, so some refusals come in its last fraction of a second
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        r = client.post("/v1/predictions", json=body)
+        if r.status_code == 429:
+            said.append(int(r.headers["Retry-After"]))
+        time.sleep(0.02)
+    assert said and min(said) >= 1, said
+    time.sleep(said[-1])
+    assert client.post("/v1/predictions", json=body).status_code == 200
+
+
+def test_a_chunked_body_over_the_limit_is_413_like_a_sized_one(make_app):
+    """Without Content-Length (chunked), a body past MAX_BODY_BYTES is refused as too large, not cut short
+    and answered as broken JSON; one within the limit is read whole."""
+    import io
+    import json
+
+    client = make_app(MAX_BODY_BYTES=2000).test_client()
+    chunked = {"headers": {"Transfer-Encoding": "chunked"}, "content_type": "application/json",
+               "environ_overrides": {"wsgi.input_terminated": True}}
+    big = json.dumps({"workload": {"id": "x" * 3000}, "modes": "presets"}).encode()
+    r = client.post("/v1/predictions", input_stream=io.BytesIO(big), **chunked)
+    assert r.status_code == 413 and r.json["errors"] == {"body": ["must be at most 2000 bytes"]}, r.json
+    small = json.dumps({"workload": {"id": "not-stored"}, "modes": "presets"}).encode()
+    r = client.post("/v1/predictions", input_stream=io.BytesIO(small), **chunked)
+    assert r.status_code == 404 and "not-stored" in r.json["message"]  # parsed whole: the id was read
+
+
 def test_bad_rate_limit_setting_names_the_variable(tmp_path):
     from jetpredict.api.config import load_settings
     from jetpredict.models.errors import InputError

@@ -108,6 +108,24 @@ def test_the_assignment_carries_the_intervals_predict_states_for_that_many_epoch
     assert float(figures["idle_energy_j"][0]) == pytest.approx(5.0 * (deadline - c.round_time_s))
 
 
+def test_the_energy_bound_the_range_guard_uses_bounds_training_and_idle_together(resnet):
+    """An extrapolated mode wins a fleet choice only if its energy to the round's end is below the best
+    in-range point even at its upper end: training at its upper end *and* idle from its earliest finish,
+    where idle energy is largest (idle from the point finish is no bound: it undercounts a fast run)."""
+    from jetpredict.predictor.fleet import _energy_high_j
+
+    deadline = 3000.0
+    pred = predict_modes(resnet, ModeArrays(*load_device("agx-xavier").maxn.knobs())).columns()
+    fig = round_figures(pred, deadline, 1, "agx-xavier")
+    bound = float(_energy_high_j(pred, fig, deadline)[0])
+    base = float(np.asarray(pred["base_power_w"])[0])
+    for train in ("train_energy_j_low", "train_energy_j", "train_energy_j_high"):
+        for finish in ("round_time_s_low", "round_time_s", "round_time_s_high"):
+            energy = float(fig[train][0]) + base * max(deadline - float(fig[finish][0]), 0.0)
+            assert energy <= bound + 1e-9, (train, finish)
+    assert bound > float(fig["train_energy_j_high"][0] + fig["idle_energy_j"][0])
+
+
 def test_upper_bound_is_the_straggler_margin(resnet):
     # A deadline between the fastest mode's point time and its upper bound cannot be promised.
     a = load_device("agx-xavier").maxn

@@ -361,6 +361,13 @@ def test_lowest_position_is_the_first_of_a_lexsort(seed):
         assert rec.lowest_position(value, tie) == int(np.lexsort((tie, value))[0])
 
 
+def test_pick_chooses_among_the_allowed_modes_even_when_their_values_are_nan():
+    nan = np.nan
+    value = np.array([1.0, nan, nan])
+    got = rec.pick(value, np.zeros(3), value, np.array([False, True, True]), np.zeros(3, dtype=bool), None)
+    assert got.best in (1, 2)
+
+
 @pytest.mark.parametrize(("level", "text"), [(0.5, "50%"), (0.9, "90%"), (0.95, "95%"), (0.996, "99.6%"),
                                              (0.999, "99.9%")])
 def test_confidence_levels_print_without_rounding(level, text):
