@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jetpredict.models.catalogue import Device, PowerMode, mode_label
+from jetpredict.models.errors import InputError
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
@@ -45,8 +46,11 @@ SOC_PATHS: dict[str, SocPaths] = {
     ),
     "T194": SocPaths(
         "T194",
+        # devfreq/devfreq0: a gv11b (T194 GPU) node that L4T names only as the FREQ_TABLE_KNEXT of its Nano
+        # file (nvpmodel_t210_jetson-nano.conf, as carried by BirdEdge-OS etc/nvpmodel.conf); tried last.
         gpu_devfreq=("/sys/devices/17000000.gv11b/devfreq/17000000.gv11b",
-                     "/sys/devices/gpu.0/devfreq/17000000.gv11b", "/sys/devices/17000000.gv11b/devfreq_dev"),
+                     "/sys/devices/gpu.0/devfreq/17000000.gv11b", "/sys/devices/17000000.gv11b/devfreq_dev",
+                     "/sys/devices/17000000.gv11b/devfreq/devfreq0"),
         emc_cap=("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap",),
         emc_rate=("/sys/kernel/debug/bpmp/debug/clk/emc/rate",),
         emc_lock=("/sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked",
@@ -54,7 +58,10 @@ SOC_PATHS: dict[str, SocPaths] = {
     ),
     "T234": SocPaths(
         "T234",
+        # 17000000.ga10b/devfreq_dev: the GPU *_KNEXT paths of the L4T r35 Orin files (nvpmodel_p3701_0000.conf,
+        # nvpmodel_p3767_0000.conf, ...); platform/17000000.gpu/devfreq_dev: those of the r36 files.
         gpu_devfreq=("/sys/devices/17000000.ga10b/devfreq/17000000.ga10b",
+                     "/sys/devices/17000000.ga10b/devfreq_dev",
                      "/sys/devices/platform/17000000.gpu/devfreq_dev",
                      "/sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu",
                      "/sys/devices/gpu.0/devfreq/17000000.ga10b"),
@@ -239,8 +246,16 @@ class SysfsController(PowerModeController):
         return PowerMode("current", len(online), _mhz(cpu_max, 1e3), _mhz(gpu_max, 1e6), emc)
 
     def apply(self, mode: PowerMode) -> None:
-        """Pin ``mode`` (validated against the device's range; clocks snap to available steps)."""
+        """Pin ``mode`` (validated against the device's range; clocks snap to available steps); an
+        :class:`InputError` (field ``cpu_cores``) when the board has fewer CPUs than ``mode`` asks for."""
         self.device.validate_mode(*mode.knobs())
+        present = cpu_ids()
+        if present and mode.cpu_cores > len(present):
+            # A smaller module variant than the catalogue's (Orin NX 8GB: 6 cores, not 8): never pin fewer
+            # cores than the mode's label says.
+            raise InputError(f"cpu_cores={mode.cpu_cores:g} but this board has {len(present)} CPUs "
+                             f"(cpu{present[0]}..cpu{present[-1]}): a variant with fewer cores than "
+                             f"the catalogue's {self.device.id!r}", "cpu_cores")
         with held_signals():  # all knobs or none: a Ctrl-C waits until the mode is whole, then restores
             self._apply(mode)
 

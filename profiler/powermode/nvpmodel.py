@@ -93,27 +93,79 @@ class NvpmodelConf:
         args = self.params.get("CPU_ONLINE", NvpParam("CPU_ONLINE", "FILE")).args
         return sorted(args, key=lambda a: int(re.sub(r"\D", "", a) or 0))
 
-    def to_mode(self, model: NvpPowerModel, device: Device | None = None) -> PowerMode:
-        """The caps of ``model`` as a :class:`PowerMode` (uncapped knobs = the device's top step)."""
+    def _caps_mhz(self, model: NvpPowerModel) -> tuple[float | None, float | None, float | None]:
+        """``model``'s CPU, GPU and EMC caps in MHz; None where the knob is uncapped (-1, 0 or absent).
 
-        def cap(param: str, per_mhz: float, top: float | None) -> float:
+        CPU: the lowest cap over the clusters that have one."""
+
+        def cap(param: str, per_mhz: float) -> float | None:
             caps = [int(v) for v in model.values(param, "MAX_FREQ") if v.lstrip("-").isdigit()]
             caps = [c for c in caps if c > 0]
-            if caps:
-                return min(caps) / per_mhz
-            return float(top) if top is not None else float("nan")
+            return min(caps) / per_mhz if caps else None
 
+        cpu_caps = [c for c in (cap(p, 1e3) for p in self.cpu_clock_params()) if c is not None]
+        return (min(cpu_caps) if cpu_caps else None), cap("GPU", 1e6), cap("EMC", 1e6)
+
+    def beyond_catalogue(self, device: Device) -> dict[str, list[str]]:
+        """Presets whose caps lie above ``device``'s catalogue range: ``{name: ["gpu_mhz=918 > 625", ...]}``.
+
+        Non-empty for a JetPack or module variant the catalogue does not describe (JetPack 6.2 "Super"
+        files: nvpmodel_p3767_0003_super.conf caps 25W at GPU 918 / EMC 3199 MHz, above the JetPack 5
+        Orin Nano's 625 / 2133 MHz)."""
+        tops = {"cpu_mhz": max(device.cpu_steps_mhz), "gpu_mhz": max(device.gpu_steps_mhz),
+                "emc_mhz": max(device.emc_steps_mhz)}
+        out: dict[str, list[str]] = {}
+        for m in self.models.values():
+            over = [f"{knob}={cap:g} > {tops[knob]:g}" for knob, cap in zip(tops, self._caps_mhz(m), strict=True)
+                    if cap is not None and cap > tops[knob] + 0.01]  # 0.01 MHz: kHz/Hz rounding only
+            if over:
+                out[m.name] = over
+        return out
+
+    def to_mode(self, model: NvpPowerModel, device: Device | None = None) -> PowerMode:
+        """The caps of ``model`` as a :class:`PowerMode` (uncapped knobs = the device's top step).
+
+        With a device, a preset whose caps lie above the catalogue's range, or an uncapped preset on a
+        board file with such presets, is an :class:`InputError`: its uncapped knobs run at the board's own
+        (higher) top clocks, which the catalogue's top step would misrecord.
+        """
+        cpu_cap, gpu_cap, emc_cap = self._caps_mhz(model)
+        if device is not None:
+            self._check_within_catalogue(model, device, (cpu_cap, gpu_cap, emc_cap))
         cores_on = [v for p, _, v in model.settings if p == "CPU_ONLINE"]
         if cores_on:
             cores = sum(1 for v in cores_on if v.strip() == "1")
         else:
             cores = device.cpu_cores_range[1] if device else len(self.core_args())
-        cpu_caps = [c for c in (cap(p, 1e3, None) for p in self.cpu_clock_params()) if c == c]  # no NaN
-        cpu = min(cpu_caps) if cpu_caps else (max(device.cpu_steps_mhz) if device else float("nan"))
-        gpu = cap("GPU", 1e6, max(device.gpu_steps_mhz) if device else None)
-        emc = cap("EMC", 1e6, max(device.emc_steps_mhz) if device else None)
+
+        def or_top(cap: float | None, steps: list[float] | None) -> float:
+            if cap is not None:
+                return cap
+            return float(max(steps)) if steps else float("nan")
+
+        cpu = or_top(cpu_cap, device.cpu_steps_mhz if device else None)
+        gpu = or_top(gpu_cap, device.gpu_steps_mhz if device else None)
+        emc = or_top(emc_cap, device.emc_steps_mhz if device else None)
         return Preset(mode=model.name, cpu_cores=int(cores), cpu_mhz=cpu, gpu_mhz=gpu, emc_mhz=emc,
                       id=model.id)
+
+    def _check_within_catalogue(self, model: NvpPowerModel, device: Device,
+                                caps: tuple[float | None, float | None, float | None]) -> None:
+        beyond = self.beyond_catalogue(device)
+        if not beyond:
+            return
+        outside = (f"this board's JetPack release or module variant is outside the catalogue's {device.id!r} "
+                   f"({device.specs.name}, {device.specs.jetpack})")
+        own = beyond.get(model.name)
+        if own:
+            raise InputError(f"nvpmodel preset {model.name!r} caps {', '.join(own)} MHz, above the catalogue's "
+                             f"range: {outside}", "mode")
+        uncapped = [knob for knob, cap in zip(("cpu_mhz", "gpu_mhz", "emc_mhz"), caps, strict=True) if cap is None]
+        if uncapped:
+            others = "; ".join(f"{name}: {', '.join(over)}" for name, over in beyond.items())
+            raise InputError(f"nvpmodel preset {model.name!r} leaves {', '.join(uncapped)} uncapped on a board "
+                             f"whose presets exceed the catalogue's range ({others} MHz), so its clocks are not "
+                             f"the catalogue's top steps: {outside}", "mode")
 
 
 def parse_nvpmodel_conf(text: str) -> NvpmodelConf:
@@ -201,11 +253,19 @@ def gpu_power_lines(conf: NvpmodelConf, params: tuple[str, ...]) -> list[str]:
 
 
 def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> str:
-    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped.
+    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped; an
+    :class:`InputError` (field ``cpu_cores``) when ``mode`` has more cores than the file's CPU_ONLINE lists.
 
     It also carries the MAXN's GPU gating and power-control lines: without them a custom mode keeps the TPCs
     the previous preset gated (Orin NX 10W/15W gate half of them), and the predictor assumes the full GPU.
     """
+    cores = conf.core_args()
+    if cores and mode.cpu_cores > len(cores):
+        # A smaller variant (Orin NX 8GB: 6 cores, nvpmodel_p3767_0001.conf) under the catalogue's larger
+        # one (Orin NX 16GB: 8): the extra CPU_ONLINE lines would be silently missing, the mode mislabelled.
+        raise InputError(f"cpu_cores={mode.cpu_cores:g} but this board's nvpmodel configuration lists "
+                         f"{len(cores)} cores (CPU_ONLINE {', '.join(cores)}): the board is a variant with fewer "
+                         "cores than the catalogue's device", "cpu_cores")
     cpu_khz, gpu_hz, emc_hz = round(mode.cpu_mhz * 1e3), round(mode.gpu_mhz * 1e6), round(mode.emc_mhz * 1e6)
     lines = [f"< POWER_MODEL ID={model_id} NAME={CUSTOM_NAME} >"]
     lines += [f"CPU_ONLINE {arg} {1 if i < mode.cpu_cores else 0}" for i, arg in enumerate(conf.core_args())]
@@ -260,7 +320,14 @@ class NvpmodelController(PowerModeController):
             raise PrivilegedCommandError(str(err), ["nvpmodel", "-q"]) from None
 
     def presets(self) -> list[PowerMode]:
-        return [self.conf.to_mode(m, self.device) for m in self.conf.models.values()]
+        """The board's presets the catalogue can describe; each other one is logged, not substituted."""
+        out: list[PowerMode] = []
+        for m in self.conf.models.values():
+            try:
+                out.append(self.conf.to_mode(m, self.device))
+            except InputError as err:
+                log.warning("%s", err)
+        return out
 
     def current(self) -> PowerMode:
         if self._applied is not None:

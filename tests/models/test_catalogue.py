@@ -191,6 +191,14 @@ def test_orin_agx_presets_and_caps():
     assert device.maxn.mode == "MAXN"
 
 
+def test_orin_nx_maxn_has_no_invented_budget():
+    """No nvpmodel file budgets MAXN (nvpmodel_p3767_0000.conf leaves it uncapped); the budgets the power
+    caps are drawn from stay those of the capped presets."""
+    device = load_device("orin-nx")
+    assert device.maxn.power_budget_w is None
+    assert sorted({p.power_budget_w for p in device.presets if p.power_budget_w}) == [10.0, 15.0, 25.0]
+
+
 def test_agx_xavier_presets_follow_nvpmodel_t194():
     device = load_device("agx-xavier")
     assert [p.mode for p in device.presets] == [

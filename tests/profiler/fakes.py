@@ -25,9 +25,28 @@ EMC_BPMP = "/sys/kernel/debug/bpmp/debug/clk/emc"
 EMC_T210 = "/sys/kernel/debug/clk/emc"
 #: Present in a fake root (see :meth:`FakeRoot.idle_clocks`): the fake governors settle at min, not max.
 IDLE_CLOCKS_MARKER = "fake_idle_clocks"
-MODEL_NAMES = {"nano": "NVIDIA Jetson Nano Developer Kit", "xavier-nx": "NVIDIA Jetson Xavier NX Developer Kit",
-               "agx-xavier": "NVIDIA Jetson AGX Xavier Developer Kit", "orin-agx": "NVIDIA Jetson AGX Orin Developer Kit",
-               "orin-nx": "NVIDIA Orin NX Developer Kit", "orin-nano": "NVIDIA Jetson Orin Nano Developer Kit"}
+#: Real device-tree strings per catalogued board: ``(/proc/device-tree/model, compatible entries)``.
+#: nano: L4T r32 devkit - model from rbonghi/jetson_stats#48 (JetPack 4.3), compatible as printed by an
+#:   L4T r32.7.6 devkit (janesser/kirkstone-jetson-nano README.md).
+#: agx-xavier: model "Jetson-AGX" of L4T 32.2+ (Adafruit_Python_PlatformDetect#37: 32.1 reads
+#:   "jetson-xavier"); compatible of the devkit (carrier P2972) in Linux tegra194-p2972-0000.dts.
+#: xavier-nx, orin-nx, orin-nano: Linux arch/arm64/boot/dts/nvidia tegra194-p3509-0000+p3668-0000.dts,
+#:   tegra234-p3768-0000+p3767-0000.dts, tegra234-p3768-0000+p3767-0005.dts (model and compatible).
+#: orin-agx: model of Linux tegra234-p3737-0000+p3701-0000.dts; compatible read on an AGX Orin 64GB devkit
+#:   (NVIDIA/jetson-gpio#125).
+DEVICE_TREES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "nano": ("NVIDIA Jetson Nano Developer Kit",
+             ("nvidia,p3449-0000-b00+p3448-0000-b00", "nvidia,jetson-nano", "nvidia,tegra210")),
+    "agx-xavier": ("Jetson-AGX", ("nvidia,p2972-0000", "nvidia,tegra194")),
+    "xavier-nx": ("NVIDIA Jetson Xavier NX Developer Kit", ("nvidia,p3509-0000+p3668-0000", "nvidia,tegra194")),
+    "orin-agx": ("NVIDIA Jetson AGX Orin Developer Kit",
+                 ("nvidia,p3737-0000+p3701-0005", "nvidia,p3701-0005", "nvidia,tegra234", "nvidia,tegra23x")),
+    "orin-nx": ("NVIDIA Jetson Orin NX Engineering Reference Developer Kit",
+                ("nvidia,p3768-0000+p3767-0000", "nvidia,p3767-0000", "nvidia,tegra234")),
+    "orin-nano": ("NVIDIA Jetson Orin Nano Developer Kit",
+                  ("nvidia,p3768-0000+p3767-0005", "nvidia,p3767-0005", "nvidia,tegra234")),
+}
+MODEL_NAMES = {board: model for board, (model, _) in DEVICE_TREES.items()}
 
 
 def emc_rate_path(soc: str) -> str:
@@ -126,12 +145,23 @@ class FakeRoot:
         self.write(EMC_CAP, 0)
         self.write(emc_rate_path(soc), emc_hz[-1])
         self.write(f"{EMC_BPMP if soc != 'T210' else EMC_T210}/max_rate", emc_hz[-1])
-        self.write("/proc/device-tree/model", MODEL_NAMES[device.id] + "\x00")
+        self.set_device_tree(*DEVICE_TREES[device.id])
         self.write("/etc/nvpmodel.conf", nvpmodel_conf_for(device))
         default = device.preset(device.default_preset).id if preset_id is None else preset_id
         self.write("/var/lib/nvpmodel/status", f"pmode:{default:04d}")
         self.install_tool("nvpmodel", FAKE_NVPMODEL.replace("@SOC@", soc))
         self.install_tool("jetson_clocks", FAKE_JETSON_CLOCKS.replace("@SOC@", soc))
+
+    def set_device_tree(self, model: str | None, compatible: tuple[str, ...] | None) -> None:
+        """``/proc/device-tree/model`` and ``compatible`` as the kernel exposes them (NUL-terminated
+        strings); None removes the file."""
+        for name, value in (("model", None if model is None else (model,)), ("compatible", compatible)):
+            path = self.real(f"/proc/device-tree/{name}")
+            if value is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("".join(f"{v}\x00" for v in value))
 
     def idle_clocks(self, idle: bool = True) -> None:
         """After each switch run the CPU and GPU at their ``min`` (an idle board's DVFS governors), not at the

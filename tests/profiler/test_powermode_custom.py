@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from fakes import EMC_CAP, GPU_DIRS
 from jetpredict.models.catalogue import PowerMode, load_device
-from jetpredict.models.errors import ModeOutOfRangeError
+from jetpredict.models.errors import InputError, ModeOutOfRangeError
 from jetpredict.profiler.powermode import (
     PrivilegedCommandError,
     SysfsController,
@@ -94,3 +96,45 @@ def test_out_of_range_and_missing_gpu(fake_root):
 def test_unknown_soc_family():
     with pytest.raises(LookupError, match="T186"):
         soc_paths("T186")
+
+
+def _move_gpu_devfreq(fake_root, soc: str, new_dir: str) -> None:
+    """Move the fake board's GPU devfreq files from their default node to ``new_dir``."""
+    old = fake_root.real(GPU_DIRS[soc])
+    for f in sorted(old.iterdir()):
+        fake_root.write(f"{new_dir}/{f.name}", f.read_text().strip())
+        f.unlink()
+    old.rmdir()
+
+
+@pytest.mark.parametrize("device_id, gpu_dir", [
+    # the GPU *_KNEXT paths of the L4T r35 Orin files (nvpmodel_p3701_0000.conf, nvpmodel_p3767_0000.conf)
+    ("orin-nx", "/sys/devices/17000000.ga10b/devfreq_dev"),
+    # the FREQ_TABLE_KNEXT node L4T's Nano file names (a gv11b, i.e. T194, GPU)
+    ("xavier-nx", "/sys/devices/17000000.gv11b/devfreq/devfreq0"),
+])
+def test_clocks_are_read_back_and_pinned_through_other_gpu_devfreq_nodes(fake_root, device_id, gpu_dir):
+    device = load_device(device_id)
+    fake_root.add_jetson(device)
+    soc = device.specs.soc
+    _move_gpu_devfreq(fake_root, soc, gpu_dir)
+    fake_root.write(f"{gpu_dir}/cur_freq", round(device.gpu_steps_mhz[1] * 1e6))
+    assert read_clocks(soc_paths(soc)).gpu_mhz == device.gpu_steps_mhz[1]
+    ctl = SysfsController(device)
+    ctl.apply(PowerMode("custom", 2, device.cpu_steps_mhz[3], device.gpu_steps_mhz[2], device.emc_steps_mhz[0]))
+    hz = round(device.gpu_steps_mhz[2] * 1e6)
+    assert fake_root.read_int(f"{gpu_dir}/min_freq") == fake_root.read_int(f"{gpu_dir}/max_freq") == hz
+    fake_root.write(f"{gpu_dir}/cur_freq", hz)  # what the devfreq governor does between min = max
+    assert ctl.read_back().gpu_mhz == device.gpu_steps_mhz[2]
+
+
+def test_a_mode_with_more_cores_than_the_board_has_is_refused(fake_root):
+    """An Orin NX 8GB (6 CPUs) under the catalogue's 8-core Orin NX: 8 cores cannot be pinned."""
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    for c in (6, 7):
+        shutil.rmtree(fake_root.real(f"{CPU}/cpu{c}"))
+    with pytest.raises(InputError, match="6 CPUs") as err:
+        SysfsController(device).apply(PowerMode("custom", 8, 1190.4, 612.0, 2133.0))
+    assert err.value.field == "cpu_cores"
+    assert fake_root.read(f"{CPU}/cpu5/online") == "1"  # nothing written

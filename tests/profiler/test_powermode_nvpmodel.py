@@ -217,3 +217,91 @@ def test_not_a_jetson_or_unknown_kind(fake_root):
     with pytest.raises(InputError) as err:
         detect_controller("tpu")
     assert err.value.field == "device"
+
+
+def _conf(cores: int, models: list[tuple[int, str, int, int, int, int]], default: int) -> str:
+    """A minimal nvpmodel.conf: ``cores`` CPU_ONLINE entries and ``(id, name, cores on, CPU kHz, GPU Hz,
+    EMC Hz)`` models (-1 / 0 = uncapped), in L4T's section format."""
+    out = ["< PARAM TYPE=FILE NAME=CPU_ONLINE >"]
+    out += [f"CORE_{c} /sys/devices/system/cpu/cpu{c}/online" for c in range(cores)]
+    out += ["< PARAM TYPE=CLOCK NAME=CPU_A78_0 >", "MAX_FREQ /sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq",
+            "< PARAM TYPE=CLOCK NAME=GPU >", f"MAX_FREQ {GPU_DIRS['T234']}/max_freq",
+            "< PARAM TYPE=CLOCK NAME=EMC >", f"MAX_FREQ {EMC_CAP}"]
+    for mid, name, on, cpu_khz, gpu_hz, emc_hz in models:
+        out.append(f"< POWER_MODEL ID={mid} NAME={name} >")
+        out += [f"CPU_ONLINE CORE_{c} {1 if c < on else 0}" for c in range(cores)]
+        out += [f"CPU_A78_0 MAX_FREQ {cpu_khz}", f"GPU MAX_FREQ {gpu_hz}", f"EMC MAX_FREQ {emc_hz}"]
+    out.append(f"< PM_CONFIG DEFAULT={default} >")
+    return "\n".join(out) + "\n"
+
+
+#: Orin NX 8GB (P3767-0001): 6 cores; caps of nvpmodel_p3767_0001.conf (L4T r35) MAXN, 10W, 15W, 20W.
+ORIN_NX_8GB = _conf(6, [(0, "MAXN", 6, -1, -1, 0), (1, "10W", 4, 1190400, 612000000, 2133000000),
+                        (2, "15W", 4, 1420800, 612000000, 0), (3, "20W", 6, 1497600, 408000000, 0)], 2)
+#: Orin Nano 8GB on JetPack 6.2 "Super": caps of nvpmodel_p3767_0003_super.conf (L4T r36.4).
+ORIN_NANO_SUPER = _conf(6, [(0, "15W", 6, 1497600, 612000000, 2133000000),
+                            (1, "25W", 6, 1344000, 918000000, 3199000000), (2, "MAXN_SUPER", 6, -1, -1, -1)], 1)
+#: Orin Nano 8GB on JetPack 5: caps of nvpmodel_p3767_0003.conf (L4T r35): 15W uncapped, 7W.
+ORIN_NANO_JP5 = _conf(6, [(0, "15W", 6, -1, -1, 0), (1, "7W", 4, 960000, 408000000, 2133000000)], 0)
+
+
+def test_a_custom_mode_with_more_cores_than_the_board_lists_is_refused():
+    """The catalogue's Orin NX is the 16GB 8-core module; on the 8GB one (6 cores) an 8-core mode would
+    lose two CPU_ONLINE lines and run on 6 cores under an 8-core label."""
+    conf = parse_nvpmodel_conf(ORIN_NX_8GB)
+    device = load_device("orin-nx")
+    mode = PowerMode("custom", 8, device.cpu_steps_mhz[5], device.gpu_steps_mhz[2], device.emc_steps_mhz[-1])
+    with pytest.raises(InputError, match="lists 6 cores") as err:
+        render_custom_model(conf, mode, 9)
+    assert err.value.field == "cpu_cores"
+    six = render_custom_model(conf, PowerMode("custom", 6, *mode.knobs()[1:]), 9)
+    assert six.count("CPU_ONLINE") == 6 and "CPU_ONLINE CORE_5 1" in six
+
+
+def test_apply_refuses_the_extra_cores_before_calling_nvpmodel(fake_root):
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    fake_root.write("/etc/nvpmodel.conf", ORIN_NX_8GB)
+    ctl = NvpmodelController(device)
+    with pytest.raises(InputError) as err:
+        ctl.apply(PowerMode("custom", 7, device.cpu_steps_mhz[5], device.gpu_steps_mhz[2], device.emc_steps_mhz[-1]))
+    assert err.value.field == "cpu_cores"
+    assert not [c for c in fake_root.calls() if c[0] == "nvpmodel"]
+
+
+def test_uncapped_presets_of_a_board_within_the_catalogue_are_its_top_steps():
+    conf = parse_nvpmodel_conf(ORIN_NANO_JP5)
+    device = load_device("orin-nano")
+    assert conf.beyond_catalogue(device) == {}
+    assert conf.to_mode(conf.model("15W"), device).knobs() == (6, 1510.4, 625.0, 2133.0)
+    assert conf.to_mode(conf.model("7W"), device).knobs() == (4, 960.0, 408.0, 2133.0)
+
+
+@pytest.mark.parametrize("preset, message", [
+    ("25W", "'25W' caps gpu_mhz=918 > 625, emc_mhz=3199 > 2133"),
+    ("MAXN_SUPER", "'MAXN_SUPER' leaves cpu_mhz, gpu_mhz, emc_mhz uncapped"),
+])
+def test_super_presets_outside_the_catalogue_are_refused_not_substituted(preset, message):
+    """MAXN_SUPER runs the Orin Nano at up to 1020 MHz GPU / 3199 MHz EMC (jetson_specs.csv): recording it
+    as the JetPack 5 catalogue's 625 / 2133 MHz top steps would be wrong clocks, so it is an input error."""
+    conf = parse_nvpmodel_conf(ORIN_NANO_SUPER)
+    device = load_device("orin-nano")
+    with pytest.raises(InputError, match="outside the catalogue") as err:
+        conf.to_mode(conf.model(preset), device)
+    assert message in str(err.value) and err.value.field == "mode"
+    # A Super preset whose caps all lie inside the catalogue's range is still what its file says.
+    assert conf.to_mode(conf.model("15W"), device).knobs() == (6, 1497.6, 612.0, 2133.0)
+
+
+def test_a_super_board_refuses_its_maxn_super_preset_through_the_controller(fake_root, caplog):
+    device = load_device("orin-nano")
+    fake_root.add_jetson(device)
+    fake_root.write("/etc/nvpmodel.conf", ORIN_NANO_SUPER)
+    ctl = NvpmodelController(device)
+    assert [p.mode for p in ctl.presets()] == ["15W"]  # the others are logged, not substituted
+    assert "MAXN_SUPER" in caplog.text and "25W" in caplog.text
+    with pytest.raises(InputError, match="MAXN_SUPER"):
+        ctl.caps_of(PowerMode("MAXN_SUPER", 6, 1510.4, 625.0, 2133.0))
+    with pytest.raises(InputError, match="MAXN_SUPER"):
+        ctl.apply(PowerMode("MAXN_SUPER", 6, 1510.4, 625.0, 2133.0))
+    assert not [c for c in fake_root.calls() if c[0] == "nvpmodel"]
