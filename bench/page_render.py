@@ -112,8 +112,10 @@ def report(timings: dict[str, dict[str, list[float]]], info: dict, runs: int,
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "?"
-    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                      text=True).stdout.strip():
+    # Its own outputs (the screenshot is taken before this report) do not make the tree another one.
+    own = [f":!{SCREENSHOT.relative_to(ROOT)}", ":!bench/results/page_render.md"]
+    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *own], cwd=ROOT,
+                      capture_output=True, text=True).stdout.strip():
         commit += " + uncommitted changes"
     rows = []
     for device, t in timings.items():
