@@ -401,16 +401,18 @@ def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference
     """A :class:`DeviceReference` from its JSON document; InputError for any malformed part."""
     r = _check_schema(doc, REFERENCE_SCHEMA, what)
     shape = r.obj("shape")
-    components = set(shape.mapping("mean"))
-    if components not in ({"total"}, {"compute", "stall", "rest", "total"}):
+    # The document's order, not a set's: sums over components run in it, and a set's order changes with
+    # PYTHONHASHSEED (a cross-device energy bound moved 0.06% between runs through a count of draws).
+    components = list(shape.mapping("mean"))
+    if set(components) not in ({"total"}, {"compute", "stall", "rest", "total"}):
         raise shape.fail("mean", "must hold 'total' (and 'compute', 'stall', 'rest' when measured)")
     mean = {n: shape.obj("mean").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
     sd = {n: shape.obj("sd").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
     shapes = {}
     for w in r.mapping("workload_shapes"):
         wr = r.obj("workload_shapes").obj(w)
-        names = set(wr.doc)
-        if names not in ({"total"}, {"compute", "stall", "rest"}):
+        names = list(wr.doc)
+        if set(names) not in ({"total"}, {"compute", "stall", "rest"}):
             raise wr.fail("", "must hold 'total' or 'compute', 'stall' and 'rest'")
         shapes[str(w)] = {n: wr.array(n, (len(F.COMPONENT_TERMS[n]),)) for n in names}
     anchors = {str(w): r.obj("workload_anchor_s").number(w, 0) for w in r.mapping("workload_anchor_s")}
