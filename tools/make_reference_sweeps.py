@@ -27,8 +27,9 @@ from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
 REFERENCE_DIR = data_path("reference")
 DEFAULT_MODES = 320
-#: Measured minibatches per mode: enough for LeNet's ~0.7 s window to hold ~70 meter samples at the
-#: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall).
+#: Measured minibatches per mode: meant for LeNet's ~0.7 s window to hold ~70 meter samples at the
+#: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall); the
+#: rate is set from the slower warm-up, so windows hold 43-45 (docs/digital-twin.md, Limits).
 WARMUP, MINIBATCHES = 5, 100
 #: Columns kept beyond the profile-row fields (the per-minibatch statistics would make the files too large).
 EXTRA_COLUMNS = ("power_meter", "kernel_count", "flops_train", "cpu_s_per_sample")
