@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 #: How long a started server may take to answer /healthz (s): a liveness guard, not a speed check (a server that
@@ -162,7 +163,16 @@ def mixed_load(url: str, api_key: str, rows_for, clients: int = 8, duration_s: f
             ok = r.status_code == 200 and len(r.json()["predictions"]) == len(modes)
             note(ok, r, None, time.perf_counter() - t0, "predict")
 
-    threads = [threading.Thread(target=uploader if k % 2 == 0 else predictor, args=(k,) if k % 2 == 0 else ())
+    def guarded(work: Callable[..., None], *args: object) -> None:
+        # A request that raises (a reset connection, a worker gone, a 200 that is not JSON) is an error of
+        # the run: a thread that died of it would leave the errors empty and the load lighter.
+        try:
+            work(*args)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the run reports it
+            with lock:
+                result["errors"].append((type(exc).__name__, str(exc)[:300]))
+
+    threads = [threading.Thread(target=guarded, args=(uploader, k) if k % 2 == 0 else (predictor,))
                for k in range(first_client, first_client + clients)]
     for t in threads:
         t.start()

@@ -139,17 +139,27 @@ def test_csv_answers_neutralise_formula_cells(client, stored):
 
 
 # -- heavy work apart ---------------------------------------------------------------------------------
-def test_every_mode_answer_is_cached_per_model_and_refreshed_by_a_refit(app, client, auth, stored):
+def test_every_mode_answer_is_cached_per_model_and_refreshed_by_a_refit(app, client, auth, stored, monkeypatch):
+    from jetpredict.api.routes import predictions
+
     svc = app.extensions["jetpredict"]
     first = client.post("/v1/predictions", json=ALL, headers={"Accept": "text/csv"}).data
     cached = svc.answers.size_bytes
     assert cached >= len(first)
+    computed = []
+    real_answer = predictions.prediction_answer
+    monkeypatch.setattr(predictions, "prediction_answer", lambda *a, **k: computed.append(1) or real_answer(*a, **k))
     assert client.post("/v1/predictions", json=ALL, headers={"Accept": "text/csv"}).data == first
-    assert svc.answers.size_bytes == cached  # served from the cache, not stored twice
+    assert computed == [] and svc.answers.size_bytes == cached  # served from the cache, not computed again
     more = published_rows(n=6)[4:]
     assert client.post("/v1/profiles", json={"rows": more}, headers=auth).status_code == 201
     refit = client.post("/v1/predictions", json=ALL, headers={"Accept": "text/csv"}).data
     assert refit != first and "6" in refit.decode().splitlines()[1].split(",")
+
+
+#: A gate's wait in these tests (s): only a full queue's immediate refusal can answer 503 while the gate is
+#: held; a gate that queued without bound would wait this long (pytest's timeout fails it first).
+HOLD_S = 3600
 
 
 @contextlib.contextmanager
@@ -174,7 +184,7 @@ def _gate_held(app):
 
 
 def test_a_full_heavy_gate_answers_503_with_retry_after_and_light_requests_pass(make_app, stored):
-    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0)
+    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_WAIT_S=HOLD_S)
     client = app.test_client()
     with _gate_held(app):
         busy = client.post("/v1/predictions", json={**ALL, "confidence": 0.8})
@@ -190,7 +200,7 @@ def test_a_full_heavy_gate_answers_503_with_retry_after_and_light_requests_pass(
 
 
 def test_fits_over_more_rows_than_the_bound_are_heavy_on_upload_and_on_lookup(make_app, auth):
-    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_FIT_ROWS=5)
+    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_WAIT_S=HOLD_S, HEAVY_FIT_ROWS=5)
     client = app.test_client()
     assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
     more = {"rows": published_rows(n=6)[4:]}
@@ -209,7 +219,7 @@ def test_fits_over_more_rows_than_the_bound_are_heavy_on_upload_and_on_lookup(ma
     assert done.status_code == 201 and done.json["revision"] == 2 and done.json["rows_stored"] == 2
     assert client.get("/v1/workloads/my-resnet").json["rows_stored"] == 6
 
-    fresh = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_FIT_ROWS=5)  # another worker: nothing cached
+    fresh = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_WAIT_S=HOLD_S, HEAVY_FIT_ROWS=5)  # another worker: nothing cached
     fresh_client = fresh.test_client()
     request = {"workload": {"id": "my-resnet"}, "modes": "presets"}
     with _gate_held(fresh):
@@ -223,7 +233,7 @@ def test_an_upload_queued_on_the_write_lock_is_admitted_before_it_locks(make_app
     from jetpredict.api import workloads
 
     monkeypatch.setattr(workloads, "_OPTIMISTIC_TRIES", 0)  # every upload takes the locked path
-    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_FIT_ROWS=5)
+    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=0, HEAVY_WAIT_S=HOLD_S, HEAVY_FIT_ROWS=5)
     client = app.test_client()
     six = {"rows": published_rows(n=6)}
     with _gate_held(app):
@@ -240,7 +250,7 @@ def test_the_gate_queues_up_to_its_bound_then_refuses():
     from jetpredict.api.errors import ApiError
     from jetpredict.api.heavy import HeavyGate
 
-    gate = HeavyGate(slots=1, queue=1, wait_s=30)
+    gate = HeavyGate(slots=1, queue=1, wait_s=HOLD_S)
     inside, waiting_done, release = threading.Event(), threading.Event(), threading.Event()
 
     def run(started: threading.Event) -> None:
@@ -256,9 +266,20 @@ def test_the_gate_queues_up_to_its_bound_then_refuses():
         if gate._admitted == 2:
             break
         threading.Event().wait(0.01)
-    with pytest.raises(ApiError) as refused, gate.admit("third"):
-        pass
-    assert refused.value.code == 503 and "Retry-After" in refused.value.extra_headers
+    refused: list[ApiError] = []
+
+    def third() -> None:
+        try:
+            with gate.admit("third"):
+                pass
+        except ApiError as exc:
+            refused.append(exc)
+
+    asker = threading.Thread(target=third)
+    asker.start()
+    asker.join(10)  # a hang guard: the full queue refuses at once, an unbounded one would wait HOLD_S
+    assert not asker.is_alive(), "the third request was queued beyond the bound"
+    assert refused and refused[0].code == 503 and "Retry-After" in refused[0].extra_headers
     release.set()
     for t in threads:
         t.join(30)
