@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import socket
 import time
 from functools import cache
 from pathlib import Path
@@ -249,6 +250,54 @@ def _sent_for_other_device(browser: Browser) -> list[str]:
     return bad
 
 
+def _dropped(browser: Browser) -> int:
+    return int(browser.evaluate("document.body.dataset.dropped || '0'"))
+
+
+def _cap_key(browser: Browser, device: str, kind: str) -> float:
+    """The cap of the answer on screen for ``device`` (waited for)."""
+    return _ready_for(browser, device)["constraints"][kind]
+
+
+def _stale_answers_are_dropped(browser: Browser, device: str, kind: str, other: str) -> None:
+    """Stale answers made on purpose, whatever the service's speed: recommendations held back (HOLD_HOOK) and
+    delivered after the page moved on, as if each arrived just before its abort. An answer to an older cap
+    that comes after the newer one is shown, and one for the device left, are dropped: not shown, counted."""
+    browser.evaluate(HOLD_HOOK)
+    browser.evaluate("window.__keepAborted = true; window.__holdRecs = true")
+    _move_cap(browser, 0.35)
+    older = browser.evaluate("+document.getElementById('cap').value")
+    browser.wait_for("window.__held.length === 1", 30)  # asked after the debounce, and held
+    _move_cap(browser, 0.85)
+    newer = browser.evaluate("+document.getElementById('cap').value")
+    assert older != newer
+    browser.wait_for("window.__held.length === 2", 30)
+    browser.evaluate("window.__holdRecs = false")
+    browser.evaluate("window.__deliver(1)")  # the newer answer first ...
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.{kind} === {newer}", 60)
+    before = _dropped(browser)
+    browser.evaluate("window.__deliver(0)")  # ... then the older one, stale on arrival
+    browser.wait_for(f"+(document.body.dataset.dropped || 0) > {before} || "
+                     f"JSON.parse(document.body.dataset.request).constraints.{kind} === {older}", 60)
+    assert _cap_key(browser, device, kind) == pytest.approx(newer)  # still the newer answer on screen
+    assert _dropped(browser) > before
+
+    # an answer asked for the device left, arriving once the next device is shown
+    browser.evaluate("window.__holdRecs = true")
+    _move_cap(browser, 0.6)
+    browser.wait_for("window.__held.length === 3", 30)
+    browser.evaluate("window.__holdRecs = false")
+    _choose(browser, "device", other)
+    _ready_for(browser, other)
+    before = _dropped(browser)
+    browser.evaluate("window.__deliver(2)")
+    browser.wait_for(f"+(document.body.dataset.dropped || 0) > {before} || "
+                     f"document.body.dataset.device === {json.dumps(device)}", 60)
+    assert browser.evaluate("document.body.dataset.device") == other
+    assert _dropped(browser) > before
+    browser.evaluate("window.__keepAborted = false")
+
+
 def test_rapid_switching_never_shows_another_boards_modes(server, browser):
     """Six devices x both cap kinds, switched faster than the service answers, the cap moved meanwhile:
     every mode label ever on screen belongs to the device chosen at that moment, no answer for another
@@ -294,12 +343,51 @@ def test_rapid_switching_never_shows_another_boards_modes(server, browser):
                                        ".map((r) => r.dataset.mode)")
             assert presets == [p.mode for p in load_device(target).presets]
             current = target
+    _stale_answers_are_dropped(browser, current, kind, other=next(d for d in devices if d != current))
     violations = _violations(browser)
     assert not violations, violations[:20]
     assert browser.evaluate("window.__seen.size") > 12  # the watch saw the answers
-    assert int(browser.evaluate("document.body.dataset.dropped || '0'")) > 0  # stale answers came and were dropped
     assert _sent_for_other_device(browser) == []
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+#: Evaluated in the page: counts the page's POSTs as it makes them (``window.__postsMade``), and notes each
+#: timer as it fires or is cleared (``window.__timersDone``), so that a test can wait until the page's
+#: recommendation debounce (``jetpredictPage.state.recTimer``) is over, not for a time that a loaded machine
+#: may overrun.
+SETTLE_HOOK = r"""(() => {
+  if (window.__timersDone) return true;
+  const done = new Set(), setTimer = window.setTimeout.bind(window), clearTimer = window.clearTimeout.bind(window);
+  const fetchReal = window.fetch.bind(window);
+  window.__timersDone = done;
+  window.__postsMade = 0;
+  window.setTimeout = (fn, ms, ...args) => {
+    const id = setTimer(() => { try { fn(...args); } finally { done.add(id); } }, ms);
+    return id;
+  };
+  window.clearTimeout = (id) => { done.add(id); clearTimer(id); };
+  window.fetch = (url, options) => {
+    if (options && options.method === "POST") window.__postsMade++;
+    return fetchReal(url, options);
+  };
+  return true;
+})()"""
+
+
+def _watch_posts(browser: Browser) -> tuple[int, int]:
+    """Start counting the page's POSTs (SETTLE_HOOK); the counts so far: the page's own and Chromium's."""
+    assert browser.evaluate(SETTLE_HOOK)
+    # the page is ready, so the debounce timer it holds now has fired: only a later one is waited for
+    browser.evaluate("window.__timerBefore = jetpredictPage.state.recTimer")
+    return browser.evaluate("window.__postsMade"), len(browser.posts())
+
+
+def _posts_after_debounce(browser: Browser) -> tuple[int, int]:
+    """Once the page's recommendation debounce has fired or been cleared (whatever it then sent is sent): the
+    counts of ``_watch_posts``."""
+    browser.wait_for("(() => { const t = jetpredictPage.state.recTimer; "
+                     "return t === 0 || t === window.__timerBefore || window.__timersDone.has(t); })()", 30)
+    return browser.evaluate("window.__postsMade"), len(browser.posts())
 
 
 def test_presets_extrapolation_coverage_and_epochs(server, browser):
@@ -340,13 +428,13 @@ def test_presets_extrapolation_coverage_and_epochs(server, browser):
     api = requests.post(f"{server.url}/v1/recommendations", json=body, timeout=60).json()
     assert api["best"]["mode"] == browser.evaluate("document.getElementById('best').dataset.mode")
     # a bad number names the field and the rule, and is not sent
-    sent = len(browser.posts())
+    assert browser.evaluate("document.body.dataset.state") == "ready"
+    sent = _watch_posts(browser)
     _choose(browser, "epochs", "0", event="input")
     message = browser.wait_for("document.getElementById('epochs-error').textContent", 10)
     assert message.startswith("epochs: must be a whole number from 1") and '"0"' in message
     assert browser.evaluate("document.body.dataset.state") == "error"
-    time.sleep(0.3)
-    assert len(browser.posts()) == sent
+    assert _posts_after_debounce(browser) == sent
     assert browser.evaluate("document.getElementById('choice').classList.contains('stale')")
     _choose(browser, "epochs", "2.5", event="input")
     message = browser.wait_for("document.getElementById('epochs-error').textContent", 10)
@@ -360,26 +448,43 @@ def test_presets_extrapolation_coverage_and_epochs(server, browser):
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
 
 
-#: Evaluated before page.js on each page load of the test below: the page's first page of stored workloads
-#: holds one (as when more than a page are stored), and POST /v1/recommendations can be held back
-#: (``window.__holdRecs``; ``window.__release()`` sends what was held).
-FETCH_HOOK = r"""(() => {
+#: Evaluated before page.js (or in the page, before the requests it is to hold): POST /v1/recommendations
+#: can be held back (``window.__holdRecs``; ``window.__release()`` sends what was held, ``window.__deliver(i)``
+#: the i-th held request alone). An abort rejects a held request, unless ``window.__keepAborted``: then its
+#: answer still comes when delivered, as when the abort lands after the answer is in (a stale answer).
+HOLD_HOOK = r"""(() => {
   const real = window.fetch.bind(window);
   window.__held = [];
   window.__holdRecs = false;
+  window.__keepAborted = false;
   window.fetch = (url, options) => {
-    const path = String(url);
-    if (path === "/v1/workloads?limit=100") return real("/v1/workloads?limit=1", options);
-    if (!window.__holdRecs || path !== "/v1/recommendations") return real(url, options);
+    if (!window.__holdRecs || String(url) !== "/v1/recommendations") return real(url, options);
     return new Promise((resolve, reject) => {
       const signal = options && options.signal;
-      if (signal) signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError")),
-                                         { once: true });
-      window.__held.push(() => real(url, options).then(resolve, reject));
+      const keep = window.__keepAborted;
+      if (signal && !keep) signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError")),
+                                                  { once: true });
+      const held = { body: options && options.body, sent: false, go: () => {
+        if (held.sent) return;
+        held.sent = true;
+        real(url, keep ? Object.assign({}, options, { signal: undefined }) : options).then(resolve, reject);
+      } };
+      window.__held.push(held);
     });
   };
-  window.__release = () => { window.__holdRecs = false; for (const go of window.__held.splice(0)) go(); };
+  window.__deliver = (i) => window.__held[i].go();
+  window.__release = () => { window.__holdRecs = false; for (const held of window.__held) held.go(); };
 })();"""
+
+#: Evaluated before page.js on each page load of the test below: the page's first page of stored workloads
+#: holds one (as when more than a page are stored), and POST /v1/recommendations can be held (HOLD_HOOK).
+FETCH_HOOK = r"""(() => {
+  const real = window.fetch.bind(window);
+  window.fetch = (url, options) => {
+    if (String(url) === "/v1/workloads?limit=100") return real("/v1/workloads?limit=1", options);
+    return real(url, options);
+  };
+})();""" + HOLD_HOOK
 
 
 def _provenance(browser: Browser) -> dict:
@@ -537,7 +642,7 @@ def test_epochs_text_that_is_no_number_is_refused_like_any_bad_number(server, br
     errors = len(browser.errors())
     browser.navigate(server.url + "/?device=orin-nano")
     _ready_for(browser, "orin-nano", 120)
-    sent = len(browser.posts())
+    sent = _watch_posts(browser)
     for text in ("e", "1e", "--", "1-"):
         browser.evaluate("(() => { const e = document.getElementById('epochs'); e.value = ''; e.focus(); "
                          "document.getElementById('epochs-error').textContent = ''; })()")
@@ -547,18 +652,85 @@ def test_epochs_text_that_is_no_number_is_refused_like_any_bad_number(server, br
         message = browser.wait_for("document.getElementById('epochs-error').textContent", 10)
         assert message.startswith("epochs: must be a whole number from 1 to "), (text, message)
         assert browser.evaluate("document.body.dataset.state") == "error", text
-    time.sleep(0.3)  # past the debounce: a request would have gone
-    assert len(browser.posts()) == sent
+    assert _posts_after_debounce(browser) == sent  # the debounce over: a request would have gone
     _choose(browser, "epochs", "", event="input")
     browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === null", 60)
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
 
 
-def _restart(live: LiveServer) -> LiveServer:
-    """The service again, on the same data and port (the page's own origin)."""
+def _hold_port(port: int, timeout_s: float = 15.0) -> socket.socket:
+    """Bind ``port`` without listening (a connection is refused, as with no service there), so that no other
+    process's ``free_port()`` (another xdist worker's) is handed the page's origin while the service is
+    down. SO_REUSEADDR, as the service binds (``serve``'s port check and gunicorn or Flask's server): the
+    restarted service binds and listens beside it; a plain bind, as ``free_port()``'s, is refused. Retried
+    while the stopped service's processes let go of the port."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return s
+        except OSError as exc:
+            s.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"port {port}, the page's origin, stayed in use for {timeout_s:g} s after the "
+                                   f"service was stopped ({exc}): the test cannot bring the service back where "
+                                   "the page looks for it") from exc
+            time.sleep(0.2)
+
+
+def _listeners(port: int) -> set[int] | None:
+    """The processes listening on 127.0.0.1:``port`` (Linux /proc), or None where that cannot be read."""
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return None
+    inodes = {f"socket:[{f[9]}]" for f in (line.split() for line in lines)
+              if f[1] == f"0100007F:{port:04X}" and f[3] == "0A"}  # 0A: LISTEN
+    pids = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
+                pids.add(int(fd_dir.parent.name))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return pids
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _stop(live: LiveServer) -> socket.socket:
+    """Stop the service and hold its port (``_hold_port``): the socket to hand to ``_restart``."""
+    live.stop()
+    return _hold_port(live.port)
+
+
+def _restart(live: LiveServer, held: socket.socket) -> LiveServer:
+    """The service again, on the same data and port (the page's own origin), held since ``_stop`` and let go
+    once the new service listens on it."""
     again = LiveServer(live.data_dir, api_keys=live.api_keys, workers=1)
     again.port, again.url = live.port, live.url
-    return again.start()
+    try:
+        again.start()
+    except RuntimeError as exc:
+        again.stop()
+        raise RuntimeError(f"the service did not come back on port {live.port} (the page's origin): {exc}; "
+                           f"listening there: {_listeners(live.port)}") from exc
+    finally:
+        held.close()
+    # ours that answers, not another test's service on that port
+    owners = _listeners(live.port)
+    if owners is not None and not any(_group(pid) == again.process.pid for pid in owners):
+        again.stop()
+        raise RuntimeError(f"port {live.port} (the page's origin) is served by other processes {sorted(owners)}, "
+                           f"not by the service restarted; its log: {again.log_path}")
+    return again
 
 
 def test_a_failed_device_load_is_loaded_again_by_the_next_choice(tmp_path, browser):
@@ -566,18 +738,19 @@ def test_a_failed_device_load_is_loaded_again_by_the_next_choice(tmp_path, brows
     workload list then still holds the old device's workloads. Once the service is back, picking a
     workload, changing the coverage or the objective loads the device's list and its answer."""
     live = LiveServer(tmp_path / "own-server", workers=1).start()
+    held = None
     try:
         browser.navigate(live.url + "/?device=orin-nano")
         _ready_for(browser, "orin-nano", 120)
         coverages = browser.evaluate("Array.from(document.getElementById('confidence').options).map((o) => o.value)")
         actions = [("workload", None), ("confidence", coverages[0]), ("objective", "min-time")]
         for (control, value), target in zip(actions, ("nano", "orin-nano", "nano"), strict=True):
-            live.stop()
+            held = _stop(live)
             _choose(browser, "device", target)
             status = browser.wait_for("document.body.dataset.state === 'error' && "
                                       "document.getElementById('status').textContent", 30)
             assert browser.evaluate("document.getElementById('workload').disabled") is False
-            live = _restart(live)
+            live = _restart(live, held)
             if value is None:  # a workload of the list on screen (the other device's)
                 value = browser.evaluate("document.getElementById('workload').value")
             _choose(browser, control, value)
@@ -590,6 +763,8 @@ def test_a_failed_device_load_is_loaded_again_by_the_next_choice(tmp_path, brows
             # what the failure said: where the service was looked for, not the browser's bare words
             assert f"the service cannot be reached at {live.url}" in status and "Failed to fetch" not in status
     finally:
+        if held is not None:
+            held.close()
         live.stop()
 
 
