@@ -84,6 +84,13 @@ deleted_revisions = sa.Table(
 )
 
 
+def _last_deleted_revision(conn: sa.Connection, workload_id: str) -> int:
+    """The revision ``workload_id`` had when it was last deleted (0 if it never was): a new workload of that
+    id counts on from it."""
+    return conn.execute(sa.select(deleted_revisions.c.revision)
+                        .where(deleted_revisions.c.workload_id == workload_id)).scalar() or 0
+
+
 class RevisionConflict(Exception):
     """The workload changed between reading its rows and writing the new upload; retry."""
 
@@ -495,9 +502,7 @@ class Storage:
         workload_id, rows = write.workload_id, write.rows
         if rows:
             payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
-            revision = 1 + (write.expected_revision or conn.execute(
-                sa.select(deleted_revisions.c.revision).where(deleted_revisions.c.workload_id == workload_id)
-            ).scalar() or 0)
+            revision = 1 + (write.expected_revision or _last_deleted_revision(conn, workload_id))
             if write.expected_revision == 0 and not reserved:
                 conn.execute(workloads.insert().values(
                     id=workload_id, device=write.device, revision=revision, rows_stored=len(rows),

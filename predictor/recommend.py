@@ -139,6 +139,14 @@ def lowest_position(value: np.ndarray, tie: np.ndarray) -> int:
     return int(lows[np.argmin(np.where(np.isnan(ties), np.inf, ties))])
 
 
+def lowest_among(mask: np.ndarray, value: np.ndarray, tie: np.ndarray) -> int:
+    """:func:`lowest_position` over the positions ``mask`` holds (at least one), as a position of the whole
+    arrays. Not over ``value`` masked to inf: NaN ranks last too, so where every masked-in value is NaN the
+    first masked-out position would win."""
+    allowed = np.flatnonzero(mask)
+    return int(allowed[lowest_position(value[allowed], tie[allowed])])
+
+
 def range_guard(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndarray,
                 extrapolated: np.ndarray) -> tuple[np.ndarray, int | None]:
     """The out-of-range rule: (mask of the positions it lets win, position of the best in-range ``ok`` one
@@ -151,7 +159,7 @@ def range_guard(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: 
     inside = ok & ~extrapolated
     if not inside.any():
         return np.ones(len(value), dtype=bool), None
-    best_in = lowest_position(np.where(inside, value, np.inf), tie)
+    best_in = lowest_among(inside, value, tie)
     return ~extrapolated | (value_high < value[best_in]), best_in
 
 
@@ -186,10 +194,7 @@ def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndar
     the chosen mode may then not beat on the point). ``presets``: mask of the preset rows (None: none).
     ``ok`` must hold at least one True.
     """
-    # Among the ok positions only: with every ok value NaN (ranked last), a mask to inf would tie them
-    # with the positions that fail the limits, and the first of those could win.
-    allowed = np.flatnonzero(ok)
-    best = int(allowed[lowest_position(value[allowed], tie[allowed])])
+    best = lowest_among(ok, value, tie)
     candidates = None if presets is None else ok & presets
     has_presets = candidates is not None and bool(candidates.any())
     if not extrapolated[best] and not has_presets:
@@ -201,7 +206,7 @@ def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndar
     if not has_presets:
         return Pick(best, displaced, None, False)
     standing = candidates & stands
-    preset = lowest_position(np.where(standing if standing.any() else candidates, value, np.inf), tie)
+    preset = lowest_among(standing if standing.any() else candidates, value, tie)
     if standing[preset] and value[preset] < value[best]:
         return Pick(preset, False, preset, True)
     return Pick(best, displaced, preset, False)

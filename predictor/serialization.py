@@ -16,7 +16,7 @@ import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_rows import source_kind
+from jetpredict.models.profile_rows import SOURCE_KINDS
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import IntervalScales
 from jetpredict.predictor.model import (
@@ -122,16 +122,9 @@ class _Reader:
 
     def number(self, key: str, minimum: float | None = None) -> float:
         """``key``'s value as a finite float, at least ``minimum`` when given."""
-        v = self.get(key)
-        rule = "must be a finite number" + (f" >= {minimum:g}" if minimum is not None else "")
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(key, rule)
-        try:
-            v = float(v)
-        except OverflowError:  # a JSON integer beyond float range (10**400)
-            raise self.fail(key, rule) from None
-        if not math.isfinite(v) or (minimum is not None and v < minimum):
-            raise self.fail(key, rule)
+        v = _finite_float(self.get(key))
+        if v is None or (minimum is not None and v < minimum):
+            raise self.fail(key, "must be a finite number" + (f" >= {minimum:g}" if minimum is not None else ""))
         return v
 
     def integer(self, key: str) -> int:
@@ -236,21 +229,26 @@ def _scale(r: _Reader, key: str, default: float | None = None) -> float:
     return v
 
 
-def _finite(v: int | float) -> bool:
-    """Whether a JSON number is a finite float (an integer beyond float range, 10**400, is not)."""
+def _finite_float(v: object) -> float | None:
+    """A JSON number as a finite float; None for anything else: a bool, NaN, infinity, or an integer beyond
+    float range (10**400, which ``float`` refuses with OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
     try:
-        return math.isfinite(v)
+        f = float(v)
     except OverflowError:
-        return False
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _known_source(source: object) -> bool:
     """Whether a row's ``source`` cell names a provenance kind: null/empty (the readers' "measured") or a
-    text starting with a kind. ``source_kind`` falls back to "measured" for any other text, which would
-    let a made-up source stand for measured rows."""
+    text starting with one of :data:`SOURCE_KINDS`. ``source_kind`` reads any other text as "measured",
+    which would let a made-up source stand for measured rows."""
     if source is None:
         return True
-    return isinstance(source, str) and (source.strip().lower() or "measured").startswith(source_kind(source))
+    text = source.strip().lower() if isinstance(source, str) else None
+    return text is not None and (not text or text.startswith(SOURCE_KINDS))
 
 
 def _training_rows(r: _Reader) -> tuple[dict, ...]:
@@ -262,23 +260,27 @@ def _training_rows(r: _Reader) -> tuple[dict, ...]:
         # Empty rows would make the workload's provenance "measured" with nothing measured.
         raise r.fail("training_rows", f"must be a list of 1 to {MAX_TRAINING_ROWS} JSON objects")
     for i, row in enumerate(rows):
-        # The common case checked inline, a reader made only to word a failure: 100,000 rows load in ~1 s.
-        for k, v in row.items():
-            if v is None or isinstance(v, str | bool):
-                continue
-            if not isinstance(v, int | float):
-                raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(k, "must be a string, number, boolean or null")
-            if not _finite(v):  # rows are fitted on and summed over: 10**400 or inf is no measurement
-                raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(k, "must be a finite number")
-        for k in MODE_FIELDS:
-            v = row.get(k)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-                raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(
-                    k, "must be a positive number (a knob of the profiled mode)")
-        if not _known_source(row.get("source")):
-            raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(
-                "source", f"must start with one of {', '.join(SOURCE_TRUST)} (or be null)")
+        problem = _row_problem(row)
+        if problem is not None:  # a reader made only to word the failure: 100,000 rows load in ~1 s
+            raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(*problem)
     return tuple(rows)
+
+
+def _row_problem(row: dict) -> tuple[str, str] | None:
+    """The first (field, rule) a training row breaks, or None."""
+    for k, v in row.items():
+        if v is None or isinstance(v, str | bool):
+            continue
+        if not isinstance(v, int | float):
+            return k, "must be a string, number, boolean or null"
+        if _finite_float(v) is None:  # fitted on and summed over: 10**400 or inf measures nothing
+            return k, "must be a finite number"
+    for k in MODE_FIELDS:
+        if not (_finite_float(row.get(k)) or 0.0) > 0:
+            return k, "must be a positive number (a knob of the profiled mode)"
+    if not _known_source(row.get("source")):
+        return "source", f"must start with one of {', '.join(SOURCE_TRUST)} (or be null)"
+    return None
 
 
 def _profiled_modes(r: _Reader, rows: tuple[dict, ...]) -> int:

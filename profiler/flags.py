@@ -20,9 +20,9 @@ def check_range(field: str, value: Number, low: float, high: float = math.inf, u
                 per: str = "") -> Number:
     """``value`` when ``low <= value <= high``; else :class:`InputError` naming the flag of ``field``, the
     rule and the value. ``unit`` follows each bound (``s``, ``minibatches``), ``per`` the upper one
-    (``per mode``). NaN and None fail."""
+    (``per mode``). NaN, None and a bool (Python counts True as 1; no flag is one) fail."""
     unit = f" {unit}" if unit else ""
-    if value is None or not value >= low:
+    if value is None or isinstance(value, bool) or not value >= low:
         raise InputError(f"{cli_flag(field)} must be >= {low:g}{unit}, got {value}", field)
     if not value <= high:
         per = f" {per}" if per else ""

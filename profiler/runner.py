@@ -40,7 +40,6 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from jetpredict.models.errors import InputError
 from jetpredict.models.profiling_protocol import (
     IDLE_S,
     MAX_MINIBATCHES_PER_MODE,
@@ -135,10 +134,7 @@ class RunSettings:
                  ("settle_s", self.settle_s, 0, MAX_WAIT_S, "s"), ("idle_s", self.idle_s, 0, MAX_WAIT_S, "s"))
         for name, value, low, high, unit in rules:
             check_range(name, value, low, high, unit, per="per mode")
-        # The sampler's own limits (checked again when it starts), so a bad --hz is refused before any
-        # mode is switched; a bool is not a rate, though Python counts True as 1.
-        if isinstance(self.hz, bool):
-            raise InputError(f"--hz must be a number of samples per second, got {self.hz}", "hz")
+        # The sampler's own limits (checked again when it starts): a bad --hz is refused before any switch.
         check_range("hz", self.hz, MIN_SAMPLER_HZ, MAX_SAMPLER_HZ, "Hz")
 
 
