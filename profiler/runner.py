@@ -31,7 +31,6 @@ minibatches per epoch; ``avg_power_w`` = that energy / the window's duration.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -143,12 +142,16 @@ def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: 
     """Sampling rate (Hz) for the measured window: MLPerf Power asks for >= 60 samples per window, so a
     window that the warm-up's pace shows to be short is sampled faster (up to the sensor-friendly
     maximum of :func:`~profiler.power.sampler.hz_for_window`, and up to ``update_hz``, the meter's own
-    update rate in Hz when known); never below ``hz``; without a warm-up, ``hz``."""
+    update rate in Hz when known); never below ``hz``; without a warm-up, ``hz``.
+
+    The pace is the warm-up's fastest minibatch: warm-up minibatches speed up from the first toward the
+    steady pace, so their mean would leave the window short of samples; a guess faster than the steady pace
+    only samples more."""
     if not warmup:
         return hz
     from jetpredict.profiler.power.sampler import hz_for_window
 
-    raised = hz_for_window(statistics.fmean(t.total_s for t in warmup) * minibatches, hz)
+    raised = hz_for_window(min(t.total_s for t in warmup) * minibatches, hz)
     if update_hz:
         # Faster than the meter updates would count one reading several times in power_samples.
         raised = min(raised, max(hz, update_hz))

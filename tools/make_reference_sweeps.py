@@ -23,14 +23,15 @@ from jetpredict.models.catalogue import Device, PowerMode, device_ids, load_devi
 from jetpredict.models.paths import data_path
 from jetpredict.models.profile_files import write_profile_csv
 from jetpredict.models.profile_rows import COLUMNS, validate_records
+from jetpredict.models.profiling_protocol import WARMUP_MINIBATCHES
 from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
 REFERENCE_DIR = data_path("reference")
 DEFAULT_MODES = 320
 #: Measured minibatches per mode: meant for LeNet's ~0.7 s window to hold ~70 meter samples at the
-#: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall); the
-#: rate is set from the slower warm-up, so windows hold 43-45 (docs/digital-twin.md, Limits).
-WARMUP, MINIBATCHES = 5, 100
+#: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall).
+#: The protocol's warm-up: the window's rate comes from its fastest minibatch (5 left it 10% slow).
+WARMUP, MINIBATCHES = WARMUP_MINIBATCHES, 100
 #: Columns kept beyond the profile-row fields (the per-minibatch statistics would make the files too large).
 EXTRA_COLUMNS = ("power_meter", "kernel_count", "flops_train", "cpu_s_per_sample")
 SIGNIFICANT = 5

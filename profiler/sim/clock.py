@@ -53,6 +53,29 @@ class PowerTimeline:
         inside = (i >= 0) & (times_s < ends[np.clip(i, 0, None)])
         return np.where(inside, np.asarray(self.power_w)[np.clip(i, 0, None)], float(default_w))
 
+    def mean_over(self, starts_s: np.ndarray, ends_s: np.ndarray, default_w: float) -> np.ndarray:
+        """Mean true power (W) over each interval ``[starts_s[k], ends_s[k]]`` (``default_w`` outside every
+        segment); an empty interval gives the power at its end. Segments must not overlap (the backend and
+        runner add them in time order)."""
+        starts_s, ends_s = np.asarray(starts_s, dtype=float), np.asarray(ends_s, dtype=float)
+        if not self.starts_s:
+            return np.full(ends_s.shape, float(default_w))
+        seg_t0, seg_t1 = np.asarray(self.starts_s), np.asarray(self.ends_s)
+        excess_w = np.asarray(self.power_w) - float(default_w)
+        before_j = np.concatenate(([0.0], np.cumsum(excess_w * (seg_t1 - seg_t0))))
+
+        def excess_energy_j(t: np.ndarray) -> np.ndarray:
+            """Integral of (power - default) from before the first segment up to ``t`` (J)."""
+            i = np.searchsorted(seg_t0, t, side="right") - 1
+            k = np.clip(i, 0, None)
+            inside = np.clip(t - seg_t0[k], 0.0, seg_t1[k] - seg_t0[k])
+            return np.where(i >= 0, before_j[k] + excess_w[k] * inside, 0.0)
+
+        span_s = ends_s - starts_s
+        mean_w = float(default_w) + (excess_energy_j(ends_s) - excess_energy_j(starts_s)) / np.where(
+            span_s > 0, span_s, 1.0)
+        return np.where(span_s > 0, mean_w, self.at(ends_s, default_w))
+
     def prune_before(self, t_s: float) -> None:
         """Forget segments that ended before ``t_s`` (keeps long campaigns small)."""
         keep = [k for k, e in enumerate(self.ends_s) if e >= t_s]

@@ -14,8 +14,12 @@ POWER_NOISE = 0.015
 class SimulatedPowerMeter(PowerMeter):
     """Reads the simulated device's module power (``name`` = ``sim:<device>``, domain ``module``).
 
-    :meth:`read_power_w` gives the power at the simulated now; :meth:`trace` gives a whole sampled
-    trace over a simulated window (what a sampler thread would have recorded at ``hz``).
+    Each reading is the mean power since the previous one (the first: over one sampling period), as a
+    sensor that averages over its conversion cycles reports it: an instantaneous reading at exact
+    ``t0 + k/hz`` locks to the stall/compute cycle when the minibatch period is near a multiple of half the
+    sampling period (docs/digital-twin.md, Limits). :meth:`read_power_w` gives the power at the simulated now;
+    :meth:`trace` gives a whole sampled trace over a simulated window (what a sampler thread would have
+    recorded at ``hz``).
     """
 
     domain = "module"
@@ -38,9 +42,11 @@ class SimulatedPowerMeter(PowerMeter):
         return float(self._noisy(self.state.timeline.at(now, self.idle_power_w()))[0])
 
     def trace(self, t0: float, t1: float, hz: float) -> PowerTrace:
-        """Samples every 1/hz s from ``t0`` to ``t1`` (both ends included), on the simulated clock."""
+        """Samples every 1/hz s from ``t0`` to ``t1`` (both ends included), on the simulated clock, each the
+        mean power since the sample before."""
         times = t0 + np.arange(int(np.floor((t1 - t0) * hz)) + 1) / hz
         if times[-1] < t1:  # the sampler takes a last sample when it stops
             times = np.append(times, t1)
-        power = self._noisy(self.state.timeline.at(times, self.idle_power_w()))
+        since = np.concatenate(([t0 - 1.0 / hz], times[:-1]))
+        power = self._noisy(self.state.timeline.mean_over(since, times, self.idle_power_w()))
         return PowerTrace(times, power, meter_name=self.name, domain=self.domain, hz=hz)
