@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_rows import SOURCE_KINDS
 from jetpredict.predictor import features as F
-from jetpredict.predictor.constants import IntervalScales
+from jetpredict.predictor.constants import REGIME_FACTOR_MAX, SCALE_GRID, IntervalScales
 from jetpredict.predictor.model import (
     DEFAULT_CONFIDENCE,
+    MODEL_VERSION,
     ContentionVariant,
     WorkloadModel,
 )
 from jetpredict.predictor.reference import DeviceReference
-from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, SOURCE_TRUST, ShapePrior, TermFit
+from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, SOURCE_TRUST, ShapePrior, TermFit, frame_column
+from jetpredict.predictor.transfer import TRANSFER_METHODS
 
 MODEL_SCHEMA = "jetpredict-model/3"
 REFERENCE_SCHEMA = "jetpredict-reference/3"
@@ -36,8 +40,16 @@ KNOWN_TERMS = frozenset(F.TOTAL_TERMS) | frozenset(F.POWER_TERMS)
 MAX_TRAINING_ROWS = 100_000
 #: Knob maxima (cores, MHz) a file may hold: every knob is divided by its maximum.
 MIN_MAXIMUM, MAX_MAXIMUM = 1e-3, 1e6
-#: Interval widening factors a file may hold (fits write ~0.5..5).
-MIN_SCALE, MAX_SCALE = 0.0, 1e3
+#: Interval scales a file may hold: what the calibration can pick (a 0 would drop the model's own SD).
+MIN_SCALE, MAX_SCALE = float(SCALE_GRID.min()), float(SCALE_GRID.max())
+#: The out-of-regime factor a fit writes (``regime.regime_factor``), in 1..REGIME_FACTOR_MAX.
+MIN_EXTRAPOLATION_SCALE = 1.0
+#: Model forms a file may record: ``mech-N`` up to this version's :data:`MODEL_VERSION` (it is reported in
+#: every answer's provenance, so made-up text would be passed on as the model's form).
+_VERSION_PREFIX, _, _VERSION_NUMBER = MODEL_VERSION.rpartition("-")
+MODEL_VERSION_RE = re.compile(rf"{re.escape(_VERSION_PREFIX)}-([1-9][0-9]{{0,5}})")
+#: Rounding a fitted covariance may carry: asymmetry (share of its largest entry) and correlation beyond 1.
+COV_ROUNDING = 1e-9
 #: About this many modes of the device's space are predicted when a model file is loaded.
 PROBE_MODES = 256
 
@@ -189,7 +201,24 @@ def _fit(doc: object, where: str, allowed: tuple[str, ...] | None = None) -> Ter
             or len(set(terms)) != len(terms) or (allowed is not None and tuple(terms) != allowed):
         raise r.fail("terms", f"must be the term names {list(allowed) if allowed else sorted(KNOWN_TERMS)}")
     p = len(terms)
-    return TermFit(tuple(terms), r.array("coef", (p,)), r.array("cov", (p, p)), r.number("noise_rel", 0))
+    return TermFit(tuple(terms), r.array("coef", (p,)), _covariance(r, p), r.number("noise_rel", 0))
+
+
+def _covariance(r: _Reader, p: int) -> np.ndarray:
+    """``cov``, a p x p covariance (coefficient units squared) as a fit writes it: symmetric, a variance
+    >= 0 on the diagonal and no correlation beyond 1 (each up to :data:`COV_ROUNDING`). ``TermFit.predict``
+    clips a negative variance to 0, so a broken matrix would narrow intervals instead of failing."""
+    cov = r.array("cov", (p, p))
+    scale = float(np.max(np.abs(cov)))
+    if np.any(np.diag(cov) < 0):
+        raise r.fail("cov", "must have a diagonal of variances >= 0")
+    if np.max(np.abs(cov - cov.T)) > COV_ROUNDING * scale:
+        raise r.fail("cov", "must be symmetric")
+    sd = np.sqrt(np.diag(cov))
+    off = ~np.eye(p, dtype=bool)
+    if np.any((np.abs(cov) > np.outer(sd, sd) * (1 + COV_ROUNDING) + COV_ROUNDING * scale) & off):
+        raise r.fail("cov", "must have |cov[i][j]| <= sqrt(cov[i][i] * cov[j][j]) (a correlation within -1..1)")
+    return cov
 
 
 def _component_fits(doc: object, where: str) -> dict[str, TermFit]:
@@ -219,14 +248,61 @@ def _maxima(r: _Reader) -> dict[str, float]:
     return out
 
 
-def _scale(r: _Reader, key: str, default: float | None = None) -> float:
-    """An interval scale: a widening factor of a fit, in MIN_SCALE..MAX_SCALE."""
+def _scale(r: _Reader, key: str, default: float | None = None, low: float = MIN_SCALE,
+           high: float = MAX_SCALE) -> float:
+    """An interval scale (a multiplier of an SD), in ``low``..``high``; ``default`` when absent."""
     if default is not None and key not in r.doc:
         return default
-    v = r.number(key, MIN_SCALE)
-    if v > MAX_SCALE:
-        raise r.fail(key, f"must be at most {MAX_SCALE:g} (a widening factor of the intervals)")
+    v = _finite_float(r.get(key))
+    if v is None or not low <= v <= high:
+        raise r.fail(key, f"must be a number in {low:g}..{high:g} (a scale of the intervals a fit writes)")
     return v
+
+
+def _model_version(r: _Reader) -> str:
+    """``model_version``: a form this jetpredict knows (``mech-1`` .. :data:`MODEL_VERSION`)."""
+    v = r.text("model_version")
+    match = MODEL_VERSION_RE.fullmatch(v)
+    if match is None or int(match.group(1)) > int(_VERSION_NUMBER):
+        raise r.fail("model_version", f"must be {_VERSION_PREFIX}-N with N from 1 to {_VERSION_NUMBER} "
+                                      f"(the model form a fit records), not {v!r}")
+    return v
+
+
+def _cross_device(r: _Reader) -> tuple[bool, str | None, str | None]:
+    """``cross_device`` with ``source_device_id`` and ``transfer_method``: given exactly when it is true
+    (``transfer.transfer_model`` sets all three; a lone flag would widen and label answers as moved)."""
+    cross = r.boolean("cross_device")
+    named = {k: r.text(k, optional=True) for k in ("source_device_id", "transfer_method")}
+    for key, value in named.items():
+        if (value is not None) != cross:
+            raise r.fail(key, f"must be {'a string' if cross else 'null'} when cross_device is {str(cross).lower()}")
+    if cross and named["transfer_method"] not in TRANSFER_METHODS:
+        raise r.fail("transfer_method", f"must be one of {list(TRANSFER_METHODS)}")
+    return cross, named["source_device_id"], named["transfer_method"]
+
+
+def _measured(rows: tuple[dict, ...], *columns: str) -> bool:
+    """Whether any row holds a number in one of ``columns``, read as the fit reads them (``frame_column``)."""
+    frame = pd.DataFrame({c: [row.get(c) for row in rows] for c in columns})
+    return any(bool(np.isfinite(frame_column(frame, c)).any()) for c in columns)
+
+
+def _power_flags(r: _Reader, rows: tuple[dict, ...]) -> tuple[bool, float]:
+    """``has_power`` and ``base_ratio`` as the fit sets them from ``rows``: power is the workload's own
+    when a row measured ``avg_power_w`` or ``epoch_energy_j``; the base-power ratio (> 0) stays 1 unless a
+    row measured ``base_power_w``. An edited flag would report reference power as measured (or drop the
+    unmeasured level's SD), and a ratio of 0 drops the base power from every prediction."""
+    has_power = r.boolean("has_power")
+    if has_power != _measured(rows, "avg_power_w", "epoch_energy_j"):
+        raise r.fail("has_power", f"must be {str(not has_power).lower()}: it says whether a training row "
+                                  f"measured avg_power_w or epoch_energy_j")
+    ratio = _finite_float(r.get("base_ratio"))
+    if ratio is None or ratio <= 0:
+        raise r.fail("base_ratio", "must be a finite number > 0 (the workload's base power / the reference's)")
+    if ratio != 1.0 and not _measured(rows, "base_power_w"):
+        raise r.fail("base_ratio", "must be 1 when no training row measured base_power_w")
+    return has_power, ratio
 
 
 def _finite_float(v: object) -> float | None:
@@ -371,32 +447,41 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
             profiled[k] = (float(lo), float(hi))
     s = r.obj("interval_scales")
     rows = _training_rows(r)
+    has_power, base_ratio = _power_flags(r, rows)
+    cross_device, source_device_id, transfer_method = _cross_device(r)
     complexity = r.obj("complexity")
     base_coef = r.array("base_coef", (len(F.BASE_TERMS),))
     model = WorkloadModel(
         device=_device(r), workload_id=r.text("workload_id"), reference_source=_source(r, "reference_source"),
-        profiled_modes=_profiled_modes(r, rows), has_power=r.boolean("has_power"),
+        profiled_modes=_profiled_modes(r, rows), has_power=has_power,
         num_workers=r.number("num_workers", 0), kappa_cpu=r.number("kappa_cpu", 0),
         kappa_pipe=r.number("kappa_pipe", 0), time_fits=_component_fits(r.get("time_fits"), f"{what}.time_fits"),
-        base_coef=base_coef, base_ratio=r.number("base_ratio", 0), base_sd_rel=r.number("base_sd_rel", 0),
+        base_coef=base_coef, base_ratio=base_ratio, base_sd_rel=r.number("base_sd_rel", 0),
         power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=_maxima(r),
         variants=tuple(variants),
         # absent in models written before mech-14, which averaged over the variants
         contention_measured=r.boolean("contention_measured", default=False),
         interval_scales=IntervalScales(_scale(s, "time"), _scale(s, "power"), _scale(s, "energy"),
                                        # absent in models written before the out-of-regime factor (mech-6)
-                                       _scale(s, "extrapolation", 1.0)),
-        profiled_ranges=profiled, cross_device=r.boolean("cross_device"),
-        source_device_id=r.text("source_device_id", optional=True),
-        cross_device_rel_sd=r.number("cross_device_rel_sd", 0),
-        transfer_method=r.text("transfer_method", optional=True),
+                                       _scale(s, "extrapolation", MIN_EXTRAPOLATION_SCALE,
+                                              MIN_EXTRAPOLATION_SCALE, REGIME_FACTOR_MAX)),
+        profiled_ranges=profiled, cross_device=cross_device, source_device_id=source_device_id,
+        cross_device_rel_sd=r.number("cross_device_rel_sd", 0), transfer_method=transfer_method,
         # Numbers only (the fit writes medians of numeric columns); anything else was never read.
         complexity={str(k): complexity.number(k) for k, v in complexity.doc.items()
                     if isinstance(v, int | float) and not isinstance(v, bool)},
-        training_rows=rows, model_version=r.text("model_version"),
+        training_rows=rows, model_version=_model_version(r),
     )
     check_predictions(model, what)
     return model
+
+
+def _sds(r: _Reader, key: str, n: int) -> np.ndarray:
+    """``key``, ``n`` prior SDs (coefficient units): each >= 0, as a reference writes them."""
+    sd = r.array(key, (n,))
+    if np.any(sd < 0):
+        raise r.fail(key, "must hold standard deviations >= 0")
+    return sd
 
 
 def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference:
@@ -409,7 +494,7 @@ def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference
     if set(components) not in ({"total"}, {"compute", "stall", "rest", "total"}):
         raise shape.fail("mean", "must hold 'total' (and 'compute', 'stall', 'rest' when measured)")
     mean = {n: shape.obj("mean").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
-    sd = {n: shape.obj("sd").array(n, (len(F.COMPONENT_TERMS[n]),)) for n in components}
+    sd = {n: _sds(shape.obj("sd"), n, len(F.COMPONENT_TERMS[n])) for n in components}
     shapes = {}
     for w in r.mapping("workload_shapes"):
         wr = r.obj("workload_shapes").obj(w)
@@ -433,7 +518,7 @@ def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference
         workload_shapes=shapes, time_noise_rel=r.number("time_noise_rel", 0),
         base_coef=r.array("base_coef", (len(F.BASE_TERMS),)), base_noise_rel=r.number("base_noise_rel", 0),
         power_mean=r.array("power_mean", (len(F.POWER_TERMS),)),
-        power_sd=r.array("power_sd", (len(F.POWER_TERMS),)), power_noise_rel=r.number("power_noise_rel", 0),
+        power_sd=_sds(r, "power_sd", len(F.POWER_TERMS)), power_noise_rel=r.number("power_noise_rel", 0),
         maxima=_maxima(r), anchor=tuple(float(v) for v in anchor),
         derived_from=r.text("derived_from", optional=True), training_sha256=r.text("training_sha256"),
         workload_anchor_s=anchors, workload_kappas=kappas,

@@ -190,6 +190,12 @@ def _scale_fits(model: WorkloadModel, factors: Mapping[str, float], restrict: bo
             "variants": tuple(ContentionVariant(v.kappa_cpu, v.kappa_pipe, scale(v.fits)) for v in model.variants)}
 
 
+#: How a cross-device model was moved (``WorkloadModel.transfer_method``): through the sweeps of the workloads
+#: both devices share, or through device physics alone.
+VIA_REFERENCE_WORKLOADS, VIA_PHYSICS = "reference-workloads", "physics"
+TRANSFER_METHODS = (VIA_REFERENCE_WORKLOADS, VIA_PHYSICS)
+
+
 def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceReference,
                    src_shared: DeviceReference | None, dst_shared: DeviceReference | None) -> WorkloadModel:
     """``model`` as predicted on ``target``, marked cross-device.
@@ -201,11 +207,11 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
     via_refs = reference_factors(model, target, src_shared, dst_shared)
     if via_refs is not None:
         tf, pf, rel_sd = via_refs["time"], via_refs["power"], via_refs["rel_sd"]
-        method = "reference-workloads"
+        method = VIA_REFERENCE_WORKLOADS
         used = [model.reference_source, target_ref.source, src_shared.source, dst_shared.source]
     else:
         tf, pf = time_factors(model.device, target), power_factors(model.device, target)
-        rel_sd, method = CROSS_DEVICE_REL_SD, "physics"
+        rel_sd, method = CROSS_DEVICE_REL_SD, VIA_PHYSICS
         used = [model.reference_source, target_ref.source]
     moved = replace(
         model, device=target, source_device_id=model.device_id, cross_device=True, cross_device_rel_sd=rel_sd,

@@ -26,6 +26,7 @@ devices differ only in those parts.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from jetpredict.models.atomic_files import replace_file
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
@@ -230,21 +232,13 @@ def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> list[dict[str
 
 
 def _write_atomic(path: Path, write: Callable[[TextIO], None], newline: str | None = None) -> None:
-    """Write ``path`` through a temporary file in its folder and ``os.replace``, so that a reader (or a
-    crash) never sees it half written; the file gets the permissions the umask gives a new file (mkstemp's
-    own 0600 would leave a ``sudo jetpredict profile``'s outputs unreadable to the user)."""
+    """Write ``path`` whole (:func:`~jetpredict.models.atomic_files.replace_file`), so that a reader (or a
+    crash) never sees it half written; a new file gets the permissions the umask gives it (a private
+    temporary file's 0600 would leave a ``sudo jetpredict profile``'s outputs unreadable to the user)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
-            write(f)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = io.StringIO(newline=newline)
+    write(text)
+    replace_file(path, text.getvalue().encode("utf-8"))
 
 
 def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jetpredict.models.atomic_files import replace_file
 from jetpredict.models.catalogue import Device, PowerMode, Preset, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.profiler import sysfs
@@ -386,9 +387,7 @@ class NvpmodelController(PowerModeController):
         # Beside the state file, not in /tmp: `jetpredict restore` removes it after a crash.
         path = state_file.state_dir() / state_file.CUSTOM_CONF_NAME
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        replace_file(path, text.encode())
         return str(path)
 
     def read_back(self) -> PowerMode:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jetpredict.models.atomic_files import replace_file
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.powermode import privileged
 
@@ -185,21 +186,7 @@ def write_state(state: RestoreState) -> Path:
     """Write ``state`` atomically (temp file, fsync, rename) to :func:`state_path`."""
     path = state_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = json.dumps(state.to_json(), indent=1).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):  # the rename itself survives a power loss only once the dir is synced
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    replace_file(path, json.dumps(state.to_json(), indent=1).encode(), mode=0o600)
     state.path = path
     return path
 

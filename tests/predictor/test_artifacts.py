@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import re
 import subprocess
 import sys
 import warnings
@@ -23,6 +22,7 @@ from jetpredict.predictor import artifacts, bundled
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
 from jetpredict.predictor.serialization import MAX_TRAINING_ROWS, MODEL_SCHEMA, model_from_dict, model_to_dict
+from model_files import assert_refused_at_load, forge
 
 from tools.build_bundled import build_all
 
@@ -83,13 +83,6 @@ def test_tampered_or_foreign_model_file_is_refused(tmp_path, model):
         load_model(path)
     with pytest.raises(InputError, match="does not exist"):
         load_model(tmp_path / "missing.json")
-
-
-def forge(path: Path, data: bytes, fmt: str = artifacts.FORMAT) -> None:
-    """Write ``data`` at ``path`` with a manifest that checks out (anyone can recompute a SHA-256)."""
-    path.write_bytes(data)
-    artifacts.manifest_path(path).write_text(json.dumps({
-        "format": fmt, "kind": "workload-model", "sha256": artifacts.sha256_bytes(data)}))
 
 
 @pytest.mark.parametrize("data", [
@@ -202,19 +195,12 @@ PROVENANCE_EDITS = 7
 def test_edited_provenance_is_refused_naming_the_field_and_rule(tmp_path, model, case, capsys):
     """Provenance a fit never writes (an unknown reference source, a profiled-mode count other than the
     rows', no rows, a row source no kind starts) is an InputError at load, and `predict` exits 2 with it."""
-    from jetpredict.cli import main
-
     edits = _provenance_edited(model_to_dict(model))
     assert len(edits) == PROVENANCE_EDITS  # every edit is parametrized
     label, bad, message = edits[case]
     path = tmp_path / "edited.json"
     forge(path, json.dumps(bad).encode())
-    with pytest.raises(InputError, match=re.escape(message)) as e:
-        load_model(path)
-    assert e.value.field == "model", label
-    assert main(["predict", "--model", str(path), "--presets"]) == 2, label
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and f"edited.json{message}" in err, label
+    assert_refused_at_load(path, message, label, capsys)
 
 
 def test_profiled_modes_are_counted_on_load_as_the_fit_counts_them(tmp_path):
@@ -408,3 +394,84 @@ def test_a_loaded_reference_predicts_the_same_whatever_the_hash_seed():
     out = {subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "3")}
     assert len(out) == 1, out
+
+
+def _fail_on_call(monkeypatch, name: str, call: int, error: BaseException) -> None:
+    """Make ``os.<name>`` as artifacts calls it raise ``error`` on its ``call``-th call (1-based)."""
+    real = getattr(os, name)
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == call:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(artifacts.os, name, failing)
+
+
+ENOSPC = OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize(("step", "name", "call", "error"), [
+    ("writing the file", "fsync", 1, ENOSPC), ("writing the manifest", "fsync", 2, ENOSPC),
+    ("renaming the file", "replace", 1, ENOSPC), ("renaming the manifest", "replace", 2, ENOSPC),
+    ("an interrupt at the manifest's rename", "replace", 2, KeyboardInterrupt())])
+def test_a_save_failing_at_any_step_leaves_the_previous_model_loadable(tmp_path, model, monkeypatch, step, name,
+                                                                      call, error):
+    """Files are replaced through fsynced temporary files and renames: a failure at any step leaves the
+    previous file and manifest byte-identical, no temporary file behind, and an error naming the files."""
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    os.chmod(path, 0o640)
+    before = _file_state(path)
+    other = replace(model, workload_id="another-workload")
+    _fail_on_call(monkeypatch, name, call, error)
+    with pytest.raises(type(error)) as e:
+        save_model(other, path)
+    if isinstance(error, OSError):
+        assert e.value.errno == 28 and "m.json and its manifest m.json.json" in e.value.strerror, step
+        assert "previous files (if any) are unchanged" in e.value.strerror, step
+    monkeypatch.undo()
+    assert _file_state(path) == before, step
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.json.json"], step
+    assert model_to_dict(load_model(path)) == model_to_dict(model), step
+    save_model(other, path)  # and the next save goes through, keeping the file's permissions
+    assert load_model(path).workload_id == "another-workload" and (path.stat().st_mode & 0o777) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.json.json"]
+
+
+def test_a_first_save_failing_at_the_manifest_leaves_no_file(tmp_path, model, monkeypatch):
+    """Without a previous pair, a failed manifest rename takes the new file away again (it would have no
+    manifest that matches it)."""
+    path = tmp_path / "m.json"
+    _fail_on_call(monkeypatch, "replace", 2, ENOSPC)
+    with pytest.raises(OSError, match="unchanged"):
+        save_model(model, path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_disk_filling_up_mid_write_keeps_the_previous_model(tmp_path, model):
+    """A real short write (no mock): a process limited (RLIMIT_FSIZE) to files smaller than the model
+    saves over it. A plain write truncated the old file first, leaving a file its SHA-256 refused."""
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    before = _file_state(path)
+    code = ("import json, resource, signal, sys\n"
+            "from jetpredict.predictor import artifacts\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not a kill, past the limit\n"
+            "path = sys.argv[1]\n"
+            "doc = {**json.load(open(path)), 'workload_id': 'another-workload'}\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))\n"
+            "try:\n"
+            "    artifacts.write_artifact(doc, path, 'workload-model')\n"
+            "except OSError as exc:\n"
+            "    print(exc.errno, exc.strerror)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path), str(len(before[0]) // 2)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "unchanged" in proc.stdout, proc.stdout
+    assert _file_state(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.json.json"]
+    assert model_to_dict(load_model(path)) == model_to_dict(model)

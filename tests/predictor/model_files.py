@@ -1,0 +1,33 @@
+"""Helpers of the model-file tests: hand-edited files with a manifest that checks out, and how a refused one
+must fail (an InputError naming the field and rule at load; ``predict`` exits 2 with it, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from jetpredict.models.errors import InputError
+from jetpredict.predictor import artifacts
+from jetpredict.predictor.bundled import load_model
+
+
+def forge(path: Path, data: bytes, fmt: str = artifacts.FORMAT, kind: str = "workload-model") -> None:
+    """Write ``data`` at ``path`` with a manifest that checks out (anyone can recompute a SHA-256)."""
+    path.write_bytes(data)
+    artifacts.manifest_path(path).write_text(json.dumps({
+        "format": fmt, "kind": kind, "sha256": artifacts.sha256_bytes(data)}))
+
+
+def assert_refused_at_load(path: Path, message: str, label: str, capsys) -> None:
+    """Loading ``path`` raises an InputError whose text holds ``message``, and ``jetpredict predict`` exits 2
+    printing it after the file's name; ``label`` names the case in a failure."""
+    from jetpredict.cli import main
+
+    with pytest.raises(InputError, match=re.escape(message)) as e:
+        load_model(path)
+    assert e.value.field == "model", label
+    assert main(["predict", "--model", str(path), "--presets"]) == 2, label
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{path.name}{message}" in err, label

@@ -1,0 +1,123 @@
+"""Hand-edited model and reference files (manifest recomputed) holding values no fit writes are refused at
+load with an InputError naming the field and the rule: each of these loaded before and predicted wrong
+numbers (narrower or wider intervals, no base power, reference power reported as measured)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+
+import pytest
+from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.predictor import artifacts, bundled
+from jetpredict.predictor.bundled import fit_workload, load_model
+from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
+from jetpredict.predictor.serialization import model_to_dict, reference_to_dict
+from model_files import assert_refused_at_load, forge
+
+REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    rows = REF[(REF.workload == "resnet18-cifar10") & REF["mode"].isin(list("efij"))]
+    return model_to_dict(fit_workload(rows))
+
+
+def _write(path, doc: dict, kind: str = "workload-model") -> None:
+    forge(path, json.dumps(doc).encode(), kind=kind)
+
+
+def _cov_edit(i: int, j: int, value: float):
+    def edit(fit: dict) -> None:
+        fit["cov"][i][j] = value
+    return edit
+
+
+def _first_time_fit(d: dict) -> dict:
+    return d["time_fits"][next(iter(d["time_fits"]))]
+
+
+def _edits() -> list[tuple[str, object, str]]:
+    """(label, edit of a document in place, what the error says after the file's name)."""
+    def top(**values):
+        return lambda d: d.update(values)
+
+    def scales(**values):
+        return lambda d: d["interval_scales"].update(values)
+
+    def in_fit(where, change):
+        return lambda d: change(where(d))
+
+    def drop_power(d):
+        for row in d["training_rows"]:
+            row.update(avg_power_w=None, epoch_energy_j=None, base_power_w=None)
+        d["has_power"] = True
+
+    def drop_base(d):
+        for row in d["training_rows"]:
+            row["base_power_w"] = None
+
+    return [
+        ("made-up model form", top(model_version="hello"), ".model_version must be mech-N with N from 1 to"),
+        ("a form newer than this version", top(model_version="mech-999"), ".model_version must be mech-N"),
+        ("power flag off with power rows", top(has_power=False), ".has_power must be true: it says whether"),
+        ("power flag on without power rows", drop_power, ".has_power must be false"),
+        ("no base power", top(base_ratio=0), ".base_ratio must be a finite number > 0"),
+        ("base ratio without base rows", drop_base, ".base_ratio must be 1 when no training row measured"),
+        ("time scale 0", scales(time=0), ".interval_scales.time must be a number in 0.3..3"),
+        ("energy scale 0", scales(energy=0), ".interval_scales.energy must be a number in 0.3..3"),
+        ("power scale 1e3", scales(power=1e3), ".interval_scales.power must be a number in 0.3..3"),
+        ("out-of-regime factor below 1", scales(extrapolation=0.5), ".interval_scales.extrapolation must be a "
+                                                                    "number in 1..2.88"),
+        ("negative variance of a time fit", in_fit(_first_time_fit, _cov_edit(0, 0, -1.0)),
+         ".time_fits.compute.cov must have a diagonal of variances >= 0"),
+        ("negative variance of the power fit", in_fit(lambda d: d["power_fit"], _cov_edit(1, 1, -1e-3)),
+         ".power_fit.cov must have a diagonal of variances >= 0"),
+        ("negative variance of a variant", in_fit(lambda d: d["variants"][1]["fits"]["rest"], _cov_edit(0, 0, -5.0)),
+         ".variants[1].fits.rest.cov must have a diagonal of variances >= 0"),
+        ("asymmetric covariance", in_fit(lambda d: d["power_fit"], _cov_edit(0, 1, 1e6)),
+         ".power_fit.cov must be symmetric"),
+        ("correlation beyond 1", lambda d: [_cov_edit(*ij, 1e6)(d["power_fit"]) for ij in ((0, 1), (1, 0))],
+         ".power_fit.cov must have |cov[i][j]| <= sqrt(cov[i][i] * cov[j][j])"),
+        ("cross-device flag alone", top(cross_device=True), ".source_device_id must be a string when cross_device"),
+        ("a source device on a model of its own device", top(source_device_id="nano"),
+         ".source_device_id must be null when cross_device is false"),
+        ("a made-up transfer", top(cross_device=True, source_device_id="nano", transfer_method="magic"),
+         ".transfer_method must be one of ['reference-workloads', 'physics']"),
+    ]
+
+
+EDITS = 18
+
+
+@pytest.mark.parametrize("case", range(EDITS))
+def test_an_edited_value_no_fit_writes_is_refused_naming_field_and_rule(tmp_path, doc, case, capsys):
+    edits = _edits()
+    assert len(edits) == EDITS  # every edit is parametrized
+    label, edit, message = edits[case]
+    bad = copy.deepcopy(doc)
+    edit(bad)
+    path = tmp_path / "edited.json"
+    _write(path, bad)
+    assert_refused_at_load(path, message, label, capsys)
+
+
+def test_the_unedited_document_and_older_forms_still_load(tmp_path, doc):
+    """The rules refuse edits only: the fitted document loads, as do the forms of earlier releases."""
+    for version in ("mech-1", "mech-14", doc["model_version"]):
+        _write(tmp_path / "m.json", {**doc, "model_version": version})
+        assert load_model(tmp_path / "m.json").model_version == version
+
+
+@pytest.mark.parametrize("edit", [lambda d: d["power_sd"].__setitem__(0, -1.0),
+                                  lambda d: d["shape"]["sd"]["total"].__setitem__(0, -0.5)])
+def test_a_bundled_reference_with_a_negative_sd_is_refit_with_a_warning(tmp_path, edit):
+    ref = replace(build_reference(REF), training_sha256=artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv"))
+    path = bundled.save_bundled_reference(ref, tmp_path)
+    bad = reference_to_dict(ref)
+    edit(bad)
+    _write(path, bad, "device-reference")
+    with pytest.warns(RuntimeWarning, match=r"sd.* must hold standard deviations >= 0.*refitting it in memory"):
+        assert bundled.load_bundled_reference("agx-xavier", tmp_path) is None
