@@ -6,17 +6,67 @@ environment variable ``JETPREDICT_DATA_DIR``, and (where it makes sense) a ``jet
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from jetpredict.api.storage import MAX_WORKLOAD_ID_CHARS
+from jetpredict.models.catalogue import MODE_FIELDS, device_ids
 from jetpredict.models.errors import InputError
+from jetpredict.predictor.limits import MAX_CLIENTS, MAX_MODES, OBJECTIVES
 
 ENV_PREFIX = "JETPREDICT_"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
-DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+
+# -- the body limit's floor --------------------------------------------------------------------------
+# The request limits that size a body are defined here (not in api.query_schemas, which imports them)
+# because the default body limit is derived from them and api.schemas imports this module.
+#: Longest id of a fleet client (characters).
+MAX_CLIENT_ID_CHARS = 200
+#: Longest label of a mode in a request (characters): the schema, its fast path and the OpenAPI document.
+MAX_MODE_LABEL_CHARS = 100
+#: A number as long as Python's JSON writer makes one (``-2.2250738585072014e-308``: 24 characters).
+_LONGEST_NUMBER = -2.2250738585072014e-308
+
+
+def _json_bytes(value: object) -> int:
+    """Bytes of ``value`` as ``json.dumps`` writes it by default (what ``requests``' ``json=`` sends)."""
+    return len(json.dumps(value).encode())
+
+
+def _with_items(head: dict, key: str, item: dict, count: int) -> int:
+    """Bytes of ``head`` with a list of ``count`` copies of ``item`` under ``key`` (one ", " apart)."""
+    return _json_bytes({**head, key: [item]}) + (count - 1) * (_json_bytes(item) + len(", "))
+
+
+def largest_query_bodies() -> dict[str, int]:
+    """Route -> bytes of the largest body its schema accepts (api.query_schemas) with the workload given by
+    id: every field at its longest, text as ASCII (1 byte a character), every number 24 characters.
+
+    Inline profile rows are left out: 10,000 rows whose text cells hold their 10,000 characters are
+    hundreds of MB, far past any sensible limit (a row's cells are limited in models.profile_rows)."""
+    device = max(device_ids(), key=len)
+    workload = {"id": "x" * MAX_WORKLOAD_ID_CHARS}
+    n = _LONGEST_NUMBER
+    fleet = {"workload": workload, "deadline_s": n, "epochs": n, "confidence": n}
+    client = {"id": "x" * MAX_CLIENT_ID_CHARS, "device": device}
+    prediction = {"device": device, "workload": workload, "epochs": n, "confidence": n, "layout": "columns"}
+    mode = {"mode": "x" * MAX_MODE_LABEL_CHARS, **dict.fromkeys(MODE_FIELDS, n)}
+    recommendation = {"device": device, "workload": workload, "objective": max(OBJECTIVES, key=len),
+                      "constraints": {"max_power_w": n, "max_epoch_time_s": n}, "epochs": n, "confidence": n}
+    return {"/v1/fleet-plans": _with_items(fleet, "clients", client, MAX_CLIENTS),
+            "/v1/predictions": _with_items(prediction, "modes", mode, MAX_MODES),
+            "/v1/recommendations": _json_bytes(recommendation)}
+
+
+#: The fewest body bytes that let every valid query through (largest_query_bodies).
+MIN_BODY_BYTES = max(largest_query_bodies().values())
+_MIB = 1024 * 1024
+#: The default body limit: MIN_BODY_BYTES up to a whole MiB (room for a client's indented JSON).
+DEFAULT_MAX_BODY_BYTES = -(-MIN_BODY_BYTES // _MIB) * _MIB
 DEFAULT_WORKERS = 2
 DEFAULT_RATE_LIMIT = "600/minute;50/second"
 DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"

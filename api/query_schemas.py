@@ -4,6 +4,7 @@ modules give the OpenAPI document through flask-smorest."""
 
 from __future__ import annotations
 
+from jetpredict.api.config import MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
 from jetpredict.api.schemas import (
     CATALOGUE_RANGES,
     LAYOUTS,
@@ -34,9 +35,6 @@ from jetpredict.predictor.limits import (
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
 # -- predictions -----------------------------------------------------------------------------------
-#: Longest label of a mode in a request (characters): the schema, its fast path and the OpenAPI document.
-MAX_MODE_LABEL_CHARS = 100
-
 MODE_IN_DOC = {
     "type": "object",
     "description": "knob ranges are those of the whole catalogue; each device's own range is checked too",
@@ -237,7 +235,7 @@ class RecommendationSchema(ProvenanceSchema):
 
 
 class FleetClientSchema(RequestSchema):
-    id = fields.String(required=True, validate=[validate.Length(1, 200),
+    id = fields.String(required=True, validate=[validate.Length(1, MAX_CLIENT_ID_CHARS),
                                                 validate.Regexp(REQUIRED_TEXT_PATTERN, error=REQUIRED_TEXT_RULE)])
     device = device_field(required=True)
 

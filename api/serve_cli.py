@@ -18,7 +18,13 @@ import socket
 import sys
 import tempfile
 
-from jetpredict.api.config import ENV_PREFIX, load_settings
+from jetpredict.api.config import (
+    DEFAULT_MAX_BODY_BYTES,
+    ENV_PREFIX,
+    MIN_BODY_BYTES,
+    largest_query_bodies,
+    load_settings,
+)
 from jetpredict.models.errors import InputError, cli_flag
 
 #: flag name -> setting name
@@ -147,9 +153,24 @@ def flag_settings(args: argparse.Namespace) -> dict[str, object]:
     return overrides
 
 
+def body_limit_warning(max_body_bytes: int, from_flag: bool) -> str | None:
+    """What ``serve`` warns when the body limit (bytes) is below :data:`MIN_BODY_BYTES`: valid requests
+    would get 413. A lower limit is the operator's choice (e.g. a proxy's), so it is a warning, not an error."""
+    if max_body_bytes >= MIN_BODY_BYTES:
+        return None
+    route, largest = max(largest_query_bodies().items(), key=lambda item: item[1])
+    name = "--max-body-bytes" if from_flag else f"{ENV_PREFIX}MAX_BODY_BYTES"
+    return (f"warning: {name}={max_body_bytes} is below {MIN_BODY_BYTES} bytes, the largest valid request "
+            f"(POST {route}: {largest} bytes, every field at its limit): valid requests larger than "
+            f"{max_body_bytes} bytes get 413; the default is {DEFAULT_MAX_BODY_BYTES}")
+
+
 def _serve(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
+    warning = body_limit_warning(settings.MAX_BODY_BYTES, "MAX_BODY_BYTES" in overrides)
+    if warning:
+        _log(warning)
     for setting, value in overrides.items():
         os.environ[ENV_PREFIX + setting] = str(value)
     if not settings.API_KEYS:
@@ -202,7 +223,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", default=None, help="SQLite database directory, default ./data (JETPREDICT_DATA_DIR)")
     p.add_argument("--database-url", default=None,
                    help="SQLAlchemy URL, e.g. postgresql://... (JETPREDICT_DATABASE_URL); overrides --data-dir")
-    p.add_argument("--max-body-bytes", type=int, default=None, help="request body limit (JETPREDICT_MAX_BODY_BYTES)")
+    p.add_argument("--max-body-bytes", type=int, default=None,
+                   help=f"request body limit in bytes, default {DEFAULT_MAX_BODY_BYTES} (the largest valid request, "
+                   "rounded up to a MiB); below that, valid requests get 413 (JETPREDICT_MAX_BODY_BYTES)")
     p.add_argument("--cors-origins", default=None, help="comma-separated allowed origins; default none = CORS off")
     p.add_argument("--server", choices=("auto", "gunicorn", "flask"), default="auto",
                    help="auto = gunicorn when installed, else Flask's threaded server")

@@ -17,8 +17,8 @@ DEFAULT_OBJECTIVE = "min-time"
 #: modes; a table far larger is a mistake or abuse, and would cost seconds of work per request.
 MAX_MODES = 50_000
 #: Clients in one fleet plan (the plan costs one all-modes prediction per device *type*, so the limit is
-#: about response size: 10,000 client rows are 8-12 MB of JSON, ~0.1 MB gzipped; with 200-character client ids
-#: the request itself passes the default 2 MiB body limit from ~8,900 clients).
+#: about response size: 10,000 client rows are 8-12 MB of JSON, ~0.1 MB gzipped; the largest valid request,
+#: 10,000 clients with 200-character ids, is 2.4 MB, inside the HTTP body limit ``api.config`` derives from it).
 MAX_CLIENTS = 10_000
 #: Epochs for time/energy-to-accuracy (and local epochs of a fleet round).
 MAX_EPOCHS = 1_000_000
