@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from jetpredict.api.storage import MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import MAX_CLIENTS, MAX_MODES, OBJECTIVES
@@ -22,8 +21,11 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 
 # -- the body limit's floor --------------------------------------------------------------------------
-# The request limits that size a body are defined here (not in api.query_schemas, which imports them)
-# because the default body limit is derived from them and api.schemas imports this module.
+# The request limits that size a body are defined here (not in api.query_schemas or api.storage, which
+# import them): the default body limit is derived from them, and `jetpredict --help` must not load SQLAlchemy.
+#: Longest workload id (characters): the width of every workload id column (``api.storage``). Widening it
+#: needs a migration of deployed databases; the HTTP schemas take their limit from here.
+MAX_WORKLOAD_ID_CHARS = 200
 #: Longest id of a fleet client (characters).
 MAX_CLIENT_ID_CHARS = 200
 #: Longest label of a mode in a request (characters): the schema, its fast path and the OpenAPI document.

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import math
 
-from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY
-from jetpredict.api.storage import MAX_WORKLOAD_ID_CHARS
+from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS, SOURCE_KINDS
 from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import sqlalchemy as sa
+from jetpredict.api.config import MAX_WORKLOAD_ID_CHARS
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -34,10 +35,6 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: SQLite's own locking and the retry remain
     fcntl = None  # type: ignore[assignment]
-
-#: Longest workload id (characters): the width of every workload id column. Widening it needs a migration
-#: of deployed databases; the HTTP schemas take their limit from here.
-MAX_WORKLOAD_ID_CHARS = 200
 
 metadata = sa.MetaData()
 

@@ -22,12 +22,27 @@ def _umask_mode() -> int:
     return 0o666 & ~umask
 
 
+#: Bytes of the target's name a temporary name keeps: with the dot, the random part and a suffix it stays
+#: within the 255-byte name limit of common file systems.
+TEMP_NAME_BYTES = 200
+
+
+def _short(name: str) -> str:
+    """``name`` cut to :data:`TEMP_NAME_BYTES` bytes of UTF-8 (a name's limit is in bytes, not characters)."""
+    return name.encode("utf-8", "surrogateescape")[:TEMP_NAME_BYTES].decode("utf-8", "ignore")
+
+
+def probe_folder(target: Path) -> None:
+    """Create and remove a temporary file beside ``target`` as :func:`replace_file` would: OSError when the
+    folder cannot take it (a check before work whose result would be lost)."""
+    temp_beside(target, b"", mode=0o600).unlink()
+
+
 def temp_beside(target: Path, data: bytes, mode: int | None = None, suffix: str = ".tmp") -> Path:
     """A new file beside ``target`` (``.NAME.<random><suffix>``) holding ``data``, synced to disk. Its
     permission bits are ``mode``, else ``target``'s where it exists, else a plain new file's. Removed again
     if writing fails."""
-    # Short enough for a 255-byte file name.
-    tmp = target.with_name(f".{target.name[:200]}.{secrets.token_hex(6)}{suffix}")
+    tmp = target.with_name(f".{_short(target.name)}.{secrets.token_hex(6)}{suffix}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:

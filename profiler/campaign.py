@@ -31,14 +31,13 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from jetpredict.models.atomic_files import replace_file
+from jetpredict.models.atomic_files import probe_folder, replace_file
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
@@ -434,10 +433,7 @@ class _Outputs:
         for p in self.paths():
             try:
                 p.parent.mkdir(parents=True, exist_ok=True)
-                # The outputs are replaced through a temporary file in the same folder: probe exactly that.
-                fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent))
-                os.close(fd)
-                os.unlink(probe)
+                probe_folder(p)  # the outputs are replaced through a temporary file beside them: probe that
             except OSError as exc:
                 raise InputError(f"cannot write --out {p}: {exc.strerror or exc}", "out") from None
 

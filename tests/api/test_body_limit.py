@@ -13,11 +13,11 @@ from jetpredict.api.config import (
     DEFAULT_MAX_BODY_BYTES,
     MAX_CLIENT_ID_CHARS,
     MAX_MODE_LABEL_CHARS,
+    MAX_WORKLOAD_ID_CHARS,
     MIN_BODY_BYTES,
     largest_query_bodies,
 )
 from jetpredict.api.schemas import MAX_DEADLINE_S
-from jetpredict.api.storage import MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.predictor.limits import MAX_CLIENTS, MAX_CONFIDENCE, MAX_EPOCHS, MAX_MODES
 

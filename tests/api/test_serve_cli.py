@@ -76,3 +76,12 @@ def test_a_bad_flag_is_named_as_the_flag_and_a_bad_variable_as_the_variable(monk
     monkeypatch.setenv("JETPREDICT_PORT", "70000")
     assert main(["serve", "--port", "-2"]) == 2
     assert "--port=-2 is out of range" in capsys.readouterr().err
+
+
+def test_the_command_line_is_built_without_the_services_libraries():
+    """Every verb's parser (``restore`` too) is built on import of ``serve``'s flags: neither SQLAlchemy nor Flask
+    may load there, or a verb that never serves would pay for them, and fail without them."""
+    code = ("import sys; from jetpredict.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('sqlalchemy', 'flask') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -44,3 +44,14 @@ def test_a_failure_leaves_the_old_bytes_and_no_temporary_file(tmp_path, monkeypa
     monkeypatch.undo()
     assert path.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+def test_a_name_at_the_byte_limit_is_replaced_through_a_temporary_name_within_it(tmp_path):
+    # 83 three-byte characters: a 253-byte name (255 is the limit); cut by characters, its temporary name
+    # was 271 bytes.
+    path = tmp_path / ("模" * 83 + ".csv")
+    assert len(path.name.encode()) == 253
+    replace_file(path, b"rows")
+    atomic_files.probe_folder(path)
+    assert path.read_bytes() == b"rows"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 import pytest
 from jetpredict.models.catalogue import PowerMode, load_device, mode_label
 from jetpredict.models.profiling_protocol import WARMUP_MINIBATCHES
 from jetpredict.profiler import runner, sim
 from jetpredict.profiler.power.base import MIN_SAMPLES_PER_WINDOW
+from jetpredict.profiler.power.sampler import hz_for_window
 from jetpredict.profiler.sim.clock import PowerTimeline
 
 
@@ -60,3 +63,10 @@ def test_a_twin_row_reads_the_twins_own_mean_power_where_the_cycle_aliased():
     assert run.trace.mean_power_w(t0, t1) == pytest.approx(true_w, rel=0.01)
     # The rate comes from the warm-up's fastest minibatch: the window holds MLPerf Power's 60 samples.
     assert run.trace.samples_in(t0, t1) >= MIN_SAMPLES_PER_WINDOW
+    # At the rate the warm-up's mean pace gave (51 samples), instant readings locked to the cycle and read
+    # 17% low; averaged ones still read the mean.
+    locked_hz = hz_for_window(statistics.fmean(t.total_s for t in run.warmup) * 100)
+    t_start = run.idle_window_s[0] - runner.RunSettings().settle_s
+    locked = rig.meter.trace(t_start, t1, locked_hz)
+    assert locked.samples_in(t0, t1) < MIN_SAMPLES_PER_WINDOW
+    assert locked.mean_power_w(t0, t1) == pytest.approx(true_w, rel=0.01)
