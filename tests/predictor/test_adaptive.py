@@ -59,20 +59,21 @@ def test_proposal_narrows_the_decision_and_skips_profiled_modes(resnet, others):
     assert "recommended" in proposal.summary()
 
 
-@pytest.mark.parametrize(("workload", "goal", "expected"), [
-    ("lenet5-mnist", A.Goal("min-time", max_power_w=15.0), "5c-2265.6-1377-1600"),
-    ("lenet5-mnist", A.Goal("min-time"), None),
-    ("lenet5-mnist", A.Goal("min-energy", max_power_w=8.0), None),
-    ("resnet18-cifar10", A.Goal("min-time", max_power_w=11.0), "MODE_10W"),
+@pytest.mark.parametrize(("workload", "design", "goal", "expected"), [
+    ("lenet5-mnist", "efij", A.Goal("min-time", max_power_w=15.0), "5c-2265.6-1377-1600"),
+    ("lenet5-mnist", "efij", A.Goal("min-time"), None),
+    ("lenet5-mnist", "efij", A.Goal("min-energy", max_power_w=8.0), None),
+    ("mobilenetv3-gld23k", "bfgh", A.Goal("min-time", max_power_w=11.0), "MODE_10W"),
 ])
-def test_the_decision_over_the_device_space_is_the_one_recommend_makes(real, workload, goal, expected):
-    """From e,f,i,j. LeNet-5 under 15 W: MAXN (EMC 2133 MHz, outside the profiled 1333-1600) beats every
-    in-range mode on its point (37.9 s) but not beyond its interval (up to 42.1 s against 40.6 s), so
-    ``recommend`` keeps the in-range mode (it used to take the preset on its point alone). ResNet-18 under
-    11 W: MODE_10W (clocks off the catalogue steps) wins beyond its interval and is taken by name, the case
-    that tells the two apart: ``plan --after`` decided for a catalogue mode until its decision weighed
-    presets as ``recommend`` does."""
-    rows = _by_mode(real[real["workload"] == workload], "efij")
+def test_the_decision_over_the_device_space_is_the_one_recommend_makes(real, workload, design, goal, expected):
+    """LeNet-5 from e,f,i,j under 15 W: MAXN (EMC 2133 MHz, outside the profiled 1333-1600) beats every
+    in-range mode on its point but not beyond its interval, so ``recommend`` keeps the in-range mode (it used
+    to take the preset on its point alone). MobileNetV3 from b,f,g,h under 11 W: MODE_10W (clocks off the
+    catalogue steps) wins beyond its interval and is taken by name, the case that tells the two apart: ``plan
+    --after`` decided for a catalogue mode until its decision weighed presets as ``recommend`` does. (ResNet-18
+    from e,f,i,j was that case until the power noise floor rose to 5%: a preset rarely wins beyond its
+    interval now, and over 26 designs of each real workload this one did.)"""
+    rows = _by_mode(real[real["workload"] == workload], design)
     adviser = A.Adviser(load_device("agx-xavier"), goal)
     model = adviser.fit(rows)
     table, open_ = adviser.decision_set(rows)
@@ -145,14 +146,15 @@ def test_a_rival_that_alone_holds_the_stop_back_is_profiled_next(resnet, others)
 
 def test_a_mode_whose_interval_cannot_clear_the_cap_holds_nothing_back(resnet, others):
     """ResNet-18 under 15 W from g, a: mode c draws 14.85 W, so once profiled its interval's upper end still
-    passes 15 W and ``recommend`` cannot pick it; it is no rival that holds the stop back, and the loop stops
-    within 3% in 4 modes without it (6, c among them, while a rival counted with its point under the cap)."""
+    passes 15 W and ``recommend`` cannot pick it. Predicted at 14.6 W it may certify (P = 0.19) and 18% faster
+    than the pick is worth profiling; once profiled it holds nothing back, and the loop stops within 3% in 4
+    modes (6 while a rival counted with its point under the cap; c unprofiled with the 4% power noise floor)."""
     replay = R.SweepReplay(resnet)
     goal = A.Goal("min-time", max_power_w=15.0)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=10, candidates=replay.modes(),
                                 reference=others, start=_by_mode(resnet, "ga")[["mode", *MODE_FIELDS]])
     rows = R.run_loop(chooser, replay.measure)
-    assert len(rows) <= 4 and chooser.steps[-1].stop and "c" not in {r["mode"] for r in rows}
+    assert len(rows) <= 4 and chooser.steps[-1].stop
     best = chooser.steps[-1].decision.best_row
     assert best["mode"] != "c"
     assert best["epoch_time_s"] == pytest.approx(resnet.set_index("mode").loc[best["mode"], "epoch_time_s"],

@@ -215,10 +215,10 @@ def test_power_intervals_have_a_floor_in_watts_and_energy_cancels_the_rate_share
         assert np.all(sds["energy"][0] <= np.hypot(t.rel_sd_model, pw.rel_sd_model) + 1e-12)
         assert np.all(sds["power"][0] >= pw.rel_sd_model)
         floors[target] = pw.rel_sd_noise
-    # LeNet-5's held-out a, b, c, d draw 6-7 W: 0.35 W is 5-6% there, above the 4% relative floor; its
-    # g and h (9-11 W) and every ResNet-18 mode (12-31 W) keep the relative floor.
-    assert np.sum(floors["lenet5-mnist"] > POWER_NOISE_FLOOR) == 4
-    assert np.all(floors["resnet18-cifar10"] < 0.05)
+    # LeNet-5's held-out a, b, c draw 6.3-6.7 W: 0.35 W is 5.3-5.6% there, above the 5% relative floor; its
+    # d, g and h (7-12 W) and every ResNet-18 mode (12-31 W) keep the relative floor.
+    assert np.sum(floors["lenet5-mnist"] > POWER_NOISE_FLOOR + 1e-9) == 3
+    assert np.allclose(floors["resnet18-cifar10"], POWER_NOISE_FLOOR)
 
 
 def test_real_cpu_clock_below_the_profiled_range_moves_a_gpu_heavy_network_little():
