@@ -14,22 +14,16 @@ import secrets
 import stat
 from pathlib import Path
 
-
-def _umask_mode() -> int:
-    """The permission bits a plain ``open(..., "w")`` gives a new file (0666 less the umask)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 #: Bytes of the target's name a temporary name keeps: with the dot, the random part and a suffix it stays
 #: within the 255-byte name limit of common file systems.
 TEMP_NAME_BYTES = 200
 
 
-def _short(name: str) -> str:
-    """``name`` cut to :data:`TEMP_NAME_BYTES` bytes of UTF-8 (a name's limit is in bytes, not characters)."""
-    return name.encode("utf-8", "surrogateescape")[:TEMP_NAME_BYTES].decode("utf-8", "ignore")
+def temp_name(target: Path, suffix: str = ".tmp") -> Path:
+    """A fresh name beside ``target``: ``.NAME.<random><suffix>``, NAME cut to :data:`TEMP_NAME_BYTES` bytes
+    of UTF-8 (a name's limit is in bytes, not characters)."""
+    short = target.name.encode("utf-8", "surrogateescape")[:TEMP_NAME_BYTES].decode("utf-8", "ignore")
+    return target.with_name(f".{short}.{secrets.token_hex(6)}{suffix}")
 
 
 def probe_folder(target: Path) -> None:
@@ -42,16 +36,19 @@ def temp_beside(target: Path, data: bytes, mode: int | None = None, suffix: str 
     """A new file beside ``target`` (``.NAME.<random><suffix>``) holding ``data``, synced to disk. Its
     permission bits are ``mode``, else ``target``'s where it exists, else a plain new file's. Removed again
     if writing fails."""
-    tmp = target.with_name(f".{_short(target.name)}.{secrets.token_hex(6)}{suffix}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = temp_name(target, suffix)
+    if mode is None and target.exists():
+        mode = stat.S_IMODE(target.stat().st_mode)
+    # Without a mode the system applies the umask to 0666, as for a plain new file (no process-wide umask
+    # read, which would race with other threads creating files).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if mode is None:
-            mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else _umask_mode()
-        os.chmod(tmp, mode)
+        if mode is not None:
+            os.chmod(tmp, mode)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -141,6 +141,16 @@ def source_kind(source: object) -> str:
     return "measured"
 
 
+def known_source(source: object) -> bool:
+    """Whether a ``source`` cell names a provenance kind: null/empty (read as "measured") or text starting
+    with one of :data:`SOURCE_KINDS`. :func:`source_kind` reads any other text as "measured", which would
+    let a made-up source stand for measured rows."""
+    if source is None:
+        return True
+    text = source.strip().lower() if isinstance(source, str) else None
+    return text is not None and (not text or text.startswith(SOURCE_KINDS))
+
+
 def _is_blank(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or (
         isinstance(value, str) and value.strip() == "")
@@ -212,7 +222,7 @@ def _validate_record(record: Mapping[str, object], line: int, parts: bool = True
         problems.extend(RowProblem(line, f, m) for f, m in part_problems(row).items()
                         if not any(p.field in (f, *_PART_INPUTS[f]) for p in problems))
     source = row.get("source")
-    if source is not None and not str(source).lower().startswith(SOURCE_KINDS):
+    if not known_source(source):
         problems.append(RowProblem(line, "source", f"must start with one of {', '.join(SOURCE_KINDS)}; "
                                    f"got {source!r}"))
     return row, problems

@@ -18,13 +18,12 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
 import stat
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jetpredict.models.atomic_files import sync_folder, temp_beside
+from jetpredict.models.atomic_files import sync_folder, temp_beside, temp_name
 from jetpredict.models.errors import InputError
 
 FORMAT = "jetpredict-artifact/2"
@@ -150,7 +149,7 @@ def _link_backup(target: Path, made: list[Path]) -> Path | None:
     rename fails; a copy where the file system has no hard links."""
     if not target.exists():
         return None
-    backup = target.with_name(f".{target.name[:200]}.{secrets.token_hex(6)}.old")
+    backup = temp_name(target, ".old")
     try:
         os.link(target, backup)
     except OSError:

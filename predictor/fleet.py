@@ -157,7 +157,7 @@ def round_figures(pred: SpacePrediction, deadline_s: float, epochs: int, device_
     runs = to_accuracy(pred, epochs, device_id)
     out = {f"round_time_s{tail}": runs[f"time_to_accuracy_s{tail}"] for tail in _TAILS}
     out.update({f"train_energy_j{tail}": runs[f"energy_to_accuracy_j{tail}"] for tail in _TAILS})
-    out["idle_energy_j"] = _col(pred, "base_power_w") * np.clip(deadline_s - out["round_time_s"], 0.0, None)
+    out["idle_energy_j"] = _idle_j(pred, deadline_s, out["round_time_s"])
     out["energy_j"] = out["train_energy_j"] + out["idle_energy_j"]
     return out
 
@@ -191,8 +191,12 @@ def _energy_high_j(pred: SpacePrediction, figures: Mapping[str, np.ndarray], dea
     """Upper end of each mode's energy until the round ends (J): training at its upper end, and idle from
     the earliest finish (the low end of the round's time), when the idle share is largest. The guard that
     lets an extrapolated mode win compares this bound, so it must bound both parts."""
-    idle = _col(pred, "base_power_w") * np.clip(deadline_s - figures["round_time_s_low"], 0.0, None)
-    return figures["train_energy_j_high"] + idle
+    return figures["train_energy_j_high"] + _idle_j(pred, deadline_s, figures["round_time_s_low"])
+
+
+def _idle_j(pred: SpacePrediction, deadline_s: float, finish_s: np.ndarray) -> np.ndarray:
+    """Energy (J) of each mode idling at its base power from ``finish_s`` until ``deadline_s`` (never < 0)."""
+    return _col(pred, "base_power_w") * np.clip(deadline_s - finish_s, 0.0, None)
 
 
 def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device_id: str) -> dict:

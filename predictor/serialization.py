@@ -18,7 +18,7 @@ import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_rows import SOURCE_KINDS
+from jetpredict.models.profile_rows import known_source
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import REGIME_FACTOR_MAX, SCALE_GRID, IntervalScales
 from jetpredict.predictor.model import (
@@ -28,7 +28,7 @@ from jetpredict.predictor.model import (
     WorkloadModel,
 )
 from jetpredict.predictor.reference import DeviceReference
-from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, SOURCE_TRUST, ShapePrior, TermFit, frame_column
+from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, SOURCE_TRUST, ProfileArrays, ShapePrior, TermFit
 from jetpredict.predictor.transfer import TRANSFER_METHODS
 
 MODEL_SCHEMA = "jetpredict-model/3"
@@ -282,25 +282,20 @@ def _cross_device(r: _Reader) -> tuple[bool, str | None, str | None]:
     return cross, named["source_device_id"], named["transfer_method"]
 
 
-def _measured(rows: tuple[dict, ...], *columns: str) -> bool:
-    """Whether any row holds a number in one of ``columns``, read as the fit reads them (``frame_column``)."""
-    frame = pd.DataFrame({c: [row.get(c) for row in rows] for c in columns})
-    return any(bool(np.isfinite(frame_column(frame, c)).any()) for c in columns)
-
-
-def _power_flags(r: _Reader, rows: tuple[dict, ...]) -> tuple[bool, float]:
-    """``has_power`` and ``base_ratio`` as the fit sets them from ``rows``: power is the workload's own
-    when a row measured ``avg_power_w`` or ``epoch_energy_j``; the base-power ratio (> 0) stays 1 unless a
-    row measured ``base_power_w``. An edited flag would report reference power as measured (or drop the
-    unmeasured level's SD), and a ratio of 0 drops the base power from every prediction."""
+def _power_flags(r: _Reader, data: ProfileArrays) -> tuple[bool, float]:
+    """``has_power`` and ``base_ratio`` as the fit sets them from the training rows (``data``, read as the fit
+    reads them): power is the workload's own when a row measured ``avg_power_w`` or ``epoch_energy_j``; the
+    base-power ratio (> 0) stays 1 unless a row measured ``base_power_w``. An edited flag would report
+    reference power as measured (or drop the unmeasured level's SD), and a ratio of 0 drops the base power
+    from every prediction."""
     has_power = r.boolean("has_power")
-    if has_power != _measured(rows, "avg_power_w", "epoch_energy_j"):
+    if has_power != bool((np.isfinite(data.avg_power_w) | np.isfinite(data.epoch_energy_j)).any()):
         raise r.fail("has_power", f"must be {str(not has_power).lower()}: it says whether a training row "
                                   f"measured avg_power_w or epoch_energy_j")
     ratio = _finite_float(r.get("base_ratio"))
     if ratio is None or ratio <= 0:
         raise r.fail("base_ratio", "must be a finite number > 0 (the workload's base power / the reference's)")
-    if ratio != 1.0 and not _measured(rows, "base_power_w"):
+    if ratio != 1.0 and not np.isfinite(data.base_power_w).any():
         raise r.fail("base_ratio", "must be 1 when no training row measured base_power_w")
     return has_power, ratio
 
@@ -315,16 +310,6 @@ def _finite_float(v: object) -> float | None:
     except OverflowError:
         return None
     return f if math.isfinite(f) else None
-
-
-def _known_source(source: object) -> bool:
-    """Whether a row's ``source`` cell names a provenance kind: null/empty (the readers' "measured") or a
-    text starting with one of :data:`SOURCE_KINDS`. ``source_kind`` reads any other text as "measured",
-    which would let a made-up source stand for measured rows."""
-    if source is None:
-        return True
-    text = source.strip().lower() if isinstance(source, str) else None
-    return text is not None and (not text or text.startswith(SOURCE_KINDS))
 
 
 def _training_rows(r: _Reader) -> tuple[dict, ...]:
@@ -354,17 +339,16 @@ def _row_problem(row: dict) -> tuple[str, str] | None:
     for k in MODE_FIELDS:
         if not (_finite_float(row.get(k)) or 0.0) > 0:
             return k, "must be a positive number (a knob of the profiled mode)"
-    if not _known_source(row.get("source")):
+    if not known_source(row.get("source")):
         return "source", f"must start with one of {', '.join(SOURCE_TRUST)} (or be null)"
     return None
 
 
-def _profiled_modes(r: _Reader, rows: tuple[dict, ...]) -> int:
-    """``profiled_modes``, which must be what the fit counted: the distinct modes of ``rows`` (knob
-    tuples, clocks equal within ``SAME_CLOCK_REL``, as :meth:`ModeArrays.distinct_count`)."""
+def _profiled_modes(r: _Reader, data: ProfileArrays) -> int:
+    """``profiled_modes``, which must be what the fit counted: the distinct modes of the training rows
+    (``data``; clocks equal within ``SAME_CLOCK_REL``, as :meth:`ProfileArrays.distinct_modes`)."""
     claimed = r.integer("profiled_modes")
-    knobs = np.array([[row[k] for k in MODE_FIELDS] for row in rows], dtype=float)
-    distinct = ModeArrays(*knobs.T).distinct_count()
+    distinct = data.distinct_modes()
     if claimed != distinct:
         raise r.fail("profiled_modes", f"must be the number of distinct modes in training_rows ({distinct}), "
                                        f"not {claimed}")
@@ -447,13 +431,14 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
             profiled[k] = (float(lo), float(hi))
     s = r.obj("interval_scales")
     rows = _training_rows(r)
-    has_power, base_ratio = _power_flags(r, rows)
+    data = ProfileArrays.from_frame(pd.DataFrame(list(rows)))  # as the fit reads them
+    has_power, base_ratio = _power_flags(r, data)
     cross_device, source_device_id, transfer_method = _cross_device(r)
     complexity = r.obj("complexity")
     base_coef = r.array("base_coef", (len(F.BASE_TERMS),))
     model = WorkloadModel(
         device=_device(r), workload_id=r.text("workload_id"), reference_source=_source(r, "reference_source"),
-        profiled_modes=_profiled_modes(r, rows), has_power=has_power,
+        profiled_modes=_profiled_modes(r, data), has_power=has_power,
         num_workers=r.number("num_workers", 0), kappa_cpu=r.number("kappa_cpu", 0),
         kappa_pipe=r.number("kappa_pipe", 0), time_fits=_component_fits(r.get("time_fits"), f"{what}.time_fits"),
         base_coef=base_coef, base_ratio=base_ratio, base_sd_rel=r.number("base_sd_rel", 0),

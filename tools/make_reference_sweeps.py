@@ -23,15 +23,14 @@ from jetpredict.models.catalogue import Device, PowerMode, device_ids, load_devi
 from jetpredict.models.paths import data_path
 from jetpredict.models.profile_files import write_profile_csv
 from jetpredict.models.profile_rows import COLUMNS, validate_records
-from jetpredict.models.profiling_protocol import WARMUP_MINIBATCHES
 from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
 REFERENCE_DIR = data_path("reference")
 DEFAULT_MODES = 320
 #: Measured minibatches per mode: meant for LeNet's ~0.7 s window to hold ~70 meter samples at the
 #: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall).
-#: The protocol's warm-up: the window's rate comes from its fastest minibatch (5 left it 10% slow).
-WARMUP, MINIBATCHES = WARMUP_MINIBATCHES, 100
+#: The warm-up is the protocol's (RunSettings' default): the window's rate comes from its fastest minibatch.
+MINIBATCHES = 100
 #: Columns kept beyond the profile-row fields (the per-minibatch statistics would make the files too large).
 EXTRA_COLUMNS = ("power_meter", "kernel_count", "flops_train", "cpu_s_per_sample")
 SIGNIFICANT = 5
@@ -75,7 +74,7 @@ def sweep_device(device_id: str, n_modes: int = DEFAULT_MODES, seed: int = 0,
     device = load_device(device_id)
     modes = spread_modes(device, n_modes, seed)
     records = []
-    settings = runner.RunSettings(warmup=WARMUP, minibatches=MINIBATCHES)
+    settings = runner.RunSettings(minibatches=MINIBATCHES)
     for k, workload in enumerate(workloads):
         rig = sim.simulated_rig(device, workload, seed=seed + k)
         controller, backend = rig.controller, rig.backend
@@ -88,7 +87,7 @@ def sweep_device(device_id: str, n_modes: int = DEFAULT_MODES, seed: int = 0,
                     run.measured, device=device.id, workload=backend.workload,
                     mode=controller.read_back().as_dict() | {"mode": mode.mode},
                     batch_size=backend.batch_size, num_workers=backend.num_workers,
-                    minibatches_per_epoch=backend.minibatches_per_epoch, warmup=WARMUP, trace=run.trace,
+                    minibatches_per_epoch=backend.minibatches_per_epoch, warmup=settings.warmup, trace=run.trace,
                     power_meter=run.power_meter, base_power_w=run.base_power_w, complexity=cx,
                     cpu_s_per_sample=run.cpu_s_per_sample, accelerator=backend.accelerator(),
                     source="simulated")

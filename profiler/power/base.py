@@ -131,14 +131,19 @@ class PowerTrace:
         """Number of samples with ``t0 <= t <= t1`` (the runner warns below :data:`MIN_SAMPLES_PER_WINDOW`)."""
         return int(np.count_nonzero((self.times_s >= t0) & (self.times_s <= t1)))
 
+    def _bracket(self, t0: float, t1: float) -> tuple[int, int]:
+        """Indices of the first and last sample that decide a window ``[t0, t1]``: those inside it and the one
+        on either side of each edge."""
+        t = self.times_s
+        return (max(int(np.searchsorted(t, t0, side="right")) - 1, 0),
+                min(int(np.searchsorted(t, t1, side="left")), t.size - 1))
+
     def failed_reads_in(self, t0: float, t1: float) -> int:
         """Failed reads (NaN power) among the samples that decide a window ``[t0, t1]`` (s): those inside it
         and the one on either side of each edge, as in :meth:`energy_j`. Failures outside do not count."""
-        t = self.times_s
-        if t.size == 0:
+        if self.times_s.size == 0:
             return 0
-        lo = max(int(np.searchsorted(t, t0, side="right")) - 1, 0)
-        hi = min(int(np.searchsorted(t, t1, side="left")), t.size - 1)
+        lo, hi = self._bracket(t0, t1)
         return int(np.count_nonzero(~np.isfinite(self.power_w[lo:hi + 1]))) if hi >= lo else 0
 
     def energy_j(self, t0: float, t1: float) -> float | None:
@@ -155,8 +160,7 @@ class PowerTrace:
         if t0 < t[0] or t1 > t[-1] or self.samples_in(t0, t1) < 2:
             return None
         # Samples strictly inside plus the two bracketing ones decide the integral.
-        lo = max(int(np.searchsorted(t, t0, side="right")) - 1, 0)
-        hi = min(int(np.searchsorted(t, t1, side="left")), t.size - 1)
+        lo, hi = self._bracket(t0, t1)
         counted = self._counter_energy_j(t0, t1, lo, hi)
         if counted is not None:
             return counted

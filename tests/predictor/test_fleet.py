@@ -9,7 +9,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service
 from jetpredict.predictor.bundled import fit_workload, predict_modes
-from jetpredict.predictor.fleet import round_figures
+from jetpredict.predictor.fleet import _energy_high_j, round_figures
 from jetpredict.predictor.recommend import DEFAULT_RUN_TO_RUN_SPREAD, RUN_TO_RUN_SPREAD
 from jetpredict.predictor.reference import REFERENCE_DIR
 
@@ -114,8 +114,6 @@ def test_the_energy_bound_the_range_guard_uses_bounds_training_and_idle_together
     """An extrapolated mode wins a fleet choice only if its energy to the round's end is below the best
     in-range point even at its upper end: training at its upper end *and* idle from its earliest finish,
     where idle energy is largest (idle from the point finish is no bound: it undercounts a fast run)."""
-    from jetpredict.predictor.fleet import _energy_high_j
-
     deadline = 3000.0
     pred = predict_modes(resnet, ModeArrays(*load_device("agx-xavier").maxn.knobs())).columns()
     fig = round_figures(pred, deadline, 1, "agx-xavier")
@@ -220,9 +218,7 @@ def _candidates(model, device_id: str, deadline_s: float, epochs: int) -> dict[s
     for pred in (service.predict_presets(model, device, limits.DEFAULT_CONFIDENCE),
                  service.predict_space(model, device, limits.DEFAULT_CONFIDENCE)):
         fig = round_figures(pred, deadline_s, epochs, device_id)
-        # As the plan bounds it: idle from the earliest finish.
-        idle_high = np.asarray(pred["base_power_w"], dtype=float) * np.clip(deadline_s - fig["round_time_s_low"], 0, None)
-        high = fig["train_energy_j_high"] + idle_high
+        high = _energy_high_j(pred, fig, deadline_s)  # as the plan bounds it: idle from the earliest finish
         if "mode" in pred:  # the presets
             out.update({str(name): {"energy_j": fig["energy_j"][j], "high": high[j]}
                         for j, name in enumerate(pred["mode"])})

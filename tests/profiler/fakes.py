@@ -46,7 +46,6 @@ DEVICE_TREES: dict[str, tuple[str, tuple[str, ...]]] = {
     "orin-nano": ("NVIDIA Jetson Orin Nano Developer Kit",
                   ("nvidia,p3768-0000+p3767-0005", "nvidia,p3767-0005", "nvidia,tegra234")),
 }
-MODEL_NAMES = {board: model for board, (model, _) in DEVICE_TREES.items()}
 
 
 def emc_rate_path(soc: str) -> str:

@@ -12,6 +12,7 @@ from jetpredict.profiler.powermode import (
     NvpmodelController,
     PrivilegedCommandError,
     detect_controller,
+    jetson_board,
     parse_nvpmodel_conf,
     parse_nvpmodel_query,
 )
@@ -212,8 +213,10 @@ def test_jetson_clocks_is_stored_locked_and_restored(xavier):
 
 
 def test_not_a_jetson_or_unknown_kind(fake_root):
-    with pytest.raises(InputError, match="not a recognised Jetson"):
+    assert jetson_board() is None
+    with pytest.raises(InputError, match="not a recognised Jetson") as err:
         detect_controller("jetson")
+    assert err.value.field == "device"
     with pytest.raises(InputError) as err:
         detect_controller("tpu")
     assert err.value.field == "device"

@@ -218,7 +218,6 @@ class _SlowSensor(PowerMeter):
 
     def __init__(self, update_hz: float | None) -> None:
         self._update_hz = update_hz
-        self.closed = 0
 
     @property
     def update_hz(self) -> float | None:
@@ -226,9 +225,6 @@ class _SlowSensor(PowerMeter):
 
     def read_power_w(self) -> float:
         return 9.0
-
-    def close(self) -> None:
-        self.closed += 1
 
 
 def test_the_raised_rate_stops_at_the_meters_update_rate():

@@ -23,12 +23,10 @@ except ImportError as _missing:  # pragma: no cover - exercised by a subprocess 
         "pip install 'jetpredict[flower]'") from _missing
 
 from jetpredict.integrations.flower.client import (
-    FASTEST_PRESET,
     JetpredictMod,
     PlannedRound,
     add_device_query,
     jetpredict_mod,
-    preset_mode,
 )
 from jetpredict.integrations.flower.planners import (
     PROVENANCE_KEYS,
@@ -46,7 +44,7 @@ from jetpredict.integrations.flower.strategy import (
     JetpredictStrategy,
     PlannedNodesGrid,
 )
-from jetpredict.integrations.flower.twin import TwinWorkload, twin_round
+from jetpredict.integrations.flower.twin import FASTEST_PRESET, TwinWorkload, preset_mode, twin_round
 from jetpredict.integrations.flower.wire import (
     DEVICE_KEY,
     ENERGY_METRIC,

@@ -22,7 +22,12 @@ from typing import Any
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 
 from jetpredict.integrations.flower.plans import read_plan
-from jetpredict.integrations.flower.twin import TwinWorkload, twin_mode, twin_round
+from jetpredict.integrations.flower.twin import (
+    TwinWorkload,
+    preset_mode,
+    twin_mode,
+    twin_round,
+)
 from jetpredict.integrations.flower.wire import (
     DEVICE_KEY,
     ENERGY_METRIC,
@@ -36,7 +41,7 @@ from jetpredict.integrations.flower.wire import (
     SIMULATED_METRIC,
     TIME_METRIC,
 )
-from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.metering import DEFAULT_HZ, MeteredWindow, cuda_sync, metered
 
@@ -45,8 +50,6 @@ log = logging.getLogger(__name__)
 NodeValue = Any  # a value, or a callable taking the Flower Context and returning it
 #: A twin for every round, or a callable ``(message, context) -> TwinWorkload | None`` (None: measure).
 TwinSpec = TwinWorkload | Callable[[Message, Context], TwinWorkload | None] | None
-#: ``default_mode`` naming the device's fastest preset (MAXN, or whatever the board calls its equivalent).
-FASTEST_PRESET = "fastest"
 
 
 def _resolve(value: NodeValue, context: Context | None, key: str) -> Any:
@@ -57,13 +60,6 @@ def _resolve(value: NodeValue, context: Context | None, key: str) -> Any:
     if context is not None:
         return context.node_config.get(key)
     return None
-
-
-def preset_mode(device: str, name: str) -> PowerMode:
-    """The preset ``name`` of ``device`` (a catalogue id), or its fastest one for :data:`FASTEST_PRESET`;
-    :class:`~jetpredict.models.errors.InputError` names the presets when the device has no such one."""
-    d = load_device(device)
-    return d.maxn if name == FASTEST_PRESET else d.preset(name)
 
 
 def is_train(message: Message) -> bool:

@@ -48,7 +48,17 @@ def twin_round(device: str, mode: PowerMode, spec: TwinWorkload, epochs: int) ->
             "avg_power_w": float(e["avg_power_w"][0]), "base_power_w": float(e["base_power_w"][0])}
 
 
+#: ``default_mode`` naming the device's fastest preset (MAXN, or whatever the board calls its equivalent).
+FASTEST_PRESET = "fastest"
+
+
+def preset_mode(device: str, name: str) -> PowerMode:
+    """The preset ``name`` of ``device`` (a catalogue id), or its fastest one for :data:`FASTEST_PRESET`;
+    :class:`~jetpredict.models.errors.InputError` names the presets when the device has no such one."""
+    d = load_device(device)
+    return d.maxn if name == FASTEST_PRESET else d.preset(name)
+
+
 def twin_mode(device: str, spec: TwinWorkload) -> PowerMode:
     """The mode a simulated node runs without a plan: ``spec.default_mode``, else the device's fastest preset."""
-    d = load_device(device)
-    return d.maxn if spec.default_mode is None else d.preset(spec.default_mode)
+    return preset_mode(device, FASTEST_PRESET if spec.default_mode is None else spec.default_mode)
