@@ -549,19 +549,29 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
     return _with_power(model, data, ref)
 
 
+def base_log_ratios(rows: ProfileArrays, base_coef: np.ndarray, maxima: Mapping[str, float]) -> np.ndarray:
+    """ln(measured base power / the base model's) for the rows that measured ``base_power_w``."""
+    ok = ~np.isnan(rows.base_power_w)
+    base_model = F.design(F.base_features(rows.modes.take(ok), maxima), F.BASE_TERMS) @ base_coef
+    return np.log(rows.base_power_w[ok] / base_model)
+
+
+def shrunk_base_ratio(log_ratios: np.ndarray) -> float:
+    """The workload's base-power ratio: the mean log ratio shrunk toward 1 as if
+    :data:`BASE_RATIO_PRIOR_ROWS` more rows read the base model exactly (the base is mostly a device
+    property); 1 when no row measured base power."""
+    return float(np.exp(log_ratios.sum() / (len(log_ratios) + BASE_RATIO_PRIOR_ROWS)))
+
+
 def _with_power(model: WorkloadModel, rows: ProfileArrays, ref: DeviceReference) -> WorkloadModel:
     """``model`` with its base ratio and dynamic power fitted from rows that measured power."""
     power = rows.power_w()
     base_ref = F.design(F.base_features(rows.modes, model.maxima), F.BASE_TERMS) @ model.base_coef
-    base_meas = rows.base_power_w
-    ok = ~np.isnan(base_meas)
-    if ok.any():
-        # Shrink the workload's base-power ratio toward 1 (the base is mostly a device property).
-        log_ratio = np.log(base_meas[ok] / base_ref[ok])
-        k = ok.sum()
-        ratio = float(np.exp(log_ratio.sum() / (k + BASE_RATIO_PRIOR_ROWS)))
+    log_ratio = base_log_ratios(rows, model.base_coef, model.maxima)
+    if len(log_ratio):
+        ratio = shrunk_base_ratio(log_ratio)
         sd = float(np.sqrt((ref.base_noise_rel ** 2 * BASE_NOISE_PRIOR_ROWS + np.sum((log_ratio - np.log(ratio)) ** 2))
-                           / (k + BASE_NOISE_PRIOR_ROWS)))
+                           / (len(log_ratio) + BASE_NOISE_PRIOR_ROWS)))
         model = replace(model, base_ratio=ratio, base_sd_rel=sd)
     has = ~np.isnan(power)
     if not has.any():

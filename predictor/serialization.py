@@ -26,9 +26,18 @@ from jetpredict.predictor.model import (
     MODEL_VERSION,
     ContentionVariant,
     WorkloadModel,
+    base_log_ratios,
+    shrunk_base_ratio,
 )
 from jetpredict.predictor.reference import DeviceReference
-from jetpredict.predictor.terms import MAX_EPOCH_TIME_S, SOURCE_TRUST, ProfileArrays, ShapePrior, TermFit
+from jetpredict.predictor.terms import (
+    MAX_EPOCH_TIME_S,
+    SOURCE_TRUST,
+    ProfileArrays,
+    ShapePrior,
+    TermFit,
+    frame_column,
+)
 from jetpredict.predictor.transfer import TRANSFER_METHODS
 
 MODEL_SCHEMA = "jetpredict-model/3"
@@ -50,6 +59,9 @@ _VERSION_PREFIX, _, _VERSION_NUMBER = MODEL_VERSION.rpartition("-")
 MODEL_VERSION_RE = re.compile(rf"{re.escape(_VERSION_PREFIX)}-([1-9][0-9]{{0,5}})")
 #: Rounding a fitted covariance may carry: asymmetry (share of its largest entry) and correlation beyond 1.
 COV_ROUNDING = 1e-9
+#: Relative rounding a base-power ratio may carry against the one its training rows give (JSON keeps 17
+#: digits; the sum of logs may round differently on another machine).
+BASE_RATIO_ROUNDING = 1e-9
 #: About this many modes of the device's space are predicted when a model file is loaded.
 PROBE_MODES = 256
 
@@ -282,12 +294,14 @@ def _cross_device(r: _Reader) -> tuple[bool, str | None, str | None]:
     return cross, named["source_device_id"], named["transfer_method"]
 
 
-def _power_flags(r: _Reader, data: ProfileArrays) -> tuple[bool, float]:
+def _power_flags(r: _Reader, data: ProfileArrays, base_coef: np.ndarray, maxima: dict[str, float],
+                 cross_device: bool) -> tuple[bool, float]:
     """``has_power`` and ``base_ratio`` as the fit sets them from the training rows (``data``, read as the fit
     reads them): power is the workload's own when a row measured ``avg_power_w`` or ``epoch_energy_j``; the
-    base-power ratio (> 0) stays 1 unless a row measured ``base_power_w``. An edited flag would report
-    reference power as measured (or drop the unmeasured level's SD), and a ratio of 0 drops the base power
-    from every prediction."""
+    base-power ratio (> 0) stays 1 unless a row measured ``base_power_w``, and on the device the rows ran on
+    it is the one those readings and ``base_coef`` give (a moved model keeps its source's ratio beside the
+    target's ``base_coef``). An edited flag would report reference power as measured (or drop the unmeasured
+    level's SD), and an edited ratio scales the base power of every prediction."""
     has_power = r.boolean("has_power")
     if has_power != bool((np.isfinite(data.avg_power_w) | np.isfinite(data.epoch_energy_j)).any()):
         raise r.fail("has_power", f"must be {str(not has_power).lower()}: it says whether a training row "
@@ -297,6 +311,12 @@ def _power_flags(r: _Reader, data: ProfileArrays) -> tuple[bool, float]:
         raise r.fail("base_ratio", "must be a finite number > 0 (the workload's base power / the reference's)")
     if ratio != 1.0 and not np.isfinite(data.base_power_w).any():
         raise r.fail("base_ratio", "must be 1 when no training row measured base_power_w")
+    if not cross_device:
+        with np.errstate(all="ignore"):
+            fitted = shrunk_base_ratio(base_log_ratios(data, base_coef, maxima))
+        if not abs(ratio - fitted) <= BASE_RATIO_ROUNDING * fitted:
+            raise r.fail("base_ratio", f"must be {fitted!r}, the ratio the training rows' base_power_w and "
+                                       f"base_coef give")
     return has_power, ratio
 
 
@@ -431,18 +451,20 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
             profiled[k] = (float(lo), float(hi))
     s = r.obj("interval_scales")
     rows = _training_rows(r)
-    data = ProfileArrays.from_frame(pd.DataFrame(list(rows)))  # as the fit reads them
-    has_power, base_ratio = _power_flags(r, data)
+    frame = pd.DataFrame(list(rows))
+    data = ProfileArrays.from_frame(frame)  # as the fit reads them
     cross_device, source_device_id, transfer_method = _cross_device(r)
+    base_coef, maxima = r.array("base_coef", (len(F.BASE_TERMS),)), _maxima(r)
+    has_power, base_ratio = _power_flags(r, data.merged_repeats(frame_column(frame, "batch_size")), base_coef,
+                                         maxima, cross_device)
     complexity = r.obj("complexity")
-    base_coef = r.array("base_coef", (len(F.BASE_TERMS),))
     model = WorkloadModel(
         device=_device(r), workload_id=r.text("workload_id"), reference_source=_source(r, "reference_source"),
         profiled_modes=_profiled_modes(r, data), has_power=has_power,
         num_workers=r.number("num_workers", 0), kappa_cpu=r.number("kappa_cpu", 0),
         kappa_pipe=r.number("kappa_pipe", 0), time_fits=_component_fits(r.get("time_fits"), f"{what}.time_fits"),
         base_coef=base_coef, base_ratio=base_ratio, base_sd_rel=r.number("base_sd_rel", 0),
-        power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=_maxima(r),
+        power_fit=_fit(r.get("power_fit"), f"{what}.power_fit", F.POWER_TERMS), maxima=maxima,
         variants=tuple(variants),
         # absent in models written before mech-14, which averaged over the variants
         contention_measured=r.boolean("contention_measured", default=False),

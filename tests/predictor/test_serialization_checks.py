@@ -89,19 +89,24 @@ def _edits() -> list[tuple[str, object, str]]:
     ]
 
 
-EDITS = 18
-
-
-@pytest.mark.parametrize("case", range(EDITS))
-def test_an_edited_value_no_fit_writes_is_refused_naming_field_and_rule(tmp_path, doc, case, capsys):
-    edits = _edits()
-    assert len(edits) == EDITS  # every edit is parametrized
-    label, edit, message = edits[case]
+@pytest.mark.parametrize(("label", "edit", "message"), _edits(), ids=[e[0] for e in _edits()])
+def test_an_edited_value_no_fit_writes_is_refused_naming_field_and_rule(tmp_path, doc, label, edit, message, capsys):
     bad = copy.deepcopy(doc)
     edit(bad)
     path = tmp_path / "edited.json"
     _write(path, bad)
     assert_refused_at_load(path, message, label, capsys)
+
+
+@pytest.mark.parametrize("base_ratio", [1e-300, "2% high"])
+def test_a_base_ratio_other_than_the_rows_give_is_refused(tmp_path, doc, base_ratio, capsys):
+    """The ratio is the fit's arithmetic on the training rows' base readings and ``base_coef``: a vanishing
+    one dropped the base power from every prediction, a nudged one moved it."""
+    fitted = doc["base_ratio"]
+    assert fitted != 1.0  # the rows measured base power
+    _write(tmp_path / "m.json", {**doc, "base_ratio": fitted * 1.02 if base_ratio == "2% high" else base_ratio})
+    assert_refused_at_load(tmp_path / "m.json", f".base_ratio must be {fitted!r}, the ratio the training rows' "
+                                                f"base_power_w and base_coef give", str(base_ratio), capsys)
 
 
 def test_the_unedited_document_and_older_forms_still_load(tmp_path, doc):
