@@ -64,8 +64,9 @@ def largest_query_bodies() -> dict[str, int]:
             "/v1/recommendations": _json_bytes(recommendation)}
 
 
-#: The fewest body bytes that let every valid query through (largest_query_bodies).
-MIN_BODY_BYTES = max(largest_query_bodies().values())
+#: The route of the largest valid query, and the fewest body bytes that let every valid query through
+#: (largest_query_bodies).
+LARGEST_QUERY_ROUTE, MIN_BODY_BYTES = max(largest_query_bodies().items(), key=lambda item: item[1])
 _MIB = 1024 * 1024
 #: The default body limit: MIN_BODY_BYTES up to a whole MiB (room for a client's indented JSON).
 DEFAULT_MAX_BODY_BYTES = -(-MIN_BODY_BYTES // _MIB) * _MIB

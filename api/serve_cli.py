@@ -21,8 +21,8 @@ import tempfile
 from jetpredict.api.config import (
     DEFAULT_MAX_BODY_BYTES,
     ENV_PREFIX,
+    LARGEST_QUERY_ROUTE,
     MIN_BODY_BYTES,
-    largest_query_bodies,
     load_settings,
 )
 from jetpredict.models.errors import InputError, cli_flag
@@ -158,10 +158,9 @@ def body_limit_warning(max_body_bytes: int, from_flag: bool) -> str | None:
     would get 413. A lower limit is the operator's choice (e.g. a proxy's), so it is a warning, not an error."""
     if max_body_bytes >= MIN_BODY_BYTES:
         return None
-    route, largest = max(largest_query_bodies().items(), key=lambda item: item[1])
     name = "--max-body-bytes" if from_flag else f"{ENV_PREFIX}MAX_BODY_BYTES"
     return (f"warning: {name}={max_body_bytes} is below {MIN_BODY_BYTES} bytes, the largest valid request "
-            f"(POST {route}: {largest} bytes, every field at its limit): valid requests larger than "
+            f"(POST {LARGEST_QUERY_ROUTE}, every field at its limit): valid requests larger than "
             f"{max_body_bytes} bytes get 413; the default is {DEFAULT_MAX_BODY_BYTES}")
 
 
