@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -115,85 +116,86 @@ def test_a_valid_document_with_corrupt_fields_gives_a_clean_error(tmp_path, mode
             load_model(path)
 
 
-def _numbers_edited(doc: dict) -> list[tuple[str, dict]]:
-    """Documents whose shapes and types are right but whose numbers make no physical sense."""
-    fits = doc["time_fits"]
-    name = next(iter(fits))
-    huge_coef = {**fits[name], "coef": [1e300] * len(fits[name]["coef"])}
-    negative_coef = {**fits[name], "coef": [-1e3] * len(fits[name]["coef"])}
-    # A JSON integer beyond float range: json.loads reads it as a Python int, which float() overflows.
-    beyond = 10**400
-    int_coef = {**fits[name], "coef": [beyond] * len(fits[name]["coef"])}
-    int_row = {**doc["training_rows"][0], "epoch_time_s": beyond}
-    return [
-        ("zero maxima", {**doc, "maxima": {k: 0 for k in doc["maxima"]}}),
-        ("denormal maximum", {**doc, "maxima": {**doc["maxima"], "gpu_mhz": 5e-324}}),
-        ("huge interval scales", {**doc, "interval_scales": {k: 1e300 for k in doc["interval_scales"]}}),
-        ("huge coefficients", {**doc, "time_fits": {**fits, name: huge_coef}}),
-        ("negative coefficients", {**doc, "time_fits": {**fits, name: negative_coef}}),
-        ("huge kappa", {**doc, "kappa_cpu": 1e308, "kappa_pipe": 1e308}),
-        ("rows of lists", {**doc, "training_rows": [{"source": ["x"]}]}),
-        ("base power 1e300", {**doc, "base_coef": [1e300] * len(doc["base_coef"])}),
-        ("10**400 workers", {**doc, "num_workers": beyond}),
-        ("10**400 coefficients", {**doc, "time_fits": {**fits, name: int_coef}}),
-        ("10**400 maximum", {**doc, "maxima": {**doc["maxima"], "gpu_mhz": beyond}}),
-        ("10**400 profiled range", {**doc, "profiled_ranges": {**doc["profiled_ranges"], "gpu_mhz": [1, beyond]}}),
-        ("10**400 profiled modes", {**doc, "profiled_modes": beyond}),
-        ("10**400 complexity", {**doc, "complexity": {**doc["complexity"], "flops_train": beyond}}),
-        ("10**400 training row", {**doc, "training_rows": [int_row, *doc["training_rows"][1:]]}),
-    ]
+#: A JSON integer beyond float range: json.loads reads it as a Python int, which float() overflows.
+BEYOND = 10**400
 
 
-NUMBER_EDITS = 15
+def _first_fit(doc: dict, **values) -> dict:
+    """``doc`` with its first time fit's fields replaced by ``values``."""
+    name = next(iter(doc["time_fits"]))
+    return {**doc, "time_fits": {**doc["time_fits"], name: {**doc["time_fits"][name], **values}}}
 
 
-@pytest.mark.parametrize("case", range(NUMBER_EDITS))
-def test_edited_numbers_with_a_recomputed_manifest_never_reach_predict(tmp_path, model, case, capsys):
+def _coef(doc: dict, value: object) -> dict:
+    return _first_fit(doc, coef=[value] * len(next(iter(doc["time_fits"].values()))["coef"]))
+
+
+#: (label, edit): documents whose shapes and types are right but whose numbers make no physical sense.
+NUMBER_EDITS = [
+    ("zero maxima", lambda d: {**d, "maxima": dict.fromkeys(d["maxima"], 0)}),
+    ("denormal maximum", lambda d: {**d, "maxima": {**d["maxima"], "gpu_mhz": 5e-324}}),
+    ("huge interval scales", lambda d: {**d, "interval_scales": dict.fromkeys(d["interval_scales"], 1e300)}),
+    ("huge coefficients", lambda d: _coef(d, 1e300)),
+    ("negative coefficients", lambda d: _coef(d, -1e3)),
+    ("huge kappa", lambda d: {**d, "kappa_cpu": 1e308, "kappa_pipe": 1e308}),
+    ("rows of lists", lambda d: {**d, "training_rows": [{"source": ["x"]}]}),
+    ("base power 1e300", lambda d: {**d, "base_coef": [1e300] * len(d["base_coef"])}),
+    ("10**400 workers", lambda d: {**d, "num_workers": BEYOND}),
+    ("10**400 coefficients", lambda d: _coef(d, BEYOND)),
+    ("10**400 maximum", lambda d: {**d, "maxima": {**d["maxima"], "gpu_mhz": BEYOND}}),
+    ("10**400 profiled range", lambda d: {**d, "profiled_ranges": {**d["profiled_ranges"], "gpu_mhz": [1, BEYOND]}}),
+    ("10**400 profiled modes", lambda d: {**d, "profiled_modes": BEYOND}),
+    ("10**400 complexity", lambda d: {**d, "complexity": {**d["complexity"], "flops_train": BEYOND}}),
+    ("10**400 training row", lambda d: {**d, "training_rows": [{**d["training_rows"][0], "epoch_time_s": BEYOND},
+                                                               *d["training_rows"][1:]]}),
+]
+
+
+@pytest.mark.parametrize(("label", "edit"), NUMBER_EDITS, ids=[label for label, _ in NUMBER_EDITS])
+def test_edited_numbers_with_a_recomputed_manifest_never_reach_predict(tmp_path, model, label, edit, capsys):
     """Issue 19: numbers edited in a model file (and its SHA-256 recomputed) are an InputError at load,
     and `jetpredict predict` exits 2 with a message, never a traceback or infinite/negative times."""
-    edits = _numbers_edited(model_to_dict(model))
-    assert len(edits) == NUMBER_EDITS  # every edit is parametrized
-    label, bad = edits[case]
     path = tmp_path / "edited.json"
-    forge(path, json.dumps(bad).encode())
+    forge(path, json.dumps(edit(model_to_dict(model))).encode())
     assert_refused_at_load(path, "", label, capsys)
 
 
-def _provenance_edited(doc: dict) -> list[tuple[str, dict, str]]:
-    """(label, document, what the error must say after the file's name) for provenance no fit writes."""
-    rows = doc["training_rows"]
-    first = rows[0]
-    no_knob = {k: v for k, v in first.items() if k != "gpu_mhz"}
-    return [
-        ("unknown reference source", {**doc, "reference_source": "xyz"},
-         ".reference_source must be one of published, measured, simulated"),
-        ("no profiled modes", {**doc, "profiled_modes": 0},
-         f".profiled_modes must be the number of distinct modes in training_rows ({doc['profiled_modes']}), not 0"),
-        ("one mode too many", {**doc, "profiled_modes": doc["profiled_modes"] + 1},
-         ".profiled_modes must be the number of distinct modes in training_rows"),
-        ("no training rows", {**doc, "training_rows": []}, ".training_rows must be a list of 1 to"),
-        ("made-up row source", {**doc, "training_rows": [{**first, "source": "totally-made-up"}, *rows[1:]]},
-         ".training_rows[0].source must start with one of published, measured, simulated"),
-        ("numeric row source", {**doc, "training_rows": [*rows[:-1], {**rows[-1], "source": 7}]},
-         f".training_rows[{len(rows) - 1}].source must start with one of"),
-        ("row without a knob", {**doc, "training_rows": [no_knob, *rows[1:]]},
-         ".training_rows[0].gpu_mhz must be a positive number"),
-    ]
+def _without_gpu_clock(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "gpu_mhz"}
 
 
-PROVENANCE_EDITS = 7
+def _rows(doc: dict, rows: list) -> dict:
+    return {**doc, "training_rows": rows}
 
 
-@pytest.mark.parametrize("case", range(PROVENANCE_EDITS))
-def test_edited_provenance_is_refused_naming_the_field_and_rule(tmp_path, model, case, capsys):
+#: (label, edit, what the error must say after the file's name) for provenance no fit writes.
+PROVENANCE_EDITS = [
+    ("unknown reference source", lambda d: {**d, "reference_source": "xyz"},
+     lambda d: ".reference_source must be one of published, measured, simulated"),
+    ("no profiled modes", lambda d: {**d, "profiled_modes": 0},
+     lambda d: f".profiled_modes must be the number of distinct modes in training_rows ({d['profiled_modes']}), not 0"),
+    ("one mode too many", lambda d: {**d, "profiled_modes": d["profiled_modes"] + 1},
+     lambda d: ".profiled_modes must be the number of distinct modes in training_rows"),
+    ("no training rows", lambda d: _rows(d, []), lambda d: ".training_rows must be a list of 1 to"),
+    ("made-up row source",
+     lambda d: _rows(d, [{**d["training_rows"][0], "source": "totally-made-up"}, *d["training_rows"][1:]]),
+     lambda d: ".training_rows[0].source must start with one of published, measured, simulated"),
+    ("numeric row source", lambda d: _rows(d, [*d["training_rows"][:-1], {**d["training_rows"][-1], "source": 7}]),
+     lambda d: f".training_rows[{len(d['training_rows']) - 1}].source must start with one of"),
+    ("row without a knob",
+     lambda d: _rows(d, [_without_gpu_clock(d["training_rows"][0]), *d["training_rows"][1:]]),
+     lambda d: ".training_rows[0].gpu_mhz must be a positive number"),
+]
+
+
+@pytest.mark.parametrize(("label", "edit", "message"), PROVENANCE_EDITS, ids=[e[0] for e in PROVENANCE_EDITS])
+def test_edited_provenance_is_refused_naming_the_field_and_rule(tmp_path, model, label, edit, message, capsys):
     """Provenance a fit never writes (an unknown reference source, a profiled-mode count other than the
     rows', no rows, a row source no kind starts) is an InputError at load, and `predict` exits 2 with it."""
-    edits = _provenance_edited(model_to_dict(model))
-    assert len(edits) == PROVENANCE_EDITS  # every edit is parametrized
-    label, bad, message = edits[case]
+    doc = model_to_dict(model)
     path = tmp_path / "edited.json"
-    forge(path, json.dumps(bad).encode())
-    assert_refused_at_load(path, message, label, capsys)
+    forge(path, json.dumps(edit(doc)).encode())
+    assert_refused_at_load(path, message(doc), label, capsys)
 
 
 def test_profiled_modes_are_counted_on_load_as_the_fit_counts_them(tmp_path):
@@ -267,20 +269,36 @@ def test_save_refuses_a_model_load_would_refuse(tmp_path, model):
     assert _file_state(path) == (None, None)
 
 
-@pytest.mark.parametrize("edit", [{"kappa_cpu": 10**400}, {"anchor": [10**400, 1, 1, 1]},
-                                  {"power_mean": [10**400] * 3}, {"source": "xyz"}])
-def test_bundled_reference_with_an_edited_number_or_source_is_refit_with_a_warning(tmp_path, edit):
-    """A bundled reference holding 10**400 (manifest recomputed) is an InputError, which the loader turns
-    into a warning and an in-memory refit, never an OverflowError."""
+def _set_reference(*keys, value):
+    """An edit of a reference document that sets the value at ``keys`` (object keys, list indexes)."""
+    def edit(doc: dict) -> None:
+        for key in keys[:-1]:
+            doc = doc[key]
+        doc[keys[-1]] = value
+    return edit
+
+
+#: (edit of a reference document in place, what the warning says of the field).
+REFERENCE_EDITS = [
+    (_set_reference("kappa_cpu", value=BEYOND), "kappa_cpu must "),
+    (_set_reference("anchor", value=[BEYOND, 1, 1, 1]), "anchor must "),
+    (_set_reference("power_mean", value=[BEYOND] * 3), "power_mean must "),
+    (_set_reference("source", value="xyz"), "source must "),
+    (_set_reference("power_sd", 0, value=-1.0), "power_sd must hold standard deviations >= 0"),
+    (_set_reference("shape", "sd", "total", 0, value=-0.5), "sd.total must hold standard deviations >= 0"),
+]
+
+
+@pytest.mark.parametrize(("edit", "said"), REFERENCE_EDITS, ids=[said.split()[0] for _, said in REFERENCE_EDITS])
+def test_bundled_reference_with_an_edited_number_or_source_is_refit_with_a_warning(tmp_path, edit, said):
+    """A bundled reference holding 10**400, a made-up source or a negative SD (manifest recomputed) is an
+    InputError, which the loader turns into a warning and an in-memory refit, never an OverflowError."""
     ref = replace(build_reference(REF), training_sha256=artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv"))
     path = bundled.save_bundled_reference(ref, tmp_path)
     doc = json.loads(path.read_text())
-    data = json.dumps({**doc, **edit}).encode()
-    path.write_bytes(data)
-    mpath = artifacts.manifest_path(path)
-    mpath.write_text(json.dumps({**json.loads(mpath.read_text()), "sha256": artifacts.sha256_bytes(data)}))
-    key = next(iter(edit))
-    with pytest.warns(RuntimeWarning, match=rf"{key} must .*refitting it in memory"):
+    edit(doc)
+    forge(path, json.dumps(doc).encode(), kind="device-reference")
+    with pytest.warns(RuntimeWarning, match=rf"{re.escape(said)}.*refitting it in memory"):
         assert bundled.load_bundled_reference("agx-xavier", tmp_path) is None
 
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
 
 import pytest
 from jetpredict.models.profile_files import read_profile_csv
-from jetpredict.predictor import artifacts, bundled
 from jetpredict.predictor.bundled import fit_workload, load_model
-from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
-from jetpredict.predictor.serialization import model_to_dict, reference_to_dict
+from jetpredict.predictor.reference import REFERENCE_DIR
+from jetpredict.predictor.serialization import model_to_dict
 from model_files import assert_refused_at_load, forge
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
@@ -114,15 +112,3 @@ def test_the_unedited_document_and_older_forms_still_load(tmp_path, doc):
     for version in ("mech-1", "mech-14", doc["model_version"]):
         _write(tmp_path / "m.json", {**doc, "model_version": version})
         assert load_model(tmp_path / "m.json").model_version == version
-
-
-@pytest.mark.parametrize("edit", [lambda d: d["power_sd"].__setitem__(0, -1.0),
-                                  lambda d: d["shape"]["sd"]["total"].__setitem__(0, -0.5)])
-def test_a_bundled_reference_with_a_negative_sd_is_refit_with_a_warning(tmp_path, edit):
-    ref = replace(build_reference(REF), training_sha256=artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv"))
-    path = bundled.save_bundled_reference(ref, tmp_path)
-    bad = reference_to_dict(ref)
-    edit(bad)
-    _write(path, bad, "device-reference")
-    with pytest.warns(RuntimeWarning, match=r"sd.* must hold standard deviations >= 0.*refitting it in memory"):
-        assert bundled.load_bundled_reference("agx-xavier", tmp_path) is None
