@@ -145,8 +145,10 @@ def _plan(args: argparse.Namespace) -> int:
     if candidates is None:
         _log("candidates: the planning region (every clock >= 50% of its maximum, >= 2 cores); modes outside "
              "it extrapolate -- give --candidates with the modes you will query to plan for them")
+    # The time estimate is a prediction: what it rests on travels in columns, as in every verb's answer.
+    table = plan.modes.assign(**plan.estimate_provenance(resolve_device(args.device)))
     with _output(args.out) as out:
-        write_table(plan.modes, args.format, out)
+        write_table(table if args.format != "table" else plan.modes, args.format, out)
     return 0
 
 
@@ -324,7 +326,9 @@ def _recommend(args: argparse.Namespace) -> int:
                      else pd.DataFrame(columns=["role", *service.table_columns(args.epochs)]))
             write_table(with_epoch_totals(frame), args.format, out, table_columns=TABLE_COLUMNS)
     if not result.feasible:
-        _log(f"jetpredict recommend: {result.reason}")
+        # No row carries the provenance columns, so the reason states what the predictions rest on.
+        rests_on = {**service.provenance(model, result.device), "cross_device": result.device != model.device_id}
+        _log(f"jetpredict recommend: {result.reason}{provenance_summary(pd.DataFrame([rests_on]), model.device_id)}")
         return 1
     if args.format != "csv":
         b = result.best

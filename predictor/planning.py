@@ -64,9 +64,10 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
 from jetpredict.predictor import features as F
-from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict_modes
+from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, on_device, predict_modes
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.reference import read_reference_rows
+from jetpredict.predictor.terms import least_trusted
 
 #: Prior precision added to X'X (in units of one scaled observation); small: the data dominate.
 RIDGE = 1e-3
@@ -288,12 +289,17 @@ def _reference_models(device_id: str) -> tuple[WorkloadModel, ...]:
     raise InputError(f"no reference sweeps to estimate profiling time on device {device_id!r}", "device")
 
 
+def estimating_models(device: Device, model: WorkloadModel | None = None) -> tuple[WorkloadModel, ...]:
+    """The models :func:`minibatch_time_s` predicts with: ``model``, else the bundled reference workloads."""
+    return (model,) if model is not None else _reference_models(device.id)
+
+
 def minibatch_time_s(device: Device, modes: ModeArrays, model: WorkloadModel | None = None) -> np.ndarray:
     """Predicted time of one training minibatch (s) at each of ``modes`` on ``device``.
 
     ``model``: the workload's own model; else the slowest bundled reference workload at each mode.
     """
-    models = (model,) if model is not None else _reference_models(device.id)
+    models = estimating_models(device, model)
     per_model = [predict_modes(m, modes, device).epoch_time_s / _minibatches_per_epoch(m) for m in models]
     return np.max(per_model, axis=0)
 
@@ -314,13 +320,25 @@ class Plan:
     ``modes``: the chosen modes (``mode``, the knobs, ``est_profile_s`` in s). ``candidates``: how many
     modes the plan chose from (the region it should cover). ``extrapolated``: per knob, the share of those
     candidates outside the profiled range of that knob (only knobs with a share > 0); ``constant``: knobs
-    the chosen modes do not vary (their effect is the reference's guess).
+    the chosen modes do not vary (their effect is the reference's guess). ``estimated_by``: the models
+    that predicted ``est_profile_s`` (:func:`estimating_models`), whose provenance the estimate carries.
     """
 
     modes: pd.DataFrame
     candidates: int
     extrapolated: dict[str, float]
     constant: tuple[str, ...]
+    estimated_by: tuple[WorkloadModel, ...] = ()
+
+    def estimate_provenance(self, device: Device) -> dict[str, object]:
+        """What ``est_profile_s`` on ``device`` rests on, in the provenance columns every answer has: the
+        least trusted reference, the fewest profiled modes and the model form of :attr:`estimated_by`, and
+        whether any of them crossed devices."""
+        moved = [on_device(m, device) for m in self.estimated_by]
+        return {"reference_source": least_trusted(m.reference_source for m in moved),
+                "profiled_modes": min(int(m.profiled_modes) for m in moved),
+                "model_version": moved[0].model_version,
+                "cross_device": any(m.device_id != device.id for m in self.estimated_by)}
 
     @property
     def total_profile_s(self) -> float:
@@ -366,4 +384,4 @@ def plan(device: Device, candidates: pd.DataFrame, budget: int, model: WorkloadM
     wanted = np.ptp(knobs, axis=0) > 0
     varied = varying_knobs(knobs, chosen)
     constant = tuple(k for i, k in enumerate(MODE_FIELDS) if wanted[i] and not varied[i])
-    return Plan(picked, len(candidates), extrapolated, constant)
+    return Plan(picked, len(candidates), extrapolated, constant, estimating_models(device, model))

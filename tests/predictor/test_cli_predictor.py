@@ -12,6 +12,7 @@ import sys
 import pandas as pd
 import pytest
 from jetpredict.models.catalogue import load_device
+from jetpredict.predictor.model import MODEL_VERSION
 from jetpredict.predictor.service import MODE_COLUMNS, PREDICTION_COLUMNS, PROVENANCE_COLUMNS
 
 from jetpredict.cli import main
@@ -170,7 +171,11 @@ def test_plan_csv_and_what_stays_extrapolated(work, capsys):
     assert main(["plan", "--device", "orin-nano", "--budget", "4", "--format", "csv"]) == 0
     captured = capsys.readouterr()
     df = _csv(captured.out)
-    assert list(df.columns) == [*MODE_COLUMNS, "est_profile_s"] and len(df) == 4
+    # The time estimate is a prediction of the simulated reference workloads, and says so (DESIGN.md).
+    provenance = ["reference_source", "profiled_modes", "model_version", "cross_device"]
+    assert list(df.columns) == [*MODE_COLUMNS, "est_profile_s", *provenance] and len(df) == 4
+    assert set(df["reference_source"]) == {"simulated"} and set(df["model_version"]) == {MODEL_VERSION}
+    assert (df["profiled_modes"] > 4).all() and not df["cross_device"].any()
     assert all(df[k].nunique() == 2 for k in MODE_COLUMNS[1:])
     assert "modes outside it extrapolate" in captured.err
     presets = work / "presets.csv"
@@ -178,7 +183,7 @@ def test_plan_csv_and_what_stays_extrapolated(work, capsys):
     assert main(["plan", "--device", "agx-xavier", "--budget", "2", "--candidates", str(presets),
                  "--format", "csv"]) == 0
     captured = capsys.readouterr()
-    assert len(_csv(captured.out)) == 2
+    assert len(_csv(captured.out)) == 2 and set(_csv(captured.out)["reference_source"]) == {"published"}
     n = len(load_device("agx-xavier").presets)
     assert f"the {n} candidate modes" in captured.err and "profiled range" in captured.err
 
@@ -308,6 +313,11 @@ def test_recommend_csv_without_a_feasible_mode_is_still_a_header(work, capsys):
     for col in (*PREDICTION_COLUMNS, *PROVENANCE_COLUMNS):
         assert col in df.columns
     assert "no mode meets max_epoch_time_s=1" in captured.err
+    # With no row to carry them, the reason states the provenance columns (the model was fitted on 4 modes).
+    assert "from 4 profiled mode(s) on agx-xavier; reference: published, workload rows: published" in captured.err
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time", "--device", "nano",
+                 "--max-epoch-time-s", "1", "--format", "csv"]) == 1
+    assert "on agx-xavier (cross-device); reference: simulated" in capsys.readouterr().err
     # the same columns as a feasible answer's (with --epochs too)
     for extra in ([], ["--epochs", "3"]):
         assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
