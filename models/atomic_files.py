@@ -1,7 +1,7 @@
 """Files replaced whole: a reader, or a crash, finds the old bytes or the new ones, never half a file.
 
-The power-mode state file, a custom nvpmodel configuration, a campaign's outputs and a model file with its
-manifest are all written this way: the new bytes go to a temporary file in the target's folder (so the
+The power-mode state file, a custom nvpmodel configuration, a command's output files and a model file with
+its manifest are all written this way: the new bytes go to a temporary file in the target's folder (so the
 replacement is a rename), are synced to disk, then renamed over the target, and the folder is synced so
 the rename itself survives a power loss.
 """
@@ -74,3 +74,15 @@ def replace_file(path: Path, data: bytes, mode: int | None = None) -> None:
         tmp.unlink(missing_ok=True)
         raise
     sync_folder(path.parent)
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """Write a user's output file as a plain write would land, but whole: through symlinks to the file they
+    name, straight into an existing device or FIFO (``--out /dev/null`` discards, a rename would have put a
+    regular file in its place), and otherwise replaced atomically (:func:`replace_file`)."""
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file() and not target.is_dir():
+        with open(target, "wb") as f:
+            f.write(data)
+        return
+    replace_file(target, data)

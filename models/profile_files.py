@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS
-from jetpredict.models.errors import InputError, ModeRowError
+from jetpredict.models.errors import InputError, ModeRowError, cli_flag
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_rows import (
     COLUMNS,
@@ -297,17 +297,17 @@ def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str
         df.to_csv(path, index=False, lineterminator="\n")
 
 
-def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], written: Sequence[str] = ("",)
-                            ) -> None:
-    """InputError (``out``) when the ``--out`` file (with each suffix of ``written``: a model's manifest, a
-    profile CSV's sidecar are ``PATH.json``) is a file a flag of ``inputs`` (flag name -> path or None)
-    reads, or the ``.json`` beside it: ``fit --profiles p.csv --out p.csv`` would replace the measured
-    rows by the model."""
+def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], written: Sequence[str] = ("",),
+                            out_flag: str = "out") -> None:
+    """InputError (``out_flag``) when the ``--out`` file (with each suffix of ``written``: a model's
+    manifest, a profile CSV's sidecar are ``PATH.json``) is a file a flag of ``inputs`` (flag name -> path
+    or None) reads, or the ``.json`` beside it: ``fit --profiles p.csv --out p.csv`` would replace the
+    measured rows by the model. ``out_flag``: the flag that names the written file (``plot``)."""
     if out is None:
         return
     outputs = {Path(f"{out}{suffix}").resolve() for suffix in written}
     for flag, path in inputs.items():
         for read in (path, f"{path}.json") if isinstance(path, str) else ():
             if Path(read).resolve() in outputs:
-                raise InputError(f"--out {out} would overwrite {read}, which --{flag} reads; write the "
-                                 "output to another file", "out")
+                raise InputError(f"{cli_flag(out_flag)} {out} would overwrite {read}, which {cli_flag(flag)} "
+                                 "reads; write the output to another file", out_flag)

@@ -82,6 +82,13 @@ def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict
     if len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
         raise InputError(f"the manifest of {path} would be larger than {MAX_MANIFEST_BYTES:,} bytes "
                          f"(MAX_MANIFEST_BYTES); nothing was written", "model")
+    for file in (path, manifest_path(path)):
+        # A device or FIFO cannot be replaced by a rename (it would become a regular file) nor take the
+        # manifest beside it: the pair needs two files.
+        if os.path.exists(file) and not os.path.isfile(file):
+            raise InputError(f"cannot write the {kind} file {path}: {file} is not a regular file (a {kind} "
+                             f"file and its manifest {manifest_path(path).name} are written as two files); "
+                             f"nothing was written", "model")
     path.parent.mkdir(parents=True, exist_ok=True)
     _replace_pair(path, data, text.encode("utf-8"))
     return manifest

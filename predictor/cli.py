@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from typing import TextIO
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.atomic_files import write_output
 from jetpredict.models.catalogue import ModeArrays, resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table, rows_named_by_line
@@ -34,16 +37,31 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+#: Errors of the ``--out`` path itself (bad input, exit 2); any other OSError is a failure to write (exit 1).
+_PATH_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS,
+                          errno.ENAMETOOLONG, errno.ELOOP})
+
+
+def out_error(path: str | Path, exc: OSError) -> Exception:
+    """What to raise when ``--out PATH`` could not be written: InputError naming ``--out`` for a path that
+    cannot take a file, an OSError (exit 1) for a failure while writing (a full disk, a file-size limit)."""
+    message = f"cannot write --out {path}: {exc.strerror or exc}; any previous file is unchanged"
+    return InputError(message, "out") if exc.errno in _PATH_ERRNOS else OSError(message)
+
+
 @contextlib.contextmanager
 def _output(path: str | None) -> Iterator[TextIO]:
+    """Standard output, or ``--out PATH`` written whole once the answer is complete (an error or Ctrl-C
+    part-way leaves the previous file, never a cut-off one that reads as a shorter table)."""
     if path is None:
         yield sys.stdout
         return
+    text = io.StringIO(newline="")
+    yield text
     try:
-        with Path(path).open("w", newline="", encoding="utf-8") as f:
-            yield f
+        write_output(Path(path), text.getvalue().encode("utf-8"))
     except OSError as exc:
-        raise InputError(f"cannot write --out {path}: {exc.strerror}", "out") from None
+        raise out_error(path, exc) from None
 
 
 #: Flags whose files a verb reads.
@@ -51,8 +69,10 @@ INPUT_FLAGS = ("profiles", "reference", "after", "candidates", "modes", "model")
 
 
 def _check_out_spares_inputs(args: argparse.Namespace, written: tuple[str, ...] = ("",)) -> None:
+    """No file a verb writes (``--out``, ``--plot``) is one of the files it reads."""
     inputs = {flag: getattr(args, flag, None) for flag in INPUT_FLAGS}
     check_out_spares_inputs(getattr(args, "out", None), inputs, written)
+    check_out_spares_inputs(getattr(args, "plot", None), inputs, out_flag="plot")
 
 
 def _read_rows(path: str, flag: str) -> pd.DataFrame:
@@ -194,7 +214,7 @@ def _fit(args: argparse.Namespace) -> int:
     try:
         save_model(model, args.out)
     except OSError as exc:
-        raise InputError(f"cannot write --out {args.out}: {exc.strerror}", "out") from None
+        raise out_error(args.out, exc) from None
     _log(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
          f"({model.reference_source} reference, {model.model_version}); wrote {args.out}")
     if prior_reference(rows, model.device, reference)[1]:

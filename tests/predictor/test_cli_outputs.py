@@ -1,0 +1,96 @@
+"""What ``--out`` and ``--plot`` write: a whole file or none, through a symlink to the file it names, into a
+FIFO or device as a plain write would, and never over a file the verb reads."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from jetpredict.models import atomic_files
+from jetpredict.predictor import cli as predictor_cli
+
+from jetpredict.cli import main
+
+
+@pytest.fixture(scope="module")
+def work(resnet_cli_fit):
+    return resnet_cli_fit(("a", "d", "g", "h"))
+
+
+def _predict_all(work: Path, out: Path) -> list[str]:
+    return ["predict", "--model", str(work / "resnet.json"), "--all", "--out", str(out)]
+
+
+def test_an_interrupted_or_failed_write_leaves_the_previous_file(work, tmp_path, monkeypatch, capsys):
+    """The answer is written once complete: Ctrl-C while the table is written, or a full disk, used to leave
+    a cut-off CSV that ``--modes`` then read as a shorter table (4,686 of 29,232 rows)."""
+    out = tmp_path / "all.csv"
+    out.write_text("the previous answer\n")
+    real_write_table = predictor_cli.write_table
+
+    def cut_off(frame, fmt, stream, **kw):
+        real_write_table(frame.head(3), fmt, stream, **kw)  # part of the table is out when the user stops
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(predictor_cli, "write_table", cut_off)
+    assert main(_predict_all(work, out)) == 130
+    assert out.read_text() == "the previous answer\n"
+    monkeypatch.undo()
+
+    def disk_full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(predictor_cli, "write_output", disk_full)
+    capsys.readouterr()
+    assert main(_predict_all(work, out)) == 1  # a failure to write, not bad input
+    assert "cannot write --out" in capsys.readouterr().err and out.read_text() == "the previous answer\n"
+
+
+def test_out_through_a_symlink_writes_the_file_it_names(work, tmp_path, capsys):
+    (tmp_path / "answers").mkdir()
+    link = tmp_path / "latest.csv"
+    link.symlink_to(tmp_path / "answers" / "run1.csv")
+    assert main(["predict", "--model", str(work / "resnet.json"), "--presets", "--out", str(link)]) == 0
+    assert link.is_symlink() and (tmp_path / "answers" / "run1.csv").read_text().startswith("mode,")
+
+
+def test_out_into_a_fifo_streams_and_keeps_it_a_fifo(work, tmp_path, capsys):
+    """A device or FIFO (``--out /dev/null``) is written into: a rename would put a regular file there."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert main(["predict", "--model", str(work / "resnet.json"), "--presets", "--format", "csv",
+                 "--out", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert got and got[0].startswith(b"mode,") and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_write_output_keeps_a_device_a_device(tmp_path):
+    """Directly, on the node every system has: the bytes go nowhere and /dev/null stays a device."""
+    atomic_files.write_output(Path(os.devnull), b"discarded\n")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_fit_refuses_a_model_path_that_is_not_a_regular_file(work, tmp_path, capsys):
+    fifo = tmp_path / "model-pipe"
+    os.mkfifo(fifo)
+    code = main(["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv"), "--out", str(fifo)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{fifo} is not a regular file" in err and "nothing was written" in err
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and not Path(f"{fifo}.json").exists()
+
+
+def test_recommend_plot_never_overwrites_the_model_it_reads(work, tmp_path, capsys):
+    model = tmp_path / "model.svg"  # a model saved under a plot's name
+    model.write_bytes((work / "resnet.json").read_bytes())
+    Path(f"{model}.json").write_bytes(Path(f"{work / 'resnet.json'}.json").read_bytes())
+    before = model.read_bytes()
+    code = main(["recommend", "--model", str(model), "--objective", "min-time", "--plot", str(model)])
+    assert code == 2 and f"--plot {model} would overwrite {model}, which --model reads" in capsys.readouterr().err
+    assert model.read_bytes() == before
