@@ -201,13 +201,18 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
 def rows_named_by_line(flag: str, path: str | Path | None, table: object) -> Iterator[None]:
     """Errors about one row of the ``--flag`` mode file ``table`` (:func:`read_mode_table`) name the file
     and the row: its line in a CSV, its item (from 0, as the service's ``modes.N``) in a JSON list; not
-    the service's ``modes[i]`` alone. ``path`` None: errors pass unchanged."""
+    the service's ``modes[i]`` alone. Errors about the list as a whole (``modes`` is missing a column)
+    name the file. ``path`` None: errors pass unchanged."""
     try:
         yield
     except ModeRowError as exc:
         if path is None:
             raise
         raise InputError(f"--{flag} {path} {mode_row_place(table, exc.row)}{exc.detail}", flag) from None
+    except InputError as exc:
+        if path is None or not str(exc.field or "").startswith("modes"):
+            raise
+        raise InputError(f"--{flag} {path}: {exc.message}", flag) from None
 
 
 def mode_row_place(table: object, row: int) -> str:

@@ -110,6 +110,8 @@ class RowProblem:
     message: str
 
     def __str__(self) -> str:
+        if not self.line and self.field == "file":  # the file as a whole: "file: is empty", said once
+            return f"file: {self.message}"
         where = f"line {self.line}" if self.line else "file"
         return f"{where}: {self.field}: {self.message}"
 

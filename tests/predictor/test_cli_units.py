@@ -117,3 +117,14 @@ def test_a_misspelt_column_is_named_when_fit_ignores_it(work, tmp_path, capsys):
                  "--out", str(tmp_path / "m.json")]) == 0
     err = capsys.readouterr().err
     assert "unknown column 'avg_pwer_w'" in err and "did you mean 'avg_power_w'?" in err
+
+
+def test_a_mode_file_without_a_column_and_an_empty_profile_file_are_named(work, tmp_path, capsys):
+    modes = tmp_path / "m.csv"
+    modes.write_text("mode,cpu_cores,cpu_mhz\nx,8,2265\n")
+    assert main(["predict", "--model", str(work / "resnet.json"), "--modes", str(modes)]) == 2
+    assert f"--modes {modes}: modes is missing column(s) gpu_mhz, emc_mhz" in capsys.readouterr().err
+    empty = tmp_path / "e.csv"
+    empty.write_text("")
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(empty), "--out", str(tmp_path / "x.json")]) == 2
+    assert f"1 problem(s) in {empty}: file: is empty: expected a CSV header" in capsys.readouterr().err
