@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from jetpredict.api.errors import FieldErrors
-from jetpredict.api.schemas import ID_CHARS_OUT, MAX_WORKLOAD_ID_CHARS
+from jetpredict.api.schemas import ID_CHARS_OUT, MAX_WORKLOAD_ID_CHARS, UNPAIRED_SURROGATE, text_problem
 from jetpredict.models.profile_rows import (
     FIELD_BY_NAME,
     INDEX_NAMES,
@@ -23,7 +23,6 @@ from jetpredict.models.profile_rows import (
 )
 
 _BAD_ID = re.compile(f"[{ID_CHARS_OUT}]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
@@ -91,22 +90,13 @@ def as_one_workload(records: Sequence[object]) -> list[object]:
     return [{**r, "workload": label} if isinstance(r, Mapping) and r.get("workload") else r for r in records]
 
 
-def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be stored as text in every database (NUL, unpaired surrogates), or None."""
-    if "\x00" in text:
-        return "must not contain a NUL character"
-    if _SURROGATE.search(text):
-        return "must be valid Unicode (it holds an unpaired surrogate)"
-    return None
-
-
 def workload_id_problem(workload_id: str) -> str | None:
     """Why ``workload_id`` can never be a stored workload's id, or None."""
     if not workload_id:
         return "must not be empty"
     if len(workload_id) > MAX_WORKLOAD_ID_CHARS:
         return f"must be at most {MAX_WORKLOAD_ID_CHARS} characters"
-    if _BAD_ID.search(workload_id) or _SURROGATE.search(workload_id):
+    if _BAD_ID.search(workload_id) or UNPAIRED_SURROGATE.search(workload_id):
         return "must not contain '/', '\\', control characters or unpaired surrogates"
     return None
 

@@ -15,6 +15,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 #: Latency buckets in s: the service answers most requests in milliseconds.
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: The methods of RFC 9110 and PATCH (RFC 5789), labelled as they are; any other a client makes up is
+#: labelled :data:`OTHER_METHOD`, or each new name would add series to /metrics for good.
+KNOWN_METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"))
+OTHER_METHOD = "other"
 
 
 def request_elapsed_s() -> float:
@@ -66,11 +70,12 @@ class Metrics:
             req = request._get_current_object()  # one context lookup, not one per attribute
             rule = req.url_rule
             route = rule.rule if rule is not None else "<unmatched>"
-            key = (route, req.method, response.status_code)
+            method = req.method if req.method in KNOWN_METHODS else OTHER_METHOD
+            key = (route, method, response.status_code)
             pair = children.get(key) if rule is not None else None
             if pair is None:
-                pair = (self.requests.labels(route, req.method, str(response.status_code)),
-                        self.latency.labels(route, req.method))
+                pair = (self.requests.labels(route, method, str(response.status_code)),
+                        self.latency.labels(route, method))
                 if rule is not None:
                     children[key] = pair
             pair[0].inc()

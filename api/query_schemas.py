@@ -22,6 +22,8 @@ from jetpredict.api.schemas import (
     WorkloadRefSchema,
     device_field,
     positive_float,
+    storable_text,
+    text_problem,
 )
 from jetpredict.models.catalogue import MIN_MODULE_POWER_W, MODE_FIELDS
 from jetpredict.predictor.limits import (
@@ -55,7 +57,7 @@ def _knob_range(name: str) -> validate.Range:
 
 
 class ModeInSchema(RequestSchema):
-    mode = fields.String(validate=validate.Length(0, MAX_MODE_LABEL_CHARS))
+    mode = fields.String(validate=[validate.Length(0, MAX_MODE_LABEL_CHARS), storable_text])
     cpu_cores = JsonInteger(required=True, validate=_knob_range("cpu_cores"))
     cpu_mhz = JsonNumber(required=True, validate=_knob_range("cpu_mhz"))
     gpu_mhz = JsonNumber(required=True, validate=_knob_range("gpu_mhz"))
@@ -73,7 +75,8 @@ def _plain_mode(m: object) -> bool:
     if not isinstance(m, dict) or not m.keys() <= _MODE_KEYS or not all(k in m for k in MODE_FIELDS):
         return False
     # The schema's label is an optional string: absent is fine, null is not.
-    if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= MAX_MODE_LABEL_CHARS):
+    if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= MAX_MODE_LABEL_CHARS
+                            and text_problem(m["mode"]) is None):
         return False
     cores = m["cpu_cores"]
     if type(cores) is not int:
@@ -236,7 +239,8 @@ class RecommendationSchema(ProvenanceSchema):
 
 class FleetClientSchema(RequestSchema):
     id = fields.String(required=True, validate=[validate.Length(1, MAX_CLIENT_ID_CHARS),
-                                                validate.Regexp(REQUIRED_TEXT_PATTERN, error=REQUIRED_TEXT_RULE)])
+                                                validate.Regexp(REQUIRED_TEXT_PATTERN, error=REQUIRED_TEXT_RULE),
+                                                storable_text])
     device = device_field(required=True)
 
 

@@ -11,12 +11,13 @@ readers of the CLI parse text cells; a JSON request that sends ``"8"`` breaks th
 from __future__ import annotations
 
 import math
+import re
 
 from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS, SOURCE_KINDS
 from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS
-from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
 
 MAX_ROWS = 10_000  # profile rows in one request
 MAX_IDEMPOTENCY_KEY_CHARS = 200
@@ -51,6 +52,25 @@ TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*$"
 REQUIRED_TEXT_PATTERN = rf"^[^{_TEXT_OUT}]*[^{_BLANK}{_TEXT_OUT}][^{_TEXT_OUT}]*$"
 #: What a required text field says when it breaks REQUIRED_TEXT_PATTERN.
 REQUIRED_TEXT_RULE = "must not be blank or contain a NUL character"
+#: A UTF-16 surrogate code point: JSON's ``\\ud800`` escapes decode to one, which neither UTF-8 (CSV and
+#: Arrow answers, PostgreSQL) nor SQLite's text can carry.
+UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as text in every database (NUL, unpaired surrogates), or None."""
+    if "\x00" in text:
+        return "must not contain a NUL character"
+    if UNPAIRED_SURROGATE.search(text):
+        return "must be valid Unicode (it holds an unpaired surrogate)"
+    return None
+
+
+def storable_text(text: str) -> None:
+    """marshmallow validator of a free-text field: :func:`text_problem` as the field's 422 message (text
+    that every database stores and every answer format, CSV and Arrow too, can encode)."""
+    if problem := text_problem(text):
+        raise ValidationError(problem)
 #: Characters no workload id holds, as the body of a regex class: '/' and '\\' (an id is one URL path
 #: segment) and control characters. Uploads, lookups and searches all use this one definition.
 ID_CHARS_OUT = r"/\\\x00-\x1f\x7f"
@@ -109,6 +129,30 @@ class RequestSchema(Schema):
 
     class Meta:
         unknown = RAISE
+
+
+#: Keywords of ``Blueprint.arguments`` for a route's query string: an unknown parameter is a 422 naming it.
+#: webargs' default for the query string is EXCLUDE, which answered a typo (``?limt=5``) with the defaults.
+QUERY_ARGUMENTS: dict[str, str] = {"location": "query", "unknown": RAISE}
+
+
+class QuerySchema(RequestSchema):
+    """A route's query parameters (load it with :data:`QUERY_ARGUMENTS`): an unknown parameter and a
+    repeated one (``?limit=1&limit=2``, of which webargs would keep the first) are refused, each by name."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        known = ", ".join(sorted(f.data_key or name for name, f in self.load_fields.items()))
+        self.error_messages = {**self.error_messages, "unknown": f"unknown parameter; this route takes {known}"}
+
+    @pre_load
+    def _each_once(self, data, **kwargs):
+        getlist = getattr(data, "getlist", None)  # the query string's MultiDict (behind webargs' proxy)
+        if getlist is not None:
+            repeated = {key: ["given more than once; give it once"] for key in data if len(getlist(key)) > 1}
+            if repeated:
+                raise ValidationError(repeated)
+        return data
 
 
 def device_field(description: str = "catalogue device id", **kwargs) -> fields.String:
@@ -209,7 +253,7 @@ class PowerModeSchema(ModeSchema):
     power_budget_w = fields.Float(allow_none=True, metadata={"description": "presets only; null = uncapped"})
 
 
-class PowerModesQuerySchema(RequestSchema):
+class PowerModesQuerySchema(QuerySchema):
     space = fields.String(load_default="presets", validate=validate.OneOf(("presets", "all")),
                           metadata={"description": "presets, or all custom modes (paged)"})
     limit = fields.Integer(load_default=100, validate=validate.Range(1, 10_000))
@@ -350,7 +394,7 @@ class WorkloadRefSchema(RequestSchema):
     """Exactly one of ``id`` or ``rows`` (the OpenAPI document says so with min/maxProperties 1)."""
 
     id = WorkloadIdField(validate=[validate.Length(1, MAX_WORKLOAD_ID_CHARS),
-                                 validate.Regexp(WORKLOAD_ID_PATTERN, error=WORKLOAD_ID_RULE)],
+                                 validate.Regexp(WORKLOAD_ID_PATTERN, error=WORKLOAD_ID_RULE), storable_text],
                        metadata={"description": "a stored workload"})
     rows = _rows_field(metadata={"description": "inline profile rows of one workload on one device; the rows "
                                  "are the workload, so their workload cells are labels and are fitted together. "
@@ -445,7 +489,7 @@ class WorkloadDetailSchema(WorkloadSchema):
     rows = fields.List(fields.Dict(), required=True, metadata={"description": "the stored profile rows"})
 
 
-class PageQuerySchema(RequestSchema):
+class PageQuerySchema(QuerySchema):
     limit = fields.Integer(load_default=100, validate=validate.Range(1, 1000))
     offset = fields.Integer(load_default=0, validate=validate.Range(0, MAX_OFFSET))
 

@@ -21,12 +21,13 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import sqlalchemy as sa
+from jetpredict.api import sqlite_setup
 from jetpredict.api.config import MAX_WORKLOAD_ID_CHARS
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
@@ -83,7 +84,7 @@ deleted_revisions = sa.Table(
 
 def _last_deleted_revision(conn: sa.Connection, workload_id: str) -> int:
     """The revision ``workload_id`` had when it was last deleted (0 if it never was): a new workload of that
-    id counts on from it."""
+    id counts on from it. Read it only while this transaction holds the id's row (a placeholder)."""
     return conn.execute(sa.select(deleted_revisions.c.revision)
                         .where(deleted_revisions.c.workload_id == workload_id)).scalar() or 0
 
@@ -222,15 +223,9 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")  # first, so the pragmas below wait for other workers
-    cursor.execute("PRAGMA journal_mode=WAL")
-    # FULL: an answered commit is on disk before the 201 goes out (SIGKILL or power loss).
-    cursor.execute("PRAGMA synchronous=FULL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
-
+#: PostgreSQL's collation of ICU's root locale (created by initdb on servers built with ICU): its
+#: ``lower`` folds every letter whatever the database's locale.
+ICU_ROOT_COLLATION = "und-x-icu"
 
 #: Any constant: the key of the PostgreSQL advisory lock that serialises schema creation ("jetp").
 SCHEMA_LOCK_KEY = 0x6A657470
@@ -281,12 +276,13 @@ class Storage:
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = sa.create_engine(url, connect_args={"timeout": 30})
-            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            sqlite_setup.configure(self.engine)
         else:
             # connect_timeout: a database that is down answers 503 within seconds, not after the TCP timeout.
             args = {"connect_timeout": 5} if self.is_postgresql else {}
             self.engine = sa.create_engine(url, pool_pre_ping=True, connect_args=args)
         self._local = threading.local()
+        self._icu_collation: str | None = None  # PostgreSQL: ICU_ROOT_COLLATION, "" if absent; None: not asked
         marker = {"qmark": "?", "format": "%s", "pyformat": "%s", "numeric": ":1", "named": ":id",
                   "numeric_dollar": "$1"}[self.engine.dialect.paramstyle]
         self._revision_sql = f"SELECT revision FROM workloads WHERE id = {marker}"
@@ -326,6 +322,15 @@ class Storage:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sa.Connection]:
+        """A write transaction (committed when the block ends without an exception); on SQLite it holds
+        the database's write lock from its start (:func:`api.sqlite_setup.begin`)."""
+        with self.engine.connect() as conn:
+            conn.execution_options(**{sqlite_setup.WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
 
     def dispose(self) -> None:
         raw = getattr(self._local, "raw", None)
@@ -374,14 +379,33 @@ class Storage:
 
     def list_workloads(self, limit: int, offset: int, search: str | None = None
                        ) -> tuple[int, list[WorkloadRecord]]:
-        """(matching workloads, a page of them by id); ``search``: ids containing it, case-insensitive."""
-        # autoescape: '%' and '_' in the text are matched as themselves, not as LIKE wildcards
-        where = [workloads.c.id.icontains(search, autoescape=True)] if search else []
+        """(matching workloads, a page of them by id); ``search``: ids containing it, case-insensitive
+        (for every letter, not only ASCII's, on both databases)."""
         with self.engine.connect() as conn:
+            where = []
+            if search:
+                # '%', '_' (and the escape '/') in the text are matched as themselves, not as LIKE wildcards
+                pattern = "%" + search.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+                lower = self._unicode_lower(conn)
+                where = [lower(workloads.c.id).like(lower(sa.literal(pattern)), escape="/")]
             total = conn.execute(sa.select(sa.func.count()).select_from(workloads).where(*where)).scalar_one()
             rows = conn.execute(sa.select(workloads).where(*where).order_by(workloads.c.id)
                                 .limit(limit).offset(offset))
             return int(total), [self._record(r) for r in rows]
+
+    def _unicode_lower(self, conn: sa.Connection) -> Callable[[sa.ColumnElement], sa.ColumnElement]:
+        """SQL that lower-cases text over all of Unicode. SQLite: its ``lower``, which this module
+        replaces (:mod:`api.sqlite_setup`). PostgreSQL's ``lower`` follows the database's LC_CTYPE, which
+        folds ASCII only under the C locale (``initdb --locale=C``): there, ICU's root collation, where the
+        server has it."""
+        if not self.is_postgresql:
+            return sa.func.lower
+        if self._icu_collation is None:
+            found = conn.execute(sa.text("SELECT 1 FROM pg_collation WHERE collname = :name"),
+                                 {"name": ICU_ROOT_COLLATION}).first()
+            self._icu_collation = ICU_ROOT_COLLATION if found else ""
+        collation = self._icu_collation
+        return (lambda expr: sa.func.lower(expr.collate(collation))) if collation else sa.func.lower
 
     def load_rows(self, workload_id: str) -> tuple[int | None, list[dict]]:
         """(revision, rows in upload order) read in one snapshot; (None, []) if not stored."""
@@ -421,9 +445,7 @@ class Storage:
         of an earlier try of this upload, rewritten with the new answer.
         """
         try:
-            with self.engine.begin() as conn:
-                # The first statement writes, so SQLite takes its write lock (waiting up to busy_timeout)
-                # before anything is read in this transaction.
+            with self._writing() as conn:
                 return self._write_uploads(conn, writes, idem, replaced_keys)
         except IntegrityError:
             raise RevisionConflict(", ".join(w.workload_id for w in writes)) from None
@@ -444,7 +466,7 @@ class Storage:
         reserves the id in that same order; no other transaction ever sees it.
         """
         try:
-            with self.engine.begin() as conn:
+            with self._writing() as conn:
                 now = _now()
                 stored: dict[str, tuple[int, list[dict]]] = {}
                 for workload_id in sorted(set(workload_ids)):
@@ -499,30 +521,32 @@ class Storage:
         workload_id, rows = write.workload_id, write.rows
         if rows:
             payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
-            revision = 1 + (write.expected_revision or _last_deleted_revision(conn, workload_id))
             if write.expected_revision == 0 and not reserved:
-                conn.execute(workloads.insert().values(
-                    id=workload_id, device=write.device, revision=revision, rows_stored=len(rows),
-                    fit=_merged_fit({}, write.device, 0, write.device, len(rows), write.fit),
-                    created_at=now, updated_at=now))
-            else:
-                done = conn.execute(
-                    workloads.update()
-                    .where(workloads.c.id == workload_id, workloads.c.revision == write.expected_revision)
-                    .values(revision=revision,
-                            rows_stored=workloads.c.rows_stored + len(rows), updated_at=now))
-                if done.rowcount != 1:
-                    raise RevisionConflict(workload_id)
-                # Read after the write (the row is locked now): merge this device's fit into the others'.
-                # A placeholder (revision 0, reserved) takes this upload's device as its first.
-                old = conn.execute(sa.select(workloads.c.device, workloads.c.fit, workloads.c.rows_stored)
-                                   .where(workloads.c.id == workload_id)).one()
-                old_fit = old.fit if isinstance(old.fit, dict) else json.loads(old.fit or "{}")
-                primary = write.device if write.expected_revision == 0 else old.device
-                fit = _merged_fit(old_fit, primary, int(old.rows_stored) - len(rows), write.device,
-                                  len(rows), write.fit)
-                conn.execute(workloads.update().where(workloads.c.id == workload_id)
-                             .values(fit=fit, device=primary))
+                # A new workload: its placeholder (revision 0, as add_uploads_locked inserts) before its
+                # id's deleted revision is read. Holding the id's row (PostgreSQL: its key; SQLite: the
+                # write lock), no other upload or delete of the id commits between that read and this
+                # commit, so the revision follows the last one the id had. Read first, a delete and an
+                # upload committed in between would make this upload reuse a revision.
+                conn.execute(workloads.insert().values(id=workload_id, device=write.device, revision=0,
+                                                       rows_stored=0, fit={}, created_at=now, updated_at=now))
+            revision = 1 + (write.expected_revision or _last_deleted_revision(conn, workload_id))
+            done = conn.execute(
+                workloads.update()
+                .where(workloads.c.id == workload_id, workloads.c.revision == write.expected_revision)
+                .values(revision=revision,
+                        rows_stored=workloads.c.rows_stored + len(rows), updated_at=now))
+            if done.rowcount != 1:
+                raise RevisionConflict(workload_id)
+            # Read after the write (the row is locked now): merge this device's fit into the others'.
+            # A placeholder (revision 0, reserved) takes this upload's device as its first.
+            old = conn.execute(sa.select(workloads.c.device, workloads.c.fit, workloads.c.rows_stored)
+                               .where(workloads.c.id == workload_id)).one()
+            old_fit = old.fit if isinstance(old.fit, dict) else json.loads(old.fit or "{}")
+            primary = write.device if write.expected_revision == 0 else old.device
+            fit = _merged_fit(old_fit, primary, int(old.rows_stored) - len(rows), write.device,
+                              len(rows), write.fit)
+            conn.execute(workloads.update().where(workloads.c.id == workload_id)
+                         .values(fit=fit, device=primary))
             upload_id = conn.execute(uploads.insert().values(
                 workload_id=workload_id, revision=revision, rows=len(rows),
                 sha256=hashlib.sha256(payload).hexdigest(), created_at=now)).inserted_primary_key[0]
@@ -545,7 +569,7 @@ class Storage:
         again only this workload's part (see :class:`IdempotencyKey`). The id's last revision is kept in
         :data:`deleted_revisions`, so that the id uploaded again does not reuse it.
         """
-        with self.engine.begin() as conn:
+        with self._writing() as conn:
             # The workload's row first, as uploads lock it before its rows and keys: no lock-order cycle.
             conn.execute(workloads.update().where(workloads.c.id == workload_id)
                          .values(revision=workloads.c.revision))

@@ -10,7 +10,13 @@ from flask import Response
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.errors import ApiError
-from jetpredict.api.schemas import DeviceListSchema, ErrorSchema, PowerModePageSchema, PowerModesQuerySchema
+from jetpredict.api.schemas import (
+    QUERY_ARGUMENTS,
+    DeviceListSchema,
+    ErrorSchema,
+    PowerModePageSchema,
+    PowerModesQuerySchema,
+)
 from jetpredict.models.catalogue import Device, list_devices, load_device
 from jetpredict.models.errors import UnknownDeviceError
 
@@ -44,7 +50,7 @@ class Devices(MethodView):
 
 @blp.route("/<string:device>/power-modes")
 class PowerModes(MethodView):
-    @blp.arguments(PowerModesQuerySchema(), location="query")
+    @blp.arguments(PowerModesQuerySchema(), **QUERY_ARGUMENTS)
     @blp.response(200, PowerModePageSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device")
     def get(self, query: dict, device: str):

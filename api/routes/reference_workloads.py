@@ -16,7 +16,7 @@ import pandas as pd
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.errors import ApiError
-from jetpredict.api.schemas import ErrorSchema, RequestSchema
+from jetpredict.api.schemas import QUERY_ARGUMENTS, ErrorSchema, QuerySchema
 from jetpredict.models.catalogue import device_ids, load_device
 from jetpredict.models.errors import UnknownDeviceError
 from jetpredict.models.profile_files import frame_records, read_profile_csv
@@ -47,7 +47,7 @@ class ReferenceWorkloadRowsSchema(ReferenceWorkloadSchema):
                        metadata={"description": 'profile rows, ready to send as {"workload": {"rows": rows}}'})
 
 
-class ReferenceQuerySchema(RequestSchema):
+class ReferenceQuerySchema(QuerySchema):
     device = fields.String(load_default=None, metadata={"description": "only this device's workloads"})
     source = fields.String(load_default=None, validate=validate.OneOf(SOURCE_ORDER),
                            metadata={"description": "only this source kind"})
@@ -89,7 +89,7 @@ def reference_workloads(device_id: str | None = None, source: str | None = None)
 
 @blp.route("")
 class ReferenceWorkloads(MethodView):
-    @blp.arguments(ReferenceQuerySchema(), location="query")
+    @blp.arguments(ReferenceQuerySchema(), **QUERY_ARGUMENTS)
     @blp.response(200, ReferenceWorkloadListSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device")
     def get(self, query: dict):
@@ -105,7 +105,7 @@ class ReferenceWorkloads(MethodView):
 
 @blp.route("/<string:device>/<string:workload>")
 class ReferenceWorkload(MethodView):
-    @blp.arguments(ReferenceQuerySchema(only=("source",)), location="query")
+    @blp.arguments(ReferenceQuerySchema(only=("source",)), **QUERY_ARGUMENTS)
     @blp.response(200, ReferenceWorkloadRowsSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device or workload")
     def get(self, query: dict, device: str, workload: str):

@@ -9,10 +9,12 @@ from jetpredict.api.routes.common import SECURITY, require_api_key, services
 from jetpredict.api.schemas import (
     ID_CHARS_OUT,
     MAX_WORKLOAD_ID_CHARS,
+    QUERY_ARGUMENTS,
     ErrorSchema,
     PageQuerySchema,
     WorkloadDetailSchema,
     WorkloadListSchema,
+    storable_text,
 )
 from jetpredict.api.storage import WorkloadRecord, device_fits, stored_fit_fields
 from jetpredict.models.errors import UnknownWorkloadError
@@ -28,7 +30,8 @@ class WorkloadQuerySchema(PageQuerySchema):
     # refuses NUL); the document states the rule as a pattern, so a client can tell before it asks.
     search = fields.String(load_default="", validate=[
         validate.Length(0, MAX_WORKLOAD_ID_CHARS),
-        validate.Regexp(rf"^[^{ID_CHARS_OUT}]*$", error="must not contain '/', '\\' or control characters")],
+        validate.Regexp(rf"^[^{ID_CHARS_OUT}]*$", error="must not contain '/', '\\' or control characters"),
+        storable_text],
         metadata={"description": "only workloads whose id contains this text (case-insensitive); empty: all"})
 
 
@@ -56,7 +59,7 @@ def _storable(workload_id: str) -> str:
 
 @blp.route("")
 class Workloads(MethodView):
-    @blp.arguments(WorkloadQuerySchema(), location="query")
+    @blp.arguments(WorkloadQuerySchema(), **QUERY_ARGUMENTS)
     @blp.response(200, WorkloadListSchema)
     def get(self, query: dict):
         """Stored workloads, sorted by id (paged; ``search`` keeps those whose id contains it)."""

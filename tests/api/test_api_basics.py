@@ -57,6 +57,30 @@ def test_power_modes_bad_query_is_422(client, query, field):
     assert_error(client.get(f"/v1/devices/nano/power-modes?{query}"), 422, field)
 
 
+
+@pytest.mark.parametrize("path, field, rule", [
+    ("/v1/workloads?limt=5", "query.limt", "unknown parameter; this route takes limit, offset, search"),
+    ("/v1/devices/agx-xavier/power-modes?bogus=1", "query.bogus",
+     "unknown parameter; this route takes limit, offset, space"),
+    ("/v1/reference-workloads?bogus=1", "query.bogus", "unknown parameter; this route takes device, source"),
+    ("/v1/reference-workloads/agx-xavier/resnet18-cifar10?device=nano", "query.device",
+     "unknown parameter; this route takes source"),
+    ("/v1/workloads?limit=1&limit=2", "query.limit", "given more than once; give it once"),
+    ("/v1/devices/nano/power-modes?space=all&space=presets", "query.space", "given more than once; give it once"),
+])
+def test_unknown_or_repeated_query_parameters_are_422_naming_them(client, path, field, rule):
+    """A typo (``limt``) would otherwise be answered with the defaults, and a repeat with its first value."""
+    r = client.get(path)
+    assert r.status_code == 422, r.json
+    assert r.json["errors"] == {field: [rule]} and r.json["message"] == f"{field}: {rule}"
+
+
+def test_the_query_parameters_each_route_takes_still_work(client):
+    for path in ("/v1/workloads?limit=5&offset=0&search=x", "/v1/devices/nano/power-modes?space=all&limit=2&offset=1",
+                 "/v1/reference-workloads?device=nano&source=published",
+                 "/v1/reference-workloads/agx-xavier/resnet18-cifar10?source=published"):
+        assert client.get(path).status_code == 200, path
+
 def test_unknown_device_is_404(client):
     body = assert_error(client.get("/v1/devices/jetson-tx9/power-modes"), 404, "device")
     assert "agx-xavier" in body["message"]  # names the valid ids
@@ -191,6 +215,20 @@ def test_metrics_count_requests_per_route(client):
             'status="404"} 1.0') in text
     assert 'jetpredict_http_request_duration_seconds_count{method="GET",route="/v1/devices"} 1.0' in text
 
+
+
+def test_metrics_label_made_up_methods_as_other(client):
+    """A client inventing methods must not grow /metrics: one series for all of them."""
+    for i in range(20):
+        assert client.open("/v1/devices", method=f"BREW{i}").status_code == 405
+        client.open(f"/nowhere-{i}", method=f"X-{i}")
+    client.open("/v1/devices", method="PATCH")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert "BREW" not in text and "X-" not in text
+    assert 'jetpredict_http_requests_total{method="other",route="<unmatched>",status="405"} 20.0' in text
+    assert 'method="PATCH"' in text  # a real method keeps its name
+    series = [line for line in text.splitlines() if line.startswith("jetpredict_http_requests_total{")]
+    assert len(series) <= 4, series
 
 def test_settings_from_environment(monkeypatch, tmp_path):
     from jetpredict.api.config import load_settings

@@ -3,6 +3,7 @@ limits, and schemas that say what the server enforces. Each case of issue 13 poi
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -69,6 +70,28 @@ def test_what_the_server_refuses_the_openapi_document_refuses_too(client, body, 
     assert row["properties"]["epoch_time_s"]["maximum"] <= 1e8
     fleet = doc["components"]["schemas"]["FleetPlanRequest"]["properties"]["deadline_s"]
     assert fleet["maximum"] < 1e10
+
+
+SURROGATE_RULE = "must be valid Unicode (it holds an unpaired surrogate)"
+HALF = "x\ud800"  # an unpaired surrogate, as JSON's "\\ud800" escape decodes
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/csv", "application/vnd.apache.arrow.stream"])
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/predictions", {"workload": {"id": "my-resnet"}, "modes": [{**MODES[0], "mode": HALF}]}, "modes.0.mode"),
+    ("/v1/predictions", {"workload": {"id": "my-resnet"},
+                         "modes": [MODES[0], {**MODES[0], "cpu_cores": 4.0, "mode": HALF}]}, "modes.1.mode"),
+    ("/v1/predictions", {"workload": {"id": HALF}}, "workload.id"),
+    ("/v1/recommendations", {"workload": {"id": HALF}, "objective": "min-energy"}, "workload.id"),
+    ("/v1/fleet-plans", {"workload": {"id": "my-resnet"}, "deadline_s": 3600,
+                         "clients": [{"id": HALF, "device": "agx-xavier"}]}, "clients.0.id"),
+])
+def test_text_with_an_unpaired_surrogate_is_422_naming_the_field(client, stored, accept, path, body, field):
+    """No answer format can encode such text (CSV and Arrow are UTF-8): refused as inline rows refuse it."""
+    r = client.post(path, data=json.dumps(body), content_type="application/json", headers={"Accept": accept})
+    assert r.status_code == 422, (r.status_code, r.data[:300])
+    assert r.json["errors"] == {field: [SURROGATE_RULE]}
+    assert f"{field}: {SURROGATE_RULE}" in r.json["message"]
 
 
 def test_unexpected_errors_answer_one_json_500_and_log_one_traceback(make_app, caplog):

@@ -9,6 +9,7 @@ import threading
 import jsonschema
 import pytest
 from api_fixtures import published_rows
+from jetpredict.api import storage as storage_module
 from jetpredict.api import workloads as workloads_module
 
 RESNET, MOBILENET = "sweep-resnet18", "sweep-mobilenetv3"
@@ -197,6 +198,51 @@ def test_a_workload_uploaded_again_after_a_delete_is_never_answered_from_the_del
     assert all(a["epoch_time_s"] > 2 * b["epoch_time_s"] for a, b in zip(after, before, strict=True))
     # Each later upload counts on from there, on either worker.
     assert upload(first, auth, published_rows(n=6)[4:]).json["revision"] == 3
+
+
+
+def test_an_upload_racing_a_delete_never_reuses_a_revision(make_app, auth, monkeypatch):
+    """Worker 1 stores a deleted id again. Just as its upload reads the id's last deleted revision, worker 2
+    stores other rows under the id, caches their model and deletes them (the interleaving seen live). The
+    two uploads must not share a revision: worker 2 would keep answering from its cached model of the
+    deleted rows, since caches are checked by revision alone."""
+    first, second = make_app().test_client(), make_app().test_client()
+    body = {"workload": {"id": "my-resnet"}, "modes": "presets"}
+    rows, others = published_rows(), published_rows(n=8)[4:]
+    assert upload(first, auth, rows).json["revision"] == 1
+    assert first.delete("/v1/workloads/my-resnet", headers=auth).status_code == 204
+    read = storage_module._last_deleted_revision
+    answers: dict[str, dict] = {}
+
+    def worker_2() -> None:
+        answers["b"] = upload(second, auth, others).json
+        second.post("/v1/predictions", json=body)  # caches the model of its rows
+        second.delete("/v1/workloads/my-resnet", headers=auth)
+
+    def interleaved(conn, workload_id: str) -> int:
+        value = read(conn, workload_id)
+        if threading.current_thread().name == "A" and "started" not in answers:
+            answers["started"] = {}
+            other = threading.Thread(target=worker_2)
+            other.start()
+            # Long enough for worker 2 to finish unless it waits for this upload (it must, once fixed).
+            other.join(timeout=3)
+            answers["join"] = {"other": other}
+        return value
+
+    monkeypatch.setattr(storage_module, "_last_deleted_revision", interleaved)
+    a = threading.Thread(name="A", target=lambda: answers.update(a=upload(first, auth, rows).json))
+    a.start()
+    a.join(timeout=60)
+    answers["join"]["other"].join(timeout=60)
+    monkeypatch.setattr(storage_module, "_last_deleted_revision", read)
+    seen = [answers["a"].get("revision"), answers["b"].get("revision")]
+    assert seen[0] != seen[1], answers
+    fresh = make_app().test_client()
+    assert second.post("/v1/predictions", json=body).json == fresh.post("/v1/predictions", json=body).json
+    later = upload(first, auth, published_rows(n=10)[8:])
+    assert later.status_code == 201 and later.json["revision"] > max(r for r in seen if r is not None)
+    assert second.post("/v1/predictions", json=body).json == fresh.post("/v1/predictions", json=body).json
 
 
 @pytest.mark.slow

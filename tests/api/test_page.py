@@ -192,6 +192,21 @@ def test_workloads_are_searchable_beyond_the_first_page_limit(app, client):
     assert client.get("/v1/workloads", query_string={"search": ""}).get_json()["total"] == 1004
 
 
+def test_workload_search_ignores_case_beyond_ascii_on_every_database(app, client):
+    """"Case-insensitive" holds for every letter, as PostgreSQL's lower() folds them (SQLite's folds ASCII)."""
+    from api_fixtures import published_rows
+    from jetpredict.api.storage import WorkloadWrite
+
+    row = published_rows(n=1)[0]
+    app.extensions["jetpredict"].storage.add_uploads([
+        WorkloadWrite(workload_id=i, device="agx-xavier", rows=[{**row, "workload": i}], expected_revision=0,
+                      fit={}) for i in ("ÜberNet", "ΣΊΣΥΦΟΣ-net", "plain")])
+    for search, found in [("übernet", ["ÜberNet"]), ("ÜBERNET", ["ÜberNet"]), ("berNET", ["ÜberNet"]),
+                          ("σίσυφος", ["ΣΊΣΥΦΟΣ-net"]), ("NET", ["ÜberNet", "ΣΊΣΥΦΟΣ-net"]), ("ü", ["ÜberNet"]),
+                          ("ubernet", [])]:
+        answer = client.get("/v1/workloads", query_string={"search": search}).get_json()
+        assert sorted(w["id"] for w in answer["workloads"]) == sorted(found), search
+
 @pytest.mark.parametrize("search", ["a\x00b", "a/b", "x" * 201])
 def test_workload_search_refuses_text_no_id_can_hold(client, search):
     r = client.get("/v1/workloads", query_string={"search": search})
