@@ -50,9 +50,9 @@ def _create_app():
     return create_app()
 
 
-#: What ``serve`` says it runs, in its "listening on" line.
-FLASK_DESCRIPTION = ("Flask server: Flask's threaded development server, one process; "
-                     "pip install 'jetpredict[server]' to serve with gunicorn")
+#: What ``serve`` says it runs, in its "listening on" line; the install hint only where gunicorn is missing.
+FLASK_DESCRIPTION = "Flask server: Flask's threaded development server, one process"
+GUNICORN_HINT = "; pip install 'jetpredict[server]' to serve with gunicorn"
 
 
 def check_port(host: str, port: int) -> None:
@@ -201,7 +201,8 @@ def _serve(args: argparse.Namespace) -> int:
         _log(f"warning: HEAVY_SLOTS + HEAVY_QUEUE = {settings.HEAVY_SLOTS + settings.HEAVY_QUEUE} >= THREADS = "
              f"{settings.THREADS}: heavy requests can take every thread of a worker; raise --threads or lower "
              "JETPREDICT_HEAVY_QUEUE")
-    what = f"gunicorn, {settings.WORKERS} workers" if use_gunicorn else FLASK_DESCRIPTION
+    what = (f"gunicorn, {settings.WORKERS} workers" if use_gunicorn
+            else FLASK_DESCRIPTION + ("" if gunicorn_available() else GUNICORN_HINT))
 
     def ready(url: str) -> None:  # said only once the port is bound
         _log(f"listening on {url} ({what}); database {masked_url(settings.database_url)}")  # passwords hidden

@@ -11,6 +11,7 @@ import time
 import urllib.request
 
 import pytest
+from jetpredict.api.serve_cli import gunicorn_available
 
 from tools.testing import free_port
 
@@ -36,6 +37,8 @@ def test_listening_is_said_once_the_port_answers(tmp_path, server, says):
             line = proc.stderr.readline()
             assert line or proc.poll() is None, "serve exited"
         assert f"listening on http://127.0.0.1:{port} ({says}" in line
+        # the install hint only where gunicorn is missing, not when Flask was chosen beside it
+        assert ("pip install 'jetpredict[server]'" in line) == (not gunicorn_available())
         # said after the bind: the port takes a connection right away (answers once the app is loaded)
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass
