@@ -183,9 +183,10 @@ def real_loo(target: str, design: str = "efij"):
 
 @pytest.mark.parametrize("target,time_mape,energy_mape,coverage,width", [
     # Measured (mech-14; real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h; the
-    # other two real workloads as reference): time / energy MAPE 1.5 / 1.3% (ResNet-18), 3.6 / 3.3%
-    # (MobileNetV3), 4.5 / 8.5% (LeNet-5; mech-13: 4.7 / 6.3%, its time errors at CPU 1200 MHz offsetting
-    # its power errors there; mech-7: 16.0 / 24.8%); time coverage 6/6 each; median width 12%, 13%, 33%.
+    # other two real workloads as reference; bench/results/real_cv.md, mech-15): time / energy MAPE 1.5 / 1.3%
+    # (ResNet-18), 3.5 / 3.3% (MobileNetV3), 4.5 / 8.5% (LeNet-5; mech-13: 4.7 / 6.3%, its time errors at CPU
+    # 1200 MHz offsetting its power errors there; mech-7: 16.0 / 24.8%); time coverage 6/6 each; median
+    # width 13%, 13%, 31%.
     ("resnet18-cifar10", 0.018, 0.015, 1.0, 0.15), ("mobilenetv3-gld23k", 0.041, 0.038, 1.0, 0.16),
     ("lenet5-mnist", 0.052, 0.092, 1.0, 0.36)])
 def test_real_leave_one_workload_out(target, time_mape, energy_mape, coverage, width):
