@@ -93,8 +93,14 @@ class CampaignConfig:
 
 
 def output_paths(out: str | Path) -> tuple[Path | None, Path]:
-    """(CSV path or None, JSON path) for ``--out``."""
-    out = Path(out)
+    """(CSV path or None, JSON path) for ``--out``; InputError for a value that names no file (empty, ``.``,
+    ``/``, ``..``, a trailing ``/``): the sidecar's name is made from the file's."""
+    text = str(out)
+    if not text.strip():
+        raise InputError("--out is empty: give a file, FILE.csv or FILE.json", "out")
+    if os.path.basename(text) in ("", ".", ".."):  # not Path(text).name: Path drops a trailing "/" or "/."
+        raise InputError(f"--out {text} is a directory: give a file in it, FILE.csv or FILE.json", "out")
+    out = Path(text)
     if out.suffix.lower() == ".json":
         return None, out
     return out, out.with_name(out.name + ".json")

@@ -15,6 +15,10 @@ on the signal path is tried again on the exit path. Controllers that change the 
 (``persistent = True``) also write the original mode to a state file before the first switch
 (:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot;
 when the restore on the way out fails, its :class:`RestoreFailedError` names that file and the command to run.
+They also hold the state folder's lock (:class:`profiler.powermode.state.ModeLock`) from the check for
+another run until their restore is done (or ``keep``), so of two runs started at once the second is refused.
+SIGTERM, SIGHUP and SIGQUIT end the run with :class:`SignalExit` (status 128 + the signal, as their default
+action would) once the mode is back, so a command line can say why it stopped.
 A state file ``jetpredict apply`` kept on purpose is not adopted: the run returns to the mode in force when
 it started (the applied one) and writes the apply's record back for ``jetpredict restore``; while it runs,
 the file holds the apply's original under the run's pid, which is what a crash leaves to restore.
@@ -112,6 +116,30 @@ class RestoreFailedError(PrivilegedCommandError):
     """The restore on a controller's way out failed: the state file stays; the message says what to run."""
 
 
+class SignalExit(SystemExit):
+    """The run was stopped by ``signum`` (SIGTERM, SIGHUP, SIGQUIT): exit status 128 + the signal, as the
+    signal's default action would give. ``restored``: the controller put the mode back on the way."""
+
+    def __init__(self, signum: int, restored: bool = False) -> None:
+        super().__init__(128 + signum)
+        self.signum, self.restored = signum, restored
+
+    def describe(self) -> str:
+        """``stopped by SIGTERM`` and, when it was, that the power mode was restored: for a person."""
+        name = signal.Signals(self.signum).name
+        return f"stopped by {name}" + ("; the power mode in force before it was restored" if self.restored else "")
+
+
+def _another_run(who: str, earlier: Any) -> PrivilegedCommandError:
+    """The refusal of a second run on a device another run (``who``: ``pid N``) is switching; ``earlier``:
+    its state file, when it has written one."""
+    original = (f" (original mode: {earlier.describe()})" if earlier is not None and who == f"pid {earlier.pid}"
+                else "")
+    # Two runs switching one device would each "restore" the other's mode; refuse the second.
+    return PrivilegedCommandError(f"another jetpredict run ({who}) is changing power modes on this device; "
+                                  f"wait for it to end{original}")
+
+
 class PowerModeController(ABC):
     """Sets and reads power modes on one machine (``kind`` is ``host``, ``jetson``, ...)."""
 
@@ -127,6 +155,7 @@ class PowerModeController(ABC):
         self._previous_handlers: dict[int, Any] = {}
         self._restore_lock = threading.RLock()
         self._owner_pid: int | None = None  # the process that saved the state; only it restores
+        self._lock: Any = None  # profiler.powermode.state.ModeLock while this controller holds it
 
     def _is_owner(self) -> bool:
         """True in the process that saved the state (False in a child forked while inside)."""
@@ -183,16 +212,31 @@ class PowerModeController(ABC):
             return
         from jetpredict.profiler.powermode import state as state_file
 
+        # The lock first: checking for another run and writing our file must be one step, else two runs
+        # started together both find no file, and each later "restores" the mode the other set.
+        try:
+            self._lock = state_file.ModeLock.take()
+        except state_file.LockHeldError as err:
+            try:
+                holder = state_file.find_state()  # its original mode, when it has saved it yet
+            except state_file.StateFileError:
+                holder = None
+            raise _another_run(err.who(), holder) from None
+        try:
+            self._claim_state(state_file)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _claim_state(self, state_file: Any) -> None:
+        """:meth:`remember` for a persistent controller, under the lock: adopt, take over or write the file."""
         try:
             earlier = state_file.find_state()
         except state_file.StateFileError as err:
             log.warning("ignoring an unreadable power-mode state file: %s", err)
             earlier = None
-        if earlier is not None and earlier.run_alive():
-            # Two runs switching one device would each "restore" the other's mode; refuse the second.
-            raise PrivilegedCommandError(f"another jetpredict run (pid {earlier.pid}) is changing power modes "
-                                         f"on this device; wait for it to end (original mode: "
-                                         f"{earlier.describe()})")
+        if earlier is not None and earlier.run_alive():  # a run of a jetpredict that took no lock
+            raise _another_run(f"pid {earlier.pid}", earlier)
         if earlier is not None and earlier.kind != self.kind:
             who = f"`{state_file.APPLY_COMMAND}`" if earlier.kept else f"an unfinished {earlier.kind} run"
             raise PrivilegedCommandError(f"{who} left {earlier.kind} settings in {earlier.path}; run "
@@ -213,6 +257,12 @@ class PowerModeController(ABC):
         self._has_saved, self._state_file = True, record
         self._kept = earlier if in_force is not None else None
         self._owner_pid = os.getpid()
+
+    def _release_lock(self) -> None:
+        """Release the state folder's lock, in the process that took it only (a forked child shares it)."""
+        if self._lock is not None and self._lock.pid == os.getpid():
+            lock, self._lock = self._lock, None
+            lock.release()
 
     def _in_force_over(self, kept: Any) -> Any:
         """:meth:`snapshot_in_force` over the record ``kept`` that ``jetpredict apply`` left; None (with a
@@ -241,6 +291,7 @@ class PowerModeController(ABC):
 
                 state_file.write_state(dataclasses.replace(self._state_file, kept=True, over_applied=False))
             self._saved, self._has_saved, self._state_file, self._kept = None, False, None, None
+            self._release_lock()  # the switching is over: the next run may start
 
     def restore(self) -> bool:
         """Put back the remembered state; returns False when there was nothing to restore.
@@ -267,14 +318,16 @@ class PowerModeController(ABC):
                 else:
                     state_file.clear_state(self._state_file)
                 self._state_file, self._kept = None, None
+            self._release_lock()
             return True
 
     # --- context manager and signals -------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # A forked child (restore() is a no-op there) still acts on the signal as the owner would: it stops.
+        restored = False
         try:
-            self.restore()
+            restored = self.restore()
         except Exception as err:
             if self._has_saved:  # the exit path tries again; the state file stays for `jetpredict restore`
                 log.exception("%s: restoring the power mode on signal %d failed", self.kind, signum)
@@ -288,7 +341,7 @@ class PowerModeController(ABC):
         elif signum == signal.SIGINT:
             raise KeyboardInterrupt
         else:  # default action of SIGTERM/SIGHUP/SIGQUIT: exit with the conventional status; finally runs
-            raise SystemExit(128 + signum)
+            raise SignalExit(signum, restored)
 
     def _install_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -311,9 +364,10 @@ class PowerModeController(ABC):
             self._install_handlers()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         try:
-            self.restore()
+            if self.restore() and isinstance(exc, SignalExit):
+                exc.restored = True  # the restore on the signal failed, this retry did it
         except Exception as err:
             if self._state_file is None:
                 raise
@@ -329,3 +383,4 @@ class PowerModeController(ABC):
                                      *details) from err
         finally:
             self._uninstall_handlers()
+            self._release_lock()  # a failed restore leaves the state file, naming us, for the next run

@@ -28,7 +28,7 @@ def restore_unfinished(force: bool = False) -> RecoveryResult:
     """Restore the mode a state file records, then remove the file (and the files kept beside it).
 
     Raises :class:`state.StateFileError` for an unreadable file, :class:`RunStillActive` when its run is
-    alive (unless ``force``), and :class:`PrivilegedCommandError` when the switch fails (file kept).
+    alive or another run holds the power-mode lock (unless ``force``), and :class:`PrivilegedCommandError` when the switch fails (file kept).
     """
     state = state_file.find_state()
     if state is None:
@@ -37,6 +37,23 @@ def restore_unfinished(force: bool = False) -> RecoveryResult:
     if state.run_alive() and not force:
         raise RunStillActive(f"the run that saved {state.describe()} is still running (pid {state.pid}); "
                              "stop it (it restores on exit) or pass --force")
+    lock = None
+    if not force:  # --force restores under a live run, whose lock it cannot have
+        try:
+            # The lock beside the file: a run that started since it was read must not switch under us.
+            lock = state_file.ModeLock.take(state.path.parent if state.path else None)
+        except state_file.LockHeldError as err:
+            raise RunStillActive(f"another jetpredict run ({err.who()}) is changing power modes; stop it "
+                                 "(it restores on exit) or pass --force") from None
+    try:
+        return _restore(state)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _restore(state: state_file.RestoreState) -> RecoveryResult:
+    """Put back the mode ``state`` records and remove its files."""
     device = load_device(state.device)
     if state.kind == "jetson":
         from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF, NvpmodelController

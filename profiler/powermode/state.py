@@ -12,12 +12,17 @@ A file ``jetpredict apply`` leaves on purpose is marked ``kept``: a later run th
 the record back as it was for ``jetpredict restore``. Fields added after version 1 (``kept``,
 ``over_applied``, ``start_time``) are optional: a file without them reads as not kept, with no start time
 (the pid alone says whether its run is alive), and older readers ignore them, so the version stays 1.
+
+Checking for a live run and writing the file is one claim: a run holds an exclusive ``flock`` on
+``powermode.lock`` beside the file (:class:`ModeLock`) from before that check until its restore is done,
+so of two runs started at the same moment the second is refused. ``jetpredict restore`` takes it too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import logging
 import os
@@ -39,6 +44,8 @@ STATE_FILE_NAME = "powermode-restore.json"
 #: The custom nvpmodel configuration lives beside the state file, so ``restore`` can remove it too.
 CUSTOM_CONF_NAME = "nvpmodel-custom.conf"
 CLOCKS_STORE_NAME = "jetson-clocks-store.conf"
+#: Held (flock) by the run that changes power modes, from its check for another run to its restore.
+LOCK_FILE_NAME = "powermode.lock"
 SCHEMA_VERSION = 1
 #: ``/proc/<pid>/stat`` field (1-based) holding the process start time, in clock ticks since boot.
 PROC_START_TIME_FIELD = 22
@@ -259,6 +266,81 @@ def clear_state(state: RestoreState | None = None) -> None:
     for name in (STATE_FILE_NAME, CUSTOM_CONF_NAME, CLOCKS_STORE_NAME):
         with contextlib.suppress(FileNotFoundError):
             (directory / name).unlink()
+
+
+class LockHeldError(RuntimeError):
+    """Another process holds the power-mode lock; ``pid`` is the one it recorded (None: not yet written)."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        super().__init__(f"the power-mode lock is held by {self.who()}")
+
+    def who(self) -> str:
+        """The holder, for messages: ``pid 1234`` (or that it has not written its pid yet)."""
+        return f"pid {self.pid}" if self.pid is not None else "pid not recorded yet"
+
+
+#: How often :meth:`ModeLock.take` tries again when the file it locked was removed under it by its releaser.
+LOCK_TRIES = 20
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` is still the file open as ``fd`` (its holder removes it as it releases the lock)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
+    except FileNotFoundError:
+        return False
+
+
+@dataclass
+class ModeLock:
+    """An exclusive ``flock`` on :data:`LOCK_FILE_NAME` in :func:`state_dir`: held by the one run that may
+    change power modes, from its check for another run to the end of its restore. The file holds the holder's
+    pid (for the refusal's message) and is removed on release, so a clean run leaves nothing behind."""
+
+    path: Path
+    fd: int
+    pid: int  # the process that took it; a process forked meanwhile shares the lock but never releases it
+
+    @classmethod
+    def take(cls, directory: Path | None = None) -> ModeLock:
+        """Lock the file in ``directory`` (default :func:`state_dir`) without waiting; :class:`LockHeldError`
+        naming the holder's pid when another run has it."""
+        path = (directory or state_dir()) / LOCK_FILE_NAME
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for _ in range(LOCK_TRIES):
+            # O_NOFOLLOW: as root, never open where a planted link points. Python's descriptors are not
+            # inherited by the nvpmodel it runs, so a tool left running cannot keep the lock.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if _same_file(fd, path):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                    return cls(path, fd, os.getpid())
+            except BlockingIOError:
+                text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                os.close(fd)
+                raise LockHeldError(int(text) if text.isdigit() else None) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            # Locked a file its holder removed as it released it: lock the one at the path now.
+            os.close(fd)
+        raise LockHeldError(None)
+
+    def release(self) -> None:
+        """Remove the file, then unlock (in that order: a run that opened it meanwhile sees it gone and
+        locks a new one). A no-op in a process forked while it was held: the lock is its parent's."""
+        if self.pid != os.getpid() or self.fd < 0:
+            return
+        fd, self.fd = self.fd, -1
+        try:
+            if _same_file(fd, self.path):
+                self.path.unlink()
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)  # explicit: a forked child's copy of the descriptor must not keep it
+            os.close(fd)
 
 
 def kept_message(state: RestoreState) -> str:

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 from jetpredict.models.catalogue import Device
@@ -198,6 +202,22 @@ class FakeRoot:
         self.write("/var/lib/fake_tegrastats/lines.txt", "\n".join(lines))
         return self.install_tool("tegrastats", FAKE_TEGRASTATS)
 
+    # --- holding a call of the fake nvpmodel (GATED_NVPMODEL) -----------------------------------
+
+    def hold_nvpmodel(self, what: str) -> None:
+        """The next ``nvpmodel -q`` (``what`` "q") or ``-m`` ("m") waits inside until :meth:`release_nvpmodel`."""
+        (self.path / f"hold_{what}").touch()
+
+    def wait_held(self, what: str, timeout_s: float = 60.0) -> None:
+        """Wait until a fake nvpmodel call is held (:meth:`hold_nvpmodel`)."""
+        deadline = time.monotonic() + timeout_s
+        while not (self.path / f"hold_{what}.taken").exists():
+            assert time.monotonic() < deadline, f"no nvpmodel -{what} came within {timeout_s:g} s"
+            time.sleep(0.01)
+
+    def release_nvpmodel(self, what: str) -> None:
+        (self.path / f"hold_{what}.taken").unlink(missing_ok=True)
+
     def env(self) -> dict[str, str]:
         """An environment for a child process that sees this root and its tools first on PATH."""
         env = dict(os.environ)
@@ -370,3 +390,54 @@ while True:
     i += 1
     time.sleep(interval_s)
 '''
+
+
+# FAKE_NVPMODEL whose calls a test can hold (FakeRoot.hold_nvpmodel): the first ``-q`` (or ``-m``) call to
+# find <root>/hold_q (hold_m) takes it (renames it to .taken, so only that call waits) and waits inside
+# until the test removes the .taken file; the calls after it run at once.
+GATED_NVPMODEL = textwrap.dedent("""
+    import os as _os, pathlib as _p, sys as _s, time as _t
+    _what = "q" if "-q" in _s.argv else "m" if "-m" in _s.argv else None
+    if _what is not None:
+        _hold = _p.Path(__file__).resolve().parents[2] / f"hold_{_what}"
+        _taken = _hold.with_name(_hold.name + ".taken")
+        try:
+            _os.rename(_hold, _taken)
+        except FileNotFoundError:
+            pass
+        else:
+            while _taken.exists():
+                _t.sleep(0.01)
+""") + FAKE_NVPMODEL
+
+
+# `jetpredict ARGS` with SIGINT, SIGHUP and SIGQUIT at their defaults: a child inherits them ignored from a
+# suite run under nohup or as a shell's background job, and the profiler leaves an ignored signal ignored.
+_CLI_CHILD = textwrap.dedent("""
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for _name in ("SIGHUP", "SIGQUIT", "SIGTERM"):
+        signal.signal(getattr(signal, _name), signal.SIG_DFL)
+    from jetpredict.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def start_cli(root: FakeRoot, *args: str) -> subprocess.Popen:
+    """``jetpredict ARGS`` on the fake machine ``root`` in its own session (the test signals it alone, or
+    its group as a terminal would); text stdout and stderr are pipes. Its pid is the run's."""
+    env = root.env()
+    env.pop("JETPREDICT_STATE_DIR", None)  # the state file goes under the fake root, where tests look
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    return subprocess.Popen([sys.executable, "-c", _CLI_CHILD, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def finish(child: subprocess.Popen, timeout_s: float = 120.0) -> tuple[str, str]:
+    """The child's (stdout, stderr) once it ended; killed (its whole session) if it does not within the time."""
+    try:
+        return child.communicate(timeout=timeout_s)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()

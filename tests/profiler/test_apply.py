@@ -3,8 +3,10 @@ nothing; ``jetpredict restore`` puts the original mode back."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
-from fakes import EMC_CAP, GPU_DIRS
+from fakes import EMC_CAP, GATED_NVPMODEL, GPU_DIRS, finish, start_cli
 from jetpredict.models.catalogue import load_device, mode_label
 from jetpredict.profiler.apply import parse_mode
 from jetpredict.profiler.powermode.state import STATE_FILE_NAME, state_dir
@@ -206,3 +208,28 @@ def test_a_failed_second_apply_goes_back_to_the_first_and_both_keep_the_first_or
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0001"
     assert main(["restore"]) == 0
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0000" and find_state() is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_stop_during_the_switch_puts_the_mode_before_it_back_and_says_so(xavier, sig):
+    """As Ctrl-C does: the switch finishes (the signal is held meanwhile), then the mode in force before the
+    command is restored, and the exit status is the signal's. No state file is left for a later run to
+    take over (it would end in the original instead of a mode this command never kept)."""
+    root, device = xavier
+    root.install_tool("nvpmodel", GATED_NVPMODEL.replace("@SOC@", device.specs.soc))
+    root.hold_nvpmodel("m")
+    child = start_cli(root, "apply", "--mode", "MODE_15W")
+    try:
+        root.wait_held("m")  # inside the switch to MODE_15W
+        child.send_signal(sig)
+    finally:
+        root.release_nvpmodel("m")
+        out, err = finish(child)
+    assert child.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1] == (f"jetpredict apply: stopped by {signal.Signals(sig).name}; the power "
+                                            "mode in force before it was restored")
+    assert "applied" not in out
+    assert [c[-1] for c in switches(root)] == ["2", "0"]  # the switch, then back to MAXN
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
+    assert not (root.real("/var/lib/jetpredict") / STATE_FILE_NAME).exists()

@@ -200,3 +200,23 @@ def test_a_failed_final_restore_tells_the_command_that_puts_the_mode_back(fake_r
     monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
     assert main(["restore"]) == 0
     assert fake_root.read("/var/lib/nvpmodel/status") == "pmode:0003" and not saved.exists()
+
+
+@pytest.mark.parametrize(("out", "said"), [
+    ("", "--out is empty"), (".", "--out . is a directory"), ("/", "--out / is a directory"),
+    ("..", "--out .. is a directory"), ("new-folder/", "--out new-folder/ is a directory"),
+    ("sub/.", "--out sub/. is a directory"),
+], ids=["empty", "dot", "root", "dotdot", "trailing-slash", "trailing-dot"])
+def test_an_out_that_names_no_file_exits_2_before_any_switch(fake_root, tmp_path, capsys, monkeypatch, out, said):
+    from jetpredict.models.catalogue import load_device
+
+    fake_root.add_jetson(load_device("agx-xavier"), preset_id=3)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    argv = ["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN", "--no-progress",
+            "--out", out]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"jetpredict profile: error: {said}: give a file" in err and "Traceback" not in err
+    assert fake_root.calls() == []  # refused before the controller: no query, no switch
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "sub"]  # nothing written

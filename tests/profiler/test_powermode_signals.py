@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import FAKE_NVPMODEL
+from fakes import FAKE_NVPMODEL, GATED_NVPMODEL, finish, start_cli
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
@@ -366,3 +366,27 @@ def test_a_run_over_an_applied_mode_is_said_to_return_to_it_and_after_sigkill_re
     assert "restored the original power mode MODE_30W_ALL on agx-xavier" in done.stderr
     _in_original_mode(xavier)
     assert _leftovers(xavier) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=["sigterm", "sighup", "sigquit"])
+def test_a_profile_stopped_by_a_signal_says_which_and_that_the_mode_is_back(fake_root, monkeypatch, tmp_path, sig):
+    """Ctrl-C prints "interrupted"; a stop by another signal says as much in one line, not nothing."""
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device, preset_id=ORIGINAL_ID)
+    fake_root.install_tool("nvpmodel", GATED_NVPMODEL.replace("@SOC@", device.specs.soc))
+    fake_root.hold_nvpmodel("m")
+    child = start_cli(fake_root, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes",
+                      "MAXN", "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1",
+                      "--settle-s", "0", "--no-progress", "--out", str(tmp_path / "p.csv"))
+    try:
+        fake_root.wait_held("m")  # inside the switch to MAXN
+        child.send_signal(sig)
+    finally:
+        fake_root.release_nvpmodel("m")
+        _, err = finish(child)
+    assert child.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1] == (f"jetpredict profile: stopped by {signal.Signals(sig).name}; the "
+                                            "power mode in force before it was restored")
+    _in_original_mode(fake_root)
+    assert _leftovers(fake_root) == []

@@ -95,6 +95,7 @@ def test_status_reports_a_pending_restore_with_its_mode_file_and_command(xavier_
         table, doc = _status(capsys)
     finally:
         ctl._uninstall_handlers()
+        ctl._release_lock()  # as the kernel does for a run that died
     command = f"sudo JETPREDICT_SYSFS_ROOT={xavier_state.path} jetpredict restore"
     line = next(x for x in table.splitlines() if x.startswith("restore:"))
     assert "pending: the original power mode MODE_30W_ALL on agx-xavier" in line
