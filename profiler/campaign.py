@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from jetpredict.models.atomic_files import probe_folder, replace_file
+from jetpredict.models.atomic_files import probe_folder, write_output
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
@@ -237,13 +237,14 @@ def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> list[dict[str
 
 
 def _write_atomic(path: Path, write: Callable[[TextIO], None], newline: str | None = None) -> None:
-    """Write ``path`` whole (:func:`~jetpredict.models.atomic_files.replace_file`), so that a reader (or a
-    crash) never sees it half written; a new file gets the permissions the umask gives it (a private
-    temporary file's 0600 would leave a ``sudo jetpredict profile``'s outputs unreadable to the user)."""
+    """Write ``path`` whole (:func:`~jetpredict.models.atomic_files.write_output`: through a symlink to the
+    file it names), so that a reader (or a crash) never sees it half written; a new file gets the
+    permissions the umask gives it (a private temporary file's 0600 would leave a ``sudo jetpredict
+    profile``'s outputs unreadable to the user)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = io.StringIO(newline=newline)
     write(text)
-    replace_file(path, text.getvalue().encode("utf-8"))
+    write_output(path, text.getvalue().encode("utf-8"))
 
 
 def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
@@ -429,6 +430,9 @@ class _Outputs:
         for p in self.paths():
             if p.is_dir():
                 raise InputError(f"--out {p} is a directory", "out")
+            if p.exists() and not p.is_file():  # a device or FIFO: rewritten after every mode, beside a sidecar
+                raise InputError(f"--out {p} is not a regular file: the rows and their sidecar are files "
+                                 "rewritten whole after each mode; give a file path", "out")
 
     def paths(self) -> list[Path]:
         return [p for p in (self.csv_path, self.json_path) if p is not None]

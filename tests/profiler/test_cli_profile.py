@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -220,3 +221,20 @@ def test_an_out_that_names_no_file_exits_2_before_any_switch(fake_root, tmp_path
     assert f"jetpredict profile: error: {said}: give a file" in err and "Traceback" not in err
     assert fake_root.calls() == []  # refused before the controller: no query, no switch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "sub"]  # nothing written
+
+
+def test_an_out_that_is_a_fifo_is_refused_and_a_symlink_is_followed(tmp_path, capsys):
+    """A device or FIFO (``--out /dev/null``) was replaced by a regular file beside a new ``null.json``; a
+    symlink was replaced by a regular file, where ``fit`` and ``predict`` write the file it names."""
+    argv = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MODE_10W",
+            "--minibatches", "2", "--no-progress", "--out"]
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    assert main([*argv, str(fifo)]) == 2
+    assert f"--out {fifo} is not a regular file" in capsys.readouterr().err
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and not (tmp_path / "pipe.csv.json").exists()
+    (tmp_path / "runs").mkdir()
+    link = tmp_path / "latest.csv"
+    link.symlink_to(tmp_path / "runs" / "run1.csv")
+    assert main([*argv, str(link)]) == 0
+    assert link.is_symlink() and (tmp_path / "runs" / "run1.csv").read_text().startswith("device,workload,mode,")
