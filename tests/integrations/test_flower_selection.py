@@ -224,10 +224,11 @@ def test_a_mod_only_node_late_to_the_query_as_train_message_is_asked_again(resne
         return Message(RecordDict({"metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
 
     grid = LateGrid(app, node_contexts(devices, lambda n: {}), late=[2])
-    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=2),
+    # One node suffices: a late node is not heard (with 2 needed the round would be a DeviceQueryError).
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=1),
                                   resnet_model, deadline_s=600.0)
     assert [m.metadata.dst_node_id for m in configure(strategy, grid)] == [1]
-    assert "no jetpredict mod" not in strategy.records[1].reason  # it was late, not without the mod
+    assert strategy.records[1].reason == "no reply to the device query"  # late, not without the mod
     assert sorted(m.metadata.dst_node_id for m in configure(strategy, grid, 2)) == [1, 2]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from jetpredict.client import Client, ServiceError
+from jetpredict.client import Client, ConnectionFailed, Overloaded, ServiceError, Unauthorized
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import PROVENANCE_FIELDS
@@ -28,6 +28,18 @@ PROVENANCE_KEYS: tuple[str, ...] = ("workload_id", *PROVENANCE_FIELDS)
 
 class PlannerError(RuntimeError):
     """The fleet planner could not plan a round (the service refused or was unreachable)."""
+
+    @property
+    def round_wide(self) -> bool:
+        """True when the cause is the service's state, not the request: no answer (refused, timed out),
+        overloaded (429/503), the caller's key refused (401/403) or a server error (5xx). Every other
+        request of the round would fail alike, each after its own retries (up to ``retries + 1`` times
+        ``timeout_s``). False for a refusal of the request itself (400/422: a ``deadline_s`` past the
+        service's limit; 404: one device's workload) and for an error raised by the planner itself."""
+        cause = self.__cause__
+        if isinstance(cause, ConnectionFailed | Overloaded | Unauthorized):
+            return True
+        return isinstance(cause, ServiceError) and cause.status is not None and cause.status >= 500
 
 
 class FleetPlanner(Protocol):

@@ -140,7 +140,10 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
 
     A plan the planner refuses for one epoch scale (a service's limit on ``deadline_s / s``, say) leaves
     those nodes unplanned with the planner's reason, and the others are planned; when it refuses every
-    scale, its :class:`PlannerError` is raised (no plan at all: the caller skips the round)."""
+    scale, its :class:`PlannerError` is raised (no plan at all: the caller skips the round). A failure
+    that is not the request's own (:attr:`PlannerError.round_wide`: the service unreachable, overloaded,
+    refusing the key, failing) is raised at once: asking the other scales would cost each its retries and
+    timeouts (with 28 scales, about an hour at the client's defaults) to fail the same way."""
     by_scale: dict[float, list[NodeInfo]] = {}
     for node in nodes:
         if node.device is not None:
@@ -152,6 +155,8 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
             answer = planner.plan([{"id": str(n.node_id), "device": str(n.device)} for n in group],
                                   deadline_s / scale, epochs)
         except PlannerError as err:
+            if err.round_wide:
+                raise
             refused.append(err)
             for node in group:
                 plans[node.node_id] = ClientPlan(

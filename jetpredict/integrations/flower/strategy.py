@@ -7,7 +7,8 @@ Each training round it
    holding only a ``jetpredict.query`` record, which the mod answers without training; an app without
    the mod hands that message to its own train function, so such a node is sent it once per run);
 2. asks the fleet planner for one plan per epoch scale (:func:`~.plans.plan_nodes`; a scale the planner
-   refuses leaves only its nodes unplanned, and the round is skipped when it refuses every scale);
+   refuses leaves only its nodes unplanned, and the round is skipped when it refuses every scale, or at
+   the first failure that is not the request's own: the service unreachable or overloaded, say);
 3. lets the wrapped strategy sample, on a Grid that shows it only the planned nodes
    (:class:`PlannedNodesGrid`), among the nodes whose plan meets the deadline with its upper time bound
    (optionally only the cheapest fraction of them, in energy per unit of local work, but never fewer
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 
 #: What a Flower ClientApp answers to a message type it has no function for (flwr 1.x ClientApp).
 _UNROUTED = f"No query function registered with name '{QUERY_ACTION}'"
+#: The reason of a selected node whose train reply carries no ``jetpredict.report`` (its deadline unknown).
+_UNREPORTED = "replied without a jetpredict report (no jetpredict_mod or PlannedRound in its train)"
 
 
 class DeviceQueryError(RuntimeError):
@@ -76,7 +79,8 @@ class ClientRecord:
     Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j``
     is None when the node had no power meter (``energy_null_reason`` says why); ``source`` is
     ``measured`` or ``simulated`` (digital twin). ``deadline_missed``: reported time above the deadline,
-    or no reply from a selected node. ``confidence_note``: the plan's word on its confidence;
+    or no reply from a selected node; None (unknown) for a reply without a ``jetpredict.report``, with
+    ``reason`` saying so. ``confidence_note``: the plan's word on its confidence;
     ``cross_device``, ``workload_id``, ``reference_source``, ``workload_source``, ``profiled_modes``,
     ``model_version``: what the plan's prediction rests on (see :class:`~.plans.ClientPlan`).
     """
@@ -182,8 +186,9 @@ class PlannedNodesGrid(Grid):
 def _node_info(node: int, reply: Message) -> NodeInfo:
     """Parse a node's answer to the device query (an unusable answer gives a NodeInfo with a reason)."""
     if reply.has_error():
-        return NodeInfo(node, None, reason=f"device query failed: {reply.error.reason} (give the ClientApp "
-                                           "jetpredict_mod(...), or add_device_query(app))")
+        # Only an app with no query function lacks a jetpredict part; any other error is the app's own.
+        hint = " (give the ClientApp jetpredict_mod(...), or add_device_query(app))" if _unrouted(reply) else ""
+        return NodeInfo(node, None, reason=f"device query failed: {reply.error.reason}{hint}")
     record = reply.content.config_records.get(NODE_RECORD)
     if record is None:
         return NodeInfo(node, None, reason=f"the reply to the device query has no {NODE_RECORD} record")
@@ -262,9 +267,10 @@ class JetpredictStrategy(Strategy):
     keep only this share (0, 1] of the nodes that meet the deadline, those of least planned energy
     (training + idle until the deadline) per unit of local work, but no fewer than the wrapped strategy's
     ``min_train_nodes``. ``query_timeout_s``: how long each exchange of the device query waits for
-    replies (s). It must hear from at least the wrapped strategy's ``min_available_nodes``, or it raises
-    :class:`DeviceQueryError` (a round planned on fewer nodes would train a different federation than
-    asked for); further nodes that do not answer (or answer with an error) are asked again the next round,
+    replies (s). It must hear from at least the wrapped strategy's ``min_available_nodes`` (an error
+    reply is not heard: it is logged, with the node), or it raises :class:`DeviceQueryError` (a round
+    planned on fewer nodes would train a different federation than asked for); further nodes that do
+    not answer (or answer with an error) are asked again the next round,
     but not a node whose app has no jetpredict mod (its own train function would get the query) or whose
     answer names no usable device (its node config stays as it is while it is connected).
     """
@@ -329,6 +335,8 @@ class JetpredictStrategy(Strategy):
             replies = self._ask(grid, unknown, as_train=False)
             mod_only = [n for n, reply in replies.items() if _unrouted(reply)]
             as_train = self._ask(grid, mod_only, as_train=True) if mod_only else {}
+            # A node late to the second ask has not answered yet (its first reply only sent it there).
+            replies = {n: r for n, r in replies.items() if n not in mod_only or n in as_train}
             replies.update(as_train)
             settled: dict[str, list[int]] = {}
             for node, reply in replies.items():
@@ -344,13 +352,24 @@ class JetpredictStrategy(Strategy):
             for reason, nodes in settled.items():  # once per node: such nodes are not asked again
                 log.warning("JetpredictStrategy: node(s) %s not trained: %s; not asked again while connected",
                             ", ".join(map(str, nodes)), reason)
-            heard = sum(n in self._nodes or n in self._settled or n in answers for n in node_ids)
+            # An error reply that settles nothing (the app raised on the query) is no answer: asked again.
+            failed: dict[str, list[int]] = {}
+            for node, reply in replies.items():
+                if reply.has_error() and node not in self._settled:
+                    failed.setdefault(str(reply.error.reason), []).append(node)
+            for reason, nodes in failed.items():
+                log.warning("JetpredictStrategy: device query failed on node(s) %s: %s; asked again next round",
+                            ", ".join(map(str, nodes)), reason)
+            heard = sum(n in self._nodes or n in self._settled for n in node_ids)
             if heard < need:
                 # Planning on whoever answered would silently train a smaller federation (or nobody).
+                errors = sum(map(len, failed.values()))
                 raise DeviceQueryError(
                     f"device query: {heard} of the {need} nodes needed (min_available_nodes; {len(node_ids)} "
                     f"connected) answered within query_timeout_s={self.query_timeout_s:g} s "
-                    f"(waited {time.monotonic() - t0:.1f} s); raise query_timeout_s or check the SuperNodes")
+                    f"(waited {time.monotonic() - t0:.1f} s"
+                    + (f"; {errors} answered with an error, logged" if errors else "")
+                    + "); raise query_timeout_s or check the SuperNodes")
             if len(answers) < len(unknown):
                 log.warning("JetpredictStrategy: %d node(s) did not answer the device query within %g s; "
                             "asked again next round", len(unknown) - len(answers), self.query_timeout_s)
@@ -430,10 +449,20 @@ class JetpredictStrategy(Strategy):
             if record is not None:
                 record.add_report(reply)
             strip_metrics(reply)
+        unreported = []
         for record in records.values():
-            if record.selected:
-                record.deadline_missed = (not record.replied or record.reported_time_s is None
-                                          or record.reported_time_s > self.deadline_s)
+            if not record.selected:
+                continue
+            if record.replied and record.reported_time_s is None:
+                # It trained, but its app times nothing: whether it met the deadline is unknown, not a miss.
+                record.deadline_missed = None
+                record.reason = _UNREPORTED
+                unreported.append(record.node_id)
+            else:
+                record.deadline_missed = not record.replied or record.reported_time_s > self.deadline_s
+        if unreported:
+            log.warning("JetpredictStrategy: round %d: node(s) %s %s; deadline unknown", server_round,
+                        ", ".join(map(str, sorted(unreported))), _UNREPORTED)
         arrays, metrics = self.inner.aggregate_train(server_round, replies)
         totals = self.round_totals(server_round)
         if totals:
@@ -443,7 +472,8 @@ class JetpredictStrategy(Strategy):
         return arrays, metrics
 
     def round_totals(self, server_round: int) -> dict[str, float]:
-        """The round's figures: nodes selected and excluded, deadline misses, longest reported time (s),
+        """The round's figures: nodes selected and excluded, deadline misses (not a reply without a report:
+        its deadline is unknown, :attr:`ClientRecord.deadline_missed` None), longest reported time (s),
         nodes that reported energy, and the reported and predicted training energy (J) of the selected nodes
         that replied. The energies are left out unless every such node reported energy (and, for the
         predicted one, had a predicted energy): a sum over some of them would pass for the round's."""
