@@ -69,6 +69,9 @@ def test_user_factory_profiles_from_the_working_directory(tmp_path):
     (["--workers", "-1"], "--workers must be >= 0, got -1"),
     (["--device", "sim:agx-xavier", "--workers", "-1"], "--workers must be >= 0, got -1"),
     (["--device", "sim:agx-xavier", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    # the twin as the real loader (it blamed milliseconds on the one minibatch per epoch that was left)
+    (["--device", "sim:agx-xavier", "--batch-size", "100000"],
+     "--batch-size 100000 is larger than the dataset (60000 samples)"),
     (["--device", "sim:agx-xavier", "--modes", "MAXN,4c-9999-900-1600"],
      "--modes 4c-9999-900-1600: cpu_mhz=9999 is outside device 'agx-xavier': must be in"),
 ])
