@@ -82,6 +82,13 @@ deleted_revisions = sa.Table(
 )
 
 
+def _insert_placeholder(conn: sa.Connection, workload_id: str, device: str, now: str) -> None:
+    """A workload row at revision 0 with no rows: it holds the id (its key) for this transaction, before the
+    id's deleted revision or stored rows are read."""
+    conn.execute(workloads.insert().values(id=workload_id, device=device, revision=0, rows_stored=0, fit={},
+                                           created_at=now, updated_at=now))
+
+
 def _last_deleted_revision(conn: sa.Connection, workload_id: str) -> int:
     """The revision ``workload_id`` had when it was last deleted (0 if it never was): a new workload of that
     id counts on from it. Read it only while this transaction holds the id's row (a placeholder)."""
@@ -474,9 +481,7 @@ class Storage:
                     done = conn.execute(workloads.update().where(workloads.c.id == workload_id)
                                         .values(revision=workloads.c.revision))
                     if done.rowcount != 1:
-                        conn.execute(workloads.insert().values(id=workload_id, device=device, revision=0,
-                                                               rows_stored=0, fit={}, created_at=now,
-                                                               updated_at=now))
+                        _insert_placeholder(conn, workload_id, device, now)
                     revision = conn.execute(
                         sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar_one()
                     data = conn.execute(sa.select(profile_rows.c.data)
@@ -527,8 +532,7 @@ class Storage:
                 # write lock), no other upload or delete of the id commits between that read and this
                 # commit, so the revision follows the last one the id had. Read first, a delete and an
                 # upload committed in between would make this upload reuse a revision.
-                conn.execute(workloads.insert().values(id=workload_id, device=write.device, revision=0,
-                                                       rows_stored=0, fit={}, created_at=now, updated_at=now))
+                _insert_placeholder(conn, workload_id, write.device, now)
             revision = 1 + (write.expected_revision or _last_deleted_revision(conn, workload_id))
             done = conn.execute(
                 workloads.update()
@@ -538,7 +542,7 @@ class Storage:
             if done.rowcount != 1:
                 raise RevisionConflict(workload_id)
             # Read after the write (the row is locked now): merge this device's fit into the others'.
-            # A placeholder (revision 0, reserved) takes this upload's device as its first.
+            # A placeholder (revision 0: reserved, or inserted above) takes this upload's device as its first.
             old = conn.execute(sa.select(workloads.c.device, workloads.c.fit, workloads.c.rows_stored)
                                .where(workloads.c.id == workload_id)).one()
             old_fit = old.fit if isinstance(old.fit, dict) else json.loads(old.fit or "{}")

@@ -3,7 +3,8 @@
 The power-mode state file, a custom nvpmodel configuration, a command's output files and a model file with
 its manifest are all written this way: the new bytes go to a temporary file in the target's folder (so the
 replacement is a rename), are synced to disk, then renamed over the target, and the folder is synced so
-the rename itself survives a power loss.
+the rename itself survives a power loss. An output given as a device or FIFO (``--out /dev/null``) is
+written into instead (:func:`write_output`): there is no file to replace.
 """
 
 from __future__ import annotations
@@ -76,12 +77,18 @@ def replace_file(path: Path, data: bytes, mode: int | None = None) -> None:
     sync_folder(path.parent)
 
 
+def is_special_file(path: str | Path) -> bool:
+    """Whether ``path`` (through symlinks) is a device, FIFO or socket: a rename over it would put a regular
+    file in its place, so it is written into, or refused, never replaced."""
+    return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+
+
 def write_output(path: Path, data: bytes) -> None:
     """Write a user's output file as a plain write would land, but whole: through symlinks to the file they
     name, straight into an existing device or FIFO (``--out /dev/null`` discards, a rename would have put a
     regular file in its place), and otherwise replaced atomically (:func:`replace_file`)."""
     target = Path(os.path.realpath(path))
-    if target.exists() and not target.is_file() and not target.is_dir():
+    if is_special_file(target):
         with open(target, "wb") as f:
             f.write(data)
         return

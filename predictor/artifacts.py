@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jetpredict.models.atomic_files import sync_folder, temp_beside, temp_name
+from jetpredict.models.atomic_files import is_special_file, sync_folder, temp_beside, temp_name
 from jetpredict.models.errors import InputError
 
 FORMAT = "jetpredict-artifact/2"
@@ -85,7 +85,7 @@ def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict
     for file in (path, manifest_path(path)):
         # A device or FIFO cannot be replaced by a rename (it would become a regular file) nor take the
         # manifest beside it: the pair needs two files.
-        if os.path.exists(file) and not os.path.isfile(file):
+        if is_special_file(file):
             raise InputError(f"cannot write the {kind} file {path}: {file} is not a regular file (a {kind} "
                              f"file and its manifest {manifest_path(path).name} are written as two files); "
                              f"nothing was written", "model")

@@ -165,8 +165,12 @@ def _plan(args: argparse.Namespace) -> int:
     if candidates is None:
         _log("candidates: the planning region (every clock >= 50% of its maximum, >= 2 cores); modes outside "
              "it extrapolate -- give --candidates with the modes you will query to plan for them")
-    # The time estimate is a prediction: what it rests on travels in columns, as in every verb's answer.
-    table = plan.modes.assign(**plan.estimate_provenance(resolve_device(args.device)))
+    # The time estimate is a prediction: what it rests on travels in columns, as in every verb's answer
+    # (the least trusted over the models it took the slowest of, as a fleet plan's over its devices).
+    device = resolve_device(args.device)
+    rests_on = service.fleet_provenance({m.workload_id: service.provenance(m, device) for m in plan.estimated_by})
+    del rests_on["workload_source"]  # the reference workloads' own rows, not the user's
+    table = plan.modes.assign(**rests_on, cross_device=any(m.device_id != device.id for m in plan.estimated_by))
     with _output(args.out) as out:
         write_table(table if args.format != "table" else plan.modes, args.format, out)
     return 0

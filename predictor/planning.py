@@ -64,10 +64,9 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
 from jetpredict.predictor import features as F
-from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, on_device, predict_modes
+from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict_modes
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.reference import read_reference_rows
-from jetpredict.predictor.terms import least_trusted
 
 #: Prior precision added to X'X (in units of one scaled observation); small: the data dominate.
 RIDGE = 1e-3
@@ -329,16 +328,6 @@ class Plan:
     extrapolated: dict[str, float]
     constant: tuple[str, ...]
     estimated_by: tuple[WorkloadModel, ...] = ()
-
-    def estimate_provenance(self, device: Device) -> dict[str, object]:
-        """What ``est_profile_s`` on ``device`` rests on, in the provenance columns every answer has: the
-        least trusted reference, the fewest profiled modes and the model form of :attr:`estimated_by`, and
-        whether any of them crossed devices."""
-        moved = [on_device(m, device) for m in self.estimated_by]
-        return {"reference_source": least_trusted(m.reference_source for m in moved),
-                "profiled_modes": min(int(m.profiled_modes) for m in moved),
-                "model_version": moved[0].model_version,
-                "cross_device": any(m.device_id != device.id for m in self.estimated_by)}
 
     @property
     def total_profile_s(self) -> float:

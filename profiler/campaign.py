@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from jetpredict.models.atomic_files import probe_folder, write_output
+from jetpredict.models.atomic_files import is_special_file, probe_folder, write_output
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
@@ -430,7 +430,7 @@ class _Outputs:
         for p in self.paths():
             if p.is_dir():
                 raise InputError(f"--out {p} is a directory", "out")
-            if p.exists() and not p.is_file():  # a device or FIFO: rewritten after every mode, beside a sidecar
+            if is_special_file(p):  # a device or FIFO: the outputs are rewritten after every mode
                 raise InputError(f"--out {p} is not a regular file: the rows and their sidecar are files "
                                  "rewritten whole after each mode; give a file path", "out")
 

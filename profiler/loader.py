@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 
+from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, FIELD_BY_NAME
 from jetpredict.profiler.flags import check_range
 
@@ -29,3 +30,10 @@ def loader_settings(batch_size: int | None, num_workers: int | None, *, default_
     batch_max = float(FIELD_BY_NAME["batch_size"].maximum or math.inf)
     workers_max = float(FIELD_BY_NAME["num_workers"].maximum or math.inf)
     return check_range("batch_size", batch, 1, batch_max), check_range("workers", workers, 0, workers_max)
+
+
+def check_batch_fits(batch_size: int, samples: int) -> None:
+    """InputError naming ``--batch-size`` when one minibatch would hold more than the dataset's ``samples``."""
+    if samples < batch_size:
+        raise InputError(f"{cli_flag('batch_size')} {batch_size} is larger than the dataset ({samples} samples)",
+                         "batch_size")

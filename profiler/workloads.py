@@ -35,7 +35,7 @@ from jetpredict.models.errors import InputError, UnknownWorkloadError, cli_flag
 from jetpredict.models.profiling_protocol import BATCH_SIZE
 from jetpredict.profiler import nets
 from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
-from jetpredict.profiler.loader import loader_settings
+from jetpredict.profiler.loader import check_batch_fits, loader_settings
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
@@ -341,10 +341,8 @@ def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_
     else:
         size = spec.dataset_size or DEFAULT_SYNTHETIC_SAMPLES
         dataset, source = SyntheticImages(spec.input_shape, spec.num_classes, size, seed), "synthetic"  # type: ignore[arg-type]
-    if dataset is not None and hasattr(dataset, "__len__") and len(dataset) < batch_size:  # type: ignore[arg-type]
-        raise InputError(f"{cli_flag('batch_size')} {batch_size} is larger than the dataset "
-                         f"({len(dataset)} samples)",  # type: ignore[arg-type]
-                         "batch_size")
+    if dataset is not None and hasattr(dataset, "__len__"):
+        check_batch_fits(batch_size, len(dataset))  # type: ignore[arg-type]
     model = spec.model_factory().to(device)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]

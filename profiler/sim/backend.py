@@ -7,10 +7,9 @@ import math
 
 import numpy as np
 from jetpredict.models.catalogue import PowerMode
-from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
-from jetpredict.profiler.loader import loader_settings
+from jetpredict.profiler.loader import check_batch_fits, loader_settings
 from jetpredict.profiler.sim.controller import SimulatedDevice
 from jetpredict.profiler.sim.kernel_costs import WorkloadComplexity
 from jetpredict.profiler.sim.physics import DevicePhysics
@@ -35,9 +34,7 @@ class SimulatedBackend(TrainingBackend):
         batch_size, num_workers = loader_settings(batch_size, num_workers,
                                                   default_batch_size=complexity.batch_size,
                                                   cpu_cores=state.device.cpu_cores_range[1])
-        if batch_size > complexity.dataset_size:  # as the real backend refuses it: no minibatch is that full
-            raise InputError(f"{cli_flag('batch_size')} {batch_size} is larger than the dataset "
-                             f"({complexity.dataset_size} samples)", "batch_size")
+        check_batch_fits(batch_size, complexity.dataset_size)  # as the real backend
         self.state = state
         self.physics = physics
         self.wc = complexity

@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from jetpredict.models import atomic_files
 from jetpredict.predictor import cli as predictor_cli
 
 from jetpredict.cli import main
@@ -69,12 +68,6 @@ def test_out_into_a_fifo_streams_and_keeps_it_a_fifo(work, tmp_path, capsys):
                  "--out", str(fifo)]) == 0
     reader.join(timeout=30)
     assert got and got[0].startswith(b"mode,") and stat.S_ISFIFO(fifo.stat().st_mode)
-
-
-def test_write_output_keeps_a_device_a_device(tmp_path):
-    """Directly, on the node every system has: the bytes go nowhere and /dev/null stays a device."""
-    atomic_files.write_output(Path(os.devnull), b"discarded\n")
-    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
 def test_fit_refuses_a_model_path_that_is_not_a_regular_file(work, tmp_path, capsys):

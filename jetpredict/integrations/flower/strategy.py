@@ -185,10 +185,8 @@ class PlannedNodesGrid(Grid):
 
 def _node_info(node: int, reply: Message) -> NodeInfo:
     """Parse a node's answer to the device query (an unusable answer gives a NodeInfo with a reason)."""
-    if reply.has_error():
-        # Only an app with no query function lacks a jetpredict part; any other error is the app's own.
-        hint = " (give the ClientApp jetpredict_mod(...), or add_device_query(app))" if _unrouted(reply) else ""
-        return NodeInfo(node, None, reason=f"device query failed: {reply.error.reason}{hint}")
+    if reply.has_error():  # the app's own error (a missing mod is told apart by _no_mod_reason)
+        return NodeInfo(node, None, reason=f"device query failed: {reply.error.reason}")
     record = reply.content.config_records.get(NODE_RECORD)
     if record is None:
         return NodeInfo(node, None, reason=f"the reply to the device query has no {NODE_RECORD} record")
@@ -336,8 +334,7 @@ class JetpredictStrategy(Strategy):
             mod_only = [n for n, reply in replies.items() if _unrouted(reply)]
             as_train = self._ask(grid, mod_only, as_train=True) if mod_only else {}
             # A node late to the second ask has not answered yet (its first reply only sent it there).
-            replies = {n: r for n, r in replies.items() if n not in mod_only or n in as_train}
-            replies.update(as_train)
+            replies = {**{n: r for n, r in replies.items() if n not in mod_only}, **as_train}
             settled: dict[str, list[int]] = {}
             for node, reply in replies.items():
                 # Only an answer to the query sent as a train message shows that the app lacks the mod.
