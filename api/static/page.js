@@ -37,7 +37,8 @@
   const WORKLOAD_PAGE = 100;     // stored workloads listed at once; the search box finds the others
   const STEPS = 4;               // progress: workloads, rows, all-mode predictions, recommendation
   // Controls whose meaning depends on the device being loaded: disabled until its answer is on screen.
-  const DEVICE_BOUND = ["workload", "workload-search", "cap", "confidence", "hm-cores", "hm-cpu", "copy"];
+  // ("Copy command" too, but it also waits for a current answer with a best mode: syncCopy.)
+  const DEVICE_BOUND = ["workload", "workload-search", "cap", "confidence", "hm-cores", "hm-cpu"];
 
   const state = {
     devices: [], builtins: new Map(), rowsCache: new Map(), presetModes: new Map(),
@@ -177,6 +178,8 @@
   function setState(kind, message) {
     document.body.dataset.state = kind;
     if (message !== undefined) $("status").textContent = message;
+    // A stale answer is "updating…" only while a new one is on its way; after an error none is coming.
+    $("stale-badge").textContent = kind === "error" ? "out of date" : "updating…";
   }
 
   // ---- CSV --------------------------------------------------------------------------------------------
@@ -360,6 +363,7 @@
     state.loading = busy;
     for (const id of DEVICE_BOUND) $(id).disabled = busy;
     $("cap").disabled = busy || $("cap-kind").value === "none" || !state.data;
+    syncCopy();
     $("progress").hidden = !busy;
     document.querySelector("main").setAttribute("aria-busy", busy ? "true" : "false");
   }
@@ -529,8 +533,13 @@
     const wanted = selectId || previous || linked;
     const listed = stored.workloads.map((w) => `stored:${w.id}`)
       .concat(builtin.workloads.map((w) => `builtin:${w.source}:${w.workload}`));
+    const listedBuiltins = builtin.workloads.map((w) => [`builtin:${w.source}:${w.workload}`, w.workload]);
     let extra = null;
-    if (wanted && !listed.some((v) => v === wanted || v.endsWith(`:${wanted}`)) && !wanted.startsWith("builtin:")) {
+    // A name that is not an option's value and no listed stored id may be a stored id outside the page:
+    // looked up, as the stored workload of exactly that id comes before a built-in of that name.
+    const lookUp = wanted && !wanted.startsWith("builtin:") && !listed.includes(wanted) &&
+      !listed.includes(`stored:${wanted}`);
+    if (lookUp) {
       const id = wanted.startsWith("stored:") ? wanted.slice(7) : wanted;
       const found = await findStored(id, signal).catch((err) => {
         if (err.name === "AbortError") throw err;
@@ -557,12 +566,24 @@
     select.replaceChildren(...groups);
     showWorkloadNote(stored, search);
     const values = Array.from(select.options).map((o) => o.value);
-    const match = values.find((v) => v === wanted || v.endsWith(`:${wanted}`));
+    const match = matchWorkload(values, listedBuiltins, wanted);
     if (match) select.value = match;
     else if (values.length) select.value = values.find((v) => v.startsWith("builtin:")) || values[0];
     state.listedFor = device;
     noteLinkedWorkload(linked, match, device);
     return true;
+  }
+
+  // The option that `wanted` (an option's value, a stored id or a built-in workload's name) names, matched
+  // exactly: the option of that value, else the stored workload of that id, else the first built-in of that
+  // name (`builtins`: [value, name] pairs); never an option whose value merely ends with it, which would
+  // open another workload (a stored "team:resnet18-cifar10" for the built-in "resnet18-cifar10").
+  function matchWorkload(values, builtins, wanted) {
+    if (!wanted) return undefined;
+    if (values.includes(wanted)) return wanted;
+    if (values.includes(`stored:${wanted}`)) return `stored:${wanted}`;
+    const named = builtins.find(([value, name]) => name === wanted && values.includes(value));
+    return named ? named[0] : undefined;
   }
 
   // A link naming a workload this device does not have says so, and which one is shown instead.
@@ -729,6 +750,21 @@
 
   const onStep = (v) => +v.toPrecision(12);  // 0.1 x 3 as 0.3: the slider's bounds as people read them
 
+  // The slider's step and bounds for caps spanning [lo, hi] (`most`: the largest cap the API takes, or
+  // undefined). Power moves in 0.5 W; time in about 400 steps of the span, rounded to one significant
+  // digit with no floor, so that epochs of milliseconds are as finely capped as epochs of minutes. The
+  // bounds are whole steps: the least rounded down (but at least one step, as the API takes only caps
+  // above 0), the top rounded up so that it lets in the largest upper end, down where that passes `most`.
+  function capSlider(lo, hi, power, most) {
+    const width = hi - lo > 0 ? hi - lo : Math.abs(hi);  // one upper end only: steps of its own size
+    let step = power ? 0.5 : +(width / 400).toPrecision(1);
+    if (!(step > 0) || !Number.isFinite(step)) step = 0.001;
+    const min = Math.max(step, onStep(Math.floor(lo / step) * step));
+    const top = onStep(Math.ceil(hi / step) * step);
+    const max = most !== undefined && top > most ? onStep(Math.floor(most / step) * step) : top;
+    return { step, min, max: Math.max(min, max) };
+  }
+
   function setupCap() {
     const kind = $("cap-kind").value;
     const slider = $("cap");
@@ -737,13 +773,10 @@
     if (!data || kind === "none") { showCap(); return; }
     const [lo, hi] = capSpan(kind, data);
     const power = kind === "max_power_w";
-    const step = power ? 0.5 : Math.max(0.1, +((hi - lo) / 400).toPrecision(1));
-    const most = power ? maxPowerW(data.device) : undefined;
+    const { step, min, max } = capSlider(lo, hi, power, power ? maxPowerW(data.device) : undefined);
     const previous = +slider.value;
-    slider.min = String(onStep(Math.floor(lo / step) * step));
-    // rounded up, so that the top cap lets in the largest upper end; down where that passes the maximum
-    const top = onStep(Math.ceil(hi / step) * step);
-    slider.max = String(most !== undefined && top > most ? onStep(Math.floor(most / step) * step) : top);
+    slider.min = String(min);
+    slider.max = String(max);
     slider.step = String(step);
     // 15 W by default, or the top of the range where that is lower: the same modes qualify under both.
     const fallback = power ? Math.min(Math.max(15, +slider.min), +slider.max) : (lo + hi) / 2;
@@ -798,7 +831,14 @@
     if (!state.rec) return;
     $("choice").classList.add("stale");
     $("stale-badge").hidden = false;
-    $("copy").disabled = true;
+    syncCopy();
+  }
+
+  // "Copy command" copies only a command that answers the controls: nothing loading, a best mode shown,
+  // and that answer not stale (a later change, a bad epochs value or a failed request left it behind).
+  function syncCopy() {
+    $("copy").disabled = state.loading || !state.rec || !state.rec.best || !$("command").dataset.mode ||
+      $("choice").classList.contains("stale");
   }
 
   function scheduleRecommend() {
@@ -867,8 +907,7 @@
     document.body.dataset.device = key.device;
     $("choice").classList.remove("stale");
     $("stale-badge").hidden = true;
-    setBusy(false);
-    $("copy").disabled = !rec.best;
+    setBusy(false);  // and Copy, now that the answer is current
     setState("ready", rec.feasible
       ? `${deviceName(key.device)}: ${data.n.toLocaleString("en")} modes predicted; ${rec.pareto.length} on the ` +
         "time–energy front within the cap."
@@ -1435,6 +1474,6 @@
     $("upload-button").addEventListener("click", upload);
   }
 
-  window.jetpredictPage = { state, recommend, reload };
+  window.jetpredictPage = { state, recommend, reload, capSlider };
   start();
 })();

@@ -14,6 +14,7 @@ import socket
 import time
 from functools import cache
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -909,3 +910,132 @@ def test_controls_and_charts_have_accessible_names(server, browser):
     assert "5,040 modes" in _accessible(browser, "#pareto")["name"]
     assert _accessible(browser, "#heatmap")["name"].endswith(
         browser.evaluate("document.getElementById('hm-legend').textContent"))
+
+
+@pytest.fixture(scope="module")
+def stored_server(tmp_path_factory):
+    """A service of its own for the tests that store workloads: the shared one's stored list is counted."""
+    with LiveServer(tmp_path_factory.mktemp("page-stored-server"), workers=1) as live:
+        yield live
+
+
+def _store(live: LiveServer, workload: str, rows: list[dict]) -> None:
+    """Store ``rows`` as the workload ``workload`` (POST /v1/profiles)."""
+    r = requests.post(f"{live.url}/v1/profiles", headers={"X-API-Key": live.api_keys.split(",")[0]},
+                      timeout=120, json={"rows": [{**row, "workload": workload} for row in rows]})
+    assert r.status_code == 201, r.text
+
+
+def test_a_workload_is_matched_exactly_never_by_the_end_of_another_id(stored_server, browser):
+    """Stored workloads are listed before the built-in ones, yet a link's bare workload name opens the
+    built-in of that name, not a stored workload whose id ends in ':' and that name; a full option value
+    and the choice kept across a device switch open that very workload, not a stored id ending with it. A
+    stored id, named as it is, opens the stored workload."""
+    live = stored_server
+    errors = len(browser.errors())
+    builtin = "builtin:simulated:resnet18-cifar10"  # nano's and Orin Nano's
+    rows = requests.get(f"{live.url}/v1/reference-workloads/nano/resnet18-cifar10", timeout=30).json()["rows"]
+    rows = rows[:8]
+    for workload in ("team:resnet18-cifar10", f"team:{builtin}"):
+        _store(live, workload, rows)
+    chosen = "document.getElementById('workload').value"
+
+    browser.navigate(live.url + "/?device=nano&workload=resnet18-cifar10")
+    assert _ready_for(browser, "nano", 120)["workload"] == builtin
+    assert browser.evaluate(chosen) == builtin
+    assert browser.evaluate("document.getElementById('link-note').hidden") is True
+
+    browser.navigate(live.url + "/?device=nano&workload=" + quote(builtin))
+    assert _ready_for(browser, "nano", 120)["workload"] == builtin
+    _choose(browser, "device", "orin-nano")  # the choice kept: Orin Nano has this built-in too
+    assert _ready_for(browser, "orin-nano", 120)["workload"] == builtin
+
+    for link in ("team:resnet18-cifar10", "stored:team:resnet18-cifar10"):
+        browser.navigate(live.url + "/?device=nano&workload=" + quote(link))
+        assert _ready_for(browser, "nano", 120)["workload"] == "stored:team:resnet18-cifar10", link
+        assert browser.evaluate("document.getElementById('link-note').hidden") is True
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+CHOICE_STATE = """[document.body.dataset.state, document.getElementById('copy').disabled,
+  document.getElementById('choice').classList.contains('stale'),
+  document.getElementById('stale-badge').hidden, document.getElementById('stale-badge').textContent,
+  document.getElementById('command').textContent]"""
+
+
+def test_copy_is_offered_only_for_a_current_answer_with_a_best_mode(server, browser):
+    """After a bad epochs value or a failed recommendation the old answer stays dimmed: Copy is disabled
+    (it would copy the command of an answer to other controls) and the badge does not say an update is on
+    its way; after a failed device load there is nothing to copy; a new answer is copyable again."""
+    errors = len(browser.errors())
+    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=FAULT_HOOK)["identifier"]
+    try:
+        browser.navigate(server.url + "/?device=nano&workload=builtin:simulated:resnet18-cifar10")
+        _ready_for(browser, "nano", 120)
+        state, disabled, stale, hidden, _, command = browser.evaluate(CHOICE_STATE)
+        assert (state, disabled, stale, hidden) == ("ready", False, False, True)
+        assert command.startswith("sudo jetpredict apply --mode ")
+
+        _choose(browser, "epochs", "0", event="input")
+        state, disabled, stale, hidden, badge, _ = browser.evaluate(CHOICE_STATE)
+        assert state == "error" and stale and disabled, (state, stale, disabled)
+        assert hidden or badge != "updating…", badge
+        _choose(browser, "epochs", "", event="input")
+        browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).epochs === null", 60)
+        assert browser.evaluate(CHOICE_STATE)[1:4] == [False, False, True]
+
+        browser.evaluate("window.__fault = { path: '/v1/recommendations', kind: '502' }")
+        _choose(browser, "objective", "min-time")
+        browser.wait_for("document.body.dataset.state === 'error'", 30)
+        state, disabled, stale, hidden, badge, _ = browser.evaluate(CHOICE_STATE)
+        assert stale and disabled and (hidden or badge != "updating…"), (stale, disabled, hidden, badge)
+
+        browser.evaluate("window.__fault = { path: '/v1/predictions', kind: '502' }")
+        _choose(browser, "device", "orin-nano")
+        browser.wait_for("document.body.dataset.state === 'error'", 60)
+        state, disabled, stale, hidden, badge, command = browser.evaluate(CHOICE_STATE)
+        assert disabled and command == "–", (disabled, command)
+        assert hidden or badge != "updating…", badge
+
+        browser.evaluate("window.__fault = null")
+        _choose(browser, "objective", "min-energy")  # loads Orin Nano again
+        _ready_for(browser, "orin-nano", 120)
+        assert browser.evaluate(CHOICE_STATE)[1:4] == [False, False, True]
+    finally:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
+    left = [e for e in _errors_since(browser, errors) if not re.search(r"status of 502", e)]
+    assert not left, left
+
+
+def test_time_cap_slider_stays_above_zero_and_fine_for_sub_tenth_second_epochs(stored_server, browser):
+    """The API takes only time caps above 0: for epochs of a few hundredths of a second the slider's least
+    cap is still above 0 (and answered), and its step follows the span (no 0.1 s floor), so the caps
+    between the least and the largest upper end are reachable."""
+    live = stored_server
+    errors = len(browser.errors())
+    rows = requests.get(f"{live.url}/v1/reference-workloads/nano/resnet18-cifar10", timeout=30).json()["rows"]
+    rows = rows[:8]
+    scaled = ("epoch_time_s", "stall_time_s", "compute_time_s", "epoch_energy_j")  # one minibatch of 1/50,000
+    fast = [{**row, "minibatches_per_epoch": 1.0, **{k: row[k] / 50000 for k in scaled}} for row in rows]
+    _store(live, "fast-epochs", fast)
+    browser.navigate(live.url + "/?device=nano&workload=stored:fast-epochs")
+    _ready_for(browser, "nano", 120)
+    _choose(browser, "cap-kind", "max_epoch_time_s")
+    cap = browser.evaluate(CAP_STATE)
+    assert cap["leastTime"] < 0.1, cap  # the premise: the least epoch time's upper end under 0.1 s
+    assert cap["min"] > 0, cap
+    _move_cap(browser, 0)
+    least = browser.evaluate("+document.getElementById('cap').value")
+    assert least == cap["min"]
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_epoch_time_s "
+                     f"=== {least}", 60)
+    # about 400 steps over the span, however short: the least cap lies within a step of the least upper end
+    assert 0 < cap["step"] <= (cap["time"] - cap["leastTime"]) / 100, cap
+    assert cap["leastTime"] - cap["step"] < cap["min"] <= cap["leastTime"] < cap["time"] <= cap["max"], cap
+    # the rule itself, where the least upper end lies within the first step: the least cap is one step
+    rule = browser.evaluate("[jetpredictPage.capSlider(0.0004, 0.2, false), "
+                            "jetpredictPage.capSlider(0.05, 0.05, false), "
+                            "jetpredictPage.capSlider(3.2, 40.7, true, 40)]")
+    assert rule == [{"step": 0.0005, "min": 0.0005, "max": 0.2}, {"step": 0.0001, "min": 0.05, "max": 0.05},
+                    {"step": 0.5, "min": 3, "max": 40}], rule
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
