@@ -96,6 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"jetpredict {args.verb}: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
+    except SystemExit as exc:
+        # SIGTERM, SIGHUP or SIGQUIT stopped a run that switches power modes (SignalExit, imported only
+        # here: the power-mode code loads with the verbs that use it): one line, as for Ctrl-C.
+        from jetpredict.profiler.powermode.base import SignalExit
+
+        if not isinstance(exc, SignalExit):
+            raise
+        print(f"jetpredict {args.verb}: {exc.describe()}", file=sys.stderr)
+        return exc.code
     except (OSError, RuntimeError) as exc:
         # Operational failures (a privileged command refused, a sensor gone, a port in use) are
         # reported in one line; JETPREDICT_DEBUG=1 shows the traceback.

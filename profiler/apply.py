@@ -192,19 +192,24 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
 
     A failure during the switch, or a Ctrl-C, SIGTERM, SIGHUP or SIGQUIT before the mode is kept, restores at
     once the mode in force before this command (the mode an earlier ``apply`` set, if one did); a signal then
-    ends the process as it would have (:class:`~profiler.powermode.base.SignalExit`, status 128 + signal).
-    Messages go to ``out`` (stdout).
+    ends the process as it would have (:class:`~profiler.powermode.base.SignalExit`, status 128 + signal;
+    one that came after the keep says the mode stays applied). Messages go to ``out`` (stdout).
     """
     out = out or sys.stdout
     controller = _controller(device, via)
+    from jetpredict.profiler.powermode.base import SignalExit
     from jetpredict.profiler.powermode.state import find_state, restore_command
 
     # As a context, as `profile` uses it: the state file is written before anything changes, and a failed
-    # switch, Ctrl-C, SIGTERM or SIGHUP before keep() puts the mode in force back (SIGTERM's default action
-    # would end the process after the switch, leaving the file unkept for the next run to take over).
-    with controller:
-        controller.apply(mode)
-        controller.keep()  # switched on purpose: the file stays, marked kept, for `restore`
+    # switch, Ctrl-C, SIGTERM, SIGHUP or SIGQUIT before keep() puts the mode in force back (SIGTERM's default
+    # action would end the process after the switch, leaving the file unkept for the next run to take over).
+    try:
+        with controller:
+            controller.apply(mode)
+            controller.keep()  # switched on purpose: the file stays, marked kept, for `restore`
+    except SignalExit as stop:  # reported by the command line; not restored = after the keep
+        stop.unrestored = "the mode stays applied (`jetpredict restore` puts the original back)"
+        raise
     original = find_state()
     actual = controller.read_back()
     print(f"applied {_describe(mode)}", file=out)
@@ -234,14 +239,7 @@ def _apply(args: argparse.Namespace) -> int:
         print("then read back the clocks, and save the original mode for `sudo jetpredict restore`. "
               "Nothing was changed.")
         return 0
-    from jetpredict.profiler.powermode.base import SignalExit
-
-    try:
-        apply_mode(device, mode, args.via)
-    except SignalExit as stop:
-        kept = "" if stop.restored else "; the mode stays applied (`jetpredict restore` puts the original back)"
-        print(f"jetpredict apply: {stop.describe()}{kept}", file=sys.stderr)
-        raise
+    apply_mode(device, mode, args.via)
     return 0
 
 

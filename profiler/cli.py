@@ -77,13 +77,8 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
         batch_size=args.batch_size, workers=args.workers, warmup=args.warmup,
         minibatches=args.minibatches, settle_s=args.settle_s, data=args.data, upload=args.upload,
         progress=not args.no_progress, adaptive=chooser)
-    from jetpredict.profiler.powermode.base import SignalExit
-
     try:
         rows = run_campaign(cfg)
-    except SignalExit as stop:  # a stop is the person's (or the system's) choice: one line, no traceback
-        print(f"jetpredict profile: {stop.describe()}", file=sys.stderr)
-        raise
     except ModuleNotFoundError as exc:
         if exc.name != "torch" and not str(exc.name).startswith("torch."):
             raise

@@ -16,7 +16,8 @@ on the signal path is tried again on the exit path. Controllers that change the 
 (:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot;
 when the restore on the way out fails, its :class:`RestoreFailedError` names that file and the command to run.
 They also hold the state folder's lock (:class:`profiler.powermode.state.ModeLock`) from the check for
-another run until their restore is done (or ``keep``), so of two runs started at once the second is refused.
+another run until they leave the block (their restore done, or ``keep``), so of two runs started at once the
+second is refused.
 SIGTERM, SIGHUP and SIGQUIT end the run with :class:`SignalExit` (status 128 + the signal, as their default
 action would) once the mode is back, so a command line can say why it stopped.
 A state file ``jetpredict apply`` kept on purpose is not adopted: the run returns to the mode in force when
@@ -118,23 +119,24 @@ class RestoreFailedError(PrivilegedCommandError):
 
 class SignalExit(SystemExit):
     """The run was stopped by ``signum`` (SIGTERM, SIGHUP, SIGQUIT): exit status 128 + the signal, as the
-    signal's default action would give. ``restored``: the controller put the mode back on the way."""
+    signal's default action would give. ``restored``: the controller put the mode back on the way;
+    ``unrestored``: what :meth:`describe` says otherwise (``jetpredict apply``: that its mode stays)."""
 
     def __init__(self, signum: int, restored: bool = False) -> None:
         super().__init__(128 + signum)
-        self.signum, self.restored = signum, restored
+        self.signum, self.restored, self.unrestored = signum, restored, ""
 
     def describe(self) -> str:
-        """``stopped by SIGTERM`` and, when it was, that the power mode was restored: for a person."""
-        name = signal.Signals(self.signum).name
-        return f"stopped by {name}" + ("; the power mode in force before it was restored" if self.restored else "")
+        """``stopped by SIGTERM`` and what became of the power mode: for a person."""
+        after = "the power mode in force before it was restored" if self.restored else self.unrestored
+        return f"stopped by {signal.Signals(self.signum).name}" + (f"; {after}" if after else "")
 
 
-def _another_run(who: str, earlier: Any) -> PrivilegedCommandError:
-    """The refusal of a second run on a device another run (``who``: ``pid N``) is switching; ``earlier``:
-    its state file, when it has written one."""
-    original = (f" (original mode: {earlier.describe()})" if earlier is not None and who == f"pid {earlier.pid}"
-                else "")
+def _another_run(pid: int | None, earlier: Any) -> PrivilegedCommandError:
+    """The refusal of a second run on a device another run (``pid``; None: not recorded yet) is switching;
+    ``earlier``: its state file, when it has written one."""
+    original = f" (original mode: {earlier.describe()})" if earlier is not None and earlier.pid == pid else ""
+    who = f"pid {pid}" if pid is not None else "pid not recorded yet"
     # Two runs switching one device would each "restore" the other's mode; refuse the second.
     return PrivilegedCommandError(f"another jetpredict run ({who}) is changing power modes on this device; "
                                   f"wait for it to end{original}")
@@ -155,7 +157,7 @@ class PowerModeController(ABC):
         self._previous_handlers: dict[int, Any] = {}
         self._restore_lock = threading.RLock()
         self._owner_pid: int | None = None  # the process that saved the state; only it restores
-        self._lock: Any = None  # profiler.powermode.state.ModeLock while this controller holds it
+        self._lock: Any = None  # profiler.powermode.state.ModeLock, taken by remember(), released by __exit__
 
     def _is_owner(self) -> bool:
         """True in the process that saved the state (False in a child forked while inside)."""
@@ -221,7 +223,7 @@ class PowerModeController(ABC):
                 holder = state_file.find_state()  # its original mode, when it has saved it yet
             except state_file.StateFileError:
                 holder = None
-            raise _another_run(err.who(), holder) from None
+            raise _another_run(err.pid, holder) from None
         try:
             self._claim_state(state_file)
         except BaseException:
@@ -236,7 +238,7 @@ class PowerModeController(ABC):
             log.warning("ignoring an unreadable power-mode state file: %s", err)
             earlier = None
         if earlier is not None and earlier.run_alive():  # a run of a jetpredict that took no lock
-            raise _another_run(f"pid {earlier.pid}", earlier)
+            raise _another_run(earlier.pid, earlier)
         if earlier is not None and earlier.kind != self.kind:
             who = f"`{state_file.APPLY_COMMAND}`" if earlier.kept else f"an unfinished {earlier.kind} run"
             raise PrivilegedCommandError(f"{who} left {earlier.kind} settings in {earlier.path}; run "
@@ -259,9 +261,9 @@ class PowerModeController(ABC):
         self._owner_pid = os.getpid()
 
     def _release_lock(self) -> None:
-        """Release the state folder's lock, in the process that took it only (a forked child shares it)."""
-        if self._lock is not None and self._lock.pid == os.getpid():
-            lock, self._lock = self._lock, None
+        """Release the state folder's lock (a no-op in a forked child: :meth:`ModeLock.release` checks)."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
             lock.release()
 
     def _in_force_over(self, kept: Any) -> Any:
@@ -291,7 +293,6 @@ class PowerModeController(ABC):
 
                 state_file.write_state(dataclasses.replace(self._state_file, kept=True, over_applied=False))
             self._saved, self._has_saved, self._state_file, self._kept = None, False, None, None
-            self._release_lock()  # the switching is over: the next run may start
 
     def restore(self) -> bool:
         """Put back the remembered state; returns False when there was nothing to restore.
@@ -318,7 +319,6 @@ class PowerModeController(ABC):
                 else:
                     state_file.clear_state(self._state_file)
                 self._state_file, self._kept = None, None
-            self._release_lock()
             return True
 
     # --- context manager and signals -------------------------------------------------------------
@@ -383,4 +383,6 @@ class PowerModeController(ABC):
                                      *details) from err
         finally:
             self._uninstall_handlers()
-            self._release_lock()  # a failed restore leaves the state file, naming us, for the next run
+            # The one release on the way out (restored, kept or not): a failed restore leaves the state
+            # file, naming us, for the next run.
+            self._release_lock()

@@ -6,8 +6,23 @@ import json
 from pathlib import Path
 
 import pytest
+from fakes import GATED_NVPMODEL
+from jetpredict.models.catalogue import load_device
+from jetpredict.profiler.powermode.state import STATE_DIR_ENV
 
 FIXTURES = Path(__file__).with_name("fixtures")
+
+
+@pytest.fixture
+def xavier_30w(fake_root, monkeypatch):
+    """The fake root as an AGX Xavier in MODE_30W_ALL (nvpmodel id 3: neither the default nor a mode the
+    tests switch to) with a fake nvpmodel a test can hold or slow down (``GATED_NVPMODEL``); runs keep their
+    state under the root (:meth:`FakeRoot.state_dir`), as children started with ``FakeRoot.run_env`` do."""
+    monkeypatch.delenv(STATE_DIR_ENV, raising=False)
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device, preset_id=3)
+    fake_root.install_tool("nvpmodel", GATED_NVPMODEL.replace("@SOC@", device.specs.soc))
+    return fake_root
 
 
 @pytest.fixture(scope="session")

@@ -225,6 +225,22 @@ class FakeRoot:
         env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
         return env
 
+    def run_env(self) -> dict[str, str]:
+        """:meth:`env` for a run of this checkout's jetpredict (the working directory first on PYTHONPATH)
+        whose state file goes under this root (:meth:`state_dir`), where tests look."""
+        env = self.env()
+        env.pop("JETPREDICT_STATE_DIR", None)
+        env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+        return env
+
+    def state_dir(self) -> Path:
+        """Where a run on this root keeps its power-mode state without $JETPREDICT_STATE_DIR."""
+        return self.real("/var/lib/jetpredict")
+
+    def state_files(self) -> list[str]:
+        """The names in :meth:`state_dir`, sorted: a run that ended cleanly leaves none (no lock file either)."""
+        return sorted(p.name for p in self.state_dir().glob("*")) if self.state_dir().exists() else []
+
 
 def nvpmodel_conf_for(device: Device) -> str:
     """An nvpmodel configuration in L4T's format, generated from our catalogue's presets."""
@@ -394,9 +410,13 @@ while True:
 
 # FAKE_NVPMODEL whose calls a test can hold (FakeRoot.hold_nvpmodel): the first ``-q`` (or ``-m``) call to
 # find <root>/hold_q (hold_m) takes it (renames it to .taken, so only that call waits) and waits inside
-# until the test removes the .taken file; the calls after it run at once.
+# until the test removes the .taken file; the calls after it run at once. It can be slowed too: while
+# <root>/nvpmodel_delay_s exists, every switch (-m) first sleeps for as many seconds as it says.
 GATED_NVPMODEL = textwrap.dedent("""
     import os as _os, pathlib as _p, sys as _s, time as _t
+    _delay = _p.Path(__file__).resolve().parents[2] / "nvpmodel_delay_s"
+    if "-m" in _s.argv and _delay.exists():
+        _t.sleep(float(_delay.read_text()))
     _what = "q" if "-q" in _s.argv else "m" if "-m" in _s.argv else None
     if _what is not None:
         _hold = _p.Path(__file__).resolve().parents[2] / f"hold_{_what}"
@@ -423,14 +443,16 @@ _CLI_CHILD = textwrap.dedent("""
 """)
 
 
-def start_cli(root: FakeRoot, *args: str) -> subprocess.Popen:
-    """``jetpredict ARGS`` on the fake machine ``root`` in its own session (the test signals it alone, or
-    its group as a terminal would); text stdout and stderr are pipes. Its pid is the run's."""
-    env = root.env()
-    env.pop("JETPREDICT_STATE_DIR", None)  # the state file goes under the fake root, where tests look
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    return subprocess.Popen([sys.executable, "-c", _CLI_CHILD, *args], env=env, stdout=subprocess.PIPE,
+def start_python(root: FakeRoot, code: str, *args: str) -> subprocess.Popen:
+    """``python -c CODE ARGS`` on the fake machine ``root`` (:meth:`FakeRoot.run_env`) in its own session (the
+    test signals it alone, or its group as a terminal would); text stdout and stderr are pipes."""
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=root.run_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def start_cli(root: FakeRoot, *args: str) -> subprocess.Popen:
+    """``jetpredict ARGS`` started as :func:`start_python` does. Its pid is the run's."""
+    return start_python(root, _CLI_CHILD, *args)
 
 
 def finish(child: subprocess.Popen, timeout_s: float = 120.0) -> tuple[str, str]:

@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import FAKE_NVPMODEL, GATED_NVPMODEL, finish, start_cli
+from fakes import FAKE_NVPMODEL, finish, start_cli, start_python
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
-ORIGINAL_ID = 3  # MODE_30W_ALL: not the default, so "back to the default" would not pass
+ORIGINAL_ID = 3  # MODE_30W_ALL (the xavier_30w fixture): not the default, so "back to the default" would not pass
 ORIGINAL_KNOBS = (8, 1200.0, 900.0, 1600.0)
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
 SLOW_S = 1.0
@@ -57,33 +57,11 @@ WORKERS_CHILD = CHILD.replace("with ctl:\n", textwrap.dedent("""\
     with ctl:
 """)).replace("    time.sleep(60)", "    while True:\n        next(batches)\n        time.sleep(0.001)")
 
-# A switch (-m) sleeps for as long as <root>/nvpmodel_delay_s says; queries stay fast.
-SLOW_NVPMODEL = textwrap.dedent("""
-    import pathlib as _p, sys as _s, time as _t
-    _delay = _p.Path(__file__).resolve().parents[2] / "nvpmodel_delay_s"
-    if "-m" in _s.argv and _delay.exists():
-        _t.sleep(float(_delay.read_text()))
-""") + FAKE_NVPMODEL
-
-
-@pytest.fixture
-def xavier(fake_root, monkeypatch):
-    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
-    device = load_device("agx-xavier")
-    fake_root.add_jetson(device, preset_id=ORIGINAL_ID)
-    fake_root.install_tool("nvpmodel", SLOW_NVPMODEL.replace("@SOC@", device.specs.soc))
-    return fake_root
-
-
-def _state_dir(root) -> Path:
-    return root.real("/var/lib/jetpredict")
-
 
 def _leftovers(root) -> list[str]:
     """Files a run may leave: the state dir's contents and any jetpredict temp file."""
-    left = [p.name for p in _state_dir(root).glob("*")] if _state_dir(root).exists() else []
-    return left + [p.name for p in Path(tempfile.gettempdir()).glob("jetpredict-nvpmodel-*")
-                   if p.stat().st_mtime > time.time() - 120]
+    return root.state_files() + [p.name for p in Path(tempfile.gettempdir()).glob("jetpredict-nvpmodel-*")
+                                 if p.stat().st_mtime > time.time() - 120]
 
 
 def _in_original_mode(root) -> None:
@@ -92,82 +70,68 @@ def _in_original_mode(root) -> None:
 
 
 def _start(root, sighup: str = "SIG_DFL", code: str = CHILD) -> subprocess.Popen:
-    env = root.env()
-    env.pop(state_file.STATE_DIR_ENV, None)
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    # Its own process group, so the test can signal the group as a terminal would.
-    child = subprocess.Popen([sys.executable, "-c", code.replace("@SIGHUP@", sighup)], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    child = start_python(root, code.replace("@SIGHUP@", sighup))
     line = child.stdout.readline()
     assert line.startswith(f"switched {CUSTOM_KNOBS}"), line + child.stderr.read()
-    assert (_state_dir(root) / state_file.STATE_FILE_NAME).is_file()  # written before the first switch
-    (root.path / "nvpmodel_delay_s").write_text(str(SLOW_S))
+    assert (root.state_dir() / state_file.STATE_FILE_NAME).is_file()  # written before the first switch
+    (root.path / "nvpmodel_delay_s").write_text(str(SLOW_S))  # the restore's switch takes SLOW_S
     return child
-
-
-def _finish(child: subprocess.Popen) -> tuple[str, str]:
-    try:
-        return child.communicate(timeout=30)
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
 
 
 @pytest.mark.parametrize("sig, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
                          ids=["ctrl-c-twice-to-group", "sigterm-twice"])
-def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier, sig, to_group):
-    child = _start(xavier)
+def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier_30w, sig, to_group):
+    child = _start(xavier_30w)
     send = (lambda s: os.killpg(child.pid, s)) if to_group else child.send_signal
     send(sig)
     time.sleep(0.3)  # the restore's nvpmodel -m takes 1 s: the second signal lands inside it
     send(sig)
-    out, err = _finish(child)
+    out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode != 0, err
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
-    switches = [c[-1] for c in xavier.calls() if c[0] == "nvpmodel" and "-m" in c]
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
+    switches = [c[-1] for c in xavier_30w.calls() if c[0] == "nvpmodel" and "-m" in c]
     assert switches[-1] == str(ORIGINAL_ID)
 
 
-def test_a_stop_to_the_group_restores_on_the_signal_though_dataloader_workers_end(xavier):
+def test_a_stop_to_the_group_restores_on_the_signal_though_dataloader_workers_end(xavier_30w):
     """SIGTERM to the process group ends the DataLoader's workers too, and torch's SIGCHLD handler raises
     for them: held during the restore, it runs once the original mode is back, not in the middle."""
-    child = _start(xavier, code=WORKERS_CHILD)
+    child = _start(xavier_30w, code=WORKERS_CHILD)
     os.killpg(child.pid, signal.SIGTERM)
-    out, err = _finish(child)
+    out, err = finish(child)
     assert "unreachable" not in out and child.returncode != 0
     assert "restoring the power mode on signal 15 failed" not in err, err
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT], ids=["sighup", "sigquit"])
-def test_sighup_and_sigquit_restore(xavier, sig):
-    child = _start(xavier)
+def test_sighup_and_sigquit_restore(xavier_30w, sig):
+    child = _start(xavier_30w)
     os.killpg(child.pid, sig)
-    out, err = _finish(child)
+    out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode == 128 + sig, err
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
-def test_an_ignored_sighup_stays_ignored_and_the_exit_still_restores(xavier):
+def test_an_ignored_sighup_stays_ignored_and_the_exit_still_restores(xavier_30w):
     """Under nohup a dropped session must not end the run, nor put the original mode back while it goes on
     profiling: the hangup is ignored and the mode restored when the run ends (here on SIGTERM)."""
-    child = _start(xavier, sighup="SIG_IGN")
+    child = _start(xavier_30w, sighup="SIG_IGN")
     os.killpg(child.pid, signal.SIGHUP)
     time.sleep(SLOW_S + 1.5)  # a restore would be done by now (its nvpmodel -m takes SLOW_S)
     assert child.poll() is None
-    assert xavier.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # still in the custom mode
+    assert xavier_30w.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # still in the custom mode
     os.killpg(child.pid, signal.SIGTERM)
-    out, err = _finish(child)
+    out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode == 128 + signal.SIGTERM, err
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
 # A switch to MODE_10W (-m 1) talks for 1.5 s; every -m logs its start and its end to <root>/events.
@@ -199,15 +163,11 @@ CHILD_WITH_A_THREAD = textwrap.dedent("""
 """)
 
 
-def test_a_ctrl_c_during_a_switch_waits_for_it_then_restores(xavier):
+def test_a_ctrl_c_during_a_switch_waits_for_it_then_restores(xavier_30w):
     """The switch's nvpmodel finishes before the restore's starts, however the signal reaches the process."""
-    xavier.install_tool("nvpmodel", TALKING_NVPMODEL.replace("@SOC@", load_device("agx-xavier").specs.soc))
-    events = xavier.path / "events"
-    env = xavier.env()
-    env.pop(state_file.STATE_DIR_ENV, None)
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    child = subprocess.Popen([sys.executable, "-c", CHILD_WITH_A_THREAD], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    xavier_30w.install_tool("nvpmodel", TALKING_NVPMODEL.replace("@SOC@", load_device("agx-xavier").specs.soc))
+    events = xavier_30w.path / "events"
+    child = start_python(xavier_30w, CHILD_WITH_A_THREAD)
     assert child.stdout.readline().startswith("entered")
     deadline = time.monotonic() + 20
     while not (events.exists() and "start 1" in events.read_text()) and time.monotonic() < deadline:
@@ -216,76 +176,73 @@ def test_a_ctrl_c_during_a_switch_waits_for_it_then_restores(xavier):
     os.killpg(child.pid, signal.SIGINT)
     time.sleep(0.3)
     os.killpg(child.pid, signal.SIGINT)  # impatient: twice
-    out, err = _finish(child)
+    out, err = finish(child)
     assert "unreachable" not in out and "KeyboardInterrupt" in err
     assert events.read_text().split("\n")[:4] == ["start 1", "done 1", f"start {ORIGINAL_ID}", f"done {ORIGINAL_ID}"]
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
 def _cli(root, *args: str) -> subprocess.CompletedProcess:
-    env = root.env()
-    env.pop(state_file.STATE_DIR_ENV, None)
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "jetpredict", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "jetpredict", *args], env=root.run_env(), capture_output=True,
                           text=True, timeout=60)
 
 
-def test_after_sigkill_jetpredict_restore_brings_the_original_mode_back(xavier):
-    child = _start(xavier)
+def test_after_sigkill_jetpredict_restore_brings_the_original_mode_back(xavier_30w):
+    child = _start(xavier_30w)
     os.killpg(child.pid, signal.SIGKILL)
-    _finish(child)
-    assert xavier.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # left in the custom mode
+    finish(child)
+    assert xavier_30w.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # left in the custom mode
     assert state_file.unfinished_run_warning() is not None  # what `profile` prints at its start
-    done = _cli(xavier, "restore")
+    done = _cli(xavier_30w, "restore")
     assert done.returncode == 0, done.stderr
     assert "restored the original power mode MODE_30W_ALL on agx-xavier" in done.stderr
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
-    again = _cli(xavier, "restore")
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
+    again = _cli(xavier_30w, "restore")
     assert again.returncode == 0 and "nothing to restore" in again.stderr
     assert state_file.unfinished_run_warning() is None
 
 
-def test_restore_refuses_while_the_run_is_alive(xavier):
-    child = _start(xavier)
+def test_restore_refuses_while_the_run_is_alive(xavier_30w):
+    child = _start(xavier_30w)
     try:
-        busy = _cli(xavier, "restore")
+        busy = _cli(xavier_30w, "restore")
         assert busy.returncode == 1 and "still running" in busy.stderr
         second = detect_controller("jetson")
         with pytest.raises(RuntimeError, match=f"another jetpredict run \\(pid {child.pid}\\)"), second:
             pass  # a second run on the same device would fight the first one's switches
     finally:
         child.send_signal(signal.SIGTERM)
-        _finish(child)
-    _in_original_mode(xavier)
+        finish(child)
+    _in_original_mode(xavier_30w)
 
 
-def test_a_new_run_adopts_the_original_mode_of_an_unfinished_one(xavier):
-    child = _start(xavier)
+def test_a_new_run_adopts_the_original_mode_of_an_unfinished_one(xavier_30w):
+    child = _start(xavier_30w)
     os.killpg(child.pid, signal.SIGKILL)
-    _finish(child)
-    (xavier.path / "nvpmodel_delay_s").unlink()
+    finish(child)
+    (xavier_30w.path / "nvpmodel_delay_s").unlink()
     ctl = detect_controller("jetson")
     # The mode in force is the dead run's custom one; the state file knows the real original.
     with ctl:
         ctl.apply(load_device("agx-xavier").preset("MAXN"))
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
-def test_a_failed_restore_keeps_the_state_and_is_retried(xavier, monkeypatch):
+def test_a_failed_restore_keeps_the_state_and_is_retried(xavier_30w, monkeypatch):
     ctl = detect_controller("jetson")
     ctl.__enter__()
     ctl.apply(PowerMode("custom", *CUSTOM_KNOBS))
     monkeypatch.setenv("FAKE_NVPMODEL_FAIL", str(ORIGINAL_ID))
     with pytest.raises(Exception, match="failed"):
         ctl.restore()
-    assert (_state_dir(xavier) / state_file.STATE_FILE_NAME).is_file()
+    assert (xavier_30w.state_dir() / state_file.STATE_FILE_NAME).is_file()
     monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
     ctl.__exit__(None, None, None)  # the exit path tries again
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
 def test_state_dir_choice(monkeypatch, tmp_path):
@@ -299,21 +256,21 @@ def test_state_dir_choice(monkeypatch, tmp_path):
     assert set(state_file.state_dirs()) == {Path("/var/lib/jetpredict"), tmp_path / "xdg" / "jetpredict"}
 
 
-def test_a_state_file_that_is_not_ours_is_reported_not_executed(xavier):
-    path = _state_dir(xavier) / state_file.STATE_FILE_NAME
+def test_a_state_file_that_is_not_ours_is_reported_not_executed(xavier_30w):
+    path = xavier_30w.state_dir() / state_file.STATE_FILE_NAME
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\x80\x04cos\nsystem\n.")  # pickle bytes: never loaded as anything but JSON
-    done = _cli(xavier, "restore")
+    done = _cli(xavier_30w, "restore")
     assert done.returncode == 1 and "cannot be read" in done.stderr
     assert "cannot be read" in state_file.unfinished_run_warning()
 
 
-def test_profile_warns_at_start_about_an_unfinished_run(xavier, tmp_path, capsys):
+def test_profile_warns_at_start_about_an_unfinished_run(xavier_30w, tmp_path, capsys):
     from jetpredict.cli import main
 
-    child = _start(xavier)
+    child = _start(xavier_30w)
     os.killpg(child.pid, signal.SIGKILL)
-    _finish(child)
+    finish(child)
     rc = main(["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MAXN",
                "--out", str(tmp_path / "p.csv"), "--no-progress"])
     err = capsys.readouterr().err
@@ -326,67 +283,63 @@ APPLIED_ID = 2  # MODE_15W, set with `jetpredict apply` before the run
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
-def test_a_signalled_run_over_an_applied_mode_ends_in_it_and_restore_then_gives_the_original(xavier, sig):
-    applied = _cli(xavier, "apply", "--mode", "MODE_15W")
+def test_a_signalled_run_over_an_applied_mode_ends_in_it_and_restore_then_gives_the_original(xavier_30w, sig):
+    applied = _cli(xavier_30w, "apply", "--mode", "MODE_15W")
     assert applied.returncode == 0, applied.stderr
-    child = _start(xavier)
+    child = _start(xavier_30w)
     os.killpg(child.pid, sig)
-    out, err = _finish(child)
+    out, err = finish(child)
     assert "unreachable" not in out and child.returncode == 128 + sig, err
-    assert xavier.read("/var/lib/nvpmodel/status") == f"pmode:{APPLIED_ID:04d}"  # the mode apply set
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{APPLIED_ID:04d}"  # the mode apply set
     kept = state_file.find_state()
     assert kept.kept and kept.original["mode"] == "MODE_30W_ALL"
-    done = _cli(xavier, "restore")
+    done = _cli(xavier_30w, "restore")
     assert done.returncode == 0, done.stderr
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
 def test_a_run_over_an_applied_mode_is_said_to_return_to_it_and_after_sigkill_restore_gives_the_original(
-        xavier):
+        xavier_30w):
     from jetpredict.profiler.status import pending_restore
 
-    applied = _cli(xavier, "apply", "--mode", "MODE_15W")
+    applied = _cli(xavier_30w, "apply", "--mode", "MODE_15W")
     assert applied.returncode == 0, applied.stderr
-    child = _start(xavier)
+    child = _start(xavier_30w)
     try:
         pending = pending_restore()
         assert pending.run_alive and pending.saved_by_pid == child.pid
         assert (f"a run (pid {child.pid}) switches power modes over the one `jetpredict apply` set and "
                 "returns to it when it ends; the original from before that, MODE_30W_ALL on agx-xavier"
                 in pending.summary)
-        busy = _cli(xavier, "restore")
+        busy = _cli(xavier_30w, "restore")
         assert busy.returncode == 1 and "still running" in busy.stderr
     finally:
         os.killpg(child.pid, signal.SIGKILL)
-        _finish(child)
-    assert xavier.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # left in the custom mode
-    done = _cli(xavier, "restore")
+        finish(child)
+    assert xavier_30w.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # left in the custom mode
+    done = _cli(xavier_30w, "restore")
     assert done.returncode == 0, done.stderr
     assert "restored the original power mode MODE_30W_ALL on agx-xavier" in done.stderr
-    _in_original_mode(xavier)
-    assert _leftovers(xavier) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=["sigterm", "sighup", "sigquit"])
-def test_a_profile_stopped_by_a_signal_says_which_and_that_the_mode_is_back(fake_root, monkeypatch, tmp_path, sig):
+def test_a_profile_stopped_by_a_signal_says_which_and_that_the_mode_is_back(xavier_30w, tmp_path, sig):
     """Ctrl-C prints "interrupted"; a stop by another signal says as much in one line, not nothing."""
-    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
-    device = load_device("agx-xavier")
-    fake_root.add_jetson(device, preset_id=ORIGINAL_ID)
-    fake_root.install_tool("nvpmodel", GATED_NVPMODEL.replace("@SOC@", device.specs.soc))
-    fake_root.hold_nvpmodel("m")
-    child = start_cli(fake_root, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes",
+    xavier_30w.hold_nvpmodel("m")
+    child = start_cli(xavier_30w, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes",
                       "MAXN", "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1",
                       "--settle-s", "0", "--no-progress", "--out", str(tmp_path / "p.csv"))
     try:
-        fake_root.wait_held("m")  # inside the switch to MAXN
+        xavier_30w.wait_held("m")  # inside the switch to MAXN
         child.send_signal(sig)
     finally:
-        fake_root.release_nvpmodel("m")
+        xavier_30w.release_nvpmodel("m")
         _, err = finish(child)
     assert child.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1] == (f"jetpredict profile: stopped by {signal.Signals(sig).name}; the "
                                             "power mode in force before it was restored")
-    _in_original_mode(fake_root)
-    assert _leftovers(fake_root) == []
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
