@@ -463,3 +463,17 @@ def finish(child: subprocess.Popen, timeout_s: float = 120.0) -> tuple[str, str]
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
+
+
+def signal_inside_switch(root: FakeRoot, sig: int, *args: str) -> tuple[subprocess.Popen, str, str]:
+    """Run ``jetpredict ARGS`` (:func:`start_cli`), send it ``sig`` while its ``nvpmodel -m`` is held (root's
+    nvpmodel must be :data:`GATED_NVPMODEL`), let the switch finish and the run end: (child, stdout, stderr)."""
+    root.hold_nvpmodel("m")
+    child = start_cli(root, *args)
+    try:
+        root.wait_held("m")  # inside the switch
+        child.send_signal(sig)
+    finally:
+        root.release_nvpmodel("m")
+        out, err = finish(child)
+    return child, out, err

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from fakes import EMC_CAP, GATED_NVPMODEL, GPU_DIRS, finish, start_cli
+from fakes import EMC_CAP, GATED_NVPMODEL, GPU_DIRS, signal_inside_switch
 from jetpredict.models.catalogue import load_device, mode_label
 from jetpredict.profiler.apply import parse_mode
 from jetpredict.profiler.powermode.state import STATE_FILE_NAME, state_dir
@@ -218,14 +218,7 @@ def test_a_stop_during_the_switch_puts_the_mode_before_it_back_and_says_so(xavie
     take over (it would end in the original instead of a mode this command never kept)."""
     root, device = xavier
     root.install_tool("nvpmodel", GATED_NVPMODEL.replace("@SOC@", device.specs.soc))
-    root.hold_nvpmodel("m")
-    child = start_cli(root, "apply", "--mode", "MODE_15W")
-    try:
-        root.wait_held("m")  # inside the switch to MODE_15W
-        child.send_signal(sig)
-    finally:
-        root.release_nvpmodel("m")
-        out, err = finish(child)
+    child, out, err = signal_inside_switch(root, sig, "apply", "--mode", "MODE_15W")
     assert child.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1] == (f"jetpredict apply: stopped by {signal.Signals(sig).name}; the power "
                                             "mode in force before it was restored")

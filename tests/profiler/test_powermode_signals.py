@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import FAKE_NVPMODEL, finish, start_cli, start_python
+from fakes import FAKE_NVPMODEL, finish, signal_inside_switch, start_python
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
@@ -328,16 +328,10 @@ def test_a_run_over_an_applied_mode_is_said_to_return_to_it_and_after_sigkill_re
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=["sigterm", "sighup", "sigquit"])
 def test_a_profile_stopped_by_a_signal_says_which_and_that_the_mode_is_back(xavier_30w, tmp_path, sig):
     """Ctrl-C prints "interrupted"; a stop by another signal says as much in one line, not nothing."""
-    xavier_30w.hold_nvpmodel("m")
-    child = start_cli(xavier_30w, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes",
-                      "MAXN", "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1",
-                      "--settle-s", "0", "--no-progress", "--out", str(tmp_path / "p.csv"))
-    try:
-        xavier_30w.wait_held("m")  # inside the switch to MAXN
-        child.send_signal(sig)
-    finally:
-        xavier_30w.release_nvpmodel("m")
-        _, err = finish(child)
+    child, _, err = signal_inside_switch(
+        xavier_30w, sig, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN",
+        "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1", "--settle-s", "0",
+        "--no-progress", "--out", str(tmp_path / "p.csv"))
     assert child.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1] == (f"jetpredict profile: stopped by {signal.Signals(sig).name}; the "
                                             "power mode in force before it was restored")
