@@ -12,8 +12,10 @@ from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import adaptive as A
+from jetpredict.predictor import decision as D
 from jetpredict.predictor import replay as R
 from jetpredict.predictor import service
+from jetpredict.predictor.model import z_of
 from jetpredict.predictor.reference import build_reference
 
 from jetpredict.cli import main
@@ -99,6 +101,20 @@ def test_a_preset_profiled_at_the_boards_own_caps_is_not_proposed_again(real):
     assert table.loc[preset, "gpu_mhz"] == device.preset("MODE_15W").gpu_mhz  # the catalogue's row, closed
 
 
+def test_a_start_preset_profiled_at_the_boards_own_caps_is_not_profiled_again(real):
+    """``profile --adaptive --modes MAXN,MODE_10W,...``: a start preset the board capped otherwise than the
+    catalogue counts as profiled by its name; it was profiled again in every start slot (the budget spent
+    on copies, the other start modes never profiled)."""
+    device = load_device("agx-xavier")
+    chooser = A.make_chooser("agx-xavier", device.presets[:3], budget=6)
+    assert chooser.next_mode([])["mode"] == "MAXN"
+    row = real[real["workload"] == "resnet18-cifar10"].iloc[0].to_dict()
+    row.update({**device.preset("MAXN").as_dict(), "gpu_mhz": 1236.75})  # the board's own MAXN cap
+    assert chooser.next_mode([row])["mode"] == "MODE_10W"
+    measured = chooser._measured_s([row])  # the catalogue's MAXN counts as measured, for the stop's check too
+    assert measured[A._key(device.preset("MAXN").knobs())] == row["epoch_time_s"]
+
+
 def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
     template = {**resnet.iloc[0].to_dict(), "stall_time_s": float("nan"), "minibatch_time_p50_s": 0.2}
     pred = {"epoch_time_s": 500.0, "stall_time_s": 20.0, "compute_time_s": 470.0, "avg_power_w": 14.0,
@@ -170,10 +186,10 @@ def test_a_mode_whose_interval_cannot_clear_the_cap_holds_nothing_back(resnet, o
     # meet it; with the margin of the profiled modes' intervals it is unlikely to certify.
     stop = chooser.steps[-1].decision.table
     is_c = (stop["mode"] == "c").to_numpy()
-    z = A.z_of(goal.confidence)
+    z = z_of(goal.confidence)
     profiled = stop["mode"].isin([r["mode"] for r in rows]).to_numpy()
-    assert A._meets_caps(stop, goal, z)[is_c][0] > 0.5
-    assert A._meets_caps(stop, goal, z, profiled)[is_c][0] < 0.2
+    assert D._meets_caps(stop, goal, z)[is_c][0] > 0.5
+    assert D._meets_caps(stop, goal, z, profiled)[is_c][0] < 0.2
 
 
 def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
