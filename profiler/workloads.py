@@ -21,8 +21,10 @@ go through the same augmentation. The dataset size sets the minibatches per epoc
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -115,7 +117,15 @@ def _parts_from_factory(result: object, where: str) -> WorkloadParts:
     return parts
 
 
+#: ``MODULE:FACTORY``: a dotted module path (no relative import) and a name in it.
+_USER_WORKLOAD = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
 def _user_workload(name: str) -> WorkloadSpec:
+    if not _USER_WORKLOAD.fullmatch(name):
+        raise UnknownWorkloadError(f"{cli_flag('workload')} {name!r} must be MODULE:FACTORY, a dotted module "
+                                   "path importable from here and a function in it (e.g. my_models:make)",
+                                   "workload")
     module_name, _, attr = name.partition(":")
     # Console scripts do not put the working directory on sys.path; users expect `mymodels:make` to work.
     if os.getcwd() not in sys.path:
@@ -129,6 +139,12 @@ def _user_workload(name: str) -> WorkloadSpec:
     if not callable(factory):
         raise UnknownWorkloadError(f"workload {name!r}: module {module_name!r} has no callable {attr!r}",
                                    "workload")
+    try:
+        inspect.signature(factory).bind()
+    except TypeError:
+        raise InputError(f"workload factory {name!r} must take no arguments", "workload") from None
+    except ValueError:  # no signature to read (a builtin): call it and see
+        pass
     parts = _parts_from_factory(factory(), f"workload factory {name!r}")
     size = parts.dataset_size
     if size is None and parts.dataset is not None and hasattr(parts.dataset, "__len__"):

@@ -64,6 +64,9 @@ def test_user_factory_profiles_from_the_working_directory(tmp_path):
     (["--device", "toaster"], "--device must be host, jetson or sim:DEVICE"),
     (["--workload", "alexnet-imagenet"], "unknown workload 'alexnet-imagenet'"),
     (["--workload", " "], "--workload must be a non-empty name"),
+    # relative or empty module names crashed importlib with a traceback (TypeError, ValueError)
+    (["--workload", "..x:f"], "--workload '..x:f' must be MODULE:FACTORY, a dotted module path"),
+    (["--workload", ":f"], "--workload ':f' must be MODULE:FACTORY"),
     (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
     (["--batch-size", "100000"], "--batch-size 100000 is larger than the dataset (60000 samples)"),
     (["--workers", "-1"], "--workers must be >= 0, got -1"),

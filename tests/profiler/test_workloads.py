@@ -75,6 +75,7 @@ def test_user_classification_tuple_uses_synthetic_images():
 @pytest.mark.parametrize(("factory", "message"), [
     ("model_only", "only a model"),
     ("dataset_without_loss", "must also return 'loss'"),
+    ("wants_an_argument", "must take no arguments"),  # a TypeError traceback before
 ])
 def test_incomplete_factories_say_what_is_missing(factory, message):
     with pytest.raises(InputError, match=message) as err:

@@ -25,3 +25,8 @@ def model_only() -> nn.Module:
 
 def dataset_without_loss() -> dict:
     return {"model": LstmLanguageModel(), "dataset": TokenStream()}
+
+
+def wants_an_argument(width):
+    """A factory that takes an argument: ``profile`` calls it with none."""
+    raise AssertionError("never called")
