@@ -237,6 +237,16 @@ def _lowest(bounds: pd.Series) -> int | None:
     return None if np.isnan(values).all() else int(np.nanargmin(values))
 
 
+def _over_cap_text(value: float, cap: float, digits: int) -> str:
+    """``value`` with ``digits`` significant digits, or as many more as it takes to print it above ``cap``
+    when it is above (a bound of 5.81175 W against a cap of 5.8109 W read "5.81 W", as if it met it)."""
+    text = f"{value:.{digits}g}"
+    while value > cap and not float(text) > cap and digits < 17:
+        digits += 1
+        text = f"{value:.{digits}g}"
+    return text
+
+
 def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_s: float | None,
                     confidence: float) -> str:
     level = percent(confidence)
@@ -246,14 +256,16 @@ def _why_infeasible(df: pd.DataFrame, max_power_w: float | None, max_epoch_time_
         i = _lowest(df["avg_power_w_high"])
         power_ok = i is not None and df["avg_power_w_high"].iloc[i] <= max_power_w
         parts.append(f"no mode has a known upper bound of power at {level}" if i is None else
-                     f"the lowest upper bound of power at {level} is {df['avg_power_w_high'].iloc[i]:.3g} W "
+                     f"the lowest upper bound of power at {level} is "
+                     f"{_over_cap_text(df['avg_power_w_high'].iloc[i], max_power_w, 3)} W "
                      f"(mode {df['mode'].iloc[i]})")
     if max_epoch_time_s is not None:
         i = _lowest(df["epoch_time_s_high"])
         time_ok = i is not None and df["epoch_time_s_high"].iloc[i] <= max_epoch_time_s
         parts.append(f"no mode has a known upper bound of the epoch at {level}" if i is None else
                      f"the shortest upper bound of the epoch at {level} is "
-                     f"{df['epoch_time_s_high'].iloc[i]:.4g} s (mode {df['mode'].iloc[i]})")
+                     f"{_over_cap_text(df['epoch_time_s_high'].iloc[i], max_epoch_time_s, 4)} s "
+                     f"(mode {df['mode'].iloc[i]})")
     limits = ", ".join(f"{k}={v:g}" for k, v in (("max_power_w", max_power_w),
                                                   ("max_epoch_time_s", max_epoch_time_s)) if v is not None)
     if max_power_w is not None and max_epoch_time_s is not None and power_ok and time_ok:

@@ -381,3 +381,12 @@ def test_why_infeasible_names_the_level_as_given():
     df = pd.DataFrame({"mode": ["a", "b"], "avg_power_w_high": [20.0, 30.0], "epoch_time_s_high": [100.0, 50.0]})
     reason = rec._why_infeasible(df, 10.0, None, 0.999)
     assert "at 99.9%" in reason and "100%" not in reason
+
+
+def test_why_infeasible_prints_a_bound_just_over_the_cap_above_it():
+    """A bound of 5.81175 W against a cap of 5.8109 W read "5.81 W", as if the cap were met."""
+    df = pd.DataFrame({"mode": ["a"], "avg_power_w_high": [5.81175], "epoch_time_s_high": [100.04]})
+    reason = rec._why_infeasible(df, 5.8109, 100.0, 0.85)
+    assert "the lowest upper bound of power at 85% is 5.812 W" in reason
+    assert "the shortest upper bound of the epoch at 85% is 100.04 s" in reason
+    assert "is 20 W" in rec._why_infeasible(df.assign(avg_power_w_high=20.0), 10.0, None, 0.9)  # short when far
