@@ -546,7 +546,7 @@ def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: l
         cells = ", ".join(f"{k} {v:.1f}%" for k, v in r["inversions"].items()) or "none"
         lines.append(f"| {r['target']} | {r['quantity']} | {r['floor_mape']:.2f} | {cells} |")
     lines += ["", "Out of sample for the interval scales (each target's come from the other two workloads); the "
-              "model's form and constants (e.g. the CPU-side memory roofline's mix, features.CPU_MEM_LOG_*) were "
+              "model's form and constants (e.g. the CPU-side memory roofline's mix, predictor.constants.CPU_MEM_LOG_*) were "
               "chosen with these 30 rows in view, so the MAPE figures are not a held-out test of the form; the "
               "figure's low-clock LeNet-5 modes, kept aside by the issue's author, are."]
     lines += ["", "Caveats: the cross-device transfer compares the two devices' simulated reference sweeps, and the "

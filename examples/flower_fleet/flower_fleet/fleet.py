@@ -186,7 +186,8 @@ def _choice(name: str, value: Any, options: Sequence[str]) -> None:
 def fit_fleet_models(seed: int, workload: str = task.TWIN_WORKLOAD, devices: Sequence[str] = task.DEVICES
                      ) -> dict[str, Any]:
     """One fitted model of ``workload`` per Jetson type, as a fleet operator makes them: ``jetpredict plan
-    --budget 4`` modes, ``jetpredict profile --device sim:DEVICE --seed`` (twin noise of ``seed``), ``fit``."""
+    --budget 4`` modes, ``jetpredict profile --device sim:DEVICE`` (here with the twin's noise drawn from ``seed``, which the
+    campaign takes as ``CampaignConfig.seed``), ``fit``."""
     from jetpredict.models.profile_rows import validate_records
     from jetpredict.predictor.bundled import fit_workload
     from jetpredict.predictor.service import plan_profiling
