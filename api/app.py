@@ -20,6 +20,8 @@ from flask_smorest import Api
 from jetpredict.api.config import (
     DEFAULT_HEAVY_FIT_ROWS,
     DEFAULT_INLINE_ROWS_WITHOUT_KEY,
+    HEAVY_CLIENTS,
+    HEAVY_MODES,
     RATE_LIMIT_OFF,
     Settings,
     load_settings,
@@ -65,7 +67,9 @@ API_DESCRIPTION = (
     "loopback (the default) or put the service behind a proxy that authenticates when rows are "
     "confidential. Costly routes are rate limited per client address (429 with Retry-After); a database "
     "that cannot be reached, or a store that cannot write, answers 503 with Retry-After. Heavy requests "
-    f"(inline fits, answers for every mode, fleet plans of more than {fleet_plans.HEAVY_CLIENTS} clients, fits "
+    f"(inline fits, answers for every mode, lists of more than {HEAVY_MODES:,} modes, fleet plans of more "
+    f"than {HEAVY_CLIENTS} clients, predictions, recommendations and fleet plans that need a device's "
+    "every-mode prediction at a confidence not computed before, fits "
     f"of a stored workload of more than {DEFAULT_HEAVY_FIT_ROWS:,} rows on upload or lookup, by default) run "
     "a few at a time per worker and answer 503 with Retry-After when that is full; inline rows beyond "
     f"{DEFAULT_INLINE_ROWS_WITHOUT_KEY:,} need X-API-Key (by default). "
@@ -249,13 +253,19 @@ def _install_access_log(app: Flask, settings: Settings) -> None:
 
 
 def _asks_for_all_modes() -> bool:
+    """Whether the request asks for ``"modes": "all"`` or lists more than HEAVY_MODES modes: a long list
+    costs as "all" does, so it counts against the same limit."""
     body = request.get_json(silent=True) if request.is_json else None
-    return isinstance(body, dict) and body.get("modes") == "all"
+    if not isinstance(body, dict):
+        return False
+    modes = body.get("modes")
+    return modes == "all" or (isinstance(modes, list) and len(modes) > HEAVY_MODES)
 
 
 def _install_rate_limits(app: Flask, settings: Settings) -> None:
     """Per-client (remote address) limits on the routes that cost CPU: predictions, recommendations,
-    fleet plans, uploads; a tighter one on ``modes: "all"`` (~30k rows, MBs per answer). ``off`` = none.
+    fleet plans, uploads; a tighter one on ``modes: "all"`` (~30k rows, MBs per answer) and on lists of
+    more than HEAVY_MODES modes. ``off`` = none.
 
     The counters live in ``RATE_LIMIT_STORAGE_URL`` (``memory://``: per worker process; a shared store
     such as ``redis://`` makes the limits hold across workers and instances).

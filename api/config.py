@@ -75,8 +75,16 @@ DEFAULT_RATE_LIMIT = "600/minute;50/second"
 DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"
 RATE_LIMIT_OFF = ("off", "none", "0", "false")
 DEFAULT_INLINE_ROWS_WITHOUT_KEY = 2_000
-#: A fit over more stored and uploaded rows than this is heavy work (~0.1 CPU-s: bench/fit_scaling.py).
+#: A fit over more stored and uploaded rows than this is heavy work (~0.02 CPU-s, as a 1,000-mode list:
+#: bench/results/fit_scaling.md).
 DEFAULT_HEAVY_FIT_ROWS = 2_000
+#: Fleet plans of more clients than this are heavy work (api.heavy): ~0.1 ms per client, MBs of JSON.
+HEAVY_CLIENTS = 500
+#: A mode list longer than this is heavy work (api.heavy) and counts against RATE_LIMIT_ALL_MODES, as
+#: ``"all"`` does. A listed mode costs ~14 us (checked, predicted, encoded) and ~560 bytes of JSON, so 1,000
+#: are ~15 ms and ~0.5 MB, ten times a light request; and under the default RATE_LIMIT (600/minute) shorter
+#: lists reach at most 600,000 modes a minute, below ``"all"`` under its own limit (30 x 29,232 on AGX Xavier).
+HEAVY_MODES = 1_000
 
 
 def _split(value: str | list | tuple) -> tuple[str, ...]:

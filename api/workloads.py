@@ -293,6 +293,15 @@ class WorkloadService:
         gate = self._heavy_gate(rows)
         return work() if gate is None else gate.run(f"{what} of {rows:,} rows", work)
 
+    def _recall(self, cache: OrderedDict, key: str) -> Any:
+        """The cached value of ``key`` (None if absent), moved to the end: the least recently used entry,
+        not the first inserted, is the one ``_remember`` drops."""
+        with self._lock:
+            value = cache.get(key)
+            if value is not None:
+                cache.move_to_end(key)
+            return value
+
     def _remember(self, cache: OrderedDict, key: str, value: Any) -> None:
         with self._lock:
             cache[key] = value
@@ -461,7 +470,7 @@ class WorkloadService:
         if revision is None:
             raise UnknownWorkloadError(f"workload {workload_id!r} is not stored; upload its rows with "
                                        "POST /v1/profiles", field)
-        cached = self._stored.get(workload_id)
+        cached = self._recall(self._stored, workload_id)
         if cached is not None and cached[0] == revision:
             return self._served(cached[1], workload_id, revision, device)
         revision, rows = self.storage.load_rows(workload_id)
@@ -483,7 +492,7 @@ class WorkloadService:
         check_scalar_cells(records, field)
         rows = validate_client_rows(as_one_workload(records), field)
         key = records_sha256([canonical_row(r) for r in rows_to_records(rows)])  # 4 and 4.0: one entry
-        model = self._inline.get(key)
+        model = self._recall(self._inline, key)
         if model is None:
             model = _fit(rows, field)
             self._remember(self._inline, key, model)

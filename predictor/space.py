@@ -35,6 +35,12 @@ class PerModelCache:
         self._entries: OrderedDict[tuple[int, str, float], tuple[weakref.ref, object]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def holds(self, model: object, device_id: str, confidence: float) -> bool:
+        """Whether (``model``, ``device_id``, ``confidence``) is kept, without computing or moving it."""
+        with self._lock:
+            hit = self._entries.get((id(model), device_id, float(confidence)))
+        return hit is not None and hit[0]() is model
+
     def get(self, model: WorkloadModel, device: Device, confidence: float, compute: Callable[[], T]) -> T:
         """The cached value of (``model``, ``device``, ``confidence``), else ``compute()`` kept."""
         key = (id(model), device.id, float(confidence))
@@ -59,6 +65,12 @@ def space_prediction(model: WorkloadModel, device: Device, confidence: float = D
     not the model's)."""
     return _spaces.get(model, device, confidence,
                        lambda: predict_modes(model, ModeArrays.of_device(device), device, confidence))
+
+
+def space_computed(model: object, device_id: str, confidence: float = DEFAULT_CONFIDENCE) -> bool:
+    """Whether :func:`space_prediction` of (``model``, ``device_id``, ``confidence``) is computed and kept:
+    reading it is light work, computing it heavy (~15-80 ms a device)."""
+    return _spaces.holds(model, device_id, confidence)
 
 
 def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:

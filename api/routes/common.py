@@ -9,7 +9,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import current_app, request
 from jetpredict.api.config import Settings
@@ -23,6 +23,8 @@ from marshmallow import Schema
 from webargs.flaskparser import FlaskParser
 
 log = logging.getLogger("jetpredict.api")
+
+T = TypeVar("T")
 
 API_KEY_HEADER = "X-API-Key"
 SECURITY = [{"ApiKeyAuth": []}]
@@ -89,6 +91,13 @@ def request_workload(workload: Mapping[str, Any], field: str = "workload", devic
                 "upload the rows with POST /v1/profiles and predict by id")
         raise ApiError(413, f"{field}.rows: {rule}", {f"{field}.rows": [rule]})
     return svc.heavy.run("a fit of inline rows", lambda: svc.workloads.resolve(workload, field))
+
+
+def heavy_unless(light: bool, what: str, work: Callable[[], T]) -> T:
+    """``work()`` on the request thread when ``light`` (its every-mode predictions already computed:
+    :func:`predictor.space.space_computed`), else as heavy work (503 with Retry-After when the gate is full).
+    ``work`` must not need the Flask request context."""
+    return work() if light else services().heavy.run(what, work)
 
 
 def check_api_key() -> None:

@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.answers import accepts_gzip, encode_json, response
+from jetpredict.api.config import HEAVY_CLIENTS
 from jetpredict.api.heavy import Encoded
 from jetpredict.api.query_schemas import FleetPlanRequestSchema, FleetPlanSchema
-from jetpredict.api.routes.common import RepeatedBodyParser, doc_only, request_workload, services
+from jetpredict.api.routes.common import (
+    RepeatedBodyParser,
+    doc_only,
+    heavy_unless,
+    request_workload,
+    services,
+)
 from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema
+from jetpredict.models.catalogue import resolve_device
+from jetpredict.predictor.space import space_computed
+from jetpredict.predictor.workload_devices import DeviceModels
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
 blp.ARGUMENTS_PARSER = RepeatedBodyParser()  # the same bodies come again and again
 
-#: Plans of more clients than this are heavy work (api.heavy): ~0.1 ms per client, MBs of JSON.
-HEAVY_CLIENTS = 500
+
+def uncached_spaces(models: DeviceModels, device_ids: Iterable[str], confidence: float) -> int:
+    """How many of the devices' every-mode predictions (one per device at ``confidence``, by the model that
+    serves it) a plan would compute rather than read (:func:`predictor.space.space_computed`)."""
+    missing = 0
+    for device_id in set(device_ids):
+        device = resolve_device(device_id)
+        missing += not space_computed(models.serve(device).model, device.id, confidence)
+    return missing
 
 
 @blp.route("")
@@ -44,6 +63,13 @@ class FleetPlans(MethodView):
             # Encoded here, not by marshmallow's per-client dump: 10,000 clients are 8-12 MB of JSON.
             return encode_json(answer, gzip_ok)
 
-        encoded = svc.heavy.run("a large fleet plan", plan) if len(clients) > HEAVY_CLIENTS else plan()
+        # Most of a small plan's cost is one every-mode prediction per device (~15-80 ms each): heavy when
+        # any is not computed yet, whatever the client count; and when clients are many (JSON of MBs).
+        models = resolved.models or DeviceModels.single(resolved.model)
+        uncached = uncached_spaces(models, (c["device"] for c in clients), body["confidence"])
+        light = len(clients) <= HEAVY_CLIENTS and uncached == 0
+        what = (f"a fleet plan of {len(clients):,} clients" if uncached == 0
+                else f"a fleet plan computing {uncached} device(s)' every-mode predictions")
+        encoded = heavy_unless(light, what, plan)
         svc.metrics.served("fleet-plans").inc(len(clients))
         return response(encoded)

@@ -13,10 +13,19 @@ from flask import Response
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api import answers
+from jetpredict.api.config import HEAVY_MODES
 from jetpredict.api.query_schemas import PredictionRequestSchema, PredictionResponseSchema
-from jetpredict.api.routes.common import RepeatedBodyParser, doc_only, request_workload, services
+from jetpredict.api.routes.common import (
+    RepeatedBodyParser,
+    doc_only,
+    heavy_unless,
+    request_workload,
+    services,
+)
 from jetpredict.api.schemas import PREDICTION_EXAMPLE, ErrorSchema
+from jetpredict.models.catalogue import resolve_device
 from jetpredict.predictor.service import prediction_answer
+from jetpredict.predictor.space import space_computed
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
                 description="Predict epoch time and energy per power mode")
@@ -29,7 +38,8 @@ def predictions_response(body: dict) -> Response:
     """The answer to a validated prediction request, in the form the client asked for.
 
     Answers for every mode are heavy work (:mod:`api.heavy`): computed once per fitted model, device,
-    epochs, confidence, form and encoding, then served from the answer cache.
+    epochs, confidence, form and encoding, then served from the answer cache. So are lists of more than
+    HEAVY_MODES modes, and lists whose device's every-mode prediction is not computed yet.
     """
     svc = services()
 
@@ -50,7 +60,11 @@ def predictions_response(body: dict) -> Response:
         return answers.encode(answer, fmt, gzip_ok)
 
     if not isinstance(modes, str):  # a list: answered as asked, not kept
-        return counted(compute())
+        # Light only when short and its every-mode prediction is kept (catalogue modes are read from it):
+        # a long list costs as "all" does, and a new (model, device, confidence) computes a whole space.
+        device_id = resolve_device(body.get("device") or model.device_id).id
+        light = len(modes) <= HEAVY_MODES and space_computed(model, device_id, body["confidence"])
+        return counted(heavy_unless(light, f"a prediction of {len(modes):,} listed modes", compute))
     # "presets" and "all" are the same answer for every client of this model: computed once and kept.
     key = (modes, resolved.workload_id, resolved.revision, body.get("device") or model.device_id,
            body.get("epochs"), float(body["confidence"]), fmt, gzip_ok)

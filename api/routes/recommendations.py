@@ -5,9 +5,17 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.query_schemas import RecommendationRequestSchema, RecommendationSchema
-from jetpredict.api.routes.common import RepeatedBodyParser, doc_only, request_workload, services
+from jetpredict.api.routes.common import (
+    RepeatedBodyParser,
+    doc_only,
+    heavy_unless,
+    request_workload,
+    services,
+)
 from jetpredict.api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema
+from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError
+from jetpredict.predictor.space import space_computed
 
 blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
@@ -28,12 +36,15 @@ class Recommendations(MethodView):
 
         resolved = request_workload(body["workload"], device=body.get("device"))
         services().metrics.served("recommendations").inc()
+        # The choice reads the device's every-mode prediction: light when kept, else heavy work (~15-80 ms).
+        device_id = resolve_device(body.get("device") or resolved.model.device_id).id
+        light = space_computed(resolved.model, device_id, body["confidence"])
         # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
         # which of the workload's devices' rows serve this device.
         try:
-            answer = recommendation(resolved.model, body["objective"], device=body.get("device"),
-                                    epochs=body.get("epochs"), confidence=body["confidence"],
-                                    workload_id=resolved.workload_id, **body["constraints"])
+            answer = heavy_unless(light, "a recommendation over every mode", lambda: recommendation(
+                resolved.model, body["objective"], device=body.get("device"), epochs=body.get("epochs"),
+                confidence=body["confidence"], workload_id=resolved.workload_id, **body["constraints"]))
         except InputError as exc:
             # The device's own cap check names the bare argument; the request nests it under constraints.
             if exc.field in body["constraints"]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from jetpredict import models
@@ -58,3 +61,29 @@ def process_database_url() -> str:
 
     url = os.environ.get(TEST_DATABASE_ENV, "")
     return database_of_process(url, os.environ.get("PYTEST_XDIST_WORKER")) if url else ""
+
+
+#: A gate's wait in the heavy-work tests (s): only a full queue's immediate refusal can answer 503 while the
+#: gate is held; a gate that queued without bound would wait this long (pytest's timeout fails it first).
+HOLD_S = 3600
+
+
+@contextlib.contextmanager
+def gate_held(app) -> Iterator[None]:
+    """The app's heavy-work gate taken by another thread for the block."""
+    gate = app.extensions["jetpredict"].heavy
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admit("test"):
+            holding.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    try:
+        assert holding.wait(30)
+        yield
+    finally:
+        release.set()
+        worker.join(30)

@@ -4,7 +4,6 @@ hardening items (huge integers, store that cannot write, access log, formula cel
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import gzip
 import io
@@ -12,7 +11,8 @@ import logging
 import threading
 
 import pytest
-from api_fixtures import API_KEY, published_rows
+from api_fixtures import API_KEY, HOLD_S, published_rows
+from api_fixtures import gate_held as _gate_held
 
 ALL = {"workload": {"id": "my-resnet"}, "modes": "all"}
 ARROW = "application/vnd.apache.arrow.stream"
@@ -155,32 +155,6 @@ def test_every_mode_answer_is_cached_per_model_and_refreshed_by_a_refit(app, cli
     assert client.post("/v1/profiles", json={"rows": more}, headers=auth).status_code == 201
     refit = client.post("/v1/predictions", json=ALL, headers={"Accept": "text/csv"}).data
     assert refit != first and "6" in refit.decode().splitlines()[1].split(",")
-
-
-#: A gate's wait in these tests (s): only a full queue's immediate refusal can answer 503 while the gate is
-#: held; a gate that queued without bound would wait this long (pytest's timeout fails it first).
-HOLD_S = 3600
-
-
-@contextlib.contextmanager
-def _gate_held(app):
-    """The app's heavy-work gate taken by another thread for the block."""
-    gate = app.extensions["jetpredict"].heavy
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with gate.admit("test"):
-            holding.set()
-            release.wait(30)
-
-    worker = threading.Thread(target=hold)
-    worker.start()
-    try:
-        assert holding.wait(30)
-        yield
-    finally:
-        release.set()
-        worker.join(30)
 
 
 def test_a_full_heavy_gate_answers_503_with_retry_after_and_light_requests_pass(make_app, stored):
