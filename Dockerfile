@@ -42,4 +42,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('JETPREDICT_PORT', '8080') + '/healthz', timeout=4)"]
 
-CMD ["jetpredict", "serve", "--port", "8080"]
+CMD ["jetpredict", "serve"]

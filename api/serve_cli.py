@@ -167,6 +167,9 @@ def body_limit_warning(max_body_bytes: int, from_flag: bool) -> str | None:
 def _serve(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
+    from jetpredict.api.database_url import checked_url, masked_url
+
+    checked_url(settings.database_url)  # a URL without a form or a driver: refused before anything is set up
     warning = body_limit_warning(settings.MAX_BODY_BYTES, "MAX_BODY_BYTES" in overrides)
     if warning:
         _log(warning)
@@ -183,7 +186,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_dir = tempfile.TemporaryDirectory(prefix="jetpredict-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name
     # Create the schema once here, before workers start, so they do not race to create it.
-    from jetpredict.api.storage import Storage, is_unreachable, masked_url
+    from jetpredict.api.storage import Storage, is_unreachable
 
     storage = Storage(settings.database_url)
     try:

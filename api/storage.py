@@ -29,6 +29,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from jetpredict.api import sqlite_setup
 from jetpredict.api.config import MAX_WORKLOAD_ID_CHARS
+from jetpredict.api.database_url import checked_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -239,28 +240,6 @@ SCHEMA_LOCK_KEY = 0x6A657470
 _SCHEMA_TRIES = 5
 
 
-def normalize_url(url: str) -> str:
-    """``postgresql://`` / ``postgres://`` with the driver that is installed (psycopg 3, else psycopg2)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("postgresql", "postgres"):
-        return url
-    import importlib.util
-
-    driver = "psycopg" if importlib.util.find_spec("psycopg") else "psycopg2"
-    return f"postgresql+{driver}://{rest}"
-
-
-def masked_url(url: str) -> str:
-    """``url`` safe to print: the password is hidden, in the user part and in query parameters."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
-        return "<unparseable database URL>"
-    query = {k: ("***" if "pass" in k.lower() or "secret" in k.lower() or "token" in k.lower() else v)
-             for k, v in parsed.query.items()}
-    return parsed.set(query=query).render_as_string(hide_password=True)
-
-
 def is_unreachable(exc: BaseException) -> bool:
     """True for errors that mean "the database cannot be used now" (down, refused, locked, pool empty)."""
     if isinstance(exc, sa.exc.TimeoutError | sa.exc.DisconnectionError):
@@ -274,7 +253,7 @@ class Storage:
     """Profile rows and workload records in one SQL database."""
 
     def __init__(self, url: str) -> None:
-        url = normalize_url(url)
+        url = checked_url(url)
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self.is_postgresql = url.startswith("postgresql")

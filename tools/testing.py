@@ -287,7 +287,7 @@ def post_worker_init(worker):
 def empty_postgresql(url: str) -> None:
     """Drop and recreate schema ``public`` of the database at ``url``: a fresh, empty database."""
     import sqlalchemy as sa
-    from jetpredict.api.storage import normalize_url
+    from jetpredict.api.database_url import normalize_url
 
     engine = sa.create_engine(normalize_url(url))
     try:
@@ -308,7 +308,7 @@ def database_of_process(url: str, process: str | None) -> str:
     import re
 
     import sqlalchemy as sa
-    from jetpredict.api.storage import normalize_url
+    from jetpredict.api.database_url import normalize_url
 
     if not re.fullmatch(r"\w+", process):
         raise ValueError(f"test process name {process!r}: letters, digits and _ only")

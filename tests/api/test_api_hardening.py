@@ -258,7 +258,29 @@ def test_openapi_says_reads_are_public(client):
 
 
 def test_database_password_is_masked():
-    from jetpredict.api.storage import masked_url
+    from jetpredict.api.database_url import masked_url
 
     shown = masked_url("postgresql://u:s3cret@db:5432/jp?password=qp-secret&sslmode=require")
     assert "s3cret" not in shown and "qp-secret" not in shown and "sslmode=require" in shown
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("notaurl", "is not one jetpredict can use: give sqlite:///PATH or postgresql://"),
+    ("foo://x", "is not one jetpredict can use"),
+    ("mysql://u@h/db", "needs a driver that is not installed: No module named 'MySQLdb'"),
+    ("postgresql://u:s3cret@db/jp", "'postgresql+psycopg://u:***@db/jp' (--database-url, JETPREDICT_DATABASE_URL) "
+                                    "needs a driver that is not installed"),
+])
+def test_a_database_url_without_a_driver_or_a_form_is_refused_in_words(monkeypatch, capsys, url, said):
+    """``serve`` exits 2 naming the setting (a traceback from SQLAlchemy before); a PostgreSQL URL whose
+    driver is missing names the extra, psycopg 3, not the psycopg2 the project never declared."""
+    import sys
+
+    from jetpredict.cli import main
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as on a base install: neither driver imports
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    assert main(["serve", "--port", "1", "--database-url", url]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "(--database-url, JETPREDICT_DATABASE_URL)" in err and "s3cret" not in err
+    assert ("pip install 'jetpredict[postgres]'" in err) == url.startswith("postgresql")
