@@ -2,7 +2,7 @@
 
 Heavy requests (fits of inline rows, answers for every mode of a device, long mode lists, large fleet plans,
 and any request that needs a device's every-mode prediction not yet computed:
-:func:`predictor.space.space_computed`) cost
+:func:`predictor.space.space_ready`) cost
 tens to hundreds of CPU-milliseconds; light ones (the catalogue, presets of a stored workload) cost about one.
 Without a bound, a few clients looping heavy requests take every server thread and the GIL, and light
 answers wait behind them. :class:`HeavyGate` lets ``slots`` heavy computations run at once per process and

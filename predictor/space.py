@@ -11,13 +11,14 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import numpy as np
-from jetpredict.models.catalogue import Device, ModeArrays
+from jetpredict.models.catalogue import Device, ModeArrays, resolve_device
 from jetpredict.predictor.bundled import predict_modes
 from jetpredict.predictor.model import DEFAULT_CONFIDENCE, Prediction, WorkloadModel
+from jetpredict.predictor.workload_devices import DeviceModels
 
 T = TypeVar("T")
 
@@ -35,20 +36,25 @@ class PerModelCache:
         self._entries: OrderedDict[tuple[int, str, float], tuple[weakref.ref, object]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def _hit(self, model: object, device_id: str, confidence: float) -> tuple[tuple, object] | None:
+        """(key, value) of a kept entry of this very model object, else None; call under the lock."""
+        key = (id(model), device_id, float(confidence))
+        hit = self._entries.get(key)
+        return (key, hit[1]) if hit is not None and hit[0]() is model else None
+
     def holds(self, model: object, device_id: str, confidence: float) -> bool:
         """Whether (``model``, ``device_id``, ``confidence``) is kept, without computing or moving it."""
         with self._lock:
-            hit = self._entries.get((id(model), device_id, float(confidence)))
-        return hit is not None and hit[0]() is model
+            return self._hit(model, device_id, confidence) is not None
 
     def get(self, model: WorkloadModel, device: Device, confidence: float, compute: Callable[[], T]) -> T:
         """The cached value of (``model``, ``device``, ``confidence``), else ``compute()`` kept."""
-        key = (id(model), device.id, float(confidence))
         with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None and hit[0]() is model:
-                self._entries.move_to_end(key)
-                return hit[1]  # type: ignore[return-value]
+            found = self._hit(model, device.id, confidence)
+            if found is not None:
+                self._entries.move_to_end(found[0])
+                return found[1]  # type: ignore[return-value]
+        key = (id(model), device.id, float(confidence))
         value = compute()
         with self._lock:
             self._entries[key] = (weakref.ref(model), value)
@@ -67,10 +73,22 @@ def space_prediction(model: WorkloadModel, device: Device, confidence: float = D
                        lambda: predict_modes(model, ModeArrays.of_device(device), device, confidence))
 
 
-def space_computed(model: object, device_id: str, confidence: float = DEFAULT_CONFIDENCE) -> bool:
-    """Whether :func:`space_prediction` of (``model``, ``device_id``, ``confidence``) is computed and kept:
-    reading it is light work, computing it heavy (~15-80 ms a device)."""
-    return _spaces.holds(model, device_id, confidence)
+def space_ready(model: WorkloadModel, device: Device | str | None, confidence: float,
+                modes: ModeArrays | None = None) -> bool:
+    """Whether predicting ``modes`` (None: every mode) of ``device`` (None: the model's) is light work: read
+    from a computed :func:`space_prediction` (computing one is heavy, ~15-80 ms a device), or, for a list
+    with knobs off the catalogue steps (nvpmodel caps), predicted directly without it."""
+    device = resolve_device(model.device_id if device is None else device)
+    if modes is not None and catalogue_index(device, modes) is None:
+        return True
+    return _spaces.holds(model, device.id, confidence)
+
+
+def spaces_to_compute(models: DeviceModels, device_ids: Iterable[str], confidence: float) -> int:
+    """How many of the devices' every-mode predictions (each by the model that serves that device, as a
+    fleet plan reads them) are not computed yet."""
+    devices = [resolve_device(d) for d in set(device_ids)]
+    return sum(not space_ready(models.serve(d).model, d, confidence) for d in devices)
 
 
 def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:

@@ -94,9 +94,9 @@ def request_workload(workload: Mapping[str, Any], field: str = "workload", devic
 
 
 def heavy_unless(light: bool, what: str, work: Callable[[], T]) -> T:
-    """``work()`` on the request thread when ``light`` (its every-mode predictions already computed:
-    :func:`predictor.space.space_computed`), else as heavy work (503 with Retry-After when the gate is full).
-    ``work`` must not need the Flask request context."""
+    """``work()`` on the request thread when ``light`` (the caller found it cheap: what it reads already
+    computed, :func:`predictor.space.space_ready`, and its size under the limits), else as heavy work (503
+    with Retry-After when the gate is full). ``work`` must not need the Flask request context."""
     return work() if light else services().heavy.run(what, work)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from flask.views import MethodView
 from flask_smorest import Blueprint
 from jetpredict.api.answers import accepts_gzip, encode_json, response
@@ -18,23 +16,12 @@ from jetpredict.api.routes.common import (
     services,
 )
 from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema
-from jetpredict.models.catalogue import resolve_device
-from jetpredict.predictor.space import space_computed
+from jetpredict.predictor.space import spaces_to_compute
 from jetpredict.predictor.workload_devices import DeviceModels
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
 blp.ARGUMENTS_PARSER = RepeatedBodyParser()  # the same bodies come again and again
-
-
-def uncached_spaces(models: DeviceModels, device_ids: Iterable[str], confidence: float) -> int:
-    """How many of the devices' every-mode predictions (one per device at ``confidence``, by the model that
-    serves it) a plan would compute rather than read (:func:`predictor.space.space_computed`)."""
-    missing = 0
-    for device_id in set(device_ids):
-        device = resolve_device(device_id)
-        missing += not space_computed(models.serve(device).model, device.id, confidence)
-    return missing
 
 
 @blp.route("")
@@ -66,7 +53,7 @@ class FleetPlans(MethodView):
         # Most of a small plan's cost is one every-mode prediction per device (~15-80 ms each): heavy when
         # any is not computed yet, whatever the client count; and when clients are many (JSON of MBs).
         models = resolved.models or DeviceModels.single(resolved.model)
-        uncached = uncached_spaces(models, (c["device"] for c in clients), body["confidence"])
+        uncached = spaces_to_compute(models, (c["device"] for c in clients), body["confidence"])
         light = len(clients) <= HEAVY_CLIENTS and uncached == 0
         what = (f"a fleet plan of {len(clients):,} clients" if uncached == 0
                 else f"a fleet plan computing {uncached} device(s)' every-mode predictions")

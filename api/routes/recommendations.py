@@ -13,9 +13,8 @@ from jetpredict.api.routes.common import (
     services,
 )
 from jetpredict.api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema
-from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError
-from jetpredict.predictor.space import space_computed
+from jetpredict.predictor.space import space_ready
 
 blp = Blueprint("recommendations", __name__, url_prefix="/v1/recommendations",
                 description="Best power mode under constraints")
@@ -37,8 +36,7 @@ class Recommendations(MethodView):
         resolved = request_workload(body["workload"], device=body.get("device"))
         services().metrics.served("recommendations").inc()
         # The choice reads the device's every-mode prediction: light when kept, else heavy work (~15-80 ms).
-        device_id = resolve_device(body.get("device") or resolved.model.device_id).id
-        light = space_computed(resolved.model, device_id, body["confidence"])
+        light = space_ready(resolved.model, body.get("device"), body["confidence"])
         # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
         # which of the workload's devices' rows serve this device.
         try:

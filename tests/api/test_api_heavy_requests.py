@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from api_fixtures import HOLD_S, gate_held, published_rows
+from jetpredict.models.catalogue import load_device
 
 WORKLOAD = {"id": "my-resnet"}
 #: A gate that takes one heavy request and queues none: a held gate refuses the next one at once.
@@ -79,6 +80,17 @@ def test_a_short_mode_list_at_a_new_confidence_is_heavy(gated):
     with gate_held(gated):
         assert _busy(client.post("/v1/predictions", json=body))
     assert client.post("/v1/predictions", json=body).status_code == 200
+    with gate_held(gated):
+        assert client.post("/v1/predictions", json=body).status_code == 200
+
+
+def test_a_short_list_off_the_catalogue_steps_stays_light(gated):
+    """A preset's nvpmodel caps (AGX Xavier MODE_10W: GPU 520 MHz) lie off the catalogue steps and are
+    predicted directly, a few ms, computing no every-mode prediction: it was heavy on every request, so
+    HttpPlanner's preset predictions got 503 whenever the gate was full."""
+    client = gated.test_client()
+    preset = load_device("agx-xavier").preset("MODE_10W").as_dict()
+    body = {"workload": WORKLOAD, "modes": [preset], "confidence": 0.8456}
     with gate_held(gated):
         assert client.post("/v1/predictions", json=body).status_code == 200
 
