@@ -11,14 +11,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
 from jetpredict.models.catalogue import Device, ModeArrays, resolve_device
 from jetpredict.predictor.bundled import predict_modes
 from jetpredict.predictor.model import DEFAULT_CONFIDENCE, Prediction, WorkloadModel
-from jetpredict.predictor.workload_devices import DeviceModels
 
 T = TypeVar("T")
 
@@ -82,13 +81,6 @@ def space_ready(model: WorkloadModel, device: Device | str | None, confidence: f
     if modes is not None and catalogue_index(device, modes) is None:
         return True
     return _spaces.holds(model, device.id, confidence)
-
-
-def spaces_to_compute(models: DeviceModels, device_ids: Iterable[str], confidence: float) -> int:
-    """How many of the devices' every-mode predictions (each by the model that serves that device, as a
-    fleet plan reads them) are not computed yet."""
-    devices = [resolve_device(d) for d in set(device_ids)]
-    return sum(not space_ready(models.serve(d).model, d, confidence) for d in devices)
 
 
 def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:

@@ -10,16 +10,17 @@ profiled, whether power was measured and how the transfer was made (reference wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from threading import Lock
 
 import numpy as np
-from jetpredict.models.catalogue import Device, ModeArrays
+from jetpredict.models.catalogue import Device, ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor import bundled
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import WorkloadModel
+from jetpredict.predictor.space import space_ready
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,10 @@ def best_source(models: Mapping[str, WorkloadModel], target: Device) -> str:
         return next(iter(models))
     scored = sorted((transfer_uncertainty(m, target), -m.profiled_modes, device) for device, m in models.items())
     return scored[0][2]
+
+
+def spaces_to_compute(models: DeviceModels, device_ids: Iterable[str], confidence: float) -> int:
+    """How many of the devices' every-mode predictions (each by the model that serves that device, as a
+    fleet plan reads them) are not computed yet."""
+    devices = [resolve_device(d) for d in set(device_ids)]
+    return sum(not space_ready(models.serve(d).model, d, confidence) for d in devices)

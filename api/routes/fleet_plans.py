@@ -16,8 +16,7 @@ from jetpredict.api.routes.common import (
     services,
 )
 from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema
-from jetpredict.predictor.space import spaces_to_compute
-from jetpredict.predictor.workload_devices import DeviceModels
+from jetpredict.predictor.workload_devices import DeviceModels, spaces_to_compute
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
                 description="Plan a federated-learning round over a fleet of Jetsons")
