@@ -68,7 +68,7 @@ API_DESCRIPTION = (
     "confidential. Costly routes are rate limited per client address (429 with Retry-After); a database "
     "that cannot be reached, or a store that cannot write, answers 503 with Retry-After. Heavy requests "
     f"(inline fits, answers for every mode, lists of more than {HEAVY_MODES:,} modes, fleet plans of more "
-    f"than {HEAVY_CLIENTS} clients, predictions, recommendations and fleet plans that need a device's "
+    f"than {HEAVY_CLIENTS} clients, recommendations and fleet plans that need a device's "
     "every-mode prediction at a confidence not computed before, fits "
     f"of a stored workload of more than {DEFAULT_HEAVY_FIT_ROWS:,} rows on upload or lookup, by default) run "
     "a few at a time per worker and answer 503 with Retry-After when that is full; inline rows beyond "

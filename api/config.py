@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids
 from jetpredict.models.errors import InputError
-from jetpredict.predictor.limits import MAX_CLIENTS, MAX_MODES, OBJECTIVES
+from jetpredict.predictor.limits import DIRECT_MODES, MAX_CLIENTS, MAX_MODES, OBJECTIVES
 
 ENV_PREFIX = "JETPREDICT_"
 DEFAULT_HOST = "127.0.0.1"
@@ -81,10 +81,10 @@ DEFAULT_HEAVY_FIT_ROWS = 2_000
 #: Fleet plans of more clients than this are heavy work (api.heavy): ~0.1 ms per client, MBs of JSON.
 HEAVY_CLIENTS = 500
 #: A mode list longer than this is heavy work (api.heavy) and counts against RATE_LIMIT_ALL_MODES, as
-#: ``"all"`` does. A listed mode costs ~14 us (checked, predicted, encoded) and ~560 bytes of JSON, so 1,000
-#: are ~15 ms and ~0.5 MB, ten times a light request; and under the default RATE_LIMIT (600/minute) shorter
-#: lists reach at most 600,000 modes a minute, below ``"all"`` under its own limit (30 x 29,232 on AGX Xavier).
-HEAVY_MODES = 1_000
+#: ``"all"`` does (predictor.limits.DIRECT_MODES). A listed mode costs ~14 us and ~560 bytes of JSON, so
+#: 1,000 are ~15 ms and ~0.5 MB, ten times a light request; and under the default RATE_LIMIT (600/minute)
+#: shorter lists reach at most 600,000 modes a minute, below ``"all"`` under its own limit (30 x 29,232).
+HEAVY_MODES = DIRECT_MODES
 
 
 def _split(value: str | list | tuple) -> tuple[str, ...]:

@@ -1,9 +1,8 @@
 """Heavy work kept apart from light work: a bounded gate with admission control, and a cache of answers.
 
 Heavy requests (fits of inline rows, answers for every mode of a device, long mode lists, large fleet plans,
-and any request that needs a device's every-mode prediction not yet computed:
-:func:`predictor.space.space_ready`) cost
-tens to hundreds of CPU-milliseconds; light ones (the catalogue, presets of a stored workload) cost about one.
+and recommendations and fleet plans that need a device's every-mode prediction not yet computed:
+:func:`predictor.space.space_ready`) cost tens to hundreds of CPU-milliseconds; light ones (the catalogue, presets of a stored workload) cost about one.
 Without a bound, a few clients looping heavy requests take every server thread and the GIL, and light
 answers wait behind them. :class:`HeavyGate` lets ``slots`` heavy computations run at once per process and
 ``queue`` more wait; any further heavy request is answered at once with 503 and ``Retry-After`` (never

@@ -16,6 +16,10 @@ DEFAULT_OBJECTIVE = "min-time"
 #: Modes in one user-supplied table or request. The largest catalogue space (AGX Xavier) has 29,232
 #: modes; a table far larger is a mistake or abuse, and would cost seconds of work per request.
 MAX_MODES = 50_000
+#: A mode list this short is predicted directly while its device's every-mode prediction is not computed
+#: (~14 us a listed mode, checked, predicted and encoded, against 15-80 ms for a device's space); a longer
+#: one costs as ``"all"`` does (heavy work in the HTTP service, under its every-mode rate limit).
+DIRECT_MODES = 1_000
 #: Clients in one fleet plan (the plan costs one all-modes prediction per device *type*, so the limit is
 #: about response size: 10,000 client rows are 8-12 MB of JSON, ~0.1 MB gzipped; the largest valid request,
 #: 10,000 clients with 200-character ids, is 2.4 MB, inside the HTTP body limit ``api.config`` derives from it).

@@ -38,7 +38,13 @@ from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled, fleet, planning, space
 from jetpredict.predictor import recommend as rec
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_MODES, MAX_PLAN_BUDGET, PROVENANCE_FIELDS
+from jetpredict.predictor.limits import (
+    DEFAULT_CONFIDENCE,
+    DIRECT_MODES,
+    MAX_MODES,
+    MAX_PLAN_BUDGET,
+    PROVENANCE_FIELDS,
+)
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.terms import least_trusted
 from jetpredict.predictor.workload_devices import DeviceModels
@@ -230,7 +236,8 @@ def predict_knobs(model: WorkloadModel, modes: ModeArrays, device: Device, confi
     """Predictions at modes already checked against ``device``: every :class:`Prediction` column and
     ``extrapolated`` as arrays, ``confidence``, ``cross_device`` and ``power_source`` as scalars."""
     index = space.catalogue_index(device, modes)
-    if index is None:  # knobs off the catalogue steps (e.g. nvpmodel caps): predict them directly
+    # Off the catalogue steps (nvpmodel caps), or short before the space is computed: predicted directly.
+    if index is None or (len(index) <= DIRECT_MODES and not space.space_ready(model, device, confidence)):
         return bundled.predict_modes(model, modes, device, confidence).columns()
     return space.space_prediction(model, device, confidence).take(index).columns()
 

@@ -72,14 +72,10 @@ def space_prediction(model: WorkloadModel, device: Device, confidence: float = D
                        lambda: predict_modes(model, ModeArrays.of_device(device), device, confidence))
 
 
-def space_ready(model: WorkloadModel, device: Device | str | None, confidence: float,
-                modes: ModeArrays | None = None) -> bool:
-    """Whether predicting ``modes`` (None: every mode) of ``device`` (None: the model's) is light work: read
-    from a computed :func:`space_prediction` (computing one is heavy, ~15-80 ms a device), or, for a list
-    with knobs off the catalogue steps (nvpmodel caps), predicted directly without it."""
+def space_ready(model: WorkloadModel, device: Device | str | None, confidence: float) -> bool:
+    """Whether :func:`space_prediction` of ``model`` on ``device`` (None: the model's) at ``confidence`` is
+    computed and kept: reading it is light work, computing it heavy (~15-80 ms a device)."""
     device = resolve_device(model.device_id if device is None else device)
-    if modes is not None and catalogue_index(device, modes) is None:
-        return True
     return _spaces.holds(model, device.id, confidence)
 
 

@@ -23,9 +23,7 @@ from jetpredict.api.routes.common import (
     services,
 )
 from jetpredict.api.schemas import PREDICTION_EXAMPLE, ErrorSchema
-from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays
 from jetpredict.predictor.service import prediction_answer
-from jetpredict.predictor.space import space_ready
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
                 description="Predict epoch time and energy per power mode")
@@ -60,10 +58,9 @@ def predictions_response(body: dict) -> Response:
         return answers.encode(answer, fmt, gzip_ok)
 
     if not isinstance(modes, str):  # a list: answered as asked, not kept
-        # Light only when short and read from a computed every-mode prediction (or off the catalogue steps,
-        # predicted directly): a long list costs as "all" does, a new (model, device, confidence) a space.
-        knobs = ModeArrays.from_frame({k: [m[k] for m in modes] for k in MODE_FIELDS})
-        light = len(modes) <= HEAVY_MODES and space_ready(model, body.get("device"), body["confidence"], knobs)
+        # A short list is light: read from the device's every-mode prediction when computed, else predicted
+        # directly (predictor.service.predict_knobs); a long one costs as "all" does.
+        light = len(modes) <= HEAVY_MODES
         return counted(heavy_unless(light, f"a prediction of {len(modes):,} listed modes", compute))
     # "presets" and "all" are the same answer for every client of this model: computed once and kept.
     key = (modes, resolved.workload_id, resolved.revision, body.get("device") or model.device_id,
