@@ -81,8 +81,7 @@ DEFAULT_HEAVY_FIT_ROWS = 2_000
 #: Fleet plans of more clients than this are heavy work (api.heavy): ~0.1 ms per client, MBs of JSON.
 HEAVY_CLIENTS = 500
 #: A mode list longer than this is heavy work (api.heavy) and counts against RATE_LIMIT_ALL_MODES, as
-#: ``"all"`` does (predictor.limits.DIRECT_MODES). A listed mode costs ~14 us and ~560 bytes of JSON, so
-#: 1,000 are ~15 ms and ~0.5 MB, ten times a light request; and under the default RATE_LIMIT (600/minute)
+#: ``"all"`` does (its cost: predictor.limits.DIRECT_MODES). Under the default RATE_LIMIT (600/minute)
 #: shorter lists reach at most 600,000 modes a minute, below ``"all"`` under its own limit (30 x 29,232).
 HEAVY_MODES = DIRECT_MODES
 

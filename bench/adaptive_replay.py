@@ -49,6 +49,7 @@ from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device  # 
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import adaptive as A  # noqa: E402
 from jetpredict.predictor import replay as R  # noqa: E402
+from jetpredict.predictor.decision import Goal  # noqa: E402
 from jetpredict.predictor.limits import OBJECTIVES  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
 from results_io import exponent_text, growth_exponent, run_seconds, write_results  # noqa: E402
@@ -59,7 +60,7 @@ REAL_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
 EXTRA_REAL = sorted((ROOT / "bench" / "data").glob("*lenet5*.csv"))
 DEVICE = "agx-xavier"
 CAP_W = 15.0
-GOALS = (A.Goal("min-time", max_power_w=CAP_W), A.Goal("min-energy"))
+GOALS = (Goal("min-time", max_power_w=CAP_W), Goal("min-energy"))
 STARTS = (1, 2)
 #: The issue's bar: the recommended mode's time within 3% of its measurement ...
 WITHIN = 0.03
@@ -79,7 +80,7 @@ def real_rows() -> pd.DataFrame:
     return real.drop_duplicates(subset=["workload", "mode"]).reset_index(drop=True)
 
 
-def measured_best(rows: pd.DataFrame, goal: A.Goal) -> pd.Series:
+def measured_best(rows: pd.DataFrame, goal: Goal) -> pd.Series:
     """The best measured mode of a sweep for ``goal`` (the cap on its measured power)."""
     power = rows["epoch_energy_j"] / rows["epoch_time_s"]
     ok = np.ones(len(rows), dtype=bool) if goal.max_power_w is None else (power <= goal.max_power_w).to_numpy()
@@ -87,7 +88,7 @@ def measured_best(rows: pd.DataFrame, goal: A.Goal) -> pd.Series:
     return rows[ok].sort_values(key).iloc[0]
 
 
-def replay(rows: pd.DataFrame, goal: A.Goal, start: int, reference, label: str) -> dict:
+def replay(rows: pd.DataFrame, goal: Goal, start: int, reference, label: str) -> dict:
     """One adaptive run over a sweep; prints each step; returns the run's record."""
     device = R.SweepReplay(rows)
     cands = device.modes()

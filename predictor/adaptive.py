@@ -31,7 +31,7 @@ and a replay of a measured sweep (:class:`SweepReplay`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,16 +147,20 @@ class Adviser:
         A preset counts as profiled by its knobs or by its name: a board's own nvpmodel.conf may cap it
         otherwise than the catalogue, and its row records the board's caps (``profile``)."""
         profiled = {_key(r) for r in rows[list(MODE_FIELDS)].to_numpy(dtype=float)}
-        profiled_names = {str(m) for m in rows["mode"].dropna()}
         extra = rows[["mode", *MODE_FIELDS]].drop_duplicates(subset=list(MODE_FIELDS))
         cand_keys = [_key(r) for r in self.candidates[list(MODE_FIELDS)].to_numpy(dtype=float)]
         known = set(cand_keys)
         extra = extra[[_key(r) not in known for r in extra[list(MODE_FIELDS)].to_numpy(dtype=float)]]
         table = pd.concat([self.candidates, extra.astype({"mode": str})], ignore_index=True)
-        named = self.is_preset & self.candidates["mode"].astype(str).isin(profiled_names).to_numpy()
+        named = self.presets_named(rows["mode"].dropna())
         open_ = np.array([k not in profiled for k in cand_keys] + [False] * len(extra))
         open_[:len(named)] &= ~named
         return table, open_
+
+    def presets_named(self, names: Iterable[object]) -> np.ndarray:
+        """Mask of the candidates that are presets named in ``names`` (profiled rows' ``mode``): a preset
+        counts as profiled by its name, whatever caps the board's nvpmodel.conf gave it."""
+        return self.is_preset & self.candidates["mode"].astype(str).isin({str(n) for n in names}).to_numpy()
 
     def decide(self, model: WorkloadModel, table: pd.DataFrame, open_: np.ndarray) -> Decision:
         """:func:`decide` over a :meth:`decision_set` table, its presets preferred as ``recommend`` does."""
@@ -288,10 +292,8 @@ class AdaptiveChooser:
         measured_s = {_key([r[k] for k in MODE_FIELDS]): r.get("epoch_time_s") for r in rows}
         by_name = {str(r.get("mode")): r.get("epoch_time_s") for r in rows}
         cands = self.adviser.candidates
-        for i in np.flatnonzero(self.adviser.is_preset):
-            name = str(cands["mode"].iloc[i])
-            if name in by_name:
-                measured_s.setdefault(_key(cands.iloc[i][list(MODE_FIELDS)]), by_name[name])
+        for i in np.flatnonzero(self.adviser.presets_named(by_name)):
+            measured_s.setdefault(_key(cands.iloc[i][list(MODE_FIELDS)]), by_name[str(cands["mode"].iloc[i])])
         return measured_s
 
     def next_mode(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -179,7 +179,8 @@ def _plan(args: argparse.Namespace) -> int:
 def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> int:
     """``plan --after PROFILES``: the next mode(s) worth profiling for the decision (:mod:`.adaptive`)."""
     from jetpredict.predictor import service
-    from jetpredict.predictor.adaptive import Adviser, Goal, unreachable_caps
+    from jetpredict.predictor.adaptive import Adviser
+    from jetpredict.predictor.decision import Goal, unreachable_caps
 
     budget = service.check_budget(1 if args.budget is None else args.budget)  # before reading and fitting
     rows = _read_rows(args.after, "after")

@@ -327,7 +327,7 @@ class Plan:
     candidates: int
     extrapolated: dict[str, float]
     constant: tuple[str, ...]
-    estimated_by: tuple[WorkloadModel, ...] = ()
+    estimated_by: tuple[WorkloadModel, ...]
 
     @property
     def total_profile_s(self) -> float:

@@ -235,11 +235,12 @@ def predict_knobs(model: WorkloadModel, modes: ModeArrays, device: Device, confi
                   ) -> dict[str, object]:
     """Predictions at modes already checked against ``device``: every :class:`Prediction` column and
     ``extrapolated`` as arrays, ``confidence``, ``cross_device`` and ``power_source`` as scalars."""
-    index = space.catalogue_index(device, modes)
-    # Off the catalogue steps (nvpmodel caps), or short before the space is computed: predicted directly.
-    if index is None or (len(index) <= DIRECT_MODES and not space.space_ready(model, device, confidence)):
+    kept = space.kept_prediction(model, device, confidence)
+    # Short before the space is computed, or off the catalogue steps (nvpmodel caps): predicted directly.
+    index = None if kept is None and len(modes) <= DIRECT_MODES else space.catalogue_index(device, modes)
+    if index is None:
         return bundled.predict_modes(model, modes, device, confidence).columns()
-    return space.space_prediction(model, device, confidence).take(index).columns()
+    return (space.space_prediction(model, device, confidence) if kept is None else kept).take(index).columns()
 
 
 def predict_space(model: WorkloadModel, device: Device, confidence: float) -> dict[str, object]:

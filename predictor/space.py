@@ -41,10 +41,11 @@ class PerModelCache:
         hit = self._entries.get(key)
         return (key, hit[1]) if hit is not None and hit[0]() is model else None
 
-    def holds(self, model: object, device_id: str, confidence: float) -> bool:
-        """Whether (``model``, ``device_id``, ``confidence``) is kept, without computing or moving it."""
+    def peek(self, model: object, device_id: str, confidence: float) -> object | None:
+        """The kept value of (``model``, ``device_id``, ``confidence``), else None; nothing computed or moved."""
         with self._lock:
-            return self._hit(model, device_id, confidence) is not None
+            found = self._hit(model, device_id, confidence)
+        return None if found is None else found[1]
 
     def get(self, model: WorkloadModel, device: Device, confidence: float, compute: Callable[[], T]) -> T:
         """The cached value of (``model``, ``device``, ``confidence``), else ``compute()`` kept."""
@@ -72,11 +73,15 @@ def space_prediction(model: WorkloadModel, device: Device, confidence: float = D
                        lambda: predict_modes(model, ModeArrays.of_device(device), device, confidence))
 
 
+def kept_prediction(model: WorkloadModel, device: Device, confidence: float) -> Prediction | None:
+    """:func:`space_prediction` when it is computed and kept, else None (nothing is computed)."""
+    return _spaces.peek(model, device.id, confidence)  # type: ignore[return-value]
+
+
 def space_ready(model: WorkloadModel, device: Device | str | None, confidence: float) -> bool:
     """Whether :func:`space_prediction` of ``model`` on ``device`` (None: the model's) at ``confidence`` is
     computed and kept: reading it is light work, computing it heavy (~15-80 ms a device)."""
-    device = resolve_device(model.device_id if device is None else device)
-    return _spaces.holds(model, device.id, confidence)
+    return kept_prediction(model, resolve_device(model.device_id if device is None else device), confidence) is not None
 
 
 def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:

@@ -40,9 +40,11 @@ class FleetPlans(MethodView):
         clients = body["clients"]
         gzip_ok = accepts_gzip()
 
+        models = resolved.models or DeviceModels.single(resolved.model)
+
         def plan() -> Encoded:
             # Every device of the workload's: each client is served by its own device's rows where stored.
-            answer = fleet_answer(resolved.models or resolved.model, clients, body["deadline_s"],
+            answer = fleet_answer(models, clients, body["deadline_s"],
                                   epochs=body["epochs"], confidence=body["confidence"],
                                   workload_id=resolved.workload_id)
             answer["workload_devices"] = resolved.answer_fields()["workload_devices"]
@@ -51,7 +53,6 @@ class FleetPlans(MethodView):
 
         # Most of a small plan's cost is one every-mode prediction per device (~15-80 ms each): heavy when
         # any is not computed yet, whatever the client count; and when clients are many (JSON of MBs).
-        models = resolved.models or DeviceModels.single(resolved.model)
         uncached = spaces_to_compute(models, (c["device"] for c in clients), body["confidence"])
         light = len(clients) <= HEAVY_CLIENTS and uncached == 0
         what = (f"a fleet plan of {len(clients):,} clients" if uncached == 0

@@ -37,7 +37,8 @@ def predictions_response(body: dict) -> Response:
 
     Answers for every mode are heavy work (:mod:`api.heavy`): computed once per fitted model, device,
     epochs, confidence, form and encoding, then served from the answer cache. So are lists of more than
-    HEAVY_MODES modes, and lists whose device's every-mode prediction is not computed yet.
+    HEAVY_MODES modes; a shorter list is predicted directly while its device's every-mode prediction is not
+    computed (``predictor.service.predict_knobs``).
     """
     svc = services()
 

@@ -219,22 +219,21 @@ def test_an_upload_racing_a_delete_never_reuses_a_revision(make_app, auth, monke
         second.post("/v1/predictions", json=body)  # caches the model of its rows
         second.delete("/v1/workloads/my-resnet", headers=auth)
 
+    other = threading.Thread(target=worker_2)
+
     def interleaved(conn, workload_id: str) -> int:
         value = read(conn, workload_id)
-        if threading.current_thread().name == "A" and "started" not in answers:
-            answers["started"] = {}
-            other = threading.Thread(target=worker_2)
+        if threading.current_thread().name == "A" and other.ident is None:  # worker 1's first read only
             other.start()
-            # Long enough for worker 2 to finish unless it waits for this upload (it must, once fixed).
+            # Long enough for worker 2 to finish unless it waits for this upload, as it does.
             other.join(timeout=3)
-            answers["join"] = {"other": other}
         return value
 
     monkeypatch.setattr(storage_module, "_last_deleted_revision", interleaved)
     a = threading.Thread(name="A", target=lambda: answers.update(a=upload(first, auth, rows).json))
     a.start()
     a.join(timeout=60)
-    answers["join"]["other"].join(timeout=60)
+    other.join(timeout=60)
     monkeypatch.setattr(storage_module, "_last_deleted_revision", read)
     seen = [answers["a"].get("revision"), answers["b"].get("revision")]
     assert seen[0] != seen[1], answers

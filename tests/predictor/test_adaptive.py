@@ -44,7 +44,7 @@ def _by_mode(rows: pd.DataFrame, letters: str) -> pd.DataFrame:
 
 
 def test_proposal_narrows_the_decision_and_skips_profiled_modes(resnet, others):
-    adviser = A.Adviser(load_device("agx-xavier"), A.Goal("min-time", max_power_w=15.0), resnet[["mode", *MODE_FIELDS]],
+    adviser = A.Adviser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=15.0), resnet[["mode", *MODE_FIELDS]],
                         others)
     rows = _by_mode(resnet, "ha")
     proposal = adviser.propose(rows, budget=2)
@@ -62,10 +62,10 @@ def test_proposal_narrows_the_decision_and_skips_profiled_modes(resnet, others):
 
 
 @pytest.mark.parametrize(("workload", "design", "goal", "expected"), [
-    ("lenet5-mnist", "efij", A.Goal("min-time", max_power_w=15.0), "5c-2265.6-1377-1600"),
-    ("lenet5-mnist", "efij", A.Goal("min-time"), None),
-    ("lenet5-mnist", "efij", A.Goal("min-energy", max_power_w=8.0), None),
-    ("mobilenetv3-gld23k", "bfgh", A.Goal("min-time", max_power_w=11.0), "MODE_10W"),
+    ("lenet5-mnist", "efij", D.Goal("min-time", max_power_w=15.0), "5c-2265.6-1377-1600"),
+    ("lenet5-mnist", "efij", D.Goal("min-time"), None),
+    ("lenet5-mnist", "efij", D.Goal("min-energy", max_power_w=8.0), None),
+    ("mobilenetv3-gld23k", "bfgh", D.Goal("min-time", max_power_w=11.0), "MODE_10W"),
 ])
 def test_the_decision_over_the_device_space_is_the_one_recommend_makes(real, workload, design, goal, expected):
     """LeNet-5 from e,f,i,j under 15 W: MAXN (EMC 2133 MHz, outside the profiled 1333-1600) beats every
@@ -94,7 +94,7 @@ def test_a_preset_profiled_at_the_boards_own_caps_is_not_proposed_again(real):
     device = load_device("agx-xavier")
     board = {**device.preset("MODE_15W").as_dict(), "gpu_mhz": 522.75}  # the catalogue caps it at 670 MHz
     rows.loc[rows.index[0], ["mode", *MODE_FIELDS]] = [board[k] for k in ["mode", *MODE_FIELDS]]
-    adviser = A.Adviser(device, A.Goal("min-energy"))
+    adviser = A.Adviser(device, D.Goal("min-energy"))
     table, open_ = adviser.decision_set(rows)
     preset = int(np.flatnonzero((table["mode"] == "MODE_15W").to_numpy())[0])
     assert adviser.is_preset[preset] and not open_[preset]
@@ -126,7 +126,7 @@ def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
     assert "minibatch_time_p50_s" not in row and row["workload"] == "resnet18-cifar10"
 
 
-@pytest.mark.parametrize("goal", [A.Goal("min-time", max_power_w=15.0), A.Goal("min-energy")])
+@pytest.mark.parametrize("goal", [D.Goal("min-time", max_power_w=15.0), D.Goal("min-energy")])
 def test_replayed_real_sweep_stops_within_budget_near_the_measurement(resnet, others, goal):
     replay = R.SweepReplay(resnet)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=6, candidates=replay.modes(), reference=others)
@@ -146,7 +146,7 @@ def test_a_rival_that_alone_holds_the_stop_back_is_profiled_next(resnet, others)
     measured, its interval below 16 W once profiled) may still beat it; the loop measures c next (then d,
     15.7 W, the next such rival) and stops within 3% in 6 modes, the issue's bar."""
     replay = R.SweepReplay(resnet)
-    chooser = A.AdaptiveChooser(load_device("agx-xavier"), A.Goal("min-time", max_power_w=16.0), budget=10,
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=16.0), budget=10,
                                 candidates=replay.modes(), reference=others, start=_by_mode(resnet, "ef")[
                                     ["mode", *MODE_FIELDS]])
     rows = R.run_loop(chooser, replay.measure)
@@ -166,7 +166,7 @@ def test_a_mode_whose_interval_cannot_clear_the_cap_holds_nothing_back(resnet, o
     than the pick is worth profiling; once profiled it holds nothing back, and the loop stops within 3% in 4
     modes (6 while a rival counted with its point under the cap; c unprofiled with the 4% power noise floor)."""
     replay = R.SweepReplay(resnet)
-    goal = A.Goal("min-time", max_power_w=15.0)
+    goal = D.Goal("min-time", max_power_w=15.0)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=10, candidates=replay.modes(),
                                 reference=others, start=_by_mode(resnet, "ga")[["mode", *MODE_FIELDS]])
     rows = R.run_loop(chooser, replay.measure)
@@ -178,7 +178,7 @@ def test_a_mode_whose_interval_cannot_clear_the_cap_holds_nothing_back(resnet, o
     # What profiling c would have shown: fitted on every mode, c's power interval still passes the cap.
     everything = chooser.adviser.fit(resnet)
     table, open_ = chooser.adviser.decision_set(resnet)
-    measured = A.decide(everything, table, goal, open_)
+    measured = D.decide(everything, table, goal, open_)
     c = measured.table[measured.table["mode"] == "c"].iloc[0]
     assert c["avg_power_w"] < 15.0 < c["avg_power_w_high"]
     assert measured.best_row["mode"] == best["mode"]
@@ -196,12 +196,12 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
     """The pick profiled to confirm a settled stop: measured within the run-to-run noise floor of the time
     that settled it, the stop holds (a rival's gain it nudges past the bar is noise); further off, or once
     another mode is the pick, the loop decides afresh."""
-    goal = A.Goal("min-time", max_power_w=15.0)
+    goal = D.Goal("min-time", max_power_w=15.0)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=10, candidates=resnet[["mode", *MODE_FIELDS]],
                                 reference=others)
     rows = _by_mode(resnet, "haecfb")
     table, open_ = chooser.adviser.decision_set(rows)
-    d = A.decide(chooser.adviser.fit(rows), table, goal, open_)
+    d = D.decide(chooser.adviser.fit(rows), table, goal, open_)
     pick = d.table.iloc[d.best]
     key = A._key(pick[list(MODE_FIELDS)])
     measured = {A._key(r[list(MODE_FIELDS)]): r["epoch_time_s"] for _, r in rows.iterrows()}
@@ -217,9 +217,9 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
 
 
 def _decision(rows: list[tuple[str, float, float, float, float, float, float]], best: int, time_width: float
-              ) -> A.Decision:
+              ) -> D.Decision:
     table = pd.DataFrame(rows, columns=["mode", *MODE_FIELDS, "epoch_time_s", "epoch_energy_j"])
-    return A.Decision(table, best, time_width, time_width, np.zeros(0, dtype=int), np.zeros(0), time_width)
+    return D.Decision(table, best, time_width, time_width, np.zeros(0, dtype=int), np.zeros(0), time_width)
 
 
 @pytest.mark.parametrize(("pick", "time_width", "holds"), [
@@ -235,7 +235,7 @@ def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pi
     LeNet-5 min-energy over the whole space measured three such neighbours in a row before); a pick apart
     in more knobs or beyond the noise is decided afresh (real ResNet-18: c confirmed, b 0.3% apart in
     energy measured 6% off its predicted time)."""
-    chooser = A.AdaptiveChooser(load_device("agx-xavier"), A.Goal("min-energy"), budget=10)
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=10)
     measured = ("m", 5, 2188.8, 675.75, 1600, 40.0, 402.0)
     d = _decision([measured, pick], best=1, time_width=time_width)
     key_measured = A._key(measured[1:5])
@@ -248,7 +248,7 @@ def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pi
 
 def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
     replay = R.SweepReplay(resnet)
-    chooser = A.AdaptiveChooser(load_device("agx-xavier"), A.Goal("min-energy"), budget=3, target_width=1e-6,
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=3, target_width=1e-6,
                                 candidates=replay.modes(), reference=others)
     rows = R.run_loop(chooser, replay.measure)
     assert len(rows) == 3
@@ -258,7 +258,7 @@ def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
 
 
 def test_unmeetable_cap_says_so_and_still_proposes(resnet, others):
-    adviser = A.Adviser(load_device("agx-xavier"), A.Goal("min-time", max_power_w=1.0), resnet[["mode", *MODE_FIELDS]],
+    adviser = A.Adviser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=1.0), resnet[["mode", *MODE_FIELDS]],
                         others)
     proposal = adviser.propose(_by_mode(resnet, "ga"))
     assert proposal.decision.best is None and "no mode meets" in proposal.summary()
@@ -271,7 +271,7 @@ def test_a_cap_no_mode_can_meet_stops_the_loop_and_plan_after(tmp_path, resnet, 
     of spending the budget (minutes per mode on a board), and ``plan --after`` exits 1 saying so. A cap the
     points meet but no upper end does yet (13 W) still profiles on."""
     replay = R.SweepReplay(resnet)
-    goal = A.Goal("min-time", max_power_w=cap_w)
+    goal = D.Goal("min-time", max_power_w=cap_w)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=5, candidates=replay.modes(),
                                 reference=others)
     rows = R.run_loop(chooser, replay.measure)
@@ -289,11 +289,11 @@ def test_a_cap_no_mode_can_meet_stops_the_loop_and_plan_after(tmp_path, resnet, 
 
 
 @pytest.mark.parametrize(("goal", "field"), [
-    (A.Goal("fastest"), "objective"), (A.Goal("min-time", max_power_w=-3.0), "max_power_w"),
-    (A.Goal("min-time", max_epoch_time_s=float("nan")), "max_epoch_time_s"),
-    (A.Goal("min-time", confidence=90.0), "confidence"),
+    (D.Goal("fastest"), "objective"), (D.Goal("min-time", max_power_w=-3.0), "max_power_w"),
+    (D.Goal("min-time", max_epoch_time_s=float("nan")), "max_epoch_time_s"),
+    (D.Goal("min-time", confidence=90.0), "confidence"),
     # the device's cap range, as recommend checks it: 7000 is milliwatts, 0.05 below any module
-    (A.Goal("min-time", max_power_w=7000.0), "max_power_w"), (A.Goal("min-time", max_power_w=0.05), "max_power_w")])
+    (D.Goal("min-time", max_power_w=7000.0), "max_power_w"), (D.Goal("min-time", max_power_w=0.05), "max_power_w")])
 def test_bad_goal_names_the_field(goal, field):
     with pytest.raises(InputError) as err:
         A.Adviser(load_device("agx-xavier"), goal)
@@ -302,16 +302,16 @@ def test_bad_goal_names_the_field(goal, field):
 
 def test_bad_budget_and_width_name_the_field(resnet):
     with pytest.raises(InputError) as err:
-        A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=0)
+        A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=0)
     assert err.value.field == "budget"
     with pytest.raises(InputError) as err:
-        A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=3, target_width=0.0)
+        A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=3, target_width=0.0)
     assert err.value.field == "target_width"
     with pytest.raises(InputError) as err:  # more start modes than the budget: refused before profiling
-        A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=2, start=resnet[["mode", *MODE_FIELDS]][:3])
+        A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=2, start=resnet[["mode", *MODE_FIELDS]][:3])
     assert err.value.field == "budget" and "below the 3 --modes" in err.value.message
     with pytest.raises(InputError) as err:
-        A.Adviser(load_device("agx-xavier"), A.Goal()).propose(_by_mode(resnet, "a"), budget=0)
+        A.Adviser(load_device("agx-xavier"), D.Goal()).propose(_by_mode(resnet, "a"), budget=0)
     assert err.value.field == "budget"
 
 
@@ -326,8 +326,8 @@ def test_every_plan_path_refuses_a_budget_over_the_one_limit(resnet, monkeypatch
 
     monkeypatch.setattr(A.Adviser, "fit", no_work)
     monkeypatch.setattr(service.planning, "plan", no_work)
-    calls = (lambda: A.AdaptiveChooser(load_device("agx-xavier"), A.Goal(), budget=too_many),
-             lambda: A.Adviser(load_device("agx-xavier"), A.Goal()).propose(_by_mode(resnet, "a"), budget=too_many),
+    calls = (lambda: A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=too_many),
+             lambda: A.Adviser(load_device("agx-xavier"), D.Goal()).propose(_by_mode(resnet, "a"), budget=too_many),
              lambda: service.plan_profiling("agx-xavier", too_many))
     messages = set()
     for call in calls:
@@ -399,11 +399,11 @@ def test_a_measured_rival_settles_the_stop_for_its_neighbours_within_noise(rival
     rival now likeliest to beat the pick is a neighbour of it one knob away, within the run-to-run noise in
     time and objective, that measurement answers its case too (twin MobileNetV3 min-energy on Orin Nano
     measured such neighbours until the budget ran out)."""
-    chooser = A.AdaptiveChooser(load_device("orin-nano"), A.Goal("min-energy"), budget=10)
+    chooser = A.AdaptiveChooser(load_device("orin-nano"), D.Goal("min-energy"), budget=10)
     measured = ("m", 5, 883.2, 306.0, 665.6, 40.0, 402.0)
     pick = ("p", 5, 806.4, 306.0, 665.6, 41.0, 395.0)
     table = pd.DataFrame([measured, pick, rival], columns=["mode", *MODE_FIELDS, "epoch_time_s", "epoch_energy_j"])
-    d = A.Decision(table, 1, 0.10, 0.10, np.array([2]), np.array([0.4]), 0.2, 0.06, top_rival=2)
+    d = D.Decision(table, 1, 0.10, 0.10, np.array([2]), np.array([0.4]), 0.2, 0.06, top_rival=2)
     key = A._key(measured[1:5])
     chooser._settling = (key, 40.5)  # the prediction it was profiled on
     reason = chooser._rival_explained({key: measured_s}, d)

@@ -272,12 +272,14 @@ def test_cross_device_provenance_names_the_least_trustworthy_reference(resnet):
 
 
 def test_catalogue_modes_read_from_the_space_prediction_match_a_direct_prediction(resnet):
-    from jetpredict.predictor.space import catalogue_index
+    from jetpredict.predictor.space import catalogue_index, space_prediction, space_ready
 
     device = load_device("agx-xavier")
     space = device.modes()
     table = pd.DataFrame([space[i].as_dict() for i in (0, 4321, 17777, len(space) - 1)])
     assert catalogue_index(device, ModeArrays.from_frame(table)) is not None
+    space_prediction(resnet, device)  # kept: a short list reads it (before, it is predicted directly)
+    assert space_ready(resnet, device, limits.DEFAULT_CONFIDENCE)
     df = service.predict(resnet, table)
     direct = predict_modes(resnet, ModeArrays.from_frame(table))
     for column in service.PREDICTION_COLUMNS:

@@ -336,6 +336,7 @@ class JetpredictStrategy(Strategy):
             # A node late to the second ask has not answered yet (its first reply only sent it there).
             replies = {**{n: r for n, r in replies.items() if n not in mod_only}, **as_train}
             settled: dict[str, list[int]] = {}
+            failed: dict[str, list[int]] = {}
             for node, reply in replies.items():
                 # Only an answer to the query sent as a train message shows that the app lacks the mod.
                 reason = _no_mod_reason(reply) if node in as_train else None
@@ -346,14 +347,11 @@ class JetpredictStrategy(Strategy):
                     # No mod, or the node's own config names no usable device; an error may pass.
                     self._settled[node] = answers[node]
                     settled.setdefault(str(answers[node].reason), []).append(node)
+                else:  # the app raised on the query: no answer, asked again
+                    failed.setdefault(str(reply.error.reason), []).append(node)
             for reason, nodes in settled.items():  # once per node: such nodes are not asked again
                 log.warning("JetpredictStrategy: node(s) %s not trained: %s; not asked again while connected",
                             ", ".join(map(str, nodes)), reason)
-            # An error reply that settles nothing (the app raised on the query) is no answer: asked again.
-            failed: dict[str, list[int]] = {}
-            for node, reply in replies.items():
-                if reply.has_error() and node not in self._settled:
-                    failed.setdefault(str(reply.error.reason), []).append(node)
             for reason, nodes in failed.items():
                 log.warning("JetpredictStrategy: device query failed on node(s) %s: %s; asked again next round",
                             ", ".join(map(str, nodes)), reason)
