@@ -3,8 +3,8 @@
 ``code`` is the HTTP status (as flask-smorest does), ``errors`` maps a dotted field path (``workload.id``,
 ``rows.3.gpu_mhz``) to messages. Bad input never becomes a 500: :class:`models.errors.InputError` is a
 422 (404 for an unknown workload), malformed or too deeply nested bodies are 400, numeric overflow is a
-422, a database that cannot be reached is a 503 (with ``Retry-After``), and unexpected exceptions are
-logged and answered with a 500 that carries no stack trace.
+422, a database that cannot be reached, is damaged or of a newer format is a 503 (with ``Retry-After``),
+and unexpected exceptions are logged and answered with a 500 that carries no stack trace.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 
 from flask import Flask, jsonify
-from jetpredict.api.storage import is_unreachable
+from jetpredict.api.storage import StoreRefused, is_unreachable, store_damage
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from werkzeug.exceptions import HTTPException
 
@@ -29,6 +29,21 @@ _WRITE_FAILURES = (("database or disk is full", "disk full"), ("no space left on
                    ("could not extend file", "disk full"), ("disk full", "disk full"),
                    ("readonly database", "read-only"), ("read-only transaction", "read-only"),
                    ("read-only file system", "read-only"))
+
+
+def store_fault(exc: BaseException, location: str) -> tuple[str, str] | None:
+    """(message, reason) when ``exc`` says the database at ``location`` is damaged or of a newer format:
+    an operator has to act (restore the file, upgrade jetpredict), a retry alone will not help."""
+    if isinstance(exc, StoreRefused):
+        return str(exc), "newer format"
+    damage = store_damage(exc)
+    return None if damage is None else (damaged_message(location, damage), f"damaged: {damage}")
+
+
+def damaged_message(location: str, damage: str) -> str:
+    """What an operator is told of a damaged database at ``location`` (``damage``: what SQLite found)."""
+    return (f"the database {location} is damaged ({damage}): an operator must restore it from a backup "
+            "(or move it aside to start an empty one)")
 
 
 def write_failure(exc: BaseException) -> str | None:
@@ -95,6 +110,13 @@ def flatten_errors(errors: object, prefix: str = "") -> dict[str, list[str]]:
 def _body(status: int, name: str, message: str, errors: Mapping[str, list[str]] | None):
     response = jsonify({"code": status, "status": name, "message": message, "errors": dict(errors or {})})
     response.status_code = status
+    return response
+
+
+def _unavailable(message: str, reason: str, retry_after_s: int):
+    """A 503 saying what is wrong with the database (``errors.database``), with ``Retry-After`` in s."""
+    response = _body(503, _status_name(503), message, {"database": [reason]})
+    response.headers["Retry-After"] = str(retry_after_s)
     return response
 
 
@@ -175,17 +197,17 @@ def register_error_handlers(app: Flask) -> None:
         reason = write_failure(exc)
         if reason is not None:
             log.error("the store cannot write: %s", reason)
-            response = _body(503, _status_name(503), f"the store cannot write ({reason}); reads still work, "
-                             "writes fail until an operator frees space or makes it writable",
-                             {"database": [f"cannot write: {reason}"]})
-            response.headers["Retry-After"] = str(STORE_RETRY_AFTER_S)
-            return response
+            return _unavailable(f"the store cannot write ({reason}); reads still work, writes fail until an "
+                                "operator frees space or makes it writable", f"cannot write: {reason}",
+                                STORE_RETRY_AFTER_S)
+        storage = getattr(app.extensions.get("jetpredict"), "storage", None)
+        fault = store_fault(exc, storage.location if storage is not None else "of the service")
+        if fault is not None:
+            log.error("the database cannot be used: %s", fault[0])
+            return _unavailable(fault[0], fault[1], STORE_RETRY_AFTER_S)
         if is_unreachable(exc):
             log.warning("database unavailable: %s", exc.__class__.__name__, exc_info=log.isEnabledFor(10))
-            response = _body(503, _status_name(503), "the database cannot be reached; retry later",
-                             {"database": ["unreachable"]})
-            response.headers["Retry-After"] = str(DB_RETRY_AFTER_S)
-            return response
+            return _unavailable("the database cannot be reached; retry later", "unreachable", DB_RETRY_AFTER_S)
         log.exception("unhandled error")
         # InternalServerError.name is a property of instances: ask the status table, never the class.
         return _body(500, _status_name(500), "internal error; see the server log", {})

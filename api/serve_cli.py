@@ -186,12 +186,16 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_dir = tempfile.TemporaryDirectory(prefix="jetpredict-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name
     # Create the schema once here, before workers start, so they do not race to create it.
+    from jetpredict.api.errors import store_fault
     from jetpredict.api.storage import Storage, is_unreachable
 
     storage = Storage(settings.database_url)
     try:
         storage.create_schema()
     except Exception as exc:
+        fault = store_fault(exc, storage.location)
+        if fault is not None:  # a damaged file or a newer format: the operator's to fix, as a bad input
+            raise InputError(fault[0], "database_url") from None
         if not is_unreachable(exc):
             raise
         _log(f"database {masked_url(storage.url)} unreachable now ({type(exc).__name__}); "

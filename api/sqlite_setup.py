@@ -1,10 +1,33 @@
 """How :mod:`api.storage` sets up SQLite connections: pragmas (durability, WAL, foreign keys), real
-transactions (write ones holding the write lock from their start) and a Unicode ``lower``."""
+transactions (write ones holding the write lock from their start) and a Unicode ``lower``; the lock file
+of schema creation; how a damaged file shows."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: SQLite's own locking and the retry remain
+    fcntl = None  # type: ignore[assignment]
+
+#: What SQLite says of a file that is not a database or whose pages are damaged (all are DatabaseError).
+DAMAGE_WORDS = ("database disk image is malformed", "file is not a database", "malformed database schema")
+
+
+def read_only_url(path: str) -> str:
+    """The URL reading the SQLite file at ``path`` on a read-only file system: SQLite opens a WAL file
+    there without its ``-shm`` file only as immutable (no process can change it there). Immutable ignores a
+    ``-wal`` file: where one is left, open the file as usual (SQLite reads it with the ``-shm``)."""
+    return f"sqlite:///file:{urllib.parse.quote(str(Path(path).resolve()))}?immutable=1&uri=true"
 
 
 def configure(engine: Engine) -> None:
@@ -44,3 +67,42 @@ def begin(conn: sa.Connection) -> None:
     """Begin a SQLite transaction: ``BEGIN IMMEDIATE`` for writes, so the write lock is taken (waiting up to
     ``busy_timeout``) before anything is read in it; a plain ``BEGIN`` (one snapshot) for reads."""
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "BEGIN")
+
+
+def damage(exc: BaseException) -> str | None:
+    """SQLite's words when ``exc`` says the database file is damaged (not a database, a malformed page)."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return next((words for words in DAMAGE_WORDS if words in text), None)
+
+
+def quick_check(conn: sa.Connection) -> str | None:
+    """The first problem ``PRAGMA quick_check`` finds in the file (it reads every page), None when sound."""
+    first = conn.exec_driver_sql("PRAGMA quick_check(1)").scalar()
+    return None if first == "ok" else "; ".join(str(first).splitlines())
+
+
+def open_lock_file(path: str) -> IO[bytes]:
+    return open(path, "a+b")
+
+
+@contextlib.contextmanager
+def schema_lock(database: str) -> Iterator[OSError | None]:
+    """An exclusive lock on ``<database>.schema-lock`` while the schema is created. Where that file cannot
+    be made (a read-only file system or folder) it yields the error, unlocked: no process can create the
+    schema there, so one that exists can still be served."""
+    if fcntl is None:
+        yield None
+        return
+    try:
+        f = open_lock_file(f"{database}.schema-lock")
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        yield exc
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield None
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,22 +1,20 @@
 """Storage of uploaded profile rows and fitted-workload summaries (SQLAlchemy 2 Core).
 
-A SQLite file by default (WAL journal, ``synchronous=FULL``, so an answered upload survives a SIGKILL),
-any PostgreSQL by URL. Each upload is one transaction: the rows of every workload it holds, their upload
-records and the workloads' new revisions commit together or not at all. Concurrent uploads to one workload
-are serialised by an optimistic revision check (a conditional ``UPDATE``), which works the same on SQLite
-and PostgreSQL.
-Fitted models themselves are never stored as pickles; they are rebuilt from the rows (``api.workloads``).
+A SQLite file by default (WAL journal, ``synchronous=FULL``: an answered upload survives a SIGKILL), any
+PostgreSQL by URL. Each upload is one transaction: the rows of every workload it holds, their upload records
+and the workloads' new revisions commit together or not at all; concurrent uploads to one workload are
+serialised by an optimistic revision check (a conditional ``UPDATE``), the same on both. Fitted models are
+never stored (no pickles): ``api.workloads`` rebuilds them from the rows.
 
-A workload may hold rows of several device types. ``workloads.device`` is the device of its first rows
-(the default of requests that name none); ``workloads.fit`` holds that device's fit summary at its top, as
-it always did, and every device's under ``devices`` (``{device: {rows, model_version, ...}}``). A record
-written before workloads held several devices has no ``devices`` key and reads as one device
-(:func:`device_fits`), so existing databases need no migration.
+A workload may hold rows of several device types. ``workloads.device`` is the device of its first rows (the
+default of requests that name none); ``workloads.fit`` holds that device's fit summary at its top and every
+device's under ``devices`` (``{device: {rows, model_version, ...}}``); a record without ``devices`` (older)
+reads as one device (:func:`device_fits`), so existing databases need no migration.
 """
-
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import threading
@@ -29,16 +27,17 @@ from pathlib import Path
 import sqlalchemy as sa
 from jetpredict.api import sqlite_setup
 from jetpredict.api.config import MAX_WORKLOAD_ID_CHARS
-from jetpredict.api.database_url import checked_url
+from jetpredict.api.database_url import checked_url, masked_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: SQLite's own locking and the retry remain
-    fcntl = None  # type: ignore[assignment]
-
 metadata = sa.MetaData()
+
+#: The tables' format, in :data:`meta` (key ``format``): raise it when a change would mislead an older version.
+#: A database without it (older, same columns) is stamped; a newer one refused (:meth:`Storage.create_schema`).
+FORMAT_VERSION = 1
+meta = sa.Table("jetpredict_meta", metadata, sa.Column("key", sa.String(64), primary_key=True),
+                sa.Column("value", sa.String(200), nullable=False))
 
 workloads = sa.Table(
     "workloads", metadata,
@@ -73,9 +72,8 @@ profile_rows = sa.Table(
 
 
 #: The last revision of each deleted workload id. An id uploaded again continues from it, so a revision never
-#: names two states of one id: every worker's cached model and a client's copy are checked by revision alone
-#: (a delete and a new upload that restarted at 1 would pass that check with the deleted rows' model). A
-#: table added to deployed databases by ``create_schema`` (``create_all`` adds missing tables).
+#: names two states of one id (cached models and clients' copies are checked by revision alone). Added to
+#: deployed databases by ``create_schema`` (``create_all`` adds missing tables).
 deleted_revisions = sa.Table(
     "deleted_revisions", metadata,
     sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), primary_key=True),
@@ -153,9 +151,8 @@ def _merged_fit(old: Mapping[str, object], primary: str, rows_stored: int, devic
     return {**top, "devices": per_device}
 
 
-#: One row per workload of an upload (columns unchanged since single-workload uploads, so deployed
-#: databases need no migration; see :class:`IdempotencyKey` for the keys), holding the hash of the request
-#: and the answer given (whole under the first key), replayed to a retry.
+#: One row per workload of an upload (:class:`IdempotencyKey`; columns as before uploads held several
+#: workloads), holding the hash of the request and the answer (whole under the first key) replayed to a retry.
 idempotency = sa.Table(
     "idempotency", metadata,
     sa.Column("key", sa.String(240), primary_key=True),
@@ -179,12 +176,9 @@ def workload_result(record: WorkloadRecord, rows_stored: int, device: str | None
 
 
 def upload_result(results: Sequence[tuple[WorkloadRecord, int]], device: str | None = None) -> dict[str, object]:
-    """The JSON answer to an upload (``POST /v1/profiles`` 201), kept for idempotent replays.
-
-    ``results``: (record, rows stored by this upload) per workload, in the upload's order; ``device``:
-    the upload's device. The top-level fields describe the first workload, so a single-workload upload
-    answers as it always did; ``workloads`` lists every workload of the upload.
-    """
+    """The JSON answer to an upload (``POST /v1/profiles`` 201), kept for idempotent replays. ``results``:
+    (record, rows stored by this upload) per workload, in order; ``device``: the upload's. The top-level
+    fields describe the first workload (as a single-workload upload always answered), ``workloads`` all."""
     each = [workload_result(record, n, device) for record, n in results]
     return {**each[0], "workloads": each}
 
@@ -193,14 +187,11 @@ def upload_result(results: Sequence[tuple[WorkloadRecord, int]], device: str | N
 class IdempotencyKey:
     """The key an upload is made under and the SHA-256 of its request body.
 
-    An upload of ``n`` workloads is recorded under ``n`` keys, one per workload (:meth:`keys`: ``key`` for
-    the first, ``key#1`` ... ``key#n-1`` for the others, in the upload's order), each row tied to its
-    workload by ``workload_id``; the first holds the whole answer. Deleting a workload deletes its row, so a
-    retry finds the upload intact (every key present: the original answer is replayed) or sees which
-    workloads lost their part of it (their keys are missing: only those parts are stored again, and the
-    others are not stored twice). Derived keys keep the table's columns as they were and the first key is
-    the one a single-workload upload has always used.
-    """
+    An upload of ``n`` workloads is recorded under ``n`` keys (:meth:`keys`: ``key``, ``key#1`` ...
+    ``key#n-1``, in the upload's order; the first, the one single-workload uploads always used, holds the
+    whole answer), each row tied to its workload. Deleting a workload deletes its row, so a retry finds the
+    upload intact (every key present: the answer is replayed) or sees which parts were lost (their keys are
+    missing: only those are stored again). Derived keys keep the table's columns as they were."""
 
     key: str
     request_sha256: str
@@ -212,13 +203,9 @@ class IdempotencyKey:
 
 @dataclass(frozen=True)
 class WorkloadWrite:
-    """One workload's part of an upload: its rows and the fit of the workload with them.
-
-    Empty ``rows``: this part was stored by an earlier try of the same upload (its idempotency key is
-    present); nothing is written, the workload's record is read for the answer.
-    ``expected_revision`` is the revision the fit was made against (0 = a new workload, whose first
-    revision follows its id's last deleted one, :data:`deleted_revisions`).
-    """
+    """One workload's part of an upload: its rows and the fit of the workload with them. Empty ``rows``: stored
+    by an earlier try (its idempotency key is present), only the record is read. ``expected_revision``: that
+    the fit was made against (0 = a new workload: it follows its id's last deleted one, :data:`deleted_revisions`)."""
 
     workload_id: str
     device: str
@@ -240,9 +227,21 @@ SCHEMA_LOCK_KEY = 0x6A657470
 _SCHEMA_TRIES = 5
 
 
+class StoreRefused(Exception):
+    """The database is of a newer format (:data:`FORMAT_VERSION`): this version neither reads nor writes it."""
+
+
+def store_damage(exc: BaseException) -> str | None:
+    """What is damaged when ``exc`` says the database is (a SQLite file that is not one, a bad page; XX00*)."""
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    corrupted = {"XX001": "data corrupted", "XX002": "index corrupted"}.get(sqlstate or "")
+    return (sqlite_setup.damage(exc) or corrupted) if isinstance(exc, sa.exc.DatabaseError) else None
+
+
 def is_unreachable(exc: BaseException) -> bool:
-    """True for errors that mean "the database cannot be used now" (down, refused, locked, pool empty)."""
-    if isinstance(exc, sa.exc.TimeoutError | sa.exc.DisconnectionError):
+    """True for errors that mean "the database cannot be used now" (down, refused, locked, pool empty,
+    damaged, of a newer format)."""
+    if isinstance(exc, sa.exc.TimeoutError | sa.exc.DisconnectionError | StoreRefused) or store_damage(exc):
         return True
     if isinstance(exc, sa.exc.DBAPIError):
         return bool(exc.connection_invalidated) or isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
@@ -253,61 +252,93 @@ class Storage:
     """Profile rows and workload records in one SQL database."""
 
     def __init__(self, url: str) -> None:
-        url = checked_url(url)
-        self.url = url
+        self.url = url = checked_url(url)
         self.is_sqlite = url.startswith("sqlite")
         self.is_postgresql = url.startswith("postgresql")
-        if self.is_sqlite:
-            path = sa.engine.make_url(url).database
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self.engine: Engine = sa.create_engine(url, connect_args={"timeout": 30})
-            sqlite_setup.configure(self.engine)
-        else:
-            # connect_timeout: a database that is down answers 503 within seconds, not after the TCP timeout.
-            args = {"connect_timeout": 5} if self.is_postgresql else {}
-            self.engine = sa.create_engine(url, pool_pre_ping=True, connect_args=args)
+        database = sa.engine.make_url(url).database if self.is_sqlite else None
+        # The database as an operator names it: the SQLite file's path, else the URL without password.
+        self.location: str = database or masked_url(url)
+        #: The SQLite database's path (taken as given, a ``file:`` URI too); None: in memory, or not SQLite.
+        self.sqlite_file: str | None = database if database and database != ":memory:" else None
+        if self.sqlite_file:
+            Path(self.sqlite_file).parent.mkdir(parents=True, exist_ok=True)
+        self.refused: StoreRefused | None = None  # set by create_schema: every connection is refused
+        self.engine: Engine = self._engine(url)
         self._local = threading.local()
         self._icu_collation: str | None = None  # PostgreSQL: ICU_ROOT_COLLATION, "" if absent; None: not asked
         marker = {"qmark": "?", "format": "%s", "pyformat": "%s", "numeric": ":1", "named": ":id",
                   "numeric_dollar": "$1"}[self.engine.dialect.paramstyle]
         self._revision_sql = f"SELECT revision FROM workloads WHERE id = {marker}"
 
-    def create_schema(self) -> None:
-        """Create missing tables; idempotent and safe when several processes boot at once.
+    def _engine(self, url: str) -> Engine:
+        """An engine for ``url``, set up for its database, whose connections fail once :attr:`refused` is set."""
+        if self.is_sqlite:
+            engine = sa.create_engine(url, connect_args={"timeout": 30})
+            sqlite_setup.configure(engine)
+        else:
+            # connect_timeout: a database that is down answers 503 within seconds, not after the TCP timeout.
+            args = {"connect_timeout": 5} if self.is_postgresql else {}
+            engine = sa.create_engine(url, pool_pre_ping=True, connect_args=args)
+        sa.event.listen(engine, "do_connect", self._refuse)
+        return engine
 
-        PostgreSQL: a transaction-scoped advisory lock around ``create_all`` (two concurrent
-        ``CREATE TABLE`` of one name collide in the catalogue even with ``IF NOT EXISTS``). SQLite: an
-        exclusive lock file beside the database, then ``create_all``, retried on "already exists".
-        """
+    def _refuse(self, *_args: object) -> None:
+        if self.refused is not None:
+            raise self.refused
+
+    def create_schema(self) -> None:
+        """Create missing tables and record :data:`FORMAT_VERSION` (idempotent, safe when several processes
+        boot at once); :class:`StoreRefused` for a database of a newer format, nothing written. PostgreSQL:
+        a transaction-scoped advisory lock around ``create_all`` (concurrent ``CREATE TABLE`` of one name
+        collide in the catalogue even with ``IF NOT EXISTS``). SQLite: a lock file beside the database (none
+        on a read-only file system: an existing schema is served, writes get 503), ``create_all`` retried."""
         if self.is_postgresql:
             with self.engine.begin() as conn:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-                metadata.create_all(conn)
+                metadata.create_all(conn)  # rolled back if the format is refused
+                self._check_format(conn, stamp=True)
             return
-        with self._file_lock():
+        path = self.sqlite_file
+        with sqlite_setup.schema_lock(path) if path else contextlib.nullcontext() as no_lock:
+            if no_lock is not None and not Path(path).is_file():
+                raise no_lock  # nothing to serve, and no file can be made there
+            if no_lock is not None and no_lock.errno == errno.EROFS and not Path(f"{path}-wal").exists():
+                self.engine.dispose()
+                self.engine = self._engine(sqlite_setup.read_only_url(path))
+            with self.engine.connect() as conn:
+                stamped = self._check_format(conn)  # before anything is written
+                missing = set(metadata.tables) - {meta.name} - set(sa.inspect(conn).get_table_names())
+            if no_lock is not None:
+                if missing:
+                    raise no_lock
+                return
             for attempt in range(_SCHEMA_TRIES):
                 try:
                     metadata.create_all(self.engine)
-                    return
+                    break
                 except sa.exc.OperationalError:
                     # Another process (without our lock file: an older version) created them meanwhile.
                     if attempt == _SCHEMA_TRIES - 1:
                         raise
                     time.sleep(0.05 * (attempt + 1))
+            if not stamped:  # a database opened read-only is served unstamped; a start that can write stamps
+                with contextlib.suppress(sa.exc.OperationalError), self._writing() as conn:
+                    self._check_format(conn, stamp=True)
 
-    @contextlib.contextmanager
-    def _file_lock(self):
-        path = sa.engine.make_url(self.url).database if self.is_sqlite else None
-        if not path or path == ":memory:" or fcntl is None:
-            yield
-            return
-        with open(f"{path}.schema-lock", "a+b") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+    def _check_format(self, conn: sa.Connection, stamp: bool = False) -> bool:
+        """Whether the database records its format; :class:`StoreRefused` (and so every connection from now
+        on) if it is newer. ``stamp``: record :data:`FORMAT_VERSION` where none is (new, or older)."""
+        found = (conn.execute(sa.select(meta.c.value).where(meta.c.key == "format")).scalar()
+                 if sa.inspect(conn).has_table(meta.name) else None)
+        if found is None and stamp:
+            conn.execute(meta.insert().values(key="format", value=str(FORMAT_VERSION)))
+        if found is None or (str(found).isdigit() and int(found) <= FORMAT_VERSION):
+            return stamp or found is not None
+        self.refused = StoreRefused(
+            f"database {self.location} is of format {found}, newer than format {FORMAT_VERSION} that this "
+            "jetpredict reads and writes: upgrade jetpredict, or point it at another database")
+        self.dispose()
+        raise self.refused
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[sa.Connection]:
@@ -333,17 +364,10 @@ class Storage:
         return WorkloadRecord(row.id, row.device, row.revision, row.rows_stored, fit, row.created_at,
                               row.updated_at)
 
-    def get_workload(self, workload_id: str) -> WorkloadRecord | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).first()
-        return None if row is None else self._record(row)
-
     def revision(self, workload_id: str) -> int | None:
-        """The workload's revision (checked before every use of a cached model), None if not stored.
-
-        This runs on every prediction, so it uses one raw DB-API connection per thread (~20 us on SQLite,
-        against ~0.5 ms through a pooled SQLAlchemy connection); any driver error falls back to the pool.
-        """
+        """The workload's revision (checked before every use of a cached model), None if not stored. On every
+        prediction, so one raw DB-API connection per thread (~20 us on SQLite, ~0.5 ms through a pooled
+        SQLAlchemy connection); any driver error falls back to the pool."""
         raw = getattr(self._local, "raw", None)
         try:
             if raw is None:
@@ -380,10 +404,9 @@ class Storage:
             return int(total), [self._record(r) for r in rows]
 
     def _unicode_lower(self, conn: sa.Connection) -> Callable[[sa.ColumnElement], sa.ColumnElement]:
-        """SQL that lower-cases text over all of Unicode. SQLite: its ``lower``, which this module
-        replaces (:mod:`api.sqlite_setup`). PostgreSQL's ``lower`` follows the database's LC_CTYPE, which
-        folds ASCII only under the C locale (``initdb --locale=C``): there, ICU's root collation, where the
-        server has it."""
+        """SQL that lower-cases text over all of Unicode. SQLite: its ``lower``, replaced by
+        :mod:`api.sqlite_setup`. PostgreSQL's follows the database's LC_CTYPE, which folds ASCII only under
+        the C locale (``initdb --locale=C``): there, ICU's root collation, where the server has it."""
         if not self.is_postgresql:
             return sa.func.lower
         if self._icu_collation is None:
@@ -393,16 +416,39 @@ class Storage:
         collation = self._icu_collation
         return (lambda expr: sa.func.lower(expr.collate(collation))) if collation else sa.func.lower
 
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[sa.Connection]:
+        """A read transaction seeing one state (PostgreSQL's READ COMMITTED would see each statement's)."""
+        with self.engine.connect() as conn:
+            if self.is_postgresql:
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    @staticmethod
+    def _rows(conn: sa.Connection, workload_id: str) -> list[dict]:
+        data = conn.execute(sa.select(profile_rows.c.data).where(profile_rows.c.workload_id == workload_id)
+                            .order_by(profile_rows.c.id)).scalars()
+        return [d if isinstance(d, dict) else json.loads(d) for d in data]
+
+    def get_workload_rows(self, workload_id: str) -> tuple[WorkloadRecord | None, list[dict]]:
+        """The workload's record and rows (in upload order) read in one snapshot; (None, []) if not stored,
+        or if it has no rows (a stored workload has some: that is one a delete left)."""
+        with self._snapshot() as conn:
+            row = conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).first()
+            rows = [] if row is None else self._rows(conn, workload_id)
+        return (self._record(row), rows) if rows else (None, [])
+
     def load_rows(self, workload_id: str) -> tuple[int | None, list[dict]]:
-        """(revision, rows in upload order) read in one snapshot; (None, []) if not stored."""
-        with self.engine.connect() as conn, conn.begin():
-            revision = conn.execute(
-                sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar()
-            if revision is None:
-                return None, []
-            data = conn.execute(sa.select(profile_rows.c.data).where(profile_rows.c.workload_id == workload_id)
-                                .order_by(profile_rows.c.id)).scalars().all()
-        return int(revision), [d if isinstance(d, dict) else json.loads(d) for d in data]
+        """(revision, rows) as :meth:`get_workload_rows`."""
+        record, rows = self.get_workload_rows(workload_id)
+        return (None if record is None else record.revision), rows
+
+    def refresh_fit(self, workload_id: str, revision: int, fit: Mapping[str, object]) -> bool:
+        """Store ``fit`` as the workload's fit summary unless it changed since ``revision``; done?"""
+        with self._writing() as conn:
+            return conn.execute(workloads.update().values(fit=dict(fit)).where(
+                workloads.c.id == workload_id, workloads.c.revision == revision)).rowcount == 1
 
     def count_rows(self, workload_id: str | None = None) -> int:
         query = sa.select(sa.func.count()).select_from(profile_rows)
@@ -425,11 +471,9 @@ class Storage:
     def add_uploads(self, writes: Sequence[WorkloadWrite], idem: IdempotencyKey | None = None,
                     replaced_keys: Sequence[str] = ()) -> list[WorkloadRecord]:
         """Store every workload's part of one upload and bump their revisions, all in one transaction.
-
         :class:`RevisionConflict` if another upload changed any of the workloads since its rows were read
         (or a twin of this upload committed first): nothing is stored. ``replaced_keys``: idempotency rows
-        of an earlier try of this upload, rewritten with the new answer.
-        """
+        of an earlier try of this upload, rewritten with the new answer."""
         try:
             with self._writing() as conn:
                 return self._write_uploads(conn, writes, idem, replaced_keys)
@@ -440,16 +484,12 @@ class Storage:
                            refit: Callable[[dict[str, tuple[int, list[dict]]]], Sequence[WorkloadWrite]],
                            idem: IdempotencyKey | None = None,
                            replaced_keys: Sequence[str] = ()) -> list[WorkloadRecord]:
-        """Like :meth:`add_uploads`, but holding the write locks of ``workload_ids`` while ``refit`` runs.
-
-        For workloads that many clients upload to at once, where optimistic retries keep losing: the
-        writers queue instead. ``refit({id: (revision, stored rows)})`` (revision 0: not stored) returns
-        the writes, for these workloads only, or raises (nothing is stored).
-
-        Locks are taken in sorted id order, as :meth:`add_uploads` writes, so uploads that share workloads
-        wait for each other instead of deadlocking. A workload that is not stored yet has no row to lock:
-        a placeholder row (revision 0, no rows) is inserted in its place within this transaction, which
-        reserves the id in that same order; no other transaction ever sees it.
+        """Like :meth:`add_uploads`, holding the write locks of ``workload_ids`` while ``refit`` runs: for
+        workloads many clients upload to at once, where optimistic retries keep losing, the writers queue.
+        ``refit({id: (revision, stored rows)})`` (revision 0: not stored) returns the writes, for these
+        workloads only, or raises (nothing is stored). Locks are taken in sorted id order, as
+        :meth:`add_uploads` writes (no deadlock between uploads that share workloads); a workload not stored
+        yet is locked by a placeholder row (revision 0, no rows) inserted here, which no other transaction sees.
         """
         try:
             with self._writing() as conn:
@@ -463,11 +503,7 @@ class Storage:
                         _insert_placeholder(conn, workload_id, device, now)
                     revision = conn.execute(
                         sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar_one()
-                    data = conn.execute(sa.select(profile_rows.c.data)
-                                        .where(profile_rows.c.workload_id == workload_id)
-                                        .order_by(profile_rows.c.id)).scalars()
-                    stored[workload_id] = (int(revision),
-                                           [d if isinstance(d, dict) else json.loads(d) for d in data])
+                    stored[workload_id] = (int(revision), self._rows(conn, workload_id))
                 reserved = {k for k, (revision, _) in stored.items() if revision == 0}
                 return self._write_uploads(conn, refit(stored), idem, replaced_keys, reserved)
         except IntegrityError:
@@ -506,11 +542,9 @@ class Storage:
         if rows:
             payload = json.dumps(list(rows), sort_keys=True, default=str).encode()
             if write.expected_revision == 0 and not reserved:
-                # A new workload: its placeholder (revision 0, as add_uploads_locked inserts) before its
-                # id's deleted revision is read. Holding the id's row (PostgreSQL: its key; SQLite: the
-                # write lock), no other upload or delete of the id commits between that read and this
-                # commit, so the revision follows the last one the id had. Read first, a delete and an
-                # upload committed in between would make this upload reuse a revision.
+                # A new workload: its placeholder (revision 0) before its id's deleted revision is read.
+                # Holding the id's row (PostgreSQL: its key; SQLite: the write lock), no delete or upload of
+                # the id commits in between, which would make this upload reuse a revision.
                 _insert_placeholder(conn, workload_id, write.device, now)
             revision = 1 + (write.expected_revision or _last_deleted_revision(conn, workload_id))
             done = conn.execute(
@@ -547,11 +581,9 @@ class Storage:
 
     def delete_workload(self, workload_id: str) -> bool:
         """Delete a workload with its rows, uploads and idempotency keys; False if it was not stored.
-
-        An upload that also stored rows in other workloads keeps its keys there: a retry of it stores
-        again only this workload's part (see :class:`IdempotencyKey`). The id's last revision is kept in
-        :data:`deleted_revisions`, so that the id uploaded again does not reuse it.
-        """
+        An upload that also stored rows in other workloads keeps its keys there: a retry of it stores again
+        only this workload's part (:class:`IdempotencyKey`). The id's last revision is kept in
+        :data:`deleted_revisions`, so that the id uploaded again does not reuse it."""
         with self._writing() as conn:
             # The workload's row first, as uploads lock it before its rows and keys: no lock-order cycle.
             conn.execute(workloads.update().where(workloads.c.id == workload_id)

@@ -16,6 +16,7 @@ number formatting is that upload (replayed).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import threading
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+import sqlalchemy as sa
 from jetpredict.api.client_rows import (
     as_one_workload,
     canonical_row,
@@ -39,20 +41,25 @@ from jetpredict.api.client_rows import (
     workload_id_problem,
 )
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
-from jetpredict.api.errors import ApiError, FieldErrors
+from jetpredict.api.errors import ApiError, FieldErrors, write_failure
 from jetpredict.api.heavy import HeavyGate
 from jetpredict.api.storage import (
+    FIT_FIELDS,
     IdempotencyKey,
     RevisionConflict,
     Storage,
     WorkloadRecord,
     WorkloadWrite,
+    device_fits,
+    is_unreachable,
+    stored_fit_fields,
     upload_result,
 )
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import mode_conflicts, validate_records
+from jetpredict.predictor.model import MODEL_VERSION
 from jetpredict.predictor.workload_devices import DeviceModels
 
 log = logging.getLogger("jetpredict.api")
@@ -280,6 +287,9 @@ class WorkloadService:
         self.heavy_fit_rows = heavy_fit_rows
         self._stored: OrderedDict[str, tuple[int, DeviceModels]] = OrderedDict()
         self._inline: OrderedDict[str, Any] = OrderedDict()
+        # id -> (revision, null fit summaries) of workloads whose stored rows today's checks refuse: a
+        # listing does not read and check them again until the workload changes.
+        self._refused: OrderedDict[str, tuple[int, dict]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _heavy_gate(self, rows: int) -> HeavyGate | None:
@@ -455,6 +465,7 @@ class WorkloadService:
     def delete(self, workload_id: str) -> bool:
         with self._lock:
             self._stored.pop(workload_id, None)
+            self._refused.pop(workload_id, None)
         return self.storage.delete_workload(workload_id)
 
     # -- lookups ---------------------------------------------------------------------------------
@@ -480,6 +491,40 @@ class WorkloadService:
                                 partial(fit_devices, rows, workload_id, field))
         self._remember(self._stored, workload_id, (revision, models))
         return self._served(models, workload_id, revision, device)
+
+    def current_record(self, record: WorkloadRecord) -> WorkloadRecord:
+        """``record`` with the fit summaries of the running model. Those stored by another model version
+        (before an upgrade) are refitted, as a prediction would be, and stored again where the store takes
+        it; where today's checks refuse the stored rows the summaries are null: the workload is not fitted."""
+        fits = device_fits(record)
+        if all(fit.get("model_version") == MODEL_VERSION for fit in fits.values()):
+            return record
+        refused = self._recall(self._refused, record.id)
+        if refused is not None and refused[0] == record.revision:
+            return dataclasses.replace(record, fit=refused[1])
+        try:
+            resolved = self.stored(record.id)
+        except UnknownWorkloadError:
+            return record  # deleted since it was read
+        except InputError as exc:
+            log.warning("stored rows of workload %r no longer fit: %s", record.id, exc.message)
+            blank = dict.fromkeys(FIT_FIELDS)
+            fit = {**blank, "devices": {device: {**blank, "rows": had.get("rows")} for device, had in fits.items()}}
+            self._remember(self._refused, record.id, (record.revision, fit))
+            return dataclasses.replace(record, fit=fit)
+        models = resolved.models.models if resolved.models is not None else {}
+        summaries = {device: fit_summary(models[device]) for device in fits if device in models}
+        now = {device: {"rows": fits[device].get("rows"), **stored_fit_fields(summary)}
+               for device, summary in summaries.items()}
+        if len(now) != len(fits) or resolved.revision != record.revision:
+            return record  # changed since it was read: the next read shows the new state
+        fit = {**summaries[record.device], "devices": now}
+        try:
+            self.storage.refresh_fit(record.id, record.revision, fit)
+        except sa.exc.SQLAlchemyError as exc:  # a store that cannot write now refits (cached) on later reads
+            if write_failure(exc) is None and not is_unreachable(exc):
+                raise
+        return dataclasses.replace(record, fit=fit)
 
     @staticmethod
     def _served(models: DeviceModels, workload_id: str | None, revision: int | None, device: str | None

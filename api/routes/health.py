@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
 from pathlib import Path
 
 import sqlalchemy as sa
 from flask.views import MethodView
 from flask_smorest import Blueprint
-from jetpredict.api.errors import write_failure
+from jetpredict.api import sqlite_setup
+from jetpredict.api.errors import damaged_message, store_fault, write_failure
 from jetpredict.api.routes.common import services
 from jetpredict.api.schemas import HealthSchema
-from jetpredict.api.storage import Storage
+from jetpredict.api.storage import Storage, StoreRefused
 from jetpredict.models.catalogue import device_ids
 
 blp = Blueprint("health", __name__, description="Service health and metrics")
@@ -33,6 +35,12 @@ def _version() -> str:
         return "unknown"
 
 
+def _plain_sqlite_file(storage: Storage) -> str | None:
+    """The SQLite file's path, None where it is a ``file:`` URI, not a path on disk."""
+    path = storage.sqlite_file
+    return None if path is None or path.startswith("file:") else path
+
+
 def store_write_problem(storage: Storage) -> str | None:
     """Why the store cannot write now (``disk full: ...``, ``read-only: ...``), or None.
 
@@ -40,13 +48,12 @@ def store_write_problem(storage: Storage) -> str | None:
     database: an UPDATE that matches no row, rolled back: it takes the write lock, so a read-only file,
     a read-only transaction or a hot standby refuses it, yet nothing is written.
     """
-    if storage.is_sqlite:
-        path = sa.engine.make_url(storage.url).database
-        if path and path != ":memory:" and not path.startswith("file:"):
-            folder = Path(path).parent
-            free = shutil.disk_usage(folder).free
-            if free < MIN_FREE_BYTES:
-                return f"disk full: {free} bytes free under {folder}"
+    path = _plain_sqlite_file(storage)
+    if path:
+        folder = Path(path).parent
+        free = shutil.disk_usage(folder).free
+        if free < MIN_FREE_BYTES:
+            return f"disk full: {free} bytes free under {folder}"
     try:
         with storage.engine.connect() as conn, conn.begin() as transaction:
             conn.execute(sa.text("UPDATE workloads SET revision = revision WHERE 1 = 0"))
@@ -59,27 +66,54 @@ def store_write_problem(storage: Storage) -> str | None:
     return None
 
 
+#: SQLite file -> its state (size and mtime of the file and its WAL) when ``quick_check`` last found it sound:
+#: the check reads every page, so it runs again only once the file changed.
+_checked_sound: dict[str, tuple] = {}
+
+
+def sqlite_damage(storage: Storage, conn: sa.Connection) -> str | None:
+    """What ``PRAGMA quick_check`` finds wrong in a SQLite file (None: sound, or not a SQLite file)."""
+    path = _plain_sqlite_file(storage)
+    if not path:
+        return None
+    state = tuple((s.st_size, s.st_mtime_ns) for s in map(os.stat, (path, f"{path}-wal")
+                                                         if os.path.exists(f"{path}-wal") else (path,)))
+    if _checked_sound.get(path) == state:
+        return None
+    problem = sqlite_setup.quick_check(conn)
+    if problem is None:
+        _checked_sound[path] = state
+    return problem
+
+
 @blp.route("/healthz")
 class Health(MethodView):
     @blp.response(200, HealthSchema)
     @blp.alt_response(503, schema=HealthSchema, description="the database cannot be reached")
     def get(self):
-        """Liveness: the service answers, its database is reachable and its store can write (503 and
-        ``degraded`` otherwise; ``store`` says why it cannot write: disk full or read-only)."""
+        """Liveness: the service answers, its database is reachable and sound (SQLite: ``quick_check``), and
+        its store can write (503 and ``degraded`` otherwise; ``database`` says what is wrong, ``store`` why
+        it cannot write: disk full or read-only)."""
         storage = services().storage
-        store = "unknown"
+        store, status = "unknown", 503
         try:
             with storage.engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
-            database, status = "ok", 200
-            problem = store_write_problem(storage)
-            store = "ok" if problem is None else f"cannot write: {problem}"
-            if problem is not None:
-                log.warning("health check: the store cannot write: %s", problem)
-                status = 503
-        except sa.exc.SQLAlchemyError as exc:
-            log.warning("health check: database unreachable: %s", exc)
-            database, status = f"unreachable: {type(exc).__name__}", 503
+                damage = sqlite_damage(storage, conn)
+            if damage is not None:
+                database = damaged_message(storage.location, damage)
+                log.error("health check: %s", database)
+            else:
+                database, status = "ok", 200
+                problem = store_write_problem(storage)
+                store = "ok" if problem is None else f"cannot write: {problem}"
+                if problem is not None:
+                    log.warning("health check: the store cannot write: %s", problem)
+                    status = 503
+        except (sa.exc.SQLAlchemyError, StoreRefused) as exc:
+            fault = store_fault(exc, storage.location)
+            log.warning("health check: database %s: %s", "unusable" if fault else "unreachable", exc)
+            database = fault[0] if fault else f"unreachable: {type(exc).__name__}"
         body = {"status": "ok" if status == 200 else "degraded", "version": _version(),
                 "database": database, "store": store, "devices": len(device_ids())}
         return body, status

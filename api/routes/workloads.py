@@ -36,7 +36,8 @@ class WorkloadQuerySchema(PageQuerySchema):
 
 
 def workload_summary(record: WorkloadRecord) -> dict:
-    """A workload as listed: its first device's fit at the top, every device's in ``devices``/``fits``."""
+    """A workload as listed: its first device's fit at the top, every device's in ``devices``/``fits``
+    (null fields where the running model cannot fit its rows: :meth:`WorkloadService.current_record`)."""
     fit = record.fit or {}
     fits = device_fits(record)
     return {"id": record.id, "device": record.device, "revision": record.revision,
@@ -63,10 +64,10 @@ class Workloads(MethodView):
     @blp.response(200, WorkloadListSchema)
     def get(self, query: dict):
         """Stored workloads, sorted by id (paged; ``search`` keeps those whose id contains it)."""
-        total, records = services().storage.list_workloads(query["limit"], query["offset"],
-                                                           query["search"] or None)
+        svc = services()
+        total, records = svc.storage.list_workloads(query["limit"], query["offset"], query["search"] or None)
         return {"total": total, "limit": query["limit"], "offset": query["offset"],
-                "workloads": [workload_summary(r) for r in records]}
+                "workloads": [workload_summary(svc.workloads.current_record(r)) for r in records]}
 
 
 @blp.route("/<string:workload_id>")
@@ -75,13 +76,11 @@ class Workload(MethodView):
     @blp.alt_response(404, schema=ErrorSchema, description="workload not stored")
     def get(self, workload_id: str):
         """One stored workload with its profile rows and the provenance of its fit."""
-        storage = services().storage
         workload_id = _storable(workload_id)
-        record = storage.get_workload(workload_id)
+        record, rows = services().storage.get_workload_rows(workload_id)  # one snapshot: they agree
         if record is None:
             raise _not_stored(workload_id)
-        _, rows = storage.load_rows(workload_id)
-        return {**workload_summary(record), "rows": rows}
+        return {**workload_summary(services().workloads.current_record(record)), "rows": rows}
 
     @require_api_key
     @blp.doc(security=SECURITY)

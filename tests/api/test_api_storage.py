@@ -41,7 +41,7 @@ def test_failed_upload_leaves_nothing(storage):
     with pytest.raises(sa.exc.StatementError):  # a row that cannot be stored fails the whole transaction
         add(storage, "w", [{"a": 2}, {"b": object()}], 1)
     assert storage.load_rows("w") == (1, [{"a": 1}])
-    assert storage.get_workload("w").rows_stored == 1
+    assert storage.get_workload_rows("w")[0].rows_stored == 1
 
 
 def test_one_upload_of_several_workloads_is_one_transaction(storage):
@@ -155,7 +155,7 @@ def test_a_record_of_an_older_version_reads_as_its_one_device_and_takes_others(s
     with storage.engine.begin() as conn:  # the fit column as older versions wrote it
         conn.execute(workloads.update().where(workloads.c.id == "old").values(
             fit={"device": "nano", "model_version": "v0", "profiled_modes": 1, "has_power": False}))
-    rec = storage.get_workload("old")
+    rec = storage.get_workload_rows("old")[0]
     assert rec.devices == ["nano"] and device_fits(rec)["nano"] == {
         "rows": 1, "model_version": "v0", "reference_source": None, "workload_source": None, "profiled_modes": 1,
         "has_power": False, "aliased_knobs": None}

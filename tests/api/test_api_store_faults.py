@@ -1,0 +1,310 @@
+"""The store's faults: a damaged SQLite file, a read-only file system, a workload deleted while it is read,
+fit summaries stored by an older model, a database written by a newer jetpredict. None is ever a 500."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import sqlalchemy as sa
+from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
+from jetpredict.api import sqlite_setup
+from jetpredict.api import storage as storage_module
+from jetpredict.api.storage import FORMAT_VERSION, Storage
+
+AUTH = {"X-API-Key": API_KEY}
+PREDICT = {"device": "agx-xavier", "workload": {"id": "my-resnet"}, "modes": "presets"}
+
+
+def _sqlite_app(data_dir, **config):
+    from jetpredict.api.app import create_app
+
+    return create_app({"DATA_DIR": str(data_dir), "API_KEYS": API_KEY, "TESTING": True, "DATABASE_URL": "",
+                       **NO_RATE_LIMITS, **config})
+
+
+def _stored_sqlite(data_dir) -> str:
+    """A SQLite database under ``data_dir`` holding ``my-resnet``, closed and checkpointed; its path."""
+    app = _sqlite_app(data_dir)
+    assert app.test_client().post("/v1/profiles", json={"rows": published_rows()}, headers=AUTH).status_code == 201
+    app.extensions["jetpredict"].storage.dispose()
+    db = str(data_dir / "jetpredict.sqlite")
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    return db
+
+
+def _damage(db: str, how: str) -> None:
+    con = sqlite3.connect(db)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    rows_page = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'profile_rows'").fetchone()[0]
+    con.close()
+    with open(db, "rb") as f:
+        data = bytearray(f.read())
+    if how == "garbage":
+        data = bytearray(b"this is not a database" * 1000)
+    elif how == "truncated":
+        data = data[:len(data) // 2]
+    else:  # the page of the stored rows overwritten, the header and the schema intact
+        start = (rows_page - 1) * page_size
+        data[start:start + page_size] = b"\xab" * page_size
+    with open(db, "wb") as f:
+        f.write(bytes(data))
+
+
+# -- 1. a damaged SQLite file -------------------------------------------------------------------------
+@pytest.mark.parametrize("how", ["garbage", "truncated", "midpage"])
+def test_a_damaged_sqlite_file_is_503_naming_the_file_and_healthz_is_degraded(tmp_path, how):
+    db = _stored_sqlite(tmp_path)
+    _damage(db, how)
+    client = _sqlite_app(tmp_path).test_client()  # the service starts: it answers why it cannot serve
+    answers = [client.get("/v1/workloads"), client.get("/v1/workloads/my-resnet"),
+               client.post("/v1/predictions", json=PREDICT),
+               client.post("/v1/profiles", json={"rows": published_rows(as_id="other")}, headers=AUTH)]
+    for r in answers:
+        if how == "midpage" and r.status_code in (200, 201):
+            continue  # pages a request does not read are not its fault
+        assert r.status_code == 503, (r.status_code, r.json)
+        assert db in r.json["message"] and "restore" in r.json["message"], r.json
+        assert r.json["errors"]["database"][0].startswith("damaged")
+    assert any(r.status_code == 503 for r in answers)
+    health = client.get("/healthz")
+    assert health.status_code == 503 and health.json["status"] == "degraded"
+    assert "is damaged" in health.json["database"] and db in health.json["database"]
+
+
+def test_healthz_is_ok_on_a_sound_sqlite_file(tmp_path):
+    _stored_sqlite(tmp_path)
+    health = _sqlite_app(tmp_path).test_client().get("/healthz")
+    assert health.status_code == 200 and health.json["database"] == "ok"
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated"])
+def test_serve_on_a_damaged_file_says_so_in_one_line(tmp_path, how, capsys, monkeypatch):
+    from jetpredict.cli import main
+
+    monkeypatch.delenv("JETPREDICT_DATABASE_URL", raising=False)
+    monkeypatch.setenv("JETPREDICT_API_KEYS", API_KEY)
+    db = _stored_sqlite(tmp_path)
+    _damage(db, how)
+    assert main(["serve", "--data-dir", str(tmp_path), "--port", "0", "--server", "flask"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert db in err[0] and "damaged" in err[0] and "restore" in err[0]
+
+
+# -- 2. a read-only file system -----------------------------------------------------------------------
+def test_a_read_only_lock_folder_does_not_stop_a_service_whose_tables_exist(tmp_path, monkeypatch):
+    """The lock file cannot be made (EROFS): the file is opened as on a read-only file system (immutable),
+    reads are served, writes are the store's 503 (read-only)."""
+    _stored_sqlite(tmp_path)
+
+    def refused(path):
+        raise OSError(errno.EROFS, "Read-only file system", path)
+
+    monkeypatch.setattr(sqlite_setup, "open_lock_file", refused)
+    client = _sqlite_app(tmp_path).test_client()
+    assert client.get("/v1/workloads").json["total"] == 1
+    assert client.post("/v1/predictions", json=PREDICT).status_code == 200
+    r = client.post("/v1/profiles", json={"rows": published_rows(as_id="other")}, headers=AUTH)
+    assert r.status_code == 503 and "read-only" in r.json["message"]
+    # without the tables the error stands: nothing could be served
+    with pytest.raises(OSError):
+        Storage(f"sqlite:///{tmp_path / 'new' / 'empty.sqlite'}").create_schema()
+
+
+def _can_mount_read_only() -> bool:
+    probe = "d=$(mktemp -d) && mount -t tmpfs none $d && mount -o remount,ro $d; r=$?; umount $d; exit $r"
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-m", "sh", "-c", probe], capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_mount_read_only(), reason="needs a mount namespace (unshare -m, root) for a "
+                                                     "read-only file system")
+def test_a_service_on_a_read_only_file_system_serves_reads(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, json
+        sys.path.insert(0, {str(tmp_path.parent)!r})
+        sys.path[:0] = {sys.path!r}
+        from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
+        from jetpredict.api.app import create_app
+        auth = {{"X-API-Key": API_KEY}}
+        app = create_app({{"DATA_DIR": sys.argv[1], "API_KEYS": API_KEY, "DATABASE_URL": "", **NO_RATE_LIMITS}})
+        c = app.test_client()
+        if sys.argv[2] == "setup":
+            assert c.post("/v1/profiles", json={{"rows": published_rows()}}, headers=auth).status_code == 201
+        else:
+            answers = [c.get("/v1/workloads").status_code, c.post("/v1/predictions", json={PREDICT!r}).status_code,
+                       c.post("/v1/profiles", json={{"rows": published_rows(as_id="x")}}, headers=auth).json]
+            print(json.dumps(answers))
+        app.extensions["jetpredict"].storage.dispose()
+        """)
+    (tmp_path / "ro_service.py").write_text(script)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    shell = (f"mount -t tmpfs none {mnt} && {sys.executable} {tmp_path}/ro_service.py {mnt}/data setup && "
+             f"mount -o remount,ro {mnt} && {sys.executable} {tmp_path}/ro_service.py {mnt}/data read")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", shell], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed, predicted, upload = json.loads(done.stdout.strip().splitlines()[-1])
+    assert listed == 200 and predicted == 200
+    assert upload["code"] == 503 and "read-only" in upload["message"], upload
+
+
+# -- 3. a workload deleted while it is read -------------------------------------------------------------
+def test_a_revision_without_rows_is_not_stored_never_500(tmp_path):
+    db = _stored_sqlite(tmp_path)
+    con = sqlite3.connect(db)  # what a read between a concurrent delete's statements could see
+    con.execute("DELETE FROM profile_rows")
+    con.commit()
+    con.close()
+    client = _sqlite_app(tmp_path).test_client()
+    r = client.post("/v1/predictions", json=PREDICT)
+    assert r.status_code == 404 and "workload.id" in r.json["errors"], r.json
+    assert client.get("/v1/workloads/my-resnet").status_code == 404
+
+
+def test_a_delete_between_the_reads_of_a_workload_is_never_500(make_app, database_url, monkeypatch):
+    """Another worker deletes the workload after this one read its revision, before it read the rows."""
+    app = make_app()
+    client = app.test_client()
+    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=AUTH).status_code == 201
+    svc = app.extensions["jetpredict"]
+    svc.workloads._stored.clear()
+    other = Storage(svc.storage.url)
+    execute = sa.Connection.execute
+    fired: list[int] = []
+
+    def execute_then_delete(self, statement, *args, **kwargs):
+        result = execute(self, statement, *args, **kwargs)
+        text = str(statement)
+        if not fired and self.engine is svc.storage.engine and self.in_transaction() and \
+                "workloads.revision" in text and "profile_rows" not in text:
+            fired.append(1)
+            other.delete_workload("my-resnet")
+        return result
+
+    monkeypatch.setattr(sa.Connection, "execute", execute_then_delete)
+    try:
+        r = client.post("/v1/predictions", json=PREDICT)
+        assert fired and r.status_code in (200, 404), (r.status_code, r.json)
+        assert r.status_code == 200 or "my-resnet" in r.json["message"]
+        assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=AUTH).status_code == 201
+        fired.clear()
+        r = client.get("/v1/workloads/my-resnet")
+        assert fired and r.status_code in (200, 404)
+        if r.status_code == 200:  # one snapshot: the record and its rows agree
+            assert r.json["rows_stored"] == len(r.json["rows"]) == 4
+    finally:
+        other.dispose()
+
+
+# -- 4. fit summaries stored by an older model ----------------------------------------------------------
+def _age_stored_fit(db: str, rows: list[dict] | None = None) -> None:
+    """Make the stored fit look written by an older model (and, with ``rows``, replace the stored rows)."""
+    con = sqlite3.connect(db)
+    fit = json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])
+    fit["model_version"] = "mech-1"
+    fit["profiled_modes"] = 99
+    for entry in fit["devices"].values():
+        entry.update(model_version="mech-1", profiled_modes=99)
+    con.execute("UPDATE workloads SET fit = ?", (json.dumps(fit),))
+    if rows is not None:
+        for (row_id,), row in zip(con.execute("SELECT id FROM profile_rows ORDER BY id").fetchall(), rows,
+                                  strict=True):
+            con.execute("UPDATE profile_rows SET data = ? WHERE id = ?", (json.dumps(row), row_id))
+    con.commit()
+    con.close()
+
+
+def test_the_listing_shows_the_running_models_fit_not_an_older_ones(tmp_path):
+    from jetpredict.predictor.model import MODEL_VERSION
+
+    db = _stored_sqlite(tmp_path)
+    _age_stored_fit(db)
+    client = _sqlite_app(tmp_path).test_client()
+    listed = client.get("/v1/workloads").json["workloads"][0]
+    detail = client.get("/v1/workloads/my-resnet").json
+    predicted = client.post("/v1/predictions", json=PREDICT).json
+    for summary in (listed, detail, *listed["fits"], *detail["fits"]):
+        assert summary["model_version"] == MODEL_VERSION == predicted["model_version"]
+        assert summary["profiled_modes"] == predicted["profiled_modes"] == 4
+    # the refreshed summary is stored (no refit on the next listing), the revision unchanged
+    con = sqlite3.connect(db)
+    fit, revision = con.execute("SELECT fit, revision FROM workloads").fetchone()
+    con.close()
+    assert json.loads(fit)["model_version"] == MODEL_VERSION and revision == 1
+
+
+def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path):
+    db = _stored_sqlite(tmp_path)
+    rows = [{**r, "epoch_time_s": -1.0} for r in published_rows()]  # refused by today's row checks
+    _age_stored_fit(db, rows)
+    client = _sqlite_app(tmp_path).test_client()
+    listed = client.get("/v1/workloads")
+    assert listed.status_code == 200
+    summary = listed.json["workloads"][0]
+    for entry in (summary, *summary["fits"]):
+        assert entry["model_version"] is None and entry["profiled_modes"] is None, entry
+    assert client.post("/v1/predictions", json=PREDICT).status_code == 422  # bad stored rows, named
+
+
+# -- 5. the database's format version -------------------------------------------------------------------
+def _format(db: str) -> str | None:
+    con = sqlite3.connect(db)
+    try:
+        row = con.execute("SELECT value FROM jetpredict_meta WHERE key = 'format'").fetchone()
+    finally:
+        con.close()
+    return None if row is None else row[0]
+
+
+def test_a_new_database_is_stamped_and_an_older_one_adopted(tmp_path):
+    db = _stored_sqlite(tmp_path)
+    assert _format(db) == str(FORMAT_VERSION)
+    con = sqlite3.connect(db)  # as a version before the format was stored left it
+    con.execute("DROP TABLE jetpredict_meta")
+    con.commit()
+    con.close()
+    client = _sqlite_app(tmp_path).test_client()
+    assert client.get("/v1/workloads/my-resnet").status_code == 200
+    assert _format(db) == str(FORMAT_VERSION)
+
+
+def test_a_database_of_a_newer_format_is_refused(tmp_path, capsys, monkeypatch):
+    from jetpredict.cli import main
+
+    monkeypatch.delenv("JETPREDICT_DATABASE_URL", raising=False)
+    monkeypatch.setenv("JETPREDICT_API_KEYS", API_KEY)
+    db = _stored_sqlite(tmp_path)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE jetpredict_meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION + 1),))
+    con.commit()
+    con.close()
+    assert main(["serve", "--data-dir", str(tmp_path), "--port", "0", "--server", "flask"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and db in err and f"format {FORMAT_VERSION + 1}" in err and "newer" in err and "Traceback" not in err
+    client = _sqlite_app(tmp_path).test_client()
+    for r in (client.get("/v1/workloads"), client.post("/v1/predictions", json=PREDICT),
+              client.post("/v1/profiles", json={"rows": published_rows(as_id="x")}, headers=AUTH)):
+        assert r.status_code == 503 and f"format {FORMAT_VERSION + 1}" in r.json["message"], r.json
+    assert client.get("/healthz").status_code == 503
+    assert _format(db) == str(FORMAT_VERSION + 1)  # nothing written
+
+
+def test_format_is_kept_on_postgresql_too(make_app, database_url):
+    app = make_app()
+    storage = app.extensions["jetpredict"].storage
+    with storage.engine.connect() as conn:
+        found = conn.execute(sa.select(storage_module.meta.c.value)
+                             .where(storage_module.meta.c.key == "format")).scalar()
+    assert found == str(FORMAT_VERSION)
