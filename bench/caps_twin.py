@@ -61,7 +61,7 @@ def check_device(device_id: str, tmp: Path, recommend_cpu_s: list[float] | None 
     (over all the device's modes)."""
     device = load_device(device_id)
     plan = service.plan_profiling(device, 4).modes
-    budgets = sorted({p.power_budget_w for p in device.presets if p.power_budget_w})
+    budgets = device.power_caps_w()
     out = []
     for workload in WORKLOADS:
         model = fit_workload(twin(device_id, workload, plan, tmp, f"{device_id}-{workload}-plan"))

@@ -38,8 +38,7 @@ def _devices(args: argparse.Namespace) -> int:
         df = pd.DataFrame(space.arrays().columns(), columns=list(MODE_FIELDS))
         df.insert(0, "mode", space.labels())
     else:
-        df = pd.DataFrame([{**p.as_dict(), "nvpmodel_id": p.id, "power_budget_w": p.power_budget_w}
-                           for p in device.presets])
+        df = pd.DataFrame([p.listing() for p in device.presets])
     if args.format == "table":
         print(f"{device.name} ({device.id}): {len(device.modes())} custom power modes, "
               f"{len(device.presets)} presets", file=sys.stderr)

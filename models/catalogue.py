@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -64,6 +64,14 @@ class Preset(PowerMode):
 
     id: int = 0
     power_budget_w: float | None = None
+    #: Share of the GPU's SMs the preset keeps powered (its ``TPC_PG_MASK`` gates the rest; 1 = all, as in
+    #: every custom mode): the GPU's throughput and switching power at a clock scale with it.
+    gpu_share: float = 1.0
+
+    def listing(self) -> dict[str, object]:
+        """The preset as ``jetpredict devices`` and ``GET /v1/devices/{id}/power-modes`` list it."""
+        return {**self.as_dict(), "nvpmodel_id": self.id, "power_budget_w": self.power_budget_w,
+                "gpu_share": self.gpu_share}
 
 
 @dataclass(frozen=True)
@@ -108,11 +116,14 @@ class ModeArrays:
     cpu_mhz: np.ndarray
     gpu_mhz: np.ndarray
     emc_mhz: np.ndarray
+    #: Share of the GPU's SMs powered per mode (:attr:`Preset.gpu_share`; 1 for custom modes). Not a knob:
+    #: a preset's own property, which the predictor and the twin read with the GPU clock.
+    gpu_share: np.ndarray | float = 1.0
 
     def __post_init__(self) -> None:
-        arrays = [_floats(getattr(self, k)) for k in MODE_FIELDS]
+        arrays = [_floats(getattr(self, k)) for k in (*MODE_FIELDS, "gpu_share")]
         n = np.broadcast_shapes(*(a.shape for a in arrays))
-        for k, a in zip(MODE_FIELDS, arrays, strict=True):
+        for k, a in zip((*MODE_FIELDS, "gpu_share"), arrays, strict=True):
             object.__setattr__(self, k, a if a.shape == n else np.broadcast_to(a, n).copy())
 
     @classmethod
@@ -125,7 +136,7 @@ class ModeArrays:
         """From one :class:`PowerMode` or a sequence of them (in their order)."""
         listed = [modes] if isinstance(modes, PowerMode) else list(modes)
         knobs = np.array([m.knobs() for m in listed], dtype=float).reshape(-1, len(MODE_FIELDS))
-        return cls(*knobs.T)
+        return cls(*knobs.T, gpu_share=np.array([getattr(m, "gpu_share", 1.0) for m in listed], dtype=float))
 
     @classmethod
     def of(cls, modes: object) -> ModeArrays:
@@ -166,7 +177,22 @@ class ModeArrays:
 
     def take(self, index: np.ndarray | slice) -> ModeArrays:
         """The modes at ``index`` (an index array, boolean mask or slice)."""
-        return ModeArrays(*(a[index] for a in self.arrays()))
+        return ModeArrays(*(a[index] for a in self.arrays()), gpu_share=self.gpu_share[index])
+
+    @property
+    def gpu_throughput_mhz(self) -> np.ndarray:
+        """The GPU clock times its powered share (MHz): what the GPU's compute throughput follows."""
+        return self.gpu_mhz * self.gpu_share
+
+    def reach(self) -> dict[str, np.ndarray]:
+        """:meth:`as_dict` with the GPU as its throughput clock: how far each mode reaches along each knob
+        (a gated preset's GPU reaches less far than its clock), for profiled ranges and extrapolation."""
+        return {**self.as_dict(), "gpu_mhz": self.gpu_throughput_mhz}
+
+    @property
+    def gated(self) -> np.ndarray:
+        """Per mode, True where a preset powers only part of the GPU."""
+        return self.gpu_share < 1.0
 
     def out_of_range(self, device: Device) -> dict[str, str]:
         """``{knob: message}`` for each knob with a value outside ``device``'s range (empty when all fit)."""
@@ -178,7 +204,8 @@ class ModeArrays:
         cached = self.__dict__.get("_setting_ids")
         if cached is None:
             clock_key = np.zeros(len(self), dtype=np.int64)
-            for mhz in (self.cpu_mhz, self.gpu_mhz, self.emc_mhz):
+            # A gated preset and the custom mode at its clocks are two settings.
+            for mhz in (self.cpu_mhz, self.gpu_throughput_mhz, self.emc_mhz):
                 levels = _clock_levels(mhz)
                 clock_key = clock_key * (int(levels.max(initial=0)) + 1) + levels
             _, clock_id = np.unique(clock_key, return_inverse=True)
@@ -282,6 +309,34 @@ class Device:
         valid = ", ".join(f"{p.id}={p.mode}" for p in self.presets)
         raise ModeOutOfRangeError(f"device {self.id!r} has no preset {name_or_id!r}; valid: {valid}", "mode")
 
+    def gpu_shares(self, labels: Sequence[object], modes: ModeArrays) -> np.ndarray:
+        """Per mode, the powered GPU share (:attr:`Preset.gpu_share`) of the preset it is: labelled with a
+        preset's name (case-insensitive) at that preset's knobs (clocks within :data:`SAME_CLOCK_REL`), as
+        the profiler labels the rows it runs under a preset; 1 for every other mode (custom modes power the
+        whole GPU)."""
+        shares = np.ones(len(modes))
+        gated = [p for p in self.presets if p.gpu_share < 1.0]
+        if not gated or not len(modes):
+            return shares
+        labels = list(labels)
+        for preset in gated:
+            # The knobs first (vectorised): only the few modes at a preset's clocks have their label read.
+            at = modes.cpu_cores == preset.cpu_cores
+            for mhz, want in ((modes.cpu_mhz, preset.cpu_mhz), (modes.gpu_mhz, preset.gpu_mhz),
+                              (modes.emc_mhz, preset.emc_mhz)):
+                at &= np.abs(mhz - want) <= SAME_CLOCK_REL * want
+            for i in np.flatnonzero(at):
+                if str(labels[i]).strip().upper() == preset.mode.upper():
+                    shares[i] = preset.gpu_share
+        return shares
+
+    def labelled_modes(self, frame: Mapping[str, object]) -> ModeArrays:
+        """The knob columns of a table of modes (profile rows, mode lists) as :class:`ModeArrays`, each mode
+        with the GPU share its label and knobs give (:meth:`gpu_shares`; no ``mode`` column: all 1)."""
+        modes = ModeArrays.from_frame(frame)
+        labels = frame.get("mode")
+        return modes if labels is None else replace(modes, gpu_share=self.gpu_shares(list(labels), modes))
+
     @property
     def maxn(self) -> Preset:
         """The fastest preset (MAXN or its equivalent)."""
@@ -335,6 +390,11 @@ class Device:
                          snap(self.emc_steps_mhz, emc_mhz))
         return PowerMode(mode_label(c, cpu, gpu, emc), c, cpu, gpu, emc)
 
+    def power_caps_w(self) -> list[float]:
+        """The power caps this module is run at (W, ascending): each preset's nvpmodel budget and the module's
+        published maximum (an uncapped MAXN runs up to it)."""
+        return sorted({p.power_budget_w for p in self.presets if p.power_budget_w} | {self.specs.module_power_w})
+
     @property
     def power_range_w(self) -> tuple[float, float]:
         """Plausible mean module power (W), inclusive: :data:`MIN_MODULE_POWER_W` to
@@ -375,22 +435,25 @@ class Device:
         return self.specs.memory_bus_bits / 8.0 * 2.0 * np.asarray(emc_mhz, dtype=float) * 1e6
 
 
-def _preset_from_toml(raw: dict, steps: dict[str, tuple[float, ...]]) -> Preset:
+def _preset_from_toml(raw: dict, steps: dict[str, tuple[float, ...]], gpu_sms: int) -> Preset:
     # In nvpmodel files -1 / 0 mean "no cap": the preset then runs at the top step.
     def cap(key: str, domain: str) -> float:
         v = raw.get(key, "max")
         return max(steps[domain]) if v == "max" else float(v)
 
+    sms = int(raw.get("gpu_sms_online", gpu_sms))
+    if not 1 <= sms <= gpu_sms:
+        raise ValueError(f"preset {raw['name']!r}: gpu_sms_online={sms} must be in 1..{gpu_sms} (the GPU's SMs)")
     return Preset(
         mode=raw["name"], id=int(raw["id"]), cpu_cores=int(raw["cpu_cores"]),
         cpu_mhz=cap("cpu_mhz", "cpu"), gpu_mhz=cap("gpu_mhz", "gpu"), emc_mhz=cap("emc_mhz", "emc"),
-        power_budget_w=raw.get("power_budget_w"),
+        power_budget_w=raw.get("power_budget_w"), gpu_share=sms / gpu_sms,
     )
 
 
 def _device_from_toml(raw: dict) -> Device:
     steps = {d: tuple(float(x) for x in raw["steps"][f"{d}_mhz"]) for d in ("cpu", "gpu", "emc")}
-    presets = tuple(_preset_from_toml(p, steps) for p in raw["presets"])
+    presets = tuple(_preset_from_toml(p, steps, int(raw["specs"]["gpu_sms"])) for p in raw["presets"])
     return Device(
         id=raw["id"],
         specs=DeviceSpecs(**raw["specs"]),

@@ -51,7 +51,7 @@ def opposite_regime(target: str) -> str:
 
 
 def references(real: pd.DataFrame, target: str) -> dict[str, DeviceReference]:
-    """The three references of ``target`` (none contains it)."""
+    """The three references of ``target`` (none contains it; "other real" is the rest of ``real``)."""
     twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
     agx = load_device("agx-xavier")
     return {
@@ -63,15 +63,19 @@ def references(real: pd.DataFrame, target: str) -> dict[str, DeviceReference]:
 
 
 def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | None = None,
-                   targets: Iterable[str] | None = None
+                   targets: Iterable[str] | None = None, excluded: Iterable[str] = ()
                    ) -> dict[tuple[str, str, int], dict[str, np.ndarray]]:
     """Per (target, reference, design size) and output: rows of ``|ln(observed / predicted)|``, the
     model's own relative SD, the rest of the relative SD (noise and extrapolation) and 1 when the workload
     lies outside the reference's regime (else 0), one per held-out (design, mode) pair. ``targets``: the
-    real workloads to score (default all)."""
+    real workloads to score (default all). ``excluded``: real workloads neither scored nor in any reference,
+    so scales calibrated on these cells are out of sample for them."""
+    excluded = tuple(excluded)
     real = real_targets()
+    real = real[~real["workload"].isin(excluded)]
+    scored = set(real["workload"]) if targets is None else [t for t in targets if t not in excluded]
     cells: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
-    for target in sorted(set(real["workload"]) if targets is None else targets):
+    for target in sorted(scored):
         rows = real[real["workload"] == target].reset_index(drop=True)
         # Held-out modes and readings taken once per target: each design only masks them.
         all_modes = ModeArrays.from_frame(rows)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays
+from jetpredict.models.catalogue import MODE_FIELDS, Device
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.bundled import predict_modes
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, OBJECTIVES
@@ -99,7 +99,7 @@ class Decision:
 
 def _table(model: WorkloadModel, modes: pd.DataFrame, confidence: float) -> pd.DataFrame:
     """Predictions of ``modes`` (mode column + knobs) as a table ``recommend.choose`` reads."""
-    pred = predict_modes(model, ModeArrays.from_frame(modes), None, confidence).columns()
+    pred = predict_modes(model, model.device.labelled_modes(modes), None, confidence).columns()
     data = {"mode": modes["mode"].to_numpy(), **{k: modes[k].to_numpy(dtype=float) for k in MODE_FIELDS}}
     data.update({k: v for k, v in pred.items() if isinstance(v, np.ndarray)})
     return pd.DataFrame(data)

@@ -124,8 +124,9 @@ def time_features(modes: ModeArrays, num_workers: float | np.ndarray, kappa_cpu:
     emc = effective_emc_mhz(modes.emc_mhz)
     emc_inv = 1000.0 / emc
     features = {
-        "gpu": 1000.0 / modes.gpu_mhz,
-        "mem": emc_inv * memory_kernels(modes.gpu_mhz, emc),
+        # A preset that gates part of the GPU runs its kernels as the full GPU would at a lower clock.
+        "gpu": 1000.0 / modes.gpu_throughput_mhz,
+        "mem": emc_inv * memory_kernels(modes.gpu_throughput_mhz, emc),
         "emc": emc_inv,
         "roof": cpu_memory(modes.cpu_mhz, emc),
         "one": np.ones(len(modes)),
@@ -196,7 +197,8 @@ def power_features(modes: ModeArrays, num_workers: float | np.ndarray, gpu_busy:
     cores = np.minimum(modes.cpu_cores, np.asarray(num_workers, dtype=float) + 1.0)
     rate = np.clip(np.asarray(rate, dtype=float), 0.0, MAX_PROGRESS_RATE)
     return {
-        "gpu": active * dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"]),
+        # Only the powered SMs switch, at the voltage of the clock.
+        "gpu": active * modes.gpu_share * dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"]),
         "emc": busy * rate * v_rel(modes.emc_mhz, maxima["emc_mhz"]) ** 2,
         "cpu": rate * cores / maxima["cpu_cores"] * dvfs_phi(modes.cpu_mhz, maxima["cpu_mhz"]),
         "one": rate * np.ones_like(busy),
@@ -206,8 +208,9 @@ def power_features(modes: ModeArrays, num_workers: float | np.ndarray, gpu_busy:
 def base_features(modes: ModeArrays, maxima: Mapping[str, float]) -> dict[str, np.ndarray]:
     """Idle-at-mode power proxies: constant, each domain's relative ``f V^2`` (the CPU cluster's clocks
     whatever the cores online), and the online cores' share times ``V^2`` of the CPU rail (idle cores
-    leak; they are clock gated) [E7]."""
-    gpu = dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"])
+    leak; they are clock gated) [E7]. A gated part of the GPU draws nothing: its term scales with the
+    powered share."""
+    gpu = modes.gpu_share * dvfs_phi(modes.gpu_mhz, maxima["gpu_mhz"])
     return {
         "one": np.ones_like(gpu),
         "gpu": gpu,
@@ -222,7 +225,7 @@ def extrapolation_distances(modes: ModeArrays, ranges: Mapping[str, tuple[float,
     """Per knob, how far each mode lies outside the profiled range ``ranges[knob] = (low, high)``, in
     natural-log units of the knob (0 inside): ``max(0, ln(low / x), ln(x / high))``."""
     out = {}
-    for knob, x in modes.as_dict().items():
+    for knob, x in modes.reach().items():
         low, high = ranges[knob]
         lx = np.log(x)
         out[knob] = np.maximum(np.maximum(np.log(low) - lx, lx - np.log(high)), 0.0)

@@ -39,7 +39,7 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import frame_records
 from jetpredict.predictor import features as F
@@ -264,28 +264,34 @@ class WorkloadModel:
         energy = p.power * t.epoch
         s = self.interval_scales.in_regime()
         sds = self.relative_sds(t, p)
-        t_rel, p_rel, e_rel = (np.hypot(getattr(s, out) * sds[out][0], sds[out][1])
-                               for out in ("time", "power", "energy"))
-        if self.cross_device:
-            cross = self.cross_device_rel_sd
-            t_rel, p_rel = np.hypot(t_rel, cross), np.hypot(p_rel, cross)
-            e_rel = np.sqrt(e_rel ** 2 + 2 * cross ** 2)
+        t_rel, p_rel, e_rel = (np.hypot(getattr(s, o) * sds[o][0], sds[o][1]) for o in ("time", "power", "energy"))
+        cross = self.cross_device_rel_sd if self.cross_device else 0.0
+        t_rel, p_rel, e_rel = np.hypot(t_rel, cross), np.hypot(p_rel, cross), np.sqrt(e_rel ** 2 + 2 * cross ** 2)
         outside = (np.zeros((len(modes), len(MODE_FIELDS)), dtype=bool) if distances is None
                    else np.column_stack([distances[k] > OUTSIDE_TOLERANCE_LN for k in MODE_FIELDS]))
         t_half, p_half, e_half = (np.minimum(z * r, MAX_LOG_HALF_WIDTH) for r in (t_rel, p_rel, e_rel))
+        # No mode runs its FLOPs above the GPU's FP32 peak, idles below its base power's bound or draws above
+        # its plausible range: a wide interval stops there (energy at those), however far the tail reaches.
+        gpu_s = self.flops_floor * 1000.0 / modes.gpu_throughput_mhz  # the "gpu" time feature
+        time_low = np.maximum(t.epoch * np.exp(-t_half), np.minimum(gpu_s, t.epoch))
         time_high = t.epoch * np.exp(t_half)
-        # No module draws more than the top of its plausible range: a wide interval stops there (and its
-        # energy at that power over the longest time), however far the log-normal tail would reach.
-        most_w = np.maximum(self.device.power_range_w[1], p.power)
+        idle_w, most_w = p.base * np.exp(-z * self.base_sd_rel), np.maximum(self.device.power_range_w[1], p.power)
         return Prediction(
-            epoch_time_s=t.epoch, epoch_time_s_low=t.epoch * np.exp(-t_half),
+            epoch_time_s=t.epoch, epoch_time_s_low=time_low,
             epoch_time_s_high=time_high, stall_time_s=t.stall, compute_time_s=t.compute,
-            avg_power_w=p.power, avg_power_w_low=p.power * np.exp(-p_half),
+            avg_power_w=p.power, avg_power_w_low=np.maximum(p.power * np.exp(-p_half), idle_w),
             avg_power_w_high=np.minimum(p.power * np.exp(p_half), most_w), base_power_w=p.base,
-            epoch_energy_j=energy, epoch_energy_j_low=energy * np.exp(-e_half),
+            epoch_energy_j=energy, epoch_energy_j_low=np.maximum(energy * np.exp(-e_half), idle_w * time_low),
             epoch_energy_j_high=np.maximum(np.minimum(energy * np.exp(e_half), most_w * time_high), energy),
             outside=outside, confidence=float(confidence),
             cross_device=self.cross_device, power_source="workload" if self.has_power else "reference")
+
+    @cached_property
+    def flops_floor(self) -> float:
+        """:func:`gpu_floor` (s x GHz) of the training rows on the device that ran them, at this one's peak."""
+        src = load_device(self.source_device_id) if self.source_device_id else self.device
+        return gpu_floor(ProfileArrays.from_records(self.training_rows), src) * float(
+            src.peak_fp32_flops(1.0) / self.device.peak_fp32_flops(1.0))
 
     def parts(self, modes: ModeArrays) -> tuple[_TimeParts, _PowerParts, dict[str, np.ndarray] | None]:
         """The time and power of ``modes`` (in this model's device range) before intervals, and each mode's
@@ -476,7 +482,7 @@ def gpu_floor(rows: ProfileArrays, device: Device) -> float:
     if not flops.size:
         return 0.0
     floor = float(np.median(flops) / float(device.peak_fp32_flops(1000.0)))
-    return floor if np.all(floor * 1000.0 / rows.modes.gpu_mhz <= rows.epoch_time_s) else 0.0
+    return floor if np.all(floor * 1000.0 / rows.modes.gpu_throughput_mhz <= rows.epoch_time_s) else 0.0
 
 
 def _complexity(rows: pd.DataFrame) -> dict[str, float]:

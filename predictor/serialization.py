@@ -14,7 +14,6 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
@@ -36,7 +35,6 @@ from jetpredict.predictor.terms import (
     ProfileArrays,
     ShapePrior,
     TermFit,
-    frame_column,
 )
 from jetpredict.predictor.transfer import TRANSFER_METHODS
 
@@ -451,11 +449,10 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
             profiled[k] = (float(lo), float(hi))
     s = r.obj("interval_scales")
     rows = _training_rows(r)
-    frame = pd.DataFrame(list(rows))
-    data = ProfileArrays.from_frame(frame)  # as the fit reads them
+    data = ProfileArrays.from_records(rows)  # as the fit reads them
     cross_device, source_device_id, transfer_method = _cross_device(r)
     base_coef, maxima = r.array("base_coef", (len(F.BASE_TERMS),)), _maxima(r)
-    has_power, base_ratio = _power_flags(r, data.merged_repeats(frame_column(frame, "batch_size")), base_coef,
+    has_power, base_ratio = _power_flags(r, data, base_coef,
                                          maxima, cross_device)
     complexity = r.obj("complexity")
     model = WorkloadModel(

@@ -76,11 +76,8 @@ def workload_source(model: WorkloadModel) -> str:
 
 
 def provenance(model: WorkloadModel, device: Device | str | None = None) -> dict[str, object]:
-    """What a prediction of ``model`` on ``device`` rests on, as every answer states it.
-
-    ``reference_source``: the least trusted reference data used (a cross-device prediction also rests on
-    the other device's sweeps, simulated for all but AGX Xavier); ``workload_source``: the workload's rows.
-    """
+    """What a prediction of ``model`` on ``device`` rests on: the least trusted reference data used (across
+    devices also the other device's sweeps, simulated for all but AGX Xavier), the workload's own rows."""
     return {"reference_source": bundled.on_device(model, _target(model, device)).reference_source,
             "workload_source": workload_source(model), "profiled_modes": int(model.profiled_modes),
             "model_version": model.model_version}
@@ -102,13 +99,17 @@ def table_columns(epochs: int | None = None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class ModeTable:
-    """Modes checked against a device: ``labels`` (text) and ``knobs`` (MODE_FIELDS -> arrays; cores int)."""
+    """Modes checked against a device: ``labels``, ``knobs`` (MODE_FIELDS -> arrays) and ``gpu_share``."""
 
     labels: Sequence[str]
     knobs: Mapping[str, np.ndarray]
+    gpu_share: np.ndarray | float = 1.0
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def arrays(self) -> ModeArrays:  # each mode with its powered GPU share
+        return ModeArrays(*(self.knobs[k] for k in MODE_FIELDS), gpu_share=self.gpu_share)
 
     def frame(self) -> pd.DataFrame:
         df = pd.DataFrame({k: self.knobs[k] for k in MODE_FIELDS})
@@ -129,9 +130,8 @@ def _space_table(device_id: str) -> ModeTable:
 @lru_cache(maxsize=16)
 def _preset_table(device_id: str) -> ModeTable:
     presets = load_device(device_id).presets
-    knobs = {k: np.array([p.knobs()[i] for p in presets], dtype=int if k == "cpu_cores" else float)
-             for i, k in enumerate(MODE_FIELDS)}
-    return ModeTable(tuple(p.mode for p in presets), knobs)
+    modes = ModeArrays.from_modes(presets)
+    return ModeTable(tuple(p.mode for p in presets), modes.columns(), modes.gpu_share)
 
 
 def _number(value: object) -> float:
@@ -204,7 +204,7 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
     labels = [str(m.get("mode")) if not _blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]
-    return ModeTable(labels, knobs)
+    return ModeTable(labels, knobs, device.labelled_modes({**knobs, "mode": labels}).gpu_share)
 
 
 def mode_table(device: Device, modes: str | pd.DataFrame | Sequence[Mapping], fill_labels: bool = False
@@ -257,7 +257,7 @@ def _preset_prediction(model: WorkloadModel, device: Device, confidence: float, 
     """:func:`predict_knobs` of the device's presets, kept per fitted model object (arrays read-only,
     shared by every answer)."""
     def compute() -> dict[str, object]:
-        pred = predict_knobs(model, ModeArrays.from_frame(table.knobs), device, confidence)
+        pred = predict_knobs(model, table.arrays(), device, confidence)
         for value in pred.values():
             if isinstance(value, np.ndarray):
                 value.setflags(write=False)
@@ -348,7 +348,7 @@ def prediction_answer(model: WorkloadModel, modes: str | pd.DataFrame | Sequence
     elif isinstance(modes, str):  # presets: off the catalogue steps, so predicted, once per model
         pred = _preset_prediction(model, target, confidence, table)
     else:
-        pred = predict_knobs(model, ModeArrays.from_frame(table.knobs), target, confidence)
+        pred = predict_knobs(model, table.arrays(), target, confidence)
     columns: dict[str, object] = {"mode": table.labels, **table.knobs}
     columns.update({c: pred[c] for c in PREDICTION_COLUMNS})
     if epochs is not None:

@@ -85,7 +85,10 @@ def space_ready(model: WorkloadModel, device: Device | str | None, confidence: f
 
 
 def catalogue_index(device: Device, modes: ModeArrays) -> np.ndarray | None:
-    """Positions in ``Device.modes()`` of ``modes``, or None if any knob is off the catalogue steps."""
+    """Positions in ``Device.modes()`` of ``modes``, or None if any knob is off the catalogue steps or any
+    mode is a preset that gates part of the GPU (the space's custom modes power all of it)."""
+    if modes.gated.any():
+        return None
     lo, hi = device.cpu_cores_range
     axes = (np.arange(lo, hi + 1, dtype=float), np.asarray(device.cpu_steps_mhz),
             np.asarray(device.gpu_steps_mhz), np.asarray(device.emc_steps_mhz))

@@ -86,7 +86,7 @@ def transfer_uncertainty(model: WorkloadModel, target: Device,
                          confidence: float = DEFAULT_CONFIDENCE) -> float:
     """Mean relative width (high/low - 1, a ratio) of the epoch-time interval of ``model`` moved to
     ``target``, over ``target``'s presets: the lower, the more the moved model can be trusted there."""
-    presets = ModeArrays(*np.array([p.knobs() for p in target.presets], dtype=float).T)
+    presets = ModeArrays.from_modes(target.presets)
     pred = bundled.predict_modes(model, presets, target, confidence)
     return float(np.mean(pred.epoch_time_s_high / pred.epoch_time_s_low - 1.0))
 

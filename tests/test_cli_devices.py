@@ -112,9 +112,9 @@ def test_orin_agx_presets_show_maxn_and_caps(capsys):
     rows = {r["mode"]: r for r in parse_pure_csv(captured.out)}
     assert set(rows) == {"MAXN", "MODE_15W", "MODE_30W", "MODE_50W"}
     caps = {name: (int(r["cpu_cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["emc_mhz"]),
-                   float(r["power_budget_w"])) for name, r in rows.items()}
+                   float(r["power_budget_w"] or "nan")) for name, r in rows.items()}
+    assert caps.pop("MAXN")[:4] == (12, 2201.6, 1300.5, 3199.0) and rows["MAXN"]["power_budget_w"] == ""
     assert caps == {
-        "MAXN": (12, 2201.6, 1300.5, 3199.0, 60.0),
         "MODE_15W": (4, 1113.6, 408.0, 2133.0, 15.0),
         "MODE_30W": (8, 1728.0, 612.0, 3199.0, 30.0),
         "MODE_50W": (12, 1497.6, 816.0, 3199.0, 50.0),
@@ -169,3 +169,10 @@ def test_ctrl_c_ends_a_verb_in_one_line_with_the_shells_status(monkeypatch, caps
     monkeypatch.setenv("JETPREDICT_DEBUG", "1")
     with pytest.raises(KeyboardInterrupt):
         cli.main(["devices"])
+
+
+def test_presets_state_the_gpu_share_they_power(capsys):
+    """Orin NX 10W and 15W keep 2 of the GPU's 4 TPCs powered (nvpmodel_p3767_0000.conf TPC_PG_MASK 252)."""
+    assert main(["devices", "orin-nx", "--modes", "presets", "--format", "csv"]) == 0
+    rows = {r["mode"]: float(r["gpu_share"]) for r in parse_pure_csv(capsys.readouterr().out)}
+    assert rows == {"MAXN": 1.0, "10W": 0.5, "15W": 0.5, "25W": 1.0}

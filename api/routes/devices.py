@@ -61,8 +61,7 @@ class PowerModes(MethodView):
             raise ApiError(404, exc.message, {"device": [exc.message]}) from None
         limit, offset = query["limit"], query["offset"]
         if query["space"] == "presets":
-            rows = [{**p.as_dict(), "nvpmodel_id": p.id, "power_budget_w": p.power_budget_w}
-                    for p in dev.presets]
+            rows = [p.listing() for p in dev.presets]
             total = len(rows)
             rows = rows[offset:offset + limit]
         else:

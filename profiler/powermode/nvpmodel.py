@@ -3,9 +3,10 @@
 A custom mode is a new ``POWER_MODEL`` section (cores online, CPU and GPU MIN_FREQ = MAX_FREQ, EMC cap,
 and the GPU power gating and control lines of the board's MAXN) appended to a copy of the board's
 configuration and applied with ``nvpmodel -f COPY -m ID``; the original preset comes back with
-``nvpmodel -m ORIGINAL_ID`` on the board's own file. Optionally
-``jetson_clocks`` pins the clocks at the top of each mode (the POMACS 2022 method: DVFS off), with
-``jetson_clocks --store``/``--restore`` around the run.
+``nvpmodel -m ORIGINAL_ID`` on the board's own file. A preset only caps its clocks (MIN_FREQ 0: the governors
+may run lower), and nvpmodel has no EMC minimum: with ``jetson_clocks=True`` (what ``jetpredict profile`` uses
+unless ``--no-lock-clocks``) ``jetson_clocks`` pins CPU, GPU and EMC at each mode's caps after every switch
+(the POMACS 2022 method: DVFS off), with ``jetson_clocks --store``/``--restore`` around the run.
 
 A run that starts over a custom mode ``jetpredict apply`` set returns to it by writing the apply's
 configuration back and switching with it (:class:`AppliedCustomModel`, kept in memory only).
@@ -147,8 +148,11 @@ class NvpmodelConf:
         cpu = or_top(cpu_cap, device.cpu_steps_mhz if device else None)
         gpu = or_top(gpu_cap, device.gpu_steps_mhz if device else None)
         emc = or_top(emc_cap, device.emc_steps_mhz if device else None)
+        # The GPU share its TPC mask leaves powered, as the catalogue's preset of that name transcribes it.
+        share = next((p.gpu_share for p in device.presets if p.mode.upper() == model.name.upper()), 1.0) \
+            if device else 1.0
         return Preset(mode=model.name, cpu_cores=int(cores), cpu_mhz=cpu, gpu_mhz=gpu, emc_mhz=emc,
-                      id=model.id)
+                      id=model.id, gpu_share=share)
 
     def _check_within_catalogue(self, model: NvpPowerModel, device: Device,
                                 caps: tuple[float | None, float | None, float | None]) -> None:
@@ -254,7 +258,8 @@ def gpu_power_lines(conf: NvpmodelConf, params: tuple[str, ...]) -> list[str]:
 
 
 def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> str:
-    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped; an
+    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped (nvpmodel
+    sets no EMC minimum: ``jetson_clocks`` pins it, :attr:`NvpmodelController.jetson_clocks`); an
     :class:`InputError` (field ``cpu_cores``) when ``mode`` has more cores than the file's CPU_ONLINE lists.
 
     It also carries the MAXN's GPU gating and power-control lines: without them a custom mode keeps the TPCs

@@ -207,13 +207,14 @@ class DevicePhysics:
         m = ModeArrays.of(modes)
         return np.stack(np.broadcast_arrays(
             np.ones(len(m)), m.cpu_cores / self.cores_max * self.dynamic_scale("cpu", m.cpu_mhz),
-            self.dynamic_scale("gpu", m.gpu_mhz), m.emc_mhz / self.emc_mhz_max), axis=-1)
+            m.gpu_share * self.dynamic_scale("gpu", m.gpu_mhz), m.emc_mhz / self.emc_mhz_max), axis=-1)
 
     def dynamic_power_features(self, modes, gpu_util, cpu_util, mem_util) -> np.ndarray:
         """Columns multiplying (cpu_dyn_w, gpu_dyn_w, mem_dyn_w): shape (n_modes, 3)."""
         m = ModeArrays.of(modes)
         cpu = np.asarray(cpu_util, dtype=float) * m.cpu_cores / self.cores_max * self.dynamic_scale("cpu", m.cpu_mhz)
-        gpu = np.asarray(gpu_util, dtype=float) * self.dynamic_scale("gpu", m.gpu_mhz)
+        # A gated part of the GPU neither switches nor leaks: GPU power scales with the powered share.
+        gpu = np.asarray(gpu_util, dtype=float) * m.gpu_share * self.dynamic_scale("gpu", m.gpu_mhz)
         mem = np.asarray(mem_util, dtype=float) * m.emc_mhz / self.emc_mhz_max
         return np.stack(np.broadcast_arrays(cpu, gpu, mem), axis=-1)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays
+from jetpredict.models.catalogue import ModeArrays
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.profiler.sim.kernel_costs import WorkloadComplexity
 from jetpredict.profiler.sim.physics import DevicePhysics
@@ -62,9 +62,12 @@ class Twin:
                   num_workers=DEFAULT_NUM_WORKERS) -> MinibatchModel:
         """The mean minibatch at each mode (``modes``: anything :meth:`ModeArrays.of` takes)."""
         ph, wc, c, sh = self.physics, self.complexity, self.physics.constants, self.physics.shared
-        m = ModeArrays.of(modes).as_dict()
+        arrays = ModeArrays.of(modes)
         b = int(batch_size or wc.batch_size)
-        cores, cpu, gpu, emc = (m[k] for k in MODE_FIELDS)
+        cores, cpu, emc = arrays.cpu_cores, arrays.cpu_mhz, arrays.emc_mhz
+        # A preset that gates part of the GPU runs its kernels (math and load/store paths alike) as the
+        # whole GPU would at that share of the clock; the kernel latency does not change.
+        gpu = arrays.gpu_throughput_mhz
         workers = np.broadcast_to(np.asarray(num_workers, dtype=float), cores.shape)
         speed = ph.cpu_speed(cpu, emc)
 
@@ -107,8 +110,8 @@ class Twin:
         return MinibatchModel(
             stall_s=stall, compute_s=compute, overhead_s=framework, total_s=total, gpu_busy_s=gpu_busy,
             launch_s=launch * kt.shape[0], fetch_s=fetch_w, gpu_util=gpu_util, cpu_util=cpu_util,
-            mem_util=mem_util, power_w=ph.power_w(m, gpu_util, cpu_util, mem_util),
-            base_power_w=ph.base_power_w(m))
+            mem_util=mem_util, power_w=ph.power_w(arrays, gpu_util, cpu_util, mem_util),
+            base_power_w=ph.base_power_w(arrays))
 
     @staticmethod
     def _queue(kernel_s: np.ndarray, launch_s: np.ndarray) -> np.ndarray:

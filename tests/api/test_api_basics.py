@@ -41,6 +41,8 @@ def test_power_modes_presets_and_paged_space(client):
     names = [m["mode"] for m in r.json["modes"]]
     assert "MAXN" in names and r.json["total"] == len(names)
     assert all("nvpmodel_id" in m for m in r.json["modes"])
+    # MODE_10W keeps 2 of the GPU's 4 TPCs powered (nvpmodel_t194.conf TPC_PG_MASK 5).
+    assert {m["mode"]: m["gpu_share"] for m in r.json["modes"]}["MODE_10W"] == 0.5
 
     space = load_device("agx-xavier").modes()
     r = client.get("/v1/devices/agx-xavier/power-modes?space=all&limit=3&offset=100")

@@ -183,7 +183,7 @@ def test_orin_agx_presets_and_caps():
     device = load_device("orin-agx")
     got = {p.mode: (p.id, p.knobs(), p.power_budget_w) for p in device.presets}
     assert got == {
-        "MAXN": (0, (12, 2201.6, 1300.5, 3199.0), 60.0),
+        "MAXN": (0, (12, 2201.6, 1300.5, 3199.0), None),
         "MODE_15W": (1, (4, 1113.6, 408.0, 2133.0), 15.0),
         "MODE_30W": (2, (8, 1728.0, 612.0, 3199.0), 30.0),
         "MODE_50W": (3, (12, 1497.6, 816.0, 3199.0), 50.0),
@@ -197,6 +197,13 @@ def test_orin_nx_maxn_has_no_invented_budget():
     device = load_device("orin-nx")
     assert device.maxn.power_budget_w is None
     assert sorted({p.power_budget_w for p in device.presets if p.power_budget_w}) == [10.0, 15.0, 25.0]
+
+
+def test_the_power_caps_are_the_preset_budgets_and_the_module_maximum():
+    """AGX Orin's MAXN is uncapped (nvpmodel_p3701_0000.conf); its 60 W module maximum (jetson_specs.csv) is
+    a cap people run at, not a preset budget."""
+    assert load_device("orin-agx").power_caps_w() == [15.0, 30.0, 50.0, 60.0]
+    assert load_device("orin-nx").power_caps_w() == [10.0, 15.0, 25.0]
 
 
 def test_agx_xavier_presets_follow_nvpmodel_t194():

@@ -265,8 +265,11 @@ def test_an_out_of_range_preset_is_planned_by_name_only_beyond_its_interval(lene
 
 def test_a_one_clock_profile_keeps_other_devices_near_what_was_measured():
     """a-d profile one CPU clock (1200 MHz) on AGX Xavier. Its share of another device's top falls between
-    two of that device's steps; the range snaps to the nearest step, so each device has modes in range and
-    a long deadline does not send its clients to the 1-core, lowest-clock corners nothing measured."""
+    two of that device's steps; the range snaps to the nearest step, so each device has modes in range, and
+    a client goes to a mode outside them only where that mode wins beyond its interval. (AGX Orin's
+    1-core, lowest-clock corner does under an 8,000 s deadline, which it spends mostly idle at its low base
+    power: predicted 2,256 s [1,343, 3,790] at 4.5 W, the twin 2,165 s at 4.5 W. Before the transfer took
+    the non-negative posterior properly its interval reached the 1000x cap and hid that.)"""
     rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
     rows = rows[(rows["workload"] == "resnet18-cifar10") & rows["mode"].isin(["a", "b", "c", "d"])]
     model = fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"))
@@ -276,7 +279,5 @@ def test_a_one_clock_profile_keeps_other_devices_near_what_was_measured():
         device = load_device(c.device)
         space = service.predict_space(model, device, limits.DEFAULT_CONFIDENCE)
         assert not np.asarray(space["extrapolated"]).all(), c.device
-        presets = [p.mode for p in device.presets]
-        assert c.cpu_cores > 1 and (c.extrapolated_knobs == "" or c.mode in presets), c
         mode, energy = _brute_force(model, c.device, 8000, 1)
         assert c.mode == mode and c.energy_j == pytest.approx(energy)

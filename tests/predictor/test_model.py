@@ -649,8 +649,9 @@ def test_power_without_readings_has_intervals_as_wide_as_real_workloads_differ(w
     for low, high, real in ((p.avg_power_w_low, p.avg_power_w_high, sweep.avg_power_w),
                             (p.epoch_energy_j_low, p.epoch_energy_j_high, sweep.epoch_energy_j)):
         assert ((low <= real.to_numpy()) & (real.to_numpy() <= high)).all()
-    # As wide as that, and no wider: about 8-9x from the low end to the high one (ResNet-18 9.1x) ...
-    assert 7.0 < float(np.median(p.avg_power_w_high / p.avg_power_w_low)) < 10.0
+    # As wide as that, and no wider: about 6-7x from the low end (never below the idle bound) to the high one
+    # (LeNet-5 7.3x, ResNet-18 6.6x, MobileNetV3 6.2x) ...
+    assert 5.8 < float(np.median(p.avg_power_w_high / p.avg_power_w_low)) < 7.8
     # ... and never above what the module can draw (at MAXN ResNet-18's tail would reach 76 W, not 60).
     top_w = load_device("agx-xavier").power_range_w[1]
     assert (p.avg_power_w_high <= top_w).all() and (p.epoch_energy_j_high <= top_w * p.epoch_time_s_high).all()

@@ -164,7 +164,7 @@ def test_power_caps_hold_on_the_twin_for_every_preset_budget(device_id, tmp_path
     from jetpredict.predictor.bundled import fit_workload
 
     device = load_device(device_id)
-    budgets = sorted({p.power_budget_w for p in device.presets if p.power_budget_w})
+    budgets = device.power_caps_w()
     plan = service.plan_profiling(device, 4).modes
     for workload in ("resnet18-cifar10", "lenet5-mnist"):
         model = fit_workload(_twin_profile(device_id, workload, plan, tmp_path, f"{workload}-plan"))

@@ -1,0 +1,53 @@
+"""Presets that power only part of the GPU (nvpmodel ``TPC_PG_MASK``): the catalogue's transcription and
+how a mode's label and knobs tell a gated preset from the custom mode at its clocks.
+
+Expected shares are read off the L4T nvpmodel files (TPC_PG_MASK: a set bit gates one TPC of two SMs),
+not from the catalogue, so a wrong TOML value fails here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tomllib
+from jetpredict.models.catalogue import DEVICES_DIR, ModeArrays, _device_from_toml, list_devices, load_device
+
+#: Powered share per gated preset: TPCs left on / TPCs of MAXN (agx-xavier nvpmodel_t194.conf MODE_10W mask
+#: 5 of 4 TPCs; orin-agx p3701_0000 MODE_15W 248 and MODE_30W 240 of 8; orin-nx p3767_0000 10W/15W 252
+#: against MAXN's 240, 4 TPCs; orin-nano p3767_0003 7W 252 against 240).
+GATED = {("agx-xavier", "MODE_10W"): 2 / 4, ("orin-agx", "MODE_15W"): 3 / 8, ("orin-agx", "MODE_30W"): 4 / 8,
+         ("orin-nx", "10W"): 2 / 4, ("orin-nx", "15W"): 2 / 4, ("orin-nano", "7W"): 2 / 4}
+
+
+@pytest.mark.parametrize("device", list_devices(), ids=lambda d: d.id)
+def test_every_preset_powers_the_gpu_share_its_mask_leaves(device):
+    for preset in device.presets:
+        assert preset.gpu_share == pytest.approx(GATED.get((device.id, preset.mode), 1.0)), preset.mode
+
+
+def test_a_mode_is_a_gated_preset_only_by_its_label_and_knobs():
+    d = load_device("orin-nx")
+    p = d.preset("15W")
+    modes = ModeArrays.from_modes([p, p, p, d.maxn])
+    labels = ["15w", "custom", "10W", "MAXN"]  # 10W's label at 15W's clocks is not 10W
+    assert d.gpu_shares(labels, modes).tolist() == [0.5, 1.0, 1.0, 1.0]
+    table = {**ModeArrays.from_modes([p]).as_dict(), "mode": [" 15W "]}
+    assert d.labelled_modes(table).gpu_share.tolist() == [0.5]
+    assert d.labelled_modes(ModeArrays.from_modes([p]).as_dict()).gpu_share.tolist() == [1.0]
+
+
+def test_the_share_travels_with_the_modes_and_makes_another_setting():
+    d = load_device("agx-xavier")
+    gated = d.preset("MODE_10W")
+    modes = ModeArrays(*np.array([gated.knobs()] * 2, dtype=float).T, gpu_share=[gated.gpu_share, 1.0])
+    assert modes.take([0]).gpu_share.tolist() == [0.5] and modes.gated.tolist() == [True, False]
+    assert modes.gpu_throughput_mhz.tolist() == [260.0, 520.0]
+    assert modes.distinct_count() == 2
+    assert ModeArrays.from_modes(d.presets).gated.sum() == 1
+
+
+def test_a_share_beyond_the_gpu_is_refused():
+    raw = tomllib.loads((DEVICES_DIR / "orin-nx.toml").read_text())
+    raw["presets"][1]["gpu_sms_online"] = 9
+    with pytest.raises(ValueError, match="gpu_sms_online=9 must be in 1..8"):
+        _device_from_toml(raw)

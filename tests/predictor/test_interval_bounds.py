@@ -1,0 +1,89 @@
+"""Interval bounds a prediction keeps whatever the posterior's shape: the non-negative posterior a transfer
+scales, the FLOPs floor of the epoch time, and the idle-power floor of the power (and so of the energy)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+from jetpredict.models.catalogue import ModeArrays, list_devices, load_device
+from jetpredict.predictor.bundled import fit_workload, on_device
+from jetpredict.predictor.constants import MAX_LOG_HALF_WIDTH
+from jetpredict.predictor.model import z_of
+from jetpredict.predictor.terms import TermFit
+
+#: Twin MobileNetV3 rows on the 4 modes ``jetpredict plan --device orin-agx --budget 4`` picks (simulated).
+PLANNED_ROWS = """\
+mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,num_workers,batch_size,minibatches_per_epoch,epoch_time_s,stall_time_s,compute_time_s,avg_power_w,base_power_w,flops_train
+2c-1113.6-1300.5-3199,2,1113.6,1300.5,3199.0,4,16,1443,456.9778867618411,97.7912208685475,356.3129467579082,18.035804620407706,8.961594407500773,331083452.0
+12c-2201.6-726.75-3199,12,2201.6,726.75,3199.0,4,16,1443,158.13965258365823,9.843227940325676,147.71002282218993,19.68924664507596,8.312761516104255,331083452.0
+12c-2201.6-1300.5-2133,12,2201.6,1300.5,2133.0,4,16,1443,168.44390714325795,11.49649975742532,156.25773383303644,39.08624235809215,8.694639381560705,331083452.0
+2c-2201.6-1300.5-2133,2,2201.6,1300.5,2133.0,4,16,1443,328.5785389282452,61.5419132477504,264.97746097062634,23.659152880165085,7.858454694367437,331083452.0
+"""
+
+
+@pytest.fixture(scope="module")
+def planned_model():
+    rows = pd.read_csv(io.StringIO(PLANNED_ROWS)).assign(
+        device="orin-agx", workload="mobilenetv3-small-gld23k", source="simulated")
+    rows["epoch_energy_j"] = rows["avg_power_w"] * rows["epoch_time_s"]
+    return fit_workload(rows, load_device("orin-agx"))
+
+
+def rejection_moment(coef: np.ndarray, cov: np.ndarray, draws: int) -> np.ndarray:
+    """Second moment about ``coef`` of N(coef, cov) restricted to coefficients >= 0, by rejection."""
+    spread = np.random.default_rng(7).multivariate_normal(np.zeros(len(coef)), cov, size=draws)
+    inside = spread[(spread + coef).min(axis=1) >= 0.0]
+    return inside.T @ inside / len(inside)
+
+
+def test_the_non_negative_posterior_is_sampled_however_little_mass_lies_inside():
+    # Two aliased terms at 0 (correlation -0.9999): 0.2% of the Gaussian lies in the quadrant, ~45 of
+    # 20,000 fixed draws, which kept three quarters of the unrestricted covariance (SDs ~0.9 of it).
+    sd = np.array([500.0, 400.0])
+    cov = np.outer(sd, sd) * np.array([[1.0, -0.9999], [-0.9999, 1.0]])
+    fit = TermFit(("gpu", "mem"), np.zeros(2), cov, 0.05)
+    kept = fit.non_negative
+    exact = rejection_moment(fit.coef, cov, 2_000_000)  # ~4,500 inside
+    assert np.sqrt(np.diag(kept.cov)) == pytest.approx(np.sqrt(np.diag(exact)), rel=0.1)
+    assert (np.sqrt(np.diag(kept.cov)) < 0.05 * sd).all()
+    # 10 independent terms at 0: tests/predictor/test_transfer.py (the half-normal's moments).
+    # Deterministic: a second fit of the same numbers restricts to the same covariance.
+    again = TermFit(fit.terms, fit.coef.copy(), cov.copy(), 0.05).non_negative
+    assert np.array_equal(again.cov, kept.cov)
+
+
+def test_a_planned_orin_model_moves_to_agx_xavier_without_reaching_the_width_cap(planned_model):
+    # Its compute fit sat at 0 on four aliased terms: AGX Xavier MAXN took 146 s +- 883 s, [0.188, 188464].
+    xavier = load_device("agx-xavier")
+    moved = on_device(planned_model, xavier)
+    p = moved.predict(ModeArrays.of_device(xavier))
+    half = np.log(p.epoch_time_s_high / p.epoch_time_s)
+    assert (half < MAX_LOG_HALF_WIDTH - 0.5).all()
+    # Still wide: the planned modes cannot tell CPU work from CPU-side memory work, which move apart.
+    maxn = moved.predict(ModeArrays(*xavier.maxn.knobs()))
+    assert maxn.epoch_time_s_high[0] / maxn.epoch_time_s_low[0] < 100.0
+
+
+def test_time_lows_keep_the_flops_floor_on_every_device(planned_model):
+    flops = float(331083452.0 * 16 * 1443)  # per epoch: flops_train x batch_size x minibatches
+    for device in list_devices():
+        modes = ModeArrays.of_device(device)
+        p = on_device(planned_model, device).predict(modes)
+        floor = np.minimum(flops / device.peak_fp32_flops(modes.gpu_mhz), p.epoch_time_s)
+        assert (p.epoch_time_s_low >= floor * (1 - 1e-9)).all(), device.id
+        assert (p.epoch_time_s_low <= p.epoch_time_s).all()
+
+
+def test_power_and_energy_lows_keep_the_idle_power_bound(planned_model):
+    z = z_of(0.9)
+    for device in list_devices():
+        model = on_device(planned_model, device)
+        modes = ModeArrays.of_device(device)
+        p = model.predict(modes)
+        idle = p.base_power_w * np.exp(-z * model.base_sd_rel)
+        assert (p.avg_power_w_low >= idle * (1 - 1e-9)).all(), device.id
+        assert (p.epoch_energy_j_low >= idle * p.epoch_time_s_low * (1 - 1e-9)).all(), device.id
+        assert (p.avg_power_w_low <= p.avg_power_w).all() and (p.epoch_energy_j_low <= p.epoch_energy_j).all()

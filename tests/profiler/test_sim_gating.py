@@ -1,0 +1,36 @@
+"""The twin runs a preset that gates part of the GPU as that share of the GPU: its kernels as the whole
+GPU would at that share of the clock, its GPU power (switching and idle) scaled by the share."""
+
+from __future__ import annotations
+
+import pytest
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.profiler.sim.kernel_costs import load_complexity
+from jetpredict.profiler.sim.twin import DevicePhysics, Twin
+
+
+def _gated_and_custom(device_id: str, preset: str, workload: str) -> tuple[dict, dict]:
+    d = load_device(device_id)
+    p = d.preset(preset)
+    twin = Twin(DevicePhysics(d), load_complexity(workload))
+    return twin.epoch(p), twin.epoch(PowerMode("custom", *p.knobs()))
+
+
+@pytest.mark.parametrize("device_id, preset", [("orin-nx", "15W"), ("orin-agx", "MODE_15W"),
+                                               ("agx-xavier", "MODE_10W")])
+def test_a_gated_preset_trains_a_gpu_bound_network_slower_on_less_power(device_id, preset):
+    gated, custom = _gated_and_custom(device_id, preset, "resnet18-cifar10")
+    assert gated["epoch_time_s"][0] > 1.5 * custom["epoch_time_s"][0]
+    assert gated["avg_power_w"][0] < 0.85 * custom["avg_power_w"][0]
+    assert gated["base_power_w"][0] < custom["base_power_w"][0]
+
+
+def test_a_launch_bound_network_hardly_notices_the_gating():
+    gated, custom = _gated_and_custom("orin-nx", "15W", "lenet5-mnist")
+    assert gated["epoch_time_s"][0] == pytest.approx(custom["epoch_time_s"][0], rel=0.05)
+
+
+def test_an_ungated_preset_is_the_custom_mode_at_its_clocks():
+    gated, custom = _gated_and_custom("orin-nx", "25W", "resnet18-cifar10")
+    assert gated["epoch_time_s"][0] == custom["epoch_time_s"][0]
+    assert gated["avg_power_w"][0] == custom["avg_power_w"][0]
