@@ -117,7 +117,8 @@ def _rules_text(rules: list[dict[str, Any]]) -> str:
         elif r["rule"] == "max-distinct":
             words.append(f"at most {r['max']} different {', '.join(r['key'])}")
         elif r["rule"] == "ratio-range":  # models.profile_rows.plausibility_rules
-            words.append(f"{r['field']} / {r['per']} in {r['min']:g}..{r['max']:g} {r['unit']}")
+            per = " / ".join(filter(None, (r["per"], r.get("per_also"))))
+            words.append(f"{r['field']} / {per} in {r['min']:g}..{r['max']:g} {r['unit']}")
         elif r["rule"] == "device-max":  # models.catalogue.Device.check_power_cap
             words.append(f"{'.'.join(r['field'])} at most the device's maximum (by device: "
                          f"{', '.join(f'{d} {v:g}' for d, v in r['max'].items())} {r['unit']}; without "

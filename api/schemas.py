@@ -15,7 +15,13 @@ import re
 
 from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
-from jetpredict.models.profile_rows import FIELDS, MAX_CELL_CHARS, PASS_THROUGH_COLUMNS, SOURCE_KINDS
+from jetpredict.models.profile_rows import (
+    FIELDS,
+    MAX_CELL_CHARS,
+    PASS_THROUGH_COLUMNS,
+    PASS_THROUGH_NUMBERS,
+    SOURCE_KINDS,
+)
 from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
 
@@ -251,6 +257,9 @@ class ModelProvenanceSchema(Schema):
 class PowerModeSchema(ModeSchema):
     nvpmodel_id = fields.Integer(allow_none=True, metadata={"description": "presets only"})
     power_budget_w = fields.Float(allow_none=True, metadata={"description": "presets only; null = uncapped"})
+    gpu_share = fields.Float(metadata={
+        "description": "presets only: share of the GPU's SMs the preset keeps powered (its nvpmodel TPC_PG_MASK "
+                       "gates the rest; predictions run its kernels at that share of the clock); 1 = all"})
 
 
 class PowerModesQuerySchema(QuerySchema):
@@ -301,12 +310,12 @@ def _row_property(f) -> dict:
     return prop
 
 
-def _pass_through_property(unit: str) -> dict:
+def _pass_through_property(name: str, unit: str) -> dict:
     # Text columns are documented as "text: ..."; the others are numbers (CSV cells: scalars only).
     if unit.startswith("text"):
         return {"type": "string", "nullable": True, "pattern": TEXT_PATTERN, "maxLength": MAX_CELL_CHARS,
                 "description": unit}
-    return {"type": "number", "nullable": True, "description": unit}
+    return {**_row_property(PASS_THROUGH_NUMBERS[name]), "description": unit}
 
 
 PROFILE_ROW_DOC = {
@@ -315,7 +324,7 @@ PROFILE_ROW_DOC = {
                    "(text such as \"8\" is refused: only CSV files hold numbers as text); pass-through columns "
                    "kept, other columns rejected; text holds no NUL and no unpaired surrogate",
     "properties": {**{f.name: _row_property(f) for f in FIELDS},
-                   **{name: _pass_through_property(unit) for name, unit in PASS_THROUGH_COLUMNS.items()}},
+                   **{name: _pass_through_property(name, unit) for name, unit in PASS_THROUGH_COLUMNS.items()}},
     "required": [f.name for f in FIELDS if f.required],
     # Only the documented pass-through columns may come along (uploads reject any other column).
     "additionalProperties": False,
@@ -453,8 +462,9 @@ class UploadResultSchema(UploadedWorkloadSchema):
 
 
 class StoredFitSchema(Schema):
-    """A stored fit's summary (``api.storage.FIT_FIELDS``; null where a fit stored by an older version
-    lacks the field)."""
+    """A fit's summary (``api.storage.FIT_FIELDS``) as the running model makes it: one stored by another
+    model version is refitted; null where the running model's checks refuse the stored rows (predictions
+    then answer 422 naming why)."""
 
     model_version = fields.String(allow_none=True)
     reference_source = fields.String(allow_none=True)

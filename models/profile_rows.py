@@ -4,10 +4,13 @@ One row per (device, workload, power mode); field names and units as in FIELDS b
 every field of every row and reports *all* problems with their line numbers (CSV line numbers count the
 header as line 1; JSON rows are numbered from 1). Unknown = empty cell / ``null``, never 0.
 
-A Jetson row must also be physical on its device (:func:`implausible`): one minibatch takes
-:data:`MIN_S_PER_MINIBATCH`..:data:`MAX_S_PER_MINIBATCH` s, and its powers (and the mean power its energy
-implies) lie in the module's range (:attr:`models.catalogue.Device.power_range_w`). The error names the
-likely unit slip (milliseconds, milliwatts, millijoules).
+A Jetson row must also be physical on its device (:func:`implausible`): one minibatch takes at least
+:data:`MIN_S_PER_MINIBATCH` s and one sample at most :data:`MAX_S_PER_SAMPLE` s, and its powers (and the
+mean power its energy implies) lie in the module's range (:attr:`models.catalogue.Device.power_range_w`).
+The error names the likely unit slip (milliseconds, milliwatts, millijoules).
+
+A row the digital twin produced (:func:`from_twin`) is simulated whatever its ``source`` cell says: a blank
+one is read as ``simulated``, one claiming measured or published is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import unit_hint
+from jetpredict.models.profiling_protocol import BATCH_SIZE
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ MAX_COUNT = 10**9  # batch size, minibatches per epoch
 MAX_TIME_S = 1e8  # ~3 years for one epoch
 MAX_ENERGY_J = 1e12
 MAX_POWER_W = 1e5  # a Jetson module draws < 100 W; a whole host < 10 kW
+#: Counts, MACs, FLOP and bytes of a network or a training step (a 1e12-parameter model: ~1e16 FLOP a sample).
+MAX_QUANTITY = 1e21
+MAX_RATIO = 1e6  # a coefficient of variation, a share of a peak
 
 #: Input limits of the readers (CLI files): bytes of a file, rows, characters of one cell.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -53,12 +60,17 @@ MAX_ROWS = 200_000
 MAX_CELL_CHARS = 10_000
 #: Same mode knobs measured more than once: times further apart than this ratio contradict each other.
 DUPLICATE_TIME_SPREAD = 1.2
-#: Plausible time of one minibatch on a Jetson (epoch_time_s / minibatches_per_epoch), s. Below: a
-#: training step launches dozens of kernels at ~10 us each, so 0.1 ms is already a tiny network. Above:
-#: the digital twin's slowest row (VGG-11 at the Nano's lowest clocks) takes 25 s and the published
-#: ResNet-18 rows 0.4 s; two minutes for one minibatch (an epoch of 3,125 minibatches in 4 days) is far
-#: more likely an epoch time in milliseconds (or a wrong minibatch count) than a training run.
-MIN_S_PER_MINIBATCH, MAX_S_PER_MINIBATCH = 1e-4, 120.0
+#: Plausible time of one minibatch on a Jetson (epoch_time_s / minibatches_per_epoch), at least, s: a
+#: training step launches dozens of kernels at ~10 us each, so 0.1 ms is already a tiny network.
+MIN_S_PER_MINIBATCH = 1e-4
+#: Plausible time of one minibatch of the protocol's BATCH_SIZE (16) on a Jetson, at most, s: the twin's
+#: slowest (MobileNetV3 at the Nano's lowest clocks) takes 19 s and the published ResNet-18 rows 0.4 s;
+#: two minutes is far more likely an epoch timed in milliseconds (or a wrong minibatch count).
+MAX_S_PER_MINIBATCH = 120.0
+#: The bound applied, per sample (epoch_time_s / (minibatches_per_epoch x batch_size)), s: a minibatch's
+#: time grows with its batch (that twin row: 150 s a minibatch of 128, 1.2 s a sample; 2.3 s at batch 1),
+#: so a bound per minibatch refused large batches of slow modes.
+MAX_S_PER_SAMPLE = MAX_S_PER_MINIBATCH / BATCH_SIZE
 #: Cells starting with one of these are formulas to a spreadsheet (OWASP CSV injection): written with a '.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -85,6 +97,55 @@ FIELDS: tuple[Field, ...] = (
 )
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
 COLUMNS: tuple[str, ...] = tuple(f.name for f in FIELDS)
+
+#: Pass-through columns: the extra columns the profiler writes beside FIELDS (see
+#: ``profiler/runner.py`` and ``profiler/complexity.py``), with their units. An upload
+#: (``POST /v1/profiles``, inline rows) may carry these and they are stored (numbers checked); any other
+#: column is rejected (:func:`unknown_columns`), so a misspelt ``epoch_tme_s`` is not stored silently. Each
+#: is documented ``UNIT: meaning``; a number column's unit gives its rule (:data:`PASS_THROUGH_NUMBERS`).
+PASS_THROUGH_COLUMNS: dict[str, str] = {
+    "power_meter": "text: the meter that measured power, e.g. ina3221:VDD_IN, or none: <reason>",
+    "power_null_reason": "text: why the power and energy cells are empty",
+    "power_samples": "count: power samples inside the measured window",
+    "cpu_package_energy_j": "J per epoch: CPU-package energy (RAPL on x86)",
+    "cpu_package_null_reason": "text: why the cpu_package_energy_j cell is empty",
+    **{f"mb_{part}_s_{stat}": f"s: {stat} time per minibatch of the {part} component"
+       for part in ("total", "stall", "compute") for stat in ("mean", "median", "p95")},
+    **{f"mb_{part}_cv": f"ratio: coefficient of variation of the minibatch {part} time"
+       for part in ("total", "stall", "compute")},
+    "macs_fwd": "MAC per sample: multiply-accumulates of one forward pass",
+    "params": "count: trainable parameters",
+    "flops_train": "FLOP per sample: floating-point operations of one training step",
+    "param_bytes": "B: bytes of the parameters",
+    "activation_bytes": "B per sample: leaf-module outputs of one forward pass",
+    "leaf_modules": "count: leaf modules of the network",
+    "kernel_count": "count: kernels launched per training step",
+    "cpu_s_per_sample": "s: CPU seconds of the data pipeline per sample",
+    "train_flops_per_s": "FLOP/s: flops_train x batch size / mean compute time",
+    "utilisation": "ratio: train_flops_per_s / the mode's peak FP32 FLOP/s",
+    "accelerator": "text: what trained (GPU name, cpu, or the twin)",
+    "warmup": "count: warm-up minibatches per mode",
+    "minibatches_measured": "count: measured minibatches per mode",
+    "data_source": "text: synthetic, user, or folder:DIR",
+    "complexity_null_reason": "text: why the complexity cells are empty",
+}
+#: Per unit of a number pass-through column: its kind (``count``: whole numbers) and its physical bound.
+PASS_THROUGH_UNITS: dict[str, tuple[type, float]] = {
+    "count": (int, MAX_QUANTITY), "MAC per sample": (float, MAX_QUANTITY),
+    "FLOP per sample": (float, MAX_QUANTITY), "FLOP/s": (float, MAX_QUANTITY), "B": (float, MAX_QUANTITY),
+    "B per sample": (float, MAX_QUANTITY), "s": (float, MAX_TIME_S), "J per epoch": (float, MAX_ENERGY_J),
+    "ratio": (float, MAX_RATIO)}
+#: The rule of each number pass-through column, checked as FIELDS are (when given: a finite number >= 0 of
+#: its unit, whole for counts, at most its bound) and stated in the OpenAPI document. A new column's unit
+#: must be in PASS_THROUGH_UNITS (a KeyError at import otherwise), so that no number goes unchecked.
+PASS_THROUGH_NUMBERS: dict[str, Field] = {
+    name: Field(name, PASS_THROUGH_UNITS[unit][0], False, unit, 0, maximum=PASS_THROUGH_UNITS[unit][1])
+    for name, doc in PASS_THROUGH_COLUMNS.items() if (unit := doc.split(":")[0]) != "text"}
+
+#: Columns that hold counts (written as whole numbers, not 2.0): the int fields and pass-through columns.
+COUNT_COLUMNS: frozenset[str] = frozenset(f.name for f in (*FIELDS, *PASS_THROUGH_NUMBERS.values())
+                                           if f.kind is int)
+
 HOST_DEVICE = "host"
 DEFAULT_NUM_WORKERS = 4
 SOURCE_KINDS = ("measured", "simulated", "published")
@@ -153,6 +214,36 @@ def known_source(source: object) -> bool:
     return text is not None and (not text or text.startswith(SOURCE_KINDS))
 
 
+#: What the digital twin (``profiler/sim``) writes in each row it produces: its meter's name starts with
+#: TWIN_METER_PREFIX (``sim:DEVICE``) and its accelerator column is TWIN_ACCELERATOR.
+TWIN_METER_PREFIX = "sim:"
+TWIN_ACCELERATOR = "sim"
+
+
+def from_twin(row: Mapping[str, object]) -> bool:
+    """Whether a row was produced by the digital twin (its ``power_meter`` or ``accelerator`` says so)."""
+    meter, accelerator = row.get("power_meter"), row.get("accelerator")
+    return (isinstance(meter, str) and meter.strip().lower().startswith(TWIN_METER_PREFIX)) or (
+        isinstance(accelerator, str) and accelerator.strip().lower() == TWIN_ACCELERATOR)
+
+
+def _twin_source(row: dict[str, object], line: int, current: bool) -> RowProblem | None:
+    """A twin row's source: blank read as ``simulated``; a claim to be measured or published refused (a
+    stored row, kept under older rules, is read as simulated), since the label alone would otherwise
+    decide whether simulated figures are fitted and served as measurements."""
+    source = row.get("source")
+    if source is None or not str(source).strip():
+        row["source"] = "simulated"
+    elif source_kind(source) != "simulated":
+        if not current:
+            row["source"] = "simulated"
+            return None
+        said = ", ".join(f"{k}={row[k]!r}" for k in ("power_meter", "accelerator") if row.get(k) is not None)
+        return RowProblem(line, "source", f"is {source!r} but the row comes from the digital twin ({said}): "
+                                          "a twin row must be simulated (or its source left empty)")
+    return None
+
+
 def _is_blank(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or (
         isinstance(value, str) and value.strip() == "")
@@ -188,15 +279,17 @@ def _coerce(field: Field, value: object) -> tuple[object, str | None]:
     return (int(round(number)) if field.kind is int else number), None
 
 
-def _validate_record(record: Mapping[str, object], line: int, parts: bool = True
+def _validate_record(record: Mapping[str, object], line: int, current: bool = True
                      ) -> tuple[dict[str, object], list[RowProblem]]:
+    """The row parsed and its problems. ``current`` False: a row stored under the rules of its time, read
+    without the rules added since (:func:`part_problems`, the pass-through numbers' rules)."""
     problems: list[RowProblem] = []
     row: dict[str, object] = {}
     for key, value in record.items():
         if key is None:  # csv.DictReader puts surplus cells under None
             problems.append(RowProblem(line, "_row", f"has more cells than the header ({len(value)} extra)"))
             continue
-        field = FIELD_BY_NAME.get(key)
+        field = FIELD_BY_NAME.get(key) or (PASS_THROUGH_NUMBERS.get(key) if current else None)
         if field is None:
             row[key] = None if _is_blank(value) else value
             continue
@@ -220,13 +313,15 @@ def _validate_record(record: Mapping[str, object], line: int, parts: bool = True
     if device is not None and not is_host and device in device_ids():
         problems.extend(RowProblem(line, f, m) for f, m in implausible(row, str(device)).items()
                         if not any(p.field == f for p in problems))
-    if parts:
+    if current:
         problems.extend(RowProblem(line, f, m) for f, m in part_problems(row).items()
                         if not any(p.field in (f, *_PART_INPUTS[f]) for p in problems))
     source = row.get("source")
     if not known_source(source):
         problems.append(RowProblem(line, "source", f"must start with one of {', '.join(SOURCE_KINDS)}; "
                                    f"got {source!r}"))
+    elif from_twin(row) and (problem := _twin_source(row, line, current)):
+        problems.append(problem)
     return row, problems
 
 
@@ -264,11 +359,17 @@ def part_problems(row: Mapping[str, object]) -> dict[str, str]:
 
 def plausibility_rules(device_id: str) -> list[dict[str, object]]:
     """The ratio rules a Jetson row must meet (also written into the OpenAPI document): ``field / per``
-    within ``min..max`` -- the time of one minibatch (s) and the mean power that the epoch's energy implies
-    (W, the device's :attr:`~models.catalogue.Device.power_range_w`)."""
+    within ``min..max`` -- the time of one minibatch (s, at least), of one sample (s, at most: ``per_also``
+    divides too) and the mean power that the epoch's energy implies (W, the device's
+    :attr:`~models.catalogue.Device.power_range_w`)."""
     low_w, high_w = load_device(device_id).power_range_w
+    # The per-sample rule keeps "per" one field and names the second divisor apart, so a reader that knows
+    # only field / per bounds by minibatch, which is stricter (batch_size >= 1) and never wrong to follow.
     return [{"rule": "ratio-range", "field": "epoch_time_s", "per": "minibatches_per_epoch",
-             "min": MIN_S_PER_MINIBATCH, "max": MAX_S_PER_MINIBATCH, "unit": "s per minibatch"},
+             "min": MIN_S_PER_MINIBATCH, "max": MAX_TIME_S, "unit": "s per minibatch"},
+            {"rule": "ratio-range", "field": "epoch_time_s", "per": "minibatches_per_epoch",
+             "per_also": "batch_size", "min": 0.0, "max": MAX_S_PER_SAMPLE,
+             "unit": "s per sample (divided by batch_size too)"},
             {"rule": "ratio-range", "field": "epoch_energy_j", "per": "epoch_time_s",
              "min": low_w, "max": high_w, "unit": "W"}]
 
@@ -279,8 +380,8 @@ POWER_FIELDS = ("avg_power_w", "base_power_w")
 
 def implausible(row: Mapping[str, object], device_id: str) -> dict[str, str]:
     """``{field: message}`` for values of a Jetson row that cannot be physical on ``device_id``: powers
-    outside the module's range, a minibatch time outside :data:`MIN_S_PER_MINIBATCH`..
-    :data:`MAX_S_PER_MINIBATCH`, an energy whose implied mean power is outside the range. Each message
+    outside the module's range, a minibatch under :data:`MIN_S_PER_MINIBATCH` s or a sample over
+    :data:`MAX_S_PER_SAMPLE` s, an energy whose implied mean power is outside the range. Each message
     names the likely unit mistake (milliseconds, milliwatts, millijoules) when rescaling would fit."""
     device = load_device(device_id)
     out: dict[str, str] = {}
@@ -292,17 +393,9 @@ def implausible(row: Mapping[str, object], device_id: str) -> dict[str, str]:
                 out[name] = problem
     epoch, minibatches = row.get("epoch_time_s"), row.get("minibatches_per_epoch")
     if isinstance(epoch, float) and isinstance(minibatches, int) and minibatches > 0:
-        per = epoch / minibatches
-        if not MIN_S_PER_MINIBATCH <= per <= MAX_S_PER_MINIBATCH:
-            side = (f"more than the {MAX_S_PER_MINIBATCH:g} s" if per > MAX_S_PER_MINIBATCH
-                    else f"less than the {MIN_S_PER_MINIBATCH:g} s")
-            hint = unit_hint(per, MIN_S_PER_MINIBATCH, MAX_S_PER_MINIBATCH, "s per minibatch",
-                             {"milliseconds": 1e-3} if per > MAX_S_PER_MINIBATCH else {}, "epoch_time_s")
-            out["epoch_time_s"] = (
-                f"epoch_time_s={epoch:g} s over minibatches_per_epoch={minibatches} is {per:.3g} s per "
-                f"minibatch, {side} a Jetson minibatch plausibly takes"
-                + (hint or "; check that epoch_time_s is seconds per epoch and minibatches_per_epoch the "
-                   "count of one epoch"))
+        problem = _time_problem(epoch, minibatches, row.get("batch_size"))
+        if problem:
+            out["epoch_time_s"] = problem
     energy = row.get("epoch_energy_j")
     if isinstance(energy, float) and isinstance(epoch, float) and "epoch_time_s" not in out:
         implied = energy / epoch
@@ -321,6 +414,27 @@ def implausible(row: Mapping[str, object], device_id: str) -> dict[str, str]:
                 f"below the {lo:g} W any powered Jetson module draws"
                 + (hint or "; check that epoch_energy_j is joules and epoch_time_s seconds, per epoch"))
     return out
+
+
+def _time_problem(epoch: float, minibatches: int, batch: object) -> str | None:
+    """Why ``epoch`` s over ``minibatches`` of ``batch`` samples is no Jetson's training time (at least
+    :data:`MIN_S_PER_MINIBATCH` a minibatch, at most :data:`MAX_S_PER_SAMPLE` a sample), or None."""
+    per = epoch / minibatches
+    if per < MIN_S_PER_MINIBATCH:
+        return (f"epoch_time_s={epoch:g} s over minibatches_per_epoch={minibatches} is {per:.3g} s per "
+                f"minibatch, less than the {MIN_S_PER_MINIBATCH:g} s a Jetson minibatch plausibly takes; check "
+                "that epoch_time_s is seconds per epoch and minibatches_per_epoch the count of one epoch")
+    if not isinstance(batch, int) or batch < 1:
+        return None  # the batch size's own problem is reported; no per-sample bound without it
+    per_sample = per / batch
+    if per_sample <= MAX_S_PER_SAMPLE:
+        return None
+    hint = unit_hint(per_sample, MIN_S_PER_MINIBATCH / batch, MAX_S_PER_SAMPLE, "s per sample",
+                     {"milliseconds": 1e-3}, "epoch_time_s")
+    return (f"epoch_time_s={epoch:g} s over minibatches_per_epoch={minibatches} x batch_size={batch} is "
+            f"{per_sample:.3g} s per sample, more than the {MAX_S_PER_SAMPLE:g} s a Jetson plausibly takes "
+            f"for one sample (more than the {MAX_S_PER_MINIBATCH:g} s for a minibatch of {BATCH_SIZE})" + (hint or "; check that epoch_time_s is seconds per epoch and "
+                                "minibatches_per_epoch the count of one epoch"))
 
 
 def _frame(rows: list[dict[str, object]]) -> pd.DataFrame:
@@ -354,8 +468,8 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     ``line_numbers`` gives each record's line in its file (CSV readers skip blank lines), else
     ``first_line + index``; ``names``: how conflict messages name rows (:func:`mode_conflicts`).
     ``stored``: the first so many records were stored by a service under its rules of the time; the rules
-    inside a row added since (:func:`part_problems`) are not applied to them, so an upgrade leaves a stored
-    workload usable as it was.
+    inside a row added since (:func:`part_problems`, the pass-through numbers' rules) are not applied to
+    them, so an upgrade leaves a stored workload usable as it was.
     """
     rows: list[dict[str, object]] = []
     lines: list[int] = []
@@ -368,7 +482,7 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
         if not isinstance(record, Mapping):
             problems.append(RowProblem(line, "_row", "must be an object of field: value"))
             continue
-        row, row_problems = _validate_record(record, line, parts=i >= stored)
+        row, row_problems = _validate_record(record, line, current=i >= stored)
         rows.append(row)
         lines.append(line)
         problems.extend(row_problems)
@@ -463,45 +577,6 @@ def escape_formula(value: object) -> object:
 def unescape_formula(text: str) -> str:
     """Undo :func:`escape_formula` on a cell read back from one of our CSV files."""
     return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_PREFIXES) else text
-
-
-#: Pass-through columns: the extra columns the profiler writes beside FIELDS (see
-#: ``profiler/runner.py`` and ``profiler/complexity.py``), with their units. An upload
-#: (``POST /v1/profiles``, inline rows) may carry these and they are stored as they are; any other
-#: column is rejected (:func:`unknown_columns`), so a misspelt ``epoch_tme_s`` is not stored silently.
-PASS_THROUGH_COLUMNS: dict[str, str] = {
-    "power_meter": "text: the meter that measured power, e.g. ina3221:VDD_IN, or none: <reason>",
-    "power_null_reason": "text: why the power and energy cells are empty",
-    "power_samples": "count: power samples inside the measured window",
-    "cpu_package_energy_j": "J per epoch: CPU-package energy (RAPL on x86)",
-    "cpu_package_null_reason": "text: why the cpu_package_energy_j cell is empty",
-    **{f"mb_{part}_s_{stat}": f"s: {stat} time per minibatch of the {part} component"
-       for part in ("total", "stall", "compute") for stat in ("mean", "median", "p95")},
-    **{f"mb_{part}_cv": f"ratio: coefficient of variation of the minibatch {part} time"
-       for part in ("total", "stall", "compute")},
-    "macs_fwd": "multiply-accumulates per sample of one forward pass",
-    "params": "count: trainable parameters",
-    "flops_train": "FLOP per sample of one training step",
-    "param_bytes": "B: bytes of the parameters",
-    "activation_bytes": "B per sample: leaf-module outputs of one forward pass",
-    "leaf_modules": "count: leaf modules of the network",
-    "kernel_count": "count: kernels launched per training step",
-    "cpu_s_per_sample": "s: CPU seconds of the data pipeline per sample",
-    "train_flops_per_s": "FLOP/s: flops_train x batch size / mean compute time",
-    "utilisation": "ratio: train_flops_per_s / the mode's peak FP32 FLOP/s",
-    "accelerator": "text: what trained (GPU name, cpu, or the twin)",
-    "warmup": "count: warm-up minibatches per mode",
-    "minibatches_measured": "count: measured minibatches per mode",
-    "data_source": "text: synthetic, user, or folder:DIR",
-    "complexity_null_reason": "text: why the complexity cells are empty",
-}
-
-
-#: Columns that hold counts (written as whole numbers, not 2.0): the int fields and the pass-through
-#: columns whose unit is ``count``.
-COUNT_COLUMNS: frozenset[str] = frozenset(
-    [f.name for f in FIELDS if f.kind is int]
-    + [name for name, text in PASS_THROUGH_COLUMNS.items() if text.startswith("count:")])
 
 
 def unknown_columns(records: Iterable[Mapping[str, object]]) -> dict[str, list[str]]:

@@ -13,7 +13,8 @@ import errno
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -23,6 +24,7 @@ from jetpredict.models.atomic_files import write_output
 from jetpredict.models.catalogue import ModeArrays, resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table, rows_named_by_line
+from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
@@ -221,7 +223,8 @@ def _fit(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise out_error(args.out, exc) from None
     _log(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
-         f"({model.reference_source} reference, {model.model_version}); wrote {args.out}")
+         f"({rows_kind(model.training_rows)}; {model.reference_source} reference, {model.model_version}); "
+         f"wrote {args.out}")
     if prior_reference(rows, model.device, reference)[1]:
         _log(f"the reference holds {model.workload_id}'s own sweep: the prior comes from its other workloads "
              "(as the published accuracy figures are scored)")
@@ -229,6 +232,15 @@ def _fit(args: argparse.Namespace) -> int:
     for widening in alias_widening(model, rows, model.device, reference):
         _log(f"what the alias costs: {widening.describe()}")
     return 0
+
+
+def rows_kind(rows: Iterable[Mapping[str, object]]) -> str:
+    """The kind of a workload's rows (``simulated rows``), or each kind's count when they mix (``rows: 4
+    measured, 4 simulated``): the model's provenance names only the least trusted kind."""
+    counts = Counter(source_kind(row.get("source")) for row in rows)
+    if len(counts) == 1:
+        return f"{next(iter(counts))} rows"
+    return "rows: " + ", ".join(f"{counts[kind]} {kind}" for kind in SOURCE_KINDS if counts[kind])
 
 
 def _log_aliased(model) -> None:
@@ -294,17 +306,18 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def provenance_summary(df: pd.DataFrame, source_device: str) -> str:
+def provenance_summary(df: pd.DataFrame, source_device: str, version: bool = True) -> str:
     """What the predictions in ``df`` rest on, as the tail of a summary line (the provenance columns that
     ``--format csv``/``json`` carry, stated once; "" for no rows): profiled modes, the device they were
     profiled on (and whether this is a cross-device prediction), the reference and workload row sources
-    and the model version."""
+    and (``version``) the model version."""
     if df.empty:
         return ""
     first = df.iloc[0]
     cross = " (cross-device)" if bool(first["cross_device"]) else ""
     return (f", from {int(first['profiled_modes'])} profiled mode(s) on {source_device}{cross}; reference: "
-            f"{first['reference_source']}, workload rows: {first['workload_source']}, model {first['model_version']}")
+            f"{first['reference_source']}, workload rows: {first['workload_source']}"
+            + (f", model {first['model_version']}" if version else ""))
 
 
 def _plot(model, result, args: argparse.Namespace) -> None:
@@ -315,8 +328,11 @@ def _plot(model, result, args: argparse.Namespace) -> None:
     plots.check_plot_path(args.plot)
     modes = service.predict(model, "all", device=result.device, epochs=args.epochs, confidence=result.confidence)
     caps = ", ".join(f"{k} {v:g}" for k, v in result.constraints.items() if v is not None) or "no cap"
+    # Second line: what the model rests on (simulated rows or reference, another device's rows), as the
+    # predict summary says it.
     title = (f"{model.workload_id} on {result.device}: {args.objective}, {caps} "
-             f"({percent(result.confidence)} upper ends)")
+             f"({percent(result.confidence)} upper ends)\n"
+             + provenance_summary(modes, model.device_id, version=False).removeprefix(", "))
     caps = (result.constraints.get("max_power_w"), result.constraints.get("max_epoch_time_s"))
     presets = service.predict(model, "presets", device=result.device, epochs=args.epochs,
                               confidence=result.confidence)

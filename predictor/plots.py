@@ -47,7 +47,8 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
     """Write the picture for ``modes`` (every mode: ``epoch_time_s``, ``epoch_energy_j``), the boolean
     ``feasible`` mask of the caps, and a :func:`predictor.service.recommend` ``result`` (``best``,
     ``pareto`` rows, ``preset_comparison``). ``presets``: the presets' prediction rows (``mode`` names
-    them), with ``presets_feasible`` their mask of the caps. Returns the path written."""
+    them), with ``presets_feasible`` their mask of the caps. ``title``: what was asked and what the model
+    rests on (simulated rows or reference, another device's rows: ``recommend --plot``). Returns the path."""
     path = check_plot_path(path)
     plt = _pyplot()
     t = modes["epoch_time_s"].to_numpy(float)
@@ -89,7 +90,7 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
             handle.set_sizes([20])
             handle.set_alpha(0.8)
         if title:
-            ax.set_title(title, fontsize=10)
+            ax.set_title(title, fontsize=9)  # two lines: the question, then what the model rests on
         fig.tight_layout()
         try:
             fig.savefig(path, format=path.suffix.lower().lstrip("."))

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from jetpredict.models.catalogue import PowerMode
+from jetpredict.models.catalogue import Device, PowerMode
+from jetpredict.models.errors import InputError, cli_flag
+from jetpredict.models.profile_rows import TWIN_ACCELERATOR
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.loader import check_batch_fits, loader_settings
@@ -22,6 +24,28 @@ STALL_NOISE = 0.05
 #: (cuDNN algorithm search, allocator growth, clocks settling).
 WARMUP_EXTRA = 1.5
 WARMUP_TAU = 1.5
+#: Memory of a Jetson that training cannot use, GB. The catalogue states none; the CPU and GPU share it, and
+#: L4T plus PyTorch's CUDA/cuDNN context take several hundred MB each, so about 1 GB is not the network's.
+OS_RESERVED_GB = 1.0
+
+
+def minibatch_bytes(wc: WorkloadComplexity, batch_size: int) -> float:
+    """Bytes a training minibatch of ``batch_size`` needs resident at once, at least: the inputs and
+    outputs of its largest kernel. A lower bound (weights, gradients and the activations kept for the
+    backward pass come on top), so a batch it refuses cannot fit."""
+    return float(wc.kernel_bytes(batch_size).max())
+
+
+def check_batch_fits_memory(device: Device, wc: WorkloadComplexity, batch_size: int) -> None:
+    """InputError naming ``--batch-size`` when a minibatch of ``wc`` cannot fit in ``device``'s memory."""
+    usable_gb = device.specs.memory_gb - OS_RESERVED_GB
+    need_gb = minibatch_bytes(wc, batch_size) / 1e9
+    if need_gb > usable_gb:
+        raise InputError(
+            f"{cli_flag('batch_size')} {batch_size} does not fit a {device.name}: one kernel of a "
+            f"{wc.workload} minibatch alone moves {need_gb:.3g} GB, more than the {usable_gb:g} GB its "
+            f"{device.specs.memory_gb:g} GB leave after {OS_RESERVED_GB:g} GB for the OS and CUDA; a real board "
+            "runs out of memory, so the twin does not simulate it. Use a smaller batch", "batch_size")
 
 
 class SimulatedBackend(TrainingBackend):
@@ -35,6 +59,7 @@ class SimulatedBackend(TrainingBackend):
                                                   default_batch_size=complexity.batch_size,
                                                   cpu_cores=state.device.cpu_cores_range[1])
         check_batch_fits(batch_size, complexity.dataset_size)  # as the real backend
+        check_batch_fits_memory(state.device, complexity, batch_size)
         self.state = state
         self.physics = physics
         self.wc = complexity
@@ -101,4 +126,4 @@ class SimulatedBackend(TrainingBackend):
         return int(mode.cpu_cores)
 
     def accelerator(self) -> str:
-        return "sim"
+        return TWIN_ACCELERATOR

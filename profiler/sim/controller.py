@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from jetpredict.models.catalogue import Device, PowerMode
 from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import TWIN_METER_PREFIX
 from jetpredict.profiler.powermode.base import PowerModeController
 from jetpredict.profiler.sim.clock import PowerTimeline, SimClock
 
@@ -25,7 +26,7 @@ class SimulatedDevice:
 
     @property
     def label(self) -> str:
-        return f"sim:{self.device.id}"
+        return f"{TWIN_METER_PREFIX}{self.device.id}"
 
 
 class SimulatedController(PowerModeController):

@@ -56,6 +56,8 @@ def _object_rules(rules: list[Mapping[str, Any]], item: dict, props: Mapping[str
     for rule in rules:
         if rule["rule"] == "ratio-range":
             value, per = _number(item.get(rule["field"])), _number(item.get(rule["per"]))
+            also = _number(item.get(rule["per_also"])) if "per_also" in rule else 1.0
+            per = None if per is None or also is None else per * also
             if value is not None and per is not None and per > 0:
                 lo, hi = _bounds(props.get(rule["field"], {}))
                 lo, hi = max(lo, per * rule["min"]), min(hi, per * rule["max"])

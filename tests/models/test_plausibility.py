@@ -3,6 +3,8 @@ power caps; each error names the field, the rule and the likely unit mistake."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from jetpredict.models.catalogue import MIN_MODULE_POWER_W, POWER_HEADROOM, list_devices, load_device
 from jetpredict.models.errors import InputError
@@ -35,8 +37,10 @@ def test_every_device_has_a_power_range_from_its_module_power():
         assert all(lo < (p.power_budget_w or lo + 1) <= hi for p in device.presets)
 
 
-def test_bundled_reference_rows_are_plausible():
-    for path in sorted(data_path("reference").glob("*.csv")):
+def test_committed_profile_files_are_plausible():
+    bench = sorted((Path(__file__).resolve().parents[2] / "bench" / "data").rglob("*.csv"))
+    assert bench  # found from the file's place, wherever pytest runs
+    for path in [*sorted(data_path("reference").glob("*.csv")), *bench]:
         assert len(read_profile_csv(path)) > 0, path
 
 
