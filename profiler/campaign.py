@@ -32,7 +32,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -90,6 +90,9 @@ class CampaignConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     #: ``profile --adaptive``: builds the chooser of the modes (None = profile ``modes`` as listed).
     adaptive: ChooserFactory | None = None
+    #: Jetson: pin each mode's clocks at its caps with ``jetson_clocks`` (DVFS off, the POMACS method; stored
+    #: and restored around the run); False (``--no-lock-clocks``): measure under the DVFS governors.
+    lock_clocks: bool = True
 
 
 def output_paths(out: str | Path) -> tuple[Path | None, Path]:
@@ -305,6 +308,7 @@ class CampaignParts:
     runner: ModeRunner
     controller: PowerModeController | None = None
     settle_s: float = 0.0
+    notes: list[str] = field(default_factory=list)  # in every mode's sidecar record (how clocks were held)
 
     @property
     def backend(self) -> TrainingBackend:
@@ -319,10 +323,10 @@ def _host_parts(cfg: CampaignConfig) -> CampaignParts:
     modes = host_modes(cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
     controller = detect_controller("host")
-    # Training on a discrete GPU: its board power (NVML). On the CPU, "host" leaves NVML out: an idle GPU's
-    # power is not the training device's (CPU package power comes from RAPL below). Meters come last: once
-    # opened, nothing here can fail and leave them open (the campaign closes them).
-    meter = detect_power_meter("cuda") if backend.accelerator() == "cuda" else detect_power_meter("host")
+    # Training on a discrete GPU: its board power (NVML, by the UUID of the torch device that trains). On the
+    # CPU, "host" leaves NVML out: an idle GPU's power is not the training device's (CPU package power comes
+    # from RAPL below). Meters come last: once opened, nothing here can fail and leave them open.
+    meter = detect_power_meter(str(backend.device) if backend.accelerator() == "cuda" else "host")
     runner = RealTimeRunner(backend, meter, detect_cpu_package_meter())
     return CampaignParts(HOST_DEVICE, None, modes, runner, controller, cfg.settle_s or 0.0)
 
@@ -336,10 +340,11 @@ def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
     device = load_device(device_id)
     modes = modes_to_profile(device, cfg.modes)
     backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
-    controller = detect_controller("jetson", device_id)  # may fail (no nvpmodel): before a meter is opened
+    controller = detect_controller("jetson", device_id, jetson_clocks=cfg.lock_clocks)  # may fail: before a meter
     runner = RealTimeRunner(backend, detect_power_meter(device_id))
     settle = SETTLE_S if cfg.settle_s is None else cfg.settle_s
-    return CampaignParts(device_id, device, modes, runner, controller, settle)
+    return CampaignParts(device_id, device, modes, runner, controller, settle,
+                         [] if cfg.lock_clocks else [UNLOCKED_CLOCKS_NOTE])
 
 
 def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
@@ -357,6 +362,8 @@ def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
 def build_parts(cfg: CampaignConfig) -> CampaignParts:
     """Runner (backend + meters), controller and modes for ``--device host|jetson|sim:DEVICE``."""
     kind = cfg.device.strip().lower()
+    if not cfg.lock_clocks and kind != "jetson":  # the host's clocks are never pinned; the twin's always are
+        raise InputError(f"--no-lock-clocks applies to --device jetson only; got {cfg.device!r}", "lock_clocks")
     if kind == "host":
         return _host_parts(cfg)
     if kind == "jetson":
@@ -370,6 +377,9 @@ def _known(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
+#: Every mode's note of a Jetson profile with ``--no-lock-clocks``.
+UNLOCKED_CLOCKS_NOTE = ("clocks not locked (--no-lock-clocks): CPU, GPU and EMC ran under their DVFS governors, "
+                        "at or below the mode's caps; the row records the caps")
 #: A read-back clock further than this from the requested cap is noted in the sidecar, MHz.
 READ_BACK_TOLERANCE_MHZ = 1.0
 
@@ -406,16 +416,6 @@ def _read_back_notes(requested: PowerMode, read_back: PowerMode | None) -> list[
             notes.append(f"read-back {knob} {got:g} differs from the requested {asked:g} (read once after "
                          f"the switch, possibly at an idle clock below the cap); the row records {asked:g}")
     return notes
-
-
-@contextmanager
-def _controlled(controller: PowerModeController | None) -> Iterator[PowerModeController | None]:
-    """The controller as a context (it restores the original mode on every exit), or nothing."""
-    if controller is None:
-        yield None
-        return
-    with controller as ctl:
-        yield ctl
 
 
 class _Outputs:
@@ -485,7 +485,9 @@ def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: P
         ctl.apply(mode)
         caps, read_back = ctl.caps_of(mode), ctl.read_back()
     run = parts.runner.run_mode(mode, settings, on_minibatch=progress.minibatch)
-    run.notes.extend(_caps_notes(mode, caps) + _read_back_notes(caps, read_back))
+    run.notes.extend(parts.notes + _caps_notes(mode, caps) + _read_back_notes(caps, read_back))
+    if run.base_power_null_reason:  # the row format has no column for it
+        run.notes.append(f"base_power_w is empty: {run.base_power_null_reason}")
     if run.trace is not None and len(run.trace):
         warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
         if warning:
@@ -580,7 +582,8 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
     progress = _Progress(n * (settings.warmup + settings.minibatches), cfg.progress)
     try:
         with ExitStack() as stack:
-            ctl = stack.enter_context(_controlled(parts.controller))
+            # The controller restores the original mode on every exit; None leaves the mode alone.
+            ctl = None if parts.controller is None else stack.enter_context(parts.controller)
             stack.callback(parts.backend.close)
             for k, mode in enumerate(modes, start=1):
                 progress.mode(k, n, mode.mode)

@@ -76,7 +76,7 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
         device=args.device, workload=args.workload, out=args.out, modes=args.modes,
         batch_size=args.batch_size, workers=args.workers, warmup=args.warmup,
         minibatches=args.minibatches, settle_s=args.settle_s, data=args.data, upload=args.upload,
-        progress=not args.no_progress, adaptive=chooser)
+        progress=not args.no_progress, adaptive=chooser, lock_clocks=not args.no_lock_clocks)
     try:
         rows = run_campaign(cfg)
     except ModuleNotFoundError as exc:
@@ -152,6 +152,9 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     p.add_argument("--data", help="ImageFolder directory (default: synthetic tensors)")
     p.add_argument("--upload", help="service URL to upload the rows to (POST /v1/profiles); the key comes from "
                    "$JETPREDICT_API_KEY, else the first of $JETPREDICT_API_KEYS; checked before profiling")
+    p.add_argument("--no-lock-clocks", action="store_true",
+                   help="Jetson: measure under the DVFS governors instead of pinning each mode's clocks at its "
+                   "caps with jetson_clocks (the default; the clocks in force before are restored after)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     p.add_argument("--out", required=True, help="FILE.csv (+ FILE.csv.json) or FILE.json")
     a = p.add_argument_group(

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from jetpredict.profiler.power import PowerMeter, PowerTrace
 
 
+#: Sample intervals idled after the idle window closes, so that the sample bracketing its end is idle too.
+IDLE_GUARD_SAMPLES = 2
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")
 COMPONENTS = ("total", "stall", "compute")
@@ -110,9 +112,23 @@ class ModeRun:
 
     @property
     def base_power_w(self) -> float | None:
+        """Mean power over the idle window (W), None when unknown (:attr:`base_power_null_reason` says why)."""
         if self.trace is None or self.idle_window_s is None:
             return None
         return self.trace.mean_power_w(*self.idle_window_s)
+
+    @property
+    def base_power_null_reason(self) -> str | None:
+        """Why :attr:`base_power_w` is empty (the row format has no column for it: the sidecar's notes carry
+        it); None when it is not."""
+        if self.base_power_w is not None:
+            return None
+        if self.power_meter.startswith("none"):
+            return self.power_meter
+        if self.trace is None or self.idle_window_s is None:
+            return f"{self.power_meter}: no idle window was measured (idle_s is 0)"
+        return "idle window: " + window_null_reason(self.power_meter, self.trace, *self.idle_window_s,
+                                                    " (wait longer idle)")
 
 
 @dataclass(frozen=True)
@@ -227,6 +243,8 @@ class RealTimeRunner(ModeRunner):
                 t0 = time.perf_counter()
                 time.sleep(s.idle_s)
                 run.idle_window_s = (t0, time.perf_counter())
+                # The window's end interpolates toward the next sample: let it be an idle one, not training's.
+                time.sleep(IDLE_GUARD_SAMPLES / s.hz)
             backend.prepare(mode)
             run.cpu_s_per_sample = backend.cpu_s_per_sample()
             run_minibatches(backend, "warmup", s.warmup, run.warmup, on_minibatch)

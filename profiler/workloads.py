@@ -46,7 +46,14 @@ from torch.utils.data import DataLoader, Dataset
 IMAGENET_TRAIN_IMAGES = 1_281_167
 #: Epoch size of a user classification workload on synthetic data without ``dataset_size`` (CIFAR-10's).
 DEFAULT_SYNTHETIC_SAMPLES = 50_000
-IMAGE_EXTENSIONS = (".png", ".ppm", ".pgm", ".pnm", ".jpg", ".jpeg", ".bmp", ".webp")
+#: ``--data`` image extensions -> the Pillow format that decodes them. Pillow picks a decoder by content, not
+#: by name: only these formats are tried, so a file of another kind (EPS, which it hands to Ghostscript) is
+#: refused rather than decoded by a plugin we never meant to run.
+IMAGE_FORMATS: dict[str, str] = {".png": "PNG", ".ppm": "PPM", ".pgm": "PPM", ".pnm": "PPM", ".jpg": "JPEG",
+                                 ".jpeg": "JPEG", ".bmp": "BMP", ".webp": "WEBP"}
+IMAGE_EXTENSIONS = tuple(IMAGE_FORMATS)
+#: The Pillow formats ``--data`` images may be decoded as, sorted (they also name them in the refusal).
+_PILLOW_FORMATS = tuple(sorted(set(IMAGE_FORMATS.values())))
 
 
 @dataclass(frozen=True)
@@ -204,9 +211,15 @@ def _pillow_image(what: str) -> Any:
 
 
 def decode_image(path: str | Path) -> np.ndarray:
-    """Decode an image file to HxWxC uint8 (grey stays one channel, any other mode becomes RGB) with Pillow."""
+    """Decode an image file to HxWxC uint8 (grey stays one channel, any other mode becomes RGB) with Pillow;
+    InputError (field ``data``) naming the file when its content is none of :data:`IMAGE_FORMATS`."""
     image_module = _pillow_image(f"cannot decode {path}")
-    with image_module.open(path) as im:
+    try:
+        opened = image_module.open(path, formats=_PILLOW_FORMATS)
+    except image_module.UnidentifiedImageError:
+        raise InputError(f"--data: {path} is not an image in one of the formats {', '.join(_PILLOW_FORMATS)} (its "
+                         "content is another format or damaged); remove it or convert it", "data") from None
+    with opened as im:
         arr = np.array(im.convert("RGB") if im.mode not in ("L", "RGB") else im)  # writable copy for torch
     return arr[..., None] if arr.ndim == 2 else arr
 

@@ -5,6 +5,9 @@
 each sample, and a window's energy is its increase (on Ampere GPUs other than GA100 and newer ones the
 power reading is a 1-second average, NVML's reference says, so sampled power lags a window's edges).
 Jetson iGPUs have no NVML: there the INA3221 or tegrastats meter is used instead.
+
+NVML numbers GPUs by PCI bus, CUDA its own way (``CUDA_VISIBLE_DEVICES``, fastest first by default), so the
+training device is opened by its UUID (``cuda_device``), which both agree on; an NVML index is NVML's own.
 """
 
 from __future__ import annotations
@@ -23,12 +26,31 @@ def _load_pynvml() -> ModuleType:
     return pynvml
 
 
+def cuda_uuid(device: str) -> str:
+    """NVML's UUID (``GPU-...``) of the CUDA device ``device`` (``cuda``: torch's current one, ``cuda:N``) as
+    torch numbers it; ``LookupError`` saying why when torch cannot tell (no torch, no CUDA, no such device)."""
+    try:
+        import torch  # imported here: the meter is also used where torch is not installed
+
+        if not torch.cuda.is_available():
+            raise LookupError(f"nvml: cannot tell which GPU {device} is: CUDA is not available to torch")
+        uuid = str(torch.cuda.get_device_properties(torch.device(device)).uuid)
+    except LookupError:
+        raise
+    except Exception as err:  # ImportError, torch's AssertionError "Invalid device id", a driver error
+        raise LookupError(f"nvml: cannot tell which GPU {device} is ({type(err).__name__}: {err})") from None
+    # torch prints the bare UUID; NVML names GPUs (and MIG slices) with a prefix.
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
 class NvmlMeter(PowerMeter):
-    """Board power of one GPU (``name`` = ``nvml:gpu<index>``); ``LookupError`` when NVML or the GPU is missing."""
+    """Board power of one GPU (``name`` = ``nvml:gpu<NVML index>``): the CUDA device ``cuda_device`` (``cuda``,
+    ``cuda:N``: torch's numbering, found by its UUID) when given, else NVML's GPU ``index``;
+    ``LookupError`` when NVML or that GPU is missing -- never another GPU in its place."""
 
     domain = "gpu"
 
-    def __init__(self, index: int = 0, nvml: ModuleType | None = None) -> None:
+    def __init__(self, index: int = 0, nvml: ModuleType | None = None, *, cuda_device: str | None = None) -> None:
         try:
             self._nvml = nvml or _load_pynvml()
         except ImportError as err:
@@ -39,21 +61,45 @@ class NvmlMeter(PowerMeter):
         except Exception as err:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             raise LookupError(f"nvml: cannot initialise ({err})") from None
         self._open = True
+        what = f"GPU {index}"
+        nvml_index: int | str = index
         try:
-            count = int(self._nvml.nvmlDeviceGetCount())
-            if not 0 <= index < count:
-                raise LookupError(f"nvml: GPU index {index} not in 0..{count - 1}" if count
-                                  else "nvml: no GPU")
-            self._handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            if cuda_device is not None:
+                uuid = cuda_uuid(cuda_device)
+                what = f"{uuid} ({cuda_device}, the training GPU)"
+                self._handle = self._by_uuid(uuid, what)
+                nvml_index = self._index(self._handle, uuid)
+            else:
+                self._handle = self._nvml.nvmlDeviceGetHandleByIndex(self._checked_index(index))
             self._nvml.nvmlDeviceGetPowerUsage(self._handle)  # fails here, not mid-run, if unsupported
         except LookupError:
             self.close()
             raise
         except Exception as err:
             self.close()
-            raise LookupError(f"nvml: GPU {index} power not readable ({err})") from None
-        self.index = index
-        self.name = f"nvml:gpu{index}"
+            raise LookupError(f"nvml: {what} power not readable ({err})") from None
+        self.index = nvml_index
+        self.name = f"nvml:gpu{nvml_index}"
+
+    def _checked_index(self, index: int) -> int:
+        count = int(self._nvml.nvmlDeviceGetCount())
+        if not 0 <= index < count:
+            raise LookupError(f"nvml: GPU index {index} not in 0..{count - 1}" if count else "nvml: no GPU")
+        return index
+
+    def _by_uuid(self, uuid: str, what: str) -> object:
+        try:
+            # bytes: older nvidia-ml-py passes the argument to C as is; newer ones take either.
+            return self._nvml.nvmlDeviceGetHandleByUUID(uuid.encode())
+        except Exception as err:  # NVMLError_NotFound: not visible to NVML (a container's view, a MIG slice)
+            raise LookupError(f"nvml: no GPU with UUID {what} ({err}); its power is not measured rather "
+                              "than another GPU's") from None
+
+    def _index(self, handle: object, uuid: str) -> int | str:
+        try:
+            return int(self._nvml.nvmlDeviceGetIndex(handle))
+        except Exception:  # the index only names the meter: the UUID names it as well
+            return uuid
 
     @property
     def rails(self) -> tuple[str, ...]:

@@ -123,7 +123,9 @@ def jetson_board() -> str | None:
 def detect_controller(kind: str, device_id: str | None = None, custom: str = "nvpmodel",
                       jetson_clocks: bool = False) -> PowerModeController:
     """``host`` → :class:`HostController`; ``jetson`` → :class:`NvpmodelController` (or, with
-    ``custom="sysfs"``, :class:`SysfsController`) for ``device_id`` or the board found in the device tree.
+    ``custom="sysfs"``, :class:`SysfsController`) for ``device_id`` or the board found in the device tree;
+    ``jetson_clocks``: pin each mode's clocks at its caps after every switch (``profile``'s default; ``apply``
+    leaves caps, as a deployment runs under the governors).
     """
     if kind == "host":
         return HostController()

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 from jetpredict.models.catalogue import Device
+from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
+from jetpredict.profiler.power import PowerMeter, PowerReadError
 
 CPU_DIR = "/sys/devices/system/cpu"
 GPU_DIRS = {"T210": "/sys/devices/gpu.0/devfreq/57000000.gpu",
@@ -126,7 +128,8 @@ class FakeRoot:
     # --- a Jetson: clocks, nvpmodel.conf and the privileged tools -------------------------------
 
     def add_jetson(self, device: Device, preset_id: int | None = None) -> None:
-        """CPUs, GPU devfreq, EMC, device-tree model, ``/etc/nvpmodel.conf`` and the fake tools."""
+        """CPUs, GPU devfreq, EMC, device-tree model, ``/etc/nvpmodel.conf`` and the fake tools; with
+        ``preset_id``, that preset in force with its clock caps."""
         soc = device.specs.soc
         cores = device.cpu_cores_range[1]
         cpu_khz = [round(f * 1e3) for f in device.cpu_steps_mhz]
@@ -152,8 +155,22 @@ class FakeRoot:
         self.write("/etc/nvpmodel.conf", nvpmodel_conf_for(device))
         default = device.preset(device.default_preset).id if preset_id is None else preset_id
         self.write("/var/lib/nvpmodel/status", f"pmode:{default:04d}")
+        if preset_id is not None:  # booted in another mode than the default: its caps are in force
+            self._in_force(device, next(p for p in device.presets if p.id == preset_id))
         self.install_tool("nvpmodel", FAKE_NVPMODEL.replace("@SOC@", soc))
         self.install_tool("jetson_clocks", FAKE_JETSON_CLOCKS.replace("@SOC@", soc))
+
+    def _in_force(self, device: Device, preset) -> None:
+        """The clock caps (max frequencies, EMC cap) of the preset in force, as ``nvpmodel -m`` sets them: what
+        ``jetson_clocks --store`` saves at a run's start and ``--restore`` puts back at its end. The clocks
+        running now and the cores online are left to the test (it may set any)."""
+        for c in range(device.cpu_cores_range[1]):
+            if preset.cpu_mhz < max(device.cpu_steps_mhz):
+                self.write(f"{CPU_DIR}/cpu{c}/cpufreq/scaling_max_freq", round(preset.cpu_mhz * 1e3))
+        if preset.gpu_mhz < max(device.gpu_steps_mhz):
+            self.write(f"{GPU_DIRS[device.specs.soc]}/max_freq", round(preset.gpu_mhz * 1e6))
+        if preset.emc_mhz < max(device.emc_steps_mhz):
+            self.write(EMC_CAP, round(preset.emc_mhz * 1e6))
 
     def set_device_tree(self, model: str | None, compatible: tuple[str, ...] | None) -> None:
         """``/proc/device-tree/model`` and ``compatible`` as the kernel exposes them (NUL-terminated
@@ -240,6 +257,62 @@ class FakeRoot:
     def state_files(self) -> list[str]:
         """The names in :meth:`state_dir`, sorted: a run that ended cleanly leaves none (no lock file either)."""
         return sorted(p.name for p in self.state_dir().glob("*")) if self.state_dir().exists() else []
+
+
+class BusyRailBackend(TrainingBackend):
+    """A training backend whose minibatches each take ``minibatch_s`` and load a board rail meanwhile: the
+    fake INA3221 channel's current (``curr_path``, a ``curr<ch>_input`` device path) is ``busy_ma`` while a
+    minibatch runs and ``idle_ma`` otherwise, as a module's input current rises while it trains."""
+
+    workload, batch_size, num_workers, minibatches_per_epoch = "busy-rail", 4, 0, 100
+
+    def __init__(self, root: FakeRoot, curr_path: str, idle_ma: int, busy_ma: int, minibatch_s: float) -> None:
+        self.root, self.curr_path = root, curr_path
+        self.idle_ma, self.busy_ma, self.minibatch_s = idle_ma, busy_ma, minibatch_s
+        self.minibatches = 0
+        root.write(curr_path, idle_ma)
+
+    def prepare(self, mode) -> None:
+        pass
+
+    def next_minibatch(self) -> MinibatchTiming:
+        t0 = time.perf_counter()
+        self.root.write(self.curr_path, self.busy_ma)
+        try:
+            time.sleep(self.minibatch_s)
+        finally:
+            self.root.write(self.curr_path, self.idle_ma)
+        self.minibatches += 1
+        t1 = time.perf_counter()
+        return MinibatchTiming(stall_s=0.0, compute_s=t1 - t0, total_s=t1 - t0, start_s=t0, end_s=t1)
+
+
+#: An Orin Nano's module rail on the fake INA3221 (5 V): 1.6 A idle (8 W), 3 A while a minibatch runs (15 W).
+VDD_IN_CURR = "/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon1/curr1_input"
+IDLE_W, BUSY_W = 8.0, 15.0
+
+
+def busy_vdd_in(root: FakeRoot, minibatch_s: float = 0.02) -> BusyRailBackend:
+    """An Orin Nano's INA3221 rails on ``root``, and a backend whose minibatches (``minibatch_s`` each) raise
+    its VDD_IN from :data:`IDLE_W` to :data:`BUSY_W`."""
+    root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 1600), ("VDD_CPU_GPU_CV", 1000, 500),
+                                         ("VDD_SOC", 1000, 300)])
+    return BusyRailBackend(root, VDD_IN_CURR, idle_ma=1600, busy_ma=3000, minibatch_s=minibatch_s)
+
+
+class LateMeter(PowerMeter):
+    """A meter (tegrastats that came up late) whose reads fail until ``backend`` (a :class:`BusyRailBackend`)
+    has finished its first minibatch, then read 9 W."""
+
+    name = "tegrastats:VDD_IN"
+
+    def __init__(self, backend: BusyRailBackend) -> None:
+        self.backend = backend
+
+    def read_power_w(self) -> float:
+        if not self.backend.minibatches:
+            raise PowerReadError("tegrastats silent: no line yet")
+        return 9.0
 
 
 def nvpmodel_conf_for(device: Device) -> str:

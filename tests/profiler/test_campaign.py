@@ -289,7 +289,8 @@ def test_rows_carry_the_mode_caps_not_an_idle_read_back(fake_root, tmp_path):
     fake_root.add_jetson(nano)
     fake_root.idle_clocks()
     preset = nano.preset("7W")
-    rows = run_campaign(_cfg(tmp_path, device="jetson", modes="7W", settle_s=0.0, idle_s=0.0, minibatches=2))
+    rows = run_campaign(_cfg(tmp_path, device="jetson", modes="7W", settle_s=0.0, idle_s=0.0, minibatches=2,
+                             lock_clocks=False))  # under the governors: --no-lock-clocks
     assert {k: rows[0][k] for k in ("mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")} == {
         "mode": "7W", "cpu_cores": preset.cpu_cores, "cpu_mhz": preset.cpu_mhz, "gpu_mhz": preset.gpu_mhz,
         "emc_mhz": preset.emc_mhz}
@@ -299,6 +300,10 @@ def test_rows_carry_the_mode_caps_not_an_idle_read_back(fake_root, tmp_path):
     assert mode["read_back"]["cpu_mhz"] == min(nano.cpu_steps_mhz) < preset.cpu_mhz
     notes = [n for n in mode["notes"] if n.startswith("read-back")]
     assert [n.split()[1] for n in notes] == ["cpu_mhz", "gpu_mhz"]
+    assert campaign.UNLOCKED_CLOCKS_NOTE in mode["notes"]
+    assert json.loads((tmp_path / "p.csv.json").read_text())["config"]["lock_clocks"] is False
+    tools = [c[:2] for c in fake_root.calls() if c[0] == "jetson_clocks" or c[:2] == ["nvpmodel", "-m"]]
+    assert tools == [["nvpmodel", "-m"], ["nvpmodel", "-m"]]  # the switch and the restore; no jetson_clocks
 
 
 def test_a_preset_row_records_the_boards_own_caps(fake_root, tmp_path):
@@ -401,3 +406,72 @@ def test_json_outputs_honour_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_jetson_profile_pins_each_modes_clocks_and_restores_them(fake_root, tmp_path):
+    """By default the clocks run at each mode's caps (jetson_clocks after every switch, DVFS off: what the rows
+    record), and the clocks in force before are stored first and restored last."""
+    nano = load_device("orin-nano")
+    fake_root.add_jetson(nano)
+    fake_root.idle_clocks()  # the governors would idle below the caps
+    gpu = "/sys/devices/17000000.ga10b/devfreq/17000000.ga10b"
+    before = (fake_root.read(f"{gpu}/min_freq"), fake_root.read(f"{gpu}/max_freq"))
+    rows = run_campaign(_cfg(tmp_path, device="jetson", modes="15W,7W", settle_s=0.0, idle_s=0.0, minibatches=2))
+    doc = json.loads((tmp_path / "p.csv.json").read_text())
+    for row, mode in zip(rows, doc["modes"], strict=True):
+        assert {k: mode["read_back"][k] for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")} == {
+            k: row[k] for k in ("cpu_mhz", "gpu_mhz", "emc_mhz")}  # pinned at the caps the row records
+        assert row["gpu_mhz"] == nano.preset(row["mode"]).gpu_mhz  # the mode's cap
+        assert not [n for n in mode["notes"] if n.startswith("read-back")]
+        assert campaign.UNLOCKED_CLOCKS_NOTE not in mode["notes"] and doc["config"]["lock_clocks"] is True
+    calls = [c if c[0] == "jetson_clocks" else c[:2] for c in fake_root.calls() if c[:2] != ["nvpmodel", "-q"]]
+    from jetpredict.profiler.powermode import state as state_file
+
+    store = str(fake_root.state_dir() / state_file.CLOCKS_STORE_NAME)
+    assert calls == [["jetson_clocks", "--store", store],
+                     ["nvpmodel", "-m"], ["jetson_clocks"], ["nvpmodel", "-m"], ["jetson_clocks"],
+                     ["nvpmodel", "-m"], ["jetson_clocks", "--restore", store]]
+    assert (fake_root.read(f"{gpu}/min_freq"), fake_root.read(f"{gpu}/max_freq")) == before
+    assert fake_root.state_files() == []  # the store went with the state file
+
+
+def test_no_lock_clocks_is_a_jetson_flag(tmp_path):
+    for device in ("host", "sim:orin-nx"):
+        with pytest.raises(InputError, match="--no-lock-clocks applies to --device jetson") as err:
+            run_campaign(_cfg(tmp_path, device=device, modes=None, lock_clocks=False))
+        assert err.value.field == "lock_clocks"
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_base_power_is_the_idle_draw_and_avg_power_the_training_draw_per_mode(fake_root, tmp_path):
+    """The module rail draws 8 W idle and 15 W while minibatches run, on a fake Orin Nano through two modes."""
+    from fakes import BUSY_W, IDLE_W, busy_vdd_in
+    from jetpredict.profiler.power import detect_power_meter
+
+    nano = load_device("orin-nano")
+    fake_root.add_jetson(nano)
+    backend = busy_vdd_in(fake_root)
+    parts = CampaignParts("orin-nano", nano, modes_to_profile(nano, "15W,7W"),
+                          RealTimeRunner(backend, detect_power_meter("orin-nano")),
+                          detect_controller("jetson", "orin-nano"), 0.0)
+    rows = run_campaign(_cfg(tmp_path, device="jetson", idle_s=0.3, hz=100.0, warmup=3, minibatches=20), parts)
+    assert [r["mode"] for r in rows] == ["15W", "7W"] and backend.minibatches == 46
+    for r in rows:
+        assert r["base_power_w"] == pytest.approx(IDLE_W, rel=0.01)
+        assert r["avg_power_w"] == pytest.approx(BUSY_W, rel=0.05)
+
+
+def test_an_empty_base_power_has_its_reason_in_the_sidecar(fake_root, tmp_path):
+    from fakes import BusyRailBackend, LateMeter
+    from jetpredict.models.catalogue import PowerMode
+
+    backend = BusyRailBackend(fake_root, "/unused/curr1_input", 0, 0, minibatch_s=0.01)
+    nan = float("nan")
+    parts = CampaignParts("host", None, [PowerMode("host", 1, nan, nan, nan)],
+                          RealTimeRunner(backend, LateMeter(backend)), None, 0.0)
+    # Two warm-up minibatches: the sample before the measured window is read once the sensor answers.
+    rows = run_campaign(_cfg(tmp_path, idle_s=0.2, hz=50.0, warmup=2, minibatches=5), parts)
+    assert rows[0]["base_power_w"] is None and rows[0]["avg_power_w"] == pytest.approx(9.0)
+    notes = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]["notes"]
+    reasons = [n for n in notes if n.startswith("base_power_w is empty: idle window: tegrastats:VDD_IN: ")]
+    assert len(reasons) == 1 and "failed reads" in reasons[0] and "no line yet" in reasons[0]

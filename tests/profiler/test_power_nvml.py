@@ -86,9 +86,10 @@ def test_no_driver_or_bad_index_is_a_lookup_error():
     assert nvml.state["shutdown"] == 1  # a failed open does not leak an NVML session
 
 
-def test_detection_uses_nvml_for_a_cuda_device(fake_root, monkeypatch):
+def test_detection_uses_nvml_for_an_nvml_index(fake_root, monkeypatch):
+    """``gpuN`` is NVML's own index; a CUDA device is matched by its UUID (test_power_nvml_uuid.py)."""
     monkeypatch.setattr("jetpredict.profiler.power.nvml._load_pynvml", lambda: fake_pynvml())
-    meter = detect_power_meter("cuda:1")
+    meter = detect_power_meter("gpu1")
     assert meter.name == "nvml:gpu1"
 
 

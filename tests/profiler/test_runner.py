@@ -294,3 +294,37 @@ def test_a_failing_minibatch_stops_the_power_sampler(fake_root):
         RealTimeRunner(_FailingBackend(0.0), detect_power_meter("orin-nano")).run_mode(
             None, RunSettings(warmup=1, minibatches=2, idle_s=0.0))
     assert not [t for t in threading.enumerate() if t.name == "jetpredict-power-sampler"]
+
+
+def test_idle_power_comes_before_training_and_training_power_from_the_minibatches(fake_root):
+    """The rail draws more while minibatches run: base_power_w must be the idle draw before any of them (not a
+    window reaching into the warm-up), avg_power_w the draw while they run."""
+    from fakes import BUSY_W, IDLE_W, busy_vdd_in
+
+    backend = busy_vdd_in(fake_root)
+    run = RealTimeRunner(backend, detect_power_meter("orin-nano")).run_mode(
+        None, RunSettings(warmup=3, minibatches=20, idle_s=0.3, hz=100.0))
+    assert run.base_power_w == pytest.approx(IDLE_W, rel=0.01) and run.base_power_null_reason is None
+    assert run.idle_window_s[1] <= run.warmup[0].start_s  # before training, as well as at its draw
+    row = aggregate_row(run.measured, device="orin-nano", workload=backend.workload, mode=MODE, batch_size=4,
+                        num_workers=0, minibatches_per_epoch=100, trace=run.trace, power_meter=run.power_meter,
+                        base_power_w=run.base_power_w)
+    assert row["base_power_w"] == run.base_power_w
+    # Only the window's two edges interpolate toward an idle sample just outside it.
+    assert row["avg_power_w"] == pytest.approx(BUSY_W, rel=0.05)
+
+
+def test_an_empty_base_power_says_why(fake_root):
+    from fakes import BusyRailBackend, LateMeter
+
+    backend = BusyRailBackend(fake_root, "/unused/curr1_input", 0, 0, minibatch_s=0.01)
+    run = RealTimeRunner(backend, LateMeter(backend)).run_mode(
+        None, RunSettings(warmup=1, minibatches=5, idle_s=0.2, hz=50.0))
+    assert run.base_power_w is None
+    assert "failed reads" in run.base_power_null_reason and "no line yet" in run.base_power_null_reason
+    assert run.base_power_null_reason.startswith("idle window")
+    no_idle = RealTimeRunner(_PacedBackend(0.001), _SlowSensor(None)).run_mode(
+        None, RunSettings(warmup=0, minibatches=2, idle_s=0.0))
+    assert no_idle.base_power_w is None and "idle_s is 0" in no_idle.base_power_null_reason
+    no_meter = RealTimeRunner(_PacedBackend(0.001)).run_mode(None, RunSettings(warmup=0, minibatches=2))
+    assert no_meter.base_power_null_reason == "none: no sensor found"
