@@ -330,6 +330,16 @@ class Device:
                     shares[i] = preset.gpu_share
         return shares
 
+    def as_preset(self, mode: PowerMode) -> PowerMode:
+        """The preset ``mode`` is (its label names it, case-insensitive, at its knobs), else ``mode``: as
+        ``nvpmodel -m`` runs a row's preset, with its gating, whatever object carries the label."""
+        for preset in self.presets:
+            if (str(mode.mode).strip().upper() == preset.mode.upper() and mode.cpu_cores == preset.cpu_cores
+                    and all(abs(got - want) <= SAME_CLOCK_REL * want
+                            for got, want in zip(mode.knobs()[1:], preset.knobs()[1:], strict=True))):
+                return preset
+        return mode
+
     def labelled_modes(self, frame: Mapping[str, object]) -> ModeArrays:
         """The knob columns of a table of modes (profile rows, mode lists) as :class:`ModeArrays`, each mode
         with the GPU share its label and knobs give (:meth:`gpu_shares`; no ``mode`` column: all 1)."""

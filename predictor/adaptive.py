@@ -133,7 +133,9 @@ class Adviser:
         else:
             candidates = service.resolve_modes(self.device, candidates)  # knobs checked, named errors
             is_preset = np.zeros(len(candidates), dtype=bool)
-        keep = ~candidates.duplicated(subset=list(MODE_FIELDS)).to_numpy()
+        # One candidate per knobs and GPU share: a gated preset and the custom mode at its clocks are two.
+        share = self.device.labelled_modes(candidates).gpu_share
+        keep = ~candidates.assign(gpu_share=share).duplicated(subset=[*MODE_FIELDS, "gpu_share"]).to_numpy()
         self.candidates = candidates[keep].reset_index(drop=True)
         #: Which candidates are the device's presets: the decision prefers one as ``recommend`` does.
         self.is_preset = is_preset[keep]

@@ -21,7 +21,7 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 from jetpredict.models.atomic_files import write_output
-from jetpredict.models.catalogue import ModeArrays, resolve_device
+from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table, rows_named_by_line
 from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
@@ -295,7 +295,8 @@ def _predict(args: argparse.Namespace) -> int:
     flagged = int(df["extrapolated"].sum())
     if flagged:
         target = on_device(model, None if args.device is None else resolve_device(args.device))
-        widening = target.extrapolation_widening(ModeArrays.from_frame(df[df["extrapolated"]]), args.confidence)
+        widening = target.extrapolation_widening(target.device.labelled_modes(df[df["extrapolated"]]),
+                                                 args.confidence)
         where = (f", taken at the same share of each knob's top (nearest step) on {target.device_id}"
                  if target.cross_device else "")
         _log(f"{flagged} mode(s) lie outside the profiled knob ranges{where} (column extrapolated_knobs): their "

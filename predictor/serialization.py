@@ -54,6 +54,8 @@ MIN_EXTRAPOLATION_SCALE = 1.0
 #: Model forms a file may record: ``mech-N`` up to this version's :data:`MODEL_VERSION` (it is reported in
 #: every answer's provenance, so made-up text would be passed on as the model's form).
 _VERSION_PREFIX, _, _VERSION_NUMBER = MODEL_VERSION.rpartition("-")
+#: The model form that first reads a row of a preset gating part of the GPU as such (``Preset.gpu_share``).
+GATED_PRESETS_SINCE = 16
 MODEL_VERSION_RE = re.compile(rf"{re.escape(_VERSION_PREFIX)}-([1-9][0-9]{{0,5}})")
 #: Rounding a fitted covariance may carry: asymmetry (share of its largest entry) and correlation beyond 1.
 COV_ROUNDING = 1e-9
@@ -388,10 +390,11 @@ def probe_modes(device) -> ModeArrays:
     step = max(1, len(space["cpu_cores"]) // PROBE_MODES)
     ranges = device.knob_ranges()
     corners = np.array(list(itertools.product(*(ranges[k] for k in MODE_FIELDS))), dtype=float)
-    presets = np.array([p.knobs() for p in device.presets], dtype=float).reshape(-1, len(MODE_FIELDS))
+    presets = ModeArrays.from_modes(device.presets)
     sample = np.column_stack([np.asarray(space[k], dtype=float)[::step] for k in MODE_FIELDS])
-    knobs = np.vstack([presets, corners, sample])
-    return ModeArrays.from_frame({k: knobs[:, i] for i, k in enumerate(MODE_FIELDS)})
+    knobs = np.vstack([np.column_stack(presets.arrays()), corners, sample])
+    shares = np.concatenate([presets.gpu_share, np.ones(len(corners) + len(sample))])
+    return ModeArrays(*knobs.T, gpu_share=shares)
 
 
 def prediction_problem(model: WorkloadModel) -> str | None:
@@ -450,6 +453,12 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
     s = r.obj("interval_scales")
     rows = _training_rows(r)
     data = ProfileArrays.from_records(rows)  # as the fit reads them
+    version = _model_version(r)
+    if int(version.rpartition("-")[2]) < GATED_PRESETS_SINCE and data.modes.gated.any():
+        # Its checks and fitted terms read those rows as the whole GPU: refit, do not mix the two forms.
+        raise r.fail("model_version", f"is {version}, fitted before presets that power part of the GPU were "
+                                      f"read as such (mech-{GATED_PRESETS_SINCE}), and its training rows hold "
+                                      "such a preset: refit it with `jetpredict fit` on its training rows")
     cross_device, source_device_id, transfer_method = _cross_device(r)
     base_coef, maxima = r.array("base_coef", (len(F.BASE_TERMS),)), _maxima(r)
     has_power, base_ratio = _power_flags(r, data, base_coef,
@@ -474,7 +483,7 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
         # Numbers only (the fit writes medians of numeric columns); anything else was never read.
         complexity={str(k): complexity.number(k) for k, v in complexity.doc.items()
                     if isinstance(v, int | float) and not isinstance(v, bool)},
-        training_rows=rows, model_version=_model_version(r),
+        training_rows=rows, model_version=version,
     )
     check_predictions(model, what)
     return model

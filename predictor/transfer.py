@@ -96,7 +96,11 @@ def _profile_signature(rows: tuple[Mapping[str, object], ...],
         compute = np.array([np.nan if r.get("compute_time_s") is None else float(r["compute_time_s"])
                             for r in rows])
     else:
-        feats = F.time_features(ModeArrays(cores, cpu, gpu, emc), workers, *kappas)
+        # The modes as the rows ran them: a row of a preset that gates part of the GPU keeps its share.
+        device = load_device(str(rows[0]["device"]))
+        modes = device.labelled_modes({"cpu_cores": cores, "cpu_mhz": cpu, "gpu_mhz": gpu, "emc_mhz": emc,
+                                       "mode": [r.get("mode") for r in rows]})
+        feats = F.time_features(modes, workers, *kappas)
         parts = {n: F.design(feats, F.COMPONENT_TERMS[n]) @ c for n, c in fits_by_component.items()}
         epoch = sum(parts.values())
         if "total" in parts:

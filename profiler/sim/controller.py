@@ -47,7 +47,8 @@ class SimulatedController(PowerModeController):
         if not isinstance(mode, PowerMode):
             raise InputError(f"mode must be a PowerMode, got {type(mode).__name__}", "mode")
         self.state.device.validate_mode(mode.cpu_cores, mode.cpu_mhz, mode.gpu_mhz, mode.emc_mhz)
-        self.state.mode = mode
+        # A mode named after a preset at its knobs is that preset (gating included), as on a board.
+        self.state.mode = self.state.device.as_preset(mode)
 
     def read_back(self) -> PowerMode:
         return self.current()

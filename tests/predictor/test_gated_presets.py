@@ -57,3 +57,46 @@ def test_the_every_mode_prediction_never_stands_in_for_a_gated_preset():
     direct = bundled.predict_modes(model, presets, device, 0.9).columns()
     served = service.predict_knobs(model, presets, device, 0.9)
     assert served["epoch_time_s"].tolist() == direct["epoch_time_s"].tolist()
+
+
+def test_a_model_fitted_before_gating_was_read_is_refitted_not_mixed(tmp_path, capsys):
+    """A file of an older form whose training rows hold a gated preset was fitted reading them as the whole
+    GPU: loading it says to refit, naming the version, instead of failing a consistency check."""
+    import json
+
+    from jetpredict.predictor.serialization import model_to_dict
+    from model_files import assert_refused_at_load, forge
+
+    rows = _rows("resnet18-cifar10")
+    doc = model_to_dict(bundled.fit_workload(rows[rows["mode"].isin(["MAXN", "10W", "15W", "25W"])]))
+    path = tmp_path / "old.json"
+    forge(path, json.dumps({**doc, "model_version": "mech-15"}).encode(), kind="workload-model")
+    assert_refused_at_load(path, ".model_version is mech-15, fitted before presets that power part of the GPU",
+                           "mech-15", capsys)
+    forge(path, json.dumps(doc).encode(), kind="workload-model")
+    assert bundled.load_model(path).model_version == doc["model_version"]
+
+
+def test_the_transfer_compares_a_gated_presets_rows_as_it_ran():
+    """The shares a transfer weighs reference workloads by come from the rows' own modes: a gated preset's
+    row read as the whole GPU made the workload look unlike its own twin sweep."""
+    from jetpredict.predictor.transfer import _profile_signature
+
+    rows = _rows("resnet18-cifar10")
+    profiled = rows[rows["mode"].isin(["MAXN", "10W", "15W", "25W"])]
+    model = bundled.fit_workload(profiled)
+    fits = {n: f.coef for n, f in model.time_fits.items()}
+    seen = _profile_signature(model.training_rows, None, (0.0, 0.0))
+    fitted = _profile_signature(model.training_rows, fits, (model.kappa_cpu, model.kappa_pipe))
+    # The fit's own terms at the rows' modes reproduce what the rows show (within the fit's error).
+    assert abs(fitted - seen).max() < 0.1
+
+
+def test_the_adaptive_candidates_keep_a_gated_preset_and_the_custom_mode_at_its_clocks():
+    from jetpredict.predictor import adaptive as A
+    from jetpredict.predictor import decision as D
+
+    adviser = A.Adviser(load_device("orin-nx"), D.Goal("min-time", max_power_w=15.0))
+    at = adviser.candidates[KNOBS].eq(pd.Series(load_device("orin-nx").preset("15W").knobs(), index=KNOBS)).all(axis=1)
+    assert sorted(adviser.candidates.loc[at, "mode"]) == ["15W", "4c-1651.2-612-3199"]
+    assert adviser.is_preset[at.to_numpy()].tolist() == [True, False]

@@ -34,3 +34,18 @@ def test_an_ungated_preset_is_the_custom_mode_at_its_clocks():
     gated, custom = _gated_and_custom("orin-nx", "25W", "resnet18-cifar10")
     assert gated["epoch_time_s"][0] == custom["epoch_time_s"][0]
     assert gated["avg_power_w"][0] == custom["avg_power_w"][0]
+
+
+def test_the_twin_runs_a_mode_named_after_a_preset_at_its_knobs_as_that_preset():
+    """A ``--modes`` file row (or an adaptive pick) labelled 15W at 15W's clocks reaches the controller as a
+    plain mode: the twin runs it as the preset, as ``nvpmodel -m`` does on a board, since its row is fitted
+    as the gated preset it names. Another label at those clocks stays a custom mode."""
+    from jetpredict.profiler.sim.controller import SimulatedController, SimulatedDevice
+
+    d = load_device("orin-nx")
+    p = d.preset("15W")
+    controller = SimulatedController(SimulatedDevice(d))
+    controller.apply(PowerMode("15w", *p.knobs()))
+    assert controller.current() is p
+    controller.apply(PowerMode("custom", *p.knobs()))
+    assert controller.current().mode == "custom" and getattr(controller.current(), "gpu_share", 1.0) == 1.0
