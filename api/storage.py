@@ -26,59 +26,19 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from jetpredict.api import sqlite_setup
-from jetpredict.api.config import MAX_WORKLOAD_ID_CHARS
 from jetpredict.api.database_url import checked_url, masked_url
+from jetpredict.api.store_tables import (  # the tables, here too for the modules that read them
+    FORMAT_VERSION,
+    deleted_revisions,
+    idempotency,
+    meta,
+    metadata,
+    profile_rows,
+    uploads,
+    workloads,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-
-metadata = sa.MetaData()
-
-#: The tables' format, in :data:`meta` (key ``format``): raise it when a change would mislead an older version.
-#: A database without it (older, same columns) is stamped; a newer one refused (:meth:`Storage.create_schema`).
-FORMAT_VERSION = 1
-meta = sa.Table("jetpredict_meta", metadata, sa.Column("key", sa.String(64), primary_key=True),
-                sa.Column("value", sa.String(200), nullable=False))
-
-workloads = sa.Table(
-    "workloads", metadata,
-    sa.Column("id", sa.String(MAX_WORKLOAD_ID_CHARS), primary_key=True),
-    sa.Column("device", sa.String(32), nullable=False),
-    sa.Column("revision", sa.Integer, nullable=False),
-    sa.Column("rows_stored", sa.Integer, nullable=False),
-    sa.Column("fit", sa.JSON, nullable=False),  # summary of the last fit (model_version, ...)
-    sa.Column("created_at", sa.String(40), nullable=False),
-    sa.Column("updated_at", sa.String(40), nullable=False),
-)
-
-uploads = sa.Table(
-    "uploads", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
-              nullable=False, index=True),
-    sa.Column("revision", sa.Integer, nullable=False),
-    sa.Column("rows", sa.Integer, nullable=False),
-    sa.Column("sha256", sa.String(64), nullable=False),
-    sa.Column("created_at", sa.String(40), nullable=False),
-)
-
-profile_rows = sa.Table(
-    "profile_rows", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
-              nullable=False, index=True),
-    sa.Column("upload_id", sa.Integer, sa.ForeignKey("uploads.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("data", sa.JSON, nullable=False),  # one validated profile row (NaN stored as null)
-)
-
-
-#: The last revision of each deleted workload id. An id uploaded again continues from it, so a revision never
-#: names two states of one id (cached models and clients' copies are checked by revision alone). Added to
-#: deployed databases by ``create_schema`` (``create_all`` adds missing tables).
-deleted_revisions = sa.Table(
-    "deleted_revisions", metadata,
-    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), primary_key=True),
-    sa.Column("revision", sa.Integer, nullable=False),
-)
 
 
 def _insert_placeholder(conn: sa.Connection, workload_id: str, device: str, now: str) -> None:
@@ -151,19 +111,6 @@ def _merged_fit(old: Mapping[str, object], primary: str, rows_stored: int, devic
     return {**top, "devices": per_device}
 
 
-#: One row per workload of an upload (:class:`IdempotencyKey`; columns as before uploads held several
-#: workloads), holding the hash of the request and the answer (whole under the first key) replayed to a retry.
-idempotency = sa.Table(
-    "idempotency", metadata,
-    sa.Column("key", sa.String(240), primary_key=True),
-    sa.Column("workload_id", sa.String(MAX_WORKLOAD_ID_CHARS), sa.ForeignKey("workloads.id", ondelete="CASCADE"),
-              nullable=False, index=True),
-    sa.Column("request_sha256", sa.String(64), nullable=False),
-    sa.Column("response", sa.JSON, nullable=False),
-    sa.Column("created_at", sa.String(40), nullable=False),
-)
-
-
 def workload_result(record: WorkloadRecord, rows_stored: int, device: str | None = None) -> dict[str, object]:
     """What an upload did to one workload: rows it stored there, the workload's rows, revision, devices,
     and the fit of the upload's ``device`` (default: the workload's first device)."""
@@ -227,6 +174,17 @@ SCHEMA_LOCK_KEY = 0x6A657470
 _SCHEMA_TRIES = 5
 
 
+def _missing_tables(conn: sa.Connection) -> set[str]:
+    """The data tables the database lacks (:data:`meta` aside: an older database is complete without it)."""
+    return set(metadata.tables) - {meta.name} - set(sa.inspect(conn).get_table_names())
+
+
+def _write_refused(exc: sa.exc.DBAPIError) -> bool:
+    """Whether the database refused a write by permission: a read-only SQLite file, PostgreSQL's 42501
+    (insufficient privilege) or 25006 (a read-only transaction: a hot standby)."""
+    return getattr(exc.orig, "sqlstate", None) in ("42501", "25006") or "readonly database" in str(exc.orig)
+
+
 class StoreRefused(Exception):
     """The database is of a newer format (:data:`FORMAT_VERSION`): this version neither reads nor writes it."""
 
@@ -288,15 +246,19 @@ class Storage:
 
     def create_schema(self) -> None:
         """Create missing tables and record :data:`FORMAT_VERSION` (idempotent, safe when several processes
-        boot at once); :class:`StoreRefused` for a database of a newer format, nothing written. PostgreSQL:
-        a transaction-scoped advisory lock around ``create_all`` (concurrent ``CREATE TABLE`` of one name
-        collide in the catalogue even with ``IF NOT EXISTS``). SQLite: a lock file beside the database (none
-        on a read-only file system: an existing schema is served, writes get 503), ``create_all`` retried."""
+        boot at once); :class:`StoreRefused` for a database of a newer format, nothing written. An older
+        database is stamped where the store lets it (:meth:`_stamp`). PostgreSQL: a transaction-scoped
+        advisory lock around it (concurrent ``CREATE TABLE`` of one name collide in the catalogue even with
+        ``IF NOT EXISTS``). SQLite: a lock file beside the database (none on a read-only file system: an
+        existing schema is served, writes get 503), ``create_all`` retried."""
         if self.is_postgresql:
             with self.engine.begin() as conn:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-                metadata.create_all(conn)  # rolled back if the format is refused
-                self._check_format(conn, stamp=True)
+                stamped = self._check_format(conn)  # read-only first: a role without CREATE gets this far
+                if _missing_tables(conn):
+                    metadata.create_all(conn)
+                if not stamped:
+                    self._stamp(conn)
             return
         path = self.sqlite_file
         with sqlite_setup.schema_lock(path) if path else contextlib.nullcontext() as no_lock:
@@ -307,12 +269,12 @@ class Storage:
                 self.engine = self._engine(sqlite_setup.read_only_url(path))
             with self.engine.connect() as conn:
                 stamped = self._check_format(conn)  # before anything is written
-                missing = set(metadata.tables) - {meta.name} - set(sa.inspect(conn).get_table_names())
+                missing = _missing_tables(conn)
             if no_lock is not None:
                 if missing:
                     raise no_lock
                 return
-            for attempt in range(_SCHEMA_TRIES):
+            for attempt in range(_SCHEMA_TRIES if missing else 0):
                 try:
                     metadata.create_all(self.engine)
                     break
@@ -321,9 +283,20 @@ class Storage:
                     if attempt == _SCHEMA_TRIES - 1:
                         raise
                     time.sleep(0.05 * (attempt + 1))
-            if not stamped:  # a database opened read-only is served unstamped; a start that can write stamps
+            if not stamped:  # a file that refuses even the write lock is served unstamped too
                 with contextlib.suppress(sa.exc.OperationalError), self._writing() as conn:
-                    self._check_format(conn, stamp=True)
+                    self._stamp(conn)
+
+    def _stamp(self, conn: sa.Connection) -> None:
+        """Record :data:`FORMAT_VERSION` in a database without it, under a savepoint: where the store refuses
+        the write (a read-only file, a role without CREATE, a hot standby) it is served unstamped."""
+        try:
+            with conn.begin_nested():
+                meta.create(conn, checkfirst=True)
+                self._check_format(conn, stamp=True)
+        except sa.exc.DBAPIError as exc:
+            if not _write_refused(exc):
+                raise
 
     def _check_format(self, conn: sa.Connection, stamp: bool = False) -> bool:
         """Whether the database records its format; :class:`StoreRefused` (and so every connection from now
