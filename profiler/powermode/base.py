@@ -193,11 +193,16 @@ class PowerModeController(ABC):
         """A :class:`profiler.powermode.state.RestoreState` for ``snapshot`` (persistent controllers)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no state file")
 
-    def snapshot_in_force(self) -> Any:
-        """The mode in force now, which ``jetpredict apply`` set: what :meth:`restore_snapshot` puts back at
-        the end of this run; None when it cannot be put back. Held in memory only (the state file keeps the
-        apply's original), so it may carry what a file must not (a custom nvpmodel configuration)."""
+    def snapshot_in_force(self, kept: Any) -> Any:
+        """The mode in force now, which ``jetpredict apply`` set (its record: ``kept``, whose saved files it
+        must leave alone): what :meth:`restore_in_force` puts back at the end of this run; None when it cannot
+        be put back. Held in memory only (the state file keeps the apply's original), so it may carry what a
+        file must not (a custom nvpmodel configuration)."""
         return self.snapshot()
+
+    def restore_in_force(self, state: Any) -> None:
+        """Put back a state taken by :meth:`snapshot_in_force`: by default as :meth:`restore_snapshot`."""
+        self.restore_snapshot(state)
 
     def remember(self) -> None:
         """Save the state in force now, for :meth:`restore`; persistent controllers also write it to disk.
@@ -254,11 +259,22 @@ class PowerModeController(ABC):
             record = earlier.claimed()
         else:
             record = self.restore_state(self.snapshot())
+        record = self.claim_record(record, in_force)
         state_file.write_state(record)
         self._saved = in_force if in_force is not None else record.snapshot
         self._has_saved, self._state_file = True, record
         self._kept = earlier if in_force is not None else None
         self._owner_pid = os.getpid()
+
+    def claim_record(self, record: Any, in_force: Any) -> Any:
+        """The record to write before the first switch, from ``record`` (adopted, claimed over an apply's, or
+        new) and ``in_force`` (what this run returns to over an apply's; None otherwise): by default as is."""
+        return record
+
+    def drop_own_files(self, kept: Any) -> None:
+        """Remove the files this run saved beside ``kept``, the record written back (``jetpredict apply``'s),
+        sparing those it names: none here."""
+        return None
 
     def _release_lock(self) -> None:
         """Release the state folder's lock (a no-op in a forked child: :meth:`ModeLock.release` checks)."""
@@ -272,7 +288,7 @@ class PowerModeController(ABC):
         from jetpredict.profiler.powermode import state as state_file
 
         try:
-            in_force = self.snapshot_in_force()
+            in_force = self.snapshot_in_force(kept)
         except PrivilegedCommandError as err:  # e.g. a query the board's tool cannot answer in that mode
             log.warning("cannot read the power mode in force (%s)", err)
             in_force = None
@@ -308,7 +324,10 @@ class PowerModeController(ABC):
                 return False
             log.info("%s: restoring the %s power mode", self.kind,
                      "applied" if self._kept is not None else "original")
-            self.restore_snapshot(self._saved)
+            if self._kept is not None:
+                self.restore_in_force(self._saved)
+            else:
+                self.restore_snapshot(self._saved)
             self._saved, self._has_saved = None, False
             if self._state_file is not None:
                 from jetpredict.profiler.powermode import state as state_file
@@ -316,6 +335,7 @@ class PowerModeController(ABC):
                 if self._kept is not None:
                     # The applied mode is back: its original waits for `jetpredict restore` as before we ran.
                     state_file.write_state(self._kept)
+                    self.drop_own_files(self._kept)
                 else:
                     state_file.clear_state(self._state_file)
                 self._state_file, self._kept = None, None

@@ -17,6 +17,7 @@ File units: CPU clocks in kHz, GPU and EMC clocks in Hz; -1 (and 0 for EMC or a 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -352,7 +353,8 @@ class NvpmodelController(PowerModeController):
 
     def _lock_clocks(self) -> None:
         if self.jetson_clocks:
-            run_privileged(["jetson_clocks"], self.timeout_s)
+            with held_signals():  # as a switch: a restore on a signal must not run before the pin lands
+                run_privileged(["jetson_clocks"], self.timeout_s)
 
     def _board_preset(self, mode: PowerMode) -> NvpPowerModel | None:
         """The board's POWER_MODEL that ``mode`` names: a catalogue preset of that name, or a mode with that
@@ -398,20 +400,48 @@ class NvpmodelController(PowerModeController):
     def read_back(self) -> PowerMode:
         return read_clocks(self.paths)
 
-    def snapshot(self) -> dict[str, object]:
+    def snapshot(self, store_name: str = state_file.CLOCKS_STORE_NAME) -> dict[str, object]:
+        """The preset in force and, with :attr:`jetson_clocks`, its clocks stored under ``store_name``."""
         name, mid = self.query()
         state: dict[str, object] = {"id": mid if mid is not None else self.conf.model(name).id, "clocks": None}
         if self.jetson_clocks:
-            path = state_file.state_dir() / state_file.CLOCKS_STORE_NAME
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            run_privileged(["jetson_clocks", "--store", str(path)], self.timeout_s)
-            state["clocks"] = str(path)
+            state["clocks"] = self._store_clocks(store_name)
         return state
 
-    def snapshot_in_force(self) -> dict[str, object] | AppliedCustomModel | None:
+    def _store_clocks(self, store_name: str) -> str:
+        """``jetson_clocks --store`` into ``store_name`` in the state directory; its path."""
+        path = state_file.state_dir() / store_name
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        run_privileged(["jetson_clocks", "--store", str(path)], self.timeout_s)
+        return str(path)
+
+    def claim_record(self, record: state_file.RestoreState, in_force: object) -> state_file.RestoreState:
+        """``record`` naming a store of the clocks before this run's first pin, when it pins and the record
+        names none (an apply's, an unfinished unlocked run's): else ``jetpredict restore`` after a crash would
+        leave the pins. The store is the run's own (``in_force``'s, or one taken now), never the record's."""
+        if not self.jetson_clocks or not isinstance(record.snapshot, dict) or record.snapshot.get("clocks"):
+            return record
+        own = in_force.snapshot if isinstance(in_force, AppliedCustomModel) else in_force
+        store = own.get("clocks") if isinstance(own, dict) else None
+        store = store or self._store_clocks(state_file.RUN_CLOCKS_STORE_NAME)
+        return dataclasses.replace(record, snapshot={**record.snapshot, "clocks": store}, jetson_clocks=True)
+
+    def drop_own_files(self, kept: state_file.RestoreState) -> None:
+        """Remove the clocks stores of the state directory but the one ``kept``, written back, names."""
+        named = _named_store(kept)
+        for name in state_file.CLOCKS_STORE_NAMES:
+            path = str(state_file.state_dir() / name)
+            if path != named:
+                _unlink(path)
+
+    def snapshot_in_force(self, kept: state_file.RestoreState) -> dict[str, object] | AppliedCustomModel | None:
         """The preset in force, or the custom model ``apply`` set with its configuration (which this run's
-        own custom modes overwrite); None when a model in force is neither (its configuration is gone)."""
-        snapshot = self.snapshot()
+        own custom modes overwrite); None when a model in force is neither (its configuration is gone). Its
+        clocks go to a store ``kept``, the apply's record, does not name (that one keeps what it restores)."""
+        run_store = state_file.state_dir() / state_file.RUN_CLOCKS_STORE_NAME
+        # The run store by default: claim_record may hand it to a record naming none, as one of another mode.
+        taken = state_file.CLOCKS_STORE_NAME if _named_store(kept) == str(run_store) else run_store.name
+        snapshot = self.snapshot(taken)
         mid = snapshot["id"]
         if mid in self.conf.models:
             return snapshot
@@ -456,19 +486,32 @@ class NvpmodelController(PowerModeController):
         if clocks is None:
             return mid, None
         dirs = [store_dir] if store_dir is not None else state_file.state_dirs()
-        stores = {str(d / state_file.CLOCKS_STORE_NAME) for d in dirs}
+        stores = {str(d / name) for d in dirs for name in state_file.CLOCKS_STORE_NAMES}
         if not isinstance(clocks, str) or clocks not in stores:
             raise StateFileError(f"nvpmodel snapshot clocks {clocks!r} is not the jetson_clocks store of the "
                                  f"state directory ({' or '.join(sorted(stores))})")
         return mid, clocks
 
-    def restore_snapshot(self, state: dict[str, object] | AppliedCustomModel,
-                         store_dir: Path | None = None) -> None:
-        """Switch back to the saved preset (or the custom model ``apply`` set) and jetson_clocks settings;
-        ``store_dir``: where the state file is."""
+    def restore_snapshot(self, state: dict[str, object], store_dir: Path | None = None) -> None:
+        """Switch back to a record's preset and jetson_clocks settings; ``store_dir``: where the state file is.
+        A record's store under :data:`state.RUN_CLOCKS_STORE_NAME` was taken in another mode than the one
+        restored: its caps must not outlive the switch, so it goes first."""
+        self._put_back(state, store_dir, in_force=False)
+
+    def restore_in_force(self, state: dict[str, object] | AppliedCustomModel) -> None:
+        """Switch back to the preset (or the custom model ``apply`` set) :meth:`snapshot_in_force` took, then
+        its clocks, stored in that mode whatever the store's name."""
+        self._put_back(state, None, in_force=True)
+
+    def _put_back(self, state: dict[str, object] | AppliedCustomModel, store_dir: Path | None,
+                  in_force: bool) -> None:
         applied = state if isinstance(state, AppliedCustomModel) else None
         mid, clocks = self.check_snapshot(applied.snapshot if applied is not None else state, store_dir)
-        # Files are removed only after success: a failed restore keeps what the next try needs.
+        # Stores are removed with the state file (clear_state) or by drop_own_files, never here: a record
+        # written back may name one.
+        first = not in_force and clocks is not None and Path(clocks).name == state_file.RUN_CLOCKS_STORE_NAME
+        if first:
+            run_privileged(["jetson_clocks", "--restore", clocks], self.timeout_s)
         self._applied = None
         if applied is not None:
             # Its model is in the apply's configuration, which our own custom modes replaced: write it back.
@@ -477,9 +520,8 @@ class NvpmodelController(PowerModeController):
             self._custom_file = None
         else:
             self._switch(mid)
-        if clocks:
+        if clocks and not first:
             run_privileged(["jetson_clocks", "--restore", clocks], self.timeout_s)
-            _unlink(clocks)
         self._drop_custom_file()
 
     def _drop_custom_file(self) -> None:
@@ -491,3 +533,10 @@ class NvpmodelController(PowerModeController):
 def _unlink(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def _named_store(record: state_file.RestoreState | None) -> str | None:
+    """The jetson_clocks store ``record``'s snapshot names, or None."""
+    snapshot = record.snapshot if record is not None else None
+    clocks = snapshot.get("clocks") if isinstance(snapshot, dict) else None
+    return clocks if isinstance(clocks, str) else None

@@ -43,7 +43,14 @@ RESTORE_COMMAND = "jetpredict restore"
 STATE_FILE_NAME = "powermode-restore.json"
 #: The custom nvpmodel configuration lives beside the state file, so ``restore`` can remove it too.
 CUSTOM_CONF_NAME = "nvpmodel-custom.conf"
+#: ``jetson_clocks --store`` of the clocks in force in the mode a record restores (a run's start in the original);
+#: also a run's store of an applied mode whose kept record names :data:`RUN_CLOCKS_STORE_NAME`.
 CLOCKS_STORE_NAME = "jetson-clocks-store.conf"
+#: A record's ``--store`` taken in a mode other than the original it records (over an applied mode or an
+#: unfinished unlocked run's last mode): restored before the switch (its mode's caps must not outlive it).
+RUN_CLOCKS_STORE_NAME = "jetson-clocks-run.conf"
+#: Every ``--store`` kept beside a state file; a record handed on keeps its store under its name.
+CLOCKS_STORE_NAMES = (CLOCKS_STORE_NAME, RUN_CLOCKS_STORE_NAME)
 #: Held (flock) by the run that changes power modes, from its check for another run to its restore.
 LOCK_FILE_NAME = "powermode.lock"
 SCHEMA_VERSION = 1
@@ -261,9 +268,9 @@ def find_state() -> RestoreState | None:
 
 
 def clear_state(state: RestoreState | None = None) -> None:
-    """Remove the state file and the files kept beside it (custom nvpmodel conf, jetson_clocks store)."""
+    """Remove the state file and the files kept beside it (custom nvpmodel conf, jetson_clocks stores)."""
     directory = state.path.parent if state is not None and state.path is not None else state_dir()
-    for name in (STATE_FILE_NAME, CUSTOM_CONF_NAME, CLOCKS_STORE_NAME):
+    for name in (STATE_FILE_NAME, CUSTOM_CONF_NAME, *CLOCKS_STORE_NAMES):
         with contextlib.suppress(FileNotFoundError):
             (directory / name).unlink()
 

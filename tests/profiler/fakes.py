@@ -31,6 +31,8 @@ EMC_BPMP = "/sys/kernel/debug/bpmp/debug/clk/emc"
 EMC_T210 = "/sys/kernel/debug/clk/emc"
 #: Present in a fake root (see :meth:`FakeRoot.idle_clocks`): the fake governors settle at min, not max.
 IDLE_CLOCKS_MARKER = "fake_idle_clocks"
+#: While this file is in the fake root, the next jetson_clocks pin signals its caller first (FakeRoot.signal_in_pin).
+PIN_SIGNAL_MARKER = "fake_pin_signal"
 #: Real device-tree strings per catalogued board: ``(/proc/device-tree/model, compatible entries)``.
 #: nano: L4T r32 devkit - model from rbonghi/jetson_stats#48 (JetPack 4.3), compatible as printed by an
 #:   L4T r32.7.6 devkit (janesser/kirkstone-jetson-nano README.md).
@@ -207,6 +209,20 @@ class FakeRoot:
         cap = self.read_int(EMC_CAP)
         top = self.read_int(f"{EMC_BPMP if soc != 'T210' else EMC_T210}/max_rate")
         self.write(emc_rate_path(soc), min(cap, top) if cap > 0 else top)
+
+    def signal_in_pin(self) -> None:
+        """The next pin (``jetson_clocks`` without arguments) sends SIGTERM to the process that ran it, then
+        pins once that process's restore is done (state file gone) or 2 s passed, in a process of its own that
+        outlives a kill of the tool (as under ``sudo``); :meth:`wait_pin` waits for it."""
+        (self.path / PIN_SIGNAL_MARKER).touch()
+
+    def wait_pin(self, timeout_s: float = 60.0) -> None:
+        """Wait until the pin :meth:`signal_in_pin` set up has landed."""
+        done = self.path / f"{PIN_SIGNAL_MARKER}.done"
+        deadline = time.monotonic() + timeout_s
+        while not done.exists():
+            assert time.monotonic() < deadline, f"the pin did not land within {timeout_s:g} s"
+            time.sleep(0.01)
 
     def install_tool(self, name: str, body: str) -> Path:
         p = self.bin / name
@@ -456,6 +472,25 @@ elif args[:1] == ["--restore"]:
         wr(k, v)
     settle()
 elif not args:
+    stop = ROOT / "@PIN_SIGNAL@"
+    if stop.exists():  # FakeRoot.signal_in_pin: the run is stopped while the pin is under way
+        stop.unlink()
+        import signal, time
+        caller = os.getppid()
+        if os.fork():  # as `sudo -n jetson_clocks`: killing the tool the run started leaves the pin going
+            os.wait()
+            sys.exit(0)
+        os.kill(caller, signal.SIGTERM)
+        deadline = time.monotonic() + 2.0
+        # Wait for a restore that does not wait for the pin (bounded: a run holding the signal does none).
+        while time.monotonic() < deadline and real("/var/lib/jetpredict/powermode-restore.json").exists():
+            time.sleep(0.01)
+        for c in cpus():
+            if online(c):
+                wr(f"{CPU}/cpu{c}/cpufreq/scaling_min_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
+        wr(f"{GPU}/min_freq", rd(f"{GPU}/max_freq"))
+        (ROOT / "@PIN_SIGNAL@.done").touch()
+        os._exit(0)
     for c in cpus():
         if online(c):
             wr(f"{CPU}/cpu{c}/cpufreq/scaling_min_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
@@ -464,6 +499,8 @@ elif not args:
 else:
     sys.exit(2)
 '''
+
+FAKE_JETSON_CLOCKS = FAKE_JETSON_CLOCKS.replace("@PIN_SIGNAL@", PIN_SIGNAL_MARKER)
 
 FAKE_TEGRASTATS = r'''
 import json, pathlib, sys, time
