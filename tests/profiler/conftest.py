@@ -14,6 +14,16 @@ FIXTURES = Path(__file__).with_name("fixtures")
 
 
 @pytest.fixture
+def orin_nano(fake_root, monkeypatch):
+    """The fake root as an Orin Nano in 15W (nvpmodel id 0; 7W is id 1) whose governors idle at their minimum
+    after a switch (what jetson_clocks pins against); runs keep their state under the root."""
+    monkeypatch.delenv(STATE_DIR_ENV, raising=False)
+    fake_root.add_jetson(load_device("orin-nano"))
+    fake_root.idle_clocks()
+    return fake_root
+
+
+@pytest.fixture
 def xavier_30w(fake_root, monkeypatch):
     """The fake root as an AGX Xavier in MODE_30W_ALL (nvpmodel id 3: neither the default nor a mode the
     tests switch to) with a fake nvpmodel a test can hold or slow down (``GATED_NVPMODEL``); runs keep their

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import textwrap
+from pathlib import Path
 
 import pytest
 from fakes import CPU_DIR, EMC_CAP, GPU_DIRS, finish, start_python
@@ -21,12 +22,8 @@ GPU = GPU_DIRS["T234"]
 
 
 @pytest.fixture
-def nano(fake_root, monkeypatch):
-    """An Orin Nano in 15W (nvpmodel id 0; 7W is id 1) whose governors idle at min after a switch."""
-    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
-    fake_root.add_jetson(load_device("orin-nano"))
-    fake_root.idle_clocks()
-    return fake_root
+def nano(orin_nano):
+    return orin_nano
 
 
 def _clocks(root) -> dict[str, str]:
@@ -60,13 +57,19 @@ def _locked_run(dev, mode: str = "15W") -> NvpmodelController:
     return ctl
 
 
+def _apply_over_a_crashed_locked_run(root) -> tuple[dict[str, str], Path]:
+    """A locked run in 7W killed, then ``apply 7W`` (which adopts its record): the clocks before the run and
+    the store that holds them."""
+    original = _clocks(root)
+    _crash(_locked_run(load_device("orin-nano"), "7W"), root)
+    assert main(["apply", "--device", "jetson", "--mode", "7W"]) == 0
+    return original, root.state_dir() / state_file.CLOCKS_STORE_NAME
+
+
 def test_a_locked_run_over_an_apply_that_adopted_a_crashed_locked_run_keeps_its_store(nano):
     dev = load_device("orin-nano")
-    original = _clocks(nano)
-    store = nano.state_dir() / state_file.CLOCKS_STORE_NAME
-    _crash(_locked_run(dev, "7W"), nano)
+    original, store = _apply_over_a_crashed_locked_run(nano)
     saved = store.read_text()
-    assert main(["apply", "--device", "jetson", "--mode", "7W"]) == 0  # adopts the crashed run's record
     applied = _clocks(nano)
     with NvpmodelController(dev, jetson_clocks=True) as ctl:
         ctl.apply(dev.preset("15W"))
@@ -80,12 +83,8 @@ def test_a_locked_run_over_an_apply_that_adopted_a_crashed_locked_run_keeps_its_
 
 
 def test_a_locked_run_over_an_apply_that_adopted_a_crashed_locked_run_then_crashing_restores(nano):
-    dev = load_device("orin-nano")
-    original = _clocks(nano)
-    store = nano.state_dir() / state_file.CLOCKS_STORE_NAME
-    _crash(_locked_run(dev, "7W"), nano)
-    assert main(["apply", "--device", "jetson", "--mode", "7W"]) == 0
-    _crash(_locked_run(dev), nano)
+    original, store = _apply_over_a_crashed_locked_run(nano)
+    _crash(_locked_run(load_device("orin-nano")), nano)
     n = len(nano.calls())
     assert restore_unfinished().restored
     assert _tools(nano, n) == [["nvpmodel", "-m", "0"], ["jetson_clocks", "--restore", str(store)]]

@@ -9,22 +9,12 @@ import signal
 
 import pytest
 from fakes import GATED_NVPMODEL, signal_inside_switch
-from jetpredict.models.catalogue import load_device
-from jetpredict.profiler.powermode import state as state_file
 
 from jetpredict.cli import main
 
 GPU = "/sys/devices/17000000.ga10b/devfreq/17000000.ga10b"
 PROFILE = ("profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "7W", "--batch-size", "2",
            "--workers", "0", "--warmup", "0", "--minibatches", "1", "--settle-s", "0", "--no-progress")
-
-
-@pytest.fixture
-def orin_nano(fake_root, monkeypatch):
-    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
-    fake_root.add_jetson(load_device("orin-nano"))
-    fake_root.idle_clocks()
-    return fake_root
 
 
 def _tools(root) -> list[list[str]]:
