@@ -57,6 +57,16 @@ def _locked_run(dev, mode: str = "15W") -> NvpmodelController:
     return ctl
 
 
+def _locked_run_claiming_its_store(dev, root) -> tuple[NvpmodelController, str]:
+    """A locked run entered over a kept record: its own store is on disk in the record before any switch."""
+    ctl = NvpmodelController(dev, jetson_clocks=True)
+    ctl.__enter__()
+    run_store = str(root.state_dir() / state_file.RUN_CLOCKS_STORE_NAME)
+    record = _record(root)
+    assert record["snapshot"] == {"id": 0, "clocks": run_store} and record["jetson_clocks"] is True
+    return ctl, run_store
+
+
 def _apply_over_a_crashed_locked_run(root) -> tuple[dict[str, str], Path]:
     """A locked run in 7W killed, then ``apply 7W`` (which adopts its record): the clocks before the run and
     the store that holds them."""
@@ -97,11 +107,7 @@ def test_a_locked_run_over_an_apply_records_its_store_so_restore_unpins_after_a_
     assert main(["apply", "--device", "jetson", "--mode", "7W"]) == 0
     assert _record(nano)["snapshot"]["clocks"] is None
     n = len(nano.calls())
-    ctl = NvpmodelController(dev, jetson_clocks=True)
-    ctl.__enter__()
-    run_store = str(nano.state_dir() / state_file.RUN_CLOCKS_STORE_NAME)
-    record = _record(nano)  # on disk before the first switch
-    assert record["snapshot"] == {"id": 0, "clocks": run_store} and record["jetson_clocks"] is True
+    ctl, run_store = _locked_run_claiming_its_store(dev, nano)
     assert _tools(nano, n) == [["jetson_clocks", "--store", run_store]]
     ctl.apply(dev.preset("15W"))
     assert _clocks(nano)[f"{GPU}/min_freq"] == _clocks(nano)[f"{GPU}/max_freq"]  # pinned
@@ -133,11 +139,7 @@ def test_a_locked_run_adopting_an_unlocked_unfinished_run_stores_and_unpins(nano
     unlocked.apply(dev.preset("7W"))
     _crash(unlocked, nano)
     n = len(nano.calls())
-    ctl = NvpmodelController(dev, jetson_clocks=True)
-    ctl.__enter__()
-    run_store = str(nano.state_dir() / state_file.RUN_CLOCKS_STORE_NAME)
-    record = _record(nano)  # on disk before the first switch
-    assert record["snapshot"] == {"id": 0, "clocks": run_store} and record["jetson_clocks"] is True
+    ctl, run_store = _locked_run_claiming_its_store(dev, nano)
     ctl.apply(dev.preset("15W"))
     if crash:
         _crash(ctl, nano)
