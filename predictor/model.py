@@ -245,6 +245,8 @@ class WorkloadModel:
     transfer_method: str | None = None
     #: The workload's complexity read from its rows (``flops_train`` per sample ...), for the record.
     complexity: Mapping[str, float] = field(default_factory=dict)
+    #: :func:`gpu_floor` of the training rows on the device that ran them (s x GHz; 0: no bound).
+    rows_gpu_floor: float = 0.0
     training_rows: tuple[Mapping[str, object], ...] = field(default=(), repr=False)
     model_version: str = MODEL_VERSION
 
@@ -270,8 +272,7 @@ class WorkloadModel:
         outside = (np.zeros((len(modes), len(MODE_FIELDS)), dtype=bool) if distances is None
                    else np.column_stack([distances[k] > OUTSIDE_TOLERANCE_LN for k in MODE_FIELDS]))
         t_half, p_half, e_half = (np.minimum(z * r, MAX_LOG_HALF_WIDTH) for r in (t_rel, p_rel, e_rel))
-        # No mode runs its FLOPs above the GPU's FP32 peak, idles below its base power's bound or draws above
-        # its plausible range: a wide interval stops there (energy at those), however far the tail reaches.
+        # No mode beats its FLOPs at FP32 peak, idles below its base power's bound or draws above its range.
         gpu_s = self.flops_floor * 1000.0 / modes.gpu_throughput_mhz  # the "gpu" time feature
         time_low = np.maximum(t.epoch * np.exp(-t_half), np.minimum(gpu_s, t.epoch))
         time_high = t.epoch * np.exp(t_half)
@@ -286,12 +287,11 @@ class WorkloadModel:
             outside=outside, confidence=float(confidence),
             cross_device=self.cross_device, power_source="workload" if self.has_power else "reference")
 
-    @cached_property
+    @property
     def flops_floor(self) -> float:
-        """:func:`gpu_floor` (s x GHz) of the training rows on the device that ran them, at this one's peak."""
+        """:attr:`rows_gpu_floor` (s x GHz) at this device's FP32 peak."""
         src = load_device(self.source_device_id) if self.source_device_id else self.device
-        return gpu_floor(ProfileArrays.from_records(self.training_rows), src) * float(
-            src.peak_fp32_flops(1.0) / self.device.peak_fp32_flops(1.0))
+        return self.rows_gpu_floor * float(src.peak_fp32_flops(1.0) / self.device.peak_fp32_flops(1.0))
 
     def parts(self, modes: ModeArrays) -> tuple[_TimeParts, _PowerParts, dict[str, np.ndarray] | None]:
         """The time and power of ``modes`` (in this model's device range) before intervals, and each mode's
@@ -546,7 +546,7 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
                           POWER_NOISE_REL * UNMEASURED_POWER_SD_FACTOR),
         maxima=dict(ref.maxima), variants=tuple(variants), contention_measured=kappa != borrowed,
         profiled_ranges=data.profiled_ranges(),
-        complexity=_complexity(rows),
+        complexity=_complexity(rows), rows_gpu_floor=floor,
         training_rows=tuple(frame_records(rows.assign(num_workers=given.num_workers))),
     )
     coefs = {n: f.coef for n, f in model.time_fits.items()}

@@ -26,6 +26,7 @@ from jetpredict.predictor.model import (
     ContentionVariant,
     WorkloadModel,
     base_log_ratios,
+    gpu_floor,
     shrunk_base_ratio,
 )
 from jetpredict.predictor.reference import DeviceReference
@@ -484,6 +485,8 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
         complexity={str(k): complexity.number(k) for k, v in complexity.doc.items()
                     if isinstance(v, int | float) and not isinstance(v, bool)},
         training_rows=rows, model_version=version,
+        # Derived, not stored: the fit's FLOPs floor on the device its rows ran on.
+        rows_gpu_floor=gpu_floor(data, load_device(source_device_id) if source_device_id else _device(r)),
     )
     check_predictions(model, what)
     return model
