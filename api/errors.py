@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 
 from flask import Flask, jsonify
-from jetpredict.api.storage import StoreRefused, is_unreachable, store_damage
+from jetpredict.api.storage import StoreRefused, is_unreachable, store_damage, write_failure
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from werkzeug.exceptions import HTTPException
 
@@ -24,11 +24,6 @@ log = logging.getLogger("jetpredict.api")
 DB_RETRY_AFTER_S = 2
 #: s before retrying a write when the store is full or read-only: an operator has to act first.
 STORE_RETRY_AFTER_S = 60
-#: What the drivers say when a write fails for want of space or of write access (SQLite, PostgreSQL, OS).
-_WRITE_FAILURES = (("database or disk is full", "disk full"), ("no space left on device", "disk full"),
-                   ("could not extend file", "disk full"), ("disk full", "disk full"),
-                   ("readonly database", "read-only"), ("read-only transaction", "read-only"),
-                   ("read-only file system", "read-only"))
 
 
 def store_fault(exc: BaseException, location: str) -> tuple[str, str] | None:
@@ -45,15 +40,6 @@ def damaged_message(location: str, damage: str) -> str:
     return (f"the database {location} is damaged ({damage}): an operator must restore it from a backup "
             "(or move it aside to start an empty one)")
 
-
-def write_failure(exc: BaseException) -> str | None:
-    """``"disk full"`` or ``"read-only"`` when ``exc`` is a write the store refused for that reason."""
-    text = str(exc).lower()
-    if isinstance(exc, OSError) or type(exc).__module__.startswith(("sqlalchemy", "sqlite3", "psycopg")):
-        for words, reason in _WRITE_FAILURES:
-            if words in text:
-                return reason
-    return None
 
 # Locations webargs nests errors under; the body is the default, so its prefix is dropped.
 _LOCATIONS = ("json", "query", "path", "headers", "view_args", "form", "files", "cookies")

@@ -179,10 +179,27 @@ def _missing_tables(conn: sa.Connection) -> set[str]:
     return set(metadata.tables) - {meta.name} - set(sa.inspect(conn).get_table_names())
 
 
+#: What the drivers say when a write fails for want of space or of write access (SQLite, PostgreSQL, OS).
+_WRITE_FAILURES = (("database or disk is full", "disk full"), ("no space left on device", "disk full"),
+                   ("could not extend file", "disk full"), ("disk full", "disk full"),
+                   ("readonly database", "read-only"), ("read-only transaction", "read-only"),
+                   ("read-only file system", "read-only"))
+
+
+def write_failure(exc: BaseException) -> str | None:
+    """``"disk full"`` or ``"read-only"`` when ``exc`` is a write the store refused for that reason."""
+    text = str(exc).lower()
+    if isinstance(exc, OSError) or type(exc).__module__.startswith(("sqlalchemy", "sqlite3", "psycopg")):
+        for words, reason in _WRITE_FAILURES:
+            if words in text:
+                return reason
+    return None
+
+
 def _write_refused(exc: sa.exc.DBAPIError) -> bool:
-    """Whether the database refused a write by permission: a read-only SQLite file, PostgreSQL's 42501
-    (insufficient privilege) or 25006 (a read-only transaction: a hot standby)."""
-    return getattr(exc.orig, "sqlstate", None) in ("42501", "25006") or "readonly database" in str(exc.orig)
+    """Whether the database refused a write by permission: read-only (:func:`write_failure`), PostgreSQL's
+    42501 (insufficient privilege) or 25006 (a read-only transaction: a hot standby)."""
+    return getattr(exc.orig, "sqlstate", None) in ("42501", "25006") or write_failure(exc) == "read-only"
 
 
 class StoreRefused(Exception):

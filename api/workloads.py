@@ -41,7 +41,7 @@ from jetpredict.api.client_rows import (
     workload_id_problem,
 )
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
-from jetpredict.api.errors import ApiError, FieldErrors, write_failure
+from jetpredict.api.errors import ApiError, FieldErrors
 from jetpredict.api.heavy import HeavyGate
 from jetpredict.api.storage import (
     FIT_FIELDS,
@@ -54,6 +54,7 @@ from jetpredict.api.storage import (
     is_unreachable,
     stored_fit_fields,
     upload_result,
+    write_failure,
 )
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError
