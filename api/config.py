@@ -75,8 +75,8 @@ DEFAULT_RATE_LIMIT = "600/minute;50/second"
 DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"
 RATE_LIMIT_OFF = ("off", "none", "0", "false")
 DEFAULT_INLINE_ROWS_WITHOUT_KEY = 2_000
-#: A fit over more stored and uploaded rows than this is heavy work (~0.02 CPU-s, as a 1,000-mode list:
-#: bench/results/fit_scaling.md).
+#: A fit over more stored and uploaded rows than this is heavy work (0.013 CPU-s at 1,000 rows, 0.088 at
+#: 10,000: bench/results/fit_scaling.md).
 DEFAULT_HEAVY_FIT_ROWS = 2_000
 #: Fleet plans of more clients than this are heavy work (api.heavy): ~0.1 ms per client, MBs of JSON.
 HEAVY_CLIENTS = 500

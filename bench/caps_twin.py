@@ -32,10 +32,14 @@ from pathlib import Path
 import pandas as pd
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
-from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device  # noqa: E402
+from jetpredict.models.catalogue import MODE_FIELDS, PowerMode, device_ids, load_device  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import service  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
+from jetpredict.predictor.reference import REFERENCE_DIR  # noqa: E402
+from jetpredict.profiler.sim import workload_complexity  # noqa: E402
+from jetpredict.profiler.sim.kernel_costs import cached_workloads  # noqa: E402
+from jetpredict.profiler.sim.twin import DevicePhysics, Twin  # noqa: E402
 from results_io import exponent_text, growth_exponent, timed, write_results  # noqa: E402
 
 from jetpredict.cli import main as cli  # noqa: E402
@@ -87,6 +91,49 @@ def check_device(device_id: str, tmp: Path, recommend_cpu_s: list[float] | None 
     return out
 
 
+def preset_lines() -> list[str]:
+    """The twin's presets (noise-free epoch means): the most any cached workload draws against the preset's
+    budget; the gated presets against the custom mode at their clocks; and a fit's prediction of Orin NX 15W
+    (gated) from ungated modes and with gated presets among the profiled ones (docs/digital-twin.md, E14)."""
+    lines = ["## Presets on the twin (simulated)", "",
+             "Noise-free epoch means of every cached workload at each preset: the most power any draws, against "
+             "the preset's nvpmodel budget.", "",
+             "| device | preset | GPU share | budget W | most W (workload) | most / budget |", "|---|---|---|---|---|---|"]
+    gated = []
+    for device_id in device_ids():
+        device = load_device(device_id)
+        twins = {w: Twin(DevicePhysics(device), workload_complexity(w)) for w in cached_workloads()}
+        for preset in device.presets:
+            power = {w: float(tw.epoch(preset)["avg_power_w"][0]) for w, tw in twins.items()}
+            top = max(power, key=power.get)
+            budget = preset.power_budget_w
+            lines.append(f"| {device_id} | {preset.mode} | {preset.gpu_share:g} | {budget or '-'} | "
+                         f"{power[top]:.2f} ({top}) | {f'{power[top] / budget:.2f}' if budget else '-'} |")
+            if preset.gpu_share < 1.0:
+                custom = PowerMode("custom", *preset.knobs())
+                ratio = {w: (twins[w].epoch(preset), twins[w].epoch(custom)) for w in ("resnet18-cifar10", "lenet5-mnist")}
+                gated.append((device_id, preset, {w: (g["epoch_time_s"][0] / c["epoch_time_s"][0],
+                                                      g["avg_power_w"][0] / c["avg_power_w"][0])
+                                                  for w, (g, c) in ratio.items()}))
+    lines += ["", "Gated presets against the custom mode at their clocks (the whole GPU): time and power ratios.", "",
+              "| device | preset | GPU share | ResNet-18 time x | ResNet-18 power x | LeNet-5 time x |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {d} | {p.mode} | {p.gpu_share:g} | {r['resnet18-cifar10'][0]:.2f} | {r['resnet18-cifar10'][1]:.2f} | "
+              f"{r['lenet5-mnist'][0]:.2f} |" for d, p, r in gated]
+    sweep = read_profile_csv(REFERENCE_DIR / "orin-nx-simulated.csv")
+    sweep = sweep[sweep["workload"] == "resnet18-cifar10"].reset_index(drop=True)
+    measured = float(sweep.loc[sweep["mode"] == "15W", "epoch_time_s"].iloc[0])
+    fits = {"4 ungated modes": sweep[~sweep["mode"].isin(["10W", "15W"])].iloc[[0, 3, 30, 60]],
+            "gated 10W among them": sweep[sweep["mode"].isin(["MAXN", "10W", "25W"])]}
+    lines += ["", f"ResNet-18 on Orin NX 15W (gated; the twin's sweep: {measured:.0f} s), fitted on the twin's rows:", "",
+              "| profiled | predicted s | flagged |", "|---|---|---|"]
+    for name, rows in fits.items():
+        pred = service.predict(fit_workload(rows), "presets").set_index("mode").loc["15W"]
+        lines.append(f"| {name} ({', '.join(rows['mode'])}) | {pred['epoch_time_s']:.0f} | "
+                     f"{pred['extrapolated_knobs'] or '-'} |")
+    return lines + [""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write bench/results/caps_twin.md")
@@ -121,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
               "predicts every mode and the presets, then chooses).", "",
               "| device | modes | recommends | CPU s (median) |", "|---|---|---|---|"]
     lines += [f"| {c['device']} | {c['modes']:,} | {c['recommends']} | {c['recommend_cpu_s']:.3f} |" for c in cost]
-    lines += ["", f"Growth: recommend CPU s ~ modes^{exponent_text(growth)}.", ""]
+    lines += ["", f"Growth: recommend CPU s ~ modes^{exponent_text(growth)}.", ""] + preset_lines()
     text = "\n".join(lines)
     print(text)
     if args.write:

@@ -309,36 +309,33 @@ class Device:
         valid = ", ".join(f"{p.id}={p.mode}" for p in self.presets)
         raise ModeOutOfRangeError(f"device {self.id!r} has no preset {name_or_id!r}; valid: {valid}", "mode")
 
+    @staticmethod
+    def _at_preset(preset: Preset, labels: Sequence[object], modes: ModeArrays) -> np.ndarray:
+        """Per mode, whether it is ``preset``: labelled with its name (case-insensitive) at its knobs (clocks
+        within :data:`SAME_CLOCK_REL`), as the profiler labels the rows it runs under a preset. The knobs
+        first (vectorised): only the few modes at the preset's clocks have their label read."""
+        at = modes.cpu_cores == preset.cpu_cores
+        for mhz, want in ((modes.cpu_mhz, preset.cpu_mhz), (modes.gpu_mhz, preset.gpu_mhz),
+                          (modes.emc_mhz, preset.emc_mhz)):
+            at &= np.abs(mhz - want) <= SAME_CLOCK_REL * want
+        for i in np.flatnonzero(at):
+            at[i] = str(labels[i]).strip().upper() == preset.mode.upper()
+        return at
+
     def gpu_shares(self, labels: Sequence[object], modes: ModeArrays) -> np.ndarray:
-        """Per mode, the powered GPU share (:attr:`Preset.gpu_share`) of the preset it is: labelled with a
-        preset's name (case-insensitive) at that preset's knobs (clocks within :data:`SAME_CLOCK_REL`), as
-        the profiler labels the rows it runs under a preset; 1 for every other mode (custom modes power the
-        whole GPU)."""
+        """Per mode, the powered GPU share (:attr:`Preset.gpu_share`) of the preset it is (:meth:`_at_preset`);
+        1 for every other mode (custom modes power the whole GPU)."""
         shares = np.ones(len(modes))
-        gated = [p for p in self.presets if p.gpu_share < 1.0]
-        if not gated or not len(modes):
-            return shares
         labels = list(labels)
-        for preset in gated:
-            # The knobs first (vectorised): only the few modes at a preset's clocks have their label read.
-            at = modes.cpu_cores == preset.cpu_cores
-            for mhz, want in ((modes.cpu_mhz, preset.cpu_mhz), (modes.gpu_mhz, preset.gpu_mhz),
-                              (modes.emc_mhz, preset.emc_mhz)):
-                at &= np.abs(mhz - want) <= SAME_CLOCK_REL * want
-            for i in np.flatnonzero(at):
-                if str(labels[i]).strip().upper() == preset.mode.upper():
-                    shares[i] = preset.gpu_share
+        for preset in (p for p in self.presets if p.gpu_share < 1.0):
+            shares[self._at_preset(preset, labels, modes)] = preset.gpu_share
         return shares
 
     def as_preset(self, mode: PowerMode) -> PowerMode:
-        """The preset ``mode`` is (its label names it, case-insensitive, at its knobs), else ``mode``: as
-        ``nvpmodel -m`` runs a row's preset, with its gating, whatever object carries the label."""
-        for preset in self.presets:
-            if (str(mode.mode).strip().upper() == preset.mode.upper() and mode.cpu_cores == preset.cpu_cores
-                    and all(abs(got - want) <= SAME_CLOCK_REL * want
-                            for got, want in zip(mode.knobs()[1:], preset.knobs()[1:], strict=True))):
-                return preset
-        return mode
+        """The preset ``mode`` is (:meth:`_at_preset`), else ``mode``: as ``nvpmodel -m`` runs a row's preset,
+        with its gating, whatever object carries the label."""
+        modes = ModeArrays.from_modes(mode)
+        return next((p for p in self.presets if self._at_preset(p, [mode.mode], modes)[0]), mode)
 
     def labelled_modes(self, frame: Mapping[str, object]) -> ModeArrays:
         """The knob columns of a table of modes (profile rows, mode lists) as :class:`ModeArrays`, each mode

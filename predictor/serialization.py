@@ -272,14 +272,14 @@ def _scale(r: _Reader, key: str, default: float | None = None, low: float = MIN_
     return v
 
 
-def _model_version(r: _Reader) -> str:
-    """``model_version``: a form this jetpredict knows (``mech-1`` .. :data:`MODEL_VERSION`)."""
+def _model_version(r: _Reader) -> tuple[str, int]:
+    """``model_version`` and its number: a form this jetpredict knows (``mech-1`` .. :data:`MODEL_VERSION`)."""
     v = r.text("model_version")
     match = MODEL_VERSION_RE.fullmatch(v)
     if match is None or int(match.group(1)) > int(_VERSION_NUMBER):
         raise r.fail("model_version", f"must be {_VERSION_PREFIX}-N with N from 1 to {_VERSION_NUMBER} "
                                       f"(the model form a fit records), not {v!r}")
-    return v
+    return v, int(match.group(1))
 
 
 def _cross_device(r: _Reader) -> tuple[bool, str | None, str | None]:
@@ -454,8 +454,8 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
     s = r.obj("interval_scales")
     rows = _training_rows(r)
     data = ProfileArrays.from_records(rows)  # as the fit reads them
-    version = _model_version(r)
-    if int(version.rpartition("-")[2]) < GATED_PRESETS_SINCE and data.modes.gated.any():
+    version, number = _model_version(r)
+    if number < GATED_PRESETS_SINCE and data.modes.gated.any():
         # Its checks and fitted terms read those rows as the whole GPU: refit, do not mix the two forms.
         raise r.fail("model_version", f"is {version}, fitted before presets that power part of the GPU were "
                                       f"read as such (mech-{GATED_PRESETS_SINCE}), and its training rows hold "

@@ -268,7 +268,7 @@ def frame_column(rows: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
 
 
-def _row_modes(rows: pd.DataFrame, modes: ModeArrays) -> ModeArrays:
+def row_modes(rows: pd.DataFrame, modes: ModeArrays) -> ModeArrays:
     """``modes`` with the GPU share of the rows that ran under a preset gating part of the GPU
     (``Device.labelled_modes``: labelled with the preset's name, at its knobs)."""
     try:
@@ -299,7 +299,7 @@ class ProfileArrays:
     def from_frame(cls, rows: pd.DataFrame) -> ProfileArrays:
         col = partial(frame_column, rows)
         workers = col("num_workers")
-        return cls(_row_modes(rows, ModeArrays(*(col(k) for k in MODE_FIELDS))),
+        return cls(row_modes(rows, ModeArrays(*(col(k) for k in MODE_FIELDS))),
                    np.where(np.isnan(workers), float(DEFAULT_NUM_WORKERS), workers),
                    *(col(k) for k in ("epoch_time_s", *MEASURED_COLUMNS, "flops_train")),
                    col("batch_size") * col("minibatches_per_epoch"))

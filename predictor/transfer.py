@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
@@ -37,7 +38,7 @@ from jetpredict.predictor.constants import (
 )
 from jetpredict.predictor.model import ContentionVariant, WorkloadModel
 from jetpredict.predictor.reference import DeviceReference, summarise_shapes
-from jetpredict.predictor.terms import TermFit, least_trusted
+from jetpredict.predictor.terms import TermFit, least_trusted, row_modes
 
 
 def cpu_per_clock(device: Device) -> float:
@@ -97,9 +98,7 @@ def _profile_signature(rows: tuple[Mapping[str, object], ...],
                             for r in rows])
     else:
         # The modes as the rows ran them: a row of a preset that gates part of the GPU keeps its share.
-        device = load_device(str(rows[0]["device"]))
-        modes = device.labelled_modes({"cpu_cores": cores, "cpu_mhz": cpu, "gpu_mhz": gpu, "emc_mhz": emc,
-                                       "mode": [r.get("mode") for r in rows]})
+        modes = row_modes(pd.DataFrame(list(rows)), ModeArrays(cores, cpu, gpu, emc))
         feats = F.time_features(modes, workers, *kappas)
         parts = {n: F.design(feats, F.COMPONENT_TERMS[n]) @ c for n, c in fits_by_component.items()}
         epoch = sum(parts.values())

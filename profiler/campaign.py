@@ -486,8 +486,9 @@ def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: P
         caps, read_back = ctl.caps_of(mode), ctl.read_back()
     run = parts.runner.run_mode(mode, settings, on_minibatch=progress.minibatch)
     run.notes.extend(parts.notes + _caps_notes(mode, caps) + _read_back_notes(caps, read_back))
-    if run.base_power_null_reason:  # the row format has no column for it
-        run.notes.append(f"base_power_w is empty: {run.base_power_null_reason}")
+    reason = run.base_power_null_reason
+    if reason:  # the row format has no column for it
+        run.notes.append(f"base_power_w is empty: {reason}")
     if run.trace is not None and len(run.trace):
         warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
         if warning:

@@ -51,7 +51,7 @@ class FleetPlans(MethodView):
             # Encoded here, not by marshmallow's per-client dump: 10,000 clients are 8-12 MB of JSON.
             return encode_json(answer, gzip_ok)
 
-        # Most of a small plan's cost is one every-mode prediction per device (~15-80 ms each): heavy when
+        # Most of a small plan's cost is one every-mode prediction per device: heavy when
         # any is not computed yet, whatever the client count; and when clients are many (JSON of MBs).
         uncached = spaces_to_compute(models, (c["device"] for c in clients), body["confidence"])
         light = len(clients) <= HEAVY_CLIENTS and uncached == 0

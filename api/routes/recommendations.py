@@ -35,7 +35,7 @@ class Recommendations(MethodView):
 
         resolved = request_workload(body["workload"], device=body.get("device"))
         services().metrics.served("recommendations").inc()
-        # The choice reads the device's every-mode prediction: light when kept, else heavy work (~15-80 ms).
+        # The choice reads the device's every-mode prediction: light when kept, else heavy work.
         light = space_ready(resolved.model, body.get("device"), body["confidence"])
         # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
         # which of the workload's devices' rows serve this device.

@@ -135,10 +135,11 @@ class SignalExit(SystemExit):
 def _another_run(pid: int | None, earlier: Any) -> PrivilegedCommandError:
     """The refusal of a second run on a device another run (``pid``; None: not recorded yet) is switching;
     ``earlier``: its state file, when it has written one."""
+    from jetpredict.profiler.powermode.state import run_named
+
     original = f" (original mode: {earlier.describe()})" if earlier is not None and earlier.pid == pid else ""
-    who = f"pid {pid}" if pid is not None else "pid not recorded yet"
     # Two runs switching one device would each "restore" the other's mode; refuse the second.
-    return PrivilegedCommandError(f"another jetpredict run ({who}) is changing power modes on this device; "
+    return PrivilegedCommandError(f"another jetpredict run ({run_named(pid)}) is changing power modes on this device; "
                                   f"wait for it to end{original}")
 
 

@@ -275,6 +275,11 @@ def clear_state(state: RestoreState | None = None) -> None:
             (directory / name).unlink()
 
 
+def run_named(pid: int | None) -> str:
+    """A run switching power modes, for messages: ``pid 1234`` (or that it has not written its pid yet)."""
+    return f"pid {pid}" if pid is not None else "pid not recorded yet"
+
+
 class LockHeldError(RuntimeError):
     """Another process holds the power-mode lock; ``pid`` is the one it recorded (None: not yet written)."""
 
@@ -283,8 +288,8 @@ class LockHeldError(RuntimeError):
         super().__init__(f"the power-mode lock is held by {self.who()}")
 
     def who(self) -> str:
-        """The holder, for messages: ``pid 1234`` (or that it has not written its pid yet)."""
-        return f"pid {self.pid}" if self.pid is not None else "pid not recorded yet"
+        """The holder, for messages (:func:`run_named`)."""
+        return run_named(self.pid)
 
 
 #: How often :meth:`ModeLock.take` tries again when the file it locked was removed under it by its releaser.

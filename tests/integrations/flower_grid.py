@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from flwr.app import Context, Error, Message, RecordDict
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, RecordDict
 from flwr.serverapp import Grid
 
 
@@ -55,3 +56,8 @@ class InProcessGrid(Grid):
             return self.app(message, self.contexts[message.metadata.dst_node_id])
         except Exception as ex:  # what flwr's ClientApp runtime replies (ErrorCode.CLIENT_APP_RAISED_EXCEPTION)
             return Message(Error(code=2, reason=str(type(ex)) + ":<'" + str(ex) + "'>"), reply_to=message)
+
+
+def configure(strategy, grid: Grid, server_round: int = 1) -> list[Message]:
+    """The train messages ``strategy`` sends ``grid``'s nodes in ``server_round`` (placeholder arrays)."""
+    return list(strategy.configure_train(server_round, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import InProcessGrid, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 
@@ -43,10 +43,6 @@ WORKLOAD = "resnet18-cifar10"
 SCALE = 0.02
 #: Five nodes, five epoch scales: five fleet plans when every scale is asked.
 SCALES = {1: 0.01, 2: 0.02, 3: 0.03, 4: 0.04, 5: 0.05}
-
-
-def configure(strategy: JetpredictStrategy, grid: InProcessGrid, server_round: int = 1) -> list[Message]:
-    return list(strategy.configure_train(server_round, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
 
 
 # --- a planner service that is down ----------------------------------------------------------------------

@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import InProcessGrid, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg  # noqa: E402
 from jetpredict.models.errors import InputError  # noqa: E402
@@ -58,10 +58,6 @@ def twin_app(devices: dict[int, str]) -> ClientApp:
 
 def twin_grid(devices: dict[int, str]) -> InProcessGrid:
     return InProcessGrid(twin_app(devices), node_contexts(devices, lambda n: {}))
-
-
-def configure(strategy: JetpredictStrategy, grid: InProcessGrid, server_round: int = 1) -> list[Message]:
-    return list(strategy.configure_train(server_round, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
 
 
 class WatchedFedAvg(FedAvg):

@@ -472,6 +472,12 @@ elif args[:1] == ["--restore"]:
         wr(k, v)
     settle()
 elif not args:
+    def pin():
+        for c in cpus():
+            if online(c):
+                wr(f"{CPU}/cpu{c}/cpufreq/scaling_min_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
+        wr(f"{GPU}/min_freq", rd(f"{GPU}/max_freq"))
+
     stop = ROOT / "@PIN_SIGNAL@"
     if stop.exists():  # FakeRoot.signal_in_pin: the run is stopped while the pin is under way
         stop.unlink()
@@ -485,16 +491,10 @@ elif not args:
         # Wait for a restore that does not wait for the pin (bounded: a run holding the signal does none).
         while time.monotonic() < deadline and real("/var/lib/jetpredict/powermode-restore.json").exists():
             time.sleep(0.01)
-        for c in cpus():
-            if online(c):
-                wr(f"{CPU}/cpu{c}/cpufreq/scaling_min_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
-        wr(f"{GPU}/min_freq", rd(f"{GPU}/max_freq"))
+        pin()
         (ROOT / "@PIN_SIGNAL@.done").touch()
         os._exit(0)
-    for c in cpus():
-        if online(c):
-            wr(f"{CPU}/cpu{c}/cpufreq/scaling_min_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq"))
-    wr(f"{GPU}/min_freq", rd(f"{GPU}/max_freq"))
+    pin()
     settle()
 else:
     sys.exit(2)
