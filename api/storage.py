@@ -99,16 +99,22 @@ def device_fits(record: WorkloadRecord) -> dict[str, dict]:
     return {record.device: {"rows": record.rows_stored, **stored_fit_fields(fit)}}
 
 
+def fit_column(top: Mapping[str, object], devices: Mapping[str, tuple[object, Mapping[str, object]]]) -> dict:
+    """The ``fit`` column's layout: the primary device's summary ``top`` (without its ``devices``), and per
+    device ``(rows, fit)`` its row count and :func:`stored_fit_fields`."""
+    return {**{k: v for k, v in top.items() if k != "devices"},
+            "devices": {device: {"rows": rows, **stored_fit_fields(fit)} for device, (rows, fit) in devices.items()}}
+
+
 def _merged_fit(old: Mapping[str, object], primary: str, rows_stored: int, device: str, rows: int,
                 fit: Mapping[str, object]) -> dict:
     """The ``fit`` column after an upload of ``rows`` rows of ``device`` fitted to ``fit``: that device's
     entry replaced (its rows counted on), the top-level summary replaced when it is the primary device."""
     before = WorkloadRecord("", primary, 0, rows_stored, dict(old), "", "")
-    per_device = device_fits(before) if old else {}
-    done = per_device.get(device, {}).get("rows") or 0
-    per_device[device] = {"rows": int(done) + rows, **stored_fit_fields(fit)}
-    top = dict(fit) if device == primary or not old else {k: v for k, v in old.items() if k != "devices"}
-    return {**top, "devices": per_device}
+    per_device = {d: (had.get("rows"), had) for d, had in (device_fits(before) if old else {}).items()}
+    done = per_device.get(device, (0, {}))[0] or 0
+    per_device[device] = (int(done) + rows, fit)
+    return fit_column(fit if device == primary or not old else old, per_device)
 
 
 def workload_result(record: WorkloadRecord, rows_stored: int, device: str | None = None) -> dict[str, object]:

@@ -51,8 +51,8 @@ from jetpredict.api.storage import (
     WorkloadRecord,
     WorkloadWrite,
     device_fits,
+    fit_column,
     is_unreachable,
-    stored_fit_fields,
     upload_result,
     write_failure,
 )
@@ -286,11 +286,11 @@ class WorkloadService:
         # lookup) are heavy work on ``gate``; without a gate every fit runs where it is asked for.
         self.gate = gate
         self.heavy_fit_rows = heavy_fit_rows
-        self._stored: OrderedDict[str, tuple[int, DeviceModels]] = OrderedDict()
+        # id -> (revision, its models, or the InputError with which today's checks refuse its stored rows:
+        # neither a prediction nor a listing reads and checks them again until the workload changes; an
+        # error is kept as (error, the field it was raised for), since the field names the caller's path).
+        self._stored: OrderedDict[str, tuple[int, DeviceModels | tuple[InputError, str]]] = OrderedDict()
         self._inline: OrderedDict[str, Any] = OrderedDict()
-        # id -> (revision, null fit summaries) of workloads whose stored rows today's checks refuse: a
-        # listing does not read and check them again until the workload changes.
-        self._refused: OrderedDict[str, tuple[int, dict]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _heavy_gate(self, rows: int) -> HeavyGate | None:
@@ -435,7 +435,7 @@ class WorkloadService:
             return
         with self._lock:
             cached = self._stored.get(record.id)
-        if cached is not None and cached[0] == record.revision - 1 and \
+        if cached is not None and cached[0] == record.revision - 1 and isinstance(cached[1], DeviceModels) and \
                 set(cached[1].models) >= fitted.stored_devices - {device}:
             models = {**cached[1].models, device: fitted.model}
             self._remember(self._stored, record.id, (record.revision, DeviceModels(models, record.device)))
@@ -466,7 +466,6 @@ class WorkloadService:
     def delete(self, workload_id: str) -> bool:
         with self._lock:
             self._stored.pop(workload_id, None)
-            self._refused.pop(workload_id, None)
         return self.storage.delete_workload(workload_id)
 
     # -- lookups ---------------------------------------------------------------------------------
@@ -483,15 +482,20 @@ class WorkloadService:
             raise UnknownWorkloadError(f"workload {workload_id!r} is not stored; upload its rows with "
                                        "POST /v1/profiles", field)
         cached = self._recall(self._stored, workload_id)
-        if cached is not None and cached[0] == revision:
-            return self._served(cached[1], workload_id, revision, device)
-        revision, rows = self.storage.load_rows(workload_id)
-        if revision is None:
-            raise UnknownWorkloadError(f"workload {workload_id!r} is not stored", field)
-        models = self._fit_work(len(rows), f"a fit of stored workload {workload_id!r}",
-                                partial(fit_devices, rows, workload_id, field))
-        self._remember(self._stored, workload_id, (revision, models))
-        return self._served(models, workload_id, revision, device)
+        if cached is None or cached[0] != revision or (isinstance(cached[1], tuple) and cached[1][1] != field):
+            revision, rows = self.storage.load_rows(workload_id)
+            if revision is None:
+                raise UnknownWorkloadError(f"workload {workload_id!r} is not stored", field)
+            try:
+                outcome: DeviceModels | tuple[InputError, str] = self._fit_work(
+                    len(rows), f"a fit of stored workload {workload_id!r}", partial(fit_devices, rows, workload_id, field))
+            except InputError as exc:
+                outcome = (exc, field)
+            cached = (revision, outcome)
+            self._remember(self._stored, workload_id, cached)
+        if isinstance(cached[1], tuple):
+            raise cached[1][0]
+        return self._served(cached[1], workload_id, revision, device)
 
     def current_record(self, record: WorkloadRecord) -> WorkloadRecord:
         """``record`` with the fit summaries of the running model. Those stored by another model version
@@ -500,9 +504,6 @@ class WorkloadService:
         fits = device_fits(record)
         if all(fit.get("model_version") == MODEL_VERSION for fit in fits.values()):
             return record
-        refused = self._recall(self._refused, record.id)
-        if refused is not None and refused[0] == record.revision:
-            return dataclasses.replace(record, fit=refused[1])
         try:
             resolved = self.stored(record.id)
         except UnknownWorkloadError:
@@ -510,16 +511,14 @@ class WorkloadService:
         except InputError as exc:
             log.warning("stored rows of workload %r no longer fit: %s", record.id, exc.message)
             blank = dict.fromkeys(FIT_FIELDS)
-            fit = {**blank, "devices": {device: {**blank, "rows": had.get("rows")} for device, had in fits.items()}}
-            self._remember(self._refused, record.id, (record.revision, fit))
+            fit = fit_column(blank, {device: (had.get("rows"), blank) for device, had in fits.items()})
             return dataclasses.replace(record, fit=fit)
         models = resolved.models.models if resolved.models is not None else {}
         summaries = {device: fit_summary(models[device]) for device in fits if device in models}
-        now = {device: {"rows": fits[device].get("rows"), **stored_fit_fields(summary)}
-               for device, summary in summaries.items()}
-        if len(now) != len(fits) or resolved.revision != record.revision:
+        if len(summaries) != len(fits) or resolved.revision != record.revision:
             return record  # changed since it was read: the next read shows the new state
-        fit = {**summaries[record.device], "devices": now}
+        fit = fit_column(summaries[record.device],
+                         {device: (fits[device].get("rows"), summary) for device, summary in summaries.items()})
         try:
             self.storage.refresh_fit(record.id, record.revision, fit)
         except sa.exc.SQLAlchemyError as exc:  # a store that cannot write now refits (cached) on later reads

@@ -6,6 +6,7 @@ import contextlib
 import csv
 import functools
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +88,62 @@ def gate_held(app) -> Iterator[None]:
     finally:
         release.set()
         worker.join(30)
+
+
+# -- SQLite files of the store tests ---------------------------------------------------------------------
+def sqlite_app(data_dir, **config):
+    """The service on a SQLite database under ``data_dir``, rate limits off."""
+    from jetpredict.api.app import create_app
+
+    return create_app({"DATA_DIR": str(data_dir), "API_KEYS": API_KEY, "TESTING": True, "DATABASE_URL": "",
+                       **NO_RATE_LIMITS, **config})
+
+
+def stored_sqlite(data_dir) -> str:
+    """A SQLite database under ``data_dir`` holding ``my-resnet``, closed and checkpointed; its path."""
+    app = sqlite_app(data_dir)
+    assert app.test_client().post("/v1/profiles", json={"rows": published_rows()}, headers={"X-API-Key": API_KEY}).status_code == 201
+    app.extensions["jetpredict"].storage.dispose()
+    db = str(data_dir / "jetpredict.sqlite")
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    return db
+
+
+def damage_sqlite(db: str, how: str) -> None:
+    """Damage the SQLite file ``db``: ``garbage`` (no database at all), ``truncated`` (half of it), else the
+    page of the stored rows overwritten, the header and the schema intact."""
+    con = sqlite3.connect(db)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    rows_page = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'profile_rows'").fetchone()[0]
+    con.close()
+    with open(db, "rb") as f:
+        data = bytearray(f.read())
+    if how == "garbage":
+        data = bytearray(b"this is not a database" * 1000)
+    elif how == "truncated":
+        data = data[:len(data) // 2]
+    else:  # the page of the stored rows overwritten, the header and the schema intact
+        start = (rows_page - 1) * page_size
+        data[start:start + page_size] = b"\xab" * page_size
+    with open(db, "wb") as f:
+        f.write(bytes(data))
+
+
+def sqlite_format(db: str) -> str | None:
+    """The format version stamped in the SQLite file ``db`` (None when unstamped)."""
+    con = sqlite3.connect(db)
+    try:
+        row = con.execute("SELECT value FROM jetpredict_meta WHERE key = 'format'").fetchone()
+    finally:
+        con.close()
+    return None if row is None else row[0]
+
+
+def older_sqlite(db: str) -> None:
+    """The database as a version before the format was stored left it."""
+    con = sqlite3.connect(db)
+    con.execute("DROP TABLE jetpredict_meta")
+    con.commit()
+    con.close()

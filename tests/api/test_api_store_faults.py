@@ -13,7 +13,15 @@ import textwrap
 
 import pytest
 import sqlalchemy as sa
-from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
+from api_fixtures import (
+    API_KEY,
+    damage_sqlite,
+    older_sqlite,
+    published_rows,
+    sqlite_app,
+    sqlite_format,
+    stored_sqlite,
+)
 from jetpredict.api import sqlite_setup
 from jetpredict.api import storage as storage_module
 from jetpredict.api.storage import FORMAT_VERSION, Storage
@@ -22,49 +30,12 @@ AUTH = {"X-API-Key": API_KEY}
 PREDICT = {"device": "agx-xavier", "workload": {"id": "my-resnet"}, "modes": "presets"}
 
 
-def _sqlite_app(data_dir, **config):
-    from jetpredict.api.app import create_app
-
-    return create_app({"DATA_DIR": str(data_dir), "API_KEYS": API_KEY, "TESTING": True, "DATABASE_URL": "",
-                       **NO_RATE_LIMITS, **config})
-
-
-def _stored_sqlite(data_dir) -> str:
-    """A SQLite database under ``data_dir`` holding ``my-resnet``, closed and checkpointed; its path."""
-    app = _sqlite_app(data_dir)
-    assert app.test_client().post("/v1/profiles", json={"rows": published_rows()}, headers=AUTH).status_code == 201
-    app.extensions["jetpredict"].storage.dispose()
-    db = str(data_dir / "jetpredict.sqlite")
-    con = sqlite3.connect(db)
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    con.close()
-    return db
-
-
-def _damage(db: str, how: str) -> None:
-    con = sqlite3.connect(db)
-    page_size = con.execute("PRAGMA page_size").fetchone()[0]
-    rows_page = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'profile_rows'").fetchone()[0]
-    con.close()
-    with open(db, "rb") as f:
-        data = bytearray(f.read())
-    if how == "garbage":
-        data = bytearray(b"this is not a database" * 1000)
-    elif how == "truncated":
-        data = data[:len(data) // 2]
-    else:  # the page of the stored rows overwritten, the header and the schema intact
-        start = (rows_page - 1) * page_size
-        data[start:start + page_size] = b"\xab" * page_size
-    with open(db, "wb") as f:
-        f.write(bytes(data))
-
-
 # -- 1. a damaged SQLite file -------------------------------------------------------------------------
 @pytest.mark.parametrize("how", ["garbage", "truncated", "midpage"])
 def test_a_damaged_sqlite_file_is_503_naming_the_file_and_healthz_is_degraded(tmp_path, how):
-    db = _stored_sqlite(tmp_path)
-    _damage(db, how)
-    client = _sqlite_app(tmp_path).test_client()  # the service starts: it answers why it cannot serve
+    db = stored_sqlite(tmp_path)
+    damage_sqlite(db, how)
+    client = sqlite_app(tmp_path).test_client()  # the service starts: it answers why it cannot serve
     answers = [client.get("/v1/workloads"), client.get("/v1/workloads/my-resnet"),
                client.post("/v1/predictions", json=PREDICT),
                client.post("/v1/profiles", json={"rows": published_rows(as_id="other")}, headers=AUTH)]
@@ -81,8 +52,8 @@ def test_a_damaged_sqlite_file_is_503_naming_the_file_and_healthz_is_degraded(tm
 
 
 def test_healthz_is_ok_on_a_sound_sqlite_file(tmp_path):
-    _stored_sqlite(tmp_path)
-    health = _sqlite_app(tmp_path).test_client().get("/healthz")
+    stored_sqlite(tmp_path)
+    health = sqlite_app(tmp_path).test_client().get("/healthz")
     assert health.status_code == 200 and health.json["database"] == "ok"
 
 
@@ -92,8 +63,8 @@ def test_serve_on_a_damaged_file_says_so_in_one_line(tmp_path, how, capsys, monk
 
     monkeypatch.delenv("JETPREDICT_DATABASE_URL", raising=False)
     monkeypatch.setenv("JETPREDICT_API_KEYS", API_KEY)
-    db = _stored_sqlite(tmp_path)
-    _damage(db, how)
+    db = stored_sqlite(tmp_path)
+    damage_sqlite(db, how)
     assert main(["serve", "--data-dir", str(tmp_path), "--port", "0", "--server", "flask"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0], err
@@ -104,13 +75,13 @@ def test_serve_on_a_damaged_file_says_so_in_one_line(tmp_path, how, capsys, monk
 def test_a_read_only_lock_folder_does_not_stop_a_service_whose_tables_exist(tmp_path, monkeypatch):
     """The lock file cannot be made (EROFS): the file is opened as on a read-only file system (immutable),
     reads are served, writes are the store's 503 (read-only)."""
-    _stored_sqlite(tmp_path)
+    stored_sqlite(tmp_path)
 
     def refused(path):
         raise OSError(errno.EROFS, "Read-only file system", path)
 
     monkeypatch.setattr(sqlite_setup, "open_lock_file", refused)
-    client = _sqlite_app(tmp_path).test_client()
+    client = sqlite_app(tmp_path).test_client()
     assert client.get("/v1/workloads").json["total"] == 1
     assert client.post("/v1/predictions", json=PREDICT).status_code == 200
     r = client.post("/v1/profiles", json={"rows": published_rows(as_id="other")}, headers=AUTH)
@@ -162,12 +133,12 @@ def test_a_service_on_a_read_only_file_system_serves_reads(tmp_path):
 
 # -- 3. a workload deleted while it is read -------------------------------------------------------------
 def test_a_revision_without_rows_is_not_stored_never_500(tmp_path):
-    db = _stored_sqlite(tmp_path)
+    db = stored_sqlite(tmp_path)
     con = sqlite3.connect(db)  # what a read between a concurrent delete's statements could see
     con.execute("DELETE FROM profile_rows")
     con.commit()
     con.close()
-    client = _sqlite_app(tmp_path).test_client()
+    client = sqlite_app(tmp_path).test_client()
     r = client.post("/v1/predictions", json=PREDICT)
     assert r.status_code == 404 and "workload.id" in r.json["errors"], r.json
     assert client.get("/v1/workloads/my-resnet").status_code == 404
@@ -229,9 +200,9 @@ def _age_stored_fit(db: str, rows: list[dict] | None = None) -> None:
 def test_the_listing_shows_the_running_models_fit_not_an_older_ones(tmp_path):
     from jetpredict.predictor.model import MODEL_VERSION
 
-    db = _stored_sqlite(tmp_path)
+    db = stored_sqlite(tmp_path)
     _age_stored_fit(db)
-    client = _sqlite_app(tmp_path).test_client()
+    client = sqlite_app(tmp_path).test_client()
     listed = client.get("/v1/workloads").json["workloads"][0]
     detail = client.get("/v1/workloads/my-resnet").json
     predicted = client.post("/v1/predictions", json=PREDICT).json
@@ -245,39 +216,36 @@ def test_the_listing_shows_the_running_models_fit_not_an_older_ones(tmp_path):
     assert json.loads(fit)["model_version"] == MODEL_VERSION and revision == 1
 
 
-def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path):
-    db = _stored_sqlite(tmp_path)
+def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch):
+    db = stored_sqlite(tmp_path)
     rows = [{**r, "epoch_time_s": -1.0} for r in published_rows()]  # refused by today's row checks
     _age_stored_fit(db, rows)
-    client = _sqlite_app(tmp_path).test_client()
-    listed = client.get("/v1/workloads")
-    assert listed.status_code == 200
-    summary = listed.json["workloads"][0]
-    for entry in (summary, *summary["fits"]):
-        assert entry["model_version"] is None and entry["profiled_modes"] is None, entry
-    assert client.post("/v1/predictions", json=PREDICT).status_code == 422  # bad stored rows, named
+    app = sqlite_app(tmp_path)
+    client = app.test_client()
+    reads: list[str] = []
+    storage = app.extensions["jetpredict"].storage
+    load_rows = storage.load_rows
+    monkeypatch.setattr(storage, "load_rows", lambda workload_id: reads.append(workload_id) or load_rows(workload_id))
+    for _ in range(2):
+        listed = client.get("/v1/workloads")
+        assert listed.status_code == 200
+        summary = listed.json["workloads"][0]
+        for entry in (summary, *summary["fits"]):
+            assert entry["model_version"] is None and entry["profiled_modes"] is None, entry
+        refused = client.post("/v1/predictions", json=PREDICT)  # bad stored rows, named
+        assert refused.status_code == 422 and "stored rows of my-resnet" in refused.json["message"], refused.json
+    # the refusal is remembered for the workload's revision: its rows are read and checked once, not per request
+    assert reads == ["my-resnet"]
 
 
 # -- 5. the database's format version -------------------------------------------------------------------
-def _format(db: str) -> str | None:
-    con = sqlite3.connect(db)
-    try:
-        row = con.execute("SELECT value FROM jetpredict_meta WHERE key = 'format'").fetchone()
-    finally:
-        con.close()
-    return None if row is None else row[0]
-
-
 def test_a_new_database_is_stamped_and_an_older_one_adopted(tmp_path):
-    db = _stored_sqlite(tmp_path)
-    assert _format(db) == str(FORMAT_VERSION)
-    con = sqlite3.connect(db)  # as a version before the format was stored left it
-    con.execute("DROP TABLE jetpredict_meta")
-    con.commit()
-    con.close()
-    client = _sqlite_app(tmp_path).test_client()
+    db = stored_sqlite(tmp_path)
+    assert sqlite_format(db) == str(FORMAT_VERSION)
+    older_sqlite(db)  # as a version before the format was stored left it
+    client = sqlite_app(tmp_path).test_client()
     assert client.get("/v1/workloads/my-resnet").status_code == 200
-    assert _format(db) == str(FORMAT_VERSION)
+    assert sqlite_format(db) == str(FORMAT_VERSION)
 
 
 def test_a_database_of_a_newer_format_is_refused(tmp_path, capsys, monkeypatch):
@@ -285,7 +253,7 @@ def test_a_database_of_a_newer_format_is_refused(tmp_path, capsys, monkeypatch):
 
     monkeypatch.delenv("JETPREDICT_DATABASE_URL", raising=False)
     monkeypatch.setenv("JETPREDICT_API_KEYS", API_KEY)
-    db = _stored_sqlite(tmp_path)
+    db = stored_sqlite(tmp_path)
     con = sqlite3.connect(db)
     con.execute("UPDATE jetpredict_meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION + 1),))
     con.commit()
@@ -293,12 +261,12 @@ def test_a_database_of_a_newer_format_is_refused(tmp_path, capsys, monkeypatch):
     assert main(["serve", "--data-dir", str(tmp_path), "--port", "0", "--server", "flask"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and db in err and f"format {FORMAT_VERSION + 1}" in err and "newer" in err and "Traceback" not in err
-    client = _sqlite_app(tmp_path).test_client()
+    client = sqlite_app(tmp_path).test_client()
     for r in (client.get("/v1/workloads"), client.post("/v1/predictions", json=PREDICT),
               client.post("/v1/profiles", json={"rows": published_rows(as_id="x")}, headers=AUTH)):
         assert r.status_code == 503 and f"format {FORMAT_VERSION + 1}" in r.json["message"], r.json
     assert client.get("/healthz").status_code == 503
-    assert _format(db) == str(FORMAT_VERSION + 1)  # nothing written
+    assert sqlite_format(db) == str(FORMAT_VERSION + 1)  # nothing written
 
 
 def test_format_is_kept_on_postgresql_too(make_app, database_url):

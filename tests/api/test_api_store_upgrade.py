@@ -9,22 +9,21 @@ import sqlite3
 
 import pytest
 import sqlalchemy as sa
-from api_fixtures import API_KEY, published_rows
+from api_fixtures import (
+    API_KEY,
+    damage_sqlite,
+    older_sqlite,
+    published_rows,
+    sqlite_app,
+    sqlite_format,
+    stored_sqlite,
+)
 from jetpredict.api import sqlite_setup
 from jetpredict.api import storage as storage_module
 from jetpredict.api.routes import health
 from jetpredict.api.storage import FORMAT_VERSION, Storage
-from test_api_store_faults import _damage, _format, _sqlite_app, _stored_sqlite
 
 AUTH = {"X-API-Key": API_KEY}
-
-
-def _older(db: str) -> None:
-    """The database as a version before the format was stored left it."""
-    con = sqlite3.connect(db)
-    con.execute("DROP TABLE jetpredict_meta")
-    con.commit()
-    con.close()
 
 
 def _has_meta(db: str) -> bool:
@@ -37,8 +36,8 @@ def _has_meta(db: str) -> bool:
 
 # -- an older SQLite file the store may not write -------------------------------------------------------
 def test_an_older_read_only_sqlite_file_is_served_unstamped_at_once(tmp_path, monkeypatch, caplog):
-    db = _stored_sqlite(tmp_path)
-    _older(db)
+    db = stored_sqlite(tmp_path)
+    older_sqlite(db)
     os.chmod(db, 0o444)  # as an operator would; root ignores it, so SQLite refuses writes by query_only
 
     def read_only(dbapi_connection, record) -> None:
@@ -52,7 +51,7 @@ def test_an_older_read_only_sqlite_file_is_served_unstamped_at_once(tmp_path, mo
     create_schema = Storage.create_schema
     monkeypatch.setattr(Storage, "create_schema", lambda self: creations.append(1) or create_schema(self))
     caplog.set_level(logging.WARNING, "jetpredict.api")
-    app = _sqlite_app(tmp_path)
+    app = sqlite_app(tmp_path)
     assert app.extensions["jetpredict"].schema_ready
     client = app.test_client()
     for _ in range(3):
@@ -66,7 +65,7 @@ def test_an_older_read_only_sqlite_file_is_served_unstamped_at_once(tmp_path, mo
     monkeypatch.setattr(sqlite_setup, "connected", connected)
     os.chmod(db, 0o644)
     Storage(f"sqlite:///{db}").create_schema()
-    assert _format(db) == str(FORMAT_VERSION)
+    assert sqlite_format(db) == str(FORMAT_VERSION)
 
 
 # -- an older PostgreSQL database, a role that may not CREATE -------------------------------------------
@@ -108,7 +107,7 @@ def test_an_older_postgresql_database_opens_for_a_role_without_create(make_app, 
 
 # -- /healthz and the SQLite file ------------------------------------------------------------------------
 def test_healthz_is_degraded_once_the_sqlite_file_is_moved_aside(tmp_path):
-    client = _sqlite_app(tmp_path).test_client()
+    client = sqlite_app(tmp_path).test_client()
     assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=AUTH).status_code == 201
     assert client.get("/healthz").status_code == 200
     db = tmp_path / "jetpredict.sqlite"
@@ -118,13 +117,13 @@ def test_healthz_is_degraded_once_the_sqlite_file_is_moved_aside(tmp_path):
     assert str(db) in r.json["database"] and "restart" in r.json["database"], r.json
 
 
-def test_quick_check_runs_at_most_once_per_interval_and_still_finds_damage(tmp_path, monkeypatch):
+def test_quick_check_runs_at_most_once_per_interval_and_still_findsdamage_sqlite(tmp_path, monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(health, "_now", lambda: clock[0])
     checks = []
     quick_check = sqlite_setup.quick_check
     monkeypatch.setattr(sqlite_setup, "quick_check", lambda conn: checks.append(1) or quick_check(conn))
-    client = _sqlite_app(tmp_path).test_client()
+    client = sqlite_app(tmp_path).test_client()
     for i in range(5):  # a busy service: writes between probes, within the interval
         assert client.post("/v1/profiles", json={"rows": published_rows(as_id=f"w{i}")},
                            headers=AUTH).status_code == 201
@@ -137,7 +136,7 @@ def test_quick_check_runs_at_most_once_per_interval_and_still_finds_damage(tmp_p
     con = sqlite3.connect(db)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the rows' page in the file, not in the WAL
     con.close()
-    _damage(db, "midpage")
+    damage_sqlite(db, "midpage")
     clock[0] += health.QUICK_CHECK_INTERVAL_S
     r = client.get("/healthz")
     assert r.status_code == 503 and "is damaged" in r.json["database"] and db in r.json["database"], r.json
