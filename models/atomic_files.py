@@ -10,11 +10,14 @@ written into instead (:func:`write_output`): there is no file to replace.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
 from pathlib import Path
 
+#: Symlinks followed before a path is refused as a loop (the kernel's own limit).
+MAX_SYMLINKS = 40
 #: Bytes of the target's name a temporary name keeps: with the dot, the random part and a suffix it stays
 #: within the 255-byte name limit of common file systems.
 TEMP_NAME_BYTES = 200
@@ -27,10 +30,30 @@ def temp_name(target: Path, suffix: str = ".tmp") -> Path:
     return target.with_name(f".{short}.{secrets.token_hex(6)}{suffix}")
 
 
+def followed(path: str | Path) -> Path:
+    """``path`` through its symlinks (an absolute path), as a plain write would land, but following a link
+    in a sticky, world-writable folder (``/tmp``) only when the caller or the folder's owner owns it, the
+    kernel's ``protected_symlinks`` rule: resolved here, a link planted there by another user would
+    otherwise steer a root run's output (or the sidecar beside it, a name the user never typed) onto any
+    file. PermissionError naming the link when refused; OSError (ELOOP) past :data:`MAX_SYMLINKS` links."""
+    link = Path(os.path.abspath(path))
+    for _ in range(MAX_SYMLINKS):
+        if not link.is_symlink():
+            return Path(os.path.realpath(link))
+        folder, owner = os.stat(link.parent), os.lstat(link).st_uid
+        shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+        if shared and owner not in (os.geteuid(), folder.st_uid):
+            raise PermissionError(errno.EACCES, f"{link} is a symlink of another user (uid {owner}) in the "
+                                  f"shared folder {link.parent}; not followed", str(link))
+        link = Path(os.path.abspath(link.parent / os.readlink(link)))
+    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+
+
 def probe_folder(target: Path) -> None:
     """Create and remove a temporary file beside ``target`` as :func:`replace_file` would: OSError when the
-    folder cannot take it (a check before work whose result would be lost)."""
-    temp_beside(target, b"", mode=0o600).unlink()
+    folder cannot take it or ``target`` is a symlink :func:`followed` refuses (a check before work whose
+    result would be lost)."""
+    temp_beside(followed(target), b"", mode=0o600).unlink()
 
 
 def temp_beside(target: Path, data: bytes, mode: int | None = None, suffix: str = ".tmp") -> Path:
@@ -86,8 +109,9 @@ def is_special_file(path: str | Path) -> bool:
 def write_output(path: Path, data: bytes) -> None:
     """Write a user's output file as a plain write would land, but whole: through symlinks to the file they
     name, straight into an existing device or FIFO (``--out /dev/null`` discards, a rename would have put a
-    regular file in its place), and otherwise replaced atomically (:func:`replace_file`)."""
-    target = Path(os.path.realpath(path))
+    regular file in its place), and otherwise replaced atomically (:func:`replace_file`). A symlink another
+    user planted in a shared folder is refused (:func:`followed`)."""
+    target = followed(path)
     if is_special_file(target):
         with open(target, "wb") as f:
             f.write(data)

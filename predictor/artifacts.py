@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jetpredict.models.atomic_files import is_special_file, sync_folder, temp_beside, temp_name
+from jetpredict.models.atomic_files import followed, is_special_file, sync_folder, temp_beside, temp_name
 from jetpredict.models.errors import InputError
 
 FORMAT = "jetpredict-artifact/2"
@@ -104,8 +104,9 @@ def _replace_pair(path: Path, data: bytes, manifest: bytes) -> None:
     SIGKILL) between the two renames, two system calls apart, leaves the new file under the old manifest,
     which :func:`read_artifact` refuses (SHA-256 mismatch); the old file then survives as
     ``.NAME.*.old`` beside it. No order closes that window: each manifest matches one file's bytes only."""
-    # Through symlinks, as a plain write would go: the renames replace the files they point to.
-    target, mtarget = Path(os.path.realpath(path)), Path(os.path.realpath(manifest_path(path)))
+    # Through symlinks, as a plain write would go: the renames replace the files they point to (not a link
+    # another user planted in a shared folder, the manifest's name included: atomic_files.followed).
+    target, mtarget = followed(path), followed(manifest_path(path))
     made: list[Path] = []
     what = f"{path} and its manifest {manifest_path(path).name}"
     try:

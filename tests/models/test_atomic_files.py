@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -55,3 +56,55 @@ def test_a_name_at_the_byte_limit_is_replaced_through_a_temporary_name_within_it
     atomic_files.probe_folder(path)
     assert path.read_bytes() == b"rows"
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+#: A user who is not the caller (uid 65534 is ``nobody`` on Debian and Ubuntu).
+OTHER_UID = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a symlink another owner needs root")
+
+
+def _shared(folder):
+    """``folder`` made like ``/tmp``: world-writable and sticky, owned by the caller."""
+    folder.mkdir()
+    os.chmod(folder, 0o1777)
+    return folder
+
+
+@needs_root
+def test_a_link_another_user_planted_in_a_shared_folder_is_not_followed(tmp_path):
+    # As root, following it would have replaced /etc/passwd (or any file) with the output.
+    important = tmp_path / "important.txt"
+    important.write_text("root:x:0:0\n")
+    shared = _shared(tmp_path / "tmp")
+    planted = shared / "p.csv.json"
+    planted.symlink_to(important)
+    os.lchown(planted, OTHER_UID, OTHER_UID)
+    with pytest.raises(PermissionError) as err:
+        atomic_files.write_output(planted, b"{}")
+    assert str(planted) in str(err.value) and "another user" in str(err.value)
+    with pytest.raises(PermissionError):
+        atomic_files.probe_folder(planted)
+    assert important.read_text() == "root:x:0:0\n" and planted.is_symlink()
+
+
+@needs_root
+def test_links_the_kernel_lets_a_process_follow_are_followed(tmp_path):
+    shared, plain = _shared(tmp_path / "tmp"), tmp_path / "home"
+    plain.mkdir()
+    answers = tmp_path / "answers.csv"
+    mine = shared / "mine.csv"  # the caller's own link in the shared folder
+    mine.symlink_to(answers)
+    theirs = plain / "theirs.csv"  # another user's link, in a folder that is not shared
+    theirs.symlink_to("../answers.csv")  # relative to its folder
+    os.lchown(theirs, OTHER_UID, OTHER_UID)
+    chain = shared / "chain.csv"  # the caller's link to another link
+    chain.symlink_to(theirs)
+    for link in (mine, theirs, chain):
+        assert atomic_files.followed(link) == answers
+        atomic_files.write_output(link, link.name.encode())
+        assert answers.read_bytes() == link.name.encode() and link.is_symlink()
+    loop = plain / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(OSError) as err:
+        atomic_files.followed(loop)
+    assert err.value.errno == errno.ELOOP

@@ -87,3 +87,29 @@ def test_recommend_plot_never_overwrites_the_model_it_reads(work, tmp_path, caps
     code = main(["recommend", "--model", str(model), "--objective", "min-time", "--plot", str(model)])
     assert code == 2 and f"--plot {model} would overwrite {model}, which --model reads" in capsys.readouterr().err
     assert model.read_bytes() == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a symlink another owner needs root")
+@pytest.mark.parametrize("planted", ["answer.csv", "model.json.json"])
+def test_a_link_another_user_planted_in_a_shared_folder_is_refused_naming_it(work, tmp_path, capsys, planted):
+    """``sudo jetpredict fit --out /tmp/model.json`` also writes ``model.json.json``, a name the user never
+    typed: a link another user put there (or at the answer's name) must not steer it onto a system file."""
+    important = tmp_path / "important.txt"
+    important.write_text("root:x:0:0\n")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    link = shared / planted
+    link.symlink_to(important)
+    os.lchown(link, 65534, 65534)
+    if planted == "answer.csv":
+        argv = ["predict", "--model", str(work / "resnet.json"), "--presets", "--out", str(link)]
+    else:
+        argv = ["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv"), "--out",
+                str(shared / "model.json")]
+    capsys.readouterr()
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert f"{link} is a symlink of another user" in said and "Traceback" not in said, said
+    assert important.read_text() == "root:x:0:0\n" and link.is_symlink()
+    assert not (shared / "model.json").exists()

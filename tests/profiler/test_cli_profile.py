@@ -186,6 +186,25 @@ def test_an_unwritable_out_is_refused_before_the_first_mode(tmp_path, capsys):
     assert f"cannot write --out {tmp_path / 'a-file' / 'p.csv'}" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a symlink another owner needs root")
+def test_a_sidecar_name_another_user_planted_as_a_link_is_refused_before_the_first_mode(tmp_path, capsys):
+    # `sudo jetpredict profile --out /tmp/p.csv` writes p.csv.json too: another user's link there (in a
+    # world-writable, sticky folder) replaced a root-owned file with the profile's JSON.
+    important = tmp_path / "important.txt"
+    important.write_text("root:x:0:0\n")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    (shared / "p.csv.json").symlink_to(important)
+    os.lchown(shared / "p.csv.json", 65534, 65534)
+    argv = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MODE_10W",
+            "--minibatches", "2", "--no-progress", "--out", str(shared / "p.csv")]
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert f"{shared / 'p.csv.json'} is a symlink of another user" in said and "profiled" not in said, said
+    assert important.read_text() == "root:x:0:0\n" and not (shared / "p.csv").exists()
+
+
 def test_a_failed_final_restore_tells_the_command_that_puts_the_mode_back(fake_root, tmp_path, capsys,
                                                                           monkeypatch):
     from jetpredict.models.catalogue import load_device
