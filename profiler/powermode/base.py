@@ -15,7 +15,7 @@ on the signal path is tried again on the exit path. Controllers that change the 
 (``persistent = True``) also write the original mode to a state file before the first switch
 (:mod:`profiler.powermode.state`), which ``jetpredict restore`` uses after a SIGKILL, a crash or a reboot;
 when the restore on the way out fails, its :class:`RestoreFailedError` names that file and the command to run.
-They also hold the state folder's lock (:class:`profiler.powermode.state.ModeLock`) from the check for
+They also hold the device's power-mode lock (:class:`profiler.powermode.state.ModeLock`) from the check for
 another run until they leave the block (their restore done, or ``keep``), so of two runs started at once the
 second is refused.
 SIGTERM, SIGHUP and SIGQUIT end the run with :class:`SignalExit` (status 128 + the signal, as their default
@@ -278,7 +278,7 @@ class PowerModeController(ABC):
         return None
 
     def _release_lock(self) -> None:
-        """Release the state folder's lock (a no-op in a forked child: :meth:`ModeLock.release` checks)."""
+        """Release the power-mode lock (a no-op in a forked child: :meth:`ModeLock.release` checks)."""
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.release()

@@ -9,11 +9,25 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from jetpredict.profiler import sysfs
 
 DEFAULT_TIMEOUT_S = 30.0
+#: Told the pid of each privileged command as it starts and None once it has ended (the power-mode lock's
+#: record): a command outlives a SIGKILL of this process, so a restore must wait for a switch in flight.
+_child_observer: Callable[[int | None], None] | None = None
+
+
+def observe_children(observer: Callable[[int | None], None] | None) -> None:
+    """Set (or, with None, clear) the one observer of the privileged commands' lifetimes."""
+    global _child_observer
+    _child_observer = observer
+
+
+def _note_child(pid: int | None) -> None:
+    if _child_observer is not None:
+        _child_observer(pid)
 
 
 class PrivilegedCommandError(RuntimeError):
@@ -55,12 +69,7 @@ def run_privileged(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S,
             raise PrivilegedCommandError(f"{shlex.join(argv)} needs root: run jetpredict as root", argv)
         full = [sudo, "-n", *full]
     try:
-        # Its own session: a Ctrl-C or SIGHUP sent to our process group (a terminal, an SSH drop) must not
-        # kill nvpmodel halfway through a switch or a restore.
-        # No stdin: on L4T a switch that needs a reboot asks "enter YES/yes" on stdin, and a "yes" piped
-        # into jetpredict would reboot the board mid-campaign; with /dev/null the prompt just ends.
-        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False,
-                              start_new_session=True, stdin=subprocess.DEVNULL)
+        proc = _run(full, timeout_s)
     except subprocess.TimeoutExpired:
         raise PrivilegedCommandError(f"{shlex.join(argv)} did not finish within {timeout_s:g} s",
                                      argv) from None
@@ -75,6 +84,27 @@ def run_privileged(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S,
             f"{shlex.join(argv)} failed with exit {proc.returncode}{hint}: {detail[-1] if detail else ''}",
             argv, proc.returncode, proc.stderr)
     return proc
+
+
+def _run(full: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``full`` run as :func:`subprocess.run` would (killed on a timeout or an interrupt), its pid told to
+    the observer from its start until it has ended (:func:`observe_children`)."""
+    try:
+        # Its own session: a Ctrl-C or SIGHUP sent to our process group (a terminal, an SSH drop) must not
+        # kill nvpmodel halfway through a switch or a restore.
+        # No stdin: on L4T a switch that needs a reboot asks "enter YES/yes" on stdin, and a "yes" piped
+        # into jetpredict would reboot the board mid-campaign; with /dev/null the prompt just ends.
+        with subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True) as proc:
+            _note_child(proc.pid)
+            try:
+                out, err = proc.communicate(timeout=timeout_s)
+            except BaseException:  # a timeout or an interrupt, as subprocess.run: not left running
+                proc.kill()
+                raise
+    finally:
+        _note_child(None)  # after Popen's exit has waited for it
+    return subprocess.CompletedProcess(full, proc.returncode, out, err)
 
 
 def write_sysfs(device_path: str, value: object) -> None:

@@ -40,7 +40,7 @@ def restore_unfinished(force: bool = False) -> RecoveryResult:
     lock = None
     if not force:  # --force restores under a live run, whose lock it cannot have
         try:
-            # The lock beside the file: a run that started since it was read must not switch under us.
+            # The device's lock (beside the file without /run/lock): no run started since it was read switches under us.
             lock = state_file.ModeLock.take(state.path.parent if state.path else None)
         except state_file.LockHeldError as err:
             raise RunStillActive(f"another jetpredict run ({err.who()}) is changing power modes; stop it "

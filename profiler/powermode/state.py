@@ -14,8 +14,11 @@ the record back as it was for ``jetpredict restore``. Fields added after version
 (the pid alone says whether its run is alive), and older readers ignore them, so the version stays 1.
 
 Checking for a live run and writing the file is one claim: a run holds an exclusive ``flock`` on
-``powermode.lock`` beside the file (:class:`ModeLock`) from before that check until its restore is done,
-so of two runs started at the same moment the second is refused. ``jetpredict restore`` takes it too.
+``/run/lock/jetpredict-powermode.lock`` (:class:`ModeLock`) from before that check until its restore is
+done, so of two runs started at the same moment the second is refused, whichever users run them (root's
+state lives in ``/var/lib``, a user's in their home: a lock beside each let both switch at once).
+``jetpredict restore`` takes it too, and first waits for a command a killed holder left running. Without
+``/run/lock`` the lock file is beside the state file.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import logging
 import os
 import shlex
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +55,10 @@ CLOCKS_STORE_NAME = "jetson-clocks-store.conf"
 RUN_CLOCKS_STORE_NAME = "jetson-clocks-run.conf"
 #: Every ``--store`` kept beside a state file; a record handed on keeps its store under its name.
 CLOCKS_STORE_NAMES = (CLOCKS_STORE_NAME, RUN_CLOCKS_STORE_NAME)
-#: Held (flock) by the run that changes power modes, from its check for another run to its restore.
-LOCK_FILE_NAME = "powermode.lock"
+#: Held (flock) by the run that changes power modes, from its check for another run to its restore: in
+#: :data:`LOCK_DIR`, the folder every user of the device can create a file in, else in the state folder.
+LOCK_FILE_NAME = "jetpredict-powermode.lock"
+LOCK_DIR = "/run/lock"
 SCHEMA_VERSION = 1
 #: ``/proc/<pid>/stat`` field (1-based) holding the process start time, in clock ticks since boot.
 PROC_START_TIME_FIELD = 22
@@ -281,19 +287,78 @@ def run_named(pid: int | None) -> str:
 
 
 class LockHeldError(RuntimeError):
-    """Another process holds the power-mode lock; ``pid`` is the one it recorded (None: not yet written)."""
+    """Another process holds the power-mode lock; ``pid`` is the one it recorded (None: not yet written);
+    ``holder`` names it when it is no run (a command a killed run left running)."""
 
-    def __init__(self, pid: int | None) -> None:
+    def __init__(self, pid: int | None, holder: str | None = None) -> None:
         self.pid = pid
+        self.holder = holder
         super().__init__(f"the power-mode lock is held by {self.who()}")
 
     def who(self) -> str:
         """The holder, for messages (:func:`run_named`)."""
-        return run_named(self.pid)
+        return self.holder or run_named(self.pid)
+
+
+def _lock_record(fd: int) -> tuple[int | None, tuple[int, int] | None]:
+    """What a lock file says: its holder's pid, and the (pid, start time) of the privileged command the
+    holder had running when it last wrote (None: none, or not recorded)."""
+    words = os.pread(fd, 64, 0).decode(errors="replace").split()
+    numbers = [int(w) for w in words if w.isdigit()]
+    holder = numbers[0] if words and words[0].isdigit() else None
+    return holder, (numbers[1], numbers[2]) if len(numbers) == 3 else None
+
+
+def _wait_for_orphan(command: tuple[int, int] | None) -> None:
+    """Wait for a privileged command a killed holder left running (it outlives its parent, in its own
+    session) to end, for up to a command's timeout: a restore under it would be undone when it lands.
+    :class:`LockHeldError` naming it when it runs on."""
+    if command is None:
+        return
+    pid, started = command
+    deadline = time.monotonic() + privileged.DEFAULT_TIMEOUT_S
+    if process_start_time(pid) == started:
+        log.warning("waiting for pid %d, a power-mode command a killed run left running, to end", pid)
+    while process_start_time(pid) == started:
+        if time.monotonic() > deadline:
+            raise LockHeldError(pid, f"pid {pid}, a power-mode command a killed run left running")
+        time.sleep(ORPHAN_POLL_S)
 
 
 #: How often :meth:`ModeLock.take` tries again when the file it locked was removed under it by its releaser.
 LOCK_TRIES = 20
+#: How often (s) a new holder of the lock checks whether a killed holder's command has ended.
+ORPHAN_POLL_S = 0.05
+
+
+def lock_path(state_folder: Path | None = None) -> Path:
+    """The power-mode lock: in :data:`LOCK_DIR` (under a fake device root, the root's), one for every user of
+    the device; where that folder is missing, beside the state file in ``state_folder`` (default
+    :func:`state_dir`)."""
+    shared = sysfs.path(LOCK_DIR) if sysfs.is_fake_root() else Path(LOCK_DIR)
+    return (shared if shared.is_dir() else (state_folder or state_dir())) / LOCK_FILE_NAME
+
+
+def _open_lock(path: Path) -> tuple[int, bool]:
+    """``path`` opened (created if missing, never through a symlink) for the lock: (descriptor, writable).
+    In the shared folder another user's file may refuse a create-open (``protected_regular``) or a write:
+    it is opened as it may be, read-only at worst, which ``flock`` takes all the same."""
+    created = 0o666 if path.parent.stat().st_mode & stat.S_ISVTX else 0o600  # others' runs open it too
+    for _ in range(LOCK_TRIES):  # a file removed between two opens (its holder released it): again
+        for flags in (os.O_RDWR | os.O_CREAT, os.O_RDWR, os.O_RDONLY):
+            try:
+                fd = os.open(path, flags | os.O_NOFOLLOW, created)
+            except FileNotFoundError:
+                break
+            except PermissionError:
+                if flags == os.O_RDONLY:
+                    raise
+                continue
+            if flags & os.O_CREAT and os.fstat(fd).st_uid == os.geteuid():
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, created)  # the umask's 0644 would refuse other users' pid writes
+            return fd, flags != os.O_RDONLY
+    raise LockHeldError(None)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -306,34 +371,38 @@ def _same_file(fd: int, path: Path) -> bool:
 
 @dataclass
 class ModeLock:
-    """An exclusive ``flock`` on :data:`LOCK_FILE_NAME` in :func:`state_dir`: held by the one run that may
-    change power modes, from its check for another run to the end of its restore. The file holds the holder's
-    pid (for the refusal's message) and is removed on release, so a clean run leaves nothing behind."""
+    """An exclusive ``flock`` on :func:`lock_path`: held by the one run that may change power modes, from its
+    check for another run to the end of its restore. The file holds the holder's pid (for the refusal's
+    message) and that of the privileged command it has running (:func:`privileged.observe_children`), and
+    is removed on release, so a clean run leaves nothing behind."""
 
     path: Path
     fd: int
     pid: int  # the process that took it; a process forked meanwhile shares the lock but never releases it
+    writable: bool = True
 
     @classmethod
-    def take(cls, directory: Path | None = None) -> ModeLock:
-        """Lock the file in ``directory`` (default :func:`state_dir`) without waiting; :class:`LockHeldError`
+    def take(cls, state_folder: Path | None = None) -> ModeLock:
+        """Lock :func:`lock_path` (``state_folder``: see there) without waiting; :class:`LockHeldError`
         naming the holder's pid when another run has it."""
-        path = (directory or state_dir()) / LOCK_FILE_NAME
+        path = lock_path(state_folder)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for _ in range(LOCK_TRIES):
             # O_NOFOLLOW: as root, never open where a planted link points. Python's descriptors are not
             # inherited by the nvpmodel it runs, so a tool left running cannot keep the lock.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd, writable = _open_lock(path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if _same_file(fd, path):
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-                    return cls(path, fd, os.getpid())
+                    _wait_for_orphan(_lock_record(fd)[1])  # a killed holder's file: its command may run on
+                    lock = cls(path, fd, os.getpid(), writable)
+                    lock.note_child(None)
+                    privileged.observe_children(lock.note_child)
+                    return lock
             except BlockingIOError:
-                text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                holder = _lock_record(fd)[0]
                 os.close(fd)
-                raise LockHeldError(int(text) if text.isdigit() else None) from None
+                raise LockHeldError(holder) from None
             except BaseException:
                 os.close(fd)
                 raise
@@ -341,15 +410,28 @@ class ModeLock:
             os.close(fd)
         raise LockHeldError(None)
 
+    def note_child(self, pid: int | None) -> None:
+        """Record this holder's pid and ``pid``, the privileged command it has running (None: none)."""
+        if self.pid != os.getpid() or self.fd < 0 or not self.writable:
+            return
+        started = None if pid is None else process_start_time(pid)
+        text = f"{self.pid}\n" + ("" if started is None else f"{pid} {started}\n")
+        with contextlib.suppress(OSError):  # the record is for a later restore's wait; the command runs anyway
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, text.encode(), 0)
+
     def release(self) -> None:
         """Remove the file, then unlock (in that order: a run that opened it meanwhile sees it gone and
         locks a new one). A no-op in a process forked while it was held: the lock is its parent's."""
         if self.pid != os.getpid() or self.fd < 0:
             return
+        privileged.observe_children(None)
         fd, self.fd = self.fd, -1
         try:
             if _same_file(fd, self.path):
-                self.path.unlink()
+                # Another user's file in the shared folder is theirs to remove (sticky): it stays, unlocked.
+                with contextlib.suppress(PermissionError):
+                    self.path.unlink()
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)  # explicit: a forked child's copy of the descriptor must not keep it
             os.close(fd)

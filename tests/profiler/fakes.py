@@ -68,6 +68,9 @@ class FakeRoot:
         self.bin = self.path / "usr" / "bin"
         self.bin.mkdir(parents=True, exist_ok=True)
         self.calls_log = self.path / "calls.log"
+        # As on every systemd board: the folder of the device-wide power-mode lock, open to every user.
+        self.real("/run/lock").mkdir(parents=True, exist_ok=True)
+        os.chmod(self.real("/run/lock"), 0o1777)
 
     # --- plain files ------------------------------------------------------------------------------
 
@@ -271,8 +274,10 @@ class FakeRoot:
         return self.real("/var/lib/jetpredict")
 
     def state_files(self) -> list[str]:
-        """The names in :meth:`state_dir`, sorted: a run that ended cleanly leaves none (no lock file either)."""
-        return sorted(p.name for p in self.state_dir().glob("*")) if self.state_dir().exists() else []
+        """The names in :meth:`state_dir` and the lock folder, sorted: a run that ended cleanly leaves none (no
+        lock file either)."""
+        return sorted(p.name for folder in (self.state_dir(), self.real("/run/lock")) if folder.exists()
+                      for p in folder.glob("*"))
 
 
 class BusyRailBackend(TrainingBackend):

@@ -1,15 +1,18 @@
 """One run at a time changes a device's power modes: checking for another run and saving the original mode
-is one claim (the state folder's lock), so of two runs started at the same moment the second is refused,
-and the device ends in the original mode with no state file left (fake AGX Xavier, fake nvpmodel)."""
+is one claim (the device's lock, whoever runs it), so of two runs started at the same moment the second is
+refused, and the device ends in the original mode with no state file left (fake AGX Xavier, fake nvpmodel)."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 from fakes import finish, start_cli
 from jetpredict.models.catalogue import load_device
 from jetpredict.profiler.powermode import PrivilegedCommandError, detect_controller
+from jetpredict.profiler.powermode import state as state_file
 from jetpredict.profiler.powermode.recovery import RunStillActive, restore_unfinished
 
 ORIGINAL_ID = 3  # MODE_30W_ALL in force (the xavier_30w fixture): neither run's mode, nor the default
@@ -38,6 +41,55 @@ def test_a_second_run_checking_while_the_first_saves_its_original_is_refused(xav
                                           "on this device; wait for it to end"]
     assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
     assert xavier_30w.state_files() == []  # no state file, and the lock file goes with its run
+
+
+def test_runs_that_keep_their_state_in_different_folders_share_one_lock(xavier_30w, tmp_path, monkeypatch):
+    """Root keeps its state in /var/lib/jetpredict, a user in ~/.local/state: with a lock beside each state
+    file, a user's run and a root run switched the same board at once and left it in neither's original."""
+    monkeypatch.setenv(state_file.STATE_DIR_ENV, str(tmp_path / "alice"))
+    alice = detect_controller("jetson")
+    with alice:
+        alice.apply(load_device("agx-xavier").preset("MAXN"))
+        monkeypatch.setenv(state_file.STATE_DIR_ENV, str(tmp_path / "bob"))
+        with pytest.raises(PrivilegedCommandError, match=f"another jetpredict run \\(pid {os.getpid()}\\)"):
+            detect_controller("jetson").remember()
+        assert not restore_unfinished().restored  # bob's restore finds no file of his: no switch under alice
+        assert xavier_30w.read("/var/lib/nvpmodel/status") == "pmode:0000"
+        monkeypatch.setenv(state_file.STATE_DIR_ENV, str(tmp_path / "alice"))
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    assert xavier_30w.state_files() == [] and not any((tmp_path / "bob").glob("*"))
+
+
+def test_a_lock_file_another_user_left_is_taken_read_only(xavier_30w, monkeypatch):
+    """A file left in the shared folder by another user's killed run (theirs, 0644): the lock is still taken
+    on it, the holder's pid not written, and it stays there (in a sticky folder it is theirs to remove)."""
+    path = state_file.lock_path()
+    assert path.parent == xavier_30w.real("/run/lock")
+    path.write_text("4242\n")
+    os.chmod(path, 0o644)
+    real_open = os.open
+
+    def as_another_user(file, flags, *args):  # root would open it for writing; a user may not
+        if os.fspath(file) == os.fspath(path) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, flags, *args)
+
+    def not_theirs(self, *args, **kwargs):
+        raise PermissionError(1, "Operation not permitted", str(self))
+
+    with monkeypatch.context() as user:
+        user.setattr(os, "geteuid", lambda: 65534)  # the file's owner (root here) is not this run's user
+        user.setattr(os, "open", as_another_user)
+        user.setattr(type(path), "unlink", not_theirs)
+        lock = state_file.ModeLock.take()
+        try:
+            with pytest.raises(state_file.LockHeldError):
+                state_file.ModeLock.take()  # held: a second run is refused
+        finally:
+            lock.release()
+    assert path.read_text() == "4242\n"
+    state_file.ModeLock.take().release()  # released: taken again, and removed by its owner
+    assert not path.exists()
 
 
 def test_restore_refuses_while_a_run_holds_the_lock(xavier_30w):
@@ -71,3 +123,27 @@ def test_of_two_runs_started_together_the_second_is_refused_naming_the_first(xav
     assert switches == ["0", str(ORIGINAL_ID)]  # the first run's switch and restore, nothing of the second
     assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
     assert xavier_30w.state_files() == [] and not (tmp_path / "second.csv").exists()
+
+
+def test_restore_after_a_kill_waits_for_the_switch_the_killed_run_left_running(xavier_30w, tmp_path):
+    """nvpmodel runs in its own session, so it outlives a SIGKILL of its run: a restore at once put the
+    original mode back, then the killed run's switch landed and left MODE_10W, with no state file to undo it."""
+    xavier_30w.hold_nvpmodel("m")
+    child = start_cli(xavier_30w, *PROFILE, "--modes", "MODE_10W", "--out", str(tmp_path / "p.csv"))
+    release = threading.Timer(1.0, xavier_30w.release_nvpmodel, ("m",))
+    try:
+        xavier_30w.wait_held("m")  # the run is inside its switch to MODE_10W
+        child.kill()
+        child.wait()
+        release.start()  # the orphaned switch ends a second later, while the restore below waits for it
+        result = restore_unfinished()
+    finally:
+        release.cancel()
+        xavier_30w.release_nvpmodel("m")
+        finish(child)
+    assert result.restored, result.message
+    switches = [c[-1] for c in xavier_30w.calls() if c[0] == "nvpmodel" and "-m" in c]
+    assert switches == ["1", str(ORIGINAL_ID)]  # the orphan's switch, then the restore: never the other way
+    time.sleep(0.2)
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    assert xavier_30w.state_files() == []
