@@ -258,12 +258,13 @@ class WorkloadModel:
     def predict(self, modes: ModeArrays, confidence: float = DEFAULT_CONFIDENCE) -> Prediction:
         """Predict every mode of ``modes`` (this model's device); InputError for knobs outside it."""
         z = z_of(confidence)
-        bad = modes.out_of_range(self.device)
-        if bad:
+        if bad := modes.out_of_range(self.device):
             fld, message = next(iter(bad.items()))
             raise InputError(f"model of device {self.device_id!r}: {message}", fld)
         t, p, distances = self.parts(modes)
-        energy = p.power * t.epoch
+        # No module draws above its range: a fit extrapolated past it says only that the mode runs at the limit.
+        most_w = self.device.power_range_w[1]
+        energy = (power := np.minimum(p.power, most_w)) * t.epoch
         s = self.interval_scales.in_regime()
         sds = self.relative_sds(t, p)
         t_rel, p_rel, e_rel = (np.hypot(getattr(s, o) * sds[o][0], sds[o][1]) for o in ("time", "power", "energy"))
@@ -272,20 +273,19 @@ class WorkloadModel:
         outside = (np.zeros((len(modes), len(MODE_FIELDS)), dtype=bool) if distances is None
                    else np.column_stack([distances[k] > OUTSIDE_TOLERANCE_LN for k in MODE_FIELDS]))
         t_half, p_half, e_half = (np.minimum(z * r, MAX_LOG_HALF_WIDTH) for r in (t_rel, p_rel, e_rel))
-        # No mode beats its FLOPs at FP32 peak, idles below its base power's bound or draws above its range.
+        # No mode beats its FLOPs at FP32 peak or idles below its base power's bound.
         gpu_s = self.flops_floor * 1000.0 / modes.gpu_throughput_mhz  # the "gpu" time feature
         time_low = np.maximum(t.epoch * np.exp(-t_half), np.minimum(gpu_s, t.epoch))
         time_high = t.epoch * np.exp(t_half)
-        idle_w, most_w = p.base * np.exp(-z * self.base_sd_rel), np.maximum(self.device.power_range_w[1], p.power)
+        idle_w = np.minimum(p.base * np.exp(-z * self.base_sd_rel), power)
         return Prediction(
-            epoch_time_s=t.epoch, epoch_time_s_low=time_low,
-            epoch_time_s_high=time_high, stall_time_s=t.stall, compute_time_s=t.compute,
-            avg_power_w=p.power, avg_power_w_low=np.maximum(p.power * np.exp(-p_half), idle_w),
-            avg_power_w_high=np.minimum(p.power * np.exp(p_half), most_w), base_power_w=p.base,
+            epoch_time_s=t.epoch, epoch_time_s_low=time_low, epoch_time_s_high=time_high, stall_time_s=t.stall,
+            compute_time_s=t.compute, avg_power_w=power, avg_power_w_low=np.maximum(power * np.exp(-p_half), idle_w),
+            avg_power_w_high=np.minimum(power * np.exp(p_half), most_w), base_power_w=np.minimum(p.base, power),
             epoch_energy_j=energy, epoch_energy_j_low=np.maximum(energy * np.exp(-e_half), idle_w * time_low),
             epoch_energy_j_high=np.maximum(np.minimum(energy * np.exp(e_half), most_w * time_high), energy),
-            outside=outside, confidence=float(confidence),
-            cross_device=self.cross_device, power_source="workload" if self.has_power else "reference")
+            outside=outside, confidence=float(confidence), cross_device=self.cross_device,
+            power_source="workload" if self.has_power else "reference")
 
     @property
     def flops_floor(self) -> float:

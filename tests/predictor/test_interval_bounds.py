@@ -87,3 +87,33 @@ def test_power_and_energy_lows_keep_the_idle_power_bound(planned_model):
         assert (p.avg_power_w_low >= idle * (1 - 1e-9)).all(), device.id
         assert (p.epoch_energy_j_low >= idle * p.epoch_time_s_low * (1 - 1e-9)).all(), device.id
         assert (p.avg_power_w_low <= p.avg_power_w).all() and (p.epoch_energy_j_low <= p.epoch_energy_j).all()
+
+
+#: ResNet-18 on Nano through a meter that counts the carrier board too (+5 W): 8-11 W, each row plausible.
+BOARD_METERED_NANO_ROWS = """\
+mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,num_workers,batch_size,minibatches_per_epoch,epoch_time_s,stall_time_s,compute_time_s,avg_power_w,base_power_w
+3c-1132.8-691.2-1065.6,3,1132.8,691.2,1065.6,4,16,3125,2337.0,28.193,2304.0,11.3357,6.4107
+3c-1132.8-460.8-800,3,1132.8,460.8,800.0,4,16,3125,3461.4,30.534,3425.5,8.9946,6.1908
+1c-1326-307.2-665.6,1,1326.0,307.2,665.6,4,16,3125,5149.7,33.044,5110.9,8.2309,5.99208
+1c-102-460.8-1065.6,1,102.0,460.8,1065.6,4,16,3125,4862.0,447.55,4336.8,7.9766,6.3296
+"""
+
+
+@pytest.mark.parametrize("confidence", [0.5, 0.999])
+def test_no_prediction_draws_above_what_the_module_can(confidence):
+    # Extrapolated to the top clocks, this fit's power reached 24.7 W against Nano's 20 W range, and the
+    # upper end of its interval sat on that point at every confidence.
+    rows = pd.read_csv(io.StringIO(BOARD_METERED_NANO_ROWS)).assign(
+        device="nano", workload="resnet18-cifar10", source="measured")
+    rows["epoch_energy_j"] = rows["avg_power_w"] * rows["epoch_time_s"]
+    nano = load_device("nano")
+    p = fit_workload(rows, nano).predict(ModeArrays.of_device(nano), confidence)
+    top_w = nano.power_range_w[1]
+    at_top = p.avg_power_w == top_w
+    assert at_top.sum() > 10 and (p.avg_power_w <= top_w).all()
+    assert (p.avg_power_w_low <= p.avg_power_w).all() and (p.avg_power_w <= p.avg_power_w_high).all()
+    assert (p.avg_power_w_high <= top_w).all() and (p.base_power_w <= p.avg_power_w).all()
+    assert np.allclose(p.epoch_energy_j, p.avg_power_w * p.epoch_time_s)
+    assert (p.epoch_energy_j_low <= p.epoch_energy_j).all() and (p.epoch_energy_j <= p.epoch_energy_j_high).all()
+    # below the limit the interval is as before: open on both sides of its point
+    assert (p.avg_power_w_high[~at_top] > p.avg_power_w[~at_top]).all()
