@@ -225,7 +225,8 @@ class RecommendationSchema(ProvenanceSchema):
     reason = fields.String(allow_none=True)
     preferred_in_range = fields.Boolean(metadata={
         "description": "a mode outside the profiled knob ranges looked better but not beyond its interval, so "
-                       "the best mode inside the ranges was chosen"})
+                       "the best mode inside the ranges, or better than all of them beyond its interval, was "
+                       "chosen"})
     best = fields.Nested(PredictionSchema, allow_none=True, required=True)
     pareto = fields.List(fields.Nested(PredictionSchema), required=True,
                          metadata={"description": "time vs energy front, fastest first"})

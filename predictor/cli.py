@@ -192,8 +192,16 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
     adviser = Adviser(resolve_device(args.device), goal, candidates, reference)
     proposal = adviser.propose(rows, budget)
     hopeless = unreachable_caps(proposal.decision, goal)
+    # What the recommendation rests on, stated in the summary as recommend's is (csv/json: columns below).
+    rests_on = {**service.provenance(proposal.model), "cross_device": False}
     _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}"
+         + provenance_summary(pd.DataFrame([rests_on]), proposal.model.device_id)
          + ("" if hopeless is None else f"; {hopeless}"))
+    best = proposal.decision.best
+    outside = "" if best is None else proposal.decision.table["extrapolated_knobs"].iloc[best]
+    if outside:
+        _log(f"note: the recommended mode lies outside the profiled range of {outside}; its prediction "
+             "extrapolates")
     if hopeless is not None:
         return 1
     if proposal.modes.empty:
@@ -203,7 +211,7 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
              f"{proposal.modes['est_profile_s'].sum() / 60:.1f} min; score = expected drop of the decision's "
              "uncertainty (relative width of the recommended mode's interval + rivals' chance to beat it)")
     # What the proposal rests on travels in columns, as in every verb's answer from a fit.
-    table = proposal.modes.assign(**service.provenance(proposal.model), cross_device=False)
+    table = proposal.modes.assign(**rests_on)
     with _output(args.out) as out:
         write_table(table if args.format != "table" else proposal.modes, args.format, out)
     return 0
@@ -385,7 +393,7 @@ def _recommend(args: argparse.Namespace) -> int:
                  "profile it to confirm")
         if result.preferred_in_range:
             _log("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
-                 "the best mode inside the ranges was chosen")
+                 "the best mode inside the ranges, or better than all of them beyond its interval, was chosen")
         # The table's rows stay best + front; the comparison is a line here and a field in the JSON.
         _log(preset_summary(result.preset_comparison))
     return 0

@@ -358,7 +358,7 @@ def plan(device: Device, candidates: pd.DataFrame, budget: int, model: WorkloadM
     # profiled range then covers the many-core modes people run instead of leaving them extrapolated.
     candidates = candidates.iloc[np.argsort(-candidates["cpu_cores"].to_numpy(dtype=float), kind="stable")]
     candidates = candidates.reset_index(drop=True)
-    modes = ModeArrays.from_frame(candidates)
+    modes = device.labelled_modes(candidates)  # a gated preset runs part of the GPU: its features say so
     knobs = np.column_stack(modes.arrays())
     x = design_matrix(modes, ref.kappa_cpu, ref.kappa_pipe, workers)
     # A core contrast at one clock setting: the only way to tell CPU work under contention (cores) from

@@ -167,10 +167,11 @@ def range_guard(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: 
 class Pick:
     """Outcome of :func:`pick`: positions in the candidates' arrays.
 
-    ``best``: the position chosen; ``preferred_in_range``: an in-range mode displaced a better-looking
-    extrapolated one (:func:`range_guard`) and stayed chosen; ``preset``: the best preset meeting the
-    limits (see :func:`pick`; None when none meets them); ``preferred_preset``: that preset beat the
-    out-of-range rule's pick on the point, so it is ``best``.
+    ``best``: the position chosen; ``preferred_in_range``: a better-looking extrapolated mode gave way under
+    :func:`range_guard` to ``best``, in range or better than those beyond its interval (not an out-of-range
+    preset); ``preset``: the best preset meeting the limits (see :func:`pick`; None when none meets them);
+    ``preferred_preset``: the extrapolated mode gave way to that preset, out of range but better than the
+    in-range modes beyond its interval, so it is ``best``.
     """
 
     best: int
@@ -185,14 +186,14 @@ def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndar
 
     ``value`` is minimised among ``ok`` (ties to ``tie``, then to the first position: :func:`with_presets`
     puts presets first); an extrapolated winner that :func:`range_guard` does not let stand (its
-    ``value_high``, the upper bound, not below the best in-range ``value``) gives way to the best in-range
-    position, presets and space alike. The best preset the guard lets stand then replaces that pick
-    when its point ``value`` is lower: a user can always set a preset by name, so a recommendation worse
-    than it is no recommendation; an out-of-range preset not better beyond its interval is no such
-    guarantee, and never wins. ``Pick.preset`` is that preset; when the guard lets none of the presets
-    meeting the limits stand, the best of those on the point (so the comparison still names one, which
-    the chosen mode may then not beat on the point). ``presets``: mask of the preset rows (None: none).
-    ``ok`` must hold at least one True.
+    ``value_high``, the upper bound, not below the best in-range ``value``) gives way to the best position
+    the guard lets stand: in range, or better than the best in-range one beyond its interval, presets and
+    space alike. A user can always set a preset by name, so an out-of-range preset that stands and wins
+    so is ``Pick.preferred_preset``; one not better beyond its interval is no such guarantee, and never
+    wins. ``Pick.preset`` is the best preset meeting the limits that the guard lets stand; when it lets
+    none stand, the best of those on the point (so the comparison still names one, which the chosen mode
+    may then not beat on the point). ``presets``: mask of the preset rows (None: none). ``ok`` must hold
+    at least one True.
     """
     best = lowest_among(ok, value, tie)
     candidates = None if presets is None else ok & presets
@@ -202,14 +203,13 @@ def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndar
     stands, best_in = range_guard(value, tie, value_high, ok, extrapolated)
     displaced = bool(best_in is not None and not stands[best])
     if displaced:
-        best = best_in
+        best = lowest_among(ok & stands, value, tie)
     if not has_presets:
         return Pick(best, displaced, None, False)
     standing = candidates & stands
     preset = lowest_among(standing if standing.any() else candidates, value, tie)
-    if standing[preset] and value[preset] < value[best]:
-        return Pick(preset, False, preset, True)
-    return Pick(best, displaced, preset, False)
+    by_preset = displaced and bool(presets[best] and extrapolated[best])
+    return Pick(best, displaced and not by_preset, preset, by_preset)
 
 
 @dataclass(frozen=True)

@@ -387,7 +387,7 @@ class Recommendation:
 
     ``best`` is None when no mode meets the limits (``reason`` says why). ``preferred_in_range``: the
     best-looking mode lay outside the profiled knob ranges and not better beyond its interval, so an
-    in-range mode was chosen instead.
+    in-range mode (or one better than those beyond its interval) was chosen instead.
     """
 
     device: str

@@ -365,7 +365,11 @@ def test_cli_plan_after_writes_the_next_modes(tmp_path, resnet, capsys):
                                  "cross_device"]
     assert len(got) == 2 and set(got["mode"]) <= set("bcdfgij")
     assert np.isfinite(got["score"]).all() and set(got["profiled_modes"]) == {3}
-    assert "profile next" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "profile next" in said
+    # the summary names what the recommendation rests on, as recommend's does (the table shows no columns)
+    assert f"from 3 profiled mode(s) on agx-xavier; reference: {got['reference_source'][0]}, workload rows: " \
+           f"{got['workload_source'][0]}, model {got['model_version'][0]}" in said
     # a cap no upper end meets yet (5.89 W at least), though points may: no bound on the uncertainty, an empty
     # cell (null in JSON), whole cores in both
     rc = main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--max-power-w", "5", "--out", str(out)])

@@ -89,6 +89,16 @@ def test_an_extrapolated_mode_must_win_beyond_its_interval():
     assert df["mode"].iloc[out.best] == "d" and not out.preferred_in_range
 
 
+def test_an_extrapolated_mode_that_gives_way_gives_it_to_the_best_that_stands():
+    df = _table()
+    df.loc[df["mode"].isin(["b", "d"]), "extrapolated_knobs"] = "gpu_mhz"
+    df.loc[df["mode"] == "d", "epoch_energy_j_high"] = 2300.0  # not better than c (2250 J) beyond it
+    # b (2100 J, up to 2200 J) is better than c beyond its interval: d gives way to b, not to c.
+    df.loc[df["mode"] == "b", ["epoch_energy_j", "epoch_energy_j_high"]] = [2100.0, 2200.0]
+    out = _choose(df, "min-energy")
+    assert df["mode"].iloc[out.best] == "b" and out.preferred_in_range
+
+
 def test_infeasible_limits_give_reason_not_a_mode():
     out = _choose(_table(), "min-time", max_power_w=5)
     assert not out.feasible and out.best is None and len(out.pareto) == 0
