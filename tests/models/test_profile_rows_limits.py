@@ -122,3 +122,27 @@ def test_csv_output_is_safe_against_formula_injection(tmp_path):
     pf.write_profile_csv(rows, tmp_path / "rows.csv")
     assert "'=cmd" in (tmp_path / "rows.csv").read_text()
     assert pf.read_profile_csv(tmp_path / "rows.csv")["workload"].iloc[0] == "=cmd|' /C calc'!A0"
+
+
+
+def _row_lines(n: int) -> list[str]:
+    return [f"agx-xavier,w,m{i},8,1190.4,675.75,1600,4,16,100,{10 + i / 10}" for i in range(n)]
+
+
+def test_the_row_limit_takes_exactly_that_many_rows_and_refuses_one_more(tmp_path, monkeypatch):
+    """MAX_ROWS is the most rows a file or a set of records may hold: the limit itself passes, one more is
+    refused (naming ``rows`` and the line of the first row too many). The CSV reader stops at it before
+    the validator sees the rows, and the validator holds records from elsewhere (JSON) to it: each on its own."""
+    at_limit, over = _csv(tmp_path / "three.csv", *_row_lines(3)), _csv(tmp_path / "four.csv", *_row_lines(4))
+    monkeypatch.setattr(pf, "MAX_ROWS", 3)  # the reader's limit alone
+    assert len(pf.read_profile_csv(at_limit)) == 3
+    with pytest.raises(pr.ProfileRowsError, match="more than 3 rows") as err:
+        pf.read_profile_csv(over)
+    assert [(p.line, p.field) for p in err.value.problems] == [(5, "rows")]  # line 1 is the header
+    monkeypatch.setattr(pf, "MAX_ROWS", 100)
+    monkeypatch.setattr(pr, "MAX_ROWS", 3)  # the validator's alone
+    records = list(csv.DictReader(io.StringIO("\n".join([HEADER, *_row_lines(4)]))))
+    assert len(pr.validate_records(records[:3], first_line=2)) == 3
+    with pytest.raises(pr.ProfileRowsError, match="more than 3 rows") as err:
+        pr.validate_records(records, first_line=2)
+    assert [(p.line, p.field) for p in err.value.problems] == [(5, "rows")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
+from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service

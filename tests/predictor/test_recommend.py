@@ -400,3 +400,14 @@ def test_why_infeasible_prints_a_bound_just_over_the_cap_above_it():
     assert "the lowest upper bound of power at 85% is 5.812 W" in reason
     assert "the shortest upper bound of the epoch at 85% is 100.04 s" in reason
     assert "is 20 W" in rec._why_infeasible(df.assign(avg_power_w_high=20.0), 10.0, None, 0.9)  # short when far
+
+
+def test_epochs_take_the_limit_itself_and_refuse_one_more_naming_epochs():
+    from jetpredict.predictor.limits import MAX_EPOCHS
+
+    assert rec.check_epochs(MAX_EPOCHS) == MAX_EPOCHS
+    assert rec.check_epochs(np.int64(MAX_EPOCHS)) == MAX_EPOCHS
+    for over in (MAX_EPOCHS + 1, np.int64(MAX_EPOCHS + 1)):
+        with pytest.raises(InputError, match=f"epochs must be a whole number from 1 to {MAX_EPOCHS}") as err:
+            rec.check_epochs(over)
+        assert err.value.field == "epochs"

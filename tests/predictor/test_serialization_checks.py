@@ -10,11 +10,14 @@ import json
 import pytest
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload, load_model
+from jetpredict.predictor.model import MODEL_VERSION
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.serialization import model_to_dict
 from model_files import assert_refused_at_load, forge
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+#: This version's model form, ``mech-N``: its prefix and N.
+_PREFIX, _NUMBER = MODEL_VERSION.rpartition("-")[0], int(MODEL_VERSION.rpartition("-")[2])
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +63,9 @@ def _edits() -> list[tuple[str, object, str]]:
     return [
         ("made-up model form", top(model_version="hello"), ".model_version must be mech-N with N from 1 to"),
         ("a form newer than this version", top(model_version="mech-999"), ".model_version must be mech-N"),
+        ("the form after this version", top(model_version=f"{_PREFIX}-{_NUMBER + 1}"),
+         f".model_version must be {_PREFIX}-N with N from 1 to {_NUMBER} (the model form a fit records), "
+         f"not '{_PREFIX}-{_NUMBER + 1}'"),
         ("power flag off with power rows", top(has_power=False), ".has_power must be true: it says whether"),
         ("power flag on without power rows", drop_power, ".has_power must be false"),
         ("no base power", top(base_ratio=0), ".base_ratio must be a finite number > 0"),

@@ -18,6 +18,7 @@ from jetpredict.predictor.bundled import (
     predict_modes,
     shared_reference,
 )
+from jetpredict.predictor.model import z_of
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.transfer import power_factors, reference_factors, time_factors, transfer_model
 
@@ -49,6 +50,9 @@ def test_mobilenet_agx_to_xavier_nx_matches_published_row():
     assert p.epoch_time_s[0] == pytest.approx(576.0, rel=MEASURED["nx_time"])
     assert p.avg_power_w[0] == pytest.approx(15.14, rel=MEASURED["nx_power"])
     assert p.avg_power_w_low[0] <= 15.14 <= p.avg_power_w_high[0]
+    # Fig 2b: 2450.8 mWh = 8822.88 J per epoch, 13% below the point; the model's own interval ends ~1% above
+    # the row (8945 J): only the transfer's SD on top of it covers the measured energy.
+    assert p.epoch_energy_j_low[0] <= 8822.88 <= p.epoch_energy_j_high[0]
 
 
 def test_cross_device_intervals_are_wider_than_same_device():
@@ -58,6 +62,8 @@ def test_cross_device_intervals_are_wider_than_same_device():
     w_same = (same.epoch_time_s_high - same.epoch_time_s_low) / same.epoch_time_s
     w_other = (other.epoch_time_s_high - other.epoch_time_s_low) / other.epoch_time_s
     assert w_other[0] > w_same[0]
+    # 0.41 of the point wide with the transfer's SD added in quadrature, 0.18 from the model's own SDs alone.
+    assert w_other[0] == pytest.approx(0.41, rel=0.15)
     # Orin AGX MAXN is faster than AGX Xavier MAXN (paper: 1.8-3.9x for these workloads; PowerTrain
     # Table 3: MobileNetV3 138 s per epoch at Orin AGX MAXN against 299 s on AGX Xavier MAXN, 2.2x).
     assert 1.8 <= same.epoch_time_s[0] / other.epoch_time_s[0] <= 3.9
@@ -187,3 +193,22 @@ def test_a_transfer_takes_the_posterior_of_non_negative_work_only():
     assert np.diag(few.cov) == pytest.approx(np.ones(10), rel=0.05)
     sure = TermFit(("gpu",), np.array([10.0]), np.array([[4.0]]), 0.05)  # 5 SDs above 0
     assert sure.non_negative is sure
+
+
+def test_a_cross_device_prediction_adds_the_transfers_sd_in_quadrature():
+    """The moved model's log half-width is its own (the same model with no transfer SD) and z x
+    ``cross_device_rel_sd`` in quadrature; power and energy widen too, energy by both of them (time and
+    power each carry the transfer's error)."""
+    moved = on_device(mobilenet_model(), load_device("orin-agx"))
+    assert moved.cross_device and moved.cross_device_rel_sd > 0.05
+    modes = ModeArrays(*load_device("orin-agx").preset("MAXN").knobs())
+    p, own = moved.predict(modes), replace(moved, cross_device_rel_sd=0.0).predict(modes)
+    z = z_of(p.confidence)
+
+    def half(pred, col):
+        return np.log(getattr(pred, f"{col}_high")[0] / getattr(pred, col)[0])
+
+    assert half(p, "epoch_time_s") ** 2 == pytest.approx(
+        half(own, "epoch_time_s") ** 2 + (z * moved.cross_device_rel_sd) ** 2, rel=1e-6)
+    assert half(p, "avg_power_w") > half(own, "avg_power_w")
+    assert half(p, "epoch_energy_j") > half(own, "epoch_energy_j")

@@ -106,11 +106,31 @@ def test_as_root_a_state_file_of_another_user_is_refused(orin, monkeypatch):
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="a root-owned file needs root")
-def test_as_root_a_group_or_world_writable_state_file_is_refused(orin):
+@pytest.mark.parametrize("mode", [0o660, 0o620, 0o606, 0o602, 0o666], ids=oct)
+def test_as_root_a_group_or_world_writable_state_file_is_refused(orin, mode):
     path = _write_state(orin, "jetson", {"id": 0, "clocks": None})
-    path.chmod(0o666)
-    with pytest.raises(StateFileError, match="writable by group or others"):
+    path.chmod(mode)
+    with pytest.raises(StateFileError, match=f"writable by group or others \\(mode {mode:o}\\)"):
         state_file.find_state()
+
+
+def _root_stat(mode: int) -> os.stat_result:
+    """What ``stat`` says of a root-owned regular file with permission bits ``mode``."""
+    return os.stat_result((0o100000 | mode, 1, 1, 1, 0, 0, 2, 0, 0, 0))
+
+
+@pytest.mark.parametrize("mode", [0o620, 0o660, 0o602, 0o606, 0o666], ids=oct)
+def test_as_root_a_file_group_or_others_could_have_written_is_refused(monkeypatch, tmp_path, mode):
+    """The rule without root: group write alone (0o620) is as much another user's way in as world write."""
+    monkeypatch.setattr(state_file.privileged, "is_root", lambda: True)
+    with pytest.raises(StateFileError, match=f"writable by group or others \\(mode {mode:o}\\)"):
+        state_file.check_owner(tmp_path / "s.json", _root_stat(mode))
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o644, 0o400, 0o755], ids=oct)
+def test_as_root_a_file_only_root_can_write_is_accepted(monkeypatch, tmp_path, mode):
+    monkeypatch.setattr(state_file.privileged, "is_root", lambda: True)
+    state_file.check_owner(tmp_path / "s.json", _root_stat(mode))
 
 
 def test_a_state_dir_this_user_cannot_look_into_is_skipped_with_a_hint(tmp_path, monkeypatch, caplog):
@@ -197,6 +217,19 @@ def test_the_run_with_the_recorded_start_time_is_alive_and_an_older_file_falls_b
         restore_unfinished()
     _owned_by(orin, sleeper.pid)  # a file from before start times were recorded: the pid is all there is
     assert state_file.find_state().start_time is None and state_file.find_state().run_alive() is True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+@pytest.mark.parametrize("recorded_start", ["none", "the live process's"])
+def test_a_record_of_another_boot_is_not_a_live_run_though_its_pid_lives(orin, sleeper, recorded_start):
+    """After a reboot the recorded pid may belong to a live process again, even one started at the same
+    tick since boot: the boot id alone says the run that wrote the file is gone."""
+    start = None if recorded_start == "none" else state_file.process_start_time(sleeper.pid)
+    _owned_by(orin, sleeper.pid, start_time=start, boot_id="a-boot-before-this-one")
+    record = state_file.find_state()
+    assert (record.pid, record.start_time) == (sleeper.pid, start) and record.boot_id != state_file.boot_id()
+    assert record.run_alive() is False
+    assert restore_unfinished().restored  # not refused as "still running"
 
 
 def test_a_new_record_notes_when_its_process_started_and_the_file_keeps_it(orin):

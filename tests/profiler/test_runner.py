@@ -56,6 +56,23 @@ def test_aggregate_row_with_a_constant_power_trace():
     validate_records([row])  # a valid profile row
 
 
+def test_epoch_figures_are_the_mean_minibatch_times_per_epoch():
+    """Epoch time, stall and compute are the mean per minibatch x minibatches_per_epoch (module docstring):
+    one slow minibatch in five counts in full, as it does over an epoch; the median would drop it."""
+    stalls, computes = [0.01, 0.01, 0.01, 0.01, 0.21], [0.10, 0.10, 0.10, 0.10, 0.60]
+    timings, t = [], 100.0
+    for stall, compute in zip(stalls, computes, strict=True):
+        timings.append(MinibatchTiming(stall, compute, stall + compute, t, t + stall + compute))
+        t += stall + compute
+    row = aggregate_row(timings, device="host", workload="w", mode={"mode": "host", "cpu_cores": 2},
+                        batch_size=4, num_workers=0, minibatches_per_epoch=300)
+    assert row["stall_time_s"] == pytest.approx(0.05 * 300)  # the median, 0.01 s, would give 3 s
+    assert row["compute_time_s"] == pytest.approx(0.20 * 300)  # not 30 s
+    assert row["epoch_time_s"] == pytest.approx(0.25 * 300)  # not 33 s
+    assert (row["mb_stall_s_median"], row["mb_compute_s_median"]) == pytest.approx((0.01, 0.10))
+    validate_records([row])
+
+
 def test_energy_is_empty_with_a_reason_without_a_sensor_or_samples():
     timings = _timings(4, 0.01, 0.02)
     row = aggregate_row(timings, device="host", workload="w", mode={"mode": "host", "cpu_cores": 2},
@@ -95,14 +112,15 @@ def test_failed_reads_outside_the_window_do_not_explain_its_missing_energy():
 def test_cpu_package_energy_is_empty_with_a_reason_too():
     timings = _timings(10, 0.01, 0.1)
     t0, t1 = timings[0].start_s, timings[-1].end_s
+    # 25 minibatches per epoch, 10 measured: the window's energy is scaled to the epoch's.
     common = dict(device="host", workload="w", mode={"mode": "host", "cpu_cores": 2}, batch_size=4,
-                  num_workers=0, minibatches_per_epoch=10)
+                  num_workers=0, minibatches_per_epoch=25)
     row = aggregate_row(timings, **common, cpu_power_meter="none: no package zone under /sys/class/powercap")
     assert row["cpu_package_energy_j"] is None
     assert row["cpu_package_null_reason"] == "none: no package zone under /sys/class/powercap"
     rapl = PowerTrace(np.linspace(t0 - 1, t1 + 1, 100), np.full(100, 20.0), meter_name="rapl:package-0")
     row = aggregate_row(timings, **common, cpu_trace=rapl, cpu_power_meter="rapl:package-0")
-    assert row["cpu_package_energy_j"] == pytest.approx(20.0 * (t1 - t0) / 10 * 10)
+    assert row["cpu_package_energy_j"] == pytest.approx(20.0 * (t1 - t0) / 10 * 25)
     assert row["cpu_package_null_reason"] is None
     validate_records([row])
 
@@ -301,7 +319,9 @@ def test_idle_power_comes_before_training_and_training_power_from_the_minibatche
     window reaching into the warm-up), avg_power_w the draw while they run."""
     from fakes import BUSY_W, IDLE_W, busy_vdd_in
 
-    backend = busy_vdd_in(fake_root)
+    # 50 ms minibatches: the rail drops to idle between two of them, for as long as this 2-core machine
+    # leaves the loop descheduled (with 20 ms ones a loaded run read 14.1 W, 6% low).
+    backend = busy_vdd_in(fake_root, minibatch_s=0.05)
     run = RealTimeRunner(backend, detect_power_meter("orin-nano")).run_mode(
         None, RunSettings(warmup=3, minibatches=20, idle_s=0.3, hz=100.0))
     assert run.base_power_w == pytest.approx(IDLE_W, rel=0.01) and run.base_power_null_reason is None
@@ -328,3 +348,38 @@ def test_an_empty_base_power_says_why(fake_root):
     assert no_idle.base_power_w is None and "idle_s is 0" in no_idle.base_power_null_reason
     no_meter = RealTimeRunner(_PacedBackend(0.001)).run_mode(None, RunSettings(warmup=0, minibatches=2))
     assert no_meter.base_power_null_reason == "none: no sensor found"
+
+
+class _StepUpMeter(PowerMeter):
+    """Reads idle power until ``backend`` starts training (its ``prepare``), the training draw from then on:
+    a module whose rail rises the moment the run sets its workload up."""
+
+    name = "step-up:VDD_IN"
+    IDLE_W, BUSY_W = 8.0, 15.0
+
+    def __init__(self, backend: _SettingUpBackend) -> None:
+        self.backend = backend
+
+    def read_power_w(self) -> float:
+        return self.BUSY_W if self.backend.prepared else self.IDLE_W
+
+
+class _SettingUpBackend(_PacedBackend):
+    prepared = False
+
+    def prepare(self, mode) -> None:
+        self.prepared = True
+
+
+def test_the_sample_after_the_idle_window_is_taken_before_training_starts():
+    """The idle window's mean interpolates at its end toward the next sample: the runner idles on until that
+    sample is taken (IDLE_GUARD_SAMPLES intervals), so it reads idle even where the draw steps up the moment
+    training is set up. At 5 Hz the sampler may be late by a whole interval (0.2 s) and still read idle."""
+    backend = _SettingUpBackend(0.001)
+    run = RealTimeRunner(backend, _StepUpMeter(backend)).run_mode(
+        None, RunSettings(warmup=1, minibatches=3, idle_s=0.7, hz=5.0))
+    times, power = run.trace.times_s, run.trace.power_w
+    end = run.idle_window_s[1]
+    assert power[np.flatnonzero(times > end)[0]] == _StepUpMeter.IDLE_W  # training's draw would be 15 W
+    assert run.base_power_w == pytest.approx(_StepUpMeter.IDLE_W, rel=1e-9)
+    assert power[-1] == _StepUpMeter.BUSY_W  # the meter did step up once training began

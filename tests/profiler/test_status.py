@@ -120,16 +120,21 @@ def test_status_reports_the_state_file_of_a_run_still_going_as_in_progress(xavie
     assert doc["pending_restore"]["run_alive"] is True and doc["pending_restore"]["path"] == str(path)
 
 
-@pytest.mark.parametrize("refused", ["not-json", "group-writable"])
+#: Permission bits of each refused state file: group write alone, others' write alone, neither (unparsable).
+REFUSED_MODES = {"group-writable": 0o620, "world-writable": 0o602, "not-json": 0o600}
+
+
+@pytest.mark.parametrize("refused", list(REFUSED_MODES))
 def test_status_reports_a_state_file_the_reader_refuses(xavier_state, capsys, refused):
-    if refused == "group-writable" and not is_root():
+    writable = refused != "not-json"
+    if writable and not is_root():
         pytest.skip("only root refuses a state file another user could have written")
     path = xavier_state.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
     path.parent.mkdir(parents=True)
-    path.write_text("{}" if refused == "group-writable" else "not json")
-    path.chmod(0o666 if refused == "group-writable" else 0o600)
+    path.write_text("{}" if writable else "not json")
+    path.chmod(REFUSED_MODES[refused])
     table, doc = _status(capsys)
-    why = "writable by group or others" if refused == "group-writable" else "cannot be read"
+    why = f"writable by group or others (mode {REFUSED_MODES[refused]:o})" if writable else "cannot be read"
     assert f"restore:       a state file cannot be used: {path} " in table and why in table
     assert why in doc["pending_restore"]["error"] and doc["pending_restore"]["command"] is None
 
