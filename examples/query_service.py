@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  label for `jetpredict apply --mode`: {answer['best']['mode']}")
             if answer.get("preferred_in_range"):
                 print("  (a mode outside the profiled knob ranges looked better, within its interval: the best "
-                      "mode inside the ranges is recommended)")
+                      "mode inside the ranges, or better than all of them beyond its interval, is recommended)")
             preset = answer.get("preset_comparison") or {}
             if preset.get("preset") and preset.get("energy_saving_j") is not None:
                 print(f"  against the best preset under the cap, {preset['preset']}: "
