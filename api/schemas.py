@@ -137,13 +137,9 @@ class RequestSchema(Schema):
         unknown = RAISE
 
 
-#: Keywords of ``Blueprint.arguments`` for a route's query string: an unknown parameter is a 422 naming it.
-#: webargs' default for the query string is EXCLUDE, which answered a typo (``?limt=5``) with the defaults.
-QUERY_ARGUMENTS: dict[str, str] = {"location": "query", "unknown": RAISE}
-
-
 class QuerySchema(RequestSchema):
-    """A route's query parameters (load it with :data:`QUERY_ARGUMENTS`): an unknown parameter and a
+    """A route's query parameters (``location="query"`` on :class:`api.routes.common.Blueprint`, whose parser
+    keeps this schema's RAISE): an unknown parameter and a
     repeated one (``?limit=1&limit=2``, of which webargs would keep the first) are refused, each by name."""
 
     def __init__(self, *args, **kwargs) -> None:

@@ -8,10 +8,9 @@ from dataclasses import asdict
 
 from flask import Response
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api.errors import ApiError
+from jetpredict.api.routes.common import Blueprint
 from jetpredict.api.schemas import (
-    QUERY_ARGUMENTS,
     DeviceListSchema,
     ErrorSchema,
     PowerModePageSchema,
@@ -50,7 +49,7 @@ class Devices(MethodView):
 
 @blp.route("/<string:device>/power-modes")
 class PowerModes(MethodView):
-    @blp.arguments(PowerModesQuerySchema(), **QUERY_ARGUMENTS)
+    @blp.arguments(PowerModesQuerySchema(), location="query")
     @blp.response(200, PowerModePageSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device")
     def get(self, query: dict, device: str):

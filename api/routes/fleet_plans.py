@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api.answers import accepts_gzip, encode_json, response
 from jetpredict.api.config import HEAVY_CLIENTS
 from jetpredict.api.heavy import Encoded
 from jetpredict.api.query_schemas import FleetPlanRequestSchema, FleetPlanSchema
 from jetpredict.api.routes.common import (
+    Blueprint,
     RepeatedBodyParser,
     doc_only,
     heavy_unless,

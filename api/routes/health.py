@@ -11,10 +11,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api import sqlite_setup
 from jetpredict.api.errors import damaged_message, store_fault
-from jetpredict.api.routes.common import services
+from jetpredict.api.routes.common import Blueprint, services
 from jetpredict.api.schemas import HealthSchema
 from jetpredict.api.storage import Storage, StoreRefused, write_failure
 from jetpredict.models.catalogue import device_ids

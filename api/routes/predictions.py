@@ -11,11 +11,11 @@ from dataclasses import replace
 
 from flask import Response
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api import answers
 from jetpredict.api.config import HEAVY_MODES
 from jetpredict.api.query_schemas import PredictionRequestSchema, PredictionResponseSchema
 from jetpredict.api.routes.common import (
+    Blueprint,
     RepeatedBodyParser,
     doc_only,
     heavy_unless,

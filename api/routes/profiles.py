@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from flask import jsonify
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
-from jetpredict.api.routes.common import SECURITY, require_api_key, services
+from jetpredict.api.routes.common import SECURITY, Blueprint, require_api_key, services
 from jetpredict.api.schemas import (
     UPLOAD_EXAMPLE,
     ErrorSchema,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api.query_schemas import RecommendationRequestSchema, RecommendationSchema
 from jetpredict.api.routes.common import (
+    Blueprint,
     RepeatedBodyParser,
     doc_only,
     heavy_unless,

@@ -14,9 +14,9 @@ from functools import lru_cache
 
 import pandas as pd
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api.errors import ApiError
-from jetpredict.api.schemas import QUERY_ARGUMENTS, ErrorSchema, QuerySchema
+from jetpredict.api.routes.common import Blueprint
+from jetpredict.api.schemas import ErrorSchema, QuerySchema
 from jetpredict.models.catalogue import device_ids, load_device
 from jetpredict.models.errors import UnknownDeviceError
 from jetpredict.models.profile_files import frame_records, read_profile_csv
@@ -89,7 +89,7 @@ def reference_workloads(device_id: str | None = None, source: str | None = None)
 
 @blp.route("")
 class ReferenceWorkloads(MethodView):
-    @blp.arguments(ReferenceQuerySchema(), **QUERY_ARGUMENTS)
+    @blp.arguments(ReferenceQuerySchema(), location="query")
     @blp.response(200, ReferenceWorkloadListSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device")
     def get(self, query: dict):
@@ -105,7 +105,7 @@ class ReferenceWorkloads(MethodView):
 
 @blp.route("/<string:device>/<string:workload>")
 class ReferenceWorkload(MethodView):
-    @blp.arguments(ReferenceQuerySchema(only=("source",)), **QUERY_ARGUMENTS)
+    @blp.arguments(ReferenceQuerySchema(only=("source",)), location="query")
     @blp.response(200, ReferenceWorkloadRowsSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device or workload")
     def get(self, query: dict, device: str, workload: str):

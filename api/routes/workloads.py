@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from jetpredict.api.client_rows import workload_id_problem
-from jetpredict.api.routes.common import SECURITY, require_api_key, services
+from jetpredict.api.routes.common import SECURITY, Blueprint, require_api_key, services
 from jetpredict.api.schemas import (
     ID_CHARS_OUT,
     MAX_WORKLOAD_ID_CHARS,
-    QUERY_ARGUMENTS,
     ErrorSchema,
     PageQuerySchema,
     WorkloadDetailSchema,
@@ -60,7 +58,7 @@ def _storable(workload_id: str) -> str:
 
 @blp.route("")
 class Workloads(MethodView):
-    @blp.arguments(WorkloadQuerySchema(), **QUERY_ARGUMENTS)
+    @blp.arguments(WorkloadQuerySchema(), location="query")
     @blp.response(200, WorkloadListSchema)
     def get(self, query: dict):
         """Stored workloads, sorted by id (paged; ``search`` keeps those whose id contains it)."""
