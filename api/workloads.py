@@ -490,11 +490,12 @@ class WorkloadService:
                 outcome: DeviceModels | tuple[InputError, str] = self._fit_work(
                     len(rows), f"a fit of stored workload {workload_id!r}", partial(fit_devices, rows, workload_id, field))
             except InputError as exc:
+                log.warning("stored rows of workload %r no longer fit: %s", workload_id, exc.message)
                 outcome = (exc, field)
             cached = (revision, outcome)
             self._remember(self._stored, workload_id, cached)
         if isinstance(cached[1], tuple):
-            raise cached[1][0]
+            raise _fresh_error(cached[1][0])
         return self._served(cached[1], workload_id, revision, device)
 
     def current_record(self, record: WorkloadRecord) -> WorkloadRecord:
@@ -508,8 +509,7 @@ class WorkloadService:
             resolved = self.stored(record.id)
         except UnknownWorkloadError:
             return record  # deleted since it was read
-        except InputError as exc:
-            log.warning("stored rows of workload %r no longer fit: %s", record.id, exc.message)
+        except InputError:  # logged once, by stored(), when the refusal was cached
             blank = dict.fromkeys(FIT_FIELDS)
             fit = fit_column(blank, {device: (had.get("rows"), blank) for device, had in fits.items()})
             return dataclasses.replace(record, fit=fit)
@@ -550,6 +550,15 @@ class WorkloadService:
         if workload.get("id") is not None:
             return self.stored(str(workload["id"]), f"{field}.id", device)
         return self.inline(workload.get("rows") or [], f"{field}.rows")
+
+
+def _fresh_error(cached: InputError) -> InputError:
+    """A new exception with ``cached``'s class and fields: raising the one cached object again would grow its
+    traceback (and the request frames it holds) with every request, and share it between threads."""
+    fresh = type(cached).__new__(type(cached))
+    fresh.__dict__.update(cached.__dict__)
+    fresh.args = cached.args
+    return fresh
 
 
 def fit_devices(rows: Sequence[Mapping[str, object]], workload_id: str, field: str) -> DeviceModels:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import shutil
 import sqlite3
 import subprocess
@@ -216,7 +217,7 @@ def test_the_listing_shows_the_running_models_fit_not_an_older_ones(tmp_path):
     assert json.loads(fit)["model_version"] == MODEL_VERSION and revision == 1
 
 
-def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch):
+def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch, caplog):
     db = stored_sqlite(tmp_path)
     rows = [{**r, "epoch_time_s": -1.0} for r in published_rows()]  # refused by today's row checks
     _age_stored_fit(db, rows)
@@ -226,7 +227,9 @@ def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_pa
     storage = app.extensions["jetpredict"].storage
     load_rows = storage.load_rows
     monkeypatch.setattr(storage, "load_rows", lambda workload_id: reads.append(workload_id) or load_rows(workload_id))
-    for _ in range(2):
+    caplog.set_level(logging.WARNING, "jetpredict.api")
+    tracebacks = []
+    for _ in range(3):
         listed = client.get("/v1/workloads")
         assert listed.status_code == 200
         summary = listed.json["workloads"][0]
@@ -234,8 +237,12 @@ def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_pa
             assert entry["model_version"] is None and entry["profiled_modes"] is None, entry
         refused = client.post("/v1/predictions", json=PREDICT)  # bad stored rows, named
         assert refused.status_code == 422 and "stored rows of my-resnet" in refused.json["message"], refused.json
-    # the refusal is remembered for the workload's revision: its rows are read and checked once, not per request
+        tracebacks.append(app.extensions["jetpredict"].workloads._stored["my-resnet"][1][0].__traceback__)
+    # the refusal is remembered for the workload's revision: its rows are read and checked once, not per request,
+    # and said once in the log; each request raises a new error (re-raising the cached one grew its traceback)
     assert reads == ["my-resnet"]
+    assert len([r for r in caplog.records if "no longer fit" in r.getMessage()]) == 1
+    assert tracebacks[0] is tracebacks[-1]
 
 
 # -- 5. the database's format version -------------------------------------------------------------------
