@@ -9,6 +9,7 @@ written into instead (:func:`write_output`): there is no file to replace.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
@@ -31,22 +32,39 @@ def temp_name(target: Path, suffix: str = ".tmp") -> Path:
 
 
 def followed(path: str | Path) -> Path:
-    """``path`` through its symlinks (an absolute path), as a plain write would land, but following a link
-    in a sticky, world-writable folder (``/tmp``) only when the caller or the folder's owner owns it, the
-    kernel's ``protected_symlinks`` rule: resolved here, a link planted there by another user would
+    """``path`` through its symlinks (an absolute path, resolved one component at a time as the kernel
+    does), as a plain write would land, but following a link in a sticky, world-writable folder (``/tmp``)
+    only when the caller or the folder's owner owns it, the kernel's ``protected_symlinks`` rule, for a
+    folder's link on the way as for the file's: resolved here, a link planted there by another user would
     otherwise steer a root run's output (or the sidecar beside it, a name the user never typed) onto any
     file. PermissionError naming the link when refused; OSError (ELOOP) past :data:`MAX_SYMLINKS` links."""
-    link = Path(os.path.abspath(path))
-    for _ in range(MAX_SYMLINKS):
-        if not link.is_symlink():
-            return Path(os.path.realpath(link))
-        folder, owner = os.stat(link.parent), os.lstat(link).st_uid
+    # Joined, not normalised: "link/.." is the link target's parent, as the kernel reads it.
+    left = collections.deque(Path(os.path.join(os.getcwd(), path)).parts[1:])
+    resolved, links = Path("/"), 0
+    while left:
+        name = left.popleft()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = resolved.parent  # a resolved folder: its parent is the real one
+            continue
+        step = resolved / name
+        if not step.is_symlink():
+            resolved = step
+            continue
+        links += 1
+        if links > MAX_SYMLINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+        folder, owner = os.stat(resolved), os.lstat(step).st_uid
         shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
         if shared and owner not in (os.geteuid(), folder.st_uid):
-            raise PermissionError(errno.EACCES, f"{link} is a symlink of another user (uid {owner}) in the "
-                                  f"shared folder {link.parent}; not followed", str(link))
-        link = Path(os.path.abspath(link.parent / os.readlink(link)))
-    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+            raise PermissionError(errno.EACCES, f"{step} is a symlink of another user (uid {owner}) in the "
+                                  f"shared folder {resolved}; not followed", str(step))
+        target = Path(os.readlink(step))
+        if target.is_absolute():
+            resolved = Path("/")
+        left.extendleft(reversed(target.parts[1:] if target.is_absolute() else target.parts))
+    return resolved
 
 
 def probe_folder(target: Path) -> None:

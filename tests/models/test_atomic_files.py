@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from pathlib import Path
 
 import pytest
 from jetpredict.models import atomic_files
@@ -108,3 +109,31 @@ def test_links_the_kernel_lets_a_process_follow_are_followed(tmp_path):
     with pytest.raises(OSError) as err:
         atomic_files.followed(loop)
     assert err.value.errno == errno.ELOOP
+
+
+@needs_root
+def test_a_folder_link_another_user_planted_on_the_way_is_not_followed(tmp_path):
+    target = tmp_path / "target"
+    target.mkdir()
+    shared = _shared(tmp_path / "tmp")
+    (shared / "results").symlink_to(target)
+    os.lchown(shared / "results", OTHER_UID, OTHER_UID)
+    with pytest.raises(PermissionError) as err:
+        atomic_files.write_output(shared / "results" / "p.csv.json", b"{}")
+    assert f"{shared / 'results'} is a symlink of another user" in str(err.value)
+    assert list(target.iterdir()) == []
+
+
+def test_links_resolve_where_the_kernel_resolves_them(tmp_path, monkeypatch):
+    """Relative links against their real folder, ``..`` after a link to the link target's parent: where
+    os.path.realpath (and a plain write) land, not where text joined before resolving points."""
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "rel").mkdir()
+    (tmp_path / "rel" / "L").symlink_to("../a/b")  # rel/L -> a/b
+    (tmp_path / "a" / "b" / "x").symlink_to("../c")  # a/b/x -> a/c
+    (tmp_path / "abs").symlink_to(tmp_path / "a")
+    monkeypatch.chdir(tmp_path / "rel")
+    for path in (tmp_path / "rel" / "L" / "x", tmp_path / "rel" / "L" / ".." / "out.csv", tmp_path / "abs" / "b" / "x",
+                 "L/x", "./L/../b/new.csv", tmp_path / "missing" / "out.csv"):
+        assert atomic_files.followed(path) == Path(os.path.realpath(path)), path
+    assert atomic_files.followed(tmp_path / "rel" / "L" / "x") == tmp_path / "a" / "c"
