@@ -132,14 +132,14 @@ class SignalExit(SystemExit):
         return f"stopped by {signal.Signals(self.signum).name}" + (f"; {after}" if after else "")
 
 
-def _another_run(pid: int | None, earlier: Any) -> PrivilegedCommandError:
-    """The refusal of a second run on a device another run (``pid``; None: not recorded yet) is switching;
-    ``earlier``: its state file, when it has written one."""
-    from jetpredict.profiler.powermode.state import run_named
-
-    original = f" (original mode: {earlier.describe()})" if earlier is not None and earlier.pid == pid else ""
+def _another_run(held: Any, earlier: Any) -> PrivilegedCommandError:
+    """The refusal of a second run on a device another run is switching (``held``: the
+    :class:`~.state.LockHeldError` naming it); ``earlier``: its state file, when it has written one."""
+    if held.holder is not None:  # no run: a command a killed run left running
+        return PrivilegedCommandError(f"{held.holder} has not ended; wait for it to end")
+    original = f" (original mode: {earlier.describe()})" if earlier is not None and earlier.pid == held.pid else ""
     # Two runs switching one device would each "restore" the other's mode; refuse the second.
-    return PrivilegedCommandError(f"another jetpredict run ({run_named(pid)}) is changing power modes on this device; "
+    return PrivilegedCommandError(f"another jetpredict run ({held.who()}) is changing power modes on this device; "
                                   f"wait for it to end{original}")
 
 
@@ -229,7 +229,7 @@ class PowerModeController(ABC):
                 holder = state_file.find_state()  # its original mode, when it has saved it yet
             except state_file.StateFileError:
                 holder = None
-            raise _another_run(err.pid, holder) from None
+            raise _another_run(err, holder) from None
         try:
             self._claim_state(state_file)
         except BaseException:
@@ -244,7 +244,7 @@ class PowerModeController(ABC):
             log.warning("ignoring an unreadable power-mode state file: %s", err)
             earlier = None
         if earlier is not None and earlier.run_alive():  # a run of a jetpredict that took no lock
-            raise _another_run(earlier.pid, earlier)
+            raise _another_run(state_file.LockHeldError(earlier.pid), earlier)
         if earlier is not None and earlier.kind != self.kind:
             who = f"`{state_file.APPLY_COMMAND}`" if earlier.kept else f"an unfinished {earlier.kind} run"
             raise PrivilegedCommandError(f"{who} left {earlier.kind} settings in {earlier.path}; run "

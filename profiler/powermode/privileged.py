@@ -6,14 +6,18 @@ says what to do (run as root, allow passwordless sudo, install the tool) instead
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 from collections.abc import Callable, Sequence
 
 from jetpredict.profiler import sysfs
 
 DEFAULT_TIMEOUT_S = 30.0
+#: Seconds a command stopped on a timeout or an interrupt has after SIGTERM before SIGKILL.
+STOP_GRACE_S = 5.0
 #: Told the pid of each privileged command as it starts and None once it has ended (the power-mode lock's
 #: record): a command outlives a SIGKILL of this process, so a restore must wait for a switch in flight.
 _child_observer: Callable[[int | None], None] | None = None
@@ -100,11 +104,24 @@ def _run(full: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
             try:
                 out, err = proc.communicate(timeout=timeout_s)
             except BaseException:  # a timeout or an interrupt, as subprocess.run: not left running
-                proc.kill()
+                _stop(proc)
                 raise
     finally:
         _note_child(None)  # after Popen's exit has waited for it
     return subprocess.CompletedProcess(full, proc.returncode, out, err)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End ``proc`` and what it runs: SIGTERM to its process group first, which ``sudo`` relays to its
+    command (a SIGKILL of sudo alone leaves nvpmodel running), then SIGKILL after :data:`STOP_GRACE_S`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(OSError):  # ended already, or a member this user may not signal
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def write_sysfs(device_path: str, value: object) -> None:

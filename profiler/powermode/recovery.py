@@ -43,6 +43,9 @@ def restore_unfinished(force: bool = False) -> RecoveryResult:
             # The device's lock (beside the file without /run/lock): no run started since it was read switches under us.
             lock = state_file.ModeLock.take(state.path.parent if state.path else None)
         except state_file.LockHeldError as err:
+            if err.holder is not None:  # a command a killed run left running
+                raise RunStillActive(f"{err.holder} has not ended; wait for it, then restore (or pass "
+                                     "--force)") from None
             raise RunStillActive(f"another jetpredict run ({err.who()}) is changing power modes; stop it "
                                  "(it restores on exit) or pass --force") from None
     try:

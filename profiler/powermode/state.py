@@ -312,7 +312,7 @@ def _lock_record(fd: int) -> tuple[int | None, tuple[int, int] | None]:
 def _wait_for_orphan(command: tuple[int, int] | None) -> None:
     """Wait for a privileged command a killed holder left running (it outlives its parent, in its own
     session) to end, for up to a command's timeout: a restore under it would be undone when it lands.
-    :class:`LockHeldError` naming it when it runs on."""
+    :class:`LockHeldError` naming it (``holder``) when it runs on."""
     if command is None:
         return
     pid, started = command
@@ -321,7 +321,7 @@ def _wait_for_orphan(command: tuple[int, int] | None) -> None:
         log.warning("waiting for pid %d, a power-mode command a killed run left running, to end", pid)
     while process_start_time(pid) == started:
         if time.monotonic() > deadline:
-            raise LockHeldError(pid, f"pid {pid}, a power-mode command a killed run left running")
+            raise LockHeldError(pid, f"a power-mode command a killed run left running (pid {pid})")
         time.sleep(ORPHAN_POLL_S)
 
 
@@ -333,10 +333,11 @@ ORPHAN_POLL_S = 0.05
 
 def lock_path(state_folder: Path | None = None) -> Path:
     """The power-mode lock: in :data:`LOCK_DIR` (under a fake device root, the root's), one for every user of
-    the device; where that folder is missing, beside the state file in ``state_folder`` (default
-    :func:`state_dir`)."""
+    the device; where this process cannot create a file there (no such folder, a read-only one, one only
+    root may write), beside the state file in ``state_folder`` (default :func:`state_dir`)."""
     shared = sysfs.path(LOCK_DIR) if sysfs.is_fake_root() else Path(LOCK_DIR)
-    return (shared if shared.is_dir() else (state_folder or state_dir())) / LOCK_FILE_NAME
+    usable = shared.is_dir() and os.access(shared, os.W_OK | os.X_OK)
+    return (shared if usable else (state_folder or state_dir())) / LOCK_FILE_NAME
 
 
 def _open_lock(path: Path) -> tuple[int, bool]:
@@ -383,8 +384,9 @@ class ModeLock:
 
     @classmethod
     def take(cls, state_folder: Path | None = None) -> ModeLock:
-        """Lock :func:`lock_path` (``state_folder``: see there) without waiting; :class:`LockHeldError`
-        naming the holder's pid when another run has it."""
+        """Lock :func:`lock_path` (``state_folder``: see there): at once, or :class:`LockHeldError` naming
+        the holder's pid when another run has it; on a file a killed holder left, once the command it had
+        running has ended (up to a command's timeout, :func:`_wait_for_orphan`)."""
         path = lock_path(state_folder)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for _ in range(LOCK_TRIES):
@@ -394,7 +396,10 @@ class ModeLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if _same_file(fd, path):
-                    _wait_for_orphan(_lock_record(fd)[1])  # a killed holder's file: its command may run on
+                    # A killed holder's file: its command may run on. Only a record root or this user wrote
+                    # counts: another user's could name a process of theirs to hold every run back.
+                    if os.fstat(fd).st_uid in (0, os.geteuid()):
+                        _wait_for_orphan(_lock_record(fd)[1])
                     lock = cls(path, fd, os.getpid(), writable)
                     lock.note_child(None)
                     privileged.observe_children(lock.note_child)

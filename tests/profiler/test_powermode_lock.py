@@ -5,8 +5,11 @@ refused, and the device ends in the original mode with no state file left (fake 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from fakes import finish, start_cli
@@ -147,3 +150,82 @@ def test_restore_after_a_kill_waits_for_the_switch_the_killed_run_left_running(x
     time.sleep(0.2)
     assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
     assert xavier_30w.state_files() == []
+
+
+def test_a_lock_folder_this_process_cannot_write_leaves_the_lock_beside_the_state_file(xavier_30w, monkeypatch):
+    """A read-only /run/lock, or one only root may write, took 20 tries and then refused every run as if
+    another held the lock ("pid not recorded yet")."""
+    shared = xavier_30w.real("/run/lock")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == shared else real_access(p, mode))
+    assert state_file.lock_path() == xavier_30w.state_dir() / state_file.LOCK_FILE_NAME
+    ctl = detect_controller("jetson")
+    with ctl:
+        ctl.apply(load_device("agx-xavier").preset("MAXN"))
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    assert xavier_30w.state_files() == []
+
+
+def _left_record(path: Path, command: subprocess.Popen) -> None:
+    """The lock file a killed holder (a pid no longer alive) left, naming ``command`` as still running."""
+    path.write_text(f"999999\n{command.pid} {state_file.process_start_time(command.pid)}\n")
+
+
+def test_a_command_a_killed_run_left_running_refuses_runs_and_restores_in_words(xavier_30w, monkeypatch):
+    monkeypatch.setattr(state_file.privileged, "DEFAULT_TIMEOUT_S", 0.3)  # how long a new holder waits
+    orphan = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    said = f"a power-mode command a killed run left running (pid {orphan.pid}) has not ended"
+    try:
+        _left_record(state_file.lock_path(), orphan)
+        with pytest.raises(PrivilegedCommandError, match=re.escape(f"{said}; wait for it to end")):
+            detect_controller("jetson").remember()
+
+        class Unfinished:  # a state file whose run was killed
+            path, pid = None, 999999
+
+            def run_alive(self) -> bool:
+                return False
+
+        monkeypatch.setattr(state_file, "find_state", Unfinished)
+        with pytest.raises(RunStillActive, match=re.escape(f"{said}; wait for it, then restore")):
+            restore_unfinished()
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the lock file another owner needs root")
+def test_a_record_in_another_users_lock_file_holds_no_run_back(xavier_30w, monkeypatch):
+    """In the shared folder any user may write the lock file: a record naming a process of theirs would
+    hold every root run back for a command's timeout, and then refuse it."""
+    monkeypatch.setattr(state_file.privileged, "DEFAULT_TIMEOUT_S", 0.3)  # trusted, it would refuse after this
+    theirs = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        _left_record(state_file.lock_path(), theirs)
+        os.chown(state_file.lock_path(), 65534, 65534)
+        state_file.ModeLock.take().release()
+    finally:
+        theirs.kill()
+        theirs.wait()
+
+
+def test_a_command_stopped_on_its_timeout_takes_what_it_runs_with_it(fake_root, tmp_path):
+    """sudo runs nvpmodel as its child: a SIGKILL of sudo alone (subprocess.run's timeout) left the switch
+    running after the run had moved on."""
+    from jetpredict.profiler.powermode import privileged
+
+    child_pid = tmp_path / "child.pid"
+    fake_root.install_tool("slowtool", f"""
+import subprocess, sys
+child = subprocess.Popen(["sleep", "60"])  # as sudo runs its command: a child in its process group
+open({str(child_pid)!r}, "w").write(str(child.pid))
+child.wait()
+""")
+    with pytest.raises(PrivilegedCommandError, match="did not finish within 1 s"):
+        privileged.run_privileged(["slowtool"], timeout_s=1.0)
+    pid = int(child_pid.read_text())
+    deadline = time.monotonic() + 5
+    while state_file.process_start_time(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state_file.process_start_time(pid) is None  # no zombie either: reaped by init once orphaned
