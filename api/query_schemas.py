@@ -231,8 +231,9 @@ class RecommendationSchema(ProvenanceSchema):
     pareto = fields.List(fields.Nested(PredictionSchema), required=True,
                          metadata={"description": "time vs energy front, fastest first"})
     preferred_preset = fields.Boolean(metadata={
-        "description": "the best nvpmodel preset meeting the constraints (outside the profiled ranges, only one "
-                       "better beyond its interval) beat the pick among the other modes: it is `best`"})
+        "description": "a better-looking mode outside the profiled ranges gave way to the best nvpmodel preset "
+                       "meeting the constraints, itself outside them but better than every mode inside them "
+                       "beyond its interval: it is `best`"})
     preset_comparison = fields.Nested(PresetComparisonSchema, allow_none=True, metadata={
         "description": "the best nvpmodel preset meeting the same constraints at the same confidence, and "
                        "what `best` saves against it"})

@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,9 @@ from jetpredict.predictor.limits import (
     OBJECTIVES,
     percent,
 )
+
+if TYPE_CHECKING:
+    from jetpredict.predictor.model import WorkloadModel
 
 
 def _log(message: str) -> None:
@@ -193,15 +196,12 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
     proposal = adviser.propose(rows, budget)
     hopeless = unreachable_caps(proposal.decision, goal)
     # What the recommendation rests on, stated in the summary as recommend's is (csv/json: columns below).
-    rests_on = {**service.provenance(proposal.model), "cross_device": False}
+    rests_on = _rests_on(proposal.model)
     _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}"
          + provenance_summary(pd.DataFrame([rests_on]), proposal.model.device_id)
          + ("" if hopeless is None else f"; {hopeless}"))
     best = proposal.decision.best
-    outside = "" if best is None else proposal.decision.table["extrapolated_knobs"].iloc[best]
-    if outside:
-        _log(f"note: the recommended mode lies outside the profiled range of {outside}; its prediction "
-             "extrapolates")
+    _outside_note("" if best is None else proposal.decision.table["extrapolated_knobs"].iloc[best])
     if hopeless is not None:
         return 1
     if proposal.modes.empty:
@@ -315,6 +315,21 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rests_on(model: WorkloadModel, device: str | None = None) -> dict[str, object]:
+    """The provenance columns of ``model``'s predictions on ``device`` (default: its own), for an answer
+    whose summary has no prediction row to read them from."""
+    from jetpredict.predictor import service
+
+    device = device or model.device_id
+    return {**service.provenance(model, device), "cross_device": device != model.device_id}
+
+
+def _outside_note(knobs: str) -> None:
+    """The note for a recommended mode whose ``knobs`` ("" for none) lie outside the profiled ranges."""
+    if knobs:
+        _log(f"note: the recommended mode lies outside the profiled range of {knobs}; profile it to confirm")
+
+
 def provenance_summary(df: pd.DataFrame, source_device: str, version: bool = True) -> str:
     """What the predictions in ``df`` rest on, as the tail of a summary line (the provenance columns that
     ``--format csv``/``json`` carry, stated once; "" for no rows): profiled modes, the device they were
@@ -377,7 +392,7 @@ def _recommend(args: argparse.Namespace) -> int:
             write_table(with_epoch_totals(frame), args.format, out, table_columns=TABLE_COLUMNS)
     if not result.feasible:
         # No row carries the provenance columns, so the reason states what the predictions rest on.
-        rests_on = {**service.provenance(model, result.device), "cross_device": result.device != model.device_id}
+        rests_on = _rests_on(model, result.device)
         _log(f"jetpredict recommend: {result.reason}{provenance_summary(pd.DataFrame([rests_on]), model.device_id)}")
         return 1
     if args.format != "csv":
@@ -388,9 +403,7 @@ def _recommend(args: argparse.Namespace) -> int:
              f"({percent(result.confidence)} intervals; caps hold for their upper ends); "
              f"{len(result.pareto)} mode(s) on the time/energy front"
              f"{provenance_summary(pd.DataFrame([b]), model.device_id)}")
-        if b["extrapolated_knobs"]:
-            _log(f"note: the best mode lies outside the profiled range of {b['extrapolated_knobs']}; "
-                 "profile it to confirm")
+        _outside_note(b["extrapolated_knobs"])
         if result.preferred_in_range:
             _log("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
                  "the best mode inside the ranges, or better than all of them beyond its interval, was chosen")
@@ -405,8 +418,8 @@ def preset_summary(comparison: dict | None) -> str:
     if not c.get("preset"):
         return f"no preset to compare with: {c.get('reason') or 'none meets the caps'}"
     if c["chosen_is_preset"]:
-        return (f"the best mode is the preset {c['preset']} itself (a preset is taken where its point beats the "
-                "pick among the other modes, and outside the profiled ranges only beyond its interval)")
+        return (f"the best mode is the preset {c['preset']} itself (presets and the other modes are held to one "
+                "rule: outside the profiled ranges a mode counts only where it is better beyond its interval)")
     return (f"vs the best preset under the same caps, {c['preset']} ({c['epoch_time_s']:.4g} s/epoch, "
             f"{c['epoch_energy_j']:.4g} J/epoch, {c['avg_power_w']:.3g} W): "
             f"{_saving(c['time_saving_s'], c['time_saving_share'], 's')} and "

@@ -218,8 +218,8 @@ class Choice:
 
     ``preset``: the position of the best preset meeting the limits that the out-of-range rule lets stand
     (else the best meeting them; None when no preset row meets them or the table has none: see
-    :func:`pick`); ``preferred_preset``: that preset beat the out-of-range rule's pick on the objective's
-    point prediction, so it is ``best``.
+    :func:`pick`); ``preferred_in_range`` and ``preferred_preset``: as :class:`Pick` says (a better-looking
+    mode outside the profiled ranges gave way; to that preset, for the latter, which is then ``best``).
     """
 
     best: int | None

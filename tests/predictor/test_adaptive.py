@@ -414,3 +414,19 @@ def test_a_measured_rival_settles_the_stop_for_its_neighbours_within_noise(rival
     assert chooser._settling is None  # one step only
     if holds:
         assert "did not beat the pick" in reason and "one knob from it" in reason
+
+
+def test_recommend_and_plan_after_note_a_recommended_mode_outside_the_profiled_ranges(real, tmp_path, capsys):
+    """Two modes at one set of clocks (a, b: 4 and 8 cores at CPU 1200, GPU 670, EMC 1333) leave the fastest
+    mode under 15 W outside them: both verbs name the knobs, the same words."""
+    lenet = real[real["workload"] == "lenet5-mnist"].reset_index(drop=True)
+    profiles, model = tmp_path / "ab.csv", tmp_path / "ab.json"
+    _by_mode(lenet, "ab").to_csv(profiles, index=False)
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(profiles), "--out", str(model)]) == 0
+    note = "note: the recommended mode lies outside the profiled range of cpu_mhz;gpu_mhz;emc_mhz; profile it"
+    capsys.readouterr()
+    assert main(["recommend", "--model", str(model), "--objective", "min-time", "--max-power-w", "15"]) == 0
+    assert note in capsys.readouterr().err
+    assert main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--objective", "min-time",
+                 "--max-power-w", "15"]) == 0
+    assert note in capsys.readouterr().err
