@@ -108,7 +108,10 @@ def validate_client_rows(records: Sequence[object], prefix: str = "rows") -> pd.
     unknown = unknown_columns(records)
     if unknown:
         errors = {prefix + key[len("rows"):]: v for key, v in unknown.items()}
-        raise FieldErrors(f"{len(errors)} unknown column(s): {', '.join(list(errors)[:5])}", errors)
+        named = [k for k in errors if k != prefix]  # the key ``prefix`` counts the columns not named
+        shown = ", ".join(named[:5]) + (", ..." if len(named) > 5 else "")
+        more = f"; {errors[prefix][0]}" if prefix in errors else ""
+        raise FieldErrors(f"unknown column(s) {shown}{more}", errors)
     try:
         return validate_records(records, names=INDEX_NAMES)  # messages count rows from 0, as the keys do
     except ProfileRowsError as exc:

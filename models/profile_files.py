@@ -11,6 +11,7 @@ import csv
 import io
 import os
 import stat
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from jetpredict.models.profile_rows import (
     FIELD_BY_NAME,
     FIELDS,
     MAX_CELL_CHARS,
+    MAX_COLUMNS,
     MAX_FILE_BYTES,
     MAX_ROWS,
     ProfileRowsError,
@@ -95,8 +97,11 @@ def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> 
             if not fieldnames:
                 raise ProfileRowsError([RowProblem(0, "file", "is empty: expected a CSV header and rows")], what)
             header = [h.strip() for h in fieldnames]
+            if len(header) > MAX_COLUMNS:  # before any row: each would be filled out to the whole header
+                raise ProfileRowsError([RowProblem(1, "header", f"has {len(header)} columns; a file holds at most "
+                                                                f"{MAX_COLUMNS}")], what)
             reader.fieldnames = header  # " cpu_mhz" is the cpu_mhz column, not an unknown extra one
-            duplicates = sorted({h for h in header if header.count(h) > 1})
+            duplicates = sorted(name for name, count in Counter(header).items() if count > 1)
             if duplicates:
                 raise ProfileRowsError([RowProblem(1, "header", f"duplicate column(s): {', '.join(duplicates)}")],
                                        what)
@@ -166,29 +171,37 @@ def _read_json_file(path: str | Path, flag: str) -> object:
 
 #: ``DataFrame.attrs`` key of a CSV mode list's line numbers in its file, one per row (header = line 1).
 MODE_LINES_ATTR = "lines"
+#: The columns a mode list is read for: the label, the device it is for and the knobs. Others (a plan's
+#: predictions) are dropped before the table is built: objects of a key each would make it objects x keys.
+MODE_LIST_COLUMNS = ("mode", *MODE_FIELDS, "device")
 
 
 def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     """A mode list (``--modes``, ``--candidates``): a CSV, or a JSON list of objects (``{"modes": [...]}``
     too), with the mode columns; ``plan --out plan.csv`` and ``plan --out plan.json`` write both. Labels
     stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes. A
-    CSV's rows keep their file lines in ``attrs[MODE_LINES_ATTR]``, for errors that name them."""
+    CSV's rows keep their file lines in ``attrs[MODE_LINES_ATTR]``, for errors that name them. Only the
+    :data:`MODE_LIST_COLUMNS` are read; a CSV row with none of them is blank."""
     if is_json_path(path):
         payload = _read_json_file(path, flag)
         if isinstance(payload, Mapping):
             payload = payload.get("modes")
         if not isinstance(payload, list) or not all(isinstance(m, Mapping) for m in payload):
             raise InputError(f"--{flag} file {path} must hold a JSON list of mode objects", flag)
-        df = pd.DataFrame(payload)
+        df = pd.DataFrame([{k: v for k, v in m.items() if k in MODE_LIST_COLUMNS} for m in payload])
         if "mode" in df.columns:
             # A mode object without a label is missing here (NaN in the frame), not the label "nan".
             df["mode"] = [None if m is None or (isinstance(m, float) and m != m) else str(m) for m in df["mode"]]
         return df
     try:
         with open_regular_file(path, flag) as f:
-            df = pd.read_csv(f, dtype={"mode": str}, skip_blank_lines=False)
+            df = pd.read_csv(f, dtype={"mode": str}, skip_blank_lines=False,
+                             usecols=MODE_LIST_COLUMNS.__contains__)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"--{flag} file {path} is not a readable CSV: {exc}", flag) from None
+    if df.columns.empty:  # not "no modes": its rows were read for none of their cells
+        raise InputError(f"--{flag} file {path} has none of the mode columns {', '.join(MODE_LIST_COLUMNS[:-1])}",
+                         flag)
     # Blank lines are read (as empty rows) and dropped here, so that each row keeps its line in the file.
     lines = df.index.to_numpy() + 2
     kept = df.notna().any(axis=1).to_numpy()

@@ -54,10 +54,14 @@ MAX_POWER_W = 1e5  # a Jetson module draws < 100 W; a whole host < 10 kW
 MAX_QUANTITY = 1e21
 MAX_RATIO = 1e6  # a coefficient of variation, a share of a peak
 
-#: Input limits of the readers (CLI files): bytes of a file, rows, characters of one cell.
+#: Input limits of the readers (CLI files): bytes of a file, rows, characters of one cell, distinct columns of
+#: a set of rows (a CSV header; the keys of JSON rows, of training rows: the FIELDS and pass-through columns,
+#: 49 together, and a user's own). Rows of a key each are rows x keys cells: more columns are refused first.
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_ROWS = 200_000
 MAX_CELL_CHARS = 10_000
+MAX_COLUMNS = 100
+MAX_UNKNOWN_NAMED = 20  # unknown columns :func:`unknown_columns` names (with a close match); the rest counted
 #: Same mode knobs measured more than once: times further apart than this ratio contradict each other.
 DUPLICATE_TIME_SPREAD = 1.2
 #: Plausible time of one minibatch on a Jetson (epoch_time_s / minibatches_per_epoch), at least, s: a
@@ -198,10 +202,7 @@ class ProfileRowsError(InputError):
 def source_kind(source: object) -> str:
     """``measured`` / ``simulated`` / ``published`` from a ``source`` cell (``published: POMACS ...``)."""
     text = str(source or "measured").strip().lower()
-    for kind in SOURCE_KINDS:
-        if text.startswith(kind):
-            return kind
-    return "measured"
+    return next((kind for kind in SOURCE_KINDS if text.startswith(kind)), "measured")
 
 
 def known_source(source: object) -> bool:
@@ -386,16 +387,12 @@ def implausible(row: Mapping[str, object], device_id: str) -> dict[str, str]:
     device = load_device(device_id)
     out: dict[str, str] = {}
     for name in POWER_FIELDS:
-        value = row.get(name)
-        if isinstance(value, float):
-            problem = device.power_problem(name, value)
-            if problem:
-                out[name] = problem
+        if isinstance(value := row.get(name), float) and (problem := device.power_problem(name, value)):
+            out[name] = problem
     epoch, minibatches = row.get("epoch_time_s"), row.get("minibatches_per_epoch")
-    if isinstance(epoch, float) and isinstance(minibatches, int) and minibatches > 0:
-        problem = _time_problem(epoch, minibatches, row.get("batch_size"))
-        if problem:
-            out["epoch_time_s"] = problem
+    if isinstance(epoch, float) and isinstance(minibatches, int) and minibatches > 0 and (
+            problem := _time_problem(epoch, minibatches, row.get("batch_size"))):
+        out["epoch_time_s"] = problem
     energy = row.get("epoch_energy_j")
     if isinstance(energy, float) and isinstance(epoch, float) and "epoch_time_s" not in out:
         implied = energy / epoch
@@ -433,13 +430,12 @@ def _time_problem(epoch: float, minibatches: int, batch: object) -> str | None:
                      {"milliseconds": 1e-3}, "epoch_time_s")
     return (f"epoch_time_s={epoch:g} s over minibatches_per_epoch={minibatches} x batch_size={batch} is "
             f"{per_sample:.3g} s per sample, more than the {MAX_S_PER_SAMPLE:g} s a Jetson plausibly takes "
-            f"for one sample (more than the {MAX_S_PER_MINIBATCH:g} s for a minibatch of {BATCH_SIZE})" + (hint or "; check that epoch_time_s is seconds per epoch and "
-                                "minibatches_per_epoch the count of one epoch"))
+            f"for one sample (more than the {MAX_S_PER_MINIBATCH:g} s for a minibatch of {BATCH_SIZE})"
+            + (hint or "; check that epoch_time_s is seconds per epoch and minibatches_per_epoch the count of one epoch"))
 
 
 def _frame(rows: list[dict[str, object]]) -> pd.DataFrame:
-    extras = [k for r in rows for k in r if k not in FIELD_BY_NAME]
-    columns = list(COLUMNS) + list(dict.fromkeys(extras))
+    columns = list(dict.fromkeys([*COLUMNS, *(k for r in rows for k in r)]))  # the fields, then the extras
     df = pd.DataFrame(rows, columns=columns)
     for f in FIELDS:
         if f.kind is not str:
@@ -474,6 +470,7 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     rows: list[dict[str, object]] = []
     lines: list[int] = []
     problems: list[RowProblem] = []
+    columns: set[object] = {None}  # csv.DictReader's key of surplus cells, which is no column
     for i, record in enumerate(records):
         line = line_numbers[i] if line_numbers is not None else first_line + i
         if i >= MAX_ROWS:
@@ -482,6 +479,11 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
         if not isinstance(record, Mapping):
             problems.append(RowProblem(line, "_row", "must be an object of field: value"))
             continue
+        columns.update(record.keys())
+        if len(columns) > MAX_COLUMNS + 1:
+            problems.append(RowProblem(line, "columns", f"more than {MAX_COLUMNS} distinct columns in the rows "
+                                       f"up to this one; rows hold at most {MAX_COLUMNS} (give them the same columns)"))
+            break
         row, row_problems = _validate_record(record, line, current=i >= stored)
         rows.append(row)
         lines.append(line)
@@ -549,8 +551,7 @@ def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int],
             if seen[0] != knobs:
                 problems.append(RowProblem(line, "mode", f"label {label!r} has knobs {knobs} here but {seen[0]} "
                                            f"on {one} {seen[1] + shift}; give different modes different labels"))
-        epoch = row.get("epoch_time_s")
-        if isinstance(epoch, float):
+        if isinstance(epoch := row.get("epoch_time_s"), float):
             # Workers left out (null or no column) are the default, as in _frame.
             key = tuple(DEFAULT_NUM_WORKERS if k == "num_workers" and row.get(k) is None else row.get(k)
                         for k in SAME_RUN_FIELDS)
@@ -580,18 +581,20 @@ def unescape_formula(text: str) -> str:
 
 
 def unknown_columns(records: Iterable[Mapping[str, object]]) -> dict[str, list[str]]:
-    """``{"rows.I.COLUMN": [message]}`` (0-based row index, first row naming it) for every column that is
-    neither in FIELDS nor a pass-through column; empty when all are known."""
+    """``{"rows.I.COLUMN": [message]}`` (0-based row index, first row naming it) for the first
+    :data:`MAX_UNKNOWN_NAMED` columns that are neither in FIELDS nor pass-through columns, and ``{"rows":
+    ["and N more ..."]}`` for the rest; empty when all are known. Linear in the keys, whatever their number."""
     out: dict[str, list[str]] = {}
+    seen: set[str] = set()
     for i, record in enumerate(records):
-        if not isinstance(record, Mapping):
-            continue
-        for key in record:
-            name = str(key)
-            if name in FIELD_BY_NAME or name in PASS_THROUGH_COLUMNS or any(k.endswith(f".{name}") for k in out):
-                continue
-            close = difflib.get_close_matches(name, [*COLUMNS, *PASS_THROUGH_COLUMNS], n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            out[f"rows.{i}.{name}"] = [f"unknown column {name!r}: not a profile-row field nor a documented "
-                                       f"pass-through column (models/profile_rows.py){hint}"]
+        for name in map(str, record if isinstance(record, Mapping) else ()):
+            if name not in seen and name not in FIELD_BY_NAME and name not in PASS_THROUGH_COLUMNS:
+                seen.add(name)
+                if len(seen) <= MAX_UNKNOWN_NAMED:  # a close match for those named only
+                    close = difflib.get_close_matches(name, [*COLUMNS, *PASS_THROUGH_COLUMNS], n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    out[f"rows.{i}.{name}"] = [f"unknown column {name!r}: not a profile-row field nor a "
+                                               f"documented pass-through column (models/profile_rows.py){hint}"]
+    if len(seen) > MAX_UNKNOWN_NAMED:
+        out["rows"] = [f"and {len(seen) - MAX_UNKNOWN_NAMED} more unknown column(s), not named here"]
     return out

@@ -195,6 +195,8 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         manifest = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"manifest {mpath} is not valid JSON: {exc}", "model") from None
+    except RecursionError:  # nested brackets exhaust the reader, as in the model document
+        raise InputError(f"manifest {mpath} is not valid JSON: nested too deeply", "model") from None
     if not isinstance(manifest, dict):
         raise InputError(f"manifest {mpath} is not a JSON object", "model")
     return manifest

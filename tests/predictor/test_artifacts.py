@@ -487,3 +487,20 @@ def test_a_disk_filling_up_mid_write_keeps_the_previous_model(tmp_path, model):
     assert _file_state(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.json.json"]
     assert model_to_dict(load_model(path)) == model_to_dict(model)
+
+
+@pytest.mark.parametrize("manifest", [b"[" * 60_000, b'{"a":' * 12_000], ids=["arrays", "objects"])
+def test_a_manifest_nested_too_deeply_is_an_input_error_naming_it(tmp_path, model, manifest, capsys):
+    """A manifest of nested brackets exhausts the JSON reader's recursion: refused as the model document
+    is, naming the manifest, and ``predict`` exits 2 (not 1 with "maximum recursion depth exceeded")."""
+    from jetpredict.cli import main
+
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    artifacts.manifest_path(path).write_bytes(manifest)
+    with pytest.raises(InputError, match="m.json.json is not valid JSON") as e:
+        load_model(path)
+    assert e.value.field == "model"
+    assert main(["predict", "--model", str(path), "--presets"]) == 2
+    err = capsys.readouterr().err
+    assert "m.json.json is not valid JSON" in err and "recursion" not in err and "Traceback" not in err

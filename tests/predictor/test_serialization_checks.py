@@ -8,6 +8,7 @@ import copy
 import json
 
 import pytest
+from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload, load_model
 from jetpredict.predictor.model import MODEL_VERSION
@@ -118,3 +119,25 @@ def test_the_unedited_document_and_older_forms_still_load(tmp_path, doc):
     for version in ("mech-1", "mech-14", doc["model_version"]):
         _write(tmp_path / "m.json", {**doc, "model_version": version})
         assert load_model(tmp_path / "m.json").model_version == version
+
+
+def test_training_rows_with_a_different_key_each_are_refused_naming_the_limit(tmp_path, doc, capsys):
+    """The table of a model's training rows is rows x distinct columns: rows of a key each (30,000 x 30,000
+    took 12 GB) are refused before it is built, as a profile file's rows are."""
+    from jetpredict.models.profile_rows import MAX_COLUMNS
+    from jetpredict.predictor.terms import ProfileArrays
+
+    rows = doc["training_rows"]
+    spread = [{**rows[i % len(rows)], f"k{i}": 1} for i in range(MAX_COLUMNS)]
+    with pytest.raises(InputError, match=f"more than {MAX_COLUMNS} distinct columns") as e:
+        ProfileArrays.from_records(spread)
+    assert e.value.field == "model" and "training_rows" in e.value.message
+    _write(tmp_path / "m.json", {**doc, "training_rows": spread})
+    with pytest.raises(InputError, match=f"training_rows hold more than {MAX_COLUMNS} distinct columns"):
+        load_model(tmp_path / "m.json")
+    from jetpredict.cli import main
+
+    assert main(["predict", "--model", str(tmp_path / "m.json"), "--presets"]) == 2
+    err = capsys.readouterr().err
+    assert f"more than {MAX_COLUMNS} distinct columns" in err and "Traceback" not in err
+    assert len(ProfileArrays.from_records(spread[:MAX_COLUMNS - len(set().union(*rows))])) == len(rows)
