@@ -194,10 +194,10 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
             df["mode"] = [None if m is None or (isinstance(m, float) and m != m) else str(m) for m in df["mode"]]
         return df
     try:
-        with open_regular_file(path, flag) as f:
-            df = pd.read_csv(f, dtype={"mode": str}, skip_blank_lines=False,
-                             usecols=MODE_LIST_COLUMNS.__contains__)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        text = _checked_mode_csv(path, flag)
+        df = pd.read_csv(io.StringIO(text), dtype={"mode": str}, skip_blank_lines=False, index_col=False,
+                         usecols=MODE_LIST_COLUMNS.__contains__)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"--{flag} file {path} is not a readable CSV: {exc}", flag) from None
     if df.columns.empty:  # not "no modes": its rows were read for none of their cells
         raise InputError(f"--{flag} file {path} has none of the mode columns {', '.join(MODE_LIST_COLUMNS[:-1])}",
@@ -208,6 +208,22 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     df = df[kept].reset_index(drop=True)
     df.attrs[MODE_LINES_ATTR] = [int(n) for n in lines[kept]]
     return df
+
+
+def _checked_mode_csv(path: str | Path, flag: str) -> str:
+    """The text of a CSV mode list, once no row holds more cells than the header but empty ones (pandas read
+    such a row shifted, or failed on it) and it has at most :data:`MAX_ROWS` lines (blank ones are rows)."""
+    with open_regular_file(path, flag) as f:
+        text = f.read().decode("utf-8-sig")
+    reader = csv.reader(io.StringIO(text))
+    width = len(next(reader, []))
+    for cells in reader:
+        if reader.line_num > MAX_ROWS + 1:
+            raise InputError(f"--{flag} file {path} has more than {MAX_ROWS} lines of modes; split it", flag)
+        if any(cell.strip() for cell in cells[width:]):  # trailing empty cells (a spreadsheet's commas) pass
+            raise InputError(f"--{flag} {path} line {reader.line_num}: {len(cells)} cells under a header of "
+                             f"{width} columns (a label with a comma needs quotes)", flag)
+    return text
 
 
 @contextlib.contextmanager

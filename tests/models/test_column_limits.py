@@ -134,3 +134,34 @@ def test_a_csv_mode_list_of_none_of_the_mode_columns_says_so(tmp_path):
     with pytest.raises(InputError, match="has none of the mode columns mode, cpu_cores") as err:
         pf.read_mode_table(path, "candidates")
     assert err.value.field == "candidates"
+
+
+@pytest.mark.parametrize("row, cells", [("x,8,2265.6,1377,2133,99", 6), ("x,8,2265.6,1377,2133,99,98", 7),
+                                        ('"a,b",8,2265.6,1377,2133', None), ("a,b,8,2265.6,1377,2133", 6)])
+def test_a_csv_mode_row_with_more_cells_than_the_header_is_refused_naming_its_line(tmp_path, row, cells):
+    """pandas took the surplus as an index: one cell more shifted the row (its label became the cores),
+    two more failed with a TypeError out of the reader. A quoted label with a comma is one cell."""
+    path = tmp_path / "modes.csv"
+    path.write_text(f"mode,{','.join(MODE_FIELDS)}\ny,8,2265.6,1377,1600\n{row}\n")
+    if cells is None:
+        assert list(pf.read_mode_table(path, "modes")["mode"]) == ["y", "a,b"]
+        return
+    with pytest.raises(InputError) as err:
+        pf.read_mode_table(path, "modes")
+    assert err.value.field == "modes"
+    assert f"line 3: {cells} cells under a header of 5 columns" in err.value.message
+
+
+def test_trailing_empty_cells_of_a_spreadsheet_export_are_no_surplus(tmp_path):
+    path = tmp_path / "modes.csv"
+    path.write_text(f"mode,{','.join(MODE_FIELDS)}\nx,8,2265.6,1377,2133,\ny,2,1200,670,1333,,\n")
+    table = pf.read_mode_table(path, "modes")
+    assert list(table["mode"]) == ["x", "y"] and list(table["cpu_cores"]) == [8, 2]
+
+
+def test_a_csv_mode_list_longer_than_the_row_limit_is_refused_before_its_table(tmp_path, monkeypatch):
+    monkeypatch.setattr(pf, "MAX_ROWS", 5)
+    path = tmp_path / "modes.csv"
+    path.write_text(f"mode,{','.join(MODE_FIELDS)}\n" + "\n" * 10)  # blank lines are rows of the table
+    with pytest.raises(InputError, match="more than 5 lines of modes"):
+        pf.read_mode_table(path, "modes")
