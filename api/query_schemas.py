@@ -163,6 +163,10 @@ class ProvenanceSchema(ModelProvenanceSchema):
     rows_device = fields.String(allow_none=True, metadata={
         "description": "the device whose rows this answer rests on: `device` itself when the workload holds "
                        "rows of it, else the device they are transferred from (cross_device)"})
+    revision = fields.Integer(allow_none=True, metadata={
+        "description": "the stored workload's revision whose fit this answer rests on (it grows with every "
+                       "upload to the workload): answers of different revisions come from different fits; null "
+                       "for inline rows"})
 
 
 class PredictionResponseSchema(ProvenanceSchema):

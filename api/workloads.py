@@ -90,9 +90,11 @@ class Resolved:
     models: DeviceModels | None = None
 
     def answer_fields(self) -> dict[str, object]:
-        """What every answer says about the rows it rests on: ``workload_devices``, ``rows_device``."""
+        """What every answer says about the rows it rests on: ``workload_devices``, ``rows_device``, and the
+        ``revision`` of a stored workload that was fitted (None for inline rows and reference workloads): a
+        client holding answers of two fits tells them apart."""
         return {"workload_devices": list(self.devices or (self.model.device_id,)),
-                "rows_device": self.rows_device or self.model.device_id}
+                "rows_device": self.rows_device or self.model.device_id, "revision": self.revision}
 
 
 def fit_summary(model: Any) -> dict[str, object]:

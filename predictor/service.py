@@ -419,7 +419,7 @@ def recommendation_answer(model: WorkloadModel, result: Recommendation, workload
 
     # The rows it rests on: the model's device's (the HTTP service names every device of a stored workload).
     return {"device": result.device, "workload_id": workload_id, **provenance(model, result.device),
-            "workload_devices": [model.device_id], "rows_device": model.device_id,
+            "workload_devices": [model.device_id], "rows_device": model.device_id, "revision": None,
             "objective": result.objective,
             "constraints": {k: v for k, v in result.constraints.items() if v is not None},
             "confidence": result.confidence, "modes_considered": result.modes_considered,

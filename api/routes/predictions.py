@@ -54,7 +54,8 @@ def predictions_response(body: dict) -> Response:
     def compute():
         answer = prediction_answer(model, modes, body.get("device"), body.get("epochs"), body["confidence"],
                                    resolved.workload_id, fill_labels=True)
-        # Which of the workload's devices' rows serve this device (own rows, or transferred from).
+        # Which of the workload's devices' rows serve this device (own rows, or transferred from), and which
+        # revision of a stored workload was fitted.
         answer = replace(answer, provenance={**answer.provenance, **resolved.answer_fields()})
         return answers.encode(answer, fmt, gzip_ok)
 

@@ -38,7 +38,7 @@ class Recommendations(MethodView):
         # The choice reads the device's every-mode prediction: light when kept, else heavy work.
         light = space_ready(resolved.model, body.get("device"), body["confidence"])
         # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
-        # which of the workload's devices' rows serve this device.
+        # which of the workload's devices' rows serve this device, and the stored workload's revision fitted.
         try:
             answer = heavy_unless(light, "a recommendation over every mode", lambda: recommendation(
                 resolved.model, body["objective"], device=body.get("device"), epochs=body.get("epochs"),

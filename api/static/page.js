@@ -38,7 +38,10 @@
   const STEPS = 4;               // progress: workloads, rows, all-mode predictions, recommendation
   // Controls whose meaning depends on the device being loaded: disabled until its answer is on screen.
   // ("Copy command" too, but it also waits for a current answer with a best mode: syncCopy.)
-  const DEVICE_BOUND = ["workload", "workload-search", "cap", "confidence", "hm-cores", "hm-cpu"];
+  const DEVICE_BOUND = ["workload", "workload-search", "cap", "cap-number", "confidence", "hm-cores", "hm-cpu"];
+  // Positions of the time-cap slider, on a log scale from the least to the largest cap that matters: each
+  // moves the cap by the same share (0.5% over a 100-fold span); the number box beside it is exact.
+  const TIME_POSITIONS = 1000;
 
   const state = {
     devices: [], builtins: new Map(), rowsCache: new Map(), presetModes: new Map(),
@@ -46,6 +49,9 @@
     gen: 0, abort: null, recSeq: 0, recTimer: 0, recAbort: null, searchSeq: 0, searchTimer: 0, searchAbort: null,
     uploadSeq: 0, loading: false, limits: null, totals: null, dropped: 0, columnTypes: new Map(),
     provenance: null,  // what the all-mode answer of this generation says about itself (provenanceOf)
+    caps: {},  // the cap the user chose, by kind: kept across devices, workloads and coverages
+    capScale: null,  // the cap slider's ends and scale (setupCap)
+    refits: 0,  // loads in a row started because a recommendation came from a newer fit (recommend)
     lookupLimit: WORKLOAD_PAGE,  // the most stored workloads one page may hold (read from /openapi.json)
     listedFor: null,  // the device whose workloads the workload list holds (null: none listed yet)
     linkNotes: { device: "", workload: "" },  // what of the page's link was not found, and what is shown
@@ -278,6 +284,7 @@
       confidence: { min: props.confidence.minimum, max: props.confidence.maximum, def: props.confidence.default },
       epochs: { min: props.epochs.minimum, max: props.epochs.maximum },
       maxPowerW: devicePowerLimits(schemas.RecommendationRequest),
+      caps: capLimits(schemas.Constraints || { properties: {} }),
     };
     const totals = {};
     for (const [name, p] of Object.entries(schemas.Prediction.properties)) {
@@ -307,6 +314,15 @@
     $("epochs").min = String(limits.epochs.min);
     $("epochs").max = String(limits.epochs.max);
     state.limits = limits;  // last: a load that failed half-way is read again in full
+  }
+
+  // The caps the API takes, by kind: {min, max, above} (above: min itself is refused, as for time caps).
+  function capLimits(schema) {
+    const out = {};
+    for (const [kind, p] of Object.entries(schema.properties || {})) {
+      out[kind] = { min: p.minimum ?? 0, max: p.maximum ?? Infinity, above: p.exclusiveMinimum === true };
+    }
+    return out;
   }
 
   // The largest power cap the API takes per device ({device: W}), from the rule the document states for
@@ -339,14 +355,42 @@
     return { device: $("device").value, workload: $("workload").value, confidence: +$("confidence").value };
   }
 
+  // The cap as the number box holds it (exact; NaN when it holds no number), null with no cap chosen.
   function capValue() {
     const kind = $("cap-kind").value;
-    return kind === "none" ? null : +$("cap").value;
+    if (kind === "none") return null;
+    const box = $("cap-number");
+    return box.validity.badInput || !box.value.trim() ? NaN : Number(box.value);
+  }
+
+  // The range of caps the API takes for `kind` on the device shown: [least, most, least refused too].
+  function capAllowed(kind) {
+    const rule = (state.limits && state.limits.caps[kind]) || { min: 0, max: Infinity, above: true };
+    const device = $("device").value;
+    const most = kind === "max_power_w" && maxPowerW(device) !== undefined ? Math.min(rule.max, maxPowerW(device))
+      : rule.max;
+    return [rule.min, most, rule.above];
+  }
+
+  // The cap box's value if the API takes it; else throws naming the field and the rule.
+  function checkedCap() {
+    const kind = $("cap-kind").value, cap = capValue();
+    if (cap === null) return null;
+    const [least, most, above] = capAllowed(kind);
+    const unit = kind === "max_power_w" ? "W" : "s";
+    if (!Number.isFinite(cap) || (above ? cap <= least : cap < least) || cap > most) {
+      const box = $("cap-number").value.trim();
+      throw new Error(`constraints.${kind}: must be a number ${above ? "above" : "from"} ${fmt(least)} ` +
+        `${above ? "" : "to "}${above ? "and at most " : ""}${fmt(most)} ${unit}` +
+        `${kind === "max_power_w" ? ` (the most ${deviceName($("device").value)} takes)` : ""}, ` +
+        `got ${box ? `"${box}"` : "nothing"}`);
+    }
+    return cap;
   }
 
   function recKey() {
     const constraints = {};
-    const cap = capValue();
+    const cap = checkedCap();
     if (cap !== null) constraints[$("cap-kind").value] = cap;
     return Object.assign(dataKey(), { objective: $("objective").value, constraints, epochs: epochsValue() });
   }
@@ -361,11 +405,39 @@
   // ---- loading a device / workload / coverage ---------------------------------------------------------
   function setBusy(busy) {
     state.loading = busy;
-    for (const id of DEVICE_BOUND) $(id).disabled = busy;
-    $("cap").disabled = busy || $("cap-kind").value === "none" || !state.data;
+    syncDisabled();
     syncCopy();
     $("progress").hidden = !busy;
     document.querySelector("main").setAttribute("aria-busy", busy ? "true" : "false");
+  }
+
+  // The controls that wait for the device's answer are disabled, except the focused one: disabling it would
+  // drop the keyboard's focus to the page. That one is aria-disabled and holds its value (holdWhileBusy).
+  function syncDisabled() {
+    const focused = document.activeElement;
+    const noCap = $("cap-kind").value === "none" || !state.data;
+    for (const id of DEVICE_BOUND) {
+      const el = $(id);
+      const off = state.loading || ((id === "cap" || id === "cap-number") && noCap);
+      const hold = off && el === focused && !el.disabled;
+      el.disabled = off && !hold;
+      if (hold) {
+        el.setAttribute("aria-disabled", "true");
+        el.dataset.held = el.value;
+      } else if (!off) {
+        el.removeAttribute("aria-disabled");
+        delete el.dataset.held;
+      }
+    }
+  }
+
+  // A change of an aria-disabled control (focused when its device began loading) is undone and goes no
+  // further: it would ask about the device that is not loaded yet. Runs before the controls' own handlers.
+  function holdWhileBusy(event) {
+    const el = event.target;
+    if (!(el instanceof HTMLElement) || el.getAttribute("aria-disabled") !== "true") return;
+    event.stopImmediatePropagation();
+    if (el.dataset.held !== undefined && el.value !== el.dataset.held) el.value = el.dataset.held;
   }
 
   function progress(gen, step, message) {
@@ -406,6 +478,9 @@
     $("stale-badge").hidden = true;
     $("choice").classList.remove("stale");
     $("presets").tBodies[0].replaceChildren();
+    $("front").tBodies[0].replaceChildren();
+    $("best-note").textContent = "";
+    $("best-note").hidden = true;
     $("preset-compare").textContent = "";
     $("provenance").replaceChildren();
     for (const k of Object.keys($("provenance").dataset)) delete $("provenance").dataset[k];
@@ -669,11 +744,14 @@
       .catch((err) => (err.name === "AbortError" ? Promise.reject(err) : { device: key.device, error: err }));
     if (gen !== state.gen || !sameKey(key, dataKey())) { drop(); return; }
     if (presets.device !== key.device) throw new Error(`the answer is for ${presets.device}, not ${key.device}`);
+    // An upload refitted the workload between the two answers: ask both again, from one fit.
+    if (presets.revision !== undefined && presets.revision !== all.revision) return loadAll(gen);
     state.presetsError = presets.error ? presets.error.message : null;
     const t1 = performance.now();
     const data = fromColumns(all);
     data.key = key;
     data.device = key.device;
+    data.revision = all.revision ?? null;  // a stored workload's fit (null: inline rows)
     document.body.dataset.fetchMs = (t1 - t0).toFixed(0);
     state.data = data;
     state.presets = presets.predictions || [];
@@ -765,28 +843,86 @@
     return { step, min, max: Math.max(min, max) };
   }
 
+  // The time slider's caps: positions 0..TIME_POSITIONS on a log scale over [min, max] (s), min the least
+  // upper end rounded down and max the largest rounded up (4 significant digits), so that the ends let in
+  // no mode and every mode.
+  function timeScale(lo, hi) {
+    const digits = (v, round) => { const e = Math.pow(10, Math.floor(Math.log10(v)) - 3); return onStep(round(v / e) * e); };
+    const min = digits(lo, Math.floor), max = Math.max(min, digits(hi, Math.ceil));
+    return { min, max, log: true };
+  }
+
+  // The cap at slider position `position`, and the position of cap `v` (clamped to the slider's ends).
+  function capAt(scale, position) {
+    if (!scale.log) return position;
+    if (position <= 0 || scale.max <= scale.min) return scale.min;
+    if (position >= TIME_POSITIONS) return scale.max;
+    return +(scale.min * Math.pow(scale.max / scale.min, position / TIME_POSITIONS)).toPrecision(4);
+  }
+  function positionOf(scale, v) {
+    if (!scale.log) return Math.min(Math.max(v, scale.min), scale.max);
+    if (scale.max <= scale.min) return 0;
+    const at = Math.round(TIME_POSITIONS * Math.log(v / scale.min) / Math.log(scale.max / scale.min));
+    return Math.min(Math.max(at, 0), TIME_POSITIONS);
+  }
+
+  // Bounds changed (device, workload, coverage or cap kind): the slider spans the caps that matter; the
+  // cap itself is the user's (state.caps), never moved onto a slider step, and only brought within what
+  // the API takes for this device, saying so.
   function setupCap() {
     const kind = $("cap-kind").value;
-    const slider = $("cap");
+    const slider = $("cap"), box = $("cap-number");
     const data = state.data;
-    slider.disabled = kind === "none" || !data || state.loading;
-    if (!data || kind === "none") { showCap(); return; }
+    syncDisabled();
+    if (!data || kind === "none") { state.capScale = null; showCap(); return; }
     const [lo, hi] = capSpan(kind, data);
     const power = kind === "max_power_w";
-    const { step, min, max } = capSlider(lo, hi, power, power ? maxPowerW(data.device) : undefined);
-    const previous = +slider.value;
-    slider.min = String(min);
-    slider.max = String(max);
-    slider.step = String(step);
-    // 15 W by default, or the top of the range where that is lower: the same modes qualify under both.
-    const fallback = power ? Math.min(Math.max(15, +slider.min), +slider.max) : (lo + hi) / 2;
-    // A cap is kept only within the same device and kind: another board's watts mean something else.
-    // Outside the new range it is brought to its nearer end, which lets in the same modes.
-    const keep = slider.dataset.kind === kind && slider.dataset.device === data.device;
-    slider.value = String(keep ? Math.min(Math.max(previous, +slider.min), +slider.max) : fallback);
-    slider.dataset.kind = kind;
-    slider.dataset.device = data.device;
+    let scale;
+    if (power) {
+      const { step, min, max } = capSlider(lo, hi, true, maxPowerW(data.device));
+      scale = { min, max, log: false };
+      Object.assign(slider, { min: String(min), max: String(max), step: String(step) });
+    } else {
+      scale = timeScale(lo, hi);
+      Object.assign(slider, { min: "0", max: String(TIME_POSITIONS), step: "1" });
+    }
+    state.capScale = scale;
+    slider.dataset.lo = String(scale.min);  // the caps at the slider's ends
+    slider.dataset.hi = String(scale.max);
+    const [least, most, above] = capAllowed(kind);
+    box.min = above ? "" : String(least);
+    box.max = Number.isFinite(most) ? String(most) : "";
+    // 15 W at first, or the top of the slider where that is lower (the same modes qualify under both); a
+    // time cap at the middle of its slider.
+    const wish = state.caps[kind] ?? (power ? Math.min(Math.max(15, scale.min), scale.max)
+      : capAt(scale, TIME_POSITIONS / 2));
+    const cap = Math.min(Math.max(wish, above ? wish : least), most);
+    $("cap-note").textContent = cap === wish ? "" : `${power ? "power" : "time"} cap ${fmt(wish)} ` +
+      `${power ? "W" : "s"} lowered to ${fmt(cap)} ${power ? "W" : "s"}, the most the service takes for ` +
+      `${deviceName(data.device)}`;
+    box.value = String(cap);
+    slider.value = String(positionOf(scale, cap));
     showCap();
+  }
+
+  function onCapSlider() {
+    const scale = state.capScale;
+    if (!scale) return;
+    const cap = capAt(scale, +$("cap").value);
+    $("cap-number").value = String(cap);
+    state.caps[$("cap-kind").value] = cap;
+    $("cap-note").textContent = "";
+    scheduleRecommend();
+  }
+
+  function onCapNumber() {
+    const cap = capValue();
+    if (Number.isFinite(cap) && cap > 0) {
+      state.caps[$("cap-kind").value] = cap;
+      if (state.capScale) $("cap").value = String(positionOf(state.capScale, cap));
+    }
+    $("cap-note").textContent = "";
+    scheduleRecommend();
   }
 
   // The cap in words, on screen and for assistive technology (the slider's own name and value text).
@@ -794,10 +930,13 @@
     const kind = $("cap-kind").value;
     const v = capValue();
     const power = kind === "max_power_w";
-    $("cap-value").textContent = v === null ? "no cap" : (power ? `≤ ${v} W` : `≤ ${v} s`);
+    const unit = power ? "W" : "s";
+    const said = v === null ? "no cap" : (Number.isFinite(v) ? `≤ ${fmt(v)} ${unit}` : "no valid cap");
+    $("cap-value").textContent = said;
     const name = v === null ? "cap (none chosen)" : (power ? "power cap" : "time cap");
     $("cap").setAttribute("aria-label", name);
-    $("cap").setAttribute("aria-valuetext", v === null ? "no cap" : `${name} ${v} ${power ? "W" : "s"}`);
+    $("cap").setAttribute("aria-valuetext", v === null ? "no cap" : `${name} ${v} ${unit}`);
+    $("cap-number").setAttribute("aria-label", v === null ? "cap (none chosen)" : `${name} in ${unit}, exact`);
   }
 
   // Caps hold for the upper end of each interval (as POST /v1/recommendations applies them).
@@ -848,16 +987,13 @@
     // then. Once it has them (its recommendation in flight), a change asks again and drops that answer.
     if (!state.data) return;
     abortRecommendation();
-    try {
-      epochsValue();
-      $("epochs-error").textContent = "";
-    } catch (err) {
+    const problem = checkInputs();
+    if (problem) {
       // The recommendation in flight (the load's own, maybe) is cancelled and none is asked: the device's
       // data stay on screen and the controls are free again, as recommend() leaves them for a bad number.
-      $("epochs-error").textContent = err.message;
       markStale();
       setBusy(false);
-      setState("error", err.message);
+      setState("error", problem);
       return;
     }
     markStale();
@@ -866,19 +1002,31 @@
     state.recTimer = setTimeout(() => recommend(gen).catch(failFor(gen)), 150);
   }
 
+  // The epochs and cap boxes checked, each error beside its box; all of them in one line ("" when none).
+  function checkInputs() {
+    const problems = [];
+    for (const [check, out] of [[epochsValue, "epochs-error"], [checkedCap, "cap-error"]]) {
+      try {
+        check();
+        $(out).textContent = "";
+      } catch (err) {
+        $(out).textContent = err.message;
+        problems.push(err.message);
+      }
+    }
+    return problems.join("; ");
+  }
+
   async function recommend(gen) {
     const data = state.data;
     if (gen !== state.gen || !data) return;
-    let key;
-    try {
-      key = recKey();
-      $("epochs-error").textContent = "";
-    } catch (err) {  // a bad epochs box: the device's data are shown, the choice waits for a valid number
-      $("epochs-error").textContent = err.message;
+    const problem = checkInputs();
+    if (problem) {  // a bad epochs or cap box: the device's data are shown, the choice waits for valid numbers
       setBusy(false);
-      setState("error", err.message);
+      setState("error", problem);
       return;
     }
+    const key = recKey();
     if (!sameKey(data.key, dataKey())) { drop(); return; }
     abortRecommendation();
     const seq = state.recSeq;
@@ -894,17 +1042,29 @@
       return;
     }
     if (rec.device !== key.device) throw new Error(`the answer is for ${rec.device}, not ${key.device}`);
+    if ((rec.revision ?? null) !== data.revision) {
+      // The stored workload was refitted (an upload) since its modes were loaded: the cloud, the presets and
+      // the choice must come from one fit, so all of them are loaded again (a few times at most in a row).
+      drop();
+      if (++state.refits > 3) throw new Error("the workload keeps being refitted; change any choice to try again");
+      const gen2 = beginLoad(`The workload was refitted (revision ${rec.revision}): loading its modes again…`);
+      loadFor(gen2, false).catch(failFor(gen2));
+      return;
+    }
+    state.refits = 0;
     state.rec = rec;
     const t0 = performance.now();
     markFeasible();
     showChoice(rec, key);
     showPresets(rec);
+    showFront(rec);
     drawPareto(false);
     drawHeatmap();
     document.body.dataset.redrawMs = (performance.now() - t0).toFixed(1);
     document.body.dataset.readyMs = performance.now().toFixed(0);  // since navigation started
     document.body.dataset.request = JSON.stringify(key);
     document.body.dataset.device = key.device;
+    document.body.dataset.revision = data.revision === null ? "" : String(data.revision);
     $("choice").classList.remove("stale");
     $("stale-badge").hidden = true;
     setBusy(false);  // and Copy, now that the answer is current
@@ -975,6 +1135,16 @@
       $("command").dataset.mode = best.mode;
     }
     showProvenance(rec, best);
+    // Why the chosen mode may look beaten by points of the front (as the CLI notes it).
+    const note = rec.preferred_preset
+      ? "Note: a better-looking mode outside the profiled knob ranges gave way to the best nvpmodel preset " +
+        "within the cap, itself outside them but better than every mode inside them beyond its interval."
+      : rec.preferred_in_range
+        ? "Note: a mode outside the profiled knob ranges looked better, but not beyond its interval; the best " +
+          "mode inside the ranges, or better than all of them beyond its interval, was chosen."
+        : "";
+    $("best-note").textContent = note;
+    $("best-note").hidden = !note;
   }
 
   // The presets under the same cap (upper ends of their intervals, as for every mode), and the service's
@@ -983,6 +1153,9 @@
     const body = $("presets").tBodies[0];
     const presets = state.presets || [];
     const cmp = rec.preset_comparison;
+    // The upper end that the cap is checked against: of the epoch time under a time cap, else of the power.
+    const time = $("cap-kind").value === "max_epoch_time_s";
+    $("presets-top").textContent = time ? "time ≤" : "power ≤";
     body.replaceChildren(...presets.map((p) => {
       const ok = meetsCap(p.avg_power_w, p.avg_power_w_high ?? NaN, p.epoch_time_s, p.epoch_time_s_high ?? NaN);
       const tr = document.createElement("tr");
@@ -991,7 +1164,8 @@
       if (p.extrapolated) tr.classList.add("extrapolated");
       if (cmp && cmp.preset === p.mode) tr.classList.add("compared");
       const cells = [p.mode + (p.extrapolated ? " *" : ""), ok ? "yes" : "no", `${fmt(p.epoch_time_s)} s`,
-        `${fmt(p.epoch_energy_j)} J`, `${fmt(p.avg_power_w_high ?? p.avg_power_w, 3)} W`];
+        `${fmt(p.epoch_energy_j)} J`, time ? `${fmt(p.epoch_time_s_high ?? p.epoch_time_s, 4)} s`
+          : `${fmt(p.avg_power_w_high ?? p.avg_power_w, 3)} W`];
       for (const text of cells) tr.insertCell().textContent = text;
       return tr;
     }));
@@ -1013,6 +1187,23 @@
         `${saved(cmp.energy_saving_j, cmp.energy_saving_share, "J", "more", "less")}.`;
     }
     $("preset-compare").textContent = text;
+  }
+
+  // The front within the cap as a table: each mode's intervals within reach of the keyboard and a screen
+  // reader, as the chart's hover gives them to a mouse.
+  function showFront(rec) {
+    const rows = rec.pareto.map((r) => {
+      const tr = document.createElement("tr");
+      tr.dataset.mode = r.mode;
+      if (rec.best && rec.best.mode === r.mode) tr.classList.add("chosen");
+      const cells = [r.mode + (r.extrapolated ? " *" : ""),
+        interval(r.epoch_time_s, r.epoch_time_s_low, r.epoch_time_s_high, ""),
+        interval(r.avg_power_w, r.avg_power_w_low, r.avg_power_w_high, ""),
+        interval(r.epoch_energy_j, r.epoch_energy_j_low, r.epoch_energy_j_high, "")];
+      for (const text of cells) tr.insertCell().textContent = text.replace(/ +\[/, " [").trim();
+      return tr;
+    });
+    $("front").tBodies[0].replaceChildren(...rows);
   }
 
   // What an answer says about where its numbers come from (top-level fields; an all-mode answer in the
@@ -1055,7 +1246,8 @@
       ["prior", SOURCE_TEXT[p.reference_source] || p.reference_source || "–"],
       ["workload rows", info.kind === "builtin"
         ? `built-in: ${SOURCE_TEXT[info.source] || info.source}${info.citation && info.source === "published" ? ` — ${info.citation}` : ""}`
-        : `stored workload ${info.id}` + (p.workload_source ? ` (${SOURCE_TEXT[p.workload_source] || p.workload_source})` : "")],
+        : `stored workload ${info.id}` + (p.workload_source ? ` (${SOURCE_TEXT[p.workload_source] || p.workload_source})` : "") +
+          (state.data && state.data.revision !== null ? `, revision ${state.data.revision}` : "")],
       ["profiled modes", p.profiled_modes === undefined ? "–" : String(p.profiled_modes)],
       // never "no" unless an answer says so
       ["cross-device", cross === true ? `yes: fitted on rows of ${rowsOn}, predicted for ${device} (wider intervals)`
@@ -1174,7 +1366,7 @@
     tip.dataset.mode = data.labels[best];
     tip.hidden = false;
     const over = u.over;
-    tip.style.left = `${over.offsetLeft + Math.min(left + 14, over.clientWidth - 200)}px`;
+    tip.style.left = `${over.offsetLeft + Math.max(0, Math.min(left + 14, over.clientWidth - tip.offsetWidth))}px`;
     tip.style.top = `${over.offsetTop + top + 14}px`;
   }
 
@@ -1228,9 +1420,9 @@
       data.xScale = pad(Math.min(...times), Math.max(...times));
       data.yScale = pad(Math.min(...energies), Math.max(...energies));
       markFeasible();
-      const width = Math.max(420, Math.min(640, $("charts").clientWidth - 20));
+      const { width, height } = chartSize();
       state.chart = new uPlot({
-        width, height: 380,
+        width, height,
         scales: {
           x: { time: false, distr: 3, log: 10, range: () => data.xScale },
           y: { distr: 3, log: 10, range: () => data.yScale },
@@ -1252,6 +1444,26 @@
     }
     $("pareto").dataset.device = data.device;
     describeCharts();
+  }
+
+  // The charts' size in CSS px, from the width their figure has (narrow windows: one column, smaller charts).
+  function chartSize() {
+    const inner = $("pareto").parentElement.clientWidth - 18;  // the figure's padding and border
+    const width = Math.round(Math.max(220, Math.min(640, inner)));
+    return { width, height: Math.round(Math.min(380, Math.max(240, width * 0.68))) };
+  }
+
+  // A window that changes width resizes the charts to their figures (after the resizing settles).
+  function onResize() {
+    clearTimeout(state.resizeTimer);
+    state.resizeTimer = setTimeout(() => {
+      if (!state.data) return;
+      const { width, height } = chartSize();
+      if (state.chart && (state.chart.width !== width || state.chart.height !== height)) {
+        state.chart.setSize({ width, height });
+      }
+      drawHeatmap();
+    }, 150);
   }
 
   // The charts are canvases: their text alternatives (aria-label of role="img") say in a sentence what
@@ -1306,7 +1518,7 @@
     const cores = +$("hm-cores").value, cpu = +$("hm-cpu").value;
     const canvas = $("heatmap");
     const ratio = window.devicePixelRatio || 1;
-    const cssW = 560, cssH = 380;
+    const cssW = Math.min(560, chartSize().width), cssH = Math.round(cssW * 380 / 560);
     canvas.width = cssW * ratio;
     canvas.height = cssH * ratio;
     canvas.style.width = `${cssW}px`;
@@ -1463,7 +1675,10 @@
     });
     $("objective").addEventListener("change", scheduleRecommend);
     $("cap-kind").addEventListener("change", () => { if (state.data) setupCap(); scheduleRecommend(); });
-    $("cap").addEventListener("input", scheduleRecommend);
+    $("cap").addEventListener("input", onCapSlider);
+    $("cap-number").addEventListener("input", onCapNumber);
+    document.addEventListener("input", holdWhileBusy, true);
+    document.addEventListener("change", holdWhileBusy, true);
     $("epochs").addEventListener("input", scheduleRecommend);
     const manual = () => { $("hm-cores").dataset.auto = "0"; drawHeatmap(); };
     $("hm-cores").addEventListener("change", manual);
@@ -1472,8 +1687,9 @@
       if (navigator.clipboard) navigator.clipboard.writeText($("command").textContent).catch(() => {});
     });
     $("upload-button").addEventListener("click", upload);
+    window.addEventListener("resize", onResize);
   }
 
-  window.jetpredictPage = { state, recommend, reload, capSlider };
+  window.jetpredictPage = { state, recommend, reload, capSlider, timeScale };
   start();
 })();

@@ -211,6 +211,10 @@ def _labels(device: str) -> frozenset[str]:
     return frozenset(dev.modes().labels()) | {p.mode for p in dev.presets}
 
 
+#: The cap the page asks with: the number box beside the slider holds it exactly.
+CAP_VALUE = "+document.getElementById('cap-number').value"
+
+
 def _move_cap(browser: Browser, fraction: float) -> None:
     """Move the cap slider to ``fraction`` of its range, as a user dragging it (even while it is disabled)."""
     browser.evaluate(f"(() => {{ const s = document.getElementById('cap'); "
@@ -267,10 +271,10 @@ def _stale_answers_are_dropped(browser: Browser, device: str, kind: str, other: 
     browser.evaluate(HOLD_HOOK)
     browser.evaluate("window.__keepAborted = true; window.__holdRecs = true")
     _move_cap(browser, 0.35)
-    older = browser.evaluate("+document.getElementById('cap').value")
+    older = browser.evaluate(CAP_VALUE)
     browser.wait_for("window.__held.length === 1", 30)  # asked after the debounce, and held
     _move_cap(browser, 0.85)
-    newer = browser.evaluate("+document.getElementById('cap').value")
+    newer = browser.evaluate(CAP_VALUE)
     assert older != newer
     browser.wait_for("window.__held.length === 2", 30)
     browser.evaluate("window.__holdRecs = false")
@@ -332,7 +336,7 @@ def test_rapid_switching_never_shows_another_boards_modes(server, browser):
             assert key["constraints"].keys() == {kind}
             # once ready, a cap move is answered for this device alone
             _move_cap(browser, rng.uniform(0.3, 1.0))
-            cap = browser.evaluate("+document.getElementById('cap').value")
+            cap = browser.evaluate(CAP_VALUE)
             key = _ready_for(browser, target)
             assert key["constraints"][kind] == pytest.approx(cap)
             best = browser.evaluate("document.getElementById('best').dataset.mode")
@@ -522,7 +526,7 @@ def test_cross_device_workload_past_the_first_page_states_its_provenance_with_no
         # a cap no mode meets: no best mode, and the provenance still says cross-device and where power comes from
         _choose(browser, "cap-kind", "max_power_w")
         _move_cap(browser, 0)
-        cap = browser.evaluate("+document.getElementById('cap').value")
+        cap = browser.evaluate(CAP_VALUE)
         browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_power_w === {cap}", 60)
         assert browser.evaluate("document.getElementById('best').dataset.mode") == ""
         assert "no mode meets the cap" in browser.evaluate("document.getElementById('status').textContent")
@@ -577,12 +581,13 @@ CAP_STATE = r"""(() => {
   const within = (column, field, cap) => c[column].filter((v) => v <= cap).length +
     presets.filter((p) => p[field] <= cap).length;
   const least = (column) => c[column].reduce((m, v) => (v < m ? v : m), Infinity);
-  return { min: +s.min, max: +s.max, value: +s.value, step: +s.step, n: d.n + presets.length,
+  const value = +document.getElementById("cap-number").value;
+  return { min: +s.dataset.lo, max: +s.dataset.hi, value, step: +s.step, n: d.n + presets.length,
     leastPower: least("avg_power_w_high"), leastTime: least("epoch_time_s_high"),
     power: top("avg_power_w_high", "avg_power_w_high"), time: top("epoch_time_s_high", "epoch_time_s_high"),
     feasible: d.feasible.reduce((a, b) => a + b, 0), modes: d.n,
     within15: within("avg_power_w_high", "avg_power_w_high", 15),
-    withinValue: within("avg_power_w_high", "avg_power_w_high", +s.value),
+    withinValue: within("avg_power_w_high", "avg_power_w_high", value),
     over: Array.from(document.querySelectorAll("#presets tr.over")).map((r) => r.dataset.mode) };
 })()"""
 
@@ -590,7 +595,7 @@ CAP_STATE = r"""(() => {
 def _cap_to_top(browser: Browser, kind: str) -> None:
     """Move the cap slider to its top and wait for the answer to that cap."""
     _move_cap(browser, 1.0)
-    cap = browser.evaluate("+document.getElementById('cap').value")
+    cap = browser.evaluate(CAP_VALUE)
     browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.{kind} === {cap}", 60)
 
 
@@ -614,7 +619,7 @@ def test_cap_slider_reaches_the_upper_ends_that_modes_are_judged_by(server, brow
     _choose(browser, "cap-kind", "max_epoch_time_s")
     cap = browser.evaluate(CAP_STATE)
     assert cap["max"] >= cap["time"], cap
-    assert cap["leastTime"] - cap["step"] < cap["min"] <= cap["leastTime"], cap
+    assert cap["leastTime"] * (1 - 1e-3) < cap["min"] <= cap["leastTime"], cap  # 4 significant digits
     _cap_to_top(browser, "max_epoch_time_s")
     cap = browser.evaluate(CAP_STATE)
     assert cap["feasible"] == cap["modes"] and cap["over"] == [], cap
@@ -892,7 +897,7 @@ def test_controls_and_charts_have_accessible_names(server, browser):
     key = _accessible(browser, "#api-key")
     assert key["name"] == "API key" and key["from"] != "placeholder", key
     slider = ("[document.getElementById('cap').getAttribute('aria-valuetext'), "
-              "String(+document.getElementById('cap').value)]")
+              "String(+document.getElementById('cap-number').value)]")
     assert _accessible(browser, "#cap")["name"] == "power cap"
     text, value = browser.evaluate(slider)
     assert text == f"power cap {value} W"
@@ -1009,8 +1014,8 @@ def test_copy_is_offered_only_for_a_current_answer_with_a_best_mode(server, brow
 
 def test_time_cap_slider_stays_above_zero_and_fine_for_sub_tenth_second_epochs(stored_server, browser):
     """The API takes only time caps above 0: for epochs of a few hundredths of a second the slider's least
-    cap is still above 0 (and answered), and its step follows the span (no 0.1 s floor), so the caps
-    between the least and the largest upper end are reachable."""
+    cap is still above 0 (and answered). The time slider is log-scaled (each position moves the cap by the
+    same share, however short the epochs) and the number box beside it holds a cap exactly."""
     live = stored_server
     errors = len(browser.errors())
     rows = requests.get(f"{live.url}/v1/reference-workloads/nano/resnet18-cifar10", timeout=30).json()["rows"]
@@ -1025,17 +1030,124 @@ def test_time_cap_slider_stays_above_zero_and_fine_for_sub_tenth_second_epochs(s
     assert cap["leastTime"] < 0.1, cap  # the premise: the least epoch time's upper end under 0.1 s
     assert cap["min"] > 0, cap
     _move_cap(browser, 0)
-    least = browser.evaluate("+document.getElementById('cap').value")
+    least = browser.evaluate(CAP_VALUE)
     assert least == cap["min"]
     browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_epoch_time_s "
                      f"=== {least}", 60)
-    # about 400 steps over the span, however short: the least cap lies within a step of the least upper end
-    assert 0 < cap["step"] <= (cap["time"] - cap["leastTime"]) / 100, cap
-    assert cap["leastTime"] - cap["step"] < cap["min"] <= cap["leastTime"] < cap["time"] <= cap["max"], cap
-    # the rule itself, where the least upper end lies within the first step: the least cap is one step
-    rule = browser.evaluate("[jetpredictPage.capSlider(0.0004, 0.2, false), "
-                            "jetpredictPage.capSlider(0.05, 0.05, false), "
+    assert cap["leastTime"] * (1 - 1e-3) < cap["min"] <= cap["leastTime"] < cap["time"] <= cap["max"], cap
+    # log scale: equal moves of the slider multiply the cap by equal factors
+    caps = []
+    for fraction in (0.25, 0.5, 0.75):
+        _move_cap(browser, fraction)
+        caps.append(browser.evaluate(CAP_VALUE))
+    assert caps[1] / caps[0] == pytest.approx(caps[2] / caps[1], rel=0.02), caps
+    # an exact cap typed in the box is asked as typed, and stays so when the coverage moves the bounds
+    exact = float(f"{(caps[0] + caps[1]) / 2:.6g}")
+    _choose(browser, "cap-number", str(exact), event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_epoch_time_s "
+                     f"=== {exact}", 60)
+    _choose(browser, "confidence", "0.5")
+    key = _ready_for(browser, "nano", 120)
+    assert key["constraints"] == {"max_epoch_time_s": exact} and key["confidence"] == 0.5, key
+    rule = browser.evaluate("[jetpredictPage.timeScale(0.00041234, 0.2), jetpredictPage.timeScale(32.07, 3103.2), "
                             "jetpredictPage.capSlider(3.2, 40.7, true, 40)]")
-    assert rule == [{"step": 0.0005, "min": 0.0005, "max": 0.2}, {"step": 0.0001, "min": 0.05, "max": 0.05},
+    assert rule == [{"min": 0.0004123, "max": 0.2, "log": True}, {"min": 32.07, "max": 3104, "log": True},
                     {"step": 0.5, "min": 3, "max": 40}], rule
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def test_a_refitted_workload_is_shown_from_one_fit_and_the_choice_says_why_it_may_look_beaten(stored_server,
+                                                                                              browser):
+    """A recommendation from a newer fit of the stored workload (rows uploaded while the page is open) makes
+    the page load the cloud and the presets again: never two fits shown as one. A choice that passed over a
+    better-looking extrapolated mode (``preferred_in_range``) says so under the chosen mode."""
+    live = stored_server
+    errors = len(browser.errors())
+    rows = requests.get(f"{live.url}/v1/reference-workloads/agx-xavier/resnet18-cifar10",
+                        params={"source": "published"}, timeout=30).json()["rows"]
+    _store(live, "refit-me", rows[:4])
+    browser.navigate(live.url + "/?device=agx-xavier&workload=refit-me")
+    _ready_for(browser, "agx-xavier", 120)
+    first = browser.evaluate("document.body.dataset.revision")
+    assert first and browser.evaluate("jetpredictPage.state.rec.revision") == int(first)
+    rec = browser.evaluate("jetpredictPage.state.rec")
+    assert rec["preferred_in_range"] is True, rec["preferred_in_range"]  # the premise: 4 rows, 15 W cap
+    note = browser.evaluate("document.getElementById('best-note').hidden ? '' : "
+                            "document.getElementById('best-note').textContent")
+    assert "looked better, but not beyond its interval" in note, note
+
+    _store(live, "refit-me", rows[4:10])  # refitted: the next answers come from revision first + 1
+    _choose(browser, "objective", "min-time")
+    browser.wait_for(f"{READY} && document.body.dataset.revision === '{int(first) + 1}'", 120)
+    shown = browser.evaluate("(() => { const s = jetpredictPage.state; return [s.data.revision, s.rec.revision, "
+                             "s.rec.profiled_modes, document.getElementById('provenance').textContent]; })()")
+    assert shown[:3] == [int(first) + 1, int(first) + 1, 10], shown
+    assert f"revision {int(first) + 1}" in shown[3]
+    key = _ready_for(browser, "agx-xavier")
+    assert key["objective"] == "min-time" and key["constraints"] == {"max_power_w": 15}, key
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def test_caps_are_kept_across_devices_exact_and_by_keyboard(server, browser):
+    """A power cap typed exactly is kept across devices, lowered only to what the API takes for the new one
+    (and said so); focus stays on a select whose change loads; the presets show the upper end of the capped
+    quantity; the front's intervals are in a table (no mouse needed)."""
+    errors = len(browser.errors())
+    most = _device_max_power(server)
+    browser.navigate(server.url + "/?device=agx-xavier&workload=" + WORKLOAD)
+    _ready_for(browser, "agx-xavier", 120)
+    _choose(browser, "cap-number", "12.3", event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_power_w === 12.3", 60)
+    _choose(browser, "device", "xavier-nx")
+    assert _ready_for(browser, "xavier-nx", 120)["constraints"] == {"max_power_w": 12.3}
+    assert browser.evaluate("document.getElementById('cap-note').textContent") == ""
+    above = float(f"{(most['nano'] + most['agx-xavier']) / 2:.3g}")  # allowed on AGX Xavier, not on Nano
+    _choose(browser, "device", "agx-xavier")
+    _ready_for(browser, "agx-xavier", 120)
+    _choose(browser, "cap-number", str(above), event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_power_w === {above}", 60)
+    _choose(browser, "device", "nano")
+    key = _ready_for(browser, "nano", 120)
+    assert key["constraints"] == {"max_power_w": most["nano"]}, key
+    note = browser.evaluate("document.getElementById('cap-note').textContent")
+    assert "lowered to" in note and "Jetson Nano" in note, note
+
+    # keyboard: the focused select keeps its focus through the load its change starts
+    browser.evaluate("document.getElementById('confidence').focus()")
+    _choose(browser, "confidence", "0.8")
+    assert browser.evaluate("document.activeElement.id") == "confidence"
+    _ready_for(browser, "nano", 120)
+    assert browser.evaluate("[document.activeElement.id, document.getElementById('confidence').disabled, "
+                            "document.getElementById('confidence').getAttribute('aria-disabled')]") == \
+        ["confidence", False, None]
+    front = browser.evaluate("Array.from(document.querySelectorAll('#front tbody tr')).map((r) => "
+                            "Array.from(r.cells).map((c) => c.textContent).join(' | '))")
+    assert len(front) == len(browser.evaluate("jetpredictPage.state.rec.pareto")) > 0
+    assert all(re.search(r"\[[\d.]+, [\d.]+\]", row) for row in front), front[:3]
+
+    # a time cap: the presets show the upper end of their epoch time, which the cap is checked against
+    _choose(browser, "cap-kind", "max_epoch_time_s")
+    _ready_for(browser, "nano")
+    shown = browser.evaluate("[document.getElementById('presets-top').textContent, "
+                             "Array.from(document.querySelectorAll('#presets tbody tr')).map((r) => "
+                             "[r.cells[1].textContent, r.cells[4].textContent])]")
+    presets = browser.evaluate("jetpredictPage.state.presets")
+    cap = browser.evaluate(CAP_VALUE)
+    assert shown[0] == "time ≤"
+    for (within, top), p in zip(shown[1], presets, strict=True):
+        assert top.endswith(" s") and float(top[:-2]) == pytest.approx(p["epoch_time_s_high"], rel=1e-3)
+        assert within == ("yes" if p["epoch_time_s_high"] <= cap else "no")
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def test_narrow_windows_get_one_column_and_no_sideways_scroll(server):
+    """Below 900 px the page is one column and the charts fit their figures: nothing scrolls sideways."""
+    with Browser(width=375, height=800, offline=True) as narrow:
+        narrow.navigate(server.url + "/?device=agx-xavier&workload=" + WORKLOAD)
+        _ready_for(narrow, "agx-xavier", 120)
+        sizes = narrow.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth, "
+                                "document.getElementById('heatmap').getBoundingClientRect().right, "
+                                "jetpredictPage.state.chart.width, getComputedStyle(document.querySelector('main'))"
+                                ".gridTemplateColumns.split(' ').length]")
+        assert sizes[0] <= sizes[1] and sizes[2] <= sizes[1] and sizes[3] < 375 and sizes[4] == 1, sizes
+        assert not narrow.errors(), narrow.errors()

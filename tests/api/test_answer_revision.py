@@ -1,0 +1,48 @@
+"""Prediction and recommendation answers state the stored workload's ``revision`` they were fitted from (null
+for inline rows), so that a client holding answers of two fits (the page, after an upload refitted the
+workload) can tell them apart."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from api_fixtures import published_rows
+
+
+def _answers(client, workload: dict) -> dict[str, dict]:
+    base = {"device": "agx-xavier", "workload": workload}
+    out = {}
+    for name, path, body in (
+            ("all", "/v1/predictions", {**base, "modes": "all", "layout": "columns"}),
+            ("presets", "/v1/predictions", {**base, "modes": "presets"}),
+            ("rec", "/v1/recommendations", {**base, "objective": "min-energy"})):
+        r = client.post(path, json=body)
+        assert r.status_code == 200, r.get_json()
+        out[name] = r.get_json()
+    return out
+
+
+def test_answers_carry_the_stored_workloads_revision_and_null_for_inline_rows(client, stored, auth):
+    workload = {"id": stored["workload_id"]}
+    first = _answers(client, workload)
+    assert {name: a["revision"] for name, a in first.items()} == dict.fromkeys(first, stored["revision"])
+    more = client.post("/v1/profiles", json={"rows": published_rows(n=8)[4:]}, headers=auth)
+    assert more.status_code == 201, more.get_json()
+    assert more.get_json()["revision"] > stored["revision"]
+    after = _answers(client, workload)  # refitted: no answer of the first fit is served as this one's
+    assert {name: a["revision"] for name, a in after.items()} == dict.fromkeys(after, more.get_json()["revision"])
+    inline = _answers(client, {"rows": published_rows()})
+    assert {name: a["revision"] for name, a in inline.items()} == dict.fromkeys(inline)
+    # the CSV form states it as every other top-level field
+    csv = client.post("/v1/predictions", json={"device": "agx-xavier", "workload": workload, "modes": "presets"},
+                      headers={"Accept": "text/csv"}).get_data(as_text=True)
+    header, row = io.StringIO(csv).read().splitlines()[:2]
+    assert row.split(",")[header.split(",").index("revision")] == str(more.get_json()["revision"])
+
+
+def test_the_revision_field_is_documented_on_both_answers(client):
+    schemas = client.get("/openapi.json").get_json()["components"]["schemas"]
+    for name in ("PredictionResponse", "Recommendation"):
+        field = schemas[name]["properties"]["revision"]
+        assert "null" in json.dumps(field) and "inline" in field["description"], field
