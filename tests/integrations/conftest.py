@@ -4,6 +4,7 @@ the Flower fleet example's package on the import path."""
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 from flower_fixtures import EXAMPLE_APP, resnet_records
@@ -50,3 +51,18 @@ def server_identity():
     task_identity.run_id, task_identity.node_id, task_identity.task_id = 1, 0, 0
     yield
     task_identity._run_id, task_identity._node_id, task_identity._task_id = before
+
+
+@pytest.fixture
+def service_url(tmp_path):
+    """A running ``jetpredict serve`` app (werkzeug server in a thread) on a free port."""
+    from jetpredict.api.app import create_app
+    from werkzeug.serving import make_server
+
+    app = create_app({"DATA_DIR": tmp_path, "API_KEYS": "k", "TESTING": True, "DATABASE_URL": ""})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(10)

@@ -1,6 +1,7 @@
 """What the strategy does when something fails: a planner service that is down is asked once per round, not
 once per epoch scale; a node whose device query raises is not counted as heard (and is logged); a node that
-trains but reports nothing has an unknown deadline, not a missed one."""
+trains but reports nothing has an unknown deadline, not a missed one, and one whose training raises has
+failed, not missed it."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from jetpredict.client import (  # noqa: E402
     Unauthorized,
 )
 from jetpredict.integrations.flower import (  # noqa: E402
+    FAILED_METRIC,
     MISSES_METRIC,
     DeviceQueryError,
     HttpPlanner,
@@ -211,6 +213,7 @@ def test_a_reply_without_a_report_is_an_unknown_deadline_not_a_miss(resnet_model
     assert records[1].deadline_missed is False and records[1].reason is None
     assert records[2].replied and records[2].deadline_missed is None
     assert "replied without a jetpredict report" in records[2].reason
-    assert records[3].deadline_missed is True  # no reply: a miss, as before
-    assert metrics[MISSES_METRIC] == 1
+    # An error reply is a failure, with its reason, not a deadline miss.
+    assert records[3].failed and records[3].deadline_missed is None and "out of memory" in records[3].reason
+    assert metrics[MISSES_METRIC] == 0 and metrics[FAILED_METRIC] == 1
     assert any("round 1: node(s) 2 replied without a jetpredict report" in r.message for r in caplog.records)

@@ -6,8 +6,6 @@ class, messages handed to the app directly); ``test_flower_simulation.py`` runs 
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -180,21 +178,6 @@ def test_models_per_device_give_provenance_per_client(resnet_model, nano_lenet_m
     # A node no model plans states no provenance.
     unplanned = plan_nodes(LocalPlanner({"nano": nano_lenet_model}), [NodeInfo(4, "orin-nx", 1.0)], 600.0, 1)[4]
     assert unplanned.mode is None and all(v is None for v in unplanned.provenance().values())
-
-
-@pytest.fixture
-def service_url(tmp_path):
-    """A running ``jetpredict serve`` app (werkzeug server in a thread) on a free port."""
-    from jetpredict.api.app import create_app
-    from werkzeug.serving import make_server
-
-    app = create_app({"DATA_DIR": tmp_path, "API_KEYS": "k", "TESTING": True, "DATABASE_URL": ""})
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(10)
 
 
 def test_http_planner_gives_the_in_process_plan(resnet_model, service_url):

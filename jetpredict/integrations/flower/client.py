@@ -233,9 +233,11 @@ class JetpredictMod:
     - Anything else passes through.
 
     ``device`` / ``epoch_scale``: a value, or a callable ``(context) -> value``; by default the node config
-    keys ``jetpredict-device`` and ``jetpredict-epoch-scale`` (1.0 when absent). In simulation, where every
-    node shares one node config, pass callables of ``context.node_config["partition-id"]``. ``twin``: a
-    :class:`~.twin.TwinWorkload`, or a callable ``(message, context)`` giving one (or None to measure).
+    keys ``jetpredict-device`` and ``jetpredict-epoch-scale`` (1.0 when absent), but a fixed
+    :class:`~.twin.TwinWorkload` answers its own ``epoch_scale`` (the work it reports; a different constant
+    ``epoch_scale`` is refused). In simulation, where every node shares one node config, pass callables of
+    ``context.node_config["partition-id"]``. ``twin``: a :class:`~.twin.TwinWorkload`, or a callable
+    ``(message, context)`` giving one (or None to measure).
     ``controller``, ``meter``, ``sampler_hz``, ``sync``, ``default_mode`` (the mode of a train message
     without a plan, e.g. :data:`FASTEST_PRESET`; None: the mode in force): as for :class:`PlannedRound`.
     """
@@ -243,6 +245,11 @@ class JetpredictMod:
     def __init__(self, device: NodeValue = None, epoch_scale: NodeValue = None, *, twin: TwinSpec = None,
                  controller: Any = None, meter: Any = None, sampler_hz: float = DEFAULT_HZ,
                  sync: Callable[[], None] | None = cuda_sync, default_mode: str | None = None) -> None:
+        if isinstance(twin, TwinWorkload) and isinstance(epoch_scale, int | float) and (
+                epoch_scale != twin.epoch_scale):
+            # The strategy would plan epoch_scale's work while the twin reports twin.epoch_scale's.
+            raise InputError(f"epoch_scale={epoch_scale!r} contradicts the twin's epoch_scale="
+                             f"{twin.epoch_scale!r}: give it once, on the TwinWorkload", "epoch_scale")
         self.device = device
         self.epoch_scale = epoch_scale
         self.twin = twin
@@ -269,7 +276,10 @@ class JetpredictMod:
         record: dict[str, Any] = {"device": str(dev) if dev else ""}
         if not dev:
             record["reason"] = f"node config has no {DEVICE_KEY}"
-        scale = _resolve(self.epoch_scale, context, EPOCH_SCALE_KEY)
+        scale = self.epoch_scale
+        if scale is None and isinstance(self.twin, TwinWorkload):
+            scale = self.twin.epoch_scale  # the work the twin reports: the plan must cost the same
+        scale = _resolve(scale, context, EPOCH_SCALE_KEY)
         # Sent as given; the strategy checks it and names the key when it is not a positive number.
         record["epoch-scale"] = 1.0 if scale is None else scale if isinstance(scale, int | float) else str(scale)
         return Message(RecordDict({NODE_RECORD: ConfigRecord(record)}), reply_to=message)

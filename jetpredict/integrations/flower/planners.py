@@ -106,9 +106,12 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
     """One fleet plan per model (or workload) serving some of ``clients``, merged in the clients' order.
 
     ``source_for(device)`` gives the model serving a device (None: the client is not planned, with the
-    reason); ``plan_group(source, clients)`` plans the clients it serves. Each planned client's entry
-    carries its own provenance (:data:`PROVENANCE_KEYS`) as the fleet answer states it per client, and its
-    group's for a key the entry lacks; the top level summarizes the groups' (:func:`summarize_provenance`).
+    reason); ``plan_group(source, clients)`` plans the clients it serves. A group whose plan is refused (a
+    :class:`PlannerError` not :attr:`~PlannerError.round_wide`: one device's workload unknown, say) leaves
+    only its clients unplanned, with the reason; when every group is refused, the first refusal is raised,
+    and a round-wide failure is raised at once. Each planned client's entry carries its own provenance
+    (:data:`PROVENANCE_KEYS`) as the fleet answer states it per client, and its group's for a key the entry
+    lacks; the top level summarizes the groups' (:func:`summarize_provenance`).
     """
     groups: dict[Any, tuple[Any, list[int]]] = {}
     out: list[dict[str, Any] | None] = [None] * len(clients)
@@ -122,9 +125,20 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
     confidence = None
     notes: list[str] = []
     parts: list[dict[str, Any]] = []
+    refused: list[PlannerError] = []
     for source, positions in groups.values():
-        plan = plan_group(source, [{"id": str(clients[p]["id"]), "device": str(clients[p]["device"])}
-                                   for p in positions])
+        try:
+            plan = plan_group(source, [{"id": str(clients[p]["id"]), "device": str(clients[p]["device"])}
+                                       for p in positions])
+        except PlannerError as err:
+            if err.round_wide:
+                raise
+            refused.append(err)
+            for pos in positions:
+                out[pos] = {"id": clients[pos]["id"], "device": clients[pos]["device"], "meets_deadline": False,
+                            "reason": f"the planner refused the workload of device {clients[pos]['device']!r}: "
+                                      f"{err}"}
+            continue
         plan = plan.as_dict() if hasattr(plan, "as_dict") else dict(plan)
         confidence = plan.get("confidence") if confidence is None else confidence
         if plan.get("confidence_note") and plan["confidence_note"] not in notes:
@@ -133,6 +147,8 @@ def _plan_groups(clients: Sequence[Mapping[str, str]], source_for: Callable[[str
         parts.append(provenance)
         for pos, client in zip(positions, plan["clients"], strict=True):
             out[pos] = {**client, **{k: v for k, v in provenance.items() if k not in client}}
+    if refused and len(refused) == len(groups):
+        raise refused[0]
     planned = [c for c in out if c is not None]
     late = [c["id"] for c in planned if not c.get("meets_deadline")]
     met = [float(c.get("energy_j") or 0.0) for c in planned if c.get("meets_deadline")]
@@ -204,8 +220,14 @@ class LocalPlanner:
     def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
         """One :func:`~jetpredict.predictor.service.fleet_answer` (the ``POST /v1/fleet-plans`` answer, with
         its provenance) per model serving some of ``clients``."""
-        return _plan_groups(clients, self.model_for, id, lambda model, group: self._service.fleet_answer(
-            model, group, deadline_s, epochs=epochs, workload_id=_workload_id(model), **self._extra()))
+        def plan_group(model: Any, group: list[dict[str, str]]) -> dict[str, Any]:
+            try:
+                return self._service.fleet_answer(model, group, deadline_s, epochs=epochs,
+                                                  workload_id=_workload_id(model), **self._extra())
+            except InputError as err:  # what the service answers with a 422: a refusal of this request only
+                raise PlannerError(err.message) from err
+
+        return _plan_groups(clients, self.model_for, id, plan_group)
 
     def predict(self, device: str, mode: Mapping[str, Any]) -> dict[str, Any]:
         """One prediction row: ``mode`` on ``device`` with its intervals (s, W, J per epoch) and what it

@@ -1,13 +1,17 @@
 """One node's plan for a round, made from one fleet plan, and its ``jetpredict.plan`` record.
 
 A node with epoch scale ``s`` (its local epoch in epochs of the profiled workload) is planned under
-deadline ``D / s`` and its figures are scaled by ``s``: exact, because epoch time and energy are
+deadline ``D / q``, ``q`` being ``s`` rounded up to two significant digits (:func:`planning_scale`: so close
+scales share one plan, and the plan's mode meets the node's own deadline ``D / s``), and its time and
+training energy are the entry's scaled by ``s``: exact for that mode, because epoch time and energy are
 proportional to the work. Every figure comes from the fleet plan's client entry
 (:class:`~jetpredict.predictor.fleet.ClientAssignment`); nothing is predicted again per mode.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -18,6 +22,8 @@ from jetpredict.integrations.flower.planners import PROVENANCE_KEYS, FleetPlanne
 from jetpredict.integrations.flower.wire import MODE_KEYS, PLAN_RECORD, as_float
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -122,59 +128,136 @@ def read_plan(message: Message) -> ClientPlan | None:
     return ClientPlan.from_config(record, node_id=message.metadata.dst_node_id)
 
 
-#: ClientPlan field <- fleet-plan client field, scaled by the node's epoch scale (s and J of the work).
+#: ClientPlan field <- fleet-plan client field, scaled by the node's epoch scale (s and J of the work; the
+#: idle energy is the node's own time to the deadline, :func:`_idle_j`).
 _SCALED = (("time_s", "round_time_s"), ("time_s_low", "round_time_s_low"), ("time_s_high", "round_time_s_high"),
            ("energy_j", "train_energy_j"), ("energy_j_low", "train_energy_j_low"),
-           ("energy_j_high", "train_energy_j_high"),
-           # Planned under D/s, idle is base x (D/s - epochs x T); times s it is base x (D - s x epochs x T),
-           # the node's own idle time until the deadline.
-           ("idle_energy_j", "idle_energy_j"))
+           ("energy_j_high", "train_energy_j_high"))
 #: ClientPlan fields taken as they are (W: power does not scale with the work).
 _AS_IS = ("avg_power_w", "avg_power_w_low", "avg_power_w_high")
 
 
-def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: float, epochs: int
-               ) -> dict[int, ClientPlan]:
-    """One :class:`ClientPlan` per node with a known device: one fleet plan per epoch scale ``s`` among the
-    nodes, under deadline ``deadline_s / s`` (s) for ``epochs`` local epochs (see the module docstring).
+#: A planning cache key: the planner, its confidence, the device, the planning deadline (s) and the epochs.
+CacheKey = tuple[Any, Any, str, float, int]
 
-    A plan the planner refuses for one epoch scale (a service's limit on ``deadline_s / s``, say) leaves
-    those nodes unplanned with the planner's reason, and the others are planned; when it refuses every
-    scale, its :class:`PlannerError` is raised (no plan at all: the caller skips the round). A failure
-    that is not the request's own (:attr:`PlannerError.round_wide`: the service unreachable, overloaded,
-    refusing the key, failing) is raised at once: asking the other scales would cost each its retries and
-    timeouts (with 28 scales, about an hour at the client's defaults) to fail the same way."""
-    by_scale: dict[float, list[NodeInfo]] = {}
-    for node in nodes:
-        if node.device is not None:
-            by_scale.setdefault(float(node.epoch_scale), []).append(node)
+
+def planning_scale(scale: float) -> float | None:
+    """The epoch scale a node of epoch scale ``scale`` is planned at: ``scale`` rounded up to two significant
+    digits (at most 10% above it; 0.0123 -> 0.013, 0.02 -> 0.02). Its deadline ``D / planning_scale`` is at
+    most ``D / scale``, so the plan's mode meets the node's own deadline; None for a scale that is not a
+    finite number > 0."""
+    if not (math.isfinite(scale) and scale > 0):
+        return None
+    mantissa, exponent = f"{scale:.1e}".split("e")
+    digits, power = int(mantissa.replace(".", "")), int(exponent) - 1
+    rounded = float(f"{digits}e{power}")  # decimal text: exact where the scale itself is two digits
+    return rounded if rounded >= scale else float(f"{digits + 1}e{power}")
+
+
+def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: float, epochs: int,
+               cache: dict[CacheKey, dict[str, Any]] | None = None) -> dict[int, ClientPlan]:
+    """One :class:`ClientPlan` per node with a known device, for ``epochs`` local epochs under ``deadline_s``
+    (s; see the module docstring).
+
+    Nodes are planned at :func:`planning_scale` of their epoch scale: one fleet plan per planning scale
+    ``q`` among the nodes, under deadline ``deadline_s / q``, with one client per device type (a fleet
+    plan chooses one mode per device type). So a fleet of distinct scales needs at most 90 plans per
+    decade its scales span (10,000 nodes over three decades: at most 270, within the service's default
+    600 requests a minute). ``cache``: client entries kept between calls (a strategy's, across rounds),
+    keyed by :data:`CacheKey`: an entry is asked for only once while the planner, its confidence, the
+    deadline and the epochs stay the same; entries no node used in this call are dropped.
+
+    A plan the planner refuses for one planning scale (a service's limit on ``deadline_s / q``, or a scale
+    too small to divide by) leaves those nodes unplanned with the reason; when it refuses every scale, its
+    :class:`PlannerError` is raised (no plan at all: the caller skips the round). A failure that is not the
+    request's own (:attr:`PlannerError.round_wide`: the service unreachable, overloaded, rate limiting,
+    refusing the key, failing) stops the asking at once, as the other scales would fail alike, each after
+    its retries: the nodes already planned (in this call or cached) keep their plans and the others are
+    unplanned this round, with the failure; with no node planned, it is raised."""
+    cache = {} if cache is None else cache
+    confidence = getattr(planner, "confidence", None)
+    groups: dict[float, list[NodeInfo]] = {}
     plans: dict[int, ClientPlan] = {}
     refused: list[PlannerError] = []
-    for scale, group in by_scale.items():
-        try:
-            answer = planner.plan([{"id": str(n.node_id), "device": str(n.device)} for n in group],
-                                  deadline_s / scale, epochs)
-        except PlannerError as err:
-            if err.round_wide:
-                raise
-            refused.append(err)
-            for node in group:
-                plans[node.node_id] = ClientPlan(
-                    node_id=node.node_id, device=str(node.device), epoch_scale=scale, epochs=epochs,
-                    deadline_s=deadline_s, meets_deadline=False,
-                    reason=f"not planned: the planner refused epoch scale {scale:g} (deadline {deadline_s:g} s / "
-                           f"{scale:g} = {deadline_s / scale:.4g} s of profiled epochs): {err}")
+    for node in nodes:
+        if node.device is None:
             continue
-        by_id = {str(c["id"]): c for c in answer["clients"]}
-        confidence = as_float(answer.get("confidence"))
+        scale = float(node.epoch_scale)
+        q = planning_scale(scale)
+        if q is not None and math.isfinite(deadline_s / q):
+            groups.setdefault(q, []).append(node)
+            continue
+        refused.append(PlannerError("too small: the deadline divided by it is not a finite number"))
+        plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs, _refusal(scale, deadline_s, scale,
+                                                                                  refused[-1]))
+
+    used: dict[CacheKey, dict[str, Any]] = {}
+    stopped: PlannerError | None = None
+    waiting = 0  # nodes left unplanned this round by a round-wide failure
+    for q, group in groups.items():
+        planning_deadline = deadline_s / q
+        keys = {n.node_id: (planner, confidence, str(n.device), planning_deadline, epochs) for n in group}
+        missing = list(dict.fromkeys(str(n.device) for n in group if keys[n.node_id] not in cache))
+        refusal: PlannerError | None = None
+        if missing and stopped is None:
+            try:
+                answer = planner.plan([{"id": d, "device": d} for d in missing], planning_deadline, epochs)
+            except PlannerError as err:
+                if err.round_wide:
+                    stopped = err
+                else:
+                    refused.append(err)
+                    refusal = err
+            else:
+                for entry in _entries(answer):
+                    k = (planner, confidence, str(entry["id"]), planning_deadline, epochs)
+                    used[k] = entry
+                    if entry.get("mode") is not None:  # no mode: the planner's refusal of it, asked again
+                        cache[k] = entry
         for node in group:
-            client = by_id[str(node.node_id)]
-            plan = _client_plan(node, client, scale, deadline_s, epochs, confidence, answer.get("confidence_note"))
-            _add_provenance(plan, client, answer)
+            scale = float(node.epoch_scale)
+            entry = used.get(keys[node.node_id]) or cache.get(keys[node.node_id])
+            if entry is not None:
+                used[keys[node.node_id]] = entry
+                plan = _client_plan(node, entry, scale, q, deadline_s, epochs)
+                _add_provenance(plan, entry, entry)
+            elif refusal is not None:
+                plan = _unplanned(node, scale, deadline_s, epochs, _refusal(scale, deadline_s, q, refusal))
+            else:
+                waiting += 1
+                plan = _unplanned(node, scale, deadline_s, epochs,
+                                  f"not planned this round: the planner failed: {stopped}")
             plans[node.node_id] = plan
-    if refused and len(refused) == len(by_scale):
-        raise refused[0]
+    kept = {k: v for k, v in cache.items() if k in used}
+    cache.clear()
+    cache.update(kept)
+    if not used:
+        if stopped is not None:
+            raise stopped
+        if refused:
+            raise refused[0]
+    elif stopped is not None:
+        log.warning("the fleet planner failed mid-round: %d node(s) not planned this round, the others keep "
+                    "their plans: %s", waiting, stopped)
     return plans
+
+
+def _entries(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The client entries of a fleet-plan answer, each with the answer's confidence and confidence note, and
+    its top-level provenance for a key the entry lacks (what a cached entry needs on its own)."""
+    top = {k: answer.get(k) for k in PROVENANCE_KEYS}
+    return [{**top, **dict(c), "confidence": as_float(answer.get("confidence")),
+             "confidence_note": answer.get("confidence_note")} for c in answer["clients"]]
+
+
+def _refusal(scale: float, deadline_s: float, q: float, err: PlannerError) -> str:
+    return (f"not planned: the planner refused epoch scale {scale:g} (deadline {deadline_s:g} s / {q:g} = "
+            f"{deadline_s / q:.4g} s of profiled epochs): {err}")
+
+
+def _unplanned(node: NodeInfo, scale: float, deadline_s: float, epochs: int, reason: str) -> ClientPlan:
+    return ClientPlan(node_id=node.node_id, device=str(node.device), epoch_scale=scale, epochs=epochs,
+                      deadline_s=deadline_s, meets_deadline=False, reason=reason)
 
 
 def _add_provenance(plan: ClientPlan, client: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
@@ -187,11 +270,13 @@ def _add_provenance(plan: ClientPlan, client: Mapping[str, Any], answer: Mapping
         setattr(plan, key, None if value is None else int(value) if key == "profiled_modes" else str(value))
 
 
-def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, deadline_s: float, epochs: int,
-                 confidence: float | None, confidence_note: str | None = None) -> ClientPlan:
+def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, q: float, deadline_s: float,
+                 epochs: int) -> ClientPlan:
+    """The plan of a node of epoch scale ``scale`` from the client entry ``c`` of the fleet plan made at
+    planning scale ``q`` (deadline ``deadline_s / q``; see :func:`plan_nodes`)."""
     plan = ClientPlan(node_id=node.node_id, device=str(node.device), epoch_scale=scale, epochs=epochs,
                       deadline_s=deadline_s, meets_deadline=bool(c.get("meets_deadline")), reason=c.get("reason"),
-                      confidence=confidence, confidence_note=confidence_note)
+                      confidence=as_float(c.get("confidence")), confidence_note=c.get("confidence_note"))
     if c.get("mode") is None:
         return plan
     plan.mode = str(c["mode"])
@@ -202,11 +287,28 @@ def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, deadline_s:
         setattr(plan, name, None if value is None else value * scale)
     for name in _AS_IS:
         setattr(plan, name, as_float(c.get(name)))
+    plan.idle_energy_j = _idle_j(c, scale, q, deadline_s)
     plan.cross_device = None if c.get("cross_device") is None else bool(c["cross_device"])
     plan.power_source = None if c.get("power_source") is None else str(c["power_source"])
     if not plan.meets_deadline and plan.time_s_high is not None:
-        # The planner's own reason quotes what it was asked: deadline D/s for profiled epochs. Say it in the
+        # The planner's own reason quotes what it was asked: deadline D/q for profiled epochs. Say it in the
         # user's deadline and this node's time (the mode a plan that misses names is the fastest it found).
         plan.reason = (f"cannot meet the {deadline_s:g} s deadline: the fastest planned mode, {plan.mode}, "
                        f"needs up to {plan.time_s_high:.4g} s for {epochs} local epoch(s) on this node")
+        if plan.time_s_high <= deadline_s:  # within the margin of a shared plan
+            plan.reason += (f", planned with epoch scale {q:g} (scales sharing its two significant digits "
+                            f"share a plan): {q * plan.time_s_high / scale:.4g} s")
     return plan
+
+
+def _idle_j(c: Mapping[str, Any], scale: float, q: float, deadline_s: float) -> float | None:
+    """The node's idle energy (J) from finishing until ``deadline_s``: the entry's base power (its idle
+    energy over its idle time, ``deadline_s / q`` less its round time, in profiled s) times the node's own
+    idle time. Exactly ``scale`` x the entry's when ``q == scale``."""
+    idle, round_s = as_float(c.get("idle_energy_j")), as_float(c.get("round_time_s"))
+    if idle is None or round_s is None or q == scale:
+        return None if idle is None else idle * scale
+    slack = deadline_s / q - round_s
+    if idle <= 0.0 or slack <= 0.0:  # no idle time in the plan: the base power is not in it
+        return idle * scale
+    return idle / slack * max(0.0, deadline_s - scale * round_s)

@@ -6,9 +6,12 @@ Each training round it
    (``query.jetpredict``; a node whose app has only the mod is asked again by a ``train`` message
    holding only a ``jetpredict.query`` record, which the mod answers without training; an app without
    the mod hands that message to its own train function, so such a node is sent it once per run);
-2. asks the fleet planner for one plan per epoch scale (:func:`~.plans.plan_nodes`; a scale the planner
-   refuses leaves only its nodes unplanned, and the round is skipped when it refuses every scale, or at
-   the first failure that is not the request's own: the service unreachable or overloaded, say);
+2. asks the fleet planner for one plan per planning scale (an epoch scale at two significant digits,
+   :func:`~.plans.plan_nodes`), reusing the plans of earlier rounds while its inputs stay the same; a
+   scale the planner refuses leaves only its nodes unplanned, and the round is skipped when it refuses
+   every scale; a failure that is not the request's own (the service unreachable or rate limiting, say)
+   stops the asking: the nodes planned so far train, the others wait for the next round, and with none
+   planned the round is skipped;
 3. lets the wrapped strategy sample, on a Grid that shows it only the planned nodes
    (:class:`PlannedNodesGrid`), among the nodes whose plan meets the deadline with its upper time bound
    (optionally only the cheapest fraction of them, in energy per unit of local work, but never fewer
@@ -37,12 +40,14 @@ from flwr.serverapp.strategy import Strategy
 
 from jetpredict.integrations.flower.planners import FleetPlanner, LocalPlanner, PlannerError
 from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes
+from jetpredict.integrations.flower.twin import checked_epochs
 from jetpredict.integrations.flower.wire import (
     DEVICE_KEY,
     ENERGY_METRIC,
     ENERGY_REPORTED_METRIC,
     EPOCH_SCALE_KEY,
     EXCLUDED_METRIC,
+    FAILED_METRIC,
     MISSES_METRIC,
     NODE_RECORD,
     PLAN_RECORD,
@@ -78,9 +83,10 @@ class ClientRecord:
 
     Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j``
     is None when the node had no power meter (``energy_null_reason`` says why); ``source`` is
-    ``measured`` or ``simulated`` (digital twin). ``deadline_missed``: reported time above the deadline,
-    or no reply from a selected node; None (unknown) for a reply without a ``jetpredict.report``, with
-    ``reason`` saying so. ``confidence_note``: the plan's word on its confidence;
+    ``measured`` or ``simulated`` (digital twin). ``failed``: its training raised (an error reply; ``reason``
+    gives the error). ``deadline_missed``: reported time above the deadline, or no reply from a selected
+    node; None (unknown) for a reply without a ``jetpredict.report`` or a failed node, with ``reason``
+    saying why. ``confidence_note``: the plan's word on its confidence;
     ``cross_device``, ``workload_id``, ``reference_source``, ``workload_source``, ``profiled_modes``,
     ``model_version``: what the plan's prediction rests on (see :class:`~.plans.ClientPlan`).
     """
@@ -100,6 +106,7 @@ class ClientRecord:
     pred_energy_j_high: float | None = None
     pred_avg_power_w: float | None = None
     replied: bool = False
+    failed: bool = False
     reported_time_s: float | None = None
     reported_energy_j: float | None = None
     energy_null_reason: str | None = None
@@ -133,8 +140,11 @@ class ClientRecord:
             setattr(self, key, value)
 
     def add_report(self, reply: Message) -> None:
-        """Take what the node reported in its train reply."""
+        """Take what the node reported in its train reply (an error reply: the node failed, and why)."""
         self.replied = not reply.has_error()
+        if reply.has_error():
+            self.failed = True
+            self.reason = f"training failed: {reply.error.reason}"
         report = read_report(reply)
         if report is not None:
             self.reported_time_s = as_float(report.get("time-s"))
@@ -281,8 +291,7 @@ class JetpredictStrategy(Strategy):
         # The project's one check, an InputError naming the field: a bare float() took True as 1 and failed
         # on "ten" or None with a TypeError/ValueError that named nothing.
         deadline = checked_number(deadline_s, "deadline_s")
-        if isinstance(local_epochs, bool) or not isinstance(local_epochs, int) or local_epochs < 1:
-            raise InputError(f"local_epochs must be a whole number >= 1, got {local_epochs!r}", "local_epochs")
+        checked_epochs(local_epochs, "local_epochs")
         fraction = None if cheapest_fraction is None else checked_number(
             cheapest_fraction, "cheapest_fraction", high=1.0, hint=" (0 excluded, 1 included)")
         self.inner = strategy
@@ -300,6 +309,9 @@ class JetpredictStrategy(Strategy):
         self._settled: dict[int, NodeInfo] = {}
         self._round_records: dict[int, dict[int, ClientRecord]] = {}
         self._notes_told: set[str] = set()
+        #: Fleet-plan entries kept across rounds (:func:`~.plans.plan_nodes`): asked again only when the
+        #: planner, its confidence, the deadline or the epochs change, or a node's planning scale is new.
+        self._plan_cache: dict = {}
 
     def _inner_int(self, name: str) -> int:
         """A count setting of the wrapped strategy (0 when it has none)."""
@@ -383,7 +395,7 @@ class JetpredictStrategy(Strategy):
         self._round_records[server_round] = records
         self.records.extend(records.values())
         try:
-            plans = plan_nodes(self.planner, nodes.values(), self.deadline_s, self.local_epochs)
+            plans = plan_nodes(self.planner, nodes.values(), self.deadline_s, self.local_epochs, self._plan_cache)
         except PlannerError as err:
             # No plan, no training: an unplanned round could straggle past the deadline. Retried next round.
             log.error("JetpredictStrategy: round %d skipped: %s", server_round, err)
@@ -448,6 +460,9 @@ class JetpredictStrategy(Strategy):
         for record in records.values():
             if not record.selected:
                 continue
+            if record.failed:  # it ended with an error, not late: whether it would have met the deadline is unknown
+                record.deadline_missed = None
+                continue
             if record.replied and record.reported_time_s is None:
                 # It trained, but its app times nothing: whether it met the deadline is unknown, not a miss.
                 record.deadline_missed = None
@@ -468,7 +483,8 @@ class JetpredictStrategy(Strategy):
 
     def round_totals(self, server_round: int) -> dict[str, float]:
         """The round's figures: nodes selected and excluded, deadline misses (not a reply without a report:
-        its deadline is unknown, :attr:`ClientRecord.deadline_missed` None), longest reported time (s),
+        its deadline is unknown, :attr:`ClientRecord.deadline_missed` None), failures (an error reply,
+        :attr:`ClientRecord.failed`: counted here, not as a miss), longest reported time (s),
         nodes that reported energy, and the reported and predicted training energy (J) of the selected nodes
         that replied. The energies are left out unless every such node reported energy (and, for the
         predicted one, had a predicted energy): a sum over some of them would pass for the round's."""
@@ -481,6 +497,7 @@ class JetpredictStrategy(Strategy):
         out: dict[str, float] = {
             SELECTED_METRIC: len(selected), EXCLUDED_METRIC: len(records) - len(selected),
             MISSES_METRIC: sum(bool(r.deadline_missed) for r in selected),
+            FAILED_METRIC: sum(r.failed for r in selected),
             ENERGY_REPORTED_METRIC: len(with_energy),
         }
         times = [r.reported_time_s for r in selected if r.reported_time_s is not None]

@@ -8,6 +8,8 @@ from functools import lru_cache
 from typing import Any
 
 from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.models.numbers import checked_number
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,19 @@ class TwinWorkload:
     default_mode: str | None = None
     batch_size: int | None = None
 
+    def __post_init__(self) -> None:
+        # A zero, negative or NaN scale would report 0 J, or negative/NaN time and energy, as simulated.
+        object.__setattr__(self, "epoch_scale", checked_number(self.epoch_scale, "epoch_scale"))
+        if self.epochs is not None:
+            checked_epochs(self.epochs)
+
+
+def checked_epochs(epochs: object, field: str = "epochs") -> int:
+    """``epochs`` (local epochs of a round) if a whole number >= 1, else InputError naming ``field``."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise InputError(f"{field} must be a whole number >= 1, got {epochs!r}", field)
+    return epochs
+
 
 @lru_cache(maxsize=32)
 def _twin(device: str, workload: str) -> Any:
@@ -42,8 +57,8 @@ def twin_round(device: str, mode: PowerMode, spec: TwinWorkload, epochs: int) ->
     ``time_s`` and ``energy_j`` of ``epochs`` x ``spec.epoch_scale`` epochs, ``avg_power_w`` and the
     mode's idle ``base_power_w``."""
     load_device(device).validate_mode(*mode.knobs())
+    work = checked_epochs(epochs) * spec.epoch_scale
     e = _twin(device, spec.workload).epoch(mode, spec.batch_size)
-    work = epochs * float(spec.epoch_scale)
     return {"time_s": float(e["epoch_time_s"][0]) * work, "energy_j": float(e["epoch_energy_j"][0]) * work,
             "avg_power_w": float(e["avg_power_w"][0]), "base_power_w": float(e["base_power_w"][0])}
 

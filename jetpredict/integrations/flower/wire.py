@@ -34,12 +34,14 @@ ENERGY_METRIC = "jetpredict-energy-j"
 POWER_METRIC = "jetpredict-avg-power-w"
 SIMULATED_METRIC = "jetpredict-simulated"
 #: Round totals the strategy adds to the aggregated train metrics: nodes selected and excluded, deadline
-#: misses, the longest reported time (s), and the reported and predicted training energy (J) of the nodes
+#: misses (a selected node late, or silent), failures (a selected node whose training raised: an error reply,
+#: not a miss), the longest reported time (s), and the reported and predicted training energy (J) of the nodes
 #: that replied (``ENERGY_METRIC``: absent unless every one of them reported energy, never a partial sum),
 #: with the count of those that did report energy.
 SELECTED_METRIC = "jetpredict-selected"
 EXCLUDED_METRIC = "jetpredict-excluded"
 MISSES_METRIC = "jetpredict-deadline-misses"
+FAILED_METRIC = "jetpredict-failed"
 ROUND_TIME_METRIC = "jetpredict-round-time-s"
 PRED_ENERGY_METRIC = "jetpredict-pred-energy-j"
 ENERGY_REPORTED_METRIC = "jetpredict-energy-reported"
