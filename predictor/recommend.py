@@ -71,12 +71,12 @@ def check_limit(value: float | None, field_name: str) -> float | None:
     return None if value is None else checked_number(value, field_name)
 
 
-def check_epochs(epochs: int | None) -> int | None:
-    """``epochs`` must be a whole number in 1..MAX_EPOCHS (or absent)."""
+def check_epochs(epochs: int | None, field: str = "epochs") -> int | None:
+    """``epochs`` must be a whole number in 1..MAX_EPOCHS (or absent); InputError naming ``field``."""
     if epochs is None:
         return None
     if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer) or not 1 <= epochs <= MAX_EPOCHS:
-        raise InputError(f"epochs must be a whole number from 1 to {MAX_EPOCHS}, got {epochs!r}", "epochs")
+        raise InputError(f"{field} must be a whole number from 1 to {MAX_EPOCHS}, got {epochs!r}", field)
     return int(epochs)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS, HOST_DEVICE, MAX_COLUMNS, source_kind
+from jetpredict.models.profile_rows import COLUMNS, DEFAULT_NUM_WORKERS, HOST_DEVICE, MAX_COLUMNS, source_kind
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.optimize import nnls
@@ -307,16 +307,18 @@ class ProfileArrays:
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, object]]) -> ProfileArrays:
         """The arrays a fit reads from profile rows given as records (a model's ``training_rows``), each
-        run's repeats merged (:meth:`merged_repeats`) as the fit merges them. More than
-        :data:`~models.profile_rows.MAX_COLUMNS` distinct keys are refused before the table is built: rows of a
-        key each would make it rows x keys (a fit's rows share the columns of one profile file)."""
+        run's repeats merged (:meth:`merged_repeats`) as the fit merges them. More distinct keys than a
+        profile file may hold (:data:`~models.profile_rows.MAX_COLUMNS`, and every field, which a checked
+        row carries whether its file named it or not) are refused before the table is built: rows of a key
+        each would make it rows x keys."""
+        most = MAX_COLUMNS + len(COLUMNS)
         rows_given = list(records)
         columns: set[object] = set()
         for i, record in enumerate(rows_given):
             columns.update(record)
-            if len(columns) > MAX_COLUMNS:
-                raise InputError(f"training_rows hold more than {MAX_COLUMNS} distinct columns (from row {i} on); "
-                                 f"a model's training rows hold at most {MAX_COLUMNS}, as profile rows do", "model")
+            if len(columns) > most:
+                raise InputError(f"training_rows hold more than {most} distinct columns (from row {i} on): a "
+                                 f"profile file's {MAX_COLUMNS} and the {len(COLUMNS)} fields", "model")
         rows = pd.DataFrame(rows_given)
         return cls.from_frame(rows).merged_repeats(frame_column(rows, "batch_size"))
 

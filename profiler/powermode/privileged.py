@@ -114,14 +114,17 @@ def _run(full: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
 def _stop(proc: subprocess.Popen) -> None:
     """End ``proc`` and what it runs: SIGTERM to its process group first, which ``sudo`` relays to its
     command (a SIGKILL of sudo alone leaves nvpmodel running), then SIGKILL after :data:`STOP_GRACE_S`."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(OSError):  # ended already, or a member this user may not signal
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    with contextlib.suppress(OSError):  # ended already, or a member this user may not signal
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:  # a second Ctrl-C in the grace period too: it is not left running
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def write_sysfs(device_path: str, value: object) -> None:

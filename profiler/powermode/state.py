@@ -336,8 +336,12 @@ def lock_path(state_folder: Path | None = None) -> Path:
     the device; where this process cannot create a file there (no such folder, a read-only one, one only
     root may write), beside the state file in ``state_folder`` (default :func:`state_dir`)."""
     shared = sysfs.path(LOCK_DIR) if sysfs.is_fake_root() else Path(LOCK_DIR)
-    usable = shared.is_dir() and os.access(shared, os.W_OK | os.X_OK)
-    return (shared if usable else (state_folder or state_dir())) / LOCK_FILE_NAME
+    if shared.is_dir() and os.access(shared, os.W_OK | os.X_OK):
+        return shared / LOCK_FILE_NAME
+    if shared.is_dir():  # there, but not for this process: runs of other users no longer exclude this one
+        log.warning("cannot create files in %s: the power-mode lock is kept beside the state file, where runs "
+                    "of other users do not see it", shared)
+    return (state_folder or state_dir()) / LOCK_FILE_NAME
 
 
 def _open_lock(path: Path) -> tuple[int, bool]:
@@ -396,10 +400,10 @@ class ModeLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if _same_file(fd, path):
-                    # A killed holder's file: its command may run on. Only a record root or this user wrote
-                    # counts: another user's could name a process of theirs to hold every run back.
-                    if os.fstat(fd).st_uid in (0, os.geteuid()):
-                        _wait_for_orphan(_lock_record(fd)[1])
+                    # A killed holder's file, whoever's run it was (`sudo jetpredict restore` after a user's run
+                    # was killed): its command may run on. Any local user may write the file, or hold the lock:
+                    # it serves runs that cooperate, not a defence against them (the wait is bounded).
+                    _wait_for_orphan(_lock_record(fd)[1])
                     lock = cls(path, fd, os.getpid(), writable)
                     lock.note_child(None)
                     privileged.observe_children(lock.note_child)

@@ -33,6 +33,7 @@ from jetpredict.integrations.flower import (  # noqa: E402
     plan_nodes,
     twin_round,
 )
+from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS, planning_scale  # noqa: E402
 from jetpredict.integrations.flower.twin import preset_mode  # noqa: E402
 
 DEVICES = ("agx-xavier", "orin-agx", "nano", "orin-nx", "xavier-nx", "orin-nano")
@@ -158,15 +159,15 @@ def test_a_scale_too_small_to_plan_is_refused_for_its_node_only_by_a_local_plann
                                                                       "jetpredict-epoch-scale": scales[n]}))
     assert [m.metadata.dst_node_id for m in configure(strategy, grid)] == [2]
     record = next(r for r in strategy.records if r.node_id == 1)
-    assert not record.selected and f"refused epoch scale {tiny:g}" in record.reason
+    assert not record.selected and f"epoch scale {tiny:g} is too small" in record.reason
 
 
-def test_a_scale_too_small_to_plan_is_refused_alike_by_both_planners(resnet_model, service_url):
+def test_a_scale_too_small_to_plan_is_refused_before_either_planner_is_asked(resnet_model, service_url):
     nodes = [NodeInfo(1, "nano", 1e-307), NodeInfo(2, "nano", 0.02)]
     for planner in (LocalPlanner(resnet_model), HttpPlanner(service_url, {"rows": resnet_records()})):
         plans = plan_nodes(planner, nodes, 600.0, epochs=1)
         assert plans[2].mode is not None
-        assert plans[1].mode is None and "refused epoch scale 1e-307" in plans[1].reason, planner
+        assert plans[1].mode is None and "epoch scale 1e-307 is too small" in plans[1].reason, planner
         assert "too small" in plans[1].reason
 
 
@@ -250,3 +251,64 @@ def test_a_node_whose_training_raises_is_counted_failed_not_late(resnet_model, s
     replies = [r for r in grid.send_and_receive(configure(strategy, grid)) if r.metadata.src_node_id == 1]
     _, metrics = strategy.aggregate_train(1, replies)
     assert metrics[MISSES_METRIC] == 1 and metrics[FAILED_METRIC] == 0
+
+
+# --- review: a shared plan, its node's own deadline, refusals kept, a refit reached ----------------------
+
+def test_a_node_whose_own_deadline_the_shared_plans_fastest_mode_meets_trains(resnet_model):
+    """Planned at 0.013 (its 0.0123 rounded up), the fastest mode misses the shared deadline D / 0.013 but
+    meets the node's own D / 0.0123: the node trains in it (it used to be left out, 'cannot meet')."""
+    planner = LocalPlanner(resnet_model)
+    fastest = plan_nodes(planner, [NodeInfo(1, "nano", 1.0)], 1.0, 1)[1].time_s_high  # s per epoch, upper
+    deadline = 0.0126 * fastest
+    plan = plan_nodes(planner, [NodeInfo(1, "nano", 0.0123)], deadline, 1)[1]
+    assert plan.time_s_high == pytest.approx(0.0123 * fastest) and plan.time_s_high <= deadline
+    assert plan.meets_deadline and plan.reason is None
+    missed = plan_nodes(planner, [NodeInfo(1, "nano", 0.0123)], 0.012 * fastest, 1)[1]
+    assert not missed.meets_deadline and "cannot meet" in missed.reason
+
+
+def test_binary_noise_in_a_scale_is_no_work():
+    assert planning_scale(0.1 + 0.2) == 0.3 and planning_scale(0.0123) == 0.013 and planning_scale(0.02) == 0.02
+
+
+class _CountingPlanner:
+    """A LocalPlanner that counts the devices of each request and refuses ``refused`` devices' groups."""
+
+    confidence = None
+
+    def __init__(self, model, refused: tuple[str, ...] = ()) -> None:
+        self.local, self.refused, self.calls = LocalPlanner(model), refused, []
+
+    def plan(self, clients, deadline_s, epochs):
+        self.calls.append(sorted(c["device"] for c in clients))
+        if any(c["device"] in self.refused for c in clients):
+            raise PlannerError(f"answered 404: no workload for {self.refused[0]}")
+        return self.local.plan(clients, deadline_s, epochs)
+
+
+def test_a_refused_device_is_not_asked_again_every_round_and_is_named(resnet_model):
+    planner = _CountingPlanner(resnet_model, refused=("nano",))
+    nodes = [NodeInfo(1, "nano", 0.01), NodeInfo(2, "nano", 0.02)]
+    cache: dict = {}
+    for _ in range(3):
+        with pytest.raises(PlannerError, match="404"):  # no node has a plan: the round is skipped
+            plan_nodes(planner, nodes, 60.0, 1, cache)
+    assert len(planner.calls) == 2  # once per planning scale, then kept
+    mixed = _CountingPlanner(resnet_model, refused=("nano",))
+    nodes = [NodeInfo(1, "nano", 0.01), NodeInfo(2, "orin-nx", 0.02)]
+    for _ in range(3):
+        plans = plan_nodes(mixed, nodes, 60.0, 1, cache)
+        assert plans[2].mode is not None and plans[1].mode is None
+        assert plans[1].reason.startswith("not planned at epoch scale 0.01") and "404" in plans[1].reason
+    assert mixed.calls == [["nano"], ["orin-nx"]]  # each asked once over the three rounds (a new planner)
+
+
+def test_cached_plans_are_asked_for_again_after_a_number_of_rounds(resnet_model):
+    """A stored workload refitted by an upload mid-run reaches the plans within PLAN_CACHE_ROUNDS rounds."""
+    planner = _CountingPlanner(resnet_model)
+    nodes = [NodeInfo(1, "orin-nx", 0.01)]
+    cache: dict = {}
+    for _ in range(PLAN_CACHE_ROUNDS + 1):
+        plan_nodes(planner, nodes, 60.0, 1, cache)
+    assert len(planner.calls) == 2

@@ -18,6 +18,7 @@ from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from jetpredict.models.errors import InputError  # noqa: E402
+from jetpredict.predictor.limits import MAX_EPOCHS  # noqa: E402
 from jetpredict.predictor.service import plan_fleet  # noqa: E402
 
 from jetpredict.integrations.flower import (  # noqa: E402
@@ -207,7 +208,7 @@ def test_an_epoch_scale_the_service_refuses_leaves_only_its_nodes_unplanned(serv
     assert plans[1].mode is not None and plans[1].meets_deadline and plans[1].reason is None
     tiny = plans[2]
     assert (tiny.mode, tiny.meets_deadline, tiny.epoch_scale) == (None, False, 1e-7)
-    assert "not planned: the planner refused epoch scale 1e-07" in tiny.reason and "deadline_s" in tiny.reason
+    assert "not planned at epoch scale 1e-07" in tiny.reason and "deadline_s" in tiny.reason
 
 
 # --- selection and records, through a real ClientApp -----------------------------------------------------
@@ -365,8 +366,13 @@ def test_a_round_without_enough_feasible_nodes_is_skipped(resnet_model, grid):
 def test_bad_settings_name_the_field(resnet_model):
     with pytest.raises(InputError, match="deadline_s"):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=0)
-    with pytest.raises(InputError, match="local_epochs"):
-        JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=0)
+    for bad in (0, None):
+        with pytest.raises(InputError, match="local_epochs"):
+            JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=bad)
+    # past what a plan takes: refused here, not with every round skipped later
+    with pytest.raises(InputError, match="local_epochs must be a whole number from 1 to"):
+        JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=MAX_EPOCHS + 1)
+    assert JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=np.int64(2)).local_epochs == 2
     with pytest.raises(InputError, match="cheapest_fraction"):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=1.5)
 

@@ -121,23 +121,47 @@ def test_the_unedited_document_and_older_forms_still_load(tmp_path, doc):
         assert load_model(tmp_path / "m.json").model_version == version
 
 
+def test_a_profile_file_at_the_column_limit_fits_into_a_model_that_loads(tmp_path):
+    """A file of MAX_COLUMNS columns (a few fields, the rest a user's own) is read; its fitted model's
+    training rows carry every field besides, and must load back (they were refused, counted as the file)."""
+    import csv
+
+    from jetpredict.models.profile_rows import MAX_COLUMNS
+
+    from jetpredict.cli import main
+
+    with open(REFERENCE_DIR / "agx-xavier-published.csv") as f:
+        published = [r for r in csv.DictReader(f) if r["workload"] == "resnet18-cifar10"][:4]
+    keep = ["device", "workload", "mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz", "batch_size",
+            "minibatches_per_epoch", "epoch_time_s", "avg_power_w"]
+    notes = [f"note{j}" for j in range(MAX_COLUMNS - len(keep))]
+    with open(tmp_path / "p.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(keep + notes)
+        out.writerows([[r[k] for k in keep] + ["x"] * len(notes) for r in published])
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "p.csv"), "--out",
+                 str(tmp_path / "m.json")]) == 0
+    assert load_model(tmp_path / "m.json").profiled_modes == 4
+
+
 def test_training_rows_with_a_different_key_each_are_refused_naming_the_limit(tmp_path, doc, capsys):
     """The table of a model's training rows is rows x distinct columns: rows of a key each (30,000 x 30,000
     took 12 GB) are refused before it is built, as a profile file's rows are."""
-    from jetpredict.models.profile_rows import MAX_COLUMNS
+    from jetpredict.models.profile_rows import COLUMNS, MAX_COLUMNS
     from jetpredict.predictor.terms import ProfileArrays
 
+    most = MAX_COLUMNS + len(COLUMNS)  # what a profile file may hold, and every field a checked row carries
     rows = doc["training_rows"]
-    spread = [{**rows[i % len(rows)], f"k{i}": 1} for i in range(MAX_COLUMNS)]
-    with pytest.raises(InputError, match=f"more than {MAX_COLUMNS} distinct columns") as e:
+    spread = [{**rows[i % len(rows)], f"k{i}": 1} for i in range(most)]
+    with pytest.raises(InputError, match=f"more than {most} distinct columns") as e:
         ProfileArrays.from_records(spread)
     assert e.value.field == "model" and "training_rows" in e.value.message
     _write(tmp_path / "m.json", {**doc, "training_rows": spread})
-    with pytest.raises(InputError, match=f"training_rows hold more than {MAX_COLUMNS} distinct columns"):
+    with pytest.raises(InputError, match=f"training_rows hold more than {most} distinct columns"):
         load_model(tmp_path / "m.json")
     from jetpredict.cli import main
 
     assert main(["predict", "--model", str(tmp_path / "m.json"), "--presets"]) == 2
     err = capsys.readouterr().err
-    assert f"more than {MAX_COLUMNS} distinct columns" in err and "Traceback" not in err
+    assert f"more than {most} distinct columns" in err and "Traceback" not in err
     assert len(ProfileArrays.from_records(spread[:MAX_COLUMNS - len(set().union(*rows))])) == len(rows)

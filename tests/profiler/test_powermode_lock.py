@@ -196,18 +196,30 @@ def test_a_command_a_killed_run_left_running_refuses_runs_and_restores_in_words(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving the lock file another owner needs root")
-def test_a_record_in_another_users_lock_file_holds_no_run_back(xavier_30w, monkeypatch):
-    """In the shared folder any user may write the lock file: a record naming a process of theirs would
-    hold every root run back for a command's timeout, and then refuse it."""
-    monkeypatch.setattr(state_file.privileged, "DEFAULT_TIMEOUT_S", 0.3)  # trusted, it would refuse after this
+def test_sudo_restore_waits_for_a_command_another_users_killed_run_left(xavier_30w, monkeypatch):
+    """A user's run (nvpmodel through sudo) killed mid-switch leaves its lock file, theirs: `sudo jetpredict
+    restore` must still wait for that switch (trusting only root's files, it restored under it)."""
+    monkeypatch.setattr(state_file.privileged, "DEFAULT_TIMEOUT_S", 0.3)
     theirs = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         _left_record(state_file.lock_path(), theirs)
         os.chown(state_file.lock_path(), 65534, 65534)
-        state_file.ModeLock.take().release()
+        with pytest.raises(state_file.LockHeldError) as err:
+            state_file.ModeLock.take()
+        assert err.value.holder is not None and f"pid {theirs.pid}" in err.value.holder
     finally:
         theirs.kill()
         theirs.wait()
+    state_file.ModeLock.take().release()  # once it has ended, the lock is taken
+
+
+def test_an_unusable_shared_lock_folder_is_said(xavier_30w, monkeypatch, caplog):
+    shared = xavier_30w.real("/run/lock")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == shared else real_access(p, mode))
+    with caplog.at_level("WARNING"):
+        state_file.lock_path()
+    assert f"cannot create files in {shared}" in caplog.text and "other users do not see it" in caplog.text
 
 
 def test_a_command_stopped_on_its_timeout_takes_what_it_runs_with_it(fake_root, tmp_path):

@@ -139,6 +139,11 @@ _AS_IS = ("avg_power_w", "avg_power_w_low", "avg_power_w_high")
 
 #: A planning cache key: the planner, its confidence, the device, the planning deadline (s) and the epochs.
 CacheKey = tuple[Any, Any, str, float, int]
+#: Rounds a cached plan (or refusal) serves before it is asked for again: a stored workload refitted by an
+#: upload mid-run, or one uploaded for a device that was refused, reaches the plans within this many rounds.
+PLAN_CACHE_ROUNDS = 10
+#: Significant digits a node's epoch scale is read to before it is rounded up (0.1 + 0.2 is 0.3, not 0.31).
+SCALE_DIGITS = 12
 
 
 def planning_scale(scale: float) -> float | None:
@@ -148,6 +153,7 @@ def planning_scale(scale: float) -> float | None:
     finite number > 0."""
     if not (math.isfinite(scale) and scale > 0):
         return None
+    scale = float(f"{scale:.{SCALE_DIGITS}g}")  # binary noise is no work: 0.30000000000000004 is 0.3
     mantissa, exponent = f"{scale:.1e}".split("e")
     digits, power = int(mantissa.replace(".", "")), int(exponent) - 1
     rounded = float(f"{digits}e{power}")  # decimal text: exact where the scale itself is two digits
@@ -155,25 +161,26 @@ def planning_scale(scale: float) -> float | None:
 
 
 def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: float, epochs: int,
-               cache: dict[CacheKey, dict[str, Any]] | None = None) -> dict[int, ClientPlan]:
+               cache: dict[CacheKey, tuple[dict[str, Any], int]] | None = None) -> dict[int, ClientPlan]:
     """One :class:`ClientPlan` per node with a known device, for ``epochs`` local epochs under ``deadline_s``
     (s; see the module docstring).
 
     Nodes are planned at :func:`planning_scale` of their epoch scale: one fleet plan per planning scale
     ``q`` among the nodes, under deadline ``deadline_s / q``, with one client per device type (a fleet
     plan chooses one mode per device type). So a fleet of distinct scales needs at most 90 plans per
-    decade its scales span (10,000 nodes over three decades: at most 270, within the service's default
-    600 requests a minute). ``cache``: client entries kept between calls (a strategy's, across rounds),
-    keyed by :data:`CacheKey`: an entry is asked for only once while the planner, its confidence, the
-    deadline and the epochs stay the same; entries no node used in this call are dropped.
+    decade its scales span and workload of the planner (10,000 nodes over three decades: at most 270,
+    within the service's default 600 requests a minute). ``cache``: client entries (and refusals) kept
+    between calls (a strategy's, across rounds), keyed by :data:`CacheKey`, each with the calls it has
+    served: asked for again after :data:`PLAN_CACHE_ROUNDS` calls, or when the planner, its confidence,
+    the deadline or the epochs change; entries no node used in a call are dropped.
 
-    A plan the planner refuses for one planning scale (a service's limit on ``deadline_s / q``, or a scale
-    too small to divide by) leaves those nodes unplanned with the reason; when it refuses every scale, its
-    :class:`PlannerError` is raised (no plan at all: the caller skips the round). A failure that is not the
-    request's own (:attr:`PlannerError.round_wide`: the service unreachable, overloaded, rate limiting,
-    refusing the key, failing) stops the asking at once, as the other scales would fail alike, each after
-    its retries: the nodes already planned (in this call or cached) keep their plans and the others are
-    unplanned this round, with the failure; with no node planned, it is raised."""
+    A plan the planner refuses for one planning scale or device (a service's limit on ``deadline_s / q``, a
+    device without a workload, or a scale too small to divide by) leaves those nodes unplanned with the
+    reason; when no node gets a plan, the refusal is raised (the caller skips the round). A failure that is
+    not the request's own (:attr:`PlannerError.round_wide`: the service unreachable, overloaded, rate
+    limiting, refusing the key, failing) stops the asking at once, as the other scales would fail alike,
+    each after its retries: the nodes already planned (in this call or cached) keep their plans and the
+    others are unplanned this round, with the failure; with no node planned, it is raised."""
     cache = {} if cache is None else cache
     confidence = getattr(planner, "confidence", None)
     groups: dict[float, list[NodeInfo]] = {}
@@ -187,59 +194,62 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         if q is not None and math.isfinite(deadline_s / q):
             groups.setdefault(q, []).append(node)
             continue
-        refused.append(PlannerError("too small: the deadline divided by it is not a finite number"))
-        plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs, _refusal(scale, deadline_s, scale,
-                                                                                  refused[-1]))
+        refused.append(PlannerError(f"epoch scale {scale:g} is too small: the deadline divided by it is not a "
+                                    "finite number"))
+        plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs, f"not planned: {refused[-1]}")
 
-    used: dict[CacheKey, dict[str, Any]] = {}
+    fresh = {k: v for k, v in cache.items() if v[1] < PLAN_CACHE_ROUNDS}
+    used: dict[CacheKey, tuple[dict[str, Any], int]] = {}
     stopped: PlannerError | None = None
     waiting = 0  # nodes left unplanned this round by a round-wide failure
     for q, group in groups.items():
         planning_deadline = deadline_s / q
         keys = {n.node_id: (planner, confidence, str(n.device), planning_deadline, epochs) for n in group}
-        missing = list(dict.fromkeys(str(n.device) for n in group if keys[n.node_id] not in cache))
-        refusal: PlannerError | None = None
+        missing = list(dict.fromkeys(str(n.device) for n in group if keys[n.node_id] not in fresh))
         if missing and stopped is None:
             try:
                 answer = planner.plan([{"id": d, "device": d} for d in missing], planning_deadline, epochs)
             except PlannerError as err:
                 if err.round_wide:
                     stopped = err
-                else:
+                else:  # this request's own: kept, as a plan is, so it is not asked again every round
                     refused.append(err)
-                    refusal = err
+                    entries = [_refused_entry(d, q, deadline_s, err) for d in missing]
             else:
-                for entry in _entries(answer):
-                    k = (planner, confidence, str(entry["id"]), planning_deadline, epochs)
-                    used[k] = entry
-                    if entry.get("mode") is not None:  # no mode: the planner's refusal of it, asked again
-                        cache[k] = entry
+                entries = _entries(answer)
+            if stopped is None:
+                fresh.update({(planner, confidence, str(e["id"]), planning_deadline, epochs): (e, 0) for e in entries})
         for node in group:
-            scale = float(node.epoch_scale)
-            entry = used.get(keys[node.node_id]) or cache.get(keys[node.node_id])
-            if entry is not None:
-                used[keys[node.node_id]] = entry
-                plan = _client_plan(node, entry, scale, q, deadline_s, epochs)
+            scale, key = float(node.epoch_scale), keys[node.node_id]
+            if key in fresh:
+                used.setdefault(key, (fresh[key][0], fresh[key][1] + 1))  # one more call served
+                entry = used[key][0]
+                plan = (_unplanned(node, scale, deadline_s, epochs, str(entry["reason"])) if "refusal" in entry
+                        else _client_plan(node, entry, scale, q, deadline_s, epochs))
                 _add_provenance(plan, entry, entry)
-            elif refusal is not None:
-                plan = _unplanned(node, scale, deadline_s, epochs, _refusal(scale, deadline_s, q, refusal))
             else:
                 waiting += 1
                 plan = _unplanned(node, scale, deadline_s, epochs,
                                   f"not planned this round: the planner failed: {stopped}")
             plans[node.node_id] = plan
-    kept = {k: v for k, v in cache.items() if k in used}
     cache.clear()
-    cache.update(kept)
-    if not used:
-        if stopped is not None:
-            raise stopped
-        if refused:
-            raise refused[0]
-    elif stopped is not None:
+    cache.update(used)
+    if not any(entry.get("mode") is not None or "refusal" not in entry for entry, _ in used.values()):
+        # No node has a plan or the planner's own word on it: nothing to train, say why.
+        errors = [stopped] if stopped is not None else refused or [e["refusal"] for e, _ in used.values()]
+        if errors:
+            raise errors[0]
+    if stopped is not None and used:
         log.warning("the fleet planner failed mid-round: %d node(s) not planned this round, the others keep "
                     "their plans: %s", waiting, stopped)
     return plans
+
+
+def _refused_entry(device: str, q: float, deadline_s: float, err: PlannerError) -> dict[str, Any]:
+    """A cache entry standing for the planner's refusal of ``device`` at planning scale ``q``."""
+    return {"id": device, "device": device, "mode": None, "meets_deadline": False, "refusal": err,
+            "reason": f"not planned at epoch scale {q:g} (deadline {deadline_s:g} s / {q:g} = {deadline_s / q:.4g} "
+                      f"s of profiled epochs): {err}"}
 
 
 def _entries(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -248,11 +258,6 @@ def _entries(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     top = {k: answer.get(k) for k in PROVENANCE_KEYS}
     return [{**top, **dict(c), "confidence": as_float(answer.get("confidence")),
              "confidence_note": answer.get("confidence_note")} for c in answer["clients"]]
-
-
-def _refusal(scale: float, deadline_s: float, q: float, err: PlannerError) -> str:
-    return (f"not planned: the planner refused epoch scale {scale:g} (deadline {deadline_s:g} s / {q:g} = "
-            f"{deadline_s / q:.4g} s of profiled epochs): {err}")
 
 
 def _unplanned(node: NodeInfo, scale: float, deadline_s: float, epochs: int, reason: str) -> ClientPlan:
@@ -291,13 +296,15 @@ def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, q: float, d
     plan.cross_device = None if c.get("cross_device") is None else bool(c["cross_device"])
     plan.power_source = None if c.get("power_source") is None else str(c["power_source"])
     if not plan.meets_deadline and plan.time_s_high is not None:
-        # The planner's own reason quotes what it was asked: deadline D/q for profiled epochs. Say it in the
-        # user's deadline and this node's time (the mode a plan that misses names is the fastest it found).
-        plan.reason = (f"cannot meet the {deadline_s:g} s deadline: the fastest planned mode, {plan.mode}, "
-                       f"needs up to {plan.time_s_high:.4g} s for {epochs} local epoch(s) on this node")
-        if plan.time_s_high <= deadline_s:  # within the margin of a shared plan
-            plan.reason += (f", planned with epoch scale {q:g} (scales sharing its two significant digits "
-                            f"share a plan): {q * plan.time_s_high / scale:.4g} s")
+        if plan.time_s_high <= deadline_s:
+            # The plan for scale q missed D/q, but its mode (the fastest it found) meets this node's own
+            # deadline: the node trains in it (its upper time carries the run-to-run spread, as the plan's).
+            plan.meets_deadline, plan.reason = True, None
+        else:
+            # The planner's own reason quotes what it was asked: deadline D/q for profiled epochs. Say it in
+            # the user's deadline and this node's time.
+            plan.reason = (f"cannot meet the {deadline_s:g} s deadline: the fastest planned mode, {plan.mode}, "
+                           f"needs up to {plan.time_s_high:.4g} s for {epochs} local epoch(s) on this node")
     return plan
 
 

@@ -40,7 +40,6 @@ from flwr.serverapp.strategy import Strategy
 
 from jetpredict.integrations.flower.planners import FleetPlanner, LocalPlanner, PlannerError
 from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes
-from jetpredict.integrations.flower.twin import checked_epochs
 from jetpredict.integrations.flower.wire import (
     DEVICE_KEY,
     ENERGY_METRIC,
@@ -64,6 +63,7 @@ from jetpredict.integrations.flower.wire import (
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
+from jetpredict.predictor.recommend import check_epochs
 
 log = logging.getLogger(__name__)
 
@@ -291,13 +291,15 @@ class JetpredictStrategy(Strategy):
         # The project's one check, an InputError naming the field: a bare float() took True as 1 and failed
         # on "ten" or None with a TypeError/ValueError that named nothing.
         deadline = checked_number(deadline_s, "deadline_s")
-        checked_epochs(local_epochs, "local_epochs")
+        epochs = check_epochs(local_epochs, "local_epochs")
+        if epochs is None:  # absent is no number of epochs here: a round trains some
+            raise InputError("local_epochs must be a whole number from 1, got None", "local_epochs")
         fraction = None if cheapest_fraction is None else checked_number(
             cheapest_fraction, "cheapest_fraction", high=1.0, hint=" (0 excluded, 1 included)")
         self.inner = strategy
         self.planner: FleetPlanner = planner if hasattr(planner, "plan") else LocalPlanner(planner)
         self.deadline_s = deadline
-        self.local_epochs = local_epochs
+        self.local_epochs = epochs
         self.cheapest_fraction = fraction
         self.query_timeout_s = checked_number(query_timeout_s, "query_timeout_s")
         #: Every (round, node) record, in order; see :class:`ClientRecord`.

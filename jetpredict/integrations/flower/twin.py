@@ -8,8 +8,8 @@ from functools import lru_cache
 from typing import Any
 
 from jetpredict.models.catalogue import PowerMode, load_device
-from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
+from jetpredict.predictor.recommend import check_epochs
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,7 @@ class TwinWorkload:
         # A zero, negative or NaN scale would report 0 J, or negative/NaN time and energy, as simulated.
         object.__setattr__(self, "epoch_scale", checked_number(self.epoch_scale, "epoch_scale"))
         if self.epochs is not None:
-            checked_epochs(self.epochs)
-
-
-def checked_epochs(epochs: object, field: str = "epochs") -> int:
-    """``epochs`` (local epochs of a round) if a whole number >= 1, else InputError naming ``field``."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise InputError(f"{field} must be a whole number >= 1, got {epochs!r}", field)
-    return epochs
+            check_epochs(self.epochs)
 
 
 @lru_cache(maxsize=32)
@@ -57,7 +50,7 @@ def twin_round(device: str, mode: PowerMode, spec: TwinWorkload, epochs: int) ->
     ``time_s`` and ``energy_j`` of ``epochs`` x ``spec.epoch_scale`` epochs, ``avg_power_w`` and the
     mode's idle ``base_power_w``."""
     load_device(device).validate_mode(*mode.knobs())
-    work = checked_epochs(epochs) * spec.epoch_scale
+    work = check_epochs(epochs) * spec.epoch_scale
     e = _twin(device, spec.workload).epoch(mode, spec.batch_size)
     return {"time_s": float(e["epoch_time_s"][0]) * work, "energy_j": float(e["epoch_energy_j"][0]) * work,
             "avg_power_w": float(e["avg_power_w"][0]), "base_power_w": float(e["base_power_w"][0])}
