@@ -36,6 +36,7 @@
   const COVERAGES = [0.5, 0.8, 0.9, 0.95, 0.99];
   const WORKLOAD_PAGE = 100;     // stored workloads listed at once; the search box finds the others
   const STEPS = 4;               // progress: workloads, rows, all-mode predictions, recommendation
+  const MAX_REFITS = 3;          // loads in a row that newer fits (uploads meanwhile) may start: countRefit
   // Controls whose meaning depends on the device being loaded: disabled until its answer is on screen.
   // ("Copy command" too, but it also waits for a current answer with a best mode: syncCopy.)
   const DEVICE_BOUND = ["workload", "workload-search", "cap", "cap-number", "confidence", "hm-cores", "hm-cpu"];
@@ -49,9 +50,9 @@
     gen: 0, abort: null, recSeq: 0, recTimer: 0, recAbort: null, searchSeq: 0, searchTimer: 0, searchAbort: null,
     uploadSeq: 0, loading: false, limits: null, totals: null, dropped: 0, columnTypes: new Map(),
     provenance: null,  // what the all-mode answer of this generation says about itself (provenanceOf)
-    caps: {},  // the cap the user chose, by kind: kept across devices, workloads and coverages
+    caps: new Map(),  // the caps the user chose, by where each holds (capPlace); kept across coverages
     capScale: null,  // the cap slider's ends and scale (setupCap)
-    refits: 0,  // loads in a row started because a recommendation came from a newer fit (recommend)
+    refits: 0,  // loads in a row started for a newer fit (countRefit); a user's choice starts it again
     lookupLimit: WORKLOAD_PAGE,  // the most stored workloads one page may hold (read from /openapi.json)
     listedFor: null,  // the device whose workloads the workload list holds (null: none listed yet)
     linkNotes: { device: "", workload: "" },  // what of the page's link was not found, and what is shown
@@ -509,7 +510,8 @@
       if (state.listedFor !== device && device) {
         $("workload-note").textContent = `the workloads of ${deviceName(device)} could not be listed yet`;
       }
-      setState("error", `Error: ${err.message}` + (state.data ? "" : " (change any choice to try again)"));
+      setState("error", `Error: ${err.message}` +
+        (state.data || err.saysRetry ? "" : " (change any choice to try again)"));
     };
   }
 
@@ -745,7 +747,10 @@
     if (gen !== state.gen || !sameKey(key, dataKey())) { drop(); return; }
     if (presets.device !== key.device) throw new Error(`the answer is for ${presets.device}, not ${key.device}`);
     // An upload refitted the workload between the two answers: ask both again, from one fit.
-    if (presets.revision !== undefined && presets.revision !== all.revision) return loadAll(gen);
+    if (presets.revision !== undefined && presets.revision !== all.revision) {
+      countRefit();
+      return loadAll(gen);
+    }
     state.presetsError = presets.error ? presets.error.message : null;
     const t1 = performance.now();
     const data = fromColumns(all);
@@ -867,8 +872,8 @@
   }
 
   // Bounds changed (device, workload, coverage or cap kind): the slider spans the caps that matter; the
-  // cap itself is the user's (state.caps), never moved onto a slider step, and only brought within what
-  // the API takes for this device, saying so.
+  // cap itself is the user's (state.caps, where it holds: capPlace), never moved onto a slider step, and only
+  // brought within what the API takes for this device, saying so.
   function setupCap() {
     const kind = $("cap-kind").value;
     const slider = $("cap"), box = $("cap-number");
@@ -894,7 +899,7 @@
     box.max = Number.isFinite(most) ? String(most) : "";
     // 15 W at first, or the top of the slider where that is lower (the same modes qualify under both); a
     // time cap at the middle of its slider.
-    const wish = state.caps[kind] ?? (power ? Math.min(Math.max(15, scale.min), scale.max)
+    const wish = state.caps.get(capPlace(kind, data.key)) ?? (power ? Math.min(Math.max(15, scale.min), scale.max)
       : capAt(scale, TIME_POSITIONS / 2));
     const cap = Math.min(Math.max(wish, above ? wish : least), most);
     $("cap-note").textContent = cap === wish ? "" : `${power ? "power" : "time"} cap ${fmt(wish)} ` +
@@ -905,12 +910,17 @@
     showCap();
   }
 
+  // Where a cap of `kind` chosen for `key` (dataKey) holds: a power cap (a supply's budget) on every device
+  // and workload; a time cap (s per epoch) only for its device and workload, as another's epochs differ.
+  const capPlace = (kind, key) => (kind === "max_power_w" ? kind
+    : JSON.stringify([kind, key.device, key.workload]));
+
   function onCapSlider() {
     const scale = state.capScale;
     if (!scale) return;
     const cap = capAt(scale, +$("cap").value);
     $("cap-number").value = String(cap);
-    state.caps[$("cap-kind").value] = cap;
+    state.caps.set(capPlace($("cap-kind").value, dataKey()), cap);
     $("cap-note").textContent = "";
     scheduleRecommend();
   }
@@ -918,7 +928,7 @@
   function onCapNumber() {
     const cap = capValue();
     if (Number.isFinite(cap) && cap > 0) {
-      state.caps[$("cap-kind").value] = cap;
+      state.caps.set(capPlace($("cap-kind").value, dataKey()), cap);
       if (state.capScale) $("cap").value = String(positionOf(state.capScale, cap));
     }
     $("cap-note").textContent = "";
@@ -997,6 +1007,7 @@
       return;
     }
     markStale();
+    state.refits = 0;  // the user's choice: a newer fit may be loaded again
     setState("loading", "Choosing the best mode…");
     const gen = state.gen;
     state.recTimer = setTimeout(() => recommend(gen).catch(failFor(gen)), 150);
@@ -1046,7 +1057,7 @@
       // The stored workload was refitted (an upload) since its modes were loaded: the cloud, the presets and
       // the choice must come from one fit, so all of them are loaded again (a few times at most in a row).
       drop();
-      if (++state.refits > 3) throw new Error("the workload keeps being refitted; change any choice to try again");
+      countRefit();
       const gen2 = beginLoad(`The workload was refitted (revision ${rec.revision}): loading its modes again…`);
       loadFor(gen2, false).catch(failFor(gen2));
       return;
@@ -1072,6 +1083,16 @@
       ? `${deviceName(key.device)}: ${data.n.toLocaleString("en")} modes predicted; ${rec.pareto.length} on the ` +
         "time–energy front within the cap."
       : `${deviceName(key.device)}: no mode meets the cap: ${rec.reason}`);
+  }
+
+  // One more load in a row for a newer fit of the workload; past MAX_REFITS the page stops loading and says
+  // which choices load it again (each starts the count again: reload, scheduleRecommend, upload).
+  function countRefit() {
+    if (++state.refits <= MAX_REFITS) return;
+    const err = new Error("the stored workload keeps being refitted while it loads (uploads keep arriving): " +
+      "choose the device, workload or coverage, or change the objective, cap or epochs, to load it again");
+    err.saysRetry = true;  // failFor adds no hint of its own
+    throw err;
   }
 
   function safeKey() {
@@ -1617,6 +1638,7 @@
       out.textContent = `stored ${result.rows_stored} rows of ${result.workload_id}; fitted from ` +
         `${result.profiled_modes} profiled modes (${result.reference_source} prior)`;
       $("workload-search").value = "";
+      state.refits = 0;  // the user's upload starts the count again
       const gen = beginLoad("Loading workloads…");
       loadWorkloads(gen, `stored:${result.workload_id}`)
         .then((ok) => (ok ? loadAll(gen) : drop())).catch(failFor(gen));
@@ -1634,6 +1656,7 @@
   // or when the one shown is not this device's (its load failed); the devices and the API's limits first
   // when the page's start failed to read them.
   function reload(withWorkloads) {
+    state.refits = 0;  // every caller is a user's choice (or the page's start)
     const name = $("device").value ? deviceName($("device").value) : "devices";
     const gen = beginLoad(`Loading ${name}… (step 1 of ${STEPS})`);
     loadFor(gen, withWorkloads).catch(failFor(gen));

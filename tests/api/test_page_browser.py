@@ -1151,3 +1151,112 @@ def test_narrow_windows_get_one_column_and_no_sideways_scroll(server):
                                 ".gridTemplateColumns.split(' ').length]")
         assert sizes[0] <= sizes[1] and sizes[2] <= sizes[1] and sizes[3] < 375 and sizes[4] == 1, sizes
         assert not narrow.errors(), narrow.errors()
+
+
+#: Uploads made on cue, for the refit tests: every answer of /v1/predictions and /v1/recommendations carries
+#: ``window.__rev`` as its revision, and an upload (the revision moving on) lands just before each answer of
+#: the kind ``window.__refit`` names ("all", "presets" or "recommendation"): real uploads cannot be timed
+#: between two answers of one load. ``window.__allModes`` counts the all-mode requests sent.
+REFIT_HOOK = r"""(() => {
+  const real = window.fetch.bind(window);
+  Object.assign(window, { __rev: 1, __refit: null, __allModes: 0 });
+  window.fetch = async (url, options) => {
+    const path = String(url);
+    const recommendation = path.startsWith("/v1/recommendations");
+    if (!recommendation && !path.startsWith("/v1/predictions")) return real(url, options);
+    const kind = recommendation ? "recommendation" : JSON.parse(options.body).modes;
+    if (kind === "all") window.__allModes++;
+    const response = await real(url, options);
+    if (!response.ok) return response;
+    if (window.__refit === kind) window.__rev++;
+    const answer = Object.assign(await response.json(), { revision: window.__rev });
+    return new Response(JSON.stringify(answer), { status: response.status, headers: response.headers });
+  };
+})();"""
+
+REFIT_LIMIT = 3  # loads in a row a refit may start (page.js MAX_REFITS)
+
+
+def test_refits_in_a_row_are_bounded_and_a_later_choice_loads_again(server, browser):
+    """Uploads that keep refitting the workload stop the page's reloads after a few, saying which choices
+    load it again, whether they land before each recommendation or between a load's two answers; once they
+    stop, an objective change (no reload of its own) loads the newer fit and answers: the page is not stuck."""
+    errors = len(browser.errors())
+    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=REFIT_HOOK)["identifier"]
+    error = "document.body.dataset.state === 'error' && document.getElementById('status').textContent"
+    try:
+        browser.navigate(server.url + "/?device=nano&workload=builtin:simulated:resnet18-cifar10")
+        _ready_for(browser, "nano", 120)
+        # a newer fit before every recommendation: the refit loads stop after the limit
+        browser.evaluate("window.__refit = 'recommendation'; window.__allModes = 0")
+        _choose(browser, "objective", "min-time")
+        status = browser.wait_for(error, 60)
+        assert "refitted" in status and "device, workload or coverage" in status, status
+        assert "any choice" not in status, status
+        assert browser.evaluate("window.__allModes") == REFIT_LIMIT
+        # a coverage change loads again, with a count of its own: its load and as many refit loads
+        browser.evaluate("window.__allModes = 0")
+        _choose(browser, "confidence", "0.8")
+        assert "refitted" in browser.wait_for(error, 60)
+        assert browser.evaluate("window.__allModes") == REFIT_LIMIT + 1
+        # the uploads stopped: the shown modes are of an older fit, and an objective change loads the newer one
+        browser.evaluate("window.__refit = null")
+        _choose(browser, "objective", "min-energy")
+        assert _ready_for(browser, "nano", 60)["objective"] == "min-energy"
+        assert browser.evaluate("[jetpredictPage.state.data.revision, jetpredictPage.state.rec.revision, "
+                                "window.__rev]") == [browser.evaluate("window.__rev")] * 3
+
+        # a newer fit between each load's all-mode answer and its presets: asked again a few times, not for ever
+        browser.evaluate("window.__refit = 'presets'; window.__allModes = 0")
+        _choose(browser, "confidence", "0.5")
+        status = browser.wait_for(error, 60)
+        assert "refitted" in status, status
+        assert browser.evaluate("window.__allModes") == REFIT_LIMIT + 1
+        browser.evaluate("window.__refit = null")
+        _choose(browser, "confidence", "0.9")
+        _ready_for(browser, "nano", 60)
+    finally:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
+def test_a_time_cap_stays_with_its_workload_and_device_a_power_cap_goes_everywhere(server, browser):
+    """A time cap (s per epoch) means something only for the workload and device it was chosen for: another
+    workload or device starts at the default (the middle of its slider), and coming back finds the cap again.
+    A power cap (a supply's budget) is kept across workloads and devices."""
+    errors = len(browser.errors())
+    first = "builtin:simulated:resnet18-cifar10"  # nano's and Orin Nano's
+    browser.navigate(server.url + "/?device=nano&workload=" + first)
+    _ready_for(browser, "nano", 120)
+    other = browser.evaluate("Array.from(document.getElementById('workload').options).map((o) => o.value)"
+                             f".find((v) => v.startsWith('builtin:') && v !== {json.dumps(first)})")
+    assert other, "the premise: nano has a second built-in workload"
+    middle = ("(() => { const s = document.getElementById('cap'); "
+              "return +(+s.dataset.lo * Math.sqrt(+s.dataset.hi / +s.dataset.lo)).toPrecision(4); })()")
+
+    _choose(browser, "cap-kind", "max_epoch_time_s")
+    default = _cap_key(browser, "nano", "max_epoch_time_s")
+    assert default == browser.evaluate(middle)
+    exact = float(f"{default * 1.37:.5g}")
+    _choose(browser, "cap-number", str(exact), event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_epoch_time_s "
+                     f"=== {exact}", 60)
+    _choose(browser, "workload", other)
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).workload === {json.dumps(other)}", 120)
+    assert _cap_key(browser, "nano", "max_epoch_time_s") == browser.evaluate(middle) != exact
+    _choose(browser, "workload", first)
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).workload === {json.dumps(first)}", 120)
+    assert _cap_key(browser, "nano", "max_epoch_time_s") == exact
+    _choose(browser, "device", "orin-nano")  # the same workload, another device
+    key = _ready_for(browser, "orin-nano", 120)
+    assert key["workload"] == first and key["constraints"]["max_epoch_time_s"] == browser.evaluate(middle) != exact
+
+    _choose(browser, "cap-kind", "max_power_w")
+    _choose(browser, "cap-number", "6.5", event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_power_w === 6.5", 60)
+    _choose(browser, "device", "nano")
+    _choose(browser, "workload", other)
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).workload === {json.dumps(other)}", 120)
+    assert _cap_key(browser, "nano", "max_power_w") == 6.5
+    assert browser.evaluate("document.getElementById('cap-note').textContent") == ""
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
