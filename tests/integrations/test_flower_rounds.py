@@ -19,7 +19,7 @@ from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from jetpredict.models.errors import InputError  # noqa: E402
 
-from jetpredict.client import Overloaded  # noqa: E402
+from jetpredict.client import ConnectionFailed, Overloaded  # noqa: E402
 from jetpredict.integrations.flower import (  # noqa: E402
     FAILED_METRIC,
     MISSES_METRIC,
@@ -257,13 +257,17 @@ def test_a_node_whose_training_raises_is_counted_failed_not_late(resnet_model, s
 
 def test_a_node_whose_own_deadline_the_shared_plans_fastest_mode_meets_trains(resnet_model):
     """Planned at 0.013 (its 0.0123 rounded up), the fastest mode misses the shared deadline D / 0.013 but
-    meets the node's own D / 0.0123: the node trains in it (it used to be left out, 'cannot meet')."""
+    meets the node's own D / 0.0123: the node is planned at its own scale and trains (it used to be left
+    out, 'cannot meet')."""
     planner = LocalPlanner(resnet_model)
     fastest = plan_nodes(planner, [NodeInfo(1, "nano", 1.0)], 1.0, 1)[1].time_s_high  # s per epoch, upper
     deadline = 0.0126 * fastest
-    plan = plan_nodes(planner, [NodeInfo(1, "nano", 0.0123)], deadline, 1)[1]
-    assert plan.time_s_high == pytest.approx(0.0123 * fastest) and plan.time_s_high <= deadline
-    assert plan.meets_deadline and plan.reason is None
+    counting = _CountingPlanner(resnet_model)
+    plan = plan_nodes(counting, [NodeInfo(1, "nano", 0.0123)], deadline, 1)[1]
+    assert plan.time_s_high <= deadline and plan.meets_deadline and plan.reason is None
+    # planned again at its own scale: its idle until the deadline counted (the shared plan, which missed
+    # its deadline, had none to give)
+    assert len(counting.calls) == 2 and plan.idle_energy_j > 0
     missed = plan_nodes(planner, [NodeInfo(1, "nano", 0.0123)], 0.012 * fastest, 1)[1]
     assert not missed.meets_deadline and "cannot meet" in missed.reason
 
@@ -312,3 +316,19 @@ def test_cached_plans_are_asked_for_again_after_a_number_of_rounds(resnet_model)
     for _ in range(PLAN_CACHE_ROUNDS + 1):
         plan_nodes(planner, nodes, 60.0, 1, cache)
     assert len(planner.calls) == 2
+
+
+def test_an_outage_when_cached_plans_expire_keeps_them_one_more_round(resnet_model):
+    """A planner unreachable in the round its plans are due to be asked again: the round keeps them (it was
+    skipped, though it had plans)."""
+    planner = _CountingPlanner(resnet_model)
+    nodes = [NodeInfo(1, "orin-nx", 0.01)]
+    cache: dict = {}
+    for _ in range(PLAN_CACHE_ROUNDS):
+        kept = plan_nodes(planner, nodes, 60.0, 1, cache)[1].mode
+
+    def unreachable(clients, deadline_s, epochs):
+        raise PlannerError("the service is unreachable") from ConnectionFailed("no route")
+
+    planner.plan = unreachable
+    assert plan_nodes(planner, nodes, 60.0, 1, cache)[1].mode == kept

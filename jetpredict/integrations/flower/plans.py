@@ -202,7 +202,12 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     used: dict[CacheKey, tuple[dict[str, Any], int]] = {}
     stopped: PlannerError | None = None
     waiting = 0  # nodes left unplanned this round by a round-wide failure
-    for q, group in groups.items():
+
+    def serve(q: float, group: list[NodeInfo], exact: bool) -> list[NodeInfo]:
+        """Plan ``group`` at scale ``q`` (deadline ``deadline_s / q``); the nodes whose plan missed that
+        deadline but whose own (looser) one the plan's fastest mode meets, to be planned at their own scale
+        (``exact``: none, they are)."""
+        nonlocal stopped, waiting
         planning_deadline = deadline_s / q
         keys = {n.node_id: (planner, confidence, str(n.device), planning_deadline, epochs) for n in group}
         missing = list(dict.fromkeys(str(n.device) for n in group if keys[n.node_id] not in fresh))
@@ -219,19 +224,35 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
                 entries = _entries(answer)
             if stopped is None:
                 fresh.update({(planner, confidence, str(e["id"]), planning_deadline, epochs): (e, 0) for e in entries})
+        deferred: list[NodeInfo] = []
         for node in group:
             scale, key = float(node.epoch_scale), keys[node.node_id]
-            if key in fresh:
-                used.setdefault(key, (fresh[key][0], fresh[key][1] + 1))  # one more call served
-                entry = used[key][0]
-                plan = (_unplanned(node, scale, deadline_s, epochs, str(entry["reason"])) if "refusal" in entry
-                        else _client_plan(node, entry, scale, q, deadline_s, epochs))
-                _add_provenance(plan, entry, entry)
-            else:
+            if key not in fresh and stopped is not None and key in cache:
+                fresh[key] = cache[key]  # expired, but the planner cannot be asked now: kept one more round
+            if key not in fresh:
                 waiting += 1
-                plan = _unplanned(node, scale, deadline_s, epochs,
-                                  f"not planned this round: the planner failed: {stopped}")
+                plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs,
+                                                 f"not planned this round: the planner failed: {stopped}")
+                continue
+            used.setdefault(key, (fresh[key][0], fresh[key][1] + 1))  # one more call served
+            entry = used[key][0]
+            high = as_float(entry.get("round_time_s_high"))
+            if (not exact and entry.get("mode") is not None and not entry.get("meets_deadline")
+                    and high is not None and high * scale <= deadline_s):
+                deferred.append(node)
+                continue
+            plan = (_unplanned(node, scale, deadline_s, epochs, str(entry["reason"])) if "refusal" in entry
+                    else _client_plan(node, entry, scale, q, deadline_s, epochs))
+            _add_provenance(plan, entry, entry)
             plans[node.node_id] = plan
+        return deferred
+
+    deferred = [node for q, group in groups.items() for node in serve(q, group, exact=False)]
+    exact_groups: dict[float, list[NodeInfo]] = {}
+    for node in deferred:  # few: those within the rounding's margin of a deadline
+        exact_groups.setdefault(float(f"{float(node.epoch_scale):.{SCALE_DIGITS}g}"), []).append(node)
+    for scale, group in exact_groups.items():
+        serve(scale, group, exact=True)
     cache.clear()
     cache.update(used)
     if not any(entry.get("mode") is not None or "refusal" not in entry for entry, _ in used.values()):
@@ -296,15 +317,10 @@ def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, q: float, d
     plan.cross_device = None if c.get("cross_device") is None else bool(c["cross_device"])
     plan.power_source = None if c.get("power_source") is None else str(c["power_source"])
     if not plan.meets_deadline and plan.time_s_high is not None:
-        if plan.time_s_high <= deadline_s:
-            # The plan for scale q missed D/q, but its mode (the fastest it found) meets this node's own
-            # deadline: the node trains in it (its upper time carries the run-to-run spread, as the plan's).
-            plan.meets_deadline, plan.reason = True, None
-        else:
-            # The planner's own reason quotes what it was asked: deadline D/q for profiled epochs. Say it in
-            # the user's deadline and this node's time.
-            plan.reason = (f"cannot meet the {deadline_s:g} s deadline: the fastest planned mode, {plan.mode}, "
-                           f"needs up to {plan.time_s_high:.4g} s for {epochs} local epoch(s) on this node")
+        # The planner's own reason quotes what it was asked: deadline D/q for profiled epochs. Say it in the
+        # user's deadline and this node's time (the mode a plan that misses names is the fastest it found).
+        plan.reason = (f"cannot meet the {deadline_s:g} s deadline: the fastest planned mode, {plan.mode}, "
+                       f"needs up to {plan.time_s_high:.4g} s for {epochs} local epoch(s) on this node")
     return plan
 
 
