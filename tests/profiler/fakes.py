@@ -291,7 +291,16 @@ class BusyRailBackend(TrainingBackend):
         self.root, self.curr_path = root, curr_path
         self.idle_ma, self.busy_ma, self.minibatch_s = idle_ma, busy_ma, minibatch_s
         self.minibatches = 0
+        #: (start, end) of each minibatch's busy draw (time.perf_counter s): the rail's own timeline.
+        self.busy: list[tuple[float, float]] = []
         root.write(curr_path, idle_ma)
+
+    def busy_share(self, first: int, last: int) -> float:
+        """The share of the time from minibatch ``first``'s start to minibatch ``last``'s end (0-based,
+        inclusive) that the rail drew its busy current: below 1 by the gaps between minibatches, which a
+        loaded machine stretches (a meter's mean over that window is this share of the busy draw)."""
+        window = self.busy[first:last + 1]
+        return sum(end - start for start, end in window) / (window[-1][1] - window[0][0])
 
     def prepare(self, mode) -> None:
         pass
@@ -299,10 +308,13 @@ class BusyRailBackend(TrainingBackend):
     def next_minibatch(self) -> MinibatchTiming:
         t0 = time.perf_counter()
         self.root.write(self.curr_path, self.busy_ma)
+        busy_from = time.perf_counter()
         try:
             time.sleep(self.minibatch_s)
         finally:
+            busy_to = time.perf_counter()
             self.root.write(self.curr_path, self.idle_ma)
+            self.busy.append((busy_from, busy_to))
         self.minibatches += 1
         t1 = time.perf_counter()
         return MinibatchTiming(stall_s=0.0, compute_s=t1 - t0, total_s=t1 - t0, start_s=t0, end_s=t1)

@@ -456,9 +456,13 @@ def test_base_power_is_the_idle_draw_and_avg_power_the_training_draw_per_mode(fa
                           detect_controller("jetson", "orin-nano"), 0.0)
     rows = run_campaign(_cfg(tmp_path, device="jetson", idle_s=0.3, hz=100.0, warmup=3, minibatches=20), parts)
     assert [r["mode"] for r in rows] == ["15W", "7W"] and backend.minibatches == 46
-    for r in rows:
+    for k, r in enumerate(rows):
         assert r["base_power_w"] == pytest.approx(IDLE_W, rel=0.01)
-        assert r["avg_power_w"] == pytest.approx(BUSY_W, rel=0.05)
+        # The measured minibatches' window (after 3 warm-up ones), at the draw the rail had over it: busy
+        # but for the gaps between minibatches (a loaded run read 13.7 W against a flat 15 W +- 5%).
+        share = backend.busy_share(23 * k + 3, 23 * k + 22)
+        assert r["avg_power_w"] == pytest.approx(IDLE_W + (BUSY_W - IDLE_W) * share, rel=0.03)
+        assert r["avg_power_w"] > IDLE_W + 0.5 * (BUSY_W - IDLE_W)  # the training draw, not the idle one
 
 
 def test_an_empty_base_power_has_its_reason_in_the_sidecar(fake_root, tmp_path):
