@@ -325,9 +325,10 @@ VDD_IN_CURR = "/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon1/curr1_input"
 IDLE_W, BUSY_W = 8.0, 15.0
 
 
-def busy_vdd_in(root: FakeRoot, minibatch_s: float = 0.02) -> BusyRailBackend:
+def busy_vdd_in(root: FakeRoot, minibatch_s: float = 0.05) -> BusyRailBackend:
     """An Orin Nano's INA3221 rails on ``root``, and a backend whose minibatches (``minibatch_s`` each) raise
-    its VDD_IN from :data:`IDLE_W` to :data:`BUSY_W`."""
+    its VDD_IN from :data:`IDLE_W` to :data:`BUSY_W` (50 ms: the rail drops between two of them for as long as
+    a loaded 2-core machine leaves the loop descheduled, a smaller share of longer ones)."""
     root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 1600), ("VDD_CPU_GPU_CV", 1000, 500),
                                          ("VDD_SOC", 1000, 300)])
     return BusyRailBackend(root, VDD_IN_CURR, idle_ma=1600, busy_ma=3000, minibatch_s=minibatch_s)
