@@ -243,7 +243,7 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
                 continue
             plan = (_unplanned(node, scale, deadline_s, epochs, str(entry["reason"])) if "refusal" in entry
                     else _client_plan(node, entry, scale, q, deadline_s, epochs))
-            _add_provenance(plan, entry, entry)
+            _add_provenance(plan, entry)
             plans[node.node_id] = plan
         return deferred
 
@@ -286,13 +286,13 @@ def _unplanned(node: NodeInfo, scale: float, deadline_s: float, epochs: int, rea
                       deadline_s=deadline_s, meets_deadline=False, reason=reason)
 
 
-def _add_provenance(plan: ClientPlan, client: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
-    """The client entry's provenance (the plan that chose its mode), else the answer's top-level one; none
-    for a node no model planned (its entry has a reason and no mode)."""
-    if client.get("mode") is None and not any(client.get(k) is not None for k in PROVENANCE_KEYS):
+def _add_provenance(plan: ClientPlan, entry: Mapping[str, Any]) -> None:
+    """The entry's provenance (its own, else the answer's top-level one, as :func:`_entries` merged them);
+    none for a node no model planned (its entry has a reason and no mode)."""
+    if entry.get("mode") is None and not any(entry.get(k) is not None for k in PROVENANCE_KEYS):
         return
     for key in PROVENANCE_KEYS:
-        value = client.get(key, answer.get(key))  # a client entry's None is its plan's word: no fallback
+        value = entry.get(key)
         setattr(plan, key, None if value is None else int(value) if key == "profiled_modes" else str(value))
 
 
