@@ -35,7 +35,7 @@ from pathlib import Path
 from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # the package from this checkout, the API fixtures
+sys.path.insert(0, str(ROOT))  # the package from this checkout, tools.testing
 KEY = "compact-key"
 ARROW = "application/vnd.apache.arrow.stream"
 #: form -> (extra body fields, Accept)
@@ -66,10 +66,11 @@ def _forget_answers(app) -> None:
 
 
 def run(repeats: int) -> dict:
-    from api_fixtures import published_rows
     from jetpredict.api.answers import arrow_available
     from jetpredict.api.app import create_app
     from jetpredict.models.catalogue import device_ids, load_device
+
+    from tools.testing import published_rows
 
     forms = {k: v for k, v in FORMS.items() if k != "arrow" or arrow_available()}
     devices = sorted(device_ids(), key=lambda d: len(load_device(d).modes()))

@@ -20,7 +20,7 @@ from pathlib import Path
 from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
+sys.path.insert(0, str(ROOT))  # tools.testing
 KEY = "load-key"
 
 
@@ -28,11 +28,10 @@ def run_once(clients: int, seconds: float) -> dict:
     """One mixed load of ``clients`` for ``seconds`` on a fresh server, and what the database holds after."""
     import requests
     import sqlalchemy as sa
-    from api_fixtures import published_rows
     from jetpredict.api.config import load_settings
     from jetpredict.api.storage import Storage, profile_rows, uploads, workloads
 
-    from tools.testing import LiveServer, mixed_load
+    from tools.testing import LiveServer, mixed_load, published_rows
 
     def row(workload: str, i: int) -> dict:
         rows = published_rows(as_id=workload, n=10)

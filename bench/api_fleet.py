@@ -22,15 +22,16 @@ from pathlib import Path
 from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "api"))
+sys.path.insert(0, str(ROOT))  # tools.testing
 KEY = "fleet-key"
 TARGET_S = 1.0
 DEVICES = ("agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano")
 
 
 def run(sizes: list[int], repeats: int) -> dict:
-    from api_fixtures import published_rows
     from jetpredict.api.app import create_app
+
+    from tools.testing import published_rows
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -44,7 +44,7 @@ from pathlib import Path
 from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
+sys.path.insert(0, str(ROOT))  # tools.testing
 KEY = "isolation-key"
 #: Rows per seeding upload of a large workload (the request body limit is 2 MB; a row is ~250 B of JSON).
 SEED_CHUNK_ROWS = 3_000
@@ -76,7 +76,7 @@ def _light(port: int, seconds: float, queue) -> None:
 
 
 def _inline_rows(n: int, rng: random.Random) -> list[dict]:
-    from api_fixtures import published_rows
+    from tools.testing import published_rows
 
     base = published_rows(n=10)
     rows = []
@@ -186,10 +186,9 @@ def _seed_large(url: str, clients: int, rows: int) -> None:
 def run(levels: list[int], seconds: float, inline_rows: int, workers: int, uploads: bool = False,
         large_rows: int = 0, heavy_fit_rows: int | None = None) -> dict:
     import requests
-    from api_fixtures import published_rows
     from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
 
-    from tools.testing import LiveServer
+    from tools.testing import LiveServer, published_rows
 
     fit_rows = DEFAULT_HEAVY_FIT_ROWS if heavy_fit_rows is None else heavy_fit_rows
     env = {"JETPREDICT_HEAVY_FIT_ROWS": str(fit_rows)}

@@ -32,7 +32,7 @@ from pathlib import Path
 from results_io import growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
+sys.path.insert(0, str(ROOT))  # tools.testing
 KEY = "bench-key"
 MODES = [{"mode": f"m{i}", "cpu_cores": c, "cpu_mhz": 1190.4, "gpu_mhz": g, "emc_mhz": 1600.0}
          for i, (c, g) in enumerate((c, g) for c in (2, 8) for g in (318.75, 522.75, 675.75, 905.25, 1377.0))]
@@ -146,9 +146,8 @@ def _client_process(queue, warm: list[tuple], pairs: list[tuple[tuple, tuple]], 
 def run(clients: list[int], seconds: float, single_requests: int, workers: int, rounds: int,
         body: str = "presets") -> dict:
     import requests
-    from api_fixtures import published_rows
 
-    from tools.testing import LiveServer, free_port
+    from tools.testing import LiveServer, free_port, published_rows
 
     prediction_body = BODIES[body]
     with tempfile.TemporaryDirectory() as tmp, LiveServer(tmp, api_keys=KEY, workers=workers) as server:

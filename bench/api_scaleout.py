@@ -30,12 +30,12 @@ from pathlib import Path
 from results_io import exponent_text, growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "api")]  # tools.testing, the API fixtures
+sys.path.insert(0, str(ROOT))  # tools.testing
 KEY = "scaleout-key"
 
 
 def _row_for(workload: str, i: int) -> dict:
-    from api_fixtures import published_rows
+    from tools.testing import published_rows
 
     rows = published_rows(as_id=workload, n=10)
     return rows[i % len(rows)]
@@ -98,7 +98,8 @@ def _stored_rows(url: str) -> dict[str, int]:
 def _cross_instance(a: str, b: str, steps: int = 6) -> list[dict]:
     """Grow workload ``grown`` one mode per upload, alternating instances; predict on the other one."""
     import requests
-    from api_fixtures import published_rows
+
+    from tools.testing import published_rows
 
     rows = published_rows(as_id="grown", n=4 + steps)
     headers = {"X-API-Key": KEY}
@@ -143,9 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     import requests
-    from api_fixtures import published_rows
 
-    from tools.testing import LiveServer, TempPostgres, empty_postgresql
+    from tools.testing import LiveServer, TempPostgres, empty_postgresql, published_rows
 
     pg = None
     result: dict = {"clients": counts, "rounds": args.rounds, "duration_s": args.duration_s,

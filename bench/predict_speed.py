@@ -7,16 +7,19 @@ clients, a profiling plan with its budget (``cost ~ size^b``; fitting against it
 ``bench/fit_scaling.py``'s). Prints the tables; only ``--write`` writes ``bench/results/predict_speed.md``
 (a tracked file: timings vary from run to run, so a plain run must not leave the checkout modified).
 
-Run: ``python bench/predict_speed.py [--repeats N] [--write]``.
+Run: ``python bench/predict_speed.py [--repeats N] [--cold-repeats N] [--write]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -33,6 +36,16 @@ PROFILED = ["a", "d", "g", "h"]
 MODE_COUNTS = (1_000, 3_000, 10_000, 29_232)
 CLIENT_COUNTS = (10, 50, 200, 1_000)
 BUDGETS = (2, 4, 8, 16)
+#: Devices of the cold profiling-plan table (each in a fresh process: nothing read or fitted yet).
+COLD_DEVICES = ("agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano")
+#: Run in a fresh interpreter: the first profiling plan's wall and CPU time (ms), imports excluded.
+_COLD_PLAN = """
+import json, sys, time
+from jetpredict.predictor import service
+t0, c0 = time.perf_counter(), time.process_time()
+service.plan_profiling(sys.argv[1], 4)
+print(json.dumps([(time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3]))
+"""
 
 
 def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float, float]:
@@ -50,6 +63,13 @@ def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float, 
     return statistics.median(wall), min(wall), max(wall), statistics.median(cpu)
 
 
+def cold_plan(device_id: str, repeats: int) -> tuple[float, float]:
+    """Median wall and CPU ms of a process's first ``plan_profiling(device_id, 4)``, each run a fresh one."""
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _COLD_PLAN, device_id], capture_output=True,
+                                      text=True, check=True).stdout.splitlines()[-1]) for _ in range(repeats)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
 def _clients(n: int) -> list[dict[str, str]]:
     """``n`` fleet clients spread over three device types."""
     return [{"id": f"c{i}", "device": ("agx-xavier", "xavier-nx", "nano")[i % 3]} for i in range(n)]
@@ -58,6 +78,8 @@ def _clients(n: int) -> list[dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--cold-repeats", type=int, default=3,
+                        help="fresh processes per device for the cold profiling plans (default 3)")
     parser.add_argument("--write", action="store_true", help="write bench/results/predict_speed.md")
     args = parser.parse_args(argv)
 
@@ -112,10 +134,16 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {n:,} | {med:.1f} | {cpu:.1f} |")
         b = growth_exponent(points)
         lines += ["", f"CPU time ~ {unit}^{b:.2f} ({unit} {sizes[0]:,}-{sizes[-1]:,})."]
+    lines += ["", "service.plan_profiling, budget 4, first call of a fresh process (reference rows read and "
+              "reference workloads fitted):", "", "| device | median ms | median CPU ms |", "|---|---|---|"]
+    for device_id in COLD_DEVICES:
+        med, cpu = cold_plan(device_id, args.cold_repeats)
+        lines.append(f"| {device_id} | {med:.0f} | {cpu:.0f} |")
     header = [
         "# Predictor speed (bench/predict_speed.py)", "",
         f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}; "
-        f"median of {args.repeats} runs after one warm-up (plans and recommendations: fewer runs).",
+        f"median of {args.repeats} runs after one warm-up (plans and recommendations: fewer runs; cold plans: "
+        f"{args.cold_repeats} fresh processes per device).",
         f"First load of the AGX Xavier reference (bundled artifact or in-memory fit): {first_reference_ms:.0f} ms.",
         f"Load average while running: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.",
         "",

@@ -147,12 +147,12 @@ PASS_THROUGH_NUMBERS: dict[str, Field] = {
     for name, doc in PASS_THROUGH_COLUMNS.items() if (unit := doc.split(":")[0]) != "text"}
 
 #: Columns that hold counts (written as whole numbers, not 2.0): the int fields and pass-through columns.
-COUNT_COLUMNS: frozenset[str] = frozenset(f.name for f in (*FIELDS, *PASS_THROUGH_NUMBERS.values())
-                                           if f.kind is int)
+COUNT_COLUMNS: frozenset[str] = frozenset(f.name for f in (*FIELDS, *PASS_THROUGH_NUMBERS.values()) if f.kind is int)
 
 HOST_DEVICE = "host"
 DEFAULT_NUM_WORKERS = 4
-SOURCE_KINDS = ("measured", "simulated", "published")
+SOURCE_KINDS = ("published", "measured", "simulated")  # a row's provenance kinds, most trustworthy first
+UNSAID_SOURCE_KIND = "measured"  # a blank source, or one that starts with no kind
 #: Stall and compute are shares of the epoch; digitised figures round, so allow this much slack.
 COMPONENT_SLACK = 1.10
 #: (parts, whole) of one row: the sum of the parts given is at most COMPONENT_SLACK x the whole. Stall and
@@ -201,8 +201,8 @@ class ProfileRowsError(InputError):
 
 def source_kind(source: object) -> str:
     """``measured`` / ``simulated`` / ``published`` from a ``source`` cell (``published: POMACS ...``)."""
-    text = str(source or "measured").strip().lower()
-    return next((kind for kind in SOURCE_KINDS if text.startswith(kind)), "measured")
+    text = str(source or "").strip().lower()
+    return next((kind for kind in SOURCE_KINDS if text.startswith(kind)), UNSAID_SOURCE_KIND)
 
 
 def known_source(source: object) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -320,12 +321,26 @@ def without_own_sweep(sweeps: pd.DataFrame, workload: str, kind: str) -> pd.Data
 
 
 def read_reference_rows(device_id: str) -> pd.DataFrame | None:
-    """Rows of the most preferred reference CSV of a device (None when it has none)."""
+    """Rows of the most preferred reference CSV of a device (None when it has none); a copy of the
+    file's parse, read once per process (and again when the file changes)."""
     paths = reference_csvs(device_id)
-    return read_profile_csv(paths[0]) if paths else None
+    return _read_once(paths[0]) if paths else None
 
 
 def read_simulated_rows(device_id: str) -> pd.DataFrame | None:
     """The device's simulated sweeps (the workloads every device shares), None when it has none."""
     paths = sorted(REFERENCE_DIR.glob(f"{device_id}-simulated*.csv"))
-    return read_profile_csv(paths[0]) if paths else None
+    return _read_once(paths[0]) if paths else None
+
+
+def _read_once(path: Path) -> pd.DataFrame:
+    # A plan's first call fitted each reference workload without its own sweep, each from a fresh read and
+    # check of the same file; the copy keeps the cached parse safe from callers that edit theirs.
+    stat = path.stat()
+    return _parsed(str(path), stat.st_mtime_ns, stat.st_size).copy()
+
+
+@lru_cache(maxsize=32)
+def _parsed(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
+    """The checked rows of a profile CSV; ``mtime_ns`` and ``size`` only key the cache."""
+    return read_profile_csv(Path(path))

@@ -11,7 +11,7 @@ Units: times in s per epoch, clocks in MHz, term features in 1/GHz (so coefficie
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -19,7 +19,16 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import COLUMNS, DEFAULT_NUM_WORKERS, HOST_DEVICE, MAX_COLUMNS, source_kind
+from jetpredict.models.profile_rows import (
+    COLUMNS,
+    DEFAULT_NUM_WORKERS,
+    HOST_DEVICE,
+    MAX_COLUMNS,
+    MAX_TIME_S,
+    SOURCE_KINDS,
+    UNSAID_SOURCE_KIND,
+    source_kind,
+)
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.optimize import nnls
@@ -32,9 +41,9 @@ MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_powe
 #: backward), ``params`` count, ``param_bytes`` B. ``fit`` reads ``flops_train`` (see ``model``).
 COMPLEXITY_COLUMNS: tuple[str, ...] = ("flops_train", "params", "param_bytes")
 
-#: Epoch times a fit accepts (s): below a millisecond or above ~3 years a row is a unit or typing error,
-#: and the log-space fit would under- or overflow.
-MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, 1e8
+#: Epoch times a fit accepts (s): below a millisecond or above ~3 years (the rows' own ceiling) a row is a
+#: unit or typing error, and the log-space fit would under- or overflow.
+MIN_EPOCH_TIME_S, MAX_EPOCH_TIME_S = 1e-3, MAX_TIME_S
 #: Gibbs sampler of a posterior restricted to non-negative coefficients (:attr:`TermFit.non_negative`):
 #: parallel chains from the fitted point, sweeps discarded then kept (128 x 32 = 4,096 draws), seed 0. The
 #: chains leave a corner of the orthant: 16 sweeps left an aliased pair's SD 9% short of rejection
@@ -44,22 +53,21 @@ NON_NEGATIVE_BURN_IN = 64
 NON_NEGATIVE_SWEEPS = 32
 #: A fit whose every coefficient lies this many SDs above 0 (under 0.2% below it) is left as it is.
 NON_NEGATIVE_SKIP_SDS = 3.0
-#: Provenance kinds from most to least trustworthy.
-SOURCE_TRUST: tuple[str, ...] = ("published", "measured", "simulated")
+#: Provenance kinds from most to least trustworthy (the rows' own list, kept in that order).
+SOURCE_TRUST: tuple[str, ...] = SOURCE_KINDS
 
 
 def least_trusted(kinds: Iterable[str]) -> str:
-    """The least trustworthy of ``published`` / ``measured`` / ``simulated`` (unknown kinds rank last)."""
+    """The least trustworthy of ``published`` / ``measured`` / ``simulated`` (unknown kinds rank last);
+    with none, what a row that says nothing is."""
     rank = {kind: i for i, kind in enumerate(SOURCE_TRUST)}
     kinds = list(kinds)
-    return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else "measured"
+    return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else UNSAID_SOURCE_KIND
 
 
 def source_of(rows: pd.DataFrame) -> str:
     """The provenance kind of a set of rows: the least trustworthy kind present (``measured`` if unsaid)."""
-    if "source" not in rows.columns:
-        return "measured"
-    return least_trusted({source_kind(s) for s in rows["source"]})
+    return least_trusted({source_kind(s) for s in rows["source"]} if "source" in rows.columns else ())
 
 
 class PriorLinearRegression:
@@ -130,28 +138,60 @@ def non_negative_moment(coef: np.ndarray, cov: np.ndarray) -> np.ndarray:
     The chains move along the covariance's principal axes, scaled to unit SD, each step a draw of one axis
     within the interval the orthant leaves: along an aliased pair's long axis a step spans the whole
     segment, where steps along the coefficients' own axes would creep by the short axis's SD."""
-    values, vectors = np.linalg.eigh((cov + cov.T) / 2)
-    keep = values > 1e-12 * max(float(values.max()), 0.0)
-    axes = vectors[:, keep] * np.sqrt(values[keep])  # coefficient change per unit step along each axis
-    rng = np.random.default_rng(0)
-    steps = np.zeros((NON_NEGATIVE_CHAINS, axes.shape[1]))
-    x = np.tile(np.maximum(coef, 0.0), (NON_NEGATIVE_CHAINS, 1))
-    kept = []
-    for sweep in range(NON_NEGATIVE_BURN_IN + NON_NEGATIVE_SWEEPS):
-        for i, axis in enumerate(axes.T):
-            rest = x - steps[:, i, None] * axis  # the coefficients without this axis's step
-            up, down = axis > 0, axis < 0
-            low = np.max(-rest[:, up] / axis[up], axis=1, initial=-np.inf)
-            high = np.min(-rest[:, down] / axis[down], axis=1, initial=np.inf)
-            # The current step lies inside up to rounding: kept inside, the interval is never empty.
-            step = _truncated_standard_normal(np.minimum(low, steps[:, i]), np.maximum(high, steps[:, i]),
-                                              rng.random(NON_NEGATIVE_CHAINS))
-            x = np.maximum(rest + step[:, None] * axis, 0.0)
-            steps[:, i] = step
-        if sweep >= NON_NEGATIVE_BURN_IN:
-            kept.append(x - coef)
-    spread = np.concatenate(kept)
-    return spread.T @ spread / len(spread)
+    return non_negative_moments([(coef, cov)])[0]
+
+
+def non_negative_moments(gaussians: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+    """:func:`non_negative_moment` of each ``(coef, cov)``, every one exactly as alone: the chains of all
+    step in lockstep (one loop of numpy calls instead of one per Gaussian, the loop's cost being the calls),
+    and step ``j`` of each takes the ``j``-th uniforms of the seed-0 stream, as it does alone. Gaussians of
+    fewer coefficients or axes are padded with zero axes, which no step moves and no bound reads."""
+    prepared = []
+    for coef, cov in gaussians:
+        coef = np.asarray(coef, dtype=float)
+        values, vectors = np.linalg.eigh((cov + cov.T) / 2)
+        keep = values > 1e-12 * max(float(values.max()), 0.0)
+        prepared.append((coef, vectors[:, keep] * np.sqrt(values[keep])))  # coefficient change per unit step
+    if not prepared:
+        return []
+    n, chains, sweeps = len(prepared), NON_NEGATIVE_CHAINS, NON_NEGATIVE_BURN_IN + NON_NEGATIVE_SWEEPS
+    n_axes = np.array([a.shape[1] for _, a in prepared])
+    width = max(len(c) for c, _ in prepared)
+    axes = np.zeros((n, max(int(n_axes.max()), 1), width))
+    x = np.zeros((n, chains, width))
+    for g, (coef, a) in enumerate(prepared):
+        axes[g, :a.shape[1], :len(coef)] = a.T
+        x[g, :, :len(coef)] = np.maximum(coef, 0.0)
+    up, down = axes > 0, axes < 0
+    steps = np.zeros((n, chains, axes.shape[1]))
+    kept: list[list[np.ndarray]] = [[] for _ in prepared]
+    rng, every = np.random.default_rng(0), np.arange(n)
+    for j in range(sweeps * int(n_axes.max())):
+        i = j % np.maximum(n_axes, 1)  # each Gaussian's axis at its own step j (it stops at sweeps x axes)
+        axis = axes[every, i][:, None, :]
+        current = steps[every, :, i]
+        rest = x - current[:, :, None] * axis  # the coefficients without this axis's step
+        with np.errstate(divide="ignore", invalid="ignore"):  # zero components: no bound, masked below
+            ratio = -rest / axis
+        low, high = np.full((n, chains), -np.inf), np.full((n, chains), np.inf)
+        for c in range(width):  # column by column: numpy reduces a short last axis slowly
+            low = np.maximum(low, np.where(up[every, i, c][:, None], ratio[:, :, c], -np.inf))
+            high = np.minimum(high, np.where(down[every, i, c][:, None], ratio[:, :, c], np.inf))
+        # The current step lies inside up to rounding: kept inside, the interval is never empty.
+        step = _truncated_standard_normal(np.minimum(low, current), np.maximum(high, current),
+                                          rng.random(chains))
+        x = np.maximum(rest + step[:, :, None] * axis, 0.0)
+        steps[every, :, i] = step
+        sweep_end = (j + 1) % np.maximum(n_axes, 1) == 0
+        for g in np.flatnonzero((n_axes > 0) & sweep_end & (j // np.maximum(n_axes, 1) >= NON_NEGATIVE_BURN_IN)
+                                & (j < sweeps * n_axes)):
+            kept[g].append(x[g, :, :len(prepared[g][0])] - prepared[g][0])
+    moments = []
+    for g, (coef, _) in enumerate(prepared):
+        # No axis to move along: every kept sweep is the start.
+        spread = np.concatenate(kept[g] or [x[g, :, :len(coef)] - coef] * NON_NEGATIVE_SWEEPS)
+        moments.append(spread.T @ spread / len(spread))
+    return moments
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,11 +232,25 @@ class TermFit:
         once a transfer scales the terms by different factors. Sampled (:func:`non_negative_moment`) however
         little of the Gaussian's mass lies inside, so no unrestricted spread leaks back in [E12]; a fit with
         (almost) no mass below 0 is kept as it is. Cached: a model moves to several devices."""
-        if not len(self.terms) or not np.all(np.isfinite(self.cov)):
-            return self
-        if np.all(self.coef > NON_NEGATIVE_SKIP_SDS * np.sqrt(np.maximum(np.diag(self.cov), 0.0))):
-            return self
-        return TermFit(self.terms, self.coef, non_negative_moment(self.coef, self.cov), self.noise_rel)
+        return self if self._restricted_whole else self._restricted(non_negative_moment(self.coef, self.cov))
+
+    @property
+    def _restricted_whole(self) -> bool:
+        """Whether :attr:`non_negative` is the fit itself: no terms, an unusable covariance, or (almost) no
+        mass below 0."""
+        return (not len(self.terms) or not np.all(np.isfinite(self.cov))
+                or bool(np.all(self.coef > NON_NEGATIVE_SKIP_SDS * np.sqrt(np.maximum(np.diag(self.cov), 0.0)))))
+
+    def _restricted(self, moment: np.ndarray) -> TermFit:
+        return TermFit(self.terms, self.coef, moment, self.noise_rel)
+
+
+def restrict_together(fits: Iterable[TermFit]) -> None:
+    """Fill the :attr:`TermFit.non_negative` of ``fits`` in one lockstep run (:func:`non_negative_moments`):
+    the same values as one by one, at a fraction of the cost where a transfer restricts several fits."""
+    todo = list({id(f): f for f in fits if "non_negative" not in f.__dict__ and not f._restricted_whole}.values())
+    for fit, moment in zip(todo, non_negative_moments([(f.coef, f.cov) for f in todo]), strict=True):
+        fit.__dict__["non_negative"] = fit._restricted(moment)  # where cached_property keeps its value
 
 
 def fit_terms(x: np.ndarray, y: np.ndarray, scale: np.ndarray, terms: tuple[str, ...], prior_mean=None,

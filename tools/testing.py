@@ -1,4 +1,5 @@
-"""A real ``jetpredict serve`` process on a free loopback port, for tests and benchmarks.
+"""A real ``jetpredict serve`` process on a free loopback port, and published profile rows as a JSON client
+sends them, for tests and benchmarks.
 
 Scaffolding of the repository, not of the package: it is not installed, and it uses dev-only packages
 (``requests`` in :func:`mixed_load`). Tests import it as ``tools.testing`` (pytest puts the repository root
@@ -8,6 +9,7 @@ on ``sys.path``); benches add the root themselves.
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import signal
@@ -22,6 +24,33 @@ from pathlib import Path
 #: How long a started server may take to answer /healthz (s): a liveness guard, not a speed check (a server that
 #: exits fails at once; bench/api_boots.py measures boots). Cold page caches took 13 s on the 2-core machine.
 STARTUP_TIMEOUT_S = 60.0
+
+
+def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet", n: int = 4) -> list[dict]:
+    """``n`` published AGX Xavier rows of ``workload``, relabelled as the new workload ``as_id``, as a JSON
+    client sends them (:func:`json_row`)."""
+    from jetpredict.models.paths import data_path
+
+    with (data_path("reference") / "agx-xavier-published.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["workload"] == workload]
+    return [{**json_row(r), "workload": as_id} for r in rows[:n]]
+
+
+def json_row(record: dict[str, str]) -> dict[str, object]:
+    """A CSV record as a JSON row: numeric columns as numbers (counts as ints), an empty cell as None."""
+    from jetpredict.api.schemas import ROW_CELL_TYPES
+    from jetpredict.models.profile_rows import FIELD_BY_NAME
+
+    out: dict[str, object] = {}
+    for column, text in record.items():
+        if text == "" or text is None:
+            out[column] = None
+        elif ROW_CELL_TYPES.get(column, "string") == "string":
+            out[column] = text
+        else:
+            kind = FIELD_BY_NAME[column].kind if column in FIELD_BY_NAME else None
+            out[column] = int(float(text)) if kind is int else float(text)
+    return out
 
 
 def free_port() -> int:

@@ -1,45 +1,18 @@
-"""Helpers shared by the HTTP service tests and benches: API key, published profile rows."""
+"""Helpers shared by the HTTP service tests: API key, and the published profile rows of ``tools.testing``
+(which the benches import too)."""
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
 import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
-from jetpredict import models
+from tools.testing import json_row, published_rows  # noqa: F401 (the tests import them from here)
 
 API_KEY = "test-key-1"
-REFERENCE_CSV = Path(models.__file__).parent / "reference" / "agx-xavier-published.csv"
-
-
-def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet", n: int = 4) -> list[dict]:
-    """``n`` published AGX Xavier rows of ``workload``, relabelled as the new workload ``as_id``, as a JSON
-    client sends them (:func:`json_row`)."""
-    with REFERENCE_CSV.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["workload"] == workload]
-    return [{**json_row(r), "workload": as_id} for r in rows[:n]]
-
-
-def json_row(record: dict[str, str]) -> dict[str, object]:
-    """A CSV record as a JSON row: numeric columns as numbers (counts as ints), an empty cell as None."""
-    from jetpredict.api.schemas import ROW_CELL_TYPES
-    from jetpredict.models.profile_rows import FIELD_BY_NAME
-
-    out: dict[str, object] = {}
-    for column, text in record.items():
-        if text == "" or text is None:
-            out[column] = None
-        elif ROW_CELL_TYPES.get(column, "string") == "string":
-            out[column] = text
-        else:
-            kind = FIELD_BY_NAME[column].kind if column in FIELD_BY_NAME else None
-            out[column] = int(float(text)) if kind is int else float(text)
-    return out
 
 
 def without_power(rows: list[dict]) -> list[dict]:

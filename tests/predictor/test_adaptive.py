@@ -13,12 +13,12 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import adaptive as A
 from jetpredict.predictor import decision as D
-from jetpredict.predictor import replay as R
 from jetpredict.predictor import service
 from jetpredict.predictor.model import z_of
 from jetpredict.predictor.reference import build_reference
 
 from jetpredict.cli import main
+from tools import replay as R
 
 REAL_CSV = Path(__file__).resolve().parents[2] / "models" / "reference" / "agx-xavier-published.csv"
 

@@ -1,5 +1,6 @@
-"""Replaying a measured sweep as a device: the adaptive loop (:mod:`.adaptive`) run on real data, where each
-mode it asks for answers with the sweep's row (``bench/adaptive_replay.py``, the tests)."""
+"""Replaying a measured sweep as a device: the adaptive loop (``predictor.adaptive``) run on real data, where
+each mode it asks for answers with the sweep's row. Scaffolding for ``bench/adaptive_replay.py`` and the
+tests, not part of the package."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.catalogue import MODE_FIELDS, SAME_CLOCK_REL
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.adaptive import AdaptiveChooser
 
 
 class SweepReplay:
     """A "device" whose profiled rows come from a measured sweep: asking for a mode returns the sweep's
-    row at the same knobs (within 0.1%), so the adaptive loop can be replayed on real data."""
+    row at the same knobs (within :data:`~models.catalogue.SAME_CLOCK_REL`), so the adaptive loop can be
+    replayed on real data."""
 
     def __init__(self, sweep: pd.DataFrame) -> None:
         if sweep.empty:
@@ -29,7 +31,7 @@ class SweepReplay:
 
     def measure(self, mode: Mapping[str, Any]) -> dict[str, Any]:
         want = np.array([float(mode[k]) for k in MODE_FIELDS])
-        hit = np.flatnonzero(np.all(np.abs(self._knobs / want - 1.0) <= 1e-3, axis=1))
+        hit = np.flatnonzero(np.all(np.abs(self._knobs / want - 1.0) <= SAME_CLOCK_REL, axis=1))
         if hit.size == 0:
             raise InputError(f"mode {mode.get('mode')!r} ({want.tolist()}) is not in the sweep", "mode")
         return self.sweep.iloc[int(hit[0])].to_dict()

@@ -1,0 +1,40 @@
+"""The non-negative restriction sampled for several fits at once gives each fit's own values, bit for bit;
+the provenance kinds and the epoch-time ceiling are the rows' own."""
+
+from __future__ import annotations
+
+import numpy as np
+from jetpredict.models import profile_rows
+from jetpredict.predictor import terms
+
+
+def _gaussians() -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(5)
+    out = []
+    for p in (3, 4, 5, 1):
+        a = rng.normal(size=(p, p))
+        out.append((np.abs(rng.normal(size=p)) * 0.3, a @ a.T))
+    out.append((np.array([0.1, 0.2]), 100 * np.array([[1.0, -0.995], [-0.995, 1.0]])))  # an aliased pair
+    out.append((np.array([1.0, 2.0]), np.zeros((2, 2))))  # no axis to move along
+    return out
+
+
+def test_moments_sampled_together_equal_each_alone():
+    together = terms.non_negative_moments(_gaussians())
+    for (coef, cov), moment in zip(_gaussians(), together, strict=True):
+        assert np.array_equal(moment, terms.non_negative_moment(coef, cov))
+
+
+def test_restrict_together_fills_each_fits_own_restriction():
+    fits = [terms.TermFit(tuple(f"t{i}" for i in range(len(c))), c, v, 0.02) for c, v in _gaussians()]
+    alone = [terms.TermFit(f.terms, f.coef, f.cov, f.noise_rel).non_negative for f in fits]
+    terms.restrict_together(fits)
+    for fit, own in zip(fits, alone, strict=True):
+        assert "non_negative" in fit.__dict__ or fit._restricted_whole  # filled without sampling it again
+        assert np.array_equal(fit.non_negative.cov, own.cov)
+
+
+def test_trust_order_and_ceiling_are_the_rows_own():
+    assert terms.SOURCE_TRUST is profile_rows.SOURCE_KINDS
+    assert terms.MAX_EPOCH_TIME_S is profile_rows.MAX_TIME_S
+    assert terms.least_trusted([]) == profile_rows.source_kind(None)
