@@ -93,7 +93,3 @@ class Metrics:
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
         return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-
-
-def metrics_of(app: Flask) -> Metrics:
-    return app.extensions["jetpredict_metrics"]

@@ -18,6 +18,7 @@ from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import (
     FIELDS,
     MAX_CELL_CHARS,
+    MAX_TIME_S,
     PASS_THROUGH_COLUMNS,
     PASS_THROUGH_NUMBERS,
     SOURCE_KINDS,
@@ -33,7 +34,10 @@ IDEMPOTENCY_KEY_RULE = "must be printable ASCII without spaces (e.g. a UUID)"
 MAX_DEADLINE_S = 10 * 365 * 86400.0
 #: Power and epoch-time caps above these (W, s) constrain nothing; the bound keeps the schema tight.
 MAX_POWER_CAP_W = 10_000.0
-MAX_TIME_CAP_S = 1e8
+MAX_TIME_CAP_S = MAX_TIME_S  # the longest epoch a profile row may hold
+#: Power modes in one page of ``GET /v1/devices/{id}/power-modes`` (the client's ``iter_power_modes`` asks
+#: for this many).
+MAX_POWER_MODES_PAGE = 10_000
 MAX_OFFSET = 2**31 - 1  # paging offsets go to SQL as 64-bit integers; keep them far inside
 OBJECTIVES = tuple(OBJECTIVE_COLUMNS)  # defined once, in predictor.limits
 #: JSON answer layouts of POST /v1/predictions (api.answers).
@@ -261,7 +265,7 @@ class PowerModeSchema(ModeSchema):
 class PowerModesQuerySchema(QuerySchema):
     space = fields.String(load_default="presets", validate=validate.OneOf(("presets", "all")),
                           metadata={"description": "presets, or all custom modes (paged)"})
-    limit = fields.Integer(load_default=100, validate=validate.Range(1, 10_000))
+    limit = fields.Integer(load_default=100, validate=validate.Range(1, MAX_POWER_MODES_PAGE))
     offset = fields.Integer(load_default=0, validate=validate.Range(0, MAX_OFFSET))
 
 

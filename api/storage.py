@@ -446,13 +446,6 @@ class Storage:
             return conn.execute(workloads.update().values(fit=dict(fit)).where(
                 workloads.c.id == workload_id, workloads.c.revision == revision)).rowcount == 1
 
-    def count_rows(self, workload_id: str | None = None) -> int:
-        query = sa.select(sa.func.count()).select_from(profile_rows)
-        if workload_id is not None:
-            query = query.where(profile_rows.c.workload_id == workload_id)
-        with self.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
-
     # -- writes ------------------------------------------------------------------------------------
     def find_idempotent(self, keys: Sequence[str]) -> dict[str, tuple[str, dict]]:
         """``{key: (request_sha256, response)}`` of those of ``keys`` an upload was made under."""

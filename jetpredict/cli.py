@@ -19,6 +19,7 @@ from jetpredict import __version__
 from jetpredict.models.catalogue import MODE_FIELDS, list_devices, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import FORMATS, write_table
+from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 
 
 def _devices(args: argparse.Namespace) -> int:
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jetpredict {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
     _register_devices(sub)
-    profiler_cli.register(sub, adaptive=_adaptive_chooser)
+    profiler_cli.register(sub, adaptive=_adaptive_chooser, rules=profiler_cli.AdaptiveRules(
+        tuple(OBJECTIVES), DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN))
     status_cli.register(sub)
     predictor_cli.register(sub)
     serve_cli.register(sub)

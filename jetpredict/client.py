@@ -333,7 +333,9 @@ class Client:
 
     def iter_power_modes(self, device: str, space: str = "all", page_size: int = 10_000
                          ) -> Iterator[dict[str, Any]]:
-        """Every mode of ``space`` on ``device``, page after page."""
+        """Every mode of ``space`` on ``device``, page after page (by default the service's largest page,
+        ``api.schemas.MAX_POWER_MODES_PAGE``: this module imports only the standard library, so
+        tests/test_values_defined_once.py holds the two equal)."""
         offset = 0
         while True:
             page = self.power_modes(device, space, limit=page_size, offset=offset)
@@ -398,7 +400,7 @@ class Client:
         return self.request("POST", "/v1/predictions", json=_drop_none(body), safe=True)
 
     def recommendations(self, workload: str | Mapping[str, Any] | Sequence[Mapping[str, Any]],
-                        objective: str = "min-energy", *, device: str | None = None,
+                        objective: str, *, device: str | None = None,
                         max_power_w: float | None = None, max_epoch_time_s: float | None = None,
                         epochs: int | None = None, confidence: float | None = None,
                         **fields: Any) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from jetpredict.predictor import planning, service
 from jetpredict.predictor.bundled import fit_workload, load_reference
 from jetpredict.predictor.constants import INTERVAL_NOISE_FLOOR
 from jetpredict.predictor.decision import Decision, Goal, decide, unreachable_caps
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, OBJECTIVES
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.reference import DeviceReference
 
@@ -60,12 +60,6 @@ DESIGN_FILLERS = 2
 #: the interval scales of the memory-waiting twin, 0.12 stopped it 4.1% off on an unprofiled pick, so the
 #: loop now also measures the pick before it stops (12 of 12 within 3%, at most 6 modes).
 DEFAULT_TARGET_WIDTH = 0.12
-#: ... and the loop stops only once no rival's expected gain over the recommended mode exceeds this share of
-#: its objective (E[max(0, ln best - ln rival)], the rival meeting the caps once profiled, by its interval's
-#: upper end as ``recommend`` holds them: :func:`.decision._meets_caps`): a narrow interval on a mode
-#: that another, unprofiled mode probably beats is not a decision (one profiled mode is always "narrow").
-#: Two modes predicted alike, each with the 3% noise floor, expect ~1.7%: below the bar, so near-ties stop.
-MAX_RIVAL_GAIN = 0.03
 #: Modes profiled before the first fit when the caller gives none: the first modes of the D-optimal plan.
 START_MODES = 2
 #: Prediction columns a pseudo-row fills when the workload's own rows measure them.

@@ -43,6 +43,12 @@ class AliasWidening:
     #: True when the control was a mode on the pair's line; False: the fit itself (no such mode).
     on_line_control: bool = True
 
+    @property
+    def pinned(self) -> bool:
+        """True when separating the pair would not narrow the median interval of any output (every median
+        ratio <= 1): the profiled modes and the prior already pin the split."""
+        return all(self.median[o] <= 1.0 for o in WIDENED_OUTPUTS)
+
     def describe(self) -> str:
         m = self.separating_mode
         where = (f"{m['mode']}: {int(m['cpu_cores'])} cores, CPU {m['cpu_mhz']:g}, GPU {m['gpu_mhz']:g}, "
@@ -50,9 +56,13 @@ class AliasWidening:
         kept = ("one more mode that keeps them together leaves" if self.on_line_control else
                 "the fit as it stands has (no unprofiled mode keeps them together, so this also counts what "
                 "any one more mode gains)")
-        return (f"{self.knobs[0]} with {self.knobs[1]}: {kept} time intervals {self.median['epoch_time_s']:.2f}x "
-                f"as wide (median over the device's modes; up to {self.largest['epoch_time_s']:.2f}x), energy "
-                f"{self.median['epoch_energy_j']:.2f}x, as one mode that separates them ({where})")
+        # A ratio <= 1 is no cost: saying the intervals widen would be false.
+        verdict = ("the profiled modes already pin the split (no wider intervals at the median): "
+                   if self.pinned else "")
+        return (f"{self.knobs[0]} with {self.knobs[1]}: {verdict}{kept} time intervals "
+                f"{self.median['epoch_time_s']:.2f}x as wide (median over the device's modes; up to "
+                f"{self.largest['epoch_time_s']:.2f}x), energy {self.median['epoch_energy_j']:.2f}x, as one mode "
+                f"that separates them ({where})")
 
 
 def _line_geometry(rows: pd.DataFrame, pair: tuple[str, str], candidates: pd.DataFrame,

@@ -30,6 +30,8 @@ from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     DEFAULT_OBJECTIVE,
     MAX_PLAN_BUDGET,
+    MIN_CLOCK_SHARE,
+    MIN_CORES,
     OBJECTIVES,
     percent,
 )
@@ -148,6 +150,11 @@ def _out_format(fmt: str | None, out: str | None) -> str:
     return OUT_FORMATS.get(Path(out).suffix.lower(), "table") if out else "table"
 
 
+def planning_region() -> str:
+    """``plan``'s default candidates in words."""
+    return f"the planning region (every clock >= {MIN_CLOCK_SHARE:.0%} of its maximum, >= {MIN_CORES} cores)"
+
+
 def _plan(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
 
@@ -168,8 +175,8 @@ def _plan(args: argparse.Namespace) -> int:
         plan = service.plan_profiling(args.device, args.budget, candidates)
     _log(f"{args.device}: {plan.summary()}")
     if candidates is None:
-        _log("candidates: the planning region (every clock >= 50% of its maximum, >= 2 cores); modes outside "
-             "it extrapolate -- give --candidates with the modes you will query to plan for them")
+        _log(f"candidates: {planning_region()}; modes outside it extrapolate -- give --candidates with the "
+             "modes you will query to plan for them")
     # The time estimate is a prediction: what it rests on travels in columns, as in every verb's answer
     # (the least trusted over the models it took the slowest of, as a fleet plan's over its devices).
     device = resolve_device(args.device)
@@ -255,8 +262,9 @@ def _log_aliased(model) -> None:
     """Say which knobs' effects the profiled modes do not separate (their split is the prior's)."""
     aliased = model.aliased_knobs()
     if aliased:
-        _log("aliased knobs (the profiled modes do not separate their effects; predictions along them rest on "
-             "the reference and have wider intervals): " + ", ".join(f"{k} ({why})" for k, why in aliased.items()))
+        # No claim on the intervals here: `fit` measures what each pair costs them, and it can be nothing.
+        _log("aliased knobs (the profiled modes do not separate their effects; predictions along them take "
+             "their split from the reference): " + ", ".join(f"{k} ({why})" for k, why in aliased.items()))
 
 
 #: ``--epochs N`` columns under honest names: the time (s) and energy (J) of training N epochs -- nothing
@@ -437,8 +445,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="choose which power modes to profile (first, or next with --after)")
     p.add_argument("--device", required=True)
     p.add_argument("--candidates", help="CSV or JSON of candidate modes: the modes you will query (default: "
-                   "the device's modes with every clock >= 50%% of its maximum and >= 2 cores; with --after, "
-                   "every mode of the device)")
+                   f"{planning_region().replace('%', '%%')}; with --after, every mode of the device)")
     p.add_argument("--budget", type=int, help=f"number of modes to profile, 1 to {MAX_PLAN_BUDGET} (required "
                    "without --after; with it, default 1)")
     p.add_argument("--after", help="profile rows measured so far: propose the next mode(s) that most narrow "

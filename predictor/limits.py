@@ -13,6 +13,17 @@ OBJECTIVES: dict[str, str] = {"min-time": "epoch_time_s", "min-energy": "epoch_e
 PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "profiled_modes", "model_version")
 #: The objective when none is given (``plan --after``, ``profile --adaptive``).
 DEFAULT_OBJECTIVE = "min-time"
+#: ``plan``'s default candidate region (:mod:`jetpredict.predictor.planning`): every clock at least this share
+#: of its maximum, at least this many cores online.
+MIN_CLOCK_SHARE = 0.5
+MIN_CORES = 2
+#: Adaptive profiling (``profile --adaptive``) stops only once no rival's expected gain over the recommended
+#: mode exceeds this share of its objective (E[max(0, ln best - ln rival)], the rival meeting the caps once
+#: profiled, by its interval's upper end as ``recommend`` holds them: ``decision._meets_caps``): a narrow
+#: interval on a mode that another, unprofiled mode probably beats is not a decision (one profiled mode is
+#: always "narrow"). Two modes predicted alike, each with the 3% noise floor, expect ~1.7%: below the bar,
+#: so near-ties stop.
+MAX_RIVAL_GAIN = 0.03
 #: Modes in one user-supplied table or request. The largest catalogue space (AGX Xavier) has 29,232
 #: modes; a table far larger is a mistake or abuse, and would cost seconds of work per request.
 MAX_MODES = 50_000

@@ -65,14 +65,12 @@ from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
 from jetpredict.predictor import features as F
 from jetpredict.predictor.bundled import DERIVE_FROM, fit_workload, load_reference, predict_modes
+from jetpredict.predictor.limits import MIN_CLOCK_SHARE, MIN_CORES
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.reference import read_reference_rows
 
 #: Prior precision added to X'X (in units of one scaled observation); small: the data dominate.
 RIDGE = 1e-3
-#: Default candidate region (see the module docstring): share of each clock's maximum, cores online.
-MIN_CLOCK_SHARE = 0.5
-MIN_CORES = 2
 MAX_EXCHANGE_PASSES = 10
 RESTARTS = 4  # local search: a few starts avoid most poor local optima
 #: Columns the plan's design adds to the model's time terms (see :func:`design_matrix`).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 #: ``profile --adaptive``: (catalogue id, start modes or None, **flags) -> a ModeChooser
@@ -18,6 +19,37 @@ from typing import Any
 AdaptiveFactory = Callable[..., Any]
 #: Flags of ``profile --adaptive`` passed to the chooser when given (flag dest -> chooser keyword).
 ADAPTIVE_OPTIONS = ("objective", "max_power_w", "max_epoch_time_s", "confidence", "target_width")
+
+
+@dataclass(frozen=True)
+class AdaptiveRules:
+    """What the chooser of ``profile --adaptive`` takes and when it stops, for the flags' choices and help:
+    the command line passes the predictor's, which the profiler does not import (without them the help
+    names none, and the chooser still refuses a bad ``--objective`` before profiling)."""
+
+    objectives: tuple[str, ...]
+    default_objective: str
+    #: Share of the objective by which no unprofiled mode may be expected to beat the pick at the stop.
+    max_rival_gain: float
+
+
+def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> None:
+    """``--target-width`` and ``--objective``, their help from ``rules`` where given."""
+    # argparse %-formats help: a literal percent sign is written %%.
+    rival = (f"{rules.max_rival_gain * 100:g}%% of the objective" if rules else "a small share of the "
+             "objective (the predictor's)")
+    a.add_argument("--target-width", type=float, help="the loop stops once three things hold: the recommended "
+                   "mode's time interval is narrower than this share of its point, (high - low) / point "
+                   f"(default: the predictor's); no unprofiled mode is expected to beat it by more than {rival}; "
+                   "and the recommended mode itself is profiled (it is measured to confirm the stop if it was "
+                   "not). It stops too at --budget modes, once every candidate is profiled, or when no mode "
+                   "can meet the caps")
+    if rules is None:
+        a.add_argument("--objective", help="the decision to narrow, one of the predictor's objectives "
+                       "(default: the predictor's)")
+    else:
+        a.add_argument("--objective", choices=rules.objectives, help="the decision to narrow (default "
+                       f"{rules.default_objective})")
 
 
 def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
@@ -107,9 +139,10 @@ def _restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None = None) -> None:
+def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None = None,
+             rules: AdaptiveRules | None = None) -> None:
     """Register ``restore``, ``profile`` and ``apply``; ``adaptive`` builds the chooser of
-    ``profile --adaptive`` (without it that flag is refused)."""
+    ``profile --adaptive`` (without it that flag is refused), ``rules`` say what it takes and when it stops."""
     r = sub.add_parser(
         "restore", help="put back the power mode an interrupted run changed",
         description="After a profiling run was killed (SIGKILL, OOM, crash, reboot), restore the original "
@@ -163,9 +196,7 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     a.add_argument("--adaptive", action="store_true", help="choose each next mode from the rows so far")
     a.add_argument("--budget", type=int, help="most modes to profile (required with --adaptive; at least the "
                    "--modes profiled first)")
-    a.add_argument("--target-width", type=float, help="stop once the recommended mode's time interval is "
-                   "narrower than this share of its point, (high - low) / point (default: the predictor's)")
-    a.add_argument("--objective", help="min-time | min-energy (default min-time)")
+    _adaptive_flags(a, rules)
     a.add_argument("--max-power-w", type=float, help="W; met by the upper end of the power interval")
     a.add_argument("--max-epoch-time-s", type=float, help="s; met by the upper end of the time interval")
     a.add_argument("--confidence", type=float, help="level of the intervals (default: the predictor's)")

@@ -15,11 +15,20 @@ import numpy as np
 from jetpredict.profiler.power_defaults import MIN_SAMPLER_HZ as MIN_SAMPLER_HZ  # re-exported, Hz
 from jetpredict.profiler.power_defaults import NO_METER, NO_SENSOR_REASON
 
-#: Domains a meter can measure: what the reading is the power *of*.
-DOMAINS = ("module", "gpu", "cpu_package")
+#: Domains a meter can measure, what the reading is the power *of*: the Jetson module, a discrete GPU board,
+#: a CPU package.
+MODULE_DOMAIN, GPU_DOMAIN, CPU_PACKAGE_DOMAIN = "module", "gpu", "cpu_package"
+DOMAINS = (MODULE_DOMAIN, GPU_DOMAIN, CPU_PACKAGE_DOMAIN)
 
 #: MLPerf Power asks for at least 1 Hz (:data:`MIN_SAMPLER_HZ`) and 60 samples per measured window.
 MIN_SAMPLES_PER_WINDOW = 60
+
+
+def checked_domain(domain: str) -> str:
+    """``domain`` if it is one of :data:`DOMAINS`, else ValueError naming the rule."""
+    if domain not in DOMAINS:
+        raise ValueError(f"domain {domain!r} must be one of {', '.join(DOMAINS)}")
+    return domain
 
 
 class PowerReadError(RuntimeError):
@@ -34,7 +43,7 @@ class PowerMeter(ABC):
     """
 
     name: str = "abstract"
-    domain: str = "module"
+    domain: str = MODULE_DOMAIN
 
     @property
     def available(self) -> bool:
@@ -77,10 +86,10 @@ class PowerMeter(ABC):
 class NullPowerMeter(PowerMeter):
     """No sensor: ``name`` is ``none: <reason>`` and every reading is unknown."""
 
-    def __init__(self, reason: str = NO_SENSOR_REASON, domain: str = "module") -> None:
+    def __init__(self, reason: str = NO_SENSOR_REASON, domain: str = MODULE_DOMAIN) -> None:
         self.reason = reason
         self.name = f"none: {reason}"
-        self.domain = domain
+        self.domain = checked_domain(domain)
 
     @property
     def available(self) -> bool:
@@ -102,7 +111,7 @@ class PowerTrace:
     times_s: np.ndarray
     power_w: np.ndarray
     meter_name: str = NO_METER
-    domain: str = "module"
+    domain: str = MODULE_DOMAIN
     hz: float = 0.0
     read_errors: int = 0
     last_error: str | None = None
@@ -110,6 +119,7 @@ class PowerTrace:
     energy_counter_j: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        checked_domain(self.domain)
         self.times_s = np.asarray(self.times_s, dtype=float)
         self.power_w = np.asarray(self.power_w, dtype=float)
         if self.times_s.shape != self.power_w.shape or self.times_s.ndim != 1:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jetpredict.profiler.power.base import NullPowerMeter, PowerMeter
+from jetpredict.profiler.power.base import CPU_PACKAGE_DOMAIN, NullPowerMeter, PowerMeter
 from jetpredict.profiler.power.ina3221 import Ina3221Meter
 from jetpredict.profiler.power.nvml import NvmlMeter
 from jetpredict.profiler.power.rapl import RaplMeter
-from jetpredict.profiler.power.tegrastats import TegrastatsMeter
+from jetpredict.profiler.power.tegrastats import DEFAULT_INTERVAL_MS, TegrastatsMeter
 from jetpredict.profiler.power_defaults import NO_SENSOR_REASON
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ def _gpu(device_id: str | None) -> dict[str, Any] | None:
     return None
 
 
-def detect_power_meter(device_id: str | None = None, tegrastats_interval_ms: int = 100) -> PowerMeter:
+def detect_power_meter(device_id: str | None = None, tegrastats_interval_ms: int = DEFAULT_INTERVAL_MS) -> PowerMeter:
     """The best available meter of the training device's power.
 
     ``device_id`` is a catalogue id (``orin-nx``: picks that board's rail rule), a CUDA device as torch
@@ -68,4 +68,4 @@ def detect_cpu_package_meter() -> PowerMeter:
     try:
         return RaplMeter()
     except LookupError as err:
-        return NullPowerMeter(str(err).removeprefix("rapl: "), domain="cpu_package")
+        return NullPowerMeter(str(err).removeprefix("rapl: "), domain=CPU_PACKAGE_DOMAIN)

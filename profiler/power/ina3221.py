@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jetpredict.profiler import sysfs
-from jetpredict.profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler.power.base import MODULE_DOMAIN, PowerMeter, PowerReadError
 from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
 
 HWMON_LABEL_GLOBS = ("/sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*/in*_label",)
@@ -79,7 +79,7 @@ def find_channels() -> list[Ina3221Channel]:
 class Ina3221Meter(PowerMeter):
     """Module power from INA3221 rails: one total rail, or the sum of rails on boards without one."""
 
-    domain = "module"
+    domain = MODULE_DOMAIN
 
     def __init__(self, channels: list[Ina3221Channel], total: tuple[str, ...]) -> None:
         by_label = {c.label: c for c in channels}

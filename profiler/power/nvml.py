@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from types import ModuleType
 
-from jetpredict.profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler.power.base import GPU_DOMAIN, PowerMeter, PowerReadError
 
 _init_lock = threading.Lock()
 
@@ -48,7 +48,7 @@ class NvmlMeter(PowerMeter):
     ``cuda:N``: torch's numbering, found by its UUID) when given, else NVML's GPU ``index``;
     ``LookupError`` when NVML or that GPU is missing -- never another GPU in its place."""
 
-    domain = "gpu"
+    domain = GPU_DOMAIN
 
     def __init__(self, index: int = 0, nvml: ModuleType | None = None, *, cuda_device: str | None = None) -> None:
         try:

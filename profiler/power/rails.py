@@ -25,7 +25,6 @@ class BoardRails:
     """
 
     board: str
-    soc: str
     rails: tuple[str, ...]
     total: tuple[str, ...]
     aliases: tuple[tuple[str, str], ...] = ()
@@ -37,26 +36,26 @@ class BoardRails:
 
 BOARDS: dict[str, BoardRails] = {b.board: b for b in (
     # Nano (porg), 6-0040: POM_5V_IN is the 5 V module input; GPU and CPU rails hang below it.
-    BoardRails("nano", "T210", ("POM_5V_IN", "POM_5V_GPU", "POM_5V_CPU"), ("POM_5V_IN",),
+    BoardRails("nano", ("POM_5V_IN", "POM_5V_GPU", "POM_5V_CPU"), ("POM_5V_IN",),
                aliases=(("VDD_IN", "POM_5V_IN"), ("VDD_GPU", "POM_5V_GPU"), ("VDD_CPU", "POM_5V_CPU"))),
     # Xavier NX (jakku), 7-0040.
-    BoardRails("xavier-nx", "T194", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",),
+    BoardRails("xavier-nx", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",),
                aliases=(("5V_IN", "VDD_IN"), ("VDD_CPU_GPU", "VDD_CPU_GPU_CV"))),
     # AGX Xavier (galen), 1-0040 + 1-0041: no module-input rail; the six channels add up to the module.
-    BoardRails("agx-xavier", "T194", ("GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"),
+    BoardRails("agx-xavier", ("GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"),
                ("GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"),
                aliases=(("VDD_GPU", "GPU"), ("VDD_CPU", "CPU"), ("VDD_SOC", "SOC"), ("VDD_CV", "CV"),
                         ("VDD_DDRQ", "VDDRQ"), ("DDR", "VDDRQ"), ("VDD_SYS5V", "SYS5V"))),
     # AGX Orin, 1-0040 + 1-0041: no module-input rail; VDDQ_VDD2_1V8AO is fed by VIN_SYS_5V0.
-    BoardRails("orin-agx", "T234", ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"),
+    BoardRails("orin-agx", ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"),
                ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0")),
     # Orin NX and Orin Nano share the P3767 carrier layout, 1-0040.
-    BoardRails("orin-nx", "T234", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",)),
-    BoardRails("orin-nano", "T234", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",)),
+    BoardRails("orin-nx", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",)),
+    BoardRails("orin-nano", ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_IN",)),
     # TX2 (quill), module rails on 0x40/0x41; VDD_MUX on 0x42 feeds the carrier, in parallel.
     # L4T 28 printed the older names (VDD_CPU, VDD_GPU, ...), kept as aliases.
-    BoardRails("tx2", "T186", ("VDD_SYS_GPU", "VDD_SYS_SOC", "VDD_4V0_WIFI", "VDD_IN", "VDD_SYS_CPU",
-                               "VDD_SYS_DDR"), ("VDD_IN",),
+    BoardRails("tx2", ("VDD_SYS_GPU", "VDD_SYS_SOC", "VDD_4V0_WIFI", "VDD_IN", "VDD_SYS_CPU",
+                       "VDD_SYS_DDR"), ("VDD_IN",),
                aliases=(("VDD_GPU", "VDD_SYS_GPU"), ("VDD_SOC", "VDD_SYS_SOC"), ("VDD_WIFI", "VDD_4V0_WIFI"),
                         ("VDD_CPU", "VDD_SYS_CPU"), ("VDD_DDR", "VDD_SYS_DDR"))),
 )}

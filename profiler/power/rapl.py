@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jetpredict.profiler import sysfs
-from jetpredict.profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler.power.base import CPU_PACKAGE_DOMAIN, PowerMeter, PowerReadError
 
 ZONE_GLOB = "/sys/class/powercap/intel-rapl:*"
 
@@ -43,7 +43,7 @@ def find_package_zones() -> list[tuple[str, Path, int]]:
 class RaplMeter(PowerMeter):
     """Sum of all CPU packages: ``rapl:package-0`` or ``rapl:sum(package-0,package-1)``."""
 
-    domain = "cpu_package"
+    domain = CPU_PACKAGE_DOMAIN
 
     def __init__(self) -> None:
         found = find_package_zones()

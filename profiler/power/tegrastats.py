@@ -17,8 +17,11 @@ from typing import Any
 
 from jetpredict.models.catalogue import device_ids, list_devices, load_device
 from jetpredict.profiler import sysfs
-from jetpredict.profiler.power.base import PowerMeter, PowerReadError
+from jetpredict.profiler.power.base import MODULE_DOMAIN, PowerMeter, PowerReadError
 from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
+
+#: ``tegrastats --interval``, ms: one reading every 100 ms (10 Hz), what the default sampler reads.
+DEFAULT_INTERVAL_MS = 100
 
 _TIMESTAMP = re.compile(r"^\s*(\d{2}-\d{2}-\d{4} \d{2}:\d{2}:\d{2})\s+")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")
@@ -95,9 +98,9 @@ class TegrastatsMeter(PowerMeter):
     module can draw (:func:`plausible_reading_max_w`: a torn or garbled line) is skipped like a stray line.
     """
 
-    domain = "module"
+    domain = MODULE_DOMAIN
 
-    def __init__(self, interval_ms: int = 100, board: str | None = None, executable: str | None = None,
+    def __init__(self, interval_ms: int = DEFAULT_INTERVAL_MS, board: str | None = None, executable: str | None = None,
                  first_line_timeout_s: float = 5.0) -> None:
         exe = executable or sysfs.which("tegrastats")
         if exe is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from jetpredict.profiler.power.base import PowerMeter, PowerTrace
+from jetpredict.profiler.power.base import MODULE_DOMAIN, PowerMeter, PowerTrace
 from jetpredict.profiler.sim.controller import SimulatedDevice
 from jetpredict.profiler.sim.physics import DevicePhysics
 
@@ -22,7 +22,7 @@ class SimulatedPowerMeter(PowerMeter):
     recorded at ``hz``).
     """
 
-    domain = "module"
+    domain = MODULE_DOMAIN
 
     def __init__(self, state: SimulatedDevice, physics: DevicePhysics, seed: int = 0) -> None:
         self.state = state

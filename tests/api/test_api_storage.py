@@ -30,7 +30,7 @@ def test_upload_revisions_and_conflicts(storage):
         add(storage, "w", [{"a": 3}], 0)  # "new" workload that exists
     with pytest.raises(RevisionConflict):
         add(storage, "w", [{"a": 3}], 5)  # stale revision
-    assert storage.revision("w") == 1 and storage.count_rows("w") == 2
+    assert storage.load_rows("w") == (1, [{"a": 1}, {"a": 2}])
     rec = add(storage, "w", [{"a": 3}], 1)
     assert rec.revision == 2 and storage.load_rows("w") == (2, [{"a": 1}, {"a": 2}, {"a": 3}])
     assert storage.revision("missing") is None and storage.load_rows("missing") == (None, [])
@@ -57,7 +57,7 @@ def test_one_upload_of_several_workloads_is_one_transaction(storage):
     stale = [WorkloadWrite("d", "nano", [{"x": 1}], 0, {}), WorkloadWrite("b", "nano", [{"x": 3}], 1, {})]
     with pytest.raises(RevisionConflict):
         storage.add_uploads(stale)
-    assert storage.revision("d") is None and storage.count_rows("b") == 2
+    assert storage.revision("d") is None and storage.load_rows("b") == (2, [{"a": 1}, {"x": 2}])
     # Deleting one workload drops its key only: the keys of the upload's other workloads stay.
     assert storage.delete_workload("c")
     assert set(storage.find_idempotent(["key:k", "key:k#1"])) == {"key:k#1"}
@@ -105,7 +105,7 @@ def test_locked_upload_reads_under_the_lock(storage):
 
     with pytest.raises(ValueError):
         storage.add_uploads_locked(["w", "brand-new"], "nano", refuse)
-    assert storage.load_rows("w")[0] == 2 and storage.count_rows("w") == 2
+    assert storage.load_rows("w") == (2, [{"a": 1}, {"a": 2}])
     assert storage.revision("brand-new") is None  # its placeholder went with the transaction
 
 
@@ -126,7 +126,9 @@ def test_delete_and_listing(storage):
     total, records = storage.list_workloads(limit=2, offset=1)
     assert total == 3 and [r.id for r in records] == ["b", "c"]
     assert storage.delete_workload("b") is True and storage.delete_workload("b") is False
-    assert storage.count_rows() == 2 and storage.revision("b") is None
+    assert storage.load_rows("b") == (None, []) and [len(storage.load_rows(w)[1]) for w in "ac"] == [1, 1]
+    # Its rows went with it: stored again, "b" holds only its new ones.
+    assert storage.load_rows(add(storage, "b", [{"y": 1}], 0).id)[1] == [{"y": 1}]
 
 
 def test_rows_of_several_devices_keep_one_fit_each(storage):

@@ -7,7 +7,7 @@ import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import service
-from jetpredict.predictor.aliasing import alias_widening, separating_mode
+from jetpredict.predictor.aliasing import AliasWidening, alias_widening, separating_mode
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.reference import REFERENCE_DIR
 
@@ -94,3 +94,35 @@ def test_without_an_unprofiled_mode_on_the_line_the_fit_itself_is_the_control_an
     assert not cost.on_line_control and "the fit as it stands has" in cost.describe()
     # A third mode narrows a 2-mode fit whatever it separates: 1.86x against the fit, 1.27x on the line.
     assert cost.median["epoch_time_s"] == pytest.approx(1.86, abs=0.1)
+
+
+def _widening(time: float, energy: float) -> AliasWidening:
+    mode = {"mode": "s", "cpu_cores": 2, "cpu_mhz": 2265.6, "gpu_mhz": 905.25, "emc_mhz": 1600.0}
+    return AliasWidening(("cpu_mhz", "gpu_mhz"), mode, {"epoch_time_s": time, "epoch_energy_j": energy},
+                         {"epoch_time_s": time + 0.1, "epoch_energy_j": energy + 0.1})
+
+
+def test_a_pair_that_costs_nothing_is_not_said_to_widen_the_intervals(lenet):
+    pinned = _widening(0.95, 0.98)
+    assert pinned.pinned and pinned.describe().startswith(
+        "cpu_mhz with gpu_mhz: the profiled modes already pin the split (no wider intervals at the median): "
+        "one more mode that keeps them together leaves time intervals 0.95x as wide")
+    costly = [_widening(1.27, 1.1), _widening(0.98, 1.05)]  # wider in time, or in energy only
+    assert not any(c.pinned or "pin the split" in c.describe() for c in costly)
+    # It happens: LeNet-5 from b, h (every clock moves) -- the memory / CPU split costs nothing (0.75x at
+    # mech-14), the CPU / GPU split 1.6x.
+    bh = _modes(lenet, "bh")
+    costs = {c.knobs: c for c in alias_widening(fit_workload(bh, XAVIER), bh, XAVIER)}
+    assert costs[("emc_mhz", "cpu_mhz")].pinned and "already pin the split" in costs[("emc_mhz", "cpu_mhz")].describe()
+    assert not costs[("cpu_mhz", "gpu_mhz")].pinned
+
+
+def test_fit_and_predict_claim_no_wider_intervals_for_aliased_knobs(lenet, capsys):
+    """The line naming the aliased knobs (fit and predict) makes no claim on the intervals: fit's own
+    measure of the cost follows it, and it can be <= 1."""
+    from jetpredict.predictor.cli import _log_aliased
+
+    efij = _modes(lenet, "efij")
+    _log_aliased(fit_workload(efij, XAVIER))
+    err = capsys.readouterr().err
+    assert "aliased knobs" in err and "cpu_mhz (moves with gpu_mhz)" in err and "wider" not in err

@@ -188,6 +188,16 @@ def test_plan_csv_and_what_stays_extrapolated(work, capsys):
     assert f"the {n} candidate modes" in captured.err and "profiled range" in captured.err
 
 
+def test_the_planning_region_is_stated_from_its_constants(capsys):
+    """``plan --help`` and its run-time note give the default candidates' bounds from the one definition."""
+    from jetpredict.predictor.limits import MIN_CLOCK_SHARE, MIN_CORES
+
+    region = f"every clock >= {MIN_CLOCK_SHARE:.0%} of its maximum, >= {MIN_CORES} cores"
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    assert region in " ".join(capsys.readouterr().out.split())
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["plan", "--device", "jetson-tx9", "--budget", "4"], "unknown device 'jetson-tx9'"),
     (["plan", "--device", "nano", "--budget", "0"], "--budget (modes to profile) must be a whole number between 1"),

@@ -132,7 +132,7 @@ def test_adaptive_profile_starts_from_the_given_modes(tmp_path, capsys):
     (["--budget", "3"], "--budget needs --adaptive"),
     (["--max-power-w", "15"], "--max-power-w needs --adaptive"),
     (["--adaptive", "--budget", "3", "--device", "host"], "use --device jetson or sim:DEVICE"),
-    (["--adaptive", "--budget", "3", "--objective", "fastest"], "--objective must be one of"),
+    (["--adaptive", "--budget", "3", "--objective", "fastest"], "argument --objective: invalid choice: 'fastest'"),
     # The chooser's checks are shared with the service; on this command line they name the flag.
     (["--adaptive", "--budget", "3", "--max-power-w", "-1"], "--max-power-w must be a finite number > 0"),
     (["--adaptive", "--budget", "3", "--max-epoch-time-s", "0"], "--max-epoch-time-s must be a finite"),
@@ -153,7 +153,11 @@ def test_adaptive_bad_flags_exit_2(tmp_path, capsys, args, text):
         del rest[i:i + 2]
     argv = ["profile", "--device", base["--device"], "--workload", "lenet5-mnist", *rest, "--minibatches", "2",
             "--warmup", "0", "--no-progress", "--out", str(tmp_path / "x.csv")]
-    assert main(argv) == 2
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse refuses a value outside a flag's choices itself
+        code = exc.code
+    assert code == 2
     assert text in capsys.readouterr().err
 
 
@@ -263,3 +267,54 @@ def test_an_out_that_is_a_fifo_is_refused_and_a_symlink_is_followed(tmp_path, ca
     link.symlink_to(tmp_path / "runs" / "run1.csv")
     assert main([*argv, str(link)]) == 0
     assert link.is_symlink() and (tmp_path / "runs" / "run1.csv").read_text().startswith("device,workload,mode,")
+
+
+
+def _profile_help(**register_kwargs) -> tuple[dict, str]:
+    """``profile``'s flags by option string, as :func:`profiler.cli.register` builds them, and its help as
+    printed (white space joined)."""
+    import argparse
+
+    from jetpredict.profiler import cli as profiler_cli
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    profiler_cli.register(sub, **register_kwargs)
+    profile = sub.choices["profile"]
+    return {s: a for a in profile._actions for s in a.option_strings}, " ".join(profile.format_help().split())
+
+
+def _flag_help(text: str, flag: str) -> str:
+    """The help of ``flag`` in ``text`` (from the flag to the next one)."""
+    return text[text.index(f" {flag} "):].split(" --", 2)[1]
+
+
+def test_adaptive_help_states_the_rules_the_command_line_passes():
+    from jetpredict.profiler.cli import AdaptiveRules
+
+    rules = AdaptiveRules(objectives=("fast", "cheap"), default_objective="cheap", max_rival_gain=0.05)
+    flags, text = _profile_help(adaptive=lambda *_a, **_k: None, rules=rules)
+    assert flags["--objective"].choices == ("fast", "cheap") and "(default cheap)" in _flag_help(text, "--objective")
+    # --target-width is one of the stop's conditions, not the stop rule.
+    stop = _flag_help(text, "--target-width")
+    assert "by more than 5% of the objective" in stop and "the recommended mode itself is profiled" in stop
+
+
+def test_adaptive_help_states_no_value_of_the_predictor_it_was_not_given():
+    """The profiler does not import the predictor: without the rules its help names no objective or bar."""
+    flags, text = _profile_help()
+    assert flags["--objective"].choices is None
+    for flag in ("--objective", "--target-width"):
+        assert not any(word in _flag_help(text, flag) for word in ("min-time", "min-energy", "%")), flag
+    assert "the recommended mode itself is profiled" in _flag_help(text, "--target-width")
+
+
+def test_the_jetpredict_command_line_passes_the_predictors_rules():
+    from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
+
+    from jetpredict.cli import build_parser
+
+    profile = build_parser()._subparsers._group_actions[0].choices["profile"]
+    flags = {s: a for a in profile._actions for s in a.option_strings}
+    assert flags["--objective"].choices == tuple(OBJECTIVES)
+    assert f"(default {DEFAULT_OBJECTIVE})" in flags["--objective"].help
+    assert f"{MAX_RIVAL_GAIN * 100:g}%%" in flags["--target-width"].help

@@ -53,3 +53,16 @@ def test_tegrastats_is_used_when_sysfs_has_no_ina3221(fake_root, no_nvml, tegras
 def test_null_meter_reason_and_domain():
     null = NullPowerMeter("rapl: root only", domain="cpu_package")
     assert null.name == "none: rapl: root only" and null.domain == "cpu_package"
+
+
+def test_every_meter_and_trace_measures_one_of_the_named_domains():
+    from jetpredict.profiler.power import Ina3221Meter, NvmlMeter, PowerTrace, RaplMeter, TegrastatsMeter
+    from jetpredict.profiler.power.base import DOMAINS
+
+    assert {m.domain for m in (Ina3221Meter, TegrastatsMeter, NvmlMeter, RaplMeter)} == set(DOMAINS)
+    assert NullPowerMeter().domain in DOMAINS and PowerTrace([], []).domain in DOMAINS
+    # A misspelt domain would be written to every row's sidecar: refused where it is given.
+    with pytest.raises(ValueError, match="domain 'cpu' must be one of module, gpu, cpu_package"):
+        NullPowerMeter("none", domain="cpu")
+    with pytest.raises(ValueError, match="domain 'GPU' must be one of"):
+        PowerTrace([], [], domain="GPU")

@@ -16,7 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from jetpredict.client import Client, ConnectionFailed, Overloaded, ServiceError, Unauthorized
+from jetpredict.client import (
+    DEFAULT_TIMEOUT_S,
+    Client,
+    ConnectionFailed,
+    Overloaded,
+    ServiceError,
+    Unauthorized,
+)
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import PROVENANCE_FIELDS
@@ -250,7 +257,7 @@ class HttpPlanner:
     (after the client's retries) raises :class:`PlannerError` naming the request and the status.
     """
 
-    def __init__(self, url: str | Client, workload: Any, timeout_s: float = 30.0,
+    def __init__(self, url: str | Client, workload: Any, timeout_s: float = DEFAULT_TIMEOUT_S,
                  confidence: float | None = None, headers: Mapping[str, str] | None = None,
                  api_key: str | None = None) -> None:
         self.client = url if isinstance(url, Client) else Client(url, api_key=api_key, timeout_s=timeout_s,

@@ -1,0 +1,106 @@
+"""Values the package defines once: each use imports the one definition rather than restating its number
+(read from the source with :mod:`ast`, as tests/test_architecture.py reads imports), and the one restatement a
+layer forces (the standard-library client cannot import the service's schemas) is held equal here."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tree(path: str) -> ast.Module:
+    return ast.parse((ROOT / path).read_text(encoding="utf-8"), filename=path)
+
+
+def _assigned(path: str, name: str) -> ast.expr:
+    """The value node of the module-level assignment ``name = ...`` in ``path``."""
+    for node in _tree(path).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            return node.value
+    raise AssertionError(f"{path} assigns no {name}")
+
+
+def _default(path: str, function: str, parameter: str) -> ast.expr:
+    """The default value node of ``parameter`` of the function (or method) ``function`` in ``path``."""
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            args = node.args
+            positional = [*args.posonlyargs, *args.args]
+            defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults,
+                                strict=True))
+            defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d})
+            if parameter in defaults:
+                return defaults[parameter]
+    raise AssertionError(f"{path} defines no {function} with a default for {parameter}")
+
+
+def _name(node: ast.expr) -> str | None:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def test_a_recommendation_names_its_objective():
+    """The service requires ``objective``; the client states none of its own (the project's one default is
+    predictor.limits.DEFAULT_OBJECTIVE, which the client cannot import)."""
+    from jetpredict.client import Client
+
+    assert inspect.signature(Client.recommendations).parameters["objective"].default is inspect.Parameter.empty
+    with pytest.raises(TypeError, match="objective"):
+        Client("http://127.0.0.1:9").recommendations("w")  # refused before any request is made
+
+
+def test_the_epoch_time_cap_is_the_row_limit():
+    from jetpredict.api import schemas
+    from jetpredict.models.profile_rows import MAX_TIME_S
+
+    assert _name(_assigned("api/schemas.py", "MAX_TIME_CAP_S")) == "MAX_TIME_S"
+    assert schemas.MAX_TIME_CAP_S == MAX_TIME_S
+
+
+def test_the_clients_page_of_power_modes_is_the_services_largest():
+    """``iter_power_modes`` asks for the largest page the service serves: the client (standard library
+    only) restates the schema's limit, so the two are held equal here."""
+    from jetpredict.api import schemas
+
+    from jetpredict.client import Client
+
+    page = inspect.signature(Client.iter_power_modes).parameters["page_size"].default
+    assert page == schemas.MAX_POWER_MODES_PAGE
+    limit = schemas.PowerModesQuerySchema().fields["limit"].validators
+    assert [(v.min, v.max) for v in limit] == [(1, schemas.MAX_POWER_MODES_PAGE)]
+
+
+def test_the_http_planners_timeout_is_the_clients():
+    from jetpredict.client import DEFAULT_TIMEOUT_S
+    from jetpredict.integrations.flower.planners import HttpPlanner
+
+    assert _name(_default("jetpredict/integrations/flower/planners.py", "__init__", "timeout_s")) \
+        == "DEFAULT_TIMEOUT_S"
+    assert HttpPlanner("http://127.0.0.1:9", "w").client.timeout_s == DEFAULT_TIMEOUT_S
+
+
+def test_one_tegrastats_interval():
+    from jetpredict.profiler.power import tegrastats
+
+    assert _name(_default("profiler/power/detect.py", "detect_power_meter", "tegrastats_interval_ms")) \
+        == "DEFAULT_INTERVAL_MS"
+    assert _name(_default("profiler/power/tegrastats.py", "__init__", "interval_ms")) == "DEFAULT_INTERVAL_MS"
+    assert isinstance(tegrastats.DEFAULT_INTERVAL_MS, int) and tegrastats.DEFAULT_INTERVAL_MS > 0
+
+
+def test_the_readme_states_the_adaptive_stop_as_the_chooser_has_it():
+    """The tour's comment on ``profile --adaptive`` names the stop's figures: they are the chooser's."""
+    import re
+
+    from jetpredict.predictor.adaptive import DEFAULT_TARGET_WIDTH, MAX_RIVAL_GAIN
+
+    text = " ".join(re.sub(r"\n#", " ", (ROOT / "README.md").read_text(encoding="utf-8")).split())
+    assert (f"narrower than --target-width (default {DEFAULT_TARGET_WIDTH:.0%} of its point), no unprofiled mode "
+            f"is expected to beat it by more than {MAX_RIVAL_GAIN:.0%} of the objective, and the recommended mode "
+            "itself is profiled") in text
