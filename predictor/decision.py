@@ -8,8 +8,11 @@ The decision's uncertainty (:func:`decide`, dimensionless) is
 
 where ``w`` is the relative width (high - low) / point of the objective's interval (time for min-time,
 energy for min-energy) and a rival is any other mode of the decision set; P(rival beats best) is the
-normal probability, on log scale with SDs from the intervals, that its objective is below the best one's,
-times the probability that it meets the caps (from its power / time interval). The first term is how
+normal probability, on log scale, that its objective is below the best one's (SDs from the rival's lower
+half-interval and the best's upper one), times the probability that it meets the caps (from its power /
+time interval). Time keeps physics: more cores and faster clocks never slow an epoch, so a mode's lower
+bound is at least that of any mode of the set that dominates it (:func:`dominance_floor`), and no mode the
+best dominates is a rival for min-time. The first term is how
 sure the chosen mode's figure is; the second, how likely another mode on or near the front overturns the
 choice.
 """
@@ -112,6 +115,31 @@ def _log_sd(df: pd.DataFrame, column: str, z: float) -> np.ndarray:
     return (np.log(hi) - np.log(lo)) / (2.0 * z)
 
 
+#: Largest lattice of distinct knob values :func:`dominance_floor` builds (cells): a device's own modes
+#: lie on its steps (AGX Xavier's 29,232 fill 29,232 cells); a list of arbitrary clocks may not.
+MAX_LATTICE_CELLS = 2_000_000
+
+
+def dominance_floor(knobs: np.ndarray, values: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Per row of ``knobs`` (modes x knobs), the largest ``values`` among the ``eligible`` rows whose every knob
+    is at least its own (itself included): more cores and faster clocks never slow an epoch, so a lower bound
+    of a mode's time is one of every mode it dominates too. Rows not ``eligible`` keep their value, and so
+    do all when the distinct knob values span more than :data:`MAX_LATTICE_CELLS` cells."""
+    out = np.asarray(values, dtype=float).copy()
+    if not eligible.any():
+        return out
+    uniques, index = zip(*(np.unique(col, return_inverse=True) for col in knobs[eligible].T), strict=True)
+    shape = tuple(len(u) for u in uniques)
+    if int(np.prod(shape, dtype=float)) > MAX_LATTICE_CELLS:
+        return out
+    lattice = np.full(shape, -np.inf)
+    np.maximum.at(lattice, tuple(index), out[eligible])
+    for axis in range(lattice.ndim):  # the max over every cell at or above each cell, one axis at a time
+        lattice = np.flip(np.maximum.accumulate(np.flip(lattice, axis), axis=axis), axis)
+    out[eligible] = lattice[tuple(index)]
+    return out
+
+
 def _width(df: pd.DataFrame, column: str) -> np.ndarray:
     point = df[column].to_numpy(dtype=float)
     return (df[f"{column}_high"].to_numpy(dtype=float) - df[f"{column}_low"].to_numpy(dtype=float)) / point
@@ -149,11 +177,21 @@ def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndar
     z = z_of(goal.confidence)
     b = choice.best
     value = np.maximum(df[key].to_numpy(dtype=float), 1e-12)
-    sd = _log_sd(df, key, z)
+    low, high = (np.maximum(df[f"{key}_{end}"].to_numpy(dtype=float), 1e-12) for end in ("low", "high"))
+    knobs = df[list(MODE_FIELDS)].to_numpy(dtype=float)
+    ungated = model.device.labelled_modes(df).gpu_share >= 1.0
+    if key == "epoch_time_s":
+        low = np.minimum(dominance_floor(knobs, low, ungated), value)
+    # A mode overturns the choice if it comes out lower than the best: its interval's lower half against the
+    # best's upper half (log scale).
+    down = np.maximum(np.log(value) - np.log(low), 0.0) / z
+    spread = np.maximum(np.hypot(down, (math.log(high[b]) - math.log(value[b])) / z), 1e-9)
     gap = math.log(value[b]) - np.log(value)  # > 0 where a mode's point beats the best's
-    spread = np.maximum(np.hypot(sd, sd[b]), 1e-9)
     meets = _meets_caps(df, goal, z, None if open_ is None else ~open_)
     p = ndtr(gap / spread) * meets
+    if key == "epoch_time_s" and ungated[b]:  # no mode the best dominates (a gated GPU less still) is faster
+        meets = np.where(np.all(knobs <= knobs[b], axis=1), 0.0, meets)
+        p = p * meets
     p[b] = 0.0
     # Expected gain on log scale of switching to each mode: E[max(0, N(gap, spread^2))].
     gain = (spread * norm_pdf(gap / spread) + gap * ndtr(gap / spread)) * meets

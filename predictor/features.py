@@ -244,3 +244,45 @@ def total_coefs(fits: Mapping[str, np.ndarray]) -> np.ndarray:
         for term, c in zip(COMPONENT_TERMS[name], coef, strict=True):
             out[term] += float(c)
     return np.array([out[t] for t in TOTAL_TERMS])
+
+
+def extrapolation_units(coef: Mapping[str, float], feats: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray],
+                        epoch: np.ndarray) -> np.ndarray:
+    """Extrapolation units of epoch time per mode from the total coefficients ``coef`` (s per feature unit),
+    the time features and the knobs' ln-distances ``d`` outside the profiled ranges (0 inside).
+
+    A knob's effect outside the profiled range is only as good as the assumed form of its terms, so the
+    error grows with the share of the epoch those terms take times the log-distance: GPU clock drives the
+    ``gpu`` and ``mem`` terms, memory clock ``mem`` and ``emc``, CPU clock and cores the CPU and pipeline
+    terms.
+    """
+    inv = 1.0 / np.maximum(epoch, 1e-12)
+    part = {t: coef[t] * feats[t] for t in TOTAL_TERMS}
+    roof = part["cmem"] + part["pmem"]
+    s_gpu = (part["gpu"] + part["mem"]) * inv
+    s_emc = (part["mem"] + part["emc"] + roof) * inv
+    # Clock-independent time counts with the CPU: rows that barely move the CPU clock cannot tell it from
+    # CPU work, so it is the share whose response to a far CPU clock is unknown.
+    s_cpu = (sum(part[t] for t in CPU_SIDE_TERMS) + part["one"]) * inv
+    return np.sqrt((s_gpu * d["gpu_mhz"]) ** 2 + (s_emc * d["emc_mhz"]) ** 2
+                   + (s_cpu * d["cpu_mhz"]) ** 2 + (s_cpu * d["cpu_cores"]) ** 2)
+
+
+def projected_into(modes: ModeArrays, ranges: Mapping[str, tuple[float, float]], raise_low: bool
+                   ) -> tuple[ModeArrays, np.ndarray]:
+    """``modes`` with each knob below its profiled range ``ranges[knob] = (low, high)`` raised to ``low``
+    (``raise_low``), or each knob above it lowered to ``high``, and the mask of the modes that moved.
+
+    A raised mode has every knob at least the mode's own, so no epoch runs faster than it; a lowered one
+    runs no faster than the mode. Gated presets (part of the GPU powered) stay where they are: no custom
+    mode shares their GPU, so none bounds them.
+    """
+    knobs = modes.as_dict()
+    moved = np.zeros(len(modes), dtype=bool)
+    for knob, x in knobs.items():
+        low, high = ranges[knob]
+        bound = np.maximum(x, low) if raise_low else np.minimum(x, high)
+        bound = np.where(modes.gated, x, bound)
+        moved |= bound != x
+        knobs[knob] = bound
+    return ModeArrays(**knobs, gpu_share=modes.gpu_share), moved

@@ -43,6 +43,7 @@ from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_de
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import frame_records
 from jetpredict.predictor import features as F
+from jetpredict.predictor.complexity import complexity_of, gpu_floor
 from jetpredict.predictor.constants import (
     BASE_NOISE_PRIOR_ROWS,
     BASE_RATIO_PRIOR_ROWS,
@@ -76,7 +77,6 @@ from jetpredict.predictor.regime import (
     regime_weights,
 )
 from jetpredict.predictor.terms import (
-    COMPLEXITY_COLUMNS,
     ProfileArrays,
     TermFit,
     check_rows,
@@ -265,18 +265,15 @@ class WorkloadModel:
         # No module draws above its range: a fit extrapolated past it says only that the mode runs at the limit.
         most_w = self.device.power_range_w[1]
         energy = (power := np.minimum(p.power, most_w)) * t.epoch
-        s = self.interval_scales.in_regime()
         sds = self.relative_sds(t, p)
-        t_rel, p_rel, e_rel = (np.hypot(getattr(s, o) * sds[o][0], sds[o][1]) for o in ("time", "power", "energy"))
-        cross = self.cross_device_rel_sd if self.cross_device else 0.0
-        t_rel, p_rel, e_rel = np.hypot(t_rel, cross), np.hypot(p_rel, cross), np.sqrt(e_rel ** 2 + 2 * cross ** 2)
+        t_rel, p_rel, e_rel = (self._total_rel_sd(sds[o], o) for o in ("time", "power", "energy"))
         outside = (np.zeros((len(modes), len(MODE_FIELDS)), dtype=bool) if distances is None
                    else np.column_stack([distances[k] > OUTSIDE_TOLERANCE_LN for k in MODE_FIELDS]))
         t_half, p_half, e_half = (np.minimum(z * r, MAX_LOG_HALF_WIDTH) for r in (t_rel, p_rel, e_rel))
         # No mode beats its FLOPs at FP32 peak or idles below its base power's bound.
         gpu_s = self.flops_floor * 1000.0 / modes.gpu_throughput_mhz  # the "gpu" time feature
         time_low = np.maximum(t.epoch * np.exp(-t_half), np.minimum(gpu_s, t.epoch))
-        time_high = t.epoch * np.exp(t_half)
+        time_low, time_high = self._within_physics(modes, z, time_low, t.epoch * np.exp(t_half), t.epoch)
         idle_w = np.minimum(p.base * np.exp(-z * self.base_sd_rel), power)
         return Prediction(
             epoch_time_s=t.epoch, epoch_time_s_low=time_low, epoch_time_s_high=time_high, stall_time_s=t.stall,
@@ -286,6 +283,41 @@ class WorkloadModel:
             epoch_energy_j_high=np.maximum(np.minimum(energy * np.exp(e_half), most_w * time_high), energy),
             outside=outside, confidence=float(confidence), cross_device=self.cross_device,
             power_source="workload" if self.has_power else "reference")
+
+    def _total_rel_sd(self, sd: tuple[np.ndarray, np.ndarray], output: str) -> np.ndarray:
+        """An output's relative SD from :meth:`relative_sds`' pair: the model's own part times its calibrated
+        scale, the rest, and a cross-device model's transfer SD (energy carries time's and power's)."""
+        s = getattr(self.interval_scales.in_regime(), output)
+        cross = self.cross_device_rel_sd if self.cross_device else 0.0
+        return np.sqrt((s * sd[0]) ** 2 + sd[1] ** 2 + (2 if output == "energy" else 1) * cross ** 2)
+
+    def _within_physics(self, modes: ModeArrays, z: float, low: np.ndarray, high: np.ndarray,
+                        epoch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Epoch-time bounds (s) that keep physics outside the profiled ranges: more cores and faster clocks
+        never slow an epoch, so a mode's lower bound is at least that of the mode with each knob below the
+        profiled ranges raised into them, and its upper bound at most that of the mode with each knob above
+        them lowered into them (a symmetric extrapolation SD alone would let the slowest GPU clock beat the
+        fastest). The point stays inside."""
+        if not self.profiled_ranges:
+            return low, high
+        low, high = low.copy(), high.copy()
+        for raise_low in (True, False):
+            projected, moved = F.projected_into(modes, self.profiled_ranges, raise_low)
+            if not moved.any():
+                continue
+            projected = projected.take(moved)
+            t = self._time(projected, self._knob_distances(projected))
+            half = np.minimum(z * self._total_rel_sd(self._time_sds(t), "time"), MAX_LOG_HALF_WIDTH)
+            if raise_low:
+                low[moved] = np.minimum(np.maximum(low[moved], t.epoch * np.exp(-half)), epoch[moved])
+            else:
+                high[moved] = np.maximum(np.minimum(high[moved], t.epoch * np.exp(half)), epoch[moved])
+        return low, high
+
+    def _time_sds(self, t: _TimeParts) -> tuple[np.ndarray, np.ndarray]:
+        """Time's pair of :meth:`relative_sds`: (the model's own, run-to-run noise and extrapolation)."""
+        ex = EXTRAPOLATION_REL_SD["time"] * self.interval_scales.extrapolation
+        return t.rel_sd_model, np.hypot(t.rel_sd_noise, ex * t.extrapolation)
 
     @property
     def flops_floor(self) -> float:
@@ -316,7 +348,7 @@ class WorkloadModel:
         e_rest = np.sqrt((t.rel_sd_noise * (1.0 - p.rate_share)) ** 2 + p.rel_sd_noise ** 2
                          + ex["energy"] ** 2 * (t.extrapolation ** 2 + p.extrapolation ** 2) + level ** 2)
         # The time error moves the rate-driven power the other way: added to power, it cancels in energy.
-        return {"time": (t.rel_sd_model, np.hypot(t.rel_sd_noise, ex["time"] * t.extrapolation)),
+        return {"time": self._time_sds(t),
                 "power": (np.hypot(p.rel_sd_model, p.rate_share * t.rel_sd_model), p_rest),
                 "energy": (np.hypot(t.rel_sd_model * (1.0 - p.rate_share), p.rel_sd_model), e_rest)}
 
@@ -364,27 +396,12 @@ class WorkloadModel:
 
     def _extrapolation(self, feats: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray] | None,
                        epoch: np.ndarray) -> np.ndarray:
-        """Extrapolation units of epoch time per mode (0 inside the profiled ranges).
-
-        A knob's effect outside the profiled range is only as good as the assumed form of its terms, so
-        the error grows with the share of the epoch those terms take times the log-distance: GPU clock
-        drives the ``gpu`` and ``mem`` terms, memory clock ``mem`` and ``emc``, CPU clock and cores the
-        CPU and pipeline terms.
-        """
+        """Extrapolation units of epoch time per mode (0 inside the profiled ranges): see
+        :func:`features.extrapolation_units`."""
         if d is None:
             return np.zeros_like(epoch)
-        coef = dict(zip(F.TOTAL_TERMS, F.total_coefs({n: f.coef for n, f in self.time_fits.items()}),
-                        strict=True))
-        inv = 1.0 / np.maximum(epoch, 1e-12)
-        part = {t: coef[t] * feats[t] for t in F.TOTAL_TERMS}
-        roof = part["cmem"] + part["pmem"]
-        s_gpu = (part["gpu"] + part["mem"]) * inv
-        s_emc = (part["mem"] + part["emc"] + roof) * inv
-        # Clock-independent time counts with the CPU: rows that barely move the CPU clock cannot tell it
-        # from CPU work, so it is the share whose response to a far CPU clock is unknown.
-        s_cpu = (sum(part[t] for t in F.CPU_SIDE_TERMS) + part["one"]) * inv
-        return np.sqrt((s_gpu * d["gpu_mhz"]) ** 2 + (s_emc * d["emc_mhz"]) ** 2
-                       + (s_cpu * d["cpu_mhz"]) ** 2 + (s_cpu * d["cpu_cores"]) ** 2)
+        coef = F.total_coefs({n: f.coef for n, f in self.time_fits.items()})
+        return F.extrapolation_units(dict(zip(F.TOTAL_TERMS, coef, strict=True)), feats, d, epoch)
 
     def aliased_knobs(self) -> dict[str, str]:
         """Knobs whose effect the profiled modes do not separate: ``{knob: why}`` for a knob with one
@@ -467,36 +484,6 @@ class WorkloadModel:
 
 
 # -- fitting ----------------------------------------------------------------------------------------------
-def gpu_floor(rows: ProfileArrays, device: Device) -> float:
-    """Lower bound (s x GHz) of the GPU term from the rows' ``flops_train`` (FLOP per training sample):
-    an epoch's FLOPs at the GPU's FP32 peak. 0 when the rows do not carry the complexity, or when it
-    needs more time at some profiled mode than the whole epoch took there: then the counts bound nothing
-    (FLOPs off by a unit, or math faster than the FP32 peak).
-
-    Physics only (100% of peak, nothing tuned): it rules out a GPU share below what the FLOPs need, so a
-    heavy network's rows cannot be read as CPU bound, and leaves light networks to their rows and prior.
-    """
-    with np.errstate(over="ignore"):  # absurd cells overflow to inf, which the filter below drops
-        flops = rows.flops_train * rows.samples_per_epoch
-    flops = flops[np.isfinite(flops) & (flops > 0)]
-    if not flops.size:
-        return 0.0
-    floor = float(np.median(flops) / float(device.peak_fp32_flops(1000.0)))
-    return floor if np.all(floor * 1000.0 / rows.modes.gpu_throughput_mhz <= rows.epoch_time_s) else 0.0
-
-
-def _complexity(rows: pd.DataFrame) -> dict[str, float]:
-    """The complexity columns the rows carry (median over rows), for the record."""
-    out = {}
-    for col in COMPLEXITY_COLUMNS:
-        if col in rows.columns:
-            v = pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
-            v = v[np.isfinite(v)]
-            if v.size:
-                out[col] = float(np.median(v))
-    return out
-
-
 def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataFrame,
                        device: Device | None = None, power_from: DeviceReference | None = None) -> WorkloadModel:
     """Fit one workload's profile rows (one device) with ``reference`` as prior.
@@ -546,7 +533,7 @@ def fit_with_reference(rows: pd.DataFrame, reference: DeviceReference | pd.DataF
                           POWER_NOISE_REL * UNMEASURED_POWER_SD_FACTOR),
         maxima=dict(ref.maxima), variants=tuple(variants), contention_measured=kappa != borrowed,
         profiled_ranges=data.profiled_ranges(),
-        complexity=_complexity(rows), rows_gpu_floor=floor,
+        complexity=complexity_of(rows), rows_gpu_floor=floor,
         training_rows=tuple(frame_records(rows.assign(num_workers=given.num_workers))),
     )
     coefs = {n: f.coef for n, f in model.time_fits.items()}

@@ -19,6 +19,7 @@ from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_rows import known_source
 from jetpredict.predictor import features as F
+from jetpredict.predictor.complexity import gpu_floor
 from jetpredict.predictor.constants import REGIME_FACTOR_MAX, SCALE_GRID, IntervalScales
 from jetpredict.predictor.model import (
     DEFAULT_CONFIDENCE,
@@ -26,7 +27,6 @@ from jetpredict.predictor.model import (
     ContentionVariant,
     WorkloadModel,
     base_log_ratios,
-    gpu_floor,
     shrunk_base_ratio,
 )
 from jetpredict.predictor.reference import DeviceReference

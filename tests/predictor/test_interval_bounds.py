@@ -4,6 +4,7 @@ scales, the FLOPs floor of the epoch time, and the idle-power floor of the power
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,8 @@ from jetpredict.predictor.bundled import fit_workload, on_device
 from jetpredict.predictor.constants import MAX_LOG_HALF_WIDTH
 from jetpredict.predictor.model import z_of
 from jetpredict.predictor.terms import TermFit
+
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "models" / "reference"
 
 #: Twin MobileNetV3 rows on the 4 modes ``jetpredict plan --device orin-agx --budget 4`` picks (simulated).
 PLANNED_ROWS = """\
@@ -117,3 +120,39 @@ def test_no_prediction_draws_above_what_the_module_can(confidence):
     assert (p.epoch_energy_j_low <= p.epoch_energy_j).all() and (p.epoch_energy_j <= p.epoch_energy_j_high).all()
     # below the limit the interval is as before: open on both sides of its point
     assert (p.avg_power_w_high[~at_top] > p.avg_power_w[~at_top]).all()
+
+
+
+@pytest.fixture(scope="module")
+def lenet5_efij():
+    """Real LeNet-5 fitted on modes e, f, i, j (published; GPU 900-1377 MHz, CPU 2100-2265 MHz)."""
+    from jetpredict.models.profile_files import read_profile_csv
+
+    real = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    return fit_workload(real[(real["workload"] == "lenet5-mnist") & real["mode"].isin(list("efij"))])
+
+
+def test_the_slowest_gpu_clock_is_never_bounded_faster_than_the_fastest(lenet5_efij):
+    # The symmetric extrapolation SD read [28.2, 95.6] s at GPU 114.75 MHz against [38.1, 43.3] s at 1377 MHz.
+    p = lenet5_efij.predict(ModeArrays(8, 2265.6, [114.75, 1377.0], 1600.0))
+    assert p.epoch_time_s[0] > p.epoch_time_s[1]
+    assert p.epoch_time_s_low[0] >= p.epoch_time_s_low[1]
+
+
+def test_bounds_outside_the_profiled_ranges_keep_the_bounds_of_the_modes_moved_into_them(lenet5_efij):
+    # More cores and faster clocks never slow an epoch: below the ranges the lower bound is at least the
+    # one with those knobs raised to the ranges' low ends; above them the upper bound at most the one with
+    # those knobs lowered to their high ends. The point stays inside.
+    space = ModeArrays.of_device(load_device("agx-xavier"))
+    modes = space.take(np.random.default_rng(3).choice(len(space), 2000, replace=False))
+    p = lenet5_efij.predict(modes)
+    ranges = lenet5_efij.profiled_ranges
+    raised = ModeArrays(**{k: np.maximum(v, ranges[k][0]) for k, v in modes.as_dict().items()})
+    lowered = ModeArrays(**{k: np.minimum(v, ranges[k][1]) for k, v in modes.as_dict().items()})
+    up, down = lenet5_efij.predict(raised), lenet5_efij.predict(lowered)
+    assert (p.epoch_time_s_low >= np.minimum(up.epoch_time_s_low, p.epoch_time_s) * (1 - 1e-12)).all()
+    assert (p.epoch_time_s_high <= np.maximum(down.epoch_time_s_high, p.epoch_time_s) * (1 + 1e-12)).all()
+    assert ((p.epoch_time_s_low <= p.epoch_time_s) & (p.epoch_time_s <= p.epoch_time_s_high)).all()
+    # The rule binds (the lower bound is the raised mode's) for ~4% of the space: the far-below corner.
+    below = np.any(np.column_stack(raised.arrays()) != np.column_stack(modes.arrays()), axis=1)
+    assert (np.isclose(p.epoch_time_s_low, up.epoch_time_s_low, rtol=1e-9) & below).mean() > 0.02
