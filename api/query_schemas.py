@@ -46,6 +46,16 @@ MODE_IN_DOC = {
                       "maximum": CATALOGUE_RANGES["cpu_cores"][1]},
         **{k: {"type": "number", "description": "MHz", "minimum": CATALOGUE_RANGES[k][0],
                "maximum": CATALOGUE_RANGES[k][1]} for k in MODE_FIELDS[1:]},
+        # The power-modes listing's own fields, so that a listed preset can be sent back as it came.
+        "nvpmodel_id": {"type": "integer", "nullable": True, "minimum": 0,
+                        "description": "as GET /v1/devices/{device}/power-modes lists it; not used"},
+        "power_budget_w": {"type": "number", "nullable": True, "minimum": 0, "exclusiveMinimum": True,
+                           "maximum": MAX_POWER_CAP_W,
+                           "description": "W, as GET /v1/devices/{device}/power-modes lists it; not used"},
+        "gpu_share": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1,
+                      "description": "as GET /v1/devices/{device}/power-modes lists it: must be the share of "
+                                     "the device's preset at this label and these knobs (1 for any other "
+                                     "mode), else 422; the device's share is what predictions use"},
     },
     "required": list(MODE_FIELDS),
     "additionalProperties": False,
@@ -62,6 +72,10 @@ class ModeInSchema(RequestSchema):
     cpu_mhz = JsonNumber(required=True, validate=_knob_range("cpu_mhz"))
     gpu_mhz = JsonNumber(required=True, validate=_knob_range("gpu_mhz"))
     emc_mhz = JsonNumber(required=True, validate=_knob_range("emc_mhz"))
+    # The listing's fields (MODE_IN_DOC says what they mean); the service checks gpu_share against the device.
+    nvpmodel_id = JsonInteger(allow_none=True, validate=validate.Range(0, None))
+    power_budget_w = JsonNumber(allow_none=True, validate=validate.Range(0, MAX_POWER_CAP_W, min_inclusive=False))
+    gpu_share = JsonNumber(validate=validate.Range(0, 1, min_inclusive=False))
 
 
 _MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs more than loading 10 modes
@@ -233,7 +247,9 @@ class RecommendationSchema(ProvenanceSchema):
                        "chosen"})
     best = fields.Nested(PredictionSchema, allow_none=True, required=True)
     pareto = fields.List(fields.Nested(PredictionSchema), required=True,
-                         metadata={"description": "time vs energy front, fastest first"})
+                         metadata={"description": "time vs energy front, fastest first, of the modes meeting the "
+                                                 "constraints that the out-of-range rule lets count: `best` is "
+                                                 "on it and none of it beats `best` on both"})
     preferred_preset = fields.Boolean(metadata={
         "description": "a better-looking mode outside the profiled ranges gave way to the best nvpmodel preset "
                        "meeting the constraints, itself outside them but better than every mode inside them "

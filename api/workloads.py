@@ -359,7 +359,7 @@ class WorkloadService:
         The rows may hold several workloads (a sweep of two models, say), all of one device: they are
         grouped by ``workload`` in order of first appearance, each group is fitted together with the rows
         already stored for it, and every group is stored in one transaction, or none is. Rows invalid on
-        their own are a 422; rows that are valid alone but clash with what is stored (another device, a
+        their own are a 422; rows that are valid alone but clash with what is stored (a
         label or a measured mode that the stored rows contradict, a fit that fails only together with the
         stored rows) are a 409; either way nothing is stored, and the error names ``rows.I.FIELD``.
 

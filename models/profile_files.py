@@ -178,14 +178,16 @@ MODE_LIST_COLUMNS = ("mode", *MODE_FIELDS, "device")
 
 def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     """A mode list (``--modes``, ``--candidates``): a CSV, or a JSON list of objects (``{"modes": [...]}``
-    too), with the mode columns; ``plan --out plan.csv`` and ``plan --out plan.json`` write both. Labels
+    too, or the rows of a profile document: ``{"rows": [...]}`` as ``profile --out X.json`` writes, whose
+    ``modes`` are measurement details), with the mode columns; ``plan --out`` writes either format. Labels
     stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes. A
     CSV's rows keep their file lines in ``attrs[MODE_LINES_ATTR]``, for errors that name them. Only the
     :data:`MODE_LIST_COLUMNS` are read; a CSV row with none of them is blank."""
     if is_json_path(path):
         payload = _read_json_file(path, flag)
         if isinstance(payload, Mapping):
-            payload = payload.get("modes")
+            # A profile document's "modes" hold per-mode measurement details; its rows carry the knobs.
+            payload = payload["rows"] if "rows" in payload else payload.get("modes")
         if not isinstance(payload, list) or not all(isinstance(m, Mapping) for m in payload):
             raise InputError(f"--{flag} file {path} must hold a JSON list of mode objects", flag)
         df = pd.DataFrame([{k: v for k, v in m.items() if k in MODE_LIST_COLUMNS} for m in payload])

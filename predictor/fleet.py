@@ -29,8 +29,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError
-from jetpredict.predictor.limits import MAX_CLIENTS
-from jetpredict.predictor.recommend import lowest_position, pick, to_accuracy
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_CLIENTS
+from jetpredict.predictor.recommend import CONSTANT_COLUMNS, lowest_position, pick, to_accuracy
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
 #: the knob columns, the prediction columns, ``extrapolated`` (bool) and ``extrapolated_knobs``; optionally
@@ -38,7 +38,22 @@ from jetpredict.predictor.recommend import lowest_position, pick, to_accuracy
 #: knob labels serve) and ``presets``, the device's nvpmodel presets as a :data:`SpacePrediction` of their own.
 SpacePrediction = Mapping[str, object]
 #: Columns of a :data:`SpacePrediction` that hold one value for all its modes (provenance), not an array.
-_SCALAR_COLUMNS = ("cross_device", "power_source", "rows_device", "confidence")
+_SCALAR_COLUMNS = (*CONSTANT_COLUMNS, "rows_device")
+
+
+def confidence_note(confidence: float, workload_sources: Sequence[str], crosses_devices: bool) -> str | None:
+    """Why the real held-out predictions the intervals are calibrated on do not back ``confidence`` for
+    predictions resting on rows of ``workload_sources`` (None when they do) [E11]: they back every
+    accepted level (up to ``limits.MAX_CONFIDENCE``) for real rows on their own device; the twin's rows
+    depart from the model in ways no real row shows, and crossing devices is checked at the default level
+    only."""
+    if "simulated" in workload_sources:
+        return (f"the intervals are calibrated on real measurements, and this plan rests on simulated rows "
+                f"(the digital twin): its {confidence:g} confidence is not checked for them")
+    if crosses_devices and confidence > DEFAULT_CONFIDENCE:
+        return (f"predictions that cross devices are checked on real rows at {DEFAULT_CONFIDENCE:g} only: "
+                f"this plan's {confidence:g} confidence is not")
+    return None
 
 
 def one_mode(row: Mapping[str, object]) -> dict[str, object]:
@@ -88,7 +103,7 @@ class ClientAssignment:
 class FleetPlan:
     """A round plan. ``total_energy_j`` sums the clients that meet the deadline (J; None when none does:
     0 would read as a free round). ``confidence_note``: why the real data the intervals are calibrated on
-    do not back ``confidence`` here (None when they do; see :func:`predictor.service.confidence_note`)."""
+    do not back ``confidence`` here (None when they do; see :func:`confidence_note`)."""
 
     feasible: bool
     total_energy_j: float | None

@@ -19,7 +19,9 @@ Rules ("caps are met with the interval, not the point", as the README says):
   prediction beats the pick (a user can set it by name), so the chosen mode is never worse on the point
   than any of them. Ties go to the preset (:func:`with_presets` puts presets first). :func:`pick` holds
   these rules for ``recommend`` and fleet plans alike; :func:`preset_comparison` states that preset and
-  what the chosen mode saves against it.
+  what the chosen mode saves against it;
+- the time/energy Pareto front (point predictions) is built over the modes meeting the limits that the
+  out-of-range rule lets stand, so the chosen mode is on it and no member of it dominates the chosen mode.
 """
 
 from __future__ import annotations
@@ -28,9 +30,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
 from jetpredict.predictor.limits import MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE, OBJECTIVES, percent
+
+#: Per-mode columns of a prediction table that hold one value for the whole answer (stated once in compact
+#: answers; scalars in a fleet plan's per-device predictions), the confidence last as in every table.
+CONSTANT_COLUMNS: tuple[str, ...] = ("cross_device", "power_source", "confidence")
 
 #: Run-to-run spread of end-to-end training time (fraction), from the POMACS 2022 15-hour runs on five
 #: devices of each type (Prashanthi et al., POMACS 6(3) 2022, §5.4): AGX Xavier ResNet-18 within 1%,
@@ -171,13 +178,15 @@ class Pick:
     :func:`range_guard` to ``best``, in range or better than those beyond its interval (not an out-of-range
     preset); ``preset``: the best preset meeting the limits (see :func:`pick`; None when none meets them);
     ``preferred_preset``: the extrapolated mode gave way to that preset, out of range but better than the
-    in-range modes beyond its interval, so it is ``best``.
+    in-range modes beyond its interval, so it is ``best``; ``stands``: the mask :func:`range_guard` gave,
+    the positions the rule lets stand (None: it was not needed, as no ``ok`` position is extrapolated).
     """
 
     best: int
     preferred_in_range: bool
     preset: int | None
     preferred_preset: bool
+    stands: np.ndarray | None = field(default=None, repr=False)
 
 
 def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndarray, extrapolated: np.ndarray,
@@ -198,18 +207,18 @@ def pick(value: np.ndarray, tie: np.ndarray, value_high: np.ndarray, ok: np.ndar
     best = lowest_among(ok, value, tie)
     candidates = None if presets is None else ok & presets
     has_presets = candidates is not None and bool(candidates.any())
-    if not extrapolated[best] and not has_presets:
+    if not has_presets and not (ok & extrapolated).any():
         return Pick(best, False, None, False)  # nothing for the guard to decide: skip its pass over the modes
     stands, best_in = range_guard(value, tie, value_high, ok, extrapolated)
     displaced = bool(best_in is not None and not stands[best])
     if displaced:
         best = lowest_among(ok & stands, value, tie)
     if not has_presets:
-        return Pick(best, displaced, None, False)
+        return Pick(best, displaced, None, False, stands)
     standing = candidates & stands
     preset = lowest_among(standing if standing.any() else candidates, value, tie)
     by_preset = displaced and bool(presets[best] and extrapolated[best])
-    return Pick(best, displaced and not by_preset, preset, by_preset)
+    return Pick(best, displaced and not by_preset, preset, by_preset, stands)
 
 
 @dataclass(frozen=True)
@@ -290,8 +299,9 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
     """Best mode for ``objective`` among the modes meeting the limits (checked values), and the front.
 
     ``df`` holds predictions at ``confidence`` (its ``_high`` columns are the bounds the limits use).
-    The front is time vs energy of the feasible modes (point predictions), fastest first. Ties on the
-    objective go to the other quantity. ``presets``: mask of the rows that are the device's nvpmodel presets
+    The front is time vs energy (point predictions), fastest first, of the feasible modes the out-of-range
+    rule lets stand: those ``best`` is picked from, so ``best`` is on it and no member dominates it. Ties on
+    the objective go to the other quantity. ``presets``: mask of the rows that are the device's nvpmodel presets
     (:func:`with_presets`); the best of those meeting the limits that the out-of-range rule lets stand is
     chosen whenever its point prediction beats the mode that rule picks (:func:`pick`).
     """
@@ -304,7 +314,8 @@ def choose(df: pd.DataFrame, objective: str, max_power_w: float | None, max_epoc
         return Choice(None, empty, False, reason, False)
     got = pick(df[key].to_numpy(dtype=float), df[other].to_numpy(dtype=float),
                df[f"{key}_high"].to_numpy(dtype=float), ok, extrapolated_mask(df), presets)
-    front = pareto_positions(df, ok, "epoch_time_s", "epoch_energy_j")
+    # A discarded extrapolated mode would dominate ``best`` on a front of every feasible mode.
+    front = pareto_positions(df, ok if got.stands is None else ok & got.stands, "epoch_time_s", "epoch_energy_j")
     return Choice(got.best, front, True, None, got.preferred_in_range, got.preset, got.preferred_preset)
 
 
@@ -349,8 +360,8 @@ def preset_comparison(best: dict | None, preset: dict | None, objective: str, ma
     out["preset"] = str(preset["mode"])
     out.update({c: _number(preset[c]) for c in PRESET_COMPARISON_COLUMNS})
     if best is not None:
-        out["chosen_is_preset"] = all(_number(best[k]) == _number(preset[k]) for k in
-                                      ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")) and best["mode"] == preset["mode"]
+        out["chosen_is_preset"] = (all(_number(best[k]) == _number(preset[k]) for k in MODE_FIELDS)
+                                   and best["mode"] == preset["mode"])
         out["time_saving_s"], out["time_saving_share"] = _saving(preset["epoch_time_s"], best["epoch_time_s"])
         out["energy_saving_j"], out["energy_saving_share"] = _saving(preset["epoch_energy_j"],
                                                                      best["epoch_energy_j"])

@@ -46,6 +46,7 @@ from jetpredict.predictor.limits import (
     PROVENANCE_FIELDS,
 )
 from jetpredict.predictor.model import WorkloadModel
+from jetpredict.predictor.recommend import CONSTANT_COLUMNS
 from jetpredict.predictor.terms import least_trusted
 from jetpredict.predictor.workload_devices import DeviceModels
 
@@ -59,9 +60,8 @@ TO_ACCURACY_COLUMNS: tuple[str, ...] = (
     "energy_to_accuracy_j", "energy_to_accuracy_j_low", "energy_to_accuracy_j_high")
 #: Per mode: whether any knob lies outside the profiled range, and which (``;``-separated, "" if none).
 FLAG_COLUMNS: tuple[str, ...] = ("extrapolated", "extrapolated_knobs")
-PROVENANCE_COLUMNS: tuple[str, ...] = (
-    "cross_device", "power_source", "reference_source", "workload_source", "profiled_modes", "model_version",
-    "confidence")
+#: A prediction table's answer-wide columns in output order: the model's provenance before the confidence.
+PROVENANCE_COLUMNS: tuple[str, ...] = (*CONSTANT_COLUMNS[:-1], *PROVENANCE_FIELDS, CONSTANT_COLUMNS[-1])
 
 
 def _target(model: WorkloadModel, device: Device | str | None) -> Device:
@@ -85,16 +85,14 @@ def provenance(model: WorkloadModel, device: Device | str | None = None) -> dict
 
 #: One answer row (JSON rows, a recommendation's best and Pareto rows), in output order.
 ROW_COLUMNS: tuple[str, ...] = (*MODE_COLUMNS, *PREDICTION_COLUMNS, *TO_ACCURACY_COLUMNS, *FLAG_COLUMNS,
-                                "cross_device", "power_source", "confidence")
-#: Per-mode columns that hold one value for the whole answer (stated once in compact answers).
-CONSTANT_COLUMNS: tuple[str, ...] = ("cross_device", "power_source", "confidence")
+                                *CONSTANT_COLUMNS)
 
 
 def table_columns(epochs: int | None = None) -> tuple[str, ...]:
     """The columns of :func:`predict`'s table in order (:meth:`PredictionAnswer.frame`), so an empty table
     (``recommend --format csv`` with no mode under the caps) still has its header and provenance."""
     return (*MODE_COLUMNS, *PREDICTION_COLUMNS, *(TO_ACCURACY_COLUMNS if epochs is not None else ()),
-            *FLAG_COLUMNS, "cross_device", "power_source", *PROVENANCE_FIELDS, "confidence")
+            *FLAG_COLUMNS, *PROVENANCE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -192,8 +190,9 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
         bad = ~np.isfinite(values)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ModeRowError(i, f"{_row_label(records[i])}: {name} must be a number, got {records[i].get(name)!r}",
-                               f"modes.{i}.{name}")
+            value = records[i].get(name)  # a blank cell is worded as profile_rows words one, not "got nan"
+            rule = "is required and empty" if _blank(value) else f"must be a number, got {value!r}"
+            raise ModeRowError(i, f"{_row_label(records[i])}: {name} {rule}", f"modes.{i}.{name}")
     if device.out_of_range(*(knobs[f] for f in MODE_FIELDS)):
         # Name the first offending row: check row by row only on this (rare) error path.
         for i in range(len(records)):
@@ -204,7 +203,22 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
     labels = [str(m.get("mode")) if not _blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]
-    return ModeTable(labels, knobs, device.labelled_modes({**knobs, "mode": labels}).gpu_share)
+    shares = device.labelled_modes({**knobs, "mode": labels}).gpu_share
+    if "gpu_share" in present:
+        _check_listed_shares(device, records, labels, shares)
+    return ModeTable(labels, knobs, shares)
+
+
+def _check_listed_shares(device: Device, records: Sequence[Mapping], labels: Sequence[str],
+                         shares: np.ndarray) -> None:
+    """A mode object's ``gpu_share`` (the power-modes listing's) must be the one the device gives its label
+    and knobs: the device's preset decides the gating, so a share that contradicts it is refused, not used."""
+    for i, given in enumerate(_number(m.get("gpu_share")) for m in records):
+        if given == given and not np.isclose(given, shares[i], rtol=1e-9, atol=0.0):
+            what = (f"{device.id}'s preset {labels[i]} powers {shares[i]:g} of the GPU" if shares[i] < 1.0 else
+                    f"no gated preset of {device.id} has this label and these knobs: the whole GPU is powered (1)")
+            raise ModeRowError(i, f"{_row_label(records[i])}: gpu_share must be the device's: {what}; "
+                                  f"got {records[i].get('gpu_share')!r}", f"modes.{i}.gpu_share")
 
 
 def mode_table(device: Device, modes: str | pd.DataFrame | Sequence[Mapping], fill_labels: bool = False
@@ -325,9 +339,8 @@ class PredictionAnswer:
         n = self.count
         data: dict[str, object] = {"mode": pd.Series(list(self.columns["mode"]), dtype=object)}
         data.update({k: v for k, v in self.columns.items() if k != "mode"})
-        data.update(cross_device=self.constants["cross_device"], power_source=self.constants["power_source"])
-        data.update(self.provenance)
-        data["confidence"] = self.constants["confidence"]
+        answer_wide = {**self.constants, **self.provenance}
+        data.update({c: answer_wide[c] for c in PROVENANCE_COLUMNS})
         # A copy: the columns may be cached read-only arrays that the caller must be free to change.
         return pd.DataFrame(data, index=pd.RangeIndex(n), copy=True)
 
@@ -384,6 +397,7 @@ def records(df: pd.DataFrame) -> list[dict]:
 @dataclass(frozen=True)
 class Recommendation:
     """Best mode and the time/energy Pareto front under limits; rows are prediction-table rows (dicts).
+    The front is over the modes ``best`` is chosen from (:func:`predictor.recommend.choose`): ``best`` is on it.
 
     ``best`` is None when no mode meets the limits (``reason`` says why). ``preferred_in_range``: the
     best-looking mode lay outside the profiled knob ranges and not better beyond its interval, so an
@@ -500,23 +514,9 @@ def plan_fleet(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], 
                 "presets": presets}
 
     plan = fleet.plan_round(space_of, clients, deadline_s, epochs, confidence)
-    note = confidence_note(confidence, [workload_source(m) for m, _ in served_by], any(c for _, c in served_by))
+    note = fleet.confidence_note(confidence, [workload_source(m) for m, _ in served_by],
+                                 any(c for _, c in served_by))
     return replace(plan, confidence_note=note)
-
-
-def confidence_note(confidence: float, workload_sources: Sequence[str], crosses_devices: bool) -> str | None:
-    """Why the real held-out predictions the intervals are calibrated on do not back ``confidence`` for
-    predictions resting on rows of ``workload_sources`` (None when they do) [E11]: they back every
-    accepted level (up to ``limits.MAX_CONFIDENCE``) for real rows on their own device; the twin's rows
-    depart from the model in ways no real row shows, and crossing devices is checked at the default level
-    only."""
-    if "simulated" in workload_sources:
-        return (f"the intervals are calibrated on real measurements, and this plan rests on simulated rows "
-                f"(the digital twin): its {confidence:g} confidence is not checked for them")
-    if crosses_devices and confidence > DEFAULT_CONFIDENCE:
-        return (f"predictions that cross devices are checked on real rows at {DEFAULT_CONFIDENCE:g} only: "
-                f"this plan's {confidence:g} confidence is not")
-    return None
 
 
 _PLAIN_JSON = (str, int, bool, type(None))

@@ -89,8 +89,7 @@ def _profile_signature(rows: tuple[Mapping[str, object], ...],
                        ) -> np.ndarray:
     """What the profiled modes show of a workload: per mode its stall and compute shares of the epoch and
     its epoch time relative to the modes' geometric mean (clock sensitivity); from fits when given."""
-    cores, cpu, gpu, emc, workers = (np.array([float(r[k]) for r in rows]) for k in
-                                     ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz", "num_workers"))
+    cores, cpu, gpu, emc, workers = (np.array([float(r[k]) for r in rows]) for k in (*MODE_FIELDS, "num_workers"))
     if fits_by_component is None:
         epoch = np.array([float(r["epoch_time_s"]) for r in rows])
         stall = np.array([np.nan if r.get("stall_time_s") is None else float(r["stall_time_s"]) for r in rows])

@@ -29,8 +29,9 @@ class Recommendations(MethodView):
               blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key"),
               blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After"))
     def post(self, body: dict):
-        """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``,
-        with the time-energy Pareto front of the feasible modes. ``best`` is null when no mode fits."""
+        """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``, with
+        the time-energy Pareto front of the feasible modes the out-of-range rule lets stand. ``best`` is null
+        when no mode fits."""
         from jetpredict.predictor.service import recommendation
 
         resolved = request_workload(body["workload"], device=body.get("device"))

@@ -1156,7 +1156,7 @@
       $("command").dataset.mode = best.mode;
     }
     showProvenance(rec, best);
-    // Why the chosen mode may look beaten by points of the front (as the CLI notes it).
+    // Why the chosen mode may look beaten by other plotted modes, off the front (as the CLI notes it).
     const note = rec.preferred_preset
       ? "Note: a better-looking mode outside the profiled knob ranges gave way to the best nvpmodel preset " +
         "within the cap, itself outside them but better than every mode inside them beyond its interval."

@@ -451,7 +451,7 @@ def test_nodes_without_a_usable_device_config_are_not_planned(resnet_model):
 
 
 def test_the_plans_word_on_its_confidence_reaches_the_nodes_records_and_log(resnet_model, grid, caplog):
-    """A plan its real-data calibration does not back says so (``service.confidence_note``): here every
+    """A plan its real-data calibration does not back says so (``fleet.confidence_note``): here every
     node but the AGX Xavier ones is predicted across devices above the default level."""
     nodes = [NodeInfo(1, "orin-nx", 0.02), NodeInfo(2, "agx-xavier", 0.02)]
     plans = plan_nodes(LocalPlanner(resnet_model, confidence=0.99), nodes, 600.0, epochs=1)

@@ -118,7 +118,7 @@ def test_interval_scales_hold_on_real_held_out_modes():
         for key, c in cells.items():
             assert coverage(getattr(pooled_scales, out), c[out]) >= CELL_COVERAGE, (out, key)
     assert calibrate(cells) == {POOLED_FROM_MODES: pooled_scales}
-    # The check beyond the calibrated level (service.confidence_note rests on it): at the highest accepted
+    # The check beyond the calibrated level (fleet.confidence_note rests on it): at the highest accepted
     # confidence the time and energy intervals hold at least that share of the real held-out values.
     for out in ("time", "energy"):
         pooled, _, _ = tail_coverage(cells, INTERVAL_SCALES, out, MAX_CONFIDENCE)

@@ -75,6 +75,28 @@ def test_bad_modes_name_field_and_rule(modes, field, words):
     assert words in err.value.message
 
 
+@pytest.mark.parametrize("blank", [float("nan"), None, "", "  "])
+def test_a_blank_knob_cell_is_said_to_be_required_and_empty(blank, tmp_path):
+    """As an uploaded row's blank cell is worded, not "must be a number, got nan"."""
+    modes = [{"mode": "x", "cpu_cores": 8, "cpu_mhz": 2000, "gpu_mhz": blank, "emc_mhz": 1600}]
+    with pytest.raises(InputError) as err:
+        service.resolve_modes("agx-xavier", modes)
+    assert err.value.field == "modes.0.gpu_mhz"
+    assert err.value.message == "modes[0] (x): gpu_mhz is required and empty"
+
+
+def test_a_blank_knob_cell_of_a_modes_file_names_its_line(resnet, tmp_path, capsys):
+    from jetpredict.predictor.bundled import save_model
+
+    from jetpredict.cli import main
+
+    save_model(resnet, tmp_path / "m.json")
+    (tmp_path / "q.csv").write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nx,8,2265.6,,2133\n")
+    assert main(["predict", "--model", str(tmp_path / "m.json"), "--modes", str(tmp_path / "q.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "q.csv line 2 (x): gpu_mhz is required and empty" in err and "nan" not in err
+
+
 def test_too_many_modes_is_refused_at_the_shared_limit():
     one = {"mode": "x", "cpu_cores": 8, "cpu_mhz": 2000.0, "gpu_mhz": 900.0, "emc_mhz": 1600.0}
     table = pd.DataFrame([one] * (limits.MAX_MODES + 1))
@@ -306,7 +328,7 @@ def test_plan_of_four_varies_every_knob_on_every_device(device_id):
 
 
 def test_default_plan_stays_in_the_planning_region_and_given_candidates_are_kept():
-    from jetpredict.predictor.planning import MIN_CLOCK_SHARE, MIN_CORES
+    from jetpredict.predictor.limits import MIN_CLOCK_SHARE, MIN_CORES
 
     top = load_device("agx-xavier").knob_ranges()
     modes = service.plan_profiling("agx-xavier", 4).modes
@@ -434,3 +456,16 @@ def test_table_columns_are_the_prediction_tables_columns(resnet, epochs):
     # recommend --format csv writes them as the header when no mode meets the caps
     df = service.predict(resnet, "presets", epochs=epochs)
     assert service.table_columns(epochs) == tuple(df.columns)
+
+
+def test_the_answer_wide_columns_are_defined_once():
+    """Row, table and fleet columns are built from one tuple of answer-wide columns and the provenance fields."""
+    from jetpredict.predictor import fleet
+    from jetpredict.predictor import recommend as rec
+
+    constants = rec.CONSTANT_COLUMNS
+    assert service.CONSTANT_COLUMNS is constants and (*constants, "rows_device") == fleet._SCALAR_COLUMNS
+    assert service.ROW_COLUMNS[-len(constants):] == constants
+    assert (*constants[:-1], *service.PROVENANCE_FIELDS, constants[-1]) == service.PROVENANCE_COLUMNS
+    for epochs in (None, 3):
+        assert service.table_columns(epochs)[-len(service.PROVENANCE_COLUMNS):] == service.PROVENANCE_COLUMNS

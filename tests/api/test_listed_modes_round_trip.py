@@ -1,0 +1,80 @@
+"""The service's own mode objects go back to it: the presets ``GET /v1/devices/{device}/power-modes`` lists
+(with ``nvpmodel_id``, ``power_budget_w``, ``gpu_share``) predict in ``POST /v1/predictions`` exactly as
+``jetpredict predict --presets`` predicts them, gated presets included; a ``gpu_share`` that is not the
+device's for that label and those knobs is refused, never trusted over the device's."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from api_fixtures import published_rows
+
+from jetpredict.cli import main
+
+FIGURES = ["epoch_time_s", "epoch_time_s_low", "epoch_time_s_high", "avg_power_w", "epoch_energy_j",
+           "epoch_energy_j_low", "epoch_energy_j_high"]
+
+
+@pytest.fixture(scope="module")
+def cli_model(tmp_path_factory):
+    """``jetpredict fit`` on the rows the ``stored`` fixture uploads (workload ``my-resnet``)."""
+    d = tmp_path_factory.mktemp("listed")
+    pd.DataFrame(published_rows()).to_csv(d / "rows.csv", index=False)
+    assert main(["fit", "--device", "agx-xavier", "--profiles", str(d / "rows.csv"), "--out", str(d / "m.json")]) == 0
+    return d / "m.json"
+
+
+@pytest.mark.parametrize("device", ["agx-xavier", "orin-agx"])  # own device; another, with two gated presets
+def test_listed_presets_predict_as_the_cli_predicts_them(client, stored, cli_model, capsys, device):
+    listed = client.get(f"/v1/devices/{device}/power-modes").json["modes"]
+    assert any(m["gpu_share"] < 1 for m in listed) and all("nvpmodel_id" in m for m in listed)
+    r = client.post("/v1/predictions", json={"device": device, "workload": {"id": "my-resnet"}, "modes": listed})
+    assert r.status_code == 200, r.json
+    http = pd.DataFrame(r.json["predictions"])
+    capsys.readouterr()
+    assert main(["predict", "--model", str(cli_model), "--presets", "--device", device, "--format", "csv"]) == 0
+    cli = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert http["mode"].tolist() == cli["mode"].astype(str).tolist() == [m["mode"] for m in listed]
+    pd.testing.assert_frame_equal(http[FIGURES], cli[FIGURES], check_exact=False, rtol=1e-9)
+    presets = client.post("/v1/predictions", json={"device": device, "workload": {"id": "my-resnet"},
+                                                   "modes": "presets"}).json["predictions"]
+    assert [p["epoch_time_s"] for p in presets] == http["epoch_time_s"].tolist()
+
+
+def test_a_gpu_share_the_device_does_not_give_is_refused(client, stored):
+    listed = client.get("/v1/devices/orin-agx/power-modes").json["modes"]
+    gated = next(i for i, m in enumerate(listed) if m["gpu_share"] < 1)
+    for share, label in ((1.0, listed[gated]["mode"]), (listed[gated]["gpu_share"], "custom")):
+        modes = [dict(m) for m in listed]
+        modes[gated].update(gpu_share=share, mode=label)
+        r = client.post("/v1/predictions", json={"device": "orin-agx", "workload": {"id": "my-resnet"},
+                                                 "modes": modes})
+        assert r.status_code == 422, r.json
+        assert f"modes.{gated}.gpu_share" in r.json["errors"], r.json
+        assert "gpu_share" in r.json["message"]
+    # Whole-GPU objects may say so: a custom mode's share is 1.
+    custom = {k: listed[gated][k] for k in ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")}
+    r = client.post("/v1/predictions", json={"device": "orin-agx", "workload": {"id": "my-resnet"},
+                                             "modes": [{**custom, "mode": "c", "gpu_share": 1}]})
+    assert r.status_code == 200, r.json
+
+
+@pytest.mark.parametrize("extra, field", [({"gpu_share": 0}, "gpu_share"), ({"gpu_share": 1.5}, "gpu_share"),
+                                          ({"gpu_share": None}, "gpu_share"), ({"nvpmodel_id": "1"}, "nvpmodel_id"),
+                                          ({"power_budget_w": -5}, "power_budget_w"), ({"bogus": 1}, "bogus")])
+def test_listing_fields_are_typed_and_other_keys_still_refused(client, stored, extra, field):
+    mode = {"mode": "x", "cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600, **extra}
+    r = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": [mode]})
+    assert r.status_code == 422 and any(k.endswith(field) for k in r.json["errors"]), r.json
+
+
+def test_the_openapi_document_lists_the_listing_fields(client):
+    spec = client.get("/openapi.json").json
+    text = str(spec)
+    assert "nvpmodel_id" in text
+    from jetpredict.api.query_schemas import MODE_IN_DOC
+
+    assert {"nvpmodel_id", "power_budget_w", "gpu_share"} <= set(MODE_IN_DOC["properties"])
+    assert not set(MODE_IN_DOC["required"]) & {"nvpmodel_id", "power_budget_w", "gpu_share"}

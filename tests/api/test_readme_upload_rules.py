@@ -1,0 +1,54 @@
+"""api/README.md states the rules a client meets: one device per upload (separate uploads per device work),
+the workload id rule as the service applies it, and Arrow answers that are never gzip-encoded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from api_fixtures import published_rows
+from jetpredict.api.config import MAX_WORKLOAD_ID_CHARS
+
+README = Path(__file__).resolve().parents[2] / "api" / "README.md"
+NANO = Path(__file__).resolve().parents[2] / "models" / "reference" / "nano-simulated.csv"
+
+
+def _text() -> str:
+    return " ".join(README.read_text(encoding="utf-8").split())
+
+
+def _nano_rows(as_id: str) -> list[dict]:
+    df = pd.read_csv(NANO)
+    df = df[df["workload"] == "resnet18-cifar10"].iloc[:2]
+    return [{**{k: v for k, v in r.items() if pd.notna(v)}, "workload": as_id} for r in df.to_dict("records")]
+
+
+def test_one_device_per_upload_and_separate_uploads_per_device(client, auth):
+    text = _text()
+    assert "An upload holds the rows of **one device**" in text and "send each device's rows in an upload" in text
+    both = client.post("/v1/profiles", json={"rows": [*published_rows(), *_nano_rows("my-resnet")]}, headers=auth)
+    assert both.status_code == 422 and "same device" in both.json["message"]
+    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
+    second = client.post("/v1/profiles", json={"rows": _nano_rows("my-resnet")}, headers=auth)
+    assert second.status_code == 201 and second.json["devices"] == ["agx-xavier", "nano"]
+
+
+@pytest.mark.parametrize("workload_id", ["a/b", "a\\b", "a\x01b", "a\x7fb", "a\ud800b", "x" * (MAX_WORKLOAD_ID_CHARS + 1),
+                                         "   "])
+def test_the_stated_workload_id_rule_is_the_services(client, auth, workload_id):
+    assert (f"A workload id is 1 to {MAX_WORKLOAD_ID_CHARS} characters, not blank, with no `/`, `\\`, control "
+            "characters (U+0000-U+001F, U+007F) or unpaired surrogates") in _text()
+    rows = [{**r, "workload": workload_id} for r in published_rows()]
+    assert client.post("/v1/profiles", json={"rows": rows}, headers=auth).status_code == 422
+    longest = [{**r, "workload": "x" * MAX_WORKLOAD_ID_CHARS} for r in published_rows()]
+    assert client.post("/v1/profiles", json={"rows": longest}, headers=auth).status_code == 201
+
+
+def test_arrow_answers_are_not_gzip_encoded(client, stored):
+    pytest.importorskip("pyarrow")
+    assert "Arrow answers are never gzip-encoded" in _text()
+    r = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "all"},
+                    headers={"Accept": "application/vnd.apache.arrow.stream", "Accept-Encoding": "gzip"})
+    assert r.status_code == 200 and r.mimetype == "application/vnd.apache.arrow.stream"
+    assert "Content-Encoding" not in r.headers
