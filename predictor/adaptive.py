@@ -25,7 +25,7 @@ rival measured as predicted that did not become the pick settles the case of its
 beats the pick only if ``recommend`` could pick it once profiled: with its interval's upper end under the
 caps, not its point (a mode measured just under a power cap keeps an interval across it). It takes rows
 and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's campaign)
-and a replay of a measured sweep (:class:`SweepReplay`).
+and a replay of a measured sweep (``tools.replay.SweepReplay``, for benchmarks and tests).
 """
 
 from __future__ import annotations

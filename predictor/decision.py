@@ -80,7 +80,7 @@ class Decision:
     ``time_width``/``objective_width``: its relative interval widths; ``rivals``: positions of the
     strongest rivals with ``rival_p``, the probability each beats the best; ``uncertainty``: U above;
     ``rival_gain``: the largest expected relative gain of any mode over the best (see
-    :data:`.adaptive.MAX_RIVAL_GAIN`).
+    :data:`.limits.MAX_RIVAL_GAIN`).
     """
 
     table: pd.DataFrame = field(repr=False)
@@ -108,11 +108,11 @@ def _table(model: WorkloadModel, modes: pd.DataFrame, confidence: float) -> pd.D
     return pd.DataFrame(data)
 
 
-def _log_sd(df: pd.DataFrame, column: str, z: float) -> np.ndarray:
-    """SD on log scale of a column's interval: (ln high - ln low) / 2z."""
-    lo = np.maximum(df[f"{column}_low"].to_numpy(dtype=float), 1e-12)
-    hi = np.maximum(df[f"{column}_high"].to_numpy(dtype=float), 1e-12)
-    return (np.log(hi) - np.log(lo)) / (2.0 * z)
+def _upper_log_sd(df: pd.DataFrame, column: str, z: float) -> np.ndarray:
+    """SD on log scale of a column's upper half-interval, (ln high - ln point) / z: what a cap met by the
+    interval's upper end reads (time bounds keep physics, so the two halves may differ)."""
+    point = np.maximum(df[column].to_numpy(dtype=float), 1e-12)
+    return (np.log(np.maximum(df[f"{column}_high"].to_numpy(dtype=float), 1e-12)) - np.log(point)) / z
 
 
 #: Largest lattice of distinct knob values :func:`dominance_floor` builds (cells): a device's own modes
@@ -154,7 +154,7 @@ def _meets_caps(df: pd.DataFrame, goal: Goal, z: float, profiled: np.ndarray | N
     for column, cap in (("avg_power_w", goal.max_power_w), ("epoch_time_s", goal.max_epoch_time_s)):
         if cap is not None:
             point = np.maximum(df[column].to_numpy(dtype=float), 1e-12)
-            sd = np.maximum(_log_sd(df, column, z), 1e-9)
+            sd = np.maximum(_upper_log_sd(df, column, z), 1e-9)
             margin = z * float(np.median(sd[profiled])) if profiled is not None and profiled.any() else 0.0
             p *= ndtr((math.log(cap) - margin - np.log(point)) / sd)
     return p
@@ -188,10 +188,9 @@ def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndar
     spread = np.maximum(np.hypot(down, (math.log(high[b]) - math.log(value[b])) / z), 1e-9)
     gap = math.log(value[b]) - np.log(value)  # > 0 where a mode's point beats the best's
     meets = _meets_caps(df, goal, z, None if open_ is None else ~open_)
-    p = ndtr(gap / spread) * meets
     if key == "epoch_time_s" and ungated[b]:  # no mode the best dominates (a gated GPU less still) is faster
         meets = np.where(np.all(knobs <= knobs[b], axis=1), 0.0, meets)
-        p = p * meets
+    p = ndtr(gap / spread) * meets
     p[b] = 0.0
     # Expected gain on log scale of switching to each mode: E[max(0, N(gap, spread^2))].
     gain = (spread * norm_pdf(gap / spread) + gap * ndtr(gap / spread)) * meets

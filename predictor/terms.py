@@ -460,7 +460,7 @@ def fit_time(rows: ProfileArrays, kappas: tuple[float, float], noise_rel: float,
 
     ``prior``: the reference shape (scaled to the rows' level); None fits the rows alone (reference
     sweeps). ``gpu_floor`` (s x GHz): lower bound of the GPU term of the compute (or total) component,
-    from the workload's FLOPs (see ``model.gpu_floor``); the prior mean is raised to it when below.
+    from the workload's FLOPs (see ``complexity.gpu_floor``); the prior mean is raised to it when below.
     ``physics_one``: the clock-independent ``one`` term gets the physics prior (mean 0, SD
     ``ONE_SHARE_SD`` of the epoch) instead of the reference's share: profiled modes that barely move the
     CPU clock cannot tell CPU work from clock-independent time, and the reference's share then decided it [E6].

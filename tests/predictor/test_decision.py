@@ -61,3 +61,27 @@ def test_no_mode_the_pick_dominates_is_a_rival_for_min_time(cap_w):
     # Only dominated modes left to profile: none has any chance or gain, however wide its interval.
     only_dominated = adviser.decide(adviser.fit(rows), table, open_ & dominated)
     assert only_dominated.top_rival is None and only_dominated.rival_gain == 0.0
+
+
+def test_a_rivals_chance_under_caps_is_its_lower_half_floored_by_dominating_modes_times_meeting_them_once():
+    # Oracle from the docstring: P = Phi(gap / hypot(rival's lower half-SD, best's upper half-SD)) x P(meets the
+    # caps), the lower bound floored by every dominating mode's (once counted, not squared; floor not skipped).
+    from jetpredict.predictor.model import z_of
+    from scipy.special import ndtr
+
+    real = read_profile_csv(REAL_CSV)
+    rows = real[(real["workload"] == "lenet5-mnist") & real["mode"].isin(list("efij"))].reset_index(drop=True)
+    goal = D.Goal("min-time", max_power_w=8.0)
+    adviser = A.Adviser(load_device("agx-xavier"), goal)
+    table, open_ = adviser.decision_set(rows)
+    d = adviser.decide(adviser.fit(rows), table, open_)
+    df, b, z = d.table, d.best, z_of(goal.confidence)
+    value, low, high = (df[c].to_numpy(float) for c in ("epoch_time_s", "epoch_time_s_low", "epoch_time_s_high"))
+    knobs = df[list(MODE_FIELDS)].to_numpy(float)
+    floored = np.minimum(D.dominance_floor(knobs, low, np.ones(len(df), bool)), value)
+    assert (floored > low * 1.001).sum() > 100  # the floor binds here
+    spread = np.hypot(np.log(value / floored) / z, np.log(high[b] / value[b]) / z)
+    meets = D._meets_caps(df, goal, z, ~open_)
+    expected = ndtr(np.log(value[b] / value) / spread) * meets
+    assert d.rival_p == pytest.approx(expected[d.rivals], rel=1e-9)
+    assert (meets[d.rivals] < 0.999).any()  # the caps bind on some rival: P is not just Phi
