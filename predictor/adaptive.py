@@ -15,8 +15,8 @@ over the profiled design (:func:`jetpredict.predictor.planning.design_matrix`).
 
 The loop (:class:`AdaptiveChooser`) profiles, fits, decides and proposes until the recommended mode's
 *time* interval is narrower than ``target_width`` (relative) and no unprofiled mode is expected to beat it
-by more than ``MAX_RIVAL_GAIN`` and the recommended mode itself is profiled, or the budget of profiled
-modes is spent. When only such a rival holds the stop back, it profiles that rival next (measured, it no
+by more than ``MAX_RIVAL_GAIN`` and the recommended mode itself is profiled, or the pick is profiled and no
+unprofiled mode may beat it at all (``NEGLIGIBLE_RIVAL_GAIN``), or the budget of profiled modes is spent. When only such a rival holds the stop back, it profiles that rival next (measured, it no
 longer counts); when only the pick is unprofiled, it profiles the pick, and stops once that measurement
 agrees with the prediction that settled the stop within the run-to-run noise (a rival's gain it nudges
 across the bar is noise, not news), also when the refit moves the pick to a neighbour one knob away that
@@ -60,6 +60,10 @@ DESIGN_FILLERS = 2
 #: the interval scales of the memory-waiting twin, 0.12 stopped it 4.1% off on an unprofiled pick, so the
 #: loop now also measures the pick before it stops (12 of 12 within 3%, at most 6 modes).
 DEFAULT_TARGET_WIDTH = 0.12
+#: Expected gain (share of the objective) below which no unprofiled mode may beat a measured pick at all: the
+#: decision is made whatever the pick's interval (Nano's MAXN dominates every mode for min-time, and a
+#: measured MAXN kept a 12-14% interval, so the loop profiled the slowest corners until the budget ran out).
+NEGLIGIBLE_RIVAL_GAIN = 0.001
 #: Modes profiled before the first fit when the caller gives none: the first modes of the D-optimal plan.
 START_MODES = 2
 #: Prediction columns a pseudo-row fills when the workload's own rows measure them.
@@ -83,6 +87,13 @@ def pseudo_row(template: Mapping[str, Any], mode: Mapping[str, Any], decision_ro
 
 def _key(values: Sequence[float]) -> tuple[float, ...]:
     return tuple(round(float(v), 3) for v in values)
+
+
+def mode_keys(device: Device, frame: pd.DataFrame) -> list[tuple[float, ...]]:
+    """One key per mode of ``frame`` (``mode`` label and knobs): its knobs and the GPU share its label gives,
+    so a gated preset and the custom mode at its clocks (the whole GPU) are two modes, profiled apart."""
+    share = device.labelled_modes(frame).gpu_share
+    return [_key([*k, g]) for k, g in zip(frame[list(MODE_FIELDS)].to_numpy(dtype=float), share, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -142,11 +153,11 @@ class Adviser:
 
         A preset counts as profiled by its knobs or by its name: a board's own nvpmodel.conf may cap it
         otherwise than the catalogue, and its row records the board's caps (``profile``)."""
-        profiled = {_key(r) for r in rows[list(MODE_FIELDS)].to_numpy(dtype=float)}
+        profiled = set(mode_keys(self.device, rows))
         extra = rows[["mode", *MODE_FIELDS]].drop_duplicates(subset=list(MODE_FIELDS))
-        cand_keys = [_key(r) for r in self.candidates[list(MODE_FIELDS)].to_numpy(dtype=float)]
+        cand_keys = mode_keys(self.device, self.candidates)
         known = set(cand_keys)
-        extra = extra[[_key(r) not in known for r in extra[list(MODE_FIELDS)].to_numpy(dtype=float)]]
+        extra = extra[[k not in known for k in mode_keys(self.device, extra)]]
         table = pd.concat([self.candidates, extra.astype({"mode": str})], ignore_index=True)
         named = self.presets_named(rows["mode"].dropna())
         open_ = np.array([k not in profiled for k in cand_keys] + [False] * len(extra))
@@ -282,14 +293,17 @@ class AdaptiveChooser:
         return self._start.reset_index(drop=True)
 
     def _measured_s(self, rows: Sequence[Mapping[str, Any]]) -> dict[tuple[float, ...], Any]:
-        """Epoch time (s) of every profiled mode by its knobs; a preset profiled at the board's own caps
-        (``profile`` records those) also under the catalogue's knobs, as :meth:`Adviser.decision_set` counts
-        it profiled by its name."""
-        measured_s = {_key([r[k] for k in MODE_FIELDS]): r.get("epoch_time_s") for r in rows}
+        """Epoch time (s) of every profiled mode by its :func:`mode_keys`; a preset profiled at the board's own
+        caps (``profile`` records those) also under the catalogue's knobs, as :meth:`Adviser.decision_set`
+        counts it profiled by its name."""
+        device = self.adviser.device
+        frame = pd.DataFrame(list(rows), columns=["mode", *MODE_FIELDS, "epoch_time_s"])
+        measured_s = dict(zip(mode_keys(device, frame), frame["epoch_time_s"], strict=True))
         by_name = {str(r.get("mode")): r.get("epoch_time_s") for r in rows}
         cands = self.adviser.candidates
+        cand_keys = mode_keys(device, cands)
         for i in np.flatnonzero(self.adviser.presets_named(by_name)):
-            measured_s.setdefault(_key(cands.iloc[i][list(MODE_FIELDS)]), by_name[str(cands["mode"].iloc[i])])
+            measured_s.setdefault(cand_keys[i], by_name[str(cands["mode"].iloc[i])])
         return measured_s
 
     def next_mode(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -299,22 +313,25 @@ class AdaptiveChooser:
         if len(rows) < len(start):
             for _, mode in start.iterrows():
                 # A start mode is profiled by its knobs, or by its name (a preset at the board's caps).
-                if _key(mode[list(MODE_FIELDS)]) not in measured_s and str(mode["mode"]) not in names:
+                if mode_keys(self.adviser.device, mode.to_frame().T)[0] not in measured_s and str(mode["mode"]) not in names:
                     return mode.to_dict()
         frame = pd.DataFrame(list(rows))
         if len(rows) >= self.budget:
             return self._stop(frame, None, f"budget of {self.budget} profiled modes spent")
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
-        pick = None if d.best is None else _key(d.table.iloc[d.best][list(MODE_FIELDS)])
+        keys = mode_keys(self.adviser.device, d.table)
+        pick = None if d.best is None else keys[d.best]
         if (hopeless := unreachable_caps(d, self.adviser.goal)) is not None:
             return self._stop(frame, d, hopeless)
         confirmed = self._confirmed(measured_s, d)
         explained = self._rival_explained(measured_s, d)  # called every round: it clears what it checks
         settled = self.settled(d) or explained
         pick_open = pick is not None and pick not in measured_s
-        if confirmed or (settled and not pick_open):
-            return self._stop(frame, d, confirmed or settled)
+        decided = None if pick_open or d.best is None or d.rival_gain >= NEGLIGIBLE_RIVAL_GAIN else (
+            f"the pick is measured and no unprofiled mode may beat it (expected gain {d.rival_gain:.2%})")
+        if confirmed or decided or (settled and not pick_open):
+            return self._stop(frame, d, confirmed or decided or settled)
         if proposal.modes.empty:
             return self._stop(frame, d, "every candidate mode is profiled")
         nxt, reason = proposal.modes.iloc[0], str(proposal.modes.iloc[0]["reason"])
@@ -328,7 +345,7 @@ class AdaptiveChooser:
             # profiled mode no longer counts as one that may beat the recommendation.
             nxt = d.table.iloc[d.top_rival]
             reason = f"settles the stop: the unprofiled mode likeliest to beat the pick (gain {d.rival_gain:.1%})"
-            self._settling = (_key(nxt[list(MODE_FIELDS)]), float(nxt["epoch_time_s"]))
+            self._settling = (keys[d.top_rival], float(nxt["epoch_time_s"]))
         mode = {"mode": nxt["mode"], **{k: float(nxt[k]) for k in MODE_FIELDS}}
         self._record(Step(tuple(frame["mode"].astype(str)), d, mode, reason, None))
         return mode
@@ -354,7 +371,7 @@ class AdaptiveChooser:
             return None
         agreed = (f"the pick measured {t:.4g} s/epoch, within the run-to-run noise of the "
                   f"{confirming[1]:.4g} s that settled the stop")
-        if _key(d.table.iloc[d.best][list(MODE_FIELDS)]) == confirming[0]:
+        if mode_keys(self.adviser.device, d.table.iloc[[d.best]])[0] == confirming[0]:
             return agreed
         neighbour = self._indistinct_neighbour(d, confirming[0], d.best)
         return None if neighbour is None else f"{agreed}; the new pick is {neighbour}"
@@ -376,7 +393,7 @@ class AdaptiveChooser:
         neighbour = self._indistinct_neighbour(d, settling[0], d.top_rival)
         if neighbour is None:
             return None
-        became = _key(d.table.iloc[d.best][list(MODE_FIELDS)]) == settling[0]
+        became = mode_keys(self.adviser.device, d.table.iloc[[d.best]])[0] == settling[0]
         return (f"the rival measured {t:.4g} s/epoch, within the run-to-run noise of its {settling[1]:.4g} s, "
                 f"and {'is now the pick' if became else 'did not beat the pick'}; the rival likeliest to beat "
                 f"it now is {neighbour}")
@@ -393,7 +410,7 @@ class AdaptiveChooser:
         if d.time_width >= self.target_width:
             return None
         knobs = d.table[list(MODE_FIELDS)].to_numpy(dtype=float)
-        at = np.flatnonzero(np.all(np.round(knobs, 3) == measured, axis=1))  # as _key rounds
+        at = np.flatnonzero([k == measured for k in mode_keys(self.adviser.device, d.table)])
         if at.size == 0:
             return None
         i, b = int(at[0]), position

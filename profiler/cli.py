@@ -42,8 +42,8 @@ def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> 
                    "mode's time interval is narrower than this share of its point, (high - low) / point "
                    f"(default: the predictor's); no unprofiled mode is expected to beat it by more than {rival}; "
                    "and the recommended mode itself is profiled (it is measured to confirm the stop if it was "
-                   "not). It stops too at --budget modes, once every candidate is profiled, or when no mode "
-                   "can meet the caps")
+                   "not). It stops too at --budget modes, once every candidate is profiled, when no mode "
+                   "can meet the caps, or once no unprofiled mode may beat the measured pick at all")
     if rules is None:
         a.add_argument("--objective", help="the decision to narrow, one of the predictor's objectives "
                        "(default: the predictor's)")

@@ -111,7 +111,7 @@ def test_a_start_preset_profiled_at_the_boards_own_caps_is_not_profiled_again(re
     row.update({**device.preset("MAXN").as_dict(), "gpu_mhz": 1236.75})  # the board's own MAXN cap
     assert chooser.next_mode([row])["mode"] == "MODE_10W"
     measured = chooser._measured_s([row])  # the catalogue's MAXN counts as measured, for the stop's check too
-    assert measured[A._key(device.preset("MAXN").knobs())] == row["epoch_time_s"]
+    assert measured[A._key([*device.preset("MAXN").knobs(), 1.0])] == row["epoch_time_s"]
 
 
 def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
@@ -201,9 +201,8 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
     rows = _by_mode(resnet, "haecfb")
     table, open_ = chooser.adviser.decision_set(rows)
     d = D.decide(chooser.adviser.fit(rows), table, goal, open_)
-    pick = d.table.iloc[d.best]
-    key = A._key(pick[list(MODE_FIELDS)])
-    measured = {A._key(r[list(MODE_FIELDS)]): r["epoch_time_s"] for _, r in rows.iterrows()}
+    key = A.mode_keys(chooser.adviser.device, d.table.iloc[[d.best]])[0]
+    measured = dict(zip(A.mode_keys(chooser.adviser.device, rows), rows["epoch_time_s"], strict=True))
     measured_s = measured[key]
     chooser._confirming = (key, measured_s * 1.02)
     assert "within the run-to-run noise" in chooser._confirmed(measured, d)
@@ -237,7 +236,7 @@ def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pi
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=10)
     measured = ("m", 5, 2188.8, 675.75, 1600, 40.0, 402.0)
     d = _decision([measured, pick], best=1, time_width=time_width)
-    key_measured = A._key(measured[1:5])
+    key_measured = A._key([*measured[1:5], 1.0])  # knobs and the whole GPU
     chooser._confirming = (key_measured, 40.5)  # the prediction that settled the stop, 1.2% off the measurement
     reason = chooser._confirmed({key_measured: 40.0}, d)
     assert (reason is not None) == holds
@@ -407,7 +406,7 @@ def test_a_measured_rival_settles_the_stop_for_its_neighbours_within_noise(rival
     pick = ("p", 5, 806.4, 306.0, 665.6, 41.0, 395.0)
     table = pd.DataFrame([measured, pick, rival], columns=["mode", *MODE_FIELDS, "epoch_time_s", "epoch_energy_j"])
     d = D.Decision(table, 1, 0.10, 0.10, np.array([2]), np.array([0.4]), 0.2, 0.06, top_rival=2)
-    key = A._key(measured[1:5])
+    key = A._key([*measured[1:5], 1.0])  # knobs and the whole GPU
     chooser._settling = (key, 40.5)  # the prediction it was profiled on
     reason = chooser._rival_explained({key: measured_s}, d)
     assert (reason is not None) == holds
@@ -430,3 +429,31 @@ def test_recommend_and_plan_after_note_a_recommended_mode_outside_the_profiled_r
     assert main(["plan", "--device", "agx-xavier", "--after", str(profiles), "--objective", "min-time",
                  "--max-power-w", "15"]) == 0
     assert note in capsys.readouterr().err
+
+
+def test_a_measured_pick_that_dominates_every_mode_ends_the_loop(resnet, others):
+    """Min-time without caps over a-j: g (MAXN) is at or above every knob of every mode, so once measured no
+    mode may beat it; the loop stops there even when its interval is wider than the target (twin Nano: a
+    measured MAXN kept a 12-14% interval, and the loop profiled the slowest corners until its budget ran out)."""
+    replay = R.SweepReplay(resnet)
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-time"), budget=10, target_width=0.01,
+                                candidates=replay.modes(), reference=others,
+                                start=_by_mode(resnet, "ah")[["mode", *MODE_FIELDS]])
+    rows = R.run_loop(chooser, replay.measure)
+    assert [r["mode"] for r in rows] == ["a", "h", "g"]
+    assert chooser.steps[-1].stop.startswith("the pick is measured and no unprofiled mode may beat it")
+
+
+def test_a_profiled_gated_preset_leaves_the_whole_gpu_mode_at_its_clocks_open():
+    """Orin Nano's 7W powers half the GPU: profiling it says nothing of the custom mode at the same clocks
+    with the whole GPU (the loop used to count that mode profiled, and stopped with "every candidate mode is
+    profiled" while it, predicted 20% faster than the pick, was never measured)."""
+    device = load_device("orin-nano")
+    gated = device.preset("7W")
+    assert gated.gpu_share < 1.0
+    adviser = A.Adviser(device, D.Goal("min-time"))
+    table, open_ = adviser.decision_set(pd.DataFrame([{"mode": "7W", **gated.as_dict()}]))
+    same_clocks = np.all(table[list(MODE_FIELDS)].to_numpy(float) == np.array(gated.knobs(), float), axis=1)
+    preset = same_clocks & (table["mode"] == "7W").to_numpy()
+    assert preset.sum() == 1 and not open_[preset].any()
+    assert (same_clocks & ~preset).sum() == 1 and open_[same_clocks & ~preset].all()

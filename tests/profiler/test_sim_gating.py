@@ -49,3 +49,21 @@ def test_the_twin_runs_a_mode_named_after_a_preset_at_its_knobs_as_that_preset()
     assert controller.current() is p
     controller.apply(PowerMode("custom", *p.knobs()))
     assert controller.current().mode == "custom" and getattr(controller.current(), "gpu_share", 1.0) == 1.0
+
+
+def test_a_row_named_after_a_gated_preset_is_measured_as_that_preset(tmp_path):
+    """The runner hands the backend the mode as given: a ``--modes`` row (or an adaptive pick) named 7W ran
+    with the whole GPU (Orin Nano ResNet-18: 514 s, against 974 s for ``--modes 7W``) and was stored under
+    the gated preset's name, which the fit reads as half the GPU."""
+    from jetpredict.models.profile_files import read_profile_csv
+
+    from jetpredict.cli import main
+
+    rows = tmp_path / "m7.csv"
+    rows.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\n7W,4,960,408,2133\n")
+    times = []
+    for modes, out in ((str(rows), tmp_path / "by_row.csv"), ("7W", tmp_path / "by_name.csv")):
+        assert main(["profile", "--device", "sim:orin-nano", "--workload", "resnet18-cifar10", "--modes", modes,
+                     "--minibatches", "5", "--warmup", "0", "--no-progress", "--out", str(out)]) == 0
+        times.append(float(read_profile_csv(out)["epoch_time_s"].iloc[0]))
+    assert times[0] == pytest.approx(times[1], rel=1e-9)
