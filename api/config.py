@@ -30,6 +30,9 @@ MAX_WORKLOAD_ID_CHARS = 200
 MAX_CLIENT_ID_CHARS = 200
 #: Longest label of a mode in a request (characters): the schema, its fast path and the OpenAPI document.
 MAX_MODE_LABEL_CHARS = 100
+#: Fields of the power-modes listing a mode object in a request may carry beside its label and knobs
+#: (``api.query_schemas.ModeInSchema``; typed, not used), so a listed mode can be sent back as it came.
+LISTED_MODE_FIELDS = ("nvpmodel_id", "power_budget_w", "gpu_share")
 #: A number as long as Python's JSON writer makes one (``-2.2250738585072014e-308``: 24 characters).
 _LONGEST_NUMBER = -2.2250738585072014e-308
 
@@ -56,7 +59,7 @@ def largest_query_bodies() -> dict[str, int]:
     fleet = {"workload": workload, "deadline_s": n, "epochs": n, "confidence": n}
     client = {"id": "x" * MAX_CLIENT_ID_CHARS, "device": device}
     prediction = {"device": device, "workload": workload, "epochs": n, "confidence": n, "layout": "columns"}
-    mode = {"mode": "x" * MAX_MODE_LABEL_CHARS, **dict.fromkeys(MODE_FIELDS, n)}
+    mode = {"mode": "x" * MAX_MODE_LABEL_CHARS, **dict.fromkeys((*MODE_FIELDS, *LISTED_MODE_FIELDS), n)}
     recommendation = {"device": device, "workload": workload, "objective": max(OBJECTIVES, key=len),
                       "constraints": {"max_power_w": n, "max_epoch_time_s": n}, "epochs": n, "confidence": n}
     return {"/v1/fleet-plans": _with_items(fleet, "clients", client, MAX_CLIENTS),

@@ -53,9 +53,8 @@ MODE_IN_DOC = {
                            "maximum": MAX_POWER_CAP_W,
                            "description": "W, as GET /v1/devices/{device}/power-modes lists it; not used"},
         "gpu_share": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1,
-                      "description": "as GET /v1/devices/{device}/power-modes lists it: must be the share of "
-                                     "the device's preset at this label and these knobs (1 for any other "
-                                     "mode), else 422; the device's share is what predictions use"},
+                      "description": "as GET /v1/devices/{device}/power-modes lists it; not used: the device's "
+                                     "preset at this label and these knobs decides the powered share"},
     },
     "required": list(MODE_FIELDS),
     "additionalProperties": False,
@@ -72,7 +71,7 @@ class ModeInSchema(RequestSchema):
     cpu_mhz = JsonNumber(required=True, validate=_knob_range("cpu_mhz"))
     gpu_mhz = JsonNumber(required=True, validate=_knob_range("gpu_mhz"))
     emc_mhz = JsonNumber(required=True, validate=_knob_range("emc_mhz"))
-    # The listing's fields (MODE_IN_DOC says what they mean); the service checks gpu_share against the device.
+    # The listing's fields (MODE_IN_DOC says what they mean), typed and not used.
     nvpmodel_id = JsonInteger(allow_none=True, validate=validate.Range(0, None))
     power_budget_w = JsonNumber(allow_none=True, validate=validate.Range(0, MAX_POWER_CAP_W, min_inclusive=False))
     gpu_share = JsonNumber(validate=validate.Range(0, 1, min_inclusive=False))

@@ -203,22 +203,9 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
     labels = [str(m.get("mode")) if not _blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]
-    shares = device.labelled_modes({**knobs, "mode": labels}).gpu_share
-    if "gpu_share" in present:
-        _check_listed_shares(device, records, labels, shares)
-    return ModeTable(labels, knobs, shares)
+    # The device's preset for a label decides the gating: a listed object's own gpu_share is not read.
+    return ModeTable(labels, knobs, device.labelled_modes({**knobs, "mode": labels}).gpu_share)
 
-
-def _check_listed_shares(device: Device, records: Sequence[Mapping], labels: Sequence[str],
-                         shares: np.ndarray) -> None:
-    """A mode object's ``gpu_share`` (the power-modes listing's) must be the one the device gives its label
-    and knobs: the device's preset decides the gating, so a share that contradicts it is refused, not used."""
-    for i, given in enumerate(_number(m.get("gpu_share")) for m in records):
-        if given == given and not np.isclose(given, shares[i], rtol=1e-9, atol=0.0):
-            what = (f"{device.id}'s preset {labels[i]} powers {shares[i]:g} of the GPU" if shares[i] < 1.0 else
-                    f"no gated preset of {device.id} has this label and these knobs: the whole GPU is powered (1)")
-            raise ModeRowError(i, f"{_row_label(records[i])}: gpu_share must be the device's: {what}; "
-                                  f"got {records[i].get('gpu_share')!r}", f"modes.{i}.gpu_share")
 
 
 def mode_table(device: Device, modes: str | pd.DataFrame | Sequence[Mapping], fill_labels: bool = False

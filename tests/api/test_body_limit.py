@@ -11,12 +11,14 @@ import pytest
 from api_fixtures import API_KEY, published_rows
 from jetpredict.api.config import (
     DEFAULT_MAX_BODY_BYTES,
+    LISTED_MODE_FIELDS,
     MAX_CLIENT_ID_CHARS,
     MAX_MODE_LABEL_CHARS,
     MAX_WORKLOAD_ID_CHARS,
     MIN_BODY_BYTES,
     largest_query_bodies,
 )
+from jetpredict.api.query_schemas import MAX_POWER_CAP_W, ModeInSchema
 from jetpredict.api.schemas import MAX_DEADLINE_S
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.predictor.limits import MAX_CLIENTS, MAX_CONFIDENCE, MAX_EPOCHS, MAX_MODES
@@ -44,12 +46,14 @@ def largest_fleet_request() -> dict:
 
 
 def largest_prediction_request() -> dict:
-    """MAX_MODES modes of the longest device id with labels of MAX_MODE_LABEL_CHARS characters."""
+    """MAX_MODES modes of the longest device id with labels of MAX_MODE_LABEL_CHARS characters, each with the
+    power-modes listing's fields too (as a listed mode sent back), every number with its most digits."""
     ranges = load_device(LONGEST_DEVICE).knob_ranges()
     low = {k: ranges[k][0] for k in MODE_FIELDS}
     high = {k: _longest_below(ranges[k][1]) for k in MODE_FIELDS[1:]}
+    listed = {"nvpmodel_id": 10 ** 23, "power_budget_w": _longest_below(MAX_POWER_CAP_W), "gpu_share": _longest_below(1.0)}
     modes = [{"mode": f"{i:05d}".ljust(MAX_MODE_LABEL_CHARS, "m"), "cpu_cores": float(ranges["cpu_cores"][1]),
-              **{k: (high[k] if i % 2 else low[k] + i * 1e-9) for k in MODE_FIELDS[1:]}}
+              **{k: (high[k] if i % 2 else low[k] + i * 1e-9) for k in MODE_FIELDS[1:]}, **listed}
              for i in range(MAX_MODES)]
     return {"device": LONGEST_DEVICE, "workload": {"id": LONGEST_WORKLOAD_ID}, "modes": modes,
             "epochs": float(MAX_EPOCHS), "confidence": _longest_below(MAX_CONFIDENCE), "layout": "columns"}
@@ -135,3 +139,7 @@ def test_serve_says_the_warning_before_it_listens(tmp_path):
                               text=True, timeout=120)
     assert done.returncode != 0 and "the port is in use" in done.stderr
     assert f"warning: --max-body-bytes=1000000 is below {MIN_BODY_BYTES} bytes" in done.stderr
+
+
+def test_the_body_limit_counts_every_field_a_mode_object_may_carry():
+    assert set(ModeInSchema().fields) == {"mode", *MODE_FIELDS, *LISTED_MODE_FIELDS}

@@ -1,7 +1,7 @@
 """The service's own mode objects go back to it: the presets ``GET /v1/devices/{device}/power-modes`` lists
 (with ``nvpmodel_id``, ``power_budget_w``, ``gpu_share``) predict in ``POST /v1/predictions`` exactly as
-``jetpredict predict --presets`` predicts them, gated presets included; a ``gpu_share`` that is not the
-device's for that label and those knobs is refused, never trusted over the device's."""
+``jetpredict predict --presets`` predicts them, gated presets included; an object's own ``gpu_share`` is not
+read: the device's preset for its label and knobs decides the gating."""
 
 from __future__ import annotations
 
@@ -43,22 +43,22 @@ def test_listed_presets_predict_as_the_cli_predicts_them(client, stored, cli_mod
     assert [p["epoch_time_s"] for p in presets] == http["epoch_time_s"].tolist()
 
 
-def test_a_gpu_share_the_device_does_not_give_is_refused(client, stored):
+def test_an_objects_own_gpu_share_is_not_read(client, stored):
     listed = client.get("/v1/devices/orin-agx/power-modes").json["modes"]
     gated = next(i for i, m in enumerate(listed) if m["gpu_share"] < 1)
-    for share, label in ((1.0, listed[gated]["mode"]), (listed[gated]["gpu_share"], "custom")):
+    body = {"device": "orin-agx", "workload": {"id": "my-resnet"}}
+    plain = [{k: m[k] for k in ("mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")} for m in listed]
+    expected = client.post("/v1/predictions", json={**body, "modes": plain}).json["predictions"]
+    for share in (1.0, 0.01):  # the whole GPU claimed for a gated preset, a share no preset has
         modes = [dict(m) for m in listed]
-        modes[gated].update(gpu_share=share, mode=label)
-        r = client.post("/v1/predictions", json={"device": "orin-agx", "workload": {"id": "my-resnet"},
-                                                 "modes": modes})
-        assert r.status_code == 422, r.json
-        assert f"modes.{gated}.gpu_share" in r.json["errors"], r.json
-        assert "gpu_share" in r.json["message"]
-    # Whole-GPU objects may say so: a custom mode's share is 1.
-    custom = {k: listed[gated][k] for k in ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")}
-    r = client.post("/v1/predictions", json={"device": "orin-agx", "workload": {"id": "my-resnet"},
-                                             "modes": [{**custom, "mode": "c", "gpu_share": 1}]})
-    assert r.status_code == 200, r.json
+        modes[gated]["gpu_share"] = share
+        r = client.post("/v1/predictions", json={**body, "modes": modes})
+        assert r.status_code == 200, r.json
+        assert [p["epoch_time_s"] for p in r.json["predictions"]] == [p["epoch_time_s"] for p in expected]
+    gated_time = expected[gated]["epoch_time_s"]
+    custom = {**plain[gated], "mode": "c", "gpu_share": listed[gated]["gpu_share"]}  # a custom mode: the whole GPU
+    r = client.post("/v1/predictions", json={**body, "modes": [custom]})
+    assert r.status_code == 200 and r.json["predictions"][0]["epoch_time_s"] < gated_time, r.json
 
 
 @pytest.mark.parametrize("extra, field", [({"gpu_share": 0}, "gpu_share"), ({"gpu_share": 1.5}, "gpu_share"),

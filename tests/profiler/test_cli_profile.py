@@ -318,3 +318,22 @@ def test_the_jetpredict_command_line_passes_the_predictors_rules():
     assert flags["--objective"].choices == tuple(OBJECTIVES)
     assert f"(default {DEFAULT_OBJECTIVE})" in flags["--objective"].help
     assert f"{MAX_RIVAL_GAIN * 100:g}%%" in flags["--target-width"].help
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_profile_refuses_modes_of_another_device(tmp_path, capsys, suffix):
+    """A profile document is a valid --modes file; one of another board lists that board's modes (its
+    preset names among them), which --candidates and predict --modes refused and --modes ran as custom."""
+    import json
+
+    modes = tmp_path / f"nano{suffix}"
+    row = {"device": "orin-nano", "mode": "7W", "cpu_cores": 4, "cpu_mhz": 960, "gpu_mhz": 408, "emc_mhz": 2133}
+    if suffix == ".json":
+        modes.write_text(json.dumps({"rows": [row]}))
+    else:
+        modes.write_text(",".join(row) + "\n" + ",".join(map(str, row.values())) + "\n")
+    argv = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", str(modes),
+            "--minibatches", "2", "--warmup", "0", "--no-progress", "--out", str(tmp_path / "x.csv")]
+    assert main(argv) == 2
+    assert "is for device 'orin-nano', not 'agx-xavier'" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
