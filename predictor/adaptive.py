@@ -13,19 +13,20 @@ a refit plus a prediction of the decision set (~0.1 s for a 29,232-mode AGX Xavi
 is scored: the recommended mode, the strongest rivals, and the candidates with the largest D-optimal gain
 over the profiled design (:func:`jetpredict.predictor.planning.design_matrix`).
 
-The loop (:class:`AdaptiveChooser`) profiles, fits, decides and proposes until the recommended mode's
-*time* interval is narrower than ``target_width`` (relative) and no unprofiled mode is expected to beat it
-by more than ``MAX_RIVAL_GAIN`` and the recommended mode itself is profiled, or the pick is profiled and no
-unprofiled mode may beat it at all (``NEGLIGIBLE_RIVAL_GAIN``), or the budget of profiled modes is spent. When only such a rival holds the stop back, it profiles that rival next (measured, it no
-longer counts); when only the pick is unprofiled, it profiles the pick, and stops once that measurement
-agrees with the prediction that settled the stop within the run-to-run noise (a rival's gain it nudges
-across the bar is noise, not news), also when the refit moves the pick to a neighbour one knob away that
-the noise cannot tell from the measured mode (:meth:`AdaptiveChooser._indistinct_neighbour`); likewise a
-rival measured as predicted that did not become the pick settles the case of its neighbours. A mode
-beats the pick only if ``recommend`` could pick it once profiled: with its interval's upper end under the
-caps, not its point (a mode measured just under a power cap keeps an interval across it). It takes rows
-and returns modes, so the same code drives the digital twin, a Jetson (through the profiler's campaign)
-and a replay of a measured sweep (``tools.replay.SweepReplay``, for benchmarks and tests).
+The loop (:class:`AdaptiveChooser`) profiles, fits, decides and proposes until the recommended mode's *time*
+interval is narrower than ``target_width`` (relative) and no unprofiled mode is expected to beat it by more
+than ``MAX_RIVAL_GAIN`` and the recommended mode itself is profiled, or the pick is profiled and no unprofiled
+mode may beat it at all (``NEGLIGIBLE_RIVAL_GAIN``), or the budget of profiled modes is spent. When only such
+a rival holds the stop back, it profiles that rival next (measured, it no longer counts); when only the pick
+is unprofiled, it profiles the pick, and stops once that measurement agrees with the prediction that settled
+the stop within the run-to-run noise (a rival's gain it nudges across the bar is noise, not news), also when
+the refit moves the pick to a neighbour one knob away that the noise cannot tell from the measured mode
+(:meth:`AdaptiveChooser._indistinct_neighbour`); likewise a rival measured as predicted that did not become
+the pick settles the case of its neighbours. A mode beats the pick only if ``recommend`` could pick it once
+profiled: with its interval's upper end under the caps, not its point (a mode measured just under a power cap
+keeps an interval across it). It takes rows and returns modes, so the same code drives the digital twin, a
+Jetson (through the profiler's campaign) and a replay of a measured sweep (``tools.replay.SweepReplay``, for
+benchmarks and tests).
 """
 
 from __future__ import annotations
@@ -313,7 +314,8 @@ class AdaptiveChooser:
         if len(rows) < len(start):
             for _, mode in start.iterrows():
                 # A start mode is profiled by its knobs, or by its name (a preset at the board's caps).
-                if mode_keys(self.adviser.device, mode.to_frame().T)[0] not in measured_s and str(mode["mode"]) not in names:
+                key = mode_keys(self.adviser.device, mode.to_frame().T)[0]
+                if key not in measured_s and str(mode["mode"]) not in names:
                     return mode.to_dict()
         frame = pd.DataFrame(list(rows))
         if len(rows) >= self.budget:
