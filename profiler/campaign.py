@@ -165,11 +165,9 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
     modes = []
     for i, rec in enumerate(df.to_dict(orient="records")):
         where = mode_row_place(df, i)
-        named = rec.get("device")
-        if isinstance(named, str) and named.strip() and named.strip() != device.id:
-            # A profile document of another board lists its own modes: their labels name its presets.
+        if isinstance(named := rec.get("device"), str) and named.strip() not in ("", device.id):
             raise InputError(f"--modes {path} {where}: the mode is for device {named.strip()!r}, not "
-                             f"{device.id!r} (the device profiled)", "modes")
+                             f"{device.id!r}", "modes")
         try:
             knobs = [float(rec[c]) for c in MODE_FIELDS]
         except (TypeError, ValueError):
