@@ -192,6 +192,11 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
             raise InputError(f"--{flag} file {path} must hold a JSON list of mode objects", flag)
         df = pd.DataFrame([{k: v for k, v in m.items() if k in MODE_LIST_COLUMNS} for m in payload])
         if "mode" in df.columns:
+            # A label is text or a preset id; an object, list or boolean is not one (HTTP refuses them too).
+            bad = next((i for i, m in enumerate(df["mode"]) if isinstance(m, bool | Mapping | list)), None)
+            if bad is not None:
+                raise InputError(f"--{flag} file {path} item {bad}: mode must be a text label or a preset id, "
+                                 f"got {type(df['mode'].iloc[bad]).__name__}", flag)
             # A mode object without a label is missing here (NaN in the frame), not the label "nan".
             df["mode"] = [None if m is None or (isinstance(m, float) and m != m) else str(m) for m in df["mode"]]
         return df

@@ -46,3 +46,14 @@ def test_an_object_with_neither_list_is_refused(tmp_path, payload):
     with pytest.raises(InputError, match="must hold a JSON list of mode objects") as err:
         _read(tmp_path, payload)
     assert err.value.field == "modes"
+
+
+@pytest.mark.parametrize("label", [{"a": [1, 2]}, [1], True])
+def test_a_label_that_is_not_text_or_a_preset_id_is_refused(tmp_path, label):
+    # It was written as its repr ("{'a': [1, 2]}") and profiled or predicted under that label.
+    with pytest.raises(InputError, match="item 1: mode must be a text label or a preset id"):
+        _read(tmp_path, [MODE, {**MODE, "mode": label}])
+
+
+def test_a_preset_id_label_stays_its_text(tmp_path):
+    assert _read(tmp_path, [{**MODE, "mode": 0}])["mode"].tolist() == ["0"]
