@@ -87,14 +87,15 @@ def pseudo_row(template: Mapping[str, Any], mode: Mapping[str, Any], decision_ro
 
 
 def _key(values: Sequence[float]) -> tuple[float, ...]:
-    return tuple(round(float(v), 3) for v in values)
+    return tuple(np.round(np.asarray(values, dtype=float), 3).tolist())
 
 
 def mode_keys(device: Device, frame: pd.DataFrame) -> list[tuple[float, ...]]:
     """One key per mode of ``frame`` (``mode`` label and knobs): its knobs and the GPU share its label gives,
     so a gated preset and the custom mode at its clocks (the whole GPU) are two modes, profiled apart."""
-    share = device.labelled_modes(frame).gpu_share
-    return [_key([*k, g]) for k, g in zip(frame[list(MODE_FIELDS)].to_numpy(dtype=float), share, strict=True)]
+    # Rounded as _key rounds, in one pass over the table (it is the whole space, every round of the loop).
+    values = np.column_stack([frame[list(MODE_FIELDS)].to_numpy(dtype=float), device.labelled_modes(frame).gpu_share])
+    return list(map(tuple, np.round(values, 3).tolist()))
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ class Adviser:
         self.candidates = candidates[keep].reset_index(drop=True)
         #: Which candidates are the device's presets: the decision prefers one as ``recommend`` does.
         self.is_preset = is_preset[keep]
+        #: :func:`mode_keys` of the candidates, fixed with them.
+        self.candidate_keys = mode_keys(device, self.candidates)
 
     def fit(self, rows: pd.DataFrame) -> WorkloadModel:
         return fit_workload(rows.reset_index(drop=True), self.device, self.reference)
@@ -156,12 +159,11 @@ class Adviser:
         otherwise than the catalogue, and its row records the board's caps (``profile``)."""
         profiled = set(mode_keys(self.device, rows))
         extra = rows[["mode", *MODE_FIELDS]].drop_duplicates(subset=list(MODE_FIELDS))
-        cand_keys = mode_keys(self.device, self.candidates)
-        known = set(cand_keys)
+        known = set(self.candidate_keys)
         extra = extra[[k not in known for k in mode_keys(self.device, extra)]]
         table = pd.concat([self.candidates, extra.astype({"mode": str})], ignore_index=True)
         named = self.presets_named(rows["mode"].dropna())
-        open_ = np.array([k not in profiled for k in cand_keys] + [False] * len(extra))
+        open_ = np.array([k not in profiled for k in self.candidate_keys] + [False] * len(extra))
         open_[:len(named)] &= ~named
         return table, open_
 
@@ -302,9 +304,8 @@ class AdaptiveChooser:
         measured_s = dict(zip(mode_keys(device, frame), frame["epoch_time_s"], strict=True))
         by_name = {str(r.get("mode")): r.get("epoch_time_s") for r in rows}
         cands = self.adviser.candidates
-        cand_keys = mode_keys(device, cands)
         for i in np.flatnonzero(self.adviser.presets_named(by_name)):
-            measured_s.setdefault(cand_keys[i], by_name[str(cands["mode"].iloc[i])])
+            measured_s.setdefault(self.adviser.candidate_keys[i], by_name[str(cands["mode"].iloc[i])])
         return measured_s
 
     def next_mode(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -312,9 +313,8 @@ class AdaptiveChooser:
         measured_s = self._measured_s(rows)
         names = {str(r.get("mode")) for r in rows}
         if len(rows) < len(start):
-            for _, mode in start.iterrows():
+            for key, (_, mode) in zip(mode_keys(self.adviser.device, start), start.iterrows(), strict=True):
                 # A start mode is profiled by its knobs, or by its name (a preset at the board's caps).
-                key = mode_keys(self.adviser.device, mode.to_frame().T)[0]
                 if key not in measured_s and str(mode["mode"]) not in names:
                     return mode.to_dict()
         frame = pd.DataFrame(list(rows))

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.bundled import predict_modes
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, OBJECTIVES
@@ -100,9 +100,10 @@ class Decision:
         return None if self.best is None else self.table.iloc[self.best].to_dict()
 
 
-def _table(model: WorkloadModel, modes: pd.DataFrame, confidence: float) -> pd.DataFrame:
-    """Predictions of ``modes`` (mode column + knobs) as a table ``recommend.choose`` reads."""
-    pred = predict_modes(model, model.device.labelled_modes(modes), None, confidence).columns()
+def _table(model: WorkloadModel, modes: pd.DataFrame, labelled: ModeArrays, confidence: float) -> pd.DataFrame:
+    """Predictions of ``modes`` (mode column + knobs; ``labelled``: them with the GPU share their labels give)
+    as a table ``recommend.choose`` reads."""
+    pred = predict_modes(model, labelled, None, confidence).columns()
     data = {"mode": modes["mode"].to_numpy(), **{k: modes[k].to_numpy(dtype=float) for k in MODE_FIELDS}}
     data.update({k: v for k, v in pred.items() if isinstance(v, np.ndarray)})
     return pd.DataFrame(data)
@@ -168,7 +169,8 @@ def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndar
     profiling cannot narrow a profiled mode's interval below its run-to-run noise. ``presets``: the rows
     that are nvpmodel presets, preferred as ``recommend`` prefers them (:func:`.recommend.choose`).
     """
-    df = _table(model, modes, goal.confidence)
+    labelled = model.device.labelled_modes(modes)
+    df = _table(model, modes, labelled, goal.confidence)
     choice = rec.choose(df, goal.objective, goal.max_power_w, goal.max_epoch_time_s, goal.confidence, presets)
     empty = np.zeros(0, dtype=int)
     if choice.best is None:
@@ -177,19 +179,18 @@ def decide(model: WorkloadModel, modes: pd.DataFrame, goal: Goal, open_: np.ndar
     z = z_of(goal.confidence)
     b = choice.best
     value = np.maximum(df[key].to_numpy(dtype=float), 1e-12)
-    low, high = (np.maximum(df[f"{key}_{end}"].to_numpy(dtype=float), 1e-12) for end in ("low", "high"))
-    knobs = df[list(MODE_FIELDS)].to_numpy(dtype=float)
-    ungated = model.device.labelled_modes(df).gpu_share >= 1.0
+    low = np.maximum(df[f"{key}_low"].to_numpy(dtype=float), 1e-12)
+    meets = _meets_caps(df, goal, z, None if open_ is None else ~open_)
     if key == "epoch_time_s":
+        knobs, ungated = np.column_stack(labelled.arrays()), ~labelled.gated
         low = np.minimum(dominance_floor(knobs, low, ungated), value)
+        if ungated[b]:  # no mode the best dominates (a gated GPU less still) is faster
+            meets = np.where(np.all(knobs <= knobs[b], axis=1), 0.0, meets)
     # A mode overturns the choice if it comes out lower than the best: its interval's lower half against the
     # best's upper half (log scale).
     down = np.maximum(np.log(value) - np.log(low), 0.0) / z
-    spread = np.maximum(np.hypot(down, (math.log(high[b]) - math.log(value[b])) / z), 1e-9)
+    spread = np.maximum(np.hypot(down, _upper_log_sd(df, key, z)[b]), 1e-9)
     gap = math.log(value[b]) - np.log(value)  # > 0 where a mode's point beats the best's
-    meets = _meets_caps(df, goal, z, None if open_ is None else ~open_)
-    if key == "epoch_time_s" and ungated[b]:  # no mode the best dominates (a gated GPU less still) is faster
-        meets = np.where(np.all(knobs <= knobs[b], axis=1), 0.0, meets)
     p = ndtr(gap / spread) * meets
     p[b] = 0.0
     # Expected gain on log scale of switching to each mode: E[max(0, N(gap, spread^2))].

@@ -297,10 +297,9 @@ class WorkloadModel:
         never slow an epoch, so a mode's lower bound is at least that of the mode with each knob below the
         profiled ranges raised into them, and its upper bound at most that of the mode with each knob above
         them lowered into them (a symmetric extrapolation SD alone would let the slowest GPU clock beat the
-        fastest). The point stays inside."""
+        fastest). The point stays inside. ``low`` and ``high`` are changed in place."""
         if not self.profiled_ranges:
             return low, high
-        low, high = low.copy(), high.copy()
         for raise_low in (True, False):
             projected, moved = F.projected_into(modes, self.profiled_ranges, raise_low)
             if not moved.any():

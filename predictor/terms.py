@@ -166,8 +166,9 @@ def non_negative_moments(gaussians: Sequence[tuple[np.ndarray, np.ndarray]]) -> 
     steps = np.zeros((n, chains, axes.shape[1]))
     kept: list[list[np.ndarray]] = [[] for _ in prepared]
     rng, every = np.random.default_rng(0), np.arange(n)
+    period, last = np.maximum(n_axes, 1), sweeps * n_axes  # per Gaussian: steps per sweep, steps in all
     for j in range(sweeps * int(n_axes.max())):
-        i = j % np.maximum(n_axes, 1)  # each Gaussian's axis at its own step j (it stops at sweeps x axes)
+        i = j % period  # each Gaussian's axis at its own step j (it stops at sweeps x axes)
         axis = axes[every, i][:, None, :]
         current = steps[every, :, i]
         rest = x - current[:, :, None] * axis  # the coefficients without this axis's step
@@ -182,9 +183,8 @@ def non_negative_moments(gaussians: Sequence[tuple[np.ndarray, np.ndarray]]) -> 
                                           rng.random(chains))
         x = np.maximum(rest + step[:, :, None] * axis, 0.0)
         steps[every, :, i] = step
-        sweep_end = (j + 1) % np.maximum(n_axes, 1) == 0
-        for g in np.flatnonzero((n_axes > 0) & sweep_end & (j // np.maximum(n_axes, 1) >= NON_NEGATIVE_BURN_IN)
-                                & (j < sweeps * n_axes)):
+        sweep_end = (j + 1) % period == 0
+        for g in np.flatnonzero((n_axes > 0) & sweep_end & (j // period >= NON_NEGATIVE_BURN_IN) & (j < last)):
             kept[g].append(x[g, :, :len(prepared[g][0])] - prepared[g][0])
     moments = []
     for g, (coef, _) in enumerate(prepared):

@@ -456,16 +456,3 @@ def test_table_columns_are_the_prediction_tables_columns(resnet, epochs):
     # recommend --format csv writes them as the header when no mode meets the caps
     df = service.predict(resnet, "presets", epochs=epochs)
     assert service.table_columns(epochs) == tuple(df.columns)
-
-
-def test_the_answer_wide_columns_are_defined_once():
-    """Row, table and fleet columns are built from one tuple of answer-wide columns and the provenance fields."""
-    from jetpredict.predictor import fleet
-    from jetpredict.predictor import recommend as rec
-
-    constants = rec.CONSTANT_COLUMNS
-    assert service.CONSTANT_COLUMNS is constants and (*constants, "rows_device") == fleet._SCALAR_COLUMNS
-    assert service.ROW_COLUMNS[-len(constants):] == constants
-    assert (*constants[:-1], *service.PROVENANCE_FIELDS, constants[-1]) == service.PROVENANCE_COLUMNS
-    for epochs in (None, 3):
-        assert service.table_columns(epochs)[-len(service.PROVENANCE_COLUMNS):] == service.PROVENANCE_COLUMNS

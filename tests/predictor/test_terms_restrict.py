@@ -4,7 +4,10 @@ the provenance kinds and the epoch-time ceiling are the rows' own."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import pytest
 from jetpredict.models import profile_rows
+from jetpredict.models.errors import InputError
 from jetpredict.predictor import terms
 
 
@@ -62,6 +65,14 @@ def test_restrict_together_fills_each_fits_own_restriction():
 
 
 def test_trust_order_and_ceiling_are_the_rows_own():
-    assert terms.SOURCE_TRUST is profile_rows.SOURCE_KINDS
-    assert terms.MAX_EPOCH_TIME_S is profile_rows.MAX_TIME_S
+    assert terms.least_trusted(["published", "simulated", "measured"]) == "simulated"
+    assert terms.least_trusted(["published", "measured"]) == "measured"
     assert terms.least_trusted([]) == profile_rows.source_kind(None)
+    # The fit refuses an epoch past the rows' own ceiling, as the rows' check does.
+    row = {"device": "agx-xavier", "workload": "w", "mode": "m", "cpu_cores": 8, "cpu_mhz": 2265.6,
+           "gpu_mhz": 1377, "emc_mhz": 2133, "num_workers": 4, "batch_size": 16, "minibatches_per_epoch": 100,
+           "epoch_time_s": profile_rows.MAX_TIME_S * 1.01, "source": "measured"}
+    with pytest.raises(InputError, match="epoch_time_s"):
+        profile_rows.validate_records([row])
+    with pytest.raises(InputError, match="epoch_time_s"):
+        terms.check_rows(pd.DataFrame([row]))
