@@ -76,8 +76,7 @@ class SimulatedBackend(TrainingBackend):
 
     # -- TrainingBackend
     def prepare(self, mode: PowerMode | None) -> None:
-        # A row's preset runs with its gating whatever object carries the label, as nvpmodel runs it by name.
-        self._mode = self.state.device.as_preset(mode) if mode is not None else self.state.mode
+        self._mode = mode or self.state.mode
         assert self._mode is not None
         mb = self.twin.minibatch(self._mode, self.batch_size, self.num_workers)
         self._mb = mb

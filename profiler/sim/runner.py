@@ -44,7 +44,9 @@ class SimulatedRunner(ModeRunner):
         clock, timeline = backend.state.clock, backend.state.timeline
         timeline.prune_before(clock.now())
         has_meter = meter is not None and meter.available
-        idle_w = backend.physics.base_power_w(mode or backend.state.mode).item()
+        # A row's preset runs with its gating whatever object carries the label, as nvpmodel runs it by name.
+        mode = backend.state.device.as_preset(mode) if mode is not None else backend.state.mode
+        idle_w = backend.physics.base_power_w(mode).item()
         run = ModeRun(warmup=[], measured=[], power_meter=meter_label(meter),
                       cpu_power_meter="none: the digital twin does not simulate CPU-package energy")
         t_start = clock.now()

@@ -61,9 +61,11 @@ def test_a_row_named_after_a_gated_preset_is_measured_as_that_preset(tmp_path):
 
     rows = tmp_path / "m7.csv"
     rows.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\n7W,4,960,408,2133\n")
-    times = []
+    got = []
     for modes, out in ((str(rows), tmp_path / "by_row.csv"), ("7W", tmp_path / "by_name.csv")):
         assert main(["profile", "--device", "sim:orin-nano", "--workload", "resnet18-cifar10", "--modes", modes,
                      "--minibatches", "5", "--warmup", "0", "--no-progress", "--out", str(out)]) == 0
-        times.append(float(read_profile_csv(out)["epoch_time_s"].iloc[0]))
-    assert times[0] == pytest.approx(times[1], rel=1e-9)
+        got.append(read_profile_csv(out).iloc[0])
+    assert got[0]["epoch_time_s"] == pytest.approx(got[1]["epoch_time_s"], rel=1e-9)
+    # The idle power before the run too (it was the whole GPU's: 3.49 W against the preset's 3.35 W).
+    assert got[0]["base_power_w"] == pytest.approx(got[1]["base_power_w"], rel=0.01)
