@@ -4,7 +4,7 @@ modules give the OpenAPI document through flask-smorest."""
 
 from __future__ import annotations
 
-from jetpredict.api.config import MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
+from jetpredict.api.config import LISTED_MODE_FIELDS, MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
 from jetpredict.api.schemas import (
     CATALOGUE_RANGES,
     LAYOUTS,
@@ -80,12 +80,31 @@ class ModeInSchema(RequestSchema):
 _MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs more than loading 10 modes
 
 
-_MODE_KEYS = frozenset(("mode", *MODE_FIELDS))
+_MODE_KEYS = frozenset(("mode", *MODE_FIELDS, *LISTED_MODE_FIELDS))
+#: The listing's number fields the schema loads as floats: (their bounds, whether null is allowed).
+_LISTED_NUMBERS = {"power_budget_w": ((0.0, MAX_POWER_CAP_W), True), "gpu_share": ((0.0, 1.0), False)}
+
+
+def _number_in(value: object, low: float, high: float) -> bool:
+    """A JSON number (not a boolean) in (low, high]."""
+    return type(value) in (float, int) and low < value <= high
+
+
+def _plain_listed(m: dict) -> bool:
+    """The power-modes listing's fields of ``m``, where present, as :class:`ModeInSchema` takes them."""
+    nv = m.get("nvpmodel_id")
+    if nv is not None and not (type(nv) is int and nv >= 0):
+        return False
+    return all(m[k] is None and nullable or _number_in(m[k], *bounds)
+               for k, (bounds, nullable) in _LISTED_NUMBERS.items() if k in m)
 
 
 def _plain_mode(m: object) -> bool:
-    """A mode object that :class:`ModeInSchema` would load unchanged (the usual case, checked cheaply)."""
+    """A mode object that :class:`ModeInSchema` would load unchanged but for number types (the usual case,
+    checked cheaply; listed modes sent back included)."""
     if not isinstance(m, dict) or not m.keys() <= _MODE_KEYS or not all(k in m for k in MODE_FIELDS):
+        return False
+    if not _plain_listed(m):
         return False
     # The schema's label is an optional string: absent is fine, null is not.
     if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= MAX_MODE_LABEL_CHARS
@@ -111,8 +130,9 @@ class ModesField(fields.Field):
         if not 1 <= len(value) <= MAX_MODES:
             raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
         if all(_plain_mode(m) for m in value):
-            # What the schema would return: clocks as floats.
-            return [{**m, **{k: float(m[k]) for k in MODE_FIELDS[1:]}} for m in value]
+            # What the schema would return: clocks and the listing's numbers as floats.
+            return [{**m, **{k: float(m[k]) for k in (*MODE_FIELDS[1:], *_LISTED_NUMBERS) if m.get(k) is not None}}
+                    for m in value]
         return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
 
 

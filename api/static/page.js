@@ -833,15 +833,12 @@
 
   const onStep = (v) => +v.toPrecision(12);  // 0.1 x 3 as 0.3: the slider's bounds as people read them
 
-  // The slider's step and bounds for caps spanning [lo, hi] (`most`: the largest cap the API takes, or
-  // undefined). Power moves in 0.5 W; time in about 400 steps of the span, rounded to one significant
-  // digit with no floor, so that epochs of milliseconds are as finely capped as epochs of minutes. The
-  // bounds are whole steps: the least rounded down (but at least one step, as the API takes only caps
-  // above 0), the top rounded up so that it lets in the largest upper end, down where that passes `most`.
-  function capSlider(lo, hi, power, most) {
-    const width = hi - lo > 0 ? hi - lo : Math.abs(hi);  // one upper end only: steps of its own size
-    let step = power ? 0.5 : +(width / 400).toPrecision(1);
-    if (!(step > 0) || !Number.isFinite(step)) step = 0.001;
+  // The power slider's step and bounds for caps spanning [lo, hi] W (`most`: the largest cap the API
+  // takes, or undefined; the time slider is log-scaled, timeScale). It moves in 0.5 W; the bounds are
+  // whole steps: the least rounded down (but at least one step, as the API takes only caps above 0), the
+  // top rounded up so that it lets in the largest upper end, down where that passes `most`.
+  function powerSlider(lo, hi, most) {
+    const step = 0.5;
     const min = Math.max(step, onStep(Math.floor(lo / step) * step));
     const top = onStep(Math.ceil(hi / step) * step);
     const max = most !== undefined && top > most ? onStep(Math.floor(most / step) * step) : top;
@@ -884,7 +881,7 @@
     const power = kind === "max_power_w";
     let scale;
     if (power) {
-      const { step, min, max } = capSlider(lo, hi, true, maxPowerW(data.device));
+      const { step, min, max } = powerSlider(lo, hi, maxPowerW(data.device));
       scale = { min, max, log: false };
       Object.assign(slider, { min: String(min), max: String(max), step: String(step) });
     } else {
@@ -1713,6 +1710,6 @@
     window.addEventListener("resize", onResize);
   }
 
-  window.jetpredictPage = { state, recommend, reload, capSlider, timeScale };
+  window.jetpredictPage = { state, recommend, reload, powerSlider, timeScale };
   start();
 })();

@@ -19,9 +19,10 @@ from jetpredict.models.catalogue import device_ids, list_devices, load_device
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.power.base import MODULE_DOMAIN, PowerMeter, PowerReadError
 from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
+from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ
 
-#: ``tegrastats --interval``, ms: one reading every 100 ms (10 Hz), what the default sampler reads.
-DEFAULT_INTERVAL_MS = 100
+#: ``tegrastats --interval``, ms: one reading per period of the default sampler (100 ms at 10 Hz).
+DEFAULT_INTERVAL_MS = round(1000 / DEFAULT_SAMPLER_HZ)
 
 _TIMESTAMP = re.compile(r"^\s*(\d{2}-\d{2}-\d{4} \d{2}:\d{2}:\d{2})\s+")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")

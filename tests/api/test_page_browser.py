@@ -1050,7 +1050,7 @@ def test_time_cap_slider_stays_above_zero_and_fine_for_sub_tenth_second_epochs(s
     key = _ready_for(browser, "nano", 120)
     assert key["constraints"] == {"max_epoch_time_s": exact} and key["confidence"] == 0.5, key
     rule = browser.evaluate("[jetpredictPage.timeScale(0.00041234, 0.2), jetpredictPage.timeScale(32.07, 3103.2), "
-                            "jetpredictPage.capSlider(3.2, 40.7, true, 40)]")
+                            "jetpredictPage.powerSlider(3.2, 40.7, 40)]")
     assert rule == [{"min": 0.0004123, "max": 0.2, "log": True}, {"min": 32.07, "max": 3104, "log": True},
                     {"step": 0.5, "min": 3, "max": 40}], rule
     assert not _errors_since(browser, errors), _errors_since(browser, errors)

@@ -146,6 +146,12 @@ PLAN_CACHE_ROUNDS = 10
 SCALE_DIGITS = 12
 
 
+def read_scale(scale: float) -> float:
+    """An epoch scale as nodes are grouped and planned at it: ``SCALE_DIGITS`` significant digits (binary
+    noise is no work: 0.30000000000000004 is 0.3)."""
+    return float(f"{scale:.{SCALE_DIGITS}g}")
+
+
 def planning_scale(scale: float) -> float | None:
     """The epoch scale a node of epoch scale ``scale`` is planned at: ``scale`` rounded up to two significant
     digits (at most 10% above it; 0.0123 -> 0.013, 0.02 -> 0.02). Its deadline ``D / planning_scale`` is at
@@ -153,7 +159,7 @@ def planning_scale(scale: float) -> float | None:
     finite number > 0."""
     if not (math.isfinite(scale) and scale > 0):
         return None
-    scale = float(f"{scale:.{SCALE_DIGITS}g}")  # binary noise is no work: 0.30000000000000004 is 0.3
+    scale = read_scale(scale)
     mantissa, exponent = f"{scale:.1e}".split("e")
     digits, power = int(mantissa.replace(".", "")), int(exponent) - 1
     rounded = float(f"{digits}e{power}")  # decimal text: exact where the scale itself is two digits
@@ -250,7 +256,7 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     deferred = [node for q, group in groups.items() for node in serve(q, group, exact=False)]
     exact_groups: dict[float, list[NodeInfo]] = {}
     for node in deferred:  # few: those within the rounding's margin of a deadline
-        exact_groups.setdefault(float(f"{float(node.epoch_scale):.{SCALE_DIGITS}g}"), []).append(node)
+        exact_groups.setdefault(read_scale(float(node.epoch_scale)), []).append(node)
     for scale, group in exact_groups.items():
         serve(scale, group, exact=True)
     cache.clear()
