@@ -51,7 +51,7 @@ from jetpredict.predictor import adaptive as A  # noqa: E402
 from jetpredict.predictor.decision import Goal  # noqa: E402
 from jetpredict.predictor.limits import OBJECTIVES  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
-from results_io import exponent_text, growth_exponent, run_seconds, write_results  # noqa: E402
+from results_io import exponent_text, growth_exponent, growth_exponents, run_seconds, write_results  # noqa: E402
 
 from tools import replay as R  # noqa: E402
 
@@ -346,7 +346,7 @@ def cost_slopes(cost: list[dict]) -> tuple[float | None, float | None, float | N
     """Growth exponents of the proposal cost: with the decision set over all sizes and from 1,000 modes on
     (2 profiled modes), and with the profiled modes (1,000 candidates)."""
     by_set = [(c["decision_set"], c["seconds"]) for c in cost if c["profiled_modes"] == 2]
-    return (growth_exponent(by_set), growth_exponent((n, s) for n, s in by_set if n >= 1000),
+    return (*growth_exponents(by_set, 1000),
             growth_exponent((c["profiled_modes"], c["seconds"]) for c in cost if c["decision_set"] == 1000))
 
 

@@ -30,7 +30,7 @@ from jetpredict.models.profile_files import read_profile_csv, rows_to_records
 from jetpredict.models.profile_rows import validate_records
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.workload_devices import DeviceModels
-from results_io import exponent_text, growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, growth_exponents, write_results
 
 SIZES = (10, 100, 1_000, 2_500, 5_000)
 #: Below this many stored rows an upload is mostly its fixed cost: the per-row growth is read from here on.
@@ -79,8 +79,7 @@ def _upload_cost(n: int, repeats: int) -> dict:
 
 def upload_slopes(uploads: list[dict], key: str) -> tuple[float | None, float | None]:
     """Growth exponent of ``key`` with the stored rows over all sizes, and from :data:`LARGE_FROM` rows on."""
-    points = [(r["stored_rows"], r[key]) for r in uploads]
-    return growth_exponent(points), growth_exponent((n, c) for n, c in points if n >= LARGE_FROM)
+    return growth_exponents(((r["stored_rows"], r[key]) for r in uploads), LARGE_FROM)
 
 
 def upload_costs(sizes: list[int], repeats: int) -> list[dict]:
@@ -153,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", f"Slope of time ~ stored^b: **{exponent_text(b_new)}** over all sizes, **{exponent_text(b_new_large)}** "
               f"from {LARGE_FROM:,} rows on (new rows: read, compare, check, refit); **{exponent_text(b_dup)}**, "
               f"**{exponent_text(b_dup_large)}** from {LARGE_FROM:,} rows on (rows found stored: read and compare, "
-              "no fit). Below 1,000 rows an upload is mostly its fixed cost.", "",
+              f"no fit). Below {LARGE_FROM:,} rows an upload is mostly its fixed cost.", "",
               "## Serving a workload with rows of k devices", "",
               f"| devices | cold lookup (CPU-s) | source for {TARGET} (CPU-s) | source |", "|---:|---:|---:|---|"]
     lines += [f"| {r['devices']} | {r['cold_lookup_cpu_s']:.3f} | {r['transfer_choice_cpu_s']:.3f} | "

@@ -42,6 +42,13 @@ def growth_exponent(points: Iterable[tuple[float, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
 
 
+def growth_exponents(points: Iterable[tuple[float, float]], from_size: float) -> tuple[float | None, float | None]:
+    """:func:`growth_exponent` over all ``(size, cost)`` points, and over those from ``from_size`` on (past a
+    fixed cost that flattens the small sizes)."""
+    points = list(points)
+    return growth_exponent(points), growth_exponent((x, y) for x, y in points if x >= from_size)
+
+
 def timed(fn: Callable[[], T], clock: Callable[[], float] = time.process_time) -> tuple[T, float]:
     """``fn()`` and the seconds it took on ``clock`` (default CPU time: the work itself, whatever else runs;
     ``time.perf_counter`` for wall time)."""

@@ -36,11 +36,14 @@ def test_one_device_per_upload_and_separate_uploads_per_device(client, auth):
 
 @pytest.mark.parametrize("workload_id", ["a/b", "a\\b", "a\x01b", "a\x7fb", "a\ud800b", "x" * (MAX_WORKLOAD_ID_CHARS + 1),
                                          "   "])
-def test_the_stated_workload_id_rule_is_the_services(client, auth, workload_id):
-    assert (f"A workload id is 1 to {MAX_WORKLOAD_ID_CHARS} characters, not blank, with no `/`, `\\`, control "
-            "characters (U+0000-U+001F, U+007F) or unpaired surrogates") in _text()
+def test_an_id_the_stated_rule_refuses_is_refused(client, auth, workload_id):
     rows = [{**r, "workload": workload_id} for r in published_rows()]
     assert client.post("/v1/profiles", json={"rows": rows}, headers=auth).status_code == 422
+
+
+def test_the_stated_workload_id_rule_is_the_services(client, auth):
+    assert (f"A workload id is 1 to {MAX_WORKLOAD_ID_CHARS} characters, not blank, with no `/`, `\\`, control "
+            "characters (U+0000-U+001F, U+007F) or unpaired surrogates") in _text()
     longest = [{**r, "workload": "x" * MAX_WORKLOAD_ID_CHARS} for r in published_rows()]
     assert client.post("/v1/profiles", json={"rows": longest}, headers=auth).status_code == 201
 
