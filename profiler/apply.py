@@ -43,6 +43,7 @@ class ApplyPlan:
     mode: PowerMode
     via: str  # "nvpmodel-preset" | "nvpmodel-custom" | "sysfs"
     steps: list[str] = field(default_factory=list)
+    asked: PowerMode | None = None  # the mode asked for, where ``mode`` is the board's steps for it
 
 
 def parse_mode(device: Device, text: str) -> PowerMode:
@@ -148,9 +149,10 @@ def plan_switch(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
     if via == "sysfs":
         if isinstance(mode, Preset):
             mode = PowerMode(mode.mode, *mode.knobs())
-        result = ApplyPlan(device, mode, "sysfs")
+        controller = SysfsController(device)
+        result = ApplyPlan(device, controller.caps_of(mode), "sysfs", asked=mode)
         with _recorded_sysfs_writes(result.steps):
-            SysfsController(device).apply(mode)
+            controller.apply(mode)
         return result
     text = sysfs.read_text(DEFAULT_CONF)
     if text is None:
@@ -182,9 +184,15 @@ def _far(target: PowerMode, actual: PowerMode) -> list[str]:
     return out
 
 
-def _describe(mode: PowerMode) -> str:
-    return (f"{mode.mode}: {int(mode.cpu_cores)} cores, CPU {float(mode.cpu_mhz):g} MHz, "
-            f"GPU {float(mode.gpu_mhz):g} MHz, EMC {float(mode.emc_mhz):g} MHz")
+def _describe(mode: PowerMode, asked: PowerMode | None = None) -> str:
+    """``mode``'s cores and clocks (MHz); each clock set otherwise than ``asked`` (a board's step) says so."""
+    def clock(name: str) -> str:
+        got = float(getattr(mode, name))
+        want = got if asked is None else float(getattr(asked, name))
+        return f"{got:g} MHz" + ("" if want == got else f" (asked {want:g})")
+
+    return (f"{mode.mode}: {int(mode.cpu_cores)} cores, CPU {clock('cpu_mhz')}, GPU {clock('gpu_mhz')}, "
+            f"EMC {clock('emc_mhz')}")
 
 
 def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None) -> PowerMode:
@@ -212,9 +220,10 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
         raise
     original = find_state()
     actual = controller.read_back()
-    print(f"applied {_describe(mode)}", file=out)
+    caps = controller.caps_of(mode)  # the board's steps (or preset caps) where they differ from the mode
+    print(f"applied {_describe(caps, mode)}", file=out)
     print(f"read back {_describe(PowerMode('now', *actual.knobs()))}", file=out)
-    far = _far(mode, actual)
+    far = _far(caps, actual)
     if far:
         print(f"warning: the clocks in force differ from the mode: {'; '.join(far)} (DVFS may still be "
               "settling, or the kernel rounded to its frequency table)", file=out)
@@ -233,7 +242,7 @@ def _apply(args: argparse.Namespace) -> int:
         # Away from the board (`--board B` anywhere) the dry run still says what it would do.
         what = plan_switch(device, mode, args.via) if here else catalogue_plan(device, mode, args.via)
         where = "" if here else " (not this machine: steps from the catalogue)"
-        print(f"dry run on {device.id}{where} ({what.via}): would set {_describe(what.mode)}")
+        print(f"dry run on {device.id}{where} ({what.via}): would set {_describe(what.mode, what.asked)}")
         for step in what.steps:
             print(f"  {step}")
         print("then read back the clocks, and save the original mode for `sudo jetpredict restore`. "

@@ -473,16 +473,16 @@ def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Compl
 
 
 def _caps_notes(asked: PowerMode, caps: PowerMode) -> list[str]:
-    """Sidecar notes for each knob the board's own definition of a preset caps otherwise than the catalogue."""
-    return [f"the board's configuration caps {asked.mode} at {knob} {getattr(caps, knob):g}, the catalogue at "
-            f"{getattr(asked, knob):g}; the row records the board's" for knob in MODE_FIELDS
-            if _known(getattr(asked, knob)) is not None and getattr(caps, knob) != getattr(asked, knob)]
+    """Sidecar notes for each knob the switch set otherwise than asked (a board preset's own cap, a step)."""
+    return [f"the board set {asked.mode}'s {k} to {getattr(caps, k):g}, not the {getattr(asked, k):g} asked (its "
+            f"own preset caps, or its nearest frequency step); the row records {getattr(caps, k):g}" for k in
+            MODE_FIELDS if _known(getattr(asked, k)) is not None and getattr(caps, k) != getattr(asked, k)]
 
 
 def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: PowerMode,
                   settings: RunSettings, progress: _Progress) -> tuple[ModeRun, PowerMode, PowerMode | None]:
     """Apply ``mode`` (when there is a controller), measure it; returns the run, the caps the switch set
-    (a board preset's own, else ``mode``'s) and the read-back mode."""
+    (a board preset's own, clocks at the board's steps, else ``mode``'s) and the read-back mode."""
     read_back, caps = None, mode
     if ctl is not None:
         ctl.apply(mode)

@@ -8,7 +8,7 @@ T234 Orin; JetPack 6 "KNEXT" locations listed after JetPack 4/5 ones).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jetpredict.models.catalogue import Device, PowerMode, mode_label
@@ -130,6 +130,11 @@ def read_clocks(paths: SocPaths, label: str = "read-back") -> PowerMode:
 def _snap(table: list[int] | None, target: int) -> int:
     """The available frequency nearest ``target`` (the kernel would round an off-table value anyway)."""
     return min(table, key=lambda f: abs(f - target)) if table else target
+
+
+def _set_mhz(written: int, asked_mhz: float, per_mhz: float) -> float:
+    """The clock (MHz) that ``written`` (kHz or Hz) sets; ``asked_mhz`` itself when it is that clock."""
+    return float(asked_mhz) if written == round(asked_mhz * per_mhz) else written / per_mhz
 
 
 def _set_min_max(directory: str, min_name: str, max_name: str, value: int) -> None:
@@ -267,22 +272,47 @@ class SysfsController(PowerModeController):
         for c in cpu_ids():
             d = f"{CPU_DIR}/cpu{c}/cpufreq"
             if cpu_online(c) and sysfs.exists(f"{d}/scaling_max_freq"):
-                table = sysfs.read_ints(f"{d}/scaling_available_frequencies")
-                _set_min_max(d, "scaling_min_freq", "scaling_max_freq", _snap(table, round(mode.cpu_mhz * 1e3)))
+                _set_min_max(d, "scaling_min_freq", "scaling_max_freq", self._cpu_khz(c, mode))
         gpu = gpu_dir(self.paths)
         if gpu is None:
             raise PrivilegedCommandError(f"{self.device.id}: no GPU devfreq node among {self.paths.gpu_devfreq}")
-        table = sysfs.read_ints(f"{gpu}/available_frequencies")
-        _set_min_max(gpu, "min_freq", "max_freq", _snap(table, round(mode.gpu_mhz * 1e6)))
-        emc_hz = round(mode.emc_mhz * 1e6)
+        _set_min_max(gpu, "min_freq", "max_freq", self._gpu_hz(gpu, mode))
+        emc_hz = self._emc_hz(mode)
         cap = _first_existing(self.paths.emc_cap)
         if cap:
             write_sysfs(cap, emc_hz)
         if self.paths.emc_lock and all(sysfs.exists(p) for p in self.paths.emc_lock):
             write_sysfs(self.paths.emc_lock[0], 1)
             write_sysfs(self.paths.emc_lock[1], emc_hz)
+        caps = self.caps_of(mode)
         label = mode.mode or mode_label(*mode.knobs())
-        self._applied = PowerMode(label, cores, float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz))
+        self._applied = PowerMode(label, cores, float(caps.cpu_mhz), float(caps.gpu_mhz), float(caps.emc_mhz))
+
+    @staticmethod
+    def _cpu_khz(cpu: int, mode: PowerMode) -> int:
+        """The clock (kHz) pinned on ``cpu`` for ``mode``: the step of its table nearest the mode's CPU clock."""
+        table = sysfs.read_ints(f"{CPU_DIR}/cpu{cpu}/cpufreq/scaling_available_frequencies")
+        return _snap(table, round(mode.cpu_mhz * 1e3))
+
+    @staticmethod
+    def _gpu_hz(gpu: str | None, mode: PowerMode) -> int:
+        """The GPU clock (Hz) pinned for ``mode``: the step of the ``gpu`` devfreq node's table nearest it."""
+        table = sysfs.read_ints(f"{gpu}/available_frequencies") if gpu else None
+        return _snap(table, round(mode.gpu_mhz * 1e6))
+
+    def _emc_hz(self, mode: PowerMode) -> int:
+        """The EMC cap (Hz) written for ``mode``: the catalogue's EMC step nearest it. sysfs lists no EMC
+        table, and the EMC clock only runs at its DVFS table's rates, which the catalogue's steps are."""
+        return _snap([round(f * 1e6) for f in self.device.emc_steps_mhz], round(mode.emc_mhz * 1e6))
+
+    def caps_of(self, mode: PowerMode) -> PowerMode:
+        """``mode`` with the clocks (MHz) :meth:`apply` pins for it: each the nearest step of the board's table
+        (cpu0's, the GPU's, the catalogue's EMC steps); a clock whose table is missing as asked."""
+        cpus = cpu_ids()
+        cpu_khz = self._cpu_khz(cpus[0], mode) if cpus else round(mode.cpu_mhz * 1e3)
+        return replace(mode, cpu_mhz=_set_mhz(cpu_khz, mode.cpu_mhz, 1e3),
+                       gpu_mhz=_set_mhz(self._gpu_hz(gpu_dir(self.paths), mode), mode.gpu_mhz, 1e6),
+                       emc_mhz=_set_mhz(self._emc_hz(mode), mode.emc_mhz, 1e6))
 
     def read_back(self) -> PowerMode:
         return read_clocks(self.paths)

@@ -120,6 +120,18 @@ def test_sysfs_dry_run_lists_exactly_the_writes_of_the_real_run(xavier, capsys):
     assert root.read(f"{CPU0}/scaling_max_freq") == before["sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"].strip()
 
 
+def test_an_off_step_mode_says_which_steps_it_set(xavier, capsys):
+    """AGX Xavier has no 1200 MHz CPU nor 1000 MHz GPU step: the dry run and the switch name the steps written."""
+    root, _ = xavier
+    label = "4c-1200-1000-1331.2"
+    said = f"{label}: 4 cores, CPU 1190.4 MHz (asked 1200), GPU 1032.75 MHz (asked 1000), EMC 1331.2 MHz"
+    code, out, _ = run(capsys, "--mode", label, "--via", "sysfs", "--dry-run")
+    assert code == 0 and f"would set {said}\n" in out
+    code, out, _ = run(capsys, "--mode", label, "--via", "sysfs")
+    assert code == 0 and f"applied {said}\n" in out
+    assert root.read_int(f"{GPU}/max_freq") == 1032750000
+
+
 def test_sysfs_dry_run_without_access_to_debugfs(xavier, capsys, monkeypatch):
     """/sys/kernel/debug is root only: not being able to look there is "not there", not a failure."""
     import pathlib

@@ -321,9 +321,35 @@ def test_a_preset_row_records_the_boards_own_caps(fake_root, tmp_path):
     rows = run_campaign(_cfg(tmp_path, device="jetson", modes="MODE_15W", settle_s=0.0, idle_s=0.0, minibatches=2))
     assert (rows[0]["mode"], rows[0]["gpu_mhz"], rows[0]["cpu_mhz"]) == ("MODE_15W", board_gpu_mhz, catalogue.cpu_mhz)
     mode = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]
-    assert [n for n in mode["notes"] if n.startswith("the board's configuration")] == [
-        f"the board's configuration caps MODE_15W at gpu_mhz {board_gpu_mhz:g}, the catalogue at "
-        f"{catalogue.gpu_mhz:g}; the row records the board's"]
+    assert [n for n in mode["notes"] if n.startswith("the board")] == [
+        f"the board set MODE_15W's gpu_mhz to {board_gpu_mhz:g}, not the {catalogue.gpu_mhz:g} asked (its own "
+        f"preset caps, or its nearest frequency step); the row records {board_gpu_mhz:g}"]
+
+
+def test_an_off_step_mode_row_records_the_steps_the_board_was_set_to(fake_root, tmp_path):
+    """AGX Xavier has no 1200 MHz CPU nor 1000 MHz GPU step: pinned through sysfs, the board runs 1190.4 and
+    1032.75, which the row records (the sidecar says so); a mode on the steps is recorded as asked."""
+    from dataclasses import replace
+
+    from jetpredict.profiler.powermode import SysfsController
+
+    xavier = load_device("agx-xavier")
+    fake_root.add_jetson(xavier)
+    cfg = _cfg(tmp_path, device="jetson", modes="4c-1200-1000-1331.2,4c-1036.8-905.25-1331.2", settle_s=0.0,
+               idle_s=0.0, minibatches=2)
+    parts = replace(campaign.build_parts(cfg), controller=SysfsController(xavier))
+    rows = run_campaign(cfg, parts)
+    knobs = [tuple(r[k] for k in ("mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")) for r in rows]
+    assert knobs == [("4c-1200-1000-1331.2", 4, 1190.4, 1032.75, 1331.2),
+                     ("4c-1036.8-905.25-1331.2", 4, 1036.8, 905.25, 1331.2)]
+    off, on = json.loads((tmp_path / "p.csv.json").read_text())["modes"]
+    assert off["requested"]["gpu_mhz"] == 1000.0
+    assert [n for n in off["notes"] if n.startswith("the board")] == [
+        "the board set 4c-1200-1000-1331.2's cpu_mhz to 1190.4, not the 1200 asked (its own preset caps, or its "
+        "nearest frequency step); the row records 1190.4",
+        "the board set 4c-1200-1000-1331.2's gpu_mhz to 1032.75, not the 1000 asked (its own preset caps, or "
+        "its nearest frequency step); the row records 1032.75"]
+    assert not [n for n in on["notes"] if n.startswith("the board")]
 
 
 class _Collector(BaseHTTPRequestHandler):

@@ -79,6 +79,31 @@ def test_off_table_clock_snaps_to_the_nearest_step(fake_root):
     assert back.gpu_mhz == min(device.gpu_steps_mhz, key=lambda f: abs(f - 500.0))
 
 
+def test_the_caps_of_an_off_step_mode_are_the_steps_written(fake_root):
+    """AGX Xavier has no 1200 MHz CPU, 1000 MHz GPU nor 1500 MHz EMC step: the caps the controller reports,
+    before and after the switch, are the steps it writes (1190.4, 1032.75, 1600), not the clocks asked."""
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device)
+    ctl = SysfsController(device)
+    mode = PowerMode("off-step", 4, 1200.0, 1000.0, 1500.0)
+    caps = ctl.caps_of(mode)
+    assert caps == PowerMode("off-step", 4, 1190.4, 1032.75, 1600.0)
+    ctl.apply(mode)
+    assert fake_root.read_int(f"{CPU}/cpu0/cpufreq/scaling_max_freq") == 1190400
+    assert fake_root.read_int(f"{GPU_DIRS['T194']}/max_freq") == 1032750000
+    assert fake_root.read_int(EMC_CAP) == 1600000000
+    assert ctl.current() == caps and ctl.caps_of(mode) == caps
+    on_step = PowerMode("on-step", 4, 1190.4, 1032.75, 1600.0)
+    assert ctl.caps_of(on_step) == on_step
+
+
+def test_a_clock_without_a_frequency_table_keeps_the_value_asked(fake_root):
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device)
+    fake_root.real(f"{GPU_DIRS['T194']}/available_frequencies").unlink()
+    assert SysfsController(device).caps_of(PowerMode("m", 4, 1200.0, 1000.0, 1600.0)).gpu_mhz == 1000.0
+
+
 def test_out_of_range_and_missing_gpu(fake_root):
     device = load_device("nano")
     fake_root.add_jetson(device)
