@@ -45,6 +45,7 @@ from jetpredict.predictor import planning, service
 from jetpredict.predictor.bundled import fit_workload, load_reference
 from jetpredict.predictor.constants import INTERVAL_NOISE_FLOOR
 from jetpredict.predictor.decision import Decision, Goal, decide, unreachable_caps
+from jetpredict.predictor.fit_check import lack_of_fit_note
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.reference import DeviceReference
@@ -433,7 +434,12 @@ class AdaptiveChooser:
     def _stop(self, rows: pd.DataFrame, decision: Decision | None, why: str) -> None:
         if decision is None:
             table, open_ = self.adviser.decision_set(rows)
-            decision = self.adviser.decide(self.adviser.fit(rows), table, open_)
+            model = self.adviser.fit(rows)
+            decision = self.adviser.decide(model, table, open_)
+            # Only the budget stops without a decision: say when the form misses the rows, which keeps the
+            # intervals wide however many modes are profiled.
+            note = lack_of_fit_note(model)
+            why = why if note is None else f"{why}; {note}"
         self._record(Step(tuple(rows["mode"].astype(str)), decision, None, None, why))
         return None
 

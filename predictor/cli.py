@@ -243,7 +243,7 @@ def _fit(args: argparse.Namespace) -> int:
     if prior_reference(rows, model.device, reference)[1]:
         _log(f"the reference holds {model.workload_id}'s own sweep: the prior comes from its other workloads "
              "(as the published accuracy figures are scored)")
-    _log_aliased(model)
+    _log_fit_caveats(model)
     for widening in alias_widening(model, rows, model.device, reference):
         _log(f"what the alias costs: {widening.describe()}")
     return 0
@@ -258,13 +258,19 @@ def rows_kind(rows: Iterable[Mapping[str, object]]) -> str:
     return "rows: " + ", ".join(f"{counts[kind]} {kind}" for kind in SOURCE_KINDS if counts[kind])
 
 
-def _log_aliased(model) -> None:
-    """Say which knobs' effects the profiled modes do not separate (their split is the prior's)."""
+def _log_fit_caveats(model) -> None:
+    """Say which knobs' effects the profiled modes do not separate (their split is the prior's), and
+    whether the model's form misses its own rows (:func:`~predictor.fit_check.lack_of_fit_note`)."""
+    from jetpredict.predictor.fit_check import lack_of_fit_note
+
     aliased = model.aliased_knobs()
     if aliased:
         # No claim on the intervals here: `fit` measures what each pair costs them, and it can be nothing.
         _log("aliased knobs (the profiled modes do not separate their effects; predictions along them take "
              "their split from the reference): " + ", ".join(f"{k} ({why})" for k, why in aliased.items()))
+    note = lack_of_fit_note(model)
+    if note:
+        _log(f"warning: {note}")
 
 
 #: ``--epochs N`` columns under honest names: the time (s) and energy (J) of training N epochs -- nothing
@@ -307,7 +313,7 @@ def _predict(args: argparse.Namespace) -> int:
         _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
              f"{percent(args.confidence)} intervals{provenance_summary(df, model.device_id)}")
     # Aliasing bears on any mode off the line the profiled modes draw, inside the ranges too.
-    _log_aliased(model)
+    _log_fit_caveats(model)
     flagged = int(df["extrapolated"].sum())
     if flagged:
         target = on_device(model, None if args.device is None else resolve_device(args.device))

@@ -35,6 +35,9 @@ POWER_NOISE_FLOOR = 0.05
 #: 30 W (RMS 0.3-0.55 W in-sample for LeNet-5, ResNet-18 and MobileNetV3), so a low-power workload's
 #: relative noise is larger. [E1]
 POWER_NOISE_FLOOR_W = 0.35
+#: RMS of ln(predicted / measured epoch time) over a fit's own profiled rows above which the fit is said not
+#: to fit them: twice the interval noise floor; the real sweeps' fits stay <= 4.4% (every design of 2-4 modes). [E1]
+LACK_OF_FIT_REL = 2 * INTERVAL_NOISE_FLOOR
 
 # -- feature shapes ---------------------------------------------------------------------------------------
 #: Generic DVFS curve: rail voltage below the knee, as a share of the rail's top voltage. [E2]

@@ -120,9 +120,9 @@ def test_a_pair_that_costs_nothing_is_not_said_to_widen_the_intervals(lenet):
 def test_fit_and_predict_claim_no_wider_intervals_for_aliased_knobs(lenet, capsys):
     """The line naming the aliased knobs (fit and predict) makes no claim on the intervals: fit's own
     measure of the cost follows it, and it can be <= 1."""
-    from jetpredict.predictor.cli import _log_aliased
+    from jetpredict.predictor.cli import _log_fit_caveats
 
     efij = _modes(lenet, "efij")
-    _log_aliased(fit_workload(efij, XAVIER))
+    _log_fit_caveats(fit_workload(efij, XAVIER))
     err = capsys.readouterr().err
     assert "aliased knobs" in err and "cpu_mhz (moves with gpu_mhz)" in err and "wider" not in err
