@@ -179,14 +179,20 @@ MODE_LIST_COLUMNS = ("mode", *MODE_FIELDS, "device")
 def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     """A mode list (``--modes``, ``--candidates``): a CSV, or a JSON list of objects (``{"modes": [...]}``
     too, or the rows of a profile document: ``{"rows": [...]}`` as ``profile --out X.json`` writes, whose
-    ``modes`` are measurement details), with the mode columns; ``plan --out`` writes either format. Labels
-    stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes. A
-    CSV's rows keep their file lines in ``attrs[MODE_LINES_ATTR]``, for errors that name them. Only the
+    ``modes`` are measurement details), with the mode columns; ``plan --out`` writes either format. An
+    object with ``rows`` beside a ``modes`` list of mode objects is refused (which is meant is a guess).
+    Labels stay text ("0" is a preset id, not a number); the knobs are checked by whoever takes the modes.
+    In a CSV only an empty cell is missing (``N/A`` is text, refused as a knob by the mode checks); its rows
+    keep their file lines in ``attrs[MODE_LINES_ATTR]``, for errors that name them. Only the
     :data:`MODE_LIST_COLUMNS` are read; a CSV row with none of them is blank."""
     if is_json_path(path):
         payload = _read_json_file(path, flag)
         if isinstance(payload, Mapping):
             # A profile document's "modes" hold per-mode measurement details; its rows carry the knobs.
+            if isinstance(payload.get("rows"), list) and _mode_objects(payload.get("modes")):
+                raise InputError(f"--{flag} file {path} holds both \"rows\" and a \"modes\" list of mode "
+                                 "objects: give one list (a profile document's \"modes\" are its per-mode "
+                                 "measurement records, each with \"requested\")", flag)
             payload = payload["rows"] if "rows" in payload else payload.get("modes")
         if not isinstance(payload, list) or not all(isinstance(m, Mapping) for m in payload):
             raise InputError(f"--{flag} file {path} must hold a JSON list of mode objects", flag)
@@ -202,8 +208,10 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
         return df
     try:
         text = _checked_mode_csv(path, flag)
+        # Only an empty cell is missing, as in profile rows: with pandas' NA strings a knob written "N/A"
+        # was "required and empty" and a label "NA" no label.
         df = pd.read_csv(io.StringIO(text), dtype={"mode": str}, skip_blank_lines=False, index_col=False,
-                         usecols=MODE_LIST_COLUMNS.__contains__)
+                         usecols=MODE_LIST_COLUMNS.__contains__, keep_default_na=False, na_values=[""])
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"--{flag} file {path} is not a readable CSV: {exc}", flag) from None
     if df.columns.empty:  # not "no modes": its rows were read for none of their cells
@@ -215,6 +223,13 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     df = df[kept].reset_index(drop=True)
     df.attrs[MODE_LINES_ATTR] = [int(n) for n in lines[kept]]
     return df
+
+
+def _mode_objects(modes: object) -> bool:
+    """Whether a JSON ``modes`` value is a (non-empty) list of mode objects, not the records of a profile
+    document (``profile --out X.json``: each holds ``requested``, the knobs asked for, and none of its own)."""
+    return (isinstance(modes, list) and bool(modes) and all(isinstance(m, Mapping) for m in modes)
+            and not all("requested" in m for m in modes))
 
 
 def _checked_mode_csv(path: str | Path, flag: str) -> str:

@@ -57,3 +57,22 @@ def test_a_label_that_is_not_text_or_a_preset_id_is_refused(tmp_path, label):
 
 def test_a_preset_id_label_stays_its_text(tmp_path):
     assert _read(tmp_path, [{**MODE, "mode": 0}])["mode"].tolist() == ["0"]
+
+
+@pytest.mark.parametrize("extra", [{}, {"format": "jetpredict-profile/1"}])
+def test_rows_beside_a_list_of_mode_objects_is_refused(tmp_path, extra):
+    # Which list is meant is a guess: the rows were taken and the modes the user listed silently dropped.
+    with pytest.raises(InputError, match=r"--modes .* holds both \"rows\" and a \"modes\" list of mode objects"
+                       ) as err:
+        _read(tmp_path, {**extra, "rows": [ROW], "modes": [MODE, {**MODE, "mode": "n"}]})
+    assert err.value.field == "modes"
+
+
+def test_a_profile_document_is_told_by_its_measurement_details_not_its_other_keys(tmp_path):
+    # The per-mode records the profiler writes hold "requested" (and no knobs of their own).
+    details = [{"mode": "m", "requested": MODE, "read_back": None, "notes": []}]
+    assert _read(tmp_path, {"rows": [ROW], "modes": details})["mode"].tolist() == ["m"]
+
+
+def test_rows_beside_an_empty_modes_list_give_the_rows(tmp_path):
+    assert _read(tmp_path, {"rows": [ROW], "modes": []})["mode"].tolist() == ["m"]

@@ -249,6 +249,19 @@ def test_all_problems_of_a_file_are_reported_not_just_the_first():
     assert isinstance(err.value, InputError)
 
 
+@pytest.mark.parametrize("text", ["N/A", "NA", "null", "-", "nan", "None"])
+def test_a_not_available_cell_is_named_as_written_not_as_empty(text):
+    # Required (cpu_mhz) or optional (avg_power_w): only an empty cell is unknown; the text is refused as such.
+    bad = GOOD_ROWS[0].replace(",2265.6,", f",{text},").replace(",28.0,", f",{text},")
+    blank = GOOD_ROWS[0].replace(",2265.6,", ",,").replace(",28.0,", ",,").replace(",2702,", ",,")
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text(bad, blank))
+    found = {(p.line, p.field): p.message for p in err.value.problems}
+    for field in ("cpu_mhz", "avg_power_w"):
+        assert "number" in found[2, field] and repr(text) in found[2, field], found
+    assert found[3, "cpu_mhz"] == "is required and empty" and (3, "avg_power_w") not in found
+
+
 def test_an_integer_beyond_any_float_names_its_field():
     # JSON integers have no size limit; float() of one raises OverflowError, not ValueError.
     with pytest.raises(ProfileRowsError) as err:
