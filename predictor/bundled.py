@@ -178,10 +178,9 @@ def on_device(model: M.WorkloadModel, device: Device | None) -> M.WorkloadModel:
         hit = _transfers.get(model, {}).get(device.id)
     if hit is not None:
         return hit
-    # The transfer restricts every time, variant and power fit to non-negative work (TermFit.non_negative):
-    # sampled together, one run of the sampler's loop instead of one per fit (most of a transfer's cost).
-    restrict_together([*model.time_fits.values(), *(f for v in model.variants for f in v.fits.values()),
-                       model.power_fit])
+    # The transfer restricts the time and power fits to non-negative work (TermFit.non_negative): sampled
+    # together, one run of the sampler's loop instead of one per fit (most of a transfer's cost).
+    restrict_together([*model.time_fits.values(), model.power_fit])
     moved = transfer_model(model, device, load_reference(device), shared_reference(model.device),
                            shared_reference(device))
     with _transfers_lock:

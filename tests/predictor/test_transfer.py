@@ -212,3 +212,25 @@ def test_a_cross_device_prediction_adds_the_transfers_sd_in_quadrature():
         half(own, "epoch_time_s") ** 2 + (z * moved.cross_device_rel_sd) ** 2, rel=1e-6)
     assert half(p, "avg_power_w") > half(own, "avg_power_w")
     assert half(p, "epoch_energy_j") > half(own, "epoch_energy_j")
+
+
+
+def test_a_moved_models_variants_add_only_their_means():
+    """The transfer restricts the time and power fits, not the contention variants': a variant's covariance is
+    never read, so no output of any mode moves whatever the variants' covariances are."""
+    from jetpredict.predictor.model import ContentionVariant
+
+    moved = on_device(mobilenet_model(), load_device("orin-agx"))
+    assert moved.variants
+
+    def with_variant_covs(factor: float):
+        return replace(moved, variants=tuple(
+            ContentionVariant(v.kappa_cpu, v.kappa_pipe, {n: replace(f, cov=f.cov * factor) for n, f in v.fits.items()})
+            for v in moved.variants))
+
+    modes = ModeArrays.from_modes(load_device("orin-agx").presets)
+    a, b, c = (m.predict(modes) for m in (moved, with_variant_covs(0.0), with_variant_covs(7.0)))
+    for name in ("epoch_time_s", "epoch_time_s_low", "epoch_time_s_high", "avg_power_w", "avg_power_w_low",
+                 "avg_power_w_high", "epoch_energy_j_low", "epoch_energy_j_high"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        assert np.array_equal(getattr(a, name), getattr(c, name)), name
