@@ -137,6 +137,36 @@ def _set_mhz(written: int, asked_mhz: float, per_mhz: float) -> float:
     return float(asked_mhz) if written == round(asked_mhz * per_mhz) else written / per_mhz
 
 
+def cpu_step_khz(cpu_mhz: float, cpu: int = 0) -> int:
+    """The step (kHz) of ``cpu``'s ``scaling_available_frequencies`` nearest ``cpu_mhz``; without that table,
+    ``cpu_mhz`` itself."""
+    table = sysfs.read_ints(f"{CPU_DIR}/cpu{cpu}/cpufreq/scaling_available_frequencies")
+    return _snap(table, round(cpu_mhz * 1e3))
+
+
+def gpu_step_hz(gpu: str | None, gpu_mhz: float) -> int:
+    """The step (Hz) of the ``gpu`` devfreq node's ``available_frequencies`` nearest ``gpu_mhz``; without a
+    node or table, ``gpu_mhz`` itself."""
+    table = sysfs.read_ints(f"{gpu}/available_frequencies") if gpu else None
+    return _snap(table, round(gpu_mhz * 1e6))
+
+
+def emc_step_hz(device: Device, emc_mhz: float) -> int:
+    """The catalogue's EMC step (Hz) nearest ``emc_mhz``. sysfs lists no EMC table, and the EMC clock only runs
+    at its DVFS table's rates, which the catalogue's steps are."""
+    return _snap([round(f * 1e6) for f in device.emc_steps_mhz], round(emc_mhz * 1e6))
+
+
+def board_steps(device: Device, mode: PowerMode) -> PowerMode:
+    """``mode`` with the clocks (MHz) a custom mode pins for it on this board: each the step nearest it of the
+    board's table (cpu0's, the GPU devfreq node's, the catalogue's EMC steps); as asked where a table is missing."""
+    cpus = cpu_ids()
+    cpu_khz = cpu_step_khz(mode.cpu_mhz, cpus[0] if cpus else 0)
+    gpu_hz = gpu_step_hz(gpu_dir(soc_paths(device.specs.soc)), mode.gpu_mhz)
+    return replace(mode, cpu_mhz=_set_mhz(cpu_khz, mode.cpu_mhz, 1e3), gpu_mhz=_set_mhz(gpu_hz, mode.gpu_mhz, 1e6),
+                   emc_mhz=_set_mhz(emc_step_hz(device, mode.emc_mhz), mode.emc_mhz, 1e6))
+
+
 def _set_min_max(directory: str, min_name: str, max_name: str, value: int) -> None:
     # The kernel refuses min > max, so widen first (min down, max up), then pin both.
     lo = sysfs.read_int(f"{directory}/{min_name}")
@@ -272,12 +302,12 @@ class SysfsController(PowerModeController):
         for c in cpu_ids():
             d = f"{CPU_DIR}/cpu{c}/cpufreq"
             if cpu_online(c) and sysfs.exists(f"{d}/scaling_max_freq"):
-                _set_min_max(d, "scaling_min_freq", "scaling_max_freq", self._cpu_khz(c, mode))
+                _set_min_max(d, "scaling_min_freq", "scaling_max_freq", cpu_step_khz(mode.cpu_mhz, c))
         gpu = gpu_dir(self.paths)
         if gpu is None:
             raise PrivilegedCommandError(f"{self.device.id}: no GPU devfreq node among {self.paths.gpu_devfreq}")
-        _set_min_max(gpu, "min_freq", "max_freq", self._gpu_hz(gpu, mode))
-        emc_hz = self._emc_hz(mode)
+        _set_min_max(gpu, "min_freq", "max_freq", gpu_step_hz(gpu, mode.gpu_mhz))
+        emc_hz = emc_step_hz(self.device, mode.emc_mhz)
         cap = _first_existing(self.paths.emc_cap)
         if cap:
             write_sysfs(cap, emc_hz)
@@ -288,31 +318,9 @@ class SysfsController(PowerModeController):
         label = mode.mode or mode_label(*mode.knobs())
         self._applied = PowerMode(label, cores, float(caps.cpu_mhz), float(caps.gpu_mhz), float(caps.emc_mhz))
 
-    @staticmethod
-    def _cpu_khz(cpu: int, mode: PowerMode) -> int:
-        """The clock (kHz) pinned on ``cpu`` for ``mode``: the step of its table nearest the mode's CPU clock."""
-        table = sysfs.read_ints(f"{CPU_DIR}/cpu{cpu}/cpufreq/scaling_available_frequencies")
-        return _snap(table, round(mode.cpu_mhz * 1e3))
-
-    @staticmethod
-    def _gpu_hz(gpu: str | None, mode: PowerMode) -> int:
-        """The GPU clock (Hz) pinned for ``mode``: the step of the ``gpu`` devfreq node's table nearest it."""
-        table = sysfs.read_ints(f"{gpu}/available_frequencies") if gpu else None
-        return _snap(table, round(mode.gpu_mhz * 1e6))
-
-    def _emc_hz(self, mode: PowerMode) -> int:
-        """The EMC cap (Hz) written for ``mode``: the catalogue's EMC step nearest it. sysfs lists no EMC
-        table, and the EMC clock only runs at its DVFS table's rates, which the catalogue's steps are."""
-        return _snap([round(f * 1e6) for f in self.device.emc_steps_mhz], round(mode.emc_mhz * 1e6))
-
     def caps_of(self, mode: PowerMode) -> PowerMode:
-        """``mode`` with the clocks (MHz) :meth:`apply` pins for it: each the nearest step of the board's table
-        (cpu0's, the GPU's, the catalogue's EMC steps); a clock whose table is missing as asked."""
-        cpus = cpu_ids()
-        cpu_khz = self._cpu_khz(cpus[0], mode) if cpus else round(mode.cpu_mhz * 1e3)
-        return replace(mode, cpu_mhz=_set_mhz(cpu_khz, mode.cpu_mhz, 1e3),
-                       gpu_mhz=_set_mhz(self._gpu_hz(gpu_dir(self.paths), mode), mode.gpu_mhz, 1e6),
-                       emc_mhz=_set_mhz(self._emc_hz(mode), mode.emc_mhz, 1e6))
+        """``mode`` with the clocks (MHz) :meth:`apply` pins for it (:func:`board_steps`)."""
+        return board_steps(self.device, mode)
 
     def read_back(self) -> PowerMode:
         return read_clocks(self.paths)

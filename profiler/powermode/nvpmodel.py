@@ -31,7 +31,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.powermode import state as state_file
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals
-from jetpredict.profiler.powermode.custom import read_clocks, soc_paths
+from jetpredict.profiler.powermode.custom import board_steps, read_clocks, soc_paths
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, run_privileged
 from jetpredict.profiler.powermode.state import StateFileError
 
@@ -258,10 +258,12 @@ def gpu_power_lines(conf: NvpmodelConf, params: tuple[str, ...]) -> list[str]:
     return [" ".join(s) for s in full_power_model(conf).settings if s[0] in params and s[0] in conf.params]
 
 
-def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> str:
+def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int, device: Device | None = None) -> str:
     """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped (nvpmodel
     sets no EMC minimum: ``jetson_clocks`` pins it, :attr:`NvpmodelController.jetson_clocks`); an
     :class:`InputError` (field ``cpu_cores``) when ``mode`` has more cores than the file's CPU_ONLINE lists.
+    With ``device``, each clock is the board's step nearest it (:func:`custom.board_steps`, what
+    :meth:`NvpmodelController.caps_of` reports), not a value the kernel would settle away from.
 
     It also carries the MAXN's GPU gating and power-control lines: without them a custom mode keeps the TPCs
     the previous preset gated (Orin NX 10W/15W gate half of them), and the predictor assumes the full GPU.
@@ -273,6 +275,8 @@ def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> s
         raise InputError(f"cpu_cores={mode.cpu_cores:g} but this board's nvpmodel configuration lists "
                          f"{len(cores)} cores (CPU_ONLINE {', '.join(cores)}): the board is a variant with fewer "
                          "cores than the catalogue's device", "cpu_cores")
+    if device is not None:
+        mode = board_steps(device, mode)
     cpu_khz, gpu_hz, emc_hz = round(mode.cpu_mhz * 1e3), round(mode.gpu_mhz * 1e6), round(mode.emc_mhz * 1e6)
     lines = [f"< POWER_MODEL ID={model_id} NAME={CUSTOM_NAME} >"]
     lines += [f"CPU_ONLINE {arg} {1 if i < mode.cpu_cores else 0}" for i, arg in enumerate(conf.core_args())]
@@ -367,9 +371,9 @@ class NvpmodelController(PowerModeController):
 
     def caps_of(self, mode: PowerMode) -> PowerMode:
         """A preset's caps as this board's nvpmodel.conf defines them (a JetPack release may differ from the
-        catalogue); any other mode as given."""
+        catalogue); any other mode at the board's steps its custom POWER_MODEL pins (:func:`custom.board_steps`)."""
         preset = self._board_preset(mode)
-        return mode if preset is None else self.conf.to_mode(preset, self.device)
+        return board_steps(self.device, mode) if preset is None else self.conf.to_mode(preset, self.device)
 
     def apply(self, mode: PowerMode) -> None:
         """A preset (by name) through ``nvpmodel -m``; any other mode as a custom POWER_MODEL."""
@@ -381,12 +385,13 @@ class NvpmodelController(PowerModeController):
             return
         self.device.validate_mode(*mode.knobs())
         custom_id = max(self.conf.models) + 1
-        body = self.conf.text.rstrip("\n") + "\n\n" + render_custom_model(self.conf, mode, custom_id)
+        body = self.conf.text.rstrip("\n") + "\n\n" + render_custom_model(self.conf, mode, custom_id, self.device)
         self._custom_file = self._write_custom_conf(body)
         self._switch(custom_id, self._custom_file)
         self._lock_clocks()
+        caps = board_steps(self.device, mode)
         self._applied = PowerMode(mode.mode or mode_label(*mode.knobs()), int(mode.cpu_cores),
-                                  float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz))
+                                  float(caps.cpu_mhz), float(caps.gpu_mhz), float(caps.emc_mhz))
 
     @staticmethod
     def _write_custom_conf(text: str) -> str:

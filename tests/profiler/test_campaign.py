@@ -326,24 +326,31 @@ def test_a_preset_row_records_the_boards_own_caps(fake_root, tmp_path):
         f"preset caps, or its nearest frequency step); the row records {board_gpu_mhz:g}"]
 
 
-def test_an_off_step_mode_row_records_the_steps_the_board_was_set_to(fake_root, tmp_path):
-    """AGX Xavier has no 1200 MHz CPU nor 1000 MHz GPU step: pinned through sysfs, the board runs 1190.4 and
-    1032.75, which the row records (the sidecar says so); a mode on the steps is recorded as asked."""
+@pytest.mark.parametrize("via", ["sysfs", "nvpmodel"])
+def test_an_off_step_mode_row_records_the_steps_the_board_was_set_to(fake_root, tmp_path, via):
+    """AGX Xavier has no 1200 MHz CPU nor 1000 MHz GPU step: pinned through sysfs or a custom nvpmodel mode
+    (`profile --device jetson`'s), the board runs 1190.4 and 1032.75, which the row records (the sidecar says
+    so); a mode on the steps is recorded as asked."""
     from dataclasses import replace
 
-    from jetpredict.profiler.powermode import SysfsController
+    from jetpredict.profiler.powermode import NvpmodelController, SysfsController
 
     xavier = load_device("agx-xavier")
     fake_root.add_jetson(xavier)
     cfg = _cfg(tmp_path, device="jetson", modes="4c-1200-1000-1331.2,4c-1036.8-905.25-1331.2", settle_s=0.0,
                idle_s=0.0, minibatches=2)
-    parts = replace(campaign.build_parts(cfg), controller=SysfsController(xavier))
+    parts = campaign.build_parts(cfg)
+    if via == "sysfs":
+        parts = replace(parts, controller=SysfsController(xavier))
+    assert isinstance(parts.controller, SysfsController if via == "sysfs" else NvpmodelController)
     rows = run_campaign(cfg, parts)
     knobs = [tuple(r[k] for k in ("mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")) for r in rows]
     assert knobs == [("4c-1200-1000-1331.2", 4, 1190.4, 1032.75, 1331.2),
                      ("4c-1036.8-905.25-1331.2", 4, 1036.8, 905.25, 1331.2)]
     off, on = json.loads((tmp_path / "p.csv.json").read_text())["modes"]
     assert off["requested"]["gpu_mhz"] == 1000.0
+    if via == "nvpmodel":  # the fake nvpmodel writes the custom conf's clocks as they are: the step, pinned
+        assert off["read_back"]["gpu_mhz"] == 1032.75
     assert [n for n in off["notes"] if n.startswith("the board")] == [
         "the board set 4c-1200-1000-1331.2's cpu_mhz to 1190.4, not the 1200 asked (its own preset caps, or its "
         "nearest frequency step); the row records 1190.4",

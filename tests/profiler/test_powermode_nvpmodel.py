@@ -182,6 +182,44 @@ def test_custom_mode_goes_through_a_custom_power_model(xavier):
     assert ctl.read_back().cpu_cores == 6
 
 
+def test_an_off_step_custom_mode_is_written_and_recorded_at_the_boards_steps(xavier):
+    """AGX Xavier has no 1200 MHz CPU, 1000 MHz GPU nor 1500 MHz EMC step: the custom POWER_MODEL pins the
+    steps the kernel would settle on (1190.4, 1032.75, 1600), and the caps reported are those steps."""
+    root, device = xavier
+    ctl = NvpmodelController(device)
+    mode = PowerMode("off-step", 4, 1200.0, 1000.0, 1500.0)
+    steps = PowerMode("off-step", 4, 1190.4, 1032.75, 1600.0)
+    assert ctl.caps_of(mode) == steps
+    section = render_custom_model(ctl.conf, mode, 99, device).splitlines()
+    assert "GPU MAX_FREQ 1032750000" in section and "GPU MIN_FREQ 1032750000" in section
+    assert "CPU_0 MAX_FREQ 1190400" in section and "EMC MAX_FREQ 1600000000" in section
+    ctl.apply(mode)
+    written = parse_nvpmodel_conf(Path(root.calls()[-1][2]).read_text()).model(CUSTOM_NAME)
+    assert written.values("GPU", "MAX_FREQ") == written.values("GPU", "MIN_FREQ") == ["1032750000"]
+    assert written.values("CPU_3", "MAX_FREQ") == ["1190400"] and written.values("EMC", "MAX_FREQ") == ["1600000000"]
+    assert root.read_int(f"{GPU_DIRS['T194']}/max_freq") == 1032750000
+    assert ctl.current() == steps and ctl.caps_of(mode) == steps
+    assert ctl.read_back().knobs() == steps.knobs()
+
+
+def test_an_on_step_custom_mode_is_written_as_asked(xavier):
+    _, device = xavier
+    ctl = NvpmodelController(device)
+    mode = PowerMode("on-step", 4, 1190.4, 1032.75, 1600.0)
+    assert ctl.caps_of(mode) == mode
+    assert render_custom_model(ctl.conf, mode, 99, device) == render_custom_model(ctl.conf, mode, 99)
+
+
+def test_a_clock_without_a_frequency_table_is_written_as_asked(xavier):
+    root, device = xavier
+    root.real(f"{GPU_DIRS['T194']}/available_frequencies").unlink()
+    ctl = NvpmodelController(device)
+    mode = PowerMode("m", 4, 1200.0, 1000.0, 1600.0)
+    caps = ctl.caps_of(mode)
+    assert (caps.cpu_mhz, caps.gpu_mhz) == (1190.4, 1000.0)
+    assert "GPU MAX_FREQ 1000000000" in render_custom_model(ctl.conf, mode, 99, device)
+
+
 def test_out_of_range_custom_mode_is_refused_before_any_switch(xavier):
     root, _ = xavier
     ctl = detect_controller("jetson")
