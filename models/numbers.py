@@ -1,11 +1,13 @@
-"""One check for a number given by a user (CLI flag, HTTP field, node config): finite and in range; and
-the hint that names a likely unit mistake when a measured value is out of its plausible range."""
+"""One check for a number given by a user (CLI flag, HTTP field, node config): finite and in range; the
+words for a table cell that holds no number; and the hint that names a likely unit mistake when a measured
+value is out of its plausible range."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 
+import numpy as np
 from jetpredict.models.errors import InputError
 
 
@@ -30,6 +32,27 @@ def checked_number(value: object, field: str, *, low: float = 0.0, high: float =
     if not math.isfinite(number) or not in_low or number > high:
         raise InputError(message, field)
     return number
+
+
+def is_blank(value: object) -> bool:
+    """An empty cell: None, NaN, or text of only whitespace."""
+    return value is None or (isinstance(value, float) and math.isnan(value)) or (
+        isinstance(value, str) and value.strip() == "")
+
+
+def number_or_nan(value: object) -> float:
+    """A cell as a float, NaN when it holds no number (booleans are not numbers)."""
+    if isinstance(value, bool | np.bool_) or value is None:
+        return math.nan
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
+def not_a_number_rule(value: object) -> str:
+    """The rule a required numeric cell that holds no number breaks: empty, or what it holds."""
+    return "is required and empty" if is_blank(value) else f"must be a number, got {value!r}"
 
 
 def unit_hint(value: float, low: float, high: float, unit: str, scales: Mapping[str, float],

@@ -20,6 +20,7 @@ import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.errors import InputError, ModeRowError, cli_flag
 from jetpredict.models.jsonsafe import json_safe
+from jetpredict.models.numbers import is_blank
 from jetpredict.models.profile_rows import (
     COLUMNS,
     COUNT_COLUMNS,
@@ -31,7 +32,6 @@ from jetpredict.models.profile_rows import (
     MAX_ROWS,
     ProfileRowsError,
     RowProblem,
-    _is_blank,
     escape_formula,
     validate_records,
 )
@@ -309,7 +309,7 @@ def rows_to_records(df: pd.DataFrame) -> list[dict[str, object]]:
     for record in frame_records(df):
         out: dict[str, object] = {}
         for key, value in record.items():
-            if _is_blank(value):
+            if is_blank(value):
                 out[key] = None
             elif key in COUNT_COLUMNS and float(value).is_integer():
                 out[key] = int(value)

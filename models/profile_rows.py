@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.numbers import unit_hint
+from jetpredict.models.numbers import is_blank, unit_hint
 from jetpredict.models.profiling_protocol import BATCH_SIZE
 
 
@@ -245,14 +245,9 @@ def _twin_source(row: dict[str, object], line: int, current: bool) -> RowProblem
     return None
 
 
-def _is_blank(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or (
-        isinstance(value, str) and value.strip() == "")
-
-
 def _coerce(field: Field, value: object) -> tuple[object, str | None]:
     """(parsed value, problem or None). Blank -> None."""
-    if _is_blank(value):
+    if is_blank(value):
         return None, None
     if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
         return None, f"is {len(value)} characters long; a cell holds at most {MAX_CELL_CHARS}"
@@ -292,7 +287,7 @@ def _validate_record(record: Mapping[str, object], line: int, current: bool = Tr
             continue
         field = FIELD_BY_NAME.get(key) or (PASS_THROUGH_NUMBERS.get(key) if current else None)
         if field is None:
-            row[key] = None if _is_blank(value) else value
+            row[key] = None if is_blank(value) else value
             continue
         parsed, problem = _coerce(field, value)
         if problem:

@@ -34,6 +34,7 @@ from jetpredict.models.catalogue import (
 )
 from jetpredict.models.errors import InputError, ModeRowError, ModeRowOutOfRangeError
 from jetpredict.models.jsonsafe import json_safe
+from jetpredict.models.numbers import is_blank, not_a_number_rule, number_or_nan
 from jetpredict.models.profile_files import rows_to_records
 from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled, fleet, planning, space
@@ -132,23 +133,9 @@ def _preset_table(device_id: str) -> ModeTable:
     return ModeTable(tuple(p.mode for p in presets), modes.columns(), modes.gpu_share)
 
 
-def _number(value: object) -> float:
-    """A knob value as float, NaN when it is not a number (booleans are not numbers)."""
-    if isinstance(value, bool | np.bool_) or value is None:
-        return float("nan")
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _blank(label: object) -> bool:
-    return label is None or (isinstance(label, float) and label != label) or not str(label).strip()
-
-
 def _row_label(record: Mapping) -> str:
     """`` (label)`` of a mode object that has one, for its errors."""
-    return "" if _blank(record.get("mode")) else f" ({record.get('mode')})"
+    return "" if is_blank(record.get("mode")) else f" ({record.get('mode')})"
 
 
 def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill_labels: bool) -> ModeTable:
@@ -176,22 +163,21 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
                          f"{', '.join(MODE_COLUMNS)}", f"modes.{missing[0]}")
     if "device" in present:
         other = sorted({str(m.get("device")) for m in records
-                        if not _blank(m.get("device")) and str(m.get("device")) != device.id})
+                        if not is_blank(m.get("device")) and str(m.get("device")) != device.id})
         if other:
             raise InputError(f"modes are for device {other[0]!r} but the prediction is for {device.id!r}; "
                              f"predict for that device explicitly (cross-device) or drop the rows",
                              "modes.device")
     if not fill_labels:
         for i, m in enumerate(records):
-            if _blank(m.get("mode")):
+            if is_blank(m.get("mode")):
                 raise ModeRowError(i, ": mode is required (a label, e.g. a preset name or 'custom')", f"modes.{i}.mode")
-    knobs = {name: np.array([_number(m.get(name)) for m in records], dtype=float) for name in MODE_FIELDS}
+    knobs = {name: np.array([number_or_nan(m.get(name)) for m in records], dtype=float) for name in MODE_FIELDS}
     for name, values in knobs.items():
         bad = ~np.isfinite(values)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            value = records[i].get(name)  # a blank cell is worded as profile_rows words one, not "got nan"
-            rule = "is required and empty" if _blank(value) else f"must be a number, got {value!r}"
+            rule = not_a_number_rule(records[i].get(name))  # a blank cell: as profile_rows words one, not "got nan"
             raise ModeRowError(i, f"{_row_label(records[i])}: {name} {rule}", f"modes.{i}.{name}")
     if device.out_of_range(*(knobs[f] for f in MODE_FIELDS)):
         # Name the first offending row: check row by row only on this (rare) error path.
@@ -201,7 +187,7 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
                 name, message = next(iter(problems.items()))
                 raise ModeRowOutOfRangeError(i, f"{_row_label(records[i])}: {message}", f"modes.{i}.{name}")
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
-    labels = [str(m.get("mode")) if not _blank(m.get("mode"))
+    labels = [str(m.get("mode")) if not is_blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]
     # The device's preset for a label decides the gating: a listed object's own gpu_share is not read.
     return ModeTable(labels, knobs, device.labelled_modes({**knobs, "mode": labels}).gpu_share)

@@ -156,6 +156,7 @@ def _check_preset_label(device: Device, label: str, knobs: tuple[int, float, flo
 
 
 def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
+    from jetpredict.models.numbers import not_a_number_rule, number_or_nan
     from jetpredict.models.profile_files import mode_row_place, read_mode_table
 
     df = read_mode_table(path, "modes")
@@ -168,10 +169,9 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
         if isinstance(named := rec.get("device"), str) and named.strip() not in ("", device.id):
             raise InputError(f"--modes {path} {where}: the mode is for device {named.strip()!r}, not "
                              f"{device.id!r}", "modes")
-        try:
-            knobs = [float(rec[c]) for c in MODE_FIELDS]
-        except (TypeError, ValueError):
-            raise InputError(f"--modes {path} {where}: mode knobs must be numbers", "modes") from None
+        knobs = [number_or_nan(rec[c]) for c in MODE_FIELDS]
+        if (bad := next((c for c, v in zip(MODE_FIELDS, knobs, strict=True) if not math.isfinite(v)), None)):
+            raise InputError(f"--modes {path} {where}: {bad} {not_a_number_rule(rec[bad])}", bad)
         try:
             device.validate_mode(*knobs)
         except InputError as exc:
