@@ -48,7 +48,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import adaptive as A  # noqa: E402
+from jetpredict.predictor.constants import LACK_OF_FIT_REL  # noqa: E402
 from jetpredict.predictor.decision import Goal  # noqa: E402
+from jetpredict.predictor.fit_check import time_scatter  # noqa: E402
 from jetpredict.predictor.limits import OBJECTIVES  # noqa: E402
 from jetpredict.predictor.reference import build_reference  # noqa: E402
 from results_io import exponent_text, growth_exponent, growth_exponents, run_seconds, write_results  # noqa: E402
@@ -301,7 +303,8 @@ def whole_space_part(minibatches: int) -> list[dict]:
                            "profiled": [str(r["mode"]) for r in rows], "recommended": str(b["mode"]),
                            "error_pct": 100 * (b["epoch_time_s"] / truth["epoch_time_s"][at] - 1.0),
                            "regret_pct": 100 * (truth[key][at] / truth[key][ok].min() - 1.0),
-                           "stop": last.stop, "seconds": seconds}
+                           "stop": last.stop, "seconds": seconds,
+                           "rows_scatter_pct": 100 * time_scatter(box[0].adviser.fit(pd.DataFrame(rows))).rms_rel}
                     out.append(rec)
                     print(f"  {workload} (simulated), {goal.describe()}: {rec['modes']} modes "
                           f"[{', '.join(rec['profiled'])}] -> {rec['recommended']}, time {rec['error_pct']:+.1f}% "
@@ -401,14 +404,16 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
         lines += _table_head("### Over the default candidates (simulated)",
                              f"`profile --device sim:DEVICE --adaptive --budget {WHOLE_SPACE_BUDGET}` as the README "
                              "runs it (the presets and every mode); time error and regret against the twin's "
-                             "noise-free figures of every mode (the cap by its power); the stop's reason, shortened.",
+                             "noise-free figures of every mode (the cap by its power); the stop's reason, shortened; "
+                             "the profiled rows' scatter about the loop's last fit (RMS; `fit` warns past "
+                             f"{LACK_OF_FIT_REL:.0%}).",
                              ("device", "workload", "goal", "modes", "profiled", "pick", "time error", "regret",
-                              "stop"))
+                              "stop", "rows' scatter"))
         for r in whole:
             stop = str(r["stop"]).split(",")[0].split(";")[0]
             lines.append(f"| {r['device']} | {r['workload']} (simulated) | {_goal_text(r)} | {r['modes']} | "
                          f"{', '.join(r['profiled'])} | {r['recommended']} | {_pct(r['error_pct'])} | "
-                         f"{_pct(r['regret_pct'])} | {stop} |")
+                         f"{_pct(r['regret_pct'])} | {stop} | {r['rows_scatter_pct']:.1f}% |")
     lines += ["", "## Cost (best of 3 runs each)", "", "| decision set (modes) | profiled modes | s per proposed mode |",
               "|---|---|---|"]
     lines += [f"| {c['decision_set']} | {c['profiled_modes']} | {c['seconds']:.2f} |" for c in cost]
