@@ -23,6 +23,7 @@ from jetpredict.models.profile_rows import (
     PASS_THROUGH_NUMBERS,
     SOURCE_KINDS,
 )
+from jetpredict.predictor.constants import LACK_OF_FIT_REL
 from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load, validate, validates_schema
 
@@ -241,6 +242,16 @@ def aliased_knobs_field() -> fields.Dict:
                        "proposes a mode that does); {} when none; null for fits stored before it was kept"})
 
 
+def rows_scatter_field() -> fields.Float:
+    """How far the fit's own profiled epoch times scatter about it (``predictor.fit_check.time_scatter``)."""
+    return fields.Float(allow_none=True, metadata={
+        "description": "RMS of ln(predicted / measured epoch time) over the fitted rows; above "
+                       f"{LACK_OF_FIT_REL:g} the model's form misses the workload there (more than run-to-run "
+                       "noise explains: its intervals carry the scatter as noise, and modes far from the profiled "
+                       "ones may be off by more), as `jetpredict fit` warns; null for fits stored before it was "
+                       "kept"})
+
+
 class ModelProvenanceSchema(Schema):
     """Where a fitted workload model's predictions come from."""
 
@@ -448,6 +459,7 @@ class UploadedWorkloadSchema(ModelProvenanceSchema):
     device = fields.String(required=True, metadata={"description": "the device of the uploaded rows"})
     has_power = fields.Boolean(required=True)
     aliased_knobs = aliased_knobs_field()
+    rows_scatter_rel = rows_scatter_field()
     devices = fields.List(fields.String(), metadata={
         "description": "every device the workload holds rows of (each is fitted on its own rows)"})
 
@@ -473,6 +485,7 @@ class StoredFitSchema(Schema):
     profiled_modes = fields.Integer(allow_none=True)
     has_power = fields.Boolean(allow_none=True)
     aliased_knobs = aliased_knobs_field()
+    rows_scatter_rel = rows_scatter_field()
 
 
 class DeviceFitSchema(StoredFitSchema):

@@ -99,12 +99,15 @@ class Resolved:
 
 def fit_summary(model: Any) -> dict[str, object]:
     """The provenance of a fitted model that is stored with its workload and shown by the API."""
+    from jetpredict.predictor.fit_check import time_scatter
     from jetpredict.predictor.service import workload_source
 
+    scatter = time_scatter(model)
     return {"device": model.device_id, "model_version": str(model.model_version),
             "reference_source": str(model.reference_source), "workload_source": workload_source(model),
             "profiled_modes": int(model.profiled_modes),
-            "has_power": bool(model.has_power), "aliased_knobs": dict(model.aliased_knobs())}
+            "has_power": bool(model.has_power), "aliased_knobs": dict(model.aliased_knobs()),
+            "rows_scatter_rel": None if scatter is None else scatter.rms_rel}
 
 
 def _fit(rows: pd.DataFrame, field: str) -> Any:

@@ -25,7 +25,7 @@ def test_upload_revisions_and_conflicts(storage):
     assert (rec.revision, rec.rows_stored, rec.fit["model_version"]) == (1, 2, "v")
     assert device_fits(rec) == {"nano": {"rows": 2, "model_version": "v", "reference_source": None,
                                          "workload_source": None, "profiled_modes": None, "has_power": None,
-                                         "aliased_knobs": None}}
+                                         "aliased_knobs": None, "rows_scatter_rel": None}}
     with pytest.raises(RevisionConflict):
         add(storage, "w", [{"a": 3}], 0)  # "new" workload that exists
     with pytest.raises(RevisionConflict):
@@ -160,7 +160,7 @@ def test_a_record_of_an_older_version_reads_as_its_one_device_and_takes_others(s
     rec = storage.get_workload_rows("old")[0]
     assert rec.devices == ["nano"] and device_fits(rec)["nano"] == {
         "rows": 1, "model_version": "v0", "reference_source": None, "workload_source": None, "profiled_modes": 1,
-        "has_power": False, "aliased_knobs": None}
+        "has_power": False, "aliased_knobs": None, "rows_scatter_rel": None}
     (rec,) = storage.add_uploads([WorkloadWrite("old", "xavier-nx", [{"b": 1}], 1, {"model_version": "v1"})])
     assert rec.devices == ["nano", "xavier-nx"] and rec.fit["model_version"] == "v0"
     assert device_fits(rec)["nano"]["rows"] == 1 and device_fits(rec)["xavier-nx"]["model_version"] == "v1"
