@@ -140,9 +140,11 @@ def catalogue_plan(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
 
 
 def plan_switch(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
-    """The switch, without making it (reads the nvpmodel configuration and sysfs only)."""
+    """The switch, without making it (reads the nvpmodel configuration and sysfs only). The plan's mode is the
+    clocks the board runs (its steps: :meth:`~profiler.powermode.base.PowerModeController.caps_of`), ``asked``
+    the mode asked for, as a real switch reports them."""
     from jetpredict.profiler import sysfs
-    from jetpredict.profiler.powermode import SysfsController, parse_nvpmodel_conf, render_custom_model
+    from jetpredict.profiler.powermode import NvpmodelController, SysfsController, render_custom_model
     from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF
     from jetpredict.profiler.powermode.state import CUSTOM_CONF_NAME, state_dir
 
@@ -154,20 +156,21 @@ def plan_switch(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
         with _recorded_sysfs_writes(result.steps):
             controller.apply(mode)
         return result
-    text = sysfs.read_text(DEFAULT_CONF)
-    if text is None:
+    if sysfs.read_text(DEFAULT_CONF) is None:
         raise InputError(f"{DEFAULT_CONF} not readable: is this a Jetson with L4T installed?", "device")
-    conf = parse_nvpmodel_conf(text)
+    nvpmodel = NvpmodelController(device)  # reads the configuration only; no switch before apply()
+    conf = nvpmodel.conf
     if isinstance(mode, Preset):
         model = conf.model(mode.mode)  # InputError lists the board's own presets
-        return ApplyPlan(device, mode, "nvpmodel-preset", [f"nvpmodel -m {model.id}   # {model.name}"])
+        return ApplyPlan(device, nvpmodel.caps_of(mode), "nvpmodel-preset",
+                         [f"nvpmodel -m {model.id}   # {model.name}"], asked=mode)
     custom_id = max(conf.models) + 1
     path = state_dir() / CUSTOM_CONF_NAME
-    section = render_custom_model(conf, mode, custom_id)
+    section = render_custom_model(conf, mode, custom_id, device)
     steps = [f"write {path}: {DEFAULT_CONF} plus this section:"]
     steps += [f"    {line}" for line in section.rstrip("\n").splitlines()]
     steps.append(f"nvpmodel -f {shlex.quote(str(path))} -m {custom_id}")
-    return ApplyPlan(device, mode, "nvpmodel-custom", steps)
+    return ApplyPlan(device, nvpmodel.caps_of(mode), "nvpmodel-custom", steps, asked=mode)
 
 
 def _far(target: PowerMode, actual: PowerMode) -> list[str]:

@@ -178,7 +178,8 @@ class PowerModeController(ABC):
 
     def caps_of(self, mode: PowerMode) -> PowerMode:
         """The caps (MHz) a switch to ``mode`` sets on this machine: ``mode`` itself, but where the machine's
-        own configuration defines it (a board's nvpmodel preset), that definition."""
+        own configuration defines it (a board's nvpmodel preset), that definition, and where the machine has
+        frequency steps, the step each clock runs at."""
         return mode
 
     def snapshot(self) -> Any:

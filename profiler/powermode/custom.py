@@ -127,9 +127,15 @@ def read_clocks(paths: SocPaths, label: str = "read-back") -> PowerMode:
                      _mhz(gpu_hz, 1e6), _mhz(emc_hz or None, 1e6))
 
 
-def _snap(table: list[int] | None, target: int) -> int:
-    """The available frequency nearest ``target`` (the kernel would round an off-table value anyway)."""
-    return min(table, key=lambda f: abs(f - target)) if table else target
+def _snap(table: list[int] | None, target: int, floor: bool = False) -> int:
+    """The available frequency nearest ``target`` (the kernel would round an off-table value anyway); with
+    ``floor``, the highest at or below it, else the lowest: where the kernel runs a max cap (cpufreq's
+    CPUFREQ_RELATION_H under scaling_max_freq, devfreq's floor OPP of max_freq). ``target`` without a table."""
+    if not table:
+        return target
+    if floor:
+        return max((f for f in table if f <= target), default=min(table))
+    return min(table, key=lambda f: abs(f - target))
 
 
 def _set_mhz(written: int, asked_mhz: float, per_mhz: float) -> float:
@@ -137,18 +143,18 @@ def _set_mhz(written: int, asked_mhz: float, per_mhz: float) -> float:
     return float(asked_mhz) if written == round(asked_mhz * per_mhz) else written / per_mhz
 
 
-def cpu_step_khz(cpu_mhz: float, cpu: int = 0) -> int:
-    """The step (kHz) of ``cpu``'s ``scaling_available_frequencies`` nearest ``cpu_mhz``; without that table,
-    ``cpu_mhz`` itself."""
+def cpu_step_khz(cpu_mhz: float, cpu: int = 0, floor: bool = False) -> int:
+    """The step (kHz) of ``cpu``'s ``scaling_available_frequencies`` nearest ``cpu_mhz`` (with ``floor``, the
+    one a cap of ``cpu_mhz`` runs at: :func:`_snap`); without that table, ``cpu_mhz`` itself."""
     table = sysfs.read_ints(f"{CPU_DIR}/cpu{cpu}/cpufreq/scaling_available_frequencies")
-    return _snap(table, round(cpu_mhz * 1e3))
+    return _snap(table, round(cpu_mhz * 1e3), floor)
 
 
-def gpu_step_hz(gpu: str | None, gpu_mhz: float) -> int:
-    """The step (Hz) of the ``gpu`` devfreq node's ``available_frequencies`` nearest ``gpu_mhz``; without a
-    node or table, ``gpu_mhz`` itself."""
+def gpu_step_hz(gpu: str | None, gpu_mhz: float, floor: bool = False) -> int:
+    """The step (Hz) of the ``gpu`` devfreq node's ``available_frequencies`` nearest ``gpu_mhz`` (with ``floor``,
+    the one a cap of ``gpu_mhz`` runs at: :func:`_snap`); without a node or table, ``gpu_mhz`` itself."""
     table = sysfs.read_ints(f"{gpu}/available_frequencies") if gpu else None
-    return _snap(table, round(gpu_mhz * 1e6))
+    return _snap(table, round(gpu_mhz * 1e6), floor)
 
 
 def emc_step_hz(device: Device, emc_mhz: float) -> int:
@@ -157,14 +163,19 @@ def emc_step_hz(device: Device, emc_mhz: float) -> int:
     return _snap([round(f * 1e6) for f in device.emc_steps_mhz], round(emc_mhz * 1e6))
 
 
-def board_steps(device: Device, mode: PowerMode) -> PowerMode:
+def board_steps(device: Device, mode: PowerMode, caps: bool = False) -> PowerMode:
     """``mode`` with the clocks (MHz) a custom mode pins for it on this board: each the step nearest it of the
-    board's table (cpu0's, the GPU devfreq node's, the catalogue's EMC steps); as asked where a table is missing."""
+    board's table (cpu0's, the GPU devfreq node's, the catalogue's EMC steps); as asked where a table is missing.
+
+    With ``caps`` (``mode`` is a preset's max caps, which the kernel resolves): CPU and GPU each at the highest
+    step of the board's table at or below the cap, the lowest below them all; the EMC at its cap, an upper bound
+    the BPMP resolves to a rate of a table the board does not list (the catalogue's steps may not be its own)."""
     cpus = cpu_ids()
-    cpu_khz = cpu_step_khz(mode.cpu_mhz, cpus[0] if cpus else 0)
-    gpu_hz = gpu_step_hz(gpu_dir(soc_paths(device.specs.soc)), mode.gpu_mhz)
+    cpu_khz = cpu_step_khz(mode.cpu_mhz, cpus[0] if cpus else 0, caps)
+    gpu_hz = gpu_step_hz(gpu_dir(soc_paths(device.specs.soc)), mode.gpu_mhz, caps)
+    emc_mhz = float(mode.emc_mhz) if caps else _set_mhz(emc_step_hz(device, mode.emc_mhz), mode.emc_mhz, 1e6)
     return replace(mode, cpu_mhz=_set_mhz(cpu_khz, mode.cpu_mhz, 1e3), gpu_mhz=_set_mhz(gpu_hz, mode.gpu_mhz, 1e6),
-                   emc_mhz=_set_mhz(emc_step_hz(device, mode.emc_mhz), mode.emc_mhz, 1e6))
+                   emc_mhz=emc_mhz)
 
 
 def _set_min_max(directory: str, min_name: str, max_name: str, value: int) -> None:

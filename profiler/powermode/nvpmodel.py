@@ -344,8 +344,7 @@ class NvpmodelController(PowerModeController):
         if self._applied is not None:
             return self._applied
         name, mid = self.query()
-        model = self.conf.model(mid if mid is not None else name)
-        return self.conf.to_mode(model, self.device)
+        return self._preset_caps(self.conf.model(mid if mid is not None else name))
 
     def _switch(self, model_id: int, conf_file: str | None = None) -> None:
         argv = ["nvpmodel"] + (["-f", conf_file] if conf_file else []) + ["-m", str(model_id)]
@@ -369,11 +368,16 @@ class NvpmodelController(PowerModeController):
             return preset
         return None
 
+    def _preset_caps(self, preset: NvpPowerModel) -> PowerMode:
+        """``preset``'s caps as this board's nvpmodel.conf defines them (a JetPack release may differ from the
+        catalogue), each at the step of the board's table the kernel runs it at (:func:`custom.board_steps`)."""
+        return board_steps(self.device, self.conf.to_mode(preset, self.device), caps=True)
+
     def caps_of(self, mode: PowerMode) -> PowerMode:
-        """A preset's caps as this board's nvpmodel.conf defines them (a JetPack release may differ from the
-        catalogue); any other mode at the board's steps its custom POWER_MODEL pins (:func:`custom.board_steps`)."""
+        """A preset's caps as the board runs them (:meth:`_preset_caps`); any other mode at the board's steps its
+        custom POWER_MODEL pins (:func:`custom.board_steps`)."""
         preset = self._board_preset(mode)
-        return board_steps(self.device, mode) if preset is None else self.conf.to_mode(preset, self.device)
+        return board_steps(self.device, mode) if preset is None else self._preset_caps(preset)
 
     def apply(self, mode: PowerMode) -> None:
         """A preset (by name) through ``nvpmodel -m``; any other mode as a custom POWER_MODEL."""
@@ -381,7 +385,7 @@ class NvpmodelController(PowerModeController):
         if preset is not None:
             self._switch(preset.id)
             self._lock_clocks()
-            self._applied = self.conf.to_mode(preset, self.device)
+            self._applied = self._preset_caps(preset)
             return
         self.device.validate_mode(*mode.knobs())
         custom_id = max(self.conf.models) + 1

@@ -132,6 +132,22 @@ def test_an_off_step_mode_says_which_steps_it_set(xavier, capsys):
     assert root.read_int(f"{GPU}/max_freq") == 1032750000
 
 
+@pytest.mark.parametrize("mode, said, written", [
+    ("4c-1200-1000-1331.2", "4c-1200-1000-1331.2: 4 cores, CPU 1190.4 MHz (asked 1200), GPU 1032.75 MHz "
+     "(asked 1000), EMC 1331.2 MHz", ["CPU_0 MAX_FREQ 1190400", "GPU MIN_FREQ 1032750000"]),
+    ("MODE_15W", "MODE_15W: 4 cores, CPU 1190.4 MHz (asked 1200), GPU 624.75 MHz (asked 670), EMC 1331.2 MHz",
+     ["nvpmodel -m 2"]),
+], ids=["custom-label", "preset"])
+def test_an_nvpmodel_dry_run_shows_the_steps_the_board_runs(xavier, capsys, mode, said, written):
+    """Through nvpmodel as through sysfs: a custom mode is written at the board's steps, and a preset's caps
+    run at the step below each; the dry run says so, as the real switch does."""
+    code, out, _ = run(capsys, "--mode", mode, "--dry-run")
+    assert code == 0 and f"would set {said}\n" in out
+    assert [w for w in written if w not in out] == []
+    code, out, _ = run(capsys, "--mode", mode)
+    assert code == 0 and f"applied {said}\n" in out
+
+
 def test_sysfs_dry_run_without_access_to_debugfs(xavier, capsys, monkeypatch):
     """/sys/kernel/debug is root only: not being able to look there is "not there", not a failure."""
     import pathlib

@@ -319,11 +319,30 @@ def test_a_preset_row_records_the_boards_own_caps(fake_root, tmp_path):
     section = section.replace(f"GPU MAX_FREQ {round(catalogue.gpu_mhz * 1e6)}", f"GPU MAX_FREQ {round(board_gpu_mhz * 1e6)}")
     fake_root.write("/etc/nvpmodel.conf", head + "NAME=MODE_15W >" + section + "< POWER_MODEL" + rest)
     rows = run_campaign(_cfg(tmp_path, device="jetson", modes="MODE_15W", settle_s=0.0, idle_s=0.0, minibatches=2))
-    assert (rows[0]["mode"], rows[0]["gpu_mhz"], rows[0]["cpu_mhz"]) == ("MODE_15W", board_gpu_mhz, catalogue.cpu_mhz)
+    # CPU: the file's 1200 MHz cap runs at the 1190.4 MHz step below it.
+    assert (rows[0]["mode"], rows[0]["gpu_mhz"], rows[0]["cpu_mhz"]) == ("MODE_15W", board_gpu_mhz, 1190.4)
     mode = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]
     assert [n for n in mode["notes"] if n.startswith("the board")] == [
-        f"the board set MODE_15W's gpu_mhz to {board_gpu_mhz:g}, not the {catalogue.gpu_mhz:g} asked (its own "
-        f"preset caps, or its nearest frequency step); the row records {board_gpu_mhz:g}"]
+        f"the board set MODE_15W's {k} to {v:g}, not the {getattr(catalogue, k):g} asked (its own preset caps, or "
+        f"its nearest frequency step); the row records {v:g}" for k, v in (("cpu_mhz", 1190.4),
+                                                                            ("gpu_mhz", board_gpu_mhz))]
+
+
+def test_a_preset_row_records_the_steps_its_caps_run_at(fake_root, tmp_path):
+    """AGX Xavier's MODE_15W caps CPU 1200 / GPU 670 MHz, between the board's steps: the kernel runs each at
+    the step below (1190.4, 624.75), which the row records with a sidecar note; MAXN's caps are steps."""
+    xavier = load_device("agx-xavier")
+    fake_root.add_jetson(xavier)
+    rows = run_campaign(_cfg(tmp_path, device="jetson", modes="MODE_15W,MAXN", settle_s=0.0, idle_s=0.0,
+                             minibatches=2))
+    knobs = [tuple(r[k] for k in ("mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")) for r in rows]
+    assert knobs == [("MODE_15W", 4, 1190.4, 624.75, 1331.2), ("MAXN", *xavier.preset("MAXN").knobs())]
+    notes = [[n for n in m["notes"] if n.startswith("the board")]
+             for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]]
+    assert notes == [[
+        f"the board set MODE_15W's {k} to {v:g}, not the {asked:g} asked (its own preset caps, or its nearest "
+        f"frequency step); the row records {v:g}" for k, v, asked in (("cpu_mhz", 1190.4, 1200),
+                                                                       ("gpu_mhz", 624.75, 670))], []]
 
 
 @pytest.mark.parametrize("via", ["sysfs", "nvpmodel"])

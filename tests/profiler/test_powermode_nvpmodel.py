@@ -166,6 +166,40 @@ def test_preset_switch_and_read_back(xavier):
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0002"
 
 
+@pytest.mark.parametrize("device_id, preset, resolved", [
+    ("agx-xavier", "MODE_15W", (4, 1190.4, 624.75, 1331.2)),  # caps 1200 / 670: steps 1190.4, 624.75|675.75
+    ("orin-agx", "MODE_15W", (4, 1113.6, 318.75, 2133.0)),    # GPU cap 408: steps 318.75 | 420.75
+    ("nano", "5W", (2, 825.6, 614.4, 1600.0)),                # caps 918 / 640: steps 825.6, 614.4
+    ("agx-xavier", "MAXN", (8, 2265.6, 1377.0, 2133.0)),      # on the steps: as the board file caps them
+])
+def test_a_preset_records_the_step_its_caps_resolve_to(fake_root, device_id, preset, resolved):
+    """The kernel runs a max cap at the highest step of the board's table at or below it (jetson_clocks pins
+    min = max there): the caps a preset reports, and its mode after the switch, are those steps."""
+    device = load_device(device_id)
+    fake_root.add_jetson(device)
+    ctl = NvpmodelController(device)
+    asked = device.preset(preset)
+    assert ctl.caps_of(asked).knobs() == resolved and ctl.caps_of(asked).mode == preset
+    ctl.apply(asked)
+    assert ctl.current().knobs() == resolved
+    assert NvpmodelController(device).current().knobs() == resolved  # the preset in force, from nvpmodel -q
+
+
+def test_a_preset_cap_off_every_table_keeps_the_cap_or_takes_the_lowest_step(xavier):
+    """A clock with no table on the board keeps the file's cap, as does the EMC (no board table: the BPMP
+    resolves its cap); a cap below the lowest step runs at the lowest step."""
+    root, device = xavier
+    root.real(f"{GPU_DIRS['T194']}/available_frequencies").unlink()
+    conf = root.read("/etc/nvpmodel.conf")
+    head, tail = conf.split("NAME=MODE_15W >", 1)
+    section, rest = tail.split("< POWER_MODEL", 1)
+    section = section.replace("MAX_FREQ 1200000", "MAX_FREQ 100000").replace("EMC MAX_FREQ 1331200000",
+                                                                             "EMC MAX_FREQ 1500000000")
+    root.write("/etc/nvpmodel.conf", head + "NAME=MODE_15W >" + section + "< POWER_MODEL" + rest)
+    caps = NvpmodelController(device).caps_of(device.preset("MODE_15W"))
+    assert caps.knobs() == (4, min(device.cpu_steps_mhz), 670.0, 1500.0)
+
+
 def test_custom_mode_goes_through_a_custom_power_model(xavier):
     root, device = xavier
     ctl = detect_controller("jetson", "agx-xavier")
