@@ -55,7 +55,8 @@ from jetpredict.models.errors import InputError  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import bundled, calibration  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
-from jetpredict.predictor.constants import IntervalScales  # noqa: E402
+from jetpredict.predictor.constants import LACK_OF_FIT_REL, IntervalScales  # noqa: E402
+from jetpredict.predictor.fit_check import time_scatter  # noqa: E402
 from results_io import growth_exponent, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,13 +121,15 @@ def score_design(rows: pd.DataFrame, pick: tuple[int, ...], ref, metered: bool =
     test = rows.drop(index=rows.index[list(pick)])
     fitted = prof if metered else prof.drop(columns=list(METER_COLUMNS))
     try:
-        p = predict(with_scales(fit_workload(fitted, reference=ref), str(rows["workload"].iloc[0])), test)
+        model = with_scales(fit_workload(fitted, reference=ref), str(rows["workload"].iloc[0]))
+        p = predict(model, test)
     except InputError as exc:
         print(f"  design {','.join(prof['mode'])}: {exc}", file=sys.stderr)
         return None
     obs = {"epoch_time_s": test["epoch_time_s"].to_numpy(float),
            "epoch_energy_j": test["epoch_energy_j"].to_numpy(float), "avg_power_w": power_of(test)}
-    out: dict[str, np.ndarray] = {"modes": test["mode"].to_numpy(str)}
+    out: dict[str, np.ndarray] = {"modes": test["mode"].to_numpy(str),
+                                  "rows_scatter_pct": np.array([100.0 * time_scatter(model).rms_rel])}
     for col, name in OUTPUTS:
         pred, lo, hi = (np.asarray(p[c], float) for c in (col, f"{col}_low", f"{col}_high"))
         out[f"{name}_signed"] = (pred / obs[col] - 1.0) * 100.0
@@ -196,7 +199,8 @@ def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
                 scores = [s for pick in itertools.combinations(range(len(rows)), size)
                           if (s := score_design(rows, pick, ref)) is not None]
                 row = {"target": target, "reference": case, "modes": size, **summarise(scores),
-                       "designs": len(scores), "cpu_s": time.process_time() - t0}
+                       "designs": len(scores), "cpu_s": time.process_time() - t0,
+                       "rows_scatter_max_pct": max(float(s["rows_scatter_pct"][0]) for s in scores)}
                 if size == max(sizes):  # the largest size this run scores
                     row["per_mode_bias"] = per_mode_bias(scores)
                 results.append(row)
@@ -479,7 +483,7 @@ def markdown(within: list[dict], designs: list[dict], cross: list[dict], lomo: l
             f"{r['power_coverage']:.0f} / {r['power_width_median']:.0f} | "
             f"{r['time_mean_baseline_median']:.1f} / {r['energy_mean_baseline_median']:.1f} |")
     if within:
-        lines += ["", coverage_check(within), *_error_sources(within)]
+        lines += ["", coverage_check(within), *_error_sources(within), *_rows_scatter(within)]
     lines += ["", "## Named designs", "", "The designs a user would profile (one design each, so no percentiles): "
               "MAPE on the unprofiled modes (%), coverage (%) / median width (%) of the 90% intervals.", "",
               "| design | target | reference | time MAPE | energy MAPE | power MAPE | stall / compute / rest | "
@@ -583,6 +587,21 @@ def _error_sources(within: list[dict]) -> list[str]:
               + " | ".join(f"{r['per_mode_bias'][name][m]:+.1f}" for m in modes) + " |"
               for r in rows for _, name in OUTPUTS]
     return lines
+
+
+def _rows_scatter(within: list[dict]) -> list[str]:
+    """The largest scatter of a design's profiled epoch times about its own fit, per target and size (the
+    figure `fit` warns past, `predictor.fit_check`), under the other real workloads."""
+    rows = [r for r in within if r["reference"] == "other real" and r["modes"] >= 2]
+    if not rows:
+        return []
+    return ["", "## The profiled rows' scatter about their own fit", "",
+            f"RMS of ln(predicted / measured epoch time) over a design's profiled modes, the largest over every "
+            f"design (other real; `fit` warns past {100 * LACK_OF_FIT_REL:.0f}%, `predictor/fit_check.py`):", "",
+            "| target | " + " | ".join(f"{k} modes" for k in sorted({r['modes'] for r in rows})) + " |",
+            "|---|" + "---|" * len({r["modes"] for r in rows}),
+            *(f"| {t} | " + " | ".join(f"{r['rows_scatter_max_pct']:.1f}%" for r in rows if r["target"] == t) + " |"
+              for t in dict.fromkeys(r["target"] for r in rows))]
 
 
 def _cost_lines(within: list[dict]) -> list[str]:
