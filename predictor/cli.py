@@ -209,6 +209,7 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
          + ("" if hopeless is None else f"; {hopeless}"))
     best = proposal.decision.best
     _outside_note("" if best is None else proposal.decision.table["extrapolated_knobs"].iloc[best])
+    _log_lack_of_fit(proposal.model)
     if hopeless is not None:
         return 1
     if proposal.modes.empty:
@@ -260,14 +261,19 @@ def rows_kind(rows: Iterable[Mapping[str, object]]) -> str:
 
 def _log_fit_caveats(model) -> None:
     """Say which knobs' effects the profiled modes do not separate (their split is the prior's), and
-    whether the model's form misses its own rows (:func:`~predictor.fit_check.lack_of_fit_note`)."""
-    from jetpredict.predictor.fit_check import lack_of_fit_note
-
+    whether the model's form misses its own rows (:func:`_log_lack_of_fit`)."""
     aliased = model.aliased_knobs()
     if aliased:
         # No claim on the intervals here: `fit` measures what each pair costs them, and it can be nothing.
         _log("aliased knobs (the profiled modes do not separate their effects; predictions along them take "
              "their split from the reference): " + ", ".join(f"{k} ({why})" for k, why in aliased.items()))
+    _log_lack_of_fit(model)
+
+
+def _log_lack_of_fit(model) -> None:
+    """Warn when the model's form misses its own rows (:func:`~predictor.fit_check.lack_of_fit_note`)."""
+    from jetpredict.predictor.fit_check import lack_of_fit_note
+
     note = lack_of_fit_note(model)
     if note:
         _log(f"warning: {note}")
@@ -390,6 +396,7 @@ def _recommend(args: argparse.Namespace) -> int:
     result = service.recommend(model, args.objective, max_power_w=args.max_power_w,
                                max_epoch_time_s=args.max_epoch_time_s, device=args.device,
                                epochs=args.epochs, confidence=args.confidence)
+    _log_lack_of_fit(model)
     if args.plot:
         _plot(model, result, args)
     with _output(args.out) as out:

@@ -62,12 +62,16 @@ def test_a_model_moved_to_another_device_is_not_scored_on_rows_that_ran_elsewher
     assert moved.cross_device and time_scatter(moved) is None
 
 
-def test_fit_and_predict_warn_when_the_form_misses_the_rows(twin_rows, lenet, tmp_path, capsys):
+def test_fit_predict_recommend_and_plan_after_warn_when_the_form_misses_the_rows(twin_rows, lenet, tmp_path, capsys):
     model = tmp_path / "m.json"
     assert main(["fit", "--device", "orin-nano", "--profiles", str(twin_rows), "--out", str(model)]) == 0
     err = capsys.readouterr().err
     assert "warning: the 10 profiled row(s) scatter 13." in err and "form misses this workload" in err
     assert main(["predict", "--model", str(model), "--presets", "--format", "csv"]) == 0
+    assert "form misses this workload" in capsys.readouterr().err
+    assert main(["recommend", "--model", str(model), "--objective", "min-energy", "--format", "csv"]) == 0
+    assert "form misses this workload" in capsys.readouterr().err
+    assert main(["plan", "--device", "orin-nano", "--after", str(twin_rows), "--objective", "min-energy"]) == 0
     assert "form misses this workload" in capsys.readouterr().err
     lenet.to_csv(tmp_path / "lenet.csv", index=False)
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / "lenet.csv"), "--out",
