@@ -309,7 +309,8 @@ def test_a_refused_device_is_not_asked_again_every_round_and_is_named(resnet_mod
 
 
 def test_cached_plans_are_asked_for_again_after_a_number_of_rounds(resnet_model):
-    """A stored workload refitted by an upload mid-run reaches the plans within PLAN_CACHE_ROUNDS rounds."""
+    """A planner that cannot say what its plans rest on (no ``basis``): a refit reaches them within
+    PLAN_CACHE_ROUNDS rounds."""
     planner = _CountingPlanner(resnet_model)
     nodes = [NodeInfo(1, "orin-nx", 0.01)]
     cache: dict = {}

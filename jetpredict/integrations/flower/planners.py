@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from jetpredict.client import (
     DEFAULT_TIMEOUT_S,
+    BadRequest,
     Client,
     ConnectionFailed,
     Overloaded,
@@ -50,11 +51,23 @@ class PlannerError(RuntimeError):
 
 
 class FleetPlanner(Protocol):
-    """What :class:`~.strategy.JetpredictStrategy` needs from a planner."""
+    """What :class:`~.strategy.JetpredictStrategy` needs from a planner (``basis`` is optional: it is read
+    with getattr, so a planner with ``plan`` only keeps the age rule of :data:`~.plans.PLAN_CACHE_ROUNDS`)."""
 
     def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
         """The ``POST /v1/fleet-plans`` answer for ``clients`` (``[{"id", "device"}]``) under ``deadline_s``
         (s) for ``epochs`` local epochs."""
+
+    def basis(self) -> Hashable | None:
+        """What the planner's plans rest on now, compared with ``==`` and read cheaply once per round
+        (:func:`~.plans.plan_nodes` asks again for plans cached under another basis); None: the planner
+        cannot say (cached plans are then asked for again after :data:`~.plans.PLAN_CACHE_ROUNDS` rounds).
+        A failure raises :class:`PlannerError`."""
+        return None
+
+
+#: Workload summaries :meth:`HttpPlanner.basis` asks for per page (the service's default page).
+BASIS_PAGE = 100
 
 
 def _per_device(spec: Any, is_single: Callable[[Any], bool]) -> tuple[Any, dict[str, Any]]:
@@ -220,6 +233,11 @@ class LocalPlanner:
     def _extra(self) -> dict[str, float]:
         return {} if self.confidence is None else {"confidence": self.confidence}
 
+    def basis(self) -> Hashable:
+        """Its models' identities: loaded once, they never change under it (a planner of other models
+        has another basis)."""
+        return id(self._default), tuple(sorted((device, id(m)) for device, m in self._models.items()))
+
     def model_for(self, device: str) -> Any:
         """The workload model that plans clients of ``device`` (None when there is none)."""
         return self._models.get(device, self._default)
@@ -275,6 +293,46 @@ class HttpPlanner:
     @staticmethod
     def _workload(w: Any) -> dict[str, Any]:
         return {"id": w} if isinstance(w, str) else dict(w)
+
+    def basis(self) -> Hashable | None:
+        """Per stored workload id it names, that workload's ``revision`` and its fits' ``model_version``
+        (None for an id not stored: an upload of it is a change too), from one light ``GET
+        /v1/workloads?search=<id>`` per id (summaries, no rows). None when every workload is given inline
+        (rows: nothing stored to change) or the service's summaries state no revision."""
+        ids = sorted({str(w["id"]).strip() for w in (self._default, *self._workloads.values())
+                      if w is not None and w.get("id") is not None})
+        if not ids:
+            return None
+        out = []
+        for workload_id in ids:
+            summary = self._summary(workload_id)
+            if summary is not None and summary.get("revision") is None:
+                return None
+            out.append((workload_id, None if summary is None else (
+                summary["revision"], summary.get("model_version"),
+                tuple((f.get("device"), f.get("model_version")) for f in summary.get("fits") or ()))))
+        return tuple(out)
+
+    def _summary(self, workload_id: str) -> dict[str, Any] | None:
+        """The stored workload ``workload_id``'s summary (None when it is not stored): the exact id among
+        the ids containing it, case-insensitively (further pages only where more than a page contain it)."""
+        if not workload_id:
+            return None  # a blank id is no stored workload's (the search would list them all)
+        offset = 0
+        while True:
+            try:
+                page = self.client.workloads(search=workload_id, limit=BASIS_PAGE, offset=offset)
+            except BadRequest as err:
+                if offset == 0 and "search" in str(err.field or ""):
+                    return None  # an id no upload can store (its characters, its length): nothing to change
+                raise PlannerError(f"reading the revision of workload {workload_id!r}: {err}") from err
+            except ServiceError as err:
+                raise PlannerError(f"reading the revision of workload {workload_id!r}: {err}") from err
+            found = page.get("workloads") or []
+            match = next((w for w in found if w.get("id") == workload_id), None)
+            offset += len(found)
+            if match is not None or not found or offset >= int(page.get("total") or 0):
+                return match
 
     def _ask(self, call: Callable[..., dict[str, Any]], workload: Mapping[str, Any], *args: Any,
              **kwargs: Any) -> dict[str, Any]:

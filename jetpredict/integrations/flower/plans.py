@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -139,8 +139,11 @@ _AS_IS = ("avg_power_w", "avg_power_w_low", "avg_power_w_high")
 
 #: A planning cache key: the planner, its confidence, the device, the planning deadline (s) and the epochs.
 CacheKey = tuple[Any, Any, str, float, int]
-#: Rounds a cached plan (or refusal) serves before it is asked for again: a stored workload refitted by an
-#: upload mid-run, or one uploaded for a device that was refused, reaches the plans within this many rounds.
+#: A cached client entry (or refusal), the calls it has served and the planner's basis it was made under.
+CacheEntry = tuple[dict[str, Any], int, Hashable | None]
+#: Rounds a cached plan (or refusal) serves before it is asked for again, for a planner that cannot say what
+#: its plans rest on (:meth:`~.planners.FleetPlanner.basis` None or missing): a stored workload refitted
+#: mid-run, or one uploaded for a device that was refused, reaches its plans within this many rounds.
 PLAN_CACHE_ROUNDS = 10
 #: Significant digits a node's epoch scale is read to before it is rounded up (0.1 + 0.2 is 0.3, not 0.31).
 SCALE_DIGITS = 12
@@ -167,7 +170,7 @@ def planning_scale(scale: float) -> float | None:
 
 
 def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: float, epochs: int,
-               cache: dict[CacheKey, tuple[dict[str, Any], int]] | None = None) -> dict[int, ClientPlan]:
+               cache: dict[CacheKey, CacheEntry] | None = None) -> dict[int, ClientPlan]:
     """One :class:`ClientPlan` per node with a known device, for ``epochs`` local epochs under ``deadline_s``
     (s; see the module docstring).
 
@@ -177,8 +180,12 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     decade its scales span and workload of the planner (10,000 nodes over three decades: at most 270,
     within the service's default 600 requests a minute). ``cache``: client entries (and refusals) kept
     between calls (a strategy's, across rounds), keyed by :data:`CacheKey`, each with the calls it has
-    served: asked for again after :data:`PLAN_CACHE_ROUNDS` calls, or when the planner, its confidence,
-    the deadline or the epochs change; entries no node used in a call are dropped.
+    served and the planner's basis (:meth:`~.planners.FleetPlanner.basis`, read once per call) it was made
+    under: asked for again as soon as the basis differs (a stored workload refitted), or, for a planner
+    that cannot say (None), after :data:`PLAN_CACHE_ROUNDS` calls; and when the planner, its confidence,
+    the deadline or the epochs change. Entries no node used in a call are dropped. A round-wide failure
+    reading the basis is handled as one of planning (below): nothing is asked this call; a refusal of the
+    read leaves the basis unknown (the age rule) for this call.
 
     A plan the planner refuses for one planning scale or device (a service's limit on ``deadline_s / q``, a
     device without a workload, or a scale too small to divide by) leaves those nodes unplanned with the
@@ -204,9 +211,12 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
                                     "finite number"))
         plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs, f"not planned: {refused[-1]}")
 
-    fresh = {k: v for k, v in cache.items() if v[1] < PLAN_CACHE_ROUNDS}
-    used: dict[CacheKey, tuple[dict[str, Any], int]] = {}
-    stopped: PlannerError | None = None
+    # Read before planning: a refit between the read and a plan tags that plan stale, asked again next
+    # call, rather than a stale plan tagged current.
+    basis, stopped = _read_basis(planner) if groups else (None, None)
+    fresh = {k: v for k, v in cache.items()
+             if (v[1] < PLAN_CACHE_ROUNDS if basis is None else v[2] == basis)}
+    used: dict[CacheKey, CacheEntry] = {}
     waiting = 0  # nodes left unplanned this round by a round-wide failure
 
     def serve(q: float, group: list[NodeInfo], exact: bool) -> list[NodeInfo]:
@@ -229,18 +239,19 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
             else:
                 entries = _entries(answer)
             if stopped is None:
-                fresh.update({(planner, confidence, str(e["id"]), planning_deadline, epochs): (e, 0) for e in entries})
+                fresh.update({(planner, confidence, str(e["id"]), planning_deadline, epochs): (e, 0, basis)
+                              for e in entries})
         deferred: list[NodeInfo] = []
         for node in group:
             scale, key = float(node.epoch_scale), keys[node.node_id]
             if key not in fresh and stopped is not None and key in cache:
-                fresh[key] = cache[key]  # expired, but the planner cannot be asked now: kept one more round
+                fresh[key] = cache[key]  # stale, but the planner cannot be asked now: kept one more round
             if key not in fresh:
                 waiting += 1
                 plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs,
                                                  f"not planned this round: the planner failed: {stopped}")
                 continue
-            used.setdefault(key, (fresh[key][0], fresh[key][1] + 1))  # one more call served
+            used.setdefault(key, (fresh[key][0], fresh[key][1] + 1, fresh[key][2]))  # one more call served
             entry = used[key][0]
             high = as_float(entry.get("round_time_s_high"))
             if (not exact and entry.get("mode") is not None and not entry.get("meets_deadline")
@@ -261,15 +272,31 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         serve(scale, group, exact=True)
     cache.clear()
     cache.update(used)
-    if not any(entry.get("mode") is not None or "refusal" not in entry for entry, _ in used.values()):
+    if not any(entry.get("mode") is not None or "refusal" not in entry for entry, _, _ in used.values()):
         # No node has a plan or the planner's own word on it: nothing to train, say why.
-        errors = [stopped] if stopped is not None else refused or [e["refusal"] for e, _ in used.values()]
+        errors = [stopped] if stopped is not None else refused or [e["refusal"] for e, _, _ in used.values()]
         if errors:
             raise errors[0]
     if stopped is not None and used:
         log.warning("the fleet planner failed mid-round: %d node(s) not planned this round, the others keep "
                     "their plans: %s", waiting, stopped)
     return plans
+
+
+def _read_basis(planner: FleetPlanner) -> tuple[Hashable | None, PlannerError | None]:
+    """``(basis, failure)``: the planner's :meth:`~.planners.FleetPlanner.basis` (None for a planner
+    without one, or whose read was refused: the age rule serves), and a round-wide failure of the read."""
+    read = getattr(planner, "basis", None)
+    if not callable(read):
+        return None, None
+    try:
+        return read(), None
+    except PlannerError as err:
+        if err.round_wide:
+            return None, err
+        log.warning("could not read what the fleet plans rest on (cached plans are asked for again after %d "
+                    "rounds): %s", PLAN_CACHE_ROUNDS, err)
+        return None, None
 
 
 def _refused_entry(device: str, q: float, deadline_s: float, err: PlannerError) -> dict[str, Any]:

@@ -311,8 +311,10 @@ class JetpredictStrategy(Strategy):
         self._settled: dict[int, NodeInfo] = {}
         self._round_records: dict[int, dict[int, ClientRecord]] = {}
         self._notes_told: set[str] = set()
-        #: Fleet-plan entries kept across rounds (:func:`~.plans.plan_nodes`): asked again only when the
-        #: planner, its confidence, the deadline or the epochs change, or a node's planning scale is new.
+        #: Fleet-plan entries kept across rounds (:func:`~.plans.plan_nodes`): asked again when what the
+        #: planner's plans rest on changes (a stored workload refitted; after PLAN_CACHE_ROUNDS rounds for a
+        #: planner that cannot say), the planner, its confidence, the deadline or the epochs change, or a
+        #: node's planning scale is new.
         self._plan_cache: dict = {}
 
     def _inner_int(self, name: str) -> int:

@@ -1,0 +1,225 @@
+"""What cached plans rest on (:meth:`FleetPlanner.basis`): a stored workload refitted between two rounds
+reaches the very next round's plans; with no refit the planner is not asked again, past PLAN_CACHE_ROUNDS
+too; a basis that cannot be read keeps the plans one more round; a planner that cannot say keeps the age
+rule. HttpPlanner's basis is read from the real service (the Flask app in a thread)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
+
+from flower_fixtures import PUBLISHED_CSV  # noqa: E402
+from jetpredict.models.profile_files import read_profile_csv, rows_to_records  # noqa: E402
+
+from jetpredict.client import BadRequest, Client, ConnectionFailed  # noqa: E402
+from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes  # noqa: E402
+from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS  # noqa: E402
+
+NODES = [NodeInfo(1, "agx-xavier", 0.01), NodeInfo(2, "agx-xavier", 0.02)]
+DEADLINE_S = 60.0
+
+
+def published_rows(workload: str, start: int, stop: int) -> list[dict]:
+    """Published AGX Xavier ResNet-18 rows ``start:stop`` (modes a-j) as the workload ``workload``."""
+    rows = read_profile_csv(PUBLISHED_CSV)
+    rows = rows[rows["workload"] == "resnet18-cifar10"].iloc[start:stop].copy()
+    rows["workload"] = workload
+    return rows_to_records(rows)
+
+
+class Counted:
+    """Counts an HttpPlanner's fleet plans and workload listings; ``fail``: what the listing raises."""
+
+    def __init__(self, planner: HttpPlanner) -> None:
+        self.plans: list[float] = []
+        self.listings: list[str | None] = []
+        self.fail: Exception | None = None
+        fleet_plans, workloads = planner.client.fleet_plans, planner.client.workloads
+
+        def counted_plans(workload, clients, deadline_s, **kwargs):
+            self.plans.append(deadline_s)
+            return fleet_plans(workload, clients, deadline_s, **kwargs)
+
+        def counted_listing(search=None, limit=None, offset=0):
+            self.listings.append(search)
+            if self.fail is not None:
+                raise self.fail
+            return workloads(search=search, limit=limit, offset=offset)
+
+        planner.client.fleet_plans = counted_plans
+        planner.client.workloads = counted_listing
+
+
+@pytest.fixture
+def uploader(service_url) -> Client:
+    return Client(service_url, api_key="k")
+
+
+def test_an_upload_between_two_rounds_reaches_the_next_rounds_plans(service_url, uploader):
+    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    planner = HttpPlanner(service_url, "my-resnet")
+    counted = Counted(planner)
+    cache: dict = {}
+    plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    assert len(counted.plans) == 2  # two planning scales, asked once
+    assert counted.listings == ["my-resnet", "my-resnet"]  # one light read per round
+    uploader.upload_profiles(published_rows("my-resnet", 4, 10))  # a refit mid-run
+    refitted = plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    assert len(counted.plans) == 4  # the very next round asks again
+    # ... and gets what a planner started after the refit plans.
+    assert refitted == plan_nodes(HttpPlanner(service_url, "my-resnet"), NODES, DEADLINE_S, 1)
+
+
+def test_with_no_refit_the_service_is_not_asked_again_past_the_age_limit(service_url, uploader):
+    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    planner = HttpPlanner(service_url, "my-resnet")
+    counted = Counted(planner)
+    cache: dict = {}
+    first = plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    for _ in range(PLAN_CACHE_ROUNDS + 2):
+        assert plan_nodes(planner, NODES, DEADLINE_S, 1, cache) == first
+    assert len(counted.plans) == 2 and len(counted.listings) == PLAN_CACHE_ROUNDS + 3
+
+
+def test_the_exact_id_is_read_among_the_ids_containing_it(service_url, uploader):
+    uploader.upload_profiles(published_rows("MY-RESNET-2", 0, 4))
+    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    planner = HttpPlanner(service_url, "my-resnet")
+    before = planner.basis()
+    uploader.upload_profiles(published_rows("MY-RESNET-2", 4, 10))  # found by the search, not the planner's
+    assert planner.basis() == before
+    uploader.upload_profiles(published_rows("my-resnet", 4, 10))
+    assert planner.basis() != before
+
+
+def test_the_exact_id_is_found_past_a_page_of_ids_containing_it(service_url, uploader, monkeypatch):
+    from jetpredict.integrations.flower import planners
+
+    for workload in ("a-my-resnet", "b-my-resnet", "my-resnet"):  # listed in this order, by id
+        uploader.upload_profiles(published_rows(workload, 0, 4))
+    monkeypatch.setattr(planners, "BASIS_PAGE", 1)
+    planner = HttpPlanner(service_url, "my-resnet")
+    counted = Counted(planner)
+    basis = planner.basis()
+    ((workload_id, (revision, *_)),) = basis
+    assert workload_id == "my-resnet" and revision == 1 and len(counted.listings) == 3  # third page
+    monkeypatch.setattr(planners, "BASIS_PAGE", 100)
+    assert planner.basis() == basis and len(counted.listings) == 4
+
+
+def test_an_id_no_upload_can_store_has_no_revision_and_no_failure(service_url):
+    planner = HttpPlanner(service_url, {"nano": "a/b", "orin-nx": " ", "*": "x" * 201})
+    assert planner.basis() == (("", None), ("a/b", None), ("x" * 201, None))
+
+
+def test_a_workload_uploaded_for_a_refused_device_is_planned_the_next_round(service_url, uploader):
+    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    planner = HttpPlanner(service_url, {"nano": "nano-resnet", "*": "my-resnet"})
+    counted = Counted(planner)
+    nodes = [NodeInfo(1, "agx-xavier", 0.01), NodeInfo(2, "nano", 0.01)]
+    cache: dict = {}
+    for _ in range(2):
+        plans = plan_nodes(planner, nodes, DEADLINE_S, 1, cache)
+        assert plans[1].mode is not None and plans[2].mode is None and "404" in plans[2].reason
+    assert len(counted.plans) == 2  # one per workload, the refusal kept
+    assert sorted(counted.listings) == ["my-resnet", "my-resnet", "nano-resnet", "nano-resnet"]
+    uploader.upload_profiles(published_rows("nano-resnet", 0, 4))  # AGX Xavier rows: nano is cross-device
+    assert plan_nodes(planner, nodes, DEADLINE_S, 1, cache)[2].mode is not None
+
+
+def test_a_basis_the_service_cannot_give_keeps_the_plans_one_more_round(service_url, uploader):
+    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    planner = HttpPlanner(service_url, "my-resnet")
+    counted = Counted(planner)
+    cache: dict = {}
+    kept = plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    counted.fail = ConnectionFailed("no answer within 30 s", attempts=4)
+    newcomer = NodeInfo(3, "agx-xavier", 0.05)
+    plans = plan_nodes(planner, [*NODES, newcomer], DEADLINE_S, 1, cache)  # no crash: the round goes on
+    assert {n: plans[n] for n in (1, 2)} == kept and len(counted.plans) == 2  # kept, nothing asked
+    assert plans[3].mode is None and "not planned this round" in plans[3].reason and "30 s" in plans[3].reason
+    # Nothing cached: the round is skipped with the failure (the strategy's PlannerError).
+    with pytest.raises(PlannerError, match="30 s") as caught:
+        plan_nodes(planner, NODES, DEADLINE_S, 1, {})
+    assert caught.value.round_wide
+    counted.fail = None
+    uploader.upload_profiles(published_rows("my-resnet", 4, 10))
+    plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    assert len(counted.plans) == 4  # read again: the refit reaches the plans
+
+
+def test_a_refused_basis_read_falls_back_to_the_age_rule(service_url, uploader):
+    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    planner = HttpPlanner(service_url, "my-resnet")
+    counted = Counted(planner)
+    counted.fail = BadRequest("limit must be at most 1000", status=422)
+    cache: dict = {}
+    for _ in range(PLAN_CACHE_ROUNDS + 1):
+        assert plan_nodes(planner, NODES, DEADLINE_S, 1, cache)[1].mode is not None
+    assert len(counted.plans) == 4  # asked again after PLAN_CACHE_ROUNDS rounds, as a planner that cannot say
+
+
+def test_inline_rows_have_nothing_stored_to_read(service_url):
+    planner = HttpPlanner(service_url, {"rows": published_rows("my-resnet", 0, 4)})
+    counted = Counted(planner)
+    assert planner.basis() is None
+    plan_nodes(planner, NODES, DEADLINE_S, 1, {})
+    assert counted.listings == []
+
+
+class RevisedLocalPlanner(LocalPlanner):
+    """A LocalPlanner whose basis a test sets (``revision``), as a planner of refittable models would say."""
+
+    revision = 0
+    asked = 0
+
+    def basis(self):
+        return (super().basis(), self.revision)
+
+    def plan(self, clients, deadline_s, epochs):
+        self.asked += 1
+        return super().plan(clients, deadline_s, epochs)
+
+
+def test_a_local_planners_plans_are_kept_until_its_basis_changes(resnet_model):
+    planner = RevisedLocalPlanner(resnet_model)
+    cache: dict = {}
+    for _ in range(PLAN_CACHE_ROUNDS + 2):
+        plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    assert planner.asked == 2  # its models never change under it: never asked again
+    planner.revision = 1
+    plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    assert planner.asked == 4
+
+
+def test_a_local_planners_basis_is_its_models(resnet_model):
+    from jetpredict.models.profile_rows import validate_records
+    from jetpredict.predictor.bundled import fit_workload
+
+    refitted = fit_workload(validate_records(published_rows("my-resnet", 0, 10)))
+    assert LocalPlanner(resnet_model).basis() == LocalPlanner(resnet_model).basis()
+    assert LocalPlanner(resnet_model).basis() != LocalPlanner(refitted).basis()
+    assert LocalPlanner({"nano": resnet_model}).basis() != LocalPlanner({"nano": refitted}).basis()
+
+
+class NoBasisPlanner:
+    """A third-party planner: ``plan`` only."""
+
+    def __init__(self, model) -> None:
+        self.local, self.asked = LocalPlanner(model), 0
+
+    def plan(self, clients, deadline_s, epochs):
+        self.asked += 1
+        return self.local.plan(clients, deadline_s, epochs)
+
+
+def test_a_planner_without_a_basis_keeps_the_age_rule(resnet_model):
+    planner = NoBasisPlanner(resnet_model)
+    cache: dict = {}
+    for _ in range(PLAN_CACHE_ROUNDS):
+        plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    assert planner.asked == 2
+    plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
+    assert planner.asked == 4
