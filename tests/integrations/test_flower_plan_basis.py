@@ -192,34 +192,3 @@ def test_a_local_planners_plans_are_kept_until_its_basis_changes(resnet_model):
     planner.revision = 1
     plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     assert planner.asked == 4
-
-
-def test_a_local_planners_basis_is_its_models(resnet_model):
-    from jetpredict.models.profile_rows import validate_records
-    from jetpredict.predictor.bundled import fit_workload
-
-    refitted = fit_workload(validate_records(published_rows("my-resnet", 0, 10)))
-    assert LocalPlanner(resnet_model).basis() == LocalPlanner(resnet_model).basis()
-    assert LocalPlanner(resnet_model).basis() != LocalPlanner(refitted).basis()
-    assert LocalPlanner({"nano": resnet_model}).basis() != LocalPlanner({"nano": refitted}).basis()
-
-
-class NoBasisPlanner:
-    """A third-party planner: ``plan`` only."""
-
-    def __init__(self, model) -> None:
-        self.local, self.asked = LocalPlanner(model), 0
-
-    def plan(self, clients, deadline_s, epochs):
-        self.asked += 1
-        return self.local.plan(clients, deadline_s, epochs)
-
-
-def test_a_planner_without_a_basis_keeps_the_age_rule(resnet_model):
-    planner = NoBasisPlanner(resnet_model)
-    cache: dict = {}
-    for _ in range(PLAN_CACHE_ROUNDS):
-        plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
-    assert planner.asked == 2
-    plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
-    assert planner.asked == 4

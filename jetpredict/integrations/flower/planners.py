@@ -234,9 +234,8 @@ class LocalPlanner:
         return {} if self.confidence is None else {"confidence": self.confidence}
 
     def basis(self) -> Hashable:
-        """Its models' identities: loaded once, they never change under it (a planner of other models
-        has another basis)."""
-        return id(self._default), tuple(sorted((device, id(m)) for device, m in self._models.items()))
+        """A constant: its models, loaded once, never change under it (the cache key holds the planner)."""
+        return ()
 
     def model_for(self, device: str) -> Any:
         """The workload model that plans clients of ``device`` (None when there is none)."""
@@ -309,8 +308,7 @@ class HttpPlanner:
             if summary is not None and summary.get("revision") is None:
                 return None
             out.append((workload_id, None if summary is None else (
-                summary["revision"], summary.get("model_version"),
-                tuple((f.get("device"), f.get("model_version")) for f in summary.get("fits") or ()))))
+                summary["revision"], tuple((f.get("device"), f.get("model_version")) for f in summary.get("fits") or ()))))
         return tuple(out)
 
     def _summary(self, workload_id: str) -> dict[str, Any] | None:
@@ -322,11 +320,9 @@ class HttpPlanner:
         while True:
             try:
                 page = self.client.workloads(search=workload_id, limit=BASIS_PAGE, offset=offset)
-            except BadRequest as err:
-                if offset == 0 and "search" in str(err.field or ""):
-                    return None  # an id no upload can store (its characters, its length): nothing to change
-                raise PlannerError(f"reading the revision of workload {workload_id!r}: {err}") from err
             except ServiceError as err:
+                if isinstance(err, BadRequest) and "search" in str(err.field or ""):
+                    return None  # an id no upload can store (its characters, its length): nothing to change
                 raise PlannerError(f"reading the revision of workload {workload_id!r}: {err}") from err
             found = page.get("workloads") or []
             match = next((w for w in found if w.get("id") == workload_id), None)
