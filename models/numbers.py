@@ -50,9 +50,13 @@ def number_or_nan(value: object) -> float:
         return math.nan
 
 
+#: The rule an empty required cell breaks, worded once for profile rows and mode lists.
+REQUIRED_AND_EMPTY = "is required and empty"
+
+
 def not_a_number_rule(value: object) -> str:
     """The rule a required numeric cell that holds no number breaks: empty, or what it holds."""
-    return "is required and empty" if is_blank(value) else f"must be a number, got {value!r}"
+    return REQUIRED_AND_EMPTY if is_blank(value) else f"must be a number, got {value!r}"
 
 
 def unit_hint(value: float, low: float, high: float, unit: str, scales: Mapping[str, float],

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.numbers import is_blank, unit_hint
+from jetpredict.models.numbers import REQUIRED_AND_EMPTY, is_blank, unit_hint
 from jetpredict.models.profiling_protocol import BATCH_SIZE
 
 
@@ -299,7 +299,7 @@ def _validate_record(record: Mapping[str, object], line: int, current: bool = Tr
     for field in FIELDS:
         required = field.required and not (is_host and field.name in MODE_FIELDS[1:])
         if required and row.get(field.name) is None and not any(p.field == field.name for p in problems):
-            problems.append(RowProblem(line, field.name, "is required and empty"))
+            problems.append(RowProblem(line, field.name, REQUIRED_AND_EMPTY))
 
     if device is not None and not is_host and device not in device_ids():
         problems.append(RowProblem(line, "device", f"unknown device {device!r}; valid: "

@@ -177,7 +177,7 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
         bad = ~np.isfinite(values)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            rule = not_a_number_rule(records[i].get(name))  # a blank cell: as profile_rows words one, not "got nan"
+            rule = not_a_number_rule(records[i].get(name))
             raise ModeRowError(i, f"{_row_label(records[i])}: {name} {rule}", f"modes.{i}.{name}")
     if device.out_of_range(*(knobs[f] for f in MODE_FIELDS)):
         # Name the first offending row: check row by row only on this (rare) error path.

@@ -5,11 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from jetpredict.models.profile_files import read_profile_csv, write_profile_csv
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 from jetpredict.cli import main
+
+
+@pytest.fixture(scope="module")
+def lenet() -> pd.DataFrame:
+    """The published LeNet-5 rows of AGX Xavier (modes a-j)."""
+    ref = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    return ref[ref.workload == "lenet5-mnist"].reset_index(drop=True)
 
 
 @pytest.fixture(scope="session")

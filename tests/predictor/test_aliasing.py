@@ -5,19 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
-from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import service
 from jetpredict.predictor.aliasing import AliasWidening, alias_widening, separating_mode
 from jetpredict.predictor.bundled import fit_workload
-from jetpredict.predictor.reference import REFERENCE_DIR
 
 XAVIER = load_device("agx-xavier")
-
-
-@pytest.fixture(scope="module")
-def lenet():
-    ref = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    return ref[ref.workload == "lenet5-mnist"].reset_index(drop=True)
 
 
 def _modes(rows, letters: str):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.profile_files import read_profile_csv
@@ -12,7 +11,6 @@ from jetpredict.predictor.adaptive import AdaptiveChooser, Goal
 from jetpredict.predictor.bundled import fit_workload, on_device
 from jetpredict.predictor.constants import LACK_OF_FIT_REL
 from jetpredict.predictor.fit_check import lack_of_fit, time_scatter
-from jetpredict.predictor.reference import REFERENCE_DIR
 
 from jetpredict.cli import main
 
@@ -24,22 +22,11 @@ TWIN_MODES = ["2c-806.4-625-665.6", "6c-1510.4-408-2133", "1c-115.2-306-2133", "
 
 
 @pytest.fixture(scope="module")
-def lenet() -> pd.DataFrame:
-    ref = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    return ref[ref.workload == "lenet5-mnist"].reset_index(drop=True)
-
-
-@pytest.fixture(scope="module")
 def twin_rows(tmp_path_factory) -> Path:
     """The twin's rows of those modes, profiled as a user would."""
-    where = tmp_path_factory.mktemp("twin")
-    knobs = [dict(zip(("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"),
-                      (float(m.split("-")[0][:-1]), *map(float, m.split("-")[1:])), strict=True)) for m in TWIN_MODES]
-    pd.DataFrame([{"mode": m, **k} for m, k in zip(TWIN_MODES, knobs, strict=True)]).to_csv(where / "modes.csv",
-                                                                                             index=False)
-    out = where / "rows.csv"
+    out = tmp_path_factory.mktemp("twin") / "rows.csv"
     assert main(["profile", "--device", "sim:orin-nano", "--workload", "resnet18-cifar10", "--modes",
-                 str(where / "modes.csv"), "--minibatches", "20", "--out", str(out)]) == 0
+                 ",".join(TWIN_MODES), "--minibatches", "20", "--out", str(out)]) == 0
     return out
 
 
