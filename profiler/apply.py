@@ -174,15 +174,14 @@ def plan_switch(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
 
 
 def _far(target: PowerMode, actual: PowerMode) -> list[str]:
-    """Knobs read back away from the target (the reason in words), empty when all agree."""
+    """Knobs read back away from the target (the reason in words), empty when all agree. A clock that could not be
+    read (NaN: the EMC rate is root-only debugfs) differs from nothing: :func:`_describe` says it is unknown."""
     out = []
     if int(actual.cpu_cores) != int(target.cpu_cores):
         out.append(f"cores online {actual.cpu_cores} (asked {target.cpu_cores})")
     for name in ("cpu_mhz", "gpu_mhz", "emc_mhz"):
         want, got = float(getattr(target, name)), float(getattr(actual, name))
-        if got != got:  # NaN: the file was not readable
-            out.append(f"{name} unreadable")
-        elif abs(got - want) > READBACK_TOLERANCE_MHZ:
+        if got == got and abs(got - want) > READBACK_TOLERANCE_MHZ:
             out.append(f"{name} {got:g} (asked {want:g})")
     return out
 
@@ -191,6 +190,8 @@ def _describe(mode: PowerMode, asked: PowerMode | None = None) -> str:
     """``mode``'s cores and clocks (MHz); each clock set otherwise than ``asked`` (a board's step) says so."""
     def clock(name: str) -> str:
         got = float(getattr(mode, name))
+        if got != got:  # NaN: not readable (the EMC rate without root)
+            return "unknown (not readable)"
         want = got if asked is None else float(getattr(asked, name))
         return f"{got:g} MHz" + ("" if want == got else f" (asked {want:g})")
 

@@ -73,7 +73,8 @@ def pending_restore() -> PendingRestore | None:
 @dataclass
 class JetsonStatus:
     """One reading: ids and names, cores (count), clocks (MHz), module power (W); ``None`` = unreadable,
-    with the reason in ``unknown``."""
+    with the reason in ``unknown``. ``emc_cap_mhz``: nvpmodel's EMC cap (a bound, not the clock; None when
+    uncapped), readable where the EMC rate (root-only debugfs) is not."""
 
     board: str
     name: str
@@ -90,11 +91,13 @@ class JetsonStatus:
     rails_w: dict[str, float | None] = field(default_factory=dict)
     unknown: dict[str, str] = field(default_factory=dict)
     pending_restore: PendingRestore | None = None
+    emc_cap_mhz: float | None = None
 
     def lines(self) -> list[str]:
         """The summary a person reads, one fact a line."""
-        def mhz(v: float | None) -> str:
-            return "unknown" if v is None else f"{v:g} MHz"
+        def mhz(v: float | None, what: str = "") -> str:
+            why = self.unknown.get(what)
+            return f"{v:g} MHz" if v is not None else f"unknown ({why})" if why else "unknown"
 
         mode = (f"{self.nvpmodel_mode} (nvpmodel id {self.nvpmodel_id})" if self.nvpmodel_mode is not None
                 else f"unknown ({self.unknown.get('nvpmodel', 'not readable')})")
@@ -103,7 +106,7 @@ class JetsonStatus:
         out = [f"board:         {self.name} ({self.board})",
                f"nvpmodel mode: {mode}",
                f"cores online:  {self.cores_online} of {self.cores_total}",
-               f"clocks:        CPU {mhz(self.cpu_mhz)}, GPU {mhz(self.gpu_mhz)}, EMC {mhz(self.emc_mhz)}",
+               f"clocks:        CPU {mhz(self.cpu_mhz)}, GPU {mhz(self.gpu_mhz)}, EMC {mhz(self.emc_mhz, 'emc_mhz')}",
                f"as a label:    {self.mode_label or 'unknown'}",
                f"module power:  {power}"]
         out += [f"  rail {label}: {'unknown' if w is None else f'{w:.2f} W'}" for label, w in self.rails_w.items()]
@@ -149,7 +152,7 @@ def read_status(board: str | None = None) -> JetsonStatus:
     from jetpredict.profiler.power.base import PowerReadError
     from jetpredict.profiler.power.ina3221 import Ina3221Meter
     from jetpredict.profiler.powermode import jetson_board, read_clocks
-    from jetpredict.profiler.powermode.custom import gpu_dir, soc_paths
+    from jetpredict.profiler.powermode.custom import emc_cap_mhz, emc_unknown_reason, gpu_dir, soc_paths
 
     device_id = board or jetson_board()
     if device_id is None:
@@ -166,13 +169,14 @@ def read_status(board: str | None = None) -> JetsonStatus:
         unknown["nvpmodel"] = why
     clocks = read_clocks(paths, "now")
 
-    def known(value: float, what: str) -> float | None:
+    def known(value: float, what: str, why: str = "not readable in sysfs") -> float | None:
         if math.isnan(value):
-            unknown[what] = "not readable in sysfs"
+            unknown[what] = why
             return None
         return float(value)
 
-    cpu, gpu, emc = known(clocks.cpu_mhz, "cpu_mhz"), known(clocks.gpu_mhz, "gpu_mhz"), known(clocks.emc_mhz, "emc_mhz")
+    cpu, gpu = known(clocks.cpu_mhz, "cpu_mhz"), known(clocks.gpu_mhz, "gpu_mhz")
+    emc = known(clocks.emc_mhz, "emc_mhz", emc_unknown_reason(paths))
     label = None if None in (cpu, gpu, emc) else mode_label(clocks.cpu_cores, cpu, gpu, emc)
     power = meter = None
     rails: dict[str, float | None] = {}
@@ -183,7 +187,7 @@ def read_status(board: str | None = None) -> JetsonStatus:
     except (LookupError, PowerReadError) as err:
         unknown["power"] = str(err)
     return JetsonStatus(device.id, device.name, mid, name, int(clocks.cpu_cores), int(device.cpu_cores_range[1]),
-                        cpu, gpu, emc, label, power, meter, rails, unknown, pending_restore())
+                        cpu, gpu, emc, label, power, meter, rails, unknown, pending_restore(), emc_cap_mhz(paths))
 
 
 def _status(args: argparse.Namespace) -> int:

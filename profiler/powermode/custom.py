@@ -110,21 +110,30 @@ def _mhz(value: int | None, per_mhz: float) -> float:
 def read_clocks(paths: SocPaths, label: str = "read-back") -> PowerMode:
     """Cores online and the CPU/GPU/EMC clocks in force now (MHz; NaN where a file is unreadable).
 
-    CPU: the fastest online core's ``scaling_cur_freq``. EMC: the actual rate from debugfs when it is
-    readable, else the nvpmodel cap.
+    CPU: the fastest online core's ``scaling_cur_freq``. EMC: the rate from debugfs, NaN when it cannot be
+    read (root-only): the nvpmodel cap is only a bound on it (:func:`emc_cap_mhz`, :func:`emc_unknown_reason`).
     """
     online = [c for c in cpu_ids() if cpu_online(c)]
     cpu_khz = [sysfs.read_int(f"{CPU_DIR}/cpu{c}/cpufreq/scaling_cur_freq") for c in online]
     cpu_khz = [k for k in cpu_khz if k is not None]
     gpu = gpu_dir(paths)
     gpu_hz = sysfs.read_int(f"{gpu}/cur_freq") if gpu else None
-    emc_hz = None
-    for candidate in paths.emc_rate + paths.emc_cap:
-        emc_hz = sysfs.read_int(candidate)
-        if emc_hz:
-            break
+    emc_hz = next((hz for candidate in paths.emc_rate if (hz := sysfs.read_int(candidate))), None)
     return PowerMode(label, len(online), _mhz(max(cpu_khz) if cpu_khz else None, 1e3),
                      _mhz(gpu_hz, 1e6), _mhz(emc_hz or None, 1e6))
+
+
+def emc_cap_mhz(paths: SocPaths) -> float | None:
+    """The EMC cap nvpmodel set (MHz; world-readable), None when uncapped (0) or not readable."""
+    hz = next((hz for candidate in paths.emc_cap if (hz := sysfs.read_int(candidate))), None)
+    return None if hz is None else hz / 1e6
+
+
+def emc_unknown_reason(paths: SocPaths) -> str:
+    """Why :func:`read_clocks` has no EMC clock: its rate is in root-only debugfs; and the cap, if any."""
+    cap = emc_cap_mhz(paths)
+    bound = f"nvpmodel caps it at {cap:g} MHz" if cap is not None else "nvpmodel sets no cap"
+    return f"EMC rate needs root (debugfs); {bound}"
 
 
 def _snap(table: list[int] | None, target: int, floor: bool = False) -> int:
@@ -287,8 +296,8 @@ class SysfsController(PowerModeController):
         cpu_max = sysfs.read_int(f"{CPU_DIR}/cpu0/cpufreq/scaling_max_freq")
         gpu = gpu_dir(self.paths)
         gpu_max = sysfs.read_int(f"{gpu}/max_freq") if gpu else None
-        emc_cap = next((v for c in self.paths.emc_cap if (v := sysfs.read_int(c))), None)
-        emc = max(self.device.emc_steps_mhz) if not emc_cap else emc_cap / 1e6
+        cap = emc_cap_mhz(self.paths)
+        emc = max(self.device.emc_steps_mhz) if cap is None else cap
         return PowerMode("current", len(online), _mhz(cpu_max, 1e3), _mhz(gpu_max, 1e6), emc)
 
     def apply(self, mode: PowerMode) -> None:

@@ -96,6 +96,11 @@ class NvpmodelConf:
         args = self.params.get("CPU_ONLINE", NvpParam("CPU_ONLINE", "FILE")).args
         return sorted(args, key=lambda a: int(re.sub(r"\D", "", a) or 0))
 
+    def cpu_of(self, param: str, arg: str) -> int | None:
+        """The CPU number (``cpuN``) that ``param``'s ``arg`` path names, or None."""
+        m = re.search(r"/cpu(\d+)/", self.params[param].args.get(arg, "")) if param in self.params else None
+        return int(m.group(1)) if m else None
+
     def _caps_mhz(self, model: NvpPowerModel) -> tuple[float | None, float | None, float | None]:
         """``model``'s CPU, GPU and EMC caps in MHz; None where the knob is uncapped (-1, 0 or absent).
 
@@ -276,19 +281,31 @@ def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int, devi
                          f"{len(cores)} cores (CPU_ONLINE {', '.join(cores)}): the board is a variant with fewer "
                          "cores than the catalogue's device", "cpu_cores")
     if device is not None:
-        mode = board_steps(device, mode)
+        mode = custom_caps(conf, device, mode)
     cpu_khz, gpu_hz, emc_hz = round(mode.cpu_mhz * 1e3), round(mode.gpu_mhz * 1e6), round(mode.emc_mhz * 1e6)
     lines = [f"< POWER_MODEL ID={model_id} NAME={CUSTOM_NAME} >"]
-    lines += [f"CPU_ONLINE {arg} {1 if i < mode.cpu_cores else 0}" for i, arg in enumerate(conf.core_args())]
+    lines += [f"CPU_ONLINE {arg} {1 if i < mode.cpu_cores else 0}" for i, arg in enumerate(cores)]
+    offline = {conf.cpu_of("CPU_ONLINE", arg) for arg in cores[int(mode.cpu_cores):]} - {None}
     lines += gpu_power_lines(conf, GPU_POWER_PARAMS_BEFORE)
     for p in conf.cpu_clock_params():
-        lines += [f"{p} MIN_FREQ {cpu_khz}", f"{p} MAX_FREQ {cpu_khz}"]
+        # A cluster whose CPUs are all offline refuses cpufreq writes (EINVAL): its clocks are not set, as in
+        # NVIDIA's own files (a cluster's MAX_FREQ names its first CPU, offline only with all the later ones).
+        if conf.cpu_of(p, "MAX_FREQ") not in offline:
+            lines += [f"{p} MIN_FREQ {cpu_khz}", f"{p} MAX_FREQ {cpu_khz}"]
     if "GPU" in conf.params:
         lines += [f"GPU MIN_FREQ {gpu_hz}", f"GPU MAX_FREQ {gpu_hz}"]
     lines += gpu_power_lines(conf, GPU_POWER_PARAMS_AFTER)
     if "EMC" in conf.params:
         lines.append(f"EMC MAX_FREQ {emc_hz}")
     return "\n".join(lines) + "\n"
+
+
+def custom_caps(conf: NvpmodelConf, device: Device, mode: PowerMode) -> PowerMode:
+    """The clocks (MHz) a custom POWER_MODEL of ``conf`` pins for ``mode``: the board's steps
+    (:func:`custom.board_steps`); on a file with no EMC param (L4T 34.0's concord_nvpmodel.conf) no EMC cap
+    can be set, so the EMC runs at its top step, where ``jetson_clocks`` pins it."""
+    steps = board_steps(device, mode)
+    return steps if "EMC" in conf.params else dataclasses.replace(steps, emc_mhz=float(max(device.emc_steps_mhz)))
 
 
 @dataclass(frozen=True)
@@ -353,6 +370,11 @@ class NvpmodelController(PowerModeController):
         text = proc.stdout + proc.stderr
         if "reboot" in text.lower() and "required" in text.lower():
             raise PrivilegedCommandError(f"{' '.join(argv)}: this switch needs a reboot; not done", argv)
+        # nvpmodel goes on past a write the kernel refuses and may still exit 0: its output is the only sign.
+        errors = [line.strip() for line in text.splitlines() if "NVPM ERROR" in line]
+        if errors:
+            raise PrivilegedCommandError(f"{' '.join(argv)} failed: {'; '.join(errors[:3])}", argv,
+                                         proc.returncode, proc.stderr)
 
     def _lock_clocks(self) -> None:
         if self.jetson_clocks:
@@ -377,7 +399,7 @@ class NvpmodelController(PowerModeController):
         """A preset's caps as the board runs them (:meth:`_preset_caps`); any other mode at the board's steps its
         custom POWER_MODEL pins (:func:`custom.board_steps`)."""
         preset = self._board_preset(mode)
-        return board_steps(self.device, mode) if preset is None else self._preset_caps(preset)
+        return custom_caps(self.conf, self.device, mode) if preset is None else self._preset_caps(preset)
 
     def apply(self, mode: PowerMode) -> None:
         """A preset (by name) through ``nvpmodel -m``; any other mode as a custom POWER_MODEL."""
@@ -393,7 +415,7 @@ class NvpmodelController(PowerModeController):
         self._custom_file = self._write_custom_conf(body)
         self._switch(custom_id, self._custom_file)
         self._lock_clocks()
-        caps = board_steps(self.device, mode)
+        caps = custom_caps(self.conf, self.device, mode)
         self._applied = PowerMode(mode.mode or mode_label(*mode.knobs()), int(mode.cpu_cores),
                                   float(caps.cpu_mhz), float(caps.gpu_mhz), float(caps.emc_mhz))
 
@@ -421,6 +443,11 @@ class NvpmodelController(PowerModeController):
         """``jetson_clocks --store`` into ``store_name`` in the state directory; its path."""
         path = state_file.state_dir() / store_name
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # jetson_clocks refuses to overwrite a store (it asks on stdin, which we close): one left by a run
+        # killed before its state file would block every later run. Safe to drop: no record names this one
+        # (snapshot() runs with no state file, snapshot_in_force and claim_record pick a name the record's
+        # is not).
+        _unlink(str(path))
         run_privileged(["jetson_clocks", "--store", str(path)], self.timeout_s)
         return str(path)
 

@@ -8,6 +8,7 @@ line) and keep their state in the tree itself, so tests check both the calls and
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -31,6 +32,8 @@ EMC_BPMP = "/sys/kernel/debug/bpmp/debug/clk/emc"
 EMC_T210 = "/sys/kernel/debug/clk/emc"
 #: Present in a fake root (see :meth:`FakeRoot.idle_clocks`): the fake governors settle at min, not max.
 IDLE_CLOCKS_MARKER = "fake_idle_clocks"
+#: Present in a fake root (see :meth:`FakeRoot.kernel_steps`): clocks run at their table's steps, not at the caps.
+KERNEL_STEPS_MARKER = "fake_kernel_steps"
 #: While this file is in the fake root, the next jetson_clocks pin signals its caller first (FakeRoot.signal_in_pin).
 PIN_SIGNAL_MARKER = "fake_pin_signal"
 #: Real device-tree strings per catalogued board: ``(/proc/device-tree/model, compatible entries)``.
@@ -197,6 +200,16 @@ class FakeRoot:
         else:
             marker.unlink(missing_ok=True)
 
+    def kernel_steps(self, on: bool = True) -> None:
+        """Run each CPU and GPU clock at a step of its table as the kernel does (:func:`governor_step`: a cap
+        of 670 MHz runs at 624.75), not at the cap itself. Off by default only because
+        test_powermode_signals.py still expects the caps read back (ORIGINAL_KNOBS)."""
+        marker = self.path / KERNEL_STEPS_MARKER
+        if on:
+            marker.write_text("1\n")
+        else:
+            marker.unlink(missing_ok=True)
+
     def settle(self, device: Device) -> None:
         """What the kernel governors do after a direct sysfs write: run each clock at its allowed max (at its
         min after :meth:`idle_clocks`)."""
@@ -206,12 +219,27 @@ class FakeRoot:
             online = not self.real(f"{CPU_DIR}/cpu{c}/online").exists() or self.read(f"{CPU_DIR}/cpu{c}/online") == "1"
             d = f"{CPU_DIR}/cpu{c}/cpufreq"
             if online:
-                self.write(f"{d}/scaling_cur_freq", self.read(f"{d}/scaling_{level}_freq"))
+                self.write(f"{d}/scaling_cur_freq", self._running(d, "scaling_available_frequencies",
+                                                                  "scaling_min_freq", "scaling_max_freq", level))
         g = GPU_DIRS[soc]
-        self.write(f"{g}/cur_freq", self.read(f"{g}/{level}_freq"))
+        self.write(f"{g}/cur_freq", self._running(g, "available_frequencies", "min_freq", "max_freq", level))
+        if not self.real(EMC_BPMP if soc != "T210" else EMC_T210).is_dir():
+            return
         cap = self.read_int(EMC_CAP)
         top = self.read_int(f"{EMC_BPMP if soc != 'T210' else EMC_T210}/max_rate")
         self.write(emc_rate_path(soc), min(cap, top) if cap > 0 else top)
+
+    def _running(self, d: str, table: str, lo: str, hi: str, level: str) -> int:
+        """:func:`governor_step` of the ``d`` files ``table``, ``lo`` and ``hi`` (kHz or Hz)."""
+        on_steps = (self.path / KERNEL_STEPS_MARKER).exists() and self.real(f"{d}/{table}").exists()
+        steps = [int(x) for x in self.read(f"{d}/{table}").split()] if on_steps else []
+        return governor_step(steps, self.read_int(f"{d}/{lo}"), self.read_int(f"{d}/{hi}"), level)
+
+    def hide_debugfs(self) -> None:
+        """Take ``/sys/kernel/debug`` away, as a normal user sees it (root-only): no EMC rate to read."""
+        import shutil
+
+        shutil.rmtree(self.real("/sys/kernel/debug"), ignore_errors=True)
 
     def signal_in_pin(self) -> None:
         """The next pin (``jetson_clocks`` without arguments) sends SIGTERM to the process that ran it, then
@@ -349,6 +377,16 @@ class LateMeter(PowerMeter):
         return 9.0
 
 
+def governor_step(steps: list[int], bottom: int, top: int, level: str) -> int:
+    """The step of ``steps`` a governor runs between the ``bottom`` and ``top`` limits (kHz or Hz): the highest
+    at or below ``top`` (a cap off the table runs at the step below it: GPU 670 -> 624.75 MHz), or at ``level``
+    "min" the lowest at or above ``bottom``, never above that one; the limit itself without a table."""
+    if not steps:
+        return top if level == "max" else bottom
+    under = max((f for f in steps if f <= top), default=min(steps))
+    return under if level == "max" else min(under, min((f for f in steps if f >= bottom), default=max(steps)))
+
+
 def nvpmodel_conf_for(device: Device) -> str:
     """An nvpmodel configuration in L4T's format, generated from our catalogue's presets."""
     soc = device.specs.soc
@@ -369,7 +407,9 @@ def nvpmodel_conf_for(device: Device) -> str:
         out += [f"CPU_ONLINE CORE_{c} {1 if c < p.cpu_cores else 0}" for c in range(cores)]
         top = (p.cpu_mhz >= max(device.cpu_steps_mhz), p.gpu_mhz >= max(device.gpu_steps_mhz),
                p.emc_mhz >= max(device.emc_steps_mhz))
-        for c in range(cores):
+        # Each fake core is a cpufreq policy of its own: an offline one's clock lines would be refused (fake
+        # wr), and no real L4T file writes the clocks of a cluster its mode takes offline.
+        for c in range(p.cpu_cores):
             out += [f"CPU_{c} MIN_FREQ 0", f"CPU_{c} MAX_FREQ {-1 if top[0] else round(p.cpu_mhz * 1e3)}"]
         out += ["GPU MIN_FREQ 0", f"GPU MAX_FREQ {-1 if top[1] else round(p.gpu_mhz * 1e6)}",
                 f"EMC MAX_FREQ {0 if top[2] else round(p.emc_mhz * 1e6)}"]
@@ -380,11 +420,16 @@ def nvpmodel_conf_for(device: Device) -> str:
 
 # The fake tools locate the fake root from their own path: <root>/usr/bin/<tool>.
 _FAKE_COMMON = r'''
-import json, os, pathlib, re, sys
+import errno, json, os, pathlib, re, sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 def real(p): return ROOT / p.lstrip("/")
 def rd(p): return real(p).read_text().strip()
 def wr(p, v):
+    """A sysfs write. As the kernel: EINVAL for a cpufreq file of an offline CPU (each fake CPU is a policy of
+    its own, and a policy whose CPUs are all offline takes no writes); a missing folder is skipped."""
+    m = re.fullmatch(r"/sys/devices/system/cpu/cpu(\d+)/cpufreq/\w+", p)
+    if m and not online(int(m.group(1))):
+        raise OSError(errno.EINVAL, "Invalid argument", p)
     q = real(p)
     if not q.parent.is_dir():
         return
@@ -404,19 +449,30 @@ def cpus():
 def online(c):
     f = real(f"{CPU}/cpu{c}/online")
     return not f.exists() or f.read_text().strip() == "1"
+@GOVERNOR_STEP@
+def running(d, table, lo, hi, level):
+    on_steps = (ROOT / "@STEPS@").exists() and real(f"{d}/{table}").exists()
+    steps = [int(x) for x in rd(f"{d}/{table}").split()] if on_steps else []
+    return governor_step(steps, int(rd(f"{d}/{lo}")), int(rd(f"{d}/{hi}")), level)
 def settle():
     """What the kernel governors would do: run every clock at the top of its allowed range, or with the
-    idle-clocks marker (FakeRoot.idle_clocks) CPU and GPU at the bottom, as on an idle board."""
+    idle-clocks marker (FakeRoot.idle_clocks) CPU and GPU at the bottom, as on an idle board; each at a
+    step of its table (:func:`running`). No EMC rate without debugfs (FakeRoot.hide_debugfs)."""
     level = "min" if (ROOT / "@IDLE@").exists() else "max"
     for c in cpus():
         if online(c):
-            wr(f"{CPU}/cpu{c}/cpufreq/scaling_cur_freq", rd(f"{CPU}/cpu{c}/cpufreq/scaling_{level}_freq"))
-    wr(f"{GPU}/cur_freq", rd(f"{GPU}/{level}_freq"))
+            d = f"{CPU}/cpu{c}/cpufreq"
+            wr(f"{d}/scaling_cur_freq", running(d, "scaling_available_frequencies", "scaling_min_freq",
+                                                "scaling_max_freq", level))
+    wr(f"{GPU}/cur_freq", running(GPU, "available_frequencies", "min_freq", "max_freq", level))
+    if not real(EMC_DIR).is_dir():
+        return
     cap = int(rd("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap"))
     top = int(rd(EMC_DIR + "/max_rate"))
     wr(EMC_RATE, min(cap, top) if cap > 0 else top)
 '''
-_FAKE_COMMON = _FAKE_COMMON.replace("@IDLE@", IDLE_CLOCKS_MARKER)
+_FAKE_COMMON = _FAKE_COMMON.replace("@IDLE@", IDLE_CLOCKS_MARKER).replace("@STEPS@", KERNEL_STEPS_MARKER).replace(
+    "@GOVERNOR_STEP@", inspect.getsource(governor_step))
 
 FAKE_NVPMODEL = _FAKE_COMMON + r'''
 def parse(text):
@@ -470,7 +526,11 @@ if "-m" in args:
             v = max(int(x) for x in rd(table).split()) if table else 0
         if arg == "MIN_FREQ" and v == 0 and table:
             v = min(int(x) for x in rd(table).split())
-        wr(path, v)
+        try:
+            wr(path, v)
+        except OSError as err:
+            # Reported only in its output: the switch goes on with the next line (the caller must read it).
+            print(f"NVPM ERROR: Error writing {v} to {path}: {err.strerror}", file=sys.stderr)
     settle()
     status.write_text(f"pmode:{mid:04d}\n")
     sys.exit(0)
@@ -484,10 +544,19 @@ args = sys.argv[1:]
 knobs = [f"{CPU}/cpu{c}/cpufreq/scaling_{k}_freq" for c in cpus() for k in ("min", "max")]
 knobs += [f"{GPU}/min_freq", f"{GPU}/max_freq", "/sys/kernel/nvpmodel_emc_cap/emc_iso_cap"]
 if args[:1] == ["--store"]:
-    pathlib.Path(args[1]).write_text(json.dumps({k: rd(k) for k in knobs if real(k).exists()}))
+    store = pathlib.Path(args[1])
+    if store.exists():  # as L4T's: it asks on stdin, and anything but y (no stdin: nothing) refuses
+        print(f"File {store} already exists. Can I overwrite it? Y/N:", flush=True)
+        if sys.stdin.readline().strip() not in ("y", "Y"):
+            print(f"Error: file {store} already exists!")
+            sys.exit(1)
+    store.write_text(json.dumps({k: rd(k) for k in knobs if real(k).exists()}))
 elif args[:1] == ["--restore"]:
     for k, v in json.loads(pathlib.Path(args[1]).read_text()).items():
-        wr(k, v)
+        try:
+            wr(k, v)
+        except OSError as err:  # L4T's restore loop reports a refused write and goes on
+            print(f"{k}: {err.strerror}", file=sys.stderr)
     settle()
 elif not args:
     def pin():
