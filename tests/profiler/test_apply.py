@@ -70,7 +70,7 @@ def test_preset_is_applied_read_back_and_restored(xavier, capsys):
     assert code == 0
     assert ["nvpmodel", "-m", "2"] in switches(root)
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0002"
-    assert "read back now: 4 cores, CPU 1200 MHz, GPU 670 MHz, EMC 1331.2 MHz" in out
+    assert "read back now: 4 cores, CPU 1190.4 MHz, GPU 624.75 MHz, EMC 1331.2 MHz" in out
     # The command names the state's place (here the fake root), so run as printed it finds the file.
     assert f"to put it back: sudo JETPREDICT_SYSFS_ROOT={root.path} jetpredict restore\n" in out and "MAXN" in out
     assert (state_dir() / STATE_FILE_NAME).exists()  # the original waits for `restore`

@@ -151,7 +151,6 @@ def test_a_preset_cap_between_two_steps_reads_back_at_the_step_below_as_recorded
     """AGX Xavier MODE_15W caps the GPU at 670 MHz, between its 624.75 and 675.75 steps: the kernel runs 624.75."""
     device = load_device("agx-xavier")
     fake_root.add_jetson(device, preset_id=0)
-    fake_root.kernel_steps()
     for lock in (False, True):
         ctl = NvpmodelController(device, jetson_clocks=lock)
         with ctl:

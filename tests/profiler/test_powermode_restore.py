@@ -60,7 +60,7 @@ def test_exception_restores_and_propagates(xavier):
         assert ctl.read_back().cpu_cores == 1
         1 / 0  # noqa: B018
     assert _nvpmodel_switches(xavier)[-1] == "3"
-    assert ctl.read_back().knobs() == (8, 1200.0, 900.0, 1600.0)
+    assert ctl.read_back().knobs() == (8, 1190.4, 828.75, 1600.0)
 
 
 # Python re-raises an uncaught KeyboardInterrupt as death by SIGINT; SIGTERM exits 128 + 15.
@@ -87,7 +87,7 @@ def test_signal_in_a_child_process_restores_the_original_mode(xavier, sig, expec
     assert switches[0] == "1" and switches[-1] == "3" and len(switches) == 3
     assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003"
     ctl = detect_controller("jetson")
-    assert ctl.read_back().knobs() == (8, 1200.0, 900.0, 1600.0)
+    assert ctl.read_back().knobs() == (8, 1190.4, 828.75, 1600.0)
 
 
 def test_sigint_chains_to_the_previous_handler_and_handlers_are_put_back():
@@ -234,7 +234,7 @@ def test_a_run_over_an_applied_mode_ends_in_it_even_on_an_exception(xavier, monk
     kept = state_file.find_state()
     assert kept.kept and not kept.over_applied and kept.original["mode"] == "MODE_30W_ALL"
     assert main(["restore"]) == 0
-    assert _nvpmodel_switches(xavier)[-1] == "3" and ctl.read_back().knobs() == (8, 1200.0, 900.0, 1600.0)
+    assert _nvpmodel_switches(xavier)[-1] == "3" and ctl.read_back().knobs() == (8, 1190.4, 828.75, 1600.0)
 
 
 def test_over_an_applied_mode_whose_configuration_is_gone_the_run_ends_in_the_original(xavier, monkeypatch,

@@ -25,7 +25,7 @@ from jetpredict.profiler.powermode import state as state_file
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 ORIGINAL_ID = 3  # MODE_30W_ALL (the xavier_30w fixture): not the default, so "back to the default" would not pass
-ORIGINAL_KNOBS = (8, 1200.0, 900.0, 1600.0)
+ORIGINAL_KNOBS = (8, 1190.4, 828.75, 1600.0)  # MODE_30W_ALL caps 1200 / 900 MHz: the steps below them
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
 SLOW_S = 1.0
 
