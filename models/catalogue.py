@@ -233,6 +233,18 @@ def mode_label(cpu_cores: int, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -
     return f"{int(cpu_cores)}c-{float(cpu_mhz):g}-{float(gpu_mhz):g}-{float(emc_mhz):g}"
 
 
+def nearest_step(steps: Sequence[float], value: float) -> float:
+    """The step of ``steps`` nearest ``value`` (same unit): the one a custom mode's clock is pinned at."""
+    return min(steps, key=lambda s: abs(s - value))
+
+
+def step_at_or_below(steps: Sequence[float], cap: float) -> float:
+    """The step a max cap runs at (same unit as ``steps``): the highest of ``steps`` at or below ``cap``, the
+    lowest when all are above it (cpufreq's CPUFREQ_RELATION_H under scaling_max_freq, devfreq's floor OPP of
+    max_freq)."""
+    return max((s for s in steps if s <= cap), default=min(steps))
+
+
 class ModeSpace(Sequence[PowerMode]):
     """All custom power modes of a device, indexable without building them.
 
@@ -309,15 +321,25 @@ class Device:
         valid = ", ".join(f"{p.id}={p.mode}" for p in self.presets)
         raise ModeOutOfRangeError(f"device {self.id!r} has no preset {name_or_id!r}; valid: {valid}", "mode")
 
-    @staticmethod
-    def _at_preset(preset: Preset, labels: Sequence[object], modes: ModeArrays) -> np.ndarray:
-        """Per mode, whether it is ``preset``: labelled with its name (case-insensitive) at its knobs (clocks
-        within :data:`SAME_CLOCK_REL`), as the profiler labels the rows it runs under a preset. The knobs
-        first (vectorised): only the few modes at the preset's clocks have their label read."""
-        at = modes.cpu_cores == preset.cpu_cores
-        for mhz, want in ((modes.cpu_mhz, preset.cpu_mhz), (modes.gpu_mhz, preset.gpu_mhz),
-                          (modes.emc_mhz, preset.emc_mhz)):
-            at &= np.abs(mhz - want) <= SAME_CLOCK_REL * want
+    def preset_steps(self, preset: Preset) -> Preset:
+        """``preset`` at the clocks (MHz) its caps run at: CPU and GPU each at the highest catalogue step at or
+        below its cap (:func:`step_at_or_below`, the kernel's resolution of a max cap), the EMC at its cap (the
+        BPMP resolves it, and a preset row records the cap). On the board the profiler resolves the caps against
+        the board's own sysfs tables (``profiler.powermode.custom.board_steps(caps=True)``); off the board the
+        catalogue's steps stand in for them."""
+        return replace(preset, cpu_mhz=step_at_or_below(self.cpu_steps_mhz, preset.cpu_mhz),
+                       gpu_mhz=step_at_or_below(self.gpu_steps_mhz, preset.gpu_mhz))
+
+    def _at_preset(self, preset: Preset, labels: Sequence[object], modes: ModeArrays) -> np.ndarray:
+        """Per mode, whether it is ``preset``: labelled with its name (case-insensitive) at its knobs, either its
+        caps or the steps they run at (:meth:`preset_steps`, what a board's preset row records; clocks within
+        :data:`SAME_CLOCK_REL`). The knobs first (vectorised): only the few modes there have their label read."""
+        at = np.zeros(len(modes), dtype=bool)
+        for knobs in {preset.knobs(), self.preset_steps(preset).knobs()}:
+            here = modes.cpu_cores == knobs[0]
+            for mhz, want in zip((modes.cpu_mhz, modes.gpu_mhz, modes.emc_mhz), knobs[1:], strict=True):
+                here &= np.abs(mhz - want) <= SAME_CLOCK_REL * want
+            at |= here
         for i in np.flatnonzero(at):
             at[i] = str(labels[i]).strip().upper() == preset.mode.upper()
         return at
@@ -389,12 +411,9 @@ class Device:
         """The catalogue mode whose steps are nearest to the given knobs (each knob snapped on its own)."""
         self.validate_mode(cpu_cores, cpu_mhz, gpu_mhz, emc_mhz)
 
-        def snap(steps: tuple[float, ...], v: float) -> float:
-            return min(steps, key=lambda s: abs(s - v))
-
         c = int(round(cpu_cores))
-        cpu, gpu, emc = (snap(self.cpu_steps_mhz, cpu_mhz), snap(self.gpu_steps_mhz, gpu_mhz),
-                         snap(self.emc_steps_mhz, emc_mhz))
+        cpu, gpu, emc = (nearest_step(self.cpu_steps_mhz, cpu_mhz), nearest_step(self.gpu_steps_mhz, gpu_mhz),
+                         nearest_step(self.emc_steps_mhz, emc_mhz))
         return PowerMode(mode_label(c, cpu, gpu, emc), c, cpu, gpu, emc)
 
     def power_caps_w(self) -> list[float]:

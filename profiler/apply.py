@@ -123,20 +123,25 @@ def on_this_board(device: Device) -> bool:
 def catalogue_plan(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
     """The switch as the catalogue describes it, for a dry run away from the board (``--board B`` on a
     laptop): the preset's nvpmodel id, or the knobs a custom mode pins; on the board itself the steps
-    come from its own nvpmodel.conf and sysfs (:func:`plan`)."""
-    cores, cpu, gpu, emc = int(mode.cpu_cores), float(mode.cpu_mhz), float(mode.gpu_mhz), float(mode.emc_mhz)
+    come from its own nvpmodel.conf and sysfs (:func:`plan_switch`). The plan's mode is the clocks the board
+    would run, the catalogue's steps standing in for its tables: a preset's caps each at the step at or below
+    it (:meth:`Device.preset_steps`), a custom mode's clocks each at the nearest (:meth:`Device.nearest_mode`)."""
+    runs = (device.preset_steps(mode) if isinstance(mode, Preset)
+            else PowerMode(mode.mode, *device.nearest_mode(*mode.knobs()).knobs()))
+    cores, cpu, gpu, emc = int(runs.cpu_cores), float(runs.cpu_mhz), float(runs.gpu_mhz), float(runs.emc_mhz)
     pins = [f"cores 0..{cores - 1} online, {cores}..{device.cpu_cores_range[1] - 1} offline"
             if cores < device.cpu_cores_range[1] else f"all {cores} cores online",
             f"CPU min = max = {round(cpu * 1e3)} kHz", f"GPU min = max = {round(gpu * 1e6)} Hz",
             f"EMC max = {round(emc * 1e6)} Hz"]
     if via != "sysfs" and isinstance(mode, Preset):
-        return ApplyPlan(device, mode, "nvpmodel-preset", [f"nvpmodel -m {mode.id}   # {mode.mode} (catalogue id)"])
+        return ApplyPlan(device, runs, "nvpmodel-preset", [f"nvpmodel -m {mode.id}   # {mode.mode} (catalogue id)"],
+                         asked=mode)
     if via == "sysfs":
-        return ApplyPlan(device, PowerMode(mode.mode, *mode.knobs()), "sysfs",
-                         [f"write the {device.specs.soc} sysfs knobs: {'; '.join(pins)}"])
-    return ApplyPlan(device, mode, "nvpmodel-custom",
+        return ApplyPlan(device, runs, "sysfs", [f"write the {device.specs.soc} sysfs knobs: {'; '.join(pins)}"],
+                         asked=mode)
+    return ApplyPlan(device, runs, "nvpmodel-custom",
                      [f"write a custom nvpmodel.conf: the board's /etc/nvpmodel.conf plus a POWER_MODEL "
-                      f"section pinning {'; '.join(pins)}", "nvpmodel -f <that file> -m <its id>"])
+                      f"section pinning {'; '.join(pins)}", "nvpmodel -f <that file> -m <its id>"], asked=mode)
 
 
 def plan_switch(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
@@ -149,28 +154,27 @@ def plan_switch(device: Device, mode: PowerMode, via: str) -> ApplyPlan:
     from jetpredict.profiler.powermode.state import CUSTOM_CONF_NAME, state_dir
 
     if via == "sysfs":
-        if isinstance(mode, Preset):
-            mode = PowerMode(mode.mode, *mode.knobs())
         controller = SysfsController(device)
-        result = ApplyPlan(device, controller.caps_of(mode), "sysfs", asked=mode)
-        with _recorded_sysfs_writes(result.steps):
-            controller.apply(mode)
-        return result
+        steps: list[str] = []
+        with _recorded_sysfs_writes(steps):
+            controller.apply(mode)  # a preset keeps its type: its caps run at the steps at or below them
+        return ApplyPlan(device, controller.current(), "sysfs", steps, asked=mode)  # current(): what it set
     if sysfs.read_text(DEFAULT_CONF) is None:
         raise InputError(f"{DEFAULT_CONF} not readable: is this a Jetson with L4T installed?", "device")
     nvpmodel = NvpmodelController(device)  # reads the configuration only; no switch before apply()
     conf = nvpmodel.conf
     if isinstance(mode, Preset):
         model = conf.model(mode.mode)  # InputError lists the board's own presets
-        return ApplyPlan(device, nvpmodel.caps_of(mode), "nvpmodel-preset",
-                         [f"nvpmodel -m {model.id}   # {model.name}"], asked=mode)
+        switch = [f"nvpmodel -m {model.id}   # {model.name}"]
+        return ApplyPlan(device, nvpmodel.caps_of(mode), "nvpmodel-preset", switch, asked=mode)
+    caps = nvpmodel.caps_of(mode)  # the steps its POWER_MODEL pins, computed once for the section and the plan
     custom_id = max(conf.models) + 1
     path = state_dir() / CUSTOM_CONF_NAME
-    section = render_custom_model(conf, mode, custom_id, device)
+    section = render_custom_model(conf, caps, custom_id)
     steps = [f"write {path}: {DEFAULT_CONF} plus this section:"]
     steps += [f"    {line}" for line in section.rstrip("\n").splitlines()]
     steps.append(f"nvpmodel -f {shlex.quote(str(path))} -m {custom_id}")
-    return ApplyPlan(device, nvpmodel.caps_of(mode), "nvpmodel-custom", steps, asked=mode)
+    return ApplyPlan(device, caps, "nvpmodel-custom", steps, asked=mode)
 
 
 def _far(target: PowerMode, actual: PowerMode) -> list[str]:

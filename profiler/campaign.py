@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from jetpredict.models.atomic_files import is_special_file, probe_folder, write_output
-from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_files import rows_to_records, write_profile_csv
@@ -141,12 +141,12 @@ def _parse_label(device: Device, label: str) -> PowerMode:
 
 
 def _check_preset_label(device: Device, label: str, knobs: tuple[int, float, float, float], where: str) -> None:
-    """Refuse a row whose ``mode`` names one of ``device``'s presets but whose knobs (cores, MHz) are not that
-    preset's: the label is written into the profile row as given, so it would record the preset's name for
-    other clocks (the row format likewise refuses one label with two sets of knobs). A custom mode keeps a
-    label of its own, or a blank one (then its ``8c-...`` label is made from the knobs)."""
+    """Refuse a row whose ``mode`` names one of ``device``'s presets but whose knobs (cores, MHz) are neither that
+    preset's caps nor the steps they run at (``Device.preset_steps``, what a board's preset row records): the
+    label is written into the profile row as given, so it would record the preset's name for other clocks. A
+    custom mode keeps a label of its own, or a blank one (then its ``8c-...`` label is made from the knobs)."""
     preset = next((p for p in device.presets if p.mode.upper() == label.upper()), None)
-    if preset is None or tuple(map(float, preset.knobs())) == tuple(map(float, knobs)):
+    if preset is None or tuple(map(float, knobs)) in {p.knobs() for p in (preset, device.preset_steps(preset))}:
         return
     theirs = ", ".join(f"{k}={v:g}" for k, v in zip(MODE_FIELDS, preset.knobs(), strict=True))
     ours = ", ".join(f"{k}={v:g}" for k, v in zip(MODE_FIELDS, knobs, strict=True))
@@ -156,7 +156,7 @@ def _check_preset_label(device: Device, label: str, knobs: tuple[int, float, flo
 
 
 def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
-    from jetpredict.models.numbers import not_a_number_rule, number_or_nan
+    from jetpredict.models.numbers import is_blank, not_a_number_rule, number_or_nan
     from jetpredict.models.profile_files import mode_row_place, read_mode_table
 
     df = read_mode_table(path, "modes")
@@ -176,11 +176,10 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
             device.validate_mode(*knobs)
         except InputError as exc:
             raise InputError(f"--modes {path} {where}: {exc.message}", exc.field) from None
-        label = str(rec.get("mode") or "").strip()
+        label = "" if is_blank(rec.get("mode")) else str(rec["mode"]).strip()
         cores, cpu, gpu, emc = int(knobs[0]), knobs[1], knobs[2], knobs[3]
         _check_preset_label(device, label, (cores, cpu, gpu, emc), f"--modes {path} {where}")
-        modes.append(PowerMode(label if label and label != "nan" else f"{cores}c-{cpu:g}-{gpu:g}-{emc:g}",
-                               cores, cpu, gpu, emc))
+        modes.append(PowerMode(label or mode_label(cores, cpu, gpu, emc), cores, cpu, gpu, emc))
     if not modes:
         raise InputError(f"--modes {path}: no modes in the file", "modes")
     return modes
@@ -473,10 +472,11 @@ def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Compl
 
 
 def _caps_notes(asked: PowerMode, caps: PowerMode) -> list[str]:
-    """Sidecar notes for each knob the switch set otherwise than asked (a board preset's own cap, a step)."""
-    return [f"the board set {asked.mode}'s {k} to {getattr(caps, k):g}, not the {getattr(asked, k):g} asked (its "
-            f"own preset caps, or its nearest frequency step); the row records {getattr(caps, k):g}" for k in
-            MODE_FIELDS if _known(getattr(asked, k)) is not None and getattr(caps, k) != getattr(asked, k)]
+    """Sidecar notes for each knob the switch set otherwise than asked: a custom clock's step, a preset cap's step
+    at or below it, the top EMC step of a configuration that cannot cap it, or a board preset's own cap."""
+    return [f"the board set {asked.mode}'s {k} to {getattr(caps, k):g}, not the {getattr(asked, k):g} asked (the "
+            f"step of its frequency table it runs at, or its own preset's cap); the row records {getattr(caps, k):g}"
+            for k in MODE_FIELDS if _known(getattr(asked, k)) is not None and getattr(caps, k) != getattr(asked, k)]
 
 
 def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: PowerMode,

@@ -169,14 +169,17 @@ def read_status(board: str | None = None) -> JetsonStatus:
         unknown["nvpmodel"] = why
     clocks = read_clocks(paths, "now")
 
-    def known(value: float, what: str, why: str = "not readable in sysfs") -> float | None:
+    def known(value: float, what: str) -> float | None:
         if math.isnan(value):
-            unknown[what] = why
+            unknown[what] = "not readable in sysfs"
             return None
         return float(value)
 
     cpu, gpu = known(clocks.cpu_mhz, "cpu_mhz"), known(clocks.gpu_mhz, "gpu_mhz")
-    emc = known(clocks.emc_mhz, "emc_mhz", emc_unknown_reason(paths))
+    emc_cap = emc_cap_mhz(paths)
+    emc = None if math.isnan(clocks.emc_mhz) else float(clocks.emc_mhz)
+    if emc is None:
+        unknown["emc_mhz"] = emc_unknown_reason(emc_cap)
     label = None if None in (cpu, gpu, emc) else mode_label(clocks.cpu_cores, cpu, gpu, emc)
     power = meter = None
     rails: dict[str, float | None] = {}
@@ -187,7 +190,7 @@ def read_status(board: str | None = None) -> JetsonStatus:
     except (LookupError, PowerReadError) as err:
         unknown["power"] = str(err)
     return JetsonStatus(device.id, device.name, mid, name, int(clocks.cpu_cores), int(device.cpu_cores_range[1]),
-                        cpu, gpu, emc, label, power, meter, rails, unknown, pending_restore(), emc_cap_mhz(paths))
+                        cpu, gpu, emc, label, power, meter, rails, unknown, pending_restore(), emc_cap)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from jetpredict.models.catalogue import Device, PowerMode, mode_label
+from jetpredict.models.catalogue import Device, PowerMode, Preset, mode_label, nearest_step, step_at_or_below
 from jetpredict.models.errors import InputError
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals
@@ -129,27 +129,20 @@ def emc_cap_mhz(paths: SocPaths) -> float | None:
     return None if hz is None else hz / 1e6
 
 
-def emc_unknown_reason(paths: SocPaths) -> str:
-    """Why :func:`read_clocks` has no EMC clock: its rate is in root-only debugfs; and the cap, if any."""
-    cap = emc_cap_mhz(paths)
+def emc_unknown_reason(cap: float | None) -> str:
+    """Why :func:`read_clocks` has no EMC clock: its rate is in root-only debugfs; and nvpmodel's ``cap`` (MHz,
+    :func:`emc_cap_mhz`; None: uncapped)."""
     bound = f"nvpmodel caps it at {cap:g} MHz" if cap is not None else "nvpmodel sets no cap"
     return f"EMC rate needs root (debugfs); {bound}"
 
 
 def _snap(table: list[int] | None, target: int, floor: bool = False) -> int:
     """The available frequency nearest ``target`` (the kernel would round an off-table value anyway); with
-    ``floor``, the highest at or below it, else the lowest: where the kernel runs a max cap (cpufreq's
-    CPUFREQ_RELATION_H under scaling_max_freq, devfreq's floor OPP of max_freq). ``target`` without a table."""
+    ``floor``, the one a max cap of ``target`` runs at (:func:`~models.catalogue.step_at_or_below`).
+    ``target`` itself without a table."""
     if not table:
         return target
-    if floor:
-        return max((f for f in table if f <= target), default=min(table))
-    return min(table, key=lambda f: abs(f - target))
-
-
-def _set_mhz(written: int, asked_mhz: float, per_mhz: float) -> float:
-    """The clock (MHz) that ``written`` (kHz or Hz) sets; ``asked_mhz`` itself when it is that clock."""
-    return float(asked_mhz) if written == round(asked_mhz * per_mhz) else written / per_mhz
+    return int((step_at_or_below if floor else nearest_step)(table, target))
 
 
 def cpu_step_khz(cpu_mhz: float, cpu: int = 0, floor: bool = False) -> int:
@@ -166,25 +159,22 @@ def gpu_step_hz(gpu: str | None, gpu_mhz: float, floor: bool = False) -> int:
     return _snap(table, round(gpu_mhz * 1e6), floor)
 
 
-def emc_step_hz(device: Device, emc_mhz: float) -> int:
-    """The catalogue's EMC step (Hz) nearest ``emc_mhz``. sysfs lists no EMC table, and the EMC clock only runs
-    at its DVFS table's rates, which the catalogue's steps are."""
-    return _snap([round(f * 1e6) for f in device.emc_steps_mhz], round(emc_mhz * 1e6))
-
-
 def board_steps(device: Device, mode: PowerMode, caps: bool = False) -> PowerMode:
-    """``mode`` with the clocks (MHz) a custom mode pins for it on this board: each the step nearest it of the
-    board's table (cpu0's, the GPU devfreq node's, the catalogue's EMC steps); as asked where a table is missing.
+    """``mode`` with the clocks (MHz) a custom mode pins for it on this board: CPU and GPU each the step
+    nearest it of the board's table (cpu0's, the GPU devfreq node's; as asked where a table is missing).
 
     With ``caps`` (``mode`` is a preset's max caps, which the kernel resolves): CPU and GPU each at the highest
-    step of the board's table at or below the cap, the lowest below them all; the EMC at its cap, an upper bound
-    the BPMP resolves to a rate of a table the board does not list (the catalogue's steps may not be its own)."""
+    step of the board's table at or below the cap, the lowest below them all (the rule
+    :meth:`~models.catalogue.Device.preset_steps` applies to the catalogue's steps off the board).
+
+    The EMC: sysfs lists no table of its rates, so the catalogue's EMC steps (the module's DVFS rates) stand in
+    for one: a custom mode pins the step nearest it; a preset keeps its cap, which the BPMP resolves itself,
+    and the row records the cap."""
     cpus = cpu_ids()
     cpu_khz = cpu_step_khz(mode.cpu_mhz, cpus[0] if cpus else 0, caps)
     gpu_hz = gpu_step_hz(gpu_dir(soc_paths(device.specs.soc)), mode.gpu_mhz, caps)
-    emc_mhz = float(mode.emc_mhz) if caps else _set_mhz(emc_step_hz(device, mode.emc_mhz), mode.emc_mhz, 1e6)
-    return replace(mode, cpu_mhz=_set_mhz(cpu_khz, mode.cpu_mhz, 1e3), gpu_mhz=_set_mhz(gpu_hz, mode.gpu_mhz, 1e6),
-                   emc_mhz=emc_mhz)
+    emc_mhz = float(mode.emc_mhz) if caps else nearest_step(device.emc_steps_mhz, mode.emc_mhz)
+    return replace(mode, cpu_mhz=cpu_khz / 1e3, gpu_mhz=gpu_hz / 1e6, emc_mhz=emc_mhz)
 
 
 def _set_min_max(directory: str, min_name: str, max_name: str, value: int) -> None:
@@ -315,32 +305,35 @@ class SysfsController(PowerModeController):
             self._apply(mode)
 
     def _apply(self, mode: PowerMode) -> None:
-        cores = int(mode.cpu_cores)
+        cores, preset = int(mode.cpu_cores), isinstance(mode, Preset)
+        caps = self.caps_of(mode)
         for c in cpu_ids():
             if c != 0 and sysfs.exists(f"{CPU_DIR}/cpu{c}/online"):
                 write_sysfs(f"{CPU_DIR}/cpu{c}/online", 1 if c < cores else 0)
         for c in cpu_ids():
             d = f"{CPU_DIR}/cpu{c}/cpufreq"
+            # Each CPU pins a step of its own cluster's table; the record (caps_of) holds one clock, cpu0's:
+            # cpu0 is the one CPU always online (it has no online file).
             if cpu_online(c) and sysfs.exists(f"{d}/scaling_max_freq"):
-                _set_min_max(d, "scaling_min_freq", "scaling_max_freq", cpu_step_khz(mode.cpu_mhz, c))
+                _set_min_max(d, "scaling_min_freq", "scaling_max_freq", cpu_step_khz(mode.cpu_mhz, c, preset))
         gpu = gpu_dir(self.paths)
         if gpu is None:
             raise PrivilegedCommandError(f"{self.device.id}: no GPU devfreq node among {self.paths.gpu_devfreq}")
-        _set_min_max(gpu, "min_freq", "max_freq", gpu_step_hz(gpu, mode.gpu_mhz))
-        emc_hz = emc_step_hz(self.device, mode.emc_mhz)
+        _set_min_max(gpu, "min_freq", "max_freq", round(caps.gpu_mhz * 1e6))
+        emc_hz = round(caps.emc_mhz * 1e6)
         cap = _first_existing(self.paths.emc_cap)
         if cap:
             write_sysfs(cap, emc_hz)
         if self.paths.emc_lock and all(sysfs.exists(p) for p in self.paths.emc_lock):
             write_sysfs(self.paths.emc_lock[0], 1)
             write_sysfs(self.paths.emc_lock[1], emc_hz)
-        caps = self.caps_of(mode)
         label = mode.mode or mode_label(*mode.knobs())
         self._applied = PowerMode(label, cores, float(caps.cpu_mhz), float(caps.gpu_mhz), float(caps.emc_mhz))
 
     def caps_of(self, mode: PowerMode) -> PowerMode:
-        """``mode`` with the clocks (MHz) :meth:`apply` pins for it (:func:`board_steps`)."""
-        return board_steps(self.device, mode)
+        """``mode`` with the clocks (MHz) :meth:`apply` pins for it (:func:`board_steps`): a preset's caps each
+        at the step it runs at (at or below it, as ``nvpmodel -m`` would), any other mode at the nearest."""
+        return board_steps(self.device, mode, caps=isinstance(mode, Preset))
 
     def read_back(self) -> PowerMode:
         return read_clocks(self.paths)

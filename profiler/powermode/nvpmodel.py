@@ -263,12 +263,11 @@ def gpu_power_lines(conf: NvpmodelConf, params: tuple[str, ...]) -> list[str]:
     return [" ".join(s) for s in full_power_model(conf).settings if s[0] in params and s[0] in conf.params]
 
 
-def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int, device: Device | None = None) -> str:
-    """A ``POWER_MODEL`` section that pins ``mode``: cores online, CPU/GPU min = max, EMC capped (nvpmodel
-    sets no EMC minimum: ``jetson_clocks`` pins it, :attr:`NvpmodelController.jetson_clocks`); an
-    :class:`InputError` (field ``cpu_cores``) when ``mode`` has more cores than the file's CPU_ONLINE lists.
-    With ``device``, each clock is the board's step nearest it (:func:`custom.board_steps`, what
-    :meth:`NvpmodelController.caps_of` reports), not a value the kernel would settle away from.
+def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int) -> str:
+    """A ``POWER_MODEL`` section that pins ``mode``'s clocks (MHz) as given: cores online, CPU/GPU min = max, EMC
+    capped (nvpmodel sets no EMC minimum: ``jetson_clocks`` pins it, :attr:`NvpmodelController.jetson_clocks`);
+    an :class:`InputError` (field ``cpu_cores``) when ``mode`` has more cores than the file's CPU_ONLINE lists.
+    Callers pass the board's steps (:func:`custom_caps`), not values the kernel would settle away from.
 
     It also carries the MAXN's GPU gating and power-control lines: without them a custom mode keeps the TPCs
     the previous preset gated (Orin NX 10W/15W gate half of them), and the predictor assumes the full GPU.
@@ -280,8 +279,6 @@ def render_custom_model(conf: NvpmodelConf, mode: PowerMode, model_id: int, devi
         raise InputError(f"cpu_cores={mode.cpu_cores:g} but this board's nvpmodel configuration lists "
                          f"{len(cores)} cores (CPU_ONLINE {', '.join(cores)}): the board is a variant with fewer "
                          "cores than the catalogue's device", "cpu_cores")
-    if device is not None:
-        mode = custom_caps(conf, device, mode)
     cpu_khz, gpu_hz, emc_hz = round(mode.cpu_mhz * 1e3), round(mode.gpu_mhz * 1e6), round(mode.emc_mhz * 1e6)
     lines = [f"< POWER_MODEL ID={model_id} NAME={CUSTOM_NAME} >"]
     lines += [f"CPU_ONLINE {arg} {1 if i < mode.cpu_cores else 0}" for i, arg in enumerate(cores)]
@@ -411,11 +408,11 @@ class NvpmodelController(PowerModeController):
             return
         self.device.validate_mode(*mode.knobs())
         custom_id = max(self.conf.models) + 1
-        body = self.conf.text.rstrip("\n") + "\n\n" + render_custom_model(self.conf, mode, custom_id, self.device)
+        caps = custom_caps(self.conf, self.device, mode)
+        body = self.conf.text.rstrip("\n") + "\n\n" + render_custom_model(self.conf, caps, custom_id)
         self._custom_file = self._write_custom_conf(body)
         self._switch(custom_id, self._custom_file)
         self._lock_clocks()
-        caps = custom_caps(self.conf, self.device, mode)
         self._applied = PowerMode(mode.mode or mode_label(*mode.knobs()), int(mode.cpu_cores),
                                   float(caps.cpu_mhz), float(caps.gpu_mhz), float(caps.emc_mhz))
 

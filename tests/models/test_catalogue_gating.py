@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tomllib
-from jetpredict.models.catalogue import DEVICES_DIR, ModeArrays, _device_from_toml, list_devices, load_device
+from jetpredict.models.catalogue import (
+    DEVICES_DIR,
+    ModeArrays,
+    PowerMode,
+    _device_from_toml,
+    list_devices,
+    load_device,
+    step_at_or_below,
+)
 
 #: Powered share per gated preset: TPCs left on / TPCs of MAXN (agx-xavier nvpmodel_t194.conf MODE_10W mask
 #: 5 of 4 TPCs; orin-agx p3701_0000 MODE_15W 248 and MODE_30W 240 of 8; orin-nx p3767_0000 10W/15W 252
@@ -51,3 +59,32 @@ def test_a_share_beyond_the_gpu_is_refused():
     raw["presets"][1]["gpu_sms_online"] = 9
     with pytest.raises(ValueError, match="gpu_sms_online=9 must be in 1..8"):
         _device_from_toml(raw)
+
+
+@pytest.mark.parametrize("device_id, preset, runs", [
+    ("orin-agx", "MODE_15W", (4, 1113.6, 318.75, 2133.0)),  # GPU cap 408 between the 318.75 and 420.75 steps
+    ("agx-xavier", "MODE_15W", (4, 1190.4, 624.75, 1331.2)),  # caps CPU 1200, GPU 670
+    ("nano", "5W", (2, 825.6, 614.4, 1600.0)),  # caps CPU 918, GPU 640
+    ("orin-nx", "MAXN", (8, 1984.0, 918.0, 3199.0)),  # caps that are steps run at themselves
+])
+def test_a_preset_runs_each_cpu_and_gpu_cap_at_the_highest_step_at_or_below_it(device_id, preset, runs):
+    d = load_device(device_id)
+    steps = d.preset_steps(d.preset(preset))
+    assert steps.knobs() == runs and steps.mode == preset and steps.gpu_share == d.preset(preset).gpu_share
+
+
+def test_a_cap_below_every_step_runs_at_the_lowest():
+    assert step_at_or_below((306.0, 408.0), 100.0) == 306.0
+    assert step_at_or_below((306.0, 408.0), 408.0) == 408.0
+
+
+def test_a_gated_preset_row_at_the_steps_its_caps_run_at_keeps_its_gating():
+    """A real board's MODE_15W row records the GPU at 318.75 MHz (its 408 MHz cap resolved to the step below):
+    it is still the gated preset, 3 of 8 TPCs powered; a custom mode at those clocks is not."""
+    d = load_device("orin-agx")
+    row = PowerMode("MODE_15W", 4, 1113.6, 318.75, 2133.0)
+    other = PowerMode("MODE_15W", 4, 1113.6, 420.75, 2133.0)  # the name at clocks no MODE_15W runs
+    modes = ModeArrays.from_modes([row, row, other])
+    assert d.gpu_shares(["MODE_15W", "custom", "MODE_15W"], modes).tolist() == [0.375, 1.0, 1.0]
+    assert d.labelled_modes({**ModeArrays.from_modes([row]).as_dict(), "mode": ["mode_15w"]}).gpu_share == [0.375]
+    assert d.as_preset(row) == d.preset("MODE_15W") and d.as_preset(other) == other

@@ -254,3 +254,33 @@ def test_a_stop_during_the_switch_puts_the_mode_before_it_back_and_says_so(xavie
     assert [c[-1] for c in switches(root)] == ["2", "0"]  # the switch, then back to MAXN
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
     assert not (root.real("/var/lib/jetpredict") / STATE_FILE_NAME).exists()
+
+
+#: AGX Xavier's MODE_15W caps CPU 1200 / GPU 670 MHz: the kernel runs each at the step at or below the cap.
+MODE_15W_RUNS = "MODE_15W: 4 cores, CPU 1190.4 MHz (asked 1200), GPU 624.75 MHz (asked 670), EMC 1331.2 MHz"
+
+
+def test_a_preset_through_sysfs_pins_each_cap_at_the_step_at_or_below_it(xavier, capsys):
+    """Not the nearest step: 675.75 MHz is nearer 670 but above the preset's cap; nvpmodel would run 624.75."""
+    root, _ = xavier
+    code, out, _ = run(capsys, "--mode", "MODE_15W", "--via", "sysfs", "--dry-run")
+    assert code == 0 and f"would set {MODE_15W_RUNS}\n" in out and f"write 624750000 > {GPU}/max_freq" in out
+    assert f"write 1190400 > {CPU0}/scaling_max_freq" in out
+    code, out, _ = run(capsys, "--mode", "MODE_15W", "--via", "sysfs")
+    assert code == 0 and f"applied {MODE_15W_RUNS}\n" in out
+    assert root.read_int(f"{GPU}/max_freq") == 624750000 and root.read_int(f"{CPU0}/scaling_max_freq") == 1190400
+
+
+@pytest.mark.parametrize("mode, via, said, pinned", [
+    ("4c-1200-1000-1331.2", "nvpmodel", "4c-1200-1000-1331.2: 4 cores, CPU 1190.4 MHz (asked 1200), GPU 1032.75 MHz "
+     "(asked 1000), EMC 1331.2 MHz", "CPU min = max = 1190400 kHz; GPU min = max = 1032750000 Hz"),
+    ("4c-1200-1000-1331.2", "sysfs", "4c-1200-1000-1331.2: 4 cores, CPU 1190.4 MHz (asked 1200), GPU 1032.75 MHz "
+     "(asked 1000), EMC 1331.2 MHz", "GPU min = max = 1032750000 Hz"),
+    ("MODE_15W", "sysfs", MODE_15W_RUNS, "CPU min = max = 1190400 kHz; GPU min = max = 624750000 Hz"),
+    ("MODE_15W", "nvpmodel", MODE_15W_RUNS, "nvpmodel -m 2"),
+], ids=["custom-nvpmodel", "custom-sysfs", "preset-sysfs", "preset-nvpmodel"])
+def test_a_dry_run_off_the_board_says_the_catalogue_steps_the_board_would_run(fake_root, capsys, mode, via, said,
+                                                                              pinned):
+    code, out, _ = run(capsys, "--mode", mode, "--board", "agx-xavier", "--via", via, "--dry-run")
+    assert code == 0 and "steps from the catalogue" in out
+    assert f"would set {said}\n" in out and pinned in out

@@ -21,6 +21,11 @@ from jetpredict.profiler.runner import RealTimeRunner
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
+#: Why a sidecar note says the board set a clock otherwise than asked: true of a custom mode's step, a preset
+#: cap's step below it, the top EMC step of a conf with no EMC cap, and a board preset's own cap.
+WHY = "(the step of its frequency table it runs at, or its own preset's cap)"
+
+
 def _cfg(tmp_path, name="p.csv", **kw) -> CampaignConfig:
     base = dict(device="host", workload="lenet5-mnist", out=tmp_path / name, modes="1", batch_size=8,
                 workers=0, warmup=1, minibatches=3, progress=False)
@@ -249,6 +254,18 @@ def test_a_modes_file_row_naming_a_preset_must_have_its_knobs(tmp_path):
     assert err.value.field == "mode" and "must have the preset's knobs" in err.value.message
 
 
+def test_a_modes_file_row_naming_a_preset_may_have_the_clocks_its_caps_run_at(tmp_path):
+    """A profile row of Orin AGX MODE_15W records the GPU at 318.75 MHz (its 408 cap at the step below): a
+    modes file made from such rows names the preset at those clocks, and that is the preset."""
+    agx = load_device("orin-agx")
+    f = tmp_path / "modes.csv"
+    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nMODE_15W,4,1113.6,318.75,2133\n")
+    assert [(m.mode, m.knobs()) for m in modes_to_profile(agx, str(f))] == [("MODE_15W", (4, 1113.6, 318.75, 2133))]
+    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nMODE_15W,4,1113.6,420.75,2133\n")  # no MODE_15W runs it
+    with pytest.raises(InputError, match="names a preset of orin-agx whose knobs"):
+        modes_to_profile(agx, str(f))
+
+
 def test_jetson_campaign_on_a_fake_orin_nano(fake_root, tmp_path):
     nano = load_device("orin-nano")
     fake_root.add_jetson(nano)
@@ -323,8 +340,8 @@ def test_a_preset_row_records_the_boards_own_caps(fake_root, tmp_path):
     assert (rows[0]["mode"], rows[0]["gpu_mhz"], rows[0]["cpu_mhz"]) == ("MODE_15W", board_gpu_mhz, 1190.4)
     mode = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]
     assert [n for n in mode["notes"] if n.startswith("the board")] == [
-        f"the board set MODE_15W's {k} to {v:g}, not the {getattr(catalogue, k):g} asked (its own preset caps, or "
-        f"its nearest frequency step); the row records {v:g}" for k, v in (("cpu_mhz", 1190.4),
+        f"the board set MODE_15W's {k} to {v:g}, not the {getattr(catalogue, k):g} asked {WHY}; the row records "
+        f"{v:g}" for k, v in (("cpu_mhz", 1190.4),
                                                                             ("gpu_mhz", board_gpu_mhz))]
 
 
@@ -340,8 +357,8 @@ def test_a_preset_row_records_the_steps_its_caps_run_at(fake_root, tmp_path):
     notes = [[n for n in m["notes"] if n.startswith("the board")]
              for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]]
     assert notes == [[
-        f"the board set MODE_15W's {k} to {v:g}, not the {asked:g} asked (its own preset caps, or its nearest "
-        f"frequency step); the row records {v:g}" for k, v, asked in (("cpu_mhz", 1190.4, 1200),
+        f"the board set MODE_15W's {k} to {v:g}, not the {asked:g} asked {WHY}; the row records {v:g}"
+        for k, v, asked in (("cpu_mhz", 1190.4, 1200),
                                                                        ("gpu_mhz", 624.75, 670))], []]
 
 
@@ -371,10 +388,9 @@ def test_an_off_step_mode_row_records_the_steps_the_board_was_set_to(fake_root, 
     if via == "nvpmodel":  # the fake nvpmodel writes the custom conf's clocks as they are: the step, pinned
         assert off["read_back"]["gpu_mhz"] == 1032.75
     assert [n for n in off["notes"] if n.startswith("the board")] == [
-        "the board set 4c-1200-1000-1331.2's cpu_mhz to 1190.4, not the 1200 asked (its own preset caps, or its "
-        "nearest frequency step); the row records 1190.4",
-        "the board set 4c-1200-1000-1331.2's gpu_mhz to 1032.75, not the 1000 asked (its own preset caps, or "
-        "its nearest frequency step); the row records 1032.75"]
+        f"the board set 4c-1200-1000-1331.2's cpu_mhz to 1190.4, not the 1200 asked {WHY}; the row records 1190.4",
+        f"the board set 4c-1200-1000-1331.2's gpu_mhz to 1032.75, not the 1000 asked {WHY}; the row records "
+        "1032.75"]
     assert not [n for n in on["notes"] if n.startswith("the board")]
 
 

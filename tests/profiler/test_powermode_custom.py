@@ -163,3 +163,19 @@ def test_a_mode_with_more_cores_than_the_board_has_is_refused(fake_root):
         SysfsController(device).apply(PowerMode("custom", 8, 1190.4, 612.0, 2133.0))
     assert err.value.field == "cpu_cores"
     assert fake_root.read(f"{CPU}/cpu5/online") == "1"  # nothing written
+
+
+def test_a_preset_is_pinned_at_the_steps_its_caps_run_at(fake_root):
+    """AGX Xavier MODE_15W caps GPU 670 MHz: the nearest step, 675.75, is above the cap; the kernel (and
+    nvpmodel) run 624.75, the highest step at or below it, and the CPU's 1200 cap at 1190.4."""
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device)
+    ctl = SysfsController(device)
+    preset = device.preset("MODE_15W")
+    runs = (4, 1190.4, 624.75, 1331.2)
+    assert ctl.caps_of(preset).knobs() == runs
+    with ctl:
+        ctl.apply(preset)
+        assert ctl.current().mode == "MODE_15W" and ctl.current().knobs() == runs
+        assert fake_root.read_int(f"{GPU_DIRS['T194']}/max_freq") == 624750000
+        assert {fake_root.read_int(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq") for c in range(4)} == {1190400}

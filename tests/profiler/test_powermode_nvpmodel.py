@@ -16,7 +16,12 @@ from jetpredict.profiler.powermode import (
     parse_nvpmodel_conf,
     parse_nvpmodel_query,
 )
-from jetpredict.profiler.powermode.nvpmodel import CUSTOM_NAME, full_power_model, render_custom_model
+from jetpredict.profiler.powermode.nvpmodel import (
+    CUSTOM_NAME,
+    custom_caps,
+    full_power_model,
+    render_custom_model,
+)
 
 #: Excerpts of real L4T nvpmodel files (CPU/GPU/EMC parts only), one per board family.
 REAL_CONFS = Path(__file__).resolve().parent / "fixtures" / "nvpmodel"
@@ -224,7 +229,7 @@ def test_an_off_step_custom_mode_is_written_and_recorded_at_the_boards_steps(xav
     mode = PowerMode("off-step", 4, 1200.0, 1000.0, 1500.0)
     steps = PowerMode("off-step", 4, 1190.4, 1032.75, 1600.0)
     assert ctl.caps_of(mode) == steps
-    section = render_custom_model(ctl.conf, mode, 99, device).splitlines()
+    section = render_custom_model(ctl.conf, custom_caps(ctl.conf, device, mode), 99).splitlines()
     assert "GPU MAX_FREQ 1032750000" in section and "GPU MIN_FREQ 1032750000" in section
     assert "CPU_0 MAX_FREQ 1190400" in section and "EMC MAX_FREQ 1600000000" in section
     ctl.apply(mode)
@@ -241,7 +246,8 @@ def test_an_on_step_custom_mode_is_written_as_asked(xavier):
     ctl = NvpmodelController(device)
     mode = PowerMode("on-step", 4, 1190.4, 1032.75, 1600.0)
     assert ctl.caps_of(mode) == mode
-    assert render_custom_model(ctl.conf, mode, 99, device) == render_custom_model(ctl.conf, mode, 99)
+    caps = custom_caps(ctl.conf, device, mode)
+    assert render_custom_model(ctl.conf, caps, 99) == render_custom_model(ctl.conf, mode, 99)
 
 
 def test_a_clock_without_a_frequency_table_is_written_as_asked(xavier):
@@ -251,7 +257,7 @@ def test_a_clock_without_a_frequency_table_is_written_as_asked(xavier):
     mode = PowerMode("m", 4, 1200.0, 1000.0, 1600.0)
     caps = ctl.caps_of(mode)
     assert (caps.cpu_mhz, caps.gpu_mhz) == (1190.4, 1000.0)
-    assert "GPU MAX_FREQ 1000000000" in render_custom_model(ctl.conf, mode, 99, device)
+    assert "GPU MAX_FREQ 1000000000" in render_custom_model(ctl.conf, custom_caps(ctl.conf, device, mode), 99)
 
 
 def test_out_of_range_custom_mode_is_refused_before_any_switch(xavier):
