@@ -56,10 +56,15 @@ def uploader(service_url) -> Client:
     return Client(service_url, api_key="k")
 
 
-def test_an_upload_between_two_rounds_reaches_the_next_rounds_plans(service_url, uploader):
+def _stored_and_counted(service_url, uploader) -> tuple[HttpPlanner, Counted]:
+    """``my-resnet`` stored (4 published rows) and an HttpPlanner of it whose requests are counted."""
     uploader.upload_profiles(published_rows("my-resnet", 0, 4))
     planner = HttpPlanner(service_url, "my-resnet")
-    counted = Counted(planner)
+    return planner, Counted(planner)
+
+
+def test_an_upload_between_two_rounds_reaches_the_next_rounds_plans(service_url, uploader):
+    planner, counted = _stored_and_counted(service_url, uploader)
     cache: dict = {}
     plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
@@ -73,9 +78,7 @@ def test_an_upload_between_two_rounds_reaches_the_next_rounds_plans(service_url,
 
 
 def test_with_no_refit_the_service_is_not_asked_again_past_the_age_limit(service_url, uploader):
-    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
-    planner = HttpPlanner(service_url, "my-resnet")
-    counted = Counted(planner)
+    planner, counted = _stored_and_counted(service_url, uploader)
     cache: dict = {}
     first = plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     for _ in range(PLAN_CACHE_ROUNDS + 2):
@@ -130,9 +133,7 @@ def test_a_workload_uploaded_for_a_refused_device_is_planned_the_next_round(serv
 
 
 def test_a_basis_the_service_cannot_give_keeps_the_plans_one_more_round(service_url, uploader):
-    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
-    planner = HttpPlanner(service_url, "my-resnet")
-    counted = Counted(planner)
+    planner, counted = _stored_and_counted(service_url, uploader)
     cache: dict = {}
     kept = plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     counted.fail = ConnectionFailed("no answer within 30 s", attempts=4)
@@ -151,9 +152,7 @@ def test_a_basis_the_service_cannot_give_keeps_the_plans_one_more_round(service_
 
 
 def test_a_refused_basis_read_falls_back_to_the_age_rule(service_url, uploader):
-    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
-    planner = HttpPlanner(service_url, "my-resnet")
-    counted = Counted(planner)
+    planner, counted = _stored_and_counted(service_url, uploader)
     counted.fail = BadRequest("limit must be at most 1000", status=422)
     cache: dict = {}
     for _ in range(PLAN_CACHE_ROUNDS + 1):
