@@ -97,12 +97,13 @@ class Resolved:
                 "rows_device": self.rows_device or self.model.device_id, "revision": self.revision}
 
 
-def fit_summary(model: Any) -> dict[str, object]:
-    """The provenance of a fitted model that is stored with its workload and shown by the API."""
+def fit_summary(model: Any, rows: pd.DataFrame | None = None) -> dict[str, object]:
+    """The provenance of a fitted model that is stored with its workload and shown by the API (``rows``: the
+    frame it was fitted on, where the caller holds it)."""
     from jetpredict.predictor.fit_check import time_scatter
     from jetpredict.predictor.service import workload_source
 
-    scatter = time_scatter(model)
+    scatter = time_scatter(model, rows)
     return {"device": model.device_id, "model_version": str(model.model_version),
             "reference_source": str(model.reference_source), "workload_source": workload_source(model),
             "profiled_modes": int(model.profiled_modes),
@@ -178,6 +179,7 @@ class _Fitted:
     model: Any
     records: list[dict]
     stored_devices: frozenset[str]  # the devices of the workload's stored rows, before this upload
+    fitted_rows: pd.DataFrame | None = None  # the frame ``model`` was fitted on
 
 
 def _fit_alone(group: _Group, name: str, several: bool) -> Any:
@@ -233,7 +235,7 @@ def _fit_group(group: _Group, device: str, stored: list[dict], several: bool) ->
         raise _conflict(f"{key}: {messages[0]}", errors)
     try:
         together = validate_records([*own, *group.records], what=f"stored and new rows of {name}", stored=len(own))
-        return _Fitted(_fit(together, "rows"), group.records, devices)
+        return _Fitted(_fit(together, "rows"), group.records, devices, together)
     except InputError as exc:
         _fit_alone(group, name, several)  # a 422 when the new rows cannot be fitted even alone
         message = f"{name} cannot be fitted with its {len(own)} stored rows{on} and these: {exc.message}"
@@ -274,7 +276,7 @@ def _writes(groups: Sequence[_Group], models: Mapping[str, _Fitted], device: str
         fitted = models.get(g.workload_id)
         if fitted is not None and fitted.model is not None:
             out.append(WorkloadWrite(g.workload_id, device, fitted.records, revisions[g.workload_id],
-                                     fit_summary(fitted.model)))
+                                     fit_summary(fitted.model, fitted.fitted_rows)))
         else:
             out.append(WorkloadWrite(g.workload_id, device, [], 0, {}))
     return out

@@ -330,12 +330,17 @@ class Device:
         return replace(preset, cpu_mhz=step_at_or_below(self.cpu_steps_mhz, preset.cpu_mhz),
                        gpu_mhz=step_at_or_below(self.gpu_steps_mhz, preset.gpu_mhz))
 
+    def preset_knobs(self, preset: Preset) -> set[tuple[float, ...]]:
+        """The knobs a row of ``preset`` may hold: its caps, or the steps they run at (:meth:`preset_steps`,
+        what a board's preset row records)."""
+        return {preset.knobs(), self.preset_steps(preset).knobs()}
+
     def _at_preset(self, preset: Preset, labels: Sequence[object], modes: ModeArrays) -> np.ndarray:
         """Per mode, whether it is ``preset``: labelled with its name (case-insensitive) at its knobs, either its
         caps or the steps they run at (:meth:`preset_steps`, what a board's preset row records; clocks within
         :data:`SAME_CLOCK_REL`). The knobs first (vectorised): only the few modes there have their label read."""
         at = np.zeros(len(modes), dtype=bool)
-        for knobs in {preset.knobs(), self.preset_steps(preset).knobs()}:
+        for knobs in self.preset_knobs(preset):
             here = modes.cpu_cores == knobs[0]
             for mhz, want in zip((modes.cpu_mhz, modes.gpu_mhz, modes.emc_mhz), knobs[1:], strict=True):
                 here &= np.abs(mhz - want) <= SAME_CLOCK_REL * want

@@ -87,14 +87,10 @@ def pseudo_row(template: Mapping[str, Any], mode: Mapping[str, Any], decision_ro
     return row
 
 
-def _key(values: Sequence[float]) -> tuple[float, ...]:
-    return tuple(np.round(np.asarray(values, dtype=float), 3).tolist())
-
-
 def mode_keys(device: Device, frame: pd.DataFrame) -> list[tuple[float, ...]]:
     """One key per mode of ``frame`` (``mode`` label and knobs): its knobs and the GPU share its label gives,
     so a gated preset and the custom mode at its clocks (the whole GPU) are two modes, profiled apart."""
-    # Rounded as _key rounds, in one pass over the table (it is the whole space, every round of the loop).
+    # Rounded to 0.001 MHz, in one pass over the table (it is the whole space, every round of the loop).
     values = np.column_stack([frame[list(MODE_FIELDS)].to_numpy(dtype=float), device.labelled_modes(frame).gpu_share])
     return list(map(tuple, np.round(values, 3).tolist()))
 
@@ -149,6 +145,11 @@ class Adviser:
         self.is_preset = is_preset[keep]
         #: :func:`mode_keys` of the candidates, fixed with them.
         self.candidate_keys = mode_keys(device, self.candidates)
+
+    def table_keys(self, table: pd.DataFrame) -> list[tuple[float, ...]]:
+        """:func:`mode_keys` of a :meth:`decision_set` table (or a decision over it): the candidates' fixed
+        keys, then the profiled modes' beyond them."""
+        return self.candidate_keys + mode_keys(self.device, table.iloc[len(self.candidates):])
 
     def fit(self, rows: pd.DataFrame) -> WorkloadModel:
         return fit_workload(rows.reset_index(drop=True), self.device, self.reference)
@@ -323,12 +324,12 @@ class AdaptiveChooser:
             return self._stop(frame, None, f"budget of {self.budget} profiled modes spent")
         proposal = self.adviser.propose(frame, 1)
         d = proposal.decision
-        keys = mode_keys(self.adviser.device, d.table)
+        keys = self.adviser.table_keys(d.table)
         pick = None if d.best is None else keys[d.best]
         if (hopeless := unreachable_caps(d, self.adviser.goal)) is not None:
             return self._stop(frame, d, hopeless)
-        confirmed = self._confirmed(measured_s, d)
-        explained = self._rival_explained(measured_s, d)  # called every round: it clears what it checks
+        confirmed = self._confirmed(measured_s, d, keys)
+        explained = self._rival_explained(measured_s, d, keys)  # called every round: it clears what it checks
         settled = self.settled(d) or explained
         pick_open = pick is not None and pick not in measured_s
         decided = None if pick_open or d.best is None or d.rival_gain >= NEGLIGIBLE_RIVAL_GAIN else (
@@ -361,10 +362,11 @@ class AdaptiveChooser:
         return (f"recommended mode's time interval {d.time_width:.1%} wide < target {self.target_width:.1%}, "
                 f"no unprofiled mode expected to beat it by more than {d.rival_gain:.1%}")
 
-    def _confirmed(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision) -> str | None:
+    def _confirmed(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision,
+                   keys: Sequence[tuple[float, ...]]) -> str | None:
         """Why the stop holds once the pick measured to confirm it (see :meth:`next_mode`) lies within
-        ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it (``measured_s``: epoch s by knobs key),
-        and ``d``'s pick is still that mode or a neighbour no profiling could tell from it
+        ``INTERVAL_NOISE_FLOOR`` of the prediction that settled it (``measured_s``: epoch s by knobs key;
+        ``keys``: :func:`mode_keys` of ``d``'s table), and ``d``'s pick is still that mode or a neighbour no profiling could tell from it
         (:meth:`_indistinct_neighbour`)."""
         confirming, self._confirming = self._confirming, None
         if confirming is None or d.best is None:
@@ -374,12 +376,13 @@ class AdaptiveChooser:
             return None
         agreed = (f"the pick measured {t:.4g} s/epoch, within the run-to-run noise of the "
                   f"{confirming[1]:.4g} s that settled the stop")
-        if mode_keys(self.adviser.device, d.table.iloc[[d.best]])[0] == confirming[0]:
+        if keys[d.best] == confirming[0]:
             return agreed
-        neighbour = self._indistinct_neighbour(d, confirming[0], d.best)
+        neighbour = self._indistinct_neighbour(d, keys, confirming[0], d.best)
         return None if neighbour is None else f"{agreed}; the new pick is {neighbour}"
 
-    def _rival_explained(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision) -> str | None:
+    def _rival_explained(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision,
+                         keys: Sequence[tuple[float, ...]]) -> str | None:
         """Why the stop holds once the rival profiled to settle it (see :meth:`next_mode`) measured within
         ``INTERVAL_NOISE_FLOOR`` of its prediction (it beat the pick or not), while the unprofiled rival now
         likeliest to beat the pick is a neighbour no profiling could tell from it (:meth:`_indistinct_neighbour`):
@@ -393,17 +396,18 @@ class AdaptiveChooser:
         t = measured_s.get(settling[0])
         if t is None or not t > 0 or abs(math.log(t / settling[1])) > INTERVAL_NOISE_FLOOR:
             return None
-        neighbour = self._indistinct_neighbour(d, settling[0], d.top_rival)
+        neighbour = self._indistinct_neighbour(d, keys, settling[0], d.top_rival)
         if neighbour is None:
             return None
-        became = mode_keys(self.adviser.device, d.table.iloc[[d.best]])[0] == settling[0]
+        became = keys[d.best] == settling[0]
         return (f"the rival measured {t:.4g} s/epoch, within the run-to-run noise of its {settling[1]:.4g} s, "
                 f"and {'is now the pick' if became else 'did not beat the pick'}; the rival likeliest to beat "
                 f"it now is {neighbour}")
 
-    def _indistinct_neighbour(self, d: Decision, measured: tuple[float, ...], position: int) -> str | None:
+    def _indistinct_neighbour(self, d: Decision, keys: Sequence[tuple[float, ...]], measured: tuple[float, ...],
+                              position: int) -> str | None:
         """Why mode ``position`` of ``d``'s table (the pick, or the rival likeliest to beat it) is as good as
-        decided by the mode just measured (``measured``: its knobs key), or None: the two differ in one knob,
+        decided by the mode just measured (``measured``: its key among ``keys``, those of ``d``'s table), or None: the two differ in one knob,
         their predicted time and objective lie within the run-to-run noise floor of each other, and the
         pick's time interval is narrower than the target. A flat objective (modes a clock step apart,
         tenths of a % apart) otherwise sends the loop measuring neighbour after neighbour (twin LeNet-5
@@ -412,11 +416,10 @@ class AdaptiveChooser:
         are measured."""
         if d.time_width >= self.target_width:
             return None
-        knobs = d.table[list(MODE_FIELDS)].to_numpy(dtype=float)
-        at = np.flatnonzero([k == measured for k in mode_keys(self.adviser.device, d.table)])
-        if at.size == 0:
+        if measured not in keys:
             return None
-        i, b = int(at[0]), position
+        knobs = d.table[list(MODE_FIELDS)].to_numpy(dtype=float)
+        i, b = keys.index(measured), position
         if int(np.sum(~np.isclose(knobs[i], knobs[b]))) > 1:
             return None
         columns = dict.fromkeys(("epoch_time_s", OBJECTIVES[self.adviser.goal.objective]))

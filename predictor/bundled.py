@@ -35,7 +35,7 @@ from jetpredict.predictor.serialization import (
     reference_from_dict,
     reference_to_dict,
 )
-from jetpredict.predictor.terms import check_device, restrict_together, source_of
+from jetpredict.predictor.terms import check_device, source_of
 from jetpredict.predictor.transfer import derive_reference, transfer_model
 
 FITTED_DIR = data_path("fitted")
@@ -178,9 +178,6 @@ def on_device(model: M.WorkloadModel, device: Device | None) -> M.WorkloadModel:
         hit = _transfers.get(model, {}).get(device.id)
     if hit is not None:
         return hit
-    # The transfer restricts the time and power fits to non-negative work (TermFit.non_negative): sampled
-    # together, one run of the sampler's loop instead of one per fit (most of a transfer's cost).
-    restrict_together([*model.time_fits.values(), model.power_fit])
     moved = transfer_model(model, device, load_reference(device), shared_reference(model.device),
                            shared_reference(device))
     with _transfers_lock:

@@ -3,7 +3,7 @@
 The fit's noise estimate takes the rows' scatter about the model as run-to-run noise, so intervals widen to
 match; a user should also hear that the form does not fit, since a prediction far from the profiled modes may
 then be off by more than its interval says (twin ResNet-18 on Orin Nano over 40 random modes: the rows
-scatter 23% about the model, docs/model-evidence.md E1).
+scatter 25% about the model (ad hoc), docs/model-evidence.md E1).
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ class RowScatter:
                 f"{self.worst_mode} predicted {abs(self.worst_rel):.0%} {way}")
 
 
-def time_scatter(model: WorkloadModel) -> RowScatter | None:
+def time_scatter(model: WorkloadModel, rows: pd.DataFrame | None = None) -> RowScatter | None:
     """The scatter of ``model``'s profiled epoch times about its predictions (None for a model moved to
-    another device, whose rows ran elsewhere, or one without rows)."""
+    another device, whose rows ran elsewhere, or one without rows). ``rows``: the frame it was fitted on,
+    where the caller holds it (an upload), instead of rebuilding one from ``model.training_rows``."""
     if model.cross_device or not model.training_rows:
         return None
-    frame = pd.DataFrame(list(model.training_rows))
+    frame = pd.DataFrame(list(model.training_rows)) if rows is None else rows.reset_index(drop=True)
     measured = ProfileArrays.from_frame(frame)
     predicted = model.parts(measured.modes)[0].epoch
     ln_ratio = np.log(predicted / measured.epoch_time_s)

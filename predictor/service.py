@@ -62,7 +62,8 @@ TO_ACCURACY_COLUMNS: tuple[str, ...] = (
 #: Per mode: whether any knob lies outside the profiled range, and which (``;``-separated, "" if none).
 FLAG_COLUMNS: tuple[str, ...] = ("extrapolated", "extrapolated_knobs")
 #: A prediction table's answer-wide columns in output order: the model's provenance before the confidence.
-PROVENANCE_COLUMNS: tuple[str, ...] = (*CONSTANT_COLUMNS[:-1], *PROVENANCE_FIELDS, CONSTANT_COLUMNS[-1])
+PROVENANCE_COLUMNS: tuple[str, ...] = (*(c for c in CONSTANT_COLUMNS if c != "confidence"), *PROVENANCE_FIELDS,
+                                       "confidence")
 
 
 def _target(model: WorkloadModel, device: Device | str | None) -> Device:

@@ -38,7 +38,7 @@ from jetpredict.predictor.constants import (
 )
 from jetpredict.predictor.model import ContentionVariant, WorkloadModel
 from jetpredict.predictor.reference import DeviceReference, summarise_shapes
-from jetpredict.predictor.terms import TermFit, least_trusted, row_modes
+from jetpredict.predictor.terms import TermFit, least_trusted, restrict_together, row_modes
 
 
 def cpu_per_clock(device: Device) -> float:
@@ -209,6 +209,9 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
     sweeps of the workloads both devices share (see ``bundled.shared_reference``), None when missing:
     then the transfer goes through device physics alone.
     """
+    # The time and power fits are restricted to non-negative work below (TermFit.non_negative): sampled
+    # together here, one run of the sampler's loop instead of one per fit (most of a transfer's cost).
+    restrict_together([*model.time_fits.values(), model.power_fit])
     via_refs = reference_factors(model, target, src_shared, dst_shared)
     if via_refs is not None:
         tf, pf, rel_sd = via_refs["time"], via_refs["power"], via_refs["rel_sd"]

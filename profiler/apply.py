@@ -228,7 +228,7 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
         raise
     original = find_state()
     actual = controller.read_back()
-    caps = controller.caps_of(mode)  # the board's steps (or preset caps) where they differ from the mode
+    caps = controller.current()  # what the switch set: the board's steps (a preset's caps resolved)
     print(f"applied {_describe(caps, mode)}", file=out)
     print(f"read back {_describe(PowerMode('now', *actual.knobs()))}", file=out)
     far = _far(caps, actual)

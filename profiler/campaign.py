@@ -146,7 +146,7 @@ def _check_preset_label(device: Device, label: str, knobs: tuple[int, float, flo
     label is written into the profile row as given, so it would record the preset's name for other clocks. A
     custom mode keeps a label of its own, or a blank one (then its ``8c-...`` label is made from the knobs)."""
     preset = next((p for p in device.presets if p.mode.upper() == label.upper()), None)
-    if preset is None or tuple(map(float, knobs)) in {p.knobs() for p in (preset, device.preset_steps(preset))}:
+    if preset is None or tuple(map(float, knobs)) in device.preset_knobs(preset):
         return
     theirs = ", ".join(f"{k}={v:g}" for k, v in zip(MODE_FIELDS, preset.knobs(), strict=True))
     ours = ", ".join(f"{k}={v:g}" for k, v in zip(MODE_FIELDS, knobs, strict=True))

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
+from flower_fixtures import resnet_records  # noqa: E402
 from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
@@ -49,24 +50,20 @@ SCALES = {1: 0.01, 2: 0.02, 3: 0.03, 4: 0.04, 5: 0.05}
 
 # --- a planner service that is down ----------------------------------------------------------------------
 
-def unreachable_planner() -> tuple[HttpPlanner, list[float | None]]:
-    """An HttpPlanner of a port nothing listens on (1), its client retrying once at once; the requests it
-    sent: a fleet plan's deadline (s), None for a read of the workload's revision."""
+def unreachable_planner() -> tuple[HttpPlanner, list[float]]:
+    """An HttpPlanner of a port nothing listens on (1), its client retrying once at once, and the deadlines
+    (s) of the fleet plans it asked for. The workload is given as rows: nothing stored whose revision it would
+    read first (a stored id's read fails alike; test_flower_plan_basis.py covers it)."""
     planner = HttpPlanner(Client("http://127.0.0.1:1", api_key="", timeout_s=2.0, retries=1, backoff_s=0.01),
-                          "w")
-    asked: list[float | None] = []
-    fleet_plans, workloads = planner.client.fleet_plans, planner.client.workloads
+                          {"rows": resnet_records()})
+    asked: list[float] = []
+    fleet_plans = planner.client.fleet_plans
 
     def counted(workload, clients, deadline_s, **kwargs):
         asked.append(deadline_s)
         return fleet_plans(workload, clients, deadline_s, **kwargs)
 
-    def counted_listing(**kwargs):
-        asked.append(None)
-        return workloads(**kwargs)
-
     planner.client.fleet_plans = counted
-    planner.client.workloads = counted_listing
     return planner, asked
 
 

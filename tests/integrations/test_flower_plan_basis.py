@@ -12,7 +12,7 @@ pytest.importorskip("flwr", reason="the Flower integration needs the [flower] ex
 from flower_fixtures import PUBLISHED_CSV  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv, rows_to_records  # noqa: E402
 
-from jetpredict.client import BadRequest, Client, ConnectionFailed  # noqa: E402
+from jetpredict.client import Client, ConnectionFailed  # noqa: E402
 from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes  # noqa: E402
 from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS  # noqa: E402
 
@@ -151,9 +151,11 @@ def test_a_basis_the_service_cannot_give_keeps_the_plans_one_more_round(service_
     assert len(counted.plans) == 4  # read again: the refit reaches the plans
 
 
-def test_a_refused_basis_read_falls_back_to_the_age_rule(service_url, uploader):
+def test_a_refused_basis_read_falls_back_to_the_age_rule(service_url, uploader, monkeypatch):
+    from jetpredict.integrations.flower import planners
+
     planner, counted = _stored_and_counted(service_url, uploader)
-    counted.fail = BadRequest("limit must be at most 1000", status=422)
+    monkeypatch.setattr(planners, "BASIS_PAGE", 1001)  # the service refuses it: 422, limit at most 1000
     cache: dict = {}
     for _ in range(PLAN_CACHE_ROUNDS + 1):
         assert plan_nodes(planner, NODES, DEADLINE_S, 1, cache)[1].mode is not None

@@ -111,7 +111,8 @@ def test_a_start_preset_profiled_at_the_boards_own_caps_is_not_profiled_again(re
     row.update({**device.preset("MAXN").as_dict(), "gpu_mhz": 1236.75})  # the board's own MAXN cap
     assert chooser.next_mode([row])["mode"] == "MODE_10W"
     measured = chooser._measured_s([row])  # the catalogue's MAXN counts as measured, for the stop's check too
-    assert measured[A._key([*device.preset("MAXN").knobs(), 1.0])] == row["epoch_time_s"]
+    maxn = A.mode_keys(device, pd.DataFrame([{"mode": "MAXN", **device.preset("MAXN").as_dict()}]))[0]
+    assert measured[maxn] == row["epoch_time_s"]
 
 
 def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
@@ -201,17 +202,18 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
     rows = _by_mode(resnet, "haecfb")
     table, open_ = chooser.adviser.decision_set(rows)
     d = D.decide(chooser.adviser.fit(rows), table, goal, open_)
-    key = A.mode_keys(chooser.adviser.device, d.table.iloc[[d.best]])[0]
+    keys = chooser.adviser.table_keys(d.table)
+    key = keys[d.best]
     measured = dict(zip(A.mode_keys(chooser.adviser.device, rows), rows["epoch_time_s"], strict=True))
     measured_s = measured[key]
     chooser._confirming = (key, measured_s * 1.02)
-    assert "within the run-to-run noise" in chooser._confirmed(measured, d)
-    assert chooser._confirming is None and chooser._confirmed(measured, d) is None  # one step only
+    assert "within the run-to-run noise" in chooser._confirmed(measured, d, keys)
+    assert chooser._confirming is None and chooser._confirmed(measured, d, keys) is None  # one step only
     chooser._confirming = (key, measured_s * 1.05)
-    assert chooser._confirmed(measured, d) is None
+    assert chooser._confirmed(measured, d, keys) is None
     other = next(k for k in measured if k != key)  # a profiled mode of other knobs: not a neighbour in noise
     chooser._confirming = (other, measured[other])
-    assert chooser._confirmed(measured, d) is None
+    assert chooser._confirmed(measured, d, keys) is None
 
 
 def _decision(rows: list[tuple[str, float, float, float, float, float, float]], best: int, time_width: float
@@ -236,9 +238,10 @@ def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pi
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=10)
     measured = ("m", 5, 2188.8, 675.75, 1600, 40.0, 402.0)
     d = _decision([measured, pick], best=1, time_width=time_width)
-    key_measured = A._key([*measured[1:5], 1.0])  # knobs and the whole GPU
+    keys = A.mode_keys(chooser.adviser.device, d.table)
+    key_measured = keys[0]  # knobs and the whole GPU
     chooser._confirming = (key_measured, 40.5)  # the prediction that settled the stop, 1.2% off the measurement
-    reason = chooser._confirmed({key_measured: 40.0}, d)
+    reason = chooser._confirmed({key_measured: 40.0}, d, keys)
     assert (reason is not None) == holds
     if holds:
         assert "one knob from it" in reason and "epoch_energy_j (0.5%)" in reason
@@ -406,9 +409,10 @@ def test_a_measured_rival_settles_the_stop_for_its_neighbours_within_noise(rival
     pick = ("p", 5, 806.4, 306.0, 665.6, 41.0, 395.0)
     table = pd.DataFrame([measured, pick, rival], columns=["mode", *MODE_FIELDS, "epoch_time_s", "epoch_energy_j"])
     d = D.Decision(table, 1, 0.10, 0.10, np.array([2]), np.array([0.4]), 0.2, 0.06, top_rival=2)
-    key = A._key([*measured[1:5], 1.0])  # knobs and the whole GPU
+    keys = A.mode_keys(chooser.adviser.device, d.table)
+    key = keys[0]  # knobs and the whole GPU
     chooser._settling = (key, 40.5)  # the prediction it was profiled on
-    reason = chooser._rival_explained({key: measured_s}, d)
+    reason = chooser._rival_explained({key: measured_s}, d, keys)
     assert (reason is not None) == holds
     assert chooser._settling is None  # one step only
     if holds:

@@ -39,7 +39,10 @@ def test_a_real_sweep_lies_within_the_noise_of_its_own_fit(lenet):
 
 
 def test_the_twins_memory_bound_orin_nano_rows_are_flagged(twin_rows):
-    scatter = lack_of_fit(fit_workload(read_profile_csv(twin_rows)))
+    rows = read_profile_csv(twin_rows)
+    model = fit_workload(rows)
+    scatter = lack_of_fit(model)
+    assert time_scatter(model, rows) == scatter  # the fitted frame, as an upload passes it, reads the same
     assert scatter is not None and scatter.rms_rel > 2 * LACK_OF_FIT_REL  # 13% measured
     assert scatter.worst_mode == "6c-1510.4-408-2133" and scatter.worst_rel > 0.2  # predicted 29% slow
 

@@ -4,7 +4,6 @@ scales, the FLOPs floor of the epoch time, and the idle-power floor of the power
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,8 +13,6 @@ from jetpredict.predictor.bundled import fit_workload, on_device
 from jetpredict.predictor.constants import MAX_LOG_HALF_WIDTH
 from jetpredict.predictor.model import z_of
 from jetpredict.predictor.terms import TermFit
-
-REFERENCE_DIR = Path(__file__).resolve().parents[2] / "models" / "reference"
 
 #: Twin MobileNetV3 rows on the 4 modes ``jetpredict plan --device orin-agx --budget 4`` picks (simulated).
 PLANNED_ROWS = """\
@@ -124,12 +121,9 @@ def test_no_prediction_draws_above_what_the_module_can(confidence):
 
 
 @pytest.fixture(scope="module")
-def lenet5_efij():
+def lenet5_efij(lenet):
     """Real LeNet-5 fitted on modes e, f, i, j (published; GPU 900-1377 MHz, CPU 2100-2265 MHz)."""
-    from jetpredict.models.profile_files import read_profile_csv
-
-    real = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    return fit_workload(real[(real["workload"] == "lenet5-mnist") & real["mode"].isin(list("efij"))])
+    return fit_workload(lenet[lenet["mode"].isin(list("efij"))])
 
 
 def test_the_slowest_gpu_clock_is_never_bounded_faster_than_the_fastest(lenet5_efij):

@@ -7,19 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from jetpredict.models.catalogue import load_device
-from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor import service
 from jetpredict.predictor.bundled import fit_workload
-from jetpredict.predictor.reference import REFERENCE_DIR
 
 
 @pytest.fixture(scope="module")
-def lenet():
+def lenet_four(lenet):
     """LeNet-5 fitted on 4 spread published AGX Xavier modes: most of every device's space is extrapolated."""
-    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    rows = rows[rows["workload"] == "lenet5-mnist"].reset_index(drop=True)
-    four = rows.iloc[np.linspace(0, len(rows) - 1, 4).round().astype(int)].reset_index(drop=True)
+    four = lenet.iloc[np.linspace(0, len(lenet) - 1, 4).round().astype(int)].reset_index(drop=True)
     return fit_workload(four, load_device("agx-xavier"))
 
 
@@ -29,14 +25,14 @@ def _point(r: dict) -> tuple[float, float]:
 
 @pytest.mark.parametrize("device", ["agx-xavier", "orin-agx", "nano", "orin-nano"])
 @pytest.mark.parametrize("objective", ["min-time", "min-energy"])
-def test_best_is_on_the_front_and_no_member_dominates_it(lenet, device, objective):
+def test_best_is_on_the_front_and_no_member_dominates_it(lenet_four, device, objective):
     caps = [None, *load_device(device).power_caps_w()]
-    preset_times = service.predict(lenet, "presets", device=device)["epoch_time_s_high"]
+    preset_times = service.predict(lenet_four, "presets", device=device)["epoch_time_s_high"]
     time_caps = [None, *(float(t) for t in np.quantile(preset_times, [0.25, 0.5, 1.0]))]
     answered = 0
     for max_power_w in caps:
         for max_epoch_time_s in time_caps:
-            out = service.recommend(lenet, objective, max_power_w=max_power_w, max_epoch_time_s=max_epoch_time_s,
+            out = service.recommend(lenet_four, objective, max_power_w=max_power_w, max_epoch_time_s=max_epoch_time_s,
                                     device=device)
             if out.best is None:
                 continue

@@ -32,8 +32,6 @@ EMC_BPMP = "/sys/kernel/debug/bpmp/debug/clk/emc"
 EMC_T210 = "/sys/kernel/debug/clk/emc"
 #: Present in a fake root (see :meth:`FakeRoot.idle_clocks`): the fake governors settle at min, not max.
 IDLE_CLOCKS_MARKER = "fake_idle_clocks"
-#: Present in a fake root (see :meth:`FakeRoot.exact_caps`): clocks run at their caps, not at their table's steps.
-EXACT_CAPS_MARKER = "fake_exact_caps"
 #: While this file is in the fake root, the next jetson_clocks pin signals its caller first (FakeRoot.signal_in_pin).
 PIN_SIGNAL_MARKER = "fake_pin_signal"
 #: Real device-tree strings per catalogued board: ``(/proc/device-tree/model, compatible entries)``.
@@ -200,16 +198,6 @@ class FakeRoot:
         else:
             marker.unlink(missing_ok=True)
 
-    def exact_caps(self, on: bool = True) -> None:
-        """Run each CPU and GPU clock at its cap itself, off its table's steps (a kernel would not): by default
-        the fake runs a cap at a step of the table as the kernel does (:func:`governor_step`: a cap of 670 MHz
-        runs at 624.75)."""
-        marker = self.path / EXACT_CAPS_MARKER
-        if on:
-            marker.write_text("1\n")
-        else:
-            marker.unlink(missing_ok=True)
-
     def settle(self, device: Device) -> None:
         """What the kernel governors do after a direct sysfs write: run each clock at its allowed max (at its
         min after :meth:`idle_clocks`)."""
@@ -231,7 +219,7 @@ class FakeRoot:
 
     def _running(self, d: str, table: str, lo: str, hi: str, level: str) -> int:
         """:func:`governor_step` of the ``d`` files ``table``, ``lo`` and ``hi`` (kHz or Hz)."""
-        on_steps = not (self.path / EXACT_CAPS_MARKER).exists() and self.real(f"{d}/{table}").exists()
+        on_steps = self.real(f"{d}/{table}").exists()
         steps = [int(x) for x in self.read(f"{d}/{table}").split()] if on_steps else []
         return governor_step(steps, self.read_int(f"{d}/{lo}"), self.read_int(f"{d}/{hi}"), level)
 
@@ -451,7 +439,7 @@ def online(c):
     return not f.exists() or f.read_text().strip() == "1"
 @GOVERNOR_STEP@
 def running(d, table, lo, hi, level):
-    on_steps = not (ROOT / "@EXACT@").exists() and real(f"{d}/{table}").exists()
+    on_steps = real(f"{d}/{table}").exists()
     steps = [int(x) for x in rd(f"{d}/{table}").split()] if on_steps else []
     return governor_step(steps, int(rd(f"{d}/{lo}")), int(rd(f"{d}/{hi}")), level)
 def settle():
@@ -471,7 +459,7 @@ def settle():
     top = int(rd(EMC_DIR + "/max_rate"))
     wr(EMC_RATE, min(cap, top) if cap > 0 else top)
 '''
-_FAKE_COMMON = _FAKE_COMMON.replace("@IDLE@", IDLE_CLOCKS_MARKER).replace("@EXACT@", EXACT_CAPS_MARKER).replace(
+_FAKE_COMMON = _FAKE_COMMON.replace("@IDLE@", IDLE_CLOCKS_MARKER).replace(
     "@GOVERNOR_STEP@", inspect.getsource(governor_step))
 
 FAKE_NVPMODEL = _FAKE_COMMON + r'''

@@ -246,8 +246,8 @@ def test_an_on_step_custom_mode_is_written_as_asked(xavier):
     ctl = NvpmodelController(device)
     mode = PowerMode("on-step", 4, 1190.4, 1032.75, 1600.0)
     assert ctl.caps_of(mode) == mode
-    caps = custom_caps(ctl.conf, device, mode)
-    assert render_custom_model(ctl.conf, caps, 99) == render_custom_model(ctl.conf, mode, 99)
+    section = render_custom_model(ctl.conf, custom_caps(ctl.conf, device, mode), 99)
+    assert "GPU MAX_FREQ 1032750000" in section and "MAX_FREQ 1190400" in section
 
 
 def test_a_clock_without_a_frequency_table_is_written_as_asked(xavier):

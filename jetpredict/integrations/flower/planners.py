@@ -297,7 +297,7 @@ class HttpPlanner:
         """Per stored workload id it names, that workload's ``revision`` and its fits' ``model_version``
         (None for an id not stored: an upload of it is a change too), from one light ``GET
         /v1/workloads?search=<id>`` per id (summaries, no rows). None when every workload is given inline
-        (rows: nothing stored to change) or the service's summaries state no revision."""
+        (rows: nothing stored to change)."""
         ids = sorted({str(w["id"]).strip() for w in (self._default, *self._workloads.values())
                       if w is not None and w.get("id") is not None})
         if not ids:
@@ -305,10 +305,8 @@ class HttpPlanner:
         out = []
         for workload_id in ids:
             summary = self._summary(workload_id)
-            if summary is not None and summary.get("revision") is None:
-                return None
             out.append((workload_id, None if summary is None else (
-                summary["revision"], tuple((f.get("device"), f.get("model_version")) for f in summary.get("fits") or ()))))
+                summary["revision"], tuple((f["device"], f["model_version"]) for f in summary["fits"]))))
         return tuple(out)
 
     def _summary(self, workload_id: str) -> dict[str, Any] | None:
