@@ -4,6 +4,8 @@ modules give the OpenAPI document through flask-smorest."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from jetpredict.api.config import LISTED_MODE_FIELDS, MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
 from jetpredict.api.schemas import (
     CATALOGUE_RANGES,
@@ -36,23 +38,60 @@ from jetpredict.predictor.limits import (
 )
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
+
 # -- predictions -----------------------------------------------------------------------------------
+class _Bounds(NamedTuple):
+    """Where a number of a mode object may lie (the field's unit): [low, high], or (low, high] when
+    ``low_inclusive`` is false; no upper bound when ``high`` is None."""
+
+    low: float
+    high: float | None
+    low_inclusive: bool = True
+
+
+#: The one statement of every mode object's number bounds, which the document, the schema and the fast
+#: path (:func:`_plain_mode`) all read: knobs over the whole catalogue (cores; MHz), then the power-modes
+#: listing's fields (its preset id; W; a share of the GPU).
+MODE_BOUNDS: dict[str, _Bounds] = {
+    **{k: _Bounds(*CATALOGUE_RANGES[k]) for k in MODE_FIELDS},
+    "nvpmodel_id": _Bounds(0, None),
+    "power_budget_w": _Bounds(0, MAX_POWER_CAP_W, low_inclusive=False),
+    "gpu_share": _Bounds(0, 1, low_inclusive=False),
+}
+
+
+def _doc_bounds(name: str) -> dict[str, float | bool]:
+    """The OpenAPI keywords of ``name``'s bounds."""
+    b = MODE_BOUNDS[name]
+    return {"minimum": b.low, **({} if b.low_inclusive else {"exclusiveMinimum": True}),
+            **({} if b.high is None else {"maximum": b.high})}
+
+
+def _range(name: str) -> validate.Range:
+    """The schema's check of ``name``'s bounds."""
+    b = MODE_BOUNDS[name]
+    return validate.Range(b.low, b.high, min_inclusive=b.low_inclusive)
+
+
+def _within(name: str, value: float) -> bool:
+    """``value`` (a number) inside ``name``'s bounds."""
+    b = MODE_BOUNDS[name]
+    return (b.low <= value if b.low_inclusive else b.low < value) and (b.high is None or value <= b.high)
+
+
 MODE_IN_DOC = {
     "type": "object",
     "description": "knob ranges are those of the whole catalogue; each device's own range is checked too",
     "properties": {
         "mode": {"type": "string", "maxLength": MAX_MODE_LABEL_CHARS},
-        "cpu_cores": {"type": "integer", "minimum": CATALOGUE_RANGES["cpu_cores"][0],
-                      "maximum": CATALOGUE_RANGES["cpu_cores"][1]},
-        **{k: {"type": "number", "description": "MHz", "minimum": CATALOGUE_RANGES[k][0],
-               "maximum": CATALOGUE_RANGES[k][1]} for k in MODE_FIELDS[1:]},
+        "cpu_cores": {"type": "integer", **_doc_bounds("cpu_cores")},
+        **{k: {"type": "number", "description": "MHz", **_doc_bounds(k)} for k in MODE_FIELDS[1:]},
         # The power-modes listing's own fields, so that a listed preset can be sent back as it came.
-        "nvpmodel_id": {"type": "integer", "nullable": True, "minimum": 0,
+        "nvpmodel_id": {"type": "integer", "nullable": True, **_doc_bounds("nvpmodel_id"),
                         "description": "as GET /v1/devices/{device}/power-modes lists it; not used"},
-        "power_budget_w": {"type": "number", "nullable": True, "minimum": 0, "exclusiveMinimum": True,
-                           "maximum": MAX_POWER_CAP_W,
+        "power_budget_w": {"type": "number", "nullable": True, **_doc_bounds("power_budget_w"),
                            "description": "W, as GET /v1/devices/{device}/power-modes lists it; not used"},
-        "gpu_share": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1,
+        "gpu_share": {"type": "number", **_doc_bounds("gpu_share"),
                       "description": "as GET /v1/devices/{device}/power-modes lists it; not used: the device's "
                                      "preset at this label and these knobs decides the powered share"},
     },
@@ -61,42 +100,33 @@ MODE_IN_DOC = {
 }
 
 
-def _knob_range(name: str) -> validate.Range:
-    return validate.Range(*CATALOGUE_RANGES[name])
-
-
 class ModeInSchema(RequestSchema):
     mode = fields.String(validate=[validate.Length(0, MAX_MODE_LABEL_CHARS), storable_text])
-    cpu_cores = JsonInteger(required=True, validate=_knob_range("cpu_cores"))
-    cpu_mhz = JsonNumber(required=True, validate=_knob_range("cpu_mhz"))
-    gpu_mhz = JsonNumber(required=True, validate=_knob_range("gpu_mhz"))
-    emc_mhz = JsonNumber(required=True, validate=_knob_range("emc_mhz"))
+    cpu_cores = JsonInteger(required=True, validate=_range("cpu_cores"))
+    cpu_mhz = JsonNumber(required=True, validate=_range("cpu_mhz"))
+    gpu_mhz = JsonNumber(required=True, validate=_range("gpu_mhz"))
+    emc_mhz = JsonNumber(required=True, validate=_range("emc_mhz"))
     # The listing's fields (MODE_IN_DOC says what they mean), typed and not used.
-    nvpmodel_id = JsonInteger(allow_none=True, validate=validate.Range(0, None))
-    power_budget_w = JsonNumber(allow_none=True, validate=validate.Range(0, MAX_POWER_CAP_W, min_inclusive=False))
-    gpu_share = JsonNumber(validate=validate.Range(0, 1, min_inclusive=False))
+    nvpmodel_id = JsonInteger(allow_none=True, validate=_range("nvpmodel_id"))
+    power_budget_w = JsonNumber(allow_none=True, validate=_range("power_budget_w"))
+    gpu_share = JsonNumber(validate=_range("gpu_share"))
 
 
 _MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs more than loading 10 modes
 
 
 _MODE_KEYS = frozenset(("mode", *MODE_FIELDS, *LISTED_MODE_FIELDS))
-#: The listing's number fields the schema loads as floats: (their bounds, whether null is allowed).
-_LISTED_NUMBERS = {"power_budget_w": ((0.0, MAX_POWER_CAP_W), True), "gpu_share": ((0.0, 1.0), False)}
-
-
-def _number_in(value: object, low: float, high: float) -> bool:
-    """A JSON number (not a boolean) in (low, high]."""
-    return type(value) in (float, int) and low < value <= high
+#: The listing's number fields the schema loads as floats, each with whether the schema takes null.
+_LISTED_NUMBERS = {k: _MODES_SCHEMA.fields[k].allow_none for k in ("power_budget_w", "gpu_share")}
 
 
 def _plain_listed(m: dict) -> bool:
     """The power-modes listing's fields of ``m``, where present, as :class:`ModeInSchema` takes them."""
     nv = m.get("nvpmodel_id")
-    if nv is not None and not (type(nv) is int and nv >= 0):
+    if nv is not None and not (type(nv) is int and _within("nvpmodel_id", nv)):
         return False
-    return all(m[k] is None and nullable or _number_in(m[k], *bounds)
-               for k, (bounds, nullable) in _LISTED_NUMBERS.items() if k in m)
+    return all(m[k] is None and nullable or type(m[k]) in (float, int) and _within(k, m[k])
+               for k, nullable in _LISTED_NUMBERS.items() if k in m)
 
 
 def _plain_mode(m: object) -> bool:
@@ -113,8 +143,7 @@ def _plain_mode(m: object) -> bool:
     cores = m["cpu_cores"]
     if type(cores) is not int:
         return False
-    return all(type(m[k]) in (float, int) and CATALOGUE_RANGES[k][0] <= m[k] <= CATALOGUE_RANGES[k][1]
-               for k in MODE_FIELDS)
+    return all(type(m[k]) in (float, int) and _within(k, m[k]) for k in MODE_FIELDS)
 
 
 class ModesField(fields.Field):

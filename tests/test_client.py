@@ -17,7 +17,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from jetpredict.models.paths import data_path
 
 from jetpredict.client import (
     API_KEY_ENV,
@@ -34,7 +33,7 @@ from jetpredict.client import (
     default_api_key,
     read_rows_csv,
 )
-from tools.testing import LiveServer, free_port
+from tools.testing import LiveServer, free_port, published_rows
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -42,13 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY = "client-test-key"
 MODES = [{"cpu_cores": 4, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600.0},
          {"cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377.0, "emc_mhz": 2133.0}]
-
-
-def published_rows(workload_id: str, n: int = 4) -> list[dict]:
-    """``n`` published AGX Xavier ResNet-18 rows (bundled), relabelled as ``workload_id``."""
-    rows = [r for r in read_rows_csv(data_path("reference", "agx-xavier-published.csv"))
-            if r["workload"] == "resnet18-cifar10"][:n]
-    return [{**r, "workload": workload_id} for r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,7 @@ def api(server):
 @pytest.fixture(scope="module")
 def stored(server):
     """Workload ``client-resnet``: 4 published rows, uploaded once for the module."""
-    answer = Client(server.url, api_key=KEY).upload_profiles(published_rows("client-resnet"))
+    answer = Client(server.url, api_key=KEY).upload_profiles(published_rows(as_id="client-resnet"))
     assert answer["workload_id"] == "client-resnet" and answer["rows_stored"] == 4
     return answer
 
@@ -198,22 +190,22 @@ def test_a_lost_answer_is_retried_and_stored_once(server, stub):
     service answers it from the first upload instead of storing again."""
     proxy = stub(["drop", "forward"], upstream=server.url)
     answer = Client(proxy.url, api_key=KEY, retries=2, backoff_s=0.01).upload_profiles(
-        published_rows("client-retry"))
+        published_rows(as_id="client-retry"))
     keys = [r["headers"].get(IDEMPOTENCY_HEADER) for r in proxy.requests]
     assert len(keys) == 2 and keys[0] == keys[1] and uuid.UUID(keys[0]).version == 4
     assert proxy.requests[0]["body"] == proxy.requests[1]["body"]
     assert answer["workload_id"] == "client-retry" and answer["rows_stored"] == 4  # the first answer
     assert Client(server.url).workload("client-retry")["rows_stored"] == 4
     # A new logical upload gets a new key; the same key for another body is refused, naming the header.
-    again = Client(server.url, api_key=KEY).upload_profiles(published_rows("client-retry", 3))
+    again = Client(server.url, api_key=KEY).upload_profiles(published_rows(as_id="client-retry", n=3))
     assert again["rows_stored"] == 0
     with pytest.raises(Conflict) as err:
-        Client(server.url, api_key=KEY).upload_profiles(published_rows("client-retry", 2), idempotency_key=keys[0])
+        Client(server.url, api_key=KEY).upload_profiles(published_rows(as_id="client-retry", n=2), idempotency_key=keys[0])
     assert err.value.status == 409 and err.value.field == f"headers.{IDEMPOTENCY_HEADER}"
 
 
 def test_an_unsafe_request_is_not_resent_once_it_reached_the_service(api, server, stub):
-    api.upload_profiles(published_rows("client-delete"))
+    api.upload_profiles(published_rows(as_id="client-delete"))
     proxy = stub(["drop", "forward"], upstream=server.url)
     with pytest.raises(ConnectionFailed) as err:
         Client(proxy.url, api_key=KEY, retries=3, backoff_s=0.01).delete_workload("client-delete")
@@ -223,7 +215,7 @@ def test_an_unsafe_request_is_not_resent_once_it_reached_the_service(api, server
 
 
 def test_bad_rows_are_a_bad_request_naming_the_field(api):
-    rows = published_rows("client-bad")
+    rows = published_rows(as_id="client-bad")
     rows[2]["gpu_mhz"] = 99999
     with pytest.raises(BadRequest) as err:
         api.upload_profiles(rows)
@@ -245,10 +237,10 @@ def test_unknown_things_are_not_found(api):
 
 def test_writes_without_or_with_a_wrong_key_are_unauthorized(server):
     with pytest.raises(Unauthorized) as err:
-        Client(server.url, api_key="").upload_profiles(published_rows("client-nokey"))
+        Client(server.url, api_key="").upload_profiles(published_rows(as_id="client-nokey"))
     assert err.value.status == 401 and err.value.field == "X-API-Key"
     with pytest.raises(Unauthorized) as err:
-        Client(server.url, api_key="wrong").upload_profiles(published_rows("client-nokey"))
+        Client(server.url, api_key="wrong").upload_profiles(published_rows(as_id="client-nokey"))
     assert err.value.status == 403 and "X-API-Key" in str(err.value)
     with pytest.raises(NotFound):
         Client(server.url).workload("client-nokey")  # nothing was stored

@@ -36,6 +36,24 @@ def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet",
     return [{**json_row(r), "workload": as_id} for r in rows[:n]]
 
 
+#: Ten modes the adaptive loop profiled for twin ResNet-18 min-energy on Orin Nano (README's whole-space run),
+#: labelled as ``profile --modes`` takes them: memory-bound at EMC 204 and 665.6 MHz as the model's kernel mix
+#: is not, so a fit of their rows misses its own rows (tests of ``rows_scatter_rel`` and fit_check).
+TWIN_ORIN_NANO_MODES = ("2c-806.4-625-665.6", "6c-1510.4-408-2133", "1c-115.2-306-2133", "1c-1510.4-306-204",
+                        "5c-499.2-306-665.6", "6c-499.2-306-665.6", "5c-576-306-665.6", "6c-576-306-665.6",
+                        "5c-652.8-306-665.6", "6c-652.8-306-665.6")
+
+
+def profile_twin_orin_nano(out: Path, modes: tuple[str, ...] = TWIN_ORIN_NANO_MODES) -> Path:
+    """The twin's ResNet-18 rows of ``modes`` on Orin Nano (20 minibatches each), written to the CSV ``out`` by
+    ``jetpredict profile`` as a user would run it."""
+    from jetpredict.cli import main
+
+    assert main(["profile", "--device", "sim:orin-nano", "--workload", "resnet18-cifar10", "--modes", ",".join(modes),
+                 "--minibatches", "20", "--out", str(out)]) == 0
+    return out
+
+
 def json_row(record: dict[str, str]) -> dict[str, object]:
     """A CSV record as a JSON row: numeric columns as numbers (counts as ints), an empty cell as None."""
     from jetpredict.api.schemas import ROW_CELL_TYPES

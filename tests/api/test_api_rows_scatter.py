@@ -10,18 +10,13 @@ import pytest
 from api_fixtures import json_row, published_rows
 from jetpredict.predictor.constants import LACK_OF_FIT_REL
 
-from jetpredict.cli import main
-
-#: Five of the ten modes of tests/predictor/test_fit_check.py: the twin's ResNet-18 on Orin Nano, memory bound at
-#: the low EMC clocks as the model's kernel mix is not.
-TWIN_MODES = "2c-806.4-625-665.6,6c-1510.4-408-2133,1c-115.2-306-2133,1c-1510.4-306-204,5c-499.2-306-665.6"
+from tools.testing import TWIN_ORIN_NANO_MODES, profile_twin_orin_nano
 
 
 @pytest.fixture(scope="module")
 def twin_rows(tmp_path_factory) -> list[dict]:
-    out = tmp_path_factory.mktemp("twin") / "rows.csv"
-    assert main(["profile", "--device", "sim:orin-nano", "--workload", "resnet18-cifar10", "--modes", TWIN_MODES,
-                 "--minibatches", "20", "--out", str(out)]) == 0
+    """Five of the twin's memory-bound Orin Nano modes (tools.testing), as the JSON rows of ``twin-resnet``."""
+    out = profile_twin_orin_nano(tmp_path_factory.mktemp("twin") / "rows.csv", TWIN_ORIN_NANO_MODES[:5])
     with out.open(newline="") as f:
         return [{**json_row(r), "workload": "twin-resnet"} for r in csv.DictReader(f)]
 

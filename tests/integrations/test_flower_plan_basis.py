@@ -9,23 +9,13 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_fixtures import PUBLISHED_CSV  # noqa: E402
-from jetpredict.models.profile_files import read_profile_csv, rows_to_records  # noqa: E402
-
 from jetpredict.client import Client, ConnectionFailed  # noqa: E402
 from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes  # noqa: E402
 from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS  # noqa: E402
+from tools.testing import published_rows  # noqa: E402
 
 NODES = [NodeInfo(1, "agx-xavier", 0.01), NodeInfo(2, "agx-xavier", 0.02)]
 DEADLINE_S = 60.0
-
-
-def published_rows(workload: str, start: int, stop: int) -> list[dict]:
-    """Published AGX Xavier ResNet-18 rows ``start:stop`` (modes a-j) as the workload ``workload``."""
-    rows = read_profile_csv(PUBLISHED_CSV)
-    rows = rows[rows["workload"] == "resnet18-cifar10"].iloc[start:stop].copy()
-    rows["workload"] = workload
-    return rows_to_records(rows)
 
 
 class Counted:
@@ -58,7 +48,7 @@ def uploader(service_url) -> Client:
 
 def _stored_and_counted(service_url, uploader) -> tuple[HttpPlanner, Counted]:
     """``my-resnet`` stored (4 published rows) and an HttpPlanner of it whose requests are counted."""
-    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    uploader.upload_profiles(published_rows(as_id="my-resnet"))
     planner = HttpPlanner(service_url, "my-resnet")
     return planner, Counted(planner)
 
@@ -70,7 +60,7 @@ def test_an_upload_between_two_rounds_reaches_the_next_rounds_plans(service_url,
     plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     assert len(counted.plans) == 2  # two planning scales, asked once
     assert counted.listings == ["my-resnet", "my-resnet"]  # one light read per round
-    uploader.upload_profiles(published_rows("my-resnet", 4, 10))  # a refit mid-run
+    uploader.upload_profiles(published_rows(as_id="my-resnet", n=10)[4:])  # a refit mid-run
     refitted = plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     assert len(counted.plans) == 4  # the very next round asks again
     # ... and gets what a planner started after the refit plans.
@@ -87,13 +77,13 @@ def test_with_no_refit_the_service_is_not_asked_again_past_the_age_limit(service
 
 
 def test_the_exact_id_is_read_among_the_ids_containing_it(service_url, uploader):
-    uploader.upload_profiles(published_rows("MY-RESNET-2", 0, 4))
-    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    uploader.upload_profiles(published_rows(as_id="MY-RESNET-2"))
+    uploader.upload_profiles(published_rows(as_id="my-resnet"))
     planner = HttpPlanner(service_url, "my-resnet")
     before = planner.basis()
-    uploader.upload_profiles(published_rows("MY-RESNET-2", 4, 10))  # found by the search, not the planner's
+    uploader.upload_profiles(published_rows(as_id="MY-RESNET-2", n=10)[4:])  # found by the search, not the planner's
     assert planner.basis() == before
-    uploader.upload_profiles(published_rows("my-resnet", 4, 10))
+    uploader.upload_profiles(published_rows(as_id="my-resnet", n=10)[4:])
     assert planner.basis() != before
 
 
@@ -101,7 +91,7 @@ def test_the_exact_id_is_found_past_a_page_of_ids_containing_it(service_url, upl
     from jetpredict.integrations.flower import planners
 
     for workload in ("a-my-resnet", "b-my-resnet", "my-resnet"):  # listed in this order, by id
-        uploader.upload_profiles(published_rows(workload, 0, 4))
+        uploader.upload_profiles(published_rows(as_id=workload))
     monkeypatch.setattr(planners, "BASIS_PAGE", 1)
     planner = HttpPlanner(service_url, "my-resnet")
     counted = Counted(planner)
@@ -118,7 +108,7 @@ def test_an_id_no_upload_can_store_has_no_revision_and_no_failure(service_url):
 
 
 def test_a_workload_uploaded_for_a_refused_device_is_planned_the_next_round(service_url, uploader):
-    uploader.upload_profiles(published_rows("my-resnet", 0, 4))
+    uploader.upload_profiles(published_rows(as_id="my-resnet"))
     planner = HttpPlanner(service_url, {"nano": "nano-resnet", "*": "my-resnet"})
     counted = Counted(planner)
     nodes = [NodeInfo(1, "agx-xavier", 0.01), NodeInfo(2, "nano", 0.01)]
@@ -128,7 +118,7 @@ def test_a_workload_uploaded_for_a_refused_device_is_planned_the_next_round(serv
         assert plans[1].mode is not None and plans[2].mode is None and "404" in plans[2].reason
     assert len(counted.plans) == 2  # one per workload, the refusal kept
     assert sorted(counted.listings) == ["my-resnet", "my-resnet", "nano-resnet", "nano-resnet"]
-    uploader.upload_profiles(published_rows("nano-resnet", 0, 4))  # AGX Xavier rows: nano is cross-device
+    uploader.upload_profiles(published_rows(as_id="nano-resnet"))  # AGX Xavier rows: nano is cross-device
     assert plan_nodes(planner, nodes, DEADLINE_S, 1, cache)[2].mode is not None
 
 
@@ -146,7 +136,7 @@ def test_a_basis_the_service_cannot_give_keeps_the_plans_one_more_round(service_
         plan_nodes(planner, NODES, DEADLINE_S, 1, {})
     assert caught.value.round_wide
     counted.fail = None
-    uploader.upload_profiles(published_rows("my-resnet", 4, 10))
+    uploader.upload_profiles(published_rows(as_id="my-resnet", n=10)[4:])
     plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     assert len(counted.plans) == 4  # read again: the refit reaches the plans
 
@@ -163,7 +153,7 @@ def test_a_refused_basis_read_falls_back_to_the_age_rule(service_url, uploader, 
 
 
 def test_inline_rows_have_nothing_stored_to_read(service_url):
-    planner = HttpPlanner(service_url, {"rows": published_rows("my-resnet", 0, 4)})
+    planner = HttpPlanner(service_url, {"rows": published_rows(as_id="my-resnet")})
     counted = Counted(planner)
     assert planner.basis() is None
     plan_nodes(planner, NODES, DEADLINE_S, 1, {})

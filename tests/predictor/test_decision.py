@@ -3,16 +3,45 @@ time, and a mode's time cannot fall below the lower bound of a mode that dominat
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, load_device
-from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import adaptive as A
 from jetpredict.predictor import decision as D
+from jetpredict.predictor.model import WorkloadModel
 
-REAL_CSV = Path(__file__).resolve().parents[2] / "models" / "reference" / "agx-xavier-published.csv"
+
+class MinTime(NamedTuple):
+    """An agx-xavier min-time decision under a power cap, with what it was made from."""
+
+    rows: pd.DataFrame
+    goal: D.Goal
+    adviser: A.Adviser
+    model: WorkloadModel
+    table: pd.DataFrame
+    open_: np.ndarray
+    decision: D.Decision
+
+
+@pytest.fixture(scope="module")
+def min_time(lenet) -> Callable[[float], MinTime]:
+    """``decide(cap_w)``: the min-time decision of real LeNet-5 from e, f, i, j under ``cap_w`` (W), fitted
+    once per cap for the module (two tests read the 8 W one; a fit of real rows is the slow part)."""
+    rows = lenet[lenet["mode"].isin(list("efij"))].reset_index(drop=True)
+
+    @lru_cache
+    def decide(cap_w: float) -> MinTime:
+        goal = D.Goal("min-time", max_power_w=cap_w)
+        adviser = A.Adviser(load_device("agx-xavier"), goal)
+        model, (table, open_) = adviser.fit(rows), adviser.decision_set(rows)
+        return MinTime(rows, goal, adviser, model, table, open_, adviser.decide(model, table, open_))
+
+    return decide
 
 
 def _brute_floor(knobs: np.ndarray, values: np.ndarray, eligible: np.ndarray) -> np.ndarray:
@@ -44,14 +73,10 @@ def test_the_dominance_floor_leaves_a_lattice_past_its_limit_as_it_is(monkeypatc
 
 
 @pytest.mark.parametrize("cap_w", [8.0, 15.0])
-def test_no_mode_the_pick_dominates_is_a_rival_for_min_time(cap_w):
+def test_no_mode_the_pick_dominates_is_a_rival_for_min_time(cap_w, min_time):
     # Real LeNet-5 from e, f, i, j: under 8 W the pick was 5c-1958.4-675.75-1065.6 and plan --after proposed
     # 5c-1958.4-114.75-1065.6, the same mode at the lowest GPU clock, as likely to beat it (P = 0.22).
-    real = read_profile_csv(REAL_CSV)
-    rows = real[(real["workload"] == "lenet5-mnist") & real["mode"].isin(list("efij"))].reset_index(drop=True)
-    adviser = A.Adviser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=cap_w))
-    table, open_ = adviser.decision_set(rows)
-    d = adviser.decide(adviser.fit(rows), table, open_)
+    rows, _, adviser, model, table, open_, d = min_time(cap_w)
     knobs = d.table[list(MODE_FIELDS)].to_numpy(float)
     dominated = np.all(knobs <= knobs[d.best], axis=1)
     assert not dominated[d.rivals].any()
@@ -59,22 +84,18 @@ def test_no_mode_the_pick_dominates_is_a_rival_for_min_time(cap_w):
     proposed = adviser.propose(rows).modes.iloc[0][list(MODE_FIELDS)].to_numpy(float)
     assert not np.all(proposed <= knobs[d.best])
     # Only dominated modes left to profile: none has any chance or gain, however wide its interval.
-    only_dominated = adviser.decide(adviser.fit(rows), table, open_ & dominated)
+    only_dominated = adviser.decide(model, table, open_ & dominated)
     assert only_dominated.top_rival is None and only_dominated.rival_gain == 0.0
 
 
-def test_a_rivals_chance_under_caps_is_its_lower_half_floored_by_dominating_modes_times_meeting_them_once():
+def test_a_rivals_chance_under_caps_is_its_lower_half_floored_by_dominating_modes_times_meeting_them_once(min_time):
     # Oracle from the docstring: P = Phi(gap / hypot(rival's lower half-SD, best's upper half-SD)) x P(meets the
     # caps), the lower bound floored by every dominating mode's (once counted, not squared; floor not skipped).
     from jetpredict.predictor.model import z_of
     from scipy.special import ndtr
 
-    real = read_profile_csv(REAL_CSV)
-    rows = real[(real["workload"] == "lenet5-mnist") & real["mode"].isin(list("efij"))].reset_index(drop=True)
-    goal = D.Goal("min-time", max_power_w=8.0)
-    adviser = A.Adviser(load_device("agx-xavier"), goal)
-    table, open_ = adviser.decision_set(rows)
-    d = adviser.decide(adviser.fit(rows), table, open_)
+    made = min_time(8.0)
+    goal, open_, d = made.goal, made.open_, made.decision
     df, b, z = d.table, d.best, z_of(goal.confidence)
     value, low, high = (df[c].to_numpy(float) for c in ("epoch_time_s", "epoch_time_s_low", "epoch_time_s_high"))
     knobs = df[list(MODE_FIELDS)].to_numpy(float)

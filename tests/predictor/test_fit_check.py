@@ -13,21 +13,13 @@ from jetpredict.predictor.constants import LACK_OF_FIT_REL
 from jetpredict.predictor.fit_check import lack_of_fit, time_scatter
 
 from jetpredict.cli import main
-
-#: Ten modes the adaptive loop profiled for twin ResNet-18 min-energy on Orin Nano (README's whole-space run):
-#: memory-bound at EMC 204 and 665.6 MHz as the model's kernel mix is not.
-TWIN_MODES = ["2c-806.4-625-665.6", "6c-1510.4-408-2133", "1c-115.2-306-2133", "1c-1510.4-306-204",
-              "5c-499.2-306-665.6", "6c-499.2-306-665.6", "5c-576-306-665.6", "6c-576-306-665.6",
-              "5c-652.8-306-665.6", "6c-652.8-306-665.6"]
+from tools.testing import profile_twin_orin_nano
 
 
 @pytest.fixture(scope="module")
 def twin_rows(tmp_path_factory) -> Path:
-    """The twin's rows of those modes, profiled as a user would."""
-    out = tmp_path_factory.mktemp("twin") / "rows.csv"
-    assert main(["profile", "--device", "sim:orin-nano", "--workload", "resnet18-cifar10", "--modes",
-                 ",".join(TWIN_MODES), "--minibatches", "20", "--out", str(out)]) == 0
-    return out
+    """The twin's rows of its ten memory-bound Orin Nano modes (tools.testing), profiled as a user would."""
+    return profile_twin_orin_nano(tmp_path_factory.mktemp("twin") / "rows.csv")
 
 
 def test_a_real_sweep_lies_within_the_noise_of_its_own_fit(lenet):

@@ -1,0 +1,45 @@
+"""A mode object's number bounds are stated once (``query_schemas.MODE_BOUNDS``), and the three readers of
+them agree at every edge: the OpenAPI document, the schema and the fast path that skips the schema."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from jetpredict.api.query_schemas import _MODES_SCHEMA, MODE_BOUNDS, MODE_IN_DOC, _plain_mode
+from jetpredict.models.catalogue import MODE_FIELDS
+from marshmallow import ValidationError
+from openapi_schema_validator import OAS30Validator
+
+_INTEGERS = ("cpu_cores", "nvpmodel_id")
+_BASE = {"mode": "m", **{k: MODE_BOUNDS[k].low for k in MODE_FIELDS}, "cpu_cores": int(MODE_BOUNDS["cpu_cores"].low)}
+
+
+def _schema_takes(mode: dict) -> bool:
+    try:
+        _MODES_SCHEMA.load([mode])
+    except ValidationError:
+        return False
+    return True
+
+
+def _edges(name: str) -> list[tuple[float, bool]]:
+    """Values at and just past ``name``'s bounds, each with whether it lies inside them."""
+    b = MODE_BOUNDS[name]
+    step = (lambda v, d: v + d) if name in _INTEGERS else (lambda v, d: math.nextafter(v, v + d))
+    low = int(b.low) if name in _INTEGERS else float(b.low)
+    edges = [(low, b.low_inclusive), (step(low, -1), False), (step(low, 1), True)]
+    if b.high is not None:
+        high = int(b.high) if name in _INTEGERS else float(b.high)
+        edges += [(high, True), (step(high, 1), False)]
+    return edges
+
+
+@pytest.mark.parametrize("name", list(MODE_BOUNDS))
+def test_the_document_the_schema_and_the_fast_path_take_the_same_bounds(name):
+    document = OAS30Validator(MODE_IN_DOC)
+    assert set(MODE_BOUNDS) == set(MODE_IN_DOC["properties"]) - {"mode"}
+    for value, inside in _edges(name):
+        mode = {**_BASE, name: value}
+        seen = {"document": document.is_valid(mode), "schema": _schema_takes(mode), "fast path": _plain_mode(mode)}
+        assert seen == dict.fromkeys(seen, inside), (name, value)
