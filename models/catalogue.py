@@ -303,6 +303,9 @@ class Device:
     default_preset: str
     documented_space_size: int
     sources: dict[str, str]
+    #: The GPU table (MHz) the presets' caps apply to, where the presets come from another software release
+    #: than :attr:`gpu_steps_mhz` (AGX Orin); empty: the same table.
+    preset_gpu_steps_mhz: tuple[float, ...] = ()
 
     @property
     def name(self) -> str:
@@ -323,12 +326,13 @@ class Device:
 
     def preset_steps(self, preset: Preset) -> Preset:
         """``preset`` at the clocks (MHz) its caps run at: CPU and GPU each at the highest catalogue step at or
-        below its cap (:func:`step_at_or_below`, the kernel's resolution of a max cap), the EMC at its cap (the
-        BPMP resolves it, and a preset row records the cap). On the board the profiler resolves the caps against
-        the board's own sysfs tables (``profiler.powermode.custom.board_steps(caps=True)``); off the board the
+        below its cap (:func:`step_at_or_below`, the kernel's resolution of a max cap; the GPU on the presets'
+        own table, :attr:`preset_gpu_steps_mhz`, where they have one), the EMC at its cap (the BPMP resolves
+        it, and a preset row records the cap). On the board the profiler resolves the caps against the board's
+        own sysfs tables (``profiler.powermode.custom.board_steps(caps=True)``); off the board the
         catalogue's steps stand in for them."""
         return replace(preset, cpu_mhz=step_at_or_below(self.cpu_steps_mhz, preset.cpu_mhz),
-                       gpu_mhz=step_at_or_below(self.gpu_steps_mhz, preset.gpu_mhz))
+                       gpu_mhz=step_at_or_below(self.preset_gpu_steps_mhz or self.gpu_steps_mhz, preset.gpu_mhz))
 
     def preset_knobs(self, preset: Preset) -> set[tuple[float, ...]]:
         """The knobs a row of ``preset`` may hold: its caps, or the steps they run at (:meth:`preset_steps`,
@@ -496,6 +500,7 @@ def _device_from_toml(raw: dict) -> Device:
         default_preset=raw.get("default_preset", presets[0].mode),
         documented_space_size=int(raw["steps"]["space_size"]),
         sources=dict(raw.get("sources", {})),
+        preset_gpu_steps_mhz=tuple(float(x) for x in raw["steps"].get("preset_gpu_mhz", ())),
     )
 
 

@@ -191,3 +191,16 @@ def test_twin_figures_are_the_twins_for_the_planned_mode_and_marked_simulated():
         pass
     assert unplanned.report["mode"] == device.maxn.mode
     assert unplanned.report["time-s"] < report["time-s"]
+
+
+def test_the_twin_runs_a_planned_gated_preset_gated():
+    """A plan's mode reaches the node as a plain mode: Orin NX's 15W (4 of 8 TPCs powered) named at its clocks.
+    The twin ran it with the whole GPU, faster than the preset the plan's prediction is for; it runs the preset,
+    and the same clocks under another label stay a custom mode."""
+    device = load_device("orin-nx")
+    preset = device.preset("15W")
+    twin = TwinWorkload("resnet18-cifar10", epoch_scale=0.02)
+    planned = twin_round("orin-nx", PowerMode("15W", *preset.knobs()), twin, epochs=1)
+    assert planned == pytest.approx(twin_round("orin-nx", preset, twin, epochs=1), rel=1e-12)
+    custom = twin_round("orin-nx", PowerMode("custom", *preset.knobs()), twin, epochs=1)
+    assert custom["time_s"] < planned["time_s"]

@@ -62,7 +62,9 @@ def test_a_share_beyond_the_gpu_is_refused():
 
 
 @pytest.mark.parametrize("device_id, preset, runs", [
-    ("orin-agx", "MODE_15W", (4, 1113.6, 318.75, 2133.0)),  # GPU cap 408 between the 318.75 and 420.75 steps
+    # GPU cap 408 between the grid's 318.75 and 420.75 steps, but a step of the r35 table its presets apply to
+    ("orin-agx", "MODE_15W", (4, 1113.6, 408.0, 2133.0)),
+    ("agx-xavier", "MODE_10W", (2, 1190.4, 420.75, 1065.6)),  # caps CPU 1200, GPU 520
     ("agx-xavier", "MODE_15W", (4, 1190.4, 624.75, 1331.2)),  # caps CPU 1200, GPU 670
     ("nano", "5W", (2, 825.6, 614.4, 1600.0)),  # caps CPU 918, GPU 640
     ("orin-nx", "MAXN", (8, 1984.0, 918.0, 3199.0)),  # caps that are steps run at themselves
@@ -79,12 +81,13 @@ def test_a_cap_below_every_step_runs_at_the_lowest():
 
 
 def test_a_gated_preset_row_at_the_steps_its_caps_run_at_keeps_its_gating():
-    """A real board's MODE_15W row records the GPU at 318.75 MHz (its 408 MHz cap resolved to the step below):
-    it is still the gated preset, 3 of 8 TPCs powered; a custom mode at those clocks is not."""
-    d = load_device("orin-agx")
-    row = PowerMode("MODE_15W", 4, 1113.6, 318.75, 2133.0)
-    other = PowerMode("MODE_15W", 4, 1113.6, 420.75, 2133.0)  # the name at clocks no MODE_15W runs
+    """A real board's MODE_10W row records the CPU at 1190.4 and the GPU at 420.75 MHz (its 1200 and 520 MHz caps
+    resolved to the steps below): it is still the gated preset, 2 of 4 TPCs powered; a custom mode at those
+    clocks is not."""
+    d = load_device("agx-xavier")
+    row = PowerMode("MODE_10W", 2, 1190.4, 420.75, 1065.6)
+    other = PowerMode("MODE_10W", 2, 1190.4, 522.75, 1065.6)  # the name at clocks no MODE_10W runs
     modes = ModeArrays.from_modes([row, row, other])
-    assert d.gpu_shares(["MODE_15W", "custom", "MODE_15W"], modes).tolist() == [0.375, 1.0, 1.0]
-    assert d.labelled_modes({**ModeArrays.from_modes([row]).as_dict(), "mode": ["mode_15w"]}).gpu_share == [0.375]
-    assert d.as_preset(row) == d.preset("MODE_15W") and d.as_preset(other) == other
+    assert d.gpu_shares(["MODE_10W", "custom", "MODE_10W"], modes).tolist() == [0.5, 1.0, 1.0]
+    assert d.labelled_modes({**ModeArrays.from_modes([row]).as_dict(), "mode": ["mode_10w"]}).gpu_share == [0.5]
+    assert d.as_preset(row) == d.preset("MODE_10W") and d.as_preset(other) == other

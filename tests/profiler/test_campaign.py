@@ -255,14 +255,15 @@ def test_a_modes_file_row_naming_a_preset_must_have_its_knobs(tmp_path):
 
 
 def test_a_modes_file_row_naming_a_preset_may_have_the_clocks_its_caps_run_at(tmp_path):
-    """A profile row of Orin AGX MODE_15W records the GPU at 318.75 MHz (its 408 cap at the step below): a
-    modes file made from such rows names the preset at those clocks, and that is the preset."""
-    agx = load_device("orin-agx")
+    """A profile row of AGX Xavier MODE_10W records the CPU at 1190.4 and the GPU at 420.75 MHz (its 1200 and
+    520 caps at the steps below): a modes file made from such rows names the preset at those clocks, and that
+    is the preset."""
+    agx = load_device("agx-xavier")
     f = tmp_path / "modes.csv"
-    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nMODE_15W,4,1113.6,318.75,2133\n")
-    assert [(m.mode, m.knobs()) for m in modes_to_profile(agx, str(f))] == [("MODE_15W", (4, 1113.6, 318.75, 2133))]
-    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nMODE_15W,4,1113.6,420.75,2133\n")  # no MODE_15W runs it
-    with pytest.raises(InputError, match="names a preset of orin-agx whose knobs"):
+    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nMODE_10W,2,1190.4,420.75,1065.6\n")
+    assert [(m.mode, m.knobs()) for m in modes_to_profile(agx, str(f))] == [("MODE_10W", (2, 1190.4, 420.75, 1065.6))]
+    f.write_text("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\nMODE_10W,2,1190.4,522.75,1065.6\n")  # no MODE_10W runs it
+    with pytest.raises(InputError, match="names a preset of agx-xavier whose knobs"):
         modes_to_profile(agx, str(f))
 
 

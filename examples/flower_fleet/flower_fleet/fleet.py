@@ -25,7 +25,7 @@ import math
 import random
 import statistics
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -239,6 +239,10 @@ class PresetPlanner:
     def __init__(self, predictor: LocalPlanner, workload: str = task.TWIN_WORKLOAD) -> None:
         self.predictor = predictor
         self.workload = workload
+
+    def basis(self) -> Hashable:
+        """What its plans rest on: the twin's figures never change, so its predictor's basis."""
+        return self.predictor.basis()
 
     def plan(self, clients: Sequence[Mapping[str, str]], deadline_s: float, epochs: int) -> dict[str, Any]:
         out = []

@@ -48,8 +48,12 @@ def _twin(device: str, workload: str) -> Any:
 def twin_round(device: str, mode: PowerMode, spec: TwinWorkload, epochs: int) -> dict[str, float]:
     """The twin's figures of one round on ``device`` at ``mode`` (noise-free means; simulated):
     ``time_s`` and ``energy_j`` of ``epochs`` x ``spec.epoch_scale`` epochs, ``avg_power_w`` and the
-    mode's idle ``base_power_w``."""
-    load_device(device).validate_mode(*mode.knobs())
+    mode's idle ``base_power_w``. A mode named after a preset at its knobs (a plan's mode arrives as a plain
+    mode) runs as that preset, its gating included, as ``nvpmodel -m`` runs it on a board
+    (:meth:`~jetpredict.models.catalogue.Device.as_preset`)."""
+    d = load_device(device)
+    d.validate_mode(*mode.knobs())
+    mode = d.as_preset(mode)
     work = check_epochs(epochs) * spec.epoch_scale
     e = _twin(device, spec.workload).epoch(mode, spec.batch_size)
     return {"time_s": float(e["epoch_time_s"][0]) * work, "energy_j": float(e["epoch_energy_j"][0]) * work,
