@@ -12,6 +12,8 @@ Paste the scales into ``INTERVAL_SCALES`` when they change (per stratum; evidenc
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 from jetpredict.predictor.calibration import (
     OUTPUTS,
@@ -29,7 +31,10 @@ from jetpredict.predictor.limits import MAX_CONFIDENCE
 TAIL_LEVELS = (0.99, MAX_CONFIDENCE)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    # No options: the parser answers --help instead of running the calibration, and refuses stray flags.
+    argparse.ArgumentParser(prog="python -m tools.calibrate_intervals",
+                            description=__doc__.split("\n\n")[0].replace("\n", " ")).parse_args(argv)
     cells = residual_cells()
     scales = calibrate(cells)
     print("INTERVAL_SCALES = {" + ", ".join(
