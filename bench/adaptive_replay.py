@@ -425,6 +425,14 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
     return "\n".join(lines) + "\n"
 
 
+def without_steps(text: str) -> str:
+    """``text`` without its per-step detail (the "## Steps (real)" section): the summary tables, the twin's and
+    the Cost section (its growth figures)."""
+    head, steps = text.split("## Steps", 1)
+    rest = steps.split("\n## ", 1)
+    return head + ("## " + rest[1] if len(rest) > 1 else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write bench/results/adaptive_replay.md/.json")
@@ -437,9 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     whole = [] if args.no_twin else whole_space_part(args.minibatches)
     cost = cost_part()
     text = markdown(real, twin, whole, cost)
-    # The summary tables, then the Cost section (its growth figures), without the per-step detail.
-    print("\n" + text.split("## Steps")[0])
-    print("## Cost" + text.split("## Cost", 1)[1])
+    print("\n" + without_steps(text))
     if args.write:
         path = write_results("adaptive_replay", text, {"real": real, "twin": twin, "whole_space": whole, "cost": cost})
         print(f"wrote {path}")

@@ -122,3 +122,12 @@ def test_the_fuzz_bench_reads_the_server_time_per_route_from_the_access_log(benc
     assert times["POST /v1/profiles"]["requests"] == 2 and times["POST /v1/profiles"]["max_ms"] == 40.0
     assert times["POST /v1/profiles"]["total_s"] == pytest.approx(0.042)
     assert times["GET /v1/workloads/{id}..."]["p50_ms"] == pytest.approx(4.5)
+
+
+def test_the_replay_summary_leaves_out_only_the_per_step_detail(bench_path):
+    """A plain adaptive_replay run printed the real summary and the Cost section only: the twin's tables
+    between them, which README quotes, went with the per-step detail."""
+    adaptive_replay = importlib.import_module("adaptive_replay")
+    text = "# R\nsummary\n## Steps (real)\nstep 1\n## Digital twin\ntwin\n### Over the default candidates\nall\n## Cost\nc\n"
+    assert adaptive_replay.without_steps(text) == (
+        "# R\nsummary\n## Digital twin\ntwin\n### Over the default candidates\nall\n## Cost\nc\n")
