@@ -101,8 +101,7 @@ def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> 
                 raise ProfileRowsError([RowProblem(1, "header", f"has {len(header)} columns; a file holds at most "
                                                                 f"{MAX_COLUMNS}")], what)
             reader.fieldnames = header  # " cpu_mhz" is the cpu_mhz column, not an unknown extra one
-            duplicates = sorted(name for name, count in Counter(header).items() if count > 1)
-            if duplicates:
+            if duplicates := _duplicates(header):
                 raise ProfileRowsError([RowProblem(1, "header", f"duplicate column(s): {', '.join(duplicates)}")],
                                        what)
             missing = [f.name for f in FIELDS if f.required and f.name not in header
@@ -110,12 +109,20 @@ def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> 
             if missing:
                 raise ProfileRowsError(
                     [RowProblem(1, "header", f"missing required column(s): {', '.join(missing)}")], what)
+            short: list[RowProblem] = []
             for record in reader:
                 if len(records) >= MAX_ROWS:
                     raise ProfileRowsError([RowProblem(reader.line_num, "rows",
                                                        f"more than {MAX_ROWS} rows; split the file")], what)
+                # DictReader fills the cells a row lacks with None: a file cut off inside its last row would
+                # read as a row of empty cells, its blank source "measured".
+                if (absent := sum(value is None for key, value in record.items() if key is not None)):
+                    short.append(RowProblem(reader.line_num, "_row", f"has {len(header) - absent} cells, the "
+                                            f"header {len(header)}: is the file cut off?"))
                 records.append(record)
                 lines.append(reader.line_num)  # physical line of the record's last line, blank lines counted
+            if short:
+                raise ProfileRowsError(short, what)
     except csv.Error as exc:
         line = reader.line_num
         message = str(exc)
@@ -127,13 +134,29 @@ def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> 
     return validate_records(records, what=what, line_numbers=lines)
 
 
-def read_profile_json(payload: object) -> pd.DataFrame:
-    """Validate rows given as JSON: a list of row objects, or ``{"rows": [...]}``."""
+#: How errors name a JSON file's rows (:func:`validate_records`' ``names``): by their 0-based index, as its mode
+#: lists' errors name theirs (``--modes FILE item 3``).
+ITEM_NAMES = ("item", "items", -1)
+
+
+def read_profile_json(payload: object, path: str | Path | None = None, flag: str = "profiles") -> pd.DataFrame:
+    """Validate rows given as JSON: a list of row objects, or ``{"rows": [...]}``. ``path``: the file of
+    ``--flag`` they came from, which errors then name, with each bad row as its ``item N`` (from 0)."""
     if isinstance(payload, Mapping):
         payload = payload.get("rows")
     if not isinstance(payload, list):
-        raise InputError("profile rows must be a JSON list of row objects", "rows")
-    return validate_records(payload)
+        if path is None:
+            raise InputError("profile rows must be a JSON list of row objects", "rows")
+        raise InputError(f"--{flag} file {path} holds no profile rows: expected a JSON list of row objects "
+                         "or {\"rows\": [...]}", flag)
+    if path is None:
+        return validate_records(payload)
+    return validate_records(payload, what=f"--{flag} {path}", names=ITEM_NAMES)
+
+
+def _duplicates(header: Sequence[str]) -> list[str]:
+    """The names (stripped) that ``header`` holds more than once, sorted."""
+    return sorted(name for name, count in Counter(header).items() if count > 1)
 
 
 def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
@@ -143,7 +166,7 @@ def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
     an error about the file names the flag the user typed.
     """
     if is_json_path(path):
-        return read_profile_json(_read_json_file(path, flag))
+        return read_profile_json(_read_json_file(path, flag), path, flag)
     return read_profile_csv(path, flag)
 
 
@@ -174,6 +197,8 @@ MODE_LINES_ATTR = "lines"
 #: The columns a mode list is read for: the label, the device it is for and the knobs. Others (a plan's
 #: predictions) are dropped before the table is built: objects of a key each would make it objects x keys.
 MODE_LIST_COLUMNS = ("mode", *MODE_FIELDS, "device")
+#: The text columns of a mode list, read stripped (a number's spaces pandas ignores itself).
+MODE_TEXT_COLUMNS = frozenset({"mode", "device"})
 
 
 def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
@@ -210,8 +235,13 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
         text = _checked_mode_csv(path, flag)
         # Only an empty cell is missing, as in profile rows: with pandas' NA strings a knob written "N/A"
         # was "required and empty" and a label "NA" no label.
+        # Names are matched stripped, as in profile rows: "mode, cpu_cores" has a cpu_cores column.
         df = pd.read_csv(io.StringIO(text), dtype={"mode": str}, skip_blank_lines=False, index_col=False,
-                         usecols=MODE_LIST_COLUMNS.__contains__, keep_default_na=False, na_values=[""])
+                         usecols=lambda name: name.strip() in MODE_LIST_COLUMNS, keep_default_na=False,
+                         na_values=[""])
+        df.columns = [name.strip() for name in df.columns]
+        for name in MODE_TEXT_COLUMNS.intersection(df.columns):  # " agx-xavier" after ", ": as profile rows
+            df[name] = [(v.strip() or None) if isinstance(v, str) else v for v in df[name]]
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"--{flag} file {path} is not a readable CSV: {exc}", flag) from None
     if df.columns.empty:  # not "no modes": its rows were read for none of their cells
@@ -233,12 +263,17 @@ def _mode_objects(modes: object) -> bool:
 
 
 def _checked_mode_csv(path: str | Path, flag: str) -> str:
-    """The text of a CSV mode list, once no row holds more cells than the header but empty ones (pandas read
-    such a row shifted, or failed on it) and it has at most :data:`MAX_ROWS` lines (blank ones are rows)."""
+    """The text of a CSV mode list, once its header names no column twice (pandas renamed the second copy,
+    which was then dropped), no row holds more cells than the header but empty ones (pandas read such a row
+    shifted, or failed on it) and it has at most :data:`MAX_ROWS` lines (blank ones are rows)."""
     with open_regular_file(path, flag) as f:
         text = f.read().decode("utf-8-sig")
     reader = csv.reader(io.StringIO(text))
-    width = len(next(reader, []))
+    header = next(reader, [])
+    # Unnamed columns (a spreadsheet's trailing commas) are read for nothing: only named ones can clash.
+    if duplicates := _duplicates([name.strip() for name in header if name.strip()]):
+        raise InputError(f"--{flag} file {path} header: duplicate column(s): {', '.join(duplicates)}", flag)
+    width = len(header)
     for cells in reader:
         if reader.line_num > MAX_ROWS + 1:
             raise InputError(f"--{flag} file {path} has more than {MAX_ROWS} lines of modes; split it", flag)

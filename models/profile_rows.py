@@ -2,7 +2,7 @@
 
 One row per (device, workload, power mode); field names and units as in FIELDS below. Reading validates
 every field of every row and reports *all* problems with their line numbers (CSV line numbers count the
-header as line 1; JSON rows are numbered from 1). Unknown = empty cell / ``null``, never 0.
+header as line 1; JSON rows from 1, ``item N`` from 0 in a JSON file's errors). Unknown = empty cell / ``null``, never 0.
 
 A Jetson row must also be physical on its device (:func:`implausible`): one minibatch takes at least
 :data:`MIN_S_PER_MINIBATCH` s and one sample at most :data:`MAX_S_PER_SAMPLE` s, and its powers (and the
@@ -174,19 +174,24 @@ class RowProblem:
     field: str
     message: str
 
-    def __str__(self) -> str:
+    def described(self, names: tuple[str, str, int] | None = None) -> str:
+        """The problem as messages give it, its row named as ``names`` (:data:`LINE_NAMES`, default) say."""
         if not self.line and self.field == "file":  # the file as a whole: "file: is empty", said once
             return f"file: {self.message}"
-        where = f"line {self.line}" if self.line else "file"
+        one, _, shift = names or LINE_NAMES
+        where = f"{one} {self.line + shift}" if self.line else "file"
         return f"{where}: {self.field}: {self.message}"
+
+    __str__ = described
 
 
 class ProfileRowsError(InputError):
     """Every problem found in a set of profile rows."""
 
-    def __init__(self, problems: list[RowProblem], what: str = "profile rows") -> None:
+    def __init__(self, problems: list[RowProblem], what: str = "profile rows",
+                 names: tuple[str, str, int] | None = None) -> None:
         self.problems = problems
-        shown = "; ".join(str(p) for p in problems[:20])
+        shown = "; ".join(p.described(names) for p in problems[:20])
         more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
         super().__init__(f"{len(problems)} problem(s) in {what}: {shown}{more}",
                          problems[0].field if problems else None)
@@ -457,7 +462,7 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     """Validate row mappings (JSON objects or CSV records); raise :class:`ProfileRowsError` with all problems.
 
     ``line_numbers`` gives each record's line in its file (CSV readers skip blank lines), else
-    ``first_line + index``; ``names``: how conflict messages name rows (:func:`mode_conflicts`).
+    ``first_line + index``; ``names``: how messages name rows (problems, :func:`mode_conflicts`).
     ``stored``: the first so many records were stored by a service under its rules of the time; the rules
     inside a row added since (:func:`part_problems`, the pass-through numbers' rules) are not applied to
     them, so an upgrade leaves a stored workload usable as it was.
@@ -490,7 +495,7 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     if not problems:
         problems = mode_conflicts(rows, lines, names)
     if problems:
-        raise ProfileRowsError(problems, what)
+        raise ProfileRowsError(problems, what, names)
     return _frame(rows)
 
 
