@@ -17,12 +17,14 @@ import secrets
 import socket
 import sys
 import tempfile
+from pathlib import Path
 
 from jetpredict.api.config import (
     DEFAULT_MAX_BODY_BYTES,
     ENV_PREFIX,
     LARGEST_QUERY_ROUTE,
     MIN_BODY_BYTES,
+    Settings,
     load_settings,
 )
 from jetpredict.models.errors import InputError, cli_flag
@@ -164,12 +166,31 @@ def body_limit_warning(max_body_bytes: int, from_flag: bool) -> str | None:
             f"{max_body_bytes} bytes get 413; the default is {DEFAULT_MAX_BODY_BYTES}")
 
 
+def check_data_dir(settings: Settings, from_flag: bool) -> None:
+    """Create the data directory (the SQLite file's, the answer cache's) or refuse it with an
+    :class:`InputError` naming what gave it: a file there would fail later as a bare ``[Errno 17]``."""
+    from_env = bool(os.environ.get(ENV_PREFIX + "DATA_DIR"))
+    if settings.DATABASE_URL and not (from_flag or from_env):
+        return  # a database elsewhere, and the default folder unasked for: nothing to create
+    name = (cli_flag("data_dir") if from_flag else f"{ENV_PREFIX}DATA_DIR" if from_env
+            else "the default data directory (set --data-dir)")
+    path, field = Path(settings.DATA_DIR), "data_dir" if from_flag else "DATA_DIR"  # as flag_settings names them
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(f"{name} {path} is not a directory: give a folder (the SQLite database and the answer "
+                         "cache live there)", field) from None
+    except OSError as exc:
+        raise InputError(f"{name} {path} cannot be created: {exc.strerror or exc}", field) from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
     from jetpredict.api.database_url import checked_url, masked_url
 
     checked_url(settings.database_url)  # a URL without a form or a driver: refused before anything is set up
+    check_data_dir(settings, "DATA_DIR" in overrides)
     warning = body_limit_warning(settings.MAX_BODY_BYTES, "MAX_BODY_BYTES" in overrides)
     if warning:
         _log(warning)

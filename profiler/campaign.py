@@ -47,7 +47,7 @@ from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, S
 from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
-from jetpredict.profiler.powermode.base import PowerModeController
+from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
 
 DEVICE_ENV = "JETPREDICT_DEVICE"
@@ -155,7 +155,7 @@ def _check_preset_label(device: Device, label: str, knobs: tuple[int, float, flo
                      f"mode its own label, or leave mode blank)", "mode")
 
 
-def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
+def _modes_from_file(device: Device, path: str | Path) -> list[PowerMode]:
     from jetpredict.models.numbers import is_blank, not_a_number_rule, number_or_nan
     from jetpredict.models.profile_files import mode_row_place, read_mode_table
 
@@ -186,12 +186,12 @@ def _modes_from_file(device: Device, path: Path) -> list[PowerMode]:
 
 
 def modes_to_profile(device: Device, modes: str | None) -> list[PowerMode]:
-    """``presets`` (default), a CSV or JSON FILE with mode columns, or comma-separated preset names / mode
-    labels."""
+    """``presets`` (default), a CSV or JSON FILE with mode columns (a value with a path separator or ending in
+    .csv/.json is always a file), or comma-separated preset names / mode labels."""
     if modes is None or modes.strip().lower() == "presets":
         return list(device.presets)
-    if Path(modes).is_file():
-        return _modes_from_file(device, Path(modes))
+    if Path(modes).is_file() or "/" in modes or os.sep in modes or modes.strip().lower().endswith((".csv", ".json")):
+        return _modes_from_file(device, modes)  # as typed, for its messages
     labels = [m.strip() for m in modes.split(",") if m.strip()]
     if not labels:
         raise InputError("--modes must be presets, a CSV or JSON file, or comma-separated mode labels",
@@ -207,10 +207,9 @@ def modes_to_profile(device: Device, modes: str | None) -> list[PowerMode]:
 
 def host_modes(modes: str | None) -> list[PowerMode]:
     """Host modes: all cores (default) or comma-separated thread counts (``1,2``); clocks are read only."""
-    nan = float("nan")
     limit = os.cpu_count() or 1
     if modes is None:
-        return [PowerMode("host", limit, nan, nan, nan)]
+        return [PowerMode("host", limit, math.nan, math.nan, math.nan)]
     out = []
     for item in (m.strip() for m in modes.split(",") if m.strip()):
         try:
@@ -220,7 +219,7 @@ def host_modes(modes: str | None) -> list[PowerMode]:
                              f"cores); got {item!r}", "modes") from None
         if not 1 <= cores <= limit:
             raise InputError(f"--modes: {cores} threads is outside 1..{limit} on this host", "modes")
-        out.append(PowerMode("host" if cores == limit else f"host-{cores}c", cores, nan, nan, nan))
+        out.append(PowerMode("host" if cores == limit else f"host-{cores}c", cores, math.nan, math.nan, math.nan))
     if not out:
         raise InputError("--modes is empty", "modes")
     return out
@@ -451,9 +450,10 @@ class _Outputs:
 
     def add(self, rows: Sequence[Mapping[str, Any]], document: dict[str, Any]) -> None:
         """Replace the outputs by every row measured so far (never appended: a file is always whole)."""
-        if self.csv_path is not None:
-            _write_csv_atomic(self.csv_path, rows)
-        _write_json_atomic(self.json_path, document)
+        with held_signals():  # a stop between the two writes would leave the CSV a mode ahead of its sidecar
+            if self.csv_path is not None:
+                _write_csv_atomic(self.csv_path, rows)
+            _write_json_atomic(self.json_path, document)
 
 
 def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Complexity | None,

@@ -242,8 +242,11 @@ class PowerModeController(ABC):
         try:
             earlier = state_file.find_state()
         except state_file.StateFileError as err:
-            log.warning("ignoring an unreadable power-mode state file: %s", err)
-            earlier = None
+            # It may hold the only record of the mode an unfinished run changed: overwriting it with the mode in
+            # force now would make that mode the one every later restore puts back.
+            raise PrivilegedCommandError(
+                f"a power-mode state file is in the way and cannot be read: {err}; `{state_file.RESTORE_COMMAND}` "
+                "says the same; put the power mode you want back by hand, then remove the file") from err
         if earlier is not None and earlier.run_alive():  # a run of a jetpredict that took no lock
             raise _another_run(state_file.LockHeldError(earlier.pid), earlier)
         if earlier is not None and earlier.kind != self.kind:

@@ -67,6 +67,11 @@ APPLY_COMMAND = "jetpredict apply"
 log = logging.getLogger(__name__)
 #: A state file bigger than this is not ours (a sysfs snapshot of every knob is a few kB).
 MAX_STATE_BYTES = 1024 * 1024
+#: The largest process id: pid_t is a signed 32-bit int (Linux, macOS); beyond it ``os.kill`` overflows.
+MAX_PID = 2**31 - 1
+#: The latest ``created_at`` (s since the epoch) a clock can show: 9999-12-31 00:00 UTC, in year 9999 in
+#: every time zone (later ones overflow ``time.localtime``).
+LATEST_CREATED_AT = 253_402_214_400
 
 
 def _user_state_dir() -> Path:
@@ -242,6 +247,7 @@ def read_state(path: Path) -> RestoreState:
     if start_time is not None and (not isinstance(start_time, int) or isinstance(start_time, bool)
                                    or start_time < 0):
         raise StateFileError(f"{path}: start_time {start_time!r} is not a count of clock ticks")
+    pid, created_at = _checked_pid(path, doc.get("pid")), _checked_created_at(path, doc.get("created_at"))
     flags = {name: doc.get(name, False) for name in ("kept", "over_applied")}
     bad = [name for name, value in flags.items() if not isinstance(value, bool)]
     if bad:
@@ -249,12 +255,36 @@ def read_state(path: Path) -> RestoreState:
     try:
         return RestoreState(kind=str(doc["kind"]), device=str(doc["device"]), snapshot=doc["snapshot"],
                             original=dict(doc.get("original") or {}), conf_path=doc.get("conf_path"),
-                            jetson_clocks=bool(doc.get("jetson_clocks")), pid=int(doc.get("pid") or 0),
+                            jetson_clocks=bool(doc.get("jetson_clocks")), pid=pid,
                             boot_id=str(doc.get("boot_id") or ""), host=str(doc.get("host") or ""),
-                            created_at=float(doc.get("created_at") or 0.0), path=path,
+                            created_at=created_at, path=path,
                             start_time=start_time, **flags)
     except (KeyError, TypeError, ValueError) as err:
         raise StateFileError(f"{path}: missing or bad field {err}") from None
+
+
+def _checked_pid(path: Path, pid: object) -> int:
+    """The recorded pid, or :class:`StateFileError`: a pid out of range would overflow ``os.kill``, and -1 or 0
+    (``int(None or 0)``) signal a group, which always "exists", so the run would seem to run forever."""
+    if pid is None:
+        raise StateFileError(f"{path}: pid is missing: it must be the process id of the run that wrote the file")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= MAX_PID:
+        raise StateFileError(f"{path}: pid {pid!r} is not a process id: it must be a whole number from 1 to "
+                             f"{MAX_PID}")
+    return pid
+
+
+def _checked_created_at(path: Path, created_at: object) -> float:
+    """The recorded time, s since the epoch (0.0 when the file has none: it is only shown), or
+    :class:`StateFileError` for one no clock can show (it would overflow ``time.localtime`` in messages)."""
+    if created_at is None:
+        return 0.0
+    # A comparison, not math.isfinite: NaN and inf fail it, and a huge JSON int does not overflow it.
+    if isinstance(created_at, bool) or not isinstance(created_at, int | float) \
+            or not 0 <= created_at <= LATEST_CREATED_AT:
+        raise StateFileError(f"{path}: created_at {created_at!r} is not a time: it must be seconds since the "
+                             "epoch (1970) up to the end of year 9999")
+    return float(created_at)
 
 
 def find_state() -> RestoreState | None:
