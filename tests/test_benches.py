@@ -124,6 +124,21 @@ def test_the_fuzz_bench_reads_the_server_time_per_route_from_the_access_log(benc
     assert times["GET /v1/workloads/{id}..."]["p50_ms"] == pytest.approx(4.5)
 
 
+def test_the_fuzz_bench_reads_its_growth_off_the_access_log_in_answer_order(bench_path):
+    """The keyed mix ran at two time budgets and schemathesis set how many requests fit: the larger budget
+    served fewer (2,496 and 2,008), and the exponent read -3.2. Prefixes of the log grow by construction."""
+    api_fuzz = importlib.import_module("api_fuzz")
+    line = '2026-12-03 15:14:25,824 127.0.0.1 "GET /v1/workloads/w" 200 - {ms}ms'
+    log = "\n".join(line.format(ms=1.0 + (i >= 4)) for i in range(10))  # requests 5-10 take 2 ms
+    assert api_fuzz.prefix_growth(log, first=2) == [(2, 0.002), (4, 0.004), (8, pytest.approx(0.012)),
+                                                    (10, pytest.approx(0.016))]
+    assert api_fuzz.prefix_growth("no access line") == []
+    upload = '2026-12-03 15:14:26,000 127.0.0.1 "POST /v1/profiles" 201 232 40.0ms'
+    mixed = "\n".join([upload, log, upload])  # per route: only that route's requests, in their order
+    assert api_fuzz.prefix_growth(mixed, first=1, kind="POST /v1/profiles 2xx") == [(1, 0.04), (2, 0.08)]
+    assert api_fuzz.prefix_growth(mixed, first=1, kind="POST /v1/profiles 4xx") == []
+
+
 def test_the_replay_summary_leaves_out_only_the_per_step_detail(bench_path):
     """A plain adaptive_replay run printed the real summary and the Cost section only: the twin's tables
     between them, which README quotes, went with the per-step detail."""
