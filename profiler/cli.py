@@ -89,6 +89,7 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
 
 
 def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) -> int:
+    from jetpredict.models.errors import InputError
     from jetpredict.models.profile_files import check_out_spares_inputs
     from jetpredict.profiler.campaign import CampaignConfig, output_paths, run_campaign
     from jetpredict.profiler.powermode.state import unfinished_run_warning
@@ -100,9 +101,12 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
     if warning:
         print(f"jetpredict profile: warning: {warning}", file=sys.stderr)
 
-    if args.upload:
+    if args.upload is not None:
         from jetpredict.profiler.upload import check_service
 
+        if not args.upload.strip():  # `--upload "$URL"` with URL unset: no upload, and no word of it
+            raise InputError("--upload is empty: give the service's URL (e.g. http://127.0.0.1:8080), or leave "
+                             "the flag out", "upload")
         check_service(args.upload)  # a wrong URL or key fails now, not after the campaign
     cfg = CampaignConfig(
         device=args.device, workload=args.workload, out=args.out, modes=args.modes,

@@ -114,6 +114,14 @@ def test_unreachable_service_fails_before_profiling(tmp_path):
     assert proc.returncode == 2 and "cannot reach" in proc.stderr and not out.exists()
 
 
+@pytest.mark.parametrize("url", ["", "   "])
+def test_an_empty_upload_url_is_refused_before_profiling(tmp_path, url):
+    """`--upload "$URL"` with URL unset profiled and uploaded nothing, without a word."""
+    out = tmp_path / "p.csv"
+    proc = _profile(url, out, _env(JETPREDICT_API_KEY="k"))
+    assert proc.returncode == 2 and "--upload is empty" in proc.stderr and not out.exists(), proc.stderr
+
+
 def test_upload_with_the_service_key_variable(service, tmp_path):
     """On the service's machine, $JETPREDICT_API_KEYS (the service's list) is enough."""
     url, app = service
