@@ -126,11 +126,15 @@ def _fit(rows: pd.DataFrame, field: str) -> Any:
         raise InputError(f"the rows could not be fitted: {exc}", field) from None
 
 
-def _one(df: pd.DataFrame, column: str, field: str) -> str:
-    values = list(dict.fromkeys(str(v) for v in df[column]))
-    if len(values) != 1:
-        raise InputError(f"rows must all have the same {column}; got {', '.join(map(repr, values[:5]))}",
-                         field)
+def _one(df: pd.DataFrame, column: str, rows_field: str) -> str:
+    """The one value of ``column`` in the rows sent as ``rows_field``; else an InputError naming the first row
+    that differs from row 0 (``rows.I.device``: in a 10,000-row upload, which row)."""
+    values = [str(v) for v in df[column]]
+    other = next((i for i, v in enumerate(values) if v != values[0]), None)
+    if other is not None:
+        seen = list(dict.fromkeys(values))
+        raise InputError(f"rows must all have the same {column}: row {other} has {values[other]!r}, row 0 "
+                         f"{values[0]!r} (all: {', '.join(map(repr, seen[:5]))})", f"{rows_field}.{other}.{column}")
     return values[0]
 
 
@@ -394,7 +398,7 @@ class WorkloadService:
         used, replay = self._replay(idem, most, {canonical_sha256, raw_sha256})
         if replay is not None:
             return replay, True
-        device = _one(new, "device", "rows.device")
+        device = _one(new, "device", "rows")
         groups = _groups(new)
         keys = idem.keys(len(groups))
         fit_rows = len(new)  # the rows the refit covers, stored ones included once they are read
@@ -543,6 +547,7 @@ class WorkloadService:
         """A model fitted from rows sent with the request (not stored)."""
         check_scalar_cells(records, field)
         rows = validate_client_rows(as_one_workload(records), field)
+        _one(rows, "device", field)
         key = records_sha256([canonical_row(r) for r in rows_to_records(rows)])  # 4 and 4.0: one entry
         model = self._recall(self._inline, key)
         if model is None:

@@ -4,6 +4,7 @@ workload) can tell them apart."""
 
 from __future__ import annotations
 
+import csv as csv_module
 import io
 import json
 
@@ -39,6 +40,11 @@ def test_answers_carry_the_stored_workloads_revision_and_null_for_inline_rows(cl
                       headers={"Accept": "text/csv"}).get_data(as_text=True)
     header, row = io.StringIO(csv).read().splitlines()[:2]
     assert row.split(",")[header.split(",").index("revision")] == str(more.get_json()["revision"])
+    # an inline workload's id and revision are unknown: empty cells, as every unknown cell (they read "None")
+    inline_csv = client.post("/v1/predictions", json={"device": "agx-xavier", "workload": {"rows": published_rows()},
+                                                      "modes": "presets"}, headers={"Accept": "text/csv"})
+    first = next(csv_module.DictReader(io.StringIO(inline_csv.get_data(as_text=True))))
+    assert first["revision"] == "" and first["workload_id"] == "", first
 
 
 def test_the_revision_field_is_documented_on_both_answers(client):

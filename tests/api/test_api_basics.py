@@ -90,6 +90,24 @@ def test_every_route_with_query_parameters_refuses_an_unknown_one(client):
         assert r.status_code == 422 and "query.bogus" in r.json["errors"], (path, r.status_code, r.json)
 
 
+def test_every_route_without_query_parameters_refuses_one(client, stored, auth):
+    """Routes without a query schema read none of their query, so ``DELETE /v1/workloads/x?dry_run=1`` deleted and
+    ``POST /v1/predictions?confidence=0.99`` answered at 0.9. Every /v1/ operation of the document, present and
+    future; the probe and scrape routes take what a prober adds."""
+    doc = client.get("/openapi.json").json
+    operations = [(method, path) for path, ops in doc["paths"].items() if path.startswith("/v1/")
+                  for method, op in ops.items() if method in ("get", "post", "put", "patch", "delete")
+                  and not any(p.get("in") == "query" for p in op.get("parameters", []))]
+    assert len(operations) >= 6, operations
+    for method, path in operations:
+        concrete = path.replace("{device}", "agx-xavier").replace("{workload_id}", "my-resnet")
+        r = client.open(f"{concrete}?bogus=1", method=method.upper(), headers=auth, json={})
+        assert r.status_code == 422 and r.json["errors"] == {"query.bogus": ["unknown parameter; this route takes none"]}, (
+            method, path, r.status_code, r.json)
+    assert client.get("/v1/workloads/my-resnet", headers=auth).status_code == 200  # the DELETE did not run
+    assert client.get("/healthz?probe=1").status_code == 200
+
+
 def test_the_query_parameters_each_route_takes_still_work(client):
     for path in ("/v1/workloads?limit=5&offset=0&search=x", "/v1/devices/nano/power-modes?space=all&limit=2&offset=1",
                  "/v1/reference-workloads?device=nano&source=published",

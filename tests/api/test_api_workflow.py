@@ -194,7 +194,7 @@ def test_uploads_that_cannot_be_stored_store_nothing(client, auth, stored):
     two = published_rows(as_id="mixed", n=2)
     two[1].update(device="nano", cpu_cores=2, cpu_mhz=918, gpu_mhz=640, emc_mhz=1600)
     r = client.post("/v1/profiles", json={"rows": two}, headers=auth)
-    assert r.status_code == 422 and "rows.device" in r.json["errors"]  # one device per upload
+    assert r.status_code == 422 and "rows.1.device" in r.json["errors"]  # one device per upload: the row that differs
     host = [{**published_rows(as_id="on-host", n=1)[0], "device": "host", "gpu_mhz": None, "emc_mhz": None}]
     r = client.post("/v1/profiles", json={"rows": host}, headers=auth)
     assert r.status_code == 422 and "rows.device" in r.json["errors"]
