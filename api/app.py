@@ -152,8 +152,9 @@ def _queryless_endpoints(app: Flask) -> frozenset[tuple[str, str]]:
         if rule.endpoint.split(".", 1)[0] not in api_blueprints or not rule.rule.startswith("/v1/"):
             continue
         view_class = getattr(app.view_functions[rule.endpoint], "view_class", None)
-        for method in rule.methods or ():
-            doc = getattr(getattr(view_class, method.lower(), None), "_apidoc", {})
+        for method in (rule.methods or set()) - {"OPTIONS"}:  # a preflight carries no query of the route's
+            handler = "get" if method == "HEAD" else method.lower()  # HEAD answers as GET
+            doc = getattr(getattr(view_class, handler, None), "_apidoc", {})
             if not any(p.get("in") == "query" for p in doc.get("arguments", {}).get("parameters", [])):
                 none.add((rule.endpoint, method))
     return frozenset(none)
