@@ -22,6 +22,8 @@ DOMAINS = (MODULE_DOMAIN, GPU_DOMAIN, CPU_PACKAGE_DOMAIN)
 
 #: MLPerf Power asks for at least 1 Hz (:data:`MIN_SAMPLER_HZ`) and 60 samples per measured window.
 MIN_SAMPLES_PER_WINDOW = 60
+#: A stretch without samples longer than this many sample periods is a gap the window's warning names.
+GAP_PERIODS = 3
 
 
 def checked_domain(domain: str) -> str:
@@ -202,9 +204,39 @@ class PowerTrace:
         return None if e is None else e / (t1 - t0)
 
     def window_warning(self, t0: float, t1: float) -> str | None:
-        """A message when the window has fewer samples than MLPerf Power asks, else None."""
+        """A message when the window ``[t0, t1]`` (s) has fewer samples than MLPerf Power asks or a gap in its
+        samples (see :meth:`gaps_in`), else None."""
         n = self.samples_in(t0, t1)
-        if n >= MIN_SAMPLES_PER_WINDOW:
-            return None
-        return (f"power window of {t1 - t0:.3g} s holds {n} samples of {self.meter_name} "
-                f"(MLPerf Power asks for >= {MIN_SAMPLES_PER_WINDOW}); energy is less certain")
+        parts = []
+        if n < MIN_SAMPLES_PER_WINDOW:
+            parts.append(f"power window of {t1 - t0:.3g} s holds {n} samples of {self.meter_name} "
+                         f"(MLPerf Power asks for >= {MIN_SAMPLES_PER_WINDOW}); energy is less certain")
+        gaps, period = self.gaps_in(t0, t1)
+        if gaps:
+            lo, hi = self._bracket(t0, t1)
+            it = "it" if len(gaps) == 1 else "them"
+            across = (f"the energy counter covers {it}" if self._counter_energy_j(t0, t1, lo, hi) is not None
+                      else f"energy across {it} is a straight line between the samples either side")
+            named = ", ".join(f"{length:.3g} s at +{start - t0:.3g} s" for start, length in gaps)
+            parts.append(f"power samples of {self.meter_name} have {_gaps_label(len(gaps))} of {named} into the "
+                         f"{t1 - t0:.3g} s window (> {GAP_PERIODS} sample periods of {period:.3g} s); {across}")
+        return "; ".join(parts) or None
+
+    def gaps_in(self, t0: float, t1: float) -> tuple[list[tuple[float, float]], float]:
+        """Stretches of the window ``[t0, t1]`` (s) without a sample, longer than :data:`GAP_PERIODS` sample
+        periods, as (start s, length s), clipped to the window; and that period (s): the trace's ``1/hz``,
+        or the median interval where it is longer (a meter slower than asked is slow, not holed)."""
+        if not (math.isfinite(t0) and math.isfinite(t1)) or t1 <= t0 or self.times_s.size < 2:
+            return [], 0.0
+        lo, hi = self._bracket(t0, t1)
+        t = self.times_s[lo:hi + 1]
+        if t.size < 2:
+            return [], 0.0
+        period = max(1.0 / self.hz if self.hz > 0 else 0.0, float(np.median(np.diff(t))))
+        starts, ends = np.clip(t[:-1], t0, t1), np.clip(t[1:], t0, t1)  # only the part inside counts
+        holed = (ends - starts) > GAP_PERIODS * period
+        return [(float(a), float(b - a)) for a, b in zip(starts[holed], ends[holed], strict=True)], period
+
+
+def _gaps_label(n: int) -> str:
+    return "a gap" if n == 1 else f"{n} gaps"

@@ -47,12 +47,15 @@ class PowerSampler:
         self._errors = 0
         self._last_error: str | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by set_rate() and stop(): the thread stops waiting at once
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def set_rate(self, hz: float) -> None:
-        """Change the sampling rate (Hz), also while running: the next tick uses it."""
+        """Change the sampling rate (Hz), also while running: the next sample comes within ``1/hz`` s (or
+        sooner, when the old rate had one due earlier) and the ones after it every ``1/hz`` s."""
         self.hz = _checked_hz(hz)
+        self._wake.set()  # after the new rate is in place, so that the woken thread reads it
 
     @property
     def running(self) -> bool:
@@ -87,7 +90,15 @@ class PowerSampler:
 
     def _run(self) -> None:
         next_t = time.perf_counter() + 1.0 / self.hz
-        while not self._stop.wait(max(0.0, next_t - time.perf_counter())):
+        while True:
+            self._wake.wait(max(0.0, next_t - time.perf_counter()))
+            if self._stop.is_set():
+                return
+            if self._wake.is_set():
+                # set_rate(): a tick still waited for at the old period would open a short window late.
+                self._wake.clear()
+                next_t = min(next_t, time.perf_counter() + 1.0 / self.hz)
+                continue
             self._sample()
             period = 1.0 / self.hz  # read each tick: set_rate() may change it mid-run
             next_t += period
@@ -101,6 +112,7 @@ class PowerSampler:
             raise RuntimeError("PowerSampler already running")
         self._times, self._powers, self._energies, self._errors, self._last_error = [], [], [], 0, None
         self._stop.clear()
+        self._wake.clear()
         self.trace = None
         if self.meter.available:
             self._sample()
@@ -121,6 +133,7 @@ class PowerSampler:
         """Stop sampling (after one last sample) and return the trace."""
         if self._thread is not None:
             self._stop.set()
+            self._wake.set()
             self._thread.join()
             self._thread = None
             self._sample()
