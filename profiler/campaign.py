@@ -48,6 +48,7 @@ from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals
+from jetpredict.profiler.powermode.host import HostController, TrainingClock
 from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
 
 DEVICE_ENV = "JETPREDICT_DEVICE"
@@ -385,21 +386,16 @@ UNLOCKED_CLOCKS_NOTE = ("clocks not locked (--no-lock-clocks): CPU, GPU and EMC 
 READ_BACK_TOLERANCE_MHZ = 1.0
 
 
-def _mode_fields(requested: PowerMode | None, read_back: PowerMode | None) -> dict[str, Any]:
+def _mode_fields(requested: PowerMode, in_force: PowerMode | None) -> dict[str, Any]:
     """The row's mode columns: the label and knobs asked for (the mode's caps); NaN -> None.
 
     A knob the request leaves open (NaN: the host's CPU clock, which the profiler only reads) is taken from
-    the read-back. A read-back clock is never a capped knob's value: devfreq runs an idle clock below the
-    cap right after a switch, so it would record the idle clock, not the mode (:func:`_read_back_notes`).
-    """
-    if requested is None:
-        return {"mode": None, "cpu_cores": None, "cpu_mhz": None, "gpu_mhz": None, "emc_mhz": None}
+    ``in_force``, the clocks read while training (:class:`TrainingClock`). A read-back clock is never a capped
+    knob's value: devfreq runs an idle clock below the cap right after a switch (:func:`_read_back_notes`)."""
     fields: dict[str, Any] = {"mode": requested.mode}
     for knob in MODE_FIELDS:
         value = _known(getattr(requested, knob))
-        if value is None and read_back is not None:
-            value = _known(getattr(read_back, knob))
-        fields[knob] = value
+        fields[knob] = value if value is not None or in_force is None else _known(getattr(in_force, knob))
     return fields
 
 
@@ -480,15 +476,18 @@ def _caps_notes(asked: PowerMode, caps: PowerMode) -> list[str]:
 
 
 def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: PowerMode,
-                  settings: RunSettings, progress: _Progress) -> tuple[ModeRun, PowerMode, PowerMode | None]:
-    """Apply ``mode`` (when there is a controller), measure it; returns the run, the caps the switch set
-    (a board preset's own, clocks at the board's steps, else ``mode``'s) and the read-back mode."""
-    read_back, caps = None, mode
+                  settings: RunSettings, progress: _Progress
+                  ) -> tuple[ModeRun, PowerMode, PowerMode | None, PowerMode | None]:
+    """Apply ``mode`` (when there is a controller), measure it; returns the run, the caps the switch set (a board
+    preset's own, clocks at the board's steps, else ``mode``'s), the read-back and the clocks while training."""
+    read_back, caps, clock = None, mode, None
     if ctl is not None:
         ctl.apply(mode)
         caps, read_back = ctl.caps_of(mode), ctl.read_back()
-    run = parts.runner.run_mode(mode, settings, on_minibatch=progress.minibatch)
-    run.notes.extend(parts.notes + _caps_notes(mode, caps) + _read_back_notes(caps, read_back))
+        clock = TrainingClock(read_back, progress.minibatch) if isinstance(ctl, HostController) else None
+    run = parts.runner.run_mode(mode, settings, on_minibatch=clock.on_minibatch if clock else progress.minibatch)
+    run.notes.extend(parts.notes + _caps_notes(mode, caps) + _read_back_notes(caps, read_back) +
+                     ([] if clock is None else [clock.note()]))
     reason = run.base_power_null_reason
     if reason:  # the row format has no column for it
         run.notes.append(f"base_power_w is empty: {reason}")
@@ -496,7 +495,7 @@ def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: P
         warning = run.trace.window_warning(run.measured[0].start_s, run.measured[-1].end_s)
         if warning:
             run.notes.append(warning)
-    return run, caps, read_back
+    return run, caps, read_back, read_back if clock is None else clock.in_force()
 
 
 def _row(parts: CampaignParts, run: ModeRun, fields: dict[str, Any], warmup: int,
@@ -591,8 +590,8 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
             stack.callback(parts.backend.close)
             for k, mode in enumerate(modes, start=1):
                 progress.mode(k, n, mode.mode)
-                run, caps, read_back = _measure_mode(parts, ctl, mode, settings, progress)
-                rows.append(_row(parts, run, _mode_fields(caps, read_back), settings.warmup, complexity))
+                run, caps, read_back, in_force = _measure_mode(parts, ctl, mode, settings, progress)
+                rows.append(_row(parts, run, _mode_fields(caps, in_force), settings.warmup, complexity))
                 document["modes"].append(_mode_json(mode, read_back, run, t_ref))
                 outputs.add(rows, document)
     finally:

@@ -174,8 +174,10 @@ def measured_window_hz(warmup: Sequence[MinibatchTiming], minibatches: int, hz: 
     return raised
 
 
-#: ``on_minibatch(phase, i, n)``: called after each minibatch (``phase`` = ``warmup`` / ``measure``).
+#: ``on_minibatch(phase, i, n)``: called after each minibatch (``phase``: :data:`WARMUP_PHASE`,
+#: :data:`MEASURE_PHASE`).
 MinibatchCallback = Callable[[str, int, int], None]
+WARMUP_PHASE, MEASURE_PHASE = "warmup", "measure"
 
 
 class ModeRunner(ABC):
@@ -247,12 +249,12 @@ class RealTimeRunner(ModeRunner):
                 time.sleep(IDLE_GUARD_SAMPLES / s.hz)
             backend.prepare(mode)
             run.cpu_s_per_sample = backend.cpu_s_per_sample()
-            run_minibatches(backend, "warmup", s.warmup, run.warmup, on_minibatch)
+            run_minibatches(backend, WARMUP_PHASE, s.warmup, run.warmup, on_minibatch)
             rates = [measured_window_hz(run.warmup, s.minibatches, s.hz, _update_hz(m))
                      for m in (self.meter, self.cpu_meter)]
             for w, hz in zip((window, cpu_window), rates, strict=True):
                 w.restart(hz)
-            run_minibatches(backend, "measure", s.minibatches, run.measured, on_minibatch)
+            run_minibatches(backend, MEASURE_PHASE, s.minibatches, run.measured, on_minibatch)
         run.trace, run.cpu_trace = window.trace, cpu_window.trace
         return run
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from jetpredict.models.catalogue import PowerMode
@@ -11,6 +13,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.powermode.base import PowerModeController
 from jetpredict.profiler.powermode.custom import CPU_DIR, cpu_ids, cpu_online
+from jetpredict.profiler.runner import MEASURE_PHASE, MinibatchCallback
 
 NAN = float("nan")
 
@@ -36,6 +39,45 @@ def host_cpu_mhz() -> float:
     mhz = [float(line.split(":", 1)[1]) for line in text.splitlines()
            if line.lower().startswith("cpu mhz") and ":" in line]
     return max(mhz) if mhz else NAN
+
+
+class TrainingClock:
+    """The host CPU clock training ran at (MHz): :func:`host_cpu_mhz` read after each measured minibatch and
+    averaged. ``read_back``, read right after a switch, finds the idle clock before the governor raises it for
+    training; the warm-up's readings are left out like its timings."""
+
+    def __init__(self, read_back: PowerMode, then: MinibatchCallback | None = None) -> None:
+        self.read_back = read_back
+        self.then = then  # the campaign's own per-minibatch callback (progress), still called
+        self.readings_mhz: list[float] = []
+
+    def on_minibatch(self, phase: str, i: int, n: int) -> None:
+        """A runner's ``on_minibatch``: read the clock after a measured minibatch, then call ``then``."""
+        if phase == MEASURE_PHASE:
+            self.readings_mhz.append(host_cpu_mhz())
+        if self.then is not None:
+            self.then(phase, i, n)
+
+    def mean_mhz(self) -> float:
+        """Mean of the clocks read (MHz); NaN when none could be read."""
+        known = [m for m in self.readings_mhz if not math.isnan(m)]
+        return sum(known) / len(known) if known else NAN
+
+    def in_force(self) -> PowerMode:
+        """The read-back with the CPU clock training ran at (NaN, never the idle clock, when it was unreadable)."""
+        return replace(self.read_back, cpu_mhz=self.mean_mhz())
+
+    def note(self) -> str:
+        """The sidecar's note on where the row's ``cpu_mhz`` comes from."""
+        idle = "an unknown clock" if math.isnan(self.read_back.cpu_mhz) else f"{self.read_back.cpu_mhz:g} MHz"
+        mean = self.mean_mhz()
+        if math.isnan(mean):
+            return (f"cpu_mhz is empty: the CPU clock could not be read during the {len(self.readings_mhz)} "
+                    f"measured minibatch(es) (no cpufreq scaling_cur_freq of an online CPU, no 'cpu MHz' in "
+                    f"/proc/cpuinfo); {idle} was read before training, an idle clock, not training's")
+        read = sum(not math.isnan(m) for m in self.readings_mhz)
+        return (f"cpu_mhz {mean:g} is the mean of the fastest online CPU's clock read after each of {read} "
+                f"measured minibatch(es); {idle} was read once right after the switch, before training")
 
 
 class HostController(PowerModeController):
