@@ -48,7 +48,6 @@ from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals
-from jetpredict.profiler.powermode.host import HostController, TrainingClock
 from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
 
 DEVICE_ENV = "JETPREDICT_DEVICE"
@@ -390,7 +389,7 @@ def _mode_fields(requested: PowerMode, in_force: PowerMode | None) -> dict[str, 
     """The row's mode columns: the label and knobs asked for (the mode's caps); NaN -> None.
 
     A knob the request leaves open (NaN: the host's CPU clock, which the profiler only reads) is taken from
-    ``in_force``, the clocks read while training (:class:`TrainingClock`). A read-back clock is never a capped
+    ``in_force``, the clocks read while training (``PowerModeController.training_clock``). A read-back clock is never a capped
     knob's value: devfreq runs an idle clock below the cap right after a switch (:func:`_read_back_notes`)."""
     fields: dict[str, Any] = {"mode": requested.mode}
     for knob in MODE_FIELDS:
@@ -484,7 +483,7 @@ def _measure_mode(parts: CampaignParts, ctl: PowerModeController | None, mode: P
     if ctl is not None:
         ctl.apply(mode)
         caps, read_back = ctl.caps_of(mode), ctl.read_back()
-        clock = TrainingClock(read_back, progress.minibatch) if isinstance(ctl, HostController) else None
+        clock = ctl.training_clock(read_back, progress.minibatch)
     run = parts.runner.run_mode(mode, settings, on_minibatch=clock.on_minibatch if clock else progress.minibatch)
     run.notes.extend(parts.notes + _caps_notes(mode, caps) + _read_back_notes(caps, read_back) +
                      ([] if clock is None else [clock.note()]))

@@ -176,6 +176,11 @@ class PowerModeController(ABC):
     def read_back(self) -> PowerMode:
         """The cores online and clocks (MHz) actually in force, read from the hardware."""
 
+    def training_clock(self, read_back: PowerMode, then: Any = None) -> Any:
+        """For a controller that only reads the clocks (the host): a reader of those training runs at, whose
+        ``on_minibatch`` wraps ``then`` (:class:`~.host.TrainingClock`); None where the switch sets them."""
+        return None
+
     def caps_of(self, mode: PowerMode) -> PowerMode:
         """The caps (MHz) a switch to ``mode`` sets on this machine: ``mode`` itself, but where the machine's
         own configuration defines it (a board's nvpmodel preset), that definition, and where the machine has

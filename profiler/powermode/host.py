@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,9 +30,16 @@ def _torch():
     return torch
 
 
-def host_cpu_mhz() -> float:
-    """The fastest online core's current clock in MHz (cpufreq, else /proc/cpuinfo), NaN if unknown."""
-    khz = [sysfs.read_int(f"{CPU_DIR}/cpu{c}/cpufreq/scaling_cur_freq") for c in cpu_ids() if cpu_online(c)]
+def online_cpus() -> list[int]:
+    """The ids of the online CPUs."""
+    return [c for c in cpu_ids() if cpu_online(c)]
+
+
+def host_cpu_mhz(cpus: Sequence[int] | None = None) -> float:
+    """The fastest current clock in MHz of ``cpus`` (default: the online ones; cpufreq, else /proc/cpuinfo), NaN
+    if unknown."""
+    khz = [sysfs.read_int(f"{CPU_DIR}/cpu{c}/cpufreq/scaling_cur_freq") for c in (online_cpus() if cpus is None
+                                                                                   else cpus)]
     khz = [k for k in khz if k]
     if khz:
         return max(khz) / 1e3
@@ -50,11 +58,13 @@ class TrainingClock:
         self.read_back = read_back
         self.then = then  # the campaign's own per-minibatch callback (progress), still called
         self.readings_mhz: list[float] = []
+        # Listed once: the reads fall between minibatches, inside the measured power window.
+        self._cpus = online_cpus()
 
     def on_minibatch(self, phase: str, i: int, n: int) -> None:
         """A runner's ``on_minibatch``: read the clock after a measured minibatch, then call ``then``."""
         if phase == MEASURE_PHASE:
-            self.readings_mhz.append(host_cpu_mhz())
+            self.readings_mhz.append(host_cpu_mhz(self._cpus))
         if self.then is not None:
             self.then(phase, i, n)
 
@@ -119,3 +129,7 @@ class HostController(PowerModeController):
         if self._torch is not None:
             self.threads = self._torch.get_num_threads()
         return self._mode("host")
+
+    def training_clock(self, read_back: PowerMode, then: MinibatchCallback | None = None) -> TrainingClock:
+        """The host's clock is the governor's, only read: the one training runs at (:class:`TrainingClock`)."""
+        return TrainingClock(read_back, then)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.profiler.runner import (
+    MEASURE_PHASE,
+    WARMUP_PHASE,
     MinibatchCallback,
     ModeRun,
     ModeRunner,
@@ -57,8 +59,8 @@ class SimulatedRunner(ModeRunner):
             run.idle_window_s = (t_start + s.settle_s, clock.now())
         backend.prepare(mode)
         run.cpu_s_per_sample = backend.cpu_s_per_sample()
-        run_minibatches(backend, "warmup", s.warmup, run.warmup, on_minibatch)
-        run_minibatches(backend, "measure", s.minibatches, run.measured, on_minibatch)
+        run_minibatches(backend, WARMUP_PHASE, s.warmup, run.warmup, on_minibatch)
+        run_minibatches(backend, MEASURE_PHASE, s.minibatches, run.measured, on_minibatch)
         if has_meter:
             assert meter is not None
             run.trace = meter.trace(t_start, clock.now(), measured_window_hz(run.warmup, s.minibatches, s.hz))

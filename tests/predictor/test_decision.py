@@ -30,15 +30,17 @@ class MinTime(NamedTuple):
 
 @pytest.fixture(scope="module")
 def min_time(lenet) -> Callable[[float], MinTime]:
-    """``decide(cap_w)``: the min-time decision of real LeNet-5 from e, f, i, j under ``cap_w`` (W), fitted
-    once per cap for the module (two tests read the 8 W one; a fit of real rows is the slow part)."""
+    """``decide(cap_w)``: the min-time decision of real LeNet-5 from e, f, i, j under ``cap_w`` (W), decided once
+    per cap for the module (two tests read the 8 W one) from one fit (a fit of real rows is the slow part, and
+    it does not depend on the goal)."""
     rows = lenet[lenet["mode"].isin(list("efij"))].reset_index(drop=True)
+    model = A.Adviser(load_device("agx-xavier"), D.Goal("min-time")).fit(rows)
 
     @lru_cache
     def decide(cap_w: float) -> MinTime:
         goal = D.Goal("min-time", max_power_w=cap_w)
         adviser = A.Adviser(load_device("agx-xavier"), goal)
-        model, (table, open_) = adviser.fit(rows), adviser.decision_set(rows)
+        table, open_ = adviser.decision_set(rows)
         return MinTime(rows, goal, adviser, model, table, open_, adviser.decide(model, table, open_))
 
     return decide
