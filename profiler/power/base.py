@@ -67,6 +67,13 @@ class PowerMeter(ABC):
     def read_power_w(self) -> float:
         """Instantaneous power in W; raises :class:`PowerReadError` when the sensor cannot be read."""
 
+    def read_timed_power_w(self) -> tuple[float | None, float]:
+        """``(taken_s, W)``: a reading and when it was taken (``time.perf_counter()`` s), raising as
+        :meth:`read_power_w`. ``taken_s`` None: taken during this call (a synchronous sensor read), which the
+        caller stamps itself; a meter that hands out an earlier reading (tegrastats' latest line) gives its
+        time, and the same time again for the same reading."""
+        return None, self.read_power_w()
+
     def read_energy_j(self) -> float | None:
         """A hardware energy counter in J (any origin, never decreasing), or None where the sensor has none:
         the integral between two reads is then exact, not sampled."""

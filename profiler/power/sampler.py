@@ -7,8 +7,13 @@ import time
 
 import numpy as np
 from jetpredict.models.numbers import checked_number
-from jetpredict.profiler.power.base import MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
+from jetpredict.profiler.power.base import GAP_PERIODS, MIN_SAMPLES_PER_WINDOW, PowerMeter, PowerTrace
 from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ, MAX_SAMPLER_HZ, MIN_SAMPLER_HZ
+
+#: stop() waits at least this long (s) for a reading taken after it, before it leaves the end unbracketed.
+STOP_WAIT_MIN_S = 1.0
+#: How often stop() polls a meter for that reading, per update period of the meter.
+STOP_POLLS_PER_PERIOD = 10
 
 
 def hz_for_window(window_s: float, hz: float = DEFAULT_SAMPLER_HZ, max_hz: float = 100.0) -> float:
@@ -30,8 +35,10 @@ def _checked_hz(hz: object) -> float:
 class PowerSampler:
     """Sample ``meter`` every ``1/hz`` s on a daemon thread (default 10 Hz).
 
-    ``start()`` takes the first sample before it returns and ``stop()`` takes a last one, so any window
-    between the two calls is bracketed by samples. A failed read is stored as NaN (unknown), never 0.
+    Each sample is stamped with the time the meter took its reading (:meth:`PowerMeter.read_timed_power_w`),
+    and a reading polled again is not recorded twice. ``start()`` takes the first sample before it returns
+    and ``stop()`` a last one taken after it was called, so any window between the two calls is bracketed
+    by samples. A failed read is stored as NaN (unknown), never 0.
     Where the meter has a hardware energy counter (:meth:`PowerMeter.read_energy_j`), each sample reads it
     too, and the trace integrates energy from it.
     Use as a context manager; the trace is then in ``sampler.trace``.
@@ -46,6 +53,7 @@ class PowerSampler:
         self._energies: list[float] = []
         self._errors = 0
         self._last_error: str | None = None
+        self._last_taken: float | None = None  # time of the last reading the meter stamped itself (s)
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by set_rate() and stop(): the thread stops waiting at once
         self._thread: threading.Thread | None = None
@@ -61,23 +69,47 @@ class PowerSampler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _sample(self) -> None:
+    def _sample(self) -> float | None:
+        """Read the meter once and record the reading at the time it was taken (s); None when it is the
+        reading recorded last (one tegrastats line polled twice is one sample, not two at two times)."""
         t_before = time.perf_counter()
+        taken: float | None = None
         try:
-            p = float(self.meter.read_power_w())
+            taken, p = self.meter.read_timed_power_w()
+            p = float(p)
             if not np.isfinite(p) or p < 0:
                 raise ValueError(f"reading {p!r} W is not a finite non-negative power")
+            if taken is not None and not taken <= time.perf_counter():  # NaN fails too
+                raise ValueError(f"reading taken at time {taken!r} s, not a time up to now ({t_before:.6f} s)")
         except Exception as err:  # any sensor failure is an unknown sample, never a crash or a 0
-            p = float("nan")
+            p, taken = float("nan"), None
             self._errors += 1
             self._last_error = f"{type(err).__name__}: {err}"
+        if taken is not None and self._last_taken is not None and taken <= self._last_taken:
+            return None
         e = self._read_counter_j()
-        # The reads happened somewhere between the two clock reads; the midpoint is the best estimate.
-        t = (t_before + time.perf_counter()) / 2.0
+        # A synchronous read happened somewhere between the two clock reads; the midpoint is the best estimate.
+        t = (t_before + time.perf_counter()) / 2.0 if taken is None else float(taken)
         with self._lock:
+            if taken is not None:
+                self._last_taken = t
             self._times.append(t)
             self._powers.append(p)
             self._energies.append(e)
+        return t
+
+    def _sample_after(self, t_s: float) -> None:
+        """Sample until a reading taken at or after ``t_s`` (perf_counter s) is recorded, so that a window
+        ending at ``t_s`` is bracketed although the meter's latest reading is older; a meter that brings
+        none within :data:`GAP_PERIODS` of its update periods (at least :data:`STOP_WAIT_MIN_S`) is left
+        with what it had, as a gap."""
+        period = 1.0 / (self.meter.update_hz or self.hz)
+        deadline = t_s + max(GAP_PERIODS * period, STOP_WAIT_MIN_S)
+        while True:
+            t = self._sample()
+            if (t is not None and t >= t_s) or time.perf_counter() > deadline:
+                return
+            time.sleep(period / STOP_POLLS_PER_PERIOD)
 
     def _read_counter_j(self) -> float:
         """The meter's energy counter (J), NaN where it has none or the read failed (energy then comes from
@@ -111,6 +143,7 @@ class PowerSampler:
         if self.running:
             raise RuntimeError("PowerSampler already running")
         self._times, self._powers, self._energies, self._errors, self._last_error = [], [], [], 0, None
+        self._last_taken = None
         self._stop.clear()
         self._wake.clear()
         self.trace = None
@@ -134,9 +167,10 @@ class PowerSampler:
         if self._thread is not None:
             self._stop.set()
             self._wake.set()
+            t_stop = time.perf_counter()
             self._thread.join()
             self._thread = None
-            self._sample()
+            self._sample_after(t_stop)
         self.trace = self.snapshot()
         return self.trace
 

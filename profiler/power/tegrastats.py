@@ -94,9 +94,10 @@ def plausible_reading_max_w(board: str | None) -> float:
 class TegrastatsMeter(PowerMeter):
     """Module power from a running ``tegrastats --interval MS`` (found on PATH or under the fake root).
 
-    A reader thread keeps the latest total; :meth:`read_power_w` returns it and raises when no fresh
-    line came within three intervals (a stopped tool must not repeat its last value forever). A total no
-    module can draw (:func:`plausible_reading_max_w`: a torn or garbled line) is skipped like a stray line.
+    A reader thread keeps the latest total and when its line arrived; :meth:`read_timed_power_w` returns
+    both (:meth:`read_power_w` the total) and raises when no fresh line came within three intervals (a
+    stopped tool must not repeat its last value forever). A total no module can draw
+    (:func:`plausible_reading_max_w`: a torn or garbled line) is skipped like a stray line.
     """
 
     domain = MODULE_DOMAIN
@@ -131,6 +132,7 @@ class TegrastatsMeter(PowerMeter):
     def _read_lines(self) -> None:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
+            arrived = time.perf_counter()  # before parsing: the reading's time, not the parser's
             try:
                 rails = parse_tegrastats_line(line)["rails_mw"]
                 if not self._total:
@@ -140,7 +142,7 @@ class TegrastatsMeter(PowerMeter):
                 total_w = sum(rails[r] for r in self._total) / 1e3
                 if not total_w <= self._max_w:
                     raise ValueError(f"implausible module power {total_w:g} W (above {self._max_w:g} W)")
-                self._latest = (time.perf_counter(), total_w)
+                self._latest = (arrived, total_w)
                 self._first.set()
             except (ValueError, LookupError, KeyError) as err:
                 # One stray line (a warning, a blank) must not void the window: the last reading stands
@@ -152,7 +154,9 @@ class TegrastatsMeter(PowerMeter):
     def rails(self) -> tuple[str, ...]:
         return self._total
 
-    def read_power_w(self) -> float:
+    def read_timed_power_w(self) -> tuple[float, float]:
+        """The latest line's module power (W) and the time it arrived (perf_counter s): the tool prints the
+        rails it has just read, so that is when the reading was taken, up to one interval before this call."""
         latest = self._latest
         stale_s = max(3 * self.interval_ms / 1e3, 0.5)
         if latest is None:
@@ -160,7 +164,10 @@ class TegrastatsMeter(PowerMeter):
         if time.perf_counter() - latest[0] > stale_s:
             state = "exited" if self._proc.poll() is not None else "silent"
             raise PowerReadError(f"tegrastats {state}: last line {time.perf_counter() - latest[0]:.2f} s ago")
-        return latest[1]
+        return latest
+
+    def read_power_w(self) -> float:
+        return self.read_timed_power_w()[1]
 
     def close(self) -> None:
         if self._proc.poll() is None:

@@ -254,6 +254,20 @@ class FakeRoot:
         self.write("/var/lib/fake_tegrastats/lines.txt", "\n".join(lines))
         return self.install_tool("tegrastats", FAKE_TEGRASTATS)
 
+    def add_timed_tegrastats(self, lines: list[str]) -> Path:
+        """:meth:`add_tegrastats` that also records when it printed each line: :meth:`tegrastats_printed`."""
+        self.write("/var/lib/fake_tegrastats/lines.txt", "\n".join(lines))
+        return self.install_tool("tegrastats", FAKE_TEGRASTATS_TIMED)
+
+    def tegrastats_printed(self) -> list[tuple[int, float]]:
+        """``(line number from 0, time.perf_counter() s)`` of each line the timed fake printed; perf_counter is
+        CLOCK_MONOTONIC on Linux, one clock for every process, so the times compare with the test's."""
+        log = self.real("/var/lib/fake_tegrastats/printed.log")
+        if not log.exists():
+            return []
+        rows = [line.split() for line in log.read_text().splitlines()]
+        return [(int(row[0]), float(row[1])) for row in rows if len(row) == 2]
+
     # --- holding a call of the fake nvpmodel (GATED_NVPMODEL) -----------------------------------
 
     def hold_nvpmodel(self, what: str) -> None:
@@ -587,6 +601,26 @@ interval_s = int(args[args.index("--interval") + 1]) / 1000 if "--interval" in a
 lines = (ROOT / "var/lib/fake_tegrastats/lines.txt").read_text().splitlines()
 i = 0
 while True:
+    print(lines[i % len(lines)], flush=True)
+    i += 1
+    time.sleep(interval_s)
+'''
+
+
+# FAKE_TEGRASTATS that appends "<line number> <perf_counter s>" to printed.log just before each print: the
+# time the rails behind the line were read (FakeRoot.tegrastats_printed).
+FAKE_TEGRASTATS_TIMED = r'''
+import json, pathlib, sys, time
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+with open(ROOT / "calls.log", "a") as f:
+    f.write(json.dumps(["tegrastats", *sys.argv[1:]]) + "\n")
+args = sys.argv[1:]
+interval_s = int(args[args.index("--interval") + 1]) / 1000 if "--interval" in args else 1.0
+lines = (ROOT / "var/lib/fake_tegrastats/lines.txt").read_text().splitlines()
+log = open(ROOT / "var/lib/fake_tegrastats/printed.log", "a", buffering=1)
+i = 0
+while True:
+    log.write(f"{i} {time.perf_counter()!r}\n")
     print(lines[i % len(lines)], flush=True)
     i += 1
     time.sleep(interval_s)
