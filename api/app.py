@@ -287,9 +287,9 @@ def _asks_for_all_modes() -> bool:
 
 
 def _install_rate_limits(app: Flask, settings: Settings) -> None:
-    """Per-client (remote address) limits on the routes that cost CPU: predictions, recommendations,
-    fleet plans, uploads; a tighter one on ``modes: "all"`` (~30k rows, MBs per answer) and on lists of
-    more than HEAVY_MODES modes. ``off`` = none.
+    """Per-client (remote address; behind ``TRUSTED_PROXIES`` proxies, the forwarded one) limits on the
+    routes that cost CPU: predictions, recommendations, fleet plans, uploads; a tighter one on ``modes:
+    "all"`` (~30k rows, MBs per answer) and on lists of more than HEAVY_MODES modes. ``off`` = none.
 
     The counters live in ``RATE_LIMIT_STORAGE_URL`` (``memory://``: per worker process; a shared store
     such as ``redis://`` makes the limits hold across workers and instances).
@@ -315,6 +315,16 @@ def _install_rate_limits(app: Flask, settings: Settings) -> None:
             view = decorate(view)
         if view is not None:
             app.view_functions[endpoint] = view
+
+
+def _trust_proxies(app: Flask, settings: Settings) -> None:
+    """``TRUSTED_PROXIES=N``: the client address is the one N hops back in X-Forwarded-For, for the rate
+    limits and the access log. Only the address: the service writes no absolute URL, so neither the scheme
+    nor the host a proxy forwards is needed (and an untrusted one could be forged)."""
+    if settings.TRUSTED_PROXIES:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.TRUSTED_PROXIES, x_proto=0)
 
 
 def _warm_up() -> None:
@@ -372,5 +382,6 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     _install_request_guards(app, settings)
     _install_access_log(app, settings)
     _install_rate_limits(app, settings)
+    _trust_proxies(app, settings)
     register_error_handlers(app)  # after Api(app), so these handlers replace flask-smorest's
     return app

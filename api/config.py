@@ -114,6 +114,9 @@ class Settings:
     RATE_LIMIT: str = DEFAULT_RATE_LIMIT
     RATE_LIMIT_ALL_MODES: str = DEFAULT_RATE_LIMIT_ALL_MODES
     RATE_LIMIT_STORAGE_URL: str = "memory://"  # per worker; redis://... shares counters across processes
+    # Proxies in front that append the client's address to X-Forwarded-For: the client is the address that
+    # many hops back (the limits' and the access log's). 0 = the socket's peer; no header is believed.
+    TRUSTED_PROXIES: int = 0
     # Heavy work (inline fits, every-mode answers, large fleet plans, fits of a stored workload of more than
     # HEAVY_FIT_ROWS rows on upload or lookup; api.heavy): this many run at once per process and this many
     # more wait up to HEAVY_WAIT_S (s); beyond that, 503 with Retry-After. Keep HEAVY_SLOTS + HEAVY_QUEUE
@@ -144,7 +147,7 @@ class Settings:
 _MAX_PORT = 65535
 _INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1,
                  "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0, "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0,
-                 "INLINE_ROWS_WITHOUT_KEY": 1, "HEAVY_FIT_ROWS": 1}
+                 "INLINE_ROWS_WITHOUT_KEY": 1, "HEAVY_FIT_ROWS": 1, "TRUSTED_PROXIES": 0}
 
 
 def _coerce(name: str, value: object) -> object:
@@ -166,10 +169,14 @@ def _coerce(name: str, value: object) -> object:
             from limits import parse_many
 
             try:
-                parse_many(text)
+                items = parse_many(text)
             except ValueError:
                 raise InputError(f"{ENV_PREFIX}{name}={text!r} is not a rate limit such as '60/minute' or "
                                  "'10/second;100/minute' (or 'off')", name) from None
+            # Flask-Limiter takes "0/second" and then refuses every request with 429.
+            if any(item.amount < 1 for item in items):
+                raise InputError(f"{ENV_PREFIX}{name}={text!r} allows 0 requests, which would refuse every "
+                                 "request: give at least 1 per window, or use 'off' to disable", name)
         return text
     if name == "ACCESS_LOG":
         text = str(value).strip().lower()

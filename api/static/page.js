@@ -32,6 +32,7 @@
     measured: "measured sweeps",
     simulated: "digital twin (simulated)",
   };
+  const sourceText = (source) => SOURCE_TEXT[source] || source;
   // Coverages offered, as shares; those outside the API's range (read from /openapi.json) are left out.
   const COVERAGES = [0.5, 0.8, 0.9, 0.95, 0.99];
   const WORKLOAD_PAGE = 100;     // stored workloads listed at once; the search box finds the others
@@ -1257,21 +1258,26 @@
     const rowsOn = p.rows_device && p.rows_device !== device ? `${deviceName(p.rows_device)} (${p.rows_device})`
       : "another device";
     const power = (best && best.power_source) || all.power_source || null;
+    const rowsSource = p.workload_source || (info.kind === "builtin" ? info.source : null);
     const confidence = rec ? rec.confidence : (all.confidence ?? (state.data && state.data.key.confidence));
     const items = [
       ["predictions", `${p.model_version || "–"} (${rec ? "POST /v1/recommendations, " : ""}POST /v1/predictions)`],
       ["device", `${deviceName(device)} (${device})`],
-      ["prior", SOURCE_TEXT[p.reference_source] || p.reference_source || "–"],
+      ["prior", p.reference_source ? sourceText(p.reference_source) : "–"],
       ["workload rows", info.kind === "builtin"
-        ? `built-in: ${SOURCE_TEXT[info.source] || info.source}${info.citation && info.source === "published" ? ` — ${info.citation}` : ""}`
-        : `stored workload ${info.id}` + (p.workload_source ? ` (${SOURCE_TEXT[p.workload_source] || p.workload_source})` : "") +
+        ? `built-in: ${sourceText(info.source)}${info.citation && info.source === "published" ? ` — ${info.citation}` : ""}`
+        : `stored workload ${info.id}` + (p.workload_source ? ` (${sourceText(p.workload_source)})` : "") +
           (state.data && state.data.revision !== null ? `, revision ${state.data.revision}` : "")],
       ["profiled modes", p.profiled_modes === undefined ? "–" : String(p.profiled_modes)],
       // never "no" unless an answer says so
       ["cross-device", cross === true ? `yes: fitted on rows of ${rowsOn}, predicted for ${device} (wider intervals)`
         : cross === false ? `no: fitted on ${device}'s own rows` : "– (the answer does not say)"],
-      ["power", power === "reference" ? "device reference power model (no power in the rows; wider interval)"
-        : power === "workload" ? "fitted on the workload's measured power" : (power || "–")],
+      // the rows' own source (the answer's, else the built-in's listing): twin rows' power is simulated
+      ["power", power === "reference"
+        ? `device reference power model${p.reference_source ? `: ${sourceText(p.reference_source)}` : ""}` +
+          " (no power in the rows; wider interval)"
+        : power === "workload" ? `fitted on the workload's own power${rowsSource ? `: ${sourceText(rowsSource)}` : ""}`
+          : (power || "–")],
       ["intervals", confidence === undefined || confidence === null ? "–"
         : `${percent(confidence)} (posterior, model form, run-to-run noise, extrapolation)`],
     ];

@@ -962,6 +962,39 @@ def test_a_workload_is_matched_exactly_never_by_the_end_of_another_id(stored_ser
     assert not _errors_since(browser, errors), _errors_since(browser, errors)
 
 
+def test_power_provenance_says_whose_power_the_fit_used_never_measured_for_the_twin(stored_server, browser):
+    """The provenance's power and prior lines name their rows' source from the answer (workload_source,
+    reference_source): a built-in twin workload's power is simulated, not "measured"; a published one's is
+    the published measurements; rows stored as measured say measured sweeps."""
+    live = stored_server
+    errors = len(browser.errors())
+    rows = requests.get(f"{live.url}/v1/reference-workloads/agx-xavier/resnet18-cifar10",
+                        params={"source": "published"}, timeout=30).json()["rows"]
+    _store(live, "own-measured-power", [{**row, "source": "measured"} for row in rows[:6]])
+    no_power = ("avg_power_w", "base_power_w", "epoch_energy_j")
+    _store(live, "own-no-power", [{**row, **dict.fromkeys(no_power)} for row in rows[:6]])
+    cases = [("orin-nx", "builtin:simulated:resnet18-cifar10", "simulated", "workload"),
+             ("agx-xavier", "builtin:published:resnet18-cifar10", "published", "workload"),
+             ("agx-xavier", "stored:own-measured-power", "measured", "workload"),
+             ("orin-nx", "stored:own-no-power", "published", "reference")]
+    words = {"simulated": "digital twin (simulated)", "published": "published measurements (POMACS 2022)",
+             "measured": "measured sweeps"}
+    for device, workload, source, power in cases:
+        browser.navigate(f"{live.url}/?device={device}&workload={quote(workload)}")
+        assert _ready_for(browser, device, 180)["workload"] == workload
+        shown = _provenance(browser)
+        api = browser.evaluate("jetpredictPage.state.rec")
+        assert api["workload_source"] == source and shown["powerSource"] == power, (api, shown)
+        prior = words[api["reference_source"]]
+        assert shown["items"]["power"] == (f"fitted on the workload's own power: {words[source]}" if power == "workload"
+                                           else f"device reference power model: {prior} (no power in the rows; "
+                                           "wider interval)"), shown
+        assert shown["items"]["prior"] == prior, shown
+        if "simulated" in (source, api["reference_source"]):
+            assert "measur" not in shown["items"]["power"] + shown["items"]["prior"], shown
+    assert not _errors_since(browser, errors), _errors_since(browser, errors)
+
+
 CHOICE_STATE = """[document.body.dataset.state, document.getElementById('copy').disabled,
   document.getElementById('choice').classList.contains('stale'),
   document.getElementById('stale-badge').hidden, document.getElementById('stale-badge').textContent,
