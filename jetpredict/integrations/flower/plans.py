@@ -4,8 +4,10 @@ A node with epoch scale ``s`` (its local epoch in epochs of the profiled workloa
 deadline ``D / q``, ``q`` being ``s`` rounded up to two significant digits (:func:`planning_scale`: so close
 scales share one plan, and the plan's mode meets the node's own deadline ``D / s``), and its time and
 training energy are the entry's scaled by ``s``: exact for that mode, because epoch time and energy are
-proportional to the work. Every figure comes from the fleet plan's client entry
-(:class:`~jetpredict.predictor.fleet.ClientAssignment`); nothing is predicted again per mode.
+proportional to the work. A node whose plan misses ``D / q`` while its fastest mode meets ``D / s`` is
+planned again, at a scale between its own and ``q`` (:func:`plan_nodes`). Every figure comes from a fleet
+plan's client entry (:class:`~jetpredict.predictor.fleet.ClientAssignment`); nothing is predicted again
+per mode.
 """
 
 from __future__ import annotations
@@ -176,14 +178,20 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
 
     Nodes are planned at :func:`planning_scale` of their epoch scale: one fleet plan per planning scale
     ``q`` among the nodes, under deadline ``deadline_s / q``, with one client per device type (a fleet
-    plan chooses one mode per device type). So a fleet of distinct scales needs at most 90 plans per
-    decade its scales span and workload of the planner (10,000 nodes over three decades: at most 270,
-    within the service's default 600 requests a minute). ``cache``: client entries (and refusals) kept
-    between calls (a strategy's, across rounds), keyed by :data:`CacheKey`, each with the calls it has
-    served and the planner's basis (:meth:`~.planners.FleetPlanner.basis`, read once per call) it was made
-    under: asked for again as soon as the basis differs (a stored workload refitted), or, for a planner
-    that cannot say (None), after :data:`PLAN_CACHE_ROUNDS` calls; and when the planner, its confidence,
-    the deadline or the epochs change. Entries no node used in a call are dropped. A round-wide failure
+    plan chooses one mode per device type). A node whose plan misses ``deadline_s / q`` while the plan's
+    fastest mode meets its own ``deadline_s / s`` is planned again with the other such nodes of its device
+    type, at the largest of their scales ``s*``: the fastest mode meets ``deadline_s / s*``, so the mode
+    planned there meets each of their deadlines (``s <= s*``; and ``s* < q``, as the scales straddling a
+    device type's fastest mode share the planning scale above its reach). So a call makes at most
+    ``G + K`` plans per workload of the planner, ``G`` the planning scales among the nodes (at most 90 per
+    decade their scales span, plus one) and ``K`` their device types: 10,000 nodes over three decades, of
+    the catalogue's six types, at most 271 + 6 = 277, within the service's default 600 requests a minute.
+    ``cache``: client entries (and refusals) kept between calls (a strategy's, across rounds), keyed by
+    :data:`CacheKey`, each with the calls it has served and the planner's basis
+    (:meth:`~.planners.FleetPlanner.basis`, read once per call) it was made under: asked for again as soon
+    as the basis differs (a stored workload refitted), or, for a planner that cannot say (None), after
+    :data:`PLAN_CACHE_ROUNDS` calls; and when the planner, its confidence, the deadline or the epochs
+    change. Entries no node used in a call are dropped. A round-wide failure
     reading the basis is handled as one of planning (below): nothing is asked this call; a refusal of the
     read leaves the basis unknown (the age rule) for this call.
 
@@ -219,10 +227,10 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     used: dict[CacheKey, CacheEntry] = {}
     waiting = 0  # nodes left unplanned this round by a round-wide failure
 
-    def serve(q: float, group: list[NodeInfo], exact: bool) -> list[NodeInfo]:
+    def serve(q: float, group: list[NodeInfo], again: bool) -> list[NodeInfo]:
         """Plan ``group`` at scale ``q`` (deadline ``deadline_s / q``); the nodes whose plan missed that
-        deadline but whose own (looser) one the plan's fastest mode meets, to be planned at their own scale
-        (``exact``: none, they are)."""
+        deadline but whose own (looser) one the plan's fastest mode meets, to be planned again
+        (:func:`_straddler_groups`; ``again``: none, they are being)."""
         nonlocal stopped, waiting
         planning_deadline = deadline_s / q
         keys = {n.node_id: (planner, confidence, str(n.device), planning_deadline, epochs) for n in group}
@@ -254,7 +262,7 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
             used.setdefault(key, (fresh[key][0], fresh[key][1] + 1, fresh[key][2]))  # one more call served
             entry = used[key][0]
             high = as_float(entry.get("round_time_s_high"))
-            if (not exact and entry.get("mode") is not None and not entry.get("meets_deadline")
+            if (not again and entry.get("mode") is not None and not entry.get("meets_deadline")
                     and high is not None and high * scale <= deadline_s):
                 deferred.append(node)
                 continue
@@ -264,12 +272,9 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
             plans[node.node_id] = plan
         return deferred
 
-    deferred = [node for q, group in groups.items() for node in serve(q, group, exact=False)]
-    exact_groups: dict[float, list[NodeInfo]] = {}
-    for node in deferred:  # few: those within the rounding's margin of a deadline
-        exact_groups.setdefault(read_scale(float(node.epoch_scale)), []).append(node)
-    for scale, group in exact_groups.items():
-        serve(scale, group, exact=True)
+    deferred = [node for q, group in groups.items() for node in serve(q, group, again=False)]
+    for scale, group in _straddler_groups(deferred).items():
+        serve(scale, group, again=True)
     cache.clear()
     cache.update(used)
     if not any(entry.get("mode") is not None or "refusal" not in entry for entry, _, _ in used.values()):
@@ -281,6 +286,21 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         log.warning("the fleet planner failed mid-round: %d node(s) not planned this round, the others keep "
                     "their plans: %s", waiting, stopped)
     return plans
+
+
+def _straddler_groups(deferred: Iterable[NodeInfo]) -> dict[float, list[NodeInfo]]:
+    """The nodes whose shared plan missed while the fastest mode meets their own deadline, by the scale they
+    are planned again at: each device type's all at the largest of its nodes' scales, where that mode meets
+    the deadline too, so the plan made there meets each of theirs (scale >= their own); one request per
+    device type however many scales straddle, device types of one such scale sharing it."""
+    nodes = list(deferred)
+    largest: dict[str, float] = {}
+    for node in nodes:
+        largest[str(node.device)] = max(largest.get(str(node.device), 0.0), float(node.epoch_scale))
+    out: dict[float, list[NodeInfo]] = {}
+    for node in nodes:
+        out.setdefault(largest[str(node.device)], []).append(node)
+    return out
 
 
 def _read_basis(planner: FleetPlanner) -> tuple[Hashable | None, PlannerError | None]:
