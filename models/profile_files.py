@@ -1,5 +1,6 @@
 """Profile-row files: reading CSV/JSON files and streams of profile rows (size- and cell-limited, regular
-files only, never executing anything) and writing them back as CSV safe to open in a spreadsheet.
+files only, never executing anything) and writing them back as CSV safe to open in a spreadsheet; the
+``--out`` files of the verbs (their folders, names, and a profile JSON kept within the readers' limit).
 
 The row format and its validation live in :mod:`jetpredict.models.profile_rows`.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.atomic_files import followed, write_output
 from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.errors import InputError, ModeRowError, cli_flag
 from jetpredict.models.jsonsafe import json_safe
@@ -402,3 +404,56 @@ def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], writt
             if Path(read).resolve() in outputs:
                 raise InputError(f"{cli_flag(out_flag)} {out} would overwrite {read}, which {cli_flag(flag)} "
                                  "reads; write the output to another file", out_flag)
+
+
+def make_out_folder(out: str | Path) -> None:
+    """Create the missing folders of an ``--out`` file where a write through its symlinks lands
+    (:func:`~jetpredict.models.atomic_files.followed`, which refuses another user's link in ``/tmp``), as
+    every verb that writes ``--out`` does. OSError when it cannot."""
+    followed(out).parent.mkdir(parents=True, exist_ok=True)
+
+
+def write_out_file(out: str | Path, data: bytes) -> None:
+    """Write a verb's ``--out`` file whole (:func:`~jetpredict.models.atomic_files.write_output`) in its
+    folder, created when missing (:func:`make_out_folder`). OSError when it cannot."""
+    make_out_folder(out)
+    write_output(Path(out), data)
+
+
+#: The most bytes one number takes in :func:`compact_json`: a finite double's shortest repr has at most 17
+#: significant digits, a sign, a point and an exponent (-1.2345678901234567e-308: 24 characters), then a comma.
+JSON_NUMBER_BYTES = 25
+
+
+def compact_json(document: object) -> bytes:
+    """``document`` as UTF-8 JSON without indentation (NaN written null): a list of numbers costs its numbers
+    and commas only, so a profile's per-minibatch detail stays within the readers' :data:`MAX_FILE_BYTES`."""
+    import json
+
+    return (json.dumps(json_safe(document), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
+def check_json_size(path: Path | None, size: int, what: str, kept: int | None = None) -> None:
+    """InputError naming ``--out`` when the ``profile --out FILE.json`` at ``path`` (None: a sidecar, which
+    no limit holds) would be ``size`` bytes, past its readers' :data:`MAX_FILE_BYTES`; ``what`` leads up to
+    the size, ``kept`` says how many modes the file holds."""
+    if path is None or size <= MAX_FILE_BYTES:
+        return
+    held = "" if kept is None else f"; it holds the {kept} mode(s) measured before"
+    raise InputError(f"--out {path}: {what} {size:,} bytes, past the {MAX_FILE_BYTES:,} bytes its readers take "
+                     f"(fit --profiles){held}; give fewer --minibatches (or --warmup, or modes), or --out FILE.csv: "
+                     "the rows go to the CSV and every minibatch and power sample to its sidecar FILE.csv.json",
+                     "out")
+
+
+def output_paths(out: str | Path) -> tuple[Path | None, Path]:
+    """(CSV path or None, JSON path) of ``profile --out``: ``X.json`` alone, else ``X`` and its sidecar
+    ``X.json`` (``p.csv.json``). InputError for a value that names no file (empty, ``.``, ``/``, ``..``, a trailing ``/``):
+    the sidecar's name is made from the file's."""
+    text = str(out)
+    if not text.strip():
+        raise InputError("--out is empty: give a file, FILE.csv or FILE.json", "out")
+    if os.path.basename(text) in ("", ".", ".."):  # not Path(text).name: Path drops a trailing "/" or "/."
+        raise InputError(f"--out {text} is a directory: give a file in it, FILE.csv or FILE.json", "out")
+    out = Path(text)
+    return (None, out) if is_json_path(out) else (out, out.with_name(out.name + ".json"))

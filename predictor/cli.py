@@ -20,10 +20,15 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.atomic_files import write_output
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, cli_flag
-from jetpredict.models.profile_files import check_out_spares_inputs, read_mode_table, rows_named_by_line
+from jetpredict.models.profile_files import (
+    check_out_spares_inputs,
+    make_out_folder,
+    read_mode_table,
+    rows_named_by_line,
+    write_out_file,
+)
 from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import (
@@ -45,8 +50,9 @@ def _log(message: str) -> None:
 
 
 #: Errors of the ``--out`` path itself (bad input, exit 2); any other OSError is a failure to write (exit 1).
-_PATH_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS,
-                          errno.ENAMETOOLONG, errno.ELOOP})
+#: EEXIST: a folder of the path is a file (creating the missing folders meets it).
+_PATH_ERRNOS = frozenset({errno.EEXIST, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM,
+                          errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP})
 
 
 def out_error(path: str | Path, exc: OSError) -> Exception:
@@ -66,7 +72,7 @@ def _output(path: str | None) -> Iterator[TextIO]:
     text = io.StringIO(newline="")
     yield text
     try:
-        write_output(Path(path), text.getvalue().encode("utf-8"))
+        write_out_file(path, text.getvalue().encode("utf-8"))
     except OSError as exc:
         raise out_error(path, exc) from None
 
@@ -235,6 +241,7 @@ def _fit(args: argparse.Namespace) -> int:
     device = None if args.device is None else resolve_device(args.device)
     model = fit_workload(rows, device=device, reference=reference)
     try:
+        make_out_folder(args.out)
         save_model(model, args.out)
     except OSError as exc:
         raise out_error(args.out, exc) from None

@@ -6,11 +6,13 @@ Output files (decided here, documented in ``jetpredict profile --help``):
   every row so far after each finished mode, plus the raw sidecar ``FILE.csv.json``.
 - ``--out FILE.json``: one JSON document only. Either way the JSON holds ``rows`` (the same rows, so
   ``models.profile_files.read_profile_rows`` reads it) and ``modes``: per mode the requested and read-back
-  clocks, every warm-up and measured minibatch (``stall_s``, ``compute_s``, ``total_s``, ``start_s``,
-  ``end_s``) and the power samples (``times_s``, ``power_w``); times are seconds since the campaign
-  started on the runner's clock (``time.perf_counter()``, or the twin's simulated clock, in which case
-  ``started_utc`` is null so that a seeded twin profile is the same bytes in every run). The JSON is
-  rewritten atomically after each mode.
+  clocks, every warm-up and measured minibatch as columns (``warmup`` and ``minibatches`` each map
+  ``stall_s``, ``compute_s``, ``total_s``, ``start_s``, ``end_s`` to a list, one value per minibatch) and the
+  power samples (``times_s``, ``power_w``); times are seconds since the campaign started on the runner's
+  clock (``time.perf_counter()``, or the twin's simulated clock, in which case ``started_utc`` is null so
+  that a seeded twin profile is the same bytes in every run). The JSON is compact (no indentation) and
+  rewritten atomically after each mode. A ``FILE.json`` is kept within its readers' ``MAX_FILE_BYTES``:
+  refused before the first mode when its minibatches alone would pass it, stopped before a mode that would.
 
 Adaptive campaigns (``profile --adaptive``): a :class:`ModeChooser` given by the caller (the command line
 passes the predictor's, which the profiler does not import) picks each next mode from the rows measured so
@@ -27,21 +29,29 @@ devices differ only in those parts.
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
-from jetpredict.models.atomic_files import is_special_file, probe_folder, write_output
+from jetpredict.models.atomic_files import is_special_file, probe_folder
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device, mode_label
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_files import rows_to_records, write_profile_csv
+from jetpredict.models.profile_files import (
+    JSON_NUMBER_BYTES,
+    check_json_size,
+    compact_json,
+    make_out_folder,
+    output_paths,
+    rows_to_records,
+    write_out_file,
+    write_profile_csv,
+)
 from jetpredict.models.profile_rows import HOST_DEVICE, validate_records
 from jetpredict.models.profiling_protocol import IDLE_S, MEASURED_MINIBATCHES, SETTLE_S, WARMUP_MINIBATCHES
 from jetpredict.profiler import runner, upload
@@ -51,7 +61,11 @@ from jetpredict.profiler.powermode.base import PowerModeController, held_signals
 from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
 
 DEVICE_ENV = "JETPREDICT_DEVICE"
-JSON_FORMAT = "jetpredict-profile/1"
+#: /2: a mode's ``warmup`` and ``minibatches`` are columns (one list per field), written without indentation.
+JSON_FORMAT = "jetpredict-profile/2"
+#: The most bytes a mode's row, clocks and notes (about 2 kB) add to the JSON, with room for long notes.
+MODE_RECORD_BYTES = 16 * 1024
+TIMING_FIELDS = tuple(f.name for f in fields(MinibatchTiming))  # a minibatch's fields, each a JSON column (s)
 
 
 class ModeChooser(Protocol):
@@ -93,20 +107,6 @@ class CampaignConfig:
     #: Jetson: pin each mode's clocks at its caps with ``jetson_clocks`` (DVFS off, the POMACS method; stored
     #: and restored around the run); False (``--no-lock-clocks``): measure under the DVFS governors.
     lock_clocks: bool = True
-
-
-def output_paths(out: str | Path) -> tuple[Path | None, Path]:
-    """(CSV path or None, JSON path) for ``--out``; InputError for a value that names no file (empty, ``.``,
-    ``/``, ``..``, a trailing ``/``): the sidecar's name is made from the file's."""
-    text = str(out)
-    if not text.strip():
-        raise InputError("--out is empty: give a file, FILE.csv or FILE.json", "out")
-    if os.path.basename(text) in ("", ".", ".."):  # not Path(text).name: Path drops a trailing "/" or "/."
-        raise InputError(f"--out {text} is a directory: give a file in it, FILE.csv or FILE.json", "out")
-    out = Path(text)
-    if out.suffix.lower() == ".json":
-        return None, out
-    return out, out.with_name(out.name + ".json")
 
 
 # ---------------------------------------------------------------- devices and modes
@@ -236,35 +236,17 @@ def _trace_json(trace: Any, t_ref: float) -> dict[str, Any] | None:
             "energy_counter_j": None if trace.energy_counter_j is None else trace.energy_counter_j.tolist()}
 
 
-def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> list[dict[str, float]]:
-    return [{**t.as_dict(), "start_s": t.start_s - t_ref, "end_s": t.end_s - t_ref} for t in timings]
-
-
-def _write_atomic(path: Path, write: Callable[[TextIO], None], newline: str | None = None) -> None:
-    """Write ``path`` whole (:func:`~jetpredict.models.atomic_files.write_output`: through a symlink to the
-    file it names), so that a reader (or a crash) never sees it half written; a new file gets the
-    permissions the umask gives it (a private temporary file's 0600 would leave a ``sudo jetpredict
-    profile``'s outputs unreadable to the user)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = io.StringIO(newline=newline)
-    write(text)
-    write_output(path, text.getvalue().encode("utf-8"))
-
-
-def _write_json_atomic(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` to ``path`` atomically (:func:`_write_atomic`)."""
-
-    def write(f: TextIO) -> None:
-        json.dump(json_safe(document), f, indent=1, allow_nan=False)
-        f.write("\n")
-
-    _write_atomic(path, write)
+def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> dict[str, list[float]]:
+    """The minibatches as columns, one list per field (s), one value per minibatch in order."""
+    shifted = [{**t.as_dict(), "start_s": t.start_s - t_ref, "end_s": t.end_s - t_ref} for t in timings]
+    return {name: [t[name] for t in shifted] for name in TIMING_FIELDS}
 
 
 def _write_csv_atomic(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write all ``rows`` as the profile CSV at ``path`` atomically (:func:`_write_atomic`)."""
-    # newline="": the CSV writer's own "\n" line ends, untranslated on every platform.
-    _write_atomic(path, lambda f: write_profile_csv(list(rows), f), newline="")
+    """Write all ``rows`` as the profile CSV at ``path`` whole (:func:`write_out_file`)."""
+    text = io.StringIO(newline="")  # the CSV writer's own "\n" line ends, untranslated on every platform
+    write_profile_csv(list(rows), text)
+    write_out_file(path, text.getvalue().encode("utf-8"))
 
 
 # ---------------------------------------------------------------- progress
@@ -423,6 +405,8 @@ class _Outputs:
 
     def __init__(self, out: str | Path) -> None:
         self.csv_path, self.json_path = output_paths(out)
+        self.limited = None if self.csv_path else self.json_path  # a JSON the readers take: not a sidecar
+        self.size = self.largest = 0  # the JSON's bytes, and the most one mode added to them
         for p in self.paths():
             if p.is_dir():
                 raise InputError(f"--out {p} is a directory", "out")
@@ -433,22 +417,39 @@ class _Outputs:
     def paths(self) -> list[Path]:
         return [p for p in (self.csv_path, self.json_path) if p is not None]
 
-    def start(self) -> None:
-        """Create the folders and check that the outputs can be written, so that an unwritable ``--out`` is
-        refused before the first mode is switched and measured; existing files are not touched."""
+    def start(self, modes: int, settings: RunSettings) -> None:
+        """Before the first mode is switched: refuse an ``--out FILE.json`` its minibatches alone would take
+        past its readers' limit, create the folders and check that the outputs can be written (untouched)."""
+        check_json_size(self.limited, modes * _mode_bytes_at_most(settings), f"{modes} mode(s) of --warmup "
+                        f"{settings.warmup} + --minibatches {settings.minibatches} minibatches would take up to")
         for p in self.paths():
             try:
-                p.parent.mkdir(parents=True, exist_ok=True)
+                make_out_folder(p)
                 probe_folder(p)  # the outputs are replaced through a temporary file beside them: probe that
             except OSError as exc:
                 raise InputError(f"cannot write --out {p}: {exc.strerror or exc}", "out") from None
 
+    def check_room(self, k: int, n: int) -> None:
+        """Before mode ``k`` of ``n``: stop when one as large as the largest so far would not fit (its power
+        samples grow with its training time, unknown until it has run)."""
+        check_json_size(self.limited, self.size + self.largest, f"stopped before mode {k} of {n}: one as large "
+                        "as the largest so far would take it to", kept=k - 1)
+
     def add(self, rows: Sequence[Mapping[str, Any]], document: dict[str, Any]) -> None:
         """Replace the outputs by every row measured so far (never appended: a file is always whole)."""
+        data = compact_json(document)
+        check_json_size(self.limited, len(data), f"mode {len(rows)} would take it to", kept=len(rows) - 1)
         with held_signals():  # a stop between the two writes would leave the CSV a mode ahead of its sidecar
             if self.csv_path is not None:
                 _write_csv_atomic(self.csv_path, rows)
-            _write_json_atomic(self.json_path, document)
+            # Whole, with the umask's permissions (a temporary file's 0600 would hide a sudo run's outputs).
+            write_out_file(self.json_path, data)
+        self.largest, self.size = max(self.largest, len(data) - self.size), len(data)
+
+
+def _mode_bytes_at_most(settings: RunSettings) -> int:
+    """The most bytes one mode adds to the JSON but for its power samples: every timing at its longest."""
+    return (settings.warmup + settings.minibatches) * len(TIMING_FIELDS) * JSON_NUMBER_BYTES + MODE_RECORD_BYTES
 
 
 def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Complexity | None,
@@ -570,16 +571,16 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
     """The campaign proper (:func:`run_campaign`): every mode measured and written out; returns the rows."""
     # Keep the parts' settle time (device-kind default) but every other setting as asked.
     settings = replace(settings, settle_s=parts.settle_s)
-    outputs.start()
-    t_ref = parts.runner.now_s()
-    rows: list[dict[str, Any]] = []
-    complexity = parts.backend.complexity()
-    document = _start_document(cfg, parts, complexity, rows)
     chooser = None
     if cfg.adaptive is not None:
         # Modes given with --modes are profiled first; the chooser picks the rest.
         chooser = cfg.adaptive(parts.device_id, parts.modes if cfg.modes is not None else None)
     n = len(parts.modes) if chooser is None else chooser.budget
+    outputs.start(n, settings)
+    t_ref = parts.runner.now_s()
+    rows: list[dict[str, Any]] = []
+    complexity = parts.backend.complexity()
+    document = _start_document(cfg, parts, complexity, rows)
     modes = parts.modes if chooser is None else _chosen_modes(chooser, rows, parts.catalogue)
     progress = _Progress(n * (settings.warmup + settings.minibatches), cfg.progress)
     try:
@@ -588,6 +589,7 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
             ctl = None if parts.controller is None else stack.enter_context(parts.controller)
             stack.callback(parts.backend.close)
             for k, mode in enumerate(modes, start=1):
+                outputs.check_room(k, n)
                 progress.mode(k, n, mode.mode)
                 run, caps, read_back, in_force = _measure_mode(parts, ctl, mode, settings, progress)
                 rows.append(_row(parts, run, _mode_fields(caps, in_force), settings.warmup, complexity))

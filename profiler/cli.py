@@ -90,8 +90,8 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
 
 def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) -> int:
     from jetpredict.models.errors import InputError
-    from jetpredict.models.profile_files import check_out_spares_inputs
-    from jetpredict.profiler.campaign import CampaignConfig, output_paths, run_campaign
+    from jetpredict.models.profile_files import check_out_spares_inputs, output_paths
+    from jetpredict.profiler.campaign import CampaignConfig, run_campaign
     from jetpredict.profiler.powermode.state import unfinished_run_warning
 
     # The rows and their sidecar would replace a --modes or --candidates file read before the first mode.
@@ -155,6 +155,7 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     r.add_argument("--force", action="store_true",
                    help="restore even though the run that saved the state still seems alive")
     r.set_defaults(handler=_restore)
+    from jetpredict.models.profile_rows import MAX_FILE_BYTES
     from jetpredict.models.profiling_protocol import (
         BATCH_SIZE,
         MAX_MINIBATCHES_PER_MODE,
@@ -193,7 +194,9 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
                    help="Jetson: measure under the DVFS governors instead of pinning each mode's clocks at its "
                    "caps with jetson_clocks (the default; the clocks in force before are restored after)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
-    p.add_argument("--out", required=True, help="FILE.csv (+ FILE.csv.json) or FILE.json")
+    p.add_argument("--out", required=True, help="FILE.csv (+ FILE.csv.json: every minibatch and power sample) or "
+                   f"FILE.json (all in one document, at most the {MAX_FILE_BYTES // 2**20} MiB its readers take: "
+                   "refused before profiling when its minibatches alone would pass that)")
     a = p.add_argument_group(
         "adaptive profiling", "--adaptive: profile, fit, pick the mode that most narrows the decision (the "
         "recommended mode and the front under the caps), repeat; --modes, when given, are profiled first")

@@ -32,7 +32,7 @@ def test_host_profile_writes_valid_rows_and_every_minibatch(tmp_path, workload, 
     assert row["stall_time_s"] > 0 and row["compute_time_s"] > 0
     assert row["epoch_energy_j"] != row["epoch_energy_j"] and row["power_null_reason"]  # empty, with why
     doc = json.loads(Path(f"{out}.json").read_text())
-    assert len(doc["modes"][0]["minibatches"]) == 3
+    assert len(doc["modes"][0]["minibatches"]["total_s"]) == 3
     err = capsys.readouterr().err
     assert "mode 1/1" in err and "profiled 1 mode(s)" in err   # progress bar and summary on stderr
 
