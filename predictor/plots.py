@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jetpredict.models.errors import InputError
+from jetpredict.models.profile_files import make_out_folder
 
 FORMATS = (".svg", ".png")
 FEASIBLE_COLOUR = "#0b6bcb"
@@ -93,6 +94,7 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
             ax.set_title(title, fontsize=9)  # two lines: the question, then what the model rests on
         fig.tight_layout()
         try:
+            make_out_folder(path)  # as every --out: a missing folder is created
             fig.savefig(path, format=path.suffix.lower().lstrip("."))
         except OSError as exc:
             raise InputError(f"cannot write --plot {path}: {exc.strerror}", "plot") from None

@@ -42,3 +42,11 @@ def test_out_under_a_file_is_bad_input_naming_out(model, tmp_path, verb, capsys)
     out = tmp_path / "notes.txt" / "answer.csv"
     assert main(_verbs(model, out)[verb]) == 2
     assert "--out" in capsys.readouterr().err and (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_plot_in_a_missing_folder_creates_it(model, tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="--plot needs the [plot] extra (in [dev])")
+    plot = tmp_path / "figures" / "front.svg"
+    assert main(["recommend", "--model", str(model), "--objective", "min-time", "--plot", str(plot)]) == 0, \
+        capsys.readouterr().err
+    assert plot.read_text().lstrip().startswith("<?xml")
