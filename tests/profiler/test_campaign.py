@@ -13,7 +13,8 @@ from jetpredict.models.errors import InputError, ModeOutOfRangeError
 from jetpredict.models.profile_files import read_profile_csv, read_profile_rows
 from jetpredict.profiler import campaign, upload
 from jetpredict.profiler.backends import TorchBackend
-from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, modes_to_profile, run_campaign
+from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, run_campaign
+from jetpredict.profiler.mode_lists import modes_to_profile
 from jetpredict.profiler.power import NullPowerMeter
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.runner import RealTimeRunner

@@ -9,7 +9,8 @@ import time
 
 import pytest
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
-from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, host_modes, run_campaign
+from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, run_campaign
+from jetpredict.profiler.mode_lists import host_modes
 from jetpredict.profiler.powermode.host import HostController
 from jetpredict.profiler.runner import RealTimeRunner
 

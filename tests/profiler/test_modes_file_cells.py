@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
-from jetpredict.profiler.campaign import modes_to_profile
+from jetpredict.profiler.mode_lists import modes_to_profile
 
 HEADER = "mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\n"
 
