@@ -363,7 +363,7 @@ def bar_line(real: list[dict]) -> str:
             f"{sum(ok)} of {len(ok)} runs" + (f"; missed: {'; '.join(misses)}" if misses else ""))
 
 
-def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[dict]) -> str:
+def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[dict], minibatches: int) -> str:
     lines = ["# Adaptive profiling replayed on real sweeps", "",
              "`python bench/adaptive_replay.py --write`. Real: AGX Xavier, modes a-j (POMACS 2022 Fig 9), "
              "each workload replayed with a reference of the other real workloads only; candidates a-j. "
@@ -393,7 +393,7 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
             f"(w {s.get('width_pct', float('nan')):.0f}%)" for s in r["steps"] if s["recommended"]))
     if twin:
         lines += _table_head("## Digital twin (simulated: no accuracy claim)",
-                             "`profile --device sim:agx-xavier --adaptive` over the modes a-j; error against the "
+                             f"`profile --device sim:agx-xavier --adaptive --minibatches {minibatches}` over the modes a-j; error against the "
                              "twin's own sweep of a-j.",
                              ("workload", "goal", "within 3% first", "default stop: modes, error", "steps"))
         for r in twin:
@@ -402,7 +402,7 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
                              f"{s['profiled']} -> {s['recommended']} {s['error_pct']:+.1f}%" for s in r["steps"]) + " |")
     if whole:
         lines += _table_head("### Over the default candidates (simulated)",
-                             f"`profile --device sim:DEVICE --adaptive --budget {WHOLE_SPACE_BUDGET}` as the README "
+                             f"`profile --device sim:DEVICE --adaptive --budget {WHOLE_SPACE_BUDGET} --minibatches {minibatches}` as the README "
                              "runs it (the presets and every mode); time error and regret against the twin's "
                              "noise-free figures of every mode (the cap by its power); the stop's reason, shortened; "
                              "the profiled rows' scatter about the loop's last fit (RMS; `fit` warns past "
@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     twin = [] if args.no_twin else twin_part(args.minibatches)
     whole = [] if args.no_twin else whole_space_part(args.minibatches)
     cost = cost_part()
-    text = markdown(real, twin, whole, cost)
+    text = markdown(real, twin, whole, cost, args.minibatches)
     print("\n" + without_steps(text))
     if args.write:
         path = write_results("adaptive_replay", text, {"real": real, "twin": twin, "whole_space": whole, "cost": cost})
