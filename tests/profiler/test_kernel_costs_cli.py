@@ -6,7 +6,9 @@ import json
 
 import pytest
 from jetpredict.profiler.sim import kernel_costs
-from jetpredict.profiler.sim.kernel_costs import WORKLOADS_DIR, load_complexity, main
+from jetpredict.profiler.sim.kernel_costs import WORKLOADS_DIR, load_complexity
+
+from tools.retrace_workloads import main
 
 pytest.importorskip("torch")
 
