@@ -196,12 +196,14 @@ class Adviser:
         info = planning.RIDGE * np.eye(x.shape[1]) + x[:len(rows)].T @ x[:len(rows)]
         gains = planning.log_det_gains(x[len(rows):], info)
         taken = {p for p, _ in picks}
+        # Said only where it holds: with every knob separated, a filler just widens the design.
+        does = ("separates knobs the profiled modes do not" if model.aliased_pairs()
+                else "widens the profiled design")
         for pos in np.argsort(-np.where(open_, gains, -np.inf), kind="stable"):
             if len(picks) >= SHORTLIST or not open_[pos]:
                 break
             if int(pos) not in taken:
-                picks.append((int(pos), "separates knobs the profiled modes do not (D-optimal gain "
-                                        f"{gains[pos]:.2f})"))
+                picks.append((int(pos), f"{does} (D-optimal gain {gains[pos]:.2f})"))
                 taken.add(int(pos))
         return picks
 

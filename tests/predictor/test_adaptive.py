@@ -461,3 +461,22 @@ def test_a_profiled_gated_preset_leaves_the_whole_gpu_mode_at_its_clocks_open():
     preset = same_clocks & (table["mode"] == "7W").to_numpy()
     assert preset.sum() == 1 and not open_[preset].any()
     assert (same_clocks & ~preset).sum() == 1 and open_[same_clocks & ~preset].all()
+
+
+@pytest.mark.parametrize("design", ["efij", "abefgh"])
+def test_a_filler_says_it_separates_knobs_only_where_the_profiled_modes_alias_some(real, design):
+    """``plan --after`` labelled every D-optimal filler "separates knobs the profiled modes do not", also
+    where ``fit`` reports no aliased knob."""
+    lenet = real[real["workload"] == "lenet5-mnist"].reset_index(drop=True)
+    ref = build_reference(real[real["workload"] != "lenet5-mnist"].reset_index(drop=True), "agx-xavier")
+    adviser = A.Adviser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=15.0), lenet[["mode", *MODE_FIELDS]],
+                        ref)
+    rows = _by_mode(lenet, design)
+    aliased = bool(adviser.fit(rows).aliased_pairs())
+    assert aliased == (design == "efij")  # e,f,i,j move the CPU and GPU clocks together
+    reasons = list(adviser.propose(rows, budget=10 - len(design)).modes["reason"])
+    fillers = [r for r in reasons if "D-optimal gain" in r]
+    assert fillers, reasons
+    # Each filler is chosen after the pseudo-rows of those before it: once one separates the pair, none need to.
+    assert ("separates knobs" in fillers[0]) == aliased and not any("separates knobs" in r for r in fillers[1:]), \
+        reasons
