@@ -149,6 +149,10 @@ CacheEntry = tuple[dict[str, Any], int, Hashable | None]
 PLAN_CACHE_ROUNDS = 10
 #: Significant digits a node's epoch scale is read to before it is rounded up (0.1 + 0.2 is 0.3, not 0.31).
 SCALE_DIGITS = 12
+#: Plans a call makes again per device type for the nodes a shared plan misses but their own scale allows
+#: (:func:`_straddler_groups`): enough that each is planned at its own scale when few straddle (the bench's
+#: fleets), few enough that many add at most this many requests per device type.
+STRADDLER_PLANS = 8
 
 
 def read_scale(scale: float) -> float:
@@ -179,13 +183,15 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     Nodes are planned at :func:`planning_scale` of their epoch scale: one fleet plan per planning scale
     ``q`` among the nodes, under deadline ``deadline_s / q``, with one client per device type (a fleet
     plan chooses one mode per device type). A node whose plan misses ``deadline_s / q`` while the plan's
-    fastest mode meets its own ``deadline_s / s`` is planned again with the other such nodes of its device
-    type, at the largest of their scales ``s*``: the fastest mode meets ``deadline_s / s*``, so the mode
+    fastest mode meets its own ``deadline_s / s`` is planned again: at its own scale where its device type
+    has at most :data:`STRADDLER_PLANS` such scales, else with its neighbours in scale at the largest of
+    theirs, ``s*`` (:func:`_straddler_groups`): the fastest mode meets ``deadline_s / s*``, so the mode
     planned there meets each of their deadlines (``s <= s*``; and ``s* < q``, as the scales straddling a
     device type's fastest mode share the planning scale above its reach). So a call makes at most
-    ``G + K`` plans per workload of the planner, ``G`` the planning scales among the nodes (at most 90 per
-    decade their scales span, plus one) and ``K`` their device types: 10,000 nodes over three decades, of
-    the catalogue's six types, at most 271 + 6 = 277, within the service's default 600 requests a minute.
+    ``G + 8 K`` plans per workload of the planner, ``G`` the planning scales among the nodes (at most 90
+    per decade their scales span, plus one) and ``K`` their device types: 10,000 nodes over three decades,
+    of the catalogue's six types, at most 271 + 48 = 319, within the service's default 600 requests a
+    minute.
     ``cache``: client entries (and refusals) kept between calls (a strategy's, across rounds), keyed by
     :data:`CacheKey`, each with the calls it has served and the planner's basis
     (:meth:`~.planners.FleetPlanner.basis`, read once per call) it was made under: asked for again as soon
@@ -290,16 +296,22 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
 
 def _straddler_groups(deferred: Iterable[NodeInfo]) -> dict[float, list[NodeInfo]]:
     """The nodes whose shared plan missed while the fastest mode meets their own deadline, by the scale they
-    are planned again at: each device type's all at the largest of its nodes' scales, where that mode meets
-    the deadline too, so the plan made there meets each of theirs (scale >= their own); one request per
-    device type however many scales straddle, device types of one such scale sharing it."""
-    nodes = list(deferred)
-    largest: dict[str, float] = {}
-    for node in nodes:
-        largest[str(node.device)] = max(largest.get(str(node.device), 0.0), float(node.epoch_scale))
+    are planned again at: per device type, their distinct scales in at most :data:`STRADDLER_PLANS` runs of
+    neighbours, each node at the largest scale of its run (the fastest mode meets the deadline there too, so
+    the plan made there meets each of theirs); with that many scales or fewer, each node at its own. So a
+    device type costs at most that many requests however many scales straddle; device types of one such
+    scale share one."""
+    by_device: dict[str, list[NodeInfo]] = {}
+    for node in deferred:
+        by_device.setdefault(str(node.device), []).append(node)
     out: dict[float, list[NodeInfo]] = {}
-    for node in nodes:
-        out.setdefault(largest[str(node.device)], []).append(node)
+    for nodes in by_device.values():
+        scales = sorted({read_scale(float(n.epoch_scale)) for n in nodes})
+        runs = [scales[i * len(scales) // STRADDLER_PLANS:(i + 1) * len(scales) // STRADDLER_PLANS]
+                for i in range(STRADDLER_PLANS)]
+        planned_at = {scale: run[-1] for run in runs if run for scale in run}
+        for node in nodes:
+            out.setdefault(planned_at[read_scale(float(node.epoch_scale))], []).append(node)
     return out
 
 
