@@ -38,18 +38,23 @@ _BOARD_COMPATIBLES: dict[str, str] = {"nvidia,p2972-0000": "agx-xavier", "nvidia
                                       "nvidia,p3450-0000": "nano", "nvidia,p3450-0002": "nano",
                                       "nvidia,jetson-nano": "nano"}
 #: The module SKUs each catalogue entry describes (jetson_specs.csv module_part; the devkit modules
-#: P3701-0000 and P3767-0005 are the catalogued AGX Orin 64GB / Orin Nano 8GB compute). AGX Xavier is left
-#: out: its devkit compatible names the carrier only, and jetson_specs.csv gives one SKU.
+#: P3701-0000, the first AGX Orin devkit's 32 GB module with the 64GB's compute, and P3767-0005 are the
+#: catalogued AGX Orin 64GB / Orin Nano 8GB compute; AGX Xavier 16/32/64 GB, P2888-0001/0003/0004/0005, share
+#: one compute, as jetson_specs.csv says of its variants). Only the memory differs, which no prediction uses.
 _CATALOGUED_SKUS: dict[str, frozenset[str]] = {
+    "agx-xavier": frozenset({"p2888-0001", "p2888-0003", "p2888-0004", "p2888-0005"}),
     "xavier-nx": frozenset({"p3668-0000", "p3668-0001"}),
     "nano": frozenset({"p3448-0000", "p3448-0002"}),
     "orin-agx": frozenset({"p3701-0000", "p3701-0005"}),
     "orin-nx": frozenset({"p3767-0000"}),
     "orin-nano": frozenset({"p3767-0003", "p3767-0005"}),
 }
-#: Variants the catalogue lacks, as jetson_specs.csv describes them.
+#: Variants the catalogue lacks, as jetson_specs.csv and NVIDIA's nvpmodel file names describe them (AGX
+#: Xavier 8GB and Industrial by L4T's board names: jetson-agx-xavier-devkit-8gb = p2822-0000+p2888-0006).
 _KNOWN_VARIANTS: dict[str, str] = {
-    "p3701-0004": "Jetson AGX Orin 32GB (8 cores, 14 of 16 TPCs; nvpmodel_p3701_0004.conf)",
+    "p2888-0006": "Jetson AGX Xavier 8GB (6 cores, 384 CUDA cores; nvpmodel_t194_8gb.conf)",
+    "p2888-0008": "Jetson AGX Xavier Industrial (nvpmodel_t194_agxi.conf)",
+    "p3701-0004": "Jetson AGX Orin 32GB (8 cores, 7 of 8 TPCs: 14 of 16 SMs; nvpmodel_p3701_0004.conf)",
     "p3767-0001": "Jetson Orin NX 8GB (6 cores; nvpmodel_p3767_0001.conf)",
     "p3767-0004": "Jetson Orin Nano 4GB (half the GPU TPCs; nvpmodel_p3767_0004.conf)",
 }

@@ -50,6 +50,9 @@ def test_the_agx_xavier_seed_device_gets_its_controller(fake_root, monkeypatch):
     (("nvidia,p3737-0000+p3701-0004", "nvidia,p3701-0004", "nvidia,tegra234", "nvidia,tegra23x"),
      "orin-agx", "AGX Orin 32GB"),
     (("nvidia,p3768-0000+p3767-0004", "nvidia,p3767-0004", "nvidia,tegra234"), "orin-nano", "Orin Nano 4GB"),
+    # AGX Xavier 8GB (6 cores) and Industrial: any p2888 was taken for the 8-core catalogue entry without a word
+    (("nvidia,p2822-0000+p2888-0006", "nvidia,tegra194"), "agx-xavier", "AGX Xavier 8GB"),
+    (("nvidia,p2822-0000+p2888-0008", "nvidia,tegra194"), "agx-xavier", "AGX Xavier Industrial"),
 ])
 def test_a_variant_the_catalogue_lacks_is_named_in_a_warning(fake_root, caplog, compatible, board, variant):
     fake_root.set_device_tree(None, compatible)
@@ -65,3 +68,12 @@ def test_a_jetpack_6_2_super_device_tree_is_named_in_a_warning(fake_root, caplog
     with caplog.at_level(logging.WARNING, logger="jetpredict.profiler.powermode.detect"):
         assert jetson_board() == "orin-nano"
     assert "Super" in caplog.text and "JetPack 5" in caplog.text
+
+
+@pytest.mark.parametrize("module", ["p2888-0001", "p2888-0004", "p2888-0005", "p3701-0000"])
+def test_a_module_of_the_catalogued_compute_gets_no_warning(fake_root, caplog, module):
+    carrier = "p2822-0000" if module.startswith("p2888") else "p3737-0000"
+    fake_root.set_device_tree(None, (f"nvidia,{carrier}+{module}", f"nvidia,{module}"))
+    with caplog.at_level(logging.WARNING, logger="jetpredict.profiler.powermode.detect"):
+        assert jetson_board() in ("agx-xavier", "orin-agx")
+    assert "does not describe" not in caplog.text
