@@ -234,7 +234,7 @@ class WorkloadModel:
     #: Knob ranges of the profiled modes, ``{knob: (low, high)}``; outside them predictions are flagged
     #: ``extrapolated`` and intervals widen by ``EXTRAPOLATION_REL_SD[output] x sqrt(sum((share_of_knob x
     #: ln-distance)^2))``. A cross-device model holds the source's ranges at the same share of each knob's
-    #: top, ends at the target's nearest steps (``transfer.ranges_on``), and widens by the same rule on top
+    #: top, ends snapped inward to the target's steps (``transfer.ranges_on``), and widens by the same rule on top
     #: of ``cross_device_rel_sd``.
     profiled_ranges: Mapping[str, tuple[float, float]] | None = None
     cross_device: bool = False

@@ -15,12 +15,19 @@ intervals (``transfer_method`` says which way).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
+from jetpredict.models.catalogue import (
+    MODE_FIELDS,
+    SAME_CLOCK_REL,
+    Device,
+    ModeArrays,
+    load_device,
+    nearest_step,
+)
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
@@ -240,17 +247,36 @@ def transfer_model(model: WorkloadModel, target: Device, target_ref: DeviceRefer
 def ranges_on(ranges: Mapping[str, tuple[float, float]] | None, source: Device, target: Device
               ) -> dict[str, tuple[float, float]] | None:
     """The profiled knob ranges of ``source`` at the same share of each knob's top on ``target``, each end
-    snapped to the target's nearest step: the target's modes whose knobs sit where no profiled mode sat on
-    the source are flagged as extrapolated and widen as they would on the source (the transfer's SD comes
-    on top). Unsnapped, a range of one clock lands between two target steps and flags every mode, and a
-    fleet plan then runs to the space's far corners (1 core, lowest clocks) that nothing measured."""
+    snapped inward to a target step (:func:`_steps_inside`): the target's modes whose knobs sit where no
+    profiled mode sat on the source are flagged as extrapolated and widen as they would on the source (the
+    transfer's SD comes on top)."""
     if not ranges:
         return None
     src, dst, bounds = F.device_maxima(source), F.device_maxima(target), target.knob_ranges()
+    lo_cores, hi_cores = target.cpu_cores_range
+    steps = {"cpu_cores": tuple(float(c) for c in range(lo_cores, hi_cores + 1)), "cpu_mhz": target.cpu_steps_mhz,
+             "gpu_mhz": target.gpu_steps_mhz, "emc_mhz": target.emc_steps_mhz}
     ends = {k: [float(np.clip(v * dst[k] / src[k], *bounds[k])) for v in ranges[k]] for k in MODE_FIELDS}
-    ends["cpu_cores"] = [float(np.floor(v + 0.5)) for v in ends["cpu_cores"]]  # half a core up: 1.5 -> 2
-    low, high = (target.nearest_mode(*(ends[k][i] for k in MODE_FIELDS)) for i in (0, 1))
-    return {k: (float(getattr(low, k)), float(getattr(high, k))) for k in MODE_FIELDS}
+    return {k: _steps_inside(steps[k], *ends[k]) for k in MODE_FIELDS}
+
+
+def _steps_inside(steps: Sequence[float], low: float, high: float) -> tuple[float, float]:
+    """The lowest and highest of ``steps`` within ``[low, high]`` (same unit; an end within
+    ``SAME_CLOCK_REL`` of a step counts as at it); when none lies within, the one step nearest the range's
+    geometric middle, at both ends.
+
+    Snapped to the nearest step instead, an end can move outward past a whole step: Orin Nano's EMC steps
+    are 204, 665.6 and 2133 MHz, so a profile at 62-75% of AGX Xavier's EMC became [665.6, 2133] and a mode
+    at 31% of the top went unflagged. One step when none lies within (a one-clock profile between two
+    steps): flagging every mode would send a fleet plan to the space's far corners that nothing measured.
+    """
+    slack = 1.0 + SAME_CLOCK_REL
+    inside = [s for s in steps if low <= s * slack and s <= high * slack]
+    if inside:
+        return min(inside), max(inside)
+    # Ties go to the higher step (``nearest_step`` takes the first): half a core up, 1.5 -> 2.
+    step = nearest_step(sorted(steps, reverse=True), float(np.sqrt(low * high)))
+    return step, step
 
 
 def _match_level(model: WorkloadModel, moved: WorkloadModel, level: float) -> WorkloadModel:

@@ -3,9 +3,10 @@
 A stored workload may hold rows of several Jetson types (a federated fleet profiles one model on each of
 its boards). Each device type with rows of its own gets its own fitted :class:`~predictor.model.WorkloadModel`;
 a device without rows is served by moving one of those models across (:mod:`predictor.transfer`). The
-source is the device whose moved model is the most certain on the target: the narrowest mean relative
-epoch-time interval over the target's nvpmodel presets, which already accounts for how many modes were
-profiled, whether power was measured and how the transfer was made (reference workloads or physics).
+source is a device with real rows (published or measured) before one with rows of the digital twin, then
+the one whose moved model is the most certain on the target: the narrowest mean relative epoch-time
+interval over the target's nvpmodel presets, which already accounts for how many modes were profiled,
+whether power was measured and how the transfer was made (reference workloads or physics).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from threading import Lock
 import numpy as np
 from jetpredict.models.catalogue import Device, ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import WorkloadModel
@@ -92,12 +94,21 @@ def transfer_uncertainty(model: WorkloadModel, target: Device,
 
 
 def best_source(models: Mapping[str, WorkloadModel], target: Device) -> str:
-    """The device of ``models`` to transfer to ``target`` from: least :func:`transfer_uncertainty`; ties
-    to more profiled modes, then to the device id (so the choice is stable)."""
+    """The device of ``models`` to transfer to ``target`` from: real rows before the twin's
+    (:func:`has_twin_rows`), then least :func:`transfer_uncertainty`; ties to more profiled modes, then to
+    the device id (so the choice is stable)."""
     if len(models) == 1:
         return next(iter(models))
-    scored = sorted((transfer_uncertainty(m, target), -m.profiled_modes, device) for device, m in models.items())
+    # The twin's rows scatter little, so their intervals are narrow but unchecked (fleet.confidence_note):
+    # by width alone they beat real rows of another device.
+    real = {device: m for device, m in models.items() if not has_twin_rows(m)} or models
+    scored = sorted((transfer_uncertainty(m, target), -m.profiled_modes, device) for device, m in real.items())
     return scored[0][2]
+
+
+def has_twin_rows(model: WorkloadModel) -> bool:
+    """Whether any of ``model``'s rows come from the digital twin (its ``workload_source`` is ``simulated``)."""
+    return any(source_kind(row.get("source")) == "simulated" for row in model.training_rows)
 
 
 def spaces_to_compute(models: DeviceModels, device_ids: Iterable[str], confidence: float) -> int:

@@ -100,7 +100,7 @@ def test_predict_all_json(work, capsys):
     flagged = sum(r["extrapolated"] for r in records)
     assert 0 < flagged < len(records)
     assert f"{flagged} mode(s) lie outside the profiled knob ranges, taken at the same share of each knob's top " \
-           "(nearest step) on orin-nano (column extrapolated_knobs): their intervals are wider (time intervals" in captured.err
+           "(snapped inward to its steps) on orin-nano (column extrapolated_knobs): their intervals are wider (time intervals" in captured.err
 
 
 def test_recommend_under_20_w_holds_for_the_upper_bound(work, capsys):
