@@ -1,10 +1,12 @@
 """Database URLs as the service takes them: the installed PostgreSQL driver filled in, checked before any
-engine is made (a clear error naming the setting, not a traceback from deep in SQLAlchemy), and printed
-with their secrets hidden."""
+engine is made (a clear error naming the setting, not a traceback from deep in SQLAlchemy), printed with
+their secrets hidden, and what a driver said when the server refused one (:func:`driver_reason`)."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from jetpredict.api.config import ENV_PREFIX
@@ -26,11 +28,11 @@ def checked_url(url: str) -> str:
     """``url`` normalized (:func:`normalize_url`), or InputError naming ``database_url`` when it is not a
     database URL or its driver is not installed (a traceback from deep in SQLAlchemy before)."""
     url = normalize_url(url)
-    rule = "give sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
+    rule = "give sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE (PORT a number)"
     what = f"the database URL {masked_url(url)!r} (--database-url, {ENV_PREFIX}DATABASE_URL)"
     try:
         dialect = sa.engine.make_url(url).get_dialect()
-    except sa.exc.ArgumentError:  # NoSuchModuleError (an unknown database kind) too
+    except (sa.exc.ArgumentError, ValueError):  # NoSuchModuleError (an unknown kind); ValueError: a bad port
         raise InputError(f"{what} is not one jetpredict can use: {rule}", "database_url") from None
     try:
         dialect.import_dbapi()
@@ -44,8 +46,42 @@ def masked_url(url: str) -> str:
     """``url`` safe to print: the password is hidden, in the user part and in query parameters."""
     try:
         parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         return "<unparseable database URL>"
-    query = {k: ("***" if "pass" in k.lower() or "secret" in k.lower() or "token" in k.lower() else v)
-             for k, v in parsed.query.items()}
+    query = {k: ("***" if _is_secret(k) else v) for k, v in parsed.query.items()}
     return parsed.set(query=query).render_as_string(hide_password=True)
+
+
+def _is_secret(query_key: str) -> bool:
+    return any(word in query_key.lower() for word in ("pass", "secret", "token"))
+
+
+#: Longest driver message shown (characters): libpq's are a line or two.
+MAX_REASON_CHARS = 300
+
+#: What libpq says when the server refuses the URL itself (a wrong password or user, no such database or
+#: role, no pg_hba.conf line for it): waiting will not help. A translated server message reads as an outage.
+_REFUSED_AS_GIVEN = re.compile(r'authentication failed|(database|role) ".*" does not exist|no pg_hba\.conf entry')
+
+
+def driver_reason(exc: BaseException, url: str) -> str:
+    """What the database driver said of ``exc`` (SQLAlchemy's wrapper and hint left out), on one line and at
+    most :data:`MAX_REASON_CHARS` long, every secret of ``url`` replaced by ``***``. libpq never repeats a
+    password; this holds for any driver that would."""
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(str(orig).split()) or type(orig).__name__
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        parsed = None
+    secrets = [] if parsed is None else [parsed.password, *(v for k, v in parsed.query.items() if _is_secret(k))]
+    for secret in secrets:
+        for form in {str(s) for s in (secret if isinstance(secret, tuple) else (secret,)) if s}:
+            text = text.replace(form, "***").replace(quote(form, safe=""), "***")
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
+
+
+def refused_as_given(exc: BaseException) -> bool:
+    """Whether the server refused the connection for what the URL says (user, password, database), not
+    for an outage: a configuration error."""
+    return bool(_REFUSED_AS_GIVEN.search(str(getattr(exc, "orig", None) or exc)))

@@ -574,15 +574,18 @@ class Storage:
         only this workload's part (:class:`IdempotencyKey`). The id's last revision is kept in
         :data:`deleted_revisions`, so that the id uploaded again does not reuse it."""
         with self._writing() as conn:
-            # The workload's row first, as uploads lock it before its rows and keys: no lock-order cycle.
-            conn.execute(workloads.update().where(workloads.c.id == workload_id)
-                         .values(revision=workloads.c.revision))
-            revision = conn.execute(sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar()
+            # The row locked and its revision read in one statement, as uploads lock it before their rows. None:
+            # nothing stored; an upload still uncommitted (PostgreSQL) comes after, its rows are not ours.
+            revision = conn.execute(workloads.update().where(workloads.c.id == workload_id)
+                                    .values(revision=workloads.c.revision)
+                                    .returning(workloads.c.revision)).scalar()
+            if revision is None:
+                return False
             conn.execute(idempotency.delete().where(idempotency.c.workload_id == workload_id))
             conn.execute(profile_rows.delete().where(profile_rows.c.workload_id == workload_id))
             conn.execute(uploads.delete().where(uploads.c.workload_id == workload_id))
-            done = conn.execute(workloads.delete().where(workloads.c.id == workload_id))
+            conn.execute(workloads.delete().where(workloads.c.id == workload_id))
             if revision:
                 conn.execute(deleted_revisions.delete().where(deleted_revisions.c.workload_id == workload_id))
                 conn.execute(deleted_revisions.insert().values(workload_id=workload_id, revision=revision))
-        return done.rowcount == 1
+        return True

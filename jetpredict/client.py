@@ -12,9 +12,12 @@ Every method is one route of DESIGN.md's HTTP API and returns the JSON document 
 a :class:`ServiceError` subclass built from the service's error body ``{"code", "status", "message",
 "errors": {field: [rules]}}``: :class:`BadRequest` (400/406/413/414/415/422, names the field),
 :class:`Unauthorized` (401/403), :class:`NotFound` (404), :class:`Conflict` (409), :class:`Overloaded`
-(429/503, with ``retry_after_s``) and :class:`ConnectionFailed` (no answer at all).
+(429/503, and a proxy's 502/504; with ``retry_after_s``) and :class:`ConnectionFailed` (no answer at all);
+an error body that is not the service's JSON (a proxy's page) is cut to a short text excerpt. Redirects
+are not followed (a :class:`ServiceError` naming the ``Location``): the API key and bodies go to
+``base_url`` only, and a POST is never resent as a body-less GET.
 
-Retries: a request is tried at most ``retries + 1`` times. Connection failures and 429/503 answers are
+Retries: a request is tried at most ``retries + 1`` times. Connection failures and 429/502/503/504 answers are
 retried with exponential backoff, or after the answer's ``Retry-After`` (s) when it gives one; an answer
 that asks for a longer wait than ``max_wait_s`` is raised at once. Uploads carry an ``Idempotency-Key``
 (a uuid4 per call, the same on every retry), so the service stores a retried upload once. A request that
@@ -28,12 +31,14 @@ from __future__ import annotations
 
 import csv
 import email.utils
+import html
 import http.client
 import json
 import logging
 import math
 import os
 import random
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -175,8 +180,8 @@ class Conflict(ServiceError):
 
 
 class Overloaded(ServiceError):
-    """429 (rate limited) or 503 (busy, database unreachable, store cannot write): retry after
-    ``retry_after_s`` s."""
+    """429 (rate limited), 503 (busy, database unreachable, store cannot write), or a proxy's 502/504 (the
+    service behind it down or slow): retry after ``retry_after_s`` s, when the answer gives one."""
 
 
 class ConnectionFailed(ServiceError):
@@ -190,8 +195,19 @@ class ConnectionFailed(ServiceError):
 
 _STATUS_CLASSES: dict[int, type[ServiceError]] = {
     **dict.fromkeys((400, 406, 413, 414, 415, 422), BadRequest), 401: Unauthorized, 403: Unauthorized,
-    404: NotFound, 409: Conflict, 429: Overloaded, 503: Overloaded,
+    404: NotFound, 409: Conflict, **dict.fromkeys((429, 502, 503, 504), Overloaded),
 }
+
+#: The most characters of an error body that is not the service's JSON (a proxy's HTML page) kept in a message.
+MAX_EXCERPT_CHARS = 120
+
+
+def _text_excerpt(body: bytes) -> str:
+    """A short excerpt of a non-JSON body as text: markup, scripts and styles dropped, whitespace collapsed."""
+    text = body.decode("utf-8", errors="replace")
+    text = re.sub(r"(?is)<(script|style)\b.*?</\1\s*>|<[^>]*>", " ", text)
+    text = " ".join(html.unescape(text).split())
+    return text if len(text) <= MAX_EXCERPT_CHARS else text[:MAX_EXCERPT_CHARS - 3] + "..."
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -226,7 +242,13 @@ def error_from_answer(status: int, body: bytes, headers: Mapping[str, str] | htt
         if isinstance(raw, Mapping):
             errors = {str(k): (v if isinstance(v, list) else [v]) for k, v in raw.items()}
     elif body:
-        message = body.decode("utf-8", errors="replace").strip()[:300]
+        excerpt = _text_excerpt(body)
+        message = f"{reason or f'HTTP {status}'} (not a jetpredict error body{': ' + excerpt if excerpt else ''})"
+    if 300 <= status < 400:
+        location = headers.get("Location")
+        message = (f"redirected to {location}" if location else "redirected, without a Location") + (
+            ", not followed: the client sends its API key and bodies to base_url only; give the service's own "
+            "URL as base_url")
     cls = _STATUS_CLASSES.get(status, ServiceError)
     return cls(message or name or f"HTTP {status}", status=status, name=name, errors=errors,
                retry_after_s=parse_retry_after(headers.get("Retry-After")), method=method, url=url)
@@ -299,7 +321,7 @@ class Client:
         self.backoff_s = float(backoff_s)
         self.max_wait_s = float(max_wait_s)
         self.headers = dict(headers or {})
-        self._opener = urllib.request.build_opener()
+        self._opener = urllib.request.build_opener(_NoRedirects)
 
     def __repr__(self) -> str:
         return f"Client({self.base_url!r}, api_key={'***' if self.api_key else None})"
@@ -506,6 +528,14 @@ class Client:
         except (UnicodeDecodeError, ValueError):
             raise ServiceError(f"the answer is not JSON: {body[:200]!r}", status=status, method=method,
                                url=url) from None
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: urllib's would resend X-API-Key to any host and turn a POST into a GET without
+    its body; the 3xx answer is raised (:func:`error_from_answer`) instead."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def _drop_none(body: Mapping[str, Any]) -> dict[str, Any]:

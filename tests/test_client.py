@@ -350,13 +350,57 @@ def test_statuses_map_to_error_classes(stub, status, cls):
     assert len(answer.requests) == 1  # none of these is retried
 
 
+NGINX_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+             b"</center>\r\n<hr><center>nginx/1.25.3</center>\r\n" + b"<!-- padding -->\r\n" * 40 + b"</body></html>")
+
+
 def test_an_answer_that_is_not_json(stub):
-    html = stub([(502, {"Content-Type": "text/html"}, b"<html>Bad Gateway</html>"),
+    html = stub([(500, {"Content-Type": "text/html"}, NGINX_502.replace(b"502 Bad Gateway", b"Oops &amp; more")),
                  (200, {"Content-Type": "text/html"}, b"<html>hello</html>")])
-    with pytest.raises(ServiceError, match="answered 502: <html>Bad Gateway"):
+    with pytest.raises(ServiceError) as err:
         Client(html.url).devices()
+    # The status line and a short text excerpt, not the page's markup.
+    assert str(err.value).endswith("answered 500: Internal Server Error (not a jetpredict error body: "
+                                   "Oops & more Oops & more nginx/1.25.3)"), str(err.value)
     with pytest.raises(ServiceError, match="not JSON"):
         Client(html.url).devices()
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_proxys_502_or_504_is_retried_when_repeating_is_harmless(stub, status):
+    """A proxy answers 502/504 while the service behind it restarts or is slow: retried like 503 for reads and
+    for uploads (their Idempotency-Key stores them once), not for a delete, which may have run."""
+    page = {"Content-Type": "text/html"}, NGINX_502.replace(b"502 Bad Gateway", f"{status} Gateway".encode())
+    proxy = stub([(status, *page), (status, *page), (200, {}, {"devices": []})])
+    assert Client(proxy.url, retries=2, backoff_s=0.01).devices() == {"devices": []} and len(proxy.requests) == 3
+    upload = stub([(status, *page), (201, {}, {"workload_id": "w"})])
+    assert Client(upload.url, retries=1, backoff_s=0.01).upload_profiles([{"device": "nano"}]) == {"workload_id": "w"}
+    keys = {r["headers"][IDEMPOTENCY_HEADER] for r in upload.requests}
+    assert len(upload.requests) == 2 and len(keys) == 1
+    delete = stub([(status, *page)])
+    with pytest.raises(Overloaded) as err:
+        Client(delete.url, retries=3, backoff_s=0.01).delete_workload("w")
+    assert len(delete.requests) == 1 and err.value.status == status
+    assert "<" not in str(err.value) and f"{status} Gateway nginx/1.25.3" in str(err.value)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_not_followed(stub, status):
+    """urllib's default follows a redirect to any host with the API key, and turns a POST answered 301-303
+    into a GET without its body whose answer it returns as the upload's. The client raises instead."""
+    elsewhere = stub([(200, {}, {"workload_id": "not the upload's answer"})])
+    moved = stub([(status, {"Location": f"{elsewhere.url}/v1/profiles"}, b"")])
+    api = Client(moved.url, api_key="secret-key", retries=3, backoff_s=0.01)
+    with pytest.raises(ServiceError) as err:
+        api.upload_profiles([{"device": "nano"}])
+    assert err.value.status == status and f"redirected to {elsewhere.url}/v1/profiles, not followed" in str(err.value)
+    with pytest.raises(ServiceError):
+        api.devices()
+    assert elsewhere.requests == [] and len(moved.requests) == 2  # not resent elsewhere, nor retried
+    same_host = stub([(status, {"Location": "/v1/devices/"}, b""), (200, {}, {"devices": []})])
+    with pytest.raises(ServiceError, match="redirected to /v1/devices/"):
+        Client(same_host.url, api_key="secret-key").devices()
+    assert len(same_host.requests) == 1
 
 
 def test_read_rows_csv_drops_a_byte_order_mark(tmp_path):

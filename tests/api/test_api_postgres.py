@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -88,6 +89,36 @@ def test_serve_banner_hides_the_database_password(tmp_path):
     assert "listening on" in text, text
     assert "pw-in-userinfo" not in text and "pw-in-query" not in text
     assert "sslmode=disable" in text and "127.0.0.1" in text
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not postgres_available(), reason="PostgreSQL server binaries not installed")
+def test_serve_exits_2_at_start_naming_a_wrong_password_or_database(tmp_path):
+    """A server that refuses what the URL says is a configuration error: ``serve`` says the driver's reason
+    and exits 2 (it had answered 503 for ever, saying only "OperationalError"); the password never shows."""
+    with TempPostgres() as pg:
+        engine = sa.create_engine(pg.url(), isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                conn.execute(sa.text("CREATE ROLE jp LOGIN PASSWORD 'right-pw-123'"))
+                conn.execute(sa.text("CREATE DATABASE jp OWNER jp"))
+                hba = conn.execute(sa.text("SHOW hba_file")).scalar_one()
+                # Passwords checked for jp over TCP (the cluster trusts every user as made).
+                Path(hba).write_text("local all all trust\nhost all postgres 127.0.0.1/32 trust\n"
+                                     "host all all 127.0.0.1/32 scram-sha-256\n")
+                conn.execute(sa.text("SELECT pg_reload_conf()"))
+        finally:
+            engine.dispose()
+        env = {**os.environ, "JETPREDICT_API_KEYS": "k", "JETPREDICT_RATE_LIMIT": "off"}
+        for password, database, said in [("wrong-pw-456", "jp", 'password authentication failed for user "jp"'),
+                                         ("right-pw-123", "nodb", 'database "nodb" does not exist')]:
+            url = f"postgresql://jp:{password}@127.0.0.1:{pg.port}/{database}"
+            done = subprocess.run([sys.executable, "-m", "jetpredict", "serve", "--server", "flask", "--port",
+                                   str(free_port()), "--database-url", url, "--data-dir", str(tmp_path)],
+                                  env=env, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 2 and said in done.stderr, done.stderr
+            assert "jetpredict serve: error: the database postgresql+psycopg://jp:***@" in done.stderr
+            assert password not in done.stderr + done.stdout and "Traceback" not in done.stderr
 
 
 @pytest.mark.timeout(120)
