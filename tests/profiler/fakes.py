@@ -609,22 +609,9 @@ while True:
 
 # FAKE_TEGRASTATS that appends "<line number> <perf_counter s>" to printed.log just before each print: the
 # time the rails behind the line were read (FakeRoot.tegrastats_printed).
-FAKE_TEGRASTATS_TIMED = r'''
-import json, pathlib, sys, time
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-with open(ROOT / "calls.log", "a") as f:
-    f.write(json.dumps(["tegrastats", *sys.argv[1:]]) + "\n")
-args = sys.argv[1:]
-interval_s = int(args[args.index("--interval") + 1]) / 1000 if "--interval" in args else 1.0
-lines = (ROOT / "var/lib/fake_tegrastats/lines.txt").read_text().splitlines()
-log = open(ROOT / "var/lib/fake_tegrastats/printed.log", "a", buffering=1)
-i = 0
-while True:
-    log.write(f"{i} {time.perf_counter()!r}\n")
-    print(lines[i % len(lines)], flush=True)
-    i += 1
-    time.sleep(interval_s)
-'''
+FAKE_TEGRASTATS_TIMED = FAKE_TEGRASTATS.replace("i = 0\n", (
+    'log = open(ROOT / "var/lib/fake_tegrastats/printed.log", "a", buffering=1)\ni = 0\n')).replace(
+    "    print(lines", "    log.write(f\"{i} {time.perf_counter()!r}\\n\")\n    print(lines")
 
 
 # FAKE_NVPMODEL whose calls a test can hold (FakeRoot.hold_nvpmodel): the first ``-q`` (or ``-m``) call to
