@@ -67,7 +67,8 @@ _REFUSED_AS_GIVEN = re.compile(r'authentication failed|(database|role) ".*" does
 def driver_reason(exc: BaseException, url: str) -> str:
     """What the database driver said of ``exc`` (SQLAlchemy's wrapper and hint left out), on one line and at
     most :data:`MAX_REASON_CHARS` long, every secret of ``url`` replaced by ``***``. libpq never repeats a
-    password; this holds for any driver that would."""
+    password; this holds for any driver that would. A secret that is also the URL's user, host or database
+    (``postgres:postgres@postgres/postgres``) is left: masked, the message would lose every name it gives."""
     orig = getattr(exc, "orig", None) or exc
     text = " ".join(str(orig).split()) or type(orig).__name__
     try:
@@ -75,8 +76,9 @@ def driver_reason(exc: BaseException, url: str) -> str:
     except (sa.exc.ArgumentError, ValueError):
         parsed = None
     secrets = [] if parsed is None else [parsed.password, *(v for k, v in parsed.query.items() if _is_secret(k))]
+    names = set() if parsed is None else {parsed.username, parsed.host, parsed.database}
     for secret in secrets:
-        for form in {str(s) for s in (secret if isinstance(secret, tuple) else (secret,)) if s}:
+        for form in {str(s) for s in (secret if isinstance(secret, tuple) else (secret,)) if s} - names:
             text = text.replace(form, "***").replace(quote(form, safe=""), "***")
     return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
 

@@ -576,9 +576,10 @@ class Storage:
         with self._writing() as conn:
             # The row locked and its revision read in one statement, as uploads lock it before their rows. None:
             # nothing stored; an upload still uncommitted (PostgreSQL) comes after, its rows are not ours.
-            revision = conn.execute(workloads.update().where(workloads.c.id == workload_id)
-                                    .values(revision=workloads.c.revision)
-                                    .returning(workloads.c.revision)).scalar()
+            # FOR UPDATE, not UPDATE ... RETURNING: SQLite before 3.35 (JetPack 5's) has no RETURNING, and its
+            # write lock keeps a delete and an upload apart anyway.
+            revision = conn.execute(sa.select(workloads.c.revision).where(workloads.c.id == workload_id)
+                                    .with_for_update()).scalar()
             if revision is None:
                 return False
             conn.execute(idempotency.delete().where(idempotency.c.workload_id == workload_id))

@@ -101,7 +101,7 @@ def fit_summary(model: Any, rows: pd.DataFrame | None = None) -> dict[str, objec
     """The provenance of a fitted model that is stored with its workload and shown by the API (``rows``: the
     frame it was fitted on, where the caller holds it)."""
     from jetpredict.predictor.fit_check import time_scatter
-    from jetpredict.predictor.service import workload_source
+    from jetpredict.predictor.terms import workload_source
 
     scatter = time_scatter(model, rows)
     return {"device": model.device_id, "model_version": str(model.model_version),

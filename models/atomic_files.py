@@ -135,3 +135,17 @@ def write_output(path: Path, data: bytes) -> None:
             f.write(data)
         return
     replace_file(target, data)
+
+
+def make_out_folder(out: str | Path) -> None:
+    """Create the missing folders of an ``--out`` file where a write through its symlinks lands
+    (:func:`followed`, which refuses another user's link in ``/tmp``), as every verb that writes ``--out``
+    does. OSError when it cannot."""
+    followed(out).parent.mkdir(parents=True, exist_ok=True)
+
+
+def write_out_file(out: str | Path, data: bytes) -> None:
+    """Write a verb's ``--out`` file whole (:func:`write_output`) in its folder, created when missing
+    (:func:`make_out_folder`). OSError when it cannot."""
+    make_out_folder(out)
+    write_output(Path(out), data)

@@ -1,6 +1,6 @@
 """Profile-row files: reading CSV/JSON files and streams of profile rows (size- and cell-limited, regular
 files only, never executing anything) and writing them back as CSV safe to open in a spreadsheet; the
-``--out`` files of the verbs (their folders, names, and a profile JSON kept within the readers' limit).
+names of ``profile --out`` and its JSON kept within the readers' limit.
 
 The row format and its validation live in :mod:`jetpredict.models.profile_rows`.
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.atomic_files import followed, write_output
 from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.errors import InputError, ModeRowError, cli_flag
 from jetpredict.models.jsonsafe import json_safe
@@ -404,20 +403,6 @@ def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], writt
             if Path(read).resolve() in outputs:
                 raise InputError(f"{cli_flag(out_flag)} {out} would overwrite {read}, which {cli_flag(flag)} "
                                  "reads; write the output to another file", out_flag)
-
-
-def make_out_folder(out: str | Path) -> None:
-    """Create the missing folders of an ``--out`` file where a write through its symlinks lands
-    (:func:`~jetpredict.models.atomic_files.followed`, which refuses another user's link in ``/tmp``), as
-    every verb that writes ``--out`` does. OSError when it cannot."""
-    followed(out).parent.mkdir(parents=True, exist_ok=True)
-
-
-def write_out_file(out: str | Path, data: bytes) -> None:
-    """Write a verb's ``--out`` file whole (:func:`~jetpredict.models.atomic_files.write_output`) in its
-    folder, created when missing (:func:`make_out_folder`). OSError when it cannot."""
-    make_out_folder(out)
-    write_output(Path(out), data)
 
 
 #: The most bytes one number takes in :func:`compact_json`: a finite double's shortest repr has at most 17

@@ -23,7 +23,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jetpredict.models.atomic_files import followed, is_special_file, sync_folder, temp_beside, temp_name
+from jetpredict.models.atomic_files import (
+    followed,
+    is_special_file,
+    make_out_folder,
+    sync_folder,
+    temp_beside,
+    temp_name,
+)
 from jetpredict.models.errors import InputError
 
 FORMAT = "jetpredict-artifact/2"
@@ -89,7 +96,7 @@ def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict
             raise InputError(f"cannot write the {kind} file {path}: {file} is not a regular file (a {kind} "
                              f"file and its manifest {manifest_path(path).name} are written as two files); "
                              f"nothing was written", "model")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_out_folder(path)  # where a write through its links lands, as every --out
     _replace_pair(path, data, text.encode("utf-8"))
     return manifest
 

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.atomic_files import write_out_file
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import (
     check_out_spares_inputs,
-    make_out_folder,
     read_mode_table,
     rows_named_by_line,
-    write_out_file,
 )
 from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
 from jetpredict.models.tables import FORMATS, write_table
@@ -241,7 +240,6 @@ def _fit(args: argparse.Namespace) -> int:
     device = None if args.device is None else resolve_device(args.device)
     model = fit_workload(rows, device=device, reference=reference)
     try:
-        make_out_folder(args.out)
         save_model(model, args.out)
     except OSError as exc:
         raise out_error(args.out, exc) from None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from jetpredict.models.atomic_files import make_out_folder
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_files import make_out_folder
 
 FORMATS = (".svg", ".png")
 FEASIBLE_COLOUR = "#0b6bcb"

@@ -36,7 +36,6 @@ from jetpredict.models.errors import InputError, ModeRowError, ModeRowOutOfRange
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.numbers import is_blank, not_a_number_rule, number_or_nan
 from jetpredict.models.profile_files import rows_to_records
-from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled, fleet, planning, space
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.limits import (
@@ -48,7 +47,7 @@ from jetpredict.predictor.limits import (
 )
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.recommend import CONSTANT_COLUMNS
-from jetpredict.predictor.terms import least_trusted
+from jetpredict.predictor.terms import least_trusted, workload_source
 from jetpredict.predictor.workload_devices import DeviceModels
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
@@ -68,13 +67,6 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (*(c for c in CONSTANT_COLUMNS if c != "co
 
 def _target(model: WorkloadModel, device: Device | str | None) -> Device:
     return resolve_device(model.device_id if device is None else device)
-
-
-def workload_source(model: WorkloadModel) -> str:
-    """Where the workload's own profile rows came from: ``measured``, ``simulated`` (the twin) or
-    ``published`` (the least trusted kind among its rows' ``source``)."""
-    # Read straight from the stored rows: this runs on every HTTP answer, a DataFrame costs ~1 ms there.
-    return least_trusted(source_kind(row.get("source")) for row in model.training_rows)
 
 
 def provenance(model: WorkloadModel, device: Device | str | None = None) -> dict[str, object]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,9 @@ from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.optimize import nnls
 from scipy.special import log_ndtr, ndtri_exp
+
+if TYPE_CHECKING:
+    from jetpredict.predictor.model import WorkloadModel
 
 #: Optional measured columns a fit reads (NaN = unknown), in :class:`ProfileArrays` order.
 MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j",
@@ -63,6 +67,13 @@ def least_trusted(kinds: Iterable[str]) -> str:
     rank = {kind: i for i, kind in enumerate(SOURCE_TRUST)}
     kinds = list(kinds)
     return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else UNSAID_SOURCE_KIND
+
+
+def workload_source(model: WorkloadModel) -> str:
+    """Where the workload's own profile rows came from: ``measured``, ``simulated`` (the twin) or
+    ``published`` (the least trusted kind among its rows' ``source``)."""
+    # Read straight from the stored rows: this runs on every HTTP answer, a DataFrame costs ~1 ms there.
+    return least_trusted(source_kind(row.get("source")) for row in model.training_rows)
 
 
 def source_of(rows: pd.DataFrame) -> str:

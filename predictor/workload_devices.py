@@ -18,11 +18,11 @@ from threading import Lock
 import numpy as np
 from jetpredict.models.catalogue import Device, ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import source_kind
 from jetpredict.predictor import bundled
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.space import space_ready
+from jetpredict.predictor.terms import workload_source
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def best_source(models: Mapping[str, WorkloadModel], target: Device) -> str:
 
 def has_twin_rows(model: WorkloadModel) -> bool:
     """Whether any of ``model``'s rows come from the digital twin (its ``workload_source`` is ``simulated``)."""
-    return any(source_kind(row.get("source")) == "simulated" for row in model.training_rows)
+    return workload_source(model) == "simulated"
 
 
 def spaces_to_compute(models: DeviceModels, device_ids: Iterable[str], confidence: float) -> int:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from jetpredict.models.atomic_files import is_special_file, probe_folder
+from jetpredict.models.atomic_files import is_special_file, make_out_folder, probe_folder, write_out_file
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
@@ -45,10 +45,8 @@ from jetpredict.models.profile_files import (
     JSON_NUMBER_BYTES,
     check_json_size,
     compact_json,
-    make_out_folder,
     output_paths,
     rows_to_records,
-    write_out_file,
     write_profile_csv,
 )
 from jetpredict.models.profile_rows import HOST_DEVICE, validate_records
@@ -289,7 +287,7 @@ class _Outputs:
     def __init__(self, out: str | Path) -> None:
         self.csv_path, self.json_path = output_paths(out)
         self.limited = None if self.csv_path else self.json_path  # a JSON the readers take: not a sidecar
-        self.size = self.largest = 0  # the JSON's bytes, and the most one mode added to them
+        self.size_bytes = self.largest_mode_bytes = 0  # the JSON's size, and the most one mode added to it
         for p in self.paths():
             if p.is_dir():
                 raise InputError(f"--out {p} is a directory", "out")
@@ -302,9 +300,9 @@ class _Outputs:
 
     def start(self, modes: int, settings: RunSettings) -> None:
         """Before the first mode is switched: refuse an ``--out FILE.json`` its minibatches alone would take
-        past its readers' limit, create the folders and check that the outputs can be written (untouched)."""
-        check_json_size(self.limited, modes * _mode_bytes_at_most(settings), f"{modes} mode(s) of --warmup "
-                        f"{settings.warmup} + --minibatches {settings.minibatches} minibatches would take up to")
+        past its readers' limit (:meth:`check_size`), create the folders and check that the outputs can be
+        written (untouched). After an adaptive run's chooser is made: its budget is the number of modes."""
+        self.check_size(modes, settings)
         for p in self.paths():
             try:
                 make_out_folder(p)
@@ -312,11 +310,17 @@ class _Outputs:
             except OSError as exc:
                 raise InputError(f"cannot write --out {p}: {exc.strerror or exc}", "out") from None
 
+    def check_size(self, modes: int, settings: RunSettings) -> None:
+        """Before the first mode is switched: refuse an ``--out FILE.json`` its minibatches alone would take
+        past its readers' limit."""
+        check_json_size(self.limited, modes * _mode_bytes_at_most(settings), f"{modes} mode(s) of --warmup "
+                        f"{settings.warmup} + --minibatches {settings.minibatches} minibatches would take up to")
+
     def check_room(self, k: int, n: int) -> None:
         """Before mode ``k`` of ``n``: stop when one as large as the largest so far would not fit (its power
         samples grow with its training time, unknown until it has run)."""
-        check_json_size(self.limited, self.size + self.largest, f"stopped before mode {k} of {n}: one as large "
-                        "as the largest so far would take it to", kept=k - 1)
+        check_json_size(self.limited, self.size_bytes + self.largest_mode_bytes, f"stopped before mode {k} of "
+                        f"{n}: one as large as the largest so far would take it to", kept=k - 1)
 
     def add(self, rows: Sequence[Mapping[str, Any]], document: dict[str, Any]) -> None:
         """Replace the outputs by every row measured so far (never appended: a file is always whole)."""
@@ -327,7 +331,8 @@ class _Outputs:
                 _write_csv_atomic(self.csv_path, rows)
             # Whole, with the umask's permissions (a temporary file's 0600 would hide a sudo run's outputs).
             write_out_file(self.json_path, data)
-        self.largest, self.size = max(self.largest, len(data) - self.size), len(data)
+        self.largest_mode_bytes = max(self.largest_mode_bytes, len(data) - self.size_bytes)
+        self.size_bytes = len(data)
 
 
 def _mode_bytes_at_most(settings: RunSettings) -> int:

@@ -57,7 +57,8 @@ if TYPE_CHECKING:
     from jetpredict.profiler.power import PowerMeter, PowerTrace
 
 
-#: Sample intervals idled after the idle window closes, so that the sample bracketing its end is idle too.
+#: Sample intervals idled after the idle window closes (of the sampler, or of the meter where it updates
+#: slower, as tegrastats' lines), so that the reading bracketing its end is idle too.
 IDLE_GUARD_SAMPLES = 2
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")
@@ -246,7 +247,7 @@ class RealTimeRunner(ModeRunner):
                 time.sleep(s.idle_s)
                 run.idle_window_s = (t0, time.perf_counter())
                 # The window's end interpolates toward the next sample: let it be an idle one, not training's.
-                time.sleep(IDLE_GUARD_SAMPLES / s.hz)
+                time.sleep(IDLE_GUARD_SAMPLES / min(s.hz, _update_hz(self.meter) or s.hz))
             backend.prepare(mode)
             run.cpu_s_per_sample = backend.cpu_s_per_sample()
             run_minibatches(backend, WARMUP_PHASE, s.warmup, run.warmup, on_minibatch)

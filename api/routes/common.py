@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import flask_smorest
 from flask import current_app, request
 from jetpredict.api.config import Settings
-from jetpredict.api.database_url import driver_reason
+from jetpredict.api.database_url import driver_reason, refused_as_given
 from jetpredict.api.errors import ApiError
 from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics
@@ -58,8 +58,12 @@ class Services:
             except Exception as exc:
                 if raise_errors or not is_unreachable(exc):
                     raise
-                log.warning("database unreachable at start (%s: %s); answering 503 until it is back",
-                            type(exc).__name__, driver_reason(exc, self.storage.url))
+                if refused_as_given(exc):  # no wait fixes it: say so (serve exits 2 on it; a bare WSGI app runs)
+                    log.error("the database refused the URL itself (%s); check its user, password and database; "
+                              "answering 503 meanwhile", driver_reason(exc, self.storage.url))
+                else:
+                    log.warning("database unreachable at start (%s: %s); answering 503 until it is back",
+                                type(exc).__name__, driver_reason(exc, self.storage.url))
                 return
             self.schema_ready = True
 

@@ -71,7 +71,8 @@ class PowerMeter(ABC):
         """``(taken_s, W)``: a reading and when it was taken (``time.perf_counter()`` s), raising as
         :meth:`read_power_w`. ``taken_s`` None: taken during this call (a synchronous sensor read), which the
         caller stamps itself; a meter that hands out an earlier reading (tegrastats' latest line) gives its
-        time, and the same time again for the same reading."""
+        time, and the same time again for the same reading. Such a meter has no :meth:`read_energy_j`: the
+        sampler reads a counter at its poll and would file it under the reading's earlier time."""
         return None, self.read_power_w()
 
     def read_energy_j(self) -> float | None:

@@ -8,7 +8,7 @@ twin can evaluate any batch size. The data pipeline's CPU cost per sample is tim
 drawing samples from the workload's dataset (decode + augmentation, as the DataLoader workers do).
 
 Results of the built-in workloads are cached in ``profiler/sim/data/workloads/<id>.json`` so that sweeps and tests
-need no torch: ``python -m jetpredict.profiler.sim.kernel_costs`` re-traces them and prints how they differ from
+need no torch: ``python -m tools.retrace_workloads`` re-traces them and prints how they differ from
 the cache; ``--write`` rewrites it (the data pipeline's CPU time is this host's, so a rewrite moves every figure
 built on the cache: the calibration, the reference sweeps, the bundled models).
 """

@@ -92,3 +92,36 @@ def test_a_worker_logs_why_the_database_is_unreachable_at_start(tmp_path, caplog
     said = [r.getMessage() for r in caplog.records if "unreachable at start" in r.getMessage()]
     assert said and "OperationalError: unable to open database file" in said[0], said
     app.extensions["jetpredict"].storage.dispose()
+
+
+def test_a_password_that_is_also_a_name_of_the_url_leaves_the_names_readable():
+    """``postgres:postgres@postgres/postgres`` (a compose file's default): masking the password everywhere
+    would turn the user, host and database the driver names into ``***``."""
+    said = _refused('connection to server at "postgres" (172.18.0.2), port 5432 failed: FATAL:  password '
+                    'authentication failed for user "postgres"')
+    reason = driver_reason(said, "postgresql+psycopg://postgres:postgres@postgres:5432/postgres")
+    assert 'user "postgres"' in reason and '"postgres" (172.18.0.2)' in reason and "***" not in reason
+
+
+def test_a_worker_says_when_the_database_refuses_the_url_itself(tmp_path, caplog, monkeypatch):
+    """A bare WSGI app (no ``serve`` to exit 2) logs a refused password as a configuration error, not as an
+    outage to wait out."""
+    from api_fixtures import API_KEY, NO_RATE_LIMITS
+    from jetpredict.api.app import create_app
+    from jetpredict.api.storage import Storage
+
+    def refuse(self) -> None:
+        raise _refused('FATAL:  password authentication failed for user "jp"')
+
+    monkeypatch.setattr(Storage, "create_schema", refuse)
+    logger = logging.getLogger("jetpredict.api")
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="jetpredict.api"):
+            app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, **NO_RATE_LIMITS})
+            assert app.test_client().get("/v1/workloads").status_code == 503
+    finally:
+        logger.removeHandler(caplog.handler)
+    said = [r for r in caplog.records if "refused the URL itself" in r.getMessage()]
+    assert said and said[0].levelno == logging.ERROR and "password authentication failed" in said[0].getMessage()
+    app.extensions["jetpredict"].storage.dispose()

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device, resolve_device
+from jetpredict.models.catalogue import MODE_FIELDS, SAME_CLOCK_REL, ModeArrays, load_device, resolve_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service
@@ -161,7 +161,7 @@ def test_cross_device_predictions_flag_knobs_beyond_the_profiled_shares_of_their
     src, dst = device_maxima(resnet.device), device_maxima(nx)
     steps = {"cpu_cores": range(nx.cpu_cores_range[0], nx.cpu_cores_range[1] + 1), "cpu_mhz": nx.cpu_steps_mhz,
              "gpu_mhz": nx.gpu_steps_mhz, "emc_mhz": nx.emc_steps_mhz}
-    low = {k: min(s for s in steps[k] if s * (1 + 1e-3) >= resnet.profiled_ranges[k][0] * dst[k] / src[k])
+    low = {k: min(s for s in steps[k] if s * (1 + SAME_CLOCK_REL) >= resnet.profiled_ranges[k][0] * dst[k] / src[k])
            for k in MODE_FIELDS}
     for _, row in moved.iterrows():
         expected = [k for k in MODE_FIELDS if row[k] < low[k] * np.exp(-OUTSIDE_TOLERANCE_LN)]

@@ -40,7 +40,7 @@ class PlannerError(RuntimeError):
     @property
     def round_wide(self) -> bool:
         """True when the cause is the service's state, not the request: no answer (refused, timed out),
-        overloaded (429/503), the caller's key refused (401/403) or a server error (5xx). Every other
+        overloaded (429/503, a proxy's 502/504), the caller's key refused (401/403) or a server error (5xx). Every other
         request of the round would fail alike, each after its own retries (up to ``retries + 1`` times
         ``timeout_s``). False for a refusal of the request itself (400/422: a ``deadline_s`` past the
         service's limit; 404: one device's workload) and for an error raised by the planner itself."""
