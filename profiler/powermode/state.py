@@ -210,8 +210,13 @@ class StateFileError(RuntimeError):
 def write_state(state: RestoreState) -> Path:
     """Write ``state`` atomically (temp file, fsync, rename) to :func:`state_path`."""
     path = state_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    replace_file(path, json.dumps(state.to_json(), indent=1).encode(), mode=0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        replace_file(path, json.dumps(state.to_json(), indent=1).encode(), mode=0o600)
+    except OSError as err:  # a bare "[Errno 2] ... '/x'" did not say which file or what chose its folder
+        raise StateFileError(f"cannot write the power-mode state file {path}: {err.strerror or err} (its folder "
+                             f"is ${STATE_DIR_ENV} where set, else /var/lib/jetpredict as root or "
+                             "$XDG_STATE_HOME/jetpredict, ~/.local/state/jetpredict, as a user)") from err
     state.path = path
     return path
 

@@ -227,7 +227,7 @@ def test_a_failed_second_apply_goes_back_to_the_first_and_both_keep_the_first_or
     assert run(capsys, "--mode", "MODE_15W")[0] == 0
     monkeypatch.setenv("FAKE_NVPMODEL_FAIL", "1")  # the switch to MODE_10W fails
     code, _, err = run(capsys, "--mode", "MODE_10W")
-    assert code == 1 and "failed to set power mode 1" in err
+    assert code == 1 and "failed to set power mode 1" in err and "the mode in force before it was put back" in err
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0002"  # MODE_15W, the mode before this apply
     assert find_state().kept and find_state().original["mode"] == "MAXN"
     monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
@@ -284,3 +284,13 @@ def test_a_dry_run_off_the_board_says_the_catalogue_steps_the_board_would_run(fa
     code, out, _ = run(capsys, "--mode", mode, "--board", "agx-xavier", "--via", via, "--dry-run")
     assert code == 0 and "steps from the catalogue" in out
     assert f"would set {said}\n" in out and pinned in out
+
+
+def test_an_unwritable_state_folder_is_named_with_what_chose_it(xavier, capsys, monkeypatch, tmp_path):
+    """It said only ``failed: [Errno 2] No such file or directory: '/x'``; nothing is switched."""
+    root, _ = xavier
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("JETPREDICT_STATE_DIR", str(tmp_path / "a-file" / "state"))
+    code, _, err = run(capsys, "--mode", "MODE_15W")
+    assert code == 1 and "cannot write the power-mode state file" in err and "JETPREDICT_STATE_DIR" in err
+    assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
