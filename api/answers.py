@@ -3,8 +3,7 @@
 One :class:`predictor.service.PredictionAnswer` is rendered by :func:`encode` in the form the client
 asked for (:func:`answer_format`): ``layout: "columns"`` in the body for columnar JSON, ``Accept:
 text/csv`` for CSV, ``Accept: application/vnd.apache.arrow.stream`` for an Arrow IPC stream; gzip when
-``Accept-Encoding`` allows it (except Arrow, whose buffers are compressed inside the stream). The
-compact forms state per-answer constants once and round predicted values to :data:`COMPACT_DIGITS`
+``Accept-Encoding`` allows it (Arrow too: its zstd buffers still shrink). The compact forms state per-answer constants once and round predicted values to :data:`COMPACT_DIGITS`
 significant digits (Arrow: float32, about 7 digits); the intervals are percent-wide, so the dropped
 digits are noise. The shapes are described in ``api/README.md``. With pyarrow installed, the numbers of
 large CSV and columns answers are written by Arrow (:func:`arrow_repr_texts`): the same bytes in
@@ -328,19 +327,25 @@ def _csv_lines_arrow(columns: Mapping[str, object], tail: str) -> bytes:
     return memoryview(data)[ends[0]:ends[-1]].tobytes()
 
 
-def csv_text(answer: PredictionAnswer) -> bytes:
-    """The columns of ``predict --format csv`` (provenance repeated per row), then the device the answer is
-    for and the workload id (the JSON and Arrow forms carry them at the top: a saved CSV says them too),
-    text cells made safe for spreadsheets with the CLI's :func:`models.profile_rows.escape_formula`."""
-    # A list in the provenance (workload_devices) is one cell, ';'-separated.
+def answer_wide(answer: PredictionAnswer) -> dict[str, object]:
+    """The answer's one-value fields that the CSV and Arrow forms repeat on every row, in column order: those
+    of ``predict --format csv`` (provenance), then the device the answer is for and the workload id (the JSON
+    form carries them at the top: a saved table says them too). A list (workload_devices) is one text,
+    ';'-separated."""
     provenance = {k: ";".join(map(str, v)) if isinstance(v, list | tuple) else v
                   for k, v in answer.provenance.items()}
-    constants = {**{k: answer.constants[k] for k in ("cross_device", "power_source")}, **provenance,
-                 "confidence": answer.constants["confidence"], "device": answer.device,
-                 "workload_id": answer.workload_id}
+    return json_safe({**{k: answer.constants[k] for k in ("cross_device", "power_source")}, **provenance,
+                      "confidence": answer.constants["confidence"], "device": answer.device,
+                      "workload_id": answer.workload_id})
+
+
+def csv_text(answer: PredictionAnswer) -> bytes:
+    """The per-mode columns, then :func:`answer_wide`'s, text cells made safe for spreadsheets with the
+    CLI's :func:`models.profile_rows.escape_formula`."""
+    constants = answer_wide(answer)
     names = [*answer.columns, *constants]
     # The constant columns close every line: one text, repeated.
-    tail = ",".join(_csv_cell(json_safe(v)) for v in constants.values()) + "\n"
+    tail = ",".join(map(_csv_cell, constants.values())) + "\n"
     header = ",".join(map(_csv_cell, names)) + "\n"
     if answer.count > SMALL_ANSWER_MODES and arrow_repr_texts():
         return header.encode() + _csv_lines_arrow(answer.columns, tail)
@@ -350,9 +355,26 @@ def csv_text(answer: PredictionAnswer) -> bytes:
     return "".join(lines).encode()
 
 
+#: Arrow types of the one-value fields that may be unknown (null): an inline workload's revision, or a
+#: count; every other such field is text when unknown.
+_ARROW_NULL_TYPES = {"revision": "int64", "profiled_modes": "int64"}
+
+
+def _constant_array(name: str, value: object, n: int):  # -> pyarrow.Array
+    """``value`` repeated ``n`` times: text dictionary-encoded (one entry), null typed by :data:`_ARROW_NULL_TYPES`."""
+    import pyarrow as pa
+
+    if value is None:
+        return pa.nulls(n, pa.type_for_alias(_ARROW_NULL_TYPES.get(name, "string")))
+    if isinstance(value, str):
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+    return pa.repeat(pa.scalar(value), n)
+
+
 def arrow_stream(answer: PredictionAnswer) -> bytes:
-    """An Arrow IPC stream: one record batch of the columns (float32 values, text labels), the answer's
-    top-level fields as JSON in the schema metadata key ``jetpredict``; zstd buffers when available."""
+    """An Arrow IPC stream: one record batch of the columns (float32 values, text labels) and of
+    :func:`answer_wide`'s (the CSV form's columns), the answer's top-level fields also as JSON in the schema
+    metadata key ``jetpredict``; zstd buffers when available."""
     import pyarrow as pa
 
     arrays = {}
@@ -367,6 +389,7 @@ def arrow_stream(answer: PredictionAnswer) -> bytes:
             arrays[name] = pa.array(array.tolist(), type=pa.string())
         else:
             arrays[name] = pa.array(array)
+    arrays.update({k: _constant_array(k, v, answer.count) for k, v in answer_wide(answer).items()})
     meta = {**_top(answer), **json_safe(dict(answer.constants))}
     table = pa.table(arrays).replace_schema_metadata({"jetpredict": json.dumps(meta)})
     codec = "zstd" if pa.Codec.is_available("zstd") else None
@@ -384,7 +407,7 @@ def encode(answer: PredictionAnswer, fmt: str, gzip_ok: bool) -> Encoded:
     """``answer`` in form ``fmt`` (one of :data:`FORMATS`), gzip-compressed when ``gzip_ok`` and worth it."""
     encoder, mimetype = _ENCODERS[fmt]
     body = encoder(answer)
-    if gzip_ok and fmt != "arrow" and len(body) >= GZIP_MIN_BYTES:
+    if gzip_ok and len(body) >= GZIP_MIN_BYTES:
         return Encoded(gzip.compress(body, GZIP_LEVEL, mtime=0), mimetype, "gzip", answer.count)
     return Encoded(body, mimetype, "", answer.count)
 

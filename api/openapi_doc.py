@@ -72,6 +72,9 @@ RECOMMENDATION_REQUEST = "RecommendationRequest"
 #: ``workload`` cells are labels, see :func:`api.client_rows.as_one_workload`).
 ROWS_SCHEMAS = {"WorkloadRef": (), "ProfileUpload": ("workload",)}
 RULES = "x-jetpredict-rules"
+#: On an operation: pairs of query-parameter groups that say one thing two ways (a list of ``[group, group]``,
+#: each group a list of names); a request gives parameters of one group of each pair at most, else a 422.
+EXCLUSIVE_PARAMETERS = "x-jetpredict-exclusive-parameters"
 #: The kinds of rule in ``x-jetpredict-rules``.
 RULE_KINDS = ("at-most", "product", "same-values", "max-ratio", "unique", "max-distinct", "ratio-range",
               "device-max")

@@ -14,6 +14,7 @@ from jetpredict.api.schemas import (
     MAX_POWER_CAP_W,
     MAX_TIME_CAP_S,
     OBJECTIVES,
+    POWER_MODE_SPACES,
     REQUIRED_TEXT_PATTERN,
     REQUIRED_TEXT_RULE,
     JsonInteger,
@@ -151,7 +152,7 @@ class ModesField(fields.Field):
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str):
-            if value in ("presets", "all"):
+            if value in POWER_MODE_SPACES:
                 return value
             raise ValidationError('must be "presets", "all" or a list of mode objects')
         if not isinstance(value, list):
@@ -168,7 +169,7 @@ class ModesField(fields.Field):
 def _modes_field() -> ModesField:
     return ModesField(load_default="presets", metadata={
         "description": 'the modes to predict: "presets", "all" (every custom mode) or a list',
-        "oneOf": [{"type": "string", "enum": ["presets", "all"]},
+        "oneOf": [{"type": "string", "enum": list(POWER_MODE_SPACES)},
                   {"type": "array", "items": MODE_IN_DOC, "minItems": 1, "maxItems": MAX_MODES}]})
 
 

@@ -16,14 +16,24 @@ from collections.abc import Sequence
 import pandas as pd
 
 from jetpredict import __version__
-from jetpredict.models.catalogue import MODE_FIELDS, list_devices, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, list_devices, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 
 
+def _mode_frame(device: Device, modes: str) -> pd.DataFrame:
+    """``device``'s presets as listed (``modes="presets"``) or its whole custom-mode space (``"all"``)."""
+    if modes == "all":
+        space = device.modes()
+        df = pd.DataFrame(space.arrays().columns(), columns=list(MODE_FIELDS))
+        df.insert(0, "mode", space.labels())
+        return df
+    return pd.DataFrame([p.listing() for p in device.presets])
+
+
 def _devices(args: argparse.Namespace) -> int:
-    if args.device is None:
+    if args.device is None and args.modes is None:
         rows = [{
             "device": d.id, "name": d.name, "cpu": f"{d.specs.cpu_cores}x {d.specs.cpu_type}",
             "gpu": f"{d.specs.gpu_arch}, {d.specs.cuda_cores} CUDA cores", "memory":
@@ -33,13 +43,17 @@ def _devices(args: argparse.Namespace) -> int:
         write_table(pd.DataFrame(rows), args.format,
                     table_columns=("device", "name", "presets", "power_modes", "memory", "cpu", "gpu"))
         return 0
+    if args.device is None:  # --modes alone: every device's modes, each row naming its device
+        devices = list_devices()
+        df = pd.concat([_mode_frame(d, args.modes).assign(device=d.id) for d in devices], ignore_index=True)
+        df = df[["device", *df.columns[:-1]]]
+        if args.format == "table":
+            print(f"{len(devices)} devices: {len(df)} {'custom power modes' if args.modes == 'all' else 'presets'}",
+                  file=sys.stderr)
+        write_table(df, args.format)
+        return 0
     device = load_device(args.device)
-    if args.modes == "all":
-        space = device.modes()
-        df = pd.DataFrame(space.arrays().columns(), columns=list(MODE_FIELDS))
-        df.insert(0, "mode", space.labels())
-    else:
-        df = pd.DataFrame([p.listing() for p in device.presets])
+    df = _mode_frame(device, args.modes or "presets")
     if args.format == "table":
         print(f"{device.name} ({device.id}): {len(device.modes())} custom power modes, "
               f"{len(device.presets)} presets", file=sys.stderr)
@@ -50,7 +64,9 @@ def _devices(args: argparse.Namespace) -> int:
 def _register_devices(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list Jetson types, their presets or their full power-mode space")
     p.add_argument("device", nargs="?", help="catalogue id, e.g. agx-xavier")
-    p.add_argument("--modes", choices=("presets", "all"), default="presets")
+    p.add_argument("--modes", choices=("presets", "all"), default=None,
+                   help="with DEVICE: its presets (the default) or every custom mode; without DEVICE: those of "
+                        "every device, a device column first (without --modes: the device table)")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.set_defaults(handler=_devices)
 

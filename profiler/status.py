@@ -80,7 +80,7 @@ class JetsonStatus:
     name: str
     nvpmodel_id: int | None
     nvpmodel_mode: str | None
-    cores_online: int
+    cores_online: int | None
     cores_total: int
     cpu_mhz: float | None
     gpu_mhz: float | None
@@ -103,9 +103,11 @@ class JetsonStatus:
                 else f"unknown ({self.unknown.get('nvpmodel', 'not readable')})")
         power = (f"{self.module_power_w:.2f} W ({self.power_meter})" if self.module_power_w is not None
                  else f"unknown ({self.unknown.get('power', 'not readable')})")
+        cores = self.cores_online if self.cores_online is not None else (
+            f"unknown ({self.unknown.get('cores_online', 'not readable')})")
         out = [f"board:         {self.name} ({self.board})",
                f"nvpmodel mode: {mode}",
-               f"cores online:  {self.cores_online} of {self.cores_total}",
+               f"cores online:  {cores} of {self.cores_total}",
                f"clocks:        CPU {mhz(self.cpu_mhz)}, GPU {mhz(self.gpu_mhz)}, EMC {mhz(self.emc_mhz, 'emc_mhz')}",
                f"as a label:    {self.mode_label or 'unknown'}",
                f"module power:  {power}"]
@@ -152,7 +154,13 @@ def read_status(board: str | None = None) -> JetsonStatus:
     from jetpredict.profiler.power.base import PowerReadError
     from jetpredict.profiler.power.ina3221 import Ina3221Meter
     from jetpredict.profiler.powermode import jetson_board, read_clocks
-    from jetpredict.profiler.powermode.custom import emc_cap_mhz, emc_unknown_reason, gpu_dir, soc_paths
+    from jetpredict.profiler.powermode.custom import (
+        CPU_DIR,
+        emc_cap_mhz,
+        emc_unknown_reason,
+        gpu_dir,
+        soc_paths,
+    )
 
     device_id = board or jetson_board()
     if device_id is None:
@@ -176,11 +184,15 @@ def read_status(board: str | None = None) -> JetsonStatus:
         return float(value)
 
     cpu, gpu = known(clocks.cpu_mhz, "cpu_mhz"), known(clocks.gpu_mhz, "gpu_mhz")
+    # read_clocks counts the CPUs it finds: none found is an unreadable tree (a running board has one online).
+    cores = int(clocks.cpu_cores) or None
+    if cores is None:
+        unknown["cores_online"] = f"no CPU readable under {CPU_DIR}"
     emc_cap = emc_cap_mhz(paths)
     emc = None if math.isnan(clocks.emc_mhz) else float(clocks.emc_mhz)
     if emc is None:
         unknown["emc_mhz"] = emc_unknown_reason(emc_cap)
-    label = None if None in (cpu, gpu, emc) else mode_label(clocks.cpu_cores, cpu, gpu, emc)
+    label = None if None in (cores, cpu, gpu, emc) else mode_label(cores, cpu, gpu, emc)
     power = meter = None
     rails: dict[str, float | None] = {}
     try:
@@ -189,7 +201,7 @@ def read_status(board: str | None = None) -> JetsonStatus:
         power = ina.read_power_w()
     except (LookupError, PowerReadError) as err:
         unknown["power"] = str(err)
-    return JetsonStatus(device.id, device.name, mid, name, int(clocks.cpu_cores), int(device.cpu_cores_range[1]),
+    return JetsonStatus(device.id, device.name, mid, name, cores, int(device.cpu_cores_range[1]),
                         cpu, gpu, emc, label, power, meter, rails, unknown, pending_restore(), emc_cap)
 
 

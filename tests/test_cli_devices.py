@@ -176,3 +176,40 @@ def test_presets_state_the_gpu_share_they_power(capsys):
     assert main(["devices", "orin-nx", "--modes", "presets", "--format", "csv"]) == 0
     rows = {r["mode"]: float(r["gpu_share"]) for r in parse_pure_csv(capsys.readouterr().out)}
     assert rows == {"MAXN": 1.0, "10W": 0.5, "15W": 0.5, "25W": 1.0}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_modes_without_a_device_lists_every_devices_presets(capsys, fmt):
+    """``--modes`` without DEVICE was silently the device table; it lists each device's modes, named."""
+    assert main(["devices", "--modes", "presets", "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    rows = parse_pure_csv(out) if fmt == "csv" else json.loads(out)
+    assert list(rows[0])[:6] == ["device", *MODE_COLUMNS]
+    by_device: dict[str, list[str]] = {}
+    for r in rows:
+        by_device.setdefault(r["device"], []).append(r["mode"])
+    assert by_device == {d: [p.mode for p in load_device(d).presets] for d in SPACE_SIZES}
+
+
+def test_modes_all_without_a_device_lists_every_mode_of_every_device(capsys):
+    assert main(["devices", "--modes", "all", "--format", "csv"]) == 0
+    rows = parse_pure_csv(capsys.readouterr().out)
+    assert list(rows[0]) == ["device", *MODE_COLUMNS]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["device"]] = counts.get(r["device"], 0) + 1
+    assert counts == SPACE_SIZES
+    assert rows[-1]["mode"] == load_device(rows[-1]["device"]).modes()[-1].mode
+
+
+def test_modes_presets_table_without_a_device_fits_a_terminal(capsys):
+    from jetpredict.models.tables import TABLE_WIDTH
+
+    assert main(["devices", "--modes", "presets"]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert lines[0].split()[:2] == ["device", "mode"] and max(map(len, lines)) <= TABLE_WIDTH
+    assert len(lines) == 1 + sum(len(load_device(d).presets) for d in SPACE_SIZES)
+    # Without --modes the answer stays the device table.
+    assert main(["devices"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split()[:2] == ["device", "name"]

@@ -9,8 +9,10 @@ from dataclasses import asdict
 from flask import Response
 from flask.views import MethodView
 from jetpredict.api.errors import ApiError
+from jetpredict.api.openapi_doc import EXCLUSIVE_PARAMETERS
 from jetpredict.api.routes.common import Blueprint
 from jetpredict.api.schemas import (
+    POWER_MODES_SYNONYMS,
     DeviceListSchema,
     ErrorSchema,
     PowerModePageSchema,
@@ -52,8 +54,12 @@ class PowerModes(MethodView):
     @blp.arguments(PowerModesQuerySchema(), location="query")
     @blp.response(200, PowerModePageSchema)
     @blp.alt_response(404, schema=ErrorSchema, description="unknown device")
+    @blp.alt_response(422, schema=ErrorSchema, description="a bad parameter, or both of a pair given: space and "
+                      "modes, or limit/offset and page/page_size")
+    @blp.doc(**{EXCLUSIVE_PARAMETERS: [list(map(list, pair)) for pair in POWER_MODES_SYNONYMS]})
     def get(self, query: dict, device: str):
-        """The nvpmodel presets (``space=presets``) or a page of all custom modes (``space=all``)."""
+        """The nvpmodel presets (``space=presets``) or a page of all custom modes (``space=all``; ``modes`` is
+        the same parameter, and ``page``/``page_size`` page as ``limit``/``offset`` do)."""
         try:
             dev = load_device(device)
         except UnknownDeviceError as exc:
@@ -67,5 +73,6 @@ class PowerModes(MethodView):
             space = dev.modes()
             total = len(space)
             rows = [m.as_dict() for m in space[offset:offset + limit]]
+        paged = {k: query[k] for k in ("page", "page_size") if k in query}
         return {"device": dev.id, "space": query["space"], "total": total, "limit": limit, "offset": offset,
-                "modes": rows}
+                **paged, "modes": rows}

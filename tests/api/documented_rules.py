@@ -6,7 +6,8 @@ x time, one set of knobs per mode label, repeats
 that agree, unique client ids, a plausible minibatch time and implied power, a power cap within the
 device's range) in words and in ``x-jetpredict-rules`` (see :mod:`api.openapi_doc`). This
 hook reads them from the document that schemathesis is testing -- never from the server's code -- and
-makes each *schema-valid* (positive) body follow them: parts above their whole are lowered to it; an
+makes each *schema-valid* (positive) body follow them (and each positive query its exclusive parameter
+pairs, ``x-jetpredict-exclusive-parameters``): parts above their whole are lowered to it; an
 energy off its power x time is set to that product; a
 ratio outside its range is moved to the nearer end; a cap above the device's maximum is lowered to it; an
 array item that breaks an array rule is dropped (the first item is always kept, so ``minItems`` holds).
@@ -166,13 +167,31 @@ def request_body_schema(doc: Mapping[str, Any], path: str, method: str) -> Mappi
     return body.get("content", {}).get("application/json", {}).get("schema")
 
 
+EXCLUSIVE_PARAMETERS = "x-jetpredict-exclusive-parameters"
+
+
+def follow_exclusive_parameters(operation: Mapping[str, Any], query: dict) -> dict:
+    """``query`` with the second group of each of the operation's exclusive pairs left out where the first
+    is given too (the document's ``x-jetpredict-exclusive-parameters``)."""
+    for first, second in operation.get(EXCLUSIVE_PARAMETERS, ()):
+        if any(k in query for k in first):
+            query = {k: v for k, v in query.items() if k not in second}
+    return query
+
+
 @schemathesis.hook
 def map_case(context, case):
-    """Positive cases with a JSON body: the body follows the document's ``x-jetpredict-rules``."""
+    """Positive cases: a JSON body follows the document's ``x-jetpredict-rules``, a query its exclusive
+    parameter pairs."""
     meta = case.meta
-    if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict | list):
+    if meta is None or not meta.generation.mode.is_positive:
         return case
     doc = case.operation.schema.raw_schema
+    if isinstance(case.query, dict):
+        operation = doc.get("paths", {}).get(case.operation.path, {}).get(case.method.lower(), {})
+        case.query = follow_exclusive_parameters(operation, case.query)
+    if not isinstance(case.body, dict | list):
+        return case
     schema = request_body_schema(doc, case.operation.path, case.method)
     if schema is not None:
         case.body = follow_rules(doc, schema, case.body)

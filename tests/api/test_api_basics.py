@@ -63,7 +63,7 @@ def test_power_modes_bad_query_is_422(client, query, field):
 @pytest.mark.parametrize("path, field, rule", [
     ("/v1/workloads?limt=5", "query.limt", "unknown parameter; this route takes limit, offset, search"),
     ("/v1/devices/agx-xavier/power-modes?bogus=1", "query.bogus",
-     "unknown parameter; this route takes limit, offset, space"),
+     "unknown parameter; this route takes limit, modes, offset, page, page_size, space"),
     ("/v1/reference-workloads?bogus=1", "query.bogus", "unknown parameter; this route takes device, source"),
     ("/v1/reference-workloads/agx-xavier/resnet18-cifar10?device=nano", "query.device",
      "unknown parameter; this route takes source"),

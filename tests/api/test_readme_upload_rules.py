@@ -1,5 +1,5 @@
 """api/README.md states the rules a client meets: one device per upload (separate uploads per device work),
-the workload id rule as the service applies it, and Arrow answers that are never gzip-encoded."""
+the workload id rule as the service applies it, and Arrow answers gzip-encoded when accepted."""
 
 from __future__ import annotations
 
@@ -48,10 +48,10 @@ def test_the_stated_workload_id_rule_is_the_services(client, auth):
     assert client.post("/v1/profiles", json={"rows": longest}, headers=auth).status_code == 201
 
 
-def test_arrow_answers_are_not_gzip_encoded(client, stored):
+def test_arrow_answers_are_gzip_encoded_when_accepted(client, stored):
     pytest.importorskip("pyarrow")
-    assert "Arrow answers are never gzip-encoded" in _text()
+    assert "JSON, CSV and Arrow answers are gzip-compressed when the request says `Accept-Encoding: gzip`" in _text()
     r = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": "all"},
                     headers={"Accept": "application/vnd.apache.arrow.stream", "Accept-Encoding": "gzip"})
     assert r.status_code == 200 and r.mimetype == "application/vnd.apache.arrow.stream"
-    assert "Content-Encoding" not in r.headers
+    assert r.headers["Content-Encoding"] == "gzip"
