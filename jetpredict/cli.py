@@ -45,8 +45,10 @@ def _devices(args: argparse.Namespace) -> int:
         return 0
     if args.device is None:  # --modes alone: every device's modes, each row naming its device
         devices = list_devices()
-        df = pd.concat([_mode_frame(d, args.modes).assign(device=d.id) for d in devices], ignore_index=True)
-        df = df[["device", *df.columns[:-1]]]
+        frames = [_mode_frame(d, args.modes) for d in devices]
+        for d, frame in zip(devices, frames, strict=True):
+            frame.insert(0, "device", d.id)
+        df = pd.concat(frames, ignore_index=True)
         if args.format == "table":
             print(f"{len(devices)} devices: {len(df)} {'custom power modes' if args.modes == 'all' else 'presets'}",
                   file=sys.stderr)

@@ -158,7 +158,7 @@ def _out_format(fmt: str | None, out: str | None) -> str:
 def planning_region() -> str:
     """``plan``'s default candidates in words."""
     return (f"the planning region (every clock >= {MIN_CLOCK_SHARE:.0%} of its maximum, >= {MIN_CORES} cores; "
-            "a clock whose top step alone passes keeps its next step down, so that every knob varies)")
+            "a knob whose top value alone passes keeps its next value down, so that every knob varies)")
 
 
 def _plan(args: argparse.Namespace) -> int:

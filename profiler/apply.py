@@ -220,8 +220,10 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
     # As a context, as `profile` uses it: the state file is written before anything changes, and a failed
     # switch, Ctrl-C, SIGTERM, SIGHUP or SIGQUIT before keep() puts the mode in force back (SIGTERM's default
     # action would end the process after the switch, leaving the file unkept for the next run to take over).
+    switching = False  # a refusal on entering (a lock, a state file in the way) switched nothing
     try:
         with controller:
+            switching = True
             controller.apply(mode)
             controller.keep()  # switched on purpose: the file stays, marked kept, for `restore`
     except SignalExit as stop:  # reported by the command line; not restored = after the keep
@@ -229,7 +231,10 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
         raise
     except RestoreFailedError:
         raise
-    except PrivilegedCommandError as err:  # the context put the mode in force back (a failed restore raises above)
+    except PrivilegedCommandError as err:
+        if not switching:
+            raise
+        # The context put the mode in force back (a failed restore raises RestoreFailedError, above).
         raise PrivilegedCommandError(f"{err}; the mode in force before it was put back", err.argv, err.returncode,
                                      err.stderr) from err
     original = find_state()

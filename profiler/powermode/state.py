@@ -79,16 +79,23 @@ def _user_state_dir() -> Path:
     return Path(base) / "jetpredict"
 
 
-def state_dirs() -> list[Path]:
-    """Where a state file may be, the one this process writes to first."""
+def _state_dirs_chosen() -> list[tuple[Path, str]]:
+    """:func:`state_dirs`, each with what chose it (for a person)."""
     explicit = os.environ.get(STATE_DIR_ENV)
     if explicit:
-        return [Path(explicit)]
+        return [(Path(explicit), f"${STATE_DIR_ENV}")]
     if sysfs.is_fake_root():
-        return [sysfs.path("/var/lib/jetpredict")]
-    system = Path("/var/lib/jetpredict")
+        return [(sysfs.path("/var/lib/jetpredict"), f"the fake device root ${sysfs.ROOT_ENV}")]
+    system = (Path("/var/lib/jetpredict"), "a run as root")
+    user = (_user_state_dir(), "$XDG_STATE_HOME" if os.environ.get("XDG_STATE_HOME") else "~/.local/state, "
+            "as $XDG_STATE_HOME is unset")
     # A run as a user (nvpmodel through sudo) writes the user's dir; `sudo jetpredict restore` looks there too.
-    return [system, _user_state_dir()] if privileged.is_root() else [_user_state_dir(), system]
+    return [system, user] if privileged.is_root() else [user, system]
+
+
+def state_dirs() -> list[Path]:
+    """Where a state file may be, the one this process writes to first."""
+    return [path for path, _ in _state_dirs_chosen()]
 
 
 def state_dir() -> Path:
@@ -215,8 +222,7 @@ def write_state(state: RestoreState) -> Path:
         replace_file(path, json.dumps(state.to_json(), indent=1).encode(), mode=0o600)
     except OSError as err:  # a bare "[Errno 2] ... '/x'" did not say which file or what chose its folder
         raise StateFileError(f"cannot write the power-mode state file {path}: {err.strerror or err} (its folder "
-                             f"is ${STATE_DIR_ENV} where set, else /var/lib/jetpredict as root or "
-                             "$XDG_STATE_HOME/jetpredict, ~/.local/state/jetpredict, as a user)") from err
+                             f"chosen by {_state_dirs_chosen()[0][1]}; ${STATE_DIR_ENV} sets another)") from err
     state.path = path
     return path
 

@@ -1,5 +1,5 @@
 """``plan``'s words for its default candidates say what :func:`predictor.planning.operating_region` does: a
-clock whose top step alone reaches the share keeps its next step down (Orin Nano's EMC: 665.6 MHz, 31% of
+knob whose top value alone reaches its floor keeps its next value down (Orin Nano's EMC: 665.6 MHz, 31% of
 2133, is planned over), so "every clock >= 50% of its maximum" alone is not the region."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from jetpredict.predictor.planning import operating_region
 
 from jetpredict.cli import main
 
-CLAUSE = "a clock whose top step alone passes keeps its next step down"
+CLAUSE = "a knob whose top value alone passes keeps its next value down"
 
 
 def test_the_lowered_floor_is_real_on_orin_nano():

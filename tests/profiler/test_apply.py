@@ -292,5 +292,26 @@ def test_an_unwritable_state_folder_is_named_with_what_chose_it(xavier, capsys, 
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("JETPREDICT_STATE_DIR", str(tmp_path / "a-file" / "state"))
     code, _, err = run(capsys, "--mode", "MODE_15W")
-    assert code == 1 and "cannot write the power-mode state file" in err and "JETPREDICT_STATE_DIR" in err
+    assert code == 1 and "cannot write the power-mode state file" in err and "chosen by $JETPREDICT_STATE_DIR" in err
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
+
+
+def test_a_refusal_before_switching_does_not_say_a_mode_was_put_back(xavier, capsys, monkeypatch):
+    """Another run holding the device: nothing was switched, so nothing was put back."""
+    from jetpredict.profiler import apply as apply_module
+    from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+
+    real = apply_module._controller
+
+    def held(device, via):
+        controller = real(device, via)
+
+        def refuse():
+            raise PrivilegedCommandError("another jetpredict run (pid 1) is changing power modes on this device")
+
+        monkeypatch.setattr(controller, "remember", refuse)
+        return controller
+
+    monkeypatch.setattr(apply_module, "_controller", held)
+    code, _, err = run(capsys, "--mode", "MODE_15W")
+    assert code == 1 and "another jetpredict run" in err and "put back" not in err
