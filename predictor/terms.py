@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -34,9 +34,6 @@ from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.optimize import nnls
 from scipy.special import log_ndtr, ndtri_exp
-
-if TYPE_CHECKING:
-    from jetpredict.predictor.model import WorkloadModel
 
 #: Optional measured columns a fit reads (NaN = unknown), in :class:`ProfileArrays` order.
 MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j",
@@ -69,7 +66,14 @@ def least_trusted(kinds: Iterable[str]) -> str:
     return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else UNSAID_SOURCE_KIND
 
 
-def workload_source(model: WorkloadModel) -> str:
+class _FittedRows(Protocol):
+    """A fitted model as :func:`workload_source` reads it (``predictor.model.WorkloadModel``, which sits above
+    this module): the profile rows it was fitted on."""
+
+    training_rows: Any
+
+
+def workload_source(model: _FittedRows) -> str:
     """Where the workload's own profile rows came from: ``measured``, ``simulated`` (the twin) or
     ``published`` (the least trusted kind among its rows' ``source``)."""
     # Read straight from the stored rows: this runs on every HTTP answer, a DataFrame costs ~1 ms there.
