@@ -3,11 +3,12 @@
 One :class:`predictor.service.PredictionAnswer` is rendered by :func:`encode` in the form the client
 asked for (:func:`answer_format`): ``layout: "columns"`` in the body for columnar JSON, ``Accept:
 text/csv`` for CSV, ``Accept: application/vnd.apache.arrow.stream`` for an Arrow IPC stream; gzip when
-``Accept-Encoding`` allows it (Arrow too: its zstd buffers still shrink). The compact forms state per-answer constants once and round predicted values to :data:`COMPACT_DIGITS`
-significant digits (Arrow: float32, about 7 digits); the intervals are percent-wide, so the dropped
-digits are noise. The shapes are described in ``api/README.md``. With pyarrow installed, the numbers of
-large CSV and columns answers are written by Arrow (:func:`arrow_repr_texts`): the same bytes in
-about half the time, outside the GIL.
+``Accept-Encoding`` allows it (Arrow too: its zstd buffers still shrink). The compact forms state
+per-answer constants once and round predicted values to :data:`COMPACT_DIGITS` significant digits
+(Arrow: float32, about 7 digits); the intervals are percent-wide, so the dropped digits are noise. The
+shapes are described in ``api/README.md``. With pyarrow installed, the numbers of large CSV and columns
+answers are written by Arrow (:func:`arrow_repr_texts`): the same bytes in about half the time, outside
+the GIL.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from jetpredict.api.errors import ApiError
 from jetpredict.api.heavy import Encoded
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_rows import escape_formula
-from jetpredict.predictor.service import PredictionAnswer
+from jetpredict.predictor.limits import PROVENANCE_FIELDS
+from jetpredict.predictor.service import PROVENANCE_COLUMNS, PredictionAnswer
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
@@ -329,14 +331,18 @@ def _csv_lines_arrow(columns: Mapping[str, object], tail: str) -> bytes:
 
 def answer_wide(answer: PredictionAnswer) -> dict[str, object]:
     """The answer's one-value fields that the CSV and Arrow forms repeat on every row, in column order: those
-    of ``predict --format csv`` (provenance), then the device the answer is for and the workload id (the JSON
-    form carries them at the top: a saved table says them too). A list (workload_devices) is one text,
-    ';'-separated."""
-    provenance = {k: ";".join(map(str, v)) if isinstance(v, list | tuple) else v
-                  for k, v in answer.provenance.items()}
-    return json_safe({**{k: answer.constants[k] for k in ("cross_device", "power_source")}, **provenance,
-                      "confidence": answer.constants["confidence"], "device": answer.device,
-                      "workload_id": answer.workload_id})
+    of ``predict --format csv`` (:data:`predictor.service.PROVENANCE_COLUMNS`, the service's further
+    provenance after :data:`~predictor.limits.PROVENANCE_FIELDS`), then the device the answer is
+    for and the workload id (the JSON form carries them at the top: a saved table says them too). A list
+    (workload_devices) is one text, ';'-separated."""
+    # The service's provenance fields stand where the predictor's table has them, the API's own (the
+    # workload's devices, revision) right after them.
+    at = PROVENANCE_COLUMNS.index(PROVENANCE_FIELDS[-1]) + 1
+    more = tuple(k for k in answer.provenance if k not in PROVENANCE_COLUMNS)
+    one_value = {**answer.constants, **answer.provenance}
+    wide = {k: ";".join(map(str, v)) if isinstance(v, list | tuple) else v
+            for k, v in ((c, one_value[c]) for c in (*PROVENANCE_COLUMNS[:at], *more, *PROVENANCE_COLUMNS[at:]))}
+    return json_safe({**wide, "device": answer.device, "workload_id": answer.workload_id})
 
 
 def csv_text(answer: PredictionAnswer) -> bytes:
@@ -356,16 +362,18 @@ def csv_text(answer: PredictionAnswer) -> bytes:
 
 
 #: Arrow types of the one-value fields that may be unknown (null): an inline workload's revision, or a
-#: count; every other such field is text when unknown.
+#: count; every other such field is text, typed as known text is so that answers' tables concatenate.
 _ARROW_NULL_TYPES = {"revision": "int64", "profiled_modes": "int64"}
 
 
 def _constant_array(name: str, value: object, n: int):  # -> pyarrow.Array
-    """``value`` repeated ``n`` times: text dictionary-encoded (one entry), null typed by :data:`_ARROW_NULL_TYPES`."""
+    """``value`` repeated ``n`` times: text dictionary-encoded (one entry, int32 indices), null typed by
+    :data:`_ARROW_NULL_TYPES` or else as text."""
     import pyarrow as pa
 
+    text = pa.dictionary(pa.int32(), pa.string())
     if value is None:
-        return pa.nulls(n, pa.type_for_alias(_ARROW_NULL_TYPES.get(name, "string")))
+        return pa.nulls(n, pa.type_for_alias(_ARROW_NULL_TYPES[name]) if name in _ARROW_NULL_TYPES else text)
     if isinstance(value, str):
         return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
     return pa.repeat(pa.scalar(value), n)

@@ -4,6 +4,7 @@ modules give the OpenAPI document through flask-smorest."""
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 
 from jetpredict.api.config import LISTED_MODE_FIELDS, MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
@@ -14,7 +15,6 @@ from jetpredict.api.schemas import (
     MAX_POWER_CAP_W,
     MAX_TIME_CAP_S,
     OBJECTIVES,
-    POWER_MODE_SPACES,
     REQUIRED_TEXT_PATTERN,
     REQUIRED_TEXT_RULE,
     JsonInteger,
@@ -28,7 +28,7 @@ from jetpredict.api.schemas import (
     storable_text,
     text_problem,
 )
-from jetpredict.models.catalogue import MIN_MODULE_POWER_W, MODE_FIELDS
+from jetpredict.models.catalogue import MIN_MODULE_POWER_W, MODE_FIELDS, POWER_MODE_SPACES
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -147,16 +147,21 @@ def _plain_mode(m: object) -> bool:
     return all(type(m[k]) in (float, int) and _within(k, m[k]) for k in MODE_FIELDS)
 
 
+#: What a ``modes`` that is neither a word of POWER_MODE_SPACES nor a list is told.
+_MODES_RULE = f"must be {', '.join(map(json.dumps, POWER_MODE_SPACES))} or a list of mode objects"
+
+
 class ModesField(fields.Field):
-    """``"presets"``, ``"all"`` or a list of mode objects."""
+    """A word of :data:`models.catalogue.POWER_MODE_SPACES` (``"presets"``, ``"all"``) or a list of mode
+    objects."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str):
             if value in POWER_MODE_SPACES:
                 return value
-            raise ValidationError('must be "presets", "all" or a list of mode objects')
+            raise ValidationError(_MODES_RULE)
         if not isinstance(value, list):
-            raise ValidationError('must be "presets", "all" or a list of mode objects')
+            raise ValidationError(_MODES_RULE)
         if not 1 <= len(value) <= MAX_MODES:
             raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
         if all(_plain_mode(m) for m in value):
@@ -167,8 +172,9 @@ class ModesField(fields.Field):
 
 
 def _modes_field() -> ModesField:
-    return ModesField(load_default="presets", metadata={
-        "description": 'the modes to predict: "presets", "all" (every custom mode) or a list',
+    presets, every = map(json.dumps, POWER_MODE_SPACES)
+    return ModesField(load_default=POWER_MODE_SPACES[0], metadata={
+        "description": f"the modes to predict: {presets}, {every} (every custom mode) or a list",
         "oneOf": [{"type": "string", "enum": list(POWER_MODE_SPACES)},
                   {"type": "array", "items": MODE_IN_DOC, "minItems": 1, "maxItems": MAX_MODES}]})
 

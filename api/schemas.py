@@ -31,7 +31,6 @@ from marshmallow import (
     Schema,
     ValidationError,
     fields,
-    post_load,
     pre_load,
     validate,
     validates_schema,
@@ -50,6 +49,8 @@ MAX_TIME_CAP_S = MAX_TIME_S  # the longest epoch a profile row may hold
 #: for this many).
 MAX_POWER_MODES_PAGE = 10_000
 MAX_OFFSET = 2**31 - 1  # paging offsets go to SQL as 64-bit integers; keep them far inside
+#: Items in a page of a listing (power modes, workloads) when the request does not say.
+DEFAULT_PAGE_SIZE = 100
 OBJECTIVES = tuple(OBJECTIVE_COLUMNS)  # defined once, in predictor.limits
 #: JSON answer layouts of POST /v1/predictions (api.answers).
 LAYOUTS = ("rows", "columns")
@@ -283,64 +284,6 @@ class PowerModeSchema(ModeSchema):
                        "gates the rest; predictions run its kernels at that share of the clock); 1 = all"})
 
 
-#: The mode sets named by one word: the power-modes listing's `space` and the predictions body's `modes`.
-POWER_MODE_SPACES = ("presets", "all")
-DEFAULT_POWER_MODES_PAGE = 100
-#: Query parameters of the power-modes listing that say one thing two ways (the CLI's and the predictions
-#: body's ``modes``; 1-based pages as flask-smorest pages): one of each pair at most.
-POWER_MODES_SYNONYMS = ((("space",), ("modes",)), (("limit", "offset"), ("page", "page_size")))
-
-
-class PowerModesQuerySchema(QuerySchema):
-    """The space (``space`` or ``modes``) and the window (``limit``/``offset``, or ``page``/``page_size``);
-    loads to ``space``, ``limit``, ``offset`` and, for a window given by page, ``page`` and ``page_size``."""
-
-    space = fields.String(validate=validate.OneOf(POWER_MODE_SPACES),
-                          metadata={"description": "presets (the default), or all custom modes (paged)"})
-    modes = fields.String(validate=validate.OneOf(POWER_MODE_SPACES),
-                          metadata={"description": "the same as space (the CLI's `devices --modes`); not both"})
-    limit = fields.Integer(validate=validate.Range(1, MAX_POWER_MODES_PAGE),
-                           metadata={"description": f"modes in the page (default {DEFAULT_POWER_MODES_PAGE})"})
-    offset = fields.Integer(validate=validate.Range(0, MAX_OFFSET),
-                            metadata={"description": "modes skipped before the page (default 0)"})
-    page = fields.Integer(validate=validate.Range(1, MAX_OFFSET), metadata={
-        "description": "the page, from 1: offset (page - 1) * page_size; not with limit/offset"})
-    page_size = fields.Integer(validate=validate.Range(1, MAX_POWER_MODES_PAGE), metadata={
-        "description": f"modes per page (default {DEFAULT_POWER_MODES_PAGE}); not with limit/offset"})
-
-    @validates_schema
-    def _one_way_each(self, data: dict, **kwargs) -> None:
-        errors = {}
-        for one, other in POWER_MODES_SYNONYMS:
-            given = [k for k in (*one, *other) if k in data]
-            if any(k in data for k in one) and any(k in data for k in other):
-                rule = f"give {' and '.join(one)} or {' and '.join(other)}, not both (given: {', '.join(given)})"
-                errors.update({k: [rule] for k in given})
-        if errors:
-            raise ValidationError(errors)
-        if "page" in data and (data["page"] - 1) * data.get("page_size", DEFAULT_POWER_MODES_PAGE) > MAX_OFFSET:
-            raise ValidationError({"page": [f"must start at most {MAX_OFFSET} modes in"]})
-
-    @post_load
-    def _window(self, data: dict, **kwargs) -> dict:
-        out = {"space": data.get("space", data.get("modes", "presets"))}
-        if "page" in data or "page_size" in data:
-            page, size = data.get("page", 1), data.get("page_size", DEFAULT_POWER_MODES_PAGE)
-            return {**out, "page": page, "page_size": size, "limit": size, "offset": (page - 1) * size}
-        return {**out, "limit": data.get("limit", DEFAULT_POWER_MODES_PAGE), "offset": data.get("offset", 0)}
-
-
-class PowerModePageSchema(Schema):
-    device = fields.String(required=True)
-    space = fields.String(required=True)
-    total = fields.Integer(required=True)
-    limit = fields.Integer(required=True, metadata={"description": "modes in the page at most"})
-    offset = fields.Integer(required=True, metadata={"description": "modes before the page"})
-    page = fields.Integer(metadata={"description": "the page asked for (from 1); only when asked by page"})
-    page_size = fields.Integer(metadata={"description": "= limit; only when asked by page"})
-    modes = fields.List(fields.Nested(PowerModeSchema), required=True)
-
-
 # -- profile rows and workloads --------------------------------------------------------------------
 def _row_property(f) -> dict:
     kind = {str: "string", int: "integer", float: "number"}[f.kind]
@@ -565,7 +508,7 @@ class WorkloadDetailSchema(WorkloadSchema):
 
 
 class PageQuerySchema(QuerySchema):
-    limit = fields.Integer(load_default=100, validate=validate.Range(1, 1000))
+    limit = fields.Integer(load_default=DEFAULT_PAGE_SIZE, validate=validate.Range(1, 1000))
     offset = fields.Integer(load_default=0, validate=validate.Range(0, MAX_OFFSET))
 
 

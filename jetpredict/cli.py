@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from jetpredict import __version__
-from jetpredict.models.catalogue import MODE_FIELDS, Device, list_devices, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, POWER_MODE_SPACES, Device, list_devices, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
@@ -55,7 +55,7 @@ def _devices(args: argparse.Namespace) -> int:
         write_table(df, args.format)
         return 0
     device = load_device(args.device)
-    df = _mode_frame(device, args.modes or "presets")
+    df = _mode_frame(device, args.modes or POWER_MODE_SPACES[0])
     if args.format == "table":
         print(f"{device.name} ({device.id}): {len(device.modes())} custom power modes, "
               f"{len(device.presets)} presets", file=sys.stderr)
@@ -66,7 +66,7 @@ def _devices(args: argparse.Namespace) -> int:
 def _register_devices(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list Jetson types, their presets or their full power-mode space")
     p.add_argument("device", nargs="?", help="catalogue id, e.g. agx-xavier")
-    p.add_argument("--modes", choices=("presets", "all"), default=None,
+    p.add_argument("--modes", choices=POWER_MODE_SPACES, default=None,
                    help="with DEVICE: its presets (the default) or every custom mode; without DEVICE: those of "
                         "every device, a device column first (without --modes: the device table)")
     p.add_argument("--format", choices=FORMATS, default="table")

@@ -25,6 +25,9 @@ else:  # pragma: no cover
 
 DEVICES_DIR = data_path("devices")
 
+#: The mode sets named by one word (the CLI's ``devices --modes``, the API's ``space`` and ``modes``): a
+#: device's nvpmodel presets or its whole custom space; the first is the default.
+POWER_MODE_SPACES: tuple[str, ...] = ("presets", "all")
 #: Mode knobs in the order used by every table and array in jetpredict.
 MODE_FIELDS: tuple[str, ...] = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
 

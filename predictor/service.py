@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import (
     MODE_FIELDS,
+    POWER_MODE_SPACES,
     Device,
     ModeArrays,
     load_device,
@@ -51,6 +52,8 @@ from jetpredict.predictor.terms import least_trusted, workload_source
 from jetpredict.predictor.workload_devices import DeviceModels
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
+#: The named mode sets in words, for errors: "presets", "all".
+_SPACES_TEXT = ", ".join(f'"{s}"' for s in POWER_MODE_SPACES)
 #: Prediction columns in output order: the profile-row format's first, the power interval after them.
 PREDICTION_COLUMNS: tuple[str, ...] = (
     "epoch_time_s", "epoch_time_s_low", "epoch_time_s_high", "avg_power_w",
@@ -140,7 +143,7 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
         records: Sequence[Mapping] = modes.to_dict(orient="records")
     else:
         if not isinstance(modes, Sequence) or isinstance(modes, str | bytes):
-            raise InputError('modes must be "presets", "all", or a list of mode objects', "modes")
+            raise InputError(f"modes must be {_SPACES_TEXT}, or a list of mode objects", "modes")
         bad = [i for i, m in enumerate(modes) if not isinstance(m, Mapping)]
         if bad:
             raise ModeRowError(bad[0], f": must be an object with {', '.join(MODE_COLUMNS)}", f"modes.{bad[0]}")
@@ -196,7 +199,7 @@ def mode_table(device: Device, modes: str | pd.DataFrame | Sequence[Mapping], fi
             return _preset_table(device.id)
         if modes == "all":
             return _space_table(device.id)
-        raise InputError(f'modes must be "presets", "all", or a list of mode objects; got {modes!r}', "modes")
+        raise InputError(f"modes must be {_SPACES_TEXT}, or a list of mode objects; got {modes!r}", "modes")
     return _checked_modes(device, modes, fill_labels)
 
 

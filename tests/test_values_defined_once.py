@@ -72,7 +72,9 @@ def test_the_clients_page_of_power_modes_is_the_services_largest():
 
     page = inspect.signature(Client.iter_power_modes).parameters["page_size"].default
     assert page == schemas.MAX_POWER_MODES_PAGE
-    limit = schemas.PowerModesQuerySchema().fields["limit"].validators
+    from jetpredict.api.power_modes_schemas import PowerModesQuerySchema
+
+    limit = PowerModesQuerySchema().fields["limit"].validators
     assert [(v.min, v.max) for v in limit] == [(1, schemas.MAX_POWER_MODES_PAGE)]
 
 

@@ -10,14 +10,13 @@ from flask import Response
 from flask.views import MethodView
 from jetpredict.api.errors import ApiError
 from jetpredict.api.openapi_doc import EXCLUSIVE_PARAMETERS
-from jetpredict.api.routes.common import Blueprint
-from jetpredict.api.schemas import (
+from jetpredict.api.power_modes_schemas import (
     POWER_MODES_SYNONYMS,
-    DeviceListSchema,
-    ErrorSchema,
     PowerModePageSchema,
     PowerModesQuerySchema,
 )
+from jetpredict.api.routes.common import Blueprint
+from jetpredict.api.schemas import DeviceListSchema, ErrorSchema
 from jetpredict.models.catalogue import Device, list_devices, load_device
 from jetpredict.models.errors import UnknownDeviceError
 

@@ -56,3 +56,31 @@ def test_arrow_is_gzip_encoded_when_accepted(client, stored):
     plain, same = _arrow(client, {**BODY, "modes": "all"})
     assert "Content-Encoding" not in plain.headers and gzip.decompress(r.data) == plain.data
     assert same.equals(table)
+
+
+def test_a_stored_and_an_inline_answer_have_one_arrow_schema(client, stored):
+    """Unknown text (an inline answer's workload id) has the type known text has, so tables concatenate."""
+    from api_fixtures import published_rows
+
+    pa = pytest.importorskip("pyarrow")
+    _, inline = _arrow(client, {"workload": {"rows": published_rows()}, "modes": "presets", "device": "orin-nano"})
+    _, kept = _arrow(client, BODY)
+    assert inline.schema.remove_metadata() == kept.schema.remove_metadata(), inline.schema
+    both = pa.concat_tables([kept.replace_schema_metadata(None), inline.replace_schema_metadata(None)])
+    assert both.num_rows == kept.num_rows + inline.num_rows
+    assert both.column("workload_id").to_pylist() == ["my-resnet"] * kept.num_rows + [None] * inline.num_rows
+
+
+def test_the_wide_columns_follow_the_predictors_provenance_order(client, stored, monkeypatch):
+    """The CSV and Arrow forms take their answer-wide columns' order from predictor.service, not a copy."""
+    from jetpredict.api import answers
+    from jetpredict.predictor.service import PROVENANCE_COLUMNS
+
+    def order(body: dict) -> list[str]:
+        text = client.post("/v1/predictions", json=body, headers={"Accept": "text/csv"}).get_data(as_text=True)
+        return [c for c in next(csv.reader(io.StringIO(text))) if c in PROVENANCE_COLUMNS]
+
+    assert order(BODY) == list(PROVENANCE_COLUMNS)
+    monkeypatch.setattr(answers, "PROVENANCE_COLUMNS", PROVENANCE_COLUMNS[::-1])
+    # Another body: the answer of the first is cached as encoded.
+    assert order({**BODY, "modes": "all"}) == list(PROVENANCE_COLUMNS[::-1])

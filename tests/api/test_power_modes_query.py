@@ -4,9 +4,13 @@ CLI's ``devices --modes``, the predictions body's ``"modes"``) names the space a
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
-from jetpredict.api.schemas import MAX_POWER_MODES_PAGE
-from jetpredict.models.catalogue import load_device
+from jetpredict.api.openapi_doc import EXCLUSIVE_PARAMETERS
+from jetpredict.api.schemas import DEFAULT_PAGE_SIZE, MAX_OFFSET, MAX_POWER_MODES_PAGE
+from jetpredict.models.catalogue import POWER_MODE_SPACES, load_device
 
 ROUTE = "/v1/devices/agx-xavier/power-modes"
 
@@ -52,7 +56,8 @@ def test_both_styles_at_once_are_422_naming_them(client, query, fields):
 @pytest.mark.parametrize("query, field", [
     ("modes=some", "query.modes"), ("page=0", "query.page"), ("page_size=0", "query.page_size"),
     (f"page_size={MAX_POWER_MODES_PAGE + 1}", "query.page_size"), ("page=x", "query.page"),
-    (f"page={2**40}&page_size=10", "query.page"),
+    # Within page's own range, but (page - 1) * page_size lies past MAX_OFFSET: the schema-level check.
+    (f"page={MAX_OFFSET // 10 + 2}&page_size=10", "query.page"),
 ])
 def test_bad_paging_values_are_422_naming_the_field(client, query, field):
     r = client.get(f"{ROUTE}?{query}")
@@ -69,7 +74,42 @@ def test_the_openapi_document_lists_every_parameter(client):
     assert params["page_size"]["schema"]["maximum"] == MAX_POWER_MODES_PAGE
     assert all(p.get("description") for p in params.values()), params
     # Tools (the fuzz hook) read which parameters exclude each other from the document.
-    assert doc["paths"]["/v1/devices/{device}/power-modes"]["get"]["x-jetpredict-exclusive-parameters"] == [
+    assert doc["paths"]["/v1/devices/{device}/power-modes"]["get"][EXCLUSIVE_PARAMETERS] == [
         [["space"], ["modes"]], [["limit", "offset"], ["page", "page_size"]]]
     answer = doc["components"]["schemas"]["PowerModePage"]["properties"]
     assert {"page", "page_size"} <= set(answer)
+
+
+def test_the_openapi_document_states_the_defaults_the_schema_applies(client):
+    doc = client.get("/openapi.json").json
+    params = {p["name"]: p["schema"] for p in doc["paths"]["/v1/devices/{device}/power-modes"]["get"]["parameters"]
+              if p["in"] == "query"}
+    assert {k: params[k].get("default") for k in params} == {
+        "space": "presets", "modes": "presets", "limit": DEFAULT_PAGE_SIZE, "offset": 0, "page": 1,
+        "page_size": DEFAULT_PAGE_SIZE}
+    answer = client.get(f"{ROUTE}?space=all").json
+    assert (answer["limit"], answer["offset"]) == (DEFAULT_PAGE_SIZE, 0)
+    assert client.get(ROUTE).json["space"] == "presets"
+
+
+def _tree(module: str) -> ast.Module:
+    return ast.parse((Path(__file__).parents[2] / module).read_text())
+
+
+def test_the_spaces_and_the_default_page_are_stated_once():
+    """The one-word mode sets come from models.catalogue (the CLI's too), the default page from api.schemas:
+    no message lists the words itself and no default names one."""
+    for module in ("api/schemas.py", "api/query_schemas.py", "api/power_modes_schemas.py"):
+        tree = _tree(module)
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and id(n) not in docstrings]
+        assert not [t for t in texts if all(f'"{w}"' in t for w in POWER_MODE_SPACES)], module
+        defaults = [k.value for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords
+                    if k.arg in ("load_default", "default")]
+        assert not [d for d in defaults if isinstance(d, ast.Constant) and d.value in POWER_MODE_SPACES], module
+    page = next(n for n in ast.walk(_tree("api/schemas.py"))
+                if isinstance(n, ast.ClassDef) and n.name == "PageQuerySchema")
+    limit = next(n.value for n in page.body if isinstance(n, ast.Assign) and n.targets[0].id == "limit")
+    default = next(k.value for k in limit.keywords if k.arg == "load_default")
+    assert isinstance(default, ast.Name) and default.id == "DEFAULT_PAGE_SIZE", ast.dump(default)
