@@ -315,3 +315,13 @@ def test_a_refusal_before_switching_does_not_say_a_mode_was_put_back(xavier, cap
     monkeypatch.setattr(apply_module, "_controller", held)
     code, _, err = run(capsys, "--mode", "MODE_15W")
     assert code == 1 and "another jetpredict run" in err and "put back" not in err
+
+
+def test_status_names_the_custom_mode_apply_set(xavier, capsys):
+    """It printed "id 8": the id is in the configuration `apply` left in the state dir, not the board's file."""
+    from jetpredict.profiler.status import read_status
+
+    assert run(capsys, "--mode", "4c-1190.4-675.75-1065.6")[0] == 0
+    assert read_status().nvpmodel_mode == "JETPREDICT_CUSTOM (set by `jetpredict apply`)"
+    assert main(["restore"]) == 0
+    assert read_status().nvpmodel_mode == "MAXN"
