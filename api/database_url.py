@@ -42,11 +42,23 @@ def checked_url(url: str) -> str:
     return url
 
 
+def _parsed(url: str) -> sa.engine.URL | None:
+    """``url`` parsed, None when it cannot be (ArgumentError: not a URL; ValueError: a port not a number)."""
+    try:
+        return sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        return None
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    """The driver's own exception inside SQLAlchemy's wrapper (``exc`` when it wraps none)."""
+    return getattr(exc, "orig", None) or exc
+
+
 def masked_url(url: str) -> str:
     """``url`` safe to print: the password is hidden, in the user part and in query parameters."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+    parsed = _parsed(url)
+    if parsed is None:
         return "<unparseable database URL>"
     query = {k: ("***" if _is_secret(k) else v) for k, v in parsed.query.items()}
     return parsed.set(query=query).render_as_string(hide_password=True)
@@ -69,12 +81,9 @@ def driver_reason(exc: BaseException, url: str) -> str:
     most :data:`MAX_REASON_CHARS` long, every secret of ``url`` replaced by ``***``. libpq never repeats a
     password; this holds for any driver that would. A secret that is also the URL's user, host or database
     (``postgres:postgres@postgres/postgres``) is left: masked, the message would lose every name it gives."""
-    orig = getattr(exc, "orig", None) or exc
+    orig = _driver_error(exc)
     text = " ".join(str(orig).split()) or type(orig).__name__
-    try:
-        parsed = sa.engine.make_url(url)
-    except (sa.exc.ArgumentError, ValueError):
-        parsed = None
+    parsed = _parsed(url)
     secrets = [] if parsed is None else [parsed.password, *(v for k, v in parsed.query.items() if _is_secret(k))]
     names = set() if parsed is None else {parsed.username, parsed.host, parsed.database}
     for secret in secrets:
@@ -86,4 +95,4 @@ def driver_reason(exc: BaseException, url: str) -> str:
 def refused_as_given(exc: BaseException) -> bool:
     """Whether the server refused the connection for what the URL says (user, password, database), not
     for an outage: a configuration error."""
-    return bool(_REFUSED_AS_GIVEN.search(str(getattr(exc, "orig", None) or exc)))
+    return bool(_REFUSED_AS_GIVEN.search(str(_driver_error(exc))))

@@ -22,14 +22,18 @@ from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 
 
-def _mode_frame(device: Device, modes: str) -> pd.DataFrame:
-    """``device``'s presets as listed (``modes="presets"``) or its whole custom-mode space (``"all"``)."""
+def _mode_frame(device: Device, modes: str, with_device: bool = False) -> pd.DataFrame:
+    """``device``'s presets as listed (``modes="presets"``) or its whole custom-mode space (``"all"``); a
+    ``device`` column first when ``with_device``."""
     if modes == "all":
         space = device.modes()
         df = pd.DataFrame(space.arrays().columns(), columns=list(MODE_FIELDS))
         df.insert(0, "mode", space.labels())
-        return df
-    return pd.DataFrame([p.listing() for p in device.presets])
+    else:
+        df = pd.DataFrame([p.listing() for p in device.presets])
+    if with_device:
+        df.insert(0, "device", device.id)
+    return df
 
 
 def _devices(args: argparse.Namespace) -> int:
@@ -45,10 +49,7 @@ def _devices(args: argparse.Namespace) -> int:
         return 0
     if args.device is None:  # --modes alone: every device's modes, each row naming its device
         devices = list_devices()
-        frames = [_mode_frame(d, args.modes) for d in devices]
-        for d, frame in zip(devices, frames, strict=True):
-            frame.insert(0, "device", d.id)
-        df = pd.concat(frames, ignore_index=True)
+        df = pd.concat([_mode_frame(d, args.modes, with_device=True) for d in devices], ignore_index=True)
         if args.format == "table":
             print(f"{len(devices)} devices: {len(df)} {'custom power modes' if args.modes == 'all' else 'presets'}",
                   file=sys.stderr)

@@ -383,14 +383,16 @@ class Device:
         """The fastest preset (MAXN or its equivalent)."""
         return max(self.presets, key=lambda p: (p.gpu_mhz, p.emc_mhz, p.cpu_mhz * p.cpu_cores))
 
+    def knob_steps(self) -> dict[str, tuple[float, ...]]:
+        """Each knob's values: the online core counts, the frequency steps (MHz)."""
+        lo_cores, hi_cores = self.cpu_cores_range
+        return {"cpu_cores": tuple(float(c) for c in range(lo_cores, hi_cores + 1)),
+                "cpu_mhz": tuple(self.cpu_steps_mhz), "gpu_mhz": tuple(self.gpu_steps_mhz),
+                "emc_mhz": tuple(self.emc_steps_mhz)}
+
     def knob_ranges(self) -> dict[str, tuple[float, float]]:
         """Inclusive (min, max) of each knob."""
-        return {
-            "cpu_cores": (float(self.cpu_cores_range[0]), float(self.cpu_cores_range[1])),
-            "cpu_mhz": (min(self.cpu_steps_mhz), max(self.cpu_steps_mhz)),
-            "gpu_mhz": (min(self.gpu_steps_mhz), max(self.gpu_steps_mhz)),
-            "emc_mhz": (min(self.emc_steps_mhz), max(self.emc_steps_mhz)),
-        }
+        return {k: (min(v), max(v)) for k, v in self.knob_steps().items()}
 
     def validate_mode(self, cpu_cores: float, cpu_mhz: float, gpu_mhz: float, emc_mhz: float) -> None:
         """Raise :class:`ModeOutOfRangeError` naming the first knob outside this device's range."""

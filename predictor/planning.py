@@ -82,11 +82,7 @@ def operating_region(device, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz) -> np.ndarray
     clock >= ``MIN_CLOCK_SHARE`` of the device's maximum and >= ``MIN_CORES`` cores, each floor lowered to
     the knob's second-highest value when only one value would pass (so every knob can vary)."""
     maxima = F.device_maxima(device)
-    lo_cores, hi_cores = device.cpu_cores_range
-    steps = {"cpu_cores": np.arange(lo_cores, hi_cores + 1, dtype=float),
-             "cpu_mhz": np.asarray(device.cpu_steps_mhz, dtype=float),
-             "gpu_mhz": np.asarray(device.gpu_steps_mhz, dtype=float),
-             "emc_mhz": np.asarray(device.emc_steps_mhz, dtype=float)}
+    steps = device.knob_steps()
     floors = {"cpu_cores": float(MIN_CORES), **{k: MIN_CLOCK_SHARE * maxima[k] for k in MODE_FIELDS[1:]}}
     ok = np.ones(np.shape(cpu_cores), dtype=bool)
     for knob, values in zip(MODE_FIELDS, (cpu_cores, cpu_mhz, gpu_mhz, emc_mhz), strict=True):

@@ -253,9 +253,7 @@ def ranges_on(ranges: Mapping[str, tuple[float, float]] | None, source: Device, 
     if not ranges:
         return None
     src, dst, bounds = F.device_maxima(source), F.device_maxima(target), target.knob_ranges()
-    lo_cores, hi_cores = target.cpu_cores_range
-    steps = {"cpu_cores": tuple(float(c) for c in range(lo_cores, hi_cores + 1)), "cpu_mhz": target.cpu_steps_mhz,
-             "gpu_mhz": target.gpu_steps_mhz, "emc_mhz": target.emc_steps_mhz}
+    steps = target.knob_steps()
     ends = {k: [float(np.clip(v * dst[k] / src[k], *bounds[k])) for v in ranges[k]] for k in MODE_FIELDS}
     return {k: _steps_inside(steps[k], *ends[k]) for k in MODE_FIELDS}
 

@@ -119,8 +119,8 @@ def _trace_json(trace: Any, t_ref: float) -> dict[str, Any] | None:
 
 def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> dict[str, list[float]]:
     """The minibatches as columns, one list per field (s), one value per minibatch in order."""
-    shifted = [{**t.as_dict(), "start_s": t.start_s - t_ref, "end_s": t.end_s - t_ref} for t in timings]
-    return {name: [t[name] for t in shifted] for name in TIMING_FIELDS}
+    shift = {"start_s": t_ref, "end_s": t_ref}  # times since the campaign started; durations as they are
+    return {name: [getattr(t, name) - shift.get(name, 0.0) for t in timings] for name in TIMING_FIELDS}
 
 
 def _write_csv_atomic(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -300,21 +300,16 @@ class _Outputs:
 
     def start(self, modes: int, settings: RunSettings) -> None:
         """Before the first mode is switched: refuse an ``--out FILE.json`` its minibatches alone would take
-        past its readers' limit (:meth:`check_size`), create the folders and check that the outputs can be
-        written (untouched). After an adaptive run's chooser is made: its budget is the number of modes."""
-        self.check_size(modes, settings)
+        past its readers' limit, create the folders and check that the outputs can be written (untouched).
+        After an adaptive run's chooser is made: its budget is the number of modes."""
+        check_json_size(self.limited, modes * _mode_bytes_at_most(settings), f"{modes} mode(s) of --warmup "
+                        f"{settings.warmup} + --minibatches {settings.minibatches} minibatches would take up to")
         for p in self.paths():
             try:
                 make_out_folder(p)
                 probe_folder(p)  # the outputs are replaced through a temporary file beside them: probe that
             except OSError as exc:
                 raise InputError(f"cannot write --out {p}: {exc.strerror or exc}", "out") from None
-
-    def check_size(self, modes: int, settings: RunSettings) -> None:
-        """Before the first mode is switched: refuse an ``--out FILE.json`` its minibatches alone would take
-        past its readers' limit."""
-        check_json_size(self.limited, modes * _mode_bytes_at_most(settings), f"{modes} mode(s) of --warmup "
-                        f"{settings.warmup} + --minibatches {settings.minibatches} minibatches would take up to")
 
     def check_room(self, k: int, n: int) -> None:
         """Before mode ``k`` of ``n``: stop when one as large as the largest so far would not fit (its power

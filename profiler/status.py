@@ -19,7 +19,6 @@ import math
 import re
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from jetpredict.models.catalogue import Device, load_device, mode_label
 
@@ -143,10 +142,11 @@ def _nvpmodel_mode(device: Device) -> tuple[int | None, str | None, str | None]:
     from jetpredict.profiler.powermode import state as state_file
 
     # The board's file names its presets; a custom id is `apply`'s, in the configuration it left in the state dir.
-    confs = [(DEFAULT_CONF, ""), *((str(d / state_file.CUSTOM_CONF_NAME), " (set by `jetpredict apply`)")
+    # (A device path is rooted at the fake root; a state dir's Path is real already: sysfs.read_text reads both.)
+    confs = [(DEFAULT_CONF, ""), *((d / state_file.CUSTOM_CONF_NAME, " (set by `jetpredict apply`)")
                                    for d in state_file.state_dirs())]
     for path, by in confs:
-        conf_text = sysfs.read_text(path) if path == DEFAULT_CONF else _read_file(path)
+        conf_text = sysfs.read_text(path)
         if conf_text is None:
             continue
         try:
@@ -155,14 +155,6 @@ def _nvpmodel_mode(device: Device) -> tuple[int | None, str | None, str | None]:
             pass  # not in this file, or an unparsable one: the next file or the catalogue may name it
     preset = next((p for p in device.presets if p.id == mid), None)
     return mid, (preset.mode if preset else f"id {mid}"), None
-
-
-def _read_file(path: str) -> str | None:
-    """A file's text, None when it cannot be read (a state dir's file: its path is already the real one)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def read_status(board: str | None = None) -> JetsonStatus:

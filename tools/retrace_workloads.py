@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jetpredict.models.atomic_files import write_out_file
 from jetpredict.models.errors import UnknownWorkloadError
 from jetpredict.models.profiling_protocol import BATCH_SIZE
 from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
@@ -52,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{wc.kernel_bytes(BATCH_SIZE).sum() / 1e9:.2f} GB per minibatch of {BATCH_SIZE}, "
               f"{wc.data_cpu_s_per_sample * 1e3:.3f} ms CPU per sample; {_against_cache(wc)}")
         if args.write:
-            args.out_dir.mkdir(parents=True, exist_ok=True)
-            (args.out_dir / f"{name}.json").write_text(json.dumps(wc.to_json()) + "\n", encoding="utf-8")
+            write_out_file(args.out_dir / f"{name}.json", (json.dumps(wc.to_json()) + "\n").encode("utf-8"))
     if not args.write:
         print(f"nothing written (--write rewrites {args.out_dir})")
     return 0

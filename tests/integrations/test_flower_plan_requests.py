@@ -61,8 +61,7 @@ def straddlers(model, nodes: list[NodeInfo], deadline_s: float) -> int:
 
 def _alone(planner: LocalPlanner, node: NodeInfo, planning_deadline_s: float) -> dict:
     """The client entry of ``node`` planned by itself under ``planning_deadline_s`` (s of profiled epochs)."""
-    # LocalPlanner.plan itself: a CountingPlanner's count is left as the fleet's
-    answer = LocalPlanner.plan(planner, [{"id": "n", "device": node.device}], planning_deadline_s, 1)
+    answer = planner.plan([{"id": "n", "device": node.device}], planning_deadline_s, 1)
     return answer["clients"][0]
 
 
@@ -104,10 +103,11 @@ def test_each_node_meets_its_deadline_wherever_its_own_scale_allows(resnet_model
     plans = plan_nodes(planner, nodes, deadline, 1)
     assert len(planner.asked) <= request_bound(nodes)
     assert straddlers(resnet_model, nodes, deadline) > len(DEVICES)  # several per type
+    alone_planner = LocalPlanner(resnet_model)
     for node in nodes:
-        plan, alone = plans[node.node_id], _alone(planner, node, deadline / node.epoch_scale)
+        plan, alone = plans[node.node_id], _alone(alone_planner, node, deadline / node.epoch_scale)
         assert plan.meets_deadline == alone["meets_deadline"], node
-        shared = _alone(planner, node, deadline / planning_scale(node.epoch_scale))
+        shared = _alone(alone_planner, node, deadline / planning_scale(node.epoch_scale))
         if alone["meets_deadline"] and not shared["meets_deadline"]:
             # at most STRADDLER_PLANS per device type straddle here: each is planned at its own scale
             assert plan.mode == alone["mode"], node

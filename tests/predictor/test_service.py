@@ -159,8 +159,7 @@ def test_cross_device_predictions_flag_knobs_beyond_the_profiled_shares_of_their
     moved = service.predict(resnet, "presets", device="xavier-nx")
     assert moved["cross_device"].all() and moved["extrapolated"].any() and not moved["extrapolated"].all()
     src, dst = device_maxima(resnet.device), device_maxima(nx)
-    steps = {"cpu_cores": range(nx.cpu_cores_range[0], nx.cpu_cores_range[1] + 1), "cpu_mhz": nx.cpu_steps_mhz,
-             "gpu_mhz": nx.gpu_steps_mhz, "emc_mhz": nx.emc_steps_mhz}
+    steps = nx.knob_steps()
     low = {k: min(s for s in steps[k] if s * (1 + SAME_CLOCK_REL) >= resnet.profiled_ranges[k][0] * dst[k] / src[k])
            for k in MODE_FIELDS}
     for _, row in moved.iterrows():

@@ -296,24 +296,15 @@ def test_an_unwritable_state_folder_is_named_with_what_chose_it(xavier, capsys, 
     assert root.read("/var/lib/nvpmodel/status") == "pmode:0000"
 
 
-def test_a_refusal_before_switching_does_not_say_a_mode_was_put_back(xavier, capsys, monkeypatch):
-    """Another run holding the device: nothing was switched, so nothing was put back."""
-    from jetpredict.profiler import apply as apply_module
-    from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+def test_a_refusal_before_switching_does_not_say_a_mode_was_put_back(xavier, capsys):
+    """Another run holding the device (its lock, taken here): nothing was switched, so nothing was put back."""
+    from jetpredict.profiler.powermode import state as state_file
 
-    real = apply_module._controller
-
-    def held(device, via):
-        controller = real(device, via)
-
-        def refuse():
-            raise PrivilegedCommandError("another jetpredict run (pid 1) is changing power modes on this device")
-
-        monkeypatch.setattr(controller, "remember", refuse)
-        return controller
-
-    monkeypatch.setattr(apply_module, "_controller", held)
-    code, _, err = run(capsys, "--mode", "MODE_15W")
+    lock = state_file.ModeLock.take()
+    try:
+        code, _, err = run(capsys, "--mode", "MODE_15W")
+    finally:
+        lock.release()
     assert code == 1 and "another jetpredict run" in err and "put back" not in err
 
 
