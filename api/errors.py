@@ -3,7 +3,8 @@
 ``code`` is the HTTP status (as flask-smorest does), ``errors`` maps a dotted field path (``workload.id``,
 ``rows.3.gpu_mhz``) to messages. Bad input never becomes a 500: :class:`models.errors.InputError` is a
 422 (404 for an unknown workload), malformed or too deeply nested bodies are 400, numeric overflow is a
-422, a database that cannot be reached, is damaged or of a newer format is a 503 (with ``Retry-After``),
+422, a database that cannot be reached, refuses the URL itself, is damaged or of a newer format is a 503 (with
+``Retry-After``),
 and unexpected exceptions are logged and answered with a 500 that carries no stack trace.
 """
 
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Mapping
 
 from flask import Flask, jsonify
+from jetpredict.api.database_url import driver_reason, refused_as_given
 from jetpredict.api.storage import StoreRefused, is_unreachable, store_damage, write_failure
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from werkzeug.exceptions import HTTPException
@@ -26,11 +28,17 @@ DB_RETRY_AFTER_S = 2
 STORE_RETRY_AFTER_S = 60
 
 
-def store_fault(exc: BaseException, location: str) -> tuple[str, str] | None:
-    """(message, reason) when ``exc`` says the database at ``location`` is damaged or of a newer format:
-    an operator has to act (restore the file, upgrade jetpredict), a retry alone will not help."""
+def store_fault(exc: BaseException, location: str, url: str) -> tuple[str, str] | None:
+    """(message, reason) when ``exc`` says the database at ``location`` (``url``, for the driver's reason with
+    its secrets hidden) refused the URL itself (user, password, database name), is damaged or of a newer
+    format: an operator has to act (fix the URL, restore the file, upgrade jetpredict), a retry alone will
+    not help."""
     if isinstance(exc, StoreRefused):
         return str(exc), "newer format"
+    if is_unreachable(exc) and refused_as_given(exc):
+        reason = driver_reason(exc, url)
+        return (f"the database {location} refused the connection: {reason}; check the user, password and "
+                "database name of --database-url (JETPREDICT_DATABASE_URL)", f"refused: {reason}")
     damage = store_damage(exc)
     return None if damage is None else (damaged_message(location, damage), f"damaged: {damage}")
 
@@ -187,7 +195,8 @@ def register_error_handlers(app: Flask) -> None:
                                 "operator frees space or makes it writable", f"cannot write: {reason}",
                                 STORE_RETRY_AFTER_S)
         storage = getattr(app.extensions.get("jetpredict"), "storage", None)
-        fault = store_fault(exc, storage.location if storage is not None else "of the service")
+        where = (storage.location, storage.url) if storage is not None else ("of the service", "")
+        fault = store_fault(exc, *where)
         if fault is not None:
             log.error("the database cannot be used: %s", fault[0])
             return _unavailable(fault[0], fault[1], STORE_RETRY_AFTER_S)

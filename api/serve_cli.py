@@ -187,7 +187,7 @@ def check_data_dir(settings: Settings, from_flag: bool) -> None:
 def _serve(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
-    from jetpredict.api.database_url import checked_url, driver_reason, masked_url, refused_as_given
+    from jetpredict.api.database_url import checked_url, driver_reason, masked_url
 
     checked_url(settings.database_url)  # a URL without a form or a driver: refused before anything is set up
     check_data_dir(settings, "DATA_DIR" in overrides)
@@ -214,16 +214,12 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         storage.create_schema()
     except Exception as exc:
-        fault = store_fault(exc, storage.location)
-        if fault is not None:  # a damaged file or a newer format: the operator's to fix, as a bad input
+        fault = store_fault(exc, storage.location, storage.url)
+        if fault is not None:  # a refused URL, a damaged file or a newer format: no wait fixes it, unlike an outage
             raise InputError(fault[0], "database_url") from None
         if not is_unreachable(exc):
             raise
         reason = driver_reason(exc, storage.url)
-        if refused_as_given(exc):  # a wrong password or database name: no wait fixes it, unlike an outage
-            raise InputError(f"the database {masked_url(storage.url)} refused the connection: {reason}; check the "
-                             "user, password and database name of --database-url (JETPREDICT_DATABASE_URL)",
-                             "database_url") from None
         _log(f"database {masked_url(storage.url)} unreachable now ({type(exc).__name__}: {reason}); "
              "answering 503 until it is back")
     finally:

@@ -131,7 +131,7 @@ class Health(MethodView):
                         "or restart the service to start an empty one")
             log.error("health check: database %s", database)
         except (sa.exc.SQLAlchemyError, StoreRefused) as exc:
-            fault = store_fault(exc, storage.location)
+            fault = store_fault(exc, storage.location, storage.url)
             log.warning("health check: database %s: %s", "unusable" if fault else "unreachable", exc)
             database = fault[0] if fault else f"unreachable: {type(exc).__name__}"
         body = {"status": "ok" if status == 200 else "degraded", "version": _version(),

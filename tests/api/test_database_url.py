@@ -125,3 +125,32 @@ def test_a_worker_says_when_the_database_refuses_the_url_itself(tmp_path, caplog
     said = [r for r in caplog.records if "refused the URL itself" in r.getMessage()]
     assert said and said[0].levelno == logging.ERROR and "password authentication failed" in said[0].getMessage()
     app.extensions["jetpredict"].storage.dispose()
+
+
+def test_answers_and_the_health_check_say_the_database_refused_the_url(tmp_path, monkeypatch):
+    """A password changed under a running service: every answer (503) and ``/healthz`` name the refusal in the
+    driver's words (through :func:`driver_reason`, which hides the URL's secrets), not "cannot be reached" as an
+    outage to wait out."""
+    from api_fixtures import API_KEY, NO_RATE_LIMITS
+    from jetpredict.api.app import create_app
+    from jetpredict.api.storage import Storage
+
+    def refuse(self, *args, **kwargs):
+        raise _refused('FATAL:  password authentication failed for user "jp"')
+
+    app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, **NO_RATE_LIMITS})
+    client = app.test_client()
+    assert client.get("/v1/workloads").status_code == 200
+    monkeypatch.setattr(Storage, "create_schema", refuse)
+    monkeypatch.setattr(sa.engine.Engine, "connect", refuse)
+    answer = client.get("/v1/workloads")
+    body = answer.get_json()
+    assert answer.status_code == 503 and answer.headers["Retry-After"]
+    assert "refused the connection" in body["message"] and "password authentication failed" in body["message"]
+    assert "check the user, password and database name" in body["message"]
+    assert body["errors"]["database"][0].startswith("refused: ")
+    health = client.get("/healthz")
+    assert health.status_code == 503 and health.get_json()["database"].startswith("the database ")
+    assert "refused the connection" in health.get_json()["database"]
+    monkeypatch.undo()
+    app.extensions["jetpredict"].storage.dispose()
