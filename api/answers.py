@@ -339,7 +339,7 @@ def answer_wide(answer: PredictionAnswer) -> dict[str, object]:
     # workload's devices, revision) right after them.
     at = PROVENANCE_COLUMNS.index(PROVENANCE_FIELDS[-1]) + 1
     more = tuple(k for k in answer.provenance if k not in PROVENANCE_COLUMNS)
-    one_value = {**answer.constants, **answer.provenance}
+    one_value = answer.one_value_fields()
     wide = {k: ";".join(map(str, v)) if isinstance(v, list | tuple) else v
             for k, v in ((c, one_value[c]) for c in (*PROVENANCE_COLUMNS[:at], *more, *PROVENANCE_COLUMNS[at:]))}
     return json_safe({**wide, "device": answer.device, "workload_id": answer.workload_id})

@@ -292,6 +292,10 @@ class PredictionAnswer:
         return {"device": self.device, "workload_id": self.workload_id, **self.provenance,
                 "epochs": self.epochs, "count": self.count}
 
+    def one_value_fields(self) -> dict[str, object]:
+        """Every field with one value per answer: :attr:`constants`, then :attr:`provenance`."""
+        return {**self.constants, **self.provenance}
+
     def records(self) -> list[dict[str, object]]:
         """JSON-ready rows in :data:`ROW_COLUMNS` order (NaN/inf -> None)."""
         lists: dict[str, list] = {}
@@ -308,8 +312,8 @@ class PredictionAnswer:
         n = self.count
         data: dict[str, object] = {"mode": pd.Series(list(self.columns["mode"]), dtype=object)}
         data.update({k: v for k, v in self.columns.items() if k != "mode"})
-        answer_wide = {**self.constants, **self.provenance}
-        data.update({c: answer_wide[c] for c in PROVENANCE_COLUMNS})
+        one_value = self.one_value_fields()
+        data.update({c: one_value[c] for c in PROVENANCE_COLUMNS})
         # A copy: the columns may be cached read-only arrays that the caller must be free to change.
         return pd.DataFrame(data, index=pd.RangeIndex(n), copy=True)
 
