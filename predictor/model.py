@@ -187,10 +187,12 @@ def z_of(confidence: float) -> float:
 
 @dataclass(frozen=True)
 class _TimeParts:
+    """An epoch's time per mode: ``epoch``, ``compute``, ``stall_s`` and ``gpu_wait_s`` in seconds."""
+
     epoch: np.ndarray
     compute: np.ndarray
-    stall: np.ndarray
-    gpu_wait: np.ndarray
+    stall_s: np.ndarray
+    gpu_wait_s: np.ndarray
     rel_sd_model: np.ndarray
     rel_sd_noise: float
     extrapolation: np.ndarray
@@ -198,8 +200,10 @@ class _TimeParts:
 
 @dataclass(frozen=True)
 class _PowerParts:
+    """Average power per mode: ``power`` (all of it) and ``base_w`` (the idle part) in watts."""
+
     power: np.ndarray
-    base: np.ndarray
+    base_w: np.ndarray
     rel_sd_model: np.ndarray
     rel_sd_noise: np.ndarray
     extrapolation: np.ndarray
@@ -274,11 +278,11 @@ class WorkloadModel:
         gpu_s = self.flops_floor * 1000.0 / modes.gpu_throughput_mhz  # the "gpu" time feature
         time_low = np.maximum(t.epoch * np.exp(-t_half), np.minimum(gpu_s, t.epoch))
         time_low, time_high = self._within_physics(modes, z, time_low, t.epoch * np.exp(t_half), t.epoch)
-        idle_w = np.minimum(p.base * np.exp(-z * self.base_sd_rel), power)
+        idle_w = np.minimum(p.base_w * np.exp(-z * self.base_sd_rel), power)
         return Prediction(
-            epoch_time_s=t.epoch, epoch_time_s_low=time_low, epoch_time_s_high=time_high, stall_time_s=t.stall,
+            epoch_time_s=t.epoch, epoch_time_s_low=time_low, epoch_time_s_high=time_high, stall_time_s=t.stall_s,
             compute_time_s=t.compute, avg_power_w=power, avg_power_w_low=np.maximum(power * np.exp(-p_half), idle_w),
-            avg_power_w_high=np.minimum(power * np.exp(p_half), most_w), base_power_w=np.minimum(p.base, power),
+            avg_power_w_high=np.minimum(power * np.exp(p_half), most_w), base_power_w=np.minimum(p.base_w, power),
             epoch_energy_j=energy, epoch_energy_j_low=np.maximum(energy * np.exp(-e_half), idle_w * time_low),
             epoch_energy_j_high=np.maximum(np.minimum(energy * np.exp(e_half), most_w * time_high), energy),
             outside=outside, confidence=float(confidence), cross_device=self.cross_device,
@@ -338,7 +342,7 @@ class WorkloadModel:
         ex = {k: v * self.interval_scales.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
         # Without its own readings a workload's level of dynamic power is unknown (ln SD, first order); the
         # interval scales were calibrated on rows that measured power, so they do not shrink it.
-        level = 0.0 if self.has_power else UNMEASURED_POWER_LEVEL_SD * (p.power - p.base) / p.power
+        level = 0.0 if self.has_power else UNMEASURED_POWER_LEVEL_SD * (p.power - p.base_w) / p.power
         # Power drawn per minibatch follows the progress rate, so it extrapolates as badly as the time does.
         p_rest = np.sqrt(p.rel_sd_noise ** 2 + (ex["power"] * p.extrapolation) ** 2
                          + (ex["time"] * p.rate_share * t.extrapolation) ** 2 + level ** 2)
@@ -389,7 +393,7 @@ class WorkloadModel:
         rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch, 1e-12)
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))
         return _TimeParts(
-            epoch=epoch, compute=compute, stall=stall, gpu_wait=gpu_wait, rel_sd_model=rel_sd_model,
+            epoch=epoch, compute=compute, stall_s=stall, gpu_wait_s=gpu_wait, rel_sd_model=rel_sd_model,
             rel_sd_noise=noise,
             extrapolation=self._extrapolation(central, distances, epoch))
 
@@ -451,7 +455,7 @@ class WorkloadModel:
     def _gpu_active(t: _TimeParts) -> np.ndarray:
         """Share of the epoch the GPU runs kernels: the compute time less the GPU's wait on a main thread
         slower (or more contended) than at the top CPU clock."""
-        return np.maximum(t.compute - t.gpu_wait, 0.0) / np.maximum(t.epoch, 1e-12)
+        return np.maximum(t.compute - t.gpu_wait_s, 0.0) / np.maximum(t.epoch, 1e-12)
 
     def _power(self, modes: ModeArrays, gpu_busy: np.ndarray, epoch: np.ndarray, gpu_active: np.ndarray,
                distances: Mapping[str, np.ndarray] | None) -> _PowerParts:
@@ -476,7 +480,7 @@ class WorkloadModel:
                                     + (share["cpu"] * np.maximum(distances["cpu_mhz"], distances["cpu_cores"])) ** 2)
         rated = sum(np.maximum(c * pfeats[t], 0.0) for t, c in zip(self.power_fit.terms, self.power_fit.coef,
                                                                   strict=True) if t in F.RATE_POWER_TERMS)
-        return _PowerParts(power=power, base=base, rel_sd_model=model_sd,
+        return _PowerParts(power=power, base_w=base, rel_sd_model=model_sd,
                            rel_sd_noise=np.maximum(max(POWER_NOISE_FLOOR, self.power_fit.noise_rel),
                                                    POWER_NOISE_FLOOR_W / power),
                            extrapolation=extrapolation, rate_share=rated / power)

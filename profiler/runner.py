@@ -301,15 +301,15 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
     t0, t1 = measured[0].start_s, measured[-1].end_s
     n = len(measured)
 
-    energy = _energy(trace, t0, t1)
-    epoch_energy = avg_power = None
+    energy_j = _energy(trace, t0, t1)
+    epoch_energy_j = avg_power_w = None
     null_reason = None
-    if energy is not None and t1 > t0:
-        epoch_energy = energy / n * mpe
-        avg_power = energy / (t1 - t0)
+    if energy_j is not None and t1 > t0:
+        epoch_energy_j = energy_j / n * mpe
+        avg_power_w = energy_j / (t1 - t0)
     else:
         null_reason = _null_reason(power_meter, trace, t0, t1)
-    cpu_energy = _energy(cpu_trace, t0, t1)
+    cpu_energy_j = _energy(cpu_trace, t0, t1)
 
     cx = dict(complexity or {})
     flops_train = cx.get("flops_train")
@@ -327,12 +327,12 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
         "epoch_time_s": stats["total"].mean * mpe,
         "stall_time_s": stats["stall"].mean * mpe,
         "compute_time_s": stats["compute"].mean * mpe,
-        "epoch_energy_j": epoch_energy, "avg_power_w": avg_power,
+        "epoch_energy_j": epoch_energy_j, "avg_power_w": avg_power_w,
         "base_power_w": base_power_w, "source": source,
         "power_meter": power_meter, "power_null_reason": null_reason,
         "power_samples": None if trace is None else trace.samples_in(t0, t1),
-        "cpu_package_energy_j": None if cpu_energy is None else cpu_energy / n * mpe,
-        "cpu_package_null_reason": None if cpu_energy is not None
+        "cpu_package_energy_j": None if cpu_energy_j is None else cpu_energy_j / n * mpe,
+        "cpu_package_null_reason": None if cpu_energy_j is not None
         else _null_reason(cpu_power_meter, cpu_trace, t0, t1),
     }
     for c in COMPONENTS:

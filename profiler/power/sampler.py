@@ -48,9 +48,9 @@ class PowerSampler:
         self.meter = meter
         self.hz = _checked_hz(hz)
         self.trace: PowerTrace | None = None
-        self._times: list[float] = []
-        self._powers: list[float] = []
-        self._energies: list[float] = []
+        self._times_s: list[float] = []
+        self._powers_w: list[float] = []
+        self._energies_j: list[float] = []
         self._errors = 0
         self._last_error: str | None = None
         self._last_taken: float | None = None  # time of the last reading the meter stamped itself (s)
@@ -93,9 +93,9 @@ class PowerSampler:
         with self._lock:
             if taken is not None:
                 self._last_taken = t
-            self._times.append(t)
-            self._powers.append(p)
-            self._energies.append(e)
+            self._times_s.append(t)
+            self._powers_w.append(p)
+            self._energies_j.append(e)
         return t
 
     def _sample_after(self, t_s: float) -> None:
@@ -142,7 +142,7 @@ class PowerSampler:
         """Start sampling (no thread for an unavailable meter: its trace stays empty)."""
         if self.running:
             raise RuntimeError("PowerSampler already running")
-        self._times, self._powers, self._energies, self._errors, self._last_error = [], [], [], 0, None
+        self._times_s, self._powers_w, self._energies_j, self._errors, self._last_error = [], [], [], 0, None
         self._last_taken = None
         self._stop.clear()
         self._wake.clear()
@@ -156,11 +156,11 @@ class PowerSampler:
     def snapshot(self) -> PowerTrace:
         """The samples so far, without stopping."""
         with self._lock:
-            times, powers, energies = list(self._times), list(self._powers), np.array(self._energies)
-        counter = energies if np.isfinite(energies).any() else None
-        return PowerTrace(np.array(times), np.array(powers), meter_name=self.meter.name,
+            times_s, powers_w, energies_j = list(self._times_s), list(self._powers_w), np.array(self._energies_j)
+        counter_j = energies_j if np.isfinite(energies_j).any() else None
+        return PowerTrace(np.array(times_s), np.array(powers_w), meter_name=self.meter.name,
                           domain=self.meter.domain, hz=self.hz, read_errors=self._errors,
-                          last_error=self._last_error, energy_counter_j=counter)
+                          last_error=self._last_error, energy_counter_j=counter_j)
 
     def stop(self) -> PowerTrace:
         """Stop sampling (after one last sample) and return the trace."""
