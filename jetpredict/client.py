@@ -66,7 +66,8 @@ SERVICE_KEYS_ENV = "JETPREDICT_API_KEYS"
 API_KEY_HEADER = "X-API-Key"
 #: The header that makes a retried ``POST /v1/profiles`` store its rows once.
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-#: Where ``jetpredict serve`` listens by default.
+#: Where ``jetpredict serve`` listens by default: api.config's DEFAULT_HOST and DEFAULT_PORT, restated because
+#: this module imports only the standard library (tests/test_values_defined_once.py holds them equal).
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 3

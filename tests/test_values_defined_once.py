@@ -78,6 +78,30 @@ def test_the_clients_page_of_power_modes_is_the_services_largest():
     assert [(v.min, v.max) for v in limit] == [(1, schemas.MAX_POWER_MODES_PAGE)]
 
 
+def test_the_clients_default_url_is_where_serve_listens():
+    """``jetpredict serve`` listens on api.config's DEFAULT_HOST:DEFAULT_PORT; the client (standard library
+    only) cannot import them, so its DEFAULT_URL restates them and is held equal here."""
+    from urllib.parse import urlsplit
+
+    from jetpredict.api.config import DEFAULT_HOST, DEFAULT_PORT, Settings
+
+    from jetpredict.client import DEFAULT_URL
+
+    url = urlsplit(DEFAULT_URL)
+    assert (url.scheme, url.hostname, url.port, url.path) == ("http", DEFAULT_HOST, DEFAULT_PORT, "")
+    assert (Settings().HOST, Settings().PORT) == (DEFAULT_HOST, DEFAULT_PORT)
+
+
+def test_the_clients_header_names_are_the_services():
+    """The client restates the names of the headers the service reads (it cannot import the service)."""
+    from jetpredict.api.routes.common import API_KEY_HEADER
+    from jetpredict.api.workloads import IDEMPOTENCY_HEADER
+
+    from jetpredict import client
+
+    assert (client.API_KEY_HEADER, client.IDEMPOTENCY_HEADER) == (API_KEY_HEADER, IDEMPOTENCY_HEADER)
+
+
 def test_the_http_planners_timeout_is_the_clients():
     from jetpredict.client import DEFAULT_TIMEOUT_S
     from jetpredict.integrations.flower.planners import HttpPlanner

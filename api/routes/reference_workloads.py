@@ -20,15 +20,11 @@ from jetpredict.api.schemas import ErrorSchema, QuerySchema
 from jetpredict.models.catalogue import device_ids, load_device
 from jetpredict.models.errors import UnknownDeviceError
 from jetpredict.models.profile_files import frame_records, read_profile_csv
-from jetpredict.models.profile_rows import source_kind
+from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
 from marshmallow import Schema, fields, validate
 
 blp = Blueprint("reference_workloads", __name__, url_prefix="/v1/reference-workloads",
                 description="Built-in workloads: the bundled reference sweeps, usable as inline rows")
-
-#: Source kinds in the order a device's reference CSVs are preferred (most trusted first).
-SOURCE_ORDER = ("published", "measured", "simulated")
-
 
 class ReferenceWorkloadSchema(Schema):
     device = fields.String(required=True)
@@ -49,13 +45,14 @@ class ReferenceWorkloadRowsSchema(ReferenceWorkloadSchema):
 
 class ReferenceQuerySchema(QuerySchema):
     device = fields.String(load_default=None, metadata={"description": "only this device's workloads"})
-    source = fields.String(load_default=None, validate=validate.OneOf(SOURCE_ORDER),
+    source = fields.String(load_default=None, validate=validate.OneOf(SOURCE_KINDS),
                            metadata={"description": "only this source kind"})
 
 
 @lru_cache(maxsize=8)
 def _device_rows(device_id: str) -> tuple[tuple[str, pd.DataFrame], ...]:
-    """(source kind, rows) per reference CSV of ``device_id``, most trusted first (read once)."""
+    """(source kind, rows) per reference CSV of ``device_id``, most trusted first (``SOURCE_KINDS``' order;
+    read once)."""
     from jetpredict.predictor.reference import reference_csvs
 
     out = []
@@ -63,7 +60,7 @@ def _device_rows(device_id: str) -> tuple[tuple[str, pd.DataFrame], ...]:
         rows = read_profile_csv(path)
         kind = source_kind(rows["source"].iloc[0]) if "source" in rows.columns and len(rows) else "measured"
         out.append((kind, rows))
-    return tuple(sorted(out, key=lambda item: SOURCE_ORDER.index(item[0])))
+    return tuple(sorted(out, key=lambda item: SOURCE_KINDS.index(item[0])))
 
 
 def _check_device(device_id: str) -> None:

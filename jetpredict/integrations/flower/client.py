@@ -43,6 +43,7 @@ from jetpredict.integrations.flower.wire import (
 )
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import TWIN_METER_PREFIX
 from jetpredict.profiler.metering import DEFAULT_HZ, MeteredWindow, cuda_sync, metered
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ class PlannedRound:
         mode = self._mode()
         epochs = self.twin.epochs or (self.plan.epochs if self.plan is not None else 1)
         figures = twin_round(str(self.device), mode, self.twin, epochs)
-        self.report.update({"source": "simulated", "meter": f"sim:{self.device}", "time-s": figures["time_s"],
+        self.report.update({"source": "simulated", "meter": f"{TWIN_METER_PREFIX}{self.device}", "time-s": figures["time_s"],
                             "energy-j": figures["energy_j"], "avg-power-w": figures["avg_power_w"],
                             "base-power-w": figures["base_power_w"], "mode-applied": True,
                             "twin-workload": self.twin.workload, "epochs": epochs,
