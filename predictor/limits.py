@@ -28,8 +28,9 @@ MAX_RIVAL_GAIN = 0.03
 #: modes; a table far larger is a mistake or abuse, and would cost seconds of work per request.
 MAX_MODES = 50_000
 #: A mode list this short is predicted directly while its device's every-mode prediction is not computed
-#: (predicting 1,000 modes takes 0.8 ms, all 29,232 of AGX Xavier 11.2 ms: bench/results/predict_speed.md); a longer
-#: one costs as ``"all"`` does (heavy work in the HTTP service, under its every-mode rate limit).
+#: (predicting 1,000 modes takes 1.4 ms, all 29,232 of AGX Xavier 21.0-27.9 ms:
+#: bench/results/predict_speed.md); a longer one costs as ``"all"`` does (heavy work in the HTTP service,
+#: under its every-mode rate limit).
 DIRECT_MODES = 1_000
 #: Clients in one fleet plan (the plan costs one all-modes prediction per device *type*, so the limit is
 #: about response size: 10,000 client rows are 8-12 MB of JSON, ~0.1 MB gzipped; the largest valid request,
