@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools.testing
 KEY = "fleet-key"
 TARGET_S = 1.0
+#: The growth is read from this fleet size up: below it a plan is its fixed cost.
+GROWTH_FROM_CLIENTS = 100
 DEVICES = ("agx-xavier", "xavier-nx", "nano", "orin-agx", "orin-nx", "orin-nano")
 
 
@@ -61,8 +63,8 @@ def run(sizes: list[int], repeats: int) -> dict:
 
 
 def _slope(rows: list[dict]) -> float | None:
-    """Exponent of plan time ~ clients^b from 100 clients on."""
-    return growth_exponent((r["clients"], r["median_s"]) for r in rows if r["clients"] >= 100)
+    """Exponent of plan time ~ clients^b from ``GROWTH_FROM_CLIENTS`` clients on; None below two such sizes."""
+    return growth_exponent((r["clients"], r["median_s"]) for r in rows if r["clients"] >= GROWTH_FROM_CLIENTS)
 
 
 def _markdown(res: dict) -> str:
@@ -74,7 +76,9 @@ def _markdown(res: dict) -> str:
     for r in res["results"]:
         lines.append(f"| {r['clients']:,} | {r['median_s']:.3f} | {r['max_s']:.3f} | {r['bytes']:,} |")
     slope = _slope(res["results"])
-    lines += ["", f"Time ~ clients^{slope:.2f} from 100 clients up." if slope is not None else "", ""]
+    growth = (f"Time ~ clients^{slope:.2f} from {GROWTH_FROM_CLIENTS} clients up." if slope is not None
+              else f"Time ~ clients^b: n/a (needs two sizes >= {GROWTH_FROM_CLIENTS}).")
+    lines += ["", growth, ""]
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ For every device and for ResNet-18 and LeNet-5: profile the default ``plan --bud
   predicted upper time bound;
 
 and profile each picked mode on the twin, which can measure any mode. A cap holds when the measured
-power (time) is within it. Simulated: this checks the plumbing of "caps are met with the interval" and
+power (time) is within it; the targets, every power cap and every time cap held, print met / NOT met,
+and the run exits 1 on a miss. Simulated: this checks the plumbing of "caps are met with the interval" and
 the twin's agreement with the model, not accuracy on hardware (``tests/predictor/test_recommend.py``
 asserts the power half on every device).
 
@@ -40,7 +41,7 @@ from jetpredict.predictor.reference import REFERENCE_DIR  # noqa: E402
 from jetpredict.profiler.sim import workload_complexity  # noqa: E402
 from jetpredict.profiler.sim.kernel_costs import cached_workloads  # noqa: E402
 from jetpredict.profiler.sim.twin import DevicePhysics, Twin  # noqa: E402
-from results_io import exponent_text, growth_exponent, timed, write_results  # noqa: E402
+from results_io import exponent_text, growth_exponent, report_targets, timed, write_results  # noqa: E402
 
 from jetpredict.cli import main as cli  # noqa: E402
 
@@ -134,6 +135,20 @@ def preset_lines() -> list[str]:
     return lines + [""]
 
 
+#: The kinds of cap checked, by the prefix of their ``cap`` text.
+CAP_KINDS = {"power": "max_power_w", "time": "max_epoch_time_s"}
+
+
+def verdict(rows: list[dict]) -> dict[str, bool | None]:
+    """The bench's targets: every pick holds its power cap, and every pick its time cap, measured on the twin
+    (``rows``: one dict per pick with ``cap`` and ``holds``); None for a kind without a pick."""
+    out: dict[str, bool | None] = {}
+    for kind, prefix in CAP_KINDS.items():
+        held = [bool(r["holds"]) for r in rows if str(r["cap"]).startswith(prefix)]
+        out[f"{kind} caps hold at every pick ({sum(held)} of {len(held)})"] = all(held) if held else None
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write bench/results/caps_twin.md")
@@ -157,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['device']} | {r['workload']} | {r['objective']} | {r['cap']} | {r['mode']} | "
                      f"{r['predicted']:.4g} | {r['upper']:.4g} | {r['measured']:.4g} | "
                      f"{'yes' if r['holds'] else 'NO'} | {r['extrapolated'] or '-'} |")
-    power = df[df["cap"].str.startswith("max_power_w")]
-    times = df[df["cap"].str.startswith("max_epoch_time_s")]
+    power = df[df["cap"].str.startswith(CAP_KINDS["power"])]
+    times = df[df["cap"].str.startswith(CAP_KINDS["time"])]
     lines += ["", f"Power caps held in {int(power['holds'].sum())} of {len(power)} picks; time caps in "
               f"{int(times['holds'].sum())} of {len(times)}.", ""]
     cost.sort(key=lambda c: c["modes"])
@@ -173,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.write:
         write_results("caps_twin", text)
-    return 0
+    return report_targets(verdict(rows))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,15 @@ def write_results(name: str, text: str, data: object | None = None, indent: int 
     return path
 
 
+def report_targets(targets: dict[str, bool | None]) -> int:
+    """Print one line per target (met, NOT met, or not measured: ``None``, a size this run left out) and
+    return the bench's exit status: 1 when any target was missed, else 0."""
+    words = {True: "met", False: "NOT met", None: "not measured in this run"}
+    for target, ok in targets.items():
+        print(f"target {target}: {words[ok]}")
+    return 1 if any(ok is False for ok in targets.values()) else 0
+
+
 def exponent_text(b: float | None) -> str:
     """A growth exponent (or any ratio) as printed in the results: two decimals, "n/a" when unknown."""
     return "n/a" if b is None else f"{b:.2f}"

@@ -146,3 +146,59 @@ def test_the_replay_summary_leaves_out_only_the_per_step_detail(bench_path):
     text = "# R\nsummary\n## Steps (real)\nstep 1\n## Digital twin\ntwin\n### Over the default candidates\nall\n## Cost\nc\n"
     assert adaptive_replay.without_steps(text) == (
         "# R\nsummary\n## Digital twin\ntwin\n### Over the default candidates\nall\n## Cost\nc\n")
+
+
+def test_report_targets_fails_the_run_on_any_missed_target(bench_path, capsys):
+    results_io = importlib.import_module("results_io")
+    assert results_io.report_targets({"a": True, "b": None}) == 0
+    assert results_io.report_targets({"a": True, "b": False}) == 1
+    out = capsys.readouterr().out
+    assert "target a: met" in out and "target b: NOT met" in out and "target b: not measured" in out
+
+
+def test_fit_scaling_verdict_holds_each_size_to_its_target(bench_path):
+    fit_scaling = importlib.import_module("fit_scaling")
+    fast = [{"rows": 1_000, "fit_cpu_s": 0.01}, {"rows": 100_000, "fit_cpu_s": 1.0}]
+    assert list(fit_scaling.verdict(fast, 1.0).values()) == [True, True, True]
+    slow_small = [{"rows": 1_000, "fit_cpu_s": 0.3}, {"rows": 100_000, "fit_cpu_s": 1.0}]
+    assert list(fit_scaling.verdict(slow_small, 1.0).values()) == [False, True, True]
+    assert list(fit_scaling.verdict(fast, 1.9).values()) == [True, True, False]  # close to quadratic
+    # A quick run's sizes measure no target: none is a miss.
+    assert list(fit_scaling.verdict([{"rows": 10, "fit_cpu_s": 5.0}], None).values()) == [None, None, None]
+
+
+def test_fit_scaling_quick_run_skips_the_cap_and_exits_on_its_targets(bench_path, capsys):
+    fit_scaling = importlib.import_module("fit_scaling")
+    assert fit_scaling.main(["--sizes", "10,100", "--repeats", "1", "--no-cap"]) == 0
+    out = capsys.readouterr().out
+    assert "CLI cap: not run (--no-cap)." in out and "not measured in this run" in out
+    with pytest.raises(SystemExit):  # stored results always hold the cap's figures
+        fit_scaling.main(["--no-cap", "--write"])
+
+
+def test_caps_twin_verdict_misses_on_one_cap_broken(bench_path):
+    caps_twin = importlib.import_module("caps_twin")
+    rows = [{"cap": "max_power_w=15", "holds": True}, {"cap": "max_epoch_time_s=120", "holds": True}]
+    assert list(caps_twin.verdict(rows).values()) == [True, True]
+    rows.append({"cap": "max_power_w=30", "holds": False})
+    assert list(caps_twin.verdict(rows).values()) == [False, True]
+    assert list(caps_twin.verdict(rows[:1]).values()) == [True, None]
+
+
+def test_adaptive_replay_verdict_misses_on_one_run_past_the_bar(bench_path):
+    adaptive_replay = importlib.import_module("adaptive_replay")
+    good = {"workload": "w", "objective": "min-time", "start": 1, "stop_modes": 4, "stop_error_pct": 1.0}
+    assert list(adaptive_replay.verdict([good]).values()) == [True]
+    too_many = {**good, "stop_modes": adaptive_replay.TARGET_MODES + 1}
+    too_far = {**good, "stop_error_pct": -100 * adaptive_replay.WITHIN - 0.1}
+    for bad in (too_many, too_far, {**good, "stop_modes": None}):
+        assert list(adaptive_replay.verdict([good, bad]).values()) == [False]
+    assert list(adaptive_replay.verdict([]).values()) == [None]
+
+
+def test_api_fleet_says_why_it_has_no_growth_below_two_large_sizes(bench_path):
+    api_fleet = importlib.import_module("api_fleet")
+    res = {"repeats": 1, "host": {"cpus": 2, "load_avg_1m": 0.5},
+           "results": [{"clients": n, "median_s": 0.01, "max_s": 0.01, "bytes": 100} for n in (10, 100)]}
+    assert "Time ~ clients^b: n/a (needs two sizes >= 100)." in api_fleet._markdown(res)
+
