@@ -13,9 +13,12 @@ examples succeed. The 422 messages behind each "rejected" are listed. The mix ru
 many requests fit). How the server's cost grows with the requests is read off its access log, in the order it
 answered them, over every run (one server: the store fills as they go): its time over the first 250, 500,
 1,000 ... requests, ``server s ~ requests^b`` (1: each request costs the same however many came before). Only
-``--write`` writes ``bench/results/api_fuzz.json`` and ``.md``.
+``--write`` writes ``bench/results/api_fuzz.json`` and ``.md``; ``--without-rules`` (no hook: what breaking the
+documented rules gets) writes ``api_fuzz_without_rules.*``, and ``--database postgresql`` adds ``_postgresql``
+to either name. Stored: both SQLite runs; the PostgreSQL forms are not (a run needs PostgreSQL's server
+binaries). :func:`markdown` renders a stored JSON to its ``.md`` (``tests/test_benches.py`` checks they agree).
 
-    python bench/api_fuzz.py [--max-examples 60] [--max-time 300] [--seed 6]
+    python bench/api_fuzz.py [--max-examples 60] [--max-time 300] [--seed 6] [--without-rules] [--database ...]
 """
 
 from __future__ import annotations
@@ -173,6 +176,66 @@ def run_variant(st: str, url: str, key: str | None, args, tmp: Path, max_time_s:
     }
 
 
+def markdown(result: dict) -> str:
+    """The Markdown report of a run from its result (the dict ``--write`` stores as JSON): a stored
+    ``api_fuzz*.json`` renders to its ``.md``."""
+    variants = result["variants"]
+    growth = exponent_text(result["growth_exponent_server_s_vs_requests"])
+    lines = ["# API fuzz run (`bench/api_fuzz.py`)", "",
+             f"schemathesis {variants[0]['schemathesis_version']} against a live gunicorn server on {result['database']}, "
+             f"seed {result['seed']}, "
+             "phases examples, coverage, fuzzing and stateful (OpenAPI links), schema-valid and schema-invalid "
+             "data, with and without the API key.", "", f"Checks: {', '.join(result['checks'])}.", "",
+             "| variant | budget s | wall s | server s | requests | requests/s | operations | test cases with failures | "
+             "failures by check |", "|---|---|---|---|---|---|---|---|---|"]
+    for v in variants:
+        checks = ", ".join(f"{k}: {n}" for k, n in v["failures_by_check"].items()) or "none"
+        lines.append(f"| {'key' if v['api_key'] else 'no key'} | {v['budget_s']} | {v['wall_s']:.0f} | "
+                     f"{v['server_s']:.1f} | {v['requests']} | {v['requests_per_s']:.0f} | "
+                     f"{v['operations_tested']}/{v['operations_total']} | {v['with_failures']} | {checks} |")
+    per_request = " and ".join(f"{v['server_s'] * 1000 / max(v['requests'], 1):.1f}" for v in variants)
+    lines += ["", f"Server time per request, with and without the key: {per_request} ms. Each run passes its budget "
+              "to schemathesis's own --max-time and stops there.", "",
+              f"Growth, the server's time over the first requests of the whole run in the order it answered them "
+              f"(the store filling as they go): server s ~ requests^{growth} (1: each "
+              "request costs the same however many came before).", "",
+              "| requests | server s | ms per request |", "|---|---|---|"]
+    lines += [f"| {n} | {s:.1f} | {s * 1000 / n:.1f} |" for n, s in result["server_s_by_requests"]]
+    lines += ["", f"Per route and status class (those with at least {2 * FIRST_PREFIX} answers; the phases' mix of "
+              "requests changes along the run, less so within one of them): server s ~ its answers^b, and the "
+              f"server time per answer over its first {FIRST_PREFIX} and over all.", ""]
+    lines += (["| route, status | answers | ms per answer, first | ms per answer, all | b |", "|---|---|---|---|---|"]
+              if result["growth_by_route"] else [f"None reached {2 * FIRST_PREFIX} answers in this run."])
+    for route, growth in result["growth_by_route"].items():
+        p = growth["server_s_by_requests"]
+        lines.append(f"| {route} | {p[-1][0]} | {p[0][1] * 1000 / p[0][0]:.1f} | {p[-1][1] * 1000 / p[-1][0]:.1f} | "
+                     f"{exponent_text(growth['exponent'])} |")
+    overruns = [v for v in variants if v["wall_s"] > 1.2 * v["budget_s"]]
+    if overruns:
+        lines += ["", "Past the budget: " + ", ".join(
+            f"{'key' if v['api_key'] else 'no key'} {v['wall_s']:.0f} s of {v['budget_s']} s" for v in overruns) + "."]
+    lines += ["",
+              f"5xx answers: **{result['server_5xx']}**; tracebacks in the server log: {result['server_tracebacks']}; "
+              f"schema-violating requests accepted (negative_data_rejection): **{result['schema_violating_accepted']}**.",
+              "\"Schema-valid request rejected\" (schemathesis's positive_data_acceptance, "
+              + ("plain: the document's x-jetpredict-rules NOT applied, so bodies that break them count"
+                 if not result["documented_rules_applied"] else "the document's x-jetpredict-rules applied to the schema-valid bodies")
+              + f"): **{result['schema_valid_rejected']}**.", ""]
+    for r in result["rejected_messages"][:12]:
+        lines.append(f"- {r['operation']}: {r['message'][:160]}")
+    times = result["server_times"]
+    busy_s = sum(t["total_s"] for t in times.values())
+    lines += ["", f"Server time per route, all variants (ms, from the server's access log; the {SLOWEST_ROUTES} "
+              f"routes with the slowest answer, of {len(times)}; the json has all). The server answered "
+              f"{sum(t['requests'] for t in times.values())} requests in {busy_s:.0f} s in all (two workers) of the "
+              f"{sum(v['wall_s'] for v in variants):.0f} s the variants ran: the rest of the wall time is the "
+              "client's (schemathesis generating cases).", "",
+              "| route | requests | p50 | p99 | max |", "|---|---|---|---|---|"]
+    lines += [f"| {route} | {t['requests']} | {t['p50_ms']:.1f} | {t['p99_ms']:.1f} | {t['max_ms']:.0f} |"
+              for route, t in list(times.items())[:SLOWEST_ROUTES]]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-examples", type=int, default=60, help="per operation and phase")
@@ -244,56 +307,7 @@ def main(argv: list[str] | None = None) -> int:
               "server_s_by_requests": prefixes, "growth_exponent_server_s_vs_requests": server_growth,
               "growth_by_route": {route: {"server_s_by_requests": p, "exponent": growth_exponent(p)}
                                   for route, p in by_route.items()}}
-    lines = ["# API fuzz run (`bench/api_fuzz.py`)", "",
-             f"schemathesis {variants[0]['schemathesis_version']} against a live gunicorn server on {args.database}, "
-             f"seed {args.seed}, "
-             "phases examples, coverage, fuzzing and stateful (OpenAPI links), schema-valid and schema-invalid "
-             "data, with and without the API key.", "", f"Checks: {', '.join(result['checks'])}.", "",
-             "| variant | budget s | wall s | server s | requests | requests/s | operations | test cases with failures | "
-             "failures by check |", "|---|---|---|---|---|---|---|---|---|"]
-    for v in variants:
-        checks = ", ".join(f"{k}: {n}" for k, n in v["failures_by_check"].items()) or "none"
-        lines.append(f"| {'key' if v['api_key'] else 'no key'} | {v['budget_s']} | {v['wall_s']:.0f} | "
-                     f"{v['server_s']:.1f} | {v['requests']} | {v['requests_per_s']:.0f} | "
-                     f"{v['operations_tested']}/{v['operations_total']} | {v['with_failures']} | {checks} |")
-    per_request = " and ".join(f"{v['server_s'] * 1000 / max(v['requests'], 1):.1f}" for v in variants)
-    lines += ["", f"Server time per request, with and without the key: {per_request} ms. Each run passes its budget "
-              "to schemathesis's own --max-time and stops there.", "",
-              f"Growth, the server's time over the first requests of the whole run in the order it answered them "
-              f"(the store filling as they go): server s ~ requests^{exponent_text(server_growth)} (1: each "
-              "request costs the same however many came before).", "",
-              "| requests | server s | ms per request |", "|---|---|---|"]
-    lines += [f"| {n} | {s:.1f} | {s * 1000 / n:.1f} |" for n, s in prefixes]
-    lines += ["", f"Per route and status class (those with at least {2 * FIRST_PREFIX} answers; the phases' mix of "
-              "requests changes along the run, less so within one of them): server s ~ its answers^b, and the "
-              f"server time per answer over its first {FIRST_PREFIX} and over all.", "",
-              "| route, status | answers | ms per answer, first | ms per answer, all | b |", "|---|---|---|---|---|"]
-    lines += [f"| {route} | {p[-1][0]} | {p[0][1] * 1000 / p[0][0]:.1f} | {p[-1][1] * 1000 / p[-1][0]:.1f} | "
-              f"{exponent_text(growth_exponent(p))} |" for route, p in by_route.items()]
-    overruns = [v for v in variants if v["wall_s"] > 1.2 * v["budget_s"]]
-    if overruns:
-        lines += ["", "Past the budget: " + ", ".join(
-            f"{'key' if v['api_key'] else 'no key'} {v['wall_s']:.0f} s of {v['budget_s']} s" for v in overruns) + "."]
-    lines += ["",
-              f"5xx answers: **{server_5xx}**; tracebacks in the server log: {result['server_tracebacks']}; "
-              f"schema-violating requests accepted (negative_data_rejection): **{violating_accepted}**.",
-              "\"Schema-valid request rejected\" (schemathesis's positive_data_acceptance, "
-              + ("plain: the document's x-jetpredict-rules NOT applied, so bodies that break them count"
-                 if args.without_rules else "the document's x-jetpredict-rules applied to the schema-valid bodies")
-              + f"): **{n_rejected}**.", ""]
-    for r in rejected[:12]:
-        lines.append(f"- {r['operation']}: {r['message'][:160]}")
-    times = result["server_times"]
-    busy_s = sum(t["total_s"] for t in times.values())
-    lines += ["", f"Server time per route, all variants (ms, from the server's access log; the {SLOWEST_ROUTES} "
-              f"routes with the slowest answer, of {len(times)}; the json has all). The server answered "
-              f"{sum(t['requests'] for t in times.values())} requests in {busy_s:.0f} s in all (two workers) of the "
-              f"{sum(v['wall_s'] for v in variants):.0f} s the variants ran: the rest of the wall time is the "
-              "client's (schemathesis generating cases).", "",
-              "| route | requests | p50 | p99 | max |", "|---|---|---|---|---|"]
-    lines += [f"| {route} | {t['requests']} | {t['p50_ms']:.1f} | {t['p99_ms']:.1f} | {t['max_ms']:.0f} |"
-              for route, t in list(times.items())[:SLOWEST_ROUTES]]
-    text = "\n".join(lines) + "\n"
+    text = markdown(result)
     print(text)
     if args.write:
         name = "api_fuzz_without_rules" if args.without_rules else "api_fuzz"

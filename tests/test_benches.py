@@ -148,6 +148,37 @@ def test_the_replay_summary_leaves_out_only_the_per_step_detail(bench_path):
         "# R\nsummary\n## Digital twin\ntwin\n### Over the default candidates\nall\n## Cost\nc\n")
 
 
+def _render_isolation_uploads(module, data: dict) -> str:
+    # main joins the gated run's report and the ungated one's; the JSON keeps them under these keys.
+    return "\n".join(module._markdown(data[run]) for run in ("gated", "ungated"))
+
+
+#: Stored results with a renderer: (results name, bench module, how the module renders the stored JSON).
+RENDERED_RESULTS = [
+    ("api_compact", "api_compact", lambda m, d: m._markdown(d)),
+    ("api_fleet", "api_fleet", lambda m, d: m._markdown(d)),
+    ("api_load", "api_load", lambda m, d: m._markdown(d)),
+    ("api_isolation", "api_isolation", lambda m, d: m._markdown(d)),
+    ("api_isolation_uploads", "api_isolation", _render_isolation_uploads),
+    ("adaptive_replay", "adaptive_replay",
+     lambda m, d: m.markdown(d["real"], d["twin"], d["whole_space"], d["cost"], m.TWIN_MINIBATCHES)),
+    ("api_fuzz", "api_fuzz", lambda m, d: m.markdown(d)),
+    ("api_fuzz_without_rules", "api_fuzz", lambda m, d: m.markdown(d)),
+]
+
+
+@pytest.mark.parametrize(("name", "module_name", "render"), RENDERED_RESULTS, ids=[r[0] for r in RENDERED_RESULTS])
+def test_each_stored_result_is_what_its_bench_renders_from_its_json(name, module_name, render, bench_path):
+    """A stored .md that today's script cannot render from its own JSON is stale (a changed script, a
+    hand edit, or a result file no run of it wrote)."""
+    import json
+
+    stored = BENCH / "results"
+    module = importlib.import_module(module_name)
+    data = json.loads((stored / f"{name}.json").read_text(encoding="utf-8"))
+    assert render(module, data) == (stored / f"{name}.md").read_text(encoding="utf-8")
+
+
 def test_report_targets_fails_the_run_on_any_missed_target(bench_path, capsys):
     results_io = importlib.import_module("results_io")
     assert results_io.report_targets({"a": True, "b": None}) == 0
