@@ -13,7 +13,9 @@ only published point at a very low GPU clock, which pins the roofline sharpness 
 and ``socket_idle_power.csv`` (wall-socket idle power, used only to order and scale device baselines).
 The published MobileNetV3 runs are matched with our built-in ``mobilenetv3-small-gld23k`` (same dataset
 and batch; the efficiencies absorb the difference in variant). The method is described in
-``docs/digital-twin.md`` (hand-written); this script writes only the tables of figures.
+``docs/digital-twin.md`` (hand-written); this script writes only the tables of figures. The rows, facts
+and constants' file are in ``tools/twin_calibration_data.py``, the tables in
+``tools/twin_calibration_report.py``; this module fits.
 
 Fitting, in two stages:
 
@@ -39,37 +41,37 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from functools import cache
+from collections.abc import Mapping
+from dataclasses import replace
 from itertools import product
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import load_device
-from jetpredict.models.paths import data_path
 from jetpredict.predictor.constants import KNEE_REL
 from jetpredict.predictor.transfer import cpu_per_clock
-from jetpredict.profiler.sim.physics import (
-    CALIBRATION_PATH,
-    SHARED_DEFAULTS,
-    SHARED_KEYS,
-    DeviceConstants,
-    DevicePhysics,
+from jetpredict.profiler.sim.physics import CALIBRATION_PATH, SHARED_DEFAULTS, SHARED_KEYS, DeviceConstants
+
+# Re-exported: tests/profiler/test_sim_calibration.py reaches the twin's physics as calibrate_twin.DevicePhysics.
+from jetpredict.profiler.sim.physics import DevicePhysics as DevicePhysics
+
+from tools.twin_calibration_data import (
+    DATA_DIR,
+    Calibration,
+    CalibrationRow,
+    RatioFact,
+    criteria,
+    load_calibration_rows,
+    load_ratio_facts,
+    preset_knobs,
+    row_groups,
+    simulate_facts,
+    simulate_rows,
+    socket_idle_w,
+    twin_for,
 )
+from tools.twin_calibration_report import RESULTS_PATH, write_results
 
-REPO = Path(__file__).resolve().parents[1]
-#: The published figures this script reads, transcribed with their sources (see tools/data/README.md).
-DATA_DIR = Path(__file__).resolve().parent / "data"
-#: The published AGX Xavier sweeps, bundled as that device's reference (profile rows).
-PUBLISHED_SWEEPS = data_path("reference", "agx-xavier-published.csv")
-#: The generated tables of figures (``docs/digital-twin.md``, written by hand, links to it).
-RESULTS_PATH = REPO / "docs" / "twin-calibration.md"
-
-#: Workload ids of the published sweeps -> our built-in workloads.
-WORKLOADS = {"resnet18-cifar10": "resnet18-cifar10", "mobilenetv3-gld23k": "mobilenetv3-small-gld23k",
-             "lenet5-mnist": "lenet5-mnist"}
 #: Lower bound of the lowest-clock baseload of AGX Xavier in the power fit, W.
 MIN_BASE_W = 1.0
 #: Weights of a ratio fact: on log speed-up in the time fit (an epoch row weighs 1 on its log time) and
@@ -88,195 +90,6 @@ V_FLOOR_GRID = tuple(np.round(np.arange(0.50, 0.851, 0.025), 3))
 LATENCY_SHARE_GRID = tuple(np.round(np.arange(0.0, 1.001, 0.1), 2))
 #: The shared constants of the power model's shape, fitted by grid with the power coefficients.
 POWER_SHAPE_KEYS = ("dvfs_v_floor", "gpu_latency_power_share")
-
-
-@dataclass
-class CalibrationRow:
-    """One published measurement: a workload at a mode, with the figures it reports (None = not reported)."""
-
-    source: str
-    label: str
-    device: str
-    workload: str
-    mode: dict[str, float]
-    batch_size: int
-    num_workers: int
-    targets: dict[str, float | None] = field(default_factory=dict)
-
-
-def _preset_knobs(device: str, preset: str) -> dict[str, float]:
-    p = load_device(device).preset(preset)
-    return {"cpu_cores": p.cpu_cores, "cpu_mhz": p.cpu_mhz, "gpu_mhz": p.gpu_mhz, "emc_mhz": p.emc_mhz}
-
-
-def _num(v: object) -> float | None:
-    try:
-        f = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
-def load_calibration_rows(data_dir: str | Path = DATA_DIR,
-                          sweeps: str | Path = PUBLISHED_SWEEPS) -> list[CalibrationRow]:
-    """Every published row the twin is calibrated and judged on (see the module docstring)."""
-    rows: list[CalibrationRow] = []
-    for r in pd.read_csv(sweeps).itertuples():
-        if r.workload not in WORKLOADS:
-            continue
-        rows.append(CalibrationRow(
-            "agx_xavier_reference_sweeps", f"{r.workload} mode {r.mode}", r.device, WORKLOADS[r.workload],
-            {"cpu_cores": r.cpu_cores, "cpu_mhz": r.cpu_mhz, "gpu_mhz": r.gpu_mhz, "emc_mhz": r.emc_mhz},
-            int(r.batch_size), int(r.num_workers),
-            {"epoch_time_s": r.epoch_time_s, "stall_time_s": r.stall_time_s,
-             "compute_time_s": r.compute_time_s, "avg_power_w": r.avg_power_w,
-             "base_power_w": r.base_power_w}))
-    for r in pd.read_csv(Path(data_dir) / "calibration_rows.csv").itertuples():
-        power = _num(r.avg_power_w)
-        if power is None and _num(r.epoch_energy_j) is not None:
-            power = r.epoch_energy_j / r.epoch_time_s  # figures that give energy per epoch, not power
-        rows.append(CalibrationRow(
-            r.group, r.label, r.device, r.workload, _preset_knobs(r.device, r.preset), int(r.batch_size),
-            int(r.num_workers), {"epoch_time_s": r.epoch_time_s, "stall_time_s": r.stall_time_s,
-                                 "compute_time_s": r.compute_time_s, "avg_power_w": power}))
-    for row in rows:
-        row.targets = {k: _num(v) for k, v in row.targets.items()}
-    return rows
-
-
-@dataclass
-class RatioFact:
-    """A published ratio between two modes of one run: ``fast`` over ``slow`` (speed-up = slow time /
-    fast time, power ratio = fast power / slow power)."""
-
-    source: str
-    label: str
-    device: str
-    workload: str
-    fast_mode: dict[str, float]
-    slow_mode: dict[str, float]
-    batch_size: int
-    num_workers: int
-    speedup: float
-    power_ratio: float
-
-
-def load_ratio_facts(data_dir: str | Path = DATA_DIR) -> list[RatioFact]:
-    """The published ratios between two modes (``ratio_facts.csv``): the fast mode is a preset, the slow
-    one the same mode with a lower GPU clock."""
-    facts = []
-    for r in pd.read_csv(Path(data_dir) / "ratio_facts.csv").itertuples():
-        fast = _preset_knobs(r.device, r.fast_preset)
-        facts.append(RatioFact("facts", r.label, r.device, r.workload, fast,
-                               {**fast, "gpu_mhz": float(r.slow_gpu_mhz)}, int(r.batch_size),
-                               int(r.num_workers), float(r.speedup), float(r.power_ratio)))
-    return facts
-
-
-@cache
-def socket_idle_w(data_dir: str | Path = DATA_DIR) -> dict[str, float]:
-    """Wall-socket idle power per device with DVFS off, W (``socket_idle_power.csv``): used only to order
-    and scale device baselines, never as module power."""
-    df = pd.read_csv(Path(data_dir) / "socket_idle_power.csv")
-    return {r.device: float(r.socket_idle_w) for r in df.itertuples()}
-
-
-def simulate_facts(cal: Calibration, facts: list[RatioFact]) -> pd.DataFrame:
-    """The twin's (noise-free) speed-up and power ratio for each fact, next to the published ones."""
-    out = []
-    for f in facts:
-        modes = {k: np.array([f.fast_mode[k], f.slow_mode[k]], dtype=float) for k in f.fast_mode}
-        sim = _twin(cal, f.device, f.workload).epoch(modes, f.batch_size, f.num_workers)
-        t, p = sim["epoch_time_s"], sim["avg_power_w"]
-        speedup = float(t[1] / t[0])
-        # The time fit runs the twin without power coefficients (0 W): no power ratio then.
-        power_ratio = float(p[0] / p[1]) if p[1] > 0 else math.nan
-        out.append({"source": f.source, "label": f.label, "pub_speedup": f.speedup, "sim_speedup": speedup,
-                    "err_speedup": speedup / f.speedup - 1, "pub_power_ratio": f.power_ratio,
-                    "sim_power_ratio": power_ratio, "err_power_ratio": power_ratio / f.power_ratio - 1,
-                    "sim_energy_ratio": power_ratio / speedup,
-                    "sim_slow_power_w": float(p[1]), "sim_fast_power_w": float(p[0])})
-    return pd.DataFrame(out)
-
-
-# ------------------------------------------------------------------ constants and their file
-
-@dataclass
-class Calibration:
-    """Everything the twin needs: constants per device plus the shared ones."""
-
-    devices: dict[str, DeviceConstants]
-    shared: dict[str, float]
-
-    def physics(self, device: str) -> DevicePhysics:
-        return DevicePhysics(load_device(device), self.devices[device], self.shared)
-
-    def write(self, path: str | Path = CALIBRATION_PATH) -> None:
-        lines = ["# Digital-twin constants, written by `python -m tools.calibrate_twin` "
-                 "(do not edit by hand).",
-                 "# Units: s, W, fractions; CPU costs are s on a core of relative speed 1.0 (the host",
-                 "# that measured profiler/sim/data/workloads/*.json). See docs/digital-twin.md.", "",
-                 "[shared]"]
-        lines += [f"{k} = {self.shared[k]:.6g}" for k in SHARED_KEYS]
-        for dev, c in self.devices.items():
-            lines += ["", f'[devices."{dev}"]']
-            for k, v in asdict(c).items():
-                lines.append(f'{k} = "{v}"' if k == "basis" else f"{k} = {v:.6g}")
-        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-@cache
-def _complexity(workload: str):
-    from jetpredict.profiler.sim.kernel_costs import load_complexity
-
-    return load_complexity(workload)
-
-
-def _twin(cal: Calibration, device: str, workload: str):
-    from jetpredict.profiler.sim.twin import Twin
-
-    return Twin(cal.physics(device), _complexity(workload))
-
-
-def _row_groups(rows: Sequence[CalibrationRow]
-                ) -> Iterator[tuple[tuple[str, str, int], list[int], dict[str, np.ndarray], np.ndarray]]:
-    """The rows per (device, workload, batch size), in order of first appearance: their indices, modes and
-    workers as arrays, so that each group takes one vectorised twin call."""
-    groups: dict[tuple[str, str, int], list[int]] = {}
-    for i, r in enumerate(rows):
-        groups.setdefault((r.device, r.workload, r.batch_size), []).append(i)
-    for key, idx in groups.items():
-        modes = {k: np.array([rows[i].mode[k] for i in idx], dtype=float) for k in rows[idx[0]].mode}
-        yield key, idx, modes, np.array([rows[i].num_workers for i in idx], dtype=float)
-
-
-def simulate_rows(cal: Calibration, rows: list[CalibrationRow]) -> pd.DataFrame:
-    """The twin's (noise-free) figures for each calibration row, next to the published ones."""
-    sims: dict[int, dict[str, float]] = {}
-    for (device, workload, batch), idx, modes, workers in _row_groups(rows):
-        sim = _twin(cal, device, workload).epoch(modes, batch, workers)
-        for j, i in enumerate(idx):
-            sims[i] = {k: float(np.asarray(v)[j]) for k, v in sim.items()}
-    out = []
-    for i, r in enumerate(rows):
-        rec = {"source": r.source, "label": r.label, "device": r.device, "workload": r.workload}
-        for k in ("epoch_time_s", "stall_time_s", "compute_time_s", "avg_power_w", "base_power_w"):
-            rec[f"pub_{k}"] = r.targets.get(k)
-            rec[f"sim_{k}"] = sims[i][k]
-        out.append(rec)
-    df = pd.DataFrame(out)
-    for k in ("epoch_time_s", "avg_power_w", "stall_time_s", "compute_time_s", "base_power_w"):
-        df[f"err_{k}"] = (df[f"sim_{k}"] - df[f"pub_{k}"]) / df[f"pub_{k}"]
-    return df
-
-
-def criteria(df: pd.DataFrame, tolerance: float = 0.15) -> dict[str, float]:
-    """Share of rows within ``tolerance`` for epoch time (all rows) and power (rows that have it)."""
-    t = df["err_epoch_time_s"].dropna().abs()
-    p = df["err_avg_power_w"].dropna().abs()
-    return {"time_rows": len(t), "time_within": float((t <= tolerance).mean()),
-            "time_mape": float(t.mean()), "power_rows": len(p), "power_within": float((p <= tolerance).mean()),
-            "power_mape": float(p.mean())}
 
 
 # ------------------------------------------------------------------ fitting
@@ -363,9 +176,9 @@ def _power_design(cal: Calibration, rows: list[CalibrationRow]) -> tuple[np.ndar
     """Linear system in the 7 power coefficients: avg-power rows and base-power rows, and which of its rows
     are base readings (idle at the mode)."""
     base_of, dyn_of = {}, {}
-    for (device, workload, batch), idx, modes, workers in _row_groups(rows):
+    for (device, workload, batch), idx, modes, workers in row_groups(rows):
         ph = cal.physics(device)
-        mb = _twin(cal, device, workload).minibatch(modes, batch, workers)
+        mb = twin_for(cal, device, workload).minibatch(modes, batch, workers)
         base = ph.base_power_features(modes)
         dyn = ph.dynamic_power_features(modes, mb.gpu_util, mb.cpu_util, mb.mem_util)
         for j, i in enumerate(idx):
@@ -401,7 +214,7 @@ def _fact_power_design(cal: Calibration, facts: list[RatioFact]) -> tuple[np.nda
         ph = cal.physics(f.device)
         feats = []
         for mode in (f.fast_mode, f.slow_mode):
-            mb = _twin(cal, f.device, f.workload).minibatch(mode, f.batch_size, f.num_workers)
+            mb = twin_for(cal, f.device, f.workload).minibatch(mode, f.batch_size, f.num_workers)
             m = {k: np.atleast_1d(v) for k, v in mode.items()}
             feats.append(np.concatenate([ph.base_power_features(m)[0],
                                          ph.dynamic_power_features(m, mb.gpu_util, mb.cpu_util, mb.mem_util)[0]]))
@@ -492,7 +305,7 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
         k, k_basis = 1.0, "GPU efficiencies as Volta (the Orin row could not be matched)"
     agx_power = np.array([getattr(xavier, f) for f in _POWER_FIELDS])
     phys_agx = cal.physics("agx-xavier")
-    maxn_agx = _preset_knobs("agx-xavier", "MAXN")
+    maxn_agx = preset_knobs("agx-xavier", "MAXN")
     full_agx = (phys_agx.power_w(maxn_agx, 1.0, 1.0, 1.0) - phys_agx.base_power_w(maxn_agx)).item()
     for dev in ("orin-agx", "orin-nx", "orin-nano"):
         prior = agx_power * _spec_ratios(dev)
@@ -560,83 +373,6 @@ def holdout_checks(rows: list[CalibrationRow], facts: list[RatioFact]) -> pd.Dat
         crit = criteria(simulate_rows(cal, test))
         out.append({"held out": name, **crit})
     return pd.DataFrame(out)
-
-
-# ------------------------------------------------------------------ report
-
-def _fmt(v: object, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    return f"{float(v):.{digits}g}"
-
-
-def _pct(v: object) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    return f"{100 * float(v):+.1f}%"
-
-
-def _holdout_lines(holdouts: pd.DataFrame | None) -> list[str]:
-    if holdouts is None or holdouts.empty:
-        return []
-    lines = ["Hold-out checks (refit without the group, then predict it):", "",
-             "| held out | rows | epoch time within 15% | MAPE | rows with power | power within 15% | MAPE |",
-             "|---|---|---|---|---|---|---|"]
-    for h in holdouts.itertuples():
-        power = ("–", "–") if not h.power_rows else (f"{h.power_within:.0%}", f"{h.power_mape:.1%}")
-        lines.append(f"| {h[1]} | {h.time_rows} | {h.time_within:.0%} | {h.time_mape:.1%} | {h.power_rows} | "
-                     f"{power[0]} | {power[1]} |")
-    return [*lines, ""]
-
-
-def _fact_lines(facts: pd.DataFrame | None) -> list[str]:
-    if facts is None or facts.empty:
-        return []
-    lines = ["Published ratio facts (`tools/data/ratio_facts.csv`), fitted with the rows above but outside the 15% "
-             "criterion (they are ratios between two modes, not epochs):", "",
-             "| source | fact | speed-up pub | speed-up sim | err | power ratio pub | power ratio sim | err | "
-             "energy ratio sim |", "|---|---|---|---|---|---|---|---|---|"]
-    for f in facts.itertuples():
-        lines.append(f"| {f.source} | {f.label} | {_fmt(f.pub_speedup, 3)} | {_fmt(f.sim_speedup, 3)} | "
-                     f"{_pct(f.err_speedup)} | {_fmt(f.pub_power_ratio, 3)} | {_fmt(f.sim_power_ratio, 3)} | "
-                     f"{_pct(f.err_power_ratio)} | {_fmt(f.sim_energy_ratio, 2)} |")
-    return [*lines, ""]
-
-
-def write_results(cal: Calibration, df: pd.DataFrame, path: str | Path = RESULTS_PATH,
-                  holdouts: pd.DataFrame | None = None, facts: pd.DataFrame | None = None) -> None:
-    """The generated tables of figures: constants, criteria, hold-outs, every row and fact, simulated
-    next to published. The method and its limits are in the hand-written ``docs/digital-twin.md``."""
-    crit = criteria(df)
-    lines = [
-        "# Digital-twin calibration: the figures", "",
-        "Generated by `python -m tools.calibrate_twin` from the published figures in `tools/data/` and "
-        "`models/reference/agx-xavier-published.csv`; do not edit. The method: "
-        "[digital-twin.md](digital-twin.md). All twin figures are simulated.", "",
-        "## Constants", "", "| device | basis |", "|---|---|",
-        *(f"| {dev} | {c.basis} |" for dev, c in cal.devices.items()), "",
-        "Shared: " + ", ".join(f"`{k}` = {cal.shared[k]:.4g}" for k in SHARED_KEYS)
-        + ". Per-device values: `profiler/sim/data/twin_calibration.toml`.", "",
-        "## Calibration result (in sample)", "",
-        f"- epoch time within 15%: **{crit['time_within']:.0%}** of {crit['time_rows']} rows "
-        f"(mean abs. error {crit['time_mape']:.1%});",
-        f"- average power within 15%: **{crit['power_within']:.0%}** of {crit['power_rows']} rows "
-        f"with power (mean abs. error {crit['power_mape']:.1%}).", "",
-        *_holdout_lines(holdouts),
-        "Every row used (published → simulated, error). Times in s per epoch, power in W.", "",
-        "| source | row | epoch pub | epoch sim | err | stall pub | stall sim | compute pub | "
-        "compute sim | power pub | power sim | err | base pub | base sim |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in df.itertuples():
-        lines.append(
-            f"| {r.source} | {r.label} | {_fmt(r.pub_epoch_time_s)} | {_fmt(r.sim_epoch_time_s)} | "
-            f"{_pct(r.err_epoch_time_s)} | {_fmt(r.pub_stall_time_s, 3)} | {_fmt(r.sim_stall_time_s, 3)} | "
-            f"{_fmt(r.pub_compute_time_s)} | {_fmt(r.sim_compute_time_s)} | {_fmt(r.pub_avg_power_w, 3)} | "
-            f"{_fmt(r.sim_avg_power_w, 3)} | {_pct(r.err_avg_power_w)} | {_fmt(r.pub_base_power_w, 3)} | "
-            f"{_fmt(r.sim_base_power_w if not math.isnan(r.pub_base_power_w or math.nan) else None, 3)} |")
-    lines += ["", *_fact_lines(facts)]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
