@@ -6,6 +6,8 @@ worker reports ready, none failed, and ``/healthz`` answers 200. Each worker cou
 (rounds interleave the counts, so the machine's drift spreads over all of them); the median boot time per
 count shows how a boot grows with the workers (``boot s ~ workers^b``). Starts a throwaway PostgreSQL
 unless ``--database-url`` is given. Only ``--write`` writes ``bench/results/api_boots.json`` and ``.md``.
+This is not ``jetpredict serve``'s start (which imports the app once and forks its workers): DESIGN.md's
+"``serve`` answers within 15 s" is held by ``bench/serve_boot.py``.
 
     python bench/api_boots.py [--workers 1,2,4,8] [--boots 5] [--write]
 """

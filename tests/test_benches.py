@@ -164,6 +164,7 @@ RENDERED_RESULTS = [
      lambda m, d: m.markdown(d["real"], d["twin"], d["whole_space"], d["cost"], m.TWIN_MINIBATCHES)),
     ("api_fuzz", "api_fuzz", lambda m, d: m.markdown(d)),
     ("api_fuzz_without_rules", "api_fuzz", lambda m, d: m.markdown(d)),
+    ("serve_boot", "serve_boot", lambda m, d: m.markdown(d)),
 ]
 
 
@@ -233,3 +234,16 @@ def test_api_fleet_says_why_it_has_no_growth_below_two_large_sizes(bench_path):
            "results": [{"clients": n, "median_s": 0.01, "max_s": 0.01, "bytes": 100} for n in (10, 100)]}
     assert "Time ~ clients^b: n/a (needs two sizes >= 100)." in api_fleet._markdown(res)
 
+
+def test_serve_boot_verdict_holds_the_readme_command_to_the_design_limit(bench_path):
+    serve_boot = importlib.import_module("serve_boot")
+    boots = [{"workers": serve_boot.DEFAULT, "ok": True, "seconds": s} for s in (2.0, 3.0, 4.0)]
+    boots += [{"workers": 4, "ok": True, "seconds": 40.0}]  # a count the README does not run: no target
+    result = serve_boot.summarize(boots, [None, 4], default_workers=2)
+    assert result["sizes"][0] == {"workers": 2, "flag": False, "boots": 3, "ok": 3, "median_s": 3.0, "max_s": 4.0}
+    assert list(serve_boot.verdict(result).values()) == [True]
+    slow = serve_boot.summarize(boots + [{"workers": serve_boot.DEFAULT, "ok": True, "seconds": 15.5}], [None], 2)
+    assert list(serve_boot.verdict(slow).values()) == [False]
+    failed = serve_boot.summarize(boots + [{"workers": serve_boot.DEFAULT, "ok": False, "seconds": None}], [None], 2)
+    assert list(serve_boot.verdict(failed).values()) == [False]
+    assert serve_boot.serve_command(8080, None)[-3:] == ["serve", "--port", "8080"]
