@@ -97,8 +97,8 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
                     sds = model.relative_sds(t, pw)
                     # Outside the references' regime no scale narrows the model's SD (IntervalScales.in_regime).
                     outside = np.full(len(t_obs), float(model.interval_scales.extrapolation > 1.0))
-                    for out, obs, pred in (("time", t_obs, t.epoch), ("power", p_obs, pw.power),
-                                           ("energy", e_obs, pw.power * t.epoch)):
+                    for out, obs, pred in (("time", t_obs, t.epoch_s), ("power", p_obs, pw.power_w),
+                                           ("energy", e_obs, pw.power_w * t.epoch_s)):
                         parts[out].append(np.column_stack([np.abs(np.log(obs / pred)), *sds[out], outside]))
                 cells[(target, case, size)] = {k: np.vstack(v) for k, v in parts.items()}
     return cells

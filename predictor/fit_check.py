@@ -49,7 +49,7 @@ def time_scatter(model: WorkloadModel, rows: pd.DataFrame | None = None) -> RowS
         return None
     frame = pd.DataFrame(list(model.training_rows)) if rows is None else rows.reset_index(drop=True)
     measured = ProfileArrays.from_frame(frame)
-    predicted = model.parts(measured.modes)[0].epoch
+    predicted = model.parts(measured.modes)[0].epoch_s
     ln_ratio = np.log(predicted / measured.epoch_time_s)
     worst = int(np.argmax(np.abs(ln_ratio)))
     return RowScatter(rms_rel=float(np.sqrt(np.mean(ln_ratio ** 2))), worst_mode=str(frame["mode"].iloc[worst]),

@@ -187,10 +187,10 @@ def z_of(confidence: float) -> float:
 
 @dataclass(frozen=True)
 class _TimeParts:
-    """An epoch's time per mode: ``epoch``, ``compute``, ``stall_s`` and ``gpu_wait_s`` in seconds."""
+    """An epoch's time per mode and its parts, in seconds."""
 
-    epoch: np.ndarray
-    compute: np.ndarray
+    epoch_s: np.ndarray
+    compute_s: np.ndarray
     stall_s: np.ndarray
     gpu_wait_s: np.ndarray
     rel_sd_model: np.ndarray
@@ -200,9 +200,9 @@ class _TimeParts:
 
 @dataclass(frozen=True)
 class _PowerParts:
-    """Average power per mode: ``power`` (all of it) and ``base_w`` (the idle part) in watts."""
+    """Average power per mode: all of it and its idle part (``base_w``), in watts."""
 
-    power: np.ndarray
+    power_w: np.ndarray
     base_w: np.ndarray
     rel_sd_model: np.ndarray
     rel_sd_noise: np.ndarray
@@ -268,7 +268,7 @@ class WorkloadModel:
         t, p, distances = self.parts(modes)
         # No module draws above its range: a fit extrapolated past it says only that the mode runs at the limit.
         most_w = self.device.power_range_w[1]
-        energy = (power := np.minimum(p.power, most_w)) * t.epoch
+        energy = (power := np.minimum(p.power_w, most_w)) * t.epoch_s
         sds = self.relative_sds(t, p)
         t_rel, p_rel, e_rel = (self._total_rel_sd(sds[o], o) for o in ("time", "power", "energy"))
         outside = (np.zeros((len(modes), len(MODE_FIELDS)), dtype=bool) if distances is None
@@ -276,12 +276,12 @@ class WorkloadModel:
         t_half, p_half, e_half = (np.minimum(z * r, MAX_LOG_HALF_WIDTH) for r in (t_rel, p_rel, e_rel))
         # No mode beats its FLOPs at FP32 peak or idles below its base power's bound.
         gpu_s = self.flops_floor * 1000.0 / modes.gpu_throughput_mhz  # the "gpu" time feature
-        time_low = np.maximum(t.epoch * np.exp(-t_half), np.minimum(gpu_s, t.epoch))
-        time_low, time_high = self._within_physics(modes, z, time_low, t.epoch * np.exp(t_half), t.epoch)
+        time_low = np.maximum(t.epoch_s * np.exp(-t_half), np.minimum(gpu_s, t.epoch_s))
+        time_low, time_high = self._within_physics(modes, z, time_low, t.epoch_s * np.exp(t_half), t.epoch_s)
         idle_w = np.minimum(p.base_w * np.exp(-z * self.base_sd_rel), power)
         return Prediction(
-            epoch_time_s=t.epoch, epoch_time_s_low=time_low, epoch_time_s_high=time_high, stall_time_s=t.stall_s,
-            compute_time_s=t.compute, avg_power_w=power, avg_power_w_low=np.maximum(power * np.exp(-p_half), idle_w),
+            epoch_time_s=t.epoch_s, epoch_time_s_low=time_low, epoch_time_s_high=time_high, stall_time_s=t.stall_s,
+            compute_time_s=t.compute_s, avg_power_w=power, avg_power_w_low=np.maximum(power * np.exp(-p_half), idle_w),
             avg_power_w_high=np.minimum(power * np.exp(p_half), most_w), base_power_w=np.minimum(p.base_w, power),
             epoch_energy_j=energy, epoch_energy_j_low=np.maximum(energy * np.exp(-e_half), idle_w * time_low),
             epoch_energy_j_high=np.maximum(np.minimum(energy * np.exp(e_half), most_w * time_high), energy),
@@ -312,9 +312,9 @@ class WorkloadModel:
             t = self._time(projected, self._knob_distances(projected))
             half = np.minimum(z * self._total_rel_sd(self._time_sds(t), "time"), MAX_LOG_HALF_WIDTH)
             if raise_low:
-                low[moved] = np.minimum(np.maximum(low[moved], t.epoch * np.exp(-half)), epoch[moved])
+                low[moved] = np.minimum(np.maximum(low[moved], t.epoch_s * np.exp(-half)), epoch[moved])
             else:
-                high[moved] = np.maximum(np.minimum(high[moved], t.epoch * np.exp(half)), epoch[moved])
+                high[moved] = np.maximum(np.minimum(high[moved], t.epoch_s * np.exp(half)), epoch[moved])
         return low, high
 
     def _time_sds(self, t: _TimeParts) -> tuple[np.ndarray, np.ndarray]:
@@ -333,8 +333,8 @@ class WorkloadModel:
         distances (ln) outside the profiled knob ranges (None without profiled ranges)."""
         distances = self._knob_distances(modes)
         t = self._time(modes, distances)
-        busy = t.compute / np.maximum(t.epoch, 1e-12)
-        return t, self._power(modes, busy, t.epoch, self._gpu_active(t), distances), distances
+        busy = t.compute_s / np.maximum(t.epoch_s, 1e-12)
+        return t, self._power(modes, busy, t.epoch_s, self._gpu_active(t), distances), distances
 
     def relative_sds(self, t: _TimeParts, p: _PowerParts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per output (time, power, energy), the relative SD per mode (ln units) as (the model's own, which
@@ -342,7 +342,7 @@ class WorkloadModel:
         ex = {k: v * self.interval_scales.extrapolation for k, v in EXTRAPOLATION_REL_SD.items()}
         # Without its own readings a workload's level of dynamic power is unknown (ln SD, first order); the
         # interval scales were calibrated on rows that measured power, so they do not shrink it.
-        level = 0.0 if self.has_power else UNMEASURED_POWER_LEVEL_SD * (p.power - p.base_w) / p.power
+        level = 0.0 if self.has_power else UNMEASURED_POWER_LEVEL_SD * (p.power_w - p.base_w) / p.power_w
         # Power drawn per minibatch follows the progress rate, so it extrapolates as badly as the time does.
         p_rest = np.sqrt(p.rel_sd_noise ** 2 + (ex["power"] * p.extrapolation) ** 2
                          + (ex["time"] * p.rate_share * t.extrapolation) ** 2 + level ** 2)
@@ -393,7 +393,7 @@ class WorkloadModel:
         rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch, 1e-12)
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))
         return _TimeParts(
-            epoch=epoch, compute=compute, stall_s=stall, gpu_wait_s=gpu_wait, rel_sd_model=rel_sd_model,
+            epoch_s=epoch, compute_s=compute, stall_s=stall, gpu_wait_s=gpu_wait, rel_sd_model=rel_sd_model,
             rel_sd_noise=noise,
             extrapolation=self._extrapolation(central, distances, epoch))
 
@@ -449,13 +449,13 @@ class WorkloadModel:
     @cached_property
     def anchor_time_s(self) -> float:
         """Predicted epoch time (s) at the device's fastest preset: the reference for progress rates."""
-        return float(self._time(ModeArrays(*self.device.maxn.knobs())).epoch[0])
+        return float(self._time(ModeArrays(*self.device.maxn.knobs())).epoch_s[0])
 
     @staticmethod
     def _gpu_active(t: _TimeParts) -> np.ndarray:
         """Share of the epoch the GPU runs kernels: the compute time less the GPU's wait on a main thread
         slower (or more contended) than at the top CPU clock."""
-        return np.maximum(t.compute - t.gpu_wait_s, 0.0) / np.maximum(t.epoch, 1e-12)
+        return np.maximum(t.compute_s - t.gpu_wait_s, 0.0) / np.maximum(t.epoch_s, 1e-12)
 
     def _power(self, modes: ModeArrays, gpu_busy: np.ndarray, epoch: np.ndarray, gpu_active: np.ndarray,
                distances: Mapping[str, np.ndarray] | None) -> _PowerParts:
@@ -480,7 +480,7 @@ class WorkloadModel:
                                     + (share["cpu"] * np.maximum(distances["cpu_mhz"], distances["cpu_cores"])) ** 2)
         rated = sum(np.maximum(c * pfeats[t], 0.0) for t, c in zip(self.power_fit.terms, self.power_fit.coef,
                                                                   strict=True) if t in F.RATE_POWER_TERMS)
-        return _PowerParts(power=power, base_w=base, rel_sd_model=model_sd,
+        return _PowerParts(power_w=power, base_w=base, rel_sd_model=model_sd,
                            rel_sd_noise=np.maximum(max(POWER_NOISE_FLOOR, self.power_fit.noise_rel),
                                                    POWER_NOISE_FLOOR_W / power),
                            extrapolation=extrapolation, rate_share=rated / power)
@@ -574,9 +574,9 @@ def _with_power(model: WorkloadModel, rows: ProfileArrays, ref: DeviceReference)
         return model
     sub = rows.modes.take(has)
     t = model._time(sub)
-    busy = t.compute / t.epoch
+    busy = t.compute_s / t.epoch_s
     base = model.base_ratio * base_ref[has]
-    rate = model.anchor_time_s / t.epoch
+    rate = model.anchor_time_s / t.epoch_s
     x = F.design(F.power_features(sub, rows.num_workers[has], busy, model.maxima, rate, model._gpu_active(t)),
                  F.POWER_TERMS)
     dyn = power[has] - base

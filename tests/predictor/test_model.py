@@ -210,7 +210,7 @@ def test_power_intervals_have_a_floor_in_watts_and_energy_cancels_the_rate_share
         model, test, p = real_loo(target)
         modes = ModeArrays.from_frame(test)
         t, pw, _ = model.parts(modes)
-        assert np.all(pw.rel_sd_noise >= POWER_NOISE_FLOOR_W / pw.power - 1e-12)
+        assert np.all(pw.rel_sd_noise >= POWER_NOISE_FLOOR_W / pw.power_w - 1e-12)
         assert np.all((pw.rate_share > 0) & (pw.rate_share < 1))
         sds = model.relative_sds(t, pw)
         assert np.all(sds["energy"][0] <= np.hypot(t.rel_sd_model, pw.rel_sd_model) + 1e-12)
@@ -399,9 +399,9 @@ def test_gpu_power_of_a_launch_bound_workload_falls_with_the_cpu_clock():
     t = model._time(modes)
     active = model._gpu_active(t)
     # The GPU waits on a slow main thread: its busy share drops below the compute share at low CPU clocks.
-    assert np.all(active < 0.9 * t.compute / t.epoch)
+    assert np.all(active < 0.9 * t.compute_s / t.epoch_s)
     top = model._time(knobs(["j"]))
-    assert model._gpu_active(top)[0] == pytest.approx(top.compute[0] / top.epoch[0], rel=0.01)
+    assert model._gpu_active(top)[0] == pytest.approx(top.compute_s[0] / top.epoch_s[0], rel=0.01)
     p = model.predict(modes)
     assert mape(p.avg_power_w, truth.avg_power_w) < TOL[("launch", "power")]
     assert mape(p.epoch_energy_j, truth.epoch_energy_j) < TOL[("launch", "energy")]
