@@ -116,7 +116,9 @@ class ModeRun:
         """Mean power over the idle window (W), None when unknown (:attr:`base_power_null_reason` says why)."""
         if self.trace is None or self.idle_window_s is None:
             return None
-        return self.trace.mean_power_w(*self.idle_window_s)
+        t0, t1 = self.idle_window_s
+        energy_j = self.trace.energy_j(t0, t1)
+        return None if energy_j is None or energy_j <= 0 else energy_j / (t1 - t0)
 
     @property
     def base_power_null_reason(self) -> str | None:
@@ -128,8 +130,9 @@ class ModeRun:
             return self.power_meter
         if self.trace is None or self.idle_window_s is None:
             return f"{self.power_meter}: no idle window was measured (idle_s is 0)"
-        return "idle window: " + window_null_reason(self.power_meter, self.trace, *self.idle_window_s,
-                                                    " (wait longer idle)")
+        t0, t1 = self.idle_window_s
+        return "idle window: " + (_no_energy_reason(self.power_meter, self.trace, t0, t1, "idle window")
+                                  or window_null_reason(self.power_meter, self.trace, t0, t1, " (wait longer idle)"))
 
 
 @dataclass(frozen=True)
@@ -274,12 +277,26 @@ def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[Mini
             on_minibatch(phase, i + 1, n)
 
 
-def _energy(trace: PowerTrace | None, t0: float, t1: float) -> float | None:
-    return None if trace is None else trace.energy_j(t0, t1)
+def _no_energy_reason(meter: str, trace: PowerTrace | None, t0: float, t1: float, window: str) -> str | None:
+    """Why the ``window`` ``[t0, t1]`` (s) of ``meter`` (its label) has no energy although its samples cover
+    it: they add up to 0 J or less, which no powered device draws (a counter that does not advance, a rail the
+    sensor does not see); None when they do not (then :func:`window_null_reason` says why)."""
+    energy_j = None if trace is None else trace.energy_j(t0, t1)
+    if trace is None or energy_j is None or energy_j > 0:
+        return None
+    what = ("its energy counter did not advance" if trace.energy_counter_j is not None
+            else "its readings were 0 W or less")
+    return (f"{meter}: read {energy_j:g} J over the {window} of {t1 - t0:.3g} s ({what}); a powered device "
+            "draws more than 0 W, so the sensor is not reading it")
 
 
-def _null_reason(power_meter: str, trace: PowerTrace | None, t0: float, t1: float) -> str:
-    return window_null_reason(power_meter, trace, t0, t1, " (run more --minibatches)")
+def _window_energy(meter: str, trace: PowerTrace | None, t0: float, t1: float) -> tuple[float | None, str | None]:
+    """Energy (J) over the measured window ``[t0, t1]`` (s), or None with why."""
+    energy_j = None if trace is None else trace.energy_j(t0, t1)
+    if energy_j is not None and energy_j > 0:
+        return energy_j, None
+    return None, (_no_energy_reason(meter, trace, t0, t1, "measured window")
+                  or window_null_reason(meter, trace, t0, t1, " (run more --minibatches)"))
 
 
 def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload: str,
@@ -301,15 +318,12 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
     t0, t1 = measured[0].start_s, measured[-1].end_s
     n = len(measured)
 
-    energy_j = _energy(trace, t0, t1)
+    energy_j, null_reason = _window_energy(power_meter, trace, t0, t1)
     epoch_energy_j = avg_power_w = None
-    null_reason = None
-    if energy_j is not None and t1 > t0:
+    if energy_j is not None:  # energy_j needs t1 > t0
         epoch_energy_j = energy_j / n * mpe
         avg_power_w = energy_j / (t1 - t0)
-    else:
-        null_reason = _null_reason(power_meter, trace, t0, t1)
-    cpu_energy_j = _energy(cpu_trace, t0, t1)
+    cpu_energy_j, cpu_null_reason = _window_energy(cpu_power_meter, cpu_trace, t0, t1)
 
     cx = dict(complexity or {})
     flops_train = cx.get("flops_train")
@@ -332,8 +346,7 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
         "power_meter": power_meter, "power_null_reason": null_reason,
         "power_samples": None if trace is None else trace.samples_in(t0, t1),
         "cpu_package_energy_j": None if cpu_energy_j is None else cpu_energy_j / n * mpe,
-        "cpu_package_null_reason": None if cpu_energy_j is not None
-        else _null_reason(cpu_power_meter, cpu_trace, t0, t1),
+        "cpu_package_null_reason": cpu_null_reason,
     }
     for c in COMPONENTS:
         for s in STAT_NAMES:

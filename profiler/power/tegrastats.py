@@ -83,12 +83,13 @@ def parse_tegrastats_line(line: str) -> dict[str, Any]:
     return out
 
 
-def plausible_reading_max_w(board: str | None) -> float:
-    """The most module power (W) a reading of ``board`` (a catalogue id) can be: the top of its range, or
-    of the widest module's when the board is not known."""
+def plausible_reading_range_w(board: str | None) -> tuple[float, float]:
+    """The least and most module power (W) a reading of ``board`` (a catalogue id) can be: its catalogue range,
+    or the widest over every module when the board is not known."""
     if board in device_ids():
-        return load_device(board).power_range_w[1]
-    return max(d.power_range_w[1] for d in list_devices())
+        return load_device(board).power_range_w
+    ranges = [d.power_range_w for d in list_devices()]
+    return min(lo for lo, _ in ranges), max(hi for _, hi in ranges)
 
 
 class TegrastatsMeter(PowerMeter):
@@ -97,7 +98,8 @@ class TegrastatsMeter(PowerMeter):
     A reader thread keeps the latest total and when its line arrived; :meth:`read_timed_power_w` returns
     both (:meth:`read_power_w` the total) and raises when no fresh line came within three intervals (a
     stopped tool must not repeat its last value forever). A total no module can draw
-    (:func:`plausible_reading_max_w`: a torn or garbled line) is skipped like a stray line.
+    (:func:`plausible_reading_range_w`: a torn or garbled line, or 0 mW from a rail the monitor does not see) is
+    skipped like a stray line: the last reading stands until it is stale, and then reads fail naming it.
     """
 
     domain = MODULE_DOMAIN
@@ -109,10 +111,11 @@ class TegrastatsMeter(PowerMeter):
             raise LookupError("tegrastats not found on PATH")
         self.interval_ms = int(interval_ms)
         self._board = board
-        self._max_w = plausible_reading_max_w(board)
+        self._range_w = plausible_reading_range_w(board)
         self._latest: tuple[float, float] | None = None  # (perf_counter s, total W)
         self._total: tuple[str, ...] = ()
         self._error: str | None = None
+        self._skipped: str | None = None  # why the last line since the latest reading was skipped
         self._first = threading.Event()
         self._proc = subprocess.Popen([exe, "--interval", str(self.interval_ms)], stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, text=True, bufsize=1)
@@ -140,14 +143,17 @@ class TegrastatsMeter(PowerMeter):
                     total, found_as = total_rule(labels, self._board)
                     self._total = tuple(found_as[r] for r in total)
                 total_w = sum(rails[r] for r in self._total) / 1e3
-                if not total_w <= self._max_w:
-                    raise ValueError(f"implausible module power {total_w:g} W (above {self._max_w:g} W)")
-                self._latest = (arrived, total_w)
+                lo_w, hi_w = self._range_w
+                # 0 W would make the window's energy 0 J, which no profile row may hold: unknown, not 0.
+                if not lo_w <= total_w <= hi_w:
+                    bound = f"below {lo_w:g}" if total_w < lo_w else f"above {hi_w:g}"
+                    raise ValueError(f"implausible module power {total_w:g} W ({bound} W)")
+                self._latest, self._skipped = (arrived, total_w), None
                 self._first.set()
             except (ValueError, LookupError, KeyError) as err:
                 # One stray line (a warning, a blank) must not void the window: the last reading stands
                 # until it is stale, and a tool that prints only such lines goes stale.
-                self._error = f"{type(err).__name__}: {err}"
+                self._error = self._skipped = f"{type(err).__name__}: {err}"
         self._first.set()
 
     @property
@@ -163,7 +169,9 @@ class TegrastatsMeter(PowerMeter):
             raise PowerReadError(f"tegrastats: {self._error or 'no reading'}")
         if time.perf_counter() - latest[0] > stale_s:
             state = "exited" if self._proc.poll() is not None else "silent"
-            raise PowerReadError(f"tegrastats {state}: last line {time.perf_counter() - latest[0]:.2f} s ago")
+            skipped = f"; the lines since were skipped: {self._skipped}" if self._skipped else ""
+            raise PowerReadError(f"tegrastats {state}: last usable line {time.perf_counter() - latest[0]:.2f} s "
+                                 f"ago{skipped}")
         return latest
 
     def read_power_w(self) -> float:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from jetpredict.models.profile_rows import validate_records
+from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.power import RaplMeter, detect_cpu_package_meter
+from jetpredict.profiler.runner import RealTimeRunner, RunSettings, aggregate_row
 
 ZONE = "/sys/class/powercap/intel-rapl:{}/energy_uj"
 
@@ -46,3 +51,42 @@ def test_missing_or_unreadable_rapl_gives_a_null_meter_with_a_reason(fake_root):
     null = detect_cpu_package_meter()
     assert not null.available and null.domain == "cpu_package"
     assert "root only" in null.name
+
+
+class _PackageLoad(TrainingBackend):
+    """Minibatches of 20 ms that each add ``j_per_minibatch`` J to package 0's counter (0: a counter that never
+    moves, as a VM's or a locked-down firmware's RAPL does)."""
+
+    def __init__(self, root, j_per_minibatch: float) -> None:
+        self.root, self.step_uj = root, round(j_per_minibatch * 1e6)
+
+    def prepare(self, mode) -> None:
+        pass
+
+    def next_minibatch(self) -> MinibatchTiming:
+        t0 = time.perf_counter()
+        time.sleep(0.02)
+        self.root.write(ZONE.format(0), self.root.read_int(ZONE.format(0)) + self.step_uj)
+        t1 = time.perf_counter()
+        return MinibatchTiming(stall_s=0.0, compute_s=t1 - t0, total_s=t1 - t0, start_s=t0, end_s=t1)
+
+
+@pytest.mark.parametrize("j_per_minibatch", [0.0, 0.5])
+def test_a_counter_that_does_not_advance_over_training_gives_no_energy_and_says_why(fake_root, j_per_minibatch):
+    """A package draws power all the time: a counter that stood still over training was stored as 0 J with
+    no reason. It is null, saying the counter did not advance; a moving counter still gives its energy."""
+    fake_root.add_rapl([(1_000_000, 10**12)])
+    backend = _PackageLoad(fake_root, j_per_minibatch)
+    run = RealTimeRunner(backend, None, RaplMeter()).run_mode(None, RunSettings(warmup=1, minibatches=10, idle_s=0))
+    row = aggregate_row(run.measured, device="host", workload="w", mode={"mode": "host", "cpu_cores": 1},
+                        batch_size=4, num_workers=0, minibatches_per_epoch=100, cpu_trace=run.cpu_trace,
+                        cpu_power_meter=run.cpu_power_meter)
+    if j_per_minibatch:
+        # The window runs from the first minibatch's start to the last's end: the 10 steps inside it.
+        assert row["cpu_package_energy_j"] == pytest.approx(j_per_minibatch * 100, rel=0.15)
+        assert row["cpu_package_null_reason"] is None
+    else:
+        assert row["cpu_package_energy_j"] is None
+        reason = row["cpu_package_null_reason"]
+        assert reason.startswith("rapl:package-0: ") and "did not advance" in reason, reason
+    validate_records([row])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from jetpredict.models.catalogue import MIN_MODULE_POWER_W, load_device
 from jetpredict.profiler.power import PowerReadError, PowerSampler, TegrastatsMeter, parse_tegrastats_line
 from jetpredict.profiler.power.rails import total_rule
 
@@ -77,7 +78,7 @@ def test_a_stray_line_does_not_void_the_readings(fake_root, tegrastats_samples):
 def test_a_reading_no_module_can_draw_is_skipped_like_a_stray_line(fake_root, tegrastats_samples):
     """A garbled total (1e17 W) would otherwise become the mode's mean power; on a known board the bound
     is its own range (a Nano reads at most 20 W), on an unknown one the widest module's."""
-    from jetpredict.profiler.power.tegrastats import plausible_reading_max_w
+    from jetpredict.profiler.power.tegrastats import plausible_reading_range_w
 
     good = [s["line"] for s in tegrastats_samples if s["board"] == "nano"][0]
     garbled = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 100000000000000000000/3285")
@@ -91,8 +92,38 @@ def test_a_reading_no_module_can_draw_is_skipped_like_a_stray_line(fake_root, te
         assert "implausible module power" in meter._error
     finally:
         meter.close()
-    assert plausible_reading_max_w("nano") == 20.0
-    assert plausible_reading_max_w(None) == plausible_reading_max_w("host") >= 120.0
+    assert plausible_reading_range_w("nano") == load_device("nano").power_range_w == (MIN_MODULE_POWER_W, 20.0)
+    assert plausible_reading_range_w(None) == plausible_reading_range_w("host")
+    assert plausible_reading_range_w(None)[1] >= 120.0
+
+
+def test_a_reading_below_what_any_module_draws_is_skipped_too(fake_root, tegrastats_samples):
+    """A 0 mW total (a rail the monitor does not see, a garbled line) made the window's energy 0 J, which no
+    profile row may hold: the measured mode was refused and its timings lost. It is skipped like a reading
+    above the range; a tool that prints only such lines gives no meter, and one that turns to them goes stale,
+    each naming why, so the row's energy is null with that reason and the timings are kept."""
+    good = [s["line"] for s in tegrastats_samples if s["board"] == "nano"][0]
+    zero = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 0/3285")
+    fake_root.add_tegrastats([good, zero, zero, good, zero])
+    meter = TegrastatsMeter(interval_ms=20, board="nano")
+    try:
+        with PowerSampler(meter, hz=50) as sampler:
+            time.sleep(0.3)
+        assert len(sampler.trace.power_w) > 5 and set(sampler.trace.power_w.round(3)) == {4.531}
+        assert "implausible module power 0 W (below" in meter._error
+    finally:
+        meter.close()
+    fake_root.add_tegrastats([zero])
+    with pytest.raises(LookupError, match="implausible module power 0 W"):
+        TegrastatsMeter(interval_ms=20, board="nano", first_line_timeout_s=1)
+    fake_root.add_tegrastats([good] + [zero] * 500)  # 10 s of zeros after the first line
+    meter = TegrastatsMeter(interval_ms=20, board="nano")
+    try:
+        time.sleep(0.8)  # past the 0.5 s after which the last good reading is stale
+        with pytest.raises(PowerReadError, match="implausible module power 0 W"):
+            meter.read_power_w()
+    finally:
+        meter.close()
 
 
 def test_meter_reports_a_stopped_tool_as_a_read_error(fake_root, tegrastats_samples):

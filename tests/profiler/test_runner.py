@@ -94,6 +94,28 @@ def test_energy_is_empty_with_a_reason_without_a_sensor_or_samples():
     validate_records([row])
 
 
+def test_a_sensor_reading_0_w_gives_no_energy_and_no_base_power_but_a_reason():
+    """Any powered device draws more than 0 W: a window of 0 J (a rail the sensor does not see) was stored and
+    then refused by the row's rules, losing the measured mode. Energy, power and base power are null, saying why."""
+    from jetpredict.profiler.runner import ModeRun
+
+    timings = _timings(10, 0.01, 0.1)
+    t0, t1 = timings[0].start_s, timings[-1].end_s
+    dead = PowerTrace(np.linspace(t0 - 3, t1 + 1, 300), np.zeros(300), meter_name="ina3221:VDD_IN")
+    run = ModeRun(warmup=[], measured=timings, trace=dead, power_meter="ina3221:VDD_IN",
+                  idle_window_s=(t0 - 2.5, t0 - 0.5))
+    assert run.base_power_w is None
+    assert run.base_power_null_reason.startswith("idle window: ina3221:VDD_IN: read 0 J over")
+    row = aggregate_row(timings, device="agx-xavier", workload="w", mode=MODE, batch_size=16, num_workers=4,
+                        minibatches_per_epoch=1000, trace=dead, power_meter="ina3221:VDD_IN",
+                        base_power_w=run.base_power_w)
+    assert row["epoch_energy_j"] is None and row["avg_power_w"] is None
+    assert row["power_null_reason"].startswith("ina3221:VDD_IN: read 0 J over the measured window of")
+    assert "draws more than 0 W" in row["power_null_reason"]
+    assert row["epoch_time_s"] == pytest.approx(sum(t.total_s for t in timings) / 10 * 1000)
+    validate_records([row])
+
+
 def test_failed_reads_outside_the_window_do_not_explain_its_missing_energy():
     timings = _timings(4, 0.01, 0.02)  # the window is [100, 100.124] s
     t0, t1 = timings[0].start_s, timings[-1].end_s
