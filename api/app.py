@@ -42,9 +42,9 @@ from jetpredict.api.routes import (
     workloads,
 )
 from jetpredict.api.routes.common import API_KEY_HEADER, Services
-from jetpredict.api.schemas import ErrorSchema
+from jetpredict.api.schemas import IDEMPOTENCY_HEADER, ErrorSchema
 from jetpredict.api.storage import Storage
-from jetpredict.api.workloads import IDEMPOTENCY_HEADER, WorkloadService
+from jetpredict.api.workloads import WorkloadService
 
 log = logging.getLogger("jetpredict.api")
 

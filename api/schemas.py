@@ -38,6 +38,8 @@ from marshmallow import (
 
 MAX_ROWS = 10_000  # profile rows in one request
 MAX_IDEMPOTENCY_KEY_CHARS = 200
+#: The header naming an upload, so that a retry is stored once.
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 #: What an Idempotency-Key header breaking its pattern (``^[!-~]+$``) is told.
 IDEMPOTENCY_KEY_RULE = "must be printable ASCII without spaces (e.g. a UUID)"
 #: A round deadline longer than this (10 years, s) is a typo; the bound keeps every sum finite.
@@ -434,7 +436,7 @@ class UploadHeadersSchema(Schema):
         unknown = EXCLUDE
 
     idempotency_key = fields.String(
-        data_key="Idempotency-Key", validate=[validate.Length(1, MAX_IDEMPOTENCY_KEY_CHARS),
+        data_key=IDEMPOTENCY_HEADER, validate=[validate.Length(1, MAX_IDEMPOTENCY_KEY_CHARS),
                                               validate.Regexp(r"^[!-~]+$", error=IDEMPOTENCY_KEY_RULE)],
         metadata={"description": "any printable ASCII token (e.g. a UUID) naming this upload: a retry with "
                   "the same key and body is stored once and answered with the original result"})

@@ -43,6 +43,7 @@ from jetpredict.api.client_rows import (
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
 from jetpredict.api.errors import ApiError, FieldErrors
 from jetpredict.api.heavy import HeavyGate
+from jetpredict.api.schemas import IDEMPOTENCY_HEADER
 from jetpredict.api.storage import (
     FIT_FIELDS,
     IdempotencyKey,
@@ -68,7 +69,6 @@ T = TypeVar("T")
 
 #: Workloads in one upload: each is fitted in the request (~5 ms each), and each has an idempotency key.
 MAX_UPLOAD_WORKLOADS = 256
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 _OPTIMISTIC_TRIES = 3  # then uploads to the workload queue on the write lock
 _LOCKED_TRIES = 2
 

@@ -95,7 +95,7 @@ def test_the_clients_default_url_is_where_serve_listens():
 def test_the_clients_header_names_are_the_services():
     """The client restates the names of the headers the service reads (it cannot import the service)."""
     from jetpredict.api.routes.common import API_KEY_HEADER
-    from jetpredict.api.workloads import IDEMPOTENCY_HEADER
+    from jetpredict.api.schemas import IDEMPOTENCY_HEADER
 
     from jetpredict import client
 
