@@ -74,6 +74,11 @@ class TrainingBackend(ABC):
         """Where minibatches come from (``synthetic``, ``user``, ``folder:DIR``), or None."""
         return None
 
+    def user_code_line(self, exc: BaseException) -> str | None:
+        """``FILE:LINE`` in the workload's own code where ``exc`` was raised, or None (a backend that runs no
+        user code, or a failure outside it)."""
+        return None
+
     def close(self) -> None:  # noqa: B027  (optional hook: most backends hold nothing)
         """Release workers and memory."""
 
@@ -148,7 +153,16 @@ class TorchBackend(TrainingBackend):
         if self._complexity is None:
             from jetpredict.profiler.complexity import measure_complexity
 
-            self._complexity = measure_complexity(self.built.model, self.built.example_input())
+            try:
+                example = self.built.example_input()
+            except Exception as exc:  # the user's dataset or batches: before any mode is switched
+                from jetpredict.models.errors import InputError, cli_flag
+
+                where = self.user_code_line(exc)
+                raise InputError(f"{cli_flag('workload')} {self.workload!r}: reading its first sample failed"
+                                 f"{f' at {where}' if where else ''}: {type(exc).__name__}: {exc}",
+                                 "workload") from exc
+            self._complexity = measure_complexity(self.built.model, example)
         return self._complexity
 
     def cpu_s_per_sample(self) -> float | None:
@@ -162,6 +176,11 @@ class TorchBackend(TrainingBackend):
 
     def data_source(self) -> str:
         return self.built.data_source
+
+    def user_code_line(self, exc: BaseException) -> str | None:
+        from jetpredict.profiler.workloads import where_raised
+
+        return where_raised(exc)
 
     def close(self) -> None:
         # Dropping the iterator and loader shuts persistent DataLoader workers down.

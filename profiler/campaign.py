@@ -478,6 +478,11 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
                 rows.append(_row(parts, run, _mode_fields(caps, in_force), settings.warmup, complexity))
                 document["modes"].append(_mode_json(mode, read_back, run, t_ref))
                 outputs.add(rows, document)
+    except runner.TrainingFailed as exc:
+        # Raised once the mode is restored: say what the failed run leaves on disk.
+        kept = (f"the {len(rows)} mode(s) profiled before it are in {', '.join(map(str, outputs.paths()))}" if rows
+                else "no mode was finished: nothing was written (an existing --out is as it was)")
+        raise runner.TrainingFailed(f"{exc}; {kept}") from exc.__cause__
     finally:
         progress.close()
     return rows

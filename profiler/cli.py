@@ -170,7 +170,11 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
         "profile", help="profile a workload on a few power modes",
         description="Train a workload for a few minibatches on each power mode and write profile rows. "
         "--out FILE.csv writes rows as CSV plus the raw sidecar FILE.csv.json; --out FILE.json writes "
-        "one JSON document (rows + per-minibatch times and power samples).")
+        "one JSON document (rows + per-minibatch times and power samples).",
+        epilog="A failure is reported in one line: exit 2 for bad input (a flag, or a --workload file that fails "
+        "to load, with its file and line), 1 for a failure while profiling (naming the mode and minibatch); the "
+        "modes finished before it stay in --out. Set JETPREDICT_DEBUG=1 to see the full Python traceback of a "
+        "failure while profiling.")
     p.add_argument("--device", required=True, help="host | jetson | sim:DEVICE")
     p.add_argument("--workload", required=True,
                    help=" | ".join([*BUILTIN_WORKLOADS, "torchvision:NAME", "module.path:factory"]))

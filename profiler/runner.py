@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from jetpredict.models.errors import InputError
 from jetpredict.models.profiling_protocol import (
     IDLE_S,
     MAX_MINIBATCHES_PER_MODE,
@@ -251,14 +252,19 @@ class RealTimeRunner(ModeRunner):
                 run.idle_window_s = (t0, time.perf_counter())
                 # The window's end interpolates toward the next sample: let it be an idle one, not training's.
                 time.sleep(IDLE_GUARD_SAMPLES / min(s.hz, _update_hz(self.meter) or s.hz))
-            backend.prepare(mode)
-            run.cpu_s_per_sample = backend.cpu_s_per_sample()
-            run_minibatches(backend, WARMUP_PHASE, s.warmup, run.warmup, on_minibatch)
+            try:
+                backend.prepare(mode)
+                run.cpu_s_per_sample = backend.cpu_s_per_sample()
+            except InputError:
+                raise
+            except Exception as exc:  # the user's dataset or loader, read first here
+                raise training_failed(backend, mode, "while getting its data ready", exc) from exc
+            run_minibatches(backend, WARMUP_PHASE, s.warmup, run.warmup, on_minibatch, mode=mode)
             rates = [measured_window_hz(run.warmup, s.minibatches, s.hz, _update_hz(m))
                      for m in (self.meter, self.cpu_meter)]
             for w, hz in zip((window, cpu_window), rates, strict=True):
                 w.restart(hz)
-            run_minibatches(backend, MEASURE_PHASE, s.minibatches, run.measured, on_minibatch)
+            run_minibatches(backend, MEASURE_PHASE, s.minibatches, run.measured, on_minibatch, mode=mode)
         run.trace, run.cpu_trace = window.trace, cpu_window.trace
         return run
 
@@ -268,11 +274,47 @@ def _update_hz(meter: PowerMeter | None) -> float | None:
     return None if meter is None else meter.update_hz
 
 
+class TrainingFailed(RuntimeError):
+    """Training failed while a mode was measured (the workload's own code, or memory): the message names the
+    workload, the mode, the step and, where found, the line of the user's code; the cause is chained."""
+
+
+#: How a failure's step is named: the phase's minibatches.
+_PHASE_NAMES = {WARMUP_PHASE: "warm-up", MEASURE_PHASE: "measured"}
+#: Words of an out-of-memory error: torch's CUDA ``OutOfMemoryError`` and its CPU allocator's RuntimeError.
+_OUT_OF_MEMORY = ("out of memory", "can't allocate memory")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or any(words in str(exc).lower() for words in _OUT_OF_MEMORY))
+
+
+def training_failed(backend: TrainingBackend, mode: PowerMode | None, step: str, exc: BaseException
+                    ) -> TrainingFailed:
+    """The :class:`TrainingFailed` for ``exc`` raised at ``step`` (``warm-up minibatch 2 of 5``) of ``mode``; an
+    out-of-memory error suggests a smaller ``--batch-size``."""
+    where = backend.user_code_line(exc)
+    label = "the mode in force" if mode is None else f"mode {mode.mode}"
+    message = (f"workload {backend.workload!r} failed at {label}, {step}{f', at {where}' if where else ''}: "
+               f"{type(exc).__name__}: {exc}")
+    if _out_of_memory(exc):
+        message += f"; the minibatch does not fit in memory: try a smaller --batch-size than {backend.batch_size}"
+    return TrainingFailed(message)
+
+
 def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[MinibatchTiming],
-                    on_minibatch: MinibatchCallback | None = None) -> None:
-    """Train ``n`` minibatches, appending each timing to ``out`` (the real and simulated runners share it)."""
+                    on_minibatch: MinibatchCallback | None = None, mode: PowerMode | None = None) -> None:
+    """Train ``n`` minibatches, appending each timing to ``out`` (the real and simulated runners share it). A
+    minibatch that fails raises :class:`TrainingFailed` naming ``mode`` and its number (bad input as it is)."""
     for i in range(n):
-        out.append(backend.next_minibatch())
+        try:
+            out.append(backend.next_minibatch())
+        except InputError:
+            raise
+        except Exception as exc:
+            raise training_failed(backend, mode, f"{_PHASE_NAMES.get(phase, phase)} minibatch {i + 1} of {n}",
+                                  exc) from exc
         if on_minibatch:
             on_minibatch(phase, i + 1, n)
 

@@ -25,7 +25,10 @@ import inspect
 import math
 import os
 import re
+import site
 import sys
+import sysconfig
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -128,6 +131,45 @@ def _parts_from_factory(result: object, where: str) -> WorkloadParts:
 _USER_WORKLOAD = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
+def where_raised(exc: BaseException) -> str | None:
+    """``FILE:LINE`` in the user's own code where ``exc`` was raised: a syntax error's own place, else the
+    innermost frame of its traceback outside jetpredict, the standard library and installed packages (torch);
+    None when there is none (a failure inside a library called from code that is not the user's)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}"
+    ours = {os.path.realpath(f) for name, m in list(sys.modules.items())
+            if name.partition(".")[0] == "jetpredict" and (f := getattr(m, "__file__", None))}
+    paths = sysconfig.get_paths()
+    installed = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
+    libraries = tuple({os.path.join(os.path.realpath(d), "") for d in (*installed, site.getusersitepackages())})
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        real = os.path.realpath(frame.filename)
+        if not frame.filename.startswith("<") and real not in ours and not real.startswith(libraries):
+            return f"{frame.filename}:{frame.lineno}"
+    return None
+
+
+def _user_code_failed(name: str, step: str, exc: Exception) -> str:
+    """``--workload NAME: STEP failed at FILE:LINE: Error: message`` for an exception of the user's code."""
+    where = where_raised(exc)
+    detail = exc.msg if isinstance(exc, SyntaxError) else str(exc)  # its str() repeats the file and line
+    return (f"{cli_flag('workload')} {name!r}: {step} failed{f' at {where}' if where else ''}: "
+            f"{type(exc).__name__}: {detail}")
+
+
+def _passed_over(module_name: str) -> str:
+    """Where the working directory holds a file of ``module_name``'s top-level name that is not the one
+    loaded (a module of that name comes earlier on sys.path, the working directory being last): a sentence
+    asking for a rename; else ``""``."""
+    top = module_name.partition(".")[0]
+    loaded = getattr(sys.modules.get(top), "__file__", None)
+    for mine in (Path.cwd() / f"{top}.py", Path.cwd() / top / "__init__.py"):
+        if mine.is_file() and (loaded is None or not mine.samefile(loaded)):
+            return (f"; {mine} is not the file loaded: a module named {top!r} comes first on Python's path, so "
+                    f"rename your file (e.g. to my_{top}.py) and the module in --workload")
+    return ""
+
+
 def _user_workload(name: str) -> WorkloadSpec:
     if not _USER_WORKLOAD.fullmatch(name):
         raise UnknownWorkloadError(f"{cli_flag('workload')} {name!r} must be MODULE:FACTORY, a dotted module "
@@ -142,17 +184,25 @@ def _user_workload(name: str) -> WorkloadSpec:
     except ImportError as exc:
         raise UnknownWorkloadError(f"workload {name!r}: cannot import module {module_name!r} ({exc})",
                                    "workload") from None
+    except Exception as exc:  # the user's file itself: a syntax error, or whatever it raises at import
+        raise UnknownWorkloadError(_user_code_failed(name, f"importing module {module_name!r}", exc),
+                                   "workload") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise UnknownWorkloadError(f"workload {name!r}: module {module_name!r} has no callable {attr!r}",
-                                   "workload")
+        raise UnknownWorkloadError(f"workload {name!r}: module {module_name!r} (loaded from "
+                                   f"{getattr(module, '__file__', None) or 'no file'}) has no callable {attr!r}"
+                                   f"{_passed_over(module_name)}", "workload")
     try:
         inspect.signature(factory).bind()
     except TypeError:
         raise InputError(f"workload factory {name!r} must take no arguments", "workload") from None
     except ValueError:  # no signature to read (a builtin): call it and see
         pass
-    parts = _parts_from_factory(factory(), f"workload factory {name!r}")
+    try:
+        made = factory()
+    except Exception as exc:
+        raise InputError(_user_code_failed(name, f"its factory {attr}()", exc), "workload") from exc
+    parts = _parts_from_factory(made, f"workload factory {name!r}")
     size = parts.dataset_size
     if size is None and parts.dataset is not None and hasattr(parts.dataset, "__len__"):
         size = len(parts.dataset)  # type: ignore[arg-type]
@@ -376,7 +426,10 @@ def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     if parts is not None and parts.optimizer is not None:
-        optimizer = parts.optimizer(params)
+        try:
+            optimizer = parts.optimizer(params)
+        except Exception as exc:
+            raise InputError(_user_code_failed(spec.name, "its optimizer(params)", exc), "workload") from exc
     else:
         optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     mpe = spec.minibatches_per_epoch(batch_size)

@@ -47,6 +47,26 @@ def test_unknown_names_are_input_errors_naming_the_field():
         wl.resolve_workload("  ")
 
 
+def test_a_model_file_named_like_a_module_that_comes_first_says_which_file_was_loaded(tmp_path, monkeypatch):
+    """The working directory goes last on sys.path (safer under sudo), so a user's json.py (or test.py) is not the
+    module loaded; the error said only "module 'json' has no callable 'make'". It names the file loaded, the
+    user's file that was passed over, and asks for a rename."""
+    import json
+
+    (tmp_path / "json.py").write_text("def make():\n    raise AssertionError('never loaded')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the profiler appends the working directory
+    with pytest.raises(UnknownWorkloadError) as err:
+        wl.resolve_workload("json:make")
+    said = err.value.message
+    assert err.value.field == "workload"
+    assert f"module 'json' (loaded from {json.__file__}) has no callable 'make'" in said, said
+    assert f"{tmp_path / 'json.py'} is not the file loaded" in said and "rename your file" in said, said
+    with pytest.raises(UnknownWorkloadError, match=r"module 'user_models' \(loaded from .*user_models\.py\) has no "
+                       r"callable 'missing'$"):
+        wl.resolve_workload("user_models:missing")  # no file of that name is passed over: no rename asked
+
+
 @pytest.mark.skipif("torchvision" in sys.modules or __import__("importlib").util.find_spec("torchvision")
                     is not None, reason="torchvision is installed here")
 def test_torchvision_names_explain_when_torchvision_is_missing():
