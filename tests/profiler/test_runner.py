@@ -193,6 +193,63 @@ def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
     assert math.isfinite(row["epoch_time_s"])
 
 
+#: A user workload whose time goes either to its samples (the data pipeline: stall) or to its forward (compute).
+SPLIT_TRUTH_MODELS = """
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+
+class Samples(Dataset):
+    def __init__(self, sleep_s):
+        self.sleep_s = sleep_s
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        time.sleep(self.sleep_s)
+        return torch.zeros(8), i % 2
+
+
+class Net(nn.Module):
+    def __init__(self, sleep_s):
+        super().__init__()
+        self.fc, self.sleep_s = nn.Linear(8, 2), sleep_s
+
+    def forward(self, x):
+        time.sleep(self.sleep_s)
+        return self.fc(x)
+
+
+def slow_samples():
+    return {"model": Net(0.0), "dataset": Samples(0.010), "loss": nn.functional.cross_entropy}
+
+
+def slow_forward():
+    return {"model": Net(0.040), "dataset": Samples(0.0), "loss": nn.functional.cross_entropy}
+"""
+
+
+@pytest.mark.parametrize("factory, slow, fast", [("slow_samples", "stall", "compute"),
+                                                 ("slow_forward", "compute", "stall")])
+def test_the_torch_backend_times_the_data_wait_as_stall_and_the_step_as_compute(tmp_path, monkeypatch,
+                                                                                 torch_one_thread, factory, slow, fast):
+    """Known truth: 4 samples of 10 ms each (no workers) are >= 40 ms of stall per minibatch; a 40 ms forward is
+    >= 40 ms of compute. Lower bounds only: a loaded machine only adds time. Swapping the two in the backend
+    passed every other test."""
+    from jetpredict.profiler.backends import TorchBackend
+
+    (tmp_path / "split_truth_models.py").write_text(SPLIT_TRUTH_MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend = TorchBackend(f"split_truth_models:{factory}", batch_size=4, num_workers=0, device="cpu")
+    run = RealTimeRunner(backend).run_mode(None, RunSettings(warmup=1, minibatches=5, idle_s=0.0))
+    median = {part: summarize([getattr(t, f"{part}_s") for t in run.measured]).median for part in (slow, fast)}
+    assert median[slow] >= 0.04 and median[fast] < median[slow], median
+
+
 @pytest.mark.parametrize("field, value", [("minibatches", 0), ("warmup", -1), ("settle_s", -0.5),
                                           ("idle_s", -1.0), ("hz", 0.0), ("minibatches", 10_001),
                                           ("warmup", 4_000_000), ("settle_s", 601.0), ("idle_s", 1e9),
