@@ -1,25 +1,31 @@
 """Accuracy of the predictor against the seed linear regression and a PowerTrain-style MLP.
 
-Real (the only figures that are claims): leave one workload out on the real AGX Xavier sweeps (ResNet-18 as
-reference -> MobileNetV3, and the reverse), profiled on modes e, f, i, j and on the modes ``plan`` picks
-among a-j, scored on the modes *not* profiled against the baselines; and the one real mode below the
-reference's clock range (POMACS 2022 §5.6). Every design of 1-4 modes, other references and the real
-cross-device rows are in ``bench/real_cv.py``.
+Real (the only figures that are claims): the three real AGX Xavier sweeps (ResNet-18, MobileNetV3 and the
+CPU-bound LeNet-5 on modes a-j, loaded as ``bench/real_cv.py`` loads them), one workload left out at a time;
+every method that takes reference rows gets the same, the other two real workloads. Each method is fitted
+on 4 profiled modes of the target (e,f,i,j; the 4 ``plan`` picks among a-j; a seeded sample of the 210
+4-mode designs of a-j) and scored on the 6 others: median MAPE of time, energy and power per target, method
+and set of designs, the share of designs where jetpredict is better, a verdict per (target, measure); exit 1
+when jetpredict loses any median cell. Then the one real mode below the reference's clock range (POMACS
+2022 §5.6). Every design of 1-4 modes, the intervals' coverage and the cross-device rows: ``real_cv.py``.
 
 Simulated (plumbing and trends, never a claim and never used to tune): synthetic LeNet-class (CPU-bound)
 and large GPU-bound CNN sweeps built from a mechanism that is *not* the predictor's own, and the digital
 twin's sweeps (``--simulated`` runs them; they take minutes).
 
-Cost: CPU seconds of one fit and prediction of each method against the profiled modes (2, 4, 8).
+Cost: CPU seconds of one fit and prediction of each method against the profiled modes (2, 4, 8), and the
+comparison's seconds per design.
 
-Run: ``python bench/accuracy.py [--simulated] [--write]``: prints; ``--write`` also writes
-``bench/results/accuracy.md``.
+Run: ``python bench/accuracy.py [--sample N] [--simulated] [--write]``: prints; ``--write`` also writes
+``bench/results/accuracy.md`` and ``.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +33,16 @@ import pandas as pd
 
 # This checkout's packages first (an editable install may point at another tree), then bench/ itself.
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+import real_cv  # noqa: E402
 from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
 from jetpredict.models.catalogue import ModeArrays  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload, predict_modes  # noqa: E402
+from real_cv import OUTPUTS, REAL_CSV, TARGETS, named_designs, power_of, score_design  # noqa: E402
 from results_io import cpu_seconds, exponent_text, growth_exponent, write_results  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCE_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
 PROFILED = list("efij")
 MODE_KNOBS = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
 MODES_AJ = {  # cores, CPU, GPU, EMC MHz (published modes a-j)
@@ -111,38 +119,24 @@ def synthetic_sweep(kind: str, modes: dict[str, tuple], seed: int = 0, noise: fl
 
 
 # -- the runs ---------------------------------------------------------------------------------------------
-def plan_modes(rows: pd.DataFrame, budget: int = 4) -> list[str]:
-    """Modes ``plan --candidates <a-j>`` picks among the published a-j."""
-    from jetpredict.predictor.service import plan_profiling
-
-    cands = rows.drop_duplicates("mode")[["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]]
-    chosen = plan_profiling("agx-xavier", budget, candidates=cands.reset_index(drop=True))
-    return list(chosen.modes["mode"])
-
-
-def score_block(name: str, prof, test, reference, baseline_ref) -> list[dict]:
-    out = []
+def ours_row(name: str, prof, test, reference) -> dict:
+    """jetpredict's MAPE, coverage and width of time and energy on ``test`` (a simulated sweep's row)."""
     p = ours(prof, test, reference)
     t_cov, t_w = coverage(p, test.epoch_time_s, "epoch_time_s")
     e_cov, e_w = coverage(p, test.epoch_energy_j, "epoch_energy_j")
-    out.append(dict(case=name, method="jetpredict", time_mape=mape(p["epoch_time_s"], test.epoch_time_s),
-                    energy_mape=mape(p["epoch_energy_j"], test.epoch_energy_j),
-                    time_cov=t_cov, time_width=t_w, energy_cov=e_cov, energy_width=e_w))
-    seed = SeedLinear().fit(prof).predict(test)
-    out.append(dict(case=name, method="seed linear", time_mape=mape(seed["epoch_time_s"], test.epoch_time_s),
-                    energy_mape=mape(seed["epoch_energy_j"], test.epoch_energy_j)))
-    if baseline_ref is not None:
-        net = PowerTrainMLP().fit(baseline_ref, prof)
-        mlp = net.predict(test)
-        singles = [(mape(e["epoch_time_s"], test.epoch_time_s), mape(e["epoch_energy_j"], test.epoch_energy_j))
-                   for e in net.predict_each(test)]
-        out.append(dict(case=name, method="PowerTrain MLP",
-                        time_mape=mape(mlp["epoch_time_s"], test.epoch_time_s),
-                        energy_mape=mape(mlp["epoch_energy_j"], test.epoch_energy_j), singles=singles))
-    mean = profiled_mean(prof, test)
-    out.append(dict(case=name, method="mean of profiled", time_mape=mape(mean["epoch_time_s"], test.epoch_time_s),
-                    energy_mape=mape(mean["epoch_energy_j"], test.epoch_energy_j)))
-    return out
+    return dict(case=name, method="jetpredict", time_mape=mape(p["epoch_time_s"], test.epoch_time_s),
+                energy_mape=mape(p["epoch_energy_j"], test.epoch_energy_j),
+                time_cov=t_cov, time_width=t_w, energy_cov=e_cov, energy_width=e_w)
+
+
+def score_block(name: str, prof, test, reference, baseline_ref) -> list[dict]:
+    out = [ours_row(name, prof, test, reference)]
+    # The baselines of the simulated sweeps (the MLP only with a reference sweep to pre-train on).
+    preds = {"seed linear": SeedLinear().fit(prof).predict(test),
+             **({"PowerTrain MLP": PowerTrainMLP().fit(baseline_ref, prof).predict(test)} if baseline_ref is not None
+                else {}), "mean of profiled": profiled_mean(prof, test)}
+    return out + [dict(case=name, method=m, time_mape=mape(p["epoch_time_s"], test.epoch_time_s),
+                       energy_mape=mape(p["epoch_energy_j"], test.epoch_energy_j)) for m, p in preds.items()]
 
 
 #: Profiled-mode counts of the cost sweep, and the order modes are taken in (e,f,i,j first, as above).
@@ -182,21 +176,164 @@ def cost_lines(cost: list[dict]) -> list[str]:
     return [*lines, "", f"Growth: {growth} (1 = linear in the profiled modes, 0 = flat)."]
 
 
-def real_lowo(rows: pd.DataFrame) -> list[dict]:
-    results = []
-    pairs = [("resnet18-cifar10", "mobilenetv3-gld23k"), ("mobilenetv3-gld23k", "resnet18-cifar10")]
-    picks = {"e,f,i,j": PROFILED}
-    planned = plan_modes(rows)
-    if planned:
-        picks["plan: " + ",".join(planned)] = planned
-    for label, modes in picks.items():
-        for ref_w, new_w in pairs:
-            ref = rows[rows.workload == ref_w]
-            new = rows[rows.workload == new_w]
-            prof, test = new[new["mode"].isin(modes)], new[~new["mode"].isin(modes)]
-            results += score_block(f"{ref_w.split('-')[0]} -> {new_w.split('-')[0]} [{label}]", prof, test,
-                                   ref, ref)
-    return results
+#: The methods compared, jetpredict first; the verdict judges it against the two papers' methods (the
+#: mean of the profiled modes is printed beside them, not judged).
+METHODS = ("jetpredict", "seed linear", "PowerTrain MLP", "PowerTrain MLP (1 ref)", "mean of profiled")
+JUDGED = ("seed linear", "PowerTrain MLP", "PowerTrain MLP (1 ref)")
+#: PowerTrain pre-trains on one reference DNN, a ResNet: the MLP's second form takes ResNet-18's sweep alone
+#: (MobileNetV3's when ResNet-18 is the target); the first takes every other workload's, as jetpredict does.
+ONE_REFERENCE, ONE_REFERENCE_FOR_IT = "resnet18-cifar10", "mobilenetv3-gld23k"
+#: Scored outputs, by short name: time, energy, power.
+MEASURES = tuple(name for _, name in OUTPUTS)
+#: Profiled modes per design (DESIGN.md: the seed study profiles 4).
+DESIGN_SIZE = 4
+#: Designs scored per target by default: a seeded sample, since all 210 (630 fits of each method, the two
+#: MLPs fine-tuning 10 nets each) take 1-3 s per design on 2 busy cores, ~20 min (``--sample 210``: all).
+DEFAULT_SAMPLE = 50
+
+
+def design_picks(n_modes: int, sample: int | None = None, seed: int = 0) -> list[tuple[int, ...]]:
+    """Every :data:`DESIGN_SIZE`-mode design of ``n_modes`` modes (positions), or a seeded sample of
+    ``sample`` of them (in their order), the same on every run."""
+    every = list(itertools.combinations(range(n_modes), DESIGN_SIZE))
+    if sample is None or sample >= len(every):
+        return every
+    return [every[i] for i in sorted(np.random.default_rng(seed).choice(len(every), sample, replace=False))]
+
+
+def mlp_references(real: pd.DataFrame, target: str) -> dict[str, pd.DataFrame]:
+    """The rows each form of the MLP pre-trains on: every other workload pooled, and one ResNet."""
+    one = ONE_REFERENCE_FOR_IT if target == ONE_REFERENCE else ONE_REFERENCE
+    return {"PowerTrain MLP": real[real["workload"] != target], "PowerTrain MLP (1 ref)": real[real["workload"] == one]}
+
+
+def compare_target(real: pd.DataFrame, target: str, picks: list[tuple[int, ...]], reference=None,
+                   mlp: dict | None = None, singles_for: frozenset[str] = frozenset()) -> list[dict]:
+    """Per design of ``target`` (positions ``picks`` in its sweep) and method: the MAPE (%) of time, energy
+    and power on the modes the design did not profile. ``reference``: jetpredict's (default: ``real_cv``'s
+    ``other real``, the other workloads); the MLP (``mlp``: its constructor's arguments) pre-trains once per
+    form on :func:`mlp_references`. ``singles_for``: designs (labels) that also keep each MLP seed's own MAPE."""
+    rows = real[real["workload"] == target].reset_index(drop=True)
+    if reference is None:
+        reference = real_cv.references(real)[(target, "other real")]
+    pretrained = {m: PowerTrainMLP(**(mlp or {})).pretrain(r) for m, r in mlp_references(real, target).items()}
+    out = []
+    for pick in picks:
+        prof, test = rows.iloc[list(pick)], rows.drop(index=rows.index[list(pick)])
+        design = ",".join(prof["mode"].astype(str))
+        obs = {name: (power_of(test) if col == "avg_power_w" else test[col].to_numpy(float)) for col, name in OUTPUTS}
+        ours_ = score_design(rows, pick, reference)
+        out.append({"target": target, "design": design, "method": "jetpredict",
+                    **{f"{name}_mape": (float(np.mean(ours_[f"{name}_err"])) if ours_ else float("nan"))
+                       for name in MEASURES}})
+        nets = {m: net.finetune(prof) for m, net in pretrained.items()}
+        preds = {"seed linear": SeedLinear().fit(prof).predict(test),
+                 **{m: net.predict(test) for m, net in nets.items()}, "mean of profiled": profiled_mean(prof, test)}
+        for method, pred in preds.items():
+            out.append({"target": target, "design": design, "method": method,
+                        **{f"{name}_mape": mape(pred[col], obs[name]) for col, name in OUTPUTS}})
+            if design in singles_for and method in nets:
+                out[-1]["singles"] = [[mape(e[col], obs[name]) for col, name in OUTPUTS]
+                                      for e in nets[method].predict_each(test)]
+    return out
+
+
+def summarise_comparison(scores: list[dict], design_sets: dict[str, set[str] | None]) -> list[dict]:
+    """Per set of designs (labels; None: every design scored), target and method: the designs, the median
+    and 90th percentile of their MAPE per measure and, for the baselines, the share (%) of those designs where
+    jetpredict's MAPE is the lower."""
+    df = pd.DataFrame(scores)
+    out = []
+    for label, designs in design_sets.items():
+        part = df if designs is None else df[df["design"].isin(designs)]
+        for target, t_part in part.groupby("target", sort=False):
+            ours_ = t_part[t_part["method"] == "jetpredict"].set_index("design")
+            for method in METHODS:
+                m_part = t_part[t_part["method"] == method].set_index("design")
+                if m_part.empty:
+                    continue
+                row = {"designs_set": label, "target": target, "method": method, "designs": len(m_part)}
+                for name in MEASURES:
+                    errs = m_part[f"{name}_mape"].to_numpy(float)
+                    row[f"{name}_median"] = float(np.median(errs))
+                    row[f"{name}_p90"] = float(np.percentile(errs, 90))
+                    if method != "jetpredict":
+                        ahead = ours_.loc[m_part.index, f"{name}_mape"].to_numpy(float) < errs
+                        row[f"{name}_jetpredict_better_pct"] = float(np.mean(ahead) * 100)
+                out.append(row)
+    return out
+
+
+def verdicts(summary: list[dict]) -> list[dict]:
+    """Per (set of designs, target, measure): jetpredict's median MAPE against each method's, and whether it
+    is lower than both judged baselines' (:data:`JUDGED`)."""
+    cells: dict[tuple[str, str], dict[str, dict]] = {}
+    for r in summary:
+        cells.setdefault((r["designs_set"], r["target"]), {})[r["method"]] = r
+    out = []
+    for (label, target), by_method in cells.items():
+        for name in MEASURES:
+            ours_ = by_method["jetpredict"][f"{name}_median"]
+            others = {m: r[f"{name}_median"] for m, r in by_method.items() if m != "jetpredict"}
+            losses = [m for m in JUDGED if m in others and not ours_ < others[m]]
+            shares = {m: r[f"{name}_jetpredict_better_pct"] for m, r in by_method.items() if m != "jetpredict"}
+            out.append({"designs_set": label, "target": target, "measure": name, "jetpredict": ours_, "others": others,
+                        "better": not losses, "losses": losses, "designs": by_method["jetpredict"]["designs"],
+                        "shares": shares})
+    return out
+
+
+def verdict_line(v: dict) -> str:
+    """One verdict, with the medians it rests on (two decimals: a tie at one is not a win)."""
+    judged = ", ".join(f"{m} {v['others'][m]:.2f}" for m in JUDGED if m in v["others"])
+    rest = ", ".join(f"{m} {x:.2f}" for m, x in v["others"].items() if m not in JUDGED)
+    shares = " / ".join(f"{v['shares'][m]:.0f}%" for m in JUDGED if m in v["shares"])
+    word = "better" if v["better"] else "NOT better (loses to " + " and ".join(v["losses"]) + ")"
+    return (f"verdict [{v['designs_set']}] {v['target']} {v['measure']}: jetpredict {word}: median MAPE "
+            f"{v['jetpredict']:.2f}% against {judged}" + (f"; {rest} (not judged)" if rest else "")
+            + f"; jetpredict lower in {shares} of {v['designs']} design(s)")
+
+
+def overall_lines(verdict: list[dict]) -> list[str]:
+    """One verdict per (target, measure): better when better in every set of designs, else the cells lost."""
+    lost: dict[tuple[str, str], list[str]] = {}
+    for v in verdict:
+        lost.setdefault((v["target"], v["measure"]), []).extend(
+            [] if v["better"] else [f"[{v['designs_set']}] to {' and '.join(v['losses'])}"])
+    return [f"{t} {m}: jetpredict " + ("better in every set of designs" if not cells else "NOT better: loses "
+                                       + "; ".join(cells)) for (t, m), cells in lost.items()]
+
+
+def exit_status(verdict: list[dict]) -> int:
+    """1 when jetpredict loses any median cell to a judged baseline, else 0."""
+    return 1 if any(not v["better"] for v in verdict) else 0
+
+
+def real_comparison(rows: pd.DataFrame, sample: int | None = DEFAULT_SAMPLE) -> dict:
+    """Every target scored by every method on the named 4-mode designs and on every (or a seeded
+    ``sample`` of) 4-mode design(s) of a-j; their summary, verdicts and seconds per design."""
+    refs = real_cv.references(rows)
+    named = {label: modes for label, modes in named_designs(rows).items() if len(modes) == DESIGN_SIZE}
+    scores, design_sets, seconds = [], {}, {}
+    for target in TARGETS:
+        sweep = rows[rows["workload"] == target].reset_index(drop=True)
+        picks = design_picks(len(sweep), sample)
+        labels = {label: tuple(int(i) for i in np.flatnonzero(sweep["mode"].isin(m))) for label, m in named.items()}
+        extra = [p for p in labels.values() if p not in picks]
+        label_of = {p: ",".join(sweep["mode"].iloc[list(p)].astype(str)) for p in [*picks, *extra]}
+        for label, p in labels.items():
+            design_sets.setdefault(label, set()).add(label_of[p])
+        many = f"{len(picks)} of the {len(design_picks(len(sweep)))} 4-mode designs of a-j (seed 0)"
+        design_sets.setdefault(many, set()).update(label_of[p] for p in picks)
+        t0 = time.perf_counter()
+        scores += compare_target(rows, target, [*picks, *extra], refs[(target, "other real")],
+                                 singles_for=frozenset(label_of[p] for p in labels.values()))
+        seconds[target] = (time.perf_counter() - t0) / len(label_of)
+        print(f"{target}: {len(label_of)} designs, {seconds[target]:.2f} s per design ({len(METHODS)} methods)",
+              file=sys.stderr, flush=True)
+    summary = summarise_comparison(scores, design_sets)
+    return {"scores": scores, "summary": summary, "verdicts": verdicts(summary), "seconds_per_design": seconds,
+            "design_sets": {k: sorted(v) for k, v in design_sets.items()}}
 
 
 def synthetic(rows: pd.DataFrame) -> list[dict]:
@@ -229,7 +366,7 @@ def below_range_fact(rows: pd.DataFrame) -> list[dict]:
     prof = res[res["mode"].isin(PROFILED)]
     knobs = pd.DataFrame([BELOW_RANGE["maxn"], BELOW_RANGE["slow"]], columns=list(MODE_KNOBS))
     out = []
-    for label, ref in (("leave-one-workload-out (MobileNetV3 reference)",
+    for label, ref in (("leave-one-workload-out (MobileNetV3 and LeNet-5 reference)",
                         build_reference(rows[rows.workload != "resnet18-cifar10"])),
                        ("bundled reference (leaves ResNet-18's own sweep out, E8)", None)):
         p = at(fit_workload(prof, reference=ref), knobs)
@@ -267,15 +404,8 @@ def twin() -> list[dict]:
     for w, n in (("lenet5-mnist", 40), ("lenet5-mnist", 1000), ("resnet18-cifar10", 40),
                  ("vgg11-cifar10", 40), ("mobilenetv3-small-gld23k", 40)):
         g = twin_rows(w, MODES_AJ | LOW_MODES, n)
-        prof, test = g[g["mode"].isin(PROFILED)], g[~g["mode"].isin(PROFILED)]
-        p = ours(prof, test, None)
-        t_cov, t_w = coverage(p, test.epoch_time_s, "epoch_time_s")
-        e_cov, e_w = coverage(p, test.epoch_energy_j, "epoch_energy_j")
         label = f"twin {w} [bundled ref]" if w != "lenet5-mnist" else f"twin {w} {n} minibatches [bundled ref]"
-        out.append(dict(case=label, method="jetpredict",
-                        time_mape=mape(p["epoch_time_s"], test.epoch_time_s),
-                        energy_mape=mape(p["epoch_energy_j"], test.epoch_energy_j),
-                        time_cov=t_cov, time_width=t_w, energy_cov=e_cov, energy_width=e_w))
+        out.append(ours_row(label, g[g["mode"].isin(PROFILED)], g[~g["mode"].isin(PROFILED)], None))
     return out
 
 
@@ -341,38 +471,78 @@ TABLE_HEAD = ["| case | method | time MAPE | energy MAPE | time cov | time width
 
 
 def _table(rows: list[dict]) -> list[str]:
-    out = list(TABLE_HEAD)
-    for r in rows:
-        out.append(f"| {r['case']} | {r['method']} | {_fmt(r['time_mape'])} | {_fmt(r['energy_mape'])} | "
-                   f"{_fmt(r.get('time_cov'))} | {_fmt(r.get('time_width'))} | {_fmt(r.get('energy_cov'))} | "
-                   f"{_fmt(r.get('energy_width'))} |")
-    return out
+    return [*TABLE_HEAD, *(f"| {r['case']} | {r['method']} | {_fmt(r['time_mape'])} | {_fmt(r['energy_mape'])} | "
+                           f"{_fmt(r.get('time_cov'))} | {_fmt(r.get('time_width'))} | {_fmt(r.get('energy_cov'))} | "
+                           f"{_fmt(r.get('energy_width'))} |" for r in rows)]
+
+
+def comparison_lines(comp: dict) -> list[str]:
+    """Markdown: the medians per set of designs, target and method, the verdicts, the MLP's seeds."""
+    every = next(k for k in comp["design_sets"] if "4-mode designs" in k)
+    lines = ["## Real measurements: jetpredict against the baselines (POMACS 2022 AGX Xavier sweeps, modes a-j)", "",
+             "Leave one workload out: the target (ResNet-18/CIFAR-10, MobileNetV3/GLD-23k or the CPU-bound "
+             "LeNet-5/MNIST) is profiled on 4 of its modes and scored on the other 6; the reference rows are the "
+             "other two real workloads (20 rows). jetpredict: those rows as its reference (`bench/real_cv.py`'s "
+             "`other real`). PowerTrain MLP (256-128-64, 10 seeds averaged): pre-trained on those rows pooled, "
+             "fine-tuned on the 4 profiled modes; it predicts time and power, energy = time x power. `PowerTrain "
+             "MLP (1 ref)`: the same pre-trained on one reference DNN, a ResNet, as PowerTrain does (ResNet-18; "
+             "MobileNetV3 when ResNet-18 is the target). Seed linear: a linear regression of time and one of "
+             "energy on (cpu_mhz, cores, gpu_mhz, emc_mhz) fitted on the 4 profiled modes alone (no reference); "
+             "its power is its energy / time. Mean of profiled: the profiled modes' mean time, energy and power.",
+             "", f"MAPE (%) per design; the median over the designs of each set ({every}: median / p90); "
+             "`jetpredict lower`: the share of those designs where jetpredict's MAPE is the lower (time / energy "
+             "/ power). Coverage of jetpredict's intervals: `bench/results/real_cv.md`.", "",
+             "| designs | target | method | time MAPE | energy MAPE | power MAPE | jetpredict lower |",
+             "|---|---|---|---|---|---|---|"]
+    for r in comp["summary"]:
+        many = r["designs"] > 1
+        cells = [f"{r[f'{m}_median']:.1f}" + (f" / {r[f'{m}_p90']:.1f}" if many else "") for m in MEASURES]
+        lower = ("" if r["method"] == "jetpredict" else
+                 " / ".join(f"{r[f'{m}_jetpredict_better_pct']:.0f}%" for m in MEASURES))
+        lines.append(f"| {r['designs_set']} ({r['designs']}) | {r['target']} | {r['method']} | "
+                     + " | ".join(cells) + f" | {lower} |")
+    lines += ["", "### Verdicts", "", "jetpredict is better in a cell when its median MAPE is below the seed "
+              "linear regression's and both MLP forms' (the mean of profiled is shown, not judged); the run exits 1 "
+              "when any cell is lost. `lower in` = the share of the designs where jetpredict's MAPE is below each "
+              "judged method's.", "", *(f"- {verdict_line(v)}" for v in comp["verdicts"]),
+              "", "Per (target, measure):", "", *(f"- {line}" for line in overall_lines(comp["verdicts"]))]
+    lines += ["", "### PowerTrain MLP: the ensemble against its single seeds", "",
+              f"The baseline averages {PowerTrainMLP().seeds} seeds; a single MLP's MAPE depends on its "
+              "initialisation (named designs):", "",
+              "| design | target | form | ensemble time | single seeds time (min-mean-max) | ensemble energy | "
+              "single seeds energy (min-mean-max) |", "|---|---|---|---|---|---|---|"]
+    for r in comp["scores"]:
+        if r.get("singles"):
+            t, e, _ = np.array(r["singles"]).T
+            lines.append(f"| {r['design']} | {r['target']} | {r['method']} | {r['time_mape']:.1f} | {t.min():.1f}-"
+                         f"{t.mean():.1f}-{t.max():.1f} | {r['energy_mape']:.1f} | {e.min():.1f}-{e.mean():.1f}-"
+                         f"{e.max():.1f} |")
+    lines += ["", f"Seconds per design ({len(METHODS)} methods, wall clock): " + ", ".join(
+        f"{t} {s:.2f}" for t, s in comp["seconds_per_design"].items()) + "."]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulated", action="store_true",
                         help="also score synthetic and digital-twin sweeps (simulated; minutes)")
-    parser.add_argument("--write", action="store_true", help="write bench/results/accuracy.md")
+    parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
+                        help=f"score a seeded sample of this many 4-mode designs per target (default "
+                             f"{DEFAULT_SAMPLE}; 210 or more: all)")
+    parser.add_argument("--write", action="store_true", help="write bench/results/accuracy.md and .json")
     args = parser.parse_args(argv)
-    rows = read_profile_csv(REFERENCE_CSV)
-    real = real_lowo(rows)
+    # One BLAS/OpenMP thread: the MLP's small matrices ran ~10x slower with threads contending on 2 busy cores.
+    with threadpool_limits(1):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    rows = read_profile_csv(REAL_CSV)
+    comp = real_comparison(rows, args.sample)
     lines = ["# Accuracy (generated by `python bench/accuracy.py"
-             + (" --simulated" if args.simulated else "") + " --write`)", "",
-             "## Real measurements (POMACS 2022 AGX Xavier sweeps, modes a-j)", "",
-             "Leave one workload out: the other real workload is the reference (passed as the user's own "
-             "sweeps), the new one profiled on 4 modes and scored on the other 6. MAPE (%); coverage (%) of the "
-             "nominal 90% interval and its median width (% of the prediction). Every 1-4-mode design and other "
-             "references: `bench/results/real_cv.md`.", "", *_table(real),
-             "", "### PowerTrain MLP: the ensemble against its single seeds", "",
-             f"The baseline averages {PowerTrainMLP().seeds} seeds; a single MLP's MAPE depends on its "
-             "initialisation:", "", "| case | ensemble time | single seeds time (min-mean-max) | ensemble energy | "
-             "single seeds energy (min-mean-max) |", "|---|---|---|---|---|"]
-    for r in real:
-        if r.get("singles"):
-            t, e = np.array(r["singles"]).T
-            lines.append(f"| {r['case']} | {r['time_mape']:.1f} | {t.min():.1f}-{t.mean():.1f}-{t.max():.1f} | "
-                         f"{r['energy_mape']:.1f} | {e.min():.1f}-{e.mean():.1f}-{e.max():.1f} |")
+             + (f" --sample {args.sample}" if args.sample != DEFAULT_SAMPLE else "")
+             + (" --simulated" if args.simulated else "") + " --write`)", "", *comparison_lines(comp)]
     pub = BELOW_RANGE
     lines += ["", "### Below the reference's clock range (real: POMACS 2022 §5.6)", "",
               "ResNet-18 profiled on e,f,i,j; MAXN vs the same mode with GPU 114.75 MHz (12x below MAXN, 5.8x "
@@ -405,11 +575,14 @@ def main(argv: list[str] | None = None) -> int:
             cells = [f"{r[k][0]:.1f} / {r[k][1]:.0f}" for k in ("time_region", "time_corners", "energy_region",
                                                                  "energy_corners")]
             lines.append(f"| {r['workload']} | {r['design']} | " + " | ".join(cells) + " |")
+    lines += ["", f"Run time: {time.perf_counter() - t0:.0f} s."]
     text = "\n".join([*lines, ""])
     print(text)
     if args.write:
-        print(f"wrote {write_results('accuracy', text)}", file=sys.stderr)
-    return 0
+        data = {k: comp[k] for k in ("summary", "verdicts", "seconds_per_design", "design_sets")}
+        data["scores"] = comp["scores"]
+        print(f"wrote {write_results('accuracy', text, data, indent=1)} and .json", file=sys.stderr)
+    return exit_status(comp["verdicts"])
 
 
 def _has_tabulate() -> bool:

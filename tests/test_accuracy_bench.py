@@ -1,0 +1,123 @@
+"""``bench/accuracy.py``'s comparison with the baselines: every method gets the same reference rows (the other
+real workloads) and the same designs, the verdict says where jetpredict loses, and a loss fails the run."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+
+import numpy as np
+import pytest
+
+from tests.test_benches import bench_path  # noqa: F401  (the fixture: bench/ on the path, then cleaned up)
+
+
+@pytest.fixture
+def accuracy(bench_path):  # noqa: F811
+    return importlib.import_module("accuracy")
+
+
+@pytest.fixture
+def real(accuracy):
+    from jetpredict.models.profile_files import read_profile_csv
+
+    return read_profile_csv(accuracy.REAL_CSV)
+
+
+def test_the_designs_are_every_4_mode_choice_or_a_seeded_sample_of_them(accuracy):
+    every = accuracy.design_picks(10)
+    assert len(every) == 210 and len(set(every)) == 210
+    assert every == list(itertools.combinations(range(10), 4))
+    sample = accuracy.design_picks(10, sample=30)
+    assert len(sample) == 30 and set(sample) <= set(every)
+    assert sample == accuracy.design_picks(10, sample=30), "the same sample on every run"
+    assert sample != accuracy.design_picks(10, sample=30, seed=1)
+
+
+def test_the_finetuned_mlp_is_the_one_fit_gives_from_one_pretraining(accuracy, real):
+    baselines = importlib.import_module("baselines")
+    ref = real[real["workload"] != "lenet5-mnist"]
+    rows = real[real["workload"] == "lenet5-mnist"].reset_index(drop=True)
+    small = dict(hidden=(16, 8), pretrain_iter=40, finetune_iter=10, seeds=2)
+    shared = baselines.PowerTrainMLP(**small).pretrain(ref)
+    for modes in ("efij", "abgh"):
+        prof = rows[rows["mode"].isin(list(modes))]
+        once = shared.finetune(prof).predict(rows)
+        alone = baselines.PowerTrainMLP(**small).fit(ref, prof).predict(rows)
+        for col in ("epoch_time_s", "epoch_energy_j", "avg_power_w"):
+            assert np.allclose(once[col], alone[col], rtol=1e-9), col
+        # Its energy is its time times its power, as PowerTrain predicts them.
+        assert np.allclose(once["epoch_energy_j"], once["epoch_time_s"] * once["avg_power_w"])
+
+
+def test_the_mlp_pretrains_on_the_other_workloads_pooled_and_on_one_resnet(accuracy, real):
+    for target in ("resnet18-cifar10", "mobilenetv3-gld23k", "lenet5-mnist"):
+        refs = accuracy.mlp_references(real, target)
+        assert set(refs) == {"PowerTrain MLP", "PowerTrain MLP (1 ref)"}
+        pooled, one = (set(refs[k]["workload"]) for k in ("PowerTrain MLP", "PowerTrain MLP (1 ref)"))
+        assert pooled == set(real["workload"]) - {target} and len(refs["PowerTrain MLP"]) == 20
+        # PowerTrain's reference DNN is a ResNet: ResNet-18, unless it is the target.
+        assert one == ({"mobilenetv3-gld23k"} if target == "resnet18-cifar10" else {"resnet18-cifar10"})
+
+
+def test_the_seed_regression_gives_power_as_its_energy_over_its_time(real):
+    baselines = importlib.import_module("baselines")
+    rows = real[real["workload"] == "resnet18-cifar10"]
+    p = baselines.SeedLinear().fit(rows[rows["mode"].isin(list("efij"))]).predict(rows)
+    assert np.allclose(p["avg_power_w"], p["epoch_energy_j"] / p["epoch_time_s"])
+
+
+def test_every_method_is_scored_on_the_same_held_out_modes_with_the_target_left_out(accuracy, real):
+    picks = [tuple("abcdefghij".index(m) for m in "efij")]
+    scores = accuracy.compare_target(real, "lenet5-mnist", picks, mlp=dict(hidden=(16, 8), pretrain_iter=40,
+                                                                             finetune_iter=10, seeds=2))
+    assert {s["method"] for s in scores} == set(accuracy.METHODS)
+    assert all(s["design"] == "e,f,i,j" and s["target"] == "lenet5-mnist" for s in scores)
+    for s in scores:
+        for measure in accuracy.MEASURES:
+            assert np.isfinite(s[f"{measure}_mape"]) and s[f"{measure}_mape"] >= 0, (s["method"], measure)
+    # The mean of the profiled modes misses each held-out mode by its distance from that mean.
+    rows = real[real["workload"] == "lenet5-mnist"]
+    prof, test = rows[rows["mode"].isin(list("efij"))], rows[~rows["mode"].isin(list("efij"))]
+    mean = next(s for s in scores if s["method"] == "mean of profiled")
+    t = test["epoch_time_s"].to_numpy(float)
+    assert np.isclose(mean["time_mape"], np.mean(np.abs(prof["epoch_time_s"].mean() / t - 1)) * 100)
+
+
+def _scores(values: dict[str, tuple[float, float]]) -> list[dict]:
+    """Two designs of one target: per method its (time, energy) MAPE on both; power as time."""
+    return [{"target": "t", "design": d, "method": m, "time_mape": v[0] + i, "energy_mape": v[1] + i,
+             "power_mape": v[0] + i} for m, v in values.items() for i, d in enumerate(("a,b,c,d", "e,f,g,h"))]
+
+
+def test_a_lost_median_is_a_verdict_against_and_fails_the_run(accuracy):
+    winning = {"jetpredict": (2.0, 2.0), "seed linear": (5.0, 9.0), "PowerTrain MLP": (3.0, 3.0),
+               "mean of profiled": (20.0, 15.0)}
+    summary = accuracy.summarise_comparison(_scores(winning), {"every": None})
+    verdict = accuracy.verdicts(summary)
+    assert {(v["target"], v["measure"]) for v in verdict} == {("t", m) for m in accuracy.MEASURES}
+    assert all(v["better"] for v in verdict) and accuracy.exit_status(verdict) == 0
+    mlp = next(r for r in summary if r["method"] == "PowerTrain MLP")
+    assert mlp["time_median"] == 3.5 and mlp["time_jetpredict_better_pct"] == 100.0
+
+    losing = {**winning, "PowerTrain MLP": (3.0, 1.5)}
+    verdict = accuracy.verdicts(accuracy.summarise_comparison(_scores(losing), {"every": None}))
+    energy = next(v for v in verdict if v["measure"] == "energy")
+    assert not energy["better"] and energy["losses"] == ["PowerTrain MLP"]
+    assert all(v["better"] for v in verdict if v["measure"] != "energy")
+    assert accuracy.exit_status(verdict) == 1
+    assert "NOT better" in accuracy.verdict_line(energy)
+    overall = accuracy.overall_lines(verdict)
+    assert overall == ["t time: jetpredict better in every set of designs",
+                       "t energy: jetpredict NOT better: loses [every] to PowerTrain MLP",
+                       "t power: jetpredict better in every set of designs"]
+
+
+def test_the_mean_of_profiled_is_reported_but_not_judged(accuracy):
+    # The trivial baseline ahead of jetpredict is printed; the verdict is against the two papers' methods.
+    values = {"jetpredict": (2.0, 6.0), "seed linear": (5.0, 9.0), "PowerTrain MLP": (3.0, 7.0),
+              "mean of profiled": (20.0, 4.0)}
+    verdict = accuracy.verdicts(accuracy.summarise_comparison(_scores(values), {"every": None}))
+    energy = next(v for v in verdict if v["measure"] == "energy")
+    assert energy["better"] and accuracy.exit_status(verdict) == 0
+    assert "mean of profiled 4.50" in accuracy.verdict_line(energy)
