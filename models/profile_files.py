@@ -93,7 +93,7 @@ def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> 
     reader = csv.DictReader(text)
     records, lines = [], []
     try:
-        with _cell_limit(MAX_CELL_CHARS + 2):  # + the quotes around a quoted cell
+        with _cell_limit(MAX_CELL_CHARS):  # the csv module counts a cell's text, not the quotes around it
             fieldnames = reader.fieldnames
             if not fieldnames:
                 raise ProfileRowsError([RowProblem(0, "file", "is empty: expected a CSV header and rows")], what)
@@ -125,7 +125,8 @@ def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> 
             if short:
                 raise ProfileRowsError(short, what)
     except csv.Error as exc:
-        line = reader.line_num
+        # The csv reader's own count: the DictReader's moves on only once a row has parsed (the line before).
+        line = reader.reader.line_num
         message = str(exc)
         if "field larger than field limit" in message:
             message = f"a cell is longer than {MAX_CELL_CHARS} characters"

@@ -146,3 +146,52 @@ def test_the_row_limit_takes_exactly_that_many_rows_and_refuses_one_more(tmp_pat
     with pytest.raises(pr.ProfileRowsError, match="more than 3 rows") as err:
         pr.validate_records(records, first_line=2)
     assert [(p.line, p.field) for p in err.value.problems] == [(5, "rows")]
+
+
+def _row_with_meter(label: str, meter: str) -> str:
+    return f"agx-xavier,w,{label},8,1190.4,675.75,1600,4,16,100,10,{meter}"
+
+
+def _rows_with_meter_text(*rows: str) -> io.StringIO:
+    return io.StringIO("\n".join([f"{HEADER},power_meter", *rows]) + "\n")
+
+
+@pytest.mark.parametrize("line", [2, 4])
+def test_an_over_long_cell_names_its_own_line(line):
+    """The DictReader's line_num moves on only once a row has parsed: the error named the line before."""
+    rows = [_row_with_meter(f"m{i}", "ina3221:VDD_IN") for i in range(line - 2)]
+    text = _rows_with_meter_text(*rows, _row_with_meter("big", "x" * 50_000))
+    with pytest.raises(pr.ProfileRowsError) as err:
+        pf.read_profile_csv(text)
+    assert [(p.line, p.field) for p in err.value.problems] == [(line, "file")]
+    assert f"line {line}: file: not a readable CSV: a cell is longer than {pr.MAX_CELL_CHARS}" in err.value.message
+
+
+@pytest.mark.parametrize("quote", ["", '"'], ids=["bare", "quoted"])
+def test_a_cell_of_the_limit_is_read_and_one_more_character_is_refused(quote):
+    """MAX_CELL_CHARS is the longest cell, quoted or not (the csv module does not count a cell's quotes)."""
+    at_limit = "x" * pr.MAX_CELL_CHARS
+    df = pf.read_profile_csv(_rows_with_meter_text(_row_with_meter("a", f"{quote}{at_limit}{quote}")))
+    assert df.loc[0, "power_meter"] == at_limit
+    over = _rows_with_meter_text(_row_with_meter("a", f"{quote}{at_limit}x{quote}"))
+    with pytest.raises(pr.ProfileRowsError, match=f"a cell is longer than {pr.MAX_CELL_CHARS} characters") as err:
+        pf.read_profile_csv(over)
+    assert [(p.line, p.field) for p in err.value.problems] == [(2, "file")]
+
+
+def test_a_json_profile_file_nested_too_deeply_exits_2_naming_the_flag(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000, encoding="utf-8")
+    code, err = _fit(str(path), tmp_path, capsys)
+    assert code == 2, err
+    assert f"--profiles file {path} is nested too deeply" in err and "recursion" not in err
+
+
+def test_the_file_size_limit_takes_exactly_max_bytes_and_refuses_one_more(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"x" * 1000)
+    with pf.open_regular_file(path, max_bytes=1000) as f:
+        assert len(f.read()) == 1000
+    with pytest.raises(InputError, match=f"{path} is 1000 bytes; the limit is 999") as err:
+        pf.open_regular_file(path, max_bytes=999)
+    assert err.value.field == "profiles"
