@@ -291,3 +291,14 @@ def test_rows_stored_under_earlier_rules_stay_usable_after_an_upgrade(client, au
     bad = {**rows[4], "mode": "x", "cpu_cores": 2, "epoch_energy_j": 3 * rows[4]["epoch_energy_j"]}
     r = upload(client, auth, [bad])
     assert r.status_code == 422 and "rows.0.epoch_energy_j" in r.json["errors"], r.json
+
+
+def test_rows_with_a_batch_size_of_0_are_refused_naming_the_field(client, auth):
+    rows = published_rows(n=4)
+    rows[0]["batch_size"] = 0
+    r = upload(client, auth, rows)
+    assert r.status_code == 422 and list(r.json["errors"]) == ["rows.0.batch_size"], r.json
+    assert r.json["errors"]["rows.0.batch_size"] == ["must be >= 1 count, got 0"]
+    assert rows_of(client, "my-resnet") is None
+    doc = client.get("/openapi.json").json
+    assert doc["components"]["schemas"]["ProfileRow.agx-xavier"]["properties"]["batch_size"]["minimum"] == 1

@@ -380,3 +380,34 @@ def test_counts_are_written_as_whole_numbers():
     assert pd.isna(record["power_samples"])
     (as_json,) = rows_to_records(rows)
     assert as_json["warmup"] == 2 and type(as_json["warmup"]) is int and as_json["power_samples"] is None
+
+
+def _host_row(**changes: object) -> dict[str, object]:
+    """A host (x86) row: no clocks, and none of the Jetson plausibility checks apply to it."""
+    row: dict[str, object] = {"device": "host", "workload": "w", "mode": "custom", "cpu_cores": 8,
+                              "batch_size": 16, "minibatches_per_epoch": 100, "epoch_time_s": 50.0}
+    row.update(changes)
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def test_a_batch_size_of_0_is_refused_naming_the_field():
+    assert validate_records([_host_row(batch_size=1)]).loc[0, "batch_size"] == 1
+    with pytest.raises(ProfileRowsError) as err:
+        validate_records([_host_row(batch_size=0)])
+    assert [(p.line, p.field, p.message) for p in err.value.problems] == [
+        (1, "batch_size", "must be >= 1 count, got 0")]
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"epoch_time_s": 0}, "epoch_time_s"),
+    ({"epoch_energy_j": 0}, "epoch_energy_j"),
+    ({"avg_power_w": 0}, "avg_power_w"),
+    ({"avg_power_w": 20.0, "epoch_energy_j": 1000.0, "base_power_w": 0}, "base_power_w"),
+])
+def test_a_zero_where_the_rule_is_greater_than_0_is_refused_on_host_rows_too(changes, field):
+    """On a host row the Jetson plausibility checks stay silent: the refusal is the field's own > 0 rule."""
+    with pytest.raises(ProfileRowsError) as err:
+        validate_records([_host_row(**changes)])
+    (problem,) = err.value.problems
+    assert (problem.line, problem.field) == (1, field)
+    assert problem.message.startswith("must be > 0 ") and problem.message.endswith(", got 0"), problem.message
