@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from api_fixtures import published_rows
 from jetpredict.api.storage import IdempotencyKey, RevisionConflict, Storage, WorkloadWrite, device_fits
 
 
@@ -175,3 +176,20 @@ def test_workload_id_columns_hold_the_longest_id():
                if (table.name, c.name) == ("workloads", "id") or c.name == "workload_id"]
     assert len(columns) >= 4
     assert {c.type.length for c in columns} == {MAX_WORKLOAD_ID_CHARS}
+
+
+def test_a_fit_of_an_older_revision_is_not_stored_over_a_newer_one(app, client, auth):
+    """refresh_fit writes a fit only at the revision it was made from: a slow refit of revision 1 finishing
+    after revision 2 was stored must not replace revision 2's fit (8 rows described as 4 modes)."""
+    storage = app.extensions["jetpredict"].storage
+    rows = published_rows(n=8)
+    assert client.post("/v1/profiles", json={"rows": rows[:4]}, headers=auth).status_code == 201
+    old, _ = storage.get_workload_rows("my-resnet")
+    assert (old.revision, old.fit["profiled_modes"]) == (1, 4)
+    assert client.post("/v1/profiles", json={"rows": rows[4:]}, headers=auth).status_code == 201
+    before = client.get("/v1/workloads/my-resnet").json
+    assert (before["revision"], before["rows_stored"], len(before["rows"]), before["profiled_modes"]) == (2, 8, 8, 8)
+    assert storage.refresh_fit("my-resnet", 1, old.fit) is False
+    assert client.get("/v1/workloads/my-resnet").json == before
+    current, _ = storage.get_workload_rows("my-resnet")
+    assert storage.refresh_fit("my-resnet", 2, current.fit) is True  # at its own revision it is stored
