@@ -302,3 +302,23 @@ def test_rows_with_a_batch_size_of_0_are_refused_naming_the_field(client, auth):
     assert rows_of(client, "my-resnet") is None
     doc = client.get("/openapi.json").json
     assert doc["components"]["schemas"]["ProfileRow.agx-xavier"]["properties"]["batch_size"]["minimum"] == 1
+
+
+def test_a_fit_refused_in_one_workload_is_422_over_a_conflict_in_another(client, auth, stored):
+    """Across the workloads of one upload, a 422 (bad rows: the client must fix them) wins over a 409 (a
+    clash with stored rows), whichever comes first."""
+    from jetpredict.models.profile_rows import MIN_S_PER_MINIBATCH
+    from jetpredict.predictor.terms import MIN_EPOCH_TIME_S
+
+    tiny_s = MIN_EPOCH_TIME_S / 2  # row checks pass (one minibatch of it is plausible); the fit refuses it
+    assert tiny_s >= MIN_S_PER_MINIBATCH
+    row = published_rows(n=1)[0]
+    unmeasured = dict.fromkeys(("stall_time_s", "compute_time_s", "epoch_energy_j", "avg_power_w", "base_power_w"))
+    tiny = {**row, **unmeasured, "workload": "tiny", "epoch_time_s": tiny_s, "minibatches_per_epoch": 1}
+    clash = {**published_rows(n=6)[5], "mode": "a"}  # my-resnet's stored label "a", with other knobs
+    assert upload(client, auth, [clash]).status_code == 409
+    for rows in ([tiny, clash], [clash, tiny]):
+        r = upload(client, auth, rows)
+        assert r.status_code == 422 and list(r.json["errors"]) == ["rows.epoch_time_s"], r.json
+        assert "workload 'tiny'" in r.json["message"] and f"{MIN_EPOCH_TIME_S:g}.." in r.json["message"]
+    assert rows_of(client, "tiny") is None and rows_of(client, "my-resnet") == 4
