@@ -59,6 +59,15 @@ def test_power_modes_bad_query_is_422(client, query, field):
     assert_error(client.get(f"/v1/devices/nano/power-modes?{query}"), 422, field)
 
 
+@pytest.mark.parametrize("limit, status", [(0, 422), (1, 200), (1000, 200), (1001, 422)])
+def test_the_workload_listing_takes_a_limit_of_1_to_1000(client, stored, limit, status):
+    r = client.get(f"/v1/workloads?limit={limit}")
+    if status == 422:
+        body = assert_error(r, 422, "query.limit")
+        assert list(body["errors"]) == ["query.limit"]
+    else:
+        assert r.status_code == 200 and r.json["limit"] == limit and len(r.json["workloads"]) == 1, r.json
+
 
 @pytest.mark.parametrize("path, field, rule", [
     ("/v1/workloads?limt=5", "query.limt", "unknown parameter; this route takes limit, offset, search"),

@@ -76,3 +76,15 @@ def test_the_openapi_document_lists_the_listing_fields(client):
     items = next(m["items"] for m in modes if m.get("type") == "array")
     listed = {"nvpmodel_id", "power_budget_w", "gpu_share"}
     assert listed <= set(items["properties"]) and not listed & set(items["required"])
+
+
+@pytest.mark.parametrize("nvpmodel_id, status", [(2, 200), (2.0, 200), (2.5, 422)])
+def test_a_listed_nvpmodel_id_must_be_a_whole_number_on_the_fast_path_too(client, stored, nvpmodel_id, status):
+    """A plain mode object skips the schema (the fast path): a fractional nvpmodel_id must not pass there."""
+    mode = {"mode": "x", "cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600,
+            "nvpmodel_id": nvpmodel_id}
+    r = client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": [mode]})
+    assert r.status_code == status, r.json
+    if status == 422:
+        assert list(r.json["errors"]) == ["modes.0.nvpmodel_id"], r.json
+        assert "whole number" in r.json["errors"]["modes.0.nvpmodel_id"][0]

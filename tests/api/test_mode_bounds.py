@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from jetpredict.api.config import MAX_MODE_LABEL_CHARS
 from jetpredict.api.query_schemas import _MODES_SCHEMA, MODE_BOUNDS, MODE_IN_DOC, _plain_mode
 from jetpredict.models.catalogue import MODE_FIELDS
 from marshmallow import ValidationError
@@ -43,3 +44,15 @@ def test_the_document_the_schema_and_the_fast_path_take_the_same_bounds(name):
         mode = {**_BASE, name: value}
         seen = {"document": document.is_valid(mode), "schema": _schema_takes(mode), "fast path": _plain_mode(mode)}
         assert seen == dict.fromkeys(seen, inside), (name, value)
+
+
+def test_a_mode_label_one_past_its_limit_is_refused_on_the_fast_path_too(client, stored):
+    """A plain mode object skips the schema (the fast path): its label's length is checked there as well."""
+    mode = {"cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600}
+    body = {"workload": {"id": "my-resnet"}}
+    at_limit = "x" * MAX_MODE_LABEL_CHARS
+    r = client.post("/v1/predictions", json={**body, "modes": [{"mode": at_limit, **mode}]})
+    assert r.status_code == 200 and r.json["predictions"][0]["mode"] == at_limit, r.json
+    r = client.post("/v1/predictions", json={**body, "modes": [{"mode": at_limit + "x", **mode}]})
+    assert r.status_code == 422 and list(r.json["errors"]) == ["modes.0.mode"], r.json
+    assert str(MAX_MODE_LABEL_CHARS) in r.json["errors"]["modes.0.mode"][0]
