@@ -88,3 +88,13 @@ def test_the_command_line_is_built_without_the_services_libraries():
             "print(sorted(m for m in ('sqlalchemy', 'flask') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_empty_variable_means_the_default():
+    """``JETPREDICT_PORT=`` (a compose file's blank entry) is the default, not "must be a whole number"."""
+    from jetpredict.api.config import DEFAULT_PORT, DEFAULT_WORKERS, load_settings
+
+    settings = load_settings(environ={"JETPREDICT_PORT": "", "JETPREDICT_WORKERS": ""})
+    assert (settings.PORT, settings.WORKERS) == (DEFAULT_PORT, DEFAULT_WORKERS)
+    settings = load_settings(environ={"JETPREDICT_PORT": str(DEFAULT_PORT + 1), "JETPREDICT_WORKERS": "1"})
+    assert (settings.PORT, settings.WORKERS) == (DEFAULT_PORT + 1, 1)
