@@ -1,5 +1,4 @@
 """Profile rows: the one CSV/JSON format that the profiler writes and the predictor and service read.
-
 One row per (device, workload, power mode); field names and units as in FIELDS below. Reading validates
 every field of every row and reports *all* problems with their line numbers (CSV line numbers count the
 header as line 1; JSON rows from 1, ``item N`` from 0 in a JSON file's errors). Unknown = empty cell / ``null``, never 0.
@@ -254,8 +253,6 @@ def _coerce(field: Field, value: object) -> tuple[object, str | None]:
     """(parsed value, problem or None). Blank -> None."""
     if is_blank(value):
         return None, None
-    if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
-        return None, f"is {len(value)} characters long; a cell holds at most {MAX_CELL_CHARS}"
     if field.kind is str:
         return unescape_formula(str(value).strip()), None
     if isinstance(value, bool):
@@ -289,6 +286,9 @@ def _validate_record(record: Mapping[str, object], line: int, current: bool = Tr
     for key, value in record.items():
         if key is None:  # csv.DictReader puts surplus cells under None
             problems.append(RowProblem(line, "_row", f"has more cells than the header ({len(value)} extra)"))
+            continue
+        if isinstance(value, str) and len(value) > MAX_CELL_CHARS:  # any column, JSON rows too
+            problems.append(RowProblem(line, key, f"is {len(value)} characters long; at most {MAX_CELL_CHARS}"))
             continue
         field = FIELD_BY_NAME.get(key) or (PASS_THROUGH_NUMBERS.get(key) if current else None)
         if field is None:

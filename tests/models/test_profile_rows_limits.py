@@ -195,3 +195,16 @@ def test_the_file_size_limit_takes_exactly_max_bytes_and_refuses_one_more(tmp_pa
     with pytest.raises(InputError, match=f"{path} is 1000 bytes; the limit is 999") as err:
         pf.open_regular_file(path, max_bytes=999)
     assert err.value.field == "profiles"
+
+
+@pytest.mark.parametrize("column", ["power_meter", "my_note"])
+def test_a_json_row_holds_no_longer_text_cell_than_a_csv_row(column):
+    """A text pass-through (or unknown) column of a JSON row had no length check: 50,000 characters were kept
+    where the CSV reader and the HTTP schema refuse more than MAX_CELL_CHARS."""
+    row = dict(zip(HEADER.split(","), _row_with_meter("a", "").split(",")[:-1], strict=True))
+    at_limit = pr.validate_records([{**row, column: "x" * pr.MAX_CELL_CHARS}])
+    assert at_limit.loc[0, column] == "x" * pr.MAX_CELL_CHARS
+    with pytest.raises(pr.ProfileRowsError) as err:
+        pf.read_profile_json([{**row, column: "x" * (pr.MAX_CELL_CHARS + 1)}])
+    assert [(p.line, p.field) for p in err.value.problems] == [(1, column)]
+    assert f"characters long; at most {pr.MAX_CELL_CHARS}" in err.value.message
