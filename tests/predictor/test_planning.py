@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from jetpredict.models.catalogue import ModeArrays, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor import features as F
 from jetpredict.predictor import planning
@@ -158,9 +158,15 @@ def test_no_contrast_asked_when_the_candidates_cannot_give_one():
 def test_default_plan_identifies_the_cpu_side(device_id):
     from jetpredict.predictor import service
 
-    modes = service.plan_profiling(device_id, 4).modes
+    planned = service.plan_profiling(device_id, 4)
+    modes = planned.modes
     for knob in ("cpu_cores", "cpu_mhz", "emc_mhz"):
         assert modes[knob].nunique() >= 2, knob
+    # Most cores first among tied candidates: the plan profiles the device's top core count, so the many-core
+    # modes people run lie inside the profiled range (fewest first, AGX Xavier's plan took 5 cores and 43% of
+    # the candidates extrapolated on cpu_cores).
+    assert modes["cpu_cores"].max() == load_device(device_id).modes().arrays().cpu_cores.max()
+    assert "cpu_cores" not in planned.extrapolated
     # A core contrast at one clock setting: two modes whose CPU, GPU and memory clocks are all equal.
     same_clocks = modes.groupby(["cpu_mhz", "gpu_mhz", "emc_mhz"])["cpu_cores"].nunique()
     assert (same_clocks >= 2).any(), modes
@@ -184,3 +190,24 @@ def test_a_gated_preset_among_the_candidates_is_planned_with_its_part_of_the_gpu
     assert gated.gpu_share[0] < 1.0
     seconds = [planning.profile_time_s(planning.minibatch_time_s(device, m))[0] for m in (gated, whole)]
     assert row["est_profile_s"] == pytest.approx(seconds[0]) and seconds[0] > 1.1 * seconds[1]
+
+
+def test_a_one_mode_plan_counts_the_candidates_above_and_below_the_profiled_mode_as_extrapolated():
+    """One profiled mode leaves every other value of each knob outside its range. The plan's share per knob
+    is that of the candidates above it or below it, counted here from the planning region itself (AGX
+    Xavier: cores 86%, CPU 93%, GPU 86%, EMC 75% of 2,940; counting only modes below the range, it said
+    every knob of the candidates lies inside the profiled ranges)."""
+    from jetpredict.predictor import service
+
+    device = load_device("agx-xavier")
+    planned = service.plan_profiling(device, 1)
+    every = pd.DataFrame(device.modes().arrays().columns())
+    region = planning.operating_region(device, *(every[k].to_numpy() for k in MODE_FIELDS))
+    candidates = every[region].drop_duplicates(subset=list(MODE_FIELDS))
+    assert planned.candidates == len(candidates) and len(planned.modes) == 1
+    profiled = planned.modes.iloc[0]
+    above = {k: float((candidates[k] > profiled[k]).mean()) for k in MODE_FIELDS}
+    below = {k: float((candidates[k] < profiled[k]).mean()) for k in MODE_FIELDS}
+    assert all(share > 0 for share in above.values())  # the region reaches above the profiled mode on every knob
+    assert planned.extrapolated == pytest.approx({k: above[k] + below[k] for k in MODE_FIELDS})
+    assert "every knob of the" not in planned.summary()
