@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.adaptive import AdaptiveChooser, Goal
 from jetpredict.predictor.bundled import fit_workload, on_device
-from jetpredict.predictor.constants import LACK_OF_FIT_REL
+from jetpredict.predictor.constants import INTERVAL_NOISE_FLOOR, LACK_OF_FIT_REL
 from jetpredict.predictor.fit_check import lack_of_fit, time_scatter
+from jetpredict.predictor.model import z_of
 
 from jetpredict.cli import main
 from tools.testing import profile_twin_orin_nano
@@ -37,6 +39,21 @@ def test_the_twins_memory_bound_orin_nano_rows_are_flagged(twin_rows):
     assert time_scatter(model, rows) == scatter  # the fitted frame, as an upload passes it, reads the same
     assert scatter is not None and scatter.rms_rel > 2 * LACK_OF_FIT_REL  # 13% measured
     assert scatter.worst_mode == "6c-1510.4-408-2133" and scatter.worst_rel > 0.2  # predicted 29% slow
+    # Predicted above the measurement is "slow" (the wording once could say the opposite).
+    assert scatter.describe().endswith(f"6c-1510.4-408-2133 predicted {scatter.worst_rel:.0%} slow")
+
+
+def test_the_time_interval_carries_the_fits_own_noise(twin_rows):
+    """The rows scatter about the fit (compute 11.4% relative noise), and every interval at the profiled modes
+    is at least that noise wide: ln(high / low) >= 2 z noise. (With the noise held at the floor instead, the
+    median width fell from 41% to 19% of the point.)"""
+    rows = read_profile_csv(twin_rows)
+    model = fit_workload(rows)
+    noise = max(fit.noise_rel for fit in model.time_fits.values())
+    assert noise > 2 * INTERVAL_NOISE_FLOOR  # the rows scatter well beyond run-to-run noise
+    p = model.predict(ModeArrays.from_frame(rows), 0.9)
+    width = np.log(p.epoch_time_s_high / p.epoch_time_s_low)
+    assert (width >= 2 * z_of(0.9) * noise * (1 - 1e-9)).all(), (width, noise)
 
 
 def test_a_model_moved_to_another_device_is_not_scored_on_rows_that_ran_elsewhere(twin_rows):
