@@ -210,6 +210,8 @@ def test_recommend_caps_power_with_the_upper_bound(resnet):
     out = service.recommend(resnet, "min-time", max_power_w=20)
     best = out.best
     assert out.feasible and best["avg_power_w_high"] <= 20
+    # The modes of the device's space (the presets join them as candidates, not as modes considered).
+    assert out.modes_considered == len(load_device("agx-xavier").modes()) == 29232
     every = service.predict(resnet, "all")
     # The point-based choice would have taken a faster mode whose upper bound breaks the cap.
     by_point = every[every["avg_power_w"] <= 20]["epoch_time_s"].min()
@@ -435,6 +437,28 @@ def test_cached_tables_and_presets_cannot_be_changed_by_callers(resnet):
     frame = first.frame()
     frame.loc[0, "epoch_time_s"] = -1.0  # a caller's table is its own copy
     assert service.prediction_answer(resnet, "presets").columns["epoch_time_s"][0] > 0
+
+
+def test_a_new_model_at_a_kept_models_id_gets_its_own_space_prediction(resnet, monkeypatch):
+    """The space prediction is kept per model object: a new model that CPython places at the id of a kept one
+    (an id is reused once its object is freed) must not read the old model's prediction. Every model is
+    given one id here, which forces that reuse; the kept entry's weak reference tells the two apart (without
+    it, LeNet-5 got ResNet-18's all-modes prediction)."""
+    from jetpredict.predictor import space
+
+    rows = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+    rows = rows[(rows["workload"] == "lenet5-mnist") & rows["mode"].isin(PROFILED)]
+    lenet = fit_workload(rows.reset_index(drop=True), load_device("agx-xavier"))
+    monkeypatch.setattr(space, "_spaces", space.PerModelCache(space.MAX_CACHED))  # the suite's entries untouched
+    monkeypatch.setattr(space, "id", lambda obj: 1, raising=False)  # the module's id(): one for every object
+    device = load_device("agx-xavier")
+    first = space.space_prediction(resnet, device)
+    assert space.kept_prediction(lenet, device, limits.DEFAULT_CONFIDENCE) is None
+    own = space.space_prediction(lenet, device)
+    assert own is not first
+    direct = predict_modes(lenet, ModeArrays.of_device(device), device)
+    np.testing.assert_allclose(own.epoch_time_s, direct.epoch_time_s)
+    assert service.predict(lenet, "all")["epoch_time_s"].to_numpy() == pytest.approx(direct.epoch_time_s)
 
 
 def test_recommendation_and_fleet_answers_state_provenance_from_the_service(resnet):
