@@ -11,6 +11,7 @@ import pytest
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload, load_model
+from jetpredict.predictor.features import POWER_TERMS
 from jetpredict.predictor.model import MODEL_VERSION
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.serialization import model_to_dict
@@ -61,6 +62,15 @@ def _edits() -> list[tuple[str, object, str]]:
         for row in d["training_rows"]:
             row["base_power_w"] = None
 
+    def drop_power_term(d):
+        # A power fit without its constant term, coefficient and covariance cut to match (22.32 W at MAXN
+        # against 31.28 W when it loaded).
+        fit = d["power_fit"]
+        k = fit["terms"].index("one")
+        fit["terms"].pop(k)
+        fit["coef"].pop(k)
+        fit["cov"] = [[v for j, v in enumerate(row) if j != k] for i, row in enumerate(fit["cov"]) if i != k]
+
     return [
         ("made-up model form", top(model_version="hello"), ".model_version must be mech-N with N from 1 to"),
         ("a form newer than this version", top(model_version="mech-999"), ".model_version must be mech-N"),
@@ -86,6 +96,8 @@ def _edits() -> list[tuple[str, object, str]]:
          ".power_fit.cov must be symmetric"),
         ("correlation beyond 1", lambda d: [_cov_edit(*ij, 1e6)(d["power_fit"]) for ij in ((0, 1), (1, 0))],
          ".power_fit.cov must have |cov[i][j]| <= sqrt(cov[i][i] * cov[j][j])"),
+        ("power fit without a term", drop_power_term,
+         f".power_fit.terms must be the term names {list(POWER_TERMS)}"),
         ("cross-device flag alone", top(cross_device=True), ".source_device_id must be a string when cross_device"),
         ("a source device on a model of its own device", top(source_device_id="nano"),
          ".source_device_id must be null when cross_device is false"),
