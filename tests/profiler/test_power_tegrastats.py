@@ -75,6 +75,19 @@ def test_a_stray_line_does_not_void_the_readings(fake_root, tegrastats_samples):
         meter.close()
 
 
+def _assert_only_the_good_reading_sampled(skipped: str) -> None:
+    """A Nano's tegrastats (the fake root's lines) sampled at 50 Hz: only its good 4.531 W reading is kept, and
+    the meter names why it skipped the others (``skipped``)."""
+    meter = TegrastatsMeter(interval_ms=20, board="nano")
+    try:
+        with PowerSampler(meter, hz=50) as sampler:
+            time.sleep(0.3)
+        assert len(sampler.trace.power_w) > 5 and set(sampler.trace.power_w.round(3)) == {4.531}
+        assert skipped in meter._error
+    finally:
+        meter.close()
+
+
 def test_a_reading_no_module_can_draw_is_skipped_like_a_stray_line(fake_root, tegrastats_samples):
     """A garbled total (1e17 W) would otherwise become the mode's mean power; on a known board the bound
     is its own range (a Nano reads at most 20 W), on an unknown one the widest module's."""
@@ -84,14 +97,7 @@ def test_a_reading_no_module_can_draw_is_skipped_like_a_stray_line(fake_root, te
     garbled = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 100000000000000000000/3285")
     too_much_for_a_nano = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 25000/3285")
     fake_root.add_tegrastats([good, garbled, good, too_much_for_a_nano])
-    meter = TegrastatsMeter(interval_ms=20, board="nano")
-    try:
-        with PowerSampler(meter, hz=50) as sampler:
-            time.sleep(0.3)
-        assert len(sampler.trace.power_w) > 5 and set(sampler.trace.power_w.round(3)) == {4.531}
-        assert "implausible module power" in meter._error
-    finally:
-        meter.close()
+    _assert_only_the_good_reading_sampled("implausible module power")
     assert plausible_reading_range_w("nano") == load_device("nano").power_range_w == (MIN_MODULE_POWER_W, 20.0)
     assert plausible_reading_range_w(None) == plausible_reading_range_w("host")
     assert plausible_reading_range_w(None)[1] >= 120.0
@@ -105,14 +111,7 @@ def test_a_reading_below_what_any_module_draws_is_skipped_too(fake_root, tegrast
     good = [s["line"] for s in tegrastats_samples if s["board"] == "nano"][0]
     zero = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 0/3285")
     fake_root.add_tegrastats([good, zero, zero, good, zero])
-    meter = TegrastatsMeter(interval_ms=20, board="nano")
-    try:
-        with PowerSampler(meter, hz=50) as sampler:
-            time.sleep(0.3)
-        assert len(sampler.trace.power_w) > 5 and set(sampler.trace.power_w.round(3)) == {4.531}
-        assert "implausible module power 0 W (below" in meter._error
-    finally:
-        meter.close()
+    _assert_only_the_good_reading_sampled("implausible module power 0 W (below")
     fake_root.add_tegrastats([zero])
     with pytest.raises(LookupError, match="implausible module power 0 W"):
         TegrastatsMeter(interval_ms=20, board="nano", first_line_timeout_s=1)
