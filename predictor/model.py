@@ -296,7 +296,7 @@ class WorkloadModel:
         return np.sqrt((s * sd[0]) ** 2 + sd[1] ** 2 + (2 if output == "energy" else 1) * cross ** 2)
 
     def _within_physics(self, modes: ModeArrays, z: float, low: np.ndarray, high: np.ndarray,
-                        epoch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                        epoch_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Epoch-time bounds (s) that keep physics outside the profiled ranges: more cores and faster clocks
         never slow an epoch, so a mode's lower bound is at least that of the mode with each knob below the
         profiled ranges raised into them, and its upper bound at most that of the mode with each knob above
@@ -312,9 +312,9 @@ class WorkloadModel:
             t = self._time(projected, self._knob_distances(projected))
             half = np.minimum(z * self._total_rel_sd(self._time_sds(t), "time"), MAX_LOG_HALF_WIDTH)
             if raise_low:
-                low[moved] = np.minimum(np.maximum(low[moved], t.epoch_s * np.exp(-half)), epoch[moved])
+                low[moved] = np.minimum(np.maximum(low[moved], t.epoch_s * np.exp(-half)), epoch_s[moved])
             else:
-                high[moved] = np.maximum(np.minimum(high[moved], t.epoch_s * np.exp(half)), epoch[moved])
+                high[moved] = np.maximum(np.minimum(high[moved], t.epoch_s * np.exp(half)), epoch_s[moved])
         return low, high
 
     def _time_sds(self, t: _TimeParts) -> tuple[np.ndarray, np.ndarray]:
@@ -387,24 +387,24 @@ class WorkloadModel:
                 waits.append(v.fits[gpu_side].coef_of("cpu") * np.maximum(feats["cpu"] - top_cpu, 0.0))
         by_variant = np.array(totals)
         mean_of_variants = by_variant.mean(axis=0)
-        epoch = total if self.contention_measured else mean_of_variants
+        epoch_s = total if self.contention_measured else mean_of_variants
         compute, stall, gpu_wait = (np.mean(parts, axis=0) for parts in (computes, stalls, waits))
         spread = np.max(np.abs(by_variant - mean_of_variants), axis=0) / Z90
-        rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch, 1e-12)
+        rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch_s, 1e-12)
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))
         return _TimeParts(
-            epoch_s=epoch, compute_s=compute, stall_s=stall, gpu_wait_s=gpu_wait, rel_sd_model=rel_sd_model,
+            epoch_s=epoch_s, compute_s=compute, stall_s=stall, gpu_wait_s=gpu_wait, rel_sd_model=rel_sd_model,
             rel_sd_noise=noise,
-            extrapolation=self._extrapolation(central, distances, epoch))
+            extrapolation=self._extrapolation(central, distances, epoch_s))
 
     def _extrapolation(self, feats: Mapping[str, np.ndarray], d: Mapping[str, np.ndarray] | None,
-                       epoch: np.ndarray) -> np.ndarray:
+                       epoch_s: np.ndarray) -> np.ndarray:
         """Extrapolation units of epoch time per mode (0 inside the profiled ranges): see
         :func:`features.extrapolation_units`."""
         if d is None:
-            return np.zeros_like(epoch)
+            return np.zeros_like(epoch_s)
         coef = F.total_coefs({n: f.coef for n, f in self.time_fits.items()})
-        return F.extrapolation_units(dict(zip(F.TOTAL_TERMS, coef, strict=True)), feats, d, epoch)
+        return F.extrapolation_units(dict(zip(F.TOTAL_TERMS, coef, strict=True)), feats, d, epoch_s)
 
     def aliased_knobs(self) -> dict[str, str]:
         """Knobs whose effect the profiled modes do not separate: ``{knob: why}`` for a knob with one
@@ -457,12 +457,12 @@ class WorkloadModel:
         slower (or more contended) than at the top CPU clock."""
         return np.maximum(t.compute_s - t.gpu_wait_s, 0.0) / np.maximum(t.epoch_s, 1e-12)
 
-    def _power(self, modes: ModeArrays, gpu_busy: np.ndarray, epoch: np.ndarray, gpu_active: np.ndarray,
+    def _power(self, modes: ModeArrays, gpu_busy: np.ndarray, epoch_s: np.ndarray, gpu_active: np.ndarray,
                distances: Mapping[str, np.ndarray] | None) -> _PowerParts:
         bfeats = F.base_features(modes, self.maxima)
         base_parts = {t: self.base_ratio * c * bfeats[t] for t, c in zip(F.BASE_TERMS, self.base_coef, strict=True)}
         base = sum(base_parts.values())
-        rate = self.anchor_time_s / np.maximum(epoch, 1e-12)
+        rate = self.anchor_time_s / np.maximum(epoch_s, 1e-12)
         pfeats = F.power_features(modes, self.num_workers, gpu_busy, self.maxima, rate, gpu_active)
         dyn, dyn_sd = self.power_fit.predict(pfeats)
         dyn = np.maximum(dyn, 0.0)
