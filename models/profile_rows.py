@@ -1,4 +1,5 @@
 """Profile rows: the one CSV/JSON format that the profiler writes and the predictor and service read.
+
 One row per (device, workload, power mode); field names and units as in FIELDS below. Reading validates
 every field of every row and reports *all* problems with their line numbers (CSV line numbers count the
 header as line 1; JSON rows from 1, ``item N`` from 0 in a JSON file's errors). Unknown = empty cell / ``null``, never 0.
@@ -299,8 +300,7 @@ def _validate_record(record: Mapping[str, object], line: int, current: bool = Tr
             problems.append(RowProblem(line, key, problem))
         row[key] = parsed
 
-    device = row.get("device")
-    is_host = device == HOST_DEVICE
+    is_host = (device := row.get("device")) == HOST_DEVICE
     for field in FIELDS:
         required = field.required and not (is_host and field.name in MODE_FIELDS[1:])
         if required and row.get(field.name) is None and not any(p.field == field.name for p in problems):
