@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import flask_smorest
 from flask import current_app, request
 from jetpredict.api.config import Settings
-from jetpredict.api.database_url import driver_reason, refused_as_given
-from jetpredict.api.errors import ApiError
+from jetpredict.api.database_url import driver_reason
+from jetpredict.api.errors import ApiError, store_fault
 from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics
 from jetpredict.api.storage import Storage, is_unreachable
@@ -58,9 +58,9 @@ class Services:
             except Exception as exc:
                 if raise_errors or not is_unreachable(exc):
                     raise
-                if refused_as_given(exc):  # no wait fixes it: say so (serve exits 2 on it; a bare WSGI app runs)
-                    log.error("the database refused the URL itself (%s); check its user, password and database; "
-                              "answering 503 meanwhile", driver_reason(exc, self.storage.url))
+                fault = store_fault(exc, self.storage.location, self.storage.url)
+                if fault is not None:  # no wait fixes it: say so (serve exits 2 on it; a bare WSGI app runs)
+                    log.error("%s; answering 503 meanwhile", fault[0])
                 else:
                     log.warning("database unreachable at start (%s: %s); answering 503 until it is back",
                                 type(exc).__name__, driver_reason(exc, self.storage.url))

@@ -122,8 +122,32 @@ def test_a_worker_says_when_the_database_refuses_the_url_itself(tmp_path, caplog
             assert app.test_client().get("/v1/workloads").status_code == 503
     finally:
         logger.removeHandler(caplog.handler)
-    said = [r for r in caplog.records if "refused the URL itself" in r.getMessage()]
+    said = [r for r in caplog.records if "refused the connection" in r.getMessage()]
     assert said and said[0].levelno == logging.ERROR and "password authentication failed" in said[0].getMessage()
+    assert "check the user, password and database name" in said[0].getMessage()
+    app.extensions["jetpredict"].storage.dispose()
+
+
+def test_a_worker_says_when_the_database_is_of_a_newer_format(tmp_path, caplog, monkeypatch):
+    """A bare WSGI app meeting a store of a newer format at start logs what an operator must do, as serve says
+    it, not an outage to wait out."""
+    from api_fixtures import API_KEY, NO_RATE_LIMITS
+    from jetpredict.api.app import create_app
+    from jetpredict.api.storage import Storage, StoreRefused
+
+    def refuse(self) -> None:
+        raise StoreRefused("the database holds format 99; this jetpredict reads up to 1: upgrade jetpredict")
+
+    monkeypatch.setattr(Storage, "create_schema", refuse)
+    logger = logging.getLogger("jetpredict.api")
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="jetpredict.api"):
+            app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, **NO_RATE_LIMITS})
+    finally:
+        logger.removeHandler(caplog.handler)
+    said = [r for r in caplog.records if "format 99" in r.getMessage()]
+    assert said and said[0].levelno == logging.ERROR and "unreachable" not in said[0].getMessage()
     app.extensions["jetpredict"].storage.dispose()
 
 
