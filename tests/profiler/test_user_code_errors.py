@@ -3,9 +3,12 @@ line (exit 2 while loading it, before any mode; exit 1 while training, naming th
 
 from __future__ import annotations
 
+import csv
 import sys
 
 import pytest
+from jetpredict.models.catalogue import load_device
+from jetpredict.profiler.powermode.state import STATE_DIR_ENV
 
 from jetpredict.cli import main
 
@@ -19,6 +22,34 @@ LOAD_FAILURES = {
     "factory_raises": ("def make():\n    raise ValueError('width must be even')\n", 2,
                        "ValueError: width must be even"),
 }
+
+#: A factory whose optimizer(params) raises (line 6), and one whose dataset's first sample does (line 9).
+OPTIMIZER_RAISES = '''from torch import nn
+
+
+def adam(params):
+    list(params)
+    raise TypeError('lr must be a float')
+
+
+def make():
+    return {"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2, "optimizer": adam}
+'''
+SAMPLE_RAISES = '''from torch import nn
+from torch.utils.data import Dataset
+
+
+class Broken(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        raise OSError('cannot open sample_0.npy')
+
+
+def make():
+    return {"model": nn.Linear(4, 2), "dataset": Broken(), "loss": nn.CrossEntropyLoss()}
+'''
 
 FAILING_FORWARD = '''from torch import nn
 
@@ -79,6 +110,79 @@ def test_a_forward_that_fails_names_the_workload_mode_minibatch_and_line(user_di
     assert said in err, err
     assert ("try a smaller --batch-size than 2" in err) is hint
     assert "no mode was finished: nothing was written" in err and not (user_dir / "p.csv").exists()
+
+
+@pytest.mark.parametrize("module, text, line, said", [
+    ("optimizer_raises", OPTIMIZER_RAISES, 6, "its optimizer(params) failed"),
+    ("sample_raises", SAMPLE_RAISES, 10, "reading its first sample failed"),
+])
+def test_an_optimizer_or_first_sample_that_fails_exits_2_naming_the_file_and_line(user_dir, capsys, module, text,
+                                                                                  line, said):
+    """The factory's optimizer and the dataset's first sample run before any mode: the user's code, exit 2."""
+    (user_dir / f"{module}.py").write_text(text)
+    assert main(_profile(user_dir, f"{module}:make")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"jetpredict profile: error: --workload '{module}:make': {said} at "
+                          f"{user_dir / module}.py:{line}: "), err
+    assert not (user_dir / "p.csv").exists()
+
+
+#: A dataset whose first sample reads (the complexity count's) but whose fourth does not (line 13).
+FOURTH_SAMPLE_RAISES = SAMPLE_RAISES.replace("        raise OSError", """        if index < 3:
+            return torch.zeros(4), 0
+        raise OSError""").replace("from torch import nn", "import torch\nfrom torch import nn")
+
+
+def test_a_dataset_that_fails_while_the_mode_gets_its_data_ready_names_the_mode_and_line(user_dir, capsys):
+    """Each mode times the dataset's samples before its warm-up: a failure there is training's (exit 1)."""
+    (user_dir / "fourth_sample.py").write_text(FOURTH_SAMPLE_RAISES)
+    assert main(_profile(user_dir, "fourth_sample:make")) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("jetpredict profile: failed: workload 'fourth_sample:make' failed at mode host-1c, while "
+                          f"getting its data ready, at {user_dir}/fourth_sample.py:13: OSError: cannot open "
+                          "sample_0.npy; no mode was finished"), err
+
+
+#: A forward that fails once the fake board is in nvpmodel id 3 (Orin NX 25W, the second mode profiled).
+FAILS_AT_25W = '''import os
+from pathlib import Path
+
+from torch import nn
+
+
+class At25W(nn.Linear):
+    def forward(self, x):
+        if Path(os.environ["JETPREDICT_SYSFS_ROOT"], "var/lib/nvpmodel/status").read_text().strip() == "pmode:0003":
+            raise RuntimeError('CUDA error: an illegal memory access was encountered')
+        return super().forward(x)
+
+
+def make():
+    return At25W(4, 2), (4,), 2
+'''
+
+
+def test_a_forward_that_fails_at_a_later_mode_keeps_the_earlier_rows_and_restores_the_mode(
+        fake_root, user_dir, monkeypatch, capsys):
+    """10W profiled, then 25W fails in its warm-up: exit 1 naming the mode and minibatch, 10W's row in --out,
+    and the board back in 15W (the mode in force before)."""
+    monkeypatch.delenv(STATE_DIR_ENV, raising=False)
+    fake_root.add_jetson(load_device("orin-nx"))
+    status = fake_root.read("/var/lib/nvpmodel/status")
+    (user_dir / "at_25w.py").write_text(FAILS_AT_25W)
+    argv = _profile(user_dir, "at_25w:make")
+    argv[argv.index("host")] = "jetson"
+    argv[argv.index("--modes") + 1] = "10W,25W"
+    assert main([*argv, "--settle-s", "0"]) == 1
+    err = capsys.readouterr().err
+    out = user_dir / "p.csv"
+    assert (f"workload 'at_25w:make' failed at mode 25W, warm-up minibatch 1 of 1, at {user_dir}/at_25w.py:10: "
+            "RuntimeError: CUDA error") in err, err
+    assert f"; the 1 mode(s) profiled before it are in {out}, {out}.json" in err, err
+    with out.open() as f:
+        assert [row["mode"] for row in csv.DictReader(f)] == ["10W"]
+    assert fake_root.read("/var/lib/nvpmodel/status") == status == "pmode:0002"
+    assert [c[2] for c in fake_root.calls() if c[:2] == ["nvpmodel", "-m"]] == ["1", "3", "2"]
 
 
 def test_the_profile_help_says_how_to_see_the_traceback(capsys):
