@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jetpredict.models.errors import InputError
+
 if TYPE_CHECKING:
     from jetpredict.models.catalogue import PowerMode
     from jetpredict.profiler.complexity import Complexity
@@ -151,16 +153,14 @@ class TorchBackend(TrainingBackend):
 
     def complexity(self) -> Complexity:
         if self._complexity is None:
+            # Here, as in __init__: workloads imports torch, which the twin's use of this module must not need.
             from jetpredict.profiler.complexity import measure_complexity
+            from jetpredict.profiler.workloads import user_code_failed
 
             try:
                 example = self.built.example_input()
             except Exception as exc:  # the user's dataset or batches: before any mode is switched
-                from jetpredict.models.errors import InputError, cli_flag
-
-                where = self.user_code_line(exc)
-                raise InputError(f"{cli_flag('workload')} {self.workload!r}: reading its first sample failed"
-                                 f"{f' at {where}' if where else ''}: {type(exc).__name__}: {exc}",
+                raise InputError(user_code_failed(self.workload, "reading its first sample", exc),
                                  "workload") from exc
             self._complexity = measure_complexity(self.built.model, example)
         return self._complexity

@@ -149,7 +149,7 @@ def where_raised(exc: BaseException) -> str | None:
     return None
 
 
-def _user_code_failed(name: str, step: str, exc: Exception) -> str:
+def user_code_failed(name: str, step: str, exc: Exception) -> str:
     """``--workload NAME: STEP failed at FILE:LINE: Error: message`` for an exception of the user's code."""
     where = where_raised(exc)
     detail = exc.msg if isinstance(exc, SyntaxError) else str(exc)  # its str() repeats the file and line
@@ -185,7 +185,7 @@ def _user_workload(name: str) -> WorkloadSpec:
         raise UnknownWorkloadError(f"workload {name!r}: cannot import module {module_name!r} ({exc})",
                                    "workload") from None
     except Exception as exc:  # the user's file itself: a syntax error, or whatever it raises at import
-        raise UnknownWorkloadError(_user_code_failed(name, f"importing module {module_name!r}", exc),
+        raise UnknownWorkloadError(user_code_failed(name, f"importing module {module_name!r}", exc),
                                    "workload") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
@@ -201,7 +201,7 @@ def _user_workload(name: str) -> WorkloadSpec:
     try:
         made = factory()
     except Exception as exc:
-        raise InputError(_user_code_failed(name, f"its factory {attr}()", exc), "workload") from exc
+        raise InputError(user_code_failed(name, f"its factory {attr}()", exc), "workload") from exc
     parts = _parts_from_factory(made, f"workload factory {name!r}")
     size = parts.dataset_size
     if size is None and parts.dataset is not None and hasattr(parts.dataset, "__len__"):
@@ -429,7 +429,7 @@ def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_
         try:
             optimizer = parts.optimizer(params)
         except Exception as exc:
-            raise InputError(_user_code_failed(spec.name, "its optimizer(params)", exc), "workload") from exc
+            raise InputError(user_code_failed(spec.name, "its optimizer(params)", exc), "workload") from exc
     else:
         optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     mpe = spec.minibatches_per_epoch(batch_size)
