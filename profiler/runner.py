@@ -275,8 +275,9 @@ def _update_hz(meter: PowerMeter | None) -> float | None:
 
 
 class TrainingFailed(RuntimeError):
-    """Training failed while a mode was measured (the workload's own code, or memory): the message names the
-    workload, the mode, the step and, where found, the line of the user's code; the cause is chained."""
+    """Training failed while a mode was measured (the workload's own code, or memory; or the digital twin's
+    simulation of it): the message names the workload, the mode, the step and, where found, the line of the
+    user's code; the cause is chained."""
 
 
 #: How a failure's step is named: the phase's minibatches.
@@ -290,23 +291,30 @@ def _out_of_memory(exc: BaseException) -> bool:
             or any(words in str(exc).lower() for words in _OUT_OF_MEMORY))
 
 
-def training_failed(backend: TrainingBackend, mode: PowerMode | None, step: str, exc: BaseException
-                    ) -> TrainingFailed:
+def training_failed(backend: TrainingBackend, mode: PowerMode | None, step: str, exc: BaseException,
+                    simulated: bool = False) -> TrainingFailed:
     """The :class:`TrainingFailed` for ``exc`` raised at ``step`` (``warm-up minibatch 2 of 5``) of ``mode``; an
-    out-of-memory error suggests a smaller ``--batch-size``."""
-    where = backend.user_code_line(exc)
+    out-of-memory error suggests a smaller ``--batch-size``. ``simulated``: raised by the digital twin, which
+    runs none of the workload's code, so the fault is jetpredict's and is worded so."""
     label = "the mode in force" if mode is None else f"mode {mode.mode}"
-    message = (f"workload {backend.workload!r} failed at {label}, {step}{f', at {where}' if where else ''}: "
-               f"{type(exc).__name__}: {exc}")
+    error = f"{type(exc).__name__}: {exc}"
+    if simulated:
+        return TrainingFailed(f"the digital twin failed simulating workload {backend.workload!r} at {label}, {step}: "
+                              f"{error} (jetpredict's own fault: the twin runs none of the workload's code; "
+                              "JETPREDICT_DEBUG=1 shows the traceback)")
+    where = backend.user_code_line(exc)
+    message = f"workload {backend.workload!r} failed at {label}, {step}{f', at {where}' if where else ''}: {error}"
     if _out_of_memory(exc):
         message += f"; the minibatch does not fit in memory: try a smaller --batch-size than {backend.batch_size}"
     return TrainingFailed(message)
 
 
 def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[MinibatchTiming],
-                    on_minibatch: MinibatchCallback | None = None, mode: PowerMode | None = None) -> None:
+                    on_minibatch: MinibatchCallback | None = None, mode: PowerMode | None = None,
+                    simulated: bool = False) -> None:
     """Train ``n`` minibatches, appending each timing to ``out`` (the real and simulated runners share it). A
-    minibatch that fails raises :class:`TrainingFailed` naming ``mode`` and its number (bad input as it is)."""
+    minibatch that fails raises :class:`TrainingFailed` naming ``mode`` and its number (bad input as it is);
+    ``simulated`` words it as the twin's failure (:func:`training_failed`)."""
     for i in range(n):
         try:
             out.append(backend.next_minibatch())
@@ -314,7 +322,7 @@ def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[Mini
             raise
         except Exception as exc:
             raise training_failed(backend, mode, f"{_PHASE_NAMES.get(phase, phase)} minibatch {i + 1} of {n}",
-                                  exc) from exc
+                                  exc, simulated) from exc
         if on_minibatch:
             on_minibatch(phase, i + 1, n)
 

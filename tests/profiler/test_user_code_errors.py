@@ -9,6 +9,7 @@ import sys
 import pytest
 from jetpredict.models.catalogue import load_device
 from jetpredict.profiler.powermode.state import STATE_DIR_ENV
+from jetpredict.profiler.sim.backend import SimulatedBackend
 
 from jetpredict.cli import main
 
@@ -183,6 +184,28 @@ def test_a_forward_that_fails_at_a_later_mode_keeps_the_earlier_rows_and_restore
         assert [row["mode"] for row in csv.DictReader(f)] == ["10W"]
     assert fake_root.read("/var/lib/nvpmodel/status") == status == "pmode:0002"
     assert [c[2] for c in fake_root.calls() if c[:2] == ["nvpmodel", "-m"]] == ["1", "3", "2"]
+
+
+def test_the_twins_failure_is_worded_as_the_twins_not_the_workloads(tmp_path, monkeypatch, capsys):
+    """The twin runs none of the workload's code: a failure there is jetpredict's, named with its mode (it read
+    "workload 'lenet5-mnist' failed at the mode in force")."""
+    simulate = SimulatedBackend.next_minibatch
+
+    def fails_at_25w(self):
+        if self._mode.mode == "25W":
+            raise FloatingPointError("overflow in exp")
+        return simulate(self)
+
+    monkeypatch.setattr(SimulatedBackend, "next_minibatch", fails_at_25w)
+    argv = _profile(tmp_path, "lenet5-mnist")
+    argv[argv.index("host")] = "sim:orin-nx"
+    argv[argv.index("--modes") + 1] = "10W,25W"
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert ("jetpredict profile: failed: the digital twin failed simulating workload 'lenet5-mnist' at mode 25W, "
+            "warm-up minibatch 1 of 1: FloatingPointError: overflow in exp") in err, err
+    assert "jetpredict's own fault" in err and "--batch-size" not in err, err
+    assert "the 1 mode(s) profiled before it are in" in err, err
 
 
 def test_the_profile_help_says_how_to_see_the_traceback(capsys):
