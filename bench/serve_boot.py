@@ -1,7 +1,9 @@
 """Time from ``jetpredict serve`` to its first 200 on ``/healthz``, as the README's first command runs it.
 
 DESIGN.md: "``serve`` answers within 15 s". Each boot starts the installed ``jetpredict`` console script
-(``python -m jetpredict`` where there is none) with the default server (gunicorn when installed) and settings,
+(``python -m jetpredict`` where there is none) with ``--server`` as given (default ``auto``, as the README runs
+it: gunicorn when the ``[server]`` extra is installed, else Flask's server, which the README's first command
+installs alone) and default settings,
 from an empty temporary folder (so the default ``./data`` SQLite store is new) and with no ``JETPREDICT_*``
 variable set; only ``--port`` is given, a free one, since 8080 may be taken here. The clock runs from the
 process start to the first ``/healthz`` answered 200. Boots interleave the worker counts round by round (the
@@ -9,10 +11,11 @@ machine's drift spreads over all), ``--boots`` per count; the default count (2, 
 README's command and holds the target, the others show how a boot grows with the workers
 (``boot s ~ workers^b``). A warm OS page cache is assumed: the first start after it is dropped reads the
 libraries from disk and takes longer. The target prints met / NOT met and the run exits 1 on a miss. Only
-``--write`` writes ``bench/results/serve_boot.json`` and ``.md``. ``bench/api_boots.py`` times a different
+``--write`` writes ``bench/results/serve_boot.json`` and ``.md`` (``serve_boot_flask`` / ``_gunicorn`` for an
+explicit ``--server``). ``bench/api_boots.py`` times a different
 start: plain ``gunicorn -w N`` without preload on an empty PostgreSQL.
 
-    python bench/serve_boot.py [--workers default,1,4] [--boots 5] [--write]
+    python bench/serve_boot.py [--server auto|flask|gunicorn] [--workers default,1,4] [--boots 5] [--write]
 """
 
 from __future__ import annotations
@@ -42,14 +45,16 @@ DEFAULT = "default"
 GIVE_UP_S = 90.0
 
 
-def serve_command(port: int, workers: int | None) -> list[str]:
-    """The README's ``jetpredict serve``, on ``port``; ``--workers`` only when ``workers`` is given."""
+def serve_command(port: int, workers: int | None, server: str = "auto") -> list[str]:
+    """The README's ``jetpredict serve``, on ``port``; ``--workers`` only when ``workers`` is given, ``--server``
+    only when not ``auto``."""
     script = Path(sys.executable).with_name("jetpredict")
     base = [str(script)] if script.exists() else [sys.executable, "-m", "jetpredict"]
-    return [*base, "serve", "--port", str(port), *(["--workers", str(workers)] if workers else [])]
+    return [*base, "serve", "--port", str(port), *(["--workers", str(workers)] if workers else []),
+            *(["--server", server] if server != "auto" else [])]
 
 
-def boot_once(workers: int | None) -> dict:
+def boot_once(workers: int | None, server: str = "auto") -> dict:
     """Start ``serve`` in a fresh folder, wait for ``/healthz`` to answer 200, stop it; the seconds it took."""
     from tools.testing import free_port
 
@@ -59,7 +64,7 @@ def boot_once(workers: int | None) -> dict:
         log_path = Path(tmp) / "serve.log"
         with log_path.open("wb") as log:
             t0 = time.monotonic()
-            proc = subprocess.Popen(serve_command(port, workers), cwd=tmp, env=env, stdout=log,
+            proc = subprocess.Popen(serve_command(port, workers, server), cwd=tmp, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             status, seconds = None, None
             try:
@@ -114,7 +119,7 @@ def verdict(result: dict) -> dict[str, bool | None]:
 def markdown(result: dict) -> str:
     """The Markdown report of a run from its result (what ``--write`` stores as JSON)."""
     lines = ["# `jetpredict serve` to its first 200 on /healthz (`bench/serve_boot.py`)", "",
-             f"The README's `jetpredict serve` (default server: {result['server']}; default settings, a free "
+             f"The README's `jetpredict serve` (server: {result['server']}; default settings, a free "
              f"`--port`), from an empty folder each time (a new SQLite store), {result['boots_per_count']} boots "
              f"per worker count, rounds interleaving the counts; {result['cpu_count']} CPU cores, load average "
              f"{result['load_avg_1m']:.1f} at the end; warm OS page cache. Target (DESIGN.md): within "
@@ -126,12 +131,15 @@ def markdown(result: dict) -> str:
                   else "yes" if s["ok"] == s["boots"] and s["max_s"] <= result["target_s"] else "NO")
         median = "-" if s["median_s"] is None else f"{s['median_s']:.1f}"
         worst = "-" if s["max_s"] is None else f"{s['max_s']:.1f}"
-        name = f"{s['workers']}" + ("" if s["flag"] else " (default)")
+        name = ("one process (Flask's server)" if result["server"].lower() == "flask"
+                else f"{s['workers']}" + ("" if s["flag"] else " (default)"))
         lines.append(f"| {name} | {s['boots']} | {s['ok']} | {median} | {worst} | {within} |")
     counts = ", ".join(str(s["workers"]) for s in sizes)
-    lines += ["", f"Growth with the workers ({counts}): median boot s ~ workers^"
-              f"{exponent_text(result['growth_exponent_median_s'])} (the app is imported once in the master and "
-              "the workers fork from it).", ""]
+    if len(sizes) > 1:
+        lines += ["", f"Growth with the workers ({counts}): median boot s ~ workers^"
+                  f"{exponent_text(result['growth_exponent_median_s'])} (the app is imported once in the master and "
+                  "the workers fork from it)."]
+    lines.append("")
     lines += [f"Target {target}: **{'met' if ok else 'NOT met' if ok is False else 'not measured'}**."
               for target, ok in verdict(result).items()]
     return "\n".join(lines) + "\n"
@@ -142,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default=f"{DEFAULT},1,4",
                         help=f"worker counts, comma-separated; '{DEFAULT}' is serve without --workers")
     parser.add_argument("--boots", type=int, default=5, help="boots per worker count")
+    parser.add_argument("--server", choices=("auto", "flask", "gunicorn"), default="auto",
+                        help="serve's --server (auto: gunicorn when installed, else Flask's; Flask's is one process)")
     parser.add_argument("--write", action="store_true", help="write the figures to bench/results/")
     args = parser.parse_args(argv)
     from jetpredict.api.config import load_settings
@@ -151,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     boots: list[dict] = []
     for round_no in range(args.boots):
         for workers in counts:
-            boot = boot_once(workers)
+            boot = boot_once(workers, args.server)
             print(f"round {round_no + 1}, workers {workers or DEFAULT}: "
                   + (f"{boot['seconds']:.1f} s" if boot["ok"] else f"no 200 (last status {boot['last_status']})"),
                   flush=True)
@@ -159,13 +169,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(boot["log_tail"], file=sys.stderr)
             boots.append(boot)
     result = {**summarize(boots, counts, load_settings({}, environ={}).WORKERS), "boots_per_count": args.boots,
-              "server": "gunicorn" if gunicorn_available() else "Flask",
+              "server": ("gunicorn" if gunicorn_available() else "Flask") if args.server == "auto" else args.server,
               "cpu_count": os.cpu_count(), "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(),
               "runs": [{k: v for k, v in b.items() if k != "log_tail"} for b in boots]}
     text = markdown(result)
     print(text)
     if args.write:
-        write_results("serve_boot", text, result)
+        write_results("serve_boot" if args.server == "auto" else f"serve_boot_{args.server}", text, result)
     return report_targets(verdict(result))
 
 

@@ -165,6 +165,7 @@ RENDERED_RESULTS = [
     ("api_fuzz", "api_fuzz", lambda m, d: m.markdown(d)),
     ("api_fuzz_without_rules", "api_fuzz", lambda m, d: m.markdown(d)),
     ("serve_boot", "serve_boot", lambda m, d: m.markdown(d)),
+    ("serve_boot_flask", "serve_boot", lambda m, d: m.markdown(d)),
 ]
 
 
