@@ -38,7 +38,8 @@ from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
 from jetpredict.models.catalogue import ModeArrays  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload, predict_modes  # noqa: E402
-from real_cv import OUTPUTS, REAL_CSV, TARGETS, named_designs, power_of, score_design  # noqa: E402
+from real_cv import named_designs  # noqa: E402
+from real_cv_scoring import OUTPUTS, REAL_CSV, TARGETS, power_of, score_design  # noqa: E402
 from results_io import cpu_seconds, exponent_text, growth_exponent, write_results  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
@@ -275,7 +276,8 @@ def verdicts(summary: list[dict]) -> list[dict]:
         for name in MEASURES:
             ours_ = by_method["jetpredict"][f"{name}_median"]
             others = {m: r[f"{name}_median"] for m, r in by_method.items() if m != "jetpredict"}
-            losses = [m for m in JUDGED if m in others and not ours_ < others[m]]
+            # A judged method missing from the cell is not beaten: the verdict cannot be given.
+            losses = [m for m in JUDGED if m not in others or not ours_ < others[m]]
             shares = {m: r[f"{name}_jetpredict_better_pct"] for m, r in by_method.items() if m != "jetpredict"}
             out.append({"designs_set": label, "target": target, "measure": name, "jetpredict": ours_, "others": others,
                         "better": not losses, "losses": losses, "designs": by_method["jetpredict"]["designs"],

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from real_cv import power_of
+from real_cv_scoring import power_of
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor

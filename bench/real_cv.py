@@ -73,11 +73,6 @@ from real_cv_scoring import (  # noqa: E402
     score_design,
     summarise,
 )
-
-# Re-exported: tests/test_benches.py reaches the monotone fit and power_of as real_cv.*.
-from real_cv_scoring import dominance_pairs as dominance_pairs  # noqa: E402
-from real_cv_scoring import monotone_fit as monotone_fit  # noqa: E402
-from real_cv_scoring import power_of as power_of  # noqa: E402
 from results_io import write_results  # noqa: E402
 
 

@@ -80,7 +80,8 @@ def kept_prediction(model: WorkloadModel, device: Device, confidence: float) -> 
 
 def space_ready(model: WorkloadModel, device: Device | str | None, confidence: float) -> bool:
     """Whether :func:`space_prediction` of ``model`` on ``device`` (None: the model's) at ``confidence`` is
-    computed and kept: reading it is light work, computing it heavy (11-15 ms for AGX Xavier's 29,232 modes)."""
+    computed and kept: reading it is light work, computing it heavy (~28 ms CPU for AGX Xavier's 29,232 modes,
+    ``bench/results/predict_speed.md``)."""
     return kept_prediction(model, resolve_device(model.device_id if device is None else device), confidence) is not None
 
 

@@ -92,7 +92,7 @@ def _scores(values: dict[str, tuple[float, float]]) -> list[dict]:
 
 def test_a_lost_median_is_a_verdict_against_and_fails_the_run(accuracy):
     winning = {"jetpredict": (2.0, 2.0), "seed linear": (5.0, 9.0), "PowerTrain MLP": (3.0, 3.0),
-               "mean of profiled": (20.0, 15.0)}
+               "PowerTrain MLP (1 ref)": (4.0, 4.0), "mean of profiled": (20.0, 15.0)}
     summary = accuracy.summarise_comparison(_scores(winning), {"every": None})
     verdict = accuracy.verdicts(summary)
     assert {(v["target"], v["measure"]) for v in verdict} == {("t", m) for m in accuracy.MEASURES}
@@ -116,8 +116,16 @@ def test_a_lost_median_is_a_verdict_against_and_fails_the_run(accuracy):
 def test_the_mean_of_profiled_is_reported_but_not_judged(accuracy):
     # The trivial baseline ahead of jetpredict is printed; the verdict is against the two papers' methods.
     values = {"jetpredict": (2.0, 6.0), "seed linear": (5.0, 9.0), "PowerTrain MLP": (3.0, 7.0),
-              "mean of profiled": (20.0, 4.0)}
+              "PowerTrain MLP (1 ref)": (3.0, 7.0), "mean of profiled": (20.0, 4.0)}
     verdict = accuracy.verdicts(accuracy.summarise_comparison(_scores(values), {"every": None}))
     energy = next(v for v in verdict if v["measure"] == "energy")
     assert energy["better"] and accuracy.exit_status(verdict) == 0
     assert "mean of profiled 4.50" in accuracy.verdict_line(energy)
+
+
+def test_a_judged_method_missing_from_a_cell_is_no_win(accuracy):
+    """A baseline that was not scored (a failed fit, a dropped form) cannot count as beaten."""
+    values = {"jetpredict": (2.0, 2.0), "seed linear": (5.0, 9.0), "PowerTrain MLP": (3.0, 3.0)}
+    verdict = accuracy.verdicts(accuracy.summarise_comparison(_scores(values), {"every": None}))
+    assert all(not v["better"] and v["losses"] == ["PowerTrain MLP (1 ref)"] for v in verdict)
+    assert accuracy.exit_status(verdict) == 1

@@ -46,7 +46,7 @@ def test_a_plain_run_prints_its_growth_and_writes_nothing(bench_path, capsys):
 
 
 def test_the_monotone_floor_finds_what_no_ordered_model_can_fit(bench_path):
-    real_cv = importlib.import_module("real_cv")
+    real_cv = importlib.import_module("real_cv_scoring")  # the scoring half of bench/real_cv.py
     knobs = np.array([[8, 1200], [8, 2100], [8, 2265]], float)
     pairs = real_cv.dominance_pairs(knobs)
     assert sorted(pairs) == [(0, 1), (0, 2), (1, 2)]
@@ -63,7 +63,7 @@ def test_the_monotone_floor_finds_what_no_ordered_model_can_fit(bench_path):
 
 
 def test_the_lenet5_sweep_alone_breaks_the_order_at_b_c_d(bench_path):
-    real_cv = importlib.import_module("real_cv")
+    real_cv = importlib.import_module("real_cv_scoring")  # the scoring half of bench/real_cv.py
     from jetpredict.models.profile_files import read_profile_csv
 
     rows = {(r["target"], r["quantity"]): r for r in real_cv.monotone_check(read_profile_csv(real_cv.REAL_CSV))}
@@ -76,7 +76,7 @@ def test_the_lenet5_sweep_alone_breaks_the_order_at_b_c_d(bench_path):
 
 
 def test_a_design_score_splits_the_energy_error_between_time_and_power(bench_path):
-    real_cv = importlib.import_module("real_cv")
+    real_cv = importlib.import_module("real_cv_scoring")  # the scoring half of bench/real_cv.py
     from jetpredict.models.profile_files import read_profile_csv
     from jetpredict.predictor import calibration
 
@@ -100,7 +100,7 @@ def test_a_design_score_splits_the_energy_error_between_time_and_power(bench_pat
 
 
 def test_per_mode_bias_averages_each_mode_over_the_designs_that_held_it_out(bench_path):
-    real_cv = importlib.import_module("real_cv")
+    real_cv = importlib.import_module("real_cv_scoring")  # the scoring half of bench/real_cv.py
     scores = [{"modes": np.array(["a", "b"]), **{f"{n}_signed": np.array([2.0, -4.0]) for _, n in real_cv.OUTPUTS}},
               {"modes": np.array(["a", "c"]), **{f"{n}_signed": np.array([4.0, 1.0]) for _, n in real_cv.OUTPUTS}}]
     bias = real_cv.per_mode_bias(scores)

@@ -50,10 +50,13 @@ import pandas as pd
 from jetpredict.models.catalogue import load_device
 from jetpredict.predictor.constants import KNEE_REL
 from jetpredict.predictor.transfer import cpu_per_clock
-from jetpredict.profiler.sim.physics import CALIBRATION_PATH, SHARED_DEFAULTS, SHARED_KEYS, DeviceConstants
-
-# Re-exported: tests/profiler/test_sim_calibration.py reaches the twin's physics as calibrate_twin.DevicePhysics.
-from jetpredict.profiler.sim.physics import DevicePhysics as DevicePhysics
+from jetpredict.profiler.sim.physics import (
+    CALIBRATION_PATH,
+    SHARED_DEFAULTS,
+    SHARED_KEYS,
+    DeviceConstants,
+    DevicePhysics,
+)
 
 from tools.twin_calibration_data import (
     DATA_DIR,
