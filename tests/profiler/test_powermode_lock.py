@@ -4,6 +4,7 @@ refused, and the device ends in the original mode with no state file left (fake 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -241,3 +242,25 @@ child.wait()
     while state_file.process_start_time(pid) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert state_file.process_start_time(pid) is None  # no zombie either: reaped by init once orphaned
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+def test_a_live_run_that_took_no_lock_is_not_taken_over(xavier_30w):
+    """A state file whose run still runs without holding the lock (a jetpredict from before the lock): a new
+    run must refuse, not take the file over and later restore that run's original as its own."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        state = xavier_30w.state_dir() / state_file.STATE_FILE_NAME
+        state.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        doc = {"schema_version": 1, "kind": "jetson", "device": "agx-xavier", "snapshot": {"id": 0, "clocks": None},
+               "pid": sleeper.pid, "boot_id": state_file.boot_id(),
+               "start_time": state_file.process_start_time(sleeper.pid)}
+        state.write_text(json.dumps(doc))
+        state.chmod(0o600)
+        with pytest.raises(PrivilegedCommandError, match=f"another jetpredict run \\(pid {sleeper.pid}\\)"):
+            detect_controller("jetson").remember()
+        assert json.loads(state.read_text())["pid"] == sleeper.pid  # the live run's file is left to it
+        assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
