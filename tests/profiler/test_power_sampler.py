@@ -125,6 +125,28 @@ def test_read_errors_become_nan_and_unknown_energy():
     assert trace.energy_j(t[6], t[-1]) is not None and trace.energy_j(t[0], t[2]) is not None
 
 
+class SignMeter(RampMeter):
+    """The ramp, read with the wrong sign on reads ``fail_reads``: a driver's negative (or garbled) power."""
+
+    name = "test:sign"
+
+    def read_power_w(self) -> float:
+        try:
+            return super().read_power_w()
+        except PowerReadError:
+            return -(4.0 + 2.0 * (time.perf_counter() - self.t_start))
+
+
+def test_a_negative_reading_is_a_failed_read_not_negative_energy():
+    meter = SignMeter(fail_reads=(4, 6))
+    with PowerSampler(meter, hz=100) as sampler:
+        _wait_for_reads(meter, 12)
+    trace = sampler.trace
+    assert trace.read_errors == 3 and "not a finite non-negative power" in trace.last_error
+    assert np.flatnonzero(np.isnan(trace.power_w)).tolist() == [3, 4, 5]
+    assert trace.energy_j(trace.times_s[2], trace.times_s[7]) is None
+
+
 def test_null_meter_gives_an_empty_trace_and_no_thread():
     before = threading.active_count()
     with PowerSampler(NullPowerMeter(), hz=10) as sampler:
