@@ -14,6 +14,7 @@ from jetpredict.api.database_url import (
     masked_url,
     refused_as_given,
 )
+from jetpredict.api.storage import StoreRefused
 from jetpredict.models.errors import InputError
 
 BAD_PORT = "postgresql://u:s3cret@db.example:notaport/jp"
@@ -103,15 +104,21 @@ def test_a_password_that_is_also_a_name_of_the_url_leaves_the_names_readable():
     assert 'user "postgres"' in reason and '"postgres" (172.18.0.2)' in reason and "***" not in reason
 
 
-def test_a_worker_says_when_the_database_refuses_the_url_itself(tmp_path, caplog, monkeypatch):
-    """A bare WSGI app (no ``serve`` to exit 2) logs a refused password as a configuration error, not as an
-    outage to wait out."""
+@pytest.mark.parametrize(("fault", "said_words"), [
+    (lambda: _refused('FATAL:  password authentication failed for user "jp"'),
+     ("refused the connection", "password authentication failed", "check the user, password and database name")),
+    (lambda: StoreRefused("the database holds format 99; this jetpredict reads up to 1: upgrade jetpredict"),
+     ("format 99",)),
+], ids=["refused URL", "newer format"])
+def test_a_worker_says_what_an_operator_must_fix_at_start(tmp_path, caplog, monkeypatch, fault, said_words):
+    """A bare WSGI app (no ``serve`` to exit 2) logs a refused password or a store of a newer format as an
+    error saying what to fix, not as an outage to wait out; it answers 503 meanwhile."""
     from api_fixtures import API_KEY, NO_RATE_LIMITS
     from jetpredict.api.app import create_app
     from jetpredict.api.storage import Storage
 
     def refuse(self) -> None:
-        raise _refused('FATAL:  password authentication failed for user "jp"')
+        raise fault()
 
     monkeypatch.setattr(Storage, "create_schema", refuse)
     logger = logging.getLogger("jetpredict.api")
@@ -122,32 +129,9 @@ def test_a_worker_says_when_the_database_refuses_the_url_itself(tmp_path, caplog
             assert app.test_client().get("/v1/workloads").status_code == 503
     finally:
         logger.removeHandler(caplog.handler)
-    said = [r for r in caplog.records if "refused the connection" in r.getMessage()]
-    assert said and said[0].levelno == logging.ERROR and "password authentication failed" in said[0].getMessage()
-    assert "check the user, password and database name" in said[0].getMessage()
-    app.extensions["jetpredict"].storage.dispose()
-
-
-def test_a_worker_says_when_the_database_is_of_a_newer_format(tmp_path, caplog, monkeypatch):
-    """A bare WSGI app meeting a store of a newer format at start logs what an operator must do, as serve says
-    it, not an outage to wait out."""
-    from api_fixtures import API_KEY, NO_RATE_LIMITS
-    from jetpredict.api.app import create_app
-    from jetpredict.api.storage import Storage, StoreRefused
-
-    def refuse(self) -> None:
-        raise StoreRefused("the database holds format 99; this jetpredict reads up to 1: upgrade jetpredict")
-
-    monkeypatch.setattr(Storage, "create_schema", refuse)
-    logger = logging.getLogger("jetpredict.api")
-    logger.addHandler(caplog.handler)
-    try:
-        with caplog.at_level(logging.WARNING, logger="jetpredict.api"):
-            app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, **NO_RATE_LIMITS})
-    finally:
-        logger.removeHandler(caplog.handler)
-    said = [r for r in caplog.records if "format 99" in r.getMessage()]
+    said = [r for r in caplog.records if said_words[0] in r.getMessage()]
     assert said and said[0].levelno == logging.ERROR and "unreachable" not in said[0].getMessage()
+    assert all(words in said[0].getMessage() for words in said_words)
     app.extensions["jetpredict"].storage.dispose()
 
 

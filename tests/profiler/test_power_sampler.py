@@ -111,20 +111,6 @@ def test_start_and_stop_bracket_any_window_between_them():
     assert trace.samples_in(t0, t1) == 0 and trace.energy_j(t0, t1) is None
 
 
-def test_read_errors_become_nan_and_unknown_energy():
-    meter = RampMeter(fail_reads=(4, 6))
-    with PowerSampler(meter, hz=100) as sampler:
-        _wait_for_reads(meter, 12)
-    trace = sampler.trace
-    assert trace.read_errors == 3 and "i2c read failed" in trace.last_error
-    failed = np.flatnonzero(np.isnan(trace.power_w))
-    assert failed.tolist() == [3, 4, 5]
-    t = trace.times_s
-    # A window that touches a failed read has no energy; one after the last failed read has.
-    assert trace.energy_j(t[2], t[7]) is None and trace.energy_j(t[4] + 1e-9, t[5]) is None
-    assert trace.energy_j(t[6], t[-1]) is not None and trace.energy_j(t[0], t[2]) is not None
-
-
 class SignMeter(RampMeter):
     """The ramp, read with the wrong sign on reads ``fail_reads``: a driver's negative (or garbled) power."""
 
@@ -137,14 +123,20 @@ class SignMeter(RampMeter):
             return -(4.0 + 2.0 * (time.perf_counter() - self.t_start))
 
 
-def test_a_negative_reading_is_a_failed_read_not_negative_energy():
-    meter = SignMeter(fail_reads=(4, 6))
+@pytest.mark.parametrize(("meter_type", "error"), [(RampMeter, "i2c read failed"),
+                                                 (SignMeter, "not a finite non-negative power")])
+def test_read_errors_and_negative_readings_become_nan_and_unknown_energy(meter_type, error):
+    meter = meter_type(fail_reads=(4, 6))
     with PowerSampler(meter, hz=100) as sampler:
         _wait_for_reads(meter, 12)
     trace = sampler.trace
-    assert trace.read_errors == 3 and "not a finite non-negative power" in trace.last_error
-    assert np.flatnonzero(np.isnan(trace.power_w)).tolist() == [3, 4, 5]
-    assert trace.energy_j(trace.times_s[2], trace.times_s[7]) is None
+    assert trace.read_errors == 3 and error in trace.last_error
+    failed = np.flatnonzero(np.isnan(trace.power_w))
+    assert failed.tolist() == [3, 4, 5]
+    t = trace.times_s
+    # A window that touches a failed read has no energy; one after the last failed read has.
+    assert trace.energy_j(t[2], t[7]) is None and trace.energy_j(t[4] + 1e-9, t[5]) is None
+    assert trace.energy_j(t[6], t[-1]) is not None and trace.energy_j(t[0], t[2]) is not None
 
 
 def test_null_meter_gives_an_empty_trace_and_no_thread():
