@@ -69,3 +69,12 @@ def unit_hint(value: float, low: float, high: float, unit: str, scales: Mapping[
         if low <= converted <= high:
             return f"; {subject} looks like {name} ({converted:.4g} {unit})"
     return ""
+
+
+def finite_or_none(value: object) -> float | None:
+    """``value`` as a finite float; None for a missing, non-numeric or non-finite cell (an answer's null)."""
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.errors import InputError
-from jetpredict.models.numbers import checked_number
+from jetpredict.models.numbers import checked_number, finite_or_none
 from jetpredict.predictor.limits import MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE, OBJECTIVES, percent
 
 #: Per-mode columns of a prediction table that hold one value for the whole answer (stated once in compact
@@ -324,19 +324,10 @@ PRESET_COMPARISON_COLUMNS = ("epoch_time_s", "epoch_time_s_high", "epoch_energy_
                              "avg_power_w", "avg_power_w_high")
 
 
-def _number(value: object) -> float | None:
-    """``value`` as a finite float; None for a missing or non-finite cell (an answer's null)."""
-    try:
-        f = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) else None
-
-
 def _saving(preset: object, chosen: object) -> tuple[float | None, float | None]:
     """(preset - chosen, that as a share of the preset): positive when the chosen mode saves; None when
     either is unknown."""
-    p, c = _number(preset), _number(chosen)
+    p, c = finite_or_none(preset), finite_or_none(chosen)
     if p is None or c is None:
         return None, None
     return p - c, ((p - c) / p if p else 0.0)
@@ -358,9 +349,9 @@ def preset_comparison(best: dict | None, preset: dict | None, objective: str, ma
         out["reason"] = (f"no nvpmodel preset meets {limits or 'the limits'} at confidence {confidence:g}")
         return out
     out["preset"] = str(preset["mode"])
-    out.update({c: _number(preset[c]) for c in PRESET_COMPARISON_COLUMNS})
+    out.update({c: finite_or_none(preset[c]) for c in PRESET_COMPARISON_COLUMNS})
     if best is not None:
-        out["chosen_is_preset"] = (all(_number(best[k]) == _number(preset[k]) for k in MODE_FIELDS)
+        out["chosen_is_preset"] = (all(finite_or_none(best[k]) == finite_or_none(preset[k]) for k in MODE_FIELDS)
                                    and best["mode"] == preset["mode"])
         out["time_saving_s"], out["time_saving_share"] = _saving(preset["epoch_time_s"], best["epoch_time_s"])
         out["energy_saving_j"], out["energy_saving_share"] = _saving(preset["epoch_energy_j"],

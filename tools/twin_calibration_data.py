@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import load_device
+from jetpredict.models.numbers import finite_or_none
 from jetpredict.models.paths import data_path
 from jetpredict.profiler.sim.physics import CALIBRATION_PATH, SHARED_KEYS, DeviceConstants, DevicePhysics
 
@@ -49,14 +50,6 @@ def preset_knobs(device: str, preset: str) -> dict[str, float]:
     return {"cpu_cores": p.cpu_cores, "cpu_mhz": p.cpu_mhz, "gpu_mhz": p.gpu_mhz, "emc_mhz": p.emc_mhz}
 
 
-def _num(v: object) -> float | None:
-    try:
-        f = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
 def load_calibration_rows(data_dir: str | Path = DATA_DIR,
                           sweeps: str | Path = PUBLISHED_SWEEPS) -> list[CalibrationRow]:
     """Every published row the twin is calibrated and judged on (see the module docstring)."""
@@ -72,15 +65,15 @@ def load_calibration_rows(data_dir: str | Path = DATA_DIR,
              "compute_time_s": r.compute_time_s, "avg_power_w": r.avg_power_w,
              "base_power_w": r.base_power_w}))
     for r in pd.read_csv(Path(data_dir) / "calibration_rows.csv").itertuples():
-        power = _num(r.avg_power_w)
-        if power is None and _num(r.epoch_energy_j) is not None:
+        power = finite_or_none(r.avg_power_w)
+        if power is None and finite_or_none(r.epoch_energy_j) is not None:
             power = r.epoch_energy_j / r.epoch_time_s  # figures that give energy per epoch, not power
         rows.append(CalibrationRow(
             r.group, r.label, r.device, r.workload, preset_knobs(r.device, r.preset), int(r.batch_size),
             int(r.num_workers), {"epoch_time_s": r.epoch_time_s, "stall_time_s": r.stall_time_s,
                                  "compute_time_s": r.compute_time_s, "avg_power_w": power}))
     for row in rows:
-        row.targets = {k: _num(v) for k, v in row.targets.items()}
+        row.targets = {k: finite_or_none(v) for k, v in row.targets.items()}
     return rows
 
 
