@@ -37,6 +37,30 @@ class PowerReadError(RuntimeError):
     """A sensor that was found could not be read (the sample becomes unknown, never 0)."""
 
 
+@dataclass(frozen=True)
+class PlausibleRange:
+    """The readings a sensor can give, ``lo_w`` to ``hi_w`` (W, inclusive), of ``what`` (``module power``);
+    ``source`` says where the bounds come from (``orin-nx's catalogue range``)."""
+
+    lo_w: float
+    hi_w: float
+    source: str
+    what: str = "module power"
+
+    @property
+    def range_w(self) -> tuple[float, float]:
+        return self.lo_w, self.hi_w
+
+    def problem(self, power_w: float) -> str | None:
+        """None when ``power_w`` (W) lies in the range, else why it is no reading: the value, the bound it
+        passes, the range and its source (one wording for every meter that checks)."""
+        if self.lo_w <= power_w <= self.hi_w:
+            return None
+        side = f"below {self.lo_w:g} W" if power_w < self.lo_w else f"above {self.hi_w:g} W"
+        return (f"implausible {self.what} {power_w:g} W ({side}; plausible {self.lo_w:g}..{self.hi_w:g} W, "
+                f"{self.source})")
+
+
 class PowerMeter(ABC):
     """One source of instantaneous power readings, in W.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.power.base import MODULE_DOMAIN, PowerMeter, PowerReadError
-from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
+from jetpredict.profiler.power.rails import IGNORED_LABELS, plausible_module_power, total_name, total_rule
 
 HWMON_LABEL_GLOBS = ("/sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*/in*_label",)
 IIO_RAIL_GLOBS = ("/sys/bus/i2c/drivers/ina3221x/*/iio:device*/rail_name_*",)
@@ -77,11 +77,16 @@ def find_channels() -> list[Ina3221Channel]:
 
 
 class Ina3221Meter(PowerMeter):
-    """Module power from INA3221 rails: one total rail, or the sum of rails on boards without one."""
+    """Module power from INA3221 rails: one total rail, or the sum of rails on boards without one.
+
+    A total no module can draw (:func:`~jetpredict.profiler.power.rails.plausible_module_power` of ``board``, a
+    catalogue id; the widest range when None: a rail the monitor does not see reads 0, a torn read garbage) is a
+    failed read, as tegrastats skips such a line: the sample is unknown, never 0 W or a huge number.
+    """
 
     domain = MODULE_DOMAIN
 
-    def __init__(self, channels: list[Ina3221Channel], total: tuple[str, ...]) -> None:
+    def __init__(self, channels: list[Ina3221Channel], total: tuple[str, ...], board: str | None = None) -> None:
         by_label = {c.label: c for c in channels}
         missing = [r for r in total if r not in by_label]
         if missing or not total:
@@ -89,6 +94,7 @@ class Ina3221Meter(PowerMeter):
         self.channels = list(channels)
         self._total = tuple(by_label[r] for r in total)
         self.name = f"ina3221:{total_name(tuple(total))}"
+        self._plausible = plausible_module_power(board)
 
     @classmethod
     def discover(cls, board: str | None = None) -> Ina3221Meter:
@@ -99,7 +105,7 @@ class Ina3221Meter(PowerMeter):
         layout = channels[0].layout
         channels = [c for c in channels if c.layout == layout]  # never mix two drivers' views
         total, found_as = total_rule([c.label for c in channels], board)
-        return cls(channels, tuple(found_as[r] for r in total))
+        return cls(channels, tuple(found_as[r] for r in total), board)
 
     @property
     def layout(self) -> str:
@@ -110,7 +116,11 @@ class Ina3221Meter(PowerMeter):
         return tuple(c.label for c in self._total)
 
     def read_power_w(self) -> float:
-        return float(sum(c.read_w() for c in self._total))
+        total_w = float(sum(c.read_w() for c in self._total))
+        # Only the total is checked: one rail may idle at 0 W (AGX Xavier's CV) while the module draws power.
+        if problem := self._plausible.problem(total_w):
+            raise PowerReadError(f"{self.name}: {problem}")
+        return total_w
 
     def read_rails_w(self) -> dict[str, float | None]:
         """Every rail's power in W (None where a read failed), for diagnostics."""

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from jetpredict.models.catalogue import device_ids, list_devices, load_device
+from jetpredict.profiler.power.base import PlausibleRange
+
 #: Labels that are not rails: unconnected channels and the hwmon "sum of shunt voltages" channel.
 IGNORED_LABELS = frozenset({"NC", "SUM OF SHUNT VOLTAGES"})
 
@@ -108,3 +111,15 @@ def total_rule(labels: Iterable[str], board: str | None = None) -> tuple[tuple[s
 def total_name(total: tuple[str, ...]) -> str:
     """``VDD_IN`` for one rail, ``sum(GPU,CPU,...)`` for several."""
     return total[0] if len(total) == 1 else f"sum({','.join(total)})"
+
+
+def plausible_module_power(board: str | None) -> PlausibleRange:
+    """The module power (W) a reading of ``board`` (a catalogue id) can be: its catalogue range, or the widest
+    over every module when the board is not known (``None``, ``host``, a board without a catalogue entry).
+    Every Jetson module meter checks its total against it: a torn or garbled value, or 0 from a rail the
+    monitor does not see, is a failed read, never energy."""
+    if board in device_ids():
+        lo_w, hi_w = load_device(board).power_range_w
+        return PlausibleRange(lo_w, hi_w, f"{board}'s catalogue range")
+    ranges = [d.power_range_w for d in list_devices()]
+    return PlausibleRange(min(lo for lo, _ in ranges), max(hi for _, hi in ranges), "the widest over all modules")

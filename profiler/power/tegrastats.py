@@ -15,10 +15,9 @@ import threading
 import time
 from typing import Any
 
-from jetpredict.models.catalogue import device_ids, list_devices, load_device
 from jetpredict.profiler import sysfs
 from jetpredict.profiler.power.base import MODULE_DOMAIN, PowerMeter, PowerReadError
-from jetpredict.profiler.power.rails import IGNORED_LABELS, total_name, total_rule
+from jetpredict.profiler.power.rails import IGNORED_LABELS, plausible_module_power, total_name, total_rule
 from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ
 
 #: ``tegrastats --interval``, ms: one reading per period of the default sampler (100 ms at 10 Hz).
@@ -83,23 +82,15 @@ def parse_tegrastats_line(line: str) -> dict[str, Any]:
     return out
 
 
-def plausible_reading_range_w(board: str | None) -> tuple[float, float]:
-    """The least and most module power (W) a reading of ``board`` (a catalogue id) can be: its catalogue range,
-    or the widest over every module when the board is not known."""
-    if board in device_ids():
-        return load_device(board).power_range_w
-    ranges = [d.power_range_w for d in list_devices()]
-    return min(lo for lo, _ in ranges), max(hi for _, hi in ranges)
-
-
 class TegrastatsMeter(PowerMeter):
     """Module power from a running ``tegrastats --interval MS`` (found on PATH or under the fake root).
 
     A reader thread keeps the latest total and when its line arrived; :meth:`read_timed_power_w` returns
     both (:meth:`read_power_w` the total) and raises when no fresh line came within three intervals (a
     stopped tool must not repeat its last value forever). A total no module can draw
-    (:func:`plausible_reading_range_w`: a torn or garbled line, or 0 mW from a rail the monitor does not see) is
-    skipped like a stray line: the last reading stands until it is stale, and then reads fail naming it.
+    (:func:`~jetpredict.profiler.power.rails.plausible_module_power`, which the INA3221 meter checks too: a torn
+    or garbled line, or 0 mW from a rail the monitor does not see) is skipped like a stray line: the last
+    reading stands until it is stale, and then reads fail naming it.
     """
 
     domain = MODULE_DOMAIN
@@ -111,7 +102,7 @@ class TegrastatsMeter(PowerMeter):
             raise LookupError("tegrastats not found on PATH")
         self.interval_ms = int(interval_ms)
         self._board = board
-        self._range_w = plausible_reading_range_w(board)
+        self._plausible = plausible_module_power(board)
         self._latest: tuple[float, float] | None = None  # (perf_counter s, total W)
         self._total: tuple[str, ...] = ()
         self._error: str | None = None
@@ -143,11 +134,9 @@ class TegrastatsMeter(PowerMeter):
                     total, found_as = total_rule(labels, self._board)
                     self._total = tuple(found_as[r] for r in total)
                 total_w = sum(rails[r] for r in self._total) / 1e3
-                lo_w, hi_w = self._range_w
                 # 0 W would make the window's energy 0 J, which no profile row may hold: unknown, not 0.
-                if not lo_w <= total_w <= hi_w:
-                    bound = f"below {lo_w:g}" if total_w < lo_w else f"above {hi_w:g}"
-                    raise ValueError(f"implausible module power {total_w:g} W ({bound} W)")
+                if problem := self._plausible.problem(total_w):
+                    raise ValueError(problem)
                 self._latest, self._skipped = (arrived, total_w), None
                 self._first.set()
             except (ValueError, LookupError, KeyError) as err:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
+from fakes import VDD_IN_CURR
+from jetpredict.models.catalogue import MIN_MODULE_POWER_W, load_device
+from jetpredict.profiler.metering import window_null_reason
 from jetpredict.profiler.power import Ina3221Meter, PowerReadError, PowerSampler
-from jetpredict.profiler.power.rails import BOARDS, match_board, total_rule
+from jetpredict.profiler.power.rails import BOARDS, match_board, plausible_module_power, total_rule
 
 
 def test_hwmon_orin_nx_total_is_vdd_in(fake_root):
@@ -79,6 +83,68 @@ def test_sampler_reads_live_sysfs_changes(fake_root):
         time.sleep(0.15)
     powers = set(sampler.trace.power_w.round(3))
     assert {5.0, 15.0} <= powers
+
+
+def test_a_zero_total_is_a_failed_read_naming_the_meter_the_value_and_the_range(fake_root):
+    """A rail the monitor does not see reads 0: summed as it was, the window's energy was 0 J. The read fails
+    instead, worded as tegrastats words the line it skips."""
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 0), ("VDD_CPU_GPU_CV", 5000, 0), ("VDD_SOC", 5000, 0)])
+    meter = Ina3221Meter.discover("orin-nx")
+    lo_w, hi_w = load_device("orin-nx").power_range_w
+    with pytest.raises(PowerReadError) as err:
+        meter.read_power_w()
+    assert str(err.value).startswith(f"ina3221:VDD_IN: implausible module power 0 W (below {lo_w:g} W")
+    assert f"{lo_w:g}..{hi_w:g} W" in str(err.value)
+
+
+def test_a_total_above_the_boards_maximum_fails_and_an_unknown_board_gets_the_widest_range(fake_root):
+    """35 W is more than an Orin Nano can draw (30 W), not more than some module can: with the board named the
+    read fails; with none the widest range applies, and only a value no module draws (a garbage current of
+    2^32-1 mA, 21 MW) fails."""
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 7000), ("VDD_CPU_GPU_CV", 5000, 1000),
+                                              ("VDD_SOC", 5000, 600)])
+    with pytest.raises(PowerReadError, match=r"ina3221:VDD_IN: implausible module power 35 W \(above 30 W"):
+        Ina3221Meter.discover("orin-nano").read_power_w()
+    unknown = Ina3221Meter.discover()
+    assert unknown.read_power_w() == pytest.approx(35.0)
+    fake_root.write(VDD_IN_CURR, 2**32 - 1)
+    widest_w = plausible_module_power(None).hi_w
+    with pytest.raises(PowerReadError, match=f"implausible module power 2.14748e\\+07 W \\(above {widest_w:g} W"):
+        unknown.read_power_w()
+
+
+def test_the_total_not_each_rail_is_checked(fake_root):
+    """An idle CV rail reads 0 W on an AGX Xavier and is summed; only a total of 0 fails."""
+    fake_root.add_ina3221_iio("1-0040", 0, [("GPU", 463), ("CPU", 618), ("SOC", 2936)])
+    fake_root.add_ina3221_iio("1-0041", 1, [("CV", 0), ("VDDRQ", 309), ("SYS5V", 3306)])
+    meter = Ina3221Meter.discover("agx-xavier")
+    assert meter.read_power_w() == pytest.approx(7.632)
+    fake_root.add_ina3221_iio("1-0040", 0, [("GPU", 0), ("CPU", 0), ("SOC", 0)])
+    fake_root.add_ina3221_iio("1-0041", 1, [("CV", 0), ("VDDRQ", 0), ("SYS5V", 0)])
+    with pytest.raises(PowerReadError, match=r"implausible module power 0 W \(below"):
+        meter.read_power_w()
+
+
+def test_a_window_of_zero_readings_has_null_energy_with_the_reason_not_0_j(fake_root):
+    """Sampled: the good readings before the rail drops to 0 integrate; a window over the zeros is None (never
+    0 J), its reason naming the failed reads and why."""
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 2000)])
+    meter = Ina3221Meter.discover("orin-nx")
+    with PowerSampler(meter, hz=100) as sampler:
+        time.sleep(0.15)
+        t_good = time.perf_counter()  # a window ending here has good samples on both sides of its edges
+        time.sleep(0.05)
+        fake_root.write(VDD_IN_CURR, 0)
+        time.sleep(0.05)
+        t0 = time.perf_counter()
+        time.sleep(0.2)
+        t1 = time.perf_counter()
+    trace = sampler.trace
+    assert trace.energy_j(trace.times_s[0], t_good) == pytest.approx(10.0 * (t_good - trace.times_s[0]), rel=0.05)
+    assert trace.energy_j(t0, t1) is None and np.isnan(trace.power_w[-1]) and trace.read_errors > 0
+    reason = window_null_reason(meter.name, trace, t0, t1)
+    assert reason.startswith("ina3221:VDD_IN: ") and "failed reads in the measured window" in reason
+    assert f"implausible module power 0 W (below {MIN_MODULE_POWER_W:g} W" in reason
 
 
 @pytest.mark.parametrize("board", sorted(BOARDS))

@@ -7,7 +7,7 @@ import time
 import pytest
 from jetpredict.models.catalogue import MIN_MODULE_POWER_W, load_device
 from jetpredict.profiler.power import PowerReadError, PowerSampler, TegrastatsMeter, parse_tegrastats_line
-from jetpredict.profiler.power.rails import total_rule
+from jetpredict.profiler.power.rails import plausible_module_power, total_rule
 
 
 def test_parser_reads_rails_clocks_and_timestamp_of_each_family(tegrastats_samples):
@@ -36,6 +36,14 @@ def test_parser_keeps_averages_and_temperatures():
     assert parsed["rails_avg_mw"] == {"POM_5V_IN": 1483.0, "POM_5V_GPU": 31.0}
     assert parsed["temps_c"] == {"PLL": 20.5, "GPU": 21.0, "CV0": -256.0}
     assert parsed["cpu_load_pct"] == [17.0, 11.0]
+
+
+def test_jetpack6_gpu_clock_is_the_fastest_gpc():
+    """JetPack 6 prints one clock per GPC (``GR3D_FREQ 84%@[713,1300]``): the GPU's clock is the fastest."""
+    line = ("05-15-2025 18:30:28 RAM 6982/7620MB CPU [97%@1984,95%@1984] GR3D_FREQ 84%@[713,1300] "
+            "VDD_IN 17946mW/15710mW")
+    parsed = parse_tegrastats_line(line)
+    assert parsed["gpu_mhz"] == 1300.0 and parsed["gpu_load_pct"] == 84.0
 
 
 def test_parser_rejects_non_tegrastats_text():
@@ -91,16 +99,14 @@ def _assert_only_the_good_reading_sampled(skipped: str) -> None:
 def test_a_reading_no_module_can_draw_is_skipped_like_a_stray_line(fake_root, tegrastats_samples):
     """A garbled total (1e17 W) would otherwise become the mode's mean power; on a known board the bound
     is its own range (a Nano reads at most 20 W), on an unknown one the widest module's."""
-    from jetpredict.profiler.power.tegrastats import plausible_reading_range_w
-
     good = [s["line"] for s in tegrastats_samples if s["board"] == "nano"][0]
     garbled = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 100000000000000000000/3285")
     too_much_for_a_nano = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 25000/3285")
     fake_root.add_tegrastats([good, garbled, good, too_much_for_a_nano])
     _assert_only_the_good_reading_sampled("implausible module power")
-    assert plausible_reading_range_w("nano") == load_device("nano").power_range_w == (MIN_MODULE_POWER_W, 20.0)
-    assert plausible_reading_range_w(None) == plausible_reading_range_w("host")
-    assert plausible_reading_range_w(None)[1] >= 120.0
+    assert plausible_module_power("nano").range_w == load_device("nano").power_range_w == (MIN_MODULE_POWER_W, 20.0)
+    assert plausible_module_power(None) == plausible_module_power("host")
+    assert plausible_module_power(None).hi_w >= 120.0
 
 
 def test_a_reading_below_what_any_module_draws_is_skipped_too(fake_root, tegrastats_samples):
