@@ -15,9 +15,17 @@ from __future__ import annotations
 import threading
 from types import ModuleType
 
-from jetpredict.profiler.power.base import GPU_DOMAIN, PowerMeter, PowerReadError
+from jetpredict.profiler.power.base import GPU_DOMAIN, PlausibleRange, PowerMeter, PowerReadError
 
 _init_lock = threading.Lock()
+
+#: The least board power NVML can report above nothing (W): its unit, 1 mW. A GPU with power never reads 0.
+NVML_LEAST_READING_W = 1e-3
+#: A reading above this many times the GPU's largest settable power limit is no reading. The limit bounds power
+#: averaged over the power controller's window and readings pass it in short excursions, so the bound is loose:
+#: twice the most the limit may be set to. It still refuses a broken read's garbage (an all-ones 32-bit mW count
+#: is 4.3 MW).
+NVML_LIMIT_MARGIN = 2.0
 
 
 def _load_pynvml() -> ModuleType:
@@ -80,6 +88,7 @@ class NvmlMeter(PowerMeter):
             raise LookupError(f"nvml: {what} power not readable ({err})") from None
         self.index = nvml_index
         self.name = f"nvml:gpu{nvml_index}"
+        self._plausible = self._plausible_range()
 
     def _checked_index(self, index: int) -> int:
         count = int(self._nvml.nvmlDeviceGetCount())
@@ -101,15 +110,33 @@ class NvmlMeter(PowerMeter):
         except Exception:  # the index only names the meter: the UUID names it as well
             return uuid
 
+    def _plausible_range(self) -> PlausibleRange:
+        """The readings (W) this GPU can give: above 0, and at most :data:`NVML_LIMIT_MARGIN` x the largest power
+        limit NVML says it may be set to; no upper bound where NVML does not say (not supported, older GPUs)."""
+        try:
+            max_limit_w = float(self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(self._handle)[1]) / 1e3
+        except Exception:  # NVMLError_NotSupported, or a pynvml without the call
+            max_limit_w = 0.0
+        if max_limit_w > 0:
+            return PlausibleRange(NVML_LEAST_READING_W, NVML_LIMIT_MARGIN * max_limit_w,
+                                  f"{NVML_LIMIT_MARGIN:g} x gpu{self.index}'s {max_limit_w:g} W maximum power limit",
+                                  "GPU board power")
+        return PlausibleRange(NVML_LEAST_READING_W, float("inf"), "NVML reports no power-limit constraint",
+                              "GPU board power")
+
     @property
     def rails(self) -> tuple[str, ...]:
         return (f"gpu{self.index}",)
 
     def read_power_w(self) -> float:
         try:
-            return float(self._nvml.nvmlDeviceGetPowerUsage(self._handle)) / 1e3
+            power_w = float(self._nvml.nvmlDeviceGetPowerUsage(self._handle)) / 1e3
         except Exception as err:
             raise PowerReadError(f"nvml: gpu{self.index}: {err}") from None
+        # 0 W would integrate to 0 J: unknown, not nothing.
+        if problem := self._plausible.problem(power_w):
+            raise PowerReadError(f"{self.name}: {problem}")
+        return power_w
 
     def read_energy_j(self) -> float | None:
         """The GPU's hardware energy counter in J (Volta+), or None where the GPU has none."""

@@ -13,9 +13,11 @@ class FakeNvmlError(Exception):
     pass
 
 
-def fake_pynvml(power_mw=(250_000, 120_000), energy_mj=(5_000_000, None), init_error=None):
-    """A module with the pynvml calls the meter uses; records init/shutdown."""
-    state = {"init": 0, "shutdown": 0, "fail": False}
+def fake_pynvml(power_mw=(250_000, 120_000), energy_mj=(5_000_000, None), init_error=None, limits_mw=(None, None)):
+    """A module with the pynvml calls the meter uses; records init/shutdown. ``limits_mw``: each GPU's power-limit
+    constraints ``(min, max)`` in mW, None where NVML answers "Not Supported"; ``state["power_mw"]`` is what each
+    GPU reads."""
+    state = {"init": 0, "shutdown": 0, "fail": False, "power_mw": list(power_mw)}
     mod = types.SimpleNamespace(state=state)
 
     def init():
@@ -26,14 +28,20 @@ def fake_pynvml(power_mw=(250_000, 120_000), energy_mj=(5_000_000, None), init_e
     def power(handle):
         if state["fail"]:
             raise FakeNvmlError("GPU is lost")
-        return power_mw[handle]
+        return state["power_mw"][handle]
 
     def energy(handle):
         if energy_mj[handle] is None:
             raise FakeNvmlError("Not Supported")
         return energy_mj[handle]
 
+    def limits(handle):
+        if limits_mw[handle] is None:
+            raise FakeNvmlError("Not Supported")
+        return list(limits_mw[handle])
+
     mod.nvmlInit = init
+    mod.nvmlDeviceGetPowerManagementLimitConstraints = limits
     mod.nvmlShutdown = lambda: state.__setitem__("shutdown", state["shutdown"] + 1)
     mod.nvmlDeviceGetCount = lambda: len(power_mw)
     mod.nvmlDeviceGetHandleByIndex = lambda i: i
@@ -75,6 +83,28 @@ def test_lost_gpu_mid_run_is_a_read_error():
     nvml.state["fail"] = True
     with pytest.raises(PowerReadError, match="GPU is lost"):
         meter.read_power_w()
+
+
+@pytest.mark.parametrize("limits", [None, (100_000, 450_000)])
+def test_a_zero_reading_is_a_failed_read_whether_or_not_nvml_reports_limits(limits):
+    """0 mW would integrate to 0 J: no GPU board draws nothing, so the read fails, naming the value and bound."""
+    meter = NvmlMeter(0, nvml=fake_pynvml(power_mw=(0, 0), limits_mw=(limits, limits)))
+    with pytest.raises(PowerReadError, match=r"^nvml:gpu0: implausible GPU board power 0 W \(below 0\.001 W"):
+        meter.read_power_w()
+
+
+def test_a_reading_far_above_the_max_power_limit_fails_and_a_transient_above_it_does_not():
+    """GPU 0 may be capped at most at 450 W: 600 W (a transient above the cap) reads, 1000 W (more than twice
+    it) fails naming the bound; GPU 1 reports no constraints, so only the zero rule applies to it."""
+    nvml = fake_pynvml(power_mw=(600_000, 10_000_000), limits_mw=((100_000, 450_000), None))
+    meter = NvmlMeter(0, nvml=nvml)
+    assert meter.read_power_w() == pytest.approx(600.0)
+    nvml.state["power_mw"][0] = 1_000_000
+    with pytest.raises(PowerReadError) as err:
+        meter.read_power_w()
+    assert str(err.value).startswith("nvml:gpu0: implausible GPU board power 1000 W (above 900 W")
+    assert "450 W maximum power limit" in str(err.value)
+    assert NvmlMeter(1, nvml=nvml).read_power_w() == pytest.approx(10_000.0)  # no bound known: not refused
 
 
 def test_no_driver_or_bad_index_is_a_lookup_error():
