@@ -25,6 +25,7 @@ from jetpredict.api.schemas import (
     WorkloadRefSchema,
     device_field,
     positive_float,
+    split_source_field,
     storable_text,
     text_problem,
 )
@@ -376,6 +377,7 @@ class FleetClientPlanSchema(Schema):
         "description": "published|measured|simulated: the reference sweeps this client's figures rest on"})
     workload_source = fields.String(metadata={
         "description": "published|measured|simulated: the workload rows that serve this client's device"})
+    split_source = split_source_field("this client's")
     profiled_modes = fields.Integer(metadata={"description": "profiled modes of the rows that serve this client"})
     model_version = fields.String()
     extrapolated_knobs = fields.String(metadata={"description": "knobs outside the profiled range ('' if none)"})
@@ -388,6 +390,7 @@ class FleetPlanSchema(ModelProvenanceSchema):
     workload_source = fields.String(metadata={
         "description": "published|measured|simulated: the least trusted of the rows that serve the clients' "
                        "devices"})
+    split_source = split_source_field("any client's", required=True)
     profiled_modes = fields.Integer(required=True, metadata={
         "description": "the fewest profiled modes among the rows that serve the clients' devices"})
     workload_devices = fields.List(fields.String(), metadata={

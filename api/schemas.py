@@ -25,6 +25,7 @@ from jetpredict.models.profile_rows import (
 )
 from jetpredict.predictor.constants import LACK_OF_FIT_REL
 from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS
+from jetpredict.predictor.limits import SPLIT_SOURCES
 from marshmallow import (
     EXCLUDE,
     RAISE,
@@ -255,6 +256,15 @@ def aliased_knobs_field() -> fields.Dict:
                        "proposes a mode that does); {} when none; null for fits stored before it was kept"})
 
 
+def split_source_field(whose: str = "the answer's", more: str = "", **kw: object) -> fields.String:
+    """``split_source`` (``predictor.terms.split_source``) of an answer, a fit or a fleet plan's client."""
+    return fields.String(**kw, metadata={
+        "description": f"{'|'.join(SPLIT_SOURCES)}: whether {whose} stall and compute times rest on the workload "
+                       "rows' own stall and compute columns, or on their epoch totals only (then the split is the "
+                       "fitted terms' attribution, shaped by the reference workloads, and may be several times "
+                       f"off){more}"})
+
+
 def rows_scatter_field() -> fields.Float:
     """How far the fit's own profiled epoch times scatter about it (``predictor.fit_check.time_scatter``)."""
     return fields.Float(allow_none=True, metadata={
@@ -274,6 +284,7 @@ class ModelProvenanceSchema(Schema):
     workload_source = fields.String(metadata={
         "description": "published|measured|simulated: where the workload's own profile rows came from "
                        "(simulated = the digital twin)"})
+    split_source = split_source_field(required=True)
     profiled_modes = fields.Integer(required=True)
     model_version = fields.String(required=True)
 
@@ -479,6 +490,7 @@ class StoredFitSchema(Schema):
     reference_source = fields.String(allow_none=True)
     workload_source = fields.String(allow_none=True, metadata={
         "description": "published|measured|simulated: where the fitted rows came from"})
+    split_source = split_source_field(allow_none=True, more="; null for fits stored before it was kept")
     profiled_modes = fields.Integer(allow_none=True)
     has_power = fields.Boolean(allow_none=True)
     aliased_knobs = aliased_knobs_field()

@@ -60,8 +60,8 @@ class RevisionConflict(Exception):
 
 
 #: The fields of a fit summary (``api.workloads.fit_summary``) kept per device.
-FIT_FIELDS = ("model_version", "reference_source", "workload_source", "profiled_modes", "has_power",
-              "aliased_knobs", "rows_scatter_rel")
+FIT_FIELDS = ("model_version", "reference_source", "workload_source", "split_source", "profiled_modes",
+              "has_power", "aliased_knobs", "rows_scatter_rel")
 
 
 def stored_fit_fields(fit: Mapping[str, object]) -> dict[str, object]:

@@ -37,6 +37,7 @@ from jetpredict.predictor.limits import (
     MIN_CLOCK_SHARE,
     MIN_CORES,
     OBJECTIVES,
+    SPLIT_SOURCES,
     percent,
 )
 
@@ -187,7 +188,8 @@ def _plan(args: argparse.Namespace) -> int:
     # (the least trusted over the models it took the slowest of, as a fleet plan's over its devices).
     device = resolve_device(args.device)
     rests_on = service.fleet_provenance({m.workload_id: service.provenance(m, device) for m in plan.estimated_by})
-    del rests_on["workload_source"]  # the reference workloads' own rows, not the user's
+    for key in ("workload_source", "split_source"):  # of the reference workloads' own rows, not the user's
+        del rests_on[key]
     table = plan.modes.assign(**rests_on, cross_device=any(m.device_id != device.id for m in plan.estimated_by))
     with _output(args.out) as out:
         write_table(table if args.format != "table" else plan.modes, args.format, out)
@@ -267,12 +269,19 @@ def rows_kind(rows: Iterable[Mapping[str, object]]) -> str:
 
 def _log_fit_caveats(model) -> None:
     """Say which knobs' effects the profiled modes do not separate (their split is the prior's), and
-    whether the model's form misses its own rows (:func:`_log_lack_of_fit`)."""
+    whether the model's form misses its own rows (:func:`_log_lack_of_fit`), and when its stall/compute
+    split rests on epoch totals alone."""
+    from jetpredict.predictor.terms import split_source
+
     aliased = model.aliased_knobs()
     if aliased:
         # No claim on the intervals here: `fit` measures what each pair costs them, and it can be nothing.
         _log("aliased knobs (the profiled modes do not separate their effects; predictions along them take "
              "their split from the reference): " + ", ".join(f"{k} ({why})" for k, why in aliased.items()))
+    if split_source(model.time_fits) != SPLIT_SOURCES[0]:
+        _log("note: the rows time whole epochs only (no stall_time_s / compute_time_s): predicted stall and "
+             "compute are the fitted terms' attribution, shaped by the reference workloads (split_source "
+             f"{SPLIT_SOURCES[1]}), not measured; the epoch is predicted as usual")
     _log_lack_of_fit(model)
 
 

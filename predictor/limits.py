@@ -9,8 +9,14 @@ from __future__ import annotations
 #: Objective name -> the predicted column it minimises.
 OBJECTIVES: dict[str, str] = {"min-time": "epoch_time_s", "min-energy": "epoch_energy_j"}
 #: What every prediction answer says it rests on: the reference and workload rows' provenance
-#: (``published`` / ``measured`` / ``simulated``), the distinct modes profiled and the model's form.
-PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "profiled_modes", "model_version")
+#: (``published`` / ``measured`` / ``simulated``), what its stall/compute split comes from
+#: (:data:`SPLIT_SOURCES`), the distinct modes profiled and the model's form.
+PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "split_source", "profiled_modes",
+                                      "model_version")
+#: ``split_source``, best first: the workload's own stall and compute columns were fitted (``components``), or
+#: only its epoch totals were, and the answer's stall and compute are the fitted terms' attribution, shaped by
+#: the reference workloads (``epoch_totals``; on the real sweeps a stall several times off: README).
+SPLIT_SOURCES: tuple[str, ...] = ("components", "epoch_totals")
 #: The objective when none is given (``plan --after``, ``profile --adaptive``).
 DEFAULT_OBJECTIVE = "min-time"
 #: ``plan``'s default candidate region (:mod:`jetpredict.predictor.planning`): every clock at least this share

@@ -48,7 +48,7 @@ from jetpredict.predictor.limits import (
 )
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.recommend import CONSTANT_COLUMNS
-from jetpredict.predictor.terms import least_trusted, workload_source
+from jetpredict.predictor.terms import least_trusted, split_source, weakest_split, workload_source
 from jetpredict.predictor.workload_devices import DeviceModels
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
@@ -74,10 +74,11 @@ def _target(model: WorkloadModel, device: Device | str | None) -> Device:
 
 def provenance(model: WorkloadModel, device: Device | str | None = None) -> dict[str, object]:
     """What a prediction of ``model`` on ``device`` rests on: the least trusted reference data used (across
-    devices also the other device's sweeps, simulated for all but AGX Xavier), the workload's own rows."""
+    devices also the other device's sweeps, simulated for all but AGX Xavier), the workload's own rows and
+    whether their stall and compute columns were fitted."""
     return {"reference_source": bundled.on_device(model, _target(model, device)).reference_source,
-            "workload_source": workload_source(model), "profiled_modes": int(model.profiled_modes),
-            "model_version": model.model_version}
+            "workload_source": workload_source(model), "split_source": split_source(model.time_fits),
+            "profiled_modes": int(model.profiled_modes), "model_version": model.model_version}
 
 
 #: One answer row (JSON rows, a recommendation's best and Pareto rows), in output order.
@@ -511,12 +512,13 @@ def device_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str
 
 def fleet_provenance(per_device: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
     """:func:`provenance` of a plan over client devices, from each one's (:func:`device_provenance`): the
-    least trusted reference and workload rows over those devices, and the fewest profiled modes any of them
-    rests on. A plan whose only client is served by two simulated rows says so, whatever the workload's
-    other devices hold."""
+    least trusted reference and workload rows over those devices, a split from totals if any has one, and the
+    fewest profiled modes any of them rests on. A plan whose only client is served by two simulated rows says
+    so, whatever the workload's other devices hold."""
     parts = list(per_device.values())
     return {**parts[0], "reference_source": least_trusted(p["reference_source"] for p in parts),
             "workload_source": least_trusted(p["workload_source"] for p in parts),
+            "split_source": weakest_split(p["split_source"] for p in parts),
             "profiled_modes": min(p["profiled_modes"] for p in parts)}
 
 

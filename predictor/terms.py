@@ -32,6 +32,7 @@ from jetpredict.models.profile_rows import (
 )
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
+from jetpredict.predictor.limits import SPLIT_SOURCES
 from scipy.optimize import nnls
 from scipy.special import log_ndtr, ndtri_exp
 
@@ -454,6 +455,16 @@ class ShapePrior:
 
     mean: Mapping[str, np.ndarray]
     sd: Mapping[str, np.ndarray]
+
+
+def split_source(fits: Mapping[str, TermFit]) -> str:
+    """What :func:`split_compute` rests on (:data:`~.limits.SPLIT_SOURCES`): fitted components, or a total's."""
+    return SPLIT_SOURCES[0] if "compute" in fits else SPLIT_SOURCES[1]
+
+
+def weakest_split(sources: Iterable[str]) -> str:
+    """The least measured of several answers' ``split_source``: one split from totals makes a merged one so."""
+    return SPLIT_SOURCES[1] if SPLIT_SOURCES[1] in set(sources) else SPLIT_SOURCES[0]
 
 
 def split_compute(fits: Mapping[str, TermFit], feats: Mapping[str, np.ndarray]

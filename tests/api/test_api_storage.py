@@ -25,7 +25,8 @@ def test_upload_revisions_and_conflicts(storage):
     rec = add(storage, "w", [{"a": 1}, {"a": 2}], 0, {"model_version": "v"})
     assert (rec.revision, rec.rows_stored, rec.fit["model_version"]) == (1, 2, "v")
     assert device_fits(rec) == {"nano": {"rows": 2, "model_version": "v", "reference_source": None,
-                                         "workload_source": None, "profiled_modes": None, "has_power": None,
+                                         "workload_source": None, "split_source": None, "profiled_modes": None,
+                                         "has_power": None,
                                          "aliased_knobs": None, "rows_scatter_rel": None}}
     with pytest.raises(RevisionConflict):
         add(storage, "w", [{"a": 3}], 0)  # "new" workload that exists
@@ -160,7 +161,8 @@ def test_a_record_of_an_older_version_reads_as_its_one_device_and_takes_others(s
             fit={"device": "nano", "model_version": "v0", "profiled_modes": 1, "has_power": False}))
     rec = storage.get_workload_rows("old")[0]
     assert rec.devices == ["nano"] and device_fits(rec)["nano"] == {
-        "rows": 1, "model_version": "v0", "reference_source": None, "workload_source": None, "profiled_modes": 1,
+        "rows": 1, "model_version": "v0", "reference_source": None, "workload_source": None, "split_source": None,
+        "profiled_modes": 1,
         "has_power": False, "aliased_knobs": None, "rows_scatter_rel": None}
     (rec,) = storage.add_uploads([WorkloadWrite("old", "xavier-nx", [{"b": 1}], 1, {"model_version": "v1"})])
     assert rec.devices == ["nano", "xavier-nx"] and rec.fit["model_version"] == "v0"

@@ -14,7 +14,8 @@ from jetpredict.api import workloads as workloads_module
 
 RESNET, MOBILENET = "sweep-resnet18", "sweep-mobilenetv3"
 PER_WORKLOAD = ("workload_id", "rows_stored", "rows_total", "revision", "device", "model_version",
-                "reference_source", "workload_source", "profiled_modes", "has_power", "aliased_knobs", "rows_scatter_rel",
+                "reference_source", "workload_source", "split_source", "profiled_modes", "has_power", "aliased_knobs",
+                "rows_scatter_rel",
                 "devices")
 
 

@@ -168,3 +168,29 @@ def test_cli_recommend_json_has_the_fields_of_the_http_answer(client, tmp_path, 
     assert set(cli) == set(http)
     assert set(cli["best"]) == set(http["best"]) and set(cli["pareto"][0]) == set(http["pareto"][0])
     assert cli["best"]["mode"] == http["best"]["mode"] and cli["constraints"] == http["constraints"]
+
+
+def test_answers_say_whether_their_stall_and_compute_were_measured(client):
+    """Rows without the stall/compute columns fit the epoch total only: every answer of that workload says
+    its split is the fit's attribution (``epoch_totals``), a fleet plan over both kinds of client says so
+    too, and a workload whose rows carry the columns says ``components``."""
+    totals = [{k: v for k, v in r.items() if k not in ("stall_time_s", "compute_time_s")}
+              for r in _rows("agx-xavier-published.csv", "lenet5-mnist", 4)]
+    assert all("stall_time_s" not in r for r in totals)
+    up = client.post("/v1/profiles", json={"rows": totals}, headers=HEADERS).get_json()
+    assert up["split_source"] == "epoch_totals"
+    stored = client.get("/v1/workloads/lenet5-mnist").get_json()
+    assert stored["split_source"] == "epoch_totals"
+    for workload, split in (("lenet5-mnist", "epoch_totals"), ("resnet18-cifar10", "components")):
+        ask = {"workload": {"id": workload}, "modes": "presets"}
+        assert client.post("/v1/predictions", json=ask).get_json()["split_source"] == split
+        rec = client.post("/v1/recommendations", json={"device": "agx-xavier", "workload": {"id": workload},
+                                                       "objective": "min-time", "constraints": {}}).get_json()
+        assert rec["split_source"] == split
+    nano = [{**r, "workload": "lenet5-mnist"} for r in _rows("nano-simulated.csv", "lenet5-mnist", 4)]
+    assert client.post("/v1/profiles", json={"rows": nano}, headers=HEADERS).status_code == 201
+    fleet = {"workload": {"id": "lenet5-mnist"}, "deadline_s": 100000,
+             "clients": [{"id": "n", "device": "nano"}, {"id": "x", "device": "agx-xavier"}]}
+    plan = client.post("/v1/fleet-plans", json=fleet).get_json()
+    assert {c["id"]: c["split_source"] for c in plan["clients"]} == {"n": "components", "x": "epoch_totals"}
+    assert plan["split_source"] == "epoch_totals"  # one client's split from totals makes the plan's so

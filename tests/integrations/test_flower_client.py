@@ -63,7 +63,8 @@ def test_the_plan_record_says_where_its_prediction_came_from(caplog):
     ConfigRecord (plain strings and ints) and back, and the node logs it; a record without them reads as
     unknown (None)."""
     provenance = {"workload_id": "my-resnet", "reference_source": "simulated", "workload_source": "published",
-                  "profiled_modes": 4, "model_version": "mech-14", "cross_device": True}
+                  "split_source": "epoch_totals", "profiled_modes": 4, "model_version": "mech-14",
+                  "cross_device": True}
     plan = dataclasses.replace(plan_for(load_device(DEVICE).preset("MAXN")), **provenance)
     record = plan.to_config()
     assert {k: record[k.replace("_", "-")] for k in provenance} == provenance

@@ -390,8 +390,8 @@ def test_cli_plan_after_writes_the_next_modes(tmp_path, resnet, capsys):
     got = pd.read_csv(out, dtype={"mode": str})
     # what the proposal rests on travels in columns, as in every verb's CSV from a fit (DESIGN)
     assert list(got.columns) == ["mode", *MODE_FIELDS, "est_profile_s", "score", "expected_uncertainty", "reason",
-                                 "reference_source", "workload_source", "profiled_modes", "model_version",
-                                 "cross_device"]
+                                 "reference_source", "workload_source", "split_source", "profiled_modes",
+                                 "model_version", "cross_device"]
     assert len(got) == 2 and set(got["mode"]) <= set("bcdfgij")
     assert np.isfinite(got["score"]).all() and set(got["profiled_modes"]) == {3}
     said = capsys.readouterr().err

@@ -3,7 +3,10 @@ mode's epoch into compute and stall (``terms.split_compute``)."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
+import pandas as pd
 import pytest
 from jetpredict.models.catalogue import ModeArrays, load_device
 from jetpredict.models.profile_files import read_profile_csv
@@ -30,3 +33,21 @@ def test_a_total_only_fit_predicts_stall_and_compute_at_every_mode(workload):
     assert (p.stall_time_s > 0).all() and (p.compute_time_s > 0).all()
     assert (p.stall_time_s + p.compute_time_s <= p.epoch_time_s * (1 + 1e-9)).all()
     assert np.isfinite(p.stall_time_s).all() and np.isfinite(p.compute_time_s).all()
+
+
+def test_fit_and_predict_say_when_the_split_rests_on_epoch_totals(tmp_path, capsys):
+    """``fit`` and ``predict`` of total-only rows note that stall and compute are not measured, and every
+    answer line carries ``split_source`` ``epoch_totals``; rows with the columns say ``components``, no note."""
+    from jetpredict.cli import main
+
+    rows = REF[(REF.workload == "lenet5-mnist") & REF["mode"].isin(list("efij"))]
+    said = {}
+    for name, table in (("totals", rows.drop(columns=["stall_time_s", "compute_time_s"])), ("components", rows)):
+        table.to_csv(tmp_path / f"{name}.csv", index=False)
+        assert main(["fit", "--device", "agx-xavier", "--profiles", str(tmp_path / f"{name}.csv"),
+                     "--out", str(tmp_path / f"{name}.json")]) == 0
+        assert main(["predict", "--model", str(tmp_path / f"{name}.json"), "--presets", "--format", "csv"]) == 0
+        out = capsys.readouterr()
+        split = set(pd.read_csv(io.StringIO(out.out))["split_source"])
+        said[name] = (split, "stall_time_s / compute_time_s" in out.err)
+    assert said == {"totals": ({"epoch_totals"}, True), "components": ({"components"}, False)}

@@ -461,7 +461,7 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
     trained nobody), ``excluded`` (round -> nodes the arm did not train), ``confidence_notes`` (what the
     plan said of its confidence, see :class:`~jetpredict.integrations.flower.plans.ClientPlan`),
     ``provenance`` (device -> what the predictions of its planned modes rest on: ``workload_id``,
-    ``reference_source``, ``workload_source``, ``profiled_modes``, ``model_version``; empty for the
+    ``reference_source``, ``workload_source``, ``split_source``, ``profiled_modes``, ``model_version``; empty for the
     arms without a plan), ``strategy``.
     """
     import torch

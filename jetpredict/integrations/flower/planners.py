@@ -30,7 +30,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import PROVENANCE_FIELDS
 
 #: What a plan rests on: the workload id and :data:`~jetpredict.predictor.limits.PROVENANCE_FIELDS`
-#: (``reference_source``, ``workload_source``, ``profiled_modes``, ``model_version``).
+#: (``reference_source``, ``workload_source``, ``split_source``, ``profiled_modes``, ``model_version``).
 PROVENANCE_KEYS: tuple[str, ...] = ("workload_id", *PROVENANCE_FIELDS)
 
 
@@ -92,12 +92,12 @@ def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The top-level provenance of a plan merged from the plans of several models (``parts``: each one's
     :func:`provenance_of`), with ``provenance_note`` saying how it was merged (None for one part, whose
     provenance it is unchanged): ``reference_source`` and ``workload_source`` the least trusted of the
-    parts', ``profiled_modes`` the fewest, ``workload_id`` and ``model_version`` the parts' one value, or
+    parts', ``split_source`` ``epoch_totals`` if any part's is, ``profiled_modes`` the fewest, ``workload_id`` and ``model_version`` the parts' one value, or
     None when they differ. Each client entry keeps its own part's provenance."""
     distinct = [dict(p) for i, p in enumerate(parts) if dict(p) not in [dict(q) for q in parts[:i]]]
     if len(distinct) <= 1:
         return {**(distinct[0] if distinct else dict.fromkeys(PROVENANCE_KEYS)), "provenance_note": None}
-    from jetpredict.predictor.terms import least_trusted
+    from jetpredict.predictor.terms import least_trusted, weakest_split
 
     def known(key: str) -> list[Any]:
         return [p[key] for p in distinct if p.get(key) is not None]
@@ -109,12 +109,13 @@ def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload_id": one("workload_id"),
         **{k: least_trusted(known(k)) if known(k) else None for k in ("reference_source", "workload_source")},
+        "split_source": weakest_split(known("split_source")) if known("split_source") else None,
         "profiled_modes": min(known("profiled_modes")) if known("profiled_modes") else None,
         "model_version": one("model_version")}
     differ = [k for k in ("workload_id", "model_version") if out[k] is None and known(k)]
     out["provenance_note"] = (
         f"clients planned by {len(distinct)} models: reference_source and workload_source are the least "
-        f"trusted of theirs, profiled_modes the fewest"
+        f"trusted of theirs, split_source epoch_totals if any part's is, profiled_modes the fewest"
         + (f"; {' and '.join(differ)} differ (null here)" if differ else "")
         + "; each client entry states its own")
     return out

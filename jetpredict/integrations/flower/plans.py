@@ -47,9 +47,9 @@ class ClientPlan:
     not back it here (None when it does). What the prediction of the planned mode rests on, as the
     planner's answer states it for this node (:data:`~.planners.PROVENANCE_KEYS`): ``workload_id``,
     ``reference_source`` and ``workload_source`` (``published`` / ``measured`` / ``simulated``: the least
-    trusted data the plan used), ``profiled_modes`` (the fewest distinct modes among the rows that serve the
-    plan's devices),
-    ``model_version``; with ``cross_device``, whether it was predicted from another device's rows.
+    trusted data the plan used), ``split_source`` (``components`` or ``epoch_totals``: whether the rows'
+    stall and compute columns were fitted), ``profiled_modes`` (the fewest distinct modes among the rows
+    that serve the plan's devices), ``model_version``; with ``cross_device``, whether it was predicted from another device's rows.
     ``None`` = the planner gave no such figure."""
 
     node_id: int
@@ -81,6 +81,7 @@ class ClientPlan:
     workload_id: str | None = None
     reference_source: str | None = None
     workload_source: str | None = None
+    split_source: str | None = None
     profiled_modes: int | None = None
     model_version: str | None = None
 

@@ -87,8 +87,8 @@ class ClientRecord:
     gives the error). ``deadline_missed``: reported time above the deadline, or no reply from a selected
     node; None (unknown) for a reply without a ``jetpredict.report`` or a failed node, with ``reason``
     saying why. ``confidence_note``: the plan's word on its confidence;
-    ``cross_device``, ``workload_id``, ``reference_source``, ``workload_source``, ``profiled_modes``,
-    ``model_version``: what the plan's prediction rests on (see :class:`~.plans.ClientPlan`).
+    ``cross_device``, ``workload_id``, ``reference_source``, ``workload_source``, ``split_source``,
+    ``profiled_modes``, ``model_version``: what the plan's prediction rests on (see :class:`~.plans.ClientPlan`).
     """
 
     round: int
@@ -120,6 +120,7 @@ class ClientRecord:
     workload_id: str | None = None
     reference_source: str | None = None
     workload_source: str | None = None
+    split_source: str | None = None
     profiled_modes: int | None = None
     model_version: str | None = None
 
