@@ -7,9 +7,10 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
-from jetpredict.profiler.metering import MeteredWindow, metered
+from jetpredict.profiler.metering import MeteredWindow, cuda_sync, metered
 from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerReadError, detect_power_meter
 
 
@@ -113,6 +114,18 @@ def test_a_fake_ina3221_reads_as_the_module_power(fake_root):
         time.sleep(0.1)
     assert isinstance(w, MeteredWindow) and "VDD_IN" in w.meter
     assert w.avg_power_w == pytest.approx(12.0)
+
+
+@pytest.mark.parametrize("available, initialised, synced", [(True, True, 1), (True, False, 0), (False, False, 0)])
+def test_cuda_sync_synchronizes_only_a_cuda_this_process_initialised(monkeypatch, available, initialised, synced):
+    """cuda_sync reads the torch already imported (a spy in its place: the CPU wheel has no CUDA to wait on):
+    it waits for CUDA only where torch has initialised it; a process training on the CPU has nothing queued."""
+    calls: list[str] = []
+    cuda = SimpleNamespace(is_available=lambda: available, is_initialized=lambda: initialised,
+                           synchronize=lambda: calls.append("synchronize"))
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cuda))
+    cuda_sync()
+    assert calls == ["synchronize"] * synced
 
 
 def test_metering_imports_neither_torch_nor_the_sampler():

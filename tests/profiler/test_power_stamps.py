@@ -4,6 +4,7 @@ the latest line, read up to one interval earlier, and one line polled twice is o
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -83,6 +84,40 @@ def test_stop_waits_for_a_reading_taken_after_it():
     trace = sampler.stop()
     assert trace.times_s[-1] >= t1 and trace.times_s[-1] in {meter.line_time(k) for k in (4, 5)}
     assert trace.energy_j(t0, t1) == pytest.approx(7.0 * (t1 - t0))
+
+
+class PreviousPollMeter(PowerMeter):
+    """Each read hands out the reading of the poll before it, stamped with that poll's time (a sensor that
+    reports its last finished conversion): every read is a new reading, and every one older than the read.
+    ``polls``: (perf_counter s, thread id) of each poll, the first one at construction."""
+
+    name = "test:previous-poll"
+
+    def __init__(self) -> None:
+        self.polls = [(time.perf_counter(), threading.get_ident())]
+
+    def read_timed_power_w(self) -> tuple[float, float]:
+        taken = self.polls[-1][0]
+        self.polls.append((time.perf_counter(), threading.get_ident()))
+        return taken, 7.0
+
+    def read_power_w(self) -> float:
+        return self.read_timed_power_w()[1]
+
+
+def test_stop_waits_for_a_reading_taken_after_it_not_just_a_new_one():
+    """The first read in stop() brings a new reading, but one taken before the stop: the end is bracketed
+    only by the next, taken during stop() itself. Decided by which poll a stamp is, not by timing: at 1 Hz
+    the sampler's thread rarely polls at all, and its polls, whenever they come, are told apart by thread."""
+    meter = PreviousPollMeter()
+    sampler = PowerSampler(meter, hz=1.0).start()
+    t0 = time.perf_counter()
+    t1 = time.perf_counter()
+    trace = sampler.stop()
+    me = threading.get_ident()
+    stop_polls = [t for t, thread in meter.polls[2:] if thread == me]  # after construction's and start()'s
+    assert trace.times_s[0] <= t0 and trace.times_s[-1] >= t1
+    assert trace.times_s[-1] in stop_polls, "the end is bracketed by a reading taken before stop()"
 
 
 @pytest.mark.parametrize("stamp", [math.nan, math.inf, "future"])

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from jetpredict.profiler.metering import window_null_reason
 from jetpredict.profiler.power import PowerTrace
 
 
@@ -62,6 +63,26 @@ def test_a_failed_read_inside_the_window_makes_energy_unknown_not_zero():
     assert trace.energy_j(3.0, 6.0) is None
     assert trace.energy_j(4.2, 8.0) is None  # the bad sample brackets the left edge
     assert trace.energy_j(4.5, 8.0) == pytest.approx(5.0 * 3.5)  # the bad sample is outside
+
+
+@pytest.mark.parametrize("failed", [0, 4])
+def test_a_failed_read_bracketing_a_window_edge_is_named_as_its_reason(failed):
+    """The sample just outside each edge decides the window (its edge is interpolated from it): a failed read
+    there is one of the window's failed reads, and the reason its energy is unknown."""
+    p = np.full(5, 5.0)
+    p[failed] = np.nan  # t = 0 (left of the window) or t = 4 (right of it)
+    trace = PowerTrace(np.arange(5.0), p, meter_name="m", read_errors=1, last_error="PowerReadError: i2c")
+    assert trace.failed_reads_in(0.5, 3.5) == 1 and trace.energy_j(0.5, 3.5) is None
+    assert trace.failed_reads_in(1.0, 3.0) == 0  # both edges on good samples: the failure is outside
+    assert window_null_reason("m", trace, 0.5, 3.5) == ("m: 1 failed reads in the measured window "
+                                                         "(PowerReadError: i2c)")
+
+
+def test_a_window_of_exactly_60_samples_has_no_sample_count_warning():
+    """MLPerf Power asks for at least 60 samples: 60 is enough, 59 is not."""
+    t = np.round(np.arange(60) * 0.1, 6)
+    assert PowerTrace(t, np.full(60, 5.0), hz=10.0).window_warning(0.0, t[-1]) is None
+    assert "holds 59 samples" in PowerTrace(t[:59], np.full(59, 5.0), hz=10.0).window_warning(0.0, t[58])
 
 
 def test_empty_trace_and_mismatched_arrays():
