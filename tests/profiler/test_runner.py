@@ -53,6 +53,8 @@ def test_aggregate_row_with_a_constant_power_trace():
     assert row["utilisation"] == pytest.approx(1e9 * 16 / 0.105 / 1.41e12)
     assert row["warmup"] == 3 and row["minibatches_measured"] == 10
     assert row["mb_compute_s_median"] == pytest.approx(0.105)
+    inside = np.count_nonzero((trace.times_s >= t0) & (trace.times_s <= t1))
+    assert row["power_samples"] == inside < len(trace)  # the measured window's, not the lead-in's too
     validate_records([row])  # a valid profile row
 
 
@@ -333,10 +335,33 @@ def test_the_raised_rate_stops_at_the_meters_update_rate():
     assert measured_window_hz(warmup, 10, 10.0, update_hz=25.0) == 25.0
     assert measured_window_hz(warmup, 10, 10.0, update_hz=5.0) == 10.0  # never below the rate asked
     assert measured_window_hz(warmup, 10, 10.0, update_hz=500.0) == 100.0
+    # The fastest warm-up minibatch sets the pace: 20 x 0.05 s is a 1 s window, 60 Hz (the slowest, 10 Hz).
+    warmup = [MinibatchTiming(0.0, 1.0, 1.0, 0.0, 1.0), MinibatchTiming(0.0, 0.05, 0.05, 1.0, 1.05)]
+    assert measured_window_hz(warmup, 20, 10.0) == pytest.approx(60.0)
     # In a run: the measured window of a meter updating at 25 Hz is sampled at 25 Hz, not 100.
     run = RealTimeRunner(_PacedBackend(0.005), _SlowSensor(25.0), _SlowSensor(None)).run_mode(
         None, RunSettings(warmup=2, minibatches=10, idle_s=0.0))
     assert run.trace.hz == 25.0 and run.cpu_trace.hz == 100.0
+
+
+class _CountedClose(_SlowSensor):
+    """A meter that counts its closes; ``fails``: each close raises, as a tegrastats that will not stop."""
+
+    def __init__(self, fails: bool = False) -> None:
+        super().__init__(None)
+        self.fails, self.closed = fails, 0
+
+    def close(self) -> None:
+        self.closed += 1
+        if self.fails:
+            raise OSError("tegrastats did not stop")
+
+
+def test_the_runner_closes_its_module_and_cpu_meters_also_when_one_close_fails():
+    module, cpu = _CountedClose(), _CountedClose(fails=True)
+    with pytest.raises(OSError, match="did not stop"):
+        RealTimeRunner(_PacedBackend(0.0), module, cpu).close()
+    assert (module.closed, cpu.closed) == (1, 1)
 
 
 def test_loader_defaults_to_at_most_one_worker_per_core_and_checks_its_fields():
