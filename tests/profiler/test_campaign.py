@@ -6,16 +6,17 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import numpy as np
 import pytest
 import torch
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import MODE_FIELDS, PowerMode, load_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError
 from jetpredict.models.profile_files import read_profile_csv, read_profile_rows
 from jetpredict.profiler import campaign, upload
-from jetpredict.profiler.backends import TorchBackend
+from jetpredict.profiler.backends import MinibatchTiming, TorchBackend
 from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, run_campaign
 from jetpredict.profiler.mode_lists import modes_to_profile
-from jetpredict.profiler.power import NullPowerMeter
+from jetpredict.profiler.power import NullPowerMeter, PowerTrace
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.runner import RealTimeRunner
 
@@ -90,11 +91,16 @@ def test_too_many_workers_are_refused_before_any_mode_is_switched(tmp_path, monk
 
 
 class CrashOnSecondMode(TorchBackend):
-    """A real backend that fails when the second mode starts, as a crash mid-campaign would."""
+    """A real backend that fails when the second mode starts, as a crash mid-campaign would; it counts its
+    closes (each releases the DataLoader's workers)."""
 
     def __init__(self, *a, **kw) -> None:
         super().__init__(*a, **kw)
-        self.prepared = 0
+        self.prepared = self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+        super().close()
 
     def prepare(self, mode) -> None:
         self.prepared += 1
@@ -106,8 +112,6 @@ class CrashOnSecondMode(TorchBackend):
 def test_a_crash_loses_only_the_mode_in_progress(tmp_path):
     cfg = _cfg(tmp_path)
     nan = float("nan")
-    from jetpredict.models.catalogue import PowerMode
-
     modes = [PowerMode("first", 1, nan, nan, nan), PowerMode("second", 1, nan, nan, nan)]
     runner = RealTimeRunner(CrashOnSecondMode("lenet5-mnist", 8, 0), NullPowerMeter())
     parts = CampaignParts("host", None, modes, runner, detect_controller("host"), 0.0)
@@ -116,6 +120,7 @@ def test_a_crash_loses_only_the_mode_in_progress(tmp_path):
     df = read_profile_csv(tmp_path / "p.csv")
     assert list(df["mode"]) == ["first"]
     assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
+    assert runner.backend.closed == 1  # released although the campaign failed
 
 
 class HeldByAnotherRun:
@@ -131,8 +136,6 @@ class HeldByAnotherRun:
 
 
 def _host_parts(backend, *labels: str, controller=None) -> CampaignParts:
-    from jetpredict.models.catalogue import PowerMode
-
     nan = float("nan")
     modes = [PowerMode(label, 1, nan, nan, nan) for label in labels]
     runner = RealTimeRunner(backend, NullPowerMeter())
@@ -158,10 +161,10 @@ class _ClosableMeter(NullPowerMeter):
 
 def test_the_campaign_closes_its_meters_on_every_exit(tmp_path):
     meters = [_ClosableMeter(), _ClosableMeter()]
-    parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "one")
+    parts = _host_parts(CrashOnSecondMode("lenet5-mnist", 8, 0), "one")  # one mode: it does not crash
     parts.runner = RealTimeRunner(parts.backend, *meters)
     run_campaign(_cfg(tmp_path, minibatches=2), parts)
-    assert [m.closed for m in meters] == [1, 1]
+    assert [m.closed for m in meters] == [1, 1] and parts.backend.closed == 1
     # A campaign that fails before its first mode (an unwritable --out) closes them too.
     meters = [_ClosableMeter(), _ClosableMeter()]
     parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "one")
@@ -170,6 +173,27 @@ def test_the_campaign_closes_its_meters_on_every_exit(tmp_path):
     with pytest.raises(InputError, match="cannot write --out"):
         run_campaign(_cfg(tmp_path, name="file/p.csv"), parts)
     assert [m.closed for m in meters] == [1, 1]
+
+
+def test_a_read_back_clock_may_be_a_megahertz_off_but_not_a_core_short():
+    """A clock read back within READ_BACK_TOLERANCE_MHZ of its cap is not noted, one further off is; a core
+    count is whole, so one core short is noted."""
+    asked, tol = PowerMode("m", 4, 1000.0, 500.0, 1000.0), campaign.READ_BACK_TOLERANCE_MHZ
+    assert campaign._read_back_notes(asked, PowerMode("rb", 4, 1000.0 + tol, 500.0 - tol, 1000.0)) == []
+    off = campaign._read_back_notes(asked, PowerMode("rb", 4, 1000.0, 500.0 - 1.5 * tol, 1000.0))
+    assert len(off) == 1 and off[0].startswith(f"read-back gpu_mhz {500.0 - 1.5 * tol:g} differs from the")
+    short = campaign._read_back_notes(asked, PowerMode("rb", 3, 1000.0, 500.0, 1000.0))
+    assert len(short) == 1 and short[0].startswith("read-back cpu_cores 3 differs from the requested 4")
+
+
+def test_sidecar_times_are_seconds_since_the_campaign_started():
+    """Minibatch start and end stamps and power sample times count from the campaign's start (1000 s on the
+    runner's clock here); durations are as they are."""
+    cols = campaign._timings_json([MinibatchTiming(0.1, 0.2, 0.3, 1000.5, 1000.8)], 1000.0)
+    assert cols == {"stall_s": [0.1], "compute_s": [0.2], "total_s": [0.3], "start_s": [0.5],
+                    "end_s": [pytest.approx(0.8)]}
+    trace = PowerTrace(np.array([1000.0, 1000.5]), np.array([5.0, 5.0]), meter_name="m")
+    assert campaign._trace_json(trace, 1000.0)["times_s"] == [0.0, 0.5]
 
 
 def test_a_run_that_fails_before_its_first_row_keeps_the_existing_outputs(tmp_path):
@@ -445,6 +469,21 @@ def test_upload_failures_keep_the_files_and_name_the_field(tmp_path, service, mo
     assert len(read_profile_csv(tmp_path / "p.csv")) == 1
 
 
+def test_an_adaptive_chooser_past_its_budget_is_stopped_before_the_extra_mode(tmp_path):
+    maxn = load_device("orin-nx").preset("MAXN")
+
+    class PastBudget:  # a chooser that never says stop
+        budget = 1
+
+        def next_mode(self, rows):
+            return {"mode": "again", **dict(zip(MODE_FIELDS, maxn.knobs(), strict=True))}
+
+    cfg = _cfg(tmp_path, device="sim:orin-nx", modes=None, minibatches=2, adaptive=lambda dev, modes: PastBudget())
+    with pytest.raises(RuntimeError, match="past its budget of 1"):
+        run_campaign(cfg)
+    assert len(read_profile_csv(tmp_path / "p.csv")) == 1  # the one mode of the budget, not a second
+
+
 def test_sim_device_runs_through_the_same_campaign(tmp_path):
     rows = run_campaign(_cfg(tmp_path, device="sim:orin-nano", modes="15W,7W", workload="resnet18-cifar10",
                              batch_size=16, workers=4, minibatches=5))
@@ -535,7 +574,6 @@ def test_base_power_is_the_idle_draw_and_avg_power_the_training_draw_per_mode(fa
 
 def test_an_empty_base_power_has_its_reason_in_the_sidecar(fake_root, tmp_path):
     from fakes import BusyRailBackend, LateMeter
-    from jetpredict.models.catalogue import PowerMode
 
     backend = BusyRailBackend(fake_root, "/unused/curr1_input", 0, 0, minibatch_s=0.05)  # samples in its window
     nan = float("nan")
