@@ -3,7 +3,9 @@
 :class:`FakeRoot` builds a sysfs tree under a temporary directory (point ``JETPREDICT_SYSFS_ROOT`` at it)
 and installs fake ``nvpmodel``, ``jetson_clocks`` and ``tegrastats`` executables under ``<root>/usr/bin``.
 The fakes are small Python scripts that append every call to ``<root>/calls.log`` (one JSON list per
-line) and keep their state in the tree itself, so tests check both the calls and their effect.
+line) and keep their state in the tree itself, so tests check both the calls and their effect. The tree
+refuses what a Jetson kernel refuses (:func:`kernel_refusal`) to the sysfs writes of jetpredict, in the test's
+process and in the children it starts with :meth:`FakeRoot.run_env`; a test's own set-up writes anything.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -69,6 +72,7 @@ class FakeRoot:
         self.bin = self.path / "usr" / "bin"
         self.bin.mkdir(parents=True, exist_ok=True)
         self.calls_log = self.path / "calls.log"
+        install_kernel_rules()  # the code under test writes sysfs in this process: the kernel's refusals apply
         # As on every systemd board: the folder of the device-wide power-mode lock, open to every user.
         self.real("/run/lock").mkdir(parents=True, exist_ok=True)
         os.chmod(self.real("/run/lock"), 0o1777)
@@ -292,11 +296,16 @@ class FakeRoot:
         return env
 
     def run_env(self) -> dict[str, str]:
-        """:meth:`env` for a run of this checkout's jetpredict (the working directory first on PYTHONPATH)
-        whose state file goes under this root (:meth:`state_dir`), where tests look."""
+        """:meth:`env` for a run of this checkout's jetpredict (the working directory early on PYTHONPATH)
+        whose state file goes under this root (:meth:`state_dir`), where tests look, and whose sysfs writes
+        obey :func:`kernel_refusal` as the test's own do."""
         env = self.env()
         env.pop("JETPREDICT_STATE_DIR", None)
-        env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+        # The kernel's refusals in the child too: a sitecustomize (imported at start-up) installs them.
+        rules = self.real("/usr/lib/fake_kernel_rules")
+        rules.mkdir(parents=True, exist_ok=True)
+        (rules / "sitecustomize.py").write_text(KERNEL_RULES_SITE)
+        env["PYTHONPATH"] = os.pathsep.join([str(rules), os.getcwd(), env.get("PYTHONPATH", "")])
         return env
 
     def state_dir(self) -> Path:
@@ -389,6 +398,61 @@ def governor_step(steps: list[int], bottom: int, top: int, level: str) -> int:
     return under if level == "max" else min(under, min((f for f in steps if f >= bottom), default=max(steps)))
 
 
+#: The sysfs clock limits the kernel checks against their partner in force (L4T's 4.9 cpufreq and devfreq).
+_LIMIT_FILES = ("min_freq", "max_freq", "scaling_min_freq", "scaling_max_freq")
+
+
+def kernel_refusal(read, device_path: str, value: object, limits: bool = True) -> str | None:
+    """Why a Jetson kernel refuses (EINVAL) writing ``value`` to the sysfs file ``device_path``, or None when it
+    takes it; ``read(device_path)`` is a file's text in force (None: missing). Refused: any cpufreq file of an
+    offline CPU (each fake CPU is a policy of its own, and a policy with no CPU online takes no writes) and, with
+    ``limits``, a max below the min in force or a min above the max in force."""
+    cpu = re.fullmatch(r"/sys/devices/system/cpu/cpu(\d+)/cpufreq/\w+", device_path)
+    if cpu and read(f"/sys/devices/system/cpu/cpu{cpu.group(1)}/online") not in (None, "1"):
+        return f"cpu{cpu.group(1)} is offline"
+    folder, name = device_path.rsplit("/", 1)
+    if not limits or name not in _LIMIT_FILES:
+        return None
+    lowering = "max" in name  # a max may not go below the min, a min not above the max
+    partner = read(f"{folder}/{name.replace('max', 'min') if lowering else name.replace('min', 'max')}")
+    try:
+        new, limit = int(str(value).split()[0]), int(partner.split()[0])
+    except (AttributeError, IndexError, ValueError):
+        return None  # no partner file, or not numbers: nothing to check against
+    if new < limit if lowering else new > limit:
+        return f"{name} {new} {'below the min' if lowering else 'above the max'} in force, {limit}"
+    return None
+
+
+def install_kernel_rules() -> None:
+    """Make this process's sysfs writes (``profiler.sysfs.write_text``) under a fake root fail as the kernel's
+    do, with EINVAL where :func:`kernel_refusal` refuses; once per process, and only while a fake root is set.
+    The fakes' own set-up (:meth:`FakeRoot.write`) writes past it: a test may build any state."""
+    import errno
+
+    from jetpredict.profiler import sysfs
+
+    if getattr(sysfs.write_text, "kernel_rules", False):
+        return
+    plain = sysfs.write_text
+
+    def write_text(device_path, value: object) -> None:
+        if sysfs.is_fake_root():
+            where = device_path if isinstance(device_path, str) else sysfs.unroot(device_path)
+            why = kernel_refusal(sysfs.read_text, where, value)
+            if why is not None:
+                raise OSError(errno.EINVAL, f"Invalid argument ({why})", str(sysfs.path(where)))
+        plain(device_path, value)
+
+    write_text.kernel_rules = True
+    sysfs.write_text = write_text
+
+
+#: A child's sitecustomize (FakeRoot.run_env): the kernel's refusals for a jetpredict run in another process.
+KERNEL_RULES_SITE = ("import re\n_LIMIT_FILES = " + repr(_LIMIT_FILES) + "\n" + inspect.getsource(kernel_refusal)
+                     + inspect.getsource(install_kernel_rules) + "install_kernel_rules()\n")
+
+
 def nvpmodel_conf_for(device: Device) -> str:
     """An nvpmodel configuration in L4T's format, generated from our catalogue's presets."""
     soc = device.specs.soc
@@ -427,11 +491,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def real(p): return ROOT / p.lstrip("/")
 def rd(p): return real(p).read_text().strip()
 def wr(p, v):
-    """A sysfs write. As the kernel: EINVAL for a cpufreq file of an offline CPU (each fake CPU is a policy of
-    its own, and a policy whose CPUs are all offline takes no writes); a missing folder is skipped."""
-    m = re.fullmatch(r"/sys/devices/system/cpu/cpu(\d+)/cpufreq/\w+", p)
-    if m and not online(int(m.group(1))):
-        raise OSError(errno.EINVAL, "Invalid argument", p)
+    """A sysfs write. As the kernel: EINVAL for a cpufreq file of an offline CPU; a missing folder is skipped.
+    No min/max check: in what order the closed nvpmodel binary writes a clock's MIN_FREQ and MAX_FREQ lines is
+    not known (NVIDIA's MLPerf Orin configuration lists MIN before MAX at one value), so a refusal here would test
+    this fake's order, not jetpredict's."""
+    why = kernel_refusal(lambda f: rd(f) if real(f).is_file() else None, p, v, limits=False)
+    if why is not None:
+        raise OSError(errno.EINVAL, f"Invalid argument ({why})", p)
     q = real(p)
     if not q.parent.is_dir():
         return
@@ -452,6 +518,8 @@ def online(c):
     f = real(f"{CPU}/cpu{c}/online")
     return not f.exists() or f.read_text().strip() == "1"
 @GOVERNOR_STEP@
+_LIMIT_FILES = @LIMIT_FILES@
+@KERNEL_REFUSAL@
 def running(d, table, lo, hi, level):
     on_steps = real(f"{d}/{table}").exists()
     steps = [int(x) for x in rd(f"{d}/{table}").split()] if on_steps else []
@@ -474,7 +542,8 @@ def settle():
     wr(EMC_RATE, min(cap, top) if cap > 0 else top)
 '''
 _FAKE_COMMON = _FAKE_COMMON.replace("@IDLE@", IDLE_CLOCKS_MARKER).replace(
-    "@GOVERNOR_STEP@", inspect.getsource(governor_step))
+    "@GOVERNOR_STEP@", inspect.getsource(governor_step)).replace("@LIMIT_FILES@", repr(_LIMIT_FILES)).replace(
+    "@KERNEL_REFUSAL@", inspect.getsource(kernel_refusal))
 
 FAKE_NVPMODEL = _FAKE_COMMON + r'''
 def parse(text):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from fakes import EMC_CAP, GPU_DIRS
+from fakes import EMC_CAP, GPU_DIRS, finish, start_python
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError
 from jetpredict.profiler.powermode import (
@@ -14,7 +14,8 @@ from jetpredict.profiler.powermode import (
     detect_controller,
     read_clocks,
 )
-from jetpredict.profiler.powermode.custom import SOC_PATHS, soc_paths
+from jetpredict.profiler.powermode.custom import SOC_PATHS, cpu_online, soc_paths
+from jetpredict.profiler.powermode.privileged import write_sysfs
 
 CPU = "/sys/devices/system/cpu"
 
@@ -179,3 +180,89 @@ def test_a_preset_is_pinned_at_the_steps_its_caps_run_at(fake_root):
         assert ctl.current().mode == "MODE_15W" and ctl.current().knobs() == runs
         assert fake_root.read_int(f"{GPU_DIRS['T194']}/max_freq") == 624750000
         assert {fake_root.read_int(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq") for c in range(4)} == {1190400}
+
+
+def test_the_fake_board_refuses_what_the_kernel_refuses(fake_root):
+    """EINVAL, as from a Jetson kernel: a max below the min in force, a min above the max in force, any cpufreq
+    file of an offline CPU; the same clocks written in an order the kernel takes go through."""
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    g, hz = GPU_DIRS["T234"], [round(f * 1e6) for f in device.gpu_steps_mhz]
+    fake_root.write(f"{g}/min_freq", hz[1])
+    fake_root.write(f"{g}/max_freq", hz[2])
+    with pytest.raises(PrivilegedCommandError, match=f"Invalid argument \\(max_freq {hz[0]} below the min"):
+        write_sysfs(f"{g}/max_freq", hz[0])
+    with pytest.raises(PrivilegedCommandError, match=f"Invalid argument \\(min_freq {hz[3]} above the max"):
+        write_sysfs(f"{g}/min_freq", hz[3])
+    assert (fake_root.read_int(f"{g}/min_freq"), fake_root.read_int(f"{g}/max_freq")) == (hz[1], hz[2])
+    write_sysfs(f"{g}/min_freq", hz[0])
+    write_sysfs(f"{g}/max_freq", hz[0])
+    assert fake_root.read_int(f"{g}/max_freq") == hz[0]
+    khz = round(device.cpu_steps_mhz[0] * 1e3)
+    with pytest.raises(PrivilegedCommandError, match="scaling_max_freq .* below the min"):
+        write_sysfs(f"{CPU}/cpu1/cpufreq/scaling_max_freq", khz - 1)
+    fake_root.write(f"{CPU}/cpu3/online", 0)
+    with pytest.raises(PrivilegedCommandError, match="cpu3 is offline"):
+        write_sysfs(f"{CPU}/cpu3/cpufreq/scaling_max_freq", khz)
+
+
+_CHILD_WRITE = """
+from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
+try:
+    write_sysfs("/sys/devices/system/cpu/cpu3/cpufreq/scaling_max_freq", 729600)
+except PrivilegedCommandError as err:
+    print(err)
+"""
+
+
+def test_a_jetpredict_child_process_meets_the_same_refusals(fake_root):
+    fake_root.add_jetson(load_device("orin-nx"))
+    fake_root.write(f"{CPU}/cpu3/online", 0)
+    out, err = finish(start_python(fake_root, _CHILD_WRITE))
+    assert "cpu3 is offline" in out, (out, err)
+
+
+def test_a_lower_custom_mode_after_a_higher_one_widens_first(fake_root):
+    """The higher mode pins min = max at the top: the lower one's max is below that min, so the min goes
+    down first (the kernel refuses a max below the min in force)."""
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    ctl = SysfsController(device)
+    high = PowerMode("high", 4, device.cpu_steps_mhz[-1], device.gpu_steps_mhz[-1], device.emc_steps_mhz[-1])
+    low = PowerMode("low", 4, device.cpu_steps_mhz[1], device.gpu_steps_mhz[1], device.emc_steps_mhz[1])
+    with ctl:
+        ctl.apply(high)
+        ctl.apply(low)
+        assert ctl.current() == low
+        g, c0 = GPU_DIRS["T234"], f"{CPU}/cpu0/cpufreq"
+        assert fake_root.read_int(f"{g}/min_freq") == fake_root.read_int(f"{g}/max_freq") == round(low.gpu_mhz * 1e6)
+        assert (fake_root.read_int(f"{c0}/scaling_min_freq") == fake_root.read_int(f"{c0}/scaling_max_freq")
+                == round(low.cpu_mhz * 1e3))
+
+
+def test_restore_brings_cores_online_before_their_clocks(fake_root):
+    """A 2-core mode takes the other cores offline: their cpufreq files take the saved clocks only once the
+    restore has brought them back online."""
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    last = f"{CPU}/cpu{device.cpu_cores_range[1] - 1}"
+    saved = fake_root.read(f"{last}/cpufreq/scaling_max_freq")
+    with SysfsController(device) as ctl:
+        ctl.apply(PowerMode("two", 2, device.cpu_steps_mhz[3], device.gpu_steps_mhz[2], device.emc_steps_mhz[1]))
+        assert not cpu_online(device.cpu_cores_range[1] - 1)
+    assert cpu_online(device.cpu_cores_range[1] - 1) and fake_root.read(f"{last}/cpufreq/scaling_max_freq") == saved
+
+
+def test_restore_lowers_the_min_first_when_the_original_cap_is_below_the_pinned_clock(fake_root):
+    """The original mode caps the GPU low (a 10W preset); the pinned one runs above that cap: the min comes
+    down before the max (the kernel refuses a max below the min in force)."""
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    g = GPU_DIRS["T234"]
+    bottom, low = (round(f * 1e6) for f in device.gpu_steps_mhz[:2])
+    fake_root.write(f"{g}/min_freq", bottom)
+    fake_root.write(f"{g}/max_freq", low)
+    with SysfsController(device) as ctl:
+        ctl.apply(PowerMode("high", 4, device.cpu_steps_mhz[3], device.gpu_steps_mhz[-1], device.emc_steps_mhz[1]))
+        assert fake_root.read_int(f"{g}/min_freq") > low
+    assert (fake_root.read_int(f"{g}/min_freq"), fake_root.read_int(f"{g}/max_freq")) == (bottom, low)
