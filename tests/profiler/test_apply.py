@@ -4,11 +4,12 @@ nothing; ``jetpredict restore`` puts the original mode back."""
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 
 import pytest
 from fakes import EMC_CAP, GATED_NVPMODEL, GPU_DIRS, signal_inside_switch
-from jetpredict.models.catalogue import load_device, mode_label
-from jetpredict.profiler.apply import parse_mode
+from jetpredict.models.catalogue import PowerMode, load_device, mode_label
+from jetpredict.profiler.apply import READBACK_TOLERANCE_MHZ, _far, parse_mode
 from jetpredict.profiler.powermode.state import STATE_FILE_NAME, state_dir
 
 from jetpredict.cli import main
@@ -163,6 +164,18 @@ def test_sysfs_dry_run_without_access_to_debugfs(xavier, capsys, monkeypatch):
     code, out, err = run(capsys, "--mode", "4c-1190.4-675.75-1331.2", "--via", "sysfs", "--dry-run")
     assert code == 0, err
     assert "Permission denied" not in out + err and f"{GPU}/max_freq" in out
+
+
+@pytest.mark.parametrize("knob", ["cpu_mhz", "gpu_mhz", "emc_mhz"])
+def test_a_read_back_clock_is_warned_only_past_the_tolerance(knob):
+    """At the tolerance either side of the clock asked (a table step or a cap off the steps) nothing is said; a
+    MHz past it the knob is named with both clocks."""
+    asked = PowerMode("asked", 4, 1000.0, 500.0, 1000.0)
+    want = getattr(asked, knob)
+    for edge in (want + READBACK_TOLERANCE_MHZ, want - READBACK_TOLERANCE_MHZ):
+        assert _far(asked, replace(asked, **{knob: edge})) == []
+    for past in (want + READBACK_TOLERANCE_MHZ + 1, want - READBACK_TOLERANCE_MHZ - 1):
+        assert _far(asked, replace(asked, **{knob: past})) == [f"{knob} {past:g} (asked {want:g})"]
 
 
 def test_bad_modes_exit_2_naming_the_rule(xavier, capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 from fakes import GPU_DIRS
@@ -118,6 +119,30 @@ def test_status_reports_the_state_file_of_a_run_still_going_as_in_progress(xavie
     assert "restore:       in progress: the run that saved the original power mode MODE_30W_ALL" in table
     assert f"puts it back when it ends ({path})" in table
     assert doc["pending_restore"]["run_alive"] is True and doc["pending_restore"]["path"] == str(path)
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped): no run holds it."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("alive", [True, False], ids=["run-alive", "run-dead"])
+def test_a_run_over_an_applied_mode_is_in_progress_while_it_runs_and_pending_once_it_died(xavier_state, capsys,
+                                                                                            alive):
+    """A run that started over a mode `apply` set returns to that mode itself while it lives; once it died
+    nobody will, and its record is a pending restore like any other unfinished run's."""
+    pid = os.getppid() if alive else _dead_pid()
+    path = state_file.write_state(state_file.RestoreState("jetson", "agx-xavier", {}, {"mode": "MODE_30W_ALL"},
+                                                          pid=pid, over_applied=True))
+    table, doc = _status(capsys)
+    line = next(x for x in table.splitlines() if x.startswith("restore:"))
+    if alive:
+        assert f"in progress: a run (pid {pid}) switches power modes over the one `jetpredict apply` set" in line
+    else:
+        assert line.startswith("restore:       pending: the original power mode MODE_30W_ALL on agx-xavier")
+    assert doc["pending_restore"]["run_alive"] is alive and doc["pending_restore"]["path"] == str(path)
 
 
 #: Permission bits of each refused state file: group write alone, others' write alone, neither (unparsable).
