@@ -40,10 +40,13 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
+
+if TYPE_CHECKING:
+    from jetpredict.profiler.runner import MinibatchCallback
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +146,19 @@ def _another_run(held: Any, earlier: Any) -> PrivilegedCommandError:
                                   f"wait for it to end{original}")
 
 
+class TrainingClockReader(Protocol):
+    """What a campaign asks of the clocks read while training (:meth:`PowerModeController.training_clock`)."""
+
+    def on_minibatch(self, phase: str, i: int, n: int) -> None:
+        """A runner's per-minibatch callback: read the clocks after a measured minibatch."""
+
+    def in_force(self) -> PowerMode:
+        """The read-back with the clocks (MHz) training ran at."""
+
+    def note(self) -> str:
+        """The sidecar's note on where the row's clocks come from."""
+
+
 class PowerModeController(ABC):
     """Sets and reads power modes on one machine (``kind`` is ``host``, ``jetson``, ...)."""
 
@@ -176,7 +192,8 @@ class PowerModeController(ABC):
     def read_back(self) -> PowerMode:
         """The cores online and clocks (MHz) actually in force, read from the hardware."""
 
-    def training_clock(self, read_back: PowerMode, then: Any = None) -> Any:
+    def training_clock(self, read_back: PowerMode, then: MinibatchCallback | None = None
+                       ) -> TrainingClockReader | None:
         """For a controller that only reads the clocks (the host): a reader of those training runs at, whose
         ``on_minibatch`` wraps ``then`` (:class:`~.host.TrainingClock`); None where the switch sets them."""
         return None
