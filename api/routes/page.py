@@ -5,6 +5,11 @@ the vendored uPlot chart library and the vendored Swagger UI (``api/static/vendo
 licence). No HTML references an external host, so both pages work on a Jetson without internet, and no
 HTML carries an inline script or style, so a strict Content-Security-Policy (``script-src 'self'``) holds.
 The page reads only the public HTTP API (``/v1/...``, ``/openapi.json``); it has no private endpoint.
+
+The page's script is native ES modules, one job each (``index.html`` loads ``page.js`` as a module; it
+imports its siblings by relative path, with no version query; no bundler, no build step). Every file under
+``/assets`` goes out ``no-cache`` with an ETag, so each page load revalidates each module (a 304 when
+unchanged) and a new ``page.js`` never runs against a stale sibling from the browser's cache.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from html.parser import HTMLParser
 import pytest
 from jetpredict.api.routes.page import STATIC_DIR
 
+from tests.test_architecture import MAX_MODULE_LINES
+
 
 class _Refs(HTMLParser):
     """Every src/href of an HTML page, inline scripts and style attributes/elements."""
@@ -43,6 +45,34 @@ def _refs(html: str) -> _Refs:
     return parser
 
 
+#: A static import of a page module: a sibling by relative path, no query (a query would also load a second
+#: instance of a module, as the browser keys modules by URL, with state of its own).
+_IMPORT = re.compile(r'^(?:import|export)\b[^;]*?\bfrom\s+"([^"]+)";', re.MULTILINE)
+
+
+def _page_modules() -> list[str]:
+    """The page's script modules, by file name: index.html's module script and every module it imports,
+    followed import by import (each file once)."""
+    html = (STATIC_DIR / "index.html").read_text()
+    entries = re.findall(r'<script type="module" src="/assets/([\w-]+\.js)"></script>', html)
+    assert entries == ["page.js"], entries
+    seen, todo = [], list(entries)
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
+            continue
+        seen.append(name)
+        for spec in _IMPORT.findall((STATIC_DIR / name).read_text()):
+            assert re.fullmatch(r"\./[\w-]+\.js", spec), f"{name} imports {spec!r}: not a sibling module"
+            todo.append(spec[2:])
+    return seen
+
+
+def _page_script() -> str:
+    """The text of every page module, as one."""
+    return "\n".join((STATIC_DIR / name).read_text() for name in _page_modules())
+
+
 @pytest.mark.parametrize("path, title", [("/", "power mode"), ("/docs", "API docs")])
 def test_pages_load_only_files_of_this_service(client, path, title):
     """No CDN, no other host, no inline script or style: works offline and under a strict CSP."""
@@ -62,9 +92,33 @@ def test_pages_load_only_files_of_this_service(client, path, title):
 
 def test_static_files_hold_no_external_urls_to_load():
     """The page's own JS/CSS fetch only relative API paths."""
-    for name in ("page.js", "page.css", "docs.js", "index.html", "docs.html"):
+    for name in (*_page_modules(), "page.css", "docs.js", "index.html", "docs.html"):
         text = (STATIC_DIR / name).read_text()
         assert not re.search(r"(src|href|url|fetch)\s*[(=:]\s*[\"']?(https?:)?//", text), name
+
+
+def test_every_page_module_is_served_as_javascript_and_revalidated(client):
+    """The page is native ES modules (index.html loads page.js with type="module"; page.js imports the
+    others by relative path, no version query). A browser runs a module only with a JavaScript MIME type
+    (nosniff holds too), and each module is served "no-cache" with an ETag: every page load revalidates
+    each one, so a new page.js never runs against a stale sibling from the cache. Every .js file of the
+    page is one of them (docs.js is /docs's)."""
+    modules = _page_modules()
+    on_disk = {p.name for p in STATIC_DIR.glob("*.js")} - {"docs.js"}
+    assert set(modules) == on_disk, "a module nothing imports, or an import of a missing file"
+    assert len(modules) > 1 and "page.js" in modules
+    for name in modules:
+        response = client.get(f"/assets/{name}")
+        assert response.status_code == 200, name
+        assert response.mimetype in ("text/javascript", "application/javascript"), (name, response.mimetype)
+        assert response.headers.get("X-Content-Type-Options") == "nosniff"
+        assert "no-cache" in response.headers.get("Cache-Control", ""), (name, response.headers)
+        etag = response.headers.get("ETag")
+        assert etag, name
+        again = client.get(f"/assets/{name}", headers={"If-None-Match": etag})
+        assert again.status_code == 304, name  # revalidation is cheap: no body when unchanged
+        # the project's limit for a module that holds one job (test_architecture holds it for Python)
+        assert len((STATIC_DIR / name).read_text().splitlines()) <= MAX_MODULE_LINES, name
 
 
 def test_docs_point_swagger_at_our_openapi_document(client):
@@ -216,13 +270,13 @@ def test_workload_search_refuses_text_no_id_can_hold(client, search):
 
 def test_page_has_the_controls_and_restates_no_api_limit(client):
     """Coverage, epochs, workload search and progress are on the page; the allowed coverage and epochs come
-    from /openapi.json at run time, so page.js holds none of the API's limits."""
+    from /openapi.json at run time, so no page module holds any of the API's limits."""
     from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE
 
     html = client.get("/").get_data(as_text=True)
     for element in ('id="confidence"', 'id="epochs"', 'id="workload-search"', 'id="progress"', 'id="presets"'):
         assert element in html
-    script = client.get("/assets/page.js").get_data(as_text=True)
+    script = "\n".join(client.get(f"/assets/{name}").get_data(as_text=True) for name in _page_modules())
     assert "/openapi.json" in script
     for value in (MAX_EPOCHS, MAX_CONFIDENCE, f"{MAX_EPOCHS:,}"):
         assert str(value) not in script, value
@@ -257,13 +311,18 @@ def test_all_mode_answer_states_the_provenance_the_page_shows_without_a_best_mod
 
 
 def test_page_script_guards_uploads_searches_and_provenance():
-    """page.js: one upload at a time (button disabled, sequence number), searches aborted and sequenced, a
-    bad epochs number frees the controls, the all-mode answer's provenance kept (see the browser test)."""
-    script = (STATIC_DIR / "page.js").read_text()
-    body = script[script.index("async function upload()"):script.index("// ---- wiring")]
+    """One upload at a time (button disabled, sequence number: upload.js), searches aborted and sequenced
+    (workloads.js), a bad epochs number frees the controls (recommend.js), the all-mode answer's provenance
+    kept (load.js; see the browser test)."""
+    upload = (STATIC_DIR / "upload.js").read_text()
+    body = upload[upload.index("async function upload()"):]
     assert "uploadSeq" in body and 'button.disabled = true' in body and "button.disabled = false" in body
-    search = script[script.index("async function searchWorkloads()"):]
+    workloads = (STATIC_DIR / "workloads.js").read_text()
+    search = workloads[workloads.index("async function searchWorkloads()"):]
     assert "searchAbort" in search[:600] and "signal: controller.signal" in search[:900]
-    schedule = script[script.index("function scheduleRecommend()"):script.index("async function recommend(")]
+    recommend = (STATIC_DIR / "recommend.js").read_text()
+    schedule = recommend[recommend.index("function scheduleRecommend()"):recommend.index("async function recommend(")]
     assert "setBusy(false)" in schedule
-    assert "state.provenance = provenanceOf(all)" in script and "findStored(" in script
+    assert "state.provenance = provenanceOf(all)" in (STATIC_DIR / "load.js").read_text()
+    assert "findStored(" in workloads
+    assert all(name in _page_modules() for name in ("upload.js", "workloads.js", "recommend.js", "load.js"))

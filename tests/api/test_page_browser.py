@@ -1207,9 +1207,9 @@ REFIT_HOOK = r"""(() => {
   };
 })();"""
 
-#: Loads in a row a refit may start: page.js's MAX_REFITS, read from the page.
+#: Loads in a row a refit may start: MAX_REFITS of the page's recommend.js, read from the page.
 REFIT_LIMIT = int(re.search(r"const MAX_REFITS = (\d+);",
-                            (Path(__file__).resolve().parents[2] / "api" / "static" / "page.js").read_text()).group(1))
+                            (Path(__file__).resolve().parents[2] / "api" / "static" / "recommend.js").read_text()).group(1))
 
 
 def test_refits_in_a_row_are_bounded_and_a_later_choice_loads_again(server, browser):

@@ -1,0 +1,178 @@
+// The workload list: stored workloads (a page of them, the search box for the others, one outside the page
+// looked up by id) and the device's built-in ones; and the workload as POST /v1/predictions takes it.
+
+import { deviceName } from "./devices.js";
+import { api } from "./http.js";
+import { showLinkNote } from "./link.js";
+import { $, WORKLOAD_PAGE, drop, state } from "./state.js";
+
+function storedGroup(listing, device) {
+  const group = document.createElement("optgroup");
+  group.label = listing.total > listing.workloads.length
+    ? `stored workloads: ${listing.workloads.length} of ${listing.total.toLocaleString("en")} (search for others)`
+    : "stored workloads (POST /v1/profiles)";
+  group.dataset.kind = "stored";
+  for (const w of listing.workloads) group.appendChild(storedOption(w, device));
+  return group;
+}
+
+// One stored workload as an option; `chosen`: listed although outside the page of workloads shown.
+function storedOption(w, device, chosen) {
+  // a workload may hold rows of several devices: its own rows are used where it has them
+  const on = w.devices || [w.device];
+  const cross = on.includes(device) ? "" : `, profiled on ${on.join(", ")}: cross-device`;
+  return new Option(`${w.id} (${w.profiled_modes} profiled modes${cross})${chosen ? " (chosen)" : ""}`,
+    `stored:${w.id}`);
+}
+
+// A stored workload by its exact id, outside the page listed (null when none is stored under it).
+async function findStored(id, signal) {
+  const query = new URLSearchParams({ limit: String(state.lookupLimit), search: id });
+  const listing = await api(`/v1/workloads?${query}`, { signal });
+  return listing.workloads.find((w) => w.id === id) || null;
+}
+
+function storedPath(search) {
+  const query = new URLSearchParams({ limit: String(WORKLOAD_PAGE) });
+  if (search) query.set("search", search);
+  return `/v1/workloads?${query}`;
+}
+
+function showWorkloadNote(listing, search) {
+  const shown = listing.workloads.length, total = listing.total;
+  $("workload-note").textContent = search
+    ? `${total.toLocaleString("en")} stored workload${total === 1 ? " matches" : "s match"} "${search}"` +
+      (total > shown ? `; the first ${shown} listed` : "")
+    : (total > shown ? `${shown} of ${total.toLocaleString("en")} stored workloads listed; search for others` : "");
+}
+
+// `selectId`: a stored workload known to exist (just uploaded), chosen even when outside the page listed.
+export async function loadWorkloads(gen, selectId) {
+  const device = $("device").value;
+  const search = $("workload-search").value.trim();
+  const signal = state.abort.signal;
+  const select = $("workload");
+  const previous = select.value;
+  const [stored, builtin] = await Promise.all([
+    api(storedPath(search), { signal }),
+    api(`/v1/reference-workloads?device=${encodeURIComponent(device)}`, { signal }),
+  ]);
+  if (gen !== state.gen) return false;
+  // Keep the workload across a device switch when the new device has it; else its first built-in one.
+  // A stored workload outside the page listed (the list holds the first ones by id) is looked up and
+  // listed as chosen, so that what is predicted is what was asked for.
+  // The link's workload counts only for the first list shown (nothing chosen yet).
+  const linked = selectId || previous ? "" : new URLSearchParams(location.search).get("workload") || "";
+  const wanted = selectId || previous || linked;
+  const listed = stored.workloads.map((w) => `stored:${w.id}`)
+    .concat(builtin.workloads.map((w) => `builtin:${w.source}:${w.workload}`));
+  const listedBuiltins = builtin.workloads.map((w) => [`builtin:${w.source}:${w.workload}`, w.workload]);
+  let extra = null;
+  // A name that is not an option's value and no listed stored id may be a stored id outside the page:
+  // looked up, as the stored workload of exactly that id comes before a built-in of that name.
+  const lookUp = wanted && !wanted.startsWith("builtin:") && !listed.includes(wanted) &&
+    !listed.includes(`stored:${wanted}`);
+  if (lookUp) {
+    const id = wanted.startsWith("stored:") ? wanted.slice(7) : wanted;
+    const found = await findStored(id, signal).catch((err) => {
+      if (err.name === "AbortError") throw err;
+      return null;  // the lookup failed: treated as not stored (an upload's own id is listed anyway)
+    });
+    if (gen !== state.gen) return false;
+    if (found) extra = storedOption(found, device, true);
+    else if (selectId && wanted === selectId) extra = new Option(`${id} (chosen)`, `stored:${id}`);
+  }
+  const groups = [];
+  const own = storedGroup(stored, device);
+  if (extra) own.insertBefore(extra, own.firstChild);
+  if (own.children.length) groups.push(own);
+  const ref = document.createElement("optgroup");
+  ref.label = "built-in workloads (bundled reference sweeps)";
+  const builtins = new Map();
+  for (const w of builtin.workloads) {
+    const key = `builtin:${w.source}:${w.workload}`;
+    builtins.set(key, w);
+    ref.appendChild(new Option(`${w.workload} (${w.source}, ${w.modes} modes)`, key));
+  }
+  state.builtins.set(device, builtins);
+  if (ref.children.length) groups.push(ref);
+  select.replaceChildren(...groups);
+  showWorkloadNote(stored, search);
+  const values = Array.from(select.options).map((o) => o.value);
+  const match = matchWorkload(values, listedBuiltins, wanted);
+  if (match) select.value = match;
+  else if (values.length) select.value = values.find((v) => v.startsWith("builtin:")) || values[0];
+  state.listedFor = device;
+  noteLinkedWorkload(linked, match, device);
+  return true;
+}
+
+// The option that `wanted` (an option's value, a stored id or a built-in workload's name) names, matched
+// exactly: the option of that value, else the stored workload of that id, else the first built-in of that
+// name (`builtins`: [value, name] pairs); never an option whose value merely ends with it, which would
+// open another workload (a stored "team:resnet18-cifar10" for the built-in "resnet18-cifar10").
+function matchWorkload(values, builtins, wanted) {
+  if (!wanted) return undefined;
+  if (values.includes(wanted)) return wanted;
+  if (values.includes(`stored:${wanted}`)) return `stored:${wanted}`;
+  const named = builtins.find(([value, name]) => name === wanted && values.includes(value));
+  return named ? named[0] : undefined;
+}
+
+// A link naming a workload this device does not have says so, and which one is shown instead.
+function noteLinkedWorkload(linked, match, device) {
+  const select = $("workload");
+  const shown = select.selectedIndex >= 0 ? `showing ${select.options[select.selectedIndex].textContent} instead`
+    : "no workload to show: upload a profile CSV below";
+  state.linkNotes.workload = linked && !match
+    ? `The link's workload "${linked}" was not found for ${deviceName(device)}; ${shown}.` : "";
+  showLinkNote();
+}
+
+// The search box: only the stored group is replaced; the current choice stays chosen (and listed).
+// A newer search aborts an older one; the answer (or failure) of any but the newest is dropped.
+export async function searchWorkloads() {
+  const seq = ++state.searchSeq;
+  if (state.searchAbort) state.searchAbort.abort();
+  const controller = new AbortController();
+  state.searchAbort = controller;
+  const search = $("workload-search").value.trim();
+  const gen = state.gen;
+  let stored;
+  try {
+    stored = await api(storedPath(search), { signal: controller.signal });
+  } catch (err) {
+    if (seq !== state.searchSeq || gen !== state.gen || err.name === "AbortError") { drop(); return; }
+    $("workload-note").textContent = `search failed: ${err.message}`;
+    return;
+  }
+  if (seq !== state.searchSeq || gen !== state.gen) { drop(); return; }
+  const select = $("workload");
+  const current = select.value;
+  const own = storedGroup(stored, $("device").value);
+  if (current.startsWith("stored:") && !Array.from(own.children).some((o) => o.value === current)) {
+    own.insertBefore(new Option(`${current.slice(7)} (chosen)`, current), own.firstChild);
+  }
+  const old = select.querySelector('optgroup[data-kind="stored"]');
+  if (old) old.replaceWith(own);
+  else if (own.children.length) select.insertBefore(own, select.firstChild);
+  if (!own.children.length) own.remove();
+  select.value = current;
+  showWorkloadNote(stored, search);
+}
+
+// The workload as POST /v1/predictions takes it, and what to say about it; built-in rows are fetched once.
+export async function workloadRef(key, signal) {
+  const value = key.workload;
+  if (!value) throw new Error("no workload for this device yet: upload a profile CSV below");
+  if (value.startsWith("stored:")) return [{ id: value.slice(7) }, { kind: "stored", id: value.slice(7) }];
+  const info = (state.builtins.get(key.device) || new Map()).get(value);
+  if (!info) throw new Error(`workload: ${value} is not a built-in workload of ${key.device}`);
+  const cacheKey = `${key.device}|${value}`;
+  if (!state.rowsCache.has(cacheKey)) {
+    const path = `/v1/reference-workloads/${encodeURIComponent(info.device)}/` +
+      `${encodeURIComponent(info.workload)}?source=${encodeURIComponent(info.source)}`;
+    state.rowsCache.set(cacheKey, (await api(path, { signal })).rows);
+  }
+  return [{ rows: state.rowsCache.get(cacheKey) }, Object.assign({ kind: "builtin" }, info)];
+}
