@@ -3,7 +3,7 @@ that cost grows with the number of modes (1,800 on Orin Nano to 29,232 on AGX Xa
 
 Starts ``jetpredict serve`` (one worker), opens ``/`` for each device with the built-in simulated
 ResNet-18 workload in the system's Chromium (cut off from other hosts), and reads the page's own timings
-(``performance.now()`` around each stage, see ``api/static/page.js``):
+(``performance.now()`` around each stage, see ``api/static/load.js`` and ``recommend.js``):
 
 - ``paint``: from the parsed data to the frame that shows all modes (Pareto cloud + heat map) done,
   the figure the issue bounds (< 2 s on AGX Xavier); ``render``: the drawing calls alone;
