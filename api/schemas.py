@@ -490,7 +490,7 @@ class StoredFitSchema(Schema):
     reference_source = fields.String(allow_none=True)
     workload_source = fields.String(allow_none=True, metadata={
         "description": "published|measured|simulated: where the fitted rows came from"})
-    split_source = split_source_field(allow_none=True, more="; null for fits stored before it was kept")
+    split_source = split_source_field(allow_none=True, more="; null where today's checks refuse the stored rows")
     profiled_modes = fields.Integer(allow_none=True)
     has_power = fields.Boolean(allow_none=True)
     aliased_knobs = aliased_knobs_field()

@@ -97,6 +97,11 @@ class Resolved:
                 "rows_device": self.rows_device or self.model.device_id, "revision": self.revision}
 
 
+#: Fit-summary fields that :func:`fit_summary` never leaves null: a stored fit without one was written before it
+#: was kept, and is refreshed on reading as one of an older model version is (``rows_scatter_rel`` may be null).
+FIELDS_OF_EVERY_FIT = ("split_source",)
+
+
 def fit_summary(model: Any, rows: pd.DataFrame | None = None) -> dict[str, object]:
     """The provenance of a fitted model that is stored with its workload and shown by the API (``rows``: the
     frame it was fitted on, where the caller holds it)."""
@@ -511,10 +516,12 @@ class WorkloadService:
 
     def current_record(self, record: WorkloadRecord) -> WorkloadRecord:
         """``record`` with the fit summaries of the running model. Those stored by another model version
-        (before an upgrade) are refitted, as a prediction would be, and stored again where the store takes
-        it; where today's checks refuse the stored rows the summaries are null: the workload is not fitted."""
+        (before an upgrade), or before a field every fit now has was kept (:data:`FIELDS_OF_EVERY_FIT`), are
+        refitted, as a prediction would be, and stored again where the store takes it; where today's checks
+        refuse the stored rows the summaries are null: the workload is not fitted."""
         fits = device_fits(record)
-        if all(fit.get("model_version") == MODEL_VERSION for fit in fits.values()):
+        if all(fit.get("model_version") == MODEL_VERSION and all(fit.get(k) is not None for k in FIELDS_OF_EVERY_FIT)
+               for fit in fits.values()):
             return record
         try:
             resolved = self.stored(record.id)

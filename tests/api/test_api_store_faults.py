@@ -217,6 +217,26 @@ def test_the_listing_shows_the_running_models_fit_not_an_older_ones(tmp_path):
     assert json.loads(fit)["model_version"] == MODEL_VERSION and revision == 1
 
 
+def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_path):
+    """A fit of the running model version stored without ``split_source`` (written before it was kept) is
+    listed with it, as predictions state it, and stored so (no refit on the next listing)."""
+    db = stored_sqlite(tmp_path)
+    con = sqlite3.connect(db)
+    fit = json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])
+    for entry in (fit, *fit["devices"].values()):
+        entry.pop("split_source")
+    con.execute("UPDATE workloads SET fit = ?", (json.dumps(fit),))
+    con.commit()
+    con.close()
+    client = sqlite_app(tmp_path).test_client()
+    detail = client.get("/v1/workloads/my-resnet").json
+    assert detail["split_source"] == detail["fits"][0]["split_source"] == "components"
+    assert client.post("/v1/predictions", json=PREDICT).json["split_source"] == "components"
+    con = sqlite3.connect(db)
+    assert json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])["split_source"] == "components"
+    con.close()
+
+
 def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch, caplog):
     db = stored_sqlite(tmp_path)
     rows = [{**r, "epoch_time_s": -1.0} for r in published_rows()]  # refused by today's row checks

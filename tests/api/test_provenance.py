@@ -194,3 +194,10 @@ def test_answers_say_whether_their_stall_and_compute_were_measured(client):
     plan = client.post("/v1/fleet-plans", json=fleet).get_json()
     assert {c["id"]: c["split_source"] for c in plan["clients"]} == {"n": "components", "x": "epoch_totals"}
     assert plan["split_source"] == "epoch_totals"  # one client's split from totals makes the plan's so
+    # The other way round (the totals on the device that sorts last): still the plan's.
+    nano = [{k: v for k, v in r.items() if k not in ("stall_time_s", "compute_time_s")}
+            for r in _rows("nano-simulated.csv", "resnet18-cifar10", 4)]
+    assert client.post("/v1/profiles", json={"rows": nano}, headers=HEADERS).status_code == 201
+    plan = client.post("/v1/fleet-plans", json={**fleet, "workload": {"id": "resnet18-cifar10"}}).get_json()
+    assert {c["id"]: c["split_source"] for c in plan["clients"]} == {"n": "epoch_totals", "x": "components"}
+    assert plan["split_source"] == "epoch_totals"

@@ -106,12 +106,14 @@ def test_local_planner_with_models_per_device(resnet_model):
         LocalPlanner({"unknown-board": resnet_model})
 
 
-PROVENANCE = ("reference_source", "workload_source", "profiled_modes", "model_version", "workload_id")
+PROVENANCE = ("reference_source", "workload_source", "split_source", "profiled_modes", "model_version",
+              "workload_id")
 
 
 @pytest.fixture(scope="module")
 def nano_lenet_model():
-    """A second workload: ``my-lenet``, fitted on 4 twin-simulated Nano rows (simulated, nano reference)."""
+    """A second workload: ``my-lenet``, fitted on the epoch totals of 4 twin-simulated Nano rows (simulated, nano
+    reference, no stall/compute columns)."""
     from jetpredict.models.profile_files import read_profile_csv, rows_to_records
     from jetpredict.models.profile_rows import validate_records
     from jetpredict.predictor.bundled import fit_workload
@@ -119,6 +121,7 @@ def nano_lenet_model():
     rows = read_profile_csv(PUBLISHED_CSV.parent / "nano-simulated.csv")
     rows = rows[rows["workload"] == "lenet5-mnist"].drop_duplicates("mode").head(4).copy()
     rows["workload"] = "my-lenet"
+    rows = rows.drop(columns=["stall_time_s", "compute_time_s"])
     return fit_workload(validate_records(rows_to_records(rows)))
 
 
@@ -169,6 +172,9 @@ def test_models_per_device_give_provenance_per_client(resnet_model, nano_lenet_m
         assert own[client["id"]] == {k: service[k] for k in PROVENANCE}
     assert own["2"]["workload_source"] == "simulated" and own["1"]["workload_source"] == "published"
     assert answer["workload_source"] == "simulated" and answer["reference_source"] == "simulated"
+    # The first client's model fitted its components, the second's only totals: the plan's split is so.
+    assert (own["1"]["split_source"], own["2"]["split_source"]) == ("components", "epoch_totals")
+    assert answer["split_source"] == "epoch_totals" and "split_source epoch_totals" in answer["provenance_note"]
     assert answer["profiled_modes"] == min(p["profiled_modes"] for p in own.values())
     assert answer["workload_id"] is None and "2 models" in answer["provenance_note"]
     assert "workload_id" in answer["provenance_note"]
