@@ -125,6 +125,10 @@ def test_the_total_not_each_rail_is_checked(fake_root):
         meter.read_power_w()
 
 
+#: How long (s) a test waits for the sampler thread's next sample: bounded, and far above a 100 Hz period.
+GOOD_SAMPLE_WAIT_S = 5.0
+
+
 def test_a_window_of_zero_readings_has_null_energy_with_the_reason_not_0_j(fake_root):
     """Sampled: the good readings before the rail drops to 0 integrate; a window over the zeros is None (never
     0 J), its reason naming the failed reads and why."""
@@ -133,7 +137,12 @@ def test_a_window_of_zero_readings_has_null_energy_with_the_reason_not_0_j(fake_
     with PowerSampler(meter, hz=100) as sampler:
         time.sleep(0.15)
         t_good = time.perf_counter()  # a window ending here has good samples on both sides of its edges
-        time.sleep(0.05)
+        # A loaded machine may leave the sampler thread no CPU for a while: the rail drops only once a good
+        # sample after t_good is in, else the window's end would fall on a NaN one.
+        deadline = time.monotonic() + GOOD_SAMPLE_WAIT_S
+        while sampler.snapshot().times_s[-1] <= t_good:
+            assert time.monotonic() < deadline, f"no sample after t_good within {GOOD_SAMPLE_WAIT_S:g} s"
+            time.sleep(0.005)
         fake_root.write(VDD_IN_CURR, 0)
         time.sleep(0.05)
         t0 = time.perf_counter()
