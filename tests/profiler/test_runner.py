@@ -357,8 +357,11 @@ class _CountedClose(_SlowSensor):
             raise OSError("tegrastats did not stop")
 
 
-def test_the_runner_closes_its_module_and_cpu_meters_also_when_one_close_fails():
-    module, cpu = _CountedClose(), _CountedClose(fails=True)
+@pytest.mark.parametrize("failing", ["module", "cpu"])
+def test_the_runner_closes_its_module_and_cpu_meters_also_when_one_close_fails(failing):
+    """Whichever meter's close fails, the other is closed too and the failure is raised: a plain loop over the
+    meters, stopped by the first failing close, would leave the one after it open."""
+    module, cpu = _CountedClose(fails=failing == "module"), _CountedClose(fails=failing == "cpu")
     with pytest.raises(OSError, match="did not stop"):
         RealTimeRunner(_PacedBackend(0.0), module, cpu).close()
     assert (module.closed, cpu.closed) == (1, 1)
