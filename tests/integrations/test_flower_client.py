@@ -93,9 +93,14 @@ def test_plan_travels_in_the_train_message():
     plan = plan_for(load_device(DEVICE).preset("MAXN"))
     assert read_plan(train_message(plan)) == plan
     assert read_plan(train_message(None)) is None
-    record = plan.to_config()
-    del record["cpu-mhz"]
-    with pytest.raises(InputError, match="cpu-mhz"):
+
+
+@pytest.mark.parametrize("key", ["cpu-mhz", "meets-deadline"])
+def test_a_plan_record_without_a_key_it_needs_is_refused_naming_the_key(key):
+    """A mode's clocks, and whether the plan meets the deadline: a record missing one is no plan."""
+    record = plan_for(load_device(DEVICE).preset("MAXN")).to_config()
+    del record[key]
+    with pytest.raises(InputError, match=key):
         ClientPlan.from_config(record)
 
 
@@ -139,7 +144,11 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def test_sigterm_restores_the_previous_mode(orin):
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)],
+                         ids=["sigterm", "sigint"])
+def test_a_signal_restores_the_previous_mode(orin, sig, status):
+    """SIGTERM ends the run with 128 + 15 (the controller's SignalExit); Ctrl-C raises KeyboardInterrupt
+    through the block, which Python ends with SIGINT itself once it is out."""
     env = orin.run_env()  # this checkout's jetpredict, under the kernel's refusals as the test's own writes
     plan = dataclasses.asdict(plan_for(custom_mode()))
     child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(plan)], env=env, stdout=subprocess.PIPE,
@@ -148,12 +157,12 @@ def test_sigterm_restores_the_previous_mode(orin):
         line = child.stdout.readline()
         assert line.startswith("switched"), line + child.stderr.read()
         assert orin.read("/var/lib/nvpmodel/status") != "pmode:0002"
-        child.send_signal(signal.SIGTERM)
+        child.send_signal(sig)
         out, err = child.communicate(timeout=60)
     finally:
         if child.poll() is None:
             child.kill()
-    assert child.returncode == 128 + signal.SIGTERM, err
+    assert child.returncode == status, err
     assert "unreachable" not in out
     assert switches(orin)[-1] == "2"
     assert orin.read("/var/lib/nvpmodel/status") == "pmode:0002"
@@ -203,3 +212,51 @@ def test_the_twin_runs_a_planned_gated_preset_gated():
     assert planned == pytest.approx(twin_round("orin-nx", preset, twin, epochs=1), rel=1e-12)
     custom = twin_round("orin-nx", PowerMode("custom", *preset.knobs()), twin, epochs=1)
     assert custom["time_s"] < planned["time_s"]
+
+
+def test_the_plans_device_wins_over_the_node_config():
+    nano = load_device("nano")
+    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.02)
+    with PlannedRound(train_message(plan_for(nano.maxn, "nano")), device=DEVICE, twin=twin) as planned:
+        pass
+    assert planned.device == "nano" and planned.report["device"] == "nano" and planned.report["meter"] == "sim:nano"
+
+
+def test_a_twin_without_a_device_is_refused_before_the_block_runs():
+    ran = []
+    with pytest.raises(InputError, match="jetpredict-device"), PlannedRound(train_message(None),
+                                                                            twin=TwinWorkload("lenet5-mnist")):
+        ran.append(1)
+    assert ran == []
+
+
+def test_a_plan_less_twin_round_runs_the_twins_default_mode_and_states_its_work():
+    """Without a plan the twin runs its ``default_mode`` for one epoch; the report says how much work
+    (epochs x epoch scale) the figures are for."""
+    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.02, default_mode="5W")
+    with PlannedRound(train_message(None), device="nano", twin=twin) as planned:
+        pass
+    report = planned.report
+    assert (report["mode"], report["epochs"], report["epoch-scale"]) == ("5W", 1, 0.02)
+    expected = twin_round("nano", load_device("nano").preset("5W"), twin, epochs=1)
+    assert report["time-s"] == pytest.approx(expected["time_s"])
+
+
+def test_attach_before_the_block_has_ended_says_so():
+    planned = PlannedRound(train_message(None), device="nano", twin=TwinWorkload("lenet5-mnist"))
+    with pytest.raises(RuntimeError, match="after the with-block"):
+        planned.attach(RecordDict({}))
+
+
+def test_the_twin_refuses_a_mode_the_device_cannot_run():
+    nano = load_device("nano").maxn
+    too_fast = PowerMode("custom", int(nano.cpu_cores), float(nano.cpu_mhz), float(nano.gpu_mhz) * 3,
+                         float(nano.emc_mhz))
+    with pytest.raises(InputError, match="gpu_mhz"):
+        twin_round("nano", too_fast, TwinWorkload("lenet5-mnist"), epochs=1)
+
+
+def test_the_twins_power_is_its_energy_over_its_time_and_above_idle():
+    figures = twin_round("nano", load_device("nano").maxn, TwinWorkload("lenet5-mnist", epoch_scale=0.02), epochs=1)
+    assert figures["avg_power_w"] == pytest.approx(figures["energy_j"] / figures["time_s"], rel=1e-6)
+    assert figures["base_power_w"] < figures["avg_power_w"]

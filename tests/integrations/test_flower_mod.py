@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
 from flower_grid import InProcessGrid, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, Metadata, MetricRecord, RecordDict  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, Metadata, MetricRecord, RecordDict  # noqa: E402,E501
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from jetpredict.models.catalogue import load_device  # noqa: E402
@@ -243,3 +243,27 @@ def test_the_device_query_and_other_messages():
 
     reply = app(train_message(None, "evaluate"), context())
     assert dict(reply.content.metric_records["metrics"]) == {"accuracy": 0.5}  # passed through untouched
+
+
+def test_a_train_message_of_a_named_action_is_planned_and_measured_too():
+    """``@app.train("custom")`` receives ``train.custom`` messages: train messages all the same."""
+    app = ClientApp(mods=[jetpredict_mod(twin=TwinWorkload(WORKLOAD, epoch_scale=0.02))])
+
+    @app.train("custom")
+    def train(msg: Message, ctx: Context) -> Message:
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+
+    reply = app(train_message(None, "train.custom"), context())
+    assert TIME_METRIC in reply.content.metric_records["metrics"]
+    assert reply.content.config_records[REPORT_RECORD]["source"] == "simulated"
+
+
+def test_an_error_reply_of_train_is_passed_on_as_it_is():
+    app = ClientApp(mods=[jetpredict_mod(twin=TwinWorkload(WORKLOAD, epoch_scale=0.02))])
+
+    @app.train()
+    def train(msg: Message, ctx: Context) -> Message:
+        return Message(Error(code=0, reason="the data loader failed"), reply_to=msg)
+
+    reply = app(train_message(None), context())
+    assert reply.has_error() and reply.error.reason == "the data loader failed"
