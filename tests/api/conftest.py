@@ -5,6 +5,9 @@
 database (one per test process: ``api_fixtures.process_database_url``), emptied (schema ``public`` dropped and
 recreated) before each test.
 Rate limits are off here (loopback tests); their own test turns them on.
+
+The page's browser tests (``test_page_browser*.py``) share a real service, a second one for the tests that
+store workloads, and one headless Chromium, per test process: each start costs seconds.
 """
 
 from __future__ import annotations
@@ -68,3 +71,33 @@ def stored(client, auth):
     r = client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth)
     assert r.status_code == 201, r.json
     return r.json
+
+
+# -- the page's browser tests: one of each per test process, across their files --------------------------
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """A real ``jetpredict serve`` (one worker) for the page's browser tests."""
+    from tools.testing import LiveServer
+
+    with LiveServer(tmp_path_factory.mktemp("page-server"), workers=1) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def stored_server(tmp_path_factory):
+    """A service of its own for the browser tests that store workloads: the shared one's stored list is
+    counted."""
+    from tools.testing import LiveServer
+
+    with LiveServer(tmp_path_factory.mktemp("page-stored-server"), workers=1) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium (1280 x 1000), cut off from every host but the loopback one. Shared by the tests
+    of a process: they count its errors and requests from their own start."""
+    from tools.browser import Browser
+
+    with Browser(width=1280, height=1000, offline=True) as b:
+        yield b
