@@ -87,6 +87,25 @@ def test_the_exact_id_is_read_among_the_ids_containing_it(service_url, uploader)
     assert planner.basis() != before
 
 
+def test_a_refit_under_a_new_model_version_is_a_new_basis(service_url, uploader):
+    """A service upgraded in place refits a stored workload under its new model version, the workload's
+    revision unchanged: plans that rest on the old fit are asked for again."""
+    uploader.upload_profiles(published_rows(as_id="my-resnet"))
+    planner = HttpPlanner(service_url, "my-resnet")
+    before = planner.basis()
+    listing = planner.client.workloads
+
+    def upgraded(search=None, limit=None, offset=0):
+        page = listing(search=search, limit=limit, offset=offset)
+        return {**page, "workloads": [{**w, "fits": [{**f, "model_version": f"{f['model_version']}-next"}
+                                                     for f in w["fits"]]} for w in page["workloads"]]}
+
+    planner.client.workloads = upgraded
+    after = planner.basis()
+    ((_, (revision, _)),) = before
+    assert after != before and after[0][1][0] == revision
+
+
 def test_the_exact_id_is_found_past_a_page_of_ids_containing_it(service_url, uploader, monkeypatch):
     from jetpredict.integrations.flower import planners
 
