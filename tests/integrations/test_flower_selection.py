@@ -14,12 +14,13 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
 from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg  # noqa: E402
 from jetpredict.models.errors import InputError  # noqa: E402
 
 from jetpredict.integrations.flower import (  # noqa: E402
+    PLAN_RECORD,
     QUERY_RECORD,
     HttpPlanner,
     JetpredictStrategy,
@@ -94,30 +95,55 @@ def test_the_wrapped_strategy_samples_among_the_planned_nodes_only(resnet_model,
     assert fedavg.min_available_nodes == len(SPLIT)  # the wrapped strategy's setting is left as it was
 
 
-def test_cheapest_fraction_keeps_at_least_min_train_nodes(resnet_model, server_identity):
+@pytest.mark.parametrize("min_train_nodes, fraction", [(2, 0.25), (1, 0.4)], ids=["min-train-nodes", "rounded-up"])
+def test_cheapest_fraction_keeps_at_least_min_train_nodes(resnet_model, server_identity, min_train_nodes, fraction):
+    """A quarter of 4 nodes is 1, but the wrapped strategy trains at least 2; 0.4 of 4 is 1.6 nodes, rounded
+    up to 2: the two cheapest train either way."""
     grid = twin_grid(EASY)
-    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=2, min_available_nodes=4),
-                                  resnet_model, deadline_s=600.0, cheapest_fraction=0.25)
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=min_train_nodes,
+                                         min_available_nodes=4),
+                                  resnet_model, deadline_s=600.0, cheapest_fraction=fraction)
     plans = plan_nodes(strategy.planner, [NodeInfo(n, d, SCALE) for n, d in EASY.items()], 600.0, 1)
     assert all(p.meets_deadline for p in plans.values())
     cost = {n: p.energy_j + p.idle_energy_j for n, p in plans.items()}
     cheapest = set(sorted(cost, key=cost.get)[:2])
     messages = configure(strategy, grid)
-    # A quarter of 4 is 1, but the wrapped strategy trains at least 2: the two cheapest train.
     assert {m.metadata.dst_node_id for m in messages} == cheapest
     assert {r.node_id: r.reason for r in strategy.records if not r.selected} == dict.fromkeys(
         set(EASY) - cheapest, "not among the cheapest fraction")
 
 
-def test_a_skipped_round_says_how_many_nodes_meet_the_deadline(resnet_model, server_identity, caplog):
+@pytest.mark.parametrize("min_train_nodes, deadline_s, met, need", [(3, 30.0, 2, 3), (0, 1e-3, 0, 1)],
+                         ids=["too-few", "none-and-no-minimum"])
+def test_a_skipped_round_says_how_many_nodes_meet_the_deadline(resnet_model, server_identity, caplog,
+                                                               min_train_nodes, deadline_s, met, need):
+    """A wrapped strategy that asks for no minimum still trains one node: a round no node can make is
+    skipped too, not handed to it with nobody to sample."""
     grid = twin_grid(SPLIT)
-    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=3, min_available_nodes=6),
-                                  resnet_model, deadline_s=30.0, cheapest_fraction=0.25)
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=min_train_nodes,
+                                         min_available_nodes=6),
+                                  resnet_model, deadline_s=deadline_s, cheapest_fraction=0.25)
     with caplog.at_level(logging.WARNING):
         assert configure(strategy, grid) == []
-    said = "only 2 node(s) meet the 30 s deadline, the wrapped strategy trains at least 3"
-    assert all(strategy.records[n - 1].reason == f"round skipped: {said}" for n in (1, 2))
-    assert "2 node(s) meet the 30 s deadline" in caplog.text
+    said = f"only {met} node(s) meet the {deadline_s:g} s deadline, the wrapped strategy trains at least {need}"
+    assert [r.node_id for r in strategy.records if r.reason == f"round skipped: {said}"] == [1, 2][:met]
+    assert f"round 1 skipped: {met} node(s) meet the {deadline_s:g} s deadline" in caplog.text
+
+
+class WithAnExtra(FedAvg):
+    """FedAvg that adds a message of its own, to a node it was not shown (99)."""
+
+    def configure_train(self, server_round, arrays, config, grid):
+        return [*super().configure_train(server_round, arrays, config, grid),
+                Message(content=RecordDict({"config": ConfigRecord()}), dst_node_id=99, message_type="train")]
+
+
+def test_a_wrapped_strategys_own_message_to_an_unplanned_node_is_not_sent(resnet_model, server_identity):
+    inner = WithAnExtra(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=len(EASY))
+    strategy = JetpredictStrategy(inner, resnet_model, deadline_s=600.0)
+    messages = configure(strategy, twin_grid(EASY))
+    assert {m.metadata.dst_node_id for m in messages} == set(EASY)
+    assert all(PLAN_RECORD in m.content.config_records for m in messages)
 
 
 def test_a_missed_deadline_is_told_in_the_users_deadline_and_the_nodes_time(resnet_model, server_identity):
