@@ -1,0 +1,67 @@
+"""What ``jetpredict.client.Client`` puts on the wire and makes of what comes back, against the local stubs of
+``test_client.py`` (a loopback HTTP server in a thread, no service): a NaN cell sent as null, an id with a
+slash kept one path segment, the last page of a listing ending it, an error's field and rule in its message,
+a proxy's page cut to an excerpt; a CSV file's cells as the JSON numbers or text they are sent as; the
+timeout it is built with."""
+
+from __future__ import annotations
+
+import pytest
+import test_client
+from test_client import _error
+
+from jetpredict.client import BadRequest, Client, ServiceError, read_rows_csv
+
+stub = test_client.stub  # the loopback stub fixture, taken by name below
+
+
+def test_a_nan_in_a_row_is_sent_as_null(stub):
+    ok = stub([(201, {}, {"workload_id": "w"})])
+    Client(ok.url, retries=0).upload_profiles([{"device": "nano", "epoch_energy_j": float("nan")}])
+    assert ok.requests[0]["body"]["rows"][0]["epoch_energy_j"] is None
+
+
+def test_an_id_with_a_slash_stays_one_path_segment(stub):
+    ok = stub([(200, {}, {"id": "a/b"})])
+    Client(ok.url).workload("a/b")
+    assert ok.requests[0]["path"] == "/v1/workloads/a%2Fb"
+
+
+def test_the_last_page_ends_the_listing_without_another_request(stub):
+    pages = stub([(200, {}, {"total": 2, "limit": 2, "offset": 0, "modes": [{"mode": "a"}, {"mode": "b"}]}),
+                  (200, {}, {"total": 2, "limit": 2, "offset": 2, "modes": []})])
+    assert [m["mode"] for m in Client(pages.url).iter_power_modes("nano", page_size=2)] == ["a", "b"]
+    assert len(pages.requests) == 1
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("the rows are invalid", "the rows are invalid (rows.3.gpu_mhz: must be > 0)"),
+    ("rows.3.gpu_mhz: must be > 0", "rows.3.gpu_mhz: must be > 0")], ids=["added", "already-named"])
+def test_the_message_names_the_field_and_rule_once(stub, message, shown):
+    bad = stub([(422, {}, _error(422, message, {"rows.3.gpu_mhz": ["must be > 0"]}))])
+    with pytest.raises(BadRequest) as err:
+        Client(bad.url).workloads()
+    assert str(err.value).endswith(f"answered 422: {shown}")
+
+
+def test_a_proxy_page_is_cut_to_a_short_excerpt(stub):
+    page = stub([(500, {"Content-Type": "text/html"}, b"<html><body>" + b"word " * 200 + b"</body></html>")])
+    with pytest.raises(ServiceError) as err:
+        Client(page.url).devices()
+    # MAX_EXCERPT_CHARS (120) of text: 117 and an ellipsis.
+    assert str(err.value).endswith("(not a jetpredict error body: " + ("word " * 24)[:117] + "...)")
+
+
+def test_csv_cells_keep_whole_numbers_and_non_finite_text(tmp_path):
+    """A whole number stays an int; ``inf`` stays text, for the service's 422 to name the cell."""
+    path = tmp_path / "rows.csv"
+    path.write_text("device,cpu_cores,cpu_mhz,epoch_energy_j\nnano,4,1479.0,inf\n")
+    row = read_rows_csv(path)[0]
+    assert row == {"device": "nano", "cpu_cores": 4, "cpu_mhz": 1479.0, "epoch_energy_j": "inf"}
+    assert type(row["cpu_cores"]) is int
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1, float("inf"), float("nan")])
+def test_a_timeout_that_is_no_finite_number_above_0_is_refused(timeout_s):
+    with pytest.raises(ValueError, match="timeout_s"):
+        Client("http://127.0.0.1:9", timeout_s=timeout_s)
