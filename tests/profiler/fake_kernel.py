@@ -5,7 +5,7 @@
 :func:`install_kernel_rules` makes jetpredict's own sysfs writes in this process obey that, and
 :data:`KERNEL_RULES_SITE` is a sitecustomize doing the same in a child process (``FakeRoot.run_env``).
 The fake ``nvpmodel`` and ``jetson_clocks`` scripts embed the source of both functions and :data:`LIMIT_FILES`
-(``fakes._FAKE_COMMON``), so one rule serves the test's process, its children and the tools.
+(``fake_tools._FAKE_COMMON``), so one rule serves the test's process, its children and the tools.
 """
 
 from __future__ import annotations
