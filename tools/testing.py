@@ -77,6 +77,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: How long :meth:`LiveServer.stop` lets the service shut down by itself before it kills it (s).
+STOP_GRACE_S = 3.0
+
+
 class LiveServer:
     """``jetpredict serve`` in its own process group (so SIGKILL reaches the master and its workers)."""
 
@@ -131,10 +135,12 @@ class LiveServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            # SIGINT: gunicorn's quick shutdown (SIGTERM waits for keep-alive connections to drain).
+            # SIGINT: gunicorn's quick shutdown (SIGTERM waits for keep-alive connections to drain). A worker
+            # still serving a request (a page's fetch) is waited on for the whole graceful_timeout (10 s):
+            # nothing a test reads needs it, so the group is killed after STOP_GRACE_S.
             os.killpg(self.process.pid, signal.SIGINT)
             try:
-                self.process.wait(timeout=15)
+                self.process.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 self.kill()
         if getattr(self, "_log", None):
