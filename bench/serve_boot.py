@@ -45,16 +45,16 @@ DEFAULT = "default"
 GIVE_UP_S = 90.0
 
 
-def serve_command(port: int, workers: int | None, server: str = "auto") -> list[str]:
-    """The README's ``jetpredict serve``, on ``port``; ``--workers`` only when ``workers`` is given, ``--server``
-    only when not ``auto``."""
+def serve_command(port: int, workers: int | None, server: str) -> list[str]:
+    """The README's ``jetpredict serve``, on ``port``, with the ``--server`` its ``auto`` picks here (or the one
+    asked for); ``--workers`` only when ``workers`` is given."""
     script = Path(sys.executable).with_name("jetpredict")
     base = [str(script)] if script.exists() else [sys.executable, "-m", "jetpredict"]
     return [*base, "serve", "--port", str(port), *(["--workers", str(workers)] if workers else []),
-            *(["--server", server] if server != "auto" else [])]
+            "--server", server]
 
 
-def boot_once(workers: int | None, server: str = "auto") -> dict:
+def boot_once(workers: int | None, server: str) -> dict:
     """Start ``serve`` in a fresh folder, wait for ``/healthz`` to answer 200, stop it; the seconds it took."""
     from tools.testing import free_port
 
@@ -131,7 +131,7 @@ def markdown(result: dict) -> str:
                   else "yes" if s["ok"] == s["boots"] and s["max_s"] <= result["target_s"] else "NO")
         median = "-" if s["median_s"] is None else f"{s['median_s']:.1f}"
         worst = "-" if s["max_s"] is None else f"{s['max_s']:.1f}"
-        name = ("one process (Flask's server)" if result["server"].lower() == "flask"
+        name = ("one process (Flask's server)" if result["server"] == "flask"
                 else f"{s['workers']}" + ("" if s["flag"] else " (default)"))
         lines.append(f"| {name} | {s['boots']} | {s['ok']} | {median} | {worst} | {within} |")
     counts = ", ".join(str(s["workers"]) for s in sizes)
@@ -157,11 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     from jetpredict.api.config import load_settings
     from jetpredict.api.serve_cli import gunicorn_available
 
+    # serve's own choice for auto, resolved once: what ran names the table's rows and the results file.
+    server = args.server if args.server != "auto" else "gunicorn" if gunicorn_available() else "flask"
     counts = [None if w.strip() == DEFAULT else int(w) for w in args.workers.split(",") if w.strip()]
+    if server == "flask":  # one process: Flask's server takes no --workers
+        counts = [None]
     boots: list[dict] = []
     for round_no in range(args.boots):
         for workers in counts:
-            boot = boot_once(workers, args.server)
+            boot = boot_once(workers, server)
             print(f"round {round_no + 1}, workers {workers or DEFAULT}: "
                   + (f"{boot['seconds']:.1f} s" if boot["ok"] else f"no 200 (last status {boot['last_status']})"),
                   flush=True)
@@ -169,13 +173,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(boot["log_tail"], file=sys.stderr)
             boots.append(boot)
     result = {**summarize(boots, counts, load_settings({}, environ={}).WORKERS), "boots_per_count": args.boots,
-              "server": ("gunicorn" if gunicorn_available() else "Flask") if args.server == "auto" else args.server,
+              "server": server,
               "cpu_count": os.cpu_count(), "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(),
               "runs": [{k: v for k, v in b.items() if k != "log_tail"} for b in boots]}
     text = markdown(result)
     print(text)
     if args.write:
-        write_results("serve_boot" if args.server == "auto" else f"serve_boot_{args.server}", text, result)
+        write_results("serve_boot" if server == "gunicorn" else "serve_boot_flask", text, result)
     return report_targets(verdict(result))
 
 

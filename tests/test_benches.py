@@ -247,4 +247,4 @@ def test_serve_boot_verdict_holds_the_readme_command_to_the_design_limit(bench_p
     assert list(serve_boot.verdict(slow).values()) == [False]
     failed = serve_boot.summarize(boots + [{"workers": serve_boot.DEFAULT, "ok": False, "seconds": None}], [None], 2)
     assert list(serve_boot.verdict(failed).values()) == [False]
-    assert serve_boot.serve_command(8080, None)[-3:] == ["serve", "--port", "8080"]
+    assert serve_boot.serve_command(8080, None, "flask")[-5:] == ["serve", "--port", "8080", "--server", "flask"]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import GATED_NVPMODEL
+from fake_tools import GATED_NVPMODEL
 from jetpredict.models.catalogue import load_device
 from jetpredict.profiler.powermode.state import STATE_DIR_ENV
 

@@ -29,7 +29,7 @@ from tests.profiler.fake_kernel import (
     governor_step,
     install_kernel_rules,
 )
-from tests.profiler.fake_tools import (  # noqa: F401  (re-exported: tests import them from here)
+from tests.profiler.fake_tools import (
     CPU_DIR,
     EMC_BPMP,
     EMC_CAP,
@@ -38,7 +38,6 @@ from tests.profiler.fake_tools import (  # noqa: F401  (re-exported: tests impor
     FAKE_NVPMODEL,
     FAKE_TEGRASTATS,
     FAKE_TEGRASTATS_TIMED,
-    GATED_NVPMODEL,
     GPU_DIRS,
     IDLE_CLOCKS_MARKER,
     PIN_SIGNAL_MARKER,

@@ -7,7 +7,8 @@ import signal
 from dataclasses import replace
 
 import pytest
-from fakes import EMC_CAP, GATED_NVPMODEL, GPU_DIRS, signal_inside_switch
+from fake_tools import GATED_NVPMODEL
+from fakes import EMC_CAP, GPU_DIRS, signal_inside_switch
 from jetpredict.models.catalogue import PowerMode, load_device, mode_label
 from jetpredict.profiler.apply import READBACK_TOLERANCE_MHZ, _far, parse_mode
 from jetpredict.profiler.powermode.state import STATE_FILE_NAME, state_dir

@@ -8,7 +8,8 @@ import json
 import signal
 
 import pytest
-from fakes import GATED_NVPMODEL, signal_inside_switch
+from fake_tools import GATED_NVPMODEL
+from fakes import signal_inside_switch
 
 from jetpredict.cli import main
 
