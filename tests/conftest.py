@@ -1,5 +1,5 @@
-"""Fixtures shared by every test folder: a fake device root (sysfs, nvpmodel, tegrastats) per test; how many
-processes ``-n auto`` starts."""
+"""Fixtures shared by every test folder: a fake device root (sysfs, nvpmodel, tegrastats) per test; loopback
+HTTP stubs for the client tests; how many processes ``-n auto`` starts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from client_stub import Stub
 
 from tests.profiler.fakes import FakeRoot
 
@@ -17,6 +18,20 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeRoot:
     root = FakeRoot(tmp_path / "root")
     monkeypatch.setenv("JETPREDICT_SYSFS_ROOT", str(root.path))
     return root
+
+
+@pytest.fixture
+def stub():
+    """Makes loopback ``Stub`` servers for ``jetpredict.client`` tests (``client_stub.py``); closes them after."""
+    made: list[Stub] = []
+
+    def make(script, upstream=None, sleep_s=0.0) -> Stub:
+        made.append(Stub(script, upstream, sleep_s))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

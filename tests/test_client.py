@@ -4,19 +4,15 @@ folder), and against tiny local stubs for what a healthy service does not do on 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from client_stub import _error
 
 from jetpredict.client import (
     API_KEY_ENV,
@@ -60,89 +56,6 @@ def stored(server):
     answer = Client(server.url, api_key=KEY).upload_profiles(published_rows(as_id="client-resnet"))
     assert answer["workload_id"] == "client-resnet" and answer["rows_stored"] == 4
     return answer
-
-
-# ------------------------------------------------------------------------------------------------ stubs
-
-class Stub:
-    """A loopback HTTP server that answers from a script, or forwards to ``upstream``; it records requests.
-
-    ``script``: ``(status, headers, body)`` answers in turn (the last one repeats); ``"drop"`` reads the
-    request, forwards it to ``upstream`` when set, and closes the connection without an answer; ``"sleep"``
-    answers nothing for ``sleep_s``.
-    """
-
-    def __init__(self, script: list, upstream: str | None = None, sleep_s: float = 0.0) -> None:
-        self.script, self.upstream, self.sleep_s = list(script), upstream, sleep_s
-        self.requests: list[dict] = []
-        self.times: list[float] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _any(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                stub.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
-                                      "body": json.loads(body) if body else None})
-                stub.times.append(time.monotonic())
-                step = stub.script[min(len(stub.requests), len(stub.script)) - 1]
-                if step == "sleep":
-                    time.sleep(stub.sleep_s)
-                    return
-                if step in ("drop", "forward"):
-                    answer = stub.forward(self.command, self.path, dict(self.headers), body or None)
-                    if step == "drop":
-                        self.close_connection = True
-                        return
-                    step = answer
-                status, headers, payload = step
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                for k, v in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_DELETE = _any
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-
-    def forward(self, method: str, path: str, headers: dict, body: bytes | None) -> tuple:
-        keep = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length", "connection")}
-        request = urllib.request.Request(self.upstream + path, data=body, method=method, headers=keep)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as r:
-                return r.status, {}, r.read()
-        except urllib.error.HTTPError as err:
-            return err.code, {}, err.read()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def stub():
-    made: list[Stub] = []
-
-    def make(script, upstream=None, sleep_s=0.0) -> Stub:
-        made.append(Stub(script, upstream, sleep_s))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
-
-
-def _error(status: int, message: str, errors: dict | None = None) -> dict:
-    return {"code": status, "status": "Service Unavailable", "message": message, "errors": errors or {}}
 
 
 # ----------------------------------------------------------------------------------------- live service

@@ -1,4 +1,4 @@
-"""``jetpredict.client.Client``'s waits between attempts, against the local stubs of ``test_client.py`` (a
+"""``jetpredict.client.Client``'s waits between attempts, against the local stubs of ``client_stub.py`` (a
 loopback HTTP server in a thread, no service): the backoff doubles from ``backoff_s`` up to ``max_wait_s``,
 ``Retry-After`` dates are read in UTC and never below now, a fleet plan is retried as the read it is, and
 the health check is asked once. The waits are recorded instead of slept, the jitter pinned to its top."""
@@ -10,13 +10,10 @@ import types
 from datetime import datetime, timedelta, timezone
 
 import pytest
-import test_client
-from test_client import _error
+from client_stub import _error
 
 from jetpredict.client import Client, ConnectionFailed
 from tools.testing import free_port
-
-stub = test_client.stub  # the loopback stub fixture, taken by name below
 
 DEVICES = (200, {}, {"devices": []})
 

@@ -1,5 +1,5 @@
 """What ``jetpredict.client.Client`` puts on the wire and makes of what comes back, against the local stubs of
-``test_client.py`` (a loopback HTTP server in a thread, no service): a NaN cell sent as null, an id with a
+``client_stub.py`` (a loopback HTTP server in a thread, no service): a NaN cell sent as null, an id with a
 slash kept one path segment, the last page of a listing ending it, an error's field and rule in its message,
 a proxy's page cut to an excerpt; a CSV file's cells as the JSON numbers or text they are sent as; the
 timeout it is built with."""
@@ -7,12 +7,9 @@ timeout it is built with."""
 from __future__ import annotations
 
 import pytest
-import test_client
-from test_client import _error
+from client_stub import _error
 
 from jetpredict.client import BadRequest, Client, ServiceError, read_rows_csv
-
-stub = test_client.stub  # the loopback stub fixture, taken by name below
 
 
 def test_a_nan_in_a_row_is_sent_as_null(stub):

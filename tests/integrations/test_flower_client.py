@@ -15,7 +15,8 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flwr.app import ConfigRecord, Message, Metadata, MetricRecord, RecordDict  # noqa: E402
+from flower_grid import DEVICE, plan_for, train_message  # noqa: E402
+from flwr.app import MetricRecord, RecordDict  # noqa: E402
 from jetpredict.models.catalogue import PowerMode, load_device  # noqa: E402
 from jetpredict.models.errors import InputError  # noqa: E402
 from jetpredict.profiler.power import NullPowerMeter  # noqa: E402
@@ -23,7 +24,6 @@ from jetpredict.profiler.powermode import detect_controller  # noqa: E402
 
 from jetpredict.integrations.flower import (  # noqa: E402
     ENERGY_METRIC,
-    PLAN_RECORD,
     REPORT_RECORD,
     TIME_METRIC,
     ClientPlan,
@@ -33,28 +33,7 @@ from jetpredict.integrations.flower import (  # noqa: E402
     twin_round,
 )
 
-DEVICE = "orin-nx"
 VDD_IN_W = 15.0  # 5000 mV x 3000 mA on the fake INA3221
-
-
-def plan_for(mode: PowerMode, device: str = DEVICE) -> ClientPlan:
-    return ClientPlan(node_id=7, device=device, epoch_scale=0.5, epochs=2, deadline_s=60.0, meets_deadline=True,
-                      mode=mode.mode, cpu_cores=int(mode.cpu_cores), cpu_mhz=float(mode.cpu_mhz),
-                      gpu_mhz=float(mode.gpu_mhz), emc_mhz=float(mode.emc_mhz), time_s=10.0, time_s_low=8.0,
-                      time_s_high=12.0, energy_j=100.0, energy_j_low=80.0, energy_j_high=125.0,
-                      idle_energy_j=20.0, avg_power_w=10.0)
-
-
-def train_message(plan: ClientPlan | None) -> Message:
-    """A train message as a SuperNode receives it (metadata given: no ServerApp run in this process)."""
-    content = RecordDict({"config": ConfigRecord({"server-round": 3})})
-    if plan is not None:
-        content[PLAN_RECORD] = plan.to_config()
-    return Message(content=content, metadata=METADATA)
-
-
-METADATA = Metadata(run_id=1, message_id="m-1", src_node_id=0, dst_node_id=7, reply_to_message_id="", group_id="3",
-                    created_at=0.0, ttl=3600.0, message_type="train")
 
 
 def test_the_plan_record_says_where_its_prediction_came_from(caplog):

@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
+from flower_grid import DEVICE, plan_for, train_message  # noqa: E402
 from jetpredict.models.catalogue import load_device  # noqa: E402
 from jetpredict.profiler.power import NullPowerMeter  # noqa: E402
-from test_flower_client import DEVICE, plan_for, train_message  # noqa: E402
 
 from jetpredict.integrations.flower import PlannedRound  # noqa: E402
 

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import InProcessGrid, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, Metadata, MetricRecord, RecordDict  # noqa: E402,E501
+from flower_grid import InProcessGrid, node_contexts, train_message  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MetricRecord, RecordDict  # noqa: E402,E501
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from jetpredict.models.catalogue import load_device  # noqa: E402
@@ -116,16 +116,6 @@ def test_the_wrapped_strategy_is_left_as_it_was(resnet_model, server_identity):
     assert vars(inner) == before
     [(during, listed)] = seen
     assert listed < len(DEVICES) and during == {**before, "min_available_nodes": listed}
-
-
-def train_message(plan: ClientPlan | None, message_type: str = "train") -> Message:
-    """A train message as a SuperNode receives it (metadata given: no ServerApp run in this process)."""
-    content = RecordDict({"config": ConfigRecord({"server-round": 3})})
-    if plan is not None:
-        content[PLAN_RECORD] = plan.to_config()
-    return Message(content=content, metadata=Metadata(
-        run_id=1, message_id="m-1", src_node_id=0, dst_node_id=7, reply_to_message_id="", group_id="3",
-        created_at=0.0, ttl=3600.0, message_type=message_type))
 
 
 def maxn_plan() -> ClientPlan:

@@ -1,8 +1,8 @@
 """What the few-shot workload model's fit and predict promise: frozen values, predictions ordered and
 monotone in each clock, the confidence and interval scales setting the intervals, power without a meter,
 cross-device predictions, bad input named by its field; and the fit's parts (prior regression, core
-contrast, setting ids, aliased knobs, repeats merged, the FLOPs floor). The stand-in sweeps and the model
-beyond its data: ``test_model.py``."""
+contrast, setting ids, aliased knobs, repeats merged, the FLOPs floor). The stand-in sweeps: ``model_sweeps.py``;
+the model beyond its data: ``test_model.py``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from jetpredict.predictor.model import gpu_floor
 from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.regime import core_contrast
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
-from test_model import REF, knobs, predict_modes, sweep
+from model_sweeps import REF, knobs, predict_modes, sweep
 
 
 def test_cpu_bound_workload_gets_cpu_dominated_shape():

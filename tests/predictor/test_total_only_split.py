@@ -9,11 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from jetpredict.models.catalogue import ModeArrays, load_device
-from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload
-from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
-
-REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
+from jetpredict.predictor.reference import build_reference
+from model_sweeps import REF
 
 
 @pytest.mark.parametrize("workload", ["resnet18-cifar10", "lenet5-mnist"])
