@@ -106,12 +106,10 @@ def fit_summary(model: Any, rows: pd.DataFrame | None = None) -> dict[str, objec
     """The provenance of a fitted model that is stored with its workload and shown by the API (``rows``: the
     frame it was fitted on, where the caller holds it)."""
     from jetpredict.predictor.fit_check import time_scatter
-    from jetpredict.predictor.terms import split_source, workload_source
+    from jetpredict.predictor.service import provenance
 
     scatter = time_scatter(model, rows)
-    return {"device": model.device_id, "model_version": str(model.model_version),
-            "reference_source": str(model.reference_source), "workload_source": workload_source(model),
-            "split_source": split_source(model.time_fits), "profiled_modes": int(model.profiled_modes),
+    return {"device": model.device_id, **provenance(model),
             "has_power": bool(model.has_power), "aliased_knobs": dict(model.aliased_knobs()),
             "rows_scatter_rel": None if scatter is None else scatter.rms_rel}
 

@@ -40,6 +40,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from jetpredict.models.errors import InputError
+from jetpredict.models.profile_rows import TWIN_ACCELERATOR
 from jetpredict.models.profiling_protocol import (
     IDLE_S,
     MAX_MINIBATCHES_PER_MODE,
@@ -291,14 +292,14 @@ def _out_of_memory(exc: BaseException) -> bool:
             or any(words in str(exc).lower() for words in _OUT_OF_MEMORY))
 
 
-def training_failed(backend: TrainingBackend, mode: PowerMode | None, step: str, exc: BaseException,
-                    simulated: bool = False) -> TrainingFailed:
+def training_failed(backend: TrainingBackend, mode: PowerMode | None, step: str, exc: BaseException
+                    ) -> TrainingFailed:
     """The :class:`TrainingFailed` for ``exc`` raised at ``step`` (``warm-up minibatch 2 of 5``) of ``mode``; an
-    out-of-memory error suggests a smaller ``--batch-size``. ``simulated``: raised by the digital twin, which
-    runs none of the workload's code, so the fault is jetpredict's and is worded so."""
+    out-of-memory error suggests a smaller ``--batch-size``. Raised by the digital twin (its accelerator), which
+    runs none of the workload's code, the fault is jetpredict's and is worded so."""
     label = "the mode in force" if mode is None else f"mode {mode.mode}"
     error = f"{type(exc).__name__}: {exc}"
-    if simulated:
+    if backend.accelerator() == TWIN_ACCELERATOR:
         return TrainingFailed(f"the digital twin failed simulating workload {backend.workload!r} at {label}, {step}: "
                               f"{error} (jetpredict's own fault: the twin runs none of the workload's code; "
                               "JETPREDICT_DEBUG=1 shows the traceback)")
@@ -310,11 +311,10 @@ def training_failed(backend: TrainingBackend, mode: PowerMode | None, step: str,
 
 
 def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[MinibatchTiming],
-                    on_minibatch: MinibatchCallback | None = None, mode: PowerMode | None = None,
-                    simulated: bool = False) -> None:
+                    on_minibatch: MinibatchCallback | None = None, mode: PowerMode | None = None) -> None:
     """Train ``n`` minibatches, appending each timing to ``out`` (the real and simulated runners share it). A
-    minibatch that fails raises :class:`TrainingFailed` naming ``mode`` and its number (bad input as it is);
-    ``simulated`` words it as the twin's failure (:func:`training_failed`)."""
+    minibatch that fails raises :class:`TrainingFailed` naming ``mode`` and its number (bad input as it is;
+    the twin's failure worded as the twin's: :func:`training_failed`)."""
     for i in range(n):
         try:
             out.append(backend.next_minibatch())
@@ -322,7 +322,7 @@ def run_minibatches(backend: TrainingBackend, phase: str, n: int, out: list[Mini
             raise
         except Exception as exc:
             raise training_failed(backend, mode, f"{_PHASE_NAMES.get(phase, phase)} minibatch {i + 1} of {n}",
-                                  exc, simulated) from exc
+                                  exc) from exc
         if on_minibatch:
             on_minibatch(phase, i + 1, n)
 

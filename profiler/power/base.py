@@ -47,10 +47,6 @@ class PlausibleRange:
     source: str
     what: str = "module power"
 
-    @property
-    def range_w(self) -> tuple[float, float]:
-        return self.lo_w, self.hi_w
-
     def problem(self, power_w: float) -> str | None:
         """None when ``power_w`` (W) lies in the range, else why it is no reading: the value, the bound it
         passes, the range and its source (one wording for every meter that checks)."""

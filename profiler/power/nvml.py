@@ -117,12 +117,10 @@ class NvmlMeter(PowerMeter):
             max_limit_w = float(self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(self._handle)[1]) / 1e3
         except Exception:  # NVMLError_NotSupported, or a pynvml without the call
             max_limit_w = 0.0
-        if max_limit_w > 0:
-            return PlausibleRange(NVML_LEAST_READING_W, NVML_LIMIT_MARGIN * max_limit_w,
-                                  f"{NVML_LIMIT_MARGIN:g} x gpu{self.index}'s {max_limit_w:g} W maximum power limit",
-                                  "GPU board power")
-        return PlausibleRange(NVML_LEAST_READING_W, float("inf"), "NVML reports no power-limit constraint",
-                              "GPU board power")
+        hi_w, source = ((NVML_LIMIT_MARGIN * max_limit_w,
+                         f"{NVML_LIMIT_MARGIN:g} x gpu{self.index}'s {max_limit_w:g} W maximum power limit")
+                        if max_limit_w > 0 else (float("inf"), "NVML reports no power-limit constraint"))
+        return PlausibleRange(NVML_LEAST_READING_W, hi_w, source, "GPU board power")
 
     @property
     def rails(self) -> tuple[str, ...]:

@@ -59,10 +59,8 @@ class SimulatedRunner(ModeRunner):
             run.idle_window_s = (t_start + s.settle_s, clock.now())
         backend.prepare(mode)
         run.cpu_s_per_sample = backend.cpu_s_per_sample()
-        # The twin runs no user code: a failure here is worded as the twin's, not the workload's.
-        run_minibatches(backend, WARMUP_PHASE, s.warmup, run.warmup, on_minibatch, mode=mode, simulated=True)
-        run_minibatches(backend, MEASURE_PHASE, s.minibatches, run.measured, on_minibatch, mode=mode,
-                        simulated=True)
+        run_minibatches(backend, WARMUP_PHASE, s.warmup, run.warmup, on_minibatch, mode=mode)
+        run_minibatches(backend, MEASURE_PHASE, s.minibatches, run.measured, on_minibatch, mode=mode)
         if has_meter:
             assert meter is not None
             run.trace = meter.trace(t_start, clock.now(), measured_window_hz(run.warmup, s.minibatches, s.hz))

@@ -104,7 +104,7 @@ def test_a_reading_no_module_can_draw_is_skipped_like_a_stray_line(fake_root, te
     too_much_for_a_nano = good.replace("POM_5V_IN 4531/3285", "POM_5V_IN 25000/3285")
     fake_root.add_tegrastats([good, garbled, good, too_much_for_a_nano])
     _assert_only_the_good_reading_sampled("implausible module power")
-    assert plausible_module_power("nano").range_w == load_device("nano").power_range_w == (MIN_MODULE_POWER_W, 20.0)
+    assert (plausible_module_power("nano").lo_w, plausible_module_power("nano").hi_w) == load_device("nano").power_range_w == (MIN_MODULE_POWER_W, 20.0)
     assert plausible_module_power(None) == plausible_module_power("host")
     assert plausible_module_power(None).hi_w >= 120.0
 
