@@ -10,9 +10,9 @@ pytest.importorskip("flwr", reason="the Flower integration needs the [flower] ex
 
 from flower_grid import DEVICE, plan_for, train_message  # noqa: E402
 from jetpredict.models.catalogue import load_device  # noqa: E402
-from jetpredict.profiler.power import NullPowerMeter  # noqa: E402
 
 from jetpredict.integrations.flower import PlannedRound  # noqa: E402
+from tests.profiler.fakes import CloseCountingMeter  # noqa: E402
 
 STATUS = "/var/lib/nvpmodel/status"
 DEFAULT_STATUS = "pmode:0002"  # the orin fixture's 15W
@@ -21,17 +21,6 @@ MAXN_STATUS = "pmode:0000"
 
 def maxn_message():
     return train_message(plan_for(load_device(DEVICE).preset("MAXN")))
-
-
-class CountingMeter(NullPowerMeter):
-    """A meter without a sensor that counts its closes."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.closes = 0
-
-    def close(self) -> None:
-        self.closes += 1
 
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt(), RuntimeError("the power meter cannot start")],
@@ -66,17 +55,17 @@ def test_a_cuda_error_at_the_closing_synchronize_still_restores_the_mode(orin):
 def test_the_round_closes_the_meter_it_opened_and_not_the_callers(monkeypatch):
     import jetpredict.profiler.power as power
 
-    opened: list[CountingMeter] = []
+    opened: list[CloseCountingMeter] = []
 
-    def detect(*args, **kwargs) -> CountingMeter:
-        opened.append(CountingMeter("no sensor found"))
+    def detect(*args, **kwargs) -> CloseCountingMeter:
+        opened.append(CloseCountingMeter())
         return opened[-1]
 
     monkeypatch.setattr(power, "detect_power_meter", detect)
     with PlannedRound(train_message(None), device=DEVICE):
         pass
     assert [m.closes for m in opened] == [1]
-    mine = CountingMeter("no sensor found")
+    mine = CloseCountingMeter()
     for _ in range(2):  # a caller's meter, reused round after round: the caller closes it
         with PlannedRound(train_message(None), device=DEVICE, meter=mine):
             pass

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from jetpredict.models.catalogue import Device
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
-from jetpredict.profiler.power import PowerMeter, PowerReadError
+from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerReadError
 
 from tests.profiler.fake_kernel import (
     KERNEL_RULES_SITE,
@@ -393,6 +393,20 @@ class LateMeter(PowerMeter):
         if not self.backend.minibatches:
             raise PowerReadError("tegrastats silent: no line yet")
         return 9.0
+
+
+class CloseCountingMeter(NullPowerMeter):
+    """A meter without a sensor that counts its closes (tegrastats would stop its process, NVML shut down);
+    ``fails``: each close raises, as a tegrastats that will not stop."""
+
+    def __init__(self, reason: str = "no sensor found", fails: bool = False) -> None:
+        super().__init__(reason)
+        self.fails, self.closes = fails, 0
+
+    def close(self) -> None:
+        self.closes += 1
+        if self.fails:
+            raise OSError("tegrastats did not stop")
 
 
 # `jetpredict ARGS` with SIGINT, SIGHUP and SIGQUIT at their defaults: a child inherits them ignored from a

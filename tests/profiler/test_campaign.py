@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 import torch
+from fakes import CloseCountingMeter
 from jetpredict.models.catalogue import MODE_FIELDS, PowerMode, load_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError
 from jetpredict.models.profile_files import read_profile_csv, read_profile_rows
@@ -148,31 +149,20 @@ def _fail_before_the_first_row(cfg: CampaignConfig) -> None:
         run_campaign(cfg, parts)
 
 
-class _ClosableMeter(NullPowerMeter):
-    """A meter that counts its closes (tegrastats would stop its process, NVML shut down)."""
-
-    def __init__(self) -> None:
-        super().__init__("test meter")
-        self.closed = 0
-
-    def close(self) -> None:
-        self.closed += 1
-
-
 def test_the_campaign_closes_its_meters_on_every_exit(tmp_path):
-    meters = [_ClosableMeter(), _ClosableMeter()]
+    meters = [CloseCountingMeter(), CloseCountingMeter()]
     parts = _host_parts(CrashOnSecondMode("lenet5-mnist", 8, 0), "one")  # one mode: it does not crash
     parts.runner = RealTimeRunner(parts.backend, *meters)
     run_campaign(_cfg(tmp_path, minibatches=2), parts)
-    assert [m.closed for m in meters] == [1, 1] and parts.backend.closed == 1
+    assert [m.closes for m in meters] == [1, 1] and parts.backend.closed == 1
     # A campaign that fails before its first mode (an unwritable --out) closes them too.
-    meters = [_ClosableMeter(), _ClosableMeter()]
+    meters = [CloseCountingMeter(), CloseCountingMeter()]
     parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "one")
     parts.runner = RealTimeRunner(parts.backend, *meters)
     (tmp_path / "file").write_text("not a folder\n")
     with pytest.raises(InputError, match="cannot write --out"):
         run_campaign(_cfg(tmp_path, name="file/p.csv"), parts)
-    assert [m.closed for m in meters] == [1, 1]
+    assert [m.closes for m in meters] == [1, 1]
 
 
 def test_a_read_back_clock_may_be_a_megahertz_off_but_not_a_core_short():

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from fakes import CloseCountingMeter
 from jetpredict.models.profile_rows import validate_records
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerTrace, detect_power_meter
@@ -344,27 +345,14 @@ def test_the_raised_rate_stops_at_the_meters_update_rate():
     assert run.trace.hz == 25.0 and run.cpu_trace.hz == 100.0
 
 
-class _CountedClose(_SlowSensor):
-    """A meter that counts its closes; ``fails``: each close raises, as a tegrastats that will not stop."""
-
-    def __init__(self, fails: bool = False) -> None:
-        super().__init__(None)
-        self.fails, self.closed = fails, 0
-
-    def close(self) -> None:
-        self.closed += 1
-        if self.fails:
-            raise OSError("tegrastats did not stop")
-
-
 @pytest.mark.parametrize("failing", ["module", "cpu"])
 def test_the_runner_closes_its_module_and_cpu_meters_also_when_one_close_fails(failing):
     """Whichever meter's close fails, the other is closed too and the failure is raised: a plain loop over the
     meters, stopped by the first failing close, would leave the one after it open."""
-    module, cpu = _CountedClose(fails=failing == "module"), _CountedClose(fails=failing == "cpu")
+    module, cpu = CloseCountingMeter(fails=failing == "module"), CloseCountingMeter(fails=failing == "cpu")
     with pytest.raises(OSError, match="did not stop"):
         RealTimeRunner(_PacedBackend(0.0), module, cpu).close()
-    assert (module.closed, cpu.closed) == (1, 1)
+    assert (module.closes, cpu.closes) == (1, 1)
 
 
 def test_loader_defaults_to_at_most_one_worker_per_core_and_checks_its_fields():
