@@ -70,7 +70,7 @@ def test_a_round_wide_failure_of_one_group_is_raised_at_once():
 # --- the planners' settings ---------------------------------------------------------------------------------
 
 def test_a_deadline_the_service_refuses_is_a_planner_refusal_of_that_request(resnet_model):
-    with pytest.raises(PlannerError) as err:
+    with pytest.raises(PlannerError, match=r"deadline_s must be a finite number > 0, got -1\.0") as err:
         LocalPlanner(resnet_model).plan([{"id": "1", "device": "agx-xavier"}], -1.0, 1)
     assert not err.value.round_wide
 
@@ -88,6 +88,13 @@ def test_the_http_planner_asks_at_its_confidence_within_its_timeout(service_url)
     assert planner.client.timeout_s == 2.5
     answer = planner.plan([{"id": "1", "device": "agx-xavier"}], 600.0, 1)
     assert answer["confidence"] == pytest.approx(0.999)
+
+
+def test_a_service_that_does_not_answer_within_the_planners_timeout_fails_the_round(stub):
+    silent = stub(["sleep"], sleep_s=30.0)  # its handler thread is a daemon: closing the stub does not wait
+    with pytest.raises(PlannerError, match=r"no answer within 0\.3 s") as err:
+        HttpPlanner(silent.url, "my-resnet", timeout_s=0.3).plan([{"id": "1", "device": "agx-xavier"}], 600.0, 1)
+    assert err.value.round_wide and len(silent.requests) == 4  # the client's retries, each within the timeout
 
 
 # --- plan entries at their edges ----------------------------------------------------------------------------
