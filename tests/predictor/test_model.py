@@ -368,8 +368,7 @@ def test_power_without_readings_has_intervals_as_wide_as_real_workloads_differ(w
     """Rows timed without a meter take the reference's power. LeNet-5 draws a sixth of the GPU-bound
     networks' dynamic power, so under their reference its power is ~2x too high: the intervals must hold
     every real mode's power and energy anyway (before the level SD: 0 of 10 and 0 of 10)."""
-    ref = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    sweep = ref[ref.workload == workload].reset_index(drop=True)
+    sweep = REF[REF.workload == workload].reset_index(drop=True)
     timed = sweep[sweep["mode"].isin(list("efij"))].drop(columns=["epoch_energy_j", "avg_power_w", "base_power_w"])
     model = fit_workload(timed)
     assert not model.has_power

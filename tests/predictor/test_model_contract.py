@@ -13,12 +13,10 @@ import pandas as pd
 import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.bundled import predict_modes as predict_on
 from jetpredict.predictor.constants import IntervalScales
 from jetpredict.predictor.model import gpu_floor
-from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.predictor.regime import core_contrast
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
 from model_sweeps import REF, knobs, predict_modes, sweep
@@ -236,8 +234,7 @@ def test_aliased_knobs_and_the_widening_they_cost_are_reported():
 def test_repeats_of_a_mode_are_one_modes_evidence_their_measurements_averaged():
     """Five copies of four rows predicted with intervals 0.90x (down to 0.43x) as wide as the four alone: a
     repeat averages run-to-run noise out, not the model's error. Repeats that differ count as their mean."""
-    ref = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
-    lenet = ref[(ref.workload == "lenet5-mnist") & ref["mode"].isin(list("efij"))].reset_index(drop=True)
+    lenet = REF[(REF.workload == "lenet5-mnist") & REF["mode"].isin(list("efij"))].reset_index(drop=True)
     modes = ModeArrays.from_modes(load_device("agx-xavier").presets)
     once = predict_on(fit_workload(lenet), modes)
     five = fit_workload(pd.concat([lenet] * 5, ignore_index=True))
