@@ -259,10 +259,11 @@ def aliased_knobs_field() -> fields.Dict:
 def split_source_field(whose: str = "the answer's", more: str = "", **kw: object) -> fields.String:
     """``split_source`` (``predictor.terms.split_source``) of an answer, a fit or a fleet plan's client."""
     return fields.String(**kw, metadata={
-        "description": f"{'|'.join(SPLIT_SOURCES)}: whether {whose} stall and compute times rest on the workload "
-                       "rows' own stall and compute columns, or on their epoch totals only (then the split is the "
-                       "fitted terms' attribution, shaped by the reference workloads, and may be several times "
-                       f"off){more}"})
+        "description": f"{'|'.join(SPLIT_SOURCES)}: whether {whose} fitted split of the epoch into stall "
+                       "(CPU side) and compute, which sets how the predicted epoch follows each knob, rests on the "
+                       "workload rows' own stall and compute columns, or on their epoch totals only (then the "
+                       "split is the fitted terms' attribution, shaped by the reference workloads, and may be "
+                       f"several times off){more}"})
 
 
 def rows_scatter_field() -> fields.Float:

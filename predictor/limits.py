@@ -14,8 +14,9 @@ OBJECTIVES: dict[str, str] = {"min-time": "epoch_time_s", "min-energy": "epoch_e
 PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "split_source", "profiled_modes",
                                       "model_version")
 #: ``split_source``, best first: the workload's own stall and compute columns were fitted (``components``), or
-#: only its epoch totals were, and the answer's stall and compute are the fitted terms' attribution, shaped by
-#: the reference workloads (``epoch_totals``; on the real sweeps a stall several times off: README).
+#: only its epoch totals were, and the fit's stall/compute split (how the epoch follows each knob) is the
+#: fitted terms' attribution, shaped by the reference workloads (``epoch_totals``; on the real sweeps a stall
+#: several times off: README).
 SPLIT_SOURCES: tuple[str, ...] = ("components", "epoch_totals")
 #: The objective when none is given (``plan --after``, ``profile --adaptive``).
 DEFAULT_OBJECTIVE = "min-time"
