@@ -127,19 +127,22 @@ def test_pseudo_row_holds_predictions_only_where_the_rows_measure(resnet):
     assert "minibatch_time_p50_s" not in row and row["workload"] == "resnet18-cifar10"
 
 
-@pytest.mark.parametrize("goal", [D.Goal("min-time", max_power_w=15.0), D.Goal("min-energy")])
-def test_replayed_real_sweep_stops_within_budget_near_the_measurement(resnet, others, goal):
+# Measured: min-time under 15 W stops after 4 modes (pick b, -0.20%), min-energy after 5 (pick c, +2.13%);
+# each count is pinned at what it measures, the error at the 3% bar.
+@pytest.mark.parametrize(("goal", "max_modes"), [(D.Goal("min-time", max_power_w=15.0), 4),
+                                                 (D.Goal("min-energy"), 5)])
+def test_replayed_real_sweep_stops_within_budget_near_the_measurement(resnet, others, goal, max_modes):
     replay = R.SweepReplay(resnet)
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), goal, budget=6, candidates=replay.modes(), reference=others)
     rows = R.run_loop(chooser, replay.measure)
-    assert 2 <= len(rows) <= 6
+    assert 2 <= len(rows) <= max_modes
     assert len({r["mode"] for r in rows}) == len(rows)  # never the same mode twice
     last = chooser.steps[-1]
     assert last.next_mode is None and last.stop
     best = last.decision.best_row
     measured = resnet.set_index("mode").loc[best["mode"], "epoch_time_s"]
     # The real sweep answers: the recommended mode's predicted time is close to its measurement.
-    assert best["epoch_time_s"] == pytest.approx(measured, rel=0.05)
+    assert best["epoch_time_s"] == pytest.approx(measured, rel=0.03)
 
 
 def test_a_rival_that_alone_holds_the_stop_back_is_profiled_next(resnet, others):
