@@ -133,15 +133,17 @@ def test_real_cpu_clock_below_the_profiled_range_moves_a_gpu_heavy_network_littl
 def test_real_fact_below_the_reference_clock_range(reference):
     """POMACS 2022 §5.6: ResNet-18 on AGX Xavier, MAXN against the GPU at 114.75 MHz (5.8x below the lowest
     reference GPU clock): speed-up 10.3x, power ratio 3.6x (31 W vs ~8.6 W). Validation only: nothing is
-    fitted to this point; measured 9.6x / 3.4x / 0.35 (bundled)."""
+    fitted to this point; measured 9.34x / 3.38x / 0.362 with either reference (bench/results/accuracy.md)."""
     res = REF[REF.workload == "resnet18-cifar10"]
     ref = build_reference(REF[REF.workload != "resnet18-cifar10"]) if reference != "bundled" else None
     model = fit_workload(res[res["mode"].isin(list("efij"))], reference=ref)
     p = model.predict(ModeArrays(8, 2265.6, [1377, 114.75], 2133))
     speed_up = p.epoch_time_s[1] / p.epoch_time_s[0]
+    # Each tolerance sits just above the measured miss of the published figure (-9.3% / -6.1% / +3.5%), so a
+    # fit moving 0.8 / 0.9 / 1.5% further from the fact than these fails.
     assert speed_up == pytest.approx(10.3, rel=0.1)
-    assert p.avg_power_w[0] / p.avg_power_w[1] == pytest.approx(3.6, rel=0.1)
-    assert p.epoch_energy_j[0] / p.epoch_energy_j[1] == pytest.approx(3.6 / 10.3, rel=0.1)
+    assert p.avg_power_w[0] / p.avg_power_w[1] == pytest.approx(3.6, rel=0.07)
+    assert p.epoch_energy_j[0] / p.epoch_energy_j[1] == pytest.approx(3.6 / 10.3, rel=0.05)
     # The fact lies inside the 90% interval of the far-extrapolated mode.
     assert p.epoch_time_s_low[1] <= 10.3 * p.epoch_time_s[0] <= p.epoch_time_s_high[1]
     # The slow GPU hides the memory clock: at 114.75 MHz halving EMC barely moves the epoch (<5%), while
