@@ -248,3 +248,37 @@ def test_serve_boot_verdict_holds_the_readme_command_to_the_design_limit(bench_p
     failed = serve_boot.summarize(boots + [{"workers": serve_boot.DEFAULT, "ok": False, "seconds": None}], [None], 2)
     assert list(serve_boot.verdict(failed).values()) == [False]
     assert serve_boot.serve_command(8080, None, "flask")[-5:] == ["serve", "--port", "8080", "--server", "flask"]
+
+
+def _stub_real_cv_scoring(real_cv, monkeypatch, time_coverage_pct: float) -> None:
+    """real_cv's scoring, text and extra checks replaced by one summary row whose time coverage (%) is
+    given, so main runs its verdict and exit path in a moment."""
+    scoring = importlib.import_module("real_cv_scoring")
+    row = {"target": "t", "reference": "r", "modes": 4,
+           **{f"{name}_coverage": 95.0 for _, name in scoring.OUTPUTS}, "time_coverage": time_coverage_pct}
+    stubs = {"out_of_sample_scales": lambda: {}, "monotone_check": lambda real: [],
+             "leave_one_mode_out": lambda real: [], "within_device": lambda real, cases, sizes: [row],
+             "error_sources": lambda within: [], "named": lambda real, cases: [], "unmetered": lambda real: [],
+             "markdown": lambda *a, **k: "", "cost_lines": lambda within: []}
+    for name, stub in stubs.items():
+        monkeypatch.setattr(real_cv, name, stub)
+
+
+def test_real_cv_exits_1_when_a_coverage_is_under_the_bar(bench_path, monkeypatch, capsys):
+    real_cv = importlib.import_module("real_cv")
+    bar = importlib.import_module("real_cv_report").COVERAGE_BAR
+    _stub_real_cv_scoring(real_cv, monkeypatch, bar - 1)
+    assert real_cv.main(["--no-cross-device"]) == 1
+    assert "NOT every case" in capsys.readouterr().out
+    _stub_real_cv_scoring(real_cv, monkeypatch, bar)  # on the bar holds it
+    assert real_cv.main(["--no-cross-device"]) == 0
+
+
+def test_the_committed_real_cv_run_holds_every_coverage_bar(bench_path):
+    import json
+
+    report = importlib.import_module("real_cv_report")
+    within = json.loads((BENCH / "results" / "real_cv.json").read_text(encoding="utf-8"))["within_device"]
+    line, ok = report.coverage_check(within)
+    assert ok and "-- every case" in line
+
