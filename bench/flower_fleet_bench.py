@@ -9,6 +9,8 @@ held the twin's time and energy; then the plan's energy against each baseline, w
     python bench/flower_fleet_bench.py --clients 50 --deadlines 10 --seeds 2     # a quick look
     python bench/flower_fleet_bench.py --write              # also writes bench/results/flower_fleet.md/.json
 
+The run exits 1 when any verdict line says ``NO`` or ``ERROR``, as the other benches do on a missed target.
+
 The apps run in this process on an in-process Grid (:class:`LocalGrid`: Flower's Grid interface, each
 message handed to the ClientApp as a SuperNode would): hundreds of nodes x 4 arms x 3 rounds per setting
 would take hours on 2 cores through the simulation engine's per-message overhead. The same app runs under
@@ -304,7 +306,16 @@ def main(argv: list[str] | None = None) -> int:
         text = "\n".join(results_text(args, splits, tables, verdicts, cost, total)) + "\n"
         print(write_results("flower_fleet", text, {"settings": vars(args) | {"splits": splits},
                                                    "runs": results}))
-    return 0
+    return 1 if any(missed_verdict(v) for v in verdicts) else 0
+
+
+#: How a verdict line that fails the run starts: a bar not met, or a round that trained nobody.
+FAILING_VERDICTS = ("- NO:", "- ERROR:")
+
+
+def missed_verdict(line: str) -> bool:
+    """Whether a verdict line of :func:`setting_tables` fails the run (the bench then exits 1)."""
+    return line.startswith(FAILING_VERDICTS)
 
 
 def results_text(args: argparse.Namespace, splits: list[str], tables: list[str], verdicts: list[str],

@@ -282,3 +282,26 @@ def test_the_committed_real_cv_run_holds_every_coverage_bar(bench_path):
     line, ok = report.coverage_check(within)
     assert ok and "-- every case" in line
 
+
+def _stub_flower_fleet(fleet, monkeypatch, misses: int = 0, empty_rounds: tuple[int, ...] = ()) -> None:
+    """The fleet's fitting and runs replaced by fixed per-arm figures (the plan missing its deadline
+    ``misses`` times, each arm training nobody in ``empty_rounds``): only the verdict and exit path run."""
+    def arm(name: str) -> dict:
+        return {"predicted": 10, "trained": 10, "excluded": 0, "late": 0, "misses": misses if name == "plan" else 0,
+                "train_energy_j": 100.0, "round_energy_j": 200.0, "accuracy": 0.9, "time_cover": 10,
+                "time_upper_cover": 10, "energy_cover": 10, "energy_checked": 10, "empty_rounds": list(empty_rounds)}
+
+    monkeypatch.setattr(fleet, "fit_fleet_models", lambda seed: {})
+    monkeypatch.setattr(fleet, "run_setting", lambda models, n, split, deadline, seed, args: {
+        "clients": n, "split": split, "deadline_s": deadline, "seed": seed, "wall_s": 1.0, "client_rounds": 40,
+        "arms": {a: arm(a) for a in fleet.ARMS}})
+
+
+@pytest.mark.parametrize(("misses", "empty_rounds", "status"), [(0, (), 0), (3, (), 1), (0, (2,), 1)],
+                         ids=["all yes", "plan missed", "round trained nobody"])
+def test_flower_fleet_exits_1_on_a_no_or_error_verdict(misses, empty_rounds, status, bench_path, monkeypatch, capsys):
+    fleet = importlib.import_module("flower_fleet_bench")
+    _stub_flower_fleet(fleet, monkeypatch, misses, empty_rounds)
+    assert fleet.main(["--clients", "50", "--splits", "iid", "--deadlines", "10", "--seeds", "2"]) == status
+    out = capsys.readouterr().out
+    assert ("- NO:" in out or "- ERROR:" in out) == bool(status)
