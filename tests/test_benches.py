@@ -166,6 +166,9 @@ RENDERED_RESULTS = [
     ("api_fuzz_without_rules", "api_fuzz", lambda m, d: m.markdown(d)),
     ("serve_boot", "serve_boot", lambda m, d: m.markdown(d)),
     ("serve_boot_flask", "serve_boot", lambda m, d: m.markdown(d)),
+    ("real_cv", "real_cv_report", lambda m, d: m.markdown(
+        d["within_device"], d["named_designs"], d["cross_device"], d["leave_one_mode_out"], d["monotone"],
+        d["seconds"], d["no_meter"])),
 ]
 
 
