@@ -144,10 +144,12 @@ class IdempotencyKey:
     ``key#n-1``, in the upload's order; the first, the one single-workload uploads always used, holds the
     whole answer), each row tied to its workload. Deleting a workload deletes its row, so a retry finds the
     upload intact (every key present: the answer is replayed) or sees which parts were lost (their keys are
-    missing: only those are stored again). Derived keys keep the table's columns as they were."""
+    missing: only those are stored again). Derived keys keep the table's columns as they were. ``required``:
+    fields each workload's entry of the answer must hold a value in for the answer to be kept at all."""
 
     key: str
     request_sha256: str
+    required: tuple[str, ...] = ()
 
     def keys(self, n: int) -> list[str]:
         """The keys of an upload of ``n`` workloads, in the upload's order."""
@@ -518,11 +520,14 @@ class Storage:
                                    writes[0].device if writes else None)
             # The first key holds the whole answer, each other key its workload's entry (so the table
             # grows with the workloads of an upload, not with their square).
-            responses = [answer, *answer["workloads"][1:]]  # type: ignore[misc]
-            conn.execute(idempotency.insert(), [
-                {"key": key, "workload_id": w.workload_id, "request_sha256": idem.request_sha256,
-                 "response": response, "created_at": now}
-                for key, w, response in zip(idem.keys(len(writes)), writes, responses, strict=True)])
+            entries: list[dict] = answer["workloads"]  # type: ignore[assignment]
+            responses = [answer, *entries[1:]]
+            # A null the schema forbids (a stale fit not refreshed) is never kept: a retry is answered afresh.
+            if all(w.get(k) is not None for w in entries for k in idem.required):
+                conn.execute(idempotency.insert(), [
+                    {"key": key, "workload_id": w.workload_id, "request_sha256": idem.request_sha256,
+                     "response": response, "created_at": now}
+                    for key, w, response in zip(idem.keys(len(writes)), writes, responses, strict=True)])
         return records
 
     def _write_upload(self, conn: sa.Connection, write: WorkloadWrite, now: str, reserved: bool

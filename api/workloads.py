@@ -43,7 +43,7 @@ from jetpredict.api.client_rows import (
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
 from jetpredict.api.errors import ApiError, FieldErrors
 from jetpredict.api.heavy import HeavyGate
-from jetpredict.api.schemas import IDEMPOTENCY_HEADER
+from jetpredict.api.schemas import IDEMPOTENCY_HEADER, UploadedWorkloadSchema
 from jetpredict.api.storage import (
     FIT_FIELDS,
     IdempotencyKey,
@@ -71,6 +71,8 @@ T = TypeVar("T")
 MAX_UPLOAD_WORKLOADS = 256
 _OPTIMISTIC_TRIES = 3  # then uploads to the workload queue on the write lock
 _LOCKED_TRIES = 2
+#: The fields each workload's entry of an upload's answer holds a value in (its schema requires them).
+ANSWER_REQUIRED = tuple(name for name, field in UploadedWorkloadSchema().fields.items() if field.required)
 
 
 @dataclass(frozen=True)
@@ -397,7 +399,7 @@ class WorkloadService:
         new = validate_client_rows(records)
         canonical_sha256 = records_sha256([canonical_row(r) for r in rows_to_records(new)])
         idem = IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else f"sha256:{canonical_sha256}",
-                              canonical_sha256)
+                              canonical_sha256, ANSWER_REQUIRED)
         used, replay = self._replay(idem, most, {canonical_sha256, raw_sha256})
         if replay is not None:
             return replay, True
@@ -418,11 +420,17 @@ class WorkloadService:
                 if stored_records is None:
                     continue
                 break
-            stored = {g.workload_id: self.storage.load_rows(g.workload_id) for g in pending}
+            stored = {g.workload_id: self.storage.get_workload_rows(g.workload_id) for g in pending}
+            revisions = {k: 0 if record is None else record.revision for k, (record, _) in stored.items()}
             fit_rows = len(new) + sum(len(stored_rows) for _, stored_rows in stored.values())
             models = self._fit_work(fit_rows, "an upload's refit", partial(
-                _fit_groups, pending, device, {k: (rev or 0, part) for k, (rev, part) in stored.items()}))
-            writes = _writes(groups, models, device, {k: rev or 0 for k, (rev, _) in stored.items()})
+                _fit_groups, pending, device, {k: (revisions[k], part) for k, (_, part) in stored.items()}))
+            # A workload given nothing new is answered (and the answer kept for replays) from its stored fit:
+            # one of another model version, or lacking a field every fit now has, is refreshed first, as on reading.
+            for workload_id, (record, _) in stored.items():
+                if record is not None and models[workload_id].model is None:
+                    self.current_record(record)
+            writes = _writes(groups, models, device, revisions)
             try:
                 stored_records = self.storage.add_uploads(writes, idem, replaced)
                 break

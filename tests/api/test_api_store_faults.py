@@ -25,6 +25,7 @@ from api_fixtures import (
 )
 from jetpredict.api import sqlite_setup
 from jetpredict.api import storage as storage_module
+from jetpredict.api.routes.profiles import REPLAYED_HEADER
 from jetpredict.api.storage import FORMAT_VERSION, Storage
 
 AUTH = {"X-API-Key": API_KEY}
@@ -217,10 +218,8 @@ def test_the_listing_shows_the_running_models_fit_not_an_older_ones(tmp_path):
     assert json.loads(fit)["model_version"] == MODEL_VERSION and revision == 1
 
 
-def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_path):
-    """A fit of the running model version stored without ``split_source`` (written before it was kept) is
-    listed with it, as predictions state it, and stored so (no refit on the next listing)."""
-    db = stored_sqlite(tmp_path)
+def _drop_split_source(db: str) -> None:
+    """Make the stored fit look written before ``split_source`` was kept (the running model version)."""
     con = sqlite3.connect(db)
     fit = json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])
     for entry in (fit, *fit["devices"].values()):
@@ -228,6 +227,13 @@ def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_p
     con.execute("UPDATE workloads SET fit = ?", (json.dumps(fit),))
     con.commit()
     con.close()
+
+
+def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_path):
+    """A fit of the running model version stored without ``split_source`` (written before it was kept) is
+    listed with it, as predictions state it, and stored so (no refit on the next listing)."""
+    db = stored_sqlite(tmp_path)
+    _drop_split_source(db)
     client = sqlite_app(tmp_path).test_client()
     detail = client.get("/v1/workloads/my-resnet").json
     assert detail["split_source"] == detail["fits"][0]["split_source"] == "components"
@@ -235,6 +241,50 @@ def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_p
     con = sqlite3.connect(db)
     assert json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])["split_source"] == "components"
     con.close()
+
+
+def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and_keep_it(tmp_path):
+    """Rows stored already, uploaded again without a key onto a fit stored without ``split_source``: the fit is
+    refreshed (as reading does) before the answer is made and kept for replays, so neither that answer nor a
+    retry of it says null, before or after a read refreshed the fit."""
+    app = sqlite_app(tmp_path)
+    keyed = {**AUTH, "Idempotency-Key": "first-upload"}
+    rows = published_rows(as_id="w-upg")
+    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=keyed).status_code == 201
+    app.extensions["jetpredict"].storage.dispose()
+    _drop_split_source(str(tmp_path / "jetpredict.sqlite"))
+    client = sqlite_app(tmp_path).test_client()
+    again = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
+    assert again.status_code == 201 and again.json["rows_stored"] == 0, again.json
+    assert again.json["split_source"] == again.json["workloads"][0]["split_source"] == "components", again.json
+    assert client.get("/v1/workloads/w-upg").json["split_source"] == "components"
+    retry = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
+    assert retry.status_code == 201 and retry.headers[REPLAYED_HEADER] == "true", retry.json
+    assert retry.json == again.json, retry.json
+
+
+def test_an_upload_answer_null_where_its_schema_requires_a_value_is_not_kept_for_replays(tmp_path, monkeypatch):
+    """Where the stale fit cannot be refreshed first (here the store does not take the refresh, as when the
+    workload changed meanwhile), the answer says null once, and a retry, after a read refreshed the fit, is
+    answered afresh rather than replaying the null."""
+    app = sqlite_app(tmp_path)
+    rows = published_rows(as_id="w-upg")
+    keyed = {**AUTH, "Idempotency-Key": "first-upload"}
+    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=keyed).status_code == 201
+    app.extensions["jetpredict"].storage.dispose()
+    _drop_split_source(str(tmp_path / "jetpredict.sqlite"))
+    app = sqlite_app(tmp_path)
+    client, storage = app.test_client(), app.extensions["jetpredict"].storage
+    refresh_fit = storage.refresh_fit
+    monkeypatch.setattr(storage, "refresh_fit", lambda *args: False)
+    again = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
+    assert again.status_code == 201 and again.json["split_source"] is None, again.json
+    monkeypatch.setattr(storage, "refresh_fit", refresh_fit)
+    assert client.get("/v1/workloads/w-upg").json["split_source"] == "components"
+    retry = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
+    assert retry.status_code == 201 and retry.headers[REPLAYED_HEADER] == "false", retry.json
+    assert retry.json["split_source"] == retry.json["workloads"][0]["split_source"] == "components", retry.json
+    assert retry.json["rows_stored"] == 0 and retry.json["revision"] == again.json["revision"] == 1
 
 
 def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch, caplog):
