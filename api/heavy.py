@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +37,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from jetpredict.api.errors import ApiError
+from jetpredict.api.query_schemas import PredictionResponseSchema
+from jetpredict.predictor.service import PROVENANCE_COLUMNS, ROW_COLUMNS
+from marshmallow import Schema, fields
 
 log = logging.getLogger("jetpredict.api")
 
@@ -60,6 +63,28 @@ def _jetpredict_version() -> str:
 
 #: Part of every shared answer's key: another release may predict or encode differently.
 _VERSION = _jetpredict_version()
+
+
+def _shape(schema: Schema) -> list[list[object]]:
+    """``schema``'s fields by name: [name as sent, required, nullable, the nested rows' fields or None]."""
+    shape: list[list[object]] = []
+    for name, field in sorted(schema.fields.items()):
+        inner = field.inner if isinstance(field, fields.List) else field
+        nested = _shape(inner.schema) if isinstance(inner, fields.Nested) else None
+        shape.append([field.data_key or name, field.required, field.allow_none, nested])
+    return shape
+
+
+def answer_format(schema: type[Schema] = PredictionResponseSchema,
+                  columns: Sequence[str] = (*ROW_COLUMNS, *PROVENANCE_COLUMNS)) -> str:
+    """A short hash of what shapes a cached answer: its schema's fields (and its rows') and the table columns
+    in output order (``PROVENANCE_COLUMNS`` holds ``PROVENANCE_FIELDS``). A field added to answers changes it."""
+    return hashlib.sha256(json.dumps([_shape(schema()), list(columns)]).encode()).hexdigest()[:16]
+
+
+#: Part of every shared answer's key: the package version stays put when a field is added to answers, and the
+#: model version too (``split_source`` was), so the answers' own shape misses entries written without it.
+ANSWER_FORMAT = answer_format()
 
 
 def _lower_this_thread(nice: int) -> None:
@@ -204,7 +229,7 @@ class AnswerCache:
             fingerprint = hashlib.sha256(json.dumps(list(rows), sort_keys=True, default=str).encode()).hexdigest()
             with self._lock:
                 self._fingerprints[model] = fingerprint
-        name = json.dumps([_VERSION, str(getattr(model, "model_version", "")), fingerprint, repr(key)])
+        name = json.dumps([_VERSION, ANSWER_FORMAT, str(getattr(model, "model_version", "")), fingerprint, repr(key)])
         return self.directory / hashlib.sha256(name.encode()).hexdigest()
 
     def get(self, model: object, key: Hashable) -> Encoded | None:

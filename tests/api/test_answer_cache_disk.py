@@ -1,6 +1,7 @@
 """The answer cache's files under DATA_DIR/answers (:class:`api.heavy.AnswerCache`), read by a second cache
 as another worker of the host would: a file cut short is a miss, the disk's reserve is kept, the oldest
-answers go first when the directory is full, and a model of another version never reads an answer of this one."""
+answers go first when the directory is full, and neither a model of another version nor a release whose answers
+hold other fields reads an answer of this one."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import pytest
 from api_fixtures import published_rows
 from jetpredict.api import heavy
 from jetpredict.api.heavy import DISK_RESERVE_BYTES, AnswerCache, Encoded
+from jetpredict.api.query_schemas import PredictionResponseSchema, PredictionSchema
 from jetpredict.models.profile_rows import validate_records
 from jetpredict.predictor.bundled import fit_workload
+from marshmallow import fields
 
 KEY = ("agx-xavier", "all", "columns")
 #: Room on disk for many answers of :func:`_answer`'s size.
@@ -97,3 +100,39 @@ def test_a_model_of_another_version_with_the_same_rows_misses(tmp_path, model):
     assert other.training_rows == model.training_rows
     assert _other_worker(directory).get(other, KEY) is None
 
+
+
+def test_an_answer_of_another_answer_format_with_the_same_model_misses(tmp_path, model, monkeypatch):
+    """An answer written before a field was added to answers (as ``split_source`` was, the model version
+    unchanged) is not served after the upgrade; one of this format is."""
+    directory = tmp_path / "answers"
+    AnswerCache(DISK_BYTES, directory, DISK_BYTES).put(model, KEY, _answer(b"n"))
+    monkeypatch.setattr(heavy, "ANSWER_FORMAT", "the format before a field was added")
+    AnswerCache(DISK_BYTES, directory, DISK_BYTES).put(model, KEY, _answer(b"o"))
+    assert _other_worker(directory).get(model, KEY) == _answer(b"o")  # the older release reads its own
+    monkeypatch.undo()
+    assert heavy.ANSWER_FORMAT != "the format before a field was added"
+    assert _other_worker(directory).get(model, KEY) == _answer(b"n")  # this release reads only its own
+
+
+def test_the_answer_format_follows_the_fields_and_columns_of_an_answer():
+    """The format is derived from the answer's schema and columns, so a field added to an answer, or to its
+    rows, or made required, changes it without a constant to bump; the same answer keeps it."""
+
+    class WithAField(PredictionResponseSchema):
+        added_s = fields.Float(required=True)
+
+    class RowWithAField(PredictionSchema):
+        added_s = fields.Float()
+
+    class WithARowField(PredictionResponseSchema):
+        predictions = fields.List(fields.Nested(RowWithAField))
+
+    class Required(PredictionResponseSchema):
+        epochs = fields.Integer(required=True)
+
+    now = heavy.answer_format()
+    assert now == heavy.ANSWER_FORMAT == heavy.answer_format(PredictionResponseSchema)
+    formats = {heavy.answer_format(schema) for schema in (WithAField, WithARowField, Required)}
+    assert now not in formats and len(formats) == 3
+    assert heavy.answer_format(columns=("mode", "epoch_time_s")) != heavy.answer_format(columns=("epoch_time_s", "mode"))
