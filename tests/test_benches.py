@@ -4,6 +4,7 @@ without writing its committed results (a plain run leaves the tree as it was).""
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -308,3 +309,39 @@ def test_flower_fleet_exits_1_on_a_no_or_error_verdict(misses, empty_rounds, sta
     assert fleet.main(["--clients", "50", "--splits", "iid", "--deadlines", "10", "--seeds", "2"]) == status
     out = capsys.readouterr().out
     assert ("- NO:" in out or "- ERROR:" in out) == bool(status)
+
+
+#: The README accuracy table's names of the three real workloads, and their ids.
+README_WORKLOADS = {"ResNet-18": "resnet18-cifar10", "MobileNetV3": "mobilenetv3-gld23k", "LeNet-5": "lenet5-mnist"}
+
+
+def _readme_four_mode_medians() -> dict[str, tuple[float, float]]:
+    """Per workload id, the time and energy MAPE medians (%) that the README's accuracy table quotes for 4
+    profiled modes (every design, the other two real workloads as reference)."""
+    row = re.compile(r"^\| (?P<name>[\w-]+) \| 4 \| (?P<time>[\d.]+)% \([\d.]+%\) \| (?P<energy>[\d.]+)% \(")
+    found = [(README_WORKLOADS[m["name"]], (float(m["time"]), float(m["energy"])))
+             for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+             if (m := row.match(line)) and m["name"] in README_WORKLOADS]
+    assert sorted(w for w, _ in found) == sorted(README_WORKLOADS.values()), "one 4-mode row per real workload"
+    return dict(found)
+
+
+# Not slow: every 4-mode design of the three real workloads (630 fits) is ~11 CPU-s, 16 s wall at load ~4 on 2 cores.
+def test_the_readme_headline_accuracy_is_what_the_scoring_gives_today(bench_path):
+    """The README's 4-mode time and energy MAPE medians are the committed run's, and a fresh scoring of
+    every 4-mode design stays within 5% of them (the quotes are rounded to 0.1; today's figures lie within
+    2.0%): a regression in the fit or the scoring fails here."""
+    import json
+
+    real_cv = importlib.import_module("real_cv")
+    from jetpredict.models.profile_files import read_profile_csv
+
+    quoted = _readme_four_mode_medians()
+    stored = {r["target"]: r for r in json.loads((BENCH / "results" / "real_cv.json").read_text(encoding="utf-8"))[
+        "within_device"] if r["reference"] == "other real" and r["modes"] == 4}
+    fresh = {r["target"]: r for r in real_cv.within_device(read_profile_csv(real_cv.REAL_CSV), ("other real",), (4,))}
+    for target, (time_pct, energy_pct) in quoted.items():
+        assert (f"{stored[target]['time_mape_median']:.1f}", f"{stored[target]['energy_mape_median']:.1f}") == (
+            f"{time_pct:.1f}", f"{energy_pct:.1f}"), f"README quotes the committed real_cv run for {target}"
+        assert fresh[target]["time_mape_median"] == pytest.approx(time_pct, rel=0.05), target
+        assert fresh[target]["energy_mape_median"] == pytest.approx(energy_pct, rel=0.05), target
