@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 
 import pandas as pd
@@ -106,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except InputError as exc:
+        # The one line names the innermost file; JETPREDICT_DEBUG=1 adds the chain (a user module's imports).
+        if os.environ.get("JETPREDICT_DEBUG"):
+            traceback.print_exception(exc, file=sys.stderr)
         print(f"jetpredict {args.verb}: error: {exc.message}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `jetpredict devices ... | head`

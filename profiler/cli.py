@@ -173,8 +173,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
         "one JSON document (rows + per-minibatch times and power samples).",
         epilog="A failure is reported in one line: exit 2 for bad input (a flag, or a --workload file that fails "
         "to load, with its file and line), 1 for a failure while profiling (naming the mode and minibatch); the "
-        "modes finished before it stay in --out. Set JETPREDICT_DEBUG=1 to see the full Python traceback of a "
-        "failure while profiling.")
+        "modes finished before it stay in --out. Set JETPREDICT_DEBUG=1 to see the full Python traceback of "
+        "either.")
     p.add_argument("--device", required=True, help="host | jetson | sim:DEVICE")
     p.add_argument("--workload", required=True,
                    help=" | ".join([*BUILTIN_WORKLOADS, "torchvision:NAME", "module.path:factory"]))

@@ -183,7 +183,7 @@ def _user_workload(name: str) -> WorkloadSpec:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UnknownWorkloadError(f"workload {name!r}: cannot import module {module_name!r} ({exc})",
-                                   "workload") from None
+                                   "workload") from exc
     except Exception as exc:  # the user's file itself: a syntax error, or whatever it raises at import
         raise UnknownWorkloadError(user_code_failed(name, f"importing module {module_name!r}", exc),
                                    "workload") from exc

@@ -96,6 +96,28 @@ def test_a_model_file_that_fails_to_load_exits_2_naming_the_file_and_line(user_d
     assert not (user_dir / "p.csv").exists()
 
 
+@pytest.mark.parametrize("debug", [False, True], ids=["one-line", "JETPREDICT_DEBUG=1"])
+def test_a_model_file_that_fails_deep_in_its_imports_shows_the_chain_under_debug(user_dir, capsys, monkeypatch,
+                                                                                    debug):
+    """The one line names the innermost file and line; a user tracing an import chain needs the whole chain,
+    which JETPREDICT_DEBUG=1 prints (before, only failures while profiling did), and the exit stays 2."""
+    name = f"chain_top_{int(debug)}"  # one module per case: a failed import is not cached, a loaded one would be
+    (user_dir / f"{name}_deep.py").write_text("CONFIG = {}\nwidth = CONFIG['width']\n")
+    (user_dir / f"{name}.py").write_text(f"import {name}_deep\n\n\ndef make():\n    pass\n")
+    if debug:
+        monkeypatch.setenv("JETPREDICT_DEBUG", "1")
+    else:
+        monkeypatch.delenv("JETPREDICT_DEBUG", raising=False)
+    assert main(_profile(user_dir, f"{name}:make")) == 2
+    err = capsys.readouterr().err
+    assert f"{user_dir / name}_deep.py:2" in err and "KeyError: 'width'" in err, err
+    assert err.rstrip().splitlines()[-1].startswith("jetpredict profile: error: --workload"), err
+    if debug:
+        assert "Traceback (most recent call last)" in err and f'{user_dir / name}.py", line 1' in err, err
+    else:
+        assert "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("error, hint", [
     ("RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')", True),
     ("ValueError('shapes do not match')", False),
