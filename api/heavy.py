@@ -75,7 +75,7 @@ def _shape(schema: Schema) -> list[list[object]]:
     return shape
 
 
-def answer_format(schema: type[Schema] = PredictionResponseSchema,
+def answer_shape_hash(schema: type[Schema] = PredictionResponseSchema,
                   columns: Sequence[str] = (*ROW_COLUMNS, *PROVENANCE_COLUMNS)) -> str:
     """A short hash of what shapes a cached answer: its schema's fields (and its rows') and the table columns
     in output order (``PROVENANCE_COLUMNS`` holds ``PROVENANCE_FIELDS``). A field added to answers changes it."""
@@ -84,7 +84,7 @@ def answer_format(schema: type[Schema] = PredictionResponseSchema,
 
 #: Part of every shared answer's key: the package version stays put when a field is added to answers, and the
 #: model version too (``split_source`` was), so the answers' own shape misses entries written without it.
-ANSWER_FORMAT = answer_format()
+ANSWER_SHAPE = answer_shape_hash()
 
 
 def _lower_this_thread(nice: int) -> None:
@@ -229,7 +229,7 @@ class AnswerCache:
             fingerprint = hashlib.sha256(json.dumps(list(rows), sort_keys=True, default=str).encode()).hexdigest()
             with self._lock:
                 self._fingerprints[model] = fingerprint
-        name = json.dumps([_VERSION, ANSWER_FORMAT, str(getattr(model, "model_version", "")), fingerprint, repr(key)])
+        name = json.dumps([_VERSION, ANSWER_SHAPE, str(getattr(model, "model_version", "")), fingerprint, repr(key)])
         return self.directory / hashlib.sha256(name.encode()).hexdigest()
 
     def get(self, model: object, key: Hashable) -> Encoded | None:

@@ -102,20 +102,20 @@ def test_a_model_of_another_version_with_the_same_rows_misses(tmp_path, model):
 
 
 
-def test_an_answer_of_another_answer_format_with_the_same_model_misses(tmp_path, model, monkeypatch):
+def test_an_answer_of_another_answer_shape_with_the_same_model_misses(tmp_path, model, monkeypatch):
     """An answer written before a field was added to answers (as ``split_source`` was, the model version
     unchanged) is not served after the upgrade; one of this format is."""
     directory = tmp_path / "answers"
     AnswerCache(DISK_BYTES, directory, DISK_BYTES).put(model, KEY, _answer(b"n"))
-    monkeypatch.setattr(heavy, "ANSWER_FORMAT", "the format before a field was added")
+    monkeypatch.setattr(heavy, "ANSWER_SHAPE", "the format before a field was added")
     AnswerCache(DISK_BYTES, directory, DISK_BYTES).put(model, KEY, _answer(b"o"))
     assert _other_worker(directory).get(model, KEY) == _answer(b"o")  # the older release reads its own
     monkeypatch.undo()
-    assert heavy.ANSWER_FORMAT != "the format before a field was added"
+    assert heavy.ANSWER_SHAPE != "the format before a field was added"
     assert _other_worker(directory).get(model, KEY) == _answer(b"n")  # this release reads only its own
 
 
-def test_the_answer_format_follows_the_fields_and_columns_of_an_answer():
+def test_the_answer_shape_follows_the_fields_and_columns_of_an_answer():
     """The format is derived from the answer's schema and columns, so a field added to an answer, or to its
     rows, or made required, changes it without a constant to bump; the same answer keeps it."""
 
@@ -131,8 +131,8 @@ def test_the_answer_format_follows_the_fields_and_columns_of_an_answer():
     class Required(PredictionResponseSchema):
         epochs = fields.Integer(required=True)
 
-    now = heavy.answer_format()
-    assert now == heavy.ANSWER_FORMAT == heavy.answer_format(PredictionResponseSchema)
-    formats = {heavy.answer_format(schema) for schema in (WithAField, WithARowField, Required)}
+    now = heavy.answer_shape_hash()
+    assert now == heavy.ANSWER_SHAPE == heavy.answer_shape_hash(PredictionResponseSchema)
+    formats = {heavy.answer_shape_hash(schema) for schema in (WithAField, WithARowField, Required)}
     assert now not in formats and len(formats) == 3
-    assert heavy.answer_format(columns=("mode", "epoch_time_s")) != heavy.answer_format(columns=("epoch_time_s", "mode"))
+    assert heavy.answer_shape_hash(columns=("mode", "epoch_time_s")) != heavy.answer_shape_hash(columns=("epoch_time_s", "mode"))
