@@ -25,6 +25,8 @@ from tools.testing import STARTUP_TIMEOUT_S, free_port
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: The service's own README, whose "A first session with curl" is a longer tour of the same kind.
 API_README = README.parent / "api" / "README.md"
+#: The Flower fleet example's README, whose commands the Flower integration tests run.
+FLOWER_README = README.parent / "examples" / "flower_fleet" / "README.md"
 #: The HTTP tour's address line, pointed at the test's port.
 API_LINE = "API=http://127.0.0.1:8080"
 #: Wait between /healthz polls before the tour's first request (s).

@@ -5,8 +5,10 @@ round figures the simulated clients report."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from readme_tours import FLOWER_README, sh_blocks
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 pytest.importorskip("ray", reason="Flower's simulation engine needs the [flower] extra (flwr[simulation])")
@@ -27,6 +29,19 @@ pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fa
 
 WORKLOAD = "resnet18-cifar10"
 RUN_LIMIT_S = 240.0
+#: Simulated nodes in the test's run, the one part of the README's federation config it changes: the README's
+#: first run has 50, each training the CNN in every arm and round on these 2 cores; 2 are the fewest a round
+#: of min-nodes=2 trains, and keep the test under half a minute (25 s).
+NUM_SUPERNODES = 2
+
+
+def federation_config() -> str:
+    """The README's first simulation run's ``--federation-config``, its size set to :data:`NUM_SUPERNODES`."""
+    first = sh_blocks("Under the simulation engine", FLOWER_README)[0].splitlines()[0]
+    readme = re.search(r'flwr run \. .*--federation-config "([^"]*)"', first).group(1)
+    config, n = re.subn(r"num-supernodes=\d+", f"num-supernodes={NUM_SUPERNODES}", readme)
+    assert n == 1, f"the README's --federation-config {readme!r} names no num-supernodes"
+    return config
 
 
 @needs_flower_tools
@@ -38,9 +53,11 @@ def test_the_app_runs_under_the_simulation_engine(tmp_path, lenet_models):
     results = tmp_path / "results.json"
     try:
         flower.start_superlink(simulation=True)
+        # The README's first run takes the default run config (4 arms, 3 rounds, 10 s); for time this one runs
+        # the two arms it compares for one round, at a deadline both nodes' plans meet (as the deployment test).
         flower.run_app(EXAMPLE_APP, f'arms="plan,maxn" num-server-rounds=1 min-nodes=2 deadline-s=30.0 '
                                     f'models="{models}" results-out="{results}"', results, RUN_LIMIT_S,
-                       "--federation-config", "num-supernodes=2")
+                       "--federation-config", federation_config())
     finally:
         flower.stop()
     arms = {a["arm"]: a for a in json.loads(results.read_text())["arms"]}
