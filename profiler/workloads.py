@@ -182,14 +182,14 @@ def _user_workload(name: str) -> WorkloadSpec:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UnknownWorkloadError(f"workload {name!r}: cannot import module {module_name!r} ({exc})",
+        raise UnknownWorkloadError(f"{cli_flag('workload')} {name!r}: cannot import module {module_name!r} ({exc})",
                                    "workload") from exc
     except Exception as exc:  # the user's file itself: a syntax error, or whatever it raises at import
         raise UnknownWorkloadError(user_code_failed(name, f"importing module {module_name!r}", exc),
                                    "workload") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise UnknownWorkloadError(f"workload {name!r}: module {module_name!r} (loaded from "
+        raise UnknownWorkloadError(f"{cli_flag('workload')} {name!r}: module {module_name!r} (loaded from "
                                    f"{getattr(module, '__file__', None) or 'no file'}) has no callable {attr!r}"
                                    f"{_passed_over(module_name)}", "workload")
     try:

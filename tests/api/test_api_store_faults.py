@@ -243,16 +243,24 @@ def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_p
     con.close()
 
 
+def _stale_split_source_upload(tmp_path) -> list[dict]:
+    """Stores published rows as ``w-upg``, then strips ``split_source`` from its stored fit (a fit stored before the
+    field was kept); returns the rows. The first upload carries a key, so an upload of the same rows without one
+    is not a replay of it."""
+    app = sqlite_app(tmp_path)
+    rows = published_rows(as_id="w-upg")
+    keyed = {**AUTH, "Idempotency-Key": "first-upload"}
+    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=keyed).status_code == 201
+    app.extensions["jetpredict"].storage.dispose()
+    _drop_split_source(str(tmp_path / "jetpredict.sqlite"))
+    return rows
+
+
 def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and_keep_it(tmp_path):
     """Rows stored already, uploaded again without a key onto a fit stored without ``split_source``: the fit is
     refreshed (as reading does) before the answer is made and kept for replays, so neither that answer nor a
     retry of it says null, before or after a read refreshed the fit."""
-    app = sqlite_app(tmp_path)
-    keyed = {**AUTH, "Idempotency-Key": "first-upload"}
-    rows = published_rows(as_id="w-upg")
-    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=keyed).status_code == 201
-    app.extensions["jetpredict"].storage.dispose()
-    _drop_split_source(str(tmp_path / "jetpredict.sqlite"))
+    rows = _stale_split_source_upload(tmp_path)
     client = sqlite_app(tmp_path).test_client()
     again = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
     assert again.status_code == 201 and again.json["rows_stored"] == 0, again.json
@@ -267,12 +275,7 @@ def test_an_upload_answer_null_where_its_schema_requires_a_value_is_not_kept_for
     """Where the stale fit cannot be refreshed first (here the store does not take the refresh, as when the
     workload changed meanwhile), the answer says null once, and a retry, after a read refreshed the fit, is
     answered afresh rather than replaying the null."""
-    app = sqlite_app(tmp_path)
-    rows = published_rows(as_id="w-upg")
-    keyed = {**AUTH, "Idempotency-Key": "first-upload"}
-    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=keyed).status_code == 201
-    app.extensions["jetpredict"].storage.dispose()
-    _drop_split_source(str(tmp_path / "jetpredict.sqlite"))
+    rows = _stale_split_source_upload(tmp_path)
     app = sqlite_app(tmp_path)
     client, storage = app.test_client(), app.extensions["jetpredict"].storage
     refresh_fit = storage.refresh_fit

@@ -399,8 +399,8 @@ class CloseCountingMeter(NullPowerMeter):
     """A meter without a sensor that counts its closes (tegrastats would stop its process, NVML shut down);
     ``fails``: each close raises, as a tegrastats that will not stop."""
 
-    def __init__(self, reason: str = "no sensor found", fails: bool = False) -> None:
-        super().__init__(reason)
+    def __init__(self, fails: bool = False) -> None:
+        super().__init__()
         self.fails, self.closes = fails, 0
 
     def close(self) -> None:
