@@ -164,8 +164,10 @@ def _share(num: int, den: int) -> str:
     return f"{num}/{den} ({100 * num / den:.0f}%)" if den else "–"
 
 
-def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float) -> tuple[list[str], list[str]]:
-    """Per setting and arm over the seeds (Markdown rows), and the verdict lines."""
+def setting_tables(results: list[dict[str, Any]], rounds: int,
+                   confidence: float) -> tuple[list[str], list[str], int]:
+    """Per setting and arm over the seeds (Markdown rows), the verdict lines, and how many of them fail the run
+    (a bar not met, or a round that trained nobody: the bench then exits 1)."""
     arm_rows = ["| clients | split | deadline (s) | arm | client-rounds trained | not trained (excluded) | late "
                 "| misses | training energy per round (J) | energy to round ends per round (J) | final accuracy "
                 "| time interval held (upper bound) | energy interval held |",
@@ -174,7 +176,14 @@ def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float
                    "| on the client-rounds both trained | plan's energy to round ends vs baseline |",
                    "|---|---|---|---|---|---|---|"]
     verdicts: list[str] = []
+    failed = 0
     said_notes: set[str] = set()
+
+    def verdict(ok: bool, text: str, passed: str = "yes", missed: str = "NO") -> None:
+        nonlocal failed
+        failed += not ok
+        verdicts.append(f"- {passed if ok else missed}: {text}")
+
     keys = sorted({(r["clients"], r["split"], r["deadline_s"]) for r in results})
     for key in keys:
         rs = [r for r in results if (r["clients"], r["split"], r["deadline_s"]) == key]
@@ -205,21 +214,21 @@ def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float
         for r in rs:
             for arm, a in r["arms"].items():
                 if a["empty_rounds"]:
-                    verdicts.append(f"- ERROR: {where}, seed {r['seed']}: {arm} trained nobody in round(s) "
-                                    f"{a['empty_rounds']}")
+                    verdict(False, f"{where}, seed {r['seed']}: {arm} trained nobody in round(s) {a['empty_rounds']}",
+                            missed="ERROR")
         if plan:
             misses = sum(p["misses"] for p in plan)
             pred = sum(p["predicted"] for p in plan)
             upper = sum(p["time_upper_cover"] for p in plan)
-            verdicts.append(f"- {'yes' if misses == 0 else 'NO'}: {where}: the plan missed the deadline "
-                            f"{misses} times in {sum(p['trained'] for p in plan)} client-rounds it planned as "
-                            f"feasible ({sum(p['excluded'] for p in plan)} excluded as infeasible)")
+            verdict(misses == 0, f"{where}: the plan missed the deadline {misses} times in "
+                    f"{sum(p['trained'] for p in plan)} client-rounds it planned as feasible "
+                    f"({sum(p['excluded'] for p in plan)} excluded as infeasible)")
             if pred and upper / pred < confidence:
                 notes = {n for p in plan for n in p.get("confidence_notes", [])}
                 said_notes |= notes
                 said = ", as the plan said it might (its word below)" if notes else ""
-                verdicts.append(f"- {'said so' if notes else 'NO'}: {where}: the plan's upper time bound held "
-                                f"{_share(upper, pred)}, under its {100 * confidence:g}% confidence{said}")
+                verdict(bool(notes), f"{where}: the plan's upper time bound held {_share(upper, pred)}, under its "
+                        f"{100 * confidence:g}% confidence{said}", passed="said so")
             # Accuracy: the plan against the best baseline that keeps the deadline (maxn does not: it waits
             # for the late clients, so it also trains on their data), within 2 SD of run-to-run noise.
             accs = {arm: [r["arms"][arm]["accuracy"] for r in rs if arm in r["arms"]] for arm in ARMS}
@@ -227,11 +236,11 @@ def setting_tables(results: list[dict[str, Any]], rounds: int, confidence: float
             if accs[best] and len(accs["plan"]) > 1:
                 noise = max(statistics.stdev(accs["plan"]), statistics.stdev(accs[best]))
                 ok = statistics.fmean(accs["plan"]) >= statistics.fmean(accs[best]) - 2 * noise
-                verdicts.append(f"- {'yes' if ok else 'NO'}: {where}: final accuracy {_pm(accs['plan'], '.3f')}, "
-                                f"within 2 SD of run-to-run noise of the best deadline-keeping baseline's ({best}, "
-                                f"{_pm(accs[best], '.3f')}); maxn, late rounds included: {_pm(accs['maxn'], '.3f')}")
+                verdict(ok, f"{where}: final accuracy {_pm(accs['plan'], '.3f')}, "
+                        f"within 2 SD of run-to-run noise of the best deadline-keeping baseline's ({best}, "
+                        f"{_pm(accs[best], '.3f')}); maxn, late rounds included: {_pm(accs['maxn'], '.3f')}")
     verdicts += [f"\nThe plan's word on its confidence: \"{note}\"" for note in sorted(said_notes)]
-    return arm_rows + [""] + saving_rows, verdicts
+    return arm_rows + [""] + saving_rows, verdicts, failed
 
 
 def cost_lines(results: list[dict[str, Any]]) -> list[str]:
@@ -297,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{plan.get('misses')}, " + ", ".join(
                               f"{arm} {a['train_energy_j'] / args.rounds:.0f} J/round" for arm, a in r["arms"].items()),
                           flush=True)
-    tables, verdicts = setting_tables(results, args.rounds, args.confidence)
+    tables, verdicts, failed = setting_tables(results, args.rounds, args.confidence)
     cost = cost_lines(results)
     total = time.perf_counter() - t0
     print("\n" + "\n".join(tables) + "\n\n" + "\n".join(verdicts) + "\n\n" + "\n".join(cost))
@@ -306,16 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         text = "\n".join(results_text(args, splits, tables, verdicts, cost, total)) + "\n"
         print(write_results("flower_fleet", text, {"settings": vars(args) | {"splits": splits},
                                                    "runs": results}))
-    return 1 if any(missed_verdict(v) for v in verdicts) else 0
-
-
-#: How a verdict line that fails the run starts: a bar not met, or a round that trained nobody.
-FAILING_VERDICTS = ("- NO:", "- ERROR:")
-
-
-def missed_verdict(line: str) -> bool:
-    """Whether a verdict line of :func:`setting_tables` fails the run (the bench then exits 1)."""
-    return line.startswith(FAILING_VERDICTS)
+    return 1 if failed else 0
 
 
 def results_text(args: argparse.Namespace, splits: list[str], tables: list[str], verdicts: list[str],

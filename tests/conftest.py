@@ -1,9 +1,10 @@
 """Fixtures shared by every test folder: a fake device root (sysfs, nvpmodel, tegrastats) per test; loopback
-HTTP stubs for the client tests; how many processes ``-n auto`` starts."""
+HTTP stubs for the client tests and the waits the client would sleep; how many processes ``-n auto`` starts."""
 
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,17 @@ def stub():
     yield make
     for s in made:
         s.close()
+
+
+@pytest.fixture
+def waits(monkeypatch) -> list[float]:
+    """The waits ``jetpredict.client`` sleeps between attempts (s), in order; none is slept."""
+    import jetpredict.client as client_module
+
+    slept: list[float] = []
+    monkeypatch.setattr(client_module, "time", types.SimpleNamespace(sleep=slept.append))
+    monkeypatch.setattr(client_module, "random", types.SimpleNamespace(uniform=lambda low, high: high))
+    return slept
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -6,7 +6,6 @@ the health check is asked once. The waits are recorded instead of slept, the jit
 from __future__ import annotations
 
 import email.utils
-import types
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -16,17 +15,6 @@ from jetpredict.client import Client, ConnectionFailed
 from tools.testing import free_port
 
 DEVICES = (200, {}, {"devices": []})
-
-
-@pytest.fixture
-def waits(monkeypatch) -> list[float]:
-    """The waits the client sleeps between attempts (s), in order; none is slept."""
-    import jetpredict.client as client_module
-
-    slept: list[float] = []
-    monkeypatch.setattr(client_module, "time", types.SimpleNamespace(sleep=slept.append))
-    monkeypatch.setattr(client_module, "random", types.SimpleNamespace(uniform=lambda low, high: high))
-    return slept
 
 
 @pytest.mark.parametrize("backoff_s, max_wait_s, expected", [(0.25, 30.0, [0.25, 0.5]), (60.0, 0.2, [0.2, 0.2])],

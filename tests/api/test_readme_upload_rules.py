@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from api_fixtures import published_rows
 from jetpredict.api.config import MAX_WORKLOAD_ID_CHARS
+from readme_tours import API_README
 
-README = Path(__file__).resolve().parents[2] / "api" / "README.md"
 NANO = Path(__file__).resolve().parents[2] / "models" / "reference" / "nano-simulated.csv"
 
 
 def _text() -> str:
-    return " ".join(README.read_text(encoding="utf-8").split())
+    return " ".join(API_README.read_text(encoding="utf-8").split())
 
 
 def _nano_rows(as_id: str) -> list[dict]:

@@ -26,6 +26,9 @@ def resnet_records() -> list[dict]:
 # --- Flower's own processes (SuperLink, SuperNodes), started on loopback by the app tests ----------------
 
 FLOWER_TOOLS = ("flower-superlink", "flower-supernode", "flwr")
+#: The round deadline the app tests set (simulated s): both README nodes' plans meet it, where at the README's
+#: default 10 s the Nano's upper time bound misses and the plan arm trains the Orin NX alone.
+APP_TEST_DEADLINE_S = 30.0
 #: Marks a test that runs Flower's command line tools (skipped where they are not installed).
 needs_flower_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in FLOWER_TOOLS),
                                         reason="Flower's command line tools are missing")

@@ -13,6 +13,7 @@ from readme_tours import FLOWER_README, sh_blocks
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
 from flower_fixtures import (  # noqa: E402
+    APP_TEST_DEADLINE_S,
     EXAMPLE_APP,
     FlowerProcesses,
     energy_to_deadline_j,
@@ -26,8 +27,6 @@ pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fa
 
 #: How long the run may take once submitted (s); about a minute on 2 busy cores.
 RUN_LIMIT_S = 240.0
-#: The round deadline the test sets (simulated s): see the run config below.
-DEADLINE_S = 30.0
 
 
 def readme_layout() -> tuple[list[str], str]:
@@ -64,7 +63,7 @@ def test_the_app_runs_under_a_local_superlink_with_the_readmes_supernodes(tmp_pa
         # keeps the test near a minute. At the default deadline (10 s) the nano's planned time's upper end at
         # the default confidence (0.999) misses it, so the plan trains only the Orin NX: the test's 30 s lets
         # both arms train both nodes, which the checks below compare.
-        flower.run_app(EXAMPLE_APP, f'{run_config} num-server-rounds=1 deadline-s={DEADLINE_S} models="{models}" '
+        flower.run_app(EXAMPLE_APP, f'{run_config} num-server-rounds=1 deadline-s={APP_TEST_DEADLINE_S} models="{models}" '
                                     f'results-out="{results}"', results, RUN_LIMIT_S)
     finally:
         flower.stop()
@@ -81,9 +80,9 @@ def test_the_app_runs_under_a_local_superlink_with_the_readmes_supernodes(tmp_pa
             assert row["epoch_scale"] == pytest.approx(scales[row["device"]]), (arm, row["device"])
         for row in run["rows"]:
             assert row["pred_time_s_low"] <= row["pred_time_s"] <= row["pred_time_s_high"]
-            assert row["time_s"] <= DEADLINE_S
+            assert row["time_s"] <= APP_TEST_DEADLINE_S
     plan_modes = {row["mode"] for row in arms["plan"]["rows"]}
     assert plan_modes.isdisjoint({row["mode"] for row in arms["maxn-drop"]["rows"]})  # planned, not MAXN
 
-    assert (energy_to_deadline_j(arms["plan"]["rows"], DEADLINE_S)
-            < energy_to_deadline_j(arms["maxn-drop"]["rows"], DEADLINE_S))
+    assert (energy_to_deadline_j(arms["plan"]["rows"], APP_TEST_DEADLINE_S)
+            < energy_to_deadline_j(arms["maxn-drop"]["rows"], APP_TEST_DEADLINE_S))

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from jetpredict.client import Client, ConnectionFailed  # noqa: E402
+from jetpredict.client import DEFAULT_RETRIES, Client, ConnectionFailed  # noqa: E402
 from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes  # noqa: E402
 from jetpredict.integrations.flower.planners import _plan_groups, summarize_provenance  # noqa: E402
 from tools.testing import published_rows  # noqa: E402
@@ -90,11 +90,12 @@ def test_the_http_planner_asks_at_its_confidence_within_its_timeout(service_url)
     assert answer["confidence"] == pytest.approx(0.999)
 
 
-def test_a_service_that_does_not_answer_within_the_planners_timeout_fails_the_round(stub):
+def test_a_service_that_does_not_answer_within_the_planners_timeout_fails_the_round(stub, waits):
     silent = stub(["sleep"], sleep_s=30.0)  # its handler thread is a daemon: closing the stub does not wait
     with pytest.raises(PlannerError, match=r"no answer within 0\.3 s") as err:
         HttpPlanner(silent.url, "my-resnet", timeout_s=0.3).plan([{"id": "1", "device": "agx-xavier"}], 600.0, 1)
-    assert err.value.round_wide and len(silent.requests) == 4  # the client's retries, each within the timeout
+    # The client's retries, each within the timeout (its backoff recorded by ``waits``, not slept).
+    assert err.value.round_wide and len(silent.requests) == DEFAULT_RETRIES + 1 == len(waits) + 1
 
 
 # --- plan entries at their edges ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ pytest.importorskip("flwr", reason="the Flower integration needs the [flower] ex
 pytest.importorskip("ray", reason="Flower's simulation engine needs the [flower] extra (flwr[simulation])")
 
 from flower_fixtures import (  # noqa: E402
+    APP_TEST_DEADLINE_S,
     EXAMPLE_APP,
     FlowerProcesses,
     energy_to_deadline_j,
@@ -55,8 +56,9 @@ def test_the_app_runs_under_the_simulation_engine(tmp_path, lenet_models):
         flower.start_superlink(simulation=True)
         # The README's first run takes the default run config (4 arms, 3 rounds, 10 s); for time this one runs
         # the two arms it compares for one round, at a deadline both nodes' plans meet (as the deployment test).
-        flower.run_app(EXAMPLE_APP, f'arms="plan,maxn" num-server-rounds=1 min-nodes=2 deadline-s=30.0 '
-                                    f'models="{models}" results-out="{results}"', results, RUN_LIMIT_S,
+        flower.run_app(EXAMPLE_APP, f'arms="plan,maxn" num-server-rounds=1 min-nodes=2 '
+                                    f'deadline-s={APP_TEST_DEADLINE_S} models="{models}" results-out="{results}"',
+                       results, RUN_LIMIT_S,
                        "--federation-config", federation_config())
     finally:
         flower.stop()
