@@ -14,6 +14,7 @@ import argparse
 import errno
 import os
 import secrets
+import shutil
 import socket
 import sys
 import tempfile
@@ -202,10 +203,13 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ[ENV_PREFIX + "API_KEYS"] = key
         _log(f"no JETPREDICT_API_KEYS set; writes accept this key for this run: X-API-Key: {key}")
     use_gunicorn = args.server == "gunicorn" or (args.server == "auto" and gunicorn_available())
-    metrics_dir = None
+    metrics_dir, master_pid = None, os.getpid()
     if use_gunicorn and settings.WORKERS > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        metrics_dir = tempfile.TemporaryDirectory(prefix="jetpredict-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name
+        # Removed by the master alone: a worker exiting normally (gunicorn's HUP, TTOU) unwinds through this
+        # function too, and a TemporaryDirectory's cleanup, forked into every worker, deleted the folder all of
+        # them write, so every later worker answered 500.
+        metrics_dir = tempfile.mkdtemp(prefix="jetpredict-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     # Create the schema once here, before workers start, so they do not race to create it.
     from jetpredict.api.errors import store_fault
     from jetpredict.api.storage import Storage, is_unreachable
@@ -239,8 +243,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         return run_gunicorn(settings, on_ready=ready) if use_gunicorn else _run_flask(settings, on_ready=ready)
     finally:
-        if metrics_dir is not None:  # per-run metric files; gone with the server
-            metrics_dir.cleanup()
+        if metrics_dir is not None and os.getpid() == master_pid:  # per-run metric files; gone with the server
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -86,8 +86,9 @@ class LiveServer:
 
     def __init__(self, data_dir: str | Path, api_keys: str = "test-key", workers: int = 2,
                  server: str = "auto", extra_env: dict[str, str] | None = None,
-                 log_path: str | Path | None = None, database_url: str = "") -> None:
+                 log_path: str | Path | None = None, database_url: str = "", own_metrics_dir: bool = True) -> None:
         self.data_dir = Path(data_dir)
+        self.own_metrics_dir = own_metrics_dir  # False: `serve` makes its metric folder itself, as for a user
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_keys = api_keys
@@ -104,10 +105,11 @@ class LiveServer:
         env = {**os.environ, "JETPREDICT_API_KEYS": self.api_keys, "JETPREDICT_RATE_LIMIT": "off",
                "JETPREDICT_RATE_LIMIT_ALL_MODES": "off", **self.extra_env}
         env.pop("JETPREDICT_DATABASE_URL", None)
-        # Metric files live with the test's data, so a SIGKILLed server leaves nothing in /tmp.
-        metrics_dir = self.data_dir / "metrics"
-        metrics_dir.mkdir(exist_ok=True)
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        if self.own_metrics_dir:  # metric files live with the test's data: a SIGKILLed server leaves nothing in /tmp
+            metrics_dir = self.data_dir / "metrics"
+            metrics_dir.mkdir(exist_ok=True)
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "jetpredict", "serve", "--host", "127.0.0.1", "--port", str(self.port),

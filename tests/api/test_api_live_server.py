@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -140,3 +143,42 @@ def test_serve_with_flask_server_and_generated_key(tmp_path):
         lines = server.log_path.read_text().splitlines()
         assert sum('"POST /v1/profiles"' in line for line in lines) == 2
         assert not any("HTTP/1.1" in line for line in lines)
+
+
+def _children(pid: int) -> set[int]:
+    """The pids whose parent is ``pid`` (gunicorn's workers under its master)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while read
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _workers(master: int, n: int, replacing: set[int] = frozenset(), timeout_s: float = 60.0) -> set[int]:
+    """Waits until ``master`` has ``n`` workers, none of them in ``replacing``; returns their pids."""
+    deadline = time.monotonic() + timeout_s
+    while not (len(now := _children(master)) == n and not now & replacing):
+        assert time.monotonic() < deadline, f"not {n} workers other than {set(replacing)}: {now}"
+        time.sleep(0.2)
+    return now
+
+
+@pytest.mark.timeout(120)
+def test_workers_that_replace_exited_ones_answer_with_the_metric_folder_serve_made(tmp_path):
+    """``serve`` makes a metric folder for its gunicorn workers when PROMETHEUS_MULTIPROC_DIR is unset. A worker
+    that exits normally (gunicorn's SIGHUP replaces every worker) must leave it: before, the first exit deleted it
+    and every later worker answered 500, /healthz included."""
+    with LiveServer(tmp_path / "data", api_keys=KEY, workers=2, server="gunicorn", own_metrics_dir=False) as server:
+        first = _workers(server.process.pid, 2)
+        os.kill(server.process.pid, signal.SIGHUP)
+        _workers(server.process.pid, 2, replacing=first)
+        for _ in range(6):  # each request on a fresh connection: both new workers answer some
+            assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
+            assert requests.get(server.url + "/metrics", timeout=10).status_code == 200
+        r = requests.post(server.url + "/v1/profiles", json={"rows": published_rows(as_id="after-hup")},
+                          headers={"X-API-Key": KEY}, timeout=30)
+        assert r.status_code == 201, r.text
