@@ -145,7 +145,7 @@ class IdempotencyKey:
     whole answer), each row tied to its workload. Deleting a workload deletes its row, so a retry finds the
     upload intact (every key present: the answer is replayed) or sees which parts were lost (their keys are
     missing: only those are stored again). Derived keys keep the table's columns as they were. ``required``:
-    fields each workload's entry of the answer must hold a value in for the answer to be kept at all."""
+    fields each workload's entry of the answer must hold a value in for the answer to be kept or replayed."""
 
     key: str
     request_sha256: str
@@ -154,6 +154,11 @@ class IdempotencyKey:
     def keys(self, n: int) -> list[str]:
         """The keys of an upload of ``n`` workloads, in the upload's order."""
         return [self.key, *(f"{self.key}#{i}" for i in range(1, n))]
+
+    def holds_required(self, answer: Mapping[str, object]) -> bool:
+        """Whether ``answer`` and each of its ``workloads`` entries hold a value in every ``required`` field."""
+        entries: Sequence[Mapping[str, object]] = answer.get("workloads") or ()  # type: ignore[assignment]
+        return all(entry.get(k) is not None for entry in (answer, *entries) for k in self.required)
 
 
 @dataclass(frozen=True)
@@ -359,8 +364,7 @@ class Storage:
     @staticmethod
     def _record(row: sa.Row) -> WorkloadRecord:
         fit = row.fit if isinstance(row.fit, dict) else json.loads(row.fit or "{}")
-        return WorkloadRecord(row.id, row.device, row.revision, row.rows_stored, fit, row.created_at,
-                              row.updated_at)
+        return WorkloadRecord(row.id, row.device, row.revision, row.rows_stored, fit, row.created_at, row.updated_at)
 
     def revision(self, workload_id: str) -> int | None:
         """The workload's revision (checked before every use of a cached model), None if not stored. On every
@@ -385,8 +389,7 @@ class Storage:
             with self.engine.connect() as conn:
                 return conn.execute(sa.select(workloads.c.revision).where(workloads.c.id == workload_id)).scalar()
 
-    def list_workloads(self, limit: int, offset: int, search: str | None = None
-                       ) -> tuple[int, list[WorkloadRecord]]:
+    def list_workloads(self, limit: int, offset: int, search: str | None = None) -> tuple[int, list[WorkloadRecord]]:
         """(matching workloads, a page of them by id); ``search``: ids containing it, case-insensitive
         (for every letter, not only ASCII's, on both databases)."""
         with self.engine.connect() as conn:
@@ -520,10 +523,9 @@ class Storage:
                                    writes[0].device if writes else None)
             # The first key holds the whole answer, each other key its workload's entry (so the table
             # grows with the workloads of an upload, not with their square).
-            entries: list[dict] = answer["workloads"]  # type: ignore[assignment]
-            responses = [answer, *entries[1:]]
+            responses = [answer, *answer["workloads"][1:]]  # type: ignore[misc]
             # A null the schema forbids (a stale fit not refreshed) is never kept: a retry is answered afresh.
-            if all(w.get(k) is not None for w in entries for k in idem.required):
+            if idem.holds_required(answer):
                 conn.execute(idempotency.insert(), [
                     {"key": key, "workload_id": w.workload_id, "request_sha256": idem.request_sha256,
                      "response": response, "created_at": now}

@@ -342,7 +342,8 @@ class WorkloadService:
         """(keys of ``idem`` already used, the original answer if the whole upload is still stored).
 
         ``most_workloads`` bounds the number of workloads in the upload (each has its key). The answer is
-        replayed only when every workload of the upload still holds its part (its key is present); see
+        replayed only when every workload of the upload still holds its part (its key is present) and it holds a
+        value in every ``idem.required`` field (one kept before such a field was is answered afresh); see
         :class:`api.storage.IdempotencyKey`. ``same``: the request hashes that count as this request
         (default: ``idem``'s). A key used for another request body is a 409 (``clash``), or nothing found.
         """
@@ -363,8 +364,8 @@ class WorkloadService:
         if "workloads" not in response:  # stored before uploads held several workloads: it held one
             response = {**response, "workloads": [dict(response)]}
         n = len(response["workloads"])  # type: ignore[arg-type]
-        complete = all(key in found for key in idem.keys(n))
-        return set(found), (response if complete else None)
+        whole = all(key in found for key in idem.keys(n)) and idem.holds_required(response)
+        return set(found), (response if whole else None)
 
     def upload(self, records: Sequence[Mapping[str, object]], idempotency_key: str | None = None
                ) -> tuple[dict[str, object], bool]:
@@ -392,8 +393,8 @@ class WorkloadService:
         # Validation maps a workload cell to a function of its text: distinct texts bound the workloads.
         most = len({str(r.get("workload")) for r in records if isinstance(r, Mapping)})
         # The byte-identical retry first, before validating (as earlier versions keyed their uploads).
-        _, replay = self._replay(IdempotencyKey(f"key:{idempotency_key}" if idempotency_key
-                                                else f"sha256:{raw_sha256}", raw_sha256), most, clash=False)
+        _, replay = self._replay(IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else
+                                                f"sha256:{raw_sha256}", raw_sha256, ANSWER_REQUIRED), most, clash=False)
         if replay is not None:
             return replay, True
         new = validate_client_rows(records)
@@ -412,8 +413,9 @@ class WorkloadService:
                 used, replay = self._replay(idem, len(groups), {canonical_sha256, raw_sha256})
                 if replay is not None:
                     return replay, True  # the conflict was a twin of this request that committed first
-            # Parts whose key is present were stored by an earlier try, in workloads that still hold them.
-            pending = [g for g, key in zip(groups, keys, strict=True) if key not in used]
+            # Parts whose key is present were stored by an earlier try, in workloads that still hold them. Every key
+            # present yet no replay (the kept answer lacks a required field): every part is answered afresh.
+            pending = groups if used >= set(keys) else [g for g, k in zip(groups, keys, strict=True) if k not in used]
             replaced = [key for key in keys if key in used]
             if attempt >= _OPTIMISTIC_TRIES:
                 stored_records, models = self._upload_locked(groups, pending, device, idem, replaced, fit_rows)

@@ -218,13 +218,20 @@ def test_the_listing_shows_the_running_models_fit_not_an_older_ones(tmp_path):
     assert json.loads(fit)["model_version"] == MODEL_VERSION and revision == 1
 
 
-def _drop_split_source(db: str) -> None:
-    """Make the stored fit look written before ``split_source`` was kept (the running model version)."""
+def _drop_split_source(db: str, answers: bool = False) -> None:
+    """Make every stored fit look written before ``split_source`` was kept (the running model version);
+    ``answers``: the upload answers kept for replays too (the whole answer and each derived key's entry)."""
     con = sqlite3.connect(db)
-    fit = json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])
-    for entry in (fit, *fit["devices"].values()):
-        entry.pop("split_source")
-    con.execute("UPDATE workloads SET fit = ?", (json.dumps(fit),))
+    for workload_id, text in con.execute("SELECT id, fit FROM workloads").fetchall():
+        fit = json.loads(text)
+        for entry in (fit, *fit["devices"].values()):
+            entry.pop("split_source")
+        con.execute("UPDATE workloads SET fit = ? WHERE id = ?", (json.dumps(fit), workload_id))
+    for key, text in con.execute("SELECT key, response FROM idempotency").fetchall() if answers else ():
+        response = json.loads(text)
+        for entry in (response, *response.get("workloads", ())):
+            entry.pop("split_source")
+        con.execute("UPDATE idempotency SET response = ? WHERE key = ?", (json.dumps(response), key))
     con.commit()
     con.close()
 
@@ -288,6 +295,39 @@ def test_an_upload_answer_null_where_its_schema_requires_a_value_is_not_kept_for
     assert retry.status_code == 201 and retry.headers[REPLAYED_HEADER] == "false", retry.json
     assert retry.json["split_source"] == retry.json["workloads"][0]["split_source"] == "components", retry.json
     assert retry.json["rows_stored"] == 0 and retry.json["revision"] == again.json["revision"] == 1
+
+
+def _stored_answers(tmp_path) -> list[dict]:
+    """The upload answers kept for replays (one per idempotency key), by key."""
+    con = sqlite3.connect(tmp_path / "jetpredict.sqlite")
+    answers = [json.loads(text) for (text,) in con.execute("SELECT response FROM idempotency ORDER BY key")]
+    con.close()
+    return answers
+
+
+@pytest.mark.parametrize("key", ["stale-answer", None])
+def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew(tmp_path, key):
+    """An upload of two workloads whose answer was kept (as their fits were stored) before ``split_source`` was:
+    its retry, under the same key or (no key) the same rows, is answered afresh from the refreshed fits, nothing
+    stored again, and the new answer is kept under the same keys, so the next retry replays it."""
+    headers = {**AUTH, "Idempotency-Key": key} if key else AUTH
+    rows = published_rows(as_id="w-a") + published_rows(as_id="w-b")
+    app = sqlite_app(tmp_path)
+    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=headers).status_code == 201
+    app.extensions["jetpredict"].storage.dispose()
+    _drop_split_source(str(tmp_path / "jetpredict.sqlite"), answers=True)
+    assert len(_stored_answers(tmp_path)) == 2
+    client = sqlite_app(tmp_path).test_client()
+    fresh = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
+    assert fresh.status_code == 201 and fresh.headers[REPLAYED_HEADER] == "false", fresh.json
+    entries = [(w["workload_id"], w["rows_stored"], w["revision"], w["split_source"]) for w in fresh.json["workloads"]]
+    assert entries == [("w-a", 0, 1, "components"), ("w-b", 0, 1, "components")], fresh.json
+    assert fresh.json["split_source"] == "components"
+    kept = _stored_answers(tmp_path)
+    assert len(kept) == 2 and all(a["split_source"] == "components" for a in kept), kept
+    replay = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
+    assert replay.status_code == 201 and replay.headers[REPLAYED_HEADER] == "true", replay.json
+    assert replay.json == fresh.json
 
 
 def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch, caplog):
