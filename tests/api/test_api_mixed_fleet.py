@@ -194,8 +194,9 @@ def test_canonical_cells():
 
 # -- existing databases -----------------------------------------------------------------------------------
 def test_a_workload_stored_by_an_earlier_version_keeps_working(app, client):
-    """Rows, fit summary and idempotency key as versions before mixed fleets wrote them: predictions
-    work, a byte-identical retry is replayed, and another device's rows are added to it."""
+    """Rows, fit summary and idempotency key as versions before mixed fleets wrote them: predictions work, a
+    byte-identical retry is answered afresh (the kept answer lacks today's fields), then replayed, and another
+    device's rows are added to it."""
     from jetpredict.api.storage import IdempotencyKey, WorkloadWrite, workloads
     from jetpredict.models.profile_files import rows_to_records
     from jetpredict.models.profile_rows import validate_records
@@ -212,7 +213,9 @@ def test_a_workload_stored_by_an_earlier_version_keeps_working(app, client):
         conn.execute(workloads.update().where(workloads.c.id == WORKLOAD).values(fit=legacy_fit))
     assert predict(client, "orin-nano")["rows_device"] == "orin-nano"
     retry = upload(client, rows)
-    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
+    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "false", retry.json
+    assert retry.json["rows_stored"] == 0 and retry.json["split_source"] is not None, retry.json
+    assert upload(client, rows).headers["Idempotent-Replayed"] == "true"
     r = upload(client, device_rows("nano"))
     assert r.status_code == 201 and r.json["devices"] == ["nano", "orin-nano"], r.json
     detail = client.get(f"/v1/workloads/{WORKLOAD}").json
