@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import os
 import stat
@@ -390,6 +391,18 @@ def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str
         df.to_csv(path, index=False, lineterminator="\n")
 
 
+def resolve_flag_path(path: str | Path, flag: str) -> Path:
+    """``path`` of ``--flag`` made absolute through its symlinks; InputError naming the flag for a symlink
+    loop, which Path.resolve raises as RuntimeError (Python 3.11), not OSError: bad input, not a failure."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise InputError(f"{cli_flag(flag)} {path}: {os.strerror(errno.ELOOP).lower()} (a symlink loop); "
+                         "give the file itself", flag) from None
+    except OSError as exc:  # a later Python raises the loop as OSError (ELOOP); or the working folder is gone
+        raise InputError(f"{cli_flag(flag)} {path}: {(exc.strerror or str(exc)).lower()}", flag) from None
+
+
 def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], written: Sequence[str] = ("",),
                             out_flag: str = "out") -> None:
     """InputError (``out_flag``) when the ``--out`` file (with each suffix of ``written``: a model's
@@ -398,10 +411,10 @@ def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], writt
     measured rows by the model. ``out_flag``: the flag that names the written file (``plot``)."""
     if out is None:
         return
-    outputs = {Path(f"{out}{suffix}").resolve() for suffix in written}
+    outputs = {resolve_flag_path(f"{out}{suffix}", out_flag) for suffix in written}
     for flag, path in inputs.items():
         for read in (path, f"{path}.json") if isinstance(path, str) else ():
-            if Path(read).resolve() in outputs:
+            if resolve_flag_path(read, flag) in outputs:
                 raise InputError(f"{cli_flag(out_flag)} {out} would overwrite {read}, which {cli_flag(flag)} "
                                  "reads; write the output to another file", out_flag)
 

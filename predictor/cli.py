@@ -26,6 +26,7 @@ from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import (
     check_out_spares_inputs,
     read_mode_table,
+    resolve_flag_path,
     rows_named_by_line,
 )
 from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
@@ -129,6 +130,7 @@ def _load(path: str):
     from jetpredict.predictor.bundled import load_model
 
     if not Path(path).exists():
+        resolve_flag_path(path, "model")  # a symlink loop is named as one, not as a missing file
         raise InputError(f"model file {path} does not exist (write one with `jetpredict fit`)", "model")
     why = _not_a_model(path)
     if why:
@@ -408,7 +410,8 @@ def _recommend(args: argparse.Namespace) -> int:
 
     args.format = _out_format(args.format, args.out)
     _check_out_spares_inputs(args)
-    if args.out is not None and args.plot is not None and Path(args.out).resolve() == Path(args.plot).resolve():
+    if args.out is not None and args.plot is not None and (
+            resolve_flag_path(args.out, "out") == resolve_flag_path(args.plot, "plot")):
         raise InputError(f"--out {args.out} is also --plot: the plot would overwrite the answer", "out")
     model = _load(args.model)
     result = service.recommend(model, args.objective, max_power_w=args.max_power_w,

@@ -99,6 +99,30 @@ def test_fit_refuses_to_write_its_model_over_the_rows_it_reads(work, tmp_path, c
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing lost
 
 
+@pytest.mark.parametrize("looped", ["profiles", "out"])
+def test_a_symlink_loop_in_a_file_flag_is_bad_input_naming_the_flag(work, tmp_path, capsys, looped):
+    """Path.resolve raises RuntimeError on a loop (Python 3.11): it was reported as a failure (exit 1)."""
+    (tmp_path / "loop1.csv").symlink_to(tmp_path / "loop2.csv")
+    (tmp_path / "loop2.csv").symlink_to(tmp_path / "loop1.csv")
+    loop = str(tmp_path / "loop1.csv")
+    paths = {"profiles": str(work / "resnet.csv"), "out": str(tmp_path / "m.json"), looped: loop}
+    code = main(["fit", "--device", "agx-xavier", "--profiles", paths["profiles"], "--out", paths["out"]])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--{looped} {loop}: too many levels of symbolic links" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop1.csv", "loop2.csv"]  # nothing written
+
+
+def test_recommend_and_predict_with_files_in_a_symlink_loop_are_bad_input(work, tmp_path, capsys):
+    (tmp_path / "loop1.csv").symlink_to(tmp_path / "loop2.csv")
+    (tmp_path / "loop2.csv").symlink_to(tmp_path / "loop1.csv")
+    code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--out", str(tmp_path / "loop1.csv"), "--plot", str(tmp_path / "loop2.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "too many levels of symbolic links" in err, err
+    code = main(["predict", "--model", str(tmp_path / "loop1.csv"), "--presets"])  # not "does not exist"
+    assert code == 2 and f"--model {tmp_path / 'loop1.csv'}: too many levels" in capsys.readouterr().err
+
+
 def test_a_plan_written_as_json_is_read_back_as_modes(work, tmp_path, capsys):
     plan = tmp_path / "plan.json"
     assert main(["plan", "--device", "agx-xavier", "--budget", "2", "--out", str(plan)]) == 0
