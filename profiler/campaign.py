@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
@@ -37,7 +38,15 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from jetpredict.models.atomic_files import is_special_file, make_out_folder, probe_folder, write_out_file
+from jetpredict.models.atomic_files import (
+    followed,
+    is_special_file,
+    make_out_folder,
+    probe_folder,
+    sync_folder,
+    temp_beside,
+    write_out_file,
+)
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
@@ -322,12 +331,40 @@ class _Outputs:
         data = compact_json(document)
         check_json_size(self.limited, len(data), f"mode {len(rows)} would take it to", kept=len(rows) - 1)
         with held_signals():  # a stop between the two writes would leave the CSV a mode ahead of its sidecar
-            if self.csv_path is not None:
-                _write_csv_atomic(self.csv_path, rows)
-            # Whole, with the umask's permissions (a temporary file's 0600 would hide a sudo run's outputs).
-            write_out_file(self.json_path, data)
+            self._write_both(rows, data)
         self.largest_mode_bytes = max(self.largest_mode_bytes, len(data) - self.size_bytes)
         self.size_bytes = len(data)
+
+    def _write_both(self, rows: Sequence[Mapping[str, Any]], data: bytes) -> None:
+        """Replace the JSON by ``data`` and the CSV (where there is one) by ``rows``, each whole. The JSON's
+        new bytes go to a temporary file beside it first and are renamed into place after the CSV: a write
+        that fails (a full disk) leaves both files as they were, not the CSV a mode ahead of its sidecar (only
+        a failed rename could). OSError (exit 1) naming the file and what the outputs then hold."""
+        path, tmp, csv_written = self.json_path, None, False
+        try:
+            make_out_folder(path)  # the folder may have been removed since the mode before
+            target = followed(path)
+            # The umask's permissions, or the file's own (a temporary file's 0600 would hide a sudo run's outputs).
+            tmp = temp_beside(target, data)
+            if self.csv_path is not None:
+                path = self.csv_path
+                _write_csv_atomic(path, rows)
+                path, csv_written = self.json_path, True
+            os.replace(tmp, target)
+            tmp = None
+            sync_folder(target.parent)
+        except OSError as exc:
+            modes = len(rows) - 1
+            if csv_written:  # only the rename failed: the one state the order cannot rule out
+                held = f"{self.csv_path} holds mode {len(rows)}, its sidecar the {modes} before it"
+            elif modes:
+                held = f"{' and '.join(map(str, self.paths()))} hold the {modes} mode(s) measured before it"
+            else:
+                held = "no mode was written: an existing --out is as it was"
+            raise OSError(f"cannot write --out {path}: {exc.strerror or exc}; {held}") from None
+        finally:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
 
 
 def _mode_bytes_at_most(settings: RunSettings) -> int:
