@@ -252,6 +252,8 @@ def read_state(path: Path) -> RestoreState:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise StateFileError(f"{path} cannot be read: {err}") from None
+    except RecursionError:  # brackets nested past the interpreter's limit exhaust the JSON reader
+        raise StateFileError(f"{path} cannot be read: not JSON, nested too deeply") from None
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
         raise StateFileError(f"{path}: not a jetpredict state file of schema version {SCHEMA_VERSION}")
     start_time = doc.get("start_time")

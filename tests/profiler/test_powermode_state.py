@@ -246,3 +246,22 @@ def test_a_bad_start_time_or_flag_is_a_state_file_error(orin, field, value):
     _owned_by(orin, 999999, **{field: value})
     with pytest.raises(StateFileError, match=field):
         state_file.find_state()
+
+
+@pytest.mark.parametrize("text, why", [('{"schema_version": 1', "Expecting ','"),
+                                       ("[" * 100_000 + "]" * 100_000, "nested too deeply")],
+                         ids=["truncated", "nested"])
+def test_a_state_file_that_is_not_json_is_named_and_kept(orin, capsys, text, why):
+    """Brackets nested past Python's recursion limit made restore print 'failed: maximum recursion depth
+    exceeded ...', naming no file, where every other malformed state file is named."""
+    from jetpredict.cli import main
+
+    path = _write_state(orin, "jetson", {"id": 0})
+    path.write_text(text)
+    with pytest.raises(StateFileError, match=f"{path} cannot be read: .*{why}"):
+        state_file.read_state(path)
+    assert main(["restore"]) == 1
+    err = capsys.readouterr().err
+    assert f"{path} cannot be read" in err and why in err, err
+    assert path.read_text() == text
+    assert [c for c in orin.calls() if c[0] == "nvpmodel" and "-m" in c] == []
