@@ -131,10 +131,24 @@ def write_output(path: Path, data: bytes) -> None:
     user planted in a shared folder is refused (:func:`followed`)."""
     target = followed(path)
     if is_special_file(target):
-        with open(target, "wb") as f:
-            f.write(data)
+        write_into(target, data)
         return
     replace_file(target, data)
+
+
+def write_into(target: Path, data: bytes) -> None:
+    """Write ``data`` into the device or FIFO ``target``. A FIFO no process reads is refused at once
+    (OSError ENXIO, "no process reads the FIFO ..."): a plain open would wait for a reader for ever."""
+    try:
+        # Non-blocking, the open of a FIFO's write end fails (ENXIO) instead of waiting for a reader.
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO and stat.S_ISFIFO(os.stat(target).st_mode):
+            raise OSError(errno.ENXIO, f"no process reads the FIFO {target}", str(target)) from None
+        raise
+    os.set_blocking(fd, True)  # the writes then wait for a slow reader, as a plain write would
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def make_out_folder(out: str | Path) -> None:

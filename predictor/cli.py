@@ -51,15 +51,18 @@ def _log(message: str) -> None:
 
 
 #: Errors of the ``--out`` path itself (bad input, exit 2); any other OSError is a failure to write (exit 1).
-#: EEXIST: a folder of the path is a file (creating the missing folders meets it).
+#: EEXIST: a folder of the path is a file (creating the missing folders meets it). ENXIO: a FIFO no process
+#: reads (atomic_files.write_into).
 _PATH_ERRNOS = frozenset({errno.EEXIST, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM,
-                          errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP})
+                          errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP, errno.ENXIO})
 
 
 def out_error(path: str | Path, exc: OSError) -> Exception:
     """What to raise when ``--out PATH`` could not be written: InputError naming ``--out`` for a path that
     cannot take a file, an OSError (exit 1) for a failure while writing (a full disk, a file-size limit)."""
-    message = f"cannot write --out {path}: {exc.strerror or exc}; any previous file is unchanged"
+    # A FIFO or device holds no previous file to speak of.
+    kept = "" if exc.errno == errno.ENXIO else "; any previous file is unchanged"
+    message = f"cannot write --out {path}: {exc.strerror or exc}{kept}"
     return InputError(message, "out") if exc.errno in _PATH_ERRNOS else OSError(message)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import stat
 import threading
 from pathlib import Path
@@ -68,6 +69,67 @@ def test_out_into_a_fifo_streams_and_keeps_it_a_fifo(work, tmp_path, capsys):
                  "--out", str(fifo)]) == 0
     reader.join(timeout=30)
     assert got and got[0].startswith(b"mode,") and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+#: Seconds a FIFO test waits for the CLI before it counts as hung (it answers in well under one).
+FIFO_DEADLINE_S = 60
+
+
+def _run_bounded(argv: list[str], fifo: Path) -> int | None:
+    """``main(argv)`` in a thread, its exit status or None when it is still blocked after the deadline:
+    then a reader opens and closes ``fifo`` once to release it, so a hang fails the test, never the suite."""
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(main(argv)), daemon=True)
+    worker.start()
+    worker.join(timeout=FIFO_DEADLINE_S)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        worker.join(timeout=FIFO_DEADLINE_S)
+        return None
+    return codes[0]
+
+
+@pytest.mark.parametrize("verb", ["predict", "plan", "recommend"])
+def test_out_a_fifo_no_process_reads_is_refused_at_once(work, tmp_path, capsys, verb):
+    """Opening a FIFO to write blocks until a reader comes: the verb used to hang for ever."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    argv = {"predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
+            "plan": ["plan", "--device", "agx-xavier", "--budget", "2"],
+            "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time"]}[verb]
+    code = _run_bounded([*argv, "--out", str(fifo)], fifo)
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot write --out {fifo}: no process reads the FIFO" in err, (code, err)
+    assert "previous file" not in err and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_out_a_fifo_with_a_reader_thread_gets_the_whole_answer(work, tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    # The read end is open before the verb runs (no race with the writer's non-blocking open); the thread
+    # reads until the end of the answer, which the writer's close marks.
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    chunks: list[bytes] = []
+
+    def read_all() -> None:
+        while select.select([fd], [], [], FIFO_DEADLINE_S)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    try:
+        code = _run_bounded(["predict", "--model", str(work / "resnet.json"), "--all", "--format", "csv",
+                             "--out", str(fifo)], fifo)
+        reader.join(timeout=FIFO_DEADLINE_S)
+    finally:
+        os.close(fd)
+    got = b"".join(chunks)
+    assert code == 0 and not reader.is_alive()
+    assert main(["predict", "--model", str(work / "resnet.json"), "--all", "--format", "csv"]) == 0
+    assert got.decode("utf-8") == capsys.readouterr().out  # every byte, past a pipe's 64 KiB buffer
 
 
 def test_fit_refuses_a_model_path_that_is_not_a_regular_file(work, tmp_path, capsys):
