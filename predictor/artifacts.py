@@ -127,11 +127,11 @@ def _replace_pair(path: Path, data: bytes, manifest: bytes) -> None:
         except BaseException:  # an interrupt too: the new file must not stay under the old manifest
             _put_back(target, backup, made, what)
             raise
-    except _RestoreError:
+    except PairWriteError:
         raise
     except OSError as exc:
-        raise OSError(exc.errno, f"{exc.strerror or exc} while writing {what}; the previous files "
-                                 f"(if any) are unchanged") from exc
+        raise PairWriteError(exc.errno, f"{exc.strerror or exc} while writing {what}; the previous files "
+                                        f"(if any) are unchanged") from exc
     finally:
         for leftover in made:
             with contextlib.suppress(OSError):
@@ -140,7 +140,12 @@ def _replace_pair(path: Path, data: bytes, manifest: bytes) -> None:
         sync_folder(folder)
 
 
-class _RestoreError(OSError):
+class PairWriteError(OSError):
+    """Writing a file and its manifest failed; the message says what became of the previous files, so a
+    caller adds nothing about them."""
+
+
+class _RestoreError(PairWriteError):
     """The manifest's rename failed and so did putting the old file back."""
 
 

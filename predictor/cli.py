@@ -31,6 +31,7 @@ from jetpredict.models.profile_files import (
 )
 from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
 from jetpredict.models.tables import FORMATS, write_table
+from jetpredict.predictor.artifacts import PairWriteError
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     DEFAULT_OBJECTIVE,
@@ -60,8 +61,9 @@ _PATH_ERRNOS = frozenset({errno.EEXIST, errno.ENOENT, errno.ENOTDIR, errno.EISDI
 def out_error(path: str | Path, exc: OSError) -> Exception:
     """What to raise when ``--out PATH`` could not be written: InputError naming ``--out`` for a path that
     cannot take a file, an OSError (exit 1) for a failure while writing (a full disk, a file-size limit)."""
-    # A FIFO or device holds no previous file to speak of.
-    kept = "" if exc.errno == errno.ENXIO else "; any previous file is unchanged"
+    # A FIFO holds no previous file to speak of; a model's pair writer says what became of its files.
+    said = exc.errno == errno.ENXIO or isinstance(exc, PairWriteError)
+    kept = "" if said else "; any previous file is unchanged"
     message = f"cannot write --out {path}: {exc.strerror or exc}{kept}"
     return InputError(message, "out") if exc.errno in _PATH_ERRNOS else OSError(message)
 

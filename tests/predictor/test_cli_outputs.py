@@ -141,6 +141,14 @@ def test_fit_refuses_a_model_path_that_is_not_a_regular_file(work, tmp_path, cap
     assert stat.S_ISFIFO(fifo.stat().st_mode) and not Path(f"{fifo}.json").exists()
 
 
+def test_fit_says_once_that_the_previous_files_are_unchanged(work, tmp_path, capsys):
+    (tmp_path / "outdir").mkdir()
+    code = main(["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv"),
+                 "--out", f"{tmp_path / 'outdir'}/"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Is a directory" in err and err.count("unchanged") == 1, err
+
+
 def test_recommend_plot_never_overwrites_the_model_it_reads(work, tmp_path, capsys):
     model = tmp_path / "model.svg"  # a model saved under a plot's name
     model.write_bytes((work / "resnet.json").read_bytes())
