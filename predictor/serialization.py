@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import numpy as np
-from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_rows import known_source
@@ -295,6 +295,26 @@ def _cross_device(r: _Reader) -> tuple[bool, str | None, str | None]:
     return cross, named["source_device_id"], named["transfer_method"]
 
 
+def _rows_device(r: _Reader, rows: tuple[dict, ...], data: ProfileArrays, source_device_id: str | None) -> Device:
+    """The device the training rows ran on: the model's ``device``, or its ``source_device_id`` when it was
+    moved across (``transfer.transfer_model`` keeps the source's rows). Every row must name it (a fit takes
+    one device's rows; a workload of several devices has a model per device, ``workload_devices``) and hold
+    knobs inside its ranges (as the fit's ``check_rows``): a relabelled model would predict another device
+    from these rows as its own. The rows' workload may differ from ``workload_id``, which a caller may rename."""
+    key = "device" if source_device_id is None else "source_device_id"
+    device = _device(r, key)
+    for i, row in enumerate(rows):
+        if row.get("device") != device.id:
+            raise _Reader(row, f"{r.where}.training_rows[{i}]").fail(
+                "device", f"must be {device.id!r} (the model's {key}, where its rows ran), not {row.get('device')!r}")
+    problems = data.modes.out_of_range(device)
+    if problems:
+        field, message = next(iter(problems.items()))
+        raise r.fail(f"training_rows.{field}", f"must lie in the knob ranges of {device.id!r}, where the rows ran "
+                                               f"(a fit there refuses others): {message}")
+    return device
+
+
 def _power_flags(r: _Reader, data: ProfileArrays, base_coef: np.ndarray, maxima: dict[str, float],
                  cross_device: bool) -> tuple[bool, float]:
     """``has_power`` and ``base_ratio`` as the fit sets them from the training rows (``data``, read as the fit
@@ -461,6 +481,7 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
                                       f"read as such (mech-{GATED_PRESETS_SINCE}), and its training rows hold "
                                       "such a preset: refit it with `jetpredict fit` on its training rows")
     cross_device, source_device_id, transfer_method = _cross_device(r)
+    rows_device = _rows_device(r, rows, data, source_device_id if cross_device else None)
     base_coef, maxima = r.array("base_coef", (len(F.BASE_TERMS),)), _maxima(r)
     has_power, base_ratio = _power_flags(r, data, base_coef,
                                          maxima, cross_device)
@@ -486,7 +507,7 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
                     if isinstance(v, int | float) and not isinstance(v, bool)},
         training_rows=rows, model_version=version,
         # Derived, not stored: the fit's FLOPs floor on the device its rows ran on.
-        rows_gpu_floor=gpu_floor(data, load_device(source_device_id) if source_device_id else _device(r)),
+        rows_gpu_floor=gpu_floor(data, rows_device),
     )
     check_predictions(model, what)
     return model

@@ -177,3 +177,78 @@ def test_training_rows_with_a_different_key_each_are_refused_naming_the_limit(tm
     err = capsys.readouterr().err
     assert f"more than {most} distinct columns" in err and "Traceback" not in err
     assert len(ProfileArrays.from_records(spread[:MAX_COLUMNS - len(set().union(*rows))])) == len(rows)
+
+
+# -- a model relabelled to another device or workload ------------------------------------------------------
+def _saved(tmp_path, doc: dict) -> tuple:
+    """The fitted document saved as ``save_model`` writes it: (path, its manifest as a dict)."""
+    from jetpredict.predictor.artifacts import manifest_path
+    from jetpredict.predictor.bundled import save_model
+    from jetpredict.predictor.serialization import model_from_dict
+
+    path = tmp_path / "m.json"
+    save_model(model_from_dict(doc), path)
+    return path, json.loads(manifest_path(path).read_text())
+
+
+def _rewrite(path, body: dict, manifest: dict) -> None:
+    """``body`` at ``path`` and ``manifest`` beside it, its SHA-256 recomputed (as anyone can)."""
+    from jetpredict.predictor.artifacts import manifest_path, sha256_bytes
+
+    data = json.dumps(body).encode()
+    path.write_bytes(data)
+    manifest_path(path).write_text(json.dumps({**manifest, "sha256": sha256_bytes(data)}))
+
+
+@pytest.mark.parametrize(("key", "value", "body_key"), [
+    ("device_id", "orin-nano", "device"), ("workload_id", "lenet5-mnist", "workload_id"),
+    ("schema", "jetpredict-model/99", "schema")])
+def test_a_manifest_that_disagrees_with_its_model_file_is_refused(tmp_path, doc, key, value, body_key, capsys):
+    """The manifest describes its file: one naming another device, workload or schema than the file holds
+    was ignored (the file loaded and predicted under its own labels)."""
+    path, manifest = _saved(tmp_path, doc)
+    _rewrite(path, doc, {**manifest, key: value})
+    assert_refused_at_load(path, f": its manifest m.json.json has {key} {value!r} but the file has {body_key} "
+                                 f"{doc[body_key]!r}: they must be equal", key, capsys)
+
+
+def test_a_model_relabelled_to_another_device_is_refused(tmp_path, doc, capsys):
+    """The auditor's file: an agx-xavier fit whose ``device`` was edited to orin-nano (SHA-256 recomputed)
+    predicted Orin Nano's presets as its own device (cross_device false) from Xavier's rows. With its
+    manifest left as written, the manifest names the edit; relabelled too, the training rows do."""
+    path, manifest = _saved(tmp_path, doc)
+    relabelled = {**doc, "device": "orin-nano"}
+    _rewrite(path, relabelled, manifest)
+    assert_refused_at_load(path, ": its manifest m.json.json has device_id 'agx-xavier' but the file has device "
+                                 "'orin-nano'", "manifest kept", capsys)
+    _rewrite(path, relabelled, {**manifest, "device_id": "orin-nano"})
+    assert_refused_at_load(path, ".training_rows[0].device must be 'orin-nano' (the model's device, where its "
+                                 "rows ran), not 'agx-xavier'", "manifest relabelled", capsys)
+
+
+def test_training_rows_relabelled_with_their_model_are_refused(tmp_path, doc, capsys):
+    """Rows relabelled with their model still hold their device's knobs: Xavier's 8 cores are beyond Orin
+    Nano's 6, so no fit on Orin Nano wrote them."""
+    rows = [{**row, "device": "orin-nano"} for row in doc["training_rows"]]
+    _write(tmp_path / "d.json", {**doc, "device": "orin-nano", "training_rows": rows})
+    assert_refused_at_load(tmp_path / "d.json", ".training_rows.cpu_cores must lie in the knob ranges of "
+                                                "'orin-nano', where the rows ran (a fit there refuses others): "
+                                                "cpu_cores=8 is outside device 'orin-nano': must be in 1..6",
+                           "rows relabelled", capsys)
+
+
+def test_a_moved_model_holds_its_source_devices_rows(tmp_path, doc, capsys):
+    """A cross-device model keeps the rows of the device it was moved from (``source_device_id``): it loads,
+    and naming another source is refused."""
+    from jetpredict.models.catalogue import load_device
+    from jetpredict.predictor.bundled import on_device, save_model
+    from jetpredict.predictor.serialization import model_from_dict
+
+    save_model(on_device(model_from_dict(doc), load_device("nano")), tmp_path / "m.json")
+    moved = load_model(tmp_path / "m.json")
+    assert moved.cross_device and moved.device_id == "nano" and moved.source_device_id == "agx-xavier"
+    body = json.loads((tmp_path / "m.json").read_text())
+    _write(tmp_path / "s.json", {**body, "source_device_id": "xavier-nx"})
+    assert_refused_at_load(tmp_path / "s.json", ".training_rows[0].device must be 'xavier-nx' (the model's "
+                                                "source_device_id, where its rows ran), not 'agx-xavier'",
+                           "source relabelled", capsys)
