@@ -445,13 +445,19 @@ def check_json_size(path: Path | None, size: int, what: str, kept: int | None = 
                      "out")
 
 
+def check_not_empty(path: str | None, flag: str, names: str) -> None:
+    """InputError naming ``--flag`` when the file it writes is given as empty text (``--out ''``), which
+    would otherwise name the working folder; ``names``: the files it takes (``FILE.csv or FILE.json``)."""
+    if path is not None and not path.strip():
+        raise InputError(f"{cli_flag(flag)} is empty: give a file, {names}", flag)
+
+
 def output_paths(out: str | Path) -> tuple[Path | None, Path]:
     """(CSV path or None, JSON path) of ``profile --out``: ``X.json`` alone, else ``X`` and its sidecar
     ``X.json`` (``p.csv.json``). InputError for a value that names no file (empty, ``.``, ``/``, ``..``, a trailing ``/``):
     the sidecar's name is made from the file's."""
     text = str(out)
-    if not text.strip():
-        raise InputError("--out is empty: give a file, FILE.csv or FILE.json", "out")
+    check_not_empty(text, "out", "FILE.csv or FILE.json")
     if os.path.basename(text) in ("", ".", ".."):  # not Path(text).name: Path drops a trailing "/" or "/."
         raise InputError(f"--out {text} is a directory: give a file in it, FILE.csv or FILE.json", "out")
     out = Path(text)

@@ -24,6 +24,7 @@ from jetpredict.models.atomic_files import write_out_file
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import (
+    check_not_empty,
     check_out_spares_inputs,
     read_mode_table,
     resolve_flag_path,
@@ -87,8 +88,16 @@ def _output(path: str | None) -> Iterator[TextIO]:
 INPUT_FLAGS = ("profiles", "reference", "after", "candidates", "modes", "model")
 
 
-def _check_out_spares_inputs(args: argparse.Namespace, written: tuple[str, ...] = ("",)) -> None:
-    """No file a verb writes (``--out``, ``--plot``) is one of the files it reads."""
+#: The files a table verb's ``--out`` takes, in its "--out is empty" error.
+TABLE_FILES = "FILE.csv or FILE.json (or no --out, for standard output)"
+
+
+def _check_out_spares_inputs(args: argparse.Namespace, written: tuple[str, ...] = ("",),
+                             out_files: str = TABLE_FILES) -> None:
+    """A file a verb writes (``--out``, whose ``out_files`` an error names, and ``--plot``) is named, and
+    is none of the files it reads (``written``: the suffixes of the files ``--out`` writes)."""
+    check_not_empty(getattr(args, "out", None), "out", out_files)
+    check_not_empty(getattr(args, "plot", None), "plot", "FILE.svg or FILE.png")
     inputs = {flag: getattr(args, flag, None) for flag in INPUT_FLAGS}
     check_out_spares_inputs(getattr(args, "out", None), inputs, written)
     check_out_spares_inputs(getattr(args, "plot", None), inputs, out_flag="plot")
@@ -244,7 +253,7 @@ def _fit(args: argparse.Namespace) -> int:
     from jetpredict.predictor.aliasing import alias_widening
     from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
-    _check_out_spares_inputs(args, written=("", ".json"))
+    _check_out_spares_inputs(args, written=("", ".json"), out_files="MODEL.json")
     rows = _read_rows(args.profiles, "profiles")
     reference = None if args.reference is None else _read_rows(args.reference, "reference")
     device = None if args.device is None else resolve_device(args.device)

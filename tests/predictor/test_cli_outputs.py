@@ -149,6 +149,22 @@ def test_fit_says_once_that_the_previous_files_are_unchanged(work, tmp_path, cap
     assert code == 2 and "Is a directory" in err and err.count("unchanged") == 1, err
 
 
+@pytest.mark.parametrize("verb, flag", [("fit", "--out"), ("predict", "--out"), ("plan", "--out"),
+                                        ("recommend", "--out"), ("recommend", "--plot")])
+def test_an_empty_out_is_named_as_profile_names_it(work, tmp_path, capsys, monkeypatch, verb, flag):
+    """``--out ''`` said 'Is a directory while writing . and its manifest ..json' (fit) or 'Is a directory'
+    after the work (predict, plan, recommend); an empty --plot drew nothing and said nothing."""
+    monkeypatch.chdir(tmp_path)
+    argv = {"fit": ["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv")],
+            "predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
+            "plan": ["plan", "--device", "agx-xavier", "--budget", "2"],
+            "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time"]}[verb]
+    code = main([*argv, flag, ""] + (["--out", str(tmp_path / "r.csv")] if flag == "--plot" else []))
+    err = capsys.readouterr().err
+    assert code == 2 and f"{flag} is empty: give a file" in err and "directory" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_recommend_plot_never_overwrites_the_model_it_reads(work, tmp_path, capsys):
     model = tmp_path / "model.svg"  # a model saved under a plot's name
     model.write_bytes((work / "resnet.json").read_bytes())
