@@ -11,6 +11,7 @@ import contextlib
 import csv
 import errno
 import io
+import math
 import os
 import stat
 from collections import Counter
@@ -32,6 +33,7 @@ from jetpredict.models.profile_rows import (
     MAX_COLUMNS,
     MAX_FILE_BYTES,
     MAX_ROWS,
+    PASS_THROUGH_NUMBERS,
     ProfileRowsError,
     RowProblem,
     escape_formula,
@@ -169,8 +171,25 @@ def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
     an error about the file names the flag the user typed.
     """
     if is_json_path(path):
-        return read_profile_json(_read_json_file(path, flag), path, flag)
+        return read_profile_json(_nan_numbers_as_text(_read_json_file(path, flag)), path, flag)
     return read_profile_csv(path, flag)
+
+
+#: The literal a JSON file writes NaN as, which Python's reader takes though strict JSON has none.
+JSON_NAN = "NaN"
+
+
+def _nan_numbers_as_text(payload: object) -> object:
+    """``payload`` with a NaN in a row's number column put back as its literal ``NaN``, which the rules
+    refuse as the CSV reader's ``nan`` ("must be a finite number"): in a file it can only be written, but
+    as a float the rules read it as an empty cell ("is required and empty"). Text columns keep the float."""
+    rows = payload.get("rows") if isinstance(payload, Mapping) else payload
+    if not isinstance(rows, list):
+        return payload  # read_profile_json names what the file lacks
+    numbers = {name for name, field in FIELD_BY_NAME.items() if field.kind is not str} | set(PASS_THROUGH_NUMBERS)
+    rows = [{key: JSON_NAN if key in numbers and isinstance(value, float) and math.isnan(value) else value
+             for key, value in row.items()} if isinstance(row, Mapping) else row for row in rows]
+    return {**payload, "rows": rows} if isinstance(payload, Mapping) else rows
 
 
 def is_json_path(path: str | Path) -> bool:
