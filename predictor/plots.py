@@ -9,11 +9,12 @@ the ``[plot]`` extra; it is imported only here, with the non-interactive Agg bac
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.atomic_files import make_out_folder
+from jetpredict.models.atomic_files import write_out_file
 from jetpredict.models.errors import InputError
 
 FORMATS = (".svg", ".png")
@@ -93,9 +94,11 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
         if title:
             ax.set_title(title, fontsize=9)  # two lines: the question, then what the model rests on
         fig.tight_layout()
+        # Drawn in memory, then written as every --out is: whole, its folder created, a FIFO no one reads refused.
+        drawn = io.BytesIO()
+        fig.savefig(drawn, format=path.suffix.lower().lstrip("."))
         try:
-            make_out_folder(path)  # as every --out: a missing folder is created
-            fig.savefig(path, format=path.suffix.lower().lstrip("."))
+            write_out_file(path, drawn.getvalue())
         except OSError as exc:
             raise InputError(f"cannot write --plot {path}: {exc.strerror}", "plot") from None
     finally:

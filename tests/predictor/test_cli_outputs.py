@@ -89,17 +89,21 @@ def _run_bounded(argv: list[str], fifo: Path) -> int | None:
     return codes[0]
 
 
-@pytest.mark.parametrize("verb", ["predict", "plan", "recommend"])
-def test_out_a_fifo_no_process_reads_is_refused_at_once(work, tmp_path, capsys, verb):
-    """Opening a FIFO to write blocks until a reader comes: the verb used to hang for ever."""
-    fifo = tmp_path / "pipe"
+@pytest.mark.parametrize("verb, flag", [("predict", "out"), ("plan", "out"), ("recommend", "out"),
+                                        ("recommend", "plot")])
+def test_out_a_fifo_no_process_reads_is_refused_at_once(work, tmp_path, capsys, verb, flag):
+    """Opening a FIFO to write blocks until a reader comes: the verb used to hang for ever (--plot too, which
+    matplotlib wrote to the path itself)."""
+    if flag == "plot":
+        pytest.importorskip("matplotlib", reason="--plot needs the [plot] extra (in [dev])")
+    fifo = tmp_path / ("pipe.svg" if flag == "plot" else "pipe")  # a plot's format is its file's
     os.mkfifo(fifo)
     argv = {"predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
             "plan": ["plan", "--device", "agx-xavier", "--budget", "2"],
             "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time"]}[verb]
-    code = _run_bounded([*argv, "--out", str(fifo)], fifo)
+    code = _run_bounded([*argv, f"--{flag}", str(fifo)], fifo)
     err = capsys.readouterr().err
-    assert code == 2 and f"cannot write --out {fifo}: no process reads the FIFO" in err, (code, err)
+    assert code == 2 and f"cannot write --{flag} {fifo}: no process reads the FIFO" in err, (code, err)
     assert "previous file" not in err and stat.S_ISFIFO(fifo.stat().st_mode)
 
 
