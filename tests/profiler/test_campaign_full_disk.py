@@ -1,0 +1,78 @@
+"""``profile`` on a full disk (ENOSPC while its outputs are written): the previous CSV and sidecar stay a pair,
+never the CSV a mode ahead of its sidecar, and the error names the file and what ``--out`` holds."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from jetpredict.profiler import campaign
+from jetpredict.profiler.backends import TorchBackend
+from jetpredict.profiler.campaign import run_campaign
+from test_campaign import _cfg, _csv_modes, _host_parts
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+def _full_disk_for(monkeypatch, name: str, now: bool = False) -> None:
+    """From now, or once the outputs were probed (``_Outputs.start``), creating the temporary file beside
+    ``name`` fails as on a full disk (ENOSPC: no block or inode left); every other file opens as usual."""
+    import errno
+    import os
+
+    real_open, real_start, armed = os.open, campaign._Outputs.start, [True] if now else []
+
+    def start(self, *a, **kw) -> None:
+        real_start(self, *a, **kw)
+        armed.append(True)
+
+    temporary = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]+\.tmp")  # atomic_files.temp_name's pattern
+
+    def open_(path, flags, *a, **kw):
+        if armed and temporary.fullmatch(os.path.basename(path)) and flags & os.O_CREAT:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(campaign._Outputs, "start", start)
+    monkeypatch.setattr(os, "open", open_)
+
+
+@pytest.mark.parametrize("full", ["p.csv.json", "p.csv"])
+def test_a_full_disk_keeps_the_previous_pair_and_names_the_file(tmp_path, monkeypatch, capsys, full):
+    """The auditor's disk-full profile: the CSV was renamed into place before its sidecar was written, so the
+    failed sidecar left the new run's rows beside the previous run's sidecar, and the error named no file."""
+    from jetpredict.cli import main
+
+    csv, sidecar = tmp_path / "p.csv", tmp_path / "p.csv.json"
+    csv.write_text("the previous run's rows\n")
+    sidecar.write_text('{"previous": true}\n')
+    _full_disk_for(monkeypatch, full)
+    argv = ["profile", "--device", "host", "--workload", "lenet5-mnist", "--batch-size", "8", "--workers", "0",
+            "--warmup", "1", "--minibatches", "2", "--modes", "1", "--no-progress", "--out", str(csv)]
+    assert main(argv) == 1  # a failure to write, as the other verbs' full disk
+    err = capsys.readouterr().err
+    assert f"cannot write --out {tmp_path / full}: No space left on device" in err, err
+    assert "an existing --out is as it was" in err
+    assert csv.read_text() == "the previous run's rows\n" and sidecar.read_text() == '{"previous": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]  # no temporary left
+
+
+def test_a_full_disk_after_a_mode_keeps_the_modes_before_it_in_both_files(tmp_path, monkeypatch):
+    """Mode 2's sidecar cannot be written: the CSV and the sidecar both hold mode 1, never the CSV ahead."""
+    cfg = _cfg(tmp_path, minibatches=2)
+    backend = TorchBackend("lenet5-mnist", 8, 0)
+    real_prepare = backend.prepare
+
+    def prepare(mode) -> None:
+        if mode.mode == "second":
+            _full_disk_for(monkeypatch, "p.csv.json", now=True)
+        real_prepare(mode)
+
+    monkeypatch.setattr(backend, "prepare", prepare)
+    with pytest.raises(OSError, match="cannot write --out .*p.csv.json: No space left on device") as err:
+        run_campaign(cfg, _host_parts(backend, "first", "second"))
+    assert "hold the 1 mode(s) measured before it" in str(err.value)
+    assert _csv_modes(tmp_path / "p.csv") == ["first"]
+    assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]
