@@ -427,10 +427,10 @@ class WorkloadService:
             fit_rows = len(new) + sum(len(stored_rows) for _, stored_rows in stored.values())
             models = self._fit_work(fit_rows, "an upload's refit", partial(
                 _fit_groups, pending, device, {k: (revisions[k], part) for k, (_, part) in stored.items()}))
-            # A workload given nothing new is answered (and the answer kept for replays) from its stored fit:
-            # one of another model version, or lacking a field every fit now has, is refreshed first, as on reading.
-            for workload_id, (record, _) in stored.items():
-                if record is not None and models[workload_id].model is None:
+            # Parts given nothing new are answered (and kept) from their stored fits, refreshed first if stale.
+            for record in [r for r, _ in stored.values()] + [self.storage.get_workload_rows(g.workload_id)[0]
+                                                             for g in groups if g not in pending]:
+                if record is not None and (record.id not in models or models[record.id].model is None):
                     self.current_record(record)
             writes = _writes(groups, models, device, revisions)
             try:

@@ -330,6 +330,27 @@ def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew
     assert replay.json == fresh.json
 
 
+def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the_part_kept(tmp_path):
+    """Two workloads uploaded under a key, one deleted since, the other's fit and the kept answer from before
+    ``split_source`` was: the retry stores the deleted part again and answers the kept part from its refreshed fit
+    (before, the kept part answered null, and so nothing was kept for the next retry)."""
+    headers = {**AUTH, "Idempotency-Key": "partial"}
+    rows = published_rows(as_id="w-a") + published_rows(as_id="w-b")
+    app = sqlite_app(tmp_path)
+    client = app.test_client()
+    assert client.post("/v1/profiles", json={"rows": rows}, headers=headers).status_code == 201
+    assert client.delete("/v1/workloads/w-b", headers=AUTH).status_code == 204
+    app.extensions["jetpredict"].storage.dispose()
+    _drop_split_source(str(tmp_path / "jetpredict.sqlite"), answers=True)
+    client = sqlite_app(tmp_path).test_client()
+    retry = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
+    assert retry.status_code == 201 and retry.headers[REPLAYED_HEADER] == "false", retry.json
+    entries = [(w["workload_id"], w["rows_stored"], w["split_source"]) for w in retry.json["workloads"]]
+    assert entries == [("w-a", 0, "components"), ("w-b", 4, "components")], retry.json
+    again = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
+    assert again.headers[REPLAYED_HEADER] == "true" and again.json == retry.json, again.json
+
+
 def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch, caplog):
     db = stored_sqlite(tmp_path)
     rows = [{**r, "epoch_time_s": -1.0} for r in published_rows()]  # refused by today's row checks
