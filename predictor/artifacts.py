@@ -239,4 +239,8 @@ def read_artifact(path: str | Path, kind: str) -> tuple[dict[str, Any], dict[str
                          f"{REFIT_HINT}", "model") from None
     if not isinstance(doc, dict):
         raise InputError(f"{path} is not a JSON model document; {REFIT_HINT}", "model")
+    # write_artifact copies the file's schema into every manifest: another one means one of the pair was edited.
+    if "schema" in manifest and manifest["schema"] != doc.get("schema"):
+        raise InputError(f"{path}: its manifest {manifest_path(path).name} has schema {manifest['schema']!r} but the "
+                         f"file has schema {doc.get('schema')!r}: they must be equal; {REFIT_HINT}", "model")
     return doc, manifest

@@ -199,8 +199,9 @@ def save_model(model: M.WorkloadModel, path: str | Path) -> None:
         "model_version": model.model_version})
 
 
-#: Manifest fields :func:`save_model` copies from the model file, each with the file's key it must equal.
-MANIFEST_MATCHES = {"schema": "schema", "device_id": "device", "workload_id": "workload_id"}
+#: Manifest fields :func:`save_model` copies from the model file, each with the file's key it must equal (the
+#: schema, in every artifact's manifest, is checked by ``read_artifact``).
+MANIFEST_MATCHES = {"device_id": "device", "workload_id": "workload_id"}
 
 
 def load_model(path: str | Path) -> M.WorkloadModel:
@@ -209,7 +210,7 @@ def load_model(path: str | Path) -> M.WorkloadModel:
     doc, manifest = read_artifact(path, MODEL_KIND)
     for key, body_key in MANIFEST_MATCHES.items():
         # A manifest without the key (hand-written, as the tests' forge writes them) leaves the file's
-        # own checks to judge it; one naming another schema, device or workload means the pair was edited.
+        # own checks to judge it; one naming another device or workload means the pair was edited.
         if key in manifest and manifest[key] != doc.get(body_key):
             raise InputError(f"{path}: its manifest {manifest_path(path).name} has {key} {manifest[key]!r} but "
                              f"the file has {body_key} {doc.get(body_key)!r}: they must be equal (one of the "

@@ -92,15 +92,17 @@ INPUT_FLAGS = ("profiles", "reference", "after", "candidates", "modes", "model")
 TABLE_FILES = "FILE.csv or FILE.json (or no --out, for standard output)"
 
 
-def _check_out_spares_inputs(args: argparse.Namespace, written: tuple[str, ...] = ("",),
-                             out_files: str = TABLE_FILES) -> None:
-    """A file a verb writes (``--out``, whose ``out_files`` an error names, and ``--plot``) is named, and
-    is none of the files it reads (``written``: the suffixes of the files ``--out`` writes)."""
-    check_not_empty(getattr(args, "out", None), "out", out_files)
-    check_not_empty(getattr(args, "plot", None), "plot", "FILE.svg or FILE.png")
+def _check_outputs(args: argparse.Namespace, written: tuple[str, ...] = ("",), out_files: str = TABLE_FILES) -> None:
+    """The files a verb writes (``--out``, whose ``out_files`` an error names, and ``--plot``) are named, are
+    none of the files it reads (``written``: the suffixes of the files ``--out`` writes), nor each other."""
+    out, plot = getattr(args, "out", None), getattr(args, "plot", None)
+    check_not_empty(out, "out", out_files)
+    check_not_empty(plot, "plot", "FILE.svg or FILE.png")
     inputs = {flag: getattr(args, flag, None) for flag in INPUT_FLAGS}
-    check_out_spares_inputs(getattr(args, "out", None), inputs, written)
-    check_out_spares_inputs(getattr(args, "plot", None), inputs, out_flag="plot")
+    check_out_spares_inputs(out, inputs, written)
+    check_out_spares_inputs(plot, inputs, out_flag="plot")
+    if out is not None and plot is not None and resolve_flag_path(out, "out") == resolve_flag_path(plot, "plot"):
+        raise InputError(f"--out {out} is also --plot: the plot would overwrite the answer", "out")
 
 
 def _read_rows(path: str, flag: str) -> pd.DataFrame:
@@ -182,7 +184,7 @@ def _plan(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
 
     args.format = _out_format(args.format, args.out)  # `plan --out plan.csv` feeds `profile --modes plan.csv`
-    _check_out_spares_inputs(args)
+    _check_outputs(args)
 
     candidates = None if args.candidates is None else read_mode_table(args.candidates, "candidates")
     if args.after is not None:
@@ -253,7 +255,7 @@ def _fit(args: argparse.Namespace) -> int:
     from jetpredict.predictor.aliasing import alias_widening
     from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
-    _check_out_spares_inputs(args, written=("", ".json"), out_files="MODEL.json")
+    _check_outputs(args, written=("", ".json"), out_files="MODEL.json")
     rows = _read_rows(args.profiles, "profiles")
     reference = None if args.reference is None else _read_rows(args.reference, "reference")
     device = None if args.device is None else resolve_device(args.device)
@@ -340,7 +342,7 @@ def _predict(args: argparse.Namespace) -> int:
     from jetpredict.predictor.bundled import on_device
 
     args.format = _out_format(args.format, args.out)
-    _check_out_spares_inputs(args)
+    _check_outputs(args)
     model = _load(args.model)
     modes = "all" if args.all else "presets" if args.presets else read_mode_table(args.modes, "modes")
     with rows_named_by_line("modes", args.modes, modes):
@@ -423,10 +425,7 @@ def _recommend(args: argparse.Namespace) -> int:
     from jetpredict.predictor import service
 
     args.format = _out_format(args.format, args.out)
-    _check_out_spares_inputs(args)
-    if args.out is not None and args.plot is not None and (
-            resolve_flag_path(args.out, "out") == resolve_flag_path(args.plot, "plot")):
-        raise InputError(f"--out {args.out} is also --plot: the plot would overwrite the answer", "out")
+    _check_outputs(args)
     model = _load(args.model)
     result = service.recommend(model, args.objective, max_power_w=args.max_power_w,
                                max_epoch_time_s=args.max_epoch_time_s, device=args.device,
