@@ -427,11 +427,11 @@ class WorkloadService:
             fit_rows = len(new) + sum(len(stored_rows) for _, stored_rows in stored.values())
             models = self._fit_work(fit_rows, "an upload's refit", partial(
                 _fit_groups, pending, device, {k: (revisions[k], part) for k, (_, part) in stored.items()}))
-            # Parts given nothing new are answered (and kept) from their stored fits, refreshed first if stale.
-            for record in [r for r, _ in stored.values()] + [self.storage.get_workload_rows(g.workload_id)[0]
-                                                             for g in groups if g not in pending]:
-                if record is not None and (record.id not in models or models[record.id].model is None):
-                    self.current_record(record)
+            # Parts given nothing new (or stored by an earlier try) are answered from their fits, refreshed if stale.
+            # _upload_locked does not refresh: a null it answers is not kept (IdempotencyKey.required), a retry mends.
+            for record in [r for r, _ in stored.values() if r is not None and models[r.id].model is None] + [
+                    r for g in groups if g not in pending and (r := self.storage.get_workload_rows(g.workload_id)[0])]:
+                self.current_record(record)
             writes = _writes(groups, models, device, revisions)
             try:
                 stored_records = self.storage.add_uploads(writes, idem, replaced)
