@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from flower_fleet import client_app, task  # noqa: E402
-from flower_fleet.fleet import (  # noqa: E402
+from flower_fleet import client_app, task
+from flower_fleet.fleet import (
     ARMS,
     ClientRound,
     FleetConfig,
@@ -21,12 +21,12 @@ from flower_fleet.fleet import (  # noqa: E402
     run_arms,
     summary_line,
 )
-from flower_grid import InProcessGrid, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from jetpredict.models.catalogue import load_device  # noqa: E402
+from flower_grid import InProcessGrid, node_contexts
+from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
+from flwr.serverapp.strategy import FedAvg
+from jetpredict.models.catalogue import load_device
 
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.integrations.flower import (
     DeviceQueryError,
     JetpredictStrategy,
     LocalPlanner,

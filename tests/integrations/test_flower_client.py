@@ -15,14 +15,14 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import DEVICE, plan_for, train_message  # noqa: E402
-from flwr.app import MetricRecord, RecordDict  # noqa: E402
-from jetpredict.models.catalogue import PowerMode, load_device  # noqa: E402
-from jetpredict.models.errors import InputError  # noqa: E402
-from jetpredict.profiler.power import NullPowerMeter  # noqa: E402
-from jetpredict.profiler.powermode import detect_controller  # noqa: E402
+from flower_grid import DEVICE, plan_for, train_message
+from flwr.app import MetricRecord, RecordDict
+from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.power import NullPowerMeter
+from jetpredict.profiler.powermode import detect_controller
 
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.integrations.flower import (
     ENERGY_METRIC,
     REPORT_RECORD,
     TIME_METRIC,

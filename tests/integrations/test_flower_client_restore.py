@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import DEVICE, plan_for, train_message  # noqa: E402
-from jetpredict.models.catalogue import load_device  # noqa: E402
+from flower_grid import DEVICE, plan_for, train_message
+from jetpredict.models.catalogue import load_device
 
-from jetpredict.integrations.flower import PlannedRound  # noqa: E402
-from tests.profiler.fakes import CloseCountingMeter  # noqa: E402
+from jetpredict.integrations.flower import PlannedRound
+from tests.profiler.fakes import CloseCountingMeter
 
 STATUS = "/var/lib/nvpmodel/status"
 DEFAULT_STATUS = "pmode:0002"  # the orin fixture's 15W

@@ -12,7 +12,7 @@ from readme_tours import FLOWER_README, sh_blocks
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from flower_fixtures import (  # noqa: E402
+from flower_fixtures import (
     APP_TEST_DEADLINE_S,
     EXAMPLE_APP,
     FlowerProcesses,
@@ -21,7 +21,7 @@ from flower_fixtures import (  # noqa: E402
     needs_flower_tools,
     save_models,
 )
-from flower_fleet import task  # noqa: E402
+from flower_fleet import task
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 

@@ -12,13 +12,13 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_fixtures import resnet_records  # noqa: E402
-from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
-from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from flower_fixtures import resnet_records
+from flower_grid import InProcessGrid, configure, node_contexts
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import FedAvg
 
-from jetpredict.client import (  # noqa: E402
+from jetpredict.client import (
     BadRequest,
     Client,
     ConnectionFailed,
@@ -27,7 +27,7 @@ from jetpredict.client import (  # noqa: E402
     ServiceError,
     Unauthorized,
 )
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.integrations.flower import (
     FAILED_METRIC,
     MISSES_METRIC,
     DeviceQueryError,

@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import InProcessGrid, node_contexts, train_message  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MetricRecord, RecordDict  # noqa: E402,E501
-from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from jetpredict.models.catalogue import load_device  # noqa: E402
-from jetpredict.profiler.powermode import detect_controller  # noqa: E402
+from flower_grid import InProcessGrid, node_contexts, train_message
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import FedAvg
+from jetpredict.models.catalogue import load_device
+from jetpredict.profiler.powermode import detect_controller
 
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.integrations.flower import (
     ENERGY_METRIC,
     FASTEST_PRESET,
     NODE_RECORD,

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from jetpredict.client import Client, ConnectionFailed  # noqa: E402
-from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes  # noqa: E402
-from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS  # noqa: E402
-from tools.testing import published_rows  # noqa: E402
+from jetpredict.client import Client, ConnectionFailed
+from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes
+from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS
+from tools.testing import published_rows
 
 NODES = [NodeInfo(1, "agx-xavier", 0.01), NodeInfo(2, "agx-xavier", 0.02)]
 DEADLINE_S = 60.0

@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from jetpredict.api.config import DEFAULT_RATE_LIMIT  # noqa: E402
-from jetpredict.models.catalogue import device_ids  # noqa: E402
-from limits import parse_many  # noqa: E402
+from jetpredict.api.config import DEFAULT_RATE_LIMIT
+from jetpredict.models.catalogue import device_ids
+from limits import parse_many
 
-from jetpredict.integrations.flower import LocalPlanner, NodeInfo, plan_nodes  # noqa: E402
-from jetpredict.integrations.flower.plans import STRADDLER_PLANS, planning_scale  # noqa: E402
+from jetpredict.integrations.flower import LocalPlanner, NodeInfo, plan_nodes
+from jetpredict.integrations.flower.plans import STRADDLER_PLANS, planning_scale
 
 DEVICES = tuple(device_ids())
 #: The service's default limit on costly POSTs a minute (api.config.DEFAULT_RATE_LIMIT: 600/minute).

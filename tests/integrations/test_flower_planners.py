@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from jetpredict.client import DEFAULT_RETRIES, Client, ConnectionFailed  # noqa: E402
-from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes  # noqa: E402
-from jetpredict.integrations.flower.planners import _plan_groups, summarize_provenance  # noqa: E402
-from tools.testing import published_rows  # noqa: E402
+from jetpredict.client import DEFAULT_RETRIES, Client, ConnectionFailed
+from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes
+from jetpredict.integrations.flower.planners import _plan_groups, summarize_provenance
+from tools.testing import published_rows
 
 #: One model's provenance, as provenance_of gives it.
 PROVENANCE = {"workload_id": "w", "reference_source": "published", "workload_source": "measured",

@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
-from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from flower_grid import InProcessGrid, configure, node_contexts
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import FedAvg
 
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.integrations.flower import (
     ENERGY_METRIC,
     MISSES_METRIC,
     PRED_ENERGY_METRIC,
@@ -27,7 +27,7 @@ from jetpredict.integrations.flower import (  # noqa: E402
     LocalPlanner,
     add_device_query,
 )
-from jetpredict.integrations.flower.strategy import ClientRecord  # noqa: E402
+from jetpredict.integrations.flower.strategy import ClientRecord
 
 DEADLINE_S = 600.0
 SCALE = 0.02  # every node meets DEADLINE_S on these devices at this epoch scale

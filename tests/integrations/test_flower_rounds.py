@@ -12,15 +12,15 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_fixtures import resnet_records  # noqa: E402
-from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
-from flwr.app import Context, Message, MetricRecord, RecordDict  # noqa: E402
-from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from jetpredict.models.errors import InputError  # noqa: E402
+from flower_fixtures import resnet_records
+from flower_grid import InProcessGrid, configure, node_contexts
+from flwr.app import Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import FedAvg
+from jetpredict.models.errors import InputError
 
-from jetpredict.client import ConnectionFailed, Overloaded  # noqa: E402
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.client import ConnectionFailed, Overloaded
+from jetpredict.integrations.flower import (
     FAILED_METRIC,
     MISSES_METRIC,
     HttpPlanner,
@@ -33,8 +33,8 @@ from jetpredict.integrations.flower import (  # noqa: E402
     plan_nodes,
     twin_round,
 )
-from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS, planning_scale  # noqa: E402
-from jetpredict.integrations.flower.twin import preset_mode  # noqa: E402
+from jetpredict.integrations.flower.plans import PLAN_CACHE_ROUNDS, planning_scale
+from jetpredict.integrations.flower.twin import preset_mode
 
 DEVICES = ("agx-xavier", "orin-agx", "nano", "orin-nx", "xavier-nx", "orin-nano")
 #: The service's default limit on costly POSTs (api.config.DEFAULT_RATE_LIMIT: 600/minute).

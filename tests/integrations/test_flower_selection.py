@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_grid import InProcessGrid, configure, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
-from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg  # noqa: E402
-from jetpredict.models.errors import InputError  # noqa: E402
+from flower_grid import InProcessGrid, configure, node_contexts
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+from jetpredict.models.errors import InputError
 
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.integrations.flower import (
     PLAN_RECORD,
     QUERY_RECORD,
     HttpPlanner,

@@ -13,7 +13,7 @@ from readme_tours import FLOWER_README, sh_blocks
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 pytest.importorskip("ray", reason="Flower's simulation engine needs the [flower] extra (flwr[simulation])")
 
-from flower_fixtures import (  # noqa: E402
+from flower_fixtures import (
     APP_TEST_DEADLINE_S,
     EXAMPLE_APP,
     FlowerProcesses,
@@ -22,9 +22,9 @@ from flower_fixtures import (  # noqa: E402
     needs_flower_tools,
     save_models,
 )
-from flower_fleet import task  # noqa: E402
+from flower_fleet import task
 
-from jetpredict.integrations.flower import TwinWorkload, twin_round  # noqa: E402
+from jetpredict.integrations.flower import TwinWorkload, twin_round
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 

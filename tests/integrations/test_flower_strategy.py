@@ -11,17 +11,17 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
-from flower_fixtures import PUBLISHED_CSV, resnet_records  # noqa: E402
-from flower_grid import InProcessGrid, node_contexts  # noqa: E402
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
-from flwr.clientapp import ClientApp  # noqa: E402
-from flwr.serverapp.strategy import FedAvg  # noqa: E402
-from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
-from jetpredict.models.errors import InputError  # noqa: E402
-from jetpredict.predictor.limits import MAX_EPOCHS  # noqa: E402
-from jetpredict.predictor.service import plan_fleet  # noqa: E402
+from flower_fixtures import PUBLISHED_CSV, resnet_records
+from flower_grid import InProcessGrid, node_contexts
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import FedAvg
+from flwr.supercore.task_identity import TaskIdentity
+from jetpredict.models.errors import InputError
+from jetpredict.predictor.limits import MAX_EPOCHS
+from jetpredict.predictor.service import plan_fleet
 
-from jetpredict.integrations.flower import (  # noqa: E402
+from jetpredict.integrations.flower import (
     ENERGY_METRIC,
     ENERGY_REPORTED_METRIC,
     PLAN_RECORD,
