@@ -20,7 +20,7 @@ from jetpredict.models.catalogue import Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.paths import data_path
 from jetpredict.predictor import model as M
-from jetpredict.predictor.artifacts import file_sha256, manifest_path, read_artifact, write_artifact
+from jetpredict.predictor.artifacts import file_sha256, read_artifact, write_artifact
 from jetpredict.predictor.reference import (
     DeviceReference,
     build_reference,
@@ -199,21 +199,8 @@ def save_model(model: M.WorkloadModel, path: str | Path) -> None:
         "model_version": model.model_version})
 
 
-#: Manifest fields :func:`save_model` copies from the model file, each with the file's key it must equal (the
-#: schema, in every artifact's manifest, is checked by ``read_artifact``).
-MANIFEST_MATCHES = {"device_id": "device", "workload_id": "workload_id"}
-
-
 def load_model(path: str | Path) -> M.WorkloadModel:
     """Load a model file written by :func:`save_model`; InputError for anything else (never unpickles),
-    a manifest that disagrees with its file included (:data:`MANIFEST_MATCHES`)."""
-    doc, manifest = read_artifact(path, MODEL_KIND)
-    for key, body_key in MANIFEST_MATCHES.items():
-        # A manifest without the key (hand-written, as the tests' forge writes them) leaves the file's
-        # own checks to judge it; one naming another device or workload means the pair was edited.
-        if key in manifest and manifest[key] != doc.get(body_key):
-            raise InputError(f"{path}: its manifest {manifest_path(path).name} has {key} {manifest[key]!r} but "
-                             f"the file has {body_key} {doc.get(body_key)!r}: they must be equal (one of the "
-                             f"two was edited, or they are of two models); refit the model with `jetpredict fit`",
-                             "model")
+    a manifest that disagrees with its file included (``artifacts.MANIFEST_MATCHES``)."""
+    doc, _ = read_artifact(path, MODEL_KIND)
     return model_from_dict(doc, str(path))

@@ -59,14 +59,14 @@ _PATH_ERRNOS = frozenset({errno.EEXIST, errno.ENOENT, errno.ENOTDIR, errno.EISDI
                           errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP, errno.ENXIO})
 
 
-def out_error(path: str | Path, exc: OSError) -> Exception:
-    """What to raise when ``--out PATH`` could not be written: InputError naming ``--out`` for a path that
-    cannot take a file, an OSError (exit 1) for a failure while writing (a full disk, a file-size limit)."""
+def out_error(path: str | Path, exc: OSError, flag: str = "out") -> Exception:
+    """What to raise when ``--out PATH`` (or ``--FLAG``) could not be written: InputError naming the flag for a
+    path that cannot take a file, an OSError (exit 1) for a failure while writing (a full disk, a size limit)."""
     # A FIFO holds no previous file to speak of; a model's pair writer says what became of its files.
     said = exc.errno == errno.ENXIO or isinstance(exc, PairWriteError)
     kept = "" if said else "; any previous file is unchanged"
-    message = f"cannot write --out {path}: {exc.strerror or exc}{kept}"
-    return InputError(message, "out") if exc.errno in _PATH_ERRNOS else OSError(message)
+    message = f"cannot write --{flag} {path}: {exc.strerror or exc}{kept}"
+    return InputError(message, flag) if exc.errno in _PATH_ERRNOS else OSError(message)
 
 
 @contextlib.contextmanager
@@ -416,8 +416,11 @@ def _plot(model, result, args: argparse.Namespace) -> None:
     caps = (result.constraints.get("max_power_w"), result.constraints.get("max_epoch_time_s"))
     presets = service.predict(model, "presets", device=result.device, epochs=args.epochs,
                               confidence=result.confidence)
-    plots.pareto_plot(modes, feasible_mask(modes, *caps), result.as_dict(), args.plot, title,
-                      presets=presets, presets_feasible=feasible_mask(presets, *caps))
+    try:
+        plots.pareto_plot(modes, feasible_mask(modes, *caps), result.as_dict(), args.plot, title,
+                          presets=presets, presets_feasible=feasible_mask(presets, *caps))
+    except OSError as exc:
+        raise out_error(args.plot, exc, "plot") from None
     _log(f"wrote {args.plot}")
 
 

@@ -97,10 +97,7 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
         # Drawn in memory, then written as every --out is: whole, its folder created, a FIFO no one reads refused.
         drawn = io.BytesIO()
         fig.savefig(drawn, format=path.suffix.lower().lstrip("."))
-        try:
-            write_out_file(path, drawn.getvalue())
-        except OSError as exc:
-            raise InputError(f"cannot write --plot {path}: {exc.strerror}", "plot") from None
+        write_out_file(path, drawn.getvalue())  # an OSError: the caller words it as every --out's (cli.out_error)
     finally:
         plt.close(fig)
     return path

@@ -481,13 +481,14 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
                                       f"read as such (mech-{GATED_PRESETS_SINCE}), and its training rows hold "
                                       "such a preset: refit it with `jetpredict fit` on its training rows")
     cross_device, source_device_id, transfer_method = _cross_device(r)
-    rows_device = _rows_device(r, rows, data, source_device_id)  # None unless cross_device (_cross_device)
+    rows_device = _rows_device(r, rows, data, source_device_id)  # source_device_id: None unless cross_device
     base_coef, maxima = r.array("base_coef", (len(F.BASE_TERMS),)), _maxima(r)
     has_power, base_ratio = _power_flags(r, data, base_coef,
                                          maxima, cross_device)
     complexity = r.obj("complexity")
     model = WorkloadModel(
-        device=_device(r) if cross_device else rows_device, workload_id=r.text("workload_id"), reference_source=_source(r, "reference_source"),
+        device=_device(r) if cross_device else rows_device, workload_id=r.text("workload_id"),
+        reference_source=_source(r, "reference_source"),
         profiled_modes=_profiled_modes(r, data), has_power=has_power,
         num_workers=r.number("num_workers", 0), kappa_cpu=r.number("kappa_cpu", 0),
         kappa_pipe=r.number("kappa_pipe", 0), time_fits=_component_fits(r.get("time_fits"), f"{what}.time_fits"),

@@ -45,6 +45,25 @@ def test_png_and_bad_extension(model, tmp_path, capsys):
     assert not (tmp_path / "pareto.pdf").exists()
 
 
+def test_a_plot_that_cannot_be_written_fails_as_every_out_does(model, tmp_path, capsys, monkeypatch):
+    """A full disk is a failure to write (exit 1), a path that cannot take a file bad input (exit 2), as for --out."""
+    import errno
+
+    from jetpredict.predictor import plots
+
+    def full(path, data) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    argv = ["recommend", "--model", str(model), "--objective", "min-energy", "--plot"]
+    monkeypatch.setattr(plots, "write_out_file", full)
+    assert main([*argv, str(tmp_path / "p.svg")]) == 1
+    assert f"cannot write --plot {tmp_path / 'p.svg'}: No space left on device" in capsys.readouterr().err
+    monkeypatch.undo()
+    (tmp_path / "a-file").write_text("")
+    assert main([*argv, str(tmp_path / "a-file" / "p.svg")]) == 2
+    assert f"cannot write --plot {tmp_path / 'a-file' / 'p.svg'}:" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_without_matplotlib_the_plot_says_what_to_install(model, tmp_path):
     import subprocess

@@ -33,12 +33,12 @@ def test_a_total_only_fit_predicts_stall_and_compute_at_every_mode(workload):
     assert np.isfinite(p.stall_time_s).all() and np.isfinite(p.compute_time_s).all()
 
 
-def test_fit_and_predict_say_when_the_split_rests_on_epoch_totals(tmp_path, capsys):
+def test_fit_and_predict_say_when_the_split_rests_on_epoch_totals(tmp_path, capsys, lenet):
     """``fit`` and ``predict`` of total-only rows note that stall and compute are not measured, and every
     answer line carries ``split_source`` ``epoch_totals``; rows with the columns say ``components``, no note."""
     from jetpredict.cli import main
 
-    rows = REF[(REF.workload == "lenet5-mnist") & REF["mode"].isin(list("efij"))]
+    rows = lenet[lenet["mode"].isin(list("efij"))]
     said = {}
     for name, table in (("totals", rows.drop(columns=["stall_time_s", "compute_time_s"])), ("components", rows)):
         table.to_csv(tmp_path / f"{name}.csv", index=False)
