@@ -179,6 +179,11 @@ def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
 JSON_NAN = "NaN"
 
 
+#: The row columns that hold numbers (typed fields and the numeric pass-through columns).
+_NUMBER_COLUMNS = frozenset({name for name, field in FIELD_BY_NAME.items() if field.kind is not str}
+                            | set(PASS_THROUGH_NUMBERS))
+
+
 def _nan_numbers_as_text(payload: object) -> object:
     """``payload`` with a NaN in a row's number column put back as its literal ``NaN``, which the rules
     refuse as the CSV reader's ``nan`` ("must be a finite number"): in a file it can only be written, but
@@ -186,8 +191,7 @@ def _nan_numbers_as_text(payload: object) -> object:
     rows = payload.get("rows") if isinstance(payload, Mapping) else payload
     if not isinstance(rows, list):
         return payload  # read_profile_json names what the file lacks
-    numbers = {name for name, field in FIELD_BY_NAME.items() if field.kind is not str} | set(PASS_THROUGH_NUMBERS)
-    rows = [{key: JSON_NAN if key in numbers and isinstance(value, float) and math.isnan(value) else value
+    rows = [{key: JSON_NAN if key in _NUMBER_COLUMNS and isinstance(value, float) and math.isnan(value) else value
              for key, value in row.items()} if isinstance(row, Mapping) else row for row in rows]
     return {**payload, "rows": rows} if isinstance(payload, Mapping) else rows
 

@@ -92,8 +92,9 @@ def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The top-level provenance of a plan merged from the plans of several models (``parts``: each one's
     :func:`provenance_of`), with ``provenance_note`` saying how it was merged (None for one part, whose
     provenance it is unchanged): ``reference_source`` and ``workload_source`` the least trusted of the
-    parts', ``split_source`` ``epoch_totals`` if any part's is, ``profiled_modes`` the fewest, ``workload_id`` and ``model_version`` the parts' one value, or
-    None when they differ. Each client entry keeps its own part's provenance."""
+    parts', ``split_source`` ``epoch_totals`` if any part's is, ``profiled_modes`` the fewest, ``workload_id``
+    and ``model_version`` the parts' one value, or None when they differ. Each client entry keeps its own
+    part's provenance."""
     distinct = [dict(p) for i, p in enumerate(parts) if dict(p) not in [dict(q) for q in parts[:i]]]
     if len(distinct) <= 1:
         return {**(distinct[0] if distinct else dict.fromkeys(PROVENANCE_KEYS)), "provenance_note": None}
