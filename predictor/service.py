@@ -48,7 +48,7 @@ from jetpredict.predictor.limits import (
 )
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.recommend import CONSTANT_COLUMNS
-from jetpredict.predictor.terms import least_trusted, split_source, weakest_split, workload_source
+from jetpredict.predictor.terms import merged_provenance, split_source, workload_source
 from jetpredict.predictor.workload_devices import DeviceModels
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
@@ -511,15 +511,12 @@ def device_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str
 
 
 def fleet_provenance(per_device: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
-    """:func:`provenance` of a plan over client devices, from each one's (:func:`device_provenance`): the
-    least trusted reference and workload rows over those devices, a split from totals if any has one, and the
-    fewest profiled modes any of them rests on. A plan whose only client is served by two simulated rows says
-    so, whatever the workload's other devices hold."""
+    """:func:`provenance` of a plan over client devices, from each one's (:func:`device_provenance`), merged
+    as :func:`~.terms.merged_provenance` merges (the least trusted reference and workload rows over those
+    devices, the weakest split, the fewest profiled modes; ``model_version`` the first device's). A plan whose
+    only client is served by two simulated rows says so, whatever the workload's other devices hold."""
     parts = list(per_device.values())
-    return {**parts[0], "reference_source": least_trusted(p["reference_source"] for p in parts),
-            "workload_source": least_trusted(p["workload_source"] for p in parts),
-            "split_source": weakest_split(p["split_source"] for p in parts),
-            "profiled_modes": min(p["profiled_modes"] for p in parts)}
+    return {**parts[0], **merged_provenance(parts)}
 
 
 def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], deadline_s: float, epochs: int = 1,

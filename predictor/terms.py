@@ -4,14 +4,14 @@
   fitted coefficients on named terms, immutable);
 - profile-row preparation and checks shared by workload fits and reference sweeps;
 - :func:`fit_time`: the per-component time fit of one workload's rows;
-- the provenance trust order (one definition).
+- the provenance trust orders and their merge over several parts (one definition).
 
 Units: times in s per epoch, clocks in MHz, term features in 1/GHz (so coefficients are s x GHz).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any, Protocol
@@ -65,6 +65,30 @@ def least_trusted(kinds: Iterable[str]) -> str:
     rank = {kind: i for i, kind in enumerate(SOURCE_TRUST)}
     kinds = list(kinds)
     return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else UNSAID_SOURCE_KIND
+
+
+def weakest_split(sources: Iterable[str]) -> str:
+    """The least measured of several answers' ``split_source``: one split from totals makes a merged one so."""
+    return SPLIT_SOURCES[1] if SPLIT_SOURCES[1] in set(sources) else SPLIT_SOURCES[0]
+
+
+#: How each merged provenance field of several parts is taken: the weakest part's (fewest profiled modes).
+PROVENANCE_MERGES: dict[str, Callable[[list[Any]], Any]] = {
+    "reference_source": least_trusted, "workload_source": least_trusted, "split_source": weakest_split,
+    "profiled_modes": min}
+
+
+def merged_provenance(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What an answer resting on several parts (client devices, models) rests on: ``reference_source`` and
+    ``workload_source`` the least trusted of the parts', ``split_source`` the weakest, ``profiled_modes`` the
+    fewest (:data:`PROVENANCE_MERGES`). A part silent on a field (None or absent) is left out of it; a field
+    no part states is None."""
+    parts = list(parts)
+    out: dict[str, Any] = {}
+    for key, weakest in PROVENANCE_MERGES.items():
+        known = [p[key] for p in parts if p.get(key) is not None]
+        out[key] = weakest(known) if known else None
+    return out
 
 
 class _FittedRows(Protocol):
@@ -460,11 +484,6 @@ class ShapePrior:
 def split_source(fits: Mapping[str, TermFit]) -> str:
     """What :func:`split_compute` rests on (:data:`~.limits.SPLIT_SOURCES`): fitted components, or a total's."""
     return SPLIT_SOURCES[0] if "compute" in fits else SPLIT_SOURCES[1]
-
-
-def weakest_split(sources: Iterable[str]) -> str:
-    """The least measured of several answers' ``split_source``: one split from totals makes a merged one so."""
-    return SPLIT_SOURCES[1] if SPLIT_SOURCES[1] in set(sources) else SPLIT_SOURCES[0]
 
 
 def split_compute(fits: Mapping[str, TermFit], feats: Mapping[str, np.ndarray]

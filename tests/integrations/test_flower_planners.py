@@ -35,6 +35,20 @@ def test_a_value_one_part_does_not_state_is_not_the_merged_plans():
     assert out["model_version"] is None and out["workload_id"] == "w"
 
 
+def test_the_flower_merge_and_the_services_fleet_merge_agree():
+    """A fleet plan's top level (service.fleet_provenance) and a plan merged from several models' (Flower) rest
+    on the same rules."""
+    from jetpredict.predictor.service import fleet_provenance
+
+    parts = [PROVENANCE, {**PROVENANCE, "reference_source": "simulated", "profiled_modes": 4},
+             {**PROVENANCE, "workload_source": "published", "split_source": "epoch_totals"}]
+    flower, service = summarize_provenance(parts), fleet_provenance(dict(enumerate(parts)))
+    merged = ("reference_source", "workload_source", "split_source", "profiled_modes")
+    assert {k: flower[k] for k in merged} == {k: service[k] for k in merged} == {
+        "reference_source": "simulated", "workload_source": "measured", "split_source": "epoch_totals",
+        "profiled_modes": 4}
+
+
 def two_groups(answers: dict) -> dict:
     """A round of a Nano and an Orin NX client, each device its own group; ``answers[device]``: the fields of
     its client entry, or the PlannerError its plan raises."""

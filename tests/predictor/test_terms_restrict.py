@@ -76,3 +76,24 @@ def test_trust_order_and_ceiling_are_the_rows_own():
         profile_rows.validate_records([row])
     with pytest.raises(InputError, match="epoch_time_s"):
         terms.check_rows(pd.DataFrame([row]))
+
+
+#: One part's provenance, as service.provenance states it.
+PART = {"reference_source": "published", "workload_source": "measured", "split_source": "components",
+        "profiled_modes": 9, "model_version": "mech-17"}
+
+
+def test_merged_provenance_is_the_weakest_of_every_part():
+    weak = {**PART, "reference_source": "simulated", "split_source": "epoch_totals", "profiled_modes": 3}
+    for parts in ([PART, weak], [weak, PART]):
+        assert terms.merged_provenance(parts) == {"reference_source": "simulated", "workload_source": "measured",
+                                                  "split_source": "epoch_totals", "profiled_modes": 3}
+
+
+def test_a_part_silent_on_a_field_is_left_out_of_it_and_no_statement_is_none():
+    silent = dict.fromkeys(PART)
+    assert terms.merged_provenance([silent, {**PART, "profiled_modes": 4}, {"workload_source": "simulated"}]) == {
+        "reference_source": "published", "workload_source": "simulated", "split_source": "components",
+        "profiled_modes": 4}
+    assert terms.merged_provenance([silent]) == terms.merged_provenance([]) == dict.fromkeys(
+        ("reference_source", "workload_source", "split_source", "profiled_modes"))

@@ -98,7 +98,7 @@ def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     distinct = [dict(p) for i, p in enumerate(parts) if dict(p) not in [dict(q) for q in parts[:i]]]
     if len(distinct) <= 1:
         return {**(distinct[0] if distinct else dict.fromkeys(PROVENANCE_KEYS)), "provenance_note": None}
-    from jetpredict.predictor.terms import least_trusted, weakest_split
+    from jetpredict.predictor.terms import merged_provenance
 
     def known(key: str) -> list[Any]:
         return [p[key] for p in distinct if p.get(key) is not None]
@@ -108,11 +108,7 @@ def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return values.pop() if len(values) == 1 and len(known(key)) == len(distinct) else None
 
     out: dict[str, Any] = {
-        "workload_id": one("workload_id"),
-        **{k: least_trusted(known(k)) if known(k) else None for k in ("reference_source", "workload_source")},
-        "split_source": weakest_split(known("split_source")) if known("split_source") else None,
-        "profiled_modes": min(known("profiled_modes")) if known("profiled_modes") else None,
-        "model_version": one("model_version")}
+        "workload_id": one("workload_id"), **merged_provenance(distinct), "model_version": one("model_version")}
     differ = [k for k in ("workload_id", "model_version") if out[k] is None and known(k)]
     out["provenance_note"] = (
         f"clients planned by {len(distinct)} models: reference_source and workload_source are the least "
