@@ -67,9 +67,11 @@ def least_trusted(kinds: Iterable[str]) -> str:
     return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else UNSAID_SOURCE_KIND
 
 
-def weakest_split(sources: Iterable[str]) -> str:
-    """The least measured of several answers' ``split_source``: one split from totals makes a merged one so."""
-    return SPLIT_SOURCES[1] if SPLIT_SOURCES[1] in set(sources) else SPLIT_SOURCES[0]
+def weakest_split(sources: Iterable[str | None]) -> str:
+    """The least measured of several answers' ``split_source`` in :data:`SPLIT_SOURCES`' order (one split from
+    totals makes a merged one so); a value outside it (None included) counts as the weakest, none as the best."""
+    rank = {s: i for i, s in enumerate(SPLIT_SOURCES)}
+    return SPLIT_SOURCES[max((rank.get(s, len(rank) - 1) for s in sources), default=0)]
 
 
 #: How each merged provenance field of several parts is taken: the weakest part's (fewest profiled modes).

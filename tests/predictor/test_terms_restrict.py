@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from jetpredict.models import profile_rows
 from jetpredict.models.errors import InputError
-from jetpredict.predictor import terms
+from jetpredict.predictor import limits, terms
 
 
 def _gaussians() -> list[tuple[np.ndarray, np.ndarray]]:
@@ -97,3 +97,11 @@ def test_a_part_silent_on_a_field_is_left_out_of_it_and_no_statement_is_none():
         "profiled_modes": 4}
     assert terms.merged_provenance([silent]) == terms.merged_provenance([]) == dict.fromkeys(
         ("reference_source", "workload_source", "split_source", "profiled_modes"))
+
+
+def test_weakest_split_ranks_by_the_split_sources_order_and_an_unknown_one_as_the_weakest():
+    best, weakest = limits.SPLIT_SOURCES[0], limits.SPLIT_SOURCES[-1]
+    assert terms.weakest_split([best, weakest]) == terms.weakest_split([weakest, best]) == weakest
+    assert terms.weakest_split([best, best]) == terms.weakest_split([]) == best
+    # A value no jetpredict writes (a newer service's kind, a typo) claims no measured split.
+    assert terms.weakest_split([best, "partial"]) == terms.weakest_split([None]) == weakest
