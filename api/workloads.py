@@ -36,7 +36,6 @@ from jetpredict.api.client_rows import (
     check_scalar_cells,
     records_sha256,
     row_key,
-    stored_form,
     validate_client_rows,
     workload_id_problem,
 )
@@ -57,6 +56,7 @@ from jetpredict.api.storage import (
     upload_result,
     write_failure,
 )
+from jetpredict.api.upload_groups import MAX_UPLOAD_WORKLOADS, UploadGroup, group_upload, one_value
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.models.profile_files import rows_to_records
@@ -67,8 +67,6 @@ from jetpredict.predictor.workload_devices import DeviceModels
 log = logging.getLogger("jetpredict.api")
 T = TypeVar("T")
 
-#: Workloads in one upload: each is fitted in the request (~5 ms each), and each has an idempotency key.
-MAX_UPLOAD_WORKLOADS = 256
 _OPTIMISTIC_TRIES = 3  # then uploads to the workload queue on the write lock
 _LOCKED_TRIES = 2
 #: The fields each workload's entry of an upload's answer holds a value in (its schema requires them).
@@ -131,51 +129,6 @@ def _fit(rows: pd.DataFrame, field: str) -> Any:
         raise InputError(f"the rows could not be fitted: {exc}", field) from None
 
 
-def _one(df: pd.DataFrame, column: str, rows_field: str) -> str:
-    """The one value of ``column`` in the rows sent as ``rows_field``; else an InputError naming the first row
-    that differs from row 0 (``rows.I.device``: in a 10,000-row upload, which row)."""
-    values = [str(v) for v in df[column]]
-    other = next((i for i, v in enumerate(values) if v != values[0]), None)
-    if other is not None:
-        seen = list(dict.fromkeys(values))
-        raise InputError(f"rows must all have the same {column}: row {other} has {values[other]!r}, row 0 "
-                         f"{values[0]!r} (all: {', '.join(map(repr, seen[:5]))})", f"{rows_field}.{other}.{column}")
-    return values[0]
-
-
-@dataclass(frozen=True, eq=False)
-class _Group:
-    """The rows of one workload in an upload: validated, as stored, and where they were in the upload."""
-
-    workload_id: str
-    indexes: list[int]  # 0-based, in the upload's rows
-    frame: pd.DataFrame
-    records: list[dict]
-
-
-def _groups(new: pd.DataFrame) -> list[_Group]:
-    """Validated upload rows grouped by workload, in order of first appearance; every id checked."""
-    records = [stored_form(r) for r in rows_to_records(new)]
-    where: dict[str, list[int]] = {}
-    for i, workload_id in enumerate(new["workload"].astype(str)):
-        where.setdefault(workload_id, []).append(i)
-    if len(where) > MAX_UPLOAD_WORKLOADS:
-        index = list(where.values())[MAX_UPLOAD_WORKLOADS][0]
-        raise InputError(f"an upload holds at most {MAX_UPLOAD_WORKLOADS} workloads (each is fitted); this "
-                         f"row starts workload {MAX_UPLOAD_WORKLOADS + 1}: split the upload",
-                         f"rows.{index}.workload")
-    errors: dict[str, list[str]] = {}
-    for workload_id, indexes in where.items():
-        problem = workload_id_problem(workload_id)
-        if problem:
-            errors[f"rows.{indexes[0]}.workload"] = [f"workload id {problem}"]
-    if errors:
-        shown = "; ".join(f"{k}: {v[0]}" for k, v in list(errors.items())[:5])
-        raise FieldErrors(f"{len(errors)} bad workload id(s): {shown}", errors)
-    return [_Group(workload_id, indexes, new.iloc[indexes].reset_index(drop=True),
-                   [records[i] for i in indexes]) for workload_id, indexes in where.items()]
-
-
 def _conflict(message: str, errors: dict[str, list[str]]) -> ApiError:
     return ApiError(409, message, errors)
 
@@ -191,7 +144,7 @@ class _Fitted:
     fitted_rows: pd.DataFrame | None = None  # the frame ``model`` was fitted on
 
 
-def _fit_alone(group: _Group, name: str, several: bool) -> Any:
+def _fit_alone(group: UploadGroup, name: str, several: bool) -> Any:
     try:
         return _fit(group.frame, "rows")
     except InputError as exc:
@@ -201,7 +154,7 @@ def _fit_alone(group: _Group, name: str, several: bool) -> Any:
         raise
 
 
-def _fit_group(group: _Group, device: str, stored: list[dict], several: bool) -> _Fitted:
+def _fit_group(group: UploadGroup, device: str, stored: list[dict], several: bool) -> _Fitted:
     """``group``'s new rows and its workload's model on ``device``, fitted on that device's stored rows
     and the new ones (rows of the workload's other devices are fitted on their own, and not here).
 
@@ -225,8 +178,8 @@ def _fit_group(group: _Group, device: str, stored: list[dict], several: bool) ->
     if not keep:
         return _Fitted(None, [], devices)
     if len(keep) < len(group.records):
-        group = _Group(group.workload_id, [group.indexes[i] for i in keep],
-                       group.frame.iloc[keep].reset_index(drop=True), [group.records[i] for i in keep])
+        group = UploadGroup(group.workload_id, [group.indexes[i] for i in keep],
+                            group.frame.iloc[keep].reset_index(drop=True), [group.records[i] for i in keep])
     if not own:
         return _Fitted(_fit_alone(group, name, several), group.records, devices)
     on = f" on {device!r}" if devices != {device} else ""
@@ -251,7 +204,7 @@ def _fit_group(group: _Group, device: str, stored: list[dict], several: bool) ->
         raise _conflict(message, {f"rows.{first}.workload": [message]}) from None
 
 
-def _fit_groups(groups: Sequence[_Group], device: str, stored: Mapping[str, tuple[int, list[dict]]]
+def _fit_groups(groups: Sequence[UploadGroup], device: str, stored: Mapping[str, tuple[int, list[dict]]]
                 ) -> dict[str, _Fitted]:
     """``{workload id: fitted}`` for every group, or one error naming every group's problems: 422 if any
     group's rows are bad on their own, else 409."""
@@ -276,7 +229,7 @@ def _fit_groups(groups: Sequence[_Group], device: str, stored: Mapping[str, tupl
     return models
 
 
-def _writes(groups: Sequence[_Group], models: Mapping[str, _Fitted], device: str, revisions: Mapping[str, int]
+def _writes(groups: Sequence[UploadGroup], models: Mapping[str, _Fitted], device: str, revisions: Mapping[str, int]
             ) -> list[WorkloadWrite]:
     """The upload's writes: the groups with new rows (``models``) with them, the others empty (stored by
     an earlier try, or every row already stored)."""
@@ -404,8 +357,8 @@ class WorkloadService:
         used, replay = self._replay(idem, most, {canonical_sha256, raw_sha256})
         if replay is not None:
             return replay, True
-        device = _one(new, "device", "rows")
-        groups = _groups(new)
+        device = one_value(new, "device", "rows")
+        groups = group_upload(new)
         keys = idem.keys(len(groups))
         fit_rows = len(new)  # the rows the refit covers, stored ones included once they are read
         for attempt in range(_OPTIMISTIC_TRIES + _LOCKED_TRIES):
@@ -464,8 +417,9 @@ class WorkloadService:
             models = {**cached[1].models, device: fitted.model}
             self._remember(self._stored, record.id, (record.revision, DeviceModels(models, record.device)))
 
-    def _upload_locked(self, groups: list[_Group], pending: list[_Group], device: str, idem: IdempotencyKey,
-                       replaced: list[str], fit_rows: int) -> tuple[list[WorkloadRecord] | None, dict[str, Any]]:
+    def _upload_locked(self, groups: list[UploadGroup], pending: list[UploadGroup], device: str,
+                       idem: IdempotencyKey, replaced: list[str], fit_rows: int
+                       ) -> tuple[list[WorkloadRecord] | None, dict[str, Any]]:
         """The upload under the write locks of its workloads (refit on the rows read under the locks).
         ``fit_rows``: the rows the last refit covered; beyond ``heavy_fit_rows`` the gate admits the upload
         before any lock is taken, so no lock is held while it waits for a slot."""
@@ -565,7 +519,7 @@ class WorkloadService:
         key = records_sha256([canonical_row(r) for r in rows_to_records(rows)])  # 4 and 4.0: one entry
         model = self._recall(self._inline, key)
         if model is None:  # rows of a cached key passed every check below
-            _one(rows, "device", field)
+            one_value(rows, "device", field)
             model = _fit(rows, field)
             self._remember(self._inline, key, model)
         return Resolved(model, None, None, (model.device_id,), model.device_id, DeviceModels.single(model))

@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 from api_fixtures import published_rows
 from jetpredict.api import storage as storage_module
+from jetpredict.api import upload_groups
 from jetpredict.api import workloads as workloads_module
 
 RESNET, MOBILENET = "sweep-resnet18", "sweep-mobilenetv3"
@@ -137,7 +138,7 @@ def test_rows_that_fit_alone_but_not_with_the_stored_ones_are_409(app, client, a
 
 
 def test_an_upload_of_too_many_workloads_is_422(client, auth, monkeypatch):
-    monkeypatch.setattr(workloads_module, "MAX_UPLOAD_WORKLOADS", 1)
+    monkeypatch.setattr(upload_groups, "MAX_UPLOAD_WORKLOADS", 1)  # the bound the grouping checks
     r = upload(client, auth, sweep(n=2))
     assert r.status_code == 422 and list(r.json["errors"]) == ["rows.1.workload"], r.json
     assert rows_of(client, MOBILENET) is None
