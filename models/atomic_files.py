@@ -1,10 +1,11 @@
 """Files replaced whole: a reader, or a crash, finds the old bytes or the new ones, never half a file.
 
-The power-mode state file, a custom nvpmodel configuration, a command's output files and a model file with
-its manifest are all written this way: the new bytes go to a temporary file in the target's folder (so the
-replacement is a rename), are synced to disk, then renamed over the target, and the folder is synced so
-the rename itself survives a power loss. An output given as a device or FIFO (``--out /dev/null``) is
-written into instead (:func:`write_output`): there is no file to replace.
+The power-mode state file, a custom nvpmodel configuration and a command's output files are all written
+this way: the new bytes go to a temporary file in the target's folder (so the replacement is a rename),
+are synced to disk, then renamed over the target, and the folder is synced so the rename itself survives
+a power loss. An output given as a device or FIFO (``--out /dev/null``) is
+written into instead (:func:`write_output`): there is no file to replace. A file and its companion (a model
+and its manifest, a profile CSV and its sidecar) are replaced together (:func:`replace_pair`).
 """
 
 from __future__ import annotations
@@ -116,6 +117,94 @@ def replace_file(path: Path, data: bytes, mode: int | None = None) -> None:
         tmp.unlink(missing_ok=True)
         raise
     sync_folder(path.parent)
+
+
+class PairWriteError(OSError):
+    """Replacing a file and its companion failed (:func:`replace_pair`). ``strerror`` says what, naming both
+    files and what became of the previous pair, so a caller adds nothing about them; ``filename`` is the
+    file whose write or rename failed, ``reason`` the system's own words (``No space left on device``) and
+    ``restored`` False only where the previous file could not be put back (the new one is then in place
+    beside the previous companion)."""
+
+    def __init__(self, code: int | None, message: str, filename: Path, reason: str, restored: bool = True) -> None:
+        super().__init__(code, message, str(filename))
+        self.reason, self.restored = reason, restored
+
+
+def replace_pair(path: Path, data: bytes, companion: Path, companion_data: bytes, what: str) -> None:
+    """Replace ``path`` by ``data`` and ``companion`` by ``companion_data`` together (folders must exist;
+    each goes through its symlinks as :func:`followed` allows, which raises a plain OSError before anything
+    is written; permission bits as :func:`temp_beside`).
+
+    Both new files are written in full to temporary files beside their targets and synced, then renamed:
+    ``path``, then ``companion``. A failure at any step (a write, the first rename, the second, or an
+    interrupt at the second) leaves the previous pair as it was, both files (or neither, where there were
+    none): the previous ``path`` is kept under a hard link until the second rename succeeds and put back if
+    it fails. :class:`PairWriteError` (``what`` names the pair in its message); an interrupt is re-raised as
+    it is. One window no order closes: a crash (power loss, SIGKILL) between the two renames leaves the new
+    ``path`` beside the previous ``companion``, and the previous ``path`` as ``.NAME.*.old`` beside it."""
+    target, ctarget = followed(path), followed(companion)
+    made: list[Path] = []
+    step = path  # the file whose write or rename is under way, named by the error
+    try:
+        made.append(temp_beside(target, data))
+        step = companion
+        made.append(temp_beside(ctarget, companion_data))
+        tmp, ctmp = made
+        step = path
+        backup = _link_backup(target, made)
+        os.replace(tmp, target)
+        try:  # from the first instruction after the rename: a signal handler's exception is checked at calls
+            step = companion
+            os.replace(ctmp, ctarget)
+        except BaseException as exc:  # an interrupt too: the new file must not stay beside the old companion
+            _put_back(target, backup, made, what, exc if isinstance(exc, OSError) else None, companion)
+            raise
+    except PairWriteError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise PairWriteError(exc.errno, f"{reason} while writing {what}; the previous files (if any) are "
+                                        f"unchanged", step, reason) from exc
+    finally:
+        for leftover in made:
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
+    for folder in {target.parent, ctarget.parent}:
+        sync_folder(folder)
+
+
+def _put_back(target: Path, backup: Path | None, made: list[Path], what: str, cause: OSError | None,
+              companion: Path) -> None:
+    """Undo the first rename of :func:`replace_pair`: the previous file back from ``backup``, or no file
+    where there was none. PairWriteError (``restored`` False) when that fails too."""
+    try:
+        if backup is None:
+            target.unlink(missing_ok=True)
+        else:
+            os.replace(backup, target)
+    except OSError as exc:
+        if backup is not None:
+            made.remove(backup)  # the one copy of the previous file left: keep it
+        kept = "" if backup is None else f"; the previous file is kept as {backup}"
+        reason = (cause.strerror if cause is not None else None) or exc.strerror or str(exc)
+        raise PairWriteError(exc.errno, f"{reason} while writing {what}: the new {target.name} is in place "
+                                        f"beside the previous {companion.name}{kept}", companion, reason,
+                             restored=False) from exc
+
+
+def _link_backup(target: Path, made: list[Path]) -> Path | None:
+    """A hard link to the current ``target`` (None when there is none), to put it back if the second rename
+    fails; a copy where the file system has no hard links."""
+    if not target.exists():
+        return None
+    backup = temp_name(target, ".old")
+    try:
+        os.link(target, backup)
+    except OSError:
+        backup = temp_beside(target, target.read_bytes(), suffix=".old")
+    made.append(backup)
+    return backup
 
 
 def is_special_file(path: str | Path) -> bool:

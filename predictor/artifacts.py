@@ -14,23 +14,14 @@ content itself must be plain data. Pickled files of jetpredict <= 0.1 (``jetpred
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import stat
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jetpredict.models.atomic_files import (
-    followed,
-    is_special_file,
-    make_out_folder,
-    sync_folder,
-    temp_beside,
-    temp_name,
-)
+from jetpredict.models.atomic_files import is_special_file, make_out_folder, replace_pair
 from jetpredict.models.errors import InputError
 
 FORMAT = "jetpredict-artifact/2"
@@ -72,8 +63,10 @@ def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict
 
     InputError, before anything is written (an existing file is left as it is), when either would be
     larger than :func:`read_artifact` reads (:data:`MAX_ARTIFACT_BYTES`, :data:`MAX_MANIFEST_BYTES`).
-    The pair is replaced as :func:`_replace_pair` says: an OSError (full disk, unwritable folder) leaves
-    the previous files byte for byte as they were."""
+    The pair is replaced together (:func:`~jetpredict.models.atomic_files.replace_pair`): an OSError (full
+    disk, unwritable folder) leaves the previous files byte for byte as they were. A crash between its two
+    renames leaves the new file beside the previous manifest, which :func:`read_artifact` refuses (SHA-256
+    mismatch)."""
     path = Path(path)
     data = (json.dumps(doc, indent=1, allow_nan=False, sort_keys=True) + "\n").encode("utf-8")
     if len(data) > MAX_ARTIFACT_BYTES:
@@ -97,85 +90,9 @@ def write_artifact(doc: dict[str, Any], path: str | Path, kind: str, extra: dict
                              f"file and its manifest {manifest_path(path).name} are written as two files); "
                              f"nothing was written", "model")
     make_out_folder(path)  # where a write through its links lands, as every --out
-    _replace_pair(path, data, text.encode("utf-8"))
+    mpath = manifest_path(path)
+    replace_pair(path, data, mpath, text.encode("utf-8"), f"{path} and its manifest {mpath.name}")
     return manifest
-
-
-def _replace_pair(path: Path, data: bytes, manifest: bytes) -> None:
-    """Replace the file at ``path`` by ``data`` and its manifest by ``manifest``, each atomically.
-
-    Both new files are first written in full to temporary files beside them and fsynced, so a failure or a
-    kill while writing leaves the old pair (and no temporary file, save after a kill). Then two renames: the
-    file, then the manifest. An OSError at either rename puts the old file back (kept under a hard link) and
-    is raised, naming the files, with the old pair byte-identical. One window remains: a crash (power loss,
-    SIGKILL) between the two renames, two system calls apart, leaves the new file under the old manifest,
-    which :func:`read_artifact` refuses (SHA-256 mismatch); the old file then survives as
-    ``.NAME.*.old`` beside it. No order closes that window: each manifest matches one file's bytes only."""
-    # Through symlinks, as a plain write would go: the renames replace the files they point to (not a link
-    # another user planted in a shared folder, the manifest's name included: atomic_files.followed).
-    target, mtarget = followed(path), followed(manifest_path(path))
-    made: list[Path] = []
-    what = f"{path} and its manifest {manifest_path(path).name}"
-    try:
-        for new_file, bytes_ in ((target, data), (mtarget, manifest)):
-            made.append(temp_beside(new_file, bytes_))
-        tmp, mtmp = made
-        backup = _link_backup(target, made)
-        os.replace(tmp, target)
-        try:
-            os.replace(mtmp, mtarget)
-        except BaseException:  # an interrupt too: the new file must not stay under the old manifest
-            _put_back(target, backup, made, what)
-            raise
-    except PairWriteError:
-        raise
-    except OSError as exc:
-        raise PairWriteError(exc.errno, f"{exc.strerror or exc} while writing {what}; the previous files "
-                                        f"(if any) are unchanged") from exc
-    finally:
-        for leftover in made:
-            with contextlib.suppress(OSError):
-                leftover.unlink(missing_ok=True)
-    for folder in {target.parent, mtarget.parent}:
-        sync_folder(folder)
-
-
-class PairWriteError(OSError):
-    """Writing a file and its manifest failed; the message says what became of the previous files, so a
-    caller adds nothing about them."""
-
-
-class _RestoreError(PairWriteError):
-    """The manifest's rename failed and so did putting the old file back."""
-
-
-def _put_back(target: Path, backup: Path | None, made: list[Path], what: str) -> None:
-    """Undo the file's rename: the old file back from ``backup``, or no file where there was none."""
-    try:
-        if backup is None:
-            target.unlink(missing_ok=True)
-        else:
-            os.replace(backup, target)
-    except OSError as exc:
-        if backup is not None:
-            made.remove(backup)  # the one copy of the old file left: keep it
-        kept = "" if backup is None else f"; the previous file is kept as {backup}"
-        raise _RestoreError(exc.errno, f"{exc.strerror or exc} while writing {what}: the new file is in place "
-                                       f"under the old manifest (which refuses it){kept}") from exc
-
-
-def _link_backup(target: Path, made: list[Path]) -> Path | None:
-    """A hard link to the current ``target`` (None when there is none), to put it back if the manifest's
-    rename fails; a copy where the file system has no hard links."""
-    if not target.exists():
-        return None
-    backup = temp_name(target, ".old")
-    try:
-        os.link(target, backup)
-    except OSError:
-        backup = temp_beside(target, target.read_bytes(), suffix=".old")
-    made.append(backup)
-    return backup
 
 
 def _read_regular(path: Path, limit: int, what: str) -> bytes:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.atomic_files import write_out_file
+from jetpredict.models.atomic_files import PairWriteError, write_out_file
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import (
@@ -32,7 +32,6 @@ from jetpredict.models.profile_files import (
 )
 from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
 from jetpredict.models.tables import FORMATS, write_table
-from jetpredict.predictor.artifacts import PairWriteError
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     DEFAULT_OBJECTIVE,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
@@ -39,13 +38,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jetpredict.models.atomic_files import (
+    PairWriteError,
     followed,
     is_special_file,
     make_out_folder,
     probe_folder,
-    sync_folder,
-    temp_beside,
-    write_out_file,
+    replace_file,
+    replace_pair,
 )
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
 from jetpredict.models.errors import InputError
@@ -130,13 +129,6 @@ def _timings_json(timings: list[MinibatchTiming], t_ref: float) -> dict[str, lis
     """The minibatches as columns, one list per field (s), one value per minibatch in order."""
     shift = {"start_s": t_ref, "end_s": t_ref}  # times since the campaign started; durations as they are
     return {name: [getattr(t, name) - shift.get(name, 0.0) for t in timings] for name in TIMING_FIELDS}
-
-
-def _write_csv_atomic(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write all ``rows`` as the profile CSV at ``path`` whole (:func:`write_out_file`)."""
-    text = io.StringIO(newline="")  # the CSV writer's own "\n" line ends, untranslated on every platform
-    write_profile_csv(list(rows), text)
-    write_out_file(path, text.getvalue().encode("utf-8"))
 
 
 # ---------------------------------------------------------------- progress
@@ -330,41 +322,39 @@ class _Outputs:
         """Replace the outputs by every row measured so far (never appended: a file is always whole)."""
         data = compact_json(document)
         check_json_size(self.limited, len(data), f"mode {len(rows)} would take it to", kept=len(rows) - 1)
-        with held_signals():  # a stop between the two writes would leave the CSV a mode ahead of its sidecar
+        with held_signals():  # a stop between the two renames would leave the CSV a mode ahead of its sidecar
             self._write_both(rows, data)
         self.largest_mode_bytes = max(self.largest_mode_bytes, len(data) - self.size_bytes)
         self.size_bytes = len(data)
 
     def _write_both(self, rows: Sequence[Mapping[str, Any]], data: bytes) -> None:
-        """Replace the JSON by ``data`` and the CSV (where there is one) by ``rows``, each whole. The JSON's
-        new bytes go to a temporary file beside it first and are renamed into place after the CSV: a write
-        that fails (a full disk) leaves both files as they were, not the CSV a mode ahead of its sidecar (only
-        a failed rename could). OSError (exit 1) naming the file and what the outputs then hold."""
-        path, tmp, csv_written = self.json_path, None, False
+        """Replace the JSON by ``data`` and the CSV (where there is one) by ``rows``, the two together
+        (:func:`replace_pair`): a failure at any step (a full disk, a failed rename) leaves both as they were,
+        never the CSV a mode ahead of its sidecar. OSError (exit 1) naming the file and what the outputs hold."""
+        path = self.json_path
         try:
-            make_out_folder(path)  # the folder may have been removed since the mode before
-            target = followed(path)
-            # The umask's permissions, or the file's own (a temporary file's 0600 would hide a sudo run's outputs).
-            tmp = temp_beside(target, data)
-            if self.csv_path is not None:
-                path = self.csv_path
-                _write_csv_atomic(path, rows)
-                path, csv_written = self.json_path, True
-            os.replace(tmp, target)
-            tmp = None
-            sync_folder(target.parent)
+            for p in self.paths():
+                make_out_folder(p)  # the folder may have been removed since the mode before
+            if self.csv_path is None:
+                replace_file(followed(path), data)
+            else:
+                text = io.StringIO(newline="")  # the CSV writer's own "\n" line ends, untranslated everywhere
+                write_profile_csv(list(rows), text)
+                replace_pair(self.csv_path, text.getvalue().encode("utf-8"), path, data,
+                             f"{self.csv_path} and its sidecar {path.name}")
         except OSError as exc:
             modes = len(rows) - 1
-            if csv_written:  # only the rename failed: the one state the order cannot rule out
-                held = f"{self.csv_path} holds mode {len(rows)}, its sidecar the {modes} before it"
+            if isinstance(exc, PairWriteError) and not exc.restored:  # the previous CSV could not be put back
+                held = f"{self.csv_path} holds mode {len(rows)}, its sidecar the {modes} before it ({exc.strerror})"
             elif modes:
                 held = f"{' and '.join(map(str, self.paths()))} hold the {modes} mode(s) measured before it"
             else:
                 held = "no mode was written: an existing --out is as it was"
-            raise OSError(f"cannot write --out {path}: {exc.strerror or exc}; {held}") from None
-        finally:
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
+            if isinstance(exc, PairWriteError):  # it names the file of the failed step
+                path, reason = exc.filename, exc.reason
+            else:  # the JSON alone, or a folder: a temporary file's name would mean nothing to the user
+                reason = exc.strerror or str(exc)
+            raise OSError(f"cannot write --out {path}: {reason}; {held}") from None
 
 
 def _mode_bytes_at_most(settings: RunSettings) -> int:

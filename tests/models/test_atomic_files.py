@@ -137,3 +137,92 @@ def test_links_resolve_where_the_kernel_resolves_them(tmp_path, monkeypatch):
                  "L/x", "./L/../b/new.csv", tmp_path / "missing" / "out.csv"):
         assert atomic_files.followed(path) == Path(os.path.realpath(path)), path
     assert atomic_files.followed(tmp_path / "rel" / "L" / "x") == tmp_path / "a" / "c"
+
+
+def _fail_on_call(monkeypatch, name: str, call: int, error: BaseException) -> None:
+    """``os.<name>`` raises ``error`` on its ``call``-th call (1-based), and works as usual otherwise."""
+    real, calls = getattr(os, name), []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == call:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(atomic_files.os, name, failing)
+
+
+def _pair(tmp_path) -> tuple[Path, Path]:
+    data, companion = tmp_path / "rows.csv", tmp_path / "rows.csv.json"
+    data.write_bytes(b"old rows")
+    companion.write_bytes(b"old sidecar")
+    return data, companion
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO], ids=["ENOSPC", "EIO"])
+@pytest.mark.parametrize(("step", "name", "call", "failed"), [
+    ("the file's temporary write", "fsync", 1, "rows.csv"), ("the companion's temporary write", "fsync", 2,
+                                                             "rows.csv.json"),
+    ("the first rename", "replace", 1, "rows.csv"), ("the second rename", "replace", 2, "rows.csv.json")])
+def test_replace_pair_failing_at_any_step_leaves_the_previous_pair(tmp_path, monkeypatch, code, step, name, call,
+                                                                   failed):
+    data, companion = _pair(tmp_path)
+    _fail_on_call(monkeypatch, name, call, OSError(code, os.strerror(code)))
+    with pytest.raises(atomic_files.PairWriteError) as e:
+        atomic_files.replace_pair(data, b"new rows", companion, b"new sidecar", "the rows and their sidecar")
+    monkeypatch.undo()
+    assert e.value.errno == code and e.value.reason == os.strerror(code) and e.value.restored, step
+    assert e.value.filename == str(tmp_path / failed), step
+    assert e.value.strerror == (f"{os.strerror(code)} while writing the rows and their sidecar; the previous files "
+                                "(if any) are unchanged"), step
+    assert (data.read_bytes(), companion.read_bytes()) == (b"old rows", b"old sidecar"), step
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv", "rows.csv.json"], step
+
+
+def test_replace_pair_replaces_both_and_an_interrupt_at_the_second_rename_puts_the_first_back(tmp_path,
+                                                                                            monkeypatch):
+    data, companion = _pair(tmp_path)
+    _fail_on_call(monkeypatch, "replace", 2, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        atomic_files.replace_pair(data, b"new rows", companion, b"new sidecar", "the pair")
+    monkeypatch.undo()
+    assert (data.read_bytes(), companion.read_bytes()) == (b"old rows", b"old sidecar")
+    atomic_files.replace_pair(data, b"new rows", companion, b"new sidecar", "the pair")
+    assert (data.read_bytes(), companion.read_bytes()) == (b"new rows", b"new sidecar")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv", "rows.csv.json"]
+
+
+def test_replace_pair_without_hard_links_keeps_a_copy_to_put_back(tmp_path, monkeypatch):
+    """A file system without hard links: the previous file is copied aside instead, and put back."""
+    data, companion = _pair(tmp_path)
+    _fail_on_call(monkeypatch, "link", 1, OSError(errno.EPERM, "Operation not permitted"))
+    _fail_on_call(monkeypatch, "replace", 2, OSError(errno.EIO, os.strerror(errno.EIO)))
+    with pytest.raises(atomic_files.PairWriteError, match="unchanged"):
+        atomic_files.replace_pair(data, b"new rows", companion, b"new sidecar", "the pair")
+    monkeypatch.undo()
+    assert (data.read_bytes(), companion.read_bytes()) == (b"old rows", b"old sidecar")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv", "rows.csv.json"]
+
+
+def test_replace_pair_says_where_the_previous_file_is_when_it_cannot_be_put_back(tmp_path, monkeypatch):
+    """The second rename fails and so does the rename that puts the first file back: the error says so and
+    the previous file is kept, not removed with the temporary files."""
+    data, companion = _pair(tmp_path)
+    real, calls = os.replace, []
+
+    def replace(src, dst, *a, **kw):
+        calls.append(dst)
+        if len(calls) >= 2:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(src, dst, *a, **kw)
+
+    monkeypatch.setattr(atomic_files.os, "replace", replace)
+    with pytest.raises(atomic_files.PairWriteError) as e:
+        atomic_files.replace_pair(data, b"new rows", companion, b"new sidecar", "the pair")
+    monkeypatch.undo()
+    assert not e.value.restored and e.value.filename == str(companion)
+    kept = [p for p in tmp_path.iterdir() if p.name.endswith(".old")]
+    assert len(kept) == 1 and kept[0].read_bytes() == b"old rows"
+    assert e.value.strerror == (f"{os.strerror(errno.EIO)} while writing the pair: the new rows.csv is in place "
+                                f"beside the previous rows.csv.json; the previous file is kept as {kept[0]}")
+    assert (data.read_bytes(), companion.read_bytes()) == (b"new rows", b"old sidecar")

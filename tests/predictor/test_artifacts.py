@@ -409,7 +409,7 @@ def test_a_loaded_reference_predicts_the_same_whatever_the_hash_seed():
 
 
 def _fail_on_call(monkeypatch, name: str, call: int, error: BaseException) -> None:
-    """Make ``os.<name>`` as artifacts calls it raise ``error`` on its ``call``-th call (1-based)."""
+    """Make ``os.<name>`` (as atomic_files calls it for artifacts) raise ``error`` on its ``call``-th call (1-based)."""
     real = getattr(os, name)
     calls = []
 
@@ -419,7 +419,7 @@ def _fail_on_call(monkeypatch, name: str, call: int, error: BaseException) -> No
             raise error
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(artifacts.os, name, failing)
+    monkeypatch.setattr(os, name, failing)
 
 
 ENOSPC = OSError(28, "No space left on device")

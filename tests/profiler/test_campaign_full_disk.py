@@ -76,3 +76,46 @@ def test_a_full_disk_after_a_mode_keeps_the_modes_before_it_in_both_files(tmp_pa
     assert _csv_modes(tmp_path / "p.csv") == ["first"]
     assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]
+
+
+def _rename_fails_from_now(monkeypatch, call: int, code: int) -> None:
+    """From now, the ``call``-th rename (``os.replace``, 1-based) fails with ``code`` (ENOSPC, EIO)."""
+    import errno
+    import os
+
+    real, calls = os.replace, []
+
+    def replace(src, dst, *a, **kw):
+        calls.append(dst)
+        if len(calls) == call:
+            raise OSError(code, os.strerror(code), str(dst))
+        return real(src, dst, *a, **kw)
+
+    assert code in (errno.ENOSPC, errno.EIO)
+    monkeypatch.setattr(os, "replace", replace)
+
+
+@pytest.mark.parametrize("code", [28, 5], ids=["ENOSPC", "EIO"])
+@pytest.mark.parametrize("call", [1, 2], ids=["first rename", "second rename"])
+def test_a_failed_rename_after_a_mode_keeps_the_modes_before_it_in_both_files(tmp_path, monkeypatch, call, code):
+    """Mode 2's CSV or sidecar cannot be renamed into place: both files still hold mode 1. Before one pair
+    writer, the sidecar's failed rename (the second) left the CSV a mode ahead of its sidecar."""
+    import os
+
+    cfg = _cfg(tmp_path, minibatches=2)
+    backend = TorchBackend("lenet5-mnist", 8, 0)
+    real_prepare = backend.prepare
+
+    def prepare(mode) -> None:
+        if mode.mode == "second":
+            _rename_fails_from_now(monkeypatch, call, code)
+        real_prepare(mode)
+
+    monkeypatch.setattr(backend, "prepare", prepare)
+    with pytest.raises(OSError, match=f"cannot write --out .*: {os.strerror(code)}") as err:
+        run_campaign(cfg, _host_parts(backend, "first", "second"))
+    monkeypatch.undo()
+    assert "hold the 1 mode(s) measured before it" in str(err.value)
+    assert _csv_modes(tmp_path / "p.csv") == ["first"]
+    assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]  # no temporary or backup left
