@@ -381,7 +381,6 @@ class WorkloadService:
             models = self._fit_work(fit_rows, "an upload's refit", partial(
                 _fit_groups, pending, device, {k: (revisions[k], part) for k, (_, part) in stored.items()}))
             # Parts given nothing new (or stored by an earlier try) are answered from their fits, refreshed if stale.
-            # _upload_locked does not refresh: a null it answers is not kept (IdempotencyKey.required), a retry mends.
             for record in [r for r, _ in stored.values() if r is not None and models[r.id].model is None] + [
                     r for g in groups if g not in pending and (r := self.storage.get_workload_rows(g.workload_id)[0])]:
                 self.current_record(record)
@@ -424,6 +423,12 @@ class WorkloadService:
         ``fit_rows``: the rows the last refit covered; beyond ``heavy_fit_rows`` the gate admits the upload
         before any lock is taken, so no lock is held while it waits for a slot."""
         models: dict[str, Any] = {}
+        # Stale stored fits are refreshed (current_record) before the locks, as the optimistic path does: the
+        # refresh writes on a connection of its own. Which parts get nothing new is known only under the locks,
+        # so every part's fit is refreshed if stale (one read each where none is), lest its answer say null.
+        for group in groups:
+            if (record := self.storage.get_workload_rows(group.workload_id)[0]) is not None:
+                self.current_record(record)
 
         def refit(stored: dict[str, tuple[int, list[dict]]]) -> list[WorkloadWrite]:
             models.update(_fit_groups(pending, device, stored))

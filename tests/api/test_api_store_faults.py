@@ -25,6 +25,7 @@ from api_fixtures import (
 )
 from jetpredict.api import sqlite_setup
 from jetpredict.api import storage as storage_module
+from jetpredict.api import workloads as workloads_module
 from jetpredict.api.routes.profiles import REPLAYED_HEADER
 from jetpredict.api.storage import FORMAT_VERSION, Storage
 
@@ -250,6 +251,11 @@ def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_p
     con.close()
 
 
+#: Both ways an upload stores: optimistic tries, or straight to the write lock (as after three lost tries).
+UPLOAD_PATHS = pytest.mark.parametrize("optimistic_tries", [workloads_module._OPTIMISTIC_TRIES, 0],
+                                       ids=["optimistic", "locked"])
+
+
 def _stale_split_source_upload(tmp_path) -> list[dict]:
     """Stores published rows as ``w-upg``, then strips ``split_source`` from its stored fit (a fit stored before the
     field was kept); returns the rows. The first upload carries a key, so an upload of the same rows without one
@@ -263,11 +269,14 @@ def _stale_split_source_upload(tmp_path) -> list[dict]:
     return rows
 
 
-def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and_keep_it(tmp_path):
+@UPLOAD_PATHS
+def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and_keep_it(tmp_path, monkeypatch,
+                                                                                       optimistic_tries):
     """Rows stored already, uploaded again without a key onto a fit stored without ``split_source``: the fit is
     refreshed (as reading does) before the answer is made and kept for replays, so neither that answer nor a
     retry of it says null, before or after a read refreshed the fit."""
     rows = _stale_split_source_upload(tmp_path)
+    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
     client = sqlite_app(tmp_path).test_client()
     again = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
     assert again.status_code == 201 and again.json["rows_stored"] == 0, again.json
@@ -278,11 +287,14 @@ def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and
     assert retry.json == again.json, retry.json
 
 
-def test_an_upload_answer_null_where_its_schema_requires_a_value_is_not_kept_for_replays(tmp_path, monkeypatch):
+@UPLOAD_PATHS
+def test_an_upload_answer_null_where_its_schema_requires_a_value_is_not_kept_for_replays(tmp_path, monkeypatch,
+                                                                                          optimistic_tries):
     """Where the stale fit cannot be refreshed first (here the store does not take the refresh, as when the
     workload changed meanwhile), the answer says null once, and a retry, after a read refreshed the fit, is
     answered afresh rather than replaying the null."""
     rows = _stale_split_source_upload(tmp_path)
+    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
     app = sqlite_app(tmp_path)
     client, storage = app.test_client(), app.extensions["jetpredict"].storage
     refresh_fit = storage.refresh_fit
@@ -305,8 +317,10 @@ def _stored_answers(tmp_path) -> list[dict]:
     return answers
 
 
+@UPLOAD_PATHS
 @pytest.mark.parametrize("key", ["stale-answer", None])
-def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew(tmp_path, key):
+def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew(tmp_path, monkeypatch, key,
+                                                                                  optimistic_tries):
     """An upload of two workloads whose answer was kept (as their fits were stored) before ``split_source`` was:
     its retry, under the same key or (no key) the same rows, is answered afresh from the refreshed fits, nothing
     stored again, and the new answer is kept under the same keys, so the next retry replays it."""
@@ -317,6 +331,7 @@ def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew
     app.extensions["jetpredict"].storage.dispose()
     _drop_split_source(str(tmp_path / "jetpredict.sqlite"), answers=True)
     assert len(_stored_answers(tmp_path)) == 2
+    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
     client = sqlite_app(tmp_path).test_client()
     fresh = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
     assert fresh.status_code == 201 and fresh.headers[REPLAYED_HEADER] == "false", fresh.json
@@ -330,7 +345,9 @@ def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew
     assert replay.json == fresh.json
 
 
-def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the_part_kept(tmp_path):
+@UPLOAD_PATHS
+def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the_part_kept(tmp_path, monkeypatch,
+                                                                                        optimistic_tries):
     """Two workloads uploaded under a key, one deleted since, the other's fit and the kept answer from before
     ``split_source`` was: the retry stores the deleted part again and answers the kept part from its refreshed fit
     (before, the kept part answered null, and so nothing was kept for the next retry)."""
@@ -342,6 +359,7 @@ def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the
     assert client.delete("/v1/workloads/w-b", headers=AUTH).status_code == 204
     app.extensions["jetpredict"].storage.dispose()
     _drop_split_source(str(tmp_path / "jetpredict.sqlite"), answers=True)
+    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
     client = sqlite_app(tmp_path).test_client()
     retry = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
     assert retry.status_code == 201 and retry.headers[REPLAYED_HEADER] == "false", retry.json
