@@ -227,6 +227,7 @@ def test_energy_coverage_counts_only_clients_whose_energy_interval_could_be_chec
     ({"deadline-s": "5"}, "deadline-s must be a number, not text"),
     ({"dirichlet-alpha": True}, "dirichlet-alpha must be a finite number > 0"),
     ({"query-timeout-s": float("nan")}, "query-timeout-s must be a finite number > 0"),
+    ({"node-wait-timeout-s": 0}, "node-wait-timeout-s must be a finite number > 0"),
     ({"local-epochs": True}, "local-epochs must be a whole number >= 1"),
 ])
 def test_every_run_config_key_is_checked_by_name(run_config, refusal):
@@ -234,6 +235,20 @@ def test_every_run_config_key_is_checked_by_name(run_config, refusal):
     with pytest.raises(ValueError, match=f"^run config {refusal}") as err:
         FleetConfig.from_run_config(run_config)
     assert err.value.field == key
+
+
+def test_the_examples_run_config_is_fleet_configs_defaults_and_its_readme_names_every_key():
+    """pyproject.toml states every FleetConfig key at its default (a new setting, such as node-wait-timeout-s,
+    is not left out of it or given another value there), and the README's run config section names each."""
+    from dataclasses import fields
+
+    import tomllib
+    from readme_tours import FLOWER_README
+
+    given = tomllib.loads((FLOWER_README.parent / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
+    assert given == {f.name.replace("_", "-"): f.default for f in fields(FleetConfig)}
+    section = FLOWER_README.read_text().split("## Run config", 1)[1].split("\n## ", 1)[0]
+    assert [key for key in given if f"`{key}`" not in section] == []
 
 
 def test_good_run_config_values_pass_as_given():

@@ -6,6 +6,8 @@ class, messages handed to the app directly); ``test_flower_simulation.py`` runs 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,7 @@ from jetpredict.integrations.flower import (
     PRED_ENERGY_METRIC,
     TIME_METRIC,
     ClientPlan,
+    DeviceQueryError,
     HttpPlanner,
     JetpredictStrategy,
     LocalPlanner,
@@ -381,6 +384,31 @@ def test_bad_settings_name_the_field(resnet_model):
     assert JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, local_epochs=np.int64(2)).local_epochs == 2
     with pytest.raises(InputError, match="cheapest_fraction"):
         JetpredictStrategy(fedavg(), resnet_model, deadline_s=10, cheapest_fraction=1.5)
+
+
+def test_a_wait_for_nodes_that_never_connect_ends_naming_its_setting(resnet_model):
+    """Flower's own sampling waits for its nodes without end; the strategy's wait ends after
+    node_wait_timeout_s with an error naming it (run in a thread joined with a limit: were the wait endless,
+    the test fails instead of hanging)."""
+    strategy = JetpredictStrategy(fedavg(), resnet_model, deadline_s=60.0, node_wait_timeout_s=0.2)
+    nobody = InProcessGrid(lambda message, context: message, {})
+    raised: list[BaseException] = []
+
+    def configure() -> None:
+        try:
+            strategy.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), nobody)
+        except BaseException as err:  # noqa: BLE001 - whatever ends the wait is what the test checks
+            raised.append(err)
+
+    waiting = threading.Thread(target=configure, daemon=True)
+    waiting.start()
+    waiting.join(10.0)
+    assert not waiting.is_alive(), "the strategy still waits for nodes 10 s after its 0.2 s limit"
+    (err,) = raised
+    assert isinstance(err, DeviceQueryError)
+    assert f"0 of the {len(DEVICES)} nodes needed" in str(err) and "node_wait_timeout_s=0.2" in str(err)
+    with pytest.raises(InputError, match="node_wait_timeout_s must be a finite number > 0"):
+        JetpredictStrategy(fedavg(), resnet_model, deadline_s=60.0, node_wait_timeout_s=0)
 
 
 @pytest.mark.parametrize("value", ["ten", None, True, 0, -1.0, float("nan"), float("inf")])

@@ -43,6 +43,7 @@ from jetpredict.predictor.recommend import check_confidence
 from jetpredict.profiler.sim.kernel_costs import cached_workloads
 
 from jetpredict.integrations.flower import (
+    DEFAULT_NODE_WAIT_S,
     PROVENANCE_KEYS,
     JetpredictStrategy,
     LocalPlanner,
@@ -70,8 +71,8 @@ MAX_SEED = 2**32 - 1
 
 @dataclass(frozen=True)
 class FleetConfig:
-    """One run: ``deadline_s`` and ``query_timeout_s`` in s (deadline in simulated Jetson seconds when the
-    twin costs the rounds); ``arms`` a comma-separated subset of :data:`ARMS`; ``confidence`` of the plan's
+    """One run: ``deadline_s``, ``query_timeout_s`` and ``node_wait_timeout_s`` in s (deadline in simulated
+    Jetson seconds when the twin costs the rounds); ``arms`` a comma-separated subset of :data:`ARMS`; ``confidence`` of the plan's
     intervals; ``seed`` of the twin's profiling noise and of the training; ``min_nodes`` the nodes each
     round waits for; ``models`` a folder of ``DEVICE.json`` model files (``jetpredict fit --out``), empty =
     fit them on the twin; ``twin_workload`` one the twin has cached (``lenet5-mnist``, ...);
@@ -88,6 +89,7 @@ class FleetConfig:
     #: rounds missed their deadline a few times in a thousand.
     confidence: float = 0.999
     query_timeout_s: float = 120.0
+    node_wait_timeout_s: float = DEFAULT_NODE_WAIT_S
     min_nodes: int = 2
     seed: int = 0
     split: str = "iid"
@@ -105,7 +107,7 @@ class FleetConfig:
         # Seeds feed numpy's generators (no negative seeds) and the clients' torch seeds (seed x 100,003 +
         # ...: within 64 bits while the seed is within 32).
         _whole("seed", self.seed, 0, MAX_SEED)
-        for name in ("deadline_s", "query_timeout_s", "dirichlet_alpha"):
+        for name in ("deadline_s", "query_timeout_s", "node_wait_timeout_s", "dirichlet_alpha"):
             _number(name, getattr(self, name), checked_number)
         _number("confidence", self.confidence, lambda value, _field: check_confidence(value))
         if not isinstance(self.arms, str):
@@ -304,7 +306,7 @@ def make_strategy(arm: str, cfg: FleetConfig, planner: LocalPlanner) -> Any:
     inner = FedAvg(**common)
     arm_planner = planner if arm == "plan" else PresetPlanner(planner, cfg.twin_workload)
     return JetpredictStrategy(inner, arm_planner, deadline_s=cfg.deadline_s, local_epochs=cfg.local_epochs,
-                              query_timeout_s=cfg.query_timeout_s)
+                              query_timeout_s=cfg.query_timeout_s, node_wait_timeout_s=cfg.node_wait_timeout_s)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from jetpredict.integrations.flower.planners import (
 )
 from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes, read_plan
 from jetpredict.integrations.flower.strategy import (
+    DEFAULT_NODE_WAIT_S,
     ClientRecord,
     DeviceQueryError,
     JetpredictStrategy,
@@ -71,6 +72,7 @@ from jetpredict.integrations.flower.wire import (
 )
 
 __all__ = [
+    "DEFAULT_NODE_WAIT_S",
     "DEVICE_KEY",
     "ENERGY_METRIC",
     "ENERGY_REPORTED_METRIC",

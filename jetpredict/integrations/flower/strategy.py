@@ -69,12 +69,16 @@ log = logging.getLogger(__name__)
 
 #: What a Flower ClientApp answers to a message type it has no function for (flwr 1.x ClientApp).
 _UNROUTED = f"No query function registered with name '{QUERY_ACTION}'"
+#: How long a round waits for the nodes it needs to connect (s): SuperNodes started with the run connect
+#: within seconds to minutes; none connecting in 10 minutes is a deployment fault, better named than waited on.
+DEFAULT_NODE_WAIT_S = 600.0
 #: The reason of a selected node whose train reply carries no ``jetpredict.report`` (its deadline unknown).
 _UNREPORTED = "replied without a jetpredict report (no jetpredict_mod or PlannedRound in its train)"
 
 
 class DeviceQueryError(RuntimeError):
-    """Too few nodes answered the device query within the strategy's ``query_timeout_s``."""
+    """Too few nodes connected within the strategy's ``node_wait_timeout_s``, or answered the device query
+    within its ``query_timeout_s``."""
 
 
 @dataclass
@@ -276,7 +280,10 @@ class JetpredictStrategy(Strategy):
     keep only this share (0, 1] of the nodes that meet the deadline, those of least planned energy
     (training + idle until the deadline) per unit of local work, but no fewer than the wrapped strategy's
     ``min_train_nodes``. ``query_timeout_s``: how long each exchange of the device query waits for
-    replies (s). It must hear from at least the wrapped strategy's ``min_available_nodes`` (an error
+    replies (s). ``node_wait_timeout_s``: how long a round waits for the wrapped strategy's
+    ``min_available_nodes`` to connect before it raises :class:`DeviceQueryError` (s; Flower's own sampling
+    waits without end, which hangs a run whose nodes never come). It must hear from at least the wrapped
+    strategy's ``min_available_nodes`` (an error
     reply is not heard: it is logged, with the node), or it raises :class:`DeviceQueryError` (a round
     planned on fewer nodes would train a different federation than asked for); further nodes that do
     not answer (or answer with an error) are asked again the next round,
@@ -285,7 +292,8 @@ class JetpredictStrategy(Strategy):
     """
 
     def __init__(self, strategy: Strategy, planner: Any, deadline_s: float, local_epochs: int = 1,
-                 cheapest_fraction: float | None = None, query_timeout_s: float = 60.0) -> None:
+                 cheapest_fraction: float | None = None, query_timeout_s: float = 60.0,
+                 node_wait_timeout_s: float = DEFAULT_NODE_WAIT_S) -> None:
         if not isinstance(strategy, Strategy):
             raise InputError("strategy must be a Flower Message-API Strategy (flwr.serverapp.strategy)",
                              "strategy")
@@ -303,6 +311,7 @@ class JetpredictStrategy(Strategy):
         self.local_epochs = epochs
         self.cheapest_fraction = fraction
         self.query_timeout_s = checked_number(query_timeout_s, "query_timeout_s")
+        self.node_wait_timeout_s = checked_number(node_wait_timeout_s, "node_wait_timeout_s")
         #: Every (round, node) record, in order; see :class:`ClientRecord`.
         self.records: list[ClientRecord] = []
         self._nodes: dict[int, NodeInfo] = {}
@@ -337,12 +346,18 @@ class JetpredictStrategy(Strategy):
 
     def _discover(self, grid: Grid) -> dict[int, NodeInfo]:
         need = max(1, self._inner_int("min_available_nodes"))
-        told = None
+        told, since = None, time.monotonic()
         while len(node_ids := list(grid.get_node_ids())) < need:
+            waited = time.monotonic() - since
+            if waited >= self.node_wait_timeout_s:
+                raise DeviceQueryError(
+                    f"waiting for nodes: {len(node_ids)} of the {need} nodes needed (min_available_nodes) "
+                    f"connected within node_wait_timeout_s={self.node_wait_timeout_s:g} s; raise "
+                    "node_wait_timeout_s or check that the SuperNodes are started and reach the SuperLink")
             if len(node_ids) != told:  # as Flower's sampling waits, but one line per change, not per second
                 told = len(node_ids)
                 log.info("JetpredictStrategy: waiting for nodes (%d connected, %d required)", told, need)
-            time.sleep(1.0)
+            time.sleep(min(1.0, self.node_wait_timeout_s - waited))
         unknown = [n for n in node_ids if n not in self._nodes and n not in self._settled]
         answers: dict[int, NodeInfo] = {}
         if unknown:
