@@ -4,6 +4,7 @@ closes them."""
 
 from __future__ import annotations
 
+import http
 import json
 import threading
 import time
@@ -76,5 +77,8 @@ class Stub:
         self.httpd.server_close()
 
 
-def _error(status: int, message: str, errors: dict | None = None) -> dict:
-    return {"code": status, "status": "Service Unavailable", "message": message, "errors": errors or {}}
+def error_body(status: int, message: str, errors: dict | None = None) -> dict:
+    """The service's JSON error body for ``status`` (its ``status`` the reason phrase: "Too Many Requests" for
+    429), as ``api.errors`` writes it."""
+    return {"code": status, "status": http.HTTPStatus(status).phrase, "message": message,
+            "errors": errors or {}}

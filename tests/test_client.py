@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from client_stub import _error
+from client_stub import error_body
 
 from jetpredict.client import (
     API_KEY_ENV,
@@ -190,8 +190,8 @@ def test_the_example_queries_a_live_service(server):
 # ---------------------------------------------------------------------------------------------- stubs
 
 def test_retry_after_is_honoured_on_503_and_429(stub):
-    busy = stub([(503, {"Retry-After": "1"}, _error(503, "busy with heavy requests")),
-                 (429, {"Retry-After": "0"}, _error(429, "rate limited")),
+    busy = stub([(503, {"Retry-After": "1"}, error_body(503, "busy with heavy requests")),
+                 (429, {"Retry-After": "0"}, error_body(429, "rate limited")),
                  (200, {}, {"devices": []})])
     # The backoff is not used: Retry-After is given. Had the client backed off instead, it would have waited
     # min(max_wait_s, backoff_s x 2^k) x jitter (0.5..1) >= 15 s; the upper bounds sit well below that, so
@@ -204,7 +204,7 @@ def test_retry_after_is_honoured_on_503_and_429(stub):
 
 
 def test_a_longer_retry_after_than_the_cap_is_raised_at_once(stub):
-    full = stub([(503, {"Retry-After": "120"}, _error(503, "the store cannot write (disk full)",
+    full = stub([(503, {"Retry-After": "120"}, error_body(503, "the store cannot write (disk full)",
                                                       {"database": ["cannot write: disk full"]}))])
     t0 = time.monotonic()
     with pytest.raises(Overloaded) as err:
@@ -217,7 +217,7 @@ def test_a_longer_retry_after_than_the_cap_is_raised_at_once(stub):
 
 
 def test_retries_run_out(stub):
-    busy = stub([(503, {"Retry-After": "0"}, _error(503, "the database cannot be reached; retry later"))])
+    busy = stub([(503, {"Retry-After": "0"}, error_body(503, "the database cannot be reached; retry later"))])
     with pytest.raises(Overloaded) as err:
         Client(busy.url, retries=2).workloads()
     assert len(busy.requests) == 3 and err.value.attempts == 3 and "after 3 attempts" in str(err.value)
@@ -225,9 +225,9 @@ def test_retries_run_out(stub):
 
 def test_an_unsafe_request_is_retried_after_429_but_not_after_503(stub):
     """A 429 is refused before anything runs; a 503 (e.g. from a proxy) may come after the service acted."""
-    limited = stub([(429, {"Retry-After": "0"}, _error(429, "rate limited")), (204, {}, b"")])
+    limited = stub([(429, {"Retry-After": "0"}, error_body(429, "rate limited")), (204, {}, b"")])
     assert Client(limited.url, retries=1).delete_workload("x") is None and len(limited.requests) == 2
-    busy = stub([(503, {"Retry-After": "0"}, _error(503, "busy"))])
+    busy = stub([(503, {"Retry-After": "0"}, error_body(503, "busy"))])
     with pytest.raises(Overloaded):
         Client(busy.url, retries=3).delete_workload("x")
     assert len(busy.requests) == 1

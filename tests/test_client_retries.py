@@ -9,7 +9,7 @@ import email.utils
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from client_stub import _error
+from client_stub import error_body
 
 from jetpredict.client import Client, ConnectionFailed
 from tools.testing import free_port
@@ -21,7 +21,7 @@ DEVICES = (200, {}, {"devices": []})
                          ids=["doubled", "capped"])
 def test_the_backoff_starts_at_backoff_s_doubles_and_stops_at_max_wait_s(stub, waits, backoff_s, max_wait_s,
                                                                            expected):
-    busy = stub([(503, {}, _error(503, "busy")), (503, {}, _error(503, "busy")), DEVICES])
+    busy = stub([(503, {}, error_body(503, "busy")), (503, {}, error_body(503, "busy")), DEVICES])
     assert Client(busy.url, retries=2, backoff_s=backoff_s, max_wait_s=max_wait_s).devices() == {"devices": []}
     assert waits == expected and len(busy.requests) == 3
 
@@ -35,13 +35,13 @@ def test_a_retry_after_date_is_read_in_utc_and_never_before_now(stub, waits, whe
         when = datetime.now(timezone.utc).replace(tzinfo=None) + when
     header = email.utils.format_datetime(when)
     assert header.endswith("-0000" if when.tzinfo is None else "+0000")
-    busy = stub([(503, {"Retry-After": header}, _error(503, "busy")), DEVICES])
+    busy = stub([(503, {"Retry-After": header}, error_body(503, "busy")), DEVICES])
     assert Client(busy.url, retries=1, max_wait_s=300.0).devices() == {"devices": []}
     assert waits == [pytest.approx(expected_s, abs=5.0)] and waits[0] >= 0.0
 
 
 def test_a_fleet_plan_is_retried_after_503_as_it_stores_nothing(stub, waits):
-    busy = stub([(503, {"Retry-After": "0"}, _error(503, "busy")), (200, {}, {"clients": []})])
+    busy = stub([(503, {"Retry-After": "0"}, error_body(503, "busy")), (200, {}, {"clients": []})])
     assert Client(busy.url, retries=1).fleet_plans("w", [{"id": "1", "device": "nano"}], 60.0) == {"clients": []}
     assert len(busy.requests) == 2 and waits == [0.0]
 

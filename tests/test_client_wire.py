@@ -7,7 +7,7 @@ timeout it is built with."""
 from __future__ import annotations
 
 import pytest
-from client_stub import _error
+from client_stub import error_body
 
 from jetpredict.client import BadRequest, Client, ServiceError, read_rows_csv
 
@@ -35,10 +35,10 @@ def test_the_last_page_ends_the_listing_without_another_request(stub):
     ("the rows are invalid", "the rows are invalid (rows.3.gpu_mhz: must be > 0)"),
     ("rows.3.gpu_mhz: must be > 0", "rows.3.gpu_mhz: must be > 0")], ids=["added", "already-named"])
 def test_the_message_names_the_field_and_rule_once(stub, message, shown):
-    bad = stub([(422, {}, _error(422, message, {"rows.3.gpu_mhz": ["must be > 0"]}))])
+    bad = stub([(422, {}, error_body(422, message, {"rows.3.gpu_mhz": ["must be > 0"]}))])
     with pytest.raises(BadRequest) as err:
         Client(bad.url).workloads()
-    assert str(err.value).endswith(f"answered 422: {shown}")
+    assert str(err.value).endswith(f"answered 422: {shown}") and err.value.name == "Unprocessable Entity"
 
 
 def test_a_proxy_page_is_cut_to_a_short_excerpt(stub):
