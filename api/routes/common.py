@@ -18,6 +18,7 @@ from jetpredict.api.database_url import driver_reason
 from jetpredict.api.errors import ApiError, store_fault
 from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics
+from jetpredict.api.schemas import ErrorSchema
 from jetpredict.api.storage import Storage, is_unreachable
 from jetpredict.api.workloads import Resolved, WorkloadService
 from jetpredict.models.jsonsafe import json_safe
@@ -149,6 +150,21 @@ def doc_only(*decorators: Callable[[Callable], Callable]) -> Callable[[Callable]
         return view
 
     return decorate
+
+
+#: The error answers of every route that takes a workload (a stored id or inline rows) and may be heavy
+#: work: {status: description}.
+WORKLOAD_ERRORS = {404: "workload id not stored", 413: "more inline rows than allowed without a key",
+                   503: "busy with heavy requests; see Retry-After"}
+
+
+def workload_error_docs(blp: flask_smorest.Blueprint, more: Mapping[int, str] | None = None
+                        ) -> tuple[Callable[[Callable], Callable], ...]:
+    """``blp.alt_response`` decorators for :func:`doc_only` documenting :data:`WORKLOAD_ERRORS` and the
+    route's ``more`` ({status: description}), in status order, each with an :class:`ErrorSchema` body."""
+    errors = {**WORKLOAD_ERRORS, **(more or {})}
+    return tuple(blp.alt_response(status, schema=ErrorSchema, description=errors[status])
+                 for status in sorted(errors))
 
 
 #: Request bodies up to this size (bytes) have their loaded arguments remembered by RepeatedBodyParser.

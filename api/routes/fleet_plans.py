@@ -14,8 +14,9 @@ from jetpredict.api.routes.common import (
     heavy_unless,
     request_workload,
     services,
+    workload_error_docs,
 )
-from jetpredict.api.schemas import FLEET_EXAMPLE, ErrorSchema
+from jetpredict.api.schemas import FLEET_EXAMPLE
 from jetpredict.predictor.workload_devices import DeviceModels, spaces_to_compute
 
 blp = Blueprint("fleet_plans", __name__, url_prefix="/v1/fleet-plans",
@@ -27,9 +28,7 @@ blp.ARGUMENTS_PARSER = RepeatedBodyParser()  # the same bodies come again and ag
 class FleetPlans(MethodView):
     @blp.arguments(FleetPlanRequestSchema(), example=FLEET_EXAMPLE)
     @blp.response(200, FleetPlanSchema)
-    @doc_only(blp.alt_response(404, schema=ErrorSchema, description="workload id not stored"),
-              blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key"),
-              blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After"))
+    @doc_only(*workload_error_docs(blp))
     def post(self, body: dict):
         """For each client, the mode that meets the round deadline with least energy; total energy of the
         round. Clients on other device types than the workload's get cross-device predictions."""

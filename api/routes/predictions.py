@@ -21,8 +21,9 @@ from jetpredict.api.routes.common import (
     heavy_unless,
     request_workload,
     services,
+    workload_error_docs,
 )
-from jetpredict.api.schemas import PREDICTION_EXAMPLE, ErrorSchema
+from jetpredict.api.schemas import PREDICTION_EXAMPLE
 from jetpredict.predictor.service import prediction_answer
 
 blp = Blueprint("predictions", __name__, url_prefix="/v1/predictions",
@@ -93,10 +94,7 @@ class Predictions(MethodView):
         blp.alt_response(200, schema={"type": "string", "format": "binary"}, content_type=answers.ARROW_MIMETYPE,
                          success=True, description="the predictions as an Apache Arrow IPC stream, when Accept "
                          "prefers it (406 when the server lacks pyarrow)"),
-        blp.alt_response(404, schema=ErrorSchema, description="workload id not stored"),
-        blp.alt_response(406, schema=ErrorSchema, description="Arrow asked for, pyarrow not installed"),
-        blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key"),
-        blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After"))
+        *workload_error_docs(blp, {406: "Arrow asked for, pyarrow not installed"}))
     def post(self, body: dict) -> Response:
         """Predict every requested mode (a list, ``"presets"`` or ``"all"``) for a stored or inline workload.
 

@@ -11,8 +11,9 @@ from jetpredict.api.routes.common import (
     heavy_unless,
     request_workload,
     services,
+    workload_error_docs,
 )
-from jetpredict.api.schemas import RECOMMENDATION_EXAMPLE, ErrorSchema
+from jetpredict.api.schemas import RECOMMENDATION_EXAMPLE
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.space import space_ready
 
@@ -25,9 +26,7 @@ blp.ARGUMENTS_PARSER = RepeatedBodyParser()  # the same bodies come again and ag
 class Recommendations(MethodView):
     @blp.arguments(RecommendationRequestSchema(), example=RECOMMENDATION_EXAMPLE)
     @blp.response(200, RecommendationSchema)
-    @doc_only(blp.alt_response(404, schema=ErrorSchema, description="workload id not stored"),
-              blp.alt_response(413, schema=ErrorSchema, description="more inline rows than allowed without a key"),
-              blp.alt_response(503, schema=ErrorSchema, description="busy with heavy requests; see Retry-After"))
+    @doc_only(*workload_error_docs(blp))
     def post(self, body: dict):
         """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``, with
         the time-energy Pareto front of the feasible modes the out-of-range rule lets stand. ``best`` is null
