@@ -46,7 +46,7 @@ from typing import Any
 
 from jetpredict.api.query_schemas import MODE_IN_DOC
 from jetpredict.api.schemas import PROFILE_ROW_DOC
-from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
+from jetpredict.api.upload_groups import MAX_UPLOAD_WORKLOADS
 from jetpredict.models.catalogue import MODE_FIELDS, list_devices
 from jetpredict.models.profile_rows import (
     COMPONENT_SLACK,

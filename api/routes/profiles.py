@@ -23,7 +23,7 @@ from jetpredict.api.schemas import (
     UploadHeadersSchema,
     UploadResultSchema,
 )
-from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
+from jetpredict.api.upload_groups import MAX_UPLOAD_WORKLOADS
 from jetpredict.models.profile_rows import DUPLICATE_TIME_SPREAD
 
 blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles", description="Upload profile rows")

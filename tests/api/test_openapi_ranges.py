@@ -12,7 +12,7 @@ from api_fixtures import published_rows
 from documented_rules import follow_rules, request_body_schema
 from jetpredict.api.openapi_doc import RULE_KINDS, RULES
 from jetpredict.api.schemas import EXAMPLE_ROWS
-from jetpredict.api.workloads import MAX_UPLOAD_WORKLOADS
+from jetpredict.api.upload_groups import MAX_UPLOAD_WORKLOADS
 from jetpredict.models.catalogue import MIN_MODULE_POWER_W, MODE_FIELDS, list_devices
 from jetpredict.models.profile_rows import FIELD_BY_NAME
 from jetpredict.predictor.terms import MIN_EPOCH_TIME_S
