@@ -63,6 +63,27 @@ def _plan(meets_deadline: bool, reason: str | None) -> ClientPlan:
                       meets_deadline=meets_deadline, reason=reason)
 
 
+def test_plans_and_records_state_the_provenance_keys_and_a_records_row_keeps_its_column_order():
+    """One field list (PlanProvenance) holds what a plan rests on: PROVENANCE_KEYS and cross_device. A record's
+    row leads with its own fields (round, node id) and ends with the plan's provenance, as its columns always
+    stood; a plan's provenance travels into the record whole."""
+    from dataclasses import fields
+
+    from jetpredict.integrations.flower import PROVENANCE_KEYS
+    from jetpredict.integrations.flower.plans import PlanProvenance
+
+    said = {"cross_device": True, "workload_id": "w", "reference_source": "published", "workload_source": "measured",
+            "split_source": "components", "profiled_modes": 9, "model_version": "mech-17"}
+    assert [f.name for f in fields(PlanProvenance)] == ["cross_device", *PROVENANCE_KEYS] == list(said)
+    plan = ClientPlan(node_id=1, device="nano", epoch_scale=1.0, epochs=1, deadline_s=10.0, meets_deadline=True,
+                      **said)
+    record = ClientRecord(round=1, node_id=1, device="nano", epoch_scale=1.0, selected=False)
+    record.add_plan(plan)
+    assert plan.provenance() == record.provenance() == said
+    row = list(record.as_dict())
+    assert row[:2] == ["round", "node_id"] and row[-len(said) - 1:] == ["confidence_note", *said]
+
+
 def test_a_record_gives_a_reason_exactly_when_its_plan_misses_the_deadline():
     missed = ClientRecord(round=1, node_id=1, device="nano", epoch_scale=1.0, selected=False)
     missed.add_plan(_plan(False, None))

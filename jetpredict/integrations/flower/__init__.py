@@ -37,7 +37,7 @@ from jetpredict.integrations.flower.planners import (
     provenance_of,
     summarize_provenance,
 )
-from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes, read_plan
+from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, PlanProvenance, plan_nodes, read_plan
 from jetpredict.integrations.flower.strategy import (
     DEFAULT_NODE_WAIT_S,
     ClientRecord,
@@ -104,6 +104,7 @@ __all__ = [
     "JetpredictStrategy",
     "LocalPlanner",
     "NodeInfo",
+    "PlanProvenance",
     "PlannedNodesGrid",
     "PlannedRound",
     "PlannerError",

@@ -38,19 +38,35 @@ class NodeInfo:
     reason: str | None = None
 
 
+@dataclass(kw_only=True)
+class PlanProvenance:
+    """What the prediction of a node's planned mode rests on, as the planner's answer states it for the node:
+    ``cross_device`` (predicted from another device's rows) and :data:`~.planners.PROVENANCE_KEYS` (the
+    workload id and :data:`~jetpredict.predictor.limits.PROVENANCE_FIELDS`, where each is described); None =
+    not stated. The one list of these fields of :class:`ClientPlan` and :class:`~.strategy.ClientRecord`
+    (keyword-only, so their own fields without defaults may follow)."""
+
+    cross_device: bool | None = None
+    workload_id: str | None = None
+    reference_source: str | None = None
+    workload_source: str | None = None
+    split_source: str | None = None
+    profiled_modes: int | None = None
+    model_version: str | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """What the plan's prediction rests on (:data:`~.planners.PROVENANCE_KEYS` and ``cross_device``)."""
+        return {**{k: getattr(self, k) for k in PROVENANCE_KEYS}, "cross_device": self.cross_device}
+
+
 @dataclass
-class ClientPlan:
+class ClientPlan(PlanProvenance):
     """One node's plan for a round. Times in s and energies in J cover the round's local training
     (``epochs`` x ``epoch_scale`` profiled epochs); ``idle_energy_j`` is the base power from finishing
     (point estimate) until the deadline. Power in W. ``confidence``: coverage of the intervals (the
     deadline holds for ``time_s_high``); ``confidence_note``: why the planner's real-data calibration does
-    not back it here (None when it does). What the prediction of the planned mode rests on, as the
-    planner's answer states it for this node (:data:`~.planners.PROVENANCE_KEYS`): ``workload_id``,
-    ``reference_source`` and ``workload_source`` (``published`` / ``measured`` / ``simulated``: the least
-    trusted data the plan used), ``split_source`` (``components`` or ``epoch_totals``: whether the rows'
-    stall and compute columns were fitted), ``profiled_modes`` (the fewest distinct modes among the rows
-    that serve the plan's devices), ``model_version``; with ``cross_device``, whether it was predicted from another device's rows.
-    ``None`` = the planner gave no such figure."""
+    not back it here (None when it does). What the prediction of the planned mode rests on: the fields of
+    :class:`PlanProvenance`. ``None`` = the planner gave no such figure."""
 
     node_id: int
     device: str
@@ -74,20 +90,9 @@ class ClientPlan:
     avg_power_w: float | None = None
     avg_power_w_low: float | None = None
     avg_power_w_high: float | None = None
-    cross_device: bool | None = None
     power_source: str | None = None
     confidence: float | None = None
     confidence_note: str | None = None
-    workload_id: str | None = None
-    reference_source: str | None = None
-    workload_source: str | None = None
-    split_source: str | None = None
-    profiled_modes: int | None = None
-    model_version: str | None = None
-
-    def provenance(self) -> dict[str, Any]:
-        """What the plan's prediction rests on (:data:`~.planners.PROVENANCE_KEYS` and ``cross_device``)."""
-        return {**{k: getattr(self, k) for k in PROVENANCE_KEYS}, "cross_device": self.cross_device}
 
     def power_mode(self) -> PowerMode | None:
         """The planned mode (None when the plan names none)."""

@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from flwr.app import ConfigRecord, Message, MetricRecord, RecordDict
@@ -39,7 +39,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from jetpredict.integrations.flower.planners import FleetPlanner, LocalPlanner, PlannerError
-from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, plan_nodes
+from jetpredict.integrations.flower.plans import ClientPlan, NodeInfo, PlanProvenance, plan_nodes
 from jetpredict.integrations.flower.wire import (
     DEVICE_KEY,
     ENERGY_METRIC,
@@ -82,7 +82,7 @@ class DeviceQueryError(RuntimeError):
 
 
 @dataclass
-class ClientRecord:
+class ClientRecord(PlanProvenance):
     """One node in one round: its plan (``pred_*``), whether it trained, and what it reported.
 
     Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j``
@@ -90,9 +90,8 @@ class ClientRecord:
     ``measured`` or ``simulated`` (digital twin). ``failed``: its training raised (an error reply; ``reason``
     gives the error). ``deadline_missed``: reported time above the deadline, or no reply from a selected
     node; None (unknown) for a reply without a ``jetpredict.report`` or a failed node, with ``reason``
-    saying why. ``confidence_note``: the plan's word on its confidence;
-    ``cross_device``, ``workload_id``, ``reference_source``, ``workload_source``, ``split_source``,
-    ``profiled_modes``, ``model_version``: what the plan's prediction rests on (see :class:`~.plans.ClientPlan`).
+    saying why. ``confidence_note``: the plan's word on its confidence; the fields of
+    :class:`~.plans.PlanProvenance`: what the plan's prediction rests on.
     """
 
     round: int
@@ -120,16 +119,13 @@ class ClientRecord:
     mode_applied: bool | None = None
     deadline_missed: bool | None = None
     confidence_note: str | None = None
-    cross_device: bool | None = None
-    workload_id: str | None = None
-    reference_source: str | None = None
-    workload_source: str | None = None
-    split_source: str | None = None
-    profiled_modes: int | None = None
-    model_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as a row: its own fields, then the plan's provenance, the columns' order since before
+        :class:`~.plans.PlanProvenance` held those (a dataclass lists a base class's fields first)."""
+        row = asdict(self)
+        last = {f.name for f in fields(PlanProvenance)}
+        return {**{k: v for k, v in row.items() if k not in last}, **{k: v for k, v in row.items() if k in last}}
 
     def add_plan(self, plan: ClientPlan) -> None:
         """Take the plan's mode, predicted figures and their provenance (and its reason when it misses the
