@@ -27,6 +27,7 @@ from flwr.serverapp.strategy import FedAvg
 from jetpredict.models.catalogue import load_device
 
 from jetpredict.integrations.flower import (
+    PROVENANCE_KEYS,
     DeviceQueryError,
     JetpredictStrategy,
     LocalPlanner,
@@ -249,6 +250,15 @@ def test_the_examples_run_config_is_fleet_configs_defaults_and_its_readme_names_
     assert given == {f.name.replace("_", "-"): f.default for f in fields(FleetConfig)}
     section = FLOWER_README.read_text().split("## Run config", 1)[1].split("\n## ", 1)[0]
     assert [key for key in given if f"`{key}`" not in section] == []
+
+
+def test_the_readme_names_every_provenance_key_of_the_results_json():
+    """The README says what the results JSON's ``provenance`` holds per device: each of PROVENANCE_KEYS, read
+    from the constant here, so a new field cannot leave the README behind."""
+    from readme_tours import FLOWER_README
+
+    said = next(p for p in FLOWER_README.read_text().split("\n\n") if "JSON's `provenance`" in p)
+    assert [key for key in PROVENANCE_KEYS if f"`{key}`" not in said] == []
 
 
 def test_good_run_config_values_pass_as_given():

@@ -462,9 +462,8 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
     ``accuracy`` (round -> test accuracy, round 0 = the initial model), ``empty_rounds`` (rounds that
     trained nobody), ``excluded`` (round -> nodes the arm did not train), ``confidence_notes`` (what the
     plan said of its confidence, see :class:`~jetpredict.integrations.flower.plans.ClientPlan`),
-    ``provenance`` (device -> what the predictions of its planned modes rest on: ``workload_id``,
-    ``reference_source``, ``workload_source``, ``split_source``, ``profiled_modes``, ``model_version``; empty for the
-    arms without a plan), ``strategy``.
+    ``provenance`` (device -> what the predictions of its planned modes rest on, the
+    :data:`~jetpredict.integrations.flower.PROVENANCE_KEYS`; empty for the arms without a plan), ``strategy``.
     """
     import torch
 

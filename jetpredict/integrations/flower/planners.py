@@ -29,8 +29,7 @@ from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor.limits import PROVENANCE_FIELDS
 
-#: What a plan rests on: the workload id and :data:`~jetpredict.predictor.limits.PROVENANCE_FIELDS`
-#: (``reference_source``, ``workload_source``, ``split_source``, ``profiled_modes``, ``model_version``).
+#: What a plan rests on: the workload id and :data:`~jetpredict.predictor.limits.PROVENANCE_FIELDS`.
 PROVENANCE_KEYS: tuple[str, ...] = ("workload_id", *PROVENANCE_FIELDS)
 
 
@@ -91,10 +90,10 @@ def provenance_of(answer: Mapping[str, Any]) -> dict[str, Any]:
 def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The top-level provenance of a plan merged from the plans of several models (``parts``: each one's
     :func:`provenance_of`), with ``provenance_note`` saying how it was merged (None for one part, whose
-    provenance it is unchanged): ``reference_source`` and ``workload_source`` the least trusted of the
-    parts', ``split_source`` ``epoch_totals`` if any part's is, ``profiled_modes`` the fewest, ``workload_id``
-    and ``model_version`` the parts' one value, or None when they differ. Each client entry keeps its own
-    part's provenance."""
+    provenance it is unchanged): the fields :func:`~jetpredict.predictor.terms.merged_provenance` merges as it
+    does (the least trusted sources, the weakest split, the fewest profiled modes), ``workload_id`` and
+    ``model_version`` the parts' one value, or None when they differ. Each client entry keeps its own part's
+    provenance."""
     distinct = [dict(p) for i, p in enumerate(parts) if dict(p) not in [dict(q) for q in parts[:i]]]
     if len(distinct) <= 1:
         return {**(distinct[0] if distinct else dict.fromkeys(PROVENANCE_KEYS)), "provenance_note": None}
