@@ -179,6 +179,22 @@ def test_recommend_plot_never_overwrites_the_model_it_reads(work, tmp_path, caps
     assert model.read_bytes() == before
 
 
+@pytest.mark.parametrize("through", ["the same name", "a symlink"])
+def test_recommend_refuses_an_out_that_is_also_its_plot(work, tmp_path, capsys, through):
+    """--out and --plot naming one file (as typed, or the plot through a link to the answer) would have the
+    plot overwrite the answer: refused before any work, nothing written."""
+    out = tmp_path / "answer.svg"
+    plot = out
+    if through == "a symlink":
+        plot = tmp_path / "link.svg"
+        plot.symlink_to(out.name)
+    code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time", "--out", str(out),
+                 "--plot", str(plot)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--out {out} is also --plot: the plot would overwrite the answer" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if plot == out else ["link.svg"])
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a symlink another owner needs root")
 @pytest.mark.parametrize("planted", ["answer.csv", "model.json.json"])
 def test_a_link_another_user_planted_in_a_shared_folder_is_refused_naming_it(work, tmp_path, capsys, planted):
