@@ -369,6 +369,57 @@ def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the
     assert again.headers[REPLAYED_HEADER] == "true" and again.json == retry.json, again.json
 
 
+def _drop_device_split_source(storage: Storage, workload_id: str, device: str) -> None:
+    """Make ``device``'s stored fit of ``workload_id`` look written before ``split_source`` was kept (the top-level
+    summary too where ``device`` is the workload's first); the other devices' fits stay current. Any store."""
+    table = storage_module.workloads
+    with storage.engine.begin() as conn:
+        row = conn.execute(sa.select(table.c.device, table.c.fit).where(table.c.id == workload_id)).one()
+        fit = json.loads(row.fit if isinstance(row.fit, str) else json.dumps(row.fit))
+        for entry in (fit["devices"][device], *((fit,) if device == row.device else ())):
+            entry.pop("split_source")
+        conn.execute(table.update().where(table.c.id == workload_id).values(fit=fit))
+
+
+@UPLOAD_PATHS
+@pytest.mark.parametrize("key", ["other-device", None])
+@pytest.mark.parametrize("stale", ["orin-nano", "nano"], ids=["first-device-stale", "second-device-stale"])
+def test_new_rows_of_one_device_onto_a_stale_fit_of_the_other_answer_no_null(make_app, monkeypatch, optimistic_tries,
+                                                                              key, stale):
+    """A workload with rows of two devices, one device's stored fit from before ``split_source`` was kept, given new
+    rows of its other device only (the optimistic path refits that device and leaves the stale fit stored; reads
+    refresh it): no answer says null where a fresh fit states a value: the upload's, its replay, GET
+    /v1/workloads/{id} and the listing (top level and each device's fit) and a prediction on each device; the
+    upload's answer and each fit say what the device's prediction says. Any store."""
+    from test_api_mixed_fleet import WORKLOAD, device_rows, predict, upload
+
+    app = make_app()
+    client = app.test_client()
+    for device in ("orin-nano", "nano"):  # the Orin Nano is the workload's first device
+        assert upload(client, device_rows(device)).status_code == 201
+    _drop_device_split_source(app.extensions["jetpredict"].storage, WORKLOAD, stale)
+    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+    client = make_app().test_client()  # a service started on the stored state (no fit cached)
+    new_rows_device = "nano" if stale == "orin-nano" else "orin-nano"
+    rows, headers = device_rows(new_rows_device, start=1), {"Idempotency-Key": key} if key else {}
+    answer = upload(client, rows, **headers)
+    assert answer.status_code == 201, answer.json
+    assert (answer.json["device"], answer.json["rows_stored"], answer.json["revision"]) == (new_rows_device, 4, 3)
+    detail = client.get(f"/v1/workloads/{WORKLOAD}").json
+    predicted = {device: predict(client, device) for device in ("orin-nano", "nano")}
+    assert all(p["rows_device"] == device for device, p in predicted.items())
+    split = {device: p["split_source"] for device, p in predicted.items()}
+    assert None not in split.values(), split
+    seen = (answer.json["split_source"], [w["split_source"] for w in answer.json["workloads"]], detail["split_source"],
+            {f["device"]: f["split_source"] for f in detail["fits"]})
+    assert seen == (split[new_rows_device], [split[new_rows_device]], split["orin-nano"], split), (seen, split)
+    listed = client.get("/v1/workloads").json["workloads"][0]
+    assert (listed["split_source"], {f["device"]: f["split_source"] for f in listed["fits"]}) == (split["orin-nano"], split)
+    replay = upload(client, rows, **headers)
+    assert replay.status_code == 201 and replay.headers[REPLAYED_HEADER] == "true", replay.json
+    assert replay.json == answer.json
+
+
 def test_a_workload_whose_rows_fail_todays_checks_is_listed_as_not_fitted(tmp_path, monkeypatch, caplog):
     db = stored_sqlite(tmp_path)
     rows = [{**r, "epoch_time_s": -1.0} for r in published_rows()]  # refused by today's row checks
