@@ -134,6 +134,10 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 #: Manifest fields ``write_artifact`` is given from the document (the schema always; ``device_id`` and
 #: ``workload_id`` as models and references pass them), each with the document's key it must equal.
 MANIFEST_MATCHES = {"schema": "schema", "device_id": "device", "workload_id": "workload_id"}
+#: Of those, the ones a manifest must state wherever its file states the matching key: every model manifest
+#: holds its device and workload, every reference manifest its device (a reference spans workloads: its
+#: file and manifest hold no workload_id). Without them the check that the two belong together is skipped.
+MANIFEST_REQUIRED = ("device_id", "workload_id")
 
 
 def read_artifact(path: str | Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -162,7 +166,11 @@ def read_artifact(path: str | Path, kind: str) -> tuple[dict[str, Any], dict[str
     if not isinstance(doc, dict):
         raise InputError(f"{path} is not a JSON model document; {REFIT_HINT}", "model")
     for key, doc_key in MANIFEST_MATCHES.items():
-        # A manifest without the key (hand-written, as the tests' forge writes them) leaves the file's own
+        if key not in manifest and key in MANIFEST_REQUIRED and doc_key in doc:
+            raise InputError(f"{path}: its manifest {manifest_path(path).name} must state {key} (the file has "
+                             f"{doc_key} {doc[doc_key]!r}; jetpredict writes it in every manifest, so this one was "
+                             f"written or edited by hand); {REFIT_HINT}", "model")
+        # A manifest without the schema (hand-written, as the tests' forge writes them) leaves the file's own
         # checks to judge it; one naming another schema, device or workload means the pair was edited.
         if key in manifest and manifest[key] != doc.get(doc_key):
             raise InputError(f"{path}: its manifest {manifest_path(path).name} has {key} {manifest[key]!r} but the "

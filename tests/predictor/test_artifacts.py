@@ -86,6 +86,35 @@ def test_tampered_or_foreign_model_file_is_refused(tmp_path, model):
         load_model(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize("key", ["device_id", "workload_id"])
+def test_a_model_manifest_without_its_device_or_workload_is_refused_naming_the_field(tmp_path, model, key,
+                                                                                    capsys):
+    """save_model states both in every manifest; one without either was written by hand, so the check that
+    the pair belongs together (artifacts.MANIFEST_MATCHES) would be skipped: refused, saying how to refit."""
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    mpath = artifacts.manifest_path(path)
+    mpath.write_text(json.dumps({k: v for k, v in json.loads(mpath.read_text()).items() if k != key}))
+    assert_refused_at_load(path, f": its manifest m.json.json must state {key}", key, capsys)
+    with pytest.raises(InputError, match=re.escape(artifacts.REFIT_HINT)):
+        load_model(path)
+
+
+def test_a_reference_manifest_must_state_its_device_and_states_no_workload(tmp_path):
+    """A reference spans workloads: its manifest has no workload_id (the bundled ones were written so) and
+    loads; one without its device_id is refused (a warning, and the reference refitted in memory)."""
+    ref = replace(build_reference(REF), training_sha256=artifacts.file_sha256(REFERENCE_DIR / "agx-xavier-published.csv"))
+    path = bundled.save_bundled_reference(ref, tmp_path)
+    mpath = artifacts.manifest_path(path)
+    manifest = json.loads(mpath.read_text())
+    assert "workload_id" not in manifest and "workload_id" not in json.loads(path.read_text())
+    assert bundled.load_bundled_reference("agx-xavier", tmp_path) is not None
+    mpath.write_text(json.dumps({k: v for k, v in manifest.items() if k != "device_id"}))
+    with pytest.warns(RuntimeWarning, match="manifest agx-xavier-reference.json.json must state device_id.*"
+                                            "refitting it in memory"):
+        assert bundled.load_bundled_reference("agx-xavier", tmp_path) is None
+
+
 @pytest.mark.parametrize("data", [
     b"", b"\x00\xff" * 1000, bytes(range(256)) * 40, b'{"schema": "jetpredict-model/3"', b"[1, 2, 3]",
     b"{" * 100_000, b'{"schema": "jetpredict-model/1"}', b'{"schema": "jetpredict-model/3"}',
