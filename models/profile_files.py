@@ -427,19 +427,21 @@ def resolve_flag_path(path: str | Path, flag: str) -> Path:
 
 
 def check_out_spares_inputs(out: str | None, inputs: Mapping[str, object], written: Sequence[str] = ("",),
-                            out_flag: str = "out") -> None:
+                            out_flag: str = "out") -> dict[str, Path]:
     """InputError (``out_flag``) when the ``--out`` file (with each suffix of ``written``: a model's
     manifest, a profile CSV's sidecar are ``PATH.json``) is a file a flag of ``inputs`` (flag name -> path
     or None) reads, or the ``.json`` beside it: ``fit --profiles p.csv --out p.csv`` would replace the
-    measured rows by the model. ``out_flag``: the flag that names the written file (``plot``)."""
+    measured rows by the model. ``out_flag``: the flag that names the written file (``plot``). Returns the
+    written files resolved (:func:`resolve_flag_path`), by suffix ({} without ``out``), for further checks."""
     if out is None:
-        return
-    outputs = {resolve_flag_path(f"{out}{suffix}", out_flag) for suffix in written}
+        return {}
+    outputs = {suffix: resolve_flag_path(f"{out}{suffix}", out_flag) for suffix in written}
     for flag, path in inputs.items():
         for read in (path, f"{path}.json") if isinstance(path, str) else ():
-            if resolve_flag_path(read, flag) in outputs:
+            if resolve_flag_path(read, flag) in outputs.values():
                 raise InputError(f"{cli_flag(out_flag)} {out} would overwrite {read}, which {cli_flag(flag)} "
                                  "reads; write the output to another file", out_flag)
+    return outputs
 
 
 #: The most bytes one number takes in :func:`compact_json`: a finite double's shortest repr has at most 17

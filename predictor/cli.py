@@ -98,9 +98,9 @@ def _check_outputs(args: argparse.Namespace, written: tuple[str, ...] = ("",), o
     check_not_empty(out, "out", out_files)
     check_not_empty(plot, "plot", "FILE.svg or FILE.png")
     inputs = {flag: getattr(args, flag, None) for flag in INPUT_FLAGS}
-    check_out_spares_inputs(out, inputs, written)
-    check_out_spares_inputs(plot, inputs, out_flag="plot")
-    if out is not None and plot is not None and resolve_flag_path(out, "out") == resolve_flag_path(plot, "plot"):
+    outputs = check_out_spares_inputs(out, inputs, written)  # resolved there, reused for --out vs --plot
+    plots = check_out_spares_inputs(plot, inputs, out_flag="plot")
+    if "" in outputs and outputs[""] == plots.get(""):
         raise InputError(f"--out {out} is also --plot: the plot would overwrite the answer", "out")
 
 
