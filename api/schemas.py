@@ -487,12 +487,12 @@ class StoredFitSchema(Schema):
     model version is refitted; null where the running model's checks refuse the stored rows (predictions
     then answer 422 naming why)."""
 
-    model_version = fields.String(allow_none=True)
     reference_source = fields.String(allow_none=True)
     workload_source = fields.String(allow_none=True, metadata={
         "description": "published|measured|simulated: where the fitted rows came from"})
     split_source = split_source_field(allow_none=True, more="; null where today's checks refuse the stored rows")
     profiled_modes = fields.Integer(allow_none=True)
+    model_version = fields.String(allow_none=True)
     has_power = fields.Boolean(allow_none=True)
     aliased_knobs = aliased_knobs_field()
     rows_scatter_rel = rows_scatter_field()

@@ -37,6 +37,7 @@ from jetpredict.api.store_tables import (  # the tables, here too for the module
     uploads,
     workloads,
 )
+from jetpredict.predictor.limits import PROVENANCE_FIELDS
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -59,9 +60,8 @@ class RevisionConflict(Exception):
     """The workload changed between reading its rows and writing the new upload; retry."""
 
 
-#: The fields of a fit summary (``api.workloads.fit_summary``) kept per device.
-FIT_FIELDS = ("model_version", "reference_source", "workload_source", "split_source", "profiled_modes",
-              "has_power", "aliased_knobs", "rows_scatter_rel")
+#: What a fit summary (``api.workloads.fit_summary``) stores per device: all its provenance, then its figures.
+FIT_FIELDS: tuple[str, ...] = (*PROVENANCE_FIELDS, "has_power", "aliased_knobs", "rows_scatter_rel")
 
 
 def stored_fit_fields(fit: Mapping[str, object]) -> dict[str, object]:

@@ -130,3 +130,24 @@ def test_the_readme_states_the_adaptive_stop_as_the_chooser_has_it():
     assert (f"narrower than --target-width (default {DEFAULT_TARGET_WIDTH:.0%} of its point), no unprofiled mode "
             f"is expected to beat it by more than {MAX_RIVAL_GAIN:.0%} of the objective, and the recommended mode "
             "itself is profiled") in text
+
+
+def test_every_field_of_a_fit_summary_is_stored():
+    """What the API answers of a fit is what it stores: every provenance field a prediction states (one added
+    to ``predictor.limits.PROVENANCE_FIELDS`` included) and the fit's figures, documented in that order."""
+    from jetpredict.api.schemas import StoredFitSchema
+    from jetpredict.api.storage import FIT_FIELDS, WorkloadRecord, device_fits, fit_column
+    from jetpredict.api.workloads import fit_summary
+    from jetpredict.models.profile_rows import validate_records
+    from jetpredict.predictor.bundled import fit_workload
+    from jetpredict.predictor.limits import PROVENANCE_FIELDS
+    from tools.testing import published_rows
+
+    assert set(PROVENANCE_FIELDS) <= set(FIT_FIELDS)
+    rows = validate_records(published_rows())
+    summary = fit_summary(fit_workload(rows), rows)
+    assert set(summary) - {"device"} == set(FIT_FIELDS)
+    stored = device_fits(WorkloadRecord("w", "agx-xavier", 1, len(rows), fit_column(summary, {
+        "agx-xavier": (len(rows), summary)}), "", ""))
+    assert stored == {"agx-xavier": {"rows": len(rows), **{k: summary[k] for k in FIT_FIELDS}}}
+    assert tuple(StoredFitSchema().fields) == FIT_FIELDS
