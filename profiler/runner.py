@@ -24,8 +24,11 @@ Row columns beyond the profile-row fields (all per minibatch unless said otherwi
   empty on the host, which has no catalogue peak); ``accelerator`` (``cuda``/``cpu``/``sim``).
 
 Epoch figures: ``epoch_time_s`` = mean total per minibatch x ``minibatches_per_epoch``; likewise the
-stall and compute shares; ``epoch_energy_j`` = energy over the measured window / minibatches measured x
-minibatches per epoch; ``avg_power_w`` = that energy / the window's duration.
+stall and compute shares; ``avg_power_w`` = energy over the measured window (first measured minibatch's
+start to the last one's end) / the window's duration; ``epoch_energy_j`` = ``avg_power_w`` x ``epoch_time_s``,
+so energy is power x time as every reader takes it (the window's gaps between minibatches, the profiler's own
+loop, count in the power's average but not in the epoch's time). ``cpu_package_energy_j`` likewise: its meter's
+mean power over the same window x ``epoch_time_s``.
 """
 
 from __future__ import annotations
@@ -340,13 +343,21 @@ def _no_energy_reason(meter: str, trace: PowerTrace | None, t0: float, t1: float
             "draws more than 0 W, so the sensor is not reading it")
 
 
-def _window_energy(meter: str, trace: PowerTrace | None, t0: float, t1: float) -> tuple[float | None, str | None]:
-    """Energy (J) over the measured window ``[t0, t1]`` (s), or None with why."""
+def _window_power(meter: str, trace: PowerTrace | None, t0: float, t1: float) -> tuple[float | None, str | None]:
+    """Mean power (W) over the measured window ``[t0, t1]`` (s): its energy, integrated over the whole window,
+    / its duration; or None with why."""
     energy_j = None if trace is None else trace.energy_j(t0, t1)
-    if energy_j is not None and energy_j > 0:
-        return energy_j, None
+    if energy_j is not None and energy_j > 0:  # energy_j needs t1 > t0
+        return energy_j / (t1 - t0), None
     return None, (_no_energy_reason(meter, trace, t0, t1, "measured window")
                   or window_null_reason(meter, trace, t0, t1, " (run more --minibatches)"))
+
+
+def _times(power_w: float | None, epoch_time_s: float) -> float | None:
+    """Epoch energy (J) = mean power (W) x epoch time (s); None with the power. Not the window's energy scaled
+    by minibatches: the window also holds the gaps between them (the profiler's loop), which the epoch's time
+    leaves out."""
+    return None if power_w is None else power_w * epoch_time_s
 
 
 def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload: str,
@@ -368,12 +379,9 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
     t0, t1 = measured[0].start_s, measured[-1].end_s
     n = len(measured)
 
-    energy_j, null_reason = _window_energy(power_meter, trace, t0, t1)
-    epoch_energy_j = avg_power_w = None
-    if energy_j is not None:  # energy_j needs t1 > t0
-        epoch_energy_j = energy_j / n * mpe
-        avg_power_w = energy_j / (t1 - t0)
-    cpu_energy_j, cpu_null_reason = _window_energy(cpu_power_meter, cpu_trace, t0, t1)
+    epoch_time_s = stats["total"].mean * mpe
+    avg_power_w, null_reason = _window_power(power_meter, trace, t0, t1)
+    cpu_power_w, cpu_null_reason = _window_power(cpu_power_meter, cpu_trace, t0, t1)
 
     cx = dict(complexity or {})
     flops_train = cx.get("flops_train")
@@ -388,14 +396,14 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
         "mode": mode.get("mode"), "cpu_cores": mode.get("cpu_cores"), "cpu_mhz": mode.get("cpu_mhz"),
         "gpu_mhz": mode.get("gpu_mhz"), "emc_mhz": mode.get("emc_mhz"),
         "num_workers": num_workers, "batch_size": batch_size, "minibatches_per_epoch": mpe,
-        "epoch_time_s": stats["total"].mean * mpe,
+        "epoch_time_s": epoch_time_s,
         "stall_time_s": stats["stall"].mean * mpe,
         "compute_time_s": stats["compute"].mean * mpe,
-        "epoch_energy_j": epoch_energy_j, "avg_power_w": avg_power_w,
+        "epoch_energy_j": _times(avg_power_w, epoch_time_s), "avg_power_w": avg_power_w,
         "base_power_w": base_power_w, "source": source,
         "power_meter": power_meter, "power_null_reason": null_reason,
         "power_samples": None if trace is None else trace.samples_in(t0, t1),
-        "cpu_package_energy_j": None if cpu_energy_j is None else cpu_energy_j / n * mpe,
+        "cpu_package_energy_j": _times(cpu_power_w, epoch_time_s),
         "cpu_package_null_reason": cpu_null_reason,
     }
     for c in COMPONENTS:

@@ -137,7 +137,7 @@ def test_failed_reads_outside_the_window_do_not_explain_its_missing_energy():
 def test_cpu_package_energy_is_empty_with_a_reason_too():
     timings = _timings(10, 0.01, 0.1)
     t0, t1 = timings[0].start_s, timings[-1].end_s
-    # 25 minibatches per epoch, 10 measured: the window's energy is scaled to the epoch's.
+    # 25 minibatches per epoch, 10 measured: the window's mean power x the epoch's time.
     common = dict(device="host", workload="w", mode={"mode": "host", "cpu_cores": 2}, batch_size=4,
                   num_workers=0, minibatches_per_epoch=25)
     row = aggregate_row(timings, **common, cpu_power_meter="none: no package zone under /sys/class/powercap")
@@ -145,7 +145,7 @@ def test_cpu_package_energy_is_empty_with_a_reason_too():
     assert row["cpu_package_null_reason"] == "none: no package zone under /sys/class/powercap"
     rapl = PowerTrace(np.linspace(t0 - 1, t1 + 1, 100), np.full(100, 20.0), meter_name="rapl:package-0")
     row = aggregate_row(timings, **common, cpu_trace=rapl, cpu_power_meter="rapl:package-0")
-    assert row["cpu_package_energy_j"] == pytest.approx(20.0 * (t1 - t0) / 10 * 25)
+    assert row["cpu_package_energy_j"] == pytest.approx(20.0 * row["epoch_time_s"])
     assert row["cpu_package_null_reason"] is None
     validate_records([row])
 
@@ -187,10 +187,9 @@ def test_run_mode_measures_idle_and_training_power_on_a_fake_ina3221(fake_root):
                         mode={"mode": "host", "cpu_cores": 1}, batch_size=32, num_workers=0,
                         minibatches_per_epoch=backend.minibatches_per_epoch, trace=run.trace,
                         power_meter=run.power_meter, base_power_w=run.base_power_w)
-    window = run.measured[-1].end_s - run.measured[0].start_s
     if run.trace.samples_in(run.measured[0].start_s, run.measured[-1].end_s) >= 2:
         assert row["avg_power_w"] == pytest.approx(12.0)
-        assert row["epoch_energy_j"] == pytest.approx(12.0 * window / 6 * 1875)
+        assert row["epoch_energy_j"] == pytest.approx(12.0 * row["epoch_time_s"])  # power x time, not the window's
     else:  # a very fast machine: the window held under two samples, and the row says so
         assert row["epoch_energy_j"] is None and "power samples" in row["power_null_reason"]
     assert math.isfinite(row["epoch_time_s"])
