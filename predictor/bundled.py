@@ -21,6 +21,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.paths import data_path
 from jetpredict.predictor import model as M
 from jetpredict.predictor.artifacts import file_sha256, read_artifact, write_artifact
+from jetpredict.predictor.provenance import source_of
 from jetpredict.predictor.reference import (
     DeviceReference,
     build_reference,
@@ -35,7 +36,7 @@ from jetpredict.predictor.serialization import (
     reference_from_dict,
     reference_to_dict,
 )
-from jetpredict.predictor.terms import check_device, source_of
+from jetpredict.predictor.terms import check_device
 from jetpredict.predictor.transfer import derive_reference, transfer_model
 
 FITTED_DIR = data_path("fitted")

@@ -288,7 +288,7 @@ def _log_fit_caveats(model) -> None:
     """Say which knobs' effects the profiled modes do not separate (their split is the prior's), and
     whether the model's form misses its own rows (:func:`_log_lack_of_fit`), and when its stall/compute
     split rests on epoch totals alone."""
-    from jetpredict.predictor.terms import split_source
+    from jetpredict.predictor.provenance import split_source
 
     aliased = model.aliased_knobs()
     if aliased:

@@ -66,6 +66,7 @@ from jetpredict.predictor.constants import (
     IntervalScales,
 )
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
+from jetpredict.predictor.provenance import source_of
 from jetpredict.predictor.reference import DeviceReference, build_reference, contention_for, without_own_sweep
 from jetpredict.predictor.regime import (
     own_contention,
@@ -83,7 +84,6 @@ from jetpredict.predictor.terms import (
     fit_terms,
     fit_time,
     frame_column,
-    source_of,
     split_compute,
 )
 from scipy.special import ndtri

@@ -41,16 +41,14 @@ from jetpredict.predictor.constants import (
     UNMEASURED_BASE_SD,
     UNMEASURED_BASE_SHARE,
 )
+from jetpredict.predictor.provenance import SOURCE_TRUST, least_trusted, source_of
 from jetpredict.predictor.terms import (
-    SOURCE_TRUST,
     ProfileArrays,
     ShapePrior,
     TermFit,
     check_columns,
     fit_terms,
     fit_time,
-    least_trusted,
-    source_of,
     split_compute,
 )
 

@@ -29,10 +29,10 @@ from jetpredict.predictor.model import (
     base_log_ratios,
     shrunk_base_ratio,
 )
+from jetpredict.predictor.provenance import SOURCE_TRUST
 from jetpredict.predictor.reference import DeviceReference
 from jetpredict.predictor.terms import (
     MAX_EPOCH_TIME_S,
-    SOURCE_TRUST,
     ProfileArrays,
     ShapePrior,
     TermFit,

@@ -47,8 +47,8 @@ from jetpredict.predictor.limits import (
     PROVENANCE_FIELDS,
 )
 from jetpredict.predictor.model import WorkloadModel
+from jetpredict.predictor.provenance import merged_provenance, split_source, workload_source
 from jetpredict.predictor.recommend import CONSTANT_COLUMNS
-from jetpredict.predictor.terms import merged_provenance, split_source, workload_source
 from jetpredict.predictor.workload_devices import DeviceModels
 
 MODE_COLUMNS: tuple[str, ...] = ("mode", *MODE_FIELDS)
@@ -512,7 +512,7 @@ def device_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str
 
 def fleet_provenance(per_device: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
     """:func:`provenance` of a plan over client devices, from each one's (:func:`device_provenance`), merged
-    as :func:`~.terms.merged_provenance` merges (the least trusted reference and workload rows over those
+    as :func:`~.provenance.merged_provenance` merges (the least trusted reference and workload rows over those
     devices, the weakest split, the fewest profiled modes; ``model_version`` the first device's). A plan whose
     only client is served by two simulated rows says so, whatever the workload's other devices hold."""
     parts = list(per_device.values())

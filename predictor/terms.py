@@ -3,18 +3,18 @@
 - :class:`PriorLinearRegression` (an estimator in scikit-learn's conventions) and :class:`TermFit` (its
   fitted coefficients on named terms, immutable);
 - profile-row preparation and checks shared by workload fits and reference sweeps;
-- :func:`fit_time`: the per-component time fit of one workload's rows;
-- the provenance trust orders and their merge over several parts (one definition).
+- :func:`fit_time`: the per-component time fit of one workload's rows.
+
+The provenance rules (trust orders, their merge over several parts) are :mod:`~.provenance`'s.
 
 Units: times in s per epoch, clocks in MHz, term features in 1/GHz (so coefficients are s x GHz).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -26,13 +26,9 @@ from jetpredict.models.profile_rows import (
     HOST_DEVICE,
     MAX_COLUMNS,
     MAX_TIME_S,
-    SOURCE_KINDS,
-    UNSAID_SOURCE_KIND,
-    source_kind,
 )
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
-from jetpredict.predictor.limits import SPLIT_SOURCES
 from scipy.optimize import nnls
 from scipy.special import log_ndtr, ndtri_exp
 
@@ -55,63 +51,6 @@ NON_NEGATIVE_BURN_IN = 64
 NON_NEGATIVE_SWEEPS = 32
 #: A fit whose every coefficient lies this many SDs above 0 (under 0.2% below it) is left as it is.
 NON_NEGATIVE_SKIP_SDS = 3.0
-#: Provenance kinds from most to least trustworthy (the rows' own list, kept in that order).
-SOURCE_TRUST: tuple[str, ...] = SOURCE_KINDS
-
-
-def least_trusted(kinds: Iterable[str]) -> str:
-    """The least trustworthy of ``published`` / ``measured`` / ``simulated`` (unknown kinds rank last);
-    with none, what a row that says nothing is."""
-    rank = {kind: i for i, kind in enumerate(SOURCE_TRUST)}
-    kinds = list(kinds)
-    return max(kinds, key=lambda s: rank.get(s, len(rank))) if kinds else UNSAID_SOURCE_KIND
-
-
-def weakest_split(sources: Iterable[str | None]) -> str:
-    """The least measured of several answers' ``split_source`` in :data:`SPLIT_SOURCES`' order (one split from
-    totals makes a merged one so); a value outside it (None included) counts as the weakest, none as the best."""
-    rank = {s: i for i, s in enumerate(SPLIT_SOURCES)}
-    return SPLIT_SOURCES[max((rank.get(s, len(rank) - 1) for s in sources), default=0)]
-
-
-#: How each merged provenance field of several parts is taken: the weakest part's (fewest profiled modes).
-PROVENANCE_MERGES: dict[str, Callable[[list[Any]], Any]] = {
-    "reference_source": least_trusted, "workload_source": least_trusted, "split_source": weakest_split,
-    "profiled_modes": min}
-
-
-def merged_provenance(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """What an answer resting on several parts (client devices, models) rests on: ``reference_source`` and
-    ``workload_source`` the least trusted of the parts', ``split_source`` the weakest, ``profiled_modes`` the
-    fewest (:data:`PROVENANCE_MERGES`). A part silent on a field (None or absent) is left out of it; a field
-    no part states is None."""
-    parts = list(parts)
-    out: dict[str, Any] = {}
-    for key, weakest in PROVENANCE_MERGES.items():
-        known = [p[key] for p in parts if p.get(key) is not None]
-        out[key] = weakest(known) if known else None
-    return out
-
-
-class _FittedRows(Protocol):
-    """A fitted model as :func:`workload_source` reads it (``predictor.model.WorkloadModel``, which sits above
-    this module): the profile rows it was fitted on."""
-
-    training_rows: Any
-
-
-def workload_source(model: _FittedRows) -> str:
-    """Where the workload's own profile rows came from: ``measured``, ``simulated`` (the twin) or
-    ``published`` (the least trusted kind among its rows' ``source``)."""
-    # Read straight from the stored rows: this runs on every HTTP answer, a DataFrame costs ~1 ms there.
-    return least_trusted(source_kind(row.get("source")) for row in model.training_rows)
-
-
-def source_of(rows: pd.DataFrame) -> str:
-    """The provenance kind of a set of rows: the least trustworthy kind present (``measured`` if unsaid)."""
-    return least_trusted({source_kind(s) for s in rows["source"]} if "source" in rows.columns else ())
-
-
 class PriorLinearRegression:
     """Non-negative linear regression with an independent Gaussian prior on each coefficient (MAP fit).
 
@@ -481,11 +420,6 @@ class ShapePrior:
 
     mean: Mapping[str, np.ndarray]
     sd: Mapping[str, np.ndarray]
-
-
-def split_source(fits: Mapping[str, TermFit]) -> str:
-    """What :func:`split_compute` rests on (:data:`~.limits.SPLIT_SOURCES`): fitted components, or a total's."""
-    return SPLIT_SOURCES[0] if "compute" in fits else SPLIT_SOURCES[1]
 
 
 def split_compute(fits: Mapping[str, TermFit], feats: Mapping[str, np.ndarray]

@@ -44,8 +44,9 @@ from jetpredict.predictor.constants import (
     SIMILARITY_SCALE,
 )
 from jetpredict.predictor.model import ContentionVariant, WorkloadModel
+from jetpredict.predictor.provenance import least_trusted
 from jetpredict.predictor.reference import DeviceReference, summarise_shapes
-from jetpredict.predictor.terms import TermFit, least_trusted, restrict_together, row_modes
+from jetpredict.predictor.terms import TermFit, restrict_together, row_modes
 
 
 def cpu_per_clock(device: Device) -> float:

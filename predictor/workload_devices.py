@@ -21,8 +21,8 @@ from jetpredict.models.errors import InputError
 from jetpredict.predictor import bundled
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import WorkloadModel
+from jetpredict.predictor.provenance import workload_source
 from jetpredict.predictor.space import space_ready
-from jetpredict.predictor.terms import workload_source
 
 
 @dataclass(frozen=True)

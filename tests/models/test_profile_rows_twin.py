@@ -15,7 +15,7 @@ from jetpredict.models.profile_rows import (
     plausibility_rules,
     validate_records,
 )
-from jetpredict.predictor.terms import source_of
+from jetpredict.predictor.provenance import source_of
 
 from jetpredict.cli import main
 

@@ -1,6 +1,6 @@
 """The predictor's core reads one way: each module imports only modules below it, at module level.
 
-Order (bottom first): ``limits``, ``artifacts``, ``constants`` -> ``features`` -> ``terms`` -> ``complexity``, ``reference`` ->
+Order (bottom first): ``limits``, ``artifacts``, ``constants`` -> ``features``, ``provenance`` -> ``terms`` -> ``complexity``, ``reference`` ->
 ``regime`` -> ``model`` -> ``transfer`` -> ``calibration``, ``serialization`` -> ``bundled`` -> ``space``; the
 operations on top (service, recommend, fleet, planning, cli) may use any of them. Core modules import nothing
 inside functions, import only ``jetpredict.models`` and the predictor from jetpredict, and no module of the
@@ -16,7 +16,7 @@ import pytest
 
 PREDICTOR = Path(__file__).resolve().parents[2] / "predictor"
 #: Core module -> its rank; a core module may import core modules of lower rank only.
-CORE_RANK = {"limits": 0, "artifacts": 0, "constants": 0, "features": 1, "terms": 2, "complexity": 3, "reference": 3, "regime": 4,
+CORE_RANK = {"limits": 0, "artifacts": 0, "constants": 0, "features": 1, "provenance": 1, "terms": 2, "complexity": 3, "reference": 3, "regime": 4,
              "model": 5, "transfer": 6, "calibration": 7, "serialization": 7, "bundled": 8, "space": 9, "__init__": 0}
 #: Modules that can turn bytes into running code: never imported by the predictor.
 CODE_LOADERS = {"pickle", "_pickle", "cPickle", "joblib", "marshal", "dill", "cloudpickle", "shelve", "torch"}

@@ -1,5 +1,5 @@
 """The non-negative restriction sampled for several fits at once gives each fit's own values, bit for bit;
-the provenance kinds and the epoch-time ceiling are the rows' own."""
+the epoch-time ceiling is the rows' own."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from jetpredict.models import profile_rows
 from jetpredict.models.errors import InputError
-from jetpredict.predictor import limits, terms
+from jetpredict.predictor import terms
 
 
 def _gaussians() -> list[tuple[np.ndarray, np.ndarray]]:
@@ -64,10 +64,7 @@ def test_restrict_together_fills_each_fits_own_restriction():
         assert np.array_equal(fit.non_negative.cov, own.cov)
 
 
-def test_trust_order_and_ceiling_are_the_rows_own():
-    assert terms.least_trusted(["published", "simulated", "measured"]) == "simulated"
-    assert terms.least_trusted(["published", "measured"]) == "measured"
-    assert terms.least_trusted([]) == profile_rows.source_kind(None)
+def test_epoch_ceiling_is_the_rows_own():
     # The fit refuses an epoch past the rows' own ceiling, as the rows' check does.
     row = {"device": "agx-xavier", "workload": "w", "mode": "m", "cpu_cores": 8, "cpu_mhz": 2265.6,
            "gpu_mhz": 1377, "emc_mhz": 2133, "num_workers": 4, "batch_size": 16, "minibatches_per_epoch": 100,
@@ -76,32 +73,3 @@ def test_trust_order_and_ceiling_are_the_rows_own():
         profile_rows.validate_records([row])
     with pytest.raises(InputError, match="epoch_time_s"):
         terms.check_rows(pd.DataFrame([row]))
-
-
-#: One part's provenance, as service.provenance states it.
-PART = {"reference_source": "published", "workload_source": "measured", "split_source": "components",
-        "profiled_modes": 9, "model_version": "mech-17"}
-
-
-def test_merged_provenance_is_the_weakest_of_every_part():
-    weak = {**PART, "reference_source": "simulated", "split_source": "epoch_totals", "profiled_modes": 3}
-    for parts in ([PART, weak], [weak, PART]):
-        assert terms.merged_provenance(parts) == {"reference_source": "simulated", "workload_source": "measured",
-                                                  "split_source": "epoch_totals", "profiled_modes": 3}
-
-
-def test_a_part_silent_on_a_field_is_left_out_of_it_and_no_statement_is_none():
-    silent = dict.fromkeys(PART)
-    assert terms.merged_provenance([silent, {**PART, "profiled_modes": 4}, {"workload_source": "simulated"}]) == {
-        "reference_source": "published", "workload_source": "simulated", "split_source": "components",
-        "profiled_modes": 4}
-    assert terms.merged_provenance([silent]) == terms.merged_provenance([]) == dict.fromkeys(
-        ("reference_source", "workload_source", "split_source", "profiled_modes"))
-
-
-def test_weakest_split_ranks_by_the_split_sources_order_and_an_unknown_one_as_the_weakest():
-    best, weakest = limits.SPLIT_SOURCES[0], limits.SPLIT_SOURCES[-1]
-    assert terms.weakest_split([best, weakest]) == terms.weakest_split([weakest, best]) == weakest
-    assert terms.weakest_split([best, best]) == terms.weakest_split([]) == best
-    # A value no jetpredict writes (a newer service's kind, a typo) claims no measured split.
-    assert terms.weakest_split([best, "partial"]) == terms.weakest_split([None]) == weakest

@@ -90,14 +90,14 @@ def provenance_of(answer: Mapping[str, Any]) -> dict[str, Any]:
 def summarize_provenance(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The top-level provenance of a plan merged from the plans of several models (``parts``: each one's
     :func:`provenance_of`), with ``provenance_note`` saying how it was merged (None for one part, whose
-    provenance it is unchanged): the fields :func:`~jetpredict.predictor.terms.merged_provenance` merges as it
+    provenance it is unchanged): the fields :func:`~jetpredict.predictor.provenance.merged_provenance` merges as it
     does (the least trusted sources, the weakest split, the fewest profiled modes), ``workload_id`` and
     ``model_version`` the parts' one value, or None when they differ. Each client entry keeps its own part's
     provenance."""
     distinct = [dict(p) for i, p in enumerate(parts) if dict(p) not in [dict(q) for q in parts[:i]]]
     if len(distinct) <= 1:
         return {**(distinct[0] if distinct else dict.fromkeys(PROVENANCE_KEYS)), "provenance_note": None}
-    from jetpredict.predictor.terms import merged_provenance
+    from jetpredict.predictor.provenance import merged_provenance
 
     def known(key: str) -> list[Any]:
         return [p[key] for p in distinct if p.get(key) is not None]
