@@ -127,7 +127,7 @@ class Settings:
     HEAVY_FIT_ROWS: int = DEFAULT_HEAVY_FIT_ROWS
     ANSWER_CACHE_MB: int = 64  # encoded every-mode answers kept per process (MB); 0 = none
     ANSWER_CACHE_DISK_MB: int = 256  # and under DATA_DIR/answers, shared by the host's workers (MB); 0 = none
-    # Profile rows a prediction request may carry inline without X-API-Key (with a key: schemas.MAX_ROWS).
+    # Inline profile rows a prediction may carry without X-API-Key (with a key: schemas.MAX_REQUEST_ROWS).
     INLINE_ROWS_WITHOUT_KEY: int = DEFAULT_INLINE_ROWS_WITHOUT_KEY
     ACCESS_LOG: str = "on"  # one line per request on logger jetpredict.access (stderr); "off" = none
 

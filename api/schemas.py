@@ -37,7 +37,9 @@ from marshmallow import (
     validates_schema,
 )
 
-MAX_ROWS = 10_000  # profile rows in one request
+#: Profile rows one request may carry (an upload, or inline rows of a prediction); a file read by the
+#: command line has its own cap, models.profile_rows.MAX_ROWS.
+MAX_REQUEST_ROWS = 10_000
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 #: The header naming an upload, so that a retry is stored once.
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -407,7 +409,7 @@ def _json_cell_types(rows: list) -> None:
 def _rows_field(**kwargs) -> fields.List:
     # Raw items: the row checks (with row numbers) are validate_records'; the doc still shows the fields.
     return fields.List(fields.Raw(metadata=PROFILE_ROW_DOC),
-                       validate=[validate.Length(1, MAX_ROWS), _json_cell_types], **kwargs)
+                       validate=[validate.Length(1, MAX_REQUEST_ROWS), _json_cell_types], **kwargs)
 
 
 class WorkloadIdField(fields.String):
@@ -429,7 +431,7 @@ class WorkloadRefSchema(RequestSchema):
                                  "are the workload, so their workload cells are labels and are fitted together. "
                                  f"Without X-API-Key at most {DEFAULT_INLINE_ROWS_WITHOUT_KEY} rows (the "
                                  "server's JETPREDICT_INLINE_ROWS_WITHOUT_KEY; 413 beyond), with a key up to "
-                                 f"{MAX_ROWS}"})
+                                 f"{MAX_REQUEST_ROWS}"})
 
     @validates_schema
     def _exactly_one(self, data, **kwargs) -> None:
