@@ -8,6 +8,7 @@ only inside the verb that needs them, so ``jetpredict devices`` starts fast and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -102,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say(line: str) -> None:
+    """Write ``line`` to standard error. Once that is gone (a hung-up terminal, a closed pipe: the usual
+    case of SIGHUP) the line is dropped: the exit status, not a failed write, is what the caller gets."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -110,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The one line names the innermost file; JETPREDICT_DEBUG=1 adds the chain (a user module's imports).
         if os.environ.get("JETPREDICT_DEBUG"):
             traceback.print_exception(exc, file=sys.stderr)
-        print(f"jetpredict {args.verb}: error: {exc.message}", file=sys.stderr)
+        _say(f"jetpredict {args.verb}: error: {exc.message}")
         return 2
     except BrokenPipeError:  # e.g. `jetpredict devices ... | head`
         return 0
@@ -118,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C is the user's choice, not a failure to trace; any power mode is restored by now.
         if os.environ.get("JETPREDICT_DEBUG"):
             raise
-        print(f"jetpredict {args.verb}: interrupted", file=sys.stderr)
+        _say(f"jetpredict {args.verb}: interrupted")
         return 128 + signal.SIGINT
     except SystemExit as exc:
         # SIGTERM, SIGHUP or SIGQUIT stopped a run that switches power modes (SignalExit, imported only
@@ -127,14 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(exc, SignalExit):
             raise
-        print(f"jetpredict {args.verb}: {exc.describe()}", file=sys.stderr)
+        _say(f"jetpredict {args.verb}: {exc.describe()}")
         return exc.code
     except (OSError, RuntimeError) as exc:
         # Operational failures (a privileged command refused, a sensor gone, a port in use) are
         # reported in one line; JETPREDICT_DEBUG=1 shows the traceback.
         if os.environ.get("JETPREDICT_DEBUG"):
             raise
-        print(f"jetpredict {args.verb}: failed: {exc}", file=sys.stderr)
+        _say(f"jetpredict {args.verb}: failed: {exc}")
         return 1
 
 

@@ -147,17 +147,29 @@ class _Progress:
             self.bar = tqdm(total=total, file=sys.stderr, unit="mb", dynamic_ncols=True, leave=True)
 
     def mode(self, k: int, n: int, label: str) -> None:
-        if self.bar is not None:
-            self.bar.set_description(f"mode {k}/{n} {label}")
+        self._draw(lambda bar: bar.set_description(f"mode {k}/{n} {label}"))
 
     def minibatch(self, phase: str, i: int, n: int) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"{phase} {i}/{n}", refresh=False)
-            self.bar.update(1)
+        def step(bar: Any) -> None:
+            bar.set_postfix_str(f"{phase} {i}/{n}", refresh=False)
+            bar.update(1)
+
+        self._draw(step)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self._draw(lambda bar: bar.close())
+        self.bar = None
+
+    def _draw(self, action: Callable[[Any], object]) -> None:
+        """``action(bar)``; once standard error is gone (a hung-up terminal, a closed pipe) the bar is dropped:
+        it is for a person, and its failed write would end the run or replace the signal that stops it."""
+        if self.bar is None:
+            return
+        try:
+            action(self.bar)
+        except OSError:
+            self.bar.disable = True  # tqdm's close (also at garbage collection) then writes nothing
+            self.bar = None
 
 
 # ---------------------------------------------------------------- the campaign

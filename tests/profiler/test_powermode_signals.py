@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import FAKE_NVPMODEL, finish, signal_inside_switch, start_python
+from fakes import FAKE_NVPMODEL, finish, signal_inside_switch, start_cli, start_python
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
@@ -335,5 +335,61 @@ def test_a_profile_stopped_by_a_signal_says_which_and_that_the_mode_is_back(xavi
     assert child.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1] == (f"jetpredict profile: stopped by {signal.Signals(sig).name}; the "
                                             "power mode in force before it was restored")
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
+
+
+@pytest.mark.parametrize("sig, progress", [(signal.SIGHUP, False), (signal.SIGTERM, False), (signal.SIGHUP, True),
+                                           (signal.SIGINT, True)],
+                         ids=["sighup", "sigterm", "sighup-progress-bar", "sigint-progress-bar"])
+def test_a_stop_after_standard_error_is_gone_still_exits_128_plus_the_signal(xavier_30w, tmp_path, sig, progress):
+    """A hung-up terminal (the usual SIGHUP) takes standard error with it: the one-line message (and the
+    progress bar's last line) cannot be written, and that must not turn 128 + the signal into 1."""
+    xavier_30w.hold_nvpmodel("m")
+    child = start_cli(xavier_30w, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN",
+                      "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1",
+                      "--settle-s", "0", *([] if progress else ["--no-progress"]), "--out", str(tmp_path / "p.csv"))
+    try:
+        xavier_30w.wait_held("m")  # inside the first switch
+        child.stdout.close()
+        child.stderr.close()  # the reader is gone: a write to it fails with EPIPE
+        child.send_signal(sig)
+    finally:
+        xavier_30w.release_nvpmodel("m")
+        try:
+            child.wait(timeout=120)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+    assert child.returncode == 128 + sig
+    _in_original_mode(xavier_30w)
+    assert _leftovers(xavier_30w) == []
+
+
+def test_a_run_whose_standard_error_goes_mid_run_profiles_on_and_exits_0(xavier_30w, tmp_path):
+    """Without a signal (nohup, or a pipe reader that quit) the progress bar's failed write ends neither the run
+    nor its status: exit 0 then reads as "profiled", and every mode is there."""
+    out = tmp_path / "p.csv"
+    xavier_30w.hold_nvpmodel("m")
+    child = start_cli(xavier_30w, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes",
+                      "MAXN,MODE_10W", "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "2",
+                      "--settle-s", "0", "--out", str(out))
+    try:
+        xavier_30w.wait_held("m")
+        child.stdout.close()
+        child.stderr.close()
+    finally:
+        xavier_30w.release_nvpmodel("m")
+        try:
+            child.wait(timeout=120)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+    assert child.returncode == 0
+    from jetpredict.models.profile_files import read_profile_csv
+
+    assert list(read_profile_csv(out)["mode"]) == ["MAXN", "MODE_10W"]
     _in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
