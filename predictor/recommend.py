@@ -31,9 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS
-from jetpredict.models.errors import InputError
-from jetpredict.models.numbers import checked_number, finite_or_none
-from jetpredict.predictor.limits import MAX_CONFIDENCE, MAX_EPOCHS, MIN_CONFIDENCE, OBJECTIVES, percent
+from jetpredict.models.numbers import finite_or_none
+
+# Re-exported for the callers that still import them from here (predictor/decision.py,
+# examples/flower_fleet/flower_fleet/fleet.py): the checks are defined in .checks, which loads no pandas.
+from jetpredict.predictor.checks import check_confidence as check_confidence
+from jetpredict.predictor.checks import check_limit as check_limit
+from jetpredict.predictor.checks import check_objective as check_objective
+from jetpredict.predictor.limits import OBJECTIVES, percent
 
 #: Per-mode columns of a prediction table that hold one value for the whole answer (stated once in compact
 #: answers; scalars in a fleet plan's per-device predictions), the confidence last as in every table.
@@ -71,32 +76,6 @@ def pareto_positions(df: pd.DataFrame, ok: np.ndarray, x: str, y: str) -> np.nda
     ys = np.where(ok, df[y].to_numpy(dtype=float), np.nan)
     front = np.flatnonzero(pareto_mask(xs, ys))
     return front[np.argsort(xs[front], kind="stable")]
-
-
-def check_limit(value: float | None, field_name: str) -> float | None:
-    """A constraint must be a finite number > 0 (or absent)."""
-    return None if value is None else checked_number(value, field_name)
-
-
-def check_epochs(epochs: int | None, field: str = "epochs") -> int | None:
-    """``epochs`` must be a whole number in 1..MAX_EPOCHS (or absent); InputError naming ``field``."""
-    if epochs is None:
-        return None
-    if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer) or not 1 <= epochs <= MAX_EPOCHS:
-        raise InputError(f"{field} must be a whole number from 1 to {MAX_EPOCHS}, got {epochs!r}", field)
-    return int(epochs)
-
-
-def check_confidence(confidence: float) -> float:
-    """``confidence`` must be a number in [MIN_CONFIDENCE, MAX_CONFIDENCE] (a share, not a percentage)."""
-    return checked_number(confidence, "confidence", low=MIN_CONFIDENCE, high=MAX_CONFIDENCE, low_inclusive=True,
-                          hint=" (e.g. 0.9 for 90%)")
-
-
-def check_objective(objective: str) -> str:
-    if objective not in OBJECTIVES:
-        raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}", "objective")
-    return objective
 
 
 def to_accuracy(pred, epochs: int, device_id: str) -> dict[str, np.ndarray]:

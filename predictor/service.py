@@ -37,7 +37,7 @@ from jetpredict.models.errors import InputError, ModeRowError, ModeRowOutOfRange
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.numbers import is_blank, not_a_number_rule, number_or_nan
 from jetpredict.models.profile_files import rows_to_records
-from jetpredict.predictor import bundled, fleet, planning, space
+from jetpredict.predictor import bundled, checks, fleet, planning, space
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
@@ -327,8 +327,8 @@ def prediction_answer(model: WorkloadModel, modes: str | pd.DataFrame | Sequence
     once. ``modes``: ``"presets"``, ``"all"`` or a table / list of mode objects; ``fill_labels``: modes
     without a label get their knob label. See :func:`predict` for ``device``, ``epochs``, ``confidence``."""
     target = _target(model, device)
-    epochs = rec.check_epochs(epochs)
-    confidence = rec.check_confidence(confidence)
+    epochs = checks.check_epochs(epochs)
+    confidence = checks.check_confidence(confidence)
     table = mode_table(target, modes, fill_labels)
     if isinstance(modes, str) and modes == "all":
         pred = space.space_prediction(model, target, confidence).columns()
@@ -426,10 +426,10 @@ def recommend(model: WorkloadModel, objective: str, max_power_w: float | None = 
     ``max_epoch_time_s`` (s) when the upper end of its time interval does; see :mod:`predictor.recommend`
     for the objective and the preference for modes inside the profiled knob ranges.
     """
-    objective = rec.check_objective(objective)
-    max_power_w = rec.check_limit(max_power_w, "max_power_w")
-    max_epoch_time_s = rec.check_limit(max_epoch_time_s, "max_epoch_time_s")
-    confidence = rec.check_confidence(confidence)
+    objective = checks.check_objective(objective)
+    max_power_w = checks.check_limit(max_power_w, "max_power_w")
+    max_epoch_time_s = checks.check_limit(max_epoch_time_s, "max_epoch_time_s")
+    confidence = checks.check_confidence(confidence)
     target = _target(model, device)
     # A cap above all the module can draw is a unit mistake (mW), not "no cap": one check, CLI and HTTP.
     max_power_w = target.check_power_cap(max_power_w, "max_power_w")
@@ -472,11 +472,11 @@ def plan_fleet(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], 
     ``model``: one model, or a workload's models per device (each client's device is served by its own
     rows where the workload holds them, else transferred: :class:`DeviceModels`).
     """
-    deadline_s = rec.check_limit(deadline_s, "deadline_s")
+    deadline_s = checks.check_limit(deadline_s, "deadline_s")
     if deadline_s is None:
         raise InputError("deadline_s is required (s, > 0)", "deadline_s")
-    epochs = rec.check_epochs(1 if epochs is None else epochs)
-    confidence = rec.check_confidence(confidence)
+    epochs = checks.check_epochs(1 if epochs is None else epochs)
+    confidence = checks.check_confidence(confidence)
     models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
     served_by: list[tuple[WorkloadModel, bool]] = []
 

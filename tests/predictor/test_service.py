@@ -12,8 +12,8 @@ from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDev
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import limits, service
 from jetpredict.predictor.bundled import fit_workload, predict_modes
+from jetpredict.predictor.checks import check_confidence
 from jetpredict.predictor.constants import OUTSIDE_TOLERANCE_LN
-from jetpredict.predictor.recommend import check_confidence
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 PROFILED = ["a", "d", "g", "h"]  # four of the published AGX Xavier modes

@@ -27,6 +27,7 @@ from jetpredict.client import (
 )
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
+from jetpredict.predictor.checks import check_confidence
 from jetpredict.predictor.limits import PROVENANCE_FIELDS
 
 #: What a plan rests on: the workload id and :data:`~jetpredict.predictor.limits.PROVENANCE_FIELDS`.
@@ -186,11 +187,7 @@ def _workload_id(model: Any) -> str | None:
 def _checked_confidence(confidence: float | None) -> float | None:
     """``confidence`` checked as the service checks it (None: the service's default), so that a bad level
     fails when the planner is built, naming the field, not at the first round of a running ServerApp."""
-    if confidence is None:
-        return None
-    from jetpredict.predictor.recommend import check_confidence  # loads pandas: only when a level is given
-
-    return check_confidence(confidence)
+    return None if confidence is None else check_confidence(confidence)
 
 
 def _plain(value: Any) -> Any:

@@ -63,7 +63,7 @@ from jetpredict.integrations.flower.wire import (
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
-from jetpredict.predictor.recommend import check_epochs
+from jetpredict.predictor.checks import check_epochs
 
 log = logging.getLogger(__name__)
 

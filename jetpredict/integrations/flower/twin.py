@@ -9,7 +9,7 @@ from typing import Any
 
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.models.numbers import checked_number
-from jetpredict.predictor.recommend import check_epochs
+from jetpredict.predictor.checks import check_epochs
 
 
 @dataclass(frozen=True)
