@@ -74,6 +74,9 @@ _MIB = 1024 * 1024
 #: The default body limit: MIN_BODY_BYTES up to a whole MiB (room for a client's indented JSON).
 DEFAULT_MAX_BODY_BYTES = -(-MIN_BODY_BYTES // _MIB) * _MIB
 DEFAULT_WORKERS = 2
+DEFAULT_THREADS = 4  # gunicorn threads per worker
+#: The SQLite folder when none is given, relative to the folder ``serve`` starts in.
+DEFAULT_DATA_DIR = "data"
 DEFAULT_RATE_LIMIT = "600/minute;50/second"
 DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"
 RATE_LIMIT_OFF = ("off", "none", "0", "false")
@@ -99,14 +102,14 @@ def _split(value: str | list | tuple) -> tuple[str, ...]:
 class Settings:
     """Resolved settings of one app. Units: bytes, seconds; ``API_KEYS`` are plaintext keys."""
 
-    DATA_DIR: Path = field(default_factory=lambda: Path.cwd() / "data")
+    DATA_DIR: Path = field(default_factory=lambda: Path.cwd() / DEFAULT_DATA_DIR)
     DATABASE_URL: str = ""  # empty = SQLite file ``DATA_DIR/jetpredict.sqlite``
     API_KEYS: tuple[str, ...] = ()
     MAX_BODY_BYTES: int = DEFAULT_MAX_BODY_BYTES
     HOST: str = DEFAULT_HOST
     PORT: int = DEFAULT_PORT
     WORKERS: int = DEFAULT_WORKERS
-    THREADS: int = 4  # gunicorn threads per worker
+    THREADS: int = DEFAULT_THREADS
     CORS_ORIGINS: tuple[str, ...] = ()  # empty = CORS off
     MODEL_CACHE_SIZE: int = 64  # fitted workload models kept in memory per process
     # Per-client limits (flask-limiter syntax, ";"-separated) on the costly POST routes, and on requests

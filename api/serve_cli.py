@@ -1,7 +1,7 @@
 """CLI verb ``serve``: run the HTTP service under gunicorn when it is installed, Flask's server otherwise.
 
-Settings come from flags, then ``JETPREDICT_*`` variables, then defaults (127.0.0.1:8080, 2 workers,
-SQLite under ``./data``). Flags are exported as ``JETPREDICT_*`` so every worker process sees them.
+Settings come from flags, then ``JETPREDICT_*`` variables, then defaults (``api.config``'s ``DEFAULT_*``,
+which ``serve --help`` states). Flags are exported as ``JETPREDICT_*`` so every worker process sees them.
 
 Which server: gunicorn (the ``[server]`` extra, and the Docker image) when it imports, else Flask's
 threaded development server (the plain ``pip install``: fine for one user and the page at ``/``); the
@@ -21,7 +21,12 @@ import tempfile
 from pathlib import Path
 
 from jetpredict.api.config import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    DEFAULT_THREADS,
+    DEFAULT_WORKERS,
     ENV_PREFIX,
     LARGEST_QUERY_ROUTE,
     MIN_BODY_BYTES,
@@ -33,6 +38,17 @@ from jetpredict.models.errors import InputError, cli_flag
 #: flag name -> setting name
 _FLAGS = {"host": "HOST", "port": "PORT", "workers": "WORKERS", "threads": "THREADS", "data_dir": "DATA_DIR",
           "database_url": "DATABASE_URL", "max_body_bytes": "MAX_BODY_BYTES", "cors_origins": "CORS_ORIGINS"}
+
+
+#: gunicorn kills and restarts a worker whose main loop is silent this long; under gthread a long request
+#: runs in a thread and does not silence it, so only a hung worker is cut (s).
+WORKER_SILENCE_TIMEOUT_S = 120
+#: On SIGTERM, requests in flight get this long to finish before the workers are killed: ``docker stop``
+#: sends SIGKILL 10 s after SIGTERM by default, so a longer grace would be cut short there anyway (s).
+GRACEFUL_STOP_S = 10
+#: An idle keep-alive connection is held this long for its next request: the page's requests come in
+#: bursts (a load's predictions, then its recommendation), and an idle client holds no connection longer (s).
+KEEPALIVE_S = 5
 
 
 def _log(message: str) -> None:
@@ -97,8 +113,9 @@ def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
         def load_config(self) -> None:
             options = {
                 "bind": f"{settings.HOST}:{settings.PORT}", "workers": settings.WORKERS,
-                "worker_class": "gthread", "threads": settings.THREADS, "timeout": 120,
-                "graceful_timeout": 10, "keepalive": 5, "errorlog": "-", "loglevel": "info",
+                "worker_class": "gthread", "threads": settings.THREADS,
+                "timeout": WORKER_SILENCE_TIMEOUT_S, "graceful_timeout": GRACEFUL_STOP_S, "keepalive": KEEPALIVE_S,
+                "errorlog": "-", "loglevel": "info",
                 "proc_name": "jetpredict", "child_exit": child_exit, "when_ready": when_ready,
                 # Import and warm up once in the master; workers fork ready to answer.
                 "preload_app": True,
@@ -249,11 +266,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the HTTP service")
-    p.add_argument("--host", default=None, help="default 127.0.0.1 (JETPREDICT_HOST)")
-    p.add_argument("--port", type=int, default=None, help="default 8080 (JETPREDICT_PORT)")
-    p.add_argument("--workers", type=int, default=None, help="gunicorn workers, default 2 (JETPREDICT_WORKERS)")
-    p.add_argument("--threads", type=int, default=None, help="threads per worker, default 4 (JETPREDICT_THREADS)")
-    p.add_argument("--data-dir", default=None, help="SQLite database directory, default ./data (JETPREDICT_DATA_DIR)")
+    p.add_argument("--host", default=None, help=f"default {DEFAULT_HOST} (JETPREDICT_HOST)")
+    p.add_argument("--port", type=int, default=None, help=f"default {DEFAULT_PORT} (JETPREDICT_PORT)")
+    p.add_argument("--workers", type=int, default=None,
+                   help=f"gunicorn workers, default {DEFAULT_WORKERS} (JETPREDICT_WORKERS)")
+    p.add_argument("--threads", type=int, default=None,
+                   help=f"threads per worker, default {DEFAULT_THREADS} (JETPREDICT_THREADS)")
+    p.add_argument("--data-dir", default=None,
+                   help=f"SQLite database directory, default ./{DEFAULT_DATA_DIR} (JETPREDICT_DATA_DIR)")
     p.add_argument("--database-url", default=None,
                    help="SQLAlchemy URL, e.g. postgresql://... (JETPREDICT_DATABASE_URL); overrides --data-dir")
     p.add_argument("--max-body-bytes", type=int, default=None,

@@ -141,6 +141,7 @@ def test_every_field_of_a_fit_summary_is_stored():
     from jetpredict.models.profile_rows import validate_records
     from jetpredict.predictor.bundled import fit_workload
     from jetpredict.predictor.limits import PROVENANCE_FIELDS
+
     from tools.testing import published_rows
 
     assert set(PROVENANCE_FIELDS) <= set(FIT_FIELDS)
@@ -151,3 +152,25 @@ def test_every_field_of_a_fit_summary_is_stored():
         "agx-xavier": (len(rows), summary)}), "", ""))
     assert stored == {"agx-xavier": {"rows": len(rows), **{k: summary[k] for k in FIT_FIELDS}}}
     assert tuple(StoredFitSchema().fields) == FIT_FIELDS
+
+
+def test_serve_states_the_defaults_it_runs_with(monkeypatch):
+    """``serve --help`` states api.config's defaults (the ones Settings takes), not figures of its own."""
+    import argparse
+
+    from jetpredict.api import config, serve_cli
+
+    settings = config.Settings()
+    assert (settings.HOST, settings.PORT, settings.WORKERS, settings.THREADS, settings.DATA_DIR.name) == (
+        config.DEFAULT_HOST, config.DEFAULT_PORT, config.DEFAULT_WORKERS, config.DEFAULT_THREADS,
+        config.DEFAULT_DATA_DIR)
+    other = {"DEFAULT_HOST": "10.9.8.7", "DEFAULT_PORT": 9123, "DEFAULT_WORKERS": 7, "DEFAULT_THREADS": 13,
+             "DEFAULT_DATA_DIR": "store"}
+    for name, value in other.items():
+        monkeypatch.setattr(serve_cli, name, value)
+    verbs = argparse.ArgumentParser().add_subparsers()
+    serve_cli.register(verbs)
+    helps = {action.dest: action.help for action in verbs.choices["serve"]._actions}
+    assert "default 10.9.8.7 " in helps["host"] and "default 9123 " in helps["port"]
+    assert "default 7 " in helps["workers"] and "default 13 " in helps["threads"]
+    assert "default ./store " in helps["data_dir"]
