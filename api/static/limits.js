@@ -1,5 +1,5 @@
-// The limits the API states in its OpenAPI document (coverage, epochs, caps, the stored-workload page, the
-// search box, the profile columns' types), read at run time: none of them is restated in the page.
+// The limits the API states in its OpenAPI document (coverage, epochs, caps, objectives, the stored-workload
+// page, the search box, the profile columns' types), read at run time: none of them is restated in the page.
 
 import { percent } from "./format.js";
 import { api } from "./http.js";
@@ -7,6 +7,10 @@ import { $, WORKLOAD_PAGE, state } from "./state.js";
 
 // Coverages offered, as shares; those outside the API's range (read from /openapi.json) are left out.
 const COVERAGES = [0.5, 0.8, 0.9, 0.95, 0.99];
+// The words for the objectives the page knows, in the order it offers them (the first is chosen at start: the
+// page opens on a power cap). Which objectives exist is the API's enum: one the page has no words for is
+// offered under its name, after these; one the API no longer takes is not offered.
+const OBJECTIVE_WORDS = { "min-energy": "least energy per epoch", "min-time": "shortest epoch" };
 
 // The allowed coverage and epochs come from the service's OpenAPI document, not restated here; the
 // fields holding totals for `epochs` epochs are those the document describes as such.
@@ -45,9 +49,18 @@ export async function loadLimits() {
     .sort((a, b) => a - b);
   $("confidence").replaceChildren(...values.map((v) => new Option(percent(v), String(v))));
   $("confidence").value = String(def);
+  $("objective").replaceChildren(...objectiveOrder(props.objective.enum)
+    .map((name) => new Option(OBJECTIVE_WORDS[name] || name, name)));
   $("epochs").min = String(limits.epochs.min);
   $("epochs").max = String(limits.epochs.max);
   state.limits = limits;  // last: a load that failed half-way is read again in full
+}
+
+// The API's objectives, those the page has words for first, in OBJECTIVE_WORDS' order.
+function objectiveOrder(names) {
+  const known = Object.keys(OBJECTIVE_WORDS);
+  const rank = (name) => (known.includes(name) ? known.indexOf(name) : known.length);
+  return [...names].sort((a, b) => rank(a) - rank(b));
 }
 
 // The caps the API takes, by kind: {min, max, above} (above: min itself is refused, as for time caps).

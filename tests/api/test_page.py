@@ -283,6 +283,15 @@ def test_page_has_the_controls_and_restates_no_api_limit(client):
     assert any(p["name"] == "search" for p in search)
 
 
+def test_page_lists_no_objective_of_its_own(client):
+    """The objectives offered are the OpenAPI document's enum (limits.js, run in Chromium by
+    test_page_browser.py): the page's objective list holds no option, so one the API adds is not missed."""
+    html = client.get("/").get_data(as_text=True)
+    select = re.search(r'<select id="objective">(.*?)</select>', html, re.DOTALL)
+    assert select is not None and "<option" not in select.group(1), select
+    assert "props.objective.enum" in (STATIC_DIR / "limits.js").read_text()
+
+
 def test_all_mode_answer_states_the_provenance_the_page_shows_without_a_best_mode(client, stored):
     """The page's provenance list: with no mode under the cap (``best`` null) it still says whether the
     predictions are cross-device and where the power comes from, from the all-mode answer (columns layout:

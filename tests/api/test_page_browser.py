@@ -92,6 +92,37 @@ def test_page_picks_the_same_best_mode_as_the_api(server, browser, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
+#: The objective list on screen, as [value, words] pairs.
+OBJECTIVES_SHOWN = "Array.from(document.getElementById('objective').options).map((o) => [o.value, o.text])"
+
+
+def test_the_objectives_offered_are_the_apis(server, browser):
+    """The objective list is the OpenAPI document's enum, read at run time: every objective the API takes,
+    in words, least energy first (the page opens on a power cap); given a document stating a third, the same
+    page code offers it too, under its name."""
+    spec = requests.get(f"{server.url}/openapi.json", timeout=30).json()
+    enum = spec["components"]["schemas"]["RecommendationRequest"]["properties"]["objective"]["enum"]
+    browser.navigate(server.url + "/")
+    browser.wait_for(READY, 120)
+    shown = browser.evaluate(OBJECTIVES_SHOWN)
+    assert sorted(value for value, _ in shown) == sorted(enum) and len(shown) == len(enum) >= 2
+    assert all(words and words != value for value, words in shown), shown
+    assert shown[0][0] == browser.evaluate("document.getElementById('objective').value") == "min-energy"
+    # limits.js again, with a document that states one more objective (the page's fetch answers it)
+    browser.evaluate("""(async () => {
+      const real = window.fetch;
+      window.fetch = async (url, options) => {
+        const response = await real(url, options);
+        if (!String(url).endsWith("/openapi.json")) return response;
+        const doc = await response.json();
+        doc.components.schemas.RecommendationRequest.properties.objective.enum.push("min-carbon");
+        return new Response(JSON.stringify(doc), { headers: { "Content-Type": "application/json" } });
+      };
+      try { await (await import("/assets/limits.js")).loadLimits(); } finally { window.fetch = real; }
+    })()""")
+    assert browser.evaluate(OBJECTIVES_SHOWN) == [*shown, ["min-carbon", "min-carbon"]]
+
+
 def test_docs_render_offline_from_the_package(server, browser):
     errors, requested = len(browser.errors()), len(browser.requests())
     browser.navigate(server.url + "/docs")
