@@ -174,3 +174,18 @@ def test_serve_states_the_defaults_it_runs_with(monkeypatch):
     assert "default 10.9.8.7 " in helps["host"] and "default 9123 " in helps["port"]
     assert "default 7 " in helps["workers"] and "default 13 " in helps["threads"]
     assert "default ./store " in helps["data_dir"]
+
+
+def test_the_api_readme_states_the_settings_defaults():
+    """api/README.md's settings table restates serve's defaults and the inline-row limits (prose cannot import
+    them): held equal to api.config and api.schemas here."""
+    from jetpredict.api import config
+    from jetpredict.api.schemas import MAX_REQUEST_ROWS
+
+    rows = {line.split("|")[1].strip(): line for line in (ROOT / "api" / "README.md").read_text(
+        encoding="utf-8").splitlines() if line.startswith("| `JETPREDICT_")}
+    assert f"| `{config.DEFAULT_HOST}` / `{config.DEFAULT_PORT}` |" in rows["`JETPREDICT_HOST` / `_PORT`"]
+    assert f"| {config.DEFAULT_WORKERS} / {config.DEFAULT_THREADS} |" in rows["`JETPREDICT_WORKERS` / `_THREADS`"]
+    assert f"| `./{config.DEFAULT_DATA_DIR}` |" in rows["`JETPREDICT_DATA_DIR`"]
+    inline = rows["`JETPREDICT_INLINE_ROWS_WITHOUT_KEY`"]
+    assert f"| {config.DEFAULT_INLINE_ROWS_WITHOUT_KEY} |" in inline and f"up to {MAX_REQUEST_ROWS:,})" in inline
