@@ -378,4 +378,6 @@ def test_each_module_constant_has_one_value():
     """A constant's name means one value: two modules setting ``MAX_ROWS`` to 200,000 (rows per file) and
     10,000 (rows per request) make an import's reader guess which limit applies."""
     clashes = {name: set(where) for name, where in _constant_values().items() if len(set(where.values())) > 1}
-    assert clashes == {**SAME_CONCEPT_CONSTANTS, **AWAITING_RENAME}
+    listed = {**SAME_CONCEPT_CONSTANTS, **AWAITING_RENAME}
+    assert clashes == listed, (f"rename (name what each is): {sorted(set(clashes) - set(listed))}; renamed, drop "
+                               f"from AWAITING_RENAME: {sorted(set(listed) - set(clashes))}")
