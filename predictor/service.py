@@ -398,9 +398,9 @@ class Recommendation:
 
 
 def recommendation_answer(model: WorkloadModel, result: Recommendation, workload_id: str | None = None) -> dict:
-    """A :func:`recommend` result as ``recommend --format json`` prints it and ``POST /v1/recommendations``
-    answers it: the same fields in both (provenance at the top, rows of :data:`ROW_COLUMNS`; caps that
-    were set)."""
+    """``POST /v1/recommendations``'s answer, and what ``recommend --format json`` prints: a :func:`recommend`
+    ``result``, the same fields in both (provenance at the top, rows of :data:`ROW_COLUMNS`; caps that were
+    set)."""
 
     def row(r: dict | None) -> dict | None:
         return None if r is None else {k: r[k] for k in ROW_COLUMNS if k in r}
@@ -453,15 +453,6 @@ def recommend(model: WorkloadModel, objective: str, max_power_w: float | None = 
         preset_comparison=rec.preset_comparison(best, preset, objective, max_power_w, max_epoch_time_s,
                                                 confidence),
         preferred_preset=choice.preferred_preset)
-
-
-def recommendation(model: WorkloadModel, objective: str, max_power_w: float | None = None,
-                   max_epoch_time_s: float | None = None, device: Device | str | None = None,
-                   epochs: int | None = None, confidence: float = DEFAULT_CONFIDENCE,
-                   workload_id: str | None = None) -> dict:
-    """``POST /v1/recommendations``'s answer: :func:`recommend` as :func:`recommendation_answer` states it."""
-    result = recommend(model, objective, max_power_w, max_epoch_time_s, device, epochs, confidence)
-    return recommendation_answer(model, result, workload_id)
 
 
 def plan_fleet(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping], deadline_s: float,

@@ -31,21 +31,26 @@ class Recommendations(MethodView):
         """Best mode for ``min-time`` or ``min-energy`` within ``max_power_w`` / ``max_epoch_time_s``, with
         the time-energy Pareto front of the feasible modes the out-of-range rule lets stand. ``best`` is null
         when no mode fits."""
-        from jetpredict.predictor.service import recommendation
+        from jetpredict.predictor.service import recommend, recommendation_answer
 
         resolved = request_workload(body["workload"], device=body.get("device"))
         services().metrics.served("recommendations").inc()
         # The choice reads the device's every-mode prediction: light when kept, else heavy work.
         light = space_ready(resolved.model, body.get("device"), body["confidence"])
-        # The same document as `recommend --format json` (predictor.service.recommendation_answer), and
-        # which of the workload's devices' rows serve this device, and the stored workload's revision fitted.
+
+        def answer_it() -> dict:
+            # The same document as `recommend --format json` (predictor.service.recommendation_answer).
+            result = recommend(resolved.model, body["objective"], device=body.get("device"),
+                               epochs=body.get("epochs"), confidence=body["confidence"],
+                               **body["constraints"])
+            return recommendation_answer(resolved.model, result, resolved.workload_id)
+
         try:
-            answer = heavy_unless(light, "a recommendation over every mode", lambda: recommendation(
-                resolved.model, body["objective"], device=body.get("device"), epochs=body.get("epochs"),
-                confidence=body["confidence"], workload_id=resolved.workload_id, **body["constraints"]))
+            answer = heavy_unless(light, "a recommendation over every mode", answer_it)
         except InputError as exc:
             # The device's own cap check names the bare argument; the request nests it under constraints.
             if exc.field in body["constraints"]:
                 raise InputError(exc.message, f"constraints.{exc.field}") from None
             raise
+        # And which of the workload's devices' rows serve this device, and the stored revision fitted.
         return {**answer, **resolved.answer_fields()}

@@ -462,7 +462,8 @@ def test_a_new_model_at_a_kept_models_id_gets_its_own_space_prediction(resnet, m
 
 
 def test_recommendation_and_fleet_answers_state_provenance_from_the_service(resnet):
-    rec = service.recommendation(resnet, "min-time", max_power_w=20, workload_id="w")
+    result = service.recommend(resnet, "min-time", max_power_w=20)
+    rec = service.recommendation_answer(resnet, result, workload_id="w")
     assert {k: rec[k] for k in service.PROVENANCE_FIELDS} == service.provenance(resnet, "agx-xavier")
     assert rec["workload_id"] == "w" and set(rec["best"]) <= set(service.ROW_COLUMNS)
     clients = [{"id": "a", "device": "agx-xavier"}, {"id": "b", "device": "orin-nx"}]
