@@ -255,13 +255,15 @@ class Adviser:
 @dataclass(frozen=True)
 class Step:
     """One round of the loop: the modes profiled so far, the decision after fitting them, and what next
-    (``next_mode`` None when the loop stops; ``stop`` says why)."""
+    (``next_mode`` None when the loop stops; ``stop`` says why); ``model``: what the fit that decided rests
+    on (:func:`service.provenance`)."""
 
     profiled: tuple[str, ...]
     decision: Decision
     next_mode: dict[str, Any] | None
     reason: str | None
     stop: str | None
+    model: dict[str, object] | None = None
 
 
 class AdaptiveChooser:
@@ -284,6 +286,7 @@ class AdaptiveChooser:
         self.adviser = Adviser(device, goal, candidates, reference)
         self._candidates_given = candidates is not None
         self._start = start
+        self._start_given = start is not None
         #: (knobs key, predicted epoch time s) of a pick profiled to confirm a settled stop.
         self._confirming: tuple[tuple[float, ...], float] | None = None
         #: (knobs key, predicted epoch time s) of a rival profiled to settle a stop (see :meth:`next_mode`).
@@ -329,7 +332,7 @@ class AdaptiveChooser:
         keys = self.adviser.table_keys(d.table)
         pick = None if d.best is None else keys[d.best]
         if (hopeless := unreachable_caps(d, self.adviser.goal)) is not None:
-            return self._stop(frame, d, hopeless)
+            return self._stop(frame, d, hopeless, proposal.model)
         confirmed = self._confirmed(measured_s, d, keys)
         explained = self._rival_explained(measured_s, d, keys)  # called every round: it clears what it checks
         settled = self.settled(d) or explained
@@ -337,9 +340,9 @@ class AdaptiveChooser:
         decided = None if pick_open or d.best is None or d.rival_gain >= NEGLIGIBLE_RIVAL_GAIN else (
             f"the pick is measured and no unprofiled mode may beat it (expected gain {d.rival_gain:.2%})")
         if confirmed or decided or (settled and not pick_open):
-            return self._stop(frame, d, confirmed or decided or settled)
+            return self._stop(frame, d, confirmed or decided or settled, proposal.model)
         if proposal.modes.empty:
-            return self._stop(frame, d, "every candidate mode is profiled")
+            return self._stop(frame, d, "every candidate mode is profiled", proposal.model)
         nxt, reason = proposal.modes.iloc[0], str(proposal.modes.iloc[0]["reason"])
         if settled:
             # Intervals calibrated near the noise floor are narrow before the pick is measured, and a
@@ -353,7 +356,8 @@ class AdaptiveChooser:
             reason = f"settles the stop: the unprofiled mode likeliest to beat the pick (gain {d.rival_gain:.1%})"
             self._settling = (keys[d.top_rival], float(nxt["epoch_time_s"]))
         mode = {"mode": nxt["mode"], **{k: float(nxt[k]) for k in MODE_FIELDS}}
-        self._record(Step(tuple(frame["mode"].astype(str)), d, mode, reason, None))
+        self._record(Step(tuple(frame["mode"].astype(str)), d, mode, reason, None,
+                          service.provenance(proposal.model)))
         return mode
 
     def settled(self, d: Decision) -> str | None:
@@ -436,7 +440,9 @@ class AdaptiveChooser:
         if self.log is not None:
             self.log(self.describe(step))
 
-    def _stop(self, rows: pd.DataFrame, decision: Decision | None, why: str) -> None:
+    def _stop(self, rows: pd.DataFrame, decision: Decision | None, why: str,
+              model: WorkloadModel | None = None) -> None:
+        """Record the last round (``decision`` made by ``model``; None: fit and decide here) and stop."""
         if decision is None:
             table, open_ = self.adviser.decision_set(rows)
             model = self.adviser.fit(rows)
@@ -445,8 +451,43 @@ class AdaptiveChooser:
             # intervals wide however many modes are profiled.
             note = lack_of_fit_note(model)
             why = why if note is None else f"{why}; {note}"
-        self._record(Step(tuple(rows["mode"].astype(str)), decision, None, None, why))
+        provenance = None if model is None else service.provenance(model)
+        self._record(Step(tuple(rows["mode"].astype(str)), decision, None, None, why, provenance))
         return None
+
+    def record(self) -> dict[str, Any]:
+        """What ``profile --adaptive`` keeps in its sidecar (``adaptive``), so a reader can tell later why these
+        modes were profiled: the settings (caps in W and s, widths relative), the modes profiled first and why,
+        and per round (:meth:`step_record`) the mode picked and why, or why the loop stopped."""
+        goal = self.adviser.goal
+        start = self.start_modes()
+        plan = "the candidates'" if self._candidates_given else "the device's"
+        return {
+            "budget": self.budget, "objective": goal.objective, "max_power_w": goal.max_power_w,
+            "max_epoch_time_s": goal.max_epoch_time_s, "confidence": goal.confidence,
+            "target_width": self.target_width, "max_rival_gain": MAX_RIVAL_GAIN,
+            "candidates": len(self.adviser.candidates),
+            "start": {"modes": [str(m) for m in start["mode"]],
+                      "why": "given with --modes" if self._start_given
+                      else f"the first {len(start)} modes of {plan} D-optimal plan"},
+            "steps": [self.step_record(step) for step in self.steps],
+            "stop": self.steps[-1].stop if self.steps else None,
+        }
+
+    def step_record(self, step: Step) -> dict[str, Any]:
+        """One round as data: the modes profiled, the recommended mode's predicted intervals (s, W, J) and the
+        decision's widths that drove the pick or the stop, the fit's provenance, and :meth:`describe`'s line."""
+        d = step.decision
+        recommended = None
+        if d.best is not None:
+            row = d.table.iloc[d.best]
+            recommended = {"mode": str(row["mode"]), **{k: float(row[k]) for k in MODE_FIELDS},
+                           **{c: float(row[c]) for c in service.PREDICTION_COLUMNS if c in row.index},
+                           "time_width": d.time_width, "objective_width": d.objective_width,
+                           "rival_gain": d.rival_gain, "uncertainty": d.uncertainty}
+        return {"profiled": list(step.profiled), "recommended": recommended,
+                "no_pick": d.reason if d.best is None else None, "next_mode": step.next_mode,
+                "reason": step.reason, "stop": step.stop, "model": step.model, "line": self.describe(step)}
 
     def describe(self, step: Step) -> str:
         """One line per round for people (standard error)."""

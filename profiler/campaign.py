@@ -16,7 +16,9 @@ Output files (decided here, documented in ``jetpredict profile --help``):
 
 Adaptive campaigns (``profile --adaptive``): a :class:`ModeChooser` given by the caller (the command line
 passes the predictor's, which the profiler does not import) picks each next mode from the rows measured so
-far and says when to stop; the campaign measures and writes each mode exactly as in a fixed list.
+far and says when to stop; the campaign measures and writes each mode exactly as in a fixed list. The JSON's
+``adaptive`` is false for a fixed list; for an adaptive run the chooser's record: its settings and, per round, the
+mode picked and why or why it stopped (``true`` in sidecars written before it, and from a chooser that keeps none).
 
 A crash loses at most the mode in progress. An existing output file is replaced only when the first mode
 has been measured: a campaign that fails before that (another run holds the power modes, the controller
@@ -82,6 +84,9 @@ class ModeChooser(Protocol):
         """The next mode as ``mode`` plus the knobs (MODE_FIELDS), or None when profiling should stop."""
         ...
 
+    # Optional: ``record() -> dict``, the settings and each round's pick and why, kept as the sidecar's
+    # ``adaptive`` (:func:`_adaptive_record`); a chooser without it is recorded as ``true``, as before.
+
 
 #: Builds the chooser once the device is known: (catalogue id, start modes or None) -> chooser.
 ChooserFactory = Callable[[str, list[PowerMode] | None], ModeChooser]
@@ -109,6 +114,8 @@ class CampaignConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     #: ``profile --adaptive``: builds the chooser of the modes (None = profile ``modes`` as listed).
     adaptive: ChooserFactory | None = None
+    #: ``--candidates``: the file the chooser's modes come from (None = every mode), kept in the sidecar.
+    candidates: str | None = None
     #: Jetson: pin each mode's clocks at its caps with ``jetson_clocks`` (DVFS off, the POMACS method; stored
     #: and restored around the run); False (``--no-lock-clocks``): measure under the DVFS governors.
     lock_clocks: bool = True
@@ -374,15 +381,24 @@ def _mode_bytes_at_most(settings: RunSettings) -> int:
     return (settings.warmup + settings.minibatches) * len(TIMING_FIELDS) * JSON_NUMBER_BYTES + MODE_RECORD_BYTES
 
 
+def _adaptive_record(chooser: ModeChooser | None) -> dict[str, Any] | bool:
+    """The sidecar's ``adaptive``: False for a fixed list of modes; else the chooser's record (its settings and
+    each round's pick and why, so far), or True from a chooser that keeps none (as sidecars before it)."""
+    if chooser is None:
+        return False
+    record = getattr(chooser, "record", None)
+    return True if record is None else record()
+
+
 def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Complexity | None,
-                    rows: list[dict[str, Any]]) -> dict[str, Any]:
+                    rows: list[dict[str, Any]], chooser: ModeChooser | None) -> dict[str, Any]:
     simulated = parts.runner.source == "simulated"
     return {
         "format": JSON_FORMAT, "device": parts.device_id, "workload": parts.backend.workload,
         "started_utc": parts.runner.started_utc(),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(cfg).items()
                    if k not in ("extra", "adaptive")},
-        "adaptive": cfg.adaptive is not None,
+        "adaptive": _adaptive_record(chooser),
         "clock": "simulated seconds since the campaign started" if simulated
         else "seconds since the campaign started (time.perf_counter)",
         "complexity": None if complexity is None else complexity.as_dict(), "rows": rows, "modes": [],
@@ -502,7 +518,7 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
     t_ref = parts.runner.now_s()
     rows: list[dict[str, Any]] = []
     complexity = parts.backend.complexity()
-    document = _start_document(cfg, parts, complexity, rows)
+    document = _start_document(cfg, parts, complexity, rows, chooser)
     modes = parts.modes if chooser is None else _chosen_modes(chooser, rows, parts.catalogue)
     progress = _Progress(n * (settings.warmup + settings.minibatches), cfg.progress)
     try:
@@ -516,6 +532,10 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
                 run, caps, read_back, in_force = _measure_mode(parts, ctl, mode, settings, progress)
                 rows.append(_row(parts, run, _mode_fields(caps, in_force), settings.warmup, complexity))
                 document["modes"].append(_mode_json(mode, read_back, run, t_ref))
+                document["adaptive"] = _adaptive_record(chooser)  # up to the round that picked this mode
+                outputs.add(rows, document)
+            if rows and chooser is not None:  # the round that stopped the loop came after the last write
+                document["adaptive"] = _adaptive_record(chooser)
                 outputs.add(rows, document)
     except runner.TrainingFailed as exc:
         # Raised once the mode is restored: say what the failed run leaves on disk.

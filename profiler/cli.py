@@ -112,7 +112,8 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
         device=args.device, workload=args.workload, out=args.out, modes=args.modes,
         batch_size=args.batch_size, workers=args.workers, warmup=args.warmup,
         minibatches=args.minibatches, settle_s=args.settle_s, data=args.data, upload=args.upload,
-        progress=not args.no_progress, adaptive=chooser, lock_clocks=not args.no_lock_clocks)
+        progress=not args.no_progress, adaptive=chooser, candidates=args.candidates,
+        lock_clocks=not args.no_lock_clocks)
     try:
         rows = run_campaign(cfg)
     except ModuleNotFoundError as exc:

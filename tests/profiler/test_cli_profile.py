@@ -113,7 +113,7 @@ def test_adaptive_profile_on_the_twin_stops_within_budget(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "adaptive: after 2 mode(s)" in err and ("stop:" in err or len(rows) == 4)
     doc = json.loads(Path(f"{out}.json").read_text())
-    assert doc["adaptive"] is True and len(doc["modes"]) == len(rows)
+    assert doc["adaptive"]["budget"] == 4 and len(doc["modes"]) == len(rows)
 
 
 def test_adaptive_profile_starts_from_the_given_modes(tmp_path, capsys):
