@@ -6,8 +6,8 @@ the variants tried and dropped, and the commands that reproduce them. A changed 
 bump ``model.MODEL_VERSION`` and rerun ``python3 bench/real_cv.py`` (the interval scales:
 ``python -m tools.calibrate_intervals``).
 
-Not here (not calibrated): term and column lists, ``model.MODEL_VERSION``, the normal quantile ``model.Z90``
-and the input limits ``terms.MIN_EPOCH_TIME_S`` / ``MAX_EPOCH_TIME_S``.
+Not here (not calibrated): term and column lists, ``model.MODEL_VERSION`` and the input limits
+``terms.MIN_EPOCH_TIME_S`` / ``MAX_EPOCH_TIME_S``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.special import ndtri
 
 # -- measurement noise ----------------------------------------------------------------------------------
 #: Prior relative noise of one profiled epoch time (share of the time). [E1]
@@ -63,6 +64,10 @@ KAPPA_GRID = np.round(np.arange(0.0, 2.01, 0.125), 3)
 MEASURED_KAPPAS = (1.0, 1.0)
 #: Factors on the contention constants whose refits span the model-form variants (a 90% range). [E5]
 KAPPA_FACTORS = (0.5, 1.3)
+#: The coverage of that range, and its two-sided normal quantile (the SDs its half-width spans): the
+#: variants' spread about their mean over this is the model form's SD.
+KAPPA_FACTORS_COVERAGE = 0.9
+KAPPA_FACTORS_Z = float(ndtri(0.5 + KAPPA_FACTORS_COVERAGE / 2.0))
 
 # -- time prior -------------------------------------------------------------------------------------------
 #: Floor of a time term's prior SD (share of the epoch at the anchor mode). [E6]

@@ -52,6 +52,7 @@ from jetpredict.predictor.constants import (
     INTERVAL_NOISE_FLOOR,
     INTERVAL_SCALES,
     KAPPA_FACTORS,
+    KAPPA_FACTORS_Z,
     MAX_LOG_HALF_WIDTH,
     OUTSIDE_TOLERANCE_LN,
     POOLED_FROM_MODES,
@@ -91,8 +92,6 @@ from scipy.special import ndtri
 #: The model's form and calibration (not the package's version): ``mech-N`` changes whenever a fitted
 #: model of the previous form would predict differently; a saved model records the form it was fitted in.
 MODEL_VERSION = "mech-17"
-#: The contention variants span a 90% range of the constants (two-sided 90% normal quantile).
-Z90 = 1.6449
 
 
 def interval_scales_for(profiled_modes: int) -> IntervalScales:
@@ -389,7 +388,7 @@ class WorkloadModel:
         mean_of_variants = by_variant.mean(axis=0)
         epoch_s = total if self.contention_measured else mean_of_variants
         compute, stall, gpu_wait = (np.mean(parts, axis=0) for parts in (computes, stalls, waits))
-        spread = np.max(np.abs(by_variant - mean_of_variants), axis=0) / Z90
+        spread = np.max(np.abs(by_variant - mean_of_variants), axis=0) / KAPPA_FACTORS_Z
         rel_sd_model = np.sqrt(var + spread ** 2) / np.maximum(epoch_s, 1e-12)
         noise = max(INTERVAL_NOISE_FLOOR, *(f.noise_rel for f in self.time_fits.values()))
         return _TimeParts(
