@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from jetpredict.predictor.limits import OBJECTIVES
+
 from jetpredict.client import DEFAULT_URL, Client, ServiceError, read_rows_csv
 
 BUNDLED_WORKLOAD = "resnet18-cifar10"
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", default="example-resnet18",
                    help="workload id of the bundled rows (ignored with --profile: its rows name it)")
     p.add_argument("--max-power-w", type=float, default=15.0, help="power cap, W (default 15)")
-    p.add_argument("--objective", choices=("min-energy", "min-time"), default="min-energy")
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), default="min-energy")
     p.add_argument("--top", type=int, default=5, help="modes of the Pareto front to print (default 5)")
     args = p.parse_args(argv)
 

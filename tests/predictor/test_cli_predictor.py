@@ -12,6 +12,7 @@ import sys
 import pandas as pd
 import pytest
 from jetpredict.models.catalogue import load_device
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import MODEL_VERSION
 from jetpredict.predictor.service import MODE_COLUMNS, PREDICTION_COLUMNS, PROVENANCE_COLUMNS
 
@@ -107,7 +108,7 @@ def test_recommend_under_20_w_holds_for_the_upper_bound(work, capsys):
     assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "20", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["best"]["avg_power_w_high"] <= 20 and result["confidence"] == 0.9
+    assert result["best"]["avg_power_w_high"] <= 20 and result["confidence"] == DEFAULT_CONFIDENCE
     assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "20", "--confidence", "0.99", "--format", "json"]) == 0
     strict = json.loads(capsys.readouterr().out)

@@ -61,7 +61,7 @@ def test_each_client_gets_least_energy_mode_meeting_deadline(resnet):
     clients = [{"id": "c1", "device": "agx-xavier"}, {"id": "c2", "device": "xavier-nx"},
                {"id": "c3", "device": "agx-xavier"}]
     plan = service.plan_fleet(resnet, clients, deadline_s=3000, epochs=2).as_dict()
-    assert plan["feasible"] and plan["infeasible_clients"] == [] and plan["confidence"] == 0.9
+    assert plan["feasible"] and plan["infeasible_clients"] == [] and plan["confidence"] == limits.DEFAULT_CONFIDENCE
     by_id = {c["id"]: c for c in plan["clients"]}
     assert [c["id"] for c in plan["clients"]] == ["c1", "c2", "c3"]
     for c in plan["clients"]:
@@ -162,7 +162,7 @@ def test_one_prediction_per_device_type(resnet, monkeypatch):
     calls: list[str] = []
     real = space.predict_modes
 
-    def counting(model, modes, device=None, confidence=0.9):  # a spy around the real prediction
+    def counting(model, modes, device=None, confidence=limits.DEFAULT_CONFIDENCE):  # a spy around the real prediction
         calls.append(device.id)
         return real(model, modes, device, confidence)
 
@@ -206,7 +206,7 @@ def test_the_plan_says_when_real_data_do_not_back_its_confidence(resnet):
     twin_rows = rows[rows["workload"] == "resnet18-cifar10"].assign(source="simulated: digital twin")
     twin = fit_workload(twin_rows.reset_index(drop=True), load_device("agx-xavier"))
     note = service.plan_fleet(twin, own, 3000).as_dict()["confidence_note"]
-    assert "simulated rows" in note and "0.9 confidence is not checked" in note
+    assert "simulated rows" in note and f"{limits.DEFAULT_CONFIDENCE:g} confidence is not checked" in note
 
 
 def _candidates(model, device_id: str, deadline_s: float, epochs: int) -> dict[str, dict[str, float]]:

@@ -16,6 +16,7 @@ from jetpredict.predictor.bundled import fit_workload, load_model, save_model
 from jetpredict.predictor.bundled import predict_modes as predict_on
 from jetpredict.predictor.constants import MEASURED_KAPPAS, REGIME_FACTOR_MAX
 from jetpredict.predictor.features import time_features
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import Prediction
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
 from jetpredict.predictor.regime import regime_factor, regime_kappas, regime_weights
@@ -67,7 +68,7 @@ def test_modes_outside_the_profiled_ranges_are_flagged_per_knob():
     sub = p.take(np.array([2, 0]))
     assert sub.extrapolated_knobs() == ["cpu_mhz;gpu_mhz", ""] and len(sub) == 2
     cols = p.columns()
-    assert cols["extrapolated_knobs"][3] == "emc_mhz" and cols["confidence"] == 0.9
+    assert cols["extrapolated_knobs"][3] == "emc_mhz" and cols["confidence"] == DEFAULT_CONFIDENCE
     assert set(Prediction.ARRAYS) <= set(cols)
 
 

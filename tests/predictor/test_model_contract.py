@@ -16,6 +16,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.bundled import predict_modes as predict_on
 from jetpredict.predictor.constants import IntervalScales
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import gpu_floor
 from jetpredict.predictor.regime import core_contrast
 from jetpredict.predictor.terms import PriorLinearRegression, ProfileArrays
@@ -49,7 +50,7 @@ def test_predictions_are_monotone_in_each_clock_and_intervals_ordered():
         low, mid, high = (getattr(p, f"{key}{s}") for s in ("_low", "", "_high"))
         assert np.all(low < mid) and np.all(mid < high)
     assert np.all(p.base_power_w < p.avg_power_w)
-    assert p.cross_device is False and p.power_source == "workload" and p.confidence == 0.9
+    assert p.cross_device is False and p.power_source == "workload" and p.confidence == DEFAULT_CONFIDENCE
 
 
 def test_confidence_sets_every_interval_and_is_checked():

@@ -10,6 +10,7 @@ from jetpredict.models.catalogue import load_device
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor import service
 from jetpredict.predictor.bundled import fit_workload
+from jetpredict.predictor.limits import OBJECTIVES
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def _point(r: dict) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("device", ["agx-xavier", "orin-agx", "nano", "orin-nano"])
-@pytest.mark.parametrize("objective", ["min-time", "min-energy"])
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
 def test_best_is_on_the_front_and_no_member_dominates_it(lenet_four, device, objective):
     caps = [None, *load_device(device).power_caps_w()]
     preset_times = service.predict(lenet_four, "presets", device=device)["epoch_time_s_high"]
