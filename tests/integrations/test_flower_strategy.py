@@ -42,6 +42,7 @@ from jetpredict.integrations.flower import (
     plan_nodes,
     twin_round,
 )
+from jetpredict.integrations.flower.planners import PROVENANCE_KEYS
 
 DEVICES = {1: "agx-xavier", 2: "orin-agx", 3: "nano", 4: "orin-nx", 5: "xavier-nx", 6: "orin-nano"}
 SCALES = {1: 0.01, 2: 0.02, 3: 0.05, 4: 0.01, 5: 0.02, 6: 0.03}
@@ -109,10 +110,6 @@ def test_local_planner_with_models_per_device(resnet_model):
         LocalPlanner({"unknown-board": resnet_model})
 
 
-PROVENANCE = ("reference_source", "workload_source", "split_source", "profiled_modes", "model_version",
-              "workload_id")
-
-
 @pytest.fixture(scope="module")
 def nano_lenet_model():
     """A second workload: ``my-lenet``, fitted on the epoch totals of 4 twin-simulated Nano rows (simulated, nano
@@ -137,26 +134,26 @@ def test_local_planner_answer_states_its_provenance(resnet_model, tmp_path):
 
     clients = [{"id": "1", "device": "agx-xavier"}, {"id": "2", "device": "nano"}]
     service = fleet_answer(resnet_model, clients, 600.0, epochs=1, workload_id="my-resnet")
-    expected = {k: service[k] for k in PROVENANCE}
+    expected = {k: service[k] for k in PROVENANCE_KEYS}
     assert expected["workload_id"] == "my-resnet" and expected["workload_source"] == "published"
     assert expected["profiled_modes"] == 4 and expected["model_version"]
     # Each client's own: as a plan of that client alone states it. AGX Xavier's figures rest on its published
     # sweeps; Nano's, moved across devices, on Nano's simulated ones too, which is the plan's top level.
     own = {c["id"]: {k: fleet_answer(resnet_model, [c], 600.0, epochs=1, workload_id="my-resnet")[k]
-                     for k in PROVENANCE} for c in clients}
+                     for k in PROVENANCE_KEYS} for c in clients}
     assert (own["1"]["reference_source"], own["2"]["reference_source"]) == ("published", "simulated")
     assert expected["reference_source"] == "simulated"
-    assert all({k: c[k] for k in PROVENANCE if k != "workload_id"}
+    assert all({k: c[k] for k in PROVENANCE_KEYS if k != "workload_id"}
                == {k: v for k, v in own[c["id"]].items() if k != "workload_id"} for c in service["clients"])
     save_model(resnet_model, tmp_path / "m.json")
     for model in (resnet_model, tmp_path / "m.json"):
         answer = LocalPlanner(model).plan(clients, 600.0, 1)
-        assert {k: answer[k] for k in PROVENANCE} == expected and answer["provenance_note"] is None
-        assert all({k: c[k] for k in PROVENANCE} == own[c["id"]] for c in answer["clients"])
+        assert {k: answer[k] for k in PROVENANCE_KEYS} == expected and answer["provenance_note"] is None
+        assert all({k: c[k] for k in PROVENANCE_KEYS} == own[c["id"]] for c in answer["clients"])
     plans = plan_nodes(LocalPlanner(resnet_model), [NodeInfo(1, "agx-xavier", 1.0), NodeInfo(2, "nano", 1.0)],
                        600.0, epochs=1)
     for n, plan in plans.items():
-        assert {k: getattr(plan, k) for k in PROVENANCE} == own[str(n)]
+        assert {k: getattr(plan, k) for k in PROVENANCE_KEYS} == own[str(n)]
         assert plan.cross_device == (n == 2)
         assert ClientPlan.from_config(plan.to_config(), n).provenance() == plan.provenance()
 
@@ -169,10 +166,10 @@ def test_models_per_device_give_provenance_per_client(resnet_model, nano_lenet_m
     planner = LocalPlanner({"nano": nano_lenet_model, "*": resnet_model})
     clients = [{"id": "1", "device": "agx-xavier"}, {"id": "2", "device": "nano"}]
     answer = planner.plan(clients, 600.0, 1)
-    own = {c["id"]: {k: c[k] for k in PROVENANCE} for c in answer["clients"]}
+    own = {c["id"]: {k: c[k] for k in PROVENANCE_KEYS} for c in answer["clients"]}
     for client, model, workload in ((clients[0], resnet_model, "my-resnet"), (clients[1], nano_lenet_model, "my-lenet")):
         service = fleet_answer(model, [client], 600.0, epochs=1, workload_id=workload)
-        assert own[client["id"]] == {k: service[k] for k in PROVENANCE}
+        assert own[client["id"]] == {k: service[k] for k in PROVENANCE_KEYS}
     assert own["2"]["workload_source"] == "simulated" and own["1"]["workload_source"] == "published"
     assert answer["workload_source"] == "simulated" and answer["reference_source"] == "simulated"
     # The first client's model fitted its components, the second's only totals: the plan's split is so.
