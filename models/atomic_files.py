@@ -243,8 +243,28 @@ def write_into(target: Path, data: bytes) -> None:
 def make_out_folder(out: str | Path) -> None:
     """Create the missing folders of an ``--out`` file where a write through its symlinks lands
     (:func:`followed`, which refuses another user's link in ``/tmp``), as every verb that writes ``--out``
-    does. OSError when it cannot."""
-    followed(out).parent.mkdir(parents=True, exist_ok=True)
+    does. OSError when it cannot; ENOTDIR naming the part of the path that is a file, not a folder (mkdir's
+    own 'File exists' or 'Not a directory' says neither which part nor why)."""
+    try:
+        followed(out).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTDIR):
+            raise
+        blocking = _not_a_folder(Path(out).parent)
+        if blocking is None:
+            raise
+        # A FIFO or device on the way is not a file either.
+        said = f"{blocking} is a file, not a folder" if blocking.is_file() else f"{blocking} is not a folder"
+        raise OSError(errno.ENOTDIR, said, str(out)) from None
+
+
+def _not_a_folder(folder: Path) -> Path | None:
+    """The first of ``folder`` and its parents, as the user typed them, that exists (through symlinks) but is
+    not a folder; None when there is none."""
+    for part in reversed((folder, *folder.parents)):
+        if part.exists() and not part.is_dir():
+            return part
+    return None
 
 
 def write_out_file(out: str | Path, data: bytes) -> None:

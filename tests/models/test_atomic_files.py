@@ -226,3 +226,21 @@ def test_replace_pair_says_where_the_previous_file_is_when_it_cannot_be_put_back
     assert e.value.strerror == (f"{os.strerror(errno.EIO)} while writing the pair: the new rows.csv is in place "
                                 f"beside the previous rows.csv.json; the previous file is kept as {kept[0]}")
     assert (data.read_bytes(), companion.read_bytes()) == (b"new rows", b"old sidecar")
+
+
+@pytest.mark.parametrize("out", ["p.csv/x.csv", "p.csv/sub/x.csv", "link/x.csv"])
+def test_make_out_folder_names_the_part_of_the_path_that_is_a_file(tmp_path, monkeypatch, out):
+    """mkdir's 'File exists' / 'Not a directory' did not say which component was the file."""
+    monkeypatch.chdir(tmp_path)
+    Path("p.csv").write_text("a file\n")
+    Path("link").symlink_to("p.csv")
+    with pytest.raises(OSError) as caught:
+        atomic_files.make_out_folder(out)
+    assert caught.value.errno == errno.ENOTDIR
+    assert caught.value.strerror == f"{out.split('/')[0]} is a file, not a folder"
+    assert Path("p.csv").read_text() == "a file\n"
+
+
+def test_make_out_folder_creates_missing_folders(tmp_path):
+    atomic_files.make_out_folder(tmp_path / "a" / "b" / "x.csv")
+    assert (tmp_path / "a" / "b").is_dir()

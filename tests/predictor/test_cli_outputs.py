@@ -219,3 +219,22 @@ def test_a_link_another_user_planted_in_a_shared_folder_is_refused_naming_it(wor
     assert f"{link} is a symlink of another user" in said and "Traceback" not in said, said
     assert important.read_text() == "root:x:0:0\n" and link.is_symlink()
     assert not (shared / "model.json").exists()
+
+
+@pytest.mark.parametrize("verb, flag, out", [("predict", "--out", "p.csv/x.csv"),
+                                             ("predict", "--out", "p.csv/sub/x.csv"),
+                                             ("fit", "--out", "p.csv/model.json"),
+                                             ("recommend", "--plot", "p.csv/plot.svg")])
+def test_an_out_whose_folder_is_a_file_names_that_file(work, tmp_path, capsys, monkeypatch, verb, flag, out):
+    """``--out p.csv/x.csv`` with p.csv a file said 'File exists' (or 'Not a directory' one folder deeper),
+    leaving the user to guess which part of the path was wrong."""
+    monkeypatch.chdir(tmp_path)
+    Path("p.csv").write_text("a file\n")
+    argv = {"fit": ["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv")],
+            "predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
+            "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                          "--out", str(tmp_path / "r.csv")]}[verb]
+    code = main([*argv, flag, out])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{flag} {out}: p.csv is a file, not a folder" in err, err
+    assert Path("p.csv").read_text() == "a file\n"
