@@ -8,6 +8,7 @@ per-minibatch timings and power samples. Progress goes to standard error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,13 @@ def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> 
                        f"{rules.default_objective})")
 
 
+def _say(line: str) -> None:
+    """``line`` to standard error for a person, dropped once that is gone (a closed pipe, a hung-up terminal
+    under nohup): a failed write ends neither the run nor turns its exit status into 0."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
+
+
 def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     """The chooser factory of an adaptive campaign, or None (InputError for flags that need --adaptive)."""
     from jetpredict.models.errors import InputError, cli_flag
@@ -75,7 +83,7 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
         options["candidates"] = read_mode_table(args.candidates, "candidates")
 
     def log(line: str) -> None:
-        print(f"adaptive: {line}", file=sys.stderr)
+        _say(f"adaptive: {line}")  # the sidecar's ``adaptive`` keeps every line (the rounds' ``line``)
 
     def make(device_id: str, start):
         try:
@@ -99,7 +107,7 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
     chooser = _adaptive(args, adaptive)
     warning = unfinished_run_warning()
     if warning:
-        print(f"jetpredict profile: warning: {warning}", file=sys.stderr)
+        _say(f"jetpredict profile: warning: {warning}")
 
     if args.upload is not None:
         from jetpredict.profiler.upload import check_service

@@ -7,6 +7,9 @@ list keeps ``"adaptive": false``. The readers of profile documents take either, 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +95,21 @@ def test_readers_take_a_new_sidecar_and_an_old_one_with_adaptive_true(tmp_path, 
     for path in (new, old):
         assert list(read_profile_rows(path)["mode"]) == expected
         assert list(read_mode_table(path, "modes")["mode"]) == expected
+
+
+def test_an_adaptive_run_whose_standard_error_is_gone_still_profiles_and_records(tmp_path):
+    """Its per-round lines to a closed pipe (the reader quit, the terminal hung up under nohup) neither end the
+    run nor turn it into exit 0 without rows: the sidecar keeps every round the lines would have said."""
+    cands = tmp_path / "cands.csv"
+    cands.write_text(CANDIDATES)
+    out = tmp_path / "p.csv"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "jetpredict", "profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist",
+         "--adaptive", "--budget", "4", "--candidates", str(cands), "--warmup", "1", "--minibatches", "3",
+         "--no-progress", "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])})
+    child.stderr.close()  # before its first line: every write to it fails
+    assert child.wait(timeout=240) == 0
+    doc = json.loads(Path(f"{out}.json").read_text())
+    last = doc["adaptive"]["steps"][-1]  # the round that stopped the loop, with every profiled mode
+    assert last["stop"] and list(read_profile_csv(out)["mode"]) == last["profiled"]

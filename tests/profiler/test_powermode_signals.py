@@ -393,3 +393,20 @@ def test_a_run_whose_standard_error_goes_mid_run_profiles_on_and_exits_0(xavier_
     assert list(read_profile_csv(out)["mode"]) == ["MAXN", "MODE_10W"]
     _in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
+
+
+def test_the_unfinished_run_warning_to_a_gone_standard_error_does_not_end_the_profile(xavier_30w, tmp_path):
+    """The warning is for a person: a failed write of it (standard error closed) must not end the run before
+    its first mode with exit 0, as if it had profiled."""
+    child = _start(xavier_30w)
+    os.killpg(child.pid, signal.SIGKILL)
+    finish(child)
+    out = tmp_path / "p.csv"
+    run = subprocess.Popen([sys.executable, "-m", "jetpredict", "profile", "--device", "sim:agx-xavier", "--workload",
+                            "lenet5-mnist", "--modes", "MAXN", "--no-progress", "--out", str(out)],
+                           env=xavier_30w.run_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run.stderr.close()  # before its first line
+    assert run.wait(timeout=120) == 0
+    from jetpredict.models.profile_files import read_profile_csv
+
+    assert list(read_profile_csv(out)["mode"]) == ["MAXN"]
