@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 ARMS = ("maxn", "maxn-drop", "preset", "plan")
 #: The largest run config ``seed`` (numpy's 32-bit seed range).
 MAX_SEED = 2**32 - 1
+#: Why a node sent a train message has no figures when it never answered.
+NO_TRAIN_REPLY = "no reply to the train message"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -270,17 +272,37 @@ class PresetPlanner:
 class BaselineFedAvg(FedAvg):
     """Flower's FedAvg that keeps each reply's jetpredict report and, with ``drop_late_s``, aggregates only
     the replies whose reported round time is within it (the simulated clock's version of the server
-    giving up at the deadline)."""
+    giving up at the deadline). A node sent a train message that answers with an error, or not at all, is
+    kept too (``failed``, with the ``reason``): it trained, and its energy is unknown."""
 
     def __init__(self, *, drop_late_s: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.drop_late_s = drop_late_s
         self.reports: list[dict[str, Any]] = []
+        self._sent: dict[int, list[int]] = {}  # round -> nodes sent a train message
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+                        ) -> Iterable[Message]:
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        self._sent[server_round] = [m.metadata.dst_node_id for m in messages]
+        return messages
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         kept = []
+        replies = list(replies)
+        heard = {reply.metadata.src_node_id for reply in replies}
+        for node in self._sent.get(server_round, []):
+            if node not in heard:
+                self.reports.append({"round": server_round, "node_id": node, "aggregated": False, "failed": True,
+                                     "reason": NO_TRAIN_REPLY})
         for reply in replies:
+            if reply.has_error():  # as JetpredictStrategy words it (ClientRecord.add_report)
+                self.reports.append({"round": server_round, "node_id": reply.metadata.src_node_id,
+                                     "aggregated": False, "failed": True,
+                                     "reason": f"training failed: {reply.error.reason}"})
+                kept.append(reply)  # FedAvg leaves it out of the average and logs it
+                continue
             report = read_report(reply)
             late = (self.drop_late_s is not None and report is not None
                     and float(report.get("time-s", 0.0)) > self.drop_late_s)
@@ -317,16 +339,19 @@ def make_strategy(arm: str, cfg: FleetConfig, planner: LocalPlanner) -> Any:
 class ClientRound:
     """One trained client in one round: what its node reported (time s, energy J, base power W) and
     jetpredict's prediction at the mode it ran, for its work (``epochs x epoch_scale`` profiled epochs).
-    ``aggregated``: its update was used (False: dropped as late). Predictions are None when unknown; so
-    is ``energy_j`` when the node measured none (``energy_null_reason`` says why)."""
+    ``aggregated``: its update was used (False: dropped as late, or failed). Predictions are None when
+    unknown; so is ``energy_j`` when the node measured none (``energy_null_reason`` says why).
+    ``failed``: sent a train message, it answered with an error or not at all: its time and energy are
+    None (it spent energy nobody measured) and ``energy_null_reason`` gives the error; device and mode are
+    None where the arm never learnt them (the baselines learn them from the report)."""
 
     arm: str
     round: int
     node_id: int
-    device: str
+    device: str | None
     epoch_scale: float | None
-    mode: str
-    time_s: float
+    mode: str | None
+    time_s: float | None
     energy_j: float | None
     base_power_w: float | None
     aggregated: bool
@@ -337,21 +362,32 @@ class ClientRound:
     pred_energy_j_low: float | None = None
     pred_energy_j_high: float | None = None
     energy_null_reason: str | None = None
+    failed: bool = False
 
 
 def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[ClientRound]:
-    """Every trained client-round of ``strategy`` after a run, with jetpredict's prediction at its mode."""
+    """Every trained client-round of ``strategy`` after a run, with jetpredict's prediction at its mode;
+    a selected node that failed or never answered is a row too (``failed``)."""
     rows: list[ClientRound] = []
     if isinstance(strategy, JetpredictStrategy):
         for r in strategy.records:
-            if r.selected and r.replied and r.reported_time_s is not None:
-                rows.append(ClientRound(arm, r.round, r.node_id, str(r.device), r.epoch_scale, str(r.mode),
-                                        r.reported_time_s, r.reported_energy_j, r.reported_base_power_w, True,
-                                        r.pred_time_s, r.pred_time_s_low, r.pred_time_s_high, r.pred_energy_j,
-                                        r.pred_energy_j_low, r.pred_energy_j_high, r.energy_null_reason))
+            if not r.selected:
+                continue
+            # A reply without a report (an app that times nothing) keeps its update but no figures.
+            failed = r.failed or not r.replied
+            why = r.energy_null_reason if r.reported_time_s is not None else (
+                r.reason or (NO_TRAIN_REPLY if not r.replied else "no report"))
+            rows.append(ClientRound(arm, r.round, r.node_id, r.device, r.epoch_scale, r.mode,
+                                    r.reported_time_s, r.reported_energy_j, r.reported_base_power_w, not failed,
+                                    r.pred_time_s, r.pred_time_s_low, r.pred_time_s_high, r.pred_energy_j,
+                                    r.pred_energy_j_low, r.pred_energy_j_high, why, failed))
         return rows
     cache: dict[tuple[str, str], dict[str, Any]] = {}
     for rep in strategy.reports:
+        if rep.get("failed"):
+            rows.append(ClientRound(arm, int(rep["round"]), int(rep["node_id"]), None, None, None, None, None, None,
+                                    False, energy_null_reason=str(rep["reason"]), failed=True))
+            continue
         device = str(rep["device"])
         row = ClientRound(arm, int(rep["round"]), int(rep["node_id"]), device, _opt(rep.get("epoch-scale")),
                           str(rep["mode"]), float(rep["time-s"]), _opt(rep.get("energy-j")),
@@ -377,7 +413,8 @@ def _opt(value: Any) -> float | None:
 
 
 def round_figures(rows: Sequence[ClientRound], deadline_s: float, rounds: int) -> list[dict[str, Any]]:
-    """Per round: clients trained and aggregated; ``work`` (their epoch scales summed: profiled epochs
+    """Per round: clients trained and aggregated; ``failed`` (trained clients that answered with an error
+    or not at all); ``work`` (their epoch scales summed: profiled epochs
     per local epoch); ``late`` (reported time over the deadline) and
     ``misses`` (late ones the round waited for); round end (s: the slowest client waited for, or the
     deadline when late ones were dropped); training energy of every trained client, dropped ones included
@@ -385,8 +422,8 @@ def round_figures(rows: Sequence[ClientRound], deadline_s: float, rounds: int) -
     and how often jetpredict's intervals held the reported time (two-sided, and the upper bound alone:
     the one a deadline needs) and energy.
 
-    Energies are totals of every trained client or None: a client without an energy figure (no power
-    meter) or, idling before the round end, without a base power makes the round's total unknown, not a
+    Energies are totals of every trained client or None: a client without an energy figure (failed, no
+    power meter) or, idling before the round end, without a base power makes the round's total unknown, not a
     smaller number; ``energy_note`` says why (None when both totals are known). ``energy_reported``:
     trained clients that reported energy. ``predicted``: clients with a predicted time interval (the time
     coverage's denominator); ``energy_checked``: clients with a reported energy and a predicted energy
@@ -395,17 +432,18 @@ def round_figures(rows: Sequence[ClientRound], deadline_s: float, rounds: int) -
     for r in range(1, rounds + 1):
         rs = [row for row in rows if row.round == r]
         waited = [row for row in rs if row.aggregated]
-        late = [row for row in rs if row.time_s > deadline_s]
-        end = max((row.time_s for row in waited), default=0.0)
-        if len(waited) < len(rs):  # the server stopped waiting at the deadline
+        failed = [row for row in rs if row.failed]
+        late = [row for row in rs if row.time_s is not None and row.time_s > deadline_s]
+        end = max((row.time_s for row in waited if row.time_s is not None), default=0.0)
+        if len(waited) + len(failed) < len(rs):  # late ones dropped: the server stopped waiting at the deadline
             end = deadline_s
         fig: dict[str, Any] = {
-            "round": r, "trained": len(rs), "aggregated": len(waited), "late": len(late),
+            "round": r, "trained": len(rs), "aggregated": len(waited), "failed": len(failed), "late": len(late),
             # Local work trained, in profiled epochs per local epoch: the arms train different clients.
             "work": math.fsum(row.epoch_scale or 0.0 for row in rs),
             "misses": sum(row.aggregated for row in late), "round_end_s": end,
             **_round_energy(rs, end)}
-        pred = [row for row in rs if row.pred_time_s_high is not None]
+        pred = [row for row in rs if row.pred_time_s_high is not None and row.time_s is not None]
         fig["predicted"] = len(pred)
         fig["time_cover"] = sum(row.pred_time_s_low <= row.time_s <= row.pred_time_s_high for row in pred)
         fig["time_upper_cover"] = sum(row.time_s <= row.pred_time_s_high for row in pred)
@@ -424,11 +462,14 @@ def _round_energy(rs: Sequence[ClientRound], end_s: float) -> dict[str, Any]:
     unmetered = [row for row in rs if row.energy_j is None]
     # Idle energy until the round end needs the mode's base power; a client that ran to the end has none.
     no_base = [row for row in rs if row.energy_j is not None and row.base_power_w is None and end_s > row.time_s]
-    note = None
-    if unmetered:
-        why = sorted({row.energy_null_reason or "no reason given" for row in unmetered})
-        note = f"{len(unmetered)} of {len(rs)} trained clients reported no energy ({'; '.join(why)})"
-    elif no_base:
+    notes = []
+    for rows, what in (([row for row in unmetered if row.failed], "failed"),
+                       ([row for row in unmetered if not row.failed], "reported no energy")):
+        if rows:
+            why = sorted({row.energy_null_reason or "no reason given" for row in rows})
+            notes.append(f"{len(rows)} of {len(rs)} trained clients {what} ({'; '.join(why)})")
+    note = "; ".join(notes) or None
+    if not unmetered and no_base:
         note = (f"{len(no_base)} of {len(rs)} trained clients reported no base power: their idle energy until "
                 f"the round end is unknown")
     train = None if unmetered else math.fsum(row.energy_j for row in rs)
@@ -498,7 +539,7 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
 
 
 def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
-    """One line per arm: trained, late, misses, energies (J; "unknown" with the reason when a trained
+    """One line per arm: trained, failed, late, misses, energies (J; "unknown" with the reason when a trained
     client reported none), coverage, final accuracy, what the plan's predictions rest on (least trusted
     sources, fewest profiled modes over the devices) and what the plan said of its confidence."""
     figs = run["rounds"]
@@ -516,7 +557,8 @@ def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
         said = (f"; predictions rest on {top['workload_source']} workload rows ({top['profiled_modes']} profiled "
                 f"modes at fewest) and {top['reference_source']} reference data{said}")
     notes = "".join(f" (round {f['round']}: {f['energy_note']})" for f in figs if f["energy_note"])
-    return (f"{run['arm']}: trained {sum(f['trained'] for f in figs)} client-rounds, late "
+    return (f"{run['arm']}: trained {sum(f['trained'] for f in figs)} client-rounds, failed "
+            f"{sum(f['failed'] for f in figs)}, late "
             f"{sum(f['late'] for f in figs)} (deadline {deadline_s:g} s), misses {sum(f['misses'] for f in figs)}, "
             f"training energy {_joules(figs, 'train_energy_j')}, to round ends {_joules(figs, 'round_energy_j')}"
             f"{notes}; {cover}; final accuracy {acc:.3f}{said}{empty}")

@@ -1,0 +1,67 @@
+"""The Flower fleet example's results say what happened to every node: a node that failed mid-round is a row
+whose energy is unknown (and so the round's), every arm states what its predictions rest on, and why a node
+was left out reaches the results and the summary line."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
+
+from flower_fleet import client_app, task
+from flower_fleet.fleet import ClientRound, FleetConfig, round_figures, run_arms, summary_line
+from flower_grid import InProcessGrid, node_contexts
+
+
+def app_grid(num_nodes: int, cfg: FleetConfig) -> InProcessGrid:
+    """The app's ClientApp on ``num_nodes`` nodes (partition p on node p + 1), run config from ``cfg``."""
+    run_config = {k.replace("_", "-"): v for k, v in vars(cfg).items()}
+    contexts = node_contexts(range(1, num_nodes + 1),
+                             lambda n: {"partition-id": n - 1, "num-partitions": num_nodes}, run_config)
+    return InProcessGrid(client_app.app, contexts)
+
+
+def _row(node: int, time_s: float | None, energy_j: float | None, *, failed: bool = False,
+         reason: str | None = None) -> ClientRound:
+    """A client of round 1 (deadline 10 s) at base power 2 W, its time interval 4..6 s."""
+    return ClientRound("plan", 1, node, "nano", 0.02, "m", time_s, energy_j, None if failed else 2.0, not failed,
+                       5.0, 4.0, 6.0, 10.0, 8.0, 12.0, energy_null_reason=reason, failed=failed)
+
+
+def test_a_failed_client_makes_the_rounds_energy_unknown_and_is_counted():
+    rows = [_row(1, 5.0, 10.0), _row(2, None, None, failed=True, reason="training failed: out of memory")]
+    (fig,) = round_figures(rows, 10.0, 1)
+    assert (fig["trained"], fig["failed"], fig["aggregated"], fig["late"], fig["misses"]) == (2, 1, 1, 0, 0)
+    # Not a sum over the node that did report: the failed one spent energy nobody measured.
+    assert fig["train_energy_j"] is None and fig["round_energy_j"] is None and fig["energy_reported"] == 1
+    assert "1 of 2 trained clients failed (training failed: out of memory)" in fig["energy_note"]
+    # A failure is not a late reply dropped at the deadline: the round ends with the slowest reply.
+    assert fig["round_end_s"] == pytest.approx(5.0)
+    assert fig["predicted"] == fig["time_cover"] == 1  # its time is unknown: no interval to check
+    line = summary_line({"arm": "plan", "rounds": [fig], "accuracy": {}, "empty_rounds": []}, 10.0)
+    assert "failed 1" in line and "training energy unknown" in line and "10.0 J" not in line
+
+
+@pytest.mark.slow
+def test_a_node_that_crashes_mid_round_stays_in_every_arms_results(lenet_models, server_identity, monkeypatch):
+    cfg = FleetConfig(arms="plan,maxn", num_server_rounds=1, local_epochs=5, deadline_s=30.0, min_nodes=2)
+    client_data = task.client_data
+
+    def crashing(pid: int, n: int, *args, **kwargs):
+        if pid == 1:  # node 2, a Xavier NX, in every arm's round
+            raise RuntimeError("injected crash mid-round")
+        return client_data(pid, n, *args, **kwargs)
+
+    monkeypatch.setattr(task, "client_data", crashing)
+    runs = {r["arm"]: r for r in run_arms(app_grid(2, cfg), cfg, lenet_models)}
+    for arm, run in runs.items():
+        (row,) = [row for row in run["rows"] if row["node_id"] == 2]
+        assert row["failed"] and row["energy_j"] is None and row["time_s"] is None and not row["aggregated"], arm
+        assert row["energy_null_reason"].startswith("training failed:"), arm
+        assert "injected crash mid-round" in row["energy_null_reason"], arm
+        (fig,) = run["rounds"]
+        assert (fig["trained"], fig["failed"], fig["aggregated"]) == (2, 1, 1), arm
+        assert fig["train_energy_j"] is None and fig["round_energy_j"] is None, arm
+        assert "1 of 2 trained clients failed (training failed:" in fig["energy_note"], arm
+        line = summary_line(run, cfg.deadline_s)
+        assert "failed 1" in line and "training energy unknown, to round ends unknown" in line, arm
