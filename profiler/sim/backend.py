@@ -18,8 +18,8 @@ from jetpredict.profiler.sim.physics import DevicePhysics
 from jetpredict.profiler.sim.twin import MinibatchModel, Twin
 
 #: Relative noise (log-normal sigma) of one minibatch's compute and framework time, and of its stall.
-TIME_NOISE = 0.02
-STALL_NOISE = 0.05
+MINIBATCH_TIME_NOISE_REL = 0.02
+MINIBATCH_STALL_NOISE_REL = 0.05
 #: Warm-up: minibatch i after a mode switch computes (1 + WARMUP_EXTRA x exp(-i / WARMUP_TAU)) x slower
 #: (cuDNN algorithm search, allocator growth, clocks settling).
 WARMUP_EXTRA = 1.5
@@ -93,7 +93,8 @@ class SimulatedBackend(TrainingBackend):
         mb, i = self._mb, self._count
         assert mb is not None
         self._count += 1
-        noise = self._rng.lognormal(0.0, [TIME_NOISE, TIME_NOISE, STALL_NOISE])
+        noise = self._rng.lognormal(
+            0.0, [MINIBATCH_TIME_NOISE_REL, MINIBATCH_TIME_NOISE_REL, MINIBATCH_STALL_NOISE_REL])
         warm = 1.0 + WARMUP_EXTRA * math.exp(-i / WARMUP_TAU)
         compute = float(mb.compute_s[0]) * warm * noise[0]
         overhead = float(mb.overhead_s[0]) * noise[1]

@@ -8,7 +8,7 @@ from jetpredict.profiler.sim.controller import SimulatedDevice
 from jetpredict.profiler.sim.physics import DevicePhysics
 
 #: Relative noise of one power sample (INA3221-class sensors read within ~1-2%).
-POWER_NOISE = 0.015
+SAMPLE_POWER_NOISE_REL = 0.015
 
 
 class SimulatedPowerMeter(PowerMeter):
@@ -35,7 +35,7 @@ class SimulatedPowerMeter(PowerMeter):
         return self.physics.base_power_w(self.state.mode).item()
 
     def _noisy(self, true_w: np.ndarray) -> np.ndarray:
-        return true_w * (1.0 + POWER_NOISE * self._rng.standard_normal(true_w.shape))
+        return true_w * (1.0 + SAMPLE_POWER_NOISE_REL * self._rng.standard_normal(true_w.shape))
 
     def read_power_w(self) -> float:
         now = np.array([self.state.clock.now()])
