@@ -129,14 +129,15 @@ def test_all_arms_on_the_same_nodes_with_the_same_accounting(lenet_models, serve
     # The planner's models rest on twin rows: the plan says its confidence is not checked for them.
     assert runs["maxn"]["confidence_notes"] == [] and "simulated rows" in runs["plan"]["confidence_notes"][0]
     assert "the plan says:" in summary_line(runs["plan"], cfg.deadline_s)
-    # ... and every plan states what its predictions rest on: 4 twin-profiled modes per device type.
-    for arm in ("plan", "preset"):
+    # ... and every arm states what its predictions rest on (the baselines' too, at the modes their nodes
+    # ran): 4 twin-profiled modes per device type.
+    for arm in ARMS:
         assert set(runs[arm]["provenance"]) <= set(task.DEVICES[:2]) and runs[arm]["provenance"], arm
         for prov in runs[arm]["provenance"].values():
             assert (prov["workload_source"], prov["profiled_modes"]) == ("simulated", 4), arm
             assert prov["workload_id"] and prov["model_version"] and prov["reference_source"], arm
-    assert runs["maxn"]["provenance"] == {}
-    assert "rest on simulated workload rows" in summary_line(runs["plan"], cfg.deadline_s)
+        assert "rest on simulated workload rows" in summary_line(runs[arm], cfg.deadline_s), arm
+    assert set(runs["maxn"]["provenance"]) == {row["device"] for row in runs["maxn"]["rows"]}
 
 
 def test_a_round_that_trains_nobody_is_reported(lenet_models, server_identity):

@@ -365,9 +365,12 @@ class ClientRound:
     failed: bool = False
 
 
-def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[ClientRound]:
-    """Every trained client-round of ``strategy`` after a run, with jetpredict's prediction at its mode;
-    a selected node that failed or never answered is a row too (``failed``)."""
+def client_rounds(arm: str, strategy: Any, planner: LocalPlanner
+                  ) -> tuple[list[ClientRound], dict[str, dict[str, Any]]]:
+    """Every trained client-round of ``strategy`` after a run, with jetpredict's prediction at its mode
+    (a selected node that failed or never answered is a row too, ``failed``), and per device what those
+    predictions rest on (the :data:`~jetpredict.integrations.flower.PROVENANCE_KEYS`; for a planned arm,
+    its plans' for every planned node, trained or not)."""
     rows: list[ClientRound] = []
     if isinstance(strategy, JetpredictStrategy):
         for r in strategy.records:
@@ -381,8 +384,10 @@ def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[Client
                                     r.reported_time_s, r.reported_energy_j, r.reported_base_power_w, not failed,
                                     r.pred_time_s, r.pred_time_s_low, r.pred_time_s_high, r.pred_energy_j,
                                     r.pred_energy_j_low, r.pred_energy_j_high, why, failed))
-        return rows
-    cache: dict[tuple[str, str], dict[str, Any]] = {}
+        provenance = {rec.device: {k: getattr(rec, k) for k in PROVENANCE_KEYS}
+                      for rec in sorted(strategy.records, key=lambda rec: str(rec.device)) if rec.mode}
+        return rows, provenance
+    cache: dict[tuple[str, str], dict[str, Any] | None] = {}
     for rep in strategy.reports:
         if rep.get("failed"):
             rows.append(ClientRound(arm, int(rep["round"]), int(rep["node_id"]), None, None, None, None, None, None,
@@ -405,7 +410,18 @@ def client_rounds(arm: str, strategy: Any, planner: LocalPlanner) -> list[Client
                 for tail in ("", "_low", "_high"):
                     setattr(row, name + tail, None if pred is None else float(pred[col + tail]) * work)
         rows.append(row)
-    return rows
+    # A baseline has no plan, yet its rows carry jetpredict's predictions: say what they rest on, per device.
+    parts: dict[str, list[dict[str, Any]]] = {}
+    for (device, _), pred in sorted(cache.items()):
+        if pred is not None:
+            parts.setdefault(device, []).append(provenance_of(pred))
+    provenance = {}
+    for device, device_parts in parts.items():
+        merged = summarize_provenance(device_parts)
+        if merged["provenance_note"] is None:  # one model per device: its provenance, as the plan arms give it
+            del merged["provenance_note"]
+        provenance[device] = merged
+    return rows, provenance
 
 
 def _opt(value: Any) -> float | None:
@@ -503,8 +519,10 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
     ``accuracy`` (round -> test accuracy, round 0 = the initial model), ``empty_rounds`` (rounds that
     trained nobody), ``excluded`` (round -> nodes the arm did not train), ``confidence_notes`` (what the
     plan said of its confidence, see :class:`~jetpredict.integrations.flower.plans.ClientPlan`),
-    ``provenance`` (device -> what the predictions of its planned modes rest on, the
-    :data:`~jetpredict.integrations.flower.PROVENANCE_KEYS`; empty for the arms without a plan), ``strategy``.
+    ``provenance`` (device -> what the predictions of its modes rest on, the
+    :data:`~jetpredict.integrations.flower.PROVENANCE_KEYS`: for the planned arms, of the planned modes; for
+    the ``maxn`` arms, of the predictions at the presets their nodes ran; see :func:`client_rounds`),
+    ``strategy``.
     """
     import torch
 
@@ -521,15 +539,13 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
         result = strategy.start(grid=grid, initial_arrays=initial, num_rounds=cfg.num_server_rounds,
                                 train_config=ConfigRecord({"local-epochs": cfg.local_epochs, "seed": cfg.seed}),
                                 evaluate_fn=evaluate)
-        rows = client_rounds(arm, strategy, planner)
+        rows, provenance = client_rounds(arm, strategy, planner)
         figures = round_figures(rows, cfg.deadline_s, cfg.num_server_rounds)
-        excluded, notes, provenance = {}, [], {}
+        excluded, notes = {}, []
         if isinstance(strategy, JetpredictStrategy):
             for r in range(1, cfg.num_server_rounds + 1):
                 excluded[r] = sum(not rec.selected for rec in strategy.records if rec.round == r)
             notes = sorted({rec.confidence_note for rec in strategy.records if rec.confidence_note})
-            provenance = {rec.device: {k: getattr(rec, k) for k in PROVENANCE_KEYS}
-                          for rec in sorted(strategy.records, key=lambda rec: str(rec.device)) if rec.mode}
         out.append({"arm": arm, "rows": [asdict(row) for row in rows], "rounds": figures,
                     "accuracy": {r: float(m["accuracy"]) for r, m in result.evaluate_metrics_serverapp.items()},
                     "empty_rounds": [f["round"] for f in figures if f["aggregated"] == 0],
@@ -540,7 +556,7 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
 
 def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
     """One line per arm: trained, failed, late, misses, energies (J; "unknown" with the reason when a trained
-    client reported none), coverage, final accuracy, what the plan's predictions rest on (least trusted
+    client reported none), coverage, final accuracy, what the arm's predictions rest on (least trusted
     sources, fewest profiled modes over the devices) and what the plan said of its confidence."""
     figs = run["rounds"]
     pred = sum(f["predicted"] for f in figs)
