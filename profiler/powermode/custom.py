@@ -129,10 +129,10 @@ def emc_cap_mhz(paths: SocPaths) -> float | None:
     return None if hz is None else hz / 1e6
 
 
-def emc_unknown_reason(cap: float | None) -> str:
-    """Why :func:`read_clocks` has no EMC clock: its rate is in root-only debugfs; and nvpmodel's ``cap`` (MHz,
-    :func:`emc_cap_mhz`; None: uncapped)."""
-    bound = f"nvpmodel caps it at {cap:g} MHz" if cap is not None else "nvpmodel sets no cap"
+def emc_unknown_reason(cap_mhz: float | None) -> str:
+    """Why :func:`read_clocks` has no EMC clock: its rate is in root-only debugfs; and nvpmodel's cap
+    (:func:`emc_cap_mhz`; None: uncapped)."""
+    bound = f"nvpmodel caps it at {cap_mhz:g} MHz" if cap_mhz is not None else "nvpmodel sets no cap"
     return f"EMC rate needs root (debugfs); {bound}"
 
 

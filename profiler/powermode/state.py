@@ -12,6 +12,9 @@ A file ``jetpredict apply`` leaves on purpose is marked ``kept``: a later run th
 the record back as it was for ``jetpredict restore``. Fields added after version 1 (``kept``,
 ``over_applied``, ``start_time``) are optional: a file without them reads as not kept, with no start time
 (the pid alone says whether its run is alive), and older readers ignore them, so the version stays 1.
+The keys are a contract with files left by earlier versions (a SIGKILLed run's survives an upgrade): the
+attributes name their units (``created_at_s``, ``start_time_ticks``); the keys stay ``created_at`` and
+``start_time``.
 
 Checking for a live run and writing the file is one claim: a run holds an exclusive ``flock`` on
 ``/run/lock/jetpredict-powermode.lock`` (:class:`ModeLock`) from before that check until its restore is
@@ -154,10 +157,12 @@ class RestoreState:
     pid: int = field(default_factory=os.getpid)
     boot_id: str = field(default_factory=boot_id)
     host: str = field(default_factory=socket.gethostname)
-    created_at: float = field(default_factory=time.time)  # s since the epoch
+    #: When the record was written, s since the epoch (the file's key: ``created_at``).
+    created_at_s: float = field(default_factory=time.time)
     path: Path | None = None  # where it was read from (not stored)
     #: ``pid``'s start, clock ticks since boot (:func:`process_start_time`); None: unknown (an older file).
-    start_time: int | None = None
+    #: The file's key is ``start_time``.
+    start_time_ticks: int | None = None
     kept: bool = False  # left on purpose by `jetpredict apply`: a later run returns to the mode it set
     #: Written by a run that started over a kept record: it returns to the applied mode and writes the
     #: record back kept; after a crash it is an unfinished run's like any other.
@@ -166,20 +171,20 @@ class RestoreState:
     def __post_init__(self) -> None:
         # A new record (not one read from a file) is its pid's: note when that process started, so that
         # another process given the same pid later does not pass for its run.
-        if self.start_time is None and self.path is None:
-            self.start_time = process_start_time(self.pid)
+        if self.start_time_ticks is None and self.path is None:
+            self.start_time_ticks = process_start_time(self.pid)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "kind": self.kind, "device": self.device,
                 "snapshot": self.snapshot, "original": self.original, "conf_path": self.conf_path,
                 "jetson_clocks": self.jetson_clocks, "pid": self.pid, "boot_id": self.boot_id,
-                "host": self.host, "created_at": self.created_at, "start_time": self.start_time,
+                "host": self.host, "created_at": self.created_at_s, "start_time": self.start_time_ticks,
                 "kept": self.kept, "over_applied": self.over_applied}
 
     def claimed(self, over_applied: bool = False) -> RestoreState:
         """This record as this process's (pid, boot, start time; not kept): a third run sees a live owner."""
         return dataclasses.replace(self, pid=os.getpid(), boot_id=boot_id(),
-                                   start_time=process_start_time(os.getpid()), kept=False,
+                                   start_time_ticks=process_start_time(os.getpid()), kept=False,
                                    over_applied=over_applied)
 
     def run_alive(self) -> bool:
@@ -193,14 +198,14 @@ class RestoreState:
             return False
         except PermissionError:
             pass  # another user's process: it exists
-        if self.start_time is None:
+        if self.start_time_ticks is None:
             return True  # an older file: the pid is all there is
         started = process_start_time(self.pid)
         # Unreadable (a /proc mounted hidepid): the pid exists, so err on the side of a live run.
-        return started is None or started == self.start_time
+        return started is None or started == self.start_time_ticks
 
     def describe(self) -> str:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at))
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at_s))
         mode = self.original.get("mode") or "?"
         by = f"`{APPLY_COMMAND}`, pid {self.pid}," if self.kept else f"pid {self.pid}"
         return f"{mode} on {self.device} (saved by {by} at {when})"
@@ -270,8 +275,8 @@ def read_state(path: Path) -> RestoreState:
                             original=dict(doc.get("original") or {}), conf_path=doc.get("conf_path"),
                             jetson_clocks=bool(doc.get("jetson_clocks")), pid=pid,
                             boot_id=str(doc.get("boot_id") or ""), host=str(doc.get("host") or ""),
-                            created_at=created_at, path=path,
-                            start_time=start_time, **flags)
+                            created_at_s=created_at, path=path,
+                            start_time_ticks=start_time, **flags)
     except (KeyError, TypeError, ValueError) as err:
         raise StateFileError(f"{path}: missing or bad field {err}") from None
 

@@ -216,7 +216,7 @@ def test_the_run_with_the_recorded_start_time_is_alive_and_an_older_file_falls_b
     with pytest.raises(RunStillActive):
         restore_unfinished()
     _owned_by(orin, sleeper.pid)  # a file from before start times were recorded: the pid is all there is
-    assert state_file.find_state().start_time is None and state_file.find_state().run_alive() is True
+    assert state_file.find_state().start_time_ticks is None and state_file.find_state().run_alive() is True
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
@@ -227,17 +227,17 @@ def test_a_record_of_another_boot_is_not_a_live_run_though_its_pid_lives(orin, s
     start = None if recorded_start == "none" else state_file.process_start_time(sleeper.pid)
     _owned_by(orin, sleeper.pid, start_time=start, boot_id="a-boot-before-this-one")
     record = state_file.find_state()
-    assert (record.pid, record.start_time) == (sleeper.pid, start) and record.boot_id != state_file.boot_id()
+    assert (record.pid, record.start_time_ticks) == (sleeper.pid, start) and record.boot_id != state_file.boot_id()
     assert record.run_alive() is False
     assert restore_unfinished().restored  # not refused as "still running"
 
 
 def test_a_new_record_notes_when_its_process_started_and_the_file_keeps_it(orin):
     record = state_file.RestoreState("jetson", "orin-nx", {"id": 0, "clocks": None})
-    assert record.start_time == state_file.process_start_time(os.getpid())
+    assert record.start_time_ticks == state_file.process_start_time(os.getpid())
     state_file.write_state(record)
     again = state_file.find_state()
-    assert (again.start_time, again.kept, again.over_applied) == (record.start_time, False, False)
+    assert (again.start_time_ticks, again.kept, again.over_applied) == (record.start_time_ticks, False, False)
 
 
 @pytest.mark.parametrize("field, value", [("start_time", "12"), ("start_time", -1), ("start_time", True),

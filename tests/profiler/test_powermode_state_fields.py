@@ -93,7 +93,26 @@ def test_valid_fields_still_restore(orin, capsys):
 def test_a_file_without_created_at_still_reads(orin):
     _write(orin, created_at=None)  # describe-only: an unknown time is shown as the epoch, as before
     path = orin.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
-    assert state_file.read_state(path).created_at == 0.0
+    assert state_file.read_state(path).created_at_s == 0.0
+
+
+def test_the_file_keeps_its_keys_though_the_attributes_name_their_units(orin, capsys):
+    """The attributes are ``created_at_s``/``start_time_ticks``; the file's keys stay ``created_at``/``start_time``:
+    a SIGKILLed run's file from before the rename is restored by this ``restore``, and a file this version writes
+    is one an older ``restore`` reads."""
+    written = state_file.RestoreState(kind="jetson", device="orin-nx", snapshot={"id": 1, "clocks": None})
+    doc = written.to_json()
+    assert (doc["created_at"], doc["start_time"]) == (written.created_at_s, written.start_time_ticks)
+    assert not {"created_at_s", "start_time_ticks"} & set(doc)
+    # Every key a version-1 file of an earlier jetpredict holds, as that version wrote them.
+    _write(orin, pid=os.getpid() + 2**22, created_at=1_700_000_000.5, start_time=12345, conf_path=None,
+           jetson_clocks=False, host="jetson", kept=False, over_applied=False)
+    path = orin.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME
+    record = state_file.read_state(path)
+    assert (record.created_at_s, record.start_time_ticks) == (1_700_000_000.5, 12345)
+    assert main(["restore"]) == 0
+    assert "restored the original power mode 10W on orin-nx" in capsys.readouterr().err
+    assert not path.exists()
 
 
 def test_a_run_does_not_overwrite_a_state_file_it_cannot_read(orin, capsys):
