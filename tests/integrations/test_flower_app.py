@@ -19,8 +19,8 @@ from flower_fleet.fleet import (
     _preset_figures,
     round_figures,
     run_arms,
-    summary_line,
 )
+from flower_fleet.summary import summary_line
 from flower_grid import InProcessGrid, node_contexts
 from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
 from flwr.serverapp.strategy import FedAvg

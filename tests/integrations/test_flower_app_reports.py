@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
 from flower_fleet import client_app, task
-from flower_fleet.fleet import ClientRound, FleetConfig, round_figures, run_arms, summary_line
+from flower_fleet.fleet import ClientRound, FleetConfig, round_figures, run_arms
+from flower_fleet.summary import summary_line
 from flower_grid import InProcessGrid, node_contexts
 
 
@@ -65,3 +66,16 @@ def test_a_node_that_crashes_mid_round_stays_in_every_arms_results(lenet_models,
         assert "1 of 2 trained clients failed (training failed:" in fig["energy_note"], arm
         line = summary_line(run, cfg.deadline_s)
         assert "failed 1" in line and "training energy unknown, to round ends unknown" in line, arm
+
+
+def test_why_each_node_was_left_out_reaches_the_results_and_the_line(lenet_models, server_identity):
+    cfg = FleetConfig(num_server_rounds=1, deadline_s=1e-3, min_nodes=2, arms="plan")
+    (run,) = run_arms(app_grid(2, cfg), cfg, lenet_models)
+    assert run["excluded"] == {1: 2}
+    # Reason -> nodes, per round: no mode of either board trains 5 local epochs in a millisecond.
+    (round_,) = run["exclusions"]
+    assert round_ == 1 and sorted(n for nodes in run["exclusions"][1].values() for n in nodes) == [1, 2]
+    for reason in run["exclusions"][1]:
+        assert reason.startswith("cannot meet the 0.001 s deadline"), reason
+    line = summary_line(run, cfg.deadline_s)
+    assert "left out 2 client-rounds: cannot meet the 0.001 s deadline" in line

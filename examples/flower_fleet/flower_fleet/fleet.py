@@ -517,7 +517,8 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
 
     Returns per arm: ``arm``, ``rows`` (:class:`ClientRound` dicts), ``rounds`` (:func:`round_figures`),
     ``accuracy`` (round -> test accuracy, round 0 = the initial model), ``empty_rounds`` (rounds that
-    trained nobody), ``excluded`` (round -> nodes the arm did not train), ``confidence_notes`` (what the
+    trained nobody), ``excluded`` (round -> how many nodes the arm did not train), ``exclusions`` (round ->
+    reason -> the nodes left out for it; rounds that left nobody out are absent), ``confidence_notes`` (what the
     plan said of its confidence, see :class:`~jetpredict.integrations.flower.plans.ClientPlan`),
     ``provenance`` (device -> what the predictions of its modes rest on, the
     :data:`~jetpredict.integrations.flower.PROVENANCE_KEYS`: for the planned arms, of the planned modes; for
@@ -541,46 +542,20 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
                                 evaluate_fn=evaluate)
         rows, provenance = client_rounds(arm, strategy, planner)
         figures = round_figures(rows, cfg.deadline_s, cfg.num_server_rounds)
-        excluded, notes = {}, []
+        excluded, exclusions, notes = {}, {}, []
         if isinstance(strategy, JetpredictStrategy):
             for r in range(1, cfg.num_server_rounds + 1):
                 excluded[r] = sum(not rec.selected for rec in strategy.records if rec.round == r)
+                why: dict[str, list[int]] = {}
+                for rec in strategy.records:
+                    if rec.round == r and not rec.selected:
+                        why.setdefault(rec.reason or "no reason given", []).append(rec.node_id)
+                if why:
+                    exclusions[r] = {reason: sorted(nodes) for reason, nodes in sorted(why.items())}
             notes = sorted({rec.confidence_note for rec in strategy.records if rec.confidence_note})
         out.append({"arm": arm, "rows": [asdict(row) for row in rows], "rounds": figures,
                     "accuracy": {r: float(m["accuracy"]) for r, m in result.evaluate_metrics_serverapp.items()},
                     "empty_rounds": [f["round"] for f in figures if f["aggregated"] == 0],
-                    "excluded": excluded, "confidence_notes": notes, "provenance": provenance,
+                    "excluded": excluded, "exclusions": exclusions, "confidence_notes": notes, "provenance": provenance,
                     "strategy": strategy})
     return out
-
-
-def summary_line(run: Mapping[str, Any], deadline_s: float) -> str:
-    """One line per arm: trained, failed, late, misses, energies (J; "unknown" with the reason when a trained
-    client reported none), coverage, final accuracy, what the arm's predictions rest on (least trusted
-    sources, fewest profiled modes over the devices) and what the plan said of its confidence."""
-    figs = run["rounds"]
-    pred = sum(f["predicted"] for f in figs)
-    checked = sum(f["energy_checked"] for f in figs)
-    acc = run["accuracy"].get(max(run["accuracy"]), float("nan")) if run["accuracy"] else float("nan")
-    cover = (f"time interval held {sum(f['time_cover'] for f in figs)}/{pred} (upper bound "
-             f"{sum(f['time_upper_cover'] for f in figs)}/{pred})" if pred else "no time predictions")
-    cover += (f", energy {sum(f['energy_cover'] for f in figs)}/{checked}" if checked
-              else ", no energy interval to check")
-    empty = f"; ROUNDS THAT TRAINED NOBODY: {run['empty_rounds']}" if run["empty_rounds"] else ""
-    said = "".join(f"; the plan says: {note}" for note in run.get("confidence_notes", []))
-    if run.get("provenance"):
-        top = summarize_provenance(list(run["provenance"].values()))
-        said = (f"; predictions rest on {top['workload_source']} workload rows ({top['profiled_modes']} profiled "
-                f"modes at fewest) and {top['reference_source']} reference data{said}")
-    notes = "".join(f" (round {f['round']}: {f['energy_note']})" for f in figs if f["energy_note"])
-    return (f"{run['arm']}: trained {sum(f['trained'] for f in figs)} client-rounds, failed "
-            f"{sum(f['failed'] for f in figs)}, late "
-            f"{sum(f['late'] for f in figs)} (deadline {deadline_s:g} s), misses {sum(f['misses'] for f in figs)}, "
-            f"training energy {_joules(figs, 'train_energy_j')}, to round ends {_joules(figs, 'round_energy_j')}"
-            f"{notes}; {cover}; final accuracy {acc:.3f}{said}{empty}")
-
-
-def _joules(figs: Sequence[Mapping[str, Any]], key: str) -> str:
-    """The total of ``key`` over the rounds in J, or "unknown" when a round's is (never a partial sum)."""
-    values = [f[key] for f in figs]
-    return "unknown" if any(v is None for v in values) else f"{math.fsum(values):.1f} J"

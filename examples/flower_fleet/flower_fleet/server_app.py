@@ -14,7 +14,8 @@ from pathlib import Path
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from .fleet import FleetConfig, fit_fleet_models, load_fleet_models, run_arms, summary_line
+from .fleet import FleetConfig, fit_fleet_models, load_fleet_models, run_arms
+from .summary import summary_line
 
 app = ServerApp()
 log = logging.getLogger(__name__)
