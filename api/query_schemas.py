@@ -5,8 +5,11 @@ modules give the OpenAPI document through flask-smorest."""
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from typing import NamedTuple
 
+import numpy as np
 from jetpredict.api.config import LISTED_MODE_FIELDS, MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
 from jetpredict.api.schemas import (
     CATALOGUE_RANGES,
@@ -29,7 +32,15 @@ from jetpredict.api.schemas import (
     storable_text,
     text_problem,
 )
-from jetpredict.models.catalogue import MIN_MODULE_POWER_W, MODE_FIELDS, POWER_MODE_SPACES
+from jetpredict.models.catalogue import (
+    MIN_MODULE_POWER_W,
+    MODE_FIELDS,
+    POWER_MODE_SPACES,
+    device_ids,
+    load_device,
+)
+from jetpredict.models.errors import ModeRowOutOfRangeError
+from jetpredict.models.numbers import is_blank
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -70,9 +81,37 @@ def _doc_bounds(name: str) -> dict[str, float | bool]:
 
 
 def _range(name: str) -> validate.Range:
-    """The schema's check of ``name``'s bounds."""
+    """The schema's check of ``name``'s bounds; a knob's message says they are the whole catalogue's (a
+    request naming its device is told that device's range instead, :func:`_device_problems`)."""
     b = MODE_BOUNDS[name]
-    return validate.Range(b.low, b.high, min_inclusive=b.low_inclusive)
+    if name not in MODE_FIELDS:
+        return validate.Range(b.low, b.high, min_inclusive=b.low_inclusive)
+    unit = "" if name == "cpu_cores" else " MHz"
+    return _KnobRange(b.low, b.high, min_inclusive=b.low_inclusive,
+                      error=f"{name}={{input}} is outside every catalogue device: must be in {b.low:g}..{b.high:g}{unit}")
+
+
+class _KnobRange(validate.Range):
+    """A range whose message shows the value as the device check does (``%g``), an integer past a float's
+    reach as its leading digits (formatting it as a float would raise)."""
+
+    def _format_error(self, value, message: str) -> str:
+        try:
+            shown = f"{value:g}"
+        except OverflowError:
+            shown = f"{str(value)[:12]}..."
+        return (self.error or message).format(input=shown, min=self.min, max=self.max)
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a float when it is a finite JSON number (not a boolean, not past a float's reach)."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _within(name: str, value: float) -> bool:
@@ -169,7 +208,41 @@ class ModesField(fields.Field):
             # What the schema would return: clocks and the listing's numbers as floats.
             return [{**m, **{k: float(m[k]) for k in (*MODE_FIELDS[1:], *_LISTED_NUMBERS) if m.get(k) is not None}}
                     for m in value]
-        return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
+        try:
+            return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
+        except ValidationError as exc:
+            device = data.get("device") if isinstance(data, Mapping) else None
+            raise ValidationError(_device_problems(exc.messages, value, device)) from None
+
+
+def _shown_label(label: object) -> bool:
+    """A label the schema takes (a storable string within its length), named in a mode's error."""
+    return (isinstance(label, str) and not is_blank(label) and len(label) <= MAX_MODE_LABEL_CHARS
+            and text_problem(label) is None)
+
+
+def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
+    """``messages`` (per mode index, per field) with each knob outside the range of the device the request
+    names stated as that device's rule, in the words of the later check (``modes[i] (label): ...``), for
+    every mode, also those inside the catalogue's bounds; as they are when no catalogue device is named.
+    Only on the error path: the fast path's modes are checked against the device by the route."""
+    if not isinstance(device_id, str) or device_id not in device_ids() or not isinstance(messages, dict):
+        return messages
+    device = load_device(device_id)
+    ranges = device.knob_ranges()
+    out = {i: dict(said) if isinstance(said, dict) else said for i, said in messages.items()}
+    for i, m in enumerate(modes):
+        if not isinstance(m, dict) or not isinstance(out.get(i, {}), dict):
+            continue
+        # A knob that is not a finite JSON number keeps the schema's message (text, NaN, too large): the
+        # range check gets an in-range stand-in for it and so says nothing about it.
+        knobs = [_finite(m.get(k)) for k in MODE_FIELDS]
+        knobs = [ranges[k][0] if v is None else v for k, v in zip(MODE_FIELDS, knobs, strict=True)]
+        label = m.get("mode")  # named as the route names it, where the schema takes it
+        label = f" ({label})" if _shown_label(label) else ""
+        for name, rule in device.out_of_range(*(np.atleast_1d(v) for v in knobs)).items():
+            out.setdefault(i, {})[name] = [ModeRowOutOfRangeError(i, f"{label}: {rule}", name).message]
+    return out
 
 
 def _modes_field() -> ModesField:

@@ -1,0 +1,65 @@
+"""A mode object's knob outside the range of the device the request names is refused in that device's words.
+
+The schema's static bounds (the document's too) are the union over the catalogue: the schema cannot depend
+on the body. A value past them was told the union ("Must be greater than or equal to 76.8 and less than or
+equal to 1377.0." for 99999 MHz on AGX Xavier, whose GPU runs 114.75..1377 MHz), a rule that is not the
+device's; 80 MHz, inside the union, was already refused later with the device's range."""
+
+from __future__ import annotations
+
+import pytest
+from jetpredict.api.query_schemas import MODE_BOUNDS
+from jetpredict.models.catalogue import MODE_FIELDS, list_devices
+
+_MODE = {"cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600}
+_XAVIER_GPU = "is outside device 'agx-xavier': must be in 114.75..1377 MHz"
+
+
+def _predict(client, modes: list[dict], device: str | None = "agx-xavier"):
+    body = {"workload": {"id": "my-resnet"}, "modes": modes, **({"device": device} if device else {})}
+    return client.post("/v1/predictions", json=body)
+
+
+@pytest.mark.parametrize("gpu_mhz", [99999, 80, 1e300])
+def test_a_knob_outside_the_named_device_is_told_that_devices_range(client, stored, gpu_mhz):
+    r = _predict(client, [_MODE, _MODE, _MODE, {**_MODE, "gpu_mhz": gpu_mhz}])
+    assert r.status_code == 422, r.json
+    assert r.json["errors"] == {"modes.3.gpu_mhz": [f"modes[3]: gpu_mhz={gpu_mhz:g} {_XAVIER_GPU}"]}, r.json
+
+
+def test_every_mode_past_the_devices_range_is_named_at_once(client, stored):
+    """Past the union or only past the device's range: both are reported in one answer, each with the rule."""
+    r = _predict(client, [{**_MODE, "gpu_mhz": 80, "mode": "slow"}, _MODE, {**_MODE, "gpu_mhz": 99999, "cpu_cores": 99}])
+    assert r.status_code == 422
+    assert r.json["errors"] == {
+        "modes.0.gpu_mhz": [f"modes[0] (slow): gpu_mhz=80 {_XAVIER_GPU}"],
+        "modes.2.gpu_mhz": [f"modes[2]: gpu_mhz=99999 {_XAVIER_GPU}"],
+        "modes.2.cpu_cores": ["modes[2]: cpu_cores=99 is outside device 'agx-xavier': must be in 1..8"]}, r.json
+
+
+@pytest.mark.parametrize("device", [d.id for d in list_devices()])
+def test_each_device_states_its_own_range_past_the_catalogues(client, stored, device):
+    high = {k: MODE_BOUNDS[k].high * 2 for k in MODE_FIELDS}
+    r = _predict(client, [{**_MODE, **high, "cpu_cores": int(high["cpu_cores"])}], device)
+    assert r.status_code == 422, r.json
+    ranges = next(d for d in list_devices() if d.id == device).knob_ranges()
+    for k in MODE_FIELDS:
+        lo, hi = ranges[k]
+        said = r.json["errors"][f"modes.0.{k}"]
+        assert len(said) == 1 and f"is outside device '{device}': must be in {lo:g}..{hi:g}" in said[0], said
+    assert set(r.json["errors"]) == {f"modes.0.{k}" for k in MODE_FIELDS}
+
+
+def test_the_schemas_own_rules_stand_beside_the_devices(client, stored):
+    """Text in a number field is told the type rule, a number past a float's reach marshmallow's; a field past the union without a device named (the
+    workload's device is not known to the schema) is told it lies outside every catalogue device."""
+    r = _predict(client, [{**_MODE, "gpu_mhz": "80"}, {**_MODE, "emc_mhz": 10**400}])
+    assert r.status_code == 422 and r.json["errors"] == {
+        "modes.0.gpu_mhz": ["must be a number (a JSON number, not text or a boolean)"],
+        "modes.1.emc_mhz": ["Number too large."]}, r.json
+    lo, hi = MODE_BOUNDS["gpu_mhz"].low, MODE_BOUNDS["gpu_mhz"].high
+    for device in (None, "no-such-board"):
+        r = _predict(client, [{**_MODE, "gpu_mhz": 99999}], device)
+        assert r.status_code == 422
+        assert r.json["errors"]["modes.0.gpu_mhz"] == [
+            f"gpu_mhz=99999 is outside every catalogue device: must be in {lo:g}..{hi:g} MHz"], r.json
