@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
+from jetpredict.models.errors import InputError
 
 from .fleet import FleetConfig, fit_fleet_models, load_fleet_models, run_arms
 from .summary import summary_line
@@ -21,9 +23,26 @@ app = ServerApp()
 log = logging.getLogger(__name__)
 
 
+def check_results_out(cfg: FleetConfig) -> None:
+    """Refuse a ``results-out`` whose folder is missing, not a folder or not writable, naming the key: it
+    is written after every arm has run, and a run lost at its end costs all of them. Only the ServerApp
+    writes it (the nodes build FleetConfig too), so the check is here, not in FleetConfig."""
+    if not cfg.results_out:
+        return
+    folder = Path(cfg.results_out).absolute().parent
+    if not folder.is_dir():
+        rule = "is not a folder" if folder.exists() else "does not exist"
+        raise InputError(f"run config results-out must be a file in an existing folder: {folder} {rule} "
+                         f"(got {cfg.results_out!r})", "results-out")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"run config results-out must be a file in a writable folder: {folder} is not writable "
+                         f"(got {cfg.results_out!r})", "results-out")
+
+
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg = FleetConfig.from_run_config(context.run_config)
+    check_results_out(cfg)  # before any work: the results are written once every arm has run
     models = load_fleet_models(cfg.models) if cfg.models else fit_fleet_models(cfg.seed, cfg.twin_workload)
     runs = run_arms(grid, cfg, models)
     lines = [summary_line(run, cfg.deadline_s) for run in runs]
