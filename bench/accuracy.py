@@ -35,7 +35,7 @@ import pandas as pd
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 import real_cv  # noqa: E402
 from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
-from jetpredict.models.catalogue import ModeArrays  # noqa: E402
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload, predict_modes  # noqa: E402
 from real_cv import named_designs  # noqa: E402
@@ -45,8 +45,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILED = list("efij")
-MODE_KNOBS = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
-MODES_AJ = {  # cores, CPU, GPU, EMC MHz (published modes a-j)
+MODES_AJ = {  # MODE_FIELDS: cores, CPU, GPU, EMC MHz (published modes a-j)
     "a": (4, 1200, 670, 1333), "b": (8, 1200, 670, 1333), "c": (8, 1200, 900, 1333),
     "d": (8, 1200, 900, 1600), "e": (8, 2100, 900, 1600), "f": (2, 2100, 900, 1600),
     "g": (8, 2265, 1377, 2133), "h": (8, 2265, 1377, 1066), "i": (8, 2265, 1377, 1333),
@@ -366,7 +365,7 @@ def below_range_fact(rows: pd.DataFrame) -> list[dict]:
 
     res = rows[rows.workload == "resnet18-cifar10"]
     prof = res[res["mode"].isin(PROFILED)]
-    knobs = pd.DataFrame([BELOW_RANGE["maxn"], BELOW_RANGE["slow"]], columns=list(MODE_KNOBS))
+    knobs = pd.DataFrame([BELOW_RANGE["maxn"], BELOW_RANGE["slow"]], columns=list(MODE_FIELDS))
     out = []
     for label, ref in (("leave-one-workload-out (MobileNetV3 and LeNet-5 reference)",
                         build_reference(rows[rows.workload != "resnet18-cifar10"])),
@@ -430,7 +429,7 @@ def twin_full_range(designs: int = 12, seed: int = 0) -> list[dict]:
     every_mode = resolve_modes("agx-xavier", "all")
     plans = {"`plan --budget 4` (twin rows)": plan_profiling("agx-xavier", 4).modes,
              "plan over the whole space (twin rows)": plan_profiling("agx-xavier", 4, every_mode).modes}
-    plans = {label: {r.mode: tuple(r[k] for k in MODE_KNOBS) for _, r in t.iterrows()}
+    plans = {label: {r.mode: tuple(r[k] for k in MODE_FIELDS) for _, r in t.iterrows()}
              for label, t in plans.items()}
     out = []
 

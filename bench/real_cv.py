@@ -53,7 +53,7 @@ import pandas as pd
 
 # This checkout's packages first (an editable install may point at another tree).
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
-from jetpredict.models.catalogue import ModeArrays, load_device  # noqa: E402
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
 from jetpredict.predictor import bundled  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
@@ -156,7 +156,7 @@ def named_designs(real: pd.DataFrame) -> dict[str, list[str]]:
     --budget 4`` picks, and MAXN (g) alone."""
     from jetpredict.predictor.service import plan_profiling
 
-    cands = real.drop_duplicates("mode")[["mode", "cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]]
+    cands = real.drop_duplicates("mode")[["mode", *MODE_FIELDS]]
     planned = list(plan_profiling("agx-xavier", 4, cands.reset_index(drop=True)).modes["mode"])
     return {"e,f,i,j": list("efij"), "plan: " + ",".join(planned): planned, "MAXN (g) alone": ["g"]}
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import ModeArrays, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.predictor import bundled, calibration
 from jetpredict.predictor.bundled import fit_workload
@@ -149,8 +149,6 @@ def per_mode_bias(scores: list[dict[str, np.ndarray]]) -> dict[str, dict[str, fl
     return out
 
 
-#: The knobs of a mode; a mode with none lower and one higher than another's "dominates" it.
-KNOBS = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")
 #: Quantities that physics orders along dominance: (name, column, +1 = falls as the knobs rise, -1 = rises).
 MONOTONE = (("time", "epoch_time_s", 1), ("stall", "stall_time_s", 1), ("compute", "compute_time_s", 1),
             ("power", "avg_power_w", -1), ("dynamic power", "dynamic_power_w", -1))
@@ -190,7 +188,7 @@ def monotone_check(real: pd.DataFrame) -> list[dict]:
     for target in TARGETS:
         rows = real[real["workload"] == target].reset_index(drop=True)
         rows = rows.assign(dynamic_power_w=rows["avg_power_w"] - rows["base_power_w"])
-        pairs = dominance_pairs(rows[list(KNOBS)].to_numpy(float))
+        pairs = dominance_pairs(rows[list(MODE_FIELDS)].to_numpy(float))
         modes = rows["mode"].astype(str).to_list()
         for name, col, falls in MONOTONE:
             values = rows[col].to_numpy(float)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 import numpy as np
 import pandas as pd
 from jetpredict.models.atomic_files import PairWriteError, write_out_file
-from jetpredict.models.catalogue import resolve_device
+from jetpredict.models.catalogue import MODE_FIELDS, resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import (
     check_not_empty,
@@ -318,8 +318,7 @@ FOR_EPOCHS = {"time_to_accuracy_s": "time_for_epochs_s", "energy_to_accuracy_j":
 #: What a ``table`` shows first (it is cut to the terminal width; csv and json have every column).
 TABLE_COLUMNS = ("role", "mode", "epoch_time_s", "epoch_time_s_low", "epoch_time_s_high", "avg_power_w",
                  "epoch_energy_j", "time_for_epochs_s", "energy_for_epochs_j", "avg_power_w_high",
-                 "epoch_energy_j_low", "epoch_energy_j_high", "extrapolated", "cpu_cores", "cpu_mhz", "gpu_mhz",
-                 "emc_mhz")
+                 "epoch_energy_j_low", "epoch_energy_j_high", "extrapolated", *MODE_FIELDS)
 
 
 def with_epoch_totals(df: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,8 @@ from typing import Any
 
 from flwr.app import Message
 
+from jetpredict.models.catalogue import MODE_FIELDS
+
 #: Node config keys (``flower-supernode --node-config 'jetpredict-device="nano"'``).
 DEVICE_KEY = "jetpredict-device"
 EPOCH_SCALE_KEY = "jetpredict-epoch-scale"
@@ -45,8 +47,8 @@ FAILED_METRIC = "jetpredict-failed"
 ROUND_TIME_METRIC = "jetpredict-round-time-s"
 PRED_ENERGY_METRIC = "jetpredict-pred-energy-j"
 ENERGY_REPORTED_METRIC = "jetpredict-energy-reported"
-#: Mode fields carried in a plan, with their ConfigRecord keys.
-MODE_KEYS = (("cpu_cores", "cpu-cores"), ("cpu_mhz", "cpu-mhz"), ("gpu_mhz", "gpu-mhz"), ("emc_mhz", "emc-mhz"))
+#: Mode fields carried in a plan, with their ConfigRecord keys (the field's name, dashed).
+MODE_KEYS: tuple[tuple[str, str], ...] = tuple((name, name.replace("_", "-")) for name in MODE_FIELDS)
 
 
 def read_report(reply: Message) -> dict[str, Any] | None:
