@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from flower_fleet import server_app
+from flower_fleet import client_app, server_app
 from flwr.app import Context, RecordDict
 from flwr.serverapp import Grid
 from jetpredict.models.errors import InputError
@@ -51,3 +51,21 @@ def test_a_results_out_that_cannot_be_written_is_refused_before_any_work(tmp_pat
         server_app.main(UntouchedGrid(), _context({"results-out": str(path)}))
     assert err.value.field == "results-out"
     assert not path.exists()
+
+
+def test_a_node_wait_timeout_names_the_run_config_keys(lenet_models, server_identity):
+    from flower_fleet.fleet import FleetConfig, run_arms
+    from flower_grid import InProcessGrid, node_contexts
+
+    from jetpredict.integrations.flower import DeviceQueryError
+
+    cfg = FleetConfig(arms="plan", num_server_rounds=1, min_nodes=3, node_wait_timeout_s=0.2)
+    run_config = {k.replace("_", "-"): v for k, v in vars(cfg).items()}
+    contexts = node_contexts([1, 2], lambda n: {"partition-id": n - 1, "num-partitions": 2}, run_config)
+    with pytest.raises(DeviceQueryError) as err:
+        run_arms(InProcessGrid(client_app.app, contexts), cfg, lenet_models)
+    said = str(err.value)
+    # The README's keys, which the user sets; not the library's names, which the user never sees.
+    assert "run config min-nodes" in said and "run config node-wait-timeout-s=0.2" in said, said
+    assert "node_wait_timeout_s" not in said and "min_available_nodes" not in said, said
+    assert said.startswith("plan arm: ") and isinstance(err.value.__cause__, DeviceQueryError)

@@ -45,6 +45,7 @@ from jetpredict.profiler.sim.kernel_costs import cached_workloads
 from jetpredict.integrations.flower import (
     DEFAULT_NODE_WAIT_S,
     PROVENANCE_KEYS,
+    DeviceQueryError,
     JetpredictStrategy,
     LocalPlanner,
     PlannerError,
@@ -315,6 +316,19 @@ class BaselineFedAvg(FedAvg):
         return super().aggregate_train(server_round, kept)
 
 
+#: The strategy's settings that the example sets from its run config, by FleetConfig field.
+STRATEGY_SETTINGS = {"node_wait_timeout_s": "node_wait_timeout_s", "query_timeout_s": "query_timeout_s",
+                     "min_available_nodes": "min_nodes"}
+
+
+def in_run_config_terms(message: str) -> str:
+    """``message`` with the strategy's setting names as the run config keys the user set them by
+    (``min_available_nodes`` -> ``run config min-nodes``)."""
+    for setting, field in STRATEGY_SETTINGS.items():
+        message = message.replace(setting, f"run config {_key(field)}")
+    return message
+
+
 def make_strategy(arm: str, cfg: FleetConfig, planner: LocalPlanner) -> Any:
     """The strategy of ``arm`` (one of :data:`ARMS`) for ``cfg``."""
     common = {"fraction_train": 1.0, "fraction_evaluate": 0.0, "min_train_nodes": 1,
@@ -537,9 +551,12 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
         # unseeded sample changes the global model in the last bits and reruns differ.
         random.seed(cfg.seed)
         strategy = make_strategy(arm, cfg, planner)
-        result = strategy.start(grid=grid, initial_arrays=initial, num_rounds=cfg.num_server_rounds,
-                                train_config=ConfigRecord({"local-epochs": cfg.local_epochs, "seed": cfg.seed}),
-                                evaluate_fn=evaluate)
+        try:
+            result = strategy.start(grid=grid, initial_arrays=initial, num_rounds=cfg.num_server_rounds,
+                                    train_config=ConfigRecord({"local-epochs": cfg.local_epochs, "seed": cfg.seed}),
+                                    evaluate_fn=evaluate)
+        except DeviceQueryError as err:
+            raise DeviceQueryError(f"{arm} arm: {in_run_config_terms(str(err))}") from err
         rows, provenance = client_rounds(arm, strategy, planner)
         figures = round_figures(rows, cfg.deadline_s, cfg.num_server_rounds)
         excluded, exclusions, notes = {}, {}, []
