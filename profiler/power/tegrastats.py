@@ -22,6 +22,11 @@ from jetpredict.profiler.power_defaults import DEFAULT_SAMPLER_HZ
 
 #: ``tegrastats --interval``, ms: one reading per period of the default sampler (100 ms at 10 Hz).
 DEFAULT_INTERVAL_MS = round(1000 / DEFAULT_SAMPLER_HZ)
+#: Seconds tegrastats has after SIGTERM before SIGKILL: shorter than a privileged command's
+#: (:data:`~profiler.powermode.privileged.STOP_GRACE_S`): it only reads sensors, and its close is on the
+#: way out of every run, Ctrl-C included. Also how long :meth:`TegrastatsMeter.close` then waits for the
+#: reader.
+TEGRASTATS_STOP_GRACE_S = 2.0
 
 _TIMESTAMP = re.compile(r"^\s*(\d{2}-\d{2}-\d{4} \d{2}:\d{2}:\d{2})\s+")
 _RAM = re.compile(r"\bRAM (\d+)/(\d+)MB")
@@ -170,12 +175,12 @@ class TegrastatsMeter(PowerMeter):
         if self._proc.poll() is None:
             self._proc.terminate()
             try:
-                self._proc.wait(timeout=2)
+                self._proc.wait(timeout=TEGRASTATS_STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
         # The reader ends at EOF once the process is gone; close the pipe only after it has.
         if self._reader.is_alive() and self._reader is not threading.current_thread():
-            self._reader.join(timeout=2)
+            self._reader.join(timeout=TEGRASTATS_STOP_GRACE_S)
         if self._proc.stdout and not self._reader.is_alive():
             self._proc.stdout.close()

@@ -15,8 +15,12 @@ from collections.abc import Callable, Sequence
 
 from jetpredict.profiler import sysfs
 
-DEFAULT_TIMEOUT_S = 30.0
-#: Seconds a command stopped on a timeout or an interrupt has after SIGTERM before SIGKILL.
+#: Seconds a privileged command (nvpmodel, jetson_clocks) may run before it is stopped, so that a hung one
+#: does not hang the run; also how long ``restore`` waits for one a killed run left running.
+COMMAND_TIMEOUT_S = 30.0
+#: Seconds a command stopped on a timeout or an interrupt has after SIGTERM before SIGKILL: longer than
+#: tegrastats' (:data:`~profiler.power.tegrastats.TEGRASTATS_STOP_GRACE_S`): a mode switch gets time to
+#: finish its writes rather than be killed between them.
 STOP_GRACE_S = 5.0
 #: Told the pid of each privileged command as it starts and None once it has ended (the power-mode lock's
 #: record): a command outlives a SIGKILL of this process, so a restore must wait for a switch in flight.
@@ -55,7 +59,7 @@ def _needs_sudo(exe: str) -> bool:
     return not is_root() and not (sysfs.is_fake_root() and exe.startswith(str(sysfs.root())))
 
 
-def run_privileged(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S,
+def run_privileged(argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S,
                    check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` (its first item is looked up with :func:`profiler.sysfs.which`) as root.
 

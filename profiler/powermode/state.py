@@ -364,7 +364,7 @@ def _wait_for_orphan(command: tuple[int, int] | None) -> None:
     if command is None:
         return
     pid, started = command
-    deadline = time.monotonic() + privileged.DEFAULT_TIMEOUT_S
+    deadline = time.monotonic() + privileged.COMMAND_TIMEOUT_S
     if process_start_time(pid) == started:
         log.warning("waiting for pid %d, a power-mode command a killed run left running, to end", pid)
     while process_start_time(pid) == started:

@@ -173,7 +173,7 @@ def _left_record(path: Path, command: subprocess.Popen) -> None:
 
 
 def test_a_command_a_killed_run_left_running_refuses_runs_and_restores_in_words(xavier_30w, monkeypatch):
-    monkeypatch.setattr(state_file.privileged, "DEFAULT_TIMEOUT_S", 0.3)  # how long a new holder waits
+    monkeypatch.setattr(state_file.privileged, "COMMAND_TIMEOUT_S", 0.3)  # how long a new holder waits
     orphan = subprocess.Popen(["sleep", "30"], start_new_session=True)
     said = f"a power-mode command a killed run left running (pid {orphan.pid}) has not ended"
     try:
@@ -200,7 +200,7 @@ def test_a_command_a_killed_run_left_running_refuses_runs_and_restores_in_words(
 def test_sudo_restore_waits_for_a_command_another_users_killed_run_left(xavier_30w, monkeypatch):
     """A user's run (nvpmodel through sudo) killed mid-switch leaves its lock file, theirs: `sudo jetpredict
     restore` must still wait for that switch (trusting only root's files, it restored under it)."""
-    monkeypatch.setattr(state_file.privileged, "DEFAULT_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(state_file.privileged, "COMMAND_TIMEOUT_S", 0.3)
     theirs = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         _left_record(state_file.lock_path(), theirs)
