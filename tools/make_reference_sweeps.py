@@ -20,12 +20,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import Device, PowerMode, device_ids, load_device, mode_label
-from jetpredict.models.paths import data_path
 from jetpredict.models.profile_files import write_profile_csv
 from jetpredict.models.profile_rows import COLUMNS, validate_records
+from jetpredict.predictor.reference import REFERENCE_DIR
 from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
-REFERENCE_DIR = data_path("reference")
 DEFAULT_MODES = 320
 #: Measured minibatches per mode: meant for LeNet's ~0.7 s window to hold ~70 meter samples at the
 #: sampler's 100 Hz ceiling (20 gave 2-14 samples of a power that swings between compute and stall).
