@@ -36,7 +36,7 @@ JSON_MIMETYPE = "application/json"
 CSV_MIMETYPE = "text/csv"
 ARROW_MIMETYPE = "application/vnd.apache.arrow.stream"
 #: Answer forms: JSON rows, JSON columns, CSV, Arrow.
-FORMATS = ("rows", "columns", "csv", "arrow")
+ANSWER_FORMS = ("rows", "columns", "csv", "arrow")
 #: Significant digits of predicted values in the compact forms (columns JSON, CSV).
 COMPACT_DIGITS = 6
 #: Bodies shorter than this (bytes) are sent as they are: gzip would save less than its header costs.
@@ -412,7 +412,7 @@ _ENCODERS = {"rows": (rows_json, JSON_MIMETYPE), "columns": (columns_json, JSON_
 
 
 def encode(answer: PredictionAnswer, fmt: str, gzip_ok: bool) -> Encoded:
-    """``answer`` in form ``fmt`` (one of :data:`FORMATS`), gzip-compressed when ``gzip_ok`` and worth it."""
+    """``answer`` in form ``fmt`` (one of :data:`ANSWER_FORMS`), gzip-compressed when ``gzip_ok`` and worth it."""
     encoder, mimetype = _ENCODERS[fmt]
     body = encoder(answer)
     if gzip_ok and len(body) >= GZIP_MIN_BYTES:

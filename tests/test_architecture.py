@@ -350,8 +350,8 @@ SAME_CONCEPT_CONSTANTS: dict[str, set[str]] = {
 AWAITING_RENAME: dict[str, set[str]] = {
     # The three the predictor fits on vs every complexity column a profiling run writes.
     "COMPLEXITY_COLUMNS": {"jetpredict.predictor.terms", "jetpredict.profiler.runner"},
-    # The CLI's --format choices, the plot file suffixes, the API's answer layouts.
-    "FORMATS": {"jetpredict.models.tables", "jetpredict.predictor.plots", "jetpredict.api.answers"},
+    # The CLI's --format choices, the plot file suffixes (api.answers' answer forms are ANSWER_FORMS).
+    "FORMATS": {"jetpredict.models.tables", "jetpredict.predictor.plots"},
 }
 
 
