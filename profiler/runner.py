@@ -68,7 +68,9 @@ IDLE_GUARD_SAMPLES = 2
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")
 COMPONENTS = ("total", "stall", "compute")
-COMPLEXITY_COLUMNS = tuple(f.name for f in fields(Complexity) if f.name != "null_reason")
+#: Every complexity column a profiling run writes (the predictor fits on three of them:
+#: :data:`~predictor.terms.COMPLEXITY_COLUMNS`).
+PROFILE_COMPLEXITY_COLUMNS = tuple(f.name for f in fields(Complexity) if f.name != "null_reason")
 
 
 @dataclass(frozen=True)
@@ -410,7 +412,7 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
         for s in STAT_NAMES:
             row[f"mb_{c}_s_{s}"] = getattr(stats[c], s)
         row[f"mb_{c}_cv"] = stats[c].cv
-    for key in COMPLEXITY_COLUMNS:
+    for key in PROFILE_COMPLEXITY_COLUMNS:
         row[key] = cx.get(key)
     row.update({
         "cpu_s_per_sample": cpu_s_per_sample, "train_flops_per_s": train_flops_per_s,

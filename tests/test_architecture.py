@@ -348,8 +348,6 @@ SAME_CONCEPT_CONSTANTS: dict[str, set[str]] = {
 #: Names that modules outside api/ use for different things, found when this test came; each is to be renamed
 #: in its module, and its entry dropped then (a stale entry fails the test too).
 AWAITING_RENAME: dict[str, set[str]] = {
-    # The three the predictor fits on vs every complexity column a profiling run writes.
-    "COMPLEXITY_COLUMNS": {"jetpredict.predictor.terms", "jetpredict.profiler.runner"},
     # The CLI's --format choices, the plot file suffixes (api.answers' answer forms are ANSWER_FORMS).
     "FORMATS": {"jetpredict.models.tables", "jetpredict.predictor.plots"},
 }
