@@ -91,7 +91,7 @@ from scipy.special import ndtri
 
 #: The model's form and calibration (not the package's version): ``mech-N`` changes whenever a fitted
 #: model of the previous form would predict differently; a saved model records the form it was fitted in.
-MODEL_VERSION = "mech-17"
+MODEL_VERSION = "mech-18"
 
 
 def interval_scales_for(profiled_modes: int) -> IntervalScales:
