@@ -259,7 +259,7 @@ def aliased_knobs_field() -> fields.Dict:
 
 
 def split_source_field(whose: str = "the answer's", more: str = "", **kw: object) -> fields.String:
-    """``split_source`` (``predictor.terms.split_source``) of an answer, a fit or a fleet plan's client."""
+    """``split_source`` (``predictor.provenance.split_source``) of an answer, a fit or a fleet plan's client."""
     return fields.String(**kw, metadata={
         "description": f"{'|'.join(SPLIT_SOURCES)}: whether {whose} fitted split of the epoch into stall "
                        "(CPU side) and compute, which sets how the predicted epoch follows each knob, rests on the "
