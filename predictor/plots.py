@@ -17,7 +17,8 @@ import pandas as pd
 from jetpredict.models.atomic_files import write_out_file
 from jetpredict.models.errors import InputError
 
-FORMATS = (".svg", ".png")
+#: The suffixes --plot accepts; the file format comes from the suffix.
+PLOT_SUFFIXES = (".svg", ".png")
 FEASIBLE_COLOUR = "#0b6bcb"
 INFEASIBLE_COLOUR = "#8a8a8a"
 FRONT_COLOUR = "#d1495b"
@@ -38,7 +39,7 @@ def _pyplot():
 def check_plot_path(path: str | Path) -> Path:
     """``path`` if it ends in .svg or .png (case-insensitive); InputError naming ``plot`` otherwise."""
     path = Path(path)
-    if path.suffix.lower() not in FORMATS:
+    if path.suffix.lower() not in PLOT_SUFFIXES:
         raise InputError(f"--plot {path}: the file must end in .svg or .png (the format comes from it)", "plot")
     return path
 
