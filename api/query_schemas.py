@@ -49,6 +49,7 @@ from jetpredict.predictor.limits import (
     MAX_MODES,
     MIN_CONFIDENCE,
 )
+from jetpredict.predictor.service import mode_row_label
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
 
@@ -239,9 +240,9 @@ def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
         knobs = [_finite(m.get(k)) for k in MODE_FIELDS]
         knobs = [ranges[k][0] if v is None else v for k, v in zip(MODE_FIELDS, knobs, strict=True)]
         label = m.get("mode")  # named as the route names it, where the schema takes it
-        label = f" ({label})" if _shown_label(label) else ""
+        shown = mode_row_label(label) if _shown_label(label) else ""
         for name, rule in device.out_of_range(*(np.atleast_1d(v) for v in knobs)).items():
-            out.setdefault(i, {})[name] = [ModeRowOutOfRangeError(i, f"{label}: {rule}", name).message]
+            out.setdefault(i, {})[name] = [ModeRowOutOfRangeError(i, f"{shown}: {rule}", name).message]
     return out
 
 

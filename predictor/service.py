@@ -130,9 +130,10 @@ def _preset_table(device_id: str) -> ModeTable:
     return ModeTable(tuple(p.mode for p in presets), modes.columns(), modes.gpu_share)
 
 
-def _row_label(record: Mapping) -> str:
-    """`` (label)`` of a mode object that has one, for its errors."""
-    return "" if is_blank(record.get("mode")) else f" ({record.get('mode')})"
+def mode_row_label(label: object) -> str:
+    """`` (label)`` for a mode's ``mode`` label, or ``""`` when it is blank: the words after ``modes[i]``
+    in a mode's error (:class:`models.errors.ModeRowError`), here and in the API's schema."""
+    return "" if is_blank(label) else f" ({label})"
 
 
 def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill_labels: bool) -> ModeTable:
@@ -175,14 +176,15 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             rule = not_a_number_rule(records[i].get(name))
-            raise ModeRowError(i, f"{_row_label(records[i])}: {name} {rule}", f"modes.{i}.{name}")
+            raise ModeRowError(i, f"{mode_row_label(records[i].get('mode'))}: {name} {rule}", f"modes.{i}.{name}")
     if device.out_of_range(*(knobs[f] for f in MODE_FIELDS)):
         # Name the first offending row: check row by row only on this (rare) error path.
         for i in range(len(records)):
             problems = device.out_of_range(*(knobs[f][i:i + 1] for f in MODE_FIELDS))
             if problems:
                 name, message = next(iter(problems.items()))
-                raise ModeRowOutOfRangeError(i, f"{_row_label(records[i])}: {message}", f"modes.{i}.{name}")
+                label = mode_row_label(records[i].get("mode"))
+                raise ModeRowOutOfRangeError(i, f"{label}: {message}", f"modes.{i}.{name}")
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
     labels = [str(m.get("mode")) if not is_blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]
