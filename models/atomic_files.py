@@ -250,12 +250,22 @@ def make_out_folder(out: str | Path) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EEXIST, errno.ENOTDIR):
             raise
-        blocking = _not_a_folder(Path(out).parent)
-        if blocking is None:
+        named = out_folder_error(out)
+        if named is None:
             raise
-        # A FIFO or device on the way is not a file either.
-        said = f"{blocking} is a file, not a folder" if blocking.is_file() else f"{blocking} is not a folder"
-        raise OSError(errno.ENOTDIR, said, str(out)) from None
+        raise named from None
+
+
+def out_folder_error(out: str | Path) -> OSError | None:
+    """The ENOTDIR error :func:`make_out_folder` raises for ``out``, naming the first existing part of its
+    folder (as typed) that is not a folder, or None when there is none; creates nothing, so a verb can
+    refuse ``out`` before its work."""
+    blocking = _not_a_folder(Path(out).parent)
+    if blocking is None:
+        return None
+    # A FIFO or device on the way is not a file either.
+    said = f"{blocking} is a file, not a folder" if blocking.is_file() else f"{blocking} is not a folder"
+    return OSError(errno.ENOTDIR, said, str(out))
 
 
 def _not_a_folder(folder: Path) -> Path | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.atomic_files import PairWriteError, write_out_file
+from jetpredict.models.atomic_files import PairWriteError, out_folder_error, write_out_file
 from jetpredict.models.catalogue import MODE_FIELDS, resolve_device
 from jetpredict.models.errors import InputError, cli_flag
 from jetpredict.models.profile_files import (
@@ -93,10 +93,15 @@ TABLE_FILES = "FILE.csv or FILE.json (or no --out, for standard output)"
 
 def _check_outputs(args: argparse.Namespace, written: tuple[str, ...] = ("",), out_files: str = TABLE_FILES) -> None:
     """The files a verb writes (``--out``, whose ``out_files`` an error names, and ``--plot``) are named, are
-    none of the files it reads (``written``: the suffixes of the files ``--out`` writes), nor each other."""
+    none of the files it reads (``written``: the suffixes of the files ``--out`` writes), nor each other,
+    and no existing part of their folders is a file: refused here, before the work, not after it."""
     out, plot = getattr(args, "out", None), getattr(args, "plot", None)
     check_not_empty(out, "out", out_files)
     check_not_empty(plot, "plot", "FILE.svg or FILE.png")
+    for flag, path in (("out", out), ("plot", plot)):
+        named = None if path is None else out_folder_error(path)
+        if named is not None:
+            raise out_error(path, named, flag)
     inputs = {flag: getattr(args, flag, None) for flag in INPUT_FLAGS}
     outputs = check_out_spares_inputs(out, inputs, written)  # resolved there, reused for --out vs --plot
     plots = check_out_spares_inputs(plot, inputs, out_flag="plot")

@@ -227,9 +227,15 @@ def test_a_link_another_user_planted_in_a_shared_folder_is_refused_naming_it(wor
                                              ("recommend", "--plot", "p.csv/plot.svg")])
 def test_an_out_whose_folder_is_a_file_names_that_file(work, tmp_path, capsys, monkeypatch, verb, flag, out):
     """``--out p.csv/x.csv`` with p.csv a file said 'File exists' (or 'Not a directory' one folder deeper),
-    leaving the user to guess which part of the path was wrong."""
+    leaving the user to guess which part of the path was wrong; and said it only once the fit or the
+    predictions were done (minutes for ``fit`` or ``--all``): it is refused before any work, writing nothing."""
+    from jetpredict.predictor import bundled, service
+
     monkeypatch.chdir(tmp_path)
     Path("p.csv").write_text("a file\n")
+    worked: list[str] = []
+    for module, name in ((bundled, "fit_workload"), (service, "predict"), (service, "recommend")):
+        monkeypatch.setattr(module, name, _recording(getattr(module, name), name, worked))
     argv = {"fit": ["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv")],
             "predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
             "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
@@ -238,3 +244,12 @@ def test_an_out_whose_folder_is_a_file_names_that_file(work, tmp_path, capsys, m
     err = capsys.readouterr().err
     assert code == 2 and f"{flag} {out}: p.csv is a file, not a folder" in err, err
     assert Path("p.csv").read_text() == "a file\n"
+    assert worked == [] and sorted(p.name for p in tmp_path.iterdir()) == ["p.csv"]
+
+
+def _recording(real, name: str, calls: list[str]):
+    """``real``, noting ``name`` in ``calls`` each time it runs."""
+    def run(*args, **kwargs):
+        calls.append(name)
+        return real(*args, **kwargs)
+    return run
