@@ -9,10 +9,14 @@ the mode is applied and the round measured. A train message without a plan (the 
 ``maxn-drop`` arms' plain FedAvg) runs at the device's fastest preset, on the twin and on a Jetson alike.
 ``jetpredict_mod`` does all of that around ``train``, which is plain Flower: it answers the strategy's
 device query, applies the planned mode (or the fastest preset) and restores the previous one, measures
-the round (or takes the twin's figures) and attaches them to the reply.
+the round (or takes the twin's figures) and attaches them to the reply. The node's log (stderr) shows
+jetpredict's node-side lines from INFO up: the planned mode of each round and what its prediction rests on.
 """
 
 from __future__ import annotations
+
+import logging
+import sys
 
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
@@ -27,6 +31,38 @@ from jetpredict.integrations.flower import (
 
 from . import task
 from .fleet import FleetConfig
+
+#: The logger of jetpredict's node side (the mod's "planned mode ..." line, at INFO).
+NODE_LOGGER = "jetpredict.integrations.flower"
+
+
+class _NodeLogHandler(logging.StreamHandler):
+    """Writes to the stderr of the moment (as Python's last-resort handler does), so a stream swapped after
+    the app was loaded (a worker's, a test's) still gets the lines."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
+def show_node_log(level: int = logging.INFO) -> None:
+    """Show jetpredict's node-side lines from ``level`` on stderr, once per process: Flower sets up no
+    logging for an app's own loggers, so Python would drop them below WARNING and the node's log would not
+    say where its mode's prediction came from. The lines still reach any handler the host set up."""
+    logger = logging.getLogger(NODE_LOGGER)
+    if logger.level == logging.NOTSET or logger.level > level:
+        logger.setLevel(level)
+    if not any(isinstance(h, _NodeLogHandler) for h in logger.handlers):
+        handler = _NodeLogHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+
+
+show_node_log()
 
 
 def _partition(context: Context) -> tuple[int, int]:
