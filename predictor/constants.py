@@ -110,7 +110,7 @@ FALLBACK_POWER_SHARE = 0.25
 #: Without measured power: the module power budget (W) of a device whose catalogue gives none. [E7]
 FALLBACK_MODULE_POWER_W = 20.0
 #: Without measured power: the relative noise of the generic power model (share). [E7]
-FALLBACK_POWER_NOISE = 0.15
+FALLBACK_POWER_NOISE_REL = 0.15
 
 # -- regime -----------------------------------------------------------------------------------------------
 #: RMS difference of stall and compute shares (of the epoch) that cuts a workload's weight to e^-1/2. [E8]

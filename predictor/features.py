@@ -166,7 +166,7 @@ def v_rel(f_mhz, f_max_mhz: float) -> np.ndarray:
     return V_MIN_REL + (1.0 - V_MIN_REL) * np.clip((r - KNEE_REL) / (1.0 - KNEE_REL), 0.0, 1.0)
 
 
-def launch_wait(cpu_coef: float, modes: ModeArrays, num_workers: float | np.ndarray, kappa: float,
+def launch_wait_s(cpu_coef: float, modes: ModeArrays, num_workers: float | np.ndarray, kappa: float,
                 cpu_mhz_max: float) -> np.ndarray:
     """Time (s per epoch) the GPU idles waiting on the main thread, beyond its wait at the top CPU clock.
 
@@ -190,7 +190,7 @@ def power_features(modes: ModeArrays, num_workers: float | np.ndarray, gpu_busy:
     workers + main thread capped by the cores online, at the CPU's f V^2) and the clock-independent rest
     (I/O, fabric). A GPU slowed far below the reference modes thus leaves the module near its base power.
     ``gpu_active``: the share of the epoch the GPU runs kernels (default ``gpu_busy``), lower than the
-    compute share when the main thread's launches hold the GPU back (see :func:`launch_wait`).
+    compute share when the main thread's launches hold the GPU back (see :func:`launch_wait_s`).
     """
     busy = np.clip(np.asarray(gpu_busy, dtype=float), 0.0, 1.0)
     active = busy if gpu_active is None else np.clip(np.asarray(gpu_active, dtype=float), 0.0, 1.0)

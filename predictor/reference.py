@@ -27,7 +27,7 @@ from jetpredict.predictor.constants import (
     BASE_NOISE_FLOOR,
     DYNAMIC_POWER_NOISE_FLOOR,
     FALLBACK_MODULE_POWER_W,
-    FALLBACK_POWER_NOISE,
+    FALLBACK_POWER_NOISE_REL,
     FALLBACK_POWER_SHARE,
     FALLBACK_POWER_SPLIT,
     KAPPA_GRID,
@@ -278,7 +278,7 @@ def _fit_dynamic_power(groups: Mapping[str, ProfileArrays], shapes: Mapping[str,
         # The GPU's own busy share: the shapes are in units of the anchor epoch, hence the rate factor.
         name = "compute" if "compute" in shapes[w] else "total"
         cpu_coef = float(shapes[w][name][F.COMPONENT_TERMS[name].index("cpu")])
-        active = np.maximum(busy - F.launch_wait(cpu_coef, modes, workers, kappas[0], maxima["cpu_mhz"])
+        active = np.maximum(busy - F.launch_wait_s(cpu_coef, modes, workers, kappas[0], maxima["cpu_mhz"])
                             * rate, 0.0)
         base = F.design(F.base_features(modes, maxima), F.BASE_TERMS) @ base_coef
         base_meas = g.base_power_w[ok]
@@ -291,7 +291,7 @@ def _fit_dynamic_power(groups: Mapping[str, ProfileArrays], shapes: Mapping[str,
         # No power measured: a generic split of a share of the module budget, deliberately vague [E7].
         mean = (np.array(FALLBACK_POWER_SPLIT) * FALLBACK_POWER_SHARE
                 * maxima.get("module_power_w", FALLBACK_MODULE_POWER_W))
-        return mean, mean.copy() + POWER_SD_FLOOR_W, FALLBACK_POWER_NOISE
+        return mean, mean.copy() + POWER_SD_FLOOR_W, FALLBACK_POWER_NOISE_REL
     stack = np.array(coefs)
     mean = stack.mean(axis=0)
     spread = stack.std(axis=0, ddof=1) if len(stack) > 1 else np.zeros_like(mean)
