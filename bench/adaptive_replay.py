@@ -314,7 +314,7 @@ def whole_space_part(minibatches: int) -> list[dict]:
                            "error_pct": 100 * (b["epoch_time_s"] / truth["epoch_time_s"][at] - 1.0),
                            "regret_pct": 100 * (truth[key][at] / truth[key][ok].min() - 1.0),
                            "stop": last.stop, "seconds": seconds,
-                           "rows_scatter_pct": 100 * time_scatter(box[0].adviser.fit(pd.DataFrame(rows))).rms_rel}
+                           "rows_scatter_pct": 100 * time_scatter(box[0].adviser.fit_model(pd.DataFrame(rows))).rms_rel}
                     out.append(rec)
                     print(f"  {workload} (simulated), {goal.describe()}: {rec['modes']} modes "
                           f"[{', '.join(rec['profiled'])}] -> {rec['recommended']}, time {rec['error_pct']:+.1f}% "

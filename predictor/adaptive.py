@@ -151,7 +151,9 @@ class Adviser:
         keys, then the profiled modes' beyond them."""
         return self.candidate_keys + mode_keys(self.device, table.iloc[len(self.candidates):])
 
-    def fit(self, rows: pd.DataFrame) -> WorkloadModel:
+    def fit_model(self, rows: pd.DataFrame) -> WorkloadModel:
+        """The workload model of ``rows`` (profile rows) over this adviser's reference; the adviser keeps
+        nothing of it (not a scikit-learn ``fit``: each proposal refits with pseudo-rows)."""
         return fit_workload(rows.reset_index(drop=True), self.device, self.reference)
 
     def decision_set(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
@@ -212,7 +214,7 @@ class Adviser:
         pseudo-rows of those chosen before it)."""
         budget = service.check_budget(budget)  # before any fit: a huge budget is refused, not run for hours
         rows = rows.reset_index(drop=True)
-        model = fitted = self.fit(rows)
+        model = fitted = self.fit_model(rows)
         table, open_ = self.decision_set(rows)
         first = self.decide(model, table, open_)
         decision, work = first, rows
@@ -225,7 +227,7 @@ class Adviser:
                 trial = pd.concat([work, pd.DataFrame([pseudo_row(template, mode, decision.table.iloc[pos])])],
                                   ignore_index=True)
                 try:
-                    trial_model = self.fit(trial)
+                    trial_model = self.fit_model(trial)
                 except InputError:
                     continue  # a pseudo-row the fit refuses (e.g. a clock outside the catalogue) is skipped
                 still_open = open_.copy()
@@ -445,7 +447,7 @@ class AdaptiveChooser:
         """Record the last round (``decision`` made by ``model``; None: fit and decide here) and stop."""
         if decision is None:
             table, open_ = self.adviser.decision_set(rows)
-            model = self.adviser.fit(rows)
+            model = self.adviser.fit_model(rows)
             decision = self.adviser.decide(model, table, open_)
             # Only the budget stops without a decision: say when the form misses the rows, which keeps the
             # intervals wide however many modes are profiled.

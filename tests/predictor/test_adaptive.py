@@ -77,7 +77,7 @@ def test_the_decision_over_the_device_space_is_the_one_recommend_makes(real, wor
     wins beyond its interval since the power noise floor rose to 5%.)"""
     rows = _by_mode(real[real["workload"] == workload], design)
     adviser = A.Adviser(load_device("agx-xavier"), goal)
-    model = adviser.fit(rows)
+    model = adviser.fit_model(rows)
     table, open_ = adviser.decision_set(rows)
     decision = adviser.decide(model, table, open_)
     best = service.recommend(model, goal.objective, goal.max_power_w, confidence=goal.confidence).best
@@ -180,7 +180,7 @@ def test_a_mode_whose_interval_cannot_clear_the_cap_holds_nothing_back(resnet, o
     assert best["epoch_time_s"] == pytest.approx(resnet.set_index("mode").loc[best["mode"], "epoch_time_s"],
                                                  rel=0.03)
     # What profiling c would have shown: fitted on every mode, c's power interval still passes the cap.
-    everything = chooser.adviser.fit(resnet)
+    everything = chooser.adviser.fit_model(resnet)
     table, open_ = chooser.adviser.decision_set(resnet)
     measured = D.decide(everything, table, goal, open_)
     c = measured.table[measured.table["mode"] == "c"].iloc[0]
@@ -205,7 +205,7 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
                                 reference=others)
     rows = _by_mode(resnet, "haecfb")
     table, open_ = chooser.adviser.decision_set(rows)
-    d = D.decide(chooser.adviser.fit(rows), table, goal, open_)
+    d = D.decide(chooser.adviser.fit_model(rows), table, goal, open_)
     keys = chooser.adviser.table_keys(d.table)
     key = keys[d.best]
     measured = dict(zip(A.mode_keys(chooser.adviser.device, rows), rows["epoch_time_s"], strict=True))
@@ -301,7 +301,7 @@ def test_a_cap_is_given_up_on_below_the_unreachable_chance_only(resnet, others, 
     adviser = A.Adviser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=9.75),
                         resnet[["mode", *MODE_FIELDS]], others)
     rows = _by_mode(resnet, "ga")
-    model, (table, open_) = adviser.fit(rows), adviser.decision_set(rows)
+    model, (table, open_) = adviser.fit_model(rows), adviser.decision_set(rows)
     z = z_of(adviser.goal.confidence)
     # The chance a cap is met is Phi((ln cap - ln point) / sd) per mode: the cap that the likeliest mode
     # meets with the wanted chance is the least, over modes, of point x exp(sd x Phi^-1(chance)).
@@ -355,7 +355,7 @@ def test_every_plan_path_refuses_a_budget_over_the_one_limit(resnet, monkeypatch
     def no_work(*args, **kwargs):
         raise AssertionError("the budget is checked before any fit or plan")
 
-    monkeypatch.setattr(A.Adviser, "fit", no_work)
+    monkeypatch.setattr(A.Adviser, "fit_model", no_work)
     monkeypatch.setattr(service.planning, "plan", no_work)
     calls = (lambda: A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=too_many),
              lambda: A.Adviser(load_device("agx-xavier"), D.Goal()).propose(_by_mode(resnet, "a"), budget=too_many),
@@ -502,7 +502,7 @@ def test_a_filler_says_it_separates_knobs_only_where_the_profiled_modes_alias_so
     adviser = A.Adviser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=15.0), lenet[["mode", *MODE_FIELDS]],
                         ref)
     rows = _by_mode(lenet, design)
-    aliased = bool(adviser.fit(rows).aliased_pairs())
+    aliased = bool(adviser.fit_model(rows).aliased_pairs())
     assert aliased == (design == "efij")  # e,f,i,j move the CPU and GPU clocks together
     reasons = list(adviser.propose(rows, budget=10 - len(design)).modes["reason"])
     fillers = [r for r in reasons if "D-optimal gain" in r]

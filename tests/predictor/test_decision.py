@@ -34,7 +34,7 @@ def min_time(lenet) -> Callable[[float], MinTime]:
     per cap for the module (two tests read the 8 W one) from one fit (a fit of real rows is the slow part, and
     it does not depend on the goal)."""
     rows = lenet[lenet["mode"].isin(list("efij"))].reset_index(drop=True)
-    model = A.Adviser(load_device("agx-xavier"), D.Goal("min-time")).fit(rows)
+    model = A.Adviser(load_device("agx-xavier"), D.Goal("min-time")).fit_model(rows)
 
     @lru_cache
     def decide(cap_w: float) -> MinTime:
