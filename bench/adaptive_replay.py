@@ -131,7 +131,7 @@ def replay(rows: pd.DataFrame, goal: Goal, start: int, reference, label: str) ->
         regret = float(meas[key] / best_true[key] - 1.0)
         rec = {"modes": len(st.profiled), "profiled": "".join(st.profiled), "recommended": str(b["mode"]),
                "predicted_s": float(b["epoch_time_s"]), "measured_s": float(meas["epoch_time_s"]),
-               "error_pct": 100 * err, "width_pct": 100 * st.decision.time_width,
+               "error_pct": 100 * err, "width_pct": 100 * st.decision.time_width_rel,
                "regret_pct": 100 * regret, "rival_gain_pct": 100 * st.decision.rival_gain, "next": None if st.next_mode is None else st.next_mode["mode"],
                "reason": st.reason}
         steps.append(rec)
@@ -247,13 +247,14 @@ def twin_part(minibatches: int) -> list[dict]:
                     err = 100 * (b["epoch_time_s"] / meas["epoch_time_s"] - 1.0)
                     steps.append({"modes": len(st.profiled), "profiled": "".join(st.profiled),
                                   "recommended": str(b["mode"]), "error_pct": err,
-                                  "width_pct": 100 * st.decision.time_width,
+                                  "width_pct": 100 * st.decision.time_width_rel,
                                   "settled": chooser.settled(st.decision) is not None})
                     print(f"  {len(st.profiled):2d} [{''.join(st.profiled):<10}] recommended {b['mode']}: "
-                          f"{err:+.1f}% vs the twin's sweep, interval {100 * st.decision.time_width:.0f}% wide")
+                          f"{err:+.1f}% vs the twin's sweep, "
+                          f"interval {100 * st.decision.time_width_rel:.0f}% wide")
                 within = [s["modes"] for s in steps if abs(s["error_pct"]) <= 100 * WITHIN]
                 # ``profile --adaptive`` with the default target, to its own stop.
-                default, _, _ = run(A.DEFAULT_TARGET_WIDTH)
+                default, _, _ = run(A.DEFAULT_TARGET_WIDTH_REL)
                 last = default.steps[-1]
                 stop = None
                 if last.decision is not None and last.decision.best_row is not None:

@@ -61,7 +61,7 @@ DESIGN_FILLERS = 2
 #: within 3% at the stop), 0.12 after 3 modes within 1% (11 of 12), 0.10 ran every run to 7-10 modes. With
 #: the interval scales of the memory-waiting twin, 0.12 stopped it 4.1% off on an unprofiled pick, so the
 #: loop now also measures the pick before it stops (12 of 12 within 3%, at most 6 modes).
-DEFAULT_TARGET_WIDTH = 0.12
+DEFAULT_TARGET_WIDTH_REL = 0.12
 #: Expected gain (share of the objective) below which no unprofiled mode may beat a measured pick at all: the
 #: decision is made whatever the pick's interval (Nano's MAXN dominates every mode for min-time, and a
 #: measured MAXN kept a 12-14% interval, so the loop profiled the slowest corners until the budget ran out).
@@ -111,8 +111,8 @@ class Proposal:
             return f"no mode meets the caps yet ({d.reason})"
         b = d.table.iloc[d.best]
         return (f"{self.goal.describe()}: recommended {b['mode']} at {b['epoch_time_s']:.4g} s/epoch "
-                f"(time interval {d.time_width:.0%} wide, {self.goal.objective} interval "
-                f"{d.objective_width:.0%}); decision uncertainty {d.uncertainty:.3f}")
+                f"(time interval {d.time_width_rel:.0%} wide, {self.goal.objective} interval "
+                f"{d.objective_width_rel:.0%}); decision uncertainty {d.uncertainty:.3f}")
 
 
 class Adviser:
@@ -186,7 +186,8 @@ class Adviser:
         """(position, why) of the candidates worth a refit: best, rivals, D-optimal fillers."""
         picks: list[tuple[int, str]] = []
         if decision.best is not None and open_[decision.best]:
-            picks.append((decision.best, f"the recommended mode (time interval {decision.time_width:.0%} wide)"))
+            picks.append((decision.best,
+                          f"the recommended mode (time interval {decision.time_width_rel:.0%} wide)"))
         for pos, p in zip(decision.rivals, decision.rival_p, strict=True):
             if open_[pos] and len(picks) < SHORTLIST - DESIGN_FILLERS:
                 picks.append((int(pos), f"may beat the recommended mode (P = {p:.2f})"))
@@ -278,13 +279,16 @@ class AdaptiveChooser:
     ``mode`` and the knobs, or None to stop; :attr:`steps` records each round.
     """
 
-    def __init__(self, device: Device, goal: Goal, budget: int, target_width: float = DEFAULT_TARGET_WIDTH,
+    def __init__(self, device: Device, goal: Goal, budget: int,
+                 target_width: float = DEFAULT_TARGET_WIDTH_REL,
                  candidates: pd.DataFrame | None = None, reference: DeviceReference | pd.DataFrame | None = None,
                  start: pd.DataFrame | None = None, log: Callable[[str], None] | None = None) -> None:
         self.budget = service.check_budget(budget)
         if start is not None and len(start) > self.budget:  # refused before any mode is profiled
             raise InputError(f"--budget {budget} is below the {len(start)} --modes profiled first", "budget")
-        self.target_width = checked_number(target_width, "target_width")
+        # The keyword and the error's field stay ``target_width``: --target-width's name, which the
+        # profile CLI maps its errors to (profiler.flags.naming_flag).
+        self.target_width_rel = checked_number(target_width, "target_width")
         self.adviser = Adviser(device, goal, candidates, reference)
         self._candidates_given = candidates is not None
         self._start = start
@@ -351,7 +355,7 @@ class AdaptiveChooser:
             # predicted pick can still be a few % off (real replay: ResNet-18 min-energy stopped 4.1% off).
             nxt, reason = d.table.iloc[d.best], "measures the pick before stopping (its interval is a prediction's)"
             self._confirming = (pick, float(nxt["epoch_time_s"]))
-        elif d.best is not None and d.time_width < self.target_width and d.top_rival is not None:
+        elif d.best is not None and d.time_width_rel < self.target_width_rel and d.top_rival is not None:
             # Only a rival's expected gain holds the stop back: measuring that rival settles it, since a
             # profiled mode no longer counts as one that may beat the recommendation.
             nxt = d.table.iloc[d.top_rival]
@@ -365,9 +369,10 @@ class AdaptiveChooser:
     def settled(self, d: Decision) -> str | None:
         """Why the decision ``d`` needs no more profiling (None when it does): the recommended mode's time
         interval is narrower than the target and no unprofiled mode is expected to beat it by MAX_RIVAL_GAIN."""
-        if d.best is None or d.time_width >= self.target_width or d.rival_gain > MAX_RIVAL_GAIN:
+        if d.best is None or d.time_width_rel >= self.target_width_rel or d.rival_gain > MAX_RIVAL_GAIN:
             return None
-        return (f"recommended mode's time interval {d.time_width:.1%} wide < target {self.target_width:.1%}, "
+        return (f"recommended mode's time interval {d.time_width_rel:.1%} wide "
+                f"< target {self.target_width_rel:.1%}, "
                 f"no unprofiled mode expected to beat it by more than {d.rival_gain:.1%}")
 
     def _confirmed(self, measured_s: Mapping[tuple[float, ...], Any], d: Decision,
@@ -422,7 +427,7 @@ class AdaptiveChooser:
         min-energy over the whole space: three picks in a row); modes apart in more knobs may be predicted
         alike and measure apart (real ResNet-18: c and b, 0.3% apart in energy, b's time 6% off), so they
         are measured."""
-        if d.time_width >= self.target_width:
+        if d.time_width_rel >= self.target_width_rel:
             return None
         if measured not in keys:
             return None
@@ -467,7 +472,8 @@ class AdaptiveChooser:
         return {
             "budget": self.budget, "objective": goal.objective, "max_power_w": goal.max_power_w,
             "max_epoch_time_s": goal.max_epoch_time_s, "confidence": goal.confidence,
-            "target_width": self.target_width, "max_rival_gain": MAX_RIVAL_GAIN,
+            # The sidecar's keys (a file users keep) stay the flag's name; the Python names carry _rel.
+            "target_width": self.target_width_rel, "max_rival_gain": MAX_RIVAL_GAIN,
             "candidates": len(self.adviser.candidates),
             "start": {"modes": [str(m) for m in start["mode"]],
                       "why": "given with --modes" if self._start_given
@@ -485,7 +491,7 @@ class AdaptiveChooser:
             row = d.table.iloc[d.best]
             recommended = {"mode": str(row["mode"]), **{k: float(row[k]) for k in MODE_FIELDS},
                            **{c: float(row[c]) for c in service.PREDICTION_COLUMNS if c in row.index},
-                           "time_width": d.time_width, "objective_width": d.objective_width,
+                           "time_width": d.time_width_rel, "objective_width": d.objective_width_rel,
                            "rival_gain": d.rival_gain, "uncertainty": d.uncertainty}
         return {"profiled": list(step.profiled), "recommended": recommended,
                 "no_pick": d.reason if d.best is None else None, "next_mode": step.next_mode,
@@ -500,7 +506,7 @@ class AdaptiveChooser:
         else:
             b = d.table.iloc[d.best]
             head += (f"recommended {b['mode']} {b['epoch_time_s']:.4g} s/epoch [{b['epoch_time_s_low']:.4g}, "
-                     f"{b['epoch_time_s_high']:.4g}] (width {d.time_width:.1%}; a rival may gain "
+                     f"{b['epoch_time_s_high']:.4g}] (width {d.time_width_rel:.1%}; a rival may gain "
                      f"{d.rival_gain:.1%})")
         tail = f"; stop: {step.stop}" if step.stop else f"; next {step.next_mode['mode']}: {step.reason}"
         return head + tail
@@ -509,7 +515,7 @@ class AdaptiveChooser:
 def make_chooser(device_id: str, start: Sequence[Mapping[str, Any]] | None, *, budget: int,
                  objective: str = DEFAULT_OBJECTIVE, max_power_w: float | None = None,
                  max_epoch_time_s: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
-                 target_width: float = DEFAULT_TARGET_WIDTH, candidates: pd.DataFrame | None = None,
+                 target_width: float = DEFAULT_TARGET_WIDTH_REL, candidates: pd.DataFrame | None = None,
                  log: Callable[[str], None] | None = None) -> AdaptiveChooser:
     """The chooser ``jetpredict profile --adaptive`` drives, from its flags (``start``: the ``--modes`` to
     profile first, as mode dicts or objects with ``as_dict()``; None = the plan's first modes)."""

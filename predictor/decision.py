@@ -77,7 +77,7 @@ class Decision:
     """The recommendation a model makes over a decision set, and how unsure it is.
 
     ``best``: position of the recommended mode in the set (None when no mode meets the caps);
-    ``time_width``/``objective_width``: its relative interval widths; ``rivals``: positions of the
+    ``time_width_rel``/``objective_width_rel``: its relative interval widths; ``rivals``: positions of the
     strongest rivals with ``rival_p``, the probability each beats the best; ``uncertainty``: U above;
     ``rival_gain``: the largest expected relative gain of any mode over the best (see
     :data:`.limits.MAX_RIVAL_GAIN`).
@@ -85,8 +85,8 @@ class Decision:
 
     table: pd.DataFrame = field(repr=False)
     best: int | None
-    time_width: float
-    objective_width: float
+    time_width_rel: float
+    objective_width_rel: float
     rivals: np.ndarray = field(repr=False)
     rival_p: np.ndarray = field(repr=False)
     uncertainty: float

@@ -124,10 +124,10 @@ def test_the_readme_states_the_adaptive_stop_as_the_chooser_has_it():
     """The tour's comment on ``profile --adaptive`` names the stop's figures: they are the chooser's."""
     import re
 
-    from jetpredict.predictor.adaptive import DEFAULT_TARGET_WIDTH, MAX_RIVAL_GAIN
+    from jetpredict.predictor.adaptive import DEFAULT_TARGET_WIDTH_REL, MAX_RIVAL_GAIN
 
     text = " ".join(re.sub(r"\n#", " ", (ROOT / "README.md").read_text(encoding="utf-8")).split())
-    assert (f"narrower than --target-width (default {DEFAULT_TARGET_WIDTH:.0%} of its point), no unprofiled mode "
+    assert (f"narrower than --target-width (default {DEFAULT_TARGET_WIDTH_REL:.0%} of its point), no unprofiled mode "
             f"is expected to beat it by more than {MAX_RIVAL_GAIN:.0%} of the objective, and the recommended mode "
             "itself is profiled") in text
 

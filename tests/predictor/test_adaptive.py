@@ -155,7 +155,7 @@ def test_a_rival_that_alone_holds_the_stop_back_is_profiled_next(resnet, others)
                                     ["mode", *MODE_FIELDS]])
     rows = R.run_loop(chooser, replay.measure)
     held = [st for st in chooser.steps if st.next_mode is not None and st.reason.startswith("settles the stop")]
-    assert held and held[0].decision.time_width < A.DEFAULT_TARGET_WIDTH
+    assert held and held[0].decision.time_width_rel < A.DEFAULT_TARGET_WIDTH_REL
     assert held[0].next_mode["mode"] == resnet.iloc[held[0].decision.top_rival]["mode"] == "c"
     assert held[0].decision.rival_gain > A.MAX_RIVAL_GAIN
     assert len(rows) <= 6 and chooser.steps[-1].stop
@@ -220,20 +220,21 @@ def test_a_pick_measured_as_predicted_confirms_the_stop(resnet, others):
     assert chooser._confirmed(measured, d, keys) is None
 
 
-def _decision(rows: list[tuple[str, float, float, float, float, float, float]], best: int, time_width: float
+def _decision(rows: list[tuple[str, float, float, float, float, float, float]], best: int, time_width_rel: float
               ) -> D.Decision:
     table = pd.DataFrame(rows, columns=["mode", *MODE_FIELDS, "epoch_time_s", "epoch_energy_j"])
-    return D.Decision(table, best, time_width, time_width, np.zeros(0, dtype=int), np.zeros(0), time_width)
+    return D.Decision(table, best, time_width_rel, time_width_rel, np.zeros(0, dtype=int), np.zeros(0),
+                      time_width_rel)
 
 
-@pytest.mark.parametrize(("pick", "time_width", "holds"), [
+@pytest.mark.parametrize(("pick", "time_width_rel", "holds"), [
     (("p", 5, 2265.6, 675.75, 1600, 40.2, 400.0), 0.10, True),    # one CPU step away, 0.5% apart
     (("p", 5, 2265.6, 675.75, 1600, 40.2, 380.0), 0.10, False),   # ... but 5% apart in energy
     (("p", 5, 2265.6, 675.75, 1600, 43.0, 400.0), 0.10, False),   # ... or 6% apart in time
     (("p", 5, 2265.6, 675.75, 1600, 40.2, 400.0), 0.15, False),   # ... or its interval too wide
     (("p", 4, 2265.6, 675.75, 1600, 40.2, 400.0), 0.10, False),   # two knobs away (cores, CPU): measured
 ])
-def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pick, time_width, holds):
+def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pick, time_width_rel, holds):
     """After the pick measured to confirm a stop agrees with its prediction, a refit that moves the pick to
     a neighbour one knob away, within the run-to-run noise in time and objective, keeps the stop (twin
     LeNet-5 min-energy over the whole space measured three such neighbours in a row before); a pick apart
@@ -241,7 +242,7 @@ def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pi
     energy measured 6% off its predicted time)."""
     chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=10)
     measured = ("m", 5, 2188.8, 675.75, 1600, 40.0, 402.0)
-    d = _decision([measured, pick], best=1, time_width=time_width)
+    d = _decision([measured, pick], best=1, time_width_rel=time_width_rel)
     keys = A.mode_keys(chooser.adviser.device, d.table)
     key_measured = keys[0]  # knobs and the whole GPU
     chooser._confirming = (key_measured, 40.5)  # the prediction that settled the stop, 1.2% off the measurement
