@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import Device
-from jetpredict.predictor.terms import COMPLEXITY_COLUMNS, ProfileArrays
+from jetpredict.predictor.terms import ProfileArrays
+
+#: The complexity columns a fitted model records from its rows (per training sample): ``flops_train`` FLOP
+#: (forward + backward), ``params`` count, ``param_bytes`` B; three of the profiler's
+#: (``profiler.runner.PROFILE_COMPLEXITY_COLUMNS``). The fit reads ``flops_train`` only (:func:`gpu_floor`).
+RECORDED_COMPLEXITY_COLUMNS: tuple[str, ...] = ("flops_train", "params", "param_bytes")
 
 
 def gpu_floor(rows: ProfileArrays, device: Device) -> float:
@@ -28,9 +33,9 @@ def gpu_floor(rows: ProfileArrays, device: Device) -> float:
 
 
 def complexity_of(rows: pd.DataFrame) -> dict[str, float]:
-    """The complexity columns the rows carry (median over rows), for the record."""
+    """The :data:`RECORDED_COMPLEXITY_COLUMNS` the rows carry (median over rows), for the record."""
     out = {}
-    for col in COMPLEXITY_COLUMNS:
+    for col in RECORDED_COMPLEXITY_COLUMNS:
         if col in rows.columns:
             v = pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
             v = v[np.isfinite(v)]

@@ -35,9 +35,6 @@ from scipy.special import log_ndtr, ndtri_exp
 #: Optional measured columns a fit reads (NaN = unknown), in :class:`ProfileArrays` order.
 MEASURED_COLUMNS: tuple[str, ...] = ("stall_time_s", "compute_time_s", "avg_power_w", "epoch_energy_j",
                                      "base_power_w")
-#: Optional complexity columns the profiler writes (per training sample): ``flops_train`` FLOP (forward +
-#: backward), ``params`` count, ``param_bytes`` B. ``fit`` reads ``flops_train`` (see ``model``).
-COMPLEXITY_COLUMNS: tuple[str, ...] = ("flops_train", "params", "param_bytes")
 
 #: Epoch times a fit accepts (s): below a millisecond or above ~3 years (the rows' own ceiling) a row is a
 #: unit or typing error, and the log-space fit would under- or overflow.

@@ -68,8 +68,8 @@ IDLE_GUARD_SAMPLES = 2
 #: Statistic columns per component, in output order.
 STAT_NAMES = ("mean", "median", "p95")
 COMPONENTS = ("total", "stall", "compute")
-#: Every complexity column a profiling run writes (the predictor fits on three of them:
-#: :data:`~predictor.terms.COMPLEXITY_COLUMNS`).
+#: Every complexity column a profiling run writes (a fitted model records three of them:
+#: :data:`~predictor.complexity.RECORDED_COMPLEXITY_COLUMNS`; the fit reads flops_train alone).
 PROFILE_COMPLEXITY_COLUMNS = tuple(f.name for f in fields(Complexity) if f.name != "null_reason")
 
 
