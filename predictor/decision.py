@@ -28,6 +28,7 @@ import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays
 from jetpredict.predictor import recommend as rec
 from jetpredict.predictor.bundled import predict_modes
+from jetpredict.predictor.checks import check_confidence, check_limit, check_objective
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, OBJECTIVES
 from jetpredict.predictor.model import WorkloadModel, z_of
 from scipy.special import ndtr
@@ -58,10 +59,10 @@ class Goal:
     def checked(self, device: Device) -> Goal:
         """The goal with every field checked, the power cap against ``device``'s range as ``recommend``
         checks it (InputError naming the field and the rule)."""
-        cap = device.check_power_cap(rec.check_limit(self.max_power_w, "max_power_w"), "max_power_w")
-        return Goal(rec.check_objective(self.objective), cap,
-                    rec.check_limit(self.max_epoch_time_s, "max_epoch_time_s"),
-                    rec.check_confidence(self.confidence))
+        cap = device.check_power_cap(check_limit(self.max_power_w, "max_power_w"), "max_power_w")
+        return Goal(check_objective(self.objective), cap,
+                    check_limit(self.max_epoch_time_s, "max_epoch_time_s"),
+                    check_confidence(self.confidence))
 
     def describe(self) -> str:
         caps = []

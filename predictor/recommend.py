@@ -32,12 +32,6 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.numbers import finite_or_none
-
-# Re-exported for the callers that still import them from here (predictor/decision.py,
-# examples/flower_fleet/flower_fleet/fleet.py): the checks are defined in .checks, which loads no pandas.
-from jetpredict.predictor.checks import check_confidence as check_confidence
-from jetpredict.predictor.checks import check_limit as check_limit
-from jetpredict.predictor.checks import check_objective as check_objective
 from jetpredict.predictor.limits import OBJECTIVES, percent
 
 #: Per-mode columns of a prediction table that hold one value for the whole answer (stated once in compact

@@ -37,9 +37,9 @@ from flwr.serverapp.strategy import FedAvg
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
+from jetpredict.predictor.checks import check_confidence
 from jetpredict.predictor.fleet import assignment_fields, one_mode
 from jetpredict.predictor.fleet import round_figures as mode_figures
-from jetpredict.predictor.recommend import check_confidence
 from jetpredict.profiler.sim.kernel_costs import cached_workloads
 
 from jetpredict.integrations.flower import (
