@@ -32,6 +32,7 @@ from jetpredict.integrations.flower import (
     jetpredict_mod,
     plan_nodes,
 )
+from jetpredict.integrations.flower.strategy import NOT_CHEAPEST
 
 WORKLOAD = "resnet18-cifar10"
 #: At a 30 s deadline and epoch scale 0.02 the two AGX Xavier nodes are planned, the four Nanos are not.
@@ -110,7 +111,7 @@ def test_cheapest_fraction_keeps_at_least_min_train_nodes(resnet_model, server_i
     messages = configure(strategy, grid)
     assert {m.metadata.dst_node_id for m in messages} == cheapest
     assert {r.node_id: r.reason for r in strategy.records if not r.selected} == dict.fromkeys(
-        set(EASY) - cheapest, "not among the cheapest fraction")
+        set(EASY) - cheapest, NOT_CHEAPEST)
 
 
 @pytest.mark.parametrize("min_train_nodes, deadline_s, met, need", [(3, 30.0, 2, 3), (0, 1e-3, 0, 1)],

@@ -43,6 +43,7 @@ from jetpredict.integrations.flower import (
     twin_round,
 )
 from jetpredict.integrations.flower.planners import PROVENANCE_KEYS
+from jetpredict.integrations.flower.strategy import NOT_CHEAPEST
 
 DEVICES = {1: "agx-xavier", 2: "orin-agx", 3: "nano", 4: "orin-nx", 5: "xavier-nx", 6: "orin-nano"}
 SCALES = {1: 0.01, 2: 0.02, 3: 0.05, 4: 0.01, 5: 0.02, 6: 0.03}
@@ -357,7 +358,7 @@ def test_cheapest_fraction_keeps_the_cheapest_feasible_nodes(resnet_model, grid)
     cheapest = set(sorted(feasible, key=cost.get)[: -(-len(feasible) // 2)])
     messages, _ = train_round(strategy, grid)
     assert {m.metadata.dst_node_id for m in messages} == cheapest
-    assert all(r.reason == "not among the cheapest fraction" for r in strategy.records
+    assert all(r.reason == NOT_CHEAPEST for r in strategy.records
                if r.node_id in set(feasible) - cheapest)
 
 
@@ -497,3 +498,19 @@ def test_the_plans_word_on_its_confidence_reaches_the_nodes_records_and_log(resn
     told = [r.message for r in caplog.records if "cross devices" in r.message]
     assert len(told) == 1  # once per run, not per round
     assert all("cross devices" in r.confidence_note for r in strategy.records if r.selected)
+
+
+def test_why_a_node_is_left_out_is_logged_once_per_run(resnet_model, grid, caplog):
+    """A node the planner cannot serve (no workload model for its device) is left out; the log says which
+    and why, once per run, not every round, and the round's own sampling is not reported as a fault."""
+    strategy = JetpredictStrategy(fedavg(min_train_nodes=1), LocalPlanner({"agx-xavier": resnet_model}),
+                                  deadline_s=600.0)
+    with caplog.at_level("WARNING"):
+        train_round(strategy, grid)
+        train_round(strategy, grid, 2)
+    told = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    others = sorted(n for n, d in DEVICES.items() if d != "agx-xavier")
+    assert len(told) == len(others)  # one reason per device, each told once over two rounds
+    for n in others:
+        assert sum(f"node(s) {n} left out: no workload model for device {DEVICES[n]!r}" in t for t in told) == 1
+    assert not any("cheapest fraction" in t or "wrapped strategy" in t for t in told)

@@ -66,6 +66,9 @@ from jetpredict.models.numbers import checked_number
 from jetpredict.predictor.checks import check_epochs
 
 log = logging.getLogger(__name__)
+#: Why a node that meets the deadline did not train: the round's own sampling, not a fault to report.
+NOT_CHEAPEST = "not among the cheapest fraction"
+NOT_SAMPLED = "not sampled by the wrapped strategy"
 
 #: What a Flower ClientApp answers to a message type it has no function for (flwr 1.x ClientApp).
 _UNROUTED = f"No query function registered with name '{QUERY_ACTION}'"
@@ -436,7 +439,7 @@ class JetpredictStrategy(Strategy):
         eligible = self._eligible(plans, feasible, need)
         chosen = set(eligible)
         for n in set(feasible) - chosen:
-            records[n].reason = "not among the cheapest fraction"
+            records[n].reason = NOT_CHEAPEST
         with _sampling_among(self.inner, len(eligible)):
             sampled = list(self.inner.configure_train(server_round, arrays, config, PlannedNodesGrid(grid, eligible)))
         messages = [m for m in sampled if m.metadata.dst_node_id in chosen]  # a strategy's own extras: not planned
@@ -446,8 +449,21 @@ class JetpredictStrategy(Strategy):
             records[node].selected = True
         for n in chosen:
             if not records[n].selected:
-                records[n].reason = "not sampled by the wrapped strategy"
+                records[n].reason = NOT_SAMPLED
+        self._tell_left_out(server_round, records)
         return messages
+
+    def _tell_left_out(self, server_round: int, records: dict[int, ClientRecord]) -> None:
+        """Log each reason a node was left out (no device, no model, the deadline), once per run: the records
+        keep every node's, but a run's user reads the log. The wrapped strategy's sampling is no news."""
+        left_out: dict[str, list[int]] = {}
+        for n, record in records.items():
+            if not record.selected and record.reason and record.reason not in (NOT_CHEAPEST, NOT_SAMPLED):
+                left_out.setdefault(record.reason, []).append(n)
+        for reason in sorted(set(left_out) - self._notes_told):
+            log.warning("JetpredictStrategy: round %d: node(s) %s left out: %s", server_round,
+                        ", ".join(map(str, sorted(left_out[reason]))), reason)
+            self._notes_told.add(reason)
 
     def _eligible(self, plans: dict[int, ClientPlan], feasible: list[int], need: int) -> list[int]:
         """The nodes the wrapped strategy may sample: those that meet the deadline, or their cheapest fraction,
