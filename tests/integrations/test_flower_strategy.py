@@ -514,3 +514,18 @@ def test_why_a_node_is_left_out_is_logged_once_per_run(resnet_model, grid, caplo
     for n in others:
         assert sum(f"node(s) {n} left out: no workload model for device {DEVICES[n]!r}" in t for t in told) == 1
     assert not any("cheapest fraction" in t or "wrapped strategy" in t for t in told)
+
+
+def test_a_round_tells_its_most_common_reasons_and_counts_the_rest(resnet_model, grid, caplog, monkeypatch):
+    """Deadline reasons differ per node (each one's time): a large fleet's log names the commonest
+    MAX_REASONS_TOLD and counts the other nodes, rather than one line per node."""
+    from jetpredict.integrations.flower import strategy as strategy_module
+
+    monkeypatch.setattr(strategy_module, "MAX_REASONS_TOLD", 2)
+    strategy = JetpredictStrategy(fedavg(min_train_nodes=1), LocalPlanner({"agx-xavier": resnet_model}),
+                                  deadline_s=600.0)
+    with caplog.at_level("WARNING"):
+        train_round(strategy, grid)
+        train_round(strategy, grid, 2)
+    told = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(told) == 3 and "3 more node(s) left out for 3 other reasons" in told[2]

@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 #: Why a node that meets the deadline did not train: the round's own sampling, not a fault to report.
 NOT_CHEAPEST = "not among the cheapest fraction"
 NOT_SAMPLED = "not sampled by the wrapped strategy"
+#: The most reasons for leaving nodes out that one round's log states, the most common first.
+MAX_REASONS_TOLD = 5
 
 #: What a Flower ClientApp answers to a message type it has no function for (flwr 1.x ClientApp).
 _UNROUTED = f"No query function registered with name '{QUERY_ACTION}'"
@@ -460,10 +462,15 @@ class JetpredictStrategy(Strategy):
         for n, record in records.items():
             if not record.selected and record.reason and record.reason not in (NOT_CHEAPEST, NOT_SAMPLED):
                 left_out.setdefault(record.reason, []).append(n)
-        for reason in sorted(set(left_out) - self._notes_told):
+        new = sorted(set(left_out) - self._notes_told, key=lambda r: (-len(left_out[r]), r))
+        for reason in new[:MAX_REASONS_TOLD]:
             log.warning("JetpredictStrategy: round %d: node(s) %s left out: %s", server_round,
                         ", ".join(map(str, sorted(left_out[reason]))), reason)
-            self._notes_told.add(reason)
+        if len(new) > MAX_REASONS_TOLD:  # a fleet's deadline reasons differ per node (each one's time)
+            log.warning("JetpredictStrategy: round %d: %d more node(s) left out for %d other reasons (each "
+                        "node's record holds its own)", server_round,
+                        sum(len(left_out[r]) for r in new[MAX_REASONS_TOLD:]), len(new) - MAX_REASONS_TOLD)
+        self._notes_told.update(new)
 
     def _eligible(self, plans: dict[int, ClientPlan], feasible: list[int], need: int) -> list[int]:
         """The nodes the wrapped strategy may sample: those that meet the deadline, or their cheapest fraction,
