@@ -500,15 +500,20 @@ def test_the_plans_word_on_its_confidence_reaches_the_nodes_records_and_log(resn
     assert all("cross devices" in r.confidence_note for r in strategy.records if r.selected)
 
 
-def test_why_a_node_is_left_out_is_logged_once_per_run(resnet_model, grid, caplog):
-    """A node the planner cannot serve (no workload model for its device) is left out; the log says which
-    and why, once per run, not every round, and the round's own sampling is not reported as a fault."""
+def _left_out_told(resnet_model, grid, caplog) -> list[str]:
+    """The strategy's "left out" log lines over two rounds of the six-node grid, its planner serving only
+    agx-xavier (every other node: no workload model for its device)."""
     strategy = JetpredictStrategy(fedavg(min_train_nodes=1), LocalPlanner({"agx-xavier": resnet_model}),
                                   deadline_s=600.0)
     with caplog.at_level("WARNING"):
         train_round(strategy, grid)
         train_round(strategy, grid, 2)
-    told = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    return [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+
+def test_why_a_node_is_left_out_is_logged_once_per_run(resnet_model, grid, caplog):
+    """A node the planner cannot serve (no workload model for its device) is left out; the log says which
+    and why, once per run, not every round, and the round's own sampling is not reported as a fault."""
+    told = _left_out_told(resnet_model, grid, caplog)
     others = sorted(n for n, d in DEVICES.items() if d != "agx-xavier")
     assert len(told) == len(others)  # one reason per device, each told once over two rounds
     for n in others:
@@ -522,10 +527,5 @@ def test_a_round_tells_its_most_common_reasons_and_counts_the_rest(resnet_model,
     from jetpredict.integrations.flower import strategy as strategy_module
 
     monkeypatch.setattr(strategy_module, "MAX_REASONS_TOLD", 2)
-    strategy = JetpredictStrategy(fedavg(min_train_nodes=1), LocalPlanner({"agx-xavier": resnet_model}),
-                                  deadline_s=600.0)
-    with caplog.at_level("WARNING"):
-        train_round(strategy, grid)
-        train_round(strategy, grid, 2)
-    told = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    told = _left_out_told(resnet_model, grid, caplog)
     assert len(told) == 3 and "3 more node(s) left out for 3 other reasons" in told[2]

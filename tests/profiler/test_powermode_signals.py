@@ -339,29 +339,37 @@ def test_a_profile_stopped_by_a_signal_says_which_and_that_the_mode_is_back(xavi
     assert _leftovers(xavier_30w) == []
 
 
-@pytest.mark.parametrize("sig, progress", [(signal.SIGHUP, False), (signal.SIGTERM, False), (signal.SIGHUP, True),
-                                           (signal.SIGINT, True)],
-                         ids=["sighup", "sigterm", "sighup-progress-bar", "sigint-progress-bar"])
-def test_a_stop_after_standard_error_is_gone_still_exits_128_plus_the_signal(xavier_30w, tmp_path, sig, progress):
-    """A hung-up terminal (the usual SIGHUP) takes standard error with it: the one-line message (and the
-    progress bar's last line) cannot be written, and that must not turn 128 + the signal into 1."""
-    xavier_30w.hold_nvpmodel("m")
-    child = start_cli(xavier_30w, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN",
-                      "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1",
-                      "--settle-s", "0", *([] if progress else ["--no-progress"]), "--out", str(tmp_path / "p.csv"))
+def _run_with_outputs_gone(root, sig: int | None, *args: str) -> subprocess.Popen:
+    """``profile`` of LeNet-5 on the board with ``args``: once inside the first switch its stdout and stderr
+    readers go (a write to them then fails with EPIPE) and ``sig`` (None: none) is sent; the child, ended."""
+    root.hold_nvpmodel("m")
+    child = start_cli(root, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--batch-size", "2",
+                      "--workers", "0", "--warmup", "0", "--settle-s", "0", *args)
     try:
-        xavier_30w.wait_held("m")  # inside the first switch
+        root.wait_held("m")
         child.stdout.close()
-        child.stderr.close()  # the reader is gone: a write to it fails with EPIPE
-        child.send_signal(sig)
+        child.stderr.close()
+        if sig is not None:
+            child.send_signal(sig)
     finally:
-        xavier_30w.release_nvpmodel("m")
+        root.release_nvpmodel("m")
         try:
             child.wait(timeout=120)
         finally:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
+    return child
+
+
+@pytest.mark.parametrize("sig, progress", [(signal.SIGHUP, False), (signal.SIGTERM, False), (signal.SIGHUP, True),
+                                           (signal.SIGINT, True)],
+                         ids=["sighup", "sigterm", "sighup-progress-bar", "sigint-progress-bar"])
+def test_a_stop_after_standard_error_is_gone_still_exits_128_plus_the_signal(xavier_30w, tmp_path, sig, progress):
+    """A hung-up terminal (the usual SIGHUP) takes standard error with it: the one-line message (and the
+    progress bar's last line) cannot be written, and that must not turn 128 + the signal into 1."""
+    child = _run_with_outputs_gone(xavier_30w, sig, "--modes", "MAXN", "--minibatches", "1",
+                                   *([] if progress else ["--no-progress"]), "--out", str(tmp_path / "p.csv"))
     assert child.returncode == 128 + sig
     _in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
@@ -371,22 +379,7 @@ def test_a_run_whose_standard_error_goes_mid_run_profiles_on_and_exits_0(xavier_
     """Without a signal (nohup, or a pipe reader that quit) the progress bar's failed write ends neither the run
     nor its status: exit 0 then reads as "profiled", and every mode is there."""
     out = tmp_path / "p.csv"
-    xavier_30w.hold_nvpmodel("m")
-    child = start_cli(xavier_30w, "profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes",
-                      "MAXN,MODE_10W", "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "2",
-                      "--settle-s", "0", "--out", str(out))
-    try:
-        xavier_30w.wait_held("m")
-        child.stdout.close()
-        child.stderr.close()
-    finally:
-        xavier_30w.release_nvpmodel("m")
-        try:
-            child.wait(timeout=120)
-        finally:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+    child = _run_with_outputs_gone(xavier_30w, None, "--modes", "MAXN,MODE_10W", "--minibatches", "2", "--out", str(out))
     assert child.returncode == 0
     from jetpredict.models.profile_files import read_profile_csv
 
