@@ -5,7 +5,6 @@ modules give the OpenAPI document through flask-smorest."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -40,7 +39,7 @@ from jetpredict.models.catalogue import (
     load_device,
 )
 from jetpredict.models.errors import ModeRowOutOfRangeError
-from jetpredict.models.numbers import is_blank
+from jetpredict.models.numbers import is_blank, json_finite_float
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -102,17 +101,6 @@ class _KnobRange(validate.Range):
         except OverflowError:
             shown = f"{str(value)[:12]}..."
         return (self.error or message).format(input=shown, min=self.min, max=self.max)
-
-
-def _finite(value: object) -> float | None:
-    """``value`` as a float when it is a finite JSON number (not a boolean, not past a float's reach)."""
-    if type(value) not in (int, float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _within(name: str, value: float) -> bool:
@@ -237,7 +225,7 @@ def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
             continue
         # A knob that is not a finite JSON number keeps the schema's message (text, NaN, too large): the
         # range check gets an in-range stand-in for it and so says nothing about it.
-        knobs = [_finite(m.get(k)) for k in MODE_FIELDS]
+        knobs = [json_finite_float(m.get(k)) for k in MODE_FIELDS]
         knobs = [ranges[k][0] if v is None else v for k, v in zip(MODE_FIELDS, knobs, strict=True)]
         label = m.get("mode")  # named as the route names it, where the schema takes it
         shown = mode_row_label(label) if _shown_label(label) else ""

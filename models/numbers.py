@@ -78,3 +78,15 @@ def finite_or_none(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def json_finite_float(v: object) -> float | None:
+    """A JSON number as a finite float; None for anything else: a bool, NaN, infinity, or an integer beyond
+    float range (10**400, which ``float`` refuses with OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None

@@ -9,7 +9,6 @@ and number on the way: nothing in a file is executed or imported, and a malforme
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from typing import Any
 
@@ -17,6 +16,7 @@ import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, load_device
 from jetpredict.models.errors import InputError, UnknownDeviceError
 from jetpredict.models.jsonsafe import json_safe
+from jetpredict.models.numbers import json_finite_float
 from jetpredict.models.profile_rows import known_source
 from jetpredict.predictor import features as F
 from jetpredict.predictor.complexity import gpu_floor
@@ -147,7 +147,7 @@ class _Reader:
 
     def number(self, key: str, minimum: float | None = None) -> float:
         """``key``'s value as a finite float, at least ``minimum`` when given."""
-        v = _finite_float(self.get(key))
+        v = json_finite_float(self.get(key))
         if v is None or (minimum is not None and v < minimum):
             raise self.fail(key, "must be a finite number" + (f" >= {minimum:g}" if minimum is not None else ""))
         return v
@@ -266,7 +266,7 @@ def _scale(r: _Reader, key: str, default: float | None = None, low: float = MIN_
     """An interval scale (a multiplier of an SD), in ``low``..``high``; ``default`` when absent."""
     if default is not None and key not in r.doc:
         return default
-    v = _finite_float(r.get(key))
+    v = json_finite_float(r.get(key))
     if v is None or not low <= v <= high:
         raise r.fail(key, f"must be a number in {low:g}..{high:g} (a scale of the intervals a fit writes)")
     return v
@@ -327,7 +327,7 @@ def _power_flags(r: _Reader, data: ProfileArrays, base_coef: np.ndarray, maxima:
     if has_power != bool((np.isfinite(data.avg_power_w) | np.isfinite(data.epoch_energy_j)).any()):
         raise r.fail("has_power", f"must be {str(not has_power).lower()}: it says whether a training row "
                                   f"measured avg_power_w or epoch_energy_j")
-    ratio = _finite_float(r.get("base_ratio"))
+    ratio = json_finite_float(r.get("base_ratio"))
     if ratio is None or ratio <= 0:
         raise r.fail("base_ratio", "must be a finite number > 0 (the workload's base power / the reference's)")
     if ratio != 1.0 and not np.isfinite(data.base_power_w).any():
@@ -339,18 +339,6 @@ def _power_flags(r: _Reader, data: ProfileArrays, base_coef: np.ndarray, maxima:
             raise r.fail("base_ratio", f"must be {fitted!r}, the ratio the training rows' base_power_w and "
                                        f"base_coef give")
     return has_power, ratio
-
-
-def _finite_float(v: object) -> float | None:
-    """A JSON number as a finite float; None for anything else: a bool, NaN, infinity, or an integer beyond
-    float range (10**400, which ``float`` refuses with OverflowError)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
 
 
 def _training_rows(r: _Reader) -> tuple[dict, ...]:
@@ -375,10 +363,10 @@ def _row_problem(row: dict) -> tuple[str, str] | None:
             continue
         if not isinstance(v, int | float):
             return k, "must be a string, number, boolean or null"
-        if _finite_float(v) is None:  # fitted on and summed over: 10**400 or inf measures nothing
+        if json_finite_float(v) is None:  # fitted on and summed over: 10**400 or inf measures nothing
             return k, "must be a finite number"
     for k in MODE_FIELDS:
-        if not (_finite_float(row.get(k)) or 0.0) > 0:
+        if not (json_finite_float(row.get(k)) or 0.0) > 0:
             return k, "must be a positive number (a knob of the profiled mode)"
     if not known_source(row.get("source")):
         return "source", f"must start with one of {', '.join(SOURCE_TRUST)} (or be null)"
