@@ -8,7 +8,6 @@ only inside the verb that needs them, so ``jetpredict devices`` starts fast and 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
@@ -19,7 +18,7 @@ import pandas as pd
 
 from jetpredict import __version__
 from jetpredict.models.catalogue import MODE_FIELDS, POWER_MODE_SPACES, Device, list_devices, load_device
-from jetpredict.models.errors import InputError
+from jetpredict.models.errors import InputError, say
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 
@@ -103,13 +102,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _say(line: str) -> None:
-    """Write ``line`` to standard error. Once that is gone (a hung-up terminal, a closed pipe: the usual
-    case of SIGHUP) the line is dropped: the exit status, not a failed write, is what the caller gets."""
-    with contextlib.suppress(OSError):
-        print(line, file=sys.stderr, flush=True)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -118,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The one line names the innermost file; JETPREDICT_DEBUG=1 adds the chain (a user module's imports).
         if os.environ.get("JETPREDICT_DEBUG"):
             traceback.print_exception(exc, file=sys.stderr)
-        _say(f"jetpredict {args.verb}: error: {exc.message}")
+        say(f"jetpredict {args.verb}: error: {exc.message}")
         return 2
     except BrokenPipeError:  # e.g. `jetpredict devices ... | head`
         return 0
@@ -126,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C is the user's choice, not a failure to trace; any power mode is restored by now.
         if os.environ.get("JETPREDICT_DEBUG"):
             raise
-        _say(f"jetpredict {args.verb}: interrupted")
+        say(f"jetpredict {args.verb}: interrupted")
         return 128 + signal.SIGINT
     except SystemExit as exc:
         # SIGTERM, SIGHUP or SIGQUIT stopped a run that switches power modes (SignalExit, imported only
@@ -135,14 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(exc, SignalExit):
             raise
-        _say(f"jetpredict {args.verb}: {exc.describe()}")
+        say(f"jetpredict {args.verb}: {exc.describe()}")
         return exc.code
     except (OSError, RuntimeError) as exc:
         # Operational failures (a privileged command refused, a sensor gone, a port in use) are
         # reported in one line; JETPREDICT_DEBUG=1 shows the traceback.
         if os.environ.get("JETPREDICT_DEBUG"):
             raise
-        _say(f"jetpredict {args.verb}: failed: {exc}")
+        say(f"jetpredict {args.verb}: failed: {exc}")
         return 1
 
 

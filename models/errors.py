@@ -6,10 +6,20 @@ service can turn it into a 400/422 body ``{"code", "message", "errors": {field: 
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 
 def cli_flag(field: str) -> str:
     """The command-line flag that sets ``field``, as messages name it: ``settle_s`` -> ``--settle-s``."""
     return "--" + field.replace("_", "-")
+
+
+def say(line: str) -> None:
+    """``line`` to standard error, for a person; dropped once that is gone (a closed pipe, a hung-up terminal:
+    the usual case of SIGHUP), so a failed write neither ends a run nor changes its exit status."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
 
 
 class InputError(ValueError):

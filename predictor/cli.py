@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.atomic_files import PairWriteError, out_folder_error, write_out_file
 from jetpredict.models.catalogue import MODE_FIELDS, resolve_device
-from jetpredict.models.errors import InputError, cli_flag
+from jetpredict.models.errors import InputError, cli_flag, say
 from jetpredict.models.profile_files import (
     check_not_empty,
     check_out_spares_inputs,
@@ -45,10 +45,6 @@ from jetpredict.predictor.limits import (
 
 if TYPE_CHECKING:
     from jetpredict.predictor.model import WorkloadModel
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 #: Errors of the ``--out`` path itself (bad input, exit 2); any other OSError is a failure to write (exit 1).
@@ -117,7 +113,7 @@ def _read_rows(path: str, flag: str) -> pd.DataFrame:
 
     rows = read_profile_rows(path, flag)
     for messages in unknown_columns([dict.fromkeys(rows.columns)]).values():
-        _log(f"warning: --{flag} {path}: {messages[0]} (the fit ignores it)")
+        say(f"warning: --{flag} {path}: {messages[0]} (the fit ignores it)")
     return rows
 
 
@@ -202,9 +198,9 @@ def _plan(args: argparse.Namespace) -> int:
         raise InputError("--budget is required: the number of modes to profile (with --after, default 1)", "budget")
     with rows_named_by_line("candidates", args.candidates, candidates):
         plan = service.plan_profiling(args.device, args.budget, candidates)
-    _log(f"{args.device}: {plan.summary()}")
+    say(f"{args.device}: {plan.summary()}")
     if candidates is None:
-        _log(f"candidates: {planning_region()}; modes outside it extrapolate -- give --candidates with the "
+        say(f"candidates: {planning_region()}; modes outside it extrapolate -- give --candidates with the "
              "modes you will query to plan for them")
     # The time estimate is a prediction: what it rests on travels in columns, as in every verb's answer
     # (the least trusted over the models it took the slowest of, as a fleet plan's over its devices).
@@ -234,7 +230,7 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
     hopeless = unreachable_caps(proposal.decision, goal)
     # What the recommendation rests on, stated in the summary as recommend's is (csv/json: columns below).
     rests_on = _rests_on(proposal.model)
-    _log(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}"
+    say(f"{args.device}: after {rows['mode'].nunique()} profiled mode(s): {proposal.summary()}"
          + provenance_summary(pd.DataFrame([rests_on]), proposal.model.device_id)
          + ("" if hopeless is None else f"; {hopeless}"))
     best = proposal.decision.best
@@ -243,9 +239,9 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
     if hopeless is not None:
         return 1
     if proposal.modes.empty:
-        _log("every candidate mode is profiled already: nothing to propose")
+        say("every candidate mode is profiled already: nothing to propose")
     else:
-        _log(f"profile next: {', '.join(proposal.modes['mode'].astype(str))} -- about "
+        say(f"profile next: {', '.join(proposal.modes['mode'].astype(str))} -- about "
              f"{proposal.modes['est_profile_s'].sum() / 60:.1f} min; score = expected drop of the decision's "
              "uncertainty (relative width of the recommended mode's interval + rivals' chance to beat it)")
     # What the proposal rests on travels in columns, as in every verb's answer from a fit.
@@ -268,15 +264,15 @@ def _fit(args: argparse.Namespace) -> int:
         save_model(model, args.out)
     except OSError as exc:
         raise out_error(args.out, exc) from None
-    _log(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
+    say(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
          f"({rows_kind(model.training_rows)}; {model.reference_source} reference, {model.model_version}); "
          f"wrote {args.out}")
     if prior_reference(rows, model.device, reference)[1]:
-        _log(f"the reference holds {model.workload_id}'s own sweep: the prior comes from its other workloads "
+        say(f"the reference holds {model.workload_id}'s own sweep: the prior comes from its other workloads "
              "(as the published accuracy figures are scored)")
     _log_fit_caveats(model)
     for widening in alias_widening(model, rows, model.device, reference):
-        _log(f"what the alias costs: {widening.describe()}")
+        say(f"what the alias costs: {widening.describe()}")
     return 0
 
 
@@ -298,10 +294,10 @@ def _log_fit_caveats(model) -> None:
     aliased = model.aliased_knobs()
     if aliased:
         # No claim on the intervals here: `fit` measures what each pair costs them, and it can be nothing.
-        _log("aliased knobs (the profiled modes do not separate their effects; predictions along them take "
+        say("aliased knobs (the profiled modes do not separate their effects; predictions along them take "
              "their split from the reference): " + ", ".join(f"{k} ({why})" for k, why in aliased.items()))
     if split_source(model.time_fits) != SPLIT_SOURCES[0]:
-        _log("note: the rows time whole epochs only (no stall_time_s / compute_time_s): predicted stall and "
+        say("note: the rows time whole epochs only (no stall_time_s / compute_time_s): predicted stall and "
              "compute are the fitted terms' attribution, shaped by the reference workloads (split_source "
              f"{SPLIT_SOURCES[1]}), not measured; the epoch is predicted as usual")
     _log_lack_of_fit(model)
@@ -313,7 +309,7 @@ def _log_lack_of_fit(model) -> None:
 
     note = lack_of_fit_note(model)
     if note:
-        _log(f"warning: {note}")
+        say(f"warning: {note}")
 
 
 #: ``--epochs N`` columns under honest names: the time (s) and energy (J) of training N epochs -- nothing
@@ -352,7 +348,7 @@ def _predict(args: argparse.Namespace) -> int:
         df = service.predict(model, modes, device=args.device, epochs=args.epochs, confidence=args.confidence)
     if args.format == "table":
         # The table leaves the per-answer provenance columns out: the summary states them once.
-        _log(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
+        say(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
              f"{percent(args.confidence)} intervals{provenance_summary(df, model.device_id)}")
     # Aliasing bears on any mode off the line the profiled modes draw, inside the ranges too.
     _log_fit_caveats(model)
@@ -367,7 +363,7 @@ def _predict(args: argparse.Namespace) -> int:
         wider = (f"wider (time intervals {np.median(widening):.2f}x as wide as inside them, median; "
                  f"up to {np.max(widening):.2f}x)" if round(float(np.max(widening)), 2) > 1.0
                  else "no wider (time intervals at most 1.00x as wide as inside them)")
-        _log(f"{flagged} mode(s) lie outside the profiled knob ranges{where} (column extrapolated_knobs): their "
+        say(f"{flagged} mode(s) lie outside the profiled knob ranges{where} (column extrapolated_knobs): their "
              f"intervals are {wider}")
     with _output(args.out) as out:
         write_table(with_epoch_totals(df), args.format, out, table_columns=TABLE_COLUMNS)
@@ -386,7 +382,7 @@ def _rests_on(model: WorkloadModel, device: str | None = None) -> dict[str, obje
 def _outside_note(knobs: str) -> None:
     """The note for a recommended mode whose ``knobs`` ("" for none) lie outside the profiled ranges."""
     if knobs:
-        _log(f"note: the recommended mode lies outside the profiled range of {knobs}; profile it to confirm")
+        say(f"note: the recommended mode lies outside the profiled range of {knobs}; profile it to confirm")
 
 
 def provenance_summary(df: pd.DataFrame, source_device: str, version: bool = True) -> str:
@@ -424,7 +420,7 @@ def _plot(model, result, args: argparse.Namespace) -> None:
                           presets=presets, presets_feasible=feasible_mask(presets, *caps))
     except OSError as exc:
         raise out_error(args.plot, exc, "plot") from None
-    _log(f"wrote {args.plot}")
+    say(f"wrote {args.plot}")
 
 
 def _recommend(args: argparse.Namespace) -> int:
@@ -454,11 +450,11 @@ def _recommend(args: argparse.Namespace) -> int:
     if not result.feasible:
         # No row carries the provenance columns, so the reason states what the predictions rest on.
         rests_on = _rests_on(model, result.device)
-        _log(f"jetpredict recommend: {result.reason}{provenance_summary(pd.DataFrame([rests_on]), model.device_id)}")
+        say(f"jetpredict recommend: {result.reason}{provenance_summary(pd.DataFrame([rests_on]), model.device_id)}")
         return 1
     if args.format != "csv":
         b = result.best
-        _log(f"best for {args.objective} on {result.device}: {b['mode']} -- {b['epoch_time_s']:.4g} s/epoch "
+        say(f"best for {args.objective} on {result.device}: {b['mode']} -- {b['epoch_time_s']:.4g} s/epoch "
              f"[{b['epoch_time_s_low']:.4g}, {b['epoch_time_s_high']:.4g}], {b['avg_power_w']:.3g} W "
              f"[{b['avg_power_w_low']:.3g}, {b['avg_power_w_high']:.3g}], {b['epoch_energy_j']:.4g} J/epoch "
              f"({percent(result.confidence)} intervals; caps hold for their upper ends); "
@@ -466,10 +462,10 @@ def _recommend(args: argparse.Namespace) -> int:
              f"{provenance_summary(pd.DataFrame([b]), model.device_id)}")
         _outside_note(b["extrapolated_knobs"])
         if result.preferred_in_range:
-            _log("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
+            say("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
                  "the best mode inside the ranges, or better than all of them beyond its interval, was chosen")
         # The table's rows stay best + front; the comparison is a line here and a field in the JSON.
-        _log(preset_summary(result.preset_comparison))
+        say(preset_summary(result.preset_comparison))
     return 0
 
 

@@ -8,11 +8,12 @@ per-minibatch timings and power samples. Progress goes to standard error.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from jetpredict.models.errors import say
 
 #: ``profile --adaptive``: (catalogue id, start modes or None, **flags) -> a ModeChooser
 #: (:mod:`jetpredict.profiler.campaign`). The command line passes the predictor's; the profiler does not
@@ -53,13 +54,6 @@ def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> 
                        f"{rules.default_objective})")
 
 
-def _say(line: str) -> None:
-    """``line`` to standard error for a person, dropped once that is gone (a closed pipe, a hung-up terminal
-    under nohup): a failed write ends neither the run nor turns its exit status into 0."""
-    with contextlib.suppress(OSError):
-        print(line, file=sys.stderr, flush=True)
-
-
 def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     """The chooser factory of an adaptive campaign, or None (InputError for flags that need --adaptive)."""
     from jetpredict.models.errors import InputError, cli_flag
@@ -83,7 +77,7 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
         options["candidates"] = read_mode_table(args.candidates, "candidates")
 
     def log(line: str) -> None:
-        _say(f"adaptive: {line}")  # the sidecar's ``adaptive`` keeps every line (the rounds' ``line``)
+        say(f"adaptive: {line}")  # the sidecar's ``adaptive`` keeps every line (the rounds' ``line``)
 
     def make(device_id: str, start):
         try:
@@ -107,7 +101,7 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
     chooser = _adaptive(args, adaptive)
     warning = unfinished_run_warning()
     if warning:
-        _say(f"jetpredict profile: warning: {warning}")
+        say(f"jetpredict profile: warning: {warning}")
 
     if args.upload is not None:
         from jetpredict.profiler.upload import check_service
