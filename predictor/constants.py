@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import ndtri
 
 # -- measurement noise ----------------------------------------------------------------------------------
 #: Prior relative noise of one profiled epoch time (share of the time). [E1]
@@ -64,10 +63,9 @@ KAPPA_GRID = np.round(np.arange(0.0, 2.01, 0.125), 3)
 MEASURED_KAPPAS = (1.0, 1.0)
 #: Factors on the contention constants whose refits span the model-form variants (a 90% range). [E5]
 KAPPA_FACTORS = (0.5, 1.3)
-#: The coverage of that range, and its two-sided normal quantile (the SDs its half-width spans): the
-#: variants' spread about their mean over this is the model form's SD.
+#: The coverage of that range: the variants' spread about their mean over its two-sided normal quantile
+#: (``model.z_of``, the SDs its half-width spans) is the model form's SD.
 KAPPA_FACTORS_COVERAGE = 0.9
-KAPPA_FACTORS_Z = float(ndtri(0.5 + KAPPA_FACTORS_COVERAGE / 2.0))
 
 # -- time prior -------------------------------------------------------------------------------------------
 #: Floor of a time term's prior SD (share of the epoch at the anchor mode). [E6]

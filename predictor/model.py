@@ -52,7 +52,7 @@ from jetpredict.predictor.constants import (
     INTERVAL_NOISE_FLOOR,
     INTERVAL_SCALES,
     KAPPA_FACTORS,
-    KAPPA_FACTORS_Z,
+    KAPPA_FACTORS_COVERAGE,
     MAX_LOG_HALF_WIDTH,
     OUTSIDE_TOLERANCE_LN,
     POOLED_FROM_MODES,
@@ -182,6 +182,10 @@ def z_of(confidence: float) -> float:
         raise InputError(f"confidence must be a number between 0 and 1 (exclusive), got {confidence!r}",
                          "confidence")
     return float(ndtri(0.5 + float(confidence) / 2.0))
+
+
+#: The SDs the contention factors' range spans (its two-sided normal quantile) [E5].
+KAPPA_FACTORS_Z = z_of(KAPPA_FACTORS_COVERAGE)
 
 
 @dataclass(frozen=True)
