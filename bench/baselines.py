@@ -22,8 +22,8 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 #: The model's inputs: the four knobs (``models.catalogue.MODE_FIELDS``), in an order of their own that the
-#: committed figures were made with. It matters: each seed's initial weights attach to input positions, so
-#: MODE_FIELDS' order moved a 2-seed PowerTrain MLP's ResNet-18 times by up to 6.9% (SeedLinear: 2e-14).
+#: committed figures were made with and depend on: each seed's initial weights attach to input positions, so
+#: another order gives the PowerTrain MLPs other fits (and SeedLinear other rounding).
 KNOBS = ["cpu_mhz", "cpu_cores", "gpu_mhz", "emc_mhz"]
 
 
