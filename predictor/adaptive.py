@@ -266,7 +266,7 @@ class Step:
     next_mode: dict[str, Any] | None
     reason: str | None
     stop: str | None
-    model: dict[str, object] | None = None
+    model: dict[str, object]
 
 
 class AdaptiveChooser:
@@ -449,7 +449,8 @@ class AdaptiveChooser:
 
     def _stop(self, rows: pd.DataFrame, decision: Decision | None, why: str,
               model: WorkloadModel | None = None) -> None:
-        """Record the last round (``decision`` made by ``model``; None: fit and decide here) and stop."""
+        """Record the last round (``decision`` made by ``model``) and stop; the budget stop passes neither
+        (None), and they are fitted and decided here."""
         if decision is None:
             table, open_ = self.adviser.decision_set(rows)
             model = self.adviser.fit_model(rows)
@@ -458,8 +459,7 @@ class AdaptiveChooser:
             # intervals wide however many modes are profiled.
             note = lack_of_fit_note(model)
             why = why if note is None else f"{why}; {note}"
-        provenance = None if model is None else service.provenance(model)
-        self._record(Step(tuple(rows["mode"].astype(str)), decision, None, None, why, provenance))
+        self._record(Step(tuple(rows["mode"].astype(str)), decision, None, None, why, service.provenance(model)))
         return None
 
     def record(self) -> dict[str, Any]:
