@@ -360,7 +360,6 @@ class Storage:
                 raw.close()
         self.engine.dispose()
 
-    # -- reads -------------------------------------------------------------------------------------
     @staticmethod
     def _record(row: sa.Row) -> WorkloadRecord:
         fit = row.fit if isinstance(row.fit, dict) else json.loads(row.fit or "{}")
@@ -433,12 +432,18 @@ class Storage:
         return [d if isinstance(d, dict) else json.loads(d) for d in data]
 
     def get_workload_rows(self, workload_id: str) -> tuple[WorkloadRecord | None, list[dict]]:
-        """The workload's record and rows (in upload order) read in one snapshot; (None, []) if not stored,
-        or if it has no rows (a stored workload has some: that is one a delete left)."""
+        """(:meth:`get_workload`'s record, its rows in upload order) read in one snapshot; (None, []) for None."""
         with self._snapshot() as conn:
             row = conn.execute(sa.select(workloads).where(workloads.c.id == workload_id)).first()
             rows = [] if row is None else self._rows(conn, workload_id)
         return (self._record(row), rows) if rows else (None, [])
+
+    def get_workload(self, workload_id: str) -> WorkloadRecord | None:
+        """The workload's record alone; None if not stored or if it holds no rows (one a delete left)."""
+        with self.engine.connect() as conn:  # one statement: one state, no snapshot needed
+            row = conn.execute(sa.select(workloads).where(workloads.c.id == workload_id, sa.exists().where(
+                profile_rows.c.workload_id == workload_id))).first()
+        return None if row is None else self._record(row)
 
     def load_rows(self, workload_id: str) -> tuple[int | None, list[dict]]:
         """(revision, rows) as :meth:`get_workload_rows`."""
@@ -451,16 +456,13 @@ class Storage:
             return conn.execute(workloads.update().values(fit=dict(fit)).where(
                 workloads.c.id == workload_id, workloads.c.revision == revision)).rowcount == 1
 
-    # -- writes ------------------------------------------------------------------------------------
     def find_idempotent(self, keys: Sequence[str]) -> dict[str, tuple[str, dict]]:
         """``{key: (request_sha256, response)}`` of those of ``keys`` an upload was made under."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(idempotency.c.key, idempotency.c.request_sha256, idempotency.c.response)
-                .where(idempotency.c.key.in_(list(keys)))).all()
-        return {row.key: (row.request_sha256,
-                          row.response if isinstance(row.response, dict) else json.loads(row.response))
-                for row in rows}
+            rows = conn.execute(sa.select(idempotency.c.key, idempotency.c.request_sha256, idempotency.c.response)
+                                .where(idempotency.c.key.in_(list(keys)))).all()
+        return {row.key: (row.request_sha256, row.response if isinstance(row.response, dict)
+                          else json.loads(row.response)) for row in rows}
 
     def add_uploads(self, writes: Sequence[WorkloadWrite], idem: IdempotencyKey | None = None,
                     replaced_keys: Sequence[str] = ()) -> list[WorkloadRecord]:
@@ -546,8 +548,7 @@ class Storage:
             done = conn.execute(
                 workloads.update()
                 .where(workloads.c.id == workload_id, workloads.c.revision == write.expected_revision)
-                .values(revision=revision,
-                        rows_stored=workloads.c.rows_stored + len(rows), updated_at=now))
+                .values(revision=revision, rows_stored=workloads.c.rows_stored + len(rows), updated_at=now))
             if done.rowcount != 1:
                 raise RevisionConflict(workload_id)
             # Read after the write (the row is locked now): merge this device's fit into the others'.

@@ -382,7 +382,7 @@ class WorkloadService:
                 _fit_groups, pending, device, {k: (revisions[k], part) for k, (_, part) in stored.items()}))
             # Parts given nothing new (or stored by an earlier try) are answered from their fits, refreshed if stale.
             for record in [r for r, _ in stored.values() if r is not None and models[r.id].model is None] + [
-                    r for g in groups if g not in pending and (r := self.storage.get_workload_rows(g.workload_id)[0])]:
+                    r for g in groups if g not in pending and (r := self.storage.get_workload(g.workload_id))]:
                 self.current_record(record)
             writes = _writes(groups, models, device, revisions)
             try:
@@ -427,7 +427,7 @@ class WorkloadService:
         # refresh writes on a connection of its own. Which parts get nothing new is known only under the locks,
         # so every part's fit is refreshed if stale (one read each where none is), lest its answer say null.
         for group in groups:
-            if (record := self.storage.get_workload_rows(group.workload_id)[0]) is not None:
+            if (record := self.storage.get_workload(group.workload_id)) is not None:
                 self.current_record(record)
 
         def refit(stored: dict[str, tuple[int, list[dict]]]) -> list[WorkloadWrite]:

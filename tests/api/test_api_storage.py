@@ -6,6 +6,7 @@ import pytest
 import sqlalchemy as sa
 from api_fixtures import published_rows
 from jetpredict.api.storage import IdempotencyKey, RevisionConflict, Storage, WorkloadWrite, device_fits
+from jetpredict.api.store_tables import workloads
 
 
 @pytest.fixture
@@ -45,6 +46,18 @@ def test_failed_upload_leaves_nothing(storage):
     assert storage.load_rows("w") == (1, [{"a": 1}])
     assert storage.get_workload_rows("w")[0].rows_stored == 1
 
+
+
+def test_the_record_alone_is_the_record_read_with_the_rows(storage):
+    """get_workload: get_workload_rows' record, None where that is (not stored, deleted, or holding no rows)."""
+    add(storage, "w", [{"a": 1}, {"a": 2}], 0, {"model_version": "v"})
+    assert storage.get_workload("w") == storage.get_workload_rows("w")[0] is not None
+    with storage.engine.begin() as conn:  # a workload row with no rows, committed
+        conn.execute(workloads.insert().values(id="bare", device="nano", revision=0, rows_stored=0, fit={},
+                                               created_at="t", updated_at="t"))
+    assert storage.delete_workload("w")
+    assert [storage.get_workload(w) for w in ("w", "bare", "missing")] == [None] * 3
+    assert [storage.get_workload_rows(w) for w in ("w", "bare")] == [(None, [])] * 2
 
 def test_one_upload_of_several_workloads_is_one_transaction(storage):
     add(storage, "b", [{"a": 1}], 0)
