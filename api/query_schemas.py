@@ -36,10 +36,11 @@ from jetpredict.models.catalogue import (
     MODE_FIELDS,
     POWER_MODE_SPACES,
     device_ids,
+    knob_unit,
     load_device,
 )
 from jetpredict.models.errors import ModeRowOutOfRangeError
-from jetpredict.models.numbers import is_blank, json_finite_float
+from jetpredict.models.numbers import json_finite_float
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -86,9 +87,8 @@ def _range(name: str) -> validate.Range:
     b = MODE_BOUNDS[name]
     if name not in MODE_FIELDS:
         return validate.Range(b.low, b.high, min_inclusive=b.low_inclusive)
-    unit = "" if name == "cpu_cores" else " MHz"
-    return _KnobRange(b.low, b.high, min_inclusive=b.low_inclusive,
-                      error=f"{name}={{input}} is outside every catalogue device: must be in {b.low:g}..{b.high:g}{unit}")
+    return _KnobRange(b.low, b.high, min_inclusive=b.low_inclusive, error=f"{name}={{input}} is outside every "
+                      f"catalogue device: must be in {b.low:g}..{b.high:g}{knob_unit(name)}")
 
 
 class _KnobRange(validate.Range):
@@ -159,6 +159,11 @@ def _plain_listed(m: dict) -> bool:
                for k, nullable in _LISTED_NUMBERS.items() if k in m)
 
 
+def _label_taken(label: object) -> bool:
+    """A mode label the schema takes: a storable string within its length."""
+    return isinstance(label, str) and len(label) <= MAX_MODE_LABEL_CHARS and text_problem(label) is None
+
+
 def _plain_mode(m: object) -> bool:
     """A mode object that :class:`ModeInSchema` would load unchanged but for number types (the usual case,
     checked cheaply; listed modes sent back included)."""
@@ -167,8 +172,7 @@ def _plain_mode(m: object) -> bool:
     if not _plain_listed(m):
         return False
     # The schema's label is an optional string: absent is fine, null is not.
-    if "mode" in m and not (isinstance(m["mode"], str) and len(m["mode"]) <= MAX_MODE_LABEL_CHARS
-                            and text_problem(m["mode"]) is None):
+    if "mode" in m and not _label_taken(m["mode"]):
         return False
     cores = m["cpu_cores"]
     if type(cores) is not int:
@@ -204,12 +208,6 @@ class ModesField(fields.Field):
             raise ValidationError(_device_problems(exc.messages, value, device)) from None
 
 
-def _shown_label(label: object) -> bool:
-    """A label the schema takes (a storable string within its length), named in a mode's error."""
-    return (isinstance(label, str) and not is_blank(label) and len(label) <= MAX_MODE_LABEL_CHARS
-            and text_problem(label) is None)
-
-
 def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
     """``messages`` (per mode index, per field) with each knob outside the range of the device the request
     names stated as that device's rule, in the words of the later check (``modes[i] (label): ...``), for
@@ -228,7 +226,7 @@ def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
         knobs = [json_finite_float(m.get(k)) for k in MODE_FIELDS]
         knobs = [ranges[k][0] if v is None else v for k, v in zip(MODE_FIELDS, knobs, strict=True)]
         label = m.get("mode")  # named as the route names it, where the schema takes it
-        shown = mode_row_label(label) if _shown_label(label) else ""
+        shown = mode_row_label(label) if _label_taken(label) else ""  # a blank one: mode_row_label says ""
         for name, rule in device.out_of_range(*(np.atleast_1d(v) for v in knobs)).items():
             out.setdefault(i, {})[name] = [ModeRowOutOfRangeError(i, f"{shown}: {rule}", name).message]
     return out

@@ -44,6 +44,11 @@ POWER_HEADROOM = 2.0
 MIN_MODULE_POWER_W = 0.1
 
 
+def knob_unit(field: str) -> str:
+    """The unit written after a knob's value in a message: ``" MHz"`` for a clock, none for ``cpu_cores``."""
+    return "" if field == "cpu_cores" else " MHz"
+
+
 @dataclass(frozen=True)
 class PowerMode:
     """One power mode: cores online and CPU/GPU/EMC clocks in MHz."""
@@ -412,9 +417,8 @@ class Device:
             tol = 0.0 if field == "cpu_cores" else RANGE_TOLERANCE_MHZ
             bad = ~np.isfinite(v) | (v < lo - tol) | (v > hi + tol)
             if bad.any():
-                unit = "" if field == "cpu_cores" else " MHz"
                 problems[field] = (f"{field}={v[bad][0]:g} is outside device {self.id!r}: "
-                                   f"must be in {lo:g}..{hi:g}{unit}")
+                                   f"must be in {lo:g}..{hi:g}{knob_unit(field)}")
             elif field == "cpu_cores" and (v != np.round(v)).any():
                 # Inside the range but fractional: "outside 1..8" would be false for 4.5; say the rule broken.
                 problems[field] = (f"{field}={v[v != np.round(v)][0]:g} must be a whole number of cores "
