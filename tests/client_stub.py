@@ -4,13 +4,14 @@ closes them."""
 
 from __future__ import annotations
 
-import http
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from werkzeug.http import HTTP_STATUS_CODES
 
 
 class Stub:
@@ -79,6 +80,7 @@ class Stub:
 
 def error_body(status: int, message: str, errors: dict | None = None) -> dict:
     """The service's JSON error body for ``status`` (its ``status`` the reason phrase: "Too Many Requests" for
-    429), as ``api.errors`` writes it."""
-    return {"code": status, "status": http.HTTPStatus(status).phrase, "message": message,
+    429), as ``api.errors`` writes it: from werkzeug's table, as the service names statuses (Python's own
+    http.HTTPStatus says "Unprocessable Content" for 422 from 3.13)."""
+    return {"code": status, "status": HTTP_STATUS_CODES[status], "message": message,
             "errors": errors or {}}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from client_stub import error_body
+from werkzeug.http import HTTP_STATUS_CODES
 
 from jetpredict.client import BadRequest, Client, ServiceError, read_rows_csv
 
@@ -38,7 +39,7 @@ def test_the_message_names_the_field_and_rule_once(stub, message, shown):
     bad = stub([(422, {}, error_body(422, message, {"rows.3.gpu_mhz": ["must be > 0"]}))])
     with pytest.raises(BadRequest) as err:
         Client(bad.url).workloads()
-    assert str(err.value).endswith(f"answered 422: {shown}") and err.value.name == "Unprocessable Entity"
+    assert str(err.value).endswith(f"answered 422: {shown}") and err.value.name == HTTP_STATUS_CODES[422]
 
 
 def test_a_proxy_page_is_cut_to_a_short_excerpt(stub):
