@@ -23,6 +23,7 @@ from pathlib import Path
 from jetpredict.models.catalogue import Device
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerReadError
+from jetpredict.profiler.powermode import detect_controller
 
 from tests.profiler.fake_kernel import (
     KERNEL_RULES_SITE,
@@ -407,6 +408,18 @@ class CloseCountingMeter(NullPowerMeter):
         self.closes += 1
         if self.fails:
             raise OSError("tegrastats did not stop")
+
+
+#: The xavier_30w fixture's mode, in force before a run: MODE_30W_ALL (nvpmodel id 3), neither the default
+#: nor a mode the tests switch to, so "back to the default" would not pass for "back to the original".
+ORIGINAL_ID = 3
+ORIGINAL_KNOBS = (8, 1190.4, 828.75, 1600.0)  # MODE_30W_ALL caps 1200 / 900 MHz: the steps below them
+
+
+def in_original_mode(root: FakeRoot) -> None:
+    """Assert the fake AGX Xavier ``root`` is back in :data:`ORIGINAL_ID` with its clocks."""
+    assert root.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    assert detect_controller("jetson").read_back().knobs() == ORIGINAL_KNOBS
 
 
 # `jetpredict ARGS` with SIGINT, SIGHUP and SIGQUIT at their defaults: a child inherits them ignored from a

@@ -10,15 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import finish, start_cli
+from fakes import ORIGINAL_ID, finish, in_original_mode, start_cli
 from jetpredict.models.profile_files import read_profile_csv
-from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_one_thread")]
 
-ORIGINAL_ID = 3  # MODE_30W_ALL: the xavier_30w fixture's mode, neither the default nor a chooser's pick
-ORIGINAL_KNOBS = (8, 1190.4, 828.75, 1600.0)  # MODE_30W_ALL caps 1200 / 900 MHz: the steps below them
 BUDGET = 3
 
 
@@ -31,11 +28,6 @@ def _profile_args(out: Path) -> list[str]:
 def _custom_switches(root) -> list[list[str]]:
     """The recorded ``nvpmodel -f FILE -m ID`` calls: switches to a custom mode (a preset is ``-m ID`` alone)."""
     return [c for c in root.calls() if c[0] == "nvpmodel" and "-f" in c and "-m" in c]
-
-
-def _in_original_mode(root) -> None:
-    assert root.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
-    assert detect_controller("jetson").read_back().knobs() == ORIGINAL_KNOBS
 
 
 def test_an_adaptive_run_switches_custom_modes_and_restores_the_original(xavier_30w, tmp_path):
@@ -54,7 +46,7 @@ def test_an_adaptive_run_switches_custom_modes_and_restores_the_original(xavier_
     # ...then the original preset came back, as the last switch, with the clocks it had.
     last = [c for c in xavier_30w.calls() if c[0] == "nvpmodel" and "-m" in c][-1]
     assert "-f" not in last and last[-1] == str(ORIGINAL_ID)
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert xavier_30w.state_files() == []
     doc = json.loads(Path(f"{out}.json").read_text())
     assert [m["mode"] for m in doc["modes"]] == list(rows["mode"])
@@ -75,6 +67,5 @@ def test_sigterm_inside_an_adaptive_runs_first_custom_mode_restores_the_original
     assert child.returncode == 128 + signal.SIGTERM, err
     assert err.strip().splitlines()[-1] == ("jetpredict profile: stopped by SIGTERM; the power mode in force before "
                                             "it was restored")
-    _in_original_mode(xavier_30w)
-    assert xavier_30w.state_files() == []
+    in_original_mode(xavier_30w)
     assert xavier_30w.state_files() == []  # nor the custom modes' configuration beside the state file

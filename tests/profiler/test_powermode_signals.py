@@ -17,15 +17,21 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import FAKE_NVPMODEL, finish, signal_inside_switch, start_cli, start_python
+from fakes import (
+    FAKE_NVPMODEL,
+    ORIGINAL_ID,
+    finish,
+    in_original_mode,
+    signal_inside_switch,
+    start_cli,
+    start_python,
+)
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
-ORIGINAL_ID = 3  # MODE_30W_ALL (the xavier_30w fixture): not the default, so "back to the default" would not pass
-ORIGINAL_KNOBS = (8, 1190.4, 828.75, 1600.0)  # MODE_30W_ALL caps 1200 / 900 MHz: the steps below them
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
 SLOW_S = 1.0
 
@@ -64,11 +70,6 @@ def _leftovers(root) -> list[str]:
                                  if p.stat().st_mtime > time.time() - 120]
 
 
-def _in_original_mode(root) -> None:
-    assert root.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
-    assert detect_controller("jetson").read_back().knobs() == ORIGINAL_KNOBS
-
-
 def _start(root, sighup: str = "SIG_DFL", code: str = CHILD) -> subprocess.Popen:
     child = start_python(root, code.replace("@SIGHUP@", sighup))
     line = child.stdout.readline()
@@ -89,7 +90,7 @@ def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier_30w
     out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode != 0, err
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
     switches = [c[-1] for c in xavier_30w.calls() if c[0] == "nvpmodel" and "-m" in c]
     assert switches[-1] == str(ORIGINAL_ID)
@@ -103,7 +104,7 @@ def test_a_stop_to_the_group_restores_on_the_signal_though_dataloader_workers_en
     out, err = finish(child)
     assert "unreachable" not in out and child.returncode != 0
     assert "restoring the power mode on signal 15 failed" not in err, err
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -114,7 +115,7 @@ def test_sighup_and_sigquit_restore(xavier_30w, sig):
     out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode == 128 + sig, err
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -130,7 +131,7 @@ def test_an_ignored_sighup_stays_ignored_and_the_exit_still_restores(xavier_30w)
     out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode == 128 + signal.SIGTERM, err
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -179,7 +180,7 @@ def test_a_ctrl_c_during_a_switch_waits_for_it_then_restores(xavier_30w):
     out, err = finish(child)
     assert "unreachable" not in out and "KeyboardInterrupt" in err
     assert events.read_text().split("\n")[:4] == ["start 1", "done 1", f"start {ORIGINAL_ID}", f"done {ORIGINAL_ID}"]
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -197,7 +198,7 @@ def test_after_sigkill_jetpredict_restore_brings_the_original_mode_back(xavier_3
     done = _cli(xavier_30w, "restore")
     assert done.returncode == 0, done.stderr
     assert "restored the original power mode MODE_30W_ALL on agx-xavier" in done.stderr
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
     again = _cli(xavier_30w, "restore")
     assert again.returncode == 0 and "nothing to restore" in again.stderr
@@ -215,7 +216,7 @@ def test_restore_refuses_while_the_run_is_alive(xavier_30w):
     finally:
         child.send_signal(signal.SIGTERM)
         finish(child)
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
 
 
 def test_a_new_run_adopts_the_original_mode_of_an_unfinished_one(xavier_30w):
@@ -227,7 +228,7 @@ def test_a_new_run_adopts_the_original_mode_of_an_unfinished_one(xavier_30w):
     # The mode in force is the dead run's custom one; the state file knows the real original.
     with ctl:
         ctl.apply(load_device("agx-xavier").preset("MAXN"))
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -241,7 +242,7 @@ def test_a_failed_restore_keeps_the_state_and_is_retried(xavier_30w, monkeypatch
     assert (xavier_30w.state_dir() / state_file.STATE_FILE_NAME).is_file()
     monkeypatch.delenv("FAKE_NVPMODEL_FAIL")
     ctl.__exit__(None, None, None)  # the exit path tries again
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -295,7 +296,7 @@ def test_a_signalled_run_over_an_applied_mode_ends_in_it_and_restore_then_gives_
     assert kept.kept and kept.original["mode"] == "MODE_30W_ALL"
     done = _cli(xavier_30w, "restore")
     assert done.returncode == 0, done.stderr
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -321,7 +322,7 @@ def test_a_run_over_an_applied_mode_is_said_to_return_to_it_and_after_sigkill_re
     done = _cli(xavier_30w, "restore")
     assert done.returncode == 0, done.stderr
     assert "restored the original power mode MODE_30W_ALL on agx-xavier" in done.stderr
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -335,7 +336,7 @@ def test_a_profile_stopped_by_a_signal_says_which_and_that_the_mode_is_back(xavi
     assert child.returncode == 128 + sig, err
     assert err.strip().splitlines()[-1] == (f"jetpredict profile: stopped by {signal.Signals(sig).name}; the "
                                             "power mode in force before it was restored")
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -371,7 +372,7 @@ def test_a_stop_after_standard_error_is_gone_still_exits_128_plus_the_signal(xav
     child = _run_with_outputs_gone(xavier_30w, sig, "--modes", "MAXN", "--minibatches", "1",
                                    *([] if progress else ["--no-progress"]), "--out", str(tmp_path / "p.csv"))
     assert child.returncode == 128 + sig
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
@@ -384,7 +385,7 @@ def test_a_run_whose_standard_error_goes_mid_run_profiles_on_and_exits_0(xavier_
     from jetpredict.models.profile_files import read_profile_csv
 
     assert list(read_profile_csv(out)["mode"]) == ["MAXN", "MODE_10W"]
-    _in_original_mode(xavier_30w)
+    in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
 
 
