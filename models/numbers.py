@@ -72,21 +72,15 @@ def unit_hint(value: float, low: float, high: float, unit: str, scales: Mapping[
 
 
 def finite_or_none(value: object) -> float | None:
-    """``value`` as a finite float; None for a missing, non-numeric or non-finite cell (an answer's null)."""
+    """``value`` as a finite float; None for a missing, non-numeric or non-finite cell (an answer's null),
+    an integer beyond float range (10**400, which ``float`` refuses with OverflowError) included."""
     try:
         f = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return f if math.isfinite(f) else None
 
 
 def json_finite_float(v: object) -> float | None:
-    """A JSON number as a finite float; None for anything else: a bool, NaN, infinity, or an integer beyond
-    float range (10**400, which ``float`` refuses with OverflowError)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
+    """A JSON number as a finite float (:func:`finite_or_none`); None for a bool or anything not a number."""
+    return None if isinstance(v, bool) or not isinstance(v, int | float) else finite_or_none(v)
