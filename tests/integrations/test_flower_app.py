@@ -98,6 +98,7 @@ def app_grid(num_nodes: int, run_config: dict, silent: Iterable[int] = ()) -> In
 
 
 def run_config(cfg: FleetConfig) -> dict:
+    """``cfg`` as the run config the app reads (its keys dashed, as the README writes them)."""
     return {k.replace("_", "-"): v for k, v in vars(cfg).items()}
 
 

@@ -8,18 +8,10 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from flower_fleet import client_app, task
+from flower_fleet import task
 from flower_fleet.fleet import ClientRound, FleetConfig, round_figures, run_arms
 from flower_fleet.summary import summary_line
-from flower_grid import InProcessGrid, node_contexts
-
-
-def app_grid(num_nodes: int, cfg: FleetConfig) -> InProcessGrid:
-    """The app's ClientApp on ``num_nodes`` nodes (partition p on node p + 1), run config from ``cfg``."""
-    run_config = {k.replace("_", "-"): v for k, v in vars(cfg).items()}
-    contexts = node_contexts(range(1, num_nodes + 1),
-                             lambda n: {"partition-id": n - 1, "num-partitions": num_nodes}, run_config)
-    return InProcessGrid(client_app.app, contexts)
+from test_flower_app import app_grid, run_config
 
 
 def _row(node: int, time_s: float | None, energy_j: float | None, *, failed: bool = False,
@@ -54,7 +46,7 @@ def test_a_node_that_crashes_mid_round_stays_in_every_arms_results(lenet_models,
         return client_data(pid, n, *args, **kwargs)
 
     monkeypatch.setattr(task, "client_data", crashing)
-    runs = {r["arm"]: r for r in run_arms(app_grid(2, cfg), cfg, lenet_models)}
+    runs = {r["arm"]: r for r in run_arms(app_grid(2, run_config(cfg)), cfg, lenet_models)}
     for arm, run in runs.items():
         (row,) = [row for row in run["rows"] if row["node_id"] == 2]
         assert row["failed"] and row["energy_j"] is None and row["time_s"] is None and not row["aggregated"], arm
@@ -70,7 +62,7 @@ def test_a_node_that_crashes_mid_round_stays_in_every_arms_results(lenet_models,
 
 def test_why_each_node_was_left_out_reaches_the_results_and_the_line(lenet_models, server_identity):
     cfg = FleetConfig(num_server_rounds=1, deadline_s=1e-3, min_nodes=2, arms="plan")
-    (run,) = run_arms(app_grid(2, cfg), cfg, lenet_models)
+    (run,) = run_arms(app_grid(2, run_config(cfg)), cfg, lenet_models)
     assert run["excluded"] == {1: 2}
     # Reason -> nodes, per round: no mode of either board trains 5 local epochs in a millisecond.
     (round_,) = run["exclusions"]

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
-from flower_fleet import client_app, server_app
+from flower_fleet import server_app
 from flwr.app import Context, RecordDict
 from flwr.serverapp import Grid
 from jetpredict.models.errors import InputError
@@ -55,15 +55,13 @@ def test_a_results_out_that_cannot_be_written_is_refused_before_any_work(tmp_pat
 
 def test_a_node_wait_timeout_names_the_run_config_keys(lenet_models, server_identity):
     from flower_fleet.fleet import FleetConfig, run_arms
-    from flower_grid import InProcessGrid, node_contexts
+    from test_flower_app import app_grid, run_config
 
     from jetpredict.integrations.flower import DeviceQueryError
 
     cfg = FleetConfig(arms="plan", num_server_rounds=1, min_nodes=3, node_wait_timeout_s=0.2)
-    run_config = {k.replace("_", "-"): v for k, v in vars(cfg).items()}
-    contexts = node_contexts([1, 2], lambda n: {"partition-id": n - 1, "num-partitions": 2}, run_config)
     with pytest.raises(DeviceQueryError) as err:
-        run_arms(InProcessGrid(client_app.app, contexts), cfg, lenet_models)
+        run_arms(app_grid(2, run_config(cfg)), cfg, lenet_models)
     said = str(err.value)
     # The README's keys, which the user sets; not the library's names, which the user never sees.
     assert "run config min-nodes" in said and "run config node-wait-timeout-s=0.2" in said, said
