@@ -562,11 +562,11 @@ def run_arms(grid: Grid, cfg: FleetConfig, models: Mapping[str, Any]) -> list[di
         excluded, exclusions, notes = {}, {}, []
         if isinstance(strategy, JetpredictStrategy):
             for r in range(1, cfg.num_server_rounds + 1):
-                excluded[r] = sum(not rec.selected for rec in strategy.records if rec.round == r)
                 why: dict[str, list[int]] = {}
                 for rec in strategy.records:
                     if rec.round == r and not rec.selected:
                         why.setdefault(rec.reason or "no reason given", []).append(rec.node_id)
+                excluded[r] = sum(map(len, why.values()))
                 if why:
                     exclusions[r] = {reason: sorted(nodes) for reason, nodes in sorted(why.items())}
             notes = sorted({rec.confidence_note for rec in strategy.records if rec.confidence_note})
