@@ -52,11 +52,14 @@ def test_each_device_states_its_own_range_past_the_catalogues(client, stored, de
 
 def test_the_schemas_own_rules_stand_beside_the_devices(client, stored):
     """Text in a number field is told the type rule, a number past a float's reach marshmallow's; a field past the union without a device named (the
-    workload's device is not known to the schema) is told it lies outside every catalogue device."""
-    r = _predict(client, [{**_MODE, "gpu_mhz": "80"}, {**_MODE, "emc_mhz": 10**400}])
+    workload's device is not known to the schema) is told it lies outside every catalogue device. An integer
+    field past a float's reach gets past marshmallow to the range check: shown by its leading digits."""
+    cores = MODE_BOUNDS["cpu_cores"]
+    r = _predict(client, [{**_MODE, "gpu_mhz": "80"}, {**_MODE, "emc_mhz": 10**400}, {**_MODE, "cpu_cores": 10**400}])
     assert r.status_code == 422 and r.json["errors"] == {
         "modes.0.gpu_mhz": ["must be a number (a JSON number, not text or a boolean)"],
-        "modes.1.emc_mhz": ["Number too large."]}, r.json
+        "modes.1.emc_mhz": ["Number too large."], "modes.2.cpu_cores": [
+            f"cpu_cores=100000000000... is outside every catalogue device: must be in {cores.low:g}..{cores.high:g}"]}, r.json
     lo, hi = MODE_BOUNDS["gpu_mhz"].low, MODE_BOUNDS["gpu_mhz"].high
     for device in (None, "no-such-board"):
         r = _predict(client, [{**_MODE, "gpu_mhz": 99999}], device)
