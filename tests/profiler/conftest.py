@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fake_tools import GATED_NVPMODEL
+from fakes import ORIGINAL_ID
 from jetpredict.models.catalogue import load_device
 from jetpredict.profiler.powermode.state import STATE_DIR_ENV
 
@@ -30,7 +31,7 @@ def xavier_30w(fake_root, monkeypatch):
     state under the root (:meth:`FakeRoot.state_dir`), as children started with ``FakeRoot.run_env`` do."""
     monkeypatch.delenv(STATE_DIR_ENV, raising=False)
     device = load_device("agx-xavier")
-    fake_root.add_jetson(device, preset_id=3)
+    fake_root.add_jetson(device, preset_id=ORIGINAL_ID)
     fake_root.install_tool("nvpmodel", GATED_NVPMODEL.replace("@SOC@", device.specs.soc))
     return fake_root
 

@@ -13,13 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import finish, start_cli
+from fakes import ORIGINAL_ID, finish, start_cli
 from jetpredict.models.catalogue import load_device
 from jetpredict.profiler.powermode import PrivilegedCommandError, detect_controller
 from jetpredict.profiler.powermode import state as state_file
 from jetpredict.profiler.powermode.recovery import RunStillActive, restore_unfinished
 
-ORIGINAL_ID = 3  # MODE_30W_ALL in force (the xavier_30w fixture): neither run's mode, nor the default
 PROFILE = ["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--batch-size", "2", "--workers", "0",
            "--warmup", "0", "--minibatches", "1", "--settle-s", "0", "--no-progress"]
 
