@@ -16,7 +16,6 @@ from jetpredict.api.schemas import (
     MAX_DEADLINE_S,
     MAX_POWER_CAP_W,
     MAX_TIME_CAP_S,
-    OBJECTIVES,
     REQUIRED_TEXT_PATTERN,
     REQUIRED_TEXT_RULE,
     JsonInteger,
@@ -48,6 +47,7 @@ from jetpredict.predictor.limits import (
     MAX_EPOCHS,
     MAX_MODES,
     MIN_CONFIDENCE,
+    OBJECTIVES,
 )
 from jetpredict.predictor.service import mode_row_label
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
@@ -323,7 +323,7 @@ class ConstraintsSchema(RequestSchema):
 class RecommendationRequestSchema(RequestSchema):
     device = device_field("device to recommend for (default: the workload's)")
     workload = fields.Nested(WorkloadRefSchema, required=True)
-    objective = fields.String(required=True, validate=validate.OneOf(OBJECTIVES))
+    objective = fields.String(required=True, validate=validate.OneOf(OBJECTIVES))  # its keys
     constraints = fields.Nested(ConstraintsSchema, load_default=dict)
     epochs = JsonInteger(validate=validate.Range(1, MAX_EPOCHS))
     confidence = _confidence_field("the caps must hold for the upper ends of intervals of this coverage")

@@ -24,7 +24,6 @@ from jetpredict.models.profile_rows import (
     SOURCE_KINDS,
 )
 from jetpredict.predictor.constants import LACK_OF_FIT_REL
-from jetpredict.predictor.limits import OBJECTIVES as OBJECTIVE_COLUMNS
 from jetpredict.predictor.limits import SPLIT_SOURCES
 from marshmallow import (
     EXCLUDE,
@@ -56,7 +55,6 @@ MAX_POWER_MODES_PAGE = 10_000
 MAX_OFFSET = 2**31 - 1  # paging offsets go to SQL as 64-bit integers; keep them far inside
 #: Items in a page of a listing (power modes, workloads) when the request does not say.
 DEFAULT_PAGE_SIZE = 100
-OBJECTIVES = tuple(OBJECTIVE_COLUMNS)  # defined once, in predictor.limits
 #: JSON answer layouts of POST /v1/predictions (api.answers).
 LAYOUTS = ("rows", "columns")
 

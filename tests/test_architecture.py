@@ -340,14 +340,6 @@ def test_each_public_name_has_one_definition():
 
 
 UPPER_CASE = re.compile(r"[A-Z][A-Z0-9_]*")
-#: Module constants that two package modules set to different values for one meaning (each says why).
-SAME_CONCEPT_CONSTANTS: dict[str, set[str]] = {
-    # The objective names: api.schemas holds predictor.limits' mapping's keys as the tuple its validators take.
-    "OBJECTIVES": {"jetpredict.predictor.limits", "jetpredict.api.schemas"},
-}
-#: Names that modules outside api/ use for different things, found when this test came; each is to be renamed
-#: in its module, and its entry dropped then (a stale entry fails the test too).
-AWAITING_RENAME: dict[str, set[str]] = {}
 
 
 def _constant_values() -> dict[str, dict[str, str]]:
@@ -373,6 +365,4 @@ def test_each_module_constant_has_one_value():
     """A constant's name means one value: two modules setting ``MAX_ROWS`` to 200,000 (rows per file) and
     10,000 (rows per request) make an import's reader guess which limit applies."""
     clashes = {name: set(where) for name, where in _constant_values().items() if len(set(where.values())) > 1}
-    listed = {**SAME_CONCEPT_CONSTANTS, **AWAITING_RENAME}
-    assert clashes == listed, (f"rename (name what each is): {sorted(set(clashes) - set(listed))}; renamed, drop "
-                               f"from AWAITING_RENAME: {sorted(set(listed) - set(clashes))}")
+    assert clashes == {}, f"rename (name what each is): {sorted(clashes)}"
