@@ -366,3 +366,12 @@ def test_each_module_constant_has_one_value():
     10,000 (rows per request) make an import's reader guess which limit applies."""
     clashes = {name: set(where) for name, where in _constant_values().items() if len(set(where.values())) > 1}
     assert clashes == {}, f"rename (name what each is): {sorted(clashes)}"
+
+
+def test_test_modules_have_unique_basenames():
+    """pytest imports a test module by its basename (tests/ folders are not packages): two files of one name
+    in two folders fail at collection ('import file mismatch'), as the CI at 12d8226 did."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: where for name, where in seen.items() if len(where) > 1 and name != "conftest.py"} == {}
