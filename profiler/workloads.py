@@ -31,6 +31,7 @@ import sysconfig
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +99,46 @@ class WorkloadParts:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: A factory's count keys, each an integer >= 1 when given (``input_shape`` holds such integers too).
+_COUNT_KEYS = ("num_classes", "dataset_size", "minibatches_per_epoch")
+_COUNT_RULE = "must be an integer >= 1"
+_SHAPE_RULE = "must be a non-empty sequence of integers >= 1 (one sample's shape, e.g. (3, 32, 32))"
+
+
+def _count(value: object) -> int | None:
+    """``value`` as an int when it is an integer >= 1 (a bool is none), else None."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        return None
+    return int(value)
+
+
+def _check_values(parts: WorkloadParts, where: str) -> None:
+    """Refuse the factory's shape and counts before anything is built from them (they otherwise fail inside torch,
+    or train a mode before the row check refuses it); int() them in place."""
+    def refuse(key: str, value: object, rule: str) -> InputError:
+        return InputError(f"{where} returned {key}={value!r}: {key} {rule}", "workload")
+
+    if parts.input_shape is not None:
+        shape = parts.input_shape
+        dims = [] if isinstance(shape, str | bytes) or not isinstance(shape, Iterable) else list(shape)
+        if not dims or any(_count(d) is None for d in dims):
+            raise refuse("input_shape", shape, _SHAPE_RULE)
+        parts.input_shape = tuple(int(d) for d in dims)
+    for key in _COUNT_KEYS:
+        value = getattr(parts, key)
+        if value is not None:
+            if _count(value) is None:
+                raise refuse(key, value, _COUNT_RULE)
+            setattr(parts, key, int(value))
+
+
 def _parts_from_factory(result: object, where: str) -> WorkloadParts:
+    """The factory's ``result`` as :class:`WorkloadParts`; InputError (field ``workload``) naming what is
+    missing or which key breaks which rule. ``where``: ``--workload 'NAME': its factory F()``."""
     if isinstance(result, WorkloadParts):
         parts = result
     elif isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], nn.Module):
-        parts = WorkloadParts(model=result[0], input_shape=tuple(result[1]), num_classes=int(result[2]))
+        parts = WorkloadParts(model=result[0], input_shape=result[1], num_classes=result[2])
     elif isinstance(result, Mapping):
         known = {f for f in WorkloadParts.__dataclass_fields__ if f != "extra"}
         parts = WorkloadParts(**{k: v for k, v in result.items() if k in known},
@@ -122,8 +158,7 @@ def _parts_from_factory(result: object, where: str) -> WorkloadParts:
     if has_data and parts.loss is None:
         raise InputError(f"{where}: a factory that brings its own dataset or batches must also return "
                          "'loss' (loss(output, target) -> scalar tensor)", "workload")
-    if parts.input_shape is not None:
-        parts.input_shape = tuple(int(d) for d in parts.input_shape)
+    _check_values(parts, where)
     return parts
 
 
@@ -195,14 +230,15 @@ def _user_workload(name: str) -> WorkloadSpec:
     try:
         inspect.signature(factory).bind()
     except TypeError:
-        raise InputError(f"workload factory {name!r} must take no arguments", "workload") from None
+        raise InputError(f"{cli_flag('workload')} {name!r}: its factory {attr}() must take no arguments",
+                         "workload") from None
     except ValueError:  # no signature to read (a builtin): call it and see
         pass
     try:
         made = factory()
     except Exception as exc:
         raise InputError(user_code_failed(name, f"its factory {attr}()", exc), "workload") from exc
-    parts = _parts_from_factory(made, f"workload factory {name!r}")
+    parts = _parts_from_factory(made, f"{cli_flag('workload')} {name!r}: its factory {attr}()")
     size = parts.dataset_size
     if size is None and parts.dataset is not None and hasattr(parts.dataset, "__len__"):
         size = len(parts.dataset)  # type: ignore[arg-type]

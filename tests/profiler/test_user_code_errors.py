@@ -242,3 +242,44 @@ def test_the_profile_help_says_how_to_see_the_traceback(capsys):
     with pytest.raises(SystemExit):
         main(["profile", "--help"])
     assert "JETPREDICT_DEBUG=1" in " ".join(capsys.readouterr().out.split())
+
+
+#: A factory's values that are wrong, each: (what the factory returns, the key named, its rule). Each ran into
+#: torch or jetpredict's own code: a traceback (dataset_size, input_shape), a trained mode refused by the row
+#: check (minibatches_per_epoch) or a ZeroDivisionError blamed on the user's first sample (num_classes 0).
+BAD_FACTORY_VALUES = {
+    "size_negative": ('{"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2, "dataset_size": -5}',
+                      "dataset_size", "an integer >= 1"),
+    "size_bool": ('{"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2, "dataset_size": True}',
+                  "dataset_size", "an integer >= 1"),
+    "shape_text": ('nn.Linear(4, 2), "abc", 2', "input_shape", "a non-empty sequence of integers >= 1"),
+    "shape_empty": ('nn.Linear(4, 2), (), 2', "input_shape", "a non-empty sequence of integers >= 1"),
+    "shape_zero": ('nn.Linear(4, 2), (4, 0), 2', "input_shape", "a non-empty sequence of integers >= 1"),
+    "classes_zero": ('nn.Linear(4, 2), (4,), 0', "num_classes", "an integer >= 1"),
+    "classes_float": ('nn.Linear(4, 2), (4,), 2.5', "num_classes", "an integer >= 1"),
+    "minibatches_negative": ('{"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2, '
+                             '"minibatches_per_epoch": -3}', "minibatches_per_epoch", "an integer >= 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FACTORY_VALUES))
+def test_a_factorys_bad_value_exits_2_naming_the_key_and_rule_before_training(user_dir, capsys, monkeypatch, case):
+    returned, key, rule = BAD_FACTORY_VALUES[case]
+    monkeypatch.delenv("JETPREDICT_DEBUG", raising=False)
+    module = f"bad_value_{case}"
+    (user_dir / f"{module}.py").write_text(f"from torch import nn\n\n\ndef make():\n    return {returned}\n")
+    assert main(_profile(user_dir, f"{module}:make")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"jetpredict profile: error: --workload '{module}:make': its factory make() returned "
+                          f"{key}="), err
+    assert rule in err and "Traceback" not in err and "at mode" not in err, err
+    assert not (user_dir / "p.csv").exists()
+
+
+def test_every_refusal_of_a_factorys_result_names_the_flag(user_dir, capsys):
+    (user_dir / "model_only.py").write_text("from torch import nn\n\n\ndef make():\n    return nn.Linear(4, 2)\n")
+    assert main(_profile(user_dir, "model_only:make")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jetpredict profile: error: --workload 'model_only:make': its factory make() returned "
+                          "only a model"), err
+
