@@ -32,8 +32,13 @@ def loader_settings(batch_size: int | None, num_workers: int | None, *, default_
     return check_range("batch_size", batch, 1, batch_max), check_range("workers", workers, 0, workers_max)
 
 
-def check_batch_fits(batch_size: int, samples: int) -> None:
-    """InputError naming ``--batch-size`` when one minibatch would hold more than the dataset's ``samples``."""
+def check_batch_fits(batch_size: int, samples: int, workload: str | None = None) -> None:
+    """InputError naming ``--batch-size`` when one minibatch would hold more than the dataset's ``samples``; an
+    empty dataset is the workload's fault, not the batch size's (field ``workload``, naming ``workload``)."""
+    if samples < 1:
+        whose = f"{cli_flag('workload')} {workload!r}: its" if workload else "the workload's"
+        raise InputError(f"{whose} dataset is empty ({samples} samples): no minibatch can be drawn from it; "
+                         "give it at least one batch of samples", "workload")
     if samples < batch_size:
         raise InputError(f"{cli_flag('batch_size')} {batch_size} is larger than the dataset ({samples} samples)",
                          "batch_size")

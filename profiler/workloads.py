@@ -457,7 +457,7 @@ def build_workload(spec: WorkloadSpec | str, batch_size: int | None = None, num_
         size = spec.dataset_size or DEFAULT_SYNTHETIC_SAMPLES
         dataset, source = SyntheticImages(spec.input_shape, spec.num_classes, size, seed), "synthetic"  # type: ignore[arg-type]
     if dataset is not None and hasattr(dataset, "__len__"):
-        check_batch_fits(batch_size, len(dataset))  # type: ignore[arg-type]
+        check_batch_fits(batch_size, len(dataset), spec.name)  # type: ignore[arg-type]
     model = spec.model_factory().to(device)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]

@@ -283,3 +283,30 @@ def test_every_refusal_of_a_factorys_result_names_the_flag(user_dir, capsys):
     assert err.startswith("jetpredict profile: error: --workload 'model_only:make': its factory make() returned "
                           "only a model"), err
 
+
+EMPTY_DATASET = '''from torch import nn
+from torch.utils.data import Dataset
+
+
+class Empty(Dataset):
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, index):
+        raise IndexError(index)
+
+
+def make():
+    return {"model": nn.Linear(4, 2), "dataset": Empty(), "loss": nn.CrossEntropyLoss()}
+'''
+
+
+def test_an_empty_dataset_is_named_as_the_workloads_not_the_batch_sizes(user_dir, capsys):
+    """It read '--batch-size 2 is larger than the dataset (0 samples)': no batch size fits an empty dataset."""
+    (user_dir / "empty_data.py").write_text(EMPTY_DATASET)
+    assert main(_profile(user_dir, "empty_data:make")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jetpredict profile: error: --workload 'empty_data:make': its dataset is empty "
+                          "(0 samples)"), err
+    assert "--batch-size" not in err and not (user_dir / "p.csv").exists()
+
