@@ -34,6 +34,7 @@ from jetpredict.models.catalogue import (
     MIN_MODULE_POWER_W,
     MODE_FIELDS,
     POWER_MODE_SPACES,
+    RANGE_TOLERANCE_MHZ,
     device_ids,
     knob_unit,
     load_device,
@@ -72,6 +73,12 @@ MODE_BOUNDS: dict[str, _Bounds] = {
     "power_budget_w": _Bounds(0, MAX_POWER_CAP_W, low_inclusive=False),
     "gpu_share": _Bounds(0, 1, low_inclusive=False),
 }
+#: The bounds the schema and the fast path take: MODE_BOUNDS with the device check's RANGE_TOLERANCE_MHZ
+#: past either end of each clock (``Device.out_of_range`` takes a clock that close to its device's range,
+#: whose ends are the catalogue's for some devices); the document states the stricter MODE_BOUNDS.
+TAKEN_BOUNDS: dict[str, _Bounds] = {
+    k: b._replace(low=b.low - RANGE_TOLERANCE_MHZ, high=b.high + RANGE_TOLERANCE_MHZ) if k in MODE_FIELDS[1:] else b
+    for k, b in MODE_BOUNDS.items()}
 
 
 def _doc_bounds(name: str) -> dict[str, float | bool]:
@@ -82,13 +89,14 @@ def _doc_bounds(name: str) -> dict[str, float | bool]:
 
 
 def _range(name: str) -> validate.Range:
-    """The schema's check of ``name``'s bounds; a knob's message says they are the whole catalogue's (a
-    request naming its device is told that device's range instead, :func:`_device_problems`)."""
-    b = MODE_BOUNDS[name]
+    """The schema's check of ``name``'s taken bounds; a knob's message states the catalogue's range without
+    the tolerance, as the device check states a device's (a request naming its device is told that
+    device's range instead, :func:`_device_problems`)."""
+    b, stated = TAKEN_BOUNDS[name], MODE_BOUNDS[name]
     if name not in MODE_FIELDS:
         return validate.Range(b.low, b.high, min_inclusive=b.low_inclusive)
     return _KnobRange(b.low, b.high, min_inclusive=b.low_inclusive, error=f"{name}={{input}} is outside every "
-                      f"catalogue device: must be in {b.low:g}..{b.high:g}{knob_unit(name)}")
+                      f"catalogue device: must be in {stated.low:g}..{stated.high:g}{knob_unit(name)}")
 
 
 class _KnobRange(validate.Range):
@@ -104,8 +112,8 @@ class _KnobRange(validate.Range):
 
 
 def _within(name: str, value: float) -> bool:
-    """``value`` (a number) inside ``name``'s bounds."""
-    b = MODE_BOUNDS[name]
+    """``value`` (a number) inside ``name``'s taken bounds."""
+    b = TAKEN_BOUNDS[name]
     return (b.low <= value if b.low_inclusive else b.low < value) and (b.high is None or value <= b.high)
 
 

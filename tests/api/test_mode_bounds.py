@@ -1,5 +1,6 @@
-"""A mode object's number bounds are stated once (``query_schemas.MODE_BOUNDS``), and the three readers of
-them agree at every edge: the OpenAPI document, the schema and the fast path that skips the schema."""
+"""A mode object's number bounds are stated once (``query_schemas.MODE_BOUNDS``), and their readers agree
+at every edge: the OpenAPI document takes them as stated; the schema and the fast path that skips it take
+them with the device check's RANGE_TOLERANCE_MHZ past either end of a clock (``TAKEN_BOUNDS``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 
 import pytest
 from jetpredict.api.config import MAX_MODE_LABEL_CHARS
-from jetpredict.api.query_schemas import _MODES_SCHEMA, MODE_BOUNDS, MODE_IN_DOC, _plain_mode
-from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.api.query_schemas import _MODES_SCHEMA, MODE_BOUNDS, MODE_IN_DOC, TAKEN_BOUNDS, _plain_mode
+from jetpredict.models.catalogue import MODE_FIELDS, RANGE_TOLERANCE_MHZ
 from marshmallow import ValidationError
 from openapi_schema_validator import OAS30Validator
 
@@ -24,9 +25,9 @@ def _schema_takes(mode: dict) -> bool:
     return True
 
 
-def _edges(name: str) -> list[tuple[float, bool]]:
-    """Values at and just past ``name``'s bounds, each with whether it lies inside them."""
-    b = MODE_BOUNDS[name]
+def _edges(name: str, bounds: dict) -> list[tuple[float, bool]]:
+    """Values at and just past ``name``'s ``bounds``, each with whether it lies inside them."""
+    b = bounds[name]
     step = (lambda v, d: v + d) if name in _INTEGERS else (lambda v, d: math.nextafter(v, v + d))
     low = int(b.low) if name in _INTEGERS else float(b.low)
     edges = [(low, b.low_inclusive), (step(low, -1), False), (step(low, 1), True)]
@@ -37,12 +38,18 @@ def _edges(name: str) -> list[tuple[float, bool]]:
 
 
 @pytest.mark.parametrize("name", list(MODE_BOUNDS))
-def test_the_document_the_schema_and_the_fast_path_take_the_same_bounds(name):
+def test_the_document_takes_the_stated_bounds_the_schema_and_the_fast_path_the_taken(name):
     document = OAS30Validator(MODE_IN_DOC)
-    assert set(MODE_BOUNDS) == set(MODE_IN_DOC["properties"]) - {"mode"}
-    for value, inside in _edges(name):
+    assert set(MODE_BOUNDS) == set(TAKEN_BOUNDS) == set(MODE_IN_DOC["properties"]) - {"mode"}
+    tolerance = RANGE_TOLERANCE_MHZ if name in MODE_FIELDS[1:] else 0
+    stated, taken = MODE_BOUNDS[name], TAKEN_BOUNDS[name]
+    assert (taken.low, taken.high) == (
+        stated.low - tolerance, None if stated.high is None else stated.high + tolerance)
+    for value, inside in _edges(name, MODE_BOUNDS):
+        assert document.is_valid({**_BASE, name: value}) is inside, (name, value)
+    for value, inside in _edges(name, TAKEN_BOUNDS):
         mode = {**_BASE, name: value}
-        seen = {"document": document.is_valid(mode), "schema": _schema_takes(mode), "fast path": _plain_mode(mode)}
+        seen = {"schema": _schema_takes(mode), "fast path": _plain_mode(mode)}
         assert seen == dict.fromkeys(seen, inside), (name, value)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 from jetpredict.api.query_schemas import MODE_BOUNDS
-from jetpredict.models.catalogue import MODE_FIELDS, list_devices
+from jetpredict.models.catalogue import MODE_FIELDS, RANGE_TOLERANCE_MHZ, list_devices, load_device
+from jetpredict.predictor.service import ROW_COLUMNS, predict, records
 
 _MODE = {"cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600}
 _XAVIER_GPU = "is outside device 'agx-xavier': must be in 114.75..1377 MHz"
@@ -66,3 +67,25 @@ def test_the_schemas_own_rules_stand_beside_the_devices(client, stored):
         assert r.status_code == 422
         assert r.json["errors"]["modes.0.gpu_mhz"] == [
             f"gpu_mhz=99999 is outside every catalogue device: must be in {lo:g}..{hi:g} MHz"], r.json
+
+
+@pytest.mark.parametrize("device", [d.id for d in list_devices()])
+def test_a_clock_within_the_tolerance_past_the_devices_range_is_predicted(app, client, stored, device):
+    """Each clock 0.9 RANGE_TOLERANCE_MHZ past either end of the named device's range is taken and predicted
+    as the service (the CLI's ``predict --device``) predicts it, also where the device's end is the
+    catalogue's (AGX Xavier's 2265.6 MHz CPU, Nano's 76.8 MHz GPU); 1.1 of it past is the device's 422."""
+    ranges = load_device(device).knob_ranges()
+    inside = {k: ranges[k][0] for k in MODE_FIELDS}
+    past = 0.9 * RANGE_TOLERANCE_MHZ
+    modes = [{**inside, "mode": f"{k}{end}", k: ranges[k][end] + (past if end else -past)}
+             for k in MODE_FIELDS[1:] for end in (0, 1)]
+    r = _predict(client, modes, device)
+    assert r.status_code == 200, r.json
+    model = app.extensions["jetpredict"].workloads.stored("my-resnet").model
+    expected = [{k: row[k] for k in ROW_COLUMNS if k in row} for row in records(predict(model, modes, device=device))]
+    assert [{k: p[k] for k in e} for p, e in zip(r.json["predictions"], expected, strict=True)] == expected
+    lo, hi = ranges["cpu_mhz"]
+    r = _predict(client, [{**inside, "cpu_mhz": hi + 1.1 * RANGE_TOLERANCE_MHZ}], device)
+    assert r.status_code == 422 and r.json["errors"] == {"modes.0.cpu_mhz": [
+        f"modes[0]: cpu_mhz={hi + 1.1 * RANGE_TOLERANCE_MHZ:g} is outside device '{device}': must be in "
+        f"{lo:g}..{hi:g} MHz"]}, r.json
