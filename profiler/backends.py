@@ -141,7 +141,7 @@ class TorchBackend(TrainingBackend):
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-        self._step(inputs, targets)
+        loss = self._step(inputs, targets)
         if cuda:
             end.record()
             end.synchronize()
@@ -149,6 +149,7 @@ class TorchBackend(TrainingBackend):
         t2 = time.perf_counter()
         if not cuda:
             compute_s = t2 - t1
+        self._check_loss(loss)
         return MinibatchTiming(stall_s=t1 - t0, compute_s=compute_s, total_s=t2 - t0, start_s=t0, end_s=t2)
 
     def complexity(self) -> Complexity:
@@ -198,13 +199,27 @@ class TorchBackend(TrainingBackend):
             return type(value)(self._to_device(v) for v in value)
         return value
 
-    def _step(self, inputs: Any, targets: Any) -> None:
+    def _step(self, inputs: Any, targets: Any) -> Any:
+        """One training step; returns its loss (a tensor, not read here: reading it would synchronise)."""
         b = self.built
         b.optimizer.zero_grad(set_to_none=True)
         outputs = b.model(**inputs) if isinstance(inputs, dict) else b.model(inputs)
         loss = b.loss_fn(outputs, targets)
         loss.backward()
         b.optimizer.step()
+        return loss
+
+    def _check_loss(self, loss: Any) -> None:
+        """FloatingPointError (``loss is nan`` / ``inf``) when the minibatch's loss is not finite: a diverged
+        model's times are not the workload the user means. Called once the minibatch's timing has closed (on
+        CUDA its step is already synchronised), so it adds no time to the row; every minibatch is checked, since
+        the backend does not know which one is a mode's last (--warmup 0 leaves only measured ones)."""
+        torch = self._torch
+        value = loss.detach()
+        if not bool(torch.isfinite(value).all()):
+            raise FloatingPointError(f"loss is {'nan' if bool(torch.isnan(value).any()) else 'inf'}: the model "
+                                     "diverged (a learning rate too high, or bad inputs or targets), and a diverged "
+                                     "model's timing is not the workload's; fix the training first")
 
     def _measure_cpu_s_per_sample(self, samples: int | None = None) -> float | None:
         """CPU time (this thread) to produce samples serially, as one DataLoader worker would, per sample."""

@@ -310,3 +310,32 @@ def test_an_empty_dataset_is_named_as_the_workloads_not_the_batch_sizes(user_dir
                           "(0 samples)"), err
     assert "--batch-size" not in err and not (user_dir / "p.csv").exists()
 
+
+#: A loss that is NaN or inf from the first minibatch (a diverged model): its times are not the workload's.
+DIVERGED = '''import torch
+from torch import nn
+
+
+def make():
+    return {{"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2,
+             "loss": lambda out, target: out.sum() * torch.tensor({value})}}
+'''
+
+
+@pytest.mark.parametrize("value, warmup, step", [
+    ("float('nan')", "1", "warm-up minibatch 1 of 1"),
+    ("float('inf')", "1", "warm-up minibatch 1 of 1"),
+    ("float('nan')", "0", "measured minibatch 1 of 2"),
+], ids=["nan", "inf", "nan-no-warmup"])
+def test_a_loss_that_is_not_finite_fails_the_mode_and_writes_nothing(user_dir, capsys, value, warmup, step):
+    """A NaN/inf loss was profiled as a normal measured row."""
+    module = f"diverged_{value[7:10]}_{warmup}"
+    (user_dir / f"{module}.py").write_text(DIVERGED.format(value=value))
+    argv = _profile(user_dir, f"{module}:make")
+    argv[argv.index("--warmup") + 1] = warmup
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    said = value[7:10]
+    assert (f"jetpredict profile: failed: workload '{module}:make' failed at mode host-1c, {step}: "
+            f"FloatingPointError: loss is {said}") in err, err
+    assert "no mode was finished: nothing was written" in err and not (user_dir / "p.csv").exists()
