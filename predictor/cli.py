@@ -26,6 +26,7 @@ from jetpredict.models.errors import InputError, cli_flag, say
 from jetpredict.models.profile_files import (
     check_not_empty,
     check_out_spares_inputs,
+    is_json_path,
     read_mode_table,
     resolve_flag_path,
     rows_named_by_line,
@@ -121,8 +122,23 @@ def _read_rows(path: str, flag: str) -> pd.DataFrame:
 SNIFF_BYTES = 4096
 
 
+def _profile_rows_hint(path: str, what: str) -> str | None:
+    """For a ``--model`` file holding profile rows (``what`` says how they look): fit's own refusal of them
+    (host rows, mixed devices), else how to fit them; None when ``path`` holds no rows fit would read."""
+    from jetpredict.models.profile_files import read_profile_rows
+    from jetpredict.predictor.terms import check_device
+
+    try:
+        rows = read_profile_rows(path, "model")
+        device, _ = check_device(rows)
+    except InputError as exc:
+        return None if exc.field == "model" else f"--model {path} {what}, not a model, and fit refuses them: {exc}"
+    return (f"--model {path} {what}; fit it first: jetpredict fit --device {device.id} --profiles {path} --out "
+            "model.json, then --model model.json")
+
+
 def _not_a_model(path: str) -> str | None:
-    """Why ``path`` is a table rather than a model file (a profile CSV, a mode list), or None."""
+    """Why ``path`` is a table rather than a model file (a profile CSV or sidecar, a mode list), or None."""
     from jetpredict.models.catalogue import MODE_FIELDS
     from jetpredict.models.profile_files import open_regular_file
 
@@ -131,11 +147,14 @@ def _not_a_model(path: str) -> str | None:
             head = f.read(SNIFF_BYTES).decode("utf-8-sig", errors="replace")
     except InputError:
         return None  # the loader names a missing or irregular file in its own words
+    if is_json_path(path):  # a profile's JSON sidecar holds its rows as {"rows": [...]}, which fit reads
+        return _profile_rows_hint(path, "holds profile rows (a profile's JSON sidecar)")
     header = {cell.strip() for cell in head.splitlines()[0].split(",")} if head.strip() else set()
     if {"device", "workload", "epoch_time_s"} <= header:
-        return (f"--model {path} looks like a profile CSV (its header has device, workload, epoch_time_s); "
-                f"fit it first: jetpredict fit --device DEVICE --profiles {path} --out model.json, then "
-                "--model model.json")
+        what = "looks like a profile CSV (its header has device, workload, epoch_time_s)"
+        return _profile_rows_hint(path, what) or (
+            f"--model {path} {what}; fit it first: jetpredict fit --device DEVICE --profiles {path} --out "
+            "model.json, then --model model.json")
     if {"mode", *MODE_FIELDS} <= header:
         return (f"--model {path} looks like a CSV of power modes; give it as --modes {path}, and as --model "
                 "a file written by `jetpredict fit --out`")

@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 import pytest
+from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv, write_profile_csv
 from jetpredict.models.tables import TABLE_WIDTH
 
@@ -152,3 +153,40 @@ def test_a_mode_file_without_a_column_and_an_empty_profile_file_are_named(work, 
     empty.write_text("")
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(empty), "--out", str(tmp_path / "x.json")]) == 2
     assert f"1 problem(s) in {empty}: file: is empty: expected a CSV header" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def host_profile(tmp_path_factory):
+    """``host.csv`` and its sidecar ``host.csv.json``, as ``jetpredict profile --device host`` writes them."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("host") / "host.csv"
+    assert main(["profile", "--device", "host", "--workload", "lenet5-mnist", "--modes", "1", "--batch-size", "2",
+                 "--workers", "0", "--warmup", "1", "--minibatches", "2", "--no-progress", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("suffix", ["", ".json"], ids=["csv", "sidecar"])
+def test_a_host_profile_given_as_model_gets_fits_own_refusal(host_profile, capsys, suffix):
+    """It was told 'fit it first: jetpredict fit --device DEVICE --profiles host.csv', which fit then refuses for
+    host rows; the sidecar was told only that it 'has no manifest'."""
+    from jetpredict.predictor.terms import check_device
+
+    capsys.readouterr()
+    given = f"{host_profile}{suffix}"
+    with pytest.raises(InputError) as refusal:  # fit's own words for host rows
+        check_device(read_profile_csv(host_profile))
+    code = main(["predict", "--model", given, "--presets"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--model {given}" in err and str(refusal.value) in err, err
+    assert "fit it first" not in err and "manifest" not in err, err
+
+
+def test_a_jetson_profile_sidecar_given_as_model_is_told_to_fit_it(work, tmp_path, capsys):
+    rows = read_profile_csv(work / "resnet.csv")
+    sidecar = tmp_path / "resnet.csv.json"
+    sidecar.write_text(json.dumps({"format": "jetpredict-profile/2", "device": "agx-xavier",
+                                   "rows": json.loads(rows.to_json(orient="records")), "modes": []}))
+    code = main(["predict", "--model", str(sidecar), "--presets"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"fit it first: jetpredict fit --device agx-xavier --profiles {sidecar}" in err, err
+    assert "manifest" not in err, err
