@@ -34,8 +34,8 @@ from jetpredict.models.catalogue import (
     MIN_MODULE_POWER_W,
     MODE_FIELDS,
     POWER_MODE_SPACES,
-    RANGE_TOLERANCE_MHZ,
     device_ids,
+    knob_tolerance,
     knob_unit,
     load_device,
 )
@@ -64,20 +64,20 @@ class _Bounds(NamedTuple):
     low_inclusive: bool = True
 
 
-#: The one statement of every mode object's number bounds, which the document, the schema and the fast
-#: path (:func:`_plain_mode`) all read: knobs over the whole catalogue (cores; MHz), then the power-modes
-#: listing's fields (its preset id; W; a share of the GPU).
+#: The one statement of every mode object's number bounds: the document states them as they are, the schema
+#: and the fast path (:func:`_plain_mode`) take them through :data:`TAKEN_BOUNDS`. Knobs over the whole
+#: catalogue (cores; MHz), then the power-modes listing's fields (its preset id; W; a share of the GPU).
 MODE_BOUNDS: dict[str, _Bounds] = {
     **{k: _Bounds(*CATALOGUE_RANGES[k]) for k in MODE_FIELDS},
     "nvpmodel_id": _Bounds(0, None),
     "power_budget_w": _Bounds(0, MAX_POWER_CAP_W, low_inclusive=False),
     "gpu_share": _Bounds(0, 1, low_inclusive=False),
 }
-#: The bounds the schema and the fast path take: MODE_BOUNDS with the device check's RANGE_TOLERANCE_MHZ
-#: past either end of each clock (``Device.out_of_range`` takes a clock that close to its device's range,
-#: whose ends are the catalogue's for some devices); the document states the stricter MODE_BOUNDS.
+#: The bounds the schema and the fast path take: MODE_BOUNDS with the device check's tolerance past either
+#: end of each knob (``Device.out_of_range`` takes a clock that close to its device's range, whose ends are
+#: the catalogue's for some devices); the document states the stricter MODE_BOUNDS.
 TAKEN_BOUNDS: dict[str, _Bounds] = {
-    k: b._replace(low=b.low - RANGE_TOLERANCE_MHZ, high=b.high + RANGE_TOLERANCE_MHZ) if k in MODE_FIELDS[1:] else b
+    k: b._replace(low=b.low - knob_tolerance(k), high=b.high + knob_tolerance(k)) if k in MODE_FIELDS else b
     for k, b in MODE_BOUNDS.items()}
 
 

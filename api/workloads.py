@@ -346,14 +346,16 @@ class WorkloadService:
         # Validation maps a workload cell to a function of its text: distinct texts bound the workloads.
         most = len({str(r.get("workload")) for r in records if isinstance(r, Mapping)})
         # The byte-identical retry first, before validating (as earlier versions keyed their uploads).
-        _, replay = self._replay(IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else
-                                                f"sha256:{raw_sha256}", raw_sha256, ANSWER_REQUIRED), most, clash=False)
+        def key_for(sha256: str) -> IdempotencyKey:  # the client's key, else the rows' digest
+            return IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else f"sha256:{sha256}", sha256,
+                                  ANSWER_REQUIRED)
+
+        _, replay = self._replay(key_for(raw_sha256), most, clash=False)
         if replay is not None:
             return replay, True
         new = validate_client_rows(records)
         canonical_sha256 = records_sha256([canonical_row(r) for r in rows_to_records(new)])
-        idem = IdempotencyKey(f"key:{idempotency_key}" if idempotency_key else f"sha256:{canonical_sha256}",
-                              canonical_sha256, ANSWER_REQUIRED)
+        idem = key_for(canonical_sha256)
         used, replay = self._replay(idem, most, {canonical_sha256, raw_sha256})
         if replay is not None:
             return replay, True

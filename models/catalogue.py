@@ -49,6 +49,11 @@ def knob_unit(field: str) -> str:
     return "" if field == "cpu_cores" else " MHz"
 
 
+def knob_tolerance(field: str) -> float:
+    """How far past its range a knob is still taken: :data:`RANGE_TOLERANCE_MHZ` for a clock, 0 for cores."""
+    return 0.0 if field == "cpu_cores" else RANGE_TOLERANCE_MHZ
+
+
 @dataclass(frozen=True)
 class PowerMode:
     """One power mode: cores online and CPU/GPU/EMC clocks in MHz."""
@@ -414,7 +419,7 @@ class Device:
         values = dict(zip(MODE_FIELDS, (cpu_cores, cpu_mhz, gpu_mhz, emc_mhz), strict=True))
         for field, (lo, hi) in self.knob_ranges().items():
             v = np.asarray(values[field], dtype=float)
-            tol = 0.0 if field == "cpu_cores" else RANGE_TOLERANCE_MHZ
+            tol = knob_tolerance(field)
             bad = ~np.isfinite(v) | (v < lo - tol) | (v > hi + tol)
             if bad.any():
                 problems[field] = (f"{field}={v[bad][0]:g} is outside device {self.id!r}: "

@@ -215,9 +215,8 @@ class TorchBackend(TrainingBackend):
         CUDA its step is already synchronised), so it adds no time to the row; every minibatch is checked, since
         the backend does not know which one is a mode's last (--warmup 0 leaves only measured ones)."""
         torch = self._torch
-        value = loss.detach()
-        if not bool(torch.isfinite(value).all()):
-            raise FloatingPointError(f"loss is {'nan' if bool(torch.isnan(value).any()) else 'inf'}: the model "
+        if not bool(torch.isfinite(loss).all()):
+            raise FloatingPointError(f"loss is {'nan' if bool(torch.isnan(loss).any()) else 'inf'}: the model "
                                      "diverged (a learning rate too high, or bad inputs or targets), and a diverged "
                                      "model's timing is not the workload's; fix the training first")
 

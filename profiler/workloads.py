@@ -121,15 +121,16 @@ def _check_values(parts: WorkloadParts, where: str) -> None:
     if parts.input_shape is not None:
         shape = parts.input_shape
         dims = [] if isinstance(shape, str | bytes) or not isinstance(shape, Iterable) else list(shape)
-        if not dims or any(_count(d) is None for d in dims):
+        counts = [_count(d) for d in dims]
+        if not counts or None in counts:
             raise refuse("input_shape", shape, _SHAPE_RULE)
-        parts.input_shape = tuple(int(d) for d in dims)
+        parts.input_shape = tuple(counts)
     for key in _COUNT_KEYS:
         value = getattr(parts, key)
         if value is not None:
-            if _count(value) is None:
+            if (count := _count(value)) is None:
                 raise refuse(key, value, _COUNT_RULE)
-            setattr(parts, key, int(value))
+            setattr(parts, key, count)
 
 
 def _parts_from_factory(result: object, where: str) -> WorkloadParts:

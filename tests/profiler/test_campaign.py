@@ -575,4 +575,3 @@ def test_an_empty_base_power_has_its_reason_in_the_sidecar(fake_root, tmp_path):
     notes = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]["notes"]
     reasons = [n for n in notes if n.startswith("base_power_w is empty: idle window: tegrastats:VDD_IN: ")]
     assert len(reasons) == 1 and "failed reads" in reasons[0] and "no line yet" in reasons[0]
-
