@@ -124,37 +124,39 @@ SNIFF_BYTES = 4096
 
 def _profile_rows_hint(path: str, what: str) -> str | None:
     """For a ``--model`` file holding profile rows (``what`` says how they look): fit's own refusal of them
-    (host rows, mixed devices), else how to fit them; None when ``path`` holds no rows fit would read."""
+    (host rows, mixed devices), else how to fit them, with ``DEVICE`` for a CSV whose rows cannot be read (its
+    header already said what it is); None for a JSON file holding no rows fit would read."""
     from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.predictor.terms import check_device
 
     try:
-        rows = read_profile_rows(path, "model")
-        device, _ = check_device(rows)
+        device_id = check_device(read_profile_rows(path, "model"))[0].id
     except InputError as exc:
-        return None if exc.field == "model" else f"--model {path} {what}, not a model, and fit refuses them: {exc}"
-    return (f"--model {path} {what}; fit it first: jetpredict fit --device {device.id} --profiles {path} --out "
+        if exc.field != "model":
+            return f"--model {path} {what}, not a model, and fit refuses them: {exc}"
+        if is_json_path(path):
+            return None
+        device_id = "DEVICE"
+    return (f"--model {path} {what}; fit it first: jetpredict fit --device {device_id} --profiles {path} --out "
             "model.json, then --model model.json")
 
 
 def _not_a_model(path: str) -> str | None:
-    """Why ``path`` is a table rather than a model file (a profile CSV or sidecar, a mode list), or None."""
+    """Why ``path``, which the loader refused, is a table rather than a model file (a profile CSV or
+    sidecar, a mode list), or None."""
     from jetpredict.models.catalogue import MODE_FIELDS
     from jetpredict.models.profile_files import open_regular_file
 
+    if is_json_path(path):  # a profile's JSON sidecar holds its rows as {"rows": [...]}, which fit reads
+        return _profile_rows_hint(path, "holds profile rows (a profile's JSON sidecar)")
     try:
         with open_regular_file(path, "model") as f:
             head = f.read(SNIFF_BYTES).decode("utf-8-sig", errors="replace")
     except InputError:
         return None  # the loader names a missing or irregular file in its own words
-    if is_json_path(path):  # a profile's JSON sidecar holds its rows as {"rows": [...]}, which fit reads
-        return _profile_rows_hint(path, "holds profile rows (a profile's JSON sidecar)")
     header = {cell.strip() for cell in head.splitlines()[0].split(",")} if head.strip() else set()
     if {"device", "workload", "epoch_time_s"} <= header:
-        what = "looks like a profile CSV (its header has device, workload, epoch_time_s)"
-        return _profile_rows_hint(path, what) or (
-            f"--model {path} {what}; fit it first: jetpredict fit --device DEVICE --profiles {path} --out "
-            "model.json, then --model model.json")
+        return _profile_rows_hint(path, "looks like a profile CSV (its header has device, workload, epoch_time_s)")
     if {"mode", *MODE_FIELDS} <= header:
         return (f"--model {path} looks like a CSV of power modes; give it as --modes {path}, and as --model "
                 "a file written by `jetpredict fit --out`")
@@ -167,10 +169,15 @@ def _load(path: str):
     if not Path(path).exists():
         resolve_flag_path(path, "model")  # a symlink loop is named as one, not as a missing file
         raise InputError(f"model file {path} does not exist (write one with `jetpredict fit`)", "model")
-    why = _not_a_model(path)
-    if why:
-        raise InputError(why, "model")
-    return load_model(path)
+    try:
+        return load_model(path)
+    except InputError:
+        # Every table given as the model fails to load; only then is it read to say what it is, so a
+        # good model is read once, not also as profile rows.
+        why = _not_a_model(path)
+        if why:
+            raise InputError(why, "model") from None
+        raise
 
 
 def _confidence_arg(value: str) -> float:
