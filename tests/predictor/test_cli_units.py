@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_files import read_profile_csv, write_profile_csv
+from jetpredict.models.profile_files import read_profile_csv, rows_to_records, write_profile_csv
 from jetpredict.models.tables import TABLE_WIDTH
 
 from jetpredict.cli import main
@@ -157,11 +158,12 @@ def test_a_mode_file_without_a_column_and_an_empty_profile_file_are_named(work, 
 
 @pytest.fixture(scope="module")
 def host_profile(tmp_path_factory):
-    """``host.csv`` and its sidecar ``host.csv.json``, as ``jetpredict profile --device host`` writes them."""
-    pytest.importorskip("torch")
+    """``host.csv`` of one host row and its sidecar ``host.csv.json`` holding the rows as ``{"rows": [...]}``,
+    as ``jetpredict profile --device host`` leaves them (the code under test reads only the rows)."""
     out = tmp_path_factory.mktemp("host") / "host.csv"
-    assert main(["profile", "--device", "host", "--workload", "lenet5-mnist", "--modes", "1", "--batch-size", "2",
-                 "--workers", "0", "--warmup", "1", "--minibatches", "2", "--no-progress", "--out", str(out)]) == 0
+    write_profile_csv([{"device": "host", "workload": "lenet5-mnist", "mode": "custom", "cpu_cores": 8,
+                        "batch_size": 2, "minibatches_per_epoch": 2, "epoch_time_s": 0.5}], out)
+    Path(f"{out}.json").write_text(json.dumps({"rows": rows_to_records(read_profile_csv(out))}))
     return out
 
 
@@ -184,8 +186,7 @@ def test_a_host_profile_given_as_model_gets_fits_own_refusal(host_profile, capsy
 def test_a_jetson_profile_sidecar_given_as_model_is_told_to_fit_it(work, tmp_path, capsys):
     rows = read_profile_csv(work / "resnet.csv")
     sidecar = tmp_path / "resnet.csv.json"
-    sidecar.write_text(json.dumps({"format": "jetpredict-profile/2", "device": "agx-xavier",
-                                   "rows": json.loads(rows.to_json(orient="records")), "modes": []}))
+    sidecar.write_text(json.dumps({"rows": rows_to_records(rows)}))
     code = main(["predict", "--model", str(sidecar), "--presets"])
     err = capsys.readouterr().err
     assert code == 2 and f"fit it first: jetpredict fit --device agx-xavier --profiles {sidecar}" in err, err
