@@ -233,8 +233,9 @@ def test_workloads_are_searchable_beyond_the_first_page_limit(app, client):
     fit = current_fit_summary(svc.workloads, [row])
     net = {i: [{**row, "workload": i}] for i in (f"net-{n:04d}" for n in range(1003))}
     seed_workloads(svc.storage, "agx-xavier", net, fit)
-    svc.storage.add_uploads([WorkloadWrite(workload_id="zeta_50%-Model", device="agx-xavier",
-                                           rows=[{**row, "workload": "zeta_50%-Model"}], expected_revision=0, fit={})])
+    past = "zeta_50%-Model"
+    svc.storage.add_uploads([WorkloadWrite(workload_id=past, device="agx-xavier",
+                                           rows=[{**row, "workload": past}], expected_revision=0, fit={})])
 
     first = client.get("/v1/workloads?limit=1000").get_json()
     assert first["total"] == 1004 and len(first["workloads"]) == 1000
