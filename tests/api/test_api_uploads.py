@@ -5,9 +5,12 @@ with ``JETPREDICT_TEST_DATABASE_URL``, on PostgreSQL (the ``client`` fixture).""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 import jsonschema
 import pytest
+import sqlalchemy as sa
 from api_fixtures import published_rows
 from jetpredict.api import storage as storage_module
 from jetpredict.api import upload_groups
@@ -204,12 +207,41 @@ def test_a_workload_uploaded_again_after_a_delete_is_never_answered_from_the_del
 
 
 
+def _lock_wait_probe(observer, storage, thread: threading.Thread) -> Callable[[], bool]:
+    """Whether ``thread``, writing through ``storage``, waits now on a lock another transaction holds.
+    PostgreSQL says so (``pg_stat_activity``, read through ``observer``: this test's only other writer is
+    paused in Python, so any waiter is ``thread``). SQLite has one write lock, taken by the ``BEGIN
+    IMMEDIATE`` that starts every write (:func:`api.sqlite_setup.begin`): ``thread`` in that statement while
+    another write transaction is open waits for it to end."""
+    beginning: set[int] = set()
+
+    def before(conn, cursor, statement, *args) -> None:
+        if statement == "BEGIN IMMEDIATE":
+            beginning.add(threading.get_ident())
+
+    def after(conn, cursor, statement, *args) -> None:
+        beginning.discard(threading.get_ident())
+
+    sa.event.listen(storage.engine, "before_cursor_execute", before)
+    sa.event.listen(storage.engine, "after_cursor_execute", after)
+
+    def waits() -> bool:
+        if not storage.is_postgresql:
+            return thread.ident in beginning
+        with observer.engine.connect() as conn:
+            return bool(conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                             "current_database() AND wait_event_type = 'Lock'")).scalar())
+
+    return waits
+
+
 def test_an_upload_racing_a_delete_never_reuses_a_revision(make_app, auth, monkeypatch):
     """Worker 1 stores a deleted id again. Just as its upload reads the id's last deleted revision, worker 2
     stores other rows under the id, caches their model and deletes them (the interleaving seen live). The
     two uploads must not share a revision: worker 2 would keep answering from its cached model of the
     deleted rows, since caches are checked by revision alone."""
-    first, second = make_app().test_client(), make_app().test_client()
+    first_app, second_app = make_app(), make_app()
+    first, second = first_app.test_client(), second_app.test_client()
     body = {"workload": {"id": "my-resnet"}, "modes": "presets"}
     rows, others = published_rows(), published_rows(n=8)[4:]
     assert upload(first, auth, rows).json["revision"] == 1
@@ -223,13 +255,18 @@ def test_an_upload_racing_a_delete_never_reuses_a_revision(make_app, auth, monke
         second.delete("/v1/workloads/my-resnet", headers=auth)
 
     other = threading.Thread(target=worker_2)
+    waits_on_a_lock = _lock_wait_probe(first_app.extensions["jetpredict"].storage,
+                                       second_app.extensions["jetpredict"].storage, other)
 
     def interleaved(conn, workload_id: str) -> int:
         value = read(conn, workload_id)
         if threading.current_thread().name == "A" and other.ident is None:  # worker 1's first read only
             other.start()
-            # Long enough for worker 2 to finish unless it waits for this upload, as it does.
-            other.join(timeout=3)
+            # Until worker 2 finishes, or waits on a lock this paused upload holds (as it does): it cannot go
+            # on before this upload ends then, so waiting longer (this once waited 3 s) changes nothing.
+            deadline = time.monotonic() + 30
+            while other.is_alive() and not waits_on_a_lock() and time.monotonic() < deadline:
+                time.sleep(0.005)
         return value
 
     monkeypatch.setattr(storage_module, "_last_deleted_revision", interleaved)
