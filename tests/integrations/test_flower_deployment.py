@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from readme_tours import FLOWER_README, sh_blocks
@@ -49,16 +50,27 @@ def test_the_app_runs_under_a_local_superlink_with_the_readmes_supernodes(tmp_pa
     assert all(task.device_of(p) != device for p, device in enumerate(devices))
     link_port = free_port()
     flower = FlowerProcesses(tmp_path, link_port)
-    # Fitted here for the README's types (1.6 s) rather than by the ServerApp for all six.
-    models = save_models(fit_fleet_models(seed=0, devices=devices), tmp_path / "models")
     results = tmp_path / "results.json"
     try:
-        flower.start_superlink()
-        for config in node_configs:  # the README's ports 9100-9102 may be taken: free ones instead
-            port = free_port()
-            flower.start(f"node{len(flower.procs)}", [
+        with ThreadPoolExecutor(len(node_configs)) as pool:
+            # The README starts its processes at once (`&`): here the SuperLink first (the SuperNodes connect
+            # to it), then both SuperNodes together, each waited for until it listens. Leaving the block waits
+            # for every start, even a failed one, so stop() below sees every process started.
+            link = pool.submit(flower.start_superlink)
+            # Fitted here for the README's types (1.6 s) rather than by the ServerApp for all six, while the
+            # SuperLink boots in its own process.
+            models = save_models(fit_fleet_models(seed=0, devices=devices), tmp_path / "models")
+            link.result()
+            # The README's ports 9100-9102 may be taken: free ones instead, distinct (neither node listens yet).
+            ports = {link_port}
+            while len(ports) <= len(node_configs):
+                ports.add(free_port())
+            nodes = [pool.submit(flower.start, f"node{i}", [
                 "flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}", "--host", "127.0.0.1",
                 "--port", str(port), "--node-config", config], port)
+                for i, (config, port) in enumerate(zip(node_configs, sorted(ports - {link_port}), strict=True), 1)]
+            for node in nodes:
+                node.result()
         # The README's run config, and where the models are and the results go; one round of the default 3
         # keeps the test near a minute. At the default deadline (10 s) the nano's planned time's upper end at
         # the default confidence (0.999) misses it, so the plan trains only the Orin NX: the test's 30 s lets
