@@ -1,8 +1,9 @@
-"""Restore survives impatient people and dead processes (fake Jetson, ``nvpmodel -m`` slowed to ~1 s).
+"""Restore survives impatient people and dead processes (fake Jetson, fake ``nvpmodel``).
 
-Ctrl-C twice 0.3 s apart (to the process group, as a terminal sends it), SIGTERM twice, SIGHUP and SIGQUIT
-during a custom mode all end in the original mode with no temporary file left; after SIGKILL the state
-file is there and ``jetpredict restore`` puts the original mode back.
+Ctrl-C twice (to the process group, as a terminal sends it), the second while the restore's ``nvpmodel -m``
+is held, SIGTERM twice, SIGHUP and SIGQUIT during a custom mode all end in the original mode with no
+temporary file left; after SIGKILL the state file is there and ``jetpredict restore`` puts the original mode
+back.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ from jetpredict.profiler.powermode import state as state_file
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
+#: How long the restore's switch takes where a test needs something to happen inside it (_start's slow_restore).
 SLOW_S = 1.0
+#: How long a restore that should not happen is given to show (s): SIGTERM to exit through a restore took 0.31
+#: and 0.35 s on a 2-core machine, so this leaves it over a second of load (SLOW_S + 1.5 before, with SLOW_S on).
+RESTORE_SHOWS_S = 1.5
 
 # The dispositions are set explicitly (SIGHUP's per test, @SIGHUP@): a child inherits ignored ones from a
 # suite run under nohup (SIGHUP) or as a shell's background job (SIGINT, SIGQUIT).
@@ -70,13 +75,29 @@ def _leftovers(root) -> list[str]:
                                  if p.stat().st_mtime > time.time() - 120]
 
 
-def _start(root, sighup: str = "SIG_DFL", code: str = CHILD) -> subprocess.Popen:
+def _start(root, sighup: str = "SIG_DFL", code: str = CHILD, slow_restore: bool = False) -> subprocess.Popen:
+    """The child ``code`` (SIGHUP's disposition ``sighup``) once in the custom mode; ``slow_restore``: its
+    restore's switch then takes :data:`SLOW_S` (only where a test needs it: every restore would pay it)."""
     child = start_python(root, code.replace("@SIGHUP@", sighup))
     line = child.stdout.readline()
     assert line.startswith(f"switched {CUSTOM_KNOBS}"), line + child.stderr.read()
     assert (root.state_dir() / state_file.STATE_FILE_NAME).is_file()  # written before the first switch
-    (root.path / "nvpmodel_delay_s").write_text(str(SLOW_S))  # the restore's switch takes SLOW_S
+    if slow_restore:
+        (root.path / "nvpmodel_delay_s").write_text(str(SLOW_S))
     return child
+
+
+def _wait_delivered(pid: int, sig: int, timeout_s: float = 60.0) -> None:
+    """Wait until ``sig``, sent to ``pid``, is no longer pending for it (/proc's SigPnd and ShdPnd): the kernel
+    has handed it to the process, whose Python handler then runs before the main thread waits again."""
+    bit = 1 << (sig - 1)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        if not (int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)) & bit:
+            return
+        assert time.monotonic() < deadline, f"signal {sig} still pending for pid {pid} after {timeout_s:g} s"
+        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("sig, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
@@ -84,10 +105,15 @@ def _start(root, sighup: str = "SIG_DFL", code: str = CHILD) -> subprocess.Popen
 def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier_30w, sig, to_group):
     child = _start(xavier_30w)
     send = (lambda s: os.killpg(child.pid, s)) if to_group else child.send_signal
-    send(sig)
-    time.sleep(0.3)  # the restore's nvpmodel -m takes 1 s: the second signal lands inside it
-    send(sig)
-    out, err = finish(child)
+    xavier_30w.hold_nvpmodel("m")  # the restore's switch waits inside until released
+    try:
+        send(sig)
+        xavier_30w.wait_held("m")  # the restore's nvpmodel -m is running
+        send(sig)  # the second signal lands inside it, and is taken before it ends
+        _wait_delivered(child.pid, sig)
+    finally:
+        xavier_30w.release_nvpmodel("m")
+        out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode != 0, err
     in_original_mode(xavier_30w)
@@ -99,7 +125,7 @@ def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier_30w
 def test_a_stop_to_the_group_restores_on_the_signal_though_dataloader_workers_end(xavier_30w):
     """SIGTERM to the process group ends the DataLoader's workers too, and torch's SIGCHLD handler raises
     for them: held during the restore, it runs once the original mode is back, not in the middle."""
-    child = _start(xavier_30w, code=WORKERS_CHILD)
+    child = _start(xavier_30w, code=WORKERS_CHILD, slow_restore=True)  # the workers end during the restore
     os.killpg(child.pid, signal.SIGTERM)
     out, err = finish(child)
     assert "unreachable" not in out and child.returncode != 0
@@ -124,7 +150,7 @@ def test_an_ignored_sighup_stays_ignored_and_the_exit_still_restores(xavier_30w)
     profiling: the hangup is ignored and the mode restored when the run ends (here on SIGTERM)."""
     child = _start(xavier_30w, sighup="SIG_IGN")
     os.killpg(child.pid, signal.SIGHUP)
-    time.sleep(SLOW_S + 1.5)  # a restore would be done by now (its nvpmodel -m takes SLOW_S)
+    time.sleep(RESTORE_SHOWS_S)  # a restore would be done by now
     assert child.poll() is None
     assert xavier_30w.read("/var/lib/nvpmodel/status") != f"pmode:{ORIGINAL_ID:04d}"  # still in the custom mode
     os.killpg(child.pid, signal.SIGTERM)
@@ -223,7 +249,6 @@ def test_a_new_run_adopts_the_original_mode_of_an_unfinished_one(xavier_30w):
     child = _start(xavier_30w)
     os.killpg(child.pid, signal.SIGKILL)
     finish(child)
-    (xavier_30w.path / "nvpmodel_delay_s").unlink()
     ctl = detect_controller("jetson")
     # The mode in force is the dead run's custom one; the state file knows the real original.
     with ctl:
