@@ -128,17 +128,20 @@ def test_of_two_runs_started_together_the_second_is_refused_naming_the_first(xav
     assert xavier_30w.state_files() == [] and not (tmp_path / "second.csv").exists()
 
 
-def test_restore_after_a_kill_waits_for_the_switch_the_killed_run_left_running(xavier_30w, tmp_path):
+def test_restore_after_a_kill_waits_for_the_switch_the_killed_run_left_running(xavier_30w, tmp_path, monkeypatch):
     """nvpmodel runs in its own session, so it outlives a SIGKILL of its run: a restore at once put the
     original mode back, then the killed run's switch landed and left MODE_10W, with no state file to undo it."""
     xavier_30w.hold_nvpmodel("m")
     child = start_cli(xavier_30w, *PROFILE, "--modes", "MODE_10W", "--out", str(tmp_path / "p.csv"))
+    # The orphaned switch ends a second later at the latest, while the restore below waits for it (or does not).
     release = threading.Timer(1.0, xavier_30w.release_nvpmodel, ("m",))
     try:
         xavier_30w.wait_held("m")  # the run is inside its switch to MODE_10W
         child.kill()
         child.wait()
-        release.start()  # the orphaned switch ends a second later, while the restore below waits for it
+        orphan = int(state_file.lock_path().read_text().split()[1])  # the switch the killed run left running
+        _release_once_waited_for(orphan, xavier_30w, monkeypatch)
+        release.start()
         result = restore_unfinished()
     finally:
         release.cancel()
@@ -150,6 +153,24 @@ def test_restore_after_a_kill_waits_for_the_switch_the_killed_run_left_running(x
     time.sleep(0.2)
     assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
     assert xavier_30w.state_files() == []
+
+
+def _release_once_waited_for(orphan: int, root, monkeypatch) -> None:
+    """End the held switch ``orphan`` as soon as this process's restore has waited a poll for it: its third
+    look at the pid (:func:`state.process_start_time`, read through) comes after one ``ORPHAN_POLL_S`` sleep
+    with the switch still running. A restore that does not look gets the 1 s timer's release instead."""
+    looks = []
+    real_start_time = state_file.process_start_time
+
+    def start_time(pid: int) -> int | None:
+        started = real_start_time(pid)
+        if pid == orphan:
+            looks.append(started)
+            if len(looks) == 3:
+                root.release_nvpmodel("m")
+        return started
+
+    monkeypatch.setattr(state_file, "process_start_time", start_time)
 
 
 def test_a_lock_folder_this_process_cannot_write_leaves_the_lock_beside_the_state_file(xavier_30w, monkeypatch):
