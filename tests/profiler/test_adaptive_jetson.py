@@ -14,7 +14,7 @@ from fakes import ORIGINAL_ID, finish, in_original_mode, start_cli
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.profiler.powermode import state as state_file
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("torch_one_thread")]
+pytestmark = pytest.mark.slow  # starts processes (see README: the fast pass); all torch work is in the child
 
 BUDGET = 3
 
