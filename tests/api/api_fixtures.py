@@ -8,7 +8,7 @@ import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 
 from tools.testing import json_row, published_rows  # noqa: F401 (the tests import them from here)
 
@@ -69,31 +69,6 @@ def current_fit_summary(workloads, rows: list[dict]) -> dict:
     from jetpredict.api.workloads import fit_summary
 
     return fit_summary(workloads.inline(rows).model)
-
-
-def seed_workloads(storage, device: str, rows_by_id: Mapping[str, Sequence[Mapping[str, object]]],
-                   fit: Mapping[str, object]) -> None:
-    """New workloads, each as its first upload leaves it (revision 1, its rows in one upload, ``fit`` the
-    summary of ``device``), written in one transaction of three bulk inserts: for tests of reading many
-    workloads, not of storing them (``Storage.add_uploads`` writes ~8 statements a workload: ~9.5 s for
-    1,004 on PostgreSQL). The ids must never have been stored (a deleted id counts its revisions on)."""
-    from jetpredict.api.client_rows import records_sha256
-    from jetpredict.api.storage import _now, fit_column
-    from jetpredict.api.store_tables import profile_rows, uploads, workloads
-
-    now = _now()
-    with storage.engine.begin() as conn:
-        conn.execute(workloads.insert(), [
-            {"id": workload_id, "device": device, "revision": 1, "rows_stored": len(rows),
-             "fit": fit_column(fit, {device: (len(rows), fit)}), "created_at": now, "updated_at": now}
-            for workload_id, rows in rows_by_id.items()])
-        upload_ids = dict(conn.execute(
-            uploads.insert().returning(uploads.c.workload_id, uploads.c.id, sort_by_parameter_order=True),
-            [{"workload_id": workload_id, "revision": 1, "rows": len(rows), "sha256": records_sha256(rows),
-              "created_at": now} for workload_id, rows in rows_by_id.items()]).all())
-        conn.execute(profile_rows.insert(), [
-            {"workload_id": workload_id, "upload_id": upload_ids[workload_id], "data": dict(row)}
-            for workload_id, rows in rows_by_id.items() for row in rows])
 
 
 # -- SQLite files of the store tests ---------------------------------------------------------------------

@@ -220,22 +220,19 @@ def test_reference_routes_fuzzed_answer_as_documented(app, label):
 
 def test_workloads_are_searchable_beyond_the_first_page_limit(app, client):
     """The page's workload search: ``GET /v1/workloads?search=`` finds ids past the first 1,000."""
-    from api_fixtures import current_fit_summary, published_rows, seed_workloads
+    from api_fixtures import current_fit_summary, published_rows
     from jetpredict.api.storage import WorkloadWrite
 
     svc = app.extensions["jetpredict"]
     row = published_rows(n=1)[0]
-    # 1,003 workloads seeded in bulk, with the fit summary an upload of their one row stores: a listing refits
-    # stale fits only, and add_uploads' statements and 1,000 refits would be this test's whole cost (stored by
-    # uploads: test_api_uploads.py's test_a_sweep_of_two_workloads_is_stored_and_each_fitted; refitted on
-    # listing: test_api_store_faults.py's test_the_listing_shows_the_running_models_fit_not_an_older_ones).
-    # The one past the page is stored by add_uploads with a stale fit ({}), refitted by the search listing it.
+    # The 1,003 stored with the fit summary an upload of their one row stores (a listing refits stale fits
+    # only: 1,000 refits were this test's whole cost); the one past the page with a stale fit ({}), refitted
+    # by the search that lists it.
     fit = current_fit_summary(svc.workloads, [row])
-    net = {i: [{**row, "workload": i}] for i in (f"net-{n:04d}" for n in range(1003))}
-    seed_workloads(svc.storage, "agx-xavier", net, fit)
     past = "zeta_50%-Model"
-    svc.storage.add_uploads([WorkloadWrite(workload_id=past, device="agx-xavier",
-                                           rows=[{**row, "workload": past}], expected_revision=0, fit={})])
+    svc.storage.add_uploads([WorkloadWrite(workload_id=i, device="agx-xavier", rows=[{**row, "workload": i}],
+                                           expected_revision=0, fit={} if i == past else fit)
+                             for i in [*(f"net-{n:04d}" for n in range(1003)), past]])
 
     first = client.get("/v1/workloads?limit=1000").get_json()
     assert first["total"] == 1004 and len(first["workloads"]) == 1000
