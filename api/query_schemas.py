@@ -156,12 +156,19 @@ _MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs
 _MODE_KEYS = frozenset(("mode", *MODE_FIELDS, *LISTED_MODE_FIELDS))
 #: The listing's number fields the schema loads as floats, each with whether the schema takes null.
 _LISTED_NUMBERS = {k: _MODES_SCHEMA.fields[k].allow_none for k in ("power_budget_w", "gpu_share")}
+#: The fields the schema loads as ints (whole floats such as 8.0 included).
+_WHOLE_NUMBERS = tuple(k for k, f in _MODES_SCHEMA.fields.items() if isinstance(f, JsonInteger))
+
+
+def _whole(x: object) -> bool:
+    """``x`` a whole number as :class:`JsonInteger` takes it: an int, or a float with no fraction (not a bool)."""
+    return type(x) is int or type(x) is float and x.is_integer()
 
 
 def _plain_listed(m: dict) -> bool:
     """The power-modes listing's fields of ``m``, where present, as :class:`ModeInSchema` takes them."""
     nv = m.get("nvpmodel_id")
-    if nv is not None and not (type(nv) is int and _within("nvpmodel_id", nv)):
+    if nv is not None and not (_whole(nv) and _within("nvpmodel_id", nv)):
         return False
     return all(m[k] is None and nullable or type(m[k]) in (float, int) and _within(k, m[k])
                for k, nullable in _LISTED_NUMBERS.items() if k in m)
@@ -182,8 +189,7 @@ def _plain_mode(m: object) -> bool:
     # The schema's label is an optional string: absent is fine, null is not.
     if "mode" in m and not _label_taken(m["mode"]):
         return False
-    cores = m["cpu_cores"]
-    if type(cores) is not int:
+    if not _whole(m["cpu_cores"]):
         return False
     return all(type(m[k]) in (float, int) and _within(k, m[k]) for k in MODE_FIELDS)
 
@@ -206,8 +212,9 @@ class ModesField(fields.Field):
         if not 1 <= len(value) <= MAX_MODES:
             raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
         if all(_plain_mode(m) for m in value):
-            # What the schema would return: clocks and the listing's numbers as floats.
-            return [{**m, **{k: float(m[k]) for k in (*MODE_FIELDS[1:], *_LISTED_NUMBERS) if m.get(k) is not None}}
+            # What the schema would return: whole numbers as ints, clocks and the listing's numbers as floats.
+            return [{**m, **{k: int(m[k]) for k in _WHOLE_NUMBERS if m.get(k) is not None},
+                     **{k: float(m[k]) for k in (*MODE_FIELDS[1:], *_LISTED_NUMBERS) if m.get(k) is not None}}
                     for m in value]
         try:
             return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words

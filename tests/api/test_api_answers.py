@@ -375,13 +375,18 @@ def test_the_fast_mode_check_loads_exactly_what_the_schema_loads():
             loaded = None
         assert loaded == expected
         if loaded is not None:
-            typed = ("cpu_mhz", "gpu_mhz", "emc_mhz", "nvpmodel_id", "power_budget_w", "gpu_share")
+            typed = ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz", "nvpmodel_id", "power_budget_w", "gpu_share")
             assert [type(m.get(k)) for m in loaded for k in typed] == [type(m.get(k)) for m in expected for k in typed]
 
     check()
     # A listed mode sent back as it came takes the fast path (50,000 of them took ~0.9 s through marshmallow).
     assert _plain_mode({"mode": "MAXN", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377.0, "emc_mhz": 2133.0,
                         "nvpmodel_id": 0, "power_budget_w": None, "gpu_share": 1.0})
+    # Whole numbers written as floats, as clients that build bodies from float columns send them, take it too
+    # (50,000 such modes took 2.9 s through marshmallow, 0.5 s on the fast path).
+    sent = {"mode": "MAXN", "cpu_cores": 8.0, "cpu_mhz": 2265.6, "gpu_mhz": 1377.0, "emc_mhz": 2133.0, "nvpmodel_id": 0.0}
+    assert _plain_mode(sent)
+    assert [type(v) for v in ModesField().deserialize([sent])[0].values()] == [str, int, float, float, float, int]
     # Found by the property above: a null label is refused by the schema, so the fast path must refuse it.
     null_label = [{"mode": None, "cpu_cores": 1, "cpu_mhz": 102.0, "gpu_mhz": 77, "emc_mhz": 204.0}]
     assert not _plain_mode(null_label[0])
