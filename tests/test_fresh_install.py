@@ -12,6 +12,7 @@ Skipped only when pip cannot reach a package index; a broken package or service 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,14 +80,57 @@ class FreshInstall:
 
 
 @pytest.fixture(scope="session")
-def fresh_install() -> Iterator[FreshInstall]:
-    """Build the venv once per test session, in a private directory (pytest's rotating basetemp can be
-    pruned by a concurrent pytest run in the same checkout)."""
-    root = Path(tempfile.mkdtemp(prefix="jetpredict-fresh-install-"))
+def fresh_install(testrun_uid: str) -> Iterator[FreshInstall]:
+    """The venv, built once per test run: xdist's workers each hold a session of their own, and work stealing
+    can hand this file's tests to several of them (run alone under ``-n 3`` it was built three times, 61-66 s
+    each). The first worker that asks builds it under a lock; the last one done with it removes it. It lies
+    in a private directory of its own (pytest's rotating basetemp can be pruned by a concurrent pytest run in
+    the same checkout)."""
+    root = Path(tempfile.gettempdir()) / f"jetpredict-fresh-install-{os.getuid()}-{testrun_uid}"
+    with _claimed(root):
+        if not (root / "built").exists():  # none yet, or a build that failed: the next worker tries again
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir(mode=0o700)
+            _build_fresh_install(root)
+            (root / "built").touch()
+        (root / "users").write_text(str(_users(root) + 1))
     try:
-        yield _build_fresh_install(root)
+        yield FreshInstall(root, root / "venv")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        with _claimed(root):
+            left = _users(root) - 1
+            (root / "users").write_text(str(left))
+            if left == 0:
+                shutil.rmtree(root, ignore_errors=True)
+
+
+def _users(root: Path) -> int:
+    """How many workers are using the venv under ``root`` now."""
+    return int((root / "users").read_text()) if (root / "users").exists() else 0
+
+
+@contextmanager
+def _claimed(root: Path) -> Iterator[None]:
+    """Held by one process at a time (an exclusive flock on ``root``'s lock file, beside it). A lock file the
+    last user removed while this process waited on it is left for the one now at that path."""
+    lock_path = root.with_suffix(".lock")
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                try:
+                    yield
+                finally:
+                    if not root.exists():
+                        lock_path.unlink(missing_ok=True)
+                return
+        finally:
+            os.close(fd)
 
 
 def _build_fresh_install(root: Path) -> FreshInstall:
