@@ -50,16 +50,50 @@ def opposite_regime(target: str) -> str:
     return "resnet18-cifar10" if target == CPU_BOUND_TARGET else CPU_BOUND_TARGET
 
 
-def references(real: pd.DataFrame, target: str) -> dict[str, DeviceReference]:
-    """The three references of ``target`` (none contains it; "other real" is the rest of ``real``)."""
-    twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
-    agx = load_device("agx-xavier")
-    return {
-        "other real": build_reference(real[real["workload"] != target], agx.id),
-        "opposite regime": build_reference(twin[twin["workload"] == opposite_regime(target)], agx.id),
-        "other device": derive_reference(build_reference(read_profile_csv(REFERENCE_DIR / "xavier-nx-simulated.csv"),
-                                                         "xavier-nx"), agx),
-    }
+#: The three references of a target, in the order :func:`references` and :func:`residual_cells` give them.
+CASES = ("other real", "opposite regime", "other device")
+
+
+class SimulatedReferences:
+    """The simulated references ("opposite regime", "other device"), each built on first use and kept by this
+    object: pass one to :func:`references` for every target of one computation so the simulated CSVs are read
+    and the shared references built once, not per target. Nothing outlives the object (no module cache that
+    an edited CSV could leave stale)."""
+
+    def __init__(self) -> None:
+        self._twin: pd.DataFrame | None = None
+        self._opposite: dict[str, DeviceReference] = {}
+        self._other_device: DeviceReference | None = None
+
+    def opposite_regime(self, target: str) -> DeviceReference:
+        """The twin's AGX Xavier sweep of the regime opposite to ``target``'s."""
+        workload = opposite_regime(target)
+        if workload not in self._opposite:
+            if self._twin is None:
+                self._twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
+            self._opposite[workload] = build_reference(self._twin[self._twin["workload"] == workload],
+                                                       load_device("agx-xavier").id)
+        return self._opposite[workload]
+
+    def other_device(self) -> DeviceReference:
+        """Xavier NX's simulated sweeps moved to AGX Xavier through device physics (the same for every target)."""
+        if self._other_device is None:
+            nx = build_reference(read_profile_csv(REFERENCE_DIR / "xavier-nx-simulated.csv"), "xavier-nx")
+            self._other_device = derive_reference(nx, load_device("agx-xavier"))
+        return self._other_device
+
+
+def references(real: pd.DataFrame, target: str, cases: Iterable[str] | None = None,
+               simulated: SimulatedReferences | None = None) -> dict[str, DeviceReference]:
+    """The references of ``target`` among :data:`CASES` (none contains it; "other real" is the rest of
+    ``real``), in that order. ``cases``: build only those (default all; other names are ignored).
+    ``simulated``: where the simulated ones are taken from (default a fresh :class:`SimulatedReferences`)."""
+    wanted = CASES if cases is None else tuple(cases)
+    simulated = SimulatedReferences() if simulated is None else simulated
+    build = {"other real": lambda: build_reference(real[real["workload"] != target], load_device("agx-xavier").id),
+             "opposite regime": lambda: simulated.opposite_regime(target),
+             "other device": simulated.other_device}
+    return {case: make() for case, make in build.items() if case in wanted}
 
 
 def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | None = None,
@@ -71,19 +105,19 @@ def residual_cells(sizes: Iterable[int] = (1, 2, 3, 4), cases: Iterable[str] | N
     real workloads to score (default all). ``excluded``: real workloads neither scored nor in any reference,
     so scales calibrated on these cells are out of sample for them."""
     excluded = tuple(excluded)
+    cases = None if cases is None else tuple(cases)  # read once per target
     real = real_targets()
     real = real[~real["workload"].isin(excluded)]
     scored = set(real["workload"]) if targets is None else [t for t in targets if t not in excluded]
     cells: dict[tuple[str, str, int], dict[str, np.ndarray]] = {}
+    simulated = SimulatedReferences()  # shared by the targets: the simulated references are built once
     for target in sorted(scored):
         rows = real[real["workload"] == target].reset_index(drop=True)
         # Held-out modes and readings taken once per target: each design only masks them.
         all_modes = ModeArrays.from_frame(rows)
         all_t_obs = rows["epoch_time_s"].to_numpy(float)
         all_e_obs = rows["epoch_energy_j"].to_numpy(float)
-        for case, ref in references(real, target).items():
-            if cases is not None and case not in cases:
-                continue
+        for case, ref in references(real, target, cases, simulated).items():
             for size in sizes:
                 parts: dict[str, list[np.ndarray]] = {k: [] for k in OUTPUTS}
                 for pick in map(list, itertools.combinations(range(len(rows)), size)):

@@ -42,5 +42,23 @@ def test_without_exclusion_other_real_holds_the_other_two():
     real = calibration.real_targets()
     assert set(calibration.references(real, "lenet5-mnist")["other real"].workloads) == {
         "mobilenetv3-gld23k", "resnet18-cifar10"}
-    only = calibration.references(real[real["workload"] != "resnet18-cifar10"], "lenet5-mnist")["other real"]
-    assert set(only.workloads) == {"mobilenetv3-gld23k"}
+    only = calibration.references(real[real["workload"] != "resnet18-cifar10"], "lenet5-mnist", ("other real",))
+    assert list(only) == ["other real"]  # only the asked reference is built
+    assert set(only["other real"].workloads) == {"mobilenetv3-gld23k"}
+
+
+def test_targets_of_one_computation_share_its_simulated_references(monkeypatch):
+    """The simulated references do not hold the target: one :class:`SimulatedReferences` builds each once for
+    every target (3 "other real", 2 twin regimes, 1 moved Xavier NX: 6 builds, not 9), and a fresh one per
+    call builds them again (an edited CSV is read again)."""
+    built = []
+    build = calibration.build_reference
+    monkeypatch.setattr(calibration, "build_reference", lambda rows, *a, **k: built.append(1) or build(rows, *a, **k))
+    real, simulated = calibration.real_targets(), calibration.SimulatedReferences()
+    refs = {t: calibration.references(real, t, simulated=simulated) for t in REAL}
+    assert len(built) == 6 and all(list(r) == list(calibration.CASES) for r in refs.values())
+    assert refs["mobilenetv3-gld23k"]["opposite regime"] is refs["resnet18-cifar10"]["opposite regime"]
+    assert refs["lenet5-mnist"]["opposite regime"].workloads == ("resnet18-cifar10",)
+    assert len({id(r["other device"]) for r in refs.values()}) == 1
+    fresh = calibration.references(real, "lenet5-mnist", ("other device",))["other device"]
+    assert len(built) == 7 and fresh is not refs["lenet5-mnist"]["other device"]
