@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jetpredict.models.atomic_files import (
     PairWriteError,
@@ -65,8 +65,11 @@ from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.mode_lists import detect_jetson_device, host_modes, modes_to_profile
-from jetpredict.profiler.powermode.base import PowerModeController, held_signals
+from jetpredict.profiler.powermode.base import PowerModeController, held_signals, take_mode_lock
 from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
+
+if TYPE_CHECKING:
+    from jetpredict.profiler.powermode.state import ModeLock
 
 #: /2: a mode's ``warmup`` and ``minibatches`` are columns (one list per field), written without indentation.
 JSON_FORMAT = "jetpredict-profile/2"
@@ -193,6 +196,9 @@ class CampaignParts:
     controller: PowerModeController | None = None
     settle_s: float = 0.0
     notes: list[str] = field(default_factory=list)  # in every mode's sidecar record (how clocks were held)
+    #: The power-mode lock taken before the workload was built (``--device jetson``), handed to the controller
+    #: as it is entered; released when the campaign ends should it never be (a failure before the first mode).
+    mode_lock: ModeLock | None = None
 
     @property
     def backend(self) -> TrainingBackend:
@@ -223,12 +229,19 @@ def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
     device_id = detect_jetson_device()
     device = load_device(device_id)
     modes = modes_to_profile(device, cfg.modes)
-    backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
-    controller = detect_controller("jetson", device_id, jetson_clocks=cfg.lock_clocks)  # may fail: before a meter
-    runner = RealTimeRunner(backend, detect_power_meter(device_id))
+    # The power-mode lock before the workload (torch's import, the network: seconds): a second run is refused
+    # at once; the campaign hands it to the controller it enters (:func:`_profile`).
+    lock = take_mode_lock()
+    try:
+        backend = TorchBackend(cfg.workload, cfg.batch_size, cfg.workers, cfg.data, seed=cfg.seed)
+        controller = detect_controller("jetson", device_id, jetson_clocks=cfg.lock_clocks)  # before a meter
+        runner = RealTimeRunner(backend, detect_power_meter(device_id))
+    except BaseException:
+        lock.release()
+        raise
     settle = SETTLE_S if cfg.settle_s is None else cfg.settle_s
     return CampaignParts(device_id, device, modes, runner, controller, settle,
-                         [] if cfg.lock_clocks else [UNLOCKED_CLOCKS_NOTE])
+                         [] if cfg.lock_clocks else [UNLOCKED_CLOCKS_NOTE], lock)
 
 
 def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
@@ -244,7 +257,8 @@ def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
 
 
 def build_parts(cfg: CampaignConfig) -> CampaignParts:
-    """Runner (backend + meters), controller and modes for ``--device host|jetson|sim:DEVICE``."""
+    """Runner (backend + meters), controller and modes for ``--device host|jetson|sim:DEVICE``. Jetson parts
+    hold the power-mode lock from before the workload is built (``mode_lock``): :func:`run_campaign` releases it."""
     kind = cfg.device.strip().lower()
     if not cfg.lock_clocks and kind != "jetson":  # the host's clocks are never pinned; the twin's always are
         raise InputError(f"--no-lock-clocks applies to --device jetson only; got {cfg.device!r}", "lock_clocks")
@@ -497,6 +511,8 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
         # The meters hold a tegrastats process or an NVML session: closed however the campaign ends, also
         # when it fails before the first mode (an unwritable --out), and after the mode is restored.
         owned.callback(parts.runner.close)
+        if parts.mode_lock is not None:  # a no-op once the controller released it on its way out
+            owned.callback(parts.mode_lock.release)
         rows = _profile(cfg, parts, settings, outputs)
     if cfg.upload:
         answer = upload.upload_rows(cfg.upload, json_safe(rows))
@@ -523,7 +539,10 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
     progress = _Progress(n * (settings.warmup + settings.minibatches), cfg.progress)
     try:
         with ExitStack() as stack:
-            # The controller restores the original mode on every exit; None leaves the mode alone.
+            # The controller restores the original mode on every exit; None leaves the mode alone. It claims the
+            # modes under the lock taken before the workload was built, and releases it once restored.
+            if parts.controller is not None and parts.mode_lock is not None:
+                parts.controller.hold_lock(parts.mode_lock)
             ctl = None if parts.controller is None else stack.enter_context(parts.controller)
             stack.callback(parts.backend.close)
             for k, mode in enumerate(modes, start=1):

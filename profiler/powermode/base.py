@@ -17,7 +17,8 @@ on the signal path is tried again on the exit path. Controllers that change the 
 when the restore on the way out fails, its :class:`RestoreFailedError` names that file and the command to run.
 They also hold the device's power-mode lock (:class:`profiler.powermode.state.ModeLock`) from the check for
 another run until they leave the block (their restore done, or ``keep``), so of two runs started at once the
-second is refused.
+second is refused; a campaign takes it before building its workload (:func:`take_mode_lock`) and hands it to
+its controller (:meth:`PowerModeController.hold_lock`), so that refusal comes before seconds of set-up.
 SIGTERM, SIGHUP and SIGQUIT end the run with :class:`SignalExit` (status 128 + the signal, as their default
 action would) once the mode is back, so a command line can say why it stopped.
 A state file ``jetpredict apply`` kept on purpose is not adopted: the run returns to the mode in force when
@@ -146,6 +147,21 @@ def _another_run(held: Any, earlier: Any) -> PrivilegedCommandError:
                                   f"wait for it to end{original}")
 
 
+def take_mode_lock() -> Any:
+    """The device's power-mode lock (:class:`~.state.ModeLock`), held from here; when another run holds it,
+    :class:`PrivilegedCommandError` naming that run (and its original mode once it has saved it)."""
+    from jetpredict.profiler.powermode import state as state_file
+
+    try:
+        return state_file.ModeLock.take()
+    except state_file.LockHeldError as err:
+        try:
+            holder = state_file.find_state()  # its original mode, when it has saved it yet
+        except state_file.StateFileError:
+            holder = None
+        raise _another_run(err, holder) from None
+
+
 class TrainingClockReader(Protocol):
     """What a campaign asks of the clocks read while training (:meth:`PowerModeController.training_clock`)."""
 
@@ -174,7 +190,8 @@ class PowerModeController(ABC):
         self._previous_handlers: dict[int, Any] = {}
         self._restore_lock = threading.RLock()
         self._owner_pid: int | None = None  # the process that saved the state; only it restores
-        self._lock: Any = None  # profiler.powermode.state.ModeLock, taken by remember(), released by __exit__
+        self._lock: Any = None  # profiler.powermode.state.ModeLock: taken by remember() (or given to hold_lock),
+        # released by __exit__
 
     def _is_owner(self) -> bool:
         """True in the process that saved the state (False in a child forked while inside)."""
@@ -245,19 +262,20 @@ class PowerModeController(ABC):
 
         # The lock first: checking for another run and writing our file must be one step, else two runs
         # started together both find no file, and each later "restores" the mode the other set.
-        try:
-            self._lock = state_file.ModeLock.take()
-        except state_file.LockHeldError as err:
-            try:
-                holder = state_file.find_state()  # its original mode, when it has saved it yet
-            except state_file.StateFileError:
-                holder = None
-            raise _another_run(err, holder) from None
+        if self._lock is None or not self._lock.held:
+            self._lock = take_mode_lock()
         try:
             self._claim_state(state_file)
         except BaseException:
             self._release_lock()
             raise
+
+    def hold_lock(self, lock: Any) -> None:
+        """Hold on to ``lock``, the power-mode lock (:func:`take_mode_lock`) taken before the block: a campaign
+        takes it before building its workload, so that a second run is refused in a second rather than once it
+        has built it. :meth:`remember` then takes no other, and it is released as its own would be (leaving the
+        block, a failed claim); its taker releases it should the block never be entered."""
+        self._lock = lock
 
     def _claim_state(self, state_file: Any) -> None:
         """:meth:`remember` for a persistent controller, under the lock: adopt, take over or write the file."""

@@ -467,6 +467,11 @@ class ModeLock:
             os.close(fd)
         raise LockHeldError(None)
 
+    @property
+    def held(self) -> bool:
+        """Whether this process holds it: taken here and not released (False in a process forked meanwhile)."""
+        return self.fd >= 0 and self.pid == os.getpid()
+
     def note_child(self, pid: int | None) -> None:
         """Record this holder's pid and ``pid``, the privileged command it has running (None: none)."""
         if self.pid != os.getpid() or self.fd < 0 or not self.writable:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from fakes import ORIGINAL_ID, finish, start_cli
 from jetpredict.models.catalogue import load_device
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.campaign import CampaignConfig, run_campaign
 from jetpredict.profiler.powermode import PrivilegedCommandError, detect_controller
 from jetpredict.profiler.powermode import state as state_file
 from jetpredict.profiler.powermode.recovery import RunStillActive, restore_unfinished
@@ -102,6 +104,47 @@ def test_restore_refuses_while_a_run_holds_the_lock(xavier_30w):
         with pytest.raises(RunStillActive, match=f"another jetpredict run \\(pid {os.getpid()}\\)"):
             restore_unfinished()
         assert xavier_30w.read("/var/lib/nvpmodel/status") == "pmode:0000"  # the run's mode, not put back under it
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+
+
+def _failing_workload(tmp_path: Path, monkeypatch) -> tuple[CampaignConfig, Path]:
+    """A profile of MODE_10W whose workload's module leaves the returned file when imported and whose factory
+    fails: what says whether the campaign ever looked at its workload."""
+    imported = tmp_path / "imported"
+    (tmp_path / "never_built_model.py").write_text(
+        f"open({str(imported)!r}, 'w').close()\n\n\ndef make():\n    raise AssertionError('built')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = CampaignConfig(device="jetson", workload="never_built_model:make", out=tmp_path / "second.csv",
+                         modes="MODE_10W", batch_size=2, workers=0, warmup=0, minibatches=1, settle_s=0,
+                         progress=False)
+    return cfg, imported
+
+
+def test_a_second_profile_is_refused_before_it_builds_its_workload(xavier_30w, tmp_path, monkeypatch):
+    """A second ``profile`` met the lock only as it entered its controller, once torch was imported and its
+    network built (5-7 s for a refusal): it is refused first, with the message the controller gives."""
+    second, imported = _failing_workload(tmp_path, monkeypatch)
+    first = detect_controller("jetson")
+    with first:
+        first.apply(load_device("agx-xavier").preset("MAXN"))
+        with pytest.raises(PrivilegedCommandError) as refusal:
+            run_campaign(second)
+        original = state_file.find_state().describe()  # the first run's, named in the refusal
+    assert str(refusal.value) == (f"another jetpredict run (pid {os.getpid()}) is changing power modes on this "
+                                  f"device; wait for it to end (original mode: {original})")
+    assert not imported.exists() and not (tmp_path / "second.csv").exists()
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    assert xavier_30w.state_files() == []
+
+
+def test_a_profile_whose_workload_fails_to_build_leaves_the_lock_free(xavier_30w, tmp_path, monkeypatch):
+    """The lock a profile takes before building its workload goes with the failed build: no lock file stays
+    and the next run takes it."""
+    cfg, imported = _failing_workload(tmp_path, monkeypatch)
+    with pytest.raises(InputError, match=r"its factory make\(\) failed"):
+        run_campaign(cfg)
+    assert imported.exists() and xavier_30w.state_files() == []
+    state_file.ModeLock.take().release()
     assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
 
 
