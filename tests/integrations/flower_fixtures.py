@@ -101,10 +101,13 @@ class FlowerProcesses:
                                    env=self.env, capture_output=True, text=True, timeout=120)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         end = time.monotonic() + limit_s
-        while (not results.exists() and time.monotonic() < end and all(p.poll() is None for p in self.procs)
+        while (not _complete_json(results) and time.monotonic() < end and all(p.poll() is None for p in self.procs)
                and "Finished task" not in (self.tmp_path / "superlink.log").read_text(errors="replace")):
-            time.sleep(1.0)
-        time.sleep(0.5)  # the ServerApp writes the file in one call; let it close
+            time.sleep(RESULTS_POLL_S)
+        # Stopped by the run's end or a process's exit: a file still being written gets the time to close.
+        grace = time.monotonic() + RESULTS_GRACE_S
+        while not _complete_json(results) and time.monotonic() < grace:
+            time.sleep(RESULTS_POLL_S)
         if not results.exists():
             run_id = re.search(r"started run (\d+)", submitted.stdout)
             raise AssertionError(f"the ServerApp wrote no results (limit {limit_s:g} s); the run's log:\n"
@@ -134,6 +137,22 @@ class FlowerProcesses:
                 proc.wait(timeout=15)
         for log in self._logs:
             log.close()
+
+
+#: How often (s) run_app looks for the results file, and how long (s) it still waits for one being written.
+RESULTS_POLL_S, RESULTS_GRACE_S = 0.1, 0.5
+
+
+def _complete_json(path: Path) -> bool:
+    """Whether ``path`` holds a whole JSON document: the ServerApp writes its results in one call, and a
+    part-written object lacks its closing brace, so it does not parse."""
+    import json
+
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):  # not there yet, or cut mid-write (UnicodeDecodeError is one too)
+        return False
+    return True
 
 
 def _listening(port: int) -> bool:
