@@ -215,7 +215,7 @@ def compare_target(real: pd.DataFrame, target: str, picks: list[tuple[int, ...]]
     form on :func:`mlp_references`. ``singles_for``: designs (labels) that also keep each MLP seed's own MAPE."""
     rows = real[real["workload"] == target].reset_index(drop=True)
     if reference is None:
-        reference = real_cv.references(real)[(target, "other real")]
+        reference = real_cv.references(real, ("other real",))[(target, "other real")]
     pretrained = {m: PowerTrainMLP(**(mlp or {})).pretrain(r) for m, r in mlp_references(real, target).items()}
     out = []
     for pick in picks:
@@ -313,7 +313,7 @@ def exit_status(verdict: list[dict]) -> int:
 def real_comparison(rows: pd.DataFrame, sample: int | None = DEFAULT_SAMPLE) -> dict:
     """Every target scored by every method on the named 4-mode designs and on every (or a seeded
     ``sample`` of) 4-mode design(s) of a-j; their summary, verdicts and seconds per design."""
-    refs = real_cv.references(rows)
+    refs = real_cv.references(rows, ("other real",))
     named = {label: modes for label, modes in named_designs(rows).items() if len(modes) == DESIGN_SIZE}
     scores, design_sets, seconds = [], {}, {}
     for target in TARGETS:

@@ -55,9 +55,8 @@ import pandas as pd
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
-from jetpredict.predictor import bundled, calibration  # noqa: E402
+from jetpredict.predictor import bundled  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload  # noqa: E402
-from jetpredict.predictor.reference import DeviceReference  # noqa: E402
 from real_cv_report import (  # noqa: E402
     COVERAGE_BAR,
     cost_lines,
@@ -80,23 +79,15 @@ from real_cv_scoring import (  # noqa: E402
     out_of_sample_scales,
     per_mode_bias,
     predict,
-    references,  # noqa: F401 - bench/accuracy.py takes every (target, case) reference as real_cv.references
+    references,
     score_design,
     summarise,
 )
 from results_io import report_targets, write_results  # noqa: E402
 
 
-def case_references(real: pd.DataFrame, cases) -> dict[tuple[str, str], DeviceReference]:
-    """Each (target, case) reference of ``cases`` only (the other cases' are not built), the simulated
-    ones built once for every target."""
-    simulated = calibration.SimulatedReferences()
-    return {(target, case): ref for target in TARGETS
-            for case, ref in calibration.references(real, target, cases, simulated).items()}
-
-
 def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
-    refs = case_references(real, cases)
+    refs = references(real, cases)
     results = []
     for target in TARGETS:
         rows = real[real["workload"] == target].reset_index(drop=True)
@@ -119,7 +110,7 @@ def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
 def unmetered(real: pd.DataFrame) -> list[dict]:
     """Every 4-mode design per target, timed without a power meter, with the other real workloads as
     reference: power and energy from the reference's power model, scored against the measured ones."""
-    refs = case_references(real, ("other real",))
+    refs = references(real, ("other real",))
     out = []
     for target in TARGETS:
         rows = real[real["workload"] == target].reset_index(drop=True)
@@ -135,7 +126,7 @@ def leave_one_mode_out(real: pd.DataFrame) -> list[dict]:
     """The form check: each workload fitted on 9 of its modes (the other real workloads as reference)
     predicts the 10th; per output (time, energy, power) and component (stall, compute) the mean and max
     error (%), and the per-mode time and energy errors."""
-    refs = case_references(real, ("other real",))
+    refs = references(real, ("other real",))
     names = [name for _, name in OUTPUTS] + list(COMPONENTS[:2])
     out = []
     for target in TARGETS:
@@ -172,7 +163,7 @@ def named_designs(real: pd.DataFrame) -> dict[str, list[str]]:
 
 def named(real: pd.DataFrame, cases) -> list[dict]:
     """Time/energy/power MAPE, coverage and width of each named design, per target and reference."""
-    refs = case_references(real, cases)
+    refs = references(real, cases)
     out = []
     for label, modes in named_designs(real).items():
         for target in TARGETS:
@@ -191,7 +182,7 @@ def named(real: pd.DataFrame, cases) -> list[dict]:
 def cross_device(real: pd.DataFrame) -> list[dict]:
     """Real cross-device checks: a model fitted on one device predicts a real row of another."""
     cross = read_profile_csv(CROSS_CSV)
-    refs = case_references(real, ("other real",))
+    refs = references(real, ("other real",))
 
     def row_of(device: str, workload: str) -> pd.DataFrame:
         return cross[(cross["device"] == device) & (cross["workload"] == workload)].reset_index(drop=True)

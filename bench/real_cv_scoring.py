@@ -48,9 +48,12 @@ def power_of(rows: pd.DataFrame) -> np.ndarray:
     return np.where(np.isnan(p), rows["epoch_energy_j"].to_numpy(float) / rows["epoch_time_s"].to_numpy(float), p)
 
 
-def references(real: pd.DataFrame) -> dict[tuple[str, str], object]:
-    """Each (target, case) reference, built once (none contains the target workload)."""
-    return {(target, case): ref for target in TARGETS for case, ref in calibration.references(real, target).items()}
+def references(real: pd.DataFrame, cases: tuple[str, ...] | None = None) -> dict[tuple[str, str], object]:
+    """Each (target, case) reference of ``cases`` (default all), built once, the simulated ones once for every
+    target; the other cases' are not built (none contains the target workload)."""
+    simulated = calibration.SimulatedReferences()
+    return {(target, case): ref for target in TARGETS
+            for case, ref in calibration.references(real, target, cases, simulated).items()}
 
 
 def out_of_sample_scales(sizes: tuple[int, ...] = SIZES) -> dict[str, dict[int, IntervalScales]]:
