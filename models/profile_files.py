@@ -147,16 +147,25 @@ ITEM_NAMES = ("item", "items", -1)
 def read_profile_json(payload: object, path: str | Path | None = None, flag: str = "profiles") -> pd.DataFrame:
     """Validate rows given as JSON: a list of row objects, or ``{"rows": [...]}``. ``path``: the file of
     ``--flag`` they came from, which errors then name, with each bad row as its ``item N`` (from 0)."""
-    if isinstance(payload, Mapping):
-        payload = payload.get("rows")
-    if not isinstance(payload, list):
+    return _validate_json_rows(_json_rows(payload), path, flag)
+
+
+def _json_rows(payload: object) -> object:
+    """The rows of a JSON payload: ``{"rows": [...]}``'s, or the payload itself (a non-list is refused by
+    :func:`_validate_json_rows`)."""
+    return payload.get("rows") if isinstance(payload, Mapping) else payload
+
+
+def _validate_json_rows(rows: object, path: str | Path | None, flag: str) -> pd.DataFrame:
+    """Validate the unwrapped rows of :func:`read_profile_json`'s payload (its ``path`` and ``flag``)."""
+    if not isinstance(rows, list):
         if path is None:
             raise InputError("profile rows must be a JSON list of row objects", "rows")
         raise InputError(f"--{flag} file {path} holds no profile rows: expected a JSON list of row objects "
                          "or {\"rows\": [...]}", flag)
     if path is None:
-        return validate_records(payload)
-    return validate_records(payload, what=f"--{flag} {path}", names=ITEM_NAMES)
+        return validate_records(rows)
+    return validate_records(rows, what=f"--{flag} {path}", names=ITEM_NAMES)
 
 
 def _duplicates(header: Sequence[str]) -> list[str]:
@@ -171,7 +180,7 @@ def read_profile_rows(path: str | Path, flag: str = "profiles") -> pd.DataFrame:
     an error about the file names the flag the user typed.
     """
     if is_json_path(path):
-        return read_profile_json(_nan_numbers_as_text(_read_json_file(path, flag)), path, flag)
+        return _validate_json_rows(_nan_numbers_as_text(_json_rows(_read_json_file(path, flag))), path, flag)
     return read_profile_csv(path, flag)
 
 
@@ -184,16 +193,15 @@ _NUMBER_COLUMNS = frozenset({name for name, field in FIELD_BY_NAME.items() if fi
                             | set(PASS_THROUGH_NUMBERS))
 
 
-def _nan_numbers_as_text(payload: object) -> object:
-    """``payload`` with a NaN in a row's number column put back as its literal ``NaN``, which the rules
-    refuse as the CSV reader's ``nan`` ("must be a finite number"): in a file it can only be written, but
-    as a float the rules read it as an empty cell ("is required and empty"). Text columns keep the float."""
-    rows = payload.get("rows") if isinstance(payload, Mapping) else payload
+def _nan_numbers_as_text(rows: object) -> object:
+    """``rows`` (unwrapped by :func:`_json_rows`) with a NaN in a row's number column put back as its literal
+    ``NaN``, which the rules refuse as the CSV reader's ``nan`` ("must be a finite number"): in a file it
+    can only be written, but as a float the rules read it as an empty cell ("is required and empty"). Text
+    columns keep the float."""
     if not isinstance(rows, list):
-        return payload  # read_profile_json names what the file lacks
-    rows = [{key: JSON_NAN if key in _NUMBER_COLUMNS and isinstance(value, float) and math.isnan(value) else value
+        return rows  # _validate_json_rows names what the file lacks
+    return [{key: JSON_NAN if key in _NUMBER_COLUMNS and isinstance(value, float) and math.isnan(value) else value
              for key, value in row.items()} if isinstance(row, Mapping) else row for row in rows]
-    return {**payload, "rows": rows} if isinstance(payload, Mapping) else rows
 
 
 def is_json_path(path: str | Path) -> bool:
