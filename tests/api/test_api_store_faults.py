@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -252,8 +253,11 @@ def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_p
 
 
 #: Both ways an upload stores: optimistic tries, or straight to the write lock (as after three lost tries).
-UPLOAD_PATHS = pytest.mark.parametrize("optimistic_tries", [workloads_module._OPTIMISTIC_TRIES, 0],
-                                       ids=["optimistic", "locked"])
+@pytest.fixture(params=[workloads_module._OPTIMISTIC_TRIES, 0], ids=["optimistic", "locked"])
+def take_upload_path(request, monkeypatch) -> Callable[[], None]:
+    """Each test once per upload path: optimistic tries first, or (0) straight to the store's lock. Calling the
+    function returned sends the uploads from then on down that path (a test's setup uploads take the default)."""
+    return lambda: monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", request.param)
 
 
 def _stale_split_source_upload(tmp_path) -> list[dict]:
@@ -269,14 +273,12 @@ def _stale_split_source_upload(tmp_path) -> list[dict]:
     return rows
 
 
-@UPLOAD_PATHS
-def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and_keep_it(tmp_path, monkeypatch,
-                                                                                       optimistic_tries):
+def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and_keep_it(tmp_path, take_upload_path):
     """Rows stored already, uploaded again without a key onto a fit stored without ``split_source``: the fit is
     refreshed (as reading does) before the answer is made and kept for replays, so neither that answer nor a
     retry of it says null, before or after a read refreshed the fit."""
     rows = _stale_split_source_upload(tmp_path)
-    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+    take_upload_path()
     client = sqlite_app(tmp_path).test_client()
     again = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
     assert again.status_code == 201 and again.json["rows_stored"] == 0, again.json
@@ -287,14 +289,13 @@ def test_rows_uploaded_again_onto_a_fit_stored_before_split_source_answer_it_and
     assert retry.json == again.json, retry.json
 
 
-@UPLOAD_PATHS
 def test_an_upload_answer_null_where_its_schema_requires_a_value_is_not_kept_for_replays(tmp_path, monkeypatch,
-                                                                                          optimistic_tries):
+                                                                                          take_upload_path):
     """Where the stale fit cannot be refreshed first (here the store does not take the refresh, as when the
     workload changed meanwhile), the answer says null once, and a retry, after a read refreshed the fit, is
     answered afresh rather than replaying the null."""
     rows = _stale_split_source_upload(tmp_path)
-    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+    take_upload_path()
     app = sqlite_app(tmp_path)
     client, storage = app.test_client(), app.extensions["jetpredict"].storage
     refresh_fit = storage.refresh_fit
@@ -317,10 +318,8 @@ def _stored_answers(tmp_path) -> list[dict]:
     return answers
 
 
-@UPLOAD_PATHS
 @pytest.mark.parametrize("key", ["stale-answer", None])
-def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew(tmp_path, monkeypatch, key,
-                                                                                  optimistic_tries):
+def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew(tmp_path, key, take_upload_path):
     """An upload of two workloads whose answer was kept (as their fits were stored) before ``split_source`` was:
     its retry, under the same key or (no key) the same rows, is answered afresh from the refreshed fits, nothing
     stored again, and the new answer is kept under the same keys, so the next retry replays it."""
@@ -331,7 +330,7 @@ def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew
     app.extensions["jetpredict"].storage.dispose()
     _drop_split_source(str(tmp_path / "jetpredict.sqlite"), answers=True)
     assert len(_stored_answers(tmp_path)) == 2
-    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+    take_upload_path()
     client = sqlite_app(tmp_path).test_client()
     fresh = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
     assert fresh.status_code == 201 and fresh.headers[REPLAYED_HEADER] == "false", fresh.json
@@ -345,9 +344,8 @@ def test_an_answer_kept_before_split_source_was_is_answered_afresh_and_kept_anew
     assert replay.json == fresh.json
 
 
-@UPLOAD_PATHS
-def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the_part_kept(tmp_path, monkeypatch,
-                                                                                        optimistic_tries):
+def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the_part_kept(tmp_path,
+                                                                                        take_upload_path):
     """Two workloads uploaded under a key, one deleted since, the other's fit and the kept answer from before
     ``split_source`` was: the retry stores the deleted part again and answers the kept part from its refreshed fit
     (before, the kept part answered null, and so nothing was kept for the next retry)."""
@@ -359,7 +357,7 @@ def test_a_retry_that_stores_a_deleted_part_again_refreshes_the_stale_fit_of_the
     assert client.delete("/v1/workloads/w-b", headers=AUTH).status_code == 204
     app.extensions["jetpredict"].storage.dispose()
     _drop_split_source(str(tmp_path / "jetpredict.sqlite"), answers=True)
-    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+    take_upload_path()
     client = sqlite_app(tmp_path).test_client()
     retry = client.post("/v1/profiles", json={"rows": rows}, headers=headers)
     assert retry.status_code == 201 and retry.headers[REPLAYED_HEADER] == "false", retry.json
@@ -381,11 +379,9 @@ def _drop_device_split_source(storage: Storage, workload_id: str, device: str) -
         conn.execute(table.update().where(table.c.id == workload_id).values(fit=fit))
 
 
-@UPLOAD_PATHS
 @pytest.mark.parametrize("key", ["other-device", None])
 @pytest.mark.parametrize("stale", ["orin-nano", "nano"], ids=["first-device-stale", "second-device-stale"])
-def test_new_rows_of_one_device_onto_a_stale_fit_of_the_other_answer_no_null(make_app, monkeypatch, optimistic_tries,
-                                                                              key, stale):
+def test_new_rows_of_one_device_onto_a_stale_fit_of_the_other_answer_no_null(make_app, take_upload_path, key, stale):
     """A workload with rows of two devices, one device's stored fit from before ``split_source`` was kept, given new
     rows of its other device only (the optimistic path refits that device and leaves the stale fit stored; reads
     refresh it): no answer says null where a fresh fit states a value: the upload's, its replay, GET
@@ -398,7 +394,7 @@ def test_new_rows_of_one_device_onto_a_stale_fit_of_the_other_answer_no_null(mak
     for device in ("orin-nano", "nano"):  # the Orin Nano is the workload's first device
         assert upload(client, device_rows(device)).status_code == 201
     _drop_device_split_source(app.extensions["jetpredict"].storage, WORKLOAD, stale)
-    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+    take_upload_path()
     client = make_app().test_client()  # a service started on the stored state (no fit cached)
     new_rows_device = "nano" if stale == "orin-nano" else "orin-nano"
     rows, headers = device_rows(new_rows_device, start=1), {"Idempotency-Key": key} if key else {}
