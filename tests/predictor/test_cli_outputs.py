@@ -25,6 +25,14 @@ def _predict_all(work: Path, out: Path) -> list[str]:
     return ["predict", "--model", str(work / "resnet.json"), "--all", "--out", str(out)]
 
 
+def _verb_argv(work: Path, verb: str) -> list[str]:
+    """The argv of ``verb`` (fit, predict, plan or recommend) on ``work``'s fit, before any --out or --plot."""
+    return {"fit": ["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv")],
+            "predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
+            "plan": ["plan", "--device", "agx-xavier", "--budget", "2"],
+            "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time"]}[verb]
+
+
 def test_an_interrupted_or_failed_write_leaves_the_previous_file(work, tmp_path, monkeypatch, capsys):
     """The answer is written once complete: Ctrl-C while the table is written, or a full disk, used to leave
     a cut-off CSV that ``--modes`` then read as a shorter table (4,686 of 29,232 rows)."""
@@ -98,10 +106,7 @@ def test_out_a_fifo_no_process_reads_is_refused_at_once(work, tmp_path, capsys, 
         pytest.importorskip("matplotlib", reason="--plot needs the [plot] extra (in [dev])")
     fifo = tmp_path / ("pipe.svg" if flag == "plot" else "pipe")  # a plot's format is its file's
     os.mkfifo(fifo)
-    argv = {"predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
-            "plan": ["plan", "--device", "agx-xavier", "--budget", "2"],
-            "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time"]}[verb]
-    code = _run_bounded([*argv, f"--{flag}", str(fifo)], fifo)
+    code = _run_bounded([*_verb_argv(work, verb), f"--{flag}", str(fifo)], fifo)
     err = capsys.readouterr().err
     assert code == 2 and f"cannot write --{flag} {fifo}: no process reads the FIFO" in err, (code, err)
     assert "previous file" not in err and stat.S_ISFIFO(fifo.stat().st_mode)
@@ -159,11 +164,7 @@ def test_an_empty_out_is_named_as_profile_names_it(work, tmp_path, capsys, monke
     """``--out ''`` said 'Is a directory while writing . and its manifest ..json' (fit) or 'Is a directory'
     after the work (predict, plan, recommend); an empty --plot drew nothing and said nothing."""
     monkeypatch.chdir(tmp_path)
-    argv = {"fit": ["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv")],
-            "predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
-            "plan": ["plan", "--device", "agx-xavier", "--budget", "2"],
-            "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time"]}[verb]
-    code = main([*argv, flag, ""] + (["--out", str(tmp_path / "r.csv")] if flag == "--plot" else []))
+    code = main([*_verb_argv(work, verb), flag, ""] + (["--out", str(tmp_path / "r.csv")] if flag == "--plot" else []))
     err = capsys.readouterr().err
     assert code == 2 and f"{flag} is empty: give a file" in err and "directory" not in err, err
     assert list(tmp_path.iterdir()) == []
@@ -236,11 +237,8 @@ def test_an_out_whose_folder_is_a_file_names_that_file(work, tmp_path, capsys, m
     worked: list[str] = []
     for module, name in ((bundled, "fit_workload"), (service, "predict"), (service, "recommend")):
         monkeypatch.setattr(module, name, _recording(getattr(module, name), name, worked))
-    argv = {"fit": ["fit", "--device", "agx-xavier", "--profiles", str(work / "resnet.csv")],
-            "predict": ["predict", "--model", str(work / "resnet.json"), "--presets"],
-            "recommend": ["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
-                          "--out", str(tmp_path / "r.csv")]}[verb]
-    code = main([*argv, flag, out])
+    answer = ["--out", str(tmp_path / "r.csv")] if flag == "--plot" else []
+    code = main([*_verb_argv(work, verb), *answer, flag, out])
     err = capsys.readouterr().err
     assert code == 2 and f"{flag} {out}: p.csv is a file, not a folder" in err, err
     assert Path("p.csv").read_text() == "a file\n"
