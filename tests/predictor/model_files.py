@@ -13,18 +13,22 @@ from jetpredict.predictor import artifacts
 from jetpredict.predictor.bundled import load_model
 
 
-def forge(path: Path, data: bytes, fmt: str = artifacts.FORMAT, kind: str = "workload-model") -> None:
+def forge(path: Path, data: bytes, fmt: str = artifacts.FORMAT, kind: str = "workload-model",
+          manifest: dict[str, object] | None = None) -> None:
     """Write ``data`` at ``path`` with a manifest that checks out (anyone can recompute a SHA-256 and copy the
-    device and workload the file states, which a manifest must hold: artifacts.MANIFEST_REQUIRED)."""
+    device and workload the file states, which a manifest must hold: artifacts.MANIFEST_REQUIRED).
+    ``manifest``: the fields to write instead of those (``fmt`` and ``kind`` unused), as a saved manifest
+    edited by hand; its SHA-256 is recomputed all the same."""
     path.write_bytes(data)
-    try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        doc = None
-    stated = {key: doc[doc_key] for key, doc_key in artifacts.MANIFEST_MATCHES.items()
-              if key in artifacts.MANIFEST_REQUIRED and isinstance(doc, dict) and doc_key in doc}
-    artifacts.manifest_path(path).write_text(json.dumps({
-        "format": fmt, "kind": kind, "sha256": artifacts.sha256_bytes(data), **stated}))
+    if manifest is None:
+        try:
+            doc = json.loads(data)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            doc = None
+        stated = {key: doc[doc_key] for key, doc_key in artifacts.MANIFEST_MATCHES.items()
+                  if key in artifacts.MANIFEST_REQUIRED and isinstance(doc, dict) and doc_key in doc}
+        manifest = {"format": fmt, "kind": kind, **stated}
+    artifacts.manifest_path(path).write_text(json.dumps({**manifest, "sha256": artifacts.sha256_bytes(data)}))
 
 
 def assert_refused_at_load(path: Path, message: str, label: str, capsys) -> None:

@@ -191,15 +191,6 @@ def _saved(tmp_path, doc: dict) -> tuple:
     return path, json.loads(manifest_path(path).read_text())
 
 
-def _rewrite(path, body: dict, manifest: dict) -> None:
-    """``body`` at ``path`` and ``manifest`` beside it, its SHA-256 recomputed (as anyone can)."""
-    from jetpredict.predictor.artifacts import manifest_path, sha256_bytes
-
-    data = json.dumps(body).encode()
-    path.write_bytes(data)
-    manifest_path(path).write_text(json.dumps({**manifest, "sha256": sha256_bytes(data)}))
-
-
 @pytest.mark.parametrize(("key", "value", "body_key"), [
     ("device_id", "orin-nano", "device"), ("workload_id", "lenet5-mnist", "workload_id"),
     ("schema", "jetpredict-model/99", "schema")])
@@ -207,7 +198,7 @@ def test_a_manifest_that_disagrees_with_its_model_file_is_refused(tmp_path, doc,
     """The manifest describes its file: one naming another device, workload or schema than the file holds
     was ignored (the file loaded and predicted under its own labels)."""
     path, manifest = _saved(tmp_path, doc)
-    _rewrite(path, doc, {**manifest, key: value})
+    forge(path, json.dumps(doc).encode(), manifest={**manifest, key: value})
     assert_refused_at_load(path, f": its manifest m.json.json has {key} {value!r} but the file has {body_key} "
                                  f"{doc[body_key]!r}: they must be equal", key, capsys)
 
@@ -218,10 +209,10 @@ def test_a_model_relabelled_to_another_device_is_refused(tmp_path, doc, capsys):
     manifest left as written, the manifest names the edit; relabelled too, the training rows do."""
     path, manifest = _saved(tmp_path, doc)
     relabelled = {**doc, "device": "orin-nano"}
-    _rewrite(path, relabelled, manifest)
+    forge(path, json.dumps(relabelled).encode(), manifest=manifest)
     assert_refused_at_load(path, ": its manifest m.json.json has device_id 'agx-xavier' but the file has device "
                                  "'orin-nano'", "manifest kept", capsys)
-    _rewrite(path, relabelled, {**manifest, "device_id": "orin-nano"})
+    forge(path, json.dumps(relabelled).encode(), manifest={**manifest, "device_id": "orin-nano"})
     assert_refused_at_load(path, ".training_rows[0].device must be 'orin-nano' (the model's device, where its "
                                  "rows ran), not 'agx-xavier'", "manifest relabelled", capsys)
 
