@@ -191,3 +191,18 @@ def test_a_jetson_profile_sidecar_given_as_model_is_told_to_fit_it(work, tmp_pat
     err = capsys.readouterr().err
     assert code == 2 and f"fit it first: jetpredict fit --device agx-xavier --profiles {sidecar}" in err, err
     assert "manifest" not in err, err
+
+
+@pytest.mark.parametrize("argv", [["predict", "--presets"], ["recommend", "--objective", "min-time"]],
+                         ids=["predict", "recommend"])
+def test_a_profile_csv_whose_rows_cannot_be_read_is_told_to_fit_it_naming_no_device(work, tmp_path, capsys, argv):
+    """A profile CSV given as the model whose rows cannot be read (a byte past its header is not UTF-8): its
+    header says what it is, but no row says on which device it ran, so the fit command leaves DEVICE to fill."""
+    given = tmp_path / "resnet.csv"
+    given.write_bytes((work / "resnet.csv").read_bytes().rstrip(b"\n") + b"\xff\n")
+    code = main([argv[0], "--model", str(given), *argv[1:]])
+    err = capsys.readouterr().err
+    assert code == 2 and (f"--model {given} looks like a profile CSV (its header has device, workload, "
+                          f"epoch_time_s); fit it first: jetpredict fit --device DEVICE --profiles {given} --out "
+                          "model.json, then --model model.json") in err, err
+    assert "fit refuses them" not in err and "manifest" not in err, err
