@@ -156,8 +156,10 @@ _MODES_SCHEMA = ModeInSchema(many=True)  # built once: schema construction costs
 _MODE_KEYS = frozenset(("mode", *MODE_FIELDS, *LISTED_MODE_FIELDS))
 #: The listing's number fields the schema loads as floats, each with whether the schema takes null.
 _LISTED_NUMBERS = {k: _MODES_SCHEMA.fields[k].allow_none for k in ("power_budget_w", "gpu_share")}
-#: The fields the schema loads as ints (whole floats such as 8.0 included).
-_WHOLE_NUMBERS = tuple(k for k, f in _MODES_SCHEMA.fields.items() if isinstance(f, JsonInteger))
+#: The type the schema gives each number field of a mode object, what the fast path converts to: ints for its
+#: whole-number fields (8.0 included), floats for the clocks and the listing's numbers.
+_LOADED_TYPES = {**{k: int for k, f in _MODES_SCHEMA.fields.items() if isinstance(f, JsonInteger)},
+                 **dict.fromkeys((*MODE_FIELDS[1:], *_LISTED_NUMBERS), float)}
 
 
 def _whole(x: object) -> bool:
@@ -212,9 +214,8 @@ class ModesField(fields.Field):
         if not 1 <= len(value) <= MAX_MODES:
             raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
         if all(_plain_mode(m) for m in value):
-            # What the schema would return: whole numbers as ints, clocks and the listing's numbers as floats.
-            return [{**m, **{k: int(m[k]) for k in _WHOLE_NUMBERS if m.get(k) is not None},
-                     **{k: float(m[k]) for k in (*MODE_FIELDS[1:], *_LISTED_NUMBERS) if m.get(k) is not None}}
+            # What the schema would return (_LOADED_TYPES).
+            return [{**m, **{k: kind(m[k]) for k, kind in _LOADED_TYPES.items() if m.get(k) is not None}}
                     for m in value]
         try:
             return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words

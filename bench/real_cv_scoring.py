@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REAL_CSV = ROOT / "models" / "reference" / "agx-xavier-published.csv"
 CROSS_CSV = Path(__file__).resolve().parent / "data" / "published_cross_device.csv"
 TARGETS = ("resnet18-cifar10", "mobilenetv3-gld23k", "lenet5-mnist")
-CASES = ("other real", "opposite regime", "other device")
+CASES = calibration.CASES
 SIZES = (1, 2, 3, 4)
 #: Quantities scored: (prediction column, short name).
 OUTPUTS = (("epoch_time_s", "time"), ("epoch_energy_j", "energy"), ("avg_power_w", "power"))

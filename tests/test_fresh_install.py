@@ -88,10 +88,14 @@ def fresh_install(testrun_uid: str) -> Iterator[FreshInstall]:
     the same checkout)."""
     root = Path(tempfile.gettempdir()) / f"jetpredict-fresh-install-{os.getuid()}-{testrun_uid}"
     with _claimed(root):
-        if not (root / "built").exists():  # none yet, or a build that failed: the next worker tries again
+        if not (root / "built").exists():  # none yet, or one whose builder was killed: built again here
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(mode=0o700)
-            _build_fresh_install(root)
+            try:
+                _build_fresh_install(root)
+            except BaseException:  # a skip (no package index) or a failure leaves nothing behind
+                shutil.rmtree(root, ignore_errors=True)
+                raise
             (root / "built").touch()
         (root / "users").write_text(str(_users(root) + 1))
     try:
@@ -133,7 +137,7 @@ def _claimed(root: Path) -> Iterator[None]:
             os.close(fd)
 
 
-def _build_fresh_install(root: Path) -> FreshInstall:
+def _build_fresh_install(root: Path) -> None:
     src = root / "src"
     shutil.copytree(ROOT, src, ignore=lambda d, names: [
         n for n in names if (Path(d) == ROOT and n in NOT_SHIPPED) or n == "__pycache__"
@@ -170,7 +174,6 @@ def _build_fresh_install(root: Path) -> FreshInstall:
     warm = subprocess.run([str(venv / "bin" / "python"), "-c", "import jetpredict.api.app"], capture_output=True,
                           text=True, timeout=120, cwd=root, env=clean_env())
     assert warm.returncode == 0, f"the installed package does not import:\n{warm.stderr[-3000:]}"
-    return FreshInstall(root, venv)
 
 
 def free_port() -> int:

@@ -474,7 +474,7 @@ class ModeLock:
 
     def note_child(self, pid: int | None) -> None:
         """Record this holder's pid and ``pid``, the privileged command it has running (None: none)."""
-        if self.pid != os.getpid() or self.fd < 0 or not self.writable:
+        if not self.held or not self.writable:
             return
         started = None if pid is None else process_start_time(pid)
         text = f"{self.pid}\n" + ("" if started is None else f"{pid} {started}\n")
@@ -485,7 +485,7 @@ class ModeLock:
     def release(self) -> None:
         """Remove the file, then unlock (in that order: a run that opened it meanwhile sees it gone and
         locks a new one). A no-op in a process forked while it was held: the lock is its parent's."""
-        if self.pid != os.getpid() or self.fd < 0:
+        if not self.held:
             return
         privileged.observe_children(None)
         fd, self.fd = self.fd, -1

@@ -237,7 +237,6 @@ def test_workloads_are_searchable_beyond_the_first_page_limit(app, client):
     first = client.get("/v1/workloads?limit=1000").get_json()
     assert first["total"] == 1004 and len(first["workloads"]) == 1000
     assert "zeta_50%-Model" not in {w["id"] for w in first["workloads"]}  # sorted by id: past the page
-    assert all(w["model_version"] == fit["model_version"] for w in first["workloads"])
     found = client.get("/v1/workloads", query_string={"search": "MODEL"}).get_json()
     assert found["total"] == 1 and [w["id"] for w in found["workloads"]] == ["zeta_50%-Model"]
     assert {k: found["workloads"][0][k] for k in fit} == fit  # its stale fit refitted on listing
