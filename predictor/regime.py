@@ -24,7 +24,6 @@ from jetpredict.predictor.constants import (
 )
 from jetpredict.predictor.reference import DeviceReference, shape_prior
 from jetpredict.predictor.terms import ProfileArrays, ShapePrior
-from scipy.optimize import nnls
 
 
 def core_contrast(modes: ModeArrays, ln_time_s: np.ndarray) -> float | None:
@@ -80,6 +79,9 @@ def _implied_kappa(rows: ProfileArrays, component: np.ndarray, terms: tuple[str,
     number no more than the terms."""
     if len(np.unique(rows.modes.cpu_cores)) < 2 or len(rows) <= len(terms):
         return None
+    # Imported here, not at the top: a fit needs it, a prediction from a fitted model does not (0.14 s a start).
+    from scipy.optimize import nnls
+
     y = component / rows.epoch_time_s
     best, best_k = np.inf, None
     clocks = F.time_features(rows.modes, rows.num_workers, 0.0, 0.0)  # the clock terms, the same for every k

@@ -29,7 +29,6 @@ from jetpredict.models.profile_rows import (
 )
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
-from scipy.optimize import nnls
 from scipy.special import log_ndtr, ndtri_exp
 
 #: Optional measured columns a fit reads (NaN = unknown), in :class:`ProfileArrays` order.
@@ -68,6 +67,9 @@ class PriorLinearRegression:
         self.noise_dof = noise_dof
 
     def fit(self, X, y, scale=None):
+        # Imported here, not at the top: a fit needs it, a prediction from a fitted model does not (0.14 s a start).
+        from scipy.optimize import nnls
+
         X = np.asarray(X, dtype=float)
         y = np.asarray(y, dtype=float)
         n, p = X.shape
