@@ -108,7 +108,7 @@ class _KnobRange(validate.Range):
             shown = f"{value:g}"
         except OverflowError:
             shown = f"{str(value)[:12]}..."
-        return (self.error or message).format(input=shown, min=self.min, max=self.max)
+        return self.error.format(input=shown, min=self.min, max=self.max)
 
 
 def _within(name: str, value: float) -> bool:
@@ -229,13 +229,14 @@ def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
     names stated as that device's rule, in the words of the later check (``modes[i] (label): ...``), for
     every mode, also those inside the catalogue's bounds; as they are when no catalogue device is named.
     Only on the error path: the fast path's modes are checked against the device by the route."""
-    if not isinstance(device_id, str) or device_id not in device_ids() or not isinstance(messages, dict):
+    # _MODES_SCHEMA is many=True and is only given lists: its messages are always {index: {field: [...]}}.
+    if not isinstance(device_id, str) or device_id not in device_ids():
         return messages
     device = load_device(device_id)
     ranges = device.knob_ranges()
-    out = {i: dict(said) if isinstance(said, dict) else said for i, said in messages.items()}
+    out = {i: dict(said) for i, said in messages.items()}
     for i, m in enumerate(modes):
-        if not isinstance(m, dict) or not isinstance(out.get(i, {}), dict):
+        if not isinstance(m, dict):
             continue
         # A knob that is not a finite JSON number keeps the schema's message (text, NaN, too large): the
         # range check gets an in-range stand-in for it and so says nothing about it.
