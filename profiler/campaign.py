@@ -49,7 +49,7 @@ from jetpredict.models.atomic_files import (
     replace_pair,
 )
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
-from jetpredict.models.errors import InputError
+from jetpredict.models.errors import InputError, say
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_files import (
     JSON_NUMBER_BYTES,
@@ -152,7 +152,7 @@ class _Progress:
             try:
                 from tqdm import tqdm
             except ImportError:  # tqdm is in the [profiler] extra; the twin runs without it
-                print("no progress bar: tqdm is not installed (pip install tqdm)", file=sys.stderr)
+                say("no progress bar: tqdm is not installed (pip install tqdm)")
                 return
             self.bar = tqdm(total=total, file=sys.stderr, unit="mb", dynamic_ncols=True, leave=True)
 
@@ -516,7 +516,7 @@ def run_campaign(cfg: CampaignConfig, parts: CampaignParts | None = None) -> lis
         rows = _profile(cfg, parts, settings, outputs)
     if cfg.upload:
         answer = upload.upload_rows(cfg.upload, json_safe(rows))
-        print(f"uploaded {len(rows)} row(s) to {cfg.upload}: {answer}", file=sys.stderr)
+        say(f"uploaded {len(rows)} row(s) to {cfg.upload}: {answer}")
     return rows
 
 

@@ -8,7 +8,6 @@ per-minibatch timings and power samples. Progress goes to standard error.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -127,7 +126,7 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
                            "without it") from None
     csv_path, json_path = output_paths(args.out)
     written = ", ".join(str(p) for p in (csv_path, json_path) if p is not None)
-    print(f"profiled {len(rows)} mode(s) of {args.workload} on {args.device}: {written}", file=sys.stderr)
+    say(f"profiled {len(rows)} mode(s) of {args.workload} on {args.device}: {written}")
     return 0
 
 
@@ -140,9 +139,9 @@ def _restore(args: argparse.Namespace) -> int:
     try:
         result = restore_unfinished(force=args.force)
     except (RunStillActive, StateFileError, PrivilegedCommandError) as err:
-        print(f"jetpredict restore: {err}", file=sys.stderr)
+        say(f"jetpredict restore: {err}")
         return 1
-    print(f"jetpredict restore: {result.message}", file=sys.stderr)
+    say(f"jetpredict restore: {result.message}")
     return 0
 
 

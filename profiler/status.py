@@ -21,6 +21,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from jetpredict.models.catalogue import Device, load_device, mode_label
+from jetpredict.models.errors import say
 
 #: Exit status of ``jetpredict status`` on a machine that is not a recognised Jetson (2 is bad input, 1 a
 #: failed operation; this is neither: the command has nothing to read here).
@@ -217,9 +218,9 @@ def _status(args: argparse.Namespace) -> int:
     try:
         status = read_status(args.board)
     except LookupError as err:
-        print(f"jetpredict status: {err}. status reads a Jetson's power mode, clocks and power; elsewhere "
-              "use `jetpredict devices DEVICE` for a board's presets, or --board DEVICE on a Jetson whose "
-              "device tree is not recognised.", file=sys.stderr)
+        say(f"jetpredict status: {err}. status reads a Jetson's power mode, clocks and power; elsewhere "
+            "use `jetpredict devices DEVICE` for a board's presets, or --board DEVICE on a Jetson whose "
+            "device tree is not recognised.")
         return EXIT_NOT_A_JETSON
     if args.format == "json":
         json.dump(asdict(status), sys.stdout, indent=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import pytest
@@ -128,3 +129,21 @@ def test_a_run_does_not_overwrite_a_state_file_it_cannot_read(orin, capsys):
     assert "pid -1 is not a process id" in err and "cannot be read" in err
     assert (orin.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME).read_text() == text
     assert orin.read("/var/lib/nvpmodel/status") == status  # nothing switched
+
+
+class _GoneStream:
+    """Standard error after the terminal hung up: every write fails."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_failed_restore_exits_1_though_standard_error_is_gone(orin, monkeypatch):
+    """The refusal could not be written, and ``main`` took the broken pipe for ``| head``: exit 0, as if the
+    original mode were back."""
+    _write(orin, pid=None)
+    monkeypatch.setattr(sys, "stderr", _GoneStream())
+    assert main(["restore"]) == 1
