@@ -27,7 +27,9 @@ from jetpredict.models.profile_files import (
     check_not_empty,
     check_out_spares_inputs,
     is_json_path,
+    open_regular_file,
     read_mode_table,
+    read_profile_rows,
     resolve_flag_path,
     rows_named_by_line,
 )
@@ -109,7 +111,6 @@ def _check_outputs(args: argparse.Namespace, written: tuple[str, ...] = ("",), o
 def _read_rows(path: str, flag: str) -> pd.DataFrame:
     """The profile rows of ``--flag``, with a warning per unknown column: the fit ignores it, and a misspelt
     ``avg_pwer_w`` would leave the model on the reference's power unsaid (an upload refuses it)."""
-    from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.models.profile_rows import unknown_columns
 
     rows = read_profile_rows(path, flag)
@@ -126,7 +127,6 @@ def _profile_rows_hint(path: str, what: str) -> str | None:
     """For a ``--model`` file holding profile rows (``what`` says how they look): fit's own refusal of them
     (host rows, mixed devices), else how to fit them, with ``DEVICE`` for a CSV whose rows cannot be read (its
     header already said what it is); None for a JSON file holding no rows fit would read."""
-    from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.predictor.terms import check_device
 
     try:
@@ -144,9 +144,6 @@ def _profile_rows_hint(path: str, what: str) -> str | None:
 def _not_a_model(path: str) -> str | None:
     """Why ``path``, which the loader refused, is a table rather than a model file (a profile CSV or
     sidecar, a mode list), or None."""
-    from jetpredict.models.catalogue import MODE_FIELDS
-    from jetpredict.models.profile_files import open_regular_file
-
     if is_json_path(path):  # a profile's JSON sidecar holds its rows as {"rows": [...]}, which fit reads
         return _profile_rows_hint(path, "holds profile rows (a profile's JSON sidecar)")
     try:
