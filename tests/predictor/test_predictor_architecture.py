@@ -18,10 +18,10 @@ PREDICTOR = Path(__file__).resolve().parents[2] / "predictor"
 #: Core module -> its rank; a core module may import core modules of lower rank only.
 CORE_RANK = {"limits": 0, "artifacts": 0, "constants": 0, "features": 1, "provenance": 1, "terms": 2, "complexity": 3, "reference": 3, "regime": 4,
              "model": 5, "transfer": 6, "calibration": 7, "serialization": 7, "bundled": 8, "space": 9, "__init__": 0}
-#: Modules that can turn bytes into running code: never imported by the predictor.
 #: Third-party modules a core module may import inside the function that needs them: a fit's optimiser, which a
 #: prediction from a fitted model never runs (0.14 s of every ``jetpredict predict`` start).
 DEFERRED_IMPORTS = {"scipy.optimize"}
+#: Modules that can turn bytes into running code: never imported by the predictor.
 CODE_LOADERS = {"pickle", "_pickle", "cPickle", "joblib", "marshal", "dill", "cloudpickle", "shelve", "torch"}
 
 
