@@ -173,7 +173,6 @@ def test_a_host_profile_given_as_model_gets_fits_own_refusal(host_profile, capsy
     host rows; the sidecar was told only that it 'has no manifest'."""
     from jetpredict.predictor.terms import check_device
 
-    capsys.readouterr()
     given = f"{host_profile}{suffix}"
     with pytest.raises(InputError) as refusal:  # fit's own words for host rows
         check_device(read_profile_csv(host_profile))
