@@ -9,9 +9,12 @@ import pytest
 pytest.importorskip("flwr", reason="the Flower example needs the [flower] extra")
 
 from flower_fleet import task
-from flower_fleet.fleet import ClientRound, FleetConfig, round_figures, run_arms
+from flower_fleet.fleet import BaselineFedAvg, ClientRound, FleetConfig, round_figures, run_arms
 from flower_fleet.summary import summary_line
+from flwr.app import Error, Message, RecordDict
 from test_flower_app import app_grid, run_config
+
+from jetpredict.integrations.flower.strategy import ClientRecord, failure_reason
 
 
 def _row(node: int, time_s: float | None, energy_j: float | None, *, failed: bool = False,
@@ -33,6 +36,19 @@ def test_a_failed_client_makes_the_rounds_energy_unknown_and_is_counted():
     assert fig["predicted"] == fig["time_cover"] == 1  # its time is unknown: no interval to check
     line = summary_line({"arm": "plan", "rounds": [fig], "accuracy": {}, "empty_rounds": []}, 10.0)
     assert "failed 1" in line and "training energy unknown" in line and "10.0 J" not in line
+
+
+def test_the_baseline_words_a_failed_reply_as_the_strategy_does(server_identity):
+    sent = Message(RecordDict(), dst_node_id=2, message_type="train")
+    reply = Message(Error(code=2, reason="CUDA out of memory"), reply_to=sent)
+    assert failure_reason(reply) == "training failed: CUDA out of memory"
+    record = ClientRecord(round=1, node_id=2, device="nano", epoch_scale=1.0, selected=True)
+    record.add_report(reply)
+    baseline = BaselineFedAvg()
+    baseline.aggregate_train(1, [reply])
+    (report,) = baseline.reports
+    assert report["failed"] and not report["aggregated"] and report["node_id"] == 2
+    assert record.failed and report["reason"] == record.reason == failure_reason(reply)
 
 
 @pytest.mark.slow

@@ -56,6 +56,7 @@ from jetpredict.integrations.flower import (
     summarize_provenance,
     twin_round,
 )
+from jetpredict.integrations.flower.strategy import failure_reason
 
 from . import task
 
@@ -298,10 +299,9 @@ class BaselineFedAvg(FedAvg):
                 self.reports.append({"round": server_round, "node_id": node, "aggregated": False, "failed": True,
                                      "reason": NO_TRAIN_REPLY})
         for reply in replies:
-            if reply.has_error():  # as JetpredictStrategy words it (ClientRecord.add_report)
+            if reply.has_error():
                 self.reports.append({"round": server_round, "node_id": reply.metadata.src_node_id,
-                                     "aggregated": False, "failed": True,
-                                     "reason": f"training failed: {reply.error.reason}"})
+                                     "aggregated": False, "failed": True, "reason": failure_reason(reply)})
                 kept.append(reply)  # FedAvg leaves it out of the average and logs it
                 continue
             report = read_report(reply)

@@ -81,6 +81,11 @@ DEFAULT_NODE_WAIT_S = 600.0
 _UNREPORTED = "replied without a jetpredict report (no jetpredict_mod or PlannedRound in its train)"
 
 
+def failure_reason(reply: Message) -> str:
+    """Why a node's train ``reply`` failed, in the words every record of it uses: its error's reason."""
+    return f"training failed: {reply.error.reason}"
+
+
 class DeviceQueryError(RuntimeError):
     """Too few nodes connected within the strategy's ``node_wait_timeout_s``, or answered the device query
     within its ``query_timeout_s``."""
@@ -150,7 +155,7 @@ class ClientRecord(PlanProvenance):
         self.replied = not reply.has_error()
         if reply.has_error():
             self.failed = True
-            self.reason = f"training failed: {reply.error.reason}"
+            self.reason = failure_reason(reply)
         report = read_report(reply)
         if report is not None:
             self.reported_time_s = as_float(report.get("time-s"))
