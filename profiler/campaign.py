@@ -87,8 +87,9 @@ class ModeChooser(Protocol):
         """The next mode as ``mode`` plus the knobs (MODE_FIELDS), or None when profiling should stop."""
         ...
 
-    # Optional: ``record() -> dict``, the settings and each round's pick and why, kept as the sidecar's
-    # ``adaptive`` (:func:`_adaptive_record`); a chooser without it is recorded as ``true``, as before.
+    def record(self) -> dict[str, Any]:
+        """Its settings and each round's pick and why so far: the sidecar's ``adaptive`` (:func:`_adaptive_record`)."""
+        ...
 
 
 #: Builds the chooser once the device is known: (catalogue id, start modes or None) -> chooser.
@@ -397,11 +398,8 @@ def _mode_bytes_at_most(settings: RunSettings) -> int:
 
 def _adaptive_record(chooser: ModeChooser | None) -> dict[str, Any] | bool:
     """The sidecar's ``adaptive``: False for a fixed list of modes; else the chooser's record (its settings and
-    each round's pick and why, so far), or True from a chooser that keeps none (as sidecars before it)."""
-    if chooser is None:
-        return False
-    record = getattr(chooser, "record", None)
-    return True if record is None else record()
+    each round's pick and why, so far; sidecars before it said ``true``, which the readers still take)."""
+    return False if chooser is None else chooser.record()
 
 
 def _start_document(cfg: CampaignConfig, parts: CampaignParts, complexity: Complexity | None,

@@ -468,6 +468,9 @@ def test_an_adaptive_chooser_past_its_budget_is_stopped_before_the_extra_mode(tm
         def next_mode(self, rows):
             return {"mode": "again", **dict(zip(MODE_FIELDS, maxn.knobs(), strict=True))}
 
+        def record(self):
+            return {}
+
     cfg = _cfg(tmp_path, device="sim:orin-nx", modes=None, minibatches=2, adaptive=lambda dev, modes: PastBudget())
     with pytest.raises(RuntimeError, match="past its budget of 1"):
         run_campaign(cfg)
