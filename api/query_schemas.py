@@ -8,7 +8,6 @@ import json
 from collections.abc import Mapping
 from typing import NamedTuple
 
-import numpy as np
 from jetpredict.api.config import LISTED_MODE_FIELDS, MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
 from jetpredict.api.schemas import (
     CATALOGUE_RANGES,
@@ -39,7 +38,6 @@ from jetpredict.models.catalogue import (
     knob_unit,
     load_device,
 )
-from jetpredict.models.errors import ModeRowOutOfRangeError
 from jetpredict.models.numbers import json_finite_float
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
@@ -50,7 +48,7 @@ from jetpredict.predictor.limits import (
     MIN_CONFIDENCE,
     OBJECTIVES,
 )
-from jetpredict.predictor.service import mode_row_label
+from jetpredict.predictor.service import mode_row_label, mode_row_problems
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
 
@@ -244,8 +242,8 @@ def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
         knobs = [ranges[k][0] if v is None else v for k, v in zip(MODE_FIELDS, knobs, strict=True)]
         label = m.get("mode")  # named as the route names it, where the schema takes it
         shown = mode_row_label(label) if _label_taken(label) else ""  # a blank one: mode_row_label says ""
-        for name, rule in device.out_of_range(*(np.atleast_1d(v) for v in knobs)).items():
-            out.setdefault(i, {})[name] = [ModeRowOutOfRangeError(i, f"{shown}: {rule}", name).message]
+        for name, problem in mode_row_problems(device, i, shown, knobs).items():
+            out.setdefault(i, {})[name] = [problem.message]
     return out
 
 

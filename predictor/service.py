@@ -136,6 +136,18 @@ def mode_row_label(label: object) -> str:
     return "" if is_blank(label) else f" ({label})"
 
 
+def mode_row_problems(device: Device, i: int, shown: str, knobs: Sequence[float | np.ndarray]
+                      ) -> dict[str, ModeRowOutOfRangeError]:
+    """``{knob: error}`` for each knob of mode ``i`` outside ``device``'s range (empty when all fit).
+
+    ``shown`` is the row's :func:`mode_row_label`; ``knobs`` its values in :data:`MODE_FIELDS` order (the
+    knob's unit). Shared by :func:`mode_table` (which raises the first) and the API's schema (which lists all).
+    """
+    problems = device.out_of_range(*(np.atleast_1d(v) for v in knobs))
+    return {name: ModeRowOutOfRangeError(i, f"{shown}: {rule}", f"modes.{i}.{name}")
+            for name, rule in problems.items()}
+
+
 def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill_labels: bool) -> ModeTable:
     """A user table or list of mode objects, checked: every error names ``modes.<i>.<field>``.
 
@@ -180,11 +192,10 @@ def _checked_modes(device: Device, modes: pd.DataFrame | Sequence[Mapping], fill
     if device.out_of_range(*(knobs[f] for f in MODE_FIELDS)):
         # Name the first offending row: check row by row only on this (rare) error path.
         for i in range(len(records)):
-            problems = device.out_of_range(*(knobs[f][i:i + 1] for f in MODE_FIELDS))
+            problems = mode_row_problems(device, i, mode_row_label(records[i].get("mode")),
+                                         [knobs[f][i] for f in MODE_FIELDS])
             if problems:
-                name, message = next(iter(problems.items()))
-                label = mode_row_label(records[i].get("mode"))
-                raise ModeRowOutOfRangeError(i, f"{label}: {message}", f"modes.{i}.{name}")
+                raise next(iter(problems.values()))
     knobs["cpu_cores"] = knobs["cpu_cores"].astype(int)
     labels = [str(m.get("mode")) if not is_blank(m.get("mode"))
               else mode_label(*(knobs[f][i] for f in MODE_FIELDS)) for i, m in enumerate(records)]
