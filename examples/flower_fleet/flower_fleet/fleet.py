@@ -390,10 +390,10 @@ def client_rounds(arm: str, strategy: Any, planner: LocalPlanner
         for r in strategy.records:
             if not r.selected:
                 continue
-            # A reply without a report (an app that times nothing) keeps its update but no figures.
+            # A reply without a report (an app that times nothing) keeps its update but no figures; the
+            # strategy gives such a node its reason, so a reason left unset means no train reply came.
             failed = r.failed or not r.replied
-            why = r.energy_null_reason if r.reported_time_s is not None else (
-                r.reason or (NO_TRAIN_REPLY if not r.replied else "no report"))
+            why = r.energy_null_reason if r.reported_time_s is not None else (r.reason or NO_TRAIN_REPLY)
             rows.append(ClientRound(arm, r.round, r.node_id, r.device, r.epoch_scale, r.mode,
                                     r.reported_time_s, r.reported_energy_j, r.reported_base_power_w, not failed,
                                     r.pred_time_s, r.pred_time_s_low, r.pred_time_s_high, r.pred_energy_j,
