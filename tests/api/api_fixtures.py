@@ -63,14 +63,6 @@ def gate_held(app) -> Iterator[None]:
         worker.join(30)
 
 
-def current_fit_summary(workloads, rows: list[dict]) -> dict:
-    """The fit summary an upload of ``rows`` (one new workload) stores, of the running model: fitted and
-    summarised by ``workloads`` (an :class:`api.workloads.WorkloadService`), as its upload path does."""
-    from jetpredict.api.workloads import fit_summary
-
-    return fit_summary(workloads.inline(rows).model)
-
-
 # -- SQLite files of the store tests ---------------------------------------------------------------------
 def sqlite_app(data_dir, **config):
     """The service on a SQLite database under ``data_dir``, rate limits off."""

@@ -220,15 +220,16 @@ def test_reference_routes_fuzzed_answer_as_documented(app, label):
 
 def test_workloads_are_searchable_beyond_the_first_page_limit(app, client):
     """The page's workload search: ``GET /v1/workloads?search=`` finds ids past the first 1,000."""
-    from api_fixtures import current_fit_summary, published_rows
+    from api_fixtures import published_rows
     from jetpredict.api.storage import WorkloadWrite
+    from jetpredict.api.workloads import fit_summary
 
     svc = app.extensions["jetpredict"]
     row = published_rows(n=1)[0]
     # The 1,003 stored with the fit summary an upload of their one row stores (a listing refits stale fits
     # only: 1,000 refits were this test's whole cost); the one past the page with a stale fit ({}), refitted
     # by the search that lists it.
-    fit = current_fit_summary(svc.workloads, [row])
+    fit = fit_summary(svc.workloads.inline([row]).model)
     past = "zeta_50%-Model"
     svc.storage.add_uploads([WorkloadWrite(workload_id=i, device="agx-xavier", rows=[{**row, "workload": i}],
                                            expected_revision=0, fit={} if i == past else fit)
