@@ -38,3 +38,9 @@ def resnet_cli_fit(tmp_path_factory) -> Callable[[tuple[str, ...] | None], Path]
         return done[modes]
 
     return fit
+
+
+@pytest.fixture(scope="module")
+def work(resnet_cli_fit) -> Path:
+    """The folder of ``resnet_cli_fit`` for the published ResNet-18 rows of modes a, d, g, h."""
+    return resnet_cli_fit(("a", "d", "g", "h"))

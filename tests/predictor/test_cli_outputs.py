@@ -16,11 +16,6 @@ from jetpredict.predictor import cli as predictor_cli
 from jetpredict.cli import main
 
 
-@pytest.fixture(scope="module")
-def work(resnet_cli_fit):
-    return resnet_cli_fit(("a", "d", "g", "h"))
-
-
 def _predict_all(work: Path, out: Path) -> list[str]:
     return ["predict", "--model", str(work / "resnet.json"), "--all", "--out", str(out)]
 

@@ -19,11 +19,6 @@ from jetpredict.predictor.service import MODE_COLUMNS, PREDICTION_COLUMNS, PROVE
 from jetpredict.cli import main
 
 
-@pytest.fixture(scope="module")
-def work(resnet_cli_fit):
-    return resnet_cli_fit(("a", "d", "g", "h"))
-
-
 def _csv(text: str) -> pd.DataFrame:
     assert not text.startswith("#")
     return pd.read_csv(io.StringIO(text))

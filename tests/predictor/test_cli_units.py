@@ -16,11 +16,6 @@ from jetpredict.models.tables import TABLE_WIDTH
 from jetpredict.cli import main
 
 
-@pytest.fixture(scope="module")
-def work(resnet_cli_fit):
-    return resnet_cli_fit(("a", "d", "g", "h"))
-
-
 def test_a_cap_in_milliwatts_is_an_error_not_no_cap(work, capsys):
     code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "7000"])

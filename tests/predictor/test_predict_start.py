@@ -18,8 +18,8 @@ print(code, "scipy.optimize" in sys.modules, file=sys.stderr)
 
 @pytest.mark.parametrize("verb", [["predict", "--presets"], ["recommend", "--objective", "min-time", "--max-power-w", "15"]],
                          ids=["predict", "recommend"])
-def test_a_prediction_from_a_fitted_model_imports_no_optimiser(resnet_cli_fit, verb):
-    model = resnet_cli_fit(("a", "d", "g", "h")) / "resnet.json"
+def test_a_prediction_from_a_fitted_model_imports_no_optimiser(work, verb):
+    model = work / "resnet.json"
     done = subprocess.run([sys.executable, "-c", CODE, verb[0], "--model", str(model), *verb[1:]],
                           capture_output=True, text=True, timeout=120)
     assert done.stderr.splitlines()[-1] == "0 False", done.stderr[-2000:]
