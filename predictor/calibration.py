@@ -30,10 +30,18 @@ from jetpredict.predictor.constants import (
 )
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_CONFIDENCE
 from jetpredict.predictor.model import fit_with_reference, z_of
-from jetpredict.predictor.reference import REFERENCE_DIR, DeviceReference, build_reference
+from jetpredict.predictor.reference import (
+    REFERENCE_DIR,
+    DeviceReference,
+    build_reference,
+    read_simulated_rows,
+)
 from jetpredict.predictor.transfer import derive_reference
 
 OUTPUTS = ("time", "power", "energy")
+
+#: The device of the real targets and of every reference they are scored against.
+TARGET_DEVICE = "agx-xavier"
 
 
 def real_targets() -> pd.DataFrame:
@@ -56,12 +64,11 @@ CASES = ("other real", "opposite regime", "other device")
 
 class SimulatedReferences:
     """The simulated references ("opposite regime", "other device"), each built on first use and kept by this
-    object: pass one to :func:`references` for every target of one computation so the simulated CSVs are read
-    and the shared references built once, not per target. Nothing outlives the object (no module cache that
-    an edited CSV could leave stale)."""
+    object: pass one to :func:`references` for every target of one computation so the shared references are
+    built once, not per target. The CSVs come from :func:`reference.read_simulated_rows`, whose cache is keyed
+    by each file's mtime and size, so a fresh object after an edited CSV builds from the edit."""
 
     def __init__(self) -> None:
-        self._twin: pd.DataFrame | None = None
         self._opposite: dict[str, DeviceReference] = {}
         self._other_device: DeviceReference | None = None
 
@@ -69,18 +76,24 @@ class SimulatedReferences:
         """The twin's AGX Xavier sweep of the regime opposite to ``target``'s."""
         workload = opposite_regime(target)
         if workload not in self._opposite:
-            if self._twin is None:
-                self._twin = read_profile_csv(REFERENCE_DIR / "agx-xavier-simulated.csv")
-            self._opposite[workload] = build_reference(self._twin[self._twin["workload"] == workload],
-                                                       load_device("agx-xavier").id)
+            twin = _simulated_rows(TARGET_DEVICE)
+            self._opposite[workload] = build_reference(twin[twin["workload"] == workload], TARGET_DEVICE)
         return self._opposite[workload]
 
     def other_device(self) -> DeviceReference:
         """Xavier NX's simulated sweeps moved to AGX Xavier through device physics (the same for every target)."""
         if self._other_device is None:
-            nx = build_reference(read_profile_csv(REFERENCE_DIR / "xavier-nx-simulated.csv"), "xavier-nx")
-            self._other_device = derive_reference(nx, load_device("agx-xavier"))
+            nx = build_reference(_simulated_rows("xavier-nx"), "xavier-nx")
+            self._other_device = derive_reference(nx, load_device(TARGET_DEVICE))
         return self._other_device
+
+
+def _simulated_rows(device_id: str) -> pd.DataFrame:
+    rows = read_simulated_rows(device_id)
+    if rows is None:
+        raise FileNotFoundError(f"calibration needs {device_id}'s simulated sweeps: no "
+                                f"{device_id}-simulated*.csv in {REFERENCE_DIR}")
+    return rows
 
 
 def references(real: pd.DataFrame, target: str, cases: Iterable[str] | None = None,
@@ -90,7 +103,7 @@ def references(real: pd.DataFrame, target: str, cases: Iterable[str] | None = No
     ``simulated``: where the simulated ones are taken from (default a fresh :class:`SimulatedReferences`)."""
     wanted = CASES if cases is None else tuple(cases)
     simulated = SimulatedReferences() if simulated is None else simulated
-    build = {"other real": lambda: build_reference(real[real["workload"] != target], load_device("agx-xavier").id),
+    build = {"other real": lambda: build_reference(real[real["workload"] != target], TARGET_DEVICE),
              "opposite regime": lambda: simulated.opposite_regime(target),
              "other device": simulated.other_device}
     return {case: make() for case, make in build.items() if case in wanted}

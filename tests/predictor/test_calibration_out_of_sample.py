@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from jetpredict.predictor import calibration
 
 REAL = ("lenet5-mnist", "mobilenetv3-gld23k", "resnet18-cifar10")
@@ -62,3 +63,9 @@ def test_targets_of_one_computation_share_its_simulated_references(monkeypatch):
     assert len({id(r["other device"]) for r in refs.values()}) == 1
     fresh = calibration.references(real, "lenet5-mnist", ("other device",))["other device"]
     assert len(built) == 7 and fresh is not refs["lenet5-mnist"]["other device"]
+
+
+def test_a_device_without_simulated_sweeps_is_named(monkeypatch):
+    monkeypatch.setattr(calibration, "read_simulated_rows", lambda device_id: None)
+    with pytest.raises(FileNotFoundError, match="xavier-nx's simulated sweeps: no xavier-nx-simulated"):
+        calibration.SimulatedReferences().other_device()
