@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from flask import Flask, jsonify
 from jetpredict.api.database_url import driver_reason, refused_as_given
-from jetpredict.api.storage import StoreRefused, is_unreachable, store_damage, write_failure
+from jetpredict.api.store_failures import StoreRefused, is_unreachable, store_damage, write_failure
 from jetpredict.models.errors import InputError, UnknownWorkloadError
 from werkzeug.exceptions import HTTPException
 

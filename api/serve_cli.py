@@ -229,7 +229,8 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     # Create the schema once here, before workers start, so they do not race to create it.
     from jetpredict.api.errors import store_fault
-    from jetpredict.api.storage import Storage, is_unreachable
+    from jetpredict.api.storage import Storage
+    from jetpredict.api.store_failures import is_unreachable
 
     storage = Storage(settings.database_url)
     try:

@@ -52,10 +52,9 @@ from jetpredict.api.storage import (
     WorkloadWrite,
     device_fits,
     fit_column,
-    is_unreachable,
     upload_result,
-    write_failure,
 )
+from jetpredict.api.store_failures import is_unreachable, write_failure
 from jetpredict.api.upload_groups import MAX_UPLOAD_WORKLOADS, UploadGroup, group_upload, one_value
 from jetpredict.models.catalogue import resolve_device
 from jetpredict.models.errors import InputError, UnknownWorkloadError

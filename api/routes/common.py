@@ -19,7 +19,8 @@ from jetpredict.api.errors import ApiError, store_fault
 from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics
 from jetpredict.api.schemas import ErrorSchema
-from jetpredict.api.storage import Storage, is_unreachable
+from jetpredict.api.storage import Storage
+from jetpredict.api.store_failures import is_unreachable
 from jetpredict.api.workloads import Resolved, WorkloadService
 from jetpredict.models.jsonsafe import json_safe
 from marshmallow import Schema

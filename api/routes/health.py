@@ -15,7 +15,8 @@ from jetpredict.api import sqlite_setup
 from jetpredict.api.errors import damaged_message, store_fault
 from jetpredict.api.routes.common import Blueprint, services
 from jetpredict.api.schemas import HealthSchema
-from jetpredict.api.storage import Storage, StoreRefused, write_failure
+from jetpredict.api.storage import Storage
+from jetpredict.api.store_failures import StoreRefused, write_failure
 from jetpredict.models.catalogue import device_ids
 
 blp = Blueprint("health", __name__, description="Service health and metrics")

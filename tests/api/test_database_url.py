@@ -14,7 +14,7 @@ from jetpredict.api.database_url import (
     masked_url,
     refused_as_given,
 )
-from jetpredict.api.storage import StoreRefused
+from jetpredict.api.store_failures import StoreRefused
 from jetpredict.models.errors import InputError
 
 BAD_PORT = "postgresql://u:s3cret@db.example:notaport/jp"
