@@ -13,9 +13,11 @@ store workloads, and one headless Chromium, per test process: each start costs s
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 from api_fixtures import API_KEY, NO_RATE_LIMITS, TEST_DATABASE_ENV, process_database_url, published_rows
+from jetpredict.api import workloads as workloads_module
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(TEST_DATABASE_ENV) else [])
 
@@ -63,6 +65,14 @@ def client(app):
 @pytest.fixture
 def auth():
     return {"X-API-Key": API_KEY}
+
+
+#: Both ways an upload stores: optimistic tries, or straight to the write lock (as after three lost tries).
+@pytest.fixture(params=[workloads_module._OPTIMISTIC_TRIES, 0], ids=["optimistic", "locked"])
+def take_upload_path(request, monkeypatch) -> Callable[[], None]:
+    """Each test once per upload path: optimistic tries first, or (0) straight to the store's lock. Calling the
+    function returned sends the uploads from then on down that path (a test's setup uploads take the default)."""
+    return lambda: monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", request.param)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -26,7 +25,6 @@ from api_fixtures import (
 )
 from jetpredict.api import sqlite_setup
 from jetpredict.api import storage as storage_module
-from jetpredict.api import workloads as workloads_module
 from jetpredict.api.routes.profiles import REPLAYED_HEADER
 from jetpredict.api.storage import FORMAT_VERSION, Storage
 
@@ -250,14 +248,6 @@ def test_a_fit_stored_before_split_source_was_kept_is_refreshed_on_reading(tmp_p
     con = sqlite3.connect(db)
     assert json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])["split_source"] == "components"
     con.close()
-
-
-#: Both ways an upload stores: optimistic tries, or straight to the write lock (as after three lost tries).
-@pytest.fixture(params=[workloads_module._OPTIMISTIC_TRIES, 0], ids=["optimistic", "locked"])
-def take_upload_path(request, monkeypatch) -> Callable[[], None]:
-    """Each test once per upload path: optimistic tries first, or (0) straight to the store's lock. Calling the
-    function returned sends the uploads from then on down that path (a test's setup uploads take the default)."""
-    return lambda: monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", request.param)
 
 
 def _stale_split_source_upload(tmp_path) -> list[dict]:

@@ -285,11 +285,10 @@ def test_an_upload_racing_a_delete_never_reuses_a_revision(make_app, auth, monke
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("optimistic_tries", [workloads_module._OPTIMISTIC_TRIES, 0],
-                         ids=["optimistic", "locked"])
-def test_sweeps_in_opposite_orders_at_once_all_land(make_app, auth, monkeypatch, optimistic_tries):
-    """Two clients upload both workloads at once, in opposite orders: no deadlock, no lost upload."""
-    monkeypatch.setattr(workloads_module, "_OPTIMISTIC_TRIES", optimistic_tries)
+def test_sweeps_in_opposite_orders_at_once_all_land(make_app, auth, take_upload_path):
+    """Two clients upload both workloads at once, in opposite orders, on each upload path: no deadlock, no lost
+    upload."""
+    take_upload_path()
     apps = [make_app(), make_app()]
     batches = [sweep(n=1, start=i) for i in range(6)]
     statuses: list[int] = []
