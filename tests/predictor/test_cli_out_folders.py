@@ -12,8 +12,8 @@ from jetpredict.cli import main
 
 
 @pytest.fixture(scope="module")
-def model(resnet_cli_fit) -> Path:
-    return resnet_cli_fit(("a", "d", "g", "h")) / "resnet.json"
+def model(work) -> Path:
+    return work / "resnet.json"
 
 
 def _verbs(model: Path, out: Path) -> dict[str, list[str]]:

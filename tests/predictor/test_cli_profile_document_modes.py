@@ -11,7 +11,7 @@ import pandas as pd
 from jetpredict.cli import main
 
 
-def test_profile_json_feeds_predict_modes_and_plan_candidates(tmp_path, capsys, resnet_cli_fit):
+def test_profile_json_feeds_predict_modes_and_plan_candidates(tmp_path, capsys, work):
     plan = tmp_path / "plan.csv"
     assert main(["plan", "--device", "agx-xavier", "--budget", "2", "--out", str(plan)]) == 0
     doc = tmp_path / "r18.json"
@@ -20,7 +20,7 @@ def test_profile_json_feeds_predict_modes_and_plan_candidates(tmp_path, capsys, 
     profiled = json.loads(doc.read_text())
     assert profiled["rows"] and profiled["modes"]
     capsys.readouterr()
-    model = resnet_cli_fit(("a", "d", "g", "h")) / "resnet.json"
+    model = work / "resnet.json"
     assert main(["predict", "--model", str(model), "--modes", str(doc), "--format", "csv"]) == 0
     from_doc = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert main(["predict", "--model", str(model), "--modes", str(plan), "--format", "csv"]) == 0
