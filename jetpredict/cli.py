@@ -13,8 +13,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from jetpredict import __version__
 from jetpredict.models.catalogue import MODE_FIELDS, POWER_MODE_SPACES, Device, list_devices, load_device
@@ -22,10 +21,15 @@ from jetpredict.models.errors import InputError, say
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 def _mode_frame(device: Device, modes: str, with_device: bool = False) -> pd.DataFrame:
     """``device``'s presets as listed (``modes="presets"``) or its whole custom-mode space (``"all"``); a
     ``device`` column first when ``with_device``."""
+    import pandas as pd
+
     if modes == "all":
         space = device.modes()
         df = pd.DataFrame(space.arrays().columns(), columns=list(MODE_FIELDS))
@@ -38,6 +42,8 @@ def _mode_frame(device: Device, modes: str, with_device: bool = False) -> pd.Dat
 
 
 def _devices(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     if args.device is None and args.modes is None:
         rows = [{
             "device": d.id, "name": d.name, "cpu": f"{d.specs.cpu_cores}x {d.specs.cpu_type}",

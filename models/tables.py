@@ -1,6 +1,7 @@
 """Writing tables for the command line: pure CSV, JSON or an aligned text table.
 
 ``--format csv`` output is only CSV (one header line, LF line ends, no comments): logs go to stderr.
+Importing it loads no pandas (every verb's parser takes :data:`FORMATS`); writing a table does.
 """
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import pandas as pd
-from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_files import csv_safe
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS = ("table", "csv", "json")
 
@@ -44,6 +44,9 @@ def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
     """Write ``df`` to ``out`` (stdout by default) as ``table``, ``csv`` or ``json`` (a list of objects).
 
     A ``table`` is at most :data:`TABLE_WIDTH` characters wide: ``table_columns`` first (see :func:`narrow`)."""
+    from jetpredict.models.jsonsafe import json_safe
+    from jetpredict.models.profile_files import csv_safe
+
     out = out or sys.stdout
     if fmt == "csv":
         # Names (workloads, labels) come from users: no cell may run as a spreadsheet formula. An infinite

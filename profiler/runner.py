@@ -43,7 +43,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from jetpredict.models.errors import InputError
-from jetpredict.models.profile_rows import TWIN_ACCELERATOR
 from jetpredict.models.profiling_protocol import (
     IDLE_S,
     MAX_MINIBATCHES_PER_MODE,
@@ -302,6 +301,10 @@ def training_failed(backend: TrainingBackend, mode: PowerMode | None, step: str,
     """The :class:`TrainingFailed` for ``exc`` raised at ``step`` (``warm-up minibatch 2 of 5``) of ``mode``; an
     out-of-memory error suggests a smaller ``--batch-size``. Raised by the digital twin (its accelerator), which
     runs none of the workload's code, the fault is jetpredict's and is worded so."""
+    # Imported here: the row fields load pandas, and `apply`/`restore` reach this module through the host
+    # controller without profiling.
+    from jetpredict.models.profile_rows import TWIN_ACCELERATOR
+
     label = "the mode in force" if mode is None else f"mode {mode.mode}"
     error = f"{type(exc).__name__}: {exc}"
     if backend.accelerator() == TWIN_ACCELERATOR:
