@@ -1,8 +1,9 @@
 """The ``jetpredict`` command line. Verbs and flags are a contract (the README's command-line tour):
 tests outside the repository call them.
 
-Each package registers its own verbs (``register(subparsers)``); heavy imports (torch, Flask) happen
-only inside the verb that needs them, so ``jetpredict devices`` starts fast and works without extras.
+Each package registers its own verbs (``register(subparsers)``); heavy imports (torch, Flask, pandas) happen
+only inside the verb that needs them, so ``jetpredict devices`` starts fast and works without extras, and
+``jetpredict restore`` (after a crash) and ``apply`` start without pandas.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Tables go to standard output (or ``--out``); summaries and progress go to standard error, so
 ``--format csv`` output is only CSV. Bad input raises :class:`InputError` (exit 2, via ``jetpredict.cli``);
 ``recommend`` exits 1 when no mode meets the limits.
+
+pandas, numpy and the profile-file readers load inside the verbs that read or write tables: every verb's parser
+imports this module (``register``), and ``jetpredict restore``, run after a crash, starts without them.
 """
 
 from __future__ import annotations
@@ -18,22 +21,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-import numpy as np
-import pandas as pd
 from jetpredict.models.atomic_files import PairWriteError, out_folder_error, write_out_file
 from jetpredict.models.catalogue import MODE_FIELDS, resolve_device
 from jetpredict.models.errors import InputError, cli_flag, say
-from jetpredict.models.profile_files import (
-    check_not_empty,
-    check_out_spares_inputs,
-    is_json_path,
-    open_regular_file,
-    read_mode_table,
-    read_profile_rows,
-    resolve_flag_path,
-    rows_named_by_line,
-)
-from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
@@ -47,6 +37,7 @@ from jetpredict.predictor.limits import (
 )
 
 if TYPE_CHECKING:
+    import pandas as pd
     from jetpredict.predictor.model import WorkloadModel
 
 
@@ -94,6 +85,8 @@ def _check_outputs(args: argparse.Namespace, written: tuple[str, ...] = ("",), o
     """The files a verb writes (``--out``, whose ``out_files`` an error names, and ``--plot``) are named, are
     none of the files it reads (``written``: the suffixes of the files ``--out`` writes), nor each other,
     and no existing part of their folders is a file: refused here, before the work, not after it."""
+    from jetpredict.models.profile_files import check_not_empty, check_out_spares_inputs
+
     out, plot = getattr(args, "out", None), getattr(args, "plot", None)
     check_not_empty(out, "out", out_files)
     check_not_empty(plot, "plot", "FILE.svg or FILE.png")
@@ -111,6 +104,7 @@ def _check_outputs(args: argparse.Namespace, written: tuple[str, ...] = ("",), o
 def _read_rows(path: str, flag: str) -> pd.DataFrame:
     """The profile rows of ``--flag``, with a warning per unknown column: the fit ignores it, and a misspelt
     ``avg_pwer_w`` would leave the model on the reference's power unsaid (an upload refuses it)."""
+    from jetpredict.models.profile_files import read_profile_rows
     from jetpredict.models.profile_rows import unknown_columns
 
     rows = read_profile_rows(path, flag)
@@ -127,6 +121,7 @@ def _profile_rows_hint(path: str, what: str) -> str | None:
     """For a ``--model`` file holding profile rows (``what`` says how they look): fit's own refusal of them
     (host rows, mixed devices), else how to fit them, with ``DEVICE`` for a CSV whose rows cannot be read (its
     header already said what it is); None for a JSON file holding no rows fit would read."""
+    from jetpredict.models.profile_files import is_json_path, read_profile_rows
     from jetpredict.predictor.terms import check_device
 
     try:
@@ -144,6 +139,8 @@ def _profile_rows_hint(path: str, what: str) -> str | None:
 def _not_a_model(path: str) -> str | None:
     """Why ``path``, which the loader refused, is a table rather than a model file (a profile CSV or
     sidecar, a mode list), or None."""
+    from jetpredict.models.profile_files import is_json_path, open_regular_file
+
     if is_json_path(path):  # a profile's JSON sidecar holds its rows as {"rows": [...]}, which fit reads
         return _profile_rows_hint(path, "holds profile rows (a profile's JSON sidecar)")
     try:
@@ -161,6 +158,7 @@ def _not_a_model(path: str) -> str | None:
 
 
 def _load(path: str):
+    from jetpredict.models.profile_files import resolve_flag_path
     from jetpredict.predictor.bundled import load_model
 
     if not Path(path).exists():
@@ -204,6 +202,7 @@ def planning_region() -> str:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from jetpredict.models.profile_files import read_mode_table, rows_named_by_line
     from jetpredict.predictor import service
 
     args.format = _out_format(args.format, args.out)  # `plan --out plan.csv` feeds `profile --modes plan.csv`
@@ -239,6 +238,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> int:
     """``plan --after PROFILES``: the next mode(s) worth profiling for the decision (:mod:`.adaptive`)."""
+    import pandas as pd
     from jetpredict.predictor import service
     from jetpredict.predictor.adaptive import Adviser
     from jetpredict.predictor.decision import Goal, unreachable_caps
@@ -302,6 +302,8 @@ def _fit(args: argparse.Namespace) -> int:
 def rows_kind(rows: Iterable[Mapping[str, object]]) -> str:
     """The kind of a workload's rows (``simulated rows``), or each kind's count when they mix (``rows: 4
     measured, 4 simulated``): the model's provenance names only the least trusted kind."""
+    from jetpredict.models.profile_rows import SOURCE_KINDS, source_kind
+
     counts = Counter(source_kind(row.get("source")) for row in rows)
     if len(counts) == 1:
         return f"{next(iter(counts))} rows"
@@ -360,6 +362,8 @@ def with_epoch_totals(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    import numpy as np
+    from jetpredict.models.profile_files import read_mode_table, rows_named_by_line
     from jetpredict.predictor import service
     from jetpredict.predictor.bundled import on_device
 
@@ -447,6 +451,7 @@ def _plot(model, result, args: argparse.Namespace) -> None:
 
 
 def _recommend(args: argparse.Namespace) -> int:
+    import pandas as pd
     from jetpredict.predictor import service
 
     args.format = _out_format(args.format, args.out)

@@ -293,7 +293,7 @@ def test_fit_names_the_reference_flag_for_a_bad_reference_file(work, capsys):
 
 @pytest.mark.parametrize("after", [False, True])
 def test_a_huge_budget_is_refused_before_any_work_with_or_without_after(work, after, capsys, monkeypatch):
-    from jetpredict.predictor import cli as predictor_cli
+    from jetpredict.models import profile_files
     from jetpredict.predictor import planning
     from jetpredict.predictor.limits import MAX_PLAN_BUDGET
 
@@ -301,7 +301,7 @@ def test_a_huge_budget_is_refused_before_any_work_with_or_without_after(work, af
         raise AssertionError("the budget is checked before rows are read or modes planned")
 
     # With --after it once read, fitted and searched for hours; refused now before any of it.
-    monkeypatch.setattr(predictor_cli, "read_profile_rows", no_work)
+    monkeypatch.setattr(profile_files, "read_profile_rows", no_work)
     monkeypatch.setattr(planning, "plan", no_work)
     argv = ["plan", "--device", "agx-xavier", "--budget", "100000000"]
     assert main([*argv, "--after", str(work / "resnet.csv")] if after else argv) == 2
