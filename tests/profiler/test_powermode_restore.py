@@ -124,7 +124,7 @@ def test_restore_runs_once_even_when_signal_and_exit_both_fire(xavier):
 
 
 # A DataLoader worker forked inside the block gets a Ctrl-C sent to the process group too: it must stop
-# (as the owner would) but neither put the original mode back nor remove the owner's state file.
+# (as the owner would) but neither put the original mode back nor remove the owner's state file or lock.
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_a_process_forked_inside_neither_restores_nor_clears_the_state_file(xavier, monkeypatch, sig):
@@ -155,6 +155,10 @@ def test_a_process_forked_inside_neither_restores_nor_clears_the_state_file(xavi
             assert os.waitstatus_to_exitcode(wait_status) == 0
             assert xavier.calls() == calls_before  # no nvpmodel call from the child
             assert saved.is_file()
+            # Nor the lock: the child shares the parent's flock, so its unlock would free the parent's too.
+            assert state_file.lock_path().is_file()
+            with pytest.raises(state_file.LockHeldError):
+                state_file.ModeLock.take()
             assert xavier.read("/var/lib/nvpmodel/status") != "pmode:0003"  # still in the custom mode
             assert signal.getsignal(sig) == ctl._on_signal  # the parent's handlers are untouched
         assert _nvpmodel_switches(xavier)[-1] == "3"
