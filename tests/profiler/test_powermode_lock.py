@@ -148,6 +148,35 @@ def test_a_profile_whose_workload_fails_to_build_leaves_the_lock_free(xavier_30w
     assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
 
 
+def test_a_profile_whose_out_cannot_be_written_leaves_the_lock_free(xavier_30w, tmp_path):
+    """Refused before its controller is entered (the lock taken, the workload built): the campaign releases the
+    lock itself, as the controller would have on its way out."""
+    (tmp_path / "file").write_text("not a folder\n")
+    cfg = CampaignConfig(device="jetson", workload="lenet5-mnist", out=tmp_path / "file" / "p.csv",
+                         modes="MODE_10W", batch_size=2, workers=0, warmup=0, minibatches=1, settle_s=0,
+                         progress=False)
+    with pytest.raises(InputError, match="cannot write --out"):
+        run_campaign(cfg)
+    assert xavier_30w.state_files() == []
+    state_file.ModeLock.take().release()  # the next run takes it
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+
+
+def test_a_lock_released_before_it_is_handed_over_is_not_trusted(xavier_30w):
+    """A controller given a lock (:meth:`hold_lock`) that is no longer held takes one of its own: switching
+    under a released lock would let a second run in."""
+    lock = state_file.ModeLock.take()
+    lock.release()
+    ctl = detect_controller("jetson")
+    ctl.hold_lock(lock)
+    with ctl:
+        ctl.apply(load_device("agx-xavier").preset("MAXN"))
+        with pytest.raises(state_file.LockHeldError):
+            state_file.ModeLock.take()
+    assert xavier_30w.read("/var/lib/nvpmodel/status") == f"pmode:{ORIGINAL_ID:04d}"
+    assert xavier_30w.state_files() == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("second", ["profile", "apply"])
 def test_of_two_runs_started_together_the_second_is_refused_naming_the_first(xavier_30w, tmp_path, second):
