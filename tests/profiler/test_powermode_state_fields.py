@@ -3,6 +3,7 @@ says so in one line and keeps the file (the saved mode), instead of a traceback 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -132,13 +133,16 @@ def test_a_run_does_not_overwrite_a_state_file_it_cannot_read(orin, capsys):
 
 
 class _GoneStream:
-    """Standard error after the terminal hung up: every write fails."""
+    """Standard error once its reader is gone (EPIPE) or the terminal hung up (EIO): every write fails."""
+
+    def __init__(self, code: int = errno.EPIPE) -> None:
+        self.code = code
 
     def write(self, text: str) -> int:
-        raise BrokenPipeError(32, "Broken pipe")
+        raise OSError(self.code, os.strerror(self.code))  # OSError picks the subclass: BrokenPipeError for EPIPE
 
     def flush(self) -> None:
-        raise BrokenPipeError(32, "Broken pipe")
+        raise OSError(self.code, os.strerror(self.code))
 
 
 def test_a_failed_restore_exits_1_though_standard_error_is_gone(orin, monkeypatch):
@@ -147,3 +151,13 @@ def test_a_failed_restore_exits_1_though_standard_error_is_gone(orin, monkeypatc
     _write(orin, pid=None)
     monkeypatch.setattr(sys, "stderr", _GoneStream())
     assert main(["restore"]) == 1
+
+
+def test_a_restore_that_put_the_mode_back_exits_0_though_its_terminal_hung_up(orin, monkeypatch):
+    """Its line to a hung-up terminal (EIO: ``main`` takes only a broken pipe for ``| head``) is dropped, not
+    reported as a failed restore: exit 0, the mode back and the file gone."""
+    _write(orin)
+    monkeypatch.setattr(sys, "stderr", _GoneStream(errno.EIO))
+    assert main(["restore"]) == 0
+    assert orin.read("/var/lib/nvpmodel/status") == "pmode:0001"
+    assert not (orin.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME).exists()
