@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from jetpredict.models.catalogue import MODE_FIELDS
 from jetpredict.models.profile_files import read_mode_table, read_profile_csv, read_profile_rows
+from jetpredict.predictor.adaptive import AdaptiveChooser
 from jetpredict.predictor.limits import PROVENANCE_FIELDS
 
 from jetpredict.cli import main
@@ -24,16 +25,17 @@ CANDIDATES = ("mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz\n"
               "e,8,2100,900,1600\nf,2,2100,900,1600\ng,8,2265,1377,2133\nh,8,2265,1377,1066\n")
 
 
-def _adaptive_run(tmp_path: Path, capsys, *extra: str) -> tuple[dict, list[str], Path]:
-    """A twin AGX Xavier run choosing among :data:`CANDIDATES`: (its sidecar, its ``adaptive:`` lines, --out)."""
+def _adaptive_run(tmp_path: Path, capsys, *extra: str, rc: int = 0) -> tuple[dict, list[str], Path]:
+    """A twin AGX Xavier run choosing among :data:`CANDIDATES`, ending in exit status ``rc``: (its sidecar, its
+    ``adaptive:`` lines, --out)."""
     cands = tmp_path / "cands.csv"
     cands.write_text(CANDIDATES)
     out = tmp_path / "p.csv"
-    rc = main(["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--adaptive", "--budget", "4",
-               "--candidates", str(cands), "--warmup", "1", "--minibatches", "3", "--no-progress", "--out", str(out),
-               *extra])
+    status = main(["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--adaptive", "--budget",
+                   "4", "--candidates", str(cands), "--warmup", "1", "--minibatches", "3", "--no-progress", "--out",
+                   str(out), *extra])
     err = capsys.readouterr().err
-    assert rc == 0, err
+    assert status == rc, err
     lines = [line.removeprefix("adaptive: ") for line in err.splitlines() if line.startswith("adaptive: ")]
     return json.loads(Path(f"{out}.json").read_text()), lines, out
 
@@ -78,6 +80,22 @@ def test_the_modes_given_first_are_said_to_be_given(tmp_path, capsys):
     assert doc["adaptive"]["objective"] == "min-time" and doc["adaptive"]["max_power_w"] is None
     assert doc["config"]["candidates"] == str(tmp_path / "cands.csv")
 
+
+
+def test_an_adaptive_run_stopped_mid_way_keeps_the_rounds_of_the_modes_it_profiled(tmp_path, capsys, monkeypatch):
+    """Ctrl-C as the chooser weighs its third row: the sidecar, written as each mode ends, holds g and the round
+    that picked it (a stopped run loses at most the mode in progress)."""
+    choose = AdaptiveChooser.next_mode
+
+    def stopped_at_the_third_row(self, rows):
+        if len(rows) == 3:
+            raise KeyboardInterrupt
+        return choose(self, rows)
+
+    monkeypatch.setattr(AdaptiveChooser, "next_mode", stopped_at_the_third_row)
+    doc, _, _ = _adaptive_run(tmp_path, capsys, rc=130)
+    assert [m["mode"] for m in doc["modes"]] == ["a", "h", "g"]
+    assert [s["next_mode"]["mode"] for s in doc["adaptive"]["steps"]] == ["g"], doc["adaptive"]
 
 def test_a_fixed_list_keeps_adaptive_false(tmp_path):
     out = tmp_path / "p.csv"
