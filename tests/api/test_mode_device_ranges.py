@@ -89,3 +89,20 @@ def test_a_clock_within_the_tolerance_past_the_devices_range_is_predicted(app, c
     assert r.status_code == 422 and r.json["errors"] == {"modes.0.cpu_mhz": [
         f"modes[0]: cpu_mhz={hi + 1.1 * RANGE_TOLERANCE_MHZ:g} is outside device '{device}': must be in "
         f"{lo:g}..{hi:g} MHz"]}, r.json
+
+
+@pytest.mark.parametrize("bad", [5, "MAXN", [1, 2], None], ids=["number", "text", "list", "null"])
+def test_a_mode_that_is_not_an_object_beside_a_named_device_is_told_so_not_a_500(client, stored, bad):
+    """The device's range check runs over the modes the schema refused, this one among them."""
+    r = _predict(client, [_MODE, bad])
+    assert r.status_code == 422, (r.status_code, r.json)
+    assert r.json["errors"] == {"modes.1._schema": ["must be a JSON object"]}, r.json
+
+
+@pytest.mark.parametrize("label", [7, "x" * 500], ids=["number", "too-long"])
+def test_a_label_the_schema_refuses_is_left_out_of_the_devices_range_message(client, stored, label):
+    """The range message quotes a label only where the schema takes it, as the route names the mode."""
+    r = _predict(client, [{**_MODE, "gpu_mhz": 80, "mode": label}])
+    assert r.status_code == 422, r.json
+    assert "modes.0.mode" in r.json["errors"]  # refused by the schema (not a string, past 100 characters)
+    assert r.json["errors"]["modes.0.gpu_mhz"] == [f"modes[0]: gpu_mhz=80 {_XAVIER_GPU}"], r.json
