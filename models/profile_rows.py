@@ -568,16 +568,16 @@ def mode_conflicts(rows: Sequence[Mapping[str, object]], lines: Sequence[int],
 
 
 def escape_formula(value: object) -> object:
-    """A text cell that a spreadsheet would run as a formula (starts with = + - @ TAB CR) gets a leading
-    ``'``; anything else (numbers included) is returned unchanged."""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+    """A text cell that a spreadsheet would run as a formula (starts with = + - @ TAB CR), or one where only
+    quotes stand before such a character (``'=x``, so that it reads back as written), gets a leading ``'``."""
+    if isinstance(value, str) and value.lstrip("'").startswith(FORMULA_PREFIXES):
         return "'" + value
     return value
 
 
 def unescape_formula(text: str) -> str:
-    """Undo :func:`escape_formula` on a cell read back from one of our CSV files."""
-    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_PREFIXES) else text
+    """Undo :func:`escape_formula` on a cell read back from one of our CSV files (one quote off ``'=x``)."""
+    return text[1:] if text.startswith("'") and text.lstrip("'").startswith(FORMULA_PREFIXES) else text
 
 
 def unknown_columns(records: Iterable[Mapping[str, object]]) -> dict[str, list[str]]:

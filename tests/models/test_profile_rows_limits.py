@@ -124,6 +124,24 @@ def test_csv_output_is_safe_against_formula_injection(tmp_path):
     assert pf.read_profile_csv(tmp_path / "rows.csv")["workload"].iloc[0] == "=cmd|' /C calc'!A0"
 
 
+TRICKY_TEXTS = ["=x", "'=x", "''=x", "'x", "'", "-1", "+a", "@", "'@", "plain"]
+
+
+def test_every_text_cell_reads_back_as_written_through_the_formula_escape(tmp_path):
+    """A user's own leading quote is kept: ``'=x`` once read back as ``=x`` (and ``'x`` would, were any leading
+    quote taken off)."""
+    rows = [{"device": "agx-xavier", "workload": text, "mode": "a", "cpu_cores": 8, "cpu_mhz": 1190.4,
+             "gpu_mhz": 675.75, "emc_mhz": 1600, "batch_size": 16, "minibatches_per_epoch": 100,
+             "epoch_time_s": 10.0} for text in TRICKY_TEXTS]
+    pf.write_profile_csv(rows, tmp_path / "rows.csv")
+    assert list(pf.read_profile_csv(tmp_path / "rows.csv")["workload"]) == TRICKY_TEXTS
+    cells = [c[1] for c in list(csv.reader((tmp_path / "rows.csv").open()))[1:]]
+    assert not any(c.startswith(pr.FORMULA_PREFIXES) for c in cells)  # still nothing a spreadsheet runs
+
+
+def test_a_cell_an_older_version_escaped_reads_as_before():
+    assert [pr.unescape_formula(c) for c in ("'=x", "'-1", "'x", "x", "'")] == ["=x", "-1", "'x", "x", "'"]
+
 
 def _row_lines(n: int) -> list[str]:
     return [f"agx-xavier,w,m{i},8,1190.4,675.75,1600,4,16,100,{10 + i / 10}" for i in range(n)]
