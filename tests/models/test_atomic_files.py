@@ -244,3 +244,51 @@ def test_make_out_folder_names_the_part_of_the_path_that_is_a_file(tmp_path, mon
 def test_make_out_folder_creates_missing_folders(tmp_path):
     atomic_files.make_out_folder(tmp_path / "a" / "b" / "x.csv")
     assert (tmp_path / "a" / "b").is_dir()
+
+
+@pytest.mark.parametrize(("links", "ok"), [(atomic_files.MAX_SYMLINKS, True),
+                                           (atomic_files.MAX_SYMLINKS + 1, False)])
+def test_followed_takes_as_many_links_as_the_kernel_and_refuses_one_more(tmp_path, links, ok):
+    (tmp_path / "f").write_bytes(b"x")
+    for i in range(links):
+        (tmp_path / f"l{i}").symlink_to("f" if i == 0 else f"l{i - 1}")
+    last = tmp_path / f"l{links - 1}"
+    if ok:
+        assert last.read_bytes() == b"x" and atomic_files.followed(last) == tmp_path / "f"
+        return
+    for follow in (Path.read_bytes, atomic_files.followed):
+        with pytest.raises(OSError) as err:
+            follow(last)
+        assert err.value.errno == errno.ELOOP
+
+
+def _synced_folders(monkeypatch) -> list[int]:
+    """The inode numbers of the folders os.fsync is called on."""
+    synced, real = [], os.fsync
+
+    def spying(fd):
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            synced.append(st.st_ino)
+        return real(fd)
+
+    monkeypatch.setattr(atomic_files.os, "fsync", spying)
+    return synced
+
+
+def test_a_replaced_file_and_a_replaced_pair_sync_their_folders(tmp_path, monkeypatch):
+    """Without the folder's fsync a power cut after the rename can undo the rename: the old file is back."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    synced = _synced_folders(monkeypatch)
+    replace_file(tmp_path / "state.json", b"{}")
+    assert tmp_path.stat().st_ino in synced
+    synced.clear()
+    atomic_files.replace_pair(tmp_path / "a" / "m", b"1", tmp_path / "b" / "m.json", b"2", "a model")
+    assert {(tmp_path / "a").stat().st_ino, (tmp_path / "b").stat().st_ino} <= set(synced)
+
+
+def test_an_out_link_into_a_missing_folder_gets_that_folder(tmp_path):
+    (tmp_path / "latest.csv").symlink_to("runs/3/p.csv")
+    atomic_files.write_out_file(tmp_path / "latest.csv", b"x")
+    assert (tmp_path / "runs" / "3" / "p.csv").read_bytes() == b"x" and (tmp_path / "latest.csv").is_symlink()
