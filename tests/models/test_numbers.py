@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from jetpredict.models.errors import InputError
-from jetpredict.models.numbers import checked_number, finite_or_none, json_finite_float
+from jetpredict.models.numbers import checked_number, finite_or_none, json_finite_float, number_or_nan
 
 
 @pytest.mark.parametrize("value", [True, "fast", None, math.nan, math.inf, -1.0, 10**400, -(10**400)])
@@ -30,3 +31,15 @@ def test_a_cell_that_is_no_finite_number_reads_as_none(value):
 def test_a_json_number_is_a_number_not_a_bool_or_text():
     assert [finite_or_none(v) for v in (True, "2.5", 3)] == [1.0, 2.5, 3.0]
     assert [json_finite_float(v) for v in (True, "2.5", 3, 2.5)] == [None, None, 3.0, 2.5]
+
+
+@pytest.mark.parametrize("value", [math.inf, 0, 0.0, -0.0])
+def test_the_default_rule_is_a_finite_number_above_0(value):
+    with pytest.raises(InputError, match=r"^f must be a finite number > 0, got "):
+        checked_number(value, "f")
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(False), None, "x"])
+def test_a_cell_that_holds_no_number_a_boolean_included_reads_as_nan(value):
+    assert math.isnan(number_or_nan(value))
+    assert number_or_nan("2.5") == 2.5 and number_or_nan(3) == 3.0

@@ -264,6 +264,13 @@ def test_a_not_available_cell_is_named_as_written_not_as_empty(text):
     assert found[3, "cpu_mhz"] == "is required and empty" and (3, "avg_power_w") not in found
 
 
+@pytest.mark.parametrize("field", ["workload", "mode"])
+def test_a_text_cell_of_only_spaces_is_required_and_empty(field):
+    with pytest.raises(ProfileRowsError) as err:
+        validate_records([good_json_row(**{field: "   "})])
+    assert {(p.field, p.message) for p in err.value.problems} == {(field, "is required and empty")}
+
+
 def test_an_integer_beyond_any_float_names_its_field():
     # JSON integers have no size limit; float() of one raises OverflowError, not ValueError.
     with pytest.raises(ProfileRowsError) as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 from jetpredict.models.catalogue import MODE_FIELDS, SAME_CLOCK_REL, ModeArrays, load_device, resolve_device
 from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
-from jetpredict.models.profile_files import read_profile_csv
+from jetpredict.models.profile_files import read_mode_table, read_profile_csv
 from jetpredict.predictor import limits, service
 from jetpredict.predictor.bundled import fit_workload, predict_modes
 from jetpredict.predictor.checks import check_confidence
@@ -83,6 +84,16 @@ def test_a_blank_knob_cell_is_said_to_be_required_and_empty(blank, tmp_path):
         service.resolve_modes("agx-xavier", modes)
     assert err.value.field == "modes.0.gpu_mhz"
     assert err.value.message == "modes[0] (x): gpu_mhz is required and empty"
+
+
+def test_a_boolean_knob_of_a_json_modes_file_is_no_number(tmp_path):
+    """JSON true is no core count: read as 1 it would be a mode inside the range."""
+    path = tmp_path / "modes.json"
+    mode = {"mode": "x", "cpu_cores": True, "cpu_mhz": 2000, "gpu_mhz": 900, "emc_mhz": 1600}
+    path.write_text(json.dumps([mode]))
+    with pytest.raises(InputError) as err:
+        service.mode_table(load_device("agx-xavier"), read_mode_table(path, "modes"))
+    assert err.value.field == "modes.0.cpu_cores" and "must be a number, got True" in err.value.message
 
 
 def test_a_blank_knob_cell_of_a_modes_file_names_its_line(resnet, tmp_path, capsys):
