@@ -165,3 +165,13 @@ def test_a_csv_mode_list_longer_than_the_row_limit_is_refused_before_its_table(t
     path.write_text(f"mode,{','.join(MODE_FIELDS)}\n" + "\n" * 10)  # blank lines are rows of the table
     with pytest.raises(InputError, match="more than 5 lines of modes"):
         pf.read_mode_table(path, "modes")
+
+
+def test_a_csv_mode_list_of_exactly_the_row_limit_is_read_and_one_more_line_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(pf, "MAX_ROWS", 3)
+    head, row = f"mode,{','.join(MODE_FIELDS)}\n", "x,8,2265.6,1377,2133\n"
+    (tmp_path / "three.csv").write_text(head + row * 3)
+    assert len(pf.read_mode_table(tmp_path / "three.csv", "modes")) == 3
+    (tmp_path / "four.csv").write_text(head + row * 4)
+    with pytest.raises(InputError, match="more than 3 lines of modes"):
+        pf.read_mode_table(tmp_path / "four.csv", "modes")

@@ -1,4 +1,5 @@
-"""The ground floor's shared helpers: the one data-path accessor and the one JSON-ready conversion."""
+"""The ground floor's shared helpers: the one data-path accessor, the one JSON-ready conversion and the
+errors' JSON shape."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 from jetpredict.models import data_path
 from jetpredict.models.catalogue import DEVICES_DIR, device_ids
+from jetpredict.models.errors import InputError
 from jetpredict.models.jsonsafe import json_safe
 
 
@@ -29,3 +31,8 @@ def test_json_safe_turns_unknowns_into_null_and_numpy_into_python():
     assert out == {"a": None, "b": 1.5, "c": [3, None], "4": [None, None], "d": [1.0, None]}
     assert json.loads(json.dumps(out, allow_nan=False)) == out
     assert type(out["c"][0]) is int and type(out["b"]) is float
+
+
+def test_an_error_about_the_whole_input_is_keyed_schema():
+    assert InputError("bad body").as_errors() == {"_schema": ["bad body"]}
+    assert InputError("bad", "modes").as_errors() == {"modes": ["bad"]}

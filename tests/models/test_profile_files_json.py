@@ -1,11 +1,15 @@
 """A JSON profile file's NaN and Infinity (which Python's reader takes, though strict JSON has neither) are
-refused as the CSV reader refuses "nan": a number that is not finite, not an empty cell."""
+refused as the CSV reader refuses "nan": a number that is not finite, not an empty cell. What we write holds
+neither: they are written as null."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from jetpredict.models import profile_files as pf
 from jetpredict.models.profile_rows import REQUIRED_AND_EMPTY, ProfileRowsError
@@ -45,3 +49,13 @@ def test_a_nan_in_a_text_column_stays_an_empty_one(tmp_path):
     path = tmp_path / "rows.json"
     path.write_text(json.dumps([{**ROW, "workload": float("nan")}]))
     assert _problems(path)["workload"] == REQUIRED_AND_EMPTY
+
+
+def test_compact_json_is_strict_json_with_unknowns_as_null():
+    out = pf.compact_json({"a": math.nan, "b": np.int64(2), "c": [np.float32(1.5), math.inf]})
+    assert out == b'{"a":null,"b":2,"c":[1.5,null]}\n'
+
+
+def test_frame_records_give_null_for_nan_and_infinite_cells():
+    df = pd.DataFrame({"x": [1.0, math.nan, -math.inf], "m": ["a", "b", "c"]})
+    assert pf.frame_records(df) == [{"x": 1.0, "m": "a"}, {"x": None, "m": "b"}, {"x": None, "m": "c"}]
