@@ -21,6 +21,7 @@ from jetpredict.models.catalogue import (
     list_devices,
     load_device,
     mode_label,
+    resolve_device,
 )
 from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
 
@@ -252,6 +253,13 @@ def test_unknown_device_error_names_every_valid_id(bad):
     assert err.value.as_errors() == {"device": [err.value.message]}
 
 
+@pytest.mark.parametrize("bad", [["agx-xavier"], {"id": "nano"}, None, 3])
+def test_a_device_that_is_no_text_is_an_input_error_naming_device(bad):
+    with pytest.raises(InputError) as err:
+        resolve_device(bad)
+    assert err.value.field == "device" and repr(bad) in err.value.message
+
+
 @pytest.mark.parametrize(("knobs", "field", "valid"), [
     ((0, 1200.0, 670.0, 1331.2), "cpu_cores", "1..8"),
     ((9, 1200.0, 670.0, 1331.2), "cpu_cores", "1..8"),
@@ -353,3 +361,11 @@ def test_mode_arrays_from_every_form_of_modes():
     assert from_space.columns()["cpu_cores"].dtype.kind == "i"
     with pytest.raises(InputError, match="modes"):
         ModeArrays.of({"cpu_mhz": [1.0]})
+
+
+@pytest.mark.parametrize("modes", [42, "MAXN", None, {"cpu_cores": ["x"], "cpu_mhz": [1.0], "gpu_mhz": [1.0],
+                                                     "emc_mhz": [1.0]}])
+def test_modes_of_any_other_form_are_an_input_error_naming_modes(modes):
+    with pytest.raises(InputError) as err:
+        ModeArrays.of(modes)
+    assert err.value.field == "modes" and "cpu_cores, cpu_mhz, gpu_mhz, emc_mhz" in err.value.message

@@ -71,6 +71,11 @@ def test_energy_that_implies_an_impossible_power_names_the_unit():
     assert problems(epoch_energy_j=7284.47, avg_power_w=10.9) == {}
 
 
+def test_an_epoch_in_milliseconds_is_named_once_not_again_through_its_energy():
+    found = problems(epoch_time_s=668_300.0, epoch_energy_j=7284.47, avg_power_w=10.9)
+    assert list(found) == ["epoch_time_s"] and "looks like milliseconds" in found["epoch_time_s"]
+
+
 def test_host_rows_are_not_held_to_a_jetson_range():
     host = {**ROW, "device": "host", "avg_power_w": 250.0, "epoch_time_s": 668_300.0}
     assert len(validate_records([host])) == 1

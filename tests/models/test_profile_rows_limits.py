@@ -89,6 +89,17 @@ def test_same_knobs_with_contradicting_times_are_reported(tmp_path):
     assert len(pf.read_profile_csv(ok)) == 3
 
 
+def test_a_row_without_workers_conflicts_with_one_of_the_default_workers(tmp_path):
+    """A blank num_workers is read as the default 4, so these are the same mode measured twice."""
+    path = _csv(tmp_path / "dup.csv",
+                "agx-xavier,w,a,8,1190.4,675.75,1600,,16,100,509",
+                f"agx-xavier,w,a,8,1190.4,675.75,1600,{pr.DEFAULT_NUM_WORKERS},16,100,1018")
+    with pytest.raises(pr.ProfileRowsError) as err:
+        pf.read_profile_csv(path)
+    assert [(p.line, p.field) for p in err.value.problems] == [(3, "epoch_time_s")]
+    assert "lines 2, 3 measure the same mode" in str(err.value)
+
+
 def test_one_label_with_different_knobs_is_an_error_but_custom_is_generic(tmp_path):
     path = _csv(tmp_path / "label.csv",
                 "agx-xavier,w,a,8,1190.4,675.75,1600,4,16,100,509",
