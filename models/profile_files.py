@@ -399,27 +399,11 @@ def _counts_whole(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str | Path | io.TextIOBase,
-                      append: bool = False) -> None:
-    """Write rows as CSV (profile-row columns first, extras after); ``append`` adds to an existing file."""
+def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str | Path | io.TextIOBase) -> None:
+    """Write rows as CSV (profile-row columns first, extras after) to a text stream or a file, overwritten."""
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     columns = list(COLUMNS) + [c for c in df.columns if c not in FIELD_BY_NAME]
-    df = csv_safe(_counts_whole(df.reindex(columns=columns)))
-    if isinstance(path, io.TextIOBase):
-        df.to_csv(path, index=False, lineterminator="\n")
-        return
-    path = Path(path)
-    if append and path.exists() and path.stat().st_size > 0:
-        with path.open(newline="", encoding="utf-8") as f:
-            existing = next(csv.reader(f), [])
-        if existing != columns:
-            merged = pd.concat([pd.read_csv(path), df], ignore_index=True)
-            merged.reindex(columns=list(dict.fromkeys(existing + columns))).to_csv(
-                path, index=False, lineterminator="\n")
-            return
-        df.to_csv(path, mode="a", header=False, index=False, lineterminator="\n")
-    else:
-        df.to_csv(path, index=False, lineterminator="\n")
+    csv_safe(_counts_whole(df.reindex(columns=columns))).to_csv(path, index=False, lineterminator="\n")
 
 
 def resolve_flag_path(path: str | Path, flag: str) -> Path:
