@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from jetpredict.models.profile_files import read_profile_csv, rows_to_records
+from readme_tours import FLOWER_README, sh_blocks
 
 from jetpredict import models
 
@@ -34,6 +35,25 @@ needs_flower_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in FLO
                                         reason="Flower's command line tools are missing")
 
 
+#: The README section whose shell block the deployment tests run as written.
+DEPLOYMENT_SECTION = "Under a SuperLink with SuperNodes (insecure, loopback only)"
+
+
+def deployment_block() -> str:
+    """The shell block of the README's :data:`DEPLOYMENT_SECTION` (there is one)."""
+    (block,) = sh_blocks(DEPLOYMENT_SECTION, FLOWER_README)
+    return block
+
+
+def config_lines(block: str) -> str:
+    """The lines of ``block`` that name its SuperLink in Flower's config: from the first that mentions
+    ``FLWR_HOME`` to the end of the first here-document after it."""
+    lines = block.splitlines()
+    start = next(i for i, line in enumerate(lines) if "FLWR_HOME" in line)
+    end = lines.index("EOF", start)
+    return "\n".join(lines[start:end + 1]) + "\n"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     import socket
@@ -43,12 +63,64 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def flower_env(home: Path) -> dict[str, str]:
+    """This environment for Flower's tools, with ``home`` as ``FLWR_HOME`` (never the user's ~/.flwr)."""
+    import os
+
+    # The app runs in this environment (jetpredict installed), as the README's export says; no network for
+    # per-run installs.
+    return {**os.environ, "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+            "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+
+
+def run_sh(script: str, cwd: Path, env: dict[str, str], log: Path, limit_s: float) -> int:
+    """Run ``script`` with ``sh -e`` in ``cwd`` as the leader of a new process group (output in ``log``) and
+    return its exit status; what it left running (its ``&`` jobs and what they started) ends with the group.
+    A script still running after ``limit_s`` fails the test with the end of its output."""
+    import subprocess
+
+    with log.open("w") as out:
+        proc = subprocess.Popen(["sh", "-e", "-c", script], cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return proc.wait(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the script ran past {limit_s:g} s:\n{log.read_text(errors='replace')[-4000:]}"
+                             ) from None
+    finally:
+        _end_group(proc)
+
+
+def _end_group(leader) -> None:
+    """SIGTERM ``leader``'s process group, then SIGKILL what is left of it after :data:`GROUP_GRACE_S`."""
+    import os
+    import signal
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(leader.pid, sig)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + GROUP_GRACE_S
+        while time.monotonic() < end:
+            leader.poll()  # reaps the leader, which would otherwise keep the group answering
+            try:
+                os.killpg(leader.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+#: How long (s) a process group gets to end after SIGTERM before SIGKILL.
+GROUP_GRACE_S = 15.0
+
+
 class FlowerProcesses:
     """Flower processes started for one test on 127.0.0.1, each leading its own process group (so what it
     spawns ends with it), with a private ``FLWR_HOME`` whose ``config.toml`` names the SuperLink ``test``."""
 
     def __init__(self, tmp_path: Path, link_port: int) -> None:
-        import os
 
         self.tmp_path = tmp_path
         self.link_port = link_port
@@ -56,9 +128,7 @@ class FlowerProcesses:
         home.mkdir()
         (home / "config.toml").write_text(f'[superlink]\ndefault = "test"\n\n[superlink.test]\n'
                                           f'address = "127.0.0.1:{link_port}"\ninsecure = true\n')
-        # The app runs in this environment (jetpredict installed); no network for per-run installs.
-        self.env = {**os.environ, "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-                    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+        self.env = flower_env(home)
         self.procs: list = []
         self._logs: list = []
 
