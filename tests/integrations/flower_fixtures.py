@@ -54,15 +54,6 @@ def config_lines(block: str) -> str:
     return "\n".join(lines[start:end + 1]) + "\n"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def flower_env(home: Path) -> dict[str, str]:
     """This environment for Flower's tools, with ``home`` as ``FLWR_HOME`` (never the user's ~/.flwr)."""
     import os

@@ -18,12 +18,13 @@ from flower_fixtures import (
     deployment_block,
     energy_to_deadline_j,
     flower_env,
-    free_port,
     needs_flower_tools,
     run_sh,
     save_models,
 )
 from flower_fleet import task
+
+from tools.testing import free_port
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 

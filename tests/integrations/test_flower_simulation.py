@@ -18,13 +18,13 @@ from flower_fixtures import (
     EXAMPLE_APP,
     FlowerProcesses,
     energy_to_deadline_j,
-    free_port,
     needs_flower_tools,
     save_models,
 )
 from flower_fleet import task
 
 from jetpredict.integrations.flower import TwinWorkload, twin_round
+from tools.testing import free_port
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
