@@ -17,12 +17,12 @@ from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, MAX_WORKLOAD_
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import (
     FIELDS,
-    MAX_CELL_CHARS,
     MAX_TIME_S,
     PASS_THROUGH_COLUMNS,
     PASS_THROUGH_NUMBERS,
     SOURCE_KINDS,
 )
+from jetpredict.models.reader_limits import MAX_CELL_CHARS
 from jetpredict.predictor.constants import LACK_OF_FIT_REL
 from jetpredict.predictor.limits import SPLIT_SOURCES
 from marshmallow import (
@@ -37,7 +37,7 @@ from marshmallow import (
 )
 
 #: Profile rows one request may carry (an upload, or inline rows of a prediction); a file read by the
-#: command line has its own cap, models.profile_rows.MAX_ROWS.
+#: command line has its own cap, models.reader_limits.MAX_ROWS.
 MAX_REQUEST_ROWS = 10_000
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 #: The header naming an upload, so that a retry is stored once.

@@ -1,5 +1,5 @@
 """How the cost of one workload fit grows with its number of profile rows (10 ... 100,000), and the CLI's
-cap (``models.profile_rows.MAX_ROWS`` rows, read from CSV and fitted).
+cap (``models.reader_limits.MAX_ROWS`` rows, read from CSV and fitted).
 
 Targets (issue 19): 1,000 rows <= 0.2 s, 100,000 rows <= 10 s, near-linear between: the printed slope is
 the exponent b of ``time ~ rows^b`` fitted in log-log space over the sizes (1 = linear, 2 = quadratic), read
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays, load_device
 from jetpredict.models.profile_files import read_profile_csv
-from jetpredict.models.profile_rows import MAX_ROWS
+from jetpredict.models.reader_limits import MAX_ROWS
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.reference import REFERENCE_DIR
 from results_io import cpu_seconds, exponent_text, growth_exponent, report_targets, write_results

@@ -29,16 +29,13 @@ from jetpredict.models.profile_rows import (
     COUNT_COLUMNS,
     FIELD_BY_NAME,
     FIELDS,
-    MAX_CELL_CHARS,
-    MAX_COLUMNS,
-    MAX_FILE_BYTES,
-    MAX_ROWS,
     PASS_THROUGH_NUMBERS,
     ProfileRowsError,
     RowProblem,
     escape_formula,
     validate_records,
 )
+from jetpredict.models.reader_limits import MAX_CELL_CHARS, MAX_COLUMNS, MAX_FILE_BYTES, MAX_ROWS
 
 
 def open_regular_file(path: str | Path, flag: str = "profiles", max_bytes: int = MAX_FILE_BYTES):

@@ -26,6 +26,7 @@ from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import REQUIRED_AND_EMPTY, is_blank, unit_hint
 from jetpredict.models.profiling_protocol import BATCH_SIZE
+from jetpredict.models.reader_limits import MAX_CELL_CHARS, MAX_COLUMNS, MAX_ROWS
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,6 @@ MAX_POWER_W = 1e5  # a Jetson module draws < 100 W; a whole host < 10 kW
 MAX_QUANTITY = 1e21
 MAX_RATIO = 1e6  # a coefficient of variation, a share of a peak
 
-#: Input limits of the readers (CLI files): bytes of a file, rows, characters of one cell, distinct columns of
-#: a set of rows (a CSV header; the keys of JSON rows, of training rows: the FIELDS and pass-through columns,
-#: 49 together, and a user's own). Rows of a key each are rows x keys cells: more columns are refused first.
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_ROWS = 200_000
-MAX_CELL_CHARS = 10_000
-MAX_COLUMNS = 100
 MAX_UNKNOWN_NAMED = 20  # unknown columns :func:`unknown_columns` names (with a close match); the rest counted
 #: Same mode knobs measured more than once: times further apart than this ratio contradict each other.
 DUPLICATE_TIME_SPREAD = 1.2

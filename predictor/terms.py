@@ -24,9 +24,9 @@ from jetpredict.models.profile_rows import (
     COLUMNS,
     DEFAULT_NUM_WORKERS,
     HOST_DEVICE,
-    MAX_COLUMNS,
     MAX_TIME_S,
 )
+from jetpredict.models.reader_limits import MAX_COLUMNS
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import NOISE_PRIOR_ROWS, ONE_SHARE_SD, TIME_NOISE_REL
 from scipy.special import log_ndtr, ndtri_exp
@@ -342,7 +342,7 @@ class ProfileArrays:
     def from_records(cls, records: Iterable[Mapping[str, object]]) -> ProfileArrays:
         """The arrays a fit reads from profile rows given as records (a model's ``training_rows``), each
         run's repeats merged (:meth:`merged_repeats`) as the fit merges them. More distinct keys than a
-        profile file may hold (:data:`~models.profile_rows.MAX_COLUMNS`, and every field, which a checked
+        profile file may hold (:data:`~models.reader_limits.MAX_COLUMNS`, and every field, which a checked
         row carries whether its file named it or not) are refused before the table is built: rows of a key
         each would make it rows x keys."""
         most = MAX_COLUMNS + len(COLUMNS)

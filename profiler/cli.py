@@ -34,24 +34,6 @@ class AdaptiveRules:
     max_rival_gain: float
 
 
-#: Stands in ``profile --out``'s help for the readers' file limit, in MiB, until the help is shown.
-_FILE_LIMIT_MIB = "{file_limit_mib}"
-
-
-class _ProfileHelp(argparse.HelpFormatter):
-    """``profile``'s help with the readers' file limit written in when it is shown: the limit lives with the
-    row fields (:mod:`jetpredict.models.profile_rows`, which loads pandas), and the parser every verb builds,
-    ``restore``'s after a crash included, starts without them."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = super()._get_help_string(action)
-        if text is None or _FILE_LIMIT_MIB not in text:
-            return text
-        from jetpredict.models.profile_rows import MAX_FILE_BYTES
-
-        return text.replace(_FILE_LIMIT_MIB, str(MAX_FILE_BYTES // 2**20))
-
-
 def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> None:
     """``--target-width`` and ``--objective``, their help from ``rules`` where given."""
     # argparse %-formats help: a literal percent sign is written %%.
@@ -183,6 +165,7 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
         SETTLE_S,
         WARMUP_MINIBATCHES,
     )
+    from jetpredict.models.reader_limits import MAX_FILE_BYTES
     from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
     p = sub.add_parser(
@@ -193,7 +176,7 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
         epilog="A failure is reported in one line: exit 2 for bad input (a flag, or a --workload file that fails "
         "to load, with its file and line), 1 for a failure while profiling (naming the mode and minibatch); the "
         "modes finished before it stay in --out. Set JETPREDICT_DEBUG=1 to see the full Python traceback of "
-        "either.", formatter_class=_ProfileHelp)
+        "either.")
     p.add_argument("--device", required=True, help="host | jetson | sim:DEVICE")
     p.add_argument("--workload", required=True,
                    help=" | ".join([*BUILTIN_WORKLOADS, "torchvision:NAME", "module.path:factory"]))
@@ -218,7 +201,7 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
                    "caps with jetson_clocks (the default; the clocks in force before are restored after)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     p.add_argument("--out", required=True, help="FILE.csv (+ FILE.csv.json: every minibatch and power sample) or "
-                   f"FILE.json (all in one document, at most the {_FILE_LIMIT_MIB} MiB its readers take: "
+                   f"FILE.json (all in one document, at most the {MAX_FILE_BYTES // 2**20} MiB its readers take: "
                    "refused before profiling when its minibatches alone would pass that)")
     a = p.add_argument_group(
         "adaptive profiling", "--adaptive: profile, fit, pick the mode that most narrows the decision (the "

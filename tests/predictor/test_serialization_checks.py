@@ -138,7 +138,7 @@ def test_a_profile_file_at_the_column_limit_fits_into_a_model_that_loads(tmp_pat
     training rows carry every field besides, and must load back (they were refused, counted as the file)."""
     import csv
 
-    from jetpredict.models.profile_rows import MAX_COLUMNS
+    from jetpredict.models.reader_limits import MAX_COLUMNS
 
     from jetpredict.cli import main
 
@@ -159,7 +159,8 @@ def test_a_profile_file_at_the_column_limit_fits_into_a_model_that_loads(tmp_pat
 def test_training_rows_with_a_different_key_each_are_refused_naming_the_limit(tmp_path, doc, capsys):
     """The table of a model's training rows is rows x distinct columns: rows of a key each (30,000 x 30,000
     took 12 GB) are refused before it is built, as a profile file's rows are."""
-    from jetpredict.models.profile_rows import COLUMNS, MAX_COLUMNS
+    from jetpredict.models.profile_rows import COLUMNS
+    from jetpredict.models.reader_limits import MAX_COLUMNS
     from jetpredict.predictor.terms import ProfileArrays
 
     most = MAX_COLUMNS + len(COLUMNS)  # what a profile file may hold, and every field a checked row carries

@@ -14,7 +14,7 @@ import pytest
 from jetpredict.models import profile_files
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_rows
-from jetpredict.models.profile_rows import MAX_FILE_BYTES
+from jetpredict.models.reader_limits import MAX_FILE_BYTES
 from jetpredict.profiler import campaign
 from jetpredict.profiler.campaign import CampaignConfig, run_campaign
 from jetpredict.profiler.runner import RunSettings
