@@ -9,6 +9,7 @@ import pickle
 import re
 import subprocess
 import sys
+import threading
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -84,6 +85,32 @@ def test_tampered_or_foreign_model_file_is_refused(tmp_path, model):
         load_model(path)
     with pytest.raises(InputError, match="does not exist"):
         load_model(tmp_path / "missing.json")
+
+
+def test_a_model_path_that_is_a_fifo_is_refused_not_read(tmp_path, model):
+    """Reading a FIFO waits for a writer that may never come: a saved model replaced by one (its manifest
+    kept) is refused from its stat. The load runs in a thread so that a read that blocks fails the test
+    after 5 s instead of hanging it; the FIFO is then opened for writing so the read ends."""
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    path.unlink()
+    os.mkfifo(path)
+    errors: list[InputError] = []
+
+    def load() -> None:
+        try:
+            load_model(path)
+        except InputError as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # a writer that closes: the read gets EOF
+        reader.join(5)
+        pytest.fail(f"loading the FIFO {path} blocked instead of refusing it")
+    assert [(e.field, e.message) for e in errors] == [("model", f"model file {path} is not a regular file")]
 
 
 @pytest.mark.parametrize("key", ["device_id", "workload_id"])

@@ -135,6 +135,17 @@ def test_upper_bound_is_the_straggler_margin(resnet):
                               confidence=0.5).feasible
 
 
+def test_a_client_that_cannot_meet_the_deadline_counts_no_idle_energy(resnet):
+    # Its point time ends before the deadline (idle at base power would count > 0 J), but its upper bound
+    # does not, so it is late: it does not wait for a deadline it misses, and its energy is its training's.
+    a = load_device("agx-xavier").maxn
+    p = predict_modes(resnet, ModeArrays(a.cpu_cores, a.cpu_mhz, a.gpu_mhz, a.emc_mhz))
+    deadline = float((p.epoch_time_s[0] + p.epoch_time_s_high[0]) / 2 * (1 + RUN_TO_RUN_SPREAD["agx-xavier"]))
+    late = service.plan_fleet(resnet, [{"id": 7, "device": "agx-xavier"}], deadline_s=deadline).clients[0]
+    assert not late.meets_deadline and late.round_time_s < deadline
+    assert late.idle_energy_j == 0.0 and late.energy_j == late.train_energy_j > 0.0
+
+
 def test_tight_deadline_reports_slow_device_not_drops_it(resnet):
     fast = service.plan_fleet(resnet, [{"id": "x", "device": "agx-xavier"}], deadline_s=1e6)
     agx_min = min(service.predict(resnet, "all")["epoch_time_s_high"])

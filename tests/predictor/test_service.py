@@ -383,6 +383,15 @@ def test_a_budget_past_the_distinct_candidates_says_which_repeat():
     assert set(service.plan_profiling("agx-xavier", 2, cands).modes["mode"]) == {"x", "z"}
 
 
+def test_a_plan_for_one_device_refuses_a_model_fitted_on_another(resnet):
+    """The model times the plan's profiling runs: one of another device would time them on the wrong board."""
+    with pytest.raises(InputError) as err:
+        service.plan_profiling("xavier-nx", 4, model=resnet)
+    assert err.value.field == "device"
+    assert "the model was fitted on 'agx-xavier', the plan is for 'xavier-nx'" in err.value.message
+    assert len(service.plan_profiling("agx-xavier", 4, model=resnet).modes) == 4
+
+
 def test_http_schemas_accept_exactly_what_the_service_accepts():
     """Limits, objectives and the confidence range are defined once (predictor.limits): a request the
     schema lets through is one the service takes, and the first value past a limit fails in both."""
@@ -485,6 +494,17 @@ def test_recommendation_and_fleet_answers_state_provenance_from_the_service(resn
     import json
 
     json.dumps(plan, allow_nan=False)  # JSON-ready: no NaN, no numpy scalars
+
+
+@pytest.mark.parametrize(("caps", "stated"), [
+    ({"max_power_w": 20.0}, {"max_power_w": 20.0}),
+    ({"max_epoch_time_s": 1e4}, {"max_epoch_time_s": 1e4}),
+    ({}, {}),
+])
+def test_the_recommendation_answer_states_only_the_caps_that_were_set(resnet, caps, stated):
+    result = service.recommend(resnet, "min-energy", **caps)
+    assert None in result.constraints.values()  # the result keeps a cap not set as None; the answer drops it
+    assert service.recommendation_answer(resnet, result)["constraints"] == stated
 
 
 @pytest.mark.parametrize("epochs", [None, 3])
