@@ -244,3 +244,25 @@ def test_a_moved_model_holds_its_source_devices_rows(tmp_path, doc, capsys):
     assert_refused_at_load(tmp_path / "s.json", ".training_rows[0].device must be 'xavier-nx' (the model's "
                                                 "source_device_id, where its rows ran), not 'agx-xavier'",
                            "source relabelled", capsys)
+
+
+@pytest.mark.parametrize("point", ["epoch_time_s", "avg_power_w", "epoch_energy_j"])
+def test_a_lower_bound_above_its_point_is_refused_as_damage(tmp_path, doc, point, monkeypatch, capsys):
+    """Load refuses a model whose predictions on the probe modes put a lower bound above its point (the
+    upper bound still above both). No edit of a file's numbers reaches this rule: predict takes every lower
+    bound as max(point x e^-half, a floor at most the point), so the real fitted model's predict is wrapped
+    to lift that one bound to 1.5x the point and the upper to 2x."""
+    from dataclasses import replace
+
+    from jetpredict.predictor.model import WorkloadModel
+
+    fitted = WorkloadModel.predict
+
+    def lifted(self, *args, **kwargs):
+        pred = fitted(self, *args, **kwargs)
+        mid = getattr(pred, point)
+        return replace(pred, **{f"{point}_low": mid * 1.5, f"{point}_high": mid * 2.0})
+
+    path, _ = _saved(tmp_path, doc)
+    monkeypatch.setattr(WorkloadModel, "predict", lifted)
+    assert_refused_at_load(path, f": it predicts {point} = ", point, capsys)

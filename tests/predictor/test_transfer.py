@@ -216,6 +216,20 @@ def test_a_cross_device_prediction_adds_the_transfers_sd_in_quadrature():
 
 
 
+def test_a_moved_model_keeps_at_least_the_targets_base_power_noise():
+    """The moved model's base power is the target's, so its relative SD is at least the target reference's
+    base noise (0.06 on orin-nano to 0.14 on nano, above MobileNetV3's 0.026 on AGX Xavier); a model whose
+    own SD is larger (edited here to 0.5) keeps its own."""
+    model = mobilenet_model()
+    noisy = replace(model, base_sd_rel=0.5)
+    for target in ("xavier-nx", "nano", "orin-nano", "orin-agx", "orin-nx"):
+        device = load_device(target)
+        noise = load_reference(device).base_noise_rel
+        assert model.base_sd_rel < noise, target
+        assert on_device(model, device).base_sd_rel == noise, target
+        assert on_device(noisy, device).base_sd_rel == 0.5, target
+
+
 def test_a_moved_models_variants_add_only_their_means():
     """The transfer restricts the time and power fits, not the contention variants': a variant's covariance is
     never read, so no output of any mode moves whatever the variants' covariances are."""
