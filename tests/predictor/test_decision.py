@@ -108,3 +108,17 @@ def test_a_rivals_chance_under_caps_is_its_lower_half_floored_by_dominating_mode
     expected = ndtr(np.log(value[b] / value) / spread) * meets
     assert d.rival_p == pytest.approx(expected[d.rivals], rel=1e-9)
     assert (meets[d.rivals] < 0.999).any()  # the caps bind on some rival: P is not just Phi
+
+
+def test_the_best_mode_is_never_its_own_rival(min_time):
+    """The pick cannot beat itself: over the eight AGX Xavier presets (a decision set as small as adaptive
+    profiling may hold, where the pick would rank among the strongest rivals), min-energy's rivals leave it
+    out, and U is its width plus its rivals' chances times theirs."""
+    from jetpredict.predictor import service
+
+    model = min_time(8.0).model  # the module's one fit of LeNet-5 from e, f, i, j
+    presets = service.resolve_modes(load_device("agx-xavier"), "presets")
+    d = D.decide(model, presets, D.Goal("min-energy"))
+    assert d.best is not None and len(d.rivals) > 0 and d.best not in d.rivals.tolist()
+    widths = D._width(d.table, D.OBJECTIVES["min-energy"])
+    assert d.uncertainty == pytest.approx(widths[d.best] + float(np.sum(d.rival_p * widths[d.rivals])), rel=1e-12)

@@ -259,6 +259,23 @@ def test_preset_comparison_states_the_saving_against_the_preset():
     assert none["preset"] is None and "max_power_w=5" in none["reason"] and none["time_saving_s"] is None
 
 
+def test_a_mode_with_a_presets_knobs_but_another_name_is_not_the_preset():
+    """AGX Xavier's MODE_10W powers half the GPU's SMs: the space mode at its knobs (named by them) is another
+    mode, drawing more, so choosing it is not choosing the preset even though every knob is equal."""
+    from jetpredict.models.catalogue import MODE_FIELDS, mode_label
+
+    gated = load_device("agx-xavier").preset("MODE_10W")
+    assert gated.gpu_share < 1.0
+    knobs = {k: getattr(gated, k) for k in MODE_FIELDS}
+    preset = {**knobs, "mode": gated.mode, **dict.fromkeys(rec.PRESET_COMPARISON_COLUMNS, 1.0),
+              "epoch_time_s": 40.0, "epoch_energy_j": 300.0}
+    space_mode = {**preset, "mode": mode_label(**knobs), "epoch_time_s": 30.0, "epoch_energy_j": 330.0}
+    out = rec.preset_comparison(space_mode, preset, "min-time", 12.0, None, 0.9)
+    assert out["preset"] == "MODE_10W" and out["chosen_is_preset"] is False
+    assert out["time_saving_s"] == pytest.approx(10.0)
+    assert rec.preset_comparison(preset, preset, "min-time", 12.0, None, 0.9)["chosen_is_preset"] is True
+
+
 def _reference_workloads():
     """(device, name, rows) of the bundled reference workloads of AGX Xavier (published and simulated)
     and AGX Orin (simulated), each profiled on 4 spread modes as a new workload would be; the published
