@@ -98,6 +98,20 @@ def _split(value: str | list | tuple) -> tuple[str, ...]:
     return tuple(v.strip() for v in str(value).split(",") if v.strip())
 
 
+def _api_keys(value: str | list | tuple) -> tuple[str, ...]:
+    """The listed keys, each checked against the client's rule (WSGI reads the header as latin-1 and curl
+    sends UTF-8, so any other key would answer 403 to every write); the message never shows a key."""
+    from jetpredict.client import API_KEY_RULE, api_key_fault  # standard library only; not for --help
+
+    keys = _split(value)
+    for number, key in enumerate(keys, 1):
+        fault = api_key_fault(key)
+        if fault:
+            raise InputError(f"{ENV_PREFIX}API_KEYS: key {number} has {fault}; each comma-separated key must be "
+                             f"{API_KEY_RULE}", "API_KEYS")
+    return keys
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings of one app. Units: bytes, seconds; ``API_KEYS`` are plaintext keys."""
@@ -164,7 +178,9 @@ def _coerce(name: str, value: object) -> object:
             rule = f"between {low} and {high}" if high is not None else f"at least {low}"
             raise InputError(f"{ENV_PREFIX}{name}={number} is out of range: must be {rule}", name)
         return number
-    if name in ("API_KEYS", "CORS_ORIGINS"):
+    if name == "API_KEYS":
+        return _api_keys(value)  # type: ignore[arg-type]
+    if name == "CORS_ORIGINS":
         return _split(value)  # type: ignore[arg-type]
     if name in ("RATE_LIMIT", "RATE_LIMIT_ALL_MODES"):
         text = str(value).strip()

@@ -50,9 +50,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "API_KEY_ENV", "API_KEY_HEADER", "DEFAULT_URL", "IDEMPOTENCY_HEADER", "ROW_TEXT_COLUMNS", "SERVICE_KEYS_ENV",
+    "API_KEY_ENV", "API_KEY_HEADER", "API_KEY_RULE", "DEFAULT_URL", "IDEMPOTENCY_HEADER", "ROW_TEXT_COLUMNS",
+    "SERVICE_KEYS_ENV",
     "BadRequest", "Client", "Conflict", "ConnectionFailed", "NotFound", "Overloaded", "ServiceError",
-    "Unauthorized", "default_api_key", "read_rows_csv",
+    "Unauthorized", "api_key_fault", "default_api_key", "read_rows_csv",
 ]
 
 log = logging.getLogger("jetpredict.client")
@@ -77,13 +78,33 @@ DEFAULT_MAX_WAIT_S = 30.0
 _JSON = "application/json"
 
 
-def default_api_key() -> str | None:
-    """``$JETPREDICT_API_KEY``, else the first key of ``$JETPREDICT_API_KEYS``, else None."""
+#: What an API key may hold. Servers read header bytes as latin-1 and clients write them as latin-1 or
+#: UTF-8, so only ASCII reaches the service as the text it was configured as; spaces and control
+#: characters are trimmed or refused on the way.
+API_KEY_RULE = "printable ASCII: visible characters '!' to '~', no spaces or control characters"
+
+
+def api_key_fault(key: str) -> str | None:
+    """Where ``key`` breaks :data:`API_KEY_RULE` (the first character's code point and 1-based position,
+    never the key: it is a secret), or None when it keeps it."""
+    for position, char in enumerate(key, 1):
+        if not "!" <= char <= "~":
+            return f"U+{ord(char):04X} at character {position}"
+    return None
+
+
+def _default_api_key_from() -> tuple[str | None, str]:
+    """The default key and the variable it came from (:func:`default_api_key`)."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if key:
-        return key
+        return key, API_KEY_ENV
     listed = [k.strip() for k in os.environ.get(SERVICE_KEYS_ENV, "").split(",") if k.strip()]
-    return listed[0] if listed else None
+    return (listed[0] if listed else None), SERVICE_KEYS_ENV
+
+
+def default_api_key() -> str | None:
+    """``$JETPREDICT_API_KEY``, else the first key of ``$JETPREDICT_API_KEYS``, else None."""
+    return _default_api_key_from()[0]
 
 
 #: Profile-row columns that hold text (models/profile_rows.py; a test holds the two together): every other
@@ -316,7 +337,15 @@ class Client:
         if not (backoff_s >= 0 and max_wait_s >= 0):
             raise ValueError(f"backoff_s and max_wait_s must be >= 0, got {backoff_s!r}, {max_wait_s!r}")
         self.base_url = str(base_url).rstrip("/")
-        self.api_key = default_api_key() if api_key is None else (api_key or None)
+        default_key, variable = _default_api_key_from()
+        self.api_key = default_key if api_key is None else (api_key or None)
+        fault = api_key_fault(self.api_key or "")
+        if fault:
+            # A bad key fails here in words, not as a UnicodeEncodeError or a 403 on the first request.
+            named = (f"${variable}" if api_key is None
+                     else f"api_key (the key in ${variable})" if api_key == default_key else "api_key")
+            raise ValueError(f"{named} must be {API_KEY_RULE} (an HTTP header carries nothing else "
+                             f"intact); it has {fault}")
         self.timeout_s = float(timeout_s)
         self.retries = retries
         self.backoff_s = float(backoff_s)

@@ -63,3 +63,20 @@ def test_csv_cells_keep_whole_numbers_and_non_finite_text(tmp_path):
 def test_a_timeout_that_is_no_finite_number_above_0_is_refused(timeout_s):
     with pytest.raises(ValueError, match="timeout_s"):
         Client("http://127.0.0.1:9", timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize("key", ["clé", "ключ", "two words", "tab\tkey"])
+def test_an_api_key_that_is_not_printable_ascii_is_refused_naming_api_key(key):
+    """A client sends headers as latin-1 ('ключ' raised a bare UnicodeEncodeError on the first request) and
+    the service reads them so: only visible ASCII arrives as the key it was configured as."""
+    with pytest.raises(ValueError, match=r"^api_key must be printable ASCII: visible characters '!' to '~'"):
+        Client("http://127.0.0.1:9", api_key=key)
+
+
+@pytest.mark.parametrize("variable", ["JETPREDICT_API_KEY", "JETPREDICT_API_KEYS"])
+def test_a_non_ascii_key_from_the_environment_is_refused_naming_the_variable(monkeypatch, variable):
+    monkeypatch.delenv("JETPREDICT_API_KEY", raising=False)
+    monkeypatch.setenv(variable, "clé")
+    with pytest.raises(ValueError, match=rf"^\${variable} must be printable ASCII") as err:
+        Client("http://127.0.0.1:9")
+    assert "U+00E9 at character 3" in str(err.value) and "clé" not in str(err.value)

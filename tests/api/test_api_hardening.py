@@ -253,6 +253,47 @@ def test_bad_rate_limit_setting_names_the_variable(tmp_path):
         load_settings({"RATE_LIMIT": "lots"})
 
 
+@pytest.mark.parametrize(("keys", "said"), [
+    ("clé", "key 1 has U+00E9 at character 3"),
+    ("good-key, ключ", "key 2 has U+043A at character 1"),
+    ("two words", "key 1 has U+0020 at character 4"),
+    ("tab\tkey", "key 1 has U+0009 at character 4"),
+], ids=["latin-1", "cyrillic", "space", "control"])
+def test_an_api_key_that_is_not_printable_ascii_is_refused_naming_the_variable(make_app, keys, said):
+    """WSGI reads the X-API-Key header as latin-1 and curl sends UTF-8, so such a key could never match
+    (403 for every write); the service refuses it when it reads its settings instead."""
+    from jetpredict.api.config import load_settings
+    from jetpredict.models.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        load_settings({"API_KEYS": keys})
+    assert err.value.field == "API_KEYS" and err.value.message.startswith("JETPREDICT_API_KEYS: ")
+    assert said in err.value.message and "visible characters '!' to '~'" in err.value.message
+    with pytest.raises(InputError, match="JETPREDICT_API_KEYS: "):
+        make_app(API_KEYS=keys)
+
+
+def test_serve_refuses_a_non_ascii_api_key_in_one_line(monkeypatch, capsys, tmp_path):
+    import socket
+
+    from jetpredict.cli import main
+
+    monkeypatch.setenv("JETPREDICT_API_KEYS", "ключ")
+    with socket.socket() as holder:  # were the key let through, serve would stop at the busy port (exit 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        assert main(["serve", "--port", str(holder.getsockname()[1]), "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jetpredict serve: error: JETPREDICT_API_KEYS: ") and err.count("\n") == 1
+    assert "ключ" not in err  # a key is a secret: the message names where it breaks the rule, not the key
+
+
+def test_a_key_of_visible_ascii_punctuation_is_accepted(make_app):
+    key = "!#$%&'*+-.^_`|~\"/:;<=>?@[]{}()0aZ"
+    client = make_app(API_KEYS=key).test_client()
+    assert client.delete("/v1/workloads/x", headers={"X-API-Key": key}).status_code == 404
+
+
 def test_openapi_says_reads_are_public(client):
     assert "reads are public" in client.get("/openapi.json").json["info"]["description"]
 
