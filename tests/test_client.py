@@ -251,8 +251,8 @@ def test_no_answer_within_the_timeout(stub):
     assert time.monotonic() - t0 < 15.0
 
 
-@pytest.mark.parametrize("status, cls", [(400, BadRequest), (413, BadRequest), (415, BadRequest),
-                                         (401, Unauthorized), (403, Unauthorized), (404, NotFound),
+@pytest.mark.parametrize("status, cls", [(400, BadRequest), (406, BadRequest), (413, BadRequest), (414, BadRequest),
+                                         (415, BadRequest), (422, BadRequest), (401, Unauthorized), (403, Unauthorized), (404, NotFound),
                                          (409, Conflict), (500, ServiceError)])
 def test_statuses_map_to_error_classes(stub, status, cls):
     answer = stub([(status, {}, {"code": status, "status": "X", "message": "body: is not valid JSON",

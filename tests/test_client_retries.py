@@ -1,7 +1,8 @@
 """``jetpredict.client.Client``'s waits between attempts, against the local stubs of ``client_stub.py`` (a
 loopback HTTP server in a thread, no service): the backoff doubles from ``backoff_s`` up to ``max_wait_s``,
-``Retry-After`` dates are read in UTC and never below now, a fleet plan is retried as the read it is, and
-the health check is asked once. The waits are recorded instead of slept, the jitter pinned to its top."""
+``Retry-After`` dates are read in UTC and never below now, one equal to ``max_wait_s`` is waited, a fleet
+plan, prediction or recommendation is retried as the read it is, and the health check is asked once. The
+waits are recorded instead of slept, the jitter pinned to its top."""
 
 from __future__ import annotations
 
@@ -38,6 +39,21 @@ def test_a_retry_after_date_is_read_in_utc_and_never_before_now(stub, waits, whe
     busy = stub([(503, {"Retry-After": header}, error_body(503, "busy")), DEVICES])
     assert Client(busy.url, retries=1, max_wait_s=300.0).devices() == {"devices": []}
     assert waits == [pytest.approx(expected_s, abs=5.0)] and waits[0] >= 0.0
+
+
+def test_a_retry_after_equal_to_max_wait_s_is_waited(stub, waits):
+    busy = stub([(503, {"Retry-After": "5"}, error_body(503, "busy")), DEVICES])
+    assert Client(busy.url, retries=1, max_wait_s=5.0).devices() == {"devices": []}
+    assert waits == [5.0] and len(busy.requests) == 2
+
+
+@pytest.mark.parametrize("call", ["predictions", "recommendations"])
+def test_a_prediction_or_recommendation_is_retried_after_a_busy_503(stub, waits, call):
+    """Both store nothing, so a 503 'busy with heavy requests' is waited out as for a read."""
+    busy = stub([(503, {"Retry-After": "1"}, error_body(503, "busy with heavy requests")), (200, {}, {"ok": 1})])
+    api = Client(busy.url, retries=1)
+    answer = api.predictions("w", modes="all") if call == "predictions" else api.recommendations("w", "min-time")
+    assert answer == {"ok": 1} and len(busy.requests) == 2 and waits == [1.0]
 
 
 def test_a_fleet_plan_is_retried_after_503_as_it_stores_nothing(stub, waits):

@@ -59,6 +59,22 @@ def test_csv_cells_keep_whole_numbers_and_non_finite_text(tmp_path):
     assert type(row["cpu_cores"]) is int
 
 
+def test_the_field_is_the_first_the_service_names(stub):
+    bad = stub([(422, {}, error_body(422, "2 bad rows", {"rows.0.gpu_mhz": ["must be > 0"],
+                                                         "rows.7.cpu_cores": ["must be >= 1"]}))])
+    with pytest.raises(BadRequest) as err:
+        Client(bad.url).workloads()
+    assert err.value.field == "rows.0.gpu_mhz" and "(rows.0.gpu_mhz: must be > 0)" in str(err.value)
+
+
+def test_csv_text_columns_stay_text_even_when_they_look_like_numbers(tmp_path):
+    """nvpmodel modes are numbered ("0", "1"): sent as JSON numbers, the service would refuse the row."""
+    path = tmp_path / "rows.csv"
+    path.write_text("device,workload,mode,cpu_cores,epoch_time_s\nnano,123,0,4,1.5\n")
+    row = read_rows_csv(path)[0]
+    assert row["mode"] == "0" and row["workload"] == "123" and row["cpu_cores"] == 4
+
+
 @pytest.mark.parametrize("timeout_s", [0, -1, float("inf"), float("nan")])
 def test_a_timeout_that_is_no_finite_number_above_0_is_refused(timeout_s):
     with pytest.raises(ValueError, match="timeout_s"):
