@@ -7,12 +7,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import logging
 import threading
 
 import pytest
 from api_fixtures import API_KEY, HOLD_S, published_rows
 from api_fixtures import gate_held as _gate_held
+from jetpredict.api.answers import GZIP_MIN_BYTES
 
 ALL = {"workload": {"id": "my-resnet"}, "modes": "all"}
 ARROW = "application/vnd.apache.arrow.stream"
@@ -136,6 +138,28 @@ def test_csv_answers_neutralise_formula_cells(client, stored):
     assert [t["mode"] for t in table] == ["'=HYPERLINK(\"x\")", "'+1"]
     assert client.post("/v1/predictions", json={"workload": {"id": "my-resnet"}, "modes": modes}
                        ).json["predictions"][0]["mode"] == "=HYPERLINK(\"x\")"  # JSON: as sent
+
+
+def test_a_csv_cell_holding_a_comma_keeps_its_columns(client, auth):
+    rows = [{**row, "workload": "resnet,v2"} for row in published_rows()]
+    assert client.post("/v1/profiles", json={"rows": rows}, headers=auth).status_code == 201
+    r = client.post("/v1/predictions", json={"workload": {"id": "resnet,v2"}, "modes": "presets"},
+                    headers={"Accept": "text/csv"})
+    assert r.status_code == 200 and r.mimetype == "text/csv"
+    table = list(csv.reader(io.StringIO(r.get_data(as_text=True))))
+    assert {len(line) for line in table} == {len(table[0])}
+    assert [line[table[0].index("workload_id")] for line in table[1:]] == ["resnet,v2"] * (len(table) - 1)
+
+
+def test_a_large_fleet_plan_is_gzipped_when_the_client_accepts_it(client, stored):
+    body = {"workload": {"id": "my-resnet"}, "deadline_s": 4000, "epochs": 2,
+            "clients": [{"id": f"client-{i}", "device": "agx-xavier"} for i in range(40)]}
+    plain = client.post("/v1/fleet-plans", json=body)
+    assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
+    assert len(plain.get_data()) >= GZIP_MIN_BYTES  # large enough to be worth packing
+    packed = client.post("/v1/fleet-plans", json=body, headers={"Accept-Encoding": "gzip"})
+    assert packed.headers.get("Content-Encoding") == "gzip" and "Accept-Encoding" in packed.headers["Vary"]
+    assert json.loads(gzip.decompress(packed.get_data())) == plain.json
 
 
 # -- heavy work apart ---------------------------------------------------------------------------------
@@ -262,7 +286,7 @@ def test_the_gate_queues_up_to_its_bound_then_refuses():
 
 def test_inline_rows_beyond_the_keyless_limit_need_a_key(make_app):
     client = make_app(INLINE_ROWS_WITHOUT_KEY=4).test_client()
-    rows = published_rows(n=6)
+    rows = published_rows(n=5)  # one over the limit
     body = {"workload": {"rows": rows}, "modes": "presets"}
     r = client.post("/v1/predictions", json=body)
     assert r.status_code == 413 and "workload.rows" in r.json["errors"] and "X-API-Key" in r.json["message"]

@@ -163,6 +163,13 @@ def test_content_type_must_be_json(client, auth):
                  415)
 
 
+def test_a_structured_json_media_type_is_read_as_json(client, stored):
+    """RFC 6839: ``application/<name>+json`` is JSON (what some HTTP libraries send)."""
+    r = client.post("/v1/predictions", data='{"workload": {"id": "my-resnet"}, "modes": "presets"}',
+                    content_type="application/vnd.api+json")
+    assert r.status_code == 200, r.json
+
+
 def test_malformed_json_is_400(client):
     body = assert_error(client.post("/v1/predictions", data="{not json", content_type="application/json"), 400)
     assert "body" in body["errors"]
@@ -170,6 +177,16 @@ def test_malformed_json_is_400(client):
 
 def test_long_url_is_414(client):
     assert_error(client.get("/v1/workloads?" + "x=1&" * 3000), 414, "url")
+
+
+def test_a_url_one_byte_over_max_url_bytes_is_414_and_one_at_it_is_read(client):
+    from jetpredict.api.app import MAX_URL_BYTES
+
+    path = "/v1/workloads"
+    at = f"{path}?search=" + "a" * (MAX_URL_BYTES - len(path) - len("search="))
+    assert len(at.encode()) - len("?") == MAX_URL_BYTES  # the path and the query string count, not the '?'
+    assert_error(client.get(at), 422, "query.search")  # read: refused by the parameter's own length rule
+    assert_error(client.get(at + "a"), 414, "url")
 
 
 def test_body_limit_is_413(tmp_path):

@@ -162,6 +162,31 @@ def test_a_retried_sweep_is_replayed_whole(client, auth):
     assert r.status_code == 409 and "headers.Idempotency-Key" in r.json["errors"]
 
 
+def _upload_fits(client) -> float:
+    """The ``jetpredict_workload_fits_total{kind="upload"}`` counter."""
+    line = next(line for line in client.get("/metrics").get_data(as_text=True).splitlines()
+                if line.startswith('jetpredict_workload_fits_total{kind="upload"}'))
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_the_fit_metric_counts_only_uploads_that_stored_rows(client, auth):
+    """A replayed upload and an upload whose rows are all stored already fit nothing."""
+    first = upload(client, auth, published_rows(), **{"Idempotency-Key": "k1"})
+    assert first.status_code == 201 and _upload_fits(client) == 1.0
+    replay = upload(client, auth, published_rows(), **{"Idempotency-Key": "k1"})
+    assert replay.headers["Idempotent-Replayed"] == "true" and _upload_fits(client) == 1.0
+    nothing_new = upload(client, auth, published_rows(), **{"Idempotency-Key": "k2"})
+    assert nothing_new.status_code == 201 and nothing_new.json["rows_stored"] == 0
+    assert nothing_new.headers["Idempotent-Replayed"] == "false" and _upload_fits(client) == 1.0
+
+
+def test_a_bad_workload_id_is_named_at_its_first_row(client, auth):
+    bad = [{**row, "workload": "bad\\id"} for row in published_rows()]
+    r = upload(client, auth, published_rows() + bad)  # the bad id's rows are 4 to 7
+    assert r.status_code == 422 and set(r.json["errors"]) == {"rows.4.workload"}, r.json
+    assert client.get("/v1/workloads").json["total"] == 0  # nothing stored
+
+
 @pytest.mark.parametrize("deleted", [MOBILENET, RESNET], ids=["first", "second"])
 def test_a_retry_after_a_delete_stores_only_what_was_deleted(client, auth, deleted):
     first = upload(client, auth, sweep())

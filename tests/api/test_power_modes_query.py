@@ -41,6 +41,13 @@ def test_page_and_page_size_page_the_space_from_one(client):
     assert "page" not in client.get(f"{ROUTE}?space=all&limit=3&offset=1").json
 
 
+def test_a_later_page_of_presets_holds_limit_modes(client):
+    every = client.get(f"{ROUTE}?space=presets").json
+    assert every["total"] >= 4
+    page = client.get(f"{ROUTE}?space=presets&limit=2&offset=2").json
+    assert page["modes"] == every["modes"][2:4] and page["total"] == every["total"]
+
+
 @pytest.mark.parametrize("query, fields", [
     ("page=2&offset=5", {"query.page", "query.offset"}),
     ("page_size=5&limit=5", {"query.page_size", "query.limit"}),
