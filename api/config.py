@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -98,11 +99,24 @@ def _split(value: str | list | tuple) -> tuple[str, ...]:
     return tuple(v.strip() for v in str(value).split(",") if v.strip())
 
 
-def _api_keys(value: str | list | tuple) -> tuple[str, ...]:
-    """The listed keys, each checked against the client's rule (WSGI reads the header as latin-1 and curl
-    sends UTF-8, so any other key would answer 403 to every write); the message never shows a key."""
-    from jetpredict.client import API_KEY_RULE, api_key_fault  # standard library only; not for --help
+#: What an API key may hold: WSGI reads the X-API-Key header as latin-1 and clients write UTF-8 or latin-1,
+#: so only ASCII arrives as the key configured, and spaces and control characters are trimmed or refused on
+#: the way (jetpredict.client restates the rule; tests/test_values_defined_once.py holds the two equal).
+API_KEY_RULE = "printable ASCII: visible characters '!' to '~', no spaces or control characters"
+#: A character that breaks :data:`API_KEY_RULE`.
+API_KEY_BREAK = re.compile(r"[^!-~]")
 
+
+def api_key_fault(key: str) -> str | None:
+    """Where ``key`` breaks :data:`API_KEY_RULE` (the first such character's code point and 1-based position,
+    never the key: it is a secret), or None when it keeps it."""
+    found = API_KEY_BREAK.search(key)
+    return None if found is None else f"U+{ord(found.group()):04X} at character {found.start() + 1}"
+
+
+def _api_keys(value: str | list | tuple) -> tuple[str, ...]:
+    """The listed keys, each checked against :data:`API_KEY_RULE` (any other key would answer 403 to every
+    write); the message never shows a key."""
     keys = _split(value)
     for number, key in enumerate(keys, 1):
         fault = api_key_fault(key)

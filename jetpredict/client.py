@@ -53,7 +53,7 @@ __all__ = [
     "API_KEY_ENV", "API_KEY_HEADER", "API_KEY_RULE", "DEFAULT_URL", "IDEMPOTENCY_HEADER", "ROW_TEXT_COLUMNS",
     "SERVICE_KEYS_ENV",
     "BadRequest", "Client", "Conflict", "ConnectionFailed", "NotFound", "Overloaded", "ServiceError",
-    "Unauthorized", "api_key_fault", "default_api_key", "read_rows_csv",
+    "Unauthorized", "default_api_key", "read_rows_csv",
 ]
 
 log = logging.getLogger("jetpredict.client")
@@ -78,19 +78,11 @@ DEFAULT_MAX_WAIT_S = 30.0
 _JSON = "application/json"
 
 
-#: What an API key may hold. Servers read header bytes as latin-1 and clients write them as latin-1 or
-#: UTF-8, so only ASCII reaches the service as the text it was configured as; spaces and control
-#: characters are trimmed or refused on the way.
+#: What an API key may hold: the service's rule (api.config.API_KEY_RULE, which a standard-library client
+#: cannot import; a test holds the two equal). Only ASCII reaches the service as the key it was configured as.
 API_KEY_RULE = "printable ASCII: visible characters '!' to '~', no spaces or control characters"
-
-
-def api_key_fault(key: str) -> str | None:
-    """Where ``key`` breaks :data:`API_KEY_RULE` (the first character's code point and 1-based position,
-    never the key: it is a secret), or None when it keeps it."""
-    for position, char in enumerate(key, 1):
-        if not "!" <= char <= "~":
-            return f"U+{ord(char):04X} at character {position}"
-    return None
+#: A character that breaks :data:`API_KEY_RULE` (api.config.API_KEY_BREAK; held equal by the same test).
+_API_KEY_BREAK = re.compile(r"[^!-~]")
 
 
 def _default_api_key_from() -> tuple[str | None, str]:
@@ -339,13 +331,13 @@ class Client:
         self.base_url = str(base_url).rstrip("/")
         default_key, variable = _default_api_key_from()
         self.api_key = default_key if api_key is None else (api_key or None)
-        fault = api_key_fault(self.api_key or "")
-        if fault:
+        found = _API_KEY_BREAK.search(self.api_key or "")
+        if found:
             # A bad key fails here in words, not as a UnicodeEncodeError or a 403 on the first request.
             named = (f"${variable}" if api_key is None
                      else f"api_key (the key in ${variable})" if api_key == default_key else "api_key")
             raise ValueError(f"{named} must be {API_KEY_RULE} (an HTTP header carries nothing else "
-                             f"intact); it has {fault}")
+                             f"intact); it has U+{ord(found.group()):04X} at character {found.start() + 1}")
         self.timeout_s = float(timeout_s)
         self.retries = retries
         self.backoff_s = float(backoff_s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,21 @@ def test_the_api_readme_states_the_settings_defaults():
     assert f"| `./{config.DEFAULT_DATA_DIR}` |" in rows["`JETPREDICT_DATA_DIR`"]
     inline = rows["`JETPREDICT_INLINE_ROWS_WITHOUT_KEY`"]
     assert f"| {config.DEFAULT_INLINE_ROWS_WITHOUT_KEY} |" in inline and f"up to {MAX_REQUEST_ROWS:,})" in inline
+
+
+@pytest.mark.parametrize("key", ["good-key", "clé", "two words", "tab\tkey", "ключ", "!~", ""])
+def test_the_clients_api_key_rule_is_the_services(key):
+    """The client refuses the keys the service refuses, in the same words (it cannot import api.config)."""
+    from jetpredict.api import config
+
+    from jetpredict import client
+
+    assert client.API_KEY_RULE == config.API_KEY_RULE
+    assert client._API_KEY_BREAK.pattern == config.API_KEY_BREAK.pattern
+    fault = config.api_key_fault(key)
+    if fault is None:
+        assert client.Client("http://127.0.0.1:9", api_key=key).api_key == (key or None)
+    else:
+        with pytest.raises(ValueError, match=re.escape(f"it has {fault}") + "$"):
+            client.Client("http://127.0.0.1:9", api_key=key)
+
