@@ -6,11 +6,13 @@ timeout it is built with."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from client_stub import error_body
 from werkzeug.http import HTTP_STATUS_CODES
 
-from jetpredict.client import BadRequest, Client, ServiceError, read_rows_csv
+from jetpredict.client import API_KEY_RULE, BadRequest, Client, ServiceError, read_rows_csv
 
 
 def test_a_nan_in_a_row_is_sent_as_null(stub):
@@ -81,12 +83,18 @@ def test_a_timeout_that_is_no_finite_number_above_0_is_refused(timeout_s):
         Client("http://127.0.0.1:9", timeout_s=timeout_s)
 
 
-@pytest.mark.parametrize("key", ["clé", "ключ", "two words", "tab\tkey"])
-def test_an_api_key_that_is_not_printable_ascii_is_refused_naming_api_key(key):
+@pytest.mark.parametrize(("key", "fault"), [("clé", "U+00E9 at character 3"), ("ключ", "U+043A at character 1"),
+                                          ("two words", "U+0020 at character 4"), ("tab\tkey", "U+0009 at character 4")])
+def test_an_api_key_that_is_not_printable_ascii_is_refused_naming_api_key(key, fault):
     """A client sends headers as latin-1 ('ключ' raised a bare UnicodeEncodeError on the first request) and
     the service reads them so: only visible ASCII arrives as the key it was configured as."""
-    with pytest.raises(ValueError, match=r"^api_key must be printable ASCII: visible characters '!' to '~'"):
+    with pytest.raises(ValueError, match=rf"^api_key must be {re.escape(API_KEY_RULE)} .*; it has {re.escape(fault)}$"):
         Client("http://127.0.0.1:9", api_key=key)
+
+
+def test_a_key_of_visible_ascii_is_kept_as_given():
+    key = "!#$%&'*+-.^_`|~\"/:;<=>?@[]{}()0aZ"
+    assert Client("http://127.0.0.1:9", api_key=key).api_key == key
 
 
 @pytest.mark.parametrize("variable", ["JETPREDICT_API_KEY", "JETPREDICT_API_KEYS"])

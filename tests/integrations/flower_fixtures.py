@@ -79,28 +79,36 @@ def run_sh(script: str, cwd: Path, env: dict[str, str], log: Path, limit_s: floa
         raise AssertionError(f"the script ran past {limit_s:g} s:\n{log.read_text(errors='replace')[-4000:]}"
                              ) from None
     finally:
-        _end_group(proc)
+        _end_groups([proc])
 
 
-def _end_group(leader) -> None:
-    """SIGTERM ``leader``'s process group, then SIGKILL what is left of it after :data:`GROUP_GRACE_S`."""
+def _end_groups(leaders) -> None:
+    """SIGTERM the process groups that ``leaders`` lead (all at once), then SIGKILL what is left of them after
+    :data:`GROUP_GRACE_S`; a group whose leader has exited is signalled too (what it spawned may live on)."""
+    import contextlib
     import os
     import signal
     import time
 
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    def alive(leader) -> bool:
+        leader.poll()  # reaps the leader, which would otherwise keep the group answering
         try:
-            os.killpg(leader.pid, sig)
+            os.killpg(leader.pid, 0)
         except ProcessLookupError:
-            return
+            return False
+        return True
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = [leader for leader in leaders if alive(leader)]
+        for leader in left:
+            with contextlib.suppress(ProcessLookupError):  # ended since it was looked at
+                os.killpg(leader.pid, sig)
         end = time.monotonic() + GROUP_GRACE_S
-        while time.monotonic() < end:
-            leader.poll()  # reaps the leader, which would otherwise keep the group answering
-            try:
-                os.killpg(leader.pid, 0)
-            except ProcessLookupError:
-                return
+        while left and time.monotonic() < end:
             time.sleep(0.1)
+            left = [leader for leader in left if alive(leader)]
+        if not left:
+            return
 
 
 #: How long (s) a process group gets to end after SIGTERM before SIGKILL.
@@ -112,7 +120,6 @@ class FlowerProcesses:
     spawns ends with it), with a private ``FLWR_HOME`` whose ``config.toml`` names the SuperLink ``test``."""
 
     def __init__(self, tmp_path: Path, link_port: int) -> None:
-
         self.tmp_path = tmp_path
         self.link_port = link_port
         home = tmp_path / "flwr-home"
@@ -183,19 +190,7 @@ class FlowerProcesses:
         return (shown.stdout + shown.stderr)[-4000:]
 
     def stop(self) -> None:
-        import os
-        import signal
-        import subprocess
-
-        for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=15)
+        _end_groups(self.procs)
         for log in self._logs:
             log.close()
 

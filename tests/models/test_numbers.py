@@ -42,4 +42,7 @@ def test_the_default_rule_is_a_finite_number_above_0(value):
 @pytest.mark.parametrize("value", [True, np.bool_(False), None, "x"])
 def test_a_cell_that_holds_no_number_a_boolean_included_reads_as_nan(value):
     assert math.isnan(number_or_nan(value))
+
+
+def test_a_cell_that_holds_a_number_reads_as_it():
     assert number_or_nan("2.5") == 2.5 and number_or_nan(3) == 3.0
