@@ -103,8 +103,10 @@ def _split(value: str | list | tuple) -> tuple[str, ...]:
 #: so only ASCII arrives as the key configured, and spaces and control characters are trimmed or refused on
 #: the way (jetpredict.client restates the rule; tests/test_values_defined_once.py holds the two equal).
 API_KEY_RULE = "printable ASCII: visible characters '!' to '~', no spaces or control characters"
+#: The characters a header token (an API key, an Idempotency-Key) may hold: visible ASCII.
+HEADER_TOKEN_CHARS = "!-~"
 #: A character that breaks :data:`API_KEY_RULE`.
-API_KEY_BREAK = re.compile(r"[^!-~]")
+API_KEY_BREAK = re.compile(f"[^{HEADER_TOKEN_CHARS}]")
 
 
 def api_key_fault(key: str) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, MAX_WORKLOAD_ID_CHARS
+from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, HEADER_TOKEN_CHARS, MAX_WORKLOAD_ID_CHARS
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import (
     FIELDS,
@@ -42,7 +42,7 @@ MAX_REQUEST_ROWS = 10_000
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 #: The header naming an upload, so that a retry is stored once.
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-#: What an Idempotency-Key header breaking its pattern (``^[!-~]+$``) is told.
+#: What an Idempotency-Key header of other characters than HEADER_TOKEN_CHARS (visible ASCII) is told.
 IDEMPOTENCY_KEY_RULE = "must be printable ASCII without spaces (e.g. a UUID)"
 #: A round deadline longer than this (10 years, s) is a typo; the bound keeps every sum finite.
 MAX_DEADLINE_S = 10 * 365 * 86400.0
@@ -449,7 +449,7 @@ class UploadHeadersSchema(Schema):
 
     idempotency_key = fields.String(
         data_key=IDEMPOTENCY_HEADER, validate=[validate.Length(1, MAX_IDEMPOTENCY_KEY_CHARS),
-                                              validate.Regexp(r"^[!-~]+$", error=IDEMPOTENCY_KEY_RULE)],
+                                              validate.Regexp(f"^[{HEADER_TOKEN_CHARS}]+$", error=IDEMPOTENCY_KEY_RULE)],
         metadata={"description": "any printable ASCII token (e.g. a UUID) naming this upload: a retry with "
                   "the same key and body is stored once and answered with the original result"})
 

@@ -4,7 +4,7 @@ Tables go to standard output (or ``--out``); summaries and progress go to standa
 ``--format csv`` output is only CSV. Bad input raises :class:`InputError` (exit 2, via ``jetpredict.cli``);
 ``recommend`` exits 1 when no mode meets the limits.
 
-pandas, numpy and the profile-file readers load inside the verbs that read or write tables: every verb's parser
+pandas and the profile-file readers load inside the verbs that read or write tables: every verb's parser
 imports this module (``register``), and ``jetpredict restore``, run after a crash, starts without them.
 """
 
@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import numpy as np
 from jetpredict.models.atomic_files import PairWriteError, out_folder_error, write_out_file
 from jetpredict.models.catalogue import MODE_FIELDS, resolve_device
 from jetpredict.models.errors import InputError, cli_flag, say
@@ -362,7 +363,6 @@ def with_epoch_totals(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    import numpy as np
     from jetpredict.models.profile_files import read_mode_table, rows_named_by_line
     from jetpredict.predictor import service
     from jetpredict.predictor.bundled import on_device
