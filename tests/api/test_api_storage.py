@@ -135,6 +135,18 @@ def test_a_part_stored_by_an_earlier_try_must_still_be_there(storage):
     assert storage.revision("c") is None
 
 
+def test_a_part_deleted_before_the_locked_write_leaves_no_placeholder(storage):
+    """A part stored by an earlier try (no rows) whose workload was deleted before the locks were taken: the
+    placeholder that locked its id is not a stored part, so the write is a conflict and nothing commits."""
+    def kept_part(stored):
+        return [WorkloadWrite("gone", "nano", [], 0, {})]
+
+    with pytest.raises(RevisionConflict):
+        storage.add_uploads_locked(["gone"], "nano", kept_part, IdempotencyKey("key:k", "h"))
+    assert storage.list_workloads(limit=10, offset=0) == (0, []) and storage.revision("gone") is None
+    assert storage.find_idempotent(["key:k"]) == {}
+
+
 def test_delete_and_listing(storage):
     for wid in ("b", "a", "c"):
         add(storage, wid, [{"x": wid}], 0)
@@ -208,3 +220,15 @@ def test_a_fit_of_an_older_revision_is_not_stored_over_a_newer_one(app, client, 
     assert client.get("/v1/workloads/my-resnet").json == before
     current, _ = storage.get_workload_rows("my-resnet")
     assert storage.refresh_fit("my-resnet", 2, current.fit) is True  # at its own revision it is stored
+
+
+def test_a_record_read_before_a_newer_upload_keeps_its_own_fit(app, client, auth):
+    """current_record refits a stale fit; if the workload changed since the record was read, the record is
+    answered as read, never with the newer revision's fit (revision 1's 4 rows described as 8 modes)."""
+    service = app.extensions["jetpredict"]
+    rows = published_rows(n=8)
+    service.storage.add_uploads([WorkloadWrite("my-resnet", rows[0]["device"], rows[:4], 0, {})])  # stale: no fit
+    old = service.storage.get_workload("my-resnet")
+    assert client.post("/v1/profiles", json={"rows": rows[4:]}, headers=auth).status_code == 201
+    assert service.workloads.current_record(old) == old
+    assert client.get("/v1/workloads/my-resnet").json["profiled_modes"] == 8  # the new revision's own fit
