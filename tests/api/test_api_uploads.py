@@ -162,6 +162,25 @@ def test_a_retried_sweep_is_replayed_whole(client, auth):
     assert r.status_code == 409 and "headers.Idempotency-Key" in r.json["errors"]
 
 
+def test_a_twin_that_commits_first_is_replayed_and_its_answer_kept(app, client, auth, monkeypatch):
+    """Two requests under one key race: the one whose write conflicts with its twin's commit replays the
+    twin's answer, and the answer kept under the key is not rewritten as one that stored nothing."""
+    storage = app.extensions["jetpredict"].storage
+    add_uploads = storage.add_uploads
+
+    def twin_first(writes, idem=None, replaced_keys=()):
+        monkeypatch.setattr(storage, "add_uploads", add_uploads)
+        add_uploads(writes, idem, replaced_keys)  # the twin, through the real store: it commits first
+        return add_uploads(writes, idem, replaced_keys)
+
+    monkeypatch.setattr(storage, "add_uploads", twin_first)
+    r = upload(client, auth, sweep(), **{"Idempotency-Key": "twin"})
+    assert r.status_code == 201 and r.headers["Idempotent-Replayed"] == "true", r.json
+    assert [w["rows_stored"] for w in r.json["workloads"]] == [4, 4]
+    assert upload(client, auth, sweep(), **{"Idempotency-Key": "twin"}).json == r.json
+    assert rows_of(client, MOBILENET) == rows_of(client, RESNET) == 4
+
+
 def _upload_fits(client) -> float:
     """The ``jetpredict_workload_fits_total{kind="upload"}`` counter."""
     line = next(line for line in client.get("/metrics").get_data(as_text=True).splitlines()
