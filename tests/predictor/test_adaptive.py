@@ -511,3 +511,40 @@ def test_a_filler_says_it_separates_knobs_only_where_the_profiled_modes_alias_so
     # Each filler is chosen after the pseudo-rows of those before it: once one separates the pair, none need to.
     assert ("separates knobs" in fillers[0]) == aliased and not any("separates knobs" in r for r in fillers[1:]), \
         reasons
+
+
+def test_a_proposal_never_names_a_profiled_mode_nor_one_twice(resnet, others):
+    """ResNet-18 under 15 W after h, a, e, c, f, b: the pick b is profiled, and a proposal of every mode left
+    names each of g, j, d, i once. The shortlist scoring the profiled pick again proposed b to be profiled a
+    second time; a chosen mode left open was chosen again (g twice)."""
+    adviser = A.Adviser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=15.0),
+                        resnet[["mode", *MODE_FIELDS]], others)
+    proposal = adviser.propose(_by_mode(resnet, "haecfb"), budget=10)
+    assert proposal.decision.best_row["mode"] == "b"
+    assert sorted(proposal.modes["mode"]) == sorted("gjdi")
+
+
+def test_a_measured_pick_wider_than_the_target_profiles_on_while_a_rival_may_gain(resnet, others):
+    """ResNet-18 under 15 W after h, a, e, c, f, b: the measured pick b keeps a 10% time interval and a rival
+    may gain 0.16% (above NEGLIGIBLE_RIVAL_GAIN, below MAX_RIVAL_GAIN). Under a 5% --target-width the loop
+    profiles on; only a gain below NEGLIGIBLE_RIVAL_GAIN ends it whatever the interval (stopping on any gain
+    under MAX_RIVAL_GAIN ignored the target)."""
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=15.0), budget=10,
+                                target_width=0.05, candidates=resnet[["mode", *MODE_FIELDS]], reference=others)
+    rows = _by_mode(resnet, "haecfb")
+    mode = chooser.next_mode(rows.to_dict("records"))
+    d = chooser.steps[-1].decision
+    assert d.best_row["mode"] == "b" and d.time_width_rel > 0.05
+    assert A.NEGLIGIBLE_RIVAL_GAIN < d.rival_gain < A.MAX_RIVAL_GAIN
+    assert mode is not None and mode["mode"] in set("gjdi"), chooser.steps[-1].stop
+
+
+def test_a_budget_of_one_profiles_one_mode(resnet, others):
+    """--budget 1 without --modes: the plan's first mode only, then the budget stop (the start took
+    START_MODES whatever the budget, and profiled two)."""
+    replay = R.SweepReplay(resnet)
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=1,
+                                candidates=replay.modes(), reference=others)
+    rows = R.run_loop(chooser, replay.measure)
+    assert len(rows) == 1 and len(chooser.start_modes()) == 1
+    assert "budget of 1 profiled modes spent" in chooser.steps[-1].stop
