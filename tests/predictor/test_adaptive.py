@@ -548,3 +548,20 @@ def test_a_budget_of_one_profiles_one_mode(resnet, others):
     rows = R.run_loop(chooser, replay.measure)
     assert len(rows) == 1 and len(chooser.start_modes()) == 1
     assert "budget of 1 profiled modes spent" in chooser.steps[-1].stop
+
+
+def test_a_confirming_measurement_is_held_against_the_picks_predicted_time(resnet, others):
+    """ResNet-18 under 15 W: the loop measures the pick b before it stops, then stops because b measured
+    within the run-to-run noise of the time predicted for it in the round that chose to measure it (the
+    point, 657.8 s; compared with the interval's lower end the confirmation failed and the stop gave
+    another reason)."""
+    replay = R.SweepReplay(resnet)
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-time", max_power_w=15.0), budget=6,
+                                candidates=replay.modes(), reference=others)
+    R.run_loop(chooser, replay.measure)
+    measuring, stop = chooser.steps[-2], chooser.steps[-1]
+    assert measuring.reason.startswith("measures the pick before stopping")
+    predicted_s = float(measuring.decision.best_row["epoch_time_s"])
+    measured_s = float(resnet.set_index("mode").loc[measuring.next_mode["mode"], "epoch_time_s"])
+    assert stop.stop == (f"the pick measured {measured_s:.4g} s/epoch, within the run-to-run noise of the "
+                         f"{predicted_s:.4g} s that settled the stop")
