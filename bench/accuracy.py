@@ -37,6 +37,7 @@ import real_cv  # noqa: E402
 from baselines import PowerTrainMLP, SeedLinear, profiled_mean  # noqa: E402
 from jetpredict.models.catalogue import MODE_FIELDS, ModeArrays  # noqa: E402
 from jetpredict.models.profile_files import read_profile_csv  # noqa: E402
+from jetpredict.predictor import calibration  # noqa: E402
 from jetpredict.predictor.bundled import fit_workload, predict_modes  # noqa: E402
 from real_cv import named_designs  # noqa: E402
 from real_cv_scoring import OUTPUTS, REAL_CSV, TARGETS, power_of, score_design  # noqa: E402
@@ -215,7 +216,7 @@ def compare_target(real: pd.DataFrame, target: str, picks: list[tuple[int, ...]]
     form on :func:`mlp_references`. ``singles_for``: designs (labels) that also keep each MLP seed's own MAPE."""
     rows = real[real["workload"] == target].reset_index(drop=True)
     if reference is None:
-        reference = real_cv.references(real, ("other real",))[(target, "other real")]
+        reference = calibration.references(real, target, ("other real",))["other real"]
     pretrained = {m: PowerTrainMLP(**(mlp or {})).pretrain(r) for m, r in mlp_references(real, target).items()}
     out = []
     for pick in picks:

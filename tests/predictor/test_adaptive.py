@@ -252,15 +252,19 @@ def test_a_confirmed_stop_holds_when_the_new_pick_is_a_neighbour_within_noise(pi
         assert "one knob from it" in reason and "epoch_energy_j (0.5%)" in reason
 
 
-def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others):
+@pytest.mark.parametrize("budget", [1, 3])
+def test_loop_starts_from_the_plan_and_honours_the_budget(resnet, others, budget):
+    """A budget below the plan's START_MODES takes the plan's first modes only (the start once took
+    START_MODES whatever the budget, and profiled two under --budget 1)."""
     replay = R.SweepReplay(resnet)
-    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=3, target_width=1e-6,
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=budget, target_width=1e-6,
                                 candidates=replay.modes(), reference=others)
     rows = R.run_loop(chooser, replay.measure)
-    assert len(rows) == 3
+    assert len(rows) == budget
     start = chooser.start_modes()["mode"].tolist()
+    assert len(start) == min(budget, A.START_MODES)
     assert [r["mode"] for r in rows[:len(start)]] == start
-    assert "budget" in chooser.steps[-1].stop
+    assert f"budget of {budget} profiled modes spent" in chooser.steps[-1].stop
 
 
 def test_unmeetable_cap_says_so_and_still_proposes(resnet, others):
@@ -537,17 +541,6 @@ def test_a_measured_pick_wider_than_the_target_profiles_on_while_a_rival_may_gai
     assert d.best_row["mode"] == "b" and d.time_width_rel > 0.05
     assert A.NEGLIGIBLE_RIVAL_GAIN < d.rival_gain < A.MAX_RIVAL_GAIN
     assert mode is not None and mode["mode"] in set("gjdi"), chooser.steps[-1].stop
-
-
-def test_a_budget_of_one_profiles_one_mode(resnet, others):
-    """--budget 1 without --modes: the plan's first mode only, then the budget stop (the start took
-    START_MODES whatever the budget, and profiled two)."""
-    replay = R.SweepReplay(resnet)
-    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=1,
-                                candidates=replay.modes(), reference=others)
-    rows = R.run_loop(chooser, replay.measure)
-    assert len(rows) == 1 and len(chooser.start_modes()) == 1
-    assert "budget of 1 profiled modes spent" in chooser.steps[-1].stop
 
 
 def test_a_confirming_measurement_is_held_against_the_picks_predicted_time(resnet, others):
