@@ -84,6 +84,10 @@ class DeviceModels:
         return Served(self.models[source], source, source == device.id)
 
 
+#: Decimals of a relative width that :func:`best_source` compares: 1e-9 is far below any width that matters.
+WIDTH_DECIMALS = 9
+
+
 def transfer_uncertainty(model: WorkloadModel, target: Device,
                          confidence: float = DEFAULT_CONFIDENCE) -> float:
     """Mean relative width (high/low - 1, a ratio) of the epoch-time interval of ``model`` moved to
@@ -102,7 +106,9 @@ def best_source(models: Mapping[str, WorkloadModel], target: Device) -> str:
     # The twin's rows scatter little, so their intervals are narrow but unchecked (fleet.confidence_note):
     # by width alone they beat real rows of another device.
     real = {device: m for device, m in models.items() if not has_twin_rows(m)} or models
-    scored = sorted((transfer_uncertainty(m, target), -m.profiled_modes, device) for device, m in real.items())
+    # Rounded so that widths equal but for float noise tie, and the tie-breaks below can decide.
+    scored = sorted((round(transfer_uncertainty(m, target), WIDTH_DECIMALS), -m.profiled_modes, device)
+                    for device, m in real.items())
     return scored[0][2]
 
 

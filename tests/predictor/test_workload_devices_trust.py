@@ -3,6 +3,8 @@ the twin's, however narrow the twin's intervals are; between rows of one kind th
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.profile_files import read_profile_csv
@@ -54,3 +56,14 @@ def test_with_twin_rows_only_the_narrowest_still_serves():
     target = load_device("orin-nx")
     widths = {d: transfer_uncertainty(m, target) for d, m in twins.items()}
     assert best_source(twins, target) == min(widths, key=widths.get)
+
+
+def test_between_equal_widths_more_profiled_modes_serve():
+    """The same fit counted on 6 modes rather than 4 differs in width by float noise only (0.41193867664456596
+    against 0.411938676644566 on Orin NX), which decided alone: the device id never got its turn, nor did the
+    documented tie-break on profiled modes."""
+    four = fit_workload(_rows("agx-xavier-published.csv", list("efij")), load_device("agx-xavier"))
+    six = dataclasses.replace(four, profiled_modes=6)
+    target = load_device("orin-nx")
+    assert best_source({"a": four, "b": six}, target) == "b"
+    assert best_source({"a": six, "b": four}, target) == "a"
