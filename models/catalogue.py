@@ -135,7 +135,12 @@ class ModeArrays:
 
     def __post_init__(self) -> None:
         arrays = [_floats(getattr(self, k)) for k in (*MODE_FIELDS, "gpu_share")]
-        n = np.broadcast_shapes(*(a.shape for a in arrays))
+        try:
+            n = np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError:
+            lengths = ", ".join(f"{k} {a.size}" for k, a in zip((*MODE_FIELDS, "gpu_share"), arrays, strict=True))
+            raise InputError(f"modes must give one value per mode in every column, or one for all; got {lengths}",
+                             "modes") from None
         for k, a in zip((*MODE_FIELDS, "gpu_share"), arrays, strict=True):
             object.__setattr__(self, k, a if a.shape == n else np.broadcast_to(a, n).copy())
 
@@ -165,6 +170,8 @@ class ModeArrays:
             return cls.from_modes(modes)
         try:
             return cls.from_frame(modes)  # type: ignore[arg-type]
+        except InputError:
+            raise
         except (KeyError, TypeError, IndexError, ValueError):
             raise InputError(f"modes must give {', '.join(MODE_FIELDS)}", "modes") from None
 

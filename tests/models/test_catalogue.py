@@ -369,3 +369,13 @@ def test_modes_of_any_other_form_are_an_input_error_naming_modes(modes):
     with pytest.raises(InputError) as err:
         ModeArrays.of(modes)
     assert err.value.field == "modes" and "cpu_cores, cpu_mhz, gpu_mhz, emc_mhz" in err.value.message
+
+
+def test_modes_of_unequal_lengths_say_which_lengths():
+    """Columns of 2, 3 and 1 values were told only "modes must give cpu_cores, ...", which they did give."""
+    with pytest.raises(InputError) as err:
+        ModeArrays.of({"cpu_cores": [1, 2], "cpu_mhz": [1, 2, 3], "gpu_mhz": [1], "emc_mhz": [4, 5]})
+    assert err.value.field == "modes"
+    assert "one value per mode" in err.value.message
+    assert "cpu_cores 2, cpu_mhz 3, gpu_mhz 1, emc_mhz 2" in err.value.message
+    assert len(ModeArrays.of({"cpu_cores": [1, 2], "cpu_mhz": 3, "gpu_mhz": [1], "emc_mhz": [4, 5]})) == 2
