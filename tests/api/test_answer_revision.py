@@ -52,3 +52,18 @@ def test_the_revision_field_is_documented_on_both_answers(client):
     for name in ("PredictionResponse", "Recommendation"):
         field = schemas[name]["properties"]["revision"]
         assert "null" in json.dumps(field) and "inline" in field["description"], field
+
+
+def test_a_device_added_here_after_another_process_refitted_serves_the_newer_fit(make_app, client):
+    """An upload of a new device caches the workload's other devices' models only when they are those of the
+    revision it was made against: here another process added rows of the first device in between, and its
+    older model (cached at revision 1) must not be served as revision 3's."""
+    from test_api_mixed_fleet import device_rows, predict, upload
+
+    assert upload(client, device_rows("orin-nano")).status_code == 201
+    assert predict(client, "orin-nano")["revision"] == 1  # cached here: revision 1's orin-nano model
+    assert upload(make_app().test_client(), device_rows("orin-nano", start=3)).status_code == 201
+    assert upload(client, device_rows("nano")).status_code == 201
+    here, fresh = predict(client, "orin-nano"), predict(make_app().test_client(), "orin-nano")
+    assert here["revision"] == fresh["revision"] == 3
+    assert here == fresh  # the model of all 8 orin-nano rows, as a process that fits them afresh serves
