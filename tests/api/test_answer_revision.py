@@ -67,3 +67,20 @@ def test_a_device_added_here_after_another_process_refitted_serves_the_newer_fit
     here, fresh = predict(client, "orin-nano"), predict(make_app().test_client(), "orin-nano")
     assert here["revision"] == fresh["revision"] == 3
     assert here == fresh  # the model of all 8 orin-nano rows, as a process that fits them afresh serves
+
+
+def test_an_answer_cached_before_another_device_was_added_is_not_served_as_the_new_revisions(client):
+    """Rows of a new device leave the first device's model as it was (the same object serves both
+    revisions), so its cached answers are keyed by revision too: the answer after the upload states the new one."""
+    from test_api_mixed_fleet import WORKLOAD, device_rows, upload
+
+    def answer(modes: str) -> dict:
+        r = client.post("/v1/predictions", json={"workload": {"id": WORKLOAD}, "device": "orin-nano",
+                                                 "modes": modes, "layout": "columns"})
+        assert r.status_code == 200, r.json
+        return r.json
+
+    assert upload(client, device_rows("orin-nano")).status_code == 201
+    assert answer("presets")["revision"] == answer("all")["revision"] == 1
+    assert upload(client, device_rows("nano")).status_code == 201
+    assert answer("presets")["revision"] == answer("all")["revision"] == 2
