@@ -1,7 +1,8 @@
 """The answer cache's files under DATA_DIR/answers (:class:`api.heavy.AnswerCache`), read by a second cache
 as another worker of the host would: a file cut short is a miss, the disk's reserve is kept, the oldest
 answers go first when the directory is full, and neither a model of another version nor a release whose answers
-hold other fields reads an answer of this one."""
+hold other fields reads an answer of this one. In memory, a model at a dropped one's address reads none of its
+answers."""
 
 from __future__ import annotations
 
@@ -136,3 +137,18 @@ def test_the_answer_shape_follows_the_fields_and_columns_of_an_answer():
     formats = {heavy.answer_shape_hash(schema) for schema in (WithAField, WithARowField, Required)}
     assert now not in formats and len(formats) == 3
     assert heavy.answer_shape_hash(columns=("mode", "epoch_time_s")) != heavy.answer_shape_hash(columns=("epoch_time_s", "mode"))
+
+
+def test_a_model_at_the_address_of_a_dropped_one_does_not_read_its_answer(model):
+    """Answers in memory are keyed by the model's id(); CPython gives a freed object's address to the next
+    one of its size, so an entry whose model was dropped must miss for the new model there (another fit)."""
+    cache = AnswerCache(DISK_BYTES)  # memory only: no content key on disk
+    dropped = dataclasses.replace(model)
+    cache.put(dropped, KEY, _answer())
+    address = id(dropped)
+    del dropped
+    fits = []  # kept alive, so each new copy gets a fresh address until the freed one comes round
+    while len(fits) < 1000 and (not fits or id(fits[-1]) != address):
+        fits.append(dataclasses.replace(model))
+    assert id(fits[-1]) == address  # the premise: the freed address was given out again
+    assert cache.get(fits[-1], KEY) is None
