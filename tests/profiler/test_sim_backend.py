@@ -39,6 +39,7 @@ def test_rows_are_complete_labelled_and_valid():
     df = validate_records(rows)
     assert list(df["mode"]) == [p.mode for p in d.presets]
     assert set(df["source"]) == {"simulated"} and set(df["power_meter"]) == {"sim:orin-agx"}
+    assert set(df["accelerator"]) == {"sim"}  # a twin row stays one even without its meter column
     for col in ("epoch_time_s", "stall_time_s", "compute_time_s", "epoch_energy_j", "avg_power_w",
                 "base_power_w"):
         assert df[col].notna().all() and (df[col] > 0).all(), col
@@ -139,3 +140,21 @@ def test_the_simulated_clock_does_not_read_the_machine_clock():
             run.measured, device="agx-xavier", workload="w", mode=d.maxn.as_dict(), batch_size=16,
             num_workers=4, minibatches_per_epoch=3125, trace=run.trace, power_meter=run.power_meter))
     assert rows[0]["avg_power_w"] == rows[1]["avg_power_w"] and rows[0]["power_samples"] >= 20
+
+
+def test_a_stalling_step_reads_the_twins_mean_power():
+    """LeNet-5 on AGX Xavier waits on data a third of each step at a lower draw: the row reads the twin's mean
+    over stall and compute, not the mean stretched over compute alone nor idle power through the stalls."""
+    d = load_device("agx-xavier")
+    rows, _, (_, _, backend) = profile("agx-xavier", "lenet5-mnist", [d.maxn], minibatches=60)
+    mb = backend.twin.minibatch(d.maxn, backend.batch_size, backend.num_workers)
+    assert mb.stall_s[0] > 0.3 * mb.total_s[0]
+    assert rows[0]["avg_power_w"] == pytest.approx(float(mb.power_w[0]), rel=0.01)
+
+
+def test_the_meters_noise_follows_the_seed():
+    """One seed gives one power trace, another seed other samples of the same (idle) true power."""
+    traces = [sim.simulated_rig("agx-xavier", "resnet18-cifar10", seed=seed).meter.trace(0.0, 1.0, 50.0).power_w
+              for seed in (1, 1, 2)]
+    assert np.array_equal(traces[0], traces[1]) and not np.array_equal(traces[0], traces[2])
+    assert np.mean(traces[2]) == pytest.approx(np.mean(traces[0]), rel=0.01)
