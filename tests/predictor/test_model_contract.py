@@ -6,6 +6,8 @@ the model beyond its data: ``test_model.py``."""
 
 from __future__ import annotations
 
+import itertools
+import sys
 from dataclasses import FrozenInstanceError, replace
 
 import numpy as np
@@ -252,3 +254,43 @@ def test_repeats_of_a_mode_are_one_modes_evidence_their_measurements_averaged():
     other = apart.assign(batch_size=2 * apart.batch_size, minibatches_per_epoch=apart.minibatches_per_epoch / 2)
     runs = pd.concat([lenet, other], ignore_index=True)
     assert len(ProfileArrays.from_frame(runs).merged_repeats(runs.batch_size.to_numpy(float))) == 8
+
+
+def _repeated_grid_rows(n_modes: int) -> pd.DataFrame:
+    """Rows at ``n_modes`` distinct (GPU, CPU) clock settings of AGX Xavier, each profiled twice."""
+    device = load_device("agx-xavier")
+    template = sweep(5.0, 30.0, "g").iloc[0].to_dict()
+    rows = []
+    for gpu, cpu in list(itertools.product(device.gpu_steps_mhz, device.cpu_steps_mhz))[:n_modes]:
+        t = 5.0 * 2265.6 / cpu + 30.0 * 1377 / gpu + 1.3
+        rows += [dict(template, mode="custom", gpu_mhz=gpu, cpu_mhz=cpu, epoch_time_s=t, compute_time_s=t - 1.3,
+                      stall_time_s=1.0, epoch_energy_j=template["avg_power_w"] * t)] * 2
+    return pd.DataFrame(rows)
+
+
+def _lines_run(rows: pd.DataFrame) -> int:
+    """Python lines executed by one fit of ``rows`` (numpy's work is not counted: it is linear by construction)."""
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        model = fit_workload(rows)
+    finally:
+        sys.settrace(previous)
+    assert model.profiled_modes == len(rows) // 2
+    return count
+
+
+def test_the_fits_python_work_grows_no_faster_than_its_rows():
+    """A fit is linear in its rows (a 100,000-row workload is fitted on every upload): 8x the rows, each
+    mode repeated, runs under 8x the Python lines (3.3x measured). Kills a repeat merge that loops over
+    the rows once per merged mode (quadratic: 47x here)."""
+    _lines_run(_repeated_grid_rows(50))  # warm: the bundled reference is built once
+    small, large = _lines_run(_repeated_grid_rows(50)), _lines_run(_repeated_grid_rows(400))
+    assert large < 8 * small, (small, large)
