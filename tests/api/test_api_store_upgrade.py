@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -35,17 +36,23 @@ def _has_meta(db: str) -> bool:
 
 
 # -- an older SQLite file the store may not write -------------------------------------------------------
-def test_an_older_read_only_sqlite_file_is_served_unstamped_at_once(tmp_path, monkeypatch, caplog):
-    db = stored_sqlite(tmp_path)
-    older_sqlite(db)
+def _refuse_writes(db: str, monkeypatch) -> Callable[..., None]:
+    """Make ``db`` read-only for the apps made from here on; returns the connection setup to restore."""
     os.chmod(db, 0o444)  # as an operator would; root ignores it, so SQLite refuses writes by query_only
+    connected = sqlite_setup.connected
 
     def read_only(dbapi_connection, record) -> None:
         connected(dbapi_connection, record)
         dbapi_connection.execute("PRAGMA query_only = ON")  # "attempt to write a readonly database"
 
-    connected = sqlite_setup.connected
     monkeypatch.setattr(sqlite_setup, "connected", read_only)
+    return connected
+
+
+def test_an_older_read_only_sqlite_file_is_served_unstamped_at_once(tmp_path, monkeypatch, caplog):
+    db = stored_sqlite(tmp_path)
+    older_sqlite(db)
+    connected = _refuse_writes(db, monkeypatch)
     sleeps, creations = [], []
     monkeypatch.setattr(storage_module.time, "sleep", sleeps.append)
     create_schema = Storage.create_schema
@@ -67,6 +74,26 @@ def test_an_older_read_only_sqlite_file_is_served_unstamped_at_once(tmp_path, mo
     Storage(f"sqlite:///{db}").create_schema()
     assert sqlite_format(db) == str(FORMAT_VERSION)
 
+
+
+def test_a_stale_fit_in_a_read_only_sqlite_file_is_refitted_for_reads_and_left_stored(tmp_path, monkeypatch):
+    """After an upgrade a fit of an older model version is refitted for the listing and the workload's page; where
+    the store refuses to keep the refreshed fit they still answer 200 with the running model's fit, never 500."""
+    from jetpredict.predictor.model import MODEL_VERSION
+    from test_api_store_faults import _age_stored_fit
+
+    db = stored_sqlite(tmp_path)
+    _age_stored_fit(db)
+    _refuse_writes(db, monkeypatch)
+    client = sqlite_app(tmp_path).test_client()
+    listed, detail = client.get("/v1/workloads"), client.get("/v1/workloads/my-resnet")
+    assert (listed.status_code, detail.status_code) == (200, 200), (listed.json, detail.json)
+    assert listed.json["workloads"][0]["model_version"] == detail.json["model_version"] == MODEL_VERSION
+    con = sqlite3.connect(db)
+    try:
+        assert '"mech-1"' in con.execute("SELECT fit FROM workloads").fetchone()[0]  # not written
+    finally:
+        con.close()
 
 # -- an older PostgreSQL database, a role that may not CREATE -------------------------------------------
 @pytest.mark.parametrize("role_setting", ["", "default_transaction_read_only = on"])
