@@ -11,6 +11,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import validate_records
 from jetpredict.profiler import runner, sim
 from jetpredict.profiler.sim.backend import WARMUP_EXTRA
+from jetpredict.profiler.sim.clock import SimClock
 from jetpredict.profiler.sim.runner import SimulatedRunner
 
 
@@ -158,3 +159,20 @@ def test_the_meters_noise_follows_the_seed():
               for seed in (1, 1, 2)]
     assert np.array_equal(traces[0], traces[1]) and not np.array_equal(traces[0], traces[2])
     assert np.mean(traces[2]) == pytest.approx(np.mean(traces[0]), rel=0.01)
+
+
+def test_simulated_time_cannot_go_back():
+    clock = SimClock(2.0)
+    with pytest.raises(ValueError, match="cannot go back"):
+        clock.advance(-0.5)
+    assert clock.now() == 2.0
+
+
+def test_the_data_cpu_cost_per_sample_waits_on_the_memory_clock():
+    """MobileNetV3's JPEG decode per sample, as the row reports it, slows when the EMC clock halves (2133 -> 1066 MHz)."""
+    backend = sim.simulated_rig("agx-xavier", "mobilenetv3-small-gld23k").backend
+    costs = []
+    for emc_mhz in (2133.0, 1066.0):
+        backend.prepare(PowerMode("custom", 8, 2265.6, 1377.0, emc_mhz))
+        costs.append(backend.cpu_s_per_sample())
+    assert costs[1] > 1.3 * costs[0]  # +39% here; the AGX Xavier sweeps g -> h stall +38%
