@@ -84,3 +84,23 @@ def test_an_answer_cached_before_another_device_was_added_is_not_served_as_the_n
     assert answer("presets")["revision"] == answer("all")["revision"] == 1
     assert upload(client, device_rows("nano")).status_code == 201
     assert answer("presets")["revision"] == answer("all")["revision"] == 2
+
+
+def test_rows_committed_while_a_fit_reads_them_are_not_fitted_under_the_older_revision(make_app, client):
+    """A fit on lookup reads the workload's revision and its rows in one snapshot: an upload committed between
+    the two reads (PostgreSQL's READ COMMITTED would show its rows) is not fitted under the older revision."""
+    import sqlalchemy as sa
+    from test_api_mixed_fleet import device_rows, predict, upload
+
+    assert upload(client, device_rows("orin-nano")).status_code == 201
+    reader, writer = make_app(), make_app().test_client()  # two more processes: the reader fits on lookup
+    committed: list[int] = []
+
+    @sa.event.listens_for(reader.extensions["jetpredict"].storage.engine, "before_cursor_execute")
+    def upload_between_the_reads(conn, cursor, statement, *args) -> None:
+        if "FROM profile_rows" in statement and not committed:
+            committed.append(upload(writer, device_rows("orin-nano", start=3)).status_code)
+
+    answer = predict(reader.test_client(), "orin-nano")
+    assert committed == [201]
+    assert (answer["revision"], answer["profiled_modes"]) == (1, 4)  # revision 1's four rows, not revision 2's eight
