@@ -15,7 +15,7 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
 from jetpredict.predictor.bundled import predict_modes as predict_on
 from jetpredict.predictor.constants import MEASURED_KAPPAS, REGIME_FACTOR_MAX
-from jetpredict.predictor.features import time_features
+from jetpredict.predictor.features import TOTAL_TERMS, extrapolation_units, time_features
 from jetpredict.predictor.limits import DEFAULT_CONFIDENCE
 from jetpredict.predictor.model import Prediction
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
@@ -189,6 +189,20 @@ def test_intervals_widen_outside_the_profiled_ranges_by_the_knobs_share():
     np.testing.assert_allclose(flat.epoch_time_s, p.epoch_time_s)
     assert flat.epoch_time_s_high[1] < p.epoch_time_s_high[1] and not flat.extrapolated.any()
 
+
+
+def test_clock_independent_time_widens_with_the_cpu_knobs_outside_their_range():
+    """Rows that barely move the CPU clock cannot tell CPU work from clock-independent time, so the ``one``
+    term's share of the epoch is as unknown as the CPU's beyond the CPU clock or core range [E6]: an epoch
+    all clock-independent gets share x ln-distance extrapolation units there, none for the GPU clock."""
+    modes = knobs(["e", "e", "e"])
+    feats = time_features(modes, 4.0, 1.0, 1.0)
+    coef = {t: 10.0 if t == "one" else 0.0 for t in TOTAL_TERMS}
+    zero = np.zeros(3)
+    d = {"cpu_mhz": np.array([0.5, 0.0, 0.0]), "cpu_cores": np.array([0.0, 0.7, 0.0]),
+         "gpu_mhz": np.array([0.0, 0.0, 0.9]), "emc_mhz": zero}
+    units = extrapolation_units(coef, feats, d, np.full(3, 10.0))
+    np.testing.assert_allclose(units, [0.5, 0.7, 0.0], atol=1e-12)
 
 def launch_bound_rows(modes) -> pd.DataFrame:
     """A LeNet-class workload: the main thread issues kernels that the GPU runs in parallel (max overlap),
