@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from jetpredict.predictor import calibration
+from jetpredict.predictor.constants import CELL_COVERAGE, POOLED_FROM_MODES
 
 REAL = ("lenet5-mnist", "mobilenetv3-gld23k", "resnet18-cifar10")
 
@@ -69,3 +71,25 @@ def test_a_device_without_simulated_sweeps_is_named(monkeypatch):
     monkeypatch.setattr(calibration, "read_simulated_rows", lambda device_id: None)
     with pytest.raises(FileNotFoundError, match="xavier-nx's simulated sweeps: no xavier-nx-simulated"):
         calibration.SimulatedReferences().other_device()
+
+
+def test_every_cell_of_a_stratum_holds_its_own_coverage_not_only_the_pool():
+    """One workload's misses may not hide in the pool of the others': 1,900 exact held-out values in one cell
+    cover the pool at the smallest scale, yet the 100 that miss by 0.2 (ln) in the other cell set the scale,
+    the smallest under which their cell's 90% intervals hold them (1.25, not the 0.65 the pool asks)."""
+    exact, off = np.zeros((1900, 4)), np.zeros((100, 4))  # |ln(obs/pred)|, own SD, the rest, outside
+    exact[:, 1] = off[:, 1] = 0.1
+    off[:, 0] = 0.2
+    cells = {(w, "ref", 4): {o: rows for o in calibration.OUTPUTS} for w, rows in (("a", exact), ("b", off))}
+    got = calibration.calibrate(cells)[POOLED_FROM_MODES]
+    assert calibration.coverage(got.time, off) >= CELL_COVERAGE > calibration.coverage(got.time - 0.05, off)
+    assert got.time == got.power == got.energy == pytest.approx(1.25)
+
+
+def test_a_workload_outside_the_references_regime_is_never_scored_narrower_than_its_own_sd():
+    """Held-out rows of a workload outside the reference's regime count at a scale of at least 1, as
+    ``IntervalScales.in_regime`` applies the scales: a calibration may not narrow what it never reached."""
+    rows = np.array([[0.0, 0.1, 0.02, 1.0], [0.0, 0.1, 0.02, 0.0]])
+    at_half, at_one = calibration.half_width(0.5, rows), calibration.half_width(1.0, rows)
+    assert at_half[0] == pytest.approx(at_one[0]) and at_half[1] < at_one[1]
+    assert calibration.half_width(2.0, rows)[0] > at_one[0]
