@@ -18,10 +18,13 @@ from flwr.serverapp.strategy import FedAvg
 
 from jetpredict.integrations.flower import (
     ENERGY_METRIC,
+    EXCLUDED_METRIC,
+    FAILED_METRIC,
     MISSES_METRIC,
     PRED_ENERGY_METRIC,
     REPORT_RECORD,
     ROUND_TIME_METRIC,
+    SELECTED_METRIC,
     ClientPlan,
     JetpredictStrategy,
     LocalPlanner,
@@ -125,3 +128,24 @@ def test_the_predicted_round_energy_is_left_out_when_a_node_had_none(resnet_mode
                                  reporting_grid({1: "agx-xavier", 2: "orin-nx"}, reports))
     assert records[1].pred_energy_j is not None and records[2].pred_energy_j is None
     assert metrics[ENERGY_METRIC] == 120.0 and PRED_ENERGY_METRIC not in metrics
+
+
+def test_a_selected_node_that_never_replies_is_a_miss_and_the_energies_are_the_replying_nodes(
+        resnet_model, server_identity):
+    """Three nodes trained; node 3's reply never came. Its silence is a deadline miss (not unknown), it stays
+    selected (not excluded), and the round's reported and predicted energies are those of nodes 1 and 2."""
+    reports = {n: {"time-s": 10.0, "energy-j": 40.0 + n} for n in (1, 2, 3)}
+    grid = reporting_grid(dict.fromkeys(reports, "agx-xavier"), reports)
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_train_nodes=3, min_available_nodes=3),
+                                  LocalPlanner(resnet_model), deadline_s=DEADLINE_S)
+    messages = configure(strategy, grid)
+    assert len(messages) == 3
+    replies = [r for r in grid.send_and_receive(messages) if r.metadata.src_node_id != 3]
+    _, metrics = strategy.aggregate_train(1, replies)
+    records = {r.node_id: r for r in strategy.records}
+    assert {n: r.deadline_missed for n, r in records.items()} == {1: False, 2: False, 3: True}
+    assert not records[3].replied and not records[3].failed and records[3].pred_energy_j is not None
+    assert metrics[SELECTED_METRIC] == 3 and metrics[EXCLUDED_METRIC] == 0
+    assert metrics[MISSES_METRIC] == 1 and metrics[FAILED_METRIC] == 0
+    assert metrics[ENERGY_METRIC] == 83.0
+    assert metrics[PRED_ENERGY_METRIC] == pytest.approx(records[1].pred_energy_j + records[2].pred_energy_j)
