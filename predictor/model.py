@@ -443,7 +443,8 @@ class WorkloadModel:
 
     def extrapolation_widening(self, modes: ModeArrays, confidence: float = DEFAULT_CONFIDENCE) -> np.ndarray:
         """Per mode, how many times wider (in ln units) the time interval is than it would be inside the
-        profiled ranges: 1 inside them, > 1 where a knob lies outside (``EXTRAPOLATION_REL_SD``)."""
+        profiled ranges: 1 inside them, mostly > 1 where a knob lies outside (``EXTRAPOLATION_REL_SD``), and
+        below 1 where :meth:`_within_physics` bounds the interval tighter than the profiled ranges' own."""
         inside = replace(self, profiled_ranges=None).predict(modes, confidence)
         p = self.predict(modes, confidence)
         return np.log(p.epoch_time_s_high / p.epoch_time_s_low) / np.log(inside.epoch_time_s_high

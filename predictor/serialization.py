@@ -214,7 +214,10 @@ def _fit(doc: object, where: str, allowed: tuple[str, ...] | None = None) -> Ter
             or len(set(terms)) != len(terms) or (allowed is not None and tuple(terms) != allowed):
         raise r.fail("terms", f"must be the term names {list(allowed) if allowed else sorted(KNOWN_TERMS)}")
     p = len(terms)
-    return TermFit(tuple(terms), r.array("coef", (p,)), _covariance(r, p), r.number("noise_rel", 0))
+    coef = r.array("coef", (p,))
+    if np.any(coef < 0):  # a fit's terms each add time or power (non-negative least squares)
+        raise r.fail("coef", "must be >= 0 in every term, as a fit writes it")
+    return TermFit(tuple(terms), coef, _covariance(r, p), r.number("noise_rel", 0))
 
 
 def _covariance(r: _Reader, p: int) -> np.ndarray:

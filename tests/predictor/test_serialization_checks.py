@@ -38,6 +38,13 @@ def _cov_edit(i: int, j: int, value: float):
     return edit
 
 
+def _coef_edit(i: int, value: float):
+    # A negative term took time or power away: 56.3 s for a fitted 124.7 s, and power clipped to the base.
+    def edit(fit: dict) -> None:
+        fit["coef"][i] = value
+    return edit
+
+
 def _first_time_fit(d: dict) -> dict:
     return d["time_fits"][next(iter(d["time_fits"]))]
 
@@ -92,6 +99,12 @@ def _edits() -> list[tuple[str, object, str]]:
          ".power_fit.cov must have a diagonal of variances >= 0"),
         ("negative variance of a variant", in_fit(lambda d: d["variants"][1]["fits"]["rest"], _cov_edit(0, 0, -5.0)),
          ".variants[1].fits.rest.cov must have a diagonal of variances >= 0"),
+        ("negative coefficient of a time fit", in_fit(_first_time_fit, _coef_edit(0, -200.0)),
+         ".time_fits.compute.coef must be >= 0 in every term"),
+        ("negative coefficient of the power fit", in_fit(lambda d: d["power_fit"], _coef_edit(0, -50.0)),
+         ".power_fit.coef must be >= 0 in every term"),
+        ("negative coefficient of a variant", in_fit(lambda d: d["variants"][1]["fits"]["rest"], _coef_edit(0, -1.0)),
+         ".variants[1].fits.rest.coef must be >= 0 in every term"),
         ("asymmetric covariance", in_fit(lambda d: d["power_fit"], _cov_edit(0, 1, 1e6)),
          ".power_fit.cov must be symmetric"),
         ("correlation beyond 1", lambda d: [_cov_edit(*ij, 1e6)(d["power_fit"]) for ij in ((0, 1), (1, 0))],
