@@ -28,8 +28,11 @@ from jetpredict.client import (
     Unauthorized,
 )
 from jetpredict.integrations.flower import (
+    ENERGY_METRIC,
+    ENERGY_REPORTED_METRIC,
     FAILED_METRIC,
     MISSES_METRIC,
+    PRED_ENERGY_METRIC,
     DeviceQueryError,
     HttpPlanner,
     JetpredictStrategy,
@@ -219,3 +222,31 @@ def test_a_reply_without_a_report_is_an_unknown_deadline_not_a_miss(resnet_model
     assert records[3].failed and records[3].deadline_missed is None and "out of memory" in records[3].reason
     assert metrics[MISSES_METRIC] == 0 and metrics[FAILED_METRIC] == 1
     assert any("round 1: node(s) 2 replied without a jetpredict report" in r.message for r in caplog.records)
+
+
+def test_a_node_whose_training_raised_did_not_reply_and_leaves_the_round_energy_to_the_others(resnet_model,
+                                                                                             server_identity):
+    """Nodes 1 and 2 report the twin's energy, node 3 raises: node 3 failed, it did not reply with figures, and
+    the round's reported and predicted energies are those of nodes 1 and 2 (not withheld as partial)."""
+    app = ClientApp()
+    add_device_query(app, device="orin-nx", epoch_scale=SCALE)
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        if context.node_id == 3:
+            raise RuntimeError("out of memory")
+        with PlannedRound(msg, context, device="orin-nx", twin=TwinWorkload(WORKLOAD, SCALE)) as planned:
+            pass
+        content = RecordDict({"arrays": ArrayRecord([np.zeros(3)]), "metrics": MetricRecord({"num-examples": 1})})
+        return Message(planned.attach(content), reply_to=msg)
+
+    grid = InProcessGrid(app, node_contexts([1, 2, 3], lambda n: {}))
+    strategy = JetpredictStrategy(FedAvg(fraction_evaluate=0.0, min_available_nodes=3, min_train_nodes=3),
+                                  resnet_model, deadline_s=600.0)
+    _, metrics = strategy.aggregate_train(1, grid.send_and_receive(configure(strategy, grid)))
+    records = {r.node_id: r for r in strategy.records}
+    assert records[3].failed and not records[3].replied
+    assert records[1].replied and records[2].replied and records[1].reported_energy_j > 0
+    assert metrics[FAILED_METRIC] == 1 and metrics[ENERGY_REPORTED_METRIC] == 2
+    assert metrics[ENERGY_METRIC] == pytest.approx(records[1].reported_energy_j + records[2].reported_energy_j)
+    assert metrics[PRED_ENERGY_METRIC] == pytest.approx(records[1].pred_energy_j + records[2].pred_energy_j)
