@@ -23,6 +23,8 @@ from jetpredict.api import sqlite_setup
 from jetpredict.api import storage as storage_module
 from jetpredict.api.routes import health
 from jetpredict.api.storage import FORMAT_VERSION, Storage
+from jetpredict.predictor.model import MODEL_VERSION
+from test_api_store_faults import _age_stored_fit
 
 AUTH = {"X-API-Key": API_KEY}
 
@@ -75,13 +77,9 @@ def test_an_older_read_only_sqlite_file_is_served_unstamped_at_once(tmp_path, mo
     assert sqlite_format(db) == str(FORMAT_VERSION)
 
 
-
 def test_a_stale_fit_in_a_read_only_sqlite_file_is_refitted_for_reads_and_left_stored(tmp_path, monkeypatch):
     """After an upgrade a fit of an older model version is refitted for the listing and the workload's page; where
     the store refuses to keep the refreshed fit they still answer 200 with the running model's fit, never 500."""
-    from jetpredict.predictor.model import MODEL_VERSION
-    from test_api_store_faults import _age_stored_fit
-
     db = stored_sqlite(tmp_path)
     _age_stored_fit(db)
     _refuse_writes(db, monkeypatch)
@@ -94,6 +92,7 @@ def test_a_stale_fit_in_a_read_only_sqlite_file_is_refitted_for_reads_and_left_s
         assert '"mech-1"' in con.execute("SELECT fit FROM workloads").fetchone()[0]  # not written
     finally:
         con.close()
+
 
 # -- an older PostgreSQL database, a role that may not CREATE -------------------------------------------
 @pytest.mark.parametrize("role_setting", ["", "default_transaction_read_only = on"])

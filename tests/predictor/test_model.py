@@ -80,7 +80,6 @@ def real_loo(target: str, design: str = "efij"):
     return model, test, model.predict(ModeArrays.from_frame(test))
 
 
-
 def test_one_real_mode_takes_the_prior_of_the_reference_workload_it_resembles():
     """Real ResNet-18 profiled at one mode, the other two real workloads as reference: its stall/compute split
     resembles MobileNetV3's (weight 0.998), not LeNet-5's, so the prior is MobileNetV3's shape. Measured
@@ -95,6 +94,7 @@ def test_one_real_mode_takes_the_prior_of_the_reference_workload_it_resembles():
         assert mape(p.epoch_time_s, test.epoch_time_s) < bound, design
         t = test.epoch_time_s.to_numpy()
         assert design != "e" or np.all((p.epoch_time_s_low <= t) & (t <= p.epoch_time_s_high))
+
 
 @pytest.mark.parametrize("target,time_mape,energy_mape,coverage,width", [
     # Measured (mech-14; real, POMACS 2022 Fig 9 sweeps, profiled at e,f,i,j, scored on a,b,c,d,g,h; the
@@ -190,7 +190,6 @@ def test_intervals_widen_outside_the_profiled_ranges_by_the_knobs_share():
     assert flat.epoch_time_s_high[1] < p.epoch_time_s_high[1] and not flat.extrapolated.any()
 
 
-
 def test_clock_independent_time_widens_with_the_cpu_knobs_outside_their_range():
     """Rows that barely move the CPU clock cannot tell CPU work from clock-independent time, so the ``one``
     term's share of the epoch is as unknown as the CPU's beyond the CPU clock or core range [E6]: an epoch
@@ -203,6 +202,7 @@ def test_clock_independent_time_widens_with_the_cpu_knobs_outside_their_range():
          "gpu_mhz": np.array([0.0, 0.0, 0.9]), "emc_mhz": zero}
     units = extrapolation_units(coef, feats, d, np.full(3, 10.0))
     np.testing.assert_allclose(units, [0.5, 0.7, 0.0], atol=1e-12)
+
 
 def launch_bound_rows(modes) -> pd.DataFrame:
     """A LeNet-class workload: the main thread issues kernels that the GPU runs in parallel (max overlap),
