@@ -8,7 +8,9 @@ import csv as csv_module
 import io
 import json
 
+import sqlalchemy as sa
 from api_fixtures import published_rows
+from test_api_mixed_fleet import WORKLOAD, device_rows, predict, upload
 
 
 def _answers(client, workload: dict) -> dict[str, dict]:
@@ -58,8 +60,6 @@ def test_a_device_added_here_after_another_process_refitted_serves_the_newer_fit
     """An upload of a new device caches the workload's other devices' models only when they are those of the
     revision it was made against: here another process added rows of the first device in between, and its
     older model (cached at revision 1) must not be served as revision 3's."""
-    from test_api_mixed_fleet import device_rows, predict, upload
-
     assert upload(client, device_rows("orin-nano")).status_code == 201
     assert predict(client, "orin-nano")["revision"] == 1  # cached here: revision 1's orin-nano model
     assert upload(make_app().test_client(), device_rows("orin-nano", start=3)).status_code == 201
@@ -72,8 +72,6 @@ def test_a_device_added_here_after_another_process_refitted_serves_the_newer_fit
 def test_an_answer_cached_before_another_device_was_added_is_not_served_as_the_new_revisions(client):
     """Rows of a new device leave the first device's model as it was (the same object serves both
     revisions), so its cached answers are keyed by revision too: the answer after the upload states the new one."""
-    from test_api_mixed_fleet import WORKLOAD, device_rows, upload
-
     def answer(modes: str) -> dict:
         r = client.post("/v1/predictions", json={"workload": {"id": WORKLOAD}, "device": "orin-nano",
                                                  "modes": modes, "layout": "columns"})
@@ -89,9 +87,6 @@ def test_an_answer_cached_before_another_device_was_added_is_not_served_as_the_n
 def test_rows_committed_while_a_fit_reads_them_are_not_fitted_under_the_older_revision(make_app, client):
     """A fit on lookup reads the workload's revision and its rows in one snapshot: an upload committed between
     the two reads (PostgreSQL's READ COMMITTED would show its rows) is not fitted under the older revision."""
-    import sqlalchemy as sa
-    from test_api_mixed_fleet import device_rows, predict, upload
-
     assert upload(client, device_rows("orin-nano")).status_code == 201
     reader, writer = make_app(), make_app().test_client()  # two more processes: the reader fits on lookup
     committed: list[int] = []

@@ -47,7 +47,6 @@ def test_a_long_mode_list_is_heavy_and_a_short_one_is_not(gated):
     assert client.post("/v1/predictions", json=long).json["count"] == HEAVY_MODES + 1
 
 
-
 def test_a_heavy_request_queued_past_its_wait_is_a_503_not_run_beside_the_held_one(make_app, auth):
     """With the one slot held, a request let into the queue waits HEAVY_WAIT_S (1 s) for it, then is answered 503 with
     Retry-After: it never runs without a slot (two heavy computations at once) nor fails as a 500."""
@@ -61,6 +60,7 @@ def test_a_heavy_request_queued_past_its_wait_is_a_503_not_run_beside_the_held_o
         queued = client.post("/v1/predictions", json=long)
         assert _busy(queued) and "service" in queued.json["errors"], (queued.status_code, queued.json)
     assert client.post("/v1/predictions", json=long).status_code == 200
+
 
 def test_a_long_mode_list_counts_against_the_every_mode_rate_limit(make_app, auth):
     from jetpredict.api.config import HEAVY_MODES
