@@ -114,6 +114,14 @@ def test_a_counter_read_that_failed_inside_the_window_does_not_matter_but_one_at
     assert at_edge.energy_j(2.5, 8.5) == pytest.approx(30.0)  # the sampled power's trapezoids instead
 
 
+@pytest.mark.parametrize("failed", [3, 8])
+def test_a_failed_counter_read_just_inside_an_edge_falls_back_to_the_sampled_power_not_nan(failed):
+    # The edge is interpolated between the reads on either side of it (2 and 3, 8 and 9 for [2.5, 8.5]):
+    # a failed one inside the window voids the counter as one outside does, never a NaN energy.
+    trace = _pulsed_trace(counter_fails=(failed,))
+    assert trace.energy_j(2.5, 8.5) == pytest.approx(30.0)
+
+
 def test_a_counter_that_ran_backwards_is_not_trusted():
     trace = _pulsed_trace()
     trace.energy_counter_j[6:] -= 1000.0  # reset mid-window (e.g. the driver reloaded)
