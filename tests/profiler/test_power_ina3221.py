@@ -61,6 +61,18 @@ def test_explicit_board_whose_total_rails_are_missing_is_rejected(fake_root):
         Ina3221Meter.discover("agx-xavier")
 
 
+def test_rails_under_both_drivers_are_read_from_the_hwmon_layout_alone(fake_root):
+    # A tree with both drivers' views: the meter reads one of them (hwmon, found first), never a rail
+    # from the other in its place.
+    fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 3000), ("VDD_CPU_GPU_CV", 5000, 1200),
+                                              ("VDD_SOC", 5000, 600)])
+    fake_root.add_ina3221_iio("1-0040", 0, [("VDD_IN", 9000), ("VDD_CPU_GPU_CV", 4000), ("VDD_SOC", 2000)])
+    meter = Ina3221Meter.discover()
+    assert meter.layout == "hwmon" and {c.layout for c in meter.channels} == {"hwmon"}
+    assert meter.read_power_w() == pytest.approx(15.0)
+    assert meter.read_rails_w() == pytest.approx({"VDD_IN": 15.0, "VDD_CPU_GPU_CV": 6.0, "VDD_SOC": 3.0})
+
+
 def test_no_ina3221_is_a_lookup_error(fake_root):
     with pytest.raises(LookupError, match="no INA3221"):
         Ina3221Meter.discover()
