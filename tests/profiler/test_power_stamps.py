@@ -137,6 +137,31 @@ def test_a_reading_stamped_at_no_time_or_in_the_future_is_a_failed_read(stamp):
     assert trace.read_errors == 2 and "time" in trace.last_error
 
 
+class SlowReadMeter(PowerMeter):
+    """A synchronous sensor whose read takes ``read_s``; ``reads``: (start, end) perf_counter s of each."""
+
+    name = "test:slow-read"
+
+    def __init__(self, read_s: float) -> None:
+        self.read_s, self.reads = read_s, []
+
+    def read_power_w(self) -> float:
+        start = time.perf_counter()
+        time.sleep(self.read_s)
+        self.reads.append((start, time.perf_counter()))
+        return 5.0
+
+
+def test_a_synchronous_read_is_stamped_within_the_read_not_when_the_poll_began():
+    """A read without its own time happened somewhere during the call: its stamp lies inside it (the
+    midpoint), not at the poll's start, which would put every sample a whole read early."""
+    meter = SlowReadMeter(0.05)
+    trace = PowerSampler(meter, hz=1.0).start().stop()
+    assert len(trace) == len(meter.reads) >= 2
+    for t, (start, end) in zip(trace.times_s, meter.reads, strict=True):
+        assert start <= t <= end, f"stamp {t:.4f} s outside the read {start:.4f}..{end:.4f} s"
+
+
 def test_tegrastats_samples_carry_the_time_the_line_was_printed(fake_root):
     """Against the times the fake tool printed each line (same clock): never before it, and typically well
     within the interval (polled, the lag is spread over the whole interval: 54 ms mean at 50 Hz)."""
