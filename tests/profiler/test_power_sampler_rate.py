@@ -81,3 +81,30 @@ def test_a_lowered_rate_keeps_an_earlier_tick_and_then_uses_the_new_period():
         assert len(meter.read_times) <= n + 1  # at most the tick already due; none every 10 ms
     finally:
         sampler.stop()
+
+
+class StallMeter(ClockMeter):
+    """:class:`ClockMeter` whose ``stall_at``-th read (from 0) takes ``stall_s``, as a bus that hangs once."""
+
+    def __init__(self, stall_at: int, stall_s: float) -> None:
+        super().__init__()
+        self.stall_at, self.stall_s = stall_at, stall_s
+
+    def read_power_w(self) -> float:
+        if len(self.read_times) == self.stall_at:
+            time.sleep(self.stall_s)
+        return super().read_power_w()
+
+
+def test_a_slow_read_skips_the_missed_ticks_instead_of_a_burst_of_samples():
+    """After a read that stalls for 15 periods the sampler goes on at its rate: a burst of back-to-back reads
+    to catch up would record one moment ~15 times and inflate the window's sample count."""
+    meter = StallMeter(stall_at=3, stall_s=0.3)
+    sampler = PowerSampler(meter, hz=NEW_HZ / 2).start()  # 20 ms period
+    try:
+        meter.wait_for_reads(10)
+    finally:
+        sampler.stop()
+    gaps = [b - a for a, b in zip(meter.read_times[3:10], meter.read_times[4:11], strict=False)]
+    short = sum(g < 0.002 for g in gaps)  # a late wake-up may shorten one interval, never many
+    assert short <= 2, f"{short} of {len(gaps)} reads after the stall came < 2 ms apart: {gaps}"
