@@ -266,3 +266,22 @@ def test_restore_lowers_the_min_first_when_the_original_cap_is_below_the_pinned_
         ctl.apply(PowerMode("high", 4, device.cpu_steps_mhz[3], device.gpu_steps_mhz[-1], device.emc_steps_mhz[1]))
         assert fake_root.read_int(f"{g}/min_freq") > low
     assert (fake_root.read_int(f"{g}/min_freq"), fake_root.read_int(f"{g}/max_freq")) == (bottom, low)
+
+
+def test_restore_raises_the_max_first_when_the_original_pin_is_above_the_pinned_clock(fake_root):
+    """The original mode pins the GPU and CPU at their top (``jetson_clocks``); the custom mode pins them low:
+    the max goes up before the min (the kernel refuses a min above the max in force)."""
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    g, c0 = GPU_DIRS["T234"], f"{CPU}/cpu0/cpufreq"
+    gpu_top, cpu_top = round(device.gpu_steps_mhz[-1] * 1e6), round(device.cpu_steps_mhz[-1] * 1e3)
+    for knob in ("min_freq", "max_freq"):
+        fake_root.write(f"{g}/{knob}", gpu_top)
+    for knob in ("scaling_min_freq", "scaling_max_freq"):
+        fake_root.write(f"{c0}/{knob}", cpu_top)
+    with SysfsController(device) as ctl:
+        ctl.apply(PowerMode("low", 4, device.cpu_steps_mhz[1], device.gpu_steps_mhz[1], device.emc_steps_mhz[1]))
+        assert fake_root.read_int(f"{g}/max_freq") < gpu_top
+    assert (fake_root.read_int(f"{g}/min_freq"), fake_root.read_int(f"{g}/max_freq")) == (gpu_top, gpu_top)
+    assert (fake_root.read_int(f"{c0}/scaling_min_freq"), fake_root.read_int(f"{c0}/scaling_max_freq")) \
+        == (cpu_top, cpu_top)
