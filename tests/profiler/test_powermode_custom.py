@@ -285,3 +285,24 @@ def test_restore_raises_the_max_first_when_the_original_pin_is_above_the_pinned_
     assert (fake_root.read_int(f"{g}/min_freq"), fake_root.read_int(f"{g}/max_freq")) == (gpu_top, gpu_top)
     assert (fake_root.read_int(f"{c0}/scaling_min_freq"), fake_root.read_int(f"{c0}/scaling_max_freq")) \
         == (cpu_top, cpu_top)
+
+
+def test_a_knob_the_restore_cannot_write_fails_it_and_keeps_the_state_file(fake_root):
+    """A refused write is a failed restore, not a quiet one: the state file stays for `jetpredict restore`,
+    which puts the knob back once it takes writes again."""
+    from jetpredict.profiler.powermode.base import RestoreFailedError
+    from jetpredict.profiler.powermode.recovery import restore_unfinished
+
+    device = load_device("orin-nx")
+    fake_root.add_jetson(device)
+    saved = fake_root.read_int(EMC_CAP)
+    cap = fake_root.real(EMC_CAP)
+    with pytest.raises(RestoreFailedError, match="emc_iso_cap"), SysfsController(device) as ctl:
+        ctl.apply(PowerMode("low", 2, device.cpu_steps_mhz[1], device.gpu_steps_mhz[1], device.emc_steps_mhz[0]))
+        cap.unlink()
+        cap.mkdir()  # the restore's write to it fails (EISDIR)
+    assert fake_root.state_files() and cpu_online(device.cpu_cores_range[1] - 1)  # the other knobs went back
+    cap.rmdir()
+    fake_root.write(EMC_CAP, 0)
+    assert restore_unfinished().restored
+    assert fake_root.read_int(EMC_CAP) == saved and not fake_root.state_files()
