@@ -289,3 +289,22 @@ def test_over_an_applied_mode_the_board_cannot_name_the_run_ends_in_the_original
         ctl.apply(load_device("agx-xavier").preset("MAXN"))
     assert "cannot read the power mode in force" in caplog.text
     assert xavier.read("/var/lib/nvpmodel/status") == "pmode:0003" and state_file.find_state() is None
+
+
+def test_a_restore_nvpmodel_reports_a_refused_write_in_fails_and_keeps_the_state_file(xavier, monkeypatch):
+    """nvpmodel goes on past a knob the kernel refuses and exits 0: its NVPM ERROR line is the only sign, and the
+    restore must read it as a failure, not remove the record of the original mode."""
+    from fakes import EMC_CAP
+    from jetpredict.profiler.powermode import state as state_file
+    from jetpredict.profiler.powermode.base import RestoreFailedError
+
+    monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
+    xavier.hide_debugfs()  # the fake's governors then leave the EMC cap alone
+    cap = xavier.real(EMC_CAP)
+    ctl = detect_controller("jetson")
+    with pytest.raises(RestoreFailedError, match="NVPM ERROR: Error writing") as err, ctl:
+        ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
+        cap.unlink()
+        cap.mkdir()  # the switch back cannot write the EMC cap (EISDIR)
+    assert err.value.argv[:2] == ["nvpmodel", "-m"]
+    assert (xavier.real("/var/lib/jetpredict") / state_file.STATE_FILE_NAME).is_file()
