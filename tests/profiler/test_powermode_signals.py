@@ -116,6 +116,8 @@ def test_second_signal_during_restore_still_ends_in_the_original_mode(xavier_30w
         out, err = finish(child)
     assert "unreachable" not in out
     assert child.returncode != 0, err
+    # The restore's nvpmodel runs in a session of its own: the second signal to the group does not cut it short.
+    assert f"nvpmodel -m {ORIGINAL_ID} failed" not in err, err
     in_original_mode(xavier_30w)
     assert _leftovers(xavier_30w) == []
     switches = [c[-1] for c in xavier_30w.calls() if c[0] == "nvpmodel" and "-m" in c]
