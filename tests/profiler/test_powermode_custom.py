@@ -306,3 +306,19 @@ def test_a_knob_the_restore_cannot_write_fails_it_and_keeps_the_state_file(fake_
     fake_root.write(EMC_CAP, 0)
     assert restore_unfinished().restored
     assert fake_root.read_int(EMC_CAP) == saved and not fake_root.state_files()
+
+
+def test_a_preset_cap_nearer_the_step_above_still_pins_each_cpu_at_the_step_below(fake_root):
+    """A board whose CPU table has a step just above MODE_15W's 1200 MHz cap (1203.2): the nearest step would
+    run above the cap; every CPU pins 1190.4, the step the cap runs at, as the record (caps_of) says."""
+    device = load_device("agx-xavier")
+    fake_root.add_jetson(device)
+    for c in range(device.cpu_cores_range[1]):
+        table = f"{CPU}/cpu{c}/cpufreq/scaling_available_frequencies"
+        fake_root.write(table, " ".join(sorted({*fake_root.read(table).split(), "1203200"}, key=int)))
+    ctl = SysfsController(device)
+    preset = device.preset("MODE_15W")
+    assert ctl.caps_of(preset).cpu_mhz == 1190.4
+    with ctl:
+        ctl.apply(preset)
+        assert {fake_root.read_int(f"{CPU}/cpu{c}/cpufreq/scaling_max_freq") for c in range(4)} == {1190400}
