@@ -134,14 +134,15 @@ class ModeArrays:
     gpu_share: np.ndarray | float = 1.0
 
     def __post_init__(self) -> None:
-        arrays = [_floats(getattr(self, k)) for k in (*MODE_FIELDS, "gpu_share")]
+        names = (*MODE_FIELDS, "gpu_share")
+        arrays = [_floats(getattr(self, k)) for k in names]
         try:
             n = np.broadcast_shapes(*(a.shape for a in arrays))
         except ValueError:
-            lengths = ", ".join(f"{k} {a.size}" for k, a in zip((*MODE_FIELDS, "gpu_share"), arrays, strict=True))
+            lengths = ", ".join(f"{k} {a.size}" for k, a in zip(names, arrays, strict=True))
             raise InputError(f"modes must give one value per mode in every column, or one for all; got {lengths}",
                              "modes") from None
-        for k, a in zip((*MODE_FIELDS, "gpu_share"), arrays, strict=True):
+        for k, a in zip(names, arrays, strict=True):
             object.__setattr__(self, k, a if a.shape == n else np.broadcast_to(a, n).copy())
 
     @classmethod

@@ -175,7 +175,9 @@ class _Reader:
             raise self.fail(key, "must be a string (at most 1000 characters)")
         return v
 
-    def array(self, key: str, shape: tuple[int, ...] | None = None, value: object = None) -> np.ndarray:
+    def array(self, key: str, shape: tuple[int, ...] | None = None, value: object = None,
+              nonnegative: str | None = None) -> np.ndarray:
+        """``nonnegative``: what the numbers are, where each must be >= 0 (as a fit writes them)."""
         raw = self.get(key) if value is None else value
         try:
             a = np.asarray(raw, dtype=float)
@@ -186,6 +188,8 @@ class _Reader:
         if a.ndim == 0 or not np.all(np.isfinite(a)) or (shape is not None and a.shape != shape):
             want = "x".join(map(str, shape)) if shape else "a"
             raise self.fail(key, f"must be {want} list of finite numbers")
+        if nonnegative and np.any(a < 0):
+            raise self.fail(key, f"must hold {nonnegative} >= 0")
         return a
 
     def obj(self, key: str) -> _Reader:
@@ -214,9 +218,8 @@ def _fit(doc: object, where: str, allowed: tuple[str, ...] | None = None) -> Ter
             or len(set(terms)) != len(terms) or (allowed is not None and tuple(terms) != allowed):
         raise r.fail("terms", f"must be the term names {list(allowed) if allowed else sorted(KNOWN_TERMS)}")
     p = len(terms)
-    coef = r.array("coef", (p,))
-    if np.any(coef < 0):  # a fit's terms each add time or power (non-negative least squares)
-        raise r.fail("coef", "must be >= 0 in every term, as a fit writes it")
+    # A fit's terms each add time or power (non-negative least squares).
+    coef = r.array("coef", (p,), nonnegative="coefficients")
     return TermFit(tuple(terms), coef, _covariance(r, p), r.number("noise_rel", 0))
 
 
@@ -507,10 +510,7 @@ def model_from_dict(doc: object, what: str = "model") -> WorkloadModel:
 
 def _sds(r: _Reader, key: str, n: int) -> np.ndarray:
     """``key``, ``n`` prior SDs (coefficient units): each >= 0, as a reference writes them."""
-    sd = r.array(key, (n,))
-    if np.any(sd < 0):
-        raise r.fail(key, "must hold standard deviations >= 0")
-    return sd
+    return r.array(key, (n,), nonnegative="standard deviations")
 
 
 def reference_from_dict(doc: object, what: str = "reference") -> DeviceReference:
