@@ -165,21 +165,28 @@ def test_summarise_pools_coverage_and_takes_median_width_and_p90_over_designs(sc
     assert row["time_coverage"] == 50.0 and row["time_width_median"] == 25.0
 
 
-def test_a_design_score_is_the_prediction_against_the_held_out_truth(scoring, real):
-    """Hits are truth inside [low, high], widths relative to the point, components per their own column,
-    the baseline the profiled modes' mean: against the same fit predicted here."""
+def test_a_design_score_is_the_prediction_against_the_held_out_truth(scoring, real, monkeypatch):
+    """Hits are truth inside [low, high] (one end alone is no hit), widths relative to the point, components
+    per their own column, the baseline the profiled modes' mean: against the same fit predicted here. With
+    the committed run's out-of-sample scales, ResNet-18 profiled on b,g misses some held-out times."""
+    import json
+
     from jetpredict.predictor import calibration
     from jetpredict.predictor.bundled import fit_workload
+    from jetpredict.predictor.constants import IntervalScales
 
-    rows = real[real["workload"] == "lenet5-mnist"].reset_index(drop=True)
-    pick = tuple("abcdefghij".index(m) for m in "efij")
-    ref = calibration.references(real, "lenet5-mnist", ("other real",))["other real"]
+    target = "resnet18-cifar10"
+    stored = json.loads((scoring.ROOT / "bench" / "results" / "real_cv.json").read_text(encoding="utf-8"))["scales"]
+    monkeypatch.setitem(scoring.SCALES, target, {int(k): IntervalScales(**v) for k, v in stored[target].items()})
+    rows = real[real["workload"] == target].reset_index(drop=True)
+    pick = tuple("abcdefghij".index(m) for m in "bg")
+    ref = calibration.references(real, target, ("other real",))["other real"]
     s = scoring.score_design(rows, pick, ref)
     prof, test = rows.iloc[list(pick)], rows.drop(index=list(pick))
-    p = scoring.predict(fit_workload(prof, reference=ref), test)
+    p = scoring.predict(scoring.with_scales(fit_workload(prof, reference=ref), target), test)
     t = test["epoch_time_s"].to_numpy(float)
     lo, hi, pt = p["epoch_time_s_low"], p["epoch_time_s_high"], p["epoch_time_s"]
-    assert np.array_equal(s["time_hit"], (t >= lo) & (t <= hi))
+    assert np.array_equal(s["time_hit"], (t >= lo) & (t <= hi)) and not s["time_hit"].all()
     assert np.allclose(s["time_width"], (hi - lo) / pt * 100)
     for col in ("stall_time_s", "compute_time_s"):
         assert np.allclose(s[f"{col[:-7]}_err"], np.abs(p[col] / test[col].to_numpy(float) - 1) * 100)
@@ -191,26 +198,19 @@ def test_a_design_score_is_the_prediction_against_the_held_out_truth(scoring, re
     assert not np.allclose(unmetered["power_signed"], s["power_signed"])
 
 
-def test_a_design_gets_the_scales_of_its_size_and_every_size_1_to_4_is_enumerated(scoring, real):
+def test_a_design_gets_the_scales_of_its_size(scoring, real, monkeypatch):
     from dataclasses import replace
 
     from jetpredict.predictor.bundled import fit_workload
     from jetpredict.predictor.constants import IntervalScales
 
-    assert scoring.SIZES == (1, 2, 3, 4)  # the docstring's 10 + 45 + 120 + 210 = 385 designs
     rows = real[real["workload"] == "resnet18-cifar10"].reset_index(drop=True)
     table = {k: IntervalScales(time=k, power=k, energy=k) for k in scoring.SIZES}
-    saved = dict(scoring.SCALES)
-    scoring.SCALES.clear()
-    scoring.SCALES["resnet18-cifar10"] = table
-    try:
-        for k, want in ((2, 2), (4, 4), (10, 4)):
-            model = fit_workload(rows.iloc[:k])
-            got = scoring.with_scales(model, "resnet18-cifar10").interval_scales
-            assert got == replace(table[want], extrapolation=model.interval_scales.extrapolation), k
-    finally:
-        scoring.SCALES.clear()
-        scoring.SCALES.update(saved)
+    monkeypatch.setitem(scoring.SCALES, "resnet18-cifar10", table)
+    for k, want in ((2, 2), (4, 4), (10, 4)):
+        model = fit_workload(rows.iloc[:k])
+        got = scoring.with_scales(model, "resnet18-cifar10").interval_scales
+        assert got == replace(table[want], extrapolation=model.interval_scales.extrapolation), k
 
 
 def test_leave_one_mode_out_predicts_each_mode_from_the_other_nine(bench_path, real):  # noqa: F811
@@ -229,31 +229,3 @@ def test_leave_one_mode_out_predicts_each_mode_from_the_other_nine(bench_path, r
     for label, modes in real_cv.named_designs(real).items():
         if label.startswith(("e,", "plan: ")):
             assert label.removeprefix("plan: ") == ",".join(modes)
-
-
-def test_a_value_outside_the_interval_on_either_side_is_a_miss(scoring, real):
-    """With the committed run's out-of-sample scales, ResNet-18 profiled on b,g misses some held-out times:
-    a hit needs the truth above the low end and below the high end (one end alone is no hit)."""
-    import json
-
-    from jetpredict.predictor import calibration
-    from jetpredict.predictor.bundled import fit_workload
-    from jetpredict.predictor.constants import IntervalScales
-
-    target = "resnet18-cifar10"
-    stored = json.loads((scoring.ROOT / "bench" / "results" / "real_cv.json").read_text(encoding="utf-8"))["scales"]
-    rows = real[real["workload"] == target].reset_index(drop=True)
-    ref = calibration.references(real, target, ("other real",))["other real"]
-    pick = tuple("abcdefghij".index(m) for m in "bg")
-    saved = dict(scoring.SCALES)
-    scoring.SCALES[target] = {int(k): IntervalScales(**v) for k, v in stored[target].items()}
-    try:
-        s = scoring.score_design(rows, pick, ref)
-        test = rows.drop(index=list(pick))
-        p = scoring.predict(scoring.with_scales(fit_workload(rows.iloc[list(pick)], reference=ref), target), test)
-    finally:
-        scoring.SCALES.clear()
-        scoring.SCALES.update(saved)
-    t = test["epoch_time_s"].to_numpy(float)
-    assert np.array_equal(s["time_hit"], (t >= p["epoch_time_s_low"]) & (t <= p["epoch_time_s_high"]))
-    assert not s["time_hit"].all()

@@ -26,12 +26,17 @@ def _busy(response) -> bool:
     return response.status_code == 503 and int(response.headers["Retry-After"]) >= 1
 
 
+def _stored_behind(make_app, auth, **gate):
+    """An app with the heavy-request ``gate`` settings and the workload ``my-resnet`` stored."""
+    app = make_app(**gate)
+    assert app.test_client().post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
+    return app
+
+
 @pytest.fixture
 def gated(make_app, auth):
     """An app with a one-slot gate and the workload ``my-resnet`` stored."""
-    app = make_app(**ONE_SLOT)
-    assert app.test_client().post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
-    return app
+    return _stored_behind(make_app, auth, **ONE_SLOT)
 
 
 def test_a_long_mode_list_is_heavy_and_a_short_one_is_not(gated):
@@ -52,9 +57,8 @@ def test_a_heavy_request_queued_past_its_wait_is_a_503_not_run_beside_the_held_o
     Retry-After: it never runs without a slot (two heavy computations at once) nor fails as a 500."""
     from jetpredict.api.config import HEAVY_MODES
 
-    app = make_app(HEAVY_SLOTS=1, HEAVY_QUEUE=1, HEAVY_WAIT_S=1)
+    app = _stored_behind(make_app, auth, HEAVY_SLOTS=1, HEAVY_QUEUE=1, HEAVY_WAIT_S=1)
     client = app.test_client()
-    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=auth).status_code == 201
     long = {"workload": WORKLOAD, "modes": catalogue_modes("agx-xavier", HEAVY_MODES + 1)}
     with gate_held(app):
         queued = client.post("/v1/predictions", json=long)

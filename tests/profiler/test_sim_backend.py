@@ -48,12 +48,17 @@ def test_rows_are_complete_labelled_and_valid():
     assert (df["minibatches_per_epoch"] == 3125).all()
 
 
-def test_rows_agree_with_the_noise_free_twin():
+@pytest.mark.parametrize(("workload", "power_rel"), [("resnet18-cifar10", 0.03), ("lenet5-mnist", 0.01)])
+def test_rows_agree_with_the_noise_free_twin(workload, power_rel):
+    """LeNet-5 on AGX Xavier waits on data a third of each step at a lower draw: its row reads the twin's mean
+    over stall and compute, not the mean stretched over compute alone nor idle power through the stalls."""
     d = load_device("agx-xavier")
-    rows, _, (_, _, backend) = profile("agx-xavier", "resnet18-cifar10", [d.maxn], minibatches=60)
+    rows, _, (_, _, backend) = profile("agx-xavier", workload, [d.maxn], minibatches=60)
     mean = backend.twin.epoch(d.maxn)
+    mb = backend.twin.minibatch(d.maxn, backend.batch_size, backend.num_workers)
+    assert workload != "lenet5-mnist" or mb.stall_s[0] > 0.3 * mb.total_s[0]
     assert rows[0]["epoch_time_s"] == pytest.approx(float(mean["epoch_time_s"][0]), rel=0.02)
-    assert rows[0]["avg_power_w"] == pytest.approx(float(mean["avg_power_w"][0]), rel=0.03)
+    assert rows[0]["avg_power_w"] == pytest.approx(float(mean["avg_power_w"][0]), rel=power_rel)
     assert rows[0]["base_power_w"] == pytest.approx(float(mean["base_power_w"][0]), rel=0.03)
 
 
@@ -141,16 +146,6 @@ def test_the_simulated_clock_does_not_read_the_machine_clock():
             run.measured, device="agx-xavier", workload="w", mode=d.maxn.as_dict(), batch_size=16,
             num_workers=4, minibatches_per_epoch=3125, trace=run.trace, power_meter=run.power_meter))
     assert rows[0]["avg_power_w"] == rows[1]["avg_power_w"] and rows[0]["power_samples"] >= 20
-
-
-def test_a_stalling_step_reads_the_twins_mean_power():
-    """LeNet-5 on AGX Xavier waits on data a third of each step at a lower draw: the row reads the twin's mean
-    over stall and compute, not the mean stretched over compute alone nor idle power through the stalls."""
-    d = load_device("agx-xavier")
-    rows, _, (_, _, backend) = profile("agx-xavier", "lenet5-mnist", [d.maxn], minibatches=60)
-    mb = backend.twin.minibatch(d.maxn, backend.batch_size, backend.num_workers)
-    assert mb.stall_s[0] > 0.3 * mb.total_s[0]
-    assert rows[0]["avg_power_w"] == pytest.approx(float(mb.power_w[0]), rel=0.01)
 
 
 def test_the_meters_noise_follows_the_seed():
