@@ -106,7 +106,7 @@ def best_source(models: Mapping[str, WorkloadModel], target: Device) -> str:
     # The twin's rows scatter little, so their intervals are narrow but unchecked (fleet.confidence_note):
     # by width alone they beat real rows of another device.
     real = {device: m for device, m in models.items() if not has_twin_rows(m)} or models
-    # Rounded so that widths equal but for float noise tie, and the tie-breaks below can decide.
+    # Rounded so that widths equal but for float noise tie, and the tie-breaks after them decide.
     scored = sorted((round(transfer_uncertainty(m, target), WIDTH_DECIMALS), -m.profiled_modes, device)
                     for device, m in real.items())
     return scored[0][2]
