@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 import requests
 from jetpredict.models.catalogue import load_device
 from page_browser_support import (
@@ -36,6 +37,31 @@ from page_browser_support import (
 from tools.browser import Browser
 
 pytestmark = BROWSER_TESTS
+
+
+#: The chosen mode's table on screen, as {row name: text}.
+BEST_TABLE = ("Object.fromEntries(Array.from(document.querySelectorAll('#best table tr'))"
+              ".map((r) => [r.cells[0].textContent, r.cells[1].textContent]))")
+
+
+def _figures(text: str, unit: str) -> list[float]:
+    """The figure, and the interval's ends where shown, of a cell the page wrote in ``unit``."""
+    found = re.fullmatch(rf"(-?[\d.]+) {unit}(?:  \[(-?[\d.]+), (-?[\d.]+)\])?", text)
+    assert found, (text, unit)
+    return [float(g) for g in found.groups() if g is not None]
+
+
+def _best_table_is_the_answers(table: dict[str, str], best: dict) -> None:
+    """Each figure of the chosen mode's table is the answer's, in its unit (MHz, s, W, J), to the 4 significant
+    digits the page writes (3 for an interval's ends)."""
+    assert table["cores online"] == str(best["cpu_cores"])
+    for name, field in (("CPU", "cpu_mhz"), ("GPU", "gpu_mhz"), ("memory (EMC)", "emc_mhz")):
+        assert _figures(table[name], "MHz") == [pytest.approx(best[field], rel=5e-4)], (name, table[name])
+    for name, field, unit in (("epoch time", "epoch_time_s", "s"), ("mean power", "avg_power_w", "W"),
+                              ("energy", "epoch_energy_j", "J")):
+        assert _figures(table[name], unit) == [pytest.approx(best[field], rel=5e-4),
+                                               pytest.approx(best[f"{field}_low"], rel=5e-3),
+                                               pytest.approx(best[f"{field}_high"], rel=5e-3)], (name, table[name])
 
 
 def test_page_picks_the_same_best_mode_as_the_api(server, browser, tmp_path):
@@ -66,6 +92,8 @@ def test_page_picks_the_same_best_mode_as_the_api(server, browser, tmp_path):
     assert page_best == api["best"]["mode"]
     assert command == f"sudo jetpredict apply --mode {api['best']['mode']}"
     assert reference_source == api["reference_source"] == "published"
+    # the chosen mode's clocks and figures are the answer's, each in its unit
+    _best_table_is_the_answers(browser.evaluate(BEST_TABLE), browser.evaluate("jetpredictPage.state.rec.best"))
     # the presets are listed and the one the service compares with is marked and named
     compared = api["preset_comparison"]["preset"]
     assert compared in {p.mode for p in load_device("agx-xavier").presets}
