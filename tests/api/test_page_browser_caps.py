@@ -75,6 +75,21 @@ def test_presets_extrapolation_coverage_and_epochs(server, browser):
     device = load_device("agx-xavier")
     rows = browser.evaluate("Array.from(document.querySelectorAll('#presets tbody tr')).map((r) => r.dataset.mode)")
     assert rows == [p.mode for p in device.presets]
+    # each preset, and each mode on the charts, is within a power cap by the upper end of its interval, as the
+    # API judges it: a cap between the least preset's mean and the upper end of its interval leaves it out
+    presets = browser.evaluate("jetpredictPage.state.presets")  # the API's answer, as it came
+    least = min(presets, key=lambda p: p["avg_power_w"])
+    cap = round((least["avg_power_w"] + least["avg_power_w_high"]) / 2, 1)
+    assert least["avg_power_w"] < cap < least["avg_power_w_high"], least
+    choose(browser, "cap-number", str(cap), event="input")
+    browser.wait_for(f"{READY} && JSON.parse(document.body.dataset.request).constraints.max_power_w === {cap}", 60)
+    within = browser.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#presets tbody tr'))"
+                              ".map((r) => [r.dataset.mode, r.cells[1].textContent]))")
+    assert within == {p["mode"]: "yes" if p["avg_power_w_high"] <= cap else "no" for p in presets}, (cap, presets)
+    marked, under = browser.evaluate("(() => { const d = jetpredictPage.state.data; "
+                                     "return [d.feasible.reduce((a, b) => a + b, 0), "
+                                     f"d.columns.avg_power_w_high.filter((v) => v <= {cap}).length]; }})()")
+    assert 0 < marked == under < 29232, (marked, under)
     # 10 published modes: most of the space lies outside the profiled clock ranges, and says so
     extrapolated = browser.evaluate("jetpredictPage.state.data.extrapolated.reduce((a, b) => a + b, 0)")
     assert 0 < extrapolated < 29232
