@@ -294,3 +294,44 @@ def test_a_refitted_workload_is_shown_from_one_fit_and_the_choice_says_why_it_ma
     key = ready_for(browser, "agx-xavier")
     assert key["objective"] == "min-time" and key["constraints"] == {"max_power_w": 15}, key
     assert not errors_since(browser, errors), errors_since(browser, errors)
+
+
+#: Evaluated in the page: the presets answers (POST /v1/predictions, "modes": "presets") are held while
+#: ``window.__holdPresets`` and sent on ``window.__deliverPreset(i)``, whole even when the load that asked was
+#: abandoned meanwhile: as if each arrived just before its abort.
+HOLD_PRESETS_HOOK = r"""(() => {
+  const real = window.fetch.bind(window);
+  Object.assign(window, { __heldPresets: [], __holdPresets: false });
+  window.fetch = (url, options) => {
+    const presets = String(url) === "/v1/predictions" && JSON.parse(options.body).modes === "presets";
+    if (!window.__holdPresets || !presets) return real(url, options);
+    return new Promise((resolve, reject) => window.__heldPresets.push(
+      () => real(url, Object.assign({}, options, { signal: undefined })).then(resolve, reject)));
+  };
+  window.__deliverPreset = (i) => window.__heldPresets[i]();
+  return true;
+})()"""
+
+
+def test_a_late_presets_answer_for_the_device_left_is_dropped(server, browser):
+    """A load's presets answer for the device left, arriving once the next device is shown, is dropped: the
+    modes drawn and held stay the shown device's."""
+    errors = len(browser.errors())
+    browser.navigate(server.url + "/?device=nano")
+    ready_for(browser, "nano", 120)
+    assert browser.evaluate(HOLD_PRESETS_HOOK) and browser.evaluate(WATCH)
+    browser.evaluate("window.__holdPresets = true")
+    choose(browser, "device", "xavier-nx")
+    browser.wait_for("window.__heldPresets.length === 1", 60)  # its all-mode answer is in, its presets held
+    browser.evaluate("window.__holdPresets = false")
+    choose(browser, "device", "nano")
+    ready_for(browser, "nano")
+    before = _dropped(browser)
+    browser.evaluate("window.__deliverPreset(0)")
+    browser.wait_for(f"+(document.body.dataset.dropped || 0) > {before}", 60)
+    shown = "(() => { const s = jetpredictPage.state; return [s.data.device, s.presets.map((p) => p.mode)]; })()"
+    assert browser.evaluate(shown) == ["nano", [p.mode for p in load_device("nano").presets]]
+    assert [browser.evaluate(f"document.getElementById('{id}').dataset.device") for id in ("pareto", "heatmap")] \
+        == ["nano", "nano"]
+    assert _violations(browser) == []
+    assert not errors_since(browser, errors), errors_since(browser, errors)
