@@ -119,3 +119,37 @@ def test_a_failed_rename_after_a_mode_keeps_the_modes_before_it_in_both_files(tm
     assert _csv_modes(tmp_path / "p.csv") == ["first"]
     assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]  # no temporary or backup left
+
+
+def test_a_full_disk_after_a_mode_keeps_a_json_out_whole(tmp_path, monkeypatch):
+    """``--out FILE.json``: mode 2's document cannot be written; the file still holds mode 1, whole and
+    readable (written in place, the failed write would have left it truncated)."""
+    cfg = _cfg(tmp_path, name="p.json", minibatches=2)
+    backend = TorchBackend("lenet5-mnist", 8, 0)
+    real_prepare = backend.prepare
+
+    def prepare(mode) -> None:
+        if mode.mode == "second":
+            _full_disk_for(monkeypatch, "p.json", now=True)
+        real_prepare(mode)
+
+    monkeypatch.setattr(backend, "prepare", prepare)
+    with pytest.raises(OSError, match="cannot write --out .*p.json: No space left on device") as err:
+        run_campaign(cfg, _host_parts(backend, "first", "second"))
+    assert "hold the 1 mode(s) measured before it" in str(err.value)
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert [m["mode"] for m in doc["modes"]] == [r["mode"] for r in doc["rows"]] == ["first"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+def test_a_full_disk_before_the_first_mode_is_refused_before_any_mode_runs(tmp_path, monkeypatch):
+    """No room beside ``--out`` from the start: refused as bad input (exit 2) before a mode is switched or
+    measured, not found out after the first mode's minutes of profiling."""
+    prepared: list[str] = []
+    backend = TorchBackend("lenet5-mnist", 8, 0)
+    monkeypatch.setattr(backend, "prepare", lambda mode: prepared.append(mode.mode))
+    _full_disk_for(monkeypatch, "p.csv", now=True)
+    with pytest.raises(campaign.InputError, match="cannot write --out .*p.csv: No space left on device") as err:
+        run_campaign(_cfg(tmp_path), _host_parts(backend, "first"))
+    assert err.value.field == "out" and prepared == []
+    assert list(tmp_path.iterdir()) == []
