@@ -132,3 +132,40 @@ def test_a_mode_larger_than_any_before_is_not_written_past_the_limit(tmp_path, m
     assert "mode 2 would take it to" in err.value.message and "holds the 1 mode(s)" in err.value.message
     assert measured == ["MAXN", "MODE_10W"]
     assert read_profile_rows(tmp_path / "p.json")["mode"].tolist() == ["MAXN"]
+
+
+def test_a_json_out_may_fill_the_readers_limit_to_the_byte_but_not_past_it(tmp_path, measured, monkeypatch):
+    """The limit is inclusive: a document of exactly ``MAX_FILE_BYTES`` is written, one a byte past it refused."""
+    size = _one_mode_bytes(tmp_path, settle_s=600.0, minibatches=5)  # the twin writes the same bytes each run
+    monkeypatch.setattr(profile_files, "MAX_FILE_BYTES", size)
+    run_campaign(_cfg(tmp_path, name="MAXN.json", modes="MAXN", settle_s=600.0, minibatches=5))
+    assert (tmp_path / "MAXN.json").stat().st_size == size
+    monkeypatch.setattr(profile_files, "MAX_FILE_BYTES", size - 1)
+    with pytest.raises(InputError, match=f"mode 1 would take it to {size:,} bytes, past the {size - 1:,}"):
+        run_campaign(_cfg(tmp_path, name="MAXN.json", modes="MAXN", settle_s=600.0, minibatches=5))
+
+
+def test_a_campaign_judges_the_next_mode_by_the_largest_so_far_not_the_last(tmp_path, measured, monkeypatch):
+    """A slow mode (more power samples), then a fast one: the third, as slow as the first, is stopped before it
+    is measured, although one as large as the second would fit."""
+    sizes: list[int] = []
+    add = campaign._Outputs.add
+
+    def spy(self, *a, **kw) -> None:
+        add(self, *a, **kw)
+        sizes.append(self.size_bytes)
+
+    monkeypatch.setattr(campaign._Outputs, "add", spy)
+    kw = dict(modes="MODE_10W,MAXN,MODE_10W", warmup=0, minibatches=2000)
+    run_campaign(_cfg(tmp_path, **kw))
+    one, two, three = sizes
+    up_front = 3 * campaign._mode_bytes_at_most(RunSettings(warmup=0, minibatches=2000))
+    limit = (two + (two - one) + three) // 2  # past two modes and one as large as the fast one, short of three
+    assert max(up_front, two + (two - one)) < limit < three  # the case this test is for
+    measured.clear()
+    monkeypatch.setattr(profile_files, "MAX_FILE_BYTES", limit)
+    with pytest.raises(InputError) as err:
+        run_campaign(_cfg(tmp_path, **kw))
+    assert "stopped before mode 3 of 3" in err.value.message and "holds the 2 mode(s)" in err.value.message
+    assert measured == ["MODE_10W", "MAXN"]
+    assert read_profile_rows(tmp_path / "p.json")["mode"].tolist() == ["MODE_10W", "MAXN"]
