@@ -578,3 +578,35 @@ def test_an_empty_base_power_has_its_reason_in_the_sidecar(fake_root, tmp_path):
     notes = json.loads((tmp_path / "p.csv.json").read_text())["modes"][0]["notes"]
     reasons = [n for n in notes if n.startswith("base_power_w is empty: idle window: tegrastats:VDD_IN: ")]
     assert len(reasons) == 1 and "failed reads" in reasons[0] and "no line yet" in reasons[0]
+
+
+def test_host_modes_take_thread_counts_up_to_every_core():
+    """``--modes N`` on the host: every core is the ``host`` mode (as with no --modes), one more is refused."""
+    import os
+
+    from jetpredict.profiler.mode_lists import host_modes
+
+    cores = os.cpu_count() or 1
+    assert [(m.mode, m.cpu_cores) for m in host_modes(f"1,{cores}")][-1] == ("host", cores)
+    with pytest.raises(InputError, match=f"{cores + 1} threads is outside 1..{cores} on this host"):
+        host_modes(str(cores + 1))
+
+
+def test_a_training_failure_says_how_many_modes_it_leaves_on_disk(tmp_path, monkeypatch):
+    """Mode 2's training fails: the error says the 1 mode before it is in both files, and it is."""
+    from jetpredict.profiler.runner import TrainingFailed
+
+    backend = TorchBackend("lenet5-mnist", 8, 0)
+    real_prepare = backend.prepare
+
+    def prepare(mode) -> None:
+        if mode.mode == "second":
+            raise TrainingFailed("simulated failure in mode second")
+        real_prepare(mode)
+
+    monkeypatch.setattr(backend, "prepare", prepare)
+    with pytest.raises(TrainingFailed) as err:
+        run_campaign(_cfg(tmp_path), _host_parts(backend, "first", "second"))
+    assert str(err.value).endswith(f"; the 1 mode(s) profiled before it are in {tmp_path / 'p.csv'}, "
+                                   f"{tmp_path / 'p.csv.json'}"), err.value
+    assert _csv_modes(tmp_path / "p.csv") == ["first"]
