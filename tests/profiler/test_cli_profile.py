@@ -337,3 +337,16 @@ def test_profile_refuses_modes_of_another_device(tmp_path, capsys, suffix):
     assert main(argv) == 2
     assert "is for device 'orin-nano', not 'agx-xavier'" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_an_adaptive_sidecar_keeps_the_round_that_stopped_the_loop(tmp_path, capsys):
+    """The stop comes after the last mode is written: the sidecar is written once more, so that it says why
+    the campaign stopped, as the command did."""
+    out = tmp_path / "p.csv"
+    rc = main(["profile", "--device", "sim:orin-nano", "--workload", "lenet5-mnist", "--adaptive",
+               "--budget", "2", "--target-width", "0.000001", "--modes", "7W", "--warmup", "1",
+               "--minibatches", "3", "--no-progress", "--out", str(out)])
+    assert rc == 0 and "stop: budget of 2 profiled modes spent" in capsys.readouterr().err
+    adaptive = json.loads(Path(f"{out}.json").read_text())["adaptive"]
+    assert "budget of 2 profiled modes spent" in str(adaptive["stop"]), adaptive["stop"]
+    assert len(adaptive["steps"]) == 2 and adaptive["steps"][-1]["stop"] == adaptive["stop"]
