@@ -296,42 +296,56 @@ def test_a_refitted_workload_is_shown_from_one_fit_and_the_choice_says_why_it_ma
     assert not errors_since(browser, errors), errors_since(browser, errors)
 
 
-#: Evaluated in the page: the presets answers (POST /v1/predictions, "modes": "presets") are held while
-#: ``window.__holdPresets`` and sent on ``window.__deliverPreset(i)``, whole even when the load that asked was
-#: abandoned meanwhile: as if each arrived just before its abort.
-HOLD_PRESETS_HOOK = r"""(() => {
+#: Evaluated in the page: the answers of POST /v1/predictions for the coverage ``window.__holdModes`` names
+#: ("all" or "presets") are held, and sent on ``window.__deliverHeld(i)``, whole even when the load that asked
+#: was abandoned meanwhile (as if each arrived just before its abort); ``__deliverHeld(i, status)`` answers
+#: that status with a message instead.
+HOLD_LOAD_HOOK = r"""(() => {
   const real = window.fetch.bind(window);
-  Object.assign(window, { __heldPresets: [], __holdPresets: false });
+  Object.assign(window, { __heldLoads: [], __holdModes: null });
   window.fetch = (url, options) => {
-    const presets = String(url) === "/v1/predictions" && JSON.parse(options.body).modes === "presets";
-    if (!window.__holdPresets || !presets) return real(url, options);
-    return new Promise((resolve, reject) => window.__heldPresets.push(
-      () => real(url, Object.assign({}, options, { signal: undefined })).then(resolve, reject)));
+    const modes = String(url) === "/v1/predictions" ? JSON.parse(options.body).modes : null;
+    if (!modes || modes !== window.__holdModes) return real(url, options);
+    return new Promise((resolve, reject) => window.__heldLoads.push((status) => (status
+      ? resolve(new Response(JSON.stringify({ code: status, message: "held answer for the device left" }),
+        { status, headers: { "Content-Type": "application/json" } }))
+      : real(url, Object.assign({}, options, { signal: undefined })).then(resolve, reject))));
   };
-  window.__deliverPreset = (i) => window.__heldPresets[i]();
+  window.__deliverHeld = (i, status) => window.__heldLoads[i](status);
   return true;
 })()"""
 
 
-def test_a_late_presets_answer_for_the_device_left_is_dropped(server, browser):
-    """A load's presets answer for the device left, arriving once the next device is shown, is dropped: the
-    modes drawn and held stay the shown device's."""
-    errors = len(browser.errors())
-    browser.navigate(server.url + "/?device=nano")
-    ready_for(browser, "nano", 120)
-    assert browser.evaluate(HOLD_PRESETS_HOOK) and browser.evaluate(WATCH)
-    browser.evaluate("window.__holdPresets = true")
+def _late_for_device_left(browser: Browser, modes: str, status: int | None = None) -> None:
+    """A load of xavier-nx whose ``modes`` answer is held, nano chosen and shown, then that answer (or an error
+    of ``status``) delivered: it is dropped, and the page still shows nano's answer as current."""
+    held = browser.evaluate("window.__heldLoads.length")
+    browser.evaluate(f"window.__holdModes = {json.dumps(modes)}")
     choose(browser, "device", "xavier-nx")
-    browser.wait_for("window.__heldPresets.length === 1", 60)  # its all-mode answer is in, its presets held
-    browser.evaluate("window.__holdPresets = false")
+    browser.wait_for(f"window.__heldLoads.length === {held + 1}", 60)
+    browser.evaluate("window.__holdModes = null")
     choose(browser, "device", "nano")
     ready_for(browser, "nano")
     before = _dropped(browser)
-    browser.evaluate("window.__deliverPreset(0)")
-    browser.wait_for(f"+(document.body.dataset.dropped || 0) > {before}", 60)
-    shown = "(() => { const s = jetpredictPage.state; return [s.data.device, s.presets.map((p) => p.mode)]; })()"
-    assert browser.evaluate(shown) == ["nano", [p.mode for p in load_device("nano").presets]]
+    browser.evaluate(f"window.__deliverHeld({held}, {json.dumps(status)})")
+    browser.wait_for(f"+(document.body.dataset.dropped || 0) > {before} || document.body.dataset.state !== 'ready'",
+                     60)
+    shown = ("(() => { const s = jetpredictPage.state; return [document.body.dataset.state, s.data.device, "
+             "s.presets.map((p) => p.mode)]; })()")
+    assert browser.evaluate(shown) == ["ready", "nano", [p.mode for p in load_device("nano").presets]]
+    assert "5,040 modes predicted" in browser.evaluate("document.getElementById('status').textContent")
     assert [browser.evaluate(f"document.getElementById('{id}').dataset.device") for id in ("pareto", "heatmap")] \
         == ["nano", "nano"]
+
+
+def test_late_answers_of_a_load_for_the_device_left_are_dropped(server, browser):
+    """A load's answers for the device left, arriving once the next device is shown (its presets, or an
+    error for its modes), are dropped: the modes drawn and held, and the status, stay the shown device's."""
+    errors = len(browser.errors())
+    browser.navigate(server.url + "/?device=nano")
+    ready_for(browser, "nano", 120)
+    assert browser.evaluate(HOLD_LOAD_HOOK) and browser.evaluate(WATCH)
+    _late_for_device_left(browser, "presets")
+    _late_for_device_left(browser, "all", status=422)
     assert _violations(browser) == []
     assert not errors_since(browser, errors), errors_since(browser, errors)
