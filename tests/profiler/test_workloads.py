@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.profiler import nets
 from jetpredict.profiler import workloads as wl
+from jetpredict.profiler.loader import check_batch_fits
 
 HERE = Path(__file__).parent
 
@@ -34,6 +36,23 @@ def test_builtin_minibatches_per_epoch_at_batch_16(name, mpe, shape, classes):
     assert spec.minibatches_per_epoch(16) == mpe
     assert spec.input_shape == shape and spec.num_classes == classes
 
+
+
+@pytest.mark.parametrize(("name", "net", "dataset"), [
+    ("lenet5-mnist", "LeNet5", "MNIST"),
+    ("resnet18-cifar10", "ResNet18", "CIFAR-10"),
+    ("mobilenetv3-small-gld23k", "MobileNetV3Small", "GLD-23k"),
+    ("vgg11-cifar10", "VGG11BN", "CIFAR-10"),
+])
+def test_builtin_names_build_their_documented_network_with_one_output_per_class(name, net, dataset):
+    """The name is the network: vgg11-cifar10 building a ResNet-18, or mobilenetv3-small-gld23k a 1000-way head
+    for 203 landmark classes, passed every count above while profiling another model's cost."""
+    spec = wl.resolve_workload(name)
+    model = spec.model_factory()
+    assert type(model) is getattr(nets, net) and spec.dataset == dataset
+    model.eval()
+    with torch.no_grad():
+        assert model(torch.zeros(1, *spec.input_shape)).shape == (1, spec.num_classes)
 
 def test_unknown_names_are_input_errors_naming_the_field():
     with pytest.raises(UnknownWorkloadError) as err:
@@ -103,6 +122,53 @@ def test_incomplete_factories_say_what_is_missing(factory, message):
     assert err.value.field == "workload"
 
 
+
+def _user_module(tmp_path, monkeypatch, module: str, body: str) -> str:
+    """``module:make`` for a factory file ``module.py`` in ``tmp_path`` whose ``make()`` returns ``body``."""
+    (tmp_path / f"{module}.py").write_text("import torch\nfrom torch import nn\n\n\ndef make():\n"
+                                           f"    return {body}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    return f"{module}:make"
+
+
+@pytest.mark.parametrize(("module", "body", "message"), [
+    ("wl_model_text", '{"model": "resnet", "input_shape": (4,), "num_classes": 2}',
+     "'model' must be a torch.nn.Module"),
+    ("wl_model_no_shape", '{"model": nn.Linear(4, 2)}', "give input_shape and num_classes"),
+    ("wl_model_no_classes", '{"model": nn.Linear(4, 2), "input_shape": (4,)}', "give input_shape and num_classes"),
+])
+def test_a_factory_result_that_cannot_be_trained_is_refused_naming_what_is_wrong(tmp_path, monkeypatch, module,
+                                                                                  body, message):
+    """A model that is not a module, or a classifier without its input shape or class count, was accepted and
+    failed later inside torch (or trained on an input of no shape)."""
+    with pytest.raises(InputError, match=message) as err:
+        wl.resolve_workload(_user_module(tmp_path, monkeypatch, module, body))
+    assert err.value.field == "workload" and f"--workload '{module}:make'" in err.value.message
+
+
+def test_user_epoch_size_is_50000_samples_unless_the_factory_gives_one(tmp_path, monkeypatch):
+    """The module docstring's rule: synthetic classification assumes CIFAR-10's 50,000 samples; a factory's
+    ``dataset_size`` sets ceil(size / batch) minibatches and its ``minibatches_per_epoch`` wins over both."""
+    assert wl.resolve_workload("user_models:tiny_classifier").minibatches_per_epoch(16) == 3125
+    shape = '"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2'
+    sized = wl.resolve_workload(_user_module(tmp_path, monkeypatch, "wl_sized", f"{{{shape}, 'dataset_size': 100}}"))
+    assert sized.minibatches_per_epoch(16) == 7  # ceil(100 / 16)
+    told = _user_module(tmp_path, monkeypatch, "wl_told",
+                        f"{{{shape}, 'dataset_size': 100, 'minibatches_per_epoch': 3}}")
+    assert wl.build_workload(told, batch_size=16, num_workers=0).minibatches_per_epoch == 3
+
+
+def test_complexity_is_counted_on_one_sample_whatever_the_data_source(tmp_path, monkeypatch):
+    """FLOPs, activation bytes and kernels are per sample: the example input holds one sample for a built-in
+    network, a classifier on synthetic data, a user dataset and user batches alike (not a whole minibatch)."""
+    batches = _user_module(tmp_path, monkeypatch, "wl_batches",
+                           '{"model": nn.Linear(4, 2), "loss": nn.CrossEntropyLoss(), "minibatches_per_epoch": 2, '
+                           '"batches": lambda: [(torch.zeros(8, 4), torch.zeros(8, dtype=torch.long))] * 2}')
+    for name, shape in (("lenet5-mnist", (1, 1, 28, 28)), ("user_models:tiny_classifier", (1, 3, 8, 8)),
+                        ("user_models:lstm_language_model", (1, 12)), (batches, (1, 4))):
+        assert wl.build_workload(name, batch_size=8, num_workers=0).example_input().shape == shape, name
+
 def test_synthetic_images_are_deterministic_normalised_and_shaped():
     ds = wl.SyntheticImages((3, 32, 32), 10, 100, seed=1)
     a, la = ds[5]
@@ -120,6 +186,13 @@ def test_bad_batch_and_worker_counts():
     with pytest.raises(InputError) as err:
         wl.build_workload("lenet5-mnist", num_workers=-1)
     assert err.value.field == "workers"
+
+
+def test_a_batch_as_large_as_the_dataset_fits_and_one_sample_more_does_not():
+    check_batch_fits(4, 4)
+    with pytest.raises(InputError, match="--batch-size 5 is larger than the dataset \\(4 samples\\)") as err:
+        check_batch_fits(5, 4)
+    assert err.value.field == "batch_size"
 
 
 # ---------------------------------------------------------------- ImageFolder with real encoded files
