@@ -56,3 +56,24 @@ def test_divisible_rounding():
     assert nets._divisible(72 / 4) == 24  # 16 would lose more than 10% of 18
     assert nets._divisible(240 / 4) == 64
     assert nets._divisible(16 / 4) == 8
+
+
+def test_residual_blocks_add_their_input():
+    """With the last batch norm's scale at zero a block's branch gives 0, so the output is the skip path alone:
+    relu(x) for a ResNet basic block, x for a MobileNetV3 bneck of equal shape (a block that dropped its
+    residual gives zeros yet keeps every shape and parameter count)."""
+    x = torch.randn(2, 16, 8, 8)
+    basic, bneck = nets.BasicBlock(16, 16, 1), nets.InvertedResidual(16, 3, 64, 16, True, True, 1)
+    for block, last_bn in ((basic, basic.bn2), (bneck, bneck.block[-1])):
+        torch.nn.init.zeros_(last_bn.weight)
+        block.eval()
+    with torch.no_grad():
+        assert torch.allclose(basic(x), torch.relu(x)) and torch.allclose(bneck(x), x)
+
+
+def test_vgg11_is_configuration_a_with_max_pooling():
+    """Eight 3x3 convolutions and five 2x2 max-pools (an average pool keeps every shape and parameter count)."""
+    layers = list(nets.VGG11BN(10).features)
+    assert [m.out_channels for m in layers if isinstance(m, torch.nn.Conv2d)] == [64, 128, 256, 256, 512, 512, 512, 512]
+    pools = [m for m in layers if "Pool" in type(m).__name__]
+    assert len(pools) == 5 and all(isinstance(m, torch.nn.MaxPool2d) and m.kernel_size == 2 for m in pools)
