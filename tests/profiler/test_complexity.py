@@ -23,6 +23,16 @@ def test_counts_a_linear_layer_by_hand():
     assert c.null_reason is None
 
 
+
+def test_frozen_parameters_are_stored_but_not_counted_as_trained():
+    """``params`` and the optimizer kernels count what trains; ``param_bytes`` all that is stored (a frozen
+    backbone of a fine-tuned model counted as trained made its parameter count the whole model's)."""
+    model = nn.Sequential(nn.Linear(8, 4, bias=False), nn.Linear(4, 2, bias=False))
+    model[0].weight.requires_grad_(False)
+    c = measure_complexity(model, torch.zeros(1, 8))
+    assert c.params == 8 and c.param_bytes == (32 + 8) * 4
+    assert c.macs_fwd == 32 + 8 and c.kernel_count == 2 * (1 + 2) + 1
+
 def test_reused_modules_count_every_call():
     class Twice(nn.Module):
         def __init__(self) -> None:
