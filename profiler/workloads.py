@@ -256,10 +256,10 @@ def _torchvision_workload(name: str) -> WorkloadSpec:
     try:
         import torchvision  # noqa: F401  (optional: the profiler does not depend on it)
         from torchvision import models as tv_models
-    except ImportError:
-        raise UnknownWorkloadError(f"workload {name!r} needs torchvision, which does not import here; "
-                                   f"use a built-in workload ({', '.join(BUILTIN_WORKLOADS)}) or module:factory",
-                                   "workload") from None
+    except Exception as exc:  # noqa: BLE001 - a torchvision built for another torch raises RuntimeError or OSError
+        raise UnknownWorkloadError(f"workload {name!r} needs torchvision, which does not import here "
+                                   f"({type(exc).__name__}: {exc}); use a built-in workload "
+                                   f"({', '.join(BUILTIN_WORKLOADS)}) or module:factory", "workload") from None
     if arch not in tv_models.list_models():
         raise UnknownWorkloadError(f"torchvision has no model {arch!r}", "workload")
     return WorkloadSpec(name=name, model_factory=lambda: tv_models.get_model(arch, weights=None),

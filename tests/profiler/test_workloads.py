@@ -278,3 +278,18 @@ def test_jpeg_folder_decodes_with_pillow(tmp_path, pil_image):
     assert wl.decode_image(root / "a" / "0.jpg").shape == (40, 40, 3)
     workload = wl.build_workload("resnet18-cifar10", batch_size=2, num_workers=0, data_dir=root)
     assert workload.minibatches_per_epoch == 2
+
+
+@pytest.mark.parametrize("failure", ['raise RuntimeError("operator torchvision::nms does not exist")',
+                                     "raise OSError('libc10.so: cannot open shared object file')"])
+def test_a_torchvision_that_fails_to_load_is_refused_in_words(tmp_path, monkeypatch, failure):
+    """A torchvision built for another torch (frequent with Jetson wheels) raises RuntimeError or OSError on
+    import, not ImportError: it escaped as a failed run (exit 1) that named neither torchvision nor --workload."""
+    (tmp_path / "torchvision").mkdir()
+    (tmp_path / "torchvision" / "__init__.py").write_text(failure + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torchvision", raising=False)
+    with pytest.raises(UnknownWorkloadError) as err:
+        wl.resolve_workload("torchvision:resnet50")
+    assert err.value.field == "workload" and "needs torchvision, which does not import here" in err.value.message
+    assert failure.split("(")[0].removeprefix("raise ") in err.value.message  # what went wrong, by its type
