@@ -121,6 +121,8 @@ def measure_complexity(model: nn.Module, example_input: Any) -> Complexity:
         from ptflops import get_model_complexity_info
     except ImportError:
         reasons.append("ptflops is not installed (pip install 'jetpredict[profiler]')")
+    except Exception as exc:  # noqa: BLE001 - it imports torchvision.ops, which a mismatched torchvision breaks
+        reasons.append(f"ptflops does not import here ({type(exc).__name__}: {exc})"[:300])
     else:
         captured = io.StringIO()
         shape = tuple(example.shape[1:]) if isinstance(example, torch.Tensor) else (1,)

@@ -23,7 +23,6 @@ def test_counts_a_linear_layer_by_hand():
     assert c.null_reason is None
 
 
-
 def test_frozen_parameters_are_stored_but_not_counted_as_trained():
     """``params`` and the optimizer kernels count what trains; ``param_bytes`` all that is stored (a frozen
     backbone of a fine-tuned model counted as trained made its parameter count the whole model's)."""
@@ -74,6 +73,23 @@ def test_models_that_cannot_be_traced_fail_soft():
     assert c.macs_fwd is None and c.flops_train is None and c.kernel_count is None
     assert c.params == 12 and c.leaf_modules == 1
     assert "ptflops could not trace" in c.null_reason and "forward pass" in c.null_reason
+
+
+def test_a_ptflops_that_fails_to_load_leaves_the_macs_null_with_its_reason(tmp_path, monkeypatch):
+    """ptflops imports torchvision.ops, and a torchvision built for another torch raises RuntimeError there:
+    every profile failed ("operator torchvision::nms does not exist"); now only the MACs are null, said why."""
+    import sys
+
+    import ptflops  # noqa: F401  loaded, so that its modules are put back after the test
+
+    (tmp_path / "torchvision").mkdir()
+    (tmp_path / "torchvision" / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m.split(".")[0] in ("ptflops", "torchvision")]:
+        monkeypatch.delitem(sys.modules, name)
+    c = measure_complexity(nn.Sequential(nn.Linear(8, 4, bias=False)), torch.zeros(1, 8))
+    assert c.macs_fwd is None and c.params == 32 and c.kernel_count == 4
+    assert "ptflops does not import here (RuntimeError: operator torchvision::nms does not exist)" in c.null_reason
 
 
 def test_lstm_language_model_counts(monkeypatch):
