@@ -37,7 +37,6 @@ def test_builtin_minibatches_per_epoch_at_batch_16(name, mpe, shape, classes):
     assert spec.input_shape == shape and spec.num_classes == classes
 
 
-
 @pytest.mark.parametrize(("name", "net", "dataset"), [
     ("lenet5-mnist", "LeNet5", "MNIST"),
     ("resnet18-cifar10", "ResNet18", "CIFAR-10"),
