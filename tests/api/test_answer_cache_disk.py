@@ -102,7 +102,6 @@ def test_a_model_of_another_version_with_the_same_rows_misses(tmp_path, model):
     assert _other_worker(directory).get(other, KEY) is None
 
 
-
 def test_an_answer_of_another_answer_shape_with_the_same_model_misses(tmp_path, model, monkeypatch):
     """An answer written before a field was added to answers (as ``split_source`` was, the model version
     unchanged) is not served after the upgrade; one of this format is."""

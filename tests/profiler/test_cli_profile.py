@@ -269,7 +269,6 @@ def test_an_out_that_is_a_fifo_is_refused_and_a_symlink_is_followed(tmp_path, ca
     assert link.is_symlink() and (tmp_path / "runs" / "run1.csv").read_text().startswith("device,workload,mode,")
 
 
-
 def _profile_help(**register_kwargs) -> tuple[dict, str]:
     """``profile``'s flags by option string, as :func:`profiler.cli.register` builds them, and its help as
     printed (white space joined)."""

@@ -32,6 +32,7 @@ def test_frozen_parameters_are_stored_but_not_counted_as_trained():
     assert c.params == 8 and c.param_bytes == (32 + 8) * 4
     assert c.macs_fwd == 32 + 8 and c.kernel_count == 2 * (1 + 2) + 1
 
+
 def test_reused_modules_count_every_call():
     class Twice(nn.Module):
         def __init__(self) -> None:

@@ -53,6 +53,7 @@ def test_builtin_names_build_their_documented_network_with_one_output_per_class(
     with torch.no_grad():
         assert model(torch.zeros(1, *spec.input_shape)).shape == (1, spec.num_classes)
 
+
 def test_unknown_names_are_input_errors_naming_the_field():
     with pytest.raises(UnknownWorkloadError) as err:
         wl.resolve_workload("resnet-1000")
@@ -121,7 +122,6 @@ def test_incomplete_factories_say_what_is_missing(factory, message):
     assert err.value.field == "workload"
 
 
-
 def _user_module(tmp_path, monkeypatch, module: str, body: str) -> str:
     """``module:make`` for a factory file ``module.py`` in ``tmp_path`` whose ``make()`` returns ``body``."""
     (tmp_path / f"{module}.py").write_text("import torch\nfrom torch import nn\n\n\ndef make():\n"
@@ -167,6 +167,7 @@ def test_complexity_is_counted_on_one_sample_whatever_the_data_source(tmp_path, 
     for name, shape in (("lenet5-mnist", (1, 1, 28, 28)), ("user_models:tiny_classifier", (1, 3, 8, 8)),
                         ("user_models:lstm_language_model", (1, 12)), (batches, (1, 4))):
         assert wl.build_workload(name, batch_size=8, num_workers=0).example_input().shape == shape, name
+
 
 def test_synthetic_images_are_deterministic_normalised_and_shaped():
     ds = wl.SyntheticImages((3, 32, 32), 10, 100, seed=1)
