@@ -36,6 +36,22 @@ def xavier_30w(fake_root, monkeypatch):
     return fake_root
 
 
+@pytest.fixture
+def measured(monkeypatch) -> list[str]:
+    """The modes the twin (``SimulatedRunner``) measured, in order."""
+    from jetpredict.profiler.sim.runner import SimulatedRunner
+
+    modes: list[str] = []
+    run_mode = SimulatedRunner.run_mode
+
+    def spy(self, mode, *a, **kw):
+        modes.append(mode.mode)
+        return run_mode(self, mode, *a, **kw)
+
+    monkeypatch.setattr(SimulatedRunner, "run_mode", spy)
+    return modes
+
+
 @pytest.fixture(scope="session")
 def tegrastats_samples() -> list[dict]:
     return json.loads((FIXTURES / "tegrastats_samples.json").read_text())["samples"]

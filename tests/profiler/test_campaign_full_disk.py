@@ -10,7 +10,7 @@ import pytest
 from jetpredict.profiler import campaign
 from jetpredict.profiler.backends import TorchBackend
 from jetpredict.profiler.campaign import run_campaign
-from test_campaign import _cfg, _csv_modes, _host_parts
+from test_campaign import _cfg, _csv_modes, _fail_from_the_second_mode, _host_parts
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -58,29 +58,12 @@ def test_a_full_disk_keeps_the_previous_pair_and_names_the_file(tmp_path, monkey
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]  # no temporary left
 
 
-def _fail_from_the_second_mode(tmp_path, monkeypatch, name: str, fail, match: str) -> None:
-    """A two-mode campaign writing --out ``name``, whose writes ``fail()`` breaks once mode 2 starts, raises
-    an OSError matching ``match`` that says mode 1 is kept."""
-    cfg = _cfg(tmp_path, name=name, minibatches=2)
-    backend = TorchBackend("lenet5-mnist", 8, 0)
-    real_prepare = backend.prepare
-
-    def prepare(mode) -> None:
-        if mode.mode == "second":
-            fail()
-        real_prepare(mode)
-
-    monkeypatch.setattr(backend, "prepare", prepare)
-    with pytest.raises(OSError, match=match) as err:
-        run_campaign(cfg, _host_parts(backend, "first", "second"))
-    assert "hold the 1 mode(s) measured before it" in str(err.value)
-
-
 def test_a_full_disk_after_a_mode_keeps_the_modes_before_it_in_both_files(tmp_path, monkeypatch):
     """Mode 2's sidecar cannot be written: the CSV and the sidecar both hold mode 1, never the CSV ahead."""
-    _fail_from_the_second_mode(tmp_path, monkeypatch, "p.csv",
-                               lambda: _full_disk_for(monkeypatch, "p.csv.json", now=True),
-                               "cannot write --out .*p.csv.json: No space left on device")
+    error = _fail_from_the_second_mode(tmp_path, monkeypatch, "p.csv",
+                                       lambda: _full_disk_for(monkeypatch, "p.csv.json", now=True),
+                                       "cannot write --out .*p.csv.json: No space left on device")
+    assert "hold the 1 mode(s) measured before it" in str(error)
     assert _csv_modes(tmp_path / "p.csv") == ["first"]
     assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]
@@ -110,8 +93,10 @@ def test_a_failed_rename_after_a_mode_keeps_the_modes_before_it_in_both_files(tm
     writer, the sidecar's failed rename (the second) left the CSV a mode ahead of its sidecar."""
     import os
 
-    _fail_from_the_second_mode(tmp_path, monkeypatch, "p.csv", lambda: _rename_fails_from_now(monkeypatch, call, code),
-                               f"cannot write --out .*: {os.strerror(code)}")
+    error = _fail_from_the_second_mode(tmp_path, monkeypatch, "p.csv",
+                                       lambda: _rename_fails_from_now(monkeypatch, call, code),
+                                       f"cannot write --out .*: {os.strerror(code)}")
+    assert "hold the 1 mode(s) measured before it" in str(error)
     monkeypatch.undo()
     assert _csv_modes(tmp_path / "p.csv") == ["first"]
     assert [m["mode"] for m in json.loads((tmp_path / "p.csv.json").read_text())["modes"]] == ["first"]
@@ -121,8 +106,10 @@ def test_a_failed_rename_after_a_mode_keeps_the_modes_before_it_in_both_files(tm
 def test_a_full_disk_after_a_mode_keeps_a_json_out_whole(tmp_path, monkeypatch):
     """``--out FILE.json``: mode 2's document cannot be written; the file still holds mode 1, whole and
     readable (written in place, the failed write would have left it truncated)."""
-    _fail_from_the_second_mode(tmp_path, monkeypatch, "p.json", lambda: _full_disk_for(monkeypatch, "p.json", now=True),
-                               "cannot write --out .*p.json: No space left on device")
+    error = _fail_from_the_second_mode(tmp_path, monkeypatch, "p.json",
+                                       lambda: _full_disk_for(monkeypatch, "p.json", now=True),
+                                       "cannot write --out .*p.json: No space left on device")
+    assert "hold the 1 mode(s) measured before it" in str(error)
     doc = json.loads((tmp_path / "p.json").read_text())
     assert [m["mode"] for m in doc["modes"]] == [r["mode"] for r in doc["rows"]] == ["first"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]

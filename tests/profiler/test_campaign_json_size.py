@@ -18,7 +18,6 @@ from jetpredict.models.reader_limits import MAX_FILE_BYTES
 from jetpredict.profiler import campaign
 from jetpredict.profiler.campaign import CampaignConfig, run_campaign
 from jetpredict.profiler.runner import RunSettings
-from jetpredict.profiler.sim.runner import SimulatedRunner
 
 from jetpredict.cli import main
 
@@ -27,20 +26,6 @@ def _cfg(tmp_path: Path, name: str = "p.json", **kw) -> CampaignConfig:
     base = dict(device="sim:agx-xavier", workload="resnet18-cifar10", out=tmp_path / name,
                 modes="MAXN,MODE_10W", warmup=4, minibatches=200, progress=False)
     return CampaignConfig(**{**base, **kw})
-
-
-@pytest.fixture
-def measured(monkeypatch) -> list[str]:
-    """The modes the twin measured, in order."""
-    modes: list[str] = []
-    run_mode = SimulatedRunner.run_mode
-
-    def spy(self, mode, *a, **kw):
-        modes.append(mode.mode)
-        return run_mode(self, mode, *a, **kw)
-
-    monkeypatch.setattr(SimulatedRunner, "run_mode", spy)
-    return modes
 
 
 def _numbers(doc: dict) -> int:

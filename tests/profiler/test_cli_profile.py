@@ -352,19 +352,9 @@ def test_an_adaptive_sidecar_keeps_the_round_that_stopped_the_loop(tmp_path, cap
 
 
 @pytest.mark.parametrize("folder", ["p.csv", "p.csv.json"])
-def test_an_out_or_sidecar_that_is_an_existing_folder_exits_2_before_any_mode(tmp_path, capsys, monkeypatch, folder):
+def test_an_out_or_sidecar_that_is_an_existing_folder_exits_2_before_any_mode(tmp_path, capsys, measured, folder):
     """A folder where --out or its sidecar would go is bad input, said before the first mode is measured, not a
     failed write (exit 1) after it."""
-    from jetpredict.profiler.sim.runner import SimulatedRunner
-
-    measured: list[str] = []
-    run_mode = SimulatedRunner.run_mode
-
-    def spy(self, mode, *a, **kw):
-        measured.append(mode.mode)
-        return run_mode(self, mode, *a, **kw)
-
-    monkeypatch.setattr(SimulatedRunner, "run_mode", spy)
     (tmp_path / folder).mkdir()
     argv = ["profile", "--device", "sim:agx-xavier", "--workload", "lenet5-mnist", "--modes", "MODE_10W",
             "--minibatches", "2", "--no-progress", "--out", str(tmp_path / "p.csv")]
