@@ -86,13 +86,6 @@ def test_a_model_file_named_like_a_module_that_comes_first_says_which_file_was_l
         wl.resolve_workload("user_models:missing")  # no file of that name is passed over: no rename asked
 
 
-@pytest.mark.skipif("torchvision" in sys.modules or __import__("importlib").util.find_spec("torchvision")
-                    is not None, reason="torchvision is installed here")
-def test_torchvision_names_explain_when_torchvision_is_missing():
-    with pytest.raises(UnknownWorkloadError, match="needs torchvision"):
-        wl.resolve_workload("torchvision:resnet50")
-
-
 def test_user_factory_with_its_own_dataset_and_loss_trains():
     built = wl.build_workload("user_models:lstm_language_model", batch_size=4, num_workers=0)
     assert built.data_source == "user" and built.minibatches_per_epoch == 512  # 2048 windows / 4
@@ -115,57 +108,30 @@ def test_user_classification_tuple_uses_synthetic_images():
     ("model_only", "only a model"),
     ("dataset_without_loss", "must also return 'loss'"),
     ("wants_an_argument", "must take no arguments"),  # a TypeError traceback before
+    # Accepted before, and failed later inside torch (or trained on an input of no shape):
+    ("model_text", "'model' must be a torch.nn.Module"),
+    ("model_no_shape", "give input_shape and num_classes"),
+    ("model_no_classes", "give input_shape and num_classes"),
 ])
 def test_incomplete_factories_say_what_is_missing(factory, message):
     with pytest.raises(InputError, match=message) as err:
         wl.resolve_workload(f"user_models:{factory}")
-    assert err.value.field == "workload"
+    assert err.value.field == "workload" and f"--workload 'user_models:{factory}'" in err.value.message
 
 
-def _user_module(tmp_path, monkeypatch, module: str, body: str) -> str:
-    """``module:make`` for a factory file ``module.py`` in ``tmp_path`` whose ``make()`` returns ``body``."""
-    (tmp_path / f"{module}.py").write_text("import torch\nfrom torch import nn\n\n\ndef make():\n"
-                                           f"    return {body}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, module, raising=False)
-    return f"{module}:make"
-
-
-@pytest.mark.parametrize(("module", "body", "message"), [
-    ("wl_model_text", '{"model": "resnet", "input_shape": (4,), "num_classes": 2}',
-     "'model' must be a torch.nn.Module"),
-    ("wl_model_no_shape", '{"model": nn.Linear(4, 2)}', "give input_shape and num_classes"),
-    ("wl_model_no_classes", '{"model": nn.Linear(4, 2), "input_shape": (4,)}', "give input_shape and num_classes"),
-])
-def test_a_factory_result_that_cannot_be_trained_is_refused_naming_what_is_wrong(tmp_path, monkeypatch, module,
-                                                                                  body, message):
-    """A model that is not a module, or a classifier without its input shape or class count, was accepted and
-    failed later inside torch (or trained on an input of no shape)."""
-    with pytest.raises(InputError, match=message) as err:
-        wl.resolve_workload(_user_module(tmp_path, monkeypatch, module, body))
-    assert err.value.field == "workload" and f"--workload '{module}:make'" in err.value.message
-
-
-def test_user_epoch_size_is_50000_samples_unless_the_factory_gives_one(tmp_path, monkeypatch):
+def test_user_epoch_size_is_50000_samples_unless_the_factory_gives_one():
     """The module docstring's rule: synthetic classification assumes CIFAR-10's 50,000 samples; a factory's
     ``dataset_size`` sets ceil(size / batch) minibatches and its ``minibatches_per_epoch`` wins over both."""
     assert wl.resolve_workload("user_models:tiny_classifier").minibatches_per_epoch(16) == 3125
-    shape = '"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2'
-    sized = wl.resolve_workload(_user_module(tmp_path, monkeypatch, "wl_sized", f"{{{shape}, 'dataset_size': 100}}"))
-    assert sized.minibatches_per_epoch(16) == 7  # ceil(100 / 16)
-    told = _user_module(tmp_path, monkeypatch, "wl_told",
-                        f"{{{shape}, 'dataset_size': 100, 'minibatches_per_epoch': 3}}")
-    assert wl.build_workload(told, batch_size=16, num_workers=0).minibatches_per_epoch == 3
+    assert wl.resolve_workload("user_models:sized").minibatches_per_epoch(16) == 7  # ceil(100 / 16)
+    assert wl.build_workload("user_models:told", batch_size=16, num_workers=0).minibatches_per_epoch == 3
 
 
-def test_complexity_is_counted_on_one_sample_whatever_the_data_source(tmp_path, monkeypatch):
+def test_complexity_is_counted_on_one_sample_whatever_the_data_source():
     """FLOPs, activation bytes and kernels are per sample: the example input holds one sample for a built-in
     network, a classifier on synthetic data, a user dataset and user batches alike (not a whole minibatch)."""
-    batches = _user_module(tmp_path, monkeypatch, "wl_batches",
-                           '{"model": nn.Linear(4, 2), "loss": nn.CrossEntropyLoss(), "minibatches_per_epoch": 2, '
-                           '"batches": lambda: [(torch.zeros(8, 4), torch.zeros(8, dtype=torch.long))] * 2}')
     for name, shape in (("lenet5-mnist", (1, 1, 28, 28)), ("user_models:tiny_classifier", (1, 3, 8, 8)),
-                        ("user_models:lstm_language_model", (1, 12)), (batches, (1, 4))):
+                        ("user_models:lstm_language_model", (1, 12)), ("user_models:batches", (1, 4))):
         assert wl.build_workload(name, batch_size=8, num_workers=0).example_input().shape == shape, name
 
 
@@ -280,11 +246,13 @@ def test_jpeg_folder_decodes_with_pillow(tmp_path, pil_image):
     assert workload.minibatches_per_epoch == 2
 
 
-@pytest.mark.parametrize("failure", ['raise RuntimeError("operator torchvision::nms does not exist")',
+@pytest.mark.parametrize("failure", ['raise ImportError("No module named torchvision")',
+                                     'raise RuntimeError("operator torchvision::nms does not exist")',
                                      "raise OSError('libc10.so: cannot open shared object file')"])
-def test_a_torchvision_that_fails_to_load_is_refused_in_words(tmp_path, monkeypatch, failure):
-    """A torchvision built for another torch (frequent with Jetson wheels) raises RuntimeError or OSError on
-    import, not ImportError: it escaped as a failed run (exit 1) that named neither torchvision nor --workload."""
+def test_a_torchvision_that_does_not_load_is_refused_in_words(tmp_path, monkeypatch, failure):
+    """Missing, or built for another torch (frequent with Jetson wheels): the latter raises RuntimeError or
+    OSError on import, not ImportError, and escaped as a failed run (exit 1) that named neither torchvision
+    nor --workload."""
     (tmp_path / "torchvision").mkdir()
     (tmp_path / "torchvision" / "__init__.py").write_text(failure + "\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -6,6 +6,7 @@ would; ``tiny_classifier`` is the classification form ``(model, input_shape, num
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 # The LSTM language model is the user-facing example; the tests profile that very file.
@@ -30,3 +31,31 @@ def dataset_without_loss() -> dict:
 def wants_an_argument(width):
     """A factory that takes an argument: ``profile`` calls it with none."""
     raise AssertionError("never called")
+
+
+def model_text() -> dict:
+    return {"model": "resnet", "input_shape": (4,), "num_classes": 2}
+
+
+def model_no_shape() -> dict:
+    return {"model": nn.Linear(4, 2)}
+
+
+def model_no_classes() -> dict:
+    return {"model": nn.Linear(4, 2), "input_shape": (4,)}
+
+
+def sized() -> dict:
+    """A classifier on synthetic data of 100 samples."""
+    return {"model": nn.Linear(4, 2), "input_shape": (4,), "num_classes": 2, "dataset_size": 100}
+
+
+def told() -> dict:
+    """:func:`sized` that says its epoch is 3 minibatches."""
+    return {**sized(), "minibatches_per_epoch": 3}
+
+
+def batches() -> dict:
+    """Minibatches of 8 samples, given by the user, two per epoch."""
+    return {"model": nn.Linear(4, 2), "loss": nn.CrossEntropyLoss(), "minibatches_per_epoch": 2,
+            "batches": lambda: [(torch.zeros(8, 4), torch.zeros(8, dtype=torch.long))] * 2}
