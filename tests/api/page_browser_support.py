@@ -80,29 +80,40 @@ def provenance(browser: Browser) -> dict:
 
 
 #: Evaluated before page.js (or in the page, before the requests it is to hold): POST /v1/recommendations
-#: can be held back (``window.__holdRecs``; ``window.__release()`` sends what was held, ``window.__deliver(i)``
-#: the i-th held request alone). An abort rejects a held request, unless ``window.__keepAborted``: then its
-#: answer still comes when delivered, as when the abort lands after the answer is in (a stale answer).
+#: can be held back (``window.__holdRecs``), and POST /v1/predictions of the coverage ``window.__holdModes``
+#: names ("all" or "presets"); ``window.__release()`` sends what was held, ``window.__deliver(i)`` the i-th held
+#: request alone, and ``window.__deliver(i, status)`` answers it that error status instead. An abort rejects a
+#: held request, unless ``window.__keepAborted``: then its answer still comes when delivered, as when the abort
+#: lands after the answer is in (a stale answer).
 HOLD_HOOK = r"""(() => {
   const real = window.fetch.bind(window);
   window.__held = [];
   window.__holdRecs = false;
   window.__keepAborted = false;
+  window.__holdModes = null;
+  const holds = (url, options) => (window.__holdRecs && String(url) === "/v1/recommendations")
+    || (window.__holdModes !== null && String(url) === "/v1/predictions"
+        && JSON.parse(options.body).modes === window.__holdModes);
   window.fetch = (url, options) => {
-    if (!window.__holdRecs || String(url) !== "/v1/recommendations") return real(url, options);
+    if (!holds(url, options)) return real(url, options);
     return new Promise((resolve, reject) => {
       const signal = options && options.signal;
       const keep = window.__keepAborted;
       if (signal && !keep) signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError")),
                                                   { once: true });
-      const held = { body: options && options.body, sent: false, go: () => {
+      const held = { body: options && options.body, sent: false, go: (status) => {
         if (held.sent) return;
         held.sent = true;
+        if (status) {
+          resolve(new Response(JSON.stringify({ code: status, message: "a held request answered " + status }),
+                               { status, headers: { "Content-Type": "application/json" } }));
+          return;
+        }
         real(url, keep ? Object.assign({}, options, { signal: undefined }) : options).then(resolve, reject);
       } };
       window.__held.push(held);
     });
   };
-  window.__deliver = (i) => window.__held[i].go();
+  window.__deliver = (i, status) => window.__held[i].go(status);
   window.__release = () => { window.__holdRecs = false; for (const held of window.__held) held.go(); };
 })();"""

@@ -296,38 +296,18 @@ def test_a_refitted_workload_is_shown_from_one_fit_and_the_choice_says_why_it_ma
     assert not errors_since(browser, errors), errors_since(browser, errors)
 
 
-#: Evaluated in the page: the answers of POST /v1/predictions for the coverage ``window.__holdModes`` names
-#: ("all" or "presets") are held, and sent on ``window.__deliverHeld(i)``, whole even when the load that asked
-#: was abandoned meanwhile (as if each arrived just before its abort); ``__deliverHeld(i, status)`` answers
-#: that status with a message instead.
-HOLD_LOAD_HOOK = r"""(() => {
-  const real = window.fetch.bind(window);
-  Object.assign(window, { __heldLoads: [], __holdModes: null });
-  window.fetch = (url, options) => {
-    const modes = String(url) === "/v1/predictions" ? JSON.parse(options.body).modes : null;
-    if (!modes || modes !== window.__holdModes) return real(url, options);
-    return new Promise((resolve, reject) => window.__heldLoads.push((status) => (status
-      ? resolve(new Response(JSON.stringify({ code: status, message: "held answer for the device left" }),
-        { status, headers: { "Content-Type": "application/json" } }))
-      : real(url, Object.assign({}, options, { signal: undefined })).then(resolve, reject))));
-  };
-  window.__deliverHeld = (i, status) => window.__heldLoads[i](status);
-  return true;
-})()"""
-
-
 def _late_for_device_left(browser: Browser, modes: str, status: int | None = None) -> None:
     """A load of xavier-nx whose ``modes`` answer is held, nano chosen and shown, then that answer (or an error
     of ``status``) delivered: it is dropped, and the page still shows nano's answer as current."""
-    held = browser.evaluate("window.__heldLoads.length")
+    held = browser.evaluate("window.__held.length")
     browser.evaluate(f"window.__holdModes = {json.dumps(modes)}")
     choose(browser, "device", "xavier-nx")
-    browser.wait_for(f"window.__heldLoads.length === {held + 1}", 60)
+    browser.wait_for(f"window.__held.length === {held + 1}", 60)
     browser.evaluate("window.__holdModes = null")
     choose(browser, "device", "nano")
     ready_for(browser, "nano")
     before = _dropped(browser)
-    browser.evaluate(f"window.__deliverHeld({held}, {json.dumps(status)})")
+    browser.evaluate(f"window.__deliver({held}, {json.dumps(status)})")
     browser.wait_for(f"+(document.body.dataset.dropped || 0) > {before} || document.body.dataset.state !== 'ready'",
                      60)
     shown = ("(() => { const s = jetpredictPage.state; return [document.body.dataset.state, s.data.device, "
@@ -344,7 +324,9 @@ def test_late_answers_of_a_load_for_the_device_left_are_dropped(server, browser)
     errors = len(browser.errors())
     browser.navigate(server.url + "/?device=nano")
     ready_for(browser, "nano", 120)
-    assert browser.evaluate(HOLD_LOAD_HOOK) and browser.evaluate(WATCH)
+    browser.evaluate(HOLD_HOOK)
+    browser.evaluate("window.__keepAborted = true")  # each late answer arrives whole, as if just before its abort
+    assert browser.evaluate(WATCH)
     _late_for_device_left(browser, "presets")
     _late_for_device_left(browser, "all", status=422)
     assert _violations(browser) == []
