@@ -218,6 +218,48 @@ def test_agx_xavier_presets_follow_nvpmodel_t194():
     assert device.preset(3).knobs() == (8, 1200.0, 900.0, 1600.0)
 
 
+#: Every preset of the other four boards, as their nvpmodel files give it (id, name, cores online, CPU/GPU/EMC
+#: clocks it runs at in MHz, budget in W, share of the GPU powered), checked field by field against the files
+#: in the shared data (xavier-nx/nvpmodel_t194_p3668.conf, nano/BirdEdge-OS/nvpmodel.conf modes 0-1,
+#: orin-nx/nvpmodel_p3767_0000.conf, orin-nano/nvpmodel_p3767_0003.conf) by a script at stop 72.
+NVPMODEL_PRESETS = {
+    "xavier-nx": [
+        (0, "MODE_15W_2CORE", 2, 1907.2, 1109.25, 1600.0, 15.0, 1.0),
+        (1, "MODE_15W_4CORE", 4, 1420.8, 1109.25, 1600.0, 15.0, 1.0),
+        (2, "MODE_15W_6CORE", 6, 1420.8, 1109.25, 1600.0, 15.0, 1.0),
+        (3, "MODE_10W_2CORE", 2, 1497.6, 803.25, 1600.0, 10.0, 1.0),
+        (4, "MODE_10W_4CORE", 4, 1190.4, 803.25, 1600.0, 10.0, 1.0),
+        (5, "MODE_10W_DESKTOP", 4, 1907.2, 510.0, 1600.0, 10.0, 1.0),
+        (6, "MODE_20W_2CORE", 2, 1907.2, 1109.25, 1866.0, 20.0, 1.0),
+        (7, "MODE_20W_4CORE", 4, 1420.8, 1109.25, 1866.0, 20.0, 1.0),
+        (8, "MODE_20W_6CORE", 6, 1420.8, 1109.25, 1866.0, 20.0, 1.0),
+    ],
+    "nano": [
+        (0, "MAXN", 4, 1479.0, 921.6, 1600.0, 10.0, 1.0),
+        (1, "5W", 2, 918.0, 640.0, 1600.0, 5.0, 1.0),
+    ],
+    "orin-nx": [
+        (0, "MAXN", 8, 1984.0, 918.0, 3199.0, None, 1.0),
+        (1, "10W", 4, 1190.4, 612.0, 2133.0, 10.0, 0.5),
+        (2, "15W", 4, 1651.2, 612.0, 3199.0, 15.0, 0.5),
+        (3, "25W", 8, 1497.6, 408.0, 3199.0, 25.0, 1.0),
+    ],
+    "orin-nano": [
+        (0, "15W", 6, 1510.4, 625.0, 2133.0, 15.0, 1.0),
+        (1, "7W", 4, 960.0, 408.0, 2133.0, 7.0, 0.5),
+    ],
+}
+
+
+@pytest.mark.parametrize("device_id", sorted(NVPMODEL_PRESETS))
+def test_presets_are_those_of_the_boards_nvpmodel_file(device_id):
+    """Only AGX Xavier's and AGX Orin's presets were pinned: a Xavier NX 10W CPU cap moved to 1344 MHz, or an
+    Orin NX 25W GPU cap to 816 MHz, passed every catalogue test."""
+    got = [(p.id, p.mode, p.cpu_cores, p.cpu_mhz, p.gpu_mhz, p.emc_mhz, p.power_budget_w, p.gpu_share)
+           for p in load_device(device_id).presets]
+    assert got == NVPMODEL_PRESETS[device_id]
+
+
 @pytest.mark.parametrize("device_id", ["agx-xavier", "nano", "orin-agx", "orin-nx"])
 def test_maxn_runs_at_the_top_steps(device_id):
     maxn = load_device(device_id).preset("MAXN")
