@@ -185,6 +185,66 @@ def test_each_stored_result_is_what_its_bench_renders_from_its_json(name, module
     assert render(module, data) == (stored / f"{name}.md").read_text(encoding="utf-8")
 
 
+def test_growth_exponent_is_the_log_log_slope_over_every_size(bench_path):
+    results_io = importlib.import_module("results_io")
+    assert results_io.growth_exponent([(10, 0.5), (100, 5.0), (1_000, 50.0)]) == pytest.approx(1.0)
+    assert results_io.growth_exponent([(10, 1.0), (100, 100.0), (1_000, 10_000.0)]) == pytest.approx(2.0)
+    assert results_io.growth_exponent([(10, 3.0), (1_000, 3.0)]) == pytest.approx(0.0)
+    # A bent curve: the least-squares slope over all three points, not the first pair's (1) or the last's (2).
+    assert results_io.growth_exponent([(10, 1.0), (100, 10.0), (1_000, 1_000.0)]) == pytest.approx(1.5)
+    # Unusable points (zero or missing cost) are left out; one point has no slope.
+    assert results_io.growth_exponent([(10, 1.0), (100, 0.0), (1_000, None), (10_000, 1_000.0)]) == pytest.approx(1.0)
+    assert results_io.growth_exponent([(10, 1.0)]) is None
+    points = [(10, 5.0), (1_000, 10.0), (10_000, 100.0)]
+    overall = np.polyfit(np.log([x for x, _ in points]), np.log([y for _, y in points]), 1)[0]  # about 0.39
+    assert results_io.growth_exponents(points, 1_000) == (
+        pytest.approx(overall), pytest.approx(1.0))  # the second from from_size on, that size included
+
+
+def test_cpu_seconds_is_the_median_of_its_runs(bench_path, monkeypatch):
+    results_io = importlib.import_module("results_io")
+    ticks = iter([0.0, 2.0, 5.0, 6.0])
+    assert results_io.run_seconds(lambda: None, 2, clock=lambda: next(ticks)) == [2.0, 1.0]
+    monkeypatch.setattr(results_io, "run_seconds", lambda fn, repeats: [1.0, 1.0, 10.0][:repeats])
+    assert results_io.cpu_seconds(lambda: None, 3) == 1.0  # one slow run does not move it (a mean reads 4)
+
+
+def test_write_results_stores_the_text_and_the_data(bench_path, monkeypatch, tmp_path):
+    import json
+
+    results_io = importlib.import_module("results_io")
+    monkeypatch.setattr(results_io, "RESULTS_DIR", tmp_path / "results")
+    path = results_io.write_results("b", "# B\n", {"sizes": [10, 100], "slope": 1.0})
+    assert path == tmp_path / "results" / "b.md" and path.read_text(encoding="utf-8") == "# B\n"
+    assert json.loads((tmp_path / "results" / "b.json").read_text(encoding="utf-8")) == {"sizes": [10, 100], "slope": 1.0}
+    results_io.write_results("text-only", "t")
+    assert not (tmp_path / "results" / "text-only.json").exists()
+
+
+def test_mixed_fleet_upload_slopes_span_every_size_and_the_large_ones(bench_path):
+    mixed_fleet = importlib.import_module("mixed_fleet")
+    uploads = [{"stored_rows": n, "cpu_s": s} for n, s in ((10, 0.1), (100, 0.1), (1_000, 0.1), (5_000, 0.5))]
+    b_all, b_large = mixed_fleet.upload_slopes(uploads, "cpu_s")
+    overall = np.polyfit(np.log([10, 100, 1_000, 5_000]), np.log([0.1, 0.1, 0.1, 0.5]), 1)[0]  # about 0.21
+    assert b_all == pytest.approx(overall) and b_large == pytest.approx(1.0)  # 1,000 rows on, 1,000 included
+
+
+def test_predict_speed_times_after_a_warm_up_and_prints_the_median(bench_path):
+    import time
+
+    predict_speed = importlib.import_module("predict_speed")
+    sleeps_s = iter([0.2, 0.0, 0.0, 0.12])  # the first call is the warm-up: slow, and not counted
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(next(sleeps_s))
+
+    med_ms, lo_ms, hi_ms, _ = predict_speed.timed(fn, 3)
+    assert len(calls) == 4
+    assert med_ms < 30 <= 120 <= hi_ms < 200 and lo_ms <= med_ms  # a mean of the three would read >= 40
+
+
 def test_report_targets_fails_the_run_on_any_missed_target(bench_path, capsys):
     results_io = importlib.import_module("results_io")
     assert results_io.report_targets({"a": True, "b": None}) == 0
@@ -209,6 +269,10 @@ def test_fit_scaling_quick_run_skips_the_cap_and_exits_on_its_targets(bench_path
     assert fit_scaling.main(["--sizes", "10,100", "--repeats", "1", "--no-cap"]) == 0
     out = capsys.readouterr().out
     assert "CLI cap: not run (--no-cap)." in out and "not measured in this run" in out
+    # Every size asked for is timed, and the near-linear target reads the slope from 1,000 rows on only:
+    # 10 and 100 rows give it no slope, whatever the slope over all sizes is.
+    assert "      10 rows  fit" in out and "     100 rows  fit" in out
+    assert "(b <= 1.2): not measured in this run" in out
     with pytest.raises(SystemExit):  # stored results always hold the cap's figures
         fit_scaling.main(["--no-cap", "--write"])
 
@@ -246,6 +310,9 @@ def test_serve_boot_verdict_holds_the_readme_command_to_the_design_limit(bench_p
     boots += [{"workers": 4, "ok": True, "seconds": 40.0}]  # a count the README does not run: no target
     result = serve_boot.summarize(boots, [None, 4], default_workers=2)
     assert result["sizes"][0] == {"workers": 2, "flag": False, "boots": 3, "ok": 3, "median_s": 3.0, "max_s": 4.0}
+    skewed = serve_boot.summarize([{"workers": serve_boot.DEFAULT, "ok": True, "seconds": s} for s in (2.0, 3.0, 13.0)],
+                                  [None], default_workers=2)
+    assert skewed["sizes"][0]["median_s"] == 3.0  # the median, as printed (a mean reads 6.0)
     assert list(serve_boot.verdict(result).values()) == [True]
     slow = serve_boot.summarize(boots + [{"workers": serve_boot.DEFAULT, "ok": True, "seconds": 15.5}], [None], 2)
     assert list(serve_boot.verdict(slow).values()) == [False]
