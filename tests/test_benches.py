@@ -277,6 +277,21 @@ def test_fit_scaling_quick_run_skips_the_cap_and_exits_on_its_targets(bench_path
         fit_scaling.main(["--no-cap", "--write"])
 
 
+def test_fit_scaling_fits_once_before_it_times_the_first_size(bench_path, monkeypatch, capsys):
+    """The first fit loads the bundled reference: timed, it would make the smallest size look slow."""
+    fit_scaling = importlib.import_module("fit_scaling")
+    real_fit, fitted_rows = fit_scaling.fit_workload, []
+
+    def counting_fit(rows, device):
+        if (rows["workload"] == "fit-scaling").all():  # the bench's rows, not synthetic_rows' own reference fit
+            fitted_rows.append(len(rows))
+        return real_fit(rows, device)
+
+    monkeypatch.setattr(fit_scaling, "fit_workload", counting_fit)
+    assert fit_scaling.main(["--sizes", "100", "--repeats", "2", "--no-cap"]) == 0
+    assert fitted_rows == [10, 100, 100]  # the warm-up, then the two timed repeats
+
+
 def test_caps_twin_verdict_misses_on_one_cap_broken(bench_path):
     caps_twin = importlib.import_module("caps_twin")
     rows = [{"cap": "max_power_w=15", "holds": True}, {"cap": "max_epoch_time_s=120", "holds": True}]
