@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results_io import growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools.testing
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['rows_answered']} | "
                      f"{len(r['rows_lost_or_extra'])} | {len(r['inconsistent_workloads'])} | {r['p50_ms']:.1f} | "
                      f"{r['p99_ms']:.1f} | {r['requests_per_s']:.0f} |")
-    lines += ["", f"Growth with the clients: p50 latency ~ clients^{growth['p50_ms']:.2f}, throughput ~ "
-              f"clients^{growth['requests_per_s']:.2f}. **{'PASS' if ok else 'FAIL'}** (no errors, nothing "
+    lines += ["", f"Growth with the clients: p50 latency ~ clients^{exponent_text(growth['p50_ms'])}, throughput ~ "
+              f"clients^{exponent_text(growth['requests_per_s'])}. **{'PASS' if ok else 'FAIL'}** (no errors, nothing "
               "lost, duplicated or inconsistent at any count).", ""]
     text = "\n".join(lines)
     print(text)

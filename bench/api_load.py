@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from results_io import growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools.testing
@@ -222,8 +222,9 @@ def _markdown(res: dict) -> str:
                      f"{r['requests_per_s']:.0f} |")
     g = res["growth_exponents"]
     lines += ["", f"Growth with the clients ({', '.join(str(c['clients']) for c in res['by_clients'])}): p50 latency "
-              f"~ clients^{g['prediction_p50_ms']:.2f} (bare {g['bare_p50_ms']:.2f}), throughput ~ "
-              f"clients^{g['prediction_requests_per_s']:.2f} (bare {g['bare_requests_per_s']:.2f}); "
+              f"~ clients^{exponent_text(g['prediction_p50_ms'])} (bare {exponent_text(g['bare_p50_ms'])}), "
+              f"throughput ~ clients^{exponent_text(g['prediction_requests_per_s'])} "
+              f"(bare {exponent_text(g['bare_requests_per_s'])}); "
               "on 2 cores the server's and the clients' processes share them.",
               "", f"Throughput ratio predictions / bare at {res['prediction_many_clients']['clients']} clients: "
               f"**{res['throughput_ratio']:.0%}** (target >= "

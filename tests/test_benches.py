@@ -185,6 +185,19 @@ def test_each_stored_result_is_what_its_bench_renders_from_its_json(name, module
     assert render(module, data) == (stored / f"{name}.md").read_text(encoding="utf-8")
 
 
+def test_a_one_client_count_load_run_renders_its_unknown_growth(bench_path):
+    """``api_load.py --clients 1`` ran the whole benchmark, then died formatting growth exponents of None
+    (TypeError) before printing or writing anything."""
+    import json
+
+    api_load = importlib.import_module("api_load")
+    res = json.loads((BENCH / "results" / "api_load.json").read_text(encoding="utf-8"))
+    res["by_clients"] = res["by_clients"][:1]
+    res["growth_exponents"] = dict.fromkeys(res["growth_exponents"])  # what one client count gives
+    text = api_load._markdown(res)
+    assert "p50 latency ~ clients^n/a (bare n/a), throughput ~ clients^n/a (bare n/a)" in text
+
+
 def test_growth_exponent_is_the_log_log_slope_over_every_size(bench_path):
     results_io = importlib.import_module("results_io")
     assert results_io.growth_exponent([(10, 0.5), (100, 5.0), (1_000, 50.0)]) == pytest.approx(1.0)
