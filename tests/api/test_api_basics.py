@@ -149,6 +149,12 @@ def test_writes_need_a_valid_api_key(client):
     assert_error(client.delete("/v1/workloads/x", headers={"X-API-Key": "test-key-2"}), 404)
 
 
+@pytest.mark.parametrize("near", ["TEST-KEY-2", "Test-Key-2", "test-key-", "test-key-2 x", "test-key-22"])
+def test_a_key_matches_only_exactly(client, near):
+    """A key differing in case, or a prefix or an extension of a configured one, is refused (403)."""
+    assert_error(client.delete("/v1/workloads/x", headers={"X-API-Key": near}), 403, "X-API-Key")
+
+
 def test_no_configured_keys_means_no_writes(tmp_path):
     from jetpredict.api.app import create_app
 
@@ -307,3 +313,46 @@ def test_settings_from_environment(monkeypatch, tmp_path):
     with pytest.raises(InputError) as err:
         load_settings()
     assert err.value.field == "WORKERS"
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("PORT", "65535", None),
+    ("PORT", "65536", "JETPREDICT_PORT=65536 is out of range: must be between 0 and 65535"),
+    ("HEAVY_QUEUE", "0", None),
+    ("HEAVY_QUEUE", "-1", "JETPREDICT_HEAVY_QUEUE=-1 is out of range: must be at least 0"),
+    ("MAX_BODY_BYTES", "1", None),
+    ("WORKERS", "2.5", "JETPREDICT_WORKERS must be a whole number, got '2.5'"),
+    ("RATE_LIMIT", "10/minute", None),
+    ("RATE_LIMIT", "0/second", "JETPREDICT_RATE_LIMIT='0/second' allows 0 requests"),
+    ("RATE_LIMIT_ALL_MODES", "10/minute;0/second", "JETPREDICT_RATE_LIMIT_ALL_MODES='10/minute;0/second' allows 0"),
+    ("ACCESS_LOG", "OFF", None),
+    ("ACCESS_LOG", "yes", "JETPREDICT_ACCESS_LOG must be on or off, got 'yes'"),
+])
+def test_each_setting_takes_its_bound_and_refuses_past_it_naming_the_variable(name, value, said):
+    """A bound is inclusive (PORT 65535, HEAVY_QUEUE 0 are good); a bad value is refused naming the variable
+    and the rule, never let through to fail later (0/second would answer every request 429)."""
+    from jetpredict.api.config import load_settings
+    from jetpredict.models.errors import InputError
+
+    if said is None:
+        taken = getattr(load_settings(environ={f"JETPREDICT_{name}": value}), name)
+        assert taken == (int(value) if value.lstrip("-").isdigit() else value.lower() if name == "ACCESS_LOG"
+                         else value)
+        return
+    with pytest.raises(InputError) as err:
+        load_settings(environ={f"JETPREDICT_{name}": value})
+    assert err.value.field == name and said in err.value.message, err.value.message
+
+
+def test_each_sizing_setting_reaches_the_part_it_sizes(make_app, tmp_path):
+    """Distinct values, so that a part sized from the wrong setting shows (the memory answer cache from the
+    disk one's MB, the gate's queue from its slots)."""
+    app = make_app(ANSWER_CACHE_MB=3, ANSWER_CACHE_DISK_MB=5, HEAVY_SLOTS=2, HEAVY_QUEUE=7, HEAVY_WAIT_S=11,
+                   MODEL_CACHE_SIZE=13, HEAVY_FIT_ROWS=17, MAX_BODY_BYTES=19_000_000)
+    services = app.extensions["jetpredict"]
+    mib = 1024 * 1024
+    assert (services.answers.max_bytes, services.answers.disk_bytes) == (3 * mib, 5 * mib)
+    assert services.answers.directory == tmp_path / "answers"
+    assert (services.heavy.slots, services.heavy.queue, services.heavy.wait_s) == (2, 7, 11)
+    assert (services.workloads.cache_size, services.workloads.heavy_fit_rows) == (13, 17)
+    assert services.settings.MAX_BODY_BYTES == app.config["MAX_CONTENT_LENGTH"] == 19_000_000
