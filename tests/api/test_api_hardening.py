@@ -348,3 +348,19 @@ def test_a_row_of_thousands_of_unknown_keys_is_422_naming_a_bounded_number(clien
     assert r.json["message"].startswith(f"unknown column(s) {prefix}.0.x0, ") and \
         f"{5000 - profile_rows.MAX_UNKNOWN_NAMED} more" in r.json["message"]
     assert len(looked_up) == profile_rows.MAX_UNKNOWN_NAMED
+
+
+def test_sqlite_is_opened_with_the_pragmas_api_sqlite_setup_states(tmp_path):
+    """WAL (readers beside the writer), synchronous FULL (a 201 is on disk), foreign keys on, and a busy
+    timeout so that workers wait for each other's locks rather than fail."""
+    from jetpredict.api.app import create_app
+
+    app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, "DATABASE_URL": "", **NO_RATE_LIMITS})
+    storage = app.extensions["jetpredict"].storage
+    try:
+        with storage.engine.connect() as conn:
+            said = {pragma: conn.exec_driver_sql(f"PRAGMA {pragma}").scalar()
+                    for pragma in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")}
+    finally:
+        storage.dispose()
+    assert said == {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "busy_timeout": 30000}
