@@ -98,3 +98,28 @@ def test_an_empty_variable_means_the_default():
     assert (settings.PORT, settings.WORKERS) == (DEFAULT_PORT, DEFAULT_WORKERS)
     settings = load_settings(environ={"JETPREDICT_PORT": str(DEFAULT_PORT + 1), "JETPREDICT_WORKERS": "1"})
     assert (settings.PORT, settings.WORKERS) == (DEFAULT_PORT + 1, 1)
+
+
+def test_the_flags_reach_the_app_that_serve_starts(tmp_path, monkeypatch):
+    """``serve`` exports its flags as ``JETPREDICT_*``: the app it starts (``create_app()`` in Flask's server
+    and in each gunicorn worker) reads its settings from there, so a flag not exported would be ignored."""
+    from pathlib import Path
+
+    from jetpredict.api.app import create_app
+
+    from jetpredict.cli import main
+
+    for name in ("DATA_DIR", "MAX_BODY_BYTES", "CORS_ORIGINS", "API_KEYS", "PORT", "HOST", "WORKERS", "THREADS",
+                 "DATABASE_URL"):
+        monkeypatch.setenv(f"JETPREDICT_{name}", "")  # recorded, so what serve exports is undone
+        monkeypatch.delenv(f"JETPREDICT_{name}")
+    with socket.socket() as holder:  # serve stops at the busy port (exit 1), after exporting its flags
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        assert main(["serve", "--port", str(holder.getsockname()[1]), "--data-dir", str(tmp_path), "--server",
+                     "flask", "--max-body-bytes", "2000000", "--cors-origins", "https://a.example"]) == 1
+    app = create_app({"TESTING": True})
+    settings = app.extensions["jetpredict"].settings
+    app.extensions["jetpredict"].storage.dispose()
+    assert settings.MAX_BODY_BYTES == 2_000_000 and app.config["MAX_CONTENT_LENGTH"] == 2_000_000
+    assert settings.CORS_ORIGINS == ("https://a.example",) and Path(settings.DATA_DIR) == tmp_path
