@@ -227,42 +227,43 @@ def _serve(args: argparse.Namespace) -> int:
         # them write, so every later worker answered 500.
         metrics_dir = tempfile.mkdtemp(prefix="jetpredict-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    # Create the schema once here, before workers start, so they do not race to create it.
-    from jetpredict.api.errors import store_fault
-    from jetpredict.api.storage import Storage
-    from jetpredict.api.store_failures import is_unreachable
+    try:  # from here on, the metrics folder goes on every way out: a busy port or a store refused too
+        # Create the schema once here, before workers start, so they do not race to create it.
+        from jetpredict.api.errors import store_fault
+        from jetpredict.api.storage import Storage
+        from jetpredict.api.store_failures import is_unreachable
 
-    storage = Storage(settings.database_url)
-    try:
-        storage.create_schema()
-    except Exception as exc:
-        fault = store_fault(exc, storage.location, storage.url)
-        if fault is not None:  # a refused URL, a damaged file or a newer format: no wait fixes it, unlike an outage
-            raise InputError(fault[0], "database_url") from None
-        if not is_unreachable(exc):
-            raise
-        reason = driver_reason(exc, storage.url)
-        _log(f"database {masked_url(storage.url)} unreachable now ({type(exc).__name__}: {reason}); "
-             "answering 503 until it is back")
-    finally:
-        storage.dispose()
-    check_port(settings.HOST, settings.PORT)
-    if use_gunicorn and settings.HEAVY_SLOTS + settings.HEAVY_QUEUE >= settings.THREADS:
-        # Heavy requests running and waiting could take every thread of a worker: light ones would queue.
-        _log(f"warning: HEAVY_SLOTS + HEAVY_QUEUE = {settings.HEAVY_SLOTS + settings.HEAVY_QUEUE} >= THREADS = "
-             f"{settings.THREADS}: heavy requests can take every thread of a worker; raise --threads or lower "
-             "JETPREDICT_HEAVY_QUEUE")
-    what = (f"gunicorn, {settings.WORKERS} workers" if use_gunicorn
-            else FLASK_DESCRIPTION + ("" if gunicorn_available() else GUNICORN_HINT))
+        storage = Storage(settings.database_url)
+        try:
+            storage.create_schema()
+        except Exception as exc:
+            fault = store_fault(exc, storage.location, storage.url)
+            if fault is not None:  # a refused URL, a damaged file or a newer format: no wait fixes it, unlike an outage
+                raise InputError(fault[0], "database_url") from None
+            if not is_unreachable(exc):
+                raise
+            reason = driver_reason(exc, storage.url)
+            _log(f"database {masked_url(storage.url)} unreachable now ({type(exc).__name__}: {reason}); "
+                 "answering 503 until it is back")
+        finally:
+            storage.dispose()
+        check_port(settings.HOST, settings.PORT)
+        if use_gunicorn and settings.HEAVY_SLOTS + settings.HEAVY_QUEUE >= settings.THREADS:
+            # Heavy requests running and waiting could take every thread of a worker: light ones would queue.
+            _log(f"warning: HEAVY_SLOTS + HEAVY_QUEUE = {settings.HEAVY_SLOTS + settings.HEAVY_QUEUE} >= THREADS = "
+                 f"{settings.THREADS}: heavy requests can take every thread of a worker; raise --threads or lower "
+                 "JETPREDICT_HEAVY_QUEUE")
+        what = (f"gunicorn, {settings.WORKERS} workers" if use_gunicorn
+                else FLASK_DESCRIPTION + ("" if gunicorn_available() else GUNICORN_HINT))
 
-    def ready(url: str) -> None:  # said only once the port is bound
-        _log(f"listening on {url} ({what}); database {masked_url(settings.database_url)}")  # passwords hidden
+        def ready(url: str) -> None:  # said only once the port is bound
+            _log(f"listening on {url} ({what}); database {masked_url(settings.database_url)}")  # passwords hidden
 
-    try:
         return run_gunicorn(settings, on_ready=ready) if use_gunicorn else _run_flask(settings, on_ready=ready)
     finally:
         if metrics_dir is not None and os.getpid() == master_pid:  # per-run metric files; gone with the server
             shutil.rmtree(metrics_dir, ignore_errors=True)
+            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

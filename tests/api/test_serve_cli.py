@@ -123,3 +123,26 @@ def test_the_flags_reach_the_app_that_serve_starts(tmp_path, monkeypatch):
     app.extensions["jetpredict"].storage.dispose()
     assert settings.MAX_BODY_BYTES == 2_000_000 and app.config["MAX_CONTENT_LENGTH"] == 2_000_000
     assert settings.CORS_ORIGINS == ("https://a.example",) and Path(settings.DATA_DIR) == tmp_path
+
+
+def test_a_gunicorn_start_stopped_by_a_busy_port_leaves_no_metrics_folder(tmp_path, monkeypatch):
+    """The per-run metrics folder of a multi-worker start was made before the cleanup that removes it took
+    charge: each start refused for a busy port (or a refused store) left a jetpredict-metrics-* folder in /tmp."""
+    import tempfile
+
+    from jetpredict.cli import main
+
+    for name in ("DATA_DIR", "API_KEYS", "PORT", "HOST", "WORKERS", "THREADS", "DATABASE_URL"):
+        monkeypatch.setenv(f"JETPREDICT_{name}", "")  # recorded, so what serve exports is undone
+        monkeypatch.delenv(f"JETPREDICT_{name}")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        assert main(["serve", "--port", str(holder.getsockname()[1]), "--data-dir", str(tmp_path / "data"),
+                     "--server", "gunicorn", "--workers", "2"]) == 1
+    assert list(temp.iterdir()) == [] and "PROMETHEUS_MULTIPROC_DIR" not in os.environ
