@@ -236,6 +236,13 @@ def _markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+def met_targets(res: dict) -> bool:
+    """Whether one client's p50 is under 10 ms, the throughput ratio reaches ``THROUGHPUT_RATIO_TARGET`` and no
+    prediction request failed."""
+    return (res["prediction_one_client"]["p50_ms"] < 10 and res["throughput_ratio"] >= THROUGHPUT_RATIO_TARGET
+            and not any(res[k]["errors"] for k in ("prediction_one_client", "prediction_many_clients")))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,2,4,8",
@@ -257,9 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.write:
         write_results("api_load", text, res)
-    ok = (res["prediction_one_client"]["p50_ms"] < 10 and res["throughput_ratio"] >= THROUGHPUT_RATIO_TARGET
-          and not any(res[k]["errors"] for k in ("prediction_one_client", "prediction_many_clients")))
-    return 0 if ok else 1
+    return 0 if met_targets(res) else 1
 
 
 if __name__ == "__main__":

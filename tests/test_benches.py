@@ -198,6 +198,35 @@ def test_a_one_client_count_load_run_renders_its_unknown_growth(bench_path):
     assert "p50 latency ~ clients^n/a (bare n/a), throughput ~ clients^n/a (bare n/a)" in text
 
 
+def test_the_inline_verdicts_compare_the_right_way(bench_path):
+    """The verdicts four benches printed or exited by: each holds the stored run's figures to its target, and
+    a figure past the target fails it (an inverted comparison passed every test)."""
+    import copy
+    import json
+
+    def stored(name: str) -> dict:
+        return json.loads((BENCH / "results" / f"{name}.json").read_text(encoding="utf-8"))
+
+    api_fleet, api_load = importlib.import_module("api_fleet"), importlib.import_module("api_load")
+    fleet = stored("api_fleet")
+    assert api_fleet.met_target(fleet)
+    slow = copy.deepcopy(fleet)
+    next(r for r in slow["results"] if r["clients"] >= 10_000)["median_s"] = api_fleet.TARGET_S * 1.01
+    assert not api_fleet.met_target(slow)
+    load = stored("api_load")
+    assert api_load.met_targets(load) == (load["throughput_ratio"] >= api_load.THROUGHPUT_RATIO_TARGET
+                                          and load["prediction_one_client"]["p50_ms"] < 10)
+    assert api_load.met_targets({**load, "throughput_ratio": api_load.THROUGHPUT_RATIO_TARGET,
+                                 "prediction_one_client": {**load["prediction_one_client"], "p50_ms": 9.9}})
+    assert not api_load.met_targets({**load, "throughput_ratio": api_load.THROUGHPUT_RATIO_TARGET * 0.99})
+    overhead = importlib.import_module("profiler_overhead")
+    measured = stored("profiler_overhead")
+    assert overhead.met_target(measured["median_ratio_without_over_with"]) == measured["passed"]
+    assert overhead.met_target(overhead.TARGET_RATIO) and not overhead.met_target(overhead.TARGET_RATIO - 0.001)
+    predict_speed = importlib.import_module("predict_speed")
+    assert [predict_speed.met_text(m, t) for m, t in ((4.9, 5.0), (5.0, 5.0), (1.0, None))] == ["yes", "NO", "-"]
+
+
 def test_growth_exponent_is_the_log_log_slope_over_every_size(bench_path):
     results_io = importlib.import_module("results_io")
     assert results_io.growth_exponent([(10, 0.5), (100, 5.0), (1_000, 50.0)]) == pytest.approx(1.0)
