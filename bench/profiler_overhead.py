@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from results_io import growth_exponent, write_results
+from results_io import exponent_text, growth_exponent, write_results
 
 TARGET_RATIO = 0.98
 #: Sampling rates (Hz) of the sampler-alone sweep, up to ``profiler.power.sampler.MAX_SAMPLER_HZ``.
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     sweep_text = (
         "The sampler alone, by rate:\n\n| Hz | % of one CPU | samples |\n|---|---|---|\n"
         + "".join(f"| {hz:g} | {f * 100:.3f} | {n} |\n" for hz, f, n in sweep)
-        + f"\nSampler CPU ~ hz^{'n/a' if growth is None else f'{growth:.2f}'} "
+        + f"\nSampler CPU ~ hz^{exponent_text(growth)} "
         f"({SWEEP_HZ[0]:g}-{SWEEP_HZ[-1]:g} Hz).\n")
     text = (
         "# Profiler overhead (bench/profiler_overhead.py)\n\n"

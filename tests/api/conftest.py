@@ -22,6 +22,18 @@ from jetpredict.api import workloads as workloads_module
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(TEST_DATABASE_ENV) else [])
 
 
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No JETPREDICT_* setting that serve reads or exports outlives the test."""
+    for name in ("DATA_DIR", "DATABASE_URL", "API_KEYS", "PORT", "HOST", "WORKERS", "THREADS", "MAX_BODY_BYTES",
+                 "CORS_ORIGINS"):
+        monkeypatch.setenv(f"JETPREDICT_{name}", "")  # recorded, so a value serve exports is undone
+        monkeypatch.delenv(f"JETPREDICT_{name}")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    return monkeypatch
+
+
 @pytest.fixture(params=BACKENDS)
 def database_url(request) -> str:
     """"" (SQLite under the app's DATA_DIR) or the emptied PostgreSQL test database."""

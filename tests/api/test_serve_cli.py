@@ -100,7 +100,7 @@ def test_an_empty_variable_means_the_default():
     assert (settings.PORT, settings.WORKERS) == (DEFAULT_PORT + 1, 1)
 
 
-def test_the_flags_reach_the_app_that_serve_starts(tmp_path, monkeypatch):
+def test_the_flags_reach_the_app_that_serve_starts(tmp_path, clean_env):
     """``serve`` exports its flags as ``JETPREDICT_*``: the app it starts (``create_app()`` in Flask's server
     and in each gunicorn worker) reads its settings from there, so a flag not exported would be ignored."""
     from pathlib import Path
@@ -109,10 +109,6 @@ def test_the_flags_reach_the_app_that_serve_starts(tmp_path, monkeypatch):
 
     from jetpredict.cli import main
 
-    for name in ("DATA_DIR", "MAX_BODY_BYTES", "CORS_ORIGINS", "API_KEYS", "PORT", "HOST", "WORKERS", "THREADS",
-                 "DATABASE_URL"):
-        monkeypatch.setenv(f"JETPREDICT_{name}", "")  # recorded, so what serve exports is undone
-        monkeypatch.delenv(f"JETPREDICT_{name}")
     with socket.socket() as holder:  # serve stops at the busy port (exit 1), after exporting its flags
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -125,21 +121,16 @@ def test_the_flags_reach_the_app_that_serve_starts(tmp_path, monkeypatch):
     assert settings.CORS_ORIGINS == ("https://a.example",) and Path(settings.DATA_DIR) == tmp_path
 
 
-def test_a_gunicorn_start_stopped_by_a_busy_port_leaves_no_metrics_folder(tmp_path, monkeypatch):
+def test_a_gunicorn_start_stopped_by_a_busy_port_leaves_no_metrics_folder(tmp_path, clean_env):
     """The per-run metrics folder of a multi-worker start was made before the cleanup that removes it took
     charge: each start refused for a busy port (or a refused store) left a jetpredict-metrics-* folder in /tmp."""
     import tempfile
 
     from jetpredict.cli import main
 
-    for name in ("DATA_DIR", "API_KEYS", "PORT", "HOST", "WORKERS", "THREADS", "DATABASE_URL"):
-        monkeypatch.setenv(f"JETPREDICT_{name}", "")  # recorded, so what serve exports is undone
-        monkeypatch.delenv(f"JETPREDICT_{name}")
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     temp = tmp_path / "tmp"
     temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    clean_env.setattr(tempfile, "tempdir", str(temp))
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()

@@ -3,20 +3,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from jetpredict.cli import main
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    """No JETPREDICT_* setting that serve reads or exports outlives the test."""
-    for name in ("DATA_DIR", "DATABASE_URL", "API_KEYS", "PORT", "HOST", "WORKERS", "THREADS"):
-        monkeypatch.setenv(f"JETPREDICT_{name}", "")  # recorded, so a value serve exports is undone
-        monkeypatch.delenv(f"JETPREDICT_{name}")
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
-    return monkeypatch
 
 
 def test_a_file_given_as_data_dir_is_refused_by_its_flag(tmp_path, clean_env, capsys):
