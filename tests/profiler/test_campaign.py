@@ -143,24 +143,6 @@ def _host_parts(backend, *labels: str, controller=None) -> CampaignParts:
     return CampaignParts("host", None, modes, runner, controller or detect_controller("host"), 0.0)
 
 
-def _fail_from_the_second_mode(tmp_path, monkeypatch, name: str, fail, match: str | None = None,
-                               error: type[Exception] = OSError) -> Exception:
-    """A two-mode campaign writing --out ``name``, where ``fail()`` is called as mode 2 starts (to break
-    the writes, or to raise): the ``error`` it raises, matching ``match``."""
-    backend = TorchBackend("lenet5-mnist", 8, 0)
-    real_prepare = backend.prepare
-
-    def prepare(mode) -> None:
-        if mode.mode == "second":
-            fail()
-        real_prepare(mode)
-
-    monkeypatch.setattr(backend, "prepare", prepare)
-    with pytest.raises(error, match=match) as err:
-        run_campaign(_cfg(tmp_path, name=name, minibatches=2), _host_parts(backend, "first", "second"))
-    return err.value
-
-
 def _fail_before_the_first_row(cfg: CampaignConfig) -> None:
     parts = _host_parts(TorchBackend("lenet5-mnist", 8, 0), "refused", controller=HeldByAnotherRun())
     with pytest.raises(RuntimeError, match="another jetpredict run"):
@@ -608,16 +590,3 @@ def test_host_modes_take_thread_counts_up_to_every_core():
     assert [(m.mode, m.cpu_cores) for m in host_modes(f"1,{cores}")][-1] == ("host", cores)
     with pytest.raises(InputError, match=f"{cores + 1} threads is outside 1..{cores} on this host"):
         host_modes(str(cores + 1))
-
-
-def test_a_training_failure_says_how_many_modes_it_leaves_on_disk(tmp_path, monkeypatch):
-    """Mode 2's training fails: the error says the 1 mode before it is in both files, and it is."""
-    from jetpredict.profiler.runner import TrainingFailed
-
-    def fail() -> None:
-        raise TrainingFailed("simulated failure in mode second")
-
-    error = _fail_from_the_second_mode(tmp_path, monkeypatch, "p.csv", fail, error=TrainingFailed)
-    assert str(error).endswith(f"; the 1 mode(s) profiled before it are in {tmp_path / 'p.csv'}, "
-                                   f"{tmp_path / 'p.csv.json'}"), error
-    assert _csv_modes(tmp_path / "p.csv") == ["first"]

@@ -1,5 +1,6 @@
 """``profile`` on a full disk (ENOSPC while its outputs are written): the previous CSV and sidecar stay a pair,
-never the CSV a mode ahead of its sidecar, and the error names the file and what ``--out`` holds."""
+never the CSV a mode ahead of its sidecar, and the error names the file and what ``--out`` holds; a mode whose
+training fails says the same of the modes before it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from jetpredict.profiler import campaign
 from jetpredict.profiler.backends import TorchBackend
 from jetpredict.profiler.campaign import run_campaign
-from test_campaign import _cfg, _csv_modes, _fail_from_the_second_mode, _host_parts
+from test_campaign import _cfg, _csv_modes, _host_parts
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -56,6 +57,24 @@ def test_a_full_disk_keeps_the_previous_pair_and_names_the_file(tmp_path, monkey
     assert "an existing --out is as it was" in err
     assert csv.read_text() == "the previous run's rows\n" and sidecar.read_text() == '{"previous": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.csv.json"]  # no temporary left
+
+
+def _fail_from_the_second_mode(tmp_path, monkeypatch, name: str, fail, match: str | None = None,
+                               error: type[Exception] = OSError) -> Exception:
+    """A two-mode campaign writing --out ``name``, where ``fail()`` is called as mode 2 starts (to break
+    the writes, or to raise): the ``error`` it raises, matching ``match``."""
+    backend = TorchBackend("lenet5-mnist", 8, 0)
+    real_prepare = backend.prepare
+
+    def prepare(mode) -> None:
+        if mode.mode == "second":
+            fail()
+        real_prepare(mode)
+
+    monkeypatch.setattr(backend, "prepare", prepare)
+    with pytest.raises(error, match=match) as err:
+        run_campaign(_cfg(tmp_path, name=name, minibatches=2), _host_parts(backend, "first", "second"))
+    return err.value
 
 
 def test_a_full_disk_after_a_mode_keeps_the_modes_before_it_in_both_files(tmp_path, monkeypatch):
@@ -126,3 +145,16 @@ def test_a_full_disk_before_the_first_mode_is_refused_before_any_mode_runs(tmp_p
         run_campaign(_cfg(tmp_path), _host_parts(backend, "first"))
     assert err.value.field == "out" and prepared == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_training_failure_says_how_many_modes_it_leaves_on_disk(tmp_path, monkeypatch):
+    """Mode 2's training fails: the error says the 1 mode before it is in both files, and it is."""
+    from jetpredict.profiler.runner import TrainingFailed
+
+    def fail() -> None:
+        raise TrainingFailed("simulated failure in mode second")
+
+    error = _fail_from_the_second_mode(tmp_path, monkeypatch, "p.csv", fail, error=TrainingFailed)
+    assert str(error).endswith(f"; the 1 mode(s) profiled before it are in {tmp_path / 'p.csv'}, "
+                                   f"{tmp_path / 'p.csv.json'}"), error
+    assert _csv_modes(tmp_path / "p.csv") == ["first"]
