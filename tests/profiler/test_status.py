@@ -176,3 +176,49 @@ def test_apply_dry_run_with_board_works_off_the_board(fake_root, capsys, mode, v
     assert not any(fake_root.path.rglob("*.json")), "a dry run wrote a state file"
     # a real switch away from the board still fails with a message, not a traceback
     assert main(["apply", "--mode", mode, "--board", "agx-xavier", "--via", via]) in (1, 2)
+
+
+def test_unreadable_clocks_are_unknown_with_the_emc_reason_never_0_mhz(fake_root, capsys):
+    """No cur_freq for any CPU or the GPU, and debugfs root-only (no EMC rate): null, not 0 MHz."""
+    device = load_device("orin-nano")
+    fake_root.add_jetson(device, preset_id=device.preset("7W").id)
+    for cpu in range(6):
+        fake_root.real(f"{CPU}/cpu{cpu}/cpufreq/scaling_cur_freq").unlink()
+    fake_root.real(f"{GPU_DIRS['T234']}/cur_freq").unlink()
+    fake_root.hide_debugfs()
+    status = read_status()
+    assert (status.cpu_mhz, status.gpu_mhz, status.emc_mhz, status.mode_label) == (None, None, None, None)
+    assert status.unknown["cpu_mhz"] == status.unknown["gpu_mhz"] == "not readable in sysfs"
+    assert status.unknown["emc_mhz"].startswith("EMC rate needs root (debugfs)")
+    assert status.cores_online == 6 and status.nvpmodel_mode == "7W"  # what is readable still is
+    assert main(["status"]) == 0
+    clocks = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("clocks:"))
+    assert clocks == f"clocks:        CPU unknown, GPU unknown, EMC unknown ({status.unknown['emc_mhz']})"
+    assert main(["status", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["cpu_mhz"], doc["gpu_mhz"], doc["emc_mhz"]) == (None, None, None)
+
+
+def test_an_unreadable_rail_is_unknown_not_0_w(fake_root, capsys):
+    fake_root.add_jetson(load_device("orin-nano"), preset_id=0)
+    hwmon = fake_root.add_ina3221_hwmon("1-0040", 1, [("VDD_IN", 5000, 1400), ("VDD_CPU_GPU_CV", 5000, 500),
+                                                      ("VDD_SOC", 5000, 300)])
+    (hwmon / "curr3_input").write_text("\n")  # VDD_SOC's current: an empty read, as from a sensor gone away
+    status = read_status()
+    assert status.rails_w["VDD_SOC"] is None and status.module_power_w == pytest.approx(7.0)
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "  rail VDD_SOC: unknown" in out.splitlines() and "VDD_SOC: 0.00 W" not in out
+
+
+def test_no_nvpmodel_status_and_a_failing_nvpmodel_q_is_an_unknown_mode_with_the_reason(fake_root, capsys):
+    fake_root.add_jetson(load_device("xavier-nx"), preset_id=0)
+    fake_root.real("/var/lib/nvpmodel/status").unlink()
+    fake_root.install_tool("nvpmodel", "import sys\nprint('NVPM ERROR: failed to read PARAM', file=sys.stderr)\n"
+                                       "sys.exit(1)\n")
+    status = read_status()
+    assert (status.nvpmodel_id, status.nvpmodel_mode) == (None, None)
+    why = status.unknown["nvpmodel"]
+    assert why.startswith("no /var/lib/nvpmodel/status and nvpmodel -q failed: ") and "NVPM ERROR" in why, why
+    assert main(["status"]) == 0
+    assert f"nvpmodel mode: unknown ({why})" in capsys.readouterr().out
