@@ -1,4 +1,5 @@
-"""``profile`` as a new user meets it: without torch or tqdm, and ``--upload`` checked before profiling."""
+"""``profile`` as a new user meets it: without torch or tqdm, and ``--upload``: checked before profiling,
+retried when the service is busy, and refused or unreachable after profiling without losing the rows."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from jetpredict.models.profiling_protocol import BATCH_SIZE, MEASURED_MINIBATCHES
 from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
-from tools.testing import free_port
+from tools.testing import free_port, published_rows
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -145,3 +146,93 @@ def test_twin_profiles_the_lstm_example(tmp_path):
     rows = pd.read_csv(out)
     assert list(rows["mode"]) == ["MAXN", "MODE_15W"] and (rows["source"] == "simulated").all()
     assert rows.loc[1, "epoch_time_s"] > rows.loc[0, "epoch_time_s"]  # the 15 W mode is slower
+
+
+@pytest.fixture(scope="module")
+def small_service():
+    """A jetpredict service (key ``right-key``) whose 64-byte body limit lets the key check's empty upload
+    in and refuses a campaign's rows (413): ``(url, app)``."""
+    from jetpredict.api.app import create_app
+    from werkzeug.serving import make_server
+
+    with tempfile.TemporaryDirectory() as data:
+        app = create_app({"DATA_DIR": data, "API_KEYS": "right-key", "MAX_BODY_BYTES": 64})
+        server = make_server("127.0.0.1", 0, app, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{server.server_port}", app
+        server.shutdown()
+
+
+def test_an_upload_the_service_refuses_exits_2_with_its_message_and_keeps_the_rows(small_service, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """The key check passes (the empty upload fits the service's limit); the rows do not: the service's own
+    message is printed, the exit status is not 0, and the profiled row stays in the output file."""
+    from jetpredict.cli import main
+
+    url, _ = small_service
+    monkeypatch.setenv("JETPREDICT_API_KEY", "right-key")
+    out = tmp_path / "p.csv"
+    assert main([*SIM, "--no-progress", "--upload", url, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--upload: {url} answered 413: request body is " in err and "the limit is 64" in err, err
+    assert "rows are kept in the output files" in err
+    assert len(pd.read_csv(out)) == 1
+
+
+def test_a_service_gone_before_the_upload_keeps_the_rows(tmp_path, monkeypatch):
+    from jetpredict.models.errors import InputError
+    from jetpredict.profiler import upload
+
+    monkeypatch.setenv("JETPREDICT_API_KEY", "k")
+    monkeypatch.setattr(upload, "UPLOAD_RETRIES", 0)  # refused at once; the retries have their own test
+    with pytest.raises(InputError, match=r"cannot reach .* \(rows are kept in the output files\)") as err:
+        upload.upload_rows(f"http://127.0.0.1:{free_port()}", [{"workload": "w"}])
+    assert err.value.field == "upload"
+
+
+
+def test_a_busy_service_is_asked_again_and_stores_the_rows_once(service, monkeypatch):
+    """A proxy's 503 (Retry-After: 0) to the first upload: asked again under the same Idempotency-Key, the
+    service stores the rows once."""
+    from jetpredict.profiler import upload
+
+    url, app = service
+    keys: list[str | None] = []
+    inner = app.wsgi_app
+
+    def busy_once(environ, start_response):
+        if environ["PATH_INFO"] == "/v1/profiles":
+            keys.append(environ.get("HTTP_IDEMPOTENCY_KEY"))
+            if len(keys) == 1:
+                start_response("503 Service Unavailable", [("Content-Type", "application/json"),
+                                                           ("Retry-After", "0")])
+                return [b'{"code": "busy", "status": 503, "message": "busy"}']
+        return inner(environ, start_response)
+
+    monkeypatch.setattr(app, "wsgi_app", busy_once)
+    monkeypatch.setenv("JETPREDICT_API_KEY", "right-key")
+    answer = upload.upload_rows(url, published_rows(as_id="busy-once"))
+    assert answer["rows_stored"] == 4 and len(keys) == 2 and keys[0] is not None and keys[0] == keys[1]
+    assert app.test_client().get("/v1/workloads/busy-once").get_json()["rows_stored"] == 4
+
+
+def test_the_key_check_names_the_services_refusal_and_refuses_a_url_that_is_no_jetpredict_service(service,
+                                                                                                    monkeypatch):
+    """A wrong key: the service's own words; a URL whose /v1/profiles is not the service's (404): refused
+    before profiling, not taken for a service that took the key."""
+    from jetpredict.models.errors import InputError
+    from jetpredict.profiler import upload
+
+    url, app = service
+    monkeypatch.setenv("JETPREDICT_API_KEY", "wrong-key")
+    said = app.test_client().post("/v1/profiles", json={"rows": []}, headers={"X-API-Key": "wrong-key"})
+    assert said.status_code == 403 and said.get_json()["message"]
+    with pytest.raises(InputError) as err:
+        upload.check_service(url)
+    assert f"(403): {said.get_json()['message']}; nothing was profiled" in err.value.message
+    monkeypatch.setenv("JETPREDICT_API_KEY", "right-key")
+    upload.check_service(url)  # the service, with its key: no error
+    with pytest.raises(InputError, match=r"/elsewhere/v1/profiles answered 404 to a key check; is .* a "
+                                         "jetpredict service"):
+        upload.check_service(url + "/elsewhere")
