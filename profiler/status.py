@@ -96,7 +96,7 @@ class JetsonStatus:
 
     def lines(self) -> list[str]:
         """The summary a person reads, one fact a line."""
-        def mhz(v: float | None, what: str = "") -> str:
+        def mhz(v: float | None, what: str) -> str:
             why = self.unknown.get(what)
             return f"{v:g} MHz" if v is not None else f"unknown ({why})" if why else "unknown"
 
@@ -109,7 +109,8 @@ class JetsonStatus:
         out = [f"board:         {self.name} ({self.board})",
                f"nvpmodel mode: {mode}",
                f"cores online:  {cores} of {self.cores_total}",
-               f"clocks:        CPU {mhz(self.cpu_mhz)}, GPU {mhz(self.gpu_mhz)}, EMC {mhz(self.emc_mhz, 'emc_mhz')}",
+               f"clocks:        CPU {mhz(self.cpu_mhz, 'cpu_mhz')}, GPU {mhz(self.gpu_mhz, 'gpu_mhz')}, "
+               f"EMC {mhz(self.emc_mhz, 'emc_mhz')}",
                f"as a label:    {self.mode_label or 'unknown'}",
                f"module power:  {power}"]
         out += [f"  rail {label}: {'unknown' if w is None else f'{w:.2f} W'}" for label, w in self.rails_w.items()]

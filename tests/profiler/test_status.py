@@ -193,7 +193,9 @@ def test_unreadable_clocks_are_unknown_with_the_emc_reason_never_0_mhz(fake_root
     assert status.cores_online == 6 and status.nvpmodel_mode == "7W"  # what is readable still is
     assert main(["status"]) == 0
     clocks = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("clocks:"))
-    assert clocks == f"clocks:        CPU unknown, GPU unknown, EMC unknown ({status.unknown['emc_mhz']})"
+    # Each unknown clock with its reason, as the JSON gives it (the CPU's and GPU's were said without).
+    assert clocks == ("clocks:        CPU unknown (not readable in sysfs), GPU unknown (not readable in sysfs), "
+                      f"EMC unknown ({status.unknown['emc_mhz']})")
     assert main(["status", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["cpu_mhz"], doc["gpu_mhz"], doc["emc_mhz"]) == (None, None, None)
