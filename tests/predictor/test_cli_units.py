@@ -12,6 +12,7 @@ import pytest
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv, rows_to_records, write_profile_csv
 from jetpredict.models.tables import TABLE_WIDTH
+from jetpredict.predictor.cli import FOR_EPOCHS
 
 from jetpredict.cli import main
 
@@ -64,8 +65,12 @@ def test_epochs_columns_are_named_for_what_they_are(work, capsys):
     for base, name in (("epoch_time_s", "time_for_epochs_s"), ("epoch_energy_j", "energy_for_epochs_j")):
         assert df[name].to_numpy() == pytest.approx(30 * df[base].to_numpy(), rel=1e-9)
         assert (df[f"{name}_low"] <= df[name]).all() and (df[name] <= df[f"{name}_high"]).all()
-    # the contract's names stay, with the same numbers
-    assert df["time_to_accuracy_s"].to_numpy() == pytest.approx(df["time_for_epochs_s"].to_numpy())
+    # the contract's names stay, with the same numbers, interval ends included (each end its own column,
+    # not the central figure copied: mutation audit)
+    for contract, name in FOR_EPOCHS.items():
+        for end in ("", "_low", "_high"):
+            assert df[contract + end].to_numpy() == pytest.approx(df[name + end].to_numpy(), rel=1e-12)
+        assert (df[f"{name}_low"] < df[name]).all() and (df[name] < df[f"{name}_high"]).all()
     columns = list(df.columns)
     assert columns.index("time_for_epochs_s") < columns.index("time_to_accuracy_s")
 
