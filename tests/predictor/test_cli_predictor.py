@@ -134,6 +134,15 @@ def test_recommend_out_writes_the_answer_in_the_format_of_its_extension(work, tm
     assert "which --model reads" in capsys.readouterr().err and (work / "resnet.json").read_bytes() == model
 
 
+def test_recommend_says_the_outside_note_only_for_a_mode_outside_the_ranges(work, capsys):
+    """Mutation audit: the note was said for every recommendation and no test failed."""
+    assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-energy",
+                 "--max-epoch-time-s", "500", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["best"]["extrapolated_knobs"] == ""
+    assert "best for min-energy" in captured.err and "outside the profiled range" not in captured.err
+
+
 def test_recommend_infeasible_exits_1_with_reason(work, capsys):
     assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "0.5"]) == 1
