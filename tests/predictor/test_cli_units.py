@@ -101,6 +101,17 @@ def test_fit_refuses_to_write_its_model_over_the_rows_it_reads(work, tmp_path, c
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing lost
 
 
+def test_fit_refuses_an_out_whose_manifest_would_overwrite_the_rows_it_reads(work, tmp_path, capsys):
+    """``--out rows`` writes ``rows`` and its manifest ``rows.json``: with ``--profiles rows.json`` the manifest
+    would replace the measured rows (mutation audit: fit checked ``--out`` alone and no test failed)."""
+    rows = tmp_path / "rows.json"
+    rows.write_text(json.dumps(rows_to_records(read_profile_csv(work / "resnet.csv"))))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    code = main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(tmp_path / "rows")])
+    assert code == 2 and f"would overwrite {rows}, which --profiles reads" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing lost
+
+
 @pytest.mark.parametrize("looped", ["profiles", "out"])
 def test_a_symlink_loop_in_a_file_flag_is_bad_input_naming_the_flag(work, tmp_path, capsys, looped):
     """Path.resolve raises RuntimeError on a loop (Python 3.11): it was reported as a failure (exit 1)."""
