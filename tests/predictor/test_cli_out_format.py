@@ -30,10 +30,11 @@ def test_predict_out_extension_chooses_the_format(tmp_path, capsys):
     df[df["workload"] == "resnet18-cifar10"].to_csv(rows, index=False)
     model = tmp_path / "m.json"
     assert main(["fit", "--device", "agx-xavier", "--profiles", str(rows), "--out", str(model)]) == 0
-    for name in ("x.csv", "x.json", "x.txt", "y.csv"):
+    for name in ("x.csv", "x.json", "x.txt", "y.csv", "z.CSV"):
         extra = ["--format", "table"] if name == "y.csv" else []
         assert main(["predict", "--model", str(model), "--presets", "--out", str(tmp_path / name), *extra]) == 0
-    assert pd.read_csv(tmp_path / "x.csv")["epoch_time_s"].gt(0).all()
+    for name in ("x.csv", "z.CSV"):  # the extension in any case (mutation audit: .CSV was written as a table)
+        assert pd.read_csv(tmp_path / name)["epoch_time_s"].gt(0).all()
     parsed = json.loads((tmp_path / "x.json").read_text())
     assert parsed  # JSON whatever its top-level shape
     for name in ("x.txt", "y.csv"):  # no known extension, or --format given: the table

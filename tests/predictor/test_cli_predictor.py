@@ -170,6 +170,10 @@ def test_confidence_out_of_range_exits_2(work, capsys):
     assert main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--confidence", "90"]) == 2
     assert "confidence must be between 0.5 and 0.999" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # not a number: argparse's exit 2, with the flag and the rule
+        main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time", "--confidence", "90%"])
+    assert exited.value.code == 2
+    assert "argument --confidence: must be a number such as 0.9, got '90%'" in capsys.readouterr().err
 
 
 def test_plan_csv_and_what_stays_extrapolated(work, capsys):
