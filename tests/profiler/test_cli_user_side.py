@@ -191,7 +191,6 @@ def test_a_service_gone_before_the_upload_keeps_the_rows(tmp_path, monkeypatch):
     assert err.value.field == "upload"
 
 
-
 def test_a_busy_service_is_asked_again_and_stores_the_rows_once(service, monkeypatch):
     """A proxy's 503 (Retry-After: 0) to the first upload: asked again under the same Idempotency-Key, the
     service stores the rows once."""
