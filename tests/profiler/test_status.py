@@ -178,8 +178,9 @@ def test_apply_dry_run_with_board_works_off_the_board(fake_root, capsys, mode, v
     assert main(["apply", "--mode", mode, "--board", "agx-xavier", "--via", via]) in (1, 2)
 
 
-def test_unreadable_clocks_are_unknown_with_the_emc_reason_never_0_mhz(fake_root, capsys):
-    """No cur_freq for any CPU or the GPU, and debugfs root-only (no EMC rate): null, not 0 MHz."""
+def test_unreadable_clocks_are_unknown_with_their_reasons_never_0_mhz(fake_root, capsys):
+    """No cur_freq for any CPU or the GPU, and debugfs root-only (no EMC rate): null, not 0 MHz, and each said
+    with its reason."""
     device = load_device("orin-nano")
     fake_root.add_jetson(device, preset_id=device.preset("7W").id)
     for cpu in range(6):
