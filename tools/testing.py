@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 #: How long a started server may take to answer /healthz (s): a liveness guard, not a speed check (a server that
@@ -75,6 +75,15 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that a socket listens on for the block: a server started there finds it taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
 
 
 #: How long :meth:`LiveServer.stop` lets the service shut down by itself before it kills it (s).

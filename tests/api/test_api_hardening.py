@@ -9,7 +9,7 @@ import logging
 import pytest
 from api_fixtures import API_KEY, NO_RATE_LIMITS, published_rows
 
-from tools.testing import free_port
+from tools.testing import busy_port, free_port
 
 MODES = [{"cpu_cores": 8, "cpu_mhz": 1190.4, "gpu_mhz": 675.75, "emc_mhz": 1600.0}]
 
@@ -274,15 +274,11 @@ def test_an_api_key_that_is_not_printable_ascii_is_refused_naming_the_variable(m
 
 
 def test_serve_refuses_a_non_ascii_api_key_in_one_line(monkeypatch, capsys, tmp_path):
-    import socket
-
     from jetpredict.cli import main
 
     monkeypatch.setenv("JETPREDICT_API_KEYS", "ключ")
-    with socket.socket() as holder:  # were the key let through, serve would stop at the busy port (exit 1)
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        assert main(["serve", "--port", str(holder.getsockname()[1]), "--data-dir", str(tmp_path)]) == 2
+    with busy_port() as port:  # were the key let through, serve would stop at the busy port (exit 1)
+        assert main(["serve", "--port", str(port), "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("jetpredict serve: error: JETPREDICT_API_KEYS: ") and err.count("\n") == 1
     assert "ключ" not in err  # a key is a secret: the message names where it breaks the rule, not the key

@@ -23,6 +23,8 @@ from jetpredict.api.schemas import MAX_DEADLINE_S
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.predictor.limits import MAX_CLIENTS, MAX_CONFIDENCE, MAX_EPOCHS, MAX_MODES
 
+from tools.testing import busy_port
+
 #: The body limit before it was derived (bytes): the largest fleet plan did not fit it.
 OLD_LIMIT_BYTES = 2 * 1024 * 1024
 #: A stored workload whose id is as long as an id may be.
@@ -126,15 +128,11 @@ def test_serve_says_the_warning_before_it_listens(tmp_path):
     """``serve --max-body-bytes`` below the floor is warned of at start (here a busy port stops it next).
     A process of its own: ``serve`` exports its settings into its environment."""
     import os
-    import socket
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("JETPREDICT_")} | {"JETPREDICT_API_KEYS": "k"}
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with busy_port() as port:
         done = subprocess.run([sys.executable, "-m", "jetpredict", "serve", "--port", str(port), "--data-dir",
                                str(tmp_path), "--max-body-bytes", "1000000"], env=env, capture_output=True,
                               text=True, timeout=120)

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 from jetpredict.api.serve_cli import gunicorn_available
 
-from tools.testing import free_port
+from tools.testing import busy_port, free_port
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -50,10 +50,7 @@ def test_listening_is_said_once_the_port_answers(tmp_path, server, says):
 
 
 def test_busy_port_fails_at_once(tmp_path):
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with busy_port() as port:
         proc = _serve(tmp_path, port)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
@@ -109,10 +106,8 @@ def test_the_flags_reach_the_app_that_serve_starts(tmp_path, clean_env):
 
     from jetpredict.cli import main
 
-    with socket.socket() as holder:  # serve stops at the busy port (exit 1), after exporting its flags
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        assert main(["serve", "--port", str(holder.getsockname()[1]), "--data-dir", str(tmp_path), "--server",
+    with busy_port() as port:  # serve stops at the busy port (exit 1), after exporting its flags
+        assert main(["serve", "--port", str(port), "--data-dir", str(tmp_path), "--server",
                      "flask", "--max-body-bytes", "2000000", "--cors-origins", "https://a.example"]) == 1
     app = create_app({"TESTING": True})
     settings = app.extensions["jetpredict"].settings
@@ -131,9 +126,7 @@ def test_a_gunicorn_start_stopped_by_a_busy_port_leaves_no_metrics_folder(tmp_pa
     temp = tmp_path / "tmp"
     temp.mkdir()
     clean_env.setattr(tempfile, "tempdir", str(temp))
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        assert main(["serve", "--port", str(holder.getsockname()[1]), "--data-dir", str(tmp_path / "data"),
+    with busy_port() as port:
+        assert main(["serve", "--port", str(port), "--data-dir", str(tmp_path / "data"),
                      "--server", "gunicorn", "--workers", "2"]) == 1
     assert list(temp.iterdir()) == [] and "PROMETHEUS_MULTIPROC_DIR" not in os.environ

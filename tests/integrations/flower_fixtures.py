@@ -130,10 +130,9 @@ class FlowerProcesses:
         self.procs: list = []
         self._logs: list = []
 
-    def start_superlink(self, simulation: bool = False) -> None:
-        """The SuperLink on ``link_port`` (with the simulation engine when ``simulation``), its state in a
-        file of its own."""
-        self.start("superlink", ["flower-superlink", "--insecure", *(["--simulation"] if simulation else []),
+    def start_superlink(self) -> None:
+        """The SuperLink on ``link_port`` with the simulation engine, its state in a file of its own."""
+        self.start("superlink", ["flower-superlink", "--insecure", "--simulation",
                                  "--host", "127.0.0.1", "--port", str(self.link_port),
                                  "--database", str(self.tmp_path / "state.db")], self.link_port)
 

@@ -53,7 +53,7 @@ def test_the_app_runs_under_the_simulation_engine(tmp_path, lenet_models):
     models = save_models(lenet_models, tmp_path / "models")
     results = tmp_path / "results.json"
     try:
-        flower.start_superlink(simulation=True)
+        flower.start_superlink()
         # The README's first run takes the default run config (4 arms, 3 rounds, 10 s); for time this one runs
         # the two arms it compares for one round, at a deadline both nodes' plans meet (as the deployment test).
         flower.run_app(EXAMPLE_APP, f'arms="plan,maxn" num-server-rounds=1 min-nodes=2 '

@@ -221,7 +221,7 @@ def test_agx_xavier_presets_follow_nvpmodel_t194():
 #: Every preset of the other four boards, as their nvpmodel files give it (id, name, cores online, CPU/GPU/EMC
 #: clocks it runs at in MHz, budget in W, share of the GPU powered), checked field by field against the files
 #: in the shared data (xavier-nx/nvpmodel_t194_p3668.conf, nano/BirdEdge-OS/nvpmodel.conf modes 0-1,
-#: orin-nx/nvpmodel_p3767_0000.conf, orin-nano/nvpmodel_p3767_0003.conf) by a script at stop 72.
+#: orin-nx/nvpmodel_p3767_0000.conf, orin-nano/nvpmodel_p3767_0003.conf).
 NVPMODEL_PRESETS = {
     "xavier-nx": [
         (0, "MODE_15W_2CORE", 2, 1907.2, 1109.25, 1600.0, 15.0, 1.0),

@@ -71,19 +71,24 @@ def test_host_profile_without_torch_says_what_to_install(tmp_path):
     assert "sim:DEVICE" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.fixture(scope="module")
-def service():
-    """An in-process jetpredict service on a free port with key ``right-key``."""
+def _serve(**config: object):
+    """An in-process jetpredict service on a free port with key ``right-key`` and ``config``: ``(url, app)``."""
     from jetpredict.api.app import create_app
     from werkzeug.serving import make_server
 
     with tempfile.TemporaryDirectory() as data:
-        app = create_app({"DATA_DIR": data, "API_KEYS": "right-key"})
+        app = create_app({"DATA_DIR": data, "API_KEYS": "right-key", **config})
         server = make_server("127.0.0.1", 0, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         yield f"http://127.0.0.1:{server.server_port}", app
         server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def service():
+    """An in-process jetpredict service on a free port with key ``right-key``."""
+    yield from _serve()
 
 
 def _env(**keys: str) -> dict[str, str]:
@@ -152,16 +157,7 @@ def test_twin_profiles_the_lstm_example(tmp_path):
 def small_service():
     """A jetpredict service (key ``right-key``) whose 64-byte body limit lets the key check's empty upload
     in and refuses a campaign's rows (413): ``(url, app)``."""
-    from jetpredict.api.app import create_app
-    from werkzeug.serving import make_server
-
-    with tempfile.TemporaryDirectory() as data:
-        app = create_app({"DATA_DIR": data, "API_KEYS": "right-key", "MAX_BODY_BYTES": 64})
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        yield f"http://127.0.0.1:{server.server_port}", app
-        server.shutdown()
+    yield from _serve(MAX_BODY_BYTES=64)
 
 
 def test_an_upload_the_service_refuses_exits_2_with_its_message_and_keeps_the_rows(small_service, tmp_path,
