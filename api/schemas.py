@@ -232,6 +232,9 @@ class DeviceSchema(Schema):
     power_modes = fields.Integer(required=True, metadata={"description": "size of the custom-mode space"})
     knob_ranges = fields.Dict(keys=fields.String(), values=fields.Nested(RangeSchema), required=True,
                               metadata={"description": "inclusive range of cpu_cores and CPU/GPU/EMC MHz"})
+    sources = fields.Dict(keys=fields.String(), values=fields.String(), required=True, metadata={
+        "description": "where the catalogue's facts come from: specs, steps (the frequency steps), presets "
+                       "(the nvpmodel file); {} for a device whose file names none"})
 
 
 class DeviceListSchema(Schema):

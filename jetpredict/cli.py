@@ -68,6 +68,8 @@ def _devices(args: argparse.Namespace) -> int:
     if args.format == "table":
         print(f"{device.name} ({device.id}): {len(device.modes())} custom power modes, "
               f"{len(device.presets)} presets", file=sys.stderr)
+        for fact, source in device.sources.items():  # where the catalogue's facts come from
+            print(f"  {fact} from: {source}", file=sys.stderr)
     write_table(df, args.format)
     return 0
 

@@ -213,3 +213,12 @@ def test_modes_presets_table_without_a_device_fits_a_terminal(capsys):
     # Without --modes the answer stays the device table.
     assert main(["devices"]) == 0
     assert capsys.readouterr().out.splitlines()[0].split()[:2] == ["device", "name"]
+
+
+def test_one_devices_table_says_where_its_facts_come_from(capsys):
+    assert main(["devices", "xavier-nx"]) == 0
+    captured = capsys.readouterr()
+    sources = load_device("xavier-nx").sources
+    assert [line for line in captured.err.splitlines() if " from: " in line] == [
+        f"  {fact} from: {source}" for fact, source in sources.items()]
+    assert "nvpmodel_t194_p3668.conf" in captured.err and "from:" not in captured.out  # stdout stays the table

@@ -37,6 +37,7 @@ def device_summary(device: Device) -> dict:
         "default_preset": device.default_preset, "presets": len(device.presets),
         "power_modes": len(device.modes()),
         "knob_ranges": {k: {"min": lo, "max": hi} for k, (lo, hi) in device.knob_ranges().items()},
+        "sources": dict(device.sources),
     }
 
 

@@ -201,3 +201,16 @@ def test_answers_say_whether_their_stall_and_compute_were_measured(client):
     plan = client.post("/v1/fleet-plans", json={**fleet, "workload": {"id": "resnet18-cifar10"}}).get_json()
     assert {c["id"]: c["split_source"] for c in plan["clients"]} == {"n": "epoch_totals", "x": "components"}
     assert plan["split_source"] == "epoch_totals"
+
+
+def test_each_device_names_the_sources_of_its_catalogue_facts(app):
+    """``GET /v1/devices`` carries each device's ``[sources]`` (specs, frequency steps, presets), so a user can
+    check a fact where it came from; the presets' nvpmodel file is named by its file name."""
+    from jetpredict.models.catalogue import load_device
+
+    devices = {d["id"]: d for d in app.test_client().get("/v1/devices").json["devices"]}
+    for device_id, device in devices.items():
+        assert device["sources"] == load_device(device_id).sources
+        assert set(device["sources"]) == {"specs", "steps", "presets"}, device_id
+    assert "nvpmodel_p3767_0000.conf" in devices["orin-nx"]["sources"]["presets"]
+    assert "nvpmodel_t194.conf" in devices["agx-xavier"]["sources"]["presets"]
