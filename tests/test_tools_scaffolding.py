@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from jetpredict.models import catalogue
+from jetpredict.models.errors import InputError
+from jetpredict.predictor import artifacts, bundled, reference
 
 from tools import replay
+from tools.build_bundled import build_all
 from tools.testing import published_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,3 +38,42 @@ def test_replay_is_not_in_the_package_and_matches_clocks_as_the_catalogue_does(m
     off = {"mode": "a", "cpu_cores": 4, "cpu_mhz": 1005.0, "gpu_mhz": 500.0, "emc_mhz": 1600.0}  # 0.5% off
     monkeypatch.setattr(replay, "SAME_CLOCK_REL", 1e-2)
     assert replay.SweepReplay(sweep).measure(off)["epoch_time_s"] == 10.0
+
+
+def test_replay_answers_with_the_measured_row_not_the_asked_knobs_and_refuses_an_empty_sweep():
+    sweep = pd.DataFrame([{"mode": "a", "cpu_cores": 4, "cpu_mhz": 1000.0, "gpu_mhz": 500.0, "emc_mhz": 1600.0,
+                           "epoch_time_s": 10.0}])
+    near = {"mode": "b", "cpu_cores": 4, "cpu_mhz": 1000.0 * (1 + catalogue.SAME_CLOCK_REL / 2), "gpu_mhz": 500.0,
+            "emc_mhz": 1600.0}
+    assert replay.SweepReplay(sweep).measure(near) == sweep.iloc[0].to_dict()  # the row as measured, knobs too
+    with pytest.raises(InputError) as err:
+        replay.SweepReplay(sweep.iloc[:0])
+    assert err.value.field == "rows"
+
+
+def test_build_bundled_refits_the_published_device_as_committed_with_its_csvs_hash_and_transfer(tmp_path):
+    """agx-xavier, the one device with published sweeps: its artifact hashes the published CSV (not the
+    simulated one beside it) and carries the simulated sweeps as its transfer reference."""
+    (path,) = build_all(tmp_path, devices=["agx-xavier"])
+    published = reference.reference_csvs("agx-xavier")[0]
+    assert published.name == "agx-xavier-published.csv"
+    manifest = artifacts.read_artifact(path, "device-reference")[1]
+    assert manifest["source"] == "published"
+    assert manifest["training_data_sha256"] == artifacts.file_sha256(published)
+    written = json.loads(path.read_text(encoding="utf-8"))
+    assert written["transfer"]["source"] == "simulated"
+    # The committed bytes, up to the last bits (BLAS builds sum in other orders).
+    shipped = json.loads(bundled.bundled_reference_path("agx-xavier").read_text(encoding="utf-8"))
+    got, want = _leaves(written), _leaves(shipped)
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert got[key] == (pytest.approx(value, rel=1e-9, abs=1e-12) if isinstance(value, float) else value), key
+
+
+def _leaves(doc: object, path: str = "$") -> dict[str, object]:
+    """A JSON document's scalar values by their path."""
+    if isinstance(doc, dict):
+        return {k: v for key, sub in doc.items() for k, v in _leaves(sub, f"{path}.{key}").items()}
+    if isinstance(doc, list):
+        return {k: v for i, sub in enumerate(doc) for k, v in _leaves(sub, f"{path}[{i}]").items()}
+    return {path: doc}
