@@ -1,19 +1,24 @@
-"""Benches take their scaffolding from tools/, never from tests/; the sweep replay lives there too."""
+"""Benches take their scaffolding from tools/, never from tests/; the sweep replay lives there too; the build
+tools give what is committed."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from jetpredict.models import catalogue
 from jetpredict.models.errors import InputError
+from jetpredict.models.profiling_protocol import BATCH_SIZE
 from jetpredict.predictor import artifacts, bundled, reference
+from jetpredict.profiler.sim import kernel_costs
 
-from tools import replay
+from tools import calibrate_twin, replay, retrace_workloads
 from tools.build_bundled import build_all
 from tools.testing import published_rows
+from tools.twin_calibration_report import RESULTS_PATH, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,3 +82,34 @@ def _leaves(doc: object, path: str = "$") -> dict[str, object]:
     if isinstance(doc, list):
         return {k: v for i, sub in enumerate(doc) for k, v in _leaves(sub, f"{path}[{i}]").items()}
     return {path: doc}
+
+
+def test_the_twin_report_regenerates_the_committed_tables_from_the_committed_constants(tmp_path):
+    """docs/twin-calibration.md's criteria, rows and facts (errors in %, times in s, power in W) are what
+    write_results gives for the committed constants (the shared constants' line is left out: the doc
+    prints the fit's full precision, the TOML six digits)."""
+    rows, facts = calibrate_twin.load_calibration_rows(), calibrate_twin.load_ratio_facts()
+    physics = {d: calibrate_twin.DevicePhysics(catalogue.load_device(d))
+               for d in sorted({r.device for r in rows} | {f.device for f in facts})}
+    cal = calibrate_twin.Calibration({d: p.constants for d, p in physics.items()},
+                                     next(iter(physics.values())).shared)
+    out = tmp_path / "twin-calibration.md"
+    write_results(cal, calibrate_twin.simulate_rows(cal, rows), out, facts=calibrate_twin.simulate_facts(cal, facts))
+    committed = set(RESULTS_PATH.read_text(encoding="utf-8").splitlines())
+    tables = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith(("| ", "- "))]
+    assert len(tables) > len(rows) and [line for line in tables if line not in committed] == []
+
+
+def test_a_retrace_prints_gb_and_ms_per_sample_in_those_units(monkeypatch, capsys):
+    """The retrace line's units: with the cached costs standing for a fresh trace (the ratios are then 1),
+    the printed GFLOP, GB and ms CPU per sample are the cache's own figures."""
+    monkeypatch.setattr(kernel_costs, "measure_workload", kernel_costs.load_complexity)
+    assert retrace_workloads.main(["--workload", "resnet18-cifar10"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    got = re.search(r"([\d.]+) GFLOP and ([\d.]+) GB per minibatch of (\d+), ([\d.]+) ms CPU per sample", line)
+    wc = kernel_costs.load_complexity("resnet18-cifar10")
+    assert got is not None and int(got[3]) == BATCH_SIZE, line
+    assert float(got[1]) == pytest.approx(wc.kernel_flops(BATCH_SIZE).sum() / 1e9, abs=0.005)
+    assert float(got[2]) == pytest.approx(wc.kernel_bytes(BATCH_SIZE).sum() / 1e9, abs=0.005)
+    assert float(got[4]) == pytest.approx(wc.data_cpu_s_per_sample * 1e3, abs=5e-4)
+    assert "GFLOP x1, GB x1, CPU per sample x1" in line
