@@ -12,10 +12,10 @@ import pytest
 from jetpredict.models import catalogue
 from jetpredict.models.errors import InputError
 from jetpredict.models.profiling_protocol import BATCH_SIZE
-from jetpredict.predictor import artifacts, bundled, reference
+from jetpredict.predictor import artifacts, bundled, calibration, reference
 from jetpredict.profiler.sim import kernel_costs
 
-from tools import calibrate_twin, replay, retrace_workloads
+from tools import calibrate_intervals, calibrate_twin, replay, retrace_workloads
 from tools.build_bundled import build_all
 from tools.testing import published_rows
 from tools.twin_calibration_report import RESULTS_PATH, write_results
@@ -113,3 +113,17 @@ def test_a_retrace_prints_gb_and_ms_per_sample_in_those_units(monkeypatch, capsy
     assert float(got[2]) == pytest.approx(wc.kernel_bytes(BATCH_SIZE).sum() / 1e9, abs=0.005)
     assert float(got[4]) == pytest.approx(wc.data_cpu_s_per_sample * 1e3, abs=5e-4)
     assert "GFLOP x1, GB x1, CPU per sample x1" in line
+
+
+def test_calibrate_intervals_prints_the_scales_in_the_order_interval_scales_takes_them(monkeypatch, capsys):
+    """The first line is pasted into ``INTERVAL_SCALES`` (positional: time, power, energy); on one target's
+    one-mode cells (their scales differ per output) each number is its own output's."""
+    cells = calibration.residual_cells(sizes=(1,), targets=["lenet5-mnist"])
+    monkeypatch.setattr(calibrate_intervals, "residual_cells", lambda: cells)
+    assert calibrate_intervals.main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    (scales,) = calibration.calibrate(cells).values()
+    assert len({scales.time, scales.power, scales.energy}) == 3
+    pasted = re.fullmatch(r"INTERVAL_SCALES = \{1: IntervalScales\(([\d.]+), ([\d.]+), ([\d.]+)\)\}", out[0])
+    assert pasted is not None and tuple(map(float, pasted.groups())) == (scales.time, scales.power, scales.energy)
+    assert f"power, 1 mode(s): scale {scales.power}," in "\n".join(out)
