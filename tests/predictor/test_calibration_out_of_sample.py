@@ -41,6 +41,12 @@ def test_an_excluded_workload_is_neither_scored_nor_in_any_reference(monkeypatch
     assert all("lenet5-mnist" not in workloads for workloads in seen)
 
 
+def test_a_named_target_that_is_also_excluded_is_not_scored():
+    cells = calibration.residual_cells(sizes=(1,), cases=("other real",),
+                                       targets=("lenet5-mnist", "resnet18-cifar10"), excluded=("lenet5-mnist",))
+    assert {key[0] for key in cells} == {"resnet18-cifar10"}
+
+
 def test_without_exclusion_other_real_holds_the_other_two():
     real = calibration.real_targets()
     assert set(calibration.references(real, "lenet5-mnist")["other real"].workloads) == {
