@@ -404,3 +404,19 @@ def test_a_fit_refused_in_one_workload_is_422_over_a_conflict_in_another(client,
         assert r.status_code == 422 and list(r.json["errors"]) == ["rows.epoch_time_s"], r.json
         assert "workload 'tiny'" in r.json["message"] and f"{MIN_EPOCH_TIME_S:g}.." in r.json["message"]
     assert rows_of(client, "tiny") is None and rows_of(client, "my-resnet") == 4
+
+
+def test_rows_stored_already_but_sent_with_blank_cells_are_not_stored_again(client, auth):
+    """A blank or empty pass-through cell is no value: those rows are the stored ones, and only the new row is kept."""
+    assert upload(client, auth, published_rows(n=3), **{"Idempotency-Key": "k1"}).status_code == 201
+    again = [{**row, "power_meter": " ", "power_null_reason": None} for row in published_rows(n=4)]
+    r = upload(client, auth, again, **{"Idempotency-Key": "k2"})
+    assert r.status_code == 201 and (r.json["rows_stored"], r.json["rows_total"]) == (1, 4), r.json
+
+
+def test_deleting_an_id_not_stored_is_404_and_leaves_the_others(client, auth):
+    assert upload(client, auth, sweep()).status_code == 201
+    r = client.delete("/v1/workloads/never-stored", headers=auth)
+    assert r.status_code == 404 and "never-stored" in r.json["message"], r.json
+    assert client.delete(f"/v1/workloads/{RESNET}", headers=auth).status_code == 204
+    assert (rows_of(client, RESNET), rows_of(client, MOBILENET)) == (None, 4)
