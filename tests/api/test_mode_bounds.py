@@ -63,3 +63,17 @@ def test_a_mode_label_one_past_its_limit_is_refused_on_the_fast_path_too(client,
     r = client.post("/v1/predictions", json={**body, "modes": [{"mode": at_limit + "x", **mode}]})
     assert r.status_code == 422 and list(r.json["errors"]) == ["modes.0.mode"], r.json
     assert str(MAX_MODE_LABEL_CHARS) in r.json["errors"]["modes.0.mode"][0]
+
+
+@pytest.mark.parametrize("name", ["power_budget_w", "gpu_share"])
+def test_a_listed_budget_or_gpu_share_of_zero_is_refused_by_name_as_the_document_says(name):
+    """The listing's power budget (W) and GPU share are positive: 0 is outside (low, high] on every path,
+    where the edge test above only checks that the paths agree with whatever MODE_BOUNDS states."""
+    stated = MODE_IN_DOC["properties"][name]
+    assert (stated["minimum"], stated.get("exclusiveMinimum")) == (0, True)
+    mode = {**_BASE, name: 0}
+    assert not _plain_mode(mode)
+    with pytest.raises(ValidationError) as refused:
+        _MODES_SCHEMA.load([mode])
+    assert list(refused.value.messages[0]) == [name], refused.value.messages
+    assert _schema_takes({**_BASE, name: math.nextafter(0.0, 1.0)})
