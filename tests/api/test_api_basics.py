@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from jetpredict.models.catalogue import device_ids, load_device
+from jetpredict.predictor.limits import MAX_CLIENTS
 from prometheus_client import CONTENT_TYPE_LATEST
 
 
@@ -213,11 +214,20 @@ def test_body_limit_is_413(tmp_path):
     ({"workload": {"id": "a"}, "device": "tx2"}, "device"),
     ({"workload": {"id": "a"}, "epochs": 0}, "epochs"),
     ({"workload": {"id": "a"}, "epochs": 1.5}, "epochs"),
+    ({"workload": {"id": "a"}, "confidence": 1.0}, "confidence"),  # past MAX_CONFIDENCE (0.999)
+    ({"workload": {"id": "a"}, "confidence": 0.49}, "confidence"),
     ({"workload": {"id": "a"}, "typo": 1}, "typo"),
     ([1, 2], "_schema"),
 ])
 def test_prediction_request_validation(client, body, field):
     assert_error(client.post("/v1/predictions", json=body), 422, field)
+
+
+def test_a_fleet_of_one_client_more_than_the_limit_is_422_naming_clients_and_the_limit(client):
+    clients = [{"id": f"c{i}", "device": "nano"} for i in range(MAX_CLIENTS + 1)]
+    body = {"workload": {"id": "a"}, "deadline_s": 60, "clients": clients}
+    said = assert_error(client.post("/v1/fleet-plans", json=body), 422, "clients")["errors"]["clients"]
+    assert f"{MAX_CLIENTS}" in said[0], said
 
 
 @pytest.mark.parametrize("route, body, field", [
