@@ -472,3 +472,23 @@ def test_format_is_kept_on_postgresql_too(make_app, database_url):
         found = conn.execute(sa.select(storage_module.meta.c.value)
                              .where(storage_module.meta.c.key == "format")).scalar()
     assert found == str(FORMAT_VERSION)
+
+
+def test_a_full_sqlite_file_is_503_disk_full_and_loses_nothing(tmp_path):
+    """SQLite's own "database or disk is full" (a page limit, as a full disk answers): 503 naming the reason,
+    the upload stored nothing, the rows stored before it are intact and still served."""
+    app = sqlite_app(tmp_path)
+    client = app.test_client()
+    assert client.post("/v1/profiles", json={"rows": published_rows()}, headers=AUTH).status_code == 201
+    engine = app.extensions["jetpredict"].storage.engine
+    with engine.connect() as conn:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+    engine.dispose()  # every connection from now on may not grow the file
+    sa.event.listen(engine, "connect", lambda con, _rec: con.execute(f"PRAGMA max_page_count = {pages}"))
+    rows = [{**row, "workload": f"w{i}", "source": f"published: {'x' * 400}"}
+            for i in range(4) for row in published_rows()]
+    r = client.post("/v1/profiles", json={"rows": rows}, headers=AUTH)
+    assert r.status_code == 503 and "disk full" in r.json["message"] and r.headers["Retry-After"], r.json
+    listing = client.get("/v1/workloads").json
+    assert [(w["id"], w["rows_stored"]) for w in listing["workloads"]] == [("my-resnet", 4)]
+    assert client.post("/v1/predictions", json=PREDICT).status_code == 200
