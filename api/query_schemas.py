@@ -86,6 +86,12 @@ def _doc_bounds(name: str) -> dict[str, float | bool]:
             **({} if b.high is None else {"maximum": b.high})}
 
 
+#: What a knob past the catalogue's range is told when the request names no device and its rows do not
+#: either (a stored workload: its device is known only to the route), so that one answer is not followed
+#: by another with the device's narrower range.
+CATALOGUE_RANGE_NOTE = "(the workload's device may allow less: name device to have its range checked here)"
+
+
 def _range(name: str) -> validate.Range:
     """The schema's check of ``name``'s taken bounds; a knob's message states the catalogue's range without
     the tolerance, as the device check states a device's (a request naming its device is told that
@@ -94,7 +100,8 @@ def _range(name: str) -> validate.Range:
     if name not in MODE_FIELDS:
         return validate.Range(b.low, b.high, min_inclusive=b.low_inclusive)
     return _KnobRange(b.low, b.high, min_inclusive=b.low_inclusive, error=f"{name}={{input}} is outside every "
-                      f"catalogue device: must be in {stated.low:g}..{stated.high:g}{knob_unit(name)}")
+                      f"catalogue device: must be in {stated.low:g}..{stated.high:g}{knob_unit(name)} "
+                      f"{CATALOGUE_RANGE_NOTE}")
 
 
 class _KnobRange(validate.Range):
@@ -218,14 +225,31 @@ class ModesField(fields.Field):
         try:
             return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
         except ValidationError as exc:
-            device = data.get("device") if isinstance(data, Mapping) else None
-            raise ValidationError(_device_problems(exc.messages, value, device)) from None
+            raise ValidationError(_device_problems(exc.messages, value, _checked_device(data))) from None
+
+
+def _checked_device(data: object) -> object:
+    """The device a request's modes are checked against on the schema's error path: ``device`` where the
+    request names it, else the one device the inline rows' device cells name (stripped, as the row checks
+    strip text cells); None where neither says (a stored workload, rows of several devices or none)."""
+    if not isinstance(data, Mapping):
+        return None
+    if "device" in data:
+        return data["device"]
+    workload = data.get("workload")
+    rows = workload.get("rows") if isinstance(workload, Mapping) and workload.get("id") is None else None
+    if not isinstance(rows, list) or not rows:
+        return None
+    cells = {r.get("device").strip() if isinstance(r, Mapping) and isinstance(r.get("device"), str) else None
+             for r in rows}
+    return next(iter(cells)) if len(cells) == 1 else None
 
 
 def _device_problems(messages: dict, modes: list, device_id: object) -> dict:
     """``messages`` (per mode index, per field) with each knob outside the range of the device the request
-    names stated as that device's rule, in the words of the later check (``modes[i] (label): ...``), for
-    every mode, also those inside the catalogue's bounds; as they are when no catalogue device is named.
+    names (or its inline rows name, :func:`_checked_device`) stated as that device's rule, in the words of the
+    later check (``modes[i] (label): ...``), for every mode, also those inside the catalogue's bounds; as they
+    are when no catalogue device is named.
     Only on the error path: the fast path's modes are checked against the device by the route."""
     # _MODES_SCHEMA is many=True and is only given lists: its messages are always {index: {field: [...]}}.
     if not isinstance(device_id, str) or device_id not in device_ids():

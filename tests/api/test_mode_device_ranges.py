@@ -8,7 +8,8 @@ device's; 80 MHz, inside the union, was already refused later with the device's 
 from __future__ import annotations
 
 import pytest
-from jetpredict.api.query_schemas import MODE_BOUNDS
+from api_fixtures import published_rows
+from jetpredict.api.query_schemas import CATALOGUE_RANGE_NOTE, MODE_BOUNDS
 from jetpredict.models.catalogue import MODE_FIELDS, RANGE_TOLERANCE_MHZ, list_devices, load_device
 from jetpredict.predictor.service import ROW_COLUMNS, predict, records
 
@@ -60,13 +61,14 @@ def test_the_schemas_own_rules_stand_beside_the_devices(client, stored):
     assert r.status_code == 422 and r.json["errors"] == {
         "modes.0.gpu_mhz": ["must be a number (a JSON number, not text or a boolean)"],
         "modes.1.emc_mhz": ["Number too large."], "modes.2.cpu_cores": [
-            f"cpu_cores=100000000000... is outside every catalogue device: must be in {cores.low:g}..{cores.high:g}"]}, r.json
+            f"cpu_cores=100000000000... is outside every catalogue device: must be in {cores.low:g}..{cores.high:g} "
+            f"{CATALOGUE_RANGE_NOTE}"]}, r.json
     lo, hi = MODE_BOUNDS["gpu_mhz"].low, MODE_BOUNDS["gpu_mhz"].high
     for device in (None, "no-such-board"):
         r = _predict(client, [{**_MODE, "gpu_mhz": 99999}], device)
         assert r.status_code == 422
         assert r.json["errors"]["modes.0.gpu_mhz"] == [
-            f"gpu_mhz=99999 is outside every catalogue device: must be in {lo:g}..{hi:g} MHz"], r.json
+            f"gpu_mhz=99999 is outside every catalogue device: must be in {lo:g}..{hi:g} MHz {CATALOGUE_RANGE_NOTE}"], r.json
 
 
 @pytest.mark.parametrize("device", [d.id for d in list_devices()])
@@ -106,3 +108,29 @@ def test_a_label_the_schema_refuses_is_left_out_of_the_devices_range_message(cli
     assert r.status_code == 422, r.json
     assert "modes.0.mode" in r.json["errors"]  # refused by the schema (not a string, past 100 characters)
     assert r.json["errors"]["modes.0.gpu_mhz"] == [f"modes[0]: gpu_mhz=80 {_XAVIER_GPU}"], r.json
+
+
+def test_inline_rows_of_one_device_are_told_that_devices_range_without_device_named(client):
+    """The inline rows' device cells name the device, as ``device`` would: 16 cores past the catalogue's 1..12
+    are told AGX Xavier's 1..8 at once, not the catalogue's range and then, for 12, Xavier's."""
+    rows = [{**row, "device": f" {row['device']} "} for row in published_rows()]  # cells are stripped
+    assert {row["device"].strip() for row in rows} == {"agx-xavier"}
+    for cores in (16, 12):
+        r = client.post("/v1/predictions", json={"workload": {"rows": rows}, "modes": [{**_MODE, "cpu_cores": cores}]})
+        assert r.status_code == 422, r.json
+        assert r.json["errors"] == {"modes.0.cpu_cores": [
+            f"modes[0]: cpu_cores={cores} is outside device 'agx-xavier': must be in 1..8"]}, r.json
+
+
+def test_a_stored_workload_without_device_is_told_how_to_have_its_devices_range_checked(client, stored):
+    """A stored workload's device is not known to the schema: the catalogue's range stands, saying that the
+    workload's device may allow less and how to have its range checked at once."""
+    cores = MODE_BOUNDS["cpu_cores"]
+    r = _predict(client, [{**_MODE, "cpu_cores": 16}], None)
+    assert r.status_code == 422, r.json
+    assert r.json["errors"] == {"modes.0.cpu_cores": [
+        f"cpu_cores=16 is outside every catalogue device: must be in {cores.low:g}..{cores.high:g} "
+        "(the workload's device may allow less: name device to have its range checked here)"]}, r.json
+    r = _predict(client, [{**_MODE, "cpu_cores": 16}])  # device named: its own range, first time
+    assert r.json["errors"] == {"modes.0.cpu_cores": [
+        "modes[0]: cpu_cores=16 is outside device 'agx-xavier': must be in 1..8"]}, r.json
