@@ -228,10 +228,10 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device
     round_high_s = np.concatenate([f["round_time_s_high"] for _, f in parts])
     meets = round_high_s <= deadline_s
     if not meets.any():
-        space_high_s = fig["round_time_s_high"]
-        i = lowest_position(space_high_s, space_high_s)  # NaN last, as pick ranks them
-        return assignment_fields(pred, fig, i, f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs "
-                                               f"up to {space_high_s[i]:.4g} s for {epochs} epoch(s)")
+        i = lowest_position(round_high_s, round_high_s)  # NaN last, as pick ranks them; ties to a preset
+        part, part_fig, j = parts[0] + (i,) if i < n_presets else parts[-1] + (i - n_presets,)
+        return assignment_fields(part, part_fig, j, f"cannot meet deadline_s={deadline_s:g}: the fastest mode "
+                                                    f"needs up to {round_high_s[i]:.4g} s for {epochs} epoch(s)")
     # Least energy among the candidates that meet the deadline; ties to the shorter upper bound.
     got = pick(np.concatenate([f["energy_j"] for _, f in parts]), round_high_s,
                np.concatenate([_energy_high_j(p, f, deadline_s) for p, f in parts]), meets,

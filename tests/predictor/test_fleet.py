@@ -164,7 +164,12 @@ def test_tight_deadline_reports_slow_device_not_drops_it(resnet):
     highs = round_figures(space, deadline, 1, "nano")["round_time_s_high"]
     late = plan.clients[1]
     assert late.round_time_s_high == pytest.approx(float(highs.min())) and late.round_time_s_high > deadline
-    assert late.mode == service.resolve_modes("nano", "all")["mode"].iloc[int(np.argmin(highs))]
+    fastest = service.resolve_modes("nano", "all").iloc[int(np.argmin(highs))]
+    assert fastest["mode"] == "4c-1479-921.6-1600"
+    # ... under the name of the preset at those knobs (ties keep the preset's name, as a plan that meets it does)
+    maxn = load_device("nano").maxn
+    assert late.mode == maxn.mode == "MAXN"
+    assert tuple(maxn.knobs()) == tuple(fastest[["cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]])
 
 
 def test_one_prediction_per_device_type(resnet, monkeypatch):
@@ -291,3 +296,15 @@ def test_a_one_clock_profile_keeps_other_devices_near_what_was_measured():
         assert not np.asarray(space["extrapolated"]).all(), c.device
         mode, energy = _brute_force(model, c.device, 8000, 1)
         assert c.mode == mode and c.energy_j == pytest.approx(energy)
+
+
+def test_a_client_no_mode_can_make_late_is_told_the_fastest_mode_under_the_presets_name(resnet):
+    """Where no mode meets the deadline the client is given the fastest mode, and a preset tied with a space
+    mode keeps its name (nvpmodel sets it), as in a plan that meets the deadline and as `recommend` names it."""
+    plan = service.plan_fleet(resnet, [{"id": "x", "device": "agx-xavier"}], deadline_s=10.0)
+    client = plan.clients[0]
+    assert not client.meets_deadline
+    maxn = predict_modes(resnet, ModeArrays(*load_device("agx-xavier").maxn.knobs()))
+    space_fastest = np.nanmin(service.predict_space(resnet, load_device("agx-xavier"), 0.9)["epoch_time_s_high"])
+    assert float(maxn.epoch_time_s_high[0]) == pytest.approx(space_fastest, rel=1e-12)  # the tie
+    assert client.mode == "MAXN" and f"{client.round_time_s_high:.4g} s" in client.reason
