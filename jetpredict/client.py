@@ -162,9 +162,11 @@ class ServiceError(Exception):
 
     @property
     def detail(self) -> str:
-        """The service's message, with its first field and rule when the message does not name them."""
-        if self.field and self.field not in self.message and self.errors[self.field]:
-            return f"{self.message} ({self.field}: {self.errors[self.field][0]})"
+        """The service's message, with its first field and rule when the message does not say them (the
+        message may name an item as ``rows[3]`` where the field is ``rows.3``: the rule's text then decides)."""
+        rules = self.errors.get(self.field or "")
+        if rules and self.field not in self.message and rules[0] not in self.message:
+            return f"{self.message} ({self.field}: {rules[0]})"
         return self.message
 
     def __str__(self) -> str:

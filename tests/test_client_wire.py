@@ -36,7 +36,10 @@ def test_the_last_page_ends_the_listing_without_another_request(stub):
 
 @pytest.mark.parametrize("message, shown", [
     ("the rows are invalid", "the rows are invalid (rows.3.gpu_mhz: must be > 0)"),
-    ("rows.3.gpu_mhz: must be > 0", "rows.3.gpu_mhz: must be > 0")], ids=["added", "already-named"])
+    ("rows.3.gpu_mhz: must be > 0", "rows.3.gpu_mhz: must be > 0"),
+    # The service's messages name an item as rows[3], the field as rows.3: the rule said once is enough.
+    ("rows[3].gpu_mhz: must be > 0", "rows[3].gpu_mhz: must be > 0")],
+    ids=["added", "already-named", "rule-already-said"])
 def test_the_message_names_the_field_and_rule_once(stub, message, shown):
     bad = stub([(422, {}, error_body(422, message, {"rows.3.gpu_mhz": ["must be > 0"]}))])
     with pytest.raises(BadRequest) as err:
