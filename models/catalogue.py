@@ -458,16 +458,26 @@ class Device:
         :data:`POWER_HEADROOM` x the published module power."""
         return MIN_MODULE_POWER_W, POWER_HEADROOM * self.specs.module_power_w
 
-    def power_problem(self, field: str, value: float) -> str | None:
-        """Why ``value`` (W, a measured or derived mean power) cannot be this module's, naming the likely
-        unit mistake; ``None`` when it is plausible."""
+    @property
+    def cap_hint_range_w(self) -> tuple[float, float]:
+        """Where a refused power cap read in another unit must land (W, inclusive) for the unit hint:
+        from the lowest nvpmodel budget over :data:`POWER_HEADROOM` (each device's reference sweep holds
+        modes drawing less: some mode meets such a cap, while 100 on AGX Xavier read as 0.1 W is the floor
+        none meets) up to the top of :attr:`power_range_w`."""
+        return self.power_caps_w()[0] / POWER_HEADROOM, self.power_range_w[1]
+
+    def power_problem(self, field: str, value: float, *, cap: bool = False) -> str | None:
+        """Why ``value`` (W, a measured or derived mean power; a power cap when ``cap``) cannot be this
+        module's, naming the likely unit mistake; ``None`` when it is plausible. A cap's unit hint names only a
+        cap within :attr:`cap_hint_range_w`; a measured power's, any power within :attr:`power_range_w`."""
         lo, hi = self.power_range_w
         if lo <= value <= hi:
             return None
         where = (f"above what a {self.name} module draws (at most {hi:g} W: {POWER_HEADROOM:g} x its "
                  f"{self.specs.module_power_w:g} W module power)" if value > hi
                  else f"below the {lo:g} W any powered Jetson module draws")
-        hint = unit_hint(value, lo, hi, "W", {"milliwatts": 1e-3} if value > hi else {"kilowatts": 1e3})
+        hint = unit_hint(value, *(self.cap_hint_range_w if cap else (lo, hi)), "W",
+                         {"milliwatts": 1e-3} if value > hi else {"kilowatts": 1e3})
         return f"{field}={value:g} W is {where}{hint}"
 
     def check_power_cap(self, value: float | None, field: str = "max_power_w") -> float | None:
@@ -477,7 +487,7 @@ class Device:
         if value is None:
             return None
         number = checked_number(value, field)
-        problem = self.power_problem(field, number)
+        problem = self.power_problem(field, number, cap=True)
         if problem is not None:
             advice = "; leave the cap out for no cap" if number > self.power_range_w[1] else ""
             raise InputError(f"{problem}{advice}", field)

@@ -36,6 +36,16 @@ def test_a_cap_in_milliwatts_is_an_error_not_no_cap(work, capsys):
                  "--max-power-w", "45"]) == 0
 
 
+def test_a_cap_whose_milliwatt_reading_no_mode_meets_gets_no_milliwatt_hint(work, capsys):
+    """100 on AGX Xavier read as milliwatts is 0.1 W, the floor no mode meets: refused with the device's rule
+    and no hint that would send the user there."""
+    code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
+                 "--max-power-w", "100"])
+    err = capsys.readouterr().err
+    assert code == 2 and "max_power_w=100 W is above what a Jetson AGX Xavier" in err, err
+    assert "leave the cap out for no cap" in err and "milliwatts" not in err, err
+
+
 def test_rows_in_milliseconds_are_refused_with_the_unit_named(work, tmp_path, capsys):
     rows = read_profile_csv(work / "resnet.csv")
     rows["epoch_time_s"] *= 1000
