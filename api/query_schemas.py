@@ -36,9 +36,10 @@ from jetpredict.models.catalogue import (
     device_ids,
     knob_tolerance,
     knob_unit,
+    list_devices,
     load_device,
 )
-from jetpredict.models.numbers import json_finite_float
+from jetpredict.models.numbers import json_finite_float, unit_hint
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -352,9 +353,27 @@ class PredictionResponseSchema(ProvenanceSchema):
                        "without cross_device, power_source and confidence), all of length count"})
 
 
+#: Where a refused cap read in another unit must land for the unit hint (W): the catalogue's span of
+#: ``Device.cap_hint_range_w`` (the device check, with the request's device, uses that device's own).
+_CAP_HINT_RANGE_W = (min(d.cap_hint_range_w[0] for d in list_devices()),
+                     max(d.cap_hint_range_w[1] for d in list_devices()))
+
+
+class _CapRange(validate.Range):
+    """The catalogue-wide range of a power cap, refused as the device check refuses one: naming the field,
+    the rule and a likely unit slip (15000 looks like milliwatts), with the advice to leave it out."""
+
+    def _format_error(self, value, message: str) -> str:
+        hint = unit_hint(value, *_CAP_HINT_RANGE_W, "W", {"milliwatts": 1e-3} if value > self.max
+                         else {"kilowatts": 1e3})
+        if value > self.max:
+            return f"max_power_w={value:g} W is above {self.max:g} W{hint}; leave the cap out for no cap"
+        return f"max_power_w={value:g} W is below the {self.min:g} W any powered Jetson module draws{hint}"
+
+
 class ConstraintsSchema(RequestSchema):
     # Below what any module draws no mode can meet the cap: a unit slip, refused as the CLI refuses it.
-    max_power_w = JsonNumber(allow_none=True, validate=validate.Range(MIN_MODULE_POWER_W, MAX_POWER_CAP_W),
+    max_power_w = JsonNumber(allow_none=True, validate=_CapRange(MIN_MODULE_POWER_W, MAX_POWER_CAP_W),
                              metadata={"description": "W"})
     max_epoch_time_s = positive_float(MAX_TIME_CAP_S, "s", allow_none=True)
 
