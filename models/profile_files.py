@@ -33,6 +33,7 @@ from jetpredict.models.profile_rows import (
     ProfileRowsError,
     RowProblem,
     escape_formula,
+    misspelt_as,
     validate_records,
 )
 from jetpredict.models.reader_limits import MAX_CELL_CHARS, MAX_COLUMNS, MAX_FILE_BYTES, MAX_ROWS
@@ -108,8 +109,10 @@ def _read_csv_stream(text: io.TextIOBase, what: str, flag: str = "profiles") -> 
             missing = [f.name for f in FIELDS if f.required and f.name not in header
                        and f.name not in MODE_FIELDS]
             if missing:
+                named = [name if (near := misspelt_as(name, header)) is None
+                         else f"{name} (the header has {near!r}: the same, misspelt?)" for name in missing]
                 raise ProfileRowsError(
-                    [RowProblem(1, "header", f"missing required column(s): {', '.join(missing)}")], what)
+                    [RowProblem(1, "header", f"missing required column(s): {', '.join(named)}")], what)
             short: list[RowProblem] = []
             for record in reader:
                 if len(records) >= MAX_ROWS:

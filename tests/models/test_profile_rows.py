@@ -164,6 +164,14 @@ def test_missing_required_columns_are_named():
     assert "mode" in message and "minibatches_per_epoch" in message
 
 
+def test_a_missing_column_names_the_misspelt_header_that_may_be_it():
+    header = "device,workload,mode,cpu_cores,cpu_mhz,gpu_mhz,emc_mhz,batch_size,minibatches_per_epoch,epoch_tme_s"
+    with pytest.raises(ProfileRowsError) as err:
+        read_profile_csv(csv_text("agx-xavier,r18,a,8,2265.6,1377,2133,16,3125,10", header=header))
+    assert err.value.problems[0].message == (
+        "missing required column(s): epoch_time_s (the header has 'epoch_tme_s': the same, misspelt?)")
+
+
 def test_negative_time_names_line_field_and_rule():
     bad = GOOD_ROWS[1].replace(",231.0,", ",-231.0,")
     with pytest.raises(ProfileRowsError) as err:
