@@ -251,12 +251,20 @@ class ModeSchema(Schema):
     emc_mhz = fields.Float(required=True)
 
 
-def aliased_knobs_field() -> fields.Dict:
-    """The knobs whose effects the fit's profiled modes do not separate (``WorkloadModel.aliased_knobs``)."""
+#: Where an answer's fit caveats come from in a plan over several fits (``predictor.fit_check.merged_caveats``).
+_MERGED_CAVEATS = ("; the fit the answer rests on (its `rows_device`'s rows, for inline rows the rows sent); a "
+                   "fleet plan's top level takes every client's fit together (each client states its own)")
+
+
+def aliased_knobs_field(more: str = "") -> fields.Dict:
+    """The knobs whose effects the fit's profiled modes do not separate (``WorkloadModel.aliased_knobs``;
+    ``predictor.fit_check.fit_caveats``); ``more``: words closing the description."""
     return fields.Dict(keys=fields.String(), values=fields.String(), allow_none=True, metadata={
         "description": "knob -> why ('not varied', 'moves with <knob>'): the profiled modes do not separate "
                        "its effect, so predictions along it rest on the reference (`jetpredict plan --after` "
-                       "proposes a mode that does); {} when none; null for fits stored before it was kept"})
+                       "proposes a mode that does), as `jetpredict fit` says (aliased knobs); {} when none; "
+                       "null for fits stored before it was kept. In CSV and Arrow answers one text, "
+                       "'knob (why)' ';'-separated" + more})
 
 
 def split_source_field(whose: str = "the answer's", more: str = "", **kw: object) -> fields.String:
@@ -269,14 +277,15 @@ def split_source_field(whose: str = "the answer's", more: str = "", **kw: object
                        f"several times off){more}"})
 
 
-def rows_scatter_field() -> fields.Float:
-    """How far the fit's own profiled epoch times scatter about it (``predictor.fit_check.time_scatter``)."""
+def rows_scatter_field(more: str = "") -> fields.Float:
+    """How far the fit's own profiled epoch times scatter about it (``predictor.fit_check.time_scatter``);
+    ``more``: words closing the description."""
     return fields.Float(allow_none=True, metadata={
         "description": "RMS of ln(predicted / measured epoch time) over the fitted rows; above "
                        f"{LACK_OF_FIT_REL:g} the model's form misses the workload there (more than run-to-run "
                        "noise explains: its intervals carry the scatter as noise, and modes far from the profiled "
                        "ones may be off by more), as `jetpredict fit` warns; null for fits stored before it was "
-                       "kept"})
+                       "kept" + more})
 
 
 class ModelProvenanceSchema(Schema):
@@ -291,6 +300,8 @@ class ModelProvenanceSchema(Schema):
     split_source = split_source_field(required=True)
     profiled_modes = fields.Integer(required=True)
     model_version = fields.String(required=True)
+    aliased_knobs = aliased_knobs_field(_MERGED_CAVEATS)
+    rows_scatter_rel = rows_scatter_field(_MERGED_CAVEATS + " (the largest scatter)")
 
 
 class PowerModeSchema(ModeSchema):
@@ -470,8 +481,6 @@ class UploadedWorkloadSchema(ModelProvenanceSchema):
                        "counts on from the deleted workload's revision, so one revision never names two states"})
     device = fields.String(required=True, metadata={"description": "the device of the uploaded rows"})
     has_power = fields.Boolean(required=True)
-    aliased_knobs = aliased_knobs_field()
-    rows_scatter_rel = rows_scatter_field()
     devices = fields.List(fields.String(), metadata={
         "description": "every device the workload holds rows of (each is fitted on its own rows)"})
 

@@ -104,13 +104,12 @@ FIELDS_OF_EVERY_FIT = ("split_source",)
 def fit_summary(model: Any, rows: pd.DataFrame | None = None) -> dict[str, object]:
     """The provenance of a fitted model that is stored with its workload and shown by the API (``rows``: the
     frame it was fitted on, where the caller holds it)."""
-    from jetpredict.predictor.fit_check import time_scatter
+    from jetpredict.predictor.fit_check import fit_caveats
     from jetpredict.predictor.service import provenance
 
-    scatter = time_scatter(model, rows)
-    return {"device": model.device_id, **provenance(model),
-            "has_power": bool(model.has_power), "aliased_knobs": dict(model.aliased_knobs()),
-            "rows_scatter_rel": None if scatter is None else scatter.rms_rel}
+    # fit_caveats keeps them with the model: the answers served from this fit say the same, uncomputed.
+    return {"device": model.device_id, **provenance(model), "has_power": bool(model.has_power),
+            **fit_caveats(model, rows)}
 
 
 def _fit(rows: pd.DataFrame, field: str) -> Any:

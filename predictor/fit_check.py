@@ -8,6 +8,9 @@ scatter 25% about the model (ad hoc), docs/model-evidence.md E1).
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,3 +73,38 @@ def lack_of_fit_note(model: WorkloadModel) -> str | None:
     return (f"{scatter.describe()}: more than run-to-run noise explains (> {LACK_OF_FIT_REL:.0%}), so the "
             "model's form misses this workload here; its intervals carry the scatter as noise, and modes far "
             "from the profiled ones may be off by more")
+
+
+#: The fit caveats every answer from a fitted model says (:func:`fit_caveats`), in output order.
+FIT_CAVEAT_FIELDS: tuple[str, ...] = ("aliased_knobs", "rows_scatter_rel")
+#: :func:`fit_caveats` per model object, held weakly (a refit is a new object): the scatter predicts every
+#: profiled row, which an every-mode answer must not pay per request.
+_CAVEATS: weakref.WeakKeyDictionary[WorkloadModel, tuple[dict[str, str], float | None]] = weakref.WeakKeyDictionary()
+_CAVEATS_LOCK = threading.Lock()
+
+
+def fit_caveats(model: WorkloadModel, rows: pd.DataFrame | None = None) -> dict[str, object]:
+    """What ``jetpredict fit`` says of ``model`` besides its provenance: ``aliased_knobs`` (knob -> why, the
+    knobs its profiled modes do not separate) and ``rows_scatter_rel`` (:func:`time_scatter`'s RMS, a ratio;
+    None where it has none). Computed once per model object; ``rows``: as :func:`time_scatter`'s."""
+    cached = _CAVEATS.get(model)
+    if cached is None:
+        scatter = time_scatter(model, rows)
+        cached = (dict(model.aliased_knobs()), None if scatter is None else scatter.rms_rel)
+        with _CAVEATS_LOCK:
+            _CAVEATS[model] = cached
+    return {"aliased_knobs": dict(cached[0]), "rows_scatter_rel": cached[1]}
+
+
+def merged_caveats(parts: Iterable[Mapping[str, object]]) -> dict[str, object]:
+    """:func:`fit_caveats` of an answer resting on several fits (a fleet plan's client devices): every knob
+    some fit does not separate (with the first such fit's why) and the largest scatter (None where no fit
+    states one)."""
+    aliased: dict[str, str] = {}
+    scatters: list[float] = []
+    for part in parts:
+        for knob, why in dict(part.get("aliased_knobs") or {}).items():
+            aliased.setdefault(str(knob), str(why))
+        if part.get("rows_scatter_rel") is not None:
+            scatters.append(float(part["rows_scatter_rel"]))  # type: ignore[arg-type]
+    return {"aliased_knobs": aliased, "rows_scatter_rel": max(scatters) if scatters else None}

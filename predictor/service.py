@@ -39,6 +39,7 @@ from jetpredict.models.numbers import is_blank, not_a_number_rule, number_or_nan
 from jetpredict.models.profile_files import rows_to_records
 from jetpredict.predictor import bundled, checks, fleet, planning, space
 from jetpredict.predictor import recommend as rec
+from jetpredict.predictor.fit_check import fit_caveats, merged_caveats
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     DIRECT_MODES,
@@ -287,7 +288,8 @@ class PredictionAnswer:
 
     ``columns``: per-mode values (labels, knobs, predictions in s / W / J, to-accuracy with ``epochs``,
     extrapolation flags) in output order; ``constants``: ``cross_device``, ``power_source``, ``confidence``
-    (one value per answer); ``provenance``: :data:`PROVENANCE_FIELDS`.
+    (one value per answer); ``provenance``: :data:`PROVENANCE_FIELDS`, then the fit's caveats
+    (:func:`~predictor.fit_check.fit_caveats`).
     """
 
     device: str
@@ -354,7 +356,9 @@ def prediction_answer(model: WorkloadModel, modes: str | pd.DataFrame | Sequence
     if epochs is not None:
         columns.update(rec.to_accuracy(columns, epochs, target.id))
     columns.update({c: pred[c] for c in FLAG_COLUMNS})
-    return PredictionAnswer(device=target.id, workload_id=workload_id, provenance=provenance(model, target),
+    # The fit's caveats too, as `jetpredict fit` says them: a client sending inline rows hears them only here.
+    return PredictionAnswer(device=target.id, workload_id=workload_id,
+                            provenance={**provenance(model, target), **fit_caveats(model)},
                             epochs=epochs, columns=columns,
                             constants={c: pred[c] for c in CONSTANT_COLUMNS})
 
@@ -420,6 +424,7 @@ def recommendation_answer(model: WorkloadModel, result: Recommendation, workload
 
     # The rows it rests on: the model's device's (the HTTP service names every device of a stored workload).
     return {"device": result.device, "workload_id": workload_id, **provenance(model, result.device),
+            **fit_caveats(model),
             "workload_devices": [model.device_id], "rows_device": model.device_id, "revision": None,
             "objective": result.objective,
             "constraints": {k: v for k, v in result.constraints.items() if v is not None},
@@ -510,8 +515,13 @@ def _json_row(row: Mapping[str, object]) -> dict[str, object]:
 def device_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, dict[str, object]]:
     """Per client device (id): :func:`provenance` of the model that serves it (its own rows, else a
     transfer)."""
+    return {d: provenance(m, d) for d, m in _serving_models(model, devices).items()}
+
+
+def _serving_models(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, WorkloadModel]:
+    """Per client device (id, sorted): the fitted model that serves it (its own rows, else the one transferred)."""
     models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
-    return {d: provenance(models.serve(resolve_device(d)).model, d) for d in sorted(set(map(str, devices)))}
+    return {d: models.serve(resolve_device(d)).model for d in sorted(set(map(str, devices)))}
 
 
 def fleet_provenance(per_device: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
@@ -528,10 +538,13 @@ def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping]
     """``POST /v1/fleet-plans``'s answer: :func:`plan_fleet`, JSON-ready, with the plan's provenance at the
     top (the least trusted over its devices) and each client's own (its device's model's)."""
     plan = plan_fleet(model, clients, deadline_s, epochs=epochs, confidence=confidence).as_dict()
-    own = device_provenance(model, [str(c["device"]) for c in plan["clients"]])
+    devices = [str(c["device"]) for c in plan["clients"]]
+    own = device_provenance(model, devices)
+    # The plan's caveats: every knob some serving fit does not separate, the worst scatter among them.
+    caveats = merged_caveats(map(fit_caveats, _serving_models(model, devices).values()))
     plan = {**json_safe({k: v for k, v in plan.items() if k != "clients"}),
             "clients": [_json_row({**c, **own[str(c["device"])]}) for c in plan["clients"]]}
-    return {"workload_id": workload_id, **fleet_provenance(own),
+    return {"workload_id": workload_id, **fleet_provenance(own), **caveats,
             "deadline_s": deadline_s, "epochs": epochs, **plan,
             "infeasible_clients": plan.get("infeasible_clients") or []}
 

@@ -15,6 +15,7 @@ from jetpredict.predictor import limits, service
 from jetpredict.predictor.bundled import fit_workload, predict_modes
 from jetpredict.predictor.checks import check_confidence
 from jetpredict.predictor.constants import OUTSIDE_TOLERANCE_LN
+from jetpredict.predictor.fit_check import FIT_CAVEAT_FIELDS, fit_caveats
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 PROFILED = ["a", "d", "g", "h"]  # four of the published AGX Xavier modes
@@ -423,8 +424,8 @@ def test_http_schemas_accept_exactly_what_the_service_accepts():
 def test_prediction_answer_is_the_table_of_predict_with_provenance_once(resnet, modes):
     answer = service.prediction_answer(resnet, modes, epochs=5, workload_id="w", fill_labels=True)
     assert answer.device == "agx-xavier" and answer.workload_id == "w" and answer.epochs == 5
-    assert set(answer.provenance) == set(service.PROVENANCE_FIELDS)
-    assert answer.provenance == service.provenance(resnet, "agx-xavier")
+    assert set(answer.provenance) == {*service.PROVENANCE_FIELDS, *FIT_CAVEAT_FIELDS}
+    assert answer.provenance == {**service.provenance(resnet, "agx-xavier"), **fit_caveats(resnet)}
     assert set(answer.constants) == set(service.CONSTANT_COLUMNS)
     assert [*answer.columns, *service.CONSTANT_COLUMNS] == list(service.ROW_COLUMNS)
     table_modes = modes if isinstance(modes, str) else [{**m, "mode": m["mode"] or "3c-1000-600-1300"}
