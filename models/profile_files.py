@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import difflib
 import errno
 import io
 import math
@@ -29,11 +30,11 @@ from jetpredict.models.profile_rows import (
     COUNT_COLUMNS,
     FIELD_BY_NAME,
     FIELDS,
+    PASS_THROUGH_COLUMNS,
     PASS_THROUGH_NUMBERS,
     ProfileRowsError,
     RowProblem,
     escape_formula,
-    misspelt_as,
     validate_records,
 )
 from jetpredict.models.reader_limits import MAX_CELL_CHARS, MAX_COLUMNS, MAX_FILE_BYTES, MAX_ROWS
@@ -73,6 +74,14 @@ def _cell_limit(chars: int):
         yield
     finally:
         csv.field_size_limit(previous)
+
+
+def misspelt_as(name: str, header: Sequence[str]) -> str | None:
+    """The column of ``header`` that is no known column and is closest to ``name`` (a column the header
+    lacks), by :func:`difflib.get_close_matches`' rule; None when none is close."""
+    unknown = [h for h in header if h not in FIELD_BY_NAME and h not in PASS_THROUGH_COLUMNS]
+    close = difflib.get_close_matches(name, unknown, n=1)
+    return close[0] if close else None
 
 
 def read_profile_csv(source: str | Path | io.TextIOBase, flag: str = "profiles") -> pd.DataFrame:

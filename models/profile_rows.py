@@ -574,14 +574,6 @@ def unescape_formula(text: str) -> str:
     return text[1:] if text.startswith("'") and text.lstrip("'").startswith(FORMULA_PREFIXES) else text
 
 
-def misspelt_as(name: str, header: Iterable[str]) -> str | None:
-    """The column of ``header`` that is no known column and is closest to ``name`` (a column the header
-    lacks), by :func:`difflib.get_close_matches`' rule; None when none is close."""
-    unknown = [h for h in header if h not in FIELD_BY_NAME and h not in PASS_THROUGH_COLUMNS]
-    close = difflib.get_close_matches(name, unknown, n=1)
-    return close[0] if close else None
-
-
 def unknown_columns(records: Iterable[Mapping[str, object]]) -> dict[str, list[str]]:
     """``{"rows.I.COLUMN": [message]}`` (0-based row index, first row naming it) for the first
     :data:`MAX_UNKNOWN_NAMED` columns that are neither in FIELDS nor pass-through columns, and ``{"rows":
