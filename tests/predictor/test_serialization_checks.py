@@ -14,12 +14,14 @@ from jetpredict.predictor.bundled import fit_workload, load_model
 from jetpredict.predictor.features import POWER_TERMS
 from jetpredict.predictor.model import MODEL_VERSION
 from jetpredict.predictor.reference import REFERENCE_DIR
-from jetpredict.predictor.serialization import model_to_dict
+from jetpredict.predictor.serialization import MAX_MAXIMUM, MODEL_SCHEMA, model_to_dict
 from model_files import assert_refused_at_load, forge
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 #: This version's model form, ``mech-N``: its prefix and N.
 _PREFIX, _NUMBER = MODEL_VERSION.rpartition("-")[0], int(MODEL_VERSION.rpartition("-")[2])
+#: The schema after this version's (a file of a newer jetpredict).
+_NEXT_SCHEMA = f"{MODEL_SCHEMA.rpartition('/')[0]}/{int(MODEL_SCHEMA.rpartition('/')[2]) + 1}"
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +118,16 @@ def _edits() -> list[tuple[str, object, str]]:
          ".source_device_id must be null when cross_device is false"),
         ("a made-up transfer", top(cross_device=True, source_device_id="nano", transfer_method="magic"),
          ".transfer_method must be one of ['reference-workloads', 'physics']"),
+        # A newer or absent schema, a form with a suffix, a field left out: each loaded under a looser reader.
+        ("a newer schema", top(schema=_NEXT_SCHEMA), f" has schema {_NEXT_SCHEMA!r}, this jetpredict reads "
+                                                     f"{MODEL_SCHEMA!r}: refit it"),
+        ("no schema", lambda d: d.pop("schema"), f" has schema None, this jetpredict reads {MODEL_SCHEMA!r}"),
+        ("a form with a suffix", top(model_version=f"{MODEL_VERSION}x"), ".model_version must be mech-N"),
+        ("time scale missing", lambda d: d["interval_scales"].pop("time"), ".interval_scales.time is missing"),
+        ("a knob maximum beyond MAX_MAXIMUM", lambda d: d["maxima"].update(gpu_mhz=2 * MAX_MAXIMUM),
+         f".maxima.gpu_mhz must be at most {MAX_MAXIMUM:g} (cores or MHz)"),
+        ("a range nested one level deeper", lambda d: d["profiled_ranges"].update(
+            cpu_cores=[d["profiled_ranges"]["cpu_cores"]]), ".profiled_ranges.cpu_cores must be 2 list of finite"),
     ]
 
 
@@ -191,6 +203,19 @@ def test_training_rows_with_a_different_key_each_are_refused_naming_the_limit(tm
     err = capsys.readouterr().err
     assert f"more than {most} distinct columns" in err and "Traceback" not in err
     assert len(ProfileArrays.from_records(spread[:MAX_COLUMNS - len(set().union(*rows))])) == len(rows)
+
+
+@pytest.mark.parametrize("cut", ["last digit", "first 16 digits"])
+def test_a_manifest_sha256_equal_only_in_part_is_refused(tmp_path, doc, cut, capsys):
+    """The whole SHA-256 is compared: a manifest whose digest differs in its last hex digit, or holds only
+    its first 16, describes other bytes."""
+    from jetpredict.predictor.artifacts import manifest_path
+
+    path, manifest = _saved(tmp_path, doc)
+    digest = manifest["sha256"]
+    forged = digest[:-1] + ("1" if digest[-1] == "0" else "0") if cut == "last digit" else digest[:16]
+    manifest_path(path).write_text(json.dumps({**manifest, "sha256": forged}))
+    assert_refused_at_load(path, " does not match its manifest: the file was changed or corrupted", cut, capsys)
 
 
 # -- a model relabelled to another device or workload ------------------------------------------------------
