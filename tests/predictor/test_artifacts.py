@@ -22,6 +22,7 @@ from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.predictor import artifacts, bundled
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
+from jetpredict.predictor.features import POWER_TERMS
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
 from jetpredict.predictor.serialization import MAX_TRAINING_ROWS, MODEL_SCHEMA, model_from_dict, model_to_dict
 from model_files import assert_refused_at_load, forge
@@ -342,6 +343,8 @@ REFERENCE_EDITS = [
     (_set_reference("source", value="xyz"), "source must "),
     (_set_reference("power_sd", 0, value=-1.0), "power_sd must hold standard deviations >= 0"),
     (_set_reference("shape", "sd", "total", 0, value=-0.5), "sd.total must hold standard deviations >= 0"),
+    (_set_reference("power_mean", 1, value=float("nan")), f"power_mean must be {len(POWER_TERMS)} list of finite numbers"),
+    (_set_reference("workload_shapes", "lenet5-mnist", "rest", value=[0.1]), "lenet5-mnist.rest must be 3 list"),
 ]
 
 
