@@ -23,8 +23,10 @@ from jetpredict.api.schemas import (
     ModeSchema,
     RequestSchema,
     WorkloadRefSchema,
+    aliased_knobs_field,
     device_field,
     positive_float,
+    rows_scatter_field,
     split_source_field,
     storable_text,
     text_problem,
@@ -499,6 +501,8 @@ class FleetClientPlanSchema(Schema):
     profiled_modes = fields.Integer(metadata={"description": "profiled modes of the rows that serve this client"})
     model_version = fields.String()
     extrapolated_knobs = fields.String(metadata={"description": "knobs outside the profiled range ('' if none)"})
+    aliased_knobs = aliased_knobs_field("; of the fit that serves this client")
+    rows_scatter_rel = rows_scatter_field("; of the fit that serves this client")
     reason = fields.String(allow_none=True)
 
 

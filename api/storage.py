@@ -38,7 +38,7 @@ from jetpredict.api.store_tables import (  # the tables, here too for the module
     uploads,
     workloads,
 )
-from jetpredict.predictor.limits import PROVENANCE_FIELDS
+from jetpredict.predictor.limits import FIT_CAVEAT_FIELDS, PROVENANCE_FIELDS
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -62,7 +62,7 @@ class RevisionConflict(Exception):
 
 
 #: What a fit summary (``api.workloads.fit_summary``) stores per device: all its provenance, then its figures.
-FIT_FIELDS: tuple[str, ...] = (*PROVENANCE_FIELDS, "has_power", "aliased_knobs", "rows_scatter_rel")
+FIT_FIELDS: tuple[str, ...] = (*PROVENANCE_FIELDS, "has_power", *FIT_CAVEAT_FIELDS)
 
 
 def stored_fit_fields(fit: Mapping[str, object]) -> dict[str, object]:

@@ -75,8 +75,6 @@ def lack_of_fit_note(model: WorkloadModel) -> str | None:
             "from the profiled ones may be off by more")
 
 
-#: The fit caveats every answer from a fitted model says (:func:`fit_caveats`), in output order.
-FIT_CAVEAT_FIELDS: tuple[str, ...] = ("aliased_knobs", "rows_scatter_rel")
 #: :func:`fit_caveats` per model object, held weakly (a refit is a new object): the scatter predicts every
 #: profiled row, which an every-mode answer must not pay per request.
 _CAVEATS: weakref.WeakKeyDictionary[WorkloadModel, tuple[dict[str, str], float | None]] = weakref.WeakKeyDictionary()

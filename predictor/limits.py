@@ -13,6 +13,9 @@ OBJECTIVES: dict[str, str] = {"min-time": "epoch_time_s", "min-energy": "epoch_e
 #: (:data:`SPLIT_SOURCES`), the distinct modes profiled and the model's form.
 PROVENANCE_FIELDS: tuple[str, ...] = ("reference_source", "workload_source", "split_source", "profiled_modes",
                                       "model_version")
+#: What every answer from a fitted model says of the fit besides its provenance, as ``jetpredict fit`` does
+#: (``predictor.fit_check.fit_caveats``): the knobs its profiled modes do not separate, its rows' scatter.
+FIT_CAVEAT_FIELDS: tuple[str, ...] = ("aliased_knobs", "rows_scatter_rel")
 #: ``split_source``, best first: the workload's own stall and compute columns were fitted (``components``), or
 #: only its epoch totals were, and the fit's stall/compute split (how the epoch follows each knob) is the
 #: fitted terms' attribution, shaped by the reference workloads (``epoch_totals``; on the real sweeps a stall

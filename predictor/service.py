@@ -513,15 +513,11 @@ def _json_row(row: Mapping[str, object]) -> dict[str, object]:
 
 
 def device_provenance(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, dict[str, object]]:
-    """Per client device (id): :func:`provenance` of the model that serves it (its own rows, else a
-    transfer)."""
-    return {d: provenance(m, d) for d, m in _serving_models(model, devices).items()}
-
-
-def _serving_models(model: WorkloadModel | DeviceModels, devices: Sequence[str]) -> dict[str, WorkloadModel]:
-    """Per client device (id, sorted): the fitted model that serves it (its own rows, else the one transferred)."""
+    """Per client device (id): :func:`provenance` and :func:`~predictor.fit_check.fit_caveats` of the model that
+    serves it (its own rows, else a transfer)."""
     models = model if isinstance(model, DeviceModels) else DeviceModels.single(model)
-    return {d: models.serve(resolve_device(d)).model for d in sorted(set(map(str, devices)))}
+    return {d: {**provenance(served, d), **fit_caveats(served)}
+            for d in sorted(set(map(str, devices))) for served in (models.serve(resolve_device(d)).model,)}
 
 
 def fleet_provenance(per_device: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
@@ -538,13 +534,11 @@ def fleet_answer(model: WorkloadModel | DeviceModels, clients: Sequence[Mapping]
     """``POST /v1/fleet-plans``'s answer: :func:`plan_fleet`, JSON-ready, with the plan's provenance at the
     top (the least trusted over its devices) and each client's own (its device's model's)."""
     plan = plan_fleet(model, clients, deadline_s, epochs=epochs, confidence=confidence).as_dict()
-    devices = [str(c["device"]) for c in plan["clients"]]
-    own = device_provenance(model, devices)
-    # The plan's caveats: every knob some serving fit does not separate, the worst scatter among them.
-    caveats = merged_caveats(map(fit_caveats, _serving_models(model, devices).values()))
+    own = device_provenance(model, [str(c["device"]) for c in plan["clients"]])
     plan = {**json_safe({k: v for k, v in plan.items() if k != "clients"}),
             "clients": [_json_row({**c, **own[str(c["device"])]}) for c in plan["clients"]]}
-    return {"workload_id": workload_id, **fleet_provenance(own), **caveats,
+    # The plan's caveats: every knob some serving fit does not separate, the worst scatter among them.
+    return {"workload_id": workload_id, **fleet_provenance(own), **merged_caveats(own.values()),
             "deadline_s": deadline_s, "epochs": epochs, **plan,
             "infeasible_clients": plan.get("infeasible_clients") or []}
 

@@ -115,9 +115,12 @@ def test_fleet_plans_say_every_serving_fits_caveats_together(client, auth):
         "clients": [{"id": "a", "device": "agx-xavier"}, {"id": "b", "device": "orin-nx"}]}).json
     # Both clients are served by the Xavier fit (b by it transferred): its caveats are the plan's.
     assert plan["aliased_knobs"] == NOT_VARIED and plan["rows_scatter_rel"] == stored["rows_scatter_rel"]
-    doc = client.get("/openapi.json").json["components"]["schemas"]["FleetPlan"]["properties"]
+    for c in plan["clients"]:  # and each client's own, beside its provenance
+        assert (c["aliased_knobs"], c["rows_scatter_rel"]) == (NOT_VARIED, stored["rows_scatter_rel"]), c["id"]
+    schemas = client.get("/openapi.json").json["components"]["schemas"]
     for field in ("aliased_knobs", "rows_scatter_rel"):
-        jsonschema.validate(plan[field], doc[field])
+        jsonschema.validate(plan[field], schemas["FleetPlan"]["properties"][field])
+        jsonschema.validate(plan["clients"][0][field], schemas["FleetClientPlan"]["properties"][field])
 
 
 def test_a_plan_over_several_fits_takes_every_aliased_knob_and_the_largest_scatter():

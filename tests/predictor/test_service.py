@@ -15,7 +15,8 @@ from jetpredict.predictor import limits, service
 from jetpredict.predictor.bundled import fit_workload, predict_modes
 from jetpredict.predictor.checks import check_confidence
 from jetpredict.predictor.constants import OUTSIDE_TOLERANCE_LN
-from jetpredict.predictor.fit_check import FIT_CAVEAT_FIELDS, fit_caveats
+from jetpredict.predictor.fit_check import fit_caveats
+from jetpredict.predictor.limits import FIT_CAVEAT_FIELDS
 from jetpredict.predictor.reference import REFERENCE_DIR
 
 PROFILED = ["a", "d", "g", "h"]  # four of the published AGX Xavier modes
