@@ -129,6 +129,15 @@ def reference_to_dict(ref: DeviceReference) -> dict[str, Any]:
 
 
 # -- reading ----------------------------------------------------------------------------------------------
+def _shape_text(shape: tuple[int, ...] | None) -> str:
+    """What an array field must be: ``a list of 2 finite numbers``, ``a 3x4 array of finite numbers``, or
+    ``a list of finite numbers`` (any length)."""
+    if not shape:
+        return "a list of finite numbers"
+    return (f"a list of {shape[0]} finite numbers" if len(shape) == 1
+            else f"a {'x'.join(map(str, shape))} array of finite numbers")
+
+
 class _Reader:
     """Typed access to one JSON object; every failure is an InputError naming ``where.key``."""
 
@@ -186,8 +195,7 @@ class _Reader:
         except OverflowError:  # a JSON integer beyond float range (10**400)
             raise self.fail(key, "must be a list of finite numbers") from None
         if a.ndim == 0 or not np.all(np.isfinite(a)) or (shape is not None and a.shape != shape):
-            want = "x".join(map(str, shape)) if shape else "a"
-            raise self.fail(key, f"must be {want} list of finite numbers")
+            raise self.fail(key, f"must be {_shape_text(shape)}")
         if nonnegative and np.any(a < 0):
             raise self.fail(key, f"must hold {nonnegative} >= 0")
         return a

@@ -127,7 +127,7 @@ def _edits() -> list[tuple[str, object, str]]:
         ("a knob maximum beyond MAX_MAXIMUM", lambda d: d["maxima"].update(gpu_mhz=2 * MAX_MAXIMUM),
          f".maxima.gpu_mhz must be at most {MAX_MAXIMUM:g} (cores or MHz)"),
         ("a range nested one level deeper", lambda d: d["profiled_ranges"].update(
-            cpu_cores=[d["profiled_ranges"]["cpu_cores"]]), ".profiled_ranges.cpu_cores must be 2 list of finite"),
+            cpu_cores=[d["profiled_ranges"]["cpu_cores"]]), ".profiled_ranges.cpu_cores must be a list of 2 finite"),
     ]
 
 
