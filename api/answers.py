@@ -348,7 +348,7 @@ def answer_wide(answer: PredictionAnswer) -> dict[str, object]:
     at = PROVENANCE_COLUMNS.index(PROVENANCE_FIELDS[-1]) + 1
     more = tuple(k for k in answer.provenance if k not in PROVENANCE_COLUMNS)
     one_value = answer.one_value_fields()
-    wide = {k: _one_text(v) for k, v in ((c, one_value[c]) for c in (*PROVENANCE_COLUMNS[:at], *more, *PROVENANCE_COLUMNS[at:]))}
+    wide = {c: _one_text(one_value[c]) for c in (*PROVENANCE_COLUMNS[:at], *more, *PROVENANCE_COLUMNS[at:])}
     return json_safe({**wide, "device": answer.device, "workload_id": answer.workload_id})
 
 
@@ -371,7 +371,8 @@ def csv_text(answer: PredictionAnswer) -> bytes:
 
 
 #: Arrow types of the one-value fields that may be unknown (null): an inline workload's revision, a count,
-#: or the scatter of a fit that has none; every other such field is text, typed as known text is so that answers' tables concatenate.
+#: or the scatter of a fit that has none; every other such field is text, typed as known text is so that
+#: answers' tables concatenate.
 _ARROW_NULL_TYPES = {"revision": "int64", "profiled_modes": "int64", "rows_scatter_rel": "float64"}
 
 

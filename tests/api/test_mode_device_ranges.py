@@ -68,7 +68,8 @@ def test_the_schemas_own_rules_stand_beside_the_devices(client, stored):
         r = _predict(client, [{**_MODE, "gpu_mhz": 99999}], device)
         assert r.status_code == 422
         assert r.json["errors"]["modes.0.gpu_mhz"] == [
-            f"gpu_mhz=99999 is outside every catalogue device: must be in {lo:g}..{hi:g} MHz {CATALOGUE_RANGE_NOTE}"], r.json
+            f"gpu_mhz=99999 is outside every catalogue device: must be in {lo:g}..{hi:g} MHz "
+            f"{CATALOGUE_RANGE_NOTE}"], r.json
 
 
 @pytest.mark.parametrize("device", [d.id for d in list_devices()])

@@ -343,8 +343,10 @@ REFERENCE_EDITS = [
     (_set_reference("source", value="xyz"), "source must "),
     (_set_reference("power_sd", 0, value=-1.0), "power_sd must hold standard deviations >= 0"),
     (_set_reference("shape", "sd", "total", 0, value=-0.5), "sd.total must hold standard deviations >= 0"),
-    (_set_reference("power_mean", 1, value=float("nan")), f"power_mean must be a list of {len(POWER_TERMS)} finite numbers"),
-    (_set_reference("workload_shapes", "lenet5-mnist", "rest", value=[0.1]), "lenet5-mnist.rest must be a list of 3 finite numbers"),
+    (_set_reference("power_mean", 1, value=float("nan")),
+     f"power_mean must be a list of {len(POWER_TERMS)} finite numbers"),
+    (_set_reference("workload_shapes", "lenet5-mnist", "rest", value=[0.1]),
+     "lenet5-mnist.rest must be a list of 3 finite numbers"),
 ]
 
 
