@@ -288,6 +288,12 @@ def read_mode_table(path: str | Path, flag: str) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"--{flag} file {path} is not a readable CSV: {exc}", flag) from None
     if df.columns.empty:  # not "no modes": its rows were read for none of their cells
+        header = text.partition("\n")[0]
+        if "," not in header and set(MODE_LIST_COLUMNS).intersection(header.split()):
+            # `plan --out plan.txt` writes a space-aligned table: its header names the columns, unread as CSV.
+            raise InputError(f"--{flag} file {path} is not CSV or JSON: its first line names mode columns apart by "
+                             "spaces, as a text table does (`plan --out` writes one for a name ending in neither "
+                             ".csv nor .json); write the modes with --out FILE.csv or FILE.json", flag)
         raise InputError(f"--{flag} file {path} has none of the mode columns {', '.join(MODE_LIST_COLUMNS[:-1])}",
                          flag)
     # Blank lines are read (as empty rows) and dropped here, so that each row keeps its line in the file.

@@ -50,3 +50,20 @@ def test_empty_cells_are_still_missing_and_blank_lines_dropped(tmp_path):
     _, table = _read(tmp_path, ",8,2265.6,1377,2133,", "", GOOD, header=HEADER + ",device")
     assert table["mode"].isna().tolist() == [True, False] and table["device"].isna().all()
     assert table.attrs[pf.MODE_LINES_ATTR] == [2, 4]
+
+
+def test_a_text_table_given_as_a_mode_list_is_told_it_is_not_csv_or_json(tmp_path):
+    """`plan --out plan.txt` writes a table whose header names the mode columns, space-aligned: the reader
+    said it had none of them. It says the file is neither CSV nor JSON and which --out writes one."""
+    path = tmp_path / "plan.txt"
+    path.write_text("                   mode  cpu_cores  cpu_mhz  gpu_mhz  emc_mhz  est_profile_s\n"
+                    "  2c-1190.4-828.75-2133          2   1190.4   828.75     2133         27.644\n")
+    with pytest.raises(InputError) as err:
+        pf.read_mode_table(path, "modes")
+    said = err.value.message
+    assert err.value.field == "modes" and "not CSV or JSON" in said and "a text table" in said
+    assert "--out FILE.csv" in said and "has none of the mode columns" not in said
+    # A CSV of other columns is still told which columns a mode list needs.
+    path.write_text("foo,bar\n1,2\n")
+    with pytest.raises(InputError, match="has none of the mode columns mode, cpu_cores"):
+        pf.read_mode_table(path, "modes")
