@@ -133,6 +133,21 @@ def _check_values(parts: WorkloadParts, where: str) -> None:
             setattr(parts, key, count)
 
 
+def _returned(result: object) -> str:
+    """What a factory returned that is neither form, in words: ``a 2-item tuple, not 3 items, whose item 0 is a
+    str, not a torch.nn.Module``, ``a 3-item list: return a tuple``, ``a str``."""
+    if not isinstance(result, tuple | list):
+        return f"a {type(result).__name__}"
+    said = f"a {len(result)}-item {type(result).__name__}"
+    if isinstance(result, list):
+        return f"{said}: return a tuple"
+    if len(result) != 3:
+        said += ", not 3 items,"
+    if result and not isinstance(result[0], nn.Module):
+        said += f" whose item 0 is a {type(result[0]).__name__}, not a torch.nn.Module"
+    return said.rstrip(",")
+
+
 def _parts_from_factory(result: object, where: str) -> WorkloadParts:
     """The factory's ``result`` as :class:`WorkloadParts`; InputError (field ``workload``) naming what is
     missing or which key breaks which rule. ``where``: ``--workload 'NAME': its factory F()``."""
@@ -149,7 +164,7 @@ def _parts_from_factory(result: object, where: str) -> WorkloadParts:
                          "(model, input_shape, num_classes) or a dataset and loss", "workload")
     else:
         raise InputError(f"{where} must return (model, input_shape, num_classes) or a mapping with "
-                         f"'model'; got {type(result).__name__}", "workload")
+                         f"'model'; got {_returned(result)}", "workload")
     if not isinstance(parts.model, nn.Module):
         raise InputError(f"{where}: 'model' must be a torch.nn.Module", "workload")
     has_data = parts.dataset is not None or parts.batches is not None

@@ -261,3 +261,20 @@ def test_a_torchvision_that_does_not_load_is_refused_in_words(tmp_path, monkeypa
         wl.resolve_workload("torchvision:resnet50")
     assert err.value.field == "workload" and "needs torchvision, which does not import here" in err.value.message
     assert failure.split("(")[0].removeprefix("raise ") in err.value.message  # what went wrong, by its type
+
+
+@pytest.mark.parametrize(("result", "said"), [
+    # Both said only "got tuple" before.
+    (("hello", (32,), 10), "got a 3-item tuple whose item 0 is a str, not a torch.nn.Module"),
+    ((torch.nn.Linear(3, 2), (3,)), "got a 2-item tuple, not 3 items"),
+    (("hello", (3,)), "got a 2-item tuple, not 3 items, whose item 0 is a str, not a torch.nn.Module"),
+    ([torch.nn.Linear(3, 2), (3,), 2], "got a 3-item list: return a tuple"),
+    ("hello", "got a str"),
+])
+def test_a_factory_of_the_wrong_shape_is_told_what_it_returned(result, said):
+    where = "--workload 'm:f': its factory f()"
+    with pytest.raises(InputError) as err:
+        wl._parts_from_factory(result, where)
+    assert err.value.field == "workload" and err.value.message.startswith(where)
+    assert "must return (model, input_shape, num_classes) or a mapping with 'model'" in err.value.message
+    assert said in err.value.message, err.value.message
