@@ -261,8 +261,22 @@ def _apply(args: argparse.Namespace) -> int:
         print("then read back the clocks, and save the original mode for `sudo jetpredict restore`. "
               "Nothing was changed.")
         return 0
+    if args.board and not on_this_board(device):
+        _refuse_other_board(args.board)
     apply_mode(device, mode, args.via)
     return 0
+
+
+def _refuse_other_board(board: str) -> None:
+    """InputError: ``--board`` names a board this machine is not (it failed later as "nvpmodel not found",
+    as though L4T were broken here)."""
+    from jetpredict.profiler.powermode import jetson_board
+
+    found = jetson_board()
+    here = f"this machine is {found}" if found else "this machine is not a Jetson the catalogue knows"
+    raise InputError(f"--board {board} does not make this machine a {board} ({here}): apply sets the mode of the "
+                     "Jetson it runs on; add --dry-run to see what apply would do on that board, changing nothing",
+                     "board")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -197,8 +197,19 @@ def test_not_a_jetson_says_so(fake_root, capsys):
     # real switch needs the board's own nvpmodel.conf, none under this fake root
     code, out, _ = run(capsys, "--mode", "MAXN", "--board", "nano", "--dry-run")
     assert code == 0 and "nvpmodel -m 0" in out
+    # --board off the board: said "nvpmodel not found on PATH" (exit 1) before, as if L4T were broken here.
     code, _, err = run(capsys, "--mode", "MAXN", "--board", "nano")
-    assert code == 1 and "nvpmodel not found" in err
+    assert code == 2 and "--board nano does not make this machine a nano" in err and "--dry-run" in err
+
+
+def test_a_board_other_than_the_one_found_is_refused_before_any_switch(xavier, capsys):
+    root, _ = xavier
+    code, _, err = run(capsys, "--mode", "MAXN", "--board", "nano")
+    assert code == 2 and "this machine is agx-xavier" in err and "--dry-run" in err
+    assert switches(root) == [] and not (state_dir() / STATE_FILE_NAME).exists()
+    code, _, _ = run(capsys, "--mode", "MODE_15W", "--board", "agx-xavier")  # its own board: applied
+    assert code == 0 and ["nvpmodel", "-m", "2"] in switches(root)
+    assert main(["restore"]) == 0
 
 
 def _profile(tmp_path, modes: str) -> list[str]:
