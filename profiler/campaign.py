@@ -245,13 +245,20 @@ def _jetson_parts(cfg: CampaignConfig) -> CampaignParts:
                          [] if cfg.lock_clocks else [UNLOCKED_CLOCKS_NOTE], lock)
 
 
+#: What a campaign that stops before its first mode is written leaves on disk.
+NOTHING_WRITTEN = "no mode was finished: nothing was written (an existing --out is as it was)"
+
+
 def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
     from jetpredict.profiler.sim import simulated_rig
 
     device = load_device(cfg.device.split(":", 1)[1].strip())
     modes = modes_to_profile(device, cfg.modes)
-    rig = simulated_rig(device, cfg.workload, batch_size=cfg.batch_size, num_workers=cfg.workers,
-                        data=cfg.data, seed=cfg.seed)
+    try:  # a workload the twin has no cached costs for is traced here, running its model once
+        rig = simulated_rig(device, cfg.workload, batch_size=cfg.batch_size, num_workers=cfg.workers,
+                            data=cfg.data, seed=cfg.seed)
+    except runner.TrainingFailed as exc:
+        raise runner.TrainingFailed(f"{exc}; {NOTHING_WRITTEN}") from exc.__cause__
     # Simulated time costs nothing: settle as on a real board unless told otherwise.
     settle = SETTLE_S if cfg.settle_s is None else cfg.settle_s
     return CampaignParts(device.id, device, modes, rig.runner, rig.controller, settle)
@@ -557,7 +564,7 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
     except runner.TrainingFailed as exc:
         # Raised once the mode is restored: say what the failed run leaves on disk.
         kept = (f"the {len(rows)} mode(s) profiled before it are in {', '.join(map(str, outputs.paths()))}" if rows
-                else "no mode was finished: nothing was written (an existing --out is as it was)")
+                else NOTHING_WRITTEN)
         raise runner.TrainingFailed(f"{exc}; {kept}") from exc.__cause__
     finally:
         progress.close()

@@ -226,7 +226,8 @@ def _trace_batch(spec: Any, n: int) -> tuple[Any, Any, Any]:
 def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadComplexity:
     """Trace one training step at two batch sizes and time the data pipeline, on the host CPU."""
     import torch
-    from jetpredict.profiler.workloads import build_workload, resolve_workload
+    from jetpredict.profiler.runner import TrainingFailed
+    from jetpredict.profiler.workloads import build_workload, resolve_workload, user_code_failed
 
     spec = resolve_workload(name)
     # Samples per epoch: the dataset's, else the factory's minibatches at the twin's batch size; a factory
@@ -237,8 +238,13 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
         torch.manual_seed(seed)
         model = spec.model_factory()
         model.train()
-        x, y, loss_fn = _trace_batch(spec, n)
-        traces.append(_expand(_trace_step(model, loss_fn, x, y)))
+        try:
+            x, y, loss_fn = _trace_batch(spec, n)
+            traces.append(_expand(_trace_step(model, loss_fn, x, y)))
+        except InputError:
+            raise
+        except Exception as exc:  # the user's model or data: name the workload and the step, not torch alone
+            raise TrainingFailed(user_code_failed(name, "tracing one training step", exc)) from exc
     a, b = traces
     if [r[0] for r in a] != [r[0] for r in b]:
         raise InputError(f"workload {name!r}: the kernel sequence depends on the batch size; cannot "

@@ -339,3 +339,30 @@ def test_a_loss_that_is_not_finite_fails_the_mode_and_writes_nothing(user_dir, c
     assert (f"jetpredict profile: failed: workload '{module}:make' failed at mode host-1c, {step}: "
             f"FloatingPointError: loss is {said}") in err, err
     assert "no mode was finished: nothing was written" in err and not (user_dir / "p.csv").exists()
+
+
+#: A model whose first layer takes 32 features, given inputs of 31 (line 5): its forward fails.
+BAD_SHAPE = '''from torch import nn
+
+
+def make():
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
+    return model, (31,), 2
+'''
+
+
+def test_a_model_that_fails_while_the_twin_traces_it_names_the_workload_step_and_what_was_written(user_dir,
+                                                                                                   capsys):
+    """The twin traces one training step of a user model before any mode: a failure there printed only torch's
+    message (``failed: mat1 and mat2 shapes cannot be multiplied``), naming neither the workload nor the step."""
+    (user_dir / "bad_shape.py").write_text(BAD_SHAPE)
+    argv = _profile(user_dir, "bad_shape:make")
+    argv[argv.index("host")] = "sim:agx-xavier"
+    argv[argv.index("--modes") + 1] = "MAXN"
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("jetpredict profile: failed: --workload 'bad_shape:make': tracing one training step "
+                          "failed"), err
+    assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied" in err, err
+    assert err.rstrip().endswith("no mode was finished: nothing was written (an existing --out is as it was)"), err
+    assert not (user_dir / "p.csv").exists()
