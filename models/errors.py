@@ -8,11 +8,54 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable, Container
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the service imports this module; only command lines load argparse
+    from argparse import Namespace
 
 
 def cli_flag(field: str) -> str:
     """The command-line flag that sets ``field``, as messages name it: ``settle_s`` -> ``--settle-s``."""
     return "--" + field.replace("_", "-")
+
+
+def flag_named(err: InputError, fields: Container[str]) -> InputError:
+    """``err`` with the field its message starts with written as that field's flag (``max_power_w must be``
+    -> ``--max-power-w must be``; ``max_power_w=15000 W`` -> ``--max-power-w 15000 W``) when its field is one
+    of ``fields`` (a command line's flags); else ``err`` itself. Class, field and attributes are kept.
+
+    For a command line that calls checks it shares with the HTTP service, whose messages name JSON fields."""
+    field = err.field
+    if field is None or field not in fields:
+        return err
+    if err.message.startswith(f"{field} "):
+        message = cli_flag(field) + err.message[len(field):]
+    elif err.message.startswith(f"{field}="):
+        message = f"{cli_flag(field)} {err.message[len(field) + 1:]}"
+    else:
+        return err
+    # Built without __init__: a subclass's own arguments (ModeRowError's row) need not be restated.
+    named = type(err).__new__(type(err), message)
+    named.__dict__.update(vars(err))
+    named.message = message
+    return named
+
+
+def naming_flags(verb: Callable[[Namespace], int]) -> Callable[[Namespace], int]:
+    """``verb`` (a command-line verb's handler) with its InputErrors naming the flag a person typed
+    (:func:`flag_named`: ``--max-power-w``) where the checks it shares with the HTTP service name that flag's
+    field (``max_power_w``, the JSON field); the parsed flags' names are the fields they set."""
+    def run(args: Namespace) -> int:
+        try:
+            return verb(args)
+        except InputError as err:
+            named = flag_named(err, vars(args))
+            if named is err:
+                raise
+            raise named from err
+
+    return run
 
 
 def say(line: str) -> None:

@@ -110,7 +110,11 @@ class Proposal:
         if d.best is None:
             return f"no mode meets the caps yet ({d.reason})"
         b = d.table.iloc[d.best]
-        return (f"{self.goal.describe()}: recommended {b['mode']} at {b['epoch_time_s']:.4g} s/epoch "
+        # The objective's own figure first (energy for min-energy), then the time an epoch takes.
+        at = f"{b['epoch_time_s']:.4g} s/epoch"
+        if OBJECTIVES[self.goal.objective] == "epoch_energy_j":
+            at = f"{b['epoch_energy_j']:.4g} J/epoch, {at}"
+        return (f"{self.goal.describe()}: recommended {b['mode']} at {at} "
                 f"(time interval {d.time_width_rel:.0%} wide, {self.goal.objective} interval "
                 f"{d.objective_width_rel:.0%}); decision uncertainty {d.uncertainty:.3f}")
 

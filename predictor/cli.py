@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TextIO
 import numpy as np
 from jetpredict.models.atomic_files import PairWriteError, out_folder_error, write_out_file
 from jetpredict.models.catalogue import MODE_FIELDS, resolve_device
-from jetpredict.models.errors import InputError, cli_flag, say
+from jetpredict.models.errors import InputError, cli_flag, naming_flags, say
 from jetpredict.models.tables import FORMATS, write_table
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
@@ -55,7 +55,9 @@ def out_error(path: str | Path, exc: OSError, flag: str = "out") -> Exception:
     # A FIFO holds no previous file to speak of; a model's pair writer says what became of its files.
     said = exc.errno == errno.ENXIO or isinstance(exc, PairWriteError)
     kept = "" if said else "; any previous file is unchanged"
-    message = f"cannot write --{flag} {path}: {exc.strerror or exc}{kept}"
+    # A library's reason may be a sentence with its full stop ("... out of bounds."): not followed by ".;".
+    reason = str(exc.strerror or exc).rstrip(". ")
+    message = f"cannot write --{flag} {path}: {reason}{kept}"
     return InputError(message, flag) if exc.errno in _PATH_ERRNOS else OSError(message)
 
 
@@ -386,15 +388,23 @@ def _predict(args: argparse.Namespace) -> int:
                                                  args.confidence)
         where = (f", taken at the same share of each knob's top (snapped inward to its steps) on {target.device_id}"
                  if target.cross_device else "")
-        # Across devices the transfer's SD, added in quadrature, can absorb the widening: then say so.
-        wider = (f"wider (time intervals {np.median(widening):.2f}x as wide as inside them, median; "
-                 f"up to {np.max(widening):.2f}x)" if round(float(np.max(widening)), 2) > 1.0
-                 else "no wider (time intervals at most 1.00x as wide as inside them)")
         say(f"{flagged} mode(s) lie outside the profiled knob ranges{where} (column extrapolated_knobs): their "
-             f"intervals are {wider}")
+             f"intervals are {widening_words(widening)}")
     with _output(args.out) as out:
         write_table(with_epoch_totals(df), args.format, out, table_columns=TABLE_COLUMNS)
     return 0
+
+
+def widening_words(widening: np.ndarray) -> str:
+    """How much wider (ratio to inside the profiled ranges, one per mode) the time intervals of modes outside
+    the ranges are, in words for ``predict``'s summary."""
+    # Across devices the transfer's SD, added in quadrature, can absorb the widening: then say so.
+    if round(float(np.max(widening)), 2) > 1.0:
+        # A median of 1.00x is most modes no wider, a few wider: "wider" alone would say all are.
+        most = "" if round(float(np.median(widening)), 2) > 1.0 else "mostly no "
+        return (f"{most}wider (time intervals {np.median(widening):.2f}x as wide as inside them, median; "
+                f"up to {np.max(widening):.2f}x)")
+    return "no wider (time intervals at most 1.00x as wide as inside them)"
 
 
 def _rests_on(model: WorkloadModel, device: str | None = None) -> dict[str, object]:
@@ -463,7 +473,9 @@ def _recommend(args: argparse.Namespace) -> int:
     _log_lack_of_fit(model)
     if args.plot:
         _plot(model, result, args)
-    with _output(args.out) as out:
+    # Where no mode meets the caps a table would read "(no rows)": it goes nowhere, the reason below says it
+    # (csv keeps its header, json its answer).
+    with _output(args.out) if result.feasible or args.format != "table" else io.StringIO() as out:
         if args.format == "json":
             # the fields of POST /v1/recommendations' answer
             json.dump(service.recommendation_answer(model, result, model.workload_id), out, indent=2)
@@ -538,7 +550,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"{DEFAULT_CONFIDENCE})")
     p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
     p.add_argument("--out", help="write to this file instead of standard output")
-    p.set_defaults(handler=_plan)
+    p.set_defaults(handler=naming_flags(_plan))
 
     p = sub.add_parser("fit", help="fit a workload model from profile rows")
     p.add_argument("--device", required=True)
@@ -546,7 +558,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", help="your own measured reference sweeps (default: bundled; sweeps without "
                    "power take the bundled power model)")
     p.add_argument("--out", required=True, help="model file to write")
-    p.set_defaults(handler=_fit)
+    p.set_defaults(handler=naming_flags(_fit))
 
     p = sub.add_parser("predict", help="predict epoch time and energy for power modes")
     p.add_argument("--model", required=True)
@@ -562,7 +574,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="coverage of the intervals (default %(default)s)")
     p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
     p.add_argument("--out", help="write to this file instead of standard output")
-    p.set_defaults(handler=_predict)
+    p.set_defaults(handler=naming_flags(_predict))
 
     p = sub.add_parser("recommend", help="best power mode under a power or time constraint")
     p.add_argument("--model", required=True)
@@ -577,4 +589,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write to this file instead of standard output")
     p.add_argument("--plot", help="also draw every mode, the Pareto front and the chosen mode to FILE.svg or "
                    "FILE.png (needs matplotlib: the [plot] extra)")
-    p.set_defaults(handler=_recommend)
+    p.set_defaults(handler=naming_flags(_recommend))

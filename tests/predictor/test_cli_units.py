@@ -21,7 +21,7 @@ def test_a_cap_in_milliwatts_is_an_error_not_no_cap(work, capsys):
     code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "7000"])
     err = capsys.readouterr().err
-    assert code == 2 and "max_power_w=7000 W" in err and "looks like milliwatts (7 W)" in err
+    assert code == 2 and "--max-power-w 7000 W" in err and "looks like milliwatts (7 W)" in err
     # above the target device's range, though fine for the model's own device
     code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "45", "--device", "nano"])
@@ -42,7 +42,7 @@ def test_a_cap_whose_milliwatt_reading_no_mode_meets_gets_no_milliwatt_hint(work
     code = main(["recommend", "--model", str(work / "resnet.json"), "--objective", "min-time",
                  "--max-power-w", "100"])
     err = capsys.readouterr().err
-    assert code == 2 and "max_power_w=100 W is above what a Jetson AGX Xavier" in err, err
+    assert code == 2 and "--max-power-w 100 W is above what a Jetson AGX Xavier" in err, err
     assert "leave the cap out for no cap" in err and "milliwatts" not in err, err
 
 
