@@ -251,13 +251,14 @@ NOTHING_WRITTEN = "no mode was finished: nothing was written (an existing --out 
 
 def _sim_parts(cfg: CampaignConfig) -> CampaignParts:
     from jetpredict.profiler.sim import simulated_rig
+    from jetpredict.profiler.sim.kernel_costs import TraceFailed
 
     device = load_device(cfg.device.split(":", 1)[1].strip())
     modes = modes_to_profile(device, cfg.modes)
     try:  # a workload the twin has no cached costs for is traced here, running its model once
         rig = simulated_rig(device, cfg.workload, batch_size=cfg.batch_size, num_workers=cfg.workers,
                             data=cfg.data, seed=cfg.seed)
-    except runner.TrainingFailed as exc:
+    except TraceFailed as exc:
         raise runner.TrainingFailed(f"{exc}; {NOTHING_WRITTEN}") from exc.__cause__
     # Simulated time costs nothing: settle as on a real board unless told otherwise.
     settle = SETTLE_S if cfg.settle_s is None else cfg.settle_s

@@ -37,6 +37,11 @@ FOREACH_TENSORS_PER_LAUNCH = 110
 TRACE_BATCHES = (2, 4)
 
 
+class TraceFailed(RuntimeError):
+    """The workload's own code failed while one training step was traced: the message names the workload, the
+    step and the exception (:func:`~profiler.workloads.user_code_failed`); the cause is chained."""
+
+
 @dataclass
 class WorkloadComplexity:
     """What one training step of a workload costs, per kernel (arrays) and per sample.
@@ -226,7 +231,6 @@ def _trace_batch(spec: Any, n: int) -> tuple[Any, Any, Any]:
 def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadComplexity:
     """Trace one training step at two batch sizes and time the data pipeline, on the host CPU."""
     import torch
-    from jetpredict.profiler.runner import TrainingFailed
     from jetpredict.profiler.workloads import build_workload, resolve_workload, user_code_failed
 
     spec = resolve_workload(name)
@@ -244,7 +248,7 @@ def measure_workload(name: str, samples: int = 48, seed: int = 0) -> WorkloadCom
         except InputError:
             raise
         except Exception as exc:  # the user's model or data: name the workload and the step, not torch alone
-            raise TrainingFailed(user_code_failed(name, "tracing one training step", exc)) from exc
+            raise TraceFailed(user_code_failed(name, "tracing one training step", exc)) from exc
     a, b = traces
     if [r[0] for r in a] != [r[0] for r in b]:
         raise InputError(f"workload {name!r}: the kernel sequence depends on the batch size; cannot "
