@@ -146,11 +146,9 @@ def detect_controller(kind: str, device_id: str | None = None, custom: str = "nv
     if custom != "nvpmodel":
         raise InputError(f"custom={custom!r} must be 'nvpmodel' or 'sysfs'", "custom")
     if sysfs.which("nvpmodel") is None:
-        from jetpredict.profiler.mode_lists import DEVICE_ENV  # imported here: mode_lists imports this module
-
-        # A board named by --board or $JETPREDICT_DEVICE off a Jetson ends here: say where such a run goes.
-        raise PrivilegedCommandError(f"nvpmodel not found on PATH: is L4T installed on this Jetson? A board named "
-                                     f"by --board or ${DEVICE_ENV} does not make this machine one: off a Jetson, "
-                                     "profile on the digital twin with --device sim:DEVICE, and `apply --dry-run "
-                                     "--board BOARD` says what apply would do")
+        # A board named by --board or in the environment, off a Jetson, ends here: say where such a run goes.
+        raise PrivilegedCommandError("nvpmodel not found on PATH: is L4T installed on this Jetson? A board named on "
+                                     "the command line or in the environment does not make this machine one: off a "
+                                     "Jetson, profile on the digital twin with --device sim:DEVICE, and `apply "
+                                     "--dry-run --board BOARD` says what apply would do")
     return NvpmodelController(device, DEFAULT_CONF, jetson_clocks=jetson_clocks)
