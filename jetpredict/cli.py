@@ -123,11 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `jetpredict devices ... | head`
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # Ctrl-C is the user's choice, not a failure to trace; any power mode is restored by now.
         if os.environ.get("JETPREDICT_DEBUG"):
             raise
-        say(f"jetpredict {args.verb}: interrupted")
+        # A campaign says what it kept (the modes finished are in --out): KeyboardInterrupt's message.
+        say(f"jetpredict {args.verb}: interrupted" + (f": {exc}" if str(exc) else ""))
         return 128 + signal.SIGINT
     except SystemExit as exc:
         # SIGTERM, SIGHUP or SIGQUIT stopped a run that switches power modes (SignalExit, imported only

@@ -331,6 +331,7 @@ class _Outputs:
         self.csv_path, self.json_path = output_paths(out)
         self.limited = None if self.csv_path else self.json_path  # a JSON the readers take: not a sidecar
         self.size_bytes = self.largest_mode_bytes = 0  # the JSON's size, and the most one mode added to it
+        self.written = 0  # the modes the outputs hold
         for p in self.paths():
             if p.is_dir():
                 raise InputError(f"--out {p} is a directory", "out")
@@ -366,6 +367,7 @@ class _Outputs:
         check_json_size(self.limited, len(data), f"mode {len(rows)} would take it to", kept=len(rows) - 1)
         with held_signals():  # a stop between the two renames would leave the CSV a mode ahead of its sidecar
             self._write_both(rows, data)
+            self.written = len(rows)  # counted before a signal held meanwhile acts
         self.largest_mode_bytes = max(self.largest_mode_bytes, len(data) - self.size_bytes)
         self.size_bytes = len(data)
 
@@ -567,6 +569,12 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
         kept = (f"the {len(rows)} mode(s) profiled before it are in {', '.join(map(str, outputs.paths()))}" if rows
                 else NOTHING_WRITTEN)
         raise runner.TrainingFailed(f"{exc}; {kept}") from exc.__cause__
+    except KeyboardInterrupt as exc:
+        # Also once the mode is restored: the command line's "interrupted" says what the run kept.
+        of = "" if chooser is not None else f" of {n}"
+        kept = (f"{outputs.written}{of} modes finished, written to {', '.join(map(str, outputs.paths()))}"
+                if outputs.written else NOTHING_WRITTEN)
+        raise KeyboardInterrupt(kept) from exc
     finally:
         progress.close()
     return rows
