@@ -40,7 +40,8 @@ def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> 
     rival = (f"{rules.max_rival_gain * 100:g}%% of the objective" if rules else "a small share of the "
              "objective (the predictor's)")
     a.add_argument("--target-width", type=float, help="the loop stops once three things hold: the recommended "
-                   "mode's time interval is narrower than this share of its point, (high - low) / point "
+                   "mode's time interval is narrower than this share of its point (below 1: 0.12, not 12), "
+                   "(high - low) / point "
                    f"(default: the predictor's); no unprofiled mode is expected to beat it by more than {rival}; "
                    "and the recommended mode itself is profiled (it is measured to confirm the stop if it was "
                    "not). It stops too at --budget modes, once every candidate is profiled, when no mode "
@@ -65,8 +66,17 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
         return None
     if factory is None:
         raise InputError("--adaptive needs the predictor (this command line was built without it)", "adaptive")
-    if args.budget is None or args.budget < 1:
+    if args.budget is None:
         raise InputError("--adaptive needs --budget N: the most modes to profile (a whole number >= 1)", "budget")
+    # The chooser checks the budget's top (the plan's check) and a width > 0; a budget below 1 and a percent
+    # typed for the width's share are refused here, before torch loads and the network is built.
+    if args.budget < 1:
+        raise InputError(f"{cli_flag('budget')} (modes to profile) must be a whole number >= 1, got {args.budget}",
+                         "budget")
+    width = args.target_width
+    if width is not None and width >= 1:
+        raise InputError(f"{cli_flag('target_width')} must be a share between 0 and 1 (e.g. 0.12 for 12%), got "
+                         f"{width:g}", "target_width")
     if args.device.strip().lower() == "host":
         raise InputError("--adaptive chooses Jetson power modes: use --device jetson or sim:DEVICE", "device")
     options = {o: getattr(args, o) for o in ADAPTIVE_OPTIONS if getattr(args, o) is not None}
@@ -168,12 +178,26 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     from jetpredict.models.reader_limits import MAX_FILE_BYTES
     from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
+    # The epoch a classifier without dataset_size is given, CIFAR-10's: workloads.DEFAULT_SYNTHETIC_SAMPLES takes
+    # it from the same entry (that module imports torch, which --help must not).
+    samples = BUILTIN_WORKLOADS["resnet18-cifar10"].train_samples
+    synthetic_mpe = -(-samples // BATCH_SIZE)  # ceil: its minibatches at the default batch
     p = sub.add_parser(
         "profile", help="profile a workload on a few power modes",
         description="Train a workload for a few minibatches on each power mode and write profile rows. "
-        "--out FILE.csv writes rows as CSV plus the raw sidecar FILE.csv.json; --out FILE.json writes "
-        "one JSON document (rows + per-minibatch times and power samples).",
-        epilog="A failure is reported in one line: exit 2 for bad input (a flag, or a --workload file that fails "
+        "--out FILE.csv writes rows as CSV plus the raw sidecar FILE.csv.json (any name but .json does: "
+        "p.txt is CSV beside p.txt.json, data for fit, never a table); --out FILE.json writes one JSON document "
+        "(rows + per-minibatch times and power samples).",
+        epilog="--workload module.path:factory: factory() takes no arguments and returns either (model, "
+        "input_shape, num_classes) -- a torch.nn.Module, one sample's shape such as (3, 32, 32), the class count -- "
+        "to classify synthetic (or --data) images, or a mapping with 'model' and input_shape + num_classes, or "
+        "'dataset' (a torch Dataset of (input, target)) or 'batches' (a no-argument callable giving (input, "
+        "target) minibatches) with 'loss' (loss(output, target) -> scalar tensor). Optional keys: 'optimizer' "
+        "(optimizer(params); default SGD lr 0.01 momentum 0.9), 'dataset_size' (samples per epoch; a dataset's "
+        "length by default) and 'minibatches_per_epoch' (one of the two for 'batches'). A classifier without "
+        f"dataset_size is taken to have {samples:,} samples per epoch (CIFAR-10's), which sets "
+        f"every s/epoch figure: {synthetic_mpe} minibatches at batch {BATCH_SIZE}. "
+        "A failure is reported in one line: exit 2 for bad input (a flag, or a --workload file that fails "
         "to load, with its file and line), 1 for a failure while profiling (naming the mode and minibatch); the "
         "modes finished before it stay in --out. Set JETPREDICT_DEBUG=1 to see the full Python traceback of "
         "either.")
@@ -181,7 +205,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     p.add_argument("--workload", required=True,
                    help=" | ".join([*BUILTIN_WORKLOADS, "torchvision:NAME", "module.path:factory"]))
     p.add_argument("--modes", help="presets | FILE (CSV or JSON, e.g. `plan --out`) | comma-separated labels "
-                   "(Jetson and sim; default presets; host profiles one mode with all cores)")
+                   "(Jetson and sim; default presets); on the host comma-separated thread counts such as 1,2 "
+                   "(default one mode with all cores)")
     p.add_argument("--batch-size", type=int, help=f"minibatch size (default {BATCH_SIZE})")
     p.add_argument("--workers", type=int,
                    help="DataLoader workers (default min(4, CPU cores); sim: min(4, the device's cores))")

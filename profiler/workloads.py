@@ -11,7 +11,8 @@ A workload name is one of
   or ``batches`` (a zero-argument callable returning an iterable of ready ``(input, target)`` minibatches)
   + ``loss``. Optional keys: ``dataset_size`` (samples per epoch), ``minibatches_per_epoch``,
   ``optimizer`` (``optimizer(params) -> torch.optim.Optimizer``; default SGD lr 0.01 momentum 0.9).
-  Classification on synthetic data without ``dataset_size`` assumes 50,000 samples per epoch.
+  Classification on synthetic data without ``dataset_size`` assumes
+  :data:`DEFAULT_SYNTHETIC_SAMPLES` samples per epoch (CIFAR-10's).
 
 Data is a real image folder (``--data DIR`` in ImageFolder layout, decoded with Pillow and augmented on
 the CPU in the DataLoader workers, as in a real pipeline) or synthetic uint8 images of the right shape that
@@ -46,10 +47,11 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
+#: Epoch size of a user classification workload on synthetic data without ``dataset_size``: CIFAR-10's, from its
+#: built-in entry (``profile --help`` says it from the same entry, without importing torch).
+DEFAULT_SYNTHETIC_SAMPLES = BUILTIN_WORKLOADS["resnet18-cifar10"].train_samples
 #: ImageNet-1k training images: the epoch size assumed for ``torchvision:NAME`` without ``--data``.
 IMAGENET_TRAIN_IMAGES = 1_281_167
-#: Epoch size of a user classification workload on synthetic data without ``dataset_size`` (CIFAR-10's).
-DEFAULT_SYNTHETIC_SAMPLES = 50_000
 #: ``--data`` image extensions -> the Pillow format that decodes them. Pillow picks a decoder by content, not
 #: by name: only these formats are tried, so a file of another kind (EPS, which it hands to Ghostscript) is
 #: refused rather than decoded by a plugin we never meant to run.

@@ -138,6 +138,13 @@ def test_adaptive_profile_starts_from_the_given_modes(tmp_path, capsys):
     (["--adaptive", "--budget", "3", "--max-epoch-time-s", "0"], "--max-epoch-time-s must be a finite"),
     (["--adaptive", "--budget", "3", "--confidence", "2"], "--confidence must be between 0.5 and"),
     (["--adaptive", "--budget", "3", "--target-width", "-1"], "--target-width must be a finite number > 0"),
+    # A percent typed for a share: accepted before, and the loop ran to its budget on a 1200% target.
+    (["--adaptive", "--budget", "3", "--target-width", "12"], "--target-width must be a share between 0 and 1 "
+     "(e.g. 0.12 for 12%), got 12"),
+    (["--adaptive", "--budget", "3", "--target-width", "1"], "--target-width must be a share between 0 and 1"),
+    # Given, but out of range: said "--adaptive needs --budget N" before, as though it were missing.
+    (["--adaptive", "--budget", "0"], "--budget (modes to profile) must be a whole number >= 1, got 0"),
+    (["--adaptive", "--budget", "-1"], "--budget (modes to profile) must be a whole number >= 1, got -1"),
     # A bad row of the candidates file by its line (the blank line counts), not the service's modes[1].
     (["--adaptive", "--budget", "3", "--candidates", "{cands}"], "--candidates {cands} line 4 (hot): emc_mhz=9999"),
 ])
@@ -361,3 +368,28 @@ def test_an_out_or_sidecar_that_is_an_existing_folder_exits_2_before_any_mode(tm
     assert main(argv) == 2
     assert f"--out {tmp_path / folder} is a directory" in capsys.readouterr().err
     assert measured == [] and sorted(p.name for p in tmp_path.iterdir()) == [folder]
+
+
+def test_profile_help_states_the_factory_contract_and_host_thread_counts():
+    """What a `module.path:factory` returns, and the epoch size assumed without dataset_size, are said where
+    users read (the epilog), as are the host's --modes thread counts."""
+    from jetpredict.profiler.workloads import DEFAULT_SYNTHETIC_SAMPLES  # the epoch the workload is given
+
+    flags, text = _profile_help()
+    for said in ("takes no arguments", "(model, input_shape, num_classes)", "dataset_size",
+                 "minibatches_per_epoch", "optimizer", "batches", "loss", f"{DEFAULT_SYNTHETIC_SAMPLES:,} samples per epoch",
+                 f"{-(-DEFAULT_SYNTHETIC_SAMPLES // 16)} minibatches at batch 16"):
+        assert said in text, said
+    assert "on the host comma-separated thread counts such as 1,2" in text  # said "one mode with all cores"
+
+
+def test_a_named_board_off_a_jetson_is_told_of_the_twin(fake_root, tmp_path, capsys, monkeypatch):
+    """$JETPREDICT_DEVICE names the board but does not make this machine one: the failure said only "is L4T
+    installed on this Jetson?", not that the twin profiles without one."""
+    monkeypatch.setenv("JETPREDICT_DEVICE", "agx-xavier")
+    monkeypatch.setenv("PATH", str(fake_root.bin))
+    code = main(["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN", "--warmup", "0",
+                 "--minibatches", "1", "--no-progress", "--out", str(tmp_path / "p.csv")])
+    err = capsys.readouterr().err
+    assert code == 1 and "nvpmodel not found on PATH" in err
+    assert "does not make this machine one" in err and "--device sim:DEVICE" in err and "--dry-run" in err

@@ -278,3 +278,12 @@ def test_a_factory_of_the_wrong_shape_is_told_what_it_returned(result, said):
     assert err.value.field == "workload" and err.value.message.startswith(where)
     assert "must return (model, input_shape, num_classes) or a mapping with 'model'" in err.value.message
     assert said in err.value.message, err.value.message
+
+
+def test_the_readme_states_the_epoch_a_classifier_without_dataset_size_is_given():
+    """Prose cannot import: README's Workloads bullet restates DEFAULT_SYNTHETIC_SAMPLES and its minibatches."""
+    text = " ".join((HERE.parents[1] / "README.md").read_text(encoding="utf-8").split())
+    mpe = wl.resolve_workload("user_models:tiny_classifier").minibatches_per_epoch(16)
+    said = (f"without `dataset_size` is taken to have {wl.DEFAULT_SYNTHETIC_SAMPLES:,} samples per epoch "
+            f"(CIFAR-10's), which sets every s/epoch figure: {mpe} minibatches at batch 16")
+    assert said in text
