@@ -84,10 +84,45 @@ def _register_devices(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_devices)
 
 
+def _at_steps(device: Device, candidates: pd.DataFrame) -> pd.DataFrame:
+    """``--candidates`` with each custom mode's clocks (MHz) at the device's steps a switch runs them at (the
+    twin's and ``apply``'s rule, :func:`~profiler.sim.controller.runs_at`); a row records those, and the chooser
+    must know it as its pick. Rows with knobs out of range or not numbers are left to the chooser's checks."""
+    import numpy as np
+    import pandas as pd
+
+    from jetpredict.models.catalogue import PowerMode
+    from jetpredict.profiler.sim.controller import runs_at
+
+    table = candidates.copy()  # keeps attrs: the file lines errors name
+    if not set(MODE_FIELDS) <= set(table.columns):
+        return table
+    for name in MODE_FIELDS[1:]:  # a column of whole MHz (1200) takes a step's fraction (1190.4)
+        if pd.api.types.is_integer_dtype(table[name]):
+            table[name] = table[name].astype(float)
+    for i in range(len(table)):
+        try:
+            values = [float(v) for v in table.iloc[i][list(MODE_FIELDS)]]
+        except (TypeError, ValueError):
+            continue
+        if device.out_of_range(*(np.atleast_1d(v) for v in values)):
+            continue
+        label = table["mode"].iloc[i] if "mode" in table.columns else None
+        mode = PowerMode(str(label) if isinstance(label, str) else "", int(values[0]), *values[1:])
+        runs = runs_at(device, mode)
+        if type(runs) is PowerMode:  # a preset keeps its knobs: the chooser counts it profiled by its name
+            for name, value in zip(MODE_FIELDS[1:], runs.knobs()[1:], strict=True):
+                table.iloc[i, table.columns.get_loc(name)] = value
+    return table
+
+
 def _adaptive_chooser(device_id: str, start, **options):
-    """``profile --adaptive``'s chooser: the predictor's (imported when the verb runs, not at start-up)."""
+    """``profile --adaptive``'s chooser: the predictor's (imported when the verb runs, not at start-up), over
+    the candidates at the steps they run at (:func:`_at_steps`)."""
     from jetpredict.predictor.adaptive import make_chooser
 
+    if options.get("candidates") is not None:
+        options["candidates"] = _at_steps(load_device(device_id), options["candidates"])
     return make_chooser(device_id, start, **options)
 
 

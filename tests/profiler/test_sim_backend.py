@@ -111,10 +111,11 @@ def test_controller_validates_and_restores():
     assert controller.current().mode == d.default_preset
 
 
-def test_custom_modes_inside_the_range_are_simulated():
+def test_custom_modes_inside_the_range_are_simulated_at_the_devices_steps():
+    """A clock between steps runs (and is recorded) at the step nearest it, as on a board."""
     mode = PowerMode("custom", 3, 1000.0, 500.0, 2133.0)
     rows, _, _ = profile("orin-nano", "vgg11-cifar10", [mode])
-    assert rows[0]["mode"] == "custom" and rows[0]["gpu_mhz"] == 500.0
+    assert rows[0]["mode"] == "custom" and rows[0]["gpu_mhz"] == 510.0 and rows[0]["cpu_mhz"] == 1036.8
     assert math.isfinite(rows[0]["epoch_time_s"])
 
 
