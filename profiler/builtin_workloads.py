@@ -24,3 +24,6 @@ BUILTIN_WORKLOADS: dict[str, BuiltinWorkload] = {
     "mobilenetv3-small-gld23k": BuiltinWorkload("MobileNetV3Small", (3, 224, 224), 203, 23_080, "GLD-23k"),
     "vgg11-cifar10": BuiltinWorkload("VGG11BN", (3, 32, 32), 10, 50_000, "CIFAR-10"),
 }
+#: Epoch size (samples) of a user classification workload on synthetic data without ``dataset_size``:
+#: CIFAR-10's, from its entry (``profile --help`` says it too, without importing torch).
+DEFAULT_SYNTHETIC_SAMPLES = BUILTIN_WORKLOADS["resnet18-cifar10"].train_samples

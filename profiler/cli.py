@@ -176,11 +176,9 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
         WARMUP_MINIBATCHES,
     )
     from jetpredict.models.reader_limits import MAX_FILE_BYTES
-    from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
+    from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS, DEFAULT_SYNTHETIC_SAMPLES
 
-    # The epoch a classifier without dataset_size is given, CIFAR-10's: workloads.DEFAULT_SYNTHETIC_SAMPLES takes
-    # it from the same entry (that module imports torch, which --help must not).
-    samples = BUILTIN_WORKLOADS["resnet18-cifar10"].train_samples
+    samples = DEFAULT_SYNTHETIC_SAMPLES  # a classifier's epoch without dataset_size
     synthetic_mpe = -(-samples // BATCH_SIZE)  # ceil: its minibatches at the default batch
     p = sub.add_parser(
         "profile", help="profile a workload on a few power modes",

@@ -25,7 +25,8 @@ def detect_jetson_device() -> str:
     board = jetson_board()
     if board is None:
         raise InputError(f"--device jetson: cannot tell the Jetson type from /proc/device-tree/model; "
-                         f"set {DEVICE_ENV} to a catalogue id", "device")
+                         f"set {DEVICE_ENV} to a catalogue id, or profile on the digital twin with "
+                         f"--device sim:DEVICE", "device")
     return board
 
 

@@ -12,7 +12,7 @@ A workload name is one of
   + ``loss``. Optional keys: ``dataset_size`` (samples per epoch), ``minibatches_per_epoch``,
   ``optimizer`` (``optimizer(params) -> torch.optim.Optimizer``; default SGD lr 0.01 momentum 0.9).
   Classification on synthetic data without ``dataset_size`` assumes
-  :data:`DEFAULT_SYNTHETIC_SAMPLES` samples per epoch (CIFAR-10's).
+  :data:`~profiler.builtin_workloads.DEFAULT_SYNTHETIC_SAMPLES` samples per epoch (CIFAR-10's).
 
 Data is a real image folder (``--data DIR`` in ImageFolder layout, decoded with Pillow and augmented on
 the CPU in the DataLoader workers, as in a real pipeline) or synthetic uint8 images of the right shape that
@@ -41,15 +41,12 @@ import torch
 from jetpredict.models.errors import InputError, UnknownWorkloadError, cli_flag
 from jetpredict.models.profiling_protocol import BATCH_SIZE
 from jetpredict.profiler import nets
-from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS, DEFAULT_SYNTHETIC_SAMPLES
 from jetpredict.profiler.loader import check_batch_fits, loader_settings
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
-#: Epoch size of a user classification workload on synthetic data without ``dataset_size``: CIFAR-10's, from its
-#: built-in entry (``profile --help`` says it from the same entry, without importing torch).
-DEFAULT_SYNTHETIC_SAMPLES = BUILTIN_WORKLOADS["resnet18-cifar10"].train_samples
 #: ImageNet-1k training images: the epoch size assumed for ``torchvision:NAME`` without ``--data``.
 IMAGENET_TRAIN_IMAGES = 1_281_167
 #: ``--data`` image extensions -> the Pillow format that decodes them. Pillow picks a decoder by content, not

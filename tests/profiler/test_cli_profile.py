@@ -373,7 +373,7 @@ def test_an_out_or_sidecar_that_is_an_existing_folder_exits_2_before_any_mode(tm
 def test_profile_help_states_the_factory_contract_and_host_thread_counts():
     """What a `module.path:factory` returns, and the epoch size assumed without dataset_size, are said where
     users read (the epilog), as are the host's --modes thread counts."""
-    from jetpredict.profiler.workloads import DEFAULT_SYNTHETIC_SAMPLES  # the epoch the workload is given
+    from jetpredict.profiler.builtin_workloads import DEFAULT_SYNTHETIC_SAMPLES
 
     flags, text = _profile_help()
     for said in ("takes no arguments", "(model, input_shape, num_classes)", "dataset_size",
@@ -393,3 +393,15 @@ def test_a_named_board_off_a_jetson_is_told_of_the_twin(fake_root, tmp_path, cap
     err = capsys.readouterr().err
     assert code == 1 and "nvpmodel not found on PATH" in err
     assert "does not make this machine one" in err and "--device sim:DEVICE" in err and "--dry-run" in err
+
+
+def test_a_machine_of_no_known_board_is_told_of_the_twin(tmp_path, capsys, monkeypatch):
+    """Off a Jetson (no device-tree model under the sysfs root) ``--device jetson`` says both ways on."""
+    monkeypatch.delenv("JETPREDICT_DEVICE", raising=False)
+    monkeypatch.setenv("JETPREDICT_SYSFS_ROOT", str(tmp_path / "not-a-jetson"))
+    code = main(["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN", "--no-progress",
+                 "--out", str(tmp_path / "p.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot tell the Jetson type" in err, err
+    assert "set JETPREDICT_DEVICE to a catalogue id, or profile on the digital twin with --device sim:DEVICE" in err
+    assert not (tmp_path / "p.csv").exists()
