@@ -86,13 +86,12 @@ def _register_devices(sub: argparse._SubParsersAction) -> None:
 
 def _at_steps(device: Device, candidates: pd.DataFrame) -> pd.DataFrame:
     """``--candidates`` with each custom mode's clocks (MHz) at the device's steps a switch runs them at (the
-    twin's and ``apply``'s rule, :func:`~profiler.sim.controller.runs_at`); a row records those, and the chooser
+    twin's and ``apply``'s rule, :meth:`~models.catalogue.Device.runs_at`); a row records those, and the chooser
     must know it as its pick. Rows with knobs out of range or not numbers are left to the chooser's checks."""
     import numpy as np
     import pandas as pd
 
     from jetpredict.models.catalogue import PowerMode
-    from jetpredict.profiler.sim.controller import runs_at
 
     table = candidates.copy()  # keeps attrs: the file lines errors name
     if not set(MODE_FIELDS) <= set(table.columns):
@@ -109,7 +108,7 @@ def _at_steps(device: Device, candidates: pd.DataFrame) -> pd.DataFrame:
             continue
         label = table["mode"].iloc[i] if "mode" in table.columns else None
         mode = PowerMode(str(label) if isinstance(label, str) else "", int(values[0]), *values[1:])
-        runs = runs_at(device, mode)
+        runs = device.runs_at(mode)
         if type(runs) is PowerMode:  # a preset keeps its knobs: the chooser counts it profiled by its name
             for name, value in zip(MODE_FIELDS[1:], runs.knobs()[1:], strict=True):
                 table.iloc[i, table.columns.get_loc(name)] = value

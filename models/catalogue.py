@@ -389,6 +389,15 @@ class Device:
         modes = ModeArrays.from_modes(mode)
         return next((p for p in self.presets if self._at_preset(p, [mode.mode], modes)[0]), mode)
 
+    def runs_at(self, mode: PowerMode) -> PowerMode:
+        """The mode a board runs for ``mode`` (clocks in MHz): the preset it names at its knobs
+        (:meth:`as_preset`: caps and gating), else ``mode`` with each clock at the nearest step
+        (:meth:`nearest_mode`, as ``jetpredict apply`` and a custom mode pin them), under the label asked for."""
+        preset = self.as_preset(mode)
+        if isinstance(preset, Preset):
+            return preset
+        return PowerMode(mode.mode, *self.nearest_mode(*mode.knobs()).knobs())
+
     def labelled_modes(self, frame: Mapping[str, object]) -> ModeArrays:
         """The knob columns of a table of modes (profile rows, mode lists) as :class:`ModeArrays`, each mode
         with the GPU share its label and knobs give (:meth:`gpu_shares`; no ``mode`` column: all 1)."""

@@ -29,21 +29,10 @@ class SimulatedDevice:
         return f"{TWIN_METER_PREFIX}{self.device.id}"
 
 
-def runs_at(device: Device, mode: PowerMode) -> PowerMode:
-    """The mode the twin runs for ``mode`` (clocks in MHz), as a board would: the preset it names at its knobs
-    (:meth:`Device.as_preset`: its caps and gating, as the calibration ran them), else ``mode`` with each clock
-    at the step of the device's table nearest it (:meth:`Device.nearest_mode`, the rule ``jetpredict apply``
-    and a board's custom POWER_MODEL pin), under the label asked for. An on-step mode runs as asked."""
-    preset = device.as_preset(mode)
-    if isinstance(preset, Preset):
-        return preset
-    return PowerMode(mode.mode, *device.nearest_mode(*mode.knobs()).knobs())
-
-
 class SimulatedController(PowerModeController):
     """Switches the simulated device between presets and custom modes (any knob inside the device's
     range, as on a real Jetson with a custom nvpmodel entry). A custom clock runs, and reads back, at the
-    device's step nearest it (:func:`runs_at`), as a board's custom mode does."""
+    device's step nearest it (:meth:`Device.runs_at`), as a board's custom mode does."""
 
     kind = "sim"
 
@@ -60,11 +49,11 @@ class SimulatedController(PowerModeController):
             raise InputError(f"mode must be a PowerMode, got {type(mode).__name__}", "mode")
         self.state.device.validate_mode(mode.cpu_cores, mode.cpu_mhz, mode.gpu_mhz, mode.emc_mhz)
         # A mode named after a preset at its knobs is that preset (gating included), as on a board.
-        self.state.mode = runs_at(self.state.device, mode)
+        self.state.mode = self.state.device.runs_at(mode)
 
     def caps_of(self, mode: PowerMode) -> PowerMode:
-        """A custom mode at the steps it runs at (:func:`runs_at`); a preset as asked (the twin runs its caps)."""
-        runs = runs_at(self.state.device, mode)
+        """A custom mode at the steps it runs at (:meth:`Device.runs_at`); a preset as asked (the twin runs its caps)."""
+        runs = self.state.device.runs_at(mode)
         return mode if isinstance(runs, Preset) else runs
 
     def read_back(self) -> PowerMode:

@@ -21,7 +21,6 @@ from jetpredict.profiler.runner import (
     run_minibatches,
 )
 from jetpredict.profiler.sim.backend import SimulatedBackend
-from jetpredict.profiler.sim.controller import runs_at
 from jetpredict.profiler.sim.meter import SimulatedPowerMeter
 
 
@@ -49,7 +48,7 @@ class SimulatedRunner(ModeRunner):
         has_meter = meter is not None and meter.available
         # A row's preset runs with its gating whatever object carries the label, as nvpmodel runs it by name;
         # a custom mode at the device's steps, as the controller switched it.
-        mode = runs_at(backend.state.device, mode) if mode is not None else backend.state.mode
+        mode = backend.state.device.runs_at(mode) if mode is not None else backend.state.mode
         idle_w = backend.physics.base_power_w(mode).item()
         run = ModeRun(warmup=[], measured=[], power_meter=meter_label(meter),
                       cpu_power_meter="none: the digital twin does not simulate CPU-package energy")
