@@ -291,7 +291,7 @@ class AdaptiveChooser:
         if start is not None and len(start) > self.budget:  # refused before any mode is profiled
             raise InputError(f"--budget {budget} is below the {len(start)} --modes profiled first", "budget")
         # The keyword and the error's field stay ``target_width``: --target-width's name, which the
-        # profile CLI maps its errors to (profiler.flags.naming_flag).
+        # profile CLI maps its errors to (models.errors.flag_named).
         self.target_width_rel = checked_number(target_width, "target_width")
         self.adviser = Adviser(device, goal, candidates, reference)
         self._candidates_given = candidates is not None

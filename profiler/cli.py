@@ -56,8 +56,7 @@ def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> 
 
 def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     """The chooser factory of an adaptive campaign, or None (InputError for flags that need --adaptive)."""
-    from jetpredict.models.errors import InputError, cli_flag
-    from jetpredict.profiler.flags import naming_flag
+    from jetpredict.models.errors import InputError, cli_flag, flag_named
 
     given = [o for o in (*ADAPTIVE_OPTIONS, "budget", "candidates") if getattr(args, o) is not None]
     if not args.adaptive:
@@ -94,7 +93,7 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
                 return factory(device_id, start, budget=args.budget, log=log, **options)
         except InputError as err:
             # The chooser's checks are the service's and name its JSON fields; here they are flags.
-            raise naming_flag(err, ADAPTIVE_OPTIONS) from None
+            raise flag_named(err, ADAPTIVE_OPTIONS) from None
 
     return make
 

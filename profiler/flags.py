@@ -1,5 +1,5 @@
 """The one range check of the ``profile`` command line, naming the flag as a person types it
-(:func:`models.errors.cli_flag`), and the renaming of the predictor's field names into flags.
+(:func:`models.errors.cli_flag`).
 
 Checks deeper in the profiler (the DataLoader settings, the run settings) are handed field names such as
 ``batch_size``; their errors keep that name as :attr:`InputError.field` (the HTTP service's key) and say
@@ -29,12 +29,3 @@ def check_range(field: str, value: Number, low: float, high: float = math.inf, u
         raise InputError(f"{cli_flag(field)} must be <= {high:g}{unit}{per}, got {value}", field)
     return value
 
-
-def naming_flag(err: InputError, fields: tuple[str, ...]) -> InputError:
-    """``err`` with the field its message starts with written as that field's flag (``max_power_w must be``
-    -> ``--max-power-w must be``) when the field is one of ``fields``; else ``err`` itself.
-
-    For checks the profiler shares with the HTTP service (the predictor's), which name the JSON field."""
-    if err.field in fields and err.message.startswith(f"{err.field} "):
-        return type(err)(cli_flag(err.field) + err.message[len(err.field):], err.field)
-    return err
