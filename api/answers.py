@@ -357,10 +357,8 @@ def csv_text(answer: PredictionAnswer) -> bytes:
     CLI's :func:`models.profile_rows.escape_formula`."""
     constants = answer_wide(answer)
     names = [*answer.columns, *constants]
-    # The constant columns close every line: one text, repeated; the fit's scatter (a figure, unlike the
-    # asked confidence) to the per-mode columns' COMPACT_DIGITS, ~14 bytes less on each of 29k lines.
-    tail = ",".join(_csv_cell(float(round_significant(v)) if k == "rows_scatter_rel" and v is not None else v)
-                    for k, v in constants.items()) + "\n"
+    # The constant columns close every line: one text, repeated.
+    tail = ",".join(map(_csv_cell, constants.values())) + "\n"
     header = ",".join(map(_csv_cell, names)) + "\n"
     if answer.count > SMALL_ANSWER_MODES and arrow_repr_texts():
         return header.encode() + _csv_lines_arrow(answer.columns, tail)

@@ -40,8 +40,9 @@ from jetpredict.models.catalogue import (
     knob_unit,
     list_devices,
     load_device,
+    power_out_of_range,
 )
-from jetpredict.models.numbers import json_finite_float, unit_hint
+from jetpredict.models.numbers import json_finite_float
 from jetpredict.predictor.limits import (
     DEFAULT_CONFIDENCE,
     MAX_CLIENTS,
@@ -366,11 +367,8 @@ class _CapRange(validate.Range):
     the rule and a likely unit slip (15000 looks like milliwatts), with the advice to leave it out."""
 
     def _format_error(self, value, message: str) -> str:
-        hint = unit_hint(value, *_CAP_HINT_RANGE_W, "W", {"milliwatts": 1e-3} if value > self.max
-                         else {"kilowatts": 1e3})
-        if value > self.max:
-            return f"max_power_w={value:g} W is above {self.max:g} W{hint}; leave the cap out for no cap"
-        return f"max_power_w={value:g} W is below the {self.min:g} W any powered Jetson module draws{hint}"
+        said = power_out_of_range("max_power_w", value, (self.min, self.max), f"{self.max:g} W", _CAP_HINT_RANGE_W)
+        return f"{said}; leave the cap out for no cap" if value > self.max else said
 
 
 class ConstraintsSchema(RequestSchema):

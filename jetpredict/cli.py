@@ -99,11 +99,13 @@ def _at_steps(device: Device, candidates: pd.DataFrame) -> pd.DataFrame:
     for name in MODE_FIELDS[1:]:  # a column of whole MHz (1200) takes a step's fraction (1190.4)
         if pd.api.types.is_integer_dtype(table[name]):
             table[name] = table[name].astype(float)
-    for i in range(len(table)):
-        try:
-            values = [float(v) for v in table.iloc[i][list(MODE_FIELDS)]]
-        except (TypeError, ValueError):
-            continue
+    # Only a row with a clock off the device's steps can move: the others are left without a look (a
+    # --candidates list may hold the whole space).
+    numbers = table[list(MODE_FIELDS)].apply(pd.to_numeric, errors="coerce")
+    on_steps = np.logical_and.reduce([np.isin(numbers[name].to_numpy(float), steps) for name, steps in zip(
+        MODE_FIELDS[1:], (device.cpu_steps_mhz, device.gpu_steps_mhz, device.emc_steps_mhz), strict=True)])
+    for i in np.flatnonzero(~on_steps & numbers.notna().all(axis=1).to_numpy()):
+        values = [float(v) for v in numbers.iloc[i]]
         if device.out_of_range(*(np.atleast_1d(v) for v in values)):
             continue
         label = table["mode"].iloc[i] if "mode" in table.columns else None

@@ -482,12 +482,9 @@ class Device:
         lo, hi = self.power_range_w
         if lo <= value <= hi:
             return None
-        where = (f"above what a {self.name} module draws (at most {hi:g} W: {POWER_HEADROOM:g} x its "
-                 f"{self.specs.module_power_w:g} W module power)" if value > hi
-                 else f"below the {lo:g} W any powered Jetson module draws")
-        hint = unit_hint(value, *(self.cap_hint_range_w if cap else (lo, hi)), "W",
-                         {"milliwatts": 1e-3} if value > hi else {"kilowatts": 1e3})
-        return f"{field}={value:g} W is {where}{hint}"
+        top = (f"what a {self.name} module draws (at most {hi:g} W: {POWER_HEADROOM:g} x its "
+               f"{self.specs.module_power_w:g} W module power)")
+        return power_out_of_range(field, value, (lo, hi), top, self.cap_hint_range_w if cap else (lo, hi))
 
     def check_power_cap(self, value: float | None, field: str = "max_power_w") -> float | None:
         """A power cap (W) for this device: ``None`` (no cap) or a number in :attr:`power_range_w`; a cap
@@ -510,6 +507,21 @@ class Device:
         """DRAM bandwidth in B/s at an EMC clock: bus bytes x 2 transfers per clock (DDR) x f."""
         return self.specs.memory_bus_bits / 8.0 * 2.0 * np.asarray(emc_mhz, dtype=float) * 1e6
 
+
+def below_any_module(low_w: float) -> str:
+    """The words for a power (W) below :data:`MIN_MODULE_POWER_W` (``low_w``), said of rows and caps alike."""
+    return f"below the {low_w:g} W any powered Jetson module draws"
+
+
+def power_out_of_range(field: str, value: float, range_w: tuple[float, float], top: str,
+                       hint_range_w: tuple[float, float]) -> str:
+    """``field=value W is above <top>`` or ``... is below the <low> W any powered Jetson module draws``, and
+    the unit slip it looks like (milliwatts above, kilowatts below) where the value read so lands inside
+    ``hint_range_w`` (W)."""
+    low, high = range_w
+    where = f"above {top}" if value > high else below_any_module(low)
+    hint = unit_hint(value, *hint_range_w, "W", {"milliwatts": 1e-3} if value > high else {"kilowatts": 1e3})
+    return f"{field}={value:g} W is {where}{hint}"
 
 def _preset_from_toml(raw: dict, steps: dict[str, tuple[float, ...]], gpu_sms: int) -> Preset:
     # In nvpmodel files -1 / 0 mean "no cap": the preset then runs at the top step.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
+from jetpredict.models.catalogue import MODE_FIELDS, below_any_module, device_ids, load_device
 from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import REQUIRED_AND_EMPTY, is_blank, unit_hint
 from jetpredict.models.profiling_protocol import BATCH_SIZE
@@ -402,7 +402,7 @@ def implausible(row: Mapping[str, object], device_id: str) -> dict[str, str]:
             hint = unit_hint(implied, lo, hi, "W of mean power", {"milliseconds": 1e3}, "epoch_time_s")
             out["epoch_energy_j"] = (
                 f"epoch_energy_j={energy:g} J over epoch_time_s={epoch:g} s is a mean power of {implied:.4g} W, "
-                f"below the {lo:g} W any powered Jetson module draws"
+                + below_any_module(lo)
                 + (hint or "; check that epoch_energy_j is joules and epoch_time_s seconds, per epoch"))
     return out
 

@@ -88,7 +88,8 @@ def fit_caveats(model: WorkloadModel, rows: pd.DataFrame | None = None) -> dict[
     cached = _CAVEATS.get(model)
     if cached is None:
         scatter = time_scatter(model, rows)
-        cached = (dict(model.aliased_knobs()), None if scatter is None else scatter.rms_rel)
+        # Six significant digits: a figure every answer form (JSON, CSV, Arrow) and the stored fit say alike.
+        cached = (dict(model.aliased_knobs()), None if scatter is None else float(f"{scatter.rms_rel:.6g}"))
         with _CAVEATS_LOCK:
             _CAVEATS[model] = cached
     return {"aliased_knobs": dict(cached[0]), "rows_scatter_rel": cached[1]}

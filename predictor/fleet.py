@@ -227,19 +227,22 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device
     n_presets = 0 if preset_fig is None else len(preset_fig["energy_j"])
     round_high_s = np.concatenate([f["round_time_s_high"] for _, f in parts])
     meets = round_high_s <= deadline_s
+
+    def chosen(i: int, reason: str | None) -> dict:
+        """The candidate at position ``i`` of the list (presets first)."""
+        return (assignment_fields(presets, preset_fig, i, reason) if i < n_presets
+                else assignment_fields(pred, fig, i - n_presets, reason))
+
     if not meets.any():
         i = lowest_position(round_high_s, round_high_s)  # NaN last, as pick ranks them; ties to a preset
-        part, part_fig, j = parts[0] + (i,) if i < n_presets else parts[-1] + (i - n_presets,)
-        return assignment_fields(part, part_fig, j, f"cannot meet deadline_s={deadline_s:g}: the fastest mode "
-                                                    f"needs up to {round_high_s[i]:.4g} s for {epochs} epoch(s)")
+        return chosen(i, f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs up to "
+                         f"{round_high_s[i]:.4g} s for {epochs} epoch(s)")
     # Least energy among the candidates that meet the deadline; ties to the shorter upper bound.
     got = pick(np.concatenate([f["energy_j"] for _, f in parts]), round_high_s,
                np.concatenate([_energy_high_j(p, f, deadline_s) for p, f in parts]), meets,
                np.concatenate([np.asarray(p["extrapolated"], dtype=bool) for p, _ in parts]),
                None if presets is None else np.arange(len(meets)) < n_presets)
-    if got.best < n_presets:
-        return assignment_fields(presets, preset_fig, got.best, None)
-    return assignment_fields(pred, fig, got.best - n_presets, None)
+    return chosen(got.best, None)
 
 
 def plan_round(predict_space: Callable[[Device], SpacePrediction], clients: Sequence[Mapping],
