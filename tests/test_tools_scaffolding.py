@@ -3,7 +3,6 @@ tools give what is committed."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -12,11 +11,10 @@ import pytest
 from jetpredict.models import catalogue
 from jetpredict.models.errors import InputError
 from jetpredict.models.profiling_protocol import BATCH_SIZE
-from jetpredict.predictor import artifacts, bundled, calibration, reference
+from jetpredict.predictor import calibration
 from jetpredict.profiler.sim import kernel_costs
 
 from tools import calibrate_intervals, calibrate_twin, replay, retrace_workloads
-from tools.build_bundled import build_all
 from tools.testing import published_rows
 from tools.twin_calibration_report import RESULTS_PATH, write_results
 
@@ -54,34 +52,6 @@ def test_replay_answers_with_the_measured_row_not_the_asked_knobs_and_refuses_an
     with pytest.raises(InputError) as err:
         replay.SweepReplay(sweep.iloc[:0])
     assert err.value.field == "rows"
-
-
-def test_build_bundled_refits_the_published_device_as_committed_with_its_csvs_hash_and_transfer(tmp_path):
-    """agx-xavier, the one device with published sweeps: its artifact hashes the published CSV (not the
-    simulated one beside it) and carries the simulated sweeps as its transfer reference."""
-    (path,) = build_all(tmp_path, devices=["agx-xavier"])
-    published = reference.reference_csvs("agx-xavier")[0]
-    assert published.name == "agx-xavier-published.csv"
-    manifest = artifacts.read_artifact(path, "device-reference")[1]
-    assert manifest["source"] == "published"
-    assert manifest["training_data_sha256"] == artifacts.file_sha256(published)
-    written = json.loads(path.read_text(encoding="utf-8"))
-    assert written["transfer"]["source"] == "simulated"
-    # The committed bytes, up to the last bits (BLAS builds sum in other orders).
-    shipped = json.loads(bundled.bundled_reference_path("agx-xavier").read_text(encoding="utf-8"))
-    got, want = _leaves(written), _leaves(shipped)
-    assert got.keys() == want.keys()
-    for key, value in want.items():
-        assert got[key] == (pytest.approx(value, rel=1e-9, abs=1e-12) if isinstance(value, float) else value), key
-
-
-def _leaves(doc: object, path: str = "$") -> dict[str, object]:
-    """A JSON document's scalar values by their path."""
-    if isinstance(doc, dict):
-        return {k: v for key, sub in doc.items() for k, v in _leaves(sub, f"{path}.{key}").items()}
-    if isinstance(doc, list):
-        return {k: v for i, sub in enumerate(doc) for k, v in _leaves(sub, f"{path}[{i}]").items()}
-    return {path: doc}
 
 
 def test_the_twin_report_regenerates_the_committed_tables_from_the_committed_constants(tmp_path):

@@ -20,7 +20,7 @@ import pytest
 from jetpredict.models.catalogue import SAME_CLOCK_REL, ModeArrays
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import read_profile_csv
-from jetpredict.predictor import artifacts, bundled
+from jetpredict.predictor import artifacts, bundled, reference
 from jetpredict.predictor.bundled import fit_workload, load_model, save_model
 from jetpredict.predictor.features import POWER_TERMS
 from jetpredict.predictor.reference import REFERENCE_DIR, build_reference
@@ -425,14 +425,22 @@ def test_shipped_bundle_is_json_and_matches_this_installation():
 
 
 def test_build_bundled_writes_one_artifact_per_device_with_sweeps(tmp_path):
+    """agx-xavier, the one device with published sweeps, hashes the published CSV (not the simulated one beside
+    it) and carries the simulated sweeps as its transfer reference; nano has simulated sweeps only."""
     written = build_all(tmp_path, devices=["agx-xavier", "nano"])
     assert sorted(p.name for p in written) == ["agx-xavier-reference.json", "nano-reference.json"]
     for p in written:
         assert artifacts.read_artifact(p, "device-reference")[1]["training_data_sha256"]
+    published = reference.reference_csvs("agx-xavier")[0]
+    assert published.name == "agx-xavier-published.csv"
+    manifest = artifacts.read_artifact(written[0], "device-reference")[1]
+    assert manifest["source"] == "published"
+    assert manifest["training_data_sha256"] == artifacts.file_sha256(published)
+    assert json.loads(written[0].read_text())["transfer"]["source"] == "simulated"
     # The shipped artifacts are what the build writes now (a stale bundle would be refitted at run time).
     # Equal up to the last bits: BLAS builds sum in other orders (3e-16 apart on one machine).
-    shipped = json.loads(bundled.bundled_reference_path("nano").read_text())
-    _assert_close(json.loads(written[1].read_text()), shipped)
+    for p, device in zip(written, ("agx-xavier", "nano"), strict=True):
+        _assert_close(json.loads(p.read_text()), json.loads(bundled.bundled_reference_path(device).read_text()))
 
 
 def _assert_close(got: object, want: object, path: str = "$") -> None:

@@ -164,12 +164,7 @@ def test_tight_deadline_reports_slow_device_not_drops_it(resnet):
     highs = round_figures(space, deadline, 1, "nano")["round_time_s_high"]
     late = plan.clients[1]
     assert late.round_time_s_high == pytest.approx(float(highs.min())) and late.round_time_s_high > deadline
-    fastest = service.resolve_modes("nano", "all").iloc[int(np.argmin(highs))]
-    assert fastest["mode"] == "4c-1479-921.6-1600"
-    # ... under the name of the preset at those knobs (ties keep the preset's name, as a plan that meets it does)
-    maxn = load_device("nano").maxn
-    assert late.mode == maxn.mode == "MAXN"
-    assert tuple(maxn.knobs()) == tuple(fastest[["cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz"]])
+    assert late.mode == "MAXN"  # 4c-1479-921.6-1600 (ties keep the preset's name: the test below)
 
 
 def test_one_prediction_per_device_type(resnet, monkeypatch):

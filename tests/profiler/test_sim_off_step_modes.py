@@ -9,7 +9,7 @@ import json
 import pytest
 from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.models.profile_files import read_profile_csv
-from jetpredict.profiler.apply import catalogue_plan
+from jetpredict.profiler.apply import catalogue_plan, parse_mode
 from jetpredict.profiler.sim import simulated_rig
 
 from jetpredict.cli import main
@@ -34,14 +34,11 @@ def test_an_off_step_mode_runs_and_records_the_steps_the_board_runs(tmp_path, ca
     row, record = _profile(tmp_path, device, asked)
     assert (row["cpu_cores"], row["cpu_mhz"], row["gpu_mhz"], row["emc_mhz"]) == runs and row["mode"] == asked
     # The steps `jetpredict apply --board DEVICE --dry-run` says the board runs for that mode.
-    d = load_device(device)
-    cores, rest = asked.split("c-", 1)
-    cpu, gpu, emc = (float(x) for x in rest.split("-"))
-    plan = catalogue_plan(d, PowerMode(asked, int(cores), cpu, gpu, emc), "nvpmodel")
-    assert plan.mode.knobs() == runs
+    mode = parse_mode(load_device(device), asked)
+    assert catalogue_plan(load_device(device), mode, "nvpmodel").mode.knobs() == runs
     assert tuple(record["read_back"][k] for k in ("cpu_cores", "cpu_mhz", "gpu_mhz", "emc_mhz")) == runs
-    assert record["requested"]["cpu_mhz"] == cpu and record["requested"]["gpu_mhz"] == gpu
-    moved = {k: got for k, want, got in zip(("cpu_mhz", "gpu_mhz", "emc_mhz"), (cpu, gpu, emc), runs[1:], strict=True)
+    assert record["requested"]["cpu_mhz"] == mode.cpu_mhz and record["requested"]["gpu_mhz"] == mode.gpu_mhz
+    moved = {k: got for k, want, got in zip(("cpu_mhz", "gpu_mhz", "emc_mhz"), mode.knobs()[1:], runs[1:], strict=True)
              if want != got}
     assert moved and all(any(f"'s {k} to {got:g}, not the" in n for n in record["notes"])
                          for k, got in moved.items()), record["notes"]
