@@ -108,6 +108,9 @@ def test_exception_restores_the_previous_mode_and_propagates(orin):
     assert detect_controller("jetson", DEVICE).read_back().cpu_cores == 4  # 15W runs 4 cores
 
 
+# The child waits a minute in 50 ms naps, not one time.sleep(60): a signal whose C handler ran just before that
+# sleep began was acted on only when it ended, past communicate's 60 s (the CI flake of the sigint case; see
+# tests/profiler/test_powermode_signals.py, NAPPING_MINUTE). A nap ends within 50 ms and the handler runs then.
 CHILD = textwrap.dedent("""
     import json, sys, time
     from flwr.app import Message, Metadata, RecordDict
@@ -118,7 +121,7 @@ CHILD = textwrap.dedent("""
     message = Message(content=RecordDict({PLAN_RECORD: plan.to_config()}), metadata=meta)
     with PlannedRound(message):
         print("switched", flush=True)
-        time.sleep(60)
+        for _ in range(1200): time.sleep(0.05)
     print("unreachable", flush=True)
 """)
 

@@ -40,6 +40,13 @@ SLOW_S = 1.0
 #: and 0.35 s on a 2-core machine, so this leaves it over a second of load (SLOW_S + 1.5 before, with SLOW_S on).
 RESTORE_SHOWS_S = 1.5
 
+#: How a child waits to be stopped: a minute in 50 ms naps. CPython acts on a signal between bytecodes; one whose
+#: C handler runs after the last check before a long sleep's clock_nanosleep (the child preempted just after its
+#: print, by the test it wakes) does not cut that sleep short, and a single time.sleep(60) then ran to its end
+#: (3 of 60 SIGINTs sent on "switched" to a one-thread PlannedRound child acted on only after its 20 s sleep; 0 of
+#: 60 with naps). A nap ends within 50 ms and the handler runs then, as between a training loop's minibatches.
+NAPPING_MINUTE = "for _ in range(1200): time.sleep(0.05)"
+
 # The dispositions are set explicitly (SIGHUP's per test, @SIGHUP@): a child inherits ignored ones from a
 # suite run under nohup (SIGHUP) or as a shell's background job (SIGINT, SIGQUIT).
 CHILD = textwrap.dedent("""
@@ -55,9 +62,9 @@ CHILD = textwrap.dedent("""
     with ctl:
         ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
         print("switched", ctl.read_back().knobs(), flush=True)
-        time.sleep(60)
+        @MINUTE@
     print("unreachable", flush=True)
-""")
+""").replace("@MINUTE@", NAPPING_MINUTE)
 
 # The same run training from a DataLoader with worker processes (a stop sent to the group ends them too).
 WORKERS_CHILD = CHILD.replace("with ctl:\n", textwrap.dedent("""\
@@ -66,7 +73,7 @@ WORKERS_CHILD = CHILD.replace("with ctl:\n", textwrap.dedent("""\
 
     batches = iter(DataLoader(TensorDataset(torch.zeros(100000, 4)), batch_size=4, num_workers=2))
     with ctl:
-""")).replace("    time.sleep(60)", "    while True:\n        next(batches)\n        time.sleep(0.001)")
+""")).replace(NAPPING_MINUTE, "while True:\n        next(batches)\n        time.sleep(0.001)")
 
 
 def _leftovers(root) -> list[str]:
