@@ -17,7 +17,8 @@ from flower_grid import InProcessGrid, configure, node_contexts
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp.strategy import FedAvg
-from jetpredict.models.errors import InputError
+from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.profiler.sim import workload_complexity
 
 from jetpredict.client import ConnectionFailed, Overloaded
 from jetpredict.integrations.flower import (
@@ -219,6 +220,27 @@ def test_a_twin_refuses_epochs_that_are_not_a_whole_number_of_at_least_one(epoch
     assert caught.value.field == "epochs"
     with pytest.raises(InputError, match="epochs"):
         twin_round("orin-nx", preset_mode("orin-nx", "fastest"), TwinWorkload("resnet18-cifar10"), epochs)
+
+
+@pytest.mark.parametrize("name", ["nope", "resnet18", " "])
+def test_a_twin_refuses_a_workload_name_the_twin_can_never_run(name):
+    # The node would pass the device query and planning, then fail every round with this same text.
+    with pytest.raises(InputError, match="workload") as caught:
+        TwinWorkload(name, epoch_scale=1)
+    assert caught.value.field == "workload"
+    if name.strip():
+        # The text the round would have failed with (tracing a name the twin has no cache for needs torch).
+        pytest.importorskip("torch")
+        with pytest.raises(UnknownWorkloadError) as in_a_round:
+            workload_complexity(name)
+        assert isinstance(caught.value, UnknownWorkloadError)
+        assert caught.value.message == in_a_round.value.message
+
+
+def test_a_twin_keeps_the_workload_names_tracing_may_run():
+    # torchvision:NAME and module:factory are traced on the host when a round needs them: not refused here.
+    assert TwinWorkload("torchvision:resnet50").workload == "torchvision:resnet50"
+    assert TwinWorkload("my_models:make").workload == "my_models:make"
 
 
 def test_a_valid_twin_costs_positive_work():

@@ -8,8 +8,10 @@ from functools import lru_cache
 from typing import Any
 
 from jetpredict.models.catalogue import PowerMode, load_device
+from jetpredict.models.errors import InputError, UnknownWorkloadError
 from jetpredict.models.numbers import checked_number
 from jetpredict.predictor.checks import check_epochs
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,24 @@ class TwinWorkload:
     batch_size: int | None = None
 
     def __post_init__(self) -> None:
+        _check_workload_name(self.workload)
         # A zero, negative or NaN scale would report 0 J, or negative/NaN time and energy, as simulated.
         object.__setattr__(self, "epoch_scale", checked_number(self.epoch_scale, "epoch_scale"))
         if self.epochs is not None:
             check_epochs(self.epochs)
+
+
+def _check_workload_name(name: object) -> None:
+    """Refuse at construction a workload name the twin can never run, in the words
+    :func:`profiler.workloads.resolve_workload` would fail every round with; ``torchvision:NAME`` and
+    ``module:factory`` pass (the twin traces them on the host when a round needs them)."""
+    # resolve_workload holds these words but imports torch; a mod on a node without torch must not load it.
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"workload must be a non-empty name, got {name!r}", "workload")
+    name = name.strip()
+    if ":" not in name and name not in BUILTIN_WORKLOADS:
+        raise UnknownWorkloadError(f"unknown workload {name!r}; valid: {', '.join(BUILTIN_WORKLOADS)}, "
+                                   "torchvision:NAME, or module.path:factory", "workload")
 
 
 @lru_cache(maxsize=32)
