@@ -87,6 +87,15 @@ def busy_port() -> Iterator[int]:
 
 
 #: How long :meth:`LiveServer.stop` lets the service shut down by itself before it kills it (s).
+#: How a test's child process waits to be stopped by a signal: a minute in 50 ms naps. CPython acts on a signal
+#: between bytecodes; one whose C handler runs after the last check before a long sleep's clock_nanosleep (the
+#: child preempted just after its print, by the test it wakes) does not cut that sleep short, and a single
+#: time.sleep(60) then ran to its end (3 of 60 SIGINTs sent on "switched" to a one-thread PlannedRound child
+#: acted on only after its 20 s sleep; 0 of 60 with naps). A nap ends within 50 ms and the handler runs then, as
+#: between a training loop's minibatches.
+NAPPING_MINUTE = "for _ in range(1200): time.sleep(0.05)"
+
+
 STOP_GRACE_S = 3.0
 
 

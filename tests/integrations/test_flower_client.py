@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from tools.testing import NAPPING_MINUTE
+
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
 from flower_grid import DEVICE, plan_for, train_message
@@ -108,9 +110,8 @@ def test_exception_restores_the_previous_mode_and_propagates(orin):
     assert detect_controller("jetson", DEVICE).read_back().cpu_cores == 4  # 15W runs 4 cores
 
 
-# The child waits a minute in 50 ms naps, not one time.sleep(60): a signal whose C handler ran just before that
-# sleep began was acted on only when it ended, past communicate's 60 s (the CI flake of the sigint case; see
-# tests/profiler/test_powermode_signals.py, NAPPING_MINUTE). A nap ends within 50 ms and the handler runs then.
+# The child waits a minute in naps (tools.testing.NAPPING_MINUTE): one time.sleep(60) once outlasted
+# communicate's 60 s (a CI flake of the sigint case).
 CHILD = textwrap.dedent("""
     import json, sys, time
     from flwr.app import Message, Metadata, RecordDict
@@ -121,9 +122,9 @@ CHILD = textwrap.dedent("""
     message = Message(content=RecordDict({PLAN_RECORD: plan.to_config()}), metadata=meta)
     with PlannedRound(message):
         print("switched", flush=True)
-        for _ in range(1200): time.sleep(0.05)
+        @MINUTE@
     print("unreachable", flush=True)
-""")
+""").replace("@MINUTE@", NAPPING_MINUTE)
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)],

@@ -14,6 +14,7 @@ from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import HostController, detect_controller
 
 from jetpredict.cli import main
+from tools.testing import NAPPING_MINUTE
 
 # Default dispositions: a child inherits ignored SIGINT/SIGQUIT from a suite run as a background job.
 CHILD = textwrap.dedent("""
@@ -29,9 +30,9 @@ CHILD = textwrap.dedent("""
         ctl.apply(device.preset("MODE_10W"))
         ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
         print("switched", ctl.read_back().knobs(), flush=True)
-        time.sleep(60)
+        @MINUTE@
     print("unreachable", flush=True)
-""")
+""").replace("@MINUTE@", NAPPING_MINUTE)
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
 
+from tools.testing import NAPPING_MINUTE
+
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 CUSTOM_KNOBS = (2, 1190.4, 420.75, 800.0)
@@ -39,13 +41,6 @@ SLOW_S = 1.0
 #: How long a restore that should not happen is given to show (s): SIGTERM to exit through a restore took 0.31
 #: and 0.35 s on a 2-core machine, so this leaves it over a second of load (SLOW_S + 1.5 before, with SLOW_S on).
 RESTORE_SHOWS_S = 1.5
-
-#: How a child waits to be stopped: a minute in 50 ms naps. CPython acts on a signal between bytecodes; one whose
-#: C handler runs after the last check before a long sleep's clock_nanosleep (the child preempted just after its
-#: print, by the test it wakes) does not cut that sleep short, and a single time.sleep(60) then ran to its end
-#: (3 of 60 SIGINTs sent on "switched" to a one-thread PlannedRound child acted on only after its 20 s sleep; 0 of
-#: 60 with naps). A nap ends within 50 ms and the handler runs then, as between a training loop's minibatches.
-NAPPING_MINUTE = "for _ in range(1200): time.sleep(0.05)"
 
 # The dispositions are set explicitly (SIGHUP's per test, @SIGHUP@): a child inherits ignored ones from a
 # suite run under nohup (SIGHUP) or as a shell's background job (SIGINT, SIGQUIT).
