@@ -130,7 +130,14 @@ def test_a_skipped_round_says_how_many_nodes_meet_the_deadline(resnet_model, ser
     skipped = [r.node_id for r in strategy.records if r.reason == f"round skipped: {said}"]
     late = [r.node_id for r in strategy.records if r.reason.startswith(f"cannot meet the {deadline_s:g} s deadline")]
     assert (skipped, len(skipped) + len(late)) == ([1, 2][:met], len(strategy.records))  # every node says why
-    assert f"round 1 skipped: {met} node(s) meet the {deadline_s:g} s deadline" in caplog.text
+    # The line says why, not only how many: the planned node that misses the deadline by least, its upper bound.
+    misses = {n: p for n, p in plan_nodes(LocalPlanner(resnet_model), [NodeInfo(n, d, SCALE) for n, d in SPLIT.items()],
+                                          deadline_s, 1).items() if not p.meets_deadline}
+    n, fastest = min(misses.items(), key=lambda kv: kv[1].time_s_high)
+    [line] = [r.message for r in caplog.records if "round 1 skipped" in r.message]
+    assert line.endswith(f"round 1 skipped: {met} node(s) meet the {deadline_s:g} s deadline, the wrapped strategy "
+                         f"trains at least {need}; the fastest planned node that misses it, node {n} "
+                         f"({SPLIT[n]}), needs up to {fastest.time_s_high:.4g} s at {fastest.mode}")
 
 
 class WithAnExtra(FedAvg):
@@ -184,8 +191,12 @@ def test_an_app_without_the_mod_gets_the_query_in_its_train_function_once(resnet
     assert len(strategy.records) == 6
     for record in strategy.records:
         assert "has no jetpredict mod" in record.reason and "add_device_query" in record.reason
-    told = [r.message for r in caplog.records if "no jetpredict mod" in r.message]
+    told = [r.message for r in caplog.records if "no jetpredict mod" in r.message and "skipped" not in r.message]
     assert len(told) == 1 and "1, 2" in told[0]
+    # No node was planned: the skip line says why (the nodes' reasons, counted), not the deadline.
+    [line] = [r.message for r in caplog.records if "round 1 skipped" in r.message]
+    assert line.endswith(f"round 1 skipped: no node was planned, the wrapped strategy trains at least 1; left out "
+                         f"2 node(s): {strategy.records[0].reason} (2)")
 
 
 def test_a_node_naming_no_usable_device_is_asked_once_and_a_failed_query_again(resnet_model, server_identity,

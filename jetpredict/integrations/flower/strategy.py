@@ -275,6 +275,30 @@ def _unrouted(reply: Message) -> bool:
     return reply.has_error() and _UNROUTED in str(reply.error.reason)
 
 
+def _why_skipped(records: dict[int, ClientRecord], plans: dict[int, ClientPlan], feasible: list[int],
+                 deadline_s: float, need: int) -> str:
+    """Why a round with fewer than ``need`` nodes that meet ``deadline_s`` (s) trains none: the planned node
+    that misses it by least (its upper time bound, s) and the other nodes' reasons, counted."""
+    timed = {n: p for n, p in plans.items() if n not in feasible and p.time_s_high is not None}
+    said = (f"{len(feasible)} node(s) meet the {deadline_s:g} s deadline" if feasible or timed
+            else "no node was planned") + f", the wrapped strategy trains at least {need}"
+    if timed:
+        n, p = min(timed.items(), key=lambda kv: (kv[1].time_s_high, kv[0]))
+        said += (f"; the fastest planned node that misses it, node {n} ({p.device}), needs up to "
+                 f"{p.time_s_high:.4g} s at {p.mode}")
+    counts: dict[str, int] = {}
+    for n, record in records.items():
+        if n not in feasible and n not in timed:
+            counts[str(record.reason)] = counts.get(str(record.reason), 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if ranked:  # as the log of nodes left out: the commonest reasons, the rest counted
+        said += (f"; left out {sum(counts.values())} node(s): "
+                 + "; ".join(f"{reason} ({k})" for reason, k in ranked[:MAX_REASONS_TOLD])
+                 + (f"; and {len(ranked) - MAX_REASONS_TOLD} more reason(s) (each node's record holds its own)"
+                    if len(ranked) > MAX_REASONS_TOLD else ""))
+    return said
+
+
 class JetpredictStrategy(Strategy):
     """Wraps a Flower strategy: trains only nodes whose planned mode meets the round deadline, and tells
     each one its mode and predicted time, energy and power (see the module docstring).
@@ -436,8 +460,8 @@ class JetpredictStrategy(Strategy):
         feasible = [n for n in nodes if n in plans and plans[n].meets_deadline]
         need = max(1, self._inner_int("min_train_nodes"))
         if len(feasible) < need:
-            log.warning("JetpredictStrategy: round %d skipped: %d node(s) meet the %.4g s deadline, the wrapped "
-                        "strategy trains at least %d", server_round, len(feasible), self.deadline_s, need)
+            log.warning("JetpredictStrategy: round %d skipped: %s", server_round,
+                        _why_skipped(records, plans, feasible, self.deadline_s, need))
             for record in records.values():
                 record.reason = record.reason or (f"round skipped: only {len(feasible)} node(s) meet the "
                                                   f"{self.deadline_s:g} s deadline, the wrapped strategy trains "
