@@ -31,6 +31,8 @@ from jetpredict.integrations.flower import (
     DeviceQueryError,
     JetpredictStrategy,
     LocalPlanner,
+    NodeInfo,
+    plan_nodes,
 )
 
 
@@ -88,6 +90,12 @@ def test_the_preset_baseline_takes_the_least_energy_preset_that_meets_the_deadli
     late = planner.plan([{"id": "b", "device": device}], 1e-3, epochs)["clients"][0]
     assert not late["meets_deadline"] and "no preset meets deadline_s=0.001" in late["reason"]
     assert late["mode"] == min(figures, key=lambda f: f[1])[0].mode  # the fastest, reported as late
+    # A node's record keeps the oracle's reason (its twin figures), not jetpredict's bound at that preset.
+    # At epoch scale 0.05 a 10 s deadline is 200 s of whole epochs, which no preset meets (292.3 s at fastest).
+    fastest_s = epochs * min(f[1] for f in figures)
+    node = plan_nodes(planner, [NodeInfo(1, device, 0.05)], 10.0, epochs)[1]
+    assert not node.meets_deadline and fastest_s > 200.0
+    assert node.reason.endswith(f"says: no preset meets deadline_s=200: the fastest needs {fastest_s:.4g} s")
 
 
 def app_grid(num_nodes: int, run_config: dict, silent: Iterable[int] = ()) -> InProcessGrid:

@@ -153,6 +153,18 @@ def test_an_entry_silent_on_the_deadline_is_no_plan_that_meets_it():
     assert plan_nodes(planner, [NodeInfo(1, "nano", 1.0)], 100.0, 1)[1].meets_deadline is False
 
 
+def test_a_planners_own_reason_for_a_miss_is_kept_with_what_it_was_asked():
+    """Only the service's own miss ('cannot meet deadline_s=...', its upper bound, which the plan carries) is
+    said again in the node's time; another planner's reason rests on its own figures (an oracle's twin
+    times), kept in its words with the planning deadline it answered (10 s / 0.05 = 200 s)."""
+    planner = OneModePlanner(lambda d: {"meets_deadline": False, "round_time_s": 300.0, "round_time_s_high": 480.0,
+                                        "reason": f"no preset meets deadline_s={d:g}: the fastest needs 292.3 s"})
+    plan = plan_nodes(planner, [NodeInfo(1, "nano", 0.05)], 10.0, 1)[1]
+    assert plan.reason == ("the planner, asked at epoch scale 0.05 (deadline 10 s / 0.05 = 200 s of profiled "
+                           "epochs), says: no preset meets deadline_s=200: the fastest needs 292.3 s")
+    assert plan.time_s_high == pytest.approx(24.0)  # the plan's own figure, scaled, is not the reason's
+
+
 def test_cached_entries_no_node_used_are_dropped():
     planner = OneModePlanner(lambda d: {"meets_deadline": True, "round_time_s": 7.0})
     cache: dict = {}
