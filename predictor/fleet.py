@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from jetpredict.models.catalogue import MODE_FIELDS, Device, load_device, mode_label
 from jetpredict.models.errors import InputError
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_CLIENTS
+from jetpredict.predictor.limits import DEADLINE_MISS_PREFIX, DEFAULT_CONFIDENCE, MAX_CLIENTS
 from jetpredict.predictor.recommend import CONSTANT_COLUMNS, lowest_position, pick, to_accuracy
 
 #: A device type's predictions over its whole space: column name -> array (or provenance scalar), with
@@ -235,7 +235,7 @@ def _device_choice(pred: SpacePrediction, deadline_s: float, epochs: int, device
 
     if not meets.any():
         i = lowest_position(round_high_s, round_high_s)  # NaN last, as pick ranks them; ties to a preset
-        return chosen(i, f"cannot meet deadline_s={deadline_s:g}: the fastest mode needs up to "
+        return chosen(i, f"{DEADLINE_MISS_PREFIX}{deadline_s:g}: the fastest mode needs up to "
                          f"{round_high_s[i]:.4g} s for {epochs} epoch(s)")
     # Least energy among the candidates that meet the deadline; ties to the shorter upper bound.
     got = pick(np.concatenate([f["energy_j"] for _, f in parts]), round_high_s,

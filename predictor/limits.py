@@ -69,3 +69,6 @@ def percent(level: float) -> str:
     ``90%``, 0.999 -> ``99.9%`` (``:.0%`` printed the latter as ``100%``, a level nobody can ask for)."""
     # 6 significant digits hide the float noise of the product (0.9 * 100 = 90.00000000000001).
     return f"{level * 100:g}%"
+#: How a fleet plan starts the reason of a client no mode gets within the deadline (``cannot meet
+#: deadline_s=600: ...``); the Flower plans restate that reason in the node's own deadline and time.
+DEADLINE_MISS_PREFIX = "cannot meet deadline_s="

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jetpredict.models.errors import UnknownWorkloadError
+
 
 @dataclass(frozen=True)
 class BuiltinWorkload:
@@ -27,3 +29,10 @@ BUILTIN_WORKLOADS: dict[str, BuiltinWorkload] = {
 #: Epoch size (samples) of a user classification workload on synthetic data without ``dataset_size``:
 #: CIFAR-10's, from its entry (``profile --help`` says it too, without importing torch).
 DEFAULT_SYNTHETIC_SAMPLES = BUILTIN_WORKLOADS["resnet18-cifar10"].train_samples
+
+
+def unknown_workload(name: str) -> UnknownWorkloadError:
+    """The refusal of a workload name that is neither built in, ``torchvision:NAME`` nor ``module.path:factory``
+    (said without importing torch: a Flower node's twin checks its name before any round)."""
+    return UnknownWorkloadError(f"unknown workload {name!r}; valid: {', '.join(BUILTIN_WORKLOADS)}, torchvision:NAME, "
+                                "or module.path:factory", "workload")

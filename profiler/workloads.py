@@ -41,7 +41,11 @@ import torch
 from jetpredict.models.errors import InputError, UnknownWorkloadError, cli_flag
 from jetpredict.models.profiling_protocol import BATCH_SIZE
 from jetpredict.profiler import nets
-from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS, DEFAULT_SYNTHETIC_SAMPLES
+from jetpredict.profiler.builtin_workloads import (
+    BUILTIN_WORKLOADS,
+    DEFAULT_SYNTHETIC_SAMPLES,
+    unknown_workload,
+)
 from jetpredict.profiler.loader import check_batch_fits, loader_settings
 from torch import nn
 from torch.nn import functional as F
@@ -295,8 +299,7 @@ def resolve_workload(name: str) -> WorkloadSpec:
         return _torchvision_workload(name)
     if ":" in name:
         return _user_workload(name)
-    raise UnknownWorkloadError(f"unknown workload {name!r}; valid: {', '.join(BUILTIN_WORKLOADS)}, torchvision:NAME, "
-                               "or module.path:factory", "workload")
+    raise unknown_workload(name)
 
 
 # ---------------------------------------------------------------- image decoding (Pillow)

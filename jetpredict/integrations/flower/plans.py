@@ -24,6 +24,7 @@ from jetpredict.integrations.flower.planners import PROVENANCE_KEYS, FleetPlanne
 from jetpredict.integrations.flower.wire import MODE_KEYS, PLAN_RECORD, as_float
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
+from jetpredict.predictor.limits import DEADLINE_MISS_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +144,6 @@ _SCALED = (("time_s", "round_time_s"), ("time_s_low", "round_time_s_low"), ("tim
            ("energy_j_high", "train_energy_j_high"))
 #: ClientPlan fields taken as they are (W: power does not scale with the work).
 _AS_IS = ("avg_power_w", "avg_power_w_low", "avg_power_w_high")
-#: How the service's fleet plan (predictor.fleet._device_choice) starts the reason of a client no mode gets
-#: within its deadline; test_a_missed_deadline_is_told_in_the_users_deadline_and_the_nodes_time holds the two equal.
-SERVICE_MISS = "cannot meet deadline_s="
 
 
 #: A planning cache key: the planner, its confidence, the device, the planning deadline (s) and the epochs.
@@ -392,7 +390,7 @@ def _client_plan(node: NodeInfo, c: Mapping[str, Any], scale: float, q: float, d
     plan.power_source = None if c.get("power_source") is None else str(c["power_source"])
     if plan.meets_deadline or plan.reason is None:
         return plan
-    if plan.time_s_high is not None and plan.reason.startswith(SERVICE_MISS):
+    if plan.time_s_high is not None and plan.reason.startswith(DEADLINE_MISS_PREFIX):
         # The service's reason quotes what it was asked: deadline D/q for profiled epochs, and the upper bound
         # the plan carries. Say it in the user's deadline and this node's time (the mode a plan that misses
         # names is the fastest it found).

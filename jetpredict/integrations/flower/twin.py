@@ -8,10 +8,10 @@ from functools import lru_cache
 from typing import Any
 
 from jetpredict.models.catalogue import PowerMode, load_device
-from jetpredict.models.errors import InputError, UnknownWorkloadError
+from jetpredict.models.errors import InputError
 from jetpredict.models.numbers import checked_number
 from jetpredict.predictor.checks import check_epochs
-from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS, unknown_workload
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,11 @@ def _check_workload_name(name: object) -> None:
     """Refuse at construction a workload name the twin can never run, in the words
     :func:`profiler.workloads.resolve_workload` would fail every round with; ``torchvision:NAME`` and
     ``module:factory`` pass (the twin traces them on the host when a round needs them)."""
-    # resolve_workload holds these words but imports torch; a mod on a node without torch must not load it.
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"workload must be a non-empty name, got {name!r}", "workload")
     name = name.strip()
     if ":" not in name and name not in BUILTIN_WORKLOADS:
-        raise UnknownWorkloadError(f"unknown workload {name!r}; valid: {', '.join(BUILTIN_WORKLOADS)}, "
-                                   "torchvision:NAME, or module.path:factory", "workload")
+        raise unknown_workload(name)
 
 
 @lru_cache(maxsize=32)
