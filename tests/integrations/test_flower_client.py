@@ -50,7 +50,7 @@ def test_the_plan_record_says_where_its_prediction_came_from(caplog):
     assert {k: record[k.replace("_", "-")] for k in provenance} == provenance
     assert all(isinstance(record[k.replace("_", "-")], str | int) for k in provenance)
     assert read_plan(train_message(plan)) == plan and plan.provenance() == provenance
-    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.02)
+    twin = TwinWorkload("lenet5-mnist", epoch_scale=plan.epoch_scale)
     with caplog.at_level("INFO", logger="jetpredict.integrations.flower.client"), PlannedRound(
             train_message(plan), twin=twin):
         pass
@@ -169,7 +169,7 @@ def test_no_power_meter_gives_null_energy_with_a_reason_and_the_reply_carries_it
 def test_twin_figures_are_the_twins_for_the_planned_mode_and_marked_simulated():
     device = load_device("nano")
     mode = device.preset(device.default_preset)
-    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.02)
+    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.5)  # the plan's epoch scale: the work it predicts
     with PlannedRound(train_message(plan_for(mode, "nano")), twin=twin) as planned:
         pass
     expected = twin_round("nano", mode, twin, epochs=2)  # the plan's 2 local epochs
@@ -199,7 +199,7 @@ def test_the_twin_runs_a_planned_gated_preset_gated():
 
 def test_the_plans_device_wins_over_the_node_config():
     nano = load_device("nano")
-    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.02)
+    twin = TwinWorkload("lenet5-mnist", epoch_scale=0.5)
     with PlannedRound(train_message(plan_for(nano.maxn, "nano")), device=DEVICE, twin=twin) as planned:
         pass
     assert planned.device == "nano" and planned.report["device"] == "nano" and planned.report["meter"] == "sim:nano"
@@ -211,6 +211,18 @@ def test_a_twin_without_a_device_is_refused_before_the_block_runs():
                                                                             twin=TwinWorkload("lenet5-mnist")):
         ran.append(1)
     assert ran == []
+
+
+def test_a_twin_whose_epoch_scale_is_not_the_plans_is_refused_before_the_block_runs():
+    """The plan predicts epochs x 0.5 profiled epochs; a twin costing 0.02 would report other work than the
+    plan's, and a twin costing more would miss the deadline every round: refused, as jetpredict_mod refuses a
+    constant epoch_scale that contradicts its twin's."""
+    ran = []
+    with pytest.raises(InputError, match=r"epoch_scale=0\.5 contradicts the twin's epoch_scale=0\.02") as caught, \
+            PlannedRound(train_message(plan_for(load_device("nano").maxn, "nano")),
+                         twin=TwinWorkload("lenet5-mnist", epoch_scale=0.02)):
+        ran.append(1)
+    assert ran == [] and caught.value.field == "epoch_scale"
 
 
 def test_a_plan_less_twin_round_runs_the_twins_default_mode_and_states_its_work():

@@ -19,11 +19,12 @@ def test_the_examples_node_logs_where_its_planned_modes_prediction_came_from(cap
     mode = PowerMode(maxn.mode, maxn.cpu_cores, maxn.cpu_mhz, maxn.gpu_mhz, maxn.emc_mhz)
     plan = plan_for(mode)
     plan.workload_source, plan.reference_source, plan.profiled_modes = "simulated", "published", 4
+    context = Context(run_id=1, node_id=7, state=RecordDict(), run_config={},
+                      node_config={"partition-id": 0, "num-partitions": 2, "jetpredict-device": "orin-nx"})
+    plan.epoch_scale = client_app.node_epoch_scale(context)  # as its device query answered: the twin's work
     message = train_message(plan)
     message.content["arrays"] = ArrayRecord(task.Net().state_dict())
     message.content["config"] = ConfigRecord({"server-round": 3, "local-epochs": 1, "seed": 0})
-    context = Context(run_id=1, node_id=7, state=RecordDict(), run_config={},
-                      node_config={"partition-id": 0, "num-partitions": 2, "jetpredict-device": "orin-nx"})
     reply = client_app.app(message, context)
     assert not reply.has_error()
     err = capsys.readouterr().err

@@ -16,11 +16,14 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MetricR
 from flwr.clientapp import ClientApp
 from flwr.serverapp.strategy import FedAvg
 from jetpredict.models.catalogue import load_device
-from jetpredict.profiler.powermode import detect_controller
+from jetpredict.models.errors import InputError
+from jetpredict.profiler.powermode import PrivilegedCommandError, detect_controller
 
 from jetpredict.integrations.flower import (
     ENERGY_METRIC,
+    FAILED_METRIC,
     FASTEST_PRESET,
+    MISSES_METRIC,
     NODE_RECORD,
     PLAN_RECORD,
     POWER_METRIC,
@@ -116,6 +119,58 @@ def test_the_wrapped_strategy_is_left_as_it_was(resnet_model, server_identity):
     assert vars(inner) == before
     [(during, listed)] = seen
     assert listed < len(DEVICES) and during == {**before, "min_available_nodes": listed}
+
+
+def test_a_per_node_twin_whose_scale_is_not_the_nodes_fails_its_round_not_the_deadline(resnet_model,
+                                                                                      server_identity):
+    """The per-node form with the twin's scale 3x the node's: the plan is for the node's work, the twin would
+    cost 3x as much and miss every deadline. Each node's training fails naming both scales (counted failed,
+    not missed), and the app's train function never runs."""
+    twin_scales = {1: 0.03, 2: 0.06, 3: 0.15}
+    mod = jetpredict_mod(device=lambda ctx: DEVICES[ctx.node_id], epoch_scale=lambda ctx: SCALES[ctx.node_id],
+                         twin=lambda msg, ctx: TwinWorkload(WORKLOAD, epoch_scale=twin_scales[ctx.node_id]))
+    trained: list[int] = []
+    grid = InProcessGrid(plain_app(mod, trained=trained), node_contexts(DEVICES, lambda n: {}))
+    inner = FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=len(DEVICES))
+    strategy = JetpredictStrategy(inner, resnet_model, deadline_s=600.0, local_epochs=2)
+    messages = list(strategy.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
+    assert messages
+    replies = list(grid.send_and_receive(messages))
+    assert trained == [] and all(r.has_error() for r in replies)
+    _, metrics = strategy.aggregate_train(1, replies)
+    assert metrics[FAILED_METRIC] == len(messages) and metrics[MISSES_METRIC] == 0
+    for record in (r for r in strategy.records if r.selected):
+        assert record.failed and record.deadline_missed is None
+        assert (f"epoch_scale={SCALES[record.node_id]} contradicts the twin's "
+                f"epoch_scale={twin_scales[record.node_id]}") in record.reason
+
+
+def test_a_plan_less_round_refuses_an_epoch_scale_given_against_the_twins():
+    """Without a plan the contradiction is the mod's own arguments: refused as the constant form is."""
+    mod = jetpredict_mod(device="nano", epoch_scale=lambda ctx: 1.0,
+                         twin=lambda msg, ctx: TwinWorkload("lenet5-mnist", epoch_scale=3.0))
+    with pytest.raises(InputError, match=r"epoch_scale=1\.0 contradicts the twin's epoch_scale=3\.0"):
+        plain_app(mod)(train_message(None), context())
+    # Alike, or with no epoch_scale given (the twin's is the node's), the round is costed.
+    for scale in (lambda ctx: 3.0, None):
+        alike = jetpredict_mod(device="nano", epoch_scale=scale,
+                               twin=lambda msg, ctx: TwinWorkload("lenet5-mnist", epoch_scale=3.0))
+        reply = plain_app(alike)(train_message(None), context())
+        assert reply.content.config_records[REPORT_RECORD]["epoch-scale"] == 3.0
+
+
+def test_off_a_jetson_a_mod_without_a_twin_says_how_a_flower_node_runs_there(fake_root, monkeypatch, tmp_path):
+    """No nvpmodel: the planned round fails before training, the reason names the mod's ``twin=`` (the Flower
+    way off a Jetson) and keeps the controller's own cause."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvpmodel anywhere
+    trained: list[int] = []
+    with pytest.raises(PrivilegedCommandError) as caught:
+        plain_app(jetpredict_mod(), trained=trained)(train_message(maxn_plan()), context())
+    text = str(caught.value)
+    assert trained == []
+    assert "jetpredict_mod(twin=TwinWorkload(" in text and "on a Jetson" in text and ORIN in text
+    assert "nvpmodel not found on PATH" in text  # the cause, kept
+    assert isinstance(caught.value.__cause__, PrivilegedCommandError)
 
 
 def maxn_plan() -> ClientPlan:

@@ -16,6 +16,7 @@ reply, and answers the strategy's device query.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,18 @@ def _resolve(value: NodeValue, context: Context | None, key: str) -> Any:
     if context is not None:
         return context.node_config.get(key)
     return None
+
+
+def scale_conflict(epoch_scale: Any, twin: TwinWorkload, advice: str) -> InputError | None:
+    """The error of a node whose ``epoch_scale`` (profiled epochs per local epoch: the work its plan is for)
+    is not ``twin``'s (the work the twin costs), ``advice`` saying what to do; None when they agree."""
+    if not isinstance(epoch_scale, int | float):
+        return None  # not a number: the strategy refuses it at the device query, naming the key
+    # The plan carries the node's answer as sent; isclose only spares a scale computed twice a last bit apart.
+    if math.isclose(float(epoch_scale), twin.epoch_scale, rel_tol=1e-9):
+        return None
+    return InputError(f"epoch_scale={epoch_scale!r} contradicts the twin's epoch_scale={twin.epoch_scale!r}: "
+                      f"{advice}", "epoch_scale")
 
 
 def is_train(message: Message) -> bool:
@@ -130,14 +143,18 @@ class PlannedRound:
         if self.twin is not None:
             if self.device is None:
                 raise InputError(f"the twin needs the device: no plan and no {DEVICE_KEY}", DEVICE_KEY)
+            # The plan is for its epoch scale's work; a twin costing another would report other work than
+            # was planned (and, costing more, miss the deadline every round).
+            if self.plan is not None and (conflict := scale_conflict(
+                    self.plan.epoch_scale, self.twin, "the plan is for the node's answer to the device query; "
+                    "give the twin the node's epoch scale (jetpredict_mod: twin= and epoch_scale= alike)")):
+                raise conflict
             self.window = metered(None, sync=self.sync).__enter__()  # wall time only
             return self
         try:
             if mode is not None:
                 if self.controller is None:
-                    from jetpredict.profiler.powermode import detect_controller
-
-                    self.controller = detect_controller("jetson", self.device)
+                    self.controller = _jetson_controller(str(self.device), mode)
                 self.controller.__enter__()
                 self._entered_controller = True
                 self.controller.apply(mode)
@@ -220,6 +237,21 @@ class PlannedRound:
         return content
 
 
+def _jetson_controller(device: str, mode: PowerMode) -> Any:
+    """The power-mode controller of this Jetson; off one, the error says the Flower way (the mod's ``twin=``)
+    rather than the CLI's, the controller's own reason kept."""
+    from jetpredict.profiler.powermode import PrivilegedCommandError, detect_controller
+
+    try:
+        return detect_controller("jetson", device)
+    except PrivilegedCommandError as ex:
+        raise PrivilegedCommandError(
+            f"cannot apply power mode {mode.mode} on {device}: this node has no Jetson power-mode control. A "
+            "Flower node off a Jetson costs its rounds on the digital twin: jetpredict_mod(twin=TwinWorkload("
+            "WORKLOAD, epoch_scale=S)) (or PlannedRound(..., twin=...)); else run the node on a Jetson. "
+            f"Cause: {ex}", ex.argv, ex.returncode, ex.stderr) from ex
+
+
 class JetpredictMod:
     """A Flower mod (``ClientApp(mods=[jetpredict_mod(...)])``) that gives an app jetpredict unchanged.
 
@@ -246,11 +278,10 @@ class JetpredictMod:
     def __init__(self, device: NodeValue = None, epoch_scale: NodeValue = None, *, twin: TwinSpec = None,
                  controller: Any = None, meter: Any = None, sampler_hz: float = DEFAULT_HZ,
                  sync: Callable[[], None] | None = cuda_sync, default_mode: str | None = None) -> None:
-        if isinstance(twin, TwinWorkload) and isinstance(epoch_scale, int | float) and (
-                epoch_scale != twin.epoch_scale):
+        if isinstance(twin, TwinWorkload) and not callable(epoch_scale) and (
+                conflict := scale_conflict(epoch_scale, twin, "give it once, on the TwinWorkload")):
             # The strategy would plan epoch_scale's work while the twin reports twin.epoch_scale's.
-            raise InputError(f"epoch_scale={epoch_scale!r} contradicts the twin's epoch_scale="
-                             f"{twin.epoch_scale!r}: give it once, on the TwinWorkload", "epoch_scale")
+            raise conflict
         self.device = device
         self.epoch_scale = epoch_scale
         self.twin = twin
@@ -265,6 +296,12 @@ class JetpredictMod:
         if not is_train(message):
             return call_next(message, context)
         twin = self.twin if self.twin is None or isinstance(self.twin, TwinWorkload) else self.twin(message, context)
+        if twin is not None and self.epoch_scale is not None and read_plan(message) is None:
+            # No plan to hold the twin to (PlannedRound checks a plan's scale): hold it to the scale given here.
+            conflict = scale_conflict(_resolve(self.epoch_scale, context, EPOCH_SCALE_KEY), twin,
+                                      "pass twin= and epoch_scale= alike")
+            if conflict is not None:
+                raise conflict
         with PlannedRound(message, context, device=self.device, twin=twin, **self.round_options) as planned:
             reply = call_next(message, context)
         if not reply.has_error():
