@@ -110,10 +110,13 @@ def test_exception_restores_the_previous_mode_and_propagates(orin):
     assert detect_controller("jetson", DEVICE).read_back().cpu_cores == 4  # 15W runs 4 cores
 
 
-# The child waits a minute in naps (tools.testing.NAPPING_MINUTE): one time.sleep(60) once outlasted
-# communicate's 60 s (a CI flake of the sigint case).
+# Default dispositions, set explicitly: a child inherits an ignored SIGINT from a suite run as a background
+# job (nohup ... &), and an ignored signal stays ignored, so the sigint case ran its whole minute (CI, twice).
+# The child waits that minute in naps (tools.testing.NAPPING_MINUTE).
 CHILD = textwrap.dedent("""
-    import json, sys, time
+    import json, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from flwr.app import Message, Metadata, RecordDict
     from jetpredict.integrations.flower import PLAN_RECORD, ClientPlan, PlannedRound
     plan = ClientPlan(**json.loads(sys.argv[1]))
