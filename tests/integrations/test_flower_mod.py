@@ -61,14 +61,22 @@ def plain_app(mod, train_s: float = 0.0, trained: list | None = None) -> ClientA
     return app
 
 
-def test_a_plain_client_app_gains_jetpredict_with_one_mod(resnet_model, server_identity):
+def _first_round(model, twin_scales: dict[int, float]
+                 ) -> tuple[InProcessGrid, JetpredictStrategy, list, list[int]]:
+    """A plain app with the per-node mod (each node's twin at ``twin_scales``) under the strategy: its grid, the
+    strategy, the first round's train messages and the list of nodes whose train function ran."""
     mod = jetpredict_mod(device=lambda ctx: DEVICES[ctx.node_id], epoch_scale=lambda ctx: SCALES[ctx.node_id],
-                         twin=lambda msg, ctx: TwinWorkload(WORKLOAD, epoch_scale=SCALES[ctx.node_id]))
+                         twin=lambda msg, ctx: TwinWorkload(WORKLOAD, epoch_scale=twin_scales[ctx.node_id]))
     trained: list[int] = []
     grid = InProcessGrid(plain_app(mod, trained=trained), node_contexts(DEVICES, lambda n: {}))
     inner = FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=len(DEVICES))
-    strategy = JetpredictStrategy(inner, resnet_model, deadline_s=600.0, local_epochs=2)
+    strategy = JetpredictStrategy(inner, model, deadline_s=600.0, local_epochs=2)
     messages = list(strategy.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
+    return grid, strategy, messages, trained
+
+
+def test_a_plain_client_app_gains_jetpredict_with_one_mod(resnet_model, server_identity):
+    grid, strategy, messages, trained = _first_round(resnet_model, SCALES)
     # Flower routes query.jetpredict only to registered functions: the app answered with an error, and the
     # strategy asked again by a train message that the mod answered without training.
     kinds = [(m.metadata.message_type, QUERY_RECORD in m.content.config_records) for m in grid.sent]
@@ -127,13 +135,7 @@ def test_a_per_node_twin_whose_scale_is_not_the_nodes_fails_its_round_not_the_de
     cost 3x as much and miss every deadline. Each node's training fails naming both scales (counted failed,
     not missed), and the app's train function never runs."""
     twin_scales = {1: 0.03, 2: 0.06, 3: 0.15}
-    mod = jetpredict_mod(device=lambda ctx: DEVICES[ctx.node_id], epoch_scale=lambda ctx: SCALES[ctx.node_id],
-                         twin=lambda msg, ctx: TwinWorkload(WORKLOAD, epoch_scale=twin_scales[ctx.node_id]))
-    trained: list[int] = []
-    grid = InProcessGrid(plain_app(mod, trained=trained), node_contexts(DEVICES, lambda n: {}))
-    inner = FedAvg(fraction_evaluate=0.0, min_train_nodes=1, min_available_nodes=len(DEVICES))
-    strategy = JetpredictStrategy(inner, resnet_model, deadline_s=600.0, local_epochs=2)
-    messages = list(strategy.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), grid))
+    grid, strategy, messages, trained = _first_round(resnet_model, twin_scales)
     assert messages
     replies = list(grid.send_and_receive(messages))
     assert trained == [] and all(r.has_error() for r in replies)
