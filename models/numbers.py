@@ -34,6 +34,15 @@ def checked_number(value: object, field: str, *, low: float = 0.0, high: float =
     return number
 
 
+def checked_share(value: object, field: str) -> float:
+    """``value`` as a share of a point (0.12 for 12%), 0 < share < 1, else :class:`InputError` naming ``field``
+    and the rule (a percent typed for the share, 12, is refused rather than read as 1,200%)."""
+    number = checked_number(value, field)
+    if number >= 1:
+        raise InputError(f"{field} must be a share between 0 and 1 (e.g. 0.12 for 12%), got {number:g}", field)
+    return number
+
+
 def is_blank(value: object) -> bool:
     """An empty cell: None, NaN, or text of only whitespace."""
     return value is None or (isinstance(value, float) and math.isnan(value)) or (

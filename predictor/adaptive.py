@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS, Device, ModeArrays, resolve_device
 from jetpredict.models.errors import InputError
-from jetpredict.models.numbers import checked_number
+from jetpredict.models.numbers import checked_share
 from jetpredict.predictor import planning, service
 from jetpredict.predictor.bundled import fit_workload, load_reference
 from jetpredict.predictor.constants import INTERVAL_NOISE_FLOOR
@@ -110,13 +110,18 @@ class Proposal:
         if d.best is None:
             return f"no mode meets the caps yet ({d.reason})"
         b = d.table.iloc[d.best]
-        # The objective's own figure first (energy for min-energy), then the time an epoch takes.
-        at = f"{b['epoch_time_s']:.4g} s/epoch"
-        if OBJECTIVES[self.goal.objective] == "epoch_energy_j":
-            at = f"{b['epoch_energy_j']:.4g} J/epoch, {at}"
-        return (f"{self.goal.describe()}: recommended {b['mode']} at {at} "
+        return (f"{self.goal.describe()}: recommended {b['mode']} at {_objective_first(b, self.goal)} s/epoch "
                 f"(time interval {d.time_width_rel:.0%} wide, {self.goal.objective} interval "
                 f"{d.objective_width_rel:.0%}); decision uncertainty {d.uncertainty:.3f}")
+
+
+def _objective_first(pick: Mapping[str, Any], goal: Goal) -> str:
+    """The pick's epoch time (s, unit left to the caller), after its energy (J/epoch) where the objective ranks
+    by energy: the objective's own figure first."""
+    time_s = f"{pick['epoch_time_s']:.4g}"
+    if OBJECTIVES[goal.objective] == "epoch_energy_j":
+        return f"{pick['epoch_energy_j']:.4g} J/epoch, {time_s}"
+    return time_s
 
 
 class Adviser:
@@ -292,7 +297,7 @@ class AdaptiveChooser:
             raise InputError(f"--budget {budget} is below the {len(start)} --modes profiled first", "budget")
         # The keyword and the error's field stay ``target_width``: --target-width's name, which the
         # profile CLI maps its errors to (models.errors.flag_named).
-        self.target_width_rel = checked_number(target_width, "target_width")
+        self.target_width_rel = checked_share(target_width, "target_width")
         self.adviser = Adviser(device, goal, candidates, reference)
         self._candidates_given = candidates is not None
         self._start = start
@@ -509,7 +514,8 @@ class AdaptiveChooser:
             head += f"no mode meets the caps ({d.reason})"
         else:
             b = d.table.iloc[d.best]
-            head += (f"recommended {b['mode']} {b['epoch_time_s']:.4g} s/epoch [{b['epoch_time_s_low']:.4g}, "
+            head += (f"recommended {b['mode']} {_objective_first(b, self.adviser.goal)} s/epoch "
+                     f"[{b['epoch_time_s_low']:.4g}, "
                      f"{b['epoch_time_s_high']:.4g}] (width {d.time_width_rel:.1%}; a rival may gain "
                      f"{d.rival_gain:.1%})")
         tail = f"; stop: {step.stop}" if step.stop else f"; next {step.next_mode['mode']}: {step.reason}"

@@ -57,6 +57,7 @@ def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> 
 def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
     """The chooser factory of an adaptive campaign, or None (InputError for flags that need --adaptive)."""
     from jetpredict.models.errors import InputError, cli_flag, flag_named
+    from jetpredict.models.numbers import checked_share
 
     given = [o for o in (*ADAPTIVE_OPTIONS, "budget", "candidates") if getattr(args, o) is not None]
     if not args.adaptive:
@@ -67,15 +68,16 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
         raise InputError("--adaptive needs the predictor (this command line was built without it)", "adaptive")
     if args.budget is None:
         raise InputError("--adaptive needs --budget N: the most modes to profile (a whole number >= 1)", "budget")
-    # The chooser checks the budget's top (the plan's check) and a width > 0; a budget below 1 and a percent
-    # typed for the width's share are refused here, before torch loads and the network is built.
+    # The chooser checks the budget's top (the plan's check); a budget below 1 and the width's share are
+    # refused here too, before torch loads and the network is built.
     if args.budget < 1:
         raise InputError(f"{cli_flag('budget')} (modes to profile) must be a whole number >= 1, got {args.budget}",
                          "budget")
-    width = args.target_width
-    if width is not None and width >= 1:
-        raise InputError(f"{cli_flag('target_width')} must be a share between 0 and 1 (e.g. 0.12 for 12%), got "
-                         f"{width:g}", "target_width")
+    if args.target_width is not None:
+        try:
+            checked_share(args.target_width, "target_width")  # the chooser's rule
+        except InputError as err:
+            raise flag_named(err, ADAPTIVE_OPTIONS) from None
     if args.device.strip().lower() == "host":
         raise InputError("--adaptive chooses Jetson power modes: use --device jetson or sim:DEVICE", "device")
     options = {o: getattr(args, o) for o in ADAPTIVE_OPTIONS if getattr(args, o) is not None}

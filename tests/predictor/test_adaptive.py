@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from statistics import NormalDist
 
@@ -340,9 +341,10 @@ def test_bad_budget_and_width_name_the_field(resnet):
     with pytest.raises(InputError) as err:
         A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=0)
     assert err.value.field == "budget"
-    with pytest.raises(InputError) as err:
-        A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=3, target_width=0.0)
-    assert err.value.field == "target_width"
+    for width, said in ((0.0, "> 0"), (12, "a share between 0 and 1 (e.g. 0.12 for 12%), got 12"), (1.0, "got 1")):
+        with pytest.raises(InputError) as err:  # 12: a percent typed for the share, once taken as 1,200%
+            A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=3, target_width=width)
+        assert err.value.field == "target_width" and said in err.value.message, err.value.message
     with pytest.raises(InputError) as err:  # more start modes than the budget: refused before profiling
         A.AdaptiveChooser(load_device("agx-xavier"), D.Goal(), budget=2, start=resnet[["mode", *MODE_FIELDS]][:3])
     assert err.value.field == "budget" and "below the 3 --modes" in err.value.message
@@ -558,3 +560,13 @@ def test_a_confirming_measurement_is_held_against_the_picks_predicted_time(resne
     measured_s = float(resnet.set_index("mode").loc[measuring.next_mode["mode"], "epoch_time_s"])
     assert stop.stop == (f"the pick measured {measured_s:.4g} s/epoch, within the run-to-run noise of the "
                          f"{predicted_s:.4g} s that settled the stop")
+
+
+def test_each_rounds_line_states_the_objectives_figure_first(resnet, others):
+    """Under min-energy a round's line says the pick's J/epoch before its s/epoch, as plan --after does (it
+    said s/epoch alone, the figure the objective does not rank by)."""
+    lines: list[str] = []
+    chooser = A.AdaptiveChooser(load_device("agx-xavier"), D.Goal("min-energy"), budget=4, reference=others,
+                                log=lines.append)
+    chooser.next_mode(_by_mode(resnet, "aceg").to_dict(orient="records"))
+    assert lines and re.search(r"recommended \S+ [0-9.]+ J/epoch, [0-9.]+ s/epoch \[", lines[-1]), lines
