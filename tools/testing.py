@@ -86,7 +86,6 @@ def busy_port() -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
-#: How long :meth:`LiveServer.stop` lets the service shut down by itself before it kills it (s).
 #: How a test's child process waits to be stopped by a signal: a minute in 50 ms naps. CPython acts on a signal
 #: between bytecodes; one whose C handler runs after the last check before a long sleep's clock_nanosleep (the
 #: child preempted just after its print, by the test it wakes) does not cut that sleep short, and a single
@@ -95,7 +94,7 @@ def busy_port() -> Iterator[int]:
 #: between a training loop's minibatches.
 NAPPING_MINUTE = "for _ in range(1200): time.sleep(0.05)"
 
-
+#: How long :meth:`LiveServer.stop` lets the service shut down by itself before it kills it (s).
 STOP_GRACE_S = 3.0
 
 

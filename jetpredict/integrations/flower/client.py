@@ -278,7 +278,7 @@ class JetpredictMod:
     def __init__(self, device: NodeValue = None, epoch_scale: NodeValue = None, *, twin: TwinSpec = None,
                  controller: Any = None, meter: Any = None, sampler_hz: float = DEFAULT_HZ,
                  sync: Callable[[], None] | None = cuda_sync, default_mode: str | None = None) -> None:
-        if isinstance(twin, TwinWorkload) and not callable(epoch_scale) and (
+        if isinstance(twin, TwinWorkload) and (
                 conflict := scale_conflict(epoch_scale, twin, "give it once, on the TwinWorkload")):
             # The strategy would plan epoch_scale's work while the twin reports twin.epoch_scale's.
             raise conflict

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -286,17 +286,23 @@ def _why_skipped(records: dict[int, ClientRecord], plans: dict[int, ClientPlan],
         n, p = min(timed.items(), key=lambda kv: (kv[1].time_s_high, kv[0]))
         said += (f"; the fastest planned node that misses it, node {n} ({p.device}), needs up to "
                  f"{p.time_s_high:.4g} s at {p.mode}")
-    counts: dict[str, int] = {}
-    for n, record in records.items():
-        if n not in feasible and n not in timed:
-            counts[str(record.reason)] = counts.get(str(record.reason), 0) + 1
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    by_reason = _nodes_by_reason({n: r for n, r in records.items() if n not in feasible and n not in timed})
+    ranked = sorted(by_reason, key=lambda r: (-len(by_reason[r]), r))
     if ranked:  # as the log of nodes left out: the commonest reasons, the rest counted
-        said += (f"; left out {sum(counts.values())} node(s): "
-                 + "; ".join(f"{reason} ({k})" for reason, k in ranked[:MAX_REASONS_TOLD])
+        said += (f"; left out {sum(map(len, by_reason.values()))} node(s): "
+                 + "; ".join(f"{reason} ({len(by_reason[reason])})" for reason in ranked[:MAX_REASONS_TOLD])
                  + (f"; and {len(ranked) - MAX_REASONS_TOLD} more reason(s) (each node's record holds its own)"
                     if len(ranked) > MAX_REASONS_TOLD else ""))
     return said
+
+
+def _nodes_by_reason(records: Mapping[int, ClientRecord]) -> dict[str, list[int]]:
+    """The nodes of ``records`` by the reason each was left out (those with a reason)."""
+    out: dict[str, list[int]] = {}
+    for n, record in records.items():
+        if record.reason:
+            out.setdefault(record.reason, []).append(n)
+    return out
 
 
 class JetpredictStrategy(Strategy):
@@ -487,10 +493,8 @@ class JetpredictStrategy(Strategy):
     def _tell_left_out(self, server_round: int, records: dict[int, ClientRecord]) -> None:
         """Log each reason a node was left out (no device, no model, the deadline), once per run: the records
         keep every node's, but a run's user reads the log. The wrapped strategy's sampling is no news."""
-        left_out: dict[str, list[int]] = {}
-        for n, record in records.items():
-            if not record.selected and record.reason and record.reason not in (NOT_CHEAPEST, NOT_SAMPLED):
-                left_out.setdefault(record.reason, []).append(n)
+        left_out = _nodes_by_reason({n: r for n, r in records.items()
+                                     if not r.selected and r.reason not in (NOT_CHEAPEST, NOT_SAMPLED)})
         new = sorted(set(left_out) - self._notes_told, key=lambda r: (-len(left_out[r]), r))
         for reason in new[:MAX_REASONS_TOLD]:
             log.warning("JetpredictStrategy: round %d: node(s) %s left out: %s", server_round,
