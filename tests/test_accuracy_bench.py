@@ -214,8 +214,10 @@ def test_a_design_gets_the_scales_of_its_size(scoring, real, monkeypatch):
 
 
 def test_leave_one_mode_out_predicts_each_mode_from_the_other_nine(bench_path, real):  # noqa: F811
+    from jetpredict.models.catalogue import MODE_FIELDS
     from jetpredict.predictor import calibration
     from jetpredict.predictor.bundled import fit_workload
+    from jetpredict.predictor.service import plan_profiling
 
     real_cv = importlib.import_module("real_cv")
     lomo = {r["target"]: r for r in real_cv.leave_one_mode_out(real)}
@@ -225,7 +227,8 @@ def test_leave_one_mode_out_predicts_each_mode_from_the_other_nine(bench_path, r
         p = real_cv.predict(fit_workload(rows.drop(index=i), reference=ref), rows.iloc[[i]])
         err = abs(p["epoch_time_s"][0] / rows["epoch_time_s"].iloc[i] - 1) * 100
         assert lomo["mobilenetv3-gld23k"]["per_mode"][str(rows["mode"].iloc[i])] == pytest.approx(err)
-    # The named designs are the modes their labels name.
-    for label, modes in real_cv.named_designs(real).items():
-        if label.startswith(("e,", "plan: ")):
-            assert label.removeprefix("plan: ") == ",".join(modes)
+    # The named designs: the seed study's, the plan's picks among a-j (as `plan --candidates` makes them), MAXN.
+    planned = list(plan_profiling("agx-xavier", 4, real.drop_duplicates("mode")[["mode", *MODE_FIELDS]]
+                                  .reset_index(drop=True)).modes["mode"])
+    assert real_cv.named_designs(real) == {"e,f,i,j": list("efij"), f"plan: {','.join(planned)}": planned,
+                                           "MAXN (g) alone": ["g"]}

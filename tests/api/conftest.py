@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 from api_fixtures import API_KEY, NO_RATE_LIMITS, TEST_DATABASE_ENV, process_database_url, published_rows
 from jetpredict.api import workloads as workloads_module
+from jetpredict.api.serve_cli import _FLAGS
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(TEST_DATABASE_ENV) else [])
 
@@ -25,8 +26,7 @@ BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(TEST_DATABASE_ENV) els
 @pytest.fixture
 def clean_env(monkeypatch):
     """No JETPREDICT_* setting that serve reads or exports outlives the test."""
-    for name in ("DATA_DIR", "DATABASE_URL", "API_KEYS", "PORT", "HOST", "WORKERS", "THREADS", "MAX_BODY_BYTES",
-                 "CORS_ORIGINS"):
+    for name in (*_FLAGS.values(), "API_KEYS"):  # every setting serve exports, and the keys it reads
         monkeypatch.setenv(f"JETPREDICT_{name}", "")  # recorded, so a value serve exports is undone
         monkeypatch.delenv(f"JETPREDICT_{name}")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")

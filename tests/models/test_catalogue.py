@@ -253,8 +253,9 @@ NVPMODEL_PRESETS = {
 
 @pytest.mark.parametrize("device_id", sorted(NVPMODEL_PRESETS))
 def test_presets_are_those_of_the_boards_nvpmodel_file(device_id):
-    """Only AGX Xavier's and AGX Orin's presets were pinned: a Xavier NX 10W CPU cap moved to 1344 MHz, or an
-    Orin NX 25W GPU cap to 816 MHz, passed every catalogue test."""
+    """Every field of every preset, ids, names, budgets and GPU shares included. Xavier NX's and Orin NX's
+    clocks are held by tests/profiler/test_powermode_nvpmodel.py's parse of their L4T files too; Nano's and
+    Orin Nano's, and every board's budgets and shares, only here."""
     got = [(p.id, p.mode, p.cpu_cores, p.cpu_mhz, p.gpu_mhz, p.emc_mhz, p.power_budget_w, p.gpu_share)
            for p in load_device(device_id).presets]
     assert got == NVPMODEL_PRESETS[device_id]

@@ -376,8 +376,9 @@ def test_profile_help_states_the_factory_contract_and_host_thread_counts():
     from jetpredict.profiler.builtin_workloads import DEFAULT_SYNTHETIC_SAMPLES
 
     flags, text = _profile_help()
-    for said in ("takes no arguments", "(model, input_shape, num_classes)", "dataset_size",
-                 "minibatches_per_epoch", "optimizer", "batches", "loss", f"{DEFAULT_SYNTHETIC_SAMPLES:,} samples per epoch",
+    for said in ("takes no arguments", "(model, input_shape, num_classes)", "'dataset_size'",
+                 "'minibatches_per_epoch'", "'optimizer'", "'batches'", "'loss'",
+                 f"{DEFAULT_SYNTHETIC_SAMPLES:,} samples per epoch",
                  "3125 minibatches at batch 16"):
         assert said in text, said
     assert "on the host comma-separated thread counts such as 1,2" in text  # said "one mode with all cores"

@@ -29,7 +29,7 @@ def _profile(tmp_path, device: str, mode: str, name: str = "a") -> tuple[dict, d
     ("agx-xavier", "4c-1190-675-1065", (4, 1190.4, 675.75, 1065.6)),
     ("orin-agx", "12c-2201.6-200-3199", (12, 2201.6, 216.75, 3199.0)),
 ])
-def test_an_off_step_mode_runs_and_records_the_steps_the_board_runs(tmp_path, capsys, device, asked, runs):
+def test_an_off_step_mode_runs_and_records_the_steps_the_board_runs(tmp_path, device, asked, runs):
     """It recorded cpu_mhz 1234 (GPU 200 MHz on Orin AGX), read back as asked with no note: clocks no board has."""
     row, record = _profile(tmp_path, device, asked)
     assert (row["cpu_cores"], row["cpu_mhz"], row["gpu_mhz"], row["emc_mhz"]) == runs and row["mode"] == asked
@@ -44,7 +44,7 @@ def test_an_off_step_mode_runs_and_records_the_steps_the_board_runs(tmp_path, ca
                          for k, got in moved.items()), record["notes"]
 
 
-def test_an_off_step_mode_is_simulated_at_its_steps(tmp_path, capsys):
+def test_an_off_step_mode_is_simulated_at_its_steps(tmp_path):
     """The twin's physics runs the step, not the clock asked for: same figures as the on-step mode itself."""
     off, _ = _profile(tmp_path, "agx-xavier", "3c-1234-675.75-1065.6", "off")
     on, record = _profile(tmp_path, "agx-xavier", "3c-1267.2-675.75-1065.6", "on")
