@@ -174,8 +174,9 @@ def test_apply_dry_run_with_board_works_off_the_board(fake_root, capsys, mode, v
     out = capsys.readouterr().out
     assert "not this machine: steps from the catalogue" in out and printed in out and "Nothing was changed" in out
     assert not any(fake_root.path.rglob("*.json")), "a dry run wrote a state file"
-    # a real switch away from the board still fails with a message, not a traceback
-    assert main(["apply", "--mode", mode, "--board", "agx-xavier", "--via", via]) in (1, 2)
+    # a real switch away from the board is refused as a usage error that says how to see the plan
+    assert main(["apply", "--mode", mode, "--board", "agx-xavier", "--via", via]) == 2
+    assert "add --dry-run to see what apply would do" in capsys.readouterr().err
 
 
 def test_unreadable_clocks_are_unknown_with_their_reasons_never_0_mhz(fake_root, capsys):
