@@ -167,6 +167,13 @@ class _Progress:
 
         self._draw(step)
 
+    def warn(self, line: str) -> None:
+        """``line`` on standard error now: above the bar, which tqdm redraws below it, or plainly without one."""
+        if self.bar is None:
+            say(line)
+        else:
+            self._draw(lambda bar: bar.write(line, file=sys.stderr))
+
     def close(self) -> None:
         self._draw(lambda bar: bar.close())
         self.bar = None
@@ -558,6 +565,10 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
                 progress.mode(k, n, mode.mode)
                 run, caps, read_back, in_force = _measure_mode(parts, ctl, mode, settings, progress)
                 rows.append(_row(parts, run, _mode_fields(caps, in_force), settings.warmup, complexity))
+                noisy = runner.noisy_measurement_note(rows[-1])
+                if noisy:  # said at once: the mode can be run again while the device is at hand
+                    run.notes.append(noisy)
+                    progress.warn(noisy)
                 document["modes"].append(_mode_json(mode, read_back, run, t_ref))
                 document["adaptive"] = _adaptive_record(chooser)  # up to the round that picked this mode
                 outputs.add(rows, document)

@@ -48,6 +48,7 @@ from jetpredict.models.profiling_protocol import (
     MAX_MINIBATCHES_PER_MODE,
     MAX_WAIT_S,
     MEASURED_MINIBATCHES,
+    NOISY_EPOCH_TIME_REL_SE,
     WARMUP_MINIBATCHES,
 )
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
@@ -423,3 +424,23 @@ def aggregate_row(measured: Sequence[MinibatchTiming], *, device: str, workload:
         "warmup": warmup, "minibatches_measured": n,
     })
     return row
+
+
+def noisy_measurement_note(row: Mapping[str, Any]) -> str | None:
+    """A warning for a profile ``row`` whose timed minibatches varied so much that its ``epoch_time_s`` is
+    known to worse than ``NOISY_EPOCH_TIME_REL_SE`` (one relative standard error of their mean,
+    ``mb_total_cv / sqrt(minibatches_measured)``), with the minibatch count that would meet it; None otherwise."""
+    cv, n = row.get("mb_total_cv"), row.get("minibatches_measured")
+    if cv is None or not n or not math.isfinite(cv):
+        return None
+    rel_se = cv / math.sqrt(n)
+    if rel_se <= NOISY_EPOCH_TIME_REL_SE:
+        return None
+    bar = f"{NOISY_EPOCH_TIME_REL_SE:.0%}"
+    # The standard error falls as 1/sqrt(minibatches): this many bring it to the bar, if the spread stays.
+    needed = math.ceil(n * (rel_se / NOISY_EPOCH_TIME_REL_SE) ** 2)
+    advice = (f", or with --minibatches {needed}" if needed <= MAX_MINIBATCHES_PER_MODE else
+              f" (--minibatches {MAX_MINIBATCHES_PER_MODE:,} would not bring it to {bar})")
+    return (f"mode {row.get('mode')}: its minibatch times varied (cv {cv:.2f} over {n} minibatches), so its "
+            f"epoch_time_s is known to about \u00b1{rel_se * 100:.2g}% (one standard error, above {bar}): something "
+            f"else may have shared the device or its clocks moved; profile it again on a quiet device{advice}")
