@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 
 from flask import Flask, jsonify
+from jetpredict.api import sqlite_setup
 from jetpredict.api.database_url import driver_reason, refused_as_given
 from jetpredict.api.store_failures import StoreRefused, is_unreachable, store_damage, write_failure
 from jetpredict.models.errors import InputError, UnknownWorkloadError
@@ -188,6 +189,10 @@ def register_error_handlers(app: Flask) -> None:
             # json.loads refuses integers of more than sys.get_int_max_str_digits() digits (4300): bad input.
             return _body(400, _status_name(400), "a number in the JSON body has too many digits",
                          {"body": [f"integers may have at most {sys.get_int_max_str_digits()} digits"]})
+        if isinstance(exc, sqlite_setup.FileMoved):
+            log.error("the store cannot write: %s", exc)
+            return _unavailable(f"the store cannot write: {exc}", "cannot write: the database file was moved, "
+                                "deleted or replaced", STORE_RETRY_AFTER_S)
         reason = write_failure(exc)
         if reason is not None:
             log.error("the store cannot write: %s", reason)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,41 @@ except ImportError:  # pragma: no cover - Windows: SQLite's own locking and the 
 
 #: What SQLite says of a file that is not a database or whose pages are damaged (all are DatabaseError).
 DAMAGE_WORDS = ("database disk image is malformed", "file is not a database", "malformed database schema")
+
+
+class FileMoved(OSError):
+    """The SQLite file was deleted or replaced under the running service: the pool's connections still
+    write to the file they opened, which a restart no longer finds, so every write is refused."""
+
+    def __init__(self, location: str, strerror: str, advice: str) -> None:
+        super().__init__(errno.ENOENT, strerror, location)
+        self.message = f"{location}: {strerror}: {advice}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def file_identity(path: str) -> tuple[int, int]:
+    """(device, inode) of the file at ``path``; OSError where it is gone."""
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino
+
+
+def moved_aside(location: str, exc: OSError) -> FileMoved:
+    """:class:`FileMoved` for a file at ``location`` that ``os.stat`` no longer finds (``exc``)."""
+    return FileMoved(location, f"{exc.strerror or exc} (moved aside or deleted)",
+                     "put it back, or restart the service to start an empty one")
+
+
+def check_same_file(path: str, identity: tuple[int, int]) -> None:
+    """:class:`FileMoved` unless the file at ``path`` is still the one of ``identity`` (:func:`file_identity`)."""
+    try:
+        now = file_identity(path)
+    except OSError as exc:
+        raise moved_aside(path, exc) from None
+    if now != identity:
+        raise FileMoved(path, "replaced by another file since the service opened it",
+                        "restart the service to serve the new file (or put the old one back)")
 
 
 def read_only_url(path: str) -> str:

@@ -208,6 +208,8 @@ class Storage:
         if self.sqlite_file:
             Path(self.sqlite_file).parent.mkdir(parents=True, exist_ok=True)
         self.refused: StoreRefused | None = None  # set by create_schema: every connection is refused
+        #: (device, inode) of the SQLite file when first connected: writes check it is still that file.
+        self._file_identity: tuple[int, int] | None = None
         self.engine: Engine = self._engine(url)
         self._local = threading.local()
         self._icu_collation: str | None = None  # PostgreSQL: ICU_ROOT_COLLATION, "" if absent; None: not asked
@@ -220,6 +222,7 @@ class Storage:
         if self.is_sqlite:
             engine = sa.create_engine(url, connect_args={"timeout": 30})
             sqlite_setup.configure(engine)
+            sa.event.listen(engine, "connect", self._note_file)
         else:
             # connect_timeout: a database that is down answers 503 within seconds, not after the TCP timeout.
             args = {"connect_timeout": 5} if self.is_postgresql else {}
@@ -230,6 +233,25 @@ class Storage:
     def _refuse(self, *_args: object) -> None:
         if self.refused is not None:
             raise self.refused
+
+    def _plain_file(self) -> str | None:
+        """The SQLite file's path on disk; None in memory, for a ``file:`` URI, or not SQLite."""
+        path = self.sqlite_file
+        return None if path is None or path.startswith("file:") else path
+
+    def _note_file(self, *_args: object) -> None:
+        """Remember which file the first connection opened (the file exists once SQLite connected)."""
+        path = self._plain_file()
+        if path and self._file_identity is None:
+            with contextlib.suppress(OSError):
+                self._file_identity = sqlite_setup.file_identity(path)
+
+    def check_file(self) -> None:
+        """:class:`api.sqlite_setup.FileMoved` where the SQLite file was deleted or replaced since the service
+        opened it: the pool's connections would write to the old file, lost at the next start."""
+        path = self._plain_file()
+        if path and self._file_identity is not None:
+            sqlite_setup.check_same_file(path, self._file_identity)
 
     def create_schema(self) -> None:
         """Create missing tables and record :data:`FORMAT_VERSION` (idempotent, safe when several processes
@@ -303,7 +325,9 @@ class Storage:
     @contextlib.contextmanager
     def _writing(self) -> Iterator[sa.Connection]:
         """A write transaction (committed when the block ends without an exception); on SQLite it holds
-        the database's write lock from its start (:func:`api.sqlite_setup.begin`)."""
+        the database's write lock from its start (:func:`api.sqlite_setup.begin`); refused where the SQLite
+        file is no longer the one opened (:meth:`check_file`)."""
+        self.check_file()
         with self.engine.connect() as conn:
             conn.execution_options(**{sqlite_setup.WRITE_OPTION: True})
             with conn.begin():

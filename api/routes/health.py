@@ -114,6 +114,7 @@ class Health(MethodView):
         storage = services().storage
         store, status = "unknown", 503
         try:
+            storage.check_file()  # deleted or replaced: writes are refused (api.sqlite_setup.FileMoved)
             with storage.engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
                 damage = sqlite_damage(storage, conn)
@@ -128,8 +129,8 @@ class Health(MethodView):
                     log.warning("health check: the store cannot write: %s", problem)
                     status = 503
         except OSError as exc:  # the pool's connections still read a file moved aside; a restart opens anew
-            database = (f"unreachable: {storage.location}: {exc.strerror} (moved aside or deleted): put it back, "
-                        "or restart the service to start an empty one")
+            moved = exc if isinstance(exc, sqlite_setup.FileMoved) else sqlite_setup.moved_aside(storage.location, exc)
+            database = f"unreachable: {moved}"
             log.error("health check: database %s", database)
         except (sa.exc.SQLAlchemyError, StoreRefused) as exc:
             fault = store_fault(exc, storage.location, storage.url)
