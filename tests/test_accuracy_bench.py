@@ -67,6 +67,32 @@ def test_the_seed_regression_gives_power_as_its_energy_over_its_time(real):
     assert np.allclose(p["avg_power_w"], p["epoch_energy_j"] / p["epoch_time_s"])
 
 
+@pytest.mark.parametrize("target", ["resnet18-cifar10", "mobilenetv3-gld23k", "lenet5-mnist"])
+def test_from_efij_jetpredict_beats_the_seed_regression_by_the_committed_margins(accuracy, real, target):
+    """The seed study's own design, e,f,i,j, without the MLP (seconds): jetpredict's and the seed linear
+    regression's time, energy and power MAPE on the other six modes are within 0.1 points of the committed run's
+    (bench/results/accuracy.json; accuracy.md: ResNet-18 time 1.5% against 7.5%, LeNet-5 energy 8.5% against
+    10.7%), and jetpredict's is the lower of the two in each."""
+    import json
+
+    from jetpredict.predictor import calibration
+
+    baselines = importlib.import_module("baselines")
+    committed = {r["method"]: r for r in json.loads((accuracy.ROOT / "bench" / "results" / "accuracy.json").read_text(
+        encoding="utf-8"))["summary"] if r["designs_set"] == "e,f,i,j" and r["target"] == target}
+    rows = real[real["workload"] == target].reset_index(drop=True)
+    pick = tuple(int(i) for i in np.flatnonzero(rows["mode"].isin(list("efij"))))
+    test = rows.drop(index=list(pick))
+    ours = accuracy.score_design(rows, pick, calibration.references(real, target, ("other real",))["other real"])
+    seed = baselines.SeedLinear().fit(rows.iloc[list(pick)]).predict(test)
+    observed = {"time": test["epoch_time_s"], "energy": test["epoch_energy_j"], "power": accuracy.power_of(test)}
+    for col, name in accuracy.OUTPUTS:
+        fresh = {"jetpredict": float(np.mean(ours[f"{name}_err"])), "seed linear": accuracy.mape(seed[col], observed[name])}
+        for method, mape_pct in fresh.items():
+            assert mape_pct == pytest.approx(committed[method][f"{name}_median"], abs=0.1), (method, name)
+        assert fresh["jetpredict"] < fresh["seed linear"], name
+
+
 def test_every_method_is_scored_on_the_same_held_out_modes_with_the_target_left_out(accuracy, real):
     picks = [tuple("abcdefghij".index(m) for m in "efij")]
     scores = accuracy.compare_target(real, "lenet5-mnist", picks, mlp=dict(hidden=(16, 8), pretrain_iter=40,
