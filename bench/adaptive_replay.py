@@ -60,6 +60,7 @@ from results_io import (  # noqa: E402
     growth_exponents,
     report_targets,
     run_seconds,
+    target_lines,
     write_results,
 )
 
@@ -401,7 +402,7 @@ def markdown(real: list[dict], twin: list[dict], whole: list[dict], cost: list[d
                      f"{_pct(r['stop_regret_pct'])} |")
     capped = sorted({(r["workload"], r["best_measured"], r["best_measured_power_w"]) for r in real
                      if r["max_power_w"] and r["stop_regret_pct"]})
-    lines += ["", bar_line(real), ""]
+    lines += ["", bar_line(real), "", *(f"- {line}" for line in target_lines(verdict(real))), ""]
     if capped:
         lines += ["Regret under the cap: the fastest mode by *measured* power ("
                   + ", ".join(f"{w} {m} at {pw:.2f} W" for w, m, pw in capped)

@@ -41,7 +41,14 @@ from jetpredict.predictor.reference import REFERENCE_DIR  # noqa: E402
 from jetpredict.profiler.sim import workload_complexity  # noqa: E402
 from jetpredict.profiler.sim.kernel_costs import cached_workloads  # noqa: E402
 from jetpredict.profiler.sim.twin import DevicePhysics, Twin  # noqa: E402
-from results_io import exponent_text, growth_exponent, report_targets, timed, write_results  # noqa: E402
+from results_io import (  # noqa: E402
+    exponent_text,
+    growth_exponent,
+    report_targets,
+    target_lines,
+    timed,
+    write_results,
+)
 
 from jetpredict.cli import main as cli  # noqa: E402
 
@@ -176,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     times = df[df["cap"].str.startswith(CAP_KINDS["time"])]
     lines += ["", f"Power caps held in {int(power['holds'].sum())} of {len(power)} picks; time caps in "
               f"{int(times['holds'].sum())} of {len(times)}.", ""]
+    lines += [f"- {line}" for line in target_lines(verdict(rows))] + [""]
     cost.sort(key=lambda c: c["modes"])
     growth = growth_exponent((c["modes"], c["recommend_cpu_s"]) for c in cost)
     lines += ["## Cost against the device's modes", "",

@@ -32,7 +32,14 @@ from jetpredict.models.profile_files import read_profile_csv
 from jetpredict.models.reader_limits import MAX_ROWS
 from jetpredict.predictor.bundled import fit_workload
 from jetpredict.predictor.reference import REFERENCE_DIR
-from results_io import cpu_seconds, exponent_text, growth_exponent, report_targets, write_results
+from results_io import (
+    cpu_seconds,
+    exponent_text,
+    growth_exponent,
+    report_targets,
+    target_lines,
+    write_results,
+)
 
 DEVICE = "agx-xavier"
 SIZES = (10, 100, 1_000, 10_000, 100_000)
@@ -88,6 +95,22 @@ def verdict(table: list[dict], b_large: float | None) -> dict[str, bool | None]:
     return out
 
 
+def markdown(result: dict) -> str:
+    """The Markdown report of a run from its result (what ``--write`` stores as JSON), its verdicts included."""
+    lines = ["# Fit cost against rows", "",
+             f"`python bench/fit_scaling.py --write` on {result['machine']}, {result['python']}; "
+             f"median CPU seconds of {result['repeats']} fits (synthetic rows, cost only).", "",
+             "| rows | fit CPU-s |", "|---:|---:|"]
+    lines += [f"| {r['rows']:,} | {r['fit_cpu_s']:.3f} |" for r in result["sizes"]]
+    lines += ["", f"Slope of time ~ rows^b: **b = {exponent_text(result['slope'])}** over all sizes, "
+              f"**{exponent_text(result['slope_from_1000_rows'])}** from 1,000 rows on "
+              "(1 = linear; below 1,000 rows a fit is its fixed cost).", "",
+              f"CLI cap, {result['cap_rows']:,} rows: CSV read and checked in {result['cap_read_cpu_s']:.2f} CPU-s, "
+              f"fitted in {result['cap_fit_cpu_s']:.2f} CPU-s.", "", "## Targets", ""]
+    lines += [f"- {line}" for line in target_lines(verdict(result["sizes"], result["slope_from_1000_rows"]))]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
@@ -118,18 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         cap_line = (f"CLI cap, {MAX_ROWS:,} rows: CSV read and checked in {read_s:.2f} CPU-s, fitted in "
                     f"{fit_s:.2f} CPU-s.")
     print(cap_line)
-
-    lines = ["# Fit cost against rows", "",
-             f"`python bench/fit_scaling.py --write` on {platform.machine()}, {platform.python_version()}; "
-             f"median CPU seconds of {args.repeats} fits (synthetic rows, cost only).", "",
-             "| rows | fit CPU-s |", "|---:|---:|"]
-    lines += [f"| {r['rows']:,} | {r['fit_cpu_s']:.3f} |" for r in table]
-    lines += ["", f"Slope of time ~ rows^b: **b = {exponent_text(b)}** over all sizes, **{exponent_text(b_large)}** from 1,000 rows on "
-              "(1 = linear; below 1,000 rows a fit is its fixed cost).", "",
-              cap_line, ""]
+    result = {"sizes": table, "slope": b, "slope_from_1000_rows": b_large, "repeats": args.repeats,
+              "machine": platform.machine(), "python": platform.python_version()}
+    if not args.no_cap:
+        result.update(cap_rows=MAX_ROWS, cap_read_cpu_s=read_s, cap_fit_cpu_s=fit_s)
     if args.write:
-        print(write_results("fit_scaling", "\n".join(lines), {
-            "sizes": table, "slope": b, "slope_from_1000_rows": b_large, "cap_rows": MAX_ROWS, "cap_read_cpu_s": read_s, "cap_fit_cpu_s": fit_s}))
+        print(write_results("fit_scaling", markdown(result), result))
     return report_targets(verdict(table, b_large))
 
 

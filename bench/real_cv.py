@@ -24,7 +24,9 @@ time, then with the measured power, in place of the predicted one) and the mean 
 mode (what every design misses the same way). Then the leave-one-mode-out form check per workload (fitted
 on 9 modes, the other two workloads as reference, predicting the 10th: time, energy and power, stall and
 compute), and the data against physics: where a mode with more cores or faster clocks is slower or draws
-less power, and the least error of any model that keeps that order (in sample).
+less power, and the least error of any model that keeps that order (in sample). At 4 modes (other real),
+every design again with columns left out of its profiled rows: ``[no meter]`` (power from the reference) and
+``[no components]`` (epoch totals alone: the split is the reference's), scored against every measured column.
 Then the real cross-device rows (``bench/data/published_cross_device.csv``): AGX Xavier ->
 Xavier NX, Xavier NX -> Nano and back, AGX Xavier -> Orin AGX, from 1-4 profiled modes and from the whole sweep.
 
@@ -65,6 +67,7 @@ from real_cv_report import (  # noqa: E402
     error_sources,
     markdown,
     row_text,
+    rows_scatter_lines,
 )
 from real_cv_scoring import (  # noqa: E402
     CASES,
@@ -107,18 +110,24 @@ def within_device(real: pd.DataFrame, cases, sizes) -> list[dict]:
     return results
 
 
-def unmetered(real: pd.DataFrame) -> list[dict]:
-    """Every 4-mode design per target, timed without a power meter, with the other real workloads as
-    reference: power and energy from the reference's power model, scored against the measured ones."""
+#: The fits with columns left out of the profiled rows: label -> score_design's arguments that leave them out.
+WITHOUT = {"no meter": {"metered": False}, "no components": {"components": False}}
+
+
+def without_columns(real: pd.DataFrame, label: str) -> list[dict]:
+    """Every 4-mode design per target, the other real workloads as reference, fitted with the columns that
+    ``WITHOUT[label]`` leaves out of the profiled rows (``no meter``: power and energy from the reference's
+    power model; ``no components``: the epoch split from the reference's), scored against every measured
+    column of the held-out modes."""
     refs = references(real, ("other real",))
     out = []
     for target in TARGETS:
         rows = real[real["workload"] == target].reset_index(drop=True)
         scores = [s for pick in itertools.combinations(range(len(rows)), 4)
-                  if (s := score_design(rows, pick, refs[(target, "other real")], metered=False)) is not None]
+                  if (s := score_design(rows, pick, refs[(target, "other real")], **WITHOUT[label])) is not None]
         row = {"target": target, "reference": "other real", "modes": 4, **summarise(scores)}
         out.append(row)
-        print("[no meter] " + row_text(row), flush=True)
+        print(f"[{label}] " + row_text(row), flush=True)
     return out
 
 
@@ -285,19 +294,21 @@ def main(argv: list[str] | None = None) -> int:
     covered: bool | None = None  # no summary row: the bar is not measured
     if within:
         line, covered = coverage_check(within)
-        print(line, *error_sources(within), sep="\n", flush=True)
+        print(line, *error_sources(within), *rows_scatter_lines(within), sep="\n", flush=True)
     designs = named(real, cases)
-    no_meter = unmetered(real) if "other real" in cases and 4 in sizes else []
+    wanted = "other real" in cases and 4 in sizes
+    no_meter = without_columns(real, "no meter") if wanted else []
+    no_components = without_columns(real, "no components") if wanted else []
     cross = [] if args.no_cross_device else cross_device(real)
     seconds = time.perf_counter() - t0
-    text = markdown(within, designs, cross, lomo, monotone, seconds, no_meter)
+    text = markdown(within, designs, cross, lomo, monotone, seconds, no_meter, no_components)
     for line in cost_lines(within):  # the cost-growth figure, on every run (not only into --write's file)
         print(line, flush=True)
     print(f"done in {seconds:.0f} s", file=sys.stderr)
     if args.write:
         path = write_results("real_cv", text, {"within_device": within, "named_designs": designs,
                                                 "cross_device": cross, "leave_one_mode_out": lomo,
-                                                "no_meter": no_meter,
+                                                "no_meter": no_meter, "no_components": no_components,
                                                 "monotone": monotone,
                                                 "scales": {t: {k: vars(v) for k, v in table.items()}
                                                            for t, table in SCALES.items()},

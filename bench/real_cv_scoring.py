@@ -34,6 +34,9 @@ COLUMN_OF = {name: col for col, name in OUTPUTS}
 COMPONENTS = ("stall", "compute", "rest")
 #: The columns a profile has only when a power meter was read: left out for the designs timed without one.
 METER_COLUMNS = ("epoch_energy_j", "avg_power_w", "base_power_w")
+#: The columns that split the epoch (optional in a row written by hand): left out for the designs fitted
+#: from epoch totals alone.
+COMPONENT_COLUMNS = ("stall_time_s", "compute_time_s")
 
 
 def predict(model, modes: pd.DataFrame, device_id: str | None = None) -> dict[str, np.ndarray]:
@@ -77,14 +80,17 @@ def with_scales(model, target: str):
     return replace(model, interval_scales=replace(s, extrapolation=model.interval_scales.extrapolation))
 
 
-def score_design(rows: pd.DataFrame, pick: tuple[int, ...], ref, metered: bool = True
+def score_design(rows: pd.DataFrame, pick: tuple[int, ...], ref, metered: bool = True, components: bool = True
                  ) -> dict[str, Any] | None:
     """Fit ``rows`` at positions ``pick`` with ``ref`` and score the other rows; None if the fit refuses.
     ``metered=False``: the profiled rows lose their power columns (timed without a meter), so the power
-    comes from the reference; the held-out rows are scored against their measured power all the same."""
+    comes from the reference; ``components=False``: they lose their stall and compute columns (epoch totals
+    alone), so the split is the reference's. The held-out rows are scored against their measured values all
+    the same."""
     prof = rows.iloc[list(pick)]
     test = rows.drop(index=rows.index[list(pick)])
-    fitted = prof if metered else prof.drop(columns=list(METER_COLUMNS))
+    dropped = [*(() if metered else METER_COLUMNS), *(() if components else COMPONENT_COLUMNS)]
+    fitted = prof.drop(columns=dropped)
     try:
         model = with_scales(fit_workload(fitted, reference=ref), str(rows["workload"].iloc[0]))
         p = predict(model, test)
