@@ -39,7 +39,28 @@ def checked_url(url: str) -> str:
     except ImportError as exc:
         extra = " (pip install 'jetpredict[postgres]')" if url.startswith("postgresql") else ""
         raise InputError(f"{what} needs a driver that is not installed: {exc}{extra}", "database_url") from None
+    problem = _connection_option_problem(url, dialect)
+    if problem:
+        raise InputError(f"{what} has {problem}: fix its spelling or remove it (libpq's options: sslmode, "
+                         "connect_timeout, application_name, ...)", "database_url")
     return url
+
+
+def _connection_option_problem(url: str, dialect: type) -> str | None:
+    """What libpq says of an option it does not know in ``url``'s query (``?sslmod=require``), None when every
+    one is known or the driver is not psycopg 3: psycopg builds the connection string the same way at connect,
+    where it failed as a ProgrammingError traceback."""
+    if dialect.driver != "psycopg":
+        return None
+    import psycopg.conninfo
+
+    parsed = sa.engine.make_url(url)
+    _, kwargs = dialect().create_connect_args(parsed)
+    try:
+        psycopg.conninfo.make_conninfo("", **kwargs)
+    except psycopg.ProgrammingError as exc:
+        return driver_reason(exc, url)
+    return None
 
 
 def _parsed(url: str) -> sa.engine.URL | None:
@@ -72,8 +93,11 @@ def _is_secret(query_key: str) -> bool:
 MAX_REASON_CHARS = 300
 
 #: What libpq says when the server refuses the URL itself (a wrong password or user, no such database or
-#: role, no pg_hba.conf line for it): waiting will not help. A translated server message reads as an outage.
-_REFUSED_AS_GIVEN = re.compile(r'authentication failed|(database|role) ".*" does not exist|no pg_hba\.conf entry')
+#: role, no pg_hba.conf line for it, a role without LOGIN or CONNECT, SSL required of a server without it, an
+#: option's value it does not know): waiting will not help. A translated server message reads as an outage.
+_REFUSED_AS_GIVEN = re.compile(r'authentication failed|(database|role) ".*" does not exist|no pg_hba\.conf entry'
+                               r'|permission denied for database|is not permitted to log in'
+                               r'|server does not support SSL|invalid \w+ value')
 
 
 def driver_reason(exc: BaseException, url: str) -> str:
@@ -96,3 +120,17 @@ def refused_as_given(exc: BaseException) -> bool:
     """Whether the server refused the connection for what the URL says (user, password, database), not
     for an outage: a configuration error."""
     return bool(_REFUSED_AS_GIVEN.search(str(_driver_error(exc))))
+
+
+def cannot_create_tables(exc: BaseException, url: str, location: str) -> InputError:
+    """The error of a PostgreSQL role refused CREATE (42501) in the schema that would hold the tables: the
+    grant that would let it, or a role that owns the database (PostgreSQL 15 gives non-owners no CREATE in
+    schema public). ``location``: the database as printed (password hidden)."""
+    reason = re.sub(r" LINE \d+:.*", "", driver_reason(exc, url))  # the statement quoted: no help here
+    found = re.search(r'permission denied for schema "?([^"\s]+)', reason)
+    schema = found.group(1) if found else "public"
+    parsed = _parsed(url)
+    user = (parsed.username if parsed is not None else None) or "the role"
+    return InputError(f"the database user {user} cannot create jetpredict's tables in {location} ({reason}): "
+                      f"as the database's owner run GRANT CREATE ON SCHEMA {schema} TO {user}, or give "
+                      f"--database-url ({ENV_PREFIX}DATABASE_URL) a user that owns the database", "database_url")

@@ -38,8 +38,9 @@ def store_fault(exc: BaseException, location: str, url: str) -> tuple[str, str] 
         return str(exc), "newer format"
     if is_unreachable(exc) and refused_as_given(exc):
         reason = driver_reason(exc, url)
-        return (f"the database {location} refused the connection: {reason}; check the user, password and "
-                "database name of --database-url (JETPREDICT_DATABASE_URL)", f"refused: {reason}")
+        return (f"the database {location} refused the connection: {reason}; check the user, password, database "
+                "name and options of --database-url (JETPREDICT_DATABASE_URL), and that the role may log in "
+                "and connect to that database", f"refused: {reason}")
     damage = store_damage(exc)
     return None if damage is None else (damaged_message(location, damage), f"damaged: {damage}")
 

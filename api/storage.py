@@ -26,7 +26,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from jetpredict.api import sqlite_setup
-from jetpredict.api.database_url import checked_url, masked_url
+from jetpredict.api.database_url import cannot_create_tables, checked_url, masked_url
 from jetpredict.api.store_failures import StoreRefused, write_refused
 from jetpredict.api.store_tables import (  # the tables, here too for the modules that read them
     FORMAT_VERSION,
@@ -265,7 +265,12 @@ class Storage:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
                 stamped = self._check_format(conn)  # read-only first: a role without CREATE gets this far
                 if _missing_tables(conn):
-                    metadata.create_all(conn)
+                    try:
+                        metadata.create_all(conn)
+                    except sa.exc.DBAPIError as exc:
+                        if getattr(exc.orig, "sqlstate", None) != "42501":
+                            raise
+                        raise cannot_create_tables(exc, self.url, self.location) from None
                 if not stamped:
                     self._stamp(conn)
             return

@@ -106,7 +106,7 @@ def test_a_password_that_is_also_a_name_of_the_url_leaves_the_names_readable():
 
 @pytest.mark.parametrize(("fault", "said_words"), [
     (lambda: _refused('FATAL:  password authentication failed for user "jp"'),
-     ("refused the connection", "password authentication failed", "check the user, password and database name")),
+     ("refused the connection", "password authentication failed", "check the user, password, database name and options")),
     (lambda: StoreRefused("the database holds format 99; this jetpredict reads up to 1: upgrade jetpredict"),
      ("format 99",)),
 ], ids=["refused URL", "newer format"])
@@ -155,7 +155,7 @@ def test_answers_and_the_health_check_say_the_database_refused_the_url(tmp_path,
     body = answer.get_json()
     assert answer.status_code == 503 and answer.headers["Retry-After"]
     assert "refused the connection" in body["message"] and "password authentication failed" in body["message"]
-    assert "check the user, password and database name" in body["message"]
+    assert "check the user, password, database name and options" in body["message"]
     assert body["errors"]["database"][0].startswith("refused: ")
     health = client.get("/healthz")
     assert health.status_code == 503 and health.get_json()["database"].startswith("the database ")
