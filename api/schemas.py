@@ -3,9 +3,10 @@
 Request bodies reject unknown fields (a typo is an error, not silently ignored). Profile rows are the
 exception: their fields are documented here, but they are checked by
 :func:`models.profile_rows.validate_records`, which reports every problem with its row number
-(``rows.<n>.<field>``, rows counted from 1) and lets extra columns pass through. Here each known cell
+(``rows.<i>.<field>``, ``i`` the 0-based index) and lets extra columns pass through. Here each known cell
 is checked against its documented JSON type first: a JSON body carries numbers as JSON numbers (the CSV
-readers of the CLI parse text cells; a JSON request that sends ``"8"`` breaks the document and is a 422).
+readers of the CLI parse text cells; a JSON request that sends ``"8"`` breaks the document and is a 422,
+which names the rows' other problems too, in the CLI's words).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import re
 
 from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, HEADER_TOKEN_CHARS, MAX_WORKLOAD_ID_CHARS
+from jetpredict.api.row_problems import value_problems
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import (
     FIELDS,
@@ -370,7 +372,7 @@ PROFILE_ROW_DOC = {
 ROW_CELL_TYPES: dict[str, str] = {
     **{f.name: "string" if f.kind is str else "number" for f in FIELDS},
     **{name: "string" if unit.startswith("text") else "number" for name, unit in PASS_THROUGH_COLUMNS.items()}}
-#: Cells of the wrong type named in one answer (then the rows after are not looked at).
+#: Cells of the wrong type named in one answer (then the rows after are not looked at, for any problem).
 MAX_CELL_TYPE_ERRORS = 100
 _ROW_UNITS = {**{f.name: f.unit for f in FIELDS}, **PASS_THROUGH_COLUMNS}
 
@@ -400,22 +402,33 @@ def _cell_type_problem(name: str, value: object) -> str | None:
 
 def _json_cell_types(rows: list) -> None:
     """Every known cell of a JSON row has the type the document gives it (or is null): a number given as
-    text (``"1e5"``), a boolean, or NaN/Infinity is refused, naming ``rows.I.FIELD``. Unknown columns and
-    rows that are not objects are left to the row checks (:func:`api.client_rows.validate_client_rows`)."""
+    text (``"1e5"``), a boolean, or NaN/Infinity is refused, naming ``rows.I.FIELD``. The same answer names
+    the other problems of the rows looked at (:func:`api.row_problems.value_problems`), by row, so that one
+    resend can mend them all. Without a cell of the wrong type, the rows are left to the row checks
+    (:func:`api.client_rows.validate_client_rows`)."""
     errors: dict[int, dict[str, list[str]]] = {}
-    found = 0
-    for i, row in enumerate(rows):
+    found = looked_at = 0
+    for looked_at, row in enumerate(rows, 1):
         if not isinstance(row, dict):
             continue
         for name, value in row.items():
             problem = _cell_type_problem(name, value) if name in ROW_CELL_TYPES else None
             if problem:
-                errors.setdefault(i, {})[name] = [problem]
+                errors.setdefault(looked_at - 1, {})[name] = [problem]
                 found += 1
         if found >= MAX_CELL_TYPE_ERRORS:  # a whole file of text cells: enough to show the rule, not 10**5
             break
-    if errors:
-        raise ValidationError(errors)
+    if not errors:
+        return
+    whole: list[str] = []  # problems of the rows as a whole (unknown columns not named one by one)
+    for (index, name), messages in value_problems(rows[:min(looked_at, MAX_REQUEST_ROWS)]).items():
+        if index is None:
+            whole.extend(messages)
+        elif name not in errors.get(index, {}):  # a cell of the wrong type is named by its type rule alone
+            errors.setdefault(index, {})[name] = messages
+    by_row = {index: errors[index] for index in sorted(errors)}
+    # A list's strings are the rows field's own messages (``rows``), its dict the cells' (``rows.I.FIELD``).
+    raise ValidationError([*whole, by_row] if whole else by_row)
 
 
 def _rows_field(**kwargs) -> fields.List:

@@ -452,14 +452,16 @@ INDEX_NAMES = ("row", "rows", -1)
 
 def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 1,
                      what: str = "profile rows", line_numbers: Sequence[int] | None = None,
-                     names: tuple[str, str, int] = LINE_NAMES, stored: int = 0) -> pd.DataFrame:
+                     names: tuple[str, str, int] = LINE_NAMES, stored: int = 0, compare: bool = True
+                     ) -> pd.DataFrame:
     """Validate row mappings (JSON objects or CSV records); raise :class:`ProfileRowsError` with all problems.
 
     ``line_numbers`` gives each record's line in its file (CSV readers skip blank lines), else
     ``first_line + index``; ``names``: how messages name rows (problems, :func:`mode_conflicts`).
     ``stored``: the first so many records were stored by a service under its rules of the time; the rules
     inside a row added since (:func:`part_problems`, the pass-through numbers' rules) are not applied to
-    them, so an upgrade leaves a stored workload usable as it was.
+    them, so an upgrade leaves a stored workload usable as it was. ``compare``: check rows against each other
+    (:func:`mode_conflicts`) once no row has a problem; False where the caller found problems of its own.
     """
     rows: list[dict[str, object]] = []
     lines: list[int] = []
@@ -486,7 +488,7 @@ def validate_records(records: Iterable[Mapping[str, object]], first_line: int = 
     problems.sort(key=lambda p: p.line)
     if not rows and not problems:
         problems.append(RowProblem(0, "rows", "no data rows"))
-    if not problems:
+    if not problems and compare:
         problems = mode_conflicts(rows, lines, names)
     if problems:
         raise ProfileRowsError(problems, what, names)
