@@ -78,6 +78,8 @@ DEFAULT_WORKERS = 2
 DEFAULT_THREADS = 4  # gunicorn threads per worker
 #: The SQLite folder when none is given, relative to the folder ``serve`` starts in.
 DEFAULT_DATA_DIR = "data"
+#: The SQLite database's file name in the data folder.
+SQLITE_FILE_NAME = "jetpredict.sqlite"
 DEFAULT_RATE_LIMIT = "600/minute;50/second"
 DEFAULT_RATE_LIMIT_ALL_MODES = "30/minute"
 RATE_LIMIT_OFF = ("off", "none", "0", "false")
@@ -173,7 +175,7 @@ class Settings:
         """The SQLAlchemy URL: ``DATABASE_URL`` or the SQLite file under ``DATA_DIR``."""
         if self.DATABASE_URL:
             return self.DATABASE_URL
-        return f"sqlite:///{(Path(self.DATA_DIR) / 'jetpredict.sqlite').resolve()}"
+        return f"sqlite:///{(Path(self.DATA_DIR) / SQLITE_FILE_NAME).resolve()}"
 
 
 #: The highest TCP port.

@@ -30,6 +30,7 @@ from jetpredict.api.config import (
     ENV_PREFIX,
     LARGEST_QUERY_ROUTE,
     MIN_BODY_BYTES,
+    SQLITE_FILE_NAME,
     Settings,
     load_settings,
 )
@@ -200,6 +201,27 @@ def check_data_dir(settings: Settings, from_flag: bool) -> None:
                          "cache live there)", field) from None
     except OSError as exc:
         raise InputError(f"{name} {path} cannot be created: {exc.strerror or exc}", field) from None
+    if not settings.DATABASE_URL:
+        problem = _unwritable_sqlite(path)
+        if problem:
+            raise InputError(f"{name} {path} is not writable by this process (uid {os.geteuid()}): {problem}; "
+                             "make it writable (chown or chmod), or mount it read-only to serve the stored "
+                             "workloads without uploads", field)
+
+
+def _unwritable_sqlite(folder: Path) -> str | None:
+    """What of the SQLite folder and its database this process may not write (modes, ownership), None when
+    both are writable or the file system is read-only: there the file is served read-only, on purpose
+    (``api.storage``). A folder it may not write fails on the lock file, a file on every connection."""
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        return None
+    database = folder / SQLITE_FILE_NAME
+    if database.exists() and not os.access(database, os.W_OK):
+        return f"its database {database} is read-only to it"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        exists = "its database" if database.exists() else "the database"
+        return f"{exists} {database}, its lock file and its WAL cannot be made there"
+    return None
 
 
 def _serve(args: argparse.Namespace) -> int:
