@@ -207,7 +207,9 @@ def register_error_handlers(app: Flask) -> None:
             log.error("the database cannot be used: %s", fault[0])
             return _unavailable(fault[0], fault[1], STORE_RETRY_AFTER_S)
         if is_unreachable(exc):
-            log.warning("database unavailable: %s", exc.__class__.__name__, exc_info=log.isEnabledFor(10))
+            # The driver's reason, masked, as serve's start-up line says it (not the class name alone).
+            log.warning("database unavailable: %s: %s", type(exc).__name__, driver_reason(exc, where[1]),
+                        exc_info=log.isEnabledFor(10))
             return _unavailable("the database cannot be reached; retry later", "unreachable", DB_RETRY_AFTER_S)
         log.exception("unhandled error")
         # InternalServerError.name is a property of instances: ask the status table, never the class.

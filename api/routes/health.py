@@ -12,6 +12,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from flask.views import MethodView
 from jetpredict.api import sqlite_setup
+from jetpredict.api.database_url import driver_reason
 from jetpredict.api.errors import damaged_message, store_fault
 from jetpredict.api.routes.common import Blueprint, services
 from jetpredict.api.schemas import HealthSchema
@@ -134,8 +135,9 @@ class Health(MethodView):
             log.error("health check: database %s", database)
         except (sa.exc.SQLAlchemyError, StoreRefused) as exc:
             fault = store_fault(exc, storage.location, storage.url)
-            log.warning("health check: database %s: %s", "unusable" if fault else "unreachable", exc)
-            database = fault[0] if fault else f"unreachable: {type(exc).__name__}"
+            reason = f"{type(exc).__name__}: {driver_reason(exc, storage.url)}"  # masked, as serve's start line
+            log.warning("health check: database %s: %s", "unusable" if fault else "unreachable", reason)
+            database = fault[0] if fault else f"unreachable: {reason}"
         body = {"status": "ok" if status == 200 else "degraded", "version": _version(),
                 "database": database, "store": store, "devices": len(device_ids())}
         return body, status

@@ -170,3 +170,29 @@ def test_each_test_process_empties_only_its_own_database():
         finally:
             for s in stores.values():
                 s.dispose()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not postgres_available(), reason="PostgreSQL server binaries not installed")
+def test_an_outage_is_said_with_the_drivers_reason_in_the_log_and_healthz(tmp_path, caplog):
+    """The request log and /healthz said only "OperationalError" during an outage; they say what libpq
+    said (as the start-up line does), the password hidden."""
+    import logging
+
+    from api_fixtures import API_KEY, NO_RATE_LIMITS
+    from jetpredict.api.app import create_app
+
+    with TempPostgres() as pg:
+        url = pg.create_database("outage").replace("postgres@", "postgres:pw-hidden-9@")
+        app = create_app({"DATA_DIR": tmp_path, "API_KEYS": API_KEY, "DATABASE_URL": url, **NO_RATE_LIMITS})
+        client = app.test_client()
+        assert client.get("/healthz").status_code == 200
+        pg.stop_server()
+        with caplog.at_level(logging.WARNING, logger="jetpredict.api"):
+            listed, health = client.get("/v1/workloads"), client.get("/healthz")
+        assert listed.status_code == 503 and health.status_code == 503
+        assert "Connection refused" in health.json["database"], health.json
+        logged = [r.getMessage() for r in caplog.records if r.name == "jetpredict.api"]
+        assert any("database unavailable" in m and "Connection refused" in m for m in logged), logged
+        assert not any("pw-hidden-9" in m for m in logged) and "pw-hidden-9" not in health.get_data(as_text=True)
+        app.extensions["jetpredict"].storage.dispose()
