@@ -164,6 +164,21 @@ def test_the_replay_summary_leaves_out_only_the_per_step_detail(bench_path):
         "# R\nsummary\n## Digital twin\ntwin\n### Over the default candidates\nall\n## Cost\nc\n")
 
 
+def test_the_replay_on_the_twin_offers_a_j_at_the_steps_the_twin_records(bench_path):
+    """The twin runs a-j's published clocks at the device's steps and records those: candidates left off
+    them were never known as profiled, and the loop proposed the same mode again and again."""
+    adaptive_replay = importlib.import_module("adaptive_replay")
+    from jetpredict.models.catalogue import load_device
+
+    cands = adaptive_replay.real_rows().drop_duplicates("mode")[["mode", *adaptive_replay.MODE_FIELDS]]
+    chooser = adaptive_replay.twin_chooser("agx-xavier", None, adaptive_replay.GOALS[1], 0.12, cands)
+    offered, device = chooser.adviser.candidates, load_device("agx-xavier")
+    assert list(offered["mode"]) == list("abcdefghij")
+    for name, steps in (("cpu_mhz", device.cpu_steps_mhz), ("gpu_mhz", device.gpu_steps_mhz),
+                        ("emc_mhz", device.emc_steps_mhz)):
+        assert offered[name].isin(steps).all(), name
+
+
 def _render_isolation_uploads(module, data: dict) -> str:
     # main joins the gated run's report and the ungated one's; the JSON keeps them under these keys.
     return "\n".join(module._markdown(data[run]) for run in ("gated", "ungated"))
