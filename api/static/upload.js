@@ -1,6 +1,6 @@
 // Upload of a profile CSV (POST /v1/profiles), then the stored workload loaded.
 
-import { parseProfileCsv } from "./csv.js";
+import { parseProfileCsv, withCsvLines } from "./csv.js";
 import { postJson } from "./http.js";
 import { beginLoad, failFor, loadAll } from "./load.js";
 import { $, drop, state } from "./state.js";
@@ -20,10 +20,14 @@ export async function upload() {
   try {
     if (!file) throw new Error("choose a profile CSV file first");
     if (!key) throw new Error("an API key is needed (one of the service's JETPREDICT_API_KEYS)");
-    const rows = parseProfileCsv(await file.text());
+    const { rows, lines } = parseProfileCsv(await file.text());
     if (seq !== state.uploadSeq) { drop(); return; }
     out.textContent = `uploading ${rows.length} rows…`;
-    const result = await postJson("/v1/profiles", { rows }, "application/json", { "X-API-Key": key });
+    const result = await postJson("/v1/profiles", { rows }, "application/json", { "X-API-Key": key })
+      .catch((err) => {  // the user chose a CSV file: its rows are named by their lines in it too
+        err.message = withCsvLines(err.message, lines);
+        throw err;
+      });
     if (seq !== state.uploadSeq) { drop(); return; }
     out.textContent = `stored ${result.rows_stored} rows of ${result.workload_id}; fitted from ` +
       `${result.profiled_modes} profiled modes (${result.reference_source} prior)`;
