@@ -25,12 +25,14 @@ function capValue() {
 function capAllowed(kind) {
   const rule = (state.limits && state.limits.caps[kind]) || { min: 0, max: Infinity, above: true };
   const device = $("device").value;
-  const most = kind === "max_power_w" && maxPowerW(device) !== undefined ? Math.min(rule.max, maxPowerW(device))
-    : rule.max;
+  const most = kind === "max_power_w" && state.limits && maxPowerW(device) !== undefined
+    ? Math.min(rule.max, maxPowerW(device)) : rule.max;
   return [rule.min, most, rule.above];
 }
 
-// The cap box's value if the API takes it; else throws naming the field and the rule.
+// The cap box's value if the API takes it; else throws naming the field and the rule. A power cap that is
+// a number out of range is marked `askService`: the service's refusal says more (a likely unit slip, "it
+// looks like milliwatts (15 W)", by rules the OpenAPI document does not state), and the page asks for it.
 export function checkedCap() {
   const kind = $("cap-kind").value, cap = capValue();
   if (cap === null) return null;
@@ -38,12 +40,19 @@ export function checkedCap() {
   const unit = kind === "max_power_w" ? "W" : "s";
   if (!Number.isFinite(cap) || (above ? cap <= least : cap < least) || cap > most) {
     const box = $("cap-number").value.trim();
-    throw new Error(`constraints.${kind}: must be a number ${above ? "above" : "from"} ${fmt(least)} ` +
+    const err = new Error(`constraints.${kind}: must be a number ${above ? "above" : "from"} ${fmt(least)} ` +
       `${above ? "" : "to "}${above ? "and at most " : ""}${fmt(most)} ${unit}` +
       `${kind === "max_power_w" ? ` (the most ${deviceName($("device").value)} takes)` : ""}, ` +
       `got ${box ? `"${box}"` : "nothing"}`);
+    err.askService = kind === "max_power_w" && Number.isFinite(cap);
+    throw err;
   }
   return cap;
+}
+
+// The cap the API takes from the box (null: no cap chosen), or undefined where it refuses the box.
+export function takenCap() {
+  try { return checkedCap(); } catch (err) { return undefined; }
 }
 
 // The slider spans the caps that change the answer: from the least upper end (below it no mode
@@ -125,6 +134,11 @@ export function setupCap() {
   const [least, most, above] = capAllowed(kind);
   box.min = above ? "" : String(least);
   box.max = Number.isFinite(most) ? String(most) : "";
+  // The cap the page's link names, for the first load that sets up a cap (for its device and workload).
+  if (state.linkCap) {
+    if (state.linkCap.kind === kind) state.caps.set(capPlace(kind, data.key), state.linkCap.value);
+    state.linkCap = null;
+  }
   // 15 W at first, or the top of the slider where that is lower (the same modes qualify under both); a
   // time cap at the middle of its slider.
   const wish = state.caps.get(capPlace(kind, data.key)) ?? (power ? Math.min(Math.max(15, scale.min), scale.max)
@@ -143,6 +157,13 @@ export function setupCap() {
 const capPlace = (kind, key) => (kind === "max_power_w" ? kind
   : JSON.stringify([kind, key.device, key.workload]));
 
+// The cap the user chose of the kind chosen, where it holds now (undefined: none chosen, the default shown;
+// null: no cap). A power cap is the one chosen, also where a device takes less and the box shows it lowered.
+export function chosenCap() {
+  const kind = $("cap-kind").value;
+  return kind === "none" ? null : state.caps.get(capPlace(kind, dataKey()));
+}
+
 export function onCapSlider() {
   const scale = state.capScale;
   if (!scale) return;
@@ -154,8 +175,9 @@ export function onCapSlider() {
 }
 
 export function onCapNumber() {
-  const cap = capValue();
-  if (Number.isFinite(cap) && cap > 0) {
+  // only a cap the API takes is kept: one refused (15000, a slip for 15 W) must not follow to other devices
+  const cap = takenCap();
+  if (typeof cap === "number") {
     state.caps.set(capPlace($("cap-kind").value, dataKey()), cap);
     if (state.capScale) $("cap").value = String(positionOf(state.capScale, cap));
   }
@@ -169,11 +191,13 @@ export function showCap() {
   const v = capValue();
   const power = kind === "max_power_w";
   const unit = power ? "W" : "s";
-  const said = v === null ? "no cap" : (Number.isFinite(v) ? `≤ ${fmt(v)} ${unit}` : "no valid cap");
+  const valid = v === null || takenCap() !== undefined;  // a cap the API refuses is no cap shown as held
+  const said = v === null ? "no cap" : (valid ? `≤ ${fmt(v)} ${unit}` : "no valid cap");
   $("cap-value").textContent = said;
   const name = v === null ? "cap (none chosen)" : (power ? "power cap" : "time cap");
   $("cap").setAttribute("aria-label", name);
-  $("cap").setAttribute("aria-valuetext", v === null ? "no cap" : `${name} ${v} ${unit}`);
+  $("cap").setAttribute("aria-valuetext",
+    v === null ? "no cap" : (valid ? `${name} ${v} ${unit}` : `${name}: ${said}`));
   $("cap-number").setAttribute("aria-label", v === null ? "cap (none chosen)" : `${name} in ${unit}, exact`);
 }
 

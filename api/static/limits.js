@@ -3,6 +3,7 @@
 
 import { percent } from "./format.js";
 import { api } from "./http.js";
+import { linked, showLinkNote } from "./link.js";
 import { $, WORKLOAD_PAGE, state } from "./state.js";
 
 // Coverages offered, as shares; those outside the API's range (read from /openapi.json) are left out.
@@ -51,9 +52,26 @@ export async function loadLimits() {
   $("confidence").value = String(def);
   $("objective").replaceChildren(...objectiveOrder(props.objective.enum)
     .map((name) => new Option(OBJECTIVE_WORDS[name] || name, name)));
+  // the link's objective where the API has it; else the first, saying so
+  const objective = linked("objective");
+  if (props.objective.enum.includes(objective)) $("objective").value = objective;
+  const shown = $("objective").selectedOptions[0];
+  state.linkNotes.objective = objective && $("objective").value !== objective ? `The link's objective ` +
+    `"${objective}" is not one the service takes; showing ${shown ? shown.textContent : "none"} instead.` : "";
+  showLinkNote();
+  state.scatterWarnRel = scatterWarnRel(schemas.PredictionResponse);
   $("epochs").min = String(limits.epochs.min);
   $("epochs").max = String(limits.epochs.max);
   state.limits = limits;  // last: a load that failed half-way is read again in full
+}
+
+// The scatter of a fit's rows about it (rows_scatter_rel, a ratio) above which the service warns that the
+// model's form misses the workload, as its document states it ("above 0.06 the model's form misses");
+// null where it states none (the page then shows the scatter without a judgement).
+function scatterWarnRel(schema) {
+  const field = ((schema && schema.properties) || {}).rows_scatter_rel;
+  const said = field && /\babove (\d+(?:\.\d+)?(?:e-?\d+)?) the model's form misses\b/.exec(field.description || "");
+  return said ? Number(said[1]) : null;
 }
 
 // The API's objectives, those the page has words for first, in OBJECTIVE_WORDS' order.

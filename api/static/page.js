@@ -29,7 +29,8 @@
 //   limits.js     the API's limits read from /openapi.json (coverage, epochs, caps, column types)
 //   keys.js       which request an answer belongs to (the keys of a load and of a recommendation)
 //   status.js     busy/ready on screen: status line, progress bar, controls enabled, stale badge, Copy
-//   devices.js    the device list; link.js the notes on what the page's link asked for
+//   devices.js    the device list; link.js the page's link: what it asks for, its notes, the choices
+//                 written back into it (a reload shows what the user saw)
 //   workloads.js  the workload list: stored (paged, searched, looked up by id) and built-in workloads
 //   load.js       a generation: one load of device, workload and coverage, its all-mode predictions
 //                 (sets fetchMs, parseMs, renderMs, paintMs; recommend.js redrawMs and readyMs)
@@ -45,22 +46,29 @@
 import { onCapNumber, onCapSlider, powerSlider, setupCap, timeScale } from "./cap.js";
 import { onResize } from "./chart.js";
 import { drawHeatmap } from "./heatmap.js";
-import { clearLinkNote } from "./link.js";
+import { clearLinkNote, readLinkCap, scheduleLinkWrite } from "./link.js";
 import { reload } from "./load.js";
 import { recommend, scheduleRecommend } from "./recommend.js";
 import { $, drop, state } from "./state.js";
 import { holdWhileBusy } from "./status.js";
 import { upload } from "./upload.js";
-import { searchWorkloads } from "./workloads.js";
+import { clearChangedWorkloadNote, searchWorkloads } from "./workloads.js";
 
 function start() {
+  readLinkCap();
   wire();
   reload(true);
 }
 
+// A choice of the user: the notes on what the page's link named go, and the link says the choices now.
+function chose() {
+  clearLinkNote();
+  scheduleLinkWrite();
+}
+
 function wire() {
-  $("device").addEventListener("change", () => { clearLinkNote(); reload(true); });
-  $("workload").addEventListener("change", () => { clearLinkNote(); reload(false); });
+  $("device").addEventListener("change", () => { chose(); reload(true); });
+  $("workload").addEventListener("change", () => { chose(); clearChangedWorkloadNote(); reload(false); });
   $("confidence").addEventListener("change", () => reload(false));
   $("workload-search").addEventListener("input", () => {
     clearTimeout(state.searchTimer);
@@ -74,10 +82,10 @@ function wire() {
       });
     }, 200);
   });
-  $("objective").addEventListener("change", scheduleRecommend);
-  $("cap-kind").addEventListener("change", () => { if (state.data) setupCap(); scheduleRecommend(); });
-  $("cap").addEventListener("input", onCapSlider);
-  $("cap-number").addEventListener("input", onCapNumber);
+  $("objective").addEventListener("change", () => { chose(); scheduleRecommend(); });
+  $("cap-kind").addEventListener("change", () => { chose(); if (state.data) setupCap(); scheduleRecommend(); });
+  $("cap").addEventListener("input", () => { chose(); onCapSlider(); });
+  $("cap-number").addEventListener("input", () => { chose(); onCapNumber(); });
   document.addEventListener("input", holdWhileBusy, true);
   document.addEventListener("change", holdWhileBusy, true);
   $("epochs").addEventListener("input", scheduleRecommend);

@@ -15,12 +15,39 @@ const sourceText = (source) => SOURCE_TEXT[source] || source;
 // What an answer says about where its numbers come from (top-level fields; an all-mode answer in the
 // columns layout also states cross_device, power_source and confidence once, for every mode).
 const PROVENANCE = ["device", "model_version", "reference_source", "workload_source", "profiled_modes",
-  "workload_id", "workload_devices", "rows_device", "cross_device", "power_source", "confidence"];
+  "workload_id", "workload_devices", "rows_device", "cross_device", "power_source", "confidence",
+  "aliased_knobs", "rows_scatter_rel"];
 
 export function provenanceOf(answer) {
   const out = {};
   for (const k of PROVENANCE) if (answer && answer[k] !== undefined && answer[k] !== null) out[k] = answer[k];
   return out;
+}
+
+// The fit's caveats (aliased_knobs, rows_scatter_rel), worded as `jetpredict predict` and `fit` word them
+// (predictor/cli.py _log_fit_caveats, predictor/fit_check.py). The scatter is judged against the level the
+// service warns above (read from its OpenAPI document: state.scatterWarnRel), not a number of the page's.
+function aliasedWords(aliased) {
+  if (aliased === undefined || aliased === null) return "– (the answer does not say)";
+  const knobs = Object.entries(aliased);
+  if (!knobs.length) return "none";
+  return `${knobs.map(([knob, why]) => `${knob} (${why})`).join(", ")}: the profiled modes do not separate ` +
+    "their effects; predictions along them take their split from the reference";
+}
+
+// The rows' scatter about the fit in words, and whether it is past the service's warning level.
+function scatterWords(rel, profiledModes) {
+  if (rel === undefined || rel === null) return "– (the answer does not say)";
+  const rows = `the rows of the ${profiledModes ?? "?"} profiled mode(s) scatter ${(rel * 100).toFixed(1)}% ` +
+    "(RMS) about the fitted model";
+  const level = state.scatterWarnRel;
+  if (level === null) return rows;
+  const levelWords = `${Math.round(level * 100)}%`;
+  return rel > level
+    ? `warning: ${rows}: more than run-to-run noise explains (> ${levelWords}), so the model's form misses ` +
+      "this workload here; its intervals carry the scatter as noise, and modes far from the profiled ones may " +
+      "be off by more"
+    : `${rows}: within what run-to-run noise explains (<= ${levelWords})`;
 }
 
 // true, false, or null when no answer says: the chosen mode's own flag, else whose rows the recommendation
@@ -67,6 +94,8 @@ export function showProvenance(rec, best) {
         : (power || "–")],
     ["intervals", confidence === undefined || confidence === null ? "–"
       : `${percent(confidence)} (posterior, model form, run-to-run noise, extrapolation)`],
+    ["aliased knobs", aliasedWords(p.aliased_knobs)],
+    ["rows' scatter", scatterWords(p.rows_scatter_rel, p.profiled_modes)],
   ];
   if (p.workload_source && info.kind === "builtin") items.splice(4, 0, ["workload source", p.workload_source]);
   const dl = $("provenance");
@@ -77,11 +106,15 @@ export function showProvenance(rec, best) {
     const dd = document.createElement("dd");
     dd.textContent = v;
     dd.dataset.key = k;
+    if (v.startsWith("warning: ")) dd.className = "warning";
     dl.append(dt, dd);
   }
   dl.dataset.referenceSource = p.reference_source || "";
   dl.dataset.profiledModes = p.profiled_modes === undefined ? "" : String(p.profiled_modes);
   dl.dataset.crossDevice = cross === null ? "" : String(cross);
   dl.dataset.powerSource = power || "";
+  dl.dataset.aliasedKnobs = p.aliased_knobs ? Object.keys(p.aliased_knobs).join(",") : "";
+  dl.dataset.rowsScatterRel = p.rows_scatter_rel === undefined || p.rows_scatter_rel === null ? ""
+    : String(p.rows_scatter_rel);
   dl.dataset.answer = rec ? "recommendation" : "predictions";  // the newest answer it draws on
 }

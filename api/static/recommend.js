@@ -29,13 +29,17 @@ export function scheduleRecommend() {
   // then. Once it has them (its recommendation in flight), a change asks again and drops that answer.
   if (!state.data) return;
   abortRecommendation();
-  const problem = checkInputs();
+  const [problem, capError] = checkInputs();
   if (problem) {
     // The recommendation in flight (the load's own, maybe) is cancelled and none is asked: the device's
     // data stay on screen and the controls are free again, as recommend() leaves them for a bad number.
     markStale();
     setBusy(false);
     setState("error", problem);
+    if (capError && capError.askService) {
+      const gen = state.gen;
+      state.recTimer = setTimeout(() => explainCap(gen), 150);
+    }
     return;
   }
   markStale();
@@ -45,9 +49,11 @@ export function scheduleRecommend() {
   state.recTimer = setTimeout(() => recommend(gen).catch(failFor(gen)), 150);
 }
 
-// The epochs and cap boxes checked, each error beside its box; all of them in one line ("" when none).
+// The epochs and cap boxes checked, each error beside its box: [all of them in one line ("" when none),
+// the cap's error or null].
 function checkInputs() {
   const problems = [];
+  let capError = null;
   for (const [check, out] of [[epochsValue, "epochs-error"], [checkedCap, "cap-error"]]) {
     try {
       check();
@@ -55,18 +61,44 @@ function checkInputs() {
     } catch (err) {
       $(out).textContent = err.message;
       problems.push(err.message);
+      if (out === "cap-error") capError = err;
     }
   }
-  return problems.join("; ");
+  return [problems.join("; "), capError];
+}
+
+// A power cap the page refuses, asked of the service: its refusal names a likely unit slip ("it looks like
+// milliwatts (15 W)") by rules the OpenAPI document does not state, and replaces the page's own words beside
+// the box and on the status line. Dropped once any control changes; a cap taken after all, or a failure,
+// leaves the page's words.
+async function explainCap(gen) {
+  const data = state.data;
+  if (gen !== state.gen || !data) return;
+  abortRecommendation();
+  const seq = state.recSeq;
+  const controller = new AbortController();
+  state.recAbort = controller;
+  const kind = $("cap-kind").value;
+  const body = { device: data.key.device, workload: state.workloadRef, objective: $("objective").value,
+    constraints: { [kind]: Number($("cap-number").value) }, confidence: data.key.confidence };
+  try {
+    await postJson("/v1/recommendations", body, "application/json", null, controller.signal);
+  } catch (err) {
+    if (seq !== state.recSeq || gen !== state.gen || err.name === "AbortError") { drop(); return; }
+    if (err.status !== 422) return;
+    $("cap-error").textContent = err.message;
+    setState("error", [$("epochs-error").textContent, err.message].filter(Boolean).join("; "));
+  }
 }
 
 export async function recommend(gen) {
   const data = state.data;
   if (gen !== state.gen || !data) return;
-  const problem = checkInputs();
+  const [problem, capError] = checkInputs();
   if (problem) {  // a bad epochs or cap box: the device's data are shown, the choice waits for valid numbers
     setBusy(false);
     setState("error", problem);
+    if (capError && capError.askService) await explainCap(gen);
     return;
   }
   const key = recKey();
@@ -114,7 +146,7 @@ export async function recommend(gen) {
   setState("ready", rec.feasible
     ? `${deviceName(key.device)}: ${data.n.toLocaleString("en")} modes predicted; ${rec.pareto.length} on the ` +
       "time–energy front within the cap."
-    : `${deviceName(key.device)}: no mode meets the cap: ${rec.reason}`);
+    : `${deviceName(key.device)}: ${rec.reason || "no mode meets the cap"}`);  // the reason says it
 }
 
 // One more load in a row for a newer fit of the workload; past MAX_REFITS the page stops loading and says

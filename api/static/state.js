@@ -16,7 +16,12 @@ export const state = {
   refits: 0,  // loads in a row started for a newer fit (countRefit); a user's choice starts it again
   lookupLimit: WORKLOAD_PAGE,  // the most stored workloads one page may hold (read from /openapi.json)
   listedFor: null,  // the device whose workloads the workload list holds (null: none listed yet)
-  linkNotes: { device: "", workload: "" },  // what of the page's link was not found, and what is shown
+  linkNotes: {},  // what of the page's link was not used (by what it named), and what is shown instead
+  linkCap: null,  // the cap the page's link names ({kind, value}), taken by the first load that sets up the cap
+  linkTimer: 0,  // the pending write of the choices into the page's link (writeLink)
+  workloadNotes: { listing: "", changed: "" },  // the workload note's parts (workloads.js)
+  // The scatter of a fit's rows about it above which the service warns (read from /openapi.json; null if unsaid)
+  scatterWarnRel: null,
   // A request unanswered this long is abandoned with a message: a hung service must not leave the page
   // loading for ever. Generous, as fitting and predicting every mode of a large board under load takes
   // tens of seconds; the browser test lowers it.

@@ -3,7 +3,7 @@
 
 import { deviceName } from "./devices.js";
 import { api } from "./http.js";
-import { showLinkNote } from "./link.js";
+import { scheduleLinkWrite, showLinkNote } from "./link.js";
 import { $, WORKLOAD_PAGE, drop, state } from "./state.js";
 
 function storedGroup(listing, device) {
@@ -40,10 +40,24 @@ function storedPath(search) {
 
 function showWorkloadNote(listing, search) {
   const shown = listing.workloads.length, total = listing.total;
-  $("workload-note").textContent = search
+  state.workloadNotes.listing = search
     ? `${total.toLocaleString("en")} stored workload${total === 1 ? " matches" : "s match"} "${search}"` +
       (total > shown ? `; the first ${shown} listed` : "")
     : (total > shown ? `${shown} of ${total.toLocaleString("en")} stored workloads listed; search for others` : "");
+  renderWorkloadNote();
+}
+
+// The workload note: what the list holds (a search's matches) and why the workload shown is not the one
+// chosen before (a device switch), each kept until what it says changes.
+function renderWorkloadNote() {
+  const { listing, changed } = state.workloadNotes;
+  $("workload-note").textContent = [listing, changed].filter(Boolean).join(". ");
+}
+
+// The user chose a workload: the note on why another one was shown goes.
+export function clearChangedWorkloadNote() {
+  state.workloadNotes.changed = "";
+  renderWorkloadNote();
 }
 
 // `selectId`: a stored workload known to exist (just uploaded), chosen even when outside the page listed.
@@ -53,6 +67,7 @@ export async function loadWorkloads(gen, selectId) {
   const signal = state.abort.signal;
   const select = $("workload");
   const previous = select.value;
+  const previousDevice = state.listedFor;
   const [stored, builtin] = await Promise.all([
     api(storedPath(search), { signal }),
     api(`/v1/reference-workloads?device=${encodeURIComponent(device)}`, { signal }),
@@ -66,7 +81,7 @@ export async function loadWorkloads(gen, selectId) {
   const wanted = selectId || previous || linked;
   const listed = stored.workloads.map((w) => `stored:${w.id}`)
     .concat(builtin.workloads.map((w) => `builtin:${w.source}:${w.workload}`));
-  const listedBuiltins = builtin.workloads.map((w) => [`builtin:${w.source}:${w.workload}`, w.workload]);
+  const listedBuiltins = builtin.workloads.map((w) => [`builtin:${w.source}:${w.workload}`, w.workload, w.source]);
   let extra = null;
   // A name that is not an option's value and no listed stored id may be a stored id outside the page:
   // looked up, as the stored workload of exactly that id comes before a built-in of that name.
@@ -103,29 +118,69 @@ export async function loadWorkloads(gen, selectId) {
   if (match) select.value = match;
   else if (values.length) select.value = values.find((v) => v.startsWith("builtin:")) || values[0];
   state.listedFor = device;
+  state.workloadNotes.changed = !selectId && previous && select.value !== previous
+    ? changedWorkloadNote(previous, select.value, previousDevice, device) : "";
+  renderWorkloadNote();
   noteLinkedWorkload(linked, match, device);
+  // the first list keeps the page's link as it came; a list for the user's choice writes what is shown
+  if (previous || selectId) scheduleLinkWrite();
   return true;
 }
 
+// A built-in workload's option value ("builtin:SOURCE:NAME") as {source, name}; null for any other value.
+function builtinParts(value) {
+  const found = /^builtin:([^:]+):(.+)$/.exec(value || "");
+  return found ? { source: found[1], name: found[2] } : null;
+}
+
 // The option that `wanted` (an option's value, a stored id or a built-in workload's name) names, matched
-// exactly: the option of that value, else the stored workload of that id, else the first built-in of that
-// name (`builtins`: [value, name] pairs); never an option whose value merely ends with it, which would
-// open another workload (a stored "team:resnet18-cifar10" for the built-in "resnet18-cifar10").
+// exactly: the option of that value, else the stored workload of that id, else a built-in of that name
+// (`builtins`: [value, name, source]), of the same source where `wanted` names one (a device switch keeps
+// AGX Xavier's published ResNet-18 as another device's simulated one: the same network); never an option
+// whose value merely ends with it, which would open another workload (a stored "team:resnet18-cifar10" for
+// the built-in "resnet18-cifar10").
 function matchWorkload(values, builtins, wanted) {
   if (!wanted) return undefined;
   if (values.includes(wanted)) return wanted;
   if (values.includes(`stored:${wanted}`)) return `stored:${wanted}`;
-  const named = builtins.find(([value, name]) => name === wanted && values.includes(value));
-  return named ? named[0] : undefined;
+  const parts = builtinParts(wanted);
+  const name = parts ? parts.name : wanted;
+  const named = (source) => builtins.find(([value, n, s]) => n === name && (source === undefined || s === source) &&
+    values.includes(value));
+  const found = (parts && named(parts.source)) || named();
+  return found ? found[0] : undefined;
 }
 
-// A link naming a workload this device does not have says so, and which one is shown instead.
+// A workload option's value in words: "resnet18-cifar10 (published)", "stored workload my-net".
+function workloadWords(value) {
+  const parts = builtinParts(value);
+  if (parts) return `${parts.name} (${parts.source})`;
+  return value.startsWith("stored:") ? `stored workload ${value.slice(7)}` : value;
+}
+
+// Why the workload shown on `device` is `now` where `was` was chosen on `from` (a device switch): which
+// it was, what it is now, and why.
+function changedWorkloadNote(was, now, from, device) {
+  const before = builtinParts(was), after = builtinParts(now);
+  const on = from && from !== device ? ` on ${deviceName(from)}` : "";
+  const why = before && after && before.name === after.name
+    ? `${deviceName(device)} has no ${before.source} sweep of ${before.name}`
+    : before ? `${deviceName(device)} has no built-in ${before.name}` : `${workloadWords(was)} was not found`;
+  return `Was ${workloadWords(was)}${on}; ${why}, so showing ${now ? workloadWords(now) : "no workload"}`;
+}
+
+// A link naming a workload this device does not have says so, and which one is shown instead; one naming a
+// built-in workload of another source (its published sweep, where this device has a simulated one) too.
 function noteLinkedWorkload(linked, match, device) {
   const select = $("workload");
   const shown = select.selectedIndex >= 0 ? `showing ${select.options[select.selectedIndex].textContent} instead`
     : "no workload to show: upload a profile CSV below";
+  const asked = builtinParts(linked), got = builtinParts(match);
+  const otherSource = asked && got && asked.source !== got.source
+    ? `The link's workload "${linked}": ${deviceName(device)} has no ${asked.source} sweep of ${asked.name}; ` +
+      `${shown}.` : "";
   state.linkNotes.workload = linked && !match
-    ? `The link's workload "${linked}" was not found for ${deviceName(device)}; ${shown}.` : "";
+    ? `The link's workload "${linked}" was not found for ${deviceName(device)}; ${shown}.` : otherSource;
   showLinkNote();
 }
 
