@@ -122,12 +122,26 @@ def _api_keys(value: str | list | tuple) -> tuple[str, ...]:
     """The listed keys, each checked against :data:`API_KEY_RULE` (any other key would answer 403 to every
     write); the message never shows a key."""
     keys = _split(value)
+    if not keys and isinstance(value, str) and value != "":  # "" is unset: serve makes a key for the run
+        raise InputError(f"{ENV_PREFIX}API_KEYS is set but holds no key: give comma-separated keys, or leave it "
+                         "unset (or empty) for a key made for one run", "API_KEYS")
     for number, key in enumerate(keys, 1):
         fault = api_key_fault(key)
         if fault:
             raise InputError(f"{ENV_PREFIX}API_KEYS: key {number} has {fault}; each comma-separated key must be "
                              f"{API_KEY_RULE}", "API_KEYS")
     return keys
+
+
+def empty_api_key_entries(value: str) -> str | None:
+    """What ``serve`` warns of the empty entries of an ``API_KEYS`` value that holds keys (``a,,b``, a comma at
+    an end): they are dropped, the keys kept (a slip of the pen, not a key). None where there are none."""
+    entries = [entry.strip() for entry in value.split(",")]
+    empty = [str(number) for number, entry in enumerate(entries, 1) if not entry]
+    if not empty or len(empty) == len(entries):
+        return None
+    return (f"warning: {ENV_PREFIX}API_KEYS: entry {', '.join(empty)} of {len(entries)} is empty and dropped; "
+            f"{len(entries) - len(empty)} key(s) kept")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from jetpredict.api.config import (
     MIN_BODY_BYTES,
     SQLITE_FILE_NAME,
     Settings,
+    empty_api_key_entries,
     load_settings,
 )
 from jetpredict.models.errors import InputError, cli_flag
@@ -231,9 +232,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     checked_url(settings.database_url)  # a URL without a form or a driver: refused before anything is set up
     check_data_dir(settings, "DATA_DIR" in overrides)
-    warning = body_limit_warning(settings.MAX_BODY_BYTES, "MAX_BODY_BYTES" in overrides)
-    if warning:
-        _log(warning)
+    for warning in (body_limit_warning(settings.MAX_BODY_BYTES, "MAX_BODY_BYTES" in overrides),
+                    empty_api_key_entries(os.environ.get(ENV_PREFIX + "API_KEYS", ""))):
+        if warning:
+            _log(warning)
     for setting, value in overrides.items():
         os.environ[ENV_PREFIX + setting] = str(value)
     if not settings.API_KEYS:

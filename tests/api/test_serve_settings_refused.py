@@ -1,0 +1,48 @@
+"""Settings ``serve`` refuses at start, naming the variable and exiting 2, where it had run with something
+else than the operator meant (a random API key) or failed later with a traceback (a rate-limit store)."""
+
+from __future__ import annotations
+
+import pytest
+from jetpredict.api.config import load_settings
+from jetpredict.models.errors import InputError
+
+from tools.testing import busy_port
+
+
+@pytest.mark.parametrize("value", [",", " ", " , ,"])
+def test_api_keys_set_to_no_key_are_refused(value):
+    with pytest.raises(InputError) as err:
+        load_settings(environ={"JETPREDICT_API_KEYS": value})
+    assert err.value.field == "API_KEYS" and "JETPREDICT_API_KEYS is set but holds no key" in err.value.message
+
+
+@pytest.mark.parametrize("value, said", [("a,,b", "entry 2 of 3 is empty and dropped; 2 key(s) kept"),
+                                         ("a,b,", "entry 3 of 3 is empty and dropped; 2 key(s) kept"),
+                                         (",a,", "entry 1, 3 of 3 is empty and dropped; 1 key(s) kept")])
+def test_an_empty_api_key_entry_is_dropped_and_said_never_the_keys(value, said, clean_env, capsys, tmp_path):
+    from jetpredict.cli import main
+
+    keys = load_settings(environ={"JETPREDICT_API_KEYS": value}).API_KEYS
+    assert keys == tuple(k for k in value.split(",") if k)
+    clean_env.setenv("JETPREDICT_API_KEYS", value)
+    with busy_port() as port:  # serve warns, then stops at the port
+        assert main(["serve", "--server", "flask", "--port", str(port), "--data-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"jetpredict serve: warning: JETPREDICT_API_KEYS: {said}" in err, err
+    assert "'a'" not in err and value not in err
+
+
+def test_an_empty_variable_is_still_no_key_and_keys_are_kept():
+    assert load_settings(environ={"JETPREDICT_API_KEYS": ""}).API_KEYS == ()
+    assert load_settings(environ={"JETPREDICT_API_KEYS": " a , b "}).API_KEYS == ("a", "b")
+
+
+def test_serve_exits_2_naming_the_variable(clean_env, capsys):
+    from jetpredict.cli import main
+
+    clean_env.setenv("JETPREDICT_API_KEYS", ",")
+    with busy_port() as port:  # were the setting taken, serve would stop at the port (exit 1)
+        assert main(["serve", "--server", "flask", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert "JETPREDICT_API_KEYS is set but holds no key" in err and "writes accept this key" not in err
