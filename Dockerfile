@@ -19,15 +19,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     JETPREDICT_DATA_DIR=/var/lib/jetpredict/data
 
 # [server] adds gunicorn, [postgres] the PostgreSQL driver (JETPREDICT_DATABASE_URL=postgresql://...),
-# [arrow] the Arrow answers and the fast writer of large CSV answers; the [profiler] extra (torch) is
+# [arrow] the Arrow answers and the fast writer of large CSV answers, [redis] the client of a shared
+# rate-limit store (JETPREDICT_RATE_LIMIT_STORAGE_URL=redis://...); the [profiler] extra (torch) is
 # deliberately left out.
 COPY --from=build /wheels /tmp/wheels
 # Install the wheel by path (not by name) so PyPI can never substitute another "jetpredict".
 RUN wheel="$(ls /tmp/wheels/jetpredict-*.whl)" \
-    && pip install --no-cache-dir "${wheel}[server,postgres,arrow]" \
+    && pip install --no-cache-dir "${wheel}[server,postgres,arrow,redis]" \
     && rm -rf /tmp/wheels \
     && python -c "import jetpredict.models.catalogue as c; assert len(c.list_devices()) == 6" \
-    && python -c "import psycopg, gunicorn, flask_limiter" \
+    && python -c "import psycopg, gunicorn, flask_limiter, redis" \
     && ! python -c "import torch" 2>/dev/null
 
 RUN groupadd --system --gid 10001 jetpredict \

@@ -229,6 +229,8 @@ def _coerce(name: str, value: object) -> object:
                 raise InputError(f"{ENV_PREFIX}{name}={text!r} allows 0 requests, which would refuse every "
                                  "request: give at least 1 per window, or use 'off' to disable", name)
         return text
+    if name == "RATE_LIMIT_STORAGE_URL":
+        return _rate_limit_store(str(value).strip())
     if name == "ACCESS_LOG":
         text = str(value).strip().lower()
         if text not in ("on", "off"):
@@ -237,6 +239,36 @@ def _coerce(name: str, value: object) -> object:
     if name == "DATA_DIR":
         return Path(str(value)).expanduser()
     return str(value).strip()
+
+
+#: The extra that installs each client library a rate-limit store needs (the rest: pip install NAME).
+_STORE_EXTRAS = {"redis": "jetpredict[redis]"}
+
+
+def _rate_limit_store(url: str) -> str:
+    """``url`` when it names a rate-limit store the ``limits`` package knows and whose client library is
+    installed; else an InputError naming the setting (Flask-Limiter failed with a traceback at start). The
+    URL is shown only where it holds no credentials."""
+    from limits.storage import SCHEMES
+
+    scheme = url.partition("://")[0] if "://" in url else ""
+    shown = url if "@" not in url else f"{scheme}://***"
+    name = f"{ENV_PREFIX}RATE_LIMIT_STORAGE_URL={shown!r}"
+    if scheme not in SCHEMES or scheme.startswith("async+"):  # Flask-Limiter counts synchronously
+        raise InputError(f"{name} is not a rate-limit store: give memory:// (per worker), redis://HOST:PORT, "
+                         "rediss://, redis+sentinel://, memcached:// or mongodb:// (the limits package's URLs)",
+                         "RATE_LIMIT_STORAGE_URL")
+    import importlib.util
+
+    modules = {module.split(".")[0] for module in getattr(SCHEMES[scheme], "DEPENDENCIES", None) or ()}
+    # One store class serves redis:// and valkey://, listing both clients: each scheme needs its own alone.
+    family = next((m for m in ("redis", "valkey") if scheme.startswith(m)), None)
+    for module in sorted({family} if family in modules else modules):
+        if importlib.util.find_spec(module) is None:
+            install = _STORE_EXTRAS.get(module, module)
+            raise InputError(f"{name} needs the Python package {module}, which is not installed: "
+                             f"pip install '{install}'", "RATE_LIMIT_STORAGE_URL")
+    return url
 
 
 def load_settings(overrides: Mapping[str, object] | None = None,

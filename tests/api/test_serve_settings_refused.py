@@ -46,3 +46,37 @@ def test_serve_exits_2_naming_the_variable(clean_env, capsys):
         assert main(["serve", "--server", "flask", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert "JETPREDICT_API_KEYS is set but holds no key" in err and "writes accept this key" not in err
+
+
+@pytest.mark.parametrize("url, said", [
+    ("bogus://x", "JETPREDICT_RATE_LIMIT_STORAGE_URL='bogus://x' is not a rate-limit store"),
+    ("redis-host:6379", "JETPREDICT_RATE_LIMIT_STORAGE_URL='redis-host:6379' is not a rate-limit store"),
+])
+def test_a_rate_limit_store_of_no_known_kind_is_refused(url, said):
+    with pytest.raises(InputError) as err:
+        load_settings(environ={"JETPREDICT_RATE_LIMIT_STORAGE_URL": url})
+    assert err.value.field == "RATE_LIMIT_STORAGE_URL" and said in err.value.message
+    assert "memory://" in err.value.message and "redis://" in err.value.message
+
+
+def test_a_redis_store_without_the_redis_client_says_what_to_install():
+    import importlib.util
+
+    if importlib.util.find_spec("redis") is not None:
+        assert load_settings(environ={"JETPREDICT_RATE_LIMIT_STORAGE_URL": "redis://h:6379"})
+        pytest.skip("the redis client is installed here: the URL is taken")
+    with pytest.raises(InputError) as err:
+        load_settings(environ={"JETPREDICT_RATE_LIMIT_STORAGE_URL": "redis://:s3cret@h:6379"})
+    message = err.value.message
+    assert "needs the Python package redis" in message and "pip install 'jetpredict[redis]'" in message
+    assert "s3cret" not in message
+
+
+def test_serve_refuses_a_bad_rate_limit_store_in_one_line(clean_env, capsys, tmp_path):
+    from jetpredict.cli import main
+
+    clean_env.setenv("JETPREDICT_RATE_LIMIT_STORAGE_URL", "bogus://x")
+    with busy_port() as port:
+        assert main(["serve", "--server", "flask", "--port", str(port), "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "JETPREDICT_RATE_LIMIT_STORAGE_URL" in err and "Traceback" not in err
