@@ -283,6 +283,8 @@ def rows_scatter_field(more: str = "") -> fields.Float:
     """How far the fit's own profiled epoch times scatter about it (``predictor.fit_check.time_scatter``);
     ``more``: words closing the description."""
     return fields.Float(allow_none=True, metadata={
+        # For tools (the page among them): the level as a number, not only inside the words.
+        "x-jetpredict-warn-above": LACK_OF_FIT_REL,
         "description": "RMS of ln(predicted / measured epoch time) over the fitted rows; above "
                        f"{LACK_OF_FIT_REL:g} the model's form misses the workload there (more than run-to-run "
                        "noise explains: its intervals carry the scatter as noise, and modes far from the profiled "

@@ -66,12 +66,12 @@ export async function loadLimits() {
 }
 
 // The scatter of a fit's rows about it (rows_scatter_rel, a ratio) above which the service warns that the
-// model's form misses the workload, as its document states it ("above 0.06 the model's form misses");
-// null where it states none (the page then shows the scatter without a judgement).
+// model's form misses the workload, as its document states it (x-jetpredict-warn-above); null where it
+// states none (the page then shows the scatter without a judgement).
 function scatterWarnRel(schema) {
   const field = ((schema && schema.properties) || {}).rows_scatter_rel;
-  const said = field && /\babove (\d+(?:\.\d+)?(?:e-?\d+)?) the model's form misses\b/.exec(field.description || "");
-  return said ? Number(said[1]) : null;
+  const level = field && field["x-jetpredict-warn-above"];
+  return typeof level === "number" && Number.isFinite(level) ? level : null;
 }
 
 // The API's objectives, those the page has words for first, in OBJECTIVE_WORDS' order.

@@ -203,3 +203,13 @@ def test_inline_rows_are_one_workload_whatever_their_labels(doc, client):
     fixed = follow_rules(doc, request_body_schema(doc, "/v1/predictions", "post"), copy.deepcopy(body))
     assert len(fixed["workload"]["rows"]) == 1
     assert client.post("/v1/predictions", json=fixed).status_code == 200
+
+
+def test_every_rows_scatter_field_states_the_level_the_service_warns_above(doc):
+    """Tools (the page) read the warning level as a number, the one ``jetpredict fit`` warns above."""
+    from jetpredict.predictor.constants import LACK_OF_FIT_REL
+
+    levels = {name: schema["properties"]["rows_scatter_rel"].get("x-jetpredict-warn-above")
+              for name, schema in doc["components"]["schemas"].items()
+              if "rows_scatter_rel" in schema.get("properties", {})}
+    assert len(levels) >= 5 and set(levels.values()) == {LACK_OF_FIT_REL}
