@@ -26,7 +26,7 @@ from jetpredict.api.config import (
     Settings,
     load_settings,
 )
-from jetpredict.api.errors import ApiError, register_error_handlers
+from jetpredict.api.errors import ApiError, quiet_pool_tracebacks, register_error_handlers
 from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics, request_elapsed_s
 from jetpredict.api.openapi_doc import add_device_ranges
@@ -175,11 +175,13 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
         if url_bytes > MAX_URL_BYTES:
             raise ApiError(414, f"the URL is {url_bytes} bytes; the limit is {MAX_URL_BYTES}",
                            {"url": [f"must be at most {MAX_URL_BYTES} bytes"]})
-        length = req.content_length
+        length, sized = req.content_length, True
         if length is None and req.environ.get("wsgi.input_terminated"):
-            length = _read_unsized_body(req.environ, settings.MAX_BODY_BYTES)
+            length, sized = _read_unsized_body(req.environ, settings.MAX_BODY_BYTES), False
         if length is not None and length > settings.MAX_BODY_BYTES:
-            raise ApiError(413, f"request body is {length} bytes; the limit is {settings.MAX_BODY_BYTES}",
+            # A chunked body is read one byte past the limit only: its size is not known, only "more".
+            size = f"{length} bytes" if sized else f"more than {settings.MAX_BODY_BYTES} bytes"
+            raise ApiError(413, f"request body is {size}; the limit is {settings.MAX_BODY_BYTES}",
                            {"body": [f"must be at most {settings.MAX_BODY_BYTES} bytes"]})
         if req.method in _BODY_METHODS and req.url_rule is not None:
             mimetype = req.mimetype
@@ -366,6 +368,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     services.ensure_schema(raise_errors=False)
     storage.dispose()  # no pooled connection may cross a fork (gunicorn preloads the app, then forks)
     _warm_up()
+    quiet_pool_tracebacks()
     services.metrics.init_app(app)
     app.extensions["jetpredict"] = services
 

@@ -51,6 +51,35 @@ def damaged_message(location: str, damage: str) -> str:
             "(or move it aside to start an empty one)")
 
 
+def _one_line_pool_record(record: logging.LogRecord) -> bool:
+    """SQLAlchemy's pool logs a connection that fails its reset (a database gone mid-request) at ERROR with
+    chained tracebacks, on every outage: made one WARNING line naming the driver's error; the requests'
+    own 503 lines say the outage."""
+    if record.exc_info and record.exc_info[1] is not None:
+        exc = record.exc_info[1]
+        record.msg = f"{record.getMessage()}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        record.args, record.exc_info, record.exc_text = None, None, None
+        record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+    return True
+
+
+def quiet_pool_tracebacks() -> None:
+    """Install :func:`_one_line_pool_record` on the loggers of SQLAlchemy's pool classes (a logger's filter
+    sees only its own records, so each pool class's; idempotent)."""
+    import sqlalchemy as sa
+
+    classes, seen = [sa.pool.Pool], set()
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        name = f"{cls.__module__}.{cls.__name__}"
+        if name not in seen:
+            seen.add(name)
+            pool_log = logging.getLogger(name)
+            if _one_line_pool_record not in pool_log.filters:
+                pool_log.addFilter(_one_line_pool_record)
+
+
 # Locations webargs nests errors under; the body is the default, so its prefix is dropped.
 _LOCATIONS = ("json", "query", "path", "headers", "view_args", "form", "files", "cookies")
 

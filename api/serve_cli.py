@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import secrets
 import shutil
@@ -77,7 +78,8 @@ GUNICORN_HINT = "; pip install 'jetpredict[server]' to serve with gunicorn"
 
 
 def check_port(host: str, port: int) -> None:
-    """Fail at once, in words, when ``host:port`` cannot be bound (a busy port: another server runs).
+    """Fail at once, in words (:class:`InputError`), when ``host:port`` cannot be bound (a busy port: another
+    server runs).
 
     Without it gunicorn retries a busy port for 5 s and Flask's server exits with its own message.
     """
@@ -87,10 +89,12 @@ def check_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
+            # A setting to change, as every other refused setting: InputError (exit 2), not a failure (1).
             if exc.errno == errno.EADDRINUSE:
-                raise RuntimeError(f"cannot listen on {host}:{port}: the port is in use (another jetpredict "
-                                   "serve?); stop it or choose another --port") from None
-            raise RuntimeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+                raise InputError(f"cannot listen on {host}:{port}: the port is in use (another jetpredict "
+                                 "serve?); stop it or choose another --port", "port") from None
+            raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port",
+                             "port") from None
 
 
 def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
@@ -225,6 +229,11 @@ def _unwritable_sqlite(folder: Path) -> str | None:
     return None
 
 
+def _said_unreachable_at_start(record: logging.LogRecord) -> bool:
+    """A log filter dropping the app's "database unreachable at start" line, which ``serve`` said already."""
+    return not str(record.msg).startswith("database unreachable at start")
+
+
 def _serve(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
@@ -244,6 +253,11 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ[ENV_PREFIX + "API_KEYS"] = key
         _log(f"no JETPREDICT_API_KEYS set; writes accept this key for this run: X-API-Key: {key}")
     use_gunicorn = args.server == "gunicorn" or (args.server == "auto" and gunicorn_available())
+    workers_from = "--workers" if "WORKERS" in overrides else f"{ENV_PREFIX}WORKERS"
+    if not use_gunicorn and settings.WORKERS > 1 and (workers_from == "--workers" or os.environ.get(workers_from)):
+        why = "--server flask" if args.server == "flask" else GUNICORN_HINT.lstrip("; ")
+        _log(f"warning: {workers_from} {settings.WORKERS} is ignored: Flask's server runs one process ({why}); "
+             "serve with gunicorn for several")
     metrics_dir, master_pid = None, os.getpid()
     if use_gunicorn and settings.WORKERS > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # Removed by the master alone: a worker exiting normally (gunicorn's HUP, TTOU) unwinds through this
@@ -269,6 +283,8 @@ def _serve(args: argparse.Namespace) -> int:
             reason = driver_reason(exc, storage.url)
             _log(f"database {masked_url(storage.url)} unreachable now ({type(exc).__name__}: {reason}); "
                  "answering 503 until it is back")
+            # create_app says it again when it finds the database still down: once is enough.
+            logging.getLogger("jetpredict.api").addFilter(_said_unreachable_at_start)
         finally:
             storage.dispose()
         check_port(settings.HOST, settings.PORT)
@@ -277,7 +293,7 @@ def _serve(args: argparse.Namespace) -> int:
             _log(f"warning: HEAVY_SLOTS + HEAVY_QUEUE = {settings.HEAVY_SLOTS + settings.HEAVY_QUEUE} >= THREADS = "
                  f"{settings.THREADS}: heavy requests can take every thread of a worker; raise --threads or lower "
                  "JETPREDICT_HEAVY_QUEUE")
-        what = (f"gunicorn, {settings.WORKERS} workers" if use_gunicorn
+        what = (f"gunicorn, {settings.WORKERS} worker{'s' if settings.WORKERS != 1 else ''}" if use_gunicorn
                 else FLASK_DESCRIPTION + ("" if gunicorn_available() else GUNICORN_HINT))
 
         def ready(url: str) -> None:  # said only once the port is bound
@@ -305,7 +321,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-body-bytes", type=int, default=None,
                    help=f"request body limit in bytes, default {DEFAULT_MAX_BODY_BYTES} (the largest valid request, "
                    "rounded up to a MiB); below that, valid requests get 413 (JETPREDICT_MAX_BODY_BYTES)")
-    p.add_argument("--cors-origins", default=None, help="comma-separated allowed origins; default none = CORS off")
+    p.add_argument("--cors-origins", default=None,
+                   help="comma-separated allowed origins; default none = CORS off (JETPREDICT_CORS_ORIGINS)")
     p.add_argument("--server", choices=("auto", "gunicorn", "flask"), default="auto",
                    help="auto = gunicorn when installed, else Flask's threaded server")
     p.set_defaults(handler=_serve)

@@ -26,7 +26,7 @@ def _serve(tmp_path, port: int, *extra: str) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize("server, says", [("flask", "Flask server: Flask's threaded development server"),
-                                          ("gunicorn", "gunicorn, 1 workers")])
+                                          ("gunicorn", "gunicorn, 1 worker)")])
 def test_listening_is_said_once_the_port_answers(tmp_path, server, says):
     port = free_port()
     proc = _serve(tmp_path, port, "--server", server)
@@ -53,7 +53,7 @@ def test_busy_port_fails_at_once(tmp_path):
     with busy_port() as port:
         proc = _serve(tmp_path, port)
         _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a setting to change, as every other refused setting
     assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in err and "--port" in err
     assert "listening on" not in err and "Traceback" not in err
     # Refused before gunicorn tries: none of its five "Connection in use ... Retrying in 1 second." rounds.
@@ -106,9 +106,9 @@ def test_the_flags_reach_the_app_that_serve_starts(tmp_path, clean_env):
 
     from jetpredict.cli import main
 
-    with busy_port() as port:  # serve stops at the busy port (exit 1), after exporting its flags
+    with busy_port() as port:  # serve stops at the busy port (exit 2), after exporting its flags
         assert main(["serve", "--port", str(port), "--data-dir", str(tmp_path), "--server",
-                     "flask", "--max-body-bytes", "2000000", "--cors-origins", "https://a.example"]) == 1
+                     "flask", "--max-body-bytes", "2000000", "--cors-origins", "https://a.example"]) == 2
     app = create_app({"TESTING": True})
     settings = app.extensions["jetpredict"].settings
     app.extensions["jetpredict"].storage.dispose()
@@ -128,5 +128,5 @@ def test_a_gunicorn_start_stopped_by_a_busy_port_leaves_no_metrics_folder(tmp_pa
     clean_env.setattr(tempfile, "tempdir", str(temp))
     with busy_port() as port:
         assert main(["serve", "--port", str(port), "--data-dir", str(tmp_path / "data"),
-                     "--server", "gunicorn", "--workers", "2"]) == 1
+                     "--server", "gunicorn", "--workers", "2"]) == 2
     assert list(temp.iterdir()) == [] and "PROMETHEUS_MULTIPROC_DIR" not in os.environ

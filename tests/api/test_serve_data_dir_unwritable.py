@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 
 
 def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    with busy_port() as port:  # a start that passes the checks stops at the port (exit 1), never serves
+    with busy_port() as port:  # a start that passes the checks stops at the port, never serves
         return subprocess.run([*_DROP, sys.executable, "-m", "jetpredict", "serve", "--server", "flask", "--port",
                                str(port), *args], env={**os.environ, "JETPREDICT_API_KEYS": "k", **(env or {})},
                               capture_output=True, text=True, timeout=120)
@@ -64,4 +64,5 @@ def test_a_database_that_cannot_be_written_is_refused_by_the_variable(tmp_path):
 
 def test_a_writable_folder_still_starts(tmp_path):
     done = _serve("--data-dir", str(tmp_path / "data"))
-    assert done.returncode == 1 and "the port is in use" in done.stderr, done.stderr
+    assert done.returncode == 2 and "the port is in use" in done.stderr, done.stderr
+    assert "not writable" not in done.stderr

@@ -38,7 +38,7 @@ def _serve_error(url: str, capsys, clean_env) -> str:
 
     clean_env.setenv("JETPREDICT_API_KEYS", "k")  # no line about a key made for the run
 
-    with busy_port() as port:  # a store that passes stops at the port (exit 1), never serves
+    with busy_port() as port:  # a store that passes stops at the port (naming --port), never serves
         code = main(["serve", "--server", "flask", "--port", str(port), "--database-url", url])
     err = capsys.readouterr().err
     assert code == 2, err

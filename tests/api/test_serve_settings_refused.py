@@ -27,8 +27,9 @@ def test_an_empty_api_key_entry_is_dropped_and_said_never_the_keys(value, said, 
     assert keys == tuple(k for k in value.split(",") if k)
     clean_env.setenv("JETPREDICT_API_KEYS", value)
     with busy_port() as port:  # serve warns, then stops at the port
-        assert main(["serve", "--server", "flask", "--port", str(port), "--data-dir", str(tmp_path)]) == 1
+        assert main(["serve", "--server", "flask", "--port", str(port), "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
+    assert "the port is in use" in err
     assert f"jetpredict serve: warning: JETPREDICT_API_KEYS: {said}" in err, err
     assert "'a'" not in err and value not in err
 
@@ -42,7 +43,7 @@ def test_serve_exits_2_naming_the_variable(clean_env, capsys):
     from jetpredict.cli import main
 
     clean_env.setenv("JETPREDICT_API_KEYS", ",")
-    with busy_port() as port:  # were the setting taken, serve would stop at the port (exit 1)
+    with busy_port() as port:  # were the setting taken, serve would stop at the port
         assert main(["serve", "--server", "flask", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert "JETPREDICT_API_KEYS is set but holds no key" in err and "writes accept this key" not in err
