@@ -96,6 +96,20 @@ class NvpmodelConf:
         args = self.params.get("CPU_ONLINE", NvpParam("CPU_ONLINE", "FILE")).args
         return sorted(args, key=lambda a: int(re.sub(r"\D", "", a) or 0))
 
+    def cores_online(self, model: NvpPowerModel) -> int | None:
+        """Cores ``model`` leaves online; None when it sets no CPU_ONLINE line.
+
+        A declared core that no model of the file names is never taken offline (TX2's nvpmodel_t186.conf
+        never names CORE_0), so it counts as online when a core numbered above it is named; ones above
+        every named core need not exist (AGX Orin 32GB's file declares CORE_0-11, its modes name 0-7)."""
+        on = [v for p, _, v in model.settings if p == "CPU_ONLINE"]
+        if not on:
+            return None
+        named = {a for m in self.models.values() for p, a, _ in m.settings if p == "CPU_ONLINE"}
+        cores = self.core_args()
+        top = max((i for i, a in enumerate(cores) if a in named), default=-1)
+        return sum(v.strip() == "1" for v in on) + sum(a not in named for a in cores[:top])
+
     def cpu_of(self, param: str, arg: str) -> int | None:
         """The CPU number (``cpuN``) that ``param``'s ``arg`` path names, or None."""
         m = re.search(r"/cpu(\d+)/", self.params[param].args.get(arg, "")) if param in self.params else None
@@ -140,10 +154,8 @@ class NvpmodelConf:
         cpu_cap, gpu_cap, emc_cap = self._caps_mhz(model)
         if device is not None:
             self._check_within_catalogue(model, device, (cpu_cap, gpu_cap, emc_cap))
-        cores_on = [v for p, _, v in model.settings if p == "CPU_ONLINE"]
-        if cores_on:
-            cores = sum(1 for v in cores_on if v.strip() == "1")
-        else:
+        cores = self.cores_online(model)
+        if cores is None:
             cores = device.cpu_cores_range[1] if device else len(self.core_args())
 
         def or_top(cap: float | None, steps: list[float] | None) -> float:
@@ -250,8 +262,8 @@ def full_power_model(conf: NvpmodelConf) -> NvpPowerModel:
         return min(named, key=lambda m: (m.name.upper() != "MAXN", m.id))
 
     def caps(m: NvpPowerModel) -> tuple[float, ...]:
-        online = [v for p, _, v in m.settings if p == "CPU_ONLINE"]
-        cores = sum(v == "1" for v in online) if online else math.inf
+        online = conf.cores_online(m)
+        cores = math.inf if online is None else online
         cpu = min((_max_freq(m, p) for p in conf.cpu_clock_params()), default=math.inf)
         return (_max_freq(m, "GPU"), cores, cpu, _max_freq(m, "EMC"))
 

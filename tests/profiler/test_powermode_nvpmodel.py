@@ -386,3 +386,26 @@ def test_a_super_board_refuses_its_maxn_super_preset_through_the_controller(fake
     with pytest.raises(InputError, match="MAXN_SUPER"):
         ctl.apply(PowerMode("MAXN_SUPER", 6, 1510.4, 625.0, 2133.0))
     assert not [c for c in fake_root.calls() if c[0] == "nvpmodel"]
+
+
+def test_tx2_modes_count_the_core_its_conf_never_names_as_online():
+    """NVIDIA's TX2 file (nvpmodel_t186.conf) declares CORE_0-5 but no POWER_MODEL names CORE_0: cpu0 is never
+    taken offline, so MAXN and MAXP_CORE_ALL run 6 cores and MAXQ and MAXP_CORE_ARM (Denver cpu1-2 off) 4."""
+    conf = parse_nvpmodel_conf((REAL_CONFS / "tx2.conf").read_text())
+    cores = {m.name: conf.to_mode(m).cpu_cores for m in conf.models.values()}
+    assert cores == {"MAXN": 6, "MAXQ": 4, "MAXP_CORE_ALL": 6, "MAXP_CORE_ARM": 4}
+    assert full_power_model(conf).name == "MAXN"
+
+
+def test_cores_declared_above_every_named_core_are_not_counted():
+    """AGX Orin 32GB's nvpmodel_p3701_0004.conf (L4T r35/r36) declares CORE_0-11 (the 64GB module's layout)
+    but its modes name only CORE_0-7, the 8 cores the module has: CORE_8-11 are not there to be online."""
+    declared = "\n".join(f"CORE_{c} /sys/devices/system/cpu/cpu{c}/online" for c in range(12))
+
+    def named(on: int) -> str:
+        return "\n".join(f"CPU_ONLINE CORE_{c} {int(c < on)}" for c in range(8))
+
+    conf = parse_nvpmodel_conf(f"< PARAM TYPE=FILE NAME=CPU_ONLINE >\n{declared}\n"
+                               f"< POWER_MODEL ID=0 NAME=MAXN >\n{named(8)}\n"
+                               f"< POWER_MODEL ID=1 NAME=MODE_15W >\n{named(4)}\n< PM_CONFIG DEFAULT=0 >\n")
+    assert [conf.to_mode(conf.model(i)).cpu_cores for i in (0, 1)] == [8, 4]
