@@ -28,6 +28,7 @@ from jetpredict.models.catalogue import (
     load_device,
     nearest_step,
 )
+from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import DEFAULT_NUM_WORKERS
 from jetpredict.predictor import features as F
 from jetpredict.predictor.constants import (
@@ -50,12 +51,17 @@ from jetpredict.predictor.terms import TermFit, restrict_together, row_modes
 
 
 def cpu_per_clock(device: Device) -> float:
-    """Per-clock throughput of ``device``'s CPU core relative to Carmel (1.0 for unknown cores)."""
+    """Per-clock throughput of ``device``'s CPU core relative to Carmel (``CPU_PER_CLOCK``, matched in the
+    catalogue's ``cpu_type``); :class:`InputError` (field ``cpu_type``) for a core it does not list."""
     text = device.specs.cpu_type.lower()
     for key, value in CPU_PER_CLOCK.items():
         if key in text:
             return value
-    return 1.0
+    # Carmel's 1.0 for an unlisted core silently moved CPU work between devices by a ratio nobody chose.
+    raise InputError(
+        f"device {device.id!r}: cpu_type {device.specs.cpu_type!r} (models/devices/{device.id}.toml) names no "
+        f"core of known per-clock speed; it must contain one of {', '.join(CPU_PER_CLOCK)} "
+        "(predictor.constants.CPU_PER_CLOCK: add the core there, with its source, relative to Carmel)", "cpu_type")
 
 
 def time_factors(a: Device, b: Device) -> dict[str, float]:

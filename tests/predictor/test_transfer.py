@@ -20,7 +20,13 @@ from jetpredict.predictor.bundled import (
 )
 from jetpredict.predictor.model import z_of
 from jetpredict.predictor.reference import REFERENCE_DIR
-from jetpredict.predictor.transfer import power_factors, reference_factors, time_factors, transfer_model
+from jetpredict.predictor.transfer import (
+    derive_reference,
+    power_factors,
+    reference_factors,
+    time_factors,
+    transfer_model,
+)
 
 REF = read_profile_csv(REFERENCE_DIR / "agx-xavier-published.csv")
 #: Relative tolerances near the measured misses (real rows, POMACS 2022 Fig 2a/3, PowerTrain Table 3). The
@@ -252,3 +258,19 @@ def test_a_moved_models_variants_add_only_their_means():
                  "avg_power_w_high", "epoch_energy_j_low", "epoch_energy_j_high"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
         assert np.array_equal(getattr(a, name), getattr(c, name)), name
+
+
+def test_a_cpu_core_without_a_per_clock_speed_is_refused_naming_its_file_and_the_known_cores():
+    """A board whose cpu_type names no core of CPU_PER_CLOCK (a Cortex-A72 board) has no CPU factor; it took
+    Carmel's 1.0 silently. Its reference derived from AGX Xavier (no sweeps of its own) must say why not."""
+    nano = load_device("nano")
+    a72 = replace(nano, id="a72-board", specs=replace(nano.specs, cpu_type="Arm Cortex-A72"))
+    with pytest.raises(InputError) as err:
+        time_factors(load_device("agx-xavier"), a72)
+    assert err.value.field == "cpu_type"
+    for words in ("'Arm Cortex-A72'", "models/devices/a72-board.toml", "carmel, cortex-a57, cortex-a78ae",
+                  "CPU_PER_CLOCK"):
+        assert words in err.value.message
+    with pytest.raises(InputError, match="a72-board"):
+        derive_reference(load_reference(load_device("agx-xavier")), a72)
+    assert time_factors(load_device("agx-xavier"), nano)["cpu"] == pytest.approx(1.0 / 0.6)
