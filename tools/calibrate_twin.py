@@ -41,13 +41,18 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Mapping
-from dataclasses import replace
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import fields, replace
 from itertools import product
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from jetpredict.models.catalogue import load_device
+from jetpredict.models.catalogue import device_ids, list_devices, load_device
+from jetpredict.models.errors import InputError
 from jetpredict.predictor.constants import KNEE_REL
 from jetpredict.predictor.transfer import cpu_per_clock
 from jetpredict.profiler.sim.physics import (
@@ -74,6 +79,11 @@ from tools.twin_calibration_data import (
     twin_for,
 )
 from tools.twin_calibration_report import RESULTS_PATH, write_results
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 #: Lower bound of the lowest-clock baseload of AGX Xavier in the power fit, W.
 MIN_BASE_W = 1.0
@@ -116,7 +126,23 @@ _BOUNDS = {"gpu_eff_dense": (0.02, 0.9), "gpu_eff_depthwise": (1e-3, 0.9), "mem_
            "roofline_sharpness": (1.0, 8.0), "gpu_stream_b_per_core_cycle": (0.01, 1e3),
            "cpu_mem_wait_s_ghz": (1e-3, 1e3)}
 _ZERO_POWER = dict.fromkeys(_POWER_FIELDS, 0.0)
+#: The boards fitted on their own published rows (each its own CPU speed), in the constants file's order.
 _PERF_KEY = {"agx-xavier": "cpu_perf_agx", "xavier-nx": "cpu_perf_nx", "nano": "cpu_perf_nano"}
+#: The Orin board with the one published Orin row; its family shares its CPU core and GPU architecture.
+ORIN_REF = "orin-agx"
+
+
+def orin_family() -> tuple[str, ...]:
+    """Every catalogued board with ``ORIN_REF``'s CPU core and GPU architecture, largest module first: fitted
+    by :func:`_orin_family` (Xavier's constants moved by per-clock ratios, power from spec sheets)."""
+    ref = load_device(ORIN_REF).specs
+    same = [d for d in list_devices() if (d.specs.cpu_type, d.specs.gpu_arch) == (ref.cpu_type, ref.gpu_arch)]
+    return tuple(d.id for d in sorted(same, key=lambda d: -d.specs.module_power_w))
+
+
+def fitted_devices() -> tuple[str, ...]:
+    """The devices a run fits, in the order it writes them; other catalogued ones keep hand-written blocks."""
+    return (*_PERF_KEY, *orin_family())
 
 
 def _calibration_from(theta: dict[str, float], power: dict[str, dict[str, float]] | None = None,
@@ -260,7 +286,7 @@ def fit_power(cal: Calibration, rows: list[CalibrationRow],
 
     agx, _ = _fit_agx_power(cal, rows, facts or [])
     out = {"agx-xavier": agx}
-    for dev in ("xavier-nx", "nano"):
+    for dev in (d for d in _PERF_KEY if d != "agx-xavier"):
         prior = agx * _spec_ratios(dev)
         a, y, _ = _power_design(cal, [r for r in rows if r.device == dev])
         if not len(y):
@@ -284,10 +310,10 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
     from scipy.optimize import brentq
 
     xavier = cal.devices["agx-xavier"]
-    # One ratio serves the family: every Orin type has A78AE cores (models/devices/*.toml, cpu_type).
-    per_clock = cpu_per_clock(load_device("orin-agx")) / cpu_per_clock(load_device("agx-xavier"))
+    # One ratio serves the family: orin_family() holds the boards with ORIN_REF's core.
+    per_clock = cpu_per_clock(load_device(ORIN_REF)) / cpu_per_clock(load_device("agx-xavier"))
     orin = replace(xavier, cpu_perf_per_ghz=xavier.cpu_perf_per_ghz * per_clock)
-    orin_rows = [r for r in rows if r.device == "orin-agx"]
+    orin_rows = [r for r in rows if r.device == ORIN_REF]
 
     def faster_gpu(consts: DeviceConstants, k: float) -> DeviceConstants:
         return replace(consts, gpu_eff_dense=min(consts.gpu_eff_dense * k, 0.98),
@@ -296,7 +322,7 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
 
     def err(log_k: float) -> float:
         devs = dict(cal.devices)
-        devs["orin-agx"] = faster_gpu(orin, math.exp(log_k))
+        devs[ORIN_REF] = faster_gpu(orin, math.exp(log_k))
         df = simulate_rows(Calibration(devs, cal.shared), orin_rows)
         return float(np.log(df["sim_epoch_time_s"] / df["pub_epoch_time_s"]).mean())
 
@@ -310,7 +336,7 @@ def _orin_family(cal: Calibration, rows: list[CalibrationRow]) -> None:
     phys_agx = cal.physics("agx-xavier")
     maxn_agx = preset_knobs("agx-xavier", "MAXN")
     full_agx = (phys_agx.power_w(maxn_agx, 1.0, 1.0, 1.0) - phys_agx.base_power_w(maxn_agx)).item()
-    for dev in ("orin-agx", "orin-nx", "orin-nano"):
+    for dev in orin_family():
         prior = agx_power * _spec_ratios(dev)
         device = load_device(dev)
         consts = replace(faster_gpu(orin, k), **dict(zip(_POWER_FIELDS, prior, strict=True)))
@@ -378,6 +404,110 @@ def holdout_checks(rows: list[CalibrationRow], facts: list[RatioFact]) -> pd.Dat
     return pd.DataFrame(out)
 
 
+# ------------------------------------------------------------------ the constants file
+
+#: A table's header line, and a device's (``[devices."<id>"]`` or ``[devices.<id>]``).
+_TABLE = re.compile(r"^\s*\[")
+_DEVICE_TABLE = re.compile(r'^\s*\[\s*devices\s*\.\s*(?:"([^"]*)"|([A-Za-z0-9_-]+))\s*\]\s*(?:#.*)?$')
+#: The fitted constants' first table: :meth:`Calibration.write` writes its own header above it.
+_FIRST_TABLE = "[shared]"
+
+
+def _device_blocks(text: str) -> dict[str, str]:
+    """Each device table of a constants file as written: the comment lines right above its header, the
+    header and every line up to the next table's, trailing blank lines left out."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _TABLE.match(line)]
+    begins = []
+    for i in starts:
+        while i > 0 and lines[i - 1].lstrip().startswith("#"):
+            i -= 1
+        begins.append(i)
+    out = {}
+    for k, start in enumerate(starts):
+        m = _DEVICE_TABLE.match(lines[start])
+        if m:
+            block = lines[begins[k]:begins[k + 1] if k + 1 < len(starts) else len(lines)]
+            while block and not block[-1].strip():
+                block.pop()
+            out[m.group(1) if m.group(1) is not None else m.group(2)] = "\n".join(block)
+    return out
+
+
+def _check_hand_written(raw: Mapping[str, object], where: str, field: str) -> None:
+    """A hand-written device block the twin can load: every constant, numbers, no unknown key, a basis."""
+    try:
+        DeviceConstants.from_mapping(raw)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc.message}", field) from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: every constant but basis must be a number ({exc})", field) from None
+    names = [f.name for f in fields(DeviceConstants)]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:  # a misspelt constant would be ignored by the twin, its value silently unused
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}; the constants are {', '.join(names)}",
+                         field)
+    if not str(raw.get("basis", "")).strip():
+        raise InputError(f'{where} states no basis: add basis = "<how its constants were obtained>"', field)
+
+
+def kept_blocks(path: str | Path, fitted: Iterable[str]) -> dict[str, str]:
+    """The hand-written blocks of the constants file ``path`` that a run fitting ``fitted`` keeps: those of
+    catalogued devices it does not fit, verbatim (comment lines right above them included), each checked
+    to load (:class:`InputError` naming the file and device otherwise, before any fitting). Blocks of
+    devices not in the catalogue are dropped; both are printed."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path} is not valid TOML ({exc}): fix it or remove it before rerunning", "out") from None
+    fitted, catalogued, blocks = set(fitted), set(device_ids()), _device_blocks(text)
+    kept = {}
+    for dev, consts in raw.get("devices", {}).items():
+        if dev in fitted:
+            continue
+        where, field = f'[devices."{dev}"] in {path}', f"devices.{dev}"
+        if dev not in catalogued:
+            print(f"note: dropping {where}: {dev!r} is not in the catalogue (models/devices/)")
+            continue
+        if dev not in blocks or not isinstance(consts, dict):
+            raise InputError(f"{where} is not a table of its own: write it under a [devices.\"{dev}\"] line "
+                             "to have it kept", field)
+        _check_hand_written(consts, where, field)
+        kept[dev] = blocks[dev]
+        print(f"note: keeping the hand-written [devices.\"{dev}\"] block of {path} verbatim "
+              f"(not fitted here; basis: {consts['basis']})")
+    return kept
+
+
+def _header(fitted: Iterable[str], kept: Iterable[str]) -> list[str]:
+    """The constants file's header: units, which blocks a run rewrites and which it keeps."""
+    return ["# Digital-twin constants. Units: s, W, fractions; CPU costs are s on a core of relative speed 1.0",
+            "# (the host that measured profiler/sim/data/workloads/*.json). See docs/digital-twin.md.",
+            "# Fitted by `python -m tools.calibrate_twin`, rewritten on every run (do not edit them by hand):",
+            f"#   [shared] and devices {', '.join(fitted)}.",
+            "# Hand-written: a catalogued device it does not fit (no published figures) may have its own",
+            '#   [devices."<id>"] block with every constant of the fitted ones and a basis saying how they were',
+            f"#   obtained; reruns keep it verbatim. Kept now: {', '.join(kept) or 'none'}.",
+            ""]
+
+
+def write_calibration(cal: Calibration, path: str | Path, kept: Mapping[str, str]) -> None:
+    """Write the fitted constants ``cal`` and the ``kept`` hand-written blocks (:func:`kept_blocks`) to
+    ``path``, under a header that names both."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fitted = Path(tmp) / "fitted.toml"
+        cal.write(fitted)
+        text = fitted.read_text(encoding="utf-8")
+    body = text[text.index(f"\n{_FIRST_TABLE}\n") + 1:]
+    lines = _header(cal.devices, kept)
+    Path(path).write_text("\n".join(lines) + "\n" + body + "".join(f"\n{b}\n" for b in kept.values()),
+                          encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default=str(DATA_DIR), help="transcribed published figures")
@@ -386,10 +516,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--no-holdout", action="store_true", help="skip the hold-out refits (faster)")
     args = parser.parse_args(argv)
+    fitted = fitted_devices()
+    try:
+        kept = kept_blocks(args.out, fitted)
+    except InputError as exc:
+        print(f"calibrate_twin: {exc.message}", file=sys.stderr)
+        return 2
+    for dev in device_ids():
+        if dev not in fitted and dev not in kept:
+            print(f"note: {dev!r} is catalogued but has no published figures to fit: sim:{dev} fails until a "
+                  f"hand-written [devices.\"{dev}\"] block is added to {args.out} (its header says how)")
     rows = load_calibration_rows(args.data_dir)
     facts = load_ratio_facts(args.data_dir)
     cal = calibrate(rows, facts, args.verbose)
-    cal.write(args.out)
+    write_calibration(cal, args.out, kept)
     df = simulate_rows(cal, rows)
     fact_df = simulate_facts(cal, facts)
     write_results(cal, df, args.results, None if args.no_holdout else holdout_checks(rows, facts), fact_df)

@@ -12,8 +12,8 @@ scalars or arrays and broadcasts, so a whole power-mode space is evaluated at on
 
 Units: clocks in MHz, time in s, power in W, bandwidth in B/s. The few free constants per device
 (efficiencies, CPU costs, power coefficients) live in ``profiler/sim/data/twin_calibration.toml``,
-written by ``tools/calibrate_twin.py`` from published measurements (or from spec sheets where none exist; each
-device's ``basis`` says which).
+written by ``tools/calibrate_twin.py`` from published measurements (or from spec sheets where none exist),
+or by hand for a catalogued board it does not fit, which its reruns keep; each device's ``basis`` says which.
 """
 
 from __future__ import annotations
@@ -98,7 +98,14 @@ def load_constants(device_id: str, path: str | Path | None = None) -> tuple[Devi
     try:
         dev = raw["devices"][device_id]
     except KeyError:
-        raise InputError(f"no twin calibration for device {device_id!r}", "device") from None
+        # tools/calibrate_twin fits only boards with published figures (or the Orin family's spec sheets);
+        # another catalogued board needs its block written by hand, which reruns keep.
+        keys = ", ".join(f.name for f in fields(DeviceConstants) if f.name != "basis")
+        raise InputError(
+            f"no twin calibration for device {device_id!r} in {path or CALIBRATION_PATH}: add a "
+            f'[devices."{device_id}"] block there with {keys} and a basis saying how they were obtained '
+            "(python -m tools.calibrate_twin fits only boards with published figures and keeps such a "
+            "block; the file's header says more)", "device") from None
     # Files written before a shared constant existed get its default.
     stored = {**SHARED_DEFAULTS, **raw["shared"]}
     shared = {k: float(stored[k]) for k in SHARED_KEYS}
