@@ -8,20 +8,17 @@ vectorised prediction.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
+from pathlib import Path
+from typing import get_type_hints
 
 import numpy as np
+from jetpredict.models.device_toml import DeviceFileError, read_device_table
 from jetpredict.models.errors import InputError, ModeOutOfRangeError, UnknownDeviceError
 from jetpredict.models.numbers import checked_number, unit_hint
 from jetpredict.models.paths import data_path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 DEVICES_DIR = data_path("devices")
 
@@ -529,9 +526,7 @@ def _preset_from_toml(raw: dict, steps: dict[str, tuple[float, ...]], gpu_sms: i
         v = raw.get(key, "max")
         return max(steps[domain]) if v == "max" else float(v)
 
-    sms = int(raw.get("gpu_sms_online", gpu_sms))
-    if not 1 <= sms <= gpu_sms:
-        raise ValueError(f"preset {raw['name']!r}: gpu_sms_online={sms} must be in 1..{gpu_sms} (the GPU's SMs)")
+    sms = int(raw.get("gpu_sms_online", gpu_sms))  # in 1..gpu_sms (device_toml)
     return Preset(
         mode=raw["name"], id=int(raw["id"]), cpu_cores=int(raw["cpu_cores"]),
         cpu_mhz=cap("cpu_mhz", "cpu"), gpu_mhz=cap("gpu_mhz", "gpu"), emc_mhz=cap("emc_mhz", "emc"),
@@ -557,14 +552,22 @@ def _device_from_toml(raw: dict) -> Device:
     )
 
 
+def load_device_file(path: Path) -> Device:
+    """The device of one catalogue file, checked as it is read (:mod:`~jetpredict.models.device_toml`; here,
+    each preset's clocks inside the device's range): :class:`DeviceFileError` names the file, field and rule."""
+    device = _device_from_toml(read_device_table(path, get_type_hints(DeviceSpecs)))
+    for i, preset in enumerate(device.presets):
+        for knob, rule in device.out_of_range(*([v] for v in preset.knobs())).items():
+            raise DeviceFileError(path, f"presets[{i}].{knob}", f"preset {preset.mode!r}: {rule}")
+    return device
+
+
 @cache
 def _load_all() -> dict[str, Device]:
-    devices = {}
-    for path in sorted(DEVICES_DIR.glob("*.toml")):
-        with path.open("rb") as f:
-            device = _device_from_toml(tomllib.load(f))
-        devices[device.id] = device
-    return devices
+    # Every id is its file's name (device_toml): no file replaces another's device, and sorting the names
+    # sorts the ids ("nano" before "nano-2", where the whole file names sort "nano-2.toml" first).
+    files = sorted(DEVICES_DIR.glob("*.toml"), key=lambda path: path.stem)
+    return {device.id: device for device in map(load_device_file, files)}
 
 
 def list_devices() -> list[Device]:

@@ -7,18 +7,21 @@ not from the catalogue, so a wrong TOML value fails here.
 
 from __future__ import annotations
 
+from typing import get_type_hints
+
 import numpy as np
 import pytest
 import tomllib
 from jetpredict.models.catalogue import (
     DEVICES_DIR,
+    DeviceSpecs,
     ModeArrays,
     PowerMode,
-    _device_from_toml,
     list_devices,
     load_device,
     step_at_or_below,
 )
+from jetpredict.models.device_toml import DeviceFileError, check_device_table
 
 #: Powered share per gated preset: TPCs left on / TPCs of MAXN (agx-xavier nvpmodel_t194.conf MODE_10W mask
 #: 5 of 4 TPCs; orin-agx p3701_0000 MODE_15W 248 and MODE_30W 240 of 8; orin-nx p3767_0000 10W/15W 252
@@ -55,10 +58,11 @@ def test_the_share_travels_with_the_modes_and_makes_another_setting():
 
 
 def test_a_share_beyond_the_gpu_is_refused():
-    raw = tomllib.loads((DEVICES_DIR / "orin-nx.toml").read_text())
+    path = DEVICES_DIR / "orin-nx.toml"
+    raw = tomllib.loads(path.read_text())
     raw["presets"][1]["gpu_sms_online"] = 9
-    with pytest.raises(ValueError, match="gpu_sms_online=9 must be in 1..8"):
-        _device_from_toml(raw)
+    with pytest.raises(DeviceFileError, match=r"presets\[1\]\.gpu_sms_online: preset '10W': 9 must be in 1\.\.8"):
+        check_device_table(raw, path, get_type_hints(DeviceSpecs))
 
 
 @pytest.mark.parametrize("device_id, preset, runs", [
