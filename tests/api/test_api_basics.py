@@ -211,7 +211,7 @@ def test_body_limit_is_413(tmp_path):
     ({"workload": {"id": "a"}, "modes": "some"}, "modes"),
     ({"workload": {"id": "a"}, "modes": [{"cpu_cores": 2}]}, "modes.0.cpu_mhz"),
     ({"workload": {"id": "a"}, "modes": []}, "modes"),
-    ({"workload": {"id": "a"}, "device": "tx2"}, "device"),
+    ({"workload": {"id": "a"}, "device": "no-such-board"}, "device"),
     ({"workload": {"id": "a"}, "epochs": 0}, "epochs"),
     ({"workload": {"id": "a"}, "epochs": 1.5}, "epochs"),
     ({"workload": {"id": "a"}, "confidence": 1.0}, "confidence"),  # past MAX_CONFIDENCE (0.999)
