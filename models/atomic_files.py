@@ -3,8 +3,8 @@
 The power-mode state file, a custom nvpmodel configuration and a command's output files are all written
 this way: the new bytes go to a temporary file in the target's folder (so the replacement is a rename),
 are synced to disk, then renamed over the target, and the folder is synced so the rename itself survives
-a power loss. An output given as a device or FIFO (``--out /dev/null``) is
-written into instead (:func:`write_output`): there is no file to replace. A file and its companion (a model
+a power loss. An output given as a device or FIFO (``--out /dev/null``), or as an open pipe
+(``--out /dev/stdout | cat``), is written into instead (:func:`write_output`): there is no file to replace. A file and its companion (a model
 and its manifest, a profile CSV and its sidecar) are replaced together (:func:`replace_pair`).
 """
 
@@ -27,9 +27,15 @@ TEMP_NAME_BYTES = 200
 
 def temp_name(target: Path, suffix: str = ".tmp") -> Path:
     """A fresh name beside ``target``: ``.NAME.<random><suffix>``, NAME cut to :data:`TEMP_NAME_BYTES` bytes
-    of UTF-8 (a name's limit is in bytes, not characters)."""
-    short = target.name.encode("utf-8", "surrogateescape")[:TEMP_NAME_BYTES].decode("utf-8", "ignore")
-    return target.with_name(f".{short}.{secrets.token_hex(6)}{suffix}")
+    (a name's limit is in bytes, not characters) of the file-system encoding, never within a UTF-8 character."""
+    # Through os.fsencode and back: the name's own bytes, which an ASCII locale (LC_ALL=C) also takes back.
+    raw = os.fsencode(target.name)
+    cut = min(len(raw), TEMP_NAME_BYTES)
+    for _ in range(3):  # a UTF-8 character is at most 4 bytes: back off its continuation bytes
+        if cut == len(raw) or raw[cut] & 0xC0 != 0x80:
+            break
+        cut -= 1
+    return target.with_name(f".{os.fsdecode(raw[:cut])}.{secrets.token_hex(6)}{suffix}")
 
 
 def followed(path: str | Path) -> Path:
@@ -38,7 +44,9 @@ def followed(path: str | Path) -> Path:
     only when the caller or the folder's owner owns it, the kernel's ``protected_symlinks`` rule, for a
     folder's link on the way as for the file's: resolved here, a link planted there by another user would
     otherwise steer a root run's output (or the sidecar beside it, a name the user never typed) onto any
-    file. PermissionError naming the link when refused; OSError (ELOOP) past :data:`MAX_SYMLINKS` links."""
+    file. PermissionError naming the link when refused; OSError (ELOOP) past :data:`MAX_SYMLINKS` links. A
+    /proc link to an open file without a path (``/dev/stdout`` into a pipe: ``pipe:[2600163]``) is kept as it
+    is: written into, as a FIFO is (:func:`is_open_file_link`)."""
     # Joined, not normalised: "link/.." is the link target's parent, as the kernel reads it.
     left = collections.deque(Path(os.path.join(os.getcwd(), path)).parts[1:])
     resolved, links = Path("/"), 0
@@ -61,11 +69,36 @@ def followed(path: str | Path) -> Path:
         if shared and owner not in (os.geteuid(), folder.st_uid):
             raise PermissionError(errno.EACCES, f"{step} is a symlink of another user (uid {owner}) in the "
                                   f"shared folder {resolved}; not followed", str(step))
-        target = Path(os.readlink(step))
+        name = os.readlink(step)
+        if _names_no_path(resolved, name):
+            # /proc/self/fd/1 -> 'pipe:[2600163]': the link is the one name of its open file (a pipe, a
+            # socket, a deleted file); the kernel opens it as such, so the path is kept as given.
+            return step.joinpath(*left)
+        target = Path(name)
         if target.is_absolute():
             resolved = Path("/")
         left.extendleft(reversed(target.parts[1:] if target.is_absolute() else target.parts))
     return resolved
+
+
+#: Where the kernel's "magic" links live: a process's open files (``/proc/self/fd/N``, ``/dev/stdout`` through
+#: ``/dev/fd``), whose target is text such as ``pipe:[2600163]`` rather than a path when the file has none.
+PROC_ROOT = Path("/proc")
+
+
+def _names_no_path(folder: Path, target: str) -> bool:
+    """Whether a link in ``folder`` with the text ``target`` is a /proc link to an open file with no path of
+    its own (``pipe:[N]``, ``socket:[N]``, ``anon_inode:...``, a deleted file's ``/x (deleted)``): a target
+    that names nothing. ``/proc/self -> 4242`` names a folder and is followed."""
+    if folder != PROC_ROOT and PROC_ROOT not in folder.parents:
+        return False
+    return not os.path.lexists(os.path.join(folder, target))
+
+
+def is_open_file_link(path: Path) -> bool:
+    """Whether ``path``, as :func:`followed` returns it, is a /proc link it kept (:func:`_names_no_path`): an
+    open file that is written into, having no folder to replace it in."""
+    return path.is_symlink() and _names_no_path(path.parent, os.readlink(path))
 
 
 def probe_folder(target: Path) -> None:
@@ -219,7 +252,7 @@ def write_output(path: Path, data: bytes) -> None:
     regular file in its place), and otherwise replaced atomically (:func:`replace_file`). A symlink another
     user planted in a shared folder is refused (:func:`followed`)."""
     target = followed(path)
-    if is_special_file(target):
+    if is_special_file(target) or is_open_file_link(target):
         write_into(target, data)
         return
     replace_file(target, data)

@@ -59,6 +59,18 @@ def test_a_name_at_the_byte_limit_is_replaced_through_a_temporary_name_within_it
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 
 
+@pytest.mark.parametrize(("name", "kept"), [("a" * 199 + "é" * 10 + ".csv", "a" * 199),
+                                            (os.fsdecode(b"r\xe9sultats.csv"), os.fsdecode(b"r\xe9sultats.csv"))],
+                         ids=["a character across the cut", "bytes that are not UTF-8"])
+def test_a_temporary_name_keeps_whole_characters_and_the_names_own_bytes(tmp_path, name, kept):
+    """Cut at the byte limit, never within a character; a name the file system holds as bytes that are not UTF-8
+    (Latin-1 'é') keeps them (decoded and encoded back, it was the name without them)."""
+    temp = atomic_files.temp_name(tmp_path / name)
+    assert temp.parent == tmp_path and temp.name.startswith(f".{kept}.") and temp.name.endswith(".tmp")
+    replace_file(tmp_path / name, b"rows")
+    assert os.listdir(tmp_path) == [name]
+
+
 #: A user who is not the caller (uid 65534 is ``nobody`` on Debian and Ubuntu).
 OTHER_UID = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a symlink another owner needs root")
@@ -292,3 +304,47 @@ def test_an_out_link_into_a_missing_folder_gets_that_folder(tmp_path):
     (tmp_path / "latest.csv").symlink_to("runs/3/p.csv")
     atomic_files.write_out_file(tmp_path / "latest.csv", b"x")
     assert (tmp_path / "runs" / "3" / "p.csv").read_bytes() == b"x" and (tmp_path / "latest.csv").is_symlink()
+
+
+def _pipe_reader(fd: int) -> bytes:
+    """All bytes that come out of the pipe read end ``fd`` (closed after)."""
+    with os.fdopen(fd, "rb") as r:
+        return r.read()
+
+
+@pytest.mark.parametrize("how", ["fd link", "a user's link to it", "/dev/fd"])
+def test_an_out_through_a_proc_fd_link_to_a_pipe_is_written_into_the_pipe(tmp_path, how):
+    """``--out /dev/stdout | cat`` (and bash's ``>(cat > f)``): /proc/self/fd/N names ``pipe:[inode]``, which is
+    no file name; resolved as one, the write failed with 'No such file or directory'."""
+    r, w = os.pipe()
+    try:
+        path = {"fd link": Path(f"/proc/self/fd/{w}"), "/dev/fd": Path(f"/dev/fd/{w}"),
+                "a user's link to it": tmp_path / "out.csv"}[how]
+        if how == "a user's link to it":
+            path.symlink_to(f"/proc/self/fd/{w}")
+        assert atomic_files.followed(path).parent == Path(f"/proc/{os.getpid()}/fd")
+        atomic_files.write_out_file(path, b"a,b\n1,2\n")
+    finally:
+        os.close(w)
+    assert _pipe_reader(r) == b"a,b\n1,2\n"
+    assert os.listdir(tmp_path) == (["out.csv"] if how == "a user's link to it" else [])
+
+
+def test_an_out_through_a_proc_fd_link_to_a_deleted_file_is_written_into_it(tmp_path):
+    """A link whose target is no longer a path ('/x (deleted)') names the open file itself: written into it,
+    not resolved to a name that does not exist."""
+    gone = tmp_path / "gone.csv"
+    with open(gone, "w+b") as f:
+        gone.unlink()
+        atomic_files.write_out_file(f"/proc/self/fd/{f.fileno()}", b"rows\n")
+        f.seek(0)
+        assert f.read() == b"rows\n"
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_proc_fd_link_to_a_file_still_resolves_to_the_file(tmp_path):
+    """A link under /proc that names an existing file is followed as any link (``--out /dev/stdout > f.csv``
+    replaces f.csv whole)."""
+    target = tmp_path / "f.csv"
+    with open(target, "wb") as f:
+        assert atomic_files.followed(f"/proc/self/fd/{f.fileno()}") == target
