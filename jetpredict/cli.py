@@ -147,8 +147,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Verbs whose answer (the data a script reads) goes to standard output, unless ``--out`` names a file.
+ANSWER_VERBS = ("devices", "status", "plan", "predict", "recommend")
+
+
+def _answers_on_stdout(args: argparse.Namespace) -> bool:
+    """Whether the verb of ``args`` writes its answer to standard output (``apply --dry-run``'s steps are its
+    answer; ``apply``'s report of the switch is not: the switch is)."""
+    if args.verb == "apply":
+        return bool(getattr(args, "dry_run", False))
+    return args.verb in ANSWER_VERBS and getattr(args, "out", None) is None
+
+
+def _stand_in_for_closed(name: str) -> bool:
+    """Put ``os.devnull`` where the standard stream ``name`` (``stdout``, ``stderr``) was closed (``>&-``),
+    its file descriptor included: else the next file opened takes that number and a child process's output
+    or a stray write lands in it. Returns whether it was closed."""
+    if getattr(sys, name) is not None:
+        return False
+    fd = 1 if name == "stdout" else 2
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+    setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 -- the stream lasts the process
+    return True
+
+
+#: Characters of the text around the one a UnicodeError names, each side, that its message quotes.
+UNICODE_CONTEXT_CHARS = 20
+
+
+def _unicode_words(exc: UnicodeError) -> str:
+    """A UnicodeError as one line: what could not be encoded or decoded, where (a file name, a label, a row
+    of the answer), and the usual cure."""
+    if not isinstance(exc, (UnicodeEncodeError, UnicodeDecodeError)):
+        return f"{exc}; a UTF-8 locale (LC_ALL=C.UTF-8) takes every name"
+    text, start, end = exc.object, exc.start, exc.end
+    near = text[max(0, start - UNICODE_CONTEXT_CHARS):end + UNICODE_CONTEXT_CHARS]
+    verb = "encoded in" if isinstance(exc, UnicodeEncodeError) else "decoded as"
+    return (f"{text[start:end]!r} in {near!r} cannot be {verb} this locale's encoding, {exc.encoding} "
+            f"({exc.reason}); a UTF-8 locale (LC_ALL=C.UTF-8) takes every name")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    _stand_in_for_closed("stderr")  # `2>&-`: messages and progress bars go nowhere, the work is done
+    args = build_parser().parse_args(argv)  # with standard output closed, argparse's --help goes to stderr
+    if _stand_in_for_closed("stdout") and _answers_on_stdout(args):
+        # `>&-`: the answer would be lost while the exit status said it was written.
+        where = "; --out FILE writes it to a file" if hasattr(args, "out") else ""
+        say(f"jetpredict {args.verb}: failed: standard output is closed, nowhere to write the answer{where}")
+        return 1
     try:
         return int(args.handler(args) or 0)
     except InputError as exc:
@@ -175,6 +224,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         say(f"jetpredict {args.verb}: {exc.describe()}")
         return exc.code
+    except UnicodeError as exc:
+        # A file name or label this locale cannot encode (LC_ALL=C makes names ASCII): a setting, not a bug.
+        if os.environ.get("JETPREDICT_DEBUG"):
+            raise
+        say(f"jetpredict {args.verb}: error: {_unicode_words(exc)}")
+        return 2
     except (OSError, RuntimeError) as exc:
         # Operational failures (a privileged command refused, a sensor gone, a port in use) are
         # reported in one line; JETPREDICT_DEBUG=1 shows the traceback.
