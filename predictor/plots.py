@@ -23,6 +23,8 @@ FEASIBLE_COLOUR = "#0b6bcb"
 INFEASIBLE_COLOUR = "#8a8a8a"
 FRONT_COLOUR = "#d1495b"
 PRESET_COLOUR = "#2e7d32"
+#: matplotlib's ``svg.hashsalt`` for --plot SVGs: fixed, so element ids follow from the drawing alone.
+SVG_HASH_SALT = "jetpredict-recommend-plot"
 
 
 def _pyplot():
@@ -97,7 +99,11 @@ def pareto_plot(modes: pd.DataFrame, feasible: np.ndarray, result: dict, path: s
         fig.tight_layout()
         # Drawn in memory, then written as every --out is: whole, its folder created, a FIFO no one reads refused.
         drawn = io.BytesIO()
-        fig.savefig(drawn, format=path.suffix.lower().lstrip("."))
+        fmt = path.suffix.lower().lstrip(".")
+        # The same question draws the same bytes: SVG element ids hashed with a fixed salt (else a fresh
+        # uuid4 per file), no date. Set for this file only: the process's rcParams stay as they were.
+        with plt.rc_context({"svg.hashsalt": SVG_HASH_SALT}):
+            fig.savefig(drawn, format=fmt, metadata={"Date": None} if fmt == "svg" else None)
         write_out_file(path, drawn.getvalue())  # an OSError: the caller words it as every --out's (cli.out_error)
     finally:
         plt.close(fig)

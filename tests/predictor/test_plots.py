@@ -95,3 +95,22 @@ def test_the_presets_are_marked_and_the_compared_one_ringed(model, tmp_path, cap
     assert "nvpmodel presets (" in svg and f" of {len(presets)} within the cap)" in svg
     assert all(p.mode in svg for p in presets)  # each preset labelled by name
     assert comparison["preset"] and f"compared preset: {comparison['preset']}" in svg
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".png"])
+def test_the_same_question_draws_the_same_bytes(model, tmp_path, capsys, suffix):
+    """Two identical runs wrote SVGs that differed in their date and in matplotlib's random element ids
+    (clip-path="url(#pc5f166d9bb)"): a script comparing outputs saw a change where there was none."""
+    import matplotlib
+
+    salt = matplotlib.rcParams["svg.hashsalt"]
+    drawn = []
+    for run in ("a", "b"):
+        out = tmp_path / f"{run}{suffix}"
+        assert main(["recommend", "--model", str(model), "--objective", "min-energy", "--plot", str(out)]) == 0
+        drawn.append(out.read_bytes())
+    capsys.readouterr()
+    assert drawn[0] == drawn[1]
+    if suffix == ".svg":
+        assert b"<dc:date>" not in drawn[0] and b"clip-path=" in drawn[0]
+    assert matplotlib.rcParams["svg.hashsalt"] == salt  # set for the picture only, not for the process
