@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -98,6 +99,22 @@ def _reference(device_id: str) -> DeviceReference:
 def load_reference(device: Device) -> DeviceReference:
     """The device-level model of ``device`` (cached per device)."""
     return _reference(device.id)
+
+
+def reference_derivations(*device_ids: str) -> list[DeviceReference]:
+    """The bundled references of ``device_ids`` that are derived from another board's (a board without
+    reference sweeps of its own, ``bundled.DERIVE_FROM``), each once."""
+    refs = [load_reference(load_device(d)) for d in dict.fromkeys(device_ids)]
+    return [r for r in refs if r.derived_from is not None]
+
+
+def derivation_words(refs: Iterable[DeviceReference]) -> str:
+    """`` (tx2's derived from agx-xavier's through device physics: no sweeps of its own)`` for the derived
+    ones of ``refs``, "" for none: their ``reference_source`` is the source board's (``published``), which alone
+    read as the board's own published sweeps."""
+    said = [f"{r.device_id}'s derived from {r.derived_from}'s through device physics" for r in refs
+            if r.derived_from is not None]
+    return f" ({'; '.join(said)}: no sweeps of its own)" if said else ""
 
 
 @cache

@@ -40,6 +40,7 @@ from jetpredict.predictor.limits import (
 if TYPE_CHECKING:
     import pandas as pd
     from jetpredict.predictor.model import WorkloadModel
+    from jetpredict.predictor.reference import DeviceReference
 
 
 #: Errors of the ``--out`` path itself (bad input, exit 2); any other OSError is a failure to write (exit 1).
@@ -278,6 +279,7 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from jetpredict.predictor import bundled
     from jetpredict.predictor.aliasing import alias_widening
     from jetpredict.predictor.bundled import fit_workload, prior_reference, save_model
 
@@ -290,8 +292,9 @@ def _fit(args: argparse.Namespace) -> int:
         save_model(model, args.out)
     except OSError as exc:
         raise out_error(args.out, exc) from None
+    derived = bundled.derivation_words(bundled.reference_derivations(model.device_id) if reference is None else ())
     say(f"fitted {model.workload_id} on {model.device_id} from {model.profiled_modes} profiled mode(s) "
-         f"({rows_kind(model.training_rows)}; {model.reference_source} reference, {model.model_version}); "
+         f"({rows_kind(model.training_rows)}; {model.reference_source} reference{derived}, {model.model_version}); "
          f"wrote {args.out}")
     if prior_reference(rows, model.device, reference)[1]:
         say(f"the reference holds {model.workload_id}'s own sweep: the prior comes from its other workloads "
@@ -378,7 +381,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.format == "table":
         # The table leaves the per-answer provenance columns out: the summary states them once.
         say(f"{model.workload_id} on {args.device or model.device_id}: {len(df)} mode(s), "
-             f"{percent(args.confidence)} intervals{provenance_summary(df, model.device_id)}")
+             f"{percent(args.confidence)} intervals{provenance_summary(df, model.device_id, device=args.device)}")
     # Aliasing bears on any mode off the line the profiled modes draw, inside the ranges too.
     _log_fit_caveats(model)
     flagged = int(df["extrapolated"].sum())
@@ -422,17 +425,21 @@ def _outside_note(knobs: str) -> None:
         say(f"note: the recommended mode lies outside the profiled range of {knobs}; profile it to confirm")
 
 
-def provenance_summary(df: pd.DataFrame, source_device: str, version: bool = True) -> str:
+def provenance_summary(df: pd.DataFrame, source_device: str, version: bool = True, device: str | None = None,
+                       derivations: Iterable[DeviceReference] | None = None) -> str:
     """What the predictions in ``df`` rest on, as the tail of a summary line (the provenance columns that
     ``--format csv``/``json`` carry, stated once; "" for no rows): profiled modes, the device they were
     profiled on (and whether this is a cross-device prediction), the reference and workload row sources
-    and (``version``) the model version."""
+    and (``version``) the model version; a reference derived from another board's is named with it
+    (``derivations``, default: those of ``source_device``'s and ``device``'s, the predictions', bundled ones)."""
+    from jetpredict.predictor.bundled import derivation_words, reference_derivations
     if df.empty:
         return ""
     first = df.iloc[0]
     cross = " (cross-device)" if bool(first["cross_device"]) else ""
+    derivations = reference_derivations(source_device, device or source_device) if derivations is None else derivations
     return (f", from {int(first['profiled_modes'])} profiled mode(s) on {source_device}{cross}; reference: "
-            f"{first['reference_source']}, workload rows: {first['workload_source']}"
+            f"{first['reference_source']}{derivation_words(derivations)}, workload rows: {first['workload_source']}"
             + (f", model {first['model_version']}" if version else ""))
 
 
@@ -448,7 +455,7 @@ def _plot(model, result, args: argparse.Namespace) -> None:
     # predict summary says it.
     title = (f"{model.workload_id} on {result.device}: {args.objective}, {caps} "
              f"({percent(result.confidence)} upper ends)\n"
-             + provenance_summary(modes, model.device_id, version=False).removeprefix(", "))
+             + provenance_summary(modes, model.device_id, version=False, device=result.device).removeprefix(", "))
     caps = (result.constraints.get("max_power_w"), result.constraints.get("max_epoch_time_s"))
     presets = service.predict(model, "presets", device=result.device, epochs=args.epochs,
                               confidence=result.confidence)
@@ -490,7 +497,8 @@ def _recommend(args: argparse.Namespace) -> int:
     if not result.feasible:
         # No row carries the provenance columns, so the reason states what the predictions rest on.
         rests_on = _rests_on(model, result.device)
-        say(f"jetpredict recommend: {result.reason}{provenance_summary(pd.DataFrame([rests_on]), model.device_id)}")
+        say(f"jetpredict recommend: {result.reason}"
+             f"{provenance_summary(pd.DataFrame([rests_on]), model.device_id, device=result.device)}")
         return 1
     if args.format != "csv":
         b = result.best
@@ -499,7 +507,7 @@ def _recommend(args: argparse.Namespace) -> int:
              f"[{b['avg_power_w_low']:.3g}, {b['avg_power_w_high']:.3g}], {b['epoch_energy_j']:.4g} J/epoch "
              f"({percent(result.confidence)} intervals; caps hold for their upper ends); "
              f"{len(result.pareto)} mode(s) on the time/energy front"
-             f"{provenance_summary(pd.DataFrame([b]), model.device_id)}")
+             f"{provenance_summary(pd.DataFrame([b]), model.device_id, device=result.device)}")
         _outside_note(b["extrapolated_knobs"])
         if result.preferred_in_range:
             say("note: a mode outside the profiled knob ranges looked better, but not beyond its interval; "
