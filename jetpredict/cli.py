@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from jetpredict import __version__
 from jetpredict.models.catalogue import MODE_FIELDS, POWER_MODE_SPACES, Device, list_devices, load_device
 from jetpredict.models.errors import InputError, say
-from jetpredict.models.tables import FORMATS, write_table
-from jetpredict.predictor.limits import DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
+from jetpredict.models.tables import FORMATS, TABLE_WIDTH, write_table
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,7 +80,10 @@ def _register_devices(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--modes", choices=POWER_MODE_SPACES, default=None,
                    help="with DEVICE: its presets (the default) or every custom mode; without DEVICE: those of "
                         "every device, a device column first (without --modes: the device table)")
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help=f"table: aligned text for a person, at most {TABLE_WIDTH} characters wide (columns past "
+                   "that left out, which it says on standard error); csv or json: every column, for scripts "
+                   "(default %(default)s)")
     p.set_defaults(handler=_devices)
 
 
@@ -140,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True)
     _register_devices(sub)
     profiler_cli.register(sub, adaptive=_adaptive_chooser, rules=profiler_cli.AdaptiveRules(
-        tuple(OBJECTIVES), DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN))
+        tuple(OBJECTIVES), DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, DEFAULT_CONFIDENCE))
     status_cli.register(sub)
     predictor_cli.register(sub)
     serve_cli.register(sub)

@@ -32,6 +32,8 @@ class AdaptiveRules:
     default_objective: str
     #: Share of the objective by which no unprofiled mode may be expected to beat the pick at the stop.
     max_rival_gain: float
+    #: Level of the intervals when --confidence is not given (None: the help names no number).
+    default_confidence: float | None = None
 
 
 def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> None:
@@ -236,7 +238,8 @@ def register(sub: argparse._SubParsersAction, adaptive: AdaptiveFactory | None =
     _adaptive_flags(a, rules)
     a.add_argument("--max-power-w", type=float, help="W; met by the upper end of the power interval")
     a.add_argument("--max-epoch-time-s", type=float, help="s; met by the upper end of the time interval")
-    a.add_argument("--confidence", type=float, help="level of the intervals (default: the predictor's)")
+    level = f"{rules.default_confidence:g}" if rules and rules.default_confidence else "the predictor's"
+    a.add_argument("--confidence", type=float, help=f"level of the intervals, a share below 1 (default {level})")
     a.add_argument("--candidates", help="CSV or JSON of the modes that may be chosen (default: every mode of "
                    "the device)")
     p.set_defaults(handler=lambda args: _profile(args, adaptive))

@@ -238,5 +238,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "restore` would put back (changes nothing). Off a Jetson: a message and exit "
                        f"{EXIT_NOT_A_JETSON}.")
     p.add_argument("--board", help="catalogue id of this board (default: from /proc/device-tree/model)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table: one fact a line, for a person; json: the same facts for scripts, null with the "
+                   "reason (under 'unknown') where a value cannot be read (default %(default)s)")
     p.set_defaults(handler=_status)
