@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from jetpredict.predictor import cli as predictor_cli
+from jetpredict.predictor import cli_files
 
 from jetpredict.cli import main
 
@@ -47,7 +48,7 @@ def test_an_interrupted_or_failed_write_leaves_the_previous_file(work, tmp_path,
     def disk_full(path, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(predictor_cli, "write_out_file", disk_full)
+    monkeypatch.setattr(cli_files, "write_out_file", disk_full)
     capsys.readouterr()
     assert main(_predict_all(work, out)) == 1  # a failure to write, not bad input
     assert "cannot write --out" in capsys.readouterr().err and out.read_text() == "the previous answer\n"
