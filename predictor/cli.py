@@ -119,7 +119,14 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
     best = proposal.decision.best
     _outside_note("" if best is None else proposal.decision.table["extrapolated_knobs"].iloc[best])
     _log_lack_of_fit(proposal.model)
+    # What the proposal rests on travels in columns, as in every verb's answer from a fit.
+    table = proposal.modes.assign(**rests_on)
     if hopeless is not None:
+        # As recommend: csv keeps its header and json is an empty list, for a script reading the answer;
+        # a table would read "(no rows)", which the reason above says better.
+        if args.format != "table":
+            with output_to(args.out) as out:
+                write_table(table.iloc[:0], args.format, out)
         return 1
     if proposal.modes.empty:
         say("every candidate mode is profiled already: nothing to propose")
@@ -127,8 +134,6 @@ def _plan_after(args: argparse.Namespace, candidates: pd.DataFrame | None) -> in
         say(f"profile next: {', '.join(proposal.modes['mode'].astype(str))} -- about "
              f"{proposal.modes['est_profile_s'].sum() / 60:.1f} min; score = expected drop of the decision's "
              "uncertainty (relative width of the recommended mode's interval + rivals' chance to beat it)")
-    # What the proposal rests on travels in columns, as in every verb's answer from a fit.
-    table = proposal.modes.assign(**rests_on)
     with output_to(args.out) as out:
         write_table(table if args.format != "table" else proposal.modes, args.format, out)
     return 0
@@ -396,7 +401,7 @@ def _saving(amount: float, share: float, unit: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="choose which power modes to profile (first, or next with --after)")
-    p.add_argument("--device", required=True)
+    p.add_argument("--device", required=True, help="the Jetson type, as `jetpredict devices` lists it (e.g. agx-xavier)")
     p.add_argument("--candidates", help="CSV or JSON of candidate modes: the modes you will query (default: "
                    f"{planning_region().replace('%', '%%')}; with --after, every mode of the device)")
     p.add_argument("--budget", type=int, help=f"number of modes to profile, 1 to {MAX_PLAN_BUDGET} (required "
@@ -417,7 +422,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=naming_flags(_plan))
 
     p = sub.add_parser("fit", help="fit a workload model from profile rows")
-    p.add_argument("--device", required=True)
+    p.add_argument("--device", required=True, help="the Jetson type, as `jetpredict devices` lists it (e.g. agx-xavier)")
     p.add_argument("--profiles", required=True, help="profile-row CSV/JSON of the new workload")
     p.add_argument("--reference", help="your own measured reference sweeps (default: bundled; sweeps without "
                    "power take the bundled power model)")
@@ -425,7 +430,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=naming_flags(_fit))
 
     p = sub.add_parser("predict", help="predict epoch time and energy for power modes")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="model file written by `jetpredict fit --out`")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--modes", help="CSV or JSON of modes: mode, cpu_cores, cpu_mhz, gpu_mhz, emc_mhz")
     group.add_argument("--all", action="store_true", help="every mode of the device")
@@ -441,14 +446,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=naming_flags(_predict))
 
     p = sub.add_parser("recommend", help="best power mode under a power or time constraint")
-    p.add_argument("--model", required=True)
-    p.add_argument("--objective", choices=tuple(OBJECTIVES), required=True)
+    p.add_argument("--model", required=True, help="model file written by `jetpredict fit --out`")
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), required=True,
+                   help="the predicted column to minimise: "
+                   + "; ".join(f"{name}: {column}" for name, column in OBJECTIVES.items()))
     p.add_argument("--max-power-w", type=float, help="W; met by the upper end of the power interval")
     p.add_argument("--max-epoch-time-s", type=float, help="s; met by the upper end of the time interval")
     p.add_argument("--confidence", type=_confidence_arg, default=DEFAULT_CONFIDENCE,
                    help="level of the intervals whose upper ends must meet the caps (default %(default)s)")
     p.add_argument("--device", help="recommend on another device type (cross-device)")
-    p.add_argument("--epochs", type=int)
+    p.add_argument("--epochs", type=int, help="add the time (s) and energy (J) of training this many epochs "
+                   "to the chosen mode and the front")
     p.add_argument("--format", choices=FORMATS, default=None, help=FORMAT_HELP)
     p.add_argument("--out", help="write to this file instead of standard output")
     p.add_argument("--plot", help="also draw every mode, the Pareto front and the chosen mode to FILE.svg or "
