@@ -20,7 +20,13 @@ from jetpredict import __version__
 from jetpredict.models.catalogue import MODE_FIELDS, POWER_MODE_SPACES, Device, list_devices, load_device
 from jetpredict.models.errors import InputError, say
 from jetpredict.models.tables import FORMATS, TABLE_WIDTH, write_table
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
+from jetpredict.predictor.limits import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_OBJECTIVE,
+    DEFAULT_TARGET_WIDTH_REL,
+    MAX_RIVAL_GAIN,
+    OBJECTIVES,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -143,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True)
     _register_devices(sub)
     profiler_cli.register(sub, adaptive=_adaptive_chooser, rules=profiler_cli.AdaptiveRules(
-        tuple(OBJECTIVES), DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, DEFAULT_CONFIDENCE))
+        tuple(OBJECTIVES), DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, DEFAULT_CONFIDENCE, DEFAULT_TARGET_WIDTH_REL))
     status_cli.register(sub)
     predictor_cli.register(sub)
     serve_cli.register(sub)
@@ -195,7 +201,14 @@ def _unicode_words(exc: UnicodeError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _stand_in_for_closed("stderr")  # `2>&-`: messages and progress bars go nowhere, the work is done
-    args = build_parser().parse_args(argv)  # with standard output closed, argparse's --help goes to stderr
+    try:
+        parser = build_parser()
+    except InputError as exc:
+        # The service's settings read the catalogue as the parser is built: a broken models/devices/*.toml
+        # stops every verb, --help included; said in one line naming the file, field and rule.
+        say(f"jetpredict: error: {exc.message}")
+        return 2
+    args = parser.parse_args(argv)  # with standard output closed, argparse's --help goes to stderr
     if _stand_in_for_closed("stdout") and _answers_on_stdout(args):
         # `>&-`: the answer would be lost while the exit status said it was written.
         where = "; --out FILE writes it to a file" if hasattr(args, "out") else ""

@@ -46,7 +46,13 @@ from jetpredict.predictor.bundled import fit_workload, load_reference
 from jetpredict.predictor.constants import INTERVAL_NOISE_FLOOR
 from jetpredict.predictor.decision import Decision, Goal, decide, unreachable_caps
 from jetpredict.predictor.fit_check import lack_of_fit_note
-from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, DEFAULT_OBJECTIVE, MAX_RIVAL_GAIN, OBJECTIVES
+from jetpredict.predictor.limits import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_OBJECTIVE,
+    DEFAULT_TARGET_WIDTH_REL,
+    MAX_RIVAL_GAIN,
+    OBJECTIVES,
+)
 from jetpredict.predictor.model import WorkloadModel
 from jetpredict.predictor.reference import DeviceReference
 
@@ -54,14 +60,6 @@ from jetpredict.predictor.reference import DeviceReference
 SHORTLIST = 8
 #: D-optimal fillers in the short list: modes that identify the model where the decision set does not.
 DESIGN_FILLERS = 2
-#: Default stopping width of the recommended mode's time interval, relative ((high - low) / point). A
-#: profiled mode's own interval is about 2 x 1.645 x the 3% run-to-run noise floor (~10%) wide, so the
-#: target must lie above that to be reachable; 12% is a decision ~4% either side of the point. Real replay
-#: (bench/adaptive_replay.py, 12 runs): 0.15 stopped ResNet-18 min-energy after 2 modes 5.2% off (8 of 12
-#: within 3% at the stop), 0.12 after 3 modes within 1% (11 of 12), 0.10 ran every run to 7-10 modes. With
-#: the interval scales of the memory-waiting twin, 0.12 stopped it 4.1% off on an unprofiled pick, so the
-#: loop now also measures the pick before it stops (12 of 12 within 3%, at most 6 modes).
-DEFAULT_TARGET_WIDTH_REL = 0.12
 #: Expected gain (share of the objective) below which no unprofiled mode may beat a measured pick at all: the
 #: decision is made whatever the pick's interval (Nano's MAXN dominates every mode for min-time, and a
 #: measured MAXN kept a 12-14% interval, so the loop profiled the slowest corners until the budget ran out).

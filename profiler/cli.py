@@ -34,6 +34,8 @@ class AdaptiveRules:
     max_rival_gain: float
     #: Level of the intervals when --confidence is not given (None: the help names no number).
     default_confidence: float | None = None
+    #: --target-width when not given (None: the help names no number).
+    default_target_width: float | None = None
 
 
 def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> None:
@@ -41,10 +43,12 @@ def _adaptive_flags(a: argparse._ArgumentGroup, rules: AdaptiveRules | None) -> 
     # argparse %-formats help: a literal percent sign is written %%.
     rival = (f"{rules.max_rival_gain * 100:g}%% of the objective" if rules else "a small share of the "
              "objective (the predictor's)")
+    width = (f"{rules.default_target_width:g}" if rules and rules.default_target_width else
+             "the predictor's")
     a.add_argument("--target-width", type=float, help="the loop stops once three things hold: the recommended "
                    "mode's time interval is narrower than this share of its point (below 1: 0.12, not 12), "
                    "(high - low) / point "
-                   f"(default: the predictor's); no unprofiled mode is expected to beat it by more than {rival}; "
+                   f"(default {width}); no unprofiled mode is expected to beat it by more than {rival}; "
                    "and the recommended mode itself is profiled (it is measured to confirm the stop if it was "
                    "not). It stops too at --budget modes, once every candidate is profiled, when no mode "
                    "can meet the caps, or once no unprofiled mode may beat the measured pick at all")

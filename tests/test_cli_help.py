@@ -42,3 +42,38 @@ def test_format_says_its_choices_and_default(verb):
 def test_profile_confidence_states_the_predictors_number():
     """It said '(default: the predictor's)', with no number."""
     assert f"default {DEFAULT_CONFIDENCE:g}" in _help_of("profile", "--confidence")
+
+
+def test_profile_target_width_states_the_predictors_number():
+    """It said '(default: the predictor's)', with no number."""
+    from jetpredict.predictor.limits import DEFAULT_TARGET_WIDTH_REL
+
+    assert f"(default {DEFAULT_TARGET_WIDTH_REL:g})" in _help_of("profile", "--target-width")
+
+
+@pytest.mark.parametrize("verb", ["plan", "fit", "predict", "recommend"])
+def test_every_predictor_flag_has_help(verb):
+    bare = [a.option_strings[0] for a in _verb(verb)._actions if a.option_strings and not a.help]
+    assert bare == [], f"{verb}: {bare} have no help"
+
+
+def test_a_broken_device_file_stops_every_verb_in_one_line(tmp_path):
+    """The catalogue is read while the parser is built (the service's settings name the devices), so a broken
+    ``models/devices/*.toml`` stopped even ``--help`` with a traceback; now one line naming the file, exit 2."""
+    import shutil
+    import subprocess
+    import sys
+
+    from jetpredict.models import catalogue
+
+    folder = tmp_path / "devices"
+    shutil.copytree(catalogue.DEVICES_DIR, folder)
+    nano = folder / "nano.toml"
+    nano.write_text(nano.read_text().replace("cuda_cores", "cuda_cores_typo", 1))
+    code = ("import sys; from jetpredict.models import catalogue; catalogue.DEVICES_DIR = __import__('pathlib')"
+            f".Path({str(folder)!r}); from jetpredict.cli import main; sys.exit(main(sys.argv[1:]))")
+    for argv in (["--help"], ["devices"]):
+        done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+        assert done.stderr.startswith("jetpredict: error: device file ") and "nano.toml" in done.stderr

@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 import pytest
+
 from jetpredict.cli import main
 
 
