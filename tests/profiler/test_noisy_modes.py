@@ -42,6 +42,22 @@ def test_the_advice_stays_within_the_most_minibatches_a_mode_may_take():
     assert math.isclose(3.0 / math.sqrt(40), 0.474, abs_tol=1e-3) and "±47%" in note
 
 
+def test_the_warning_fires_only_above_the_bar():
+    """0.04 / sqrt(4) is the bar exactly (2%): nothing said; a hair above it, the warning."""
+    assert noisy_measurement_note(_row(0.04, 4)) is None
+    assert "known to about ±2%" in noisy_measurement_note(_row(0.0401, 4))
+
+
+def test_the_advice_rounds_the_minibatches_up_to_meet_the_bar():
+    # 0.33 / sqrt(10) = 10.4%; (10.4% / 2%)^2 x 10 = 272.25: 272 would fall short of 2%, 273 meets it
+    assert noisy_measurement_note(_row(0.33, 10)).endswith(", or with --minibatches 273")
+
+
+def test_the_advice_may_name_the_most_minibatches_a_mode_may_take():
+    # 2.0 / sqrt(100) = 20%; (20% / 2%)^2 x 100 = 10,000, the protocol's most: still advised
+    assert MAX_MINIBATCHES_PER_MODE == 10_000
+    assert noisy_measurement_note(_row(2.0, 100)).endswith(f", or with --minibatches {MAX_MINIBATCHES_PER_MODE}")
+
 class EveryThirdStepStalls(TorchBackend):
     """A real backend whose every third training step is held up 60 ms, as by another process on the CPU."""
 
