@@ -74,6 +74,14 @@ MISTAKES = {
     "id not the file's name": (r'^id = "nano"', 'id = "nano-4gb"', "id",
                                "'nano-4gb' must be the file's name, 'nano'"),
     "unknown section": (r"^\[sources\]", "[source]", "source", "not a key of the file; did you mean 'sources'"),
+    "spec as a boolean": (r"^cuda_cores = 128", "cuda_cores = true", "specs.cuda_cores",
+                          "True must be a whole number"),
+    "core range upside down": (r"^cpu_cores_min = 1\ncpu_cores_max = 4", "cpu_cores_min = 3\ncpu_cores_max = 2",
+                               "steps.cpu_cores_max", "2 must be at least 3"),
+    "preset GPU steps descending": (r"^space_size = 5040", "space_size = 5040\npreset_gpu_mhz = [921.6, 76.8]",
+                                    "steps.preset_gpu_mhz", "must rise from step to step"),
+    "preset budget zero": (r"^power_budget_w = 5.0", "power_budget_w = 0", "presets[1].power_budget_w",
+                           "preset '5W': 0 must be a number of W above 0"),
 }
 
 
@@ -86,6 +94,13 @@ def test_a_mistake_in_a_device_file_names_the_file_the_field_and_the_rule(tmp_pa
     assert err.value.message == f"device file {path}: {field}: {err.value.rule}"
     assert rule in err.value.rule
 
+
+def test_an_id_that_cannot_be_a_url_segment_is_refused_though_it_is_the_files_name(tmp_path):
+    path = write(tmp_path, typed(r'^id = "nano"', 'id = "Nano_4GB"'), "Nano_4GB")
+    with pytest.raises(DeviceFileError) as err:
+        load_device_file(path)
+    assert err.value.field == "id" and str(path) in err.value.message
+    assert "'Nano_4GB' must be lowercase letters and digits, words joined by '-'" in err.value.rule
 
 def test_a_file_that_is_not_toml_is_named_with_the_line(tmp_path):
     path = write(tmp_path, typed(r"^cuda_cores = 128", "cuda_cores = 128 cores"))
