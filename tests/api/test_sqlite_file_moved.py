@@ -54,3 +54,17 @@ def test_a_file_moved_back_serves_writes_again(tmp_path):
     assert client.get("/healthz").status_code == 200
     app.extensions["jetpredict"].storage.dispose()
     assert sqlite_app(tmp_path).test_client().get("/v1/workloads/other").status_code == 200
+
+
+def test_a_connection_opened_after_the_file_was_replaced_writes_nothing_either(tmp_path):
+    """The file the service first opened is the one checked, whichever pooled connection serves a write: a
+    connection opened after the replacement (the pool's one held elsewhere, as by another request's thread)
+    does not take the new file as the one to trust, while the old connections still write to the old file."""
+    app, client, db = _stored_app(tmp_path)
+    shutil.copyfile(db, f"{db}.copy")
+    os.replace(f"{db}.copy", db)
+    with app.extensions["jetpredict"].storage.engine.connect():  # held: the upload needs a new connection
+        upload = client.post("/v1/profiles", json={"rows": published_rows(as_id="other")}, headers=AUTH)
+    assert upload.status_code == 503 and "replaced by another file" in upload.json["message"], upload.json
+    app.extensions["jetpredict"].storage.dispose()
+    assert sqlite_app(tmp_path).test_client().get("/v1/workloads/other").status_code == 404
