@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import os
 import secrets
 import shutil
@@ -229,15 +228,10 @@ def _unwritable_sqlite(folder: Path) -> str | None:
     return None
 
 
-def _said_unreachable_at_start(record: logging.LogRecord) -> bool:
-    """A log filter dropping the app's "database unreachable at start" line, which ``serve`` said already."""
-    return not str(record.msg).startswith("database unreachable at start")
-
-
 def _serve(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
-    from jetpredict.api.database_url import checked_url, driver_reason, masked_url
+    from jetpredict.api.database_url import checked_url, masked_url
 
     checked_url(settings.database_url)  # a URL without a form or a driver: refused before anything is set up
     check_data_dir(settings, "DATA_DIR" in overrides)
@@ -280,11 +274,7 @@ def _serve(args: argparse.Namespace) -> int:
                 raise InputError(fault[0], "database_url") from None
             if not is_unreachable(exc):
                 raise
-            reason = driver_reason(exc, storage.url)
-            _log(f"database {masked_url(storage.url)} unreachable now ({type(exc).__name__}: {reason}); "
-                 "answering 503 until it is back")
-            # create_app says it again when it finds the database still down: once is enough.
-            logging.getLogger("jetpredict.api").addFilter(_said_unreachable_at_start)
+            # An outage is not refused: create_app finds it too and says it once, with the masked URL.
         finally:
             storage.dispose()
         check_port(settings.HOST, settings.PORT)

@@ -19,6 +19,7 @@ MAX_WAIT_S = 600.0
 #: Minibatch size a workload trains with unless ``--batch-size`` says otherwise.
 BATCH_SIZE = 16
 #: The largest relative standard error of a mode's ``epoch_time_s`` (its timed minibatches' mean, scaled to an
-#: epoch) the profiler takes without a warning: below the predictor's median time error on the real sweeps
-#: (1.9-3.9%, ``bench/results/real_cv.md``), so the measurement's own spread does not swamp the model's.
+#: epoch) the profiler takes without a warning: about the predictor's smallest median time error on the real
+#: sweeps from 4 profiled modes (1.7-4.4% over the three workloads and references, ``bench/results/real_cv.md``),
+#: so the measurement's own spread does not swamp the model's.
 NOISY_EPOCH_TIME_REL_SE = 0.02

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import flask_smorest
 from flask import current_app, request
 from jetpredict.api.config import Settings
-from jetpredict.api.database_url import driver_reason
+from jetpredict.api.database_url import driver_reason, masked_url
 from jetpredict.api.errors import ApiError, store_fault
 from jetpredict.api.heavy import AnswerCache, HeavyGate
 from jetpredict.api.metrics import Metrics
@@ -45,6 +45,8 @@ class Services:
     heavy: HeavyGate
     answers: AnswerCache
     schema_ready: bool = False
+    #: The boot-time outage was logged: requests that find it still down (each tries again) do not repeat it.
+    outage_said: bool = False
     _schema_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def ensure_schema(self, raise_errors: bool = True) -> None:
@@ -63,9 +65,10 @@ class Services:
                 fault = store_fault(exc, self.storage.location, self.storage.url)
                 if fault is not None:  # no wait fixes it: say so (serve exits 2 on it; a bare WSGI app runs)
                     log.error("%s; answering 503 meanwhile", fault[0])
-                else:
-                    log.warning("database unreachable at start (%s: %s); answering 503 until it is back",
-                                type(exc).__name__, driver_reason(exc, self.storage.url))
+                elif not self.outage_said:
+                    self.outage_said = True
+                    log.warning("database %s unreachable at start (%s: %s); answering 503 until it is back",
+                                masked_url(self.storage.url), type(exc).__name__, driver_reason(exc, self.storage.url))
                 return
             self.schema_ready = True
 

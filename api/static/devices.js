@@ -1,7 +1,7 @@
 // The device list (GET /v1/devices), with the device a link names chosen when the service has it.
 
 import { api } from "./http.js";
-import { showLinkNote } from "./link.js";
+import { linked, showLinkNote } from "./link.js";
 import { $, state } from "./state.js";
 
 export function deviceName(id) {
@@ -14,7 +14,7 @@ export async function loadDevices() {
   state.devices = body.devices;
   const select = $("device");
   select.replaceChildren(...body.devices.map((d) => new Option(`${d.name} (${d.power_modes} modes)`, d.id)));
-  const wanted = new URLSearchParams(location.search).get("device");
+  const wanted = linked("device");
   const known = body.devices.some((d) => d.id === wanted);
   select.value = known ? wanted
     : (body.devices.some((d) => d.id === "agx-xavier") ? "agx-xavier" : body.devices[0].id);

@@ -3,7 +3,7 @@
 
 import { deviceName } from "./devices.js";
 import { api } from "./http.js";
-import { scheduleLinkWrite, showLinkNote } from "./link.js";
+import { linked, scheduleLinkWrite, showLinkNote } from "./link.js";
 import { $, WORKLOAD_PAGE, drop, state } from "./state.js";
 
 function storedGroup(listing, device) {
@@ -77,8 +77,8 @@ export async function loadWorkloads(gen, selectId) {
   // A stored workload outside the page listed (the list holds the first ones by id) is looked up and
   // listed as chosen, so that what is predicted is what was asked for.
   // The link's workload counts only for the first list shown (nothing chosen yet).
-  const linked = selectId || previous ? "" : new URLSearchParams(location.search).get("workload") || "";
-  const wanted = selectId || previous || linked;
+  const fromLink = selectId || previous ? "" : linked("workload");
+  const wanted = selectId || previous || fromLink;
   const listed = stored.workloads.map((w) => `stored:${w.id}`)
     .concat(builtin.workloads.map((w) => `builtin:${w.source}:${w.workload}`));
   const listedBuiltins = builtin.workloads.map((w) => [`builtin:${w.source}:${w.workload}`, w.workload, w.source]);
@@ -121,7 +121,7 @@ export async function loadWorkloads(gen, selectId) {
   state.workloadNotes.changed = !selectId && previous && select.value !== previous
     ? changedWorkloadNote(previous, select.value, previousDevice, device) : "";
   renderWorkloadNote();
-  noteLinkedWorkload(linked, match, device);
+  noteLinkedWorkload(fromLink, match, device);
   // the first list keeps the page's link as it came; a list for the user's choice writes what is shown
   if (previous || selectId) scheduleLinkWrite();
   return true;
@@ -171,16 +171,16 @@ function changedWorkloadNote(was, now, from, device) {
 
 // A link naming a workload this device does not have says so, and which one is shown instead; one naming a
 // built-in workload of another source (its published sweep, where this device has a simulated one) too.
-function noteLinkedWorkload(linked, match, device) {
+function noteLinkedWorkload(fromLink, match, device) {
   const select = $("workload");
   const shown = select.selectedIndex >= 0 ? `showing ${select.options[select.selectedIndex].textContent} instead`
     : "no workload to show: upload a profile CSV below";
-  const asked = builtinParts(linked), got = builtinParts(match);
+  const asked = builtinParts(fromLink), got = builtinParts(match);
   const otherSource = asked && got && asked.source !== got.source
-    ? `The link's workload "${linked}": ${deviceName(device)} has no ${asked.source} sweep of ${asked.name}; ` +
+    ? `The link's workload "${fromLink}": ${deviceName(device)} has no ${asked.source} sweep of ${asked.name}; ` +
       `${shown}.` : "";
-  state.linkNotes.workload = linked && !match
-    ? `The link's workload "${linked}" was not found for ${deviceName(device)}; ${shown}.` : otherSource;
+  state.linkNotes.workload = fromLink && !match
+    ? `The link's workload "${fromLink}" was not found for ${deviceName(device)}; ${shown}.` : otherSource;
   showLinkNote();
 }
 
