@@ -44,7 +44,6 @@ from jetpredict.predictor.limits import (
 if TYPE_CHECKING:
     import pandas as pd
     from jetpredict.predictor.model import WorkloadModel
-    from jetpredict.predictor.reference import DeviceReference
 
 
 def _confidence_arg(value: str) -> float:
@@ -286,19 +285,19 @@ def _outside_note(knobs: str) -> None:
         say(f"note: the recommended mode lies outside the profiled range of {knobs}; profile it to confirm")
 
 
-def provenance_summary(df: pd.DataFrame, source_device: str, version: bool = True, device: str | None = None,
-                       derivations: Iterable[DeviceReference] | None = None) -> str:
+def provenance_summary(df: pd.DataFrame, source_device: str, version: bool = True, device: str | None = None
+                       ) -> str:
     """What the predictions in ``df`` rest on, as the tail of a summary line (the provenance columns that
     ``--format csv``/``json`` carry, stated once; "" for no rows): profiled modes, the device they were
     profiled on (and whether this is a cross-device prediction), the reference and workload row sources
-    and (``version``) the model version; a reference derived from another board's is named with it
-    (``derivations``, default: those of ``source_device``'s and ``device``'s, the predictions', bundled ones)."""
+    and (``version``) the model version; a bundled reference of ``source_device`` or ``device`` (the
+    predictions') derived from another board's is named with it."""
     from jetpredict.predictor.bundled import derivation_words, reference_derivations
     if df.empty:
         return ""
     first = df.iloc[0]
     cross = " (cross-device)" if bool(first["cross_device"]) else ""
-    derivations = reference_derivations(source_device, device or source_device) if derivations is None else derivations
+    derivations = reference_derivations(source_device, device or source_device)
     return (f", from {int(first['profiled_modes'])} profiled mode(s) on {source_device}{cross}; reference: "
             f"{first['reference_source']}{derivation_words(derivations)}, workload rows: {first['workload_source']}"
             + (f", model {first['model_version']}" if version else ""))

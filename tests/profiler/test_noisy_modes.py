@@ -4,7 +4,6 @@ and in its sidecar notes; a steady mode (the twin's) says nothing."""
 from __future__ import annotations
 
 import json
-import math
 import time
 
 import pytest
@@ -39,7 +38,7 @@ def test_the_advice_stays_within_the_most_minibatches_a_mode_may_take():
     note = noisy_measurement_note(_row(3.0, 40))
     assert note.endswith(f"profile it again on a quiet device (--minibatches {MAX_MINIBATCHES_PER_MODE:,} "
                          "would not bring it to 2%)")
-    assert math.isclose(3.0 / math.sqrt(40), 0.474, abs_tol=1e-3) and "±47%" in note
+    assert "±47%" in note  # 3.0 / sqrt(40)
 
 
 def test_the_warning_fires_only_above_the_bar():
