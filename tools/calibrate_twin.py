@@ -43,9 +43,8 @@ import argparse
 import math
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from itertools import product
 from pathlib import Path
 
@@ -409,8 +408,6 @@ def holdout_checks(rows: list[CalibrationRow], facts: list[RatioFact]) -> pd.Dat
 #: A table's header line, and a device's (``[devices."<id>"]`` or ``[devices.<id>]``).
 _TABLE = re.compile(r"^\s*\[")
 _DEVICE_TABLE = re.compile(r'^\s*\[\s*devices\s*\.\s*(?:"([^"]*)"|([A-Za-z0-9_-]+))\s*\]\s*(?:#.*)?$')
-#: The fitted constants' first table: :meth:`Calibration.write` writes its own header above it.
-_FIRST_TABLE = "[shared]"
 
 
 def _device_blocks(text: str) -> dict[str, str]:
@@ -435,18 +432,9 @@ def _device_blocks(text: str) -> dict[str, str]:
 
 
 def _check_hand_written(raw: Mapping[str, object], where: str, field: str) -> None:
-    """A hand-written device block the twin can load: every constant, numbers, no unknown key, a basis."""
-    try:
-        DeviceConstants.from_mapping(raw)
-    except InputError as exc:
-        raise InputError(f"{where}: {exc.message}", field) from None
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{where}: every constant but basis must be a number ({exc})", field) from None
-    names = [f.name for f in fields(DeviceConstants)]
-    unknown = sorted(set(raw) - set(names))
-    if unknown:  # a misspelt constant would be ignored by the twin, its value silently unused
-        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}; the constants are {', '.join(names)}",
-                         field)
+    """A hand-written device block the twin can load (its loader names an unknown, missing or non-number
+    constant) and that says how its constants were obtained: the basis, this tool's own rule."""
+    DeviceConstants.from_mapping(raw, where)
     if not str(raw.get("basis", "")).strip():
         raise InputError(f'{where} states no basis: add basis = "<how its constants were obtained>"', field)
 
@@ -498,14 +486,7 @@ def _header(fitted: Iterable[str], kept: Iterable[str]) -> list[str]:
 def write_calibration(cal: Calibration, path: str | Path, kept: Mapping[str, str]) -> None:
     """Write the fitted constants ``cal`` and the ``kept`` hand-written blocks (:func:`kept_blocks`) to
     ``path``, under a header that names both."""
-    with tempfile.TemporaryDirectory() as tmp:
-        fitted = Path(tmp) / "fitted.toml"
-        cal.write(fitted)
-        text = fitted.read_text(encoding="utf-8")
-    body = text[text.index(f"\n{_FIRST_TABLE}\n") + 1:]
-    lines = _header(cal.devices, kept)
-    Path(path).write_text("\n".join(lines) + "\n" + body + "".join(f"\n{b}\n" for b in kept.values()),
-                          encoding="utf-8")
+    cal.write(path, _header(cal.devices, kept), kept.values())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ with the 15% criteria they are judged by.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -19,7 +19,7 @@ import pandas as pd
 from jetpredict.models.catalogue import load_device
 from jetpredict.models.numbers import finite_or_none
 from jetpredict.models.paths import data_path
-from jetpredict.profiler.sim.physics import CALIBRATION_PATH, SHARED_KEYS, DeviceConstants, DevicePhysics
+from jetpredict.profiler.sim.physics import SHARED_KEYS, DeviceConstants, DevicePhysics
 
 #: The published figures this script reads, transcribed with their sources (see tools/data/README.md).
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -144,18 +144,16 @@ class Calibration:
     def physics(self, device: str) -> DevicePhysics:
         return DevicePhysics(load_device(device), self.devices[device], self.shared)
 
-    def write(self, path: str | Path = CALIBRATION_PATH) -> None:
-        lines = ["# Digital-twin constants, written by `python -m tools.calibrate_twin` "
-                 "(do not edit by hand).",
-                 "# Units: s, W, fractions; CPU costs are s on a core of relative speed 1.0 (the host",
-                 "# that measured profiler/sim/data/workloads/*.json). See docs/digital-twin.md.", "",
-                 "[shared]"]
+    def write(self, path: str | Path, header: Sequence[str], kept: Iterable[str] = ()) -> None:
+        """Write ``path``: the ``header`` lines, then the fitted tables ([shared], then each device's, six
+        significant digits), then each ``kept`` hand-written block verbatim after a blank line."""
+        lines = [*header, "[shared]"]
         lines += [f"{k} = {self.shared[k]:.6g}" for k in SHARED_KEYS]
         for dev, c in self.devices.items():
             lines += ["", f'[devices."{dev}"]']
             for k, v in asdict(c).items():
                 lines.append(f'{k} = "{v}"' if k == "basis" else f"{k} = {v:.6g}")
-        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        Path(path).write_text("\n".join(lines) + "\n" + "".join(f"\n{b}\n" for b in kept), encoding="utf-8")
 
 
 @cache

@@ -18,6 +18,8 @@ or by hand for a catalogued board it does not fit, which its reruns keep; each d
 
 from __future__ import annotations
 
+import difflib
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -78,12 +80,24 @@ class DeviceConstants:
     basis: str = ""               # how the constants were obtained (fitted rows / spec sheet)
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, object]) -> DeviceConstants:
-        names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(raw) - {"basis"})
+    def from_mapping(cls, raw: Mapping[str, object], where: str = "twin calibration") -> DeviceConstants:
+        """The constants of a calibration block ``raw``; :class:`InputError` naming ``where`` (the block and
+        its file) and the key for an unknown key, a missing constant or one that is no finite number."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(raw) - set(names))
+        if unknown:  # a misspelt constant would go unused, the twin running on whatever else the block says
+            near = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise InputError(f"{where}: unknown key {unknown[0]!r}{hint}; the constants are {', '.join(names)}",
+                             unknown[0])
+        missing = [k for k in names if k not in raw and k != "basis"]
         if missing:
-            raise InputError(f"twin calibration lacks {', '.join(missing)}", missing[0])
-        return cls(**{k: (str(v) if k == "basis" else float(v)) for k, v in raw.items() if k in names})
+            raise InputError(f"{where} lacks {', '.join(missing)}", missing[0])
+        for k, v in raw.items():
+            # TOML's true, "0.2" and nan would pass float(); none is a constant.
+            if k != "basis" and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise InputError(f"{where}: {k} = {v!r} must be a finite number", k)
+        return cls(**{k: (str(v) if k == "basis" else float(v)) for k, v in raw.items()})
 
 
 @lru_cache(maxsize=4)
@@ -109,7 +123,7 @@ def load_constants(device_id: str, path: str | Path | None = None) -> tuple[Devi
     # Files written before a shared constant existed get its default.
     stored = {**SHARED_DEFAULTS, **raw["shared"]}
     shared = {k: float(stored[k]) for k in SHARED_KEYS}
-    return DeviceConstants.from_mapping(dev), shared
+    return DeviceConstants.from_mapping(dev, f'[devices."{device_id}"] in {path or CALIBRATION_PATH}'), shared
 
 
 class DevicePhysics:

@@ -84,7 +84,8 @@ def test_blocks_of_fitted_or_uncatalogued_devices_are_not_kept(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("edit, words", [
-    (lambda b: b.replace("base_w = ", "base_watts = "), "lacks base_w"),
+    (lambda b: b.replace("base_w = ", "# base_w = "), "lacks base_w"),
+    (lambda b: b.replace("base_w = ", "base_watts = "), "unknown key 'base_watts' (did you mean base_w?)"),
     (lambda b: b.replace('basis = "hand-written: the fitted constants, kept to test the rerun"', 'basis = ""'),
      "basis"),
     (lambda b: b + "gpu_eff_dens = 0.5\n", "gpu_eff_dens"),
@@ -108,3 +109,27 @@ def test_a_device_without_constants_is_told_which_file_and_what_to_add(tmp_path)
     assert err.value.field == "device"
     for words in (str(path), '[devices."nano"]', "gpu_eff_dense", "mem_dyn_w", "basis", "tools.calibrate_twin"):
         assert words in msg, words
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda b: b.replace("gpu_eff_dense = ", "gpu_eff_dense = 0.9\ngpu_eff_dens = "),
+     ["unknown key 'gpu_eff_dens'", "did you mean gpu_eff_dense?"]),
+    (lambda b: b.replace("mem_eff = ", 'mem_eff = "0.2"\n#'), ["mem_eff = '0.2'", "must be a finite number"]),
+    (lambda b: b.replace("mem_eff = ", "mem_eff = nan\n#"), ["mem_eff = nan", "must be a finite number"]),
+    (lambda b: b.replace("mem_eff = ", "mem_eff = true\n#"), ["mem_eff = True", "must be a finite number"]),
+])
+def test_the_twin_refuses_a_block_with_a_misspelt_key_or_a_constant_that_is_no_number(tmp_path, edit, words):
+    """The twin's own loader, not only calibrate_twin, refuses the block naming the file, the block and the
+    key: a misspelt constant would otherwise go unused, its sim:<id> run on the default silently."""
+    path = tmp_path / "twin.toml"
+    path.write_text(COMMITTED.split('[devices."nano"]')[0] + edit(_hand_block("nano", COMMITTED)), encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        load_constants("nano", path)
+    for w in [str(path), '[devices."nano"]', *words]:
+        assert w in err.value.message, w
+
+
+def test_the_committed_constants_load_for_every_fitted_device():
+    for device in calibrate_twin.fitted_devices():
+        constants, _ = load_constants(device)
+        assert constants.basis.strip(), device
