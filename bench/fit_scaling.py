@@ -20,6 +20,7 @@ Run: ``python bench/fit_scaling.py [--sizes 10,100,...] [--repeats N] [--no-cap]
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import tempfile
 import time
@@ -95,18 +96,32 @@ def verdict(table: list[dict], b_large: float | None) -> dict[str, bool | None]:
     return out
 
 
+def cap_text(result: dict) -> str:
+    """The CLI cap's sentence from a run's result: its CPU s to read and check the ``cap_rows``-row CSV and
+    to fit it, or that a ``--no-cap`` run left it out."""
+    if "cap_rows" not in result:
+        return "CLI cap: not run (--no-cap)."
+    return (f"CLI cap, {result['cap_rows']:,} rows: CSV read and checked in {result['cap_read_cpu_s']:.2f} "
+            f"CPU-s, fitted in {result['cap_fit_cpu_s']:.2f} CPU-s.")
+
+
+def host_text(result: dict) -> str:
+    """The host's load while the run ended: others share the cores, and CPU seconds grow with it."""
+    return f"{result['cpu_count']} CPUs, load average {result['load_avg_1m']:.1f} at the end"
+
+
 def markdown(result: dict) -> str:
     """The Markdown report of a run from its result (what ``--write`` stores as JSON), its verdicts included."""
     lines = ["# Fit cost against rows", "",
              f"`python bench/fit_scaling.py --write` on {result['machine']}, {result['python']}; "
-             f"median CPU seconds of {result['repeats']} fits (synthetic rows, cost only).", "",
+             f"median CPU seconds of {result['repeats']} fits (synthetic rows, cost only); "
+             f"{host_text(result)}.", "",
              "| rows | fit CPU-s |", "|---:|---:|"]
     lines += [f"| {r['rows']:,} | {r['fit_cpu_s']:.3f} |" for r in result["sizes"]]
     lines += ["", f"Slope of time ~ rows^b: **b = {exponent_text(result['slope'])}** over all sizes, "
               f"**{exponent_text(result['slope_from_1000_rows'])}** from 1,000 rows on "
               "(1 = linear; below 1,000 rows a fit is its fixed cost).", "",
-              f"CLI cap, {result['cap_rows']:,} rows: CSV read and checked in {result['cap_read_cpu_s']:.2f} CPU-s, "
-              f"fitted in {result['cap_fit_cpu_s']:.2f} CPU-s.", "", "## Targets", ""]
+              cap_text(result), "", "## Targets", ""]
     lines += [f"- {line}" for line in target_lines(verdict(result["sizes"], result["slope_from_1000_rows"]))]
     return "\n".join(lines) + "\n"
 
@@ -134,17 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     large = [r for r in table if r["rows"] >= LARGE_FROM_ROWS]
     b_large = growth_exponent((r["rows"], r["fit_cpu_s"]) for r in large)
     print(f"slope (time ~ rows^b): b = {exponent_text(b)} over all sizes, {exponent_text(b_large)} from 1,000 rows on")
-    if args.no_cap:
-        cap_line = "CLI cap: not run (--no-cap)."
-    else:
-        read_s, fit_s = cap_cpu_s()
-        cap_line = (f"CLI cap, {MAX_ROWS:,} rows: CSV read and checked in {read_s:.2f} CPU-s, fitted in "
-                    f"{fit_s:.2f} CPU-s.")
-    print(cap_line)
     result = {"sizes": table, "slope": b, "slope_from_1000_rows": b_large, "repeats": args.repeats,
               "machine": platform.machine(), "python": platform.python_version()}
     if not args.no_cap:
+        read_s, fit_s = cap_cpu_s()
         result.update(cap_rows=MAX_ROWS, cap_read_cpu_s=read_s, cap_fit_cpu_s=fit_s)
+    print(cap_text(result))
+    result.update(cpu_count=os.cpu_count(), load_avg_1m=os.getloadavg()[0])
+    print(host_text(result))
     if args.write:
         print(write_results("fit_scaling", markdown(result), result))
     return report_targets(verdict(table, b_large))

@@ -387,6 +387,21 @@ def test_fit_scaling_quick_run_skips_the_cap_and_exits_on_its_targets(bench_path
         fit_scaling.main(["--no-cap", "--write"])
 
 
+def test_fit_scaling_stores_the_load_its_cpu_seconds_were_measured_under(bench_path, capsys):
+    """Others share the cores: the stored run says the load average it ended at, as its .md does, and a
+    run prints it with the cap's sentence the .md repeats."""
+    import json
+
+    fit_scaling = importlib.import_module("fit_scaling")
+    stored = json.loads((BENCH / "results" / "fit_scaling.json").read_text(encoding="utf-8"))
+    assert stored["cpu_count"] >= 1 and stored["load_avg_1m"] >= 0
+    text = (BENCH / "results" / "fit_scaling.md").read_text(encoding="utf-8")
+    assert f"load average {stored['load_avg_1m']:.1f} at the end" in text
+    assert f"CLI cap, {stored['cap_rows']:,} rows: CSV read and checked in {stored['cap_read_cpu_s']:.2f}" in text
+    assert fit_scaling.main(["--sizes", "10", "--repeats", "1", "--no-cap"]) == 0
+    assert "CPUs, load average " in capsys.readouterr().out
+
+
 def test_fit_scaling_fits_once_before_it_times_the_first_size(bench_path, monkeypatch, capsys):
     """The first fit loads the bundled reference: timed, it would make the smallest size look slow."""
     fit_scaling = importlib.import_module("fit_scaling")
