@@ -213,24 +213,32 @@ def apply_mode(device: Device, mode: PowerMode, via: str = "nvpmodel", out=None)
     """
     out = out or sys.stdout
     controller = _controller(device, via)
-    from jetpredict.profiler.powermode.base import SignalExit
+    from jetpredict.profiler.powermode.base import RestoreFailedError, SignalExit
     from jetpredict.profiler.powermode.privileged import PrivilegedCommandError
     from jetpredict.profiler.powermode.state import find_state, restore_command
 
     # As a context, as `profile` uses it: the state file is written before anything changes, and a failed
     # switch, Ctrl-C, SIGTERM, SIGHUP or SIGQUIT before keep() puts the mode in force back (SIGTERM's default
     # action would end the process after the switch, leaving the file unkept for the next run to take over).
+    switch_failed: PrivilegedCommandError | None = None
     try:
         with controller:
             try:
                 controller.apply(mode)
                 controller.keep()  # switched on purpose: the file stays, marked kept, for `restore`
             except PrivilegedCommandError as err:  # the context's exit puts the mode back, or says it failed
+                switch_failed = err
                 raise PrivilegedCommandError(f"{err}; the mode in force before it was put back", err.argv,
                                              err.returncode, err.stderr) from err
     except SignalExit as stop:  # reported by the command line; not restored = after the keep
         stop.unrestored = "the mode stays applied (`jetpredict restore` puts the original back)"
         raise
+    except RestoreFailedError as failed:
+        if switch_failed is None:
+            raise
+        # The restore's failure replaced the switch's: say both, the knob and value the switch could not set first.
+        raise RestoreFailedError(f"{switch_failed}; then {failed}", failed.argv, failed.returncode,
+                                 failed.stderr) from failed
     original = find_state()
     actual = controller.read_back()
     caps = controller.current()  # what the switch set: the board's steps (a preset's caps resolved)

@@ -117,8 +117,22 @@ def _act_on(signum: int, handler: Any) -> None:
         signal.raise_signal(signum)  # the default action (SIGINT's default handler is callable)
 
 
+#: What a run stopped by a signal or a Ctrl-C says of the power mode once its controller put it back.
+RESTORED_CLAUSE = "the power mode in force before it was restored"
+
+
 class RestoreFailedError(PrivilegedCommandError):
     """The restore on a controller's way out failed: the state file stays; the message says what to run."""
+
+
+class RestoreIncomplete(PrivilegedCommandError):
+    """A restore wrote what it could, yet knobs still differ from their saved values (a write the kernel
+    refuses): ``differ`` maps each such knob to (the text it holds now, None when unreadable; the saved text).
+    Running the restore again cannot help until they take writes: the way out is by hand."""
+
+    def __init__(self, message: str, differ: dict[str, tuple[str | None, str]]) -> None:
+        super().__init__(message)
+        self.differ = differ
 
 
 class SignalExit(SystemExit):
@@ -132,7 +146,7 @@ class SignalExit(SystemExit):
 
     def describe(self) -> str:
         """``stopped by SIGTERM`` and what became of the power mode: for a person."""
-        after = "the power mode in force before it was restored" if self.restored else self.unrestored
+        after = RESTORED_CLAUSE if self.restored else self.unrestored
         return f"stopped by {signal.Signals(self.signum).name}" + (f"; {after}" if after else "")
 
 
@@ -289,10 +303,9 @@ class PowerModeController(ABC):
                 "says the same; put the power mode you want back by hand, then remove the file") from err
         if earlier is not None and earlier.run_alive():  # a run of a jetpredict that took no lock
             raise _another_run(state_file.LockHeldError(earlier.pid), earlier)
-        if earlier is not None and earlier.kind != self.kind:
-            who = f"`{state_file.APPLY_COMMAND}`" if earlier.kept else f"an unfinished {earlier.kind} run"
-            raise PrivilegedCommandError(f"{who} left {earlier.kind} settings in {earlier.path}; run "
-                                         f"`{state_file.RESTORE_COMMAND}` first")
+        refused = state_file.refusal(earlier, self.kind) if earlier is not None else None
+        if refused is not None:
+            raise PrivilegedCommandError(refused)
         in_force = self._in_force_over(earlier) if earlier is not None and earlier.kept else None
         if in_force is not None:
             log.info("%s", state_file.kept_message(earlier))
@@ -444,8 +457,9 @@ class PowerModeController(ABC):
             state = self._state_file
             what = (f"return to the power mode `{APPLY_COMMAND}` set; the original from before it is "
                     if self._kept is not None else "put back the original power mode ")
-            raise RestoreFailedError(f"could not {what}{state.describe()}: {err}; {state.restore_hint()}",
-                                     *details) from err
+            # Knobs the kernel refuses to take back: `jetpredict restore` would fail the same way.
+            hint = state.manual_hint() if isinstance(err, RestoreIncomplete) else state.restore_hint()
+            raise RestoreFailedError(f"could not {what}{state.describe()}: {err}; {hint}", *details) from err
         finally:
             self._uninstall_handlers()
             # The one release on the way out (restored, kept or not): a failed restore leaves the state

@@ -14,7 +14,7 @@ from pathlib import Path
 from jetpredict.models.catalogue import Device, PowerMode, Preset, mode_label, nearest_step, step_at_or_below
 from jetpredict.models.errors import InputError
 from jetpredict.profiler import sysfs
-from jetpredict.profiler.powermode.base import PowerModeController, held_signals
+from jetpredict.profiler.powermode.base import PowerModeController, RestoreIncomplete, held_signals
 from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, write_sysfs
 from jetpredict.profiler.powermode.state import StateFileError
 
@@ -177,6 +177,11 @@ def board_steps(device: Device, mode: PowerMode, caps: bool = False) -> PowerMod
     return replace(mode, cpu_mhz=cpu_khz / 1e3, gpu_mhz=gpu_hz / 1e6, emc_mhz=emc_mhz)
 
 
+def _same_value(now: str | None, saved: str) -> bool:
+    """Whether a knob's text now (None: unreadable) is its saved text, spacing aside."""
+    return now is not None and now.split() == saved.split()
+
+
 def _set_min_max(directory: str, min_name: str, max_name: str, value: int) -> None:
     # The kernel refuses min > max, so widen first (min down, max up), then pin both.
     lo = sysfs.read_int(f"{directory}/{min_name}")
@@ -244,11 +249,23 @@ class SysfsController(PowerModeController):
         return RestoreState(kind=self.kind, device=self.device.id, snapshot=snapshot,
                             original={"mode": f"sysfs settings of {len(snapshot)} knobs"})
 
+    def differences(self, snapshot: object) -> dict[str, tuple[str | None, str]]:
+        """The knobs of ``snapshot`` (checked: :meth:`check_snapshot`) that hold another value now: each
+        with (its text now, None when unreadable; the saved text). Empty: the board is as saved."""
+        return {f: (now, saved) for f, saved in self.check_snapshot(snapshot).items()
+                if not _same_value(now := sysfs.read_text(f), saved)}
+
     def restore_snapshot(self, state: dict[str, str], store_dir: Path | None = None) -> None:
+        """Write back every knob of ``state`` that holds another value now (cores first, each min/max pair in
+        the order the kernel takes); :class:`RestoreIncomplete` naming the knobs still away from their saved
+        values when writes fail. A knob already at its value is not rewritten: a file the kernel keeps
+        read-only (which no switch could change either) does not fail a restore with nothing to do."""
         state = self.check_snapshot(state)
         errors: list[str] = []
 
         def put(f: str) -> None:
+            if _same_value(sysfs.read_text(f), state[f]):
+                return
             try:
                 write_sysfs(f, state[f])
             except PrivilegedCommandError as err:
@@ -276,8 +293,15 @@ class SysfsController(PowerModeController):
             if f not in done:
                 put(f)
         self._applied = None
-        if errors:
-            raise PrivilegedCommandError("restoring the original mode failed: " + "; ".join(errors[:3]))
+        if not errors:
+            return
+        differ = self.differences(state)
+        if not differ:  # a refused write of a value the knob holds all the same: the board is as saved
+            return
+        held = "; ".join(f"{f} holds {'?' if now is None else now}, saved {saved}"
+                         for f, (now, saved) in differ.items())
+        raise RestoreIncomplete(f"restoring the original mode failed: {'; '.join(errors[:3])}; "
+                                f"{len(differ)} knob(s) differ from the original: {held}", differ)
 
     def current(self) -> PowerMode:
         if self._applied is not None:

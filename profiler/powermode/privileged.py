@@ -10,6 +10,7 @@ import contextlib
 import os
 import shlex
 import signal
+import stat
 import subprocess
 from collections.abc import Callable, Sequence
 
@@ -131,12 +132,27 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def _refused_because(device_path: str) -> str:
+    """Why a write to ``device_path`` was refused (EACCES/EPERM), for a person: not root, or, as root, the
+    file's own mode and that the kernel or a security module refuses it (sudo cannot help then)."""
+    if not is_root():
+        return "needs root: run jetpredict as root"
+    try:
+        mode = stat.S_IMODE(sysfs.path(device_path).stat().st_mode)
+        what = f"is read-only (mode {mode:o})" if not mode & 0o222 else f"has mode {mode:o}"
+    except OSError as err:
+        what = f"cannot be examined ({err.strerror or err})"
+    return (f"was refused although jetpredict runs as root: the file {what}, and the kernel or a security "
+            "module refuses it (a knob the kernel exposes read-only, an LSM policy, or a root without "
+            "CAP_DAC_OVERRIDE); this knob cannot be set here")
+
+
 def write_sysfs(device_path: str, value: object) -> None:
     """Write one sysfs knob; a permission problem becomes a clear :class:`PrivilegedCommandError`."""
     try:
         sysfs.write_text(device_path, value)
     except PermissionError:
-        raise PrivilegedCommandError(f"writing {value} to {device_path} needs root: run jetpredict as root",
+        raise PrivilegedCommandError(f"writing {value} to {device_path} {_refused_because(device_path)}",
                                      ["write", device_path]) from None
     except OSError as err:
         raise PrivilegedCommandError(f"writing {value} to {device_path} failed: {err}",

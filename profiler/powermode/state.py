@@ -210,6 +210,12 @@ class RestoreState:
         by = f"`{APPLY_COMMAND}`, pid {self.pid}," if self.kept else f"pid {self.pid}"
         return f"{mode} on {self.device} (saved by {by} at {when})"
 
+    def manual_hint(self) -> str:
+        """The way out when a restore cannot write knobs back (:class:`~.base.RestoreIncomplete`): set them by
+        hand, then remove this file; for a person to act on."""
+        return (f"set those knobs by hand (as root: echo VALUE > FILE), then remove {self.path or state_path()}: "
+                f"the board is then in its original mode; or run `{restore_command()}` again once they take writes")
+
     def restore_hint(self) -> str:
         """Which file keeps this original mode and the command that puts it back, for a person to act on."""
         return f"{self.path or state_path()} keeps it; to put it back, run: {restore_command()}"
@@ -499,14 +505,28 @@ class ModeLock:
             os.close(fd)
 
 
+def refusal(earlier: RestoreState, kind: str) -> str | None:
+    """Why a run whose controller is of ``kind`` may not switch modes over ``earlier``, a state file another
+    kind of controller wrote (it could not put those settings back); None when it may (it adopts the file)."""
+    if earlier.kind == kind:
+        return None
+    who = f"`{APPLY_COMMAND}`" if earlier.kept else f"an unfinished {earlier.kind} run"
+    return f"{who} left {earlier.kind} settings in {earlier.path}; run `{RESTORE_COMMAND}` first"
+
+
 def kept_message(state: RestoreState) -> str:
     """What a run that starts over ``state``, a record ``apply`` kept, does about it, for a person."""
     return (f"the power mode in force was set by `{APPLY_COMMAND}`: this run returns to it at its end, and "
             f"the original mode from before that ({state.describe()}) stays for `{RESTORE_COMMAND}`")
 
 
-def unfinished_run_warning() -> str | None:
-    """A warning for the start of ``profile`` when a state file from an unfinished run exists, else None."""
+def unfinished_run_warning(kind: str | None = None) -> str | None:
+    """A warning for the start of ``profile`` when a state file from an unfinished run exists, else None.
+
+    ``kind``: the controller kind of this run; None: ``profile --device jetson``'s (nvpmodel's). What the run
+    will do with the file is decided here as its controller decides it (:func:`refusal`), so the two never
+    contradict: a run that will be refused is warned of nothing (its error says why), one that adopts the
+    file is told it restores that original at its end."""
     try:
         state = find_state()
     except StateFileError as err:
@@ -516,6 +536,12 @@ def unfinished_run_warning() -> str | None:
     if state.run_alive():
         return (f"another jetpredict run (pid {state.pid}) is changing power modes; its original mode is "
                 f"{state.describe()}")
+    if kind is None:
+        from jetpredict.profiler.powermode.nvpmodel import NvpmodelController
+
+        kind = NvpmodelController.kind
+    if refusal(state, kind) is not None:
+        return None
     if state.kept:
         return kept_message(state)
     return (f"an unfinished run left the device in a changed power mode; original: {state.describe()}. "
