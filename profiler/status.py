@@ -19,6 +19,7 @@ import math
 import re
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from jetpredict.models.catalogue import Device, load_device, mode_label
 from jetpredict.models.errors import say
@@ -143,20 +144,40 @@ def _nvpmodel_mode(device: Device) -> tuple[int | None, str | None, str | None]:
     mid = int(match.group(1))
     from jetpredict.profiler.powermode import state as state_file
 
-    # The board's file names its presets; a custom id is `apply`'s, in the configuration it left in the state dir.
-    # (A device path is rooted at the fake root; a state dir's Path is real already: sysfs.read_text reads both.)
-    confs = [(DEFAULT_CONF, ""), *((d / state_file.CUSTOM_CONF_NAME, " (set by `jetpredict apply`)")
-                                   for d in state_file.state_dirs())]
-    for path, by in confs:
+    # The board's file names its presets; a custom id is jetpredict's (`apply` or `profile`), in the configuration
+    # it left in the state dir. (A device path is rooted at the fake root; a state dir's Path is real already:
+    # sysfs.read_text reads both.)
+    confs = [(DEFAULT_CONF, None), *((d / state_file.CUSTOM_CONF_NAME, d) for d in state_file.state_dirs())]
+    for path, state_folder in confs:
         conf_text = sysfs.read_text(path)
         if conf_text is None:
             continue
         try:
-            return mid, parse_nvpmodel_conf(conf_text).model(mid).name + by, None
+            name = parse_nvpmodel_conf(conf_text).model(mid).name
+            return mid, name if state_folder is None else f"{name} (set by {_custom_conf_writer(state_folder)})", None
         except (InputError, KeyError, LookupError):
             pass  # not in this file, or an unparsable one: the next file or the catalogue may name it
     preset = next((p for p in device.presets if p.id == mid), None)
     return mid, (preset.mode if preset else f"id {mid}"), None
+
+
+def _custom_conf_writer(state_folder: Path) -> str:
+    """Who left the custom nvpmodel configuration in ``state_folder``, as its state file's record says: `apply`
+    (a kept record), a run still going or an unfinished one (by pid); either verb when no record says."""
+    from jetpredict.profiler.powermode import state as state_file
+
+    path = state_folder / state_file.STATE_FILE_NAME
+    try:
+        record = state_file.read_state(path) if path.exists() else None
+    except (state_file.StateFileError, OSError):
+        record = None  # said under "restore:" (pending_restore); here only who wrote the configuration
+    if record is None:
+        return "jetpredict: apply or profile"
+    if record.kept:
+        return f"`{state_file.APPLY_COMMAND}`"
+    if record.run_alive():
+        return f"the jetpredict run pid {record.pid}, still running"
+    return f"an unfinished jetpredict run, pid {record.pid}"
 
 
 def read_status(board: str | None = None) -> JetsonStatus:

@@ -226,3 +226,23 @@ def test_no_nvpmodel_status_and_a_failing_nvpmodel_q_is_an_unknown_mode_with_the
     assert why.startswith("no /var/lib/nvpmodel/status and nvpmodel -q failed: ") and "NVPM ERROR" in why, why
     assert main(["status"]) == 0
     assert f"nvpmodel mode: unknown ({why})" in capsys.readouterr().out
+
+
+def test_a_custom_mode_is_said_to_be_set_by_the_verb_its_record_names(xavier_state, capsys):
+    """`profile` writes the same nvpmodel-custom.conf as `apply`: after a SIGKILLed profile the mode was said
+    to be "set by `jetpredict apply`". The state file's record says which: kept = apply, else an unfinished run."""
+    ctl = detect_controller("jetson")
+    ctl.__enter__()  # a run that dies after its custom switch: its record and configuration stay
+    try:
+        ctl.apply(PowerMode("custom", 2, 1190.4, 420.75, 800.0))
+        table, doc = _status(capsys)
+        by_run = f"JETPREDICT_CUSTOM (set by an unfinished jetpredict run, pid {os.getpid()})"
+        assert doc["nvpmodel_mode"] == by_run and f"nvpmodel mode: {by_run} (nvpmodel id" in table
+        ctl.keep()  # as `apply` leaves it
+        assert read_status().nvpmodel_mode == "JETPREDICT_CUSTOM (set by `jetpredict apply`)"
+        # no record left (removed by hand): either verb may have written the configuration
+        (xavier_state.state_dir() / state_file.STATE_FILE_NAME).unlink()
+        assert read_status().nvpmodel_mode == "JETPREDICT_CUSTOM (set by jetpredict: apply or profile)"
+    finally:
+        ctl._uninstall_handlers()
+        ctl._release_lock()
