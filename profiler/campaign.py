@@ -65,6 +65,7 @@ from jetpredict.profiler import runner, upload
 from jetpredict.profiler.backends import MinibatchTiming, TrainingBackend
 from jetpredict.profiler.complexity import Complexity
 from jetpredict.profiler.mode_lists import detect_jetson_device, host_modes, modes_to_profile
+from jetpredict.profiler.powermode import base
 from jetpredict.profiler.powermode.base import PowerModeController, held_signals, take_mode_lock
 from jetpredict.profiler.runner import ModeRun, ModeRunner, RealTimeRunner, RunSettings
 
@@ -585,6 +586,9 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
         of = "" if chooser is not None else f" of {n}"
         kept = (f"{outputs.written}{of} modes finished, written to {', '.join(map(str, outputs.paths()))}"
                 if outputs.written else NOTHING_WRITTEN)
+        # Said as SIGTERM's is: a controller that switched put the mode back (a failed restore raises instead).
+        if parts.controller is not None and parts.controller.persistent:  # the host's and the twin's switch none
+            kept = f"{kept}; {base.RESTORED_CLAUSE}"
         raise KeyboardInterrupt(kept) from exc
     finally:
         progress.close()

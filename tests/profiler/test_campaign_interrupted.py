@@ -53,3 +53,34 @@ def test_an_interrupt_in_the_first_mode_says_nothing_was_written(tmp_path, capsy
     assert err.rstrip().splitlines()[-1] == ("jetpredict profile: interrupted: no mode was finished: nothing was "
                                              "written (an existing --out is as it was)"), err
     assert out.read_text() == "an earlier run's rows\n"
+
+
+def test_an_interrupt_of_a_run_that_switched_modes_says_the_mode_is_back(fake_root, tmp_path):
+    """SIGTERM and SIGHUP said "the power mode in force before it was restored"; Ctrl-C said only what was
+    written, although its controller had put the mode back as well."""
+    from fakes import busy_vdd_in
+    from jetpredict.models.catalogue import load_device
+    from jetpredict.profiler.campaign import CampaignConfig, CampaignParts, run_campaign
+    from jetpredict.profiler.mode_lists import modes_to_profile
+    from jetpredict.profiler.power import NullPowerMeter
+    from jetpredict.profiler.powermode import detect_controller
+    from jetpredict.profiler.runner import RealTimeRunner
+
+    nano = load_device("orin-nano")
+    fake_root.add_jetson(nano)
+    status = fake_root.read("/var/lib/nvpmodel/status")
+    backend = busy_vdd_in(fake_root, minibatch_s=0.0)
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    backend.next_minibatch = ctrl_c
+    parts = CampaignParts("orin-nano", nano, modes_to_profile(nano, "7W"), RealTimeRunner(backend, NullPowerMeter()),
+                          detect_controller("jetson", "orin-nano"), 0.0)
+    cfg = CampaignConfig(device="jetson", workload="lenet5-mnist", out=tmp_path / "p.csv", modes="7W", batch_size=8,
+                         workers=0, warmup=1, minibatches=2, progress=False)
+    with pytest.raises(KeyboardInterrupt) as stop:
+        run_campaign(cfg, parts)
+    assert str(stop.value) == ("no mode was finished: nothing was written (an existing --out is as it was); "
+                               "the power mode in force before it was restored")
+    assert fake_root.read("/var/lib/nvpmodel/status") == status
