@@ -115,7 +115,8 @@ def _profile(args: argparse.Namespace, adaptive: AdaptiveFactory | None = None) 
     # The rows and their sidecar would replace a --modes or --candidates file read before the first mode.
     check_out_spares_inputs(args.out, {"modes": args.modes, "candidates": args.candidates}, ("", ".json"))
     chooser = _adaptive(args, adaptive)
-    warning = unfinished_run_warning()
+    # Host and twin runs switch no mode: told of a changed one, not promised its restore.
+    warning = unfinished_run_warning(switches=args.device == "jetson")
     if warning:
         say(f"jetpredict profile: warning: {warning}")
 

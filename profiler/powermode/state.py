@@ -520,13 +520,14 @@ def kept_message(state: RestoreState) -> str:
             f"the original mode from before that ({state.describe()}) stays for `{RESTORE_COMMAND}`")
 
 
-def unfinished_run_warning(kind: str | None = None) -> str | None:
+def unfinished_run_warning(kind: str | None = None, switches: bool = True) -> str | None:
     """A warning for the start of ``profile`` when a state file from an unfinished run exists, else None.
 
     ``kind``: the controller kind of this run; None: ``profile --device jetson``'s (nvpmodel's). What the run
     will do with the file is decided here as its controller decides it (:func:`refusal`), so the two never
     contradict: a run that will be refused is warned of nothing (its error says why), one that adopts the
-    file is told it restores that original at its end."""
+    file is told it restores that original at its end. ``switches=False``: a run that changes no mode (host, the
+    twin) is only told the device's mode is changed and how to put it back."""
     try:
         state = find_state()
     except StateFileError as err:
@@ -540,9 +541,11 @@ def unfinished_run_warning(kind: str | None = None) -> str | None:
         from jetpredict.profiler.powermode.nvpmodel import NvpmodelController
 
         kind = NvpmodelController.kind
-    if refusal(state, kind) is not None:
+    if switches and refusal(state, kind) is not None:
         return None
     if state.kept:
         return kept_message(state)
-    return (f"an unfinished run left the device in a changed power mode; original: {state.describe()}. "
-            f"This run restores that original mode at its end; `{RESTORE_COMMAND}` does it now.")
+    changed = f"an unfinished run left the device in a changed power mode; original: {state.describe()}. "
+    if not switches:
+        return changed + f"This run changes no power mode; `{RESTORE_COMMAND}` puts it back."
+    return changed + f"This run restores that original mode at its end; `{RESTORE_COMMAND}` does it now."

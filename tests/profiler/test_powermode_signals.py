@@ -307,6 +307,8 @@ def test_profile_warns_at_start_about_an_unfinished_run(xavier_30w, tmp_path, ca
     assert rc == 0, err
     assert "warning: an unfinished run left the device in a changed power mode" in err
     assert "MODE_30W_ALL on agx-xavier" in err and "jetpredict restore" in err
+    # the twin's run switches no mode: no promise to restore it
+    assert "This run changes no power mode" in err and "This run restores" not in err
 
 
 APPLIED_ID = 2  # MODE_15W, set with `jetpredict apply` before the run
