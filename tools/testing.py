@@ -77,6 +77,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def serve_start_lines(database_url: str, data_dir: Path, env: dict[str, str] | None = None,
+                      timeout_s: float = 30.0) -> str:
+    """What ``jetpredict serve`` (Flask's server, a free port) prints on standard error up to its "listening on"
+    line, over ``database_url`` and ``data_dir`` with ``env`` added to this process's environment; the server is
+    stopped then, or after ``timeout_s`` without that line."""
+    proc = subprocess.Popen([sys.executable, "-m", "jetpredict", "serve", "--server", "flask", "--port",
+                             str(free_port()), "--database-url", database_url, "--data-dir", str(data_dir)],
+                            env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "listening on" in line:
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    return "".join(lines)
+
+
 @contextlib.contextmanager
 def busy_port() -> Iterator[int]:
     """A port on 127.0.0.1 that a socket listens on for the block: a server started there finds it taken."""

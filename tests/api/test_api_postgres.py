@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from tools.testing import (
     free_port,
     gunicorn_first_boot,
     postgres_available,
+    serve_start_lines,
 )
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
@@ -65,27 +65,9 @@ def test_gunicorn_four_workers_boot_on_an_empty_postgresql_database(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_serve_banner_hides_the_database_password(tmp_path):
-    port = free_port()
     # Nothing listens there: serve still starts (503 until the database is back) and prints its banner.
     url = f"postgresql://jp:pw-in-userinfo@127.0.0.1:{free_port()}/jp?password=pw-in-query&sslmode=disable"
-    env = {**os.environ, "JETPREDICT_API_KEYS": "k", "JETPREDICT_RATE_LIMIT": "off"}
-    proc = subprocess.Popen([sys.executable, "-m", "jetpredict", "serve", "--server", "flask", "--port", str(port),
-                             "--database-url", url, "--data-dir", str(tmp_path)],
-                            env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines: list[str] = []
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "listening on" in line:
-                break
-    finally:
-        proc.kill()
-        proc.wait()
-    text = "".join(lines)
+    text = serve_start_lines(url, tmp_path, {"JETPREDICT_API_KEYS": "k", "JETPREDICT_RATE_LIMIT": "off"})
     assert "listening on" in text, text
     assert "pw-in-userinfo" not in text and "pw-in-query" not in text
     assert "sslmode=disable" in text and "127.0.0.1" in text

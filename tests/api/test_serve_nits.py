@@ -72,25 +72,8 @@ def test_help_names_every_variable(capsys):
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_serve_says_an_unreachable_database_once_at_start(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from tools.testing import free_port
+    from tools.testing import free_port, serve_start_lines
 
     url = f"postgresql://jp@127.0.0.1:{free_port()}/jp"  # nothing listens: an outage, served with 503
-    env = {**os.environ, "JETPREDICT_API_KEYS": "k"}
-    proc = subprocess.Popen([sys.executable, "-m", "jetpredict", "serve", "--server", "flask", "--port",
-                             str(free_port()), "--database-url", url, "--data-dir", str(tmp_path)],
-                            env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines: list[str] = []
-    try:
-        for line in proc.stderr:
-            lines.append(line)
-            if "listening on" in line:
-                break
-    finally:
-        proc.kill()
-        proc.wait()
-    said = "".join(lines)
+    said = serve_start_lines(url, tmp_path, {"JETPREDICT_API_KEYS": "k"})
     assert "listening on" in said and said.count("Connection refused") == 1, said
