@@ -157,3 +157,28 @@ def test_profile_over_another_kinds_state_file_says_one_thing(refusing, capsys, 
     assert "left jetson-sysfs settings" in err and "run `jetpredict restore` first" in err
     assert json.loads((root.state_dir() / state_file.STATE_FILE_NAME).read_text())["kind"] == "jetson-sysfs"
     assert stat.S_IMODE(root.real(f"{GPU}/max_freq").stat().st_mode) == 0o444
+
+
+def test_a_run_that_switches_no_mode_is_told_of_another_kinds_unfinished_run(refusing):
+    """`profile --device host` or sim over a sysfs run's file: no controller of its own refuses it, so the
+    warning says the device's mode is changed and how to put it back, whatever kind wrote the file."""
+    root, _ = refusing
+    _unfinished_sysfs_run(root)
+    warning = state_file.unfinished_run_warning(switches=False)
+    assert warning is not None and "This run changes no power mode; `jetpredict restore` puts it back" in warning
+
+
+def test_a_kept_record_of_another_kind_is_refused_not_adopted(refusing, capsys):
+    """`apply --via sysfs` kept its record; an nvpmodel `apply` cannot return to sysfs settings, so it is
+    refused, warned of nothing, and the record stays as it was."""
+    root, _ = refusing
+    record = state_file.RestoreState("jetson-sysfs", "agx-xavier", {f"{CPU}/cpu7/online": "1"},
+                                     {"mode": "sysfs settings of 1 knobs"}, pid=2**31 - 2, kept=True)
+    state_file.write_state(record)
+    saved = root.state_dir() / state_file.STATE_FILE_NAME
+    text = saved.read_text()
+    assert state_file.unfinished_run_warning("jetson") is None
+    code, err = _apply(capsys, "--mode", "MODE_15W")
+    assert code == 1, err
+    assert "`jetpredict apply` left jetson-sysfs settings" in err and "run `jetpredict restore` first" in err
+    assert saved.read_text() == text
