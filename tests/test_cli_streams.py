@@ -55,8 +55,9 @@ def test_out_dev_stderr_into_a_pipe():
 
 @pytest.mark.parametrize("args", [("devices",), ("devices", "--format", "json"), (*PLAN, "--format", "csv"),
                                   (*PLAN, "--format", "json"), ("apply", "--mode", "MAXN", "--board", "agx-xavier",
-                                                                "--dry-run")],
-                         ids=["devices table", "devices json", "plan csv", "plan json", "apply dry run"])
+                                                                "--dry-run"), ("status", "--format", "json")],
+                         ids=["devices table", "devices json", "plan csv", "plan json", "apply dry run",
+                              "status json"])
 def test_a_closed_standard_output_fails_a_verb_that_writes_its_answer_there(args):
     """With no standard output, csv went nowhere with exit 0 and json ended in a traceback."""
     done = _run(args, ">&-")
@@ -69,6 +70,14 @@ def test_a_closed_standard_output_fails_a_verb_that_writes_its_answer_there(args
 def test_a_closed_standard_output_does_not_stop_a_verb_writing_out(tmp_path):
     done = _run([*PLAN, "--out", "plan.csv"], ">&-", cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
+    assert len((tmp_path / "plan.csv").read_text().splitlines()) == 5
+
+
+def test_with_both_closed_a_verb_writing_out_runs_on(tmp_path):
+    """Both closed: standard error takes /dev/null on fd 2 whatever number the open gave it (1, the lowest
+    free); else writing a message to the closed fd 2 failed the run."""
+    done = _run([*PLAN, "--out", "plan.csv"], ">&- 2>&-", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == done.stderr == b""
     assert len((tmp_path / "plan.csv").read_text().splitlines()) == 5
 
 
