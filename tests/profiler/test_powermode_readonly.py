@@ -182,3 +182,22 @@ def test_a_kept_record_of_another_kind_is_refused_not_adopted(refusing, capsys):
     assert code == 1, err
     assert "`jetpredict apply` left jetson-sysfs settings" in err and "run `jetpredict restore` first" in err
     assert saved.read_text() == text
+
+
+def test_a_restore_names_only_the_knobs_that_differ_not_an_equal_read_only_one(refusing):
+    """A CPU cap that changed and turned read-only fails the restore; the read-only GPU cap, which holds its
+    saved value, is not rewritten, so its refusal is no part of the error."""
+    from jetpredict.profiler.powermode.base import RestoreIncomplete
+    from jetpredict.profiler.powermode.custom import SysfsController
+
+    root, _ = refusing
+    controller = SysfsController(load_device("agx-xavier"))
+    saved = controller.snapshot()
+    cap = f"{CPU}/cpu0/cpufreq/scaling_max_freq"
+    root.write(cap, 1190400)
+    os.chmod(root.real(cap), 0o444)
+    with pytest.raises(RestoreIncomplete) as err:
+        controller.restore_snapshot(saved)
+    assert list(err.value.differ) == [cap]
+    assert f"writing {saved[cap]} to {cap}" in str(err.value)
+    assert f"{GPU}/max_freq" not in str(err.value)
