@@ -330,7 +330,7 @@ class AppliedCustomModel:
 class NvpmodelController(PowerModeController):
     """Presets with ``nvpmodel -m``, custom modes with a custom POWER_MODEL; restores the original preset."""
 
-    kind = "jetson"
+    kind = state_file.NVPMODEL_KIND
     persistent = True
 
     def __init__(self, device: Device, conf_path: str = DEFAULT_CONF, jetson_clocks: bool = False,

@@ -47,6 +47,9 @@ from jetpredict.profiler.powermode import privileged
 STATE_DIR_ENV = "JETPREDICT_STATE_DIR"
 #: The verb that puts back the original mode a state file records (:mod:`profiler.powermode.recovery`).
 RESTORE_COMMAND = "jetpredict restore"
+#: The kind of the nvpmodel controller (``profile --device jetson``, ``apply``), defined here so that the state
+#: file's checks name it without importing the controller (which imports this module).
+NVPMODEL_KIND = "jetson"
 STATE_FILE_NAME = "powermode-restore.json"
 #: The custom nvpmodel configuration lives beside the state file, so ``restore`` can remove it too.
 CUSTOM_CONF_NAME = "nvpmodel-custom.conf"
@@ -538,9 +541,7 @@ def unfinished_run_warning(kind: str | None = None, switches: bool = True) -> st
         return (f"another jetpredict run (pid {state.pid}) is changing power modes; its original mode is "
                 f"{state.describe()}")
     if kind is None:
-        from jetpredict.profiler.powermode.nvpmodel import NvpmodelController
-
-        kind = NvpmodelController.kind
+        kind = NVPMODEL_KIND
     if switches and refusal(state, kind) is not None:
         return None
     if state.kept:
