@@ -63,12 +63,12 @@ def _restore(state: state_file.RestoreState) -> RecoveryResult:
 
     device = load_device(state.device)
     controller: PowerModeController
-    if state.kind == "jetson":
+    if state.kind == state_file.NVPMODEL_KIND:
         from jetpredict.profiler.powermode.nvpmodel import DEFAULT_CONF, NvpmodelController
 
         controller = NvpmodelController(device, state.conf_path or DEFAULT_CONF,
                                         jetson_clocks=state.jetson_clocks)
-    elif state.kind == "jetson-sysfs":
+    elif state.kind == SysfsController.kind:
         controller = SysfsController(device)
     else:
         raise state_file.StateFileError(f"{state.path}: unknown controller kind {state.kind!r}")
