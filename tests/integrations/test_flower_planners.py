@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("flwr", reason="the Flower integration needs the [flower] extra")
 
+from jetpredict.models.errors import InputError
+
 from jetpredict.client import DEFAULT_RETRIES, Client, ConnectionFailed
 from jetpredict.integrations.flower import HttpPlanner, LocalPlanner, NodeInfo, PlannerError, plan_nodes
 from jetpredict.integrations.flower.planners import _plan_groups, summarize_provenance
@@ -175,3 +177,12 @@ def test_cached_entries_no_node_used_are_dropped():
     asked = len(planner.asked)
     plan_nodes(planner, [nano, orin], 10.0, 1, cache)  # back: asked for again
     assert len(planner.asked) == asked + 1
+
+
+@pytest.mark.parametrize("workload", ["", "  ", {"id": ""}, {"nano": "my-resnet", "orin-nx": " "}, {"*": ""}])
+def test_a_blank_workload_id_is_refused_when_the_planner_is_built(workload):
+    """None and 42 were refused here, but "" was taken and failed at every plan request of the run."""
+    with pytest.raises(InputError, match="give one workload, or a mapping of device id -> workload: a "
+                                         "workload id must be a non-empty string, got ") as caught:
+        HttpPlanner("http://127.0.0.1:9", workload)
+    assert caught.value.field == "workload"

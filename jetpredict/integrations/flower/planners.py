@@ -285,7 +285,12 @@ class HttpPlanner:
 
     @staticmethod
     def _workload(w: Any) -> dict[str, Any]:
-        return {"id": w} if isinstance(w, str) else dict(w)
+        """A request's workload object; a blank id is refused here, not by every plan request of the run."""
+        workload = {"id": w} if isinstance(w, str) else dict(w)
+        if "id" in workload and not (isinstance(workload["id"], str) and workload["id"].strip()):
+            raise InputError("give one workload, or a mapping of device id -> workload: a workload id must be a "
+                             f"non-empty string, got {workload['id']!r}", "workload")
+        return workload
 
     def basis(self) -> Hashable | None:
         """Per stored workload id it names, that workload's ``revision`` and its fits' ``model_version``
