@@ -464,6 +464,9 @@ class Client:
         """``POST /v1/fleet-plans``: per client (``[{"id", "device"}]``) the mode meeting the round deadline
         (``deadline_s``, s, for ``epochs`` local epochs) with least energy: ``{"feasible",
         "total_energy_j", "clients": [{"id", "device", "mode", "epoch_time_s", ...}], ...}``."""
+        for i, c in enumerate(clients):
+            if not isinstance(c, Mapping):  # dict() of a device name failed naming neither argument nor shape
+                raise TypeError(f'clients[{i}] must be a mapping {{"id": ..., "device": ...}}, got {c!r}')
         body = {"workload": _workload_ref(workload), "deadline_s": deadline_s, "epochs": epochs,
                 "clients": [dict(c) for c in clients], "confidence": confidence, **fields}
         return self.request("POST", "/v1/fleet-plans", json=_drop_none(body), safe=True)

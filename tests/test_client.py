@@ -322,3 +322,14 @@ def test_read_rows_csv_drops_a_byte_order_mark(tmp_path):
     path.write_bytes("\ufeffdevice,workload,mode,cpu_cores,epoch_time_s\nagx-xavier,w,a,8,1.5\n".encode())
     assert read_rows_csv(path) == [{"device": "agx-xavier", "workload": "w", "mode": "a", "cpu_cores": 8,
                                     "epoch_time_s": 1.5}]
+
+
+@pytest.mark.parametrize("clients", [["orin-nx", "nano"], "orin-nx", [{"id": "a", "device": "nano"}, ("b", "nano")]])
+def test_fleet_plans_names_a_client_that_is_not_a_mapping_before_sending(clients):
+    """Device names for clients raised ``ValueError: dictionary update sequence element #0 ...`` (dict() of a
+    string), naming neither the argument nor what it takes; nothing is sent (no service listens here)."""
+    client = Client(f"http://127.0.0.1:{free_port()}", retries=0)
+    bad = 1 if isinstance(clients[0], dict) else 0
+    with pytest.raises(TypeError, match=rf"clients\[{bad}\] must be a mapping .*\{{\"id\": \.\.\., \"device\": "
+                                        r"\.\.\.\}, got .*'"):
+        client.fleet_plans("my-resnet", clients, 60.0)
