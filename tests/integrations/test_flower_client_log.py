@@ -18,6 +18,7 @@ def test_the_examples_node_logs_where_its_planned_modes_prediction_came_from(cap
     maxn = load_device("orin-nx").maxn
     mode = PowerMode(maxn.mode, maxn.cpu_cores, maxn.cpu_mhz, maxn.gpu_mhz, maxn.emc_mhz)
     plan = plan_for(mode)
+    plan.epochs = 1  # the round's local-epochs below: the twin costs the plan's work
     plan.workload_source, plan.reference_source, plan.profiled_modes = "simulated", "published", 4
     context = Context(run_id=1, node_id=7, state=RecordDict(), run_config={},
                       node_config={"partition-id": 0, "num-partitions": 2, "jetpredict-device": "orin-nx"})

@@ -202,3 +202,43 @@ def test_a_local_planners_plans_are_kept_until_its_basis_changes(resnet_model):
     planner.revision = 1
     plan_nodes(planner, NODES, DEADLINE_S, 1, cache)
     assert planner.asked == 4
+
+
+def test_an_unreachable_planner_keeps_the_plans_one_round_then_leaves_the_nodes_out(service_url, uploader, caplog):
+    """README: a planner that cannot be reached leaves the plans one more round. The rescued plans were put
+    back into the cache as they were, so they were kept for as long as the service stayed down (13 rounds
+    seen, past the age rule), each round's warning saying "0 node(s) not planned" though nothing was asked."""
+    from jetpredict.integrations.flower import ClientRecord
+
+    planner, counted = _stored_and_counted(service_url, uploader)
+    cache: dict = {}
+    made = plan_nodes(planner, NODES, DEADLINE_S, 1, cache, server_round=1)
+    assert not any(p.kept for p in made.values())
+    counted.fail = ConnectionFailed("no answer within 30 s", attempts=4)
+    with caplog.at_level("WARNING"):
+        kept = plan_nodes(planner, NODES, DEADLINE_S, 1, cache, server_round=2)
+    assert kept == made and all(p.kept and p.planned_round == 1 for p in kept.values())
+    assert "2 node(s) keep round 1's plans; the planner failed" in caplog.text and "0 node(s)" not in caplog.text
+    record = ClientRecord(round=2, node_id=1, device="agx-xavier", epoch_scale=0.01, selected=True)
+    record.add_plan(kept[1])
+    assert record.reason == "kept from round 1: planner unreachable" and record.mode == made[1].mode
+    with pytest.raises(PlannerError, match="30 s"):  # down a second round: no plan is kept twice
+        plan_nodes(planner, NODES, DEADLINE_S, 1, cache, server_round=3)
+    counted.fail = None
+    again = plan_nodes(planner, NODES, DEADLINE_S, 1, cache, server_round=4)
+    assert again == made and not any(p.kept for p in again.values()) and len(counted.plans) == 4
+
+
+def test_a_plan_confirmed_after_it_was_kept_may_be_kept_again(service_url, uploader):
+    planner, counted = _stored_and_counted(service_url, uploader)
+    cache: dict = {}
+    plan_nodes(planner, NODES[:1], DEADLINE_S, 1, cache, server_round=1)
+    counted.fail = ConnectionFailed("no answer within 30 s", attempts=4)
+    plan_nodes(planner, NODES[:1], DEADLINE_S, 1, cache, server_round=2)  # node 1's plan kept
+    counted.fail = None
+    plan_nodes(planner, NODES, DEADLINE_S, 1, cache, server_round=3)  # node 1 confirmed, node 2 planned
+    counted.fail = ConnectionFailed("no answer within 30 s", attempts=4)
+    plans = plan_nodes(planner, NODES, DEADLINE_S, 1, cache, server_round=4)
+    assert plans[1].kept and plans[1].planned_round == 1 and plans[2].kept and plans[2].planned_round == 3
+    with pytest.raises(PlannerError, match="30 s"):
+        plan_nodes(planner, NODES, DEADLINE_S, 1, cache, server_round=5)

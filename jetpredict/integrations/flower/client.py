@@ -22,7 +22,7 @@ from typing import Any
 
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 
-from jetpredict.integrations.flower.plans import read_plan
+from jetpredict.integrations.flower.plans import ClientPlan, read_plan
 from jetpredict.integrations.flower.twin import (
     TwinWorkload,
     preset_mode,
@@ -45,6 +45,7 @@ from jetpredict.integrations.flower.wire import (
 from jetpredict.models.catalogue import PowerMode
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_rows import TWIN_METER_PREFIX
+from jetpredict.profiler.builtin_workloads import BUILTIN_WORKLOADS
 from jetpredict.profiler.metering import DEFAULT_HZ, MeteredWindow, cuda_sync, metered
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,22 @@ def scale_conflict(epoch_scale: Any, twin: TwinWorkload, advice: str) -> InputEr
         return None
     return InputError(f"epoch_scale={epoch_scale!r} contradicts the twin's epoch_scale={twin.epoch_scale!r}: "
                       f"{advice}", "epoch_scale")
+
+
+def work_conflict(plan: ClientPlan, twin: TwinWorkload) -> InputError | None:
+    """The error of a twin that costs other work than ``plan`` is for: other local epochs (``twin.epochs``
+    given), or another built-in workload than the one the plan rests on (a stored workload id names no twin
+    workload: not compared); None when they agree. The plan carries no batch size: ``twin.batch_size`` is not
+    compared."""
+    advice = "the twin's misses would count as real deadline misses"
+    if twin.epochs is not None and twin.epochs != plan.epochs:
+        return InputError(f"twin epochs={twin.epochs} is not the plan's {plan.epochs} local epochs: {advice}; "
+                          "leave the twin's epochs unset (the plan's are used) or set local_epochs alike", "epochs")
+    planned = plan.workload_id
+    if planned in BUILTIN_WORKLOADS and planned != twin.workload.strip():
+        return InputError(f"twin workload={twin.workload!r} is not the plan's workload {planned!r}: {advice}; "
+                          "give the twin the workload the planner's model was fitted on", "workload")
+    return None
 
 
 def is_train(message: Message) -> bool:
@@ -148,6 +165,8 @@ class PlannedRound:
             if self.plan is not None and (conflict := scale_conflict(
                     self.plan.epoch_scale, self.twin, "the plan is for the node's answer to the device query; "
                     "give the twin the node's epoch scale (jetpredict_mod: twin= and epoch_scale= alike)")):
+                raise conflict
+            if self.plan is not None and (conflict := work_conflict(self.plan, self.twin)):
                 raise conflict
             self.window = metered(None, sync=self.sync).__enter__()  # wall time only
             return self

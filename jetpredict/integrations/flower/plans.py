@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from flwr.app import ConfigRecord, Message
@@ -94,6 +94,16 @@ class ClientPlan(PlanProvenance):
     power_source: str | None = None
     confidence: float | None = None
     confidence_note: str | None = None
+    #: The round this plan was made in (None: not told, :func:`plan_nodes` called without ``server_round``),
+    #: and whether it is kept from then because the planner could not be asked this round (not sent to nodes).
+    planned_round: int | None = field(default=None, compare=False)
+    kept: bool = field(default=False, compare=False)
+
+    def kept_reason(self) -> str | None:
+        """Why a kept plan is used (None for one planned or confirmed this round)."""
+        if not self.kept:
+            return None
+        return f"kept from {_round_name(self.planned_round)}: planner unreachable"
 
     def power_mode(self) -> PowerMode | None:
         """The planned mode (None when the plan names none)."""
@@ -107,7 +117,7 @@ class ClientPlan(PlanProvenance):
         record: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is not None and f.name not in ("node_id", "reason"):
+            if value is not None and f.name not in ("node_id", "reason", "planned_round", "kept"):
                 record[f.name.replace("_", "-")] = value
         return ConfigRecord(record)
 
@@ -117,6 +127,8 @@ class ClientPlan(PlanProvenance):
         kwargs: dict[str, Any] = {"node_id": node_id}
         for f in fields(cls):
             key = f.name.replace("_", "-")
+            if f.name in ("planned_round", "kept"):
+                continue  # the server's bookkeeping, never a node's to set
             if key in record:
                 kwargs[f.name] = record[key]
         for name in ("device", "epoch_scale", "epochs", "deadline_s", "meets_deadline"):
@@ -148,8 +160,9 @@ _AS_IS = ("avg_power_w", "avg_power_w_low", "avg_power_w_high")
 
 #: A planning cache key: the planner, its confidence, the device, the planning deadline (s) and the epochs.
 CacheKey = tuple[Any, Any, str, float, int]
-#: A cached client entry (or refusal), the calls it has served and the planner's basis it was made under.
-CacheEntry = tuple[dict[str, Any], int, Hashable | None]
+#: A cached client entry (or refusal), the calls it has served, the planner's basis it was made under, the
+#: round it was made in (None: not told) and whether the last call kept it, the planner unreachable.
+CacheEntry = tuple[dict[str, Any], int, Hashable | None, int | None, bool]
 #: Rounds a cached plan (or refusal) serves before it is asked for again, for a planner that cannot say what
 #: its plans rest on (:meth:`~.planners.FleetPlanner.basis` None or missing): a stored workload refitted
 #: mid-run, or one uploaded for a device that was refused, reaches its plans within this many rounds.
@@ -182,8 +195,13 @@ def planning_scale(scale: float) -> float | None:
     return rounded if rounded >= scale else float(f"{digits + 1}e{power}")
 
 
+def _round_name(server_round: int | None) -> str:
+    return "an earlier round" if server_round is None else f"round {server_round}"
+
+
 def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: float, epochs: int,
-               cache: dict[CacheKey, CacheEntry] | None = None) -> dict[int, ClientPlan]:
+               cache: dict[CacheKey, CacheEntry] | None = None, server_round: int | None = None
+               ) -> dict[int, ClientPlan]:
     """One :class:`ClientPlan` per node with a known device, for ``epochs`` local epochs under ``deadline_s``
     (s; see the module docstring).
 
@@ -214,7 +232,10 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     not the request's own (:attr:`PlannerError.round_wide`: the service unreachable, overloaded, rate
     limiting, refusing the key, failing) stops the asking at once, as the other scales would fail alike,
     each after its retries: the nodes already planned (in this call or cached) keep their plans and the
-    others are unplanned this round, with the failure; with no node planned, it is raised."""
+    others are unplanned this round, with the failure; with no node planned, it is raised. A cached plan
+    the planner would have been asked to confirm (its basis unreadable, or due by the age rule) is kept
+    one call, :attr:`ClientPlan.kept` with its ``planned_round`` (``server_round``: the round of this call);
+    the planner still down the next call, its nodes are unplanned with the failure."""
     cache = {} if cache is None else cache
     confidence = getattr(planner, "confidence", None)
     groups: dict[float, list[NodeInfo]] = {}
@@ -235,8 +256,9 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     # Read before planning: a refit between the read and a plan tags that plan stale, asked again next
     # call, rather than a stale plan tagged current.
     basis, stopped = _read_basis(planner) if groups else (None, None)
-    fresh = {k: v for k, v in cache.items()
-             if (v[1] < PLAN_CACHE_ROUNDS if basis is None else v[2] == basis)}
+    # A basis that could not be read confirms no cached plan: each is one the planner cannot be asked about.
+    fresh = {} if stopped is not None else {k: (*v[:4], False) for k, v in cache.items()
+                                            if (v[1] < PLAN_CACHE_ROUNDS if basis is None else v[2] == basis)}
     used: dict[CacheKey, CacheEntry] = {}
     waiting = 0  # nodes left unplanned this round by a round-wide failure
 
@@ -260,20 +282,22 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
             else:
                 entries = _entries(answer)
             if stopped is None:
-                fresh.update({(planner, confidence, str(e["id"]), planning_deadline, epochs): (e, 0, basis)
-                              for e in entries})
+                fresh.update({(planner, confidence, str(e["id"]), planning_deadline, epochs):
+                              (e, 0, basis, server_round, False) for e in entries})
         deferred: list[NodeInfo] = []
         for node in group:
             scale, key = float(node.epoch_scale), keys[node.node_id]
-            if key not in fresh and stopped is not None and key in cache:
-                fresh[key] = cache[key]  # stale, but the planner cannot be asked now: kept one more round
+            if key not in fresh and stopped is not None and key in cache and not cache[key][4]:
+                # Unconfirmed, but the planner cannot be asked now: kept this one call (README's one more round).
+                fresh[key] = (*cache[key][:4], True)
             if key not in fresh:
                 waiting += 1
+                again_down = f"; {_round_name(cache[key][3])}'s plan was kept one round already" if key in cache else ""
                 plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs,
-                                                 f"not planned this round: the planner failed: {stopped}")
+                                                 f"not planned this round: the planner failed: {stopped}{again_down}")
                 continue
-            used.setdefault(key, (fresh[key][0], fresh[key][1] + 1, fresh[key][2]))  # one more call served
-            entry = used[key][0]
+            used.setdefault(key, (fresh[key][0], fresh[key][1] + 1, *fresh[key][2:]))  # one more call served
+            entry, made_round, kept = used[key][0], used[key][3], used[key][4]
             high = as_float(entry.get("round_time_s_high"))
             if (not again and entry.get("mode") is not None and not entry.get("meets_deadline")
                     and high is not None and high * scale <= deadline_s):
@@ -282,6 +306,7 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
             plan = (_unplanned(node, scale, deadline_s, epochs, str(entry["reason"])) if "refusal" in entry
                     else _client_plan(node, entry, scale, q, deadline_s, epochs))
             _add_provenance(plan, entry)
+            plan.planned_round, plan.kept = made_round, kept
             plans[node.node_id] = plan
         return deferred
 
@@ -290,14 +315,23 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         serve(scale, group, again=True)
     cache.clear()
     cache.update(used)
-    if not any(entry.get("mode") is not None or "refusal" not in entry for entry, _, _ in used.values()):
+    if not any(entry[0].get("mode") is not None or "refusal" not in entry[0] for entry in used.values()):
         # No node has a plan or the planner's own word on it: nothing to train, say why.
-        errors = [stopped] if stopped is not None else refused or [e["refusal"] for e, _, _ in used.values()]
+        errors = [stopped] if stopped is not None else refused or [e[0]["refusal"] for e in used.values()]
         if errors:
             raise errors[0]
     if stopped is not None and used:
-        log.warning("the fleet planner failed mid-round: %d node(s) not planned this round, the others keep "
-                    "their plans: %s", waiting, stopped)
+        kept_by_round: dict[int | None, int] = {}
+        for plan in plans.values():
+            if plan.kept:
+                kept_by_round[plan.planned_round] = kept_by_round.get(plan.planned_round, 0) + 1
+        said = [f"{n} node(s) keep {_round_name(r)}'s plans" for r, n in sorted(
+            kept_by_round.items(), key=lambda kv: -1 if kv[0] is None else kv[0])]
+        said += [f"{waiting} node(s) not planned this round"] if waiting else []
+        planned_now = sum(plan.mode is not None and not plan.kept for plan in plans.values())
+        said += [f"{planned_now} node(s) planned or confirmed this round"] if planned_now else []
+        log.warning("%s; the planner failed (a plan is kept one round at most, and it is asked again next "
+                    "round): %s", "; ".join(said), stopped)
     return plans
 
 

@@ -95,14 +95,14 @@ class DeviceQueryError(RuntimeError):
 class ClientRecord(PlanProvenance):
     """One node in one round: its plan (``pred_*``), whether it trained, and what it reported.
 
-    Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j``
-    is None when the node had no power meter (``energy_null_reason`` says why); ``source`` is
-    ``measured`` or ``simulated`` (digital twin). ``failed``: its training raised (an error reply; ``reason``
-    gives the error). ``deadline_missed``: reported time above the deadline, or no reply from a selected
-    node; None (unknown) for a reply without a ``jetpredict.report`` or a failed node, with ``reason``
-    saying why. ``confidence_note``: the plan's word on its confidence; the fields of
-    :class:`~.plans.PlanProvenance`: what the plan's prediction rests on.
-    """
+    Times in s, energies in J (training of the round's local epochs), power in W. ``reported_energy_j`` is
+    None when the node had no power meter (``energy_null_reason`` says why); ``source`` is ``measured`` or
+    ``simulated`` (digital twin; ``twin_workload``: the workload its twin costed). ``failed``: its training
+    raised (an error reply; ``reason`` gives the error). ``deadline_missed``: reported time above the deadline,
+    or no reply from a selected node; None (unknown) for a reply without a ``jetpredict.report`` or a failed
+    node, with ``reason`` saying why; a selected node's ``reason`` says when its plan was kept from an earlier
+    round (the planner unreachable). ``confidence_note``: the plan's word on its confidence; the fields of
+    :class:`~.plans.PlanProvenance`: what the plan's prediction rests on."""
 
     round: int
     node_id: int
@@ -127,6 +127,7 @@ class ClientRecord(PlanProvenance):
     reported_base_power_w: float | None = None
     source: str | None = None
     mode_applied: bool | None = None
+    twin_workload: str | None = None
     deadline_missed: bool | None = None
     confidence_note: str | None = None
 
@@ -139,8 +140,8 @@ class ClientRecord(PlanProvenance):
 
     def add_plan(self, plan: ClientPlan) -> None:
         """Take the plan's mode, predicted figures and their provenance (and its reason when it misses the
-        deadline)."""
-        self.reason = None if plan.meets_deadline else (plan.reason or "cannot meet the deadline")
+        deadline, or that it is kept from an earlier round, the planner unreachable)."""
+        self.reason = plan.kept_reason() if plan.meets_deadline else (plan.reason or "cannot meet the deadline")
         self.mode = plan.mode
         self.pred_time_s, self.pred_time_s_low, self.pred_time_s_high = plan.time_s, plan.time_s_low, plan.time_s_high
         self.pred_energy_j, self.pred_energy_j_low, self.pred_energy_j_high = (
@@ -165,6 +166,7 @@ class ClientRecord(PlanProvenance):
             self.reported_base_power_w = as_float(report.get("base-power-w"))
             self.source = report.get("source")
             self.mode_applied = report.get("mode-applied")
+            self.twin_workload = report.get("twin-workload")  # what a simulated node's twin costed
 
 
 class PlannedNodesGrid(Grid):
@@ -451,7 +453,8 @@ class JetpredictStrategy(Strategy):
         self._round_records[server_round] = records
         self.records.extend(records.values())
         try:
-            plans = plan_nodes(self.planner, nodes.values(), self.deadline_s, self.local_epochs, self._plan_cache)
+            plans = plan_nodes(self.planner, nodes.values(), self.deadline_s, self.local_epochs, self._plan_cache,
+                               server_round)
         except PlannerError as err:
             # No plan, no training: an unplanned round could straggle past the deadline. Retried next round.
             log.error("JetpredictStrategy: round %d skipped: %s", server_round, err)
@@ -569,11 +572,8 @@ class JetpredictStrategy(Strategy):
         out: dict[str, float] = {
             SELECTED_METRIC: len(selected), EXCLUDED_METRIC: len(records) - len(selected),
             MISSES_METRIC: sum(bool(r.deadline_missed) for r in selected),
-            FAILED_METRIC: sum(r.failed for r in selected),
-            ENERGY_REPORTED_METRIC: len(with_energy),
-        }
-        times = [r.reported_time_s for r in selected if r.reported_time_s is not None]
-        if times:
+            FAILED_METRIC: sum(r.failed for r in selected), ENERGY_REPORTED_METRIC: len(with_energy)}
+        if times := [r.reported_time_s for r in selected if r.reported_time_s is not None]:
             out[ROUND_TIME_METRIC] = max(times)
         if replied and len(with_energy) == len(replied):
             out[ENERGY_METRIC] = math.fsum(r.reported_energy_j for r in with_energy)
