@@ -65,6 +65,18 @@ def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
+def say_above_bars(line: str) -> None:
+    """:func:`say` above any progress bar (tqdm clears it and redraws it below), so that a line said while a
+    profile runs starts a line of its own, in a log file too; plainly where tqdm is not installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        say(line)
+        return
+    with contextlib.suppress(OSError):
+        tqdm.write(line, file=sys.stderr)
+
+
 class InputError(ValueError):
     """Bad input: ``field`` names what was wrong (``None`` when it is the whole input)."""
 

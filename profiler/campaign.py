@@ -49,7 +49,7 @@ from jetpredict.models.atomic_files import (
     replace_pair,
 )
 from jetpredict.models.catalogue import MODE_FIELDS, Device, PowerMode, load_device
-from jetpredict.models.errors import InputError, say
+from jetpredict.models.errors import InputError, say, say_above_bars
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.profile_files import (
     JSON_NUMBER_BYTES,
@@ -169,11 +169,8 @@ class _Progress:
         self._draw(step)
 
     def warn(self, line: str) -> None:
-        """``line`` on standard error now: above the bar, which tqdm redraws below it, or plainly without one."""
-        if self.bar is None:
-            say(line)
-        else:
-            self._draw(lambda bar: bar.write(line, file=sys.stderr))
+        """``line`` on standard error now, above the bar."""
+        say_above_bars(line)
 
     def close(self) -> None:
         self._draw(lambda bar: bar.close())

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jetpredict.models.errors import say
+from jetpredict.models.errors import say, say_above_bars
 
 #: ``profile --adaptive``: (catalogue id, start modes or None, **flags) -> a ModeChooser
 #: (:mod:`jetpredict.profiler.campaign`). The command line passes the predictor's; the profiler does not
@@ -93,7 +93,7 @@ def _adaptive(args: argparse.Namespace, factory: AdaptiveFactory | None):
         options["candidates"] = read_mode_table(args.candidates, "candidates")
 
     def log(line: str) -> None:
-        say(f"adaptive: {line}")  # the sidecar's ``adaptive`` keeps every line (the rounds' ``line``)
+        say_above_bars(f"adaptive: {line}")  # the sidecar's ``adaptive`` keeps every line (the rounds' ``line``)
 
     def make(device_id: str, start):
         try:
