@@ -3,10 +3,9 @@ api/README.md's "A first session with curl") run against the server each starts 
 ``tests/test_readme_http_tour.py`` on this environment and ``tests/test_fresh_install.py`` on the base
 install).
 
-Four things are added around an HTTP tour, none inside it: the server's port (``JETPREDICT_PORT``, and
-the tour's ``API=`` line pointed at it) so that it never takes a port in use; a bounded wait for
-``/healthz`` after the ``API=`` line (a reader types the next command after the server has started; a
-script does not wait); ``curl`` made to fail on an HTTP error (``--fail-with-body``), so that a route the
+Three things are added around an HTTP tour, none inside it: the server's port (``JETPREDICT_PORT``, and
+the tour's ``API=`` line pointed at it) so that it never takes a port in use (the tour waits for
+``/healthz`` itself, as a reader pasting its block needs); ``curl`` made to fail on an HTTP error (``--fail-with-body``), so that a route the
 tour calls wrongly fails instead of printing an error body; and a trailer line curl prints after each answer
 (status, bytes, content type: :data:`TRAILER`), which a ``-w`` of the tour's own replaces.
 """
@@ -20,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.testing import STARTUP_TIMEOUT_S, free_port
+from tools.testing import free_port
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: The service's own README, whose "A first session with curl" is a longer tour of the same kind.
@@ -29,8 +28,9 @@ API_README = README.parent / "api" / "README.md"
 FLOWER_README = README.parent / "examples" / "flower_fleet" / "README.md"
 #: The HTTP tour's address line, pointed at the test's port.
 API_LINE = "API=http://127.0.0.1:8080"
-#: Wait between /healthz polls before the tour's first request (s).
-POLL_S = 0.2
+#: How a tour waits for the server it started before its first request (a reader pasting the block at once
+#: would otherwise see no answer: ``curl -s`` hides a refused connection).
+WAIT_LINE = "for _ in $(seq 30); do curl -sf $API/healthz >/dev/null && break; sleep 1; done"
 
 
 def sh_blocks(heading: str, readme: Path = README) -> list[str]:
@@ -90,13 +90,11 @@ _TRAILER_LINE = re.compile(r"\n?@@answer\t(\d+)\t(\d+)\t(\S+)\t(\S+)\t(.*)\n")
 
 def run_tour(blocks: list[str], workdir: Path, bin_dir: Path, env: dict[str, str] | None = None) -> TourRun:
     """Run a tour's shell ``blocks`` in order in the empty ``workdir`` with ``jetpredict`` and ``python3`` from
-    ``bin_dir`` (its ``API=`` line pointed at a free port, after which it waits for ``/healthz``); fails when
-    any command does, an HTTP error included."""
+    ``bin_dir`` (its ``API=`` line pointed at a free port); fails when any command does, an HTTP error
+    included."""
     port = free_port()
-    tries = int(STARTUP_TIMEOUT_S / POLL_S)  # a server that never answers fails the next curl, not a timeout
-    script = "\n".join(blocks).replace(
-        API_LINE, f"API=http://127.0.0.1:{port}\n"
-        f"for _ in $(seq {tries}); do command curl -sf $API/healthz >/dev/null && break; sleep {POLL_S}; done")
+    assert WAIT_LINE in "\n".join(blocks), "the tour must wait for the server it starts, as its reader does"
+    script = "\n".join(blocks).replace(API_LINE, f"API=http://127.0.0.1:{port}")
     prelude = ("set -euo pipefail\n"
                "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n"
                f"curl() {{ command curl --fail-with-body --max-time 300 -w '{TRAILER}' \"$@\"; }}\n")
