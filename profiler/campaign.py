@@ -168,10 +168,6 @@ class _Progress:
 
         self._draw(step)
 
-    def warn(self, line: str) -> None:
-        """``line`` on standard error now, above the bar."""
-        say_above_bars(line)
-
     def close(self) -> None:
         self._draw(lambda bar: bar.close())
         self.bar = None
@@ -566,7 +562,7 @@ def _profile(cfg: CampaignConfig, parts: CampaignParts, settings: RunSettings, o
                 noisy = runner.noisy_measurement_note(rows[-1])
                 if noisy:  # said at once: the mode can be run again while the device is at hand
                     run.notes.append(noisy)
-                    progress.warn(noisy)
+                    say_above_bars(noisy)
                 document["modes"].append(_mode_json(mode, read_back, run, t_ref))
                 document["adaptive"] = _adaptive_record(chooser)  # up to the round that picked this mode
                 outputs.add(rows, document)

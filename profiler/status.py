@@ -176,8 +176,8 @@ def _custom_conf_writer(state_folder: Path) -> str:
     if record.kept:
         return f"`{state_file.APPLY_COMMAND}`"
     if record.run_alive():
-        return f"the jetpredict run pid {record.pid}, still running"
-    return f"an unfinished jetpredict run, pid {record.pid}"
+        return f"the jetpredict run {state_file.run_named(record.pid)}, still running"
+    return f"an unfinished jetpredict run, {state_file.run_named(record.pid)}"
 
 
 def read_status(board: str | None = None) -> JetsonStatus:

@@ -94,7 +94,10 @@ def run_tour(blocks: list[str], workdir: Path, bin_dir: Path, env: dict[str, str
     included."""
     port = free_port()
     assert WAIT_LINE in "\n".join(blocks), "the tour must wait for the server it starts, as its reader does"
-    script = "\n".join(blocks).replace(API_LINE, f"API=http://127.0.0.1:{port}")
+    # The tour's wait polls with the real curl: the test's curl (below) adds --fail-with-body, which curl
+    # refuses beside -f, so every poll would fail and the wait would run its full length.
+    script = "\n".join(blocks).replace(API_LINE, f"API=http://127.0.0.1:{port}").replace(
+        WAIT_LINE, WAIT_LINE.replace("curl -sf", "command curl -sf", 1))
     prelude = ("set -euo pipefail\n"
                "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n"
                f"curl() {{ command curl --fail-with-body --max-time 300 -w '{TRAILER}' \"$@\"; }}\n")

@@ -523,10 +523,10 @@ def kept_message(state: RestoreState) -> str:
             f"the original mode from before that ({state.describe()}) stays for `{RESTORE_COMMAND}`")
 
 
-def unfinished_run_warning(kind: str | None = None, switches: bool = True) -> str | None:
+def unfinished_run_warning(kind: str = NVPMODEL_KIND, switches: bool = True) -> str | None:
     """A warning for the start of ``profile`` when a state file from an unfinished run exists, else None.
 
-    ``kind``: the controller kind of this run; None: ``profile --device jetson``'s (nvpmodel's). What the run
+    ``kind``: the controller kind of this run (``profile --device jetson``'s: nvpmodel's). What the run
     will do with the file is decided here as its controller decides it (:func:`refusal`), so the two never
     contradict: a run that will be refused is warned of nothing (its error says why), one that adopts the
     file is told it restores that original at its end. ``switches=False``: a run that changes no mode (host, the
@@ -540,8 +540,6 @@ def unfinished_run_warning(kind: str | None = None, switches: bool = True) -> st
     if state.run_alive():
         return (f"another jetpredict run (pid {state.pid}) is changing power modes; its original mode is "
                 f"{state.describe()}")
-    if kind is None:
-        kind = NVPMODEL_KIND
     if switches and refusal(state, kind) is not None:
         return None
     if state.kept:
