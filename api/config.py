@@ -252,7 +252,8 @@ def _rate_limit_store(url: str) -> str:
     from limits.storage import SCHEMES
 
     scheme = url.partition("://")[0] if "://" in url else ""
-    shown = url if "@" not in url else f"{scheme}://***"
+    # A password may sit before "@" or in the query (redis://h?password=...): show only the scheme then.
+    shown = url if "@" not in url and "?" not in url else f"{scheme}://***"
     name = f"{ENV_PREFIX}RATE_LIMIT_STORAGE_URL={shown!r}"
     if scheme not in SCHEMES or scheme.startswith("async+"):  # Flask-Limiter counts synchronously
         raise InputError(f"{name} is not a rate-limit store: give memory:// (per worker), redis://HOST:PORT, "

@@ -60,6 +60,14 @@ def test_a_rate_limit_store_of_no_known_kind_is_refused(url, said):
     assert "memory://" in err.value.message and "redis://" in err.value.message
 
 
+@pytest.mark.parametrize("url", ["bogus://h?password=s3cret", "bogus://:s3cret@h"])
+def test_a_refused_store_url_never_shows_its_password(url):
+    """A password may sit before "@" or in the query (redis://h?password=...): the message shows the scheme."""
+    with pytest.raises(InputError) as err:
+        load_settings(environ={"JETPREDICT_RATE_LIMIT_STORAGE_URL": url})
+    assert "s3cret" not in err.value.message and "'bogus://***'" in err.value.message
+
+
 def test_a_redis_store_without_the_redis_client_says_what_to_install():
     import importlib.util
 
