@@ -118,7 +118,7 @@ def _at_steps(device: Device, candidates: pd.DataFrame) -> pd.DataFrame:
         if device.out_of_range(*(np.atleast_1d(v) for v in values)):
             continue
         label = table["mode"].iloc[i] if "mode" in table.columns else None
-        mode = PowerMode(str(label) if isinstance(label, str) else "", int(values[0]), *values[1:])
+        mode = PowerMode(label if isinstance(label, str) else "", int(values[0]), *values[1:])
         runs = device.runs_at(mode)
         if type(runs) is PowerMode:  # a preset keeps its knobs: the chooser counts it profiled by its name
             for name, value in zip(MODE_FIELDS[1:], runs.knobs()[1:], strict=True):

@@ -319,7 +319,6 @@ class Device:
     emc_steps_mhz: tuple[float, ...]
     presets: tuple[Preset, ...]
     default_preset: str
-    documented_space_size: int
     sources: dict[str, str]
     #: The GPU table (MHz) the presets' caps apply to, where the presets come from another software release
     #: than :attr:`gpu_steps_mhz` (AGX Orin); empty: the same table.
@@ -546,7 +545,6 @@ def _device_from_toml(raw: dict) -> Device:
         emc_steps_mhz=steps["emc"],
         presets=presets,
         default_preset=raw.get("default_preset", presets[0].mode),
-        documented_space_size=int(raw["steps"]["space_size"]),
         sources=dict(raw.get("sources", {})),
         preset_gpu_steps_mhz=tuple(float(x) for x in raw["steps"].get("preset_gpu_mhz", ())),
     )

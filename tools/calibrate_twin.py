@@ -60,6 +60,7 @@ from jetpredict.profiler.sim.physics import (
     SHARED_KEYS,
     DeviceConstants,
     DevicePhysics,
+    tomllib,
 )
 
 from tools.twin_calibration_data import (
@@ -78,11 +79,6 @@ from tools.twin_calibration_data import (
     twin_for,
 )
 from tools.twin_calibration_report import RESULTS_PATH, write_results
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: Lower bound of the lowest-clock baseload of AGX Xavier in the power fit, W.
 MIN_BASE_W = 1.0

@@ -72,11 +72,13 @@ def test_published_space_sizes_are_exact():
     assert len(load_device("orin-agx").modes()) == 18_096
 
 
-def test_space_size_matches_documented_size_and_step_counts(device):
+def test_space_size_matches_the_step_counts(device):
+    """Every combination of cores and steps is a mode (the file's space_size is held to the same product as it
+    is read: models/device_toml.py)."""
     space = device.modes()
     lo, hi = device.cpu_cores_range
     expected = (hi - lo + 1) * len(device.cpu_steps_mhz) * len(device.gpu_steps_mhz) * len(device.emc_steps_mhz)
-    assert len(space) == expected == device.documented_space_size
+    assert len(space) == expected
 
 
 @pytest.mark.parametrize("device_id", sorted(SPACE_SIZES))

@@ -11,6 +11,7 @@ import re
 import stat
 
 import pytest
+from fake_tools import CPU_DIR as CPU
 from fakes import GPU_DIRS
 from jetpredict.models.catalogue import load_device
 from jetpredict.profiler import sysfs
@@ -21,7 +22,6 @@ from jetpredict.profiler.powermode.privileged import PrivilegedCommandError, wri
 from jetpredict.cli import main
 
 GPU = GPU_DIRS["T194"]
-CPU = "/sys/devices/system/cpu"
 LABEL = "4c-1190.4-675.75-1331.2"  # 4 of 8 cores: cpu4..cpu7 go offline
 
 
@@ -45,7 +45,6 @@ def refusing(fake_root, monkeypatch):
 
     monkeypatch.setattr(sysfs, "write_text", write_text)
     monkeypatch.setattr(privileged, "is_root", lambda: True)
-    monkeypatch.setattr(state_file.privileged, "is_root", lambda: True)
     monkeypatch.delenv(state_file.STATE_DIR_ENV, raising=False)
     device = load_device("agx-xavier")
     fake_root.add_jetson(device, preset_id=0)  # MAXN in force
@@ -59,7 +58,6 @@ def _apply(capsys, *argv: str) -> tuple[int, str]:
 
 
 def test_a_write_refused_to_root_says_the_file_is_read_only_not_run_as_root(refusing):
-    root, _ = refusing
     with pytest.raises(PrivilegedCommandError) as err:
         write_sysfs(f"{GPU}/max_freq", 675750000)
     message = str(err.value)
@@ -128,16 +126,16 @@ def test_restore_skips_a_read_only_knob_that_holds_its_saved_value(refusing, cap
     assert root.read(f"{CPU}/cpu7/online") == "1" and root.state_files() == []
 
 
-def _unfinished_sysfs_run(root) -> None:
-    """A state file as a SIGKILLed `apply --via sysfs` leaves: kind jetson-sysfs, not kept, its pid gone."""
-    record = state_file.RestoreState("jetson-sysfs", "agx-xavier", {f"{CPU}/cpu7/online": "1"},
-                                     {"mode": "sysfs settings of 1 knobs"}, pid=2**31 - 2)
-    state_file.write_state(record)
+def _unfinished_sysfs_run(kept: bool = False) -> None:
+    """A state file as a SIGKILLed `apply --via sysfs` leaves (kind jetson-sysfs, its pid gone), or, ``kept``,
+    the record an `apply --via sysfs` keeps."""
+    state_file.write_state(state_file.RestoreState("jetson-sysfs", "agx-xavier", {f"{CPU}/cpu7/online": "1"},
+                                                   {"mode": "sysfs settings of 1 knobs"}, pid=2**31 - 2, kept=kept))
 
 
-def test_the_profile_warning_does_not_promise_what_the_run_then_refuses(refusing):
-    root, _ = refusing
-    _unfinished_sysfs_run(root)
+@pytest.mark.usefixtures("refusing")
+def test_the_profile_warning_does_not_promise_what_the_run_then_refuses():
+    _unfinished_sysfs_run()
     # `profile --device jetson` (nvpmodel) is refused over it: nothing is promised, its error says why...
     assert state_file.unfinished_run_warning() is None
     assert state_file.unfinished_run_warning("jetson") is None
@@ -147,7 +145,7 @@ def test_the_profile_warning_does_not_promise_what_the_run_then_refuses(refusing
 
 def test_profile_over_another_kinds_state_file_says_one_thing(refusing, capsys, tmp_path):
     root, _ = refusing
-    _unfinished_sysfs_run(root)
+    _unfinished_sysfs_run()
     code = main(["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--modes", "MAXN",
                  "--batch-size", "2", "--workers", "0", "--warmup", "0", "--minibatches", "1", "--settle-s", "0",
                  "--no-progress", "--out", str(tmp_path / "p.csv")])
@@ -159,11 +157,11 @@ def test_profile_over_another_kinds_state_file_says_one_thing(refusing, capsys, 
     assert stat.S_IMODE(root.real(f"{GPU}/max_freq").stat().st_mode) == 0o444
 
 
-def test_a_run_that_switches_no_mode_is_told_of_another_kinds_unfinished_run(refusing):
+@pytest.mark.usefixtures("refusing")
+def test_a_run_that_switches_no_mode_is_told_of_another_kinds_unfinished_run():
     """`profile --device host` or sim over a sysfs run's file: no controller of its own refuses it, so the
     warning says the device's mode is changed and how to put it back, whatever kind wrote the file."""
-    root, _ = refusing
-    _unfinished_sysfs_run(root)
+    _unfinished_sysfs_run()
     warning = state_file.unfinished_run_warning(switches=False)
     assert warning is not None and "This run changes no power mode; `jetpredict restore` puts it back" in warning
 
@@ -172,9 +170,7 @@ def test_a_kept_record_of_another_kind_is_refused_not_adopted(refusing, capsys):
     """`apply --via sysfs` kept its record; an nvpmodel `apply` cannot return to sysfs settings, so it is
     refused, warned of nothing, and the record stays as it was."""
     root, _ = refusing
-    record = state_file.RestoreState("jetson-sysfs", "agx-xavier", {f"{CPU}/cpu7/online": "1"},
-                                     {"mode": "sysfs settings of 1 knobs"}, pid=2**31 - 2, kept=True)
-    state_file.write_state(record)
+    _unfinished_sysfs_run(kept=True)
     saved = root.state_dir() / state_file.STATE_FILE_NAME
     text = saved.read_text()
     assert state_file.unfinished_run_warning("jetson") is None
