@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -87,16 +88,17 @@ def serve_start_lines(database_url: str, data_dir: Path, env: dict[str, str] | N
                             env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             text=True)
     lines: list[str] = []
+    # A server that stays up printing nothing would block readline past the deadline: the stop comes from a
+    # timer, whose kill ends the pipe (readline then returns "").
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
     try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
+        for line in proc.stderr:
             lines.append(line)
             if "listening on" in line:
                 break
     finally:
+        timer.cancel()
         proc.kill()
         proc.wait()
     return "".join(lines)

@@ -289,7 +289,7 @@ def _why_skipped(records: dict[int, ClientRecord], plans: dict[int, ClientPlan],
         said += (f"; the fastest planned node that misses it, node {n} ({p.device}), needs up to "
                  f"{p.time_s_high:.4g} s at {p.mode}")
     by_reason = _nodes_by_reason({n: r for n, r in records.items() if n not in feasible and n not in timed})
-    ranked = sorted(by_reason, key=lambda r: (-len(by_reason[r]), r))
+    ranked = list(by_reason)
     if ranked:  # as the log of nodes left out: the commonest reasons, the rest counted
         said += (f"; left out {sum(map(len, by_reason.values()))} node(s): "
                  + "; ".join(f"{reason} ({len(by_reason[reason])})" for reason in ranked[:MAX_REASONS_TOLD])
@@ -299,12 +299,13 @@ def _why_skipped(records: dict[int, ClientRecord], plans: dict[int, ClientPlan],
 
 
 def _nodes_by_reason(records: Mapping[int, ClientRecord]) -> dict[str, list[int]]:
-    """The nodes of ``records`` by the reason each was left out (those with a reason)."""
+    """The nodes of ``records`` by the reason each was left out (those with a reason), the commonest reason
+    first (then by its words), as the log and the skipped round tell them."""
     out: dict[str, list[int]] = {}
     for n, record in records.items():
         if record.reason:
             out.setdefault(record.reason, []).append(n)
-    return out
+    return {r: out[r] for r in sorted(out, key=lambda r: (-len(out[r]), r))}
 
 
 class JetpredictStrategy(Strategy):
@@ -498,7 +499,7 @@ class JetpredictStrategy(Strategy):
         keep every node's, but a run's user reads the log. The wrapped strategy's sampling is no news."""
         left_out = _nodes_by_reason({n: r for n, r in records.items()
                                      if not r.selected and r.reason not in (NOT_CHEAPEST, NOT_SAMPLED)})
-        new = sorted(set(left_out) - self._notes_told, key=lambda r: (-len(left_out[r]), r))
+        new = [r for r in left_out if r not in self._notes_told]
         for reason in new[:MAX_REASONS_TOLD]:
             log.warning("JetpredictStrategy: round %d: node(s) %s left out: %s", server_round,
                         ", ".join(map(str, sorted(left_out[reason]))), reason)
