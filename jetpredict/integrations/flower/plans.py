@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from flwr.app import ConfigRecord, Message
 
@@ -160,9 +161,23 @@ _AS_IS = ("avg_power_w", "avg_power_w_low", "avg_power_w_high")
 
 #: A planning cache key: the planner, its confidence, the device, the planning deadline (s) and the epochs.
 CacheKey = tuple[Any, Any, str, float, int]
-#: A cached client entry (or refusal), the calls it has served, the planner's basis it was made under, the
-#: round it was made in (None: not told) and whether the last call kept it, the planner unreachable.
-CacheEntry = tuple[dict[str, Any], int, Hashable | None, int | None, bool]
+
+
+class CacheEntry(NamedTuple):
+    """A planning cache's entry for one key."""
+
+    #: The fleet answer's client entry (or a refusal).
+    entry: dict[str, Any]
+    #: Calls it has served.
+    served: int
+    #: The planner's basis it was made under.
+    basis: Hashable | None
+    #: The round it was made in (None: not told).
+    made_round: int | None
+    #: The last call kept it, the planner unreachable.
+    kept: bool
+
+
 #: Rounds a cached plan (or refusal) serves before it is asked for again, for a planner that cannot say what
 #: its plans rest on (:meth:`~.planners.FleetPlanner.basis` None or missing): a stored workload refitted
 #: mid-run, or one uploaded for a device that was refused, reaches its plans within this many rounds.
@@ -257,8 +272,8 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
     # call, rather than a stale plan tagged current.
     basis, stopped = _read_basis(planner) if groups else (None, None)
     # A basis that could not be read confirms no cached plan: each is one the planner cannot be asked about.
-    fresh = {} if stopped is not None else {k: (*v[:4], False) for k, v in cache.items()
-                                            if (v[1] < PLAN_CACHE_ROUNDS if basis is None else v[2] == basis)}
+    fresh = {} if stopped is not None else {k: v._replace(kept=False) for k, v in cache.items()
+                                            if (v.served < PLAN_CACHE_ROUNDS if basis is None else v.basis == basis)}
     used: dict[CacheKey, CacheEntry] = {}
     waiting = 0  # nodes left unplanned this round by a round-wide failure
 
@@ -283,21 +298,21 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
                 entries = _entries(answer)
             if stopped is None:
                 fresh.update({(planner, confidence, str(e["id"]), planning_deadline, epochs):
-                              (e, 0, basis, server_round, False) for e in entries})
+                              CacheEntry(e, 0, basis, server_round, False) for e in entries})
         deferred: list[NodeInfo] = []
         for node in group:
             scale, key = float(node.epoch_scale), keys[node.node_id]
-            if key not in fresh and stopped is not None and key in cache and not cache[key][4]:
+            if key not in fresh and stopped is not None and key in cache and not cache[key].kept:
                 # Unconfirmed, but the planner cannot be asked now: kept this one call (README's one more round).
-                fresh[key] = (*cache[key][:4], True)
+                fresh[key] = cache[key]._replace(kept=True)
             if key not in fresh:
                 waiting += 1
-                again_down = f"; {_round_name(cache[key][3])}'s plan was kept one round already" if key in cache else ""
+                again_down = f"; {_round_name(cache[key].made_round)}'s plan was kept one round already" if key in cache else ""
                 plans[node.node_id] = _unplanned(node, scale, deadline_s, epochs,
                                                  f"not planned this round: the planner failed: {stopped}{again_down}")
                 continue
-            used.setdefault(key, (fresh[key][0], fresh[key][1] + 1, *fresh[key][2:]))  # one more call served
-            entry, made_round, kept = used[key][0], used[key][3], used[key][4]
+            used.setdefault(key, fresh[key]._replace(served=fresh[key].served + 1))  # one more call served
+            entry, made_round, kept = used[key].entry, used[key].made_round, used[key].kept
             high = as_float(entry.get("round_time_s_high"))
             if (not again and entry.get("mode") is not None and not entry.get("meets_deadline")
                     and high is not None and high * scale <= deadline_s):
@@ -315,16 +330,13 @@ def plan_nodes(planner: FleetPlanner, nodes: Iterable[NodeInfo], deadline_s: flo
         serve(scale, group, again=True)
     cache.clear()
     cache.update(used)
-    if not any(entry[0].get("mode") is not None or "refusal" not in entry[0] for entry in used.values()):
+    if not any(c.entry.get("mode") is not None or "refusal" not in c.entry for c in used.values()):
         # No node has a plan or the planner's own word on it: nothing to train, say why.
-        errors = [stopped] if stopped is not None else refused or [e[0]["refusal"] for e in used.values()]
+        errors = [stopped] if stopped is not None else refused or [c.entry["refusal"] for c in used.values()]
         if errors:
             raise errors[0]
     if stopped is not None and used:
-        kept_by_round: dict[int | None, int] = {}
-        for plan in plans.values():
-            if plan.kept:
-                kept_by_round[plan.planned_round] = kept_by_round.get(plan.planned_round, 0) + 1
+        kept_by_round = Counter(plan.planned_round for plan in plans.values() if plan.kept)
         said = [f"{n} node(s) keep {_round_name(r)}'s plans" for r, n in sorted(
             kept_by_round.items(), key=lambda kv: -1 if kv[0] is None else kv[0])]
         said += [f"{waiting} node(s) not planned this round"] if waiting else []
