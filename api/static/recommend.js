@@ -78,9 +78,9 @@ async function explainCap(gen) {
   const seq = state.recSeq;
   const controller = new AbortController();
   state.recAbort = controller;
-  const kind = $("cap-kind").value;
-  const body = { device: data.key.device, workload: state.workloadRef, objective: $("objective").value,
-    constraints: { [kind]: Number($("cap-number").value) }, confidence: data.key.confidence };
+  // The cap as typed (the page refused it; the service's words say why), without the epochs box's value.
+  const key = { ...data.key, objective: $("objective").value, epochs: null };
+  const body = recBody(key, { [$("cap-kind").value]: Number($("cap-number").value) });
   try {
     await postJson("/v1/recommendations", body, "application/json", null, controller.signal);
   } catch (err) {
@@ -89,6 +89,14 @@ async function explainCap(gen) {
     $("cap-error").textContent = err.message;
     setState("error", [$("epochs-error").textContent, err.message].filter(Boolean).join("; "));
   }
+}
+
+// The body of POST /v1/recommendations for `key` (recKey's fields), its `constraints` unless given.
+function recBody(key, constraints = key.constraints) {
+  const body = { device: key.device, workload: state.workloadRef, objective: key.objective, constraints,
+    confidence: key.confidence };
+  if (key.epochs !== null) body.epochs = key.epochs;
+  return body;
 }
 
 export async function recommend(gen) {
@@ -106,9 +114,7 @@ export async function recommend(gen) {
   abortRecommendation();
   const seq = state.recSeq;
   state.recAbort = new AbortController();
-  const body = { device: key.device, workload: state.workloadRef, objective: key.objective,
-    constraints: key.constraints, confidence: key.confidence };
-  if (key.epochs !== null) body.epochs = key.epochs;
+  const body = recBody(key);
   if (!state.loading) setState("loading", "Choosing the best mode…");
   const rec = await postJson("/v1/recommendations", body, "application/json", null, state.recAbort.signal);
   // Shown only if nothing changed since it was asked: same generation, same request, same controls.
