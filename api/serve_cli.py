@@ -196,7 +196,7 @@ def check_data_dir(settings: Settings, from_flag: bool) -> None:
     if settings.DATABASE_URL and not (from_flag or from_env):
         return  # a database elsewhere, and the default folder unasked for: nothing to create
     name = (cli_flag("data_dir") if from_flag else f"{ENV_PREFIX}DATA_DIR" if from_env
-            else "the default data directory (set --data-dir)")
+            else f"the default data directory (set --data-dir or {ENV_PREFIX}DATA_DIR)")
     path, field = Path(settings.DATA_DIR), "data_dir" if from_flag else "DATA_DIR"  # as flag_settings names them
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -228,13 +228,28 @@ def _unwritable_sqlite(folder: Path) -> str | None:
     return None
 
 
+#: gunicorn's ``Arbiter.APP_LOAD_ERROR``, the exit status of ``jetpredict.api.wsgi``'s refusals: a worker exiting
+#: with it stops the master; any other status (SystemExit's 1 too) has it start a new worker, which fails alike.
+APP_LOAD_ERROR_EXIT = 4
+
+
+def check_start_settings(settings: Settings | None = None, data_dir_from_flag: bool = False) -> None:
+    """Refuse (:class:`InputError`) what would fail the first request, before anything is set up: a database
+    URL without a form or a driver, a data directory that cannot be made or written. ``settings`` default to
+    the environment's (the WSGI entry point's)."""
+    from jetpredict.api.database_url import checked_url
+
+    settings = settings or load_settings()
+    checked_url(settings.database_url)
+    check_data_dir(settings, data_dir_from_flag)
+
+
 def _serve(args: argparse.Namespace) -> int:
     overrides = flag_settings(args)
     settings = load_settings(overrides)  # InputError (exit 2) for a bad variable, named as the variable
-    from jetpredict.api.database_url import checked_url, masked_url
+    from jetpredict.api.database_url import masked_url
 
-    checked_url(settings.database_url)  # a URL without a form or a driver: refused before anything is set up
-    check_data_dir(settings, "DATA_DIR" in overrides)
+    check_start_settings(settings, "DATA_DIR" in overrides)
     for warning in (body_limit_warning(settings.MAX_BODY_BYTES, "MAX_BODY_BYTES" in overrides),
                     empty_api_key_entries(os.environ.get(ENV_PREFIX + "API_KEYS", ""))):
         if warning:

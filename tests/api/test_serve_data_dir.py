@@ -36,4 +36,4 @@ def test_the_default_folder_is_named_as_the_default(tmp_path, clean_env, capsys)
     clean_env.chdir(tmp_path)
     assert main(["serve", "--port", "0"]) == 2
     err = capsys.readouterr().err
-    assert f"the default data directory (set --data-dir) {tmp_path / 'data'} is not a directory" in err
+    assert f"the default data directory (set --data-dir or JETPREDICT_DATA_DIR) {tmp_path / 'data'} is not a directory" in err

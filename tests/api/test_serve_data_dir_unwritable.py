@@ -15,7 +15,7 @@ import tempfile
 import pytest
 from api_fixtures import stored_sqlite
 
-from tools.testing import busy_port
+from tools.testing import busy_port, free_port
 
 _DROP = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
 
@@ -66,3 +66,36 @@ def test_a_writable_folder_still_starts(tmp_path):
     done = _serve("--data-dir", str(tmp_path / "data"))
     assert done.returncode == 2 and "the port is in use" in done.stderr, done.stderr
     assert "not writable" not in done.stderr
+
+
+def _import_wsgi(data_dir: str) -> subprocess.CompletedProcess:
+    """``gunicorn jetpredict.api.wsgi:app`` imports this module first: what the import says."""
+    return subprocess.run([*_DROP, sys.executable, "-c", "import jetpredict.api.wsgi"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "JETPREDICT_DATA_DIR": data_dir})
+
+
+@pytest.mark.parametrize("where", ["folder", "parent"])
+def test_the_wsgi_entry_point_refuses_an_unwritable_folder_as_serve_does(tmp_path, where):
+    # README: `gunicorn jetpredict.api.wsgi:app` works too; it bypasses serve's checks, and failed on a
+    # bare PermissionError (the lock file's, or the folder's mkdir) in a traceback.
+    parent = tmp_path / "parent"
+    parent.mkdir(mode=0o555 if where == "parent" else 0o755)
+    data = parent / "data"
+    if where == "folder":
+        data.mkdir(mode=0o555)
+    done = _import_wsgi(str(data))
+    assert done.returncode != 0
+    assert f"JETPREDICT_DATA_DIR {data} " in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.skipif(shutil.which("gunicorn") is None, reason="gunicorn is not installed (the [server] extra)")
+@pytest.mark.parametrize("preload", [[], ["--preload"]])
+def test_gunicorn_stops_on_the_refusal_instead_of_restarting_workers(tmp_path, preload):
+    # A worker's SystemExit(1) makes gunicorn's master start another, which fails alike, without end.
+    (tmp_path / "parent").mkdir(mode=0o555)
+    done = subprocess.run([*_DROP, shutil.which("gunicorn"), "jetpredict.api.wsgi:app", "-b", f"127.0.0.1:{free_port()}",
+                           *preload], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "JETPREDICT_DATA_DIR": str(tmp_path / "parent" / "data")})
+    assert done.returncode != 0
+    assert done.stderr.count("jetpredict.api.wsgi: error: JETPREDICT_DATA_DIR") == 1, done.stderr
