@@ -1,8 +1,10 @@
 // The page's link: what it asks for (?device=, ?workload=, ?objective=, ?cap= the cap's kind and
-// ?max_power_w=W or ?max_epoch_time_s=s its value), the notes on what of it was not used, and the user's
-// choices written back into it (history.replaceState), so that a reload shows what the user saw.
+// ?max_power_w=W or ?max_epoch_time_s=s its value, ?confidence= the intervals' coverage as a share,
+// ?epochs= the epochs totalled), the notes on what of it was not used, and the user's choices written back
+// into it (history.replaceState), so that a reload shows what the user saw.
 
 import { chosenCap } from "./cap.js";
+import { epochsValue } from "./limits.js";
 import { $, state } from "./state.js";
 
 // The user's choices are written into the link this long after the last one: a dragged slider fires an
@@ -47,6 +49,35 @@ export function readLinkCap() {
   else state.linkNotes.capValue = `The link's ${kind} "${text}" is not a positive number: left out.`;
 }
 
+// The coverage and epochs the link names, chosen once the API's limits are read (loadLimits fills the
+// coverage select and states the epochs' range) and before the first load reads the controls. A coverage
+// the page does not offer, or epochs that are no whole number in the API's range, is left out, saying so.
+export function readLinkChoices() {
+  const query = new URLSearchParams(location.search);
+  const coverage = query.get("confidence");
+  if (coverage !== null) {
+    const offered = Array.from($("confidence").options).map((o) => o.value);
+    // a share may be written as the page writes it or not ("0.950"): the same number is the same coverage
+    const match = coverage.trim() ? offered.find((v) => Number(v) === Number(coverage)) : undefined;
+    if (match !== undefined) $("confidence").value = match;
+    else state.linkNotes.confidence = `The link's coverage "${coverage}" is not one the page offers ` +
+      `(${offered.join(", ")}): left out.`;
+  }
+  const epochs = query.get("epochs");
+  if (epochs !== null) {
+    // the epochs box's own rule judges it (epochsValue: a whole number in the API's range)
+    $("epochs").value = epochs;
+    const n = boxEpochs();
+    $("epochs").value = n === null ? "" : String(n);
+    if (n === null) {
+      const { min, max } = state.limits.epochs;
+      state.linkNotes.epochs = `The link's epochs "${epochs}" is not a whole number from ` +
+        `${min.toLocaleString("en")} to ${max.toLocaleString("en")}: left out.`;
+    }
+  }
+  showLinkNote();
+}
+
 // The user chose: the choices are written into the link, soon (LINK_WRITE_MS), the newest winning.
 export function scheduleLinkWrite() {
   clearTimeout(state.linkTimer);
@@ -54,8 +85,9 @@ export function scheduleLinkWrite() {
 }
 
 // The device, workload, objective and cap kind shown, and the cap the user chose of that kind (chosenCap:
-// the last one the API took; none written while the default is shown), in the link; parameters of others
-// are kept.
+// the last one the API took; none written while the default is shown), in the link; the coverage and
+// epochs too, but for the default coverage and an empty epochs box (one epoch); parameters of others are
+// kept.
 function writeLink() {
   const query = new URLSearchParams(location.search);
   const put = (name, value) => (value ? query.set(name, value) : query.delete(name));
@@ -66,6 +98,17 @@ function writeLink() {
   put("cap", kind);
   for (const option of $("cap-kind").options) if (option.value !== "none") query.delete(option.value);
   if (typeof cap === "number") query.set(kind, String(cap));
+  if (state.limits) {  // unread (the start failed): the coverage select holds no choice yet
+    const coverage = $("confidence").value;
+    put("confidence", Number(coverage) === state.limits.confidence.def ? "" : coverage);
+    const epochs = boxEpochs();
+    put("epochs", epochs === null ? "" : String(epochs));
+  }
   const search = query.toString();
   history.replaceState(history.state, "", `${location.pathname}${search ? `?${search}` : ""}${location.hash}`);
+}
+
+// The epochs box's value the API takes; null when it is empty or not one (the box says what is wrong).
+function boxEpochs() {
+  try { return epochsValue(); } catch (err) { return null; }
 }

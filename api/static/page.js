@@ -46,18 +46,30 @@
 import { onCapNumber, onCapSlider, powerSlider, setupCap, timeScale } from "./cap.js";
 import { onResize } from "./chart.js";
 import { drawHeatmap } from "./heatmap.js";
-import { clearLinkNote, readLinkCap, scheduleLinkWrite } from "./link.js";
-import { reload } from "./load.js";
+import { loadDevices } from "./devices.js";
+import { loadLimits } from "./limits.js";
+import { clearLinkNote, readLinkCap, readLinkChoices, scheduleLinkWrite } from "./link.js";
+import { beginLoad, failFor, loadFor, reload } from "./load.js";
 import { recommend, scheduleRecommend } from "./recommend.js";
 import { $, drop, state } from "./state.js";
-import { holdWhileBusy } from "./status.js";
+import { STEPS, holdWhileBusy } from "./status.js";
 import { upload } from "./upload.js";
 import { clearChangedWorkloadNote, searchWorkloads } from "./workloads.js";
 
+// The first load reads the devices and the API's limits here, not in loadFor (which reads them only after a
+// failed start), so that the link's coverage and epochs are chosen, in the select the limits fill, before
+// the first requests read the controls: those ask with the link's values, not the defaults first.
 function start() {
   readLinkCap();
   wire();
-  reload(true);
+  const gen = beginLoad(`Loading devices… (step 1 of ${STEPS})`);
+  Promise.all([loadDevices(), loadLimits()])
+    .then(() => {
+      if (gen !== state.gen) { drop(); return; }  // a newer load reads the controls as they are
+      readLinkChoices();
+      return loadFor(gen, true);
+    })
+    .catch(failFor(gen));
 }
 
 // A choice of the user: the notes on what the page's link named go, and the link says the choices now.
@@ -69,7 +81,7 @@ function chose() {
 function wire() {
   $("device").addEventListener("change", () => { chose(); reload(true); });
   $("workload").addEventListener("change", () => { chose(); clearChangedWorkloadNote(); reload(false); });
-  $("confidence").addEventListener("change", () => reload(false));
+  $("confidence").addEventListener("change", () => { chose(); reload(false); });
   $("workload-search").addEventListener("input", () => {
     clearTimeout(state.searchTimer);
     // after a failed device load the list may be another device's: list this one's, with the search
@@ -88,7 +100,7 @@ function wire() {
   $("cap-number").addEventListener("input", () => { chose(); onCapNumber(); });
   document.addEventListener("input", holdWhileBusy, true);
   document.addEventListener("change", holdWhileBusy, true);
-  $("epochs").addEventListener("input", scheduleRecommend);
+  $("epochs").addEventListener("input", () => { chose(); scheduleRecommend(); });
   const manual = () => { $("hm-cores").dataset.auto = "0"; drawHeatmap(); };
   $("hm-cores").addEventListener("change", manual);
   $("hm-cpu").addEventListener("change", manual);

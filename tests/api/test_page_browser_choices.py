@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pandas as pd
 import requests
 from jetpredict.predictor.constants import LACK_OF_FIT_REL
+from jetpredict.predictor.limits import DEFAULT_CONFIDENCE, MAX_EPOCHS
 from page_browser_support import (
     BROWSER_TESTS,
     CAP_VALUE,
@@ -131,6 +132,57 @@ def test_the_link_follows_each_choice_and_a_reload_restores_it(server, browser):
     assert 'objective "fastest"' in note, note
     browser.navigate(server.url + "/?device=orin-nano&max_epoch_time_s=12.5")  # a value names its kind
     assert ready_for(browser, "orin-nano", 120)["constraints"] == {"max_epoch_time_s": 12.5}
+    assert not errors_since(browser, errors), errors_since(browser, errors)
+
+
+def _controls(browser: Browser) -> list[str]:
+    """The coverage and epochs shown, as the page's controls hold them."""
+    return browser.evaluate("['confidence', 'epochs'].map((id) => document.getElementById(id).value)")
+
+
+def test_the_link_carries_the_coverage_and_epochs_from_the_first_request(server, browser):
+    """?confidence= and ?epochs= are chosen before the first requests: the predictions and the recommendations
+    ask with them from the start (none with the defaults first). A change of either is written into the link,
+    the other parameters kept (the default coverage and an empty epochs box are not written), and a reload
+    restores it; a coverage the page does not offer, or epochs that are no whole number in the API's range, is
+    said in the link's note and left out."""
+    errors, posted = len(browser.errors()), len(browser.posts())
+    browser.navigate(server.url + "/?device=nano&objective=min-time&confidence=0.95&epochs=20")
+    key = ready_for(browser, "nano", 120)
+    assert (key["confidence"], key["epochs"], key["objective"]) == (0.95, 20, "min-time"), key
+    assert _controls(browser) == ["0.95", "20"]
+    assert browser.evaluate(LINK_NOTE) == ""
+    asked = [(urlsplit(url).path, json.loads(body)) for url, body in browser.posts()[posted:]]
+    recs = [body for path, body in asked if path == "/v1/recommendations"]
+    assert recs and all(body.get("epochs") == 20 for body in recs), recs
+    assert all(body["confidence"] == 0.95 for _, body in asked), asked
+
+    choose(browser, "confidence", "0.8")
+    browser.wait_for("new URLSearchParams(location.search).get('confidence') === '0.8'", 30)
+    choose(browser, "epochs", "7", event="input")
+    browser.wait_for("new URLSearchParams(location.search).get('epochs') === '7'", 30)
+    link = _link(browser)
+    assert (link["device"], link["objective"], link["confidence"]) == ("nano", "min-time", "0.8"), link
+    _reload(browser)
+    key = ready_for(browser, "nano", 120)
+    assert (key["confidence"], key["epochs"], key["objective"]) == (0.8, 7, "min-time"), key
+    choose(browser, "confidence", str(DEFAULT_CONFIDENCE))
+    choose(browser, "epochs", "", event="input")
+    browser.wait_for("!new URLSearchParams(location.search).has('confidence') && "
+                     "!new URLSearchParams(location.search).has('epochs')", 30)
+    assert _link(browser)["objective"] == "min-time"
+
+    for coverage, epochs in (("0.97", "2.5"), ("most", str(MAX_EPOCHS + 1)), ("0.95", "0"), ("0.95", "many")):
+        browser.navigate(server.url + f"/?device=nano&confidence={coverage}&epochs={epochs}")
+        key = ready_for(browser, "nano", 120)
+        assert key["epochs"] is None and _controls(browser)[1] == "", key
+        note = browser.evaluate(LINK_NOTE)
+        assert f'epochs "{epochs}"' in note and "left out" in note, note
+        if coverage != "0.95":
+            assert key["confidence"] == DEFAULT_CONFIDENCE and f'coverage "{coverage}"' in note, (key, note)
+            assert "0.95" in note, note  # the coverages the page offers, as a link writes them
+        else:
+            assert key["confidence"] == 0.95 and "coverage" not in note, (key, note)
     assert not errors_since(browser, errors), errors_since(browser, errors)
 
 
