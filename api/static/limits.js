@@ -3,7 +3,7 @@
 
 import { percent } from "./format.js";
 import { api } from "./http.js";
-import { linked, showLinkNote } from "./link.js";
+import { linked, readLinkChoices, showLinkNote } from "./link.js";
 import { $, WORKLOAD_PAGE, state } from "./state.js";
 
 // Coverages offered, as shares; those outside the API's range (read from /openapi.json) are left out.
@@ -63,6 +63,9 @@ export async function loadLimits() {
   $("epochs").min = String(limits.epochs.min);
   $("epochs").max = String(limits.epochs.max);
   state.limits = limits;  // last: a load that failed half-way is read again in full
+  // the link's coverage and epochs, in the select just filled and the range just read, before the first
+  // requests read the controls (after a failed start, the first load that reads the limits)
+  readLinkChoices();
 }
 
 // The scatter of a fit's rows about it (rows_scatter_rel, a ratio) above which the service warns that the

@@ -49,8 +49,8 @@ export function readLinkCap() {
   else state.linkNotes.capValue = `The link's ${kind} "${text}" is not a positive number: left out.`;
 }
 
-// The coverage and epochs the link names, chosen once the API's limits are read (loadLimits fills the
-// coverage select and states the epochs' range) and before the first load reads the controls. A coverage
+// The coverage and epochs the link names, chosen by loadLimits once it has filled the coverage select and
+// read the epochs' range, before the first load reads the controls. A coverage
 // the page does not offer, or epochs that are no whole number in the API's range, is left out, saying so.
 export function readLinkChoices() {
   const query = new URLSearchParams(location.search);

@@ -46,30 +46,18 @@
 import { onCapNumber, onCapSlider, powerSlider, setupCap, timeScale } from "./cap.js";
 import { onResize } from "./chart.js";
 import { drawHeatmap } from "./heatmap.js";
-import { loadDevices } from "./devices.js";
-import { loadLimits } from "./limits.js";
-import { clearLinkNote, readLinkCap, readLinkChoices, scheduleLinkWrite } from "./link.js";
-import { beginLoad, failFor, loadFor, reload } from "./load.js";
+import { clearLinkNote, readLinkCap, scheduleLinkWrite } from "./link.js";
+import { reload } from "./load.js";
 import { recommend, scheduleRecommend } from "./recommend.js";
 import { $, drop, state } from "./state.js";
-import { STEPS, holdWhileBusy } from "./status.js";
+import { holdWhileBusy } from "./status.js";
 import { upload } from "./upload.js";
 import { clearChangedWorkloadNote, searchWorkloads } from "./workloads.js";
 
-// The first load reads the devices and the API's limits here, not in loadFor (which reads them only after a
-// failed start), so that the link's coverage and epochs are chosen, in the select the limits fill, before
-// the first requests read the controls: those ask with the link's values, not the defaults first.
 function start() {
   readLinkCap();
   wire();
-  const gen = beginLoad(`Loading devices… (step 1 of ${STEPS})`);
-  Promise.all([loadDevices(), loadLimits()])
-    .then(() => {
-      if (gen !== state.gen) { drop(); return; }  // a newer load reads the controls as they are
-      readLinkChoices();
-      return loadFor(gen, true);
-    })
-    .catch(failFor(gen));
+  reload(true);
 }
 
 // A choice of the user: the notes on what the page's link named go, and the link says the choices now.
