@@ -1,5 +1,5 @@
 """Failures in a real headless Chromium: the service down and back (the next choice loads again), a proxy's
-502, a service that never answers, refused uploads; the old answer dimmed and not copyable meanwhile."""
+502, a service that never answers, refused uploads, a start whose limits failed; the old answer dimmed and not copyable meanwhile."""
 
 from __future__ import annotations
 
@@ -204,6 +204,29 @@ def test_errors_say_what_happened_in_words(server, browser, tmp_path):
         browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     # the refusals the test provoked, as the browser logs them
     left = [e for e in errors_since(browser, errors) if not re.search(r"status of (403|422)", e)]
+    assert not left, left
+
+
+def test_a_start_that_failed_takes_the_links_coverage_and_epochs_at_the_next_load(server, browser):
+    """The service's document (/openapi.json, the coverages and the epochs' range) fails at the page's start:
+    the link's coverage and epochs wait for the first load that reads it, and are chosen then."""
+    errors = len(browser.errors())
+    hooks = [browser.call("Page.addScriptToEvaluateOnNewDocument", source=source)["identifier"]
+             for source in (FAULT_HOOK, "window.__fault = { path: '/openapi.json', kind: '502' };")]
+    try:
+        browser.navigate(server.url + "/?device=nano&confidence=0.95&epochs=20")
+        status = browser.wait_for("document.body.dataset.state === 'error' && "
+                                  "document.getElementById('status').textContent", 30)
+        assert "/openapi.json" in status, status
+        browser.evaluate("window.__fault = null")
+        choose(browser, "device", "orin-nano")  # the objectives, read from the document too, are not listed yet
+        key = ready_for(browser, "orin-nano", 120)
+        assert (key["confidence"], key["epochs"]) == (0.95, 20), key
+        assert browser.evaluate("document.getElementById('confidence').value") == "0.95"
+    finally:
+        for hook in hooks:
+            browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
+    left = [e for e in errors_since(browser, errors) if "status of 502" not in e]
     assert not left, left
 
 
