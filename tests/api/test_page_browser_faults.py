@@ -1,5 +1,6 @@
 """Failures in a real headless Chromium: the service down and back (the next choice loads again), a proxy's
-502, a service that never answers, refused uploads, a start whose limits failed; the old answer dimmed and not copyable meanwhile."""
+502, a service that never answers, refused uploads, a start whose limits failed; the old answer dimmed and not
+copyable meanwhile."""
 
 from __future__ import annotations
 
