@@ -241,11 +241,13 @@ def columns_json(answer: PredictionAnswer) -> bytes:
 
 def _csv_cell(value: object) -> str:
     """A text cell: formula-safe (the CLI's escape_formula), quoted when it holds a separator or quote; empty for
-    an unknown value (an inline workload's id and revision), as every other unknown cell."""
+    an unknown value (an inline workload's id and revision), as every other unknown cell. ``;`` counts as a
+    separator: a spreadsheet whose locale separates lists with it splits an unquoted cell there, and a formula
+    after it (``x;=cmd|...``) would run."""
     if value is None:
         return ""
     text = str(escape_formula(value))
-    if any(c in text for c in ',"\n\r'):
+    if any(c in text for c in ',;"\n\r'):
         return '"' + text.replace('"', '""') + '"'
     return text
 

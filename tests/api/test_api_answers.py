@@ -151,6 +151,23 @@ def test_a_csv_cell_holding_a_comma_keeps_its_columns(client, auth):
     assert [line[table[0].index("workload_id")] for line in table[1:]] == ["resnet,v2"] * (len(table) - 1)
 
 
+def test_a_csv_cell_holding_a_semicolon_is_quoted_so_no_formula_follows_it(client, auth):
+    # A spreadsheet whose locale separates lists with ";" splits an unquoted cell there, and "=cmd|..." after
+    # it opened as a formula: the leading-character escape alone does not reach it.
+    workload = "x;=cmd|' -C calc'!A0"
+    rows = [{**row, "workload": workload} for row in published_rows()]
+    assert client.post("/v1/profiles", json={"rows": rows}, headers=auth).status_code == 201
+    modes = [{"mode": "m; @SUM(A1)", "cpu_cores": 8, "cpu_mhz": 2265.6, "gpu_mhz": 1377, "emc_mhz": 2133}]
+    r = client.post("/v1/predictions", json={"workload": {"id": workload}, "modes": modes},
+                    headers={"Accept": "text/csv"})
+    assert r.status_code == 200, r.json
+    header, line = r.get_data(as_text=True).splitlines()
+    assert f'"{workload}"' in line and '"m; @SUM(A1)"' in line, line
+    # Read back as CSV, each cell is what was sent.
+    table = list(csv.DictReader(io.StringIO(r.get_data(as_text=True))))
+    assert (table[0]["workload_id"], table[0]["mode"]) == (workload, "m; @SUM(A1)")
+
+
 def test_a_large_fleet_plan_is_gzipped_when_the_client_accepts_it(client, stored):
     body = {"workload": {"id": "my-resnet"}, "deadline_s": 4000, "epochs": 2,
             "clients": [{"id": f"client-{i}", "device": "agx-xavier"} for i in range(40)]}
