@@ -59,6 +59,11 @@ def read_device_table(path: Path, spec_types: Mapping[str, type]) -> dict:
             raw = tomllib.load(f)
     except tomllib.TOMLDecodeError as err:  # its message gives the line and column, not the file
         raise DeviceFileError(path, None, f"is not valid TOML: {err}") from None
+    except UnicodeDecodeError as err:  # e.g. a comment saved as Latin-1: tomllib reads UTF-8 only
+        raise DeviceFileError(path, None, f"is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset "
+                              f"{err.start}); save it as UTF-8, as TOML requires") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise DeviceFileError(path, None, "nests arrays or tables too deeply to be read") from None
     check_device_table(raw, path, spec_types)
     return raw
 
