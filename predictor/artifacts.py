@@ -160,9 +160,10 @@ def read_artifact(path: str | Path, kind: str) -> tuple[dict[str, Any], dict[str
                          f"corrupted; refusing to load it", "model")
     try:
         doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise InputError(f"{path} is not a JSON model file (pickles and other formats are never loaded); "
-                         f"{REFIT_HINT}", "model") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)  # a ValueError's says where
+        raise InputError(f"{path} is not a JSON model file ({why}; pickles and other formats are never "
+                         f"loaded); {REFIT_HINT}", "model") from None
     if not isinstance(doc, dict):
         raise InputError(f"{path} is not a JSON model document; {REFIT_HINT}", "model")
     for key, doc_key in MANIFEST_MATCHES.items():
