@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from jetpredict.api.config import LISTED_MODE_FIELDS, MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
+from jetpredict.api.list_fields import BoundedList, capped_item_errors, count_problem
 from jetpredict.api.schemas import (
     CATALOGUE_RANGES,
     LAYOUTS,
@@ -220,8 +221,8 @@ class ModesField(fields.Field):
             raise ValidationError(_MODES_RULE)
         if not isinstance(value, list):
             raise ValidationError(_MODES_RULE)
-        if not 1 <= len(value) <= MAX_MODES:
-            raise ValidationError(f"must hold 1..{MAX_MODES} modes, got {len(value)}")
+        if problem := count_problem(len(value), 1, MAX_MODES, "modes"):
+            raise ValidationError(problem)
         if all(_plain_mode(m) for m in value):
             # What the schema would return (_LOADED_TYPES).
             return [{**m, **{k: kind(m[k]) for k, kind in _LOADED_TYPES.items() if m.get(k) is not None}}
@@ -229,7 +230,8 @@ class ModesField(fields.Field):
         try:
             return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
         except ValidationError as exc:
-            raise ValidationError(_device_problems(exc.messages, value, _checked_device(data))) from None
+            said = _device_problems(exc.messages, value, _checked_device(data))
+            raise ValidationError(capped_item_errors(said, len(said), "modes")) from None
 
 
 def _checked_device(data: object) -> object:
@@ -447,7 +449,7 @@ class FleetPlanRequestSchema(RequestSchema):
                             metadata={"description": "local epochs per client in the round"})
     # Ids unique: the answer names clients by id (infeasible_clients); JSON Schema cannot say "unique by
     # id", so the description does and the planner answers 422 naming the repeated id.
-    clients = fields.List(fields.Nested(FleetClientSchema), required=True,
+    clients = BoundedList(fields.Nested(FleetClientSchema), noun="clients", required=True,
                           validate=validate.Length(1, MAX_CLIENTS),
                           metadata={"description": "the clients; each id at most once (a repeated id is a 422)"})
     confidence = _confidence_field("the deadline must hold for the upper end of each client's time "

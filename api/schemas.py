@@ -15,6 +15,7 @@ import math
 import re
 
 from jetpredict.api.config import DEFAULT_INLINE_ROWS_WITHOUT_KEY, HEADER_TOKEN_CHARS, MAX_WORKLOAD_ID_CHARS
+from jetpredict.api.list_fields import BoundedList
 from jetpredict.api.row_problems import value_problems
 from jetpredict.models.catalogue import MODE_FIELDS, device_ids, load_device
 from jetpredict.models.profile_rows import (
@@ -435,7 +436,7 @@ def _json_cell_types(rows: list) -> None:
 
 def _rows_field(**kwargs) -> fields.List:
     # Raw items: the row checks (with row numbers) are validate_records'; the doc still shows the fields.
-    return fields.List(fields.Raw(metadata=PROFILE_ROW_DOC),
+    return BoundedList(fields.Raw(metadata=PROFILE_ROW_DOC), noun="rows",
                        validate=[validate.Length(1, MAX_REQUEST_ROWS), _json_cell_types], **kwargs)
 
 
@@ -503,8 +504,8 @@ class UploadedWorkloadSchema(ModelProvenanceSchema):
 class UploadResultSchema(UploadedWorkloadSchema):
     """The first workload of the upload (as a single-workload upload always answered), and all of them."""
 
-    workloads = fields.List(
-        fields.Nested(UploadedWorkloadSchema), required=True, validate=validate.Length(min=1),
+    workloads = BoundedList(
+        fields.Nested(UploadedWorkloadSchema), noun="workloads", required=True, validate=validate.Length(min=1),
         metadata={"description": "every workload of the upload, in the order of their first row; the first "
                   "is the one described beside this list"})
 
