@@ -230,8 +230,11 @@ class ModesField(fields.Field):
         try:
             return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
         except ValidationError as exc:
-            said = _device_problems(exc.messages, value, _checked_device(data))
-            raise ValidationError(capped_item_errors(said, len(said), "modes")) from None
+            messages = exc.messages
+            # The load's frame, on exc's traceback, holds exc: a cycle keeping the modes until a full collection.
+            exc.data = exc.__traceback__ = None
+        said = _device_problems(messages, value, _checked_device(data))
+        raise ValidationError(capped_item_errors(said, len(said), "modes"))
 
 
 def _checked_device(data: object) -> object:
