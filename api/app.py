@@ -351,6 +351,10 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     settings = load_settings(config)
     app = Flask("jetpredict")
+    # Werkzeug answers a doubled slash with a redirect to an absolute URL built from the client's Host
+    # header (/assets//page.js -> http://evil.example/assets/page.js): such a path is a JSON 404 instead.
+    # Set before any rule is added: each rule takes the map's setting when it is bound.
+    app.url_map.merge_slashes = False
     app.json.sort_keys = False  # keep the documented field order
     app.config.update(_openapi_config(settings))
     app.config.update({k: v for k, v in config.items() if k not in Settings.__dataclass_fields__})
