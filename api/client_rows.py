@@ -101,6 +101,26 @@ def workload_id_problem(workload_id: str) -> str | None:
     return None
 
 
+#: What an upload's workload id made only of dots is told: clients remove "." and ".." from URL paths, so
+#: /v1/workloads/{id} could never reach such a workload. Uploads only: an id stored before stays readable.
+DOTS_ONLY_RULE = ("must not be made only of dots: '.' and '..' are removed from URL paths, so "
+                  "/v1/workloads/{id} could not reach it")
+
+
+def upload_id_problems(records: Sequence[object], prefix: str = "rows") -> dict[str, list[str]]:
+    """``PREFIX.I.workload`` -> the rule, for the first row of each uploaded workload id made only of dots
+    (text cells are stripped, as uploads store them); other id problems are left to the upload's checks."""
+    errors: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for i, record in enumerate(records):
+        cell = record.get("workload") if isinstance(record, Mapping) else None
+        workload_id = cell.strip() if isinstance(cell, str) else ""
+        if workload_id and workload_id not in seen and not workload_id.strip("."):
+            seen.add(workload_id)
+            errors[f"{prefix}.{i}.workload"] = [f"workload id {DOTS_ONLY_RULE}"]
+    return errors
+
+
 def validate_client_rows(records: Sequence[object], prefix: str = "rows") -> pd.DataFrame:
     """Validate rows a client sent: unknown columns rejected (pass-through columns of
     :data:`models.profile_rows.PASS_THROUGH_COLUMNS` kept), every problem keyed ``PREFIX.I.FIELD`` with

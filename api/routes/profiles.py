@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from flask import jsonify
 from flask.views import MethodView
+from jetpredict.api.client_rows import upload_id_problems
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
+from jetpredict.api.errors import FieldErrors
 from jetpredict.api.routes.common import SECURITY, Blueprint, require_api_key, services
 from jetpredict.api.schemas import (
     UPLOAD_EXAMPLE,
@@ -57,8 +59,9 @@ class Profiles(MethodView):
         f"than {DUPLICATE_TIME_SPREAD:g}x apart), a fit that fails only together with them; Idempotency-Key "
         "already used for another body; or too many concurrent uploads to a workload (retry)"))
     @blp.alt_response(422, schema=ErrorSchema,
-                      description="rows invalid or not fittable on their own, rows of several devices, or "
-                      f"more than {MAX_UPLOAD_WORKLOADS} workloads")
+                      description="rows invalid or not fittable on their own, rows of several devices, "
+                      f"more than {MAX_UPLOAD_WORKLOADS} workloads, or a workload id made only of dots ('.' "
+                      "and '..' are removed from URL paths: /v1/workloads/{id} could not reach it)")
     @blp.alt_response(503, schema=ErrorSchema, description=(
         "the store cannot write; or busy with heavy requests, when the refit covers more than "
         f"{DEFAULT_HEAVY_FIT_ROWS:,} stored and uploaded rows (by default): see Retry-After; nothing is stored"))
@@ -76,6 +79,9 @@ class Profiles(MethodView):
         ``Idempotency-Key``, or the same rows up to number formatting when no key is sent) is stored
         once and answered with the original result.
         """
+        if errors := upload_id_problems(body["rows"]):
+            shown = "; ".join(f"{k}: {v[0]}" for k, v in list(errors.items())[:5])
+            raise FieldErrors(f"{len(errors)} bad workload id(s): {shown}", errors)
         svc = services()
         result, replayed = svc.workloads.upload(body["rows"], idempotency_key)
         if not replayed:  # one fit per workload that got rows (a retry after a delete skips the others)
