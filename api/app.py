@@ -74,7 +74,8 @@ API_DESCRIPTION = (
     "a few at a time per worker and answer 503 with Retry-After when that is full; inline rows beyond "
     f"{DEFAULT_INLINE_ROWS_WITHOUT_KEY:,} need X-API-Key (by default). "
     "Every-mode answers come as JSON rows, JSON columns (layout: columns), CSV or Apache Arrow (Accept), "
-    "gzip-compressed when Accept-Encoding allows it.")
+    "gzip-compressed when Accept-Encoding allows it. Request bodies are JSON (Content-Type application/json) "
+    "sent uncompressed: a Content-Encoding other than identity is answered 415.")
 
 
 class JetApi(Api):
@@ -184,6 +185,13 @@ def _install_request_guards(app: Flask, settings: Settings) -> None:
             raise ApiError(413, f"request body is {size}; the limit is {settings.MAX_BODY_BYTES}",
                            {"body": [f"must be at most {settings.MAX_BODY_BYTES} bytes"]})
         if req.method in _BODY_METHODS and req.url_rule is not None:
+            # A compressed body is not inflated (a small gzip body can inflate past the size limit), so say
+            # so rather than answer 400 "invalid JSON" for bytes that are JSON once inflated.
+            encoding = req.headers.get("Content-Encoding", "").strip()
+            if encoding and encoding.lower() != "identity":
+                raise ApiError(415, f"Content-Encoding {encoding} is not accepted: request bodies must be sent "
+                               "uncompressed", {"Content-Encoding": ["must be absent or identity: send the body "
+                                                                    "uncompressed"]})
             mimetype = req.mimetype
             if not (mimetype == "application/json" or mimetype.endswith("+json")):
                 raise ApiError(415, f"Content-Type must be application/json, got {mimetype or 'none'}",

@@ -3,6 +3,9 @@ made only of dots refused on upload (those stored before stay readable), compres
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 from api_fixtures import published_rows
 
@@ -43,3 +46,25 @@ def test_a_dots_id_stored_before_the_rule_is_still_read_predicted_and_deleted(ap
     assert r.status_code == 200, r.json
     assert client.delete("/v1/workloads/..", headers=auth).status_code == 204
     assert client.get("/v1/workloads").json["total"] == 0
+
+
+# -- 5: compressed bodies ------------------------------------------------------------------------------
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "GZIP"])
+@pytest.mark.parametrize("path", ["/v1/predictions", "/v1/profiles"])
+def test_a_compressed_body_is_415_naming_content_encoding(client, auth, path, encoding):
+    body = gzip.compress(json.dumps({"workload": {"id": "x"}}).encode())
+    r = client.post(path, data=body, content_type="application/json",
+                    headers={**auth, "Content-Encoding": encoding})
+    assert r.status_code == 415, r.json
+    assert "Content-Encoding" in r.json["errors"]
+    assert "uncompressed" in r.json["message"] and encoding in r.json["message"]
+
+
+def test_identity_content_encoding_is_a_plain_body(client):
+    r = client.post("/v1/predictions", json={"workload": {"id": "x"}, "modes": MODES},
+                    headers={"Content-Encoding": "identity"})
+    assert r.status_code == 404, r.json  # the body was read: the workload is not stored
+
+
+def test_the_document_says_bodies_are_sent_uncompressed(client):
+    assert "sent uncompressed" in client.get("/openapi.json").json["info"]["description"]
