@@ -76,6 +76,12 @@ _MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = -(-MIN_BODY_BYTES // _MIB) * _MIB
 DEFAULT_WORKERS = 2
 DEFAULT_THREADS = 4  # gunicorn threads per worker
+#: gunicorn (``jetpredict serve``) drops a client whose request head has not all come this long after its
+#: connection was accepted (kept alive: after its next byte), or whose body pauses this long with no byte
+#: (api.gunicorn_worker): else each such client holds a thread for as long as it keeps its socket open. A head is a few hundred bytes sent at once; 10 s covers TCP's
+#: retransmits of three lost segments in a row (1 + 2 + 4 s, RFC 6298's doubling from 1 s). A body still coming,
+#: however slowly, is never cut: the limit is a pause, not a total (s).
+DEFAULT_REQUEST_READ_TIMEOUT_S = 10
 #: The SQLite folder when none is given, relative to the folder ``serve`` starts in.
 DEFAULT_DATA_DIR = "data"
 #: The SQLite database's file name in the data folder.
@@ -156,6 +162,7 @@ class Settings:
     PORT: int = DEFAULT_PORT
     WORKERS: int = DEFAULT_WORKERS
     THREADS: int = DEFAULT_THREADS
+    REQUEST_READ_TIMEOUT_S: int = DEFAULT_REQUEST_READ_TIMEOUT_S  # gunicorn only
     CORS_ORIGINS: tuple[str, ...] = ()  # empty = CORS off
     MODEL_CACHE_SIZE: int = 64  # fitted workload models kept in memory per process
     # Per-client limits (flask-limiter syntax, ";"-separated) on the costly POST routes, and on requests
@@ -195,7 +202,7 @@ class Settings:
 #: The highest TCP port.
 _MAX_PORT = 65535
 _INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1,
-                 "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0, "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0,
+                 "REQUEST_READ_TIMEOUT_S": 1, "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0, "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0,
                  "INLINE_ROWS_WITHOUT_KEY": 1, "HEAVY_FIT_ROWS": 1, "TRUSTED_PROXIES": 0}
 
 

@@ -102,6 +102,7 @@ def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
     ``on_ready(url)`` is called once the listening socket is bound (gunicorn's ``when_ready``).
     """
     from gunicorn.app.base import BaseApplication
+    from jetpredict.api.gunicorn_worker import timed_read_worker
 
     def when_ready(server) -> None:
         if on_ready is not None and server.LISTENERS:
@@ -118,7 +119,9 @@ def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
         def load_config(self) -> None:
             options = {
                 "bind": f"{settings.HOST}:{settings.PORT}", "workers": settings.WORKERS,
-                "worker_class": "gthread", "threads": settings.THREADS,
+                # gthread, but a client that stalls its request head or body is dropped after
+                # REQUEST_READ_TIMEOUT_S instead of holding a thread while its socket stays open.
+                "worker_class": timed_read_worker(settings.REQUEST_READ_TIMEOUT_S), "threads": settings.THREADS,
                 "timeout": WORKER_SILENCE_TIMEOUT_S, "graceful_timeout": GRACEFUL_STOP_S, "keepalive": KEEPALIVE_S,
                 "errorlog": "-", "loglevel": "info",
                 "proc_name": "jetpredict", "child_exit": child_exit, "when_ready": when_ready,

@@ -1,0 +1,153 @@
+"""Slow clients against ``jetpredict serve`` under gunicorn: sockets that never finish their request head, or
+stop in the middle of a body, hold no thread beyond the read timeout; slow but steady clients and idle
+keep-alive connections are served.
+
+One worker of the default 4 threads: with two, the kernel hands each connection to either worker, and a probe
+that lands on a worker the slow sockets missed is answered even by a server that hangs (the check could not
+fail); what one worker does, each does."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+
+import pytest
+from api_fixtures import published_rows
+
+from tools.testing import LiveServer
+
+pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
+
+#: The read timeout the server runs with here (s), low to keep the tests short; the default is
+#: api.config.DEFAULT_REQUEST_READ_TIMEOUT_S.
+READ_TIMEOUT_S = 2
+#: More slow sockets than the worker has threads (4), so that they could take every one.
+SLOW_SOCKETS = 12
+#: How long a test waits for an answer or a close before it calls the server hung (s): a liveness bound, far
+#: above the read timeout x the rounds the slow sockets need (12 / 4 threads = 3 rounds of 2 s).
+HUNG_S = 40.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with LiveServer(tmp_path_factory.mktemp("slow") / "data", server="gunicorn", workers=1,
+                    extra_env={"JETPREDICT_REQUEST_READ_TIMEOUT_S": str(READ_TIMEOUT_S)}) as live:
+        yield live
+
+
+def _open(server: LiveServer, first_bytes: bytes) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=HUNG_S)
+    s.sendall(first_bytes)
+    return s
+
+
+def _healthz_s(server: LiveServer) -> float:
+    """Seconds /healthz took on a fresh connection; fails (timeout) past HUNG_S."""
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=HUNG_S)
+    try:
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        assert response.status == 200 and json.loads(response.read())["status"] == "ok"
+    finally:
+        conn.close()
+    return time.monotonic() - t0
+
+
+def _closed_by_server_s(sock: socket.socket, t0: float) -> tuple[float, bytes]:
+    """Seconds after ``t0`` at which the server closed ``sock``, and what it sent before."""
+    received = b""
+    try:
+        while chunk := sock.recv(65536):  # socket timeout HUNG_S: a socket held longer fails the test
+            received += chunk
+    except ConnectionResetError:
+        pass  # closed with unread bytes on the server's side: a reset, a close all the same
+    finally:
+        sock.close()
+    return time.monotonic() - t0, received
+
+
+def _log_text(server: LiveServer) -> str:
+    return server.log_path.read_text(errors="replace")
+
+
+@pytest.mark.timeout(120)
+def test_unfinished_heads_do_not_block_healthz_and_are_dropped(server):
+    t0 = time.monotonic()
+    slow = [_open(server, b"GET /healthz HTTP/1.1\r\n") for _ in range(SLOW_SOCKETS)]  # the audit's request
+    try:
+        time.sleep(0.5)  # accepted before the probe, so the probe queues behind them
+        assert _healthz_s(server) < HUNG_S
+        for sock in slow:
+            elapsed_s, received = _closed_by_server_s(sock, t0)
+            assert received == b""  # dropped without an answer: no request to answer
+            assert READ_TIMEOUT_S * 0.9 <= elapsed_s < HUNG_S
+    finally:  # a failed check leaves no socket holding the module's server
+        for sock in slow:
+            sock.close()
+    assert "Traceback" not in _log_text(server)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("framing", [b"Content-Length: 1000\r\n\r\n{\"workload\": ",
+                                     b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"wor"], ids=["sized", "chunked"])
+def test_stalled_bodies_do_not_block_healthz_and_are_closed(server, framing):
+    head = b"POST /v1/predictions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + framing
+    t0 = time.monotonic()
+    slow = [_open(server, head) for _ in range(SLOW_SOCKETS)]
+    try:
+        time.sleep(0.5)
+        assert _healthz_s(server) < HUNG_S
+        for sock in slow:
+            elapsed_s, received = _closed_by_server_s(sock, t0)
+            assert READ_TIMEOUT_S * 0.9 <= elapsed_s < HUNG_S
+            # Either no answer, or the app's to the part that came (its JSON is cut): never a 2xx.
+            assert received == b"" or received.startswith(b"HTTP/1.1 4"), received[:200]
+    finally:
+        for sock in slow:
+            sock.close()
+    assert "Traceback" not in _log_text(server)
+
+
+@pytest.mark.timeout(60)
+def test_slow_steady_client_is_served_past_the_timeout(server):
+    """A head in two pieces inside the timeout, then a body in pieces whose pauses are each shorter than it
+    but add up to twice it: answered in full (the body's limit is a pause, not a total)."""
+    body = json.dumps({"workload": {"rows": published_rows()}, "modes": "presets"}).encode()
+    head = (f"POST /v1/predictions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    pause_s, pieces = READ_TIMEOUT_S / 2, 4
+    sock = _open(server, head[:20])
+    time.sleep(pause_s)
+    sock.sendall(head[20:])
+    step = -(-len(body) // pieces)
+    for i in range(pieces):
+        time.sleep(pause_s)
+        sock.sendall(body[i * step:(i + 1) * step])
+    _, received = _closed_by_server_s(sock, time.monotonic())
+    assert received.startswith(b"HTTP/1.1 200"), received[:300]
+    answer = json.loads(received.partition(b"\r\n\r\n")[2])
+    assert answer["predictions"]
+
+
+@pytest.mark.timeout(60)
+def test_keepalive_connection_idle_past_the_timeout_is_served(server):
+    """Idle between two requests longer than the read timeout (inside gunicorn's keep-alive): the second
+    request is answered on the same connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=HUNG_S)
+    try:
+        conn.request("GET", "/healthz")
+        first = conn.getresponse()
+        assert first.status == 200
+        first.read()
+        sock = conn.sock
+        time.sleep(READ_TIMEOUT_S * 1.5)
+        conn.request("GET", "/healthz")
+        second = conn.getresponse()
+        assert second.status == 200
+        second.read()
+        assert conn.sock is sock  # not a new connection: http.client opens none silently, but be sure
+    finally:
+        conn.close()
