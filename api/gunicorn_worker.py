@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from gunicorn.http.unreader import SocketUnreader
 from gunicorn.workers.gthread import TConn, ThreadWorker
-from jetpredict.api.config import DEFAULT_REQUEST_READ_TIMEOUT_S
+from jetpredict.api.config import DEFAULT_REQUEST_READ_TIMEOUT_S, load_settings
 from werkzeug.exceptions import ClientDisconnected
 
 _HEAD, _BODY = "head", "body"
@@ -98,7 +98,8 @@ class _TimedConn(TConn):
         super().init()
         unreader = getattr(self.parser, "unreader", None)
         # HTTP/2 (off in serve) has its own reader: left as it is.
-        if self.timed_reads is None and not self.is_http2 and isinstance(unreader, SocketUnreader):
+        if self.timed_reads is None and not getattr(self, "is_http2", False) \
+                and isinstance(unreader, SocketUnreader):
             self.timed_reads = TimedReads(unreader.sock, self.read_timeout_s, self._dropped)
             unreader.sock = self.timed_reads
             self.timed_reads.start_head(self.read_deadline)
@@ -112,22 +113,28 @@ class _TimedConn(TConn):
 
 
 class TimedReadWorker(ThreadWorker):
-    """gunicorn's ``gthread`` worker whose requests are read with :attr:`read_timeout_s` (s): see the module."""
+    """gunicorn's ``gthread`` worker whose requests are read with :attr:`read_timeout_s` (s; the setting
+    ``REQUEST_READ_TIMEOUT_S``, read where the worker starts): see the module. gunicorn names it by its
+    path (``-k jetpredict.api.gunicorn_worker.TimedReadWorker``): gunicorn 22 takes no class object."""
 
-    read_timeout_s: float = DEFAULT_REQUEST_READ_TIMEOUT_S
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_timeout_s = float(load_settings().REQUEST_READ_TIMEOUT_S)
 
     def enqueue_req(self, conn) -> None:
         # From the moment a connection is accepted, or readable again (keep-alive), not from when a thread
         # takes it: slow clients queued behind slow ones are dropped at once then, not one round of threads
         # at a time (24 unfinished heads on 2 workers x 4 threads: the last closed at 60 s, now all at 10 s).
+        if type(conn) is TConn:  # a new connection: its reads are timed once its parser exists
+            # Here, not in handle: gunicorn 23 makes the parser (TConn.init) in enqueue_req, 27 in the
+            # thread's handle.
+            conn.__class__ = _TimedConn
+            conn.read_timeout_s, conn.log = self.read_timeout_s, self.log
         conn.read_deadline = time.monotonic() + self.read_timeout_s
         super().enqueue_req(conn)
 
     def handle(self, conn):
-        if type(conn) is TConn:  # a new connection: its reads are timed once its parser exists
-            conn.__class__ = _TimedConn
-            conn.read_timeout_s, conn.log = self.read_timeout_s, self.log
-        if conn.timed_reads is not None:  # a kept-alive connection's next request
+        if getattr(conn, "timed_reads", None) is not None:  # a kept-alive connection's next request
             conn.timed_reads.start_head(conn.read_deadline)
         return super().handle(conn)
 
@@ -142,7 +149,3 @@ class TimedReadWorker(ThreadWorker):
             reads.stop()  # gunicorn's own drain of an unread body bounds its reads itself
         return keepalive and not reads.dropped
 
-
-def timed_read_worker(read_timeout_s: float) -> type[TimedReadWorker]:
-    """:class:`TimedReadWorker` reading with ``read_timeout_s`` (s), as gunicorn's ``worker_class``."""
-    return type("TimedReadWorker", (TimedReadWorker,), {"read_timeout_s": float(read_timeout_s)})

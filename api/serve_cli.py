@@ -51,6 +51,9 @@ GRACEFUL_STOP_S = 10
 #: An idle keep-alive connection is held this long for its next request: the page's requests come in
 #: bursts (a load's predictions, then its recommendation), and an idle client holds no connection longer (s).
 KEEPALIVE_S = 5
+#: gunicorn's worker: gthread whose requests are read with a timeout (``api.gunicorn_worker``), named by its
+#: path: gunicorn 22 takes no class object (its "Using worker" line fails on one).
+TIMED_READ_WORKER = "jetpredict.api.gunicorn_worker.TimedReadWorker"
 
 
 def _log(message: str) -> None:
@@ -102,7 +105,6 @@ def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
     ``on_ready(url)`` is called once the listening socket is bound (gunicorn's ``when_ready``).
     """
     from gunicorn.app.base import BaseApplication
-    from jetpredict.api.gunicorn_worker import timed_read_worker
 
     def when_ready(server) -> None:
         if on_ready is not None and server.LISTENERS:
@@ -121,7 +123,7 @@ def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
                 "bind": f"{settings.HOST}:{settings.PORT}", "workers": settings.WORKERS,
                 # gthread, but a client that stalls its request head or body is dropped after
                 # REQUEST_READ_TIMEOUT_S instead of holding a thread while its socket stays open.
-                "worker_class": timed_read_worker(settings.REQUEST_READ_TIMEOUT_S), "threads": settings.THREADS,
+                "worker_class": TIMED_READ_WORKER, "threads": settings.THREADS,
                 "timeout": WORKER_SILENCE_TIMEOUT_S, "graceful_timeout": GRACEFUL_STOP_S, "keepalive": KEEPALIVE_S,
                 "errorlog": "-", "loglevel": "info",
                 "proc_name": "jetpredict", "child_exit": child_exit, "when_ready": when_ready,
