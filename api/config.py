@@ -78,9 +78,10 @@ DEFAULT_WORKERS = 2
 DEFAULT_THREADS = 4  # gunicorn threads per worker
 #: gunicorn (``jetpredict serve``) drops a client whose request head has not all come this long after its
 #: connection was accepted (kept alive: after its next byte), or whose body pauses this long with no byte
-#: (api.gunicorn_worker): else each such client holds a thread for as long as it keeps its socket open. A head is a few hundred bytes sent at once; 10 s covers TCP's
-#: retransmits of three lost segments in a row (1 + 2 + 4 s, RFC 6298's doubling from 1 s). A body still coming,
-#: however slowly, is never cut: the limit is a pause, not a total (s).
+#: (api.gunicorn_worker): else each such client holds a thread for as long as it keeps its socket open. A
+#: head is a few hundred bytes sent at once; 10 s covers TCP's retransmits of three lost segments in a row
+#: (1 + 2 + 4 s, RFC 6298's doubling from 1 s). A body still coming, however slowly, is never cut: the limit
+#: is a pause, not a total (s).
 DEFAULT_REQUEST_READ_TIMEOUT_S = 10
 #: The SQLite folder when none is given, relative to the folder ``serve`` starts in.
 DEFAULT_DATA_DIR = "data"
@@ -202,8 +203,9 @@ class Settings:
 #: The highest TCP port.
 _MAX_PORT = 65535
 _INT_SETTINGS = {"MAX_BODY_BYTES": 1, "PORT": 0, "WORKERS": 1, "THREADS": 1, "MODEL_CACHE_SIZE": 1,
-                 "REQUEST_READ_TIMEOUT_S": 1, "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0, "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0,
-                 "INLINE_ROWS_WITHOUT_KEY": 1, "HEAVY_FIT_ROWS": 1, "TRUSTED_PROXIES": 0}
+                 "REQUEST_READ_TIMEOUT_S": 1, "HEAVY_SLOTS": 1, "HEAVY_QUEUE": 0, "HEAVY_WAIT_S": 0,
+                 "ANSWER_CACHE_MB": 0, "ANSWER_CACHE_DISK_MB": 0, "INLINE_ROWS_WITHOUT_KEY": 1, "HEAVY_FIT_ROWS": 1,
+                 "TRUSTED_PROXIES": 0}
 
 
 def _coerce(name: str, value: object) -> object:

@@ -7,8 +7,9 @@ socket open, and as many such clients as a worker has threads stop it answering 
 
 :class:`TimedReadWorker` reads through :class:`TimedReads`: the request head must have come within the read
 timeout of the connection's accept (or, kept alive, of its next byte), and the body may pause no longer than
-it between bytes (a client still sending, however slowly, is never cut). A read that runs out ends the connection as the client's hang-up would (gunicorn then
-closes it with a debug line, no traceback) and logs one line. Idle keep-alive connections are gunicorn's
+it between bytes (a client still sending, however slowly, is never cut). A read that runs out ends the
+connection as the client's hang-up would (gunicorn then closes it with a debug line, no traceback) and logs
+one line. Idle keep-alive connections are gunicorn's
 ``keepalive`` matter: they wait in its poller, outside any thread, and are not read until a byte comes.
 Every read of the request goes through the parser's socket reader, and the response is written to the
 socket itself, untouched.
