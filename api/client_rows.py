@@ -107,18 +107,10 @@ DOTS_ONLY_RULE = ("must not be made only of dots: '.' and '..' are removed from 
                   "/v1/workloads/{id} could not reach it")
 
 
-def upload_id_problems(records: Sequence[object], prefix: str = "rows") -> dict[str, list[str]]:
-    """``PREFIX.I.workload`` -> the rule, for the first row of each uploaded workload id made only of dots
-    (text cells are stripped, as uploads store them); other id problems are left to the upload's checks."""
-    errors: dict[str, list[str]] = {}
-    seen: set[str] = set()
-    for i, record in enumerate(records):
-        cell = record.get("workload") if isinstance(record, Mapping) else None
-        workload_id = cell.strip() if isinstance(cell, str) else ""
-        if workload_id and workload_id not in seen and not workload_id.strip("."):
-            seen.add(workload_id)
-            errors[f"{prefix}.{i}.workload"] = [f"workload id {DOTS_ONLY_RULE}"]
-    return errors
+def upload_id_problem(workload_id: str) -> str | None:
+    """Why an upload may not store ``workload_id`` (stripped): :func:`workload_id_problem`'s rules, and no id
+    made only of dots (:data:`DOTS_ONLY_RULE`); None when it may."""
+    return workload_id_problem(workload_id) or (DOTS_ONLY_RULE if not workload_id.strip(".") else None)
 
 
 def validate_client_rows(records: Sequence[object], prefix: str = "rows") -> pd.DataFrame:

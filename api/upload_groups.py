@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-from jetpredict.api.client_rows import stored_form, workload_id_problem
+from jetpredict.api.client_rows import stored_form, upload_id_problem
 from jetpredict.api.errors import FieldErrors
 from jetpredict.models.errors import InputError
 from jetpredict.models.profile_files import rows_to_records
@@ -53,7 +53,7 @@ def group_upload(new: pd.DataFrame) -> list[UploadGroup]:
                          f"rows.{index}.workload")
     errors: dict[str, list[str]] = {}
     for workload_id, indexes in where.items():
-        problem = workload_id_problem(workload_id)
+        problem = upload_id_problem(workload_id)
         if problem:
             errors[f"rows.{indexes[0]}.workload"] = [f"workload id {problem}"]
     if errors:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from flask import jsonify
 from flask.views import MethodView
-from jetpredict.api.client_rows import upload_id_problems
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
-from jetpredict.api.errors import FieldErrors
 from jetpredict.api.routes.common import SECURITY, Blueprint, require_api_key, services
 from jetpredict.api.schemas import (
     UPLOAD_EXAMPLE,
@@ -79,9 +77,6 @@ class Profiles(MethodView):
         ``Idempotency-Key``, or the same rows up to number formatting when no key is sent) is stored
         once and answered with the original result.
         """
-        if errors := upload_id_problems(body["rows"]):
-            shown = "; ".join(f"{k}: {v[0]}" for k, v in list(errors.items())[:5])
-            raise FieldErrors(f"{len(errors)} bad workload id(s): {shown}", errors)
         svc = services()
         result, replayed = svc.workloads.upload(body["rows"], idempotency_key)
         if not replayed:  # one fit per workload that got rows (a retry after a delete skips the others)
