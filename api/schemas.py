@@ -504,8 +504,8 @@ class UploadedWorkloadSchema(ModelProvenanceSchema):
 class UploadResultSchema(UploadedWorkloadSchema):
     """The first workload of the upload (as a single-workload upload always answered), and all of them."""
 
-    workloads = BoundedList(
-        fields.Nested(UploadedWorkloadSchema), noun="workloads", required=True, validate=validate.Length(min=1),
+    workloads = fields.List(
+        fields.Nested(UploadedWorkloadSchema), required=True, validate=validate.Length(min=1),
         metadata={"description": "every workload of the upload, in the order of their first row; the first "
                   "is the one described beside this list"})
 
