@@ -3,7 +3,7 @@
 
 import { percent } from "./format.js";
 import { api } from "./http.js";
-import { linked, readLinkChoices, showLinkNote } from "./link.js";
+import { linked, readLinkChoices } from "./link.js";
 import { $, WORKLOAD_PAGE, state } from "./state.js";
 
 // Coverages offered, as shares; those outside the API's range (read from /openapi.json) are left out.
@@ -58,13 +58,13 @@ export async function loadLimits() {
   const shown = $("objective").selectedOptions[0];
   state.linkNotes.objective = objective && $("objective").value !== objective ? `The link's objective ` +
     `"${objective}" is not one the service takes; showing ${shown ? shown.textContent : "none"} instead.` : "";
-  showLinkNote();
   state.scatterWarnRel = scatterWarnRel(schemas.PredictionResponse);
   $("epochs").min = String(limits.epochs.min);
   $("epochs").max = String(limits.epochs.max);
   state.limits = limits;  // last: a load that failed half-way is read again in full
   // the link's coverage and epochs, in the select just filled and the range just read, before the first
-  // requests read the controls (after a failed start, the first load that reads the limits)
+  // requests read the controls (after a failed start, the first load that reads the limits); it shows the
+  // link's notes, the objective's above too
   readLinkChoices();
 }
 
