@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from gunicorn.http.unreader import SocketUnreader
 from gunicorn.workers.gthread import TConn, ThreadWorker
-from jetpredict.api.config import DEFAULT_REQUEST_READ_TIMEOUT_S, load_settings
+from jetpredict.api.config import load_settings
 from werkzeug.exceptions import ClientDisconnected
 
 _HEAD, _BODY = "head", "body"
@@ -91,9 +91,10 @@ class _TimedConn(TConn):
     """A connection whose HTTP/1 parser reads through :class:`TimedReads` once it is made."""
 
     timed_reads: TimedReads | None = None
-    read_timeout_s: float = DEFAULT_REQUEST_READ_TIMEOUT_S
-    read_deadline: float = 0.0  # time.monotonic() by which the next request head must have come
-    log = None
+    # Set by TimedReadWorker.enqueue_req before init runs: the read timeout (s), the time.monotonic() by
+    # which the next request head must have come, and the worker's log.
+    read_timeout_s: float
+    read_deadline: float
 
     def init(self) -> None:
         super().init()
@@ -107,10 +108,8 @@ class _TimedConn(TConn):
 
     def _dropped(self, phase: str | None) -> None:
         what = "no complete request head" if phase == _HEAD else "no request body byte"
-        if self.log is not None:
-            self.log.info("closed the connection of %s: %s within %g s (a slow client)",
-                          self.client[0] if isinstance(self.client, tuple) else self.client, what,
-                          self.read_timeout_s)
+        self.log.info("closed the connection of %s: %s within %g s (a slow client)",
+                      self.client[0] if isinstance(self.client, tuple) else self.client, what, self.read_timeout_s)
 
 
 class TimedReadWorker(ThreadWorker):
