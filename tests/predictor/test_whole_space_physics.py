@@ -1,7 +1,8 @@
 """Over every mode of every board, for real workloads fitted on four of their published AGX Xavier modes: the
 predicted epoch time never rises when one knob (cores online, CPU, GPU or memory clock) rises with the others
 fixed, power never falls when the cores or the CPU or GPU clock rise, and energy is power x time. Power may fall
-as the memory clock rises from its lowest steps (docs/model-evidence.md, E9), so it is not checked there."""
+as the memory clock rises from its lowest steps (docs/model-evidence.md, E9): by no more than
+EMC_POWER_FALL_MAX_REL in one step."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from model_sweeps import REF
 ROUNDING_REL = 1e-9
 #: The knobs along which power must not fall (the memory clock's effect on power has either sign).
 POWER_RISING_KNOBS = ("cpu_cores", "cpu_mhz", "gpu_mhz")
+#: How far power may fall in one memory-clock step (a share), as E9 in docs/model-evidence.md states it: the
+#: largest fall of these fits is 12.0% (ResNet-18 predicted on AGX Orin), a regression past 13% fails.
+EMC_POWER_FALL_MAX_REL = 0.13
 
 
 @pytest.fixture(scope="module", params=["resnet18-cifar10", "lenet5-mnist"])
@@ -45,5 +49,6 @@ def test_time_power_and_energy_follow_the_knobs_on_every_mode(real_model, device
         assert _steps_rel(knobs, p.epoch_time_s, knob).max() <= ROUNDING_REL, f"time rises with {knob}"
     for knob in POWER_RISING_KNOBS:
         assert _steps_rel(knobs, p.avg_power_w, knob).min() >= -ROUNDING_REL, f"power falls with {knob}"
+    assert _steps_rel(knobs, p.avg_power_w, "emc_mhz").min() >= -EMC_POWER_FALL_MAX_REL
     np.testing.assert_allclose(p.epoch_energy_j, p.avg_power_w * p.epoch_time_s, rtol=1e-6)
     assert np.all(np.isfinite(p.epoch_energy_j_high)) and np.all(p.epoch_time_s_low > 0)
