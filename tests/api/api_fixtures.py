@@ -7,6 +7,8 @@ import contextlib
 import functools
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -120,3 +122,10 @@ def older_sqlite(db: str) -> None:
     con.execute("DROP TABLE jetpredict_meta")
     con.commit()
     con.close()
+
+
+def import_wsgi(*prefix: str, **env: str) -> subprocess.CompletedProcess:
+    """What importing ``jetpredict.api.wsgi`` (gunicorn's first step with ``jetpredict.api.wsgi:app``) says, in
+    a process started through ``prefix`` (e.g. setpriv) with ``env`` added to this one's environment."""
+    return subprocess.run([*prefix, sys.executable, "-c", "import jetpredict.api.wsgi"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **env})

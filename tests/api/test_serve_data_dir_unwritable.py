@@ -13,7 +13,8 @@ import sys
 import tempfile
 
 import pytest
-from api_fixtures import stored_sqlite
+from api_fixtures import import_wsgi, stored_sqlite
+from jetpredict.api.serve_cli import APP_LOAD_ERROR_EXIT
 
 from tools.testing import busy_port, free_port
 
@@ -68,12 +69,6 @@ def test_a_writable_folder_still_starts(tmp_path):
     assert "not writable" not in done.stderr
 
 
-def _import_wsgi(data_dir: str) -> subprocess.CompletedProcess:
-    """``gunicorn jetpredict.api.wsgi:app`` imports this module first: what the import says."""
-    return subprocess.run([*_DROP, sys.executable, "-c", "import jetpredict.api.wsgi"], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "JETPREDICT_DATA_DIR": data_dir})
-
-
 @pytest.mark.parametrize("where", ["folder", "parent"])
 def test_the_wsgi_entry_point_refuses_an_unwritable_folder_as_serve_does(tmp_path, where):
     # README: `gunicorn jetpredict.api.wsgi:app` works too; it bypasses serve's checks, and failed on a
@@ -83,8 +78,8 @@ def test_the_wsgi_entry_point_refuses_an_unwritable_folder_as_serve_does(tmp_pat
     data = parent / "data"
     if where == "folder":
         data.mkdir(mode=0o555)
-    done = _import_wsgi(str(data))
-    assert done.returncode != 0
+    done = import_wsgi(*_DROP, JETPREDICT_DATA_DIR=str(data))
+    assert done.returncode == APP_LOAD_ERROR_EXIT
     assert f"JETPREDICT_DATA_DIR {data} " in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 

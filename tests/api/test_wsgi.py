@@ -4,24 +4,16 @@ start, and exits with gunicorn's app-load status so that the master stops (the u
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from api_fixtures import import_wsgi
 from jetpredict.api.config import SQLITE_FILE_NAME
 from jetpredict.api.serve_cli import APP_LOAD_ERROR_EXIT
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
 
-def _import_wsgi(**env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import jetpredict.api.wsgi"], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **env})
-
-
 def test_a_writable_folder_builds_the_app(tmp_path):
-    done = _import_wsgi(JETPREDICT_DATA_DIR=str(tmp_path / "data"))
+    done = import_wsgi(JETPREDICT_DATA_DIR=str(tmp_path / "data"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "data" / SQLITE_FILE_NAME).exists()
 
@@ -34,7 +26,7 @@ def test_a_writable_folder_builds_the_app(tmp_path):
 def test_a_refused_setting_is_one_line_and_stops_gunicorn(tmp_path, env, named):
     (tmp_path / "FILE").write_text("")
     env = {k: str(tmp_path / v) if v == "FILE" else v for k, v in env.items()}
-    done = _import_wsgi(**env)
+    done = import_wsgi(**env)
     assert done.returncode == APP_LOAD_ERROR_EXIT, done.stderr
     assert done.stderr.startswith("jetpredict.api.wsgi: error: ") and named in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
