@@ -103,8 +103,8 @@ def workload_id_problem(workload_id: str) -> str | None:
 
 #: What an upload's workload id made only of dots is told: clients remove "." and ".." from URL paths, so
 #: /v1/workloads/{id} could never reach such a workload. Uploads only: an id stored before stays readable.
-DOTS_ONLY_RULE = ("must not be made only of dots: '.' and '..' are removed from URL paths, so "
-                  "/v1/workloads/{id} could not reach it")
+DOTS_ONLY_WHY = "'.' and '..' are removed from URL paths, so /v1/workloads/{id} could not reach it"
+DOTS_ONLY_RULE = f"must not be made only of dots: {DOTS_ONLY_WHY}"
 
 
 def upload_id_problem(workload_id: str) -> str | None:

@@ -424,7 +424,7 @@ def _json_cell_types(rows: list) -> None:
     if not errors:
         return
     whole: list[str] = []  # problems of the rows as a whole (unknown columns not named one by one)
-    for (index, name), messages in value_problems(rows[:min(looked_at, MAX_REQUEST_ROWS)]).items():
+    for (index, name), messages in value_problems(rows[:looked_at]).items():
         if index is None:
             whole.extend(messages)
         elif name not in errors.get(index, {}):  # a cell of the wrong type is named by its type rule alone

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from flask import jsonify
 from flask.views import MethodView
+from jetpredict.api.client_rows import DOTS_ONLY_WHY
 from jetpredict.api.config import DEFAULT_HEAVY_FIT_ROWS
 from jetpredict.api.routes.common import SECURITY, Blueprint, require_api_key, services
 from jetpredict.api.schemas import (
@@ -58,8 +59,8 @@ class Profiles(MethodView):
         "already used for another body; or too many concurrent uploads to a workload (retry)"))
     @blp.alt_response(422, schema=ErrorSchema,
                       description="rows invalid or not fittable on their own, rows of several devices, "
-                      f"more than {MAX_UPLOAD_WORKLOADS} workloads, or a workload id made only of dots ('.' "
-                      "and '..' are removed from URL paths: /v1/workloads/{id} could not reach it)")
+                      f"more than {MAX_UPLOAD_WORKLOADS} workloads, or a workload id made only of dots "
+                      f"({DOTS_ONLY_WHY})")
     @blp.alt_response(503, schema=ErrorSchema, description=(
         "the store cannot write; or busy with heavy requests, when the refit covers more than "
         f"{DEFAULT_HEAVY_FIT_ROWS:,} stored and uploaded rows (by default): see Retry-After; nothing is stored"))
