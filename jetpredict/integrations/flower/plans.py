@@ -61,6 +61,10 @@ class PlanProvenance:
         return {**{k: getattr(self, k) for k in PROVENANCE_KEYS}, "cross_device": self.cross_device}
 
 
+#: ClientPlan's fields that are the server's bookkeeping: never sent to a node, never a node's to set.
+SERVER_ONLY_FIELDS = ("planned_round", "kept")
+
+
 @dataclass
 class ClientPlan(PlanProvenance):
     """One node's plan for a round. Times in s and energies in J cover the round's local training
@@ -118,7 +122,7 @@ class ClientPlan(PlanProvenance):
         record: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is not None and f.name not in ("node_id", "reason", "planned_round", "kept"):
+            if value is not None and f.name not in ("node_id", "reason", *SERVER_ONLY_FIELDS):
                 record[f.name.replace("_", "-")] = value
         return ConfigRecord(record)
 
@@ -128,8 +132,8 @@ class ClientPlan(PlanProvenance):
         kwargs: dict[str, Any] = {"node_id": node_id}
         for f in fields(cls):
             key = f.name.replace("_", "-")
-            if f.name in ("planned_round", "kept"):
-                continue  # the server's bookkeeping, never a node's to set
+            if f.name in SERVER_ONLY_FIELDS:
+                continue
             if key in record:
                 kwargs[f.name] = record[key]
         for name in ("device", "epoch_scale", "epochs", "deadline_s", "meets_deadline"):

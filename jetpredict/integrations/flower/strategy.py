@@ -289,12 +289,12 @@ def _why_skipped(records: dict[int, ClientRecord], plans: dict[int, ClientPlan],
         said += (f"; the fastest planned node that misses it, node {n} ({p.device}), needs up to "
                  f"{p.time_s_high:.4g} s at {p.mode}")
     by_reason = _nodes_by_reason({n: r for n, r in records.items() if n not in feasible and n not in timed})
-    ranked = list(by_reason)
-    if ranked:  # as the log of nodes left out: the commonest reasons, the rest counted
+    if by_reason:  # as the log of nodes left out: the commonest reasons (ranked already), the rest counted
         said += (f"; left out {sum(map(len, by_reason.values()))} node(s): "
-                 + "; ".join(f"{reason} ({len(by_reason[reason])})" for reason in ranked[:MAX_REASONS_TOLD])
-                 + (f"; and {len(ranked) - MAX_REASONS_TOLD} more reason(s) (each node's record holds its own)"
-                    if len(ranked) > MAX_REASONS_TOLD else ""))
+                 + "; ".join(f"{reason} ({len(nodes)})"
+                             for reason, nodes in list(by_reason.items())[:MAX_REASONS_TOLD])
+                 + (f"; and {len(by_reason) - MAX_REASONS_TOLD} more reason(s) (each node's record holds its own)"
+                    if len(by_reason) > MAX_REASONS_TOLD else ""))
     return said
 
 
