@@ -148,6 +148,6 @@ def test_keepalive_connection_idle_past_the_timeout_is_served(server):
         second = conn.getresponse()
         assert second.status == 200
         second.read()
-        assert conn.sock is sock  # not a new connection: http.client opens none silently, but be sure
+        assert conn.sock is sock  # not a new connection: http.client reopens one silently once it was closed
     finally:
         conn.close()
