@@ -101,6 +101,17 @@ class Resolved:
 FIELDS_OF_EVERY_FIT = ("split_source",)
 
 
+#: Seconds of refits one listing may spend on fits stored by another model version (after an upgrade): a page
+#: of 1,000 such workloads, asked for without a key, would otherwise be 1,000 fits in one request.
+LISTING_REFIT_S = 1.0
+
+
+def is_current(record: WorkloadRecord) -> bool:
+    """Whether every fit summary of ``record`` is the running model's (its version, every field it keeps)."""
+    return all(fit.get("model_version") == MODEL_VERSION and all(fit.get(k) is not None for k in FIELDS_OF_EVERY_FIT)
+               for fit in device_fits(record).values())
+
+
 def fit_summary(model: Any, rows: pd.DataFrame | None = None) -> dict[str, object]:
     """The provenance of a fitted model that is stored with its workload and shown by the API (``rows``: the
     frame it was fitted on, where the caller holds it)."""
@@ -481,15 +492,20 @@ class WorkloadService:
             raise _fresh_error(cached[1][0])
         return self._served(cached[1], workload_id, revision, device)
 
+    def current_records(self, records: Sequence[WorkloadRecord]) -> list[WorkloadRecord]:
+        """``records`` as a listing shows them: each through :meth:`current_record` until refits have taken
+        :data:`LISTING_REFIT_S`, the rest as stored (their ``model_version`` says which model fitted them)."""
+        deadline = time.monotonic() + LISTING_REFIT_S
+        return [self.current_record(r) if is_current(r) or time.monotonic() < deadline else r for r in records]
+
     def current_record(self, record: WorkloadRecord) -> WorkloadRecord:
         """``record`` with the fit summaries of the running model. Those stored by another model version
         (before an upgrade), or before a field every fit now has was kept (:data:`FIELDS_OF_EVERY_FIT`), are
         refitted, as a prediction would be, and stored again where the store takes it; where today's checks
         refuse the stored rows the summaries are null: the workload is not fitted."""
-        fits = device_fits(record)
-        if all(fit.get("model_version") == MODEL_VERSION and all(fit.get(k) is not None for k in FIELDS_OF_EVERY_FIT)
-               for fit in fits.values()):
+        if is_current(record):
             return record
+        fits = device_fits(record)
         try:
             resolved = self.stored(record.id)
         except UnknownWorkloadError:

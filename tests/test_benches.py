@@ -201,6 +201,7 @@ RENDERED_RESULTS = [
         d["within_device"], d["named_designs"], d["cross_device"], d["leave_one_mode_out"], d["monotone"],
         d["seconds"], d["no_meter"], d["no_components"])),
     ("fit_scaling", "fit_scaling", lambda m, d: m.markdown(d)),
+    ("listing_after_upgrade", "listing_after_upgrade", lambda m, d: m.markdown(d)),
 ]
 
 

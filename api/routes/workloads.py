@@ -65,7 +65,7 @@ class Workloads(MethodView):
         svc = services()
         total, records = svc.storage.list_workloads(query["limit"], query["offset"], query["search"] or None)
         return {"total": total, "limit": query["limit"], "offset": query["offset"],
-                "workloads": [workload_summary(svc.workloads.current_record(r)) for r in records]}
+                "workloads": [workload_summary(r) for r in svc.workloads.current_records(records)]}
 
 
 @blp.route("/<string:workload_id>")

@@ -3,6 +3,7 @@ of the SQLite file: moved aside, and ``quick_check`` at most once per interval. 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -21,6 +22,7 @@ from api_fixtures import (
 )
 from jetpredict.api import sqlite_setup
 from jetpredict.api import storage as storage_module
+from jetpredict.api import workloads as workloads_module
 from jetpredict.api.routes import health
 from jetpredict.api.storage import FORMAT_VERSION, Storage
 from jetpredict.predictor.model import MODEL_VERSION
@@ -92,6 +94,46 @@ def test_a_stale_fit_in_a_read_only_sqlite_file_is_refitted_for_reads_and_left_s
         assert '"mech-1"' in con.execute("SELECT fit FROM workloads").fetchone()[0]  # not written
     finally:
         con.close()
+
+
+def _age_every_stored_fit(db: str) -> None:
+    """Make every stored workload's fit look written by an older model, each keeping its own fields."""
+    con = sqlite3.connect(db)
+    for workload_id, text in con.execute("SELECT id, fit FROM workloads").fetchall():
+        fit = json.loads(text)
+        fit["model_version"] = "mech-1"
+        for entry in fit["devices"].values():
+            entry["model_version"] = "mech-1"
+        con.execute("UPDATE workloads SET fit = ? WHERE id = ?", (json.dumps(fit), workload_id))
+    con.commit()
+    con.close()
+
+
+def _listed_versions(client) -> dict[str, str]:
+    listed = client.get("/v1/workloads?limit=10")
+    assert listed.status_code == 200, listed.json
+    return {w["id"]: w["model_version"] for w in listed.json["workloads"]}
+
+
+def test_a_listing_refits_stale_fits_for_at_most_its_budget_and_lists_the_rest_as_stored(tmp_path, monkeypatch):
+    """After an upgrade a listing is not a refit of every workload on its page (1,000 of them, no key needed):
+    past :data:`LISTING_REFIT_S` of refits it lists the rest as stored, their older model version shown, and a
+    later read refits them."""
+    app = sqlite_app(tmp_path)
+    rows = [row for name in ("w1", "w2", "w3") for row in published_rows(as_id=name)]
+    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=AUTH).status_code == 201
+    app.extensions["jetpredict"].storage.dispose()
+    db = str(tmp_path / "jetpredict.sqlite")
+    _age_every_stored_fit(db)
+    client = sqlite_app(tmp_path).test_client()
+    monkeypatch.setattr(workloads_module, "LISTING_REFIT_S", 0.0)
+    assert _listed_versions(client) == {"w1": "mech-1", "w2": "mech-1", "w3": "mech-1"}
+    assert client.get("/v1/workloads/w2").json["model_version"] == MODEL_VERSION  # refitted and stored
+    assert _listed_versions(client) == {"w1": "mech-1", "w2": MODEL_VERSION, "w3": "mech-1"}
+    monkeypatch.setattr(workloads_module, "LISTING_REFIT_S", 60.0)
+    assert _listed_versions(client) == dict.fromkeys(("w1", "w2", "w3"), MODEL_VERSION)
+    monkeypatch.setattr(workloads_module, "LISTING_REFIT_S", 0.0)
+    assert _listed_versions(client) == dict.fromkeys(("w1", "w2", "w3"), MODEL_VERSION)  # stored, not cached
 
 
 # -- an older PostgreSQL database, a role that may not CREATE -------------------------------------------
