@@ -512,15 +512,18 @@ class UploadResultSchema(UploadedWorkloadSchema):
 
 class StoredFitSchema(Schema):
     """A fit's summary (``api.storage.FIT_FIELDS``) as the running model makes it: one stored by another
-    model version is refitted; null where the running model's checks refuse the stored rows (predictions
-    then answer 422 naming why)."""
+    model version is refitted (a listing does so for at most ``api.workloads.LISTING_REFIT_S`` and shows the
+    rest as stored, ``model_version`` the older one); null where the running model's checks refuse the stored
+    rows (predictions then answer 422 naming why)."""
 
     reference_source = fields.String(allow_none=True)
     workload_source = fields.String(allow_none=True, metadata={
         "description": "published|measured|simulated: where the fitted rows came from"})
     split_source = split_source_field(allow_none=True, more="; null where today's checks refuse the stored rows")
     profiled_modes = fields.Integer(allow_none=True)
-    model_version = fields.String(allow_none=True)
+    model_version = fields.String(allow_none=True, metadata={
+        "description": "the model version that fitted it; in a listing right after an upgrade, maybe an older one "
+                       "(refitted by a later listing, the workload's own page or a prediction)"})
     has_power = fields.Boolean(allow_none=True)
     aliased_knobs = aliased_knobs_field()
     rows_scatter_rel = rows_scatter_field()
