@@ -25,8 +25,8 @@ import numpy as np
 from flask import Response, request
 from jetpredict.api.errors import ApiError
 from jetpredict.api.heavy import Encoded
+from jetpredict.models.csv_text import csv_text_cell
 from jetpredict.models.jsonsafe import json_safe
-from jetpredict.models.profile_rows import escape_formula
 from jetpredict.predictor.limits import PROVENANCE_FIELDS
 from jetpredict.predictor.service import PROVENANCE_COLUMNS, PredictionAnswer
 from werkzeug.datastructures import MIMEAccept
@@ -239,23 +239,10 @@ def columns_json(answer: PredictionAnswer) -> bytes:
     return f'{top},"columns":{{{columns}}}}}'.encode()
 
 
-def _csv_cell(value: object) -> str:
-    """A text cell: formula-safe (the CLI's escape_formula), quoted when it holds a separator or quote; empty for
-    an unknown value (an inline workload's id and revision), as every other unknown cell. ``;`` counts as a
-    separator: a spreadsheet whose locale separates lists with it splits an unquoted cell there, and a formula
-    after it (``x;=cmd|...``) would run."""
-    if value is None:
-        return ""
-    text = str(escape_formula(value))
-    if any(c in text for c in ',;"\n\r'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
 def _csv_cells(values: object) -> list[str]:
     """A column as CSV cells: floats to COMPACT_DIGITS (unknown = empty), booleans as True/False."""
     if isinstance(values, list | tuple):
-        return list(map(_memo(_csv_cell), values))
+        return list(map(_memo(csv_text_cell), values))
     array = np.asarray(values)
     if array.dtype.kind == "f":
         return _float_cells(round_significant(array), "")
@@ -263,7 +250,7 @@ def _csv_cells(values: object) -> list[str]:
         return np.where(array, "True", "False").tolist()
     if array.dtype.kind in "iu":
         return list(map(str, array.tolist()))
-    return list(map(_memo(_csv_cell), array.tolist()))
+    return list(map(_memo(csv_text_cell), array.tolist()))
 
 
 #: Magnitudes where Arrow's float-to-text cast writes the digits and notation of Python's ``repr`` (whole
@@ -309,7 +296,7 @@ def _csv_array(values: object):  # -> pyarrow.StringArray
     import pyarrow.compute as pc
 
     if isinstance(values, list | tuple):
-        return pa.array(list(map(_memo(_csv_cell), values)), pa.string())
+        return pa.array(list(map(_memo(csv_text_cell), values)), pa.string())
     array = np.asarray(values)
     if array.dtype.kind == "f":
         return _float_texts(round_significant(array))
@@ -317,7 +304,7 @@ def _csv_array(values: object):  # -> pyarrow.StringArray
         return pc.if_else(pa.array(array), "True", "False")
     if array.dtype.kind in "iu":
         return pc.cast(pa.array(array), pa.string())
-    return pa.array(list(map(_memo(_csv_cell), array.tolist())), pa.string())
+    return pa.array(list(map(_memo(csv_text_cell), array.tolist())), pa.string())
 
 
 def _csv_lines_arrow(columns: Mapping[str, object], tail: str) -> bytes:
@@ -355,13 +342,13 @@ def answer_wide(answer: PredictionAnswer) -> dict[str, object]:
 
 
 def csv_text(answer: PredictionAnswer) -> bytes:
-    """The per-mode columns, then :func:`answer_wide`'s, text cells made safe for spreadsheets with the
-    CLI's :func:`models.profile_rows.escape_formula`."""
+    """The per-mode columns, then :func:`answer_wide`'s, text cells made safe for spreadsheets by the CLI's
+    rule (:func:`models.csv_text.csv_text_cell`)."""
     constants = answer_wide(answer)
     names = [*answer.columns, *constants]
     # The constant columns close every line: one text, repeated.
-    tail = ",".join(map(_csv_cell, constants.values())) + "\n"
-    header = ",".join(map(_csv_cell, names)) + "\n"
+    tail = ",".join(map(csv_text_cell, constants.values())) + "\n"
+    header = ",".join(map(csv_text_cell, names)) + "\n"
     if answer.count > SMALL_ANSWER_MODES and arrow_repr_texts():
         return header.encode() + _csv_lines_arrow(answer.columns, tail)
     cells = [_fragment(values, "csv", _csv_cells) for values in answer.columns.values()]

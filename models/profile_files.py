@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jetpredict.models.catalogue import MODE_FIELDS
+from jetpredict.models.csv_text import write_frame_csv
 from jetpredict.models.errors import InputError, ModeRowError, cli_flag
 from jetpredict.models.jsonsafe import json_safe
 from jetpredict.models.numbers import is_blank
@@ -34,7 +35,6 @@ from jetpredict.models.profile_rows import (
     PASS_THROUGH_NUMBERS,
     ProfileRowsError,
     RowProblem,
-    escape_formula,
     validate_records,
 )
 from jetpredict.models.reader_limits import MAX_CELL_CHARS, MAX_COLUMNS, MAX_FILE_BYTES, MAX_ROWS
@@ -357,17 +357,6 @@ def mode_row_place(table: object, row: int) -> str:
     return f"line {lines[row]}" if lines and row < len(lines) else f"item {row}"
 
 
-def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with :func:`escape_formula` applied to its text columns (numeric columns untouched)."""
-    text_columns = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
-    if not text_columns:
-        return df
-    out = df.copy()
-    for c in text_columns:
-        out[c] = out[c].map(escape_formula)
-    return out
-
-
 def frame_records(df: pd.DataFrame, columns: Sequence[str] | None = None) -> list[dict[str, object]]:
     """Rows of ``df`` (the ``columns`` it has, default all) as JSON-ready dicts: NaN and infinities as
     ``None``, numpy values as Python ones. Built column by column: pandas' per-row ``to_dict`` took a sixth
@@ -418,7 +407,7 @@ def write_profile_csv(rows: pd.DataFrame | list[Mapping[str, object]], path: str
     """Write rows as CSV (profile-row columns first, extras after) to a text stream or a file, overwritten."""
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     columns = list(COLUMNS) + [c for c in df.columns if c not in FIELD_BY_NAME]
-    csv_safe(_counts_whole(df.reindex(columns=columns))).to_csv(path, index=False, lineterminator="\n")
+    write_frame_csv(_counts_whole(df.reindex(columns=columns)), path)
 
 
 def resolve_flag_path(path: str | Path, flag: str) -> Path:

@@ -7,7 +7,6 @@ Importing it loads no pandas (every verb's parser takes :data:`FORMATS`); writin
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
@@ -44,15 +43,14 @@ def write_table(df: pd.DataFrame, fmt: str = "table", out: TextIO | None = None,
     """Write ``df`` to ``out`` (stdout by default) as ``table``, ``csv`` or ``json`` (a list of objects).
 
     A ``table`` is at most :data:`TABLE_WIDTH` characters wide: ``table_columns`` first (see :func:`narrow`)."""
+    from jetpredict.models.csv_text import write_frame_csv
     from jetpredict.models.jsonsafe import json_safe
-    from jetpredict.models.profile_files import csv_safe
 
     out = out or sys.stdout
     if fmt == "csv":
         # Names (workloads, labels) come from users: no cell may run as a spreadsheet formula. An infinite
         # figure (no bound) is an empty cell, as it is null in JSON.
-        csv_safe(df).replace([math.inf, -math.inf], math.nan).to_csv(
-            out, index=False, lineterminator="\n", float_format=f"%.{float_digits}g")
+        write_frame_csv(df, out, float_format=f"%.{float_digits}g")
     elif fmt == "json":
         records = json_safe(df.to_dict(orient="records"))
         json.dump(records, out, indent=2)
