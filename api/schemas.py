@@ -512,7 +512,7 @@ class UploadResultSchema(UploadedWorkloadSchema):
 
 class StoredFitSchema(Schema):
     """A fit's summary (``api.storage.FIT_FIELDS``) as the running model makes it: one stored by another
-    model version is refitted (a listing does so for at most ``api.workloads.LISTING_REFIT_S`` and shows the
+    model version is refitted (a listing starts no refit after ``api.workloads.LISTING_REFIT_S`` and shows the
     rest as stored, ``model_version`` the older one); null where the running model's checks refuse the stored
     rows (predictions then answer 422 naming why)."""
 

@@ -101,8 +101,8 @@ class Resolved:
 FIELDS_OF_EVERY_FIT = ("split_source",)
 
 
-#: Seconds of refits one listing may spend on fits stored by another model version (after an upgrade): a page
-#: of 1,000 such workloads, asked for without a key, would otherwise be 1,000 fits in one request.
+#: Seconds after which a listing starts no refit of a fit stored by another model version (after an upgrade): a
+#: page of 1,000 such workloads, asked for without a key, would otherwise be 1,000 fits in one request.
 LISTING_REFIT_S = 1.0
 
 
@@ -493,8 +493,8 @@ class WorkloadService:
         return self._served(cached[1], workload_id, revision, device)
 
     def current_records(self, records: Sequence[WorkloadRecord]) -> list[WorkloadRecord]:
-        """``records`` as a listing shows them: each through :meth:`current_record` until refits have taken
-        :data:`LISTING_REFIT_S`, the rest as stored (their ``model_version`` says which model fitted them)."""
+        """``records`` as a listing shows them: each through :meth:`current_record` until :data:`LISTING_REFIT_S` has
+        passed (no refit starts after it), the rest as stored (their ``model_version`` says which model fitted them)."""
         deadline = time.monotonic() + LISTING_REFIT_S
         return [self.current_record(r) if is_current(r) or time.monotonic() < deadline else r for r in records]
 

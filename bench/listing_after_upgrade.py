@@ -1,8 +1,8 @@
 """The first listings after an upgrade: ``GET /v1/workloads?limit=N`` over N stored workloads whose fits an
 older model version wrote (SQLite, in process).
 
-A listing refits such fits, as a prediction would, for at most ``api.workloads.LISTING_REFIT_S`` and lists the
-rest as stored; the fits it refreshed are stored, so each listing takes the next ones. Per N (one workload of
+A listing refits such fits, as a prediction would, starting none after ``api.workloads.LISTING_REFIT_S``, and
+lists the rest as stored; the fits it refreshed are stored, so each listing takes the next ones. Per N (one workload of
 4 real rows per id, the ResNet-18 sweep's modes), the seconds of the first listing, how many listings until
 every fit on the page is the running model's, and the seconds of a listing once they all are; on a copy of the
 same database, one listing without the budget (as before it: every fit on the page refitted at once). Then how
@@ -108,7 +108,7 @@ def markdown(data: dict) -> str:
 
     lines = ["# The first listings after an upgrade (`bench/listing_after_upgrade.py`)", "",
              f"`GET /v1/workloads?limit=N` over N stored workloads (4 real rows each) whose fits an older model "
-             f"version wrote, SQLite, in process; a listing refits them for at most {LISTING_REFIT_S:g} s "
+             f"version wrote, SQLite, in process; a listing starts no refit of them after {LISTING_REFIT_S:g} s "
              "(`api.workloads.LISTING_REFIT_S`) and lists the rest as stored.", "",
              "| workloads | first listing s | slowest listing s | listings until all current | "
              "fits current after each | listing s, all current | one listing refitting the whole page s |",
