@@ -11,14 +11,17 @@ it between bytes (a client still sending, however slowly, is never cut). A read 
 connection as the client's hang-up would (gunicorn then closes it with a debug line, no traceback) and logs
 one line. Idle keep-alive connections are gunicorn's
 ``keepalive`` matter: they wait in its poller, outside any thread, and are not read until a byte comes.
-Every read of the request goes through the parser's socket reader, and the response is written to the
-socket itself, untouched.
+Every read of the request goes through the parser's socket reader. The response is written to the socket
+itself, whose sends wait at most the read timeout for room (``SO_SNDTIMEO``): a client that reads none of its
+answer for that long (a large one fills the socket buffers) is dropped, as one that stops sending is, and one
+reading, however slowly, is never cut.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import time
 from collections.abc import Callable
 
@@ -87,6 +90,16 @@ class TimedReads:
         return getattr(self._sock, name)
 
 
+def bound_sends(sock: socket.socket, timeout_s: float) -> None:
+    """Make each send on the blocking ``sock`` wait at most ``timeout_s`` for room in its buffer, then fail with
+    ``EAGAIN`` (Python's :class:`BlockingIOError`); a send that moves any bytes returns them, so only a client that
+    reads nothing for that long is cut. Where the system refuses the option, sends stay unbounded."""
+    whole = int(timeout_s)
+    with contextlib.suppress(OSError, AttributeError):  # struct timeval {time_t; suseconds_t}: C longs
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                        struct.pack("ll", whole, int((timeout_s - whole) * 1_000_000)))
+
+
 class _TimedConn(TConn):
     """A connection whose HTTP/1 parser reads through :class:`TimedReads` once it is made."""
 
@@ -105,9 +118,10 @@ class _TimedConn(TConn):
             self.timed_reads = TimedReads(unreader.sock, self.read_timeout_s, self._dropped)
             unreader.sock = self.timed_reads
             self.timed_reads.start_head(self.read_deadline)
+            bound_sends(self.sock, self.read_timeout_s)
 
     def _dropped(self, phase: str | None) -> None:
-        what = "no complete request head" if phase == _HEAD else "no request body byte"
+        what = {_HEAD: "no complete request head", _BODY: "no request body byte"}.get(phase, "the answer was not read")
         self.log.info("closed the connection of %s: %s within %g s (a slow client)",
                       self.client[0] if isinstance(self.client, tuple) else self.client, what, self.read_timeout_s)
 
@@ -145,6 +159,11 @@ class TimedReadWorker(ThreadWorker):
         reads.start_body()  # the head is read: the app reads the body, if any
         try:
             keepalive = super().handle_request(req, conn)
+        except BlockingIOError:  # a send found no room for the read timeout (bound_sends): the client reads nothing
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)  # as a dropped reader: no wait for a FIN that never comes
+            conn._dropped(None)
+            return False
         finally:
             reads.stop()  # gunicorn's own drain of an unread body bounds its reads itself
         return keepalive and not reads.dropped

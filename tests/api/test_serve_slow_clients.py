@@ -1,6 +1,6 @@
-"""Slow clients against ``jetpredict serve`` under gunicorn: sockets that never finish their request head, or
-stop in the middle of a body, hold no thread beyond the read timeout; slow but steady clients and idle
-keep-alive connections are served.
+"""Slow clients against ``jetpredict serve`` under gunicorn: sockets that never finish their request head,
+stop in the middle of a body, or never read their answer hold no thread beyond the read timeout; slow but
+steady clients and idle keep-alive connections are served.
 
 One worker of the default 4 threads: with two, the kernel hands each connection to either worker, and a probe
 that lands on a worker the slow sockets missed is answered even by a server that hangs (the check could not
@@ -109,6 +109,75 @@ def test_stalled_bodies_do_not_block_healthz_and_are_closed(server, framing):
         for sock in slow:
             sock.close()
     assert "Traceback" not in _log_text(server)
+
+
+def _unread_answer_socket(server: LiveServer, body: bytes) -> socket.socket:
+    """A connection that asks for an answer far larger than the socket buffers (every mode, 16 MB of JSON)
+    and reads none of it: its receive buffer is made small before it connects."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(HUNG_S)
+    s.connect(("127.0.0.1", server.port))
+    s.sendall((f"POST /v1/predictions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body)
+    return s
+
+
+@pytest.mark.timeout(150)
+def test_answers_left_unread_do_not_block_healthz_and_are_cut(server):
+    """Clients that ask for a large answer and never read it held a thread each in its write, with no time
+    limit: as many as the worker has threads stopped it answering anyone. A write that makes no progress for
+    the read timeout (twice it, when the send that stalls had moved bytes first) ends the connection."""
+    body = json.dumps({"workload": {"rows": published_rows()}, "modes": "all"}).encode()
+    cut = "the answer was not read within"
+    before = _log_text(server).count(cut)
+    slow = []
+    try:
+        for _ in range(SLOW_SOCKETS):  # one at a time: each passes the gate of every-mode answers (api.heavy)
+            slow.append(_unread_answer_socket(server, body))
+            time.sleep(0.5)
+        time.sleep(READ_TIMEOUT_S)  # every answer written into the buffers, then stalled
+        assert _healthz_s(server) < HUNG_S
+        deadline = time.monotonic() + HUNG_S
+        while _log_text(server).count(cut) < before + SLOW_SOCKETS and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for sock in slow:
+            _, received = _closed_by_server_s(sock, time.monotonic())
+            head, _, answer = received.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), head[:300]
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:")))
+            assert len(answer) < length  # cut: the server gave up on the unread rest
+    finally:
+        for sock in slow:
+            sock.close()
+    log = _log_text(server)
+    assert "Traceback" not in log
+    assert log.count(cut) == before + SLOW_SOCKETS
+
+
+@pytest.mark.timeout(90)
+def test_a_client_reading_a_large_answer_in_pieces_gets_all_of_it(server):
+    """Pauses each shorter than the read timeout, adding up to several times it, while the server's buffers are
+    full: the answer (8 MB of CSV) comes whole (the limit is a pause in the client's reading, not a total)."""
+    body = json.dumps({"workload": {"rows": published_rows()}, "modes": "all"}).encode()
+    sock = _open(server, (f"POST /v1/predictions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          f"Accept: text/csv\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                          ).encode() + body)
+    received, pauses = b"", 0
+    try:
+        while chunk := sock.recv(1 << 20):
+            received += chunk
+            if len(received) > (pauses + 1) << 20:  # a pause after every MB
+                time.sleep(READ_TIMEOUT_S * 0.6)
+                pauses += 1
+    finally:
+        sock.close()
+    head, _, answer = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:300]
+    assert len(answer) == int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                   if line.lower().startswith(b"content-length:")))
+    assert pauses * READ_TIMEOUT_S * 0.6 > 3 * READ_TIMEOUT_S
 
 
 @pytest.mark.timeout(60)
