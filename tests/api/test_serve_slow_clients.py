@@ -111,16 +111,26 @@ def test_stalled_bodies_do_not_block_healthz_and_are_closed(server, framing):
     assert "Traceback" not in _log_text(server)
 
 
-def _unread_answer_socket(server: LiveServer, body: bytes) -> socket.socket:
-    """A connection that asks for an answer far larger than the socket buffers (every mode, 16 MB of JSON)
-    and reads none of it: its receive buffer is made small before it connects."""
+def _every_mode_request(server: LiveServer, accept: str, receive_buffer: int) -> socket.socket:
+    """A connection that has asked for a prediction of every AGX Xavier mode (``accept``: 16 MB of JSON, 8 MB of
+    CSV), far more than the socket buffers hold; its receive buffer, ``receive_buffer`` bytes, set before it
+    connects, so that the server's buffer fills whenever the client pauses."""
+    body = json.dumps({"workload": {"rows": published_rows()}, "modes": "all"}).encode()
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
     s.settimeout(HUNG_S)
     s.connect(("127.0.0.1", server.port))
-    s.sendall((f"POST /v1/predictions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall((f"POST /v1/predictions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: {accept}\r\n"
                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body)
     return s
+
+
+def _answer_and_length(received: bytes) -> tuple[bytes, int]:
+    """The answer's body as received, and the length its 200 head promised."""
+    head, _, answer = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:300]
+    return answer, int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                            if line.lower().startswith(b"content-length:")))
 
 
 @pytest.mark.timeout(150)
@@ -128,13 +138,12 @@ def test_answers_left_unread_do_not_block_healthz_and_are_cut(server):
     """Clients that ask for a large answer and never read it held a thread each in its write, with no time
     limit: as many as the worker has threads stopped it answering anyone. A write that makes no progress for
     the read timeout (twice it, when the send that stalls had moved bytes first) ends the connection."""
-    body = json.dumps({"workload": {"rows": published_rows()}, "modes": "all"}).encode()
     cut = "the answer was not read within"
     before = _log_text(server).count(cut)
     slow = []
     try:
         for _ in range(SLOW_SOCKETS):  # one at a time: each passes the gate of every-mode answers (api.heavy)
-            slow.append(_unread_answer_socket(server, body))
+            slow.append(_every_mode_request(server, "application/json", 4096))
             time.sleep(0.5)
         time.sleep(READ_TIMEOUT_S)  # every answer written into the buffers, then stalled
         assert _healthz_s(server) < HUNG_S
@@ -142,11 +151,7 @@ def test_answers_left_unread_do_not_block_healthz_and_are_cut(server):
         while _log_text(server).count(cut) < before + SLOW_SOCKETS and time.monotonic() < deadline:
             time.sleep(0.2)
         for sock in slow:
-            _, received = _closed_by_server_s(sock, time.monotonic())
-            head, _, answer = received.partition(b"\r\n\r\n")
-            assert head.startswith(b"HTTP/1.1 200"), head[:300]
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:")))
+            answer, length = _answer_and_length(_closed_by_server_s(sock, time.monotonic())[1])
             assert len(answer) < length  # cut: the server gave up on the unread rest
     finally:
         for sock in slow:
@@ -158,25 +163,21 @@ def test_answers_left_unread_do_not_block_healthz_and_are_cut(server):
 
 @pytest.mark.timeout(90)
 def test_a_client_reading_a_large_answer_in_pieces_gets_all_of_it(server):
-    """Pauses each shorter than the read timeout, adding up to several times it, while the server's buffers are
-    full: the answer (8 MB of CSV) comes whole (the limit is a pause in the client's reading, not a total)."""
-    body = json.dumps({"workload": {"rows": published_rows()}, "modes": "all"}).encode()
-    sock = _open(server, (f"POST /v1/predictions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          f"Accept: text/csv\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                          ).encode() + body)
+    """A pause after each MB, each shorter than the read timeout, while the server's buffer is full (it holds
+    ~3 MB): the 8 MB answer comes whole, though the server waits on the client several times the timeout in all
+    (the limit is on one pause, not on a total)."""
+    sock = _every_mode_request(server, "text/csv", 65536)
     received, pauses = b"", 0
     try:
         while chunk := sock.recv(1 << 20):
             received += chunk
-            if len(received) > (pauses + 1) << 20:  # a pause after every MB
+            if len(received) > (pauses + 1) << 20:
                 time.sleep(READ_TIMEOUT_S * 0.6)
                 pauses += 1
     finally:
         sock.close()
-    head, _, answer = received.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200"), head[:300]
-    assert len(answer) == int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                   if line.lower().startswith(b"content-length:")))
+    answer, length = _answer_and_length(received)
+    assert len(answer) == length
     assert pauses * READ_TIMEOUT_S * 0.6 > 3 * READ_TIMEOUT_S
 
 
