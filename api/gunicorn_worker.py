@@ -12,9 +12,10 @@ connection as the client's hang-up would (gunicorn then closes it with a debug l
 one line. Idle keep-alive connections are gunicorn's
 ``keepalive`` matter: they wait in its poller, outside any thread, and are not read until a byte comes.
 Every read of the request goes through the parser's socket reader. The response is written to the socket
-itself, whose sends wait at most the read timeout for room (``SO_SNDTIMEO``): a client that reads none of its
-answer for that long (a large one fills the socket buffers) is dropped, as one that stops sending is, and one
-reading, however slowly, is never cut.
+itself (files too: gunicorn's ``sendfile`` is off), each send waiting at most the read timeout for room
+(``SO_SNDTIMEO``): a client that stops reading a large answer, one that fills the socket buffers, is dropped
+once a send has waited that long with no byte moved (a few times the timeout after it stopped, as the buffers
+drain), as one that stops sending is; one reading, however slowly, is never cut.
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ class TimedReadWorker(ThreadWorker):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.read_timeout_s = float(load_settings().REQUEST_READ_TIMEOUT_S)
+        # Files (the page's assets) go out through sendall, whose sends bound_sends bounds: Python's
+        # socket.sendfile waits for room with no time limit once a send would block.
+        self.cfg.set("sendfile", False)
 
     def enqueue_req(self, conn) -> None:
         # From the moment a connection is accepted, or readable again (keep-alive), not from when a thread

@@ -136,8 +136,8 @@ def _answer_and_length(received: bytes) -> tuple[bytes, int]:
 @pytest.mark.timeout(150)
 def test_answers_left_unread_do_not_block_healthz_and_are_cut(server):
     """Clients that ask for a large answer and never read it held a thread each in its write, with no time
-    limit: as many as the worker has threads stopped it answering anyone. A write that makes no progress for
-    the read timeout (twice it, when the send that stalls had moved bytes first) ends the connection."""
+    limit: as many as the worker has threads stopped it answering anyone. A send that waits the read timeout
+    with no byte moved ends the connection."""
     cut = "the answer was not read within"
     before = _log_text(server).count(cut)
     slow = []
