@@ -7,9 +7,9 @@ separates lists with ``;`` splits an unquoted cell there, and a formula after it
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import pandas as pd
@@ -30,11 +30,12 @@ def csv_text_cell(value: object) -> str:
     return text
 
 
-def _number_text(value: float, float_format: str | None) -> str:
-    """A float as text (``float_format``, else ``repr``); empty where it is NaN or infinite (no value)."""
+def _number_text(value: float | np.floating, float_format: str | None) -> str:
+    """A float as text (``float_format``, else the shortest text that reads back as it, at its own precision:
+    a float32 0.1 is ``0.1``); empty where it is NaN or infinite (no value)."""
     if not math.isfinite(value):
         return ""
-    return float_format % value if float_format else repr(value)
+    return float_format % value if float_format else str(value)
 
 
 def _cell(value: object, float_format: str | None) -> str:
@@ -55,20 +56,23 @@ def _column_cells(column: pd.Series, float_format: str | None) -> list[str]:
     as Python writes them, text through :func:`csv_text_cell`."""
     values = column.to_numpy(dtype=object) if column.dtype.kind not in "fiub" else column.to_numpy()
     if values.dtype.kind == "f":
-        return [_number_text(v, float_format) for v in values.tolist()]
+        # numpy scalars below double precision keep theirs (tolist() would widen them: 0.10000000149011612)
+        return [_number_text(v, float_format) for v in (values.tolist() if values.itemsize == 8 else values)]
     if values.dtype.kind in "iub":
         return list(map(str, values.tolist()))
     return [_cell(v, float_format) for v in values.tolist()]
 
 
-def write_frame_csv(df: pd.DataFrame, out: str | Path | io.TextIOBase, float_format: str | None = None) -> None:
+def write_frame_csv(df: pd.DataFrame, out: str | Path | TextIO, float_format: str | None = None) -> None:
     """Write ``df`` as CSV (a header line, LF line ends, no index) to a text stream or a file, overwritten;
     each cell by :func:`csv_text_cell`'s rule."""
     columns = [_column_cells(df.iloc[:, i], float_format) for i in range(df.shape[1])]
+    if len(columns) == 1:  # an empty line would be no row to a reader: an unknown lone cell is written ""
+        columns = [[cell or '""' for cell in columns[0]]]
     lines = [",".join(map(csv_text_cell, map(str, df.columns)))]
     lines += [",".join(row) for row in zip(*columns, strict=True)]
     text = "\n".join(lines) + "\n"
     if isinstance(out, str | Path):
-        Path(out).write_text(text, encoding="utf-8")
+        Path(out).write_text(text, encoding="utf-8", newline="")
     else:
         out.write(text)

@@ -7,6 +7,7 @@ import csv
 import io
 import math
 
+import numpy as np
 import pandas as pd
 from jetpredict.models import profile_files as pf
 from jetpredict.models import profile_rows as pr
@@ -51,3 +52,13 @@ def test_each_kind_of_value_is_written_as_python_writes_it_and_unknowns_are_empt
 def test_a_frame_without_rows_is_its_header_line(tmp_path):
     write_frame_csv(pd.DataFrame(columns=["mode", "epoch_time_s"]), tmp_path / "empty.csv")
     assert (tmp_path / "empty.csv").read_text(encoding="utf-8") == "mode,epoch_time_s\n"
+
+
+def test_a_lone_column_keeps_its_unknown_cells_as_rows_and_float32_its_own_digits(tmp_path):
+    """One column: an empty line would be skipped by every reader (pandas' read_csv too), losing the row."""
+    out = io.StringIO()
+    write_frame_csv(pd.DataFrame({"workload": ["a", None, "b"]}), out)
+    assert out.getvalue() == 'workload\na\n""\nb\n'
+    assert pd.read_csv(io.StringIO(out.getvalue()), keep_default_na=False)["workload"].tolist() == ["a", "", "b"]
+    write_frame_csv(pd.DataFrame({"w": np.array([0.1, np.nan, 1e-7], dtype=np.float32)}), tmp_path / "f.csv")
+    assert (tmp_path / "f.csv").read_bytes() == b'w\n0.1\n""\n1e-07\n'
