@@ -519,7 +519,8 @@ class StoredFitSchema(Schema):
     reference_source = fields.String(allow_none=True)
     workload_source = fields.String(allow_none=True, metadata={
         "description": "published|measured|simulated: where the fitted rows came from"})
-    split_source = split_source_field(allow_none=True, more="; null where today's checks refuse the stored rows")
+    split_source = split_source_field(allow_none=True, more="; null where today's checks refuse the stored rows, "
+                                      "or in a listing's stale fit from before fits kept it (model_version tells)")
     profiled_modes = fields.Integer(allow_none=True)
     model_version = fields.String(allow_none=True, metadata={
         "description": "the model version that fitted it; in a listing right after an upgrade, maybe an older one "

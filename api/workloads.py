@@ -106,7 +106,7 @@ FIELDS_OF_EVERY_FIT = ("split_source",)
 LISTING_REFIT_S = 1.0
 
 
-def is_current(record: WorkloadRecord) -> bool:
+def _is_current(record: WorkloadRecord) -> bool:
     """Whether every fit summary of ``record`` is the running model's (its version, every field it keeps)."""
     return all(fit.get("model_version") == MODEL_VERSION and all(fit.get(k) is not None for k in FIELDS_OF_EVERY_FIT)
                for fit in device_fits(record).values())
@@ -496,14 +496,14 @@ class WorkloadService:
         """``records`` as a listing shows them: each through :meth:`current_record` until :data:`LISTING_REFIT_S` has
         passed (no refit starts after it), the rest as stored (their ``model_version`` says which model fitted them)."""
         deadline = time.monotonic() + LISTING_REFIT_S
-        return [self.current_record(r) if is_current(r) or time.monotonic() < deadline else r for r in records]
+        return [self.current_record(r) if time.monotonic() < deadline else r for r in records]
 
     def current_record(self, record: WorkloadRecord) -> WorkloadRecord:
         """``record`` with the fit summaries of the running model. Those stored by another model version
         (before an upgrade), or before a field every fit now has was kept (:data:`FIELDS_OF_EVERY_FIT`), are
         refitted, as a prediction would be, and stored again where the store takes it; where today's checks
         refuse the stored rows the summaries are null: the workload is not fitted."""
-        if is_current(record):
+        if _is_current(record):
             return record
         fits = device_fits(record)
         try:

@@ -15,9 +15,8 @@ Prints the figures; only ``--write`` writes ``bench/results/listing_after_upgrad
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -28,8 +27,6 @@ from results_io import exponent_text, growth_exponent, write_results
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools.testing
 KEY = "listing-key"
-#: What an older model version wrote in the stored fits (the first model of this service).
-OLD_MODEL_VERSION = "mech-1"
 
 
 def _app(data_dir: Path):
@@ -43,7 +40,7 @@ def _store_aged(data_dir: Path, workloads: int) -> None:
     """``workloads`` workloads stored under ``data_dir``, every fit then marked as an older model's."""
     from jetpredict.api.upload_groups import MAX_UPLOAD_WORKLOADS
 
-    from tools.testing import published_rows
+    from tools.testing import age_stored_fits, published_rows
 
     app = _app(data_dir)
     ids = [f"w{i:05d}" for i in range(workloads)]
@@ -53,22 +50,12 @@ def _store_aged(data_dir: Path, workloads: int) -> None:
         answer = app.test_client().post("/v1/profiles", json={"rows": rows}, headers={"X-API-Key": KEY})
         assert answer.status_code == 201, answer.json
     app.extensions["jetpredict"].storage.dispose()
-    con = sqlite3.connect(data_dir / "jetpredict.sqlite")
-    with con:
-        for workload_id, text in con.execute("SELECT id, fit FROM workloads").fetchall():
-            fit = json.loads(text)
-            fit["model_version"] = OLD_MODEL_VERSION
-            for entry in fit["devices"].values():
-                entry["model_version"] = OLD_MODEL_VERSION
-            con.execute("UPDATE workloads SET fit = ? WHERE id = ?", (json.dumps(fit), workload_id))
-    con.close()
+    age_stored_fits(data_dir / "jetpredict.sqlite")
 
 
 def measure(workloads: int) -> dict:
     """The listings of one page of ``workloads`` aged workloads on a fresh (restarted) service, until every
     fit is current, then one more; and, on a fresh copy, one listing that refits the whole page (no budget)."""
-    import math
-
     from jetpredict.api import workloads as workloads_module
     from jetpredict.predictor.model import MODEL_VERSION
 
@@ -77,6 +64,8 @@ def measure(workloads: int) -> dict:
         client = app.test_client()
         seconds, current = [], []
         while not current or (until_current and current[-1] < workloads):
+            # Each listing refits at least one fit: a page still stale after N of them never becomes current.
+            assert len(current) <= workloads, f"{workloads - current[-1]} fits never became current: {current}"
             start = time.perf_counter()
             answer = client.get(f"/v1/workloads?limit={workloads}")
             seconds.append(time.perf_counter() - start)
@@ -118,8 +107,8 @@ def markdown(data: dict) -> str:
                      f"{r['listings_to_current']} | {', '.join(map(str, r['current_after_each']))} | "
                      f"{r['current_listing_s']:.3f} | {r['whole_page_refit_s']:.2f} |")
     lines += ["", f"Growth with the workloads: first listing s ~ N^{exponent_text(data['first_listing_exponent'])}, "
-              f"listings until all current ~ N^{exponent_text(data['listings_exponent'])}; one listing refitting the whole "
-              f"page (no budget, as before it) ~ N^{exponent_text(data['whole_page_exponent'])}.", ""]
+              f"listings until all current ~ N^{exponent_text(data['listings_exponent'])}; one listing refitting the "
+              f"whole page (no budget, as before it) ~ N^{exponent_text(data['whole_page_exponent'])}.", ""]
     return "\n".join(lines)
 
 

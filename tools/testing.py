@@ -37,6 +37,27 @@ def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet",
     return [{**json_row(r), "workload": as_id} for r in rows[:n]]
 
 
+#: The model version of the stored fits that :func:`age_stored_fits` writes (the service's first model).
+OLD_MODEL_VERSION = "mech-1"
+
+
+def age_stored_fits(db: str | Path, **fields: object) -> None:
+    """Make every workload's stored fit in the SQLite file ``db`` look written by an older model
+    (:data:`OLD_MODEL_VERSION`), each device's entry too, with ``fields`` set on them as well."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        with con:
+            for workload_id, text in con.execute("SELECT id, fit FROM workloads").fetchall():
+                fit = json.loads(text)
+                for entry in (fit, *fit["devices"].values()):
+                    entry.update(model_version=OLD_MODEL_VERSION, **fields)
+                con.execute("UPDATE workloads SET fit = ? WHERE id = ?", (json.dumps(fit), workload_id))
+    finally:
+        con.close()
+
+
 #: Ten modes the adaptive loop profiled for twin ResNet-18 min-energy on Orin Nano (README's whole-space run),
 #: labelled as ``profile --modes`` takes them: memory-bound at EMC 204 and 665.6 MHz as the model's kernel mix
 #: is not, so a fit of their rows misses its own rows (tests of ``rows_scatter_rel`` and fit_check).

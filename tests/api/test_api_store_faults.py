@@ -28,6 +28,8 @@ from jetpredict.api import storage as storage_module
 from jetpredict.api.routes.profiles import REPLAYED_HEADER
 from jetpredict.api.storage import FORMAT_VERSION, Storage
 
+from tools.testing import age_stored_fits
+
 AUTH = {"X-API-Key": API_KEY}
 PREDICT = {"device": "agx-xavier", "workload": {"id": "my-resnet"}, "modes": "presets"}
 
@@ -183,14 +185,10 @@ def test_a_delete_between_the_reads_of_a_workload_is_never_500(make_app, databas
 
 # -- 4. fit summaries stored by an older model ----------------------------------------------------------
 def _age_stored_fit(db: str, rows: list[dict] | None = None) -> None:
-    """Make the stored fit look written by an older model (and, with ``rows``, replace the stored rows)."""
+    """Make the stored fit look written by an older model, counting 99 modes (and, with ``rows``, replace the
+    stored rows)."""
+    age_stored_fits(db, profiled_modes=99)
     con = sqlite3.connect(db)
-    fit = json.loads(con.execute("SELECT fit FROM workloads").fetchone()[0])
-    fit["model_version"] = "mech-1"
-    fit["profiled_modes"] = 99
-    for entry in fit["devices"].values():
-        entry.update(model_version="mech-1", profiled_modes=99)
-    con.execute("UPDATE workloads SET fit = ?", (json.dumps(fit),))
     if rows is not None:
         for (row_id,), row in zip(con.execute("SELECT id FROM profile_rows ORDER BY id").fetchall(), rows,
                                   strict=True):

@@ -3,7 +3,6 @@ of the SQLite file: moved aside, and ``quick_check`` at most once per interval. 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -27,6 +26,8 @@ from jetpredict.api.routes import health
 from jetpredict.api.storage import FORMAT_VERSION, Storage
 from jetpredict.predictor.model import MODEL_VERSION
 from test_api_store_faults import _age_stored_fit
+
+from tools.testing import OLD_MODEL_VERSION, age_stored_fits
 
 AUTH = {"X-API-Key": API_KEY}
 
@@ -91,22 +92,9 @@ def test_a_stale_fit_in_a_read_only_sqlite_file_is_refitted_for_reads_and_left_s
     assert listed.json["workloads"][0]["model_version"] == detail.json["model_version"] == MODEL_VERSION
     con = sqlite3.connect(db)
     try:
-        assert '"mech-1"' in con.execute("SELECT fit FROM workloads").fetchone()[0]  # not written
+        assert f'"{OLD_MODEL_VERSION}"' in con.execute("SELECT fit FROM workloads").fetchone()[0]  # not written
     finally:
         con.close()
-
-
-def _age_every_stored_fit(db: str) -> None:
-    """Make every stored workload's fit look written by an older model, each keeping its own fields."""
-    con = sqlite3.connect(db)
-    for workload_id, text in con.execute("SELECT id, fit FROM workloads").fetchall():
-        fit = json.loads(text)
-        fit["model_version"] = "mech-1"
-        for entry in fit["devices"].values():
-            entry["model_version"] = "mech-1"
-        con.execute("UPDATE workloads SET fit = ? WHERE id = ?", (json.dumps(fit), workload_id))
-    con.commit()
-    con.close()
 
 
 def _listed_versions(client) -> dict[str, str]:
@@ -124,12 +112,12 @@ def test_a_listing_refits_stale_fits_for_at_most_its_budget_and_lists_the_rest_a
     assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=AUTH).status_code == 201
     app.extensions["jetpredict"].storage.dispose()
     db = str(tmp_path / "jetpredict.sqlite")
-    _age_every_stored_fit(db)
+    age_stored_fits(db)
     client = sqlite_app(tmp_path).test_client()
     monkeypatch.setattr(workloads_module, "LISTING_REFIT_S", 0.0)
-    assert _listed_versions(client) == {"w1": "mech-1", "w2": "mech-1", "w3": "mech-1"}
+    assert _listed_versions(client) == dict.fromkeys(("w1", "w2", "w3"), OLD_MODEL_VERSION)
     assert client.get("/v1/workloads/w2").json["model_version"] == MODEL_VERSION  # refitted and stored
-    assert _listed_versions(client) == {"w1": "mech-1", "w2": MODEL_VERSION, "w3": "mech-1"}
+    assert _listed_versions(client) == {"w1": OLD_MODEL_VERSION, "w2": MODEL_VERSION, "w3": OLD_MODEL_VERSION}
     monkeypatch.setattr(workloads_module, "LISTING_REFIT_S", 60.0)
     assert _listed_versions(client) == dict.fromkeys(("w1", "w2", "w3"), MODEL_VERSION)
     monkeypatch.setattr(workloads_module, "LISTING_REFIT_S", 0.0)
