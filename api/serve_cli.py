@@ -121,8 +121,8 @@ def run_gunicorn(settings, load=_create_app, on_ready=None) -> int:
         def load_config(self) -> None:
             options = {
                 "bind": f"{settings.HOST}:{settings.PORT}", "workers": settings.WORKERS,
-                # gthread, but a client that stalls its request head or body is dropped after
-                # REQUEST_READ_TIMEOUT_S instead of holding a thread while its socket stays open.
+                # gthread, but a client that stalls its request head or body, or stops reading its answer, is
+                # dropped after REQUEST_READ_TIMEOUT_S instead of holding a thread while its socket stays open.
                 "worker_class": TIMED_READ_WORKER, "threads": settings.THREADS,
                 "timeout": WORKER_SILENCE_TIMEOUT_S, "graceful_timeout": GRACEFUL_STOP_S, "keepalive": KEEPALIVE_S,
                 "errorlog": "-", "loglevel": "info",
