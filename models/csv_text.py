@@ -47,7 +47,7 @@ def _cell(value: object, float_format: str | None) -> str:
     if isinstance(value, int | np.integer):
         return str(int(value))
     if isinstance(value, float | np.floating):
-        return _number_text(float(value), float_format)
+        return _number_text(value, float_format)
     return csv_text_cell(value)
 
 

@@ -62,3 +62,6 @@ def test_a_lone_column_keeps_its_unknown_cells_as_rows_and_float32_its_own_digit
     assert pd.read_csv(io.StringIO(out.getvalue()), keep_default_na=False)["workload"].tolist() == ["a", "", "b"]
     write_frame_csv(pd.DataFrame({"w": np.array([0.1, np.nan, 1e-7], dtype=np.float32)}), tmp_path / "f.csv")
     assert (tmp_path / "f.csv").read_bytes() == b'w\n0.1\n""\n1e-07\n'
+    out = io.StringIO()
+    write_frame_csv(pd.DataFrame({"o": pd.Series([np.float32(0.1), "x"], dtype=object), "n": 1}), out)
+    assert out.getvalue() == "o,n\n0.1,1\nx,1\n"  # in a column of mixed values too
