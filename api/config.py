@@ -77,8 +77,9 @@ DEFAULT_MAX_BODY_BYTES = -(-MIN_BODY_BYTES // _MIB) * _MIB
 DEFAULT_WORKERS = 2
 DEFAULT_THREADS = 4  # gunicorn threads per worker
 #: gunicorn (``jetpredict serve``) drops a client whose request head has not all come this long after its
-#: connection was accepted (kept alive: after its next byte), or whose body pauses this long with no byte
-#: (api.gunicorn_worker): else each such client holds a thread for as long as it keeps its socket open. A
+#: connection was accepted (kept alive: after its next byte), whose body pauses this long with no byte, or
+#: who reads none of its answer while a send waits this long for room (api.gunicorn_worker): else each such
+#: client holds a thread for as long as it keeps its socket open. A
 #: head is a few hundred bytes sent at once; 10 s covers TCP's retransmits of three lost segments in a row
 #: (1 + 2 + 4 s, RFC 6298's doubling from 1 s). A body still coming, however slowly, is never cut: the limit
 #: is a pause, not a total (s).

@@ -107,6 +107,14 @@ class FieldErrors(InputError):
         return dict(self.errors)
 
 
+def release(error: Exception) -> None:
+    """Let go of what a marshmallow ``ValidationError`` holds beyond its messages. Its load's frame, on the
+    error's own traceback, holds the error: a cycle keeping the parsed body (``error.data`` too) until a full
+    collection, which may not come for long (a 19 MB body kept a worker 1.2 GB larger)."""
+    error.data = None  # type: ignore[attr-defined]
+    error.__traceback__ = None
+
+
 def flatten_errors(errors: object, prefix: str = "") -> dict[str, list[str]]:
     """Marshmallow's nested error dict as ``{"a.b.0.c": [messages]}``."""
     out: dict[str, list[str]] = {}

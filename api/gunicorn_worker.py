@@ -75,7 +75,8 @@ class TimedReads:
             with contextlib.suppress(OSError):
                 self._sock.settimeout(prior)
 
-    def _drop(self) -> bytes:
+    def hang_up(self) -> str | None:
+        """End the connection as a slow client's and say so (``on_drop``); the phase it was read in, if any."""
         phase, self.dropped = self.phase, True
         self.phase = None
         # Shut both ways now: gunicorn's graceful close, which runs on the worker's main loop, would otherwise
@@ -83,7 +84,10 @@ class TimedReads:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._on_drop(phase)
-        if phase == _BODY:
+        return phase
+
+    def _drop(self) -> bytes:
+        if self.hang_up() == _BODY:
             raise ClientDisconnected()
         return b""
 
@@ -164,9 +168,8 @@ class TimedReadWorker(ThreadWorker):
         try:
             keepalive = super().handle_request(req, conn)
         except BlockingIOError:  # a send found no room for the read timeout (bound_sends): the client reads nothing
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)  # as a dropped reader: no wait for a FIN that never comes
-            conn._dropped(None)
+            reads.stop()  # out of the request's reading: dropped as an answer not read
+            reads.hang_up()
             return False
         finally:
             reads.stop()  # gunicorn's own drain of an unread body bounds its reads itself

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from jetpredict.api.config import LISTED_MODE_FIELDS, MAX_CLIENT_ID_CHARS, MAX_MODE_LABEL_CHARS
+from jetpredict.api.errors import release
 from jetpredict.api.list_fields import BoundedList, capped_item_errors, count_problem
 from jetpredict.api.schemas import (
     CATALOGUE_RANGES,
@@ -231,8 +232,7 @@ class ModesField(fields.Field):
             return _MODES_SCHEMA.load(value)  # reports every problem in marshmallow's words
         except ValidationError as exc:
             messages = exc.messages
-            # The load's frame, on exc's traceback, holds exc: a cycle keeping the modes until a full collection.
-            exc.data = exc.__traceback__ = None
+            release(exc)
         said = _device_problems(messages, value, _checked_device(data))
         raise ValidationError(capped_item_errors(said, len(said), "modes"))
 

@@ -106,12 +106,6 @@ FIELDS_OF_EVERY_FIT = ("split_source",)
 LISTING_REFIT_S = 1.0
 
 
-def _is_current(record: WorkloadRecord) -> bool:
-    """Whether every fit summary of ``record`` is the running model's (its version, every field it keeps)."""
-    return all(fit.get("model_version") == MODEL_VERSION and all(fit.get(k) is not None for k in FIELDS_OF_EVERY_FIT)
-               for fit in device_fits(record).values())
-
-
 def fit_summary(model: Any, rows: pd.DataFrame | None = None) -> dict[str, object]:
     """The provenance of a fitted model that is stored with its workload and shown by the API (``rows``: the
     frame it was fitted on, where the caller holds it)."""
@@ -503,9 +497,10 @@ class WorkloadService:
         (before an upgrade), or before a field every fit now has was kept (:data:`FIELDS_OF_EVERY_FIT`), are
         refitted, as a prediction would be, and stored again where the store takes it; where today's checks
         refuse the stored rows the summaries are null: the workload is not fitted."""
-        if _is_current(record):
-            return record
         fits = device_fits(record)
+        if all(fit.get("model_version") == MODEL_VERSION and all(fit.get(k) is not None for k in FIELDS_OF_EVERY_FIT)
+               for fit in fits.values()):
+            return record
         try:
             resolved = self.stored(record.id)
         except UnknownWorkloadError:

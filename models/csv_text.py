@@ -64,8 +64,9 @@ def _column_cells(column: pd.Series, float_format: str | None) -> list[str]:
 
 
 def write_frame_csv(df: pd.DataFrame, out: str | Path | TextIO, float_format: str | None = None) -> None:
-    """Write ``df`` as CSV (a header line, LF line ends, no index) to a text stream or a file, overwritten;
-    each cell by :func:`csv_text_cell`'s rule."""
+    """Write ``df`` as CSV (a header line, LF line ends, no index) to a text stream or a file, overwritten: text
+    cells (and the header) by :func:`csv_text_cell`'s rule, numbers and booleans as :func:`_column_cells` writes
+    them."""
     columns = [_column_cells(df.iloc[:, i], float_format) for i in range(df.shape[1])]
     if len(columns) == 1:  # an empty line would be no row to a reader: an unknown lone cell is written ""
         columns = [[cell or '""' for cell in columns[0]]]

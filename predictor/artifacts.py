@@ -114,18 +114,26 @@ def _read_regular(path: Path, limit: int, what: str) -> bytes:
         raise InputError(f"{what} {path} cannot be read: {exc.strerror}", "model") from None
 
 
+def _json_object(raw: bytes) -> tuple[object, str | None]:
+    """``raw`` read as JSON, and None; or None and why Python's reader refused it (a ValueError's words say
+    where; nested brackets exhaust the reader)."""
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, str(exc)
+    except RecursionError:
+        return None, "nested too deeply"
+
+
 def read_manifest(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     mpath = manifest_path(path)
     if not mpath.exists():
         raise InputError(f"model file {path} has no manifest {mpath.name}: refusing to load it", "model")
     raw = _read_regular(mpath, MAX_MANIFEST_BYTES, "manifest")
-    try:
-        manifest = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"manifest {mpath} is not valid JSON: {exc}", "model") from None
-    except RecursionError:  # nested brackets exhaust the reader, as in the model document
-        raise InputError(f"manifest {mpath} is not valid JSON: nested too deeply", "model") from None
+    manifest, why = _json_object(raw)
+    if why is not None:
+        raise InputError(f"manifest {mpath} is not valid JSON: {why}", "model")
     if not isinstance(manifest, dict):
         raise InputError(f"manifest {mpath} is not a JSON object", "model")
     return manifest
@@ -158,12 +166,10 @@ def read_artifact(path: str | Path, kind: str) -> tuple[dict[str, Any], dict[str
     if manifest.get("sha256") != sha256_bytes(data):
         raise InputError(f"SHA-256 of {path} does not match its manifest: the file was changed or "
                          f"corrupted; refusing to load it", "model")
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)  # a ValueError's says where
+    doc, why = _json_object(data)
+    if why is not None:
         raise InputError(f"{path} is not a JSON model file ({why}; pickles and other formats are never "
-                         f"loaded); {REFIT_HINT}", "model") from None
+                         f"loaded); {REFIT_HINT}", "model")
     if not isinstance(doc, dict):
         raise InputError(f"{path} is not a JSON model document; {REFIT_HINT}", "model")
     for key, doc_key in MANIFEST_MATCHES.items():
