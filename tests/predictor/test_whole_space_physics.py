@@ -18,7 +18,8 @@ ROUNDING_REL = 1e-9
 #: The knobs along which power must not fall (the memory clock's effect on power has either sign).
 POWER_RISING_KNOBS = ("cpu_cores", "cpu_mhz", "gpu_mhz")
 #: How far power may fall in one memory-clock step (a share), as E9 in docs/model-evidence.md states it: the
-#: largest fall of these fits is 12.0% (ResNet-18 predicted on AGX Orin), a regression past 13% fails.
+#: largest fall of these fits is 12.0% (ResNet-18 predicted on AGX Orin; 4.3% on AGX Xavier; LeNet-5's 0.8%, ad hoc,
+#: 2026-12-06), a regression past 13% fails.
 EMC_POWER_FALL_MAX_REL = 0.13
 
 
