@@ -74,10 +74,13 @@ def sqlite_app(data_dir, **config):
                        **NO_RATE_LIMITS, **config})
 
 
-def stored_sqlite(data_dir) -> str:
-    """A SQLite database under ``data_dir`` holding ``my-resnet``, closed and checkpointed; its path."""
+def stored_sqlite(data_dir, rows: list[dict] | None = None) -> str:
+    """A SQLite database under ``data_dir`` holding ``rows`` (default ``my-resnet``'s), closed and checkpointed;
+    its path."""
     app = sqlite_app(data_dir)
-    assert app.test_client().post("/v1/profiles", json={"rows": published_rows()}, headers={"X-API-Key": API_KEY}).status_code == 201
+    answer = app.test_client().post("/v1/profiles", json={"rows": published_rows() if rows is None else rows},
+                                    headers={"X-API-Key": API_KEY})
+    assert answer.status_code == 201, answer.json
     app.extensions["jetpredict"].storage.dispose()
     db = str(data_dir / "jetpredict.sqlite")
     con = sqlite3.connect(db)

@@ -107,12 +107,7 @@ def test_a_listing_refits_stale_fits_for_at_most_its_budget_and_lists_the_rest_a
     """After an upgrade a listing is not a refit of every workload on its page (1,000 of them, no key needed):
     past :data:`LISTING_REFIT_S` of refits it lists the rest as stored, their older model version shown, and a
     later read refits them."""
-    app = sqlite_app(tmp_path)
-    rows = [row for name in ("w1", "w2", "w3") for row in published_rows(as_id=name)]
-    assert app.test_client().post("/v1/profiles", json={"rows": rows}, headers=AUTH).status_code == 201
-    app.extensions["jetpredict"].storage.dispose()
-    db = str(tmp_path / "jetpredict.sqlite")
-    age_stored_fits(db)
+    age_stored_fits(stored_sqlite(tmp_path, [row for name in ("w1", "w2", "w3") for row in published_rows(as_id=name)]))
     client = sqlite_app(tmp_path).test_client()
     monkeypatch.setattr(workloads_module, "LISTING_REFIT_S", 0.0)
     assert _listed_versions(client) == dict.fromkeys(("w1", "w2", "w3"), OLD_MODEL_VERSION)

@@ -9,9 +9,9 @@ from gunicorn.config import Config
 from jetpredict.api.gunicorn_worker import TimedReadWorker
 
 
-def test_the_worker_sends_files_through_its_bounded_sends(monkeypatch):
+def test_the_worker_turns_gunicorns_sendfile_off(monkeypatch):
     """gunicorn's sendfile (the page's assets, 1.7 MB of Swagger UI) waits for room with no time limit once
-    a send would block, whatever SO_SNDTIMEO says: the worker turns it off, for its process only."""
+    a send would block, whatever SO_SNDTIMEO says: the worker turns it off in its configuration."""
     monkeypatch.setenv("JETPREDICT_REQUEST_READ_TIMEOUT_S", "3")
     cfg = Config()
     assert cfg.sendfile is True  # gunicorn's default

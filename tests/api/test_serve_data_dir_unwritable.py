@@ -84,12 +84,11 @@ def test_the_wsgi_entry_point_refuses_an_unwritable_folder_as_serve_does(tmp_pat
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-@pytest.mark.skipif(shutil.which("gunicorn") is None, reason="gunicorn is not installed (the [server] extra)")
 @pytest.mark.parametrize("preload", [[], ["--preload"]])
 def test_gunicorn_stops_on_the_refusal_instead_of_restarting_workers(tmp_path, preload):
     # A worker's SystemExit(1) makes gunicorn's master start another, which fails alike, without end.
     (tmp_path / "parent").mkdir(mode=0o555)
-    done = subprocess.run([*_DROP, shutil.which("gunicorn"), "jetpredict.api.wsgi:app", "-b", f"127.0.0.1:{free_port()}",
+    done = subprocess.run([*_DROP, sys.executable, "-m", "gunicorn", "jetpredict.api.wsgi:app", "-b", f"127.0.0.1:{free_port()}",
                            *preload], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "JETPREDICT_DATA_DIR": str(tmp_path / "parent" / "data")})
     assert done.returncode != 0

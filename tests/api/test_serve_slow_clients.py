@@ -16,6 +16,7 @@ import time
 import pytest
 from api_fixtures import published_rows
 from jetpredict.api.config import DEFAULT_THREADS
+from jetpredict.api.serve_cli import KEEPALIVE_S
 
 from tools.testing import LiveServer
 
@@ -24,8 +25,8 @@ pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fa
 #: The read timeout the server runs with here (s), low to keep the tests short; the default is
 #: api.config.DEFAULT_REQUEST_READ_TIMEOUT_S.
 READ_TIMEOUT_S = 2
-#: More slow sockets than the worker has threads (4), so that they could take every one.
-SLOW_SOCKETS = 5
+#: More slow sockets than the worker has threads, so that they could take every one.
+SLOW_SOCKETS = DEFAULT_THREADS + 1
 #: How long a test waits for an answer or a close before it calls the server hung (s): a liveness bound, far
 #: above the read timeout x the rounds the slow sockets need (5 / 4 threads: 2 rounds of 2 s).
 HUNG_S = 40.0
@@ -170,19 +171,20 @@ def test_a_client_reading_a_large_answer_in_pieces_gets_all_of_it(server):
     machine), while the server's buffer is full (it holds ~3 MB, and 1 MB or more is still to come): the 8 MB
     answer comes whole, though the server waits on the client twice the timeout in all (the limit is on one
     pause, not on a total)."""
+    pauses_wanted, pause_s = 4, READ_TIMEOUT_S / 2  # twice the timeout in all
     sock = _every_mode_request(server, "text/csv", 65536)
     received, pauses = b"", 0
     try:
         while chunk := sock.recv(1 << 20):
             received += chunk
-            if pauses < 4 and len(received) > (pauses + 1) << 20:
-                time.sleep(READ_TIMEOUT_S * 0.5)
+            if pauses < pauses_wanted and len(received) > (pauses + 1) << 20:
+                time.sleep(pause_s)
                 pauses += 1
     finally:
         sock.close()
     answer, length = _answer_and_length(received)
     assert len(answer) == length
-    assert pauses * READ_TIMEOUT_S * 0.5 >= 2 * READ_TIMEOUT_S
+    assert pauses == pauses_wanted  # the answer outlasted every pause
 
 
 @pytest.mark.timeout(60)
@@ -210,6 +212,7 @@ def test_slow_steady_client_is_served_past_the_timeout(server):
 def test_keepalive_connection_idle_past_the_timeout_is_served(server):
     """Idle between two requests longer than the read timeout (inside gunicorn's keep-alive): the second
     request is answered on the same connection."""
+    assert READ_TIMEOUT_S * 1.5 < KEEPALIVE_S  # the idle below outlasts the read timeout, not the keep-alive
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=HUNG_S)
     try:
         conn.request("GET", "/healthz")

@@ -110,13 +110,12 @@ def test_a_file_that_is_not_toml_is_named_with_the_line(tmp_path):
     assert "is not valid TOML" in err.value.message and "line 14" in err.value.message
 
 
-
 @pytest.mark.parametrize(("text", "said"), [
     ("# 0-70 \u00b0C\n", "is not UTF-8 text (byte 0xb0"),  # a comment saved as Latin-1
     ("deep = " + "[" * 100_000 + "]" * 100_000 + "\n", "nests arrays or tables too deeply"),
 ])
 def test_a_file_python_cannot_read_as_toml_is_named_not_a_traceback(tmp_path, text, said):
-    path = write(tmp_path, typed(r"^cuda_cores = 128", "cuda_cores = 128"))
+    path = write(tmp_path, NANO_TEXT)
     path.write_bytes(text.encode("latin-1") + path.read_bytes())
     with pytest.raises(DeviceFileError) as err:
         load_device_file(path)

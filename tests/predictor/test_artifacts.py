@@ -120,7 +120,7 @@ def test_a_model_path_that_is_a_fifo_is_refused_not_read(tmp_path, model):
     ('{"schema": "jetpredict-model/1",', "Expecting property name enclosed in double quotes: line 1 column 33"),
 ])
 def test_a_model_file_that_json_cannot_read_says_why(tmp_path, text, said, capsys):
-    """The manifest matching, a body Python's JSON reader refuses is named with its reason."""
+    """With the manifest matching, a body Python's JSON reader refuses is named with its reason."""
     path = tmp_path / "m.json"
     forge(path, text.encode())
     assert_refused_at_load(path, f" is not a JSON model file ({said}", said, capsys)
