@@ -68,7 +68,11 @@ class Browser:
         port = self._devtools_port()
         targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
         page = next(t for t in targets if t.get("type") == "page")
-        self._ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+        # Every POST body comes with its request event (twice: as text and as base64 entries), 27 MB over the
+        # switching test; websocket-client checks each text frame's UTF-8 byte by byte in Python (~10 s of its
+        # CPU there), and json.loads of the decoded text refuses bad UTF-8 anyway.
+        self._ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True,
+                                               skip_utf8_validation=True)
         self.call("Page.enable")
         self.call("Runtime.enable")
         # POST bodies up to 8 MB travel with the request events (a built-in workload's rows are ~100 kB)
