@@ -15,30 +15,47 @@ from marshmallow import Schema, ValidationError, fields, validate
 FLEET = {"workload": {"id": "my-resnet"}, "deadline_s": 3600}
 
 
-def test_clients_one_over_the_limit_are_refused_by_their_count_alone(client):
-    r = client.post("/v1/fleet-plans", json={**FLEET, "clients": [{}] * (MAX_CLIENTS + 1)})
+#: Each bounded request list: (path, the body holding ``items`` as that list, the list's field, its noun, its
+#: bound, an item that fails its own checks). The rows' item has a cell of the wrong type.
+BOUNDED_LISTS = {
+    "clients": ("/v1/fleet-plans", lambda items: {**FLEET, "clients": items}, "clients", "clients", MAX_CLIENTS, {}),
+    "modes": ("/v1/predictions", lambda items: {"workload": {"id": "x"}, "modes": items}, "modes", "modes",
+              MAX_MODES, 0),
+    "prediction rows": ("/v1/predictions", lambda items: {"workload": {"rows": items}}, "workload.rows", "rows",
+                        MAX_REQUEST_ROWS, {"cpu_mhz": "fast"}),
+    "upload rows": ("/v1/profiles", lambda items: {"rows": items}, "rows", "rows", MAX_REQUEST_ROWS,
+                    {"cpu_mhz": "fast"}),
+}
+
+
+@pytest.mark.parametrize("kind", BOUNDED_LISTS)
+def test_a_list_one_over_its_bound_is_refused_by_its_count_alone(client, auth, kind):
+    path, body, field, noun, bound, bad_item = BOUNDED_LISTS[kind]
+    r = client.post(path, json=body([bad_item] * (bound + 1)), headers=auth)
     assert r.status_code == 422
-    rule = f"must hold 1..{MAX_CLIENTS} clients, got {MAX_CLIENTS + 1}"
-    assert r.json["errors"] == {"clients": [rule]}  # no clients.I.id: the items were not looked at
-    assert r.json["message"] == f"clients: {rule}"
+    rule = f"must hold 1..{bound} {noun}, got {bound + 1}"
+    assert r.json["errors"] == {field: [rule]}  # no FIELD.I...: the items were not looked at
+    assert r.json["message"] == f"{field}: {rule}"
 
 
-def test_an_empty_client_list_is_refused_by_its_count(client):
-    r = client.post("/v1/fleet-plans", json={**FLEET, "clients": []})
+@pytest.mark.parametrize("kind", ["clients", "upload rows"])
+def test_an_empty_list_is_refused_by_its_count(client, auth, kind):
+    path, body, field, noun, bound, _ = BOUNDED_LISTS[kind]
+    r = client.post(path, json=body([]), headers=auth)
     assert r.status_code == 422
-    assert r.json["errors"] == {"clients": [f"must hold 1..{MAX_CLIENTS} clients, got 0"]}
+    assert r.json["errors"] == {field: [f"must hold 1..{bound} {noun}, got 0"]}
 
 
-def test_a_full_list_of_bad_clients_names_the_first_ones_and_counts_the_rest(client):
-    r = client.post("/v1/fleet-plans", json={**FLEET, "clients": [{}] * MAX_CLIENTS})
+@pytest.mark.parametrize("kind, count", [("clients", MAX_CLIENTS), ("modes", MAX_LISTED_ITEM_ERRORS + 7)])
+def test_a_long_list_of_bad_items_names_the_first_ones_and_counts_the_rest(client, kind, count):
+    path, body, field, noun, _, bad_item = BOUNDED_LISTS[kind]
+    r = client.post(path, json=body([bad_item] * count))
     assert r.status_code == 422
     errors = r.json["errors"]
-    items = {key.split(".")[1] for key in errors if key.startswith("clients.")}
-    assert items == {str(i) for i in range(MAX_LISTED_ITEM_ERRORS)}
-    assert errors["clients.0.id"] == ["Missing data for required field."]
-    more = MAX_CLIENTS - MAX_LISTED_ITEM_ERRORS
-    assert errors["clients"] == [f"{more} more clients have problems, not listed (the first "
-                                 f"{MAX_LISTED_ITEM_ERRORS} with problems are)"]
+    assert {key.split(".")[1] for key in errors if key.startswith(f"{field}.")} == {
+        str(i) for i in range(MAX_LISTED_ITEM_ERRORS)}
+    assert errors[field] == [f"{count - MAX_LISTED_ITEM_ERRORS} more {noun} have problems, not listed (the first "
+                             f"{MAX_LISTED_ITEM_ERRORS} with problems are)"]
 
 
 def test_a_few_bad_clients_are_all_named(client):
@@ -46,39 +63,13 @@ def test_a_few_bad_clients_are_all_named(client):
     r = client.post("/v1/fleet-plans", json={**FLEET, "clients": clients})
     assert r.status_code == 422
     assert set(r.json["errors"]) == {"clients.1.id", "clients.1.device", "clients.2.device"}
-
-
-@pytest.mark.parametrize("path, field", [("/v1/predictions", "workload.rows"), ("/v1/profiles", "rows")])
-def test_rows_one_over_the_limit_are_refused_by_their_count_alone(client, auth, path, field):
-    # Every row has a cell of the wrong type, which the rows' own check would name: it is not reached.
-    rows = [{"cpu_mhz": "fast"}] * (MAX_REQUEST_ROWS + 1)
-    body = {"workload": {"rows": rows}} if path == "/v1/predictions" else {"rows": rows}
-    r = client.post(path, json=body, headers=auth)
-    assert r.status_code == 422
-    assert r.json["errors"] == {field: [f"must hold 1..{MAX_REQUEST_ROWS} rows, got {MAX_REQUEST_ROWS + 1}"]}
+    assert r.json["errors"]["clients.1.id"] == ["Missing data for required field."]
 
 
 def test_rows_within_the_limit_still_have_their_cells_checked(client, auth):
     rows = [{**row, "cpu_mhz": "fast"} for row in published_rows()[:3]]
     r = client.post("/v1/profiles", json={"rows": rows}, headers=auth)
     assert r.status_code == 422 and "rows.0.cpu_mhz" in r.json["errors"], r.json
-
-
-def test_modes_over_the_limit_are_refused_by_their_count_in_the_same_words(client):
-    r = client.post("/v1/predictions", json={"workload": {"id": "x"}, "modes": [0] * (MAX_MODES + 1)})
-    assert r.status_code == 422
-    assert r.json["errors"] == {"modes": [f"must hold 1..{MAX_MODES} modes, got {MAX_MODES + 1}"]}
-
-
-def test_a_long_list_of_bad_modes_names_the_first_ones_and_counts_the_rest(client):
-    n = MAX_LISTED_ITEM_ERRORS + 7
-    r = client.post("/v1/predictions", json={"workload": {"id": "x"}, "modes": [0] * n})
-    assert r.status_code == 422
-    errors = r.json["errors"]
-    assert {key.split(".")[1] for key in errors if key.startswith("modes.")} == {
-        str(i) for i in range(MAX_LISTED_ITEM_ERRORS)}
-    assert errors["modes"] == [f"7 more modes have problems, not listed (the first {MAX_LISTED_ITEM_ERRORS} "
-                               "with problems are)"]
 
 
 def test_the_document_still_states_the_counts(client):
