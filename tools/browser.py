@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,18 @@ class Browser:
         path = Path(path)
         path.write_bytes(base64.b64decode(data))
         return path
+
+    @contextlib.contextmanager
+    def scripts_on_new_documents(self, *sources: str) -> Iterator[None]:
+        """Run ``sources`` in order at the start of every document loaded in the block, and in none after it."""
+        hooks: list[str] = []
+        try:
+            for source in sources:
+                hooks.append(self.call("Page.addScriptToEvaluateOnNewDocument", source=source)["identifier"])
+            yield
+        finally:
+            for hook in hooks:
+                self.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
 
     def set_files(self, selector: str, paths: list[str | Path]) -> None:
         """Choose ``paths`` in the page's ``<input type=file>`` at ``selector`` (as a user picking files)."""

@@ -236,8 +236,7 @@ def test_cross_device_workload_past_the_first_page_states_its_provenance_with_no
     first = requests.get(f"{server.url}/v1/workloads", params={"limit": 1}, timeout=30).json()
     assert first["total"] >= 2 and first["workloads"][0]["id"] != "zz-page-cross"
 
-    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=FETCH_HOOK)["identifier"]
-    try:
+    with browser.scripts_on_new_documents(FETCH_HOOK):
         browser.navigate(server.url + "/?device=xavier-nx&workload=stored:zz-page-cross")
         key = ready_for(browser, "xavier-nx", 120)
         assert key["workload"] == "stored:zz-page-cross"
@@ -283,8 +282,6 @@ def test_cross_device_workload_past_the_first_page_states_its_provenance_with_no
         key = ready_for(browser, "xavier-nx")
         assert key["workload"] == "stored:zz-page-cross" and key["confidence"] == float(options[0])
         assert provenance(browser)["answer"] == "recommendation"
-    finally:
-        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     assert not errors_since(browser, errors), errors_since(browser, errors)
 
 

@@ -160,8 +160,7 @@ def test_errors_say_what_happened_in_words(server, browser, tmp_path):
     limit, saying so; the service's message is not repeated by its field list; the search box holds no
     more than the API takes."""
     errors = len(browser.errors())
-    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=FAULT_HOOK)["identifier"]
-    try:
+    with browser.scripts_on_new_documents(FAULT_HOOK):
         browser.navigate(server.url + "/?device=orin-nano")
         ready_for(browser, "orin-nano", 120)
         browser.evaluate("window.__fault = { path: '/v1/workloads', kind: '502' }")
@@ -201,8 +200,6 @@ def test_errors_say_what_happened_in_words(server, browser, tmp_path):
         refused = browser.wait_for("document.getElementById('upload-status').className === 'error' && "
                                    "document.getElementById('upload-status').textContent", 60)
         assert refused.count("is not one of the service's keys") == 1, refused
-    finally:
-        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     # the refusals the test provoked, as the browser logs them
     left = [e for e in errors_since(browser, errors) if not re.search(r"status of (403|422)", e)]
     assert not left, left
@@ -212,9 +209,7 @@ def test_a_start_that_failed_takes_the_links_coverage_and_epochs_at_the_next_loa
     """The service's document (/openapi.json, the coverages and the epochs' range) fails at the page's start:
     the link's coverage and epochs wait for the first load that reads it, and are chosen then."""
     errors = len(browser.errors())
-    hooks = [browser.call("Page.addScriptToEvaluateOnNewDocument", source=source)["identifier"]
-             for source in (FAULT_HOOK, "window.__fault = { path: '/openapi.json', kind: '502' };")]
-    try:
+    with browser.scripts_on_new_documents(FAULT_HOOK, "window.__fault = { path: '/openapi.json', kind: '502' };"):
         browser.navigate(server.url + "/?device=nano&confidence=0.95&epochs=20")
         status = browser.wait_for("document.body.dataset.state === 'error' && "
                                   "document.getElementById('status').textContent", 30)
@@ -224,9 +219,6 @@ def test_a_start_that_failed_takes_the_links_coverage_and_epochs_at_the_next_loa
         key = ready_for(browser, "orin-nano", 120)
         assert (key["confidence"], key["epochs"]) == (0.95, 20), key
         assert browser.evaluate("document.getElementById('confidence').value") == "0.95"
-    finally:
-        for hook in hooks:
-            browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     left = [e for e in errors_since(browser, errors) if "status of 502" not in e]
     assert not left, left
 
@@ -242,8 +234,7 @@ def test_copy_is_offered_only_for_a_current_answer_with_a_best_mode(server, brow
     (it would copy the command of an answer to other controls) and the badge does not say an update is on
     its way; after a failed device load there is nothing to copy; a new answer is copyable again."""
     errors = len(browser.errors())
-    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=FAULT_HOOK)["identifier"]
-    try:
+    with browser.scripts_on_new_documents(FAULT_HOOK):
         browser.navigate(server.url + "/?device=nano&workload=builtin:simulated:resnet18-cifar10")
         ready_for(browser, "nano", 120)
         state, disabled, stale, hidden, _, command = browser.evaluate(CHOICE_STATE)
@@ -275,7 +266,5 @@ def test_copy_is_offered_only_for_a_current_answer_with_a_best_mode(server, brow
         choose(browser, "objective", "min-energy")  # loads Orin Nano again
         ready_for(browser, "orin-nano", 120)
         assert browser.evaluate(CHOICE_STATE)[1:4] == [False, False, True]
-    finally:
-        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     left = [e for e in errors_since(browser, errors) if not re.search(r"status of 502", e)]
     assert not left, left

@@ -226,9 +226,8 @@ def test_refits_in_a_row_are_bounded_and_a_later_choice_loads_again(server, brow
     load it again, whether they land before each recommendation or between a load's two answers; once they
     stop, an objective change (no reload of its own) loads the newer fit and answers: the page is not stuck."""
     errors = len(browser.errors())
-    hook = browser.call("Page.addScriptToEvaluateOnNewDocument", source=REFIT_HOOK)["identifier"]
     error = "document.body.dataset.state === 'error' && document.getElementById('status').textContent"
-    try:
+    with browser.scripts_on_new_documents(REFIT_HOOK):
         browser.navigate(server.url + "/?device=nano&workload=builtin:simulated:resnet18-cifar10")
         ready_for(browser, "nano", 120)
         # a newer fit before every recommendation: the refit loads stop after the limit
@@ -259,8 +258,6 @@ def test_refits_in_a_row_are_bounded_and_a_later_choice_loads_again(server, brow
         browser.evaluate("window.__refit = null")
         choose(browser, "confidence", "0.9")
         ready_for(browser, "nano", 60)
-    finally:
-        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=hook)
     assert not errors_since(browser, errors), errors_since(browser, errors)
 
 
