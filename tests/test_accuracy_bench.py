@@ -11,6 +11,11 @@ import pytest
 
 from tests.test_benches import bench_path  # noqa: F401  (the fixture: bench/ on the path, then cleaned up)
 
+#: A PowerTrain-style MLP small enough for a test (the bench's nets are (256, 128, 64), pretrained 500 iterations).
+SMALL_MLP = dict(hidden=(16, 8), pretrain_iter=40, finetune_iter=10, seeds=2)
+#: 40 L-BFGS iterations stop before convergence, which scikit-learn warns of: the point here is speed.
+SHORT_PRETRAINING = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
 
 @pytest.fixture
 def accuracy(bench_path):  # noqa: F811
@@ -34,16 +39,16 @@ def test_the_designs_are_every_4_mode_choice_or_a_seeded_sample_of_them(accuracy
     assert sample != accuracy.design_picks(10, sample=30, seed=1)
 
 
+@SHORT_PRETRAINING
 def test_the_finetuned_mlp_is_the_one_fit_gives_from_one_pretraining(accuracy, real):
     baselines = importlib.import_module("baselines")
     ref = real[real["workload"] != "lenet5-mnist"]
     rows = real[real["workload"] == "lenet5-mnist"].reset_index(drop=True)
-    small = dict(hidden=(16, 8), pretrain_iter=40, finetune_iter=10, seeds=2)
-    shared = baselines.PowerTrainMLP(**small).pretrain(ref)
+    shared = baselines.PowerTrainMLP(**SMALL_MLP).pretrain(ref)
     for modes in ("efij", "abgh"):
         prof = rows[rows["mode"].isin(list(modes))]
         once = shared.finetune(prof).predict(rows)
-        alone = baselines.PowerTrainMLP(**small).fit(ref, prof).predict(rows)
+        alone = baselines.PowerTrainMLP(**SMALL_MLP).fit(ref, prof).predict(rows)
         for col in ("epoch_time_s", "epoch_energy_j", "avg_power_w"):
             assert np.allclose(once[col], alone[col], rtol=1e-9), col
         # Its energy is its time times its power, as PowerTrain predicts them.
@@ -93,10 +98,10 @@ def test_from_efij_jetpredict_beats_the_seed_regression_by_the_committed_margins
         assert fresh["jetpredict"] < fresh["seed linear"], name
 
 
+@SHORT_PRETRAINING
 def test_every_method_is_scored_on_the_same_held_out_modes_with_the_target_left_out(accuracy, real):
     picks = [tuple("abcdefghij".index(m) for m in "efij")]
-    scores = accuracy.compare_target(real, "lenet5-mnist", picks, mlp=dict(hidden=(16, 8), pretrain_iter=40,
-                                                                             finetune_iter=10, seeds=2))
+    scores = accuracy.compare_target(real, "lenet5-mnist", picks, mlp=SMALL_MLP)
     assert {s["method"] for s in scores} == set(accuracy.METHODS)
     assert all(s["design"] == "e,f,i,j" and s["target"] == "lenet5-mnist" for s in scores)
     for s in scores:
