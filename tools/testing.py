@@ -27,6 +27,16 @@ from pathlib import Path
 STARTUP_TIMEOUT_S = 60.0
 
 
+def wait_until(condition: Callable[[], object], timeout_s: float, failure: str | Callable[[], str],
+               poll_s: float = 0.01) -> None:
+    """Poll ``condition`` every ``poll_s`` s until it is true. Past ``timeout_s`` s, an AssertionError saying
+    ``failure`` (a callable gives its words at that moment): a bound for a hung part, not a speed check."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, failure if isinstance(failure, str) else failure()
+        time.sleep(poll_s)
+
+
 def published_rows(workload: str = "resnet18-cifar10", as_id: str = "my-resnet", n: int = 4) -> list[dict]:
     """``n`` published AGX Xavier rows of ``workload``, relabelled as the new workload ``as_id``, as a JSON
     client sends them (:func:`json_row`)."""

@@ -38,7 +38,7 @@ def test_a_list_one_over_its_bound_is_refused_by_its_count_alone(client, auth, k
     assert r.json["message"] == f"{field}: {rule}"
 
 
-@pytest.mark.parametrize("kind", ["clients", "upload rows"])
+@pytest.mark.parametrize("kind", BOUNDED_LISTS)
 def test_an_empty_list_is_refused_by_its_count(client, auth, kind):
     path, body, field, noun, bound, _ = BOUNDED_LISTS[kind]
     r = client.post(path, json=body([]), headers=auth)

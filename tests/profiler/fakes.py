@@ -44,6 +44,7 @@ from tests.profiler.fake_tools import (
     PIN_SIGNAL_MARKER,
     nvpmodel_conf_for,
 )
+from tools.testing import wait_until
 
 #: Real device-tree strings per catalogued board: ``(/proc/device-tree/model, compatible entries)``.
 #: nano: L4T r32 devkit - model from rbonghi/jetson_stats#48 (JetPack 4.3), compatible as printed by an
@@ -250,10 +251,7 @@ class FakeRoot:
     def wait_pin(self, timeout_s: float = 60.0) -> None:
         """Wait until the pin :meth:`signal_in_pin` set up has landed."""
         done = self.path / f"{PIN_SIGNAL_MARKER}.done"
-        deadline = time.monotonic() + timeout_s
-        while not done.exists():
-            assert time.monotonic() < deadline, f"the pin did not land within {timeout_s:g} s"
-            time.sleep(0.01)
+        wait_until(done.exists, timeout_s, f"the pin did not land within {timeout_s:g} s")
 
     def install_tool(self, name: str, body: str) -> Path:
         p = self.bin / name
@@ -288,10 +286,8 @@ class FakeRoot:
 
     def wait_held(self, what: str, timeout_s: float = 60.0) -> None:
         """Wait until a fake nvpmodel call is held (:meth:`hold_nvpmodel`)."""
-        deadline = time.monotonic() + timeout_s
-        while not (self.path / f"hold_{what}.taken").exists():
-            assert time.monotonic() < deadline, f"no nvpmodel -{what} came within {timeout_s:g} s"
-            time.sleep(0.01)
+        wait_until((self.path / f"hold_{what}.taken").exists, timeout_s,
+                   f"no nvpmodel -{what} came within {timeout_s:g} s")
 
     def release_nvpmodel(self, what: str) -> None:
         (self.path / f"hold_{what}.taken").unlink(missing_ok=True)

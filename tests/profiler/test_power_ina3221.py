@@ -12,6 +12,8 @@ from jetpredict.profiler.metering import window_null_reason
 from jetpredict.profiler.power import Ina3221Meter, PowerReadError, PowerSampler
 from jetpredict.profiler.power.rails import BOARDS, match_board, plausible_module_power, total_rule
 
+from tools.testing import wait_until
+
 
 def test_hwmon_orin_nx_total_is_vdd_in(fake_root):
     # JetPack 5/6: power = mV x mA; labels are found whatever the hwmon index is.
@@ -151,10 +153,8 @@ def test_a_window_of_zero_readings_has_null_energy_with_the_reason_not_0_j(fake_
         t_good = time.perf_counter()  # a window ending here has good samples on both sides of its edges
         # A loaded machine may leave the sampler thread no CPU for a while: the rail drops only once a good
         # sample after t_good is in, else the window's end would fall on a NaN one.
-        deadline = time.monotonic() + GOOD_SAMPLE_WAIT_S
-        while sampler.snapshot().times_s[-1] <= t_good:
-            assert time.monotonic() < deadline, f"no sample after t_good within {GOOD_SAMPLE_WAIT_S:g} s"
-            time.sleep(0.005)
+        wait_until(lambda: sampler.snapshot().times_s[-1] > t_good, GOOD_SAMPLE_WAIT_S,
+                   f"no sample after t_good within {GOOD_SAMPLE_WAIT_S:g} s", poll_s=0.005)
         fake_root.write(VDD_IN_CURR, 0)
         time.sleep(0.05)
         t0 = time.perf_counter()

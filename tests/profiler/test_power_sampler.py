@@ -10,6 +10,8 @@ import pytest
 from jetpredict.models.errors import InputError
 from jetpredict.profiler.power import NullPowerMeter, PowerMeter, PowerReadError, PowerSampler, hz_for_window
 
+from tools.testing import wait_until
+
 
 class RampMeter(PowerMeter):
     """A sensor whose power is a known function of perf_counter time: P = 4 + 2 t (W); reads number
@@ -56,10 +58,8 @@ class CountingMeter(RampMeter):
 def _wait_for_reads(meter: RampMeter, reads: int, timeout_s: float = 30.0) -> None:
     """Wait until ``meter`` has been read ``reads`` times: counts of reads, not sleeps, so a loaded machine
     that delays the sampler's thread changes nothing but the wait."""
-    deadline = time.perf_counter() + timeout_s
-    while meter.reads < reads:
-        assert time.perf_counter() < deadline, f"{meter.reads} of {reads} reads in {timeout_s} s"
-        time.sleep(0.005)
+    wait_until(lambda: meter.reads >= reads, timeout_s, lambda: f"{meter.reads} of {reads} reads in {timeout_s} s",
+               poll_s=0.005)
 
 
 @pytest.mark.parametrize("meter_type", [RampMeter, CountingMeter], ids=["sampled", "counter"])
