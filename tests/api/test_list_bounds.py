@@ -4,6 +4,9 @@ took a worker to 8.4 GB; 200k answered a 23 MB 422). Checked on what the error l
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import jetpredict.api.query_schemas  # noqa: F401 (its RequestSchema subclasses, found through the base)
 import pytest
 from api_fixtures import published_rows
@@ -15,47 +18,58 @@ from marshmallow import Schema, ValidationError, fields, validate
 FLEET = {"workload": {"id": "my-resnet"}, "deadline_s": 3600}
 
 
-#: Each bounded request list: (path, the body holding ``items`` as that list, the list's field, its noun, its
-#: bound, an item that fails its own checks). The rows' item has a cell of the wrong type.
+class BoundedRequestList(NamedTuple):
+    """One bounded request list, as a client sends it."""
+
+    path: str
+    body: Callable[[list], dict]  # the request body holding ``items`` as that list
+    field: str
+    noun: str
+    bound: int
+    bad_item: object  # an item that fails its own checks
+
+
+#: Each bounded request list. The rows' bad item has a cell of the wrong type.
 BOUNDED_LISTS = {
-    "clients": ("/v1/fleet-plans", lambda items: {**FLEET, "clients": items}, "clients", "clients", MAX_CLIENTS, {}),
-    "modes": ("/v1/predictions", lambda items: {"workload": {"id": "x"}, "modes": items}, "modes", "modes",
-              MAX_MODES, 0),
-    "prediction rows": ("/v1/predictions", lambda items: {"workload": {"rows": items}}, "workload.rows", "rows",
-                        MAX_REQUEST_ROWS, {"cpu_mhz": "fast"}),
-    "upload rows": ("/v1/profiles", lambda items: {"rows": items}, "rows", "rows", MAX_REQUEST_ROWS,
-                    {"cpu_mhz": "fast"}),
+    "clients": BoundedRequestList("/v1/fleet-plans", lambda items: {**FLEET, "clients": items}, "clients", "clients",
+                                  MAX_CLIENTS, {}),
+    "modes": BoundedRequestList("/v1/predictions", lambda items: {"workload": {"id": "x"}, "modes": items}, "modes",
+                                "modes", MAX_MODES, 0),
+    "prediction rows": BoundedRequestList("/v1/predictions", lambda items: {"workload": {"rows": items}},
+                                          "workload.rows", "rows", MAX_REQUEST_ROWS, {"cpu_mhz": "fast"}),
+    "upload rows": BoundedRequestList("/v1/profiles", lambda items: {"rows": items}, "rows", "rows", MAX_REQUEST_ROWS,
+                                      {"cpu_mhz": "fast"}),
 }
 
 
 @pytest.mark.parametrize("kind", BOUNDED_LISTS)
 def test_a_list_one_over_its_bound_is_refused_by_its_count_alone(client, auth, kind):
-    path, body, field, noun, bound, bad_item = BOUNDED_LISTS[kind]
-    r = client.post(path, json=body([bad_item] * (bound + 1)), headers=auth)
+    listed = BOUNDED_LISTS[kind]
+    r = client.post(listed.path, json=listed.body([listed.bad_item] * (listed.bound + 1)), headers=auth)
     assert r.status_code == 422
-    rule = f"must hold 1..{bound} {noun}, got {bound + 1}"
-    assert r.json["errors"] == {field: [rule]}  # no FIELD.I...: the items were not looked at
-    assert r.json["message"] == f"{field}: {rule}"
+    rule = f"must hold 1..{listed.bound} {listed.noun}, got {listed.bound + 1}"
+    assert r.json["errors"] == {listed.field: [rule]}  # no FIELD.I...: the items were not looked at
+    assert r.json["message"] == f"{listed.field}: {rule}"
 
 
 @pytest.mark.parametrize("kind", BOUNDED_LISTS)
 def test_an_empty_list_is_refused_by_its_count(client, auth, kind):
-    path, body, field, noun, bound, _ = BOUNDED_LISTS[kind]
-    r = client.post(path, json=body([]), headers=auth)
+    listed = BOUNDED_LISTS[kind]
+    r = client.post(listed.path, json=listed.body([]), headers=auth)
     assert r.status_code == 422
-    assert r.json["errors"] == {field: [f"must hold 1..{bound} {noun}, got 0"]}
+    assert r.json["errors"] == {listed.field: [f"must hold 1..{listed.bound} {listed.noun}, got 0"]}
 
 
 @pytest.mark.parametrize("kind, count", [("clients", MAX_CLIENTS), ("modes", MAX_LISTED_ITEM_ERRORS + 7)])
 def test_a_long_list_of_bad_items_names_the_first_ones_and_counts_the_rest(client, kind, count):
-    path, body, field, noun, _, bad_item = BOUNDED_LISTS[kind]
-    r = client.post(path, json=body([bad_item] * count))
+    listed = BOUNDED_LISTS[kind]
+    r = client.post(listed.path, json=listed.body([listed.bad_item] * count))
     assert r.status_code == 422
     errors = r.json["errors"]
-    assert {key.split(".")[1] for key in errors if key.startswith(f"{field}.")} == {
+    assert {key.split(".")[1] for key in errors if key.startswith(f"{listed.field}.")} == {
         str(i) for i in range(MAX_LISTED_ITEM_ERRORS)}
-    assert errors[field] == [f"{count - MAX_LISTED_ITEM_ERRORS} more {noun} have problems, not listed (the first "
-                             f"{MAX_LISTED_ITEM_ERRORS} with problems are)"]
+    assert errors[listed.field] == [f"{count - MAX_LISTED_ITEM_ERRORS} more {listed.noun} have problems, not listed "
+                                    f"(the first {MAX_LISTED_ITEM_ERRORS} with problems are)"]
 
 
 def test_a_few_bad_clients_are_all_named(client):
