@@ -1,5 +1,5 @@
 """Benches take their scaffolding from tools/, never from tests/; the sweep replay lives there too; the build
-tools give what is committed."""
+tools give what is committed; the tests' one wait fails past its bound."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from jetpredict.predictor import calibration
 from jetpredict.profiler.sim import kernel_costs
 
 from tools import calibrate_intervals, calibrate_twin, replay, retrace_workloads
-from tools.testing import published_rows
+from tools.testing import published_rows, wait_until
 from tools.twin_calibration_report import RESULTS_PATH, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +31,18 @@ def test_published_rows_from_tools():
     rows = published_rows(as_id="x", n=3)
     assert len(rows) == 3 and {r["workload"] for r in rows} == {"x"}
     assert isinstance(rows[0]["epoch_time_s"], float)
+
+
+def test_wait_until_returns_once_its_condition_holds_and_fails_past_its_bound_in_its_words():
+    polls = []
+    wait_until(lambda: polls.append(1) or len(polls) >= 3, 5.0, "never", poll_s=0.001)
+    assert len(polls) == 3
+    with pytest.raises(AssertionError, match="^nothing came$"):
+        wait_until(lambda: False, 0.02, "nothing came", poll_s=0.001)
+    seen = []
+    with pytest.raises(AssertionError, match=r"^\d+ polls$"):  # words made when it fails, not before
+        wait_until(lambda: seen.append(1), 0.02, lambda: f"{len(seen)} polls", poll_s=0.001)
+    assert len(seen) > 1
 
 
 def test_replay_is_not_in_the_package_and_matches_clocks_as_the_catalogue_does(monkeypatch):

@@ -21,6 +21,8 @@ from jetpredict.profiler.powermode import PrivilegedCommandError, detect_control
 from jetpredict.profiler.powermode import state as state_file
 from jetpredict.profiler.powermode.recovery import RunStillActive, restore_unfinished
 
+from tools.testing import wait_until
+
 PROFILE = ["profile", "--device", "jetson", "--workload", "lenet5-mnist", "--batch-size", "2", "--workers", "0",
            "--warmup", "0", "--minibatches", "1", "--settle-s", "0", "--no-progress"]
 
@@ -330,10 +332,8 @@ child.wait()
     with pytest.raises(PrivilegedCommandError, match="did not finish within 1 s"):
         privileged.run_privileged(["slowtool"], timeout_s=1.0)
     pid = int(child_pid.read_text())
-    deadline = time.monotonic() + 5
-    while state_file.process_start_time(pid) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert state_file.process_start_time(pid) is None  # no zombie either: reaped by init once orphaned
+    # no zombie either: reaped by init once orphaned
+    wait_until(lambda: state_file.process_start_time(pid) is None, 5, f"pid {pid} still there after 5 s", poll_s=0.05)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")

@@ -31,7 +31,7 @@ from jetpredict.models.catalogue import PowerMode, load_device
 from jetpredict.profiler.powermode import detect_controller
 from jetpredict.profiler.powermode import state as state_file
 
-from tools.testing import NAPPING_MINUTE
+from tools.testing import NAPPING_MINUTE, wait_until
 
 pytestmark = pytest.mark.slow  # starts processes or servers (see README: the fast pass)
 
@@ -93,13 +93,12 @@ def _wait_delivered(pid: int, sig: int, timeout_s: float = 60.0) -> None:
     """Wait until ``sig``, sent to ``pid``, is no longer pending for it (/proc's SigPnd and ShdPnd): the kernel
     has handed it to the process, whose Python handler then runs before the main thread waits again."""
     bit = 1 << (sig - 1)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def delivered() -> bool:
         fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-        if not (int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)) & bit:
-            return
-        assert time.monotonic() < deadline, f"signal {sig} still pending for pid {pid} after {timeout_s:g} s"
-        time.sleep(0.01)
+        return not (int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)) & bit
+
+    wait_until(delivered, timeout_s, f"signal {sig} still pending for pid {pid} after {timeout_s:g} s")
 
 
 @pytest.mark.parametrize("sig, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
